@@ -1,0 +1,67 @@
+"""The one error family: every error a user can cause, with its exit code and a hint.
+
+The CLI catches `ReleaseError` once, prints `error: <message>` and, when there is one,
+`hint: <hint>`, and exits with the class's `exit_code`. Anything else is a bug and keeps
+its traceback.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+class ReleaseError(Exception):
+    """A problem the user can fix. `message` is one line; `hint` says how to fix it."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def lines(self) -> list[str]:
+        out = [f"error: {line}" for line in self.message.splitlines() or [""]]
+        if self.hint:
+            out.append(f"hint: {self.hint}")
+        return out
+
+
+class ConfigError(ReleaseError):
+    """matrix.yaml (or a command-line option) is invalid. Carries every problem found."""
+
+    exit_code = 2
+
+    def __init__(self, problems: Sequence[str], *, hint: str | None = None) -> None:
+        self.problems = tuple(problems)
+        super().__init__("\n".join(self.problems), hint=hint)
+
+
+class ToolchainError(ReleaseError):
+    """A compiler or tool a cell needs is missing, or reports the wrong version."""
+
+    exit_code = 3
+
+
+class BuildError(ReleaseError):
+    """A cell failed to build, or its wheel failed inspection."""
+
+    exit_code = 4
+
+
+class PublishError(ReleaseError):
+    """A destination refused a file, or could not be reached within the retry budget."""
+
+    exit_code = 5
+
+
+class ConflictError(PublishError):
+    """A destination already holds a file of that name with other bytes."""
+
+    exit_code = 6
+
+
+class VerifyError(ReleaseError):
+    """A published URL does not resolve to the exact bytes that were built."""
+
+    exit_code = 7
