@@ -1,0 +1,23 @@
+"""pytest fixtures of the stand-in GitHub.
+
+Load them with ``pytest_plugins = ["tests.github_standin.fixtures"]`` in a conftest.py or
+a test module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from .server import GitHubStandIn
+
+DEFAULT_REPO = "k3-org/k3-kernels"
+
+
+@pytest.fixture
+def github_standin() -> Iterator[GitHubStandIn]:
+    """A fresh stand-in GitHub per test, with the repository ``k3-org/k3-kernels``."""
+    with GitHubStandIn() as standin:
+        standin.add_repo(DEFAULT_REPO)
+        yield standin
