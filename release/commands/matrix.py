@@ -1,0 +1,106 @@
+"""`release matrix`: the expanded cells, as a table, JSON, or a GitHub Actions matrix."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from release.console import make_console, table
+from release.matrix import Cell, cell_dict, load_matrix, matrix_json_schema
+
+GITHUB_JOB_LIMIT = 256
+
+
+def github_matrix(cells: Sequence[Cell], *, per: str = "cell") -> dict[str, Any]:
+    """The `strategy.matrix` of a GitHub Actions job: an `include` list of flat entries.
+
+    `per="cuda"` gives one entry per CUDA version (its arches listed together), for jobs that
+    compile device code once per CUDA version and build every arch from it.
+    """
+    include: list[dict[str, str | int | bool]] = []
+    if per == "cuda":
+        versions = dict.fromkeys(str(c.cuda) for c in cells)
+        for cuda in versions:
+            group = [c for c in cells if str(c.cuda) == cuda]
+            include.append(
+                {
+                    "cuda": cuda,
+                    "arches": " ".join(c.arch for c in group),
+                    "label": group[0].local_label or "",
+                    "destination": group[0].destination.name,
+                    "wheels": " ".join(c.wheel_filename for c in group),
+                }
+            )
+    else:
+        for cell in cells:
+            include.append(
+                {
+                    "id": cell.id,
+                    "cuda": str(cell.cuda),
+                    "arch": cell.arch,
+                    "sms": " ".join(str(s) for s in cell.sms),
+                    "ptx": str(cell.ptx) if cell.ptx else "",
+                    "label": cell.local_label or "",
+                    "wheel": cell.wheel_filename,
+                    "destination": cell.destination.name,
+                    "nccl": str(cell.nccl) if cell.nccl else "",
+                }
+            )
+    return {"include": include}
+
+
+def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
+    parser = subparsers.add_parser(
+        "matrix",
+        parents=[common],
+        help="show the cells of the release matrix",
+        description="Show the expanded cells: one wheel per (CUDA version, CPU arch).",
+    )
+    parser.add_argument("--format", choices=("table", "json", "github"), default="table")
+    parser.add_argument(
+        "--per",
+        choices=("cell", "cuda"),
+        default="cell",
+        help="with --format github: one job per cell, or per CUDA version",
+    )
+    parser.add_argument("--cuda", action="append", default=[], metavar="X.Y")
+    parser.add_argument("--arch", action="append", default=[], choices=("x86_64", "aarch64"))
+    parser.add_argument(
+        "--schema", action="store_true", help="print the JSON Schema of matrix.yaml and exit"
+    )
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    console = make_console()
+    if args.schema:
+        print(json.dumps(matrix_json_schema(), indent=2))
+        return 0
+    matrix = load_matrix(args.matrix)
+    cells = matrix.select(cuda=args.cuda, arch=args.arch)
+    if args.format == "json":
+        print(json.dumps([cell_dict(c) for c in cells], indent=2))
+        return 0
+    if args.format == "github":
+        print(json.dumps(github_matrix(cells, per=args.per), separators=(",", ":")))
+        return 0
+    rows = [
+        [
+            str(c.cuda),
+            c.arch,
+            " ".join(str(s) for s in c.sms),
+            str(c.ptx) if c.ptx else "-",
+            c.local_label or "-",
+            c.wheel_filename,
+            f"{c.destination.name} ({c.destination.kind})",
+            f"nvidia-nccl-cu{c.cuda.major}=={c.nccl}" if c.nccl else "-",
+        ]
+        for c in cells
+    ]
+    title = f"{matrix.project.name} {matrix.project.version}: {len(cells)} cells"
+    console.print(
+        table(["CUDA", "arch", "SMs", "PTX", "label", "wheel", "destination", "NCCL"], rows, title)
+    )
+    return 0

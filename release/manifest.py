@@ -1,0 +1,222 @@
+"""dist/manifest.json: what was built, the single input of publish and verify.
+
+Per wheel: the cell, filename, size, sha256, the SMs and PTX found in its fatbins, the
+toolchain versions and the destination (with everything publish needs to reach it, so the
+manifest and the wheels beside it are a complete release artifact).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from release.errors import ConfigError
+from release.fsutil import write_atomic
+from release.matrix import Cell, GithubDestination, PypiDestination
+
+SCHEMA_VERSION = 1
+MANIFEST_NAME = "manifest.json"
+
+
+@dataclass(frozen=True, kw_only=True)
+class DestinationRef:
+    """Where a wheel goes, as recorded in the manifest."""
+
+    name: str
+    kind: Literal["pypi", "github"]
+    index_url: str | None
+    max_file_size: int
+    repository_url: str | None = None  # pypi: upload endpoint
+    repository: str | None = None  # github: owner/name
+    tag: str | None = None  # github: the release tag for this version
+    api_url: str | None = None  # github: REST API base
+
+    @classmethod
+    def of(cls, cell: Cell) -> DestinationRef:
+        destination = cell.destination
+        if isinstance(destination, PypiDestination):
+            return cls(
+                name=destination.name,
+                kind="pypi",
+                index_url=destination.index_url,
+                max_file_size=destination.max_file_size,
+                repository_url=destination.repository_url,
+            )
+        if not isinstance(destination, GithubDestination):
+            raise TypeError(f"unknown destination type {type(destination).__name__}")
+        return cls(
+            name=destination.name,
+            kind="github",
+            index_url=destination.index_url,
+            max_file_size=destination.max_file_size,
+            repository=destination.repository,
+            tag=destination.tag(cell.project.version),
+            api_url=destination.api_url,
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class WheelEntry:
+    cell: str  # "12.9-x86_64"
+    cuda: str
+    arch: str
+    filename: str
+    version: str
+    local_label: str | None
+    size: int
+    sha256: str
+    sms: tuple[str, ...]  # found in the fatbins, not what was asked for
+    ptx: str | None
+    toolchain: Mapping[str, str]
+    destination: DestinationRef
+    nccl: str | None = None  # "nvidia-nccl-cu12==2.30.7"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Manifest:
+    project: str
+    version: str  # the public version, without a local label
+    wheels: tuple[WheelEntry, ...]
+    nccl_files: tuple[str, ...] = field(default=())
+
+    def by_filename(self) -> dict[str, WheelEntry]:
+        return {w.filename: w for w in self.wheels}
+
+    def merged(self, other: Manifest) -> Manifest:
+        """This manifest with `other`'s wheels added; a cell in both takes `other`'s entry."""
+        if (other.project, other.version) != (self.project, self.version):
+            raise ConfigError(
+                [
+                    f"cannot merge manifests of {self.project} {self.version} and "
+                    f"{other.project} {other.version}"
+                ]
+            )
+        cells = {w.cell for w in other.wheels}
+        wheels = tuple(w for w in self.wheels if w.cell not in cells) + other.wheels
+        files = tuple(sorted(set(self.nccl_files) | set(other.nccl_files)))
+        return Manifest(project=self.project, version=self.version, wheels=wheels, nccl_files=files)
+
+
+def to_json(manifest: Manifest) -> dict[str, Any]:
+    return {
+        "schema": SCHEMA_VERSION,
+        "project": manifest.project,
+        "version": manifest.version,
+        "nccl_files": list(manifest.nccl_files),
+        "wheels": [
+            {
+                "cell": w.cell,
+                "cuda": w.cuda,
+                "arch": w.arch,
+                "filename": w.filename,
+                "version": w.version,
+                "local_label": w.local_label,
+                "size": w.size,
+                "sha256": w.sha256,
+                "sms": list(w.sms),
+                "ptx": w.ptx,
+                "toolchain": dict(w.toolchain),
+                "nccl": w.nccl,
+                "destination": {
+                    k: v
+                    for k, v in vars(w.destination).items()
+                    if v is not None or k in ("index_url",)
+                },
+            }
+            for w in sorted(manifest.wheels, key=lambda w: w.filename)
+        ],
+    }
+
+
+def _require(data: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
+    value = data.get(key)
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+        raise ValueError(f"{where}.{key}: missing or not {getattr(kind, '__name__', kind)}")
+    return value
+
+
+def from_json(data: object) -> Manifest:
+    """Parse a manifest; raise ValueError with the key path on anything malformed."""
+    if not isinstance(data, dict):
+        raise ValueError("the manifest is not a JSON object")
+    if data.get("schema") != SCHEMA_VERSION:
+        raise ValueError(f"schema {data.get('schema')!r} is not {SCHEMA_VERSION}")
+    wheels = []
+    for index, raw in enumerate(_require(data, "wheels", list, "manifest")):
+        where = f"wheels[{index}]"
+        if not isinstance(raw, dict):
+            raise ValueError(f"{where}: not an object")
+        dest = _require(raw, "destination", dict, where)
+        kind = dest.get("kind")
+        if kind not in ("pypi", "github"):
+            raise ValueError(f"{where}.destination.kind: {kind!r} is not pypi or github")
+        optional = ("repository_url", "repository", "tag", "api_url", "index_url")
+        destination = DestinationRef(
+            name=_require(dest, "name", str, f"{where}.destination"),
+            kind=kind,
+            max_file_size=_require(dest, "max_file_size", int, f"{where}.destination"),
+            **{k: dest.get(k) for k in optional},
+        )
+        if kind == "github" and not (destination.repository and destination.tag):
+            raise ValueError(f"{where}.destination: github needs repository and tag")
+        wheels.append(
+            WheelEntry(
+                cell=_require(raw, "cell", str, where),
+                cuda=_require(raw, "cuda", str, where),
+                arch=_require(raw, "arch", str, where),
+                filename=_require(raw, "filename", str, where),
+                version=_require(raw, "version", str, where),
+                local_label=raw.get("local_label"),
+                size=_require(raw, "size", int, where),
+                sha256=_require(raw, "sha256", str, where),
+                sms=tuple(_require(raw, "sms", list, where)),
+                ptx=raw.get("ptx"),
+                toolchain={
+                    str(k): str(v) for k, v in _require(raw, "toolchain", dict, where).items()
+                },
+                destination=destination,
+                nccl=raw.get("nccl"),
+            )
+        )
+    return Manifest(
+        project=_require(data, "project", str, "manifest"),
+        version=_require(data, "version", str, "manifest"),
+        wheels=tuple(wheels),
+        nccl_files=tuple(data.get("nccl_files") or ()),
+    )
+
+
+def read_manifest(path: Path) -> Manifest:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(
+            [f"{path}: no such file"], hint="run `release build` first, or pass --dist DIR"
+        ) from None
+    except (OSError, json.JSONDecodeError) as error:
+        raise ConfigError([f"{path}: not a readable manifest: {error}"]) from None
+    try:
+        return from_json(data)
+    except ValueError as error:
+        raise ConfigError(
+            [f"{path}: {error}"], hint="rebuild with `release build` to regenerate it"
+        ) from None
+
+
+def read_manifests(paths: Iterable[Path]) -> Manifest:
+    """Several manifests (one per build job) merged into one."""
+    merged: Manifest | None = None
+    for path in paths:
+        manifest = read_manifest(path)
+        merged = manifest if merged is None else merged.merged(manifest)
+    if merged is None:
+        raise ConfigError(["no manifest given"], hint="run `release build` first")
+    return merged
+
+
+def write_manifest(manifest: Manifest, path: Path) -> None:
+    text = json.dumps(to_json(manifest), indent=2, sort_keys=False) + "\n"
+    write_atomic(path, text.encode())

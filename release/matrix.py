@@ -1,0 +1,715 @@
+"""matrix.yaml: its specification, validation and expansion into cells.
+
+`load_matrix(path)` is the only entry: it reads the file (and the kernel project's
+pyproject.toml for its name and version), checks every rule, and returns a frozen `Matrix`
+whose `cells` the rest of the program uses without re-checking anything. Every problem is
+reported at once as `matrix.yaml:LINE:COL: <key path>: <what is wrong> (<remedy>)`.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+from ruamel.yaml import YAML
+from ruamel.yaml.error import MarkedYAMLError, YAMLError
+
+from release.errors import ConfigError
+from release.targets import CudaVersion, GpuTarget, target_problem
+from release.yamlspec import (
+    DocumentLoader,
+    Problem,
+    did_you_mean,
+    join_path,
+    json_schema,
+    load_document,
+)
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
+
+Arch = Literal["x86_64", "aarch64"]
+DestinationKind = Literal["pypi", "github"]
+
+PYPI_DEFAULT_MAX_MIB = 100
+GITHUB_ASSET_MAX_MIB = 2048
+_REPOSITORY_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}$")
+_MIN_MANYLINUX = (2, 17)
+_RELEASE_VERSION = r"[0-9]+(\.[0-9]+)*"
+
+
+# --- The document: these dataclasses are the schema (yamlspec reads their type hints). ---
+
+
+@dataclass(frozen=True)
+class PtxSpec:
+    """A PTX target (an SM number) or `none` for no PTX."""
+
+    target: GpuTarget | None
+
+    @classmethod
+    def from_yaml(cls, value: object) -> PtxSpec:
+        if value is False or (isinstance(value, str) and value.strip().lower() == "none"):
+            return cls(None)
+        return cls(GpuTarget.from_yaml(value))
+
+    @classmethod
+    def yaml_schema(cls) -> dict[str, Any]:
+        return {"anyOf": [GpuTarget.yaml_schema(), {"const": "none"}, {"const": False}]}
+
+
+@dataclass(frozen=True)
+class ManylinuxSpec:
+    """A manylinux glibc level: `2_28` (or `manylinux_2_28`)."""
+
+    major: int
+    minor: int
+
+    @classmethod
+    def from_yaml(cls, value: object) -> ManylinuxSpec:
+        if not isinstance(value, str):
+            raise ValueError(
+                f'expected a quoted string like "2_28", got {value!r} '
+                "(YAML reads 2_28 unquoted as the number 228)"
+            )
+        match = re.fullmatch(r"(?:manylinux_)?([0-9]+)_([0-9]+)", value)
+        if match is None:
+            raise ValueError(f'{value!r} is not a manylinux level (write it like "2_28")')
+        return cls(int(match.group(1)), int(match.group(2)))
+
+    @classmethod
+    def yaml_schema(cls) -> dict[str, Any]:
+        return {"type": "string", "pattern": r"^(manylinux_)?[0-9]+_[0-9]+$"}
+
+    def __str__(self) -> str:
+        return f"{self.major}_{self.minor}"
+
+
+@dataclass(frozen=True)
+class VersionSpec:
+    """A PEP 440 version, written as a string (`2.30.7`)."""
+
+    version: Version
+
+    @classmethod
+    def from_yaml(cls, value: object) -> VersionSpec:
+        if not isinstance(value, str):
+            raise ValueError(f'expected a version string like "2.30.7", got {value!r} (quote it)')
+        if not re.fullmatch(_RELEASE_VERSION, value):
+            raise ValueError(f'{value!r} is not a valid version (numbers and dots, e.g. "2.30.7")')
+        return cls(Version(value))
+
+    @classmethod
+    def yaml_schema(cls) -> dict[str, Any]:
+        return {"type": "string", "pattern": f"^{_RELEASE_VERSION}$"}
+
+
+@dataclass(frozen=True)
+class WheelSettings:
+    """Settings shared by the wheels of every CUDA version unless a version overrides them."""
+
+    arches: list[Arch] | None = field(default=None, metadata={"doc": "CPU architectures"})
+    sms: list[GpuTarget] | None = field(
+        default=None, metadata={"doc": "GPU targets with a cubin each: 75, 80, 90a, 100f"}
+    )
+    ptx: PtxSpec | None = field(
+        default=None, metadata={"doc": "PTX target for GPUs newer than the SMs, or none"}
+    )
+    manylinux: ManylinuxSpec | None = field(
+        default=None, metadata={"doc": 'manylinux glibc level, e.g. "2_28"'}
+    )
+    nccl: VersionSpec | None = field(
+        default=None, metadata={"doc": "NCCL version pinned for this CUDA major"}
+    )
+
+
+@dataclass(frozen=True)
+class CudaSpec(WheelSettings):
+    """The wheels of one CUDA version."""
+
+    destination: str = field(default="", metadata={"doc": "a name under destinations"})
+    local_label: str | None = field(
+        default=None, metadata={"doc": "PEP 440 local version label, e.g. cu129"}
+    )
+
+
+@dataclass(frozen=True)
+class DestinationSpec:
+    """Where a variant's wheels are published."""
+
+    kind: DestinationKind
+    repository_url: str | None = field(default=None, metadata={"doc": "pypi: upload URL"})
+    index_url: str | None = field(
+        default=None, metadata={"doc": "the simple index pip installs from"}
+    )
+    repository: str | None = field(default=None, metadata={"doc": "github: owner/name"})
+    tag: str | None = field(default=None, metadata={"doc": "github: tag template, v{version}"})
+    api_url: str | None = field(
+        default=None, metadata={"doc": "github: REST API base URL (GitHub Enterprise)"}
+    )
+    max_file_size_mib: int | None = field(
+        default=None, metadata={"doc": "largest file the destination accepts, MiB"}
+    )
+
+
+@dataclass(frozen=True)
+class ExcludeSpec:
+    """Drops the matching cells, or with `sm` only that SM from them."""
+
+    cuda: str | None = None
+    arch: Arch | None = None
+    sm: GpuTarget | None = None
+
+
+@dataclass(frozen=True)
+class MatrixSpec:
+    """The release matrix of a CUDA kernel project."""
+
+    project: str = field(metadata={"doc": "directory of the kernel project (pyproject.toml)"})
+    cuda: dict[str, CudaSpec] = field(metadata={"doc": "one entry per CUDA version"})
+    destinations: dict[str, DestinationSpec] = field(metadata={"doc": "named publish targets"})
+    defaults: WheelSettings | None = None
+    exclude: list[ExcludeSpec] | None = None
+
+
+# --- The validated model. ---
+
+
+@dataclass(frozen=True, kw_only=True)
+class Project:
+    name: str
+    version: Version
+    path: Path
+
+    @property
+    def wheel_name(self) -> str:
+        """The distribution name as it appears in wheel filenames (`k3_kernels`)."""
+        return canonicalize_name(self.name).replace("-", "_")
+
+
+@dataclass(frozen=True, kw_only=True)
+class PypiDestination:
+    name: str
+    repository_url: str
+    index_url: str
+    max_file_size: int
+
+    kind: Literal["pypi"] = "pypi"
+
+
+@dataclass(frozen=True, kw_only=True)
+class GithubDestination:
+    name: str
+    repository: str
+    tag_template: str
+    api_url: str
+    index_url: str | None
+    max_file_size: int
+
+    kind: Literal["github"] = "github"
+
+    def tag(self, version: Version) -> str:
+        return self.tag_template.format(version=version.public)
+
+
+Destination = PypiDestination | GithubDestination
+
+
+@dataclass(frozen=True, kw_only=True)
+class Cell:
+    """One wheel: a (CUDA version, CPU architecture) pair with everything it is built with."""
+
+    project: Project
+    cuda: CudaVersion
+    arch: Arch
+    sms: tuple[GpuTarget, ...]
+    ptx: GpuTarget | None
+    local_label: str | None
+    destination: Destination
+    nccl: Version | None
+    manylinux: str
+
+    @property
+    def id(self) -> str:
+        return f"{self.cuda}-{self.arch}"
+
+    @property
+    def version(self) -> Version:
+        base = self.project.version.public
+        return Version(f"{base}+{self.local_label}" if self.local_label else base)
+
+    @property
+    def platform_tag(self) -> str:
+        return f"manylinux_{self.manylinux}_{self.arch}"
+
+    @property
+    def wheel_filename(self) -> str:
+        return f"{self.project.wheel_name}-{self.version}-py3-none-{self.platform_tag}.whl"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Matrix:
+    path: Path
+    project: Project
+    cells: tuple[Cell, ...]
+    destinations: Mapping[str, Destination]
+
+    def select(self, *, cuda: Sequence[str] = (), arch: Sequence[str] = ()) -> tuple[Cell, ...]:
+        """The cells matching the filters (empty filter = all); a filter that matches nothing
+        is an error naming what exists."""
+        problems = []
+        known_cuda = sorted({str(c.cuda) for c in self.cells})
+        known_arch = sorted({c.arch for c in self.cells})
+        for value in cuda:
+            if value not in known_cuda:
+                problems.append(
+                    f"--cuda {value}: no cell has CUDA {value} in {self.path.name} "
+                    f"(it has {', '.join(known_cuda)})"
+                )
+        for value in arch:
+            if value not in known_arch:
+                problems.append(
+                    f"--arch {value}: no cell has arch {value} in {self.path.name} "
+                    f"(it has {', '.join(known_arch)})"
+                )
+        if problems:
+            raise ConfigError(problems)
+        selected = tuple(
+            c
+            for c in self.cells
+            if (not cuda or str(c.cuda) in cuda) and (not arch or c.arch in arch)
+        )
+        if not selected:
+            raise ConfigError(
+                ["the filters select no cell"], hint="run `release matrix` to see the cells"
+            )
+        return selected
+
+    def nccl_pins(self, cells: Iterable[Cell] | None = None) -> dict[int, Version]:
+        """NCCL version per CUDA major, for the given cells (default: all)."""
+        return {c.cuda.major: c.nccl for c in (self.cells if cells is None else cells) if c.nccl}
+
+
+# --- Loading. ---
+
+
+def read_project(path: Path) -> tuple[str, Version] | str:
+    """The kernel project's (name, version) from its pyproject.toml, or why not."""
+    pyproject = path / "pyproject.toml"
+    try:
+        data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return f"{pyproject} does not exist (point `project` at the kernel project's directory)"
+    except (OSError, tomllib.TOMLDecodeError) as error:
+        return f"cannot read {pyproject}: {error}"
+    table = data.get("project", {})
+    name, version = table.get("name"), table.get("version")
+    if not isinstance(name, str) or not isinstance(version, str):
+        return f"{pyproject} needs a static [project] name and version"
+    try:
+        return name, Version(version)
+    except InvalidVersion:
+        return f"{pyproject}: version {version!r} is not PEP 440"
+
+
+def parse_yaml(text: str, filename: str) -> object:
+    yaml = YAML(typ="rt")
+    try:
+        return yaml.load(text)
+    except MarkedYAMLError as error:
+        mark = error.problem_mark
+        where = f"{filename}:{mark.line + 1}:{mark.column + 1}" if mark else filename
+        raise ConfigError([f"{where}: invalid YAML: {error.problem}"]) from None
+    except YAMLError as error:
+        raise ConfigError([f"{filename}: invalid YAML: {error}"]) from None
+
+
+def load_matrix(path: Path) -> Matrix:
+    """Read and validate a matrix file; raise ConfigError with every problem found."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(
+            [f"{path}: no such file"],
+            hint="run from the release's root directory or pass --matrix PATH",
+        ) from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise ConfigError([f"{path}: cannot read: {error}"]) from None
+    return matrix_from_text(text, path)
+
+
+def matrix_from_text(text: str, path: Path) -> Matrix:
+    document = parse_yaml(text, path.name)
+    spec, loader = load_document(MatrixSpec, document)
+    project: Project | None = None
+    if spec is not None:
+        project_dir = (path.parent / spec.project).resolve()
+        found = read_project(project_dir)
+        if isinstance(found, str):
+            loader.problem("project", found)
+        else:
+            project = Project(name=found[0], version=found[1], path=project_dir)
+    matrix = None
+    if spec is not None and project is not None:
+        matrix = _validate(spec, project, path, loader)
+    if loader.problems or matrix is None:
+        ordered = sorted(
+            loader.problems,
+            key=lambda p: (p.position.line, p.position.column) if p.position else (0, 0),
+        )
+        raise ConfigError(
+            [p.render(path.name) for p in ordered],
+            hint=f"fix {path.name}; `release matrix --schema` prints what it accepts",
+        )
+    return matrix
+
+
+def matrix_json_schema() -> dict[str, Any]:
+    schema = json_schema(MatrixSpec)
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "matrix.yaml"
+    return schema
+
+
+# --- Rules. ---
+
+
+def _destinations(
+    specs: Mapping[str, DestinationSpec], loader: DocumentLoader
+) -> dict[str, Destination]:
+    out: dict[str, Destination] = {}
+    only = {
+        "pypi": {"repository_url"},
+        "github": {"repository", "tag", "api_url"},
+    }
+    for name, spec in specs.items():
+        path = join_path("destinations", name)
+        for kind, keys in only.items():
+            if spec.kind == kind:
+                continue
+            for key in sorted(keys):
+                if getattr(spec, key) is not None:
+                    yaml_key = key.replace("_", "-")
+                    loader.problem(
+                        join_path(path, yaml_key),
+                        f"{yaml_key!r} is only for {kind} destinations (remove it)",
+                    )
+        for key in ("repository_url", "index_url", "api_url"):
+            url = getattr(spec, key)
+            if url is not None and not re.match(r"^https?://[^/\s]+", url):
+                loader.problem(
+                    join_path(path, key.replace("_", "-")),
+                    f"{url!r} is not an http(s) URL",
+                )
+        if spec.max_file_size_mib is not None and spec.max_file_size_mib <= 0:
+            loader.problem(join_path(path, "max-file-size-mib"), "must be a positive number")
+        if spec.kind == "pypi":
+            limit = spec.max_file_size_mib or PYPI_DEFAULT_MAX_MIB
+            out[name] = PypiDestination(
+                name=name,
+                repository_url=spec.repository_url or "https://upload.pypi.org/legacy/",
+                index_url=_slash(spec.index_url or "https://pypi.org/simple/"),
+                max_file_size=limit * 1024 * 1024,
+            )
+            continue
+        if spec.repository is None:
+            loader.problem(
+                join_path(path, "repository"),
+                "required key 'repository' is missing for a github destination (owner/name)",
+            )
+            continue
+        if not _REPOSITORY_RE.match(spec.repository):
+            loader.problem(
+                join_path(path, "repository"),
+                f"{spec.repository!r} is not a GitHub repository (write owner/name)",
+            )
+        template = spec.tag or "v{version}"
+        if "{version}" not in template or re.search(r"\{(?!version\})", template):
+            loader.problem(
+                join_path(path, "tag"),
+                f"{template!r} must contain {{version}} and no other placeholder",
+            )
+        limit = spec.max_file_size_mib or GITHUB_ASSET_MAX_MIB
+        out[name] = GithubDestination(
+            name=name,
+            repository=spec.repository,
+            tag_template=template,
+            api_url=(spec.api_url or "https://api.github.com").rstrip("/"),
+            index_url=_slash(spec.index_url) if spec.index_url else None,
+            max_file_size=limit * 1024 * 1024,
+        )
+    return out
+
+
+def _slash(url: str) -> str:
+    return url if url.endswith("/") else url + "/"
+
+
+def _setting(
+    name: str, entry: CudaSpec, defaults: WheelSettings, cuda_path: str
+) -> tuple[Any, str]:
+    """A setting's value for a CUDA entry and the key path it came from."""
+    value = getattr(entry, name)
+    if value is not None:
+        return value, join_path(cuda_path, name)
+    return getattr(defaults, name), join_path("defaults", name)
+
+
+def _validate(
+    spec: MatrixSpec, project: Project, path: Path, loader: DocumentLoader
+) -> Matrix | None:
+    destinations = _destinations(spec.destinations, loader)
+    defaults = spec.defaults or WheelSettings()
+    excludes = spec.exclude or []
+    if not spec.cuda:
+        loader.problem("cuda", "the matrix is empty: add at least one CUDA version")
+    cells: list[Cell] = []
+    versions: dict[str, CudaVersion] = {}
+    for key in spec.cuda:
+        try:
+            versions[key] = CudaVersion.parse(key)
+        except ValueError as error:
+            loader.problem(join_path("cuda", key), f'{error} (e.g. "12.9")')
+
+    for index, exclude in enumerate(excludes):
+        if exclude.cuda is not None and exclude.cuda not in spec.cuda:
+            hint = did_you_mean(exclude.cuda, list(spec.cuda))
+            loader.problem(
+                join_path(join_path("exclude", index), "cuda"),
+                f"CUDA {exclude.cuda} is not in the matrix{hint}",
+            )
+        if exclude.cuda is None and exclude.arch is None and exclude.sm is None:
+            loader.problem(join_path("exclude", index), "an empty exclusion would drop everything")
+    used_excludes: set[int] = set()
+
+    for key, entry in spec.cuda.items():
+        cuda = versions.get(key)
+        if cuda is None:
+            continue
+        cuda_path = join_path("cuda", key)
+        arches, arches_path = _setting("arches", entry, defaults, cuda_path)
+        sms, sms_path = _setting("sms", entry, defaults, cuda_path)
+        ptx_spec, ptx_path = _setting("ptx", entry, defaults, cuda_path)
+        manylinux, manylinux_path = _setting("manylinux", entry, defaults, cuda_path)
+        nccl, _ = _setting("nccl", entry, defaults, cuda_path)
+        for name, value in (("arches", arches), ("sms", sms), ("manylinux", manylinux)):
+            if value is None:
+                loader.problem(
+                    join_path(cuda_path, name),
+                    f"no {name!r} for CUDA {key} (set it here or under defaults)",
+                )
+        if arches is None or sms is None or manylinux is None:
+            continue
+        ok = _check_targets(
+            cuda=cuda,
+            key=key,
+            sms=sms,
+            sms_path=sms_path,
+            ptx_spec=ptx_spec,
+            ptx_path=ptx_path,
+            loader=loader,
+        )
+        if (manylinux.major, manylinux.minor) < _MIN_MANYLINUX:
+            loader.problem(
+                manylinux_path, f"manylinux_{manylinux} is older than manylinux_2_17 (raise it)"
+            )
+        if not arches:
+            loader.problem(arches_path, "no CPU architecture: list x86_64 and/or aarch64")
+        for arch in {a for a in arches if arches.count(a) > 1}:
+            loader.problem(arches_path, f"{arch} is listed twice")
+
+        label_ok = _check_label(entry.local_label, join_path(cuda_path, "local-label"), loader)
+        destination = destinations.get(entry.destination)
+        destination_path = join_path(cuda_path, "destination")
+        if not entry.destination:
+            loader.problem(destination_path, f"required key 'destination' is missing for {key}")
+        elif entry.destination not in spec.destinations:
+            hint = did_you_mean(entry.destination, list(spec.destinations))
+            known = ", ".join(spec.destinations) or "none"
+            loader.problem(
+                destination_path,
+                f"unknown destination {entry.destination!r}{hint} (defined: {known})",
+            )
+        elif isinstance(destination, PypiDestination) and entry.local_label:
+            loader.problem(
+                join_path(cuda_path, "local-label"),
+                f"PyPI rejects local versions (+{entry.local_label}): publish this variant to "
+                "a github destination, or drop the label to make it the default variant",
+            )
+        if not ok or not label_ok or destination is None:
+            continue
+        for arch in dict.fromkeys(arches):
+            cell_sms = list(dict.fromkeys(sms))
+            dropped = False
+            for index, exclude in enumerate(excludes):
+                if exclude.cuda not in (None, key) or exclude.arch not in (None, arch):
+                    continue
+                if exclude.sm is None:
+                    dropped = True
+                    used_excludes.add(index)
+                elif exclude.sm in cell_sms:
+                    cell_sms.remove(exclude.sm)
+                    used_excludes.add(index)
+            if dropped:
+                continue
+            ptx = ptx_spec.target if ptx_spec is not None else max(cell_sms, default=None)
+            if ptx is not None and ptx.suffix:
+                ptx = GpuTarget(ptx.number)
+            if not cell_sms and ptx is None:
+                loader.problem(
+                    sms_path,
+                    f"the exclusions leave CUDA {key} {arch} with no SM and no PTX",
+                )
+                continue
+            cells.append(
+                Cell(
+                    project=project,
+                    cuda=cuda,
+                    arch=arch,
+                    sms=tuple(sorted(cell_sms)),
+                    ptx=ptx,
+                    local_label=entry.local_label,
+                    destination=destination,
+                    nccl=nccl.version if nccl is not None else None,
+                    manylinux=str(manylinux),
+                )
+            )
+    for index, exclude in enumerate(excludes):
+        if index not in used_excludes and (exclude.cuda is None or exclude.cuda in spec.cuda):
+            loader.problem(join_path("exclude", index), "this exclusion matches no cell")
+    _check_cells(cells, spec, loader)
+    if not cells and spec.cuda and not loader.problems:
+        loader.problem("cuda", "the matrix is empty: every cell is excluded")
+    return Matrix(path=path, project=project, cells=tuple(cells), destinations=destinations)
+
+
+def _check_targets(
+    *,
+    cuda: CudaVersion,
+    key: str,
+    sms: list[GpuTarget],
+    sms_path: str,
+    ptx_spec: PtxSpec | None,
+    ptx_path: str,
+    loader: DocumentLoader,
+) -> bool:
+    before = len(loader.problems)
+    inherited = sms_path.startswith("defaults")
+    for index, target in enumerate(sms):
+        item_path = join_path(sms_path, index)
+        problem = target_problem(target, cuda)
+        if problem:
+            if inherited and f"CUDA {key}" not in problem:
+                problem = f"for CUDA {key}: {problem}"
+            loader.problem(item_path, problem)
+        if target in sms[:index]:
+            loader.problem(item_path, f"{target} is listed twice")
+    ptx = ptx_spec.target if ptx_spec is not None else None
+    if ptx is not None:
+        if ptx.suffix:
+            loader.problem(
+                ptx_path,
+                f"PTX for {ptx} runs only on that exact GPU, so it cannot cover newer ones "
+                f"(write {ptx.number})",
+            )
+        problem = target_problem(GpuTarget(ptx.number), cuda)
+        if problem:
+            loader.problem(ptx_path, problem)
+        highest = max((t.number for t in sms), default=0)
+        if ptx.number < highest:
+            loader.problem(
+                ptx_path,
+                f"PTX target {ptx.number} is below the highest SM {highest} for CUDA {key}: "
+                f"GPUs newer than sm_{highest} would JIT code older than what sm_{highest} "
+                f"gets (raise it to {highest} or more)",
+            )
+    return len(loader.problems) == before
+
+
+def _check_label(label: str | None, path: str, loader: DocumentLoader) -> bool:
+    if label is None:
+        return True
+    try:
+        local = Version(f"0+{label}").local
+    except InvalidVersion:
+        loader.problem(
+            path,
+            f"{label!r} is not a valid PEP 440 local version label "
+            "(letters, digits and dots, e.g. cu129)",
+        )
+        return False
+    if local != label:
+        loader.problem(
+            path,
+            f"{label!r} is written {local!r} in wheel filenames (write {local!r})",
+        )
+        return False
+    return True
+
+
+def _check_cells(cells: list[Cell], spec: MatrixSpec, loader: DocumentLoader) -> None:
+    by_file: dict[tuple[str, str], list[Cell]] = defaultdict(list)
+    for cell in cells:
+        by_file[(cell.destination.name, cell.wheel_filename)].append(cell)
+    for (destination, filename), same in by_file.items():
+        if len(same) < 2:
+            continue
+        versions = sorted({str(c.cuda) for c in same})
+        later = join_path("cuda", str(same[-1].cuda))
+        if isinstance(same[0].destination, PypiDestination):
+            loader.problem(
+                later,
+                f"CUDA {' and '.join(versions)} both send {filename} to PyPI: only one "
+                "variant per version and platform can go to PyPI (give the others a "
+                "local-label and a github destination)",
+            )
+        else:
+            loader.problem(
+                later,
+                f"CUDA {' and '.join(versions)} would both publish {filename} to "
+                f"{destination!r} (give them different local labels)",
+            )
+    pins: dict[int, tuple[Version, str]] = {}
+    for cell in cells:
+        if cell.nccl is None:
+            continue
+        seen = pins.setdefault(cell.cuda.major, (cell.nccl, str(cell.cuda)))
+        if seen[0] != cell.nccl:
+            loader.problem(
+                join_path(join_path("cuda", str(cell.cuda)), "nccl"),
+                f"CUDA {cell.cuda} pins NCCL {cell.nccl} but CUDA {seen[1]} pins {seen[0]}: "
+                f"one override file serves all of CUDA {cell.cuda.major}.x (use one version)",
+            )
+
+
+def problems_of(text: str, filename: str = "matrix.yaml") -> list[Problem]:
+    """Load only the document shape (no rules, no project): used by the schema tests."""
+    _, loader = load_document(MatrixSpec, parse_yaml(text, filename))
+    return loader.problems
+
+
+def cell_dict(cell: Cell) -> dict[str, Any]:
+    """A cell as plain JSON-able data."""
+    return {
+        "id": cell.id,
+        "cuda": str(cell.cuda),
+        "arch": cell.arch,
+        "sms": [str(s) for s in cell.sms],
+        "ptx": str(cell.ptx) if cell.ptx else None,
+        "local_label": cell.local_label,
+        "version": str(cell.version),
+        "wheel": cell.wheel_filename,
+        "destination": cell.destination.name,
+        "destination_kind": cell.destination.kind,
+        "nccl": str(cell.nccl) if cell.nccl else None,
+        "manylinux": cell.manylinux,
+    }

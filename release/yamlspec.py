@@ -1,0 +1,367 @@
+"""Typed loading of YAML documents into frozen dataclasses, with file:line:col errors.
+
+The dataclasses themselves are the specification: their type hints drive both the loader
+(`load_document`) and the JSON Schema (`json_schema`), so the two cannot disagree.
+Supported field types: str, int, bool, Literal[...], list[T], dict[str, T], T | None,
+nested dataclasses, and scalar classes that define `from_yaml` and `yaml_schema`.
+
+Every problem found is collected (with the key path and the position in the file) before
+anything is raised; unknown keys get a "did you mean".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import re
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol, TypeVar, get_args, get_origin
+
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.scalarfloat import ScalarFloat
+
+T = TypeVar("T")
+
+
+class YamlScalar(Protocol):
+    """A scalar type that parses itself from a YAML value (raising ValueError)."""
+
+    @classmethod
+    def from_yaml(cls, value: object) -> Any: ...
+
+    @classmethod
+    def yaml_schema(cls) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class Position:
+    line: int  # 1-based
+    column: int  # 1-based
+
+
+@dataclass(frozen=True)
+class Problem:
+    position: Position | None
+    path: str
+    message: str
+
+    def render(self, filename: str) -> str:
+        where = filename
+        if self.position is not None:
+            where = f"{filename}:{self.position.line}:{self.position.column}"
+        return f"{where}: {self.path}: {self.message}" if self.path else f"{where}: {self.message}"
+
+
+def key_of(field: dataclasses.Field[Any]) -> str:
+    """The YAML key of a dataclass field: metadata `key`, else the name with dashes."""
+    return str(field.metadata.get("key", field.name.replace("_", "-")))
+
+
+_PLAIN_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
+
+
+def join_path(parent: str, key: object) -> str:
+    """`defaults.sms[2]`, `cuda["12.9"].ptx`: keys that are not names get brackets."""
+    if isinstance(key, int) and not isinstance(key, bool):
+        return f"{parent}[{key}]"
+    text = str(key)
+    if not _PLAIN_KEY.match(text):
+        return f'{parent}["{text}"]'
+    return f"{parent}.{text}" if parent else text
+
+
+def float_text(value: ScalarFloat | float) -> str:
+    """The text a YAML float was written as (`12.10` stays `12.10`, not `12.1`)."""
+    if isinstance(value, ScalarFloat):
+        width = getattr(value, "_width", None)
+        prec = getattr(value, "_prec", None)
+        if isinstance(width, int) and isinstance(prec, int) and width > prec >= 0:
+            return f"{float(value):.{width - prec - 1}f}"
+    return repr(float(value))
+
+
+def _type_name(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "a mapping"
+    return type(value).__name__
+
+
+def did_you_mean(word: str, options: list[str]) -> str:
+    """`; did you mean 'x'?` for the closest option, or ''."""
+    close = difflib.get_close_matches(word, options, n=1, cutoff=0.5)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def _key_text(key: object) -> str:
+    return float_text(key) if isinstance(key, float) else str(key)
+
+
+class _Missing:
+    pass
+
+
+MISSING: Any = _Missing()
+
+
+class DocumentLoader:
+    """Walks a ruamel round-trip document against a dataclass, collecting problems."""
+
+    def __init__(self) -> None:
+        self.problems: list[Problem] = []
+        self.positions: dict[str, Position] = {}
+
+    def problem(self, path: str, message: str) -> None:
+        self.problems.append(Problem(self.position(path), path, message))
+
+    def position(self, path: str) -> Position | None:
+        """The position recorded for `path`, or for its closest recorded parent."""
+        probe = path
+        while probe:
+            if probe in self.positions:
+                return self.positions[probe]
+            cut = max(probe.rfind("."), probe.rfind("["))
+            probe = probe[:cut] if cut > 0 else ""
+        return self.positions.get("")
+
+    def _record_children(self, node: object, path: str) -> None:
+        """Remember where each child starts: the key of a block, the value of a scalar."""
+        if isinstance(node, CommentedMap):
+            for key in node:
+                try:
+                    if isinstance(node[key], dict | list):
+                        line, col = node.lc.key(key)
+                    else:
+                        line, col = node.lc.value(key)
+                except (KeyError, TypeError):
+                    continue
+                child = join_path(path, _key_text(key))
+                self.positions.setdefault(child, Position(line + 1, col + 1))
+        elif isinstance(node, CommentedSeq):
+            for index in range(len(node)):
+                try:
+                    line, col = node.lc.item(index)
+                except (KeyError, IndexError, TypeError):
+                    continue
+                self.positions.setdefault(join_path(path, index), Position(line + 1, col + 1))
+
+    def _key_position(self, node: CommentedMap, key: object) -> Position | None:
+        try:
+            line, col = node.lc.key(key)
+        except (KeyError, TypeError):
+            return None
+        return Position(line + 1, col + 1)
+
+    def load(self, annotation: Any, node: object, path: str) -> Any:
+        """Convert `node` to `annotation`; on a problem record it and return MISSING."""
+        self._record_children(node, path)
+        origin = get_origin(annotation)
+        if origin in (typing.Union, types.UnionType):
+            options = [a for a in get_args(annotation) if a is not type(None)]
+            if node is None:
+                return None
+            if len(options) == 1:
+                return self.load(options[0], node, path)
+            raise TypeError(f"unsupported union {annotation!r}")
+        if origin is Literal:
+            choices = get_args(annotation)
+            if node in choices:
+                return node
+            hint = did_you_mean(str(node), [str(c) for c in choices])
+            allowed = ", ".join(repr(c) for c in choices)
+            self.problem(path, f"{node!r} is not one of {allowed}{hint}")
+            return MISSING
+        if origin is list:
+            (item_type,) = get_args(annotation)
+            if not isinstance(node, list):
+                self.problem(path, f"expected a list, got {_type_name(node)}")
+                return MISSING
+            items = [self.load(item_type, item, join_path(path, i)) for i, item in enumerate(node)]
+            return MISSING if any(i is MISSING for i in items) else items
+        if origin is dict:
+            _, value_type = get_args(annotation)
+            if not isinstance(node, dict):
+                self.problem(path, f"expected a mapping, got {_type_name(node)}")
+                return MISSING
+            result: dict[str, Any] = {}
+            failed = False
+            for raw_key, raw_value in node.items():
+                key = self.load_key(raw_key, node, path)
+                if key is MISSING:
+                    failed = True
+                    continue
+                value = self.load(value_type, raw_value, join_path(path, key))
+                failed = failed or value is MISSING
+                result[key] = value
+            return MISSING if failed else result
+        from_yaml = getattr(annotation, "from_yaml", None)
+        if from_yaml is not None:
+            try:
+                return from_yaml(node)
+            except ValueError as error:
+                self.problem(path, str(error))
+                return MISSING
+        if dataclasses.is_dataclass(annotation) and isinstance(annotation, type):
+            return self.load_dataclass(annotation, node, path)
+        if annotation is bool:
+            if isinstance(node, bool):
+                return node
+            self.problem(path, f"expected true or false, got {_type_name(node)}")
+            return MISSING
+        if annotation is int:
+            if isinstance(node, int) and not isinstance(node, bool):
+                return node
+            self.problem(path, f"expected an integer, got {_type_name(node)}")
+            return MISSING
+        if annotation is str:
+            if isinstance(node, str):
+                return node
+            remedy = " (quote it)" if isinstance(node, int | float) else ""
+            self.problem(path, f"expected a string, got {_type_name(node)}{remedy}")
+            return MISSING
+        raise TypeError(f"unsupported annotation {annotation!r}")
+
+    def load_key(self, raw_key: object, node: Mapping[Any, Any], path: str) -> Any:
+        if isinstance(raw_key, str):
+            return raw_key
+        if isinstance(raw_key, float):
+            return float_text(raw_key)
+        if isinstance(raw_key, int) and not isinstance(raw_key, bool):
+            return str(raw_key)
+        position = self._key_position(node, raw_key) if isinstance(node, CommentedMap) else None
+        self.problems.append(
+            Problem(position, path, f"keys must be strings, got {_type_name(raw_key)}")
+        )
+        return MISSING
+
+    def load_dataclass(self, cls: type[T], node: object, path: str) -> T:
+        if not isinstance(node, dict):
+            self.problem(path, f"expected a mapping, got {_type_name(node)}")
+            return typing.cast(T, MISSING)
+        hints = typing.get_type_hints(cls)
+        fields = {key_of(f): f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+        for raw_key in node:
+            if str(raw_key) in fields:
+                continue
+            close = difflib.get_close_matches(str(raw_key), list(fields), n=1, cutoff=0.5)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            allowed = ", ".join(fields)
+            position = self._key_position(node, raw_key) if isinstance(node, CommentedMap) else None
+            self.problems.append(
+                Problem(
+                    position,
+                    join_path(path, str(raw_key)),
+                    f"unknown key{hint}; allowed here: {allowed}",
+                )
+            )
+        values: dict[str, Any] = {}
+        failed = False
+        for key, field in fields.items():
+            child = join_path(path, key)
+            if key not in node:
+                if field.default is dataclasses.MISSING and (
+                    field.default_factory is dataclasses.MISSING
+                ):
+                    self.problem(child, f"required key {key!r} is missing")
+                    failed = True
+                continue
+            value = self.load(hints[field.name], node[key], child)
+            if value is MISSING:
+                failed = True
+            else:
+                values[field.name] = value
+        if failed:
+            return typing.cast(T, MISSING)
+        return cls(**values)
+
+
+def load_document(cls: type[T], root: object) -> tuple[T | None, DocumentLoader]:
+    """Load `root` (a ruamel round-trip document) as `cls`; problems are in the loader."""
+    loader = DocumentLoader()
+    loader.positions[""] = Position(1, 1)
+    if root is None:
+        loader.problem("", "the document is empty")
+        return None, loader
+    loader._record_children(root, "")
+    result = loader.load_dataclass(cls, root, "")
+    return (None if result is MISSING else result), loader
+
+
+def json_schema(annotation: Any) -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of what `DocumentLoader.load` accepts for `annotation`."""
+    origin = get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        options = [a for a in get_args(annotation) if a is not type(None)]
+        allows_null = len(options) < len(get_args(annotation))
+        inner = json_schema(options[0])
+        return {"anyOf": [inner, {"type": "null"}]} if allows_null else inner
+    if origin is Literal:
+        return {"enum": list(get_args(annotation))}
+    if origin is list:
+        return {"type": "array", "items": json_schema(get_args(annotation)[0])}
+    if origin is dict:
+        return {
+            "type": "object",
+            "additionalProperties": json_schema(get_args(annotation)[1]),
+        }
+    yaml_schema = getattr(annotation, "yaml_schema", None)
+    if yaml_schema is not None:
+        return dict(yaml_schema())
+    if dataclasses.is_dataclass(annotation) and isinstance(annotation, type):
+        hints = typing.get_type_hints(annotation)
+        properties: dict[str, Any] = {}
+        required: list[str] = []
+        for field in dataclasses.fields(annotation):
+            key = key_of(field)
+            schema = dict(json_schema(hints[field.name]))
+            if "doc" in field.metadata:
+                schema["description"] = field.metadata["doc"]
+            properties[key] = schema
+            no_default = field.default is dataclasses.MISSING
+            if no_default and field.default_factory is dataclasses.MISSING:
+                required.append(key)
+        out: dict[str, Any] = {
+            "type": "object",
+            "properties": properties,
+            "additionalProperties": False,
+        }
+        if required:
+            out["required"] = required
+        doc = (annotation.__doc__ or "").strip()
+        if doc:
+            out["description"] = doc.splitlines()[0]
+        return out
+    if annotation is bool:
+        return {"type": "boolean"}
+    if annotation is int:
+        return {"type": "integer"}
+    if annotation is str:
+        return {"type": "string"}
+    raise TypeError(f"unsupported annotation {annotation!r}")
+
+
+def as_plain(node: object) -> object:
+    """A ruamel document as plain dicts/lists/scalars (for JSON Schema validation)."""
+    if isinstance(node, Mapping):
+        return {
+            (float_text(k) if isinstance(k, float) else k): as_plain(v) for k, v in node.items()
+        }
+    if isinstance(node, list):
+        return [as_plain(v) for v in node]
+    if isinstance(node, ScalarFloat):
+        return float(node)
+    return node

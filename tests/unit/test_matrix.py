@@ -1,0 +1,180 @@
+"""matrix.yaml: every validation rule, on malformed files under tests/data/matrix/bad."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from release.cli import main
+from release.errors import ConfigError
+from release.matrix import GithubDestination, PypiDestination, load_matrix
+from release.targets import CudaVersion, GpuTarget
+
+DATA = Path(__file__).parent.parent / "data" / "matrix"
+BAD = sorted((DATA / "bad").glob("*.yaml"))
+REPO = Path(__file__).resolve().parents[2]
+
+
+def expectations(path: Path) -> list[str]:
+    return [
+        line.removeprefix("# expect: ")
+        for line in path.read_text().splitlines()
+        if line.startswith("# expect: ")
+    ]
+
+
+@pytest.mark.parametrize("path", BAD, ids=[p.stem for p in BAD])
+def test_bad_matrix_reports_file_line_and_key_path(path: Path) -> None:
+    expected = expectations(path)
+    assert expected, f"{path.name} states no expected error"
+    with pytest.raises(ConfigError) as caught:
+        load_matrix(path)
+    problems = caught.value.problems
+    for line in expected:
+        assert any(p.startswith(line) for p in problems), (
+            f"expected a problem starting with\n  {line}\ngot\n  " + "\n  ".join(problems)
+        )
+
+
+def test_every_problem_is_one_line_with_a_position() -> None:
+    for path in BAD:
+        with pytest.raises(ConfigError) as caught:
+            load_matrix(path)
+        for problem in caught.value.problems:
+            assert "\n" not in problem
+            assert problem.startswith(f"{path.name}:"), problem
+
+
+def test_all_problems_are_reported_at_once() -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_matrix(DATA / "bad" / "local-labels.yaml")
+    assert len(caught.value.problems) == 3
+
+
+def test_shipped_matrix_has_four_cells_with_the_right_filenames() -> None:
+    matrix = load_matrix(REPO / "matrix.yaml")
+    version = matrix.project.version
+    assert matrix.project.name == "k3-kernels"
+    by_id = {c.id: c for c in matrix.cells}
+    assert set(by_id) == {"13.0-x86_64", "13.0-aarch64", "12.9-x86_64", "12.9-aarch64"}
+    assert by_id["13.0-x86_64"].wheel_filename == (
+        f"k3_kernels-{version}-py3-none-manylinux_2_28_x86_64.whl"
+    )
+    assert by_id["12.9-aarch64"].wheel_filename == (
+        f"k3_kernels-{version}+cu129-py3-none-manylinux_2_28_aarch64.whl"
+    )
+    for cell in matrix.cells:
+        assert [str(s) for s in cell.sms] == ["75", "80", "86", "89", "90", "100"]
+        assert str(cell.ptx) == "100"
+        assert str(cell.nccl) == "2.30.7"
+    assert isinstance(by_id["13.0-x86_64"].destination, PypiDestination)
+    assert isinstance(by_id["12.9-x86_64"].destination, GithubDestination)
+    assert matrix.nccl_pins() == {12: by_id["12.9-x86_64"].nccl, 13: by_id["13.0-x86_64"].nccl}
+
+
+def test_exclusion_drops_one_sm_for_one_arch_and_unquoted_versions_load() -> None:
+    matrix = load_matrix(DATA / "good" / "shipped-shape.yaml")
+    sms = {c.id: [str(s) for s in c.sms] for c in matrix.cells}
+    assert sms["12.9-aarch64"] == ["80", "86", "89", "90", "100"]
+    assert sms["12.9-x86_64"] == ["75", "80", "86", "89", "90", "100"]
+    assert sms["13.0-aarch64"][0] == "75"
+    github = matrix.cells[-1].destination
+    assert isinstance(github, GithubDestination)
+    assert github.index_url == "https://k3-project.github.io/k3-kernels/"
+    assert github.tag(matrix.project.version) == "v0.1.0"
+
+
+def test_missing_file_names_the_remedy(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_matrix(tmp_path / "matrix.yaml")
+    assert "no such file" in caught.value.message
+    assert caught.value.hint is not None
+    assert "--matrix" in caught.value.hint
+
+
+@pytest.mark.parametrize(
+    ("text", "number", "suffix"),
+    [("90a", 90, "a"), ("sm_100f", 100, "f"), ("compute_75", 75, ""), (" 120 ", 120, "")],
+)
+def test_gpu_target_parse(text: str, number: int, suffix: str) -> None:
+    assert GpuTarget.parse(text) == GpuTarget(number, suffix)
+
+
+def test_cuda_version_orders_numerically() -> None:
+    assert CudaVersion.parse("12.10") > CudaVersion.parse("12.9")
+    with pytest.raises(ValueError, match=r"MAJOR\.MINOR"):
+        CudaVersion.parse("13")
+
+
+def test_cli_exit_code_and_one_line_errors(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["matrix", "--matrix", str(DATA / "bad" / "ptx.yaml")])
+    assert code == ConfigError.exit_code
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    lines = err.splitlines()
+    assert lines[0].startswith("error: ptx.yaml:")
+    assert lines[-1].startswith("hint: ")
+
+
+def test_filters_that_match_nothing_name_what_exists(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["matrix", "--matrix", str(REPO / "matrix.yaml"), "--cuda", "12.8"])
+    assert code == ConfigError.exit_code
+    assert "no cell has CUDA 12.8" in capsys.readouterr().err
+
+
+def test_github_format_is_a_valid_strategy_matrix(capsys: pytest.CaptureFixture[str]) -> None:
+    for per in ("cell", "cuda"):
+        assert (
+            main(
+                [
+                    "matrix",
+                    "--matrix",
+                    str(REPO / "matrix.yaml"),
+                    "--format",
+                    "github",
+                    "--per",
+                    per,
+                ]
+            )
+            == 0
+        )
+        out = capsys.readouterr().out
+        assert out.count("\n") == 1, "the output must be one compact line for $GITHUB_OUTPUT"
+        data = json.loads(out)
+        assert set(data) == {"include"}
+        include = data["include"]
+        assert 0 < len(include) <= 256
+        for entry in include:
+            for key, value in entry.items():
+                assert isinstance(key, str)
+                assert isinstance(value, str | int | float | bool), (key, value)
+        if per == "cell":
+            assert len(include) == 4
+            assert {e["arch"] for e in include} == {"x86_64", "aarch64"}
+        else:
+            assert [e["cuda"] for e in include] == ["13.0", "12.9"]
+
+
+def test_filters_select_cells(capsys: pytest.CaptureFixture[str]) -> None:
+    assert (
+        main(
+            [
+                "matrix",
+                "--matrix",
+                str(REPO / "matrix.yaml"),
+                "--format",
+                "json",
+                "--cuda",
+                "12.9",
+                "--arch",
+                "aarch64",
+            ]
+        )
+        == 0
+    )
+    cells = json.loads(capsys.readouterr().out)
+    assert [c["wheel"] for c in cells] == [
+        "k3_kernels-0.1.0+cu129-py3-none-manylinux_2_28_aarch64.whl"
+    ]
