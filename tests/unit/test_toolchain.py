@@ -1,0 +1,249 @@
+"""Toolchain resolution: pins per CUDA version, CUDA_HOME, version checks, build env."""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import pytest
+
+from release.errors import ToolchainError
+from release.toolchain import (
+    KNOWN_CUDA,
+    PinSet,
+    RunResult,
+    Toolchain,
+    check_cuda_version,
+    default_cache_dir,
+    doctor_rows,
+    parse_cuobjdump_listing,
+    parse_release_version,
+    provision,
+    resolve,
+    toolchain_spec,
+)
+
+CACHE = Path("/cache")
+
+
+def test_cuda_13_uses_pinned_pypi_nvcc_with_its_companions() -> None:
+    plan = resolve("13.0", "x86_64", cuda_home=None, cache_dir=CACHE, host_arch="x86_64")
+    assert plan.device_compiler == "nvcc"
+    assert plan.device is not None
+    assert set(plan.device.requirements) == {
+        "nvidia-cuda-nvcc==13.0.88",
+        "nvidia-cuda-crt==13.0.88",
+        "nvidia-nvvm==13.0.88",
+        "nvidia-cuda-runtime==13.0.96",
+        "nvidia-cuda-cccl==13.0.85",
+    }
+    assert plan.install_dir(plan.device).parent == CACHE
+
+
+def test_cuda_12_9_uses_nvrtc_and_nvfatbin_because_pypi_has_no_12_9_nvcc() -> None:
+    plan = resolve("12.9", "aarch64", cuda_home=None, cache_dir=CACHE, host_arch="x86_64")
+    assert plan.device_compiler == "nvrtc"
+    assert plan.device is not None
+    assert "nvidia-cuda-nvrtc-cu12==12.9.86" in plan.device.requirements
+    assert "nvidia-nvfatbin-cu12==12.9.82" in plan.device.requirements
+    assert plan.host_cc is not None
+    assert plan.host_cc.requirements == ("ziglang==0.17.1",)
+
+
+def test_unknown_cuda_version_names_the_known_ones() -> None:
+    with pytest.raises(ToolchainError) as info:
+        resolve("12.4", "x86_64", cuda_home=None, cache_dir=CACHE, host_arch="x86_64")
+    for known in KNOWN_CUDA:
+        assert known in info.value.message
+    assert info.value.hint is not None
+    assert "--cuda-home" in info.value.hint
+
+
+@pytest.mark.parametrize("bad", ["13", "13.0.88", "cu130", ""])
+def test_malformed_cuda_version_is_an_error(bad: str) -> None:
+    with pytest.raises(ToolchainError, match=r"MAJOR\.MINOR"):
+        resolve(bad, "x86_64", cuda_home=None, cache_dir=CACHE, host_arch="x86_64")
+
+
+def test_unsupported_arch_is_an_error() -> None:
+    with pytest.raises(ToolchainError, match="ppc64le"):
+        resolve("13.0", "ppc64le", cuda_home=None, cache_dir=CACHE, host_arch="x86_64")
+
+
+def test_cuda_home_wins_over_pypi_and_builds_with_its_nvcc() -> None:
+    home = Path("/opt/cuda-12.9")
+    plan = resolve("12.9", "x86_64", cuda_home=home, cache_dir=CACHE, host_arch="x86_64")
+    assert plan.device is None
+    assert plan.cuda_home == home
+    assert plan.device_compiler == "nvcc"
+    # A system toolkit may be a version the PyPI table does not know.
+    assert resolve("12.8", "x86_64", cuda_home=home, cache_dir=CACHE, host_arch="x86_64").cuda
+
+
+def test_cache_key_follows_exact_pins_and_host_platform() -> None:
+    x86 = toolchain_spec("13.0", "x86_64")
+    arm = toolchain_spec("13.0", "aarch64")
+    assert x86.key == toolchain_spec("13.0", "x86_64").key
+    assert x86.key != arm.key
+    assert x86.key != toolchain_spec("12.9", "x86_64").key
+    bumped = PinSet(x86.packages.label, (*x86.packages.pins[1:],), x86.packages.host_platform)
+    assert bumped.key != x86.key
+    assert x86.packages.dirname.startswith("cuda-13.0-nvcc-")
+
+
+def test_the_device_cache_dir_is_shared_by_both_target_arches() -> None:
+    a = resolve("12.9", "x86_64", cuda_home=None, cache_dir=CACHE, host_arch="x86_64")
+    b = resolve("12.9", "aarch64", cuda_home=None, cache_dir=CACHE, host_arch="x86_64")
+    assert a.device == b.device
+
+
+def _toolchain(plan_arch: str, cuda: str = "12.9") -> Toolchain:
+    plan = resolve(cuda, plan_arch, cuda_home=None, cache_dir=CACHE, host_arch="x86_64")
+    zig = CACHE / "zig-x" / "ziglang" / "zig"
+    return Toolchain(
+        plan=plan,
+        device_version="12.9.86",
+        cuda_home=None,
+        nvrtc_lib=CACHE / "nvrtc" / "libnvrtc.so.12",
+        nvfatbin_lib=CACHE / "nvfatbin" / "libnvfatbin.so.12",
+        include_dirs=(CACHE / "rt" / "include", CACHE / "other include"),
+        cc=(str(zig), "cc", "-target", f"{plan_arch}-linux-gnu.2.28"),
+        cc_version="0.17.1",
+        cuobjdump=CACHE / "cuobjdump",
+        inspector_version="13.2.86",
+    )
+
+
+def test_build_env_for_aarch64_cross_compiles_with_zig_against_glibc_2_28() -> None:
+    env = _toolchain("aarch64").build_env()
+    cc = shlex.split(env["RELEASE_CC"])
+    assert cc[1:] == ["cc", "-target", "aarch64-linux-gnu.2.28"]
+    assert cc[0].endswith("/ziglang/zig")
+    assert env["RELEASE_TARGET_ARCH"] == "aarch64"
+    assert env["RELEASE_DEVICE_COMPILER"] == "nvrtc"
+    assert env["RELEASE_CUDA_VERSION"] == "12.9"
+    assert env["RELEASE_NVRTC_LIB"].endswith("libnvrtc.so.12")
+    assert env["RELEASE_CUDA_INCLUDE"].split(":") == ["/cache/rt/include", "/cache/other include"]
+    assert "RELEASE_CUDA_HOME" not in env
+
+
+def test_version_mismatch_with_a_system_toolkit_is_an_error_not_a_substitute() -> None:
+    plan = resolve(
+        "12.9", "x86_64", cuda_home=Path("/usr/local/cuda"), cache_dir=CACHE, host_arch="x86_64"
+    )
+    with pytest.raises(ToolchainError, match=r"CUDA 12\.9 cell: nvcc .* reports CUDA 13\.0\.88"):
+        check_cuda_version(plan, "nvcc", Path("/usr/local/cuda/bin/nvcc"), "13.0.88")
+    check_cuda_version(plan, "nvcc", Path("/usr/local/cuda/bin/nvcc"), "12.9.86")
+
+
+class FakeOutside:
+    """pip and the tools as seen from outside: pip 'installs' the files tools live in."""
+
+    def __init__(self, versions: Mapping[str, str]) -> None:
+        self.versions = versions
+        self.pip_installs: list[tuple[str, ...]] = []
+
+    def __call__(self, cmd: Sequence[str], *, env: Mapping[str, str] | None = None) -> RunResult:
+        if cmd[1:4] == ["-m", "pip", "install"]:
+            target = Path(cmd[cmd.index("--target") + 1])
+            reqs = tuple(c for c in cmd if "==" in c)
+            self.pip_installs.append(reqs)
+            if any("cuobjdump" in r for r in reqs):
+                tool = target / "nvidia" / "cu13" / "bin" / "cuobjdump"
+                tool.parent.mkdir(parents=True)
+                tool.write_text("")
+            return RunResult(0, "", "")
+        name = Path(cmd[0]).name
+        if name in self.versions:
+            return RunResult(0, f"Cuda compilation tools, release x, V{self.versions[name]}\n", "")
+        return RunResult(0, "cc (fake) 1.0\n", "")
+
+
+def test_provision_refuses_a_system_toolkit_of_another_cuda_version(tmp_path: Path) -> None:
+    home = tmp_path / "cuda"
+    (home / "bin").mkdir(parents=True)
+    (home / "bin" / "nvcc").write_text("")
+    plan = resolve(
+        "12.9",
+        "x86_64",
+        cuda_home=home,
+        cache_dir=tmp_path / "cache",
+        host_arch="x86_64",
+        system_cc=["cc"],
+    )
+    outside = FakeOutside({"nvcc": "13.0.88", "cuobjdump": "13.2.86"})
+    with pytest.raises(ToolchainError, match=r"reports CUDA 13\.0\.88") as info:
+        provision(plan, outside, python="python")
+    assert info.value.hint is not None
+    assert "CUDA 12.9 toolkit" in info.value.hint
+
+
+def test_provision_installs_each_pinned_set_once(tmp_path: Path) -> None:
+    home = tmp_path / "cuda"
+    (home / "bin").mkdir(parents=True)
+    (home / "bin" / "nvcc").write_text("")
+    plan = resolve(
+        "13.0",
+        "x86_64",
+        cuda_home=home,
+        cache_dir=tmp_path / "cache",
+        host_arch="x86_64",
+        system_cc=["cc"],
+    )
+    outside = FakeOutside({"nvcc": "13.0.88", "cuobjdump": "13.2.86"})
+    first = provision(plan, outside, python="python")
+    second = provision(plan, outside, python="python")
+    assert first.device_version == "13.0.88"
+    assert first.inspector_version == "13.2.86"
+    assert len(first.installed) == 1
+    assert second.installed == ()
+    assert outside.pip_installs == [("nvidia-cuda-cuobjdump==13.2.86",)]
+    assert not [p for p in (tmp_path / "cache").iterdir() if p.name.startswith(".")]
+
+
+def test_default_cache_dir_precedence() -> None:
+    home = Path("/home/u")
+    assert default_cache_dir({}, home) == home / ".cache" / "cuda-wheel-release"
+    assert default_cache_dir({"XDG_CACHE_HOME": "/x"}, home) == Path("/x/cuda-wheel-release")
+    env = {"XDG_CACHE_HOME": "/x", "RELEASE_CACHE_DIR": "/r"}
+    assert default_cache_dir(env, home) == Path("/r")
+
+
+def test_cuobjdump_listing_parses_sms_with_suffixes_and_ptx() -> None:
+    out = (
+        "ELF file    1: swiglu.1.sm_75.cubin\n"
+        "ELF file    2: swiglu.2.sm_100.cubin\n"
+        "ELF file    3: swiglu.3.sm_90a.cubin\n"
+        "ELF file    4: swiglu.4.sm_80.cubin\n"
+        "PTX file    1: swiglu.1.sm_100.ptx\n"
+    )
+    targets = parse_cuobjdump_listing(out)
+    assert targets.sms == ("75", "80", "90a", "100")
+    assert targets.ptx == ("100",)
+    assert parse_cuobjdump_listing("").sms == ()
+
+
+def test_release_version_is_read_from_nvcc_banner() -> None:
+    banner = "Cuda compilation tools, release 13.0, V13.0.88\nBuild cuda_13.0.r13.0/compiler.1_0"
+    assert parse_release_version(banner) == "13.0.88"
+    with pytest.raises(ToolchainError, match="cannot read"):
+        parse_release_version("command not found")
+
+
+def test_doctor_rows_say_what_is_used_and_from_where() -> None:
+    pypi = resolve("12.9", "aarch64", cuda_home=None, cache_dir=CACHE, host_arch="x86_64")
+    system = resolve(
+        "13.0", "x86_64", cuda_home=Path("/usr/local/cuda"), cache_dir=CACHE, host_arch="x86_64"
+    )
+    assert pypi.device is not None
+    rows = doctor_rows([pypi, system], present=frozenset({pypi.install_dir(pypi.device)}))
+    assert rows[0].cells()[:3] == ("12.9", "aarch64", "nvrtc 12.9.86")
+    assert "nvidia-cuda-nvrtc-cu12==12.9.86" in rows[0].device_source
+    assert rows[0].device_source.startswith("PyPI")
+    assert "(cached:" in rows[0].device_source
+    assert "not yet installed" in rows[0].host_cc_source
+    assert rows[0].host_cc == "zig 0.17.1 cc -target aarch64-linux-gnu.2.28"
+    assert rows[1].device_source == "system toolkit /usr/local/cuda"
+    with_probe = doctor_rows([pypi], toolchains={("12.9", "aarch64"): _toolchain("aarch64")})
+    assert with_probe[0].inspector == "cuobjdump 13.2.86"
