@@ -1,0 +1,279 @@
+"""NCCL override files against the real uv and pip, and `--check` against a real index."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import http.server
+import subprocess
+import sys
+import threading
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+
+from release.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+
+
+def make_wheel(directory: Path, name: str, version: str, requires: tuple[str, ...] = ()) -> Path:
+    """A minimal, valid, pure-Python wheel (what uv and pip need to resolve)."""
+    dist = name.replace("-", "_")
+    path = directory / f"{dist}-{version}-py3-none-any.whl"
+    info = f"{dist}-{version}.dist-info"
+    files = {
+        f"{dist}/__init__.py": b"",
+        f"{info}/METADATA": (
+            f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+            + "".join(f"Requires-Dist: {r}\n" for r in requires)
+        ).encode(),
+        f"{info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
+        b"Tag: py3-none-any\n",
+    }
+    record = []
+    with zipfile.ZipFile(path, "w") as archive:
+        for arcname, data in files.items():
+            archive.writestr(arcname, data)
+            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=")
+            record.append(f"{arcname},sha256={digest.decode()},{len(data)}")
+        record.append(f"{info}/RECORD,,")
+        archive.writestr(f"{info}/RECORD", "\n".join(record) + "\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def find_links(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """NCCL for both majors in two versions, and an engine that pins the older one."""
+    directory = tmp_path_factory.mktemp("links")
+    for major in (12, 13):
+        for version in ("2.26.2", "2.30.7"):
+            make_wheel(directory, f"nvidia-nccl-cu{major}", version)
+        make_wheel(directory, f"engine-cu{major}", "1.0", (f"nvidia-nccl-cu{major}==2.26.2",))
+    return directory
+
+
+@pytest.fixture(scope="module")
+def override_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("nccl")
+    assert main(["nccl", "--matrix", str(REPO / "matrix.yaml"), "--out", str(out)]) == 0
+    return out
+
+
+def uv_compile(requirement: str, links: Path, *extra: str) -> str:
+    result = subprocess.run(
+        [
+            str(BIN / "uv"),
+            "pip",
+            "compile",
+            "-",
+            "--no-index",
+            "--find-links",
+            str(links),
+            "--python-version",
+            "3.11",
+            "--no-header",
+            "--no-annotate",
+            "--quiet",
+            *extra,
+        ],
+        input=requirement + "\n",
+        capture_output=True,
+        text=True,
+        check=False,
+        env={"PATH": str(BIN), "UV_NO_CACHE": "1", "HOME": str(links)},
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def test_every_cuda_major_gets_its_files(override_dir: Path) -> None:
+    names = sorted(p.name for p in override_dir.iterdir())
+    assert names == ["cu12-constraints.txt", "cu12.txt", "cu13-constraints.txt", "cu13.txt"]
+    for major in (12, 13):
+        lines = [
+            line
+            for line in (override_dir / f"cu{major}.txt").read_text().splitlines()
+            if line and not line.startswith("#")
+        ]
+        assert lines == [f"nvidia-nccl-cu{major}==2.30.7"]
+
+
+@pytest.mark.parametrize("major", [12, 13])
+def test_uv_override_wins_over_a_pinned_nccl(
+    major: int, find_links: Path, override_dir: Path
+) -> None:
+    without = uv_compile(f"engine-cu{major}", find_links)
+    assert f"nvidia-nccl-cu{major}==2.26.2" in without
+    with_override = uv_compile(
+        f"engine-cu{major}", find_links, "--override", str(override_dir / f"cu{major}.txt")
+    )
+    assert f"nvidia-nccl-cu{major}==2.30.7" in with_override
+    assert "2.26.2" not in with_override
+
+
+def test_uv_override_env_var_applies_too(find_links: Path, override_dir: Path) -> None:
+    result = subprocess.run(
+        [
+            str(BIN / "uv"),
+            "pip",
+            "compile",
+            "-",
+            "--no-index",
+            "--find-links",
+            str(find_links),
+            "--python-version",
+            "3.11",
+            "--no-header",
+            "--quiet",
+        ],
+        input="engine-cu12\n",
+        capture_output=True,
+        text=True,
+        check=False,
+        env={
+            "PATH": str(BIN),
+            "UV_NO_CACHE": "1",
+            "HOME": str(find_links),
+            "UV_OVERRIDE": str(override_dir / "cu12.txt"),
+        },
+    )
+    assert result.returncode == 0, result.stderr
+    assert "nvidia-nccl-cu12==2.30.7" in result.stdout
+
+
+def test_pip_constraints_pick_the_pinned_nccl(
+    find_links: Path, override_dir: Path, tmp_path: Path
+) -> None:
+    report = tmp_path / "report.json"
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--dry-run",
+            "--no-index",
+            "--find-links",
+            str(find_links),
+            "--report",
+            str(report),
+            "--quiet",
+            "-c",
+            str(override_dir / "cu12-constraints.txt"),
+            "nvidia-nccl-cu12",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert '"version": "2.30.7"' in report.read_text()
+
+
+class _Index(http.server.BaseHTTPRequestHandler):
+    pages: ClassVar[dict[str, str]] = {}
+
+    def do_GET(self) -> None:
+        page = self.pages.get(self.path)
+        if page is None:
+            self.send_error(404)
+            return
+        body = page.encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        return
+
+
+@pytest.fixture
+def simple_index() -> Iterator[str]:
+    """A PEP 503 index on 127.0.0.1: cu12 has 2.26.2 and 2.30.7, cu13 only 2.26.2."""
+    files = "".join(
+        f'<a href="../../f/{n}#sha256=00">{n}</a>\n'
+        for n in (
+            "nvidia_nccl_cu12-2.26.2-py3-none-manylinux_2_18_x86_64.whl",
+            "nvidia_nccl_cu12-2.30.7-py3-none-manylinux_2_18_x86_64.whl",
+        )
+    )
+    old_cu13 = '<a href="../../f/x#sha256=00">nvidia_nccl_cu13-2.26.2-py3-none-any.whl</a>'
+    _Index.pages = {
+        "/simple/nvidia-nccl-cu12/": f"<html><body>{files}</body></html>",
+        "/simple/nvidia-nccl-cu13/": f"<html><body>{old_cu13}</body></html>",
+    }
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Index)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/simple/"
+    server.shutdown()
+    server.server_close()
+
+
+def test_check_fails_clearly_for_a_major_without_that_version(
+    simple_index: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(
+        [
+            "nccl",
+            "--matrix",
+            str(REPO / "matrix.yaml"),
+            "--out",
+            str(tmp_path / "o"),
+            "--check",
+            "--index-url",
+            simple_index,
+        ]
+    )
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "nvidia-nccl-cu13==2.30.7 does not exist on" in err
+    assert "newest there: 2.26.2" in err
+    assert "nvidia-nccl-cu12" not in err
+    assert not (tmp_path / "o").exists(), "nothing is written when the check fails"
+
+
+def test_check_passes_when_the_version_exists(simple_index: str, tmp_path: Path) -> None:
+    code = main(
+        [
+            "nccl",
+            "--matrix",
+            str(REPO / "matrix.yaml"),
+            "--out",
+            str(tmp_path),
+            "--cuda",
+            "12.9",
+            "--check",
+            "--index-url",
+            simple_index,
+        ]
+    )
+    assert code == 0
+    assert (tmp_path / "cu12.txt").exists()
+    assert not (tmp_path / "cu13.txt").exists()
+
+
+def test_check_names_a_package_the_index_lacks(
+    simple_index: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(
+        [
+            "nccl",
+            "--matrix",
+            str(REPO / "matrix.yaml"),
+            "--out",
+            str(tmp_path),
+            "--check",
+            "--index-url",
+            simple_index.replace("/simple/", "/other/"),
+        ]
+    )
+    assert code == 2
+    assert "nvidia-nccl-cu12 is not on" in capsys.readouterr().err
