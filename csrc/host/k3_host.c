@@ -1,0 +1,663 @@
+/* k3 host library: driver-API loader and launcher for the k3 kernels. See k3_host.h.
+ *
+ * Only libc and libdl symbols that glibc 2.28 already had are used; libcuda
+ * is opened with dlopen, so the library builds and cross-compiles without CUDA.
+ */
+#define _GNU_SOURCE
+#include "k3_host.h"
+
+#include <dlfcn.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- the slice of the driver API we use (ABI-stable since CUDA 12.0) ---------------- */
+
+typedef int CUresult;
+typedef int CUdevice;
+typedef struct CUctx_st* CUcontext;
+typedef struct CUlib_st* CUlibrary;
+typedef struct CUkern_st* CUkernel;
+typedef struct CUfunc_st* CUfunction;
+typedef struct CUstream_st* CUstream;
+typedef unsigned long long CUdeviceptr;
+
+#define CUDA_SUCCESS 0
+#define CUDA_ERROR_INVALID_VALUE 1
+#define CUDA_ERROR_NO_BINARY_FOR_GPU 209
+#define CUDA_ERROR_INVALID_PTX 218
+#define CUDA_ERROR_UNSUPPORTED_PTX_VERSION 222
+#define CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR 75
+#define CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR 76
+#define CU_POINTER_ATTRIBUTE_MEMORY_TYPE 2
+#define CU_POINTER_ATTRIBUTE_IS_MANAGED 8
+#define CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL 9
+
+typedef struct {
+    CUresult (*cuInit)(unsigned int);
+    CUresult (*cuDriverGetVersion)(int*);
+    CUresult (*cuGetErrorName)(CUresult, const char**);
+    CUresult (*cuGetErrorString)(CUresult, const char**);
+    CUresult (*cuDeviceGetCount)(int*);
+    CUresult (*cuDeviceGet)(CUdevice*, int);
+    CUresult (*cuDeviceGetAttribute)(int*, int, CUdevice);
+    CUresult (*cuDeviceGetName)(char*, int, CUdevice);
+    CUresult (*cuDevicePrimaryCtxRetain)(CUcontext*, CUdevice);
+    CUresult (*cuCtxPushCurrent)(CUcontext);
+    CUresult (*cuCtxPopCurrent)(CUcontext*);
+    CUresult (*cuCtxSynchronize)(void);
+    CUresult (*cuPointerGetAttribute)(void*, int, CUdeviceptr);
+    CUresult (*cuMemAlloc)(CUdeviceptr*, size_t);
+    CUresult (*cuMemFree)(CUdeviceptr);
+    CUresult (*cuMemcpyDtoH)(void*, CUdeviceptr, size_t);
+    CUresult (*cuLibraryLoadData)(CUlibrary*, const void*, void*, void**, unsigned int, void*,
+                                  void**, unsigned int);
+    CUresult (*cuLibraryGetKernel)(CUkernel*, CUlibrary, const char*);
+    CUresult (*cuKernelGetFunction)(CUfunction*, CUkernel);
+    CUresult (*cuLaunchKernel)(CUfunction, unsigned int, unsigned int, unsigned int,
+                               unsigned int, unsigned int, unsigned int, unsigned int,
+                               CUstream, void**, void**);
+} k3_driver;
+
+/* ---- kernel parameter blocks: must match the structs in the kernel sources ------------ */
+
+typedef struct {
+    const void* kv_c;
+    const void* k_pe;
+    const int64_t* positions;
+    const void* cos_sin;
+    const int64_t* slots;
+    void* cache;
+    const float* scale_ptr;
+    int64_t num_tokens;
+    int64_t kv_c_stride;
+    int64_t k_pe_stride;
+    int64_t cos_sin_stride;
+    int64_t block_stride;
+    int64_t entry_stride;
+    int64_t block_size;
+    int64_t num_slots;
+    int64_t max_pos;
+    float scale;
+    int32_t rank;
+    int32_t rope_dim;
+    int32_t cos_sin_f32;
+    int32_t vec;
+    int32_t reserved;
+} k3_mla_params;
+_Static_assert(sizeof(k3_mla_params) == 152, "k3_mla_params must match mla_kv_cache.cu");
+
+typedef struct {
+    const void* x;
+    void* out;
+    int64_t rows;
+    int64_t d;
+    int64_t x_stride;
+    int64_t out_stride;
+    float clamp;
+    int32_t has_clamp;
+    int32_t vec;
+    int32_t reserved;
+} k3_swiglu_params;
+_Static_assert(sizeof(k3_swiglu_params) == 64, "k3_swiglu_params must match swiglu.cu");
+
+/* ---- state -------------------------------------------------------------------------- */
+
+#define K3_MAX_LIBRARIES 16
+#define K3_MAX_KERNELS 128
+#define K3_MAX_DEVICES 64
+
+typedef struct {
+    int library;
+    char name[64];
+    CUkernel kernel;
+} k3_kernel_entry;
+
+static pthread_mutex_t k3_init_lock = PTHREAD_MUTEX_INITIALIZER;
+static int k3_initialized;
+static pthread_mutex_t k3_lock = PTHREAD_MUTEX_INITIALIZER;
+static k3_driver k3_drv;
+static int k3_init_status = K3_ERR_DRIVER_UNAVAILABLE;
+static char k3_init_message[256];
+static CUlibrary k3_libraries[K3_MAX_LIBRARIES];
+static int k3_library_count;
+static k3_kernel_entry k3_kernels[K3_MAX_KERNELS];
+static int k3_kernel_count;
+static CUcontext k3_contexts[K3_MAX_DEVICES];
+
+static _Thread_local char k3_message[512];
+
+static int k3_fail(int status, const char* fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(k3_message, sizeof k3_message, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+static int k3_cuda_fail(CUresult rc, const char* what) {
+    const char* name = "CUDA_ERROR_UNKNOWN";
+    const char* text = "unknown error";
+    if (k3_drv.cuGetErrorName != NULL) {
+        k3_drv.cuGetErrorName(rc, &name);
+        k3_drv.cuGetErrorString(rc, &text);
+    }
+    if (rc == CUDA_ERROR_NO_BINARY_FOR_GPU || rc == CUDA_ERROR_INVALID_PTX ||
+        rc == CUDA_ERROR_UNSUPPORTED_PTX_VERSION) {
+        return k3_fail(K3_ERR_NO_KERNEL_IMAGE,
+                       "%s: %s (%s): the kernel fatbin has no code this GPU and driver can run",
+                       what, name, text);
+    }
+    return k3_fail(K3_ERR_CUDA, "%s: %s (%s)", what, name, text);
+}
+
+#define K3_SYM(field, symbol)                                                               \
+    do {                                                                                    \
+        *(void**)(&k3_drv.field) = dlsym(handle, symbol);                                   \
+        if (k3_drv.field == NULL) {                                                         \
+            snprintf(k3_init_message, sizeof k3_init_message,                               \
+                     "libcuda.so.1 has no %s: the NVIDIA driver is older than CUDA 12.0",  \
+                     symbol);                                                               \
+            return;                                                                         \
+        }                                                                                   \
+    } while (0)
+
+static void k3_init_once(void) {
+    void* handle = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (handle == NULL) {
+        snprintf(k3_init_message, sizeof k3_init_message,
+                 "cannot load libcuda.so.1 (is the NVIDIA driver installed?): %s", dlerror());
+        return;
+    }
+    K3_SYM(cuInit, "cuInit");
+    K3_SYM(cuDriverGetVersion, "cuDriverGetVersion");
+    K3_SYM(cuGetErrorName, "cuGetErrorName");
+    K3_SYM(cuGetErrorString, "cuGetErrorString");
+    K3_SYM(cuDeviceGetCount, "cuDeviceGetCount");
+    K3_SYM(cuDeviceGet, "cuDeviceGet");
+    K3_SYM(cuDeviceGetAttribute, "cuDeviceGetAttribute");
+    K3_SYM(cuDeviceGetName, "cuDeviceGetName");
+    K3_SYM(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
+    K3_SYM(cuCtxPushCurrent, "cuCtxPushCurrent_v2");
+    K3_SYM(cuCtxPopCurrent, "cuCtxPopCurrent_v2");
+    K3_SYM(cuCtxSynchronize, "cuCtxSynchronize");
+    K3_SYM(cuPointerGetAttribute, "cuPointerGetAttribute");
+    K3_SYM(cuMemAlloc, "cuMemAlloc_v2");
+    K3_SYM(cuMemFree, "cuMemFree_v2");
+    K3_SYM(cuMemcpyDtoH, "cuMemcpyDtoH_v2");
+    K3_SYM(cuLibraryLoadData, "cuLibraryLoadData");
+    K3_SYM(cuLibraryGetKernel, "cuLibraryGetKernel");
+    K3_SYM(cuKernelGetFunction, "cuKernelGetFunction");
+    K3_SYM(cuLaunchKernel, "cuLaunchKernel");
+    CUresult rc = k3_drv.cuInit(0);
+    if (rc != CUDA_SUCCESS) {
+        const char* name = "?";
+        k3_drv.cuGetErrorName(rc, &name);
+        snprintf(k3_init_message, sizeof k3_init_message,
+                 "cuInit failed: %s (no usable NVIDIA GPU?)", name);
+        return;
+    }
+    k3_init_status = K3_OK;
+}
+
+static int k3_init(void) {
+    /* A mutex rather than pthread_once: glibc before 2.34 keeps pthread_once in
+     * libpthread, which the library does not link. */
+    pthread_mutex_lock(&k3_init_lock);
+    if (!k3_initialized) {
+        k3_init_once();
+        k3_initialized = 1;
+    }
+    pthread_mutex_unlock(&k3_init_lock);
+    if (k3_init_status != K3_OK) {
+        return k3_fail(k3_init_status, "%s", k3_init_message);
+    }
+    return K3_OK;
+}
+
+/* Makes the device's primary context current; k3_leave() undoes it. */
+static int k3_enter(int device) {
+    int count = 0;
+    CUresult rc = k3_drv.cuDeviceGetCount(&count);
+    if (rc != CUDA_SUCCESS) {
+        return k3_cuda_fail(rc, "cuDeviceGetCount");
+    }
+    if (device < 0 || device >= count || device >= K3_MAX_DEVICES) {
+        return k3_fail(K3_ERR_INVALID_ARGUMENT, "CUDA device %d does not exist (%d visible)",
+                       device, count);
+    }
+    pthread_mutex_lock(&k3_lock);
+    CUcontext ctx = k3_contexts[device];
+    if (ctx == NULL) {
+        CUdevice dev;
+        rc = k3_drv.cuDeviceGet(&dev, device);
+        if (rc == CUDA_SUCCESS) {
+            rc = k3_drv.cuDevicePrimaryCtxRetain(&ctx, dev);
+        }
+        if (rc == CUDA_SUCCESS) {
+            k3_contexts[device] = ctx;
+        }
+    }
+    pthread_mutex_unlock(&k3_lock);
+    if (rc != CUDA_SUCCESS) {
+        return k3_cuda_fail(rc, "cuDevicePrimaryCtxRetain");
+    }
+    rc = k3_drv.cuCtxPushCurrent(ctx);
+    if (rc != CUDA_SUCCESS) {
+        return k3_cuda_fail(rc, "cuCtxPushCurrent");
+    }
+    return K3_OK;
+}
+
+static void k3_leave(void) {
+    CUcontext ignored;
+    k3_drv.cuCtxPopCurrent(&ignored);
+}
+
+static int k3_check_library(int handle) {
+    pthread_mutex_lock(&k3_lock);
+    int count = k3_library_count;
+    pthread_mutex_unlock(&k3_lock);
+    if (handle < 0 || handle >= count) {
+        return k3_fail(K3_ERR_INVALID_ARGUMENT, "no kernel library with handle %d", handle);
+    }
+    return K3_OK;
+}
+
+/* With the context current: the function `name` of library `handle`. */
+static int k3_function(int handle, const char* name, CUfunction* fn) {
+    CUkernel kernel = NULL;
+    CUresult rc = CUDA_SUCCESS;
+    pthread_mutex_lock(&k3_lock);
+    for (int i = 0; i < k3_kernel_count; ++i) {
+        if (k3_kernels[i].library == handle && strcmp(k3_kernels[i].name, name) == 0) {
+            kernel = k3_kernels[i].kernel;
+            break;
+        }
+    }
+    if (kernel == NULL) {
+        rc = k3_drv.cuLibraryGetKernel(&kernel, k3_libraries[handle], name);
+        if (rc == CUDA_SUCCESS && k3_kernel_count < K3_MAX_KERNELS &&
+            strlen(name) < sizeof k3_kernels[0].name) {
+            k3_kernel_entry* e = &k3_kernels[k3_kernel_count++];
+            e->library = handle;
+            strcpy(e->name, name);
+            e->kernel = kernel;
+        }
+    }
+    pthread_mutex_unlock(&k3_lock);
+    if (rc != CUDA_SUCCESS) {
+        return k3_cuda_fail(rc, name);
+    }
+    rc = k3_drv.cuKernelGetFunction(fn, kernel);
+    if (rc != CUDA_SUCCESS) {
+        return k3_cuda_fail(rc, name);
+    }
+    return K3_OK;
+}
+
+static int k3_launch(int handle, int device, const char* name, unsigned gx, unsigned gy,
+                     unsigned block, void* params, void* stream) {
+    int status = k3_enter(device);
+    if (status != K3_OK) {
+        return status;
+    }
+    CUfunction fn = NULL;
+    status = k3_function(handle, name, &fn);
+    if (status == K3_OK) {
+        void* kernel_params[1] = {params};
+        CUresult rc = k3_drv.cuLaunchKernel(fn, gx, gy, 1, block, 1, 1, 0, (CUstream)stream,
+                                            kernel_params, NULL);
+        if (rc != CUDA_SUCCESS) {
+            status = k3_cuda_fail(rc, name);
+        }
+    }
+    k3_leave();
+    return status;
+}
+
+/* ---- public API ---------------------------------------------------------------------- */
+
+int k3_abi_version(void) { return K3_ABI_VERSION; }
+
+const char* k3_last_error(void) { return k3_message; }
+
+int k3_driver_version(int* version) {
+    int status = k3_init();
+    if (status != K3_OK) {
+        return status;
+    }
+    CUresult rc = k3_drv.cuDriverGetVersion(version);
+    return rc == CUDA_SUCCESS ? K3_OK : k3_cuda_fail(rc, "cuDriverGetVersion");
+}
+
+int k3_device_count(int* count) {
+    int status = k3_init();
+    if (status != K3_OK) {
+        return status;
+    }
+    CUresult rc = k3_drv.cuDeviceGetCount(count);
+    return rc == CUDA_SUCCESS ? K3_OK : k3_cuda_fail(rc, "cuDeviceGetCount");
+}
+
+int k3_device_info(int device, int* major, int* minor, char* name, int name_len) {
+    int status = k3_init();
+    if (status != K3_OK) {
+        return status;
+    }
+    int count = 0;
+    CUresult rc = k3_drv.cuDeviceGetCount(&count);
+    if (rc != CUDA_SUCCESS) {
+        return k3_cuda_fail(rc, "cuDeviceGetCount");
+    }
+    if (device < 0 || device >= count) {
+        return k3_fail(K3_ERR_INVALID_ARGUMENT, "CUDA device %d does not exist (%d visible)",
+                       device, count);
+    }
+    CUdevice dev;
+    rc = k3_drv.cuDeviceGet(&dev, device);
+    if (rc == CUDA_SUCCESS) {
+        rc = k3_drv.cuDeviceGetAttribute(major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
+    }
+    if (rc == CUDA_SUCCESS) {
+        rc = k3_drv.cuDeviceGetAttribute(minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
+    }
+    if (rc == CUDA_SUCCESS && name != NULL && name_len > 0) {
+        rc = k3_drv.cuDeviceGetName(name, name_len, dev);
+    }
+    return rc == CUDA_SUCCESS ? K3_OK : k3_cuda_fail(rc, "device query");
+}
+
+int k3_pointer_info(const void* ptr, int* device, int* memory_type, int* is_managed) {
+    int status = k3_init();
+    if (status != K3_OK) {
+        return status;
+    }
+    if (ptr == NULL) {
+        return k3_fail(K3_ERR_INVALID_ARGUMENT, "null data pointer");
+    }
+    unsigned int type = 0;
+    int ordinal = -1;
+    unsigned int managed = 0;
+    CUdeviceptr p = (CUdeviceptr)(uintptr_t)ptr;
+    CUresult rc = k3_drv.cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p);
+    if (rc == CUDA_ERROR_INVALID_VALUE) {
+        return k3_fail(K3_ERR_INVALID_ARGUMENT,
+                       "pointer %p is not memory known to CUDA (a CPU array?)", ptr);
+    }
+    if (rc == CUDA_SUCCESS) {
+        rc = k3_drv.cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, p);
+    }
+    if (rc == CUDA_SUCCESS) {
+        rc = k3_drv.cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, p);
+    }
+    if (rc != CUDA_SUCCESS) {
+        return k3_cuda_fail(rc, "cuPointerGetAttribute");
+    }
+    *device = ordinal;
+    *memory_type = (int)type;
+    *is_managed = managed ? 1 : 0;
+    return K3_OK;
+}
+
+int k3_load_library(const void* image, size_t size, int* handle) {
+    int status = k3_init();
+    if (status != K3_OK) {
+        return status;
+    }
+    if (image == NULL || size < 16) {
+        return k3_fail(K3_ERR_INVALID_ARGUMENT, "empty kernel image");
+    }
+    /* The driver may read the image lazily, when a context first needs it. */
+    void* copy = malloc(size);
+    if (copy == NULL) {
+        return k3_fail(K3_ERR_CUDA, "out of host memory for a %zu-byte kernel image", size);
+    }
+    memcpy(copy, image, size);
+    pthread_mutex_lock(&k3_lock);
+    if (k3_library_count >= K3_MAX_LIBRARIES) {
+        pthread_mutex_unlock(&k3_lock);
+        free(copy);
+        return k3_fail(K3_ERR_INVALID_ARGUMENT, "too many kernel libraries loaded");
+    }
+    CUlibrary lib = NULL;
+    CUresult rc = k3_drv.cuLibraryLoadData(&lib, copy, NULL, NULL, 0, NULL, NULL, 0);
+    if (rc == CUDA_SUCCESS) {
+        k3_libraries[k3_library_count] = lib;
+        *handle = k3_library_count++;
+    }
+    pthread_mutex_unlock(&k3_lock);
+    if (rc != CUDA_SUCCESS) {
+        free(copy);
+        return k3_cuda_fail(rc, "cuLibraryLoadData");
+    }
+    return K3_OK;
+}
+
+int k3_arch_probe(int handle, int device, int* arch) {
+    int status = k3_init();
+    if (status == K3_OK) {
+        status = k3_check_library(handle);
+    }
+    if (status == K3_OK) {
+        status = k3_enter(device);
+    }
+    if (status != K3_OK) {
+        return status;
+    }
+    CUfunction fn = NULL;
+    CUdeviceptr buf = 0;
+    status = k3_function(handle, "k3_arch_probe", &fn);
+    if (status == K3_OK) {
+        CUresult rc = k3_drv.cuMemAlloc(&buf, sizeof(int));
+        if (rc != CUDA_SUCCESS) {
+            buf = 0;
+            status = k3_cuda_fail(rc, "cuMemAlloc");
+        }
+    }
+    if (status == K3_OK) {
+        int value = 0;
+        void* params[1] = {&buf};
+        CUresult rc = k3_drv.cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL);
+        if (rc == CUDA_SUCCESS) {
+            rc = k3_drv.cuCtxSynchronize();
+        }
+        if (rc == CUDA_SUCCESS) {
+            rc = k3_drv.cuMemcpyDtoH(&value, buf, sizeof value);
+        }
+        if (rc != CUDA_SUCCESS) {
+            status = k3_cuda_fail(rc, "k3_arch_probe");
+        } else {
+            *arch = value;
+        }
+    }
+    if (buf != 0) {
+        k3_drv.cuMemFree(buf);
+    }
+    k3_leave();
+    return status;
+}
+
+static const char* k3_dtype_name(int32_t dtype) {
+    switch (dtype) {
+    case K3_DTYPE_F32: return "f32";
+    case K3_DTYPE_F16: return "f16";
+    case K3_DTYPE_BF16: return "bf16";
+    case K3_DTYPE_FP8_E4M3: return "fp8";
+    default: return NULL;
+    }
+}
+
+static int64_t k3_dtype_size(int32_t dtype) {
+    return dtype == K3_DTYPE_F32 ? 4 : dtype == K3_DTYPE_FP8_E4M3 ? 1 : 2;
+}
+
+static int k3_aligned(const void* p, int64_t bytes) {
+    return ((uintptr_t)p % (uintptr_t)bytes) == 0;
+}
+
+#define K3_REQUIRE(cond, ...)                                                               \
+    do {                                                                                    \
+        if (!(cond)) {                                                                      \
+            return k3_fail(K3_ERR_INVALID_ARGUMENT, __VA_ARGS__);                           \
+        }                                                                                   \
+    } while (0)
+
+static int k3_check_mla(const k3_mla_args* a) {
+    K3_REQUIRE(a->in_dtype == K3_DTYPE_F32 || a->in_dtype == K3_DTYPE_F16 ||
+                   a->in_dtype == K3_DTYPE_BF16,
+               "kv_c/k_pe dtype code %d is not fp32, fp16 or bf16", (int)a->in_dtype);
+    K3_REQUIRE(a->cache_dtype == a->in_dtype || a->cache_dtype == K3_DTYPE_FP8_E4M3,
+               "kv_cache dtype must be the input dtype (%s) or fp8, got code %d",
+               k3_dtype_name(a->in_dtype), (int)a->cache_dtype);
+    K3_REQUIRE(a->rope == K3_ROPE_NONE || a->rope == K3_ROPE_NEOX || a->rope == K3_ROPE_GPTJ,
+               "rope code %d is not none, neox or gptj", (int)a->rope);
+    K3_REQUIRE(a->num_tokens >= 0, "num_tokens is negative");
+    K3_REQUIRE(a->rank >= 1 && a->rank <= (1 << 20), "latent rank %lld is out of range",
+               (long long)a->rank);
+    K3_REQUIRE(a->rope_dim >= 0 && a->rope_dim <= (1 << 20), "rope dim %lld is out of range",
+               (long long)a->rope_dim);
+    K3_REQUIRE(a->entry_size >= a->rank + a->rope_dim,
+               "kv_cache entries hold %lld values, fewer than rank + rope dim = %lld",
+               (long long)a->entry_size, (long long)(a->rank + a->rope_dim));
+    K3_REQUIRE(a->num_blocks >= 1 && a->block_size >= 1, "kv_cache has no slots");
+    K3_REQUIRE(a->num_blocks <= INT64_MAX / a->block_size, "kv_cache is too large");
+    K3_REQUIRE(a->entry_stride >= a->entry_size || a->block_size == 1,
+               "kv_cache entries overlap (entry stride %lld < entry size %lld)",
+               (long long)a->entry_stride, (long long)a->entry_size);
+    K3_REQUIRE(a->block_stride >= a->block_size * a->entry_stride || a->num_blocks == 1,
+               "kv_cache blocks overlap (block stride %lld)", (long long)a->block_stride);
+    if (a->num_tokens == 0) {
+        return K3_OK;
+    }
+    K3_REQUIRE(a->kv_c != NULL && a->k_pe != NULL && a->slot_mapping != NULL &&
+                   a->kv_cache != NULL,
+               "a null data pointer");
+    K3_REQUIRE(a->kv_c_stride >= a->rank || a->num_tokens == 1, "kv_c rows overlap");
+    K3_REQUIRE(a->k_pe_stride >= a->rope_dim || a->num_tokens == 1, "k_pe rows overlap");
+    if (a->rope != K3_ROPE_NONE) {
+        K3_REQUIRE(a->rope_dim % 2 == 0, "rope dim %lld must be even to rotate pairs",
+                   (long long)a->rope_dim);
+        K3_REQUIRE(a->cos_sin_dtype == K3_DTYPE_F32 || a->cos_sin_dtype == a->in_dtype,
+                   "cos_sin_cache dtype must be fp32 or the input dtype (%s)",
+                   k3_dtype_name(a->in_dtype));
+        K3_REQUIRE(a->positions != NULL && a->cos_sin != NULL,
+                   "rope needs positions and cos_sin_cache");
+        K3_REQUIRE(a->max_pos >= 1, "cos_sin_cache has no positions");
+        K3_REQUIRE(a->cos_sin_stride >= a->rope_dim || a->max_pos == 1,
+                   "cos_sin_cache rows overlap");
+    }
+    if (a->cache_dtype == K3_DTYPE_FP8_E4M3 && a->scale_ptr == NULL) {
+        K3_REQUIRE(isfinite(a->scale) && a->scale > 0.0f,
+                   "kv_scale must be a positive finite number, got %g", (double)a->scale);
+    }
+    return K3_OK;
+}
+
+int k3_mla_key_concat_kv_cache(int handle, int device, const k3_mla_args* a, void* stream) {
+    int status = k3_init();
+    if (status == K3_OK) {
+        status = k3_check_library(handle);
+    }
+    if (status != K3_OK) {
+        return status;
+    }
+    K3_REQUIRE(a != NULL, "null argument block");
+    status = k3_check_mla(a);
+    if (status != K3_OK || a->num_tokens == 0) {
+        return status;
+    }
+    const int64_t in_size = k3_dtype_size(a->in_dtype);
+    const int64_t out_size = k3_dtype_size(a->cache_dtype);
+    const int64_t lanes = 16 / in_size;
+    const int64_t out_vec = lanes * out_size;
+    k3_mla_params p;
+    memset(&p, 0, sizeof p);
+    p.kv_c = a->kv_c;
+    p.k_pe = a->k_pe;
+    p.positions = a->positions;
+    p.cos_sin = a->cos_sin;
+    p.slots = a->slot_mapping;
+    p.cache = a->kv_cache;
+    p.scale_ptr = a->cache_dtype == K3_DTYPE_FP8_E4M3 ? a->scale_ptr : NULL;
+    p.num_tokens = a->num_tokens;
+    p.kv_c_stride = a->kv_c_stride;
+    p.k_pe_stride = a->k_pe_stride;
+    p.cos_sin_stride = a->cos_sin_stride;
+    p.block_stride = a->block_stride;
+    p.entry_stride = a->entry_stride;
+    p.block_size = a->block_size;
+    p.num_slots = a->num_blocks * a->block_size;
+    p.max_pos = a->max_pos;
+    p.scale = a->cache_dtype == K3_DTYPE_FP8_E4M3 ? a->scale : 1.0f;
+    p.rank = (int32_t)a->rank;
+    p.rope_dim = (int32_t)a->rope_dim;
+    p.cos_sin_f32 = a->cos_sin_dtype == K3_DTYPE_F32;
+    p.vec = a->rank % lanes == 0 && k3_aligned(a->kv_c, 16) &&
+            (a->kv_c_stride * in_size) % 16 == 0 && k3_aligned(a->kv_cache, out_vec) &&
+            (a->entry_stride * out_size) % out_vec == 0 &&
+            (a->block_stride * out_size) % out_vec == 0;
+
+    static const char* const ropes[] = {"none", "neox", "gptj"};
+    char name[64];
+    snprintf(name, sizeof name, "k3_mla_kv_cache_%s_%s_%s", k3_dtype_name(a->in_dtype),
+             k3_dtype_name(a->cache_dtype), ropes[a->rope]);
+    const int64_t tokens_per_block = 256 / 32;
+    int64_t blocks = (a->num_tokens + tokens_per_block - 1) / tokens_per_block;
+    if (blocks > (1 << 20)) {
+        blocks = 1 << 20; /* the kernel strides over the rest */
+    }
+    return k3_launch(handle, device, name, (unsigned)blocks, 1, 256, &p, stream);
+}
+
+int k3_swiglu(int handle, int device, const k3_swiglu_args* a, void* stream) {
+    int status = k3_init();
+    if (status == K3_OK) {
+        status = k3_check_library(handle);
+    }
+    if (status != K3_OK) {
+        return status;
+    }
+    K3_REQUIRE(a != NULL, "null argument block");
+    K3_REQUIRE(a->dtype == K3_DTYPE_F32 || a->dtype == K3_DTYPE_F16 || a->dtype == K3_DTYPE_BF16,
+               "swiglu dtype code %d is not fp32, fp16 or bf16", (int)a->dtype);
+    K3_REQUIRE(a->rows >= 0 && a->d >= 0, "negative size");
+    if (a->has_clamp) {
+        K3_REQUIRE(isfinite(a->clamp) && a->clamp > 0.0f,
+                   "clamp must be a positive finite number, got %g", (double)a->clamp);
+    }
+    if (a->rows == 0 || a->d == 0) {
+        return K3_OK;
+    }
+    K3_REQUIRE(a->x != NULL && a->out != NULL, "a null data pointer");
+    K3_REQUIRE(a->x_stride >= 2 * a->d || a->rows == 1, "x rows overlap");
+    K3_REQUIRE(a->out_stride >= a->d || a->rows == 1, "out rows overlap");
+    const int64_t size = k3_dtype_size(a->dtype);
+    const int64_t lanes = 16 / size;
+    k3_swiglu_params p;
+    memset(&p, 0, sizeof p);
+    p.x = a->x;
+    p.out = a->out;
+    p.rows = a->rows;
+    p.d = a->d;
+    p.x_stride = a->x_stride;
+    p.out_stride = a->out_stride;
+    p.clamp = a->clamp;
+    p.has_clamp = a->has_clamp ? 1 : 0;
+    p.vec = a->d % lanes == 0 && k3_aligned(a->x, 16) && k3_aligned(a->out, 16) &&
+            (a->x_stride * size) % 16 == 0 && (a->out_stride * size) % 16 == 0;
+    const int64_t cols = p.vec ? a->d / lanes : a->d;
+    const int64_t block = 128;
+    int64_t gx = (cols + block - 1) / block;
+    if (gx > 65535) {
+        gx = 65535;
+    }
+    int64_t gy = a->rows > 65535 ? 65535 : a->rows;
+    char name[32];
+    snprintf(name, sizeof name, "k3_swiglu_%s", k3_dtype_name(a->dtype));
+    return k3_launch(handle, device, name, (unsigned)gx, (unsigned)gy, (unsigned)block, &p,
+                     stream);
+}
