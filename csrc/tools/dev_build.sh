@@ -7,6 +7,7 @@
 #   OUT/nvrtc129/*.whl   the same with NVRTC 12.9 + nvFatbin (only when NVRTC_DIR is set:
 #                        a directory with nvidia/cuda_nvrtc, nvidia/nvfatbin, nvidia/cuda_runtime)
 #   OUT/ptx75/*.whl      PTX for compute_75 only, system nvcc: the driver JIT-compiles it
+#   OUT/sm80/*.whl       an sm_80 cubin only: no code for an SM90 GPU (tests/gpu/test_unsupported.py)
 #
 # usage: csrc/tools/dev_build.sh OUT [NVRTC_DIR]
 set -euo pipefail
@@ -31,6 +32,7 @@ wheel() {  # name, then VAR=value settings for the backend
 
 wheel nvcc13 RELEASE_DEVICE_COMPILER=nvcc RELEASE_SMS="$sms"
 wheel ptx75 RELEASE_DEVICE_COMPILER=nvcc RELEASE_SMS= RELEASE_PTX=75
+wheel sm80 RELEASE_DEVICE_COMPILER=nvcc RELEASE_SMS=80 RELEASE_PTX=
 if [ -n "$nvrtc_dir" ]; then
     wheel nvrtc129 RELEASE_DEVICE_COMPILER=nvrtc RELEASE_CUDA_VERSION=12.9 \
         RELEASE_SMS="$sms" RELEASE_LOCAL_LABEL=cu129 \

@@ -129,9 +129,7 @@ def _from_dlpack(name: str, obj: Any, native: Native) -> GpuArray:
             f"{name} has DLPack dtype code {t.dtype.code}, {t.dtype.bits} bits: not supported"
         )
     strides = (
-        tuple(int(t.strides[i]) for i in range(ndim))
-        if t.strides
-        else _contiguous_strides(shape)
+        tuple(int(t.strides[i]) for i in range(ndim)) if t.strides else _contiguous_strides(shape)
     )
     ptr = int(t.data or 0) + int(t.byte_offset)
     # The capsule owns the memory view: keep it until the kernel is launched.

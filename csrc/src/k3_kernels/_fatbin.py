@@ -9,8 +9,8 @@ payload size at offset 8 and the SM (e.g. 90) at offset 28; the payload follows 
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable, Optional, Tuple
 
 FATBIN_MAGIC = 0xBA55ED50
 KIND_PTX = 1
@@ -34,14 +34,14 @@ class FatbinEntry:
 
 @dataclass(frozen=True)
 class FatbinContents:
-    entries: Tuple[FatbinEntry, ...]
+    entries: tuple[FatbinEntry, ...]
 
     @property
-    def sms(self) -> Tuple[int, ...]:
+    def sms(self) -> tuple[int, ...]:
         return tuple(sorted({e.sm for e in self.entries if e.kind == "elf"}))
 
     @property
-    def ptx(self) -> Tuple[int, ...]:
+    def ptx(self) -> tuple[int, ...]:
         return tuple(sorted({e.sm for e in self.entries if e.kind == "ptx"}))
 
 
@@ -75,7 +75,7 @@ def parse_fatbin(data: bytes) -> FatbinContents:
     return FatbinContents(tuple(entries))
 
 
-def covers(contents: FatbinContents, major: int, minor: int) -> Optional[str]:
+def covers(contents: FatbinContents, major: int, minor: int) -> str | None:
     """How a GPU of compute capability major.minor would run this fatbin, or None.
 
     A cubin for sm_XY runs on X.Z with Z >= Y; PTX for compute_XY is JIT-compiled by

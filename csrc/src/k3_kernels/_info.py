@@ -82,5 +82,3 @@ def loaded_arch(device: int = 0) -> int:
     if len(values) != 1:
         raise KernelError(f"the kernel libraries were built for different archs: {arches}")
     return values.pop()
-
-

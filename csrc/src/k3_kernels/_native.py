@@ -7,7 +7,7 @@ import json
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Optional, Tuple
+from typing import Any
 
 from ._errors import DriverError, KernelArgumentError, KernelError, UnsupportedGPUError
 from ._fatbin import FatbinContents, covers, describe, parse_fatbin
@@ -97,13 +97,15 @@ class GpuInfo:
         return self.major * 10 + self.minor
 
 
-def read_build_info() -> Dict[str, Any]:
+def read_build_info() -> dict[str, Any]:
     try:
         data = json.loads(BUILD_INFO.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise KernelError(f"{BUILD_INFO} is missing: k3_kernels is not installed from a wheel")
+        raise KernelError(
+            f"{BUILD_INFO} is missing: k3_kernels is not installed from a wheel"
+        ) from None
     except ValueError as exc:
-        raise KernelError(f"{BUILD_INFO} is not valid JSON: {exc}")
+        raise KernelError(f"{BUILD_INFO} is not valid JSON: {exc}") from None
     if not isinstance(data, dict):
         raise KernelError(f"{BUILD_INFO} does not hold a JSON object")
     return data
@@ -113,22 +115,22 @@ def fatbin_path(stem: str) -> Path:
     return DEVICE_DIR / f"{stem}.fatbin"
 
 
-def read_fatbin(stem: str) -> Tuple[bytes, FatbinContents]:
+def read_fatbin(stem: str) -> tuple[bytes, FatbinContents]:
     path = fatbin_path(stem)
     try:
         data = path.read_bytes()
     except FileNotFoundError:
-        raise KernelError(f"{path} is missing: the k3_kernels installation is incomplete")
+        raise KernelError(f"{path} is missing: the k3_kernels installation is incomplete") from None
     try:
         return data, parse_fatbin(data)
     except ValueError as exc:
-        raise KernelError(f"{path}: {exc}")
+        raise KernelError(f"{path}: {exc}") from None
 
 
 def _bind(lib: ctypes.CDLL) -> None:
     i = ctypes.c_int
     pi = ctypes.POINTER(ctypes.c_int)
-    signatures: Dict[str, Tuple[Any, ...]] = {
+    signatures: dict[str, tuple[Any, ...]] = {
         "k3_abi_version": (i,),
         "k3_last_error": (ctypes.c_char_p,),
         "k3_driver_version": (i, pi),
@@ -153,14 +155,14 @@ class Native:
         try:
             self.lib = ctypes.CDLL(str(HOST_LIBRARY))
         except OSError as exc:
-            raise KernelError(f"cannot load {HOST_LIBRARY}: {exc}")
+            raise KernelError(f"cannot load {HOST_LIBRARY}: {exc}") from None
         _bind(self.lib)
         abi = int(self.lib.k3_abi_version())
         if abi != ABI_VERSION:
             raise KernelError(f"{HOST_LIBRARY} has ABI {abi}, this package needs {ABI_VERSION}")
         self._lock = threading.Lock()
-        self._handles: Dict[str, int] = {}
-        self._contents: Dict[str, FatbinContents] = {}
+        self._handles: dict[str, int] = {}
+        self._contents: dict[str, FatbinContents] = {}
         self._gpus: dict[int, GpuInfo] = {}
         self._covered: set[tuple[str, int]] = set()
 
@@ -249,13 +251,13 @@ class Native:
         return arch.value
 
 
-_native: Optional[Native] = None
-_native_lock = threading.Lock()
+_state: dict[str, Native] = {}
+_state_lock = threading.Lock()
 
 
 def native() -> Native:
-    global _native
-    with _native_lock:
-        if _native is None:
-            _native = Native()
-        return _native
+    """The process-wide host library binding, created on first use."""
+    with _state_lock:
+        if "native" not in _state:
+            _state["native"] = Native()
+        return _state["native"]

@@ -70,7 +70,7 @@ def _positive_float(value: Any, name: str) -> float:
     return f
 
 
-def mla_key_concat_kv_cache(
+def mla_key_concat_kv_cache(  # noqa: PLR0917 - the issue fixes this positional signature
     kv_c: Any,
     k_pe: Any,
     positions: Any,
