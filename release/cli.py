@@ -8,11 +8,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from release import __version__
+from release.commands import build as build_command
+from release.commands import doctor as doctor_command
 from release.commands import matrix as matrix_command
 from release.commands import nccl as nccl_command
 from release.errors import ReleaseError
 
-COMMANDS = (matrix_command, nccl_command)
+COMMANDS = (matrix_command, nccl_command, doctor_command, build_command)
 
 
 def build_parser() -> argparse.ArgumentParser:

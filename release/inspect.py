@@ -1,0 +1,309 @@
+"""Wheel inspection: a wheel counts as built only when everything about it is what its cell
+asked for.
+
+Checked: the filename, METADATA and WHEEL tags agree; the local label is exactly the cell's;
+the fatbins hold a cubin for exactly the cell's SMs and PTX for exactly its target; every
+shared library is an ELF of the platform's machine, needs only glibc libraries and no
+glibc symbol newer than the manylinux level; RECORD hashes and sizes are right; the size
+fits the destination. The core works on the wheel's bytes; listing a fatbin's targets is
+passed in (cuobjdump runs at the edge).
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import email.parser
+import hashlib
+import io
+import json
+import re
+import zipfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from elftools.common.exceptions import ELFError
+from elftools.elf.dynamic import DynamicSection
+from elftools.elf.elffile import ELFFile
+from elftools.elf.gnuversions import GNUVerNeedSection
+from packaging.tags import Tag
+from packaging.utils import (
+    InvalidWheelFilename,
+    canonicalize_name,
+    canonicalize_version,
+    parse_wheel_filename,
+)
+from packaging.version import Version
+
+from release.matrix import Cell
+
+ELF_MACHINE = {"x86_64": "EM_X86_64", "aarch64": "EM_AARCH64"}
+# The libraries every manylinux policy lets a wheel link against (PEP 600).
+GLIBC_LIBRARIES = frozenset(
+    {
+        "libc.so.6",
+        "libdl.so.2",
+        "libm.so.6",
+        "libpthread.so.0",
+        "librt.so.1",
+        "libgcc_s.so.1",
+        "libstdc++.so.6",
+        "ld-linux-x86-64.so.2",
+        "ld-linux-aarch64.so.1",
+    }
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class FatbinContents:
+    sms: tuple[str, ...]
+    ptx: tuple[str, ...]
+
+
+FatbinLister = Callable[[str, bytes], FatbinContents]
+"""(name inside the wheel, fatbin bytes) -> what it holds."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class WheelReport:
+    filename: str
+    size: int
+    sha256: str
+    sms: tuple[str, ...]
+    ptx: tuple[str, ...]
+    build_info: Mapping[str, object] = field(default_factory=dict)
+    problems: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def _record_hash(data: bytes) -> str:
+    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def check_record(archive: zipfile.ZipFile, dist_info: str) -> list[str]:
+    problems: list[str] = []
+    try:
+        record_text = archive.read(f"{dist_info}/RECORD").decode()
+    except KeyError:
+        return [f"{dist_info}/RECORD is missing"]
+    listed: dict[str, tuple[str, str]] = {}
+    for row in csv.reader(io.StringIO(record_text)):
+        if not row:
+            continue
+        if len(row) != 3:
+            problems.append(f"RECORD row {row!r} does not have 3 fields")
+            continue
+        listed[row[0]] = (row[1], row[2])
+    names = {i.filename for i in archive.infolist() if not i.is_dir()}
+    for name in sorted(names - set(listed)):
+        problems.append(f"{name} is in the wheel but not in RECORD")
+    for name, (digest, size) in sorted(listed.items()):
+        if name == f"{dist_info}/RECORD":
+            continue
+        if name not in names:
+            problems.append(f"RECORD lists {name}, which is not in the wheel")
+            continue
+        data = archive.read(name)
+        if digest != _record_hash(data):
+            problems.append(f"RECORD hash of {name} is wrong")
+        if size != str(len(data)):
+            problems.append(f"RECORD size of {name} is {size}, the file has {len(data)} bytes")
+    return problems
+
+
+def _glibc_version(text: str) -> tuple[int, ...] | None:
+    match = re.fullmatch(r"GLIBC_([0-9]+(?:\.[0-9]+)*)", text)
+    return tuple(int(p) for p in match.group(1).split(".")) if match else None
+
+
+def check_elf(name: str, data: bytes, *, arch: str, glibc: tuple[int, int]) -> list[str]:
+    """Machine, needed libraries and glibc symbol versions of one shared library."""
+    try:
+        elf = ELFFile(io.BytesIO(data))
+    except ELFError as error:
+        return [f"{name} is not an ELF file ({error})"]
+    problems: list[str] = []
+    machine = elf.header["e_machine"]
+    if machine != ELF_MACHINE[arch]:
+        problems.append(f"{name} is built for {machine}, the wheel's platform is {arch}")
+    for section in elf.iter_sections():
+        if isinstance(section, DynamicSection):
+            for tag in section.iter_tags():
+                needed = getattr(tag, "needed", None)  # set by pyelftools on DT_NEEDED only
+                if needed is not None and needed not in GLIBC_LIBRARIES:
+                    problems.append(
+                        f"{name} needs {needed}, which a manylinux system does not have "
+                        "(libcuda is the driver's: dlopen it instead of linking)"
+                    )
+        if isinstance(section, GNUVerNeedSection):
+            for _, auxiliaries in section.iter_versions():
+                for aux in auxiliaries:
+                    version = _glibc_version(aux.name)
+                    if version is not None and version > glibc:
+                        problems.append(
+                            f"{name} needs {aux.name}, newer than manylinux_"
+                            f"{glibc[0]}_{glibc[1]}'s glibc {glibc[0]}.{glibc[1]}"
+                        )
+    return problems
+
+
+def inspect_wheel(
+    filename: str,
+    data: bytes,
+    cell: Cell,
+    *,
+    list_fatbin: FatbinLister,
+    max_size: int | None = None,
+) -> WheelReport:
+    """Every check above, on the wheel's bytes; problems are collected, not raised."""
+    problems: list[str] = []
+    sha256 = hashlib.sha256(data).hexdigest()
+    limit = cell.destination.max_file_size if max_size is None else max_size
+
+    def report(**extra: object) -> WheelReport:
+        return WheelReport(
+            filename=filename,
+            size=len(data),
+            sha256=sha256,
+            problems=tuple(problems),
+            **extra,  # type: ignore[arg-type]
+        )
+
+    if filename != cell.wheel_filename:
+        problems.append(f"the wheel is named {filename}, the cell expects {cell.wheel_filename}")
+    try:
+        name, version, _, tags = parse_wheel_filename(filename)
+    except InvalidWheelFilename as error:
+        problems.append(f"invalid wheel filename: {error}")
+        return report(sms=(), ptx=())
+    if len(data) > limit:
+        problems.append(
+            f"{len(data) / 2**20:.1f} MiB is over {cell.destination.name}'s limit of "
+            f"{limit / 2**20:.0f} MiB"
+        )
+    if version != cell.version:
+        problems.append(f"the filename's version is {version}, the cell's is {cell.version}")
+    if (version.local or None) != cell.local_label:
+        problems.append(f"the local label is {version.local!r}, the cell's is {cell.local_label!r}")
+    try:
+        archive = zipfile.ZipFile(io.BytesIO(data))
+    except zipfile.BadZipFile:
+        problems.append("the wheel is not a zip archive")
+        return report(sms=(), ptx=())
+    with archive:
+        dist_info = _dist_info(archive, name, version)
+        if dist_info is None:
+            problems.append(f"no {name}-{version}.dist-info directory in the wheel")
+            return report(sms=(), ptx=())
+        problems += _check_metadata(archive, dist_info, name, version, tags)
+        problems += check_record(archive, dist_info)
+        glibc = tuple(int(p) for p in cell.manylinux.split("_"))
+        sms: set[str] = set()
+        ptx: set[str] = set()
+        fatbins = 0
+        for info in archive.infolist():
+            if info.filename.endswith(".so") or ".so." in info.filename:
+                problems += check_elf(
+                    info.filename,
+                    archive.read(info),
+                    arch=cell.arch,
+                    glibc=(glibc[0], glibc[1]),
+                )
+            if info.filename.endswith(".fatbin"):
+                fatbins += 1
+                contents = list_fatbin(info.filename, archive.read(info))
+                problems += _check_fatbin(info.filename, contents, cell)
+                sms.update(contents.sms)
+                ptx.update(contents.ptx)
+        if fatbins == 0:
+            problems.append("the wheel holds no fatbin: no GPU code would ever run")
+        build_info = _build_info(archive)
+    return report(
+        sms=tuple(sorted(sms, key=_target_key)),
+        ptx=tuple(sorted(ptx, key=_target_key)),
+        build_info=build_info,
+    )
+
+
+def _target_key(target: str) -> tuple[int, str]:
+    return int(target.rstrip("af")), target
+
+
+def _check_fatbin(name: str, contents: FatbinContents, cell: Cell) -> list[str]:
+    problems: list[str] = []
+    wanted = {str(s) for s in cell.sms}
+    found = set(contents.sms)
+    for missing in sorted(wanted - found, key=_target_key):
+        problems.append(
+            f"{name} has no cubin for sm_{missing}: GPUs of that kind would fail with "
+            "'no kernel image is available for execution on the device'"
+        )
+    for extra in sorted(found - wanted, key=_target_key):
+        problems.append(f"{name} has a cubin for sm_{extra}, which the cell did not ask for")
+    wanted_ptx = {str(cell.ptx)} if cell.ptx else set()
+    if set(contents.ptx) != wanted_ptx:
+        have = ", ".join(f"compute_{p}" for p in contents.ptx) or "none"
+        want = f"compute_{cell.ptx}" if cell.ptx else "none"
+        problems.append(f"{name} has PTX {have}, the cell asks for {want}")
+    return problems
+
+
+def _dist_info(archive: zipfile.ZipFile, name: str, version: Version) -> str | None:
+    for entry in archive.namelist():
+        top = entry.split("/", 1)[0]
+        if not top.endswith(".dist-info"):
+            continue
+        dist, _, dist_version = top[: -len(".dist-info")].rpartition("-")
+        if canonicalize_name(dist) == name and Version(dist_version) == version:
+            return top
+    return None
+
+
+def _check_metadata(
+    archive: zipfile.ZipFile,
+    dist_info: str,
+    name: str,
+    version: Version,
+    tags: frozenset[Tag],
+) -> list[str]:
+    problems: list[str] = []
+    try:
+        metadata = email.parser.BytesParser().parsebytes(archive.read(f"{dist_info}/METADATA"))
+    except KeyError:
+        return [f"{dist_info}/METADATA is missing"]
+    meta_name = metadata.get("Name", "")
+    meta_version = metadata.get("Version", "")
+    if canonicalize_name(meta_name) != name:
+        problems.append(f"METADATA Name is {meta_name!r}, the filename says {name}")
+    if canonicalize_version(meta_version) != canonicalize_version(version):
+        problems.append(f"METADATA Version is {meta_version!r}, the filename says {version}")
+    try:
+        wheel = email.parser.BytesParser().parsebytes(archive.read(f"{dist_info}/WHEEL"))
+    except KeyError:
+        return [*problems, f"{dist_info}/WHEEL is missing"]
+    wheel_tags: set[Tag] = set()
+    for text in wheel.get_all("Tag") or []:
+        interpreter, abi, platform = text.strip().split("-")
+        wheel_tags.add(Tag(interpreter, abi, platform))
+    if wheel_tags != set(tags):
+        problems.append(
+            f"WHEEL tags {sorted(str(t) for t in wheel_tags)} differ from the filename's "
+            f"{sorted(str(t) for t in tags)}"
+        )
+    if wheel.get("Root-Is-Purelib", "").strip().lower() != "false":
+        problems.append("WHEEL says Root-Is-Purelib: true for a wheel with native code")
+    return problems
+
+
+def _build_info(archive: zipfile.ZipFile) -> Mapping[str, object]:
+    for entry in archive.namelist():
+        if entry.endswith("/_build_info.json"):
+            try:
+                data = json.loads(archive.read(entry))
+            except ValueError:
+                return {}
+            return data if isinstance(data, dict) else {}
+    return {}
