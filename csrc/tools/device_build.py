@@ -289,8 +289,14 @@ class Nvcc(Compiler):
     def compile(self, source: Path, kernels_dir: Path, target: Target) -> bytes:
         with tempfile.TemporaryDirectory(prefix="k3-nvcc-") as tmp:
             out = Path(tmp) / f"{source.stem}{target.suffix}"
-            cmd = [str(self.nvcc), *self.flags(target), f"-I{kernels_dir}", "-o", str(out),
-                   str(source)]
+            cmd = [
+                str(self.nvcc),
+                *self.flags(target),
+                f"-I{kernels_dir}",
+                "-o",
+                str(out),
+                str(source),
+            ]
             _run(cmd, what=f"nvcc {source.name} ({target.name})")
             return out.read_bytes()
 
@@ -299,8 +305,12 @@ class Nvcc(Compiler):
 
     def assemble(self, stem: str, parts: Sequence[tuple[Target, bytes]]) -> bytes:
         with tempfile.TemporaryDirectory(prefix="k3-fatbin-") as tmp:
-            cmd = [str(self.fatbinary), f"--create={tmp}/{stem}.fatbin", *self.fatbin_flags,
-                   f"--ident={stem}"]
+            cmd = [
+                str(self.fatbinary),
+                f"--create={tmp}/{stem}.fatbin",
+                *self.fatbin_flags,
+                f"--ident={stem}",
+            ]
             for i, (target, data) in enumerate(parts):
                 path = Path(tmp) / f"{i}{target.suffix}"
                 path.write_bytes(data)
@@ -332,8 +342,9 @@ class Nvrtc(Compiler):
         self._rtc_check(self.rtc.nvrtcVersion(ctypes.byref(major), ctypes.byref(minor)), "version")
         self.api_version = f"{major.value}.{minor.value}"
         fmaj, fmin = ctypes.c_uint(), ctypes.c_uint()
-        self._fat_check(self.fat.nvFatbinVersion(ctypes.byref(fmaj), ctypes.byref(fmin)),
-                        "nvFatbinVersion")
+        self._fat_check(
+            self.fat.nvFatbinVersion(ctypes.byref(fmaj), ctypes.byref(fmin)), "nvFatbinVersion"
+        )
         self.fatbin_version = f"{fmaj.value}.{fmin.value}"
         self.version = library_version(nvrtc_lib) or self.api_version
         fatbin_exact = library_version(nvfatbin_lib) or self.fatbin_version
@@ -342,9 +353,7 @@ class Nvrtc(Compiler):
             self.version_key = f"{self.api_version} {file_sha256(Path(nvrtc_lib))}"
         else:
             self.version_key = self.version
-        self.identity = (
-            f"nvrtc {self.version_key} headers {headers_digest(self.include_dirs)}"
-        )
+        self.identity = f"nvrtc {self.version_key} headers {headers_digest(self.include_dirs)}"
         self._fatbin_identity = f"nvfatbin {fatbin_exact}"
         self.fatbin_options = self._pick_fatbin_options()
 
@@ -353,8 +362,12 @@ class Nvrtc(Compiler):
         self.rtc.nvrtcGetErrorString.restype = c.c_char_p
         self.rtc.nvrtcGetErrorString.argtypes = [c.c_int]
         self.rtc.nvrtcCreateProgram.argtypes = [
-            c.POINTER(c.c_void_p), c.c_char_p, c.c_char_p, c.c_int,
-            c.POINTER(c.c_char_p), c.POINTER(c.c_char_p),
+            c.POINTER(c.c_void_p),
+            c.c_char_p,
+            c.c_char_p,
+            c.c_int,
+            c.POINTER(c.c_char_p),
+            c.POINTER(c.c_char_p),
         ]
         self.rtc.nvrtcCompileProgram.argtypes = [c.c_void_p, c.c_int, c.POINTER(c.c_char_p)]
         for name in ("nvrtcGetProgramLogSize", "nvrtcGetCUBINSize", "nvrtcGetPTXSize"):
@@ -364,12 +377,26 @@ class Nvrtc(Compiler):
         self.rtc.nvrtcDestroyProgram.argtypes = [c.POINTER(c.c_void_p)]
         self.fat.nvFatbinGetErrorString.restype = c.c_char_p
         self.fat.nvFatbinGetErrorString.argtypes = [c.c_int]
-        self.fat.nvFatbinCreate.argtypes = [c.POINTER(c.c_void_p), c.POINTER(c.c_char_p),
-                                            c.c_size_t]
-        self.fat.nvFatbinAddCubin.argtypes = [c.c_void_p, c.c_void_p, c.c_size_t, c.c_char_p,
-                                              c.c_char_p]
-        self.fat.nvFatbinAddPTX.argtypes = [c.c_void_p, c.c_char_p, c.c_size_t, c.c_char_p,
-                                            c.c_char_p, c.c_char_p]
+        self.fat.nvFatbinCreate.argtypes = [
+            c.POINTER(c.c_void_p),
+            c.POINTER(c.c_char_p),
+            c.c_size_t,
+        ]
+        self.fat.nvFatbinAddCubin.argtypes = [
+            c.c_void_p,
+            c.c_void_p,
+            c.c_size_t,
+            c.c_char_p,
+            c.c_char_p,
+        ]
+        self.fat.nvFatbinAddPTX.argtypes = [
+            c.c_void_p,
+            c.c_char_p,
+            c.c_size_t,
+            c.c_char_p,
+            c.c_char_p,
+            c.c_char_p,
+        ]
         self.fat.nvFatbinSize.argtypes = [c.c_void_p, c.POINTER(c.c_size_t)]
         self.fat.nvFatbinGet.argtypes = [c.c_void_p, c.c_void_p]
         self.fat.nvFatbinDestroy.argtypes = [c.POINTER(c.c_void_p)]
@@ -387,8 +414,12 @@ class Nvrtc(Compiler):
 
     def _pick_fatbin_options(self) -> list[str]:
         """The strongest compression this nvFatbin accepts (it rejects unknown options)."""
-        for options in (["-64", "-compress-all", "-compress-mode=size"],
-                        ["-64", "-compress-mode=size"], ["-64", "-compress=true"], ["-64"]):
+        for options in (
+            ["-64", "-compress-all", "-compress-mode=size"],
+            ["-64", "-compress-mode=size"],
+            ["-64", "-compress=true"],
+            ["-64"],
+        ):
             handle = ctypes.c_void_p()
             argv = (ctypes.c_char_p * len(options))(*(o.encode() for o in options))
             if self.fat.nvFatbinCreate(ctypes.byref(handle), argv, len(options)) == 0:
@@ -401,13 +432,13 @@ class Nvrtc(Compiler):
 
     def compile(self, source: Path, kernels_dir: Path, target: Target) -> bytes:
         c = ctypes
-        options = [*self.flags(target), f"-I{kernels_dir}",
-                   *(f"-I{d}" for d in self.include_dirs)]
+        options = [*self.flags(target), f"-I{kernels_dir}", *(f"-I{d}" for d in self.include_dirs)]
         argv = (c.c_char_p * len(options))(*(o.encode() for o in options))
         prog = c.c_void_p()
         self._rtc_check(
-            self.rtc.nvrtcCreateProgram(c.byref(prog), source.read_bytes(),
-                                        source.name.encode(), 0, None, None),
+            self.rtc.nvrtcCreateProgram(
+                c.byref(prog), source.read_bytes(), source.name.encode(), 0, None, None
+            ),
             f"create ({source.name})",
         )
         try:
@@ -418,9 +449,11 @@ class Nvrtc(Compiler):
             self.rtc.nvrtcGetProgramLog(prog, buf)
             log = buf.value.decode(errors="replace")
             self._rtc_check(code, f"compile of {source.name} ({target.name})", log or "(no log)")
-            get_size, get = ((self.rtc.nvrtcGetCUBINSize, self.rtc.nvrtcGetCUBIN)
-                             if target.kind == "sm"
-                             else (self.rtc.nvrtcGetPTXSize, self.rtc.nvrtcGetPTX))
+            get_size, get = (
+                (self.rtc.nvrtcGetCUBINSize, self.rtc.nvrtcGetCUBIN)
+                if target.kind == "sm"
+                else (self.rtc.nvrtcGetPTXSize, self.rtc.nvrtcGetPTX)
+            )
             self._rtc_check(get_size(prog, c.byref(size)), "output size")
             out = c.create_string_buffer(size.value)
             self._rtc_check(get(prog, out), "output")
@@ -615,10 +648,12 @@ def build_device(
     for src in sources:
         digest = sources_digest(src, kernels_dir)
         for t in targets:
-            part_keys[src, t] = cache_key(sources=digest, compiler=compiler.identity,
-                                          target=t.name, flags=compiler.flags(t))
-        fatbin_keys[src] = cache_key(parts=[part_keys[src, t] for t in targets],
-                                     assembler=compiler.assembler_identity())
+            part_keys[src, t] = cache_key(
+                sources=digest, compiler=compiler.identity, target=t.name, flags=compiler.flags(t)
+            )
+        fatbin_keys[src] = cache_key(
+            parts=[part_keys[src, t] for t in targets], assembler=compiler.assembler_identity()
+        )
 
     todo: list[tuple[Path, Target]] = []
     for src in sources:

@@ -163,8 +163,17 @@ def build_host_library(host_dir: Path, out: Path, env: Mapping[str, str], arch: 
             f"RELEASE_TARGET_ARCH is {arch} on a {host_arch()} host; set RELEASE_CC to a "
             f"cross compiler, e.g. 'zig cc -target {arch}-linux-gnu.2.28'"
         )
-    cmd = [*cc, "-O2", "-fPIC", "-shared", f"-I{host_dir}", *map(str, sources),
-           "-o", str(out), "-ldl"]
+    cmd = [
+        *cc,
+        "-O2",
+        "-fPIC",
+        "-shared",
+        f"-I{host_dir}",
+        *map(str, sources),
+        "-o",
+        str(out),
+        "-ldl",
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise BackendError(
@@ -267,12 +276,12 @@ def _build(wheel_directory: str, settings: Mapping[str, str]) -> str:
             "target_arch": arch,
             "local_label": label,
         }
-        files.append((f"{PACKAGE}/_build_info.json",
-                       (json.dumps(info, indent=2) + "\n").encode(), 0o644))
+        files.append(
+            (f"{PACKAGE}/_build_info.json", (json.dumps(info, indent=2) + "\n").encode(), 0o644)
+        )
         files.append((f"{dist_info}/METADATA", metadata_text(project, version).encode(), 0o644))
         wheel_meta = (
-            "Wheel-Version: 1.0\nGenerator: k3_build_backend\nRoot-Is-Purelib: false\n"
-            f"Tag: {tag}\n"
+            f"Wheel-Version: 1.0\nGenerator: k3_build_backend\nRoot-Is-Purelib: false\nTag: {tag}\n"
         )
         files.append((f"{dist_info}/WHEEL", wheel_meta.encode(), 0o644))
         filename = f"{name}-{version}-{tag}.whl"
