@@ -11,9 +11,10 @@ from .faults import (
     server_errors,
 )
 from .records import Asset, Release, github_asset_name
-from .server import GitHubStandIn, LoggedRequest
+from .server import DEFAULT_REPO, GitHubStandIn, LoggedRequest
 
 __all__ = [
+    "DEFAULT_REPO",
     "Asset",
     "Fault",
     "FaultSet",

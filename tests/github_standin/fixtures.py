@@ -10,9 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from .server import GitHubStandIn
-
-DEFAULT_REPO = "k3-org/k3-kernels"
+from .server import DEFAULT_REPO, GitHubStandIn
 
 
 @pytest.fixture

@@ -107,12 +107,13 @@ from .state import (
     not_found,
 )
 
-__all__ = ["GitHubStandIn", "LoggedRequest"]
+__all__ = ["DEFAULT_REPO", "GitHubStandIn", "LoggedRequest"]
 
 T = TypeVar("T")
 
 SUPPORTED_API_VERSIONS = ("2022-11-28", "2026-03-10")
 DEFAULT_LOGIN = "release-bot"
+DEFAULT_REPO = "k3-org/k3-kernels"
 MAX_PER_PAGE = 100
 DEFAULT_PER_PAGE = 30
 
@@ -615,6 +616,8 @@ class GitHubStandIn:
 
     def _fault_answer(self, fault: Fault, request: _Request) -> _Answer:
         headers = {"Content-Type": "application/json; charset=utf-8"} if fault.body else {}
+        if fault.reset_in is not None:
+            headers["x-ratelimit-reset"] = str(int(time.time()) + fault.reset_in)
         answer = _Answer(status=fault.status, body=fault.body_bytes(),
                          headers={**headers, **fault.headers})
         if request.origin == "storage" or self._is_web(request):
