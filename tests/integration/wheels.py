@@ -1,0 +1,162 @@
+"""Small real wheels named like the matrix's, and a manifest for them.
+
+`make_wheel` writes a complete wheel (package, METADATA, WHEEL, RECORD with hashes) with
+zipfile + hashlib; its keyword arguments break one thing at a time (a local version, a
+`linux_*` tag, a METADATA version that differs from the filename, no RECORD) so each of
+PyPI's rejections can be provoked without a 100 MiB file.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import zipfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from release.fsutil import sha256_file
+from release.manifest import DestinationRef, Manifest, WheelEntry, write_manifest
+
+PROJECT = "k3-kernels"
+MODULE = "k3_kernels"
+VERSION = "0.1.0"
+MANYLINUX = "manylinux_2_28"
+DESCRIPTION = "# k3-kernels\n\nTest wheel of the release tool's integration tests.\n"
+
+
+def _record_hash(data: bytes) -> str:
+    digest = hashlib.sha256(data).digest()
+    return "sha256=" + base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+
+
+def wheel_filename(version: str = VERSION, platform: str = f"{MANYLINUX}_x86_64") -> str:
+    return f"{MODULE}-{version}-py3-none-{platform}.whl"
+
+
+def make_wheel(
+    directory: Path,
+    *,
+    version: str = VERSION,
+    platform: str = f"{MANYLINUX}_x86_64",
+    metadata_version: str | None = None,
+    record: bool = True,
+    payload: bytes = b"",
+    name: str = PROJECT,
+) -> Path:
+    """Write a wheel into `directory` and return its path. `payload` changes its bytes."""
+    dist_info = f"{MODULE}-{version}.dist-info"
+    metadata = (
+        "Metadata-Version: 2.4\n"
+        f"Name: {name}\n"
+        f"Version: {metadata_version or version}\n"
+        "Summary: CUDA kernels (release tool test wheel)\n"
+        "License-Expression: Apache-2.0\n"
+        "Requires-Python: >=3.9\n"
+        "Description-Content-Type: text/markdown\n"
+        "\n"
+        f"{DESCRIPTION}"
+    )
+    files: dict[str, bytes] = {
+        f"{MODULE}/__init__.py": (
+            f'__version__ = "{version}"\nVARIANT = "{platform}"\n'.encode() + payload
+        ),
+        f"{dist_info}/METADATA": metadata.encode(),
+        f"{dist_info}/WHEEL": (
+            "Wheel-Version: 1.0\nGenerator: release-tests\nRoot-Is-Purelib: false\n"
+            f"Tag: py3-none-{platform}\n"
+        ).encode(),
+    }
+    record_lines = [f"{path},{_record_hash(data)},{len(data)}" for path, data in files.items()]
+    record_lines.append(f"{dist_info}/RECORD,,")
+    if record:
+        files[f"{dist_info}/RECORD"] = ("\n".join(record_lines) + "\n").encode()
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / wheel_filename(version, platform)
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for member, data in files.items():
+            info = zipfile.ZipInfo(member, date_time=(2026, 11, 30, 0, 0, 0))
+            info.external_attr = 0o644 << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            archive.writestr(info, data)
+    return path
+
+
+def pypi_destination(base_url: str, *, max_file_size: int = 100 * 2**20) -> DestinationRef:
+    """A pypi destination pointing at a pypiserver (`base_url` ends in /)."""
+    return DestinationRef(
+        name="pypi",
+        kind="pypi",
+        index_url=f"{base_url}simple/",
+        repository_url=base_url,
+        max_file_size=max_file_size,
+    )
+
+
+def github_destination(
+    api_url: str, *, repository: str = "k3-org/k3-kernels", index_url: str | None = None
+) -> DestinationRef:
+    return DestinationRef(
+        name="github",
+        kind="github",
+        index_url=index_url,
+        max_file_size=2048 * 2**20,
+        repository=repository,
+        tag=f"v{VERSION}",
+        api_url=api_url,
+    )
+
+
+def entry_for(wheel: Path, destination: DestinationRef, *, cuda: str = "13.0") -> WheelEntry:
+    parts = wheel.name[: -len(".whl")].split("-")
+    version, platform = parts[1], parts[-1]
+    arch = "aarch64" if platform.endswith("aarch64") else "x86_64"
+    label = version.split("+", 1)[1] if "+" in version else None
+    return WheelEntry(
+        cell=f"{cuda}-{arch}",
+        cuda=cuda,
+        arch=arch,
+        filename=wheel.name,
+        version=version,
+        local_label=label,
+        size=wheel.stat().st_size,
+        sha256=sha256_file(wheel),
+        sms=("sm_75", "sm_90"),
+        ptx="compute_100",
+        toolchain={"nvcc": cuda},
+        destination=destination,
+    )
+
+
+@dataclass(frozen=True)
+class Release:
+    dist: Path
+    manifest: Manifest
+    wheels: tuple[Path, ...]
+
+
+def make_release(
+    dist: Path,
+    *,
+    pypi: DestinationRef | None,
+    github: DestinationRef | None = None,
+    arches: Sequence[str] = ("x86_64",),
+    payload: bytes = b"",
+) -> Release:
+    """The matrix's shape in small: cu13 wheels for `pypi`, `+cu129` wheels for `github`;
+    written to `dist` with `dist/manifest.json`."""
+    entries: list[WheelEntry] = []
+    wheels: list[Path] = []
+    for arch in arches:
+        platform = f"{MANYLINUX}_{arch}"
+        if pypi is not None:
+            wheel = make_wheel(dist, platform=platform, payload=payload)
+            wheels.append(wheel)
+            entries.append(entry_for(wheel, pypi, cuda="13.0"))
+        if github is not None:
+            wheel = make_wheel(dist, version=f"{VERSION}+cu129", platform=platform, payload=payload)
+            wheels.append(wheel)
+            entries.append(entry_for(wheel, github, cuda="12.9"))
+    manifest = Manifest(project=PROJECT, version=VERSION, wheels=tuple(entries))
+    write_manifest(manifest, dist / "manifest.json")
+    return Release(dist=dist, manifest=manifest, wheels=tuple(wheels))
