@@ -1,0 +1,170 @@
+"""Wheel inspection: each check on wheels built in memory; ELF checks on real .so files."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import zipfile
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from release.inspect import FatbinContents, FatbinLister, check_elf, inspect_wheel
+from release.matrix import Cell, load_matrix
+
+DATA = Path(__file__).parent.parent / "data"
+ELF = DATA / "elf"
+CELLS = {c.id: c for c in load_matrix(DATA / "matrix" / "good" / "shipped-shape.yaml").cells}
+FULL = FatbinContents(sms=("75", "80", "86", "89", "90", "100"), ptx=("100",))
+
+
+def record_line(name: str, data: bytes) -> str:
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return f"{name},sha256={digest},{len(data)}"
+
+
+def make_wheel(
+    cell: Cell,
+    *,
+    filename: str | None = None,
+    version: str | None = None,
+    tag: str | None = None,
+    library: bytes | None = None,
+    fatbins: int = 1,
+    bad_record: bool = False,
+    purelib: bool = False,
+) -> tuple[str, bytes]:
+    filename = filename or cell.wheel_filename
+    version = version or str(cell.version)
+    info = f"k3_kernels-{cell.version}.dist-info"
+    files = {
+        "k3_kernels/__init__.py": b"",
+        "k3_kernels/libk3_host.so": library or (ELF / f"{cell.arch}-glibc2.28.so").read_bytes(),
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: k3-kernels\nVersion: {version}\n".encode(),
+        f"{info}/WHEEL": (
+            f"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: {str(purelib).lower()}\n"
+            f"Tag: {tag or 'py3-none-' + cell.platform_tag}\n"
+        ).encode(),
+    }
+    for index in range(fatbins):
+        files[f"k3_kernels/device/kernel{index}.fatbin"] = b"\x50\xed\x55\xba" + bytes(index)
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        lines = []
+        for name, data in files.items():
+            archive.writestr(name, data)
+            lines.append(record_line(name, b"tampered" if bad_record and "init" in name else data))
+        lines.append(f"{info}/RECORD,,")
+        archive.writestr(f"{info}/RECORD", "\n".join(lines) + "\n")
+    return filename, buffer.getvalue()
+
+
+def lister(contents: FatbinContents) -> FatbinLister:
+    def list_fatbin(name: str, data: bytes) -> FatbinContents:
+        if not data.startswith(b"\x50\xed\x55\xba"):
+            raise AssertionError(f"{name} is not the fatbin the test wrote")
+        return contents
+
+    return list_fatbin
+
+
+def inspect(cell: Cell, contents: FatbinContents = FULL, **kwargs: Any) -> list[str]:
+    name, data = make_wheel(cell, **kwargs)
+    report = inspect_wheel(name, data, cell, list_fatbin=lister(contents))
+    return list(report.problems)
+
+
+@pytest.mark.parametrize("cell_id", sorted(CELLS))
+def test_a_correct_wheel_passes(cell_id: str) -> None:
+    cell = CELLS[cell_id]
+    contents = FatbinContents(sms=tuple(str(s) for s in cell.sms), ptx=(str(cell.ptx),))
+    assert inspect(cell, contents) == []
+
+
+def test_a_missing_sm_is_the_no_kernel_image_bug() -> None:
+    problems = inspect(CELLS["13.0-x86_64"], replace(FULL, sms=("75", "80", "86", "90", "100")))
+    assert len(problems) == 1
+    assert "no cubin for sm_89" in problems[0]
+    assert "no kernel image is available" in problems[0]
+
+
+def test_an_extra_sm_and_wrong_ptx_are_reported() -> None:
+    problems = inspect(CELLS["13.0-x86_64"], FatbinContents(sms=(*FULL.sms, "120"), ptx=("90",)))
+    assert any("cubin for sm_120, which the cell did not ask for" in p for p in problems)
+    assert any("has PTX compute_90, the cell asks for compute_100" in p for p in problems)
+
+
+def test_exclusion_is_respected_per_arch() -> None:
+    cell = CELLS["12.9-aarch64"]
+    assert "75" not in [str(s) for s in cell.sms]
+    problems = inspect(cell, FULL)
+    assert problems == [
+        "k3_kernels/device/kernel0.fatbin has a cubin for sm_75, which the cell did not ask for"
+    ]
+
+
+def test_filename_and_metadata_version_must_agree() -> None:
+    problems = inspect(CELLS["12.9-x86_64"], version="0.1.0")
+    assert any("METADATA Version is '0.1.0', the filename says 0.1.0+cu129" in p for p in problems)
+
+
+def test_local_label_must_be_the_cells() -> None:
+    cell = CELLS["12.9-x86_64"]
+    wrong = cell.wheel_filename.replace("+cu129", "+cu128")
+    problems = inspect(cell, filename=wrong, version="0.1.0+cu128")
+    assert any("the local label is 'cu128', the cell's is 'cu129'" in p for p in problems)
+
+
+def test_wheel_tags_must_match_the_filename() -> None:
+    problems = inspect(CELLS["13.0-x86_64"], tag="py3-none-linux_x86_64")
+    assert any("WHEEL tags ['py3-none-linux_x86_64'] differ" in p for p in problems)
+    assert any("Root-Is-Purelib" in p for p in inspect(CELLS["13.0-x86_64"], purelib=True))
+
+
+def test_record_hashes_are_checked() -> None:
+    problems = inspect(CELLS["13.0-x86_64"], bad_record=True)
+    assert problems == [
+        "RECORD hash of k3_kernels/__init__.py is wrong",
+        "RECORD size of k3_kernels/__init__.py is 8, the file has 0 bytes",
+    ]
+
+
+def test_elf_machine_must_match_the_platform() -> None:
+    problems = inspect(CELLS["13.0-aarch64"], library=(ELF / "x86_64-glibc2.28.so").read_bytes())
+    assert problems == [
+        "k3_kernels/libk3_host.so is built for EM_X86_64, the wheel's platform is aarch64"
+    ]
+
+
+def test_a_wheel_without_fatbins_fails() -> None:
+    assert any("no fatbin" in p for p in inspect(CELLS["13.0-x86_64"], fatbins=0))
+
+
+def test_size_over_the_destination_limit() -> None:
+    cell = CELLS["13.0-x86_64"]
+    name, data = make_wheel(cell)
+    report = inspect_wheel(name, data, cell, list_fatbin=lister(FULL), max_size=100)
+    assert any("over pypi's limit" in p for p in report.problems)
+    assert report.sha256 == hashlib.sha256(data).hexdigest()
+
+
+def test_glibc_symbols_newer_than_the_manylinux_level() -> None:
+    data = (ELF / "x86_64-glibc2.34.so").read_bytes()
+    assert check_elf("lib.so", data, arch="x86_64", glibc=(2, 28)) == [
+        "lib.so needs GLIBC_2.34, newer than manylinux_2_28's glibc 2.28"
+    ]
+    assert check_elf("lib.so", data, arch="x86_64", glibc=(2, 34)) == []
+
+
+def test_linking_a_cuda_library_is_refused() -> None:
+    data = (ELF / "x86_64-needs-cudart.so").read_bytes()
+    problems = check_elf("lib.so", data, arch="x86_64", glibc=(2, 28))
+    assert len(problems) == 1
+    assert "needs libcudart.so.12" in problems[0]
+
+
+def test_a_non_elf_library_is_reported() -> None:
+    assert "is not an ELF file" in check_elf("x.so", b"nope", arch="x86_64", glibc=(2, 28))[0]
