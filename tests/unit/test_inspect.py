@@ -43,7 +43,9 @@ def make_wheel(
     files = {
         "k3_kernels/__init__.py": b"",
         "k3_kernels/libk3_host.so": library or (ELF / f"{cell.arch}-glibc2.28.so").read_bytes(),
-        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: k3-kernels\nVersion: {version}\n".encode(),
+        f"{info}/METADATA": (
+            f"Metadata-Version: 2.1\nName: k3-kernels\nVersion: {version}\n"
+        ).encode(),
         f"{info}/WHEEL": (
             f"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: {str(purelib).lower()}\n"
             f"Tag: {tag or 'py3-none-' + cell.platform_tag}\n"
