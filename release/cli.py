@@ -12,9 +12,18 @@ from release.commands import build as build_command
 from release.commands import doctor as doctor_command
 from release.commands import matrix as matrix_command
 from release.commands import nccl as nccl_command
+from release.commands import publish as publish_command
+from release.commands import verify as verify_command
 from release.errors import ReleaseError
 
-COMMANDS = (matrix_command, nccl_command, doctor_command, build_command)
+COMMANDS = (
+    matrix_command,
+    nccl_command,
+    doctor_command,
+    build_command,
+    publish_command,
+    verify_command,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

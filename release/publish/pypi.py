@@ -408,7 +408,7 @@ class PypiPublisher:
         )
         if not reasons and self.twine_check:
             check = self.runner(
-                [self.python, "-m", "twine", "check", "--strict", str(wheel)],
+                [self.python, "-m", "twine", "--no-color", "check", "--strict", str(wheel)],
                 env=_plain_env(self.environ),
                 secrets=self.secrets,
             )
@@ -469,6 +469,7 @@ class PypiPublisher:
             self.python,
             "-m",
             "twine",
+            "--no-color",
             "upload",
             "--non-interactive",
             "--disable-progress-bar",
@@ -522,10 +523,9 @@ def _plain_env(environ: Mapping[str, str]) -> dict[str, str]:
 
 
 def _already_exists(output: str) -> bool:
-    lowered = output.lower()
-    return ("409" in output or "400" in output) and (
-        "exist" in lowered or "conflict" in lowered or "already" in lowered
-    )
+    """PyPI answers 400 "File already exists", pypiserver 409 (twine shows a bare 400 Bad
+    Request for it without --verbose): either may mean the file is there; the index decides."""
+    return re.search(r"HTTPError: (400|409)\b", output) is not None
 
 
 def _twine_reason(output: str) -> str:

@@ -477,4 +477,3 @@ def _regenerate_indexes(
 
 def _name(file: IndexFile) -> str:
     return file.filename
-

@@ -1,0 +1,126 @@
+"""`release verify`: every published URL resolves to the bytes in the manifest."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from release.console import make_console
+from release.errors import ConfigError, VerifyError
+from release.manifest import read_manifests
+from release.publish.run import RECORD_NAME, manifest_paths
+from release.report import (
+    error_annotations,
+    print_verify,
+    verify_json,
+    verify_markdown,
+    write_reports,
+)
+from release.verify import DEFAULT_CONCURRENCY, VerifySettings, read_record, verify, with_overrides
+
+
+def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
+    parser = subparsers.add_parser(
+        "verify",
+        help="check every published file, index link and pip resolution against the manifest",
+        description=(
+            "Fetch every URL in <dist>/published.json (redirects followed, no Authorization "
+            "header past a change of host) and compare status, size and sha256 with the "
+            "manifest; check PyPI and each index list the files with the same sha256; check "
+            "`pip install --dry-run` picks the expected wheel for every cell."
+        ),
+    )
+    parser.add_argument(
+        "--dist",
+        type=Path,
+        default=Path("dist"),
+        metavar="DIR",
+        help="directory with manifest.json and published.json (default: dist)",
+    )
+    parser.add_argument(
+        "--index-url",
+        action="append",
+        default=[],
+        metavar="NAME=URL",
+        help="check pip against this index for a destination or local label",
+    )
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        default=DEFAULT_CONCURRENCY,
+        metavar="N",
+        help=f"parallel requests (default {DEFAULT_CONCURRENCY})",
+    )
+    parser.add_argument(
+        "--attempts",
+        type=int,
+        default=5,
+        metavar="N",
+        help="tries per URL, for propagation delay (default 5)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=300.0,
+        metavar="SECONDS",
+        help="bound on the whole verification's retries (default 300)",
+    )
+    parser.add_argument("--no-pip", action="store_true", help="skip the pip resolution checks")
+    parser.add_argument("--json", type=Path, metavar="FILE", help="write the report as JSON")
+    parser.add_argument("--markdown", type=Path, metavar="FILE", help="write it as Markdown")
+    parser.set_defaults(func=run)  # fmt: skip
+
+
+def parse_overrides(values: list[str]) -> dict[str, str]:
+    out = {}
+    problems = []
+    for value in values:
+        name, sep, url = value.partition("=")
+        if not sep or not name or not url.startswith(("http://", "https://")):
+            problems.append(f"--index-url {value!r}: write NAME=URL (NAME: a destination or label)")
+            continue
+        out[name] = url if url.endswith("/") else url + "/"
+    if problems:
+        raise ConfigError(problems)
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.concurrency < 1 or args.concurrency > 64:
+        raise ConfigError([f"--concurrency {args.concurrency}: use 1 to 64"])
+    if args.attempts < 1:
+        raise ConfigError([f"--attempts {args.attempts}: use at least 1"])
+    console = make_console()
+    environ = dict(os.environ)
+    manifest = read_manifests(manifest_paths(args.dist))
+    overrides = parse_overrides(args.index_url)
+    published = with_overrides(read_record(args.dist / RECORD_NAME, manifest), overrides)
+    settings = VerifySettings(
+        concurrency=args.concurrency,
+        attempts=args.attempts,
+        deadline_s=args.timeout,
+        pip=not args.no_pip,
+    )
+    report = verify(published, environ, settings)
+    print_verify(console, report)
+    write_reports(
+        data=verify_json(report),
+        markdown=verify_markdown(report),
+        json_path=args.json,
+        markdown_path=args.markdown,
+        environ=environ,
+    )
+    if report.failed:
+        messages = [f"{c.check} {c.subject}: {c.detail}" for c in report.failed]
+        for line in error_annotations(messages, environ):
+            print(line, file=sys.stderr)
+        first = report.failed[0]
+        raise VerifyError(
+            f"{len(report.failed)} of {len(report.checks)} checks failed; first: "
+            f"{first.check} {first.subject}: {first.detail}",
+            hint="re-run `release publish` to finish a partial publish, then verify again",
+        )
+    return 0
