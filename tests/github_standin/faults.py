@@ -32,9 +32,7 @@ from typing import Literal
 Origin = Literal["api", "uploads", "storage", "any"]
 Action = Literal["status", "store_then", "reset"]
 
-RATE_LIMIT_DOCS = (
-    "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api"
-)
+RATE_LIMIT_DOCS = "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api"
 SECONDARY_DOCS = (
     "https://docs.github.com/free-pro-team@latest/rest/overview/"
     "rate-limits-for-the-rest-api#about-secondary-rate-limits"
@@ -129,15 +127,24 @@ class FaultSet:
 
 
 def primary_rate_limit(
-    *, method: str = "*", path: str = ".*", origin: Origin = "api", count: int = 1,
-    reset_in: int = 2, user_id: int = 1001,
+    *,
+    method: str = "*",
+    path: str = ".*",
+    origin: Origin = "api",
+    count: int = 1,
+    reset_in: int = 2,
+    user_id: int = 1001,
 ) -> Fault:
     """403 with ``x-ratelimit-remaining: 0`` and a reset ``reset_in`` seconds after the answer.
 
     githubkit sleeps 60 s instead of 0 when the reset has already passed by the time it
     reads the answer, so keep ``reset_in`` at 2 or more in tests."""
     return Fault(
-        method=method, path=path, origin=origin, count=count, status=403,
+        method=method,
+        path=path,
+        origin=origin,
+        count=count,
+        status=403,
         body={
             "message": (
                 f"API rate limit exceeded for user ID {user_id}. If you reach out to GitHub "
@@ -153,58 +160,98 @@ def primary_rate_limit(
 
 
 def rate_limit_429_retry_after(
-    *, method: str = "*", path: str = ".*", origin: Origin = "api", count: int = 1,
+    *,
+    method: str = "*",
+    path: str = ".*",
+    origin: Origin = "api",
+    count: int = 1,
     retry_after: int = 1,
 ) -> Fault:
     """429 Too Many Requests with ``retry-after``."""
     return Fault(
-        method=method, path=path, origin=origin, count=count, status=429,
+        method=method,
+        path=path,
+        origin=origin,
+        count=count,
+        status=429,
         body={"message": SECONDARY_MESSAGE, "documentation_url": SECONDARY_DOCS},
         headers={"retry-after": str(retry_after)},
     )
 
 
 def secondary_403_retry_after(
-    *, method: str = "*", path: str = ".*", origin: Origin = "api", count: int = 1,
+    *,
+    method: str = "*",
+    path: str = ".*",
+    origin: Origin = "api",
+    count: int = 1,
     retry_after: int = 1,
 ) -> Fault:
     """Secondary limit, first form: 403 with ``retry-after`` (remaining is not 0)."""
     return Fault(
-        method=method, path=path, origin=origin, count=count, status=403,
+        method=method,
+        path=path,
+        origin=origin,
+        count=count,
+        status=403,
         body={"message": SECONDARY_MESSAGE, "documentation_url": SECONDARY_DOCS},
         headers={"retry-after": str(retry_after)},
     )
 
 
 def secondary_403_message(
-    *, method: str = "*", path: str = ".*", origin: Origin = "api", count: int = 1,
+    *,
+    method: str = "*",
+    path: str = ".*",
+    origin: Origin = "api",
+    count: int = 1,
 ) -> Fault:
     """Secondary limit, second form: 403 whose only sign is the message (no retry-after,
     remaining not 0). githubkit does not retry it; GitHub says wait at least a minute."""
     return Fault(
-        method=method, path=path, origin=origin, count=count, status=403,
+        method=method,
+        path=path,
+        origin=origin,
+        count=count,
+        status=403,
         body={"message": SECONDARY_MESSAGE, "documentation_url": SECONDARY_DOCS},
     )
 
 
 def secondary_429_bare(
-    *, method: str = "*", path: str = ".*", origin: Origin = "api", count: int = 1,
+    *,
+    method: str = "*",
+    path: str = ".*",
+    origin: Origin = "api",
+    count: int = 1,
 ) -> Fault:
     """Secondary limit, third form: 429 with no rate-limit header and no retry-after."""
     return Fault(
-        method=method, path=path, origin=origin, count=count, status=429,
+        method=method,
+        path=path,
+        origin=origin,
+        count=count,
+        status=429,
         body={"message": SECONDARY_MESSAGE, "documentation_url": SECONDARY_DOCS},
         rate_limit_headers=False,
     )
 
 
 def server_errors(
-    *, method: str = "*", path: str = ".*", origin: Origin = "any", count: int = 1,
+    *,
+    method: str = "*",
+    path: str = ".*",
+    origin: Origin = "any",
+    count: int = 1,
     status: int = 502,
 ) -> Fault:
     """``count`` consecutive 5xx answers (a storm when ``count`` exceeds the retries)."""
     message = {500: "Server Error", 502: "Bad Gateway", 503: "Service Unavailable"}
     return Fault(
-        method=method, path=path, origin=origin, count=count, status=status,
+        method=method,
+        path=path,
+        origin=origin,
+        count=count,
+        status=status,
         body={"message": message.get(status, "Server Error")},
     )

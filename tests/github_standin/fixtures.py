@@ -1,7 +1,7 @@
 """pytest fixtures of the stand-in GitHub.
 
-Load them with ``pytest_plugins = ["tests.github_standin.fixtures"]`` in a conftest.py or
-a test module.
+Import them into a conftest.py (``from tests.github_standin.fixtures import
+github_standin``); tests/integration/conftest.py does.
 """
 
 from __future__ import annotations

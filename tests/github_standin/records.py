@@ -180,9 +180,7 @@ def asset_json(asset: Asset, repo: Repo, release: Release, links: Links) -> Json
     }
 
 
-def release_json(
-    release: Release, repo: Repo, assets: list[Asset], links: Links
-) -> JsonObject:
+def release_json(release: Release, repo: Repo, assets: list[Asset], links: Links) -> JsonObject:
     api_repo = f"{links.api}/repos/{repo.full_name}"
     api_release = f"{api_repo}/releases/{release.id}"
     tag = quote_tag(release.tag_name)

@@ -24,10 +24,10 @@ Usage::
         gh.assets(release_id)                  # tuple[Asset], any state, with .data bytes
         gh.request_log                         # tuple[LoggedRequest]
 
-As a pytest fixture (function-scoped, fresh state, repository ``k3-org/k3-kernels``
-already added), put this in a ``conftest.py`` or test module::
+As a pytest fixture (function-scoped, fresh state, repository ``DEFAULT_REPO`` =
+``k3-org/k3-kernels`` already added); ``tests/integration/conftest.py`` re-exports it::
 
-    pytest_plugins = ["tests.github_standin.fixtures"]
+    from tests.github_standin.fixtures import github_standin  # in a conftest.py
 
     def test_publish(github_standin: GitHubStandIn) -> None: ...
 
@@ -191,9 +191,14 @@ class _Request:
 
 def _json_answer(status: int, data: object, headers: Mapping[str, str] | None = None) -> _Answer:
     body = json.dumps(data, separators=(",", ":")).encode()
-    return _Answer(status=status, body=body, headers={
-        "Content-Type": "application/json; charset=utf-8", **(headers or {}),
-    })
+    return _Answer(
+        status=status,
+        body=body,
+        headers={
+            "Content-Type": "application/json; charset=utf-8",
+            **(headers or {}),
+        },
+    )
 
 
 def _error_answer(error: ApiError) -> _Answer:
@@ -202,12 +207,15 @@ def _error_answer(error: ApiError) -> _Answer:
 
 def _primary_limit(request: _Request) -> ApiError:
     who = "user" if request.header("authorization") else "anonymous caller"
-    return ApiError(403, {
-        "message": f"API rate limit exceeded for {who}. If you reach out to GitHub Support "
-                   "for help, please include the request ID C0DE:1A2B:3C4D5E:6F7A8B:6751F00D.",
-        "documentation_url": "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api",
-        "status": "403",
-    })
+    return ApiError(
+        403,
+        {
+            "message": f"API rate limit exceeded for {who}. If you reach out to GitHub Support "
+            "for help, please include the request ID C0DE:1A2B:3C4D5E:6F7A8B:6751F00D.",
+            "documentation_url": "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api",
+            "status": "403",
+        },
+    )
 
 
 def _request_id() -> str:
@@ -335,9 +343,7 @@ class _Handler(BaseHTTPRequestHandler):
             request = self._request(split, headers, body)
             self._leave_partial(fault, request)
             standin._log(request, body_length=len(body), status=None, fault=fault)
-            self.connection.setsockopt(
-                socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
-            )
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             self.close_connection = True
             return
 
@@ -351,16 +357,21 @@ class _Handler(BaseHTTPRequestHandler):
             if fault is not None and fault.action == "store_then":
                 answer = standin._fault_answer(fault, request)
         if not complete:
-            answer = _Answer(status=answer.status, body=answer.body, headers=answer.headers,
-                             close=True)
+            answer = _Answer(
+                status=answer.status, body=answer.body, headers=answer.headers, close=True
+            )
         standin._log(request, body_length=len(body), status=answer.status, fault=fault)
         self._send(answer, head_only=self.command == "HEAD")
 
     def _request(self, split: SplitResult, headers: Mapping[str, str], body: bytes) -> _Request:
         return _Request(
-            method=self.command, origin=self.server.origin, path=split.path,
-            raw_query=split.query, query=parse_qs(split.query, keep_blank_values=True),
-            headers=headers, body=body,
+            method=self.command,
+            origin=self.server.origin,
+            path=split.path,
+            raw_query=split.query,
+            query=parse_qs(split.query, keep_blank_values=True),
+            headers=headers,
+            body=body,
         )
 
     def _leave_partial(self, fault: Fault, request: _Request) -> None:
@@ -425,8 +436,12 @@ class GitHubStandIn:
             return self
         for origin in ("api", "uploads", "storage"):
             server = _Server(self, origin, self._host)
-            thread = threading.Thread(target=server.serve_forever, name=f"github-{origin}",
-                                      kwargs={"poll_interval": 0.05}, daemon=True)
+            thread = threading.Thread(
+                target=server.serve_forever,
+                name=f"github-{origin}",
+                kwargs={"poll_interval": 0.05},
+                daemon=True,
+            )
             thread.start()
             self._servers[origin] = server
             self._threads.append(thread)
@@ -450,8 +465,12 @@ class GitHubStandIn:
     def __enter__(self) -> GitHubStandIn:
         return self.start()
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.stop()
 
     def _track(self, conn: socket.socket, thread: threading.Thread, *, add: bool) -> None:
@@ -512,13 +531,27 @@ class GitHubStandIn:
     def assets(self, release_id: int) -> tuple[Asset, ...]:
         return tuple(self.state.assets(release_id))
 
-    def add_asset(self, release_id: int, name: str, data: bytes, *, state: str = "uploaded",
-                  content_type: str = "application/octet-stream",
-                  label: str | None = None) -> Asset:
+    def add_asset(
+        self,
+        release_id: int,
+        name: str,
+        data: bytes,
+        *,
+        state: str = "uploaded",
+        content_type: str = "application/octet-stream",
+        label: str | None = None,
+    ) -> Asset:
         release = self.release(release_id)
         uploader = self.state.user(DEFAULT_LOGIN)
-        return self.state.store_asset(release, uploader=uploader, name=name, label=label,
-                                      content_type=content_type, data=data, state=state)
+        return self.state.store_asset(
+            release,
+            uploader=uploader,
+            name=name,
+            label=label,
+            content_type=content_type,
+            data=data,
+            state=state,
+        )
 
     @property
     def request_log(self) -> tuple[LoggedRequest, ...]:
@@ -529,8 +562,9 @@ class GitHubStandIn:
         with self._log_lock:
             self._log_entries.clear()
 
-    def _log(self, request: _Request, *, body_length: int, status: int | None,
-             fault: Fault | None) -> None:
+    def _log(
+        self, request: _Request, *, body_length: int, status: int | None, fault: Fault | None
+    ) -> None:
         shown = []
         for key, value in request.headers.items():
             if key == "authorization":
@@ -538,9 +572,16 @@ class GitHubStandIn:
                 shown.append((key, f"{scheme} ***".strip()))
             else:
                 shown.append((key, value))
-        entry = LoggedRequest(method=request.method, origin=request.origin,
-                              path=request.path, query=request.raw_query, headers=tuple(shown),
-                              body_length=body_length, status=status, fault=fault)
+        entry = LoggedRequest(
+            method=request.method,
+            origin=request.origin,
+            path=request.path,
+            query=request.raw_query,
+            headers=tuple(shown),
+            body_length=body_length,
+            status=status,
+            fault=fault,
+        )
         with self._log_lock:
             self._log_entries.append(entry)
 
@@ -587,39 +628,44 @@ class GitHubStandIn:
         if request.origin == "api":
             for prefix, to_uploads in (("/api/v3/", False), ("/api/uploads/", True)):
                 if path.startswith(prefix):
-                    path, enterprise, uploads = path[len(prefix) - 1:], True, to_uploads
+                    path, enterprise, uploads = path[len(prefix) - 1 :], True, to_uploads
         try:
             answer = self._api(request, path, enterprise=enterprise, uploads=uploads)
         except ApiError as error:
             answer = _error_answer(error)
         return self._decorate(request, answer, rate)
 
-    def _decorate(self, request: _Request, answer: _Answer,
-                  rate: Mapping[str, str] | None) -> _Answer:
+    def _decorate(
+        self, request: _Request, answer: _Answer, rate: Mapping[str, str] | None
+    ) -> _Answer:
         """Add what GitHub puts on every API answer (rate limits, request id, ETag)."""
         headers = {**(rate or {}), **answer.headers}
         headers.setdefault("X-GitHub-Request-Id", _request_id())
         headers.setdefault("X-GitHub-Media-Type", "github.v3; format=json")
-        headers.setdefault("X-GitHub-Api-Version-Selected",
-                           request.header("x-github-api-version") or SUPPORTED_API_VERSIONS[0])
+        headers.setdefault(
+            "X-GitHub-Api-Version-Selected",
+            request.header("x-github-api-version") or SUPPORTED_API_VERSIONS[0],
+        )
         if request.method in ("GET", "HEAD") and answer.status == 200 and answer.body:
             etag = 'W/"' + hashlib.sha256(answer.body).hexdigest()[:40] + '"'
-            headers.update({
-                "ETag": etag,
-                "Cache-Control": "private, max-age=60, s-maxage=60",
-                "Vary": "Accept, Authorization, Cookie, X-GitHub-OTP, Accept-Encoding",
-            })
+            headers.update(
+                {
+                    "ETag": etag,
+                    "Cache-Control": "private, max-age=60, s-maxage=60",
+                    "Vary": "Accept, Authorization, Cookie, X-GitHub-OTP, Accept-Encoding",
+                }
+            )
             if etag in [t.strip() for t in (request.header("if-none-match") or "").split(",")]:
                 return _Answer(status=304, headers=headers, close=answer.close)
-        return _Answer(status=answer.status, body=answer.body, headers=headers,
-                       close=answer.close)
+        return _Answer(status=answer.status, body=answer.body, headers=headers, close=answer.close)
 
     def _fault_answer(self, fault: Fault, request: _Request) -> _Answer:
         headers = {"Content-Type": "application/json; charset=utf-8"} if fault.body else {}
         if fault.reset_in is not None:
             headers["x-ratelimit-reset"] = str(int(time.time()) + fault.reset_in)
-        answer = _Answer(status=fault.status, body=fault.body_bytes(),
-                         headers={**headers, **fault.headers})
+        answer = _Answer(
+            status=fault.status, body=fault.body_bytes(), headers={**headers, **fault.headers}
+        )
         if request.origin == "storage" or self._is_web(request):
             return answer
         rate = self._count(request)[0] if fault.rate_limit_headers else None
@@ -629,11 +675,14 @@ class GitHubStandIn:
         viewer = self._viewer(request)
         version = request.header("x-github-api-version")
         if version is not None and version not in SUPPORTED_API_VERSIONS:
-            raise ApiError(400, {
-                "message": f"API version '{version}' is not supported.",
-                "documentation_url": f"{DOCS}/about-the-rest-api/api-versions",
-                "status": "400",
-            })
+            raise ApiError(
+                400,
+                {
+                    "message": f"API version '{version}' is not supported.",
+                    "documentation_url": f"{DOCS}/about-the-rest-api/api-versions",
+                    "status": "400",
+                },
+            )
         links = self._links(enterprise)
         if uploads:
             match = _UPLOAD.match(path)
@@ -643,15 +692,17 @@ class GitHubStandIn:
         for name, pattern in _ROUTES:
             match = pattern.match(path)
             if match is not None:
-                return self._route(name, request, match, viewer=viewer, links=links,
-                                   enterprise=enterprise)
+                return self._route(
+                    name, request, match, viewer=viewer, links=links, enterprise=enterprise
+                )
         raise not_found(DOCS)
 
     def _repo(self, match: re.Match[str], viewer: User | None, doc: str) -> Repo:
         if match.group("repo_id"):
             return self.state.repo_by_id(int(match.group("repo_id")), viewer, doc)
-        return self.state.repo(unquote(match.group("owner")), unquote(match.group("repo")),
-                               viewer, doc)
+        return self.state.repo(
+            unquote(match.group("owner")), unquote(match.group("repo")), viewer, doc
+        )
 
     def _payload(self, request: _Request, doc: str) -> Mapping[str, Any]:
         try:
@@ -659,19 +710,31 @@ class GitHubStandIn:
         except ValueError:
             payload = None
         if not isinstance(payload, dict):
-            raise ApiError(400, {"message": "Problems parsing JSON", "documentation_url": doc,
-                                 "status": "400"})
+            raise ApiError(
+                400, {"message": "Problems parsing JSON", "documentation_url": doc, "status": "400"}
+            )
         return payload
 
-    def _route(self, name: str, request: _Request, match: re.Match[str], *,
-               viewer: User | None, links: Links, enterprise: bool) -> _Answer:
+    def _route(
+        self,
+        name: str,
+        request: _Request,
+        match: re.Match[str],
+        *,
+        viewer: User | None,
+        links: Links,
+        enterprise: bool,
+    ) -> _Answer:
         method = "GET" if request.method == "HEAD" else request.method
         if name == "rate_limit" and method == "GET":
             rate, _ = self._rates.hit(viewer, count=False)
-            core = {"limit": int(rate["x-ratelimit-limit"]),
-                    "remaining": int(rate["x-ratelimit-remaining"]),
-                    "reset": int(rate["x-ratelimit-reset"]),
-                    "used": int(rate["x-ratelimit-used"]), "resource": "core"}
+            core = {
+                "limit": int(rate["x-ratelimit-limit"]),
+                "remaining": int(rate["x-ratelimit-remaining"]),
+                "reset": int(rate["x-ratelimit-reset"]),
+                "used": int(rate["x-ratelimit-used"]),
+                "resource": "core",
+            }
             return _json_answer(200, {"resources": {"core": core}, "rate": core})
         if name == "repo" and method == "GET":
             repo = self._repo(match, viewer, f"{DOCS}/repos/repos#get-a-repository")
@@ -680,9 +743,13 @@ class GitHubStandIn:
             if method == "GET":
                 repo = self._repo(match, viewer, f"{RELEASE_DOCS}#list-releases")
                 releases = self.state.releases(repo, viewer)
-                return self._paginated(request, releases, enterprise=enterprise,
-                                       link_path=f"/repositories/{repo.id}/releases",
-                                       render=lambda r: self._release_json(r, repo, links))
+                return self._paginated(
+                    request,
+                    releases,
+                    enterprise=enterprise,
+                    link_path=f"/repositories/{repo.id}/releases",
+                    render=lambda r: self._release_json(r, repo, links),
+                )
             if method == "POST":
                 doc = f"{RELEASE_DOCS}#create-a-release"
                 repo = self._repo(match, viewer, doc)
@@ -692,8 +759,9 @@ class GitHubStandIn:
         if name == "latest" and method == "GET":
             doc = f"{RELEASE_DOCS}#get-the-latest-release"
             repo = self._repo(match, viewer, doc)
-            return _json_answer(200, self._release_json(self.state.latest_release(repo, doc),
-                                                        repo, links))
+            return _json_answer(
+                200, self._release_json(self.state.latest_release(repo, doc), repo, links)
+            )
         if name == "by_tag" and method == "GET":
             doc = f"{RELEASE_DOCS}#get-a-release-by-tag-name"
             repo = self._repo(match, viewer, doc)
@@ -709,8 +777,9 @@ class GitHubStandIn:
             if method == "PATCH":
                 doc = f"{RELEASE_DOCS}#update-a-release"
                 repo = self._repo(match, viewer, doc)
-                release = self.state.update_release(repo, release_id, viewer,
-                                                    self._payload(request, doc))
+                release = self.state.update_release(
+                    repo, release_id, viewer, self._payload(request, doc)
+                )
                 return _json_answer(200, self._release_json(release, repo, links))
             if method == "DELETE":
                 repo = self._repo(match, viewer, f"{RELEASE_DOCS}#delete-a-release")
@@ -721,9 +790,12 @@ class GitHubStandIn:
             repo = self._repo(match, viewer, doc)
             release = self.state.release(repo, int(match.group("release_id")), viewer, doc)
             return self._paginated(
-                request, self.state.assets(release.id), enterprise=enterprise,
+                request,
+                self.state.assets(release.id),
+                enterprise=enterprise,
                 link_path=f"/repositories/{repo.id}/releases/{release.id}/assets",
-                render=lambda a: asset_json(a, repo, release, links))
+                render=lambda a: asset_json(a, repo, release, links),
+            )
         if name == "asset":
             asset_id = int(match.group("asset_id"))
             if method == "GET":
@@ -736,8 +808,9 @@ class GitHubStandIn:
             if method == "PATCH":
                 doc = f"{ASSET_DOCS}#update-a-release-asset"
                 repo = self._repo(match, viewer, doc)
-                asset, release = self.state.update_asset(repo, asset_id, viewer,
-                                                         self._payload(request, doc))
+                asset, release = self.state.update_asset(
+                    repo, asset_id, viewer, self._payload(request, doc)
+                )
                 return _json_answer(200, asset_json(asset, repo, release, links))
             if method == "DELETE":
                 repo = self._repo(match, viewer, f"{ASSET_DOCS}#delete-a-release-asset")
@@ -748,11 +821,18 @@ class GitHubStandIn:
     def _release_json(self, release: Release, repo: Repo, links: Links) -> JsonObject:
         return release_json(release, repo, self.state.assets(release.id), links)
 
-    def _paginated(self, request: _Request, items: Sequence[T], *, enterprise: bool,
-                   link_path: str, render: Callable[[T], JsonObject]) -> _Answer:
+    def _paginated(
+        self,
+        request: _Request,
+        items: Sequence[T],
+        *,
+        enterprise: bool,
+        link_path: str,
+        render: Callable[[T], JsonObject],
+    ) -> _Answer:
         page, per_page = _page_numbers(request)
         last = max((len(items) + per_page - 1) // per_page, 1)
-        chosen = items[(page - 1) * per_page: page * per_page]
+        chosen = items[(page - 1) * per_page : page * per_page]
         base = self.api_url + ("/api/v3" if enterprise else "") + link_path
         kept = [(k, v) for k, values in request.query.items() if k != "page" for v in values]
 
@@ -771,42 +851,58 @@ class GitHubStandIn:
 
     # -- uploads ------------------------------------------------------------------------
 
-    def _upload(self, request: _Request, match: re.Match[str], viewer: User | None,
-                links: Links) -> _Answer:
+    def _upload(
+        self, request: _Request, match: re.Match[str], viewer: User | None, links: Links
+    ) -> _Answer:
         request_id = _request_id()
         doc = f"{ASSET_DOCS}#upload-a-release-asset"
-        repo = self.state.repo(unquote(match.group("owner")), unquote(match.group("repo")),
-                               viewer, doc)
+        repo = self.state.repo(
+            unquote(match.group("owner")), unquote(match.group("repo")), viewer, doc
+        )
         raw_name = request.param("name")
         if not raw_name:
-            raise ApiError(422, {
-                "message": "Validation Failed", "request_id": request_id,
-                "documentation_url": doc,
-                "errors": [{"resource": "ReleaseAsset", "code": "missing_field",
-                            "field": "name"}],
-            })
+            raise ApiError(
+                422,
+                {
+                    "message": "Validation Failed",
+                    "request_id": request_id,
+                    "documentation_url": doc,
+                    "errors": [
+                        {"resource": "ReleaseAsset", "code": "missing_field", "field": "name"}
+                    ],
+                },
+            )
         length = request.header("content-length")
         if length is None or not length.isdigit() or int(length) != len(request.body):
-            raise ApiError(400, {"message": f"Bad Content-Length: {length or ''}",
-                                 "request_id": request_id})
+            raise ApiError(
+                400, {"message": f"Bad Content-Length: {length or ''}", "request_id": request_id}
+            )
         content_type = request.header("content-type") or ""
         if not content_type.strip():
-            raise ApiError(400, {"message": f"Invalid Content-Type: '{content_type}'",
-                                 "request_id": request_id})
-        release, name = self.state.check_upload(repo, int(match.group("release_id")), viewer,
-                                                raw_name, request_id)
+            raise ApiError(
+                400,
+                {"message": f"Invalid Content-Type: '{content_type}'", "request_id": request_id},
+            )
+        release, name = self.state.check_upload(
+            repo, int(match.group("release_id")), viewer, raw_name, request_id
+        )
         assert viewer is not None  # check_upload refuses anonymous callers
-        asset = self.state.store_asset(release, uploader=viewer, name=name,
-                                       label=request.param("label"),
-                                       content_type=content_type, data=request.body,
-                                       request_id=request_id)
+        asset = self.state.store_asset(
+            release,
+            uploader=viewer,
+            name=name,
+            label=request.param("label"),
+            content_type=content_type,
+            data=request.body,
+            request_id=request_id,
+        )
         return _json_answer(201, asset_json(asset, repo, release, links))
 
     def _leave_partial(self, state: str, request: _Request) -> None:
         """Leave an empty asset in ``state`` where an upload failed, as GitHub can."""
         path = request.path
         if request.origin == "api" and path.startswith("/api/uploads/"):
-            path = path[len("/api/uploads"):]
+            path = path[len("/api/uploads") :]
         elif request.origin != "uploads":
             return
         match = _UPLOAD.match(path)
@@ -815,28 +911,38 @@ class GitHubStandIn:
             return
         try:
             viewer = self._viewer(request)
-            repo = self.state.repo(unquote(match.group("owner")), unquote(match.group("repo")),
-                                   viewer, DOCS)
-            release, name = self.state.check_upload(repo, int(match.group("release_id")),
-                                                    viewer, raw_name, "")
+            repo = self.state.repo(
+                unquote(match.group("owner")), unquote(match.group("repo")), viewer, DOCS
+            )
+            release, name = self.state.check_upload(
+                repo, int(match.group("release_id")), viewer, raw_name, ""
+            )
         except ApiError:
             return
         assert viewer is not None
-        self.state.store_asset(release, uploader=viewer, name=name, label=None,
-                               content_type=request.header("content-type") or "", data=b"",
-                               state=state)
+        self.state.store_asset(
+            release,
+            uploader=viewer,
+            name=name,
+            label=None,
+            content_type=request.header("content-type") or "",
+            data=b"",
+            state=state,
+        )
 
     # -- downloads: github.com and the storage origin ----------------------------------
 
     def signed_url(self, asset: Asset) -> str:
         """A storage URL for ``asset`` valid for ``signed_url_ttl`` seconds."""
         expires = int(time.time()) + self._signed_url_ttl
-        query = urlencode([
-            ("response-content-disposition", f"attachment; filename={asset.name}"),
-            ("response-content-type", "application/octet-stream"),
-            ("exp", str(expires)),
-            ("sig", self._signature(asset.id, asset.name, expires)),
-        ])
+        query = urlencode(
+            [
+                ("response-content-disposition", f"attachment; filename={asset.name}"),
+                ("response-content-type", "application/octet-stream"),
+                ("exp", str(expires)),
+                ("sig", self._signature(asset.id, asset.name, expires)),
+            ]
+        )
         return f"{self.storage_url}/objects/{asset.id}/{quote(asset.name, safe='+@')}?{query}"
 
     def _signature(self, asset_id: int, name: str, expires: int) -> str:
@@ -849,17 +955,18 @@ class GitHubStandIn:
         match = latest or _DOWNLOAD.match(request.path)
         if match is None or request.method not in ("GET", "HEAD"):
             return None
-        missing = _Answer(status=404, body=b"Not Found",
-                          headers={"Content-Type": "text/plain; charset=utf-8"})
+        missing = _Answer(
+            status=404, body=b"Not Found", headers={"Content-Type": "text/plain; charset=utf-8"}
+        )
         try:
             viewer = self._viewer(request)
-            repo = self.state.repo(unquote(match.group("owner")), unquote(match.group("repo")),
-                                   viewer, DOCS)
+            repo = self.state.repo(
+                unquote(match.group("owner")), unquote(match.group("repo")), viewer, DOCS
+            )
             if latest is not None:
                 release = self.state.latest_release(repo, DOCS)
             else:
-                release = self.state.release_by_url_tag(repo, unquote(match.group("tag")),
-                                                        viewer)
+                release = self.state.release_by_url_tag(repo, unquote(match.group("tag")), viewer)
         except ApiError:
             return missing
         name = unquote(match.group("name"))
@@ -873,16 +980,26 @@ class GitHubStandIn:
     def _storage(self, request: _Request) -> _Answer:
         xml = {"Content-Type": "application/xml"}
         if request.header("authorization") is not None:
-            return _Answer(status=400, headers=xml, body=(
-                b'<?xml version="1.0" encoding="utf-8"?><Error><Code>InvalidAuthenticationInfo'
-                b"</Code><Message>Authentication information is not given in the correct "
-                b"format. Only one auth mechanism allowed; the signature query parameters or "
-                b"the Authorization header, not both.</Message></Error>"))
+            return _Answer(
+                status=400,
+                headers=xml,
+                body=(
+                    b'<?xml version="1.0" encoding="utf-8"?><Error><Code>InvalidAuthenticationInfo'
+                    b"</Code><Message>Authentication information is not given in the correct "
+                    b"format. Only one auth mechanism allowed; the signature query parameters or "
+                    b"the Authorization header, not both.</Message></Error>"
+                ),
+            )
         match = _OBJECT.match(request.path)
         if match is None or request.method not in ("GET", "HEAD"):
-            return _Answer(status=404, headers=xml, body=(
-                b'<?xml version="1.0" encoding="utf-8"?><Error><Code>ResourceNotFound</Code>'
-                b"<Message>The specified resource does not exist.</Message></Error>"))
+            return _Answer(
+                status=404,
+                headers=xml,
+                body=(
+                    b'<?xml version="1.0" encoding="utf-8"?><Error><Code>ResourceNotFound</Code>'
+                    b"<Message>The specified resource does not exist.</Message></Error>"
+                ),
+            )
         asset_id = int(match.group("asset_id"))
         name = unquote(match.group("name"))
         try:
@@ -890,21 +1007,33 @@ class GitHubStandIn:
         except ValueError:
             expires = 0
         expected = self._signature(asset_id, name, expires)
-        if not hmac.compare_digest(expected, request.param("sig") or "") or (
-            expires < time.time()
-        ):
-            return _Answer(status=403, headers=xml, body=(
-                b'<?xml version="1.0" encoding="utf-8"?><Error><Code>AuthenticationFailed'
-                b"</Code><Message>Server failed to authenticate the request. Make sure the "
-                b"signature is valid and has not expired.</Message></Error>"))
+        if not hmac.compare_digest(expected, request.param("sig") or "") or (expires < time.time()):
+            return _Answer(
+                status=403,
+                headers=xml,
+                body=(
+                    b'<?xml version="1.0" encoding="utf-8"?><Error><Code>AuthenticationFailed'
+                    b"</Code><Message>Server failed to authenticate the request. Make sure the "
+                    b"signature is valid and has not expired.</Message></Error>"
+                ),
+            )
         asset = self.state.stored_asset(asset_id)
         if asset is None or asset.name != name:
-            return _Answer(status=404, headers=xml, body=(
-                b'<?xml version="1.0" encoding="utf-8"?><Error><Code>BlobNotFound</Code>'
-                b"<Message>The specified blob does not exist.</Message></Error>"))
-        return _Answer(status=200, body=asset.data, headers={
-            "Content-Type": "application/octet-stream",
-            "Content-Disposition": f"attachment; filename={asset.name}",
-            "ETag": '"' + hashlib.md5(asset.data, usedforsecurity=False).hexdigest() + '"',
-            "Last-Modified": asset.updated_at.strftime("%a, %d %b %Y %H:%M:%S GMT"),
-        })
+            return _Answer(
+                status=404,
+                headers=xml,
+                body=(
+                    b'<?xml version="1.0" encoding="utf-8"?><Error><Code>BlobNotFound</Code>'
+                    b"<Message>The specified blob does not exist.</Message></Error>"
+                ),
+            )
+        return _Answer(
+            status=200,
+            body=asset.data,
+            headers={
+                "Content-Type": "application/octet-stream",
+                "Content-Disposition": f"attachment; filename={asset.name}",
+                "ETag": '"' + hashlib.md5(asset.data, usedforsecurity=False).hexdigest() + '"',
+                "Last-Modified": asset.updated_at.strftime("%a, %d %b %Y %H:%M:%S GMT"),
+            },
+        )

@@ -35,9 +35,7 @@ def not_found(doc: str) -> ApiError:
 
 
 def bad_credentials() -> ApiError:
-    return ApiError(
-        401, {"message": "Bad credentials", "documentation_url": DOCS, "status": "401"}
-    )
+    return ApiError(401, {"message": "Bad credentials", "documentation_url": DOCS, "status": "401"})
 
 
 def requires_authentication(doc: str) -> ApiError:
@@ -47,21 +45,27 @@ def requires_authentication(doc: str) -> ApiError:
 
 
 def release_exists(doc: str) -> ApiError:
-    return ApiError(422, {
-        "message": "Validation Failed",
-        "errors": [{"resource": "Release", "code": "already_exists", "field": "tag_name"}],
-        "documentation_url": doc,
-        "status": "422",
-    })
+    return ApiError(
+        422,
+        {
+            "message": "Validation Failed",
+            "errors": [{"resource": "Release", "code": "already_exists", "field": "tag_name"}],
+            "documentation_url": doc,
+            "status": "422",
+        },
+    )
 
 
 def asset_exists(request_id: str) -> ApiError:
-    return ApiError(422, {
-        "message": "Validation Failed",
-        "request_id": request_id,
-        "documentation_url": f"{ASSET_DOCS}#upload-a-release-asset",
-        "errors": [{"resource": "ReleaseAsset", "code": "already_exists", "field": "name"}],
-    })
+    return ApiError(
+        422,
+        {
+            "message": "Validation Failed",
+            "request_id": request_id,
+            "documentation_url": f"{ASSET_DOCS}#upload-a-release-asset",
+            "errors": [{"resource": "ReleaseAsset", "code": "already_exists", "field": "name"}],
+        },
+    )
 
 
 def _now() -> datetime:
@@ -74,8 +78,7 @@ class State:
     def __init__(self, clock: Callable[[], datetime] = _now) -> None:
         self.lock = threading.RLock()
         self._clock = clock
-        self._next_id = {"user": 1000, "repo": 700000000, "release": 180000000,
-                         "asset": 250000000}
+        self._next_id = {"user": 1000, "repo": 700000000, "release": 180000000, "asset": 250000000}
         self._users: dict[str, User] = {}
         self._tokens: dict[str, User] = {}
         self._repos: dict[str, Repo] = {}
@@ -114,15 +117,21 @@ class State:
             raise bad_credentials()
         return user
 
-    def add_repo(self, full_name: str, *, private: bool = False,
-                 default_branch: str = "main") -> Repo:
+    def add_repo(
+        self, full_name: str, *, private: bool = False, default_branch: str = "main"
+    ) -> Repo:
         owner, sep, name = full_name.partition("/")
         if not sep or not owner or not name or "/" in name:
             raise ValueError(f"repository must be 'owner/name', got {full_name!r}")
         with self.lock:
-            repo = Repo(id=self._new_id("repo"), owner=self.user(owner), name=name,
-                        private=private, default_branch=default_branch,
-                        created_at=self.now())
+            repo = Repo(
+                id=self._new_id("repo"),
+                owner=self.user(owner),
+                name=name,
+                private=private,
+                default_branch=default_branch,
+                created_at=self.now(),
+            )
             self._repos[full_name.lower()] = repo
             return repo
 
@@ -182,10 +191,14 @@ class State:
         if viewer is None:
             raise requires_authentication(doc)
         if not viewer.push:
-            raise ApiError(403, {
-                "message": "Resource not accessible by personal access token",
-                "documentation_url": doc, "status": "403",
-            })
+            raise ApiError(
+                403,
+                {
+                    "message": "Resource not accessible by personal access token",
+                    "documentation_url": doc,
+                    "status": "403",
+                },
+            )
         return viewer
 
     def _published_tag_taken(self, repo: Repo, tag: str, other_than: int | None) -> bool:
@@ -194,34 +207,47 @@ class State:
             for r in self._releases.values()
         )
 
-    def create_release(self, repo: Repo, viewer: User | None,
-                       payload: Mapping[str, Any]) -> Release:
+    def create_release(
+        self, repo: Repo, viewer: User | None, payload: Mapping[str, Any]
+    ) -> Release:
         doc = f"{RELEASE_DOCS}#create-a-release"
         author = self._need_push(viewer, doc)
         tag = payload.get("tag_name")
         if not isinstance(tag, str) or not tag:
-            raise ApiError(422, {
-                "message": 'Invalid request.\n\n"tag_name" wasn\'t supplied.',
-                "documentation_url": doc, "status": "422",
-            })
+            raise ApiError(
+                422,
+                {
+                    "message": 'Invalid request.\n\n"tag_name" wasn\'t supplied.',
+                    "documentation_url": doc,
+                    "status": "422",
+                },
+            )
         draft = bool(payload.get("draft", False))
         with self.lock:
             if self._published_tag_taken(repo, tag, None):
                 raise release_exists(doc)
             now = self.now()
             release = Release(
-                id=self._new_id("release"), repo_id=repo.id, tag_name=tag,
+                id=self._new_id("release"),
+                repo_id=repo.id,
+                tag_name=tag,
                 target_commitish=str(payload.get("target_commitish") or repo.default_branch),
-                name=_optional_str(payload.get("name")), body=_optional_str(payload.get("body")),
-                draft=draft, prerelease=bool(payload.get("prerelease", False)), author=author,
-                created_at=now, published_at=None if draft else now, updated_at=now,
+                name=_optional_str(payload.get("name")),
+                body=_optional_str(payload.get("body")),
+                draft=draft,
+                prerelease=bool(payload.get("prerelease", False)),
+                author=author,
+                created_at=now,
+                published_at=None if draft else now,
+                updated_at=now,
                 untagged="untagged-" + secrets.token_hex(10),
             )
             self._releases[release.id] = release
             return release
 
-    def update_release(self, repo: Repo, release_id: int, viewer: User | None,
-                       payload: Mapping[str, Any]) -> Release:
+    def update_release(
+        self, repo: Repo, release_id: int, viewer: User | None, payload: Mapping[str, Any]
+    ) -> Release:
         doc = f"{RELEASE_DOCS}#update-a-release"
         self._need_push(viewer, doc)
         with self.lock:
@@ -261,11 +287,13 @@ class State:
     def assets(self, release_id: int) -> list[Asset]:
         """Every asset of a release, whatever its state, in upload order."""
         with self.lock:
-            return sorted((a for a in self._assets.values() if a.release_id == release_id),
-                          key=lambda a: a.id)
+            return sorted(
+                (a for a in self._assets.values() if a.release_id == release_id), key=lambda a: a.id
+            )
 
-    def asset(self, repo: Repo, asset_id: int, viewer: User | None,
-              doc: str) -> tuple[Asset, Release]:
+    def asset(
+        self, repo: Repo, asset_id: int, viewer: User | None, doc: str
+    ) -> tuple[Asset, Release]:
         with self.lock:
             asset = self._assets.get(asset_id)
             if asset is None:
@@ -273,8 +301,9 @@ class State:
             release = self.release(repo, asset.release_id, viewer, doc)
         return asset, release
 
-    def check_upload(self, repo: Repo, release_id: int, viewer: User | None, raw_name: str,
-                     request_id: str) -> tuple[Release, str]:
+    def check_upload(
+        self, repo: Repo, release_id: int, viewer: User | None, raw_name: str, request_id: str
+    ) -> tuple[Release, str]:
         """The release and the stored name of an upload, or GitHub's refusal."""
         doc = f"{ASSET_DOCS}#upload-a-release-asset"
         self._need_push(viewer, doc)
@@ -285,21 +314,41 @@ class State:
                 raise asset_exists(request_id)
         return release, name
 
-    def store_asset(self, release: Release, *, uploader: User, name: str, label: str | None,
-                    content_type: str, data: bytes, state: str = "uploaded",
-                    request_id: str = "") -> Asset:
+    def store_asset(
+        self,
+        release: Release,
+        *,
+        uploader: User,
+        name: str,
+        label: str | None,
+        content_type: str,
+        data: bytes,
+        state: str = "uploaded",
+        request_id: str = "",
+    ) -> Asset:
         with self.lock:
             if any(a.name == name for a in self.assets(release.id)):
                 raise asset_exists(request_id)
             now = self.now()
-            asset = Asset(id=self._new_id("asset"), release_id=release.id, name=name,
-                          label=label, state=state, content_type=content_type, data=data,
-                          uploader=uploader, download_count=0, created_at=now, updated_at=now)
+            asset = Asset(
+                id=self._new_id("asset"),
+                release_id=release.id,
+                name=name,
+                label=label,
+                state=state,
+                content_type=content_type,
+                data=data,
+                uploader=uploader,
+                download_count=0,
+                created_at=now,
+                updated_at=now,
+            )
             self._assets[asset.id] = asset
             return asset
 
-    def update_asset(self, repo: Repo, asset_id: int, viewer: User | None,
-                     payload: Mapping[str, Any]) -> tuple[Asset, Release]:
+    def update_asset(
+        self, repo: Repo, asset_id: int, viewer: User | None, payload: Mapping[str, Any]
+    ) -> tuple[Asset, Release]:
         doc = f"{ASSET_DOCS}#update-a-release-asset"
         self._need_push(viewer, doc)
         with self.lock:
@@ -308,12 +357,21 @@ class State:
             if isinstance(payload.get("name"), str) and payload["name"]:
                 name = github_asset_name(payload["name"])
                 if any(a.name == name and a.id != asset.id for a in self.assets(release.id)):
-                    raise ApiError(422, {
-                        "message": "Validation Failed",
-                        "errors": [{"resource": "ReleaseAsset", "code": "already_exists",
-                                    "field": "name"}],
-                        "documentation_url": doc, "status": "422",
-                    })
+                    raise ApiError(
+                        422,
+                        {
+                            "message": "Validation Failed",
+                            "errors": [
+                                {
+                                    "resource": "ReleaseAsset",
+                                    "code": "already_exists",
+                                    "field": "name",
+                                }
+                            ],
+                            "documentation_url": doc,
+                            "status": "422",
+                        },
+                    )
                 changes["name"] = name
             if "label" in payload:
                 changes["label"] = _optional_str(payload["label"])

@@ -39,14 +39,13 @@ from tests.github_standin import (
     server_errors,
 )
 
-pytest_plugins = ["tests.github_standin.fixtures"]
-
 OWNER, NAME = DEFAULT_REPO.split("/")
 API_VERSION: Final = "2022-11-28"
 
 
-def client(standin: GitHubStandIn, *, auto_retry: Any = False,
-           base_url: str = "") -> GitHub[TokenAuthStrategy]:
+def client(
+    standin: GitHubStandIn, *, auto_retry: Any = False, base_url: str = ""
+) -> GitHub[TokenAuthStrategy]:
     return GitHub(standin.token, base_url=base_url or standin.api_url, auto_retry=auto_retry)
 
 
@@ -58,12 +57,17 @@ def create_release(standin: GitHubStandIn, tag: str = "v1.0.0", *, draft: bool =
     return created.parsed_data
 
 
-def upload(standin: GitHubStandIn, release: Release, name: str, data: bytes, *,
-           token: str | None = None, content_type: str = "application/octet-stream",
-           ) -> httpx.Response:
+def upload(
+    standin: GitHubStandIn,
+    release: Release,
+    name: str,
+    data: bytes,
+    *,
+    token: str | None = None,
+    content_type: str = "application/octet-stream",
+) -> httpx.Response:
     url = release.upload_url.split("{", 1)[0]
-    headers = {"Authorization": f"Bearer {token or standin.token}",
-               "Content-Type": content_type}
+    headers = {"Authorization": f"Bearer {token or standin.token}", "Content-Type": content_type}
     return httpx.post(url, params={"name": name}, content=data, headers=headers)
 
 
@@ -85,29 +89,39 @@ def test_repository_is_a_valid_full_repository(github_standin: GitHubStandIn) ->
 
 
 def test_unknown_token_is_401_bad_credentials(github_standin: GitHubStandIn) -> None:
-    response = httpx.get(f"{github_standin.api_url}/repos/{DEFAULT_REPO}",
-                         headers={"Authorization": "Bearer ghp_not_a_token"})
+    response = httpx.get(
+        f"{github_standin.api_url}/repos/{DEFAULT_REPO}",
+        headers={"Authorization": "Bearer ghp_not_a_token"},
+    )
     assert response.status_code == 401
-    assert response.json() == {"message": "Bad credentials",
-                               "documentation_url": "https://docs.github.com/rest",
-                               "status": "401"}
+    assert response.json() == {
+        "message": "Bad credentials",
+        "documentation_url": "https://docs.github.com/rest",
+        "status": "401",
+    }
 
 
 @pytest.mark.parametrize("scheme", ["Bearer", "token"])
-def test_both_authorization_schemes_are_accepted(github_standin: GitHubStandIn,
-                                                 scheme: str) -> None:
+def test_both_authorization_schemes_are_accepted(
+    github_standin: GitHubStandIn, scheme: str
+) -> None:
     create_release(github_standin)
-    response = httpx.get(f"{github_standin.api_url}/repos/{DEFAULT_REPO}/releases",
-                         headers={"Authorization": f"{scheme} {github_standin.token}"})
+    response = httpx.get(
+        f"{github_standin.api_url}/repos/{DEFAULT_REPO}/releases",
+        headers={"Authorization": f"{scheme} {github_standin.token}"},
+    )
     assert response.status_code == 200
     assert len(response.json()) == 1
 
 
 def test_every_api_answer_carries_rate_limit_headers(github_standin: GitHubStandIn) -> None:
-    first = httpx.get(f"{github_standin.api_url}/repos/{DEFAULT_REPO}",
-                      headers=auth(github_standin))
-    missing = httpx.get(f"{github_standin.api_url}/repos/{DEFAULT_REPO}/releases/tags/nope",
-                        headers=auth(github_standin))
+    first = httpx.get(
+        f"{github_standin.api_url}/repos/{DEFAULT_REPO}", headers=auth(github_standin)
+    )
+    missing = httpx.get(
+        f"{github_standin.api_url}/repos/{DEFAULT_REPO}/releases/tags/nope",
+        headers=auth(github_standin),
+    )
     anonymous = httpx.get(f"{github_standin.api_url}/repos/{DEFAULT_REPO}")
     for response in (first, missing, anonymous):
         for header in ("limit", "remaining", "reset", "used", "resource"):
@@ -136,8 +150,9 @@ def test_etag_revalidation_answers_304(github_standin: GitHubStandIn) -> None:
     first = httpx.get(url, headers=auth(github_standin))
     again = httpx.get(url, headers={**auth(github_standin), "If-None-Match": first.headers["etag"]})
     create_release(github_standin)
-    changed = httpx.get(url, headers={**auth(github_standin),
-                                      "If-None-Match": first.headers["etag"]})
+    changed = httpx.get(
+        url, headers={**auth(github_standin), "If-None-Match": first.headers["etag"]}
+    )
     assert again.status_code == 304
     assert changed.status_code == 200
     assert len(changed.json()) == 1
@@ -148,7 +163,9 @@ def test_request_log_masks_the_token(github_standin: GitHubStandIn) -> None:
     upload(github_standin, release, "a.whl", b"abc")
     log = github_standin.request_log
     assert [(e.method, e.origin, e.status) for e in log] == [
-        ("POST", "api", 201), ("POST", "uploads", 201)]
+        ("POST", "api", 201),
+        ("POST", "uploads", 201),
+    ]
     assert log[1].body_length == 3
     assert all(github_standin.token not in value for e in log for _, value in e.headers)
     assert log[0].header("authorization") == "token ***"
@@ -169,8 +186,9 @@ def test_draft_is_404_by_tag_and_listed_only_with_a_token(github_standin: GitHub
     anonymous_list = anonymous.repos.list_releases(OWNER, NAME).parsed_data
     with pytest.raises(RequestFailed) as anonymous_get:
         anonymous.repos.get_release(OWNER, NAME, draft.id)
-    reader_gh = GitHub(github_standin.add_token("reader", push=False),
-                       base_url=github_standin.api_url)
+    reader_gh = GitHub(
+        github_standin.add_token("reader", push=False), base_url=github_standin.api_url
+    )
     reader = reader_gh.rest(API_VERSION)
 
     assert by_tag.value.response.status_code == 404
@@ -193,8 +211,11 @@ def test_published_release_is_found_by_tag(github_standin: GitHubStandIn) -> Non
 
 def test_duplicate_published_tag_is_422_with_githubs_body(github_standin: GitHubStandIn) -> None:
     create_release(github_standin, "v1.0.0", draft=False)
-    response = httpx.post(f"{github_standin.api_url}/repos/{DEFAULT_REPO}/releases",
-                          json={"tag_name": "v1.0.0", "draft": True}, headers=auth(github_standin))
+    response = httpx.post(
+        f"{github_standin.api_url}/repos/{DEFAULT_REPO}/releases",
+        json={"tag_name": "v1.0.0", "draft": True},
+        headers=auth(github_standin),
+    )
     assert response.status_code == 422
     assert response.json() == {
         "message": "Validation Failed",
@@ -249,8 +270,11 @@ def test_delete_release_removes_its_assets(github_standin: GitHubStandIn) -> Non
 def test_writes_need_push_access(github_standin: GitHubStandIn) -> None:
     url = f"{github_standin.api_url}/repos/{DEFAULT_REPO}/releases"
     anonymous = httpx.post(url, json={"tag_name": "v1"})
-    reader = httpx.post(url, json={"tag_name": "v1"}, headers={
-        "Authorization": f"token {github_standin.add_token('reader', push=False)}"})
+    reader = httpx.post(
+        url,
+        json={"tag_name": "v1"},
+        headers={"Authorization": f"token {github_standin.add_token('reader', push=False)}"},
+    )
     assert anonymous.status_code == 401
     assert anonymous.json()["message"] == "Requires authentication"
     assert reader.status_code == 403
@@ -273,8 +297,9 @@ def test_upload_to_the_api_origin_is_404(github_standin: GitHubStandIn) -> None:
 def test_upload_stores_bytes_verbatim_with_digest(github_standin: GitHubStandIn) -> None:
     release = create_release(github_standin)
     data = bytes(range(256)) * 1000
-    response = upload(github_standin, release, "k3-1.0.0-py3-none-any.whl", data,
-                      content_type="application/zip")
+    response = upload(
+        github_standin, release, "k3-1.0.0-py3-none-any.whl", data, content_type="application/zip"
+    )
     asset = ReleaseAsset.model_validate(response.json())
     assert response.status_code == 201
     assert asset.state == "uploaded"
@@ -294,8 +319,12 @@ def test_upload_through_githubkit_arequest(github_standin: GitHubStandIn) -> Non
     async def send() -> int:
         async with client(github_standin) as gh:
             response = await gh.arequest(
-                "POST", release.upload_url.split("{", 1)[0], params={"name": "b.whl"},
-                content=b"async bytes", headers={"Content-Type": "application/octet-stream"})
+                "POST",
+                release.upload_url.split("{", 1)[0],
+                params={"name": "b.whl"},
+                content=b"async bytes",
+                headers={"Content-Type": "application/octet-stream"},
+            )
             status: int = response.raw_response.status_code
             return status
 
@@ -326,8 +355,12 @@ def test_upload_needs_content_type_and_content_length(github_standin: GitHubStan
     def chunks() -> Any:
         yield b"chunked"
 
-    no_length = httpx.post(url, params={"name": "b.whl"}, content=chunks(),
-                           headers={**auth(github_standin), "Content-Type": "application/zip"})
+    no_length = httpx.post(
+        url,
+        params={"name": "b.whl"},
+        content=chunks(),
+        headers={**auth(github_standin), "Content-Type": "application/zip"},
+    )
     assert no_type.status_code == 400
     assert no_type.json()["message"] == "Invalid Content-Type: ''"
     assert no_length.status_code == 400
@@ -335,19 +368,28 @@ def test_upload_needs_content_type_and_content_length(github_standin: GitHubStan
     assert github_standin.assets(release.id) == ()
 
 
-@pytest.mark.parametrize(("raw", "stored"), [
-    ("k3_kernels-1.0.0+cu129-py3-none-manylinux_2_28_x86_64.whl",
-     "k3_kernels-1.0.0+cu129-py3-none-manylinux_2_28_x86_64.whl"),
-    ("my file.whl", "my.file.whl"),
-    ("fake.      file.txt", "fake.file.txt"),
-    ("app.prod-v1.3.0-(15-5)-6064eac-release.apk", "app.prod-v1.3.0-.15-5.-6064eac-release.apk"),
-    ("tobwen-1.1.0-1~buster_amd64.deb", "tobwen-1.1.0-1.buster_amd64.deb"),
-    ("erick%%%%%!!!zhao.txt", "erick.zhao.txt"),
-    (".config", "default.config"),
-    ("trailing.", "trailing"),
-])
-def test_odd_asset_names_are_renamed_like_github(github_standin: GitHubStandIn, raw: str,
-                                                 stored: str) -> None:
+@pytest.mark.parametrize(
+    ("raw", "stored"),
+    [
+        (
+            "k3_kernels-1.0.0+cu129-py3-none-manylinux_2_28_x86_64.whl",
+            "k3_kernels-1.0.0+cu129-py3-none-manylinux_2_28_x86_64.whl",
+        ),
+        ("my file.whl", "my.file.whl"),
+        ("fake.      file.txt", "fake.file.txt"),
+        (
+            "app.prod-v1.3.0-(15-5)-6064eac-release.apk",
+            "app.prod-v1.3.0-.15-5.-6064eac-release.apk",
+        ),
+        ("tobwen-1.1.0-1~buster_amd64.deb", "tobwen-1.1.0-1.buster_amd64.deb"),
+        ("erick%%%%%!!!zhao.txt", "erick.zhao.txt"),
+        (".config", "default.config"),
+        ("trailing.", "trailing"),
+    ],
+)
+def test_odd_asset_names_are_renamed_like_github(
+    github_standin: GitHubStandIn, raw: str, stored: str
+) -> None:
     release = create_release(github_standin)
     response = upload(github_standin, release, raw, b"x")
     assert github_asset_name(raw) == stored
@@ -358,16 +400,18 @@ def test_odd_asset_names_are_renamed_like_github(github_standin: GitHubStandIn, 
 def test_a_raw_plus_in_the_query_arrives_as_a_space(github_standin: GitHubStandIn) -> None:
     release = create_release(github_standin)
     url = release.upload_url.split("{", 1)[0] + "?name=k3-1.0+cu129.whl"
-    response = httpx.post(url, content=b"x", headers={**auth(github_standin),
-                                                      "Content-Type": "application/zip"})
+    response = httpx.post(
+        url, content=b"x", headers={**auth(github_standin), "Content-Type": "application/zip"}
+    )
     assert response.json()["name"] == "k3-1.0.cu129.whl"
 
 
 def test_asset_rename_and_delete(github_standin: GitHubStandIn) -> None:
     release = create_release(github_standin)
     asset = ReleaseAsset.model_validate(upload(github_standin, release, "a.whl", b"a").json())
-    renamed = httpx.patch(asset.url, json={"name": "b c.whl", "label": "B"},
-                          headers=auth(github_standin))
+    renamed = httpx.patch(
+        asset.url, json={"name": "b c.whl", "label": "B"}, headers=auth(github_standin)
+    )
     deleted = httpx.delete(asset.url, headers=auth(github_standin))
     gone = httpx.get(asset.url, headers=auth(github_standin))
     assert ReleaseAsset.model_validate(renamed.json()).name == "b.c.whl"
@@ -411,8 +455,9 @@ def test_pagination_links_are_absolute_and_complete(github_standin: GitHubStandI
 
 def test_release_list_paginates_newest_first(github_standin: GitHubStandIn) -> None:
     ids = [create_release(github_standin, f"v{n}", draft=False).id for n in range(5)]
-    response = httpx.get(f"{github_standin.api_url}/repos/{DEFAULT_REPO}/releases",
-                         params={"per_page": 2, "page": 3})
+    response = httpx.get(
+        f"{github_standin.api_url}/repos/{DEFAULT_REPO}/releases", params={"per_page": 2, "page": 3}
+    )
     assert [Release.model_validate(r).id for r in response.json()] == [ids[0]]
     assert set(response.links) == {"prev", "first"}
 
@@ -431,8 +476,9 @@ def test_download_redirect_is_signed_and_refuses_authorization(
     with_auth = httpx.get(location, headers=auth(github_standin))
     forged = httpx.get(location.replace(f"sig={query['sig'][0]}", "sig=" + "0" * 64))
     fetched = httpx.get(location)
-    followed = httpx.get(asset.browser_download_url, follow_redirects=True,
-                         headers=auth(github_standin))
+    followed = httpx.get(
+        asset.browser_download_url, follow_redirects=True, headers=auth(github_standin)
+    )
 
     assert redirect.status_code == 302
     assert location.startswith(github_standin.storage_url + "/")
@@ -464,8 +510,9 @@ def test_draft_download_url_is_404_anonymously(github_standin: GitHubStandIn) ->
     asset = ReleaseAsset.model_validate(upload(github_standin, release, "a.whl", b"abc").json())
     assert httpx.get(asset.browser_download_url).status_code == 404
     assert httpx.head(asset.browser_download_url).status_code == 404
-    with_token = httpx.get(asset.browser_download_url, headers=auth(github_standin),
-                           follow_redirects=True)
+    with_token = httpx.get(
+        asset.browser_download_url, headers=auth(github_standin), follow_redirects=True
+    )
     assert with_token.content == b"abc"
 
 
@@ -484,8 +531,12 @@ def test_enterprise_base_url_serves_uploads_under_api_uploads(
     assert release.upload_url.startswith(f"{github_standin.api_url}/api/uploads/repos/")
     assert response.status_code == 201
     assert asset.url.startswith(f"{github_standin.api_url}/api/v3/")
-    assert httpx.get(asset.browser_download_url, headers=auth(github_standin),
-                     follow_redirects=True).content == b"abc"
+    assert (
+        httpx.get(
+            asset.browser_download_url, headers=auth(github_standin), follow_redirects=True
+        ).content
+        == b"abc"
+    )
 
 
 # -- rate limits -----------------------------------------------------------------------
@@ -507,14 +558,18 @@ def test_primary_rate_limit_is_recognised_and_retried(github_standin: GitHubStan
     assert raw.json()["message"].startswith("API rate limit exceeded")
 
 
-@pytest.mark.parametrize(("make_fault", "status", "retry_after", "recognised"), [
-    (rate_limit_429_retry_after, 429, True, True),
-    (secondary_403_retry_after, 403, True, True),
-    (secondary_403_message, 403, False, False),
-    (secondary_429_bare, 429, False, False),
-])
-def test_secondary_rate_limit_forms(github_standin: GitHubStandIn, make_fault: Any,
-                                    status: int, retry_after: bool, recognised: bool) -> None:
+@pytest.mark.parametrize(
+    ("make_fault", "status", "retry_after", "recognised"),
+    [
+        (rate_limit_429_retry_after, 429, True, True),
+        (secondary_403_retry_after, 403, True, True),
+        (secondary_403_message, 403, False, False),
+        (secondary_429_bare, 429, False, False),
+    ],
+)
+def test_secondary_rate_limit_forms(
+    github_standin: GitHubStandIn, make_fault: Any, status: int, retry_after: bool, recognised: bool
+) -> None:
     fault = github_standin.faults.add(make_fault(path=r"/releases$"))
     raw = httpx.get(f"{github_standin.api_url}/repos/{DEFAULT_REPO}/releases")
     github_standin.faults.add(fault)
@@ -539,21 +594,24 @@ def test_secondary_rate_limit_forms(github_standin: GitHubStandIn, make_fault: A
 
 def test_store_then_502_leaves_the_asset_in_place(github_standin: GitHubStandIn) -> None:
     release = create_release(github_standin)
-    github_standin.faults.add(Fault(method="POST", path=r"/assets$", origin="uploads",
-                                    action="store_then", status=502))
+    github_standin.faults.add(
+        Fault(method="POST", path=r"/assets$", origin="uploads", action="store_then", status=502)
+    )
     failed = upload(github_standin, release, "a.whl", b"payload")
     rerun = upload(github_standin, release, "a.whl", b"payload")
     assert failed.status_code == 502
     assert [(a.name, a.state, a.data) for a in github_standin.assets(release.id)] == [
-        ("a.whl", "uploaded", b"payload")]
+        ("a.whl", "uploaded", b"payload")
+    ]
     assert rerun.status_code == 422
 
 
 def test_reset_drops_the_connection_mid_upload(github_standin: GitHubStandIn) -> None:
     release = create_release(github_standin)
     data = b"w" * 4_000_000
-    github_standin.faults.add(Fault(method="POST", path=r"/assets$", origin="uploads",
-                                    action="reset"))
+    github_standin.faults.add(
+        Fault(method="POST", path=r"/assets$", origin="uploads", action="reset")
+    )
     with pytest.raises(httpx.TransportError):
         upload(github_standin, release, "a.whl", data)
     entry = github_standin.request_log[-1]
@@ -568,20 +626,32 @@ def test_reset_through_githubkit_is_a_request_error(github_standin: GitHubStandI
     github_standin.faults.add(Fault(origin="uploads", action="reset", read_bytes=10))
     with pytest.raises(RequestError):
         client(github_standin).request(
-            "POST", release.upload_url.split("{", 1)[0], params={"name": "a.whl"},
-            content=b"x" * 100_000, headers={"Content-Type": "application/octet-stream"})
+            "POST",
+            release.upload_url.split("{", 1)[0],
+            params={"name": "a.whl"},
+            content=b"x" * 100_000,
+            headers={"Content-Type": "application/octet-stream"},
+        )
 
 
 def test_failed_upload_can_leave_a_starter_asset(github_standin: GitHubStandIn) -> None:
     release = create_release(github_standin)
-    github_standin.faults.add(Fault(origin="uploads", action="status", status=502,
-                                    body={"message": "Bad Gateway"}, leave_state="starter"))
+    github_standin.faults.add(
+        Fault(
+            origin="uploads",
+            action="status",
+            status=502,
+            body={"message": "Bad Gateway"},
+            leave_state="starter",
+        )
+    )
     failed = upload(github_standin, release, "a.whl", b"abc")
     listed = httpx.get(release.assets_url, headers=auth(github_standin)).json()
     blocked = upload(github_standin, release, "a.whl", b"abc")
     assert failed.status_code == 502
     assert [(a["name"], a["state"], a["size"], a["digest"]) for a in listed] == [
-        ("a.whl", "starter", 0, None)]
+        ("a.whl", "starter", 0, None)
+    ]
     with pytest.raises(ValidationError):
         ReleaseAsset.model_validate(listed[0])
     assert blocked.status_code == 422
@@ -603,8 +673,7 @@ def test_server_error_storm_longer_than_the_retries_fails_then_recovers(
 
 def test_faults_match_method_path_and_origin_and_count(github_standin: GitHubStandIn) -> None:
     release = create_release(github_standin)
-    fault = github_standin.faults.add(Fault(method="POST", origin="uploads", status=503,
-                                            count=2))
+    fault = github_standin.faults.add(Fault(method="POST", origin="uploads", status=503, count=2))
     listing = httpx.get(f"{github_standin.api_url}/repos/{DEFAULT_REPO}/releases")
     statuses = [upload(github_standin, release, f"{n}.whl", b"x").status_code for n in range(3)]
     assert listing.status_code == 200
