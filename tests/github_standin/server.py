@@ -65,6 +65,11 @@ most 100) and absolute ``Link`` headers (``/repositories/{id}/...`` form, like G
 every API answer has ``x-ratelimit-*`` headers, an ``ETag`` and honours
 ``If-None-Match`` with 304; ``Accept: application/octet-stream`` on an asset answers 302 to
 storage.
+
+Seen while testing githubkit 0.16.1 against it: ``GitHub(..., auto_retry=True)`` sleeps
+60 s when a rate-limit answer's wait works out to zero (a reset already past), and
+``Authorization`` is dropped by httpx on the cross-origin redirect to storage, which is
+what lets ``follow_redirects=True`` downloads work with a token.
 """
 
 from __future__ import annotations
