@@ -1,0 +1,276 @@
+"""`release build` on real cells: real compilers from PyPI, real wheels, real inspection.
+
+Slow: the first test provisions the toolchains and compiles the device code of both CUDA
+versions; everything after reuses that cache.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from elftools.elf.elffile import ELFFile
+
+from release import proc
+from release.build import (
+    BuildSettings,
+    build_command,
+    cell_env,
+    fatbin_lister,
+    plan_toolchains,
+    provision_all,
+)
+from release.cli import main
+from release.inspect import inspect_wheel
+from release.manifest import read_manifest
+from release.matrix import load_matrix
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[2]
+CSRC = REPO / "csrc"
+
+
+@dataclass(frozen=True)
+class Built:
+    dist: Path
+    cache: Path
+    stderr: str
+    code: int
+
+
+def device_actions(dist: Path) -> list[dict[str, object]]:
+    log = dist / "logs" / "device.jsonl"
+    if not log.exists():
+        return []
+    return [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+
+
+@pytest.fixture(scope="module")
+def built(release_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> Built:
+    dist = tmp_path_factory.mktemp("dist")
+    capture = tmp_path_factory.mktemp("capture") / "stderr"
+    with capture.open("w") as handle:
+        result = subprocess.run(
+            [
+                str(Path(sys.executable).parent / "release"),
+                "build",
+                "--matrix",
+                str(REPO / "matrix.yaml"),
+                "--out",
+                str(dist),
+                "--cache-dir",
+                str(release_cache),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=handle,
+            text=True,
+            check=False,
+        )
+    return Built(dist=dist, cache=release_cache, stderr=capture.read_text(), code=result.returncode)
+
+
+def test_all_four_cells_build_and_are_in_the_manifest(built: Built) -> None:
+    assert built.code == 0, built.stderr
+    manifest = read_manifest(built.dist / "manifest.json")
+    matrix = load_matrix(REPO / "matrix.yaml")
+    assert sorted(w.filename for w in manifest.wheels) == sorted(
+        c.wheel_filename for c in matrix.cells
+    )
+    for entry in manifest.wheels:
+        wheel = built.dist / entry.filename
+        assert wheel.stat().st_size == entry.size
+        assert hashlib.sha256(wheel.read_bytes()).hexdigest() == entry.sha256
+        assert entry.sms == ("75", "80", "86", "89", "90", "100")
+        assert entry.ptx == "100"
+    assert sorted(manifest.nccl_files) == [
+        "cu12-constraints.txt",
+        "cu12.txt",
+        "cu13-constraints.txt",
+        "cu13.txt",
+    ]
+    assert (built.dist / "cu12.txt").read_text().strip().endswith("nvidia-nccl-cu12==2.30.7")
+
+
+def test_device_code_is_compiled_once_per_cuda_version(built: Built) -> None:
+    actions = device_actions(built.dist)
+    compiled = [(a["kernel"], a["target"]) for a in actions if a["action"] == "compile"]
+    assert len(compiled) == len(set(compiled)), "a kernel target was compiled twice"
+
+
+@pytest.mark.parametrize("cuda", ["13.0", "12.9"])
+def test_x86_64_wheel_installs_in_a_fresh_venv_and_reports_its_sms(
+    built: Built, cuda: str, tmp_path: Path
+) -> None:
+    manifest = read_manifest(built.dist / "manifest.json")
+    entry = next(w for w in manifest.wheels if w.cuda == cuda and w.arch == "x86_64")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    install = subprocess.run(
+        [
+            str(python),
+            "-m",
+            "pip",
+            "install",
+            "--no-index",
+            "--quiet",
+            str(built.dist / entry.filename),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert install.returncode == 0, install.stderr
+    info = subprocess.run(
+        [str(python), "-m", "k3_kernels", "info"], capture_output=True, text=True, check=False
+    )
+    assert info.returncode == 0, info.stderr
+    assert f"CUDA {cuda}" in info.stdout
+    for sm in ("sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "compute_100"):
+        assert sm in info.stdout
+    version = subprocess.run(
+        [str(python), "-c", "import importlib.metadata as m; print(m.version('k3-kernels'))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert version == entry.version
+
+
+@pytest.mark.parametrize("cuda", ["13.0", "12.9"])
+def test_aarch64_wheel_library_is_aarch64(built: Built, cuda: str) -> None:
+    manifest = read_manifest(built.dist / "manifest.json")
+    entry = next(w for w in manifest.wheels if w.cuda == cuda and w.arch == "aarch64")
+    with zipfile.ZipFile(built.dist / entry.filename) as archive:
+        libraries = [n for n in archive.namelist() if n.endswith(".so")]
+        assert libraries
+        for name in libraries:
+            elf = ELFFile(io.BytesIO(archive.read(name)))
+            assert elf.header["e_machine"] == "EM_AARCH64"
+
+
+def test_warm_rebuild_compiles_nothing(built: Built, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(
+        [
+            "build",
+            "--matrix",
+            str(REPO / "matrix.yaml"),
+            "--out",
+            str(built.dist),
+            "--cache-dir",
+            str(built.cache),
+            "--json",
+        ]
+    )
+    assert code == 0
+    report = json.loads(capsys.readouterr().out)
+    assert [c["cached"] for c in report["cells"]] == [True] * 4
+    assert [a for a in device_actions(built.dist) if a["action"] == "compile"] == []
+
+
+def copy_project(tmp_path: Path, matrix_text: str) -> Path:
+    shutil.copytree(
+        CSRC, tmp_path / "csrc", ignore=shutil.ignore_patterns("build", "dist", "__pycache__")
+    )
+    (tmp_path / "matrix.yaml").write_text(matrix_text)
+    return tmp_path / "matrix.yaml"
+
+
+ONE_CELL = """
+project: csrc
+defaults: {arches: [x86_64], sms: [75, 80, 86, 89, 90, 100], ptx: 100, manylinux: "2_28"}
+cuda:
+  "13.0": {destination: pypi}
+destinations:
+  pypi: {kind: pypi}
+"""
+
+
+def test_one_kernel_changed_recompiles_only_that_kernel(
+    built: Built, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    matrix = copy_project(tmp_path, ONE_CELL)
+    swiglu = tmp_path / "csrc" / "kernels" / "swiglu.cu"
+    swiglu.write_text(swiglu.read_text() + "\n// a change to one kernel file\n")
+    out = tmp_path / "dist"
+    code = main(
+        ["build", "--matrix", str(matrix), "--out", str(out), "--cache-dir", str(built.cache)]
+    )
+    assert code == 0, capsys.readouterr().err
+    compiled = {a["kernel"] for a in device_actions(out) if a["action"] == "compile"}
+    cached = {a["kernel"] for a in device_actions(out) if a["action"] == "cached"}
+    assert compiled == {"swiglu"}
+    assert "mla_kv_cache" in cached
+
+
+def test_a_wheel_missing_one_sm_fails_inspection(built: Built, tmp_path: Path) -> None:
+    """Build a real wheel whose fatbins lack sm_89 while the cell asks for it."""
+    matrix = load_matrix(REPO / "matrix.yaml")
+    cell = next(c for c in matrix.cells if c.id == "13.0-x86_64")
+    settings = BuildSettings(matrix=matrix, cells=(cell,), out=tmp_path, cache_dir=built.cache)
+    toolchain = provision_all(plan_toolchains(settings), sys.executable)[cell.id]
+    env = cell_env(
+        cell,
+        toolchain.build_env(),
+        base=dict(os.environ),
+        device_cache=built.cache / "device",
+        device_log=tmp_path / "device.jsonl",
+        device_jobs=2,
+    )
+    env["RELEASE_SMS"] = "75;80;86;90;100"
+    result = proc.run(build_command(sys.executable, CSRC, tmp_path / "out"), env=env)
+    assert result.returncode == 0, result.output
+    (wheel,) = (tmp_path / "out").glob("*.whl")
+    report = inspect_wheel(
+        cell.wheel_filename, wheel.read_bytes(), cell, list_fatbin=fatbin_lister(toolchain)
+    )
+    assert not report.ok
+    missing = [p for p in report.problems if "no cubin for sm_89" in p]
+    assert len(missing) == 2, report.problems  # one per kernel fatbin
+    assert "89" not in report.sms
+
+
+BROKEN_ON_SM86 = """
+project: csrc
+defaults: {arches: [x86_64, aarch64], sms: [80, 86], ptx: 86, manylinux: "2_28"}
+cuda:
+  "13.0": {destination: pypi}
+destinations:
+  pypi: {kind: pypi}
+exclude:
+  - {arch: aarch64, sm: 86}
+"""
+
+
+def test_a_failed_cell_shows_its_log_and_the_others_finish(
+    built: Built, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    matrix = copy_project(tmp_path, BROKEN_ON_SM86.replace("ptx: 86", "ptx: 90"))
+    swiglu = tmp_path / "csrc" / "kernels" / "swiglu.cu"
+    swiglu.write_text(
+        "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 860\n"
+        "#error swiglu does not compile for sm_86\n#endif\n" + swiglu.read_text()
+    )
+    out = tmp_path / "dist"
+    code = main(
+        ["build", "--matrix", str(matrix), "--out", str(out), "--cache-dir", str(built.cache)]
+    )
+    err = capsys.readouterr().err
+    assert code == 4
+    assert "FAILED 13.0-x86_64" in err
+    assert "swiglu does not compile for sm_86" in err
+    assert "reproduce: " in err
+    assert "Traceback" not in err
+    manifest = read_manifest(out / "manifest.json")
+    assert [w.cell for w in manifest.wheels] == ["13.0-aarch64"]
+    assert not list(out.glob("*x86_64.whl"))
