@@ -31,7 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import quote, urljoin, urlsplit
 
 import httpx
 from packaging.utils import parse_wheel_filename
@@ -442,19 +442,18 @@ def verify(
     return VerifyReport(project=published.project, version=published.version, checks=tuple(checks))
 
 
-def _netrc(basic: Mapping[str, httpx.BasicAuth], directory: Path) -> Path | None:
-    if not basic:
-        return None
-    lines = []
-    for origin, auth in basic.items():
-        request = httpx.Request("GET", origin)
-        header = next(auth.auth_flow(request)).headers["Authorization"]
-        user, _, password = base64.b64decode(header.split(" ", 1)[1]).decode().partition(":")
-        lines.append(f"machine {urlsplit(origin).hostname} login {user} password {password}")
-    path = directory / "netrc"
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    path.chmod(0o600)
-    return path
+def with_credentials(url: str, basic: Mapping[str, httpx.BasicAuth]) -> str:
+    """`url` with user:password in it when its origin is a private index (pypiserver -a
+    list,download). pip keys credentials by host AND port (a netrc file would key them by
+    host only, and hand them to every server on 127.0.0.1); pip redacts them in its output."""
+    auth = basic.get(_origin(url))
+    if auth is None:
+        return url
+    header = next(auth.auth_flow(httpx.Request("GET", url))).headers["Authorization"]
+    user, _, password = base64.b64decode(header.split(" ", 1)[1]).decode().partition(":")
+    parts = urlsplit(url)
+    netloc = f"{quote(user, safe='')}:{quote(password, safe='')}@{parts.netloc}"
+    return parts._replace(netloc=netloc).geturl()
 
 
 def _pip_checks(
@@ -467,11 +466,8 @@ def _pip_checks(
     cells = [f for f in published.files if f.index_url]
     with tempfile.TemporaryDirectory(prefix="release-verify-") as tmp:
         root = Path(tmp)
-        netrc = _netrc(basic, root)
         env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "TWINE_"))}
-        env = {k: v for k, v in env.items() if k not in ("GITHUB_TOKEN", "GH_TOKEN")}
-        if netrc is not None:
-            env["NETRC"] = str(netrc)
+        env = {k: v for k, v in env.items() if k not in ("GITHUB_TOKEN", "GH_TOKEN", "NETRC")}
 
         def one(index: int, file: PublishedFile) -> Check:
             platform = parse_wheel_filename(file.filename)[3]
@@ -481,9 +477,14 @@ def _pip_checks(
             report = work / "report.json"
             assert file.index_url is not None  # noqa: S101  # filtered above
             cmd = pip_command(
-                python, index_url=file.index_url, project=published.project,
-                version=published.version, platform=tag, target=work / "target", report=report,
-            )  # fmt: skip
+                python,
+                index_url=with_credentials(file.index_url, basic),
+                project=published.project,
+                version=published.version,
+                platform=tag,
+                target=work / "target",
+                report=report,
+            )
             for attempt in range(settings.attempts):
                 proc = subprocess.run(
                     cmd, env=env, capture_output=True, text=True, check=False,
