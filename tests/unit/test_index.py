@@ -1,0 +1,129 @@
+"""The index renderer and the simple-API readers: PEP 503 HTML, PEP 691 JSON, PEP 658/714."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from release.publish.index import (
+    IndexFile,
+    parse_project_page,
+    parse_simple_html,
+    parse_simple_json,
+    render_index,
+    write_index,
+)
+
+BASE = "https://github.com/k3-org/k3-kernels/releases/download"
+SHA_A = "a" * 64
+SHA_B = "b" * 64
+
+
+def cu129(arch: str, sha: str = SHA_A, version: str = "0.1.0", **kw: str) -> IndexFile:
+    name = f"k3_kernels-{version}+cu129-py3-none-manylinux_2_28_{arch}.whl"
+    return IndexFile(filename=name, url=f"{BASE}/v{version}/{name}", sha256=sha, **kw)  # type: ignore[arg-type]
+
+
+def test_one_tree_per_label_with_root_project_pages_and_json() -> None:
+    cu130 = IndexFile(
+        filename="k3_kernels-0.1.0+cu130-py3-none-manylinux_2_28_x86_64.whl",
+        url=f"{BASE}/v0.1.0/x.whl",
+        sha256=SHA_B,
+    )
+    tree = render_index([cu129("x86_64"), cu129("aarch64"), cu130])
+    assert sorted(tree) == [
+        "cu129/index.html",
+        "cu129/index.json",
+        "cu129/k3-kernels/index.html",
+        "cu129/k3-kernels/index.json",
+        "cu130/index.html",
+        "cu130/index.json",
+        "cu130/k3-kernels/index.html",
+        "cu130/k3-kernels/index.json",
+    ]
+    assert b'<a href="k3-kernels/">k3-kernels</a>' in tree["cu129/index.html"]
+    assert b"cu130" not in tree["cu129/k3-kernels/index.html"]
+
+
+def test_anchor_text_is_the_filename_and_every_link_carries_its_sha256() -> None:
+    files = [cu129("x86_64", SHA_A), cu129("aarch64", SHA_B)]
+    page = render_index(files)["cu129/k3-kernels/index.html"].decode()
+    listed = parse_simple_html(page, "https://example.github.io/cu129/k3-kernels/")
+    assert set(listed) == {f.filename for f in files}
+    for file in files:
+        assert listed[file.filename].remote.url == file.url
+        assert listed[file.filename].remote.sha256 == file.sha256
+        assert listed[file.filename].hash_name == "sha256"
+
+
+def test_requires_python_is_escaped_and_read_back() -> None:
+    page = render_index([cu129("x86_64", requires_python=">=3.9,<4")])[
+        "cu129/k3-kernels/index.html"
+    ]
+    assert b'data-requires-python="&gt;=3.9,&lt;4"' in page
+    (listed,) = parse_simple_html(page.decode(), "https://x/").values()
+    assert listed.requires_python == ">=3.9,<4"
+
+
+def test_core_metadata_only_when_a_sidecar_is_hosted() -> None:
+    without = render_index([cu129("x86_64")])["cu129/k3-kernels/index.html"]
+    assert b"data-core-metadata" not in without
+    tree = render_index([cu129("x86_64", metadata_sha256="c" * 64)])
+    page = tree["cu129/k3-kernels/index.html"]
+    assert f'data-core-metadata="sha256={"c" * 64}"'.encode() in page
+    assert f'data-dist-info-metadata="sha256={"c" * 64}"'.encode() in page
+    (entry,) = json.loads(tree["cu129/k3-kernels/index.json"])["files"]
+    assert entry["core-metadata"] == {"sha256": "c" * 64}
+
+
+def test_pep691_json_reads_back_the_same_files() -> None:
+    files = [cu129("x86_64", SHA_A), cu129("aarch64", SHA_B, version="0.2.0")]
+    data = json.loads(render_index(files)["cu129/k3-kernels/index.json"])
+    assert data["meta"]["api-version"] == "1.1"
+    assert data["versions"] == ["0.1.0+cu129", "0.2.0+cu129"]
+    listed = parse_simple_json(data, "https://x/cu129/k3-kernels/")
+    assert {n: f.remote.sha256 for n, f in listed.items()} == {f.filename: f.sha256 for f in files}
+
+
+def test_the_same_filename_with_two_hashes_is_an_error_not_two_links() -> None:
+    with pytest.raises(ValueError, match="listed twice with different sha256"):
+        render_index([cu129("x86_64", SHA_A), cu129("x86_64", SHA_B)])
+
+
+def test_a_file_without_a_local_label_does_not_belong_in_the_index() -> None:
+    plain = IndexFile(
+        filename="k3_kernels-0.1.0-py3-none-manylinux_2_28_x86_64.whl", url="u", sha256=SHA_A
+    )
+    with pytest.raises(ValueError, match="belongs on PyPI"):
+        render_index([plain])
+
+
+def test_rendering_is_deterministic_and_order_independent() -> None:
+    files = [cu129("x86_64"), cu129("aarch64", SHA_B)]
+    assert render_index(files) == render_index(list(reversed(files)))
+
+
+def test_content_type_picks_the_parser() -> None:
+    body = json.dumps(
+        {"files": [{"filename": "a.whl", "url": "a.whl", "hashes": {"sha256": SHA_A}}]}
+    )
+    listed = parse_project_page(
+        body.encode(), "application/vnd.pypi.simple.v1+json", "https://x/simple/a/"
+    )
+    assert listed["a.whl"].remote.url == "https://x/simple/a/a.whl"
+    html = b'<a href="../../packages/a.whl#md5=abc">a.whl</a>'
+    (legacy,) = parse_project_page(html, "text/html", "https://x/simple/a/").values()
+    assert legacy.remote.url == "https://x/packages/a.whl"
+    assert legacy.remote.sha256 is None
+    assert legacy.hash_name == "md5"
+
+
+def test_write_index_replaces_the_directory_and_drops_stale_files(tmp_path: Path) -> None:
+    out = tmp_path / "site"
+    write_index({"cu129/old/index.html": b"old"}, out)
+    write_index(render_index([cu129("x86_64")]), out)
+    assert not (out / "cu129" / "old").exists()
+    assert (out / "cu129" / "k3-kernels" / "index.html").is_file()
+    assert [p.name for p in tmp_path.iterdir()] == ["site"]

@@ -1,0 +1,223 @@
+"""The pure parts of publishing: PyPI's refusal rules, credentials, the plan over destinations."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import pytest
+
+from release.errors import ConfigError, ConflictError, PublishError
+from release.manifest import Manifest, WheelEntry
+from release.publish.base import Action, FileDecision, PublishPlan, RemoteFile
+from release.publish.pypi import (
+    credentials,
+    default_index_url,
+    mask,
+    platform_allowed,
+    pypi_refusals,
+    read_wheel,
+)
+from release.publish.run import (
+    DestinationPlan,
+    blocked_error,
+    local_problem,
+    plan_destination,
+    select,
+)
+from tests.integration.wheels import (
+    entry_for,
+    github_destination,
+    make_wheel,
+    pypi_destination,
+)
+
+PYPI = pypi_destination("http://127.0.0.1:1/")
+LIMIT = 100 * 2**20
+
+
+def refusals(wheel: Path, *, limit: int = LIMIT) -> list[str]:
+    return pypi_refusals(wheel.name, read_wheel(wheel), max_file_size=limit)
+
+
+def test_a_good_wheel_has_no_refusal(tmp_path: Path) -> None:
+    assert refusals(make_wheel(tmp_path)) == []
+
+
+def test_a_local_version_is_refused(tmp_path: Path) -> None:
+    (reason,) = refusals(make_wheel(tmp_path, version="0.1.0+cu129"))
+    assert "local version 0.1.0+cu129" in reason
+
+
+@pytest.mark.parametrize("platform", ["linux_x86_64", "linux_aarch64"])
+def test_a_plain_linux_tag_is_refused(tmp_path: Path, platform: str) -> None:
+    (reason,) = refusals(make_wheel(tmp_path, platform=platform))
+    assert f"platform tag {platform} is not on PyPI's allow-list" in reason
+
+
+def test_a_file_over_the_limit_is_refused_and_the_limit_is_configurable(tmp_path: Path) -> None:
+    wheel = make_wheel(tmp_path, payload=b"x" * 4096)
+    (reason,) = refusals(wheel, limit=1024)
+    assert "over the 0 MiB file limit" in reason or "file limit" in reason
+    assert refusals(wheel, limit=wheel.stat().st_size) == []
+
+
+def test_metadata_version_differing_from_the_filename_is_refused(tmp_path: Path) -> None:
+    (reason,) = refusals(make_wheel(tmp_path, metadata_version="0.1.1"))
+    assert "METADATA Version '0.1.1' does not match the filename's 0.1.0" in reason
+
+
+def test_metadata_name_differing_from_the_filename_is_refused(tmp_path: Path) -> None:
+    (reason,) = refusals(make_wheel(tmp_path, name="other-kernels"))
+    assert "METADATA Name 'other-kernels' does not match" in reason
+
+
+def test_a_missing_record_is_refused(tmp_path: Path) -> None:
+    assert refusals(make_wheel(tmp_path, record=False)) == ["no RECORD in the .dist-info"]
+
+
+def test_not_a_zip_is_refused(tmp_path: Path) -> None:
+    wheel = tmp_path / "k3_kernels-0.1.0-py3-none-manylinux_2_28_x86_64.whl"
+    wheel.write_bytes(b"not a zip")
+    (reason,) = refusals(wheel)
+    assert "not a readable zip file" in reason
+
+
+def test_every_reason_is_reported_together(tmp_path: Path) -> None:
+    wheel = make_wheel(tmp_path, version="0.1.0+cu129", platform="linux_x86_64", record=False)
+    reasons = refusals(wheel)
+    assert len(reasons) == 3
+
+
+@pytest.mark.parametrize(
+    ("platform", "allowed"),
+    [
+        ("manylinux_2_28_x86_64", True),
+        ("manylinux_2_28_aarch64", True),
+        ("manylinux2014_x86_64", True),
+        ("musllinux_1_2_aarch64", True),
+        ("any", True),
+        ("win_amd64", True),
+        ("macosx_11_0_arm64", True),
+        ("linux_x86_64", False),
+        ("linux_aarch64", False),
+        ("manylinux_2_28_sparc", False),
+    ],
+)
+def test_platform_allow_list(platform: str, allowed: bool) -> None:
+    assert platform_allowed(platform) is allowed
+
+
+def test_api_key_becomes_a_token_login() -> None:
+    found = credentials(
+        {"TWINE_API_KEY": "pypi-AgEIcHlwaS5vcmcabc"}, "https://upload.pypi.org/legacy/"
+    )
+    assert found is not None
+    assert found.env == {"TWINE_USERNAME": "__token__", "TWINE_PASSWORD": "pypi-AgEIcHlwaS5vcmcabc"}
+    assert "pypi-AgEI" not in repr(found)
+
+
+def test_trusted_publishing_only_in_actions_without_a_password() -> None:
+    actions = {"GITHUB_ACTIONS": "true", "ACTIONS_ID_TOKEN_REQUEST_URL": "https://x/token"}
+    found = credentials(actions, "https://upload.pypi.org/legacy/")
+    assert found is not None
+    assert found.source == "trusted publishing"
+    assert "TWINE_PASSWORD" not in found.env
+    assert credentials(actions, "http://127.0.0.1:8080/") is None
+    assert credentials({}, "https://upload.pypi.org/legacy/") is None
+    with_password = credentials(
+        {**actions, "TWINE_PASSWORD": "pw-123456"}, "https://upload.pypi.org/legacy/"
+    )
+    assert with_password is not None
+    assert with_password.source == "TWINE_USERNAME/TWINE_PASSWORD"
+
+
+@pytest.mark.parametrize(
+    ("repository", "index"),
+    [
+        ("https://upload.pypi.org/legacy/", "https://pypi.org/simple/"),
+        ("https://test.pypi.org/legacy/", "https://test.pypi.org/simple/"),
+        ("http://127.0.0.1:8080/", "http://127.0.0.1:8080/simple/"),
+        ("https://pypi.example.com/repo/legacy", "https://pypi.example.com/repo/simple/"),
+    ],
+)
+def test_the_index_of_a_repository_url(repository: str, index: str) -> None:
+    assert default_index_url(repository) == index
+
+
+def test_mask_hides_secrets_and_url_credentials() -> None:
+    text = "token ghp_SECRET123 at https://user:pw-123@host/simple/"
+    assert mask(text, ["ghp_SECRET123"]) == "token *** at https://***@host/simple/"
+
+
+class FakeDestination:
+    """A destination that reports what a test says it holds (a collaborator of the seam
+    under test, not of our own code)."""
+
+    def __init__(self, remote: Mapping[str, RemoteFile], refused: Mapping[str, str]) -> None:
+        self.name = "pypi"
+        self.remote = remote
+        self.refused = refused
+
+    def existing(self, entries: Sequence[WheelEntry]) -> Mapping[str, RemoteFile]:
+        return self.remote
+
+    def refusal(self, entry: WheelEntry, wheel: Path) -> str | None:
+        return self.refused.get(entry.filename)
+
+    def final_url(self, entry: WheelEntry) -> str:
+        return f"https://files.example/{entry.filename}"
+
+    def apply(self, plan: PublishPlan, dist: Path) -> tuple[FileDecision, ...]:
+        raise AssertionError("planning must not apply")
+
+
+def test_the_plan_decides_each_file_and_refuses_a_tampered_one(tmp_path: Path) -> None:
+    same = make_wheel(tmp_path, platform="manylinux_2_28_x86_64")
+    other = make_wheel(tmp_path, platform="manylinux_2_28_aarch64")
+    entries = [entry_for(same, PYPI), entry_for(other, PYPI)]
+    remote = {
+        same.name: RemoteFile(name=same.name, size=None, sha256=entries[0].sha256, url="u1"),
+        other.name: RemoteFile(name=other.name, size=None, sha256="0" * 64, url="u2"),
+    }
+    plan = plan_destination(FakeDestination(remote, {}), entries, tmp_path, replace=True)
+    actions = {d.entry.filename: d.action for d in plan.decisions}
+    # PyPI never replaces: --replace still leaves other bytes a CONFLICT there
+    assert actions == {same.name: Action.SKIP, other.name: Action.CONFLICT}
+
+    other.write_bytes(other.read_bytes() + b"\0")
+    plan = plan_destination(FakeDestination({}, {}), entries, tmp_path, replace=False)
+    tampered = next(d for d in plan.decisions if d.entry.filename == other.name)
+    assert tampered.action is Action.REFUSED
+    assert "the manifest says" in tampered.reason
+
+
+def test_a_missing_wheel_is_a_local_problem(tmp_path: Path) -> None:
+    wheel = make_wheel(tmp_path)
+    entry = entry_for(wheel, PYPI)
+    wheel.unlink()
+    assert local_problem(entry, wheel) == f"{wheel} is missing (the manifest lists it)"
+
+
+def test_blocked_plans_name_the_error_class(tmp_path: Path) -> None:
+    entry = entry_for(make_wheel(tmp_path), PYPI)
+    conflict = FileDecision(entry=entry, action=Action.CONFLICT, reason="r", url="u")
+    refused = FileDecision(entry=entry, action=Action.REFUSED, reason="r", url="u")
+    both = [DestinationPlan(destination=PYPI, plan=PublishPlan(decisions=(conflict, refused)))]
+    only_refused = [DestinationPlan(destination=PYPI, plan=PublishPlan(decisions=(refused,)))]
+    error = blocked_error(both)
+    assert isinstance(error, ConflictError)
+    assert error.message == "1 CONFLICT and 1 refused: nothing was uploaded"
+    plain = blocked_error(only_refused)
+    assert type(plain) is PublishError
+
+
+def test_only_selects_by_kind_or_name_and_rejects_unknown(tmp_path: Path) -> None:
+    cu13 = entry_for(make_wheel(tmp_path), PYPI)
+    cu129 = entry_for(make_wheel(tmp_path, version="0.1.0+cu129"), github_destination("http://x"))
+    manifest = Manifest(project="k3-kernels", version="0.1.0", wheels=(cu13, cu129))
+    assert list(select(manifest, ())) == ["github", "pypi"]
+    assert list(select(manifest, ("pypi",))) == ["pypi"]
+    assert list(select(manifest, ("github",))) == ["github"]
+    with pytest.raises(ConfigError, match="--only gitlab"):
+        select(manifest, ("gitlab",))
