@@ -484,7 +484,13 @@ class PypiPublisher:
                 f"{entry.filename}: upload to {self.name} failed: {_twine_reason(result.output)}",
                 hint=_upload_hint(result.output),
             )
-        remote = self._settled(entry)
+        try:
+            remote = self._settled(entry)
+        except PublishError as error:
+            raise PublishError(
+                f"{entry.filename}: sent, but cannot confirm it on {self.name}: {error.message}",
+                hint="re-run `release publish`: what is there with the same sha256 is skipped",
+            ) from None
         if remote is not None and remote.sha256 == entry.sha256:
             reason = "uploaded" if not exists_answer else "already there with the same sha256"
             return FileDecision(entry=entry, action=Action.UPLOAD, reason=reason, url=remote.url)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from passlib.apache import HtpasswdFile
+from passlib.apache import HtpasswdFile  # type: ignore[import-untyped]  # no stubs
 
 from tests.github_standin.fixtures import github_standin
 

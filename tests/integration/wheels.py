@@ -43,6 +43,7 @@ def make_wheel(
     record: bool = True,
     payload: bytes = b"",
     name: str = PROJECT,
+    description_type: str | None = "text/markdown",
 ) -> Path:
     """Write a wheel into `directory` and return its path. `payload` changes its bytes."""
     dist_info = f"{MODULE}-{version}.dist-info"
@@ -53,8 +54,8 @@ def make_wheel(
         "Summary: CUDA kernels (release tool test wheel)\n"
         "License-Expression: Apache-2.0\n"
         "Requires-Python: >=3.9\n"
-        "Description-Content-Type: text/markdown\n"
-        "\n"
+        + (f"Description-Content-Type: {description_type}\n" if description_type else "")
+        + "\n"
         f"{DESCRIPTION}"
     )
     files: dict[str, bytes] = {

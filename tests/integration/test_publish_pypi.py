@@ -1,0 +1,205 @@
+"""The PyPI publisher against a real pypiserver (auth on, no fallback), twine and pip."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import pytest
+
+from release.cli import main
+from release.errors import PublishError
+from release.manifest import Manifest, write_manifest
+from release.publish.base import Action, plan_for
+from release.publish.pypi import ProcessResult, PypiPublisher, run_process
+from release.publish.run import PublishSettings, publish
+from tests.integration.conftest import PypiServer
+from tests.integration.wheels import (
+    PROJECT,
+    VERSION,
+    entry_for,
+    make_release,
+    make_wheel,
+    pypi_destination,
+)
+
+
+class CountingRunner:
+    """The real process runner, counting twine uploads (and optionally acting after one)."""
+
+    def __init__(self, after_upload: list[object] | None = None) -> None:
+        self.uploads: list[str] = []
+        self.hooks = after_upload or []
+
+    def __call__(
+        self, cmd: Sequence[str], *, env: Mapping[str, str], secrets: Sequence[str]
+    ) -> ProcessResult:
+        result = run_process(cmd, env=env, secrets=secrets)
+        if "upload" in cmd:
+            self.uploads.append(Path(cmd[-1]).name)
+            if self.hooks:
+                hook = self.hooks.pop(0)
+                if callable(hook):
+                    hook()
+        return result
+
+
+def publisher(server: PypiServer, runner: CountingRunner, env: Mapping[str, str]) -> PypiPublisher:
+    return PypiPublisher(pypi_destination(server.url), environ=env, runner=runner)
+
+
+def test_uploads_then_a_rerun_uploads_nothing(pypiserver: PypiServer, tmp_path: Path) -> None:
+    release = make_release(tmp_path / "dist", pypi=pypi_destination(pypiserver.url),
+                           arches=("x86_64", "aarch64"))  # fmt: skip
+    runner = CountingRunner()
+    pub = publisher(pypiserver, runner, pypiserver.env())
+    first = pub.apply(
+        plan_for(pub, release.manifest.wheels, release.dist, replace=False), release.dist
+    )
+    assert [d.reason for d in first] == ["uploaded", "uploaded"]
+    assert pypiserver.files() == {w.name: w.read_bytes() for w in release.wheels}
+
+    again = plan_for(pub, release.manifest.wheels, release.dist, replace=False)
+    assert {d.action for d in again.decisions} == {Action.SKIP}
+    pub.apply(again, release.dist)
+    assert len(runner.uploads) == 2  # the second run called twine for nothing
+
+
+def test_an_identical_file_already_there_counts_only_when_the_index_agrees(
+    pypiserver: PypiServer, tmp_path: Path
+) -> None:
+    """pypiserver answers an identical re-upload with 400/409; that is success only because
+    the index then lists the same sha256 (a stale plan simulates a racing publisher)."""
+    release = make_release(tmp_path / "dist", pypi=pypi_destination(pypiserver.url))
+    runner = CountingRunner()
+    pub = publisher(pypiserver, runner, pypiserver.env())
+    stale = plan_for(pub, release.manifest.wheels, release.dist, replace=False)
+    pub.apply(stale, release.dist)
+    (again,) = pub.apply(stale, release.dist)
+    assert again.reason == "already there with the same sha256"
+    assert len(runner.uploads) == 2
+
+
+def test_other_bytes_uploaded_by_someone_else_are_a_conflict(
+    pypiserver: PypiServer, tmp_path: Path
+) -> None:
+    first = make_release(tmp_path / "a", pypi=pypi_destination(pypiserver.url), payload=b"#1")
+    second = make_release(tmp_path / "b", pypi=pypi_destination(pypiserver.url), payload=b"#2")
+    pub = publisher(pypiserver, CountingRunner(), pypiserver.env())
+    stale = plan_for(pub, second.manifest.wheels, second.dist, replace=False)
+    pub.apply(plan_for(pub, first.manifest.wheels, first.dist, replace=False), first.dist)
+    with pytest.raises(PublishError, match="now holds sha256"):
+        pub.apply(stale, second.dist)
+
+
+def test_cli_conflict_uploads_nothing_and_exits_6(
+    pypiserver: PypiServer, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    for key, value in pypiserver.env().items():
+        monkeypatch.setenv(key, value)
+    old = make_release(tmp_path / "old", pypi=pypi_destination(pypiserver.url), payload=b"old")
+    assert main(["publish", "--dist", str(old.dist)]) == 0
+    capsys.readouterr()
+    new = make_release(tmp_path / "new", pypi=pypi_destination(pypiserver.url),
+                       arches=("x86_64", "aarch64"), payload=b"new")  # fmt: skip
+    assert main(["publish", "--dist", str(new.dist)]) == 6
+    out, err = capsys.readouterr()
+    assert "CONFLICT" in out
+    assert "exists with sha256" in out
+    assert "error: 1 CONFLICT: nothing was uploaded" in err
+    # the aarch64 wheel, new and uploadable, was not uploaded either
+    assert set(pypiserver.files()) == {old.wheels[0].name}
+
+
+def test_cli_refuses_everything_pypi_would_reject_one_line_per_file(
+    pypiserver: PypiServer, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    for key, value in pypiserver.env().items():
+        monkeypatch.setenv(key, value)
+    dist = tmp_path / "dist"
+    destination = pypi_destination(pypiserver.url, max_file_size=2048)
+    wheels = [
+        make_wheel(dist, version="0.1.0+cu130", platform="manylinux_2_28_x86_64"),
+        make_wheel(dist, platform="linux_x86_64"),
+        make_wheel(dist, platform="manylinux_2_28_aarch64", metadata_version="0.1.1"),
+        make_wheel(dist, platform="manylinux_2_28_ppc64le", record=False),
+        make_wheel(dist, platform="manylinux_2_28_s390x", payload=os.urandom(8000).hex().encode()),
+    ]
+    good = make_wheel(dist, platform="musllinux_1_2_x86_64")
+    entries = tuple(entry_for(w, destination) for w in [*wheels, good])
+    write_manifest(
+        Manifest(project=PROJECT, version=VERSION, wheels=entries), dist / "manifest.json"
+    )
+    assert main(["publish", "--dist", str(dist), "--json", str(tmp_path / "plan.json")]) == 5
+    _, err = capsys.readouterr()
+    assert "error: 5 refused: nothing was uploaded" in err
+    plan = json.loads((tmp_path / "plan.json").read_text())["plan"]
+    reasons = {p["filename"]: p["reason"] for p in plan if p["action"] == "refused"}
+    assert set(reasons) == {w.name for w in wheels}
+    assert "local version" in reasons[wheels[0].name]
+    assert "not on PyPI's allow-list" in reasons[wheels[1].name]
+    assert "METADATA Version '0.1.1'" in reasons[wheels[2].name]
+    assert "no RECORD" in reasons[wheels[3].name]
+    assert "file limit" in reasons[wheels[4].name]
+    assert pypiserver.files() == {}
+
+
+def test_twine_check_strict_failure_is_a_refusal(pypiserver: PypiServer, tmp_path: Path) -> None:
+    wheel = make_wheel(tmp_path, description_type=None)
+    pub = publisher(pypiserver, CountingRunner(), pypiserver.env())
+    entry = entry_for(wheel, pypi_destination(pypiserver.url))
+    reason = pub.refusal(entry, wheel)
+    assert reason is not None
+    assert reason.startswith("twine check --strict:")
+
+
+def test_pypiserver_stopped_mid_run_then_a_rerun_converges(
+    pypiserver: PypiServer, tmp_path: Path
+) -> None:
+    release = make_release(tmp_path / "dist", pypi=pypi_destination(pypiserver.url),
+                           arches=("x86_64", "aarch64"))  # fmt: skip
+    runner = CountingRunner(after_upload=[pypiserver.stop])
+    settings = PublishSettings(dist=release.dist)
+
+    def factory(destination: object) -> PypiPublisher:
+        return PypiPublisher(
+            pypi_destination(pypiserver.url), environ=pypiserver.env(), runner=runner,
+            propagation_attempts=2,
+        )  # fmt: skip
+
+    with pytest.raises(PublishError) as failure:
+        publish(settings, pypiserver.env(), factory=factory)
+    assert "k3_kernels-0.1.0-py3-none-manylinux_2_28_" in failure.value.message
+    assert not pypiserver.running
+
+    pypiserver.start()
+    outcome = publish(settings, pypiserver.env(), factory=factory)
+    reasons = sorted(d.reason for d in outcome.applied)
+    assert reasons == ["same sha256", "uploaded"]
+    assert pypiserver.files() == {w.name: w.read_bytes() for w in release.wheels}
+
+
+def test_pip_installs_the_test_wheels_from_pypiserver(
+    pypiserver: PypiServer, tmp_path: Path
+) -> None:
+    release = make_release(tmp_path / "dist", pypi=pypi_destination(pypiserver.url))
+    pub = publisher(pypiserver, CountingRunner(), pypiserver.env())
+    pub.apply(plan_for(pub, release.manifest.wheels, release.dist, replace=False), release.dist)
+    index = pypiserver.index_url.replace(
+        "http://", f"http://{pypiserver.username}:{pypiserver.password}@"
+    )
+    target = tmp_path / "target"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "--isolated", "install", "--no-deps", "--no-cache-dir",
+         "--target", str(target), "--index-url", index, "--platform", "manylinux_2_28_x86_64",
+         "--only-binary=:all:", f"{PROJECT}=={VERSION}"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    init = (target / "k3_kernels" / "__init__.py").read_text()
+    assert 'VARIANT = "manylinux_2_28_x86_64"' in init
