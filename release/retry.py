@@ -131,7 +131,10 @@ def call_with_retries(
     """
     if deadline.remaining() <= 0:
         raise RetryExhausted(
-            what=what, attempts=0, elapsed=deadline.elapsed(), last="no time left",
+            what=what,
+            attempts=0,
+            elapsed=deadline.elapsed(),
+            last="no time left",
             out_of_time=True,
         )
     retry = 0
@@ -145,13 +148,18 @@ def call_with_retries(
             retry += 1
             if retry >= policy.attempts:
                 raise RetryExhausted(
-                    what=what, attempts=retry, elapsed=deadline.elapsed(),
-                    last=verdict.reason, out_of_time=False,
+                    what=what,
+                    attempts=retry,
+                    elapsed=deadline.elapsed(),
+                    last=verdict.reason,
+                    out_of_time=False,
                 ) from None
             delay = policy.delay(retry, verdict)
             if delay >= deadline.remaining():
                 raise RetryExhausted(
-                    what=what, attempts=retry, elapsed=deadline.elapsed(),
+                    what=what,
+                    attempts=retry,
+                    elapsed=deadline.elapsed(),
                     last=f"{verdict.reason} (the next try would wait {delay:.0f} s)",
                     out_of_time=True,
                 ) from None

@@ -71,6 +71,12 @@ GITHUB_ASSET_LIMIT = 2 * 1024**3 - 1  # "each file included in a release must be
 SECONDARY_LIMIT_WAIT = 60.0  # GitHub: wait at least one minute, then back off
 PER_PAGE = 100
 _API_HEADERS = {"X-GitHub-Api-Version": API_VERSION, "Accept": "application/vnd.github+json"}
+_TRANSIENT = (
+    httpx.TimeoutException,
+    httpx.NetworkError,
+    httpx.RemoteProtocolError,
+    httpx.ProxyError,
+)
 _KEPT_BY_GITHUB = re.compile(r"[A-Za-z0-9._+-]")
 _PERMISSION_HINT = (
     "the token needs `contents: write` on {repo} (a workflow job: `permissions: contents: "
@@ -103,8 +109,8 @@ class AssetInfo:
     browser_download_url: str
 
     def matches(self, entry: WheelEntry) -> bool:
-        return self.state == "uploaded" and self.size == entry.size and (
-            self.sha256 == entry.sha256
+        return (
+            self.state == "uploaded" and self.size == entry.size and (self.sha256 == entry.sha256)
         )
 
 
@@ -134,7 +140,7 @@ def _field(data: Mapping[str, Any], key: str, kind: type) -> Any:
 def sha256_of_digest(digest: object) -> str | None:
     """The hex sha256 of a `digest` field (`sha256:<hex>`); None for anything else."""
     if isinstance(digest, str) and digest.startswith("sha256:"):
-        value = digest[len("sha256:"):].lower()
+        value = digest[len("sha256:") :].lower()
         if re.fullmatch(r"[0-9a-f]{64}", value):
             return value
     return None
@@ -177,7 +183,7 @@ def upload_endpoint(upload_url: str) -> str:
 def next_link(link_header: str | None) -> str | None:
     """The `rel="next"` URL of a `Link` header, if any."""
     for part in (link_header or "").split(","):
-        match = re.fullmatch(r'\s*<([^>]*)>\s*;(.*)', part)
+        match = re.fullmatch(r"\s*<([^>]*)>\s*;(.*)", part)
         if match and re.search(r'rel="?([^";]*\s)?next(\s[^";]*)?"?', match.group(2)):
             return match.group(1)
     return None
@@ -203,9 +209,7 @@ def web_base_of_release(html_url: str, repository: str) -> str | None:
 
 
 def download_url(web: str, repository: str, tag: str, name: str) -> str:
-    return (
-        f"{web}/{repository}/releases/download/{quote(tag, safe='/')}/{quote(name, safe='+@')}"
-    )
+    return f"{web}/{repository}/releases/download/{quote(tag, safe='/')}/{quote(name, safe='+@')}"
 
 
 def asset_name_problem(name: str) -> str | None:
@@ -249,9 +253,7 @@ def _message(response: Response[Any]) -> str:
         errors = data.get("errors")
         if isinstance(errors, list):
             codes = [
-                str(e.get("code") or e.get("message"))
-                for e in errors
-                if isinstance(e, Mapping)
+                str(e.get("code") or e.get("message")) for e in errors if isinstance(e, Mapping)
             ]
             message += f" ({', '.join(codes)})" if codes else ""
         return message
@@ -292,19 +294,16 @@ def classify(error: Exception, now: float) -> TryAgain | None:
         reset = _seconds(headers.get("x-ratelimit-reset"))
         if headers.get("x-ratelimit-remaining") == "0" and reset is not None:
             wait = max(reset - now, 0.0) + 1.0
-            return TryAgain(
-                reason=f"rate limit exceeded, it resets in {wait:.0f} s", after=wait
-            )
+            return TryAgain(reason=f"rate limit exceeded, it resets in {wait:.0f} s", after=wait)
         if status == 429 or "rate limit" in message.lower():
             return TryAgain(
                 reason=f"{_status(response)}: {message or 'rate limited'}",
                 at_least=SECONDARY_LIMIT_WAIT,
             )
         return None
-    if isinstance(error, RequestError):
-        cause = error.exc
-        detail = str(cause) if isinstance(cause, Exception) else ""
-        name = type(cause).__name__
+    if isinstance(error, RequestError) and isinstance(error.exc, _TRANSIENT):
+        detail = str(error.exc)
+        name = type(error.exc).__name__
         return TryAgain(reason=f"connection failed ({name}{': ' + detail if detail else ''})")
     return None
 
@@ -382,6 +381,7 @@ class GithubPublisher:
         self._seen: ReleaseInfo | None = None
         self._methods: Counter[str] = Counter()
         self._bytes_uploaded = 0
+        self._hashed: dict[tuple[int, int], str] = {}
 
     def __repr__(self) -> str:
         return (
@@ -411,15 +411,19 @@ class GithubPublisher:
                 if sha256 is None and asset.state == "uploaded" and asset.size == entry.size:
                     sha256 = self._download_sha256(asset)
                 found[asset.name] = RemoteFile(
-                    name=asset.name, size=asset.size, sha256=sha256,
-                    url=asset.browser_download_url, state=asset.state,
+                    name=asset.name,
+                    size=asset.size,
+                    sha256=sha256,
+                    url=asset.browser_download_url,
+                    state=asset.state,
                 )
             return found
 
     def refusal(self, entry: WheelEntry, wheel: Path) -> str | None:
         destination = entry.destination
         if destination.kind != "github" or (destination.repository, destination.tag) != (
-            self.repository, self.tag
+            self.repository,
+            self.tag,
         ):
             return f"belongs to {destination.name}, not the GitHub release {self.where}"
         problem = asset_name_problem(entry.filename)
@@ -442,8 +446,9 @@ class GithubPublisher:
         web = None
         if self._seen is not None:
             web = web_base_of_release(self._seen.html_url, self.repository)
-        return download_url(web or web_base(self.api_url), self.repository, self.tag,
-                            entry.filename)
+        return download_url(
+            web or web_base(self.api_url), self.repository, self.tag, entry.filename
+        )
 
     def apply(self, plan: PublishPlan, dist: Path) -> tuple[FileDecision, ...]:
         if plan.blocked:
@@ -542,8 +547,10 @@ class GithubPublisher:
             if asset is None:
                 bad.append(f"{entry.filename} is missing")
             elif not asset.matches(entry) and not (
-                asset.sha256 is None and asset.state == "uploaded"
-                and asset.size == entry.size and self._download_sha256(asset) == entry.sha256
+                asset.sha256 is None
+                and asset.state == "uploaded"
+                and asset.size == entry.size
+                and self._download_sha256(asset) == entry.sha256
             ):
                 bad.append(f"{entry.filename} does not match the manifest")
         if bad:
@@ -603,7 +610,11 @@ class GithubPublisher:
             response = self._send(
                 f"create the release {self.tag}",
                 lambda: rest.repos.create_release(
-                    self._owner, self._repo, tag_name=self.tag, name=self.tag, draft=True,
+                    self._owner,
+                    self._repo,
+                    tag_name=self.tag,
+                    name=self.tag,
+                    draft=True,
                     target_commitish=self.target_commitish or UNSET,
                 ),
                 accept=(422,),
@@ -618,9 +629,13 @@ class GithubPublisher:
                 raise _Reconcile("a release with this tag appeared meanwhile")
             created = response.parsed_data
             return ReleaseInfo(
-                id=created.id, tag=created.tag_name, draft=created.draft,
-                immutable=created.immutable is True, url=created.url,
-                html_url=created.html_url, upload_url=created.upload_url,
+                id=created.id,
+                tag=created.tag_name,
+                draft=created.draft,
+                immutable=created.immutable is True,
+                url=created.url,
+                html_url=created.html_url,
+                upload_url=created.upload_url,
             )
 
         return self._retrying(f"create the release {self.tag}", attempt)
@@ -636,9 +651,7 @@ class GithubPublisher:
             log.info("publishing the release %s", self.tag)
             response = self._send(
                 f"publish the release {self.tag}",
-                lambda: rest.repos.update_release(
-                    self._owner, self._repo, release.id, draft=False
-                ),
+                lambda: rest.repos.update_release(self._owner, self._repo, release.id, draft=False),
                 accept=(422,),
             )
             if response.status_code == 422:
@@ -678,8 +691,9 @@ class GithubPublisher:
             if retry:
                 current = self._asset_named(release, entry.filename)
                 if current is not None and current.matches(entry):
-                    log.info("%s was stored by the failed attempt; not sending it again",
-                             entry.filename)
+                    log.info(
+                        "%s was stored by the failed attempt; not sending it again", entry.filename
+                    )
                     return current
                 if current is not None and current.state == "uploaded":
                     raise ConflictError(
@@ -694,7 +708,10 @@ class GithubPublisher:
             response = self._send(
                 f"upload {entry.filename}",
                 lambda: gh.request(
-                    "POST", endpoint, params={"name": entry.filename}, content=data,
+                    "POST",
+                    endpoint,
+                    params={"name": entry.filename},
+                    content=data,
                     headers={
                         **_API_HEADERS,
                         "Content-Type": "application/octet-stream",
@@ -714,8 +731,8 @@ class GithubPublisher:
             if asset.size != len(data) or asset.sha256 not in (None, entry.sha256):
                 self._delete_asset(release, asset)
                 raise _Reconcile(
-                    f"GitHub stored {asset.size} bytes of {entry.filename} with another "
-                    "digest", after=None,
+                    f"GitHub stored {asset.size} bytes of {entry.filename} with another digest",
+                    after=None,
                 )
             return asset
 
@@ -723,17 +740,26 @@ class GithubPublisher:
 
     def _download_sha256(self, asset: AssetInfo) -> str:
         """The sha256 of an asset's bytes, for servers whose answers carry no digest."""
+        known = self._hashed.get((asset.id, asset.size))
+        if known is not None:
+            return known
         gh = self._client()
 
         def attempt(retry: int) -> str:
             response = self._send(
                 f"download {asset.name}",
                 lambda: gh.request(
-                    "GET", asset.url,
+                    "GET",
+                    asset.url,
+                    stream=True,
                     headers={**_API_HEADERS, "Accept": "application/octet-stream"},
                 ),
             )
-            return hashlib.sha256(response.content).hexdigest()
+            digest = hashlib.sha256()
+            for chunk in response.iter_bytes(1 << 20):
+                digest.update(chunk)
+            self._hashed[(asset.id, asset.size)] = digest.hexdigest()
+            return digest.hexdigest()
 
         return self._retrying(f"download {asset.name}", attempt)
 
@@ -789,8 +815,12 @@ class GithubPublisher:
             sleep=self._sleep,
             what=what,
             on_retry=lambda verdict, delay, retry: log.warning(
-                "%s: %s; retrying in %.0f s (retry %d of %d)", what,
-                self._token.scrub(verdict.reason), delay, retry, self.policy.attempts - 1,
+                "%s: %s; retrying in %.0f s (retry %d of %d)",
+                what,
+                self._token.scrub(verdict.reason),
+                delay,
+                retry,
+                self.policy.attempts - 1,
             ),
         )
 
@@ -830,6 +860,13 @@ class GithubPublisher:
             if classify(error, self._clock()) is not None:
                 raise
             raise self._refusal(what, response) from None
+        except RequestError as error:
+            if classify(error, self._clock()) is not None:
+                raise
+            raise PublishError(
+                self._token.scrub(f"cannot {what} at {self.api_url}: {error.exc}"),
+                hint="check `api_url` in matrix.yaml",
+            ) from None
 
     def _refusal(self, what: str, response: Response[Any]) -> PublishError:
         status = response.status_code

@@ -38,8 +38,6 @@ from tests.github_standin import (
 )
 from tests.github_standin import records as standin_records
 
-pytest_plugins = ["tests.github_standin.fixtures"]
-
 TAG = "v0.1.0"
 X86 = "k3_kernels-0.1.0+cu129-py3-none-manylinux_2_28_x86_64.whl"
 ARM = "k3_kernels-0.1.0+cu129-py3-none-manylinux_2_28_aarch64.whl"
@@ -85,36 +83,62 @@ def make_dist(
     dist = tmp_path / "dist"
     dist.mkdir(exist_ok=True)
     destination = DestinationRef(
-        name="github-cu129", kind="github", index_url=None, max_file_size=max_file_size,
-        repository=DEFAULT_REPO, tag=TAG, api_url=api_url,
+        name="github-cu129",
+        kind="github",
+        index_url=None,
+        max_file_size=max_file_size,
+        repository=DEFAULT_REPO,
+        tag=TAG,
+        api_url=api_url,
     )
     entries = []
     for name in names:
         data = wheel_bytes(name)
         (dist / name).write_bytes(data)
         arch = "aarch64" if "aarch64" in name else "x86_64"
-        entries.append(WheelEntry(
-            cell=f"12.9-{arch}", cuda="12.9", arch=arch, filename=name, version="0.1.0+cu129",
-            local_label="cu129", size=len(data), sha256=hashlib.sha256(data).hexdigest(),
-            sms=("sm_90",), ptx="compute_90", toolchain={}, destination=destination,
-        ))
+        entries.append(
+            WheelEntry(
+                cell=f"12.9-{arch}",
+                cuda="12.9",
+                arch=arch,
+                filename=name,
+                version="0.1.0+cu129",
+                local_label="cu129",
+                size=len(data),
+                sha256=hashlib.sha256(data).hexdigest(),
+                sms=("sm_90",),
+                ptx="compute_90",
+                toolchain={},
+                destination=destination,
+            )
+        )
     return dist, entries
 
 
 def make_publisher(
-    standin: GitHubStandIn, fake_time: FakeTime, *, api_url: str | None = None,
-    token: str | None = None, policy: RetryPolicy | None = None,
+    standin: GitHubStandIn,
+    fake_time: FakeTime,
+    *,
+    api_url: str | None = None,
+    token: str | None = None,
+    policy: RetryPolicy | None = None,
 ) -> GithubPublisher:
     return GithubPublisher(
-        repository=DEFAULT_REPO, tag=TAG, api_url=api_url or standin.api_url,
+        repository=DEFAULT_REPO,
+        tag=TAG,
+        api_url=api_url or standin.api_url,
         token=token or standin.token,
         policy=policy or RetryPolicy(attempts=4, total=3600.0, request_timeout=30.0),
-        sleep=fake_time.sleep, clock=fake_time.clock,
+        sleep=fake_time.sleep,
+        clock=fake_time.clock,
     )
 
 
 def publish(
-    publisher: GithubPublisher, entries: Sequence[WheelEntry], dist: Path, *,
+    publisher: GithubPublisher,
+    entries: Sequence[WheelEntry],
+    dist: Path,
+    *,
     replace: bool = False,
 ) -> tuple[FileDecision, ...]:
     plan = plan_for(publisher, entries, dist, replace=replace)
@@ -122,8 +146,10 @@ def publish(
 
 
 def is_upload(entry: LoggedRequest) -> bool:
-    return entry.method == "POST" and bool(UPLOAD_PATH.search(entry.path)) and (
-        entry.origin == "uploads" or entry.path.startswith("/api/uploads/")
+    return (
+        entry.method == "POST"
+        and bool(UPLOAD_PATH.search(entry.path))
+        and (entry.origin == "uploads" or entry.path.startswith("/api/uploads/"))
     )
 
 
@@ -141,7 +167,8 @@ def stored_uploads(standin: GitHubStandIn) -> Counter[str]:
 
 def publishes(standin: GitHubStandIn) -> int:
     return sum(
-        1 for e in standin.request_log
+        1
+        for e in standin.request_log
         if e.method == "PATCH" and RELEASE_PATH.search(e.path) and stored(e)
     )
 
@@ -183,7 +210,9 @@ def create_draft(standin: GitHubStandIn) -> int:
 
 
 def test_first_publish_creates_a_draft_uploads_and_publishes(
-    github_standin: GitHubStandIn, fake_time: FakeTime, tmp_path: Path,
+    github_standin: GitHubStandIn,
+    fake_time: FakeTime,
+    tmp_path: Path,
 ) -> None:
     dist, entries = make_dist(tmp_path, [X86, ARM], api_url=github_standin.api_url)
     publisher = make_publisher(github_standin, fake_time)
@@ -195,7 +224,10 @@ def test_first_publish_creates_a_draft_uploads_and_publishes(
 
     assert_converged(github_standin, entries, dist)
     assert [(e.method, e.origin) for e in writes(github_standin)] == [
-        ("POST", "api"), ("POST", "uploads"), ("POST", "uploads"), ("PATCH", "api"),
+        ("POST", "api"),
+        ("POST", "uploads"),
+        ("POST", "uploads"),
+        ("PATCH", "api"),
     ]
     for upload in filter(is_upload, github_standin.request_log):
         assert upload.header("content-type") == "application/octet-stream"
@@ -211,7 +243,9 @@ def test_first_publish_creates_a_draft_uploads_and_publishes(
 
 
 def test_a_second_publish_uploads_nothing_and_writes_nothing(
-    github_standin: GitHubStandIn, fake_time: FakeTime, tmp_path: Path,
+    github_standin: GitHubStandIn,
+    fake_time: FakeTime,
+    tmp_path: Path,
 ) -> None:
     dist, entries = make_dist(tmp_path, [X86, ARM], api_url=github_standin.api_url)
     publish(make_publisher(github_standin, fake_time), entries, dist)
@@ -230,13 +264,17 @@ def test_a_second_publish_uploads_nothing_and_writes_nothing(
 
 
 def test_a_draft_is_found_by_listing_releases_not_by_tag(
-    github_standin: GitHubStandIn, fake_time: FakeTime, tmp_path: Path,
+    github_standin: GitHubStandIn,
+    fake_time: FakeTime,
+    tmp_path: Path,
 ) -> None:
     dist, entries = make_dist(tmp_path, [X86, ARM], api_url=github_standin.api_url)
     release_id = create_draft(github_standin)
     github_standin.add_asset(release_id, X86, (dist / X86).read_bytes())
-    by_tag = httpx.get(f"{github_standin.api_url}/repos/{DEFAULT_REPO}/releases/tags/{TAG}",
-                       headers={"Authorization": f"Bearer {github_standin.token}"})
+    by_tag = httpx.get(
+        f"{github_standin.api_url}/repos/{DEFAULT_REPO}/releases/tags/{TAG}",
+        headers={"Authorization": f"Bearer {github_standin.token}"},
+    )
     publisher = make_publisher(github_standin, fake_time)
 
     found = publisher.existing(entries)
@@ -250,7 +288,9 @@ def test_a_draft_is_found_by_listing_releases_not_by_tag(
 
 
 def test_enterprise_base_url(
-    github_standin: GitHubStandIn, fake_time: FakeTime, tmp_path: Path,
+    github_standin: GitHubStandIn,
+    fake_time: FakeTime,
+    tmp_path: Path,
 ) -> None:
     api = github_standin.ghe_api_url
     dist, entries = make_dist(tmp_path, [X86, ARM], api_url=api)
@@ -271,7 +311,9 @@ def test_enterprise_base_url(
 
 
 def test_more_than_100_assets_are_read_page_by_page(
-    github_standin: GitHubStandIn, fake_time: FakeTime, tmp_path: Path,
+    github_standin: GitHubStandIn,
+    fake_time: FakeTime,
+    tmp_path: Path,
 ) -> None:
     names = [f"k3_kernels-0.1.{n}+cu129-py3-none-manylinux_2_28_x86_64.whl" for n in range(106)]
     dist, entries = make_dist(tmp_path, names, api_url=github_standin.api_url)
@@ -293,11 +335,14 @@ def test_more_than_100_assets_are_read_page_by_page(
 
 
 def test_502_after_the_asset_was_stored_does_not_upload_it_twice(
-    github_standin: GitHubStandIn, fake_time: FakeTime, tmp_path: Path,
+    github_standin: GitHubStandIn,
+    fake_time: FakeTime,
+    tmp_path: Path,
 ) -> None:
     dist, entries = make_dist(tmp_path, [X86, ARM], api_url=github_standin.api_url)
-    fault = github_standin.faults.add(Fault(method="POST", path=r"/assets$", origin="uploads",
-                                            action="store_then", status=502))
+    fault = github_standin.faults.add(
+        Fault(method="POST", path=r"/assets$", origin="uploads", action="store_then", status=502)
+    )
 
     publish(make_publisher(github_standin, fake_time), entries, dist)
     rerun = make_publisher(github_standin, fake_time)
@@ -310,22 +355,26 @@ def test_502_after_the_asset_was_stored_does_not_upload_it_twice(
 
 
 def test_502_that_leaves_a_starter_asset_is_cleaned_up(
-    github_standin: GitHubStandIn, fake_time: FakeTime, tmp_path: Path,
+    github_standin: GitHubStandIn,
+    fake_time: FakeTime,
+    tmp_path: Path,
 ) -> None:
     dist, entries = make_dist(tmp_path, [X86], api_url=github_standin.api_url)
-    github_standin.faults.add(Fault(method="POST", path=r"/assets$", origin="uploads",
-                                    status=502, leave_state="starter"))
+    github_standin.faults.add(
+        Fault(method="POST", path=r"/assets$", origin="uploads", status=502, leave_state="starter")
+    )
 
     publish(make_publisher(github_standin, fake_time), entries, dist)
     publish(make_publisher(github_standin, fake_time), entries, dist)
 
-    assert [e.method for e in writes(github_standin)] == ["POST", "POST", "DELETE", "POST",
-                                                          "PATCH"]
+    assert [e.method for e in writes(github_standin)] == ["POST", "POST", "DELETE", "POST", "PATCH"]
     assert_converged(github_standin, entries, dist)
 
 
 def test_a_leftover_of_an_earlier_run_is_deleted_before_uploading(
-    github_standin: GitHubStandIn, fake_time: FakeTime, tmp_path: Path,
+    github_standin: GitHubStandIn,
+    fake_time: FakeTime,
+    tmp_path: Path,
 ) -> None:
     dist, entries = make_dist(tmp_path, [X86, ARM], api_url=github_standin.api_url)
     release_id = create_draft(github_standin)
@@ -344,11 +393,14 @@ def test_a_leftover_of_an_earlier_run_is_deleted_before_uploading(
 
 
 def test_a_connection_reset_mid_upload_is_retried(
-    github_standin: GitHubStandIn, fake_time: FakeTime, tmp_path: Path,
+    github_standin: GitHubStandIn,
+    fake_time: FakeTime,
+    tmp_path: Path,
 ) -> None:
     dist, entries = make_dist(tmp_path, [X86, ARM], api_url=github_standin.api_url)
-    github_standin.faults.add(Fault(method="POST", path=r"/assets$", origin="uploads",
-                                    action="reset", read_bytes=1000))
+    github_standin.faults.add(
+        Fault(method="POST", path=r"/assets$", origin="uploads", action="reset", read_bytes=1000)
+    )
 
     publish(make_publisher(github_standin, fake_time), entries, dist)
     publish(make_publisher(github_standin, fake_time), entries, dist)
@@ -360,7 +412,9 @@ def test_a_connection_reset_mid_upload_is_retried(
 
 
 def test_a_5xx_storm_longer_than_the_retries_fails_cleanly_and_the_rerun_completes(
-    github_standin: GitHubStandIn, fake_time: FakeTime, tmp_path: Path,
+    github_standin: GitHubStandIn,
+    fake_time: FakeTime,
+    tmp_path: Path,
 ) -> None:
     dist, entries = make_dist(tmp_path, [X86, ARM], api_url=github_standin.api_url)
     storm = github_standin.faults.add(server_errors(origin="uploads", count=1000, status=503))
@@ -381,7 +435,9 @@ def test_a_5xx_storm_longer_than_the_retries_fails_cleanly_and_the_rerun_complet
 
 
 def test_the_bound_on_total_time_stops_a_storm(
-    github_standin: GitHubStandIn, fake_time: FakeTime, tmp_path: Path,
+    github_standin: GitHubStandIn,
+    fake_time: FakeTime,
+    tmp_path: Path,
 ) -> None:
     dist, entries = make_dist(tmp_path, [X86], api_url=github_standin.api_url)
     github_standin.faults.add(server_errors(method="GET", origin="api", count=10_000))
@@ -401,12 +457,16 @@ def test_the_bound_on_total_time_stops_a_storm(
 
 @pytest.mark.parametrize("make_fault", [secondary_403_message, secondary_429_bare])
 def test_a_secondary_rate_limit_without_retry_after_waits_at_least_a_minute(
-    github_standin: GitHubStandIn, fake_time: FakeTime, tmp_path: Path, make_fault: object,
+    github_standin: GitHubStandIn,
+    fake_time: FakeTime,
+    tmp_path: Path,
+    make_fault: object,
 ) -> None:
     dist, entries = make_dist(tmp_path, [X86], api_url=github_standin.api_url)
     assert make_fault in (secondary_403_message, secondary_429_bare)
-    fault = (secondary_403_message if make_fault is secondary_403_message
-             else secondary_429_bare)(method="POST", path=r"/releases$", count=2)
+    fault = (secondary_403_message if make_fault is secondary_403_message else secondary_429_bare)(
+        method="POST", path=r"/releases$", count=2
+    )
     github_standin.faults.add(fault)
 
     publish(make_publisher(github_standin, fake_time), entries, dist)
@@ -418,7 +478,9 @@ def test_a_secondary_rate_limit_without_retry_after_waits_at_least_a_minute(
 
 
 def test_a_primary_rate_limit_waits_until_the_reset(
-    github_standin: GitHubStandIn, fake_time: FakeTime, tmp_path: Path,
+    github_standin: GitHubStandIn,
+    fake_time: FakeTime,
+    tmp_path: Path,
 ) -> None:
     dist, entries = make_dist(tmp_path, [X86], api_url=github_standin.api_url)
     github_standin.faults.add(primary_rate_limit(method="GET", path=r"/releases", reset_in=300))
@@ -432,7 +494,9 @@ def test_a_primary_rate_limit_waits_until_the_reset(
 
 
 def test_a_429_with_retry_after_is_honoured(
-    github_standin: GitHubStandIn, fake_time: FakeTime, tmp_path: Path,
+    github_standin: GitHubStandIn,
+    fake_time: FakeTime,
+    tmp_path: Path,
 ) -> None:
     dist, entries = make_dist(tmp_path, [X86], api_url=github_standin.api_url)
     github_standin.faults.add(rate_limit_429_retry_after(origin="uploads", retry_after=7))
@@ -445,7 +509,9 @@ def test_a_429_with_retry_after_is_honoured(
 
 
 def test_a_primary_limit_resetting_after_the_bound_fails_at_once(
-    github_standin: GitHubStandIn, fake_time: FakeTime, tmp_path: Path,
+    github_standin: GitHubStandIn,
+    fake_time: FakeTime,
+    tmp_path: Path,
 ) -> None:
     dist, entries = make_dist(tmp_path, [X86], api_url=github_standin.api_url)
     github_standin.faults.add(primary_rate_limit(reset_in=3600))
@@ -460,7 +526,8 @@ def test_a_primary_limit_resetting_after_the_bound_fails_at_once(
 
 
 def test_a_crash_between_upload_and_publish_leaves_a_draft_the_rerun_publishes(
-    github_standin: GitHubStandIn, tmp_path: Path,
+    github_standin: GitHubStandIn,
+    tmp_path: Path,
 ) -> None:
     dist, entries = make_dist(tmp_path, [X86, ARM], api_url=github_standin.api_url)
     github_standin.faults.add(Fault(method="PATCH", action="reset"))
@@ -482,14 +549,17 @@ def test_a_crash_between_upload_and_publish_leaves_a_draft_the_rerun_publishes(
 
 
 def test_other_bytes_are_a_conflict_and_only_replace_replaces_them(
-    github_standin: GitHubStandIn, fake_time: FakeTime, tmp_path: Path,
+    github_standin: GitHubStandIn,
+    fake_time: FakeTime,
+    tmp_path: Path,
 ) -> None:
     dist, entries = make_dist(tmp_path, [X86, ARM], api_url=github_standin.api_url)
     publish(make_publisher(github_standin, fake_time), entries, dist)
     release = the_release(github_standin)
     old = {a.name: a for a in github_standin.assets(release.id)}
     github_standin.state.delete_asset(
-        github_standin.state.repo_of_release(release), old[X86].id,
+        github_standin.state.repo_of_release(release),
+        old[X86].id,
         github_standin.state.viewer(github_standin.token),
     )
     github_standin.add_asset(release.id, X86, b"other bytes")
@@ -509,7 +579,9 @@ def test_other_bytes_are_a_conflict_and_only_replace_replaces_them(
     assert [a.data for a in untouched if a.name == X86] == [b"other bytes"]
     assert [d.action for d in replaced.decisions] == [Action.REPLACE, Action.SKIP]
     assert [(e.method, e.origin) for e in writes(github_standin)] == [
-        ("DELETE", "api"), ("POST", "uploads")]
+        ("DELETE", "api"),
+        ("POST", "uploads"),
+    ]
     now = {a.name: a for a in github_standin.assets(release.id)}
     assert now[ARM].id == old[ARM].id
     assert now[X86].data == (dist / X86).read_bytes()
@@ -520,7 +592,9 @@ def test_other_bytes_are_a_conflict_and_only_replace_replaces_them(
 
 
 def test_a_bad_token_is_one_clear_error(
-    github_standin: GitHubStandIn, fake_time: FakeTime, tmp_path: Path,
+    github_standin: GitHubStandIn,
+    fake_time: FakeTime,
+    tmp_path: Path,
 ) -> None:
     dist, entries = make_dist(tmp_path, [X86], api_url=github_standin.api_url)
     token = "ghp_" + "0" * 36
@@ -536,7 +610,9 @@ def test_a_bad_token_is_one_clear_error(
 
 
 def test_a_token_without_write_access_gets_the_permission_hint(
-    github_standin: GitHubStandIn, fake_time: FakeTime, tmp_path: Path,
+    github_standin: GitHubStandIn,
+    fake_time: FakeTime,
+    tmp_path: Path,
 ) -> None:
     dist, entries = make_dist(tmp_path, [X86], api_url=github_standin.api_url)
     reader = github_standin.add_token("reader", push=False)
@@ -550,13 +626,16 @@ def test_a_token_without_write_access_gets_the_permission_hint(
 
 
 def test_the_token_appears_in_no_log_or_error(
-    github_standin: GitHubStandIn, fake_time: FakeTime, tmp_path: Path,
+    github_standin: GitHubStandIn,
+    fake_time: FakeTime,
+    tmp_path: Path,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.DEBUG)
     dist, entries = make_dist(tmp_path, [X86, ARM], api_url=github_standin.api_url)
-    github_standin.faults.add(Fault(method="POST", origin="uploads", status=502,
-                                    leave_state="starter"))
+    github_standin.faults.add(
+        Fault(method="POST", origin="uploads", status=502, leave_state="starter")
+    )
     github_standin.faults.add(Fault(method="POST", origin="uploads", action="reset"))
     github_standin.faults.add(server_errors(method="PATCH", count=100))
     publisher = make_publisher(github_standin, fake_time)
@@ -567,8 +646,16 @@ def test_the_token_appears_in_no_log_or_error(
     publish(make_publisher(github_standin, fake_time), entries, dist)
 
     token = github_standin.token
-    texts = [caplog.text, str(failure.value), repr(failure.value), failure.value.hint or "",
-             repr(publisher), str(publisher), repr(vars(publisher)), str(publisher.stats)]
+    texts = [
+        caplog.text,
+        str(failure.value),
+        repr(failure.value),
+        failure.value.hint or "",
+        repr(publisher),
+        str(publisher),
+        repr(vars(publisher)),
+        str(publisher.stats),
+    ]
     assert "retrying" in caplog.text
     assert "uploading" in caplog.text
     assert all(token not in text for text in texts)
@@ -579,7 +666,9 @@ def test_the_token_appears_in_no_log_or_error(
 
 
 def test_without_digests_the_bytes_are_compared_by_download(
-    github_standin: GitHubStandIn, fake_time: FakeTime, tmp_path: Path,
+    github_standin: GitHubStandIn,
+    fake_time: FakeTime,
+    tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(standin_records.Asset, "digest", property(lambda self: None))
