@@ -108,11 +108,6 @@ class AssetInfo:
     url: str
     browser_download_url: str
 
-    def matches(self, entry: WheelEntry) -> bool:
-        return (
-            self.state == "uploaded" and self.size == entry.size and (self.sha256 == entry.sha256)
-        )
-
 
 @dataclass(frozen=True, kw_only=True)
 class RequestStats:
@@ -360,7 +355,6 @@ class GithubPublisher:
         clock: Clock = time.time,
         name: str = "github",
         target_commitish: str | None = None,
-        transport: httpx.BaseTransport | None = None,
     ) -> None:
         owner, _, repo = repository.partition("/")
         if not owner or not repo or "/" in repo:
@@ -375,7 +369,6 @@ class GithubPublisher:
         self._token = _Token(token)
         self._sleep = sleep
         self._clock = clock
-        self._transport = transport
         self._gh: GitHub[TokenAuthStrategy] | None = None
         self._deadline: Deadline | None = None
         self._seen: ReleaseInfo | None = None
@@ -407,13 +400,10 @@ class GithubPublisher:
                 entry = wanted.get(asset.name)
                 if entry is None:
                     continue
-                sha256 = asset.sha256
-                if sha256 is None and asset.state == "uploaded" and asset.size == entry.size:
-                    sha256 = self._download_sha256(asset)
                 found[asset.name] = RemoteFile(
                     name=asset.name,
                     size=asset.size,
-                    sha256=sha256,
+                    sha256=self._sha256_of(asset, entry),
                     url=asset.browser_download_url,
                     state=asset.state,
                 )
@@ -469,13 +459,17 @@ class GithubPublisher:
                 release = self._create_draft()
                 done.append(f"created the draft release {self.tag}")
             assets = {a.name: a for a in self._list_assets(release)}
-            missing = self._clear_the_way(release, wanted, assets, replace_names, done)
+            doomed, missing = self._triage(wanted, assets, replace_names)
             if missing and release.immutable:
                 raise PublishError(
                     f"the release {self.where} is immutable: {len(missing)} asset(s) "
-                    "cannot be added",
+                    "cannot be added or replaced",
                     hint="publish these wheels under a new version",
                 )
+            for asset, what in doomed:
+                self._delete_asset(release, asset)
+                del assets[asset.name]
+                done.append(f"deleted the {what} {asset.name}")
             for entry in missing:
                 assets[entry.filename] = self._upload(release, entry, dist)
                 done.append(f"uploaded {entry.filename}")
@@ -501,25 +495,21 @@ class GithubPublisher:
     def where(self) -> str:
         return f"{self.repository}@{self.tag}"
 
-    def _clear_the_way(
+    def _triage(
         self,
-        release: ReleaseInfo,
         wanted: Sequence[WheelEntry],
-        assets: dict[str, AssetInfo],
+        assets: Mapping[str, AssetInfo],
         replace_names: Collection[str],
-        done: list[str],
-    ) -> list[WheelEntry]:
-        """Delete leftovers and assets to replace; return the entries to upload."""
-        missing = []
+    ) -> tuple[list[tuple[AssetInfo, str]], list[WheelEntry]]:
+        """What stands in the way (leftovers, assets to replace) and what to upload."""
+        doomed: list[tuple[AssetInfo, str]] = []
+        missing: list[WheelEntry] = []
         for entry in wanted:
             current = assets.get(entry.filename)
-            if current is None:
-                missing.append(entry)
-                continue
-            if current.state == "uploaded":
-                sha256 = current.sha256
-                if sha256 is None and current.size == entry.size:
-                    sha256 = self._download_sha256(current)
+            if current is not None and current.state != "uploaded":
+                doomed.append((current, f"leftover ({current.state})"))
+            elif current is not None:
+                sha256 = self._sha256_of(current, entry)
                 if sha256 == entry.sha256 and current.size == entry.size:
                     continue
                 if entry.filename not in replace_names:
@@ -529,14 +519,16 @@ class GithubPublisher:
                         f"{entry.sha256[:12]}...)",
                         hint="pass --replace to replace it, or bump the version",
                     )
-                what = "replaced asset"
-            else:
-                what = f"leftover ({current.state})"
-            self._delete_asset(release, current)
-            del assets[entry.filename]
-            done.append(f"deleted the {what} {entry.filename}")
+                doomed.append((current, "replaced asset"))
             missing.append(entry)
-        return missing
+        return doomed, missing
+
+    def _sha256_of(self, asset: AssetInfo, entry: WheelEntry) -> str | None:
+        """The asset's sha256: its digest, or (where the server reports none and the size
+        matches, so that the bytes could be the same) the hash of its download."""
+        if asset.sha256 is not None or asset.state != "uploaded" or asset.size != entry.size:
+            return asset.sha256
+        return self._download_sha256(asset)
 
     def _check_complete(
         self, wanted: Sequence[WheelEntry], assets: Mapping[str, AssetInfo]
@@ -546,16 +538,11 @@ class GithubPublisher:
             asset = assets.get(entry.filename)
             if asset is None:
                 bad.append(f"{entry.filename} is missing")
-            elif not asset.matches(entry) and not (
-                asset.sha256 is None
-                and asset.state == "uploaded"
-                and asset.size == entry.size
-                and self._download_sha256(asset) == entry.sha256
-            ):
+            elif asset.state != "uploaded" or self._sha256_of(asset, entry) != entry.sha256:
                 bad.append(f"{entry.filename} does not match the manifest")
         if bad:
             raise PublishError(
-                f"not publishing {self.where}: " + "; ".join(bad),
+                f"{self.where} is incomplete after uploading: " + "; ".join(bad),
                 hint="re-run `release publish`; it uploads what is missing",
             )
 
@@ -690,7 +677,11 @@ class GithubPublisher:
         def attempt(retry: int) -> AssetInfo:
             if retry:
                 current = self._asset_named(release, entry.filename)
-                if current is not None and current.matches(entry):
+                if (
+                    current is not None
+                    and current.state == "uploaded"
+                    and self._sha256_of(current, entry) == entry.sha256
+                ):
                     log.info(
                         "%s was stored by the failed attempt; not sending it again", entry.filename
                     )
@@ -776,7 +767,6 @@ class GithubPublisher:
             http_cache=False,
             timeout=self.policy.request_timeout,
             user_agent="release-orchestrator (githubkit)",
-            transport=self._transport,
             event_hooks={"request": [self._count]},
         )
         try:

@@ -685,3 +685,23 @@ def test_without_digests_the_bytes_are_compared_by_download(
     assert [e for e in rerun_log if e.method != "GET"] == []
     assert sum(1 for e in rerun_log if e.origin == "storage") >= 2
     assert_converged(github_standin, entries, dist)
+
+
+def test_without_digests_a_stored_upload_behind_a_502_is_recognised_by_its_bytes(
+    github_standin: GitHubStandIn,
+    fake_time: FakeTime,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(standin_records.Asset, "digest", property(lambda self: None))
+    dist, entries = make_dist(tmp_path, [X86, ARM], api_url=github_standin.api_url)
+    github_standin.faults.add(
+        Fault(method="POST", path=r"/assets$", origin="uploads", action="store_then")
+    )
+
+    publish(make_publisher(github_standin, fake_time), entries, dist)
+    publish(make_publisher(github_standin, fake_time), entries, dist)
+
+    assert sum(map(is_upload, github_standin.request_log)) == 2
+    assert [e.method for e in writes(github_standin)] == ["POST", "POST", "POST", "PATCH"]
+    assert_converged(github_standin, entries, dist)
