@@ -31,7 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urljoin, urlsplit
+from urllib.parse import quote, unquote, urljoin, urlsplit
 
 import httpx
 from packaging.utils import parse_wheel_filename
@@ -351,7 +351,7 @@ def picked_filename(report: object) -> str | None:
     if not isinstance(items, list) or not items:
         return None
     url = items[0].get("download_info", {}).get("url", "")
-    return str(url).rsplit("/", 1)[-1].split("#", 1)[0] or None
+    return unquote(str(url).rsplit("/", 1)[-1].split("#", 1)[0]) or None
 
 
 # --- The edge: run everything. ---
