@@ -86,9 +86,11 @@ typedef struct {
     int32_t rope_dim;
     int32_t cos_sin_f32;
     int32_t vec;
+    int32_t pe_vec;
+    int32_t block_shift;
     int32_t reserved;
 } k3_mla_params;
-_Static_assert(sizeof(k3_mla_params) == 152, "k3_mla_params must match mla_kv_cache.cu");
+_Static_assert(sizeof(k3_mla_params) == 160, "k3_mla_params must match mla_kv_cache.cu");
 
 typedef struct {
     const void* x;
@@ -600,12 +602,22 @@ int k3_mla_key_concat_kv_cache(int handle, int device, const k3_mla_args* a, voi
             (a->kv_c_stride * in_size) % 16 == 0 && k3_aligned(a->kv_cache, out_vec) &&
             (a->entry_stride * out_size) % out_vec == 0 &&
             (a->block_stride * out_size) % out_vec == 0;
+    p.pe_vec = k3_aligned(a->k_pe, 2 * in_size) && a->k_pe_stride % 2 == 0 &&
+               k3_aligned(a->kv_cache, 2 * out_size) && a->entry_stride % 2 == 0 &&
+               a->block_stride % 2 == 0 && a->rank % 2 == 0;
+    p.block_shift = -1;
+    for (int shift = 0; shift < 62; ++shift) {
+        if (((int64_t)1 << shift) == a->block_size) {
+            p.block_shift = shift;
+            break;
+        }
+    }
 
     static const char* const ropes[] = {"none", "neox", "gptj"};
     char name[64];
     snprintf(name, sizeof name, "k3_mla_kv_cache_%s_%s_%s", k3_dtype_name(a->in_dtype),
              k3_dtype_name(a->cache_dtype), ropes[a->rope]);
-    const int64_t tokens_per_block = 256 / 32;
+    const int64_t tokens_per_block = 256 / 32 * 2; /* two tokens per warp in the common case */
     int64_t blocks = (a->num_tokens + tokens_per_block - 1) / tokens_per_block;
     if (blocks > (1 << 20)) {
         blocks = 1 << 20; /* the kernel strides over the rest */

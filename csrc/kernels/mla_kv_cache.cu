@@ -2,8 +2,9 @@
 //   cache[slot / block_size, slot % block_size, :rank + rope_dim] = [kv_c[t], rope(k_pe[t])]
 // with the cache in the input dtype or float8 e4m3fn holding x / scale (saturated).
 //
-// One warp per token, grid-stride over tokens. The latent part moves in 16-byte vectors
-// when the host found every pointer and stride aligned (params.vec), else element-wise.
+// Grid-stride over tokens, one warp per token (two at a time in the common shape). The
+// latent part moves in 16-byte vectors when the host found every pointer and stride
+// aligned (params.vec), else element-wise.
 #include "k3_common.cuh"
 
 // Kernel parameters, passed by value. csrc/host/k3_host.c declares the same struct.
@@ -28,19 +29,40 @@ struct k3_mla_params {
     int rank;
     int rope_dim;
     int cos_sin_f32;  // cos/sin cache is fp32 (else the input dtype)
-    int vec;
+    int vec;  // kv_c rows and cache entries take 16-byte vectors
+    int pe_vec;  // k_pe and the cache's rope part take 2-element accesses
+    int block_shift;  // log2(block_size) when it is a power of two, else -1
     int reserved;
 };
-static_assert(sizeof(k3_mla_params) == 152, "k3_mla_params layout changed");
+static_assert(sizeof(k3_mla_params) == 160, "k3_mla_params layout changed");
 
 enum { K3_ROPE_NONE = 0, K3_ROPE_NEOX = 1, K3_ROPE_GPTJ = 2 };
 
-template <typename InT, typename CacheT> struct k3_quant {
-    __device__ __forceinline__ static float apply(float x, float) { return x; }
+// Identity for a cache in the input dtype.
+template <typename CacheT> struct k3_quant {
+    __device__ __forceinline__ explicit k3_quant(const k3_mla_params&) {}
+    __device__ __forceinline__ float operator()(float x) const { return x; }
 };
-template <typename InT> struct k3_quant<InT, k3_fp8> {
-    // True IEEE division, as vLLM and the PyTorch reference compute x / scale.
-    __device__ __forceinline__ static float apply(float x, float scale) { return __fdiv_rn(x, scale); }
+
+// FP8: x / scale, correctly rounded like an IEEE division (vLLM divides). With
+// r = RN(1/scale), q0 = RN(x * r) is within 1.5 ulp; one correction step
+// q + RN(x - scale * q) * r makes it faithful, and by Markstein's theorem a second one
+// makes it correctly rounded. FMAs only: no division and no MUFU op per element.
+// Only quotients beyond fp32 range are left as q0: they saturate in FP8 either way.
+template <> struct k3_quant<k3_fp8> {
+    float s;
+    float r;
+    __device__ __forceinline__ explicit k3_quant(const k3_mla_params& p) {
+        s = p.scale_ptr != nullptr ? *p.scale_ptr : p.scale;
+        r = __frcp_rn(s);
+    }
+    __device__ __forceinline__ float operator()(float x) const {
+        const float q0 = __fmul_rn(x, r);
+        const float q1 = __fmaf_rn(__fmaf_rn(-s, q0, x), r, q0);
+        const float q2 = __fmaf_rn(__fmaf_rn(-s, q1, x), r, q1);
+        // Keeps the sign of zero (and of a quotient below fp32's range), passes inf/NaN.
+        return fabsf(q0) < __int_as_float(0x7f800000) ? copysignf(q2, q0) : q0;
+    }
 };
 
 template <typename InT>
@@ -51,18 +73,162 @@ __device__ __forceinline__ float k3_cos_sin(const k3_mla_params& p, k3_i64 i) {
     return k3_to_f32(static_cast<const InT*>(p.cos_sin)[i]);
 }
 
+template <typename CacheT>
+__device__ __forceinline__ CacheT* k3_entry(const k3_mla_params& p, k3_i64 slot) {
+    k3_i64 block;
+    k3_i64 offset;
+    if (p.block_shift >= 0) {
+        block = slot >> p.block_shift;
+        offset = slot & (p.block_size - 1);
+    } else {
+        block = slot / p.block_size;
+        offset = slot - block * p.block_size;
+    }
+    return static_cast<CacheT*>(p.cache) + block * p.block_stride + offset * p.entry_stride;
+}
+
+// Two rope outputs from one pair: separately rounded products, never contracted into
+// an FMA, so the result is the exactly-rounded evaluation of the definition.
+__device__ __forceinline__ void k3_rotate(float x1, float x2, float c, float s, float& o1,
+                                          float& o2) {
+    o1 = __fsub_rn(__fmul_rn(x1, c), __fmul_rn(x2, s));
+    o2 = __fadd_rn(__fmul_rn(x2, c), __fmul_rn(x1, s));
+}
+
+struct alignas(8) k3_f32x2 { float x, y; };
+
+__device__ __forceinline__ void k3_store_pair(float* p, float a, float b) {
+    k3_f32x2 v;
+    v.x = a;
+    v.y = b;
+    *reinterpret_cast<k3_f32x2*>(p) = v;
+}
+template <typename T>
+__device__ __forceinline__ void k3_store_pair(T* p, float a, float b) {
+    *reinterpret_cast<k3_u32*>(p) = k3_pack2(a, b, T());
+}
+__device__ __forceinline__ void k3_store_pair(k3_fp8* p, float a, float b) {
+    *reinterpret_cast<k3_u16*>(p) = static_cast<k3_u16>(k3_pack2(a, b, k3_fp8()));
+}
+
+__device__ __forceinline__ void k3_load_pair(const float* p, float& a, float& b) {
+    const k3_f32x2 v = *reinterpret_cast<const k3_f32x2*>(p);
+    a = v.x;
+    b = v.y;
+}
+template <typename T>
+__device__ __forceinline__ void k3_load_pair(const T* p, float& a, float& b) {
+    const k3_u32 w = *reinterpret_cast<const k3_u32*>(p);
+    a = k3_lo_f32(w, T());
+    b = k3_hi_f32(w, T());
+}
+
+// The common shape (16-byte vectors, rank <= 32 lanes * 16 bytes, rope_dim <= 64):
+// a warp takes TPW tokens at a time and issues every load of all of them (slots,
+// positions, the whole latent rows, k_pe) before it waits on any; only cos/sin waits
+// for the positions. Then it converts and stores.
 template <typename InT, typename CacheT, int ROPE>
-__device__ __forceinline__ void k3_mla_body(const k3_mla_params& p) {
+__device__ __forceinline__ void k3_mla_fast(const k3_mla_params& p) {
+    enum { TPW = 2, N = k3_lanes<InT>::N, VPL = sizeof(InT) };  // VPL * N * 32 = 512
+    const int lane = threadIdx.x & 31;
+    const k3_i64 warps = (static_cast<k3_i64>(gridDim.x) * blockDim.x) >> 5;
+    const k3_quant<CacheT> quant(p);
+    const int nvec = p.rank / N;
+    const int half = p.rope_dim >> 1;
+
+    for (k3_i64 t0 = ((static_cast<k3_i64>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5) * TPW;
+         t0 < p.num_tokens; t0 += warps * TPW) {
+        k3_i64 slot[TPW];
+        k3_i64 pos[TPW];
+        k3_vec16 v[TPW][VPL];
+        float x1[TPW];
+        float x2[TPW];
+#pragma unroll
+        for (int u = 0; u < TPW; ++u) {
+            const k3_i64 t = t0 + u;
+            const bool live = t < p.num_tokens;
+            slot[u] = live ? p.slots[t] : -1;
+            pos[u] = (ROPE != K3_ROPE_NONE && live) ? p.positions[t] : 0;
+            const InT* src = static_cast<const InT*>(p.kv_c) + t * p.kv_c_stride;
+#pragma unroll
+            for (int k = 0; k < VPL; ++k) {
+                const int i = lane + 32 * k;
+                if (live && i < nvec) {
+                    v[u][k] = *reinterpret_cast<const k3_vec16*>(src + i * N);
+                }
+            }
+            const InT* pe = static_cast<const InT*>(p.k_pe) + t * p.k_pe_stride;
+            x1[u] = 0.0f;
+            x2[u] = 0.0f;
+            if (live && lane < half) {
+                if (ROPE == K3_ROPE_GPTJ && p.pe_vec) {
+                    k3_load_pair(pe + 2 * lane, x1[u], x2[u]);
+                } else if (ROPE == K3_ROPE_GPTJ) {
+                    x1[u] = k3_to_f32(pe[2 * lane]);
+                    x2[u] = k3_to_f32(pe[2 * lane + 1]);
+                } else {  // neox pairs (j, j + half); no rope: the same two elements, copied
+                    x1[u] = k3_to_f32(pe[lane]);
+                    x2[u] = k3_to_f32(pe[lane + half]);
+                }
+            }
+        }
+        if (ROPE != K3_ROPE_NONE) {
+#pragma unroll
+            for (int u = 0; u < TPW; ++u) {
+                // Tokens past the end or with a position outside the table are not written.
+                if (slot[u] >= 0 && slot[u] < p.num_slots && pos[u] >= 0 && pos[u] < p.max_pos &&
+                    lane < half) {
+                    const k3_i64 row = pos[u] * p.cos_sin_stride;
+                    const float c = k3_cos_sin<InT>(p, row + lane);
+                    const float s = k3_cos_sin<InT>(p, row + half + lane);
+                    k3_rotate(x1[u], x2[u], c, s, x1[u], x2[u]);
+                }
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < TPW; ++u) {
+            if (slot[u] < 0 || slot[u] >= p.num_slots) {
+                continue;  // -1 is padding; anything past the cache is never written
+            }
+            if (ROPE != K3_ROPE_NONE && (pos[u] < 0 || pos[u] >= p.max_pos)) {
+                continue;
+            }
+            CacheT* dst = k3_entry<CacheT>(p, slot[u]);
+#pragma unroll
+            for (int k = 0; k < VPL; ++k) {
+                const int i = lane + 32 * k;
+                if (i < nvec) {
+                    float f[N];
+                    k3_unpack(v[u][k], f, InT());
+#pragma unroll
+                    for (int e = 0; e < N; ++e) f[e] = quant(f[e]);
+                    k3_store_vec(dst + i * N, f);
+                }
+            }
+            if (lane < half) {
+                CacheT* dpe = dst + p.rank;
+                if (ROPE == K3_ROPE_GPTJ && p.pe_vec) {
+                    k3_store_pair(dpe + 2 * lane, quant(x1[u]), quant(x2[u]));
+                } else if (ROPE == K3_ROPE_GPTJ) {
+                    k3_store(dpe + 2 * lane, quant(x1[u]));
+                    k3_store(dpe + 2 * lane + 1, quant(x2[u]));
+                } else {
+                    k3_store(dpe + lane, quant(x1[u]));
+                    k3_store(dpe + lane + half, quant(x2[u]));
+                }
+            }
+        }
+    }
+}
+
+// Any shape: one token per warp, element-wise where vectors do not fit.
+template <typename InT, typename CacheT, int ROPE>
+__device__ __forceinline__ void k3_mla_general(const k3_mla_params& p) {
     const int lane = threadIdx.x & 31;
     const k3_i64 warps = (static_cast<k3_i64>(gridDim.x) * blockDim.x) >> 5;
     const InT* __restrict__ kv_c = static_cast<const InT*>(p.kv_c);
     const InT* __restrict__ k_pe = static_cast<const InT*>(p.k_pe);
-    CacheT* __restrict__ cache = static_cast<CacheT*>(p.cache);
-    float scale = 1.0f;
-    if (sizeof(CacheT) == 1) {
-        scale = p.scale_ptr != nullptr ? *p.scale_ptr : p.scale;
-    }
-    typedef k3_quant<InT, CacheT> Q;
+    const k3_quant<CacheT> quant(p);
     const int n = k3_lanes<InT>::N;
 
     for (k3_i64 t = (static_cast<k3_i64>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
@@ -78,8 +244,7 @@ __device__ __forceinline__ void k3_mla_body(const k3_mla_params& p) {
                 continue;  // never read outside the cos/sin cache
             }
         }
-        CacheT* __restrict__ dst =
-            cache + (slot / p.block_size) * p.block_stride + (slot % p.block_size) * p.entry_stride;
+        CacheT* __restrict__ dst = k3_entry<CacheT>(p, slot);
         const InT* __restrict__ src = kv_c + t * p.kv_c_stride;
 
         if (p.vec) {
@@ -92,8 +257,8 @@ __device__ __forceinline__ void k3_mla_body(const k3_mla_params& p) {
                 k3_load_vec(src + (i + 32) * n, b);
 #pragma unroll
                 for (int k = 0; k < n; ++k) {
-                    a[k] = Q::apply(a[k], scale);
-                    b[k] = Q::apply(b[k], scale);
+                    a[k] = quant(a[k]);
+                    b[k] = quant(b[k]);
                 }
                 k3_store_vec(dst + i * n, a);
                 k3_store_vec(dst + (i + 32) * n, b);
@@ -102,12 +267,12 @@ __device__ __forceinline__ void k3_mla_body(const k3_mla_params& p) {
                 float a[n];
                 k3_load_vec(src + i * n, a);
 #pragma unroll
-                for (int k = 0; k < n; ++k) a[k] = Q::apply(a[k], scale);
+                for (int k = 0; k < n; ++k) a[k] = quant(a[k]);
                 k3_store_vec(dst + i * n, a);
             }
         } else {
             for (int i = lane; i < p.rank; i += 32) {
-                k3_store(dst + i, Q::apply(k3_to_f32(src[i]), scale));
+                k3_store(dst + i, quant(k3_to_f32(src[i])));
             }
         }
 
@@ -115,7 +280,7 @@ __device__ __forceinline__ void k3_mla_body(const k3_mla_params& p) {
         CacheT* __restrict__ dpe = dst + p.rank;
         if (ROPE == K3_ROPE_NONE) {
             for (int j = lane; j < p.rope_dim; j += 32) {
-                k3_store(dpe + j, Q::apply(k3_to_f32(pe[j]), scale));
+                k3_store(dpe + j, quant(k3_to_f32(pe[j])));
             }
         } else {
             const int half = p.rope_dim >> 1;
@@ -123,18 +288,26 @@ __device__ __forceinline__ void k3_mla_body(const k3_mla_params& p) {
             for (int j = lane; j < half; j += 32) {
                 const int i1 = ROPE == K3_ROPE_GPTJ ? 2 * j : j;
                 const int i2 = ROPE == K3_ROPE_GPTJ ? 2 * j + 1 : j + half;
-                const float x1 = k3_to_f32(pe[i1]);
-                const float x2 = k3_to_f32(pe[i2]);
-                const float c = k3_cos_sin<InT>(p, row + j);
-                const float s = k3_cos_sin<InT>(p, row + half + j);
-                // Separately rounded products, never contracted into an FMA: the result
-                // is the exactly-rounded evaluation of the definition.
-                const float o1 = __fsub_rn(__fmul_rn(x1, c), __fmul_rn(x2, s));
-                const float o2 = __fadd_rn(__fmul_rn(x2, c), __fmul_rn(x1, s));
-                k3_store(dpe + i1, Q::apply(o1, scale));
-                k3_store(dpe + i2, Q::apply(o2, scale));
+                float o1;
+                float o2;
+                k3_rotate(k3_to_f32(pe[i1]), k3_to_f32(pe[i2]), k3_cos_sin<InT>(p, row + j),
+                          k3_cos_sin<InT>(p, row + half + j), o1, o2);
+                k3_store(dpe + i1, quant(o1));
+                k3_store(dpe + i2, quant(o2));
             }
         }
+    }
+}
+
+template <typename InT, typename CacheT, int ROPE>
+__device__ __forceinline__ void k3_mla_body(const k3_mla_params& p) {
+    // Uniform over the grid: the host guarantees rope_dim is even when ROPE != NONE.
+    const bool fast = p.vec && p.rank <= 512 && p.rope_dim <= 64 &&
+                      (ROPE != K3_ROPE_NONE || (p.rope_dim & 1) == 0);
+    if (fast) {
+        k3_mla_fast<InT, CacheT, ROPE>(p);
+    } else {
+        k3_mla_general<InT, CacheT, ROPE>(p);
     }
 }
 

@@ -38,15 +38,21 @@ class Layout:
     rope_dim: int
     entry: int  # cache entry width (>= rank + rope_dim)
     block_size: int
-    misaligned: bool  # inputs and cache are views at an odd element offset with odd strides
+    misaligned: bool  # kv_c, cos_sin and the cache are views at an odd offset, odd strides
+    misaligned_pe: bool  # k_pe is such a view
     k_pe_3d: bool
     cos_sin_same_dtype: bool  # else fp32
 
 
+# Between them: the two-tokens-per-warp path with and without paired k_pe accesses, the
+# one-token-per-warp path with vectors (rank > 512) and element-wise, an odd token count,
+# padded cache entries, and a block size that is not a power of two.
 LAYOUTS = (
-    Layout("aligned", 203, 512, 64, 576, 16, False, False, False),
-    Layout("odd", 67, 509, 62, 577, 16, True, True, True),
-    Layout("wide", 1000, 512, 64, 640, 64, False, True, True),
+    Layout("aligned", 203, 512, 64, 576, 16, False, False, False, False),
+    Layout("odd", 67, 509, 62, 577, 16, True, True, True, True),
+    Layout("wide", 1000, 512, 64, 640, 64, False, False, True, True),
+    Layout("pe-odd", 99, 512, 64, 576, 24, False, True, False, False),
+    Layout("big", 45, 1024, 128, 1152, 16, False, False, False, False),
 )
 
 
@@ -74,10 +80,11 @@ def make_case(layout: Layout, in_dtype: Any, cache_dtype: Any, seed: int) -> Cas
     torch.manual_seed(seed)
     t, rank, rd = layout.tokens, layout.rank, layout.rope_dim
     off = 1 if layout.misaligned else 0
+    pe_off = 1 if layout.misaligned_pe else 0
     kv_parent = (torch.randn(t, rank + 6, device="cuda") * 3).to(in_dtype)
     kv_c = kv_parent[:, off : off + rank]
-    pe_parent = torch.randn(t, 1, rd + off, device="cuda").to(in_dtype)
-    k_pe = pe_parent[:, :, off:] if layout.k_pe_3d else pe_parent[:, 0, off:]
+    pe_parent = torch.randn(t, 1, rd + pe_off, device="cuda").to(in_dtype)
+    k_pe = pe_parent[:, :, pe_off:] if layout.k_pe_3d else pe_parent[:, 0, pe_off:]
     cs_dtype = in_dtype if layout.cos_sin_same_dtype else torch.float32
     cs_table = _cos_sin(rd, cs_dtype)
     if layout.misaligned:
@@ -192,36 +199,69 @@ def _fp8_specials() -> list[float]:
     return values + [-v for v in values]
 
 
+@pytest.mark.parametrize("scale", [1.0, 0.37, 3.0e-3, 1024.5])
 @pytest.mark.parametrize("in_name", ["f32", "f16", "bf16"])
-def test_mla_fp8_conversion_edges(in_name: str) -> None:
-    """Saturation, ties to even, subnormals, infinities and NaN of the e4m3 conversion."""
+def test_mla_fp8_conversion_edges(in_name: str, scale: float) -> None:
+    """x / scale, then saturation, ties to even, subnormals, infinities and NaN of e4m3."""
     in_dtype = float_dtype(torch, in_name)
-    specials = torch.tensor(_fp8_specials(), dtype=torch.float32)
+    specials = torch.tensor(_fp8_specials(), dtype=torch.float32) * scale
     rank = 512
     torch.manual_seed(11)
-    # log-uniform magnitudes from 2^-12 to 2^10 cover every e4m3 binade and its rounding.
+    # log-uniform quotients from 2^-12 to 2^10 cover every e4m3 binade and its rounding.
     mags = torch.exp2(torch.rand(rank * 8) * 22 - 12) * torch.sign(torch.randn(rank * 8))
-    flat = torch.cat([specials, mags])[: rank * 8]
+    flat = torch.cat([specials, mags * scale])[: rank * 8]
     kv_c = flat.reshape(8, rank).to(in_dtype).cuda()
     kv_c[3, 5] = float("nan")
     kv_c[4, 7] = -float("nan")
     k_pe = torch.randn(8, 64, device="cuda").to(in_dtype)
     slots = torch.arange(8, dtype=torch.int64, device="cuda")
     cache = torch.full((1, 8, 576), SENTINEL_BYTE, dtype=torch.uint8, device="cuda")
-    k3.mla_key_concat_kv_cache(kv_c, k_pe, None, None, slots, cache, kv_scale=1.0, rope=None)
+    k3.mla_key_concat_kv_cache(kv_c, k_pe, None, None, slots, cache, kv_scale=scale, rope=None)
     torch.cuda.synchronize()
     got = cache[0, :, :rank].cpu()
-    ref = kv_c.float().clamp(-448.0, 448.0).to(torch.float8_e4m3fn).view(torch.uint8).cpu()
-    nan = kv_c.float().isnan().cpu()
+    x = kv_c.float()
+    q = (x / torch.full_like(x, scale)).clamp(-448.0, 448.0)
+    ref = q.to(torch.float8_e4m3fn).view(torch.uint8).cpu()
+    nan = x.isnan().cpu()
     assert bool(((got[nan] & 0x7F) == 0x7F).all()), "NaN must stay NaN"
     mismatch = (got != ref) & ~nan
     where = mismatch.nonzero().tolist()[:5]
-    detail = [(kv_c.float()[i, j].item(), int(got[i, j]), int(ref[i, j])) for i, j in where]
+    detail = [(x[i, j].item(), int(got[i, j]), int(ref[i, j])) for i, j in where]
     assert not bool(mismatch.any()), f"(input, kernel byte, reference byte): {detail}"
 
 
+def test_mla_out_of_range_tokens_are_not_written() -> None:
+    """A slot past the cache or a position past the cos/sin table: that token is skipped
+    (never an out-of-bounds access); every other token is written as usual."""
+    case = make_case(LAYOUTS[0], torch.bfloat16, torch.bfloat16, seed=9)
+    num_slots = case.cache.shape[0] * case.cache.shape[1]
+    valid = (case.slots >= 0).nonzero().flatten().tolist()
+    bad_slot, bad_pos, bad_neg = valid[0], valid[1], valid[2]
+    skipped = case.slots.clone()
+    skipped[[bad_slot, bad_pos, bad_neg]] = -1
+    expected = mla_reference(
+        torch,
+        kv_c=case.kv_c,
+        k_pe=case.k_pe,
+        positions=case.positions.clamp(0, MAX_POS - 1),
+        cos_sin=case.cos_sin,
+        slots=skipped,
+        cache_before=case.parent.clone(),
+        rope="neox",
+        fp8_scale=None,
+    )
+    case.slots[bad_slot] = num_slots + 3
+    case.positions[bad_pos] = MAX_POS
+    case.positions[bad_neg] = -5
+    k3.mla_key_concat_kv_cache(
+        case.kv_c, case.k_pe, case.positions, case.cos_sin, case.slots, case.cache, rope="neox"
+    )
+    torch.cuda.synchronize()
+    assert same_bytes(torch, case.parent, expected), describe_mismatch(torch, case.parent, expected)
+
+
 def test_mla_many_tokens_grid_stride() -> None:
-    layout = Layout("many", 50_000, 512, 64, 576, 64, False, False, False)
+    layout = Layout("many", 50_001, 512, 64, 576, 64, False, False, False, False)
     case = make_case(layout, torch.bfloat16, torch.uint8, seed=3)
     check_case(case, rope="neox", fp8_scale=FP8_SCALE)
 

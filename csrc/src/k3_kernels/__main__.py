@@ -23,8 +23,12 @@ def _text(report: Info) -> str:
         f"PTX: {b.get('ptx')}",
         "fatbins (as found in the files):",
     ]
+    want_sms = sorted(int(str(x).rstrip("af")) for x in b.get("sms", []))
+    want_ptx = [] if b.get("ptx") is None else [int(str(b["ptx"]).rstrip("af"))]
     for f in report.fatbins:
         lines.append(f"  {f.stem}.fatbin ({f.size} bytes): {describe(f.sms, f.ptx)}")
+        if list(f.sms) != want_sms or list(f.ptx) != want_ptx:
+            lines.append("    (differs from what the build info says was requested)")
     if report.driver_problem is not None:
         lines.append(f"GPU: none usable ({report.driver_problem})")
         return "\n".join(lines)

@@ -75,16 +75,20 @@ def _module_root(obj: Any) -> str:
     return type(obj).__module__.split(".", 1)[0]
 
 
+_TORCH_DTYPES: dict[Any, str] = {}
+
+
 def _from_torch(name: str, t: Any) -> GpuArray:
-    if t.device.type != "cuda":
+    if not t.is_cuda:
         raise KernelArgumentError(
             f"{name} is a torch tensor on the {t.device.type} device; "
             "k3_kernels needs CUDA tensors (move it with .cuda())"
         )
-    dtype = str(t.dtype).replace("torch.", "")
-    index = t.device.index if t.device.index is not None else 0
+    dtype = _TORCH_DTYPES.get(t.dtype)
+    if dtype is None:
+        dtype = _TORCH_DTYPES.setdefault(t.dtype, str(t.dtype).replace("torch.", ""))
     return GpuArray(
-        name, t, int(t.data_ptr()), tuple(t.shape), tuple(t.stride()), dtype, index, "torch"
+        name, t, t.data_ptr(), tuple(t.shape), t.stride(), dtype, t.get_device(), "torch"
     )
 
 
