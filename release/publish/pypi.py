@@ -386,9 +386,12 @@ class PypiPublisher:
                 if response.status_code < 500:
                     break
             self.sleep(0.5 * 2**attempt)
+        refused = last in ("HTTP 401", "HTTP 403")
         raise PublishError(
             f"cannot read the index {mask(url, self.secrets)}: {mask(last, self.secrets)}",
-            hint="check --repository-url and that the index is reachable",
+            hint="the index refused the credentials: check TWINE_API_KEY / TWINE_PASSWORD"
+            if refused
+            else "check --repository-url and that the index is reachable",
         )
 
     def existing(self, entries: Sequence[WheelEntry]) -> Mapping[str, RemoteFile]:
