@@ -442,12 +442,13 @@ class GithubPublisher:
 
     def apply(self, plan: PublishPlan, dist: Path) -> tuple[FileDecision, ...]:
         if plan.blocked:
-            names = ", ".join(
-                d.entry.filename for d in plan.with_action(Action.CONFLICT, Action.REFUSED)
-            )
-            raise ConflictError(
-                f"refusing to publish to {self.where}: the plan is blocked by {names}",
-                hint="resolve the conflicts (or pass --replace) and plan again",
+            conflicts = [d.entry.filename for d in plan.with_action(Action.CONFLICT)]
+            refused = [d.entry.filename for d in plan.with_action(Action.REFUSED)]
+            error = ConflictError if conflicts else PublishError
+            raise error(
+                f"refusing to publish to {self.where}: the plan is blocked by "
+                + ", ".join(conflicts + refused),
+                hint="resolve the conflicts (or pass --replace) and the refusals, then plan again",
             )
         keep = (Action.UPLOAD, Action.SKIP, Action.REPLACE)
         wanted = [d.entry for d in plan.decisions if d.action in keep]

@@ -16,8 +16,9 @@ from githubkit.exception import RequestError, RequestFailed
 from hypothesis import given
 from hypothesis import strategies as st
 
-from release.errors import PublishError
+from release.errors import ConflictError, PublishError
 from release.manifest import DestinationRef, WheelEntry
+from release.publish.base import Action, FileDecision, PublishPlan
 from release.publish.github import (
     SECONDARY_LIMIT_WAIT,
     GithubPublisher,
@@ -448,3 +449,21 @@ def test_writes_are_requests_other_than_get_and_head() -> None:
     )
     assert stats.writes == 4
     assert publisher().stats == RequestStats(by_method={}, bytes_uploaded=0)
+
+
+def test_a_blocked_plan_is_refused_before_any_request(tmp_path: Path) -> None:
+    wheel = entry(tmp_path)
+    url = publisher().final_url(wheel)
+    conflict = PublishPlan(
+        decisions=(
+            FileDecision(entry=wheel, action=Action.CONFLICT, reason="other bytes", url=url),
+        )
+    )
+    refused = PublishPlan(
+        decisions=(FileDecision(entry=wheel, action=Action.REFUSED, reason="big", url=url),)
+    )
+    with pytest.raises(ConflictError, match=WHEEL.replace("+", r"\+")):
+        publisher().apply(conflict, tmp_path)
+    with pytest.raises(PublishError) as failure:
+        publisher().apply(refused, tmp_path)
+    assert not isinstance(failure.value, ConflictError)
