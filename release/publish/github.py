@@ -54,13 +54,16 @@ __all__ = [
     "ReleaseInfo",
     "RequestStats",
     "asset_name_problem",
+    "choose_release",
     "classify",
     "download_url",
     "next_link",
     "parse_asset",
     "parse_release",
+    "sha256_of_digest",
     "upload_endpoint",
     "web_base",
+    "web_base_of_release",
 ]
 
 log = logging.getLogger(__name__)
