@@ -1,0 +1,129 @@
+"""Publish and verify, measured side by side in one run (ratios, not absolute times).
+
+1. A second `release publish` after a successful one, against a real pypiserver and the
+   stand-in GitHub: bytes uploaded and write requests (both must be 0).
+2. `verify` of N assets on the stand-in GitHub (302 to signed storage URLs): concurrent
+   (bounded, 16) vs one at a time. The client adds 20 ms per request, as a round trip to
+   GitHub would, so the ratio reflects overlapped waiting, not this machine's 2 cores.
+
+Run: .venv/bin/python -m benchmarks.publish [--assets 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+from release.publish.run import PublishSettings, publish
+from release.verify import Published, PublishedFile, VerifySettings, verify
+from tests.github_standin import DEFAULT_REPO, GitHubStandIn
+from tests.integration.conftest import PypiServer, _free_port
+from tests.integration.wheels import github_destination, make_release, pypi_destination
+
+
+class LatencyTransport(httpx.HTTPTransport):
+    """20 ms per request, as a round trip from a CI runner to GitHub and its CDN would be;
+    on 127.0.0.1 there is no waiting to overlap otherwise."""
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        time.sleep(0.02)
+        return super().handle_request(request)
+
+
+def second_publish(root: Path) -> None:
+    server = PypiServer(root=root / "pypiserver", port=_free_port())
+    server.start()
+    try:
+        with GitHubStandIn() as gh:
+            gh.add_repo(DEFAULT_REPO)
+            release = make_release(
+                root / "dist", pypi=pypi_destination(server.url),
+                github=github_destination(gh.api_url), arches=("x86_64", "aarch64"),
+            )  # fmt: skip
+            env = {**os.environ, **server.env(), "GITHUB_TOKEN": gh.token}
+            settings = PublishSettings(dist=release.dist, index_dir=root / "site")
+            publish(settings, env)
+            pypi_files = len(list(server.packages.iterdir()))
+            gh.clear_log()
+            before = {p.name: p.stat().st_mtime_ns for p in server.packages.iterdir()}
+            outcome = publish(settings, env)
+            writes = [r for r in gh.request_log if r.method not in ("GET", "HEAD")]
+            uploaded = sum(r.body_length for r in writes)
+            after = {p.name: p.stat().st_mtime_ns for p in server.packages.iterdir()}
+            actions = sorted({d.action.value for d in outcome.applied})
+            print(f"second publish: {len(outcome.applied)} files, actions {actions}")
+            print(f"  GitHub write requests: {len(writes)}, bytes uploaded: {uploaded}")
+            print(f"  pypiserver files changed: {sum(before[k] != after[k] for k in before)}"
+                  f" of {pypi_files}")  # fmt: skip
+            assert not writes
+            assert uploaded == 0
+            assert before == after
+    finally:
+        server.stop()
+
+
+def verify_many(assets: int) -> None:
+    with GitHubStandIn() as gh:
+        gh.add_repo(DEFAULT_REPO)
+        token = {"Authorization": f"Bearer {gh.token}"}
+        created = httpx.post(
+            f"{gh.api_url}/repos/{DEFAULT_REPO}/releases",
+            json={"tag_name": "v0.1.0", "draft": False}, headers=token,
+        ).json()  # fmt: skip
+        files = []
+        for i in range(assets):
+            data = hashlib.sha256(str(i).encode()).digest() * 64
+            name = f"k3_kernels-0.1.0+cu129-py3-none-manylinux_2_28_x86_64.{i}.bin"
+            gh.add_asset(created["id"], name, data)
+            files.append(
+                PublishedFile(
+                    filename=name,
+                    sha256=hashlib.sha256(data).hexdigest(),
+                    size=len(data),
+                    url=f"{gh.web_url}/{DEFAULT_REPO}/releases/download/v0.1.0/{name}",
+                    destination="github",
+                    kind="github",
+                    index_url=None,
+                    arch="x86_64",
+                    local_label="cu129",
+                )
+            )
+        published = Published(project="k3-kernels", version="0.1.0", files=tuple(files))
+        env = {"GITHUB_TOKEN": gh.token}
+        timings = {}
+        for concurrency in (1, 16):
+            client = httpx.Client(
+                transport=LatencyTransport(), limits=httpx.Limits(max_connections=concurrency)
+            )
+            start = time.perf_counter()
+            with client:
+                report = verify(
+                    published, env, VerifySettings(concurrency=concurrency, pip=False),
+                    client=client,
+                )  # fmt: skip
+            timings[concurrency] = time.perf_counter() - start
+            assert not report.failed, report.failed[:3]
+        ratio = timings[1] / timings[16]
+        print(f"verify of {assets} assets: one at a time {timings[1]:.2f} s, "
+              f"16 concurrent {timings[16]:.2f} s: {ratio:.1f}x faster")  # fmt: skip
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--assets", type=int, default=200)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        second_publish(Path(tmp))
+    verify_many(args.assets)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
