@@ -10,8 +10,10 @@ from pathlib import Path
 from release import __version__
 from release.commands import build as build_command
 from release.commands import doctor as doctor_command
+from release.commands import env as env_command
 from release.commands import matrix as matrix_command
 from release.commands import nccl as nccl_command
+from release.commands import plan as plan_command
 from release.commands import publish as publish_command
 from release.commands import verify as verify_command
 from release.errors import ReleaseError
@@ -23,6 +25,8 @@ COMMANDS = (
     build_command,
     publish_command,
     verify_command,
+    plan_command,
+    env_command,
 )
 
 

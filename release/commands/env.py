@@ -1,0 +1,220 @@
+"""`release env`: one cell's build inputs, for builders other than `release build`.
+
+cibuildwheel builds the kernel project inside a stock manylinux_2_28 container. There,
+`release env --cuda X --arch Y` provisions the cell's toolchain from PyPI exactly as
+`release build` does and writes the RELEASE_* inputs of csrc/BUILDING.md (the environment
+`release.build.cell_env` makes) as `export` lines or, with `--out FILE`, a dotenv file.
+`--record WHEEL` takes the wheel such a builder produced through the checks of `release
+build` (auditwheel, the cell's exact platform tag, the fatbin inspection) into `--dist`
+with its manifest entry, so that `release publish` treats it like any other.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from release import proc
+from release.build import (
+    BuildSettings,
+    CellResult,
+    auditwheel_problems,
+    cell_env,
+    require_success,
+    retag_command,
+    show_command,
+    toolchain_summary,
+    write_outputs,
+)
+from release.build import fatbin_lister as make_fatbin_lister
+from release.commands.common import add_toolchain_options, cache_dir, cuda_home
+from release.errors import BuildError, ConfigError
+from release.fsutil import write_atomic
+from release.inspect import inspect_wheel
+from release.matrix import Cell, load_matrix
+from release.toolchain import ARCHES, Toolchain, provision, resolve
+
+# Variables of the build environment that are not build inputs.
+NOT_INPUTS = frozenset({"PATH", "PIP_DISABLE_PIP_VERSION_CHECK"})
+
+
+def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
+    parser = subparsers.add_parser(
+        "env",
+        parents=[common],
+        help="provision one cell's toolchain and print its build inputs",
+        description="Provision the toolchain of one cell (as `release build` does) and print "
+        "the RELEASE_* build inputs of csrc/BUILDING.md as `export` lines, or write them as a "
+        "dotenv file. With --record, check a wheel built from them elsewhere (cibuildwheel) "
+        "as `release build` checks its own and add it to the manifest in --dist.",
+    )
+    parser.add_argument("--cuda", required=True, metavar="X.Y")
+    parser.add_argument("--arch", required=True, choices=ARCHES)
+    parser.add_argument(
+        "--out", type=Path, metavar="FILE", help="write KEY='value' lines to FILE instead"
+    )
+    parser.add_argument(
+        "--record",
+        type=Path,
+        metavar="WHEEL|DIR",
+        help="the cell's wheel (or a directory holding it) built from these inputs",
+    )
+    parser.add_argument(
+        "--dist",
+        type=Path,
+        default=Path("dist"),
+        metavar="DIR",
+        help="where --record puts the wheel, manifest.json and the NCCL files; the device "
+        "log goes to DIR/logs (default: dist)",
+    )
+    add_toolchain_options(parser)
+    parser.set_defaults(func=run)
+
+
+# ---------------------------------------------------------------- pure core
+
+
+def build_inputs(
+    cell: Cell, toolchain_env: Mapping[str, str], *, cache: Path, dist: Path, jobs: int
+) -> dict[str, str]:
+    """The inputs `release build` gives the cell's PEP 517 build (nothing of this process's
+    own environment)."""
+    env = cell_env(
+        cell,
+        toolchain_env,
+        base={},
+        device_cache=cache / "device",
+        device_log=dist / "logs" / "device.jsonl",
+        device_jobs=jobs,
+    )
+    return {k: v for k, v in sorted(env.items()) if k not in NOT_INPUTS}
+
+
+def export_lines(inputs: Mapping[str, str]) -> str:
+    return "".join(f"export {k}={shlex.quote(v)}\n" for k, v in inputs.items())
+
+
+def dotenv_text(inputs: Mapping[str, str]) -> str:
+    """KEY='value' lines: a dotenv file that a POSIX shell can also source."""
+    return "".join(f"{k}={shlex.quote(v)}\n" for k, v in inputs.items())
+
+
+def find_wheel(path: Path, cell: Cell) -> Path:
+    """The cell's wheel: `path` itself, or the one wheel of the cell in directory `path`."""
+    if path.is_file():
+        return path
+    if not path.is_dir():
+        raise ConfigError([f"--record {path}: no such file or directory"])
+    prefix = f"{cell.project.wheel_name}-{cell.version}-"
+    found = sorted(p for p in path.glob("*.whl") if p.name.startswith(prefix))
+    arch = [p for p in found if p.name.endswith(f"_{cell.arch}.whl")]
+    if len(arch) != 1:
+        names = ", ".join(p.name for p in found) or "none"
+        raise ConfigError(
+            [f"--record {path}: expected one {prefix}*_{cell.arch}.whl, found {names}"]
+        )
+    return arch[0]
+
+
+# ---------------------------------------------------------------- edge
+
+
+def _provision(cell: Cell, args: argparse.Namespace) -> Toolchain:
+    plan = resolve(
+        str(cell.cuda),
+        cell.arch,
+        cuda_home=cuda_home(args),
+        cache_dir=cache_dir(args) / "toolchains",
+    )
+    print(f"provisioning toolchains in {plan.cache_dir}", file=sys.stderr)
+    return provision(plan, python=sys.executable)
+
+
+def run(args: argparse.Namespace) -> int:
+    matrix = load_matrix(args.matrix)
+    cell = matrix.select(cuda=[args.cuda], arch=[args.arch])[0]
+    toolchain = _provision(cell, args)
+    dist = args.dist.resolve()
+    inputs = build_inputs(
+        cell, toolchain.build_env(), cache=cache_dir(args), dist=dist, jobs=os.cpu_count() or 2
+    )
+    if args.record is not None:
+        settings = BuildSettings(
+            matrix=matrix,
+            cells=(cell,),
+            out=dist,
+            cache_dir=cache_dir(args),
+            cuda_home=cuda_home(args),
+            environ=dict(os.environ),
+        )
+        result = record(cell, find_wheel(args.record, cell), toolchain, settings)
+        if result.ok:
+            write_outputs(settings, [result])
+            print(f"recorded {cell.id}: {dist / cell.wheel_filename}", file=sys.stderr)
+        else:
+            print(f"FAILED {cell.id}: {result.error}\n{result.log_tail}", file=sys.stderr)
+        require_success([result], 1)
+        return 0
+    if args.out is not None:
+        write_atomic(args.out, dotenv_text(inputs).encode())
+        print(f"wrote {len(inputs)} build inputs of {cell.id} to {args.out}", file=sys.stderr)
+    else:
+        sys.stdout.write(export_lines(inputs))
+    return 0
+
+
+def record(cell: Cell, wheel: Path, toolchain: Toolchain, settings: BuildSettings) -> CellResult:
+    """The checks `release build` makes after its PEP 517 build, on a wheel built elsewhere:
+    auditwheel's verdict, the cell's exact platform tag, the fatbin inspection."""
+    start = time.monotonic()
+    log = settings.out / "logs" / f"{cell.id}.log"
+    summary = toolchain_summary(toolchain)
+    env = dict(settings.environ)
+
+    def failed(error: str, tail: str = "") -> CellResult:
+        seconds = time.monotonic() - start
+        return CellResult(cell=cell, ok=False, seconds=seconds, error=error, log_tail=tail, log=log)
+
+    settings.out.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{cell.id}.", dir=settings.out))
+    try:
+        candidate = staging / wheel.name
+        shutil.copyfile(wheel, candidate)
+        shown = proc.run(show_command(settings.python, candidate), env=env, log=log)
+        problems = auditwheel_problems(shown.output, cell)
+        if shown.returncode != 0 or problems:
+            return failed("; ".join(problems) or "auditwheel show failed", proc.tail(shown.output))
+        if candidate.name != cell.wheel_filename:
+            retagged = proc.run(retag_command(settings.python, candidate, cell), env=env, log=log)
+            candidate = staging / cell.wheel_filename
+            if retagged.returncode != 0 or not candidate.is_file():
+                return failed("retagging the wheel failed", proc.tail(retagged.output))
+        data = candidate.read_bytes()
+        report = inspect_wheel(
+            candidate.name, data, cell, list_fatbin=make_fatbin_lister(toolchain)
+        )
+        if not report.ok:
+            return failed("inspection failed: " + "; ".join(report.problems))
+        final = settings.out / candidate.name
+        shutil.copyfile(candidate, final)
+        return CellResult(
+            cell=cell,
+            ok=True,
+            seconds=time.monotonic() - start,
+            wheel=final,
+            report=report,
+            log=log,
+            toolchain=summary,
+        )
+    except OSError as error:
+        raise BuildError(f"{wheel}: {error.strerror or error}") from None
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)

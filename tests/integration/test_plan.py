@@ -1,0 +1,205 @@
+"""`release plan` end to end against a real pypiserver and the stand-in GitHub.
+
+The matrix sends the cu13 wheels to the pypiserver and the `+cu129` wheels to a GitHub
+release of the stand-in. The plan must tell the truth in each state: nothing built,
+built and not published (all new), published (all identical), one GitHub asset replaced
+with other bytes (CONFLICT, exit code 6), and built wheels gone again (present, not
+comparable). `release publish` in between is the real command.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from release.cli import main
+from release.errors import ConflictError
+from release.manifest import DestinationRef, Manifest, write_manifest
+from release.matrix import load_matrix
+from tests.github_standin import DEFAULT_REPO, GitHubStandIn
+from tests.integration.conftest import PypiServer
+from tests.integration.wheels import PROJECT, VERSION, entry_for, make_wheel
+
+X86_CU129 = "k3_kernels-0.1.0+cu129-py3-none-manylinux_2_28_x86_64.whl"
+
+
+@dataclass(frozen=True)
+class Setup:
+    matrix: Path
+    dist: Path
+    cache: Path
+    standin: GitHubStandIn
+    pypi: PypiServer
+
+
+def write_matrix(root: Path, pypi: PypiServer, standin: GitHubStandIn) -> Path:
+    (root / "project").mkdir(parents=True)
+    (root / "project" / "pyproject.toml").write_text(
+        f'[project]\nname = "{PROJECT}"\nversion = "{VERSION}"\n', encoding="utf-8"
+    )
+    path = root / "matrix.yaml"
+    path.write_text(
+        f"""project: project
+defaults:
+  arches: [x86_64, aarch64]
+  sms: [75, 90]
+  ptx: 90
+  manylinux: "2_28"
+  nccl: "2.30.7"
+cuda:
+  "13.0": {{destination: pypi}}
+  "12.9": {{local-label: cu129, destination: github}}
+destinations:
+  pypi: {{kind: pypi, repository-url: "{pypi.url}", index-url: "{pypi.index_url}"}}
+  github: {{kind: github, repository: {DEFAULT_REPO}, api-url: "{standin.api_url}"}}
+""",
+        encoding="utf-8",
+    )
+    return path
+
+
+def build_dist(matrix: Path, dist: Path) -> None:
+    """One small real wheel per cell, named as the matrix names it, and its manifest."""
+    entries = []
+    for cell in load_matrix(matrix).cells:
+        wheel = make_wheel(
+            dist, version=str(cell.version), platform=cell.platform_tag, payload=b"#built\n"
+        )
+        assert wheel.name == cell.wheel_filename
+        entries.append(entry_for(wheel, DestinationRef.of(cell), cuda=str(cell.cuda)))
+    write_manifest(
+        Manifest(project=PROJECT, version=VERSION, wheels=tuple(entries)), dist / "manifest.json"
+    )
+
+
+@pytest.fixture
+def setup(
+    tmp_path: Path,
+    pypiserver: PypiServer,
+    github_standin: GitHubStandIn,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Setup:
+    for name in ("GITHUB_ACTIONS", "GITHUB_STEP_SUMMARY", "TWINE_API_KEY", "GH_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("GITHUB_TOKEN", github_standin.token)
+    for name, value in pypiserver.env().items():
+        monkeypatch.setenv(name, value)
+    return Setup(
+        matrix=write_matrix(tmp_path, pypiserver, github_standin),
+        dist=tmp_path / "dist",
+        cache=tmp_path / "cache",
+        standin=github_standin,
+        pypi=pypiserver,
+    )
+
+
+def plan(setup: Setup, tmp_path: Path, name: str) -> tuple[int, dict[str, dict[str, object]]]:
+    report = tmp_path / f"{name}.json"
+    markdown = tmp_path / f"{name}.md"
+    code = main(
+        [
+            "plan",
+            "--matrix", str(setup.matrix),
+            "--dist", str(setup.dist),
+            "--cache-dir", str(setup.cache),
+            "--json", str(report),
+            "--markdown", str(markdown),
+        ]
+    )  # fmt: skip
+    data = json.loads(report.read_text(encoding="utf-8"))
+    assert markdown.read_text(encoding="utf-8").startswith(f"## Release plan: {PROJECT} {VERSION}")
+    return code, {c["wheel"]: c for c in data["cells"]}
+
+
+def states(cells: dict[str, dict[str, object]]) -> dict[str, object]:
+    return {name: c["state"] for name, c in cells.items()}
+
+
+def writes(standin: GitHubStandIn) -> list[str]:
+    return [f"{e.method} {e.path}" for e in standin.request_log if e.method not in ("GET", "HEAD")]
+
+
+def test_plan_tells_the_truth_before_and_after_publishing(
+    setup: Setup, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cells = load_matrix(setup.matrix).cells
+    names = sorted(c.wheel_filename for c in cells)
+
+    # Nothing built, nothing published.
+    code, found = plan(setup, tmp_path, "empty")
+    assert code == 0
+    assert sorted(found) == names
+    assert set(states(found).values()) == {"absent"}
+    assert all(c["size"] is None and c["toolchain_ok"] for c in found.values())
+    pypi_url = found["k3_kernels-0.1.0-py3-none-manylinux_2_28_x86_64.whl"]["url"]
+    assert (
+        pypi_url == f"{setup.pypi.url}packages/k3_kernels-0.1.0-py3-none-manylinux_2_28_x86_64.whl"
+    )
+    assert found[X86_CU129]["url"] == (
+        f"{setup.standin.api_url}/{DEFAULT_REPO}/releases/download/v0.1.0/{X86_CU129}"
+    )
+
+    # Built, not published: every file is new; the plan shows sizes and the NCCL files.
+    build_dist(setup.matrix, setup.dist)
+    capsys.readouterr()
+    code, found = plan(setup, tmp_path, "built")
+    assert code == 0
+    assert set(states(found).values()) == {"new"}
+    assert all(isinstance(c["size"], int) and c["size"] > 0 for c in found.values())
+    out = capsys.readouterr().out
+    assert "cu12.txt: nvidia-nccl-cu12==2.30.7" in out
+    assert "cu13-constraints.txt: nvidia-nccl-cu13==2.30.7" in out
+    assert "4 cells, 4 built: 4 new" in out
+
+    # The plan changed nothing: no write request, nothing on the index.
+    assert writes(setup.standin) == []
+    assert setup.pypi.files() == {}
+
+    assert main(["publish", "--dist", str(setup.dist)]) == 0
+    assert len(setup.pypi.files()) == 2
+
+    code, found = plan(setup, tmp_path, "published")
+    assert code == 0
+    assert set(states(found).values()) == {"identical (skip)"}
+
+    # Someone replaces one GitHub asset with other bytes.
+    (release,) = setup.standin.releases(DEFAULT_REPO)
+    (asset,) = [a for a in setup.standin.assets(release.id) if a.name == X86_CU129]
+    deleted = httpx.delete(
+        f"{setup.standin.api_url}/repos/{DEFAULT_REPO}/releases/assets/{asset.id}",
+        headers={"Authorization": f"Bearer {setup.standin.token}"},
+    )
+    assert deleted.status_code == 204
+    setup.standin.add_asset(release.id, X86_CU129, b"other bytes" * 100)
+    setup.standin.clear_log()
+
+    code, found = plan(setup, tmp_path, "conflict")
+    assert code == ConflictError.exit_code
+    assert found[X86_CU129]["state"] == "CONFLICT"
+    assert "exists with sha256" in str(found[X86_CU129]["reason"])
+    others = {n: s for n, s in states(found).items() if n != X86_CU129}
+    assert set(others.values()) == {"identical (skip)"}
+    err = capsys.readouterr().err
+    assert f"error: 1 CONFLICT ({X86_CU129})" in err
+    assert setup.standin.token not in err
+    assert writes(setup.standin) == []
+
+    # The wheels are gone from dist: the destinations still hold them; nothing to compare.
+    shutil.rmtree(setup.dist)
+    code, found = plan(setup, tmp_path, "unbuilt")
+    assert code == 0
+    assert set(states(found).values()) == {"present (cannot compare: not built)"}
+
+
+def test_plan_fails_on_a_tag_that_does_not_release_the_version(
+    setup: Setup, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["plan", "--matrix", str(setup.matrix), "--dist", str(setup.dist)]
+    assert main([*args, "--expect-tag", "v0.1.0"]) == 0
+    assert main([*args, "--expect-tag", "v0.2.0"]) == 2
+    assert "the GitHub release of version 0.1.0 is tagged v0.1.0" in capsys.readouterr().err
