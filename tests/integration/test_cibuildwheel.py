@@ -185,8 +185,9 @@ def test_release_env_provisions_and_cibuildwheel_reads_it(
         shlex.split(line.removeprefix("export "))[0].split("=", 1)
         for line in printed.stdout.splitlines()
     )
-    got = {k: v for k, v in evaluate(env_file).items() if v}
-    assert got == exported
+    got = evaluate(env_file)
+    assert {k: got[k] for k in exported} == exported
+    assert all(not v for k, v in got.items() if k not in exported)
     assert got["RELEASE_DEVICE_COMPILER"] == "nvcc"
     assert got["RELEASE_CUDA_VERSION"] == "13.0"
     assert got["RELEASE_SMS"] == "75;80;86;89;90;100"

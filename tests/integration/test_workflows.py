@@ -1,0 +1,301 @@
+"""The GitHub Actions workflows: schema, zizmor, pins, permissions, and every `run:` step.
+
+Each `run:` script is executed by bash (as GitHub runs it: `bash -e -o pipefail`) with the
+step's `env:` filled with sample values and a PATH that holds only recording stubs of the
+commands a step may call: `release`, pip/uv installs and file plumbing. Anything else
+fails with "command not found". Every recorded `release` call is then parsed by the real
+CLI parser, so a renamed flag breaks this test, not a release.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ruamel.yaml import YAML
+
+from release.cli import build_parser
+
+ROOT = Path(__file__).resolve().parents[2]
+WORKFLOWS = ROOT / ".github" / "workflows"
+BIN = Path(sys.executable).parent
+RELEASE = WORKFLOWS / "release.yml"
+CI = WORKFLOWS / "ci.yml"
+
+# What a `run:` step may call besides shell builtins.
+PLUMBING = ("ls", "mv", "cp", "mkdir", "cat")
+STUBS = ("release", "python", "python3", "pip", "uv", *PLUMBING)
+
+# Sample values of the expressions steps pass through `env:`.
+SAMPLES = {
+    "matrix.cuda": "12.9",
+    "matrix.arch": "aarch64",
+    "matrix.id": "12.9-aarch64",
+    "inputs.cuda": "12.9",
+    "inputs.builder == 'cibuildwheel' && 'cell' || 'cuda'": "cell",
+    "github.ref_type == 'tag' && github.ref_name || ''": "v0.1.0",
+    "runner.temp": "/home/runner/work/_temp",
+    "github.token": "ghs_sampleToken0000",
+    "steps.deployment.outputs.page_url": "https://k3-project.github.io/k3-kernels/",
+}
+
+
+def load(path: Path) -> dict[str, Any]:
+    data: dict[str, Any] = YAML(typ="safe").load(path.read_text(encoding="utf-8"))
+    return data
+
+
+def triggers(workflow: Mapping[Any, Any]) -> Mapping[str, Any]:
+    # YAML 1.1 readers turn the key `on` into True
+    found: Mapping[str, Any] = workflow.get("on", workflow.get(True))
+    return found
+
+
+@dataclass(frozen=True)
+class Step:
+    workflow: str
+    job: str
+    index: int
+    data: Mapping[str, Any]
+
+    @property
+    def where(self) -> str:
+        return f"{self.workflow}: {self.job} step {self.index} ({self.data.get('name', '')})"
+
+
+def steps() -> Iterator[Step]:
+    for path in sorted(WORKFLOWS.glob("*.yml")):
+        for job_name, job in load(path)["jobs"].items():
+            for index, step in enumerate(job.get("steps", [])):
+                yield Step(path.name, job_name, index, step)
+
+
+def test_workflows_validate_against_the_github_schema() -> None:
+    files = sorted(str(p) for p in WORKFLOWS.glob("*.yml"))
+    assert len(files) == 2
+    result = subprocess.run(
+        [str(BIN / "check-jsonschema"), "--builtin-schema", "vendor.github-workflows", *files],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_zizmor_reports_nothing_above_low() -> None:
+    result = subprocess.run(
+        [str(BIN / "zizmor"), "--offline", "--format", "json", str(WORKFLOWS)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    findings = json.loads(result.stdout)
+    serious = [
+        f"{f['ident']} ({f['determinations']['severity']}): {f['desc']}"
+        for f in findings
+        if f["determinations"]["severity"] not in ("Informational", "Low")
+    ]
+    assert serious == []
+    assert result.returncode == 0, result.stderr
+
+
+def test_ignored_zizmor_findings_are_the_guarded_caches_only() -> None:
+    """The one suppression: caches in the release workflow, restored only when nothing is
+    published (a published build starts from empty caches)."""
+    text = RELEASE.read_text(encoding="utf-8")
+    ignored = [ln for ln in text.splitlines() if "zizmor:" in ln]
+    assert len(ignored) == 2
+    assert all(ln.endswith("# zizmor: ignore[cache-poisoning]") for ln in ignored)
+    assert "zizmor:" not in CI.read_text(encoding="utf-8")
+    caches = [s for s in steps() if str(s.data.get("uses", "")).startswith("actions/cache@")]
+    guarded = [s for s in caches if s.workflow == "release.yml"]
+    assert {s.job for s in guarded} == {"build", "cibuildwheel"}
+    for step in guarded:
+        assert step.data["if"] == "needs.plan.outputs.publish != 'true'", step.where
+
+
+def test_every_action_is_pinned_to_a_full_commit_with_its_version() -> None:
+    pattern = re.compile(
+        r"\s*(?:-\s+)?uses:\s+([\w.-]+/[\w./-]+)@([0-9a-f]{40}) # v\d+\.\d+\.\d+\b"
+    )
+    count = 0
+    for path in sorted(WORKFLOWS.glob("*.yml")):
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if re.match(r"\s*(?:-\s+)?uses:", line):
+                count += 1
+                assert pattern.match(line), f"{path.name}:{number}: {line.strip()}"
+    assert count >= 20
+
+
+def test_permissions_are_empty_at_the_top_and_least_per_job() -> None:
+    for path in (RELEASE, CI):
+        workflow = load(path)
+        assert workflow["permissions"] == {}, path.name
+        assert "pull_request_target" not in triggers(workflow)
+        for name, job in workflow["jobs"].items():
+            assert "permissions" in job, f"{path.name}: job {name} has no permissions"
+    jobs = load(RELEASE)["jobs"]
+    assert jobs["publish"]["permissions"] == {"contents": "write", "id-token": "write"}
+    assert jobs["publish"]["environment"]["name"] == "release"
+    assert jobs["index"]["permissions"] == {"pages": "write", "id-token": "write"}
+    for name in ("plan", "build", "cibuildwheel", "publish-dry-run", "verify"):
+        assert jobs[name]["permissions"] == {"contents": "read"}, name
+
+
+def test_the_release_reads_plan_build_publish_verify() -> None:
+    workflow = load(RELEASE)
+    on = triggers(workflow)
+    assert on["push"] == {"tags": ["v*"]}
+    inputs = on["workflow_dispatch"]["inputs"]
+    assert inputs["dry_run"]["type"] == "boolean"
+    assert inputs["dry_run"]["default"] is True
+    assert inputs["cuda"]["default"] == ""
+    assert inputs["builder"]["options"] == ["release-build", "cibuildwheel"]
+    jobs = workflow["jobs"]
+    assert list(jobs) == [
+        "plan", "build", "cibuildwheel", "publish-dry-run", "publish", "index", "verify"
+    ]  # fmt: skip
+    assert jobs["build"]["needs"] == jobs["cibuildwheel"]["needs"] == "plan"
+    assert jobs["publish"]["needs"] == ["plan", "build", "cibuildwheel"]
+    assert jobs["verify"]["needs"] == ["publish", "index"]
+    for name in ("build", "cibuildwheel"):
+        assert jobs[name]["strategy"]["matrix"] == "${{ fromJSON(needs.plan.outputs.matrix) }}"
+    assert jobs["cibuildwheel"]["runs-on"] == (
+        "${{ matrix.arch == 'aarch64' && 'ubuntu-24.04-arm' || 'ubuntu-24.04' }}"
+    )
+
+
+def test_no_expression_is_expanded_inside_a_run_script() -> None:
+    for step in steps():
+        if "run" in step.data:
+            assert "${{" not in step.data["run"], step.where
+
+
+def test_ci_runs_the_readme_test_command() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    match = re.search(r"Run the tests.*?```sh\n(.*?)\n```", readme, re.DOTALL)
+    assert match is not None
+    (job,) = load(CI)["jobs"].values()
+    runs = [s["run"].strip() for s in job["steps"] if "run" in s]
+    assert runs == [match.group(1).strip()]
+    on = triggers(load(CI))
+    assert set(on) == {"push", "pull_request"}
+
+
+# --- Every run: script, executed against recording stubs. ---
+
+STUB = """#!{python}
+import json, os, sys
+with open(os.environ["STUB_LOG"], "a", encoding="utf-8") as log:
+    log.write(json.dumps([os.path.basename(sys.argv[0]), *sys.argv[1:]]) + "\\n")
+"""
+
+
+def sample(value: object) -> str:
+    text = str(value)
+
+    def one(match: re.Match[str]) -> str:
+        expression = match.group(1).strip()
+        return SAMPLES.get(expression, "sample")
+
+    return re.sub(r"\$\{\{(.*?)\}\}", one, text)
+
+
+@pytest.fixture(scope="module")
+def stub_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    directory = tmp_path_factory.mktemp("stubs")
+    for name in STUBS:
+        path = directory / name
+        path.write_text(STUB.format(python=sys.executable), encoding="utf-8")
+        path.chmod(0o755)
+    return directory
+
+
+def run_step(step: Step, stub_dir: Path, tmp: Path) -> list[list[str]]:
+    log = tmp / "calls.jsonl"
+    log.write_text("", encoding="utf-8")
+    env = {
+        "PATH": str(stub_dir),
+        "STUB_LOG": str(log),
+        "HOME": str(tmp),
+        "RUNNER_TEMP": str(tmp),
+        "GITHUB_WORKSPACE": str(tmp),
+        "GITHUB_OUTPUT": str(tmp / "output"),
+        "GITHUB_STEP_SUMMARY": str(tmp / "summary"),
+        **{str(k): sample(v) for k, v in step.data.get("env", {}).items()},
+    }
+    result = subprocess.run(
+        ["/bin/bash", "--noprofile", "--norc", "-e", "-o", "pipefail", "-c", step.data["run"]],
+        env=env,
+        cwd=tmp,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, f"{step.where}: {result.stderr.strip()}"
+    return [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
+
+
+def allowed(call: list[str]) -> bool:
+    name, args = call[0], call[1:]
+    if name in ("release", *PLUMBING):
+        return True
+    if name in ("python", "python3"):
+        return args[:3] == ["-m", "pip", "install"] or args[:2] == ["-m", "venv"]
+    if name == "pip":
+        return args[:1] == ["install"]
+    if name == "uv":
+        return args[:2] == ["pip", "install"]
+    return False
+
+
+def test_run_steps_call_only_release_installs_and_plumbing(stub_dir: Path, tmp_path: Path) -> None:
+    parser = build_parser()
+    seen: dict[str, list[str]] = {}
+    for step in steps():
+        if "run" not in step.data or step.workflow != "release.yml":
+            continue
+        tmp = tmp_path / f"{step.job}-{step.index}"
+        tmp.mkdir()
+        for call in run_step(step, stub_dir, tmp):
+            assert allowed(call), f"{step.where}: {call}"
+            if call[0] != "release":
+                continue
+            try:
+                args = parser.parse_args(call[1:])
+            except SystemExit:
+                pytest.fail(f"{step.where}: `release {' '.join(call[1:])}` does not parse")
+            seen.setdefault(args.command, []).append(step.where)
+    assert set(seen) == {"matrix", "plan", "build", "env", "publish", "verify"}
+
+
+def test_the_matrix_step_filters_and_picks_the_fan_out(stub_dir: Path, tmp_path: Path) -> None:
+    (step,) = [s for s in steps() if s.job == "plan" and s.data.get("id") == "matrix"]
+    calls = run_step(step, stub_dir, tmp_path)
+    assert calls == [["release", "matrix", "--format", "github", "--per", "cell", "--cuda", "12.9"]]
+    assert (tmp_path / "output").read_text(encoding="utf-8").startswith("matrix=")
+    unfiltered = Step(step.workflow, step.job, step.index, {**step.data, "env": {"PER": "cuda"}})
+    (call,) = run_step(unfiltered, stub_dir, tmp_path)
+    args = build_parser().parse_args(call[1:])
+    assert (args.per, args.cuda) == ("cuda", [])
+
+
+def test_publish_jobs_publish_or_plan_only(stub_dir: Path, tmp_path: Path) -> None:
+    calls: dict[str, list[list[str]]] = {}
+    for step in steps():
+        if step.job in ("publish", "publish-dry-run") and "run" in step.data:
+            tmp = tmp_path / f"{step.job}-{step.index}"
+            tmp.mkdir()
+            calls.setdefault(step.job, []).extend(run_step(step, stub_dir, tmp))
+    parser = build_parser()
+    dry = [parser.parse_args(c[1:]) for c in calls["publish-dry-run"] if c[0] == "release"]
+    real = [parser.parse_args(c[1:]) for c in calls["publish"] if c[0] == "release"]
+    assert [(a.command, a.dry_run) for a in dry] == [("publish", True)]
+    assert [(a.command, a.dry_run) for a in real] == [("publish", False)]
