@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from collections import Counter
 from pathlib import Path
 
@@ -161,7 +162,7 @@ def main() -> int:
         )
         shutil.copy(matrix, changed_root / "matrix.yaml")
         kernel = changed_root / "csrc" / "kernels" / "swiglu.cu"
-        kernel.write_text(kernel.read_text() + "\n// one kernel changed\n")
+        kernel.write_text(kernel.read_text() + f"\n// one kernel changed: {uuid.uuid4()}\n")
         changed_out = root / "changed-out"
         one_changed = release_build(changed_root / "matrix.yaml", changed_out, ours_cache)
         per_kernel = compiles(changed_out)

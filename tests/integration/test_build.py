@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import uuid
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -201,7 +202,8 @@ def test_one_kernel_changed_recompiles_only_that_kernel(
 ) -> None:
     matrix = copy_project(tmp_path, ONE_CELL)
     swiglu = tmp_path / "csrc" / "kernels" / "swiglu.cu"
-    swiglu.write_text(swiglu.read_text() + "\n// a change to one kernel file\n")
+    # unique, so that a device cache kept between test runs has never seen this source
+    swiglu.write_text(swiglu.read_text() + f"\n// a change to one kernel file: {uuid.uuid4()}\n")
     out = tmp_path / "dist"
     code = main(
         ["build", "--matrix", str(matrix), "--out", str(out), "--cache-dir", str(built.cache)]
