@@ -274,6 +274,49 @@ def provision_all(plans: Mapping[str, ToolchainPlan], python: str) -> dict[str, 
 Progress = Callable[[str, Cell, CellResult | None], None]
 
 
+class CellFailure(Exception):
+    """A cell's wheel did not make it: what went wrong, the log tail, the inspection."""
+
+    def __init__(self, error: str, tail: str = "", report: WheelReport | None = None) -> None:
+        super().__init__(error)
+        self.error = error
+        self.tail = tail
+        self.report = report
+
+
+def certify(
+    wheel: Path,
+    cell: Cell,
+    toolchain: Toolchain,
+    *,
+    python: str,
+    env: Mapping[str, str],
+    log: Path,
+) -> tuple[Path, WheelReport]:
+    """What makes a freshly built wheel count as built: auditwheel's verdict, exactly the
+    cell's platform tag, and the inspection. Raises CellFailure; returns the retagged wheel
+    (beside `wheel`) and its report."""
+    shown = proc.run(show_command(python, wheel), env=env, log=log)
+    problems = auditwheel_problems(shown.output, cell)
+    if shown.returncode != 0 or problems:
+        raise CellFailure("; ".join(problems) or "auditwheel show failed", proc.tail(shown.output))
+    if wheel.name != cell.wheel_filename:
+        retagged = proc.run(retag_command(python, wheel, cell), env=env, log=log)
+        wheel = wheel.parent / cell.wheel_filename
+        if retagged.returncode != 0 or not wheel.is_file():
+            raise CellFailure("retagging the wheel failed", proc.tail(retagged.output))
+    return wheel, inspected(wheel, cell, toolchain)
+
+
+def inspected(wheel: Path, cell: Cell, toolchain: Toolchain) -> WheelReport:
+    report = inspect_wheel(
+        wheel.name, wheel.read_bytes(), cell, list_fatbin=fatbin_lister(toolchain)
+    )
+    if not report.ok:
+        raise CellFailure("inspection failed: " + "; ".join(report.problems), report=report)
+    return report
+
+
 def build_one(
     cell: Cell,
     toolchain: Toolchain,
@@ -299,58 +342,24 @@ def build_one(
     command = build_command(settings.python, settings.matrix.project.path, staging / "built")
     reproduce = proc.reproduce_command(command, env, None)
 
-    def failed(error: str, tail: str = "") -> CellResult:
-        return CellResult(
-            cell=cell,
-            ok=False,
-            seconds=time.monotonic() - start,
-            error=error,
-            log_tail=tail,
-            log=log,
-            reproduce=reproduce,
-            toolchain=summary,
-        )
-
     try:
         from_cache = cached.is_file()
         if from_cache:
-            candidate = cached
+            candidate, report = cached, inspected(cached, cell, toolchain)
         else:
             log.unlink(missing_ok=True)
             built = proc.run(command, env=env, log=log)
             if built.returncode != 0:
-                return failed("the PEP 517 build failed", proc.tail(built.output))
+                raise CellFailure("the PEP 517 build failed", proc.tail(built.output))
             wheels = sorted((staging / "built").glob("*.whl"))
             if len(wheels) != 1:
-                return failed(f"the build produced {len(wheels)} wheels, expected 1")
-            shown = proc.run(show_command(settings.python, wheels[0]), env=env, log=log)
-            problems = auditwheel_problems(shown.output, cell)
-            if shown.returncode != 0 or problems:
-                return failed(
-                    "; ".join(problems) or "auditwheel show failed", proc.tail(shown.output)
-                )
-            retagged = proc.run(retag_command(settings.python, wheels[0], cell), env=env, log=log)
-            found = [p for p in (staging / "built").glob("*.whl") if p.name == cell.wheel_filename]
-            if retagged.returncode != 0 or len(found) != 1:
-                return failed("retagging the wheel failed", proc.tail(retagged.output))
-            candidate = found[0]
-        data = candidate.read_bytes()
-        report = inspect_wheel(candidate.name, data, cell, list_fatbin=fatbin_lister(toolchain))
-        if not report.ok:
-            return CellResult(
-                cell=cell,
-                ok=False,
-                seconds=time.monotonic() - start,
-                report=report,
-                error="inspection failed: " + "; ".join(report.problems),
-                log=log,
-                reproduce=reproduce,
-                toolchain=summary,
+                raise CellFailure(f"the build produced {len(wheels)} wheels, expected 1")
+            candidate, report = certify(
+                wheels[0], cell, toolchain, python=settings.python, env=env, log=log
             )
-        if not from_cache:
-            write_atomic(cached, data)
+            write_atomic(cached, candidate.read_bytes())
         final = settings.out / candidate.name
-        write_atomic(final, data)
+        write_atomic(final, candidate.read_bytes())
         return CellResult(
             cell=cell,
             ok=True,
@@ -358,6 +367,18 @@ def build_one(
             wheel=final,
             report=report,
             from_cache=from_cache,
+            log=log,
+            reproduce=reproduce,
+            toolchain=summary,
+        )
+    except CellFailure as failure:
+        return CellResult(
+            cell=cell,
+            ok=False,
+            seconds=time.monotonic() - start,
+            report=failure.report,
+            error=failure.error,
+            log_tail=failure.tail,
             log=log,
             reproduce=reproduce,
             toolchain=summary,

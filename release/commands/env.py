@@ -22,23 +22,19 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from release import proc
 from release.build import (
     BuildSettings,
+    CellFailure,
     CellResult,
-    auditwheel_problems,
     cell_env,
+    certify,
     require_success,
-    retag_command,
-    show_command,
     toolchain_summary,
     write_outputs,
 )
-from release.build import fatbin_lister as make_fatbin_lister
 from release.commands.common import add_toolchain_options, cache_dir, cuda_home
 from release.errors import BuildError, ConfigError
 from release.fsutil import write_atomic
-from release.inspect import inspect_wheel
 from release.matrix import Cell, load_matrix
 from release.toolchain import ARCHES, Toolchain, provision, resolve
 
@@ -179,30 +175,12 @@ def record(cell: Cell, wheel: Path, toolchain: Toolchain, settings: BuildSetting
     summary = toolchain_summary(toolchain)
     env = dict(settings.environ)
 
-    def failed(error: str, tail: str = "") -> CellResult:
-        seconds = time.monotonic() - start
-        return CellResult(cell=cell, ok=False, seconds=seconds, error=error, log_tail=tail, log=log)
-
     settings.out.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{cell.id}.", dir=settings.out))
     try:
-        candidate = staging / wheel.name
-        shutil.copyfile(wheel, candidate)
-        shown = proc.run(show_command(settings.python, candidate), env=env, log=log)
-        problems = auditwheel_problems(shown.output, cell)
-        if shown.returncode != 0 or problems:
-            return failed("; ".join(problems) or "auditwheel show failed", proc.tail(shown.output))
-        if candidate.name != cell.wheel_filename:
-            retagged = proc.run(retag_command(settings.python, candidate, cell), env=env, log=log)
-            candidate = staging / cell.wheel_filename
-            if retagged.returncode != 0 or not candidate.is_file():
-                return failed("retagging the wheel failed", proc.tail(retagged.output))
-        data = candidate.read_bytes()
-        report = inspect_wheel(
-            candidate.name, data, cell, list_fatbin=make_fatbin_lister(toolchain)
-        )
-        if not report.ok:
-            return failed("inspection failed: " + "; ".join(report.problems))
+        copy = staging / wheel.name
+        shutil.copyfile(wheel, copy)
+        candidate, report = certify(copy, cell, toolchain, python=settings.python, env=env, log=log)
         final = settings.out / candidate.name
         shutil.copyfile(candidate, final)
         return CellResult(
@@ -211,6 +189,17 @@ def record(cell: Cell, wheel: Path, toolchain: Toolchain, settings: BuildSetting
             seconds=time.monotonic() - start,
             wheel=final,
             report=report,
+            log=log,
+            toolchain=summary,
+        )
+    except CellFailure as failure:
+        return CellResult(
+            cell=cell,
+            ok=False,
+            seconds=time.monotonic() - start,
+            report=failure.report,
+            error=failure.error,
+            log_tail=failure.tail,
             log=log,
             toolchain=summary,
         )
