@@ -317,6 +317,44 @@ def inspected(wheel: Path, cell: Cell, toolchain: Toolchain) -> WheelReport:
     return report
 
 
+def outcome(
+    cell: Cell,
+    work: Callable[[], tuple[Path, WheelReport, bool]],
+    *,
+    start: float,
+    log: Path,
+    toolchain: Mapping[str, str],
+    reproduce: str = "",
+) -> CellResult:
+    """Run a cell's `work` (returning the final wheel, its report, and whether it came from
+    the cache) and turn its success or CellFailure into the cell's result."""
+    try:
+        wheel, report, from_cache = work()
+    except CellFailure as failure:
+        return CellResult(
+            cell=cell,
+            ok=False,
+            seconds=time.monotonic() - start,
+            report=failure.report,
+            error=failure.error,
+            log_tail=failure.tail,
+            log=log,
+            reproduce=reproduce,
+            toolchain=toolchain,
+        )
+    return CellResult(
+        cell=cell,
+        ok=True,
+        seconds=time.monotonic() - start,
+        wheel=wheel,
+        report=report,
+        from_cache=from_cache,
+        log=log,
+        reproduce=reproduce,
+        toolchain=toolchain,
+    )
+
+
 def build_one(
     cell: Cell,
     toolchain: Toolchain,
@@ -342,10 +380,9 @@ def build_one(
     command = build_command(settings.python, settings.matrix.project.path, staging / "built")
     reproduce = proc.reproduce_command(command, env, None)
 
-    try:
-        from_cache = cached.is_file()
-        if from_cache:
-            candidate, report = cached, inspected(cached, cell, toolchain)
+    def work() -> tuple[Path, WheelReport, bool]:
+        if cached.is_file():
+            candidate, report, from_cache = cached, inspected(cached, cell, toolchain), True
         else:
             log.unlink(missing_ok=True)
             built = proc.run(command, env=env, log=log)
@@ -358,31 +395,13 @@ def build_one(
                 wheels[0], cell, toolchain, python=settings.python, env=env, log=log
             )
             write_atomic(cached, candidate.read_bytes())
+            from_cache = False
         final = settings.out / candidate.name
         write_atomic(final, candidate.read_bytes())
-        return CellResult(
-            cell=cell,
-            ok=True,
-            seconds=time.monotonic() - start,
-            wheel=final,
-            report=report,
-            from_cache=from_cache,
-            log=log,
-            reproduce=reproduce,
-            toolchain=summary,
-        )
-    except CellFailure as failure:
-        return CellResult(
-            cell=cell,
-            ok=False,
-            seconds=time.monotonic() - start,
-            report=failure.report,
-            error=failure.error,
-            log_tail=failure.tail,
-            log=log,
-            reproduce=reproduce,
-            toolchain=summary,
-        )
+        return final, report, from_cache
+
+    try:
+        return outcome(cell, work, start=start, log=log, toolchain=summary, reproduce=reproduce)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 

@@ -24,10 +24,10 @@ from typing import Any
 
 from release.build import (
     BuildSettings,
-    CellFailure,
     CellResult,
     cell_env,
     certify,
+    outcome,
     require_success,
     toolchain_summary,
     write_outputs,
@@ -35,6 +35,7 @@ from release.build import (
 from release.commands.common import add_toolchain_options, cache_dir, cuda_home
 from release.errors import BuildError, ConfigError
 from release.fsutil import write_atomic
+from release.inspect import WheelReport
 from release.matrix import Cell, load_matrix
 from release.toolchain import ARCHES, Toolchain, provision, resolve
 
@@ -177,32 +178,17 @@ def record(cell: Cell, wheel: Path, toolchain: Toolchain, settings: BuildSetting
 
     settings.out.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{cell.id}.", dir=settings.out))
-    try:
+
+    def work() -> tuple[Path, WheelReport, bool]:
         copy = staging / wheel.name
         shutil.copyfile(wheel, copy)
         candidate, report = certify(copy, cell, toolchain, python=settings.python, env=env, log=log)
         final = settings.out / candidate.name
         shutil.copyfile(candidate, final)
-        return CellResult(
-            cell=cell,
-            ok=True,
-            seconds=time.monotonic() - start,
-            wheel=final,
-            report=report,
-            log=log,
-            toolchain=summary,
-        )
-    except CellFailure as failure:
-        return CellResult(
-            cell=cell,
-            ok=False,
-            seconds=time.monotonic() - start,
-            report=failure.report,
-            error=failure.error,
-            log_tail=failure.tail,
-            log=log,
-            toolchain=summary,
-        )
+        return final, report, False
+
+    try:
+        return outcome(cell, work, start=start, log=log, toolchain=summary)
     except OSError as error:
         raise BuildError(f"{wheel}: {error.strerror or error}") from None
     finally:
