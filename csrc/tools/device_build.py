@@ -98,6 +98,7 @@ class LogRecord:
     target: str
     action: str
     seconds: float
+    compiler: str
 
 
 # ---------------------------------------------------------------- pure core
@@ -660,7 +661,7 @@ def build_device(
         fatbin_cached = cache.path(fatbin_keys[src], ".fatbin").is_file()
         for t in targets:
             if fatbin_cached or cache.path(part_keys[src, t], t.suffix).is_file():
-                log.add(LogRecord(src.stem, t.name, "cached", 0.0))
+                log.add(LogRecord(src.stem, t.name, "cached", 0.0, compiler.identity))
             else:
                 todo.append((src, t))
 
@@ -669,7 +670,8 @@ def build_device(
         start = time.monotonic()
         data = compiler.compile(src, kernels_dir, t)
         cache.put(part_keys[src, t], t.suffix, data)
-        log.add(LogRecord(src.stem, t.name, "compile", round(time.monotonic() - start, 3)))
+        seconds = round(time.monotonic() - start, 3)
+        log.add(LogRecord(src.stem, t.name, "compile", seconds, compiler.identity))
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=config.jobs) as pool:
         futures = [pool.submit(compile_one, item) for item in todo]
