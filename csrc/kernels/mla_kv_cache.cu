@@ -65,6 +65,51 @@ template <> struct k3_quant<k3_fp8> {
     }
 };
 
+// x * RN(1/scale): one multiply. For a cache in the input dtype it is never used.
+template <typename CacheT> struct k3_quant_mul {
+    __device__ __forceinline__ explicit k3_quant_mul(const k3_quant<CacheT>&) {}
+    __device__ __forceinline__ float operator()(float x) const { return x; }
+};
+template <> struct k3_quant_mul<k3_fp8> {
+    float r;
+    __device__ __forceinline__ explicit k3_quant_mul(const k3_quant<k3_fp8>& q) : r(q.r) {}
+    __device__ __forceinline__ float operator()(float x) const { return __fmul_rn(x, r); }
+};
+
+// Whether e4m3(x * RN(1/s)) == e4m3(RN(x / s)) for every bf16 x, decided by the warp.
+//
+// x * r and RN(x / s) differ by at most 2 ulp. The e4m3 result (saturating, subnormals
+// included) only changes at a midpoint between two e4m3 values or at 2^-10, and every
+// such point is an fp32 number whose low 19 mantissa bits are zero. So the two agree
+// unless one of those points lies between the fp32 values. With s = sm * 2^e
+// (sm in [1, 2)) and x = xm * 2^k, both quotients are the ones of xm / sm scaled by
+// 2^(k - e) (exact for normal results; outside that range both become 0 or +-448), so
+// checking the 128 bf16 significands xm once against sm decides it for every bf16 x.
+// 1/s must be normal for RN(1/s) = RN(1/sm) * 2^-e: scales outside [2^-64, 2^64), and
+// zero, negative or NaN ones, keep the division.
+template <typename InT, typename CacheT>
+__device__ __forceinline__ bool k3_quant_mul_exact(const k3_quant<CacheT>&, int) {
+    return false;
+}
+template <>
+__device__ __forceinline__ bool k3_quant_mul_exact<k3_bf16, k3_fp8>(const k3_quant<k3_fp8>& q,
+                                                                     int lane) {
+    const k3_u32 sb = __float_as_uint(q.s);
+    bool ok = sb >= 0x1f800000u && sb < 0x5f800000u;  // 2^-64 <= s < 2^64, sign clear
+    const float sm = __uint_as_float((sb & 0x007fffffu) | 0x3f800000u);
+    const float rm = __frcp_rn(sm);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const float xm = __uint_as_float(0x3f800000u | (static_cast<k3_u32>(lane + 32 * i) << 16));
+        const k3_u32 a = __float_as_uint(__fdiv_rn(xm, sm));
+        const k3_u32 b = __float_as_uint(__fmul_rn(xm, rm));
+        const k3_u32 lo = a < b ? a : b;
+        const k3_u32 hi = a < b ? b : a;
+        ok = ok && (a == b || (hi & 0xfff80000u) < lo);
+    }
+    return __all_sync(0xffffffffu, ok);
+}
+
 template <typename InT>
 __device__ __forceinline__ float k3_cos_sin(const k3_mla_params& p, k3_i64 i) {
     if (p.cos_sin_f32) {
@@ -221,6 +266,133 @@ __device__ __forceinline__ void k3_mla_fast(const k3_mla_params& p) {
     }
 }
 
+// The store half of k3_mla_fast_mul: convert TPW tokens and write them. `quant` converts
+// input values, `exact` the rotated rope values (any fp32, not input values).
+template <typename InT, typename CacheT, int ROPE, int TPW, int VPL, typename Quant>
+__device__ __forceinline__ void k3_mla_fast_store(const k3_mla_params& p, const Quant& quant,
+                                                  const k3_quant<CacheT>& exact, int lane,
+                                                  const k3_i64 (&slot)[TPW],
+                                                  const k3_i64 (&pos)[TPW],
+                                                  const k3_vec16 (&v)[TPW][VPL],
+                                                  const float (&x1)[TPW], const float (&x2)[TPW]) {
+    enum { N = k3_lanes<InT>::N };
+    const int nvec = p.rank / N;
+    const int half = p.rope_dim >> 1;
+#pragma unroll
+    for (int u = 0; u < TPW; ++u) {
+        if (slot[u] < 0 || slot[u] >= p.num_slots) {
+            continue;  // -1 is padding; anything past the cache is never written
+        }
+        if (ROPE != K3_ROPE_NONE && (pos[u] < 0 || pos[u] >= p.max_pos)) {
+            continue;
+        }
+        CacheT* dst = k3_entry<CacheT>(p, slot[u]);
+#pragma unroll
+        for (int k = 0; k < VPL; ++k) {
+            const int i = lane + 32 * k;
+            if (i < nvec) {
+                float f[N];
+                k3_unpack(v[u][k], f, InT());
+#pragma unroll
+                for (int e = 0; e < N; ++e) f[e] = quant(f[e]);
+                k3_store_vec(dst + i * N, f);
+            }
+        }
+        if (lane < half) {
+            CacheT* dpe = dst + p.rank;
+            const float o1 = ROPE == K3_ROPE_NONE ? quant(x1[u]) : exact(x1[u]);
+            const float o2 = ROPE == K3_ROPE_NONE ? quant(x2[u]) : exact(x2[u]);
+            if (ROPE == K3_ROPE_GPTJ && p.pe_vec) {
+                k3_store_pair(dpe + 2 * lane, o1, o2);
+            } else if (ROPE == K3_ROPE_GPTJ) {
+                k3_store(dpe + 2 * lane, o1);
+                k3_store(dpe + 2 * lane + 1, o2);
+            } else {
+                k3_store(dpe + lane, o1);
+                k3_store(dpe + lane + half, o2);
+            }
+        }
+    }
+}
+
+// k3_mla_fast for a bf16 input and an FP8 cache: the same loads, then the latent part
+// (and an unrotated k_pe) converted with one multiply per value when k3_quant_mul_exact
+// proved that exact for this scale, else with the division. The other kernels keep
+// k3_mla_fast: built with this second store path, a bf16 cache lost about 5% of its
+// bandwidth on an H200.
+template <typename InT, typename CacheT, int ROPE>
+__device__ __forceinline__ void k3_mla_fast_mul(const k3_mla_params& p) {
+    enum { TPW = 2, N = k3_lanes<InT>::N, VPL = sizeof(InT) };  // VPL * N * 32 = 512
+    const int lane = threadIdx.x & 31;
+    const k3_i64 warps = (static_cast<k3_i64>(gridDim.x) * blockDim.x) >> 5;
+    const k3_quant<CacheT> quant(p);
+    const int nvec = p.rank / N;
+    const int half = p.rope_dim >> 1;
+    int mul_exact = -1;
+
+    for (k3_i64 t0 = ((static_cast<k3_i64>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5) * TPW;
+         t0 < p.num_tokens; t0 += warps * TPW) {
+        k3_i64 slot[TPW];
+        k3_i64 pos[TPW];
+        k3_vec16 v[TPW][VPL];
+        float x1[TPW];
+        float x2[TPW];
+#pragma unroll
+        for (int u = 0; u < TPW; ++u) {
+            const k3_i64 t = t0 + u;
+            const bool live = t < p.num_tokens;
+            slot[u] = live ? p.slots[t] : -1;
+            pos[u] = (ROPE != K3_ROPE_NONE && live) ? p.positions[t] : 0;
+            const InT* src = static_cast<const InT*>(p.kv_c) + t * p.kv_c_stride;
+#pragma unroll
+            for (int k = 0; k < VPL; ++k) {
+                const int i = lane + 32 * k;
+                if (live && i < nvec) {
+                    v[u][k] = *reinterpret_cast<const k3_vec16*>(src + i * N);
+                }
+            }
+            const InT* pe = static_cast<const InT*>(p.k_pe) + t * p.k_pe_stride;
+            x1[u] = 0.0f;
+            x2[u] = 0.0f;
+            if (live && lane < half) {
+                if (ROPE == K3_ROPE_GPTJ && p.pe_vec) {
+                    k3_load_pair(pe + 2 * lane, x1[u], x2[u]);
+                } else if (ROPE == K3_ROPE_GPTJ) {
+                    x1[u] = k3_to_f32(pe[2 * lane]);
+                    x2[u] = k3_to_f32(pe[2 * lane + 1]);
+                } else {  // neox pairs (j, j + half); no rope: the same two elements, copied
+                    x1[u] = k3_to_f32(pe[lane]);
+                    x2[u] = k3_to_f32(pe[lane + half]);
+                }
+            }
+        }
+        if (ROPE != K3_ROPE_NONE) {
+#pragma unroll
+            for (int u = 0; u < TPW; ++u) {
+                // Tokens past the end or with a position outside the table are not written.
+                if (slot[u] >= 0 && slot[u] < p.num_slots && pos[u] >= 0 && pos[u] < p.max_pos &&
+                    lane < half) {
+                    const k3_i64 row = pos[u] * p.cos_sin_stride;
+                    const float c = k3_cos_sin<InT>(p, row + lane);
+                    const float s = k3_cos_sin<InT>(p, row + half + lane);
+                    k3_rotate(x1[u], x2[u], c, s, x1[u], x2[u]);
+                }
+            }
+        }
+        // Warp-uniform; decided once the first loads are in flight.
+        if (mul_exact < 0) {
+            mul_exact = k3_quant_mul_exact<InT, CacheT>(quant, lane) ? 1 : 0;
+        }
+        if (mul_exact) {
+            k3_mla_fast_store<InT, CacheT, ROPE, TPW, VPL>(p, k3_quant_mul<CacheT>(quant), quant,
+                                                          lane, slot, pos, v, x1, x2);
+        } else {
+            k3_mla_fast_store<InT, CacheT, ROPE, TPW, VPL>(p, quant, quant, lane, slot, pos, v, x1,
+                                                          x2);
+        }
+    }
+}
+
 // Any shape: one token per warp, element-wise where vectors do not fit.
 template <typename InT, typename CacheT, int ROPE>
 __device__ __forceinline__ void k3_mla_general(const k3_mla_params& p) {
@@ -299,12 +471,17 @@ __device__ __forceinline__ void k3_mla_general(const k3_mla_params& p) {
     }
 }
 
+template <typename InT, typename CacheT> struct k3_is_bf16_fp8 { enum { value = 0 }; };
+template <> struct k3_is_bf16_fp8<k3_bf16, k3_fp8> { enum { value = 1 }; };
+
 template <typename InT, typename CacheT, int ROPE>
 __device__ __forceinline__ void k3_mla_body(const k3_mla_params& p) {
     // Uniform over the grid: the host guarantees rope_dim is even when ROPE != NONE.
     const bool fast = p.vec && p.rank <= 512 && p.rope_dim <= 64 &&
                       (ROPE != K3_ROPE_NONE || (p.rope_dim & 1) == 0);
-    if (fast) {
+    if (fast && k3_is_bf16_fp8<InT, CacheT>::value) {
+        k3_mla_fast_mul<InT, CacheT, ROPE>(p);
+    } else if (fast) {
         k3_mla_fast<InT, CacheT, ROPE>(p);
     } else {
         k3_mla_general<InT, CacheT, ROPE>(p);
