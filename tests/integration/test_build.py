@@ -284,3 +284,60 @@ def test_a_failed_cell_shows_its_log_and_the_others_finish(
     manifest = read_manifest(out / "manifest.json")
     assert [w.cell for w in manifest.wheels] == ["13.0-aarch64"]
     assert not list(out.glob("*x86_64.whl"))
+
+
+def test_fail_fast_stops_at_the_first_failed_cell(
+    built: Built, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    matrix = copy_project(tmp_path, BROKEN_ON_SM86.replace("ptx: 86", "ptx: 90"))
+    swiglu = tmp_path / "csrc" / "kernels" / "swiglu.cu"
+    swiglu.write_text(
+        "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 860\n#error broken\n#endif\n"
+        + swiglu.read_text()
+    )
+    out = tmp_path / "dist"
+    code = main(
+        [
+            "build",
+            "--matrix",
+            str(matrix),
+            "--out",
+            str(out),
+            "--cache-dir",
+            str(built.cache),
+            "--fail-fast",
+        ]
+    )
+    err = capsys.readouterr().err
+    assert code == 4
+    assert "1 of 2 cells failed (13.0-x86_64); 1 not started" in err
+    assert not list(out.glob("*.whl"))
+
+
+def test_dry_run_shows_cells_toolchains_and_commands_and_builds_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "dist"
+    cache = tmp_path / "cache"
+    code = main(
+        [
+            "build",
+            "--matrix",
+            str(REPO / "matrix.yaml"),
+            "--out",
+            str(out),
+            "--cache-dir",
+            str(cache),
+            "--dry-run",
+        ]
+    )
+    printed = capsys.readouterr().out
+    assert code == 0
+    for cell in load_matrix(REPO / "matrix.yaml").cells:
+        assert cell.wheel_filename in printed
+        assert f"RELEASE_TARGET_ARCH={cell.arch}" in printed
+    assert "nvidia-cuda-nvrtc-cu12==12.9.86" in printed
+    assert "RELEASE_SMS='75;80;86;89;90;100'" in printed
+    assert "-m build --wheel" in printed
+    assert not out.exists()
+    assert not cache.exists(), "a dry run provisions nothing"
