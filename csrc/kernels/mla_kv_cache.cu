@@ -168,6 +168,22 @@ __device__ __forceinline__ void k3_load_pair(const T* p, float& a, float& b) {
     b = k3_hi_f32(w, T());
 }
 
+// The rope kernels' critical path is positions (DRAM) -> cos/sin (L2) -> stores: each
+// warp handles its tokens once (the host launches one warp per two tokens), so the
+// second latency cannot overlap the next tokens' loads. A warp instead asks L2 for the
+// positions of the tokens K3_POS_AHEAD later, which a warp of a later block then finds
+// in L2 rather than in DRAM. A hint only: nothing depends on it for correctness.
+#ifndef K3_POS_AHEAD
+#define K3_POS_AHEAD 4096
+#endif
+template <int ROPE>
+__device__ __forceinline__ void k3_prefetch_positions(const k3_mla_params& p, k3_i64 t0, int lane) {
+    if (ROPE != K3_ROPE_NONE && K3_POS_AHEAD > 0 && lane == 0 && (t0 & 15) == 0 &&
+        t0 + K3_POS_AHEAD < p.num_tokens) {
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(p.positions + t0 + K3_POS_AHEAD));
+    }
+}
+
 // The common shape (16-byte vectors, rank <= 32 lanes * 16 bytes, rope_dim <= 64):
 // a warp takes TPW tokens at a time and issues every load of all of them (slots,
 // positions, the whole latent rows, k_pe) before it waits on any; only cos/sin waits
@@ -217,6 +233,7 @@ __device__ __forceinline__ void k3_mla_fast(const k3_mla_params& p) {
                 }
             }
         }
+        k3_prefetch_positions<ROPE>(p, t0, lane);
         if (ROPE != K3_ROPE_NONE) {
 #pragma unroll
             for (int u = 0; u < TPW; ++u) {
@@ -366,6 +383,11 @@ __device__ __forceinline__ void k3_mla_fast_mul(const k3_mla_params& p) {
                 }
             }
         }
+        // Warp-uniform; decided while the first loads are in flight (it needs none of them).
+        if (mul_exact < 0) {
+            mul_exact = k3_quant_mul_exact<InT, CacheT>(quant, lane) ? 1 : 0;
+        }
+        k3_prefetch_positions<ROPE>(p, t0, lane);
         if (ROPE != K3_ROPE_NONE) {
 #pragma unroll
             for (int u = 0; u < TPW; ++u) {
@@ -378,10 +400,6 @@ __device__ __forceinline__ void k3_mla_fast_mul(const k3_mla_params& p) {
                     k3_rotate(x1[u], x2[u], c, s, x1[u], x2[u]);
                 }
             }
-        }
-        // Warp-uniform; decided once the first loads are in flight.
-        if (mul_exact < 0) {
-            mul_exact = k3_quant_mul_exact<InT, CacheT>(quant, lane) ? 1 : 0;
         }
         if (mul_exact) {
             k3_mla_fast_store<InT, CacheT, ROPE, TPW, VPL>(p, k3_quant_mul<CacheT>(quant), quant,
