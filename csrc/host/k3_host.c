@@ -30,6 +30,7 @@ typedef unsigned long long CUdeviceptr;
 #define CUDA_ERROR_NO_BINARY_FOR_GPU 209
 #define CUDA_ERROR_INVALID_PTX 218
 #define CUDA_ERROR_UNSUPPORTED_PTX_VERSION 222
+#define CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT 16
 #define CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR 75
 #define CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR 76
 #define CU_POINTER_ATTRIBUTE_MEMORY_TYPE 2
@@ -57,6 +58,7 @@ typedef struct {
                                   void**, unsigned int);
     CUresult (*cuLibraryGetKernel)(CUkernel*, CUlibrary, const char*);
     CUresult (*cuKernelGetFunction)(CUfunction*, CUkernel);
+    CUresult (*cuOccupancyMaxActiveBlocksPerMultiprocessor)(int*, CUfunction, int, size_t);
     CUresult (*cuLaunchKernel)(CUfunction, unsigned int, unsigned int, unsigned int,
                                unsigned int, unsigned int, unsigned int, unsigned int,
                                CUstream, void**, void**);
@@ -193,6 +195,8 @@ static void k3_init_once(void) {
     K3_SYM(cuLibraryLoadData, "cuLibraryLoadData");
     K3_SYM(cuLibraryGetKernel, "cuLibraryGetKernel");
     K3_SYM(cuKernelGetFunction, "cuKernelGetFunction");
+    K3_SYM(cuOccupancyMaxActiveBlocksPerMultiprocessor,
+           "cuOccupancyMaxActiveBlocksPerMultiprocessor");
     K3_SYM(cuLaunchKernel, "cuLaunchKernel");
     CUresult rc = k3_drv.cuInit(0);
     if (rc != CUDA_SUCCESS) {
@@ -301,14 +305,46 @@ static int k3_function(int handle, const char* name, CUfunction* fn) {
     return K3_OK;
 }
 
+/* For a kernel that grid-strides over `warps` warp-sized work items: no more blocks than
+ * the GPU holds at once, and as many as keep every warp's share equal (the same number
+ * of iterations each). Falls back to `gx` when the driver cannot say. */
+static unsigned k3_resident_grid(int device, CUfunction fn, unsigned gx, unsigned block,
+                                 int64_t warps) {
+    CUdevice dev;
+    int sms = 0;
+    int per_sm = 0;
+    if (k3_drv.cuDeviceGet(&dev, device) != CUDA_SUCCESS ||
+        k3_drv.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev) !=
+            CUDA_SUCCESS ||
+        k3_drv.cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, (int)block, 0) !=
+            CUDA_SUCCESS ||
+        sms <= 0 || per_sm <= 0) {
+        return gx;
+    }
+    const int64_t warps_per_block = block / 32;
+    const int64_t resident = (int64_t)sms * per_sm * warps_per_block;
+    if (warps <= resident) {
+        return gx;
+    }
+    const int64_t rounds = (warps + resident - 1) / resident;
+    const int64_t used = (warps + rounds - 1) / rounds;
+    const int64_t blocks = (used + warps_per_block - 1) / warps_per_block;
+    return blocks < (int64_t)gx ? (unsigned)blocks : gx;
+}
+
+/* resident_warps > 0: the kernel is pipelined across iterations, launch at most what is
+ * resident (k3_resident_grid) for that many warp-sized work items. */
 static int k3_launch(int handle, int device, const char* name, unsigned gx, unsigned gy,
-                     unsigned block, void* params, void* stream) {
+                     unsigned block, void* params, void* stream, int64_t resident_warps) {
     int status = k3_enter(device);
     if (status != K3_OK) {
         return status;
     }
     CUfunction fn = NULL;
     status = k3_function(handle, name, &fn);
+    if (status == K3_OK && resident_warps > 0) {
+        gx = k3_resident_grid(device, fn, gx, block, resident_warps);
+    }
     if (status == K3_OK) {
         void* kernel_params[1] = {params};
         CUresult rc = k3_drv.cuLaunchKernel(fn, gx, gy, 1, block, 1, 1, 0, (CUstream)stream,
@@ -622,7 +658,14 @@ int k3_mla_key_concat_kv_cache(int handle, int device, const k3_mla_args* a, voi
     if (blocks > (1 << 20)) {
         blocks = 1 << 20; /* the kernel strides over the rest */
     }
-    return k3_launch(handle, device, name, (unsigned)blocks, 1, 256, &p, stream);
+    /* The bf16 -> FP8 kernels' common shape (k3_mla_body's `fast`) overlaps one token
+     * pair's stores with the next pair's loads: it wants few warps, each with many pairs. */
+    const int pipelined = a->in_dtype == K3_DTYPE_BF16 && a->cache_dtype == K3_DTYPE_FP8_E4M3 &&
+                          p.vec && a->rank <= 512 && a->rope_dim <= 64 &&
+                          (a->rope != K3_ROPE_NONE || a->rope_dim % 2 == 0);
+    const int64_t pairs = (a->num_tokens + 1) / 2;
+    return k3_launch(handle, device, name, (unsigned)blocks, 1, 256, &p, stream,
+                     pipelined ? pairs : 0);
 }
 
 int k3_swiglu(int handle, int device, const k3_swiglu_args* a, void* stream) {
@@ -671,5 +714,5 @@ int k3_swiglu(int handle, int device, const k3_swiglu_args* a, void* stream) {
     char name[32];
     snprintf(name, sizeof name, "k3_swiglu_%s", k3_dtype_name(a->dtype));
     return k3_launch(handle, device, name, (unsigned)gx, (unsigned)gy, (unsigned)block, &p,
-                     stream);
+                     stream, 0);
 }

@@ -2,7 +2,8 @@
 //   cache[slot / block_size, slot % block_size, :rank + rope_dim] = [kv_c[t], rope(k_pe[t])]
 // with the cache in the input dtype or float8 e4m3fn holding x / scale (saturated).
 //
-// Grid-stride over tokens, one warp per token (two at a time in the common shape). The
+// Grid-stride over tokens, one warp per token (two at a time in the common shape; the
+// bf16 -> FP8 kernels run on a grid sized to the GPU and pipeline successive pairs). The
 // latent part moves in 16-byte vectors when the host found every pointer and stride
 // aligned (params.vec), else element-wise.
 #include "k3_common.cuh"
@@ -332,62 +333,94 @@ __device__ __forceinline__ void k3_mla_fast_store(const k3_mla_params& p, const 
     }
 }
 
-// k3_mla_fast for a bf16 input and an FP8 cache: the same loads, then the latent part
-// (and an unrotated k_pe) converted with one multiply per value when k3_quant_mul_exact
-// proved that exact for this scale, else with the division. The other kernels keep
-// k3_mla_fast: built with this second store path, a bf16 cache lost about 5% of its
-// bandwidth on an H200.
-template <typename InT, typename CacheT, int ROPE>
-__device__ __forceinline__ void k3_mla_fast_mul(const k3_mla_params& p) {
-    enum { TPW = 2, N = k3_lanes<InT>::N, VPL = sizeof(InT) };  // VPL * N * 32 = 512
-    const int lane = threadIdx.x & 31;
-    const k3_i64 warps = (static_cast<k3_i64>(gridDim.x) * blockDim.x) >> 5;
-    const k3_quant<CacheT> quant(p);
+// Slots and positions of the TPW tokens from t0 (-1 / 0 past the end: nothing loaded).
+template <int ROPE, int TPW>
+__device__ __forceinline__ void k3_mla_load_meta(const k3_mla_params& p, k3_i64 t0,
+                                                 k3_i64 (&slot)[TPW], k3_i64 (&pos)[TPW]) {
+#pragma unroll
+    for (int u = 0; u < TPW; ++u) {
+        const k3_i64 t = t0 + u;
+        const bool live = t < p.num_tokens;
+        slot[u] = live ? p.slots[t] : -1;
+        pos[u] = (ROPE != K3_ROPE_NONE && live) ? p.positions[t] : 0;
+    }
+}
+
+// The latent rows and the k_pe pairs of the TPW tokens from t0.
+template <typename InT, int ROPE, int TPW, int VPL>
+__device__ __forceinline__ void k3_mla_load_data(const k3_mla_params& p, k3_i64 t0, int lane,
+                                                 k3_vec16 (&v)[TPW][VPL], float (&x1)[TPW],
+                                                 float (&x2)[TPW]) {
+    enum { N = k3_lanes<InT>::N };
     const int nvec = p.rank / N;
     const int half = p.rope_dim >> 1;
-    int mul_exact = -1;
+#pragma unroll
+    for (int u = 0; u < TPW; ++u) {
+        const k3_i64 t = t0 + u;
+        const bool live = t < p.num_tokens;
+        const InT* src = static_cast<const InT*>(p.kv_c) + t * p.kv_c_stride;
+#pragma unroll
+        for (int k = 0; k < VPL; ++k) {
+            const int i = lane + 32 * k;
+            if (live && i < nvec) {
+                v[u][k] = *reinterpret_cast<const k3_vec16*>(src + i * N);
+            }
+        }
+        const InT* pe = static_cast<const InT*>(p.k_pe) + t * p.k_pe_stride;
+        x1[u] = 0.0f;
+        x2[u] = 0.0f;
+        if (live && lane < half) {
+            if (ROPE == K3_ROPE_GPTJ && p.pe_vec) {
+                k3_load_pair(pe + 2 * lane, x1[u], x2[u]);
+            } else if (ROPE == K3_ROPE_GPTJ) {
+                x1[u] = k3_to_f32(pe[2 * lane]);
+                x2[u] = k3_to_f32(pe[2 * lane + 1]);
+            } else {  // neox pairs (j, j + half); no rope: the same two elements, copied
+                x1[u] = k3_to_f32(pe[lane]);
+                x2[u] = k3_to_f32(pe[lane + half]);
+            }
+        }
+    }
+}
 
-    for (k3_i64 t0 = ((static_cast<k3_i64>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5) * TPW;
-         t0 < p.num_tokens; t0 += warps * TPW) {
-        k3_i64 slot[TPW];
-        k3_i64 pos[TPW];
-        k3_vec16 v[TPW][VPL];
-        float x1[TPW];
-        float x2[TPW];
-#pragma unroll
-        for (int u = 0; u < TPW; ++u) {
-            const k3_i64 t = t0 + u;
-            const bool live = t < p.num_tokens;
-            slot[u] = live ? p.slots[t] : -1;
-            pos[u] = (ROPE != K3_ROPE_NONE && live) ? p.positions[t] : 0;
-            const InT* src = static_cast<const InT*>(p.kv_c) + t * p.kv_c_stride;
-#pragma unroll
-            for (int k = 0; k < VPL; ++k) {
-                const int i = lane + 32 * k;
-                if (live && i < nvec) {
-                    v[u][k] = *reinterpret_cast<const k3_vec16*>(src + i * N);
-                }
-            }
-            const InT* pe = static_cast<const InT*>(p.k_pe) + t * p.k_pe_stride;
-            x1[u] = 0.0f;
-            x2[u] = 0.0f;
-            if (live && lane < half) {
-                if (ROPE == K3_ROPE_GPTJ && p.pe_vec) {
-                    k3_load_pair(pe + 2 * lane, x1[u], x2[u]);
-                } else if (ROPE == K3_ROPE_GPTJ) {
-                    x1[u] = k3_to_f32(pe[2 * lane]);
-                    x2[u] = k3_to_f32(pe[2 * lane + 1]);
-                } else {  // neox pairs (j, j + half); no rope: the same two elements, copied
-                    x1[u] = k3_to_f32(pe[lane]);
-                    x2[u] = k3_to_f32(pe[lane + half]);
-                }
-            }
-        }
-        // Warp-uniform; decided while the first loads are in flight (it needs none of them).
-        if (mul_exact < 0) {
-            mul_exact = k3_quant_mul_exact<InT, CacheT>(quant, lane) ? 1 : 0;
-        }
-        k3_prefetch_positions<ROPE>(p, t0, lane);
+// k3_mla_fast for a bf16 input and an FP8 cache, software-pipelined. The host launches
+// a grid sized to the GPU for it, so each warp strides over many token pairs: while it
+// rotates, converts and stores one pair, every load of the next pair (slots, positions,
+// latent rows, k_pe) is already in flight, and the cos/sin rows (which wait on the
+// positions) are read for a pair whose loads were issued an iteration earlier. The latent part (and an unrotated k_pe) is converted with one
+// multiply per value when k3_quant_mul_exact proved that exact for this scale, else
+// with the division.
+template <typename InT, typename CacheT, int ROPE>
+__device__ __forceinline__ void k3_mla_fast_mul(const k3_mla_params& p) {
+    enum { TPW = 2, VPL = sizeof(InT) };  // VPL * N * 32 = 512
+    const int lane = threadIdx.x & 31;
+    const k3_i64 step = ((static_cast<k3_i64>(gridDim.x) * blockDim.x) >> 5) * TPW;
+    const k3_quant<CacheT> quant(p);
+    const int half = p.rope_dim >> 1;
+
+    k3_i64 t0 = ((static_cast<k3_i64>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5) * TPW;
+    if (t0 >= p.num_tokens) {
+        return;
+    }
+    k3_i64 slot[TPW];
+    k3_i64 pos[TPW];
+    k3_vec16 v[TPW][VPL];
+    float x1[TPW];
+    float x2[TPW];
+    k3_mla_load_meta<ROPE, TPW>(p, t0, slot, pos);
+    k3_mla_load_data<InT, ROPE, TPW, VPL>(p, t0, lane, v, x1, x2);
+    // Warp-uniform; decided while the first loads are in flight (it needs none of them).
+    const bool mul_exact = k3_quant_mul_exact<InT, CacheT>(quant, lane);
+
+    for (;;) {
+        const k3_i64 t1 = t0 + step;
+        k3_vec16 v_n[TPW][VPL];
+        float x1_n[TPW];
+        float x2_n[TPW];
+        k3_i64 slot_n[TPW];
+        k3_i64 pos_n[TPW];
+        k3_mla_load_meta<ROPE, TPW>(p, t1, slot_n, pos_n);
+        k3_mla_load_data<InT, ROPE, TPW, VPL>(p, t1, lane, v_n, x1_n, x2_n);
         if (ROPE != K3_ROPE_NONE) {
 #pragma unroll
             for (int u = 0; u < TPW; ++u) {
@@ -407,6 +440,19 @@ __device__ __forceinline__ void k3_mla_fast_mul(const k3_mla_params& p) {
         } else {
             k3_mla_fast_store<InT, CacheT, ROPE, TPW, VPL>(p, quant, quant, lane, slot, pos, v, x1,
                                                           x2);
+        }
+        if (t1 >= p.num_tokens) {
+            break;
+        }
+        t0 = t1;
+#pragma unroll
+        for (int u = 0; u < TPW; ++u) {
+            slot[u] = slot_n[u];
+            pos[u] = pos_n[u];
+            x1[u] = x1_n[u];
+            x2[u] = x2_n[u];
+#pragma unroll
+            for (int k = 0; k < VPL; ++k) v[u][k] = v_n[u][k];
         }
     }
 }
@@ -506,20 +552,25 @@ __device__ __forceinline__ void k3_mla_body(const k3_mla_params& p) {
     }
 }
 
-#define K3_MLA(IN, InT, OUT, CacheT, RNAME, ROPE)                                            \
-    extern "C" __global__ void __launch_bounds__(256)                                       \
-        k3_mla_kv_cache_##IN##_##OUT##_##RNAME(const k3_mla_params p) {                     \
+// Blocks of 256 threads; the pipelined bf16 -> FP8 kernels are held to 80 registers so
+// that three blocks fit on an SM (the host sizes their grid to what is resident).
+#define K3_MLA(IN, InT, OUT, CacheT, RNAME, ROPE, BOUNDS)                                    \
+    extern "C" __global__ void BOUNDS k3_mla_kv_cache_##IN##_##OUT##_##RNAME(               \
+        const k3_mla_params p) {                                                            \
         k3_mla_body<InT, CacheT, ROPE>(p);                                                  \
     }
 
+#define K3_MLA_ROPES_B(IN, InT, OUT, CacheT, BOUNDS)                                         \
+    K3_MLA(IN, InT, OUT, CacheT, none, K3_ROPE_NONE, BOUNDS)                                \
+    K3_MLA(IN, InT, OUT, CacheT, neox, K3_ROPE_NEOX, BOUNDS)                                \
+    K3_MLA(IN, InT, OUT, CacheT, gptj, K3_ROPE_GPTJ, BOUNDS)
+
 #define K3_MLA_ROPES(IN, InT, OUT, CacheT)                                                   \
-    K3_MLA(IN, InT, OUT, CacheT, none, K3_ROPE_NONE)                                        \
-    K3_MLA(IN, InT, OUT, CacheT, neox, K3_ROPE_NEOX)                                        \
-    K3_MLA(IN, InT, OUT, CacheT, gptj, K3_ROPE_GPTJ)
+    K3_MLA_ROPES_B(IN, InT, OUT, CacheT, __launch_bounds__(256))
 
 K3_MLA_ROPES(f32, float, f32, float)
 K3_MLA_ROPES(f32, float, fp8, k3_fp8)
 K3_MLA_ROPES(f16, k3_f16, f16, k3_f16)
 K3_MLA_ROPES(f16, k3_f16, fp8, k3_fp8)
 K3_MLA_ROPES(bf16, k3_bf16, bf16, k3_bf16)
-K3_MLA_ROPES(bf16, k3_bf16, fp8, k3_fp8)
+K3_MLA_ROPES_B(bf16, k3_bf16, fp8, k3_fp8, __launch_bounds__(256, 3))
