@@ -57,6 +57,24 @@ class BuildSettings:
     python: str = sys.executable
     environ: Mapping[str, str] = field(default_factory=dict)
 
+    @property
+    def device_jobs(self) -> int:
+        """Parallel device compiles per cell: the CPUs shared by the cells built at once."""
+        return max(1, (os.cpu_count() or 2) // self.jobs)
+
+    def cell_env(
+        self, cell: Cell, toolchain_env: Mapping[str, str], *, base: Mapping[str, str]
+    ) -> dict[str, str]:
+        """`cell_env` with this build's device cache, device log and device jobs."""
+        return cell_env(
+            cell,
+            toolchain_env,
+            base=base,
+            device_cache=self.cache_dir / "device",
+            device_log=self.out / "logs" / "device.jsonl",
+            device_jobs=self.device_jobs,
+        )
+
 
 @dataclass(frozen=True, kw_only=True)
 class CellResult:
@@ -363,19 +381,11 @@ def build_one(
 ) -> CellResult:
     start = time.monotonic()
     summary = toolchain_summary(toolchain)
-    key = wheel_cache_key(cell, sources, summary | {"env": json.dumps(toolchain.build_env())})
+    toolchain_env = toolchain.build_env()
+    key = wheel_cache_key(cell, sources, summary | {"env": json.dumps(toolchain_env)})
     cached = settings.cache_dir / "wheels" / key / cell.wheel_filename
-    logs = settings.out / "logs"
-    log = logs / f"{cell.id}.log"
-    device_cache = settings.cache_dir / "device"
-    env = cell_env(
-        cell,
-        toolchain.build_env(),
-        base=settings.environ,
-        device_cache=device_cache,
-        device_log=logs / "device.jsonl",
-        device_jobs=max(1, (os.cpu_count() or 2) // settings.jobs),
-    )
+    log = settings.out / "logs" / f"{cell.id}.log"
+    env = settings.cell_env(cell, toolchain_env, base=settings.environ)
     staging = Path(tempfile.mkdtemp(prefix=f".{cell.id}.", dir=settings.out))
     command = build_command(settings.python, settings.matrix.project.path, staging / "built")
     reproduce = proc.reproduce_command(command, env, None)

@@ -17,7 +17,6 @@ from release.build import (
     CellResult,
     build_cells,
     build_command,
-    cell_env,
     plan_toolchains,
     provision_all,
     require_success,
@@ -175,13 +174,8 @@ def _dry_run(settings: BuildSettings, plans: dict[str, Any]) -> int:
         )
     )
     for cell in settings.cells:
-        env = cell_env(
-            cell,
-            {"RELEASE_DEVICE_COMPILER": plans[cell.id].device_compiler},
-            base={},
-            device_cache=settings.cache_dir / "device",
-            device_log=settings.out / "logs" / "device.jsonl",
-            device_jobs=max(1, (os.cpu_count() or 2) // settings.jobs),
+        env = settings.cell_env(
+            cell, {"RELEASE_DEVICE_COMPILER": plans[cell.id].device_compiler}, base={}
         )
         command = build_command(settings.python, settings.matrix.project.path, settings.out)
         inputs = " ".join(

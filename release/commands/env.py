@@ -25,7 +25,6 @@ from typing import Any
 from release.build import (
     BuildSettings,
     CellResult,
-    cell_env,
     certify,
     outcome,
     require_success,
@@ -80,18 +79,11 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
 
 
 def build_inputs(
-    cell: Cell, toolchain_env: Mapping[str, str], *, cache: Path, dist: Path, jobs: int
+    cell: Cell, toolchain_env: Mapping[str, str], settings: BuildSettings
 ) -> dict[str, str]:
     """The inputs `release build` gives the cell's PEP 517 build (nothing of this process's
     own environment)."""
-    env = cell_env(
-        cell,
-        toolchain_env,
-        base={},
-        device_cache=cache / "device",
-        device_log=dist / "logs" / "device.jsonl",
-        device_jobs=jobs,
-    )
+    env = settings.cell_env(cell, toolchain_env, base={})
     return {k: v for k, v in sorted(env.items()) if k not in NOT_INPUTS}
 
 
@@ -140,18 +132,16 @@ def run(args: argparse.Namespace) -> int:
     cell = matrix.select(cuda=[args.cuda], arch=[args.arch])[0]
     toolchain = _provision(cell, args)
     dist = args.dist.resolve()
-    inputs = build_inputs(
-        cell, toolchain.build_env(), cache=cache_dir(args), dist=dist, jobs=os.cpu_count() or 2
+    settings = BuildSettings(
+        matrix=matrix,
+        cells=(cell,),
+        out=dist,
+        cache_dir=cache_dir(args),
+        cuda_home=cuda_home(args),
+        environ=dict(os.environ),
     )
+    inputs = build_inputs(cell, toolchain.build_env(), settings)
     if args.record is not None:
-        settings = BuildSettings(
-            matrix=matrix,
-            cells=(cell,),
-            out=dist,
-            cache_dir=cache_dir(args),
-            cuda_home=cuda_home(args),
-            environ=dict(os.environ),
-        )
         result = record(cell, find_wheel(args.record, cell), toolchain, settings)
         if result.ok:
             write_outputs(settings, [result])

@@ -26,6 +26,7 @@ import pytest
 from cibuildwheel.environment import parse_environment
 from cibuildwheel.options import EnvironmentFormat
 
+from release.build import BuildSettings
 from release.cli import build_parser
 from release.commands.env import build_inputs, dotenv_text
 from release.matrix import load_matrix
@@ -103,16 +104,15 @@ def evaluate(env_file: Path) -> dict[str, str]:
 
 
 def test_environment_reads_every_build_input_release_build_would_give(tmp_path: Path) -> None:
-    cells = {str(c.cuda): c for c in load_matrix(ROOT / "matrix.yaml").cells if c.arch == "x86_64"}
+    matrix = load_matrix(ROOT / "matrix.yaml")
+    cells = {str(c.cuda): c for c in matrix.cells if c.arch == "x86_64"}
     wanted: set[str] = set()
     for toolchain in fake_toolchains():
-        inputs = build_inputs(
-            cells[toolchain.plan.cuda],
-            toolchain.build_env(),
-            cache=Path("/cache"),
-            dist=Path("/project/dist"),
-            jobs=4,
+        cell = cells[toolchain.plan.cuda]
+        settings = BuildSettings(
+            matrix=matrix, cells=(cell,), out=Path("/project/dist"), cache_dir=Path("/cache")
         )
+        inputs = build_inputs(cell, toolchain.build_env(), settings)
         wanted |= set(inputs)
         env_file = tmp_path / f"{toolchain.plan.cuda}.env"
         env_file.write_text(dotenv_text(inputs), encoding="utf-8")
