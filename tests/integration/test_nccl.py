@@ -64,7 +64,9 @@ def override_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-def uv_compile(requirement: str, links: Path, *extra: str) -> str:
+def uv_compile(
+    requirement: str, links: Path, *extra: str, env: dict[str, str] | None = None
+) -> str:
     result = subprocess.run(
         [
             str(BIN / "uv"),
@@ -85,7 +87,7 @@ def uv_compile(requirement: str, links: Path, *extra: str) -> str:
         capture_output=True,
         text=True,
         check=False,
-        env={"PATH": str(BIN), "UV_NO_CACHE": "1", "HOME": str(links)},
+        env={"PATH": str(BIN), "UV_NO_CACHE": "1", "HOME": str(links), **(env or {})},
     )
     assert result.returncode == 0, result.stderr
     return result.stdout
@@ -117,33 +119,8 @@ def test_uv_override_wins_over_a_pinned_nccl(
 
 
 def test_uv_override_env_var_applies_too(find_links: Path, override_dir: Path) -> None:
-    result = subprocess.run(
-        [
-            str(BIN / "uv"),
-            "pip",
-            "compile",
-            "-",
-            "--no-index",
-            "--find-links",
-            str(find_links),
-            "--python-version",
-            "3.11",
-            "--no-header",
-            "--quiet",
-        ],
-        input="engine-cu12\n",
-        capture_output=True,
-        text=True,
-        check=False,
-        env={
-            "PATH": str(BIN),
-            "UV_NO_CACHE": "1",
-            "HOME": str(find_links),
-            "UV_OVERRIDE": str(override_dir / "cu12.txt"),
-        },
-    )
-    assert result.returncode == 0, result.stderr
-    assert "nvidia-nccl-cu12==2.30.7" in result.stdout
+    out = uv_compile("engine-cu12", find_links, env={"UV_OVERRIDE": str(override_dir / "cu12.txt")})
+    assert "nvidia-nccl-cu12==2.30.7" in out
 
 
 def test_pip_constraints_pick_the_pinned_nccl(
@@ -217,21 +194,26 @@ def simple_index() -> Iterator[str]:
     server.server_close()
 
 
-def test_check_fails_clearly_for_a_major_without_that_version(
-    simple_index: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    code = main(
+def nccl_check(out: Path, index_url: str, *extra: str) -> int:
+    return main(
         [
             "nccl",
             "--matrix",
             str(REPO / "matrix.yaml"),
             "--out",
-            str(tmp_path / "o"),
+            str(out),
             "--check",
             "--index-url",
-            simple_index,
+            index_url,
+            *extra,
         ]
     )
+
+
+def test_check_fails_clearly_for_a_major_without_that_version(
+    simple_index: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = nccl_check(tmp_path / "o", simple_index)
     err = capsys.readouterr().err
     assert code == 2
     assert "nvidia-nccl-cu13==2.30.7 does not exist on" in err
@@ -241,20 +223,7 @@ def test_check_fails_clearly_for_a_major_without_that_version(
 
 
 def test_check_passes_when_the_version_exists(simple_index: str, tmp_path: Path) -> None:
-    code = main(
-        [
-            "nccl",
-            "--matrix",
-            str(REPO / "matrix.yaml"),
-            "--out",
-            str(tmp_path),
-            "--cuda",
-            "12.9",
-            "--check",
-            "--index-url",
-            simple_index,
-        ]
-    )
+    code = nccl_check(tmp_path, simple_index, "--cuda", "12.9")
     assert code == 0
     assert (tmp_path / "cu12.txt").exists()
     assert not (tmp_path / "cu13.txt").exists()
@@ -263,17 +232,6 @@ def test_check_passes_when_the_version_exists(simple_index: str, tmp_path: Path)
 def test_check_names_a_package_the_index_lacks(
     simple_index: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code = main(
-        [
-            "nccl",
-            "--matrix",
-            str(REPO / "matrix.yaml"),
-            "--out",
-            str(tmp_path),
-            "--check",
-            "--index-url",
-            simple_index.replace("/simple/", "/other/"),
-        ]
-    )
+    code = nccl_check(tmp_path, simple_index.replace("/simple/", "/other/"))
     assert code == 2
     assert "nvidia-nccl-cu12 is not on" in capsys.readouterr().err
