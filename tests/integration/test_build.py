@@ -59,7 +59,12 @@ def device_actions(dist: Path) -> list[dict[str, object]]:
 
 @pytest.fixture(scope="module")
 def built(release_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> Built:
+    """A cold build of the shipped matrix: the shared toolchains, but no device code or
+    wheels from an earlier run, so that what the device log says is about this build."""
     dist = tmp_path_factory.mktemp("dist")
+    cache = tmp_path_factory.mktemp("cache")
+    (release_cache / "toolchains").mkdir(exist_ok=True)
+    (cache / "toolchains").symlink_to(release_cache / "toolchains", target_is_directory=True)
     capture = tmp_path_factory.mktemp("capture") / "stderr"
     with capture.open("w") as handle:
         result = subprocess.run(
@@ -71,14 +76,14 @@ def built(release_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> Buil
                 "--out",
                 str(dist),
                 "--cache-dir",
-                str(release_cache),
+                str(cache),
             ],
             stdout=subprocess.PIPE,
             stderr=handle,
             text=True,
             check=False,
         )
-    return Built(dist=dist, cache=release_cache, stderr=capture.read_text(), code=result.returncode)
+    return Built(dist=dist, cache=cache, stderr=capture.read_text(), code=result.returncode)
 
 
 def test_all_four_cells_build_and_are_in_the_manifest(built: Built) -> None:
