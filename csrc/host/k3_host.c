@@ -90,7 +90,7 @@ typedef struct {
     int32_t vec;
     int32_t pe_vec;
     int32_t block_shift;
-    int32_t reserved;
+    int32_t mul_exact;
 } k3_mla_params;
 _Static_assert(sizeof(k3_mla_params) == 160, "k3_mla_params must match mla_kv_cache.cu");
 
@@ -305,46 +305,14 @@ static int k3_function(int handle, const char* name, CUfunction* fn) {
     return K3_OK;
 }
 
-/* For a kernel that grid-strides over `warps` warp-sized work items: no more blocks than
- * the GPU holds at once, and as many as keep every warp's share equal (the same number
- * of iterations each). Falls back to `gx` when the driver cannot say. */
-static unsigned k3_resident_grid(int device, CUfunction fn, unsigned gx, unsigned block,
-                                 int64_t warps) {
-    CUdevice dev;
-    int sms = 0;
-    int per_sm = 0;
-    if (k3_drv.cuDeviceGet(&dev, device) != CUDA_SUCCESS ||
-        k3_drv.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev) !=
-            CUDA_SUCCESS ||
-        k3_drv.cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, (int)block, 0) !=
-            CUDA_SUCCESS ||
-        sms <= 0 || per_sm <= 0) {
-        return gx;
-    }
-    const int64_t warps_per_block = block / 32;
-    const int64_t resident = (int64_t)sms * per_sm * warps_per_block;
-    if (warps <= resident) {
-        return gx;
-    }
-    const int64_t rounds = (warps + resident - 1) / resident;
-    const int64_t used = (warps + rounds - 1) / rounds;
-    const int64_t blocks = (used + warps_per_block - 1) / warps_per_block;
-    return blocks < (int64_t)gx ? (unsigned)blocks : gx;
-}
-
-/* resident_warps > 0: the kernel is pipelined across iterations, launch at most what is
- * resident (k3_resident_grid) for that many warp-sized work items. */
 static int k3_launch(int handle, int device, const char* name, unsigned gx, unsigned gy,
-                     unsigned block, void* params, void* stream, int64_t resident_warps) {
+                     unsigned block, void* params, void* stream) {
     int status = k3_enter(device);
     if (status != K3_OK) {
         return status;
     }
     CUfunction fn = NULL;
     status = k3_function(handle, name, &fn);
-    if (status == K3_OK && resident_warps > 0) {
-        gx = k3_resident_grid(device, fn, gx, block, resident_warps);
-    }
     if (status == K3_OK) {
         void* kernel_params[1] = {params};
         CUresult rc = k3_drv.cuLaunchKernel(fn, gx, gy, 1, block, 1, 1, 0, (CUstream)stream,
@@ -537,6 +505,42 @@ static int k3_aligned(const void* p, int64_t bytes) {
     return ((uintptr_t)p % (uintptr_t)bytes) == 0;
 }
 
+static float k3_f32_from_bits(uint32_t bits) {
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+static uint32_t k3_f32_bits(float f) {
+    uint32_t bits;
+    memcpy(&bits, &f, sizeof bits);
+    return bits;
+}
+
+/* Whether e4m3(x * RN(1/s)) == e4m3(RN(x / s)) for every bf16 x: k3_mul_check in
+ * kernels/mla_kv_cache.cu, which gives the reasoning, made once here for a scale passed
+ * by value. C's float division and multiplication are IEEE binary32, rounded to nearest,
+ * on x86_64 and aarch64. */
+static int k3_fp8_mul_exact(float s) {
+    const uint32_t sb = k3_f32_bits(s);
+    if (sb < 0x1f800000u || sb >= 0x5f800000u) { /* 2^-64 <= s < 2^64, sign clear */
+        return 0;
+    }
+    const float sm = k3_f32_from_bits((sb & 0x007fffffu) | 0x3f800000u);
+    const float rm = 1.0f / sm;
+    for (uint32_t i = 0; i < 128; ++i) {
+        const float xm = k3_f32_from_bits(0x3f800000u | (i << 16));
+        const uint32_t q = k3_f32_bits(xm / sm);
+        const uint32_t m = k3_f32_bits(xm * rm);
+        const uint32_t lo = q < m ? q : m;
+        const uint32_t hi = q < m ? m : q;
+        if (q != m && (hi & 0xfff80000u) >= lo) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
 #define K3_REQUIRE(cond, ...)                                                               \
     do {                                                                                    \
         if (!(cond)) {                                                                      \
@@ -649,23 +653,20 @@ int k3_mla_key_concat_kv_cache(int handle, int device, const k3_mla_args* a, voi
         }
     }
 
+    p.mul_exact = a->cache_dtype == K3_DTYPE_FP8_E4M3 && a->in_dtype == K3_DTYPE_BF16 &&
+                  p.scale_ptr == NULL && k3_fp8_mul_exact(p.scale);
+
     static const char* const ropes[] = {"none", "neox", "gptj"};
+    const int common_shape = p.vec && a->rank == 512 && a->rope_dim == 64;
     char name[64];
-    snprintf(name, sizeof name, "k3_mla_kv_cache_%s_%s_%s", k3_dtype_name(a->in_dtype),
-             k3_dtype_name(a->cache_dtype), ropes[a->rope]);
-    const int64_t tokens_per_block = 256 / 32 * 2; /* two tokens per warp in the common case */
+    snprintf(name, sizeof name, "k3_mla_kv_cache_%s_%s_%s%s", k3_dtype_name(a->in_dtype),
+             k3_dtype_name(a->cache_dtype), ropes[a->rope], common_shape ? "_512_64" : "");
+    const int64_t tokens_per_block = 256 / 32; /* one token per warp */
     int64_t blocks = (a->num_tokens + tokens_per_block - 1) / tokens_per_block;
     if (blocks > (1 << 20)) {
         blocks = 1 << 20; /* the kernel strides over the rest */
     }
-    /* The bf16 -> FP8 kernels' common shape (k3_mla_body's `fast`) overlaps one token
-     * pair's stores with the next pair's loads: it wants few warps, each with many pairs. */
-    const int pipelined = a->in_dtype == K3_DTYPE_BF16 && a->cache_dtype == K3_DTYPE_FP8_E4M3 &&
-                          p.vec && a->rank <= 512 && a->rope_dim <= 64 &&
-                          (a->rope != K3_ROPE_NONE || a->rope_dim % 2 == 0);
-    const int64_t pairs = (a->num_tokens + 1) / 2;
-    return k3_launch(handle, device, name, (unsigned)blocks, 1, 256, &p, stream,
-                     pipelined ? pairs : 0);
+    return k3_launch(handle, device, name, (unsigned)blocks, 1, 256, &p, stream);
 }
 
 int k3_swiglu(int handle, int device, const k3_swiglu_args* a, void* stream) {
@@ -714,5 +715,5 @@ int k3_swiglu(int handle, int device, const k3_swiglu_args* a, void* stream) {
     char name[32];
     snprintf(name, sizeof name, "k3_swiglu_%s", k3_dtype_name(a->dtype));
     return k3_launch(handle, device, name, (unsigned)gx, (unsigned)gy, (unsigned)block, &p,
-                     stream, 0);
+                     stream);
 }

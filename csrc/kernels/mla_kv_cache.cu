@@ -2,10 +2,8 @@
 //   cache[slot / block_size, slot % block_size, :rank + rope_dim] = [kv_c[t], rope(k_pe[t])]
 // with the cache in the input dtype or float8 e4m3fn holding x / scale (saturated).
 //
-// Grid-stride over tokens, one warp per token (two at a time in the common shape; the
-// bf16 -> FP8 kernels run on a grid sized to the GPU and pipeline successive pairs). The
-// latent part moves in 16-byte vectors when the host found every pointer and stride
-// aligned (params.vec), else element-wise.
+// Grid-stride over tokens, one warp per token. The latent part moves in 16-byte vectors
+// when the host found every pointer and stride aligned (params.vec), else element-wise.
 #include "k3_common.cuh"
 
 // Kernel parameters, passed by value. csrc/host/k3_host.c declares the same struct.
@@ -33,7 +31,7 @@ struct k3_mla_params {
     int vec;  // kv_c rows and cache entries take 16-byte vectors
     int pe_vec;  // k_pe and the cache's rope part take 2-element accesses
     int block_shift;  // log2(block_size) when it is a power of two, else -1
-    int reserved;
+    int mul_exact;  // k3_mul_check's verdict for `scale`, made by the host (scale_ptr null)
 };
 static_assert(sizeof(k3_mla_params) == 160, "k3_mla_params layout changed");
 
@@ -57,10 +55,16 @@ template <> struct k3_quant<k3_fp8> {
         s = p.scale_ptr != nullptr ? *p.scale_ptr : p.scale;
         r = __frcp_rn(s);
     }
-    __device__ __forceinline__ float operator()(float x) const {
-        const float q0 = __fmul_rn(x, r);
+    // RN(x / s) for finite x / s, given r = RN(1/s); the second correction is the only
+    // step the sign and range handling below needs to skip.
+    __device__ __forceinline__ static float divide(float x, float s, float r, float& q0) {
+        q0 = __fmul_rn(x, r);
         const float q1 = __fmaf_rn(__fmaf_rn(-s, q0, x), r, q0);
-        const float q2 = __fmaf_rn(__fmaf_rn(-s, q1, x), r, q1);
+        return __fmaf_rn(__fmaf_rn(-s, q1, x), r, q1);
+    }
+    __device__ __forceinline__ float operator()(float x) const {
+        float q0;
+        const float q2 = divide(x, s, r, q0);
         // Keeps the sign of zero (and of a quotient below fp32's range), passes inf/NaN.
         return fabsf(q0) < __int_as_float(0x7f800000) ? copysignf(q2, q0) : q0;
     }
@@ -77,7 +81,9 @@ template <> struct k3_quant_mul<k3_fp8> {
     __device__ __forceinline__ float operator()(float x) const { return __fmul_rn(x, r); }
 };
 
-// Whether e4m3(x * RN(1/s)) == e4m3(RN(x / s)) for every bf16 x, decided by the warp.
+// Whether e4m3(x * RN(1/s)) == e4m3(RN(x / s)) for every bf16 x. k3_host.c makes the
+// same check for a scale passed by value; k3_mla_mul_exact makes it here for a scale in
+// device memory.
 //
 // x * r and RN(x / s) differ by at most 2 ulp. The e4m3 result (saturating, subnormals
 // included) only changes at a midpoint between two e4m3 values or at 2^-10, and every
@@ -86,30 +92,36 @@ template <> struct k3_quant_mul<k3_fp8> {
 // (sm in [1, 2)) and x = xm * 2^k, both quotients are the ones of xm / sm scaled by
 // 2^(k - e) (exact for normal results; outside that range both become 0 or +-448), so
 // checking the 128 bf16 significands xm once against sm decides it for every bf16 x.
+// RN(xm / sm) is k3_quant's division: xm and sm are normal, so it is correctly rounded.
 // 1/s must be normal for RN(1/s) = RN(1/sm) * 2^-e: scales outside [2^-64, 2^64), and
 // zero, negative or NaN ones, keep the division.
-template <typename InT, typename CacheT>
-__device__ __forceinline__ bool k3_quant_mul_exact(const k3_quant<CacheT>&, int) {
-    return false;
-}
-template <>
-__device__ __forceinline__ bool k3_quant_mul_exact<k3_bf16, k3_fp8>(const k3_quant<k3_fp8>& q,
-                                                                     int lane) {
-    const k3_u32 sb = __float_as_uint(q.s);
-    bool ok = sb >= 0x1f800000u && sb < 0x5f800000u;  // 2^-64 <= s < 2^64, sign clear
-    const float sm = __uint_as_float((sb & 0x007fffffu) | 0x3f800000u);
-    const float rm = __frcp_rn(sm);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-        const float xm = __uint_as_float(0x3f800000u | (static_cast<k3_u32>(lane + 32 * i) << 16));
-        const k3_u32 a = __float_as_uint(__fdiv_rn(xm, sm));
-        const k3_u32 b = __float_as_uint(__fmul_rn(xm, rm));
-        const k3_u32 lo = a < b ? a : b;
-        const k3_u32 hi = a < b ? b : a;
-        ok = ok && (a == b || (hi & 0xfff80000u) < lo);
+template <typename InT, typename CacheT> struct k3_mul_check {
+    enum { enabled = 0 };
+    __device__ __forceinline__ static bool local(const k3_quant<CacheT>&, k3_u32, k3_u32) {
+        return false;
     }
-    return __all_sync(0xffffffffu, ok);
-}
+};
+template <> struct k3_mul_check<k3_bf16, k3_fp8> {
+    enum { enabled = 1 };
+    // This thread's share of the check: significands first, first + stride, ... below 128.
+    __device__ __forceinline__ static bool local(const k3_quant<k3_fp8>& q, k3_u32 first,
+                                                 k3_u32 stride) {
+        const k3_u32 sb = __float_as_uint(q.s);
+        bool ok = sb >= 0x1f800000u && sb < 0x5f800000u;  // 2^-64 <= s < 2^64, sign clear
+        const float sm = __uint_as_float((sb & 0x007fffffu) | 0x3f800000u);
+        const float rm = __frcp_rn(sm);
+        for (k3_u32 i = first; i < 128; i += stride) {
+            const float xm = __uint_as_float(0x3f800000u | (i << 16));
+            float q0;
+            const k3_u32 a = __float_as_uint(k3_quant<k3_fp8>::divide(xm, sm, rm, q0));
+            const k3_u32 b = __float_as_uint(__fmul_rn(xm, rm));
+            const k3_u32 lo = a < b ? a : b;
+            const k3_u32 hi = a < b ? b : a;
+            ok = ok && (a == b || (hi & 0xfff80000u) < lo);
+        }
+        return ok;
+    }
+};
 
 template <typename InT>
 __device__ __forceinline__ float k3_cos_sin(const k3_mla_params& p, k3_i64 i) {
@@ -170,8 +182,8 @@ __device__ __forceinline__ void k3_load_pair(const T* p, float& a, float& b) {
 }
 
 // The rope kernels' critical path is positions (DRAM) -> cos/sin (L2) -> stores: each
-// warp handles its tokens once (the host launches one warp per two tokens), so the
-// second latency cannot overlap the next tokens' loads. A warp instead asks L2 for the
+// warp handles one token (the host launches a warp per token), so the second latency
+// cannot overlap the next token's loads. A warp instead asks L2 for the
 // positions of the tokens K3_POS_AHEAD later, which a warp of a later block then finds
 // in L2 rather than in DRAM. A hint only: nothing depends on it for correctness.
 #ifndef K3_POS_AHEAD
@@ -185,274 +197,144 @@ __device__ __forceinline__ void k3_prefetch_positions(const k3_mla_params& p, k3
     }
 }
 
-// The common shape (16-byte vectors, rank <= 32 lanes * 16 bytes, rope_dim <= 64):
-// a warp takes TPW tokens at a time and issues every load of all of them (slots,
-// positions, the whole latent rows, k_pe) before it waits on any; only cos/sin waits
-// for the positions. Then it converts and stores.
-template <typename InT, typename CacheT, int ROPE>
+// The common shape's extents: from the parameters (RANK = 0), or fixed at compile time
+// for the 512 + 64 of DeepSeek-style MLA, which saves the per-lane bounds arithmetic.
+template <typename InT, int RANK, int ROPE_DIM> struct k3_mla_shape {
+    enum { N = k3_lanes<InT>::N, VPL = sizeof(InT) };  // VPL vectors per lane cover 512 values
+    int rank;
+    int nvec;
+    int half;
+    __device__ __forceinline__ explicit k3_mla_shape(const k3_mla_params& p)
+        : rank(RANK ? RANK : p.rank), nvec((RANK ? RANK : p.rank) / N),
+          half((ROPE_DIM ? ROPE_DIM : p.rope_dim) >> 1) {}
+};
+
+// One token's loads: the latent row (16-byte vectors) and this lane's k_pe pair.
+struct k3_mla_row {
+    k3_i64 slot;
+    k3_i64 pos;
+    k3_vec16 v[4];
+    float x1;
+    float x2;
+};
+
+template <typename InT, int ROPE, typename Shape>
+__device__ __forceinline__ void k3_mla_load(const k3_mla_params& p, const Shape& sh, k3_i64 t,
+                                            int lane, k3_mla_row& r) {
+    const InT* src = static_cast<const InT*>(p.kv_c) + t * p.kv_c_stride;
+#pragma unroll
+    for (int k = 0; k < Shape::VPL; ++k) {
+        const int i = lane + 32 * k;
+        if (i < sh.nvec) {
+            r.v[k] = *reinterpret_cast<const k3_vec16*>(src + i * Shape::N);
+        }
+    }
+    const InT* pe = static_cast<const InT*>(p.k_pe) + t * p.k_pe_stride;
+    r.x1 = 0.0f;
+    r.x2 = 0.0f;
+    if (lane < sh.half) {
+        if (ROPE == K3_ROPE_GPTJ && p.pe_vec) {
+            k3_load_pair(pe + 2 * lane, r.x1, r.x2);
+        } else if (ROPE == K3_ROPE_GPTJ) {
+            r.x1 = k3_to_f32(pe[2 * lane]);
+            r.x2 = k3_to_f32(pe[2 * lane + 1]);
+        } else {  // neox pairs (j, j + half); no rope: the same two elements, copied
+            r.x1 = k3_to_f32(pe[lane]);
+            r.x2 = k3_to_f32(pe[lane + sh.half]);
+        }
+    }
+    r.slot = p.slots[t];
+    r.pos = ROPE != K3_ROPE_NONE ? p.positions[t] : 0;
+}
+
+// One token's stores. `quant` converts input values, `exact` the rotated rope values
+// (any fp32, not input values).
+template <typename InT, typename CacheT, int ROPE, typename Shape, typename Quant>
+__device__ __forceinline__ void k3_mla_store(const k3_mla_params& p, const Shape& sh,
+                                             const Quant& quant, const k3_quant<CacheT>& exact,
+                                             int lane, const k3_mla_row& r) {
+    CacheT* dst = k3_entry<CacheT>(p, r.slot);
+#pragma unroll
+    for (int k = 0; k < Shape::VPL; ++k) {
+        const int i = lane + 32 * k;
+        if (i < sh.nvec) {
+            float f[Shape::N];
+            k3_unpack(r.v[k], f, InT());
+#pragma unroll
+            for (int e = 0; e < Shape::N; ++e) f[e] = quant(f[e]);
+            k3_store_vec(dst + i * Shape::N, f);
+        }
+    }
+    if (lane < sh.half) {
+        CacheT* dpe = dst + sh.rank;
+        const float o1 = ROPE == K3_ROPE_NONE ? quant(r.x1) : exact(r.x1);
+        const float o2 = ROPE == K3_ROPE_NONE ? quant(r.x2) : exact(r.x2);
+        if (ROPE == K3_ROPE_GPTJ && p.pe_vec) {
+            k3_store_pair(dpe + 2 * lane, o1, o2);
+        } else if (ROPE == K3_ROPE_GPTJ) {
+            k3_store(dpe + 2 * lane, o1);
+            k3_store(dpe + 2 * lane + 1, o2);
+        } else {
+            k3_store(dpe + lane, o1);
+            k3_store(dpe + lane + sh.half, o2);
+        }
+    }
+}
+
+// Whether the latent values take the one-multiply conversion: the host's verdict for a
+// scale passed by value, else the block checks the scale in device memory together,
+// before any load (so the check's registers are free again when the loads need theirs).
+// Every thread of the block calls this, once.
+template <typename InT, typename CacheT>
+__device__ __forceinline__ bool k3_mla_mul_exact(const k3_mla_params& p,
+                                                 const k3_quant<CacheT>& quant) {
+    typedef k3_mul_check<InT, CacheT> Check;
+    if (!Check::enabled) {
+        return false;
+    }
+    if (p.scale_ptr == nullptr) {
+        return p.mul_exact != 0;
+    }
+    return __syncthreads_and(Check::local(quant, threadIdx.x, blockDim.x)) != 0;
+}
+
+// The common shape (16-byte vectors, rank <= 32 lanes * 16 bytes, rope_dim <= 64): one
+// warp per token, every load of it (the whole latent row, k_pe, slot, position) issued
+// before it waits on any; only cos/sin waits for the position. Then it converts and
+// stores. The latent part (and an unrotated k_pe) is converted with one multiply per
+// value where k3_mul_check proved that exact for this scale, else with the division.
+template <typename InT, typename CacheT, int ROPE, int RANK, int ROPE_DIM>
 __device__ __forceinline__ void k3_mla_fast(const k3_mla_params& p) {
-    enum { TPW = 2, N = k3_lanes<InT>::N, VPL = sizeof(InT) };  // VPL * N * 32 = 512
+    typedef k3_mla_shape<InT, RANK, ROPE_DIM> Shape;
+    const Shape sh(p);
     const int lane = threadIdx.x & 31;
     const k3_i64 warps = (static_cast<k3_i64>(gridDim.x) * blockDim.x) >> 5;
     const k3_quant<CacheT> quant(p);
-    const int nvec = p.rank / N;
-    const int half = p.rope_dim >> 1;
+    const bool mul_exact = k3_mla_mul_exact<InT, CacheT>(p, quant);
 
-    for (k3_i64 t0 = ((static_cast<k3_i64>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5) * TPW;
-         t0 < p.num_tokens; t0 += warps * TPW) {
-        k3_i64 slot[TPW];
-        k3_i64 pos[TPW];
-        k3_vec16 v[TPW][VPL];
-        float x1[TPW];
-        float x2[TPW];
-#pragma unroll
-        for (int u = 0; u < TPW; ++u) {
-            const k3_i64 t = t0 + u;
-            const bool live = t < p.num_tokens;
-            slot[u] = live ? p.slots[t] : -1;
-            pos[u] = (ROPE != K3_ROPE_NONE && live) ? p.positions[t] : 0;
-            const InT* src = static_cast<const InT*>(p.kv_c) + t * p.kv_c_stride;
-#pragma unroll
-            for (int k = 0; k < VPL; ++k) {
-                const int i = lane + 32 * k;
-                if (live && i < nvec) {
-                    v[u][k] = *reinterpret_cast<const k3_vec16*>(src + i * N);
-                }
-            }
-            const InT* pe = static_cast<const InT*>(p.k_pe) + t * p.k_pe_stride;
-            x1[u] = 0.0f;
-            x2[u] = 0.0f;
-            if (live && lane < half) {
-                if (ROPE == K3_ROPE_GPTJ && p.pe_vec) {
-                    k3_load_pair(pe + 2 * lane, x1[u], x2[u]);
-                } else if (ROPE == K3_ROPE_GPTJ) {
-                    x1[u] = k3_to_f32(pe[2 * lane]);
-                    x2[u] = k3_to_f32(pe[2 * lane + 1]);
-                } else {  // neox pairs (j, j + half); no rope: the same two elements, copied
-                    x1[u] = k3_to_f32(pe[lane]);
-                    x2[u] = k3_to_f32(pe[lane + half]);
-                }
-            }
-        }
-        k3_prefetch_positions<ROPE>(p, t0, lane);
-        if (ROPE != K3_ROPE_NONE) {
-#pragma unroll
-            for (int u = 0; u < TPW; ++u) {
-                // Tokens past the end or with a position outside the table are not written.
-                if (slot[u] >= 0 && slot[u] < p.num_slots && pos[u] >= 0 && pos[u] < p.max_pos &&
-                    lane < half) {
-                    const k3_i64 row = pos[u] * p.cos_sin_stride;
-                    const float c = k3_cos_sin<InT>(p, row + lane);
-                    const float s = k3_cos_sin<InT>(p, row + half + lane);
-                    k3_rotate(x1[u], x2[u], c, s, x1[u], x2[u]);
-                }
-            }
-        }
-#pragma unroll
-        for (int u = 0; u < TPW; ++u) {
-            if (slot[u] < 0 || slot[u] >= p.num_slots) {
-                continue;  // -1 is padding; anything past the cache is never written
-            }
-            if (ROPE != K3_ROPE_NONE && (pos[u] < 0 || pos[u] >= p.max_pos)) {
-                continue;
-            }
-            CacheT* dst = k3_entry<CacheT>(p, slot[u]);
-#pragma unroll
-            for (int k = 0; k < VPL; ++k) {
-                const int i = lane + 32 * k;
-                if (i < nvec) {
-                    float f[N];
-                    k3_unpack(v[u][k], f, InT());
-#pragma unroll
-                    for (int e = 0; e < N; ++e) f[e] = quant(f[e]);
-                    k3_store_vec(dst + i * N, f);
-                }
-            }
-            if (lane < half) {
-                CacheT* dpe = dst + p.rank;
-                if (ROPE == K3_ROPE_GPTJ && p.pe_vec) {
-                    k3_store_pair(dpe + 2 * lane, quant(x1[u]), quant(x2[u]));
-                } else if (ROPE == K3_ROPE_GPTJ) {
-                    k3_store(dpe + 2 * lane, quant(x1[u]));
-                    k3_store(dpe + 2 * lane + 1, quant(x2[u]));
-                } else {
-                    k3_store(dpe + lane, quant(x1[u]));
-                    k3_store(dpe + lane + half, quant(x2[u]));
-                }
-            }
-        }
-    }
-}
-
-// The store half of k3_mla_fast_mul: convert TPW tokens and write them. `quant` converts
-// input values, `exact` the rotated rope values (any fp32, not input values).
-template <typename InT, typename CacheT, int ROPE, int TPW, int VPL, typename Quant>
-__device__ __forceinline__ void k3_mla_fast_store(const k3_mla_params& p, const Quant& quant,
-                                                  const k3_quant<CacheT>& exact, int lane,
-                                                  const k3_i64 (&slot)[TPW],
-                                                  const k3_i64 (&pos)[TPW],
-                                                  const k3_vec16 (&v)[TPW][VPL],
-                                                  const float (&x1)[TPW], const float (&x2)[TPW]) {
-    enum { N = k3_lanes<InT>::N };
-    const int nvec = p.rank / N;
-    const int half = p.rope_dim >> 1;
-#pragma unroll
-    for (int u = 0; u < TPW; ++u) {
-        if (slot[u] < 0 || slot[u] >= p.num_slots) {
+    for (k3_i64 t = (static_cast<k3_i64>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
+         t < p.num_tokens; t += warps) {
+        k3_mla_row r;
+        k3_mla_load<InT, ROPE>(p, sh, t, lane, r);
+        k3_prefetch_positions<ROPE>(p, t, lane);
+        if (r.slot < 0 || r.slot >= p.num_slots) {
             continue;  // -1 is padding; anything past the cache is never written
         }
-        if (ROPE != K3_ROPE_NONE && (pos[u] < 0 || pos[u] >= p.max_pos)) {
-            continue;
-        }
-        CacheT* dst = k3_entry<CacheT>(p, slot[u]);
-#pragma unroll
-        for (int k = 0; k < VPL; ++k) {
-            const int i = lane + 32 * k;
-            if (i < nvec) {
-                float f[N];
-                k3_unpack(v[u][k], f, InT());
-#pragma unroll
-                for (int e = 0; e < N; ++e) f[e] = quant(f[e]);
-                k3_store_vec(dst + i * N, f);
-            }
-        }
-        if (lane < half) {
-            CacheT* dpe = dst + p.rank;
-            const float o1 = ROPE == K3_ROPE_NONE ? quant(x1[u]) : exact(x1[u]);
-            const float o2 = ROPE == K3_ROPE_NONE ? quant(x2[u]) : exact(x2[u]);
-            if (ROPE == K3_ROPE_GPTJ && p.pe_vec) {
-                k3_store_pair(dpe + 2 * lane, o1, o2);
-            } else if (ROPE == K3_ROPE_GPTJ) {
-                k3_store(dpe + 2 * lane, o1);
-                k3_store(dpe + 2 * lane + 1, o2);
-            } else {
-                k3_store(dpe + lane, o1);
-                k3_store(dpe + lane + half, o2);
-            }
-        }
-    }
-}
-
-// Slots and positions of the TPW tokens from t0 (-1 / 0 past the end: nothing loaded).
-template <int ROPE, int TPW>
-__device__ __forceinline__ void k3_mla_load_meta(const k3_mla_params& p, k3_i64 t0,
-                                                 k3_i64 (&slot)[TPW], k3_i64 (&pos)[TPW]) {
-#pragma unroll
-    for (int u = 0; u < TPW; ++u) {
-        const k3_i64 t = t0 + u;
-        const bool live = t < p.num_tokens;
-        slot[u] = live ? p.slots[t] : -1;
-        pos[u] = (ROPE != K3_ROPE_NONE && live) ? p.positions[t] : 0;
-    }
-}
-
-// The latent rows and the k_pe pairs of the TPW tokens from t0.
-template <typename InT, int ROPE, int TPW, int VPL>
-__device__ __forceinline__ void k3_mla_load_data(const k3_mla_params& p, k3_i64 t0, int lane,
-                                                 k3_vec16 (&v)[TPW][VPL], float (&x1)[TPW],
-                                                 float (&x2)[TPW]) {
-    enum { N = k3_lanes<InT>::N };
-    const int nvec = p.rank / N;
-    const int half = p.rope_dim >> 1;
-#pragma unroll
-    for (int u = 0; u < TPW; ++u) {
-        const k3_i64 t = t0 + u;
-        const bool live = t < p.num_tokens;
-        const InT* src = static_cast<const InT*>(p.kv_c) + t * p.kv_c_stride;
-#pragma unroll
-        for (int k = 0; k < VPL; ++k) {
-            const int i = lane + 32 * k;
-            if (live && i < nvec) {
-                v[u][k] = *reinterpret_cast<const k3_vec16*>(src + i * N);
-            }
-        }
-        const InT* pe = static_cast<const InT*>(p.k_pe) + t * p.k_pe_stride;
-        x1[u] = 0.0f;
-        x2[u] = 0.0f;
-        if (live && lane < half) {
-            if (ROPE == K3_ROPE_GPTJ && p.pe_vec) {
-                k3_load_pair(pe + 2 * lane, x1[u], x2[u]);
-            } else if (ROPE == K3_ROPE_GPTJ) {
-                x1[u] = k3_to_f32(pe[2 * lane]);
-                x2[u] = k3_to_f32(pe[2 * lane + 1]);
-            } else {  // neox pairs (j, j + half); no rope: the same two elements, copied
-                x1[u] = k3_to_f32(pe[lane]);
-                x2[u] = k3_to_f32(pe[lane + half]);
-            }
-        }
-    }
-}
-
-// k3_mla_fast for a bf16 input and an FP8 cache, software-pipelined. The host launches
-// a grid sized to the GPU for it, so each warp strides over many token pairs: while it
-// rotates, converts and stores one pair, every load of the next pair (slots, positions,
-// latent rows, k_pe) is already in flight, and the cos/sin rows (which wait on the
-// positions) are read for a pair whose loads were issued an iteration earlier. The latent part (and an unrotated k_pe) is converted with one
-// multiply per value when k3_quant_mul_exact proved that exact for this scale, else
-// with the division.
-template <typename InT, typename CacheT, int ROPE>
-__device__ __forceinline__ void k3_mla_fast_mul(const k3_mla_params& p) {
-    enum { TPW = 2, VPL = sizeof(InT) };  // VPL * N * 32 = 512
-    const int lane = threadIdx.x & 31;
-    const k3_i64 step = ((static_cast<k3_i64>(gridDim.x) * blockDim.x) >> 5) * TPW;
-    const k3_quant<CacheT> quant(p);
-    const int half = p.rope_dim >> 1;
-
-    k3_i64 t0 = ((static_cast<k3_i64>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5) * TPW;
-    if (t0 >= p.num_tokens) {
-        return;
-    }
-    k3_i64 slot[TPW];
-    k3_i64 pos[TPW];
-    k3_vec16 v[TPW][VPL];
-    float x1[TPW];
-    float x2[TPW];
-    k3_mla_load_meta<ROPE, TPW>(p, t0, slot, pos);
-    k3_mla_load_data<InT, ROPE, TPW, VPL>(p, t0, lane, v, x1, x2);
-    // Warp-uniform; decided while the first loads are in flight (it needs none of them).
-    const bool mul_exact = k3_quant_mul_exact<InT, CacheT>(quant, lane);
-
-    for (;;) {
-        const k3_i64 t1 = t0 + step;
-        k3_vec16 v_n[TPW][VPL];
-        float x1_n[TPW];
-        float x2_n[TPW];
-        k3_i64 slot_n[TPW];
-        k3_i64 pos_n[TPW];
-        k3_mla_load_meta<ROPE, TPW>(p, t1, slot_n, pos_n);
-        k3_mla_load_data<InT, ROPE, TPW, VPL>(p, t1, lane, v_n, x1_n, x2_n);
         if (ROPE != K3_ROPE_NONE) {
-#pragma unroll
-            for (int u = 0; u < TPW; ++u) {
-                // Tokens past the end or with a position outside the table are not written.
-                if (slot[u] >= 0 && slot[u] < p.num_slots && pos[u] >= 0 && pos[u] < p.max_pos &&
-                    lane < half) {
-                    const k3_i64 row = pos[u] * p.cos_sin_stride;
-                    const float c = k3_cos_sin<InT>(p, row + lane);
-                    const float s = k3_cos_sin<InT>(p, row + half + lane);
-                    k3_rotate(x1[u], x2[u], c, s, x1[u], x2[u]);
-                }
+            if (r.pos < 0 || r.pos >= p.max_pos) {
+                continue;  // never read outside the cos/sin cache
+            }
+            if (lane < sh.half) {
+                const k3_i64 row = r.pos * p.cos_sin_stride;
+                const float c = k3_cos_sin<InT>(p, row + lane);
+                const float s = k3_cos_sin<InT>(p, row + sh.half + lane);
+                k3_rotate(r.x1, r.x2, c, s, r.x1, r.x2);
             }
         }
         if (mul_exact) {
-            k3_mla_fast_store<InT, CacheT, ROPE, TPW, VPL>(p, k3_quant_mul<CacheT>(quant), quant,
-                                                          lane, slot, pos, v, x1, x2);
+            k3_mla_store<InT, CacheT, ROPE>(p, sh, k3_quant_mul<CacheT>(quant), quant, lane, r);
         } else {
-            k3_mla_fast_store<InT, CacheT, ROPE, TPW, VPL>(p, quant, quant, lane, slot, pos, v, x1,
-                                                          x2);
-        }
-        if (t1 >= p.num_tokens) {
-            break;
-        }
-        t0 = t1;
-#pragma unroll
-        for (int u = 0; u < TPW; ++u) {
-            slot[u] = slot_n[u];
-            pos[u] = pos_n[u];
-            x1[u] = x1_n[u];
-            x2[u] = x2_n[u];
-#pragma unroll
-            for (int k = 0; k < VPL; ++k) v[u][k] = v_n[u][k];
+            k3_mla_store<InT, CacheT, ROPE>(p, sh, quant, quant, lane, r);
         }
     }
 }
@@ -484,22 +366,7 @@ __device__ __forceinline__ void k3_mla_general(const k3_mla_params& p) {
         const InT* __restrict__ src = kv_c + t * p.kv_c_stride;
 
         if (p.vec) {
-            const int nvec = p.rank / n;
-            int i = lane;
-            for (; i + 32 < nvec; i += 64) {  // two loads in flight before the stores
-                float a[n];
-                float b[n];
-                k3_load_vec(src + i * n, a);
-                k3_load_vec(src + (i + 32) * n, b);
-#pragma unroll
-                for (int k = 0; k < n; ++k) {
-                    a[k] = quant(a[k]);
-                    b[k] = quant(b[k]);
-                }
-                k3_store_vec(dst + i * n, a);
-                k3_store_vec(dst + (i + 32) * n, b);
-            }
-            if (i < nvec) {
+            for (int i = lane; i < p.rank / n; i += 32) {
                 float a[n];
                 k3_load_vec(src + i * n, a);
 #pragma unroll
@@ -535,42 +402,39 @@ __device__ __forceinline__ void k3_mla_general(const k3_mla_params& p) {
     }
 }
 
-template <typename InT, typename CacheT> struct k3_is_bf16_fp8 { enum { value = 0 }; };
-template <> struct k3_is_bf16_fp8<k3_bf16, k3_fp8> { enum { value = 1 }; };
-
 template <typename InT, typename CacheT, int ROPE>
 __device__ __forceinline__ void k3_mla_body(const k3_mla_params& p) {
     // Uniform over the grid: the host guarantees rope_dim is even when ROPE != NONE.
     const bool fast = p.vec && p.rank <= 512 && p.rope_dim <= 64 &&
                       (ROPE != K3_ROPE_NONE || (p.rope_dim & 1) == 0);
-    if (fast && k3_is_bf16_fp8<InT, CacheT>::value) {
-        k3_mla_fast_mul<InT, CacheT, ROPE>(p);
-    } else if (fast) {
-        k3_mla_fast<InT, CacheT, ROPE>(p);
+    if (fast) {
+        k3_mla_fast<InT, CacheT, ROPE, 0, 0>(p);
     } else {
         k3_mla_general<InT, CacheT, ROPE>(p);
     }
 }
 
-// Blocks of 256 threads; the pipelined bf16 -> FP8 kernels are held to 80 registers so
-// that three blocks fit on an SM (the host sizes their grid to what is resident).
-#define K3_MLA(IN, InT, OUT, CacheT, RNAME, ROPE, BOUNDS)                                    \
-    extern "C" __global__ void BOUNDS k3_mla_kv_cache_##IN##_##OUT##_##RNAME(               \
+// Blocks of 256 threads. Two entry points each: any shape, and rank 512 + rope 64 with
+// 16-byte vectors (params.vec), which the host launches when it applies. Without the
+// general path beside it, the latter needs fewer registers: more warps fit on an SM.
+#define K3_MLA(IN, InT, OUT, CacheT, RNAME, ROPE)                                            \
+    extern "C" __global__ void __launch_bounds__(256) k3_mla_kv_cache_##IN##_##OUT##_##RNAME( \
         const k3_mla_params p) {                                                            \
         k3_mla_body<InT, CacheT, ROPE>(p);                                                  \
+    }                                                                                       \
+    extern "C" __global__ void __launch_bounds__(256)                                       \
+        k3_mla_kv_cache_##IN##_##OUT##_##RNAME##_512_64(const k3_mla_params p) {            \
+        k3_mla_fast<InT, CacheT, ROPE, 512, 64>(p);                                         \
     }
 
-#define K3_MLA_ROPES_B(IN, InT, OUT, CacheT, BOUNDS)                                         \
-    K3_MLA(IN, InT, OUT, CacheT, none, K3_ROPE_NONE, BOUNDS)                                \
-    K3_MLA(IN, InT, OUT, CacheT, neox, K3_ROPE_NEOX, BOUNDS)                                \
-    K3_MLA(IN, InT, OUT, CacheT, gptj, K3_ROPE_GPTJ, BOUNDS)
-
 #define K3_MLA_ROPES(IN, InT, OUT, CacheT)                                                   \
-    K3_MLA_ROPES_B(IN, InT, OUT, CacheT, __launch_bounds__(256))
+    K3_MLA(IN, InT, OUT, CacheT, none, K3_ROPE_NONE)                                        \
+    K3_MLA(IN, InT, OUT, CacheT, neox, K3_ROPE_NEOX)                                        \
+    K3_MLA(IN, InT, OUT, CacheT, gptj, K3_ROPE_GPTJ)
 
 K3_MLA_ROPES(f32, float, f32, float)
 K3_MLA_ROPES(f32, float, fp8, k3_fp8)
 K3_MLA_ROPES(f16, k3_f16, f16, k3_f16)
 K3_MLA_ROPES(f16, k3_f16, fp8, k3_fp8)
 K3_MLA_ROPES(bf16, k3_bf16, bf16, k3_bf16)
-K3_MLA_ROPES_B(bf16, k3_bf16, fp8, k3_fp8, __launch_bounds__(256, 3))
+K3_MLA_ROPES(bf16, k3_bf16, fp8, k3_fp8)

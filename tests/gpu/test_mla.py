@@ -44,11 +44,13 @@ class Layout:
     cos_sin_same_dtype: bool  # else fp32
 
 
-# Between them: the two-tokens-per-warp path with and without paired k_pe accesses, the
-# one-token-per-warp path with vectors (rank > 512) and element-wise, an odd token count,
-# padded cache entries, and a block size that is not a power of two.
+# Between them: the rank 512 + rope 64 entry point with and without paired k_pe accesses,
+# the any-shape entry point's vector path (rank <= 512, rope_dim <= 64) and its general
+# path with vectors (rank > 512) and element-wise, an odd token count, padded cache
+# entries, and a block size that is not a power of two.
 LAYOUTS = (
     Layout("aligned", 203, 512, 64, 576, 16, False, False, False, False),
+    Layout("narrow", 77, 256, 32, 288, 16, False, False, False, True),
     Layout("odd", 67, 509, 62, 577, 16, True, True, True, True),
     Layout("wide", 1000, 512, 64, 640, 64, False, False, True, True),
     Layout("pe-odd", 99, 512, 64, 576, 24, False, True, False, False),
@@ -107,7 +109,10 @@ def make_case(layout: Layout, in_dtype: Any, cache_dtype: Any, seed: int) -> Cas
     return Case(kv_c, k_pe, positions, cos_sin, slots, parent, parent[view], view)
 
 
-def check_case(case: Case, *, rope: str | None, fp8_scale: float | None) -> None:
+def check_case(
+    case: Case, *, rope: str | None, fp8_scale: float | None, tensor_scale: bool = False
+) -> None:
+    """Launch once (the FP8 scale as a number, or as a one-element tensor) and compare."""
     before = case.parent.clone()
     expected_view = mla_reference(
         torch,
@@ -122,6 +127,9 @@ def check_case(case: Case, *, rope: str | None, fp8_scale: float | None) -> None
     )
     expected = before.clone()
     expected[case.view] = expected_view
+    kv_scale: Any = fp8_scale
+    if tensor_scale and fp8_scale is not None:
+        kv_scale = torch.tensor([fp8_scale], dtype=torch.float32, device="cuda")
     k3.mla_key_concat_kv_cache(
         case.kv_c,
         case.k_pe,
@@ -129,7 +137,7 @@ def check_case(case: Case, *, rope: str | None, fp8_scale: float | None) -> None
         case.cos_sin,
         case.slots,
         case.cache,
-        kv_scale=fp8_scale,
+        kv_scale=kv_scale,
         rope=rope,
     )
     torch.cuda.synchronize()
@@ -161,34 +169,10 @@ def test_mla_matches_reference(in_name: str, fp8: bool, rope: str | None, layout
     check_case(case, rope=rope, fp8_scale=FP8_SCALE if fp8 else None)
 
 
-def test_mla_float8_dtype_cache_and_tensor_scale() -> None:
-    layout = LAYOUTS[0]
+@pytest.mark.parametrize("layout", LAYOUTS, ids=lambda lay: lay.name)
+def test_mla_float8_dtype_cache_and_tensor_scale(layout: Layout) -> None:
     case = make_case(layout, torch.bfloat16, torch.float8_e4m3fn, seed=7)
-    before = case.parent.clone()
-    expected = mla_reference(
-        torch,
-        kv_c=case.kv_c,
-        k_pe=case.k_pe,
-        positions=case.positions,
-        cos_sin=case.cos_sin,
-        slots=case.slots,
-        cache_before=before,
-        rope="gptj",
-        fp8_scale=FP8_SCALE,
-    )
-    scale = torch.tensor([FP8_SCALE], dtype=torch.float32, device="cuda")
-    k3.mla_key_concat_kv_cache(
-        case.kv_c,
-        case.k_pe,
-        case.positions,
-        case.cos_sin,
-        case.slots,
-        case.cache,
-        kv_scale=scale,
-        rope="gptj",
-    )
-    torch.cuda.synchronize()
-    assert same_bytes(torch, case.parent, expected), describe_mismatch(torch, case.parent, expected)
+    check_case(case, rope="gptj", fp8_scale=FP8_SCALE, tensor_scale=True)
 
 
 def _fp8_specials() -> list[float]:

@@ -1,9 +1,10 @@
 """FP8 caches hold exactly e4m3(x / scale): every 16-bit input value, for several scales.
 
 For bf16 input the kernel may replace the division by a multiply by RN(1/scale) after
-proving, per launch, that the e4m3 results are the same for every bf16 value; for some
-scales (1.5699999332427979 is one) a few bf16 values would round the other way, and the kernel must
-keep the division. Each test here feeds all 65536 bit patterns of the input dtype, so a
+proving that the e4m3 results are the same for every bf16 value (the host library proves
+it for a scale passed as a number, the kernel for a scale tensor); for some scales
+(1.5699999332427979 is one) a few bf16 values would round the other way, and the kernel
+must keep the division. Each test here feeds all 65536 bit patterns of the input dtype, so a
 wrong proof or a missing fallback shows up as a byte that differs from PyTorch's. RoPE
 outputs are arbitrary fp32 values, never covered by that proof: the second test checks
 them against the reference at a scale where multiply and division often differ in fp32.
