@@ -31,6 +31,11 @@ def nccl_package(cuda_major: int) -> str:
     return f"nvidia-nccl-cu{cuda_major}"
 
 
+def nccl_requirement(cuda_major: int, version: Version) -> str:
+    """The pin as pip and uv read it: `nvidia-nccl-cu12==2.30.7`."""
+    return f"{nccl_package(cuda_major)}=={version}"
+
+
 @dataclass(frozen=True, kw_only=True)
 class OverrideFile:
     """A file to write: `name` inside the output directory, and its text."""
@@ -46,7 +51,7 @@ def override_files(pins: Mapping[int, Version]) -> list[OverrideFile]:
     """The uv override and pip constraints file for each CUDA major, in major order."""
     files: list[OverrideFile] = []
     for major in sorted(pins):
-        requirement = f"{nccl_package(major)}=={pins[major]}"
+        requirement = nccl_requirement(major, pins[major])
         files.append(
             OverrideFile(
                 name=f"cu{major}.txt",

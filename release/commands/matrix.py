@@ -9,6 +9,7 @@ from typing import Any
 
 from release.console import make_console, table
 from release.matrix import Cell, cell_dict, load_matrix, matrix_json_schema
+from release.nccl import nccl_requirement
 
 GITHUB_JOB_LIMIT = 256
 
@@ -95,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
             c.local_label or "-",
             c.wheel_filename,
             f"{c.destination.name} ({c.destination.kind})",
-            f"nvidia-nccl-cu{c.cuda.major}=={c.nccl}" if c.nccl else "-",
+            nccl_requirement(c.cuda.major, c.nccl) if c.nccl else "-",
         ]
         for c in cells
     ]
