@@ -32,7 +32,6 @@ from release.fsutil import write_atomic
 from release.inspect import FatbinContents, WheelReport, inspect_wheel
 from release.manifest import (
     MANIFEST_NAME,
-    DestinationRef,
     Manifest,
     WheelEntry,
     read_manifest,
@@ -225,20 +224,14 @@ def toolchain_summary(toolchain: Toolchain) -> dict[str, str]:
 
 
 def manifest_entry(cell: Cell, report: WheelReport, toolchain: Mapping[str, str]) -> WheelEntry:
-    return WheelEntry(
-        cell=cell.id,
-        cuda=str(cell.cuda),
-        arch=cell.arch,
+    return WheelEntry.of(
+        cell,
         filename=report.filename,
-        version=str(cell.version),
-        local_label=cell.local_label,
         size=report.size,
         sha256=report.sha256,
         sms=report.sms,
         ptx=report.ptx[0] if report.ptx else None,
-        toolchain=dict(toolchain),
-        destination=DestinationRef.of(cell),
-        nccl=f"nvidia-nccl-cu{cell.cuda.major}=={cell.nccl}" if cell.nccl else None,
+        toolchain=toolchain,
     )
 
 

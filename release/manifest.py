@@ -16,6 +16,7 @@ from typing import Any, Literal
 from release.errors import ConfigError
 from release.fsutil import write_atomic
 from release.matrix import Cell, GithubDestination, PypiDestination
+from release.nccl import nccl_requirement
 
 SCHEMA_VERSION = 1
 MANIFEST_NAME = "manifest.json"
@@ -73,6 +74,36 @@ class WheelEntry:
     toolchain: Mapping[str, str]
     destination: DestinationRef
     nccl: str | None = None  # "nvidia-nccl-cu12==2.30.7"
+
+    @classmethod
+    def of(
+        cls,
+        cell: Cell,
+        *,
+        filename: str,
+        size: int,
+        sha256: str,
+        sms: tuple[str, ...],
+        ptx: str | None,
+        toolchain: Mapping[str, str],
+    ) -> WheelEntry:
+        """A cell's entry: what the cell fixes (names, versions, destination, NCCL pin)
+        and what its wheel was found to hold."""
+        return cls(
+            cell=cell.id,
+            cuda=str(cell.cuda),
+            arch=cell.arch,
+            filename=filename,
+            version=str(cell.version),
+            local_label=cell.local_label,
+            size=size,
+            sha256=sha256,
+            sms=sms,
+            ptx=ptx,
+            toolchain=dict(toolchain),
+            destination=DestinationRef.of(cell),
+            nccl=nccl_requirement(cell.cuda.major, cell.nccl) if cell.nccl else None,
+        )
 
 
 @dataclass(frozen=True, kw_only=True)

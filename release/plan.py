@@ -79,19 +79,8 @@ COLUMNS = ("cell", "wheel", "size", "destination", "state", "final URL", "toolch
 def unbuilt_entry(cell: Cell) -> WheelEntry:
     """What the manifest would say about a cell before it is built: its name and
     destination; no size or digest yet."""
-    return WheelEntry(
-        cell=cell.id,
-        cuda=str(cell.cuda),
-        arch=cell.arch,
-        filename=cell.wheel_filename,
-        version=str(cell.version),
-        local_label=cell.local_label,
-        size=0,
-        sha256="",
-        sms=(),
-        ptx=None,
-        toolchain={},
-        destination=DestinationRef.of(cell),
+    return WheelEntry.of(
+        cell, filename=cell.wheel_filename, size=0, sha256="", sms=(), ptx=None, toolchain={}
     )
 
 
