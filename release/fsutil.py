@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
+
+from release.errors import ConfigError
 
 
 def write_atomic(path: Path, data: bytes) -> None:
@@ -21,6 +25,17 @@ def write_atomic(path: Path, data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def read_json(path: Path, what: str, missing_hint: str) -> Any:
+    """The JSON document at `path`; a ConfigError that names the file (and, for a missing
+    one, `missing_hint`) where it cannot be read or parsed."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError([f"{path}: no such file"], hint=missing_hint) from None
+    except (OSError, ValueError) as error:
+        raise ConfigError([f"{path}: not a readable {what}: {error}"]) from None
 
 
 def sha256_file(path: Path) -> str:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from release.errors import ConfigError
-from release.fsutil import write_atomic
+from release.fsutil import read_json, write_atomic
 from release.matrix import Cell, GithubDestination, PypiDestination
 from release.nccl import nccl_requirement
 
@@ -221,14 +221,7 @@ def from_json(data: object) -> Manifest:
 
 
 def read_manifest(path: Path) -> Manifest:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(
-            [f"{path}: no such file"], hint="run `release build` first, or pass --dist DIR"
-        ) from None
-    except (OSError, json.JSONDecodeError) as error:
-        raise ConfigError([f"{path}: not a readable manifest: {error}"]) from None
+    data = read_json(path, "manifest", "run `release build` first, or pass --dist DIR")
     try:
         return from_json(data)
     except ValueError as error:

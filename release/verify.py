@@ -37,6 +37,7 @@ import httpx
 from packaging.utils import parse_wheel_filename
 
 from release.errors import ConfigError
+from release.fsutil import read_json
 from release.manifest import Manifest
 from release.publish.index import ACCEPT, ListedFile, parse_project_page, project_page_url
 from release.publish.pypi import basic_auth, mask, secret_values
@@ -101,14 +102,7 @@ class VerifySettings:
 
 def read_record(path: Path, manifest: Manifest) -> Published:
     """The publish record, checked against the manifest (the manifest's sha256 wins)."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(
-            [f"{path}: no such file"], hint="run `release publish` first (it writes it)"
-        ) from None
-    except (OSError, ValueError) as error:
-        raise ConfigError([f"{path}: not a readable publish record: {error}"]) from None
+    data = read_json(path, "publish record", "run `release publish` first (it writes it)")
     built = manifest.by_filename()
     files = []
     problems = []
