@@ -263,7 +263,12 @@ static void k3_leave(void) {
     k3_drv.cuCtxPopCurrent(&ignored);
 }
 
-static int k3_check_library(int handle) {
+/* The driver is loaded and `handle` names a loaded library: what every launch needs first. */
+static int k3_library_ready(int handle) {
+    const int status = k3_init();
+    if (status != K3_OK) {
+        return status;
+    }
     pthread_mutex_lock(&k3_lock);
     int count = k3_library_count;
     pthread_mutex_unlock(&k3_lock);
@@ -444,10 +449,7 @@ int k3_load_library(const void* image, size_t size, int* handle) {
 }
 
 int k3_arch_probe(int handle, int device, int* arch) {
-    int status = k3_init();
-    if (status == K3_OK) {
-        status = k3_check_library(handle);
-    }
+    int status = k3_library_ready(handle);
     if (status == K3_OK) {
         status = k3_enter(device);
     }
@@ -600,10 +602,7 @@ static int k3_check_mla(const k3_mla_args* a) {
 }
 
 int k3_mla_key_concat_kv_cache(int handle, int device, const k3_mla_args* a, void* stream) {
-    int status = k3_init();
-    if (status == K3_OK) {
-        status = k3_check_library(handle);
-    }
+    int status = k3_library_ready(handle);
     if (status != K3_OK) {
         return status;
     }
@@ -670,10 +669,7 @@ int k3_mla_key_concat_kv_cache(int handle, int device, const k3_mla_args* a, voi
 }
 
 int k3_swiglu(int handle, int device, const k3_swiglu_args* a, void* stream) {
-    int status = k3_init();
-    if (status == K3_OK) {
-        status = k3_check_library(handle);
-    }
+    int status = k3_library_ready(handle);
     if (status != K3_OK) {
         return status;
     }
