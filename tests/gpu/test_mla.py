@@ -109,12 +109,10 @@ def make_case(layout: Layout, in_dtype: Any, cache_dtype: Any, seed: int) -> Cas
     return Case(kv_c, k_pe, positions, cos_sin, slots, parent, parent[view], view)
 
 
-def check_case(
-    case: Case, *, rope: str | None, fp8_scale: float | None, tensor_scale: bool = False
-) -> None:
-    """Launch once (the FP8 scale as a number, or as a one-element tensor) and compare."""
-    before = case.parent.clone()
-    expected_view = mla_reference(
+def expected_parent(case: Case, *, rope: str | None, fp8_scale: float | None) -> Any:
+    """The whole allocation as the reference leaves it: the view written, the rest as is."""
+    expected = case.parent.clone()
+    expected[case.view] = mla_reference(
         torch,
         kv_c=case.kv_c,
         k_pe=case.k_pe,
@@ -125,8 +123,14 @@ def check_case(
         rope=rope,
         fp8_scale=fp8_scale,
     )
-    expected = before.clone()
-    expected[case.view] = expected_view
+    return expected
+
+
+def check_case(
+    case: Case, *, rope: str | None, fp8_scale: float | None, tensor_scale: bool = False
+) -> None:
+    """Launch once (the FP8 scale as a number, or as a one-element tensor) and compare."""
+    expected = expected_parent(case, rope=rope, fp8_scale=fp8_scale)
     kv_scale: Any = fp8_scale
     if tensor_scale and fp8_scale is not None:
         kv_scale = torch.tensor([fp8_scale], dtype=torch.float32, device="cuda")
@@ -254,17 +258,7 @@ def test_mla_runs_on_the_current_and_the_given_stream() -> None:
     layout = LAYOUTS[0]
     for explicit in (False, True):
         case = make_case(layout, torch.float16, torch.float16, seed=5)
-        expected = mla_reference(
-            torch,
-            kv_c=case.kv_c,
-            k_pe=case.k_pe,
-            positions=case.positions,
-            cos_sin=case.cos_sin,
-            slots=case.slots,
-            cache_before=case.parent.clone(),
-            rope="neox",
-            fp8_scale=None,
-        )
+        expected = expected_parent(case, rope="neox", fp8_scale=None)
         stream = torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
         args = (case.kv_c, case.k_pe, case.positions, case.cos_sin, case.slots, case.cache)
