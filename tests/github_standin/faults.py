@@ -159,6 +159,29 @@ def primary_rate_limit(
     )
 
 
+def _secondary_limit(
+    status: int,
+    *,
+    method: str,
+    path: str,
+    origin: Origin,
+    count: int,
+    retry_after: int | None = None,
+    rate_limit_headers: bool = True,
+) -> Fault:
+    """A secondary rate limit answer: GitHub's message, and ``retry-after`` when given."""
+    return Fault(
+        method=method,
+        path=path,
+        origin=origin,
+        count=count,
+        status=status,
+        body={"message": SECONDARY_MESSAGE, "documentation_url": SECONDARY_DOCS},
+        headers={} if retry_after is None else {"retry-after": str(retry_after)},
+        rate_limit_headers=rate_limit_headers,
+    )
+
+
 def rate_limit_429_retry_after(
     *,
     method: str = "*",
@@ -168,14 +191,8 @@ def rate_limit_429_retry_after(
     retry_after: int = 1,
 ) -> Fault:
     """429 Too Many Requests with ``retry-after``."""
-    return Fault(
-        method=method,
-        path=path,
-        origin=origin,
-        count=count,
-        status=429,
-        body={"message": SECONDARY_MESSAGE, "documentation_url": SECONDARY_DOCS},
-        headers={"retry-after": str(retry_after)},
+    return _secondary_limit(
+        429, method=method, path=path, origin=origin, count=count, retry_after=retry_after
     )
 
 
@@ -188,14 +205,8 @@ def secondary_403_retry_after(
     retry_after: int = 1,
 ) -> Fault:
     """Secondary limit, first form: 403 with ``retry-after`` (remaining is not 0)."""
-    return Fault(
-        method=method,
-        path=path,
-        origin=origin,
-        count=count,
-        status=403,
-        body={"message": SECONDARY_MESSAGE, "documentation_url": SECONDARY_DOCS},
-        headers={"retry-after": str(retry_after)},
+    return _secondary_limit(
+        403, method=method, path=path, origin=origin, count=count, retry_after=retry_after
     )
 
 
@@ -208,14 +219,7 @@ def secondary_403_message(
 ) -> Fault:
     """Secondary limit, second form: 403 whose only sign is the message (no retry-after,
     remaining not 0). githubkit does not retry it; GitHub says wait at least a minute."""
-    return Fault(
-        method=method,
-        path=path,
-        origin=origin,
-        count=count,
-        status=403,
-        body={"message": SECONDARY_MESSAGE, "documentation_url": SECONDARY_DOCS},
-    )
+    return _secondary_limit(403, method=method, path=path, origin=origin, count=count)
 
 
 def secondary_429_bare(
@@ -226,14 +230,8 @@ def secondary_429_bare(
     count: int = 1,
 ) -> Fault:
     """Secondary limit, third form: 429 with no rate-limit header and no retry-after."""
-    return Fault(
-        method=method,
-        path=path,
-        origin=origin,
-        count=count,
-        status=429,
-        body={"message": SECONDARY_MESSAGE, "documentation_url": SECONDARY_DOCS},
-        rate_limit_headers=False,
+    return _secondary_limit(
+        429, method=method, path=path, origin=origin, count=count, rate_limit_headers=False
     )
 
 
