@@ -14,6 +14,7 @@ from release.toolchain import (
     PinSet,
     RunResult,
     Toolchain,
+    ToolchainPlan,
     check_cuda_version,
     default_cache_dir,
     doctor_rows,
@@ -160,18 +161,23 @@ class FakeOutside:
         return RunResult(0, "cc (fake) 1.0\n", "")
 
 
-def test_provision_refuses_a_system_toolkit_of_another_cuda_version(tmp_path: Path) -> None:
+def system_toolkit_plan(tmp_path: Path, cuda: str) -> ToolchainPlan:
+    """The plan for `cuda` with a (fake) system toolkit under tmp_path as CUDA_HOME."""
     home = tmp_path / "cuda"
     (home / "bin").mkdir(parents=True)
     (home / "bin" / "nvcc").write_text("")
-    plan = resolve(
-        "12.9",
+    return resolve(
+        cuda,
         "x86_64",
         cuda_home=home,
         cache_dir=tmp_path / "cache",
         host_arch="x86_64",
         system_cc=["cc"],
     )
+
+
+def test_provision_refuses_a_system_toolkit_of_another_cuda_version(tmp_path: Path) -> None:
+    plan = system_toolkit_plan(tmp_path, "12.9")
     outside = FakeOutside({"nvcc": "13.0.88", "cuobjdump": "13.2.86"})
     with pytest.raises(ToolchainError, match=r"reports CUDA 13\.0\.88") as info:
         provision(plan, outside, python="python")
@@ -180,17 +186,7 @@ def test_provision_refuses_a_system_toolkit_of_another_cuda_version(tmp_path: Pa
 
 
 def test_provision_installs_each_pinned_set_once(tmp_path: Path) -> None:
-    home = tmp_path / "cuda"
-    (home / "bin").mkdir(parents=True)
-    (home / "bin" / "nvcc").write_text("")
-    plan = resolve(
-        "13.0",
-        "x86_64",
-        cuda_home=home,
-        cache_dir=tmp_path / "cache",
-        host_arch="x86_64",
-        system_cc=["cc"],
-    )
+    plan = system_toolkit_plan(tmp_path, "13.0")
     outside = FakeOutside({"nvcc": "13.0.88", "cuobjdump": "13.2.86"})
     first = provision(plan, outside, python="python")
     second = provision(plan, outside, python="python")
