@@ -14,18 +14,20 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
-from release.errors import ConfigError
+from release.errors import ConfigError, shown
 from release.targets import CudaVersion, GpuTarget, target_problem
 from release.yamlspec import (
     DocumentLoader,
+    Position,
     Problem,
+    bounds_problem,
     did_you_mean,
     join_path,
     json_schema,
@@ -37,12 +39,16 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
 
+T = TypeVar("T")
 Arch = Literal["x86_64", "aarch64"]
 DestinationKind = Literal["pypi", "github"]
 
 PYPI_DEFAULT_MAX_MIB = 100
 GITHUB_ASSET_MAX_MIB = 2048
-_REPOSITORY_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}$")
+# GitHub's rules: an owner is 1-39 letters, digits and single inner hyphens; a repository
+# name is 1-100 of letters, digits, '.', '_' and '-', and neither '.' nor '..'.
+_OWNER_RE = re.compile(r"^[A-Za-z0-9](?:-?[A-Za-z0-9]){0,38}$")
+_REPO_NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,100}$")
 _MIN_MANYLINUX = (2, 17)
 _RELEASE_VERSION = r"[0-9]+(\.[0-9]+)*"
 
@@ -78,12 +84,12 @@ class ManylinuxSpec:
     def from_yaml(cls, value: object) -> ManylinuxSpec:
         if not isinstance(value, str):
             raise ValueError(
-                f'expected a quoted string like "2_28", got {value!r} '
+                f'expected a quoted string like "2_28", got {shown(value)} '
                 "(YAML reads 2_28 unquoted as the number 228)"
             )
         match = re.fullmatch(r"(?:manylinux_)?([0-9]+)_([0-9]+)", value)
         if match is None:
-            raise ValueError(f'{value!r} is not a manylinux level (write it like "2_28")')
+            raise ValueError(f'{shown(value)} is not a manylinux level (write it like "2_28")')
         return cls(int(match.group(1)), int(match.group(2)))
 
     @classmethod
@@ -103,9 +109,13 @@ class VersionSpec:
     @classmethod
     def from_yaml(cls, value: object) -> VersionSpec:
         if not isinstance(value, str):
-            raise ValueError(f'expected a version string like "2.30.7", got {value!r} (quote it)')
+            raise ValueError(
+                f'expected a version string like "2.30.7", got {shown(value)} (quote it)'
+            )
         if not re.fullmatch(_RELEASE_VERSION, value):
-            raise ValueError(f'{value!r} is not a valid version (numbers and dots, e.g. "2.30.7")')
+            raise ValueError(
+                f'{shown(value)} is not a valid version (numbers and dots, e.g. "2.30.7")'
+            )
         return cls(Version(value))
 
     @classmethod
@@ -318,12 +328,15 @@ def read_project(path: Path) -> tuple[str, Version] | str:
     try:
         return name, Version(version)
     except InvalidVersion:
-        return f"{pyproject}: version {version!r} is not PEP 440"
+        return f"{pyproject}: version {shown(version)} is not PEP 440"
 
 
 def parse_yaml(text: str, filename: str) -> object:
     yaml = YAML(typ="rt")
     try:
+        too_big = bounds_problem(text, filename)
+        if too_big is not None:
+            raise ConfigError([too_big], hint="a release matrix is a few KB; check the file")
         return yaml.load(text)
     except MarkedYAMLError as error:
         mark = error.problem_mark
@@ -408,7 +421,7 @@ def _destinations(
             if url is not None and not re.match(r"^https?://[^/\s]+", url):
                 loader.problem(
                     join_path(path, key.replace("_", "-")),
-                    f"{url!r} is not an http(s) URL",
+                    f"{shown(url)} is not an http(s) URL",
                 )
         if spec.max_file_size_mib is not None and spec.max_file_size_mib <= 0:
             loader.problem(join_path(path, "max-file-size-mib"), "must be a positive number")
@@ -427,16 +440,17 @@ def _destinations(
                 "required key 'repository' is missing for a github destination (owner/name)",
             )
             continue
-        if not _REPOSITORY_RE.match(spec.repository):
+        if repository_problem(spec.repository):
             loader.problem(
                 join_path(path, "repository"),
-                f"{spec.repository!r} is not a GitHub repository (write owner/name)",
+                f"{shown(spec.repository)} is not a GitHub repository "
+                f"({repository_problem(spec.repository)})",
             )
         template = spec.tag or "v{version}"
         if "{version}" not in template or re.search(r"\{(?!version\})", template):
             loader.problem(
                 join_path(path, "tag"),
-                f"{template!r} must contain {{version}} and no other placeholder",
+                f"{shown(template)} must contain {{version}} and no other placeholder",
             )
         limit = spec.max_file_size_mib or GITHUB_ASSET_MAX_MIB
         out[name] = GithubDestination(
@@ -448,6 +462,33 @@ def _destinations(
             max_file_size=limit * 1024 * 1024,
         )
     return out
+
+
+def _repeated(items: Sequence[T]) -> list[T]:
+    """The items that occur more than once, each once, in order of first repetition."""
+    seen: set[T] = set()
+    out: dict[T, None] = {}
+    for item in items:
+        if item in seen:
+            out[item] = None
+        seen.add(item)
+    return list(out)
+
+
+def repository_problem(repository: str) -> str | None:
+    """Why `repository` is not a GitHub `owner/name`, with the rule it breaks; or None."""
+    owner, slash, name = repository.partition("/")
+    if not slash or "/" in name:
+        return "write owner/name"
+    if not _OWNER_RE.match(owner):
+        return "the owner is 1-39 letters, digits or single inner hyphens"
+    if not _REPO_NAME_RE.match(name) or name in (".", ".."):
+        return "the name is 1-100 letters, digits, '.', '_' or '-', and not '.' or '..'"
+    return None
+
+
+def _at(filename: str, position: Position | None) -> str:
+    return f"{filename}:{position.line}:{position.column}" if position else filename
 
 
 def _slash(url: str) -> str:
@@ -476,9 +517,15 @@ def _validate(
     versions: dict[str, CudaVersion] = {}
     for key in spec.cuda:
         try:
-            versions[key] = CudaVersion.parse(key)
+            version = CudaVersion.parse(key)
         except ValueError as error:
             loader.problem(join_path("cuda", key), f'{error} (e.g. "12.9")')
+            continue
+        twin = next((k for k, v in versions.items() if v == version), None)
+        if twin is not None:
+            loader.problem(join_path("cuda", key), f"CUDA {version} is already listed as {twin!r}")
+            continue
+        versions[key] = version
 
     for index, exclude in enumerate(excludes):
         if exclude.cuda is not None and exclude.cuda not in spec.cuda:
@@ -524,8 +571,8 @@ def _validate(
             )
         if not arches:
             loader.problem(arches_path, "no CPU architecture: list x86_64 and/or aarch64")
-        for arch in {a for a in arches if arches.count(a) > 1}:
-            loader.problem(arches_path, f"{arch} is listed twice")
+        for arch in _repeated(arches):
+            loader.problem(arches_path, f"{arch} is listed more than once")
 
         label_ok = _check_label(entry.local_label, join_path(cuda_path, "local-label"), loader)
         destination = destinations.get(entry.destination)
@@ -537,7 +584,7 @@ def _validate(
             known = ", ".join(spec.destinations) or "none"
             loader.problem(
                 destination_path,
-                f"unknown destination {entry.destination!r}{hint} (defined: {known})",
+                f"unknown destination {shown(entry.destination)}{hint} (defined: {known})",
             )
         elif isinstance(destination, PypiDestination) and entry.local_label:
             loader.problem(
@@ -586,7 +633,7 @@ def _validate(
     for index, exclude in enumerate(excludes):
         if index not in used_excludes and (exclude.cuda is None or exclude.cuda in spec.cuda):
             loader.problem(join_path("exclude", index), "this exclusion matches no cell")
-    _check_cells(cells, spec, loader)
+    _check_cells(cells, {v: k for k, v in versions.items()}, path.name, loader)
     if not cells and spec.cuda and not loader.problems:
         loader.problem("cuda", "the matrix is empty: every cell is excluded")
     return Matrix(path=path, project=project, cells=tuple(cells), destinations=destinations)
@@ -604,15 +651,21 @@ def _check_targets(
 ) -> bool:
     before = len(loader.problems)
     inherited = sms_path.startswith("defaults")
+    seen: set[GpuTarget] = set()
+    repeated: set[GpuTarget] = set()
     for index, target in enumerate(sms):
         item_path = join_path(sms_path, index)
+        if target in seen:
+            if target not in repeated:
+                repeated.add(target)
+                loader.problem(item_path, f"{target} is listed more than once")
+            continue
+        seen.add(target)
         problem = target_problem(target, cuda)
         if problem:
             if inherited and f"CUDA {key}" not in problem:
                 problem = f"for CUDA {key}: {problem}"
             loader.problem(item_path, problem)
-        if target in sms[:index]:
-            loader.problem(item_path, f"{target} is listed twice")
     ptx = ptx_spec.target if ptx_spec is not None else None
     if ptx is not None:
         if ptx.suffix:
@@ -643,7 +696,7 @@ def _check_label(label: str | None, path: str, loader: DocumentLoader) -> bool:
     except InvalidVersion:
         loader.problem(
             path,
-            f"{label!r} is not a valid PEP 440 local version label "
+            f"{shown(label)} is not a valid PEP 440 local version label "
             "(letters, digits and dots, e.g. cu129)",
         )
         return False
@@ -656,28 +709,42 @@ def _check_label(label: str | None, path: str, loader: DocumentLoader) -> bool:
     return True
 
 
-def _check_cells(cells: list[Cell], spec: MatrixSpec, loader: DocumentLoader) -> None:
-    by_file: dict[tuple[str, str], list[Cell]] = defaultdict(list)
+def _check_cells(
+    cells: list[Cell], keys: Mapping[CudaVersion, str], filename: str, loader: DocumentLoader
+) -> None:
+    """Rules across cells: one filename per release (whatever the destinations), one NCCL
+    pin per CUDA major."""
+    by_file: dict[str, list[Cell]] = defaultdict(list)
     for cell in cells:
-        by_file[(cell.destination.name, cell.wheel_filename)].append(cell)
-    for (destination, filename), same in by_file.items():
-        if len(same) < 2:
+        by_file[cell.wheel_filename].append(cell)
+    for wheel, same in by_file.items():
+        first = {str(c.cuda): c for c in reversed(same)}
+        if len(first) < 2:
             continue
-        versions = sorted({str(c.cuda) for c in same})
-        later = join_path("cuda", str(same[-1].cuda))
-        if isinstance(same[0].destination, PypiDestination):
-            loader.problem(
-                later,
-                f"CUDA {' and '.join(versions)} both send {filename} to PyPI: only one "
-                "variant per version and platform can go to PyPI (give the others a "
-                "local-label and a github destination)",
+        ordered = sorted(first.values(), key=lambda c: list(keys).index(c.cuda))
+        versions = " and ".join(str(c.cuda) for c in ordered)
+        paths = [join_path("cuda", keys[c.cuda]) for c in ordered]
+        elsewhere = [_at(filename, loader.position(p)) for p in paths[:-1]]
+        also = f" (also at {', '.join(elsewhere)})"
+        destinations = list(dict.fromkeys(c.destination.name for c in ordered))
+        if len(destinations) > 1:
+            named = " and ".join(repr(d) for d in destinations)
+            message = (
+                f"CUDA {versions} both produce {wheel}, for {named}: one release cannot "
+                "hold two files of one name (give each variant its own local-label)"
+            )
+        elif isinstance(ordered[0].destination, PypiDestination):
+            message = (
+                f"CUDA {versions} both send {wheel} to PyPI: only one variant per version "
+                "and platform can go to PyPI (give the others a local-label and a github "
+                "destination)"
             )
         else:
-            loader.problem(
-                later,
-                f"CUDA {' and '.join(versions)} would both publish {filename} to "
-                f"{destination!r} (give them different local labels)",
+            message = (
+                f"CUDA {versions} would both publish {wheel} to {destinations[0]!r} "
+                "(give them different local labels)"
             )
+        loader.problem(paths[-1], message + also)
     pins: dict[int, tuple[Version, str]] = {}
     for cell in cells:
         if cell.nccl is None:

@@ -1,7 +1,9 @@
-"""GPU targets (SM numbers with their `a`/`f` suffixes) and what each CUDA version can build.
+"""The targets a release builds for: CPU architectures, and GPU targets (SM numbers with
+their `a`/`f` suffixes) with what each CUDA version can build.
 
-Pure data and functions: the matrix validation asks these tables, the build passes
-`GpuTarget.sm` / `.compute` to the device compiler.
+Pure data and functions, the one place these lists live: the matrix validation asks these
+tables, the build passes `GpuTarget.sm` / `.compute` to the device compiler, the
+inspection reads `ELF_MACHINES`.
 """
 
 from __future__ import annotations
@@ -9,6 +11,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import total_ordering
+from typing import Literal, get_args
+
+from release.errors import shown
+
+Arch = Literal["x86_64", "aarch64"]
+ARCHES: tuple[Arch, ...] = get_args(Arch)
+# The ELF e_machine of each arch, as pyelftools names it.
+ELF_MACHINES: dict[str, str] = {"x86_64": "EM_X86_64", "aarch64": "EM_AARCH64"}
 
 _TARGET_RE = re.compile(r"^(?:sm_|compute_)?(?P<number>[0-9]{2,3})(?P<suffix>[af]?)$")
 
@@ -24,7 +34,7 @@ class CudaVersion:
     def parse(cls, text: str) -> CudaVersion:
         match = re.fullmatch(r"([0-9]{1,2})\.([0-9]{1,2})", text)
         if match is None:
-            raise ValueError(f"{text!r} is not a CUDA version of the form MAJOR.MINOR")
+            raise ValueError(f"{shown(text)} is not a CUDA version of the form MAJOR.MINOR")
         return cls(int(match.group(1)), int(match.group(2)))
 
     def __str__(self) -> str:
@@ -49,17 +59,19 @@ class GpuTarget:
         match = _TARGET_RE.fullmatch(str(value).strip().lower())
         if match is None:
             raise ValueError(
-                f"{value!r} is not a GPU target (write an SM number like 90, or 90a, 100f)"
+                f"{shown(value)} is not a GPU target (write an SM number like 90, or 90a, 100f)"
             )
         return cls(int(match.group("number")), match.group("suffix"))
 
     @classmethod
     def from_yaml(cls, value: object) -> GpuTarget:
         if isinstance(value, bool) or not isinstance(value, int | str):
-            raise ValueError(f"expected an SM number like 90 or a string like '90a', got {value!r}")
+            raise ValueError(
+                f"expected an SM number like 90 or a string like '90a', got {shown(value)}"
+            )
         if _TARGET_RE.fullmatch(str(value)) is None:
             raise ValueError(
-                f"{value!r} is not a GPU target (write an SM number like 90, or 90a, 100f)"
+                f"{shown(value)} is not a GPU target (write an SM number like 90, or 90a, 100f)"
             )
         return cls.parse(value)
 

@@ -20,10 +20,83 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeVar, get_args, get_origin
 
+from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.events import (
+    AliasEvent,
+    CollectionEndEvent,
+    CollectionStartEvent,
+    NodeEvent,
+    ScalarEvent,
+)
 from ruamel.yaml.scalarfloat import ScalarFloat
 
+from release.errors import SHOWN_CHARS, shown
+
 T = TypeVar("T")
+
+# Bounds on a document, far above what any release matrix needs (a few KB, depth 4).
+MAX_DOCUMENT_BYTES = 1 << 20
+MAX_DEPTH = 32
+MAX_VALUES = 20_000  # scalars and collections, every alias expanded
+MAX_ITEMS = 1_000  # entries of one list or mapping
+MAX_SCALAR_CHARS = 4_096
+
+
+def bounds_problem(text: str, filename: str) -> str | None:
+    """Why a YAML document is too large or too deep to load, judged from its parse events
+    (which the parser produces without recursion); None when it is within the bounds.
+    Aliases count as often as they are expanded, so an alias bomb is caught here."""
+    if len(text.encode("utf-8", errors="replace")) > MAX_DOCUMENT_BYTES:
+        return f"{filename}: larger than {MAX_DOCUMENT_BYTES // 1024} KiB (a matrix is a few KB)"
+    anchored: dict[str, int] = {}
+    stack: list[tuple[int, str | None, int]] = []  # (values inside, anchor, items)
+    total = 0
+
+    def where(event: NodeEvent | CollectionEndEvent) -> str:
+        mark = event.start_mark
+        return f"{filename}:{mark.line + 1}:{mark.column + 1}"
+
+    def add(count: int) -> None:
+        nonlocal total
+        total += count
+        if stack:
+            inside, anchor, items = stack[-1]
+            stack[-1] = (inside + count, anchor, items + 1)
+
+    for event in YAML(typ="rt").parse(text):
+        anchor = getattr(event, "anchor", None)
+        if not isinstance(event, AliasEvent) and anchor is not None and anchor in anchored:
+            return f"{where(event)}: the anchor &{anchor[:SHOWN_CHARS]} is defined twice"
+        if isinstance(event, CollectionStartEvent):
+            if len(stack) >= MAX_DEPTH:
+                return f"{where(event)}: nested deeper than {MAX_DEPTH} levels"
+            stack.append((0, event.anchor, 0))
+            if event.anchor is not None:
+                anchored[event.anchor] = 1  # a placeholder until its end
+        elif isinstance(event, CollectionEndEvent):
+            inside, anchor, _ = stack.pop()
+            if anchor is not None:
+                anchored[anchor] = inside + 1
+            add(inside + 1)
+        elif isinstance(event, ScalarEvent):
+            if len(event.value) > MAX_SCALAR_CHARS:
+                return f"{where(event)}: a value longer than {MAX_SCALAR_CHARS} characters"
+            if event.anchor is not None:
+                anchored[event.anchor] = 1
+            add(1)
+        elif isinstance(event, AliasEvent):
+            add(anchored.get(event.anchor or "", 1))
+        else:
+            continue
+        if stack and stack[-1][2] > MAX_ITEMS:
+            return f"{where(event)}: more than {MAX_ITEMS} entries in one list or mapping"
+        if total > MAX_VALUES:
+            return (
+                f"{where(event)}: the document expands to more than {MAX_VALUES} values "
+                "(aliases count once per use)"
+            )
+    return None
 
 
 class YamlScalar(Protocol):
@@ -68,6 +141,8 @@ def join_path(parent: str, key: object) -> str:
     if isinstance(key, int) and not isinstance(key, bool):
         return f"{parent}[{key}]"
     text = str(key)
+    if len(text) > SHOWN_CHARS:
+        text = text[: SHOWN_CHARS - 3] + "..."
     if not _PLAIN_KEY.match(text):
         return f'{parent}["{text}"]'
     return f"{parent}.{text}" if parent else text
@@ -103,7 +178,7 @@ def _type_name(value: object) -> str:
 
 def did_you_mean(word: str, options: list[str]) -> str:
     """`; did you mean 'x'?` for the closest option, or ''."""
-    close = difflib.get_close_matches(word, options, n=1, cutoff=0.5)
+    close = difflib.get_close_matches(word[:SHOWN_CHARS], options, n=1, cutoff=0.5)
     return f"; did you mean {close[0]!r}?" if close else ""
 
 
@@ -183,7 +258,7 @@ class DocumentLoader:
                 return node
             hint = did_you_mean(str(node), [str(c) for c in choices])
             allowed = ", ".join(repr(c) for c in choices)
-            self.problem(path, f"{node!r} is not one of {allowed}{hint}")
+            self.problem(path, f"{shown(node)} is not one of {allowed}{hint}")
             return MISSING
         if origin is list:
             (item_type,) = get_args(annotation)
@@ -257,7 +332,9 @@ class DocumentLoader:
         for raw_key in node:
             if str(raw_key) in fields:
                 continue
-            close = difflib.get_close_matches(str(raw_key), list(fields), n=1, cutoff=0.5)
+            close = difflib.get_close_matches(
+                str(raw_key)[:SHOWN_CHARS], list(fields), n=1, cutoff=0.5
+            )
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             allowed = ", ".join(fields)
             position = self._key_position(node, raw_key) if isinstance(node, CommentedMap) else None

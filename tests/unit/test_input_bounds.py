@@ -1,0 +1,142 @@
+"""Hostile or huge matrix files end in one bounded ConfigError, quickly, never a traceback:
+alias bombs, deep nesting, huge lists, long values, and more problems than anyone reads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from release.errors import MAX_SHOWN_PROBLEMS, SHOWN_CHARS, ConfigError
+from release.matrix import matrix_from_text
+from release.yamlspec import MAX_DEPTH, MAX_ITEMS, MAX_VALUES
+
+PROJECT = Path(__file__).parent.parent / "data" / "matrix" / "project"
+HEAD = "project: ../project\ndestinations:\n  pypi: {kind: pypi}\n"
+LONGEST_LINE = 600  # no single message line may be longer than this
+
+
+def load(text: str) -> ConfigError:
+    with pytest.raises(ConfigError) as caught:
+        matrix_from_text(text, PROJECT.parent / "bad" / "matrix.yaml")
+    for line in caught.value.lines():
+        assert len(line) < LONGEST_LINE, line[:200]
+    return caught.value
+
+
+def alias_bomb(levels: int) -> str:
+    lines = ["a0: &a0 [75, 80, 86, 89, 90, 100, 75, 80, 86, 89]"]
+    for level in range(1, levels):
+        refs = ", ".join([f"*a{level - 1}"] * 10)
+        lines.append(f"a{level}: &a{level} [{refs}]")
+    body = "\n".join(f"  {line}" for line in lines)
+    cuda = f"cuda:\n  '13.0': {{destination: pypi, sms: *a{levels - 1}}}\n"
+    return f"{HEAD}x-anchors:\n{body}\n{cuda}"
+
+
+def test_an_alias_bomb_is_refused_before_it_expands() -> None:
+    error = load(alias_bomb(9))  # 10**9 values once expanded
+    assert len(error.problems) == 1
+    assert f"more than {MAX_VALUES} values" in error.problems[0]
+    assert error.problems[0].startswith("matrix.yaml:")
+
+
+def test_deep_nesting_is_a_clear_error_not_a_recursion_error() -> None:
+    error = load(f"{HEAD}cuda: " + "[" * 300 + "]" * 300 + "\n")
+    # the document's own mapping is the first level, `cuda: ` takes 6 columns
+    column = len("cuda: ") + MAX_DEPTH
+    assert error.problems == (f"matrix.yaml:4:{column}: nested deeper than {MAX_DEPTH} levels",)
+
+
+def test_a_ten_megabyte_list_is_refused_by_size() -> None:
+    sms = ", ".join(["80"] * 3_500_000)
+    error = load(f"{HEAD}defaults: {{sms: [{sms}]}}\ncuda: {{}}\n")
+    assert "larger than 1024 KiB" in error.message
+
+
+def test_a_long_list_is_refused_by_length() -> None:
+    sms = ", ".join(["80"] * (MAX_ITEMS + 1))
+    error = load(f"{HEAD}defaults: {{sms: [{sms}]}}\ncuda: {{}}\n")
+    assert f"more than {MAX_ITEMS} entries" in error.message
+
+
+def test_duplicates_are_reported_once_per_value() -> None:
+    sms = ", ".join(["80", "90"] * 400)
+    error = load(
+        f"{HEAD}defaults: {{arches: [x86_64], manylinux: '2_28', sms: [{sms}]}}\n"
+        "cuda:\n  '13.0': {destination: pypi}\n"
+    )
+    listed = [p for p in error.problems if "listed more than once" in p]
+    assert len(listed) == 2
+
+
+def test_long_values_and_keys_are_cut_short_in_messages() -> None:
+    long = "x" * 3000
+    key = "k" * 1000  # YAML's longest plain key
+    cuda = f"cuda:\n  '13.0': {{destination: {long}}}\n"
+    error = load(f"{HEAD}defaults: {{arches: [{long}]}}\n{key}: 1\n{cuda}")
+    assert len(error.problems) == 2  # the arch and the key; the cuda entry waits for both
+    for problem in error.problems:
+        assert "x" * (SHOWN_CHARS + 1) not in problem
+        assert "k" * (SHOWN_CHARS + 1) not in problem
+    assert "defaults.arches[0]: 'xxx" in error.problems[0]
+    assert "..." in error.problems[0]
+    assert "unknown key" in error.problems[1]
+
+
+def test_an_anchor_defined_twice_is_an_error() -> None:
+    error = load(f"{HEAD}x: [&a 1, &a 2]\ncuda: {{}}\n")
+    assert error.problems == ("matrix.yaml:4:11: the anchor &a is defined twice",)
+
+
+def test_at_most_fifty_problems_are_printed() -> None:
+    keys = "\n".join(f"unknown{i}: 1" for i in range(80))
+    error = load(f"{HEAD}{keys}\ncuda: {{}}\n")
+    assert len(error.problems) > MAX_SHOWN_PROBLEMS
+    lines = error.lines()
+    shown = [line for line in lines if line.startswith("error: matrix.yaml:")]
+    assert len(shown) == MAX_SHOWN_PROBLEMS
+    assert f"error: ... and {len(error.problems) - MAX_SHOWN_PROBLEMS} more problems" in lines
+
+
+nested = st.recursive(
+    st.one_of(st.integers(0, 200), st.sampled_from(["80", "x", "*a", "&a 1"])),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4).map(lambda xs: "[" + ", ".join(map(str, xs)) + "]"),
+        st.lists(inner, max_size=3).map(
+            lambda xs: "{" + ", ".join(f"k{i}: {x}" for i, x in enumerate(xs)) + "}"
+        ),
+    ),
+    max_leaves=40,
+)
+
+
+@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(
+    depth=st.integers(0, 120),
+    fanout=st.integers(1, 12),
+    levels=st.integers(1, 8),
+    value=nested,
+)
+def test_any_nesting_and_aliasing_loads_or_fails_cleanly(
+    depth: int, fanout: int, levels: int, value: str
+) -> None:
+    anchors = [f"  a0: &a0 {value}"]
+    for level in range(1, levels):
+        refs = ", ".join([f"*a{level - 1}"] * fanout)
+        anchors.append(f"  a{level}: &a{level} [{refs}]")
+    deep = "[" * depth + f"*a{levels - 1}" + "]" * depth
+    cuda = f"cuda:\n  '13.0': {{destination: pypi, sms: {deep}}}\n"
+    text = f"{HEAD}x:\n" + "\n".join(anchors) + "\n" + cuda
+    failure: ConfigError | None = None
+    try:
+        matrix_from_text(text, PROJECT.parent / "bad" / "matrix.yaml")
+    except ConfigError as error:
+        failure = error
+    if failure is not None:
+        assert failure.problems
+        assert len(failure.lines()) <= MAX_SHOWN_PROBLEMS + 2
+        for line in failure.lines():
+            assert len(line) < LONGEST_LINE
