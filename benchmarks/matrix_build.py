@@ -6,6 +6,10 @@
 3. one kernel file changed: only that kernel is recompiled, per CUDA version
 4. wheel size vs the uncompressed fatbins a naive build ships (cubin and PTX for every
    SM): goal <= 0.5
+5. rebuild in another checkout path with the cache copied there (a CI cache restored on
+   another runner): goal 0 compiles, every wheel from the cache, identical bytes
+6. `release build --compare` (a rebuild from empty caches, compared byte for byte) vs a
+   plain cold build: the price of proving a build reproducible
 
 Toolchains are provisioned once before anything is timed (both ways use the same ones).
 Run: .venv/bin/python benchmarks/matrix_build.py [--matrix matrix.yaml]
@@ -14,6 +18,7 @@ Run: .venv/bin/python benchmarks/matrix_build.py [--matrix matrix.yaml]
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import shutil
 import subprocess
@@ -28,7 +33,9 @@ REPO = Path(__file__).resolve().parents[1]
 RELEASE = str(Path(sys.executable).parent / "release")
 
 
-def release_build(matrix: Path, out: Path, cache: Path, *extra: str) -> float:
+def release_build(
+    matrix: Path, out: Path | None, cache: Path, *extra: str, stdout: list[str] | None = None
+) -> float:
     start = time.monotonic()
     result = subprocess.run(
         [
@@ -36,8 +43,7 @@ def release_build(matrix: Path, out: Path, cache: Path, *extra: str) -> float:
             "build",
             "--matrix",
             str(matrix),
-            "--out",
-            str(out),
+            *(["--out", str(out)] if out is not None else []),
             "--cache-dir",
             str(cache),
             *extra,
@@ -49,7 +55,13 @@ def release_build(matrix: Path, out: Path, cache: Path, *extra: str) -> float:
     seconds = time.monotonic() - start
     if result.returncode != 0:
         sys.exit(f"release build failed:\n{result.stderr[-3000:]}")
+    if stdout is not None:
+        stdout.append(result.stdout)
     return seconds
+
+
+def digests(out: Path) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in out.glob("*.whl")}
 
 
 def compiles(out: Path) -> Counter[str]:
@@ -167,6 +179,30 @@ def main() -> int:
         one_changed = release_build(changed_root / "matrix.yaml", changed_out, ours_cache)
         per_kernel = compiles(changed_out)
 
+        moved_root = root / "another" / "checkout" / "path"
+        shutil.copytree(
+            REPO / "csrc",
+            moved_root / "csrc",
+            ignore=shutil.ignore_patterns("build", "dist", "__pycache__"),
+        )
+        shutil.copy(matrix, moved_root / "matrix.yaml")
+        moved_cache = root / "restored" / "cache"
+        shutil.copytree(ours_cache, moved_cache, symlinks=True)
+        moved_out = root / "moved-out"
+        reports: list[str] = []
+        moved = release_build(
+            moved_root / "matrix.yaml", moved_out, moved_cache, "--json", stdout=reports
+        )
+        moved_compiles = sum(compiles(moved_out).values())
+        from_cache = sum(c["cached"] for c in json.loads(reports[-1])["cells"])
+        same_bytes = digests(moved_out) == digests(ours_out)
+
+        compared = release_build(
+            matrix, None, fresh_cache(root, "compare", toolchains), "--compare",
+            str(ours_out / "manifest.json"), "--json", stdout=reports,
+        )  # fmt: skip
+        identical = json.loads(reports[-1])["identical"]
+
         wheel_sizes = {
             w["filename"]: w["size"]
             for w in json.loads((ours_out / "manifest.json").read_text())["wheels"]
@@ -194,6 +230,15 @@ def main() -> int:
     print(
         f"{'4. largest wheel vs uncompressed PTX-for-every-SM':<48} {largest:>10,} "
         f"{baseline:>10,} {largest / baseline:>8.2f}  <= 0.5"
+    )
+    print(
+        f"{'5. rebuild at another path, cache copied there':<48} {moved:>10.2f} {cold:>10.1f} "
+        f"{moved / cold:>8.3f}  0 compiles (got {moved_compiles}), "
+        f"{from_cache}/{len(all_cells)} wheels from the cache, identical bytes: {same_bytes}"
+    )
+    print(
+        f"{'6. --compare (rebuild from empty caches) vs cold':<48} {compared:>10.1f} "
+        f"{cold:>10.1f} {compared / cold:>8.2f}  identical: {identical}"
     )
     return 0
 

@@ -1,18 +1,25 @@
 """`release build`: every selected cell through the PEP 517 frontend, inspected, into dist/.
 
 Pure core: the environment and command of a cell's build (`cell_env`, `build_command`),
-the key of a finished wheel in the cache (`wheel_cache_key`), the order cells build in
-(`schedule`). Edge: `build_cells` provisions toolchains, runs `python -m build` and
-auditwheel through release.proc, inspects every wheel, and writes the manifest.
+the key of a finished wheel in the cache (`wheel_cache_key`: sources, toolchain identity,
+cell, timestamp; never a path), the order cells build in (`schedule`), and what the
+manifest in dist/ holds after a build (`reconcile`). Edge: `build_cells` runs `python -m
+build` and auditwheel through release.proc, inspects every wheel, and `write_outputs`
+writes dist/.
 
 Device code depends on the CUDA version, not on the CPU arch: all cells share one device
 cache, and the cells of one CUDA version build one after another so that the first
 compiles the device code and the others find it in the cache.
+
+Every wheel is reproducible: the build gets SOURCE_DATE_EPOCH (from the environment, else
+the time of the project's last commit, else 1980-01-01), and everything it reads back
+from a cache is checked against the sha256 stored with it.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import json
 import os
 import re
@@ -21,27 +28,33 @@ import sys
 import tempfile
 import threading
 import time
+import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from release import proc
-from release.errors import BuildError
-from release.fsutil import write_atomic
-from release.inspect import FatbinContents, WheelReport, inspect_wheel
+from release import __version__, proc
+from release.cache import WheelCache
+from release.errors import BuildError, ConfigError
+from release.fatbin import FatbinLister, lister
+from release.fsutil import sha256_file, write_atomic
+from release.inspect import WheelReport, inspect_wheel
 from release.manifest import (
     MANIFEST_NAME,
+    DestinationRef,
     Manifest,
     WheelEntry,
     read_manifest,
     write_manifest,
 )
 from release.matrix import Cell, Matrix
-from release.nccl import OverrideFile, override_files, write_override_files
-from release.toolchain import Toolchain, ToolchainPlan, list_fatbin_targets, provision, resolve
+from release.nccl import override_files, write_override_files
+from release.secrets import without_credentials
+from release.toolchain import Toolchain, ToolchainPlan, provision, resolve
 
 SKIPPED_PARTS = frozenset({"build", "dist", "__pycache__", ".pytest_cache", ".mypy_cache"})
+DEFAULT_EPOCH = 315532800  # 1980-01-01, the earliest date a zip file can hold
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -49,29 +62,44 @@ class BuildSettings:
     matrix: Matrix
     cells: tuple[Cell, ...]
     out: Path
-    cache_dir: Path
+    cache_dir: Path  # toolchains/ lives here
+    work_dir: Path | None = None  # device/ and wheels/ (default: cache_dir)
     cuda_home: Path | None = None
     jobs: int = 1
     fail_fast: bool = False
     python: str = sys.executable
     environ: Mapping[str, str] = field(default_factory=dict)
+    epoch: int = DEFAULT_EPOCH
 
     @property
     def device_jobs(self) -> int:
         """Parallel device compiles per cell: the CPUs shared by the cells built at once."""
         return max(1, (os.cpu_count() or 2) // self.jobs)
 
+    @property
+    def device_cache(self) -> Path:
+        return (self.work_dir or self.cache_dir) / "device"
+
+    @property
+    def wheel_cache(self) -> WheelCache:
+        return WheelCache((self.work_dir or self.cache_dir) / "wheels")
+
+    @property
+    def device_log(self) -> Path:
+        return self.out / "logs" / "device.jsonl"
+
     def cell_env(
         self, cell: Cell, toolchain_env: Mapping[str, str], *, base: Mapping[str, str]
     ) -> dict[str, str]:
-        """`cell_env` with this build's device cache, device log and device jobs."""
+        """`cell_env` with this build's device cache, device log, jobs and timestamp."""
         return cell_env(
             cell,
             toolchain_env,
             base=base,
-            device_cache=self.cache_dir / "device",
-            device_log=self.out / "logs" / "device.jsonl",
+            device_cache=self.device_cache,
+            device_log=self.device_log,
             device_jobs=self.device_jobs,
+            epoch=self.epoch,
         )
 
 
@@ -88,6 +116,7 @@ class CellResult:
     log: Path | None = None
     reproduce: str = ""
     toolchain: Mapping[str, str] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
 
 
 # ---------------------------------------------------------------- pure core
@@ -101,9 +130,11 @@ def cell_env(
     device_cache: Path,
     device_log: Path,
     device_jobs: int,
+    epoch: int = DEFAULT_EPOCH,
 ) -> dict[str, str]:
-    """The environment of one cell's PEP 517 build: the build inputs of csrc/BUILDING.md."""
-    env = {k: v for k, v in base.items() if not k.startswith("RELEASE_")}
+    """The environment of one cell's PEP 517 build: the build inputs of csrc/BUILDING.md,
+    over `base` without credentials (a build has no use for publishing tokens)."""
+    env = {k: v for k, v in without_credentials(base).items() if not k.startswith("RELEASE_")}
     tools = str(Path(sys.executable).parent)
     env["PATH"] = os.pathsep.join([tools, *filter(None, [base.get("PATH")])])
     env.update(toolchain_env)
@@ -117,10 +148,21 @@ def cell_env(
             "RELEASE_DEVICE_CACHE": str(device_cache),
             "RELEASE_DEVICE_LOG": str(device_log),
             "RELEASE_JOBS": str(device_jobs),
+            "SOURCE_DATE_EPOCH": str(epoch),
             "PIP_DISABLE_PIP_VERSION_CHECK": "1",
         }
     )
     return env
+
+
+def parse_epoch(text: str) -> int:
+    """SOURCE_DATE_EPOCH as the integer seconds it must be; ConfigError otherwise."""
+    if not re.fullmatch(r"[0-9]{1,12}", text.strip()):
+        raise ConfigError(
+            [f"SOURCE_DATE_EPOCH={text[:20]!r} is not a whole number of seconds since 1970"],
+            hint="unset it, or set it to e.g. $(git log -1 --format=%ct)",
+        )
+    return max(int(text), DEFAULT_EPOCH)
 
 
 def build_command(python: str, project: Path, outdir: Path) -> list[str]:
@@ -133,7 +175,8 @@ def show_command(python: str, wheel: Path) -> list[str]:
 
 
 def retag_command(python: str, wheel: Path, cell: Cell) -> list[str]:
-    """Give the wheel exactly the cell's platform tag (filename, WHEEL and RECORD)."""
+    """Give the wheel exactly the cell's platform tag (filename, WHEEL and RECORD); the
+    rewritten RECORD gets SOURCE_DATE_EPOCH's date from the environment."""
     return [
         python,
         "-m",
@@ -153,7 +196,7 @@ def auditwheel_problems(output: str, cell: Cell) -> list[str]:
     """What `auditwheel show` says that makes the wheel unfit for the cell's manylinux tag."""
     match = _SHOW_TAG.search(output)
     if match is None:
-        return [f"auditwheel show gave no platform tag: {proc.tail(output, 3)}"]
+        return [f"auditwheel show gave no platform tag: {proc.one_line_tail(output)}"]
     tag = match.group(1)
     found = re.fullmatch(r"manylinux_(\d+)_(\d+)_(\w+)", tag)
     wanted = tuple(int(p) for p in cell.manylinux.split("_"))
@@ -162,11 +205,10 @@ def auditwheel_problems(output: str, cell: Cell) -> list[str]:
     if found.group(3) != cell.arch:
         return [f"auditwheel: the wheel's libraries are {found.group(3)}, the cell is {cell.arch}"]
     if "required by the wheel:" in output:
+        needed = output.rsplit("required by the wheel:", maxsplit=1)[-1]
         return [
             "auditwheel: the wheel needs shared libraries outside manylinux: "
-            + proc.tail(output.rsplit("required by the wheel:", maxsplit=1)[-1], 5).replace(
-                "\n", " "
-            )
+            + proc.one_line_tail(needed, 5)
         ]
     return []
 
@@ -179,8 +221,26 @@ def source_digest(files: Iterable[tuple[str, bytes]]) -> str:
     return digest.hexdigest()
 
 
-def wheel_cache_key(cell: Cell, sources: str, toolchain: Mapping[str, str]) -> str:
-    """Everything a cell's wheel depends on: sources, toolchain versions, cell settings."""
+def recipe() -> dict[str, str]:
+    """What turns a build into the final bytes besides sources and compilers: this tool,
+    the retagging `wheel`, and the zlib that compresses the zip members."""
+    return {
+        "release": __version__,
+        "wheel": importlib.metadata.version("wheel"),
+        "zlib": zlib.ZLIB_RUNTIME_VERSION,
+    }
+
+
+def wheel_cache_key(
+    cell: Cell,
+    sources: str,
+    toolchain: Mapping[str, str],
+    *,
+    epoch: int,
+    recipe: Mapping[str, str],
+) -> str:
+    """Everything a cell's wheel depends on and nothing else: sources, the toolchain's
+    identity (versions, not paths), the cell's settings, the timestamp, the recipe."""
     blob = json.dumps(
         {
             "sources": sources,
@@ -191,10 +251,12 @@ def wheel_cache_key(cell: Cell, sources: str, toolchain: Mapping[str, str]) -> s
             "ptx": str(cell.ptx) if cell.ptx else None,
             "label": cell.local_label,
             "plat": cell.platform_tag,
+            "epoch": epoch,
+            "recipe": dict(sorted(recipe.items())),
         },
         sort_keys=True,
     )
-    return hashlib.sha256(blob.encode()).hexdigest()[:24]
+    return hashlib.sha256(blob.encode()).hexdigest()[:32]
 
 
 def schedule(cells: Sequence[Cell]) -> list[list[Cell]]:
@@ -235,7 +297,78 @@ def manifest_entry(cell: Cell, report: WheelReport, toolchain: Mapping[str, str]
     )
 
 
+@dataclass(frozen=True, kw_only=True)
+class Reconciled:
+    """The manifest after a build, and what happened to what dist/ held before."""
+
+    manifest: Manifest
+    kept: tuple[str, ...]  # filenames kept from an earlier build of this version
+    dropped: tuple[str, ...]  # "filename: why", entries of the earlier manifest left out
+
+
+def reconcile(
+    previous: Manifest | None,
+    built: Sequence[WheelEntry],
+    *,
+    project: str,
+    version: str,
+    attempted: Iterable[str],
+    cells: Mapping[str, Cell],
+    intact: Callable[[WheelEntry], bool],
+    epoch: int,
+) -> Reconciled:
+    """The manifest of dist/ after this build: exactly the wheels built now, plus entries
+    of an earlier build of the same version for cells this build did not attempt (a
+    filtered build adding to dist/), where the matrix still has that cell unchanged and
+    `intact` confirms the wheel in dist/ is the one recorded."""
+    tried = set(attempted)
+    kept: list[WheelEntry] = []
+    dropped: list[str] = []
+    same_release = previous is not None and (previous.project, previous.version) == (
+        project,
+        version,
+    )
+    for entry in previous.wheels if previous is not None else ():
+        cell = cells.get(entry.cell)
+        if not same_release:
+            dropped.append(f"{entry.filename}: another version ({entry.version})")
+        elif entry.cell in tried:
+            continue
+        elif cell is None or cell.wheel_filename != entry.filename:
+            dropped.append(f"{entry.filename}: the matrix no longer has this cell")
+        elif DestinationRef.of(cell) != entry.destination:
+            dropped.append(f"{entry.filename}: the matrix sends it elsewhere now")
+        elif not intact(entry):
+            dropped.append(f"{entry.filename}: the wheel in dist/ is missing or changed")
+        else:
+            kept.append(entry)
+    manifest = Manifest(
+        project=project,
+        version=version,
+        wheels=tuple(kept) + tuple(built),
+        source_date_epoch=epoch,
+    )
+    return Reconciled(
+        manifest=manifest, kept=tuple(e.filename for e in kept), dropped=tuple(dropped)
+    )
+
+
 # ---------------------------------------------------------------- edge
+
+
+def source_date_epoch(environ: Mapping[str, str], project: Path, runner: proc.Runner) -> int:
+    """SOURCE_DATE_EPOCH, else the time of the project's last commit (HEAD: the same in a
+    shallow clone as in a full one), else 1980-01-01 where there is no git."""
+    given = environ.get("SOURCE_DATE_EPOCH")
+    if given is not None and given.strip():
+        return parse_epoch(given)
+    done = runner(
+        ["git", "-C", str(project), "log", "-1", "--format=%ct"],
+        env=without_credentials(environ),
+        separate_stderr=True,
+    )
+    text = done.output.strip()
+    return parse_epoch(text) if done.returncode == 0 and text.isdigit() else DEFAULT_EPOCH
 
 
 def project_files(project: Path) -> Iterable[tuple[str, bytes]]:
@@ -248,15 +381,8 @@ def project_files(project: Path) -> Iterable[tuple[str, bytes]]:
         yield relative.as_posix(), path.read_bytes()
 
 
-def fatbin_lister(toolchain: Toolchain) -> Callable[[str, bytes], FatbinContents]:
-    def list_targets(name: str, data: bytes) -> FatbinContents:
-        with tempfile.NamedTemporaryFile(suffix=".fatbin") as handle:
-            handle.write(data)
-            handle.flush()
-            found = list_fatbin_targets(Path(handle.name), cuobjdump=toolchain.cuobjdump)
-        return FatbinContents(sms=found.sms, ptx=found.ptx)
-
-    return list_targets
+def fatbin_lister(toolchain: Toolchain, env: Mapping[str, str]) -> FatbinLister:
+    return lister(toolchain.cuobjdump, without_credentials(env))
 
 
 def plan_toolchains(settings: BuildSettings) -> dict[str, ToolchainPlan]:
@@ -271,13 +397,15 @@ def plan_toolchains(settings: BuildSettings) -> dict[str, ToolchainPlan]:
     }
 
 
-def provision_all(plans: Mapping[str, ToolchainPlan], python: str) -> dict[str, Toolchain]:
+def provision_all(
+    plans: Mapping[str, ToolchainPlan], python: str, env: Mapping[str, str]
+) -> dict[str, Toolchain]:
     """Provision each distinct plan once (the CUDA toolchain is shared by both arches)."""
     done: dict[ToolchainPlan, Toolchain] = {}
     out = {}
     for cell_id, plan in plans.items():
         if plan not in done:
-            done[plan] = provision(plan, python=python)
+            done[plan] = provision(plan, python=python, env=without_credentials(env))
         out[cell_id] = done[plan]
     return out
 
@@ -316,38 +444,41 @@ def certify(
         wheel = wheel.parent / cell.wheel_filename
         if retagged.returncode != 0 or not wheel.is_file():
             raise CellFailure("retagging the wheel failed", proc.tail(retagged.output))
-    return wheel, inspected(wheel, cell, toolchain)
+    return wheel, inspected(wheel.name, wheel.read_bytes(), cell, toolchain, env)
 
 
-def inspected(wheel: Path, cell: Cell, toolchain: Toolchain) -> WheelReport:
-    report = inspect_wheel(
-        wheel.name, wheel.read_bytes(), cell, list_fatbin=fatbin_lister(toolchain)
-    )
+def inspected(
+    name: str, data: bytes, cell: Cell, toolchain: Toolchain, env: Mapping[str, str]
+) -> WheelReport:
+    report = inspect_wheel(name, data, cell, list_fatbin=fatbin_lister(toolchain, env))
     if not report.ok:
         raise CellFailure("inspection failed: " + "; ".join(report.problems), report=report)
     return report
 
 
+Work = Callable[[], tuple[Path, WheelReport, bool, tuple[str, ...]]]
+
+
 def outcome(
     cell: Cell,
-    work: Callable[[], tuple[Path, WheelReport, bool]],
+    work: Work,
     *,
     start: float,
     log: Path,
     toolchain: Mapping[str, str],
     reproduce: str = "",
 ) -> CellResult:
-    """Run a cell's `work` (returning the final wheel, its report, and whether it came from
-    the cache) and turn its success or CellFailure into the cell's result."""
+    """Run a cell's `work` (returning the final wheel, its report, whether it came from
+    the cache, and warnings) and turn its success or CellFailure into the cell's result."""
     try:
-        wheel, report, from_cache = work()
+        wheel, report, from_cache, warnings = work()
     except CellFailure as failure:
         return CellResult(
             cell=cell,
             ok=False,
             seconds=time.monotonic() - start,
             report=failure.report,
-            error=failure.error,
+            error=failure.error if not proc.stopped() else "stopped by a signal",
             log_tail=failure.tail,
             log=log,
             reproduce=reproduce,
@@ -363,6 +494,7 @@ def outcome(
         log=log,
         reproduce=reproduce,
         toolchain=toolchain,
+        warnings=warnings,
     )
 
 
@@ -374,18 +506,20 @@ def build_one(
 ) -> CellResult:
     start = time.monotonic()
     summary = toolchain_summary(toolchain)
-    toolchain_env = toolchain.build_env()
-    key = wheel_cache_key(cell, sources, summary | {"env": json.dumps(toolchain_env)})
-    cached = settings.cache_dir / "wheels" / key / cell.wheel_filename
+    key = wheel_cache_key(cell, sources, toolchain.identity, epoch=settings.epoch, recipe=recipe())
+    cache = settings.wheel_cache
     log = settings.out / "logs" / f"{cell.id}.log"
-    env = settings.cell_env(cell, toolchain_env, base=settings.environ)
+    env = settings.cell_env(cell, toolchain.build_env(), base=settings.environ)
     staging = Path(tempfile.mkdtemp(prefix=f".{cell.id}.", dir=settings.out))
     command = build_command(settings.python, settings.matrix.project.path, staging / "built")
     reproduce = proc.reproduce_command(command, env, None)
 
-    def work() -> tuple[Path, WheelReport, bool]:
-        if cached.is_file():
-            candidate, report, from_cache = cached, inspected(cached, cell, toolchain), True
+    def work() -> tuple[Path, WheelReport, bool, tuple[str, ...]]:
+        lookup = cache.get(key, cell.wheel_filename)
+        warnings = (lookup.damage + "; building it again",) if lookup.damage else ()
+        if lookup.data is not None:
+            data = lookup.data
+            report = inspected(cell.wheel_filename, data, cell, toolchain, env)
         else:
             log.unlink(missing_ok=True)
             built = proc.run(command, env=env, log=log)
@@ -397,11 +531,11 @@ def build_one(
             candidate, report = certify(
                 wheels[0], cell, toolchain, python=settings.python, env=env, log=log
             )
-            write_atomic(cached, candidate.read_bytes())
-            from_cache = False
-        final = settings.out / candidate.name
-        write_atomic(final, candidate.read_bytes())
-        return final, report, from_cache
+            data = candidate.read_bytes()
+            cache.put(key, cell.wheel_filename, data)
+        final = settings.out / cell.wheel_filename
+        write_atomic(final, data)
+        return final, report, lookup.data is not None, warnings
 
     try:
         return outcome(cell, work, start=start, log=log, toolchain=summary, reproduce=reproduce)
@@ -410,18 +544,24 @@ def build_one(
 
 
 def build_cells(
-    settings: BuildSettings, toolchains: Mapping[str, Toolchain], progress: Progress
-) -> list[CellResult]:
+    settings: BuildSettings,
+    toolchains: Mapping[str, Toolchain],
+    progress: Progress,
+    results: dict[str, CellResult],
+) -> None:
+    """Build every cell into `results` (by cell id). On SIGINT/SIGTERM (KeyboardInterrupt)
+    every child process is ended, the cells in flight finish as failures within about a
+    second, their staging folders are removed, and the interrupt propagates; `results`
+    then holds what finished, for the caller to record."""
     settings.out.mkdir(parents=True, exist_ok=True)
-    (settings.out / "logs" / "device.jsonl").unlink(missing_ok=True)
+    settings.device_log.unlink(missing_ok=True)
     sources = source_digest(project_files(settings.matrix.project.path))
-    results: dict[str, CellResult] = {}
     stop = threading.Event()
     lock = threading.Lock()
 
     def run_group(group: list[Cell]) -> None:
         for cell in group:
-            if stop.is_set():
+            if stop.is_set() or proc.stopped():
                 return
             progress("start", cell, None)
             result = build_one(cell, toolchains[cell.id], settings, sources)
@@ -431,41 +571,92 @@ def build_cells(
             if not result.ok and settings.fail_fast:
                 stop.set()
 
-    with ThreadPoolExecutor(max_workers=max(1, settings.jobs)) as pool:
-        for future in [pool.submit(run_group, g) for g in schedule(settings.cells)]:
+    pool = ThreadPoolExecutor(max_workers=max(1, settings.jobs))
+    futures: list[Future[None]] = [pool.submit(run_group, g) for g in schedule(settings.cells)]
+    try:
+        for future in futures:
             future.result()
-    return [results[c.id] for c in settings.cells if c.id in results]
+    except BaseException:
+        stop.set()
+        proc.stop_all()
+        wait(futures)
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
-def write_outputs(
-    settings: BuildSettings, results: Sequence[CellResult]
-) -> tuple[Manifest, list[OverrideFile]]:
-    """The manifest (merged with one already in `out`) and NCCL files of the built majors."""
-    built = [r for r in results if r.ok and r.report is not None]
+def device_warnings(device_log: Path) -> list[str]:
+    """The damaged device-cache entries the device build reported (and rebuilt)."""
+    try:
+        lines = device_log.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return []
+    out = []
+    for line in lines:
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict) and record.get("action") == "discarded":
+            out.append(
+                f"device cache entry for {record.get('kernel')} ({record.get('target')}) was "
+                f"damaged: {record.get('detail')}; it was compiled again"
+            )
+    return out
+
+
+def write_outputs(settings: BuildSettings, results: Sequence[CellResult]) -> Reconciled:
+    """dist/manifest.json and the NCCL files: the wheels built now, plus same-version
+    entries of cells this build did not attempt (see `reconcile`)."""
+    built = [
+        manifest_entry(r.cell, r.report, r.toolchain)
+        for r in results
+        if r.ok and r.report is not None
+    ]
+    path = settings.out / MANIFEST_NAME
+    previous = read_manifest(path) if path.is_file() else None
     project = settings.matrix.project
-    files = override_files(settings.matrix.nccl_pins([r.cell for r in built]))
-    write_override_files(files, settings.out)
-    manifest = Manifest(
+
+    def intact(entry: WheelEntry) -> bool:
+        wheel = settings.out / entry.filename
+        return (
+            wheel.is_file()
+            and wheel.stat().st_size == entry.size
+            and sha256_file(wheel) == entry.sha256
+        )
+
+    outcome = reconcile(
+        previous,
+        built,
         project=project.name,
         version=str(project.version),
-        wheels=tuple(
-            manifest_entry(r.cell, r.report, r.toolchain) for r in built if r.report is not None
-        ),
-        nccl_files=tuple(f.name for f in files),
+        attempted=[c.id for c in settings.cells],
+        cells={c.id: c for c in settings.matrix.cells},
+        intact=intact,
+        epoch=settings.epoch,
     )
-    path = settings.out / MANIFEST_NAME
-    if path.is_file():
-        previous = read_manifest(path)
-        if (previous.project, previous.version) == (manifest.project, manifest.version):
-            kept = tuple(w for w in previous.wheels if (settings.out / w.filename).is_file())
-            manifest = Manifest(
-                project=previous.project,
-                version=previous.version,
-                wheels=kept,
-                nccl_files=previous.nccl_files,
-            ).merged(manifest)
-    write_manifest(manifest, path)
-    return manifest, files
+    cells = {c.id: c for c in settings.matrix.cells}
+    files = override_files(
+        settings.matrix.nccl_pins([cells[w.cell] for w in outcome.manifest.wheels])
+    )
+    write_override_files(files, settings.out)
+    write_manifest(
+        Manifest(
+            project=outcome.manifest.project,
+            version=outcome.manifest.version,
+            wheels=outcome.manifest.wheels,
+            nccl_files=tuple(f.name for f in files),
+            source_date_epoch=outcome.manifest.source_date_epoch,
+        ),
+        path,
+    )
+    return outcome
+
+
+def stray_wheels(out: Path, manifest: Manifest) -> list[str]:
+    """Wheels in `out` that the manifest does not list (another version, a dropped cell)."""
+    listed = {w.filename for w in manifest.wheels}
+    return sorted(p.name for p in out.glob("*.whl") if p.name not in listed)
 
 
 def require_success(results: Sequence[CellResult], total: int) -> None:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from release import __version__
+from release import __version__, proc
 from release.commands import build as build_command
 from release.commands import doctor as doctor_command
 from release.commands import env as env_command
@@ -16,7 +18,7 @@ from release.commands import nccl as nccl_command
 from release.commands import plan as plan_command
 from release.commands import publish as publish_command
 from release.commands import verify as verify_command
-from release.errors import ReleaseError
+from release.errors import FileError, ReleaseError
 
 COMMANDS = (
     matrix_command,
@@ -53,16 +55,44 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    proc.reset()
     try:
-        code: int = args.func(args)
+        with proc.interruptible():
+            code: int = args.func(args)
     except ReleaseError as error:
+        _print_error(error)
+        return error.exit_code
+    except BrokenPipeError:
+        # The reader went away (`release matrix | head`): stop quietly, as `yes | head` does.
+        _silence_stdout()
+        return 128 + signal.SIGPIPE
+    except OSError as error:
+        failure = FileError.of(error)
+        _print_error(failure)
+        return failure.exit_code
+    except KeyboardInterrupt:
+        proc.stop_all()
+        number = proc.last_signal()
+        print(f"error: interrupted by {signal.Signals(number).name}", file=sys.stderr)
+        return 128 + number
+    return code
+
+
+def _print_error(error: ReleaseError) -> None:
+    try:
         for line in error.lines():
             print(line, file=sys.stderr)
-        return error.exit_code
-    except KeyboardInterrupt:
-        print("error: interrupted", file=sys.stderr)
-        return 130
-    return code
+    except BrokenPipeError:
+        pass
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so that the interpreter's final flush cannot fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 def console_main() -> None:

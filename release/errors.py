@@ -27,14 +27,28 @@ class ReleaseError(Exception):
         return out
 
 
+MAX_SHOWN_PROBLEMS = 50
+SHOWN_CHARS = 40  # a user's value quoted in a message is cut to this
+
+
+def shown(value: object) -> str:
+    """`repr(value)`, cut short: messages never carry an unbounded value."""
+    text = repr(value)
+    return text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 3] + "..."
+
+
 class ConfigError(ReleaseError):
-    """matrix.yaml (or a command-line option) is invalid. Carries every problem found."""
+    """matrix.yaml (or a command-line option) is invalid. Carries every problem found;
+    prints the first MAX_SHOWN_PROBLEMS of them."""
 
     exit_code = 2
 
     def __init__(self, problems: Sequence[str], *, hint: str | None = None) -> None:
         self.problems = tuple(problems)
-        super().__init__("\n".join(self.problems), hint=hint)
+        shown = list(self.problems[:MAX_SHOWN_PROBLEMS])
+        if len(self.problems) > MAX_SHOWN_PROBLEMS:
+            shown.append(f"... and {len(self.problems) - MAX_SHOWN_PROBLEMS} more problems")
+        super().__init__("\n".join(shown), hint=hint)
 
 
 class ToolchainError(ReleaseError):
@@ -65,3 +79,21 @@ class VerifyError(ReleaseError):
     """A published URL does not resolve to the exact bytes that were built."""
 
     exit_code = 7
+
+
+class FileError(ReleaseError):
+    """A file or directory the command reads or writes cannot be used (missing, read-only,
+    not a directory, disk full)."""
+
+    exit_code = 8
+
+    @classmethod
+    def of(cls, error: OSError, what: str = "") -> FileError:
+        """One line from an OSError: the path, what was being done, and why."""
+        path = error.filename if error.filename is not None else "?"
+        reason = error.strerror or type(error).__name__
+        doing = f"cannot {what} " if what else ""
+        return cls(
+            f"{doing}{path}: {reason}",
+            hint="check the path exists, is of the right kind and is writable",
+        )

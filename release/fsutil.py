@@ -5,19 +5,41 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
 from release.errors import ConfigError
 
+_umask_lock = threading.Lock()
 
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write `data` to `path` so that readers see the old file or the new one, never half."""
+
+def current_umask() -> int:
+    """This process's umask, read without changing it where /proc tells it."""
+    try:
+        status = Path("/proc/self/status").read_text(encoding="ascii")
+        match = re.search(r"^Umask:\s*([0-7]+)$", status, re.MULTILINE)
+        if match:
+            return int(match.group(1), 8)
+    except OSError:
+        pass
+    with _umask_lock:
+        mask = os.umask(0o022)
+        os.umask(mask)
+    return mask
+
+
+def write_atomic(path: Path, data: bytes, *, mode: int = 0o666) -> None:
+    """Write `data` to `path` so that readers see the old file or the new one, never half.
+    The file gets `mode` less the umask, as `open()` would give it (mkstemp's 0600 would
+    hide dist/ from other users and non-root containers)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as handle:
+            os.fchmod(handle.fileno(), mode & ~current_umask())
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())

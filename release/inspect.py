@@ -19,7 +19,7 @@ import io
 import json
 import re
 import zipfile
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from elftools.common.exceptions import ELFError
@@ -35,9 +35,10 @@ from packaging.utils import (
 )
 from packaging.version import Version
 
+from release.fatbin import FatbinContents, FatbinLister, target_key
 from release.matrix import Cell
+from release.targets import ELF_MACHINES
 
-ELF_MACHINE = {"x86_64": "EM_X86_64", "aarch64": "EM_AARCH64"}
 # The libraries every manylinux policy lets a wheel link against (PEP 600).
 GLIBC_LIBRARIES = frozenset(
     {
@@ -52,16 +53,6 @@ GLIBC_LIBRARIES = frozenset(
         "ld-linux-aarch64.so.1",
     }
 )
-
-
-@dataclass(frozen=True, kw_only=True)
-class FatbinContents:
-    sms: tuple[str, ...]
-    ptx: tuple[str, ...]
-
-
-FatbinLister = Callable[[str, bytes], FatbinContents]
-"""(name inside the wheel, fatbin bytes) -> what it holds."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -127,7 +118,7 @@ def check_elf(name: str, data: bytes, *, arch: str, glibc: tuple[int, int]) -> l
         return [f"{name} is not an ELF file ({error})"]
     problems: list[str] = []
     machine = elf.header["e_machine"]
-    if machine != ELF_MACHINE[arch]:
+    if machine != ELF_MACHINES[arch]:
         problems.append(f"{name} is built for {machine}, the wheel's platform is {arch}")
     for section in elf.iter_sections():
         if isinstance(section, DynamicSection):
@@ -222,26 +213,24 @@ def inspect_wheel(
             problems.append("the wheel holds no fatbin: no GPU code would ever run")
         build_info = _build_info(archive)
     return report(
-        sms=tuple(sorted(sms, key=_target_key)),
-        ptx=tuple(sorted(ptx, key=_target_key)),
+        sms=tuple(sorted(sms, key=target_key)),
+        ptx=tuple(sorted(ptx, key=target_key)),
         build_info=build_info,
     )
 
 
-def _target_key(target: str) -> tuple[int, str]:
-    return int(target.rstrip("af")), target
-
-
 def _check_fatbin(name: str, contents: FatbinContents, cell: Cell) -> list[str]:
+    if contents.error is not None:
+        return [f"{name}: {contents.error}"]
     problems: list[str] = []
     wanted = {str(s) for s in cell.sms}
     found = set(contents.sms)
-    for missing in sorted(wanted - found, key=_target_key):
+    for missing in sorted(wanted - found, key=target_key):
         problems.append(
             f"{name} has no cubin for sm_{missing}: GPUs of that kind would fail with "
             "'no kernel image is available for execution on the device'"
         )
-    for extra in sorted(found - wanted, key=_target_key):
+    for extra in sorted(found - wanted, key=target_key):
         problems.append(f"{name} has a cubin for sm_{extra}, which the cell did not ask for")
     wanted_ptx = {str(cell.ptx)} if cell.ptx else set()
     if set(contents.ptx) != wanted_ptx:

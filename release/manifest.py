@@ -8,10 +8,13 @@ manifest and the wheels beside it are a complete release artifact).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
+
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 from release.errors import ConfigError
 from release.fsutil import read_json, write_atomic
@@ -112,6 +115,7 @@ class Manifest:
     version: str  # the public version, without a local label
     wheels: tuple[WheelEntry, ...]
     nccl_files: tuple[str, ...] = field(default=())
+    source_date_epoch: int | None = None  # the timestamp the wheels were built with
 
     def by_filename(self) -> dict[str, WheelEntry]:
         return {w.filename: w for w in self.wheels}
@@ -128,7 +132,16 @@ class Manifest:
         cells = {w.cell for w in other.wheels}
         wheels = tuple(w for w in self.wheels if w.cell not in cells) + other.wheels
         files = tuple(sorted(set(self.nccl_files) | set(other.nccl_files)))
-        return Manifest(project=self.project, version=self.version, wheels=wheels, nccl_files=files)
+        epoch = other.source_date_epoch
+        if epoch is None:
+            epoch = self.source_date_epoch
+        return Manifest(
+            project=self.project,
+            version=self.version,
+            wheels=wheels,
+            nccl_files=files,
+            source_date_epoch=epoch,
+        )
 
 
 def to_json(manifest: Manifest) -> dict[str, Any]:
@@ -136,6 +149,7 @@ def to_json(manifest: Manifest) -> dict[str, Any]:
         "schema": SCHEMA_VERSION,
         "project": manifest.project,
         "version": manifest.version,
+        "source_date_epoch": manifest.source_date_epoch,
         "nccl_files": list(manifest.nccl_files),
         "wheels": [
             {
@@ -162,11 +176,91 @@ def to_json(manifest: Manifest) -> dict[str, Any]:
     }
 
 
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_NCCL_FILE = re.compile(r"^cu[0-9]{1,3}(-constraints)?\.txt$")
+
+
 def _require(data: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
     value = data.get(key)
     if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
-        raise ValueError(f"{where}.{key}: missing or not {getattr(kind, '__name__', kind)}")
+        name = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+        raise ValueError(f"{where}.{key}: missing or not {name}")
     return value
+
+
+def _optional(data: Mapping[str, Any], key: str, where: str) -> str | None:
+    value = data.get(key)
+    if value is not None and not isinstance(value, str):
+        raise ValueError(f"{where}.{key}: not a string")
+    return value
+
+
+def _strings(data: Mapping[str, Any], key: str, where: str) -> tuple[str, ...]:
+    values = _require(data, key, list, where)
+    if not all(isinstance(v, str) for v in values):
+        raise ValueError(f"{where}.{key}: not a list of strings")
+    return tuple(values)
+
+
+def _filename(data: Mapping[str, Any], where: str) -> str:
+    """A wheel filename, and nothing that could name a file outside the dist directory."""
+    name: str = _require(data, "filename", str, where)
+    try:
+        parse_wheel_filename(name)
+    except InvalidWheelFilename:
+        raise ValueError(f"{where}.filename: {name[:80]!r} is not a wheel filename") from None
+    if "/" in name or "\\" in name or name.startswith("."):
+        raise ValueError(f"{where}.filename: {name[:80]!r} is not a plain file name")
+    return name
+
+
+def _destination(raw: Mapping[str, Any], where: str) -> DestinationRef:
+    dest = _require(raw, "destination", dict, where)
+    where = f"{where}.destination"
+    kind = dest.get("kind")
+    if kind not in ("pypi", "github"):
+        raise ValueError(f"{where}.kind: {str(kind)[:20]!r} is not pypi or github")
+    destination = DestinationRef(
+        name=_require(dest, "name", str, where),
+        kind=kind,
+        max_file_size=_require(dest, "max_file_size", int, where),
+        **{
+            k: _optional(dest, k, where)
+            for k in ("repository_url", "repository", "tag", "api_url", "index_url")
+        },
+    )
+    if kind == "github" and not (destination.repository and destination.tag):
+        raise ValueError(f"{where}: github needs repository and tag")
+    return destination
+
+
+def _wheel(raw: object, where: str) -> WheelEntry:
+    if not isinstance(raw, dict):
+        raise ValueError(f"{where}: not an object")
+    toolchain = _require(raw, "toolchain", dict, where)
+    if not all(isinstance(v, str | int | float) for v in toolchain.values()):
+        raise ValueError(f"{where}.toolchain: values must be strings")
+    sha256 = _require(raw, "sha256", str, where)
+    if not _SHA256.match(sha256):
+        raise ValueError(f"{where}.sha256: not 64 lower-case hex digits")
+    size = _require(raw, "size", int, where)
+    if size < 0:
+        raise ValueError(f"{where}.size: negative")
+    return WheelEntry(
+        cell=_require(raw, "cell", str, where),
+        cuda=_require(raw, "cuda", str, where),
+        arch=_require(raw, "arch", str, where),
+        filename=_filename(raw, where),
+        version=_require(raw, "version", str, where),
+        local_label=_optional(raw, "local_label", where),
+        size=size,
+        sha256=sha256,
+        sms=_strings(raw, "sms", where),
+        ptx=_optional(raw, "ptx", where),
+        toolchain={str(k): str(v) for k, v in toolchain.items()},
+        destination=_destination(raw, where),
+        nccl=_optional(raw, "nccl", where),
+    )
 
 
 def from_json(data: object) -> Manifest:
@@ -174,49 +268,26 @@ def from_json(data: object) -> Manifest:
     if not isinstance(data, dict):
         raise ValueError("the manifest is not a JSON object")
     if data.get("schema") != SCHEMA_VERSION:
-        raise ValueError(f"schema {data.get('schema')!r} is not {SCHEMA_VERSION}")
-    wheels = []
-    for index, raw in enumerate(_require(data, "wheels", list, "manifest")):
-        where = f"wheels[{index}]"
-        if not isinstance(raw, dict):
-            raise ValueError(f"{where}: not an object")
-        dest = _require(raw, "destination", dict, where)
-        kind = dest.get("kind")
-        if kind not in ("pypi", "github"):
-            raise ValueError(f"{where}.destination.kind: {kind!r} is not pypi or github")
-        optional = ("repository_url", "repository", "tag", "api_url", "index_url")
-        destination = DestinationRef(
-            name=_require(dest, "name", str, f"{where}.destination"),
-            kind=kind,
-            max_file_size=_require(dest, "max_file_size", int, f"{where}.destination"),
-            **{k: dest.get(k) for k in optional},
-        )
-        if kind == "github" and not (destination.repository and destination.tag):
-            raise ValueError(f"{where}.destination: github needs repository and tag")
-        wheels.append(
-            WheelEntry(
-                cell=_require(raw, "cell", str, where),
-                cuda=_require(raw, "cuda", str, where),
-                arch=_require(raw, "arch", str, where),
-                filename=_require(raw, "filename", str, where),
-                version=_require(raw, "version", str, where),
-                local_label=raw.get("local_label"),
-                size=_require(raw, "size", int, where),
-                sha256=_require(raw, "sha256", str, where),
-                sms=tuple(_require(raw, "sms", list, where)),
-                ptx=raw.get("ptx"),
-                toolchain={
-                    str(k): str(v) for k, v in _require(raw, "toolchain", dict, where).items()
-                },
-                destination=destination,
-                nccl=raw.get("nccl"),
-            )
-        )
+        raise ValueError(f"schema {str(data.get('schema'))[:20]!r} is not {SCHEMA_VERSION}")
+    raw_wheels = _require(data, "wheels", list, "manifest")
+    wheels = tuple(_wheel(raw, f"wheels[{index}]") for index, raw in enumerate(raw_wheels))
+    files = _strings(data, "nccl_files", "manifest") if "nccl_files" in data else ()
+    for name in files:
+        if not _NCCL_FILE.match(name):
+            raise ValueError(f"manifest.nccl_files: {name[:40]!r} is not an NCCL file name")
+    epoch = data.get("source_date_epoch")
+    if epoch is not None and (not isinstance(epoch, int) or isinstance(epoch, bool) or epoch < 0):
+        raise ValueError("manifest.source_date_epoch: not a number of seconds")
+    names = [w.filename for w in wheels]
+    if len(set(names)) != len(names):
+        twice = sorted({n for n in names if names.count(n) > 1})
+        raise ValueError(f"manifest: {twice[0]} is listed more than once")
     return Manifest(
         project=_require(data, "project", str, "manifest"),
         version=_require(data, "version", str, "manifest"),
-        wheels=tuple(wheels),
-        nccl_files=tuple(data.get("nccl_files") or ()),
+        wheels=wheels,
+        nccl_files=files,
+        source_date_epoch=epoch,
     )
 
 

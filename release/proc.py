@@ -1,46 +1,78 @@
-"""The one way this program runs a subprocess: logged, secrets masked, failures as user
-errors carrying the tail of the log and the command that reproduces them."""
+"""The one way this program runs a subprocess.
+
+`run` captures the output, masks secrets in it, appends it to a log file, bounds the time
+with `timeout`, and never raises for the child's sake: a program that cannot start is exit
+127, a timeout exit 124. Every child runs in a process session of its own and is
+registered while it runs, so that `stop_all` (on SIGINT or SIGTERM) ends it and everything
+it started within a second, and no new child starts until `reset`.
+"""
 
 from __future__ import annotations
 
 import os
 import shlex
+import signal
 import subprocess
+import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
+from typing import Protocol
 
-MASK = "***"
-SECRET_NAMES = ("TOKEN", "PASSWORD", "API_KEY", "SECRET")
+from release.secrets import mask, secret_values
+
+EXIT_CANNOT_RUN = 127
+EXIT_TIMEOUT = 124
+EXIT_STOPPED = 130
+STOP_GRACE_SECONDS = 0.5
 
 
 @dataclass(frozen=True, kw_only=True)
 class Completed:
     returncode: int
-    output: str
+    output: str  # stdout and stderr together, or stdout alone with separate_stderr
     seconds: float
-    log: Path | None
+    log: Path | None = None
+    stderr: str = ""  # only with separate_stderr
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
 
 
-def secret_values(env: Mapping[str, str]) -> tuple[str, ...]:
-    """Values of variables whose names say they are secrets (GITHUB_TOKEN, TWINE_PASSWORD)."""
-    return tuple(
-        value
-        for name, value in env.items()
-        if value and len(value) >= 4 and any(part in name.upper() for part in SECRET_NAMES)
-    )
+class Runner(Protocol):
+    """`run`'s signature: stages take a runner so that unit tests can hand in a fake."""
+
+    def __call__(
+        self,
+        cmd: Sequence[str],
+        *,
+        env: Mapping[str, str],
+        log: Path | None = None,
+        cwd: Path | None = None,
+        timeout: float | None = None,
+        separate_stderr: bool = False,
+        secrets: Iterable[str] = (),
+    ) -> Completed: ...
 
 
-def mask(text: str, secrets: Iterable[str]) -> str:
-    for secret in sorted(set(secrets), key=len, reverse=True):
-        if secret:
-            text = text.replace(secret, MASK)
-    return text
+_lock = threading.Lock()
+_running: set[subprocess.Popen[str]] = set()
+_stopped = threading.Event()
 
 
 def tail(text: str, lines: int = 25) -> str:
-    return "\n".join(text.rstrip().splitlines()[-lines:])
+    """The last `lines` non-blank lines of `text`."""
+    kept = [line.rstrip() for line in text.splitlines() if line.strip()]
+    return "\n".join(kept[-lines:])
+
+
+def one_line_tail(text: str, lines: int = 3) -> str:
+    """The last `lines` non-blank lines joined with ' | ', for one-line messages."""
+    return " | ".join(line.strip() for line in tail(text, lines).splitlines()) or "(no output)"
 
 
 def reproduce_command(cmd: Sequence[str], env: Mapping[str, str], cwd: Path | None) -> str:
@@ -57,25 +89,130 @@ def run(
     env: Mapping[str, str],
     log: Path | None = None,
     cwd: Path | None = None,
+    timeout: float | None = None,
+    separate_stderr: bool = False,
+    secrets: Iterable[str] = (),
 ) -> Completed:
-    """Run `cmd`, capturing stdout and stderr together; append both (masked) to `log`."""
-    secrets = secret_values(env)
+    """Run `cmd` to its end (or its timeout, or `stop_all`); see the module doc."""
+    hidden = (*secret_values(env), *secrets)
     start = time.monotonic()
-    proc = subprocess.run(
-        list(cmd),
-        env=dict(env),
-        cwd=cwd,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        errors="replace",
-        check=False,
-    )
+    stderr_text = ""
+    with _lock:
+        if _stopped.is_set():
+            return Completed(returncode=EXIT_STOPPED, output="stopped", seconds=0.0, log=log)
+        child: subprocess.Popen[str] | None
+        try:
+            child = subprocess.Popen(
+                list(cmd),
+                env=dict(env),
+                cwd=cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE if separate_stderr else subprocess.STDOUT,
+                text=True,
+                errors="replace",
+                start_new_session=True,
+            )
+        except OSError as error:
+            child = None
+            output = f"cannot run {cmd[0]}: {error.strerror or error}"
+        else:
+            _running.add(child)
+    if child is None:
+        code = EXIT_CANNOT_RUN
+    else:
+        try:
+            stdout, stderr = child.communicate(timeout=timeout)
+            code = child.returncode
+        except subprocess.TimeoutExpired:
+            _end(child)
+            stdout, stderr = child.communicate()
+            stdout = (stdout or "") + f"\n(timed out after {timeout:.0f} s)"
+            code = EXIT_TIMEOUT
+        finally:
+            with _lock:
+                _running.discard(child)
+        output = stdout or ""
+        stderr_text = stderr or ""
+        if _stopped.is_set() and code != 0:
+            code = EXIT_STOPPED
     seconds = time.monotonic() - start
-    output = mask(proc.stdout or "", secrets)
+    output = mask(output, hidden)
+    stderr_text = mask(stderr_text, hidden)
     if log is not None:
-        log.parent.mkdir(parents=True, exist_ok=True)
-        with log.open("a", encoding="utf-8") as handle:
-            handle.write(f"$ {mask(shlex.join(cmd), secrets)}\n{output}\n")
-            handle.write(f"[exit {proc.returncode} after {seconds:.1f} s]\n")
-    return Completed(returncode=proc.returncode, output=output, seconds=seconds, log=log)
+        _append_log(log, mask(shlex.join(cmd), hidden), output + stderr_text, code, seconds)
+    return Completed(returncode=code, output=output, seconds=seconds, log=log, stderr=stderr_text)
+
+
+def _append_log(log: Path, command: str, output: str, code: int, seconds: float) -> None:
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("a", encoding="utf-8") as handle:
+        handle.write(f"$ {command}\n{output}\n[exit {code} after {seconds:.1f} s]\n")
+
+
+def _signal_group(child: subprocess.Popen[str], signum: int) -> None:
+    with suppress(ProcessLookupError, PermissionError):
+        os.killpg(child.pid, signum)
+
+
+def _end(child: subprocess.Popen[str]) -> None:
+    _signal_group(child, signal.SIGTERM)
+    try:
+        child.wait(STOP_GRACE_SECONDS)
+    except subprocess.TimeoutExpired:
+        _signal_group(child, signal.SIGKILL)
+
+
+def stop_all() -> None:
+    """End every running child and its descendants (SIGTERM, then SIGKILL after
+    STOP_GRACE_SECONDS); no new child starts until `reset`."""
+    with _lock:
+        _stopped.set()
+        children = list(_running)
+    for child in children:
+        _signal_group(child, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_GRACE_SECONDS
+    for child in children:
+        try:
+            child.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            _signal_group(child, signal.SIGKILL)
+
+
+def stopped() -> bool:
+    return _stopped.is_set()
+
+
+def reset() -> None:
+    """Allow children again (a new command in the same process)."""
+    _stopped.clear()
+
+
+_received: list[int] = []
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    _received.append(signum)
+    raise KeyboardInterrupt
+
+
+@contextmanager
+def interruptible() -> Iterator[None]:
+    """SIGTERM interrupts like SIGINT while inside: both raise KeyboardInterrupt in the
+    main thread, where the command ends its children and keeps what finished (see
+    `last_signal`). The previous handlers come back on the way out."""
+    _received.clear()
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {s: signal.signal(s, _interrupt) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
+def last_signal() -> int:
+    """The signal that interrupted the command (SIGINT when none was recorded)."""
+    return _received[-1] if _received else int(signal.SIGINT)

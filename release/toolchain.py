@@ -2,11 +2,11 @@
 
 Pure core: the pinned PyPI packages of every known CUDA version (`toolchain_spec`), the
 plan for one cell (`resolve`), the RELEASE_* build environment (`Toolchain.build_env`),
-the rows `release doctor` prints (`doctor_rows`) and the parsers of tool output.
+what a toolchain is independent of where it lives (`Toolchain.identity`) and the parsers
+of tool output.
 
 Edge: `provision` installs pinned wheels into the cache once (pip --target into a temp
-dir, then a rename) and probes every tool's real version; `list_fatbin_targets` runs
-cuobjdump. Both take a `Runner`, so nothing here spawns a process on its own.
+dir, then a rename) and probes every tool's real version, through a `proc.Runner`.
 
 CUDA 13.x builds with the full nvcc from PyPI wheels; CUDA 12.x has no nvcc on PyPI, so
 it builds with NVRTC + nvFatbin (+ the runtime headers). `cuda_home` selects a system
@@ -23,17 +23,17 @@ import platform
 import re
 import shlex
 import shutil
-import subprocess
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Literal
 
+from release import proc
 from release.errors import ToolchainError
+from release.targets import ARCHES
 
-ARCHES = ("x86_64", "aarch64")
 GLIBC_TARGET = "2.28"
 DeviceCompiler = Literal["nvcc", "nvrtc"]
 
@@ -254,6 +254,22 @@ class Toolchain:
     inspector_version: str
     installed: tuple[str, ...] = field(default=())  # cache dirs this provision filled
 
+    @property
+    def identity(self) -> dict[str, str]:
+        """What the built bytes depend on, without any path: the same toolchain provisioned
+        into another cache (or restored there from a CI cache) has the same identity."""
+        device = self.plan.device.requirements if self.plan.device else ("system toolkit",)
+        host_cc = (
+            f"zig {self.cc_version} -target {zig_target(self.plan.target_arch)}"
+            if self.plan.host_cc is not None
+            else f"{Path(self.cc[0]).name} {self.cc_version}"
+        )
+        return {
+            "device_compiler": f"{self.plan.device_compiler} {self.device_version}",
+            "device_packages": " ".join(device),
+            "host_cc": host_cc,
+        }
+
     def build_env(self) -> dict[str, str]:
         """The RELEASE_* inputs of the csrc build (csrc/BUILDING.md) for this toolchain."""
         env = {
@@ -293,177 +309,24 @@ def parse_release_version(output: str) -> str:
     """`Cuda compilation tools, release 13.0, V13.0.88` -> `13.0.88`."""
     match = re.search(r"\bV(\d+\.\d+\.\d+)", output)
     if match is None:
-        raise ToolchainError(f"cannot read a CUDA version from: {_tail(output)}")
+        raise ToolchainError(f"cannot read a CUDA version from: {proc.one_line_tail(output, 4)}")
     return match.group(1)
 
 
-def _tail(text: str, lines: int = 4) -> str:
-    kept = [line.strip() for line in text.splitlines() if line.strip()]
-    return " | ".join(kept[-lines:]) or "(no output)"
+# ---------------------------------------------------------------- edge: provisioning
 
 
-# ---------------------------------------------------------------- doctor
-
-
-@dataclass(frozen=True)
-class DoctorRow:
-    cuda: str
-    arch: str
-    device: str
-    device_source: str
-    host_cc: str
-    host_cc_source: str
-    inspector: str
-    inspector_source: str
-
-    COLUMNS = (
-        "CUDA",
-        "arch",
-        "device compiler",
-        "from",
-        "host C compiler",
-        "from",
-        "inspector",
-        "from",
-    )
-
-    def cells(self) -> tuple[str, ...]:
-        return (
-            self.cuda,
-            self.arch,
-            self.device,
-            self.device_source,
-            self.host_cc,
-            self.host_cc_source,
-            self.inspector,
-            self.inspector_source,
-        )
-
-
-def _pinned(pinset: PinSet, plan: ToolchainPlan, present: frozenset[Path]) -> str:
-    state = "cached" if plan.install_dir(pinset) in present else "not yet installed"
-    return f"PyPI {', '.join(pinset.requirements)} ({state}: {plan.install_dir(pinset)})"
-
-
-def doctor_rows(
-    plans: Sequence[ToolchainPlan],
-    *,
-    toolchains: Mapping[tuple[str, str], Toolchain] | None = None,
-    present: frozenset[Path] = frozenset(),
-) -> list[DoctorRow]:
-    """One row per (CUDA, arch): what each tool is and where it comes from.
-
-    `toolchains` (keyed by (cuda, target arch)) adds the versions the tools reported;
-    without it the pinned versions are shown. `present` are the cache dirs that exist.
-    """
-    rows = []
-    for plan in plans:
-        tc = (toolchains or {}).get((plan.cuda, plan.target_arch))
-        if plan.device is None:
-            version = tc.device_version if tc else f"CUDA {plan.cuda} expected"
-            device = f"nvcc {version}"
-            device_source = f"system toolkit {plan.cuda_home}"
-        else:
-            pinned = plan.device.pins[0].version
-            device = f"{plan.device_compiler} {tc.device_version if tc else pinned}"
-            device_source = _pinned(plan.device, plan, present)
-        if plan.host_cc is None:
-            cc_cmd = shlex.join(plan.system_cc or ())
-            host_cc = f"{cc_cmd} {tc.cc_version}" if tc else cc_cmd
-            host_cc_source = "system"
-        else:
-            zig_version = tc.cc_version if tc else plan.host_cc.pins[0].version
-            host_cc = f"zig {zig_version} cc -target {zig_target(plan.target_arch)}"
-            host_cc_source = _pinned(plan.host_cc, plan, present)
-        inspector_version = tc.inspector_version if tc else plan.inspector.pins[0].version
-        rows.append(
-            DoctorRow(
-                cuda=plan.cuda,
-                arch=plan.target_arch,
-                device=device,
-                device_source=device_source,
-                host_cc=host_cc,
-                host_cc_source=host_cc_source,
-                inspector=f"cuobjdump {inspector_version}",
-                inspector_source=_pinned(plan.inspector, plan, present),
-            )
-        )
-    return rows
-
-
-# ---------------------------------------------------------------- fatbin inspection
-
-
-@dataclass(frozen=True)
-class FatbinTargets:
-    """What a fatbin holds: cubin SMs (`"75"`, `"90a"`) and PTX virtual archs (`"100"`)."""
-
-    sms: tuple[str, ...]
-    ptx: tuple[str, ...]
-
-
-_ELF_RE = re.compile(r"^ELF file\s+\d+:\s*\S*?\bsm_(\d+[af]?)\.cubin\s*$", re.MULTILINE)
-_PTX_RE = re.compile(r"^PTX file\s+\d+:\s*\S*?\bsm_(\d+[af]?)\.ptx\s*$", re.MULTILINE)
-
-
-def parse_cuobjdump_listing(output: str) -> FatbinTargets:
-    """Parse `cuobjdump --list-elf --list-ptx` output (it reads compressed fatbins too)."""
-
-    def ordered(values: list[str]) -> tuple[str, ...]:
-        return tuple(sorted(set(values), key=lambda s: (int(s.rstrip("af")), s)))
-
-    return FatbinTargets(sms=ordered(_ELF_RE.findall(output)), ptx=ordered(_PTX_RE.findall(output)))
-
-
-# ---------------------------------------------------------------- edge: processes
-
-
-@dataclass(frozen=True)
-class RunResult:
-    returncode: int
-    stdout: str
-    stderr: str
-
-
-class Runner(Protocol):
-    def __call__(
-        self, cmd: Sequence[str], *, env: Mapping[str, str] | None = None
-    ) -> RunResult: ...
-
-
-def subprocess_runner(cmd: Sequence[str], *, env: Mapping[str, str] | None = None) -> RunResult:
-    try:
-        proc = subprocess.run(
-            list(cmd),
-            capture_output=True,
-            text=True,
-            check=False,
-            env=dict(env) if env is not None else None,
-        )
-    except OSError as exc:
-        return RunResult(127, "", f"cannot run {cmd[0]}: {exc}")
-    return RunResult(proc.returncode, proc.stdout, proc.stderr)
-
-
-def _checked(runner: Runner, cmd: Sequence[str], what: str) -> str:
-    result = runner(cmd)
+def _checked(runner: proc.Runner, cmd: Sequence[str], what: str, env: Mapping[str, str]) -> str:
+    result = runner(cmd, env=env, separate_stderr=True)
     if result.returncode != 0:
-        raise ToolchainError(
-            f"{what} failed (exit {result.returncode}): {_tail(result.stderr + result.stdout)}"
-        )
-    return result.stdout
+        detail = proc.one_line_tail(result.stderr + result.output, 4)
+        raise ToolchainError(f"{what} failed (exit {result.returncode}): {detail}")
+    return result.output
 
 
-def list_fatbin_targets(
-    path: Path, *, cuobjdump: Path, runner: Runner = subprocess_runner
-) -> FatbinTargets:
-    out = _checked(
-        runner, [str(cuobjdump), "--list-elf", "--list-ptx", str(path)], f"cuobjdump {path.name}"
-    )
-    return parse_cuobjdump_listing(out)
-
-
-def _install(pinset: PinSet, dest: Path, runner: Runner, python: str) -> bool:
+def _install(
+    pinset: PinSet, dest: Path, runner: proc.Runner, python: str, env: Mapping[str, str]
+) -> bool:
     """Install `pinset` into `dest` unless it is there; True when this call installed it."""
     marker = dest / ".complete"
     if marker.is_file():
@@ -485,11 +348,11 @@ def _install(pinset: PinSet, dest: Path, runner: Runner, python: str) -> bool:
             str(tmp),
             *pinset.requirements,
         ]
-        result = runner(cmd)
+        result = runner(cmd, env=env, separate_stderr=True)
         if result.returncode != 0:
             raise ToolchainError(
                 f"installing {', '.join(pinset.requirements)} failed: "
-                f"{_tail(result.stderr + result.stdout)}",
+                f"{proc.one_line_tail(result.stderr + result.output, 4)}",
                 hint="check that PyPI is reachable and has wheels for this platform",
             )
         (tmp / ".complete").write_text(json.dumps(pinset.requirements) + "\n")
@@ -536,13 +399,23 @@ print(f"{a.value}.{b.value} {c.value}.{d.value}")
 
 
 def provision(
-    plan: ToolchainPlan, runner: Runner = subprocess_runner, *, python: str = sys.executable
+    plan: ToolchainPlan,
+    runner: proc.Runner = proc.run,
+    *,
+    python: str = sys.executable,
+    env: Mapping[str, str],
 ) -> Toolchain:
-    """Install what the plan pins (once per cache), probe every tool, check CUDA versions."""
+    """Install what the plan pins (once per cache), probe every tool, check CUDA versions.
+    `env` is the environment of pip and the probes."""
+    environ = dict(env)
+
+    def checked(cmd: Sequence[str], what: str) -> str:
+        return _checked(runner, cmd, what, environ)
+
     installed = tuple(
         plan.install_dir(p).name
         for p in plan.pinsets
-        if _install(p, plan.install_dir(p), runner, python)
+        if _install(p, plan.install_dir(p), runner, python, environ)
     )
 
     nvrtc_lib = nvfatbin_lib = None
@@ -556,13 +429,13 @@ def provision(
                 f"{nvcc} does not exist",
                 hint="--cuda-home / CUDA_HOME must be a CUDA toolkit root (with bin/nvcc)",
             )
-        device_version = parse_release_version(_checked(runner, [str(nvcc), "--version"], "nvcc"))
+        device_version = parse_release_version(checked([str(nvcc), "--version"], "nvcc"))
         check_cuda_version(plan, "nvcc", nvcc, device_version)
     elif plan.device_compiler == "nvcc":
         root = plan.install_dir(plan.device)
         nvcc = _one(list(root.glob("nvidia/*/bin/nvcc")), "nvcc", root)
         cuda_home = nvcc.parent.parent
-        device_version = parse_release_version(_checked(runner, [str(nvcc), "--version"], "nvcc"))
+        device_version = parse_release_version(checked([str(nvcc), "--version"], "nvcc"))
         check_cuda_version(plan, "nvcc", nvcc, device_version)
     else:
         root = plan.install_dir(plan.device)
@@ -571,8 +444,7 @@ def provision(
         nvfatbin_lib = _one(list(root.glob("nvidia/*/lib/libnvfatbin.so.*")), "libnvfatbin", root)
         header = _one(list(root.glob("nvidia/*/include/cuda_fp16.h")), "cuda_fp16.h", root)
         include_dirs = (header.parent,)
-        probe = _checked(
-            runner,
+        probe = checked(
             [python, "-c", _PROBE_NVRTC, str(nvrtc_lib), str(nvfatbin_lib)],
             "NVRTC/nvFatbin version probe",
         ).split()
@@ -582,12 +454,12 @@ def provision(
 
     if plan.host_cc is None:
         cc = plan.system_cc or ("cc",)
-        first = _checked(runner, [*cc, "--version"], f"{cc[0]} --version").splitlines()
+        first = checked([*cc, "--version"], f"{cc[0]} --version").splitlines()
         cc_version = first[0].strip() if first else "unknown"
     else:
         root = plan.install_dir(plan.host_cc)
         zig = _one(list(root.glob("ziglang/zig")), "zig", root)
-        cc_version = _checked(runner, [str(zig), "version"], "zig version").strip()
+        cc_version = checked([str(zig), "version"], "zig version").strip()
         if cc_version != plan.host_cc.pins[0].version:
             raise ToolchainError(
                 f"zig at {zig} reports {cc_version}, pinned {plan.host_cc.pins[0].version}",
@@ -598,7 +470,7 @@ def provision(
     root = plan.install_dir(plan.inspector)
     cuobjdump = _one(list(root.glob("nvidia/*/bin/cuobjdump")), "cuobjdump", root)
     inspector_version = parse_release_version(
-        _checked(runner, [str(cuobjdump), "--version"], "cuobjdump --version")
+        checked([str(cuobjdump), "--version"], "cuobjdump --version")
     )
     return Toolchain(
         plan=plan,

@@ -36,7 +36,7 @@ from urllib.parse import quote, unquote, urljoin, urlsplit
 import httpx
 from packaging.utils import parse_wheel_filename
 
-from release.errors import ConfigError
+from release.errors import ConfigError, shown
 from release.fsutil import read_json
 from release.manifest import Manifest
 from release.publish.index import ACCEPT, ListedFile, parse_project_page, project_page_url
@@ -106,10 +106,28 @@ def read_record(path: Path, manifest: Manifest) -> Published:
     built = manifest.by_filename()
     files = []
     problems = []
-    for raw in data.get("files", []) if isinstance(data, dict) else []:
-        name = raw.get("filename") if isinstance(raw, dict) else None
+    raw_files = data.get("files") if isinstance(data, dict) else None
+    if not isinstance(raw_files, list):
+        raise ConfigError(
+            [f"{path}: 'files' is missing or not a list"],
+            hint="run `release publish` again to rewrite it",
+        )
+    for index, raw in enumerate(raw_files):
+        where = f"{path}: files[{index}]"
+        if not isinstance(raw, dict):
+            problems.append(f"{where}: not an object")
+            continue
+        name, url, index_url = raw.get("filename"), raw.get("url"), raw.get("index_url")
         if not isinstance(name, str) or name not in built:
-            problems.append(f"{path}: {name!r} is not in the manifest")
+            problems.append(f"{where}: {shown(name)} is not in the manifest")
+            continue
+        if not isinstance(url, str) or not url.startswith(("https://", "http://")):
+            problems.append(f"{where}.url: {shown(url)} is not an http(s) URL")
+            continue
+        if index_url is not None and (
+            not isinstance(index_url, str) or not index_url.startswith(("https://", "http://"))
+        ):
+            problems.append(f"{where}.index_url: {shown(index_url)} is not an http(s) URL")
             continue
         entry = built[name]
         files.append(
@@ -117,10 +135,10 @@ def read_record(path: Path, manifest: Manifest) -> Published:
                 filename=name,
                 sha256=entry.sha256,
                 size=entry.size,
-                url=str(raw.get("url", "")),
+                url=url,
                 destination=entry.destination.name,
                 kind=entry.destination.kind,
-                index_url=raw.get("index_url"),
+                index_url=index_url,
                 arch=entry.arch,
                 local_label=entry.local_label,
             )

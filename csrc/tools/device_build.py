@@ -96,9 +96,10 @@ class DeviceResult:
 class LogRecord:
     kernel: str
     target: str
-    action: str
+    action: str  # compile, cached, or discarded (a damaged cache entry, rebuilt)
     seconds: float
     compiler: str
+    detail: str = ""
 
 
 # ---------------------------------------------------------------- pure core
@@ -564,23 +565,48 @@ def make_compiler(config: DeviceConfig) -> Compiler:
 
 
 class Cache:
-    """Files named by their key; writes go to a temp file that is renamed into place."""
+    """Entries named by their key, each stored beside the sha256 of its bytes and checked
+    on every read. An entry that is missing its digest or does not match it (a flipped
+    byte, a truncated file, a build killed between the two writes) is removed and reported
+    through `on_damage`; the caller rebuilds it. Writes go to a temp file that is renamed
+    into place, the data before its digest."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, on_damage: Callable[[Path, str], None]) -> None:
         self.root = root
+        self.on_damage = on_damage
 
     def path(self, key: str, suffix: str) -> Path:
         return self.root / key[:2] / f"{key}{suffix}"
 
     def get(self, key: str, suffix: str) -> bytes | None:
+        path = self.path(key, suffix)
+        digest_path = path.with_name(path.name + ".sha256")
         try:
-            return self.path(key, suffix).read_bytes()
+            data = path.read_bytes()
         except FileNotFoundError:
             return None
+        except OSError as exc:
+            return self._damaged(path, f"unreadable ({exc.strerror or exc})")
+        try:
+            recorded = digest_path.read_text(encoding="ascii").strip()
+        except (OSError, UnicodeDecodeError):
+            return self._damaged(path, "its sha256 was never written")
+        if hashlib.sha256(data).hexdigest() != recorded:
+            return self._damaged(path, f"its bytes do not match their sha256 ({len(data)} bytes)")
+        return data
+
+    def _damaged(self, path: Path, reason: str) -> None:  # returns None for `get`
+        for stale in (path, path.with_name(path.name + ".sha256")):
+            with contextlib.suppress(OSError):
+                stale.unlink()
+        self.on_damage(path, reason)
+        return None
 
     def put(self, key: str, suffix: str, data: bytes) -> None:
         final = self.path(key, suffix)
         write_atomic(final, data)
+        digest = hashlib.sha256(data).hexdigest().encode()
+        write_atomic(final.with_name(final.name + ".sha256"), digest)
 
 
 def write_atomic(path: Path, data: bytes) -> None:
@@ -640,8 +666,16 @@ def build_device(
     """Write `out_dir/<stem>.fatbin` for every kernel; compile only what the cache lacks."""
     sources = kernel_sources(kernels_dir)
     compiler = compiler_factory(config)
-    cache = Cache(config.cache_dir)
     log = Log(config.log_path)
+    entry_names: dict[Path, tuple[str, str]] = {}
+
+    def damaged(path: Path, reason: str) -> None:
+        kernel, target = entry_names.get(path, ("?", path.name))
+        message = f"warning: device cache entry {path} was damaged: {reason}; rebuilding it"
+        print(message, file=sys.stderr)
+        log.add(LogRecord(kernel, target, "discarded", 0.0, compiler.identity, reason))
+
+    cache = Cache(config.cache_dir, damaged)
     targets = config.targets
 
     part_keys: dict[tuple[Path, Target], str] = {}
@@ -652,24 +686,37 @@ def build_device(
             part_keys[src, t] = cache_key(
                 sources=digest, compiler=compiler.identity, target=t.name, flags=compiler.flags(t)
             )
+            entry_names[cache.path(part_keys[src, t], t.suffix)] = (src.stem, t.name)
         fatbin_keys[src] = cache_key(
             parts=[part_keys[src, t] for t in targets], assembler=compiler.assembler_identity()
         )
+        entry_names[cache.path(fatbin_keys[src], ".fatbin")] = (src.stem, "fatbin")
 
+    fatbin_data: dict[Path, bytes] = {}
+    part_data: dict[tuple[Path, Target], bytes] = {}
     todo: list[tuple[Path, Target]] = []
     for src in sources:
-        fatbin_cached = cache.path(fatbin_keys[src], ".fatbin").is_file()
+        cached_fatbin = cache.get(fatbin_keys[src], ".fatbin")
+        if cached_fatbin is not None:
+            fatbin_data[src] = cached_fatbin
         for t in targets:
-            if fatbin_cached or cache.path(part_keys[src, t], t.suffix).is_file():
+            part = None if cached_fatbin is not None else cache.get(part_keys[src, t], t.suffix)
+            if cached_fatbin is not None or part is not None:
+                if part is not None:
+                    part_data[src, t] = part
                 log.add(LogRecord(src.stem, t.name, "cached", 0.0, compiler.identity))
             else:
                 todo.append((src, t))
+
+    lock = threading.Lock()
 
     def compile_one(item: tuple[Path, Target]) -> None:
         src, t = item
         start = time.monotonic()
         data = compiler.compile(src, kernels_dir, t)
         cache.put(part_keys[src, t], t.suffix, data)
+        with lock:
+            part_data[src, t] = data
         seconds = round(time.monotonic() - start, 3)
         log.add(LogRecord(src.stem, t.name, "compile", seconds, compiler.identity))
 
@@ -686,21 +733,16 @@ def build_device(
     out_dir.mkdir(parents=True, exist_ok=True)
     fatbins = []
     for src in sources:
-        data = cache.get(fatbin_keys[src], ".fatbin")
+        data = fatbin_data.get(src)
         if data is None:
-            parts = []
-            for t in targets:
-                part = cache.get(part_keys[src, t], t.suffix)
-                if part is None:
-                    raise DeviceBuildError(f"cache entry for {src.name} ({t.name}) vanished")
-                parts.append((t, part))
-            data = compiler.assemble(src.stem, parts)
+            data = compiler.assemble(src.stem, [(t, part_data[src, t]) for t in targets])
             cache.put(fatbin_keys[src], ".fatbin", data)
         dest = out_dir / f"{src.stem}.fatbin"
         write_atomic(dest, data)
         fatbins.append(dest)
 
     compiled = sum(1 for r in log.records if r.action == "compile")
+    cached = sum(1 for r in log.records if r.action == "cached")
     return DeviceResult(
         compiler=compiler.kind,
         compiler_version=compiler.version,
@@ -709,7 +751,7 @@ def build_device(
         ptx=config.ptx,
         fatbins=tuple(fatbins),
         compiled=compiled,
-        cached=len(log.records) - compiled,
+        cached=cached,
     )
 
 

@@ -163,9 +163,13 @@ def build_host_library(host_dir: Path, out: Path, env: Mapping[str, str], arch: 
             f"RELEASE_TARGET_ARCH is {arch} on a {host_arch()} host; set RELEASE_CC to a "
             f"cross compiler, e.g. 'zig cc -target {arch}-linux-gnu.2.28'"
         )
+    # No debug info, and no build path in what is left (assert messages, __FILE__): the
+    # library's bytes depend on the sources and the compiler only.
     cmd = [
         *cc,
         "-O2",
+        "-g0",
+        f"-ffile-prefix-map={host_dir}=host",
         "-fPIC",
         "-shared",
         f"-I{host_dir}",
@@ -205,13 +209,16 @@ def _record_hash(data: bytes) -> str:
 def write_wheel(
     path: Path, files: Sequence[tuple[str, bytes, int]], dist_info: str, epoch: int
 ) -> None:
-    """Write a wheel: `files` are (archive name, bytes, mode); RECORD is added last."""
+    """Write a wheel: `files` are (archive name, bytes, mode). Members are sorted by name,
+    the .dist-info last and its RECORD at the very end; every member has the `epoch`
+    date and its given mode, so the bytes depend on the files alone."""
     stamp = time.gmtime(epoch)[:6]
     record = io.StringIO()
     writer = csv.writer(record, lineterminator="\n")
     tmp = path.with_name(f".{path.name}.tmp")
+    ordered = sorted(files, key=lambda f: (f[0].startswith(f"{dist_info}/"), f[0]))
     with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-        for name, data, mode in files:
+        for name, data, mode in ordered:
             info = zipfile.ZipInfo(name, date_time=stamp)
             info.external_attr = (0o100000 | mode) << 16
             info.compress_type = zipfile.ZIP_DEFLATED

@@ -6,6 +6,7 @@ import argparse
 import os
 from pathlib import Path
 
+from release.errors import FileError
 from release.toolchain import default_cache_dir
 
 
@@ -39,3 +40,29 @@ def cache_dir(args: argparse.Namespace) -> Path:
     if args.cache_dir is not None:
         return Path(args.cache_dir).resolve()
     return default_cache_dir(os.environ, Path.home()).resolve()
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer of at least 1 (`--jobs 0` is an error, not 1)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def output_dir(path: Path, option: str) -> Path:
+    """`path` as a directory this command can write to, created if needed; a FileError
+    naming the option otherwise."""
+    resolved = path.resolve()
+    if resolved.exists() and not resolved.is_dir():
+        raise FileError(f"{option} {path}: is a file, not a directory")
+    try:
+        resolved.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise FileError.of(error, f"create {option}") from None
+    if not os.access(resolved, os.W_OK | os.X_OK):
+        raise FileError(f"{option} {path}: not writable by this user")
+    return resolved

@@ -3,12 +3,26 @@
 from __future__ import annotations
 
 import argparse
+import os
+import shlex
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from release.commands.common import add_toolchain_options, cache_dir, cuda_home
 from release.console import make_console, table
 from release.matrix import load_matrix
-from release.toolchain import DoctorRow, doctor_rows, present_dirs, provision, resolve
+from release.toolchain import (
+    PinSet,
+    Toolchain,
+    ToolchainPlan,
+    present_dirs,
+    provision,
+    resolve,
+    zig_target,
+)
 
 
 def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
@@ -30,6 +44,92 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     parser.set_defaults(func=run)
 
 
+@dataclass(frozen=True)
+class DoctorRow:
+    cuda: str
+    arch: str
+    device: str
+    device_source: str
+    host_cc: str
+    host_cc_source: str
+    inspector: str
+    inspector_source: str
+
+    COLUMNS = (
+        "CUDA",
+        "arch",
+        "device compiler",
+        "from",
+        "host C compiler",
+        "from",
+        "inspector",
+        "from",
+    )
+
+    def cells(self) -> tuple[str, ...]:
+        return (
+            self.cuda,
+            self.arch,
+            self.device,
+            self.device_source,
+            self.host_cc,
+            self.host_cc_source,
+            self.inspector,
+            self.inspector_source,
+        )
+
+
+def _pinned(pinset: PinSet, plan: ToolchainPlan, present: frozenset[Path]) -> str:
+    state = "cached" if plan.install_dir(pinset) in present else "not yet installed"
+    return f"PyPI {', '.join(pinset.requirements)} ({state}: {plan.install_dir(pinset)})"
+
+
+def doctor_rows(
+    plans: Sequence[ToolchainPlan],
+    *,
+    toolchains: Mapping[tuple[str, str], Toolchain] | None = None,
+    present: frozenset[Path] = frozenset(),
+) -> list[DoctorRow]:
+    """One row per (CUDA, arch): what each tool is and where it comes from.
+
+    `toolchains` (keyed by (cuda, target arch)) adds the versions the tools reported;
+    without it the pinned versions are shown. `present` are the cache dirs that exist.
+    """
+    rows = []
+    for plan in plans:
+        tc = (toolchains or {}).get((plan.cuda, plan.target_arch))
+        if plan.device is None:
+            version = tc.device_version if tc else f"CUDA {plan.cuda} expected"
+            device = f"nvcc {version}"
+            device_source = f"system toolkit {plan.cuda_home}"
+        else:
+            pinned = plan.device.pins[0].version
+            device = f"{plan.device_compiler} {tc.device_version if tc else pinned}"
+            device_source = _pinned(plan.device, plan, present)
+        if plan.host_cc is None:
+            cc_cmd = shlex.join(plan.system_cc or ())
+            host_cc = f"{cc_cmd} {tc.cc_version}" if tc else cc_cmd
+            host_cc_source = "system"
+        else:
+            zig_version = tc.cc_version if tc else plan.host_cc.pins[0].version
+            host_cc = f"zig {zig_version} cc -target {zig_target(plan.target_arch)}"
+            host_cc_source = _pinned(plan.host_cc, plan, present)
+        inspector_version = tc.inspector_version if tc else plan.inspector.pins[0].version
+        rows.append(
+            DoctorRow(
+                cuda=plan.cuda,
+                arch=plan.target_arch,
+                device=device,
+                device_source=device_source,
+                host_cc=host_cc,
+                host_cc_source=host_cc_source,
+                inspector=f"cuobjdump {inspector_version}",
+                inspector_source=_pinned(plan.inspector, plan, present),
+            )
+        )
+    return rows
+
+
 def run(args: argparse.Namespace) -> int:
     matrix = load_matrix(args.matrix)
     cells = matrix.select(cuda=args.cuda, arch=args.arch)
@@ -41,7 +141,10 @@ def run(args: argparse.Namespace) -> int:
     )
     toolchains = None
     if args.provision:
-        toolchains = {(p.cuda, p.target_arch): provision(p) for p in plans}
+        environ = dict(os.environ)
+        toolchains = {
+            (p.cuda, p.target_arch): provision(p, python=sys.executable, env=environ) for p in plans
+        }
     rows = doctor_rows(plans, toolchains=toolchains, present=present_dirs(plans))
     make_console().print(
         table(

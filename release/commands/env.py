@@ -22,12 +22,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from release import proc
 from release.build import (
     BuildSettings,
     CellResult,
     certify,
     outcome,
     require_success,
+    source_date_epoch,
     toolchain_summary,
     write_outputs,
 )
@@ -36,7 +38,9 @@ from release.errors import BuildError, ConfigError
 from release.fsutil import write_atomic
 from release.inspect import WheelReport
 from release.matrix import Cell, load_matrix
-from release.toolchain import ARCHES, Toolchain, provision, resolve
+from release.secrets import without_credentials
+from release.targets import ARCHES
+from release.toolchain import Toolchain, provision, resolve
 
 # Variables of the build environment that are not build inputs.
 NOT_INPUTS = frozenset({"PATH", "PIP_DISABLE_PIP_VERSION_CHECK"})
@@ -116,7 +120,7 @@ def find_wheel(path: Path, cell: Cell) -> Path:
 # ---------------------------------------------------------------- edge
 
 
-def _provision(cell: Cell, args: argparse.Namespace) -> Toolchain:
+def _provision(cell: Cell, args: argparse.Namespace, environ: dict[str, str]) -> Toolchain:
     plan = resolve(
         str(cell.cuda),
         cell.arch,
@@ -124,13 +128,14 @@ def _provision(cell: Cell, args: argparse.Namespace) -> Toolchain:
         cache_dir=cache_dir(args) / "toolchains",
     )
     print(f"provisioning toolchains in {plan.cache_dir}", file=sys.stderr)
-    return provision(plan, python=sys.executable)
+    return provision(plan, python=sys.executable, env=without_credentials(environ))
 
 
 def run(args: argparse.Namespace) -> int:
     matrix = load_matrix(args.matrix)
     cell = matrix.select(cuda=[args.cuda], arch=[args.arch])[0]
-    toolchain = _provision(cell, args)
+    environ = dict(os.environ)
+    toolchain = _provision(cell, args, environ)
     dist = args.dist.resolve()
     settings = BuildSettings(
         matrix=matrix,
@@ -138,7 +143,8 @@ def run(args: argparse.Namespace) -> int:
         out=dist,
         cache_dir=cache_dir(args),
         cuda_home=cuda_home(args),
-        environ=dict(os.environ),
+        environ=environ,
+        epoch=source_date_epoch(environ, matrix.project.path, proc.run),
     )
     inputs = build_inputs(cell, toolchain.build_env(), settings)
     if args.record is not None:
@@ -164,18 +170,18 @@ def record(cell: Cell, wheel: Path, toolchain: Toolchain, settings: BuildSetting
     start = time.monotonic()
     log = settings.out / "logs" / f"{cell.id}.log"
     summary = toolchain_summary(toolchain)
-    env = dict(settings.environ)
+    env = {**without_credentials(settings.environ), "SOURCE_DATE_EPOCH": str(settings.epoch)}
 
     settings.out.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{cell.id}.", dir=settings.out))
 
-    def work() -> tuple[Path, WheelReport, bool]:
+    def work() -> tuple[Path, WheelReport, bool, tuple[str, ...]]:
         copy = staging / wheel.name
         shutil.copyfile(wheel, copy)
         candidate, report = certify(copy, cell, toolchain, python=settings.python, env=env, log=log)
         final = settings.out / candidate.name
-        shutil.copyfile(candidate, final)
-        return final, report, False
+        write_atomic(final, candidate.read_bytes())
+        return final, report, False, ()
 
     try:
         return outcome(cell, work, start=start, log=log, toolchain=summary)

@@ -19,8 +19,9 @@ import httpx
 
 from release.commands.common import add_toolchain_options, cache_dir, cuda_home
 from release.console import make_console, table
-from release.errors import ConfigError, ToolchainError
-from release.manifest import Manifest, WheelEntry, read_manifests
+from release.dist import load_dist
+from release.errors import ToolchainError
+from release.manifest import WheelEntry
 from release.matrix import Cell, load_matrix
 from release.nccl import override_files
 from release.plan import (
@@ -40,7 +41,7 @@ from release.plan import (
     unbuilt_state,
 )
 from release.publish.base import decide
-from release.publish.run import PublishSettings, default_factory, local_problem, manifest_paths
+from release.publish.run import PublishSettings, default_factory, local_problem
 from release.report import write_reports
 from release.toolchain import present_dirs, resolve
 
@@ -108,13 +109,9 @@ def toolchain_verdicts(
 
 def built_entries(dist: Path) -> Mapping[str, WheelEntry]:
     """The manifest entries in `dist` by filename; none when nothing was built there."""
-    try:
-        manifest: Manifest = read_manifests(manifest_paths(dist))
-    except ConfigError:
-        if any(dist.glob("manifest*.json")):
-            raise
+    if not any(dist.glob("manifest*.json")):
         return {}
-    return manifest.by_filename()
+    return load_dist(dist).by_filename()
 
 
 def make_plan(

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from release.console import make_console
+from release.dist import load_dist
 from release.errors import ConfigError, VerifyError
-from release.manifest import read_manifests
-from release.publish.run import RECORD_NAME, manifest_paths
+from release.publish.run import RECORD_NAME
 from release.report import (
     error_annotations,
     print_verify,
@@ -95,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError([f"--attempts {args.attempts}: use at least 1"])
     console = make_console()
     environ = dict(os.environ)
-    manifest = read_manifests(manifest_paths(args.dist))
+    manifest = load_dist(args.dist, missing_ok=True)
     overrides = parse_overrides(args.index_url)
     published = with_overrides(read_record(args.dist / RECORD_NAME, manifest), overrides)
     settings = VerifySettings(

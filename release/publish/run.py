@@ -21,9 +21,10 @@ from typing import Any
 import httpx
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
+from release.dist import load_dist
 from release.errors import ConfigError, ConflictError, PublishError
 from release.fsutil import sha256_file, write_atomic
-from release.manifest import MANIFEST_NAME, DestinationRef, Manifest, WheelEntry, read_manifests
+from release.manifest import DestinationRef, Manifest, WheelEntry
 from release.publish.base import Action, FileDecision, Publisher, PublishPlan, plan_for
 from release.publish.github import GithubPublisher
 from release.publish.index import IndexFile, commit_pages, render_index, write_index
@@ -82,20 +83,6 @@ PublisherFactory = Callable[[DestinationRef], Publisher]
 
 
 # --- Reading the release artifact. ---
-
-
-def manifest_paths(dist: Path) -> list[Path]:
-    """`<dist>/manifest.json`, else every `<dist>/manifest*.json` (one per build job, the
-    wheels of all jobs downloaded into the same directory), merged by `read_manifests`."""
-    top = dist / MANIFEST_NAME
-    if top.is_file():
-        return [top]
-    found = sorted(dist.glob("manifest*.json"))
-    if not found:
-        raise ConfigError(
-            [f"{top}: no such file"], hint="run `release build` first, or pass --dist DIR"
-        )
-    return found
 
 
 def local_problem(entry: WheelEntry, wheel: Path) -> str | None:
@@ -294,10 +281,18 @@ def write_record(
     if path.exists():
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
-            if data.get("project") == manifest.project and data.get("version") == manifest.version:
-                previous = {f["filename"]: f for f in data.get("files", [])}
-        except (OSError, ValueError, TypeError, KeyError):
-            previous = {}
+        except (OSError, ValueError):
+            data = None
+        if (
+            isinstance(data, dict)
+            and (data.get("project"), data.get("version")) == (manifest.project, manifest.version)
+            and isinstance(data.get("files"), list)
+        ):
+            previous = {
+                f["filename"]: f
+                for f in data["files"]
+                if isinstance(f, dict) and isinstance(f.get("filename"), str)
+            }
     previous.update({f["filename"]: f for f in files})
     record = {
         "schema": RECORD_SCHEMA,
@@ -361,7 +356,7 @@ def publish(
 ) -> PublishOutcome:
     """Plan, check, apply, index. Raises ConflictError/PublishError when blocked (after the
     plan was shown) or when a destination fails; a re-run finishes what is missing."""
-    manifest = read_manifests(manifest_paths(settings.dist))
+    manifest = load_dist(settings.dist)
     own_client = client is None
     http = client or httpx.Client(timeout=60.0, follow_redirects=True)
     try:

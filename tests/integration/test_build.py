@@ -233,7 +233,7 @@ def test_a_wheel_missing_one_sm_fails_inspection(built: Built, tmp_path: Path) -
     matrix = load_matrix(REPO / "matrix.yaml")
     cell = next(c for c in matrix.cells if c.id == "13.0-x86_64")
     settings = BuildSettings(matrix=matrix, cells=(cell,), out=tmp_path, cache_dir=built.cache)
-    toolchain = provision_all(plan_toolchains(settings), sys.executable)[cell.id]
+    toolchain = provision_all(plan_toolchains(settings), sys.executable, dict(os.environ))[cell.id]
     env = cell_env(
         cell,
         toolchain.build_env(),
@@ -247,7 +247,10 @@ def test_a_wheel_missing_one_sm_fails_inspection(built: Built, tmp_path: Path) -
     assert result.returncode == 0, result.output
     (wheel,) = (tmp_path / "out").glob("*.whl")
     report = inspect_wheel(
-        cell.wheel_filename, wheel.read_bytes(), cell, list_fatbin=fatbin_lister(toolchain)
+        cell.wheel_filename,
+        wheel.read_bytes(),
+        cell,
+        list_fatbin=fatbin_lister(toolchain, dict(os.environ)),
     )
     assert not report.ok
     missing = [p for p in report.problems if "no cubin for sm_89" in p]

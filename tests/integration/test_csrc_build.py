@@ -26,7 +26,8 @@ from elftools.elf.elffile import ELFFile
 from elftools.elf.gnuversions import GNUVerNeedSection
 from elftools.elf.sections import StringTableSection
 
-from release.toolchain import Toolchain, list_fatbin_targets, provision, resolve
+from release.fatbin import list_file
+from release.toolchain import Toolchain, provision, resolve
 
 pytestmark = pytest.mark.slow
 
@@ -70,7 +71,9 @@ def toolchains(work: Path) -> dict[tuple[str, str], Toolchain]:
     cache = work / "toolchains"
     cells = [("13.0", "x86_64"), ("12.9", "aarch64"), ("12.9", "x86_64")]
     return {
-        cell: provision(resolve(cell[0], cell[1], cuda_home=None, cache_dir=cache))
+        cell: provision(
+            resolve(cell[0], cell[1], cuda_home=None, cache_dir=cache), env=dict(os.environ)
+        )
         for cell in cells
     }
 
@@ -192,7 +195,8 @@ def test_fatbins_hold_a_cubin_per_sm_and_ptx_100(
                 path = work / "inspect" / built.wheel.stem / Path(name).name
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_bytes(zf.read(name))
-                targets = list_fatbin_targets(path, cuobjdump=cuobjdump)
+                targets = list_file(path, cuobjdump=cuobjdump, env=dict(os.environ))
+                assert targets.error is None, targets.error
                 assert targets.sms == SMS, name
                 assert targets.ptx == ("100",), name
 

@@ -127,7 +127,6 @@ def test_cli_refuses_everything_pypi_would_reject_one_line_per_file(
     wheels = [
         make_wheel(dist, version="0.1.0+cu130", platform="manylinux_2_28_x86_64"),
         make_wheel(dist, platform="linux_x86_64"),
-        make_wheel(dist, platform="manylinux_2_28_aarch64", metadata_version="0.1.1"),
         make_wheel(dist, platform="manylinux_2_28_ppc64le", record=False),
         make_wheel(dist, platform="manylinux_2_28_s390x", payload=os.urandom(8000).hex().encode()),
     ]
@@ -138,15 +137,31 @@ def test_cli_refuses_everything_pypi_would_reject_one_line_per_file(
     )
     assert main(["publish", "--dist", str(dist), "--json", str(tmp_path / "plan.json")]) == 5
     _, err = capsys.readouterr()
-    assert "error: 5 refused: nothing was uploaded" in err
+    assert "error: 4 refused: nothing was uploaded" in err
     plan = json.loads((tmp_path / "plan.json").read_text())["plan"]
     reasons = {p["filename"]: p["reason"] for p in plan if p["action"] == "refused"}
     assert set(reasons) == {w.name for w in wheels}
     assert "local version" in reasons[wheels[0].name]
     assert "not on PyPI's allow-list" in reasons[wheels[1].name]
-    assert "METADATA Version '0.1.1'" in reasons[wheels[2].name]
-    assert "no RECORD" in reasons[wheels[3].name]
-    assert "file limit" in reasons[wheels[4].name]
+    assert "no RECORD" in reasons[wheels[2].name]
+    assert "file limit" in reasons[wheels[3].name]
+    assert pypiserver.files() == {}
+
+
+def test_a_wheel_whose_metadata_disagrees_with_its_name_stops_publish_before_any_request(
+    pypiserver: PypiServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    dist = tmp_path / "dist"
+    destination = pypi_destination(pypiserver.url)
+    wheel = make_wheel(dist, platform="manylinux_2_28_aarch64", metadata_version="0.1.1")
+    entry = entry_for(wheel, destination)
+    write_manifest(
+        Manifest(project=PROJECT, version=VERSION, wheels=(entry,)), dist / "manifest.json"
+    )
+    assert main(["publish", "--dist", str(dist)]) == 2
+    err = capsys.readouterr().err
+    assert f"{wheel.name}: METADATA Version is '0.1.1'" in err
+    assert "Traceback" not in err
     assert pypiserver.files() == {}
 
 

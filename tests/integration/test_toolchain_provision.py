@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from release.toolchain import (
-    RunResult,
-    Toolchain,
-    provision,
-    resolve,
-    subprocess_runner,
-)
+from release import proc
+from release.toolchain import Toolchain, provision, resolve
 
 pytestmark = pytest.mark.slow
 
@@ -25,10 +22,12 @@ class CountingRunner:
 
     pip_installs: list[tuple[str, ...]] = field(default_factory=list)
 
-    def __call__(self, cmd: Sequence[str], *, env: Mapping[str, str] | None = None) -> RunResult:
+    def __call__(
+        self, cmd: Sequence[str], *, env: Mapping[str, str], **options: Any
+    ) -> proc.Completed:
         if list(cmd[1:4]) == ["-m", "pip", "install"]:
             self.pip_installs.append(tuple(c for c in cmd if "==" in c))
-        return subprocess_runner(cmd, env=env)
+        return proc.run(cmd, env=env, **options)
 
 
 @pytest.fixture(scope="module")
@@ -40,8 +39,14 @@ def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def provisioned(cache: Path) -> dict[str, Toolchain]:
     runner = CountingRunner()
     out = {
-        "13.0": provision(resolve("13.0", "x86_64", cuda_home=None, cache_dir=cache), runner),
-        "12.9": provision(resolve("12.9", "aarch64", cuda_home=None, cache_dir=cache), runner),
+        "13.0": provision(
+            resolve("13.0", "x86_64", cuda_home=None, cache_dir=cache), runner, env=dict(os.environ)
+        ),
+        "12.9": provision(
+            resolve("12.9", "aarch64", cuda_home=None, cache_dir=cache),
+            runner,
+            env=dict(os.environ),
+        ),
     }
     # zig and cuobjdump are shared: four pinned sets in all, each installed once.
     assert len(runner.pip_installs) == 4
@@ -77,7 +82,9 @@ def test_zig_and_cuobjdump_report_their_pinned_versions(provisioned: dict[str, T
 
 def test_second_provision_installs_nothing(cache: Path, provisioned: dict[str, Toolchain]) -> None:
     runner = CountingRunner()
-    again = provision(resolve("12.9", "x86_64", cuda_home=None, cache_dir=cache), runner)
+    again = provision(
+        resolve("12.9", "x86_64", cuda_home=None, cache_dir=cache), runner, env=dict(os.environ)
+    )
     assert runner.pip_installs == []
     assert again.installed == ()
     assert again.nvrtc_lib == provisioned["12.9"].nvrtc_lib

@@ -30,7 +30,7 @@ RELEASE = WORKFLOWS / "release.yml"
 CI = WORKFLOWS / "ci.yml"
 
 # What a `run:` step may call besides shell builtins.
-PLUMBING = ("ls", "mv", "cp", "mkdir", "cat")
+PLUMBING = ("ls", "mv", "cp", "mkdir", "cat", "git")
 STUBS = ("release", "python", "python3", "pip", "uv", *PLUMBING)
 
 # Sample values of the expressions steps pass through `env:`.
@@ -145,7 +145,7 @@ def test_permissions_are_empty_at_the_top_and_least_per_job() -> None:
     assert jobs["publish"]["permissions"] == {"contents": "write", "id-token": "write"}
     assert jobs["publish"]["environment"]["name"] == "release"
     assert jobs["index"]["permissions"] == {"pages": "write", "id-token": "write"}
-    for name in ("plan", "build", "cibuildwheel", "publish-dry-run", "verify"):
+    for name in ("plan", "build", "reproduce", "cibuildwheel", "publish-dry-run", "verify"):
         assert jobs[name]["permissions"] == {"contents": "read"}, name
 
 
@@ -160,12 +160,14 @@ def test_the_release_reads_plan_build_publish_verify() -> None:
     assert inputs["builder"]["options"] == ["release-build", "cibuildwheel"]
     jobs = workflow["jobs"]
     assert list(jobs) == [
-        "plan", "build", "cibuildwheel", "publish-dry-run", "publish", "index", "verify"
+        "plan", "build", "reproduce", "cibuildwheel", "publish-dry-run", "publish", "index",
+        "verify",
     ]  # fmt: skip
     assert jobs["build"]["needs"] == jobs["cibuildwheel"]["needs"] == "plan"
-    assert jobs["publish"]["needs"] == ["plan", "build", "cibuildwheel"]
+    assert jobs["reproduce"]["needs"] == ["plan", "build"]
+    assert jobs["publish"]["needs"] == ["plan", "build", "reproduce", "cibuildwheel"]
     assert jobs["verify"]["needs"] == ["publish", "index"]
-    for name in ("build", "cibuildwheel"):
+    for name in ("build", "reproduce", "cibuildwheel"):
         assert jobs[name]["strategy"]["matrix"] == "${{ fromJSON(needs.plan.outputs.matrix) }}"
     assert jobs["cibuildwheel"]["runs-on"] == (
         "${{ matrix.arch == 'aarch64' && 'ubuntu-24.04-arm' || 'ubuntu-24.04' }}"
@@ -228,6 +230,7 @@ def run_step(step: Step, stub_dir: Path, tmp: Path) -> list[list[str]]:
         "RUNNER_TEMP": str(tmp),
         "GITHUB_WORKSPACE": str(tmp),
         "GITHUB_OUTPUT": str(tmp / "output"),
+        "GITHUB_ENV": str(tmp / "env"),
         "GITHUB_STEP_SUMMARY": str(tmp / "summary"),
         **{str(k): sample(v) for k, v in step.data.get("env", {}).items()},
     }
@@ -299,3 +302,28 @@ def test_publish_jobs_publish_or_plan_only(stub_dir: Path, tmp_path: Path) -> No
     real = [parser.parse_args(c[1:]) for c in calls["publish"] if c[0] == "release"]
     assert [(a.command, a.dry_run) for a in dry] == [("publish", True)]
     assert [(a.command, a.dry_run) for a in real] == [("publish", False)]
+
+
+def test_nothing_is_published_before_a_second_runner_reproduced_every_wheel(
+    stub_dir: Path, tmp_path: Path
+) -> None:
+    jobs = load(RELEASE)["jobs"]
+    for name in ("publish", "publish-dry-run"):
+        assert "reproduce" in jobs[name]["needs"]
+        assert "!contains(needs.*.result, 'failure')" in jobs[name]["if"]
+    uses = [str(s.data.get("uses", "")) for s in steps() if s.job == "reproduce"]
+    assert not any(u.startswith("actions/cache@") for u in uses), "a rebuild from empty caches"
+    calls = [
+        c
+        for s in steps()
+        if s.job == "reproduce" and "run" in s.data
+        for c in run_step(s, stub_dir, tmp_path)
+        if c[0] == "release" and c[1] == "build"
+    ]
+    (call,) = calls
+    args = build_parser().parse_args(call[1:])
+    assert args.command == "build"
+    assert args.compare == Path("dist/manifest-cuda12.9.json")
+    assert args.cuda == ["12.9"]
+    download = [s for s in steps() if s.job == "reproduce" and "download-artifact" in str(s.data)]
+    assert download[0].data["with"]["name"] == "dist-cuda${{ matrix.cuda }}"

@@ -3,6 +3,7 @@ that names the file, never a traceback."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -44,3 +45,80 @@ def test_an_unreadable_file_is_named_with_what_it_should_be(
     with pytest.raises(ConfigError) as caught:
         read(path)
     assert caught.value.message.startswith(f"{path}: not a readable {what}: ")
+
+
+GOOD_WHEEL = {
+    "cell": "13.0-x86_64",
+    "cuda": "13.0",
+    "arch": "x86_64",
+    "filename": "k3_kernels-0.1.0-py3-none-manylinux_2_28_x86_64.whl",
+    "version": "0.1.0",
+    "local_label": None,
+    "size": 10,
+    "sha256": "a" * 64,
+    "sms": ["80"],
+    "ptx": "80",
+    "toolchain": {},
+    "destination": {"name": "pypi", "kind": "pypi", "max_file_size": 100, "index_url": None},
+}
+HOSTILE: dict[str, tuple[str, object]] = {
+    "filename-path": ("filename", "../../k3_kernels-0.1.0-py3-none-any.whl"),
+    "filename-not-a-wheel": ("filename", "setup.py"),
+    "sms-not-strings": ("sms", [80, {"x": 1}]),
+    "sha256-short": ("sha256", "abc"),
+    "size-negative": ("size", -1),
+    "size-string": ("size", "10"),
+    "toolchain-nested": ("toolchain", {"a": {"b": 1}}),
+    "label-number": ("local_label", 129),
+    "destination-kind": ("destination", {"name": "x", "kind": "ftp", "max_file_size": 1}),
+    "destination-list": ("destination", ["pypi"]),
+}
+
+
+@pytest.mark.parametrize("case", HOSTILE, ids=str)
+def test_a_malformed_manifest_field_is_a_config_error_naming_it(case: str, tmp_path: Path) -> None:
+    key, value = HOSTILE[case]
+    document = {
+        "schema": 1,
+        "project": "k3-kernels",
+        "version": "0.1.0",
+        "wheels": [{**GOOD_WHEEL, key: value}],
+    }
+    path = tmp_path / "manifest.json"
+    path.write_text(json.dumps(document))
+    with pytest.raises(ConfigError) as caught:
+        read_manifest(path)
+    assert caught.value.message.startswith(f"{path}: wheels[0]")
+    assert len(caught.value.message) < 300
+
+
+def test_the_well_formed_entry_reads(tmp_path: Path) -> None:
+    path = tmp_path / "manifest.json"
+    document = {"schema": 1, "project": "k3-kernels", "version": "0.1.0", "wheels": [GOOD_WHEEL]}
+    path.write_text(json.dumps(document))
+    assert read_manifest(path).wheels[0].filename == GOOD_WHEEL["filename"]
+
+
+@pytest.mark.parametrize(
+    "files",
+    [
+        {"not": "a list"},
+        [["a list"]],
+        [{"filename": GOOD_WHEEL["filename"], "url": {"x": 1}}],
+        [{"filename": GOOD_WHEEL["filename"], "url": "file:///etc/passwd"}],
+        [{"filename": GOOD_WHEEL["filename"], "url": "https://x/", "index_url": 5}],
+    ],
+    ids=["files-object", "file-list", "url-object", "url-file", "index-number"],
+)
+def test_a_malformed_publish_record_is_a_config_error(files: object, tmp_path: Path) -> None:
+    manifest_path = tmp_path / "manifest.json"
+    manifest_path.write_text(
+        json.dumps(
+            {"schema": 1, "project": "k3-kernels", "version": "0.1.0", "wheels": [GOOD_WHEEL]}
+        )
+    )
+    record = tmp_path / "published.json"
+    record.write_text(json.dumps({"schema": 1, "files": files}))
+    with pytest.raises(ConfigError) as caught:
+        read_record(record, read_manifest(manifest_path))
+    assert str(record) in caught.value.message

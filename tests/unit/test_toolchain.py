@@ -5,20 +5,21 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from release.commands.doctor import doctor_rows
 from release.errors import ToolchainError
+from release.fatbin import parse_cuobjdump_listing
+from release.proc import Completed
 from release.toolchain import (
     KNOWN_CUDA,
     PinSet,
-    RunResult,
     Toolchain,
     ToolchainPlan,
     check_cuda_version,
     default_cache_dir,
-    doctor_rows,
-    parse_cuobjdump_listing,
     parse_release_version,
     provision,
     resolve,
@@ -145,7 +146,7 @@ class FakeOutside:
         self.versions = versions
         self.pip_installs: list[tuple[str, ...]] = []
 
-    def __call__(self, cmd: Sequence[str], *, env: Mapping[str, str] | None = None) -> RunResult:
+    def __call__(self, cmd: Sequence[str], *, env: Mapping[str, str], **options: Any) -> Completed:
         if cmd[1:4] == ["-m", "pip", "install"]:
             target = Path(cmd[cmd.index("--target") + 1])
             reqs = tuple(c for c in cmd if "==" in c)
@@ -154,11 +155,12 @@ class FakeOutside:
                 tool = target / "nvidia" / "cu13" / "bin" / "cuobjdump"
                 tool.parent.mkdir(parents=True)
                 tool.write_text("")
-            return RunResult(0, "", "")
+            return Completed(returncode=0, output="", seconds=0.0)
         name = Path(cmd[0]).name
         if name in self.versions:
-            return RunResult(0, f"Cuda compilation tools, release x, V{self.versions[name]}\n", "")
-        return RunResult(0, "cc (fake) 1.0\n", "")
+            banner = f"Cuda compilation tools, release x, V{self.versions[name]}\n"
+            return Completed(returncode=0, output=banner, seconds=0.0)
+        return Completed(returncode=0, output="cc (fake) 1.0\n", seconds=0.0)
 
 
 def system_toolkit_plan(tmp_path: Path, cuda: str) -> ToolchainPlan:
@@ -180,7 +182,7 @@ def test_provision_refuses_a_system_toolkit_of_another_cuda_version(tmp_path: Pa
     plan = system_toolkit_plan(tmp_path, "12.9")
     outside = FakeOutside({"nvcc": "13.0.88", "cuobjdump": "13.2.86"})
     with pytest.raises(ToolchainError, match=r"reports CUDA 13\.0\.88") as info:
-        provision(plan, outside, python="python")
+        provision(plan, outside, python="python", env={})
     assert info.value.hint is not None
     assert "CUDA 12.9 toolkit" in info.value.hint
 
@@ -188,8 +190,8 @@ def test_provision_refuses_a_system_toolkit_of_another_cuda_version(tmp_path: Pa
 def test_provision_installs_each_pinned_set_once(tmp_path: Path) -> None:
     plan = system_toolkit_plan(tmp_path, "13.0")
     outside = FakeOutside({"nvcc": "13.0.88", "cuobjdump": "13.2.86"})
-    first = provision(plan, outside, python="python")
-    second = provision(plan, outside, python="python")
+    first = provision(plan, outside, python="python", env={})
+    second = provision(plan, outside, python="python", env={})
     assert first.device_version == "13.0.88"
     assert first.inspector_version == "13.2.86"
     assert len(first.installed) == 1

@@ -1,0 +1,56 @@
+"""The cache of finished wheels: every entry is checked against its sha256 when it is read.
+
+An entry is a directory named by the wheel's cache key holding the wheel and
+`<wheel>.sha256`. The wheel is written first and its digest second, each atomically, so
+a build killed in between leaves an entry without a digest: like a flipped byte or a
+truncated file, that is a damaged entry, which `get` removes and reports so the caller
+builds the wheel again. Nothing read from here is trusted by its name alone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from release.fsutil import write_atomic
+
+
+@dataclass(frozen=True, kw_only=True)
+class Lookup:
+    data: bytes | None  # the verified wheel, or None
+    damage: str | None = None  # why a damaged entry was removed
+
+
+class WheelCache:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def entry(self, key: str) -> Path:
+        return self.root / key
+
+    def get(self, key: str, filename: str) -> Lookup:
+        path = self.entry(key) / filename
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return Lookup(data=None)
+        except OSError as error:
+            return self._damaged(key, path, f"unreadable ({error.strerror or error})")
+        try:
+            recorded = (self.entry(key) / f"{filename}.sha256").read_text(encoding="ascii")
+        except (OSError, UnicodeDecodeError):
+            return self._damaged(key, path, "its sha256 was never written")
+        if hashlib.sha256(data).hexdigest() != recorded.strip():
+            return self._damaged(key, path, f"its {len(data)} bytes do not match their sha256")
+        return Lookup(data=data)
+
+    def put(self, key: str, filename: str, data: bytes) -> None:
+        directory = self.entry(key)
+        write_atomic(directory / filename, data)
+        write_atomic(directory / f"{filename}.sha256", hashlib.sha256(data).hexdigest().encode())
+
+    def _damaged(self, key: str, path: Path, reason: str) -> Lookup:
+        shutil.rmtree(self.entry(key), ignore_errors=True)
+        return Lookup(data=None, damage=f"the cached wheel {path} was damaged: {reason}")

@@ -1,0 +1,93 @@
+"""The one list of secrets: which values must never be shown, and how they are hidden.
+
+Every message, log line, report and exception text that can carry a value from the
+environment or a server goes through `mask`. A secret is the value of a variable named
+in SECRET_VARIABLES or whose name says it is one (`*TOKEN*`, `*PASSWORD*`, `*API_KEY*`,
+`*SECRET*`), and any credentials written into a URL (`https://user:pass@host/`).
+On GitHub Actions `add_mask_lines` asks the runner to hide the same values in the log.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+
+MASK = "***"
+MIN_LENGTH = 4  # shorter values would mask ordinary text
+SECRET_VARIABLES = (
+    "GITHUB_TOKEN",
+    "GH_TOKEN",
+    "TWINE_PASSWORD",
+    "TWINE_API_KEY",
+    "ACTIONS_ID_TOKEN_REQUEST_TOKEN",
+    "ACTIONS_RUNTIME_TOKEN",
+)
+SECRET_NAME_PARTS = ("TOKEN", "PASSWORD", "API_KEY", "SECRET")
+# Variables no child process needs: the credentials of this program, and files that
+# would hand credentials to every server a child talks to.
+CREDENTIAL_VARIABLES = (*SECRET_VARIABLES, "TWINE_USERNAME", "NETRC")
+_URL_CREDENTIALS = re.compile(r"(?<=://)[^/@\s:]+:[^/@\s]+@")
+
+
+def is_secret_name(name: str) -> bool:
+    upper = name.upper()
+    return upper in SECRET_VARIABLES or any(part in upper for part in SECRET_NAME_PARTS)
+
+
+def secret_values(env: Mapping[str, str]) -> tuple[str, ...]:
+    """The values in `env` that must never be shown, longest first."""
+    found = {v for k, v in env.items() if len(v) >= MIN_LENGTH and is_secret_name(k)}
+    return tuple(sorted(found, key=len, reverse=True))
+
+
+def mask(text: str, secrets: Iterable[str]) -> str:
+    """`text` with every secret value, and any credentials in a URL, replaced by ***."""
+    for secret in sorted(set(secrets), key=len, reverse=True):
+        if len(secret) >= MIN_LENGTH:
+            text = text.replace(secret, MASK)
+    return _URL_CREDENTIALS.sub(MASK + "@", text)
+
+
+def without_credentials(env: Mapping[str, str]) -> dict[str, str]:
+    """`env` for a child process that needs no credentials of ours (a build, a probe)."""
+    return {k: v for k, v in env.items() if k not in CREDENTIAL_VARIABLES and not is_secret_name(k)}
+
+
+def isolated_env(env: Mapping[str, str]) -> dict[str, str]:
+    """`env` for a package installer that must see only the index it is given: no
+    credentials and no PIP_* / UV_* / TWINE_* settings of the user's."""
+    return {
+        k: v
+        for k, v in without_credentials(env).items()
+        if not k.startswith(("PIP_", "TWINE_", "UV_"))
+    }
+
+
+def add_mask_lines(env: Mapping[str, str]) -> list[str]:
+    """`::add-mask::` workflow commands for every secret value (GitHub Actions only)."""
+    if env.get("GITHUB_ACTIONS") != "true":
+        return []
+    return [f"::add-mask::{value}" for value in secret_values(env) if "\n" not in value]
+
+
+class Secret:
+    """A credential that cannot be printed by accident: repr and str show no value."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def reveal(self) -> str:
+        return self._value
+
+    def scrub(self, text: str) -> str:
+        return mask(text, (self._value,))
+
+    def __repr__(self) -> str:
+        return "<secret>"
+
+    __str__ = __repr__
+
+    def __bool__(self) -> bool:
+        return bool(self._value)

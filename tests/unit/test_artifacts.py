@@ -1,0 +1,349 @@
+"""The artifacts' trust rules, without a build: cache entries are verified on read, the
+manifest of dist/ is exactly one build, cache keys hold no paths, files get the umask's
+mode, and a rebuild that differs names the first member that does."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import zipfile
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pytest
+
+from release.build import (
+    DEFAULT_EPOCH,
+    Reconciled,
+    cell_env,
+    parse_epoch,
+    reconcile,
+    wheel_cache_key,
+)
+from release.cache import WheelCache
+from release.compare import compare, first_difference
+from release.dist import dist_problems, entry_problems
+from release.errors import ConfigError
+from release.fsutil import current_umask, write_atomic
+from release.manifest import Manifest, WheelEntry
+from release.matrix import Cell, load_matrix
+from release.wheelfile import wheel_facts
+
+REPO = Path(__file__).resolve().parents[2]
+MATRIX = load_matrix(REPO / "matrix.yaml")
+CELLS = {c.id: c for c in MATRIX.cells}
+IDENTITY = {"device_compiler": "nvcc 13.0.88", "device_packages": "x", "host_cc": "zig 0.17.1"}
+RECIPE = {"release": "0.1.0", "wheel": "0.48.0", "zlib": "1.3"}
+
+
+def wheel_bytes(
+    members: Sequence[tuple[str, bytes]], *, date: tuple[int, ...] = (1980, 1, 1)
+) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for name, data in members:
+            y, m, d = date[:3]
+            info = zipfile.ZipInfo(name, date_time=(y, m, d, 0, 0, 0))
+            info.external_attr = 0o100644 << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            archive.writestr(info, data)
+    return buffer.getvalue()
+
+
+def cell_wheel(
+    cell: Cell,
+    *,
+    version: str | None = None,
+    name: str = "k3-kernels",
+    date: tuple[int, ...] = (1980, 1, 1),
+) -> bytes:
+    version = version or str(cell.version)
+    dist_info = f"k3_kernels-{version}.dist-info"
+    return wheel_bytes(
+        [
+            ("k3_kernels/__init__.py", b""),
+            (
+                f"{dist_info}/METADATA",
+                f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n".encode(),
+            ),
+            (
+                f"{dist_info}/WHEEL",
+                f"Wheel-Version: 1.0\nTag: py3-none-{cell.platform_tag}\n".encode(),
+            ),
+            (f"{dist_info}/RECORD", b""),
+        ],
+        date=date,
+    )
+
+
+def entry_for(cell: Cell, data: bytes) -> WheelEntry:
+    return WheelEntry.of(
+        cell,
+        filename=cell.wheel_filename,
+        size=len(data),
+        sha256=hashlib.sha256(data).hexdigest(),
+        sms=tuple(str(s) for s in cell.sms),
+        ptx=str(cell.ptx),
+        toolchain={},
+    )
+
+
+# -- the wheel cache ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def cache(tmp_path: Path) -> WheelCache:
+    store = WheelCache(tmp_path / "wheels")
+    store.put("key", "a.whl", b"the wheel's bytes")
+    return store
+
+
+def test_a_cache_entry_reads_back_verified(cache: WheelCache) -> None:
+    found = cache.get("key", "a.whl")
+    assert found.data == b"the wheel's bytes"
+    assert found.damage is None
+
+
+def flip(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def truncate(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[:5])
+
+
+def drop_digest(path: Path) -> None:
+    path.with_name(path.name + ".sha256").unlink()
+
+
+@pytest.mark.parametrize("damage", [flip, truncate, drop_digest], ids=lambda f: f.__name__)
+def test_a_damaged_cache_entry_is_reported_and_removed(cache: WheelCache, damage: object) -> None:
+    assert callable(damage)
+    damage(cache.entry("key") / "a.whl")
+    found = cache.get("key", "a.whl")
+    assert found.data is None
+    assert found.damage is not None
+    assert "a.whl was damaged" in found.damage
+    assert not cache.entry("key").exists()
+    assert cache.get("key", "a.whl") == type(found)(data=None)
+
+
+def test_a_missing_entry_is_no_damage(tmp_path: Path) -> None:
+    found = WheelCache(tmp_path).get("nothing", "a.whl")
+    assert found.data is None
+    assert found.damage is None
+
+
+# -- cache keys and the build environment ----------------------------------------------------
+
+
+def test_the_wheel_cache_key_depends_on_content_not_on_paths() -> None:
+    cell = CELLS["13.0-x86_64"]
+    key = wheel_cache_key(cell, "src", IDENTITY, epoch=1, recipe=RECIPE)
+    assert key == wheel_cache_key(cell, "src", dict(IDENTITY), epoch=1, recipe=RECIPE)
+    assert key != wheel_cache_key(cell, "src2", IDENTITY, epoch=1, recipe=RECIPE)
+    assert key != wheel_cache_key(cell, "src", IDENTITY, epoch=2, recipe=RECIPE)
+    other = {**IDENTITY, "device_compiler": "nvcc 13.0.89"}
+    assert key != wheel_cache_key(cell, "src", other, epoch=1, recipe=RECIPE)
+    assert key != wheel_cache_key(CELLS["13.0-aarch64"], "src", IDENTITY, epoch=1, recipe=RECIPE)
+
+
+def test_the_build_gets_the_timestamp_and_no_credentials() -> None:
+    base = {"PATH": "/bin", "GITHUB_TOKEN": "ghs_secret", "TWINE_PASSWORD": "pw12", "HOME": "/h"}
+    env = cell_env(
+        CELLS["12.9-x86_64"],
+        {},
+        base=base,
+        device_cache=Path("/c"),
+        device_log=Path("/l"),
+        device_jobs=1,
+        epoch=1_700_000_000,
+    )
+    assert env["SOURCE_DATE_EPOCH"] == "1700000000"
+    assert "GITHUB_TOKEN" not in env
+    assert "TWINE_PASSWORD" not in env
+    assert env["HOME"] == "/h"
+
+
+def test_source_date_epoch_must_be_seconds() -> None:
+    assert parse_epoch("1700000000") == 1_700_000_000
+    assert parse_epoch("5") == DEFAULT_EPOCH  # zip files start in 1980
+    with pytest.raises(ConfigError, match="not a whole number"):
+        parse_epoch("yesterday")
+
+
+# -- the manifest of dist/ after a build ------------------------------------------------------
+
+
+def reconciled(
+    previous: Manifest | None,
+    built: Sequence[WheelEntry],
+    attempted: Sequence[str],
+    intact: bool = True,
+    version: str = "0.1.0",
+) -> Reconciled:
+    return reconcile(
+        previous,
+        built,
+        project="k3-kernels",
+        version=version,
+        attempted=attempted,
+        cells=CELLS,
+        intact=lambda entry: intact,
+        epoch=DEFAULT_EPOCH,
+    )
+
+
+def entries() -> dict[str, WheelEntry]:
+    return {cell_id: entry_for(cell, cell_wheel(cell)) for cell_id, cell in CELLS.items()}
+
+
+def test_a_filtered_build_keeps_the_other_cells_of_the_same_version() -> None:
+    wheels = entries()
+    previous = Manifest(project="k3-kernels", version="0.1.0", wheels=tuple(wheels.values()))
+    out = reconciled(previous, [wheels["12.9-x86_64"]], attempted=["12.9-x86_64"])
+    assert sorted(w.cell for w in out.manifest.wheels) == sorted(CELLS)
+    assert len(out.kept) == 3
+    assert out.dropped == ()
+
+
+def test_a_failed_cell_loses_its_old_entry() -> None:
+    wheels = entries()
+    previous = Manifest(project="k3-kernels", version="0.1.0", wheels=tuple(wheels.values()))
+    out = reconciled(previous, [], attempted=["12.9-x86_64"])
+    assert "12.9-x86_64" not in {w.cell for w in out.manifest.wheels}
+
+
+def test_entries_of_another_version_or_a_removed_cell_are_dropped_and_named() -> None:
+    wheels = entries()
+    stale = WheelEntry(**{**vars(wheels["13.0-x86_64"]), "cell": "12.8-x86_64"})
+    previous = Manifest(project="k3-kernels", version="0.1.0", wheels=(stale,))
+    out = reconciled(previous, [], attempted=[])
+    assert out.manifest.wheels == ()
+    assert out.dropped == (f"{stale.filename}: the matrix no longer has this cell",)
+    older = Manifest(project="k3-kernels", version="0.0.9", wheels=(wheels["13.0-x86_64"],))
+    out = reconciled(older, [], attempted=[])
+    assert out.manifest.wheels == ()
+    assert "another version" in out.dropped[0]
+
+
+def test_an_entry_whose_wheel_changed_is_dropped() -> None:
+    wheels = entries()
+    previous = Manifest(project="k3-kernels", version="0.1.0", wheels=(wheels["13.0-x86_64"],))
+    out = reconciled(previous, [], attempted=[], intact=False)
+    assert out.manifest.wheels == ()
+    assert "missing or changed" in out.dropped[0]
+
+
+# -- dist/ against its manifest ---------------------------------------------------------------
+
+
+def dist_with(tmp_path: Path, cell: Cell, data: bytes) -> Manifest:
+    (tmp_path / cell.wheel_filename).write_bytes(data)
+    return Manifest(project="k3-kernels", version="0.1.0", wheels=(entry_for(cell, data),))
+
+
+def test_a_consistent_dist_has_no_problems(tmp_path: Path) -> None:
+    manifest = dist_with(tmp_path, CELLS["12.9-x86_64"], cell_wheel(CELLS["12.9-x86_64"]))
+    assert dist_problems(manifest, tmp_path, manifest.wheels) == []
+
+
+def test_a_manifest_of_another_version_than_its_wheels_is_caught(tmp_path: Path) -> None:
+    manifest = dist_with(tmp_path, CELLS["13.0-x86_64"], cell_wheel(CELLS["13.0-x86_64"]))
+    other = Manifest(project=manifest.project, version="0.2.0", wheels=manifest.wheels)
+    problems = dist_problems(other, tmp_path, other.wheels)
+    assert any("the manifest releases 0.2.0" in p for p in problems)
+
+
+def test_metadata_that_disagrees_with_the_filename_is_caught(tmp_path: Path) -> None:
+    cell = CELLS["13.0-x86_64"]
+    manifest = dist_with(tmp_path, cell, cell_wheel(cell, name="other-project"))
+    assert any("METADATA Name" in p for p in dist_problems(manifest, tmp_path, manifest.wheels))
+    entry = manifest.wheels[0]
+    facts = wheel_facts(cell_wheel(cell, version="0.1.1"))
+    assert any("METADATA Version" in p for p in entry_problems(manifest, entry, facts))
+
+
+def test_other_bytes_under_the_filename_are_caught(tmp_path: Path) -> None:
+    cell = CELLS["13.0-x86_64"]
+    manifest = dist_with(tmp_path, cell, cell_wheel(cell))
+    data = cell_wheel(cell, date=(2026, 12, 1))  # same size, other bytes
+    assert len(data) == manifest.wheels[0].size
+    (tmp_path / cell.wheel_filename).write_bytes(data)
+    problems = dist_problems(manifest, tmp_path, manifest.wheels)
+    assert any("sha256" in p for p in problems), problems
+    (tmp_path / cell.wheel_filename).unlink()
+    assert any("is missing" in p for p in dist_problems(manifest, tmp_path, manifest.wheels))
+
+
+# -- comparing a rebuild ----------------------------------------------------------------------
+
+
+def test_identical_wheels_compare_identical() -> None:
+    cell = CELLS["13.0-x86_64"]
+    data = cell_wheel(cell)
+    verdict = compare(cell.id, cell.wheel_filename, entry_for(cell, data), data, data)
+    assert verdict.identical
+
+
+def test_the_first_differing_member_is_named_with_how_it_differs() -> None:
+    base = [("a.py", b"one"), ("b.so", b"two-bytes"), ("c.txt", b"three")]
+    assert first_difference(
+        wheel_bytes(base), wheel_bytes([base[0], ("b.so", b"two-BYTES"), base[2]])
+    ) == (
+        "b.so: same size, other content (sha256 "
+        f"{hashlib.sha256(b'two-bytes').hexdigest()[:12]}... vs "
+        f"{hashlib.sha256(b'two-BYTES').hexdigest()[:12]}..., first differing byte at offset 4)"
+    )
+    assert first_difference(wheel_bytes(base), wheel_bytes([base[0], ("b.so", b"2"), base[2]])) == (
+        "b.so: 9 bytes, rebuilt 1 bytes"
+    )
+    dated = first_difference(wheel_bytes(base), wheel_bytes(base, date=(2026, 12, 1)))
+    assert dated.startswith("a.py: dated (1980, 1, 1, 0, 0, 0), rebuilt (2026, 12, 1")
+    assert (
+        first_difference(wheel_bytes(base), wheel_bytes(base[:2]))
+        == "c.txt: missing from the rebuild"
+    )
+    assert first_difference(wheel_bytes(base), wheel_bytes(base[::-1])) == (
+        "a.py: at position 0, elsewhere in the rebuild"
+    )
+
+
+def test_a_rebuild_without_the_reference_wheel_still_gets_a_verdict() -> None:
+    cell = CELLS["13.0-x86_64"]
+    entry = entry_for(cell, cell_wheel(cell))
+    verdict = compare(cell.id, cell.wheel_filename, entry, None, b"other")
+    assert not verdict.identical
+    assert "not beside its manifest" in verdict.detail
+    missing = compare(cell.id, cell.wheel_filename, None, None, b"other")
+    assert not missing.identical
+
+
+# -- files written for others to read ---------------------------------------------------------
+
+
+@pytest.fixture
+def umask_027() -> Iterator[None]:
+    old = os.umask(0o027)
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
+def test_atomic_writes_get_the_umask_mode(tmp_path: Path, umask_027: None) -> None:
+    assert current_umask() == 0o027
+    write_atomic(tmp_path / "f", b"x")
+    assert (tmp_path / "f").stat().st_mode & 0o777 == 0o640
+
+
+def test_atomic_writes_are_0644_under_the_usual_umask(tmp_path: Path) -> None:
+    old = os.umask(0o022)
+    try:
+        write_atomic(tmp_path / "f", b"x")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "f").stat().st_mode & 0o777 == 0o644
