@@ -6,6 +6,8 @@
 #define _GNU_SOURCE
 #include "k3_host.h"
 
+#include "../kernels/k3_params.h" /* k3_mla_params, k3_swiglu_params: shared with the kernels */
+
 #include <dlfcn.h>
 #include <math.h>
 #include <pthread.h>
@@ -63,50 +65,6 @@ typedef struct {
                                unsigned int, unsigned int, unsigned int, unsigned int,
                                CUstream, void**, void**);
 } k3_driver;
-
-/* ---- kernel parameter blocks: must match the structs in the kernel sources ------------ */
-
-typedef struct {
-    const void* kv_c;
-    const void* k_pe;
-    const int64_t* positions;
-    const void* cos_sin;
-    const int64_t* slots;
-    void* cache;
-    const float* scale_ptr;
-    int64_t num_tokens;
-    int64_t kv_c_stride;
-    int64_t k_pe_stride;
-    int64_t cos_sin_stride;
-    int64_t block_stride;
-    int64_t entry_stride;
-    int64_t block_size;
-    int64_t num_slots;
-    int64_t max_pos;
-    float scale;
-    int32_t rank;
-    int32_t rope_dim;
-    int32_t cos_sin_f32;
-    int32_t vec;
-    int32_t pe_vec;
-    int32_t block_shift;
-    int32_t mul_exact;
-} k3_mla_params;
-_Static_assert(sizeof(k3_mla_params) == 160, "k3_mla_params must match mla_kv_cache.cu");
-
-typedef struct {
-    const void* x;
-    void* out;
-    int64_t rows;
-    int64_t d;
-    int64_t x_stride;
-    int64_t out_stride;
-    float clamp;
-    int32_t has_clamp;
-    int32_t vec;
-    int32_t reserved;
-} k3_swiglu_params;
-_Static_assert(sizeof(k3_swiglu_params) == 64, "k3_swiglu_params must match swiglu.cu");
 
 /* ---- state -------------------------------------------------------------------------- */
 

@@ -5,35 +5,7 @@
 // Grid-stride over tokens, one warp per token. The latent part moves in 16-byte vectors
 // when the host found every pointer and stride aligned (params.vec), else element-wise.
 #include "k3_common.cuh"
-
-// Kernel parameters, passed by value. csrc/host/k3_host.c declares the same struct.
-struct k3_mla_params {
-    const void* kv_c;
-    const void* k_pe;
-    const k3_i64* positions;
-    const void* cos_sin;
-    const k3_i64* slots;
-    void* cache;
-    const float* scale_ptr;  // device pointer to the scale, or null: use `scale`
-    k3_i64 num_tokens;
-    k3_i64 kv_c_stride;  // elements between tokens
-    k3_i64 k_pe_stride;
-    k3_i64 cos_sin_stride;  // elements between positions
-    k3_i64 block_stride;  // cache elements between blocks
-    k3_i64 entry_stride;  // cache elements between slots of a block
-    k3_i64 block_size;
-    k3_i64 num_slots;  // num_blocks * block_size
-    k3_i64 max_pos;
-    float scale;
-    int rank;
-    int rope_dim;
-    int cos_sin_f32;  // cos/sin cache is fp32 (else the input dtype)
-    int vec;  // kv_c rows and cache entries take 16-byte vectors
-    int pe_vec;  // k_pe and the cache's rope part take 2-element accesses
-    int block_shift;  // log2(block_size) when it is a power of two, else -1
-    int mul_exact;  // k3_mul_check's verdict for `scale`, made by the host (scale_ptr null)
-};
-static_assert(sizeof(k3_mla_params) == 160, "k3_mla_params layout changed");
+#include "k3_params.h"  // k3_mla_params, shared with the host library
 
 enum { K3_ROPE_NONE = 0, K3_ROPE_NEOX = 1, K3_ROPE_GPTJ = 2 };
 
