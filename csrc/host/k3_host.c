@@ -477,28 +477,46 @@ static uint32_t k3_f32_bits(float f) {
     return bits;
 }
 
-/* Whether e4m3(x * RN(1/s)) == e4m3(RN(x / s)) for every bf16 x: k3_mul_check in
- * kernels/mla_kv_cache.cu, which gives the reasoning, made once here for a scale passed
- * by value. C's float division and multiplication are IEEE binary32, rounded to nearest,
- * on x86_64 and aarch64. */
-static int k3_fp8_mul_exact(float s) {
+/* Whether e4m3(x * RN(1/s)) == e4m3(RN(x / s)) for every bf16 x (bit 0 of the result)
+ * and for every fp16 x (bit 1): k3_mul_check in kernels/mla_kv_cache.cu, which gives the
+ * reasoning, made here for a scale passed by value. The bf16 significands are every 8th
+ * of the 1024 fp16 ones. C's float division and multiplication are IEEE binary32,
+ * rounded to nearest, on x86_64 and aarch64. */
+static unsigned k3_fp8_mul_exact_verdict(float s) {
     const uint32_t sb = k3_f32_bits(s);
     if (sb < 0x1f800000u || sb >= 0x5f800000u) { /* 2^-64 <= s < 2^64, sign clear */
         return 0;
     }
     const float sm = k3_f32_from_bits((sb & 0x007fffffu) | 0x3f800000u);
     const float rm = 1.0f / sm;
-    for (uint32_t i = 0; i < 128; ++i) {
-        const float xm = k3_f32_from_bits(0x3f800000u | (i << 16));
+    unsigned verdict = 3;
+    for (uint32_t i = 0; i < 1024; ++i) {
+        const float xm = k3_f32_from_bits(0x3f800000u | (i << 13));
         const uint32_t q = k3_f32_bits(xm / sm);
         const uint32_t m = k3_f32_bits(xm * rm);
         const uint32_t lo = q < m ? q : m;
         const uint32_t hi = q < m ? m : q;
         if (q != m && (hi & 0xfff80000u) >= lo) {
-            return 0;
+            verdict &= i % 8 == 0 ? 0u : ~2u;
         }
     }
-    return 1;
+    return verdict;
+}
+
+/* The verdict for a scale, remembered: a serving engine passes the same few scales on
+ * every call, and the check costs 1024 divisions. A direct-mapped table of 16 entries,
+ * each one 64-bit word (scale bits << 32 | 4 | verdict) read and written atomically. */
+static uint64_t k3_mul_exact_seen[16];
+
+static int k3_fp8_mul_exact(float s, int32_t in_dtype) {
+    const uint32_t sb = k3_f32_bits(s);
+    uint64_t* entry = &k3_mul_exact_seen[(sb * 2654435761u) >> 28];
+    uint64_t known = __atomic_load_n(entry, __ATOMIC_RELAXED);
+    if ((known >> 32) != sb || !(known & 4)) {
+        known = ((uint64_t)sb << 32) | 4 | k3_fp8_mul_exact_verdict(s);
+        __atomic_store_n(entry, known, __ATOMIC_RELAXED);
+    }
+    return in_dtype == K3_DTYPE_BF16 ? (int)(known & 1) : (int)(known >> 1 & 1);
 }
 
 #define K3_REQUIRE(cond, ...)                                                               \
@@ -610,8 +628,8 @@ int k3_mla_key_concat_kv_cache(int handle, int device, const k3_mla_args* a, voi
         }
     }
 
-    p.mul_exact = a->cache_dtype == K3_DTYPE_FP8_E4M3 && a->in_dtype == K3_DTYPE_BF16 &&
-                  p.scale_ptr == NULL && k3_fp8_mul_exact(p.scale);
+    p.mul_exact = a->cache_dtype == K3_DTYPE_FP8_E4M3 && a->in_dtype != K3_DTYPE_F32 &&
+                  p.scale_ptr == NULL && k3_fp8_mul_exact(p.scale, a->in_dtype);
 
     static const char* const ropes[] = {"none", "neox", "gptj"};
     const int common_shape = p.vec && a->rank == 512 && a->rope_dim == 64;
