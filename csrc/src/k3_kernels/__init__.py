@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from ._errors import DriverError, KernelArgumentError, KernelError, UnsupportedGPUError
 from ._info import build_info, info, loaded_arch, loaded_arches
-from ._ops import mla_key_concat_kv_cache, swiglu
+from ._kernels import mla_key_concat_kv_cache, swiglu
+from ._torch_ops import register as _register_torch_ops
+
+_register_torch_ops()
 
 __all__ = [
     "DriverError",
