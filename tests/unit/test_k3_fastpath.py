@@ -578,6 +578,34 @@ def test_swiglu_fast_path_block(k3: K3) -> None:
     }
 
 
+# ---------------------------------------------------------------- torch.compile routing
+
+
+def test_public_functions_call_the_operators_while_compiling(
+    k3: K3, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[tuple[str, tuple[Any, ...]]] = []
+    traced = k3.kernels._Traced
+    monkeypatch.setattr(traced, "compiling", lambda: True)
+
+    def record(kind: str, result: Any) -> Callable[..., Any]:
+        def call(*args: Any) -> Any:
+            calls.append((kind, args))
+            return result
+
+        return call
+
+    monkeypatch.setattr(traced, "mla", record("mla", None), raising=False)
+    monkeypatch.setattr(traced, "swiglu", record("swiglu", "out"), raising=False)
+    case = mla_case(fp8=True)
+    args = [case[name] for name in ARG_ORDER[:6]]
+    k3.kernels.mla_key_concat_kv_cache(*args, kv_scale=0.5, rope="gptj", check_indices=True)
+    assert calls == [("mla", (*args, 0.5, "gptj", True))]
+    x = Tensor((2, 8), F16)
+    assert k3.kernels.swiglu(x, clamp=3.0) == "out"
+    assert calls[1] == ("swiglu", (x, 3.0, None))
+
+
 # ---------------------------------------------------------------- info and README
 
 

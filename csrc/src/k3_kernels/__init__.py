@@ -3,7 +3,8 @@
 The kernels ship as fatbins next to this file and are launched through a small C
 library (libk3_host.so) that talks to the NVIDIA driver directly; no CUDA toolkit or
 runtime is needed at run time. Arrays may be torch tensors, cupy arrays, or any object
-with __cuda_array_interface__ or __dlpack__.
+with __cuda_array_interface__ or __dlpack__. When torch is installed, the kernels are
+also torch operators (torch.ops.k3.*), which torch.compile can trace.
 """
 
 from __future__ import annotations

@@ -1,13 +1,32 @@
 """The public kernel functions: build the argument block (fast path, else the general
-path), then make one call into the host library."""
+path), then make one call into the host library.
+
+While torch.compile traces them they call the torch.ops.k3 operators instead (which
+Dynamo puts into its graph); `_torch_ops.register` connects them when torch is
+importable. The operators' implementations call these functions again, outside tracing.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from . import _native
 from ._fast import mla_fast, swiglu_fast
 from ._ops import mla_block, swiglu_block
+
+
+def _never() -> bool:
+    return False
+
+
+class _Traced:
+    """What the public functions call while torch.compile traces them (set by
+    _torch_ops.register): whether it is tracing, and the operator calls to trace."""
+
+    compiling: Callable[[], bool] = _never
+    mla: Callable[..., None]
+    swiglu: Callable[[Any, Any, Any], Any]
 
 
 def mla_key_concat_kv_cache(  # noqa: PLR0917 - the issue fixes this positional signature
@@ -39,6 +58,19 @@ def mla_key_concat_kv_cache(  # noqa: PLR0917 - the issue fixes this positional 
     device-to-host copy and a synchronize per call), so it is off by default and refused
     during CUDA graph capture; without it such tokens are skipped on the GPU.
     """
+    if stream is None and _Traced.compiling():
+        _Traced.mla(
+            kv_c,
+            k_pe,
+            positions,
+            cos_sin_cache,
+            slot_mapping,
+            kv_cache,
+            kv_scale,
+            rope,
+            check_indices,
+        )
+        return
     nat = _native._native or _native.native()
     block = mla_fast(
         nat, kv_c, k_pe, positions, cos_sin_cache, slot_mapping, kv_cache, kv_scale, rope, stream
@@ -61,6 +93,8 @@ def swiglu(x: Any, *, clamp: float | None = None, out: Any = None, stream: Any =
 
     With clamp: g = min(gate, clamp), u = clip(up, -clamp, clamp). fp32, fp16 or bf16.
     """
+    if stream is None and _Traced.compiling():
+        return _Traced.swiglu(x, clamp, out)
     nat = _native._native or _native.native()
     block, out = swiglu_fast(nat, x, clamp, out, stream) or swiglu_block(nat, x, clamp, out, stream)
     if block is not None:
