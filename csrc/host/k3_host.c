@@ -99,6 +99,10 @@ static CUlibrary k3_libraries[K3_MAX_LIBRARIES];
 static int k3_library_count;
 static CUkernel k3_kernels[K3_MAX_LIBRARIES][K3_KERNEL_COUNT];
 static CUcontext k3_contexts[K3_MAX_DEVICES];
+/* The CUfunction of each kernel in each device's primary context (which the library
+ * retains, so it stays valid), for the first K3_FUNCTION_DEVICES devices. */
+#define K3_FUNCTION_DEVICES 8
+static CUfunction k3_functions[K3_FUNCTION_DEVICES][K3_MAX_LIBRARIES][K3_KERNEL_COUNT];
 
 static _Thread_local char k3_message[512];
 
@@ -298,8 +302,16 @@ static void k3_kernel_name(int id, char* name, size_t size) {
     }
 }
 
-/* With the context current: the function of kernel `id` in library `handle`. */
-static int k3_function(int handle, int id, CUfunction* fn) {
+/* With the device's primary context current: the function of kernel `id` in library
+ * `handle`. */
+static int k3_function(int device, int handle, int id, CUfunction* fn) {
+    CUfunction* known = device < K3_FUNCTION_DEVICES ? &k3_functions[device][handle][id] : NULL;
+    if (known != NULL) {
+        *fn = __atomic_load_n(known, __ATOMIC_ACQUIRE);
+        if (*fn != NULL) {
+            return K3_OK;
+        }
+    }
     char name[64];
     CUkernel kernel = __atomic_load_n(&k3_kernels[handle][id], __ATOMIC_ACQUIRE);
     CUresult rc = CUDA_SUCCESS;
@@ -323,6 +335,9 @@ static int k3_function(int handle, int id, CUfunction* fn) {
         k3_kernel_name(id, name, sizeof name);
         return k3_cuda_fail(rc, name);
     }
+    if (known != NULL) {
+        __atomic_store_n(known, *fn, __ATOMIC_RELEASE);
+    }
     return K3_OK;
 }
 
@@ -334,7 +349,7 @@ static int k3_launch(int handle, int device, int id, unsigned gx, unsigned gy, u
         return status;
     }
     CUfunction fn = NULL;
-    status = k3_function(handle, id, &fn);
+    status = k3_function(device, handle, id, &fn);
     if (status == K3_OK) {
         void* kernel_params[1] = {params};
         CUresult rc = k3_drv.cuLaunchKernel(fn, gx, gy, 1, block, 1, 1, 0, (CUstream)stream,
@@ -479,7 +494,7 @@ int k3_arch_probe(int handle, int device, int* arch) {
     }
     CUfunction fn = NULL;
     CUdeviceptr buf = 0;
-    status = k3_function(handle, K3_KERNEL_ARCH_PROBE, &fn);
+    status = k3_function(device, handle, K3_KERNEL_ARCH_PROBE, &fn);
     if (status == K3_OK) {
         CUresult rc = k3_drv.cuMemAlloc(&buf, sizeof(int));
         if (rc != CUDA_SUCCESS) {
