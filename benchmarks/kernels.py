@@ -12,6 +12,10 @@ Three views of each kernel:
 * Caller's view: one call at a time with the GPU idle, CUDA events recorded just before
   and just after the call (the median of 30): what a caller without CUDA graphs sees,
   the host's enqueue time included. Also as a fraction of the copy.
+  Beside the MLA rows, the same two views of torch's `copy_` moving the same bytes (the
+  most a single launch of that size can show a caller) and of the MLA call captured in
+  a CUDA graph (each call a replay: what a caller with graphs sees). The table's "host
+  us" is the enqueue time per call within the GPU-time batches, with the GPU busy.
 * Host: the time to enqueue one call (Python, argument checks, the host library, the
   driver), the median of 5 runs of 3000 calls on small inputs, beside torch's own
   `index_copy_` (one torch op: the anchor) and `silu` + `mul(out=)` measured in the
@@ -138,6 +142,16 @@ class MlaSpec:
     fp8: bool
     rope: str | None
     tensor_scale: bool = False  # the FP8 scale as a one-element tensor (vLLM's form)
+    graph: bool = False  # the call captured in a CUDA graph; each call is a replay
+
+
+@dataclass(frozen=True)
+class CopySpec:
+    """torch's copy_ moving the bytes of an MLA row: the anchor for the caller's view."""
+
+    name: str
+    tokens: int
+    bytes_moved: int
 
 
 @dataclass(frozen=True)
@@ -172,13 +186,39 @@ def mla_tensors(torch: Any, spec: MlaSpec) -> dict[str, Any]:
     }
 
 
+def mla_bytes(tokens: int, in_size: int, cache_size: int, rope: bool) -> int:
+    """Bytes an MLA call must move: rows in and out, slot and position, the cos/sin table."""
+    return tokens * 576 * (in_size + cache_size) + tokens * 16 + (8192 * 64 * 4 if rope else 0)
+
+
+def graphed(torch: Any, fn: Callable[[], object]) -> Callable[[], object]:
+    """`fn` captured in a CUDA graph: the returned call replays it."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        fn()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    replay: Callable[[], object] = graph.replay
+    return replay
+
+
+def copy_case(torch: Any, spec: CopySpec) -> tuple[Callable[[], object], int]:
+    n = spec.bytes_moved // 2
+    src = torch.ones(n, dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    return (lambda: dst.copy_(src)), 2 * n
+
+
 def mla_case(torch: Any, k3: Any, spec: MlaSpec) -> tuple[Callable[[], object], int]:
     t = mla_tensors(torch, spec)
     kv_c, k_pe, positions, cos_sin = t["kv_c"], t["k_pe"], t["positions"], t["cos_sin_cache"]
     slots, cache, scale = t["slot_mapping"], t["kv_cache"], t["kv_scale"]
-    tokens, row = kv_c.shape[0], kv_c.shape[1] + k_pe.shape[-1]
-    moved = tokens * row * (kv_c.element_size() + cache.element_size()) + tokens * 16
-    moved += cos_sin.numel() * 4 if spec.rope is not None else 0
+    moved = mla_bytes(
+        kv_c.shape[0], kv_c.element_size(), cache.element_size(), spec.rope is not None
+    )
 
     def launch() -> object:
         k3.mla_key_concat_kv_cache(
@@ -186,7 +226,7 @@ def mla_case(torch: Any, k3: Any, spec: MlaSpec) -> tuple[Callable[[], object], 
         )
         return None
 
-    return launch, moved
+    return (graphed(torch, launch) if spec.graph else launch), moved
 
 
 def swiglu_case(torch: Any, k3: Any, spec: SwigluSpec) -> tuple[Callable[[], object], int]:
@@ -197,12 +237,19 @@ def swiglu_case(torch: Any, k3: Any, spec: SwigluSpec) -> tuple[Callable[[], obj
     return (lambda: k3.swiglu(x, clamp=spec.clamp, out=out)), moved
 
 
-def specs(tokens: int) -> list[MlaSpec | SwigluSpec]:
-    out: list[MlaSpec | SwigluSpec] = []
+Spec = MlaSpec | SwigluSpec | CopySpec
+
+
+def specs(tokens: int) -> list[Spec]:
+    out: list[Spec] = []
     for t in (tokens, 4 * tokens):
         out += [
             MlaSpec("mla bf16->bf16 neox", t, "bfloat16", False, "neox"),
+            MlaSpec("mla bf16->bf16 neox, CUDA graph", t, "bfloat16", False, "neox", graph=True),
+            CopySpec("torch copy_, bytes of bf16->bf16", t, mla_bytes(t, 2, 2, True)),
             MlaSpec("mla bf16->fp8 neox", t, "bfloat16", True, "neox"),
+            MlaSpec("mla bf16->fp8 neox, CUDA graph", t, "bfloat16", True, "neox", graph=True),
+            CopySpec("torch copy_, bytes of bf16->fp8", t, mla_bytes(t, 2, 1, True)),
             MlaSpec("mla bf16->fp8 neox, scale tensor", t, "bfloat16", True, "neox", True),
             MlaSpec("mla bf16->bf16 gptj", t, "bfloat16", False, "gptj"),
             MlaSpec("mla bf16->bf16 no-rope", t, "bfloat16", False, None),
@@ -227,6 +274,9 @@ def run(tokens: int, iters: int) -> tuple[float, list[Row]]:
         if isinstance(spec, MlaSpec):
             fn, moved = mla_case(torch, k3, spec)
             shape, count = f"T={spec.tokens} 512+64", spec.tokens
+        elif isinstance(spec, CopySpec):
+            fn, moved = copy_case(torch, spec)
+            shape, count = f"{moved / 1e6:.0f} MB moved", spec.tokens
         else:
             fn, moved = swiglu_case(torch, k3, spec)
             shape, count = f"[{spec.rows}, 2*{spec.d}]", spec.rows
