@@ -55,19 +55,8 @@ def _mla(  # noqa: PLR0917 - the operator's schema, positionally
     )
 
 
-def _mla_fake(  # noqa: PLR0917 - the operator's schema, positionally
-    kv_c: Any,
-    k_pe: Any,
-    positions: Any,
-    cos_sin_cache: Any,
-    slot_mapping: Any,
-    kv_cache: Any,
-    kv_scale: float | None = None,
-    kv_scale_tensor: Any = None,
-    rope: str | None = "neox",
-    check_indices: bool = False,
-) -> None:
-    return None
+def _no_result(*args: Any) -> None:
+    """The fake implementation of the operators that only write their output arguments."""
 
 
 def _swiglu(x: Any, clamp: float | None = None) -> Any:
@@ -80,10 +69,6 @@ def _swiglu_fake(x: Any, clamp: float | None = None) -> Any:
 
 def _swiglu_out(out: Any, x: Any, clamp: float | None = None) -> None:
     swiglu(x, clamp=clamp, out=out)
-
-
-def _swiglu_out_fake(out: Any, x: Any, clamp: float | None = None) -> None:
-    return None
 
 
 def register() -> None:
@@ -101,9 +86,9 @@ def register() -> None:
     # schemas; the registrations last as long as the Library object.
     library = torch.library.Library("k3", "FRAGMENT")
     ops = {
-        "mla_key_concat_kv_cache": (_mla, _mla_fake, MLA_SCHEMA),
+        "mla_key_concat_kv_cache": (_mla, _no_result, MLA_SCHEMA),
         "swiglu": (_swiglu, _swiglu_fake, SWIGLU_SCHEMA),
-        "swiglu_out": (_swiglu_out, _swiglu_out_fake, SWIGLU_OUT_SCHEMA),
+        "swiglu_out": (_swiglu_out, _no_result, SWIGLU_OUT_SCHEMA),
     }
     for name, (impl, fake, schema) in ops.items():
         if hasattr(torch.ops.k3, name):
@@ -114,25 +99,13 @@ def register() -> None:
     _LIBRARIES.append(library)
     k3 = torch.ops.k3
 
-    def traced_mla(  # noqa: PLR0917 - the public signature, positionally
-        kv_c: Any,
-        k_pe: Any,
-        positions: Any,
-        cos_sin_cache: Any,
-        slot_mapping: Any,
-        kv_cache: Any,
-        kv_scale: Any,
-        rope: Any,
-        check_indices: bool,
-    ) -> None:
+    def traced_mla(*args: Any) -> None:
+        """The public function's arguments (six arrays, kv_scale, rope, check_indices) as
+        an operator call: a tensor scale goes to kv_scale_tensor."""
+        *arrays, kv_scale, rope, check_indices = args
         tensor_scale = isinstance(kv_scale, torch.Tensor)
         k3.mla_key_concat_kv_cache(
-            kv_c,
-            k_pe,
-            positions,
-            cos_sin_cache,
-            slot_mapping,
-            kv_cache,
+            *arrays,
             None if tensor_scale else kv_scale,
             kv_scale if tensor_scale else None,
             rope,
