@@ -6,6 +6,8 @@
 #define _GNU_SOURCE
 #include "k3_host.h"
 
+#include "../kernels/k3_params.h" /* k3_mla_params, k3_swiglu_params: shared with the kernels */
+
 #include <dlfcn.h>
 #include <math.h>
 #include <pthread.h>
@@ -23,6 +25,7 @@ typedef struct CUlib_st* CUlibrary;
 typedef struct CUkern_st* CUkernel;
 typedef struct CUfunc_st* CUfunction;
 typedef struct CUstream_st* CUstream;
+typedef int CUstreamCaptureStatus;
 typedef unsigned long long CUdeviceptr;
 
 #define CUDA_SUCCESS 0
@@ -49,11 +52,15 @@ typedef struct {
     CUresult (*cuDevicePrimaryCtxRetain)(CUcontext*, CUdevice);
     CUresult (*cuCtxPushCurrent)(CUcontext);
     CUresult (*cuCtxPopCurrent)(CUcontext*);
+    CUresult (*cuCtxGetCurrent)(CUcontext*);
     CUresult (*cuCtxSynchronize)(void);
     CUresult (*cuPointerGetAttribute)(void*, int, CUdeviceptr);
     CUresult (*cuMemAlloc)(CUdeviceptr*, size_t);
     CUresult (*cuMemFree)(CUdeviceptr);
     CUresult (*cuMemcpyDtoH)(void*, CUdeviceptr, size_t);
+    CUresult (*cuMemcpyDtoHAsync)(void*, CUdeviceptr, size_t, CUstream);
+    CUresult (*cuStreamSynchronize)(CUstream);
+    CUresult (*cuStreamIsCapturing)(CUstream, CUstreamCaptureStatus*);
     CUresult (*cuLibraryLoadData)(CUlibrary*, const void*, void*, void**, unsigned int, void*,
                                   void**, unsigned int);
     CUresult (*cuLibraryGetKernel)(CUkernel*, CUlibrary, const char*);
@@ -64,73 +71,38 @@ typedef struct {
                                CUstream, void**, void**);
 } k3_driver;
 
-/* ---- kernel parameter blocks: must match the structs in the kernel sources ------------ */
-
-typedef struct {
-    const void* kv_c;
-    const void* k_pe;
-    const int64_t* positions;
-    const void* cos_sin;
-    const int64_t* slots;
-    void* cache;
-    const float* scale_ptr;
-    int64_t num_tokens;
-    int64_t kv_c_stride;
-    int64_t k_pe_stride;
-    int64_t cos_sin_stride;
-    int64_t block_stride;
-    int64_t entry_stride;
-    int64_t block_size;
-    int64_t num_slots;
-    int64_t max_pos;
-    float scale;
-    int32_t rank;
-    int32_t rope_dim;
-    int32_t cos_sin_f32;
-    int32_t vec;
-    int32_t pe_vec;
-    int32_t block_shift;
-    int32_t mul_exact;
-} k3_mla_params;
-_Static_assert(sizeof(k3_mla_params) == 160, "k3_mla_params must match mla_kv_cache.cu");
-
-typedef struct {
-    const void* x;
-    void* out;
-    int64_t rows;
-    int64_t d;
-    int64_t x_stride;
-    int64_t out_stride;
-    float clamp;
-    int32_t has_clamp;
-    int32_t vec;
-    int32_t reserved;
-} k3_swiglu_params;
-_Static_assert(sizeof(k3_swiglu_params) == 64, "k3_swiglu_params must match swiglu.cu");
-
 /* ---- state -------------------------------------------------------------------------- */
 
 #define K3_MAX_LIBRARIES 16
-#define K3_MAX_KERNELS 128
 #define K3_MAX_DEVICES 64
 
-typedef struct {
-    int library;
-    char name[64];
-    CUkernel kernel;
-} k3_kernel_entry;
+/* Every entry point of a kernel library has a number; the launch path finds its CUkernel
+ * by that number, without building or comparing names. */
+enum {
+    K3_KERNEL_ARCH_PROBE = 0,
+    K3_KERNEL_SWIGLU = 1,                    /* + dtype (f32, f16, bf16) */
+    K3_KERNEL_MLA = K3_KERNEL_SWIGLU + 3,    /* + k3_mla_kernel_index() */
+    K3_KERNEL_COUNT = K3_KERNEL_MLA + 3 * 2 * 3 * 2
+};
 
+/* Written once under k3_init_lock, then read without a lock (acquire/release). */
 static pthread_mutex_t k3_init_lock = PTHREAD_MUTEX_INITIALIZER;
 static int k3_initialized;
-static pthread_mutex_t k3_lock = PTHREAD_MUTEX_INITIALIZER;
 static k3_driver k3_drv;
 static int k3_init_status = K3_ERR_DRIVER_UNAVAILABLE;
 static char k3_init_message[256];
+static int k3_device_total;
+
+/* Grow under k3_lock; every slot is written once, then read without a lock. */
+static pthread_mutex_t k3_lock = PTHREAD_MUTEX_INITIALIZER;
 static CUlibrary k3_libraries[K3_MAX_LIBRARIES];
 static int k3_library_count;
-static k3_kernel_entry k3_kernels[K3_MAX_KERNELS];
-static int k3_kernel_count;
+static CUkernel k3_kernels[K3_MAX_LIBRARIES][K3_KERNEL_COUNT];
 static CUcontext k3_contexts[K3_MAX_DEVICES];
+/* The CUfunction of each kernel in each device's primary context (which the library
+ * retains, so it stays valid), for the first K3_FUNCTION_DEVICES devices. */
+#define K3_FUNCTION_DEVICES 8
+static CUfunction k3_functions[K3_FUNCTION_DEVICES][K3_MAX_LIBRARIES][K3_KERNEL_COUNT];
 
 static _Thread_local char k3_message[512];
 
@@ -187,11 +159,15 @@ static void k3_init_once(void) {
     K3_SYM(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
     K3_SYM(cuCtxPushCurrent, "cuCtxPushCurrent_v2");
     K3_SYM(cuCtxPopCurrent, "cuCtxPopCurrent_v2");
+    K3_SYM(cuCtxGetCurrent, "cuCtxGetCurrent");
     K3_SYM(cuCtxSynchronize, "cuCtxSynchronize");
     K3_SYM(cuPointerGetAttribute, "cuPointerGetAttribute");
     K3_SYM(cuMemAlloc, "cuMemAlloc_v2");
     K3_SYM(cuMemFree, "cuMemFree_v2");
     K3_SYM(cuMemcpyDtoH, "cuMemcpyDtoH_v2");
+    K3_SYM(cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2");
+    K3_SYM(cuStreamSynchronize, "cuStreamSynchronize");
+    K3_SYM(cuStreamIsCapturing, "cuStreamIsCapturing");
     K3_SYM(cuLibraryLoadData, "cuLibraryLoadData");
     K3_SYM(cuLibraryGetKernel, "cuLibraryGetKernel");
     K3_SYM(cuKernelGetFunction, "cuKernelGetFunction");
@@ -206,61 +182,77 @@ static void k3_init_once(void) {
                  "cuInit failed: %s (no usable NVIDIA GPU?)", name);
         return;
     }
+    rc = k3_drv.cuDeviceGetCount(&k3_device_total);
+    if (rc != CUDA_SUCCESS) {
+        snprintf(k3_init_message, sizeof k3_init_message, "cuDeviceGetCount failed (%d)", rc);
+        return;
+    }
     k3_init_status = K3_OK;
 }
 
 static int k3_init(void) {
     /* A mutex rather than pthread_once: glibc before 2.34 keeps pthread_once in
-     * libpthread, which the library does not link. */
-    pthread_mutex_lock(&k3_init_lock);
-    if (!k3_initialized) {
-        k3_init_once();
-        k3_initialized = 1;
+     * libpthread, which the library does not link. Once initialized, no lock. */
+    if (!__atomic_load_n(&k3_initialized, __ATOMIC_ACQUIRE)) {
+        pthread_mutex_lock(&k3_init_lock);
+        if (!k3_initialized) {
+            k3_init_once();
+            __atomic_store_n(&k3_initialized, 1, __ATOMIC_RELEASE);
+        }
+        pthread_mutex_unlock(&k3_init_lock);
     }
-    pthread_mutex_unlock(&k3_init_lock);
     if (k3_init_status != K3_OK) {
         return k3_fail(k3_init_status, "%s", k3_init_message);
     }
     return K3_OK;
 }
 
-/* Makes the device's primary context current; k3_leave() undoes it. */
-static int k3_enter(int device) {
-    int count = 0;
-    CUresult rc = k3_drv.cuDeviceGetCount(&count);
-    if (rc != CUDA_SUCCESS) {
-        return k3_cuda_fail(rc, "cuDeviceGetCount");
-    }
-    if (device < 0 || device >= count || device >= K3_MAX_DEVICES) {
+/* Makes the device's primary context current unless it already is (the usual case on a
+ * thread that has used the GPU through torch or cupy); *pushed tells k3_leave whether
+ * there is anything to undo. */
+static int k3_enter(int device, int* pushed) {
+    *pushed = 0;
+    if (device < 0 || device >= k3_device_total || device >= K3_MAX_DEVICES) {
         return k3_fail(K3_ERR_INVALID_ARGUMENT, "CUDA device %d does not exist (%d visible)",
-                       device, count);
+                       device, k3_device_total);
     }
-    pthread_mutex_lock(&k3_lock);
-    CUcontext ctx = k3_contexts[device];
+    CUcontext ctx = __atomic_load_n(&k3_contexts[device], __ATOMIC_ACQUIRE);
+    CUresult rc = CUDA_SUCCESS;
     if (ctx == NULL) {
-        CUdevice dev;
-        rc = k3_drv.cuDeviceGet(&dev, device);
-        if (rc == CUDA_SUCCESS) {
-            rc = k3_drv.cuDevicePrimaryCtxRetain(&ctx, dev);
+        pthread_mutex_lock(&k3_lock);
+        ctx = k3_contexts[device];
+        if (ctx == NULL) {
+            CUdevice dev;
+            rc = k3_drv.cuDeviceGet(&dev, device);
+            if (rc == CUDA_SUCCESS) {
+                rc = k3_drv.cuDevicePrimaryCtxRetain(&ctx, dev);
+            }
+            if (rc == CUDA_SUCCESS) {
+                __atomic_store_n(&k3_contexts[device], ctx, __ATOMIC_RELEASE);
+            }
         }
-        if (rc == CUDA_SUCCESS) {
-            k3_contexts[device] = ctx;
+        pthread_mutex_unlock(&k3_lock);
+        if (rc != CUDA_SUCCESS) {
+            return k3_cuda_fail(rc, "cuDevicePrimaryCtxRetain");
         }
     }
-    pthread_mutex_unlock(&k3_lock);
-    if (rc != CUDA_SUCCESS) {
-        return k3_cuda_fail(rc, "cuDevicePrimaryCtxRetain");
+    CUcontext current = NULL;
+    if (k3_drv.cuCtxGetCurrent(&current) == CUDA_SUCCESS && current == ctx) {
+        return K3_OK;
     }
     rc = k3_drv.cuCtxPushCurrent(ctx);
     if (rc != CUDA_SUCCESS) {
         return k3_cuda_fail(rc, "cuCtxPushCurrent");
     }
+    *pushed = 1;
     return K3_OK;
 }
 
-static void k3_leave(void) {
-    CUcontext ignored;
-    k3_drv.cuCtxPopCurrent(&ignored);
+static void k3_leave(int pushed) {
+    if (pushed) {
+        CUcontext ignored;
+        k3_drv.cuCtxPopCurrent(&ignored);
+    }
 }
 
 /* The driver is loaded and `handle` names a loaded library: what every launch needs first. */
@@ -269,64 +261,106 @@ static int k3_library_ready(int handle) {
     if (status != K3_OK) {
         return status;
     }
-    pthread_mutex_lock(&k3_lock);
-    int count = k3_library_count;
-    pthread_mutex_unlock(&k3_lock);
-    if (handle < 0 || handle >= count) {
+    if (handle < 0 || handle >= __atomic_load_n(&k3_library_count, __ATOMIC_ACQUIRE)) {
         return k3_fail(K3_ERR_INVALID_ARGUMENT, "no kernel library with handle %d", handle);
     }
     return K3_OK;
 }
 
-/* With the context current: the function `name` of library `handle`. */
-static int k3_function(int handle, const char* name, CUfunction* fn) {
-    CUkernel kernel = NULL;
+static const char* k3_dtype_name(int32_t dtype) {
+    switch (dtype) {
+    case K3_DTYPE_F32: return "f32";
+    case K3_DTYPE_F16: return "f16";
+    case K3_DTYPE_BF16: return "bf16";
+    case K3_DTYPE_FP8_E4M3: return "fp8";
+    default: return NULL;
+    }
+}
+
+/* The MLA entry point for an input dtype, an FP8 cache or not, a rope, and the common
+ * shape (rank 512 + rope dim 64) or any: its number after K3_KERNEL_MLA. */
+static int k3_mla_kernel_index(int32_t in_dtype, int fp8, int32_t rope, int common) {
+    return ((in_dtype * 2 + fp8) * 3 + rope) * 2 + common;
+}
+
+/* The name of kernel number `id`, as the kernel sources spell it. */
+static void k3_kernel_name(int id, char* name, size_t size) {
+    static const char* const ropes[] = {"none", "neox", "gptj"};
+    if (id == K3_KERNEL_ARCH_PROBE) {
+        snprintf(name, size, "k3_arch_probe");
+    } else if (id < K3_KERNEL_MLA) {
+        snprintf(name, size, "k3_swiglu_%s", k3_dtype_name(id - K3_KERNEL_SWIGLU));
+    } else {
+        const int i = id - K3_KERNEL_MLA;
+        const int common = i % 2;
+        const int rope = i / 2 % 3;
+        const int fp8 = i / 6 % 2;
+        const int in_dtype = i / 12;
+        snprintf(name, size, "k3_mla_kv_cache_%s_%s_%s%s", k3_dtype_name(in_dtype),
+                 k3_dtype_name(fp8 ? K3_DTYPE_FP8_E4M3 : in_dtype), ropes[rope],
+                 common ? "_512_64" : "");
+    }
+}
+
+/* With the device's primary context current: the function of kernel `id` in library
+ * `handle`. */
+static int k3_function(int device, int handle, int id, CUfunction* fn) {
+    CUfunction* known = device < K3_FUNCTION_DEVICES ? &k3_functions[device][handle][id] : NULL;
+    if (known != NULL) {
+        *fn = __atomic_load_n(known, __ATOMIC_ACQUIRE);
+        if (*fn != NULL) {
+            return K3_OK;
+        }
+    }
+    char name[64];
+    CUkernel kernel = __atomic_load_n(&k3_kernels[handle][id], __ATOMIC_ACQUIRE);
     CUresult rc = CUDA_SUCCESS;
-    pthread_mutex_lock(&k3_lock);
-    for (int i = 0; i < k3_kernel_count; ++i) {
-        if (k3_kernels[i].library == handle && strcmp(k3_kernels[i].name, name) == 0) {
-            kernel = k3_kernels[i].kernel;
-            break;
-        }
-    }
     if (kernel == NULL) {
-        rc = k3_drv.cuLibraryGetKernel(&kernel, k3_libraries[handle], name);
-        if (rc == CUDA_SUCCESS && k3_kernel_count < K3_MAX_KERNELS &&
-            strlen(name) < sizeof k3_kernels[0].name) {
-            k3_kernel_entry* e = &k3_kernels[k3_kernel_count++];
-            e->library = handle;
-            strcpy(e->name, name);
-            e->kernel = kernel;
+        k3_kernel_name(id, name, sizeof name);
+        pthread_mutex_lock(&k3_lock);
+        kernel = k3_kernels[handle][id];
+        if (kernel == NULL) {
+            rc = k3_drv.cuLibraryGetKernel(&kernel, k3_libraries[handle], name);
+            if (rc == CUDA_SUCCESS) {
+                __atomic_store_n(&k3_kernels[handle][id], kernel, __ATOMIC_RELEASE);
+            }
         }
-    }
-    pthread_mutex_unlock(&k3_lock);
-    if (rc != CUDA_SUCCESS) {
-        return k3_cuda_fail(rc, name);
+        pthread_mutex_unlock(&k3_lock);
+        if (rc != CUDA_SUCCESS) {
+            return k3_cuda_fail(rc, name);
+        }
     }
     rc = k3_drv.cuKernelGetFunction(fn, kernel);
     if (rc != CUDA_SUCCESS) {
+        k3_kernel_name(id, name, sizeof name);
         return k3_cuda_fail(rc, name);
+    }
+    if (known != NULL) {
+        __atomic_store_n(known, *fn, __ATOMIC_RELEASE);
     }
     return K3_OK;
 }
 
-static int k3_launch(int handle, int device, const char* name, unsigned gx, unsigned gy,
-                     unsigned block, void* params, void* stream) {
-    int status = k3_enter(device);
+static int k3_launch(int handle, int device, int id, unsigned gx, unsigned gy, unsigned block,
+                     void* params, void* stream) {
+    int pushed;
+    int status = k3_enter(device, &pushed);
     if (status != K3_OK) {
         return status;
     }
     CUfunction fn = NULL;
-    status = k3_function(handle, name, &fn);
+    status = k3_function(device, handle, id, &fn);
     if (status == K3_OK) {
         void* kernel_params[1] = {params};
         CUresult rc = k3_drv.cuLaunchKernel(fn, gx, gy, 1, block, 1, 1, 0, (CUstream)stream,
                                             kernel_params, NULL);
         if (rc != CUDA_SUCCESS) {
+            char name[64];
+            k3_kernel_name(id, name, sizeof name);
             status = k3_cuda_fail(rc, name);
         }
     }
-    k3_leave();
+    k3_leave(pushed);
     return status;
 }
 
@@ -438,7 +472,8 @@ int k3_load_library(const void* image, size_t size, int* handle) {
     CUresult rc = k3_drv.cuLibraryLoadData(&lib, copy, NULL, NULL, 0, NULL, NULL, 0);
     if (rc == CUDA_SUCCESS) {
         k3_libraries[k3_library_count] = lib;
-        *handle = k3_library_count++;
+        *handle = k3_library_count;
+        __atomic_store_n(&k3_library_count, k3_library_count + 1, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&k3_lock);
     if (rc != CUDA_SUCCESS) {
@@ -449,16 +484,17 @@ int k3_load_library(const void* image, size_t size, int* handle) {
 }
 
 int k3_arch_probe(int handle, int device, int* arch) {
+    int pushed = 0;
     int status = k3_library_ready(handle);
     if (status == K3_OK) {
-        status = k3_enter(device);
+        status = k3_enter(device, &pushed);
     }
     if (status != K3_OK) {
         return status;
     }
     CUfunction fn = NULL;
     CUdeviceptr buf = 0;
-    status = k3_function(handle, "k3_arch_probe", &fn);
+    status = k3_function(device, handle, K3_KERNEL_ARCH_PROBE, &fn);
     if (status == K3_OK) {
         CUresult rc = k3_drv.cuMemAlloc(&buf, sizeof(int));
         if (rc != CUDA_SUCCESS) {
@@ -485,18 +521,8 @@ int k3_arch_probe(int handle, int device, int* arch) {
     if (buf != 0) {
         k3_drv.cuMemFree(buf);
     }
-    k3_leave();
+    k3_leave(pushed);
     return status;
-}
-
-static const char* k3_dtype_name(int32_t dtype) {
-    switch (dtype) {
-    case K3_DTYPE_F32: return "f32";
-    case K3_DTYPE_F16: return "f16";
-    case K3_DTYPE_BF16: return "bf16";
-    case K3_DTYPE_FP8_E4M3: return "fp8";
-    default: return NULL;
-    }
 }
 
 static int64_t k3_dtype_size(int32_t dtype) {
@@ -519,28 +545,46 @@ static uint32_t k3_f32_bits(float f) {
     return bits;
 }
 
-/* Whether e4m3(x * RN(1/s)) == e4m3(RN(x / s)) for every bf16 x: k3_mul_check in
- * kernels/mla_kv_cache.cu, which gives the reasoning, made once here for a scale passed
- * by value. C's float division and multiplication are IEEE binary32, rounded to nearest,
- * on x86_64 and aarch64. */
-static int k3_fp8_mul_exact(float s) {
+/* Whether e4m3(x * RN(1/s)) == e4m3(RN(x / s)) for every bf16 x (bit 0 of the result)
+ * and for every fp16 x (bit 1): k3_mul_check in kernels/mla_kv_cache.cu, which gives the
+ * reasoning, made here for a scale passed by value. The bf16 significands are every 8th
+ * of the 1024 fp16 ones. C's float division and multiplication are IEEE binary32,
+ * rounded to nearest, on x86_64 and aarch64. */
+static unsigned k3_fp8_mul_exact_verdict(float s) {
     const uint32_t sb = k3_f32_bits(s);
     if (sb < 0x1f800000u || sb >= 0x5f800000u) { /* 2^-64 <= s < 2^64, sign clear */
         return 0;
     }
     const float sm = k3_f32_from_bits((sb & 0x007fffffu) | 0x3f800000u);
     const float rm = 1.0f / sm;
-    for (uint32_t i = 0; i < 128; ++i) {
-        const float xm = k3_f32_from_bits(0x3f800000u | (i << 16));
+    unsigned verdict = 3;
+    for (uint32_t i = 0; i < 1024; ++i) {
+        const float xm = k3_f32_from_bits(0x3f800000u | (i << 13));
         const uint32_t q = k3_f32_bits(xm / sm);
         const uint32_t m = k3_f32_bits(xm * rm);
         const uint32_t lo = q < m ? q : m;
         const uint32_t hi = q < m ? m : q;
         if (q != m && (hi & 0xfff80000u) >= lo) {
-            return 0;
+            verdict &= i % 8 == 0 ? 0u : ~2u;
         }
     }
-    return 1;
+    return verdict;
+}
+
+/* The verdict for a scale, remembered: a serving engine passes the same few scales on
+ * every call, and the check costs 1024 divisions. A direct-mapped table of 16 entries,
+ * each one 64-bit word (scale bits << 32 | 4 | verdict) read and written atomically. */
+static uint64_t k3_mul_exact_seen[16];
+
+static int k3_fp8_mul_exact(float s, int32_t in_dtype) {
+    const uint32_t sb = k3_f32_bits(s);
+    uint64_t* entry = &k3_mul_exact_seen[(sb * 2654435761u) >> 28];
+    uint64_t known = __atomic_load_n(entry, __ATOMIC_RELAXED);
+    if ((known >> 32) != sb || !(known & 4)) {
+        known = ((uint64_t)sb << 32) | 4 | k3_fp8_mul_exact_verdict(s);
+        __atomic_store_n(entry, known, __ATOMIC_RELAXED);
+    }
+    return in_dtype == K3_DTYPE_BF16 ? (int)(known & 1) : (int)(known >> 1 & 1);
 }
 
 #define K3_REQUIRE(cond, ...)                                                               \
@@ -601,12 +645,12 @@ static int k3_check_mla(const k3_mla_args* a) {
     return K3_OK;
 }
 
-int k3_mla_key_concat_kv_cache(int handle, int device, const k3_mla_args* a, void* stream) {
-    int status = k3_library_ready(handle);
+int k3_mla_key_concat_kv_cache(const k3_mla_args* a) {
+    K3_REQUIRE(a != NULL, "null argument block");
+    int status = k3_library_ready(a->handle);
     if (status != K3_OK) {
         return status;
     }
-    K3_REQUIRE(a != NULL, "null argument block");
     status = k3_check_mla(a);
     if (status != K3_OK || a->num_tokens == 0) {
         return status;
@@ -644,36 +688,94 @@ int k3_mla_key_concat_kv_cache(int handle, int device, const k3_mla_args* a, voi
     p.pe_vec = k3_aligned(a->k_pe, 2 * in_size) && a->k_pe_stride % 2 == 0 &&
                k3_aligned(a->kv_cache, 2 * out_size) && a->entry_stride % 2 == 0 &&
                a->block_stride % 2 == 0 && a->rank % 2 == 0;
-    p.block_shift = -1;
-    for (int shift = 0; shift < 62; ++shift) {
-        if (((int64_t)1 << shift) == a->block_size) {
-            p.block_shift = shift;
-            break;
-        }
-    }
+    p.block_shift = (a->block_size & (a->block_size - 1)) == 0 /* a power of two */
+                        ? __builtin_ctzll((unsigned long long)a->block_size)
+                        : -1;
 
-    p.mul_exact = a->cache_dtype == K3_DTYPE_FP8_E4M3 && a->in_dtype == K3_DTYPE_BF16 &&
-                  p.scale_ptr == NULL && k3_fp8_mul_exact(p.scale);
+    p.mul_exact = a->cache_dtype == K3_DTYPE_FP8_E4M3 && a->in_dtype != K3_DTYPE_F32 &&
+                  p.scale_ptr == NULL && k3_fp8_mul_exact(p.scale, a->in_dtype);
 
-    static const char* const ropes[] = {"none", "neox", "gptj"};
     const int common_shape = p.vec && a->rank == 512 && a->rope_dim == 64;
-    char name[64];
-    snprintf(name, sizeof name, "k3_mla_kv_cache_%s_%s_%s%s", k3_dtype_name(a->in_dtype),
-             k3_dtype_name(a->cache_dtype), ropes[a->rope], common_shape ? "_512_64" : "");
+    const int id = K3_KERNEL_MLA + k3_mla_kernel_index(a->in_dtype,
+                                                       a->cache_dtype == K3_DTYPE_FP8_E4M3,
+                                                       a->rope, common_shape);
     const int64_t tokens_per_block = 256 / 32; /* one token per warp */
     int64_t blocks = (a->num_tokens + tokens_per_block - 1) / tokens_per_block;
     if (blocks > (1 << 20)) {
         blocks = 1 << 20; /* the kernel strides over the rest */
     }
-    return k3_launch(handle, device, name, (unsigned)blocks, 1, 256, &p, stream);
+    return k3_launch(a->handle, a->device, id, (unsigned)blocks, 1, 256, &p, a->stream);
 }
 
-int k3_swiglu(int handle, int device, const k3_swiglu_args* a, void* stream) {
-    int status = k3_library_ready(handle);
+int k3_mla_check_indices(const k3_mla_args* a) {
+    K3_REQUIRE(a != NULL, "null argument block");
+    int status = k3_init();
+    if (status == K3_OK) {
+        status = k3_check_mla(a);
+    }
+    if (status != K3_OK || a->num_tokens == 0) {
+        return status;
+    }
+    const int rope = a->rope != K3_ROPE_NONE;
+    const size_t bytes = (size_t)a->num_tokens * sizeof(int64_t);
+    int64_t* slots = malloc(rope ? 2 * bytes : bytes);
+    if (slots == NULL) {
+        return k3_fail(K3_ERR_CUDA, "out of host memory for %lld slots", (long long)a->num_tokens);
+    }
+    int64_t* positions = slots + a->num_tokens;
+    int pushed;
+    status = k3_enter(a->device, &pushed);
+    if (status == K3_OK) {
+        CUstreamCaptureStatus capture = 0;
+        CUresult rc = k3_drv.cuStreamIsCapturing((CUstream)a->stream, &capture);
+        if (rc == CUDA_SUCCESS && capture != 0) {
+            status = k3_fail(K3_ERR_INVALID_ARGUMENT,
+                             "checking slots and positions copies them to the host and waits: "
+                             "not possible while the stream captures a CUDA graph");
+        } else {
+            if (rc == CUDA_SUCCESS) {
+                rc = k3_drv.cuMemcpyDtoHAsync(slots, (CUdeviceptr)(uintptr_t)a->slot_mapping,
+                                              bytes, (CUstream)a->stream);
+            }
+            if (rc == CUDA_SUCCESS && rope) {
+                rc = k3_drv.cuMemcpyDtoHAsync(positions, (CUdeviceptr)(uintptr_t)a->positions,
+                                              bytes, (CUstream)a->stream);
+            }
+            if (rc == CUDA_SUCCESS) {
+                rc = k3_drv.cuStreamSynchronize((CUstream)a->stream);
+            }
+            if (rc != CUDA_SUCCESS) {
+                status = k3_cuda_fail(rc, "copying slot_mapping and positions to the host");
+            }
+        }
+        k3_leave(pushed);
+    }
+    const int64_t num_slots = a->num_blocks * a->block_size;
+    for (int64_t t = 0; status == K3_OK && t < a->num_tokens; ++t) {
+        if (slots[t] == -1) {
+            continue;
+        }
+        if (slots[t] < 0 || slots[t] >= num_slots) {
+            status = k3_fail(K3_ERR_INVALID_ARGUMENT,
+                             "slot_mapping[%lld] is %lld: outside kv_cache (%lld slots; -1 "
+                             "marks padding)",
+                             (long long)t, (long long)slots[t], (long long)num_slots);
+        } else if (rope && (positions[t] < 0 || positions[t] >= a->max_pos)) {
+            status = k3_fail(K3_ERR_INVALID_ARGUMENT,
+                             "positions[%lld] is %lld: outside cos_sin_cache (%lld positions)",
+                             (long long)t, (long long)positions[t], (long long)a->max_pos);
+        }
+    }
+    free(slots);
+    return status;
+}
+
+int k3_swiglu(const k3_swiglu_args* a) {
+    K3_REQUIRE(a != NULL, "null argument block");
+    int status = k3_library_ready(a->handle);
     if (status != K3_OK) {
         return status;
     }
-    K3_REQUIRE(a != NULL, "null argument block");
     K3_REQUIRE(a->dtype == K3_DTYPE_F32 || a->dtype == K3_DTYPE_F16 || a->dtype == K3_DTYPE_BF16,
                "swiglu dtype code %d is not fp32, fp16 or bf16", (int)a->dtype);
     K3_REQUIRE(a->rows >= 0 && a->d >= 0, "negative size");
@@ -708,8 +810,6 @@ int k3_swiglu(int handle, int device, const k3_swiglu_args* a, void* stream) {
         gx = 65535;
     }
     int64_t gy = a->rows > 65535 ? 65535 : a->rows;
-    char name[32];
-    snprintf(name, sizeof name, "k3_swiglu_%s", k3_dtype_name(a->dtype));
-    return k3_launch(handle, device, name, (unsigned)gx, (unsigned)gy, (unsigned)block, &p,
-                     stream);
+    return k3_launch(a->handle, a->device, K3_KERNEL_SWIGLU + a->dtype, (unsigned)gx,
+                     (unsigned)gy, (unsigned)block, &p, a->stream);
 }

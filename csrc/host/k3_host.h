@@ -14,7 +14,7 @@
 extern "C" {
 #endif
 
-#define K3_ABI_VERSION 1
+#define K3_ABI_VERSION 2
 
 enum k3_status {
     K3_OK = 0,
@@ -33,8 +33,16 @@ enum k3_dtype {
 
 enum k3_rope { K3_ROPE_NONE = 0, K3_ROPE_NEOX = 1, K3_ROPE_GPTJ = 2 };
 
-/* All strides are in elements; the innermost dimension of every array is contiguous. */
+/* Each launch takes one argument block (a single pointer is also the cheapest call from
+ * ctypes). It starts with where the kernel runs: `handle` from k3_load_library, the CUDA
+ * device ordinal, and a CUstream of that device's primary context, or NULL for its
+ * default stream.
+ *
+ * All strides are in elements; the innermost dimension of every array is contiguous. */
 typedef struct k3_mla_args {
+    int32_t handle;
+    int32_t device;
+    void* stream;
     const void* kv_c;             /* [num_tokens, rank], row stride kv_c_stride */
     const void* k_pe;             /* [num_tokens, rope_dim], row stride k_pe_stride */
     const int64_t* positions;     /* [num_tokens]; may be NULL when rope == K3_ROPE_NONE */
@@ -63,6 +71,9 @@ typedef struct k3_mla_args {
 } k3_mla_args;
 
 typedef struct k3_swiglu_args {
+    int32_t handle;
+    int32_t device;
+    void* stream;
     const void* x;                /* [rows, 2 * d]: gate | up, row stride x_stride */
     void* out;                    /* [rows, d], row stride out_stride */
     int64_t rows;
@@ -91,9 +102,15 @@ int k3_load_library(const void* image, size_t size, int* handle);
 /* Runs the library's k3_arch_probe kernel on `device`: the __CUDA_ARCH__ it was built for. */
 int k3_arch_probe(int handle, int device, int* arch);
 
-/* stream: a CUstream of the device's primary context, or NULL for its default stream. */
-int k3_mla_key_concat_kv_cache(int handle, int device, const k3_mla_args* args, void* stream);
-int k3_swiglu(int handle, int device, const k3_swiglu_args* args, void* stream);
+int k3_mla_key_concat_kv_cache(const k3_mla_args* args);
+int k3_swiglu(const k3_swiglu_args* args);
+
+/* Validates the token indices of an MLA call before it is launched: copies slot_mapping
+ * (and positions, with rope) to the host on args->stream, waits for that stream, and
+ * fails with K3_ERR_INVALID_ARGUMENT naming the first token whose slot is neither -1 nor
+ * inside the cache, or which has a slot and a position outside cos_sin. Launches nothing;
+ * refuses a stream that is capturing a CUDA graph (it has to synchronize). */
+int k3_mla_check_indices(const k3_mla_args* args);
 
 #ifdef __cplusplus
 }

@@ -5,35 +5,7 @@
 // Grid-stride over tokens, one warp per token. The latent part moves in 16-byte vectors
 // when the host found every pointer and stride aligned (params.vec), else element-wise.
 #include "k3_common.cuh"
-
-// Kernel parameters, passed by value. csrc/host/k3_host.c declares the same struct.
-struct k3_mla_params {
-    const void* kv_c;
-    const void* k_pe;
-    const k3_i64* positions;
-    const void* cos_sin;
-    const k3_i64* slots;
-    void* cache;
-    const float* scale_ptr;  // device pointer to the scale, or null: use `scale`
-    k3_i64 num_tokens;
-    k3_i64 kv_c_stride;  // elements between tokens
-    k3_i64 k_pe_stride;
-    k3_i64 cos_sin_stride;  // elements between positions
-    k3_i64 block_stride;  // cache elements between blocks
-    k3_i64 entry_stride;  // cache elements between slots of a block
-    k3_i64 block_size;
-    k3_i64 num_slots;  // num_blocks * block_size
-    k3_i64 max_pos;
-    float scale;
-    int rank;
-    int rope_dim;
-    int cos_sin_f32;  // cos/sin cache is fp32 (else the input dtype)
-    int vec;  // kv_c rows and cache entries take 16-byte vectors
-    int pe_vec;  // k_pe and the cache's rope part take 2-element accesses
-    int block_shift;  // log2(block_size) when it is a power of two, else -1
-    int mul_exact;  // k3_mul_check's verdict for `scale`, made by the host (scale_ptr null)
-};
-static_assert(sizeof(k3_mla_params) == 160, "k3_mla_params layout changed");
+#include "k3_params.h"  // k3_mla_params, shared with the host library
 
 enum { K3_ROPE_NONE = 0, K3_ROPE_NEOX = 1, K3_ROPE_GPTJ = 2 };
 
@@ -81,9 +53,9 @@ template <> struct k3_quant_mul<k3_fp8> {
     __device__ __forceinline__ float operator()(float x) const { return __fmul_rn(x, r); }
 };
 
-// Whether e4m3(x * RN(1/s)) == e4m3(RN(x / s)) for every bf16 x. k3_host.c makes the
-// same check for a scale passed by value; k3_mla_mul_exact makes it here for a scale in
-// device memory.
+// Whether e4m3(x * RN(1/s)) == e4m3(RN(x / s)) for every bf16 (or every fp16) x.
+// k3_host.c makes the same check for a scale passed by value; k3_mla_mul_exact makes it
+// here for a scale in device memory.
 //
 // x * r and RN(x / s) differ by at most 2 ulp. The e4m3 result (saturating, subnormals
 // included) only changes at a midpoint between two e4m3 values or at 2^-10, and every
@@ -91,27 +63,30 @@ template <> struct k3_quant_mul<k3_fp8> {
 // unless one of those points lies between the fp32 values. With s = sm * 2^e
 // (sm in [1, 2)) and x = xm * 2^k, both quotients are the ones of xm / sm scaled by
 // 2^(k - e) (exact for normal results; outside that range both become 0 or +-448), so
-// checking the 128 bf16 significands xm once against sm decides it for every bf16 x.
-// RN(xm / sm) is k3_quant's division: xm and sm are normal, so it is correctly rounded.
-// 1/s must be normal for RN(1/s) = RN(1/sm) * 2^-e: scales outside [2^-64, 2^64), and
-// zero, negative or NaN ones, keep the division.
+// checking every significand xm once against sm decides it for every x: 128 of them
+// for bf16 (7 fraction bits), 1024 for fp16 (10 fraction bits; an fp16 subnormal is an
+// fp32 normal with at most 10 fraction bits, so the same 1024 cover it). The bf16
+// significands are every 8th of the fp16 ones. RN(xm / sm) is k3_quant's division: xm
+// and sm are normal, so it is correctly rounded. 1/s must be normal for
+// RN(1/s) = RN(1/sm) * 2^-e: scales outside [2^-64, 2^64), and zero, negative or NaN
+// ones, keep the division.
 template <typename InT, typename CacheT> struct k3_mul_check {
     enum { enabled = 0 };
     __device__ __forceinline__ static bool local(const k3_quant<CacheT>&, k3_u32, k3_u32) {
         return false;
     }
 };
-template <> struct k3_mul_check<k3_bf16, k3_fp8> {
+template <int FRACTION_BITS> struct k3_mul_check_fp8 {
     enum { enabled = 1 };
-    // This thread's share of the check: significands first, first + stride, ... below 128.
+    // This thread's share of the check: significands first, first + stride, ...
     __device__ __forceinline__ static bool local(const k3_quant<k3_fp8>& q, k3_u32 first,
                                                  k3_u32 stride) {
         const k3_u32 sb = __float_as_uint(q.s);
         bool ok = sb >= 0x1f800000u && sb < 0x5f800000u;  // 2^-64 <= s < 2^64, sign clear
         const float sm = __uint_as_float((sb & 0x007fffffu) | 0x3f800000u);
         const float rm = __frcp_rn(sm);
-        for (k3_u32 i = first; i < 128; i += stride) {
-            const float xm = __uint_as_float(0x3f800000u | (i << 16));
+        for (k3_u32 i = first; i < (1u << FRACTION_BITS); i += stride) {
+            const float xm = __uint_as_float(0x3f800000u | (i << (23 - FRACTION_BITS)));
             float q0;
             const k3_u32 a = __float_as_uint(k3_quant<k3_fp8>::divide(xm, sm, rm, q0));
             const k3_u32 b = __float_as_uint(__fmul_rn(xm, rm));
@@ -122,6 +97,8 @@ template <> struct k3_mul_check<k3_bf16, k3_fp8> {
         return ok;
     }
 };
+template <> struct k3_mul_check<k3_bf16, k3_fp8> : k3_mul_check_fp8<7> {};
+template <> struct k3_mul_check<k3_f16, k3_fp8> : k3_mul_check_fp8<10> {};
 
 template <typename InT>
 __device__ __forceinline__ float k3_cos_sin(const k3_mla_params& p, k3_i64 i) {

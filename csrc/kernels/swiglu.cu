@@ -4,21 +4,7 @@
 // Rows are spread over gridDim.y, columns over gridDim.x (grid-stride both ways). The
 // columns move in 16-byte vectors when the host found the pointers and strides aligned.
 #include "k3_common.cuh"
-
-// Kernel parameters, passed by value. csrc/host/k3_host.c declares the same struct.
-struct k3_swiglu_params {
-    const void* x;
-    void* out;
-    k3_i64 rows;
-    k3_i64 d;
-    k3_i64 x_stride;  // elements between rows of x
-    k3_i64 out_stride;
-    float clamp;
-    int has_clamp;
-    int vec;
-    int reserved;
-};
-static_assert(sizeof(k3_swiglu_params) == 64, "k3_swiglu_params layout changed");
+#include "k3_params.h"  // k3_swiglu_params, shared with the host library
 
 __device__ __forceinline__ float k3_swiglu_one(float gate, float up, const k3_swiglu_params& p) {
     if (p.has_clamp) {

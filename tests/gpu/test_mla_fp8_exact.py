@@ -1,11 +1,12 @@
 """FP8 caches hold exactly e4m3(x / scale): every 16-bit input value, for several scales.
 
-For bf16 input the kernel may replace the division by a multiply by RN(1/scale) after
-proving that the e4m3 results are the same for every bf16 value (the host library proves
-it for a scale passed as a number, the kernel for a scale tensor); for some scales
-(1.5699999332427979 is one) a few bf16 values would round the other way, and the kernel
-must keep the division. Each test here feeds all 65536 bit patterns of the input dtype, so a
-wrong proof or a missing fallback shows up as a byte that differs from PyTorch's. RoPE
+For bf16 and fp16 input the kernel may replace the division by a multiply by RN(1/scale)
+after proving that the e4m3 results are the same for every input value (the host library
+proves it for a scale passed as a number, the kernel for a scale tensor); for some scales
+(1.5699999332427979 is one) a few bf16 and fp16 values would round the other way, and the
+kernel must keep the division. Each test here feeds all 65536 bit patterns of the input
+dtype, so a wrong proof or a missing fallback shows up as a byte that differs from
+PyTorch's. RoPE
 outputs are arbitrary fp32 values, never covered by that proof: the second test checks
 them against the reference at a scale where multiply and division often differ in fp32.
 """
@@ -28,8 +29,8 @@ ROPE_DIM = 64
 # 0.05: x * (1/s) equals x / s in fp32 for every bf16 x. 0.37, 3e-3: they often differ in
 # the last bit of fp32, never in e4m3. 1.57 (as fp32) fails the kernel's proof, though no
 # bf16 value rounds differently. 1.5699999332427979 and 1.973684310913086 (fp32 values):
-# x * (1/s) gives a different e4m3 byte than x / s for 30 bf16 values each. 2^-70 and
-# 2^70: outside the range where the multiply is considered.
+# x * (1/s) gives a different e4m3 byte than x / s for 30 bf16 values each (and for 30
+# fp16 values each). 2^-70 and 2^70: outside the range where the multiply is considered.
 SCALES = (
     0.05,
     0.37,

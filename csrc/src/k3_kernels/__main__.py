@@ -13,14 +13,24 @@ from ._fatbin import describe
 from ._info import Info, info
 
 
+def _known(*parts: tuple[str, object]) -> str:
+    """`label value` for each part whose value the build info has, comma-separated."""
+    return ", ".join(f"{label} {value}".strip() for label, value in parts if value)
+
+
 def _text(report: Info) -> str:
     b = report.build
-    lines = [
-        f"k3-kernels build: CUDA {b.get('cuda_version', '?')}, device compiler "
-        f"{b.get('device_compiler', '?')} {b.get('device_compiler_version', '')}".rstrip(),
-        f"  target arch: {b.get('target_arch', '?')}, local label: {b.get('local_label')}",
+    compiler = " ".join(
+        str(v) for v in (b.get("device_compiler"), b.get("device_compiler_version")) if v
+    )
+    build = _known(("CUDA", b.get("cuda_version")), ("device compiler", compiler))
+    target = _known(("target arch:", b.get("target_arch")), ("local label:", b.get("local_label")))
+    lines = [f"k3-kernels build: {build or 'no build info'}"]
+    if target:
+        lines.append(f"  {target}")
+    lines += [
         f"  requested SMs: {', '.join(str(s) for s in b.get('sms', [])) or 'none'}; "
-        f"PTX: {b.get('ptx')}",
+        f"PTX: {b.get('ptx') or 'none'}",
         "fatbins (as found in the files):",
     ]
     want_sms = sorted(int(str(x).rstrip("af")) for x in b.get("sms", []))

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._errors import KernelArgumentError
-from ._native import Native
+from ._native import Backend
+from ._torch_api import current_torch_stream
 
 _CAI_TYPES = {
     "f4": "float32",
@@ -92,7 +93,7 @@ def _from_torch(name: str, t: Any) -> GpuArray:
     )
 
 
-def _from_cai(name: str, obj: Any, native: Native) -> GpuArray:
+def _from_cai(name: str, obj: Any, backend: Backend) -> GpuArray:
     cai = obj.__cuda_array_interface__
     typestr = str(cai["typestr"])
     dtype = _CAI_TYPES.get(typestr[1:], typestr)
@@ -106,12 +107,12 @@ def _from_cai(name: str, obj: Any, native: Native) -> GpuArray:
         if any(int(s) % itemsize for s in raw):
             raise KernelArgumentError(f"{name} has strides not a multiple of its element size")
         strides = tuple(int(s) // itemsize for s in raw)
-    device = _device_of(name, ptr, shape, native)
+    device = _device_of(name, ptr, shape, backend)
     source = "cupy" if _module_root(obj) == "cupy" else "cai"
     return GpuArray(name, obj, ptr, shape, strides, dtype, device, source)
 
 
-def _from_dlpack(name: str, obj: Any, native: Native) -> GpuArray:
+def _from_dlpack(name: str, obj: Any) -> GpuArray:
     device_type, device_id = obj.__dlpack_device__()
     if device_type == _DL_CPU:
         raise KernelArgumentError(f"{name} is a CPU array; k3_kernels needs GPU memory")
@@ -166,15 +167,15 @@ def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(reversed(strides))
 
 
-def _device_of(name: str, ptr: int, shape: tuple[int, ...], native: Native) -> int:
+def _device_of(name: str, ptr: int, shape: tuple[int, ...], backend: Backend) -> int:
     if ptr == 0:
         if 0 in shape:
             return -1  # an empty array has no memory and no device
         raise KernelArgumentError(f"{name} has a null data pointer")
-    return native.pointer_device(ptr, name)
+    return backend.pointer_device(ptr, name)
 
 
-def as_gpu_array(name: str, obj: Any, native: Native) -> GpuArray:
+def as_gpu_array(name: str, obj: Any, backend: Backend) -> GpuArray:
     if obj is None:
         raise KernelArgumentError(f"{name} is None; expected a CUDA tensor")
     if _module_root(obj) == "torch" and hasattr(obj, "data_ptr"):
@@ -182,35 +183,56 @@ def as_gpu_array(name: str, obj: Any, native: Native) -> GpuArray:
     if _module_root(obj) == "numpy":
         raise KernelArgumentError(f"{name} is a numpy (CPU) array; k3_kernels needs GPU memory")
     if hasattr(obj, "__cuda_array_interface__"):
-        return _from_cai(name, obj, native)
+        return _from_cai(name, obj, backend)
     if hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__"):
-        return _from_dlpack(name, obj, native)
+        return _from_dlpack(name, obj)
     raise KernelArgumentError(
         f"{name} is a {type(obj).__name__}: expected a torch tensor, a cupy array or an "
         "object with __cuda_array_interface__ or __dlpack__"
     )
 
 
+def stream_value(stream: Any) -> int | None:
+    """The CUstream handle of a stream the caller passed, or None if it is not a stream."""
+    value = stream
+    if not isinstance(value, int):
+        value = next(
+            (
+                v
+                for v in (getattr(stream, a, None) for a in ("cuda_stream", "ptr", "handle"))
+                if isinstance(v, int)
+            ),
+            None,
+        )
+        protocol = getattr(stream, "__cuda_stream__", None)
+        if value is None and protocol is not None:
+            value = int(protocol()[1])
+    if value is None or not 0 <= value < 1 << 64:
+        return None
+    return int(value)
+
+
+def given_stream(stream: Any) -> int:
+    value = stream_value(stream)
+    if value is not None:
+        return value
+    if isinstance(stream, int):
+        raise KernelArgumentError(f"stream handle {stream} is not a CUstream value")
+    raise KernelArgumentError(
+        f"stream is a {type(stream).__name__}: pass an int handle, a torch.cuda.Stream "
+        "or a cupy Stream"
+    )
+
+
 def stream_handle(stream: Any, arrays: tuple[GpuArray, ...], device: int) -> int:
     """The CUstream to launch on: the given one, else the current torch/cupy stream."""
     if stream is not None:
-        if isinstance(stream, int):
-            return stream
-        for attr in ("cuda_stream", "ptr", "handle"):
-            value = getattr(stream, attr, None)
-            if isinstance(value, int):
-                return value
-        protocol = getattr(stream, "__cuda_stream__", None)
-        if protocol is not None:
-            return int(protocol()[1])
-        raise KernelArgumentError(
-            f"stream is a {type(stream).__name__}: pass an int handle, a torch.cuda.Stream "
-            "or a cupy Stream"
-        )
+        return given_stream(stream)
     sources = {a.source for a in arrays}
-    if "torch" in sources and "torch" in sys.modules:
-        torch = sys.modules["torch"]
-        return int(torch.cuda.current_stream(device).cuda_stream)
+    if "torch" in sources:
+        current = current_torch_stream()
+        if current is not None:
+            return current(device)
     if "cupy" in sources and "cupy" in sys.modules:
         cupy = sys.modules["cupy"]
         return int(cupy.cuda.get_current_stream().ptr)

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import ctypes
 import json
+import struct
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ._errors import DriverError, KernelArgumentError, KernelError, UnsupportedGPUError
 from ._fatbin import FatbinContents, covers, describe, parse_fatbin
@@ -17,7 +19,7 @@ HOST_LIBRARY = PACKAGE_DIR / "libk3_host.so"
 DEVICE_DIR = PACKAGE_DIR / "device"
 BUILD_INFO = PACKAGE_DIR / "_build_info.json"
 KERNEL_STEMS = ("mla_kv_cache", "swiglu")
-ABI_VERSION = 1
+ABI_VERSION = 2
 
 K3_OK = 0
 K3_ERR_INVALID_ARGUMENT = 1
@@ -31,58 +33,74 @@ DTYPE_FP8_E4M3 = 3
 
 ROPE_CODES = {None: 0, "neox": 1, "gptj": 2}
 
-_c_i64 = ctypes.c_int64
-_c_i32 = ctypes.c_int32
-_c_ptr = ctypes.c_void_p
+
+def _layout(fields: tuple[tuple[str, str], ...]) -> struct.Struct:
+    """A C struct of the host library as a struct.Struct: little-endian (x86_64 and
+    aarch64 alike), every field at its natural alignment, so no padding."""
+    return struct.Struct("<" + "".join(code for _, code in fields))
 
 
-class MlaArgs(ctypes.Structure):
-    """Mirror of k3_mla_args in csrc/host/k3_host.h."""
+# k3_mla_args and k3_swiglu_args of csrc/host/k3_host.h, field by field (Q: a pointer).
+MLA_FIELDS = (
+    ("handle", "i"),
+    ("device", "i"),
+    ("stream", "Q"),
+    ("kv_c", "Q"),
+    ("k_pe", "Q"),
+    ("positions", "Q"),
+    ("cos_sin", "Q"),
+    ("slot_mapping", "Q"),
+    ("kv_cache", "Q"),
+    ("scale_ptr", "Q"),
+    ("num_tokens", "q"),
+    ("rank", "q"),
+    ("rope_dim", "q"),
+    ("kv_c_stride", "q"),
+    ("k_pe_stride", "q"),
+    ("cos_sin_stride", "q"),
+    ("max_pos", "q"),
+    ("num_blocks", "q"),
+    ("block_size", "q"),
+    ("entry_size", "q"),
+    ("block_stride", "q"),
+    ("entry_stride", "q"),
+    ("in_dtype", "i"),
+    ("cache_dtype", "i"),
+    ("cos_sin_dtype", "i"),
+    ("rope", "i"),
+    ("scale", "f"),
+    ("reserved", "i"),
+)
+SWIGLU_FIELDS = (
+    ("handle", "i"),
+    ("device", "i"),
+    ("stream", "Q"),
+    ("x", "Q"),
+    ("out", "Q"),
+    ("rows", "q"),
+    ("d", "q"),
+    ("x_stride", "q"),
+    ("out_stride", "q"),
+    ("dtype", "i"),
+    ("has_clamp", "i"),
+    ("clamp", "f"),
+    ("reserved", "i"),
+)
+MLA_ARGS = _layout(MLA_FIELDS)
+SWIGLU_ARGS = _layout(SWIGLU_FIELDS)
+# Argument blocks are built by these, with the fields above as positional arguments.
+pack_mla = MLA_ARGS.pack
+pack_swiglu = SWIGLU_ARGS.pack
+# The largest finite float32: a scale or clamp above it cannot be packed.
+FLOAT32_MAX = 3.4028234663852886e38
 
-    _fields_ = [
-        ("kv_c", _c_ptr),
-        ("k_pe", _c_ptr),
-        ("positions", _c_ptr),
-        ("cos_sin", _c_ptr),
-        ("slot_mapping", _c_ptr),
-        ("kv_cache", _c_ptr),
-        ("scale_ptr", _c_ptr),
-        ("num_tokens", _c_i64),
-        ("rank", _c_i64),
-        ("rope_dim", _c_i64),
-        ("kv_c_stride", _c_i64),
-        ("k_pe_stride", _c_i64),
-        ("cos_sin_stride", _c_i64),
-        ("max_pos", _c_i64),
-        ("num_blocks", _c_i64),
-        ("block_size", _c_i64),
-        ("entry_size", _c_i64),
-        ("block_stride", _c_i64),
-        ("entry_stride", _c_i64),
-        ("in_dtype", _c_i32),
-        ("cache_dtype", _c_i32),
-        ("cos_sin_dtype", _c_i32),
-        ("rope", _c_i32),
-        ("scale", ctypes.c_float),
-        ("reserved", _c_i32),
-    ]
 
+class Backend(Protocol):
+    """What argument parsing needs from the host library; Native is the real one."""
 
-class SwigluArgs(ctypes.Structure):
-    """Mirror of k3_swiglu_args in csrc/host/k3_host.h."""
+    def handle(self, stem: str, device: int) -> int: ...
 
-    _fields_ = [
-        ("x", _c_ptr),
-        ("out", _c_ptr),
-        ("rows", _c_i64),
-        ("d", _c_i64),
-        ("x_stride", _c_i64),
-        ("out_stride", _c_i64),
-        ("dtype", _c_i32),
-        ("has_clamp", _c_i32),
-        ("clamp", ctypes.c_float),
-        ("reserved", _c_i32),
-    ]
+    def pointer_device(self, ptr: int, what: str) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -136,11 +154,13 @@ def _bind(lib: ctypes.CDLL) -> None:
         "k3_driver_version": (i, pi),
         "k3_device_count": (i, pi),
         "k3_device_info": (i, i, pi, pi, ctypes.c_char_p, i),
-        "k3_pointer_info": (i, _c_ptr, pi, pi, pi),
+        "k3_pointer_info": (i, ctypes.c_void_p, pi, pi, pi),
         "k3_load_library": (i, ctypes.c_char_p, ctypes.c_size_t, pi),
         "k3_arch_probe": (i, i, i, pi),
-        "k3_mla_key_concat_kv_cache": (i, i, i, ctypes.POINTER(MlaArgs), _c_ptr),
-        "k3_swiglu": (i, i, i, ctypes.POINTER(SwigluArgs), _c_ptr),
+        # One argument: a packed k3_mla_args / k3_swiglu_args (bytes, passed by address).
+        "k3_mla_key_concat_kv_cache": (i, ctypes.c_char_p),
+        "k3_mla_check_indices": (i, ctypes.c_char_p),
+        "k3_swiglu": (i, ctypes.c_char_p),
     }
     for name, (restype, *argtypes) in signatures.items():
         fn = getattr(lib, name)
@@ -160,11 +180,16 @@ class Native:
         abi = int(self.lib.k3_abi_version())
         if abi != ABI_VERSION:
             raise KernelError(f"{HOST_LIBRARY} has ABI {abi}, this package needs {ABI_VERSION}")
+        # The launch entry points, called with a packed argument block; 0 is K3_OK.
+        self.mla: Callable[[bytes], int] = self.lib.k3_mla_key_concat_kv_cache
+        self.mla_check_indices: Callable[[bytes], int] = self.lib.k3_mla_check_indices
+        self.swiglu: Callable[[bytes], int] = self.lib.k3_swiglu
         self._lock = threading.Lock()
         self._handles: dict[str, int] = {}
         self._contents: dict[str, FatbinContents] = {}
         self._gpus: dict[int, GpuInfo] = {}
-        self._covered: set[tuple[str, int]] = set()
+        # (stem, device) -> handle, once the fatbin is loaded and covers that GPU
+        self._ready: dict[tuple[str, int], int] = {}
 
     def check(self, status: int, what: str) -> None:
         if status == K3_OK:
@@ -217,6 +242,9 @@ class Native:
 
     def handle(self, stem: str, device: int) -> int:
         """The loaded library of `stem`, after checking it has code for `device`."""
+        ready = self._ready.get((stem, device))
+        if ready is not None:
+            return ready
         with self._lock:
             if stem not in self._handles:
                 data, contents = read_fatbin(stem)
@@ -227,12 +255,11 @@ class Native:
                 )
                 self._handles[stem] = h.value
                 self._contents[stem] = contents
-            if (stem, device) not in self._covered:
-                gpu = self._gpus.get(device)
-                if gpu is None:
-                    gpu = self._gpus[device] = self.device(device)
-                self._require_coverage(stem, self._contents[stem], gpu)
-                self._covered.add((stem, device))
+            gpu = self._gpus.get(device)
+            if gpu is None:
+                gpu = self._gpus[device] = self.device(device)
+            self._require_coverage(stem, self._contents[stem], gpu)
+            self._ready[(stem, device)] = self._handles[stem]
             return self._handles[stem]
 
     @staticmethod
@@ -251,13 +278,20 @@ class Native:
         return arch.value
 
 
-_state: dict[str, Native] = {}
-_state_lock = threading.Lock()
+_native: Native | None = None
+_native_lock = threading.Lock()
 
 
 def native() -> Native:
     """The process-wide host library binding, created on first use."""
-    with _state_lock:
-        if "native" not in _state:
-            _state["native"] = Native()
-        return _state["native"]
+    if _native is not None:
+        return _native
+    return _create_native()
+
+
+def _create_native() -> Native:
+    global _native  # noqa: PLW0603 - the one process-wide binding
+    with _native_lock:
+        if _native is None:
+            _native = Native()
+        return _native

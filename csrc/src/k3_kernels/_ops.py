@@ -1,12 +1,18 @@
-"""The kernels' Python entry points: validate everything, then launch once."""
+"""The general launch path: any accepted array type, every check with its own message.
+
+`mla_block` and `swiglu_block` turn the arguments of a call into the host library's
+packed argument block, or raise KernelArgumentError saying what is wrong; nothing is
+launched here. The torch fast path (_fast.py) produces the same blocks for the common
+case and hands everything else to these.
+"""
 
 from __future__ import annotations
 
-import ctypes
 import math
 import sys
 from typing import Any
 
+from . import _torch_api
 from ._arrays import GpuArray, as_gpu_array, stream_handle
 from ._errors import KernelArgumentError
 from ._native import (
@@ -14,10 +20,11 @@ from ._native import (
     DTYPE_F16,
     DTYPE_F32,
     DTYPE_FP8_E4M3,
+    FLOAT32_MAX,
     ROPE_CODES,
-    MlaArgs,
-    SwigluArgs,
-    native,
+    Backend,
+    pack_mla,
+    pack_swiglu,
 )
 
 _FLOAT_CODES = {"float32": DTYPE_F32, "float16": DTYPE_F16, "bfloat16": DTYPE_BF16}
@@ -67,44 +74,35 @@ def _positive_float(value: Any, name: str) -> float:
     f = float(value)
     if not math.isfinite(f) or f <= 0.0:
         raise _fail(f"{name} must be a positive finite number, got {value!r}")
+    if f > FLOAT32_MAX:
+        raise _fail(f"{name} is {value!r}, beyond float32 (the kernels compute in float32)")
     return f
 
 
-def mla_key_concat_kv_cache(  # noqa: PLR0917 - the issue fixes this positional signature
+def mla_block(  # noqa: PLR0917 - called like mla_fast, which is positional for speed
+    backend: Backend,
     kv_c: Any,
     k_pe: Any,
     positions: Any,
     cos_sin_cache: Any,
     slot_mapping: Any,
     kv_cache: Any,
-    *,
-    kv_scale: Any = None,
-    rope: str | None = "neox",
-    stream: Any = None,
-) -> None:
-    """Writes [kv_c[t], rope(k_pe[t])] into kv_cache[slot // block_size, slot % block_size].
-
-    kv_c: [T, rank]; k_pe: [T, rope_dim] or [T, 1, rope_dim]; both fp32, fp16 or bf16.
-    positions, slot_mapping: [T] int64 (slot -1 = padding: that token is not written).
-    cos_sin_cache: [max_pos, rope_dim] (cos half | sin half), fp32 or the input dtype;
-    positions and cos_sin_cache may be None when rope is None.
-    kv_cache: [num_blocks, block_size, >= rank + rope_dim], the input dtype, or uint8 /
-    float8_e4m3fn holding x / kv_scale saturated to +-448 (then kv_scale is required: a
-    positive float or a one-element float32 tensor on the same GPU).
-    rope: "neox" (rotate halves), "gptj" (rotate interleaved pairs) or None.
-    """
-    nat = native()
-    if rope not in ROPE_CODES:
+    kv_scale: Any,
+    rope: Any,
+    stream: Any,
+) -> bytes | None:
+    """The k3_mla_args block of a call, or None when there are no tokens (no launch)."""
+    if not (rope is None or isinstance(rope, str)) or rope not in ROPE_CODES:
         raise _fail(f"rope must be 'neox', 'gptj' or None, got {rope!r}")
-    kc = as_gpu_array("kv_c", kv_c, nat)
-    kp = as_gpu_array("k_pe", k_pe, nat)
-    sm = as_gpu_array("slot_mapping", slot_mapping, nat)
-    cache = as_gpu_array("kv_cache", kv_cache, nat)
+    kc = as_gpu_array("kv_c", kv_c, backend)
+    kp = as_gpu_array("k_pe", k_pe, backend)
+    sm = as_gpu_array("slot_mapping", slot_mapping, backend)
+    cache = as_gpu_array("kv_cache", kv_cache, backend)
     arrays = [kc, kp, sm, cache]
     pos = cs = None
     if rope is not None:
-        pos = as_gpu_array("positions", positions, nat)
-        cs = as_gpu_array("cos_sin_cache", cos_sin_cache, nat)
+        pos = as_gpu_array("positions", positions, backend)
+        cs = as_gpu_array("cos_sin_cache", cos_sin_cache, backend)
         arrays += [pos, cs]
 
     _require_ndim(kc, (2,), "[num_tokens, kv_lora_rank]")
@@ -146,16 +144,8 @@ def mla_key_concat_kv_cache(  # noqa: PLR0917 - the issue fixes this positional 
             "or uint8 / float8_e4m3fn for an FP8 cache"
         )
 
-    args = MlaArgs()
-    args.kv_c, args.k_pe, args.slot_mapping, args.kv_cache = kc.ptr, kp.ptr, sm.ptr, cache.ptr
-    args.num_tokens, args.rank, args.rope_dim = num_tokens, rank, rope_dim
-    args.kv_c_stride, args.k_pe_stride = kc.strides[0], kp.strides[0]
-    args.num_blocks, args.block_size, args.entry_size = num_blocks, block_size, entry_size
-    args.block_stride, args.entry_stride = cache.strides[0], cache.strides[1]
-    args.in_dtype, args.cache_dtype = in_code, cache_code
-    args.rope = ROPE_CODES[rope]
-    args.cos_sin_dtype = in_code
-
+    pos_ptr = cs_ptr = cs_stride = max_pos = 0
+    cs_code = in_code
     if pos is not None and cs is not None:
         _require_ndim(pos, (1,), "[num_tokens]")
         _require_vector_contiguous(pos)
@@ -171,39 +161,65 @@ def mla_key_concat_kv_cache(  # noqa: PLR0917 - the issue fixes this positional 
             raise _fail(f"rope_dim {rope_dim} must be even to rotate pairs")
         if cs.dtype not in ("float32", kc.dtype):
             raise _fail(f"cos_sin_cache has dtype {cs.dtype}; it must be float32 or {kc.dtype}")
-        args.positions, args.cos_sin = pos.ptr, cs.ptr
-        args.cos_sin_stride, args.max_pos = cs.strides[0], cs.shape[0]
-        args.cos_sin_dtype = _FLOAT_CODES[cs.dtype]
+        pos_ptr, cs_ptr = pos.ptr, cs.ptr
+        cs_stride, max_pos = cs.strides[0], cs.shape[0]
+        cs_code = _FLOAT_CODES[cs.dtype]
 
+    scale = 0.0
+    scale_ptr = 0
     if cache_code == DTYPE_FP8_E4M3:
         if kv_scale is None:
             raise _fail("kv_scale is required with an FP8 (uint8 / float8_e4m3fn) kv_cache")
         if isinstance(kv_scale, (int, float)):
-            args.scale = _positive_float(kv_scale, "kv_scale")
+            scale = _positive_float(kv_scale, "kv_scale")
         else:
-            sc = as_gpu_array("kv_scale", kv_scale, nat)
+            sc = as_gpu_array("kv_scale", kv_scale, backend)
             if sc.dtype != "float32" or math.prod(sc.shape) != 1:
                 raise _fail(f"kv_scale must be a one-element float32 tensor, got {sc.describe()}")
             arrays.append(sc)
-            args.scale_ptr = sc.ptr
+            scale_ptr = sc.ptr
     elif kv_scale is not None:
         raise _fail(f"kv_scale applies only to an FP8 kv_cache; this one is {cache.dtype}")
 
     device = _same_device(tuple(arrays))
     if num_tokens == 0:
-        return
-    handle = nat.handle("mla_kv_cache", device)
-    s = stream_handle(stream, tuple(arrays), device)
-    nat.check(
-        nat.lib.k3_mla_key_concat_kv_cache(handle, device, ctypes.byref(args), s or None),
-        "mla_key_concat_kv_cache",
+        return None
+    handle = backend.handle("mla_kv_cache", device)
+    return pack_mla(
+        handle,
+        device,
+        stream_handle(stream, tuple(arrays), device),
+        kc.ptr,
+        kp.ptr,
+        pos_ptr,
+        cs_ptr,
+        sm.ptr,
+        cache.ptr,
+        scale_ptr,
+        num_tokens,
+        rank,
+        rope_dim,
+        kc.strides[0],
+        kp.strides[0],
+        cs_stride,
+        max_pos,
+        num_blocks,
+        block_size,
+        entry_size,
+        cache.strides[0],
+        cache.strides[1],
+        in_code,
+        cache_code,
+        cs_code,
+        ROPE_CODES[rope],
+        scale,
+        0,
     )
 
 
-def _allocate_like(x: GpuArray, shape: tuple[int, int]) -> Any:
-    if x.source == "torch":
-        torch = sys.modules["torch"]
-        return torch.empty(shape, dtype=x.obj.dtype, device=x.obj.device)
+def allocate_like(x: GpuArray, shape: tuple[int, int]) -> Any:
+    if x.source == "torch" and _torch_api.API is not None:
+        return _torch_api.API.empty(shape, dtype=x.obj.dtype, device=x.obj.device)
     if x.source == "cupy":
         cupy = sys.modules["cupy"]
         with cupy.cuda.Device(x.device):
@@ -211,13 +227,12 @@ def _allocate_like(x: GpuArray, shape: tuple[int, int]) -> Any:
     raise _fail(f"pass out= for {type(x.obj).__name__} arrays (only torch and cupy can allocate)")
 
 
-def swiglu(x: Any, *, clamp: float | None = None, out: Any = None, stream: Any = None) -> Any:
-    """out[t, i] = silu(g) * u for x = [gate | up] of shape [T, 2D]; returns out [T, D].
-
-    With clamp: g = min(gate, clamp), u = clip(up, -clamp, clamp). fp32, fp16 or bf16.
-    """
-    nat = native()
-    xa = as_gpu_array("x", x, nat)
+def swiglu_block(
+    backend: Backend, x: Any, clamp: Any, out: Any, stream: Any
+) -> tuple[bytes | None, Any]:
+    """The k3_swiglu_args block of a call (None: nothing to compute) and `out`, which is
+    allocated here when not given."""
+    xa = as_gpu_array("x", x, backend)
     _require_ndim(xa, (2,), "[num_tokens, 2 * d]")
     _require_inner_contiguous(xa)
     code = _float_code(xa, "x")
@@ -227,8 +242,8 @@ def swiglu(x: Any, *, clamp: float | None = None, out: Any = None, stream: Any =
     d = width // 2
     clamp_value = None if clamp is None else _positive_float(clamp, "clamp")
     if out is None:
-        out = _allocate_like(xa, (rows, d))
-    oa = as_gpu_array("out", out, nat)
+        out = allocate_like(xa, (rows, d))
+    oa = as_gpu_array("out", out, backend)
     _require_ndim(oa, (2,), "[num_tokens, d]")
     _require_inner_contiguous(oa)
     if oa.shape != (rows, d):
@@ -237,15 +252,21 @@ def swiglu(x: Any, *, clamp: float | None = None, out: Any = None, stream: Any =
         raise _fail(f"out has dtype {oa.dtype} but x has {xa.dtype}; they must match")
     device = _same_device((xa, oa))
     if rows == 0 or d == 0:
-        return out
-    args = SwigluArgs()
-    args.x, args.out = xa.ptr, oa.ptr
-    args.rows, args.d = rows, d
-    args.x_stride, args.out_stride = xa.strides[0], oa.strides[0]
-    args.dtype = code
-    args.has_clamp = 0 if clamp_value is None else 1
-    args.clamp = 0.0 if clamp_value is None else clamp_value
-    handle = nat.handle("swiglu", device)
-    s = stream_handle(stream, (xa, oa), device)
-    nat.check(nat.lib.k3_swiglu(handle, device, ctypes.byref(args), s or None), "swiglu")
-    return out
+        return None, out
+    handle = backend.handle("swiglu", device)
+    block = pack_swiglu(
+        handle,
+        device,
+        stream_handle(stream, (xa, oa), device),
+        xa.ptr,
+        oa.ptr,
+        rows,
+        d,
+        xa.strides[0],
+        oa.strides[0],
+        code,
+        0 if clamp_value is None else 1,
+        0.0 if clamp_value is None else clamp_value,
+        0,
+    )
+    return block, out
