@@ -22,7 +22,8 @@ from pathlib import Path
 import httpx
 
 from release.publish.run import PublishSettings, publish
-from release.verify import Published, PublishedFile, VerifySettings, verify
+from release.published import Published, PublishedFile
+from release.verify import VerifySettings, verify
 from tests.github_standin import DEFAULT_REPO, GitHubStandIn
 from tests.integration.conftest import PypiServer, _free_port
 from tests.integration.wheels import github_destination, make_release, pypi_destination
@@ -100,13 +101,15 @@ def verify_many(assets: int) -> None:
         timings = {}
         for concurrency in (1, 16):
             client = httpx.Client(
-                transport=LatencyTransport(), limits=httpx.Limits(max_connections=concurrency)
+                transport=LatencyTransport(),
+                limits=httpx.Limits(max_connections=concurrency),
+                follow_redirects=True,
             )
             start = time.perf_counter()
             with client:
                 report = verify(
                     published, env, VerifySettings(concurrency=concurrency, pip=False),
-                    client=client,
+                    http=client,
                 )  # fmt: skip
             timings[concurrency] = time.perf_counter() - start
             assert not report.failed, report.failed[:3]

@@ -36,13 +36,13 @@ from pathlib import Path
 
 from release import __version__, proc
 from release.cache import WheelCache
+from release.certify import CellFailure, certify, inspected
+from release.dist import Reconciled, reconcile
 from release.errors import BuildError, ConfigError
-from release.fatbin import FatbinLister, lister
 from release.fsutil import sha256_file, write_atomic
-from release.inspect import WheelReport, inspect_wheel
+from release.inspect import WheelReport
 from release.manifest import (
     MANIFEST_NAME,
-    DestinationRef,
     Manifest,
     WheelEntry,
     read_manifest,
@@ -169,50 +169,6 @@ def build_command(python: str, project: Path, outdir: Path) -> list[str]:
     return [python, "-m", "build", "--wheel", "--outdir", str(outdir), str(project)]
 
 
-def show_command(python: str, wheel: Path) -> list[str]:
-    """auditwheel's verdict on a wheel; it reads the ELF files, so it works for any arch."""
-    return [python, "-m", "auditwheel", "show", str(wheel)]
-
-
-def retag_command(python: str, wheel: Path, cell: Cell) -> list[str]:
-    """Give the wheel exactly the cell's platform tag (filename, WHEEL and RECORD); the
-    rewritten RECORD gets SOURCE_DATE_EPOCH's date from the environment."""
-    return [
-        python,
-        "-m",
-        "wheel",
-        "tags",
-        "--platform-tag",
-        cell.platform_tag,
-        "--remove",
-        str(wheel),
-    ]
-
-
-_SHOW_TAG = re.compile(r'consistent\s+with\s+the\s+following\s+platform\s+tag:\s+"([^"]+)"')
-
-
-def auditwheel_problems(output: str, cell: Cell) -> list[str]:
-    """What `auditwheel show` says that makes the wheel unfit for the cell's manylinux tag."""
-    match = _SHOW_TAG.search(output)
-    if match is None:
-        return [f"auditwheel show gave no platform tag: {proc.one_line_tail(output)}"]
-    tag = match.group(1)
-    found = re.fullmatch(r"manylinux_(\d+)_(\d+)_(\w+)", tag)
-    wanted = tuple(int(p) for p in cell.manylinux.split("_"))
-    if found is None or (int(found.group(1)), int(found.group(2))) > wanted:
-        return [f"auditwheel: the wheel is only {tag}, not {cell.platform_tag}"]
-    if found.group(3) != cell.arch:
-        return [f"auditwheel: the wheel's libraries are {found.group(3)}, the cell is {cell.arch}"]
-    if "required by the wheel:" in output:
-        needed = output.rsplit("required by the wheel:", maxsplit=1)[-1]
-        return [
-            "auditwheel: the wheel needs shared libraries outside manylinux: "
-            + proc.one_line_tail(needed, 5)
-        ]
-    return []
-
-
 def source_digest(files: Iterable[tuple[str, bytes]]) -> str:
     """A digest of a source tree given as (relative path, bytes) pairs."""
     digest = hashlib.sha256()
@@ -297,62 +253,6 @@ def manifest_entry(cell: Cell, report: WheelReport, toolchain: Mapping[str, str]
     )
 
 
-@dataclass(frozen=True, kw_only=True)
-class Reconciled:
-    """The manifest after a build, and what happened to what dist/ held before."""
-
-    manifest: Manifest
-    kept: tuple[str, ...]  # filenames kept from an earlier build of this version
-    dropped: tuple[str, ...]  # "filename: why", entries of the earlier manifest left out
-
-
-def reconcile(
-    previous: Manifest | None,
-    built: Sequence[WheelEntry],
-    *,
-    project: str,
-    version: str,
-    attempted: Iterable[str],
-    cells: Mapping[str, Cell],
-    intact: Callable[[WheelEntry], bool],
-    epoch: int,
-) -> Reconciled:
-    """The manifest of dist/ after this build: exactly the wheels built now, plus entries
-    of an earlier build of the same version for cells this build did not attempt (a
-    filtered build adding to dist/), where the matrix still has that cell unchanged and
-    `intact` confirms the wheel in dist/ is the one recorded."""
-    tried = set(attempted)
-    kept: list[WheelEntry] = []
-    dropped: list[str] = []
-    same_release = previous is not None and (previous.project, previous.version) == (
-        project,
-        version,
-    )
-    for entry in previous.wheels if previous is not None else ():
-        cell = cells.get(entry.cell)
-        if not same_release:
-            dropped.append(f"{entry.filename}: another version ({entry.version})")
-        elif entry.cell in tried:
-            continue
-        elif cell is None or cell.wheel_filename != entry.filename:
-            dropped.append(f"{entry.filename}: the matrix no longer has this cell")
-        elif DestinationRef.of(cell) != entry.destination:
-            dropped.append(f"{entry.filename}: the matrix sends it elsewhere now")
-        elif not intact(entry):
-            dropped.append(f"{entry.filename}: the wheel in dist/ is missing or changed")
-        else:
-            kept.append(entry)
-    manifest = Manifest(
-        project=project,
-        version=version,
-        wheels=tuple(kept) + tuple(built),
-        source_date_epoch=epoch,
-    )
-    return Reconciled(
-        manifest=manifest, kept=tuple(e.filename for e in kept), dropped=tuple(dropped)
-    )
-
-
 # ---------------------------------------------------------------- edge
 
 
@@ -381,10 +281,6 @@ def project_files(project: Path) -> Iterable[tuple[str, bytes]]:
         yield relative.as_posix(), path.read_bytes()
 
 
-def fatbin_lister(toolchain: Toolchain, env: Mapping[str, str]) -> FatbinLister:
-    return lister(toolchain.cuobjdump, without_credentials(env))
-
-
 def plan_toolchains(settings: BuildSettings) -> dict[str, ToolchainPlan]:
     return {
         cell.id: resolve(
@@ -411,49 +307,6 @@ def provision_all(
 
 
 Progress = Callable[[str, Cell, CellResult | None], None]
-
-
-class CellFailure(Exception):
-    """A cell's wheel did not make it: what went wrong, the log tail, the inspection."""
-
-    def __init__(self, error: str, tail: str = "", report: WheelReport | None = None) -> None:
-        super().__init__(error)
-        self.error = error
-        self.tail = tail
-        self.report = report
-
-
-def certify(
-    wheel: Path,
-    cell: Cell,
-    toolchain: Toolchain,
-    *,
-    python: str,
-    env: Mapping[str, str],
-    log: Path,
-) -> tuple[Path, WheelReport]:
-    """What makes a freshly built wheel count as built: auditwheel's verdict, exactly the
-    cell's platform tag, and the inspection. Raises CellFailure; returns the retagged wheel
-    (beside `wheel`) and its report."""
-    shown = proc.run(show_command(python, wheel), env=env, log=log)
-    problems = auditwheel_problems(shown.output, cell)
-    if shown.returncode != 0 or problems:
-        raise CellFailure("; ".join(problems) or "auditwheel show failed", proc.tail(shown.output))
-    if wheel.name != cell.wheel_filename:
-        retagged = proc.run(retag_command(python, wheel, cell), env=env, log=log)
-        wheel = wheel.parent / cell.wheel_filename
-        if retagged.returncode != 0 or not wheel.is_file():
-            raise CellFailure("retagging the wheel failed", proc.tail(retagged.output))
-    return wheel, inspected(wheel.name, wheel.read_bytes(), cell, toolchain, env)
-
-
-def inspected(
-    name: str, data: bytes, cell: Cell, toolchain: Toolchain, env: Mapping[str, str]
-) -> WheelReport:
-    report = inspect_wheel(name, data, cell, list_fatbin=fatbin_lister(toolchain, env))
-    if not report.ok:
-        raise CellFailure("inspection failed: " + "; ".join(report.problems), report=report)
-    return report
 
 
 Work = Callable[[], tuple[Path, WheelReport, bool, tuple[str, ...]]]
@@ -512,7 +365,7 @@ def build_one(
     env = settings.cell_env(cell, toolchain.build_env(), base=settings.environ)
     staging = Path(tempfile.mkdtemp(prefix=f".{cell.id}.", dir=settings.out))
     command = build_command(settings.python, settings.matrix.project.path, staging / "built")
-    reproduce = proc.reproduce_command(command, env, None)
+    reproduce = proc.reproduce_command(command, env, None, parent=settings.environ)
 
     def work() -> tuple[Path, WheelReport, bool, tuple[str, ...]]:
         lookup = cache.get(key, cell.wheel_filename)
@@ -651,12 +504,6 @@ def write_outputs(settings: BuildSettings, results: Sequence[CellResult]) -> Rec
         path,
     )
     return outcome
-
-
-def stray_wheels(out: Path, manifest: Manifest) -> list[str]:
-    """Wheels in `out` that the manifest does not list (another version, a dropped cell)."""
-    listed = {w.filename for w in manifest.wheels}
-    return sorted(p.name for p in out.glob("*.whl") if p.name not in listed)
 
 
 def require_success(results: Sequence[CellResult], total: int) -> None:

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from typing import TextIO
+from pathlib import Path
+from typing import Any, TextIO
 
 from rich.console import Console
 from rich.table import Table
+
+from release.fsutil import write_atomic
 
 
 def make_console(stream: TextIO | None = None) -> Console:
@@ -48,3 +52,28 @@ def markdown_table(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> str
 def step_summary_path(environ: Mapping[str, str]) -> str | None:
     """Where GitHub Actions collects the job summary, when running there."""
     return environ.get("GITHUB_STEP_SUMMARY") or None
+
+
+def write_reports(
+    *,
+    data: Mapping[str, Any],
+    markdown: str,
+    json_path: Path | None,
+    markdown_path: Path | None,
+    environ: Mapping[str, str],
+) -> None:
+    if json_path is not None:
+        write_atomic(json_path, (json.dumps(data, indent=2) + "\n").encode())
+    if markdown_path is not None:
+        write_atomic(markdown_path, markdown.encode())
+    summary = step_summary_path(environ)
+    if summary is not None:
+        with Path(summary).open("a", encoding="utf-8") as handle:
+            handle.write(markdown + "\n")
+
+
+def error_annotations(messages: Sequence[str], environ: Mapping[str, str]) -> list[str]:
+    """`::error::` lines for GitHub Actions (empty elsewhere)."""
+    if environ.get("GITHUB_ACTIONS") != "true":
+        return []
+    return [f"::error::{m.replace('%', '%25').replace(chr(10), '%0A')}" for m in messages]

@@ -9,7 +9,8 @@ fails is refused as a whole, with every problem named.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
@@ -17,7 +18,14 @@ from packaging.version import InvalidVersion, Version
 
 from release.errors import ConfigError
 from release.fsutil import sha256_file
-from release.manifest import MANIFEST_NAME, Manifest, WheelEntry, read_manifests
+from release.manifest import (
+    MANIFEST_NAME,
+    DestinationRef,
+    Manifest,
+    WheelEntry,
+    read_manifests,
+)
+from release.matrix import Cell
 from release.wheelfile import WheelFacts, read_wheel
 
 
@@ -74,6 +82,22 @@ def _version(text: str) -> Version | None:
         return None
 
 
+def wheel_problem(entry: WheelEntry, wheel: Path) -> str | None:
+    """Why the file at `wheel` is not the one the manifest records (size, sha256), if not."""
+    try:
+        size = wheel.stat().st_size
+    except FileNotFoundError:
+        return f"{wheel} is missing (the manifest lists it)"
+    except OSError as error:
+        return f"{wheel} cannot be read: {error.strerror}"
+    if size != entry.size:
+        return f"{wheel.name} is {size} bytes, the manifest says {entry.size}"
+    digest = sha256_file(wheel)
+    if digest != entry.sha256:
+        return f"{wheel.name} has sha256 {digest[:12]}..., the manifest says {entry.sha256[:12]}..."
+    return None
+
+
 def dist_problems(
     manifest: Manifest, dist: Path, entries: Iterable[WheelEntry], *, missing_ok: bool = False
 ) -> list[str]:
@@ -88,12 +112,9 @@ def dist_problems(
         if facts is None and missing_ok:
             found = [p for p in found if not p.endswith("is missing (the manifest lists it)")]
         if not found and facts is not None:
-            digest = sha256_file(wheel)
-            if digest != entry.sha256:
-                found.append(
-                    f"{entry.filename} has sha256 {digest[:12]}..., the manifest says "
-                    f"{entry.sha256[:12]}..."
-                )
+            problem = wheel_problem(entry, wheel)
+            if problem is not None:
+                found.append(problem)
         problems += found
     return problems
 
@@ -110,3 +131,65 @@ def load_dist(dist: Path, *, missing_ok: bool = False) -> Manifest:
             "`release build`, or restore the dist directory",
         )
     return manifest
+
+
+@dataclass(frozen=True, kw_only=True)
+class Reconciled:
+    """The manifest after a build, and what happened to what dist/ held before."""
+
+    manifest: Manifest
+    kept: tuple[str, ...]  # filenames kept from an earlier build of this version
+    dropped: tuple[str, ...]  # "filename: why", entries of the earlier manifest left out
+
+
+def reconcile(
+    previous: Manifest | None,
+    built: Sequence[WheelEntry],
+    *,
+    project: str,
+    version: str,
+    attempted: Iterable[str],
+    cells: Mapping[str, Cell],
+    intact: Callable[[WheelEntry], bool],
+    epoch: int,
+) -> Reconciled:
+    """The manifest of dist/ after this build: exactly the wheels built now, plus entries
+    of an earlier build of the same version for cells this build did not attempt (a
+    filtered build adding to dist/), where the matrix still has that cell unchanged and
+    `intact` confirms the wheel in dist/ is the one recorded."""
+    tried = set(attempted)
+    kept: list[WheelEntry] = []
+    dropped: list[str] = []
+    same_release = previous is not None and (previous.project, previous.version) == (
+        project,
+        version,
+    )
+    for entry in previous.wheels if previous is not None else ():
+        cell = cells.get(entry.cell)
+        if not same_release:
+            dropped.append(f"{entry.filename}: another version ({entry.version})")
+        elif entry.cell in tried:
+            continue
+        elif cell is None or cell.wheel_filename != entry.filename:
+            dropped.append(f"{entry.filename}: the matrix no longer has this cell")
+        elif DestinationRef.of(cell) != entry.destination:
+            dropped.append(f"{entry.filename}: the matrix sends it elsewhere now")
+        elif not intact(entry):
+            dropped.append(f"{entry.filename}: the wheel in dist/ is missing or changed")
+        else:
+            kept.append(entry)
+    manifest = Manifest(
+        project=project,
+        version=version,
+        wheels=tuple(kept) + tuple(built),
+        source_date_epoch=epoch,
+    )
+    return Reconciled(
+        manifest=manifest, kept=tuple(e.filename for e in kept), dropped=tuple(dropped)
+    )
+
+
+def stray_wheels(out: Path, manifest: Manifest) -> list[str]:
+    """Wheels in `out` that the manifest does not list (another version, a dropped cell)."""
+    listed = {w.filename for w in manifest.wheels}
+    return sorted(p.name for p in out.glob("*.whl") if p.name not in listed)

@@ -18,8 +18,7 @@ from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 from release.errors import ConfigError
 from release.fsutil import read_json, write_atomic
-from release.matrix import Cell, GithubDestination, PypiDestination
-from release.nccl import nccl_requirement
+from release.matrix import Cell, GithubDestination, PypiDestination, nccl_requirement
 
 SCHEMA_VERSION = 1
 MANIFEST_NAME = "manifest.json"
@@ -177,7 +176,7 @@ def to_json(manifest: Manifest) -> dict[str, Any]:
 
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
-_NCCL_FILE = re.compile(r"^cu[0-9]{1,3}(-constraints)?\.txt$")
+_NCCL_FILE = re.compile(r"^cu[0-9]{1,3}(-constraints|-reinstall)?\.txt$")
 
 
 def _require(data: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:

@@ -1,4 +1,4 @@
-"""matrix.yaml: its specification, validation and expansion into cells.
+"""matrix.yaml: validation and expansion into cells.
 
 `load_matrix(path)` is the only entry: it reads the file (and the kernel project's
 pyproject.toml for its name and version), checks every rule, and returns a frozen `Matrix`
@@ -11,17 +11,33 @@ from __future__ import annotations
 import re
 import sys
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
-from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
 from release.errors import ConfigError, shown
+from release.matrix_model import (
+    Cell,
+    Destination,
+    GithubDestination,
+    Matrix,
+    Project,
+    PypiDestination,
+    cell_dict,
+    nccl_package,
+    nccl_requirement,
+)
+from release.matrix_spec import (
+    CudaSpec,
+    DestinationSpec,
+    MatrixSpec,
+    PtxSpec,
+    WheelSettings,
+)
 from release.targets import CudaVersion, GpuTarget, target_problem
 from release.yamlspec import (
     DocumentLoader,
@@ -40,8 +56,6 @@ else:  # pragma: no cover
     import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
 
 T = TypeVar("T")
-Arch = Literal["x86_64", "aarch64"]
-DestinationKind = Literal["pypi", "github"]
 
 PYPI_DEFAULT_MAX_MIB = 100
 GITHUB_ASSET_MAX_MIB = 2048
@@ -50,263 +64,6 @@ GITHUB_ASSET_MAX_MIB = 2048
 _OWNER_RE = re.compile(r"^[A-Za-z0-9](?:-?[A-Za-z0-9]){0,38}$")
 _REPO_NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,100}$")
 _MIN_MANYLINUX = (2, 17)
-_RELEASE_VERSION = r"[0-9]+(\.[0-9]+)*"
-
-
-# --- The document: these dataclasses are the schema (yamlspec reads their type hints). ---
-
-
-@dataclass(frozen=True)
-class PtxSpec:
-    """A PTX target (an SM number) or `none` for no PTX."""
-
-    target: GpuTarget | None
-
-    @classmethod
-    def from_yaml(cls, value: object) -> PtxSpec:
-        if value is False or (isinstance(value, str) and value.strip().lower() == "none"):
-            return cls(None)
-        return cls(GpuTarget.from_yaml(value))
-
-    @classmethod
-    def yaml_schema(cls) -> dict[str, Any]:
-        return {"anyOf": [GpuTarget.yaml_schema(), {"const": "none"}, {"const": False}]}
-
-
-@dataclass(frozen=True)
-class ManylinuxSpec:
-    """A manylinux glibc level: `2_28` (or `manylinux_2_28`)."""
-
-    major: int
-    minor: int
-
-    @classmethod
-    def from_yaml(cls, value: object) -> ManylinuxSpec:
-        if not isinstance(value, str):
-            raise ValueError(
-                f'expected a quoted string like "2_28", got {shown(value)} '
-                "(YAML reads 2_28 unquoted as the number 228)"
-            )
-        match = re.fullmatch(r"(?:manylinux_)?([0-9]+)_([0-9]+)", value)
-        if match is None:
-            raise ValueError(f'{shown(value)} is not a manylinux level (write it like "2_28")')
-        return cls(int(match.group(1)), int(match.group(2)))
-
-    @classmethod
-    def yaml_schema(cls) -> dict[str, Any]:
-        return {"type": "string", "pattern": r"^(manylinux_)?[0-9]+_[0-9]+$"}
-
-    def __str__(self) -> str:
-        return f"{self.major}_{self.minor}"
-
-
-@dataclass(frozen=True)
-class VersionSpec:
-    """A PEP 440 version, written as a string (`2.30.7`)."""
-
-    version: Version
-
-    @classmethod
-    def from_yaml(cls, value: object) -> VersionSpec:
-        if not isinstance(value, str):
-            raise ValueError(
-                f'expected a version string like "2.30.7", got {shown(value)} (quote it)'
-            )
-        if not re.fullmatch(_RELEASE_VERSION, value):
-            raise ValueError(
-                f'{shown(value)} is not a valid version (numbers and dots, e.g. "2.30.7")'
-            )
-        return cls(Version(value))
-
-    @classmethod
-    def yaml_schema(cls) -> dict[str, Any]:
-        return {"type": "string", "pattern": f"^{_RELEASE_VERSION}$"}
-
-
-@dataclass(frozen=True)
-class WheelSettings:
-    """Settings shared by the wheels of every CUDA version unless a version overrides them."""
-
-    arches: list[Arch] | None = field(default=None, metadata={"doc": "CPU architectures"})
-    sms: list[GpuTarget] | None = field(
-        default=None, metadata={"doc": "GPU targets with a cubin each: 75, 80, 90a, 100f"}
-    )
-    ptx: PtxSpec | None = field(
-        default=None, metadata={"doc": "PTX target for GPUs newer than the SMs, or none"}
-    )
-    manylinux: ManylinuxSpec | None = field(
-        default=None, metadata={"doc": 'manylinux glibc level, e.g. "2_28"'}
-    )
-    nccl: VersionSpec | None = field(
-        default=None, metadata={"doc": "NCCL version pinned for this CUDA major"}
-    )
-
-
-@dataclass(frozen=True)
-class CudaSpec(WheelSettings):
-    """The wheels of one CUDA version."""
-
-    destination: str = field(default="", metadata={"doc": "a name under destinations"})
-    local_label: str | None = field(
-        default=None, metadata={"doc": "PEP 440 local version label, e.g. cu129"}
-    )
-
-
-@dataclass(frozen=True)
-class DestinationSpec:
-    """Where a variant's wheels are published."""
-
-    kind: DestinationKind
-    repository_url: str | None = field(default=None, metadata={"doc": "pypi: upload URL"})
-    index_url: str | None = field(
-        default=None, metadata={"doc": "the simple index pip installs from"}
-    )
-    repository: str | None = field(default=None, metadata={"doc": "github: owner/name"})
-    tag: str | None = field(default=None, metadata={"doc": "github: tag template, v{version}"})
-    api_url: str | None = field(
-        default=None, metadata={"doc": "github: REST API base URL (GitHub Enterprise)"}
-    )
-    max_file_size_mib: int | None = field(
-        default=None, metadata={"doc": "largest file the destination accepts, MiB"}
-    )
-
-
-@dataclass(frozen=True)
-class ExcludeSpec:
-    """Drops the matching cells, or with `sm` only that SM from them."""
-
-    cuda: str | None = None
-    arch: Arch | None = None
-    sm: GpuTarget | None = None
-
-
-@dataclass(frozen=True)
-class MatrixSpec:
-    """The release matrix of a CUDA kernel project."""
-
-    project: str = field(metadata={"doc": "directory of the kernel project (pyproject.toml)"})
-    cuda: dict[str, CudaSpec] = field(metadata={"doc": "one entry per CUDA version"})
-    destinations: dict[str, DestinationSpec] = field(metadata={"doc": "named publish targets"})
-    defaults: WheelSettings | None = None
-    exclude: list[ExcludeSpec] | None = None
-
-
-# --- The validated model. ---
-
-
-@dataclass(frozen=True, kw_only=True)
-class Project:
-    name: str
-    version: Version
-    path: Path
-
-    @property
-    def wheel_name(self) -> str:
-        """The distribution name as it appears in wheel filenames (`k3_kernels`)."""
-        return canonicalize_name(self.name).replace("-", "_")
-
-
-@dataclass(frozen=True, kw_only=True)
-class PypiDestination:
-    name: str
-    repository_url: str
-    index_url: str
-    max_file_size: int
-
-    kind: Literal["pypi"] = "pypi"
-
-
-@dataclass(frozen=True, kw_only=True)
-class GithubDestination:
-    name: str
-    repository: str
-    tag_template: str
-    api_url: str
-    index_url: str | None
-    max_file_size: int
-
-    kind: Literal["github"] = "github"
-
-    def tag(self, version: Version) -> str:
-        return self.tag_template.format(version=version.public)
-
-
-Destination = PypiDestination | GithubDestination
-
-
-@dataclass(frozen=True, kw_only=True)
-class Cell:
-    """One wheel: a (CUDA version, CPU architecture) pair with everything it is built with."""
-
-    project: Project
-    cuda: CudaVersion
-    arch: Arch
-    sms: tuple[GpuTarget, ...]
-    ptx: GpuTarget | None
-    local_label: str | None
-    destination: Destination
-    nccl: Version | None
-    manylinux: str
-
-    @property
-    def id(self) -> str:
-        return f"{self.cuda}-{self.arch}"
-
-    @property
-    def version(self) -> Version:
-        base = self.project.version.public
-        return Version(f"{base}+{self.local_label}" if self.local_label else base)
-
-    @property
-    def platform_tag(self) -> str:
-        return f"manylinux_{self.manylinux}_{self.arch}"
-
-    @property
-    def wheel_filename(self) -> str:
-        return f"{self.project.wheel_name}-{self.version}-py3-none-{self.platform_tag}.whl"
-
-
-@dataclass(frozen=True, kw_only=True)
-class Matrix:
-    path: Path
-    project: Project
-    cells: tuple[Cell, ...]
-    destinations: Mapping[str, Destination]
-
-    def select(self, *, cuda: Sequence[str] = (), arch: Sequence[str] = ()) -> tuple[Cell, ...]:
-        """The cells matching the filters (empty filter = all); a filter that matches nothing
-        is an error naming what exists."""
-        problems = []
-        known_cuda = sorted({str(c.cuda) for c in self.cells})
-        known_arch = sorted({c.arch for c in self.cells})
-        for value in cuda:
-            if value not in known_cuda:
-                problems.append(
-                    f"--cuda {value}: no cell has CUDA {value} in {self.path.name} "
-                    f"(it has {', '.join(known_cuda)})"
-                )
-        for value in arch:
-            if value not in known_arch:
-                problems.append(
-                    f"--arch {value}: no cell has arch {value} in {self.path.name} "
-                    f"(it has {', '.join(known_arch)})"
-                )
-        if problems:
-            raise ConfigError(problems)
-        selected = tuple(
-            c
-            for c in self.cells
-            if (not cuda or str(c.cuda) in cuda) and (not arch or c.arch in arch)
-        )
-        if not selected:
-            raise ConfigError(
-                ["the filters select no cell"], hint="run `release matrix` to see the cells"
-            )
-        return selected
-
-    def nccl_pins(self, cells: Iterable[Cell] | None = None) -> dict[int, Version]:
-        """NCCL version per CUDA major, for the given cells (default: all)."""
-        return {c.cuda.major: c.nccl for c in (self.cells if cells is None else cells) if c.nccl}
 
 
 # --- Loading. ---
@@ -764,19 +521,18 @@ def problems_of(text: str, filename: str = "matrix.yaml") -> list[Problem]:
     return loader.problems
 
 
-def cell_dict(cell: Cell) -> dict[str, Any]:
-    """A cell as plain JSON-able data."""
-    return {
-        "id": cell.id,
-        "cuda": str(cell.cuda),
-        "arch": cell.arch,
-        "sms": [str(s) for s in cell.sms],
-        "ptx": str(cell.ptx) if cell.ptx else None,
-        "local_label": cell.local_label,
-        "version": str(cell.version),
-        "wheel": cell.wheel_filename,
-        "destination": cell.destination.name,
-        "destination_kind": cell.destination.kind,
-        "nccl": str(cell.nccl) if cell.nccl else None,
-        "manylinux": cell.manylinux,
-    }
+__all__ = [
+    "Cell",
+    "Destination",
+    "GithubDestination",
+    "Matrix",
+    "Project",
+    "PypiDestination",
+    "cell_dict",
+    "load_matrix",
+    "matrix_from_text",
+    "matrix_json_schema",
+    "nccl_package",
+    "nccl_requirement",
+    "problems_of",
+]

@@ -1,39 +1,36 @@
-"""NCCL override files: one per CUDA major, for uv (`UV_OVERRIDE`) and pip (constraints).
+"""NCCL pins: one set of files per CUDA major, for every client downstream uses.
 
 Every CUDA major with a pin gets its files, CUDA 12 as well as 13: an override applied to
-one major only is how a CUDA 12 build once picked up the wrong NCCL.
+one major only is how a CUDA 12 build once picked up the wrong NCCL. A serving image
+installs torch, which pins `nvidia-nccl-cuNN` exactly; what each client can do about it:
+
+- `cuNN.txt`: an override for uv (`UV_OVERRIDE=cuNN.txt` or `--override`): it replaces
+  the exact pin during resolution, so one `uv pip install` gives the pinned NCCL.
+- `cuNN-reinstall.txt`: for pip, whose constraints cannot override an exact pin: a second
+  step after the main install, `pip install --no-deps --force-reinstall -r
+  cuNN-reinstall.txt` (what the sglang images do).
+- `cuNN-constraints.txt`: `pip -c`, which only narrows: it holds NCCL at the pin where
+  nothing pins it otherwise, and fails with ResolutionImpossible against torch's exact pin
+  (then use the reinstall file). Its header says so.
+
+The files are written into dist/, published as release assets and served under `nccl/`
+in the index. `check_pins_exist` asks an index that each pinned version exists.
 """
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
-from packaging.utils import (
-    InvalidSdistFilename,
-    InvalidWheelFilename,
-    parse_sdist_filename,
-    parse_wheel_filename,
-)
-from packaging.version import Version
-
 from release.errors import ConfigError, PublishError
 from release.fsutil import write_atomic
+from release.http import Client, fetch
+from release.matrix import nccl_package, nccl_requirement
+from release.retry import RetryPolicy
+from release.simple_index import ACCEPT, parse_project_page, project_page_url, versions_listed
 
 DEFAULT_INDEX_URL = "https://pypi.org/simple/"
-
-
-def nccl_package(cuda_major: int) -> str:
-    return f"nvidia-nccl-cu{cuda_major}"
-
-
-def nccl_requirement(cuda_major: int, version: Version) -> str:
-    """The pin as pip and uv read it: `nvidia-nccl-cu12==2.30.7`."""
-    return f"{nccl_package(cuda_major)}=={version}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -47,37 +44,53 @@ class OverrideFile:
     purpose: str
 
 
-def override_files(pins: Mapping[int, Version]) -> list[OverrideFile]:
-    """The uv override and pip constraints file for each CUDA major, in major order."""
+def override_files(pins: Mapping[int, object]) -> list[OverrideFile]:
+    """The uv override, pip reinstall and pip constraints files of each CUDA major."""
     files: list[OverrideFile] = []
     for major in sorted(pins):
-        requirement = nccl_requirement(major, pins[major])
-        files.append(
+        requirement = nccl_requirement(major, pins[major])  # type: ignore[arg-type]
+        files += [
             OverrideFile(
                 name=f"cu{major}.txt",
                 cuda_major=major,
                 requirement=requirement,
                 purpose="uv override",
                 text=(
-                    f"# NCCL for CUDA {major}.x wheels: an override for uv.\n"
+                    f"# NCCL for CUDA {major}.x wheels: an override for uv; it replaces any\n"
+                    "# exact pin (torch's) during resolution.\n"
                     f"#   UV_OVERRIDE=cu{major}.txt uv pip install ...\n"
+                    f"#   uv pip install --override cu{major}.txt ...\n"
                     f"{requirement}\n"
                 ),
-            )
-        )
-        files.append(
+            ),
+            OverrideFile(
+                name=f"cu{major}-reinstall.txt",
+                cuda_major=major,
+                requirement=requirement,
+                purpose="pip, second step",
+                text=(
+                    f"# NCCL for CUDA {major}.x wheels, for pip: pip cannot override an exact\n"
+                    "# pin (torch's), so install the pinned NCCL over it after the main install:\n"
+                    "#   pip install ...\n"
+                    f"#   pip install --no-deps --force-reinstall -r cu{major}-reinstall.txt\n"
+                    f"{requirement}\n"
+                ),
+            ),
             OverrideFile(
                 name=f"cu{major}-constraints.txt",
                 cuda_major=major,
                 requirement=requirement,
                 purpose="pip constraints",
                 text=(
-                    f"# NCCL for CUDA {major}.x wheels: constraints for pip.\n"
+                    f"# NCCL for CUDA {major}.x wheels: constraints for pip. They only narrow:\n"
+                    "# they hold NCCL at this version where nothing else pins it, and fail\n"
+                    "# (ResolutionImpossible) against an exact pin such as torch's; use\n"
+                    f"# cu{major}-reinstall.txt then.\n"
                     f"#   pip install -c cu{major}-constraints.txt ...\n"
                     f"{requirement}\n"
                 ),
-            )
-        )
+            ),
+        ]
     return files
 
 
@@ -91,57 +104,31 @@ def write_override_files(files: list[OverrideFile], out_dir: Path) -> list[Path]
     return written
 
 
-def versions_in_index(
-    project_json: Mapping[str, object], page_html: str | None = None
-) -> set[Version]:
-    """The versions that a PEP 691 JSON page (or a PEP 503 HTML page) lists files for."""
-    names: list[str] = []
-    files = project_json.get("files")
-    if isinstance(files, list):
-        names = [str(f.get("filename", "")) for f in files if isinstance(f, dict)]
-    elif page_html is not None:
-        names = re.findall(r">\s*([^<>\s]+\.(?:whl|tar\.gz|zip))\s*<", page_html)
-    found: set[Version] = set()
-    for name in names:
-        try:
-            if name.endswith(".whl"):
-                found.add(parse_wheel_filename(name)[1])
-            else:
-                found.add(parse_sdist_filename(name)[1])
-        except (InvalidWheelFilename, InvalidSdistFilename):
-            continue
-    return found
-
-
-def check_pins_exist(
-    pins: Mapping[int, Version], *, index_url: str, client: httpx.Client
-) -> list[str]:
+def check_pins_exist(pins: Mapping[int, object], *, index_url: str, client: Client) -> list[str]:
     """Ask the index for each pinned NCCL; return one problem line per missing version."""
     problems: list[str] = []
     for major in sorted(pins):
         package = nccl_package(major)
-        url = f"{index_url.rstrip('/')}/{package}/"
-        try:
-            response = client.get(
-                url,
-                headers={"Accept": "application/vnd.pypi.simple.v1+json, text/html;q=0.1"},
-                follow_redirects=True,
-            )
-        except httpx.HTTPError as error:
-            raise PublishError(
-                f"cannot reach {url}: {type(error).__name__}",
-                hint="check the network, or pass --index-url",
-            ) from None
-        if response.status_code == 404:
+        url = project_page_url(index_url, package)
+        got = fetch(
+            client,
+            url,
+            keep=True,
+            accept=ACCEPT,
+            policy=RetryPolicy(attempts=3, initial_delay=1.0, total=60.0),
+        )
+        if got.status == 404:
             problems.append(f"{package} is not on {index_url} (CUDA {major}.x has no NCCL there)")
             continue
-        if response.status_code != 200:
-            raise PublishError(f"{url} answered HTTP {response.status_code}")
-        content_type = response.headers.get("content-type", "")
-        if "json" in content_type:
-            versions = versions_in_index(json.loads(response.text))
-        else:
-            versions = versions_in_index({}, response.text)
+        if not got.ok or got.body is None:
+            raise PublishError(
+                f"cannot read {url}: {got.error or f'HTTP {got.status}'}",
+                hint="check the network, or pass --index-url",
+            )
+        try:
+            versions = versions_listed(parse_project_page(got.body, got.content_type, url))
+        except ValueError as error:
+            raise PublishError(f"{url}: unreadable index page: {error}") from None
         if pins[major] not in versions:
             newest = ", ".join(str(v) for v in sorted(versions)[-3:]) or "none"
             problems.append(
@@ -151,7 +138,7 @@ def check_pins_exist(
     return problems
 
 
-def require_pins(pins: Mapping[int, Version]) -> None:
+def require_pins(pins: Mapping[int, object]) -> None:
     if not pins:
         raise ConfigError(
             ["no CUDA version in the selection pins NCCL"],

@@ -1,25 +1,28 @@
 """`release plan`: every cell of the matrix, the wheel it makes, where that wheel goes, and
 what the destination already holds under its name.
 
-Pure core: the state of one file from the publisher seam's decision (`built_state`) or, for
-a cell not built yet, from what the destination lists (`unbuilt_state`); the rows, the
-verdict (`failure`) and the renderings (table rows, Markdown, JSON). The command
-(release/commands/plan.py) does the reading: the matrix, dist/, the toolchain cache and
-read-only requests to each destination.
+Pure core: the state of one file from the publisher seam's decision (`built_state`, the
+same `decide` as `release publish`) or, for a cell not built yet, from what the
+destination lists (`unbuilt_state`); the verdict (`failure`). `make_plan` asks: the wheels
+in dist/ (checked against their manifest), the toolchain cache, and read-only requests to
+each destination through the publishers. The command renders the plan.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
 
-from release.console import markdown_table
+from release.dist import load_dist
 from release.errors import ConfigError, ConflictError, PublishError, ReleaseError, ToolchainError
 from release.manifest import DestinationRef, WheelEntry
 from release.matrix import Cell
-from release.publish.base import Action, FileDecision, RemoteFile
+from release.nccl import override_files
+from release.publish.decide import Action, FileDecision, RemoteFile, plan_for
+from release.publish.run import PublisherFactory
+from release.toolchain import present_dirs, resolve
 
 
 class State(enum.Enum):
@@ -73,9 +76,6 @@ class ReleasePlan:
         return tuple(r for r in self.rows if not r.toolchain.ok)
 
 
-COLUMNS = ("cell", "wheel", "size", "destination", "state", "final URL", "toolchain")
-
-
 def unbuilt_entry(cell: Cell) -> WheelEntry:
     """What the manifest would say about a cell before it is built: its name and
     destination; no size or digest yet."""
@@ -120,77 +120,6 @@ def tag_problems(cells: Sequence[Cell], version: str, tag: str) -> list[str]:
     return []
 
 
-def summary(plan: ReleasePlan) -> str:
-    counts: dict[str, int] = {}
-    for row in plan.rows:
-        counts[row.state.value] = counts.get(row.state.value, 0) + 1
-    parts = [f"{counts[s.value]} {s.value}" for s in State if s.value in counts]
-    built = sum(1 for r in plan.rows if r.built)
-    text = f"{len(plan.rows)} cells, {built} built: " + (", ".join(parts) or "nothing")
-    if plan.missing_toolchains:
-        text += f"; {len(plan.missing_toolchains)} missing toolchain"
-    return text
-
-
-def _size(row: PlanRow) -> str:
-    return "not built" if row.size is None else f"{row.size / 2**20:.2f} MiB"
-
-
-def _state(row: PlanRow) -> str:
-    return row.state.value + (f": {row.reason}" if row.reason else "")
-
-
-def table_rows(plan: ReleasePlan) -> list[list[str]]:
-    return [
-        [r.cell, r.wheel, _size(r), r.destination, _state(r), r.url, r.toolchain.text]
-        for r in plan.rows
-    ]
-
-
-def markdown(plan: ReleasePlan) -> str:
-    lines = [
-        f"## Release plan: {plan.project} {plan.version}",
-        "",
-        summary(plan),
-        "",
-        markdown_table(COLUMNS, table_rows(plan)),
-    ]
-    if plan.nccl:
-        lines += [
-            "NCCL override files:",
-            "",
-            *(f"- `{n.file}`: `{n.requirement}` ({n.purpose})" for n in plan.nccl),
-            "",
-        ]
-    lines += [f"- problem: {p}" for p in plan.problems]
-    return "\n".join(lines) + "\n"
-
-
-def to_json(plan: ReleasePlan) -> dict[str, Any]:
-    return {
-        "project": plan.project,
-        "version": plan.version,
-        "ok": failure(plan) is None,
-        "cells": [
-            {
-                "cell": r.cell,
-                "wheel": r.wheel,
-                "built": r.built,
-                "size": r.size,
-                "destination": r.destination,
-                "url": r.url,
-                "state": r.state.value,
-                "reason": r.reason,
-                "toolchain_ok": r.toolchain.ok,
-                "toolchain": r.toolchain.text,
-            }
-            for r in plan.rows
-        ],
-        "nccl_files": [vars(n) for n in plan.nccl],
-        "problems": list(plan.problems),
-    }
-
-
 def failure(plan: ReleasePlan) -> ReleaseError | None:
     """The error the plan ends with: conflicts first, then missing toolchains, refused
     files and a tag that does not match; None when the release can go ahead."""
@@ -221,3 +150,93 @@ def failure(plan: ReleasePlan) -> ReleaseError | None:
     if plan.problems:
         return ConfigError(plan.problems, hint="tag the version the matrix releases")
     return None
+
+
+def toolchain_verdicts(
+    cells: Sequence[Cell], *, cuda_home: Path | None, cache: Path
+) -> dict[str, ToolchainVerdict]:
+    """Each cell's toolchain as `release build` would resolve it; nothing is installed."""
+    out: dict[str, ToolchainVerdict] = {}
+    for cell in cells:
+        try:
+            plan = resolve(str(cell.cuda), cell.arch, cuda_home=cuda_home, cache_dir=cache)
+        except ToolchainError as error:
+            out[cell.id] = ToolchainVerdict(ok=False, text=f"missing: {error.message}")
+            continue
+        if plan.device is None:
+            nvcc = (plan.cuda_home or Path("/usr/local/cuda")) / "bin" / "nvcc"
+            ok = nvcc.is_file()
+            text = f"nvcc at {nvcc}" if ok else f"missing: {nvcc} does not exist"
+            out[cell.id] = ToolchainVerdict(ok=ok, text=text)
+            continue
+        present = present_dirs([plan])
+        state = "provisioned" if plan.install_dir(plan.device) in present else "from PyPI"
+        out[cell.id] = ToolchainVerdict(
+            ok=True, text=f"{plan.device_compiler} {', '.join(plan.device.requirements)} ({state})"
+        )
+    return out
+
+
+def built_entries(dist: Path) -> Mapping[str, WheelEntry]:
+    """The manifest entries in `dist` by filename; none when nothing was built there."""
+    if not any(dist.glob("manifest*.json")):
+        return {}
+    return load_dist(dist).by_filename()
+
+
+def make_plan(
+    cells: Sequence[Cell],
+    *,
+    dist: Path,
+    verdicts: Mapping[str, ToolchainVerdict],
+    factory: PublisherFactory,
+    expect_tag: str | None,
+) -> ReleasePlan:
+    built = built_entries(dist)
+    entries = {c.id: built.get(c.wheel_filename) or unbuilt_entry(c) for c in cells}
+    by_destination: dict[str, list[Cell]] = {}
+    for cell in cells:
+        by_destination.setdefault(entries[cell.id].destination.name, []).append(cell)
+    rows: dict[str, PlanRow] = {}
+    for group in by_destination.values():
+        destination = entries[group[0].id].destination
+        publisher = factory(destination)
+        ready = [entries[c.id] for c in group if entries[c.id].filename in built]
+        decided = {
+            d.entry.filename: d for d in plan_for(publisher, ready, dist, replace=False).decisions
+        }
+        waiting = {entries[c.id].filename: 0 for c in group if entries[c.id].filename not in built}
+        remote = publisher.existing(waiting, rehash=False) if waiting else {}
+        for cell in group:
+            entry = entries[cell.id]
+            is_built = entry.filename in built
+            if is_built:
+                decision = decided[entry.filename]
+                state, reason = built_state(decision)
+                url = decision.url
+            else:
+                found = remote.get(entry.filename)
+                state, reason = unbuilt_state(found)
+                url = publisher.final_url(entry.filename) if found is None else found.url
+            rows[cell.id] = PlanRow(
+                cell=cell.id,
+                wheel=entry.filename,
+                built=is_built,
+                size=entry.size if is_built else None,
+                destination=f"{destination.name} ({destination.kind})",
+                url=url,
+                state=state,
+                reason=reason,
+                toolchain=verdicts[cell.id],
+            )
+    project = cells[0].project
+    nccl = override_files({c.cuda.major: c.nccl for c in cells if c.nccl is not None})
+    return ReleasePlan(
+        project=project.name,
+        version=str(project.version),
+        rows=tuple(rows[c.id] for c in cells),
+        nccl=tuple(
+            NcclLine(file=f.name, requirement=f.requirement, purpose=f.purpose) for f in nccl
+        ),
+        problems=tuple(tag_problems(cells, str(project.version), expect_tag) if expect_tag else ()),
+    )

@@ -75,9 +75,12 @@ def one_line_tail(text: str, lines: int = 3) -> str:
     return " | ".join(line.strip() for line in tail(text, lines).splitlines()) or "(no output)"
 
 
-def reproduce_command(cmd: Sequence[str], env: Mapping[str, str], cwd: Path | None) -> str:
-    """A shell line that re-runs `cmd` with the variables that differ from the parent's."""
-    changed = {k: v for k, v in env.items() if os.environ.get(k) != v and not k.startswith("_")}
+def reproduce_command(
+    cmd: Sequence[str], env: Mapping[str, str], cwd: Path | None, *, parent: Mapping[str, str]
+) -> str:
+    """A shell line that re-runs `cmd` with the variables that differ from `parent`'s (the
+    environment the user runs it from)."""
+    changed = {k: v for k, v in env.items() if parent.get(k) != v and not k.startswith("_")}
     prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(changed.items()))
     where = f"cd {shlex.quote(str(cwd))} && " if cwd else ""
     return mask(f"{where}{prefix} {shlex.join(cmd)}".strip(), secret_values(env))

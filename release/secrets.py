@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 MASK = "***"
 MIN_LENGTH = 4  # shorter values would mask ordinary text
@@ -91,3 +93,42 @@ class Secret:
 
     def __bool__(self) -> bool:
         return bool(self._value)
+
+
+# --- Credentials, read from the environment in one place. ---
+
+TOKEN_USERNAME = "__token__"  # noqa: S105  # PyPI's fixed username for API tokens
+
+
+def github_token(env: Mapping[str, str]) -> Secret | None:
+    """GITHUB_TOKEN (or GH_TOKEN), if set."""
+    value = env.get("GITHUB_TOKEN") or env.get("GH_TOKEN")
+    return Secret(value) if value else None
+
+
+@dataclass(frozen=True, kw_only=True)
+class IndexCredentials:
+    """How uploads to a package index authenticate, described without the secret."""
+
+    username: str
+    password: Secret | None  # None: trusted publishing (twine mints a short-lived token)
+    source: str  # for the user: "TWINE_API_KEY", "trusted publishing", ...
+
+
+def index_credentials(env: Mapping[str, str], repository_url: str) -> IndexCredentials | None:
+    """Upload credentials from the environment, or None when there are none."""
+    if env.get("TWINE_API_KEY"):
+        return IndexCredentials(
+            username=TOKEN_USERNAME, password=Secret(env["TWINE_API_KEY"]), source="TWINE_API_KEY"
+        )
+    if env.get("TWINE_PASSWORD"):
+        return IndexCredentials(
+            username=env.get("TWINE_USERNAME") or TOKEN_USERNAME,
+            password=Secret(env["TWINE_PASSWORD"]),
+            source="TWINE_USERNAME/TWINE_PASSWORD",
+        )
+    in_actions = env.get("GITHUB_ACTIONS") == "true"
+    host = urlsplit(repository_url).hostname or ""
+    if in_actions and env.get("ACTIONS_ID_TOKEN_REQUEST_URL") and host.endswith("pypi.org"):
+        return IndexCredentials(username=TOKEN_USERNAME, password=None, source="trusted publishing")
+    return None

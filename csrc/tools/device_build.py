@@ -586,21 +586,23 @@ class Cache:
         except FileNotFoundError:
             return None
         except OSError as exc:
-            return self._damaged(path, f"unreadable ({exc.strerror or exc})")
+            self._discard(path, f"unreadable ({exc.strerror or exc})")
+            return None
         try:
             recorded = digest_path.read_text(encoding="ascii").strip()
         except (OSError, UnicodeDecodeError):
-            return self._damaged(path, "its sha256 was never written")
+            self._discard(path, "its sha256 was never written")
+            return None
         if hashlib.sha256(data).hexdigest() != recorded:
-            return self._damaged(path, f"its bytes do not match their sha256 ({len(data)} bytes)")
+            self._discard(path, f"its bytes do not match their sha256 ({len(data)} bytes)")
+            return None
         return data
 
-    def _damaged(self, path: Path, reason: str) -> None:  # returns None for `get`
+    def _discard(self, path: Path, reason: str) -> None:
         for stale in (path, path.with_name(path.name + ".sha256")):
             with contextlib.suppress(OSError):
                 stale.unlink()
         self.on_damage(path, reason)
-        return None
 
     def put(self, key: str, suffix: str, data: bytes) -> None:
         final = self.path(key, suffix)

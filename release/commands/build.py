@@ -23,7 +23,6 @@ from release import proc
 from release.build import (
     BuildSettings,
     CellResult,
-    Reconciled,
     build_cells,
     build_command,
     device_warnings,
@@ -32,7 +31,6 @@ from release.build import (
     require_success,
     schedule,
     source_date_epoch,
-    stray_wheels,
     write_outputs,
 )
 from release.commands.common import (
@@ -44,6 +42,7 @@ from release.commands.common import (
 )
 from release.compare import Comparison, compare
 from release.console import make_console, table
+from release.dist import Reconciled, stray_wheels
 from release.errors import BuildError, ConfigError
 from release.manifest import Manifest, read_manifest
 from release.matrix import Cell, load_matrix

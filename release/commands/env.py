@@ -26,13 +26,13 @@ from release import proc
 from release.build import (
     BuildSettings,
     CellResult,
-    certify,
     outcome,
     require_success,
     source_date_epoch,
     toolchain_summary,
     write_outputs,
 )
+from release.certify import certify
 from release.commands.common import add_toolchain_options, cache_dir, cuda_home
 from release.errors import BuildError, ConfigError
 from release.fsutil import write_atomic

@@ -8,8 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from release.console import make_console, table
-from release.matrix import Cell, cell_dict, load_matrix, matrix_json_schema
-from release.nccl import nccl_requirement
+from release.matrix import Cell, cell_dict, load_matrix, matrix_json_schema, nccl_requirement
 
 GITHUB_JOB_LIMIT = 256
 

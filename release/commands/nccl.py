@@ -6,8 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-import httpx
-
+from release import http
 from release.console import make_console, table
 from release.errors import ConfigError
 from release.matrix import load_matrix
@@ -46,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     pins = matrix.nccl_pins(matrix.select(cuda=args.cuda))
     require_pins(pins)
     if args.check:
-        with httpx.Client(timeout=30) as client:
+        with http.client() as client:
             problems = check_pins_exist(pins, index_url=args.index_url, client=client)
         if problems:
             raise ConfigError(problems, hint="fix the nccl pins in the matrix; nothing written")

@@ -11,39 +11,18 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import httpx
-
+from release import http
 from release.commands.common import add_toolchain_options, cache_dir, cuda_home
-from release.console import make_console, table
-from release.dist import load_dist
-from release.errors import ToolchainError
-from release.manifest import WheelEntry
-from release.matrix import Cell, load_matrix
-from release.nccl import override_files
-from release.plan import (
-    COLUMNS,
-    NcclLine,
-    PlanRow,
-    ReleasePlan,
-    ToolchainVerdict,
-    built_state,
-    failure,
-    markdown,
-    summary,
-    table_rows,
-    tag_problems,
-    to_json,
-    unbuilt_entry,
-    unbuilt_state,
-)
-from release.publish.base import decide
-from release.publish.run import PublishSettings, default_factory, local_problem
-from release.report import write_reports
-from release.toolchain import present_dirs, resolve
+from release.console import make_console, markdown_table, table, write_reports
+from release.matrix import load_matrix
+from release.plan import PlanRow, ReleasePlan, State, failure, make_plan, toolchain_verdicts
+from release.publish.run import PublishSettings, default_factory
+from release.targets import ARCHES
+
+COLUMNS = ("cell", "wheel", "size", "destination", "state", "final URL", "toolchain")
 
 
 def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
@@ -57,7 +36,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
         "conflict, a refused file or a missing toolchain. Changes nothing anywhere.",
     )
     parser.add_argument("--cuda", action="append", default=[], metavar="X.Y")
-    parser.add_argument("--arch", action="append", default=[], choices=("x86_64", "aarch64"))
+    parser.add_argument("--arch", action="append", default=[], choices=ARCHES)
     parser.add_argument(
         "--dist",
         type=Path,
@@ -82,96 +61,75 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     parser.set_defaults(func=run)
 
 
-def toolchain_verdicts(
-    cells: Sequence[Cell], *, cuda_home: Path | None, cache: Path
-) -> dict[str, ToolchainVerdict]:
-    """Each cell's toolchain as `release build` would resolve it; nothing is installed."""
-    out: dict[str, ToolchainVerdict] = {}
-    for cell in cells:
-        try:
-            plan = resolve(str(cell.cuda), cell.arch, cuda_home=cuda_home, cache_dir=cache)
-        except ToolchainError as error:
-            out[cell.id] = ToolchainVerdict(ok=False, text=f"missing: {error.message}")
-            continue
-        if plan.device is None:
-            nvcc = (plan.cuda_home or Path("/usr/local/cuda")) / "bin" / "nvcc"
-            ok = nvcc.is_file()
-            text = f"nvcc at {nvcc}" if ok else f"missing: {nvcc} does not exist"
-            out[cell.id] = ToolchainVerdict(ok=ok, text=text)
-            continue
-        present = present_dirs([plan])
-        state = "provisioned" if plan.install_dir(plan.device) in present else "from PyPI"
-        out[cell.id] = ToolchainVerdict(
-            ok=True, text=f"{plan.device_compiler} {', '.join(plan.device.requirements)} ({state})"
-        )
-    return out
+def summary(plan: ReleasePlan) -> str:
+    counts: dict[str, int] = {}
+    for row in plan.rows:
+        counts[row.state.value] = counts.get(row.state.value, 0) + 1
+    parts = [f"{counts[s.value]} {s.value}" for s in State if s.value in counts]
+    built = sum(1 for r in plan.rows if r.built)
+    text = f"{len(plan.rows)} cells, {built} built: " + (", ".join(parts) or "nothing")
+    if plan.missing_toolchains:
+        text += f"; {len(plan.missing_toolchains)} missing toolchain"
+    return text
 
 
-def built_entries(dist: Path) -> Mapping[str, WheelEntry]:
-    """The manifest entries in `dist` by filename; none when nothing was built there."""
-    if not any(dist.glob("manifest*.json")):
-        return {}
-    return load_dist(dist).by_filename()
+def _size(row: PlanRow) -> str:
+    return "not built" if row.size is None else f"{row.size / 2**20:.2f} MiB"
 
 
-def make_plan(
-    cells: Sequence[Cell],
-    *,
-    dist: Path,
-    verdicts: Mapping[str, ToolchainVerdict],
-    settings: PublishSettings,
-    environ: Mapping[str, str],
-    client: httpx.Client,
-    expect_tag: str | None,
-) -> ReleasePlan:
-    built = built_entries(dist)
-    entries = {c.id: built.get(c.wheel_filename) or unbuilt_entry(c) for c in cells}
-    by_destination: dict[str, list[Cell]] = {}
-    for cell in cells:
-        by_destination.setdefault(entries[cell.id].destination.name, []).append(cell)
-    factory = default_factory(settings, environ, client)
-    rows: dict[str, PlanRow] = {}
-    for group in by_destination.values():
-        destination = entries[group[0].id].destination
-        publisher = factory(destination)
-        remote = publisher.existing([entries[c.id] for c in group])
-        for cell in group:
-            entry = entries[cell.id]
-            found = remote.get(entry.filename)
-            is_built = entry.filename in built
-            if is_built:
-                wheel = dist / entry.filename
-                refusal = local_problem(entry, wheel) or publisher.refusal(entry, wheel)
-                decision = decide(
-                    entry, found, refusal=refusal, replace=False, url=publisher.final_url(entry)
-                )
-                state, reason = built_state(decision)
-                url = decision.url
-            else:
-                state, reason = unbuilt_state(found)
-                url = publisher.final_url(entry) if found is None else found.url
-            rows[cell.id] = PlanRow(
-                cell=cell.id,
-                wheel=entry.filename,
-                built=is_built,
-                size=entry.size if is_built else None,
-                destination=f"{destination.name} ({destination.kind})",
-                url=url,
-                state=state,
-                reason=reason,
-                toolchain=verdicts[cell.id],
-            )
-    project = cells[0].project
-    nccl = override_files({c.cuda.major: c.nccl for c in cells if c.nccl is not None})
-    return ReleasePlan(
-        project=project.name,
-        version=str(project.version),
-        rows=tuple(rows[c.id] for c in cells),
-        nccl=tuple(
-            NcclLine(file=f.name, requirement=f.requirement, purpose=f.purpose) for f in nccl
-        ),
-        problems=tuple(tag_problems(cells, str(project.version), expect_tag) if expect_tag else ()),
-    )
+def _state(row: PlanRow) -> str:
+    return row.state.value + (f": {row.reason}" if row.reason else "")
+
+
+def table_rows(plan: ReleasePlan) -> list[list[str]]:
+    return [
+        [r.cell, r.wheel, _size(r), r.destination, _state(r), r.url, r.toolchain.text]
+        for r in plan.rows
+    ]
+
+
+def markdown(plan: ReleasePlan) -> str:
+    lines = [
+        f"## Release plan: {plan.project} {plan.version}",
+        "",
+        summary(plan),
+        "",
+        markdown_table(COLUMNS, table_rows(plan)),
+    ]
+    if plan.nccl:
+        lines += [
+            "NCCL override files:",
+            "",
+            *(f"- `{n.file}`: `{n.requirement}` ({n.purpose})" for n in plan.nccl),
+            "",
+        ]
+    lines += [f"- problem: {p}" for p in plan.problems]
+    return "\n".join(lines) + "\n"
+
+
+def to_json(plan: ReleasePlan) -> dict[str, Any]:
+    return {
+        "project": plan.project,
+        "version": plan.version,
+        "ok": failure(plan) is None,
+        "cells": [
+            {
+                "cell": r.cell,
+                "wheel": r.wheel,
+                "built": r.built,
+                "size": r.size,
+                "destination": r.destination,
+                "url": r.url,
+                "state": r.state.value,
+                "reason": r.reason,
+                "toolchain_ok": r.toolchain.ok,
+                "toolchain": r.toolchain.text,
+            }
+            for r in plan.rows
+        ],
+        "nccl_files": [vars(n) for n in plan.nccl],
+        "problems": list(plan.problems),
+    }
 
 
 def run(args: argparse.Namespace) -> int:
@@ -186,15 +144,14 @@ def run(args: argparse.Namespace) -> int:
         dry_run=True,
         repository_url=args.repository_url,
         github_api_url=args.github_api_url,
+        command="release plan",
     )
-    with httpx.Client(timeout=60.0, follow_redirects=True) as client:
+    with http.client() as client:
         plan = make_plan(
             cells,
             dist=args.dist,
             verdicts=verdicts,
-            settings=settings,
-            environ=environ,
-            client=client,
+            factory=default_factory(settings, environ, client),
             expect_tag=args.expect_tag,
         )
     console = make_console()

@@ -8,17 +8,114 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from release.console import make_console
+from rich.console import Console
+
+from release.console import error_annotations, make_console, markdown_table, table, write_reports
 from release.errors import ReleaseError
+from release.publish.decide import Action, FileDecision
 from release.publish.run import PublishOutcome, PublishSettings, publish
-from release.report import (
-    error_annotations,
-    print_applied,
-    print_plan,
-    publish_json,
-    publish_markdown,
-    write_reports,
-)
+
+PLAN_COLUMNS = ("file", "destination", "action", "reason", "final URL")
+VERIFY_COLUMNS = ("result", "check", "subject", "detail", "URL")
+
+
+def plan_rows(outcome: PublishOutcome) -> list[list[str]]:
+    rows = []
+    for item in outcome.plans:
+        for d in item.plan.decisions:
+            rows.append(_row(d, item.destination.name, item.destination.kind))
+    return rows
+
+
+def applied_rows(outcome: PublishOutcome) -> list[list[str]]:
+    return [_row(d, d.entry.destination.name, d.entry.destination.kind) for d in outcome.applied]
+
+
+def _row(decision: FileDecision, name: str, kind: str) -> list[str]:
+    return [
+        decision.entry.filename,
+        f"{name} ({kind})",
+        decision.action.value,
+        decision.reason,
+        decision.url,
+    ]
+
+
+def plan_summary(outcome: PublishOutcome) -> str:
+    counts: dict[str, int] = {}
+    for item in outcome.plans:
+        for d in item.plan.decisions:
+            counts[d.action.value] = counts.get(d.action.value, 0) + 1
+    parts = [f"{counts[a.value]} {a.value}" for a in Action if a.value in counts]
+    return ", ".join(parts) or "nothing to publish"
+
+
+def print_plan(console: Console, outcome: PublishOutcome, *, dry_run: bool) -> None:
+    title = (
+        f"{outcome.manifest.project} {outcome.manifest.version}: publish plan"
+        f"{' (dry run: nothing will change)' if dry_run else ''}"
+    )
+    console.print(table(PLAN_COLUMNS, plan_rows(outcome), title))
+    console.print(f"plan: {plan_summary(outcome)}")
+
+
+def print_applied(console: Console, outcome: PublishOutcome) -> None:
+    for note in outcome.notes:
+        console.print(note)
+    console.print(table(PLAN_COLUMNS, applied_rows(outcome), "published"))
+    for index in outcome.indexes:
+        where = index.url or "(no index URL configured)"
+        console.print(
+            f"index {index.label}: {len(index.files)} files, written to {index.directory}, "
+            f"served at {where}"
+        )
+    if outcome.record is not None:
+        console.print(f"record: {outcome.record}")
+
+
+def publish_json(outcome: PublishOutcome, *, dry_run: bool) -> dict[str, Any]:
+    def decision(d: FileDecision) -> dict[str, Any]:
+        return {
+            "filename": d.entry.filename,
+            "destination": d.entry.destination.name,
+            "kind": d.entry.destination.kind,
+            "action": d.action.value,
+            "reason": d.reason,
+            "url": d.url,
+            "sha256": d.entry.sha256,
+            "size": d.entry.size,
+        }
+
+    return {
+        "project": outcome.manifest.project,
+        "version": outcome.manifest.version,
+        "dry_run": dry_run,
+        "blocked": outcome.blocked,
+        "plan": [decision(d) for p in outcome.plans for d in p.plan.decisions],
+        "applied": [decision(d) for d in outcome.applied],
+        "indexes": [
+            {"label": i.label, "url": i.url, "directory": str(i.directory), "files": len(i.files)}
+            for i in outcome.indexes
+        ],
+    }
+
+
+def publish_markdown(outcome: PublishOutcome, *, dry_run: bool) -> str:
+    head = f"## Publish {outcome.manifest.project} {outcome.manifest.version}"
+    if dry_run:
+        head += " (dry run)"
+    lines = [
+        head,
+        "",
+        f"Plan: {plan_summary(outcome)}",
+        "",
+        markdown_table(PLAN_COLUMNS, plan_rows(outcome)),
+    ]
+    if outcome.applied:
+        lines += ["### Published", "", markdown_table(PLAN_COLUMNS, applied_rows(outcome))]
+    for index in outcome.indexes:
+        lines.append(f"- index `{index.label}`: {len(index.files)} files at {index.url or '-'}")
+    return "\n".join(lines) + "\n"
 
 
 def register(subparsers: Any, common: argparse.ArgumentParser) -> None:

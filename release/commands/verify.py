@@ -8,18 +8,49 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from release.console import make_console
+from rich.console import Console
+
+from release.console import error_annotations, make_console, markdown_table, table, write_reports
 from release.dist import load_dist
 from release.errors import ConfigError, VerifyError
-from release.publish.run import RECORD_NAME
-from release.report import (
-    error_annotations,
-    print_verify,
-    verify_json,
-    verify_markdown,
-    write_reports,
+from release.published import RECORD_NAME, read_record, with_overrides
+from release.verify import (
+    DEFAULT_CONCURRENCY,
+    VerifyReport,
+    VerifySettings,
+    report_json,
+    verify,
 )
-from release.verify import DEFAULT_CONCURRENCY, VerifySettings, read_record, verify, with_overrides
+
+VERIFY_COLUMNS = ("result", "check", "subject", "detail", "URL")
+
+
+def verify_rows(report: VerifyReport) -> list[list[str]]:
+    ordered = sorted(report.checks, key=lambda c: (c.ok, c.check, c.subject))
+    return [
+        ["ok" if c.ok else "FAILED", c.check, c.subject, c.detail, c.url or ""] for c in ordered
+    ]
+
+
+def print_verify(console: Console, report: VerifyReport) -> None:
+    failed = len(report.failed)
+    title = (
+        f"{report.project} {report.version}: verify: {len(report.checks) - failed} ok, "
+        f"{failed} failed"
+    )
+    console.print(table(VERIFY_COLUMNS, verify_rows(report), title))
+
+
+def verify_markdown(report: VerifyReport) -> str:
+    failed = len(report.failed)
+    status = "all checks passed" if not failed else f"{failed} of {len(report.checks)} failed"
+    return f"## Verify {report.project} {report.version}: {status}\n\n" + markdown_table(
+        VERIFY_COLUMNS, verify_rows(report)
+    )
+
+
+def verify_json(report: VerifyReport) -> dict[str, Any]:
+    return report_json(report)
 
 
 def register(subparsers: Any, common: argparse.ArgumentParser) -> None:

@@ -1,43 +1,40 @@
-"""The pip index of the GitHub-hosted variants: PEP 503 HTML and PEP 691 JSON, and reading one.
+"""The pip index of the GitHub-hosted variants: PEP 503 HTML and PEP 691 JSON.
 
-`render_index` is pure: from the FULL set of published files it renders one tree per local
-label (`cu129/index.html`, `cu129/<project>/index.html`, `cu129/<project>/index.json`).
-Links point at the files where they are hosted (GitHub `browser_download_url`), carry
-`#sha256=`, an escaped `data-requires-python`, and `data-core-metadata` /
-`data-dist-info-metadata` (PEP 658/714) when a `<file>.metadata` sidecar is hosted beside
-the file. The index is always regenerated, never appended to, so a filename can appear
-only once with one hash.
-
-`parse_simple_html` / `parse_simple_json` read a project page of any simple index (PyPI,
-pypiserver, ours) into `RemoteFile`s; `write_index` swaps a rendered tree into a directory
-atomically; `commit_pages` puts it on a git branch for GitHub Pages.
+The index is a function of everything published, never of one run: `collect` reads every
+published release of the repository and takes each file's sha256, size, Requires-Python
+and PEP 658 metadata from the published assets themselves (the `<wheel>.metadata` sidecar,
+or the wheel where a release has none). `render_index` is pure: from that full set it
+renders one tree per local label (`cu129/index.html`, `cu129/<project>/index.html`,
+`cu129/<project>/index.json`), plus the NCCL pins under `nccl/`. Links point at the files
+where they are hosted (GitHub `browser_download_url`), carry `#sha256=`, an escaped
+`data-requires-python`, and `data-core-metadata` / `data-dist-info-metadata` (PEP 658/714)
+where the sidecar is hosted beside the file. `write_index` swaps a rendered tree into a
+directory atomically.
 """
 
 from __future__ import annotations
 
+import email.parser
+import hashlib
 import html
 import json
 import os
 import shutil
-import subprocess
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
-from urllib.parse import urldefrag, urljoin
 
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
-from release.errors import PublishError
-from release.publish.base import RemoteFile
+from release.fsutil import current_umask, write_atomic
+from release.github_api import GithubClient
+from release.github_model import AssetInfo, parse_asset, parse_release
+from release.wheelfile import wheel_facts
 
-SIMPLE_JSON = "application/vnd.pypi.simple.v1+json"
-SIMPLE_HTML = "application/vnd.pypi.simple.v1+html"
-# Ask for PEP 691 JSON first; plain HTML (pypiserver, static hosting) is the fallback.
-ACCEPT = f"{SIMPLE_JSON}, {SIMPLE_HTML};q=0.2, text/html;q=0.1"
 API_VERSION = "1.1"
+METADATA_SUFFIX = ".metadata"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -130,9 +127,12 @@ def _json_file(file: IndexFile) -> dict[str, Any]:
     return entry
 
 
-def render_index(files: Sequence[IndexFile]) -> dict[str, bytes]:
-    """Every file of the index tree, by relative path. Deterministic; raises ValueError on a
-    set of files that cannot form an index (see `index_problems`)."""
+def render_index(
+    files: Sequence[IndexFile], extra: Mapping[str, bytes] | None = None
+) -> dict[str, bytes]:
+    """Every file of the index tree, by relative path, with `extra` files (the NCCL pins)
+    added as they are. Deterministic; raises ValueError on a set of files that cannot form
+    an index (see `index_problems`)."""
     problems = index_problems(files)
     if problems:
         raise ValueError("; ".join(problems))
@@ -170,113 +170,13 @@ def render_index(files: Sequence[IndexFile]) -> dict[str, bytes]:
                     "files": [_json_file(f) for f in ordered],
                 }
             )
+    for relative, data in sorted((extra or {}).items()):
+        out[relative] = data
     return out
 
 
 def _json_bytes(data: object) -> bytes:
     return (json.dumps(data, indent=2, sort_keys=True) + "\n").encode()
-
-
-# --- Reading a project page of any simple index. ---
-
-
-class _AnchorParser(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.anchors: list[tuple[dict[str, str | None], str]] = []
-        self._open: dict[str, str | None] | None = None
-        self._text: list[str] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag == "a":
-            self._open = dict(attrs)
-            self._text = []
-
-    def handle_data(self, data: str) -> None:
-        if self._open is not None:
-            self._text.append(data)
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag == "a" and self._open is not None:
-            self.anchors.append((self._open, "".join(self._text).strip()))
-            self._open = None
-
-
-def _digest(fragment: str, prefix: str = "sha256=") -> str | None:
-    return fragment[len(prefix) :].lower() if fragment.startswith(prefix) else None
-
-
-@dataclass(frozen=True, kw_only=True)
-class ListedFile:
-    """A file on a simple index page, with what PEP 503/658/691 say about it."""
-
-    remote: RemoteFile
-    hash_name: str | None  # the hash the link carries (sha256, md5, ...), if any
-    requires_python: str | None
-    metadata_sha256: str | None
-
-
-def parse_simple_html(text: str, page_url: str) -> dict[str, ListedFile]:
-    """The files of a PEP 503 project page, by filename (the anchor text)."""
-    parser = _AnchorParser()
-    parser.feed(text)
-    parser.close()
-    out: dict[str, ListedFile] = {}
-    for attrs, name in parser.anchors:
-        href = attrs.get("href")
-        if not href or not name:
-            continue
-        url, fragment = urldefrag(urljoin(page_url, href))
-        hash_name = fragment.split("=", 1)[0] if "=" in fragment else None
-        core = attrs.get("data-core-metadata") or attrs.get("data-dist-info-metadata") or ""
-        out[name] = ListedFile(
-            remote=RemoteFile(name=name, size=None, sha256=_digest(fragment), url=url),
-            hash_name=hash_name,
-            requires_python=attrs.get("data-requires-python"),
-            metadata_sha256=_digest(core),
-        )
-    return out
-
-
-def parse_simple_json(data: object, page_url: str) -> dict[str, ListedFile]:
-    """The files of a PEP 691 project page, by filename. Raises ValueError when malformed."""
-    if not isinstance(data, dict) or not isinstance(data.get("files"), list):
-        raise ValueError("not a PEP 691 project page (no 'files' list)")
-    out: dict[str, ListedFile] = {}
-    for raw in data["files"]:
-        if not isinstance(raw, dict):
-            raise ValueError("a 'files' entry is not an object")
-        name, url, hashes = raw.get("filename"), raw.get("url"), raw.get("hashes")
-        if not isinstance(name, str) or not isinstance(url, str) or not isinstance(hashes, dict):
-            raise ValueError("a 'files' entry lacks filename, url or hashes")
-        sha256 = hashes.get("sha256")
-        size = raw.get("size")
-        core = raw.get("core-metadata", raw.get("dist-info-metadata"))
-        metadata = core.get("sha256") if isinstance(core, dict) else None
-        requires = raw.get("requires-python")
-        out[name] = ListedFile(
-            remote=RemoteFile(
-                name=name,
-                size=size if isinstance(size, int) and not isinstance(size, bool) else None,
-                sha256=sha256.lower() if isinstance(sha256, str) else None,
-                url=urljoin(page_url, url),
-            ),
-            hash_name="sha256" if isinstance(sha256, str) else next(iter(hashes), None),
-            requires_python=requires if isinstance(requires, str) else None,
-            metadata_sha256=metadata if isinstance(metadata, str) else None,
-        )
-    return out
-
-
-def parse_project_page(body: bytes, content_type: str, page_url: str) -> dict[str, ListedFile]:
-    """A project page in whichever format the server chose."""
-    if content_type.split(";", maxsplit=1)[0].strip() == SIMPLE_JSON:
-        return parse_simple_json(json.loads(body), page_url)
-    return parse_simple_html(body.decode("utf-8", errors="replace"), page_url)
-
-
-def project_page_url(index_url: str, project: str) -> str:
-    return f"{index_url.rstrip('/')}/{canonicalize_name(project)}/"
 
 
 # --- Writing the tree. ---
@@ -293,10 +193,9 @@ def write_index(tree: Mapping[str, bytes], directory: Path) -> None:
             target = staging / relative
             if not target.resolve().is_relative_to(staging.resolve()):
                 raise ValueError(f"{relative}: outside the index directory")
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data)
+            write_atomic(target, data)
         # mkdtemp makes it 0o700; the index is served to others
-        os.chmod(staging, 0o755)  # noqa: S103
+        os.chmod(staging, 0o777 & ~current_umask())
         old = None
         if directory.exists():
             old = directory.with_name(f".{directory.name}.old-{os.getpid()}")
@@ -309,59 +208,60 @@ def write_index(tree: Mapping[str, bytes], directory: Path) -> None:
         raise
 
 
-def _git(repo: Path, args: Sequence[str], env: Mapping[str, str], cwd: Path | None = None) -> str:
-    proc = subprocess.run(
-        ["git", *args] if cwd else ["git", "-C", str(repo), *args],
-        cwd=cwd,
-        env=dict(env),
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if proc.returncode != 0:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["(no output)"]
-        raise PublishError(
-            f"git {args[0]} failed in {repo}: {tail[0]}",
-            hint="--pages-repo must be a git repository you can commit to",
+# --- Everything published, read back from GitHub. ---
+
+
+def requires_python_of(metadata: bytes) -> str | None:
+    headers = email.parser.BytesParser().parsebytes(metadata, headersonly=True)
+    value = headers.get("Requires-Python")
+    return str(value) if value is not None else None
+
+
+def collect(client: GithubClient, repository: str, project: str) -> list[IndexFile]:
+    """Every wheel with a local label on every published release of `repository` (inside
+    one client session): the full set the index is regenerated from. Each file's
+    attributes come from what is published: the digest (or the download) for sha256, the
+    `.metadata` sidecar (or the wheel itself) for Requires-Python."""
+    files: dict[str, IndexFile] = {}
+    for data in client.list_releases_json(repository):
+        release = parse_release(data)
+        if release.draft:
+            continue
+        raw_assets = data.get("assets")
+        listed = (
+            [parse_asset(a) for a in raw_assets]
+            if isinstance(raw_assets, list)
+            else client.list_assets(repository, release)
         )
-    return proc.stdout.strip()
+        assets = {a.name: a for a in listed if a.state == "uploaded"}
+        for name, asset in sorted(assets.items()):
+            try:
+                dist_name, version, _, _ = parse_wheel_filename(name)
+            except InvalidWheelFilename:
+                continue
+            if canonicalize_name(dist_name) != canonicalize_name(project) or not version.local:
+                continue
+            files[name] = _index_file(client, asset, assets.get(name + METADATA_SUFFIX))
+    return list(files.values())
 
 
-def commit_pages(
-    directory: Path,
-    *,
-    repo: Path,
-    branch: str,
-    message: str,
-    environ: Mapping[str, str],
-    push_remote: str | None = None,
-) -> str:
-    """Commit the index tree in `directory` as the whole content of `branch` in `repo`
-    (without touching its working tree or index), optionally push it; return the commit."""
-    git_dir = _git(repo, ["rev-parse", "--absolute-git-dir"], environ)
-    with tempfile.TemporaryDirectory() as tmp:
-        env = {
-            **environ,
-            "GIT_INDEX_FILE": str(Path(tmp) / "index"),
-            "GIT_DIR": git_dir,
-            "GIT_WORK_TREE": str(directory.resolve()),
-        }
-        _git(repo, ["add", "--all", "--force", "."], env, cwd=directory.resolve())
-        tree = _git(repo, ["write-tree"], env, cwd=directory.resolve())
-        parent = subprocess.run(
-            # git from PATH, as the user runs it
-            ["git", "-C", str(repo), "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}"],  # noqa: S607
-            env=dict(environ),
-            capture_output=True,
-            text=True,
-            check=False,
-        ).stdout.strip()
-        if parent and _git(repo, ["rev-parse", f"{parent}^{{tree}}"], environ) == tree:
-            commit = parent
-        else:
-            parents = ["-p", parent] if parent else []
-            commit = _git(repo, ["commit-tree", tree, *parents, "-m", message], environ)
-            _git(repo, ["update-ref", f"refs/heads/{branch}", commit], environ)
-    if push_remote:
-        _git(repo, ["push", push_remote, f"refs/heads/{branch}:refs/heads/{branch}"], environ)
-    return commit
+def _index_file(client: GithubClient, wheel: AssetInfo, sidecar: AssetInfo | None) -> IndexFile:
+    if sidecar is not None:
+        metadata = client.download_asset(sidecar)
+        metadata_sha256: str | None = hashlib.sha256(metadata).hexdigest()
+        if sidecar.sha256 is not None and sidecar.sha256 != metadata_sha256:
+            metadata_sha256 = None  # bytes that do not match their digest: do not point at them
+        sha256 = client.asset_sha256(wheel)
+    else:
+        data = client.download_asset(wheel)
+        sha256 = hashlib.sha256(data).hexdigest()
+        metadata = wheel_facts(data).metadata or b""
+        metadata_sha256 = None
+    return IndexFile(
+        filename=wheel.name,
+        url=wheel.browser_download_url,
+        sha256=sha256,
+        size=wheel.size,
+        requires_python=requires_python_of(metadata) if metadata else None,
+        metadata_sha256=metadata_sha256,
+    )

@@ -1,11 +1,17 @@
-"""One `release publish`: plan every destination (read-only), then apply, then the index.
+"""One `release publish`: plan every destination (read-only), then stage, commit, index.
 
 Order matters and is the whole point of this module:
-1. read the manifest(s) in `--dist` and check the wheels beside them are the built bytes;
-2. plan EVERY destination with read-only requests and show the plan;
+1. read the manifest(s) in `--dist`, checked against the wheels beside them;
+2. plan EVERY destination with read-only requests (the one `decide` of release.publish.
+   decide) and show the plan;
 3. stop, having uploaded nothing, if any file anywhere is a CONFLICT or refused;
-4. apply destination by destination; write `<dist>/published.json` after each;
-5. regenerate the index from the full set of wheels on the GitHub releases (never append).
+4. stage every destination that can hold files unpublished (the GitHub draft: wheels,
+   their PEP 658 `.metadata`, the NCCL files, the release manifest, all verified);
+5. commit the destinations that cannot stage (PyPI uploads), then the staged ones (the
+   draft is published): nothing is public until every destination holds its files, and
+   a failure anywhere leaves at most a draft that a re-run completes;
+6. regenerate the index from every release ever published (never append), with the NCCL
+   pins under `nccl/`; write `<dist>/published.json` after each destination.
 """
 
 from __future__ import annotations
@@ -18,22 +24,33 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import httpx
-from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.utils import canonicalize_name
 
+from release import http as http_edge
 from release.dist import load_dist
 from release.errors import ConfigError, ConflictError, PublishError
-from release.fsutil import sha256_file, write_atomic
+from release.http import Client
 from release.manifest import DestinationRef, Manifest, WheelEntry
-from release.publish.base import Action, FileDecision, Publisher, PublishPlan, plan_for
+from release.publish.decide import (
+    Action,
+    Companion,
+    CompanionDecision,
+    FileDecision,
+    Publisher,
+    PublishPlan,
+    plan_for,
+)
 from release.publish.github import GithubPublisher
-from release.publish.index import IndexFile, commit_pages, render_index, write_index
-from release.publish.pypi import PypiPublisher, mask, read_wheel, secret_values
+from release.publish.index import IndexFile, collect, render_index, write_index
+from release.publish.pages import commit_pages
+from release.publish.pypi import PypiPublisher
+from release.published import RECORD_NAME, write_record
+from release.secrets import github_token, secret_values
+from release.wheelfile import read_wheel
 
 log = logging.getLogger("release.publish")
 
-RECORD_NAME = "published.json"
-RECORD_SCHEMA = 1
+RELEASE_MANIFEST = "release-manifest.json"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -49,6 +66,7 @@ class PublishSettings:
     pages_repo: Path | None = None
     pages_branch: str | None = None
     pages_remote: str | None = None
+    command: str = "release publish"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -70,6 +88,7 @@ class PublishOutcome:
     manifest: Manifest
     plans: tuple[DestinationPlan, ...]
     applied: tuple[FileDecision, ...] = ()
+    companions: tuple[CompanionDecision, ...] = ()
     indexes: tuple[IndexOutcome, ...] = ()
     record: Path | None = None
     notes: tuple[str, ...] = field(default=())
@@ -82,20 +101,64 @@ class PublishOutcome:
 PublisherFactory = Callable[[DestinationRef], Publisher]
 
 
-# --- Reading the release artifact. ---
+# --- What is published beside the wheels. ---
 
 
-def local_problem(entry: WheelEntry, wheel: Path) -> str | None:
-    """Why the file in dist is not the one the manifest records, if it is not."""
-    if not wheel.is_file():
-        return f"{wheel} is missing (the manifest lists it)"
-    size = wheel.stat().st_size
-    if size != entry.size:
-        return f"{wheel.name} is {size} bytes, the manifest says {entry.size}"
-    digest = sha256_file(wheel)
-    if digest != entry.sha256:
-        return f"{wheel.name} has sha256 {digest[:12]}..., the manifest says {entry.sha256[:12]}..."
-    return None
+def sidecar(entry: WheelEntry, dist: Path) -> Companion:
+    """The PEP 658 `<wheel>.metadata`: the wheel's METADATA, byte for byte."""
+    facts = read_wheel(dist / entry.filename)
+    if facts.metadata is None:
+        raise ConfigError(
+            [f"{dist / entry.filename}: no METADATA to publish as {entry.filename}.metadata"],
+            hint="rebuild with `release build`",
+        )
+    return _companion(f"{entry.filename}.metadata", facts.metadata, entry.filename, "PEP 658")
+
+
+def release_files(manifest: Manifest, dist: Path) -> list[Companion]:
+    """The NCCL files of the build and a manifest of every built file's sha256 (what
+    `release verify --tag` checks against when no dist is at hand)."""
+    out = []
+    for name in manifest.nccl_files:
+        path = dist / name
+        try:
+            data = path.read_bytes()
+        except OSError as error:
+            raise ConfigError(
+                [f"{path}: {error.strerror} (the manifest lists it)"],
+                hint="rebuild with `release build`",
+            ) from None
+        out.append(_companion(name, data, "release", "NCCL pin"))
+    out.append(_companion(RELEASE_MANIFEST, release_manifest(manifest), "release", "manifest"))
+    return out
+
+
+def release_manifest(manifest: Manifest) -> bytes:
+    """What was built, reduced to what a later check needs; the same bytes for the same
+    wheels, whoever builds them."""
+    data = {
+        "schema": 1,
+        "project": manifest.project,
+        "version": manifest.version,
+        "wheels": [
+            {
+                "filename": w.filename,
+                "sha256": w.sha256,
+                "size": w.size,
+                "destination": w.destination.name,
+                "kind": w.destination.kind,
+                "arch": w.arch,
+                "local_label": w.local_label,
+            }
+            for w in sorted(manifest.wheels, key=lambda w: w.filename)
+        ],
+    }
+    return (json.dumps(data, indent=2, sort_keys=True) + "\n").encode()
+
+
+def _companion(name: str, data: bytes, of: str, purpose: str) -> Companion:
+    sha256 = hashlib.sha256(data).hexdigest()
+    return Companion(filename=name, data=data, sha256=sha256, of=of, purpose=purpose)
 
 
 def select(manifest: Manifest, only: Sequence[str]) -> dict[str, list[WheelEntry]]:
@@ -123,23 +186,24 @@ def select(manifest: Manifest, only: Sequence[str]) -> dict[str, list[WheelEntry
 
 
 def plan_destination(
-    publisher: Publisher, entries: Sequence[WheelEntry], dist: Path, *, replace: bool
+    publisher: Publisher,
+    entries: Sequence[WheelEntry],
+    dist: Path,
+    *,
+    replace: bool,
+    companions: Sequence[Companion] = (),
 ) -> PublishPlan:
-    """The destination's plan, with files that are not what was built refused up front."""
-    kind = entries[0].destination.kind
-    # PyPI never takes other bytes under a used filename: --replace cannot apply there.
-    plan = plan_for(publisher, entries, dist, replace=replace and kind != "pypi")
-    decisions = []
-    for decision in plan.decisions:
-        problem = local_problem(decision.entry, dist / decision.entry.filename)
-        decisions.append(
-            decision if problem is None else replace_decision(decision, Action.REFUSED, problem)
-        )
-    return PublishPlan(decisions=tuple(decisions))
-
-
-def replace_decision(decision: FileDecision, action: Action, reason: str) -> FileDecision:
-    return replace(decision, action=action, reason=reason)
+    """`plan_for`, where PyPI never takes other bytes under a used filename: --replace
+    cannot apply there."""
+    kind = entries[0].destination.kind if entries else ""
+    return plan_for(
+        publisher,
+        entries,
+        dist,
+        replace=replace,
+        companions=companions,
+        can_replace=kind != "pypi",
+    )
 
 
 def build_plans(
@@ -147,17 +211,26 @@ def build_plans(
 ) -> tuple[tuple[DestinationPlan, ...], dict[str, Publisher]]:
     plans = []
     publishers: dict[str, Publisher] = {}
+    extras = release_files(manifest, settings.dist)
     for name, entries in select(manifest, settings.only).items():
         destination = entries[0].destination
         publisher = factory(destination)
         publishers[name] = publisher
-        plan = plan_destination(publisher, entries, settings.dist, replace=settings.replace)
+        companions = (
+            [sidecar(e, settings.dist) for e in entries] + extras if publisher.stages else []
+        )
+        plan = plan_destination(
+            publisher, entries, settings.dist, replace=settings.replace, companions=companions
+        )
         plans.append(DestinationPlan(destination=destination, plan=plan))
     return tuple(plans), publishers
 
 
 def blocked_error(plans: Sequence[DestinationPlan]) -> PublishError:
-    conflicts = [d for p in plans for d in p.plan.with_action(Action.CONFLICT)]
+    conflicts = [d.entry.filename for p in plans for d in p.plan.with_action(Action.CONFLICT)]
+    conflicts += [
+        c.companion.filename for p in plans for c in p.plan.companions_with(Action.CONFLICT)
+    ]
     refused = [d for p in plans for d in p.plan.with_action(Action.REFUSED)]
     parts = []
     if conflicts:
@@ -174,79 +247,42 @@ def blocked_error(plans: Sequence[DestinationPlan]) -> PublishError:
     return PublishError(message, hint="fix the refused files (reasons above) and rebuild")
 
 
-# --- The index of the GitHub-hosted variants. ---
+# --- The destinations, by kind. ---
 
 
-def _github_get(client: httpx.Client, url: str, token: str | None) -> httpx.Response:
-    headers = {"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": "2022-11-28"}
-    if token:
-        headers["Authorization"] = f"Bearer {token}"
-    return client.get(url, headers=headers)
+def default_factory(
+    settings: PublishSettings, environ: Mapping[str, str], http: Client
+) -> PublisherFactory:
+    """Publishers by destination kind (a registry, one entry per kind)."""
 
+    def pypi(destination: DestinationRef) -> Publisher:
+        return PypiPublisher(destination, environ=environ, repository_url=settings.repository_url)
 
-def release_wheels(
-    destination: DestinationRef,
-    *,
-    api_url: str,
-    token: str | None,
-    client: httpx.Client,
-    project: str,
-    known: Mapping[str, IndexFile],
-) -> list[IndexFile]:
-    """Every wheel with a local label on every published release of the repository: the
-    full set the index is regenerated from. `known` supplies what the manifest knows (its
-    Requires-Python) about files built in this run."""
-    url: str | None = f"{api_url.rstrip('/')}/repos/{destination.repository}/releases?per_page=100"
-    secrets = (token,) if token else ()
-    releases: list[dict[str, Any]] = []
-    while url:
-        response = _github_get(client, url, token)
-        if response.status_code != 200:
+    def github(destination: DestinationRef) -> Publisher:
+        token = github_token(environ)
+        if token is None and not settings.dry_run:
             raise PublishError(
-                f"cannot list the releases of {destination.repository}: HTTP "
-                f"{response.status_code} {mask(response.text[:200], secrets)}",
-                hint="check GITHUB_TOKEN and --github-api-url",
+                f"{destination.name}: no GITHUB_TOKEN in the environment",
+                hint="export GITHUB_TOKEN (a workflow job: permissions: contents: write)",
             )
-        releases.extend(response.json())
-        url = response.links.get("next", {}).get("url")
-    files: dict[str, IndexFile] = {}
-    for release in releases:
-        if release.get("draft"):
-            continue
-        assets = {a["name"]: a for a in release.get("assets", []) if a.get("state") == "uploaded"}
-        for name, asset in sorted(assets.items()):
-            try:
-                dist_name, version, _, _ = parse_wheel_filename(name)
-            except InvalidWheelFilename:
-                continue
-            if canonicalize_name(dist_name) != canonicalize_name(project) or not version.local:
-                continue
-            digest = asset.get("digest") or ""
-            sha256 = digest.removeprefix("sha256:") if digest.startswith("sha256:") else None
-            if sha256 is None:
-                sha256 = _download_sha256(client, asset["browser_download_url"])
-            sidecar = assets.get(f"{name}.metadata")
-            metadata_digest = (sidecar or {}).get("digest") or ""
-            previous = known.get(name)
-            files[name] = IndexFile(
-                filename=name,
-                url=asset["browser_download_url"],
-                sha256=sha256,
-                size=asset.get("size"),
-                requires_python=previous.requires_python if previous else None,
-                metadata_sha256=metadata_digest.removeprefix("sha256:") or None,
-            )
-    return list(files.values())
+        return GithubPublisher(
+            repository=destination.repository or "",
+            tag=destination.tag or "",
+            api_url=settings.github_api_url or destination.api_url or "https://api.github.com",
+            token=token,
+            name=destination.name,
+            command=settings.command,
+        )
+
+    kinds: dict[str, PublisherFactory] = {"pypi": pypi, "github": github}
+
+    def make(destination: DestinationRef) -> Publisher:
+        return kinds[destination.kind](destination)
+
+    return make
 
 
-def _download_sha256(client: httpx.Client, url: str) -> str:
-    digest = hashlib.sha256()
-    with client.stream("GET", url, follow_redirects=True) as response:
-        if response.status_code != 200:
-            raise PublishError(f"{url}: HTTP {response.status_code} while hashing it for the index")
-        for chunk in response.iter_bytes():
-            digest.update(chunk)
-    return digest.hexdigest()
+# --- The publish record. ---
 
 
 def index_base(destination: DestinationRef, settings: PublishSettings) -> str | None:
@@ -254,7 +290,15 @@ def index_base(destination: DestinationRef, settings: PublishSettings) -> str | 
     return None if base is None else base.rstrip("/") + "/"
 
 
-# --- The publish record. ---
+def index_url_for(
+    entry: WheelEntry, settings: PublishSettings, pypi_index: str | None
+) -> str | None:
+    if entry.destination.kind == "pypi":
+        return pypi_index
+    base = index_base(entry.destination, settings)
+    if base is None or entry.local_label is None:
+        return None
+    return f"{base}{entry.local_label}/"
 
 
 def record_entry(decision: FileDecision, index_url: str | None) -> dict[str, Any]:
@@ -273,77 +317,19 @@ def record_entry(decision: FileDecision, index_url: str | None) -> dict[str, Any
     }
 
 
-def write_record(
-    path: Path, manifest: Manifest, files: Sequence[dict[str, Any]], secrets: Sequence[str]
-) -> None:
-    """`published.json`: merged with an earlier record (another `--only` run), by filename."""
-    previous: dict[str, Any] = {}
-    if path.exists():
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            data = None
-        if (
-            isinstance(data, dict)
-            and (data.get("project"), data.get("version")) == (manifest.project, manifest.version)
-            and isinstance(data.get("files"), list)
-        ):
-            previous = {
-                f["filename"]: f
-                for f in data["files"]
-                if isinstance(f, dict) and isinstance(f.get("filename"), str)
-            }
-    previous.update({f["filename"]: f for f in files})
-    record = {
-        "schema": RECORD_SCHEMA,
-        "project": manifest.project,
-        "version": manifest.version,
-        "files": [previous[name] for name in sorted(previous)],
+def companion_record(decision: CompanionDecision) -> dict[str, Any]:
+    companion = decision.companion
+    return {
+        "filename": companion.filename,
+        "sha256": companion.sha256,
+        "size": companion.size,
+        "url": decision.url,
+        "of": companion.of,
+        "purpose": companion.purpose,
     }
-    text = mask(json.dumps(record, indent=2) + "\n", secrets)
-    write_atomic(path, text.encode())
-
-
-def index_url_for(
-    entry: WheelEntry, settings: PublishSettings, pypi_index: str | None
-) -> str | None:
-    if entry.destination.kind == "pypi":
-        return pypi_index
-    base = index_base(entry.destination, settings)
-    if base is None or entry.local_label is None:
-        return None
-    return f"{base}{entry.local_label}/"
 
 
 # --- The whole command. ---
-
-
-def default_factory(
-    settings: PublishSettings, environ: Mapping[str, str], client: httpx.Client
-) -> PublisherFactory:
-    def make(destination: DestinationRef) -> Publisher:
-        if destination.kind == "pypi":
-            return PypiPublisher(
-                destination,
-                environ=environ,
-                repository_url=settings.repository_url,
-                client=client,
-            )
-        token = environ.get("GITHUB_TOKEN") or environ.get("GH_TOKEN")
-        if not token:
-            raise PublishError(
-                f"{destination.name}: no GITHUB_TOKEN in the environment",
-                hint="export GITHUB_TOKEN (a workflow job: permissions: contents: write)",
-            )
-        return GithubPublisher(
-            repository=destination.repository or "",
-            tag=destination.tag or "",
-            api_url=settings.github_api_url or destination.api_url or "https://api.github.com",
-            token=token,
-            name=destination.name,
-        )
-
-    return make
 
 
 def publish(
@@ -351,16 +337,17 @@ def publish(
     environ: Mapping[str, str],
     *,
     factory: PublisherFactory | None = None,
-    client: httpx.Client | None = None,
+    http: Client | None = None,
     show_plan: Callable[[PublishOutcome], None] | None = None,
 ) -> PublishOutcome:
-    """Plan, check, apply, index. Raises ConflictError/PublishError when blocked (after the
-    plan was shown) or when a destination fails; a re-run finishes what is missing."""
+    """Plan, check, stage, commit, index. Raises ConflictError/PublishError when blocked
+    (after the plan was shown) or when a destination fails; a re-run finishes what is
+    missing."""
     manifest = load_dist(settings.dist)
-    own_client = client is None
-    http = client or httpx.Client(timeout=60.0, follow_redirects=True)
+    own = http is None
+    client = http or http_edge.client()
     try:
-        make = factory or default_factory(settings, environ, http)
+        make = factory or default_factory(settings, environ, client)
         plans, publishers = build_plans(manifest, settings, make)
         outcome = PublishOutcome(manifest=manifest, plans=plans)
         if show_plan is not None:
@@ -369,10 +356,10 @@ def publish(
             raise blocked_error(plans)
         if settings.dry_run:
             return outcome
-        return _apply(outcome, settings, environ, publishers, http)
+        return _apply(outcome, settings, environ, publishers)
     finally:
-        if own_client:
-            http.close()
+        if own:
+            client.close()
 
 
 def _apply(
@@ -380,70 +367,77 @@ def _apply(
     settings: PublishSettings,
     environ: Mapping[str, str],
     publishers: Mapping[str, Publisher],
-    client: httpx.Client,
 ) -> PublishOutcome:
     secrets = secret_values(environ)
     record_path = settings.dist / RECORD_NAME
-    applied: list[FileDecision] = []
+    staged = [p for p in outcome.plans if publishers[p.destination.name].stages]
+    direct = [p for p in outcome.plans if not publishers[p.destination.name].stages]
     notes: list[str] = []
-    for item in outcome.plans:
+    for item in staged:
+        done = publishers[item.destination.name].stage(item.plan, settings.dist)
+        notes += [f"{item.destination.name}: {line}" for line in done]
+    applied: list[FileDecision] = []
+    companions: list[CompanionDecision] = []
+    for item in [*direct, *staged]:
         publisher = publishers[item.destination.name]
-        if isinstance(publisher, PypiPublisher) and item.plan.with_action(Action.UPLOAD):
-            notes.append(f"{publisher.name}: credentials from {publisher.credentials().source}")
-        done = publisher.apply(item.plan, settings.dist)
-        applied.extend(done)
-        pypi_index = publisher.index_url if isinstance(publisher, PypiPublisher) else None
+        done_files = publisher.commit(item.plan, settings.dist)
+        done_companions = [
+            replace(c, url=publisher.final_url(c.companion.filename)) for c in item.plan.companions
+        ]
+        applied.extend(done_files)
+        companions.extend(done_companions)
+        pypi_index = publisher.index_url
         write_record(
             record_path,
             outcome.manifest,
-            [record_entry(d, index_url_for(d.entry, settings, pypi_index)) for d in done],
+            [record_entry(d, index_url_for(d.entry, settings, pypi_index)) for d in done_files],
+            [companion_record(c) for c in done_companions],
             secrets,
         )
-    indexes = _regenerate_indexes(outcome, settings, environ, client, applied)
+    indexes = _regenerate_indexes(outcome, settings, environ)
     return replace(
-        outcome, applied=tuple(applied), indexes=indexes, record=record_path, notes=tuple(notes)
+        outcome,
+        applied=tuple(applied),
+        companions=tuple(companions),
+        indexes=indexes,
+        record=record_path,
+        notes=tuple(notes),
     )
 
 
+def nccl_tree(manifest: Manifest, dist: Path) -> dict[str, bytes]:
+    """The NCCL files of this release, as they sit in the index (`nccl/cu12.txt`)."""
+    return {f"nccl/{name}": (dist / name).read_bytes() for name in manifest.nccl_files}
+
+
 def _regenerate_indexes(
-    outcome: PublishOutcome,
-    settings: PublishSettings,
-    environ: Mapping[str, str],
-    client: httpx.Client,
-    applied: Sequence[FileDecision],
+    outcome: PublishOutcome, settings: PublishSettings, environ: Mapping[str, str]
 ) -> tuple[IndexOutcome, ...]:
     github = [p.destination for p in outcome.plans if p.destination.kind == "github"]
     if not github:
         return ()
-    known = {
-        d.entry.filename: IndexFile(
-            filename=d.entry.filename,
-            url=d.url,
-            sha256=d.entry.sha256,
-            requires_python=read_wheel(settings.dist / d.entry.filename).requires_python,
-        )
-        for d in applied
-    }
-    token = environ.get("GITHUB_TOKEN") or environ.get("GH_TOKEN")
     files: dict[str, IndexFile] = {}
-    seen: set[tuple[str, str | None]] = set()
+    seen: set[tuple[str, str]] = set()
     for destination in github:
-        key = (destination.repository or "", destination.api_url)
+        api_url = settings.github_api_url or destination.api_url or "https://api.github.com"
+        key = (destination.repository or "", api_url)
         if key in seen:
             continue
         seen.add(key)
-        api_url = settings.github_api_url or destination.api_url or "https://api.github.com"
-        for file in release_wheels(
-            destination,
+        publisher = GithubPublisher(
+            repository=destination.repository or "",
+            tag=destination.tag or "",
             api_url=api_url,
-            token=token,
-            client=client,
-            project=outcome.manifest.project,
-            known=known,
-        ):
-            files[file.filename] = file
+            token=github_token(environ),
+            command=settings.command,
+        )
+        with publisher.client.session(f"{destination.repository} (index)"):
+            for file in collect(
+                publisher.client, destination.repository or "", outcome.manifest.project
+            ):
+                files[file.filename] = file
     try:
-        tree = render_index(list(files.values()))
+        tree = render_index(list(files.values()), nccl_tree(outcome.manifest, settings.dist))
     except ValueError as error:
         raise PublishError(f"cannot build the index: {error}") from None
     directory = settings.index_dir or settings.dist / "index"
@@ -459,16 +453,18 @@ def _regenerate_indexes(
         )
     base = index_base(github[0], settings)
     labels = sorted({f.label or "" for f in files.values()})
+    project = canonicalize_name(outcome.manifest.project)
     return tuple(
         IndexOutcome(
             label=label,
             url=f"{base}{label}/" if base else None,
             directory=directory / label,
-            files=tuple(sorted((f for f in files.values() if f.label == label), key=_name)),
+            files=tuple(
+                sorted(
+                    (f for f in files.values() if f.label == label and f.project == project),
+                    key=lambda f: f.filename,
+                )
+            ),
         )
         for label in labels
     )
-
-
-def _name(file: IndexFile) -> str:
-    return file.filename

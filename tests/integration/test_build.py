@@ -27,10 +27,10 @@ from release.build import (
     BuildSettings,
     build_command,
     cell_env,
-    fatbin_lister,
     plan_toolchains,
     provision_all,
 )
+from release.certify import fatbin_lister
 from release.cli import main
 from release.inspect import inspect_wheel
 from release.manifest import read_manifest
@@ -101,8 +101,10 @@ def test_all_four_cells_build_and_are_in_the_manifest(built: Built) -> None:
         assert entry.ptx == "100"
     assert sorted(manifest.nccl_files) == [
         "cu12-constraints.txt",
+        "cu12-reinstall.txt",
         "cu12.txt",
         "cu13-constraints.txt",
+        "cu13-reinstall.txt",
         "cu13.txt",
     ]
     assert (built.dist / "cu12.txt").read_text().strip().endswith("nvidia-nccl-cu12==2.30.7")

@@ -7,7 +7,8 @@ import os
 import subprocess
 from pathlib import Path
 
-from release.publish.index import IndexFile, commit_pages, render_index, write_index
+from release.publish.index import IndexFile, render_index, write_index
+from release.publish.pages import commit_pages
 
 ENV = {
     **os.environ,

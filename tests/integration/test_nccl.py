@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import http.server
+import json
 import subprocess
 import sys
 import threading
@@ -95,7 +96,14 @@ def uv_compile(
 
 def test_every_cuda_major_gets_its_files(override_dir: Path) -> None:
     names = sorted(p.name for p in override_dir.iterdir())
-    assert names == ["cu12-constraints.txt", "cu12.txt", "cu13-constraints.txt", "cu13.txt"]
+    assert names == [
+        "cu12-constraints.txt",
+        "cu12-reinstall.txt",
+        "cu12.txt",
+        "cu13-constraints.txt",
+        "cu13-reinstall.txt",
+        "cu13.txt",
+    ]
     for major in (12, 13):
         lines = [
             line
@@ -150,6 +158,65 @@ def test_pip_constraints_pick_the_pinned_nccl(
     )
     assert result.returncode == 0, result.stderr
     assert '"version": "2.30.7"' in report.read_text()
+
+
+def venv_with_pip(where: Path) -> Path:
+    """A fresh virtual environment with pip; its python."""
+    subprocess.run([sys.executable, "-m", "venv", str(where)], check=True, capture_output=True)
+    return where / "bin" / "python"
+
+
+def installed(python: Path) -> dict[str, str]:
+    """Distribution name -> version of what `python`'s environment holds."""
+    done = subprocess.run(
+        [str(python), "-m", "pip", "list", "--format", "json", "--disable-pip-version-check"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return {d["name"]: d["version"] for d in json.loads(done.stdout)}
+
+
+def test_pip_recipe_installs_the_pinned_nccl_over_an_exact_pin(
+    find_links: Path, override_dir: Path, tmp_path: Path
+) -> None:
+    """The documented pip steps against an engine that pins the older NCCL exactly (as
+    torch pins nvidia-nccl-cu12): constraints cannot do it, the reinstall step does."""
+    python = venv_with_pip(tmp_path / "venv")
+    pip = [str(python), "-m", "pip", "--disable-pip-version-check", "install", "--no-index",
+           "--find-links", str(find_links)]  # fmt: skip
+    refused = subprocess.run(
+        [*pip, "-c", str(override_dir / "cu12-constraints.txt"), "engine-cu12"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert refused.returncode != 0
+    assert "ResolutionImpossible" in refused.stdout + refused.stderr
+    subprocess.run([*pip, "engine-cu12"], check=True, capture_output=True)
+    assert installed(python)["nvidia-nccl-cu12"] == "2.26.2"
+    subprocess.run(
+        [*pip, "--no-deps", "--force-reinstall", "-r", str(override_dir / "cu12-reinstall.txt")],
+        check=True,
+        capture_output=True,
+    )
+    assert installed(python)["nvidia-nccl-cu12"] == "2.30.7"
+    assert installed(python)["engine-cu12"] == "1.0"
+
+
+def test_uv_recipe_installs_the_pinned_nccl_over_an_exact_pin(
+    find_links: Path, override_dir: Path, tmp_path: Path
+) -> None:
+    python = venv_with_pip(tmp_path / "venv")
+    subprocess.run(
+        [str(BIN / "uv"), "pip", "install", "--python", str(python), "--no-index",
+         "--find-links", str(find_links), "--override", str(override_dir / "cu12.txt"),
+         "engine-cu12"],
+        check=True,
+        capture_output=True,
+        env={"PATH": str(BIN), "UV_NO_CACHE": "1", "HOME": str(tmp_path)},
+    )  # fmt: skip
+    assert installed(python)["nvidia-nccl-cu12"] == "2.30.7"
 
 
 class _Index(http.server.BaseHTTPRequestHandler):

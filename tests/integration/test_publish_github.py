@@ -21,7 +21,7 @@ import pytest
 
 from release.errors import ConflictError, PublishError
 from release.manifest import DestinationRef, WheelEntry
-from release.publish.base import Action, FileDecision, plan_for
+from release.publish.decide import Action, FileDecision, plan_for
 from release.publish.github import GithubPublisher
 from release.retry import RetryPolicy
 from tests.github_standin import (
@@ -233,7 +233,7 @@ def test_first_publish_creates_a_draft_uploads_and_publishes(
         assert upload.header("content-type") == "application/octet-stream"
         assert upload.body_length == int(upload.header("content-length") or -1) == 3000
     for decision in decisions:
-        assert decision.url == publisher.final_url(decision.entry)
+        assert decision.url == publisher.final_url(decision.entry.filename)
         assert "+cu129" in decision.url
         assert "untagged-" not in decision.url
         download = httpx.get(decision.url, follow_redirects=True)
@@ -260,7 +260,7 @@ def test_a_second_publish_uploads_nothing_and_writes_nothing(
     assert again.stats.bytes_uploaded == 0
     assert again.stats.writes == 0
     assert again.stats.by_method["GET"] == len(github_standin.request_log)
-    assert [d.url for d in decisions] == [again.final_url(e) for e in entries]
+    assert [d.url for d in decisions] == [again.final_url(e.filename) for e in entries]
 
 
 def test_a_draft_is_found_by_listing_releases_not_by_tag(
@@ -277,7 +277,7 @@ def test_a_draft_is_found_by_listing_releases_not_by_tag(
     )
     publisher = make_publisher(github_standin, fake_time)
 
-    found = publisher.existing(entries)
+    found = publisher.existing({e.filename: e.size for e in entries})
     publish(publisher, entries, dist)
 
     assert by_tag.status_code == 404
@@ -305,7 +305,7 @@ def test_enterprise_base_url(
     assert sum(map(is_upload, github_standin.request_log)) == 2
     for decision in decisions:
         assert decision.url.startswith(f"{github_standin.web_url}/{DEFAULT_REPO}/releases/")
-        assert decision.url == publisher.final_url(decision.entry)
+        assert decision.url == publisher.final_url(decision.entry.filename)
         download = httpx.get(decision.url, follow_redirects=True)
         assert download.content == (dist / decision.entry.filename).read_bytes()
 
@@ -322,7 +322,7 @@ def test_more_than_100_assets_are_read_page_by_page(
         github_standin.add_asset(release_id, name, (dist / name).read_bytes())
     publisher = make_publisher(github_standin, fake_time)
 
-    found = publisher.existing(entries)
+    found = publisher.existing({e.filename: e.size for e in entries})
     publish(publisher, entries, dist)
 
     assert len(found) == 105
@@ -578,11 +578,14 @@ def test_other_bytes_are_a_conflict_and_only_replace_replaces_them(
     assert plan.blocked
     assert [a.data for a in untouched if a.name == X86] == [b"other bytes"]
     assert [d.action for d in replaced.decisions] == [Action.REPLACE, Action.SKIP]
+    # on a published release: the new bytes under a temporary name first, then the swap
     assert [(e.method, e.origin) for e in writes(github_standin)] == [
-        ("DELETE", "api"),
         ("POST", "uploads"),
+        ("DELETE", "api"),
+        ("PATCH", "api"),
     ]
     now = {a.name: a for a in github_standin.assets(release.id)}
+    assert sorted(now) == sorted([X86, ARM])
     assert now[ARM].id == old[ARM].id
     assert now[X86].data == (dist / X86).read_bytes()
     assert not the_release(github_standin).draft

@@ -6,7 +6,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -14,9 +14,10 @@ import pytest
 from release.cli import main
 from release.errors import PublishError
 from release.manifest import Manifest, write_manifest
-from release.publish.base import Action, plan_for
-from release.publish.pypi import ProcessResult, PypiPublisher, run_process
+from release.publish.decide import Action, plan_for
+from release.publish.pypi import PypiPublisher, UploadAnswer, twine_upload
 from release.publish.run import PublishSettings, publish
+from release.secrets import IndexCredentials
 from tests.integration.conftest import PypiServer
 from tests.integration.wheels import (
     PROJECT,
@@ -29,27 +30,24 @@ from tests.integration.wheels import (
 
 
 class CountingRunner:
-    """The real process runner, counting twine uploads (and optionally acting after one)."""
+    """twine's real upload, counting uploads (and optionally acting after one)."""
 
     def __init__(self, after_upload: list[object] | None = None) -> None:
         self.uploads: list[str] = []
         self.hooks = after_upload or []
 
-    def __call__(
-        self, cmd: Sequence[str], *, env: Mapping[str, str], secrets: Sequence[str]
-    ) -> ProcessResult:
-        result = run_process(cmd, env=env, secrets=secrets)
-        if "upload" in cmd:
-            self.uploads.append(Path(cmd[-1]).name)
-            if self.hooks:
-                hook = self.hooks.pop(0)
-                if callable(hook):
-                    hook()
-        return result
+    def __call__(self, wheel: Path, repository_url: str, creds: IndexCredentials) -> UploadAnswer:
+        answer = twine_upload(wheel, repository_url, creds)
+        self.uploads.append(wheel.name)
+        if self.hooks:
+            hook = self.hooks.pop(0)
+            if callable(hook):
+                hook()
+        return answer
 
 
 def publisher(server: PypiServer, runner: CountingRunner, env: Mapping[str, str]) -> PypiPublisher:
-    return PypiPublisher(pypi_destination(server.url), environ=env, runner=runner)
+    return PypiPublisher(pypi_destination(server.url), environ=env, uploader=runner)
 
 
 def test_uploads_then_a_rerun_uploads_nothing(pypiserver: PypiServer, tmp_path: Path) -> None:
@@ -184,7 +182,7 @@ def test_pypiserver_stopped_mid_run_then_a_rerun_converges(
 
     def factory(destination: object) -> PypiPublisher:
         return PypiPublisher(
-            pypi_destination(pypiserver.url), environ=pypiserver.env(), runner=runner,
+            pypi_destination(pypiserver.url), environ=pypiserver.env(), uploader=runner,
             propagation_attempts=2,
         )  # fmt: skip
 

@@ -14,7 +14,8 @@ from release.cli import main
 from release.errors import VerifyError
 from release.manifest import read_manifest
 from release.publish.run import PublishSettings, publish
-from release.verify import Published, VerifySettings, read_record, verify, with_overrides
+from release.published import Published, read_record, with_overrides
+from release.verify import VerifySettings, verify
 from tests.github_standin import GitHubStandIn
 from tests.integration.conftest import PypiServer
 from tests.integration.test_publish_e2e import both, credentials, serve
@@ -46,7 +47,14 @@ def test_a_good_publish_verifies_and_the_token_never_reaches_storage(
         report = verify(record, {**pypiserver.env(), "GITHUB_TOKEN": github_standin.token}, FAST)
     assert report.failed == ()
     downloads = [c for c in report.checks if c.check == "download"]
-    assert len(downloads) == 4
+    assert len([c for c in downloads if c.subject.endswith(".whl")]) == 4
+    # beside them: the two PEP 658 sidecars on GitHub and the release manifest
+    assert sorted(c.subject for c in downloads if not c.subject.endswith(".whl")) == [
+        "k3_kernels-0.1.0+cu129-py3-none-manylinux_2_28_aarch64.whl.metadata",
+        "k3_kernels-0.1.0+cu129-py3-none-manylinux_2_28_x86_64.whl.metadata",
+        "release-manifest.json",
+    ]
+    assert len([c for c in report.checks if c.check == "metadata"]) == 2
     web = [r for r in github_standin.request_log if "/releases/download/" in r.path]
     storage = [r for r in github_standin.request_log if r.origin == "storage"]
     assert web

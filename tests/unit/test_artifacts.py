@@ -13,17 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from release.build import (
-    DEFAULT_EPOCH,
-    Reconciled,
-    cell_env,
-    parse_epoch,
-    reconcile,
-    wheel_cache_key,
-)
+from release.build import DEFAULT_EPOCH, cell_env, parse_epoch, wheel_cache_key
 from release.cache import WheelCache
 from release.compare import compare, first_difference
-from release.dist import dist_problems, entry_problems
+from release.dist import Reconciled, dist_problems, entry_problems, reconcile
 from release.errors import ConfigError
 from release.fsutil import current_umask, write_atomic
 from release.manifest import Manifest, WheelEntry

@@ -7,14 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from release.publish.index import (
-    IndexFile,
-    parse_project_page,
-    parse_simple_html,
-    parse_simple_json,
-    render_index,
-    write_index,
-)
+from release.publish.index import IndexFile, render_index, write_index
+from release.simple_index import parse_project_page, parse_simple_html, parse_simple_json
 
 BASE = "https://github.com/k3-org/k3-kernels/releases/download"
 SHA_A = "a" * 64
@@ -53,8 +47,8 @@ def test_anchor_text_is_the_filename_and_every_link_carries_its_sha256() -> None
     listed = parse_simple_html(page, "https://example.github.io/cu129/k3-kernels/")
     assert set(listed) == {f.filename for f in files}
     for file in files:
-        assert listed[file.filename].remote.url == file.url
-        assert listed[file.filename].remote.sha256 == file.sha256
+        assert listed[file.filename].url == file.url
+        assert listed[file.filename].sha256 == file.sha256
         assert listed[file.filename].hash_name == "sha256"
 
 
@@ -84,7 +78,7 @@ def test_pep691_json_reads_back_the_same_files() -> None:
     assert data["meta"]["api-version"] == "1.1"
     assert data["versions"] == ["0.1.0+cu129", "0.2.0+cu129"]
     listed = parse_simple_json(data, "https://x/cu129/k3-kernels/")
-    assert {n: f.remote.sha256 for n, f in listed.items()} == {f.filename: f.sha256 for f in files}
+    assert {n: f.sha256 for n, f in listed.items()} == {f.filename: f.sha256 for f in files}
 
 
 def test_the_same_filename_with_two_hashes_is_an_error_not_two_links() -> None:
@@ -112,11 +106,11 @@ def test_content_type_picks_the_parser() -> None:
     listed = parse_project_page(
         body.encode(), "application/vnd.pypi.simple.v1+json", "https://x/simple/a/"
     )
-    assert listed["a.whl"].remote.url == "https://x/simple/a/a.whl"
+    assert listed["a.whl"].url == "https://x/simple/a/a.whl"
     html = b'<a href="../../packages/a.whl#md5=abc">a.whl</a>'
     (legacy,) = parse_project_page(html, "text/html", "https://x/simple/a/").values()
-    assert legacy.remote.url == "https://x/packages/a.whl"
-    assert legacy.remote.sha256 is None
+    assert legacy.url == "https://x/packages/a.whl"
+    assert legacy.sha256 is None
     assert legacy.hash_name == "md5"
 
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from release.commands.plan import markdown, summary
 from release.errors import ConfigError, ConflictError, PublishError, ToolchainError
 from release.matrix import Cell, load_matrix
 from release.plan import (
@@ -16,13 +17,11 @@ from release.plan import (
     ToolchainVerdict,
     built_state,
     failure,
-    markdown,
-    summary,
     tag_problems,
     unbuilt_entry,
     unbuilt_state,
 )
-from release.publish.base import RemoteFile, decide
+from release.publish.decide import RemoteFile, decide
 
 ROOT = Path(__file__).resolve().parents[2]
 OK = ToolchainVerdict(ok=True, text="nvcc (from PyPI)")

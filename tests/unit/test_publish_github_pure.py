@@ -17,15 +17,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from release.errors import ConflictError, PublishError
-from release.manifest import DestinationRef, WheelEntry
-from release.publish.base import Action, FileDecision, PublishPlan
-from release.publish.github import (
-    SECONDARY_LIMIT_WAIT,
-    GithubPublisher,
+from release.github_api import SECONDARY_LIMIT_WAIT, classify
+from release.github_model import (
     RequestStats,
     asset_name_problem,
     choose_release,
-    classify,
     download_url,
     next_link,
     parse_asset,
@@ -35,6 +31,9 @@ from release.publish.github import (
     web_base,
     web_base_of_release,
 )
+from release.manifest import DestinationRef, WheelEntry
+from release.publish.decide import Action, FileDecision, PublishPlan
+from release.publish.github import GithubPublisher
 from tests.github_standin.records import (
     Asset,
     Links,
@@ -270,12 +269,12 @@ def test_download_urls_keep_the_plus_of_a_local_version() -> None:
 
 def test_final_url_before_any_request_derives_from_the_api_base(tmp_path: Path) -> None:
     wheel = entry(tmp_path)
-    assert publisher().final_url(wheel) == (
+    assert publisher().final_url(wheel.filename) == (
         f"https://github.com/k3-org/k3-kernels/releases/download/v0.1.0/{WHEEL}"
     )
     assert (
         publisher("https://ghe.example.com/api/v3")
-        .final_url(wheel)
+        .final_url(wheel.filename)
         .startswith("https://ghe.example.com/k3-org/k3-kernels/releases/download/v0.1.0/")
     )
 
@@ -453,7 +452,7 @@ def test_writes_are_requests_other_than_get_and_head() -> None:
 
 def test_a_blocked_plan_is_refused_before_any_request(tmp_path: Path) -> None:
     wheel = entry(tmp_path)
-    url = publisher().final_url(wheel)
+    url = publisher().final_url(wheel.filename)
     conflict = PublishPlan(
         decisions=(
             FileDecision(entry=wheel, action=Action.CONFLICT, reason="other bytes", url=url),

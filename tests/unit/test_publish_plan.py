@@ -2,29 +2,24 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
 
+from release.dist import wheel_problem
 from release.errors import ConfigError, ConflictError, PublishError
 from release.manifest import Manifest, WheelEntry
-from release.publish.base import Action, FileDecision, PublishPlan, RemoteFile
-from release.publish.pypi import (
-    credentials,
-    default_index_url,
-    mask,
-    platform_allowed,
-    pypi_refusals,
-    read_wheel,
-)
+from release.publish.decide import Action, FileDecision, PublishPlan, RemoteFile
+from release.publish.pypi import default_index_url, platform_allowed, pypi_refusals
 from release.publish.run import (
     DestinationPlan,
     blocked_error,
-    local_problem,
     plan_destination,
     select,
 )
+from release.secrets import index_credentials, mask
+from release.wheelfile import read_wheel
 from tests.integration.wheels import (
     entry_for,
     github_destination,
@@ -109,23 +104,25 @@ def test_platform_allow_list(platform: str, allowed: bool) -> None:
 
 
 def test_api_key_becomes_a_token_login() -> None:
-    found = credentials(
+    found = index_credentials(
         {"TWINE_API_KEY": "pypi-AgEIcHlwaS5vcmcabc"}, "https://upload.pypi.org/legacy/"
     )
     assert found is not None
-    assert found.env == {"TWINE_USERNAME": "__token__", "TWINE_PASSWORD": "pypi-AgEIcHlwaS5vcmcabc"}
+    assert found.username == "__token__"
+    assert found.password is not None
+    assert found.password.reveal() == "pypi-AgEIcHlwaS5vcmcabc"
     assert "pypi-AgEI" not in repr(found)
 
 
 def test_trusted_publishing_only_in_actions_without_a_password() -> None:
     actions = {"GITHUB_ACTIONS": "true", "ACTIONS_ID_TOKEN_REQUEST_URL": "https://x/token"}
-    found = credentials(actions, "https://upload.pypi.org/legacy/")
+    found = index_credentials(actions, "https://upload.pypi.org/legacy/")
     assert found is not None
     assert found.source == "trusted publishing"
-    assert "TWINE_PASSWORD" not in found.env
-    assert credentials(actions, "http://127.0.0.1:8080/") is None
-    assert credentials({}, "https://upload.pypi.org/legacy/") is None
-    with_password = credentials(
+    assert found.password is None
+    assert index_credentials(actions, "http://127.0.0.1:8080/") is None
+    assert index_credentials({}, "https://upload.pypi.org/legacy/") is None
+    with_password = index_credentials(
         {**actions, "TWINE_PASSWORD": "pw-123456"}, "https://upload.pypi.org/legacy/"
     )
     assert with_password is not None
@@ -154,22 +151,28 @@ class FakeDestination:
     """A destination that reports what a test says it holds (a collaborator of the seam
     under test, not of our own code)."""
 
+    stages = False
+    index_url = None
+
     def __init__(self, remote: Mapping[str, RemoteFile], refused: Mapping[str, str]) -> None:
         self.name = "pypi"
         self.remote = remote
         self.refused = refused
 
-    def existing(self, entries: Sequence[WheelEntry]) -> Mapping[str, RemoteFile]:
+    def existing(self, files: Mapping[str, int], *, rehash: bool) -> Mapping[str, RemoteFile]:
         return self.remote
 
     def refusal(self, entry: WheelEntry, wheel: Path) -> str | None:
         return self.refused.get(entry.filename)
 
-    def final_url(self, entry: WheelEntry) -> str:
-        return f"https://files.example/{entry.filename}"
+    def final_url(self, name: str) -> str:
+        return f"https://files.example/{name}"
 
-    def apply(self, plan: PublishPlan, dist: Path) -> tuple[FileDecision, ...]:
-        raise AssertionError("planning must not apply")
+    def stage(self, plan: PublishPlan, dist: Path) -> list[str]:
+        raise AssertionError("planning must not stage")
+
+    def commit(self, plan: PublishPlan, dist: Path) -> tuple[FileDecision, ...]:
+        raise AssertionError("planning must not commit")
 
 
 def test_the_plan_decides_each_file_and_refuses_a_tampered_one(tmp_path: Path) -> None:
@@ -196,7 +199,7 @@ def test_a_missing_wheel_is_a_local_problem(tmp_path: Path) -> None:
     wheel = make_wheel(tmp_path)
     entry = entry_for(wheel, PYPI)
     wheel.unlink()
-    assert local_problem(entry, wheel) == f"{wheel} is missing (the manifest lists it)"
+    assert wheel_problem(entry, wheel) == f"{wheel} is missing (the manifest lists it)"
 
 
 def test_blocked_plans_name_the_error_class(tmp_path: Path) -> None:

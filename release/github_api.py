@@ -1,0 +1,495 @@
+"""The one GitHub REST client: githubkit with this program's retry policy, pagination,
+digests, and every call the publisher, the plan, the index and verify make.
+
+Transient failures (5xx, broken connections, rate limits in every form GitHub sends them)
+are retried here, not by githubkit, so that every wait goes through one `RetryPolicy` with
+one bound on the total time of an operation (`session`). A request that changes something
+is retried by its caller through `retrying`, after looking at GitHub's state again
+(`Reconcile`): GitHub may have stored what it answered 502 to.
+
+The token is held as a `Secret` and scrubbed from every message; without one the client
+reads public repositories anonymously (a token only raises the rate limit).
+
+The pure part (parsing GitHub's JSON, URLs, names, the retry classifier) comes first.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+import time
+from collections import Counter
+from collections.abc import Callable, Collection, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any, Literal, TypeVar
+
+import httpx
+from githubkit import GitHub, Response, TokenAuthStrategy, UnauthAuthStrategy
+from githubkit.exception import RequestError, RequestFailed
+from githubkit.utils import UNSET
+
+from release.errors import PublishError
+from release.github_model import (
+    AssetInfo,
+    ReleaseInfo,
+    RequestStats,
+    choose_release,
+    next_link,
+    parse_asset,
+    parse_release,
+    upload_endpoint,
+)
+from release.http import unresolvable
+from release.retry import (
+    Clock,
+    Deadline,
+    RetryExhausted,
+    RetryPolicy,
+    Sleep,
+    TryAgain,
+    call_with_retries,
+)
+from release.secrets import Secret
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+API_VERSION: Literal["2022-11-28"] = "2022-11-28"
+GITHUB_ASSET_LIMIT = 2 * 1024**3 - 1  # "each file included in a release must be under 2 GiB"
+SECONDARY_LIMIT_WAIT = 60.0  # GitHub: wait at least one minute, then back off
+PER_PAGE = 100
+API_HEADERS = {"X-GitHub-Api-Version": API_VERSION, "Accept": "application/vnd.github+json"}
+_TRANSIENT = (
+    httpx.TimeoutException,
+    httpx.NetworkError,
+    httpx.RemoteProtocolError,
+    httpx.ProxyError,
+)
+PERMISSION_HINT = (
+    "the token needs `contents: write` on {repo} (a workflow job: `permissions: contents: "
+    "write`; a fine-grained token: Contents read and write)"
+)
+
+
+def message_of(response: Response[Any]) -> str:
+    try:
+        data = response.json()
+    except ValueError:
+        return response.text[:200].strip()
+    if isinstance(data, Mapping):
+        message = str(data.get("message") or "")
+        errors = data.get("errors")
+        if isinstance(errors, list):
+            codes = [
+                str(e.get("code") or e.get("message")) for e in errors if isinstance(e, Mapping)
+            ]
+            message += f" ({', '.join(codes)})" if codes else ""
+        return message
+    return ""
+
+
+def status_of(response: Response[Any]) -> str:
+    reason = response.reason_phrase
+    return f"{response.status_code} {reason}" if reason else str(response.status_code)
+
+
+def _seconds(value: str | None) -> float | None:
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def classify(error: Exception, now: float) -> TryAgain | None:
+    """Whether a failed request is worth another try, and how long GitHub asks to wait.
+
+    `now` is the wall clock in seconds since the epoch, to read `x-ratelimit-reset`.
+    """
+    if isinstance(error, Reconcile):
+        return TryAgain(reason=error.reason, after=error.after)
+    if isinstance(error, RequestFailed):
+        response = error.response
+        status = response.status_code
+        if status >= 500:
+            return TryAgain(reason=status_of(response))
+        if status not in (403, 429):
+            return None
+        headers = response.headers
+        message = message_of(response)
+        retry_after = _seconds(headers.get("retry-after"))
+        if retry_after is not None:
+            return TryAgain(reason=f"{status_of(response)}: {message}", after=retry_after)
+        reset = _seconds(headers.get("x-ratelimit-reset"))
+        if headers.get("x-ratelimit-remaining") == "0" and reset is not None:
+            wait = max(reset - now, 0.0) + 1.0
+            return TryAgain(reason=f"rate limit exceeded, it resets in {wait:.0f} s", after=wait)
+        if status == 429 or "rate limit" in message.lower():
+            return TryAgain(
+                reason=f"{status_of(response)}: {message or 'rate limited'}",
+                at_least=SECONDARY_LIMIT_WAIT,
+            )
+        return None
+    if isinstance(error, RequestError) and isinstance(error.exc, _TRANSIENT):
+        if unresolvable(error.exc):
+            return None  # a host name that does not resolve will not resolve on a retry
+        detail = str(error.exc)
+        name = type(error.exc).__name__
+        return TryAgain(reason=f"connection failed ({name}{': ' + detail if detail else ''})")
+    return None
+
+
+class Reconcile(Exception):
+    """An attempt that must look at GitHub's state again before the next one."""
+
+    def __init__(self, reason: str, *, after: float | None = 0.0) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.after = after
+
+
+# -- the client ------------------------------------------------------------------------
+
+
+class GithubClient:
+    """The REST API of one GitHub (api.github.com, or a GitHub Enterprise `/api/v3`).
+
+    Every call runs inside `session(...)`, which opens one connection pool, starts the
+    operation's deadline and turns what is left of a failure into one PublishError.
+    `sleep` and `clock` (wall clock, seconds since the epoch) are injectable so that tests
+    run the waits without spending them.
+    """
+
+    def __init__(
+        self,
+        *,
+        api_url: str,
+        token: Secret | None,
+        policy: RetryPolicy | None = None,
+        sleep: Sleep = time.sleep,
+        clock: Clock = time.time,
+        command: str = "release publish",
+    ) -> None:
+        self.api_url = api_url.rstrip("/")
+        self.command = command
+        self.policy = policy or RetryPolicy()
+        self._token = token if token else None
+        self._sleep = sleep
+        self._clock = clock
+        self._gh: GitHub[Any] | None = None
+        self._deadline: Deadline | None = None
+        self._methods: Counter[str] = Counter()
+        self._bytes_uploaded = 0
+        self._hashed: dict[tuple[int, int], str] = {}
+
+    def __repr__(self) -> str:
+        return (
+            f"GithubClient(api_url={self.api_url!r}, token={'<secret>' if self._token else None})"
+        )
+
+    @property
+    def anonymous(self) -> bool:
+        return self._token is None
+
+    @property
+    def stats(self) -> RequestStats:
+        return RequestStats(by_method=dict(self._methods), bytes_uploaded=self._bytes_uploaded)
+
+    def scrub(self, text: str) -> str:
+        return self._token.scrub(text) if self._token else text
+
+    # -- sessions and retries -------------------------------------------------------------
+
+    @contextmanager
+    def session(self, where: str, *, done: list[str] | None = None) -> Iterator[None]:
+        """One operation on `where` (owner/name@tag): one pool, one deadline, failures
+        as PublishError naming what was done before the failure."""
+        if self._gh is not None:  # nested: the outer session holds the pool and deadline
+            yield
+            return
+        self._deadline = Deadline(self.policy.total, self._clock)
+        auth: Any = TokenAuthStrategy(self._token.reveal()) if self._token else UnauthAuthStrategy()
+        self._gh = GitHub(
+            auth,
+            base_url=self.api_url,
+            auto_retry=False,
+            http_cache=False,
+            timeout=self.policy.request_timeout,
+            user_agent="cuda-wheel-release (githubkit)",
+            event_hooks={"request": [self._count]},
+        )
+        try:
+            with self._gh:
+                yield
+        except RetryExhausted as error:
+            progress = "; ".join(done) if done else "nothing was changed"
+            raise PublishError(
+                self.scrub(f"GitHub {where}: {error} (done so far: {progress})"),
+                hint=f"re-running `{self.command}` resumes where this run stopped",
+            ) from None
+        except PublishError as error:
+            error.message = self.scrub(error.message)
+            error.args = (error.message,)
+            raise
+        finally:
+            self._gh = None
+            self._deadline = None
+
+    def _count(self, request: httpx.Request) -> None:
+        self._methods[request.method] += 1
+
+    def _client(self) -> GitHub[Any]:
+        if self._gh is None:
+            raise RuntimeError("a GitHub request outside of a session")
+        return self._gh
+
+    def rest(self) -> Any:
+        return self._client().rest(API_VERSION)
+
+    def retrying(self, what: str, attempt: Callable[[int], T]) -> T:
+        """Run `attempt(retry)` until it succeeds, under the policy and the session's
+        deadline; an attempt may raise `Reconcile` to be tried again after a wait."""
+        if self._deadline is None:
+            raise RuntimeError("a GitHub request outside of a session")
+        return call_with_retries(
+            attempt,
+            classify=lambda error: classify(error, self._clock()),
+            policy=self.policy,
+            deadline=self._deadline,
+            sleep=self._sleep,
+            what=what,
+            on_retry=lambda verdict, delay, retry: log.warning(
+                "%s: %s; retrying in %.0f s (retry %d of %d)",
+                what,
+                self.scrub(verdict.reason),
+                delay,
+                retry,
+                self.policy.attempts - 1,
+            ),
+        )
+
+    def request(
+        self, what: str, call: Callable[[], Response[Any]], *, accept: Collection[int] = ()
+    ) -> Response[Any]:
+        """An idempotent request, retried as it is."""
+        return self.retrying(what, lambda retry: self.send(what, call, accept=accept))
+
+    def list_all(self, what: str, first: Callable[[], Response[Any]]) -> list[Any]:
+        """Every item of a paginated list, following the `Link: rel="next"` URLs."""
+        gh = self._client()
+        items: list[Any] = []
+        call = first
+        while True:
+            response = self.request(what, call)
+            page = response.json()
+            if not isinstance(page, list):
+                raise PublishError(f"GitHub answered {what} with something that is not a list")
+            items.extend(page)
+            url = next_link(response.headers.get("link"))
+            if url is None:
+                return items
+            call = _bind_get(gh, url)
+
+    def send(
+        self, what: str, call: Callable[[], Response[Any]], *, accept: Collection[int] = ()
+    ) -> Response[Any]:
+        """One attempt. Transient failures propagate for the retry loop to classify;
+        statuses in `accept` come back as answers; every other failure is a PublishError."""
+        try:
+            return call()
+        except RequestFailed as error:
+            response = error.response
+            if response.status_code in accept:
+                return response
+            if classify(error, self._clock()) is not None:
+                raise
+            raise self.refusal(what, response) from None
+        except RequestError as error:
+            if classify(error, self._clock()) is not None:
+                raise
+            raise PublishError(
+                self.scrub(f"cannot {what} at {self.api_url}: {error.exc}"),
+                hint="check the GitHub API URL (`api-url` in matrix.yaml, --github-api-url) "
+                "and the network",
+            ) from None
+
+    def refusal(self, what: str, response: Response[Any]) -> PublishError:
+        status = response.status_code
+        message = self.scrub(message_of(response))
+        repo = self._repository_of(str(response.url))
+        if status == 401:
+            return PublishError(
+                f"GitHub rejected the token (GITHUB_TOKEN) at {self.api_url}: {message}",
+                hint="set GITHUB_TOKEN to a valid, unexpired token; "
+                + PERMISSION_HINT.format(repo=repo),
+            )
+        if status == 403:
+            hint = (
+                "set GITHUB_TOKEN: this needs a token"
+                if self.anonymous
+                else PERMISSION_HINT.format(repo=repo)
+            )
+            return PublishError(f"GitHub refused to {what} on {repo}: {message}", hint=hint)
+        if status == 404:
+            return PublishError(
+                f"GitHub answered 404 to {what}: {repo} does not exist at "
+                f"{self.api_url}, or the token cannot see it",
+                hint="check `repository` and `api-url` in matrix.yaml and the token's access",
+            )
+        return PublishError(f"GitHub answered {status_of(response)} to {what}: {message}")
+
+    def _repository_of(self, url: str) -> str:
+        match = re.search(r"/repos/([^/]+/[^/]+)", url)
+        return match.group(1) if match else "the repository"
+
+    # -- releases and assets --------------------------------------------------------------
+
+    def find_release(self, repository: str, tag: str) -> ReleaseInfo | None:
+        """The release of the tag: the published one by tag (one request), else a draft
+        from the release list (drafts are 404 by tag)."""
+        owner, repo = repository.split("/", 1)
+        rest = self.rest()
+        response = self.request(
+            f"look up the release {tag}",
+            lambda: rest.repos.get_release_by_tag(owner, repo, tag),
+            accept=(404,),
+        )
+        if response.status_code == 200:
+            return parse_release(response.json())
+        return choose_release(self.list_releases(repository), tag)
+
+    def list_releases_json(self, repository: str) -> list[Mapping[str, Any]]:
+        """Every release as GitHub's JSON (drafts only with push access)."""
+        owner, repo = repository.split("/", 1)
+        rest = self.rest()
+        items = self.list_all(
+            f"list the releases of {repository}",
+            lambda: rest.repos.list_releases(owner, repo, per_page=PER_PAGE),
+        )
+        return [item for item in items if isinstance(item, Mapping)]
+
+    def list_releases(self, repository: str) -> list[ReleaseInfo]:
+        return [parse_release(r) for r in self.list_releases_json(repository)]
+
+    def get_release(self, repository: str, release_id: int) -> ReleaseInfo:
+        owner, repo = repository.split("/", 1)
+        rest = self.rest()
+        response = self.request(
+            f"read the release {release_id}",
+            lambda: rest.repos.get_release(owner, repo, release_id),
+        )
+        return parse_release(response.json())
+
+    def list_assets(self, repository: str, release: ReleaseInfo) -> list[AssetInfo]:
+        owner, repo = repository.split("/", 1)
+        rest = self.rest()
+        items = self.list_all(
+            f"list the assets of {release.tag}",
+            lambda: rest.repos.list_release_assets(owner, repo, release.id, per_page=PER_PAGE),
+        )
+        return [parse_asset(item) for item in items]
+
+    def create_release(
+        self, repository: str, tag: str, *, draft: bool, target_commitish: str | None
+    ) -> Response[Any]:
+        """One attempt at creating the release; 422 comes back as an answer."""
+        owner, repo = repository.split("/", 1)
+        rest = self.rest()
+        return self.send(
+            f"create the release {tag}",
+            lambda: rest.repos.create_release(
+                owner,
+                repo,
+                tag_name=tag,
+                name=tag,
+                draft=draft,
+                target_commitish=target_commitish or UNSET,
+            ),
+            accept=(422,),
+        )
+
+    def update_release(self, repository: str, release_id: int, **fields: Any) -> Response[Any]:
+        """One attempt at changing a release; 422 comes back as an answer."""
+        owner, repo = repository.split("/", 1)
+        rest = self.rest()
+        return self.send(
+            f"update the release {release_id}",
+            lambda: rest.repos.update_release(owner, repo, release_id, **fields),
+            accept=(422,),
+        )
+
+    def delete_asset(self, repository: str, asset: AssetInfo) -> None:
+        owner, repo = repository.split("/", 1)
+        rest = self.rest()
+        self.request(
+            f"delete {asset.name}",
+            lambda: rest.repos.delete_release_asset(owner, repo, asset.id),
+            accept=(404,),
+        )
+
+    def rename_asset(self, repository: str, asset: AssetInfo, name: str) -> Response[Any]:
+        """One attempt at renaming an asset; 422 (the name is taken) comes back."""
+        owner, repo = repository.split("/", 1)
+        rest = self.rest()
+        return self.send(
+            f"rename {asset.name} to {name}",
+            lambda: rest.repos.update_release_asset(owner, repo, asset.id, name=name),
+            accept=(422,),
+        )
+
+    def upload_asset(self, release: ReleaseInfo, name: str, data: bytes) -> Response[Any]:
+        """One attempt at uploading `data` as `name` to the release's `upload_url` (githubkit
+        would build the URL from the API base, which is not GitHub's uploads host); bytes,
+        never a stream, so that a retry sends them again. 422 comes back as an answer."""
+        gh = self._client()
+        self._bytes_uploaded += len(data)
+        return self.send(
+            f"upload {name}",
+            lambda: gh.request(
+                "POST",
+                upload_endpoint(release.upload_url),
+                params={"name": name},
+                content=data,
+                headers={
+                    **API_HEADERS,
+                    "Content-Type": "application/octet-stream",
+                    "Content-Length": str(len(data)),
+                },
+            ),
+            accept=(422,),
+        )
+
+    def download_asset(self, asset: AssetInfo) -> bytes:
+        """An asset's bytes, through the API (drafts included), retried."""
+        gh = self._client()
+
+        def attempt(retry: int) -> bytes:
+            response = self.send(
+                f"download {asset.name}",
+                lambda: gh.request(
+                    "GET",
+                    asset.url,
+                    headers={**API_HEADERS, "Accept": "application/octet-stream"},
+                ),
+            )
+            return response.content
+
+        return self.retrying(f"download {asset.name}", attempt)
+
+    def asset_sha256(self, asset: AssetInfo, *, trust_digest: bool = True) -> str:
+        """The sha256 of an asset's bytes: its `digest` where GitHub reports one and it is
+        trusted, else the hash of its download (remembered for the asset's id and size)."""
+        if trust_digest and asset.sha256 is not None:
+            return asset.sha256
+        known = self._hashed.get((asset.id, asset.size))
+        if known is None:
+            known = hashlib.sha256(self.download_asset(asset)).hexdigest()
+            self._hashed[(asset.id, asset.size)] = known
+        return known
+
+
+def _bind_get(gh: GitHub[Any], url: str) -> Callable[[], Response[Any]]:
+    def call() -> Response[Any]:
+        return gh.request("GET", url, headers=API_HEADERS)
+
+    return call

@@ -1,0 +1,166 @@
+"""What GitHub's REST API returns, as this program reads it: releases, assets, names and
+URLs. Pure: GitHub's JSON in, frozen records out; release.github_api does the requests.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+from release.errors import PublishError
+
+_KEPT_BY_GITHUB = re.compile(r"[A-Za-z0-9._+-]")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReleaseInfo:
+    id: int
+    tag: str
+    draft: bool
+    immutable: bool
+    url: str
+    html_url: str
+    upload_url: str  # the hypermedia template, `.../assets{?name,label}`
+
+
+@dataclass(frozen=True, kw_only=True)
+class AssetInfo:
+    id: int
+    name: str
+    size: int
+    state: str  # "uploaded"; "starter"/"new"/"open" are leftovers of failed uploads
+    sha256: str | None  # from `digest`, None where the server reports none
+    url: str
+    browser_download_url: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class RequestStats:
+    """Requests sent (redirects and retries included) and the asset bytes sent."""
+
+    by_method: Mapping[str, int]
+    bytes_uploaded: int
+
+    @property
+    def writes(self) -> int:
+        return sum(n for method, n in self.by_method.items() if method not in ("GET", "HEAD"))
+
+
+def _field(data: Mapping[str, Any], key: str, kind: type) -> Any:
+    value = data.get(key)
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise PublishError(
+            f"GitHub answered with an unexpected {key!r} ({type(value).__name__})",
+            hint="is the API URL in matrix.yaml a GitHub REST API (api.github.com or "
+            "https://HOST/api/v3)?",
+        )
+    return value
+
+
+def sha256_of_digest(digest: object) -> str | None:
+    """The hex sha256 of a `digest` field (`sha256:<hex>`); None for anything else."""
+    if isinstance(digest, str) and digest.startswith("sha256:"):
+        value = digest[len("sha256:") :].lower()
+        if re.fullmatch(r"[0-9a-f]{64}", value):
+            return value
+    return None
+
+
+def parse_release(data: object) -> ReleaseInfo:
+    if not isinstance(data, Mapping):
+        raise PublishError("GitHub answered with something that is not a release")
+    return ReleaseInfo(
+        id=_field(data, "id", int),
+        tag=_field(data, "tag_name", str),
+        draft=_field(data, "draft", bool),
+        immutable=data.get("immutable") is True,
+        url=_field(data, "url", str),
+        html_url=_field(data, "html_url", str),
+        upload_url=_field(data, "upload_url", str),
+    )
+
+
+def parse_asset(data: object) -> AssetInfo:
+    """One asset as plain JSON: leftovers carry states outside githubkit's model."""
+    if not isinstance(data, Mapping):
+        raise PublishError("GitHub answered with something that is not a release asset")
+    return AssetInfo(
+        id=_field(data, "id", int),
+        name=_field(data, "name", str),
+        size=_field(data, "size", int),
+        state=_field(data, "state", str),
+        sha256=sha256_of_digest(data.get("digest")),
+        url=_field(data, "url", str),
+        browser_download_url=_field(data, "browser_download_url", str),
+    )
+
+
+def upload_endpoint(upload_url: str) -> str:
+    """The release's `upload_url` without its `{?name,label}` template part."""
+    return upload_url.split("{", 1)[0]
+
+
+def next_link(link_header: str | None) -> str | None:
+    """The `rel="next"` URL of a `Link` header, if any."""
+    for part in (link_header or "").split(","):
+        match = re.fullmatch(r"\s*<([^>]*)>\s*;(.*)", part)
+        if match and re.search(r'rel="?([^";]*\s)?next(\s[^";]*)?"?', match.group(2)):
+            return match.group(1)
+    return None
+
+
+def web_base(api_url: str) -> str:
+    """The web origin of a REST API base: github.com, a GitHub Enterprise host, or (a
+    server serving both from one origin) the API base itself."""
+    base = api_url.rstrip("/")
+    parts = urlsplit(base)
+    if parts.hostname == "api.github.com":
+        return "https://github.com"
+    if parts.path.endswith("/api/v3"):
+        return base[: -len("/api/v3")]
+    return base
+
+
+def web_base_of_release(html_url: str, repository: str) -> str | None:
+    """The web origin in a release's `html_url` (`<web>/<owner>/<repo>/releases/tag/...`)."""
+    marker = f"/{repository}/releases/"
+    index = html_url.lower().find(marker.lower())
+    return html_url[:index] if index > 0 else None
+
+
+def download_url(web: str, repository: str, tag: str, name: str) -> str:
+    return f"{web}/{repository}/releases/download/{quote(tag, safe='/')}/{quote(name, safe='+@')}"
+
+
+def asset_name_problem(name: str) -> str | None:
+    """Why GitHub would store an asset under another name than `name`, if it would.
+
+    GitHub's upload endpoint renames "special characters" to "." and drops leading and
+    trailing periods (observed: spaces, parentheses, "~", ":", "%", "!"); "+" survives
+    when it is sent percent-encoded, which httpx does. Anything outside letters, digits
+    and "._+-" is refused rather than guessed at.
+    """
+    if not name:
+        return "the name is empty"
+    odd = sorted({c for c in name if not _KEPT_BY_GITHUB.fullmatch(c)})
+    if odd:
+        shown = " ".join(repr(c) for c in odd)
+        return f"GitHub would rename it: it replaces {shown} with '.'"
+    if name.startswith(".") or name.endswith("."):
+        return "GitHub would rename it: it drops leading and trailing periods"
+    if ".." in name:
+        return "GitHub would rename it: it collapses runs of periods"
+    return None
+
+
+def choose_release(releases: Sequence[ReleaseInfo], tag: str) -> ReleaseInfo | None:
+    """The release of `tag`: the published one, else the oldest draft (the one an earlier
+    run created and uploaded to; GitHub lets drafts share a tag)."""
+    mine = [r for r in releases if r.tag == tag]
+    published = [r for r in mine if not r.draft]
+    if published:
+        return published[0]
+    return min(mine, key=lambda r: r.id) if mine else None

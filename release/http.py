@@ -1,0 +1,219 @@
+"""The one HTTP edge: the httpx client every stage uses, credentials scoped to the origins
+they belong to, and downloads that are hashed as they stream, with bounded retries.
+
+`OriginAuth` sends a bearer token (GitHub's) only to the origins it names, and an index's
+basic credentials only to that index, and only once it asks (401). Redirects are httpx's
+own, which drops `Authorization` when a redirect leaves the origin (a release asset's
+download goes to a storage host that must never see the token).
+
+`fetch` retries what is worth retrying (connection failures, 5xx, 429, and the statuses
+a caller names, such as 404 while a new file propagates) under one `RetryPolicy` and one
+deadline; a host name that does not resolve is not retried, since no wait will fix it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import socket
+import time
+from collections.abc import Collection, Generator, Iterable, Mapping
+from dataclasses import dataclass, field
+
+import httpx
+
+from release import __version__
+from release.retry import (
+    Clock,
+    Deadline,
+    RetryExhausted,
+    RetryPolicy,
+    Sleep,
+    TryAgain,
+    call_with_retries,
+)
+from release.secrets import Secret, mask
+
+USER_AGENT = f"cuda-wheel-release/{__version__}"
+Client = httpx.Client  # the type stages take; only this module makes one
+DEFAULT_TIMEOUT = httpx.Timeout(60.0, connect=10.0)
+TRANSIENT_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
+
+
+def origin_of(url: str | httpx.URL) -> str:
+    """`scheme://host[:port]` of a URL, lower-cased."""
+    parsed = httpx.URL(str(url))
+    port = f":{parsed.port}" if parsed.port is not None else ""
+    return f"{parsed.scheme}://{parsed.host}{port}".lower()
+
+
+@dataclass(frozen=True)
+class BasicCredentials:
+    username: str
+    password: Secret
+
+
+class OriginAuth(httpx.Auth):
+    """Credentials by origin (see the module doc)."""
+
+    def __init__(
+        self,
+        *,
+        bearer: Mapping[str, Secret] | None = None,
+        basic: Mapping[str, BasicCredentials] | None = None,
+    ) -> None:
+        self.bearer = {origin.lower(): token for origin, token in (bearer or {}).items()}
+        self.basic = {origin.lower(): creds for origin, creds in (basic or {}).items()}
+
+    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+        origin = origin_of(request.url)
+        token = self.bearer.get(origin)
+        if token:
+            request.headers["Authorization"] = f"Bearer {token.reveal()}"
+        response = yield request
+        creds = self.basic.get(origin)
+        if (
+            response.status_code == 401
+            and creds is not None
+            and "Authorization" not in request.headers
+        ):
+            basic = httpx.BasicAuth(creds.username, creds.password.reveal())
+            yield next(basic.auth_flow(request))
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        values = [t.reveal() for t in self.bearer.values()]
+        values += [c.password.reveal() for c in self.basic.values()]
+        return tuple(v for v in values if v)
+
+
+def client(
+    *,
+    auth: httpx.Auth | None = None,
+    concurrency: int = 16,
+    timeout: httpx.Timeout = DEFAULT_TIMEOUT,
+) -> httpx.Client:
+    """The HTTP client of a command: redirects followed, bounded connections."""
+    return httpx.Client(
+        auth=auth,
+        timeout=timeout,
+        follow_redirects=True,
+        limits=httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency),
+        headers={"User-Agent": USER_AGENT},
+    )
+
+
+def unresolvable(error: BaseException) -> bool:
+    """Whether a connection failed because the host name does not resolve."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, socket.gaierror):
+            return True
+        text = str(current)
+        if "Name or service not known" in text or "nodename nor servname" in text:
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
+@dataclass(frozen=True, kw_only=True)
+class Download:
+    """What one GET gave: the final status and URL, and the body's size and sha256."""
+
+    status: int | None
+    size: int = 0
+    sha256: str = ""
+    url: str = ""  # the last URL of the redirect chain
+    content_type: str = ""
+    body: bytes | None = None  # only when asked to keep it
+    error: str | None = None  # a connection failure, masked
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.status == 200
+
+
+class _Retry(Exception):
+    def __init__(self, verdict: TryAgain, download: Download) -> None:
+        super().__init__(verdict.reason)
+        self.verdict = verdict
+        self.download = download
+
+
+def _retry_after(headers: Mapping[str, str]) -> float | None:
+    try:
+        value = headers.get("retry-after")
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def fetch(
+    http: httpx.Client,
+    url: str,
+    *,
+    keep: bool = False,
+    accept: str | None = None,
+    retry_statuses: Collection[int] = (),
+    policy: RetryPolicy | None = None,
+    deadline: Deadline | None = None,
+    sleep: Sleep = time.sleep,
+    clock: Clock = time.monotonic,
+    secrets: Iterable[str] = (),
+) -> Download:
+    """GET `url` (redirects followed), hashing the body as it streams; retried per the
+    module doc. Never raises for the server's sake: the last answer or failure comes back."""
+    policy = policy or RetryPolicy(attempts=5, initial_delay=1.0, total=300.0)
+    deadline = deadline or Deadline(policy.total, clock)
+    hidden = tuple(secrets)
+    headers = {"Accept": accept} if accept else {}
+    retried = TRANSIENT_STATUSES | frozenset(retry_statuses)
+
+    def attempt(_: int) -> Download:
+        try:
+            with http.stream("GET", url, headers=headers) as response:
+                digest = hashlib.sha256()
+                size = 0
+                chunks = []
+                for chunk in response.iter_bytes():
+                    digest.update(chunk)
+                    size += len(chunk)
+                    if keep:
+                        chunks.append(chunk)
+                got = Download(
+                    status=response.status_code,
+                    size=size,
+                    sha256=digest.hexdigest(),
+                    url=str(response.url),
+                    content_type=response.headers.get("content-type", ""),
+                    body=b"".join(chunks) if keep else None,
+                    headers=dict(response.headers),
+                )
+        except httpx.HTTPError as error:
+            failed = Download(
+                status=None, url=url, error=mask(f"{type(error).__name__}: {error}", hidden)
+            )
+            if unresolvable(error):
+                return failed
+            raise _Retry(TryAgain(reason=failed.error or "connection failed"), failed) from None
+        if got.status in retried:
+            reason = f"HTTP {got.status}"
+            raise _Retry(TryAgain(reason=reason, after=_retry_after(got.headers)), got)
+        return got
+
+    last: list[Download] = []
+
+    def classify(error: Exception) -> TryAgain | None:
+        if isinstance(error, _Retry):
+            last[:] = [error.download]
+            return error.verdict
+        return None
+
+    try:
+        return call_with_retries(
+            attempt, classify=classify, policy=policy, deadline=deadline, sleep=sleep, what=url
+        )
+    except RetryExhausted:
+        return last[0] if last else Download(status=None, url=url, error="no time left")

@@ -1,0 +1,159 @@
+"""The validated release matrix: the cells `release` builds, each with everything it is
+built with and where its wheel goes. Frozen; made only by release.matrix's loader, which
+checks every rule first, so nothing downstream re-checks a field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+from release.errors import ConfigError
+from release.targets import Arch, CudaVersion, GpuTarget
+
+
+@dataclass(frozen=True, kw_only=True)
+class Project:
+    name: str
+    version: Version
+    path: Path
+
+    @property
+    def wheel_name(self) -> str:
+        """The distribution name as it appears in wheel filenames (`k3_kernels`)."""
+        return canonicalize_name(self.name).replace("-", "_")
+
+
+@dataclass(frozen=True, kw_only=True)
+class PypiDestination:
+    name: str
+    repository_url: str
+    index_url: str
+    max_file_size: int
+
+    kind: Literal["pypi"] = "pypi"
+
+
+@dataclass(frozen=True, kw_only=True)
+class GithubDestination:
+    name: str
+    repository: str
+    tag_template: str
+    api_url: str
+    index_url: str | None
+    max_file_size: int
+
+    kind: Literal["github"] = "github"
+
+    def tag(self, version: Version) -> str:
+        return self.tag_template.format(version=version.public)
+
+
+Destination = PypiDestination | GithubDestination
+
+
+def nccl_package(cuda_major: int) -> str:
+    return f"nvidia-nccl-cu{cuda_major}"
+
+
+def nccl_requirement(cuda_major: int, version: Version) -> str:
+    """The NCCL pin as pip and uv read it: `nvidia-nccl-cu12==2.30.7`."""
+    return f"{nccl_package(cuda_major)}=={version}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Cell:
+    """One wheel: a (CUDA version, CPU architecture) pair with everything it is built with."""
+
+    project: Project
+    cuda: CudaVersion
+    arch: Arch
+    sms: tuple[GpuTarget, ...]
+    ptx: GpuTarget | None
+    local_label: str | None
+    destination: Destination
+    nccl: Version | None
+    manylinux: str
+
+    @property
+    def id(self) -> str:
+        return f"{self.cuda}-{self.arch}"
+
+    @property
+    def version(self) -> Version:
+        base = self.project.version.public
+        return Version(f"{base}+{self.local_label}" if self.local_label else base)
+
+    @property
+    def platform_tag(self) -> str:
+        return f"manylinux_{self.manylinux}_{self.arch}"
+
+    @property
+    def wheel_filename(self) -> str:
+        return f"{self.project.wheel_name}-{self.version}-py3-none-{self.platform_tag}.whl"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Matrix:
+    path: Path
+    project: Project
+    cells: tuple[Cell, ...]
+    destinations: Mapping[str, Destination]
+
+    def select(self, *, cuda: Sequence[str] = (), arch: Sequence[str] = ()) -> tuple[Cell, ...]:
+        """The cells matching the filters (empty filter = all); a filter that matches nothing
+        is an error naming what exists."""
+        problems = []
+        known_cuda = sorted({str(c.cuda) for c in self.cells})
+        known_arch = sorted({c.arch for c in self.cells})
+        for value in cuda:
+            if value not in known_cuda:
+                problems.append(
+                    f"--cuda {value}: no cell has CUDA {value} in {self.path.name} "
+                    f"(it has {', '.join(known_cuda)})"
+                )
+        for value in arch:
+            if value not in known_arch:
+                problems.append(
+                    f"--arch {value}: no cell has arch {value} in {self.path.name} "
+                    f"(it has {', '.join(known_arch)})"
+                )
+        if problems:
+            raise ConfigError(problems)
+        selected = tuple(
+            c
+            for c in self.cells
+            if (not cuda or str(c.cuda) in cuda) and (not arch or c.arch in arch)
+        )
+        if not selected:
+            raise ConfigError(
+                ["the filters select no cell"], hint="run `release matrix` to see the cells"
+            )
+        return selected
+
+    def nccl_pins(self, cells: Iterable[Cell] | None = None) -> dict[int, Version]:
+        """NCCL version per CUDA major, for the given cells (default: all)."""
+        return {c.cuda.major: c.nccl for c in (self.cells if cells is None else cells) if c.nccl}
+
+
+def cell_dict(cell: Cell) -> dict[str, Any]:
+    """A cell as plain JSON-able data."""
+    return {
+        "id": cell.id,
+        "cuda": str(cell.cuda),
+        "arch": cell.arch,
+        "sms": [str(s) for s in cell.sms],
+        "ptx": str(cell.ptx) if cell.ptx else None,
+        "local_label": cell.local_label,
+        "version": str(cell.version),
+        "wheel": cell.wheel_filename,
+        "destination": cell.destination.name,
+        "destination_kind": cell.destination.kind,
+        "nccl": str(cell.nccl) if cell.nccl else None,
+        "manylinux": cell.manylinux,
+    }

@@ -1,0 +1,156 @@
+"""The document matrix.yaml is: these frozen dataclasses are its specification.
+
+release.yamlspec reads their type hints to load a document (with file:line:col errors)
+and to generate the JSON Schema, so the loader and the schema cannot disagree. The rules
+across keys (which SM a CUDA version builds, one filename per release, ...) are
+release.matrix's.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from packaging.version import Version
+
+from release.errors import shown
+from release.targets import Arch, GpuTarget
+
+DestinationKind = Literal["pypi", "github"]
+RELEASE_VERSION = r"[0-9]+(\.[0-9]+)*"
+
+
+@dataclass(frozen=True)
+class PtxSpec:
+    """A PTX target (an SM number) or `none` for no PTX."""
+
+    target: GpuTarget | None
+
+    @classmethod
+    def from_yaml(cls, value: object) -> PtxSpec:
+        if value is False or (isinstance(value, str) and value.strip().lower() == "none"):
+            return cls(None)
+        return cls(GpuTarget.from_yaml(value))
+
+    @classmethod
+    def yaml_schema(cls) -> dict[str, Any]:
+        return {"anyOf": [GpuTarget.yaml_schema(), {"const": "none"}, {"const": False}]}
+
+
+@dataclass(frozen=True)
+class ManylinuxSpec:
+    """A manylinux glibc level: `2_28` (or `manylinux_2_28`)."""
+
+    major: int
+    minor: int
+
+    @classmethod
+    def from_yaml(cls, value: object) -> ManylinuxSpec:
+        if not isinstance(value, str):
+            raise ValueError(
+                f'expected a quoted string like "2_28", got {shown(value)} '
+                "(YAML reads 2_28 unquoted as the number 228)"
+            )
+        match = re.fullmatch(r"(?:manylinux_)?([0-9]+)_([0-9]+)", value)
+        if match is None:
+            raise ValueError(f'{shown(value)} is not a manylinux level (write it like "2_28")')
+        return cls(int(match.group(1)), int(match.group(2)))
+
+    @classmethod
+    def yaml_schema(cls) -> dict[str, Any]:
+        return {"type": "string", "pattern": r"^(manylinux_)?[0-9]+_[0-9]+$"}
+
+    def __str__(self) -> str:
+        return f"{self.major}_{self.minor}"
+
+
+@dataclass(frozen=True)
+class VersionSpec:
+    """A PEP 440 version, written as a string (`2.30.7`)."""
+
+    version: Version
+
+    @classmethod
+    def from_yaml(cls, value: object) -> VersionSpec:
+        if not isinstance(value, str):
+            raise ValueError(
+                f'expected a version string like "2.30.7", got {shown(value)} (quote it)'
+            )
+        if not re.fullmatch(RELEASE_VERSION, value):
+            raise ValueError(
+                f'{shown(value)} is not a valid version (numbers and dots, e.g. "2.30.7")'
+            )
+        return cls(Version(value))
+
+    @classmethod
+    def yaml_schema(cls) -> dict[str, Any]:
+        return {"type": "string", "pattern": f"^{RELEASE_VERSION}$"}
+
+
+@dataclass(frozen=True)
+class WheelSettings:
+    """Settings shared by the wheels of every CUDA version unless a version overrides them."""
+
+    arches: list[Arch] | None = field(default=None, metadata={"doc": "CPU architectures"})
+    sms: list[GpuTarget] | None = field(
+        default=None, metadata={"doc": "GPU targets with a cubin each: 75, 80, 90a, 100f"}
+    )
+    ptx: PtxSpec | None = field(
+        default=None, metadata={"doc": "PTX target for GPUs newer than the SMs, or none"}
+    )
+    manylinux: ManylinuxSpec | None = field(
+        default=None, metadata={"doc": 'manylinux glibc level, e.g. "2_28"'}
+    )
+    nccl: VersionSpec | None = field(
+        default=None, metadata={"doc": "NCCL version pinned for this CUDA major"}
+    )
+
+
+@dataclass(frozen=True)
+class CudaSpec(WheelSettings):
+    """The wheels of one CUDA version."""
+
+    destination: str = field(default="", metadata={"doc": "a name under destinations"})
+    local_label: str | None = field(
+        default=None, metadata={"doc": "PEP 440 local version label, e.g. cu129"}
+    )
+
+
+@dataclass(frozen=True)
+class DestinationSpec:
+    """Where a variant's wheels are published."""
+
+    kind: DestinationKind
+    repository_url: str | None = field(default=None, metadata={"doc": "pypi: upload URL"})
+    index_url: str | None = field(
+        default=None, metadata={"doc": "the simple index pip installs from"}
+    )
+    repository: str | None = field(default=None, metadata={"doc": "github: owner/name"})
+    tag: str | None = field(default=None, metadata={"doc": "github: tag template, v{version}"})
+    api_url: str | None = field(
+        default=None, metadata={"doc": "github: REST API base URL (GitHub Enterprise)"}
+    )
+    max_file_size_mib: int | None = field(
+        default=None, metadata={"doc": "largest file the destination accepts, MiB"}
+    )
+
+
+@dataclass(frozen=True)
+class ExcludeSpec:
+    """Drops the matching cells, or with `sm` only that SM from them."""
+
+    cuda: str | None = None
+    arch: Arch | None = None
+    sm: GpuTarget | None = None
+
+
+@dataclass(frozen=True)
+class MatrixSpec:
+    """The release matrix of a CUDA kernel project."""
+
+    project: str = field(metadata={"doc": "directory of the kernel project (pyproject.toml)"})
+    cuda: dict[str, CudaSpec] = field(metadata={"doc": "one entry per CUDA version"})
+    destinations: dict[str, DestinationSpec] = field(metadata={"doc": "named publish targets"})
+    defaults: WheelSettings | None = None
+    exclude: list[ExcludeSpec] | None = None

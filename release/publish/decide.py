@@ -1,0 +1,222 @@
+"""The publisher seam and the one decision of what publishing does with each file.
+
+`decide` is the whole policy, used by `release plan`, `release publish --dry-run` and
+`release publish` alike: a file the destination lacks is uploaded, the same bytes are
+skipped, other bytes under the same name are a CONFLICT (replaced only when asked), a
+leftover of a failed upload is cleared and uploaded again, and a file that breaks a
+destination rule is refused before anything is sent anywhere. Companions (the PEP 658
+`.metadata` of a wheel, the NCCL files, the release manifest) follow the same rule.
+
+A `Publisher` is one destination; `stage` makes every file present without making
+anything public that was not (a GitHub draft), `commit` makes it public (PyPI uploads,
+publishing the draft). `release publish` stages every destination that can, then commits
+those that cannot stage, then the staged ones: nothing goes public until every destination
+holds its files.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from release.dist import wheel_problem
+from release.manifest import WheelEntry
+
+
+@dataclass(frozen=True, kw_only=True)
+class RemoteFile:
+    """A file as a destination reports it (read-only requests only)."""
+
+    name: str
+    size: int | None
+    sha256: str | None
+    url: str
+    state: str = "uploaded"  # GitHub asset state; anything else is a failed upload's leftover
+
+
+class Action(enum.Enum):
+    UPLOAD = "upload"
+    SKIP = "identical"
+    REPLACE = "replace"
+    CONFLICT = "CONFLICT"
+    REFUSED = "refused"
+
+
+@dataclass(frozen=True, kw_only=True)
+class FileDecision:
+    entry: WheelEntry
+    action: Action
+    reason: str
+    url: str  # where the file will be (or is) downloadable once published
+
+
+@dataclass(frozen=True, kw_only=True)
+class Companion:
+    """A file published beside the wheels: a wheel's `.metadata`, an NCCL file, the
+    release manifest. Its bytes are known before publishing."""
+
+    filename: str
+    data: bytes
+    sha256: str
+    of: str  # the wheel it describes, or "release"
+    purpose: str  # "PEP 658 metadata", "NCCL uv override", ...
+
+    @property
+    def size(self) -> int:
+        return len(self.data)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CompanionDecision:
+    companion: Companion
+    action: Action
+    reason: str
+    url: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class PublishPlan:
+    decisions: tuple[FileDecision, ...]
+    companions: tuple[CompanionDecision, ...] = field(default=())
+
+    def with_action(self, *actions: Action) -> tuple[FileDecision, ...]:
+        return tuple(d for d in self.decisions if d.action in actions)
+
+    def companions_with(self, *actions: Action) -> tuple[CompanionDecision, ...]:
+        return tuple(c for c in self.companions if c.action in actions)
+
+    @property
+    def blocked(self) -> bool:
+        """True when any file is a conflict or refused: then nothing at all is uploaded."""
+        bad = (Action.CONFLICT, Action.REFUSED)
+        return bool(self.with_action(*bad) or self.companions_with(*bad))
+
+
+def verdict(
+    sha256: str,
+    size: int,
+    remote: RemoteFile | None,
+    *,
+    refusal: str | None,
+    replace: bool,
+) -> tuple[Action, str, bool]:
+    """(action, reason, whether the remote URL is the file's URL) for one file."""
+    if refusal is not None:
+        return Action.REFUSED, refusal, False
+    if remote is None or remote.state != "uploaded":
+        reason = "new" if remote is None else f"leftover of a failed upload ({remote.state})"
+        return Action.UPLOAD, reason, False
+    if remote.sha256 == sha256 and remote.size in (None, size):
+        return Action.SKIP, "same sha256", True
+    if remote.sha256 is None:
+        reason = "exists, and the destination reports no sha256 to compare"
+    else:
+        reason = f"exists with sha256 {remote.sha256[:12]}..., built {sha256[:12]}..."
+    if replace:
+        return Action.REPLACE, reason, False
+    return Action.CONFLICT, reason, True
+
+
+def decide(
+    entry: WheelEntry,
+    remote: RemoteFile | None,
+    *,
+    refusal: str | None,
+    replace: bool,
+    url: str,
+) -> FileDecision:
+    """What to do with one wheel, from what its destination already has."""
+    action, reason, remote_url = verdict(
+        entry.sha256, entry.size, remote, refusal=refusal, replace=replace
+    )
+    where = remote.url if remote_url and remote is not None else url
+    return FileDecision(entry=entry, action=action, reason=reason, url=where)
+
+
+def decide_companion(
+    companion: Companion, remote: RemoteFile | None, *, replace: bool, url: str
+) -> CompanionDecision:
+    action, reason, remote_url = verdict(
+        companion.sha256, companion.size, remote, refusal=None, replace=replace
+    )
+    where = remote.url if remote_url and remote is not None else url
+    return CompanionDecision(companion=companion, action=action, reason=reason, url=where)
+
+
+class Publisher(Protocol):
+    """One destination. Implementations: PyPI (twine) and GitHub Releases (githubkit)."""
+
+    name: str
+    stages: bool  # whether `stage` can hold files without making them public
+
+    @property
+    def index_url(self) -> str | None:
+        """The simple index that lists what this destination published, if one does."""
+        ...
+
+    def existing(self, files: Mapping[str, int], *, rehash: bool) -> Mapping[str, RemoteFile]:
+        """What the destination already has under these filenames (name -> built size;
+        read-only requests); with `rehash`, sha256 from the bytes, whatever the
+        destination reports."""
+        ...
+
+    def refusal(self, entry: WheelEntry, wheel: Path) -> str | None:
+        """Why the destination would reject this file, checked before any upload."""
+        ...
+
+    def final_url(self, name: str) -> str:
+        """Where a file will be downloadable once published."""
+        ...
+
+    def stage(self, plan: PublishPlan, dist: Path) -> list[str]:
+        """Make every file of the plan present, publicly nothing new; what was done."""
+        ...
+
+    def commit(self, plan: PublishPlan, dist: Path) -> tuple[FileDecision, ...]:
+        """Make the plan public; the decisions with the final URLs the destination gives."""
+        ...
+
+
+def plan_for(
+    publisher: Publisher,
+    entries: Sequence[WheelEntry],
+    dist: Path,
+    *,
+    replace: bool,
+    companions: Sequence[Companion] = (),
+    can_replace: bool = True,
+) -> PublishPlan:
+    """Ask the destination (read-only) and decide every file and companion. A wheel in
+    `dist` that is not the built one is refused; `replace` re-hashes what the destination
+    holds from its bytes (an asset whose reported digest is right while its bytes are not
+    is then found) and replaces what differs where the destination allows it."""
+    files = {e.filename: e.size for e in entries} | {c.filename: c.size for c in companions}
+    remote = publisher.existing(files, rehash=replace and can_replace)
+    decisions = []
+    for entry in entries:
+        wheel = dist / entry.filename
+        refusal = wheel_problem(entry, wheel) or publisher.refusal(entry, wheel)
+        decisions.append(
+            decide(
+                entry,
+                remote.get(entry.filename),
+                refusal=refusal,
+                replace=replace and can_replace,
+                url=publisher.final_url(entry.filename),
+            )
+        )
+    return PublishPlan(
+        decisions=tuple(decisions),
+        companions=tuple(
+            decide_companion(
+                c,
+                remote.get(c.filename),
+                replace=replace and can_replace,
+                url=publisher.final_url(c.filename),
+            )
+            for c in companions
+        ),
+    )

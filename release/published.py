@@ -1,0 +1,208 @@
+"""`published.json`: where every built file went and where it is downloadable, written by
+`release publish` after each destination and read by `release verify` and `release pins`.
+
+The record holds URLs; sizes and sha256 always come from the manifest (what was built),
+never from the record. Companions (PEP 658 sidecars, NCCL files, the release manifest)
+are recorded with the sha256 of the bytes that were sent.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from release.errors import ConfigError, shown
+from release.fsutil import read_json, write_atomic
+from release.manifest import Manifest
+from release.secrets import mask
+
+RECORD_NAME = "published.json"
+RECORD_SCHEMA = 1
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+
+@dataclass(frozen=True, kw_only=True)
+class PublishedFile:
+    filename: str
+    sha256: str
+    size: int
+    url: str
+    destination: str
+    kind: str
+    index_url: str | None
+    arch: str
+    local_label: str | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class PublishedCompanion:
+    filename: str
+    sha256: str
+    size: int
+    url: str
+    of: str  # the wheel it belongs to, or "release"
+    purpose: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Published:
+    project: str
+    version: str
+    files: tuple[PublishedFile, ...]
+    companions: tuple[PublishedCompanion, ...] = field(default=())
+
+
+def _url(value: object) -> bool:
+    return isinstance(value, str) and value.startswith(("https://", "http://"))
+
+
+def read_record(path: Path, manifest: Manifest) -> Published:
+    """The publish record, checked against the manifest (the manifest's sha256 wins)."""
+    data = read_json(path, "publish record", "run `release publish` first (it writes it)")
+    built = manifest.by_filename()
+    files = []
+    problems = []
+    raw_files = data.get("files") if isinstance(data, dict) else None
+    if not isinstance(raw_files, list):
+        raise ConfigError(
+            [f"{path}: 'files' is missing or not a list"],
+            hint="run `release publish` again to rewrite it",
+        )
+    for index, raw in enumerate(raw_files):
+        where = f"{path}: files[{index}]"
+        if not isinstance(raw, dict):
+            problems.append(f"{where}: not an object")
+            continue
+        name, url, index_url = raw.get("filename"), raw.get("url"), raw.get("index_url")
+        if not isinstance(name, str) or name not in built:
+            problems.append(f"{where}: {shown(name)} is not in the manifest")
+            continue
+        if not _url(url):
+            problems.append(f"{where}.url: {shown(url)} is not an http(s) URL")
+            continue
+        if index_url is not None and not _url(index_url):
+            problems.append(f"{where}.index_url: {shown(index_url)} is not an http(s) URL")
+            continue
+        entry = built[name]
+        files.append(
+            PublishedFile(
+                filename=name,
+                sha256=entry.sha256,
+                size=entry.size,
+                url=str(url),
+                destination=entry.destination.name,
+                kind=entry.destination.kind,
+                index_url=index_url,
+                arch=entry.arch,
+                local_label=entry.local_label,
+            )
+        )
+    companions = _companions(data.get("companions", []), path, problems)
+    if problems:
+        raise ConfigError(problems, hint="the record and the manifest are from different builds")
+    if not files:
+        raise ConfigError([f"{path}: lists no files"], hint="run `release publish` first")
+    return Published(
+        project=manifest.project,
+        version=manifest.version,
+        files=tuple(files),
+        companions=tuple(companions),
+    )
+
+
+def _companions(raw_list: object, path: Path, problems: list[str]) -> list[PublishedCompanion]:
+    if not isinstance(raw_list, list):
+        problems.append(f"{path}: 'companions' is not a list")
+        return []
+    out = []
+    for index, raw in enumerate(raw_list):
+        where = f"{path}: companions[{index}]"
+        if not isinstance(raw, dict):
+            problems.append(f"{where}: not an object")
+            continue
+        name, url, sha256, size = (raw.get(k) for k in ("filename", "url", "sha256", "size"))
+        if not isinstance(name, str) or "/" in name or not _url(url):
+            problems.append(f"{where}: needs a file name and an http(s) URL")
+            continue
+        if not isinstance(sha256, str) or not _SHA256.match(sha256):
+            problems.append(f"{where}.sha256: not 64 hex digits")
+            continue
+        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+            problems.append(f"{where}.size: not a size")
+            continue
+        out.append(
+            PublishedCompanion(
+                filename=name,
+                sha256=sha256,
+                size=size,
+                url=str(url),
+                of=str(raw.get("of", "")),
+                purpose=str(raw.get("purpose", "")),
+            )
+        )
+    return out
+
+
+def with_overrides(published: Published, overrides: Mapping[str, str]) -> Published:
+    """`--index-url NAME=URL` (or a label: `cu129=URL`) replaces where pip looks."""
+    if not overrides:
+        return published
+    files = tuple(
+        replace(
+            f,
+            index_url=overrides.get(f.destination)
+            or overrides.get(f.local_label or "")
+            or f.index_url,
+        )
+        for f in published.files
+    )
+    return replace(published, files=files)
+
+
+def write_record(
+    path: Path,
+    manifest: Manifest,
+    files: Sequence[Mapping[str, Any]],
+    companions: Sequence[Mapping[str, Any]],
+    secrets: Sequence[str],
+) -> None:
+    """Write `published.json`, merged with an earlier record of the same version (another
+    `--only` run) by filename."""
+    previous: dict[str, Any] = {}
+    previous_companions: dict[str, Any] = {}
+    if path.exists():
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            data = None
+        if isinstance(data, dict) and (data.get("project"), data.get("version")) == (
+            manifest.project,
+            manifest.version,
+        ):
+            previous = _by_name(data.get("files"))
+            previous_companions = _by_name(data.get("companions"))
+    previous.update({f["filename"]: f for f in files})
+    previous_companions.update({c["filename"]: c for c in companions})
+    record = {
+        "schema": RECORD_SCHEMA,
+        "project": manifest.project,
+        "version": manifest.version,
+        "files": [previous[name] for name in sorted(previous)],
+        "companions": [previous_companions[name] for name in sorted(previous_companions)],
+    }
+    text = mask(json.dumps(record, indent=2) + "\n", secrets)
+    write_atomic(path, text.encode())
+
+
+def _by_name(items: object) -> dict[str, Any]:
+    if not isinstance(items, list):
+        return {}
+    return {
+        item["filename"]: item
+        for item in items
+        if isinstance(item, dict) and isinstance(item.get("filename"), str)
+    }

@@ -1,0 +1,142 @@
+"""Reading a project page of any PEP 503 (HTML) / PEP 691 (JSON) simple index: PyPI,
+pypiserver, the index this tool writes. Pure: pages in, `ListedFile`s out; fetching them is
+release.http's.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from html.parser import HTMLParser
+from urllib.parse import urldefrag, urljoin
+
+from packaging.utils import (
+    InvalidSdistFilename,
+    InvalidWheelFilename,
+    canonicalize_name,
+    parse_sdist_filename,
+    parse_wheel_filename,
+)
+from packaging.version import Version
+
+SIMPLE_JSON = "application/vnd.pypi.simple.v1+json"
+SIMPLE_HTML = "application/vnd.pypi.simple.v1+html"
+# Ask for PEP 691 JSON first; plain HTML (pypiserver, static hosting) is the fallback.
+ACCEPT = f"{SIMPLE_JSON}, {SIMPLE_HTML};q=0.2, text/html;q=0.1"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ListedFile:
+    """A file on a simple index page, with what PEP 503/658/691 say about it."""
+
+    name: str
+    url: str  # without the fragment
+    sha256: str | None
+    size: int | None
+    hash_name: str | None  # the hash the link carries (sha256, md5, ...), if any
+    requires_python: str | None
+    metadata_sha256: str | None
+
+
+class _AnchorParser(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.anchors: list[tuple[dict[str, str | None], str]] = []
+        self._open: dict[str, str | None] | None = None
+        self._text: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "a":
+            self._open = dict(attrs)
+            self._text = []
+
+    def handle_data(self, data: str) -> None:
+        if self._open is not None:
+            self._text.append(data)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "a" and self._open is not None:
+            self.anchors.append((self._open, "".join(self._text).strip()))
+            self._open = None
+
+
+def _digest(fragment: str, prefix: str = "sha256=") -> str | None:
+    return fragment[len(prefix) :].lower() if fragment.startswith(prefix) else None
+
+
+def parse_simple_html(text: str, page_url: str) -> dict[str, ListedFile]:
+    """The files of a PEP 503 project page, by filename (the anchor text)."""
+    parser = _AnchorParser()
+    parser.feed(text)
+    parser.close()
+    out: dict[str, ListedFile] = {}
+    for attrs, name in parser.anchors:
+        href = attrs.get("href")
+        if not href or not name:
+            continue
+        url, fragment = urldefrag(urljoin(page_url, href))
+        hash_name = fragment.split("=", 1)[0] if "=" in fragment else None
+        core = attrs.get("data-core-metadata") or attrs.get("data-dist-info-metadata") or ""
+        out[name] = ListedFile(
+            name=name,
+            url=url,
+            sha256=_digest(fragment),
+            size=None,
+            hash_name=hash_name,
+            requires_python=attrs.get("data-requires-python"),
+            metadata_sha256=_digest(core),
+        )
+    return out
+
+
+def parse_simple_json(data: object, page_url: str) -> dict[str, ListedFile]:
+    """The files of a PEP 691 project page, by filename. Raises ValueError when malformed."""
+    if not isinstance(data, dict) or not isinstance(data.get("files"), list):
+        raise ValueError("not a PEP 691 project page (no 'files' list)")
+    out: dict[str, ListedFile] = {}
+    for raw in data["files"]:
+        if not isinstance(raw, dict):
+            raise ValueError("a 'files' entry is not an object")
+        name, url, hashes = raw.get("filename"), raw.get("url"), raw.get("hashes")
+        if not isinstance(name, str) or not isinstance(url, str) or not isinstance(hashes, dict):
+            raise ValueError("a 'files' entry lacks filename, url or hashes")
+        sha256 = hashes.get("sha256")
+        size = raw.get("size")
+        core = raw.get("core-metadata", raw.get("dist-info-metadata"))
+        metadata = core.get("sha256") if isinstance(core, dict) else None
+        requires = raw.get("requires-python")
+        out[name] = ListedFile(
+            name=name,
+            url=urljoin(page_url, url),
+            sha256=sha256.lower() if isinstance(sha256, str) else None,
+            size=size if isinstance(size, int) and not isinstance(size, bool) else None,
+            hash_name="sha256" if isinstance(sha256, str) else next(iter(hashes), None),
+            requires_python=requires if isinstance(requires, str) else None,
+            metadata_sha256=metadata if isinstance(metadata, str) else None,
+        )
+    return out
+
+
+def parse_project_page(body: bytes, content_type: str, page_url: str) -> dict[str, ListedFile]:
+    """A project page in whichever format the server chose."""
+    if content_type.split(";", maxsplit=1)[0].strip() == SIMPLE_JSON:
+        return parse_simple_json(json.loads(body), page_url)
+    return parse_simple_html(body.decode("utf-8", errors="replace"), page_url)
+
+
+def project_page_url(index_url: str, project: str) -> str:
+    return f"{index_url.rstrip('/')}/{canonicalize_name(project)}/"
+
+
+def versions_listed(files: dict[str, ListedFile]) -> set[Version]:
+    """The versions a project page lists files for (wheels and sdists)."""
+    found: set[Version] = set()
+    for name in files:
+        try:
+            if name.endswith(".whl"):
+                found.add(parse_wheel_filename(name)[1])
+            else:
+                found.add(parse_sdist_filename(name)[1])
+        except (InvalidWheelFilename, InvalidSdistFilename):
+            continue
+    return found

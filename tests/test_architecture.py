@@ -1,0 +1,93 @@
+"""The structure of release/, checked: one edge per outside thing, layers that only import
+downward (import-linter's contracts in pyproject.toml), and no module too big to read."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "release"
+MAX_LINES = 600
+
+# Which modules may touch each outside thing. Commands and the CLI read options from the
+# environment and hand them down; nothing else reads os.environ.
+EDGES: dict[str, set[str]] = {
+    "subprocess": {"release.proc"},
+    "httpx": {"release.http", "release.github_api"},
+    "githubkit": {"release.github_api"},
+    "twine": {"release.publish.pypi"},
+    "os.environ": {"release.cli", "release.console"},
+}
+ENVIRONMENT_READERS_PREFIX = "release.commands."
+
+
+def modules() -> Iterator[tuple[str, Path]]:
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        yield name, path
+
+
+def touches(tree: ast.AST) -> set[str]:
+    """The outside things a module's code touches: imported top-level packages of EDGES,
+    and reads of os.environ / os.getenv."""
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module.split(".")[0])
+            if node.module == "os" and any(a.name in ("environ", "getenv") for a in node.names):
+                found.add("os.environ")
+        elif (
+            isinstance(node, ast.Attribute)
+            and node.attr in ("environ", "getenv")
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "os"
+        ):
+            found.add("os.environ")
+    return found & set(EDGES)
+
+
+@pytest.mark.parametrize("edge", sorted(EDGES))
+def test_each_outside_thing_has_its_one_module(edge: str) -> None:
+    users = {name for name, path in modules() if edge in touches(ast.parse(path.read_text()))}
+    allowed = EDGES[edge]
+    if edge == "os.environ":
+        users = {u for u in users if not u.startswith(ENVIRONMENT_READERS_PREFIX)}
+    assert users <= allowed, f"{edge} is used outside {sorted(allowed)}: {sorted(users - allowed)}"
+    assert users, f"no module uses {edge}: update EDGES"
+
+
+def test_the_edge_check_sees_what_it_must() -> None:
+    code = "import subprocess\nimport os\nfrom githubkit import GitHub\nx = os.environ['A']\n"
+    assert touches(ast.parse(code)) == {"subprocess", "githubkit", "os.environ"}
+    assert touches(ast.parse("from os import getenv\n")) == {"os.environ"}
+    assert touches(ast.parse("import httpx.auth\n")) == {"httpx"}
+
+
+def test_no_module_is_over_600_lines() -> None:
+    long = {
+        name: count
+        for name, path in modules()
+        if (count := len(path.read_text().splitlines())) > MAX_LINES
+    }
+    assert long == {}
+
+
+def test_import_layers_hold() -> None:
+    result = subprocess.run(
+        [str(Path(sys.executable).parent / "lint-imports"), "--no-cache"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert "Contracts: 1 kept, 0 broken." in result.stdout
