@@ -5,6 +5,9 @@
 2. `verify` of N assets on the stand-in GitHub (302 to signed storage URLs): concurrent
    (bounded, 16) vs one at a time. The client adds 20 ms per request, as a round trip to
    GitHub would, so the ratio reflects overlapped waiting, not this machine's 2 cores.
+3. The bytes pip downloads from the release to pick a wheel (`pip install --dry-run` by
+   exact pin), through the published index with its PEP 658 `.metadata` links and through
+   the same index without them: goal, the size of the `.metadata`, not the wheel's.
 
 Run: .venv/bin/python -m benchmarks.publish [--assets 200]
 """
@@ -14,18 +17,24 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from urllib.parse import unquote
 
 import httpx
 
+from release.github_api import GithubClient
+from release.publish.index import IndexFile, collect, render_index, write_index
 from release.publish.run import PublishSettings, publish
 from release.published import Published, PublishedFile
+from release.secrets import Secret
 from release.verify import VerifySettings, verify
 from tests.github_standin import DEFAULT_REPO, GitHubStandIn
 from tests.integration.conftest import PypiServer, _free_port
+from tests.integration.test_publish_e2e import serve
 from tests.integration.wheels import github_destination, make_release, pypi_destination
 
 
@@ -118,13 +127,67 @@ def verify_many(assets: int) -> None:
               f"16 concurrent {timings[16]:.2f} s: {ratio:.1f}x faster")  # fmt: skip
 
 
+def resolver_bytes(root: Path, wheel_mib: int) -> None:
+    """Publish one large +cu129 wheel with its sidecar, then resolve it through the index as
+    published and through the same index without metadata links."""
+    with GitHubStandIn() as gh:
+        gh.add_repo(DEFAULT_REPO)
+        release = make_release(
+            root / "resolve", pypi=None, github=github_destination(gh.api_url),
+            payload=os.urandom(wheel_mib * 2**20),
+        )  # fmt: skip
+        site = root / "resolve-site"
+        publish(PublishSettings(dist=release.dist, index_dir=site), {"GITHUB_TOKEN": gh.token})
+        (release_id,) = [r.id for r in gh.releases(DEFAULT_REPO)]
+        sizes = {a.name: a.size for a in gh.assets(release_id)}
+        plain = root / "resolve-plain"
+        files = [
+            IndexFile(**{**vars(f), "metadata_sha256": None})
+            for f in release_files(gh.api_url, gh.token)
+        ]
+        write_index(render_index(files), plain)
+        measured = {}
+        for name, directory in (("with .metadata", site), ("without", plain)):
+            gh.clear_log()
+            with serve(directory) as base:
+                subprocess.run(
+                    [sys.executable, "-m", "pip", "--isolated", "install", "--dry-run",
+                     "--ignore-installed", "--no-deps", "--no-cache-dir", "--only-binary=:all:",
+                     "--python-version", "3.12", "--platform", "manylinux_2_28_x86_64",
+                     "--target", str(root / "t"), "--index-url", f"{base}cu129/",
+                     "k3-kernels==0.1.0+cu129"],
+                    check=True, capture_output=True,
+                )  # fmt: skip
+            fetched = [
+                unquote(r.path.rsplit("/", 1)[1])
+                for r in gh.request_log
+                if "/releases/download/" in r.path
+            ]
+            measured[name] = sum(sizes.get(n, 0) for n in fetched)
+    wheel = next(n for n in sizes if n.endswith(".whl"))
+    print(
+        f"pip resolving k3-kernels==0.1.0+cu129 ({sizes[wheel]:,} byte wheel): "
+        f"{measured['with .metadata']:,} bytes with .metadata, {measured['without']:,} "
+        f"without; {measured['without'] / max(measured['with .metadata'], 1):,.0f}x fewer"
+    )
+
+
+def release_files(api_url: str, token: str) -> list[IndexFile]:
+    client = GithubClient(api_url=api_url, token=Secret(token))
+    with client.session("benchmark"):
+        return collect(client, DEFAULT_REPO, "k3-kernels")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--assets", type=int, default=200)
+    parser.add_argument("--wheel-mib", type=int, default=50)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         second_publish(Path(tmp))
     verify_many(args.assets)
+    with tempfile.TemporaryDirectory() as tmp:
+        resolver_bytes(Path(tmp), args.wheel_mib)
     return 0
 
 

@@ -15,6 +15,7 @@ from release.commands import doctor as doctor_command
 from release.commands import env as env_command
 from release.commands import matrix as matrix_command
 from release.commands import nccl as nccl_command
+from release.commands import pins as pins_command
 from release.commands import plan as plan_command
 from release.commands import publish as publish_command
 from release.commands import verify as verify_command
@@ -28,6 +29,7 @@ COMMANDS = (
     publish_command,
     verify_command,
     plan_command,
+    pins_command,
     env_command,
 )
 

@@ -29,7 +29,7 @@ _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 class PublishedFile:
     filename: str
     sha256: str
-    size: int
+    size: int  # -1 where no size is known (an index page that lists none)
     url: str
     destination: str
     kind: str

@@ -4,12 +4,18 @@ downward (import-linter's contracts in pyproject.toml), and no module too big to
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "release"
@@ -79,6 +85,14 @@ def test_no_module_is_over_600_lines() -> None:
         if (count := len(path.read_text().splitlines())) > MAX_LINES
     }
     assert long == {}
+
+
+def test_every_module_is_in_a_layer() -> None:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    (contract,) = config["tool"]["importlinter"]["contracts"]
+    named = {m.strip() for layer in contract["layers"] for m in re.split(r"[|:]", layer)}
+    top = {".".join(name.split(".")[:2]) for name, _ in modules() if name != "release"}
+    assert top - named == set(), "modules outside every layer of the import-linter contract"
 
 
 def test_import_layers_hold() -> None:

@@ -42,7 +42,16 @@ HOST_LIB = "libk3_host.so"
 ARCHES = {"x86_64": 62, "aarch64": 183}  # ELF e_machine
 _LABEL_RE = re.compile(r"^[a-z0-9]+(?:\.[a-z0-9]+)*$")
 _VERSION_RE = re.compile(r"^\d+(?:\.\d+)*(?:(?:a|b|rc)\d+)?(?:\.post\d+)?(?:\.dev\d+)?$")
-_SDIST_PARTS = ("pyproject.toml", "README.md", "BUILDING.md", "tools", "kernels", "host", "src")
+_SDIST_PARTS = (
+    "pyproject.toml",
+    "README.md",
+    "BUILDING.md",
+    "LICENSE",
+    "tools",
+    "kernels",
+    "host",
+    "src",
+)
 
 
 class BackendError(Exception):
@@ -98,6 +107,8 @@ def metadata_text(project: Mapping[str, Any], version: str) -> str:
         lines.append(f"Summary: {project['description']}")
     if isinstance(license_expr, str):
         lines.append(f"License-Expression: {license_expr}")
+    for name in license_files(project):
+        lines.append(f"License-File: {name}")
     for classifier in project.get("classifiers", []):
         lines.append(f"Classifier: {classifier}")
     for label, url in project.get("urls", {}).items():
@@ -122,6 +133,17 @@ def metadata_text(project: Mapping[str, Any], version: str) -> str:
         lines.append(f"Description-Content-Type: {ctype}")
         body = (ROOT / readme).read_text(encoding="utf-8")
     return "\n".join(lines) + "\n\n" + body
+
+
+def license_files(project: Mapping[str, Any]) -> list[str]:
+    """The files `license-files` names (PEP 639), relative to the project, sorted."""
+    found: set[str] = set()
+    for pattern in project.get("license-files", []):
+        matches = [p for p in ROOT.glob(pattern) if p.is_file()]
+        if not matches:
+            raise BackendError(f"pyproject.toml: license-files {pattern!r} matches no file")
+        found.update(p.relative_to(ROOT).as_posix() for p in matches)
+    return sorted(found)
 
 
 def target_arch(env: Mapping[str, str]) -> str:
@@ -287,6 +309,9 @@ def _build(wheel_directory: str, settings: Mapping[str, str]) -> str:
             (f"{PACKAGE}/_build_info.json", (json.dumps(info, indent=2) + "\n").encode(), 0o644)
         )
         files.append((f"{dist_info}/METADATA", metadata_text(project, version).encode(), 0o644))
+        for license_file in license_files(project):
+            data = (ROOT / license_file).read_bytes()
+            files.append((f"{dist_info}/licenses/{license_file}", data, 0o644))
         wheel_meta = (
             f"Wheel-Version: 1.0\nGenerator: k3_build_backend\nRoot-Is-Purelib: false\nTag: {tag}\n"
         )
@@ -327,6 +352,9 @@ def prepare_metadata_for_build_wheel(
     out = Path(metadata_directory) / dist_info
     out.mkdir(parents=True, exist_ok=True)
     (out / "METADATA").write_text(metadata_text(project, version), encoding="utf-8")
+    for name in license_files(project):
+        (out / "licenses" / name).parent.mkdir(parents=True, exist_ok=True)
+        (out / "licenses" / name).write_bytes((ROOT / name).read_bytes())
     (out / "WHEEL").write_text(
         f"Wheel-Version: 1.0\nGenerator: k3_build_backend\nRoot-Is-Purelib: false\nTag: {tag}\n",
         encoding="utf-8",

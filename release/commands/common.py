@@ -6,7 +6,7 @@ import argparse
 import os
 from pathlib import Path
 
-from release.errors import FileError
+from release.errors import ConfigError, FileError
 from release.toolchain import default_cache_dir
 
 
@@ -66,3 +66,18 @@ def output_dir(path: Path, option: str) -> Path:
     if not os.access(resolved, os.W_OK | os.X_OK):
         raise FileError(f"{option} {path}: not writable by this user")
     return resolved
+
+
+def parse_overrides(values: list[str]) -> dict[str, str]:
+    """`--index-url NAME=URL` options (NAME: a destination or a local label)."""
+    out = {}
+    problems = []
+    for value in values:
+        name, sep, url = value.partition("=")
+        if not sep or not name or not url.startswith(("http://", "https://")):
+            problems.append(f"--index-url {value!r}: write NAME=URL (NAME: a destination or label)")
+            continue
+        out[name] = url if url.endswith("/") else url + "/"
+    if problems:
+        raise ConfigError(problems)
+    return out

@@ -10,10 +10,16 @@ from typing import Any
 
 from rich.console import Console
 
+from release import http
+from release.commands.common import parse_overrides, positive_int
 from release.console import error_annotations, make_console, markdown_table, table, write_reports
 from release.dist import load_dist
 from release.errors import ConfigError, VerifyError
-from release.published import RECORD_NAME, read_record, with_overrides
+from release.github_api import GithubClient
+from release.http import BasicCredentials, OriginAuth, origin_of
+from release.matrix import GithubDestination, PypiDestination, load_matrix
+from release.published import RECORD_NAME, Published, read_record, with_overrides
+from release.secrets import github_token, index_credentials
 from release.verify import (
     DEFAULT_CONCURRENCY,
     VerifyReport,
@@ -21,6 +27,7 @@ from release.verify import (
     report_json,
     verify,
 )
+from release.watch import latest_tags, published_from_tag
 
 VERIFY_COLUMNS = ("result", "check", "subject", "detail", "URL")
 
@@ -56,6 +63,7 @@ def verify_json(report: VerifyReport) -> dict[str, Any]:
 def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     parser = subparsers.add_parser(
         "verify",
+        parents=[common],
         help="check every published file, index link and pip resolution against the manifest",
         description=(
             "Fetch every URL in <dist>/published.json (redirects followed, no Authorization "
@@ -100,23 +108,70 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
         help="bound on the whole verification's retries (default 300)",
     )
     parser.add_argument("--no-pip", action="store_true", help="skip the pip resolution checks")
+    parser.add_argument(
+        "--tag",
+        action="append",
+        default=[],
+        metavar="TAG",
+        help="verify the release of TAG as its destinations hold it, with no dist/ "
+        "(read from the GitHub release, its release-manifest.json and the indexes)",
+    )
+    parser.add_argument(
+        "--latest",
+        type=positive_int,
+        metavar="N",
+        help="verify the newest N published releases (the scheduled URL watch)",
+    )
+    parser.add_argument(
+        "--github-api-url", metavar="URL", help="GitHub REST API base, as for `release publish`"
+    )
+    parser.add_argument(
+        "--index-base-url",
+        metavar="URL",
+        help="where the index of the GitHub-hosted variants is served (default: the matrix's)",
+    )
     parser.add_argument("--json", type=Path, metavar="FILE", help="write the report as JSON")
     parser.add_argument("--markdown", type=Path, metavar="FILE", help="write it as Markdown")
     parser.set_defaults(func=run)  # fmt: skip
 
 
-def parse_overrides(values: list[str]) -> dict[str, str]:
-    out = {}
-    problems = []
-    for value in values:
-        name, sep, url = value.partition("=")
-        if not sep or not name or not url.startswith(("http://", "https://")):
-            problems.append(f"--index-url {value!r}: write NAME=URL (NAME: a destination or label)")
-            continue
-        out[name] = url if url.endswith("/") else url + "/"
-    if problems:
-        raise ConfigError(problems)
-    return out
+def _from_destinations(args: argparse.Namespace, environ: dict[str, str]) -> list[Published]:
+    """The releases named by --tag / --latest, re-derived from their destinations."""
+    matrix = load_matrix(args.matrix)
+    token = github_token(environ)
+    clients: dict[str, GithubClient] = {}
+    for destination in matrix.destinations.values():
+        if isinstance(destination, GithubDestination):
+            clients[destination.api_url] = GithubClient(
+                api_url=args.github_api_url or destination.api_url,
+                token=token,
+                command="release verify",
+            )
+    tags = list(args.tag)
+    if args.latest:
+        first = next(
+            (d for d in matrix.destinations.values() if isinstance(d, GithubDestination)), None
+        )
+        if first is None:
+            raise ConfigError(["--latest: the matrix has no github destination"])
+        tags += latest_tags(clients[first.api_url], first.repository, args.latest)
+    if not tags:
+        raise VerifyError("no published release to verify", hint="publish one first")
+    basic = {}
+    for destination in matrix.destinations.values():
+        if isinstance(destination, PypiDestination):
+            creds = index_credentials(environ, destination.repository_url)
+            if creds is not None and creds.password is not None:
+                basic[origin_of(destination.index_url)] = BasicCredentials(
+                    creds.username, creds.password
+                )
+    with http.client(auth=OriginAuth(basic=basic)) as client:
+        return [
+            published_from_tag(
+                matrix, tag, github=clients, http=client, index_base=args.index_base_url
+            )
+            for tag in dict.fromkeys(tags)
+        ]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -126,17 +181,26 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError([f"--attempts {args.attempts}: use at least 1"])
     console = make_console()
     environ = dict(os.environ)
-    manifest = load_dist(args.dist, missing_ok=True)
     overrides = parse_overrides(args.index_url)
-    published = with_overrides(read_record(args.dist / RECORD_NAME, manifest), overrides)
+    if args.tag or args.latest:
+        releases = _from_destinations(args, environ)
+    else:
+        manifest = load_dist(args.dist, missing_ok=True)
+        releases = [read_record(args.dist / RECORD_NAME, manifest)]
     settings = VerifySettings(
         concurrency=args.concurrency,
         attempts=args.attempts,
         deadline_s=args.timeout,
         pip=not args.no_pip,
     )
-    report = verify(published, environ, settings)
-    print_verify(console, report)
+    reports = [verify(with_overrides(p, overrides), environ, settings) for p in releases]
+    for one in reports:
+        print_verify(console, one)
+    report = VerifyReport(
+        project=reports[0].project,
+        version=", ".join(r.version for r in reports),
+        checks=tuple(c for r in reports for c in r.checks),
+    )
     write_reports(
         data=verify_json(report),
         markdown=verify_markdown(report),

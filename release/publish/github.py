@@ -196,7 +196,8 @@ class GithubPublisher:
                     assets[name] = self._upload(release, name, data)
                     done.append(f"uploaded {name}")
                     continue
-                if self._sha256_of(current, len(data)) == _sha256(data):
+                rehash = action is Action.REPLACE  # the plan found other bytes behind it
+                if self._sha256_of(current, len(data), rehash=rehash) == _sha256(data):
                     continue  # a replacement another run finished
                 if action is not Action.REPLACE:
                     raise ConflictError(

@@ -106,14 +106,18 @@ class Asset:
     download_count: int
     created_at: datetime
     updated_at: datetime
+    # What GitHub recorded at upload, where storage has since changed the bytes under it.
+    recorded: bytes | None = None
 
     @property
     def size(self) -> int:
-        return len(self.data)
+        return len(self.data if self.recorded is None else self.recorded)
 
     @property
     def digest(self) -> str | None:
-        return sha256_digest(self.data) if self.state == "uploaded" else None
+        if self.state != "uploaded":
+            return None
+        return sha256_digest(self.data if self.recorded is None else self.recorded)
 
 
 @dataclass(frozen=True, kw_only=True)

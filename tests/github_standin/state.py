@@ -392,6 +392,15 @@ class State:
             if asset is not None:
                 self._assets[asset_id] = replace(asset, download_count=asset.download_count + 1)
 
+    def corrupt_storage(self, asset_id: int, data: bytes) -> None:
+        """Change an asset's stored bytes while its recorded size and digest stay: what
+        the API reports is right, what the download serves is not."""
+        with self.lock:
+            asset = self._assets[asset_id]
+            self._assets[asset_id] = replace(
+                asset, data=data, recorded=asset.data if asset.recorded is None else asset.recorded
+            )
+
     def stored_asset(self, asset_id: int) -> Asset | None:
         with self.lock:
             return self._assets.get(asset_id)

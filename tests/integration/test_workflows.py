@@ -28,6 +28,7 @@ WORKFLOWS = ROOT / ".github" / "workflows"
 BIN = Path(sys.executable).parent
 RELEASE = WORKFLOWS / "release.yml"
 CI = WORKFLOWS / "ci.yml"
+WATCH = WORKFLOWS / "watch.yml"
 
 # What a `run:` step may call besides shell builtins.
 PLUMBING = ("ls", "mv", "cp", "mkdir", "cat", "git")
@@ -44,6 +45,7 @@ SAMPLES = {
     "runner.temp": "/home/runner/work/_temp",
     "github.token": "ghs_sampleToken0000",
     "steps.deployment.outputs.page_url": "https://k3-project.github.io/k3-kernels/",
+    "inputs.latest || '3'": "3",
 }
 
 
@@ -79,7 +81,7 @@ def steps() -> Iterator[Step]:
 
 def test_workflows_validate_against_the_github_schema() -> None:
     files = sorted(str(p) for p in WORKFLOWS.glob("*.yml"))
-    assert len(files) == 2
+    assert len(files) == 3
     result = subprocess.run(
         [str(BIN / "check-jsonschema"), "--builtin-schema", "vendor.github-workflows", *files],
         capture_output=True,
@@ -135,7 +137,7 @@ def test_every_action_is_pinned_to_a_full_commit_with_its_version() -> None:
 
 
 def test_permissions_are_empty_at_the_top_and_least_per_job() -> None:
-    for path in (RELEASE, CI):
+    for path in (RELEASE, CI, WATCH):
         workflow = load(path)
         assert workflow["permissions"] == {}, path.name
         assert "pull_request_target" not in triggers(workflow)
@@ -327,3 +329,22 @@ def test_nothing_is_published_before_a_second_runner_reproduced_every_wheel(
     assert args.cuda == ["12.9"]
     download = [s for s in steps() if s.job == "reproduce" and "download-artifact" in str(s.data)]
     assert download[0].data["with"]["name"] == "dist-cuda${{ matrix.cuda }}"
+
+
+def test_the_watch_verifies_the_latest_releases_every_day(stub_dir: Path, tmp_path: Path) -> None:
+    workflow = load(WATCH)
+    on = triggers(workflow)
+    assert on["schedule"] == [{"cron": "17 6 * * *"}]
+    assert "workflow_dispatch" in on
+    (job,) = workflow["jobs"].values()
+    assert job["permissions"] == {"contents": "read"}
+    calls = [
+        call
+        for step in steps()
+        if step.workflow == "watch.yml" and "run" in step.data
+        for call in run_step(step, stub_dir, tmp_path)
+        if call[0] == "release"
+    ]
+    (call,) = calls
+    args = build_parser().parse_args(call[1:])
+    assert (args.command, args.latest, args.tag) == ("verify", 3, [])

@@ -44,6 +44,7 @@ def make_wheel(
     payload: bytes = b"",
     name: str = PROJECT,
     description_type: str | None = "text/markdown",
+    requires_python: str = ">=3.9",
 ) -> Path:
     """Write a wheel into `directory` and return its path. `payload` changes its bytes."""
     dist_info = f"{MODULE}-{version}.dist-info"
@@ -53,7 +54,7 @@ def make_wheel(
         f"Version: {metadata_version or version}\n"
         "Summary: CUDA kernels (release tool test wheel)\n"
         "License-Expression: Apache-2.0\n"
-        "Requires-Python: >=3.9\n"
+        f"Requires-Python: {requires_python}\n"
         + (f"Description-Content-Type: {description_type}\n" if description_type else "")
         + "\n"
         f"{DESCRIPTION}"
@@ -95,7 +96,11 @@ def pypi_destination(base_url: str, *, max_file_size: int = 100 * 2**20) -> Dest
 
 
 def github_destination(
-    api_url: str, *, repository: str = "k3-org/k3-kernels", index_url: str | None = None
+    api_url: str,
+    *,
+    repository: str = "k3-org/k3-kernels",
+    index_url: str | None = None,
+    version: str = VERSION,
 ) -> DestinationRef:
     return DestinationRef(
         name="github",
@@ -103,7 +108,7 @@ def github_destination(
         index_url=index_url,
         max_file_size=2048 * 2**20,
         repository=repository,
-        tag=f"v{VERSION}",
+        tag=f"v{version}",
         api_url=api_url,
     )
 
@@ -143,6 +148,8 @@ def make_release(
     github: DestinationRef | None = None,
     arches: Sequence[str] = ("x86_64",),
     payload: bytes = b"",
+    version: str = VERSION,
+    requires_python: str = ">=3.9",
 ) -> Release:
     """The matrix's shape in small: cu13 wheels for `pypi`, `+cu129` wheels for `github`;
     written to `dist` with `dist/manifest.json`."""
@@ -151,13 +158,25 @@ def make_release(
     for arch in arches:
         platform = f"{MANYLINUX}_{arch}"
         if pypi is not None:
-            wheel = make_wheel(dist, platform=platform, payload=payload)
+            wheel = make_wheel(
+                dist,
+                version=version,
+                platform=platform,
+                payload=payload,
+                requires_python=requires_python,
+            )
             wheels.append(wheel)
             entries.append(entry_for(wheel, pypi, cuda="13.0"))
         if github is not None:
-            wheel = make_wheel(dist, version=f"{VERSION}+cu129", platform=platform, payload=payload)
+            wheel = make_wheel(
+                dist,
+                version=f"{version}+cu129",
+                platform=platform,
+                payload=payload,
+                requires_python=requires_python,
+            )
             wheels.append(wheel)
             entries.append(entry_for(wheel, github, cuda="12.9"))
-    manifest = Manifest(project=PROJECT, version=VERSION, wheels=tuple(entries))
+    manifest = Manifest(project=PROJECT, version=version, wheels=tuple(entries))
     write_manifest(manifest, dist / "manifest.json")
     return Release(dist=dist, manifest=manifest, wheels=tuple(wheels))

@@ -1,0 +1,237 @@
+"""What a release published, re-derived from the destinations alone, for `release verify
+--tag` and `--latest` (the scheduled URL watch): no dist/ and no record needed.
+
+From the matrix it takes where each variant went; from the GitHub release of the tag it
+reads the assets and `release-manifest.json` (the sha256 of every file as it was built,
+published by `release publish`); from each simple index it reads the files of the version.
+Where a release has no manifest, GitHub's digests stand in for what was built. The result
+is the same `Published` a publish record gives, checked by release.verify the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.version import InvalidVersion, Version
+
+from release.errors import ConfigError, VerifyError
+from release.github_api import GithubClient
+from release.github_model import AssetInfo
+from release.http import Client, fetch
+from release.matrix import GithubDestination, Matrix, PypiDestination
+from release.published import Published, PublishedCompanion, PublishedFile
+from release.retry import RetryPolicy
+from release.simple_index import ACCEPT, parse_project_page, project_page_url
+
+RELEASE_MANIFEST = "release-manifest.json"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Built:
+    """One wheel as `release-manifest.json` records it."""
+
+    filename: str
+    sha256: str
+    size: int
+    kind: str
+    destination: str
+    arch: str
+    local_label: str | None
+
+
+def version_of_tag(template: str, tag: str) -> Version:
+    """The version a tag names under a template such as `v{version}`."""
+    before, _, after = template.partition("{version}")
+    match = re.fullmatch(re.escape(before) + r"(.+)" + re.escape(after), tag)
+    try:
+        if match is None:
+            raise InvalidVersion(tag)
+        return Version(match.group(1))
+    except InvalidVersion:
+        raise ConfigError(
+            [f"--tag {tag}: not a tag of the form {template!r} with a version in it"],
+            hint="give a release tag, e.g. v0.1.0",
+        ) from None
+
+
+def parse_release_manifest(data: bytes) -> list[Built]:
+    """The wheels of a `release-manifest.json`; ValueError when it is not one."""
+    document = json.loads(data)
+    if not isinstance(document, dict) or not isinstance(document.get("wheels"), list):
+        raise ValueError("not a release manifest")
+    out = []
+    for raw in document["wheels"]:
+        if not isinstance(raw, dict):
+            raise ValueError("a wheel is not an object")
+        label = raw.get("local_label")
+        out.append(
+            Built(
+                filename=str(raw["filename"]),
+                sha256=str(raw["sha256"]),
+                size=int(raw["size"]),
+                kind=str(raw["kind"]),
+                destination=str(raw["destination"]),
+                arch=str(raw.get("arch", "")),
+                local_label=label if isinstance(label, str) else None,
+            )
+        )
+    return out
+
+
+def _arch(filename: str) -> str:
+    return "aarch64" if filename.endswith("aarch64.whl") else "x86_64"
+
+
+def published_from_tag(
+    matrix: Matrix,
+    tag: str,
+    *,
+    github: Mapping[str, GithubClient],
+    http: Client,
+    index_base: str | None = None,
+) -> Published:
+    """What the release of `tag` published, read back from its destinations. `github`
+    holds a client per API URL; `index_base` replaces the matrix's index URL."""
+    project = matrix.project
+    destinations = list(matrix.destinations.values())
+    gh = [d for d in destinations if isinstance(d, GithubDestination)]
+    pypi = [d for d in destinations if isinstance(d, PypiDestination)]
+    if not gh:
+        raise ConfigError(
+            ["the matrix has no github destination to read a release from"],
+            hint="verify with --dist DIR (the publish record) instead",
+        )
+    version = version_of_tag(gh[0].tag_template, tag)
+    files: list[PublishedFile] = []
+    companions: list[PublishedCompanion] = []
+    built: dict[str, Built] = {}
+    for destination in gh:
+        client = github[destination.api_url]
+        with client.session(f"{destination.repository}@{tag}"):
+            release = client.find_release(destination.repository, tag)
+            if release is None or release.draft:
+                state = "is a draft" if release is not None else "does not exist"
+                raise VerifyError(
+                    f"the release {destination.repository}@{tag} {state}",
+                    hint="publish it first, or check the tag",
+                )
+            assets = {a.name: a for a in client.list_assets(destination.repository, release)}
+            manifest = assets.get(RELEASE_MANIFEST)
+            if manifest is not None:
+                for wheel in parse_release_manifest(client.download_asset(manifest)):
+                    built[wheel.filename] = wheel
+            base = index_base or destination.index_url
+            for name, asset in sorted(assets.items()):
+                found = _wheel_asset(
+                    name, asset, destination, project=project.name, built=built, index_base=base
+                )
+                if found is not None:
+                    files.append(found)
+                elif asset.state == "uploaded" and asset.sha256:
+                    of = name.removesuffix(".metadata") if name.endswith(".metadata") else "release"
+                    companions.append(
+                        PublishedCompanion(
+                            filename=name,
+                            sha256=asset.sha256,
+                            size=asset.size,
+                            url=asset.browser_download_url,
+                            of=of,
+                            purpose="published beside the wheels",
+                        )
+                    )
+    for index in pypi:
+        files += _pypi_files(index, project.name, version, built, http)
+    return Published(
+        project=project.name,
+        version=str(version.public),
+        files=tuple(files),
+        companions=tuple(companions),
+    )
+
+
+def _wheel_asset(
+    name: str,
+    asset: AssetInfo,
+    destination: GithubDestination,
+    *,
+    project: str,
+    built: Mapping[str, Built],
+    index_base: str | None,
+) -> PublishedFile | None:
+    try:
+        dist, version, _, _ = parse_wheel_filename(name)
+    except InvalidWheelFilename:
+        return None
+    if canonicalize_name(dist) != canonicalize_name(project):
+        return None
+    recorded = built.get(name)
+    sha256 = recorded.sha256 if recorded else asset.sha256
+    if sha256 is None:
+        return None
+    label = version.local
+    base = index_base.rstrip("/") + "/" if index_base else None
+    return PublishedFile(
+        filename=name,
+        sha256=sha256,
+        size=recorded.size if recorded else asset.size,
+        url=asset.browser_download_url,
+        destination=destination.name,
+        kind="github",
+        index_url=f"{base}{label}/" if base and label else None,
+        arch=_arch(name),
+        local_label=label,
+    )
+
+
+def _pypi_files(
+    destination: PypiDestination,
+    project: str,
+    version: Version,
+    built: Mapping[str, Built],
+    http: Client,
+) -> list[PublishedFile]:
+    page = project_page_url(destination.index_url, project)
+    got = fetch(http, page, keep=True, accept=ACCEPT, policy=RetryPolicy(attempts=3, total=120.0))
+    if not got.ok or got.body is None:
+        raise VerifyError(
+            f"cannot read {page}: {got.error or f'HTTP {got.status}'}",
+            hint="check the index URL in matrix.yaml",
+        )
+    listed = parse_project_page(got.body, got.content_type, page)
+    out = []
+    for name, item in sorted(listed.items()):
+        try:
+            _, file_version, _, _ = parse_wheel_filename(name)
+        except InvalidWheelFilename:
+            continue
+        if file_version != version:
+            continue
+        recorded = built.get(name)
+        sha256 = recorded.sha256 if recorded else item.sha256
+        if sha256 is None:
+            continue
+        out.append(
+            PublishedFile(
+                filename=name,
+                sha256=sha256,
+                size=recorded.size if recorded else (item.size if item.size is not None else -1),
+                url=item.url,
+                destination=destination.name,
+                kind="pypi",
+                index_url=destination.index_url,
+                arch=_arch(name),
+                local_label=None,
+            )
+        )
+    return out
+
+
+def latest_tags(client: GithubClient, repository: str, count: int) -> list[str]:
+    """The tags of the newest `count` published releases (GitHub lists newest first)."""
+    with client.session(f"{repository} (releases)"):
+        releases = [r for r in client.list_releases(repository) if not r.draft]
+    return [r.tag for r in releases[:count]]
