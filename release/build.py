@@ -51,6 +51,7 @@ from release.manifest import (
 from release.matrix import Cell, Matrix
 from release.nccl import override_files, write_override_files
 from release.secrets import without_credentials
+from release.toolchain import Progress as ToolchainProgress
 from release.toolchain import Toolchain, ToolchainPlan, provision, resolve
 
 SKIPPED_PARTS = frozenset({"build", "dist", "__pycache__", ".pytest_cache", ".mypy_cache"})
@@ -294,14 +295,19 @@ def plan_toolchains(settings: BuildSettings) -> dict[str, ToolchainPlan]:
 
 
 def provision_all(
-    plans: Mapping[str, ToolchainPlan], python: str, env: Mapping[str, str]
+    plans: Mapping[str, ToolchainPlan],
+    python: str,
+    env: Mapping[str, str],
+    progress: ToolchainProgress | None = None,
 ) -> dict[str, Toolchain]:
     """Provision each distinct plan once (the CUDA toolchain is shared by both arches)."""
     done: dict[ToolchainPlan, Toolchain] = {}
     out = {}
     for cell_id, plan in plans.items():
         if plan not in done:
-            done[plan] = provision(plan, python=python, env=without_credentials(env))
+            done[plan] = provision(
+                plan, python=python, env=without_credentials(env), progress=progress
+            )
         out[cell_id] = done[plan]
     return out
 

@@ -8,17 +8,36 @@ its traceback.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Location:
+    """Where in a file a problem is (for annotations in CI): 1-based line and column."""
+
+    file: str
+    line: int | None
+    column: int | None
+    message: str
 
 
 class ReleaseError(Exception):
-    """A problem the user can fix. `message` is one line; `hint` says how to fix it."""
+    """A problem the user can fix. `message` is one line; `hint` says how to fix it;
+    `locations` say where in which file, when that is known."""
 
     exit_code = 1
 
-    def __init__(self, message: str, *, hint: str | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        hint: str | None = None,
+        locations: Sequence[Location] = (),
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.hint = hint
+        self.locations = tuple(locations)
 
     def lines(self) -> list[str]:
         out = [f"error: {line}" for line in self.message.splitlines() or [""]]
@@ -43,12 +62,18 @@ class ConfigError(ReleaseError):
 
     exit_code = 2
 
-    def __init__(self, problems: Sequence[str], *, hint: str | None = None) -> None:
+    def __init__(
+        self,
+        problems: Sequence[str],
+        *,
+        hint: str | None = None,
+        locations: Sequence[Location] = (),
+    ) -> None:
         self.problems = tuple(problems)
         shown = list(self.problems[:MAX_SHOWN_PROBLEMS])
         if len(self.problems) > MAX_SHOWN_PROBLEMS:
             shown.append(f"... and {len(self.problems) - MAX_SHOWN_PROBLEMS} more problems")
-        super().__init__("\n".join(shown), hint=hint)
+        super().__init__("\n".join(shown), hint=hint, locations=locations[:MAX_SHOWN_PROBLEMS])
 
 
 class ToolchainError(ReleaseError):
@@ -97,3 +122,10 @@ class FileError(ReleaseError):
             f"{doing}{path}: {reason}",
             hint="check the path exists, is of the right kind and is writable",
         )
+
+
+class IncompleteError(ReleaseError):
+    """A read-only command could not ask every destination (no credentials, unreachable):
+    everything known locally was shown, what was not asked is named."""
+
+    exit_code = 9

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 import sys
-from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -19,7 +18,7 @@ from packaging.version import InvalidVersion, Version
 from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
-from release.errors import ConfigError, shown
+from release.errors import ConfigError, Location, shown
 from release.matrix_model import (
     Cell,
     Destination,
@@ -31,17 +30,16 @@ from release.matrix_model import (
     nccl_package,
     nccl_requirement,
 )
+from release.matrix_rules import check_cells, check_label, check_targets, gpu_gate
 from release.matrix_spec import (
     CudaSpec,
     DestinationSpec,
     MatrixSpec,
-    PtxSpec,
     WheelSettings,
 )
-from release.targets import CudaVersion, GpuTarget, target_problem
+from release.targets import CudaVersion, GpuTarget
 from release.yamlspec import (
     DocumentLoader,
-    Position,
     Problem,
     bounds_problem,
     did_you_mean,
@@ -98,7 +96,14 @@ def parse_yaml(text: str, filename: str) -> object:
     except MarkedYAMLError as error:
         mark = error.problem_mark
         where = f"{filename}:{mark.line + 1}:{mark.column + 1}" if mark else filename
-        raise ConfigError([f"{where}: invalid YAML: {error.problem}"]) from None
+        message = f"{where}: invalid YAML: {error.problem}"
+        location = Location(
+            file=filename,
+            line=mark.line + 1 if mark else None,
+            column=mark.column + 1 if mark else None,
+            message=message,
+        )
+        raise ConfigError([message], locations=[location]) from None
     except YAMLError as error:
         raise ConfigError([f"{filename}: invalid YAML: {error}"]) from None
 
@@ -139,15 +144,32 @@ def matrix_from_text(text: str, path: Path) -> Matrix:
         raise ConfigError(
             [p.render(path.name) for p in ordered],
             hint=f"fix {path.name}; `release matrix --schema` prints what it accepts",
+            locations=[
+                Location(
+                    file=str(path),
+                    line=p.position.line if p.position else None,
+                    column=p.position.column if p.position else None,
+                    message=p.render(path.name),
+                )
+                for p in ordered
+            ],
         )
     return matrix
 
 
+SCHEMA_ID = "https://raw.githubusercontent.com/k3-project/k3-kernels/main/schema/matrix.schema.json"
+
+
 def matrix_json_schema() -> dict[str, Any]:
+    """The JSON Schema of matrix.yaml (draft 2020-12, ECMA-262 patterns), generated from
+    the spec dataclasses; schema/matrix.schema.json is this, kept in sync by a test."""
     schema = json_schema(MatrixSpec)
-    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    schema["title"] = "matrix.yaml"
-    return schema
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": SCHEMA_ID,
+        "title": "matrix.yaml",
+        **schema,
+    }
 
 
 # --- Rules. ---
@@ -244,10 +266,6 @@ def repository_problem(repository: str) -> str | None:
     return None
 
 
-def _at(filename: str, position: Position | None) -> str:
-    return f"{filename}:{position.line}:{position.column}" if position else filename
-
-
 def _slash(url: str) -> str:
     return url if url.endswith("/") else url + "/"
 
@@ -313,7 +331,7 @@ def _validate(
                 )
         if arches is None or sms is None or manylinux is None:
             continue
-        ok = _check_targets(
+        ok = check_targets(
             cuda=cuda,
             key=key,
             sms=sms,
@@ -331,7 +349,7 @@ def _validate(
         for arch in _repeated(arches):
             loader.problem(arches_path, f"{arch} is listed more than once")
 
-        label_ok = _check_label(entry.local_label, join_path(cuda_path, "local-label"), loader)
+        label_ok = check_label(entry.local_label, join_path(cuda_path, "local-label"), loader)
         destination = destinations.get(entry.destination)
         destination_path = join_path(cuda_path, "destination")
         if not entry.destination:
@@ -390,129 +408,17 @@ def _validate(
     for index, exclude in enumerate(excludes):
         if index not in used_excludes and (exclude.cuda is None or exclude.cuda in spec.cuda):
             loader.problem(join_path("exclude", index), "this exclusion matches no cell")
-    _check_cells(cells, {v: k for k, v in versions.items()}, path.name, loader)
+    check_cells(cells, {v: k for k, v in versions.items()}, path.name, loader)
     if not cells and spec.cuda and not loader.problems:
         loader.problem("cuda", "the matrix is empty: every cell is excluded")
-    return Matrix(path=path, project=project, cells=tuple(cells), destinations=destinations)
-
-
-def _check_targets(
-    *,
-    cuda: CudaVersion,
-    key: str,
-    sms: list[GpuTarget],
-    sms_path: str,
-    ptx_spec: PtxSpec | None,
-    ptx_path: str,
-    loader: DocumentLoader,
-) -> bool:
-    before = len(loader.problems)
-    inherited = sms_path.startswith("defaults")
-    seen: set[GpuTarget] = set()
-    repeated: set[GpuTarget] = set()
-    for index, target in enumerate(sms):
-        item_path = join_path(sms_path, index)
-        if target in seen:
-            if target not in repeated:
-                repeated.add(target)
-                loader.problem(item_path, f"{target} is listed more than once")
-            continue
-        seen.add(target)
-        problem = target_problem(target, cuda)
-        if problem:
-            if inherited and f"CUDA {key}" not in problem:
-                problem = f"for CUDA {key}: {problem}"
-            loader.problem(item_path, problem)
-    ptx = ptx_spec.target if ptx_spec is not None else None
-    if ptx is not None:
-        if ptx.suffix:
-            loader.problem(
-                ptx_path,
-                f"PTX for {ptx} runs only on that exact GPU, so it cannot cover newer ones "
-                f"(write {ptx.number})",
-            )
-        problem = target_problem(GpuTarget(ptx.number), cuda)
-        if problem:
-            loader.problem(ptx_path, problem)
-        highest = max((t.number for t in sms), default=0)
-        if ptx.number < highest:
-            loader.problem(
-                ptx_path,
-                f"PTX target {ptx.number} is below the highest SM {highest} for CUDA {key}: "
-                f"GPUs newer than sm_{highest} would JIT code older than what sm_{highest} "
-                f"gets (raise it to {highest} or more)",
-            )
-    return len(loader.problems) == before
-
-
-def _check_label(label: str | None, path: str, loader: DocumentLoader) -> bool:
-    if label is None:
-        return True
-    try:
-        local = Version(f"0+{label}").local
-    except InvalidVersion:
-        loader.problem(
-            path,
-            f"{shown(label)} is not a valid PEP 440 local version label "
-            "(letters, digits and dots, e.g. cu129)",
-        )
-        return False
-    if local != label:
-        loader.problem(
-            path,
-            f"{label!r} is written {local!r} in wheel filenames (write {local!r})",
-        )
-        return False
-    return True
-
-
-def _check_cells(
-    cells: list[Cell], keys: Mapping[CudaVersion, str], filename: str, loader: DocumentLoader
-) -> None:
-    """Rules across cells: one filename per release (whatever the destinations), one NCCL
-    pin per CUDA major."""
-    by_file: dict[str, list[Cell]] = defaultdict(list)
-    for cell in cells:
-        by_file[cell.wheel_filename].append(cell)
-    for wheel, same in by_file.items():
-        first = {str(c.cuda): c for c in reversed(same)}
-        if len(first) < 2:
-            continue
-        ordered = sorted(first.values(), key=lambda c: list(keys).index(c.cuda))
-        versions = " and ".join(str(c.cuda) for c in ordered)
-        paths = [join_path("cuda", keys[c.cuda]) for c in ordered]
-        elsewhere = [_at(filename, loader.position(p)) for p in paths[:-1]]
-        also = f" (also at {', '.join(elsewhere)})"
-        destinations = list(dict.fromkeys(c.destination.name for c in ordered))
-        if len(destinations) > 1:
-            named = " and ".join(repr(d) for d in destinations)
-            message = (
-                f"CUDA {versions} both produce {wheel}, for {named}: one release cannot "
-                "hold two files of one name (give each variant its own local-label)"
-            )
-        elif isinstance(ordered[0].destination, PypiDestination):
-            message = (
-                f"CUDA {versions} both send {wheel} to PyPI: only one variant per version "
-                "and platform can go to PyPI (give the others a local-label and a github "
-                "destination)"
-            )
-        else:
-            message = (
-                f"CUDA {versions} would both publish {wheel} to {destinations[0]!r} "
-                "(give them different local labels)"
-            )
-        loader.problem(paths[-1], message + also)
-    pins: dict[int, tuple[Version, str]] = {}
-    for cell in cells:
-        if cell.nccl is None:
-            continue
-        seen = pins.setdefault(cell.cuda.major, (cell.nccl, str(cell.cuda)))
-        if seen[0] != cell.nccl:
-            loader.problem(
-                join_path(join_path("cuda", str(cell.cuda)), "nccl"),
-                f"CUDA {cell.cuda} pins NCCL {cell.nccl} but CUDA {seen[1]} pins {seen[0]}: "
-                f"one override file serves all of CUDA {cell.cuda.major}.x (use one version)",
-            )
+    gate = gpu_gate(spec, loader, cells)
+    return Matrix(
+        path=path,
+        project=project,
+        cells=tuple(cells),
+        destinations=destinations,
+        gpu_gate=gate,
+    )
 
 
 def problems_of(text: str, filename: str = "matrix.yaml") -> list[Problem]:

@@ -5,8 +5,10 @@ checks every rule first, so nothing downstream re-checks a field.
 
 from __future__ import annotations
 
+import re
+import shlex
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -98,12 +100,94 @@ class Cell:
         return f"{self.project.wheel_name}-{self.version}-py3-none-{self.platform_tag}.whl"
 
 
+_PLACEHOLDER = re.compile(r"\{(wheel|expect_arch)\}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class GpuRunner:
+    labels: tuple[str, ...]
+    sms: tuple[GpuTarget, ...]
+    arch: Arch
+
+    @property
+    def name(self) -> str:
+        return "/".join(self.labels)
+
+
+@dataclass(frozen=True, kw_only=True)
+class GateRun:
+    """One run of the GPU test command: a cell's wheel as built (`build="cubin"`) or a
+    PTX-only build of it for its lowest SM (`build="ptx"`), whose code the driver JIT-compiles
+    so that the oldest GPU's code path runs on the runner's newer GPU."""
+
+    cell: Cell
+    build: Literal["cubin", "ptx"]
+
+    @property
+    def built_cell(self) -> Cell:
+        """The cell as this run builds it: itself, or PTX only for its lowest SM."""
+        if self.build == "cubin":
+            return self.cell
+        return replace(self.cell, sms=(), ptx=self.lowest)
+
+    @property
+    def lowest(self) -> GpuTarget:
+        targets = [*self.cell.sms, *((self.cell.ptx,) if self.cell.ptx else ())]
+        return GpuTarget(min(t.number for t in targets))
+
+    @property
+    def expect_arch(self) -> str:
+        """The `__CUDA_ARCH__` the loaded code must report: the PTX target's, for a PTX-only
+        build; empty (the tests derive it) for the cubins."""
+        return str(self.lowest.number * 10) if self.build == "ptx" else ""
+
+    @property
+    def name(self) -> str:
+        return f"{self.cell.id} {self.build}" + (
+            f" (compute_{self.lowest.number})" if self.build == "ptx" else ""
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class GpuGate:
+    """The GPU tests every release runs before publishing (see matrix_spec.GpuGateSpec)."""
+
+    runners: tuple[GpuRunner, ...]
+    command: str
+
+    def runner(self, name: str) -> GpuRunner:
+        for runner in self.runners:
+            if runner.name == name:
+                return runner
+        known = ", ".join(r.name for r in self.runners)
+        raise ConfigError([f"no GPU runner {name!r} in gpu-gate (runners: {known})"])
+
+    def runs(self, runner: GpuRunner, cells: Sequence[Cell]) -> tuple[GateRun, ...]:
+        """What `runner` tests: every cell of its CPU arch, as built and PTX-only."""
+        return tuple(
+            GateRun(cell=cell, build=build)
+            for cell in cells
+            if cell.arch == runner.arch
+            for build in ("cubin", "ptx")
+        )
+
+    def command_line(self, run: GateRun, wheel: Path) -> list[str]:
+        """The command's words with {wheel} and {expect_arch} put in; a placeholder stays one
+        word whatever its value holds (spaces, quotes), as no shell reads it."""
+        values = {"wheel": str(wheel), "expect_arch": run.expect_arch}
+        return [
+            _PLACEHOLDER.sub(lambda m: values[m.group(1)], word)
+            for word in shlex.split(self.command)
+        ]
+
+
 @dataclass(frozen=True, kw_only=True)
 class Matrix:
     path: Path
     project: Project
     cells: tuple[Cell, ...]
     destinations: Mapping[str, Destination]
+    gpu_gate: GpuGate | None = None
 
     def select(self, *, cuda: Sequence[str] = (), arch: Sequence[str] = ()) -> tuple[Cell, ...]:
         """The cells matching the filters (empty filter = all); a filter that matches nothing

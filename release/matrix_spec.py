@@ -146,6 +146,28 @@ class ExcludeSpec:
 
 
 @dataclass(frozen=True)
+class GpuRunnerSpec:
+    """A CI runner with a GPU: its labels (`runs-on`) and the SMs its GPUs have."""
+
+    labels: list[str] = field(metadata={"doc": "the runner's labels, as `runs-on` takes them"})
+    sms: list[GpuTarget] = field(metadata={"doc": "the SMs of its GPUs, e.g. [90]"})
+    arch: Arch = field(default="x86_64", metadata={"doc": "its CPU architecture"})
+
+
+@dataclass(frozen=True)
+class GpuGateSpec:
+    """GPU tests that must pass on the built wheels before anything is published."""
+
+    runners: list[GpuRunnerSpec] = field(metadata={"doc": "where the GPU tests run"})
+    command: str = field(
+        metadata={
+            "doc": "the test command, from the repository root: {wheel} is the wheel's path, "
+            "{expect_arch} the __CUDA_ARCH__ a PTX-only build must report (empty otherwise)"
+        }
+    )
+
+
+@dataclass(frozen=True)
 class MatrixSpec:
     """The release matrix of a CUDA kernel project."""
 
@@ -154,3 +176,6 @@ class MatrixSpec:
     destinations: dict[str, DestinationSpec] = field(metadata={"doc": "named publish targets"})
     defaults: WheelSettings | None = None
     exclude: list[ExcludeSpec] | None = None
+    gpu_gate: GpuGateSpec | None = field(
+        default=None, metadata={"doc": "GPU tests on GPU runners before publishing"}
+    )

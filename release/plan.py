@@ -16,9 +16,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from release.dist import load_dist
-from release.errors import ConfigError, ConflictError, PublishError, ReleaseError, ToolchainError
+from release.errors import (
+    ConfigError,
+    ConflictError,
+    IncompleteError,
+    PublishError,
+    ReleaseError,
+    ToolchainError,
+)
 from release.manifest import DestinationRef, WheelEntry
 from release.matrix import Cell
+from release.matrix_model import GpuGate
 from release.nccl import override_files
 from release.publish.decide import Action, FileDecision, RemoteFile, plan_for
 from release.publish.run import PublisherFactory
@@ -32,6 +40,7 @@ class State(enum.Enum):
     REFUSED = "refused"
     ABSENT = "absent"
     PRESENT = "present (cannot compare: not built)"
+    NOT_ASKED = "not asked"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -61,12 +70,29 @@ class NcclLine:
 
 
 @dataclass(frozen=True, kw_only=True)
+class GateLine:
+    """One GPU runner of the gate and what it tests before publishing."""
+
+    runner: str
+    arch: str
+    sms: tuple[str, ...]
+    runs: tuple[str, ...]
+
+
+NO_GPU_GATE = (
+    "no GPU gate ran: matrix.yaml names no GPU runners (gpu-gate), so no wheel of this "
+    "release runs on a GPU before it is published"
+)
+
+
+@dataclass(frozen=True, kw_only=True)
 class ReleasePlan:
     project: str
     version: str
     rows: tuple[PlanRow, ...]
     nccl: tuple[NcclLine, ...]
     problems: tuple[str, ...] = ()
+    gate: tuple[GateLine, ...] = ()  # empty: no GPU gate
 
     def with_state(self, *states: State) -> tuple[PlanRow, ...]:
         return tuple(r for r in self.rows if r.state in states)
@@ -74,6 +100,20 @@ class ReleasePlan:
     @property
     def missing_toolchains(self) -> tuple[PlanRow, ...]:
         return tuple(r for r in self.rows if not r.toolchain.ok)
+
+
+def gate_lines(gate: GpuGate | None, cells: Sequence[Cell]) -> tuple[GateLine, ...]:
+    if gate is None:
+        return ()
+    return tuple(
+        GateLine(
+            runner=runner.name,
+            arch=runner.arch,
+            sms=tuple(str(sm) for sm in runner.sms),
+            runs=tuple(run.name for run in gate.runs(runner, cells)),
+        )
+        for runner in gate.runners
+    )
 
 
 def unbuilt_entry(cell: Cell) -> WheelEntry:
@@ -149,7 +189,39 @@ def failure(plan: ReleasePlan) -> ReleaseError | None:
         return PublishError("; ".join(parts), hint="fix the refused files (reasons above)")
     if plan.problems:
         return ConfigError(plan.problems, hint="tag the version the matrix releases")
+    unasked = plan.with_state(State.NOT_ASKED)
+    if unasked:
+        reasons = sorted({f"{r.destination}: {r.reason}" for r in unasked})
+        return IncompleteError(
+            f"{len(unasked)} wheel(s) not asked: " + "; ".join(reasons),
+            hint="everything known locally is shown; set the credentials or reach the "
+            "destination to see what it holds",
+        )
     return None
+
+
+def _ask(
+    factory: PublisherFactory,
+    destination: DestinationRef,
+    entries: Sequence[WheelEntry],
+    built: Mapping[str, WheelEntry],
+    dist: Path,
+) -> dict[str, tuple[State, str, str]]:
+    """(state, reason, URL) of each file at one destination, from read-only requests: the
+    built ones through the publisher seam's decision, the others by what is listed."""
+    publisher = factory(destination)
+    ready = [e for e in entries if e.filename in built]
+    out = {
+        d.entry.filename: (*built_state(d), d.url)
+        for d in plan_for(publisher, ready, dist, replace=False).decisions
+    }
+    waiting = {e.filename: 0 for e in entries if e.filename not in built}
+    remote = publisher.existing(waiting, rehash=False) if waiting else {}
+    for name in waiting:
+        listed = remote.get(name)
+        state, reason = unbuilt_state(listed)
+        out[name] = (state, reason, publisher.final_url(name) if listed is None else listed.url)
+    return out
 
 
 def toolchain_verdicts(
@@ -191,6 +263,7 @@ def make_plan(
     verdicts: Mapping[str, ToolchainVerdict],
     factory: PublisherFactory,
     expect_tag: str | None,
+    gate: GpuGate | None = None,
 ) -> ReleasePlan:
     built = built_entries(dist)
     entries = {c.id: built.get(c.wheel_filename) or unbuilt_entry(c) for c in cells}
@@ -200,29 +273,19 @@ def make_plan(
     rows: dict[str, PlanRow] = {}
     for group in by_destination.values():
         destination = entries[group[0].id].destination
-        publisher = factory(destination)
-        ready = [entries[c.id] for c in group if entries[c.id].filename in built]
-        decided = {
-            d.entry.filename: d for d in plan_for(publisher, ready, dist, replace=False).decisions
-        }
-        waiting = {entries[c.id].filename: 0 for c in group if entries[c.id].filename not in built}
-        remote = publisher.existing(waiting, rehash=False) if waiting else {}
+        try:
+            found = _ask(factory, destination, [entries[c.id] for c in group], built, dist)
+        except PublishError as error:
+            reason = error.message + (f" ({error.hint})" if error.hint else "")
+            found = {entries[c.id].filename: (State.NOT_ASKED, reason, "") for c in group}
         for cell in group:
             entry = entries[cell.id]
-            is_built = entry.filename in built
-            if is_built:
-                decision = decided[entry.filename]
-                state, reason = built_state(decision)
-                url = decision.url
-            else:
-                found = remote.get(entry.filename)
-                state, reason = unbuilt_state(found)
-                url = publisher.final_url(entry.filename) if found is None else found.url
+            state, reason, url = found[entry.filename]
             rows[cell.id] = PlanRow(
                 cell=cell.id,
                 wheel=entry.filename,
-                built=is_built,
-                size=entry.size if is_built else None,
+                built=entry.filename in built,
+                size=entry.size if entry.filename in built else None,
                 destination=f"{destination.name} ({destination.kind})",
                 url=url,
                 state=state,
@@ -239,4 +302,5 @@ def make_plan(
             NcclLine(file=f.name, requirement=f.requirement, purpose=f.purpose) for f in nccl
         ),
         problems=tuple(tag_problems(cells, str(project.version), expect_tag) if expect_tag else ()),
+        gate=gate_lines(gate, cells),
     )

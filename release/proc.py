@@ -15,7 +15,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,6 +56,7 @@ class Runner(Protocol):
         timeout: float | None = None,
         separate_stderr: bool = False,
         secrets: Iterable[str] = (),
+        on_line: Callable[[str], None] | None = None,
     ) -> Completed: ...
 
 
@@ -95,8 +96,10 @@ def run(
     timeout: float | None = None,
     separate_stderr: bool = False,
     secrets: Iterable[str] = (),
+    on_line: Callable[[str], None] | None = None,
 ) -> Completed:
-    """Run `cmd` to its end (or its timeout, or `stop_all`); see the module doc."""
+    """Run `cmd` to its end (or its timeout, or `stop_all`); see the module doc.
+    `on_line` sees each line of stdout as it comes (masked), for progress displays."""
     hidden = (*secret_values(env), *secrets)
     start = time.monotonic()
     stderr_text = ""
@@ -125,7 +128,10 @@ def run(
         code = EXIT_CANNOT_RUN
     else:
         try:
-            stdout, stderr = child.communicate(timeout=timeout)
+            if on_line is not None and child.stdout is not None:
+                stdout, stderr = _follow(child, lambda line: on_line(mask(line, hidden)), timeout)
+            else:
+                stdout, stderr = child.communicate(timeout=timeout)
             code = child.returncode
         except subprocess.TimeoutExpired:
             _end(child)
@@ -145,6 +151,30 @@ def run(
     if log is not None:
         _append_log(log, mask(shlex.join(cmd), hidden), output + stderr_text, code, seconds)
     return Completed(returncode=code, output=output, seconds=seconds, log=log, stderr=stderr_text)
+
+
+def _follow(
+    child: subprocess.Popen[str], on_line: Callable[[str], None], timeout: float | None
+) -> tuple[str, str]:
+    """Read the child's stdout line by line (stderr beside it, on a thread, so that neither
+    pipe fills up), then wait for it; both pipes are closed after."""
+    assert child.stdout is not None  # noqa: S101  # the caller opened it
+    errors: list[str] = []
+    reader = None
+    if child.stderr is not None:
+        stderr_pipe = child.stderr
+        reader = threading.Thread(target=lambda: errors.append(stderr_pipe.read()), daemon=True)
+        reader.start()
+    lines = []
+    with child.stdout:
+        for line in child.stdout:
+            lines.append(line)
+            on_line(line.rstrip("\n"))
+    if reader is not None and child.stderr is not None:
+        reader.join()
+        child.stderr.close()
+    child.wait(timeout=timeout)
+    return "".join(lines), "".join(errors)
 
 
 def _append_log(log: Path, command: str, output: str, code: int, seconds: float) -> None:

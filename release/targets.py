@@ -21,6 +21,8 @@ ARCHES: tuple[Arch, ...] = get_args(Arch)
 ELF_MACHINES: dict[str, str] = {"x86_64": "EM_X86_64", "aarch64": "EM_AARCH64"}
 
 _TARGET_RE = re.compile(r"^(?:sm_|compute_)?(?P<number>[0-9]{2,3})(?P<suffix>[af]?)$")
+# The same rule as an ECMA-262 pattern (no named groups), for the JSON Schema.
+TARGET_PATTERN = "^(?:sm_|compute_)?[0-9]{2,3}[af]?$"
 
 
 @dataclass(frozen=True, order=True)
@@ -80,7 +82,7 @@ class GpuTarget:
         return {
             "anyOf": [
                 {"type": "integer", "minimum": 10, "maximum": 999},
-                {"type": "string", "pattern": _TARGET_RE.pattern},
+                {"type": "string", "pattern": TARGET_PATTERN},
             ]
         }
 

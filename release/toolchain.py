@@ -25,7 +25,7 @@ import shlex
 import shutil
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -324,8 +324,19 @@ def _checked(runner: proc.Runner, cmd: Sequence[str], what: str, env: Mapping[st
     return result.output
 
 
+Progress = Callable[[str, int, int], None]
+"""(what, bytes done, bytes in all) of a download."""
+_PIP_PROGRESS = re.compile(r"^Progress (\d+) of (\d+)$")
+
+
 def _install(
-    pinset: PinSet, dest: Path, runner: proc.Runner, python: str, env: Mapping[str, str]
+    pinset: PinSet,
+    dest: Path,
+    runner: proc.Runner,
+    *,
+    python: str,
+    env: Mapping[str, str],
+    progress: Progress | None,
 ) -> bool:
     """Install `pinset` into `dest` unless it is there; True when this call installed it."""
     marker = dest / ".complete"
@@ -343,12 +354,27 @@ def _install(
             "--only-binary=:all:",
             "--no-compile",
             "--disable-pip-version-check",
-            "--quiet",
+            "--progress-bar",
+            "raw",
             "--target",
             str(tmp),
             *pinset.requirements,
         ]
-        result = runner(cmd, env=env, separate_stderr=True)
+        downloads: dict[str, tuple[int, int]] = {}
+        current = [pinset.label]
+
+        def on_line(line: str) -> None:
+            if line.strip().startswith("Downloading "):
+                wheel = line.split()[1].rsplit("/", 1)[-1]
+                current[0] = " ".join(wheel.split("-")[:2])  # "ziglang 0.17.1"
+            match = _PIP_PROGRESS.match(line.strip())
+            if match and progress is not None:
+                downloads[current[0]] = (int(match[1]), int(match[2]))
+                done = sum(d for d, _ in downloads.values())
+                total = sum(t for _, t in downloads.values())
+                progress(f"{pinset.label}: {current[0]}", done, total)
+
+        result = runner(cmd, env=env, separate_stderr=True, on_line=on_line)
         if result.returncode != 0:
             raise ToolchainError(
                 f"installing {', '.join(pinset.requirements)} failed: "
@@ -404,9 +430,10 @@ def provision(
     *,
     python: str = sys.executable,
     env: Mapping[str, str],
+    progress: Progress | None = None,
 ) -> Toolchain:
     """Install what the plan pins (once per cache), probe every tool, check CUDA versions.
-    `env` is the environment of pip and the probes."""
+    `env` is the environment of pip and the probes; `progress` hears of downloads."""
     environ = dict(env)
 
     def checked(cmd: Sequence[str], what: str) -> str:
@@ -415,7 +442,7 @@ def provision(
     installed = tuple(
         plan.install_dir(p).name
         for p in plan.pinsets
-        if _install(p, plan.install_dir(p), runner, python, environ)
+        if _install(p, plan.install_dir(p), runner, python=python, env=environ, progress=progress)
     )
 
     nvrtc_lib = nvfatbin_lib = None

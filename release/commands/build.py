@@ -7,14 +7,12 @@ and each wheel is compared byte for byte with the one MANIFEST records.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shlex
-import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
@@ -34,14 +32,16 @@ from release.build import (
     write_outputs,
 )
 from release.commands.common import (
+    Parents,
     add_toolchain_options,
     cache_dir,
     cuda_home,
     output_dir,
+    output_for,
     positive_int,
 )
 from release.compare import Comparison, compare
-from release.console import make_console, table
+from release.console import Annotation, Output, markdown_table
 from release.dist import Reconciled, stray_wheels
 from release.errors import BuildError, ConfigError
 from release.manifest import Manifest, read_manifest
@@ -49,11 +49,13 @@ from release.matrix import Cell, load_matrix
 from release.targets import ARCHES
 from release.toolchain import ToolchainPlan
 
+BUILD_INPUTS = frozenset({"SOURCE_DATE_EPOCH"})  # beside the RELEASE_* variables
 
-def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
+
+def register(subparsers: Any, parents: Parents) -> None:
     parser = subparsers.add_parser(
         "build",
-        parents=[common],
+        parents=[parents.matrix, parents.output],
         help="build the wheels of the selected cells",
         description="Build, repair and inspect one wheel per selected cell; write "
         "dist/manifest.json and the NCCL override files. Wheels are reproducible: "
@@ -76,7 +78,6 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
         help="rebuild from empty device and wheel caches and compare every wheel with the "
         "one MANIFEST records; exit 4 if any differs (--out keeps the rebuilt wheels)",
     )
-    parser.add_argument("--json", action="store_true", help="print the results as JSON")
     add_toolchain_options(parser)
     parser.set_defaults(func=run)
 
@@ -109,6 +110,7 @@ def _out_dir(args: argparse.Namespace, reference: Path | None) -> Iterator[Path]
 
 
 def run(args: argparse.Namespace) -> int:
+    output = output_for(args, "build")
     matrix = load_matrix(args.matrix)
     cells = matrix.select(cuda=args.cuda, arch=args.arch)
     environ = dict(os.environ)
@@ -125,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
             environ=environ,
             epoch=epoch,
         )
-        return _dry_run(settings, plan_toolchains(settings))
+        return _dry_run(settings, plan_toolchains(settings), output)
     with ExitStack() as stack:
         out = stack.enter_context(_out_dir(args, args.compare))
         fresh = (
@@ -145,10 +147,10 @@ def run(args: argparse.Namespace) -> int:
             environ=environ,
             epoch=epoch,
         )
-        results, outputs, elapsed = _build(settings)
+        results, outputs, elapsed = _build(settings, output)
         if reference is not None:
-            return _report_comparison(args, settings, results, reference)
-        _report(args, settings, results, outputs, elapsed)
+            return _report_comparison(args, settings, results, reference, output)
+        _report(settings, results, outputs, elapsed, output)
     require_success(results, len(cells))
     return 0
 
@@ -162,90 +164,75 @@ def _epoch(environ: Mapping[str, str], project: Path, reference: Manifest | None
     return source_date_epoch(environ, project, proc.run)
 
 
-def _build(settings: BuildSettings) -> tuple[list[CellResult], Reconciled, float]:
-    err = sys.stderr
-    in_actions = settings.environ.get("GITHUB_ACTIONS") == "true"
-    print(f"provisioning toolchains in {settings.cache_dir / 'toolchains'}", file=err)
-    toolchains = provision_all(plan_toolchains(settings), settings.python, settings.environ)
-    print(f"SOURCE_DATE_EPOCH={settings.epoch}", file=err)
+def _build(settings: BuildSettings, output: Output) -> tuple[list[CellResult], Reconciled, float]:
+    output.note(f"provisioning toolchains in {settings.cache_dir / 'toolchains'}")
+    with output.progress("toolchains", total=None, unit="bytes") as downloaded:
+        toolchains = provision_all(
+            plan_toolchains(settings),
+            settings.python,
+            settings.environ,
+            lambda what, got, total: downloaded(got, total, what),
+        )
+    output.note(f"SOURCE_DATE_EPOCH={settings.epoch}")
     started = time.monotonic()
     lock = threading.Lock()
+    finished: list[str] = []
 
-    def progress(event: str, cell: Cell, result: CellResult | None) -> None:
-        with lock:
-            if event == "start":
-                print(f"... {cell.id}: building {cell.wheel_filename}", file=err)
-                return
-            if result is None:
-                return
-            for warning in result.warnings:
-                print(f"warning: {warning}", file=err)
-            print(_describe(result), file=err)
-            if not result.ok:
-                if in_actions:
-                    print(f"::error title=release build {cell.id}::{result.error}", file=err)
-                if result.log_tail:
-                    print(f"--- last lines of {result.log} ---\n{result.log_tail}\n---", file=err)
-                print(f"reproduce: {result.reproduce}", file=err)
+    with output.progress("cells", total=len(settings.cells)) as cells_done:
 
-    collected: dict[str, CellResult] = {}
-    try:
-        build_cells(settings, toolchains, progress, collected)
-    finally:
-        # Also after SIGINT/SIGTERM: every wheel in dist/ gets its manifest entry.
-        results = [collected[c.id] for c in settings.cells if c.id in collected]
-        outputs = write_outputs(settings, results)
+        def progress(event: str, cell: Cell, result: CellResult | None) -> None:
+            with lock:
+                if event == "start":
+                    output.note(f"... {cell.id}: building {cell.wheel_filename}")
+                    return
+                if result is None:
+                    return
+                finished.append(cell.id)
+                for warning in result.warnings:
+                    output.warning(warning, title=f"release build {cell.id}")
+                output.note(_describe(result))
+                with output.group(f"{cell.id}: build log"):
+                    if result.from_cache:
+                        output.note(f"{cell.wheel_filename}: from the wheel cache, not built")
+                    elif result.log is not None and result.log.is_file():
+                        output.note(result.log.read_text(encoding="utf-8", errors="replace"))
+                if not result.ok:
+                    output.annotate(
+                        Annotation(
+                            message=f"{result.error}\n{result.log_tail}".strip(),
+                            title=f"release build {cell.id}",
+                        )
+                    )
+                    if result.log_tail:
+                        output.note(f"--- last lines of {result.log} ---\n{result.log_tail}\n---")
+                    output.note(f"reproduce: {result.reproduce}")
+                cells_done(len(finished), len(settings.cells), cell.id)
+
+        collected: dict[str, CellResult] = {}
+        try:
+            build_cells(settings, toolchains, progress, collected)
+        finally:
+            # Also after SIGINT/SIGTERM: every wheel in dist/ gets its manifest entry.
+            results = [collected[c.id] for c in settings.cells if c.id in collected]
+            outputs = write_outputs(settings, results)
     for warning in device_warnings(settings.device_log):
-        print(f"warning: {warning}", file=err)
+        output.warning(warning, title="release build")
     for name in outputs.kept:
-        print(f"kept from the earlier build of this version: {name}", file=err)
+        output.note(f"kept from the earlier build of this version: {name}")
     for line in outputs.dropped:
-        print(f"left out of the manifest: {line}", file=err)
+        output.note(f"left out of the manifest: {line}")
+    dropped = {d.split(":", 1)[0] for d in outputs.dropped}
     for name in stray_wheels(settings.out, outputs.manifest):
-        if name not in {d.split(":", 1)[0] for d in outputs.dropped}:
-            print(f"not in the manifest (ignored by publish): {name}", file=err)
+        if name not in dropped:
+            output.note(f"not in the manifest (ignored by publish): {name}")
     return results, outputs, time.monotonic() - started
 
 
-def _report(
-    args: argparse.Namespace,
-    settings: BuildSettings,
-    results: list[CellResult],
-    outputs: Reconciled,
-    elapsed: float,
-) -> None:
-    cells = settings.cells
-    if args.json:
-        print(
-            json.dumps(
-                {
-                    "ok": all(r.ok for r in results) and len(results) == len(cells),
-                    "seconds": round(elapsed, 2),
-                    "manifest": str(settings.out / "manifest.json"),
-                    "source_date_epoch": settings.epoch,
-                    "cells": [
-                        {
-                            "cell": r.cell.id,
-                            "ok": r.ok,
-                            "cached": r.from_cache,
-                            "seconds": round(r.seconds, 2),
-                            "wheel": r.report.filename if r.report else None,
-                            "sha256": r.report.sha256 if r.report else None,
-                            "error": r.error,
-                            "warnings": list(r.warnings),
-                            "log": str(r.log) if r.log else None,
-                        }
-                        for r in results
-                    ],
-                    "kept": list(outputs.kept),
-                    "dropped": list(outputs.dropped),
-                    "nccl_files": list(outputs.manifest.nccl_files),
-                },
-                indent=2,
-            )
-        )
-        return
-    rows = [
+CELL_COLUMNS = ("cell", "result", "time", "wheel", "size")
+
+
+def _cell_rows(results: Sequence[CellResult]) -> list[list[str]]:
+    return [
         [
             r.cell.id,
             "ok" if r.ok else "FAILED",
@@ -255,15 +242,48 @@ def _report(
         ]
         for r in results
     ]
-    wheels = len(outputs.manifest.wheels)
-    make_console().print(
-        table(
-            ["cell", "result", "time", "wheel", "size"],
-            rows,
-            title=f"{len([r for r in results if r.ok])}/{len(cells)} cells in "
-            f"{elapsed:.1f} s -> {settings.out} ({wheels} wheels in manifest)",
-        )
+
+
+def _report(
+    settings: BuildSettings,
+    results: list[CellResult],
+    outputs: Reconciled,
+    elapsed: float,
+    output: Output,
+) -> None:
+    cells = settings.cells
+    output.document(
+        {
+            "ok": all(r.ok for r in results) and len(results) == len(cells),
+            "seconds": round(elapsed, 2),
+            "manifest": str(settings.out / "manifest.json"),
+            "source_date_epoch": settings.epoch,
+            "cells": [
+                {
+                    "cell": r.cell.id,
+                    "ok": r.ok,
+                    "cached": r.from_cache,
+                    "seconds": round(r.seconds, 2),
+                    "wheel": r.report.filename if r.report else None,
+                    "sha256": r.report.sha256 if r.report else None,
+                    "error": r.error,
+                    "warnings": list(r.warnings),
+                    "log": str(r.log) if r.log else None,
+                }
+                for r in results
+            ],
+            "kept": list(outputs.kept),
+            "dropped": list(outputs.dropped),
+            "nccl_files": list(outputs.manifest.nccl_files),
+        }
     )
+    wheels = len(outputs.manifest.wheels)
+    title = (
+        f"{len([r for r in results if r.ok])}/{len(cells)} cells in {elapsed:.1f} s -> "
+        f"{settings.out} ({wheels} wheels in manifest)"
+    )
+    output.table(CELL_COLUMNS, _cell_rows(results), title)
+    output.summary(f"## Build: {title}\n\n" + markdown_table(CELL_COLUMNS, _cell_rows(results)))
 
 
 def _report_comparison(
@@ -271,6 +291,7 @@ def _report_comparison(
     settings: BuildSettings,
     results: list[CellResult],
     reference: Manifest,
+    output: Output,
 ) -> int:
     assert args.compare is not None  # noqa: S101  # only called with --compare
     beside = args.compare.resolve().parent
@@ -287,30 +308,22 @@ def _report_comparison(
             compare(result.cell.id, name, entry, reference_bytes, result.wheel.read_bytes())
         )
     different = [c for c in comparisons if not c.identical]
-    if args.json:
-        print(
-            json.dumps(
-                {
-                    "reference": str(args.compare),
-                    "source_date_epoch": settings.epoch,
-                    "identical": not different and len(comparisons) == len(settings.cells),
-                    "wheels": [vars(c) for c in comparisons],
-                },
-                indent=2,
-            )
-        )
-    else:
-        rows = [
-            [c.cell, c.filename, "identical" if c.identical else "DIFFERENT", c.detail]
-            for c in comparisons
-        ]
-        make_console().print(
-            table(
-                ["cell", "wheel", "result", "detail"],
-                rows,
-                title=f"rebuilt from empty caches vs {args.compare}",
-            )
-        )
+    output.document(
+        {
+            "reference": str(args.compare),
+            "source_date_epoch": settings.epoch,
+            "identical": not different and len(comparisons) == len(settings.cells),
+            "wheels": [vars(c) for c in comparisons],
+        }
+    )
+    rows = [
+        [c.cell, c.filename, "identical" if c.identical else "DIFFERENT", c.detail]
+        for c in comparisons
+    ]
+    columns = ["cell", "wheel", "result", "detail"]
+    title = f"rebuilt from empty caches vs {args.compare}"
+    output.table(columns, rows, title)
+    output.summary(f"## Reproducibility: {title}\n\n" + markdown_table(columns, rows))
     require_success(results, len(settings.cells))
     if different:
         raise BuildError(
@@ -323,39 +336,43 @@ def _report_comparison(
     return 0
 
 
-def _dry_run(settings: BuildSettings, plans: Mapping[str, ToolchainPlan]) -> int:
-    console = make_console()
-    rows = []
-    for group in schedule(settings.cells):
-        for cell in group:
-            plan = plans[cell.id]
-            device = (
-                f"nvcc from {plan.cuda_home}"
-                if plan.device is None
-                else f"{plan.device_compiler} ({', '.join(plan.device.requirements)})"
-            )
-            host = (
-                " ".join(plan.system_cc or ())
-                if plan.host_cc is None
-                else f"zig ({plan.host_cc.requirements[0]})"
-            )
-            rows.append([cell.id, cell.wheel_filename, device, host])
-    console.print(
-        table(
-            ["cell", "wheel", "device compiler", "host C compiler"],
-            rows,
-            title=f"dry run: {len(settings.cells)} cells, nothing will be built",
-        )
+def _planned(settings: BuildSettings, cell: Cell, plan: ToolchainPlan) -> dict[str, Any]:
+    """What a dry run says of one cell: compilers, build inputs, the command."""
+    device = (
+        f"nvcc from {plan.cuda_home}"
+        if plan.device is None
+        else f"{plan.device_compiler} ({', '.join(plan.device.requirements)})"
     )
-    for cell in settings.cells:
-        env = settings.cell_env(
-            cell, {"RELEASE_DEVICE_COMPILER": plans[cell.id].device_compiler}, base={}
-        )
-        command = build_command(settings.python, settings.matrix.project.path, settings.out)
-        inputs = " ".join(
-            f"{k}={shlex.quote(v)}"
-            for k, v in sorted(env.items())
-            if k.startswith("RELEASE_") or k == "SOURCE_DATE_EPOCH"
-        )
-        console.print(f"{cell.id}: {inputs} {shlex.join(command)}", soft_wrap=True)
+    host = (
+        " ".join(plan.system_cc or ())
+        if plan.host_cc is None
+        else f"zig ({plan.host_cc.requirements[0]})"
+    )
+    env = settings.cell_env(cell, {"RELEASE_DEVICE_COMPILER": plan.device_compiler}, base={})
+    inputs = {k: v for k, v in sorted(env.items()) if k in BUILD_INPUTS or k.startswith("RELEASE_")}
+    return {
+        "cell": cell.id,
+        "wheel": cell.wheel_filename,
+        "device_compiler": device,
+        "host_cc": host,
+        "inputs": inputs,
+        "command": build_command(settings.python, settings.matrix.project.path, settings.out),
+    }
+
+
+def _dry_run(settings: BuildSettings, plans: Mapping[str, ToolchainPlan], output: Output) -> int:
+    planned = [
+        _planned(settings, cell, plans[cell.id])
+        for group in schedule(settings.cells)
+        for cell in group
+    ]
+    output.document({"dry_run": True, "cells": planned})
+    output.table(
+        ["cell", "wheel", "device compiler", "host C compiler"],
+        [[c["cell"], c["wheel"], c["device_compiler"], c["host_cc"]] for c in planned],
+        f"dry run: {len(settings.cells)} cells, nothing will be built",
+    )
+    for cell in planned:
+        shown = " ".join(f"{k}={shlex.quote(v)}" for k, v in cell["inputs"].items())
+        output.line(f"{cell['cell']}: {shown} {shlex.join(cell['command'])}")
     return 0

@@ -4,10 +4,55 @@ from __future__ import annotations
 
 import argparse
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
+from release.console import Output
 from release.errors import ConfigError, FileError
 from release.toolchain import default_cache_dir
+
+
+@dataclass(frozen=True)
+class Parents:
+    """Options several commands share: `matrix` (--matrix), `output` (--json, --json-file)."""
+
+    matrix: argparse.ArgumentParser
+    output: argparse.ArgumentParser
+
+
+def parents() -> Parents:
+    matrix = argparse.ArgumentParser(add_help=False)
+    matrix.add_argument(
+        "--matrix",
+        type=Path,
+        default=Path("matrix.yaml"),
+        metavar="PATH",
+        help="the release matrix (default: ./matrix.yaml)",
+    )
+    output = argparse.ArgumentParser(add_help=False)
+    output.add_argument(
+        "--json",
+        action="store_true",
+        help="write the result as one JSON document to stdout (the report goes to stderr)",
+    )
+    output.add_argument(
+        "--json-file", type=Path, metavar="PATH", help="also write that document to PATH"
+    )
+    return Parents(matrix=matrix, output=output)
+
+
+def output_for(args: argparse.Namespace, command: str) -> Output:
+    return Output(
+        os.environ,
+        json_mode=bool(getattr(args, "json", False)),
+        json_file=getattr(args, "json_file", None),
+        command=command,
+    )
+
+
+def add_dist_option(parser: argparse.ArgumentParser, what: str) -> None:
+    """`--dist DIR` (default: dist); `what` says what the command reads or writes there."""
+    parser.add_argument("--dist", type=Path, default=Path("dist"), metavar="DIR", help=what)
 
 
 def add_toolchain_options(parser: argparse.ArgumentParser) -> None:

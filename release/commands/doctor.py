@@ -11,9 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from release.commands.common import add_toolchain_options, cache_dir, cuda_home
-from release.console import make_console, table
+from release.commands.common import Parents, add_toolchain_options, cache_dir, cuda_home, output_for
+from release.console import Output
 from release.matrix import load_matrix
+from release.secrets import without_credentials
+from release.targets import ARCHES
 from release.toolchain import (
     PinSet,
     Toolchain,
@@ -25,16 +27,16 @@ from release.toolchain import (
 )
 
 
-def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
+def register(subparsers: Any, parents: Parents) -> None:
     parser = subparsers.add_parser(
         "doctor",
-        parents=[common],
+        parents=[parents.matrix, parents.output],
         help="show the toolchain of every CUDA version and arch",
         description="Show, per CUDA version and arch, the device compiler, the host C "
         "compiler and the fatbin inspector that a build would use, and where each comes from.",
     )
     parser.add_argument("--cuda", action="append", default=[], metavar="X.Y")
-    parser.add_argument("--arch", action="append", default=[], choices=("x86_64", "aarch64"))
+    parser.add_argument("--arch", action="append", default=[], choices=ARCHES)
     parser.add_argument(
         "--provision",
         action="store_true",
@@ -55,6 +57,16 @@ class DoctorRow:
     inspector: str
     inspector_source: str
 
+    KEYS = (
+        "cuda",
+        "arch",
+        "device_compiler",
+        "device_compiler_source",
+        "host_cc",
+        "host_cc_source",
+        "inspector",
+        "inspector_source",
+    )
     COLUMNS = (
         "CUDA",
         "arch",
@@ -131,6 +143,7 @@ def doctor_rows(
 
 
 def run(args: argparse.Namespace) -> int:
+    out = output_for(args, "doctor")
     matrix = load_matrix(args.matrix)
     cells = matrix.select(cuda=args.cuda, arch=args.arch)
     root = cache_dir(args) / "toolchains"
@@ -141,14 +154,30 @@ def run(args: argparse.Namespace) -> int:
     )
     toolchains = None
     if args.provision:
-        environ = dict(os.environ)
-        toolchains = {
-            (p.cuda, p.target_arch): provision(p, python=sys.executable, env=environ) for p in plans
-        }
+        toolchains = provision_with_progress(plans, out)
     rows = doctor_rows(plans, toolchains=toolchains, present=present_dirs(plans))
-    make_console().print(
-        table(
-            list(DoctorRow.COLUMNS), [list(r.cells()) for r in rows], title=f"toolchains in {root}"
-        )
+    out.document(
+        {
+            "cache": str(root),
+            "toolchains": [dict(zip(DoctorRow.KEYS, r.cells(), strict=True)) for r in rows],
+        }
     )
+    out.table(list(DoctorRow.COLUMNS), [list(r.cells()) for r in rows], f"toolchains in {root}")
     return 0
+
+
+def provision_with_progress(
+    plans: Sequence[ToolchainPlan], out: Output
+) -> dict[tuple[str, str], Toolchain]:
+    """Provision every plan, showing the downloads (bytes) as they go."""
+    environ = without_credentials(os.environ)
+    done: dict[tuple[str, str], Toolchain] = {}
+    with out.progress("toolchains", total=None, unit="bytes") as advance:
+        for plan in plans:
+            done[(plan.cuda, plan.target_arch)] = provision(
+                plan,
+                python=sys.executable,
+                env=environ,
+                progress=lambda what, got, total: advance(got, total, what),
+            )
+    return done

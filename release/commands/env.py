@@ -33,7 +33,14 @@ from release.build import (
     write_outputs,
 )
 from release.certify import certify
-from release.commands.common import add_toolchain_options, cache_dir, cuda_home
+from release.commands.common import (
+    Parents,
+    add_dist_option,
+    add_toolchain_options,
+    cache_dir,
+    cuda_home,
+    output_for,
+)
 from release.errors import BuildError, ConfigError
 from release.fsutil import write_atomic
 from release.inspect import WheelReport
@@ -46,10 +53,10 @@ from release.toolchain import Toolchain, provision, resolve
 NOT_INPUTS = frozenset({"PATH", "PIP_DISABLE_PIP_VERSION_CHECK"})
 
 
-def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
+def register(subparsers: Any, parents: Parents) -> None:
     parser = subparsers.add_parser(
         "env",
-        parents=[common],
+        parents=[parents.matrix, parents.output],
         help="provision one cell's toolchain and print its build inputs",
         description="Provision the toolchain of one cell (as `release build` does) and print "
         "the RELEASE_* build inputs of csrc/BUILDING.md as `export` lines, or write them as a "
@@ -67,12 +74,9 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
         metavar="WHEEL|DIR",
         help="the cell's wheel (or a directory holding it) built from these inputs",
     )
-    parser.add_argument(
-        "--dist",
-        type=Path,
-        default=Path("dist"),
-        metavar="DIR",
-        help="where --record puts the wheel, manifest.json and the NCCL files; the device "
+    add_dist_option(
+        parser,
+        "where --record puts the wheel, manifest.json and the NCCL files; the device "
         "log goes to DIR/logs (default: dist)",
     )
     add_toolchain_options(parser)
@@ -132,6 +136,7 @@ def _provision(cell: Cell, args: argparse.Namespace, environ: dict[str, str]) ->
 
 
 def run(args: argparse.Namespace) -> int:
+    output = output_for(args, "env")
     matrix = load_matrix(args.matrix)
     cell = matrix.select(cuda=[args.cuda], arch=[args.arch])[0]
     environ = dict(os.environ)
@@ -149,17 +154,27 @@ def run(args: argparse.Namespace) -> int:
     inputs = build_inputs(cell, toolchain.build_env(), settings)
     if args.record is not None:
         result = record(cell, find_wheel(args.record, cell), toolchain, settings)
+        output.document(
+            {
+                "cell": cell.id,
+                "ok": result.ok,
+                "wheel": result.report.filename if result.report else None,
+                "sha256": result.report.sha256 if result.report else None,
+                "error": result.error,
+            }
+        )
         if result.ok:
             write_outputs(settings, [result])
-            print(f"recorded {cell.id}: {dist / cell.wheel_filename}", file=sys.stderr)
+            output.note(f"recorded {cell.id}: {dist / cell.wheel_filename}")
         else:
-            print(f"FAILED {cell.id}: {result.error}\n{result.log_tail}", file=sys.stderr)
+            output.note(f"FAILED {cell.id}: {result.error}\n{result.log_tail}")
         require_success([result], 1)
         return 0
+    output.document({"cell": cell.id, "inputs": inputs})
     if args.out is not None:
         write_atomic(args.out, dotenv_text(inputs).encode())
-        print(f"wrote {len(inputs)} build inputs of {cell.id} to {args.out}", file=sys.stderr)
-    else:
+        output.note(f"wrote {len(inputs)} build inputs of {cell.id} to {args.out}")
+    elif not args.json:
         sys.stdout.write(export_lines(inputs))
     return 0
 

@@ -7,8 +7,16 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from release.console import make_console, table
-from release.matrix import Cell, cell_dict, load_matrix, matrix_json_schema, nccl_requirement
+from release.commands.common import Parents, output_for
+from release.matrix import (
+    Cell,
+    Matrix,
+    cell_dict,
+    load_matrix,
+    matrix_json_schema,
+    nccl_requirement,
+)
+from release.targets import ARCHES
 
 GITHUB_JOB_LIMIT = 256
 
@@ -51,14 +59,38 @@ def github_matrix(cells: Sequence[Cell], *, per: str = "cell") -> dict[str, Any]
     return {"include": include}
 
 
-def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
+def gate_matrix(matrix: Matrix) -> dict[str, Any]:
+    """The `strategy.matrix` of the workflow's GPU job: one entry per runner."""
+    gate = matrix.gpu_gate
+    if gate is None:
+        return {"include": []}
+    return {
+        "include": [
+            {
+                "runner": runner.name,
+                "labels": list(runner.labels),
+                "arch": runner.arch,
+                "sms": " ".join(str(sm) for sm in runner.sms),
+            }
+            for runner in gate.runners
+        ]
+    }
+
+
+def register(subparsers: Any, parents: Parents) -> None:
     parser = subparsers.add_parser(
         "matrix",
-        parents=[common],
+        parents=[parents.matrix, parents.output],
         help="show the cells of the release matrix",
         description="Show the expanded cells: one wheel per (CUDA version, CPU arch).",
     )
-    parser.add_argument("--format", choices=("table", "json", "github"), default="table")
+    parser.add_argument(
+        "--format",
+        choices=("table", "json", "github", "gpu"),
+        default="table",
+        help="github: the `strategy.matrix` of an Actions job; gpu: that of the GPU gate job, "
+        "one entry per gpu-gate runner (json: the same as --json)",
+    )
     parser.add_argument(
         "--per",
         choices=("cell", "cuda"),
@@ -66,7 +98,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
         help="with --format github: one job per cell, or per CUDA version",
     )
     parser.add_argument("--cuda", action="append", default=[], metavar="X.Y")
-    parser.add_argument("--arch", action="append", default=[], choices=("x86_64", "aarch64"))
+    parser.add_argument("--arch", action="append", default=[], choices=ARCHES)
     parser.add_argument(
         "--schema", action="store_true", help="print the JSON Schema of matrix.yaml and exit"
     )
@@ -74,18 +106,27 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    console = make_console()
+    if args.format == "json":
+        args.json = True
+    out = output_for(args, "matrix")
     if args.schema:
         print(json.dumps(matrix_json_schema(), indent=2))
         return 0
     matrix = load_matrix(args.matrix)
     cells = matrix.select(cuda=args.cuda, arch=args.arch)
-    if args.format == "json":
-        print(json.dumps([cell_dict(c) for c in cells], indent=2))
+    if args.format == "gpu":
+        print(json.dumps(gate_matrix(matrix), separators=(",", ":")))
         return 0
     if args.format == "github":
         print(json.dumps(github_matrix(cells, per=args.per), separators=(",", ":")))
         return 0
+    out.document(
+        {
+            "project": matrix.project.name,
+            "version": str(matrix.project.version),
+            "cells": [cell_dict(c) for c in cells],
+        }
+    )
     rows = [
         [
             str(c.cuda),
@@ -100,7 +141,5 @@ def run(args: argparse.Namespace) -> int:
         for c in cells
     ]
     title = f"{matrix.project.name} {matrix.project.version}: {len(cells)} cells"
-    console.print(
-        table(["CUDA", "arch", "SMs", "PTX", "label", "wheel", "destination", "NCCL"], rows, title)
-    )
+    out.table(["CUDA", "arch", "SMs", "PTX", "label", "wheel", "destination", "NCCL"], rows, title)
     return 0

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from release import http
-from release.console import make_console, table
+from release.commands.common import Parents, output_dir, output_for
 from release.errors import ConfigError
 from release.matrix import load_matrix
 from release.nccl import (
@@ -19,17 +19,21 @@ from release.nccl import (
 )
 
 
-def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
+def register(subparsers: Any, parents: Parents) -> None:
     parser = subparsers.add_parser(
         "nccl",
-        parents=[common],
-        help="write the NCCL override files for each CUDA major",
+        parents=[parents.matrix, parents.output],
+        help="write the NCCL pin files for each CUDA major",
         description=(
-            "Write cuNN.txt (for uv's UV_OVERRIDE) and cuNN-constraints.txt (for pip -c) "
-            "for every CUDA major that pins NCCL in the matrix."
+            "Write cuNN.txt (uv: UV_OVERRIDE or --override), cuNN-reinstall.txt (pip: a "
+            "second `pip install --no-deps --force-reinstall -r` step) and "
+            "cuNN-constraints.txt (pip -c, which only narrows) for every CUDA major that "
+            "pins NCCL in the matrix."
         ),
     )
-    parser.add_argument("--out", type=Path, default=Path("dist"), help="output directory")
+    parser.add_argument(
+        "--out", type=Path, default=Path("dist"), metavar="DIR", help="output directory"
+    )
     parser.add_argument("--cuda", action="append", default=[], metavar="X.Y")
     parser.add_argument(
         "--check",
@@ -41,6 +45,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    out = output_for(args, "nccl")
     matrix = load_matrix(args.matrix)
     pins = matrix.nccl_pins(matrix.select(cuda=args.cuda))
     require_pins(pins)
@@ -50,10 +55,21 @@ def run(args: argparse.Namespace) -> int:
         if problems:
             raise ConfigError(problems, hint="fix the nccl pins in the matrix; nothing written")
     files = override_files(pins)
-    written = write_override_files(files, args.out)
-    rows = [
-        [f"{f.cuda_major}.x", f.requirement, f.purpose, str(p)]
-        for f, p in zip(files, written, strict=True)
-    ]
-    make_console().print(table(["CUDA", "requirement", "for", "file"], rows))
+    written = write_override_files(files, output_dir(args.out, "--out"))
+    pairs = list(zip(files, written, strict=True))
+    out.document(
+        {
+            "files": [
+                {
+                    "path": str(path),
+                    "cuda_major": f.cuda_major,
+                    "requirement": f.requirement,
+                    "purpose": f.purpose,
+                }
+                for f, path in pairs
+            ]
+        }
+    )
+    rows = [[f"{f.cuda_major}.x", f.requirement, f.purpose, str(path)] for f, path in pairs]
+    out.table(["CUDA", "requirement", "for", "file"], rows, "NCCL pins")
     return 0

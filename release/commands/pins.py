@@ -3,33 +3,35 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import Any
 
-from release.commands.common import output_dir, parse_overrides
-from release.console import make_console, table
+from release.commands.common import (
+    Parents,
+    add_dist_option,
+    output_dir,
+    output_for,
+    parse_overrides,
+)
 from release.dist import load_dist
 from release.fsutil import write_atomic
 from release.pins import install_lines, pin_files
 from release.published import RECORD_NAME, read_record, with_overrides
 
 
-def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
+def register(subparsers: Any, parents: Parents) -> None:
     parser = subparsers.add_parser(
         "pins",
+        parents=[parents.output],
         help="write hash-pinned requirement files for each variant of a publish",
         description="From <dist>/published.json: per variant, `<variant>.txt` (the index and "
         "the version with the sha256 of every platform's wheel, for pip and uv) and "
         "`<variant>-urls.txt` (each wheel's URL with its sha256 and a platform marker, "
         "for Dockerfiles).",
     )
-    parser.add_argument(
-        "--dist",
-        type=Path,
-        default=Path("dist"),
-        metavar="DIR",
-        help="directory with the manifest and published.json (default: dist)",
+    add_dist_option(
+        parser,
+        "directory with the manifest and published.json (default: dist)",
     )
     parser.add_argument(
         "--out", type=Path, default=None, metavar="DIR", help="default: <dist>/pins"
@@ -45,6 +47,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    output = output_for(args, "pins")
     manifest = load_dist(args.dist, missing_ok=True)
     published = with_overrides(
         read_record(args.dist / RECORD_NAME, manifest), parse_overrides(args.index_url)
@@ -53,13 +56,23 @@ def run(args: argparse.Namespace) -> int:
     files = pin_files(published)
     for file in files:
         write_atomic(out / file.name, file.text.encode())
-    make_console().print(
-        table(
-            ["variant", "file", "index"],
-            [[f.variant, str(out / f.name), f.index_url or "-"] for f in files],
-            title=f"{published.project} {published.version}: pins",
-        )
+    lines = install_lines(published)
+    output.document(
+        {
+            "project": published.project,
+            "version": published.version,
+            "files": [
+                {"path": str(out / f.name), "variant": f.variant, "index_url": f.index_url}
+                for f in files
+            ],
+            "install": lines,
+        }
     )
-    for line in install_lines(published):
-        print(f"  {line}", file=sys.stderr)
+    output.table(
+        ["variant", "file", "index"],
+        [[f.variant, str(out / f.name), f.index_url or "-"] for f in files],
+        f"{published.project} {published.version}: pins",
+    )
+    for line in lines:
+        output.line(f"  {line}")
     return 0

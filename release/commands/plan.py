@@ -10,25 +10,40 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
 from release import http
-from release.commands.common import add_toolchain_options, cache_dir, cuda_home
-from release.console import make_console, markdown_table, table, write_reports
+from release.commands.common import (
+    Parents,
+    add_dist_option,
+    add_toolchain_options,
+    cache_dir,
+    cuda_home,
+    output_for,
+)
+from release.console import markdown_table
+from release.fsutil import write_atomic
 from release.matrix import load_matrix
-from release.plan import PlanRow, ReleasePlan, State, failure, make_plan, toolchain_verdicts
+from release.plan import (
+    NO_GPU_GATE,
+    PlanRow,
+    ReleasePlan,
+    State,
+    failure,
+    make_plan,
+    toolchain_verdicts,
+)
 from release.publish.run import PublishSettings, default_factory
 from release.targets import ARCHES
 
 COLUMNS = ("cell", "wheel", "size", "destination", "state", "final URL", "toolchain")
 
 
-def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
+def register(subparsers: Any, parents: Parents) -> None:
     parser = subparsers.add_parser(
         "plan",
-        parents=[common],
+        parents=[parents.matrix, parents.output],
         help="show every cell, its wheel, destination and final URL, and what exists there",
         description="Before tagging: list every cell with its wheel filename, size if built, "
         "destination and final URL, the NCCL override files, and ask every destination "
@@ -37,12 +52,9 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--cuda", action="append", default=[], metavar="X.Y")
     parser.add_argument("--arch", action="append", default=[], choices=ARCHES)
-    parser.add_argument(
-        "--dist",
-        type=Path,
-        default=Path("dist"),
-        metavar="DIR",
-        help="where built wheels and manifest*.json are (default: dist)",
+    add_dist_option(
+        parser,
+        "where built wheels and manifest*.json are (default: dist)",
     )
     parser.add_argument(
         "--expect-tag",
@@ -56,7 +68,6 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
         "--github-api-url", metavar="URL", help="GitHub REST API base, as for `release publish`"
     )
     parser.add_argument("--markdown", type=Path, metavar="FILE", help="write the plan as Markdown")
-    parser.add_argument("--json", type=Path, metavar="FILE", help="write the plan as JSON")
     add_toolchain_options(parser)
     parser.set_defaults(func=run)
 
@@ -103,8 +114,15 @@ def markdown(plan: ReleasePlan) -> str:
             *(f"- `{n.file}`: `{n.requirement}` ({n.purpose})" for n in plan.nccl),
             "",
         ]
+    lines += ["GPU gate (before publishing):", ""] if plan.gate else [f"**{NO_GPU_GATE}**", ""]
+    lines += [f"- {line}" for line in gate_text(plan)]
+    lines += [""] if plan.gate else []
     lines += [f"- problem: {p}" for p in plan.problems]
     return "\n".join(lines) + "\n"
+
+
+def gate_text(plan: ReleasePlan) -> list[str]:
+    return [f"{g.runner} ({g.arch}, sm {' '.join(g.sms)}): {', '.join(g.runs)}" for g in plan.gate]
 
 
 def to_json(plan: ReleasePlan) -> dict[str, Any]:
@@ -129,10 +147,17 @@ def to_json(plan: ReleasePlan) -> dict[str, Any]:
         ],
         "nccl_files": [vars(n) for n in plan.nccl],
         "problems": list(plan.problems),
+        "gpu_gate": [
+            {"runner": g.runner, "arch": g.arch, "sms": list(g.sms), "runs": list(g.runs)}
+            for g in plan.gate
+        ]
+        if plan.gate
+        else None,
     }
 
 
 def run(args: argparse.Namespace) -> int:
+    out = output_for(args, "plan")
     matrix = load_matrix(args.matrix)
     cells = matrix.select(cuda=args.cuda, arch=args.arch)
     environ = dict(os.environ)
@@ -153,22 +178,19 @@ def run(args: argparse.Namespace) -> int:
             verdicts=verdicts,
             factory=default_factory(settings, environ, client),
             expect_tag=args.expect_tag,
+            gate=matrix.gpu_gate,
         )
-    console = make_console()
-    console.print(table(COLUMNS, table_rows(plan), f"{plan.project} {plan.version}: release plan"))
+    out.table(COLUMNS, table_rows(plan), f"{plan.project} {plan.version}: release plan")
     for line in plan.nccl:
-        console.print(f"NCCL: {line.file}: {line.requirement} ({line.purpose})", soft_wrap=True)
-    console.print(f"plan: {summary(plan)}", soft_wrap=True)
-    write_reports(
-        data=to_json(plan),
-        markdown=markdown(plan),
-        json_path=args.json,
-        markdown_path=args.markdown,
-        environ=environ,
-    )
+        out.line(f"NCCL: {line.file}: {line.requirement} ({line.purpose})")
+    for text in gate_text(plan) or [NO_GPU_GATE]:
+        out.line(f"GPU gate: {text}" if plan.gate else text)
+    out.line(f"plan: {summary(plan)}")
+    out.document(to_json(plan))
+    if args.markdown is not None:
+        write_atomic(args.markdown, markdown(plan).encode())
+    out.summary(markdown(plan))
     error = failure(plan)
     if error is not None:
-        if environ.get("GITHUB_ACTIONS") == "true":
-            print(f"::error title=release plan::{error.message}", file=sys.stderr)
         raise error
     return 0

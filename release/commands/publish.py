@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
+from contextlib import ExitStack
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-
-from release.console import error_annotations, make_console, markdown_table, table, write_reports
-from release.errors import ReleaseError
-from release.publish.decide import Action, FileDecision
+from release.commands.common import Parents, add_dist_option, output_for
+from release.console import Advance, Output, markdown_table
+from release.errors import IncompleteError, ReleaseError
+from release.fsutil import write_atomic
+from release.publish.decide import Action, CompanionDecision, FileDecision
 from release.publish.run import PublishOutcome, PublishSettings, publish
 
 PLAN_COLUMNS = ("file", "destination", "action", "reason", "final URL")
-VERIFY_COLUMNS = ("result", "check", "subject", "detail", "URL")
 
 
 def plan_rows(outcome: PublishOutcome) -> list[list[str]]:
@@ -24,7 +24,20 @@ def plan_rows(outcome: PublishOutcome) -> list[list[str]]:
     for item in outcome.plans:
         for d in item.plan.decisions:
             rows.append(_row(d, item.destination.name, item.destination.kind))
+        for c in item.plan.companions:
+            rows.append(_companion_row(c, item.destination.name, item.destination.kind))
     return rows
+
+
+def _companion_row(decision: CompanionDecision, name: str, kind: str) -> list[str]:
+    companion = decision.companion
+    return [
+        companion.filename,
+        f"{name} ({kind})",
+        decision.action.value,
+        f"{companion.purpose}; {decision.reason}",
+        decision.url,
+    ]
 
 
 def applied_rows(outcome: PublishOutcome) -> list[list[str]]:
@@ -50,27 +63,29 @@ def plan_summary(outcome: PublishOutcome) -> str:
     return ", ".join(parts) or "nothing to publish"
 
 
-def print_plan(console: Console, outcome: PublishOutcome, *, dry_run: bool) -> None:
+def print_plan(out: Output, outcome: PublishOutcome, *, dry_run: bool) -> None:
     title = (
         f"{outcome.manifest.project} {outcome.manifest.version}: publish plan"
         f"{' (dry run: nothing will change)' if dry_run else ''}"
     )
-    console.print(table(PLAN_COLUMNS, plan_rows(outcome), title))
-    console.print(f"plan: {plan_summary(outcome)}")
+    out.table(PLAN_COLUMNS, plan_rows(outcome), title)
+    out.line(f"plan: {plan_summary(outcome)}")
+    for line in outcome.unasked:
+        out.line(f"not asked: {line}")
 
 
-def print_applied(console: Console, outcome: PublishOutcome) -> None:
+def print_applied(out: Output, outcome: PublishOutcome) -> None:
     for note in outcome.notes:
-        console.print(note)
-    console.print(table(PLAN_COLUMNS, applied_rows(outcome), "published"))
+        out.line(note)
+    out.table(PLAN_COLUMNS, applied_rows(outcome), "published")
     for index in outcome.indexes:
         where = index.url or "(no index URL configured)"
-        console.print(
+        out.line(
             f"index {index.label}: {len(index.files)} files, written to {index.directory}, "
             f"served at {where}"
         )
     if outcome.record is not None:
-        console.print(f"record: {outcome.record}")
+        out.line(f"record: {outcome.record}")
 
 
 def publish_json(outcome: PublishOutcome, *, dry_run: bool) -> dict[str, Any]:
@@ -86,12 +101,26 @@ def publish_json(outcome: PublishOutcome, *, dry_run: bool) -> dict[str, Any]:
             "size": d.entry.size,
         }
 
+    def companion(c: CompanionDecision) -> dict[str, Any]:
+        return {
+            "filename": c.companion.filename,
+            "of": c.companion.of,
+            "purpose": c.companion.purpose,
+            "action": c.action.value,
+            "reason": c.reason,
+            "url": c.url,
+            "sha256": c.companion.sha256,
+            "size": c.companion.size,
+        }
+
     return {
         "project": outcome.manifest.project,
         "version": outcome.manifest.version,
         "dry_run": dry_run,
         "blocked": outcome.blocked,
+        "not_asked": list(outcome.unasked),
         "plan": [decision(d) for p in outcome.plans for d in p.plan.decisions],
+        "companions": [companion(c) for p in outcome.plans for c in p.plan.companions],
         "applied": [decision(d) for d in outcome.applied],
         "indexes": [
             {"label": i.label, "url": i.url, "directory": str(i.directory), "files": len(i.files)}
@@ -118,9 +147,10 @@ def publish_markdown(outcome: PublishOutcome, *, dry_run: bool) -> str:
     return "\n".join(lines) + "\n"
 
 
-def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
+def register(subparsers: Any, parents: Parents) -> None:
     parser = subparsers.add_parser(
         "publish",
+        parents=[parents.output],
         help="upload the built wheels to PyPI and GitHub Releases, and write the index",
         description=(
             "Plan every destination first (read-only), print the plan, and upload nothing if "
@@ -130,12 +160,9 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
             "trusted publishing in GitHub Actions), GITHUB_TOKEN."
         ),
     )
-    parser.add_argument(
-        "--dist",
-        type=Path,
-        default=Path("dist"),
-        metavar="DIR",
-        help="directory with manifest.json and the wheels (default: dist)",
+    add_dist_option(
+        parser,
+        "directory with manifest.json and the wheels (default: dist)",
     )
     parser.add_argument(
         "--dry-run",
@@ -189,7 +216,6 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--pages-remote", metavar="REMOTE", help="push --pages-branch to this remote"
     )
-    parser.add_argument("--json", type=Path, metavar="FILE", help="write the plan/result as JSON")
     parser.add_argument("--markdown", type=Path, metavar="FILE", help="write it as Markdown")
     parser.set_defaults(func=run)  # fmt: skip
 
@@ -199,6 +225,7 @@ def settings_from(args: argparse.Namespace) -> PublishSettings:
         dist=args.dist,
         dry_run=args.dry_run,
         replace=args.replace,
+        command="release publish --dry-run" if args.dry_run else "release publish",
         only=tuple(args.only),
         repository_url=args.repository_url,
         index_dir=args.index_dir,
@@ -211,33 +238,50 @@ def settings_from(args: argparse.Namespace) -> PublishSettings:
 
 
 def run(args: argparse.Namespace) -> int:
-    console = make_console()
+    out = output_for(args, "publish")
     environ = dict(os.environ)
-    settings = settings_from(args)
     shown: list[PublishOutcome] = []
+    progress = ExitStack()
+    advance: list[Advance] = []
+    sent = [0, 0]  # bytes sent, bytes to send
 
     def show(outcome: PublishOutcome) -> None:
         shown.append(outcome)
-        print_plan(console, outcome, dry_run=settings.dry_run)
+        print_plan(out, outcome, dry_run=settings.dry_run)
+        if not settings.dry_run and not outcome.blocked and outcome.upload_bytes:
+            sent[1] = outcome.upload_bytes
+            advance.append(
+                progress.enter_context(out.progress("uploads", total=sent[1], unit="bytes"))
+            )
+
+    def uploaded(name: str, size: int) -> None:
+        sent[0] += size
+        if advance:
+            advance[0](sent[0], sent[1], name)
+
+    settings = replace(settings_from(args), on_upload=uploaded)
 
     def report(outcome: PublishOutcome) -> None:
-        write_reports(
-            data=publish_json(outcome, dry_run=settings.dry_run),
-            markdown=publish_markdown(outcome, dry_run=settings.dry_run),
-            json_path=args.json,
-            markdown_path=args.markdown,
-            environ=environ,
-        )
+        markdown = publish_markdown(outcome, dry_run=settings.dry_run)
+        out.document(publish_json(outcome, dry_run=settings.dry_run))
+        if args.markdown is not None:
+            write_atomic(args.markdown, markdown.encode())
+        out.summary(markdown)
 
     try:
-        outcome = publish(settings, environ, show_plan=show)
-    except ReleaseError as error:
+        with progress:
+            outcome = publish(settings, environ, show_plan=show)
+    except ReleaseError:
         if shown:
             report(shown[-1])
-        for line in error_annotations([error.message], environ):
-            print(line, file=sys.stderr)
         raise
     if not settings.dry_run:
-        print_applied(console, outcome)
+        print_applied(out, outcome)
     report(outcome)
+    if outcome.unasked:
+        raise IncompleteError(
+            f"{len(outcome.unasked)} destination(s) not asked: " + "; ".join(outcome.unasked),
+            hint="everything known locally is shown above; set the credentials or reach the "
+            "destination to see what it holds",
+        )
     return 0

@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-
 from release import http
-from release.commands.common import parse_overrides, positive_int
-from release.console import error_annotations, make_console, markdown_table, table, write_reports
+from release.commands.common import (
+    Parents,
+    add_dist_option,
+    output_for,
+    parse_overrides,
+    positive_int,
+)
+from release.console import Annotation, Output, markdown_table
 from release.dist import load_dist
 from release.errors import ConfigError, VerifyError
+from release.fsutil import write_atomic
 from release.github_api import GithubClient
 from release.http import BasicCredentials, OriginAuth, origin_of
 from release.matrix import GithubDestination, PypiDestination, load_matrix
@@ -39,13 +43,13 @@ def verify_rows(report: VerifyReport) -> list[list[str]]:
     ]
 
 
-def print_verify(console: Console, report: VerifyReport) -> None:
+def print_verify(out: Output, report: VerifyReport) -> None:
     failed = len(report.failed)
     title = (
         f"{report.project} {report.version}: verify: {len(report.checks) - failed} ok, "
         f"{failed} failed"
     )
-    console.print(table(VERIFY_COLUMNS, verify_rows(report), title))
+    out.table(VERIFY_COLUMNS, verify_rows(report), title)
 
 
 def verify_markdown(report: VerifyReport) -> str:
@@ -60,10 +64,10 @@ def verify_json(report: VerifyReport) -> dict[str, Any]:
     return report_json(report)
 
 
-def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
+def register(subparsers: Any, parents: Parents) -> None:
     parser = subparsers.add_parser(
         "verify",
-        parents=[common],
+        parents=[parents.matrix, parents.output],
         help="check every published file, index link and pip resolution against the manifest",
         description=(
             "Fetch every URL in <dist>/published.json (redirects followed, no Authorization "
@@ -72,12 +76,9 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
             "`pip install --dry-run` picks the expected wheel for every cell."
         ),
     )
-    parser.add_argument(
-        "--dist",
-        type=Path,
-        default=Path("dist"),
-        metavar="DIR",
-        help="directory with manifest.json and published.json (default: dist)",
+    add_dist_option(
+        parser,
+        "directory with manifest.json and published.json (default: dist)",
     )
     parser.add_argument(
         "--index-url",
@@ -130,7 +131,6 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
         metavar="URL",
         help="where the index of the GitHub-hosted variants is served (default: the matrix's)",
     )
-    parser.add_argument("--json", type=Path, metavar="FILE", help="write the report as JSON")
     parser.add_argument("--markdown", type=Path, metavar="FILE", help="write it as Markdown")
     parser.set_defaults(func=run)  # fmt: skip
 
@@ -179,7 +179,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError([f"--concurrency {args.concurrency}: use 1 to 64"])
     if args.attempts < 1:
         raise ConfigError([f"--attempts {args.attempts}: use at least 1"])
-    console = make_console()
+    out = output_for(args, "verify")
     environ = dict(os.environ)
     overrides = parse_overrides(args.index_url)
     if args.tag or args.latest:
@@ -195,23 +195,25 @@ def run(args: argparse.Namespace) -> int:
     )
     reports = [verify(with_overrides(p, overrides), environ, settings) for p in releases]
     for one in reports:
-        print_verify(console, one)
+        print_verify(out, one)
     report = VerifyReport(
         project=reports[0].project,
         version=", ".join(r.version for r in reports),
         checks=tuple(c for r in reports for c in r.checks),
     )
-    write_reports(
-        data=verify_json(report),
-        markdown=verify_markdown(report),
-        json_path=args.json,
-        markdown_path=args.markdown,
-        environ=environ,
-    )
+    markdown = verify_markdown(report)
+    out.document(verify_json(report))
+    if args.markdown is not None:
+        write_atomic(args.markdown, markdown.encode())
+    out.summary(markdown)
     if report.failed:
-        messages = [f"{c.check} {c.subject}: {c.detail}" for c in report.failed]
-        for line in error_annotations(messages, environ):
-            print(line, file=sys.stderr)
+        for check in report.failed:
+            out.annotate(
+                Annotation(
+                    message=f"{check.check} {check.subject}: {check.detail} ({check.url or '-'})",
+                    title=f"release verify: {check.check}",
+                )
+            )
         first = report.failed[0]
         raise VerifyError(
             f"{len(report.failed)} of {len(report.checks)} checks failed; first: "

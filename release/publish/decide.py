@@ -43,6 +43,7 @@ class Action(enum.Enum):
     REPLACE = "replace"
     CONFLICT = "CONFLICT"
     REFUSED = "refused"
+    NOT_ASKED = "not asked"  # a dry run could not reach the destination
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -93,6 +94,10 @@ class PublishPlan:
         """True when any file is a conflict or refused: then nothing at all is uploaded."""
         bad = (Action.CONFLICT, Action.REFUSED)
         return bool(self.with_action(*bad) or self.companions_with(*bad))
+
+    @property
+    def unasked(self) -> bool:
+        return bool(self.with_action(Action.NOT_ASKED))
 
 
 def verdict(

@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 
@@ -74,7 +74,9 @@ class GithubPublisher:
         name: str = "github",
         target_commitish: str | None = None,
         command: str = "release publish",
+        on_upload: Callable[[str, int], None] | None = None,
     ) -> None:
+        self.on_upload = on_upload
         owner, _, repo = repository.partition("/")
         if not owner or not repo or "/" in repo:
             raise PublishError(f"GitHub repository {repository!r} is not owner/name")
@@ -408,7 +410,10 @@ class GithubPublisher:
                 )
             return asset
 
-        return self.client.retrying(f"upload {name}", attempt)
+        stored = self.client.retrying(f"upload {name}", attempt)
+        if self.on_upload is not None:
+            self.on_upload(name, len(data))
+        return stored
 
     def _swap(self, old: AssetInfo | None, new: AssetInfo, name: str) -> None:
         """Delete `old` and give `new` its name, one request straight after the other."""

@@ -224,7 +224,9 @@ class PypiPublisher:
         twine_checks: bool = True,
         sleep: Callable[[float], None] = time.sleep,
         propagation_attempts: int = 6,
+        on_upload: Callable[[str, int], None] | None = None,
     ) -> None:
+        self.on_upload = on_upload
         self.name = destination.name
         self.destination = destination
         self.repository_url = (
@@ -380,6 +382,8 @@ class PypiPublisher:
             ) from None
         if remote is not None and remote.sha256 == entry.sha256:
             reason = "uploaded" if not exists_answer else "already there with the same sha256"
+            if self.on_upload is not None:
+                self.on_upload(entry.filename, entry.size)
             return FileDecision(entry=entry, action=Action.UPLOAD, reason=reason, url=remote.url)
         if remote is not None and remote.sha256 is not None:
             raise ConflictError(

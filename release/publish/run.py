@@ -67,6 +67,10 @@ class PublishSettings:
     pages_branch: str | None = None
     pages_remote: str | None = None
     command: str = "release publish"
+    on_upload: Uploaded | None = None  # after each file sent: its name and size
+
+
+Uploaded = Callable[[str, int], None]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -96,6 +100,25 @@ class PublishOutcome:
     @property
     def blocked(self) -> bool:
         return any(p.plan.blocked for p in self.plans)
+
+    @property
+    def upload_bytes(self) -> int:
+        """What applying the plan sends: the wheels and companion files to upload."""
+        sending = (Action.UPLOAD, Action.REPLACE)
+        return sum(
+            sum(d.entry.size for d in p.plan.with_action(*sending))
+            + sum(c.companion.size for c in p.plan.companions_with(*sending))
+            for p in self.plans
+        )
+
+    @property
+    def unasked(self) -> tuple[str, ...]:
+        """The destinations a dry run could not ask, with why."""
+        return tuple(
+            f"{p.destination.name}: {p.plan.decisions[0].reason}"
+            for p in self.plans
+            if p.plan.unasked
+        )
 
 
 PublisherFactory = Callable[[DestinationRef], Publisher]
@@ -214,16 +237,31 @@ def build_plans(
     extras = release_files(manifest, settings.dist)
     for name, entries in select(manifest, settings.only).items():
         destination = entries[0].destination
-        publisher = factory(destination)
-        publishers[name] = publisher
-        companions = (
-            [sidecar(e, settings.dist) for e in entries] + extras if publisher.stages else []
-        )
-        plan = plan_destination(
-            publisher, entries, settings.dist, replace=settings.replace, companions=companions
-        )
+        try:
+            publisher = factory(destination)
+            publishers[name] = publisher
+            companions = (
+                [sidecar(e, settings.dist) for e in entries] + extras if publisher.stages else []
+            )
+            plan = plan_destination(
+                publisher, entries, settings.dist, replace=settings.replace, companions=companions
+            )
+        except PublishError as error:
+            if not settings.dry_run:
+                raise
+            plan = not_asked(entries, error)
         plans.append(DestinationPlan(destination=destination, plan=plan))
     return tuple(plans), publishers
+
+
+def not_asked(entries: Sequence[WheelEntry], error: PublishError) -> PublishPlan:
+    """The plan of a destination a dry run could not ask: every file, and why."""
+    reason = error.message + (f" ({error.hint})" if error.hint else "")
+    return PublishPlan(
+        decisions=tuple(
+            FileDecision(entry=e, action=Action.NOT_ASKED, reason=reason, url="") for e in entries
+        )
+    )
 
 
 def blocked_error(plans: Sequence[DestinationPlan]) -> PublishError:
@@ -256,10 +294,15 @@ def default_factory(
     """Publishers by destination kind (a registry, one entry per kind)."""
 
     def pypi(destination: DestinationRef) -> Publisher:
-        return PypiPublisher(destination, environ=environ, repository_url=settings.repository_url)
+        return PypiPublisher(
+            destination,
+            environ=environ,
+            repository_url=settings.repository_url,
+            on_upload=settings.on_upload,
+        )
 
     def github(destination: DestinationRef) -> Publisher:
-        token = github_token(environ)
+        token = github_token(environ)  # a dry run reads public releases anonymously
         if token is None and not settings.dry_run:
             raise PublishError(
                 f"{destination.name}: no GITHUB_TOKEN in the environment",
@@ -272,6 +315,7 @@ def default_factory(
             token=token,
             name=destination.name,
             command=settings.command,
+            on_upload=settings.on_upload,
         )
 
     kinds: dict[str, PublisherFactory] = {"pypi": pypi, "github": github}

@@ -16,7 +16,7 @@ import sys
 import uuid
 import zipfile
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -35,6 +35,7 @@ from release.cli import main
 from release.inspect import inspect_wheel
 from release.manifest import read_manifest
 from release.matrix import load_matrix
+from release.targets import GpuTarget
 
 pytestmark = pytest.mark.slow
 
@@ -351,3 +352,97 @@ def test_dry_run_shows_cells_toolchains_and_commands_and_builds_nothing(
     assert "-m build --wheel" in printed
     assert not out.exists()
     assert not cache.exists(), "a dry run provisions nothing"
+
+
+RECORD_RUN = """
+import shutil, sys
+from pathlib import Path
+wheel, expect = sys.argv[1], sys.argv[2]
+runs = Path(sys.argv[3])
+runs.mkdir(exist_ok=True)
+n = len(list(runs.iterdir()))
+shutil.copy(wheel, runs / f"{n}-{expect or 'cubin'}.whl")
+sys.exit(1 if expect and "fail-ptx" in sys.argv[4:] else 0)
+"""
+
+
+def gate_matrix(tmp_path: Path, command: str) -> Path:
+    text = (REPO / "matrix.yaml").read_text().replace("project: csrc", f"project: {CSRC}")
+    gate = (
+        "\ngpu-gate:\n"
+        "  runners:\n"
+        "    - {labels: [self-hosted, h200], sms: [90]}\n"
+        f"  command: {json.dumps(command)}\n"
+    )
+    path = tmp_path / "matrix.yaml"
+    path.write_text(text + gate)
+    return path
+
+
+def test_the_gpu_gate_runs_the_command_on_each_wheel_and_a_ptx_only_build(
+    built: Built, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = tmp_path / "record run.py"  # a space: {wheel} and paths stay one word each
+    script.write_text(RECORD_RUN)
+    runs = tmp_path / "runs"
+    matrix = gate_matrix(tmp_path, f"{sys.executable} '{script}' {{wheel}} {{expect_arch}} {runs}")
+    args = ["gpu-gate", "--matrix", str(matrix), "--runner", "self-hosted/h200"]
+    args += ["--dist", str(built.dist), "--cache-dir", str(built.cache), "--cuda", "13.0"]
+    code = main([*args, "--json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    report = json.loads(captured.out)
+    assert [(r["cell"], r["build"], r["expect_arch"], r["ok"]) for r in report["runs"]] == [
+        ("13.0-x86_64", "cubin", "", True),
+        ("13.0-x86_64", "ptx", "750", True),
+    ]
+    cubin, ptx = sorted(runs.iterdir())
+    assert cubin.name == "0-cubin.whl"
+    assert cubin.read_bytes() == (built.dist / cubin_name(built)).read_bytes()
+    cell = next(c for c in load_matrix(matrix).cells if c.id == "13.0-x86_64")
+    settings = BuildSettings(
+        matrix=load_matrix(matrix), cells=(cell,), out=tmp_path, cache_dir=built.cache
+    )
+    toolchain = provision_all(plan_toolchains(settings), sys.executable, dict(os.environ))[cell.id]
+    lister = fatbin_lister(toolchain, dict(os.environ))
+    ptx_cell = replace(cell, sms=(), ptx=GpuTarget(75))
+    report_ptx = inspect_wheel(cell.wheel_filename, ptx.read_bytes(), ptx_cell, list_fatbin=lister)
+    assert report_ptx.ok, report_ptx.problems
+    assert report_ptx.sms == ()
+    assert report_ptx.ptx == ("75",)
+    # The same wheel is no PTX-only wheel: the check above can fail.
+    assert not inspect_wheel(
+        cell.wheel_filename, cubin.read_bytes(), ptx_cell, list_fatbin=lister
+    ).ok
+
+    matrix = gate_matrix(
+        tmp_path, f"{sys.executable} '{script}' {{wheel}} {{expect_arch}} {runs} fail-ptx"
+    )
+    code = main(["gpu-gate", "--matrix", str(matrix), *args[3:]])
+    err = capsys.readouterr().err
+    assert code == 4
+    assert "the GPU gate failed on self-hosted/h200: 13.0-x86_64 ptx (compute_75): exit 1" in err
+    assert "Traceback" not in err
+
+
+def cubin_name(built: Built) -> str:
+    return next(
+        w.filename
+        for w in read_manifest(built.dist / "manifest.json").wheels
+        if w.cell == "13.0-x86_64"
+    )
+
+
+def test_every_wheel_passes_twine_check_strict_and_check_wheel_contents(built: Built) -> None:
+    wheels = sorted(str(w) for w in built.dist.glob("*.whl"))
+    assert len(wheels) == 4
+    bin_dir = Path(sys.executable).parent
+    for tool in (["twine", "check", "--strict"], ["check-wheel-contents"]):
+        done = subprocess.run(
+            [str(bin_dir / tool[0]), *tool[1:], *wheels],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "WARNING" not in done.stdout + done.stderr

@@ -107,7 +107,7 @@ def plan(setup: Setup, tmp_path: Path, name: str) -> tuple[int, dict[str, dict[s
             "--matrix", str(setup.matrix),
             "--dist", str(setup.dist),
             "--cache-dir", str(setup.cache),
-            "--json", str(report),
+            "--json-file", str(report),
             "--markdown", str(markdown),
         ]
     )  # fmt: skip
@@ -203,3 +203,41 @@ def test_plan_fails_on_a_tag_that_does_not_release_the_version(
     assert main([*args, "--expect-tag", "v0.1.0"]) == 0
     assert main([*args, "--expect-tag", "v0.2.0"]) == 2
     assert "the GitHub release of version 0.1.0 is tagged v0.1.0" in capsys.readouterr().err
+
+
+def test_a_dry_run_without_credentials_shows_everything_known_and_names_what_it_could_not_ask(
+    setup: Setup, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No token: the public GitHub release is read anonymously; the private index refuses
+    without credentials and is 'not asked', with a distinct exit code, not a stop."""
+    monkeypatch.delenv("GITHUB_TOKEN")
+    for name in setup.pypi.env():
+        monkeypatch.delenv(name)
+    code = main(["plan", "--matrix", str(setup.matrix), "--dist", str(setup.dist),
+                 "--cache-dir", str(setup.cache), "--json"])  # fmt: skip
+    captured = capsys.readouterr()
+    assert code == 9, captured.err
+    document = json.loads(captured.out)
+    states = {c["cell"]: c["state"] for c in document["cells"]}
+    assert states["12.9-x86_64"] == "absent"  # asked anonymously
+    assert states["13.0-x86_64"] == "not asked"
+    reason = next(c["reason"] for c in document["cells"] if c["cell"] == "13.0-x86_64")
+    assert "401" in reason or "credentials" in reason
+    assert "k3-kernels 0.1.0: release plan" in captured.err  # the table, on stderr under --json
+    assert "error: 2 wheel(s) not asked" in captured.err
+    assert "release publish" not in captured.err.split("hint:")[-1]
+
+
+def test_an_unresolvable_host_is_not_asked_and_not_retried(
+    setup: Setup, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    matrix = setup.matrix.read_text().replace(setup.standin.api_url, "https://api.nowhere.invalid")
+    setup.matrix.write_text(matrix)
+    code = main(["plan", "--matrix", str(setup.matrix), "--dist", str(setup.dist),
+                 "--cache-dir", str(setup.cache), "--json"])  # fmt: skip
+    captured = capsys.readouterr()
+    assert code == 9, captured.err
+    cells = json.loads(captured.out)["cells"]
+    github = [c for c in cells if c["cell"].startswith("12.9")]
+    assert {c["state"] for c in github} == {"not asked"}
+    assert all("retry" not in c["reason"] and "attempt" not in c["reason"] for c in github)

@@ -72,7 +72,14 @@ def test_publish_index_and_pip_install_both_variants(
     release = both(tmp_path, pypiserver, github_standin)
     index_dir = tmp_path / "site"
     assert main(["publish", "--dist", str(release.dist), "--index-dir", str(index_dir)]) == 0
-    capsys.readouterr()
+    err = capsys.readouterr().err
+    # piped: the uploads' progress as plain lines, the last at the total of the plan
+    progress = [line for line in err.splitlines() if line.startswith("uploads: ")]
+    assert progress, err
+    sent, total = progress[-1].rsplit(": ", 1)[1].split(" of ")
+    assert sent == total
+    wheels = sum(w.stat().st_size for w in release.dist.glob("*.whl"))
+    assert float(total.removesuffix(" MiB")) >= round(wheels / 2**20, 1)
 
     env_dir = tmp_path / "venv"
     venv.EnvBuilder(with_pip=True).create(env_dir)

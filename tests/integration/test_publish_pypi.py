@@ -133,7 +133,7 @@ def test_cli_refuses_everything_pypi_would_reject_one_line_per_file(
     write_manifest(
         Manifest(project=PROJECT, version=VERSION, wheels=entries), dist / "manifest.json"
     )
-    assert main(["publish", "--dist", str(dist), "--json", str(tmp_path / "plan.json")]) == 5
+    assert main(["publish", "--dist", str(dist), "--json-file", str(tmp_path / "plan.json")]) == 5
     _, err = capsys.readouterr()
     assert "error: 4 refused: nothing was uploaded" in err
     plan = json.loads((tmp_path / "plan.json").read_text())["plan"]

@@ -314,7 +314,7 @@ def test_the_url_watch_verifies_a_tag_with_no_dist_and_names_what_stopped_resolv
     shutil.rmtree(release.dist)  # the watch has nothing but the matrix and the destinations
     with serve(site) as base:
         args = ["verify", "--matrix", str(matrix), "--latest", "1", "--index-base-url", base,
-                "--no-pip", "--json", str(tmp_path / "v.json")]  # fmt: skip
+                "--no-pip", "--json-file", str(tmp_path / "v.json")]  # fmt: skip
         assert main(args) == 0, capsys.readouterr().err
         checks = json.loads((tmp_path / "v.json").read_text())["checks"]
         downloads = {c["subject"] for c in checks if c["check"] == "download"}

@@ -39,7 +39,7 @@ def assert_absent(secrets: list[str], *texts: str) -> None:
 
 
 def reports(tmp_path: Path) -> list[str]:
-    return ["--json", str(tmp_path / "r.json"), "--markdown", str(tmp_path / "r.md")]
+    return ["--json-file", str(tmp_path / "r.json"), "--markdown", str(tmp_path / "r.md")]
 
 
 def test_failing_runs_leak_no_credential(  # noqa: PLR0917  # pytest fixtures
@@ -107,7 +107,7 @@ def test_succeeding_runs_leak_no_credential(  # noqa: PLR0917  # pytest fixtures
     monkeypatch.setenv("GITHUB_TOKEN", github_standin.token)
     assert main(["publish", "--dist", str(release.dist), *reports(tmp_path)]) == 0
     args = ["verify", "--dist", str(release.dist), "--no-pip", "--index-url",
-            f"cu129={pypiserver.index_url}", "--json", str(tmp_path / "v.json")]  # fmt: skip
+            f"cu129={pypiserver.index_url}", "--json-file", str(tmp_path / "v.json")]  # fmt: skip
     main(args)  # pip-less; the cu129 override points at a wrong index on purpose: a failure
     out, err = capsys.readouterr()
     assert "published" in out

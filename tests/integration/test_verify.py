@@ -103,7 +103,7 @@ def test_cli_verify_with_pip_writes_json_and_markdown_and_fails_with_exit_7(
     dist = published(tmp_path, pypiserver, github_standin)
     with serve(tmp_path / "site") as base:
         args = ["verify", "--dist", str(dist), "--index-url", f"cu129={base}cu129/",
-                "--json", str(tmp_path / "v.json"),
+                "--json-file", str(tmp_path / "v.json"),
                 "--markdown", str(tmp_path / "v.md")]  # fmt: skip
         assert main(args) == 0
         data = json.loads((tmp_path / "v.json").read_text())

@@ -46,6 +46,7 @@ SAMPLES = {
     "github.token": "ghs_sampleToken0000",
     "steps.deployment.outputs.page_url": "https://k3-project.github.io/k3-kernels/",
     "inputs.latest || '3'": "3",
+    "matrix.runner": "self-hosted/linux/h200",
 }
 
 
@@ -147,7 +148,7 @@ def test_permissions_are_empty_at_the_top_and_least_per_job() -> None:
     assert jobs["publish"]["permissions"] == {"contents": "write", "id-token": "write"}
     assert jobs["publish"]["environment"]["name"] == "release"
     assert jobs["index"]["permissions"] == {"pages": "write", "id-token": "write"}
-    for name in ("plan", "build", "reproduce", "cibuildwheel", "publish-dry-run", "verify"):
+    for name in ("plan", "build", "reproduce", "cibuildwheel", "gpu", "publish-dry-run", "verify"):
         assert jobs[name]["permissions"] == {"contents": "read"}, name
 
 
@@ -162,12 +163,12 @@ def test_the_release_reads_plan_build_publish_verify() -> None:
     assert inputs["builder"]["options"] == ["release-build", "cibuildwheel"]
     jobs = workflow["jobs"]
     assert list(jobs) == [
-        "plan", "build", "reproduce", "cibuildwheel", "publish-dry-run", "publish", "index",
-        "verify",
+        "plan", "build", "reproduce", "cibuildwheel", "gpu", "publish-dry-run", "publish",
+        "index", "verify",
     ]  # fmt: skip
     assert jobs["build"]["needs"] == jobs["cibuildwheel"]["needs"] == "plan"
     assert jobs["reproduce"]["needs"] == ["plan", "build"]
-    assert jobs["publish"]["needs"] == ["plan", "build", "reproduce", "cibuildwheel"]
+    assert jobs["publish"]["needs"] == ["plan", "build", "reproduce", "cibuildwheel", "gpu"]
     assert jobs["verify"]["needs"] == ["publish", "index"]
     for name in ("build", "reproduce", "cibuildwheel"):
         assert jobs[name]["strategy"]["matrix"] == "${{ fromJSON(needs.plan.outputs.matrix) }}"
@@ -278,7 +279,7 @@ def test_run_steps_call_only_release_installs_and_plumbing(stub_dir: Path, tmp_p
             except SystemExit:
                 pytest.fail(f"{step.where}: `release {' '.join(call[1:])}` does not parse")
             seen.setdefault(args.command, []).append(step.where)
-    assert set(seen) == {"matrix", "plan", "build", "env", "publish", "verify"}
+    assert set(seen) == {"matrix", "plan", "build", "env", "gpu-gate", "publish", "verify"}
 
 
 def test_the_matrix_step_filters_and_picks_the_fan_out(stub_dir: Path, tmp_path: Path) -> None:
@@ -348,3 +349,31 @@ def test_the_watch_verifies_the_latest_releases_every_day(stub_dir: Path, tmp_pa
     (call,) = calls
     args = build_parser().parse_args(call[1:])
     assert (args.command, args.latest, args.tag) == ("verify", 3, [])
+
+
+def test_publishing_waits_for_the_gpu_gate_on_the_runners_matrix_yaml_names(
+    stub_dir: Path, tmp_path: Path
+) -> None:
+    jobs = load(RELEASE)["jobs"]
+    gpu = jobs["gpu"]
+    for name in ("publish", "publish-dry-run"):
+        assert "gpu" in jobs[name]["needs"]
+    assert gpu["runs-on"] == "${{ matrix.labels }}"
+    assert gpu["strategy"]["matrix"] == "${{ fromJSON(needs.plan.outputs.gpu) }}"
+    # no runner named: `release matrix --format gpu` prints an empty include, the job skips
+    assert "needs.plan.outputs.gpu != '{\"include\":[]}'" in gpu["if"]
+    assert "!contains(needs.*.result, 'failure')" in gpu["if"]
+    (gpu_step,) = [s for s in steps() if s.job == "plan" and s.data.get("id") == "gpu"]
+    assert run_step(gpu_step, stub_dir, tmp_path) == [["release", "matrix", "--format", "gpu"]]
+    assert jobs["plan"]["outputs"]["gpu"] == "${{ steps.gpu.outputs.matrix }}"
+    calls = [
+        c
+        for s in steps()
+        if s.job == "gpu" and "run" in s.data
+        for c in run_step(s, stub_dir, tmp_path)
+        if c[0] == "release"
+    ]
+    (call,) = calls
+    args = build_parser().parse_args(call[1:])
+    assert (args.command, args.dist) == ("gpu-gate", Path("dist"))
+    assert args.runner == SAMPLES["matrix.runner"]

@@ -174,7 +174,77 @@ def test_filters_select_cells(capsys: pytest.CaptureFixture[str]) -> None:
         )
         == 0
     )
-    cells = json.loads(capsys.readouterr().out)
+    cells = json.loads(capsys.readouterr().out)["cells"]
     assert [c["wheel"] for c in cells] == [
         "k3_kernels-0.1.0+cu129-py3-none-manylinux_2_28_aarch64.whl"
     ]
+
+
+GATE = """
+gpu-gate:
+  runners:
+    - {labels: [self-hosted, linux, h200], sms: [90]}
+    - {labels: [self-hosted, arm64, gh200], sms: [90], arch: aarch64}
+  command: bash tests/gpu/run_on_device.sh {wheel} {expect_arch} -k 'not slow'
+"""
+
+
+def gated_matrix(tmp_path: Path) -> Path:
+    text = (REPO / "matrix.yaml").read_text().replace("project: csrc", f"project: {REPO / 'csrc'}")
+    path = tmp_path / "matrix.yaml"
+    path.write_text(text + GATE)
+    return path
+
+
+def test_a_gpu_gate_tests_each_cell_of_the_runner_arch_as_built_and_ptx_only(
+    tmp_path: Path,
+) -> None:
+    matrix = load_matrix(gated_matrix(tmp_path))
+    gate = matrix.gpu_gate
+    assert gate is not None
+    runner = gate.runner("self-hosted/arm64/gh200")
+    runs = gate.runs(runner, matrix.cells)
+    assert [(r.cell.id, r.build, r.expect_arch) for r in runs] == [
+        ("13.0-aarch64", "cubin", ""),
+        ("13.0-aarch64", "ptx", "750"),
+        ("12.9-aarch64", "cubin", ""),
+        ("12.9-aarch64", "ptx", "750"),
+    ]
+    ptx = runs[1].built_cell
+    assert ptx.sms == ()
+    assert ptx.ptx == GpuTarget(75)
+    assert ptx.wheel_filename == runs[0].cell.wheel_filename
+    words = gate.command_line(runs[1], Path("/runner/a dir/k3 kernels.whl"))
+    assert words == [
+        "bash",
+        "tests/gpu/run_on_device.sh",
+        "/runner/a dir/k3 kernels.whl",
+        "750",
+        "-k",
+        "not slow",
+    ]
+    with pytest.raises(ConfigError, match="no GPU runner 'h100'"):
+        gate.runner("h100")
+
+
+def test_gpu_format_lists_one_job_per_runner(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["matrix", "--matrix", str(gated_matrix(tmp_path)), "--format", "gpu"]) == 0
+    include = json.loads(capsys.readouterr().out)["include"]
+    assert include == [
+        {
+            "runner": "self-hosted/linux/h200",
+            "labels": ["self-hosted", "linux", "h200"],
+            "arch": "x86_64",
+            "sms": "90",
+        },
+        {
+            "runner": "self-hosted/arm64/gh200",
+            "labels": ["self-hosted", "arm64", "gh200"],
+            "arch": "aarch64",
+            "sms": "90",
+        },
+    ]
+    assert main(["matrix", "--matrix", str(REPO / "matrix.yaml"), "--format", "gpu"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"include": []}

@@ -17,6 +17,7 @@ from release.plan import (
     ToolchainVerdict,
     built_state,
     failure,
+    gate_lines,
     tag_problems,
     unbuilt_entry,
     unbuilt_state,
@@ -131,3 +132,30 @@ def test_summary_and_markdown_name_every_state_and_file() -> None:
     assert text.startswith("## Release plan: k3-kernels 0.1.0\n")
     assert "| a\\|b.whl |" in text
     assert "- `cu12.txt`: `nvidia-nccl-cu12==2.30.7` (uv)" in text
+
+
+def test_without_gpu_runners_the_plan_says_no_gpu_gate_ran() -> None:
+    text = markdown(plan(row(State.NEW)))
+    assert "no GPU gate ran" in text
+
+
+def test_the_plan_shows_what_each_gpu_runner_tests(tmp_path: Path) -> None:
+    gated = tmp_path / "matrix.yaml"
+    gated.write_text(
+        (ROOT / "matrix.yaml").read_text().replace("project: csrc", f"project: {ROOT / 'csrc'}")
+        + "gpu-gate:\n  runners: [{labels: [gpu-h200], sms: [90]}]\n"
+        "  command: run-gpu-tests {wheel} {expect_arch}\n"
+    )
+    matrix = load_matrix(gated)
+    lines = gate_lines(matrix.gpu_gate, matrix.cells)
+    assert [(g.runner, g.arch, g.sms) for g in lines] == [("gpu-h200", "x86_64", ("90",))]
+    assert lines[0].runs == (
+        "13.0-x86_64 cubin",
+        "13.0-x86_64 ptx (compute_75)",
+        "12.9-x86_64 cubin",
+        "12.9-x86_64 ptx (compute_75)",
+    )
+    shown = ReleasePlan(project="k", version="1", rows=(), nccl=(), gate=lines)
+    text = markdown(shown)
+    assert "no GPU gate ran" not in text
+    assert "gpu-h200 (x86_64, sm 90): 13.0-x86_64 cubin, 13.0-x86_64 ptx (compute_75)" in text

@@ -1,0 +1,134 @@
+"""`release gpu-gate`: the GPU tests of matrix.yaml's `gpu-gate`, run on this machine (one of
+the named GPU runners) against the built wheels and a PTX-only build of each."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+from release.build import DEFAULT_EPOCH, BuildSettings
+from release.commands.common import (
+    Parents,
+    add_dist_option,
+    add_toolchain_options,
+    cache_dir,
+    cuda_home,
+    output_for,
+)
+from release.console import Annotation, markdown_table
+from release.dist import load_dist
+from release.errors import BuildError, ConfigError
+from release.gate import GateResult, run_gate
+from release.matrix import load_matrix
+from release.matrix_model import GateRun
+
+GATE_COLUMNS = ("run", "result", "time", "wheel", "detail")
+
+
+def register(subparsers: Any, parents: Parents) -> None:
+    parser = subparsers.add_parser(
+        "gpu-gate",
+        parents=[parents.matrix, parents.output],
+        help="run the GPU tests of matrix.yaml's gpu-gate on the built wheels",
+        description="On a GPU runner named in matrix.yaml's gpu-gate: run its test command "
+        "against each wheel of --dist for the runner's CPU arch as built, then against a "
+        "PTX-only build of it for its lowest SM. Exit 4 if any run fails.",
+    )
+    parser.add_argument(
+        "--runner",
+        required=True,
+        metavar="NAME",
+        help="which gpu-gate runner this machine is (its labels joined with '/')",
+    )
+    add_dist_option(
+        parser,
+        "the built wheels and their manifest (default: dist)",
+    )
+    parser.add_argument("--cuda", action="append", default=[], metavar="X.Y")
+    add_toolchain_options(parser)
+    parser.set_defaults(func=run)
+
+
+def _rows(results: list[GateResult]) -> list[list[str]]:
+    return [
+        [r.run.name, "ok" if r.ok else "FAILED", f"{r.seconds:.1f} s", r.wheel, r.detail or "-"]
+        for r in results
+    ]
+
+
+def run(args: argparse.Namespace) -> int:
+    output = output_for(args, "gpu-gate")
+    matrix = load_matrix(args.matrix)
+    gate = matrix.gpu_gate
+    if gate is None:
+        raise ConfigError(
+            [f"{matrix.path.name} names no gpu-gate: there is nothing to run"],
+            hint="add gpu-gate (runners and command) to matrix.yaml; "
+            "`release matrix --schema` shows its keys",
+        )
+    runner = gate.runner(args.runner)
+    cells = matrix.select(cuda=args.cuda, arch=[runner.arch])
+    manifest = load_dist(args.dist.resolve(), missing_ok=False)
+    environ = dict(os.environ)
+    settings = BuildSettings(
+        matrix=matrix,
+        cells=(),
+        out=args.dist.resolve(),
+        cache_dir=cache_dir(args),
+        cuda_home=cuda_home(args),
+        environ=environ,
+        epoch=manifest.source_date_epoch or DEFAULT_EPOCH,
+    )
+
+    def started(gate_run: GateRun) -> None:
+        output.note(f"... {gate_run.name}")
+
+    output.note(f"GPU gate on {runner.name} (sm {' '.join(str(s) for s in runner.sms)})")
+    results = run_gate(
+        gate,
+        runner,
+        cells,
+        manifest=manifest,
+        dist=args.dist.resolve(),
+        settings=settings,
+        environ=environ,
+        cwd=matrix.path.parent,
+        started=started,
+    )
+    for result in results:
+        with output.group(f"{result.run.name}: test output"):
+            output.note(f"$ {result.command}\n{result.output}" if result.command else result.detail)
+        if not result.ok:
+            output.annotate(Annotation(message=result.detail, title=f"GPU gate {result.run.name}"))
+    failed = [r for r in results if not r.ok]
+    output.document(
+        {
+            "runner": runner.name,
+            "ok": not failed,
+            "runs": [
+                {
+                    "cell": r.run.cell.id,
+                    "build": r.run.build,
+                    "expect_arch": r.run.expect_arch,
+                    "ok": r.ok,
+                    "seconds": round(r.seconds, 2),
+                    "wheel": r.wheel,
+                    "command": r.command,
+                    "detail": r.detail,
+                }
+                for r in results
+            ],
+        }
+    )
+    title = f"GPU gate on {runner.name}: {len(results) - len(failed)}/{len(results)} runs passed"
+    output.table(GATE_COLUMNS, _rows(results), title)
+    output.summary(f"## {title}\n\n" + markdown_table(GATE_COLUMNS, _rows(results)))
+    if failed:
+        raise BuildError(
+            f"the GPU gate failed on {runner.name}: "
+            + "; ".join(f"{r.run.name}: {r.detail}" for r in failed[:3]),
+            hint="nothing is published until every GPU run passes; "
+            "the group of each run above holds its test output",
+        )
+    return 0

@@ -1,0 +1,125 @@
+"""The GPU gate: the project's GPU test command, on a runner with a GPU, against each wheel
+of dist/ as built and against a PTX-only build of it for its lowest SM (so the code path of
+the oldest GPU runs on the runner's newer one), before anything is published.
+
+The wheels come from dist/ after `load_dist` checked them against the manifest; the PTX-only
+wheels are built here by the build stage, from the same sources and toolchains.
+"""
+
+from __future__ import annotations
+
+import shlex
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from release import proc
+from release.build import BuildSettings, CellResult, build_cells, plan_toolchains, provision_all
+from release.manifest import Manifest
+from release.matrix_model import Cell, GateRun, GpuGate, GpuRunner
+
+
+@dataclass(frozen=True, kw_only=True)
+class GateResult:
+    run: GateRun
+    ok: bool
+    seconds: float
+    wheel: str
+    command: str
+    detail: str = ""  # why it failed: the build's error or the last lines of the tests
+    output: str = ""
+
+
+Started = Callable[[GateRun], None]
+
+
+def _wheel_of(
+    run: GateRun, ptx: Mapping[str, CellResult], built: Mapping[str, Path], dist: Path
+) -> Path | GateResult:
+    """The wheel a run tests, or its failed result when there is none to test."""
+    if run.build == "cubin":
+        if run.cell.id in built:
+            return built[run.cell.id]
+        detail = f"{dist} holds no wheel of {run.cell.id}: build it first"
+        return GateResult(
+            run=run, ok=False, seconds=0.0, wheel=run.cell.wheel_filename, command="", detail=detail
+        )
+    result = ptx.get(run.cell.id)
+    if result is not None and result.ok and result.wheel is not None:
+        return result.wheel
+    return GateResult(
+        run=run,
+        ok=False,
+        seconds=0.0,
+        wheel=run.built_cell.wheel_filename,
+        command="",
+        detail=f"the PTX-only build failed: {result.error if result else 'not built'}",
+        output=result.log_tail if result else "",
+    )
+
+
+def wheels_for(runs: Sequence[GateRun], manifest: Manifest, dist: Path) -> dict[str, Path]:
+    """The dist/ wheel of each cell the runs test, by cell id (checked by `load_dist`)."""
+    entries = {entry.cell: entry for entry in manifest.wheels}
+    return {
+        run.cell.id: dist / entries[run.cell.id].filename for run in runs if run.cell.id in entries
+    }
+
+
+def build_ptx_only(runs: Sequence[GateRun], settings: BuildSettings) -> dict[str, CellResult]:
+    """The PTX-only wheels of `runs` (those with build == "ptx"), by cell id."""
+    cells = tuple(run.built_cell for run in runs if run.build == "ptx")
+    if not cells:
+        return {}
+    settings = replace(settings, cells=cells)
+    toolchains = provision_all(plan_toolchains(settings), settings.python, settings.environ)
+    results: dict[str, CellResult] = {}
+    build_cells(settings, toolchains, lambda event, cell, result: None, results)
+    return results
+
+
+def run_gate(
+    gate: GpuGate,
+    runner: GpuRunner,
+    cells: Sequence[Cell],
+    *,
+    manifest: Manifest,
+    dist: Path,
+    settings: BuildSettings,
+    environ: Mapping[str, str],
+    cwd: Path,
+    started: Started,
+) -> list[GateResult]:
+    """Run the gate's command once per run of `runner`; every run, even after a failure,
+    so the report shows the whole picture."""
+    runs = gate.runs(runner, cells)
+    built = wheels_for(runs, manifest, dist)
+    results = []
+    with tempfile.TemporaryDirectory(prefix="release-gpu-gate-") as tmp:
+        ptx = build_ptx_only(runs, replace(settings, out=Path(tmp)))
+        for run in runs:
+            started(run)
+            start = time.monotonic()
+            found = _wheel_of(run, ptx, built, dist)
+            if isinstance(found, GateResult):
+                results.append(found)
+                continue
+            wheel = found
+            words = gate.command_line(run, wheel)
+            done = proc.run(words, env=environ, cwd=cwd)
+            results.append(
+                GateResult(
+                    run=run,
+                    ok=done.ok,
+                    seconds=time.monotonic() - start,
+                    wheel=wheel.name,
+                    command=shlex.join(words),
+                    detail=""
+                    if done.ok
+                    else f"exit {done.returncode}: {proc.one_line_tail(done.output)}",
+                    output=done.output,
+                )
+            )
+    return results

@@ -1,0 +1,179 @@
+"""The rules of matrix.yaml that look at more than one value: GPU targets per CUDA version,
+local labels, rules across cells, and the GPU gate. Each reports to the document loader, at
+the key path of the value it is about; release.matrix runs them all."""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+
+from packaging.version import InvalidVersion, Version
+
+from release.errors import shown
+from release.matrix_model import Cell, GpuGate, GpuRunner, PypiDestination
+from release.matrix_spec import MatrixSpec, PtxSpec
+from release.targets import CudaVersion, GpuTarget, target_problem
+from release.yamlspec import DocumentLoader, Position, join_path
+
+
+def at(filename: str, position: Position | None) -> str:
+    return f"{filename}:{position.line}:{position.column}" if position else filename
+
+
+_GATE_PLACEHOLDERS = re.compile(r"\{([^{}]*)\}")
+
+
+def gpu_gate(spec: MatrixSpec, loader: DocumentLoader, cells: Sequence[Cell]) -> GpuGate | None:
+    gate = spec.gpu_gate
+    if gate is None:
+        return None
+    placeholders = set(_GATE_PLACEHOLDERS.findall(gate.command))
+    unknown = sorted(placeholders - {"wheel", "expect_arch"})
+    if "wheel" not in placeholders:
+        loader.problem("gpu-gate.command", "the command must name the wheel as {wheel}")
+    if unknown:
+        loader.problem(
+            "gpu-gate.command",
+            f"unknown placeholder {{{shown(unknown[0])[1:-1]}}} (use {{wheel}}, {{expect_arch}})",
+        )
+    if not gate.runners:
+        loader.problem("gpu-gate.runners", "no runner: name at least one, or drop gpu-gate")
+    runners = []
+    for index, runner in enumerate(gate.runners):
+        path = join_path(join_path("gpu-gate.runners", index), "labels")
+        if not runner.labels or not all(label.strip() for label in runner.labels):
+            loader.problem(path, "name the runner's labels, as `runs-on` takes them")
+        if not runner.sms:
+            loader.problem(
+                join_path(join_path("gpu-gate.runners", index), "sms"),
+                "name the SMs of its GPUs, e.g. [90]",
+            )
+        if cells and not any(c.arch == runner.arch for c in cells):
+            loader.problem(
+                join_path(join_path("gpu-gate.runners", index), "arch"),
+                f"no cell builds for {runner.arch}: this runner would test nothing",
+            )
+        runners.append(
+            GpuRunner(labels=tuple(runner.labels), sms=tuple(runner.sms), arch=runner.arch)
+        )
+    return GpuGate(runners=tuple(runners), command=gate.command)
+
+
+def check_targets(
+    *,
+    cuda: CudaVersion,
+    key: str,
+    sms: list[GpuTarget],
+    sms_path: str,
+    ptx_spec: PtxSpec | None,
+    ptx_path: str,
+    loader: DocumentLoader,
+) -> bool:
+    before = len(loader.problems)
+    inherited = sms_path.startswith("defaults")
+    seen: set[GpuTarget] = set()
+    repeated: set[GpuTarget] = set()
+    for index, target in enumerate(sms):
+        item_path = join_path(sms_path, index)
+        if target in seen:
+            if target not in repeated:
+                repeated.add(target)
+                loader.problem(item_path, f"{target} is listed more than once")
+            continue
+        seen.add(target)
+        problem = target_problem(target, cuda)
+        if problem:
+            if inherited and f"CUDA {key}" not in problem:
+                problem = f"for CUDA {key}: {problem}"
+            loader.problem(item_path, problem)
+    ptx = ptx_spec.target if ptx_spec is not None else None
+    if ptx is not None:
+        if ptx.suffix:
+            loader.problem(
+                ptx_path,
+                f"PTX for {ptx} runs only on that exact GPU, so it cannot cover newer ones "
+                f"(write {ptx.number})",
+            )
+        problem = target_problem(GpuTarget(ptx.number), cuda)
+        if problem:
+            loader.problem(ptx_path, problem)
+        highest = max((t.number for t in sms), default=0)
+        if ptx.number < highest:
+            loader.problem(
+                ptx_path,
+                f"PTX target {ptx.number} is below the highest SM {highest} for CUDA {key}: "
+                f"GPUs newer than sm_{highest} would JIT code older than what sm_{highest} "
+                f"gets (raise it to {highest} or more)",
+            )
+    return len(loader.problems) == before
+
+
+def check_label(label: str | None, path: str, loader: DocumentLoader) -> bool:
+    if label is None:
+        return True
+    try:
+        local = Version(f"0+{label}").local
+    except InvalidVersion:
+        loader.problem(
+            path,
+            f"{shown(label)} is not a valid PEP 440 local version label "
+            "(letters, digits and dots, e.g. cu129)",
+        )
+        return False
+    if local != label:
+        loader.problem(
+            path,
+            f"{label!r} is written {local!r} in wheel filenames (write {local!r})",
+        )
+        return False
+    return True
+
+
+def check_cells(
+    cells: list[Cell], keys: Mapping[CudaVersion, str], filename: str, loader: DocumentLoader
+) -> None:
+    """Rules across cells: one filename per release (whatever the destinations), one NCCL
+    pin per CUDA major."""
+    by_file: dict[str, list[Cell]] = defaultdict(list)
+    for cell in cells:
+        by_file[cell.wheel_filename].append(cell)
+    for wheel, same in by_file.items():
+        first = {str(c.cuda): c for c in reversed(same)}
+        if len(first) < 2:
+            continue
+        ordered = sorted(first.values(), key=lambda c: list(keys).index(c.cuda))
+        versions = " and ".join(str(c.cuda) for c in ordered)
+        paths = [join_path("cuda", keys[c.cuda]) for c in ordered]
+        elsewhere = [at(filename, loader.position(p)) for p in paths[:-1]]
+        also = f" (also at {', '.join(elsewhere)})"
+        destinations = list(dict.fromkeys(c.destination.name for c in ordered))
+        if len(destinations) > 1:
+            named = " and ".join(repr(d) for d in destinations)
+            message = (
+                f"CUDA {versions} both produce {wheel}, for {named}: one release cannot "
+                "hold two files of one name (give each variant its own local-label)"
+            )
+        elif isinstance(ordered[0].destination, PypiDestination):
+            message = (
+                f"CUDA {versions} both send {wheel} to PyPI: only one variant per version "
+                "and platform can go to PyPI (give the others a local-label and a github "
+                "destination)"
+            )
+        else:
+            message = (
+                f"CUDA {versions} would both publish {wheel} to {destinations[0]!r} "
+                "(give them different local labels)"
+            )
+        loader.problem(paths[-1], message + also)
+    pins: dict[int, tuple[Version, str]] = {}
+    for cell in cells:
+        if cell.nccl is None:
+            continue
+        seen = pins.setdefault(cell.cuda.major, (cell.nccl, str(cell.cuda)))
+        if seen[0] != cell.nccl:
+            loader.problem(
+                join_path(join_path("cuda", str(cell.cuda)), "nccl"),
+                f"CUDA {cell.cuda} pins NCCL {cell.nccl} but CUDA {seen[1]} pins {seen[0]}: "
+                f"one override file serves all of CUDA {cell.cuda.major}.x (use one version)",
+            )
