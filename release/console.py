@@ -182,7 +182,12 @@ class Output:
     # - human output -
 
     def table(self, columns: Sequence[str], rows: Sequence[Sequence[str]], title: str) -> None:
-        self.out.print(table(columns, rows, title, width=self.out.width))
+        with self.out.capture() as captured:
+            self.out.print(table(columns, rows, title, width=self.out.width))
+        # rich pads each line to the table's width: drop the padding, keep the layout
+        lines = [line.rstrip() for line in captured.get().splitlines()]
+        self.out.file.write("\n".join(lines) + "\n")
+        self.out.file.flush()
 
     def line(self, text: str) -> None:
         """A line of the report (stdout, or stderr under --json)."""
