@@ -159,16 +159,21 @@ def load_build_matrix(path: Path) -> BuildMatrix:
                 loader.problem(key, message)
         for key, entry in spec.cuda.items():
             recipe = merge(spec.build, entry.build)
+            version = ""
             with contextlib.suppress(ValueError):  # the matrix's own rules report the key
-                recipes[str(CudaVersion.parse(key))] = recipe
+                version = str(CudaVersion.parse(key))
+                recipes[version] = recipe
             if entry.build is not None:
                 where = join_path(join_path("cuda", key), "build")
                 for problem_key, message in spec_problems(entry.build, recipe.backend, where):
                     loader.problem(problem_key, message)
-        for cell in matrix.cells if matrix is not None else ():
-            problem = targets_problem(recipes[str(cell.cuda)].backend, cell.sms, cell.ptx)
-            if problem is not None:
-                loader.problem(join_path(join_path("cuda", str(cell.cuda)), "ptx"), problem)
+            cells = [c for c in matrix.cells if str(c.cuda) == version] if matrix else []
+            # the first cell that cannot be built is enough: the others share its ptx
+            for cell in cells[:1]:
+                problem = targets_problem(recipe.backend, cell.sms, cell.ptx)
+                if problem is not None:
+                    source = join_path("cuda", key) if entry.ptx is not None else "defaults"
+                    loader.problem(join_path(source, "ptx"), problem)
     if loader.problems or matrix is None:
         ordered = sorted(
             loader.problems,
