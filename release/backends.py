@@ -189,6 +189,15 @@ def targets_problem(
     backend: Backend, sms: Sequence[GpuTarget], ptx: GpuTarget | None
 ) -> str | None:
     """Why `backend` cannot build exactly these targets, with the remedy; None if it can."""
+    if backend in NVCC_BACKENDS:
+        both = sorted(t.number for t in sms if t.suffix == "f" and GpuTarget(t.number) in sms)
+        if both:
+            number = both[0]
+            return (
+                f"nvcc stops when one compile asks for sm_{number} and sm_{number}f ('The same "
+                f"GPU code generated for non family-specific and family-specific GPU arch'): "
+                f"keep {number}f (it runs on every GPU of the sm_{number} family) or {number}"
+            )
     if backend == "torch" and ptx is not None and GpuTarget(ptx.number) not in sms:
         return (
             f"torch's TORCH_CUDA_ARCH_LIST can only add PTX to an SM it also builds a cubin "

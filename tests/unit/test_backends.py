@@ -73,6 +73,17 @@ def test_torch_spells_suffixed_targets_as_cpp_extension_accepts_them(
     assert torch_arch(GpuTarget.parse(target)) == spelled
 
 
+def test_nvcc_backends_cannot_build_a_plain_and_a_family_target_of_one_sm() -> None:
+    """nvcc 13.0: 'The same GPU code (`sm_100f`) generated for non family-specific and
+    family-specific GPU arch' (100 with 100a, or 90 with 90a, builds)."""
+    for backend in ("cmake", "torch"):
+        problem = targets_problem(backend, targets("90", "100", "100f"), None)
+        assert problem is not None
+        assert "keep 100f" in problem
+        assert targets_problem(backend, targets("90", "90a", "100", "100a"), None) is None
+    assert targets_problem("release", targets("100", "100f"), None) is None
+
+
 def test_torch_ptx_rides_on_the_plain_sm_not_the_suffixed_one() -> None:
     assert torch_arch_list(targets("90", "90a", "100"), PTX_100) == "9.0;9.0a;10.0+PTX"
     assert torch_arch_list(targets("80", "90a"), None) == "8.0;9.0a"
@@ -86,6 +97,9 @@ def test_torch_cannot_build_ptx_alone() -> None:
     with pytest.raises(ValueError, match=r"10\.0\+PTX"):
         torch_arch_list(targets("75", "90"), PTX_100)
     assert targets_problem("torch", targets("90", "100f"), PTX_100) is not None
+    assert torch_arch_list(targets("80", "90a", "100f", "120"), GpuTarget(120)) == (
+        "8.0;9.0a;10.0f;12.0+PTX"
+    )
     assert targets_problem("cmake", targets("75", "90"), PTX_100) is None
     assert targets_problem("release", targets("75", "90"), PTX_100) is None
 
