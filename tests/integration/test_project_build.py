@@ -43,7 +43,9 @@ from release.wheelfile import read_wheel
 
 pytestmark = pytest.mark.slow
 
-FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "cmake_kernels"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+FIXTURE = FIXTURES / "cmake_kernels"
+TORCH_FIXTURE = FIXTURES / "torch_arch_list"
 EPOCH = 1700000000
 CELL_ARCHITECTURES = "75-real,80-real,86-real,89-real,90-real,100-real,100-virtual"
 
@@ -208,6 +210,54 @@ def test_the_skbuild_cmake_args_trap_builds_one_sm_and_is_caught(
     assert "fixture_kernels/libfxk.so has PTX none, the cell asks for compute_100" in (
         report.problems
     )
+
+
+def variant(project: Path, tmp_path: Path, sms: str, ptx: str = "100") -> tuple[BuildMatrix, Cell]:
+    """The project's matrix with other SMs and PTX, written beside the test."""
+    text = (project / "matrix.yaml").read_text()
+    text = text.replace("project: .", f"project: {project}")
+    text = text.replace("sms: [75, 80, 86, 89, 90, 100]", f"sms: [{sms}]")
+    text = text.replace("ptx: 100", f"ptx: {ptx}")
+    (tmp_path / "matrix.yaml").write_text(text)
+    loaded = load_build_matrix(tmp_path / "matrix.yaml")
+    (cell,) = loaded.matrix.cells
+    return loaded, cell
+
+
+def test_cmake_builds_suffixed_targets_as_90a_real_and_100f_real(
+    built: Built, tmp_path: Path
+) -> None:
+    loaded, cell = variant(FIXTURE, tmp_path, "80, 90a, 100f")
+    build = dataclasses.replace(built.build, recipe=loaded.recipe(cell))
+    wheel, report = build_in_staging(cell, build, out=tmp_path / "dist", log=tmp_path / "log")
+    assert (report.sms, report.ptx) == (("80", "90a", "100f"), ("100",))
+    python = installed_python(wheel, tmp_path / "venv")
+    info = subprocess.run(
+        [str(python), "-m", "fixture_kernels"], capture_output=True, text=True, check=True
+    )
+    assert "architectures: 80-real,90a-real,100f-real,100-virtual" in info.stdout
+
+
+@pytest.mark.parametrize(
+    ("sms", "ptx", "found"),
+    [
+        ("75, 80, 86, 89, 90, 100", "100", ("75", "80", "86", "89", "90", "100")),
+        ("80, 90a, 100f, 120", "120", ("80", "90a", "100f", "120")),
+    ],
+    ids=["shipped", "suffixed"],
+)
+def test_the_torch_backend_builds_from_torch_cuda_arch_list(
+    built: Built, tmp_path: Path, sms: str, ptx: str, found: tuple[str, ...]
+) -> None:
+    """A setuptools project that reads TORCH_CUDA_ARCH_LIST as torch's CUDAExtension does."""
+    loaded, cell = variant(TORCH_FIXTURE, tmp_path, sms, ptx)
+    assert loaded.recipe(cell).backend == "torch"
+    build = dataclasses.replace(built.build, recipe=loaded.recipe(cell))
+    wheel, report = build_in_staging(cell, build, out=tmp_path / "dist", log=tmp_path / "log")
+    assert wheel.name == f"torch_arch_fixture-0.3.0-py3-none-manylinux_2_34_{cell.arch}.whl"
+    assert (report.sms, report.ptx) == (found, (ptx,))
+    log = (tmp_path / "log").read_text()
+    assert f"-gencode=arch=compute_{ptx},code=compute_{ptx}" in log
 
 
 def test_a_build_that_passes_no_architectures_stops(built: Built, tmp_path: Path) -> None:
