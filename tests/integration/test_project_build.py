@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from release import proc
-from release.build import build_command
+from release.build import CellFailure, build_command
 from release.cli import main
 from release.devicecode import elf_lister, scan
 from release.fatbin import list_file, lister
@@ -258,6 +258,21 @@ def test_the_torch_backend_builds_from_torch_cuda_arch_list(
     assert (report.sms, report.ptx) == (found, (ptx,))
     log = (tmp_path / "log").read_text()
     assert f"-gencode=arch=compute_{ptx},code=compute_{ptx}" in log
+
+
+def test_an_older_manylinux_than_auditwheel_finds_is_a_clear_error(
+    built: Built, tmp_path: Path
+) -> None:
+    text = (FIXTURE / "matrix.yaml").read_text().replace("project: .", f"project: {FIXTURE}")
+    (tmp_path / "matrix.yaml").write_text(text.replace('manylinux: "2_34"', 'manylinux: "2_28"'))
+    loaded = load_build_matrix(tmp_path / "matrix.yaml")
+    (cell,) = loaded.matrix.cells
+    with pytest.raises(CellFailure) as failed:
+        build_in_staging(cell, built.build, out=tmp_path / "dist", log=tmp_path / "log")
+    assert failed.value.error.startswith(
+        "auditwheel: the wheel is only manylinux_2_34_x86_64, not manylinux_2_28_x86_64"
+    )
+    assert "build in a manylinux container" in failed.value.error
 
 
 def test_a_build_that_passes_no_architectures_stops(built: Built, tmp_path: Path) -> None:
