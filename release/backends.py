@@ -352,7 +352,7 @@ def build_inputs(
 
 
 def with_path(env: Mapping[str, str], first: Sequence[Path]) -> dict[str, str]:
-    """`env` with `first` ahead of its PATH (and LIBRARY_PATH kept after the new one)."""
+    """`env` with the directories `first` ahead of its PATH."""
     out = dict(env)
     out["PATH"] = os.pathsep.join([*(str(p) for p in first), *filter(None, [env.get("PATH")])])
     return out

@@ -46,6 +46,7 @@ from release.backends import (
     with_path,
 )
 from release.build import (
+    DEFAULT_EPOCH,
     CellFailure,
     auditwheel_problems,
     build_command,
@@ -292,7 +293,7 @@ class ProjectBuild:
     tools: BuildTools
     python: str = sys.executable
     environ: Mapping[str, str] = field(default_factory=dict)
-    epoch: int = 315532800
+    epoch: int = DEFAULT_EPOCH
     jobs: int = 2
     list_fatbin: FatbinLister
     list_elf: ElfLister
