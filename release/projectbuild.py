@@ -81,9 +81,9 @@ from release.toolchain import (
     PinSet,
     Toolchain,
     ToolchainPlan,
-    _install,
     host_machine,
     host_platform,
+    install_pinset,
 )
 from release.yamlspec import join_path, json_schema, load_document
 
@@ -233,7 +233,7 @@ def provision_build_tools(
     cmake/data/bin come first; ninja's wheel puts its binary in bin/."""
     pinset = build_tools_pinset(host_arch or host_machine())
     root = cache_dir / pinset.dirname
-    _install(pinset, root, runner, python, without_credentials(env))
+    install_pinset(pinset, root, runner, python=python, env=without_credentials(env))
     dirs = (root / "cmake" / "data" / "bin", root / "bin")
     versions = []
     for directory, tool in zip(dirs, ("cmake", "ninja"), strict=True):
