@@ -1,7 +1,8 @@
 """What makes a freshly built wheel count as built, for `release build` and for a wheel built
 elsewhere (`release env --record`): auditwheel's verdict, exactly the cell's platform tag
 (`wheel tags`, which dates the rewritten RECORD by SOURCE_DATE_EPOCH), and the inspection
-with the fatbins listed by cuobjdump. A wheel that fails raises `CellFailure`.
+with the fatbins and the shared objects' device code listed by cuobjdump. A wheel that
+fails raises `CellFailure`.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from release import proc
+from release.devicecode import elf_lister
 from release.fatbin import FatbinLister, lister
 from release.inspect import WheelReport, inspect_wheel
 from release.matrix import Cell
@@ -103,7 +105,13 @@ def certify(
 def inspected(
     name: str, data: bytes, cell: Cell, toolchain: Toolchain, env: Mapping[str, str]
 ) -> WheelReport:
-    report = inspect_wheel(name, data, cell, list_fatbin=fatbin_lister(toolchain, env))
+    report = inspect_wheel(
+        name,
+        data,
+        cell,
+        list_fatbin=fatbin_lister(toolchain, env),
+        list_elf=elf_lister(toolchain.cuobjdump, without_credentials(env)),
+    )
     if not report.ok:
         raise CellFailure("inspection failed: " + "; ".join(report.problems), report=report)
     return report
