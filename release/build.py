@@ -1,9 +1,10 @@
 """`release build`: every selected cell through the PEP 517 frontend, inspected, into dist/.
 
-Pure core: the environment and command of a cell's build (`cell_env`, `build_command`),
-the key of a finished wheel in the cache (`wheel_cache_key`: sources, toolchain identity,
-cell, timestamp; never a path), the order cells build in (`schedule`), and what the
-manifest in dist/ holds after a build (`reconcile`). Edge: `build_cells` runs `python -m
+Pure core: the environment of a cell's build (`cell_env`; its command is
+release.certify's `build_command`), the key of a finished wheel in the cache
+(`wheel_cache_key`: sources, toolchain identity, cell, timestamp; never a path), the order
+cells build in (`schedule`), and what the manifest in dist/ holds after a build
+(`reconcile`). Edge: `build_cells` runs `python -m
 build` and auditwheel through release.proc, inspects every wheel, and `write_outputs`
 writes dist/.
 
@@ -36,7 +37,7 @@ from pathlib import Path
 
 from release import __version__, proc
 from release.cache import WheelCache
-from release.certify import CellFailure, certify, inspected
+from release.certify import DEFAULT_EPOCH, CellFailure, build_command, certify, inspected
 from release.dist import Reconciled, reconcile
 from release.errors import BuildError, ConfigError
 from release.fsutil import sha256_file, write_atomic
@@ -55,7 +56,6 @@ from release.toolchain import Progress as ToolchainProgress
 from release.toolchain import Toolchain, ToolchainPlan, provision, resolve
 
 SKIPPED_PARTS = frozenset({"build", "dist", "__pycache__", ".pytest_cache", ".mypy_cache"})
-DEFAULT_EPOCH = 315532800  # 1980-01-01, the earliest date a zip file can hold
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -164,10 +164,6 @@ def parse_epoch(text: str) -> int:
             hint="unset it, or set it to e.g. $(git log -1 --format=%ct)",
         )
     return max(int(text), DEFAULT_EPOCH)
-
-
-def build_command(python: str, project: Path, outdir: Path) -> list[str]:
-    return [python, "-m", "build", "--wheel", "--outdir", str(outdir), str(project)]
 
 
 def source_digest(files: Iterable[tuple[str, bytes]]) -> str:

@@ -2,7 +2,8 @@
 elsewhere (`release env --record`): auditwheel's verdict, exactly the cell's platform tag
 (`wheel tags`, which dates the rewritten RECORD by SOURCE_DATE_EPOCH), and the inspection
 with the fatbins and the shared objects' device code listed by cuobjdump. A wheel that
-fails raises `CellFailure`.
+fails raises `CellFailure`. Also the PEP 517 build that makes it (`build_command`) and the
+date of its files when nothing gives one (`DEFAULT_EPOCH`), for every builder of a cell.
 """
 
 from __future__ import annotations
@@ -18,6 +19,12 @@ from release.inspect import WheelReport, inspect_wheel
 from release.matrix import Cell
 from release.secrets import without_credentials
 from release.toolchain import Toolchain
+
+DEFAULT_EPOCH = 315532800  # 1980-01-01, the earliest date a zip file can hold
+
+
+def build_command(python: str, project: Path, outdir: Path) -> list[str]:
+    return [python, "-m", "build", "--wheel", "--outdir", str(outdir), str(project)]
 
 
 def show_command(python: str, wheel: Path) -> list[str]:

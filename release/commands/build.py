@@ -22,7 +22,6 @@ from release.build import (
     BuildSettings,
     CellResult,
     build_cells,
-    build_command,
     device_warnings,
     plan_toolchains,
     provision_all,
@@ -31,6 +30,7 @@ from release.build import (
     source_date_epoch,
     write_outputs,
 )
+from release.certify import build_command
 from release.commands.common import (
     Parents,
     add_toolchain_options,
