@@ -5,25 +5,24 @@ that the cell can build here (nvcc for its CUDA version, its CPU arch), runs the
 PEP 517 build with the backend's inputs (release.backends), takes auditwheel's verdict,
 gives the wheel the cell's local label by rewriting it (release.relabel) and its exact
 platform tag, and inspects it: the checks of csrc's wheels, with the device code found in
-every shared object (release.devicecode). A cell whose backend is `release` goes through
-release.build as before.
+every shared object (release.devicecode). release.build hands its cmake and torch cells
+here, with the same wheel cache, log and manifest as csrc's; it builds `release` cells
+itself.
 
-`load_build_matrix` reads a matrix.yaml that has `build:` sections (the release's and each
-CUDA version's) with the same file:line errors and rules as `release.matrix.load_matrix`.
+`load_build_matrix` reads a matrix.yaml with each CUDA version's build recipe.
 `provision_build_tools` installs the pinned cmake and ninja from PyPI into the toolchain
-cache. `doctor_rows` says per cell what its backend will use and receive.
+cache. `check_cells` stops a build before it starts where a cell cannot build here;
+`doctor_rows` says per cell what its backend will use and receive.
 """
 
 from __future__ import annotations
 
-import contextlib
 import shutil
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from release import proc
 from release.backends import (
@@ -31,21 +30,17 @@ from release.backends import (
     PLACEMENT_HINT,
     BuildInputs,
     BuildRecipe,
-    BuildSpec,
     BuildTools,
     NvccToolkit,
     build_inputs,
     cmake_architectures,
-    merge,
     nvcc_problem,
     placement_problem,
     read_build_backend,
-    spec_problems,
-    targets_problem,
     torch_arch_list,
     with_path,
 )
-from release.build import (
+from release.certify import (
     DEFAULT_EPOCH,
     CellFailure,
     auditwheel_problems,
@@ -53,71 +48,30 @@ from release.build import (
     retag_command,
     show_command,
 )
-from release.devicecode import (
-    ElfLister,
-    MemberDeviceCode,
-    coverage_problems,
-    found_targets,
-    scan,
-)
-from release.errors import ConfigError, ToolchainError
-from release.fatbin import FatbinContents, FatbinLister
+from release.devicecode import ElfLister
+from release.errors import ToolchainError
+from release.fatbin import FatbinLister
 from release.inspect import WheelReport, inspect_wheel
-from release.matrix import (
-    Cell,
-    CudaSpec,
-    Matrix,
-    MatrixSpec,
-    _validate,
-    parse_yaml,
-    read_project,
-)
-from release.matrix import Project as MatrixProject
+from release.matrix import Cell, Matrix, load_matrix
 from release.relabel import RelabelError, relabel
 from release.secrets import without_credentials
-from release.targets import CudaVersion
 from release.toolchain import (
     Pin,
     PinSet,
+    Progress,
     Toolchain,
     ToolchainPlan,
     host_machine,
     host_platform,
     install_pinset,
 )
-from release.yamlspec import join_path, json_schema, load_document
 
 # cmake and ninja for CMake-driven builds, from PyPI: the same on every machine, whatever
 # cmake the machine has (CMake 4.x accepts the `f` targets: 100f-real).
 BUILD_TOOL_PINS = (Pin("cmake", "4.4.5"), Pin("ninja", "1.13.2"))
-# What inspect_wheel says of a wheel with no *.fatbin file: device code in a shared
-# object answers it (see `inspect_project_wheel`).
-_NO_FATBIN = "the wheel holds no fatbin: no GPU code would ever run"
 
 
 # ---------------------------------------------------------------- the matrix with `build:`
-
-
-@dataclass(frozen=True)
-class CudaBuildSpec(CudaSpec):
-    """The wheels of one CUDA version."""
-
-    build: BuildSpec | None = field(
-        default=None, metadata={"doc": "this CUDA version's build, over the release's"}
-    )
-
-
-@dataclass(frozen=True)
-class MatrixBuildSpec(MatrixSpec):
-    """The release matrix of a CUDA kernel project."""
-
-    # yamlspec reads the hint; _validate reads the CudaSpec part of each entry.
-    cuda: dict[str, CudaBuildSpec] = field(  # type: ignore[assignment]
-        metadata={"doc": "one entry per CUDA version"}
-    )
-    build: BuildSpec | None = field(
-        default=None, metadata={"doc": "how the kernel project is built (default: release)"}
-    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -129,62 +83,10 @@ class BuildMatrix:
         return self.recipes[str(cell.cuda)]
 
 
-def build_matrix_json_schema() -> dict[str, Any]:
-    schema = json_schema(MatrixBuildSpec)
-    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    schema["title"] = "matrix.yaml"
-    return schema
-
-
 def load_build_matrix(path: Path) -> BuildMatrix:
-    """`load_matrix` for a matrix with `build:` sections; every problem at once, as
-    `matrix.yaml:LINE:COL: key.path: message`."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise ConfigError([f"{path}: cannot read: {error}"]) from None
-    spec, loader = load_document(MatrixBuildSpec, parse_yaml(text, path.name))
-    matrix = None
-    recipes: dict[str, BuildRecipe] = {}
-    if spec is not None:
-        found = read_project((path.parent / spec.project).resolve())
-        if isinstance(found, str):
-            loader.problem("project", found)
-        else:
-            project = MatrixProject(
-                name=found[0], version=found[1], path=(path.parent / spec.project).resolve()
-            )
-            matrix = _validate(spec, project, path, loader)
-        if spec.build is not None:
-            for key, message in spec_problems(spec.build, merge(spec.build, None).backend, "build"):
-                loader.problem(key, message)
-        for key, entry in spec.cuda.items():
-            recipe = merge(spec.build, entry.build)
-            version = ""
-            with contextlib.suppress(ValueError):  # the matrix's own rules report the key
-                version = str(CudaVersion.parse(key))
-                recipes[version] = recipe
-            if entry.build is not None:
-                where = join_path(join_path("cuda", key), "build")
-                for problem_key, message in spec_problems(entry.build, recipe.backend, where):
-                    loader.problem(problem_key, message)
-            cells = [c for c in matrix.cells if str(c.cuda) == version] if matrix else []
-            # the first cell that cannot be built is enough: the others share its ptx
-            for cell in cells[:1]:
-                problem = targets_problem(recipe.backend, cell.sms, cell.ptx)
-                if problem is not None:
-                    source = join_path("cuda", key) if entry.ptx is not None else "defaults"
-                    loader.problem(join_path(source, "ptx"), problem)
-    if loader.problems or matrix is None:
-        ordered = sorted(
-            loader.problems,
-            key=lambda p: (p.position.line, p.position.column) if p.position else (0, 0),
-        )
-        raise ConfigError(
-            list(dict.fromkeys(p.render(path.name) for p in ordered)),
-            hint=f"fix {path.name}; `release matrix --schema` prints what it accepts",
-        )
-    return BuildMatrix(matrix=matrix, recipes=recipes)
+    """`load_matrix`, with each CUDA version's build recipe (also `cell.build`)."""
+    matrix = load_matrix(path)
+    return BuildMatrix(matrix=matrix, recipes={str(c.cuda): c.build for c in matrix.cells})
 
 
 # ---------------------------------------------------------------- what a cell can build with
@@ -227,13 +129,16 @@ def provision_build_tools(
     env: Mapping[str, str],
     runner: proc.Runner = proc.run,
     host_arch: str | None = None,
+    progress: Progress | None = None,
 ) -> BuildTools:
     """cmake and ninja from PyPI into `cache_dir` (once), their binaries for the PATH.
     cmake's bin/ holds Python wrappers that need the package on sys.path: its binaries in
     cmake/data/bin come first; ninja's wheel puts its binary in bin/."""
     pinset = build_tools_pinset(host_arch or host_machine())
     root = cache_dir / pinset.dirname
-    install_pinset(pinset, root, runner, python=python, env=without_credentials(env))
+    install_pinset(
+        pinset, root, runner, python=python, env=without_credentials(env), progress=progress
+    )
     dirs = (root / "cmake" / "data" / "bin", root / "bin")
     versions = []
     for directory, tool in zip(dirs, ("cmake", "ninja"), strict=True):
@@ -260,25 +165,8 @@ def inspect_project_wheel(
     list_fatbin: FatbinLister,
     list_elf: ElfLister,
 ) -> WheelReport:
-    """`inspect_wheel` with the device code of every shared object held to the cell too."""
-    listed: dict[str, FatbinContents] = {}
-
-    def remembered(name: str, member: bytes) -> FatbinContents:
-        if name not in listed:
-            listed[name] = list_fatbin(name, member)
-        return listed[name]
-
-    members = scan(data, list_fatbin=remembered, list_elf=list_elf)
-    report = inspect_wheel(filename, data, cell, list_fatbin=remembered)
-    shared: list[MemberDeviceCode] = [m for m in members if m.kind == "shared object"]
-    problems = [p for p in report.problems if not (p == _NO_FATBIN and members)]
-    if members and shared:
-        problems += coverage_problems(shared, cell.sms, cell.ptx)
-    elif not members:
-        problems = [p for p in problems if p != _NO_FATBIN]
-        problems += coverage_problems((), cell.sms, cell.ptx)
-    sms, ptx = found_targets(members)
-    return replace(report, sms=sms, ptx=ptx, problems=tuple(problems))
+    """`inspect_wheel` with the device code of every shared object listed by `list_elf`."""
+    return inspect_wheel(filename, data, cell, list_fatbin=list_fatbin, list_elf=list_elf)
 
 
 # ---------------------------------------------------------------- one cell
@@ -299,9 +187,33 @@ class ProjectBuild:
     list_elf: ElfLister
 
 
-def cell_inputs(cell: Cell, build: ProjectBuild) -> BuildInputs:
+def check_cells(cells: Sequence[Cell], plans: Mapping[str, ToolchainPlan]) -> None:
+    """One ToolchainError naming every cell that cannot build here, and where it can
+    (`plans` by `cell.id`)."""
+    problems: list[str] = []
+    hints: list[str] = []
+    for cell in cells:
+        try:
+            require_buildable(cell.build, cell, plans[cell.id])
+        except ToolchainError as error:
+            problems.append(error.message)
+            if error.hint and error.hint not in hints:
+                hints.append(error.hint)
+    if problems:
+        raise ToolchainError(
+            "\n".join(problems),
+            hint="; ".join([*hints, "or leave these cells out with --cuda / --arch"]),
+        )
+
+
+def _project_backend(cell: Cell) -> str | None:
+    """The PEP 517 build backend the project's pyproject.toml names."""
     pyproject = cell.project.path / "pyproject.toml"
     text = pyproject.read_text(encoding="utf-8") if pyproject.is_file() else ""
+    return read_build_backend(text)
+
+
+def cell_inputs(cell: Cell, build: ProjectBuild) -> BuildInputs:
     return build_inputs(
         build.recipe,
         cell.sms,
@@ -309,7 +221,46 @@ def cell_inputs(cell: Cell, build: ProjectBuild) -> BuildInputs:
         nvcc_toolkit(build.toolchain),
         tools=build.tools,
         jobs=build.jobs,
-        build_backend=read_build_backend(text),
+        build_backend=_project_backend(cell),
+    )
+
+
+# The inputs that name where the provisioned nvcc is: PyPI's nvcc has no path before
+# it is installed.
+TOOLKIT_INPUTS = frozenset(
+    {
+        "CMAKE_ARGS",
+        "CUDACXX",
+        "CUDA_HOME",
+        "CUDAToolkit_ROOT",
+        "LIBRARY_PATH",
+        "cmake.define.CMAKE_CUDA_COMPILER",
+    }
+)
+
+
+def planned_inputs(cell: Cell, plan: ToolchainPlan, *, jobs: int) -> BuildInputs:
+    """What the cell's build by a cmake or torch backend receives, as far as it is known
+    before anything is provisioned (a dry run): all of it with a system toolkit; without
+    the toolkit's paths (TOOLKIT_INPUTS) where nvcc comes from PyPI."""
+    root = plan.cuda_home if plan.device is None else None
+    toolkit = NvccToolkit(root=root or Path("nvcc"), version=plan.cuda)
+    inputs = build_inputs(
+        cell.build,
+        cell.sms,
+        cell.ptx,
+        toolkit,
+        tools=BuildTools(),
+        jobs=jobs,
+        build_backend=_project_backend(cell),
+    )
+    if root is not None:
+        return inputs
+    return BuildInputs(
+        env={k: v for k, v in inputs.env.items() if k not in TOOLKIT_INPUTS},
+        config_settings={
+            k: v for k, v in inputs.config_settings.items() if k not in TOOLKIT_INPUTS
+        },
     )
 
 
@@ -437,21 +388,18 @@ class BackendRow:
     receives: str
 
     COLUMNS = ("cell", "backend", "device compiler", "build tools", "builds", "receives")
+    KEYS = ("cell", "backend", "device_compiler", "build_tools", "builds", "receives")
 
     def cells(self) -> tuple[str, ...]:
         return (self.cell, self.backend, self.device, self.tools, self.builds, self.receives)
 
 
-def doctor_rows(
-    cells: Sequence[Cell],
-    recipes: Mapping[str, BuildRecipe],
-    plans: Mapping[str, ToolchainPlan],
-) -> list[BackendRow]:
+def doctor_rows(cells: Sequence[Cell], plans: Mapping[str, ToolchainPlan]) -> list[BackendRow]:
     """Per cell: its backend, the device compiler and build tools it will use, where it
     builds, and what it receives from `release` (keys by `cell.id` in `plans`)."""
     rows = []
     for cell in cells:
-        recipe = recipes[str(cell.cuda)]
+        recipe = cell.build
         plan = plans[cell.id]
         missing = nvcc_problem(recipe.backend, str(cell.cuda), plan.device_compiler)
         if missing is not None:

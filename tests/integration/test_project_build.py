@@ -22,12 +22,12 @@ from pathlib import Path
 import pytest
 
 from release import proc
-from release.build import CellFailure, build_command
+from release.certify import CellFailure, build_command
 from release.cli import main
 from release.devicecode import elf_lister, scan
 from release.fatbin import list_file, lister
 from release.manifest import read_manifest
-from release.matrix import Cell, MatrixSpec
+from release.matrix import Cell
 from release.projectbuild import (
     BuildMatrix,
     ProjectBuild,
@@ -287,14 +287,6 @@ def test_a_build_that_passes_no_architectures_stops(built: Built, tmp_path: Path
     assert "No GPU architectures" in done.output
 
 
-WIRED = "build" in {f.name for f in dataclasses.fields(MatrixSpec)}
-
-
-@pytest.mark.skipif(
-    not WIRED,
-    reason="`release build` reads build: sections once INTEGRATION.md's edits are applied "
-    "(until then load_build_matrix + build_in_staging above are that path)",
-)
 def test_release_build_builds_the_fixture_matrix(
     built: Built, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -17,12 +17,14 @@ from release.backends import BuildRecipe
 from release.devicecode import NO_DEVICE_CODE
 from release.errors import ConfigError, ToolchainError
 from release.fatbin import FatbinContents
-from release.matrix import Cell
+from release.matrix import Cell, matrix_json_schema
 from release.projectbuild import (
-    build_matrix_json_schema,
+    TOOLKIT_INPUTS,
+    check_cells,
     doctor_rows,
     inspect_project_wheel,
     load_build_matrix,
+    planned_inputs,
     relabelled,
     require_buildable,
 )
@@ -99,7 +101,7 @@ def test_a_torch_cell_with_ptx_alone_is_refused_at_load() -> None:
 
 
 def test_the_schema_accepts_what_the_loader_accepts() -> None:
-    schema = build_matrix_json_schema()
+    schema = matrix_json_schema()
     validator = jsonschema.Draft202012Validator(schema)
     jsonschema.Draft202012Validator.check_schema(schema)
     build = schema["properties"]["build"]["anyOf"][0]
@@ -135,11 +137,43 @@ def test_an_aarch64_cell_of_an_nvcc_backend_says_where_it_builds() -> None:
     require_buildable(loaded.recipe(cell), cell, native)  # type: ignore[arg-type]
 
 
+def test_one_error_names_every_cell_that_cannot_build_here_and_where_it_can() -> None:
+    cells = load_build_matrix(BUILD / "torch-and-cmake.yaml").matrix.cells
+    plans = {c.id: plan(c) for c in cells}
+    with pytest.raises(ToolchainError) as raised:
+        check_cells(cells, plans)  # type: ignore[arg-type]
+    lines = raised.value.message.splitlines()
+    assert [line.split(":")[0] for line in lines] == ["13.0-aarch64", "12.9-x86_64", "12.9-aarch64"]
+    hint = raised.value.hint or ""
+    assert "cibuildwheel" in hint
+    assert "--cuda-home / CUDA_HOME" in hint
+    assert hint.endswith("or leave these cells out with --cuda / --arch")
+    here = [c for c in cells if c.id == "13.0-x86_64"]
+    check_cells(here, plans)  # type: ignore[arg-type]
+
+
+def test_a_dry_run_names_the_toolkits_paths_only_where_they_are_known() -> None:
+    cells = load_build_matrix(BUILD / "torch-and-cmake.yaml").matrix.cells
+    cmake = next(c for c in cells if c.id == "13.0-x86_64")
+    inputs = planned_inputs(cmake, plan(cmake), jobs=3)  # type: ignore[arg-type]
+    assert inputs.env["CUDAARCHS"] == "75-real;80-real;86-real;89-real;90-real;100-real;100-virtual"
+    assert inputs.env["CMAKE_BUILD_PARALLEL_LEVEL"] == "3"
+    assert inputs.env["SGL_KERNEL_ENABLE_SM90A"] == "1"
+    assert inputs.config_settings == {"build-dir": "build/{wheel_tag}"}
+    assert not TOOLKIT_INPUTS & {*inputs.env, *inputs.config_settings}
+    torch = next(c for c in cells if c.id == "12.9-x86_64")
+    system = plan(torch, cuda_home=Path("/usr/local/cuda-12.9"))
+    inputs = planned_inputs(torch, system, jobs=3)  # type: ignore[arg-type]
+    assert inputs.env["TORCH_CUDA_ARCH_LIST"] == "7.5;8.0;8.6;8.9;9.0;10.0+PTX"
+    assert inputs.env["CUDA_HOME"] == "/usr/local/cuda-12.9"
+    assert inputs.env["MAX_JOBS"] == "4"  # the matrix's own, over the cell's jobs
+
+
 def test_doctor_shows_per_cell_what_its_backend_uses_and_receives() -> None:
     loaded = load_build_matrix(BUILD / "torch-and-cmake.yaml")
     cells = loaded.matrix.cells
     plans = {c.id: plan(c) for c in cells}
-    rows = {r.cell: r for r in doctor_rows(cells, loaded.recipes, plans)}  # type: ignore[arg-type]
+    rows = {r.cell: r for r in doctor_rows(cells, plans)}  # type: ignore[arg-type]
     assert sorted(rows) == ["12.9-aarch64", "12.9-x86_64", "13.0-aarch64", "13.0-x86_64"]
     cmake = rows["13.0-x86_64"]
     assert (cmake.backend, cmake.builds) == ("cmake", "here")
@@ -152,7 +186,7 @@ def test_doctor_shows_per_cell_what_its_backend_uses_and_receives() -> None:
     assert torch.device.startswith("MISSING: the torch backend compiles with nvcc")
     assert "7.5;8.0;8.6;8.9;9.0;10.0+PTX" in torch.receives
     assert rows["13.0-aarch64"].builds.startswith("not here: the cmake backend builds aarch64")
-    assert len(cmake.cells()) == len(cmake.COLUMNS)
+    assert len(cmake.cells()) == len(cmake.COLUMNS) == len(cmake.KEYS)
 
 
 def record_line(name: str, data: bytes) -> str:
