@@ -154,6 +154,40 @@ def provision_build_tools(
     return BuildTools(path=dirs, versions=tuple(versions))
 
 
+def check_cells(cells: Sequence[Cell], plans: Mapping[str, ToolchainPlan]) -> None:
+    """One ToolchainError naming every cell that cannot build here, and where it can
+    (`plans` by `cell.id`)."""
+    problems: list[str] = []
+    hints: list[str] = []
+    for cell in cells:
+        try:
+            require_buildable(cell.build, cell, plans[cell.id])
+        except ToolchainError as error:
+            problems.append(error.message)
+            if error.hint and error.hint not in hints:
+                hints.append(error.hint)
+    if problems:
+        raise ToolchainError(
+            "\n".join(problems),
+            hint="; ".join([*hints, "or leave these cells out with --cuda / --arch"]),
+        )
+
+
+def build_tools_for(
+    cells: Sequence[Cell],
+    *,
+    cache_dir: Path,
+    python: str = sys.executable,
+    env: Mapping[str, str],
+    progress: Progress | None = None,
+) -> BuildTools:
+    """cmake and ninja from PyPI where a cell's backend drives nvcc; nothing (and no
+    download) where every cell is csrc's."""
+    if not any(cell.build.needs_nvcc for cell in cells):
+        return BuildTools()
+    return provision_build_tools(cache_dir, python=python, env=env, progress=progress)
+
+
 # ---------------------------------------------------------------- inspection
 
 
@@ -185,25 +219,6 @@ class ProjectBuild:
     jobs: int = 2
     list_fatbin: FatbinLister
     list_elf: ElfLister
-
-
-def check_cells(cells: Sequence[Cell], plans: Mapping[str, ToolchainPlan]) -> None:
-    """One ToolchainError naming every cell that cannot build here, and where it can
-    (`plans` by `cell.id`)."""
-    problems: list[str] = []
-    hints: list[str] = []
-    for cell in cells:
-        try:
-            require_buildable(cell.build, cell, plans[cell.id])
-        except ToolchainError as error:
-            problems.append(error.message)
-            if error.hint and error.hint not in hints:
-                hints.append(error.hint)
-    if problems:
-        raise ToolchainError(
-            "\n".join(problems),
-            hint="; ".join([*hints, "or leave these cells out with --cuda / --arch"]),
-        )
 
 
 def _project_backend(cell: Cell) -> str | None:
@@ -409,11 +424,11 @@ def doctor_rows(cells: Sequence[Cell], plans: Mapping[str, ToolchainPlan]) -> li
         else:
             device = f"{plan.device_compiler} (PyPI {', '.join(plan.device.requirements)})"
         elsewhere = placement_problem(recipe.backend, cell.arch, plan.host_arch)
-        builds = (
-            "here"
-            if elsewhere is None
-            else f"not here: {elsewhere}; {PLACEMENT_HINT.format(arch=cell.arch)}"
-        )
+        builds = "here"
+        if elsewhere is not None:
+            builds = f"not here: {elsewhere}; {PLACEMENT_HINT.format(arch=cell.arch)}"
+        elif missing is not None:
+            builds = f"not here: no nvcc for CUDA {cell.cuda} (the device compiler says how)"
         if recipe.backend == "release":
             tools = "csrc's backend (zig for the host library)"
             receives = "RELEASE_SMS, RELEASE_PTX, RELEASE_TARGET_ARCH, RELEASE_LOCAL_LABEL, ..."

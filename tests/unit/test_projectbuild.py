@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
+import json
 import zipfile
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import pytest
 from ruamel.yaml import YAML
 
 from release.backends import BuildRecipe
+from release.cli import main
 from release.devicecode import NO_DEVICE_CODE
 from release.errors import ConfigError, ToolchainError
 from release.fatbin import FatbinContents
@@ -169,6 +171,29 @@ def test_a_dry_run_names_the_toolkits_paths_only_where_they_are_known() -> None:
     assert inputs.env["MAX_JOBS"] == "4"  # the matrix's own, over the cell's jobs
 
 
+def test_a_dry_run_shows_what_each_backend_receives(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
+    matrix = str(BUILD / "torch-and-cmake.yaml")
+    args = ["build", "--matrix", matrix, "--dry-run", "--json", "--cache-dir", str(tmp_path)]
+    assert main(args) == 0
+    cells = {c["cell"]: c for c in json.loads(capsys.readouterr().out)["cells"]}
+    cmake = cells["13.0-x86_64"]
+    assert (cmake["backend"], cmake["builds"]) == ("cmake", "here")
+    assert cmake["inputs"]["CUDAARCHS"] == (
+        "75-real;80-real;86-real;89-real;90-real;100-real;100-virtual"
+    )
+    assert cmake["inputs"]["SOURCE_DATE_EPOCH"] == "1700000000"
+    assert cmake["config_settings"] == {"build-dir": "build/{wheel_tag}"}
+    assert cmake["command"][-1] == "-Cbuild-dir=build/{wheel_tag}"
+    torch = cells["12.9-x86_64"]
+    assert torch["inputs"]["TORCH_CUDA_ARCH_LIST"] == "7.5;8.0;8.6;8.9;9.0;10.0+PTX"
+    assert torch["device_compiler"].startswith("MISSING")
+    assert cells["13.0-aarch64"]["builds"].startswith("not here: the cmake backend")
+    assert list(tmp_path.iterdir()) == [], "a dry run provisions nothing"
+
+
 def test_doctor_shows_per_cell_what_its_backend_uses_and_receives() -> None:
     loaded = load_build_matrix(BUILD / "torch-and-cmake.yaml")
     cells = loaded.matrix.cells
@@ -184,6 +209,7 @@ def test_doctor_shows_per_cell_what_its_backend_uses_and_receives() -> None:
     torch = rows["12.9-x86_64"]
     assert torch.backend == "torch"
     assert torch.device.startswith("MISSING: the torch backend compiles with nvcc")
+    assert torch.builds.startswith("not here: no nvcc for CUDA 12.9")
     assert "7.5;8.0;8.6;8.9;9.0;10.0+PTX" in torch.receives
     assert rows["13.0-aarch64"].builds.startswith("not here: the cmake backend builds aarch64")
     assert len(cmake.cells()) == len(cmake.COLUMNS) == len(cmake.KEYS)
