@@ -11,6 +11,7 @@ test_fixture_cmake.py on a GPU machine).
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import shutil
 import subprocess
@@ -152,15 +153,30 @@ def test_the_wheel_installs_in_a_fresh_venv_and_imports(built: Built, tmp_path: 
     assert "cuda: 13.0.88" in info.stdout
 
 
-def test_a_local_label_applied_by_rewriting_agrees_with_metadata(
-    built: Built, tmp_path: Path
-) -> None:
+def labelled_matrix(tmp_path: Path) -> Path:
+    """The fixture's matrix with the local label cu129 (and a github destination)."""
     text = (FIXTURE / "matrix.yaml").read_text()
     text = text.replace("project: .", f"project: {FIXTURE}")
     text = text.replace("destination: pypi\n", "local-label: cu129\n    destination: github\n")
     text = text.replace("  pypi:\n    kind: pypi\n", "  github: {kind: github, repository: o/f}\n")
     (tmp_path / "matrix.yaml").write_text(text)
-    loaded = load_build_matrix(tmp_path / "matrix.yaml")
+    return tmp_path / "matrix.yaml"
+
+
+def cache_beside(built: Built, tmp_path: Path) -> Path:
+    """A cache directory whose toolchains are the ones the fixture was built with."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "toolchains").symlink_to(
+        built.build.toolchain.plan.cache_dir, target_is_directory=True
+    )
+    return cache
+
+
+def test_a_local_label_applied_by_rewriting_agrees_with_metadata(
+    built: Built, tmp_path: Path
+) -> None:
+    loaded = load_build_matrix(labelled_matrix(tmp_path))
     (cell,) = loaded.matrix.cells
     build = dataclasses.replace(built.build, recipe=loaded.recipe(cell))
     wheel, report = build_in_staging(cell, build, out=tmp_path / "dist", log=tmp_path / "log")
@@ -290,11 +306,7 @@ def test_a_build_that_passes_no_architectures_stops(built: Built, tmp_path: Path
 def test_release_build_builds_the_fixture_matrix(
     built: Built, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    cache = tmp_path / "cache"
-    cache.mkdir()
-    (cache / "toolchains").symlink_to(
-        built.build.toolchain.plan.cache_dir, target_is_directory=True
-    )
+    cache = cache_beside(built, tmp_path)
     code = main(
         [
             "build",
@@ -311,3 +323,29 @@ def test_release_build_builds_the_fixture_matrix(
     assert entry.filename == built.cell.wheel_filename
     assert entry.sms == ("75", "80", "86", "89", "90", "100")
     assert entry.ptx == "100"
+
+
+def test_release_env_gives_the_backends_inputs_and_records_the_wheel_relabelled(
+    built: Built, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The cibuildwheel path: the cell's inputs for a build elsewhere, then its wheel (built
+    without the label, as CMake builds it) checked and given the cell's label."""
+    cache = cache_beside(built, tmp_path)
+    cell = ["--matrix", str(labelled_matrix(tmp_path)), "--cuda", "13.0", "--arch", "x86_64"]
+    common = ["env", *cell, "--cache-dir", str(cache), "--json"]
+    assert main(common) == 0, capsys.readouterr().err
+    document = json.loads(capsys.readouterr().out)
+    assert document["backend"] == "cmake"
+    architectures = CELL_ARCHITECTURES.replace(",", ";")
+    assert document["inputs"]["CUDAARCHS"] == architectures
+    assert document["inputs"]["CUDACXX"].endswith("/bin/nvcc")
+    assert "RELEASE_SMS" not in document["inputs"]
+    assert document["config_settings"]["cmake.define.CMAKE_CUDA_ARCHITECTURES"] == architectures
+    dist = tmp_path / "dist"
+    assert main([*common, "--record", str(built.wheel), "--dist", str(dist)]) == 0
+    recorded = json.loads(capsys.readouterr().out)
+    labelled = "fixture_cmake_kernels-0.2.0+cu129-py3-none-manylinux_2_34_x86_64.whl"
+    assert (recorded["ok"], recorded["wheel"]) == (True, labelled)
+    (entry,) = read_manifest(dist / "manifest.json").wheels
+    assert entry.filename == labelled
+    assert read_wheel(dist / labelled).metadata_version == "0.2.0+cu129"
