@@ -1,11 +1,15 @@
 """`release build`: every selected cell through the PEP 517 frontend, inspected, into dist/.
 
-Pure core: the environment and command of a cell's build (`cell_env`, `build_command`),
-the key of a finished wheel in the cache (`wheel_cache_key`: sources, toolchain identity,
-cell, timestamp; never a path), the order cells build in (`schedule`), and what the
-manifest in dist/ holds after a build (`reconcile`). Edge: `build_cells` runs `python -m
-build` and auditwheel through release.proc, inspects every wheel, and `write_outputs`
-writes dist/.
+Pure core: the environment of a cell's build (`cell_env`; its command is
+release.certify's `build_command`), the key of a finished wheel in the cache
+(`wheel_cache_key`: sources, toolchain identity, cell, timestamp; never a path), the order
+cells build in (`schedule`), and what the manifest in dist/ holds after a build
+(`reconcile`). Edge: `build_cells` runs `python -m build` and auditwheel through
+release.proc, inspects every wheel, and `write_outputs` writes dist/.
+
+A cell whose matrix `build.backend` is `cmake` or `torch` is built by the project's own
+build system through release.projectbuild (its inputs from release.backends), with the
+same cache, log, inspection and manifest.
 
 Device code depends on the CUDA version, not on the CPU arch: all cells share one device
 cache, and the cells of one CUDA version build one after another so that the first
@@ -34,9 +38,18 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from release import __version__, proc
+from release import __version__, proc, projectbuild
+from release.backends import BuildTools
 from release.cache import WheelCache
-from release.certify import CellFailure, certify, inspected
+from release.certify import (
+    DEFAULT_EPOCH,
+    CellFailure,
+    build_command,
+    certify,
+    fatbin_lister,
+    inspected,
+)
+from release.devicecode import elf_lister
 from release.dist import Reconciled, reconcile
 from release.errors import BuildError, ConfigError
 from release.fsutil import sha256_file, write_atomic
@@ -55,7 +68,6 @@ from release.toolchain import Progress as ToolchainProgress
 from release.toolchain import Toolchain, ToolchainPlan, provision, resolve
 
 SKIPPED_PARTS = frozenset({"build", "dist", "__pycache__", ".pytest_cache", ".mypy_cache"})
-DEFAULT_EPOCH = 315532800  # 1980-01-01, the earliest date a zip file can hold
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -71,6 +83,7 @@ class BuildSettings:
     python: str = sys.executable
     environ: Mapping[str, str] = field(default_factory=dict)
     epoch: int = DEFAULT_EPOCH
+    build_tools: BuildTools = field(default_factory=BuildTools)  # cmake, ninja (PyPI)
 
     @property
     def device_jobs(self) -> int:
@@ -166,10 +179,6 @@ def parse_epoch(text: str) -> int:
     return max(int(text), DEFAULT_EPOCH)
 
 
-def build_command(python: str, project: Path, outdir: Path) -> list[str]:
-    return [python, "-m", "build", "--wheel", "--outdir", str(outdir), str(project)]
-
-
 def source_digest(files: Iterable[tuple[str, bytes]]) -> str:
     """A digest of a source tree given as (relative path, bytes) pairs."""
     digest = hashlib.sha256()
@@ -210,6 +219,12 @@ def wheel_cache_key(
             "plat": cell.platform_tag,
             "epoch": epoch,
             "recipe": dict(sorted(recipe.items())),
+            # csrc's own backend adds nothing here, so its keys do not depend on `build:`
+            **(
+                {"build": [cell.build.backend, cell.build.env, cell.build.config_settings]}
+                if cell.build.backend != "release"
+                else {}
+            ),
         },
         sort_keys=True,
     )
@@ -357,6 +372,24 @@ def outcome(
     )
 
 
+def project_build(
+    cell: Cell, toolchain: Toolchain, settings: BuildSettings
+) -> projectbuild.ProjectBuild:
+    """What this build's settings give a cmake or torch cell's project build."""
+    env = without_credentials(settings.environ)
+    return projectbuild.ProjectBuild(
+        recipe=cell.build,
+        toolchain=toolchain,
+        tools=settings.build_tools,
+        python=settings.python,
+        environ=settings.environ,
+        epoch=settings.epoch,
+        jobs=settings.device_jobs,
+        list_fatbin=fatbin_lister(toolchain, env),
+        list_elf=elf_lister(toolchain.cuobjdump, env),
+    )
+
+
 def build_one(
     cell: Cell,
     toolchain: Toolchain,
@@ -365,12 +398,21 @@ def build_one(
 ) -> CellResult:
     start = time.monotonic()
     summary = toolchain_summary(toolchain)
-    key = wheel_cache_key(cell, sources, toolchain.identity, epoch=settings.epoch, recipe=recipe())
-    cache = settings.wheel_cache
+    identity = dict(toolchain.identity)
     log = settings.out / "logs" / f"{cell.id}.log"
-    env = settings.cell_env(cell, toolchain.build_env(), base=settings.environ)
     staging = Path(tempfile.mkdtemp(prefix=f".{cell.id}.", dir=settings.out))
     command = build_command(settings.python, settings.matrix.project.path, staging / "built")
+    project = None
+    if cell.build.backend == "release":
+        env = settings.cell_env(cell, toolchain.build_env(), base=settings.environ)
+    else:
+        project = project_build(cell, toolchain, settings)
+        inputs = projectbuild.cell_inputs(cell, project)
+        env = projectbuild.cell_environment(inputs, project)
+        command += inputs.config_args()
+        identity["build_tools"] = " ".join(settings.build_tools.versions)
+    key = wheel_cache_key(cell, sources, identity, epoch=settings.epoch, recipe=recipe())
+    cache = settings.wheel_cache
     reproduce = proc.reproduce_command(command, env, None, parent=settings.environ)
 
     def work() -> tuple[Path, WheelReport, bool, tuple[str, ...]]:
@@ -379,6 +421,11 @@ def build_one(
         if lookup.data is not None:
             data = lookup.data
             report = inspected(cell.wheel_filename, data, cell, toolchain, env)
+        elif project is not None:
+            log.unlink(missing_ok=True)
+            candidate, report = projectbuild.build_cell(cell, project, workdir=staging, log=log)
+            data = candidate.read_bytes()
+            cache.put(key, cell.wheel_filename, data)
         else:
             log.unlink(missing_ok=True)
             built = proc.run(command, env=env, log=log)

@@ -1,7 +1,9 @@
 """What makes a freshly built wheel count as built, for `release build` and for a wheel built
 elsewhere (`release env --record`): auditwheel's verdict, exactly the cell's platform tag
 (`wheel tags`, which dates the rewritten RECORD by SOURCE_DATE_EPOCH), and the inspection
-with the fatbins listed by cuobjdump. A wheel that fails raises `CellFailure`.
+with the fatbins and the shared objects' device code listed by cuobjdump. A wheel that
+fails raises `CellFailure`. Also the PEP 517 build that makes it (`build_command`) and the
+date of its files when nothing gives one (`DEFAULT_EPOCH`), for every builder of a cell.
 """
 
 from __future__ import annotations
@@ -11,11 +13,18 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from release import proc
+from release.devicecode import elf_lister
 from release.fatbin import FatbinLister, lister
 from release.inspect import WheelReport, inspect_wheel
 from release.matrix import Cell
 from release.secrets import without_credentials
 from release.toolchain import Toolchain
+
+DEFAULT_EPOCH = 315532800  # 1980-01-01, the earliest date a zip file can hold
+
+
+def build_command(python: str, project: Path, outdir: Path) -> list[str]:
+    return [python, "-m", "build", "--wheel", "--outdir", str(outdir), str(project)]
 
 
 def show_command(python: str, wheel: Path) -> list[str]:
@@ -103,7 +112,13 @@ def certify(
 def inspected(
     name: str, data: bytes, cell: Cell, toolchain: Toolchain, env: Mapping[str, str]
 ) -> WheelReport:
-    report = inspect_wheel(name, data, cell, list_fatbin=fatbin_lister(toolchain, env))
+    report = inspect_wheel(
+        name,
+        data,
+        cell,
+        list_fatbin=fatbin_lister(toolchain, env),
+        list_elf=elf_lister(toolchain.cuobjdump, without_credentials(env)),
+    )
     if not report.ok:
         raise CellFailure("inspection failed: " + "; ".join(report.problems), report=report)
     return report

@@ -3,7 +3,9 @@ of dist/ as built and against a PTX-only build of it for its lowest SM (so the c
 the oldest GPU runs on the runner's newer one), before anything is published.
 
 The wheels come from dist/ after `load_dist` checked them against the manifest; the PTX-only
-wheels are built here by the build stage, from the same sources and toolchains.
+wheels are built here by the build stage, from the same sources and toolchains (and, for a
+cmake or torch cell, the same build tools). torch cannot build PTX alone
+(TORCH_CUDA_ARCH_LIST adds PTX to a built SM only): such a run fails with that reason.
 """
 
 from __future__ import annotations
@@ -16,9 +18,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from release import proc
+from release.backends import targets_problem
 from release.build import BuildSettings, CellResult, build_cells, plan_toolchains, provision_all
 from release.manifest import Manifest
 from release.matrix_model import Cell, GateRun, GpuGate, GpuRunner
+from release.projectbuild import build_tools_for, check_cells
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -70,12 +74,27 @@ def wheels_for(runs: Sequence[GateRun], manifest: Manifest, dist: Path) -> dict[
 
 def build_ptx_only(runs: Sequence[GateRun], settings: BuildSettings) -> dict[str, CellResult]:
     """The PTX-only wheels of `runs` (those with build == "ptx"), by cell id."""
-    cells = tuple(run.built_cell for run in runs if run.build == "ptx")
-    if not cells:
-        return {}
-    settings = replace(settings, cells=cells)
-    toolchains = provision_all(plan_toolchains(settings), settings.python, settings.environ)
     results: dict[str, CellResult] = {}
+    cells = []
+    for cell in (run.built_cell for run in runs if run.build == "ptx"):
+        problem = targets_problem(cell.build.backend, cell.sms, cell.ptx)
+        if problem is None:
+            cells.append(cell)
+        else:
+            results[cell.id] = CellResult(cell=cell, ok=False, seconds=0.0, error=problem)
+    if not cells:
+        return results
+    settings = replace(settings, cells=tuple(cells))
+    plans = plan_toolchains(settings)
+    check_cells(settings.cells, plans)
+    tools = build_tools_for(
+        settings.cells,
+        cache_dir=settings.cache_dir / "toolchains",
+        python=settings.python,
+        env=settings.environ,
+    )
+    settings = replace(settings, build_tools=tools)
+    toolchains = provision_all(plans, settings.python, settings.environ)
     build_cells(settings, toolchains, lambda event, cell, result: None, results)
     return results
 

@@ -2,11 +2,12 @@
 asked for.
 
 Checked: the filename, METADATA and WHEEL tags agree; the local label is exactly the cell's;
-the fatbins hold a cubin for exactly the cell's SMs and PTX for exactly its target; every
-shared library is an ELF of the platform's machine, needs only glibc libraries and no
-glibc symbol newer than the manylinux level; RECORD hashes and sizes are right; the size
-fits the destination. The core works on the wheel's bytes; listing a fatbin's targets is
-passed in (cuobjdump runs at the edge).
+every fatbin file and every shared object with device code (release.devicecode) holds a
+cubin for exactly the cell's SMs and PTX for exactly its target; every shared library is
+an ELF of the platform's machine, needs only glibc libraries and no glibc symbol newer than
+the manylinux level; RECORD hashes and sizes are right; the size fits the destination. The
+core works on the wheel's bytes; listing a fatbin's or a shared object's targets is passed
+in (cuobjdump runs at the edge).
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ from packaging.utils import (
 )
 from packaging.version import Version
 
-from release.fatbin import FatbinContents, FatbinLister, target_key
+from release.devicecode import ElfLister, coverage_problems, found_targets, scan
+from release.fatbin import FatbinContents, FatbinLister
 from release.matrix import Cell
 from release.targets import ELF_MACHINES
 
@@ -147,6 +149,7 @@ def inspect_wheel(
     cell: Cell,
     *,
     list_fatbin: FatbinLister,
+    list_elf: ElfLister | None = None,
     max_size: int | None = None,
 ) -> WheelReport:
     """Every check above, on the wheel's bytes; problems are collected, not raised."""
@@ -192,9 +195,6 @@ def inspect_wheel(
         problems += _check_metadata(archive, dist_info, name, version, tags)
         problems += check_record(archive, dist_info)
         glibc = tuple(int(p) for p in cell.manylinux.split("_"))
-        sms: set[str] = set()
-        ptx: set[str] = set()
-        fatbins = 0
         for info in archive.infolist():
             if info.filename.endswith(".so") or ".so." in info.filename:
                 problems += check_elf(
@@ -203,41 +203,15 @@ def inspect_wheel(
                     arch=cell.arch,
                     glibc=(glibc[0], glibc[1]),
                 )
-            if info.filename.endswith(".fatbin"):
-                fatbins += 1
-                contents = list_fatbin(info.filename, archive.read(info))
-                problems += _check_fatbin(info.filename, contents, cell)
-                sms.update(contents.sms)
-                ptx.update(contents.ptx)
-        if fatbins == 0:
-            problems.append("the wheel holds no fatbin: no GPU code would ever run")
         build_info = _build_info(archive)
-    return report(
-        sms=tuple(sorted(sms, key=target_key)),
-        ptx=tuple(sorted(ptx, key=target_key)),
-        build_info=build_info,
-    )
+    members = scan(data, list_fatbin=list_fatbin, list_elf=list_elf or _unlisted)
+    problems += coverage_problems(members, cell.sms, cell.ptx)
+    sms, ptx = found_targets(members)
+    return report(sms=sms, ptx=ptx, build_info=build_info)
 
 
-def _check_fatbin(name: str, contents: FatbinContents, cell: Cell) -> list[str]:
-    if contents.error is not None:
-        return [f"{name}: {contents.error}"]
-    problems: list[str] = []
-    wanted = {str(s) for s in cell.sms}
-    found = set(contents.sms)
-    for missing in sorted(wanted - found, key=target_key):
-        problems.append(
-            f"{name} has no cubin for sm_{missing}: GPUs of that kind would fail with "
-            "'no kernel image is available for execution on the device'"
-        )
-    for extra in sorted(found - wanted, key=target_key):
-        problems.append(f"{name} has a cubin for sm_{extra}, which the cell did not ask for")
-    wanted_ptx = {str(cell.ptx)} if cell.ptx else set()
-    if set(contents.ptx) != wanted_ptx:
-        have = ", ".join(f"compute_{p}" for p in contents.ptx) or "none"
-        want = f"compute_{cell.ptx}" if cell.ptx else "none"
-        problems.append(f"{name} has PTX {have}, the cell asks for {want}")
-    return problems
+def _unlisted(name: str, data: bytes) -> FatbinContents:
+    return FatbinContents(sms=(), ptx=(), error="holds device code, and no lister was given")
 
 
 def _dist_info(archive: zipfile.ZipFile, name: str, version: Version) -> str | None:

@@ -18,6 +18,7 @@ from packaging.version import InvalidVersion, Version
 from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
+from release.backends import targets_problem
 from release.errors import ConfigError, Location, shown
 from release.matrix_model import (
     Cell,
@@ -30,7 +31,14 @@ from release.matrix_model import (
     nccl_package,
     nccl_requirement,
 )
-from release.matrix_rules import check_cells, check_label, check_targets, gpu_gate
+from release.matrix_rules import (
+    check_cells,
+    check_label,
+    check_targets,
+    cuda_build,
+    gpu_gate,
+    release_build,
+)
 from release.matrix_spec import (
     CudaSpec,
     DestinationSpec,
@@ -285,6 +293,7 @@ def _validate(
 ) -> Matrix | None:
     destinations = _destinations(spec.destinations, loader)
     defaults = spec.defaults or WheelSettings()
+    release_build(spec, loader)
     excludes = spec.exclude or []
     if not spec.cuda:
         loader.problem("cuda", "the matrix is empty: add at least one CUDA version")
@@ -349,6 +358,7 @@ def _validate(
         for arch in _repeated(arches):
             loader.problem(arches_path, f"{arch} is listed more than once")
 
+        recipe = cuda_build(spec.build, entry.build, cuda_path, loader)
         label_ok = check_label(entry.local_label, join_path(cuda_path, "local-label"), loader)
         destination = destinations.get(entry.destination)
         destination_path = join_path(cuda_path, "destination")
@@ -369,6 +379,7 @@ def _validate(
             )
         if not ok or not label_ok or destination is None:
             continue
+        unbuildable_reported = False
         for arch in dict.fromkeys(arches):
             cell_sms = list(dict.fromkeys(sms))
             dropped = False
@@ -392,6 +403,13 @@ def _validate(
                     f"the exclusions leave CUDA {key} {arch} with no SM and no PTX",
                 )
                 continue
+            unbuildable = targets_problem(recipe.backend, sorted(cell_sms), ptx)
+            if unbuildable is not None:
+                # one report per CUDA version, at the key its targets come from
+                if not unbuildable_reported:
+                    loader.problem(ptx_path, unbuildable)
+                    unbuildable_reported = True
+                continue
             cells.append(
                 Cell(
                     project=project,
@@ -403,6 +421,7 @@ def _validate(
                     destination=destination,
                     nccl=nccl.version if nccl is not None else None,
                     manylinux=str(manylinux),
+                    build=recipe,
                 )
             )
     for index, exclude in enumerate(excludes):

@@ -8,13 +8,14 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+from release.backends import BuildRecipe
 from release.errors import ConfigError
 from release.targets import Arch, CudaVersion, GpuTarget
 
@@ -81,6 +82,7 @@ class Cell:
     destination: Destination
     nccl: Version | None
     manylinux: str
+    build: BuildRecipe = field(default_factory=BuildRecipe)
 
     @property
     def id(self) -> str:
@@ -240,4 +242,5 @@ def cell_dict(cell: Cell) -> dict[str, Any]:
         "destination_kind": cell.destination.kind,
         "nccl": str(cell.nccl) if cell.nccl else None,
         "manylinux": cell.manylinux,
+        "backend": cell.build.backend,
     }

@@ -1,6 +1,7 @@
 """The rules of matrix.yaml that look at more than one value: GPU targets per CUDA version,
-local labels, rules across cells, and the GPU gate. Each reports to the document loader, at
-the key path of the value it is about; release.matrix runs them all."""
+local labels, build sections (release.backends), rules across cells, and the GPU gate. Each
+reports to the document loader, at the key path of the value it is about; release.matrix
+runs them all."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from collections.abc import Mapping, Sequence
 
 from packaging.version import InvalidVersion, Version
 
+from release.backends import BuildRecipe, BuildSpec, merge, spec_problems
 from release.errors import shown
 from release.matrix_model import Cell, GpuGate, GpuRunner, PypiDestination
 from release.matrix_spec import MatrixSpec, PtxSpec
@@ -107,6 +109,26 @@ def check_targets(
                 f"gets (raise it to {highest} or more)",
             )
     return len(loader.problems) == before
+
+
+def release_build(spec: MatrixSpec, loader: DocumentLoader) -> None:
+    """The release's `build` section, held to the backend it names."""
+    if spec.build is not None:
+        for key, message in spec_problems(spec.build, merge(spec.build, None).backend, "build"):
+            loader.problem(key, message)
+
+
+def cuda_build(
+    release: BuildSpec | None, entry: BuildSpec | None, cuda_path: str, loader: DocumentLoader
+) -> BuildRecipe:
+    """A CUDA version's recipe (its `build` over the release's); its own section is held to
+    the backend in force for it, which may come from the release's."""
+    recipe = merge(release, entry)
+    if entry is not None:
+        where = join_path(cuda_path, "build")
+        for key, message in spec_problems(entry, recipe.backend, where):
+            loader.problem(key, message)
+    return recipe
 
 
 def check_label(label: str | None, path: str, loader: DocumentLoader) -> bool:

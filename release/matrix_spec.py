@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from packaging.version import Version
 
+from release.backends import BuildSpec
 from release.errors import shown
 from release.targets import Arch, GpuTarget
 
@@ -115,6 +116,9 @@ class CudaSpec(WheelSettings):
     local_label: str | None = field(
         default=None, metadata={"doc": "PEP 440 local version label, e.g. cu129"}
     )
+    build: BuildSpec | None = field(
+        default=None, metadata={"doc": "this CUDA version's build, over the release's"}
+    )
 
 
 @dataclass(frozen=True)
@@ -176,6 +180,9 @@ class MatrixSpec:
     destinations: dict[str, DestinationSpec] = field(metadata={"doc": "named publish targets"})
     defaults: WheelSettings | None = None
     exclude: list[ExcludeSpec] | None = None
+    build: BuildSpec | None = field(
+        default=None, metadata={"doc": "how the kernel project is built (default: release)"}
+    )
     gpu_gate: GpuGateSpec | None = field(
         default=None, metadata={"doc": "GPU tests on GPU runners before publishing"}
     )

@@ -329,14 +329,14 @@ Progress = Callable[[str, int, int], None]
 _PIP_PROGRESS = re.compile(r"^Progress (\d+) of (\d+)$")
 
 
-def _install(
+def install_pinset(
     pinset: PinSet,
     dest: Path,
     runner: proc.Runner,
     *,
     python: str,
     env: Mapping[str, str],
-    progress: Progress | None,
+    progress: Progress | None = None,
 ) -> bool:
     """Install `pinset` into `dest` unless it is there; True when this call installed it."""
     marker = dest / ".complete"
@@ -442,7 +442,9 @@ def provision(
     installed = tuple(
         plan.install_dir(p).name
         for p in plan.pinsets
-        if _install(p, plan.install_dir(p), runner, python=python, env=environ, progress=progress)
+        if install_pinset(
+            p, plan.install_dir(p), runner, python=python, env=environ, progress=progress
+        )
     )
 
     nvrtc_lib = nvfatbin_lib = None

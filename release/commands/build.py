@@ -1,5 +1,9 @@
 """`release build`: the selected cells into inspected, correctly tagged wheels in dist/.
 
+Before anything is provisioned, every cell that cannot build here (a cmake or torch cell
+without nvcc for its CUDA version, or of another CPU arch) stops the build with exit 3;
+cmake and ninja come from PyPI where a cell's backend drives nvcc.
+
 With `--compare MANIFEST` the cells are built again from empty device and wheel caches
 and each wheel is compared byte for byte with the one MANIFEST records.
 """
@@ -7,6 +11,7 @@ and each wheel is compared byte for byte with the one MANIFEST records.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import shlex
 import tempfile
@@ -17,12 +22,11 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
-from release import proc
+from release import proc, projectbuild
 from release.build import (
     BuildSettings,
     CellResult,
     build_cells,
-    build_command,
     device_warnings,
     plan_toolchains,
     provision_all,
@@ -31,6 +35,7 @@ from release.build import (
     source_date_epoch,
     write_outputs,
 )
+from release.certify import build_command
 from release.commands.common import (
     Parents,
     add_toolchain_options,
@@ -50,6 +55,7 @@ from release.targets import ARCHES
 from release.toolchain import ToolchainPlan
 
 BUILD_INPUTS = frozenset({"SOURCE_DATE_EPOCH"})  # beside the RELEASE_* variables
+NVCC_HOST_CC = "g++ from PATH, driven by nvcc"  # cmake and torch: nvcc picks the host compiler
 
 
 def register(subparsers: Any, parents: Parents) -> None:
@@ -165,14 +171,26 @@ def _epoch(environ: Mapping[str, str], project: Path, reference: Manifest | None
 
 
 def _build(settings: BuildSettings, output: Output) -> tuple[list[CellResult], Reconciled, float]:
+    plans = plan_toolchains(settings)
+    projectbuild.check_cells(settings.cells, plans)
     output.note(f"provisioning toolchains in {settings.cache_dir / 'toolchains'}")
     with output.progress("toolchains", total=None, unit="bytes") as downloaded:
+        tools = projectbuild.build_tools_for(
+            settings.cells,
+            cache_dir=settings.cache_dir / "toolchains",
+            python=settings.python,
+            env=settings.environ,
+            progress=lambda what, got, total: downloaded(got, total, what),
+        )
         toolchains = provision_all(
-            plan_toolchains(settings),
+            plans,
             settings.python,
             settings.environ,
             lambda what, got, total: downloaded(got, total, what),
         )
+    if tools.versions:
+        output.note(f"build tools: {', '.join(tools.versions)}")
+        settings = dataclasses.replace(settings, build_tools=tools)
     output.note(f"SOURCE_DATE_EPOCH={settings.epoch}")
     started = time.monotonic()
     lock = threading.Lock()
@@ -336,8 +354,26 @@ def _report_comparison(
     return 0
 
 
-def _planned(settings: BuildSettings, cell: Cell, plan: ToolchainPlan) -> dict[str, Any]:
-    """What a dry run says of one cell: compilers, build inputs, the command."""
+def _planned(
+    settings: BuildSettings, cell: Cell, plan: ToolchainPlan, row: projectbuild.BackendRow
+) -> dict[str, Any]:
+    """What a dry run says of one cell: its backend and where it builds, compilers, build
+    inputs, the command."""
+    command = build_command(settings.python, settings.matrix.project.path, settings.out)
+    backend = {"backend": cell.build.backend, "builds": row.builds}
+    if cell.build.backend != "release":
+        planned = projectbuild.planned_inputs(cell, plan, jobs=settings.device_jobs)
+        env = {**planned.env, "SOURCE_DATE_EPOCH": str(settings.epoch)}
+        return {
+            "cell": cell.id,
+            "wheel": cell.wheel_filename,
+            **backend,
+            "device_compiler": row.device,
+            "host_cc": NVCC_HOST_CC,
+            "inputs": dict(sorted(env.items())),
+            "config_settings": dict(sorted(planned.config_settings.items())),
+            "command": [*command, *planned.config_args()],
+        }
     device = (
         f"nvcc from {plan.cuda_home}"
         if plan.device is None
@@ -353,16 +389,19 @@ def _planned(settings: BuildSettings, cell: Cell, plan: ToolchainPlan) -> dict[s
     return {
         "cell": cell.id,
         "wheel": cell.wheel_filename,
+        **backend,
         "device_compiler": device,
         "host_cc": host,
         "inputs": inputs,
-        "command": build_command(settings.python, settings.matrix.project.path, settings.out),
+        "config_settings": {},
+        "command": command,
     }
 
 
 def _dry_run(settings: BuildSettings, plans: Mapping[str, ToolchainPlan], output: Output) -> int:
+    rows = {r.cell: r for r in projectbuild.doctor_rows(settings.cells, plans)}
     planned = [
-        _planned(settings, cell, plans[cell.id])
+        _planned(settings, cell, plans[cell.id], rows[cell.id])
         for group in schedule(settings.cells)
         for cell in group
     ]
@@ -374,5 +413,8 @@ def _dry_run(settings: BuildSettings, plans: Mapping[str, ToolchainPlan], output
     )
     for cell in planned:
         shown = " ".join(f"{k}={shlex.quote(v)}" for k, v in cell["inputs"].items())
-        output.line(f"{cell['cell']}: {shown} {shlex.join(cell['command'])}")
+        how = (
+            "" if cell["backend"] == "release" else f"{cell['backend']} backend, {cell['builds']}: "
+        )
+        output.line(f"{cell['cell']}: {how}{shown} {shlex.join(cell['command'])}")
     return 0

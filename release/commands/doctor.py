@@ -1,4 +1,5 @@
-"""`release doctor`: per CUDA version and arch, which tools a build will use and from where."""
+"""`release doctor`: per CUDA version and arch, which tools a build will use and from where;
+per cell, what its build backend will use and receive, and whether it builds here."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from release import projectbuild
 from release.commands.common import Parents, add_toolchain_options, cache_dir, cuda_home, output_for
 from release.console import Output
 from release.matrix import load_matrix
@@ -147,22 +149,27 @@ def run(args: argparse.Namespace) -> int:
     matrix = load_matrix(args.matrix)
     cells = matrix.select(cuda=args.cuda, arch=args.arch)
     root = cache_dir(args) / "toolchains"
-    plans = list(
-        dict.fromkeys(
-            resolve(str(c.cuda), c.arch, cuda_home=cuda_home(args), cache_dir=root) for c in cells
-        )
-    )
+    by_cell = {
+        c.id: resolve(str(c.cuda), c.arch, cuda_home=cuda_home(args), cache_dir=root) for c in cells
+    }
+    plans = list(dict.fromkeys(by_cell.values()))
     toolchains = None
     if args.provision:
         toolchains = provision_with_progress(plans, out)
     rows = doctor_rows(plans, toolchains=toolchains, present=present_dirs(plans))
+    backends = projectbuild.doctor_rows(cells, by_cell)
+    backend_keys = projectbuild.BackendRow.KEYS
     out.document(
         {
             "cache": str(root),
             "toolchains": [dict(zip(DoctorRow.KEYS, r.cells(), strict=True)) for r in rows],
+            "backends": [dict(zip(backend_keys, r.cells(), strict=True)) for r in backends],
         }
     )
     out.table(list(DoctorRow.COLUMNS), [list(r.cells()) for r in rows], f"toolchains in {root}")
+    out.table(
+        list(projectbuild.BackendRow.COLUMNS), [list(r.cells()) for r in backends], "build backends"
+    )
     return 0
 
 

@@ -7,6 +7,10 @@ cibuildwheel builds the kernel project inside a stock manylinux_2_28 container. 
 `--record WHEEL` takes the wheel such a builder produced through the checks of `release
 build` (auditwheel, the cell's exact platform tag, the fatbin inspection) into `--dist`
 with its manifest entry, so that `release publish` treats it like any other.
+
+A cell whose `build.backend` is `cmake` or `torch` gets that backend's inputs instead
+(CMAKE_CUDA_ARCHITECTURES / CUDAARCHS / CMAKE_ARGS, or TORCH_CUDA_ARCH_LIST, with nvcc),
+and a wheel it built is given the cell's local label by rewriting before the checks.
 """
 
 from __future__ import annotations
@@ -22,11 +26,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from release import proc
+from release import proc, projectbuild
 from release.build import (
     BuildSettings,
     CellResult,
     outcome,
+    project_build,
     require_success,
     source_date_epoch,
     toolchain_summary,
@@ -151,7 +156,14 @@ def run(args: argparse.Namespace) -> int:
         environ=environ,
         epoch=source_date_epoch(environ, matrix.project.path, proc.run),
     )
-    inputs = build_inputs(cell, toolchain.build_env(), settings)
+    config_settings: dict[str, str] = {}
+    if cell.build.backend == "release":
+        inputs = build_inputs(cell, toolchain.build_env(), settings)
+    else:
+        projectbuild.require_buildable(cell.build, cell, toolchain.plan)
+        backend = projectbuild.cell_inputs(cell, project_build(cell, toolchain, settings))
+        inputs = dict(sorted({**backend.env, "SOURCE_DATE_EPOCH": str(settings.epoch)}.items()))
+        config_settings = dict(sorted(backend.config_settings.items()))
     if args.record is not None:
         result = record(cell, find_wheel(args.record, cell), toolchain, settings)
         output.document(
@@ -170,7 +182,17 @@ def run(args: argparse.Namespace) -> int:
             output.note(f"FAILED {cell.id}: {result.error}\n{result.log_tail}")
         require_success([result], 1)
         return 0
-    output.document({"cell": cell.id, "inputs": inputs})
+    output.document(
+        {
+            "cell": cell.id,
+            "backend": cell.build.backend,
+            "inputs": inputs,
+            "config_settings": config_settings,
+        }
+    )
+    if config_settings:
+        shown = " ".join(shlex.quote(f"-C{k}={v}") for k, v in config_settings.items())
+        output.note(f"{cell.id}: the PEP 517 build also takes the config settings {shown}")
     if args.out is not None:
         write_atomic(args.out, dotenv_text(inputs).encode())
         output.note(f"wrote {len(inputs)} build inputs of {cell.id} to {args.out}")
@@ -181,7 +203,8 @@ def run(args: argparse.Namespace) -> int:
 
 def record(cell: Cell, wheel: Path, toolchain: Toolchain, settings: BuildSettings) -> CellResult:
     """The checks `release build` makes after its PEP 517 build, on a wheel built elsewhere:
-    auditwheel's verdict, the cell's exact platform tag, the fatbin inspection."""
+    auditwheel's verdict, the cell's exact platform tag, the device-code inspection (a cmake
+    or torch cell's wheel first gets the cell's local label, as `release build` gives it)."""
     start = time.monotonic()
     log = settings.out / "logs" / f"{cell.id}.log"
     summary = toolchain_summary(toolchain)
@@ -193,6 +216,8 @@ def record(cell: Cell, wheel: Path, toolchain: Toolchain, settings: BuildSetting
     def work() -> tuple[Path, WheelReport, bool, tuple[str, ...]]:
         copy = staging / wheel.name
         shutil.copyfile(wheel, copy)
+        if cell.build.backend != "release":
+            copy = projectbuild.relabelled(copy, cell)
         candidate, report = certify(copy, cell, toolchain, python=settings.python, env=env, log=log)
         final = settings.out / candidate.name
         write_atomic(final, candidate.read_bytes())

@@ -7,7 +7,8 @@ import argparse
 import os
 from typing import Any
 
-from release.build import DEFAULT_EPOCH, BuildSettings
+from release.build import BuildSettings
+from release.certify import DEFAULT_EPOCH
 from release.commands.common import (
     Parents,
     add_dist_option,

@@ -1,9 +1,11 @@
 """GPU tests: every test here is skipped, with the reason, where they cannot run.
 
-They need torch with a CUDA GPU and an importable k3_kernels (an installed wheel, or
-a wheel-like directory on PYTHONPATH): tests/gpu/run_on_device.sh sets that up and
-sets K3_GPU_TESTS_REQUIRED, which turns a skip into an error (on the device a skip
-would read as success).
+They need torch with a CUDA GPU. The k3 tests also need an importable k3_kernels (an
+installed wheel, or a wheel-like directory on PYTHONPATH); the tests of other projects'
+wheels (OTHER_PROJECTS) import their own package instead and skip themselves without it,
+so they run without k3_kernels. tests/gpu/run_on_device.sh sets up a k3 wheel and sets
+K3_GPU_TESTS_REQUIRED, which turns a missing torch, GPU or k3_kernels into an error (on
+the device a skip would read as success).
 """
 
 from __future__ import annotations
@@ -16,15 +18,20 @@ from typing import Any
 import pytest
 
 HERE = Path(__file__).resolve().parent
+OTHER_PROJECTS = frozenset({"test_fixture_cmake.py"})
 
 
-def skip_reason() -> str | None:
+def gpu_skip_reason() -> str | None:
     try:
         torch: Any = importlib.import_module("torch")
     except ImportError:
         return "torch is not installed"
     if not torch.cuda.is_available():
         return "no CUDA GPU visible to torch"
+    return None
+
+
+def k3_skip_reason() -> str | None:
     try:
         importlib.import_module("k3_kernels")
     except ImportError as exc:
@@ -35,13 +42,20 @@ def skip_reason() -> str | None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     required = bool(os.environ.get("K3_GPU_TESTS_REQUIRED"))
     ours = [item for item in items if HERE in Path(item.path).resolve().parents]
-    if not ours and not required:
+    if required:
+        # the k3 modules skip themselves at import without k3_kernels: ask here
+        reason = gpu_skip_reason() or k3_skip_reason()
+        if reason is not None:
+            raise pytest.UsageError(f"GPU tests required but cannot run: {reason}")
         return
-    reason = skip_reason()
+    if not ours:
+        return
+    affected, reason = ours, gpu_skip_reason()
+    if reason is None:
+        affected = [item for item in ours if Path(item.path).name not in OTHER_PROJECTS]
+        reason = k3_skip_reason()
     if reason is None:
         return
-    if required:
-        raise pytest.UsageError(f"GPU tests required but cannot run: {reason}")
     marker = pytest.mark.skip(reason=reason)
-    for item in ours:
+    for item in affected:
         item.add_marker(marker)

@@ -25,12 +25,11 @@ from elftools.elf.elffile import ELFFile
 from release import proc
 from release.build import (
     BuildSettings,
-    build_command,
     cell_env,
     plan_toolchains,
     provision_all,
 )
-from release.certify import fatbin_lister
+from release.certify import build_command, fatbin_lister
 from release.cli import main
 from release.inspect import inspect_wheel
 from release.manifest import read_manifest

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from release.build import DEFAULT_EPOCH, cell_env, parse_epoch, wheel_cache_key
+from release.build import cell_env, parse_epoch, wheel_cache_key
 from release.cache import WheelCache
+from release.certify import DEFAULT_EPOCH
 from release.compare import compare, first_difference
 from release.dist import Reconciled, dist_problems, entry_problems, reconcile
 from release.errors import ConfigError

@@ -104,7 +104,7 @@ def test_the_step_summary_is_appended(tmp_path: Path) -> None:
 
 DOCUMENTS = {
     "matrix": (["matrix", "--matrix", MATRIX], {"project", "version", "cells"}),
-    "doctor": (["doctor", "--matrix", MATRIX], {"cache", "toolchains"}),
+    "doctor": (["doctor", "--matrix", MATRIX], {"cache", "toolchains", "backends"}),
     "build": (["build", "--matrix", MATRIX, "--dry-run"], {"dry_run", "cells"}),
 }
 

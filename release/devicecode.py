@@ -1,0 +1,172 @@
+"""Device code wherever a wheel holds it, held to the cell's SMs and PTX.
+
+csrc ships its device code as `*.fatbin` files; CMake and torch projects link it into
+their shared objects, where nvcc puts the fatbin in the `.nv_fatbin` ELF section (or
+`__nv_relfatbin` with relocatable device code). `scan` finds both kinds in a wheel's
+members and asks a lister what each holds; `coverage_problems` holds every member to the
+cell, so a project that drops an architecture fails whatever builds it (the
+SKBUILD_CMAKE_ARGS `;` trap builds the first SM alone and exits 0: this is what catches it).
+
+Pure: `device_sections`, `scan`, `parse_fatbin_headers`, `coverage_problems`. Edge:
+`elf_lister` runs cuobjdump on one member through release.proc.
+
+A shared object is listed from cuobjdump's fatbin headers (`cuobjdump lib.so`), not its
+`--list-elf` names: those name a family-specific cubin (`sm_100f`) `sm_100`, while the
+header says `arch = sm_100f`.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import tempfile
+import zipfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from elftools.common.exceptions import ELFError
+from elftools.elf.elffile import ELFFile
+
+from release import proc
+from release.fatbin import FatbinContents, FatbinLister, target_key
+from release.targets import GpuTarget
+
+DEVICE_SECTIONS = frozenset({".nv_fatbin", "__nv_relfatbin"})
+NO_DEVICE_CODE = (
+    "the wheel holds no device code (no fatbin file, and no shared object with a .nv_fatbin "
+    "section): no GPU code would ever run"
+)
+
+ElfLister = Callable[[str, bytes], FatbinContents]
+"""(name inside the wheel, shared object bytes) -> what its embedded fatbins hold."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class MemberDeviceCode:
+    """The device code of one wheel member: a fatbin file or a shared object."""
+
+    name: str
+    kind: str  # "fatbin" or "shared object"
+    contents: FatbinContents
+
+
+def is_shared_object(name: str) -> bool:
+    base = name.rsplit("/", 1)[-1]
+    return base.endswith(".so") or ".so." in base
+
+
+def device_sections(data: bytes) -> tuple[str, ...]:
+    """The device-code sections of an ELF file (empty for anything else)."""
+    try:
+        elf = ELFFile(io.BytesIO(data))
+        names = [section.name for section in elf.iter_sections()]
+    except (ELFError, ValueError, OSError):
+        return ()
+    return tuple(sorted(DEVICE_SECTIONS.intersection(names)))
+
+
+def scan(
+    data: bytes, *, list_fatbin: FatbinLister, list_elf: ElfLister
+) -> tuple[MemberDeviceCode, ...]:
+    """Every member of the wheel `data` that holds device code, in archive order, with what
+    it holds: `*.fatbin` files through `list_fatbin`, shared objects with a device-code
+    section through `list_elf`. Shared objects without device code (csrc's host library)
+    are not listed."""
+    found: list[MemberDeviceCode] = []
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        for info in archive.infolist():
+            name = info.filename
+            if name.endswith(".fatbin"):
+                contents = list_fatbin(name, archive.read(info))
+                found.append(MemberDeviceCode(name=name, kind="fatbin", contents=contents))
+            elif is_shared_object(name):
+                member = archive.read(info)
+                if device_sections(member):
+                    found.append(
+                        MemberDeviceCode(
+                            name=name, kind="shared object", contents=list_elf(name, member)
+                        )
+                    )
+    return tuple(found)
+
+
+def coverage_problems(
+    members: Sequence[MemberDeviceCode], sms: Sequence[GpuTarget], ptx: GpuTarget | None
+) -> list[str]:
+    """Each member must hold a cubin for exactly `sms` and PTX for exactly `ptx`; a wheel
+    without any device code fails."""
+    if not members:
+        return [NO_DEVICE_CODE]
+    problems: list[str] = []
+    wanted = {str(s) for s in sms}
+    wanted_ptx = {str(ptx)} if ptx is not None else set()
+    for member in members:
+        name, contents = member.name, member.contents
+        if contents.error is not None:
+            problems.append(f"{name}: {contents.error}")
+            continue
+        found = set(contents.sms)
+        for missing in sorted(wanted - found, key=target_key):
+            problems.append(
+                f"{name} has no cubin for sm_{missing}: GPUs of that kind would fail with "
+                "'no kernel image is available for execution on the device'"
+            )
+        for extra in sorted(found - wanted, key=target_key):
+            problems.append(f"{name} has a cubin for sm_{extra}, which the cell did not ask for")
+        if set(contents.ptx) != wanted_ptx:
+            have = ", ".join(f"compute_{p}" for p in contents.ptx) or "none"
+            want = f"compute_{ptx}" if ptx is not None else "none"
+            problems.append(f"{name} has PTX {have}, the cell asks for {want}")
+    return problems
+
+
+def found_targets(members: Sequence[MemberDeviceCode]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(SMs, PTX targets) found in any member, ordered."""
+    sms = {s for m in members for s in m.contents.sms}
+    ptx = {p for m in members for p in m.contents.ptx}
+    return tuple(sorted(sms, key=target_key)), tuple(sorted(ptx, key=target_key))
+
+
+_HEADER = re.compile(
+    r"^Fatbin (?P<kind>elf|ptx) code:\s*\n=+\s*\narch = sm_(?P<arch>\d+[af]?)\s*$", re.MULTILINE
+)
+
+
+def parse_fatbin_headers(output: str) -> FatbinContents:
+    """Parse `cuobjdump FILE` (no option): one `Fatbin elf code:` / `Fatbin ptx code:` header
+    with its `arch = sm_XX` per embedded cubin or PTX."""
+    sms: set[str] = set()
+    ptx: set[str] = set()
+    for match in _HEADER.finditer(output):
+        (sms if match.group("kind") == "elf" else ptx).add(match.group("arch"))
+    return FatbinContents(
+        sms=tuple(sorted(sms, key=target_key)), ptx=tuple(sorted(ptx, key=target_key))
+    )
+
+
+def header_command(cuobjdump: Path, path: Path) -> list[str]:
+    return [str(cuobjdump), str(path)]
+
+
+def elf_lister(
+    cuobjdump: Path, env: Mapping[str, str], runner: proc.Runner = proc.run
+) -> ElfLister:
+    """An `ElfLister` that runs cuobjdump on a copy of each shared object."""
+
+    def list_elf(name: str, data: bytes) -> FatbinContents:
+        with tempfile.TemporaryDirectory(prefix="release-elf-") as tmp:
+            path = Path(tmp) / Path(name).name
+            path.write_bytes(data)
+            done = runner(header_command(cuobjdump, path), env=env, separate_stderr=True)
+        if done.returncode != 0:
+            detail = proc.one_line_tail(done.output + done.stderr)
+            return FatbinContents(sms=(), ptx=(), error=f"cuobjdump cannot read it: {detail}")
+        contents = parse_fatbin_headers(done.output)
+        if not contents.sms and not contents.ptx:
+            return FatbinContents(
+                sms=(), ptx=(), error="cuobjdump finds no cubin and no PTX in its fatbin"
+            )
+        return contents
+
+    return list_elf

@@ -1,0 +1,179 @@
+"""A wheel's version rewritten to carry a local label, for builds that cannot set one.
+
+csrc's backend writes `0.1.0+cu129` into its metadata itself; a CMake or torch project
+builds `0.1.0`. `relabel` turns such a wheel into the labelled one the way a build would
+have made it: the `.dist-info` (and `.data`) folder renamed, METADATA's `Version` set,
+RECORD's paths and METADATA's hash and size updated, and the filename built from the new
+version. WHEEL moves with its folder; its content names no version. The release part of
+the version may not change, only the label.
+
+Pure and deterministic: the same wheel bytes give the same output bytes. Members keep
+their order, dates, modes and compression; members that do not change keep their content.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import hashlib
+import io
+import re
+import zipfile
+from dataclasses import dataclass
+
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+from packaging.version import InvalidVersion, Version
+
+
+class RelabelError(ValueError):
+    """The wheel cannot be given that version (the message says why)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Relabelled:
+    filename: str
+    data: bytes
+    old_version: str
+    new_version: str
+
+
+def labelled_version(version: Version, label: str | None) -> Version:
+    """`version`'s release with `label` as its local part (none: the public version)."""
+    public = version.public
+    return Version(f"{public}+{label}" if label else public)
+
+
+def wheel_record_hash(data: bytes) -> str:
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=")
+    return "sha256=" + digest.decode()
+
+
+_VERSION_LINE = re.compile(rb"^Version:[ \t]*(?P<value>[^\r\n]*)(?P<end>\r?\n|$)", re.MULTILINE)
+
+
+def _metadata_with_version(metadata: bytes, version: str) -> bytes:
+    """METADATA with its `Version:` header (the first, in the header block) set."""
+    header_end = metadata.find(b"\n\n")
+    head = metadata if header_end < 0 else metadata[: header_end + 1]
+    match = _VERSION_LINE.search(head)
+    if match is None:
+        raise RelabelError("METADATA has no Version header")
+    start, end = match.span("value")
+    return metadata[:start] + version.encode() + metadata[end:]
+
+
+def _rewrite_record(record: bytes, renames: dict[str, str], metadata: tuple[str, bytes]) -> bytes:
+    """RECORD with renamed paths and METADATA's new hash and size. Rows that do not change
+    keep their text; changed rows are written as the csv module writes them."""
+    out: list[str] = []
+    for line in record.decode("utf-8").splitlines(keepends=True):
+        body = line.rstrip("\r\n")
+        ending = line[len(body) :]
+        rows = list(csv.reader([body])) if body else []
+        if not rows or len(rows[0]) != 3:
+            out.append(line)
+            continue
+        path, digest, size = rows[0]
+        new_path = _renamed(path, renames)
+        if new_path == metadata[0]:
+            digest, size = wheel_record_hash(metadata[1]), str(len(metadata[1]))
+        if (new_path, digest, size) == (path, rows[0][1], rows[0][2]):
+            out.append(line)
+            continue
+        buffer = io.StringIO()
+        csv.writer(buffer, lineterminator="").writerow([new_path, digest, size])
+        out.append(buffer.getvalue() + ending)
+    return "".join(out).encode("utf-8")
+
+
+def _renamed(name: str, renames: dict[str, str]) -> str:
+    top, slash, rest = name.partition("/")
+    return renames.get(top, top) + slash + rest if slash else renames.get(name, name)
+
+
+def relabel(filename: str, data: bytes, label: str | None) -> Relabelled:
+    """The wheel `filename` (bytes `data`) with version `<release>+<label>`; raises
+    RelabelError for a wheel that cannot be rewritten (not a wheel, no or two .dist-info
+    folders, a METADATA that disagrees with the filename, a signed RECORD)."""
+    try:
+        _, version, build, _ = parse_wheel_filename(filename)
+    except InvalidWheelFilename as error:
+        raise RelabelError(f"{filename}: {error}") from None
+    if build:
+        raise RelabelError(f"{filename}: a wheel with a build tag cannot be relabelled")
+    try:
+        new_version = labelled_version(version, label)
+    except InvalidVersion:
+        raise RelabelError(f"{label!r} is not a valid local version label") from None
+    stem = filename[: -len(".whl")]
+    dist_part, version_part, tags = stem.split("-", 2)
+    new_filename = f"{dist_part}-{new_version}-{tags}.whl"
+    try:
+        archive = zipfile.ZipFile(io.BytesIO(data))
+    except zipfile.BadZipFile:
+        raise RelabelError(f"{filename} is not a zip archive") from None
+    with archive:
+        infos = archive.infolist()
+        tops = {info.filename.split("/", 1)[0] for info in infos}
+        dist_infos = sorted(t for t in tops if t.endswith(".dist-info"))
+        if len(dist_infos) != 1:
+            raise RelabelError(f"{filename} has {len(dist_infos)} .dist-info folders, not 1")
+        old_info = dist_infos[0]
+        old_prefix = old_info[: -len(".dist-info")]
+        dist, _, info_version = old_prefix.rpartition("-")
+        try:
+            same = Version(info_version) == version
+        except InvalidVersion:
+            same = False
+        if not same:
+            raise RelabelError(
+                f"{filename}: the folder {old_info} does not have the filename's version {version}"
+            )
+        names = {info.filename for info in infos}
+        if f"{old_info}/RECORD.jws" in names or f"{old_info}/RECORD.p7s" in names:
+            raise RelabelError(f"{filename} is signed: relabelling would void its signature")
+        new_prefix = f"{dist}-{new_version}"
+        renames = {old_info: f"{new_prefix}.dist-info"}
+        if f"{old_prefix}.data" in tops:
+            renames[f"{old_prefix}.data"] = f"{new_prefix}.data"
+        metadata_name = f"{new_prefix}.dist-info/METADATA"
+        try:
+            metadata = archive.read(f"{old_info}/METADATA")
+            record = archive.read(f"{old_info}/RECORD")
+        except KeyError as missing:
+            raise RelabelError(f"{filename} has no {missing.args[0]}") from None
+        found = re.search(rb"^Version:[ \t]*([^\r\n]*)", metadata, re.MULTILINE)
+        if found is None or Version(found.group(1).decode().strip()) != version:
+            raise RelabelError(f"{filename}: METADATA's Version is not the filename's {version}")
+        new_metadata = _metadata_with_version(metadata, str(new_version))
+        new_record = _rewrite_record(record, renames, (metadata_name, new_metadata))
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w") as out:
+            for info in infos:
+                new_name = _renamed(info.filename, renames)
+                if new_name == metadata_name:
+                    content = new_metadata
+                elif new_name == f"{new_prefix}.dist-info/RECORD":
+                    content = new_record
+                else:
+                    content = archive.read(info)
+                out.writestr(_copy_info(info, new_name), content)
+    return Relabelled(
+        filename=new_filename,
+        data=buffer.getvalue(),
+        old_version=version_part,
+        new_version=str(new_version),
+    )
+
+
+def _copy_info(info: zipfile.ZipInfo, name: str) -> zipfile.ZipInfo:
+    """A ZipInfo for `name` with everything of `info` a reader can see kept: date, modes,
+    compression, the system that made it, the comment and extra fields."""
+    copy = zipfile.ZipInfo(name, date_time=info.date_time)
+    copy.compress_type = info.compress_type
+    copy.external_attr = info.external_attr
+    copy.internal_attr = info.internal_attr
+    copy.create_system = info.create_system
+    copy.comment = info.comment
+    copy.extra = info.extra
+    return copy

@@ -1,0 +1,247 @@
+"""Each backend's spelling of a cell: GPU targets (suffixes and PTX), toolchain, the rules
+of the `build` section, and where a cell can build."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from release.backends import (
+    BuildRecipe,
+    BuildSpec,
+    BuildTools,
+    NvccToolkit,
+    build_inputs,
+    cmake_architectures,
+    cmake_inputs,
+    merge,
+    nvcc_problem,
+    placement_problem,
+    read_build_backend,
+    spec_problems,
+    targets_problem,
+    torch_arch,
+    torch_arch_list,
+    torch_inputs,
+    with_path,
+)
+from release.targets import GpuTarget
+
+SHIPPED = [GpuTarget.parse(s) for s in (75, 80, 86, 89, 90, 100)]
+PTX_100 = GpuTarget(100)
+TOOLKIT = NvccToolkit(
+    root=Path("/cache/cuda-13.0/nvidia/cu13"),
+    version="13.0.88",
+    library_dir=Path("/cache/cuda-13.0/nvidia/cu13/lib"),
+)
+SKBUILD = "scikit_build_core.build"
+
+
+def targets(*names: str) -> list[GpuTarget]:
+    return [GpuTarget.parse(n) for n in names]
+
+
+def test_cmake_gets_a_cubin_per_sm_and_ptx_as_virtual() -> None:
+    assert cmake_architectures(SHIPPED, PTX_100) == (
+        "75-real;80-real;86-real;89-real;90-real;100-real;100-virtual"
+    )
+
+
+def test_cmake_spells_suffixed_targets_with_their_suffix() -> None:
+    assert cmake_architectures(targets("80", "90a", "100f", "120a"), GpuTarget(120)) == (
+        "80-real;90a-real;100f-real;120a-real;120-virtual"
+    )
+
+
+def test_cmake_without_ptx_has_no_virtual_architecture() -> None:
+    assert cmake_architectures(targets("75", "90"), None) == "75-real;90-real"
+    assert cmake_architectures([], GpuTarget(75)) == "75-virtual"
+
+
+def test_torch_gets_major_dot_minor_and_ptx_on_the_top_sm() -> None:
+    assert torch_arch_list(SHIPPED, PTX_100) == "7.5;8.0;8.6;8.9;9.0;10.0+PTX"
+
+
+@pytest.mark.parametrize(
+    ("target", "spelled"),
+    [("75", "7.5"), ("90a", "9.0a"), ("100f", "10.0f"), ("103f", "10.3f"), ("121", "12.1")],
+)
+def test_torch_spells_suffixed_targets_as_cpp_extension_accepts_them(
+    target: str, spelled: str
+) -> None:
+    assert torch_arch(GpuTarget.parse(target)) == spelled
+
+
+def test_nvcc_backends_cannot_build_a_plain_and_a_family_target_of_one_sm() -> None:
+    """nvcc 13.0: 'The same GPU code (`sm_100f`) generated for non family-specific and
+    family-specific GPU arch' (100 with 100a, or 90 with 90a, builds)."""
+    for backend in ("cmake", "torch"):
+        problem = targets_problem(backend, targets("90", "100", "100f"), None)
+        assert problem is not None
+        assert "keep 100f" in problem
+        assert targets_problem(backend, targets("90", "90a", "100", "100a"), None) is None
+    assert targets_problem("release", targets("100", "100f"), None) is None
+
+
+def test_torch_ptx_rides_on_the_plain_sm_not_the_suffixed_one() -> None:
+    assert torch_arch_list(targets("90", "90a", "100"), PTX_100) == "9.0;9.0a;10.0+PTX"
+    assert torch_arch_list(targets("80", "90a"), None) == "8.0;9.0a"
+
+
+def test_torch_cannot_build_ptx_alone() -> None:
+    """TORCH_CUDA_ARCH_LIST has no PTX-only entry: `10.0+PTX` is a cubin and PTX."""
+    problem = targets_problem("torch", targets("75", "90"), PTX_100)
+    assert problem is not None
+    assert "add 100 to sms" in problem
+    with pytest.raises(ValueError, match=r"10\.0\+PTX"):
+        torch_arch_list(targets("75", "90"), PTX_100)
+    assert targets_problem("torch", targets("90", "100f"), PTX_100) is not None
+    assert torch_arch_list(targets("80", "90a", "100f", "120"), GpuTarget(120)) == (
+        "8.0;9.0a;10.0f;12.0+PTX"
+    )
+    assert targets_problem("cmake", targets("75", "90"), PTX_100) is None
+    assert targets_problem("release", targets("75", "90"), PTX_100) is None
+
+
+def test_cmake_inputs_name_nvcc_and_pass_the_list_where_cmake_reads_it() -> None:
+    env, settings = cmake_inputs(SHIPPED, PTX_100, TOOLKIT, jobs=3, build_backend=SKBUILD)
+    archs = "75-real;80-real;86-real;89-real;90-real;100-real;100-virtual"
+    nvcc = "/cache/cuda-13.0/nvidia/cu13/bin/nvcc"
+    assert env == {
+        "CUDAARCHS": archs,
+        "CMAKE_ARGS": f"-DCMAKE_CUDA_ARCHITECTURES={archs} -DCMAKE_CUDA_COMPILER={nvcc}",
+        "CUDACXX": nvcc,
+        "CUDA_HOME": "/cache/cuda-13.0/nvidia/cu13",
+        "CUDAToolkit_ROOT": "/cache/cuda-13.0/nvidia/cu13",
+        "CMAKE_BUILD_PARALLEL_LEVEL": "3",
+    }
+    assert settings == {
+        "cmake.define.CMAKE_CUDA_ARCHITECTURES": archs,
+        "cmake.define.CMAKE_CUDA_COMPILER": nvcc,
+    }
+    assert "SKBUILD_CMAKE_ARGS" not in env, "scikit-build-core splits it on ';'"
+
+
+def test_cmake_config_settings_only_for_scikit_build_core() -> None:
+    _, settings = cmake_inputs(SHIPPED, PTX_100, TOOLKIT, jobs=2, build_backend="setuptools")
+    assert settings == {}
+
+
+def test_torch_inputs() -> None:
+    assert torch_inputs(SHIPPED, PTX_100, TOOLKIT, jobs=2) == {
+        "TORCH_CUDA_ARCH_LIST": "7.5;8.0;8.6;8.9;9.0;10.0+PTX",
+        "CUDA_HOME": "/cache/cuda-13.0/nvidia/cu13",
+        "MAX_JOBS": "2",
+        "NVCC_THREADS": "1",
+    }
+    assert torch_inputs(SHIPPED, PTX_100, TOOLKIT, jobs=8)["NVCC_THREADS"] == "2"
+
+
+def test_build_inputs_add_the_pypi_library_dir_the_matrix_env_and_tools_first() -> None:
+    recipe = BuildRecipe(
+        backend="cmake",
+        env=(("SGL_KERNEL_ENABLE_FA3", "1"),),
+        config_settings=(("build-dir", "build/{wheel_tag}"),),
+    )
+    tools = BuildTools(path=(Path("/cache/cmake/data/bin"), Path("/cache/bin")))
+    inputs = build_inputs(
+        recipe, SHIPPED, PTX_100, TOOLKIT, tools=tools, jobs=2, build_backend=SKBUILD
+    )
+    assert inputs.env["LIBRARY_PATH"] == "/cache/cuda-13.0/nvidia/cu13/lib"
+    assert inputs.env["SGL_KERNEL_ENABLE_FA3"] == "1"
+    assert inputs.config_settings["build-dir"] == "build/{wheel_tag}"
+    assert inputs.path == (
+        Path("/cache/cmake/data/bin"),
+        Path("/cache/bin"),
+        Path("/cache/cuda-13.0/nvidia/cu13/bin"),
+    )
+    assert inputs.config_args()[0] == "-Cbuild-dir=build/{wheel_tag}"
+    system = NvccToolkit(root=Path("/usr/local/cuda-12.9"), version="12.9.86")
+    torch = build_inputs(
+        BuildRecipe(backend="torch"), SHIPPED, PTX_100, system, tools=BuildTools(), jobs=2,
+        build_backend="setuptools.build_meta",
+    )  # fmt: skip
+    assert "LIBRARY_PATH" not in torch.env
+    assert torch.config_settings == {}
+    with pytest.raises(ValueError, match="RELEASE_"):
+        build_inputs(
+            BuildRecipe(), SHIPPED, PTX_100, TOOLKIT, tools=tools, jobs=2, build_backend=None
+        )
+
+
+def test_with_path_puts_the_tools_first() -> None:
+    env = with_path({"PATH": "/usr/bin", "HOME": "/h"}, [Path("/a"), Path("/b")])
+    assert env == {"PATH": "/a:/b:/usr/bin", "HOME": "/h"}
+    assert with_path({}, [Path("/a")]) == {"PATH": "/a"}
+
+
+def test_merge_takes_the_cuda_versions_keys_over_the_releases() -> None:
+    release = BuildSpec(backend="cmake", env={"A": "1", "B": "1"}, config_settings={"x": "1"})
+    cuda = BuildSpec(env={"B": "2"}, config_settings={"y": "2"})
+    assert merge(release, cuda) == BuildRecipe(
+        backend="cmake", env=(("A", "1"), ("B", "2")), config_settings=(("x", "1"), ("y", "2"))
+    )
+    assert merge(None, None) == BuildRecipe(backend="release")
+    assert merge(release, BuildSpec(backend="torch")).backend == "torch"
+    assert merge(None, None).needs_nvcc is False
+    assert merge(release, None).needs_nvcc is True
+
+
+def test_spec_problems_keep_the_matrix_off_what_the_cell_says() -> None:
+    spec = BuildSpec(
+        backend="cmake",
+        env={
+            "CUDAARCHS": "80",
+            "GITHUB_TOKEN": "x",
+            "bad name": "1",
+            "SOURCE_DATE_EPOCH": "1",
+            "OK_VAR": "1",
+        },
+        config_settings={
+            "cmake.define.CMAKE_CUDA_ARCHITECTURES": "80",
+            "cmake.args": "-DCMAKE_CUDA_ARCHITECTURES=80",
+            "build-dir": "build",
+        },
+    )
+    problems = dict(spec_problems(spec, "cmake", "build"))
+    assert sorted(problems) == [
+        'build.config-settings["cmake.args"]',
+        'build.config-settings["cmake.define.CMAKE_CUDA_ARCHITECTURES"]',
+        "build.env.CUDAARCHS",
+        "build.env.GITHUB_TOKEN",
+        "build.env.SOURCE_DATE_EPOCH",
+        'build.env["bad name"]',
+    ]
+    assert "what `release` gives the cmake backend" in problems["build.env.CUDAARCHS"]
+    assert "credential" in problems["build.env.GITHUB_TOKEN"]
+    torch = BuildSpec(env={"TORCH_CUDA_ARCH_LIST": "9.0"})
+    assert [k for k, _ in spec_problems(torch, "torch", 'cuda["12.9"].build')] == [
+        'cuda["12.9"].build.env.TORCH_CUDA_ARCH_LIST'
+    ]
+    release = BuildSpec(config_settings={"RELEASE_SMS": "80"})
+    assert len(spec_problems(release, "release", "build")) == 1
+    assert spec_problems(BuildSpec(env={"MAX_JOBS": "4"}), "cmake", "build") == []
+
+
+def test_nvcc_backends_need_nvcc_which_pypi_has_not_for_12_9() -> None:
+    problem = nvcc_problem("cmake", "12.9", "nvrtc")
+    assert problem is not None
+    assert "PyPI has no nvcc for CUDA 12.9" in problem
+    assert nvcc_problem("torch", "13.0", "nvcc") is None
+    assert nvcc_problem("release", "12.9", "nvrtc") is None
+
+
+def test_nvcc_backends_build_each_arch_natively() -> None:
+    problem = placement_problem("cmake", "aarch64", "x86_64")
+    assert problem is not None
+    assert "cannot cross-compile" in problem
+    assert placement_problem("torch", "aarch64", "aarch64") is None
+    assert placement_problem("release", "aarch64", "x86_64") is None
+
+
+def test_read_build_backend() -> None:
+    text = '[build-system]\nbuild-backend = "scikit_build_core.build"\n'
+    assert read_build_backend(text) == SKBUILD
+    assert read_build_backend("[project]\nname = 'x'\n") is None
+    assert read_build_backend("not = [toml") is None

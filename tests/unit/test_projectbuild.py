@@ -1,0 +1,296 @@
+"""A matrix with `build:` sections, what each cell can build with here, the doctor's rows,
+and the inspection of a wheel whose device code is in a shared object. No process runs."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import json
+import zipfile
+from pathlib import Path
+
+import jsonschema
+import pytest
+from ruamel.yaml import YAML
+
+from release.backends import BuildRecipe
+from release.cli import main
+from release.devicecode import NO_DEVICE_CODE
+from release.errors import ConfigError, ToolchainError
+from release.fatbin import FatbinContents
+from release.matrix import Cell, matrix_json_schema
+from release.projectbuild import (
+    TOOLKIT_INPUTS,
+    check_cells,
+    doctor_rows,
+    inspect_project_wheel,
+    load_build_matrix,
+    planned_inputs,
+    relabelled,
+    require_buildable,
+)
+from release.toolchain import resolve
+from release.yamlspec import as_plain
+
+TESTS = Path(__file__).resolve().parents[1]
+BUILD = TESTS / "data" / "matrix" / "build"
+FIXTURE = TESTS / "fixtures" / "cmake_kernels" / "matrix.yaml"
+HOST_SO = TESTS / "data" / "elf" / "x86_64-glibc2.28.so"
+DEVICE_SO = TESTS / "data" / "elf-device" / "x86_64-nv_fatbin.so"
+CACHE = Path("/nonexistent/toolchains")
+
+
+def plan(cell: Cell, cuda_home: Path | None = None, host_arch: str = "x86_64") -> object:
+    return resolve(
+        str(cell.cuda), cell.arch, cuda_home=cuda_home, cache_dir=CACHE, host_arch=host_arch
+    )
+
+
+def test_the_fixture_matrix_loads_with_its_cmake_backend() -> None:
+    loaded = load_build_matrix(FIXTURE)
+    (cell,) = loaded.matrix.cells
+    assert cell.id == "13.0-x86_64"
+    assert cell.wheel_filename == ("fixture_cmake_kernels-0.2.0-py3-none-manylinux_2_34_x86_64.whl")
+    assert loaded.recipe(cell) == BuildRecipe(backend="cmake")
+
+
+def test_cuda_versions_override_the_releases_build() -> None:
+    loaded = load_build_matrix(BUILD / "torch-and-cmake.yaml")
+    assert loaded.recipes["13.0"] == BuildRecipe(
+        backend="cmake",
+        env=(("SGL_KERNEL_ENABLE_SM90A", "1"),),
+        config_settings=(("build-dir", "build/{wheel_tag}"),),
+    )
+    assert loaded.recipes["12.9"] == BuildRecipe(
+        backend="torch",
+        env=(("MAX_JOBS", "4"), ("SGL_KERNEL_ENABLE_SM90A", "1")),
+        config_settings=(("build-dir", "build/{wheel_tag}"),),
+    )
+
+
+def test_build_sections_of_the_wrong_shape_name_file_line_and_key() -> None:
+    with pytest.raises(ConfigError) as raised:
+        load_build_matrix(BUILD / "bad-shape.yaml")
+    assert raised.value.problems == (
+        "bad-shape.yaml:3:12: build.backend: 'cmak' is not one of 'release', 'cmake', "
+        "'torch'; did you mean 'cmake'?",
+        'bad-shape.yaml:14:23: cuda["13.0"].build.env.MAX_JOBS: expected a string, got an '
+        "integer (quote it)",
+    )
+
+
+def test_build_sections_that_contradict_the_cell_are_refused() -> None:
+    with pytest.raises(ConfigError) as raised:
+        load_build_matrix(BUILD / "bad-rules.yaml")
+    problems = raised.value.problems
+    setting = 'cuda["13.0"].build.config-settings["cmake.define.CMAKE_CUDA_ARCHITECTURES"]'
+    assert [p.split(": ")[0:2] for p in problems] == [
+        ["bad-rules.yaml:5:16", "build.env.CUDAARCHS"],
+        ["bad-rules.yaml:6:21", "build.env.TWINE_PASSWORD"],
+        ["bad-rules.yaml:18:48", setting],
+    ]
+    assert "credential" in problems[1]
+
+
+def test_a_torch_cell_with_ptx_alone_is_refused_at_load() -> None:
+    with pytest.raises(ConfigError) as raised:
+        load_build_matrix(BUILD / "torch-ptx-alone.yaml")
+    ptx, arch_list = raised.value.problems
+    assert ptx.startswith("torch-ptx-alone.yaml:6:8: defaults.ptx: torch's TORCH_CUDA_ARCH_LIST")
+    assert "add 100 to sms" in ptx
+    assert "TORCH_CUDA_ARCH_LIST is what `release` gives the torch backend" in arch_list
+
+
+def test_the_schema_accepts_what_the_loader_accepts() -> None:
+    schema = matrix_json_schema()
+    validator = jsonschema.Draft202012Validator(schema)
+    jsonschema.Draft202012Validator.check_schema(schema)
+    build = schema["properties"]["build"]["anyOf"][0]
+    assert build["properties"]["backend"]["anyOf"][0] == {"enum": ["release", "cmake", "torch"]}
+    for path in (FIXTURE, BUILD / "torch-and-cmake.yaml"):
+        assert validator.is_valid(as_plain(YAML(typ="rt").load(path.read_text()))), path
+    shape = as_plain(YAML(typ="rt").load((BUILD / "bad-shape.yaml").read_text()))
+    assert not validator.is_valid(shape)
+
+
+def test_a_cmake_cell_of_cuda_12_9_asks_for_a_toolkit() -> None:
+    loaded = load_build_matrix(BUILD / "torch-and-cmake.yaml")
+    cell = next(c for c in loaded.matrix.cells if c.id == "12.9-x86_64")
+    with pytest.raises(ToolchainError) as raised:
+        require_buildable(loaded.recipe(cell), cell, plan(cell))  # type: ignore[arg-type]
+    assert raised.value.exit_code == 3
+    assert "PyPI has no nvcc for CUDA 12.9" in raised.value.message
+    assert raised.value.hint is not None
+    assert "--cuda-home / CUDA_HOME" in raised.value.hint
+    with_toolkit = plan(cell, cuda_home=Path("/usr/local/cuda-12.9"))
+    require_buildable(loaded.recipe(cell), cell, with_toolkit)  # type: ignore[arg-type]
+
+
+def test_an_aarch64_cell_of_an_nvcc_backend_says_where_it_builds() -> None:
+    loaded = load_build_matrix(BUILD / "torch-and-cmake.yaml")
+    cell = next(c for c in loaded.matrix.cells if c.id == "13.0-aarch64")
+    with pytest.raises(ToolchainError) as raised:
+        require_buildable(loaded.recipe(cell), cell, plan(cell))  # type: ignore[arg-type]
+    assert "cannot cross-compile" in raised.value.message
+    assert raised.value.hint is not None
+    assert "cibuildwheel" in raised.value.hint
+    native = plan(cell, host_arch="aarch64")
+    require_buildable(loaded.recipe(cell), cell, native)  # type: ignore[arg-type]
+
+
+def test_one_error_names_every_cell_that_cannot_build_here_and_where_it_can() -> None:
+    cells = load_build_matrix(BUILD / "torch-and-cmake.yaml").matrix.cells
+    plans = {c.id: plan(c) for c in cells}
+    with pytest.raises(ToolchainError) as raised:
+        check_cells(cells, plans)  # type: ignore[arg-type]
+    lines = raised.value.message.splitlines()
+    assert [line.split(":")[0] for line in lines] == ["13.0-aarch64", "12.9-x86_64", "12.9-aarch64"]
+    hint = raised.value.hint or ""
+    assert "cibuildwheel" in hint
+    assert "--cuda-home / CUDA_HOME" in hint
+    assert hint.endswith("or leave these cells out with --cuda / --arch")
+    here = [c for c in cells if c.id == "13.0-x86_64"]
+    check_cells(here, plans)  # type: ignore[arg-type]
+
+
+def test_a_dry_run_names_the_toolkits_paths_only_where_they_are_known() -> None:
+    cells = load_build_matrix(BUILD / "torch-and-cmake.yaml").matrix.cells
+    cmake = next(c for c in cells if c.id == "13.0-x86_64")
+    inputs = planned_inputs(cmake, plan(cmake), jobs=3)  # type: ignore[arg-type]
+    assert inputs.env["CUDAARCHS"] == "75-real;80-real;86-real;89-real;90-real;100-real;100-virtual"
+    assert inputs.env["CMAKE_BUILD_PARALLEL_LEVEL"] == "3"
+    assert inputs.env["SGL_KERNEL_ENABLE_SM90A"] == "1"
+    assert inputs.config_settings == {"build-dir": "build/{wheel_tag}"}
+    assert not TOOLKIT_INPUTS & {*inputs.env, *inputs.config_settings}
+    torch = next(c for c in cells if c.id == "12.9-x86_64")
+    system = plan(torch, cuda_home=Path("/usr/local/cuda-12.9"))
+    inputs = planned_inputs(torch, system, jobs=3)  # type: ignore[arg-type]
+    assert inputs.env["TORCH_CUDA_ARCH_LIST"] == "7.5;8.0;8.6;8.9;9.0;10.0+PTX"
+    assert inputs.env["CUDA_HOME"] == "/usr/local/cuda-12.9"
+    assert inputs.env["MAX_JOBS"] == "4"  # the matrix's own, over the cell's jobs
+
+
+def test_a_dry_run_shows_what_each_backend_receives(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
+    matrix = str(BUILD / "torch-and-cmake.yaml")
+    args = ["build", "--matrix", matrix, "--dry-run", "--json", "--cache-dir", str(tmp_path)]
+    assert main(args) == 0
+    cells = {c["cell"]: c for c in json.loads(capsys.readouterr().out)["cells"]}
+    cmake = cells["13.0-x86_64"]
+    assert (cmake["backend"], cmake["builds"]) == ("cmake", "here")
+    assert cmake["inputs"]["CUDAARCHS"] == (
+        "75-real;80-real;86-real;89-real;90-real;100-real;100-virtual"
+    )
+    assert cmake["inputs"]["SOURCE_DATE_EPOCH"] == "1700000000"
+    assert cmake["config_settings"] == {"build-dir": "build/{wheel_tag}"}
+    assert cmake["command"][-1] == "-Cbuild-dir=build/{wheel_tag}"
+    torch = cells["12.9-x86_64"]
+    assert torch["inputs"]["TORCH_CUDA_ARCH_LIST"] == "7.5;8.0;8.6;8.9;9.0;10.0+PTX"
+    assert torch["device_compiler"].startswith("MISSING")
+    assert cells["13.0-aarch64"]["builds"].startswith("not here: the cmake backend")
+    assert list(tmp_path.iterdir()) == [], "a dry run provisions nothing"
+
+
+def test_doctor_shows_per_cell_what_its_backend_uses_and_receives() -> None:
+    loaded = load_build_matrix(BUILD / "torch-and-cmake.yaml")
+    cells = loaded.matrix.cells
+    plans = {c.id: plan(c) for c in cells}
+    rows = {r.cell: r for r in doctor_rows(cells, plans)}  # type: ignore[arg-type]
+    assert sorted(rows) == ["12.9-aarch64", "12.9-x86_64", "13.0-aarch64", "13.0-x86_64"]
+    cmake = rows["13.0-x86_64"]
+    assert (cmake.backend, cmake.builds) == ("cmake", "here")
+    assert "nvidia-cuda-nvcc==13.0.88" in cmake.device
+    assert "cmake==4.4.5" in cmake.tools
+    assert "75-real;80-real;86-real;89-real;90-real;100-real;100-virtual" in cmake.receives
+    assert "from the matrix: SGL_KERNEL_ENABLE_SM90A, -Cbuild-dir" in cmake.receives
+    torch = rows["12.9-x86_64"]
+    assert torch.backend == "torch"
+    assert torch.device.startswith("MISSING: the torch backend compiles with nvcc")
+    assert torch.builds.startswith("not here: no nvcc for CUDA 12.9")
+    assert "7.5;8.0;8.6;8.9;9.0;10.0+PTX" in torch.receives
+    assert rows["13.0-aarch64"].builds.startswith("not here: the cmake backend builds aarch64")
+    assert len(cmake.cells()) == len(cmake.COLUMNS) == len(cmake.KEYS)
+
+
+def record_line(name: str, data: bytes) -> str:
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return f"{name},sha256={digest},{len(data)}"
+
+
+def fixture_wheel(
+    cell: Cell, *, version: str | None = None, library: Path = HOST_SO
+) -> tuple[str, bytes]:
+    """The fixture's wheel as its build lays it out, its library standing in as a host .so."""
+    version = version or str(cell.version)
+    info = f"fixture_cmake_kernels-{version}.dist-info"
+    files = {
+        "fixture_kernels/__init__.py": b"",
+        "fixture_kernels/libfxk.so": library.read_bytes(),
+        f"{info}/METADATA": f"Metadata-Version: 2.4\nName: fixture-cmake-kernels\n"
+        f"Version: {version}\n".encode(),
+        f"{info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\n"
+        + f"Tag: py3-none-{cell.platform_tag}\n".encode(),
+    }
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for name, data in files.items():
+            archive.writestr(name, data)
+        rows = [record_line(n, d) for n, d in files.items()] + [f"{info}/RECORD,,"]
+        archive.writestr(f"{info}/RECORD", "\n".join(rows) + "\n")
+    name = f"fixture_cmake_kernels-{version}-py3-none-{cell.platform_tag}.whl"
+    return name, buffer.getvalue()
+
+
+def no_fatbin(name: str, data: bytes) -> FatbinContents:
+    raise AssertionError(f"{name}: the wheel has no fatbin file")
+
+
+def test_device_code_in_a_shared_object_answers_the_no_fatbin_check() -> None:
+    (cell,) = load_build_matrix(FIXTURE).matrix.cells
+    name, data = fixture_wheel(cell)
+    full = FatbinContents(sms=tuple(str(s) for s in cell.sms), ptx=("100",))
+    # the stand-in library has no .nv_fatbin section: no device code found anywhere
+    report = inspect_project_wheel(
+        name, data, cell, list_fatbin=no_fatbin, list_elf=lambda n, d: full
+    )
+    assert report.problems == (NO_DEVICE_CODE,)
+
+
+def test_a_shared_object_holding_the_cells_targets_passes_and_the_trap_fails() -> None:
+    (cell,) = load_build_matrix(FIXTURE).matrix.cells
+    name, data = fixture_wheel(cell, library=DEVICE_SO)
+    full = FatbinContents(sms=tuple(str(s) for s in cell.sms), ptx=("100",))
+    report = inspect_project_wheel(
+        name, data, cell, list_fatbin=no_fatbin, list_elf=lambda n, d: full
+    )
+    assert report.problems == ()
+    assert (report.sms, report.ptx) == (full.sms, full.ptx)
+    first_only = FatbinContents(sms=("75",), ptx=())
+    trapped = inspect_project_wheel(
+        name, data, cell, list_fatbin=no_fatbin, list_elf=lambda n, d: first_only
+    )
+    assert trapped.sms == ("75",)
+    assert len(trapped.problems) == 6
+    assert "fixture_kernels/libfxk.so has no cubin for sm_80" in trapped.problems[0]
+
+
+def test_relabelled_gives_the_wheel_the_cells_version(tmp_path: Path) -> None:
+    text = FIXTURE.read_text().replace(
+        "destination: pypi\n", "destination: github\n    local-label: cu129\n", 1
+    )
+    text = text.replace(
+        "  pypi:\n    kind: pypi\n", "  github: {kind: github, repository: o/fixture}\n"
+    )
+    text = text.replace("project: .", f"project: {FIXTURE.parent}")
+    (tmp_path / "matrix.yaml").write_text(text)
+    (cell,) = load_build_matrix(tmp_path / "matrix.yaml").matrix.cells
+    assert cell.local_label == "cu129"
+    name, data = fixture_wheel(cell, version="0.2.0")
+    (tmp_path / name).write_bytes(data)
+    labelled = relabelled(tmp_path / name, cell)
+    assert labelled.name == cell.wheel_filename
+    assert not (tmp_path / name).exists()
+    assert relabelled(labelled, cell) == labelled
