@@ -12,7 +12,7 @@
    plain cold build: the price of proving a build reproducible
 
 Toolchains are provisioned once before anything is timed (both ways use the same ones).
-Run: .venv/bin/python benchmarks/matrix_build.py [--matrix matrix.yaml]
+Run: .venv/bin/python benchmarks/matrix_build.py [--matrix matrix.yaml] [--cache-dir DIR]
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -34,8 +35,14 @@ RELEASE = str(Path(sys.executable).parent / "release")
 
 
 def release_build(
-    matrix: Path, out: Path | None, cache: Path, *extra: str, stdout: list[str] | None = None
+    matrix: Path,
+    out: Path | None,
+    cache: Path,
+    *extra: str,
+    stdout: list[str] | None = None,
+    epoch: int | None = None,
 ) -> float:
+    env = dict(os.environ, SOURCE_DATE_EPOCH=str(epoch)) if epoch is not None else None
     start = time.monotonic()
     result = subprocess.run(
         [
@@ -51,6 +58,7 @@ def release_build(
         capture_output=True,
         text=True,
         check=False,
+        env=env,
     )
     seconds = time.monotonic() - start
     if result.returncode != 0:
@@ -87,7 +95,7 @@ def cells(matrix: Path) -> list[dict[str, str]]:
         text=True,
         check=True,
     ).stdout
-    cells: list[dict[str, str]] = json.loads(out)
+    cells: list[dict[str, str]] = json.loads(out)["cells"]
     return cells
 
 
@@ -122,27 +130,23 @@ def naive_fatbin_bytes(toolchains: Path, sms: list[str], work: Path) -> int:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--matrix", type=Path, default=REPO / "matrix.yaml")
+    parser.add_argument(
+        "--cache-dir",
+        type=Path,
+        help="provision the toolchains into this cache (kept) instead of a temporary one",
+    )
     args = parser.parse_args()
     matrix = args.matrix.resolve()
     with tempfile.TemporaryDirectory(prefix="matrix-bench-") as tmp:
         root = Path(tmp)
-        toolchains = root / "toolchains"
-        toolchains.mkdir()
+        provision = args.cache_dir.resolve() if args.cache_dir else root / "provision"
         subprocess.run(
-            [
-                RELEASE,
-                "doctor",
-                "--matrix",
-                str(matrix),
-                "--provision",
-                "--cache-dir",
-                str(root / "provision"),
-            ],
+            [RELEASE, "doctor", "--matrix", str(matrix), "--provision", "--cache-dir",
+             str(provision)],
             capture_output=True,
             check=True,
-        )
-        for entry in (root / "provision" / "toolchains").iterdir():
-            entry.rename(toolchains / entry.name)
+        )  # fmt: skip
+        toolchains = provision / "toolchains"
         all_cells = cells(matrix)
 
         naive = 0.0
@@ -179,6 +183,9 @@ def main() -> int:
         one_changed = release_build(changed_root / "matrix.yaml", changed_out, ours_cache)
         per_kernel = compiles(changed_out)
 
+        # A copy has no git history to date the wheels by: it gets the first build's date,
+        # as a CI checkout of the same commit would.
+        epoch = json.loads((ours_out / "manifest.json").read_text())["source_date_epoch"]
         moved_root = root / "another" / "checkout" / "path"
         shutil.copytree(
             REPO / "csrc",
@@ -191,8 +198,9 @@ def main() -> int:
         moved_out = root / "moved-out"
         reports: list[str] = []
         moved = release_build(
-            moved_root / "matrix.yaml", moved_out, moved_cache, "--json", stdout=reports
-        )
+            moved_root / "matrix.yaml", moved_out, moved_cache, "--json", stdout=reports,
+            epoch=epoch,
+        )  # fmt: skip
         moved_compiles = sum(compiles(moved_out).values())
         from_cache = sum(c["cached"] for c in json.loads(reports[-1])["cells"])
         same_bytes = digests(moved_out) == digests(ours_out)

@@ -4,8 +4,9 @@ the oldest GPU runs on the runner's newer one), before anything is published.
 
 The wheels come from dist/ after `load_dist` checked them against the manifest; the PTX-only
 wheels are built here by the build stage, from the same sources and toolchains (and, for a
-cmake or torch cell, the same build tools). torch cannot build PTX alone
-(TORCH_CUDA_ARCH_LIST adds PTX to a built SM only): such a run fails with that reason.
+cmake or torch cell, the same build tools). A torch cell's "PTX-only" build keeps the
+lowest SM's cubin beside its PTX (TORCH_CUDA_ARCH_LIST has no PTX-only entry); on a runner
+whose GPU is of a newer major, that cubin cannot load and the PTX runs.
 """
 
 from __future__ import annotations

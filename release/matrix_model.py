@@ -127,10 +127,13 @@ class GateRun:
 
     @property
     def built_cell(self) -> Cell:
-        """The cell as this run builds it: itself, or PTX only for its lowest SM."""
+        """The cell as this run builds it: itself, or PTX only for its lowest SM. torch
+        adds PTX only to an SM it also builds (`7.5+PTX`): its cell keeps that one cubin,
+        which a GPU of a newer major cannot load, so the driver JIT-compiles the PTX."""
         if self.build == "cubin":
             return self.cell
-        return replace(self.cell, sms=(), ptx=self.lowest)
+        sms = (self.lowest,) if self.cell.build.backend == "torch" else ()
+        return replace(self.cell, sms=sms, ptx=self.lowest)
 
     @property
     def lowest(self) -> GpuTarget:

@@ -4,21 +4,26 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from release.build import BuildSettings
-from release.gate import build_ptx_only
+from release.backends import targets_problem, torch_arch_list
 from release.matrix import load_matrix
 from release.matrix_model import GateRun
+from release.targets import GpuTarget
 
 BUILD = Path(__file__).resolve().parents[1] / "data" / "matrix" / "build"
 
 
-def test_a_torch_cell_has_no_ptx_only_build_and_its_run_says_why(tmp_path: Path) -> None:
+def test_a_torch_cells_oldest_sm_run_keeps_that_cubin_beside_its_ptx() -> None:
+    """torch's arch list cannot name PTX alone: the run builds `7.5+PTX` (the cubin cannot
+    load on a newer major, so the PTX runs), and that cell passes the matrix's torch rule."""
     matrix = load_matrix(BUILD / "torch-and-cmake.yaml")
-    torch = next(c for c in matrix.cells if c.id == "12.9-x86_64")
-    settings = BuildSettings(matrix=matrix, cells=(), out=tmp_path, cache_dir=tmp_path / "cache")
-    results = build_ptx_only([GateRun(cell=torch, build="ptx")], settings)
-    result = results[torch.id]
-    assert not result.ok
-    assert result.error is not None
-    assert result.error.startswith("torch's TORCH_CUDA_ARCH_LIST can only add PTX to an SM")
-    assert not (tmp_path / "cache").exists(), "nothing is provisioned for it"
+    for cell in matrix.cells:
+        run = GateRun(cell=cell, build="ptx")
+        built = run.built_cell
+        lowest = min(t.number for t in (*cell.sms, *((cell.ptx,) if cell.ptx else ())))
+        assert built.ptx == GpuTarget(lowest)
+        if cell.build.backend == "torch":
+            assert built.sms == (GpuTarget(lowest),)
+            assert torch_arch_list(built.sms, built.ptx) == f"{lowest // 10}.{lowest % 10}+PTX"
+        else:
+            assert built.sms == ()
+        assert targets_problem(built.build.backend, built.sms, built.ptx) is None
