@@ -41,6 +41,7 @@ from release.projectbuild import (
 )
 from release.toolchain import host_machine, provision, resolve
 from release.wheelfile import read_wheel
+from tests.integration.conftest import PypiServer
 
 pytestmark = pytest.mark.slow
 
@@ -304,7 +305,11 @@ def test_a_build_that_passes_no_architectures_stops(built: Built, tmp_path: Path
 
 
 def test_release_build_builds_the_fixture_matrix(
-    built: Built, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    built: Built,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    pypiserver: PypiServer,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     cache = cache_beside(built, tmp_path)
     code = main(
@@ -323,6 +328,15 @@ def test_release_build_builds_the_fixture_matrix(
     assert entry.filename == built.cell.wheel_filename
     assert entry.sms == ("75", "80", "86", "89", "90", "100")
     assert entry.ptx == "100"
+    capsys.readouterr()
+    # publishing it is planned as for csrc's wheels: twine check, then one new upload
+    for key, value in pypiserver.env().items():
+        monkeypatch.setenv(key, value)
+    dist = str(tmp_path / "dist")
+    publish = ["publish", "--dist", dist, "--repository-url", pypiserver.url, "--dry-run"]
+    assert main([*publish, "--json"]) == 0
+    (planned,) = json.loads(capsys.readouterr().out)["plan"]
+    assert (planned["filename"], planned["action"]) == (entry.filename, "upload")
 
 
 def test_release_env_gives_the_backends_inputs_and_records_the_wheel_relabelled(
