@@ -51,7 +51,6 @@ from release.dist import Reconciled, stray_wheels
 from release.errors import BuildError, ConfigError
 from release.manifest import Manifest, read_manifest
 from release.matrix import Cell, load_matrix
-from release.targets import ARCHES
 from release.toolchain import ToolchainPlan
 
 BUILD_INPUTS = frozenset({"SOURCE_DATE_EPOCH"})  # beside the RELEASE_* variables
@@ -61,14 +60,12 @@ NVCC_HOST_CC = "g++ from PATH, driven by nvcc"  # cmake and torch: nvcc picks th
 def register(subparsers: Any, parents: Parents) -> None:
     parser = subparsers.add_parser(
         "build",
-        parents=[parents.matrix, parents.output],
+        parents=[parents.matrix, parents.cells, parents.output],
         help="build the wheels of the selected cells",
         description="Build, repair and inspect one wheel per selected cell; write "
         "dist/manifest.json and the NCCL override files. Wheels are reproducible: "
         "SOURCE_DATE_EPOCH (default: the time of the last commit) dates their files.",
     )
-    parser.add_argument("--cuda", action="append", default=[], metavar="X.Y")
-    parser.add_argument("--arch", action="append", default=[], choices=ARCHES)
     parser.add_argument(
         "--out", type=Path, default=None, metavar="DIR", help="output directory (default: dist)"
     )

@@ -9,15 +9,18 @@ from pathlib import Path
 
 from release.console import Output
 from release.errors import ConfigError, FileError
+from release.targets import ARCHES
 from release.toolchain import default_cache_dir
 
 
 @dataclass(frozen=True)
 class Parents:
-    """Options several commands share: `matrix` (--matrix), `output` (--json, --json-file)."""
+    """Options several commands share: `matrix` (--matrix), `output` (--json, --json-file),
+    `cells` (--cuda, --arch: which cells of the matrix)."""
 
     matrix: argparse.ArgumentParser
     output: argparse.ArgumentParser
+    cells: argparse.ArgumentParser
 
 
 def parents() -> Parents:
@@ -38,7 +41,22 @@ def parents() -> Parents:
     output.add_argument(
         "--json-file", type=Path, metavar="PATH", help="also write that document to PATH"
     )
-    return Parents(matrix=matrix, output=output)
+    cells = argparse.ArgumentParser(add_help=False)
+    cells.add_argument(
+        "--cuda",
+        action="append",
+        default=[],
+        metavar="X.Y",
+        help="only the cells of this CUDA version (repeatable; default: all)",
+    )
+    cells.add_argument(
+        "--arch",
+        action="append",
+        default=[],
+        choices=ARCHES,
+        help="only the cells of this CPU architecture (repeatable; default: all)",
+    )
+    return Parents(matrix=matrix, output=output, cells=cells)
 
 
 def output_for(args: argparse.Namespace, command: str) -> Output:

@@ -17,7 +17,6 @@ from release.commands.common import Parents, add_toolchain_options, cache_dir, c
 from release.console import Output
 from release.matrix import load_matrix
 from release.secrets import without_credentials
-from release.targets import ARCHES
 from release.toolchain import (
     PinSet,
     Toolchain,
@@ -32,13 +31,11 @@ from release.toolchain import (
 def register(subparsers: Any, parents: Parents) -> None:
     parser = subparsers.add_parser(
         "doctor",
-        parents=[parents.matrix, parents.output],
+        parents=[parents.matrix, parents.cells, parents.output],
         help="show the toolchain of every CUDA version and arch",
         description="Show, per CUDA version and arch, the device compiler, the host C "
         "compiler and the fatbin inspector that a build would use, and where each comes from.",
     )
-    parser.add_argument("--cuda", action="append", default=[], metavar="X.Y")
-    parser.add_argument("--arch", action="append", default=[], choices=ARCHES)
     parser.add_argument(
         "--provision",
         action="store_true",

@@ -16,7 +16,6 @@ from release.matrix import (
     matrix_json_schema,
     nccl_requirement,
 )
-from release.targets import ARCHES
 
 GITHUB_JOB_LIMIT = 256
 
@@ -80,7 +79,7 @@ def gate_matrix(matrix: Matrix) -> dict[str, Any]:
 def register(subparsers: Any, parents: Parents) -> None:
     parser = subparsers.add_parser(
         "matrix",
-        parents=[parents.matrix, parents.output],
+        parents=[parents.matrix, parents.cells, parents.output],
         help="show the cells of the release matrix",
         description="Show the expanded cells: one wheel per (CUDA version, CPU arch).",
     )
@@ -97,8 +96,6 @@ def register(subparsers: Any, parents: Parents) -> None:
         default="cell",
         help="with --format github: one job per cell, or per CUDA version",
     )
-    parser.add_argument("--cuda", action="append", default=[], metavar="X.Y")
-    parser.add_argument("--arch", action="append", default=[], choices=ARCHES)
     parser.add_argument(
         "--schema", action="store_true", help="print the JSON Schema of matrix.yaml and exit"
     )

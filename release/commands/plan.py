@@ -35,7 +35,6 @@ from release.plan import (
     toolchain_verdicts,
 )
 from release.publish.run import PublishSettings, default_factory
-from release.targets import ARCHES
 
 COLUMNS = ("cell", "wheel", "size", "destination", "state", "final URL", "toolchain")
 
@@ -43,15 +42,13 @@ COLUMNS = ("cell", "wheel", "size", "destination", "state", "final URL", "toolch
 def register(subparsers: Any, parents: Parents) -> None:
     parser = subparsers.add_parser(
         "plan",
-        parents=[parents.matrix, parents.output],
+        parents=[parents.matrix, parents.cells, parents.output],
         help="show every cell, its wheel, destination and final URL, and what exists there",
         description="Before tagging: list every cell with its wheel filename, size if built, "
         "destination and final URL, the NCCL override files, and ask every destination "
         "(read-only) what it holds: new, identical (skip) or CONFLICT. Exits non-zero on a "
         "conflict, a refused file or a missing toolchain. Changes nothing anywhere.",
     )
-    parser.add_argument("--cuda", action="append", default=[], metavar="X.Y")
-    parser.add_argument("--arch", action="append", default=[], choices=ARCHES)
     add_dist_option(
         parser,
         "where built wheels and manifest*.json are (default: dist)",
