@@ -141,14 +141,6 @@ class GithubPublisher:
         problem = asset_name_problem(entry.filename)
         if problem is not None:
             return problem
-        try:
-            size = wheel.stat().st_size
-        except FileNotFoundError:
-            return f"{wheel} does not exist"
-        except OSError as error:
-            return f"{wheel} cannot be read: {error.strerror}"
-        if size != entry.size:
-            return f"{wheel} is {size} bytes, the manifest says {entry.size}"
         limit = min(destination.max_file_size, GITHUB_ASSET_LIMIT)
         if entry.size > limit:
             return f"{entry.size} bytes is over the {limit}-byte limit of {destination.name}"

@@ -16,6 +16,7 @@ from githubkit.exception import RequestError, RequestFailed
 from hypothesis import given
 from hypothesis import strategies as st
 
+from release.dist import wheel_problem
 from release.errors import ConflictError, PublishError
 from release.github_api import SECONDARY_LIMIT_WAIT, classify
 from release.github_model import (
@@ -412,12 +413,15 @@ def test_a_wheel_that_fits_is_not_refused(tmp_path: Path) -> None:
 
 
 def test_refusals(tmp_path: Path) -> None:
+    # A wheel that is missing or not the built one is refused before the publisher is
+    # asked: plan_for checks it against the manifest (dist.wheel_problem) for every
+    # destination alike.
     missing = entry(tmp_path, write=False)
-    assert "does not exist" in (publisher().refusal(missing, tmp_path / WHEEL) or "")
+    assert "is missing (the manifest lists it)" in (wheel_problem(missing, tmp_path / WHEEL) or "")
 
     changed = entry(tmp_path, data=b"12345")
     (tmp_path / WHEEL).write_bytes(b"123")
-    assert "3 bytes, the manifest says 5" in (publisher().refusal(changed, tmp_path / WHEEL) or "")
+    assert "3 bytes, the manifest says 5" in (wheel_problem(changed, tmp_path / WHEEL) or "")
 
     big = entry(tmp_path, data=b"x" * 100, max_file_size=99)
     assert "over the 99-byte limit" in (publisher().refusal(big, tmp_path / WHEEL) or "")
