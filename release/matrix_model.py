@@ -102,7 +102,8 @@ class Cell:
         return f"{self.project.wheel_name}-{self.version}-py3-none-{self.platform_tag}.whl"
 
 
-_PLACEHOLDER = re.compile(r"\{(wheel|expect_arch)\}")
+GATE_PLACEHOLDERS = ("wheel", "expect_arch")  # what a gpu-gate command may name in braces
+_PLACEHOLDER = re.compile(r"\{(" + "|".join(GATE_PLACEHOLDERS) + r")\}")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -13,7 +13,7 @@ from packaging.version import InvalidVersion, Version
 
 from release.backends import BuildRecipe, BuildSpec, merge, spec_problems
 from release.errors import shown
-from release.matrix_model import Cell, GpuGate, GpuRunner, PypiDestination
+from release.matrix_model import GATE_PLACEHOLDERS, Cell, GpuGate, GpuRunner, PypiDestination
 from release.matrix_spec import MatrixSpec, PtxSpec
 from release.targets import CudaVersion, GpuTarget, target_problem
 from release.yamlspec import DocumentLoader, Position, join_path
@@ -31,7 +31,7 @@ def gpu_gate(spec: MatrixSpec, loader: DocumentLoader, cells: Sequence[Cell]) ->
     if gate is None:
         return None
     placeholders = set(_GATE_PLACEHOLDERS.findall(gate.command))
-    unknown = sorted(placeholders - {"wheel", "expect_arch"})
+    unknown = sorted(placeholders - set(GATE_PLACEHOLDERS))
     if "wheel" not in placeholders:
         loader.problem("gpu-gate.command", "the command must name the wheel as {wheel}")
     if unknown:
