@@ -111,9 +111,10 @@ def markdown(plan: ReleasePlan) -> str:
             *(f"- `{n.file}`: `{n.requirement}` ({n.purpose})" for n in plan.nccl),
             "",
         ]
-    lines += ["GPU gate (before publishing):", ""] if plan.gate else [f"**{NO_GPU_GATE}**", ""]
-    lines += [f"- {line}" for line in gate_text(plan)]
-    lines += [""] if plan.gate else []
+    if plan.gate:
+        lines += ["GPU gate (before publishing):", "", *(f"- {t}" for t in gate_text(plan)), ""]
+    else:
+        lines += [f"**{NO_GPU_GATE}**", ""]
     lines += [f"- problem: {p}" for p in plan.problems]
     return "\n".join(lines) + "\n"
 
@@ -180,8 +181,8 @@ def run(args: argparse.Namespace) -> int:
     out.table(COLUMNS, table_rows(plan), f"{plan.project} {plan.version}: release plan")
     for line in plan.nccl:
         out.line(f"NCCL: {line.file}: {line.requirement} ({line.purpose})")
-    for text in gate_text(plan) or [NO_GPU_GATE]:
-        out.line(f"GPU gate: {text}" if plan.gate else text)
+    for text in [f"GPU gate: {t}" for t in gate_text(plan)] or [NO_GPU_GATE]:
+        out.line(text)
     out.line(f"plan: {summary(plan)}")
     out.document(to_json(plan))
     if args.markdown is not None:
