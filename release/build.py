@@ -430,7 +430,10 @@ def build_one(
             log.unlink(missing_ok=True)
             built = proc.run(command, env=env, log=log)
             if built.returncode != 0:
-                raise CellFailure("the PEP 517 build failed", proc.tail(built.output))
+                raise CellFailure(
+                    proc.failure("the PEP 517 build", built, detail=False),
+                    proc.tail(built.output),
+                )
             wheels = sorted((staging / "built").glob("*.whl"))
             if len(wheels) != 1:
                 raise CellFailure(f"the build produced {len(wheels)} wheels, expected 1")

@@ -105,7 +105,10 @@ def certify(
         retagged = proc.run(retag_command(python, wheel, cell), env=env, log=log)
         wheel = wheel.parent / cell.wheel_filename
         if retagged.returncode != 0 or not wheel.is_file():
-            raise CellFailure("retagging the wheel failed", proc.tail(retagged.output))
+            raise CellFailure(
+                proc.failure("retagging the wheel", retagged, detail=False),
+                proc.tail(retagged.output),
+            )
     return wheel, inspected(wheel.name, wheel.read_bytes(), cell, toolchain, env)
 
 

@@ -10,6 +10,7 @@ it started within a second, and no new child starts until `reset`.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -74,6 +75,38 @@ def tail(text: str, lines: int = 25) -> str:
 def one_line_tail(text: str, lines: int = 3) -> str:
     """The last `lines` non-blank lines joined with ' | ', for one-line messages."""
     return " | ".join(line.strip() for line in tail(text, lines).splitlines()) or "(no output)"
+
+
+# How programs say that they do not take their command line: optparse (pip), argparse
+# (build, auditwheel, twine, wheel), clap (uv), nvcc, CMake, gcc and clang.
+_REJECTED = re.compile(
+    r"no such option|invalid choice|unrecognized arguments|unexpected argument|"
+    r"the following arguments are required|unknown option|unknown argument|"
+    r"unrecognized (?:command[- ]line )?option|invalid value '[^']*' for",
+    re.IGNORECASE,
+)
+
+
+def rejected_arguments(output: str) -> str | None:
+    """The line near the end of a failed program's output that says it does not take its
+    arguments (an option its version does not know), or None when it failed otherwise."""
+    for line in reversed(tail(output, 10).splitlines()):
+        if _REJECTED.search(line):
+            return line.strip()
+    return None
+
+
+def failure(what: str, result: Completed, *, detail: bool = True) -> str:
+    """One line on a failed run: `what rejected its arguments: ...` when it did (the
+    remedy is then a newer tool, not the network), else `what failed (exit N): tail`
+    (without the tail when `detail` is False: the caller shows the log)."""
+    text = result.stderr + result.output
+    rejected = rejected_arguments(text)
+    if rejected is not None:
+        return f"{what} rejected its arguments (exit {result.returncode}): {rejected}"
+    if not detail:
+        return f"{what} failed"
+    return f"{what} failed (exit {result.returncode}): {one_line_tail(text, 4)}"
 
 
 def reproduce_command(

@@ -322,7 +322,9 @@ def build_cell(
     command = [*build_command(build.python, cell.project.path, outdir), *inputs.config_args()]
     built = runner(command, env=env, log=log)
     if built.returncode != 0:
-        raise CellFailure("the PEP 517 build failed", proc.tail(built.output))
+        raise CellFailure(
+            proc.failure("the PEP 517 build", built, detail=False), proc.tail(built.output)
+        )
     wheels = sorted(outdir.glob("*.whl"))
     if len(wheels) != 1:
         raise CellFailure(f"the build produced {len(wheels)} wheels, expected 1")
@@ -336,7 +338,10 @@ def build_cell(
         retagged = runner(retag_command(build.python, wheel, cell), env=env, log=log)
         wheel = wheel.parent / cell.wheel_filename
         if retagged.returncode != 0 or not wheel.is_file():
-            raise CellFailure("retagging the wheel failed", proc.tail(retagged.output))
+            raise CellFailure(
+                proc.failure("retagging the wheel", retagged, detail=False),
+                proc.tail(retagged.output),
+            )
     report = inspect_project_wheel(
         wheel.name,
         wheel.read_bytes(),

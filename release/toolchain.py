@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from packaging.version import InvalidVersion, Version
+
 from release import proc
 from release.errors import ToolchainError
 from release.targets import ARCHES
@@ -319,9 +321,44 @@ def parse_release_version(output: str) -> str:
 def _checked(runner: proc.Runner, cmd: Sequence[str], what: str, env: Mapping[str, str]) -> str:
     result = runner(cmd, env=env, separate_stderr=True)
     if result.returncode != 0:
-        detail = proc.one_line_tail(result.stderr + result.output, 4)
-        raise ToolchainError(f"{what} failed (exit {result.returncode}): {detail}")
+        raise ToolchainError(proc.failure(what, result))
     return result.output
+
+
+# The oldest pip that provisioning works with: `--progress-bar raw` came in pip 24.1.
+# pyproject.toml declares the same floor, so that installing this tool brings it.
+PIP_FLOOR = "24.1"
+_PIP_VERSION = re.compile(r"^pip (\S+) from ")
+
+
+def parse_pip_version(output: str) -> str | None:
+    """`pip 23.2.1 from /x/site-packages/pip (python 3.11)` -> `23.2.1`."""
+    match = _PIP_VERSION.match(output.strip())
+    return match.group(1) if match else None
+
+
+def pip_problem(version: str | None) -> str | None:
+    """Why a pip of `version` (None: no pip at all) cannot provision, or None."""
+    if version is None:
+        return "has no pip"
+    try:
+        if Version(version) >= Version(PIP_FLOOR):
+            return None
+    except InvalidVersion:
+        return f"has a pip whose version cannot be read ({version!r})"
+    return f"has pip {version}, older than {PIP_FLOOR}, the oldest that provisioning works with"
+
+
+def check_pip(runner: proc.Runner, *, python: str, env: Mapping[str, str]) -> None:
+    """Stop before any download when `python`'s pip is missing or older than PIP_FLOOR."""
+    result = runner([python, "-m", "pip", "--version"], env=env, separate_stderr=True)
+    problem = pip_problem(parse_pip_version(result.output) if result.ok else None)
+    if problem is not None:
+        raise ToolchainError(
+            f"{python} {problem}",
+            hint=f"{python} -m pip install --upgrade 'pip>={PIP_FLOOR}' "
+            "(installing cuda-wheel-release with pip brings it)",
+        )
 
 
 Progress = Callable[[str, int, int], None]
@@ -376,10 +413,16 @@ def install_pinset(
 
         result = runner(cmd, env=env, separate_stderr=True, on_line=on_line)
         if result.returncode != 0:
+            what = f"pip installing {', '.join(pinset.requirements)}"
+            rejected = proc.rejected_arguments(result.stderr + result.output) is not None
             raise ToolchainError(
-                f"installing {', '.join(pinset.requirements)} failed: "
-                f"{proc.one_line_tail(result.stderr + result.output, 4)}",
-                hint="check that PyPI is reachable and has wheels for this platform",
+                proc.failure(what, result),
+                hint=(
+                    f"this pip does not take an option that release passes: "
+                    f"{python} -m pip install --upgrade 'pip>={PIP_FLOOR}'"
+                    if rejected
+                    else "check that PyPI is reachable and has wheels for this platform"
+                ),
             )
         (tmp / ".complete").write_text(json.dumps(pinset.requirements) + "\n")
         try:
@@ -439,6 +482,8 @@ def provision(
     def checked(cmd: Sequence[str], what: str) -> str:
         return _checked(runner, cmd, what, environ)
 
+    if any(not (plan.install_dir(p) / ".complete").is_file() for p in plan.pinsets):
+        check_pip(runner, python=python, env=environ)
     installed = tuple(
         plan.install_dir(p).name
         for p in plan.pinsets
