@@ -142,11 +142,15 @@ def test_version_mismatch_with_a_system_toolkit_is_an_error_not_a_substitute() -
 class FakeOutside:
     """pip and the tools as seen from outside: pip 'installs' the files tools live in."""
 
-    def __init__(self, versions: Mapping[str, str]) -> None:
+    def __init__(self, versions: Mapping[str, str], pip: str = "26.3") -> None:
         self.versions = versions
+        self.pip = pip
         self.pip_installs: list[tuple[str, ...]] = []
 
     def __call__(self, cmd: Sequence[str], *, env: Mapping[str, str], **options: Any) -> Completed:
+        if cmd[1:4] == ["-m", "pip", "--version"]:
+            banner = f"pip {self.pip} from /venv/lib/python3.11/site-packages/pip (python 3.11)\n"
+            return Completed(returncode=0, output=banner, seconds=0.0)
         if cmd[1:4] == ["-m", "pip", "install"]:
             target = Path(cmd[cmd.index("--target") + 1])
             reqs = tuple(c for c in cmd if "==" in c)
@@ -185,6 +189,18 @@ def test_provision_refuses_a_system_toolkit_of_another_cuda_version(tmp_path: Pa
         provision(plan, outside, python="python", env={})
     assert info.value.hint is not None
     assert "CUDA 12.9 toolkit" in info.value.hint
+
+
+def test_provision_stops_at_an_old_pip_before_installing_anything(tmp_path: Path) -> None:
+    plan = system_toolkit_plan(tmp_path, "13.0")
+    outside = FakeOutside({"nvcc": "13.0.88", "cuobjdump": "13.2.86"}, pip="23.2.1")
+    with pytest.raises(ToolchainError, match=r"has pip 23\.2\.1, older than 24\.1") as info:
+        provision(plan, outside, python="python", env={})
+    assert info.value.hint == (
+        "python -m pip install --upgrade 'pip>=24.1' "
+        "(installing cuda-wheel-release with pip brings it)"
+    )
+    assert outside.pip_installs == []
 
 
 def test_provision_installs_each_pinned_set_once(tmp_path: Path) -> None:
