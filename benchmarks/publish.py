@@ -26,12 +26,12 @@ from urllib.parse import unquote
 
 import httpx
 
-from release.github_api import GithubClient
+from release.credentials import Secret
 from release.publish.index import IndexFile, collect, render_index, write_index
 from release.publish.run import PublishSettings, publish
-from release.published import Published, PublishedFile
-from release.secrets import Secret
-from release.verify import VerifySettings, verify
+from release.records.published import Published, PublishedFile
+from release.remote.github import GithubClient
+from release.verify.checks import VerifySettings, verify
 from tests.github_standin import DEFAULT_REPO, GitHubStandIn
 from tests.integration.conftest import PypiServer, _free_port
 from tests.integration.test_publish_e2e import serve

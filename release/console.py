@@ -37,8 +37,8 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
+from release.credentials import add_mask_lines
 from release.fsutil import write_atomic
-from release.secrets import add_mask_lines
 
 DOCUMENT_SCHEMA = 1
 STACK_BELOW = 100  # columns: narrower than this, table rows are stacked

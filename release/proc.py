@@ -23,7 +23,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Protocol
 
-from release.secrets import mask, secret_values
+from release.credentials import mask, secret_values
 
 EXIT_CANNOT_RUN = 127
 EXIT_TIMEOUT = 124

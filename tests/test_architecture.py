@@ -25,8 +25,8 @@ MAX_LINES = 600
 # environment and hand them down; nothing else reads os.environ.
 EDGES: dict[str, set[str]] = {
     "subprocess": {"release.proc"},
-    "httpx": {"release.http", "release.github_api"},
-    "githubkit": {"release.github_api"},
+    "httpx": {"release.remote.httpclient", "release.remote.github"},
+    "githubkit": {"release.remote.github"},
     "twine": {"release.publish.pypi"},
     "os.environ": {"release.cli", "release.console"},
 }

@@ -22,8 +22,9 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
-from release import proc, projectbuild
-from release.build import (
+from release import proc
+from release.build import project as projectbuild
+from release.build.cells import (
     BuildSettings,
     CellResult,
     build_cells,
@@ -35,7 +36,7 @@ from release.build import (
     source_date_epoch,
     write_outputs,
 )
-from release.certify import build_command
+from release.build.compare import Comparison, compare
 from release.commands.common import (
     Parents,
     add_toolchain_options,
@@ -45,12 +46,12 @@ from release.commands.common import (
     output_for,
     positive_int,
 )
-from release.compare import Comparison, compare
 from release.console import Annotation, Output, markdown_table
-from release.dist import Reconciled, stray_wheels
 from release.errors import BuildError, ConfigError
-from release.manifest import Manifest, read_manifest
+from release.inspection.certify import build_command
 from release.matrix import Cell, load_matrix
+from release.records.dist import Reconciled, stray_wheels
+from release.records.manifest import Manifest, read_manifest
 from release.toolchain import ToolchainPlan
 
 BUILD_INPUTS = frozenset({"SOURCE_DATE_EPOCH"})  # beside the RELEASE_* variables

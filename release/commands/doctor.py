@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from release import projectbuild
+from release.build import project as projectbuild
 from release.commands.common import Parents, add_toolchain_options, cache_dir, cuda_home, output_for
 from release.console import Output
+from release.credentials import without_credentials
 from release.matrix import load_matrix
-from release.secrets import without_credentials
 from release.toolchain import (
     PinSet,
     Toolchain,

@@ -3,7 +3,7 @@
 cibuildwheel builds the kernel project inside a stock manylinux_2_28 container. There,
 `release env --cuda X --arch Y` provisions the cell's toolchain from PyPI exactly as
 `release build` does and writes the RELEASE_* inputs of csrc/BUILDING.md (the environment
-`release.build.cell_env` makes) as `export` lines or, with `--out FILE`, a dotenv file.
+`release.build.cells.cell_env` makes) as `export` lines or, with `--out FILE`, a dotenv file.
 `--record WHEEL` takes the wheel such a builder produced through the checks of `release
 build` (auditwheel, the cell's exact platform tag, the fatbin inspection) into `--dist`
 with its manifest entry, so that `release publish` treats it like any other.
@@ -26,8 +26,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from release import proc, projectbuild
-from release.build import (
+from release import proc
+from release.build import project as projectbuild
+from release.build.cells import (
     BuildSettings,
     CellResult,
     outcome,
@@ -37,7 +38,6 @@ from release.build import (
     toolchain_summary,
     write_outputs,
 )
-from release.certify import certify
 from release.commands.common import (
     Parents,
     add_dist_option,
@@ -46,11 +46,12 @@ from release.commands.common import (
     cuda_home,
     output_for,
 )
+from release.credentials import without_credentials
 from release.errors import BuildError, ConfigError
 from release.fsutil import write_atomic
-from release.inspect import WheelReport
+from release.inspection.certify import certify
+from release.inspection.wheel import WheelReport
 from release.matrix import Cell, load_matrix
-from release.secrets import without_credentials
 from release.targets import ARCHES
 from release.toolchain import Toolchain, provision, resolve
 

@@ -7,8 +7,8 @@ import argparse
 import os
 from typing import Any
 
-from release.build import BuildSettings
-from release.certify import DEFAULT_EPOCH
+from release.build.cells import BuildSettings
+from release.build.gate import GateResult, run_gate
 from release.commands.common import (
     Parents,
     add_dist_option,
@@ -18,11 +18,10 @@ from release.commands.common import (
     output_for,
 )
 from release.console import Annotation, markdown_table
-from release.dist import load_dist
 from release.errors import BuildError, ConfigError
-from release.gate import GateResult, run_gate
-from release.matrix import load_matrix
-from release.matrix_model import GateRun
+from release.inspection.certify import DEFAULT_EPOCH
+from release.matrix import GateRun, load_matrix
+from release.records.dist import load_dist
 
 GATE_COLUMNS = ("run", "result", "time", "wheel", "detail")
 

@@ -6,17 +6,17 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from release import http
 from release.commands.common import Parents, output_dir, output_for
-from release.errors import ConfigError
-from release.matrix import load_matrix
-from release.nccl import (
+from release.downstream.nccl import (
     DEFAULT_INDEX_URL,
     check_pins_exist,
     override_files,
     require_pins,
     write_override_files,
 )
+from release.errors import ConfigError
+from release.matrix import load_matrix
+from release.remote import httpclient as http
 
 
 def register(subparsers: Any, parents: Parents) -> None:

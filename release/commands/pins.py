@@ -13,10 +13,10 @@ from release.commands.common import (
     output_for,
     parse_overrides,
 )
-from release.dist import load_dist
+from release.downstream.requirement_files import install_lines, pin_files
 from release.fsutil import write_atomic
-from release.pins import install_lines, pin_files
-from release.published import RECORD_NAME, read_record, with_overrides
+from release.records.dist import load_dist
+from release.records.published import RECORD_NAME, read_record, with_overrides
 
 
 def register(subparsers: Any, parents: Parents) -> None:

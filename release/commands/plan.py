@@ -13,7 +13,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-from release import http
 from release.commands.common import (
     Parents,
     add_dist_option,
@@ -25,7 +24,7 @@ from release.commands.common import (
 from release.console import markdown_table
 from release.fsutil import write_atomic
 from release.matrix import load_matrix
-from release.plan import (
+from release.publish.plan import (
     NO_GPU_GATE,
     PlanRow,
     ReleasePlan,
@@ -35,6 +34,7 @@ from release.plan import (
     toolchain_verdicts,
 )
 from release.publish.run import PublishSettings, default_factory
+from release.remote import httpclient as http
 
 COLUMNS = ("cell", "wheel", "size", "destination", "state", "final URL", "toolchain")
 

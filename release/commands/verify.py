@@ -7,7 +7,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-from release import http
 from release.commands.common import (
     Parents,
     add_dist_option,
@@ -16,22 +15,23 @@ from release.commands.common import (
     positive_int,
 )
 from release.console import Annotation, Output, markdown_table
-from release.dist import load_dist
+from release.credentials import github_token, index_credentials
 from release.errors import ConfigError, VerifyError
 from release.fsutil import write_atomic
-from release.github_api import GithubClient
-from release.http import BasicCredentials, OriginAuth, origin_of
 from release.matrix import GithubDestination, PypiDestination, load_matrix
-from release.published import RECORD_NAME, Published, read_record, with_overrides
-from release.secrets import github_token, index_credentials
-from release.verify import (
+from release.records.dist import load_dist
+from release.records.published import RECORD_NAME, Published, read_record, with_overrides
+from release.remote import httpclient as http
+from release.remote.github import GithubClient
+from release.remote.httpclient import BasicCredentials, OriginAuth, origin_of
+from release.verify.checks import (
     DEFAULT_CONCURRENCY,
     VerifyReport,
     VerifySettings,
     report_json,
     verify,
 )
-from release.watch import latest_tags, published_from_tag
+from release.verify.rederive import latest_tags, published_from_tag
 
 VERIFY_COLUMNS = ("result", "check", "subject", "detail", "URL")
 

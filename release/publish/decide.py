@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from release.dist import wheel_problem
-from release.manifest import WheelEntry
+from release.records.dist import wheel_problem
+from release.records.manifest import WheelEntry
 
 
 @dataclass(frozen=True, kw_only=True)

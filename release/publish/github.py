@@ -11,7 +11,7 @@ new asset goes up under a temporary name and is verified in `stage`; `commit` de
 old asset and renames the new one straight after (GitHub has no atomic swap; the URL is
 without an asset only between those two requests).
 
-Every request goes through release.github_api's client and its retry policy.
+Every request goes through release.remote.github's client and its retry policy.
 """
 
 from __future__ import annotations
@@ -23,9 +23,18 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 
+from release.credentials import Secret
 from release.errors import ConflictError, PublishError
-from release.github_api import GITHUB_ASSET_LIMIT, GithubClient, Reconcile, message_of
-from release.github_model import (
+from release.publish.decide import (
+    Action,
+    CompanionDecision,
+    FileDecision,
+    PublishPlan,
+    RemoteFile,
+)
+from release.records.manifest import WheelEntry
+from release.remote.github import GITHUB_ASSET_LIMIT, GithubClient, Reconcile, message_of
+from release.remote.github_model import (
     AssetInfo,
     ReleaseInfo,
     RequestStats,
@@ -36,16 +45,7 @@ from release.github_model import (
     web_base,
     web_base_of_release,
 )
-from release.manifest import WheelEntry
-from release.publish.decide import (
-    Action,
-    CompanionDecision,
-    FileDecision,
-    PublishPlan,
-    RemoteFile,
-)
-from release.retry import Clock, RetryPolicy, Sleep
-from release.secrets import Secret
+from release.remote.retry import Clock, RetryPolicy, Sleep
 
 log = logging.getLogger(__name__)
 

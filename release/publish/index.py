@@ -29,8 +29,8 @@ from typing import Any
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
 from release.fsutil import current_umask, write_atomic
-from release.github_api import GithubClient
-from release.github_model import AssetInfo, parse_asset, parse_release
+from release.remote.github import GithubClient
+from release.remote.github_model import AssetInfo, parse_asset, parse_release
 from release.wheelfile import wheel_facts
 
 API_VERSION = "1.1"

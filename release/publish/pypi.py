@@ -32,13 +32,13 @@ from twine.commands.check import check
 from twine.package import PackageFile
 from twine.settings import Settings
 
+from release.credentials import IndexCredentials, index_credentials, mask, secret_values
 from release.errors import ConflictError, PublishError
-from release.http import BasicCredentials, Client, OriginAuth, client, fetch, origin_of
-from release.manifest import DestinationRef, WheelEntry
 from release.publish.decide import Action, FileDecision, PublishPlan, RemoteFile
-from release.retry import RetryPolicy
-from release.secrets import IndexCredentials, index_credentials, mask, secret_values
-from release.simple_index import ACCEPT, ListedFile, parse_project_page, project_page_url
+from release.records.manifest import DestinationRef, WheelEntry
+from release.remote.httpclient import BasicCredentials, Client, OriginAuth, client, fetch, origin_of
+from release.remote.retry import RetryPolicy
+from release.remote.simple_index import ACCEPT, ListedFile, parse_project_page, project_page_url
 from release.wheelfile import WheelFacts, read_wheel
 
 log = logging.getLogger("release.publish.pypi")

@@ -26,11 +26,8 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
-from release import http as http_edge
-from release.dist import load_dist
+from release.credentials import github_token, secret_values
 from release.errors import ConfigError, ConflictError, PublishError
-from release.http import Client
-from release.manifest import DestinationRef, Manifest, WheelEntry
 from release.publish.decide import (
     Action,
     Companion,
@@ -44,8 +41,11 @@ from release.publish.github import GithubPublisher
 from release.publish.index import IndexFile, collect, render_index, write_index
 from release.publish.pages import commit_pages
 from release.publish.pypi import PypiPublisher
-from release.published import RECORD_NAME, write_record
-from release.secrets import github_token, secret_values
+from release.records.dist import load_dist
+from release.records.manifest import DestinationRef, Manifest, WheelEntry
+from release.records.published import RECORD_NAME, write_record
+from release.remote import httpclient as http_edge
+from release.remote.httpclient import Client
 from release.wheelfile import read_wheel
 
 log = logging.getLogger("release.publish")

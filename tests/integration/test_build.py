@@ -23,17 +23,17 @@ import pytest
 from elftools.elf.elffile import ELFFile
 
 from release import proc
-from release.build import (
+from release.build.cells import (
     BuildSettings,
     cell_env,
     plan_toolchains,
     provision_all,
 )
-from release.certify import build_command, fatbin_lister
 from release.cli import main
-from release.inspect import inspect_wheel
-from release.manifest import read_manifest
+from release.inspection.certify import build_command, fatbin_lister
+from release.inspection.wheel import inspect_wheel
 from release.matrix import load_matrix
+from release.records.manifest import read_manifest
 from release.targets import GpuTarget
 
 pytestmark = pytest.mark.slow

@@ -26,7 +26,7 @@ import pytest
 from cibuildwheel.environment import parse_environment
 from cibuildwheel.options import EnvironmentFormat
 
-from release.build import BuildSettings
+from release.build.cells import BuildSettings
 from release.cli import build_parser
 from release.commands.env import build_inputs, dotenv_text
 from release.matrix import load_matrix

@@ -26,7 +26,7 @@ from elftools.elf.elffile import ELFFile
 from elftools.elf.gnuversions import GNUVerNeedSection
 from elftools.elf.sections import StringTableSection
 
-from release.fatbin import list_file
+from release.inspection.fatbin import list_file
 from release.toolchain import Toolchain, provision, resolve
 
 pytestmark = pytest.mark.slow

@@ -19,8 +19,8 @@ import pytest
 
 from release.cli import main
 from release.errors import ConflictError
-from release.manifest import DestinationRef, Manifest, write_manifest
 from release.matrix import load_matrix
+from release.records.manifest import DestinationRef, Manifest, write_manifest
 from tests.github_standin import DEFAULT_REPO, GitHubStandIn
 from tests.integration.conftest import PypiServer
 from tests.integration.wheels import PROJECT, VERSION, entry_for, make_wheel

@@ -23,13 +23,7 @@ from pathlib import Path
 import pytest
 
 from release import proc
-from release.certify import CellFailure, build_command
-from release.cli import main
-from release.devicecode import elf_lister, scan
-from release.fatbin import list_file, lister
-from release.manifest import read_manifest
-from release.matrix import Cell
-from release.projectbuild import (
+from release.build.project import (
     BuildMatrix,
     ProjectBuild,
     build_in_staging,
@@ -39,6 +33,12 @@ from release.projectbuild import (
     load_build_matrix,
     provision_build_tools,
 )
+from release.cli import main
+from release.inspection.certify import CellFailure, build_command
+from release.inspection.devicecode import elf_lister, scan
+from release.inspection.fatbin import list_file, lister
+from release.matrix import Cell
+from release.records.manifest import read_manifest
 from release.toolchain import host_machine, provision, resolve
 from release.wheelfile import read_wheel
 from tests.integration.conftest import PypiServer

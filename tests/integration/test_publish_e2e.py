@@ -102,7 +102,16 @@ def test_publish_index_and_pip_install_both_variants(
     with serve(index_dir) as base:
         assert install(f"{base}cu129/") == "k3_kernels-0.1.0+cu129.dist-info"
         assert (
-            main(["verify", "--dist", str(release.dist), "--index-url", f"cu129={base}cu129/"]) == 0
+            main(
+                [
+                    "verify",
+                    "--dist",
+                    str(release.dist),
+                    "--index-url",
+                    f"cu129={base}cu129/",
+                ]
+            )
+            == 0
         )
     out = capsys.readouterr().out
     assert "0 failed" in out

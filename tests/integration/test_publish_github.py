@@ -20,10 +20,10 @@ import httpx
 import pytest
 
 from release.errors import ConflictError, PublishError
-from release.manifest import DestinationRef, WheelEntry
 from release.publish.decide import Action, FileDecision, plan_for
 from release.publish.github import GithubPublisher
-from release.retry import RetryPolicy
+from release.records.manifest import DestinationRef, WheelEntry
+from release.remote.retry import RetryPolicy
 from tests.github_standin import (
     DEFAULT_REPO,
     Fault,

@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 
 from release.cli import main
+from release.credentials import IndexCredentials
 from release.errors import PublishError
-from release.manifest import Manifest, write_manifest
 from release.publish.decide import Action, plan_for
 from release.publish.pypi import PypiPublisher, UploadAnswer, twine_upload
 from release.publish.run import PublishSettings, publish
-from release.secrets import IndexCredentials
+from release.records.manifest import Manifest, write_manifest
 from tests.integration.conftest import PypiServer
 from tests.integration.wheels import (
     PROJECT,

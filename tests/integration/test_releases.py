@@ -20,16 +20,16 @@ import httpx
 import pytest
 
 from release.cli import main
+from release.credentials import IndexCredentials
+from release.downstream.nccl import override_files, write_override_files
 from release.errors import PublishError
-from release.http import client as http_client
-from release.manifest import DestinationRef, Manifest, write_manifest
-from release.nccl import override_files, write_override_files
 from release.publish.decide import Publisher
 from release.publish.pypi import PypiPublisher, UploadAnswer, twine_upload
 from release.publish.run import PublishSettings, default_factory, publish
-from release.published import read_record
-from release.secrets import IndexCredentials
-from release.verify import VerifySettings, verify
+from release.records.manifest import DestinationRef, Manifest, write_manifest
+from release.records.published import read_record
+from release.remote.httpclient import client as http_client
+from release.verify.checks import VerifySettings, verify
 from tests.github_standin import DEFAULT_REPO, GitHubStandIn
 from tests.integration.conftest import PypiServer
 from tests.integration.test_publish_e2e import serve

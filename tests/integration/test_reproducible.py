@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from release.manifest import read_manifest
+from release.records.manifest import read_manifest
 
 pytestmark = pytest.mark.slow
 

@@ -12,10 +12,10 @@ import pytest
 
 from release.cli import main
 from release.errors import VerifyError
-from release.manifest import read_manifest
 from release.publish.run import PublishSettings, publish
-from release.published import Published, read_record, with_overrides
-from release.verify import VerifySettings, verify
+from release.records.manifest import read_manifest
+from release.records.published import Published, read_record, with_overrides
+from release.verify.checks import VerifySettings, verify
 from tests.github_standin import GitHubStandIn
 from tests.integration.conftest import PypiServer
 from tests.integration.test_publish_e2e import both, credentials, serve

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from release.fsutil import sha256_file
-from release.manifest import DestinationRef, Manifest, WheelEntry, write_manifest
+from release.records.manifest import DestinationRef, Manifest, WheelEntry, write_manifest
 
 PROJECT = "k3-kernels"
 MODULE = "k3_kernels"

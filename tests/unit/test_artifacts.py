@@ -13,15 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from release.build import cell_env, parse_epoch, wheel_cache_key
-from release.cache import WheelCache
-from release.certify import DEFAULT_EPOCH
-from release.compare import compare, first_difference
-from release.dist import Reconciled, dist_problems, entry_problems, reconcile
+from release.build.cache import WheelCache
+from release.build.cells import cell_env, parse_epoch, wheel_cache_key
+from release.build.compare import compare, first_difference
 from release.errors import ConfigError
 from release.fsutil import current_umask, write_atomic
-from release.manifest import Manifest, WheelEntry
+from release.inspection.certify import DEFAULT_EPOCH
 from release.matrix import Cell, load_matrix
+from release.records.dist import Reconciled, dist_problems, entry_problems, reconcile
+from release.records.manifest import Manifest, WheelEntry
 from release.wheelfile import wheel_facts
 
 REPO = Path(__file__).resolve().parents[2]

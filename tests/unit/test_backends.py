@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from release.backends import (
+from release.backends.recipe import (
     BuildRecipe,
     BuildSpec,
     BuildTools,

@@ -7,7 +7,7 @@ import io
 import zipfile
 from pathlib import Path
 
-from release.devicecode import (
+from release.inspection.devicecode import (
     NO_DEVICE_CODE,
     MemberDeviceCode,
     coverage_problems,
@@ -16,7 +16,7 @@ from release.devicecode import (
     parse_fatbin_headers,
     scan,
 )
-from release.fatbin import FatbinContents, parse_cuobjdump_listing
+from release.inspection.fatbin import FatbinContents, parse_cuobjdump_listing
 from release.targets import GpuTarget
 
 DATA = Path(__file__).parent.parent / "data"

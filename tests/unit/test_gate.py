@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from release.backends import targets_problem, torch_arch_list
-from release.matrix import load_matrix
-from release.matrix_model import GateRun
+from release.backends.recipe import targets_problem, torch_arch_list
+from release.matrix import GateRun, load_matrix
 from release.targets import GpuTarget
 
 BUILD = Path(__file__).resolve().parents[1] / "data" / "matrix" / "build"

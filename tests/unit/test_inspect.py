@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from release.fatbin import FatbinContents, FatbinLister
-from release.inspect import check_elf, inspect_wheel
+from release.inspection.fatbin import FatbinContents, FatbinLister
+from release.inspection.wheel import check_elf, inspect_wheel
 from release.matrix import Cell, load_matrix
 
 DATA = Path(__file__).parent.parent / "data"

@@ -9,7 +9,8 @@ import pytest
 from release.commands.plan import markdown, summary
 from release.errors import ConfigError, ConflictError, PublishError, ToolchainError
 from release.matrix import Cell, load_matrix
-from release.plan import (
+from release.publish.decide import RemoteFile, decide
+from release.publish.plan import (
     NcclLine,
     PlanRow,
     ReleasePlan,
@@ -22,7 +23,6 @@ from release.plan import (
     unbuilt_entry,
     unbuilt_state,
 )
-from release.publish.decide import RemoteFile, decide
 
 ROOT = Path(__file__).resolve().parents[2]
 OK = ToolchainVerdict(ok=True, text="nvcc (from PyPI)")

@@ -14,13 +14,8 @@ import jsonschema
 import pytest
 from ruamel.yaml import YAML
 
-from release.backends import BuildRecipe
-from release.cli import main
-from release.devicecode import NO_DEVICE_CODE
-from release.errors import ConfigError, ToolchainError
-from release.fatbin import FatbinContents
-from release.matrix import Cell, matrix_json_schema
-from release.projectbuild import (
+from release.backends.recipe import BuildRecipe
+from release.build.project import (
     TOOLKIT_INPUTS,
     check_cells,
     doctor_rows,
@@ -30,6 +25,11 @@ from release.projectbuild import (
     relabelled,
     require_buildable,
 )
+from release.cli import main
+from release.errors import ConfigError, ToolchainError
+from release.inspection.devicecode import NO_DEVICE_CODE
+from release.inspection.fatbin import FatbinContents
+from release.matrix import Cell, matrix_json_schema
 from release.toolchain import resolve
 from release.yamlspec import as_plain
 

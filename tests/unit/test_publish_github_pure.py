@@ -16,10 +16,13 @@ from githubkit.exception import RequestError, RequestFailed
 from hypothesis import given
 from hypothesis import strategies as st
 
-from release.dist import wheel_problem
 from release.errors import ConflictError, PublishError
-from release.github_api import SECONDARY_LIMIT_WAIT, classify
-from release.github_model import (
+from release.publish.decide import Action, FileDecision, PublishPlan
+from release.publish.github import GithubPublisher
+from release.records.dist import wheel_problem
+from release.records.manifest import DestinationRef, WheelEntry
+from release.remote.github import SECONDARY_LIMIT_WAIT, classify
+from release.remote.github_model import (
     RequestStats,
     asset_name_problem,
     choose_release,
@@ -32,9 +35,6 @@ from release.github_model import (
     web_base,
     web_base_of_release,
 )
-from release.manifest import DestinationRef, WheelEntry
-from release.publish.decide import Action, FileDecision, PublishPlan
-from release.publish.github import GithubPublisher
 from tests.github_standin.records import (
     Asset,
     Links,

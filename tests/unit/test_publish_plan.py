@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from release.dist import wheel_problem
+from release.credentials import index_credentials, mask
 from release.errors import ConfigError, ConflictError, PublishError
-from release.manifest import Manifest, WheelEntry
 from release.publish.decide import Action, FileDecision, PublishPlan, RemoteFile
 from release.publish.pypi import default_index_url, platform_allowed, pypi_refusals
 from release.publish.run import (
@@ -18,7 +17,8 @@ from release.publish.run import (
     plan_destination,
     select,
 )
-from release.secrets import index_credentials, mask
+from release.records.dist import wheel_problem
+from release.records.manifest import Manifest, WheelEntry
 from release.wheelfile import read_wheel
 from tests.integration.wheels import (
     entry_for,

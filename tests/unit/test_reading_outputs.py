@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from release.errors import ConfigError
-from release.manifest import Manifest, read_manifest
-from release.published import read_record
+from release.records.manifest import Manifest, read_manifest
+from release.records.published import read_record
 
 EMPTY = Manifest(project="k3-kernels", version="0.1.0", wheels=())
 READERS: dict[str, tuple[Callable[[Path], Any], str, str]] = {

@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from packaging.version import Version
 
-from release.inspect import check_record
-from release.relabel import RelabelError, labelled_version, relabel
+from release.build.relabel import RelabelError, labelled_version, relabel
+from release.inspection.wheel import check_record
 from release.wheelfile import wheel_facts
 
 NAME = "fixture_cmake_kernels-0.2.0-py3-none-linux_x86_64.whl"

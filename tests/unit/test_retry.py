@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import pytest
 
-from release.retry import Deadline, RetryExhausted, RetryPolicy, TryAgain, call_with_retries
+from release.remote.retry import Deadline, RetryExhausted, RetryPolicy, TryAgain, call_with_retries
 
 
 class FakeTime:

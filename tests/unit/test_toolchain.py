@@ -11,7 +11,7 @@ import pytest
 
 from release.commands.doctor import doctor_rows
 from release.errors import ToolchainError
-from release.fatbin import parse_cuobjdump_listing
+from release.inspection.fatbin import parse_cuobjdump_listing
 from release.proc import Completed
 from release.toolchain import (
     KNOWN_CUDA,

@@ -25,10 +25,15 @@ from pathlib import Path
 
 from release.errors import ConfigError, PublishError
 from release.fsutil import write_atomic
-from release.http import Client, fetch
 from release.matrix import nccl_package, nccl_requirement
-from release.retry import RetryPolicy
-from release.simple_index import ACCEPT, parse_project_page, project_page_url, versions_listed
+from release.remote.httpclient import Client, fetch
+from release.remote.retry import RetryPolicy
+from release.remote.simple_index import (
+    ACCEPT,
+    parse_project_page,
+    project_page_url,
+    versions_listed,
+)
 
 DEFAULT_INDEX_URL = "https://pypi.org/simple/"
 

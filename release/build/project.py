@@ -2,12 +2,12 @@
 
 `build_cell` is the path of a cell whose `build.backend` is `cmake` or `torch`: it checks
 that the cell can build here (nvcc for its CUDA version, its CPU arch), runs the project's
-PEP 517 build with the backend's inputs (release.backends), takes auditwheel's verdict,
-gives the wheel the cell's local label by rewriting it (release.relabel) and its exact
+PEP 517 build with the backend's inputs (release.backends.recipe), takes auditwheel's verdict,
+gives the wheel the cell's local label by rewriting it (release.build.relabel) and its exact
 platform tag, and inspects it: the checks of csrc's wheels, with the device code found in
-every shared object (release.devicecode). release.build hands its cmake and torch cells
-here, with the same wheel cache, log and manifest as csrc's; it builds `release` cells
-itself.
+every shared object (release.inspection.devicecode). release.build.cells hands its cmake
+and torch cells here, with the same wheel cache, log and manifest as csrc's; it builds
+`release` cells itself.
 
 `load_build_matrix` reads a matrix.yaml with each CUDA version's build recipe.
 `provision_build_tools` installs the pinned cmake and ninja from PyPI into the toolchain
@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from release import proc
-from release.backends import (
+from release.backends.recipe import (
     NVCC_HINT,
     PLACEMENT_HINT,
     BuildInputs,
@@ -40,7 +40,10 @@ from release.backends import (
     torch_arch_list,
     with_path,
 )
-from release.certify import (
+from release.build.relabel import RelabelError, relabel
+from release.credentials import without_credentials
+from release.errors import ToolchainError
+from release.inspection.certify import (
     DEFAULT_EPOCH,
     CellFailure,
     auditwheel_problems,
@@ -48,15 +51,12 @@ from release.certify import (
     retag_command,
     show_command,
 )
-from release.devicecode import ElfLister
-from release.errors import ToolchainError
-from release.fatbin import FatbinLister
-from release.inspect import WheelReport, inspect_wheel
+from release.inspection.devicecode import ElfLister
+from release.inspection.fatbin import FatbinLister
+from release.inspection.wheel import WheelReport, inspect_wheel
 from release.matrix import Cell, Matrix, load_matrix
-from release.relabel import RelabelError, relabel
-from release.secrets import without_credentials
 from release.toolchain import (
-    Pin,
+    BUILD_TOOL_PINS,
     PinSet,
     Progress,
     Toolchain,
@@ -65,11 +65,6 @@ from release.toolchain import (
     host_platform,
     install_pinset,
 )
-
-# cmake and ninja for CMake-driven builds, from PyPI: the same on every machine, whatever
-# cmake the machine has (CMake 4.x accepts the `f` targets: 100f-real).
-BUILD_TOOL_PINS = (Pin("cmake", "4.4.5"), Pin("ninja", "1.13.2"))
-
 
 # ---------------------------------------------------------------- the matrix with `build:`
 

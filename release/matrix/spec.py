@@ -3,7 +3,7 @@
 release.yamlspec reads their type hints to load a document (with file:line:col errors)
 and to generate the JSON Schema, so the loader and the schema cannot disagree. The rules
 across keys (which SM a CUDA version builds, one filename per release, ...) are
-release.matrix's.
+release.matrix.load's.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from packaging.version import Version
 
-from release.backends import BuildSpec
+from release.backends.recipe import BuildSpec
 from release.errors import shown
 from release.targets import Arch, GpuTarget
 

@@ -29,7 +29,7 @@ from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 
 from release import proc
-from release.fatbin import FatbinContents, FatbinLister, target_key
+from release.inspection.fatbin import FatbinContents, FatbinLister, target_key
 from release.targets import GpuTarget
 
 DEVICE_SECTIONS = frozenset({".nv_fatbin", "__nv_relfatbin"})

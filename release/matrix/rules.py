@@ -1,6 +1,6 @@
 """The rules of matrix.yaml that look at more than one value: GPU targets per CUDA version,
-local labels, build sections (release.backends), rules across cells, and the GPU gate. Each
-reports to the document loader, at the key path of the value it is about; release.matrix
+local labels, build sections (release.backends.recipe), rules across cells, and the GPU gate. Each
+reports to the document loader, at the key path of the value it is about; release.matrix.load
 runs them all."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from collections.abc import Mapping, Sequence
 
 from packaging.version import InvalidVersion, Version
 
-from release.backends import BuildRecipe, BuildSpec, merge, spec_problems
+from release.backends.recipe import BuildRecipe, BuildSpec, merge, spec_problems
 from release.errors import shown
-from release.matrix_model import GATE_PLACEHOLDERS, Cell, GpuGate, GpuRunner, PypiDestination
-from release.matrix_spec import MatrixSpec, PtxSpec
+from release.matrix.model import GATE_PLACEHOLDERS, Cell, GpuGate, GpuRunner, PypiDestination
+from release.matrix.spec import MatrixSpec, PtxSpec
 from release.targets import CudaVersion, GpuTarget, target_problem
 from release.yamlspec import DocumentLoader, Position, join_path
 

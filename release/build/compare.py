@@ -13,7 +13,7 @@ import io
 import zipfile
 from dataclasses import dataclass
 
-from release.manifest import WheelEntry
+from release.records.manifest import WheelEntry
 
 
 @dataclass(frozen=True, kw_only=True)

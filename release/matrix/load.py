@@ -18,9 +18,9 @@ from packaging.version import InvalidVersion, Version
 from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
-from release.backends import targets_problem
+from release.backends.recipe import targets_problem
 from release.errors import ConfigError, Location, shown
-from release.matrix_model import (
+from release.matrix.model import (
     Cell,
     Destination,
     GithubDestination,
@@ -31,7 +31,7 @@ from release.matrix_model import (
     nccl_package,
     nccl_requirement,
 )
-from release.matrix_rules import (
+from release.matrix.rules import (
     check_cells,
     check_label,
     check_targets,
@@ -39,7 +39,7 @@ from release.matrix_rules import (
     gpu_gate,
     release_build,
 )
-from release.matrix_spec import (
+from release.matrix.spec import (
     CudaSpec,
     DestinationSpec,
     MatrixSpec,

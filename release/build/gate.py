@@ -19,11 +19,17 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from release import proc
-from release.backends import targets_problem
-from release.build import BuildSettings, CellResult, build_cells, plan_toolchains, provision_all
-from release.manifest import Manifest
-from release.matrix_model import Cell, GateRun, GpuGate, GpuRunner
-from release.projectbuild import build_tools_for, check_cells
+from release.backends.recipe import targets_problem
+from release.build.cells import (
+    BuildSettings,
+    CellResult,
+    build_cells,
+    plan_toolchains,
+    provision_all,
+)
+from release.build.project import build_tools_for, check_cells
+from release.matrix import Cell, GateRun, GpuGate, GpuRunner
+from release.records.manifest import Manifest
 
 
 @dataclass(frozen=True, kw_only=True)

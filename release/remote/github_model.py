@@ -1,5 +1,5 @@
 """What GitHub's REST API returns, as this program reads it: releases, assets, names and
-URLs. Pure: GitHub's JSON in, frozen records out; release.github_api does the requests.
+URLs. Pure: GitHub's JSON in, frozen records out; release.remote.github does the requests.
 """
 
 from __future__ import annotations

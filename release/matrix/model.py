@@ -1,5 +1,5 @@
 """The validated release matrix: the cells `release` builds, each with everything it is
-built with and where its wheel goes. Frozen; made only by release.matrix's loader, which
+built with and where its wheel goes. Frozen; made only by release.matrix.load's loader, which
 checks every rule first, so nothing downstream re-checks a field.
 """
 
@@ -15,7 +15,7 @@ from typing import Any, Literal
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from release.backends import BuildRecipe
+from release.backends.recipe import BuildRecipe
 from release.errors import ConfigError
 from release.targets import Arch, CudaVersion, GpuTarget
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from release.published import Published, PublishedFile
+from release.records.published import Published, PublishedFile
 
 MACHINES = {"x86_64": "x86_64", "aarch64": "aarch64"}
 

@@ -29,8 +29,9 @@ from githubkit import GitHub, Response, TokenAuthStrategy, UnauthAuthStrategy
 from githubkit.exception import RequestError, RequestFailed
 from githubkit.utils import UNSET
 
+from release.credentials import Secret
 from release.errors import PublishError
-from release.github_model import (
+from release.remote.github_model import (
     AssetInfo,
     ReleaseInfo,
     RequestStats,
@@ -40,8 +41,8 @@ from release.github_model import (
     parse_release,
     upload_endpoint,
 )
-from release.http import unresolvable
-from release.retry import (
+from release.remote.httpclient import unresolvable
+from release.remote.retry import (
     Clock,
     Deadline,
     RetryExhausted,
@@ -50,7 +51,6 @@ from release.retry import (
     TryAgain,
     call_with_retries,
 )
-from release.secrets import Secret
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -10,7 +10,7 @@ a tag), it checks:
 - pip: per cell, `pip install --dry-run --report` against the published index picks
   exactly the expected filename for the cell's platform.
 
-Requests go through release.http (credentials scoped to their origins, redirects
+Requests go through release.remote.httpclient (credentials scoped to their origins, redirects
 followed by httpx, which drops `Authorization` when leaving the origin), run
 concurrently, bounded, with retries for propagation delay under one deadline. `verify`
 returns a `VerifyReport`; the command turns failures into a VerifyError.
@@ -31,12 +31,8 @@ from urllib.parse import quote, unquote, urlsplit
 
 from packaging.utils import parse_wheel_filename
 
-from release import http as http_edge
 from release import proc
-from release.http import BasicCredentials, Client, Download, OriginAuth, fetch, origin_of
-from release.published import Published, PublishedFile
-from release.retry import Deadline, RetryPolicy
-from release.secrets import (
+from release.credentials import (
     Secret,
     github_token,
     index_credentials,
@@ -44,7 +40,18 @@ from release.secrets import (
     mask,
     secret_values,
 )
-from release.simple_index import ACCEPT, ListedFile, parse_project_page, project_page_url
+from release.records.published import Published, PublishedFile
+from release.remote import httpclient as http_edge
+from release.remote.httpclient import (
+    BasicCredentials,
+    Client,
+    Download,
+    OriginAuth,
+    fetch,
+    origin_of,
+)
+from release.remote.retry import Deadline, RetryPolicy
+from release.remote.simple_index import ACCEPT, ListedFile, parse_project_page, project_page_url
 
 DEFAULT_CONCURRENCY = 16  # GitHub allows 100 concurrent requests; stay well under
 PIP_CONCURRENCY = 2

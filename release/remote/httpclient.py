@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 import httpx
 
 from release import __version__
-from release.retry import (
+from release.credentials import Secret, mask
+from release.remote.retry import (
     Clock,
     Deadline,
     RetryExhausted,
@@ -31,7 +32,6 @@ from release.retry import (
     TryAgain,
     call_with_retries,
 )
-from release.secrets import Secret, mask
 
 USER_AGENT = f"cuda-wheel-release/{__version__}"
 Client = httpx.Client  # the type stages take; only this module makes one

@@ -18,14 +18,14 @@ from packaging.version import InvalidVersion, Version
 
 from release.errors import ConfigError
 from release.fsutil import sha256_file
-from release.manifest import (
+from release.matrix import Cell
+from release.records.manifest import (
     MANIFEST_NAME,
     DestinationRef,
     Manifest,
     WheelEntry,
     read_manifests,
 )
-from release.matrix import Cell
 from release.wheelfile import WheelFacts, read_wheel
 
 

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from release.dist import load_dist
+from release.downstream.nccl import override_files
 from release.errors import (
     ConfigError,
     ConflictError,
@@ -24,12 +24,11 @@ from release.errors import (
     ReleaseError,
     ToolchainError,
 )
-from release.manifest import DestinationRef, WheelEntry
-from release.matrix import Cell
-from release.matrix_model import GpuGate
-from release.nccl import override_files
+from release.matrix import Cell, GpuGate
 from release.publish.decide import Action, FileDecision, RemoteFile, plan_for
 from release.publish.run import PublisherFactory
+from release.records.dist import load_dist
+from release.records.manifest import DestinationRef, WheelEntry
 from release.toolchain import present_dirs, resolve
 
 

@@ -1,14 +1,14 @@
 """`release build`: every selected cell through the PEP 517 frontend, inspected, into dist/.
 
 Pure core: the environment of a cell's build (`cell_env`; its command is
-release.certify's `build_command`), the key of a finished wheel in the cache
+release.inspection.certify's `build_command`), the key of a finished wheel in the cache
 (`wheel_cache_key`: sources, toolchain identity, cell, timestamp; never a path), the order
 cells build in (`schedule`), and what the manifest in dist/ holds after a build
 (`reconcile`). Edge: `build_cells` runs `python -m build` and auditwheel through
 release.proc, inspects every wheel, and `write_outputs` writes dist/.
 
 A cell whose matrix `build.backend` is `cmake` or `torch` is built by the project's own
-build system through release.projectbuild (its inputs from release.backends), with the
+build system through release.build.project (its inputs from release.backends.recipe), with the
 same cache, log, inspection and manifest.
 
 Device code depends on the CUDA version, not on the CPU arch: all cells share one device
@@ -38,10 +38,15 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from release import __version__, proc, projectbuild
-from release.backends import BuildTools
-from release.cache import WheelCache
-from release.certify import (
+from release import __version__, proc
+from release.backends.recipe import BuildTools
+from release.build import project as projectbuild
+from release.build.cache import WheelCache
+from release.credentials import without_credentials
+from release.downstream.nccl import override_files, write_override_files
+from release.errors import BuildError, ConfigError
+from release.fsutil import sha256_file, write_atomic
+from release.inspection.certify import (
     DEFAULT_EPOCH,
     CellFailure,
     build_command,
@@ -49,21 +54,17 @@ from release.certify import (
     fatbin_lister,
     inspected,
 )
-from release.devicecode import elf_lister
-from release.dist import Reconciled, reconcile
-from release.errors import BuildError, ConfigError
-from release.fsutil import sha256_file, write_atomic
-from release.inspect import WheelReport
-from release.manifest import (
+from release.inspection.devicecode import elf_lister
+from release.inspection.wheel import WheelReport
+from release.matrix import Cell, Matrix
+from release.records.dist import Reconciled, reconcile
+from release.records.manifest import (
     MANIFEST_NAME,
     Manifest,
     WheelEntry,
     read_manifest,
     write_manifest,
 )
-from release.matrix import Cell, Matrix
-from release.nccl import override_files, write_override_files
-from release.secrets import without_credentials
 from release.toolchain import Progress as ToolchainProgress
 from release.toolchain import Toolchain, ToolchainPlan, provision, resolve
 

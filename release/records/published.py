@@ -15,10 +15,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from release.credentials import mask
 from release.errors import ConfigError, shown
 from release.fsutil import read_json, write_atomic
-from release.manifest import Manifest
-from release.secrets import mask
+from release.records.manifest import Manifest
 
 RECORD_NAME = "published.json"
 RECORD_SCHEMA = 1

@@ -5,7 +5,7 @@ From the matrix it takes where each variant went; from the GitHub release of the
 reads the assets and `release-manifest.json` (the sha256 of every file as it was built,
 published by `release publish`); from each simple index it reads the files of the version.
 Where a release has no manifest, GitHub's digests stand in for what was built. The result
-is the same `Published` a publish record gives, checked by release.verify the same way.
+is the same `Published` a publish record gives, checked by release.verify.checks the same way.
 """
 
 from __future__ import annotations
@@ -19,13 +19,13 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from packaging.version import InvalidVersion, Version
 
 from release.errors import ConfigError, VerifyError
-from release.github_api import GithubClient
-from release.github_model import AssetInfo
-from release.http import Client, fetch
 from release.matrix import GithubDestination, Matrix, PypiDestination
-from release.published import Published, PublishedCompanion, PublishedFile
-from release.retry import RetryPolicy
-from release.simple_index import ACCEPT, parse_project_page, project_page_url
+from release.records.published import Published, PublishedCompanion, PublishedFile
+from release.remote.github import GithubClient
+from release.remote.github_model import AssetInfo
+from release.remote.httpclient import Client, fetch
+from release.remote.retry import RetryPolicy
+from release.remote.simple_index import ACCEPT, parse_project_page, project_page_url
 
 RELEASE_MANIFEST = "release-manifest.json"
 

@@ -1,6 +1,6 @@
 """Reading a project page of any PEP 503 (HTML) / PEP 691 (JSON) simple index: PyPI,
 pypiserver, the index this tool writes. Pure: pages in, `ListedFile`s out; fetching them is
-release.http's.
+release.remote.httpclient's.
 """
 
 from __future__ import annotations

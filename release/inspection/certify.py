@@ -13,11 +13,11 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from release import proc
-from release.devicecode import elf_lister
-from release.fatbin import FatbinLister, lister
-from release.inspect import WheelReport, inspect_wheel
+from release.credentials import without_credentials
+from release.inspection.devicecode import elf_lister
+from release.inspection.fatbin import FatbinLister, lister
+from release.inspection.wheel import WheelReport, inspect_wheel
 from release.matrix import Cell
-from release.secrets import without_credentials
 from release.toolchain import Toolchain
 
 DEFAULT_EPOCH = 315532800  # 1980-01-01, the earliest date a zip file can hold

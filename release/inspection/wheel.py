@@ -2,7 +2,7 @@
 asked for.
 
 Checked: the filename, METADATA and WHEEL tags agree; the local label is exactly the cell's;
-every fatbin file and every shared object with device code (release.devicecode) holds a
+every fatbin file and every shared object with device code (release.inspection.devicecode) holds a
 cubin for exactly the cell's SMs and PTX for exactly its target; every shared library is
 an ELF of the platform's machine, needs only glibc libraries and no glibc symbol newer than
 the manylinux level; RECORD hashes and sizes are right; the size fits the destination. The
@@ -36,8 +36,8 @@ from packaging.utils import (
 )
 from packaging.version import Version
 
-from release.devicecode import ElfLister, coverage_problems, found_targets, scan
-from release.fatbin import FatbinContents, FatbinLister
+from release.inspection.devicecode import ElfLister, coverage_problems, found_targets, scan
+from release.inspection.fatbin import FatbinContents, FatbinLister
 from release.matrix import Cell
 from release.targets import ELF_MACHINES
 

@@ -1,0 +1,1 @@
+"""Files for the users of a release: NCCL override files and hash-pinned requirement files."""

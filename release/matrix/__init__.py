@@ -1,0 +1,61 @@
+"""matrix.yaml, the input: its specification, loading with file:line errors, the rules, and the
+cells it expands to. Import from here.
+"""
+
+from __future__ import annotations
+
+from release.matrix.load import (
+    GITHUB_ASSET_MAX_MIB,
+    PYPI_DEFAULT_MAX_MIB,
+    SCHEMA_ID,
+    T,
+    load_matrix,
+    matrix_from_text,
+    matrix_json_schema,
+    parse_yaml,
+    problems_of,
+    read_project,
+    repository_problem,
+)
+from release.matrix.model import (
+    GATE_PLACEHOLDERS,
+    Cell,
+    Destination,
+    GateRun,
+    GithubDestination,
+    GpuGate,
+    GpuRunner,
+    Matrix,
+    Project,
+    PypiDestination,
+    cell_dict,
+    nccl_package,
+    nccl_requirement,
+)
+
+__all__ = [
+    "GATE_PLACEHOLDERS",
+    "GITHUB_ASSET_MAX_MIB",
+    "PYPI_DEFAULT_MAX_MIB",
+    "SCHEMA_ID",
+    "Cell",
+    "Destination",
+    "GateRun",
+    "GithubDestination",
+    "GpuGate",
+    "GpuRunner",
+    "Matrix",
+    "Project",
+    "PypiDestination",
+    "T",
+    "cell_dict",
+    "load_matrix",
+    "matrix_from_text",
+    "matrix_json_schema",
+    "nccl_package",
+    "nccl_requirement",
+    "parse_yaml",
+    "problems_of",
+    "read_project",
+    "repository_problem",
+]

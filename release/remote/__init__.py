@@ -1,0 +1,3 @@
+"""Talking to servers: the HTTP client, retries, the GitHub REST client and its model, and
+simple-index pages.
+"""

@@ -1,0 +1,267 @@
+"""Provisioning, the edge: `provision` installs a plan's pinned wheels into the cache once
+(pip --target into a temp dir, then a rename) and probes every tool's real version,
+through a `proc.Runner`; a pip too old for it stops before any download.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from packaging.version import InvalidVersion, Version
+
+from release import proc
+from release.errors import ToolchainError
+from release.toolchain.pins import PIP_FLOOR, PinSet
+from release.toolchain.plan import (
+    Toolchain,
+    ToolchainPlan,
+    check_cuda_version,
+    parse_release_version,
+    zig_target,
+)
+
+
+def _checked(runner: proc.Runner, cmd: Sequence[str], what: str, env: Mapping[str, str]) -> str:
+    result = runner(cmd, env=env, separate_stderr=True)
+    if result.returncode != 0:
+        raise ToolchainError(proc.failure(what, result))
+    return result.output
+
+
+_PIP_VERSION = re.compile(r"^pip (\S+) from ")
+
+
+def parse_pip_version(output: str) -> str | None:
+    """`pip 23.2.1 from /x/site-packages/pip (python 3.11)` -> `23.2.1`."""
+    match = _PIP_VERSION.match(output.strip())
+    return match.group(1) if match else None
+
+
+def pip_problem(version: str | None) -> str | None:
+    """Why a pip of `version` (None: no pip at all) cannot provision, or None."""
+    if version is None:
+        return "has no pip"
+    try:
+        if Version(version) >= Version(PIP_FLOOR):
+            return None
+    except InvalidVersion:
+        return f"has a pip whose version cannot be read ({version!r})"
+    return f"has pip {version}, older than {PIP_FLOOR}, the oldest that provisioning works with"
+
+
+def check_pip(runner: proc.Runner, *, python: str, env: Mapping[str, str]) -> None:
+    """Stop before any download when `python`'s pip is missing or older than PIP_FLOOR."""
+    result = runner([python, "-m", "pip", "--version"], env=env, separate_stderr=True)
+    problem = pip_problem(parse_pip_version(result.output) if result.ok else None)
+    if problem is not None:
+        raise ToolchainError(
+            f"{python} {problem}",
+            hint=f"{python} -m pip install --upgrade 'pip>={PIP_FLOOR}' "
+            "(installing cuda-wheel-release with pip brings it)",
+        )
+
+
+Progress = Callable[[str, int, int], None]
+"""(what, bytes done, bytes in all) of a download."""
+_PIP_PROGRESS = re.compile(r"^Progress (\d+) of (\d+)$")
+
+
+def install_pinset(
+    pinset: PinSet,
+    dest: Path,
+    runner: proc.Runner,
+    *,
+    python: str,
+    env: Mapping[str, str],
+    progress: Progress | None = None,
+) -> bool:
+    """Install `pinset` into `dest` unless it is there; True when this call installed it."""
+    marker = dest / ".complete"
+    if marker.is_file():
+        return False
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+    try:
+        cmd = [
+            python,
+            "-m",
+            "pip",
+            "install",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--no-compile",
+            "--disable-pip-version-check",
+            "--progress-bar",
+            "raw",
+            "--target",
+            str(tmp),
+            *pinset.requirements,
+        ]
+        downloads: dict[str, tuple[int, int]] = {}
+        current = [pinset.label]
+
+        def on_line(line: str) -> None:
+            if line.strip().startswith("Downloading "):
+                wheel = line.split()[1].rsplit("/", 1)[-1]
+                current[0] = " ".join(wheel.split("-")[:2])  # "ziglang 0.17.1"
+            match = _PIP_PROGRESS.match(line.strip())
+            if match and progress is not None:
+                downloads[current[0]] = (int(match[1]), int(match[2]))
+                done = sum(d for d, _ in downloads.values())
+                total = sum(t for _, t in downloads.values())
+                progress(f"{pinset.label}: {current[0]}", done, total)
+
+        result = runner(cmd, env=env, separate_stderr=True, on_line=on_line)
+        if result.returncode != 0:
+            what = f"pip installing {', '.join(pinset.requirements)}"
+            rejected = proc.rejected_arguments(result.stderr + result.output) is not None
+            raise ToolchainError(
+                proc.failure(what, result),
+                hint=(
+                    f"this pip does not take an option that release passes: "
+                    f"{python} -m pip install --upgrade 'pip>={PIP_FLOOR}'"
+                    if rejected
+                    else "check that PyPI is reachable and has wheels for this platform"
+                ),
+            )
+        (tmp / ".complete").write_text(json.dumps(pinset.requirements) + "\n")
+        try:
+            tmp.rename(dest)
+        except OSError:
+            if not marker.is_file():
+                raise
+            return False  # a concurrent provision finished first; use its copy
+        return True
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _installed_version(root: Path, prefix: str) -> str | None:
+    """The version of the installed distribution whose name starts with `prefix`."""
+    wanted = re.sub(r"[-_.]+", "_", prefix).lower()
+    for info in sorted(root.glob("*.dist-info")):
+        name, _, version = info.name[: -len(".dist-info")].rpartition("-")
+        if re.sub(r"[-_.]+", "_", name).lower().startswith(wanted):
+            return version
+    return None
+
+
+def _one(paths: list[Path], what: str, where: Path) -> Path:
+    if not paths:
+        raise ToolchainError(
+            f"{what} not found in {where}",
+            hint="the toolchain cache is incomplete: delete that directory and provision again",
+        )
+    return sorted(paths)[0]
+
+
+_PROBE_NVRTC = """
+import ctypes, sys
+rtc, fat = ctypes.CDLL(sys.argv[1]), ctypes.CDLL(sys.argv[2])
+a, b = ctypes.c_int(), ctypes.c_int()
+c, d = ctypes.c_uint(), ctypes.c_uint()
+assert rtc.nvrtcVersion(ctypes.byref(a), ctypes.byref(b)) == 0
+assert fat.nvFatbinVersion(ctypes.byref(c), ctypes.byref(d)) == 0
+print(f"{a.value}.{b.value} {c.value}.{d.value}")
+"""
+
+
+def provision(
+    plan: ToolchainPlan,
+    runner: proc.Runner = proc.run,
+    *,
+    python: str = sys.executable,
+    env: Mapping[str, str],
+    progress: Progress | None = None,
+) -> Toolchain:
+    """Install what the plan pins (once per cache), probe every tool, check CUDA versions.
+    `env` is the environment of pip and the probes; `progress` hears of downloads."""
+    environ = dict(env)
+
+    def checked(cmd: Sequence[str], what: str) -> str:
+        return _checked(runner, cmd, what, environ)
+
+    if any(not (plan.install_dir(p) / ".complete").is_file() for p in plan.pinsets):
+        check_pip(runner, python=python, env=environ)
+    installed = tuple(
+        plan.install_dir(p).name
+        for p in plan.pinsets
+        if install_pinset(
+            p, plan.install_dir(p), runner, python=python, env=environ, progress=progress
+        )
+    )
+
+    nvrtc_lib = nvfatbin_lib = None
+    include_dirs: tuple[Path, ...] = ()
+    cuda_home: Path | None
+    if plan.device is None:
+        cuda_home = plan.cuda_home or Path("/usr/local/cuda")
+        nvcc = cuda_home / "bin" / "nvcc"
+        if not nvcc.is_file():
+            raise ToolchainError(
+                f"{nvcc} does not exist",
+                hint="--cuda-home / CUDA_HOME must be a CUDA toolkit root (with bin/nvcc)",
+            )
+        device_version = parse_release_version(checked([str(nvcc), "--version"], "nvcc"))
+        check_cuda_version(plan, "nvcc", nvcc, device_version)
+    elif plan.device_compiler == "nvcc":
+        root = plan.install_dir(plan.device)
+        nvcc = _one(list(root.glob("nvidia/*/bin/nvcc")), "nvcc", root)
+        cuda_home = nvcc.parent.parent
+        device_version = parse_release_version(checked([str(nvcc), "--version"], "nvcc"))
+        check_cuda_version(plan, "nvcc", nvcc, device_version)
+    else:
+        root = plan.install_dir(plan.device)
+        cuda_home = None
+        nvrtc_lib = _one(list(root.glob("nvidia/*/lib/libnvrtc.so.*[0-9]")), "libnvrtc", root)
+        nvfatbin_lib = _one(list(root.glob("nvidia/*/lib/libnvfatbin.so.*")), "libnvfatbin", root)
+        header = _one(list(root.glob("nvidia/*/include/cuda_fp16.h")), "cuda_fp16.h", root)
+        include_dirs = (header.parent,)
+        probe = checked(
+            [python, "-c", _PROBE_NVRTC, str(nvrtc_lib), str(nvfatbin_lib)],
+            "NVRTC/nvFatbin version probe",
+        ).split()
+        check_cuda_version(plan, "NVRTC", nvrtc_lib, probe[0])
+        check_cuda_version(plan, "nvFatbin", nvfatbin_lib, probe[1])
+        device_version = _installed_version(root, "nvidia-cuda-nvrtc") or probe[0]
+
+    if plan.host_cc is None:
+        cc = plan.system_cc or ("cc",)
+        first = checked([*cc, "--version"], f"{cc[0]} --version").splitlines()
+        cc_version = first[0].strip() if first else "unknown"
+    else:
+        root = plan.install_dir(plan.host_cc)
+        zig = _one(list(root.glob("ziglang/zig")), "zig", root)
+        cc_version = checked([str(zig), "version"], "zig version").strip()
+        if cc_version != plan.host_cc.pins[0].version:
+            raise ToolchainError(
+                f"zig at {zig} reports {cc_version}, pinned {plan.host_cc.pins[0].version}",
+                hint="the toolchain cache is damaged: delete it and provision again",
+            )
+        cc = (str(zig), "cc", "-target", zig_target(plan.target_arch))
+
+    root = plan.install_dir(plan.inspector)
+    cuobjdump = _one(list(root.glob("nvidia/*/bin/cuobjdump")), "cuobjdump", root)
+    inspector_version = parse_release_version(
+        checked([str(cuobjdump), "--version"], "cuobjdump --version")
+    )
+    return Toolchain(
+        plan=plan,
+        device_version=device_version,
+        cuda_home=cuda_home,
+        nvrtc_lib=nvrtc_lib,
+        nvfatbin_lib=nvfatbin_lib,
+        include_dirs=include_dirs,
+        cc=tuple(cc),
+        cc_version=cc_version,
+        cuobjdump=cuobjdump,
+        inspector_version=inspector_version,
+        installed=installed,
+    )
