@@ -1,4 +1,6 @@
-"""The cache of finished wheels: every entry is checked against its sha256 when it is read.
+"""The cache of finished wheels: the key of a cell's wheel (`wheel_cache_key`: sources,
+toolchain identity, cell, build recipe, timestamp; never a path) and the cache itself,
+whose every entry is checked against its sha256 when it is read.
 
 An entry is a directory named by the wheel's cache key holding the wheel and
 `<wheel>.sha256`. The wheel is written first and its digest second, each atomically, so
@@ -10,11 +12,78 @@ builds the wheel again. Nothing read from here is trusted by its name alone.
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
+import json
 import shutil
+import zlib
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from release import __version__
 from release.fsutil import write_atomic
+from release.matrix import Cell
+
+SKIPPED_PARTS = frozenset({"build", "dist", "__pycache__", ".pytest_cache", ".mypy_cache"})
+
+
+def source_digest(files: Iterable[tuple[str, bytes]]) -> str:
+    """A digest of a source tree given as (relative path, bytes) pairs."""
+    digest = hashlib.sha256()
+    for name, data in sorted(files):
+        digest.update(name.encode() + b"\0" + hashlib.sha256(data).digest())
+    return digest.hexdigest()
+
+
+def project_files(project: Path) -> Iterable[tuple[str, bytes]]:
+    """The project's sources as (relative path, bytes), without build outputs and caches."""
+    for path in sorted(project.rglob("*")):
+        relative = path.relative_to(project)
+        if not path.is_file() or SKIPPED_PARTS.intersection(relative.parts):
+            continue
+        if relative.name.startswith(".") or path.suffix == ".pyc":
+            continue
+        yield relative.as_posix(), path.read_bytes()
+
+
+def recipe() -> dict[str, str]:
+    """What turns a build into the final bytes besides sources and compilers: this tool,
+    the retagging `wheel`, and the zlib that compresses the zip members."""
+    return {
+        "release": __version__,
+        "wheel": importlib.metadata.version("wheel"),
+        "zlib": zlib.ZLIB_RUNTIME_VERSION,
+    }
+
+
+def wheel_cache_key(
+    cell: Cell,
+    sources: str,
+    toolchain: Mapping[str, str],
+    *,
+    epoch: int,
+    recipe: Mapping[str, str],
+) -> str:
+    """Everything a cell's wheel depends on and nothing else: sources, the toolchain's
+    identity (versions, not paths; with the build tools), the cell's settings and build
+    recipe, the timestamp, the recipe of this tool."""
+    blob = json.dumps(
+        {
+            "sources": sources,
+            "toolchain": dict(sorted(toolchain.items())),
+            "cuda": str(cell.cuda),
+            "arch": cell.arch,
+            "sms": [str(s) for s in cell.sms],
+            "ptx": str(cell.ptx) if cell.ptx else None,
+            "label": cell.local_label,
+            "plat": cell.platform_tag,
+            "epoch": epoch,
+            "recipe": dict(sorted(recipe.items())),
+            "build": [cell.build.backend, cell.build.env, cell.build.config_settings],
+        },
+        sort_keys=True,
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()[:32]
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -19,15 +19,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from release import proc
-from release.backends.recipe import targets_problem
-from release.build.cells import (
-    BuildSettings,
-    CellResult,
-    build_cells,
-    plan_toolchains,
-    provision_all,
-)
-from release.build.project import build_tools_for, check_cells
+from release.backends import targets_problem
+from release.build.settings import BuildSettings, CellResult
+from release.build.stage import BuildEvents, run_build
 from release.matrix import Cell, GateRun, GpuGate, GpuRunner
 from release.records.manifest import Manifest
 
@@ -91,18 +85,8 @@ def build_ptx_only(runs: Sequence[GateRun], settings: BuildSettings) -> dict[str
             results[cell.id] = CellResult(cell=cell, ok=False, seconds=0.0, error=problem)
     if not cells:
         return results
-    settings = replace(settings, cells=tuple(cells))
-    plans = plan_toolchains(settings)
-    check_cells(settings.cells, plans)
-    tools = build_tools_for(
-        settings.cells,
-        cache_dir=settings.cache_dir / "toolchains",
-        python=settings.python,
-        env=settings.environ,
-    )
-    settings = replace(settings, build_tools=tools)
-    toolchains = provision_all(plans, settings.python, settings.environ)
-    build_cells(settings, toolchains, lambda event, cell, result: None, results)
+    run = run_build(replace(settings, cells=tuple(cells)), BuildEvents())
+    results.update({result.cell.id: result for result in run.results})
     return results
 
 

@@ -11,32 +11,28 @@ and each wheel is compared byte for byte with the one MANIFEST records.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import shlex
 import tempfile
 import threading
-import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
 from release import proc
-from release.build import project as projectbuild
-from release.build.cells import (
-    BuildSettings,
-    CellResult,
-    build_cells,
-    device_warnings,
-    plan_toolchains,
-    provision_all,
-    require_success,
-    schedule,
-    source_date_epoch,
-    write_outputs,
-)
+from release.backends import DEFAULT_BACKEND
 from release.build.compare import Comparison, compare
+from release.build.preview import planned
+from release.build.settings import BuildSettings, CellResult, source_date_epoch
+from release.build.stage import (
+    BuildEvents,
+    CellProgress,
+    plan_toolchains,
+    require_success,
+    run_build,
+    schedule,
+)
 from release.commands.common import (
     Parents,
     add_toolchain_options,
@@ -48,14 +44,10 @@ from release.commands.common import (
 )
 from release.console import Annotation, Output, markdown_table
 from release.errors import BuildError, ConfigError
-from release.inspection.certify import build_command
 from release.matrix import Cell, load_matrix
-from release.records.dist import Reconciled, stray_wheels
+from release.records.dist import Reconciled
 from release.records.manifest import Manifest, read_manifest
-from release.toolchain import ToolchainPlan
-
-BUILD_INPUTS = frozenset({"SOURCE_DATE_EPOCH"})  # beside the RELEASE_* variables
-NVCC_HOST_CC = "g++ from PATH, driven by nvcc"  # cmake and torch: nvcc picks the host compiler
+from release.toolchain import Progress, ToolchainPlan
 
 
 def register(subparsers: Any, parents: Parents) -> None:
@@ -151,11 +143,11 @@ def run(args: argparse.Namespace) -> int:
             environ=environ,
             epoch=epoch,
         )
-        results, outputs, elapsed = _build(settings, output)
+        built = run_build(settings, _Events(output))
         if reference is not None:
-            return _report_comparison(args, settings, results, reference, output)
-        _report(settings, results, outputs, elapsed, output)
-    require_success(results, len(cells))
+            return _report_comparison(args, built.settings, built.results, reference, output)
+        _report(built.settings, built.results, built.outputs, built.seconds, output)
+    require_success(built.results, len(cells))
     return 0
 
 
@@ -168,80 +160,60 @@ def _epoch(environ: Mapping[str, str], project: Path, reference: Manifest | None
     return source_date_epoch(environ, project, proc.run)
 
 
-def _build(settings: BuildSettings, output: Output) -> tuple[list[CellResult], Reconciled, float]:
-    plans = plan_toolchains(settings)
-    projectbuild.check_cells(settings.cells, plans)
-    output.note(f"provisioning toolchains in {settings.cache_dir / 'toolchains'}")
-    with output.progress("toolchains", total=None, unit="bytes") as downloaded:
-        tools = projectbuild.build_tools_for(
-            settings.cells,
-            cache_dir=settings.cache_dir / "toolchains",
-            python=settings.python,
-            env=settings.environ,
-            progress=lambda what, got, total: downloaded(got, total, what),
-        )
-        toolchains = provision_all(
-            plans,
-            settings.python,
-            settings.environ,
-            lambda what, got, total: downloaded(got, total, what),
-        )
-    if tools.versions:
-        output.note(f"build tools: {', '.join(tools.versions)}")
-        settings = dataclasses.replace(settings, build_tools=tools)
-    output.note(f"SOURCE_DATE_EPOCH={settings.epoch}")
-    started = time.monotonic()
-    lock = threading.Lock()
-    finished: list[str] = []
+class _Events(BuildEvents):
+    """The stage's progress on the terminal, in CI (groups, annotations) and in --json."""
 
-    with output.progress("cells", total=len(settings.cells)) as cells_done:
+    def __init__(self, output: Output) -> None:
+        self.output = output
+        self.lock = threading.Lock()
 
-        def progress(event: str, cell: Cell, result: CellResult | None) -> None:
-            with lock:
-                if event == "start":
-                    output.note(f"... {cell.id}: building {cell.wheel_filename}")
-                    return
-                if result is None:
-                    return
-                finished.append(cell.id)
-                for warning in result.warnings:
-                    output.warning(warning, title=f"release build {cell.id}")
-                output.note(_describe(result))
-                with output.group(f"{cell.id}: build log"):
-                    if result.from_cache:
-                        output.note(f"{cell.wheel_filename}: from the wheel cache, not built")
-                    elif result.log is not None and result.log.is_file():
-                        output.note(result.log.read_text(encoding="utf-8", errors="replace"))
-                if not result.ok:
-                    output.annotate(
-                        Annotation(
-                            message=f"{result.error}\n{result.log_tail}".strip(),
-                            title=f"release build {cell.id}",
-                        )
-                    )
-                    if result.log_tail:
-                        output.note(f"--- last lines of {result.log} ---\n{result.log_tail}\n---")
-                    output.note(f"reproduce: {result.reproduce}")
-                cells_done(len(finished), len(settings.cells), cell.id)
+    def note(self, message: str) -> None:
+        self.output.note(message)
 
-        collected: dict[str, CellResult] = {}
-        try:
-            build_cells(settings, toolchains, progress, collected)
-        finally:
-            # Also after SIGINT/SIGTERM: every wheel in dist/ gets its manifest entry.
-            results = [collected[c.id] for c in settings.cells if c.id in collected]
-            outputs = write_outputs(settings, results)
-    for warning in device_warnings(settings.device_log):
-        output.warning(warning, title="release build")
-    for name in outputs.kept:
-        output.note(f"kept from the earlier build of this version: {name}")
-    for line in outputs.dropped:
-        output.note(f"left out of the manifest: {line}")
-    dropped = {d.split(":", 1)[0] for d in outputs.dropped}
-    for name in stray_wheels(settings.out, outputs.manifest):
-        if name not in dropped:
-            output.note(f"not in the manifest (ignored by publish): {name}")
-    return results, outputs, time.monotonic() - started
+    def warning(self, message: str) -> None:
+        self.output.warning(message, title="release build")
+
+    @contextmanager
+    def downloads(self) -> Iterator[Progress]:
+        with self.output.progress("toolchains", total=None, unit="bytes") as downloaded:
+            yield lambda what, got, total: downloaded(got, total, what)
+
+    @contextmanager
+    def cells(self, total: int) -> Iterator[CellProgress]:
+        finished: list[str] = []
+        with self.output.progress("cells", total=total) as cells_done:
+
+            def progress(event: str, cell: Cell, result: CellResult | None) -> None:
+                with self.lock:
+                    if event == "start":
+                        self.output.note(f"... {cell.id}: building {cell.wheel_filename}")
+                    elif result is not None:
+                        finished.append(cell.id)
+                        self._finished(result)
+                        cells_done(len(finished), total, cell.id)
+
+            yield progress
+
+    def _finished(self, result: CellResult) -> None:
+        output, cell = self.output, result.cell
+        for warning in result.warnings:
+            output.warning(warning, title=f"release build {cell.id}")
+        output.note(_describe(result))
+        with output.group(f"{cell.id}: build log"):
+            if result.from_cache:
+                output.note(f"{cell.wheel_filename}: from the wheel cache, not built")
+            elif result.log is not None and result.log.is_file():
+                output.note(result.log.read_text(encoding="utf-8", errors="replace"))
+        if not result.ok:
+            output.annotate(
+                Annotation(
+                    message=f"{result.error}\n{result.log_tail}".strip(),
+                    title=f"release build {cell.id}",
+                )
+            )
+            if result.log_tail:
+                output.note(f"--- last lines of {result.log} ---\n{result.log_tail}\n---")
+            output.note(f"reproduce: {result.reproduce}")
 
 
 CELL_COLUMNS = ("cell", "result", "time", "wheel", "size")
@@ -352,67 +324,24 @@ def _report_comparison(
     return 0
 
 
-def _planned(
-    settings: BuildSettings, cell: Cell, plan: ToolchainPlan, row: projectbuild.BackendRow
-) -> dict[str, Any]:
-    """What a dry run says of one cell: its backend and where it builds, compilers, build
-    inputs, the command."""
-    command = build_command(settings.python, settings.matrix.project.path, settings.out)
-    backend = {"backend": cell.build.backend, "builds": row.builds}
-    if cell.build.backend != "release":
-        planned = projectbuild.planned_inputs(cell, plan, jobs=settings.device_jobs)
-        env = {**planned.env, "SOURCE_DATE_EPOCH": str(settings.epoch)}
-        return {
-            "cell": cell.id,
-            "wheel": cell.wheel_filename,
-            **backend,
-            "device_compiler": row.device,
-            "host_cc": NVCC_HOST_CC,
-            "inputs": dict(sorted(env.items())),
-            "config_settings": dict(sorted(planned.config_settings.items())),
-            "command": [*command, *planned.config_args()],
-        }
-    device = (
-        f"nvcc from {plan.cuda_home}"
-        if plan.device is None
-        else f"{plan.device_compiler} ({', '.join(plan.device.requirements)})"
-    )
-    host = (
-        " ".join(plan.system_cc or ())
-        if plan.host_cc is None
-        else f"zig ({plan.host_cc.requirements[0]})"
-    )
-    env = settings.cell_env(cell, {"RELEASE_DEVICE_COMPILER": plan.device_compiler}, base={})
-    inputs = {k: v for k, v in sorted(env.items()) if k in BUILD_INPUTS or k.startswith("RELEASE_")}
-    return {
-        "cell": cell.id,
-        "wheel": cell.wheel_filename,
-        **backend,
-        "device_compiler": device,
-        "host_cc": host,
-        "inputs": inputs,
-        "config_settings": {},
-        "command": command,
-    }
-
-
 def _dry_run(settings: BuildSettings, plans: Mapping[str, ToolchainPlan], output: Output) -> int:
-    rows = {r.cell: r for r in projectbuild.doctor_rows(settings.cells, plans)}
-    planned = [
-        _planned(settings, cell, plans[cell.id], rows[cell.id])
+    cells = [
+        planned(settings, cell, plans[cell.id])
         for group in schedule(settings.cells)
         for cell in group
     ]
-    output.document({"dry_run": True, "cells": planned})
+    output.document({"dry_run": True, "cells": cells})
     output.table(
         ["cell", "wheel", "device compiler", "host C compiler"],
-        [[c["cell"], c["wheel"], c["device_compiler"], c["host_cc"]] for c in planned],
+        [[c["cell"], c["wheel"], c["device_compiler"], c["host_cc"]] for c in cells],
         f"dry run: {len(settings.cells)} cells, nothing will be built",
     )
-    for cell in planned:
+    for cell in cells:
         shown = " ".join(f"{k}={shlex.quote(v)}" for k, v in cell["inputs"].items())
         how = (
-            "" if cell["backend"] == "release" else f"{cell['backend']} backend, {cell['builds']}: "
+            ""
+            if cell["backend"] == DEFAULT_BACKEND
+            else f"{cell['backend']} backend, {cell['builds']}: "
         )
         output.line(f"{cell['cell']}: {how}{shown} {shlex.join(cell['command'])}")
     return 0

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from release.build import project as projectbuild
+from release.build import preview
 from release.commands.common import Parents, add_toolchain_options, cache_dir, cuda_home, output_for
 from release.console import Output
 from release.credentials import without_credentials
@@ -154,8 +154,8 @@ def run(args: argparse.Namespace) -> int:
     if args.provision:
         toolchains = provision_with_progress(plans, out)
     rows = doctor_rows(plans, toolchains=toolchains, present=present_dirs(plans))
-    backends = projectbuild.doctor_rows(cells, by_cell)
-    backend_keys = projectbuild.BackendRow.KEYS
+    backends = preview.doctor_rows(cells, by_cell)
+    backend_keys = preview.BackendRow.KEYS
     out.document(
         {
             "cache": str(root),
@@ -165,7 +165,7 @@ def run(args: argparse.Namespace) -> int:
     )
     out.table(list(DoctorRow.COLUMNS), [list(r.cells()) for r in rows], f"toolchains in {root}")
     out.table(
-        list(projectbuild.BackendRow.COLUMNS), [list(r.cells()) for r in backends], "build backends"
+        list(preview.BackendRow.COLUMNS), [list(r.cells()) for r in backends], "build backends"
     )
     return 0
 

@@ -2,8 +2,9 @@
 
 cibuildwheel builds the kernel project inside a stock manylinux_2_28 container. There,
 `release env --cuda X --arch Y` provisions the cell's toolchain from PyPI exactly as
-`release build` does and writes the RELEASE_* inputs of csrc/BUILDING.md (the environment
-`release.build.cells.cell_env` makes) as `export` lines or, with `--out FILE`, a dotenv file.
+`release build` does and writes the RELEASE_* inputs of csrc/BUILDING.md (those
+release.build.pipeline gives the cell's build) as `export` lines or, with `--out FILE`, a
+dotenv file.
 `--record WHEEL` takes the wheel such a builder produced through the checks of `release
 build` (auditwheel, the cell's exact platform tag, the fatbin inspection) into `--dist`
 with its manifest entry, so that `release publish` treats it like any other.
@@ -18,26 +19,14 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
-import shutil
 import sys
-import tempfile
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from release import proc
-from release.build import project as projectbuild
-from release.build.cells import (
-    BuildSettings,
-    CellResult,
-    outcome,
-    project_build,
-    require_success,
-    source_date_epoch,
-    toolchain_summary,
-    write_outputs,
-)
+from release.build.settings import BuildSettings, source_date_epoch
+from release.build.stage import BuildEvents, cell_inputs_for, prepare, record_wheel, require_success
 from release.commands.common import (
     Parents,
     add_dist_option,
@@ -46,17 +35,10 @@ from release.commands.common import (
     cuda_home,
     output_for,
 )
-from release.credentials import without_credentials
-from release.errors import BuildError, ConfigError
+from release.errors import ConfigError
 from release.fsutil import write_atomic
-from release.inspection.certify import certify
-from release.inspection.wheel import WheelReport
 from release.matrix import Cell, load_matrix
 from release.targets import ARCHES
-from release.toolchain import Toolchain, provision, resolve
-
-# Variables of the build environment that are not build inputs.
-NOT_INPUTS = frozenset({"PATH", "PIP_DISABLE_PIP_VERSION_CHECK"})
 
 
 def register(subparsers: Any, parents: Parents) -> None:
@@ -92,15 +74,6 @@ def register(subparsers: Any, parents: Parents) -> None:
 # ---------------------------------------------------------------- pure core
 
 
-def build_inputs(
-    cell: Cell, toolchain_env: Mapping[str, str], settings: BuildSettings
-) -> dict[str, str]:
-    """The inputs `release build` gives the cell's PEP 517 build (nothing of this process's
-    own environment)."""
-    env = settings.cell_env(cell, toolchain_env, base={})
-    return {k: v for k, v in sorted(env.items()) if k not in NOT_INPUTS}
-
-
 def export_lines(inputs: Mapping[str, str]) -> str:
     return "".join(f"export {k}={shlex.quote(v)}\n" for k, v in inputs.items())
 
@@ -130,15 +103,9 @@ def find_wheel(path: Path, cell: Cell) -> Path:
 # ---------------------------------------------------------------- edge
 
 
-def _provision(cell: Cell, args: argparse.Namespace, environ: dict[str, str]) -> Toolchain:
-    plan = resolve(
-        str(cell.cuda),
-        cell.arch,
-        cuda_home=cuda_home(args),
-        cache_dir=cache_dir(args) / "toolchains",
-    )
-    print(f"provisioning toolchains in {plan.cache_dir}", file=sys.stderr)
-    return provision(plan, python=sys.executable, env=without_credentials(environ))
+class _Notes(BuildEvents):
+    def note(self, message: str) -> None:
+        print(message, file=sys.stderr)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -146,27 +113,21 @@ def run(args: argparse.Namespace) -> int:
     matrix = load_matrix(args.matrix)
     cell = matrix.select(cuda=[args.cuda], arch=[args.arch])[0]
     environ = dict(os.environ)
-    toolchain = _provision(cell, args, environ)
-    dist = args.dist.resolve()
     settings = BuildSettings(
         matrix=matrix,
         cells=(cell,),
-        out=dist,
+        out=args.dist.resolve(),
         cache_dir=cache_dir(args),
         cuda_home=cuda_home(args),
         environ=environ,
         epoch=source_date_epoch(environ, matrix.project.path, proc.run),
     )
-    config_settings: dict[str, str] = {}
-    if cell.build.backend == "release":
-        inputs = build_inputs(cell, toolchain.build_env(), settings)
-    else:
-        projectbuild.require_buildable(cell.build, cell, toolchain.plan)
-        backend = projectbuild.cell_inputs(cell, project_build(cell, toolchain, settings))
-        inputs = dict(sorted({**backend.env, "SOURCE_DATE_EPOCH": str(settings.epoch)}.items()))
-        config_settings = dict(sorted(backend.config_settings.items()))
+    settings, toolchains = prepare(settings, _Notes())
+    toolchain = toolchains[cell.id]
+    dist = settings.out
+    inputs, config_settings = cell_inputs_for(settings, toolchain, cell)
     if args.record is not None:
-        result = record(cell, find_wheel(args.record, cell), toolchain, settings)
+        result = record_wheel(settings, toolchain, cell, find_wheel(args.record, cell))
         output.document(
             {
                 "cell": cell.id,
@@ -177,7 +138,6 @@ def run(args: argparse.Namespace) -> int:
             }
         )
         if result.ok:
-            write_outputs(settings, [result])
             output.note(f"recorded {cell.id}: {dist / cell.wheel_filename}")
         else:
             output.note(f"FAILED {cell.id}: {result.error}\n{result.log_tail}")
@@ -200,33 +160,3 @@ def run(args: argparse.Namespace) -> int:
     elif not args.json:
         sys.stdout.write(export_lines(inputs))
     return 0
-
-
-def record(cell: Cell, wheel: Path, toolchain: Toolchain, settings: BuildSettings) -> CellResult:
-    """The checks `release build` makes after its PEP 517 build, on a wheel built elsewhere:
-    auditwheel's verdict, the cell's exact platform tag, the device-code inspection (a cmake
-    or torch cell's wheel first gets the cell's local label, as `release build` gives it)."""
-    start = time.monotonic()
-    log = settings.out / "logs" / f"{cell.id}.log"
-    summary = toolchain_summary(toolchain)
-    env = {**without_credentials(settings.environ), "SOURCE_DATE_EPOCH": str(settings.epoch)}
-
-    settings.out.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{cell.id}.", dir=settings.out))
-
-    def work() -> tuple[Path, WheelReport, bool, tuple[str, ...]]:
-        copy = staging / wheel.name
-        shutil.copyfile(wheel, copy)
-        if cell.build.backend != "release":
-            copy = projectbuild.relabelled(copy, cell)
-        candidate, report = certify(copy, cell, toolchain, python=settings.python, env=env, log=log)
-        final = settings.out / candidate.name
-        write_atomic(final, candidate.read_bytes())
-        return final, report, False, ()
-
-    try:
-        return outcome(cell, work, start=start, log=log, toolchain=summary)
-    except OSError as error:
-        raise BuildError(f"{wheel}: {error.strerror or error}") from None
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)

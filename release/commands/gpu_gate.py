@@ -7,8 +7,8 @@ import argparse
 import os
 from typing import Any
 
-from release.build.cells import BuildSettings
 from release.build.gate import GateResult, run_gate
+from release.build.settings import DEFAULT_EPOCH, BuildSettings
 from release.commands.common import (
     Parents,
     add_dist_option,
@@ -19,7 +19,6 @@ from release.commands.common import (
 )
 from release.console import Annotation, markdown_table
 from release.errors import BuildError, ConfigError
-from release.inspection.certify import DEFAULT_EPOCH
 from release.matrix import GateRun, load_matrix
 from release.records.dist import load_dist
 

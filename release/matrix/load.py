@@ -18,7 +18,7 @@ from packaging.version import InvalidVersion, Version
 from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
-from release.backends.recipe import targets_problem
+from release.backends import targets_problem
 from release.errors import ConfigError, Location, shown
 from release.matrix.model import (
     Cell,

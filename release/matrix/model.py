@@ -15,7 +15,7 @@ from typing import Any, Literal
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from release.backends.recipe import BuildRecipe
+from release.backends import BuildRecipe
 from release.errors import ConfigError
 from release.targets import Arch, CudaVersion, GpuTarget
 

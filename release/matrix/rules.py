@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 
 from packaging.version import InvalidVersion, Version
 
-from release.backends.recipe import BuildRecipe, BuildSpec, merge, spec_problems
+from release.backends import BuildRecipe, BuildSpec, merge, spec_problems
 from release.errors import shown
 from release.matrix.model import GATE_PLACEHOLDERS, Cell, GpuGate, GpuRunner, PypiDestination
 from release.matrix.spec import MatrixSpec, PtxSpec

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from packaging.version import Version
 
-from release.backends.recipe import BuildSpec
+from release.backends import BuildSpec
 from release.errors import shown
 from release.targets import Arch, GpuTarget
 

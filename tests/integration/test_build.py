@@ -23,14 +23,11 @@ import pytest
 from elftools.elf.elffile import ELFFile
 
 from release import proc
-from release.build.cells import (
-    BuildSettings,
-    cell_env,
-    plan_toolchains,
-    provision_all,
-)
+from release.build.pipeline import build_command, cell_environment, cell_inputs
+from release.build.settings import BuildSettings
+from release.build.stage import plan_toolchains, provision_all
 from release.cli import main
-from release.inspection.certify import build_command, fatbin_lister
+from release.inspection.verdict import fatbin_lister
 from release.inspection.wheel import inspect_wheel
 from release.matrix import load_matrix
 from release.records.manifest import read_manifest
@@ -236,14 +233,8 @@ def test_a_wheel_missing_one_sm_fails_inspection(built: Built, tmp_path: Path) -
     cell = next(c for c in matrix.cells if c.id == "13.0-x86_64")
     settings = BuildSettings(matrix=matrix, cells=(cell,), out=tmp_path, cache_dir=built.cache)
     toolchain = provision_all(plan_toolchains(settings), sys.executable, dict(os.environ))[cell.id]
-    env = cell_env(
-        cell,
-        toolchain.build_env(),
-        base=dict(os.environ),
-        device_cache=built.cache / "device",
-        device_log=tmp_path / "device.jsonl",
-        device_jobs=2,
-    )
+    inputs = cell_inputs(cell, toolchain, settings)
+    env = cell_environment(inputs, base=dict(os.environ), python=sys.executable, epoch=1)
     env["RELEASE_SMS"] = "75;80;86;90;100"
     result = proc.run(build_command(sys.executable, CSRC, tmp_path / "out"), env=env)
     assert result.returncode == 0, result.output

@@ -26,9 +26,10 @@ import pytest
 from cibuildwheel.environment import parse_environment
 from cibuildwheel.options import EnvironmentFormat
 
-from release.build.cells import BuildSettings
+from release.build.settings import BuildSettings
+from release.build.stage import cell_inputs_for
 from release.cli import build_parser
-from release.commands.env import build_inputs, dotenv_text
+from release.commands.env import dotenv_text
 from release.matrix import load_matrix
 from release.toolchain import Toolchain, resolve
 
@@ -112,7 +113,7 @@ def test_environment_reads_every_build_input_release_build_would_give(tmp_path: 
         settings = BuildSettings(
             matrix=matrix, cells=(cell,), out=Path("/project/dist"), cache_dir=Path("/cache")
         )
-        inputs = build_inputs(cell, toolchain.build_env(), settings)
+        inputs, _ = cell_inputs_for(settings, toolchain, cell)
         wanted |= set(inputs)
         env_file = tmp_path / f"{toolchain.plan.cuda}.env"
         env_file.write_text(dotenv_text(inputs), encoding="utf-8")

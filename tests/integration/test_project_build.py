@@ -10,7 +10,6 @@ test_fixture_cmake.py on a GPU machine).
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import shutil
@@ -23,23 +22,16 @@ from pathlib import Path
 import pytest
 
 from release import proc
-from release.build.project import (
-    BuildMatrix,
-    ProjectBuild,
-    build_in_staging,
-    cell_environment,
-    cell_inputs,
-    inspect_project_wheel,
-    load_build_matrix,
-    provision_build_tools,
-)
+from release.build.pipeline import build_cell, build_command, cell_environment, cell_inputs
+from release.build.settings import BuildSettings
+from release.build.stage import BuildEvents, prepare
 from release.cli import main
-from release.inspection.certify import CellFailure, build_command
 from release.inspection.devicecode import elf_lister, scan
-from release.inspection.fatbin import list_file, lister
-from release.matrix import Cell
+from release.inspection.fatbin import FatbinLister, list_file, lister
+from release.inspection.wheel import WheelReport, inspect_wheel
+from release.matrix import Cell, Matrix, load_matrix
 from release.records.manifest import read_manifest
-from release.toolchain import host_machine, provision, resolve
+from release.toolchain import Toolchain, host_machine
 from release.wheelfile import read_wheel
 from tests.integration.conftest import PypiServer
 
@@ -54,30 +46,57 @@ CELL_ARCHITECTURES = "75-real,80-real,86-real,89-real,90-real,100-real,100-virtu
 
 @dataclass(frozen=True)
 class Built:
-    loaded: BuildMatrix
     cell: Cell
-    build: ProjectBuild
+    settings: BuildSettings
+    toolchain: Toolchain
     wheel: Path
     seconds: float
 
+    @property
+    def list_fatbin(self) -> FatbinLister:
+        return lister(self.toolchain.cuobjdump, dict(os.environ))
 
-def project_build(loaded: BuildMatrix, cell: Cell, cache: Path) -> ProjectBuild:
+    @property
+    def list_elf(self) -> FatbinLister:
+        return elf_lister(self.toolchain.cuobjdump, dict(os.environ))
+
+    def env(self) -> dict[str, str]:
+        """The environment the cell's PEP 517 build gets, and its config settings' values."""
+        inputs = cell_inputs(self.cell, self.toolchain, self.settings)
+        return cell_environment(
+            inputs, base=self.settings.environ, python=sys.executable, epoch=EPOCH
+        )
+
+
+def prepared(
+    matrix: Matrix, cell: Cell, cache: Path, where: Path
+) -> tuple[BuildSettings, Toolchain]:
+    """The build stage's settings and the cell's provisioned toolchain (and build tools),
+    with a wheel cache of its own under `where`."""
     if host_machine() != cell.arch:
         pytest.skip(f"the cmake backend builds {cell.arch} cells on {cell.arch} machines only")
-    environ = dict(os.environ)
-    plan = resolve(str(cell.cuda), cell.arch, cuda_home=None, cache_dir=cache / "toolchains")
-    toolchain = provision(plan, env=environ)
-    tools = provision_build_tools(cache / "toolchains", env=environ)
-    return ProjectBuild(
-        recipe=loaded.recipe(cell),
-        toolchain=toolchain,
-        tools=tools,
-        environ=environ,
+    settings = BuildSettings(
+        matrix=matrix,
+        cells=(cell,),
+        out=where / "dist",
+        cache_dir=cache,
+        work_dir=where / "work",
+        environ=dict(os.environ),
         epoch=EPOCH,
-        jobs=2,
-        list_fatbin=lister(toolchain.cuobjdump, environ),
-        list_elf=elf_lister(toolchain.cuobjdump, environ),
     )
+    settings, toolchains = prepare(settings, BuildEvents())
+    settings.out.mkdir(parents=True, exist_ok=True)
+    return settings, toolchains[cell.id]
+
+
+def build_one(matrix: Matrix, cell: Cell, cache: Path, where: Path) -> tuple[Path, WheelReport]:
+    """The cell through the one cell pipeline; its wheel and report, or the test fails."""
+    settings, toolchain = prepared(matrix, cell, cache, where)
+    result = build_cell(cell, toolchain, settings, sources="test")
+    assert result.ok, f"{result.error}\n{result.log_tail}"
+    assert result.wheel is not None
+    assert result.report is not None
+    return result.wheel, result.report
 
 
 def keep(wheel: Path) -> None:
@@ -89,15 +108,18 @@ def keep(wheel: Path) -> None:
 
 @pytest.fixture(scope="module")
 def built(release_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> Built:
-    loaded = load_build_matrix(FIXTURE / "matrix.yaml")
-    (cell,) = loaded.matrix.cells
-    build = project_build(loaded, cell, release_cache)
-    out = tmp_path_factory.mktemp("dist")
+    matrix = load_matrix(FIXTURE / "matrix.yaml")
+    (cell,) = matrix.cells
+    settings, toolchain = prepared(matrix, cell, release_cache, tmp_path_factory.mktemp("built"))
     start = time.monotonic()
-    wheel, _ = build_in_staging(cell, build, out=out, log=out / "logs" / f"{cell.id}.log")
+    result = build_cell(cell, toolchain, settings, sources="test")
     seconds = time.monotonic() - start
-    keep(wheel)
-    return Built(loaded=loaded, cell=cell, build=build, wheel=wheel, seconds=seconds)
+    assert result.ok, f"{result.error}\n{result.log_tail}"
+    assert result.wheel is not None
+    keep(result.wheel)
+    return Built(
+        cell=cell, settings=settings, toolchain=toolchain, wheel=result.wheel, seconds=seconds
+    )
 
 
 def installed_python(wheel: Path, venv: Path) -> Path:
@@ -116,19 +138,17 @@ def installed_python(wheel: Path, venv: Path) -> Path:
 def test_the_shared_object_holds_exactly_the_cells_sass_and_ptx(built: Built) -> None:
     assert built.wheel.name == built.cell.wheel_filename
     assert built.wheel.name == "fixture_cmake_kernels-0.2.0-py3-none-manylinux_2_34_x86_64.whl"
-    members = scan(
-        built.wheel.read_bytes(), list_fatbin=built.build.list_fatbin, list_elf=built.build.list_elf
-    )
+    members = scan(built.wheel.read_bytes(), list_fatbin=built.list_fatbin, list_elf=built.list_elf)
     assert [(m.name, m.kind) for m in members] == [("fixture_kernels/libfxk.so", "shared object")]
     contents = members[0].contents
     assert contents.sms == ("75", "80", "86", "89", "90", "100")
     assert contents.ptx == ("100",)
-    report = inspect_project_wheel(
+    report = inspect_wheel(
         built.wheel.name,
         built.wheel.read_bytes(),
         built.cell,
-        list_fatbin=built.build.list_fatbin,
-        list_elf=built.build.list_elf,
+        list_fatbin=built.list_fatbin,
+        list_elf=built.list_elf,
     )
     assert report.problems == ()
     print(f"the fixture cell built in {built.seconds:.1f} s")
@@ -138,7 +158,7 @@ def test_cuobjdump_lists_the_shared_object_directly(built: Built, tmp_path: Path
     shutil.unpack_archive(built.wheel, tmp_path, format="zip")
     listed = list_file(
         tmp_path / "fixture_kernels" / "libfxk.so",
-        cuobjdump=built.build.toolchain.cuobjdump,
+        cuobjdump=built.toolchain.cuobjdump,
         env=dict(os.environ),
     )
     assert (listed.sms, listed.ptx) == (("75", "80", "86", "89", "90", "100"), ("100",))
@@ -168,19 +188,16 @@ def cache_beside(built: Built, tmp_path: Path) -> Path:
     """A cache directory whose toolchains are the ones the fixture was built with."""
     cache = tmp_path / "cache"
     cache.mkdir()
-    (cache / "toolchains").symlink_to(
-        built.build.toolchain.plan.cache_dir, target_is_directory=True
-    )
+    (cache / "toolchains").symlink_to(built.toolchain.plan.cache_dir, target_is_directory=True)
     return cache
 
 
 def test_a_local_label_applied_by_rewriting_agrees_with_metadata(
     built: Built, tmp_path: Path
 ) -> None:
-    loaded = load_build_matrix(labelled_matrix(tmp_path))
-    (cell,) = loaded.matrix.cells
-    build = dataclasses.replace(built.build, recipe=loaded.recipe(cell))
-    wheel, report = build_in_staging(cell, build, out=tmp_path / "dist", log=tmp_path / "log")
+    matrix = load_matrix(labelled_matrix(tmp_path))
+    (cell,) = matrix.cells
+    wheel, report = build_one(matrix, cell, built.settings.cache_dir, tmp_path)
     keep(wheel)
     assert wheel.name == "fixture_cmake_kernels-0.2.0+cu129-py3-none-manylinux_2_34_x86_64.whl"
     facts = read_wheel(wheel)
@@ -200,8 +217,8 @@ def test_the_skbuild_cmake_args_trap_builds_one_sm_and_is_caught(
 ) -> None:
     """scikit-build-core splits SKBUILD_CMAKE_ARGS on ';': CMake gets
     -DCMAKE_CUDA_ARCHITECTURES=75-real and the rest as stray arguments, and exits 0."""
-    inputs = cell_inputs(built.cell, built.build)
-    env = cell_environment(inputs, built.build)
+    inputs = cell_inputs(built.cell, built.toolchain, built.settings)
+    env = built.env()
     for name in ("CUDAARCHS", "CMAKE_ARGS"):
         env.pop(name)
     architectures = inputs.config_settings["cmake.define.CMAKE_CUDA_ARCHITECTURES"]
@@ -211,12 +228,12 @@ def test_the_skbuild_cmake_args_trap_builds_one_sm_and_is_caught(
     )
     assert done.returncode == 0, proc.tail(done.output)
     (wheel,) = (tmp_path / "built").glob("*.whl")
-    report = inspect_project_wheel(
+    report = inspect_wheel(
         built.cell.wheel_filename,
         wheel.read_bytes(),
         built.cell,
-        list_fatbin=built.build.list_fatbin,
-        list_elf=built.build.list_elf,
+        list_fatbin=built.list_fatbin,
+        list_elf=built.list_elf,
     )
     assert report.sms == ("75",)
     assert report.ptx == ()
@@ -229,24 +246,23 @@ def test_the_skbuild_cmake_args_trap_builds_one_sm_and_is_caught(
     )
 
 
-def variant(project: Path, tmp_path: Path, sms: str, ptx: str = "100") -> tuple[BuildMatrix, Cell]:
+def variant(project: Path, tmp_path: Path, sms: str, ptx: str = "100") -> tuple[Matrix, Cell]:
     """The project's matrix with other SMs and PTX, written beside the test."""
     text = (project / "matrix.yaml").read_text()
     text = text.replace("project: .", f"project: {project}")
     text = text.replace("sms: [75, 80, 86, 89, 90, 100]", f"sms: [{sms}]")
     text = text.replace("ptx: 100", f"ptx: {ptx}")
     (tmp_path / "matrix.yaml").write_text(text)
-    loaded = load_build_matrix(tmp_path / "matrix.yaml")
-    (cell,) = loaded.matrix.cells
-    return loaded, cell
+    matrix = load_matrix(tmp_path / "matrix.yaml")
+    (cell,) = matrix.cells
+    return matrix, cell
 
 
 def test_cmake_builds_suffixed_targets_as_90a_real_and_100f_real(
     built: Built, tmp_path: Path
 ) -> None:
-    loaded, cell = variant(FIXTURE, tmp_path, "80, 90a, 100f")
-    build = dataclasses.replace(built.build, recipe=loaded.recipe(cell))
-    wheel, report = build_in_staging(cell, build, out=tmp_path / "dist", log=tmp_path / "log")
+    matrix, cell = variant(FIXTURE, tmp_path, "80, 90a, 100f")
+    wheel, report = build_one(matrix, cell, built.settings.cache_dir, tmp_path)
     assert (report.sms, report.ptx) == (("80", "90a", "100f"), ("100",))
     python = installed_python(wheel, tmp_path / "venv")
     info = subprocess.run(
@@ -267,13 +283,12 @@ def test_the_torch_backend_builds_from_torch_cuda_arch_list(
     built: Built, tmp_path: Path, sms: str, ptx: str, found: tuple[str, ...]
 ) -> None:
     """A setuptools project that reads TORCH_CUDA_ARCH_LIST as torch's CUDAExtension does."""
-    loaded, cell = variant(TORCH_FIXTURE, tmp_path, sms, ptx)
-    assert loaded.recipe(cell).backend == "torch"
-    build = dataclasses.replace(built.build, recipe=loaded.recipe(cell))
-    wheel, report = build_in_staging(cell, build, out=tmp_path / "dist", log=tmp_path / "log")
+    matrix, cell = variant(TORCH_FIXTURE, tmp_path, sms, ptx)
+    assert cell.build.backend == "torch"
+    wheel, report = build_one(matrix, cell, built.settings.cache_dir, tmp_path)
     assert wheel.name == f"torch_arch_fixture-0.3.0-py3-none-manylinux_2_34_{cell.arch}.whl"
     assert (report.sms, report.ptx) == (found, (ptx,))
-    log = (tmp_path / "log").read_text()
+    log = (tmp_path / "dist" / "logs" / f"{cell.id}.log").read_text()
     assert f"-gencode=arch=compute_{ptx},code=compute_{ptx}" in log
 
 
@@ -282,19 +297,21 @@ def test_an_older_manylinux_than_auditwheel_finds_is_a_clear_error(
 ) -> None:
     text = (FIXTURE / "matrix.yaml").read_text().replace("project: .", f"project: {FIXTURE}")
     (tmp_path / "matrix.yaml").write_text(text.replace('manylinux: "2_34"', 'manylinux: "2_28"'))
-    loaded = load_build_matrix(tmp_path / "matrix.yaml")
-    (cell,) = loaded.matrix.cells
-    with pytest.raises(CellFailure) as failed:
-        build_in_staging(cell, built.build, out=tmp_path / "dist", log=tmp_path / "log")
-    assert failed.value.error.startswith(
+    matrix = load_matrix(tmp_path / "matrix.yaml")
+    (cell,) = matrix.cells
+    settings, toolchain = prepared(matrix, cell, built.settings.cache_dir, tmp_path)
+    failed = build_cell(cell, toolchain, settings, sources="test")
+    assert not failed.ok
+    assert failed.error is not None
+    assert failed.error.startswith(
         "auditwheel: the wheel is only manylinux_2_34_x86_64, not manylinux_2_28_x86_64"
     )
-    assert "build in a manylinux container" in failed.value.error
+    assert "build in a manylinux container" in failed.error
+    assert list(settings.out.glob("*.whl")) == [], "a failed cell leaves no wheel in dist/"
 
 
 def test_a_build_that_passes_no_architectures_stops(built: Built, tmp_path: Path) -> None:
-    inputs = cell_inputs(built.cell, built.build)
-    env = cell_environment(inputs, built.build)
+    env = built.env()
     for name in ("CUDAARCHS", "CMAKE_ARGS"):
         env.pop(name)
     done = proc.run(

@@ -4,6 +4,7 @@ mode, and a rebuild that differs names the first member that does."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import io
 import os
@@ -13,12 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from release.build.cache import WheelCache
-from release.build.cells import cell_env, parse_epoch, wheel_cache_key
+from release.backends import BuildInputs
+from release.build.cache import WheelCache, wheel_cache_key
 from release.build.compare import compare, first_difference
+from release.build.pipeline import cell_environment
+from release.build.settings import DEFAULT_EPOCH, parse_epoch
 from release.errors import ConfigError
 from release.fsutil import current_umask, write_atomic
-from release.inspection.certify import DEFAULT_EPOCH
 from release.matrix import Cell, load_matrix
 from release.records.dist import Reconciled, dist_problems, entry_problems, reconcile
 from release.records.manifest import Manifest, WheelEntry
@@ -143,23 +145,22 @@ def test_the_wheel_cache_key_depends_on_content_not_on_paths() -> None:
     other = {**IDENTITY, "device_compiler": "nvcc 13.0.89"}
     assert key != wheel_cache_key(cell, "src", other, epoch=1, recipe=RECIPE)
     assert key != wheel_cache_key(CELLS["13.0-aarch64"], "src", IDENTITY, epoch=1, recipe=RECIPE)
+    rebuilt = dataclasses.replace(cell, build=dataclasses.replace(cell.build, env=(("A", "1"),)))
+    assert key != wheel_cache_key(rebuilt, "src", IDENTITY, epoch=1, recipe=RECIPE)
 
 
 def test_the_build_gets_the_timestamp_and_no_credentials() -> None:
     base = {"PATH": "/bin", "GITHUB_TOKEN": "ghs_secret", "TWINE_PASSWORD": "pw12", "HOME": "/h"}
-    env = cell_env(
-        CELLS["12.9-x86_64"],
-        {},
-        base=base,
-        device_cache=Path("/c"),
-        device_log=Path("/l"),
-        device_jobs=1,
-        epoch=1_700_000_000,
-    )
+    inputs = BuildInputs(env={"RELEASE_SMS": "75"}, config_settings={})
+    env = cell_environment(inputs, base=base, python="/venv/bin/python", epoch=1_700_000_000)
     assert env["SOURCE_DATE_EPOCH"] == "1700000000"
     assert "GITHUB_TOKEN" not in env
     assert "TWINE_PASSWORD" not in env
     assert env["HOME"] == "/h"
+    assert env["PATH"] == "/venv/bin:/bin"
+    assert env["RELEASE_SMS"] == "75"
+    stale = cell_environment(inputs, base={"RELEASE_PTX": "90"}, python="/p/python", epoch=1)
+    assert "RELEASE_PTX" not in stale, "csrc's inputs come from the cell, never from outside"
 
 
 def test_source_date_epoch_must_be_seconds() -> None:

@@ -7,11 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from release.backends.recipe import (
+from release.backends import (
+    BuildContext,
     BuildRecipe,
     BuildSpec,
     BuildTools,
+    CellTargets,
     NvccToolkit,
+    backend_for,
     build_inputs,
     cmake_architectures,
     cmake_inputs,
@@ -26,6 +29,7 @@ from release.backends.recipe import (
     torch_inputs,
     with_path,
 )
+from release.errors import ToolchainError
 from release.targets import GpuTarget
 
 SHIPPED = [GpuTarget.parse(s) for s in (75, 80, 86, 89, 90, 100)]
@@ -36,6 +40,18 @@ TOOLKIT = NvccToolkit(
     library_dir=Path("/cache/cuda-13.0/nvidia/cu13/lib"),
 )
 SKBUILD = "scikit_build_core.build"
+
+
+def targets_of(recipe: BuildRecipe, *, build_backend: str | None = None) -> CellTargets:
+    return CellTargets(
+        cuda="12.9",
+        arch="x86_64",
+        sms=tuple(SHIPPED),
+        ptx=PTX_100,
+        local_label="cu129",
+        recipe=recipe,
+        build_backend=build_backend,
+    )
 
 
 def targets(*names: str) -> list[GpuTarget]:
@@ -146,7 +162,7 @@ def test_build_inputs_add_the_pypi_library_dir_the_matrix_env_and_tools_first() 
     )
     tools = BuildTools(path=(Path("/cache/cmake/data/bin"), Path("/cache/bin")))
     inputs = build_inputs(
-        recipe, SHIPPED, PTX_100, TOOLKIT, tools=tools, jobs=2, build_backend=SKBUILD
+        targets_of(recipe, build_backend=SKBUILD), BuildContext(toolkit=TOOLKIT, tools=tools)
     )
     assert inputs.env["LIBRARY_PATH"] == "/cache/cuda-13.0/nvidia/cu13/lib"
     assert inputs.env["SGL_KERNEL_ENABLE_FA3"] == "1"
@@ -159,15 +175,41 @@ def test_build_inputs_add_the_pypi_library_dir_the_matrix_env_and_tools_first() 
     assert inputs.config_args()[0] == "-Cbuild-dir=build/{wheel_tag}"
     system = NvccToolkit(root=Path("/usr/local/cuda-12.9"), version="12.9.86")
     torch = build_inputs(
-        BuildRecipe(backend="torch"), SHIPPED, PTX_100, system, tools=BuildTools(), jobs=2,
-        build_backend="setuptools.build_meta",
-    )  # fmt: skip
+        targets_of(BuildRecipe(backend="torch"), build_backend="setuptools.build_meta"),
+        BuildContext(toolkit=system, jobs=2),
+    )
     assert "LIBRARY_PATH" not in torch.env
     assert torch.config_settings == {}
-    with pytest.raises(ValueError, match="RELEASE_"):
-        build_inputs(
-            BuildRecipe(), SHIPPED, PTX_100, TOOLKIT, tools=tools, jobs=2, build_backend=None
-        )
+    assert torch.path == (Path("/usr/local/cuda-12.9/bin"),)
+
+
+def test_csrc_gets_the_release_contract_and_no_nvcc_on_its_path() -> None:
+    context = BuildContext(
+        toolchain_env={"RELEASE_DEVICE_COMPILER": "nvrtc"},
+        toolkit=TOOLKIT,
+        jobs=3,
+        device_cache=Path("/c/device"),
+        device_log=Path("/d/logs/device.jsonl"),
+    )
+    inputs = build_inputs(targets_of(BuildRecipe()), context)
+    assert inputs.env == {
+        "RELEASE_DEVICE_COMPILER": "nvrtc",
+        "RELEASE_SMS": "75;80;86;89;90;100",
+        "RELEASE_PTX": "100",
+        "RELEASE_TARGET_ARCH": "x86_64",
+        "RELEASE_LOCAL_LABEL": "cu129",
+        "RELEASE_CUDA_VERSION": "12.9",
+        "RELEASE_DEVICE_CACHE": "/c/device",
+        "RELEASE_DEVICE_LOG": "/d/logs/device.jsonl",
+        "RELEASE_JOBS": "3",
+    }
+    assert inputs.path == ()
+    assert inputs.config_settings == {}
+
+
+def test_an_nvcc_backend_without_nvcc_is_a_toolchain_error() -> None:
+    with pytest.raises(ToolchainError, match="has no nvcc"):
+        build_inputs(targets_of(BuildRecipe(backend="cmake")), BuildContext())
 
 
 def test_with_path_puts_the_tools_first() -> None:
@@ -184,8 +226,8 @@ def test_merge_takes_the_cuda_versions_keys_over_the_releases() -> None:
     )
     assert merge(None, None) == BuildRecipe(backend="release")
     assert merge(release, BuildSpec(backend="torch")).backend == "torch"
-    assert merge(None, None).needs_nvcc is False
-    assert merge(release, None).needs_nvcc is True
+    assert backend_for(merge(None, None).backend).needs_nvcc is False
+    assert backend_for(merge(release, None).backend).needs_nvcc is True
 
 
 def test_spec_problems_keep_the_matrix_off_what_the_cell_says() -> None:

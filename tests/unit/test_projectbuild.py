@@ -14,23 +14,17 @@ import jsonschema
 import pytest
 from ruamel.yaml import YAML
 
-from release.backends.recipe import BuildRecipe
-from release.build.project import (
-    TOOLKIT_INPUTS,
-    check_cells,
-    doctor_rows,
-    inspect_project_wheel,
-    load_build_matrix,
-    planned_inputs,
-    relabelled,
-    require_buildable,
-)
+from release.backends import BuildRecipe
+from release.build.pipeline import relabelled
+from release.build.preview import TOOLKIT_INPUTS, doctor_rows, planned_inputs
+from release.build.stage import buildable_problem, check_cells
 from release.cli import main
 from release.errors import ConfigError, ToolchainError
 from release.inspection.devicecode import NO_DEVICE_CODE
 from release.inspection.fatbin import FatbinContents
-from release.matrix import Cell, matrix_json_schema
-from release.toolchain import resolve
+from release.inspection.wheel import inspect_wheel
+from release.matrix import Cell, load_matrix, matrix_json_schema
+from release.toolchain import ToolchainPlan, resolve
 from release.yamlspec import as_plain
 
 TESTS = Path(__file__).resolve().parents[1]
@@ -41,28 +35,33 @@ DEVICE_SO = TESTS / "data" / "elf-device" / "x86_64-nv_fatbin.so"
 CACHE = Path("/nonexistent/toolchains")
 
 
-def plan(cell: Cell, cuda_home: Path | None = None, host_arch: str = "x86_64") -> object:
+def plan(cell: Cell, cuda_home: Path | None = None, host_arch: str = "x86_64") -> ToolchainPlan:
     return resolve(
         str(cell.cuda), cell.arch, cuda_home=cuda_home, cache_dir=CACHE, host_arch=host_arch
     )
 
 
+def not_buildable(cell: Cell, plan: ToolchainPlan) -> ToolchainError:
+    error = buildable_problem(cell, plan)
+    assert error is not None
+    return error
+
+
 def test_the_fixture_matrix_loads_with_its_cmake_backend() -> None:
-    loaded = load_build_matrix(FIXTURE)
-    (cell,) = loaded.matrix.cells
+    (cell,) = load_matrix(FIXTURE).cells
     assert cell.id == "13.0-x86_64"
     assert cell.wheel_filename == ("fixture_cmake_kernels-0.2.0-py3-none-manylinux_2_34_x86_64.whl")
-    assert loaded.recipe(cell) == BuildRecipe(backend="cmake")
+    assert cell.build == BuildRecipe(backend="cmake")
 
 
 def test_cuda_versions_override_the_releases_build() -> None:
-    loaded = load_build_matrix(BUILD / "torch-and-cmake.yaml")
-    assert loaded.recipes["13.0"] == BuildRecipe(
+    recipes = {str(c.cuda): c.build for c in load_matrix(BUILD / "torch-and-cmake.yaml").cells}
+    assert recipes["13.0"] == BuildRecipe(
         backend="cmake",
         env=(("SGL_KERNEL_ENABLE_SM90A", "1"),),
         config_settings=(("build-dir", "build/{wheel_tag}"),),
     )
-    assert loaded.recipes["12.9"] == BuildRecipe(
+    assert recipes["12.9"] == BuildRecipe(
         backend="torch",
         env=(("MAX_JOBS", "4"), ("SGL_KERNEL_ENABLE_SM90A", "1")),
         config_settings=(("build-dir", "build/{wheel_tag}"),),
@@ -71,7 +70,7 @@ def test_cuda_versions_override_the_releases_build() -> None:
 
 def test_build_sections_of_the_wrong_shape_name_file_line_and_key() -> None:
     with pytest.raises(ConfigError) as raised:
-        load_build_matrix(BUILD / "bad-shape.yaml")
+        load_matrix(BUILD / "bad-shape.yaml")
     assert raised.value.problems == (
         "bad-shape.yaml:3:12: build.backend: 'cmak' is not one of 'release', 'cmake', "
         "'torch'; did you mean 'cmake'?",
@@ -82,7 +81,7 @@ def test_build_sections_of_the_wrong_shape_name_file_line_and_key() -> None:
 
 def test_build_sections_that_contradict_the_cell_are_refused() -> None:
     with pytest.raises(ConfigError) as raised:
-        load_build_matrix(BUILD / "bad-rules.yaml")
+        load_matrix(BUILD / "bad-rules.yaml")
     problems = raised.value.problems
     setting = 'cuda["13.0"].build.config-settings["cmake.define.CMAKE_CUDA_ARCHITECTURES"]'
     assert [p.split(": ")[0:2] for p in problems] == [
@@ -95,7 +94,7 @@ def test_build_sections_that_contradict_the_cell_are_refused() -> None:
 
 def test_a_torch_cell_with_ptx_alone_is_refused_at_load() -> None:
     with pytest.raises(ConfigError) as raised:
-        load_build_matrix(BUILD / "torch-ptx-alone.yaml")
+        load_matrix(BUILD / "torch-ptx-alone.yaml")
     ptx, arch_list = raised.value.problems
     assert ptx.startswith("torch-ptx-alone.yaml:6:8: defaults.ptx: torch's TORCH_CUDA_ARCH_LIST")
     assert "add 100 to sms" in ptx
@@ -115,35 +114,33 @@ def test_the_schema_accepts_what_the_loader_accepts() -> None:
 
 
 def test_a_cmake_cell_of_cuda_12_9_asks_for_a_toolkit() -> None:
-    loaded = load_build_matrix(BUILD / "torch-and-cmake.yaml")
-    cell = next(c for c in loaded.matrix.cells if c.id == "12.9-x86_64")
-    with pytest.raises(ToolchainError) as raised:
-        require_buildable(loaded.recipe(cell), cell, plan(cell))  # type: ignore[arg-type]
-    assert raised.value.exit_code == 3
-    assert "PyPI has no nvcc for CUDA 12.9" in raised.value.message
-    assert raised.value.hint is not None
-    assert "--cuda-home / CUDA_HOME" in raised.value.hint
+    loaded = load_matrix(BUILD / "torch-and-cmake.yaml")
+    cell = next(c for c in loaded.cells if c.id == "12.9-x86_64")
+    error = not_buildable(cell, plan(cell))
+    assert error.exit_code == 3
+    assert "PyPI has no nvcc for CUDA 12.9" in error.message
+    assert error.hint is not None
+    assert "--cuda-home / CUDA_HOME" in error.hint
     with_toolkit = plan(cell, cuda_home=Path("/usr/local/cuda-12.9"))
-    require_buildable(loaded.recipe(cell), cell, with_toolkit)  # type: ignore[arg-type]
+    assert buildable_problem(cell, with_toolkit) is None
 
 
 def test_an_aarch64_cell_of_an_nvcc_backend_says_where_it_builds() -> None:
-    loaded = load_build_matrix(BUILD / "torch-and-cmake.yaml")
-    cell = next(c for c in loaded.matrix.cells if c.id == "13.0-aarch64")
-    with pytest.raises(ToolchainError) as raised:
-        require_buildable(loaded.recipe(cell), cell, plan(cell))  # type: ignore[arg-type]
-    assert "cannot cross-compile" in raised.value.message
-    assert raised.value.hint is not None
-    assert "cibuildwheel" in raised.value.hint
+    loaded = load_matrix(BUILD / "torch-and-cmake.yaml")
+    cell = next(c for c in loaded.cells if c.id == "13.0-aarch64")
+    error = not_buildable(cell, plan(cell))
+    assert "cannot cross-compile" in error.message
+    assert error.hint is not None
+    assert "cibuildwheel" in error.hint
     native = plan(cell, host_arch="aarch64")
-    require_buildable(loaded.recipe(cell), cell, native)  # type: ignore[arg-type]
+    assert buildable_problem(cell, native) is None
 
 
 def test_one_error_names_every_cell_that_cannot_build_here_and_where_it_can() -> None:
-    cells = load_build_matrix(BUILD / "torch-and-cmake.yaml").matrix.cells
+    cells = load_matrix(BUILD / "torch-and-cmake.yaml").cells
     plans = {c.id: plan(c) for c in cells}
     with pytest.raises(ToolchainError) as raised:
-        check_cells(cells, plans)  # type: ignore[arg-type]
+        check_cells(cells, plans)
     lines = raised.value.message.splitlines()
     assert [line.split(":")[0] for line in lines] == ["13.0-aarch64", "12.9-x86_64", "12.9-aarch64"]
     hint = raised.value.hint or ""
@@ -151,13 +148,13 @@ def test_one_error_names_every_cell_that_cannot_build_here_and_where_it_can() ->
     assert "--cuda-home / CUDA_HOME" in hint
     assert hint.endswith("or leave these cells out with --cuda / --arch")
     here = [c for c in cells if c.id == "13.0-x86_64"]
-    check_cells(here, plans)  # type: ignore[arg-type]
+    check_cells(here, plans)
 
 
 def test_a_dry_run_names_the_toolkits_paths_only_where_they_are_known() -> None:
-    cells = load_build_matrix(BUILD / "torch-and-cmake.yaml").matrix.cells
+    cells = load_matrix(BUILD / "torch-and-cmake.yaml").cells
     cmake = next(c for c in cells if c.id == "13.0-x86_64")
-    inputs = planned_inputs(cmake, plan(cmake), jobs=3)  # type: ignore[arg-type]
+    inputs = planned_inputs(cmake, plan(cmake), jobs=3)
     assert inputs.env["CUDAARCHS"] == "75-real;80-real;86-real;89-real;90-real;100-real;100-virtual"
     assert inputs.env["CMAKE_BUILD_PARALLEL_LEVEL"] == "3"
     assert inputs.env["SGL_KERNEL_ENABLE_SM90A"] == "1"
@@ -165,7 +162,7 @@ def test_a_dry_run_names_the_toolkits_paths_only_where_they_are_known() -> None:
     assert not TOOLKIT_INPUTS & {*inputs.env, *inputs.config_settings}
     torch = next(c for c in cells if c.id == "12.9-x86_64")
     system = plan(torch, cuda_home=Path("/usr/local/cuda-12.9"))
-    inputs = planned_inputs(torch, system, jobs=3)  # type: ignore[arg-type]
+    inputs = planned_inputs(torch, system, jobs=3)
     assert inputs.env["TORCH_CUDA_ARCH_LIST"] == "7.5;8.0;8.6;8.9;9.0;10.0+PTX"
     assert inputs.env["CUDA_HOME"] == "/usr/local/cuda-12.9"
     assert inputs.env["MAX_JOBS"] == "4"  # the matrix's own, over the cell's jobs
@@ -195,10 +192,9 @@ def test_a_dry_run_shows_what_each_backend_receives(
 
 
 def test_doctor_shows_per_cell_what_its_backend_uses_and_receives() -> None:
-    loaded = load_build_matrix(BUILD / "torch-and-cmake.yaml")
-    cells = loaded.matrix.cells
+    cells = load_matrix(BUILD / "torch-and-cmake.yaml").cells
     plans = {c.id: plan(c) for c in cells}
-    rows = {r.cell: r for r in doctor_rows(cells, plans)}  # type: ignore[arg-type]
+    rows = {r.cell: r for r in doctor_rows(cells, plans)}
     assert sorted(rows) == ["12.9-aarch64", "12.9-x86_64", "13.0-aarch64", "13.0-x86_64"]
     cmake = rows["13.0-x86_64"]
     assert (cmake.backend, cmake.builds) == ("cmake", "here")
@@ -249,27 +245,23 @@ def no_fatbin(name: str, data: bytes) -> FatbinContents:
 
 
 def test_device_code_in_a_shared_object_answers_the_no_fatbin_check() -> None:
-    (cell,) = load_build_matrix(FIXTURE).matrix.cells
+    (cell,) = load_matrix(FIXTURE).cells
     name, data = fixture_wheel(cell)
     full = FatbinContents(sms=tuple(str(s) for s in cell.sms), ptx=("100",))
     # the stand-in library has no .nv_fatbin section: no device code found anywhere
-    report = inspect_project_wheel(
-        name, data, cell, list_fatbin=no_fatbin, list_elf=lambda n, d: full
-    )
+    report = inspect_wheel(name, data, cell, list_fatbin=no_fatbin, list_elf=lambda n, d: full)
     assert report.problems == (NO_DEVICE_CODE,)
 
 
 def test_a_shared_object_holding_the_cells_targets_passes_and_the_trap_fails() -> None:
-    (cell,) = load_build_matrix(FIXTURE).matrix.cells
+    (cell,) = load_matrix(FIXTURE).cells
     name, data = fixture_wheel(cell, library=DEVICE_SO)
     full = FatbinContents(sms=tuple(str(s) for s in cell.sms), ptx=("100",))
-    report = inspect_project_wheel(
-        name, data, cell, list_fatbin=no_fatbin, list_elf=lambda n, d: full
-    )
+    report = inspect_wheel(name, data, cell, list_fatbin=no_fatbin, list_elf=lambda n, d: full)
     assert report.problems == ()
     assert (report.sms, report.ptx) == (full.sms, full.ptx)
     first_only = FatbinContents(sms=("75",), ptx=())
-    trapped = inspect_project_wheel(
+    trapped = inspect_wheel(
         name, data, cell, list_fatbin=no_fatbin, list_elf=lambda n, d: first_only
     )
     assert trapped.sms == ("75",)
@@ -286,7 +278,7 @@ def test_relabelled_gives_the_wheel_the_cells_version(tmp_path: Path) -> None:
     )
     text = text.replace("project: .", f"project: {FIXTURE.parent}")
     (tmp_path / "matrix.yaml").write_text(text)
-    (cell,) = load_build_matrix(tmp_path / "matrix.yaml").matrix.cells
+    (cell,) = load_matrix(tmp_path / "matrix.yaml").cells
     assert cell.local_label == "cu129"
     name, data = fixture_wheel(cell, version="0.2.0")
     (tmp_path / name).write_bytes(data)

@@ -1,0 +1,150 @@
+"""What every backend is: the `Backend` protocol, what it is told of a cell (`CellTargets`)
+and of the place it builds in (`BuildContext`), and what it gives the PEP 517 build
+(`BuildInputs`). Pure: nothing here runs a process.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from release.backends.recipe import BackendName, BuildRecipe
+from release.targets import GpuTarget
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
+
+
+@dataclass(frozen=True, kw_only=True)
+class NvccToolkit:
+    """The nvcc a backend compiles with: `root` holds bin/nvcc and include/."""
+
+    root: Path
+    version: str
+    # PyPI's nvcc wheels keep libcudart_static.a and libcudadevrt.a in lib/, where nvcc's
+    # profile (-L.../lib64) does not look: the linker needs LIBRARY_PATH to find them.
+    library_dir: Path | None = None
+
+    @property
+    def nvcc(self) -> Path:
+        return self.root / "bin" / "nvcc"
+
+
+@dataclass(frozen=True, kw_only=True)
+class BuildTools:
+    """Build tools from PyPI for the build's PATH (cmake and ninja binaries)."""
+
+    path: tuple[Path, ...] = ()
+    versions: tuple[str, ...] = ()  # `cmake 4.4.5`, `ninja 1.13.2`
+
+
+@dataclass(frozen=True, kw_only=True)
+class BuildInputs:
+    """What a cell's PEP 517 build gets: variables, config settings, PATH entries first."""
+
+    env: Mapping[str, str]
+    config_settings: Mapping[str, str]
+    path: tuple[Path, ...] = ()
+
+    def config_args(self) -> list[str]:
+        return [f"-C{key}={value}" for key, value in sorted(self.config_settings.items())]
+
+
+@dataclass(frozen=True, kw_only=True)
+class CellTargets:
+    """What a backend is told of the cell it builds."""
+
+    cuda: str
+    arch: str
+    sms: tuple[GpuTarget, ...]
+    ptx: GpuTarget | None
+    local_label: str | None
+    recipe: BuildRecipe
+    build_backend: str | None = None  # the PEP 517 backend the project's pyproject names
+
+
+@dataclass(frozen=True, kw_only=True)
+class BuildContext:
+    """What a backend is told of the place the cell builds in."""
+
+    toolchain_env: Mapping[str, str] = field(default_factory=dict)  # csrc's RELEASE_* tools
+    toolkit: NvccToolkit | None = None  # None where the toolchain has no nvcc
+    tools: BuildTools = field(default_factory=BuildTools)
+    jobs: int = 1
+    device_cache: Path | None = None
+    device_log: Path | None = None
+
+
+class Backend(Protocol):
+    """One build system. A new one is a module beside this one, registered in
+    release.backends.registry; the build pipeline does not change."""
+
+    @property
+    def name(self) -> BackendName: ...
+
+    @property
+    def needs_nvcc(self) -> bool:
+        """It drives nvcc (so PyPI must have one, and it builds each CPU arch natively)."""
+        ...
+
+    @property
+    def owned_env(self) -> frozenset[str]:
+        """Variables it gets from the cell, which the matrix may not set."""
+        ...
+
+    @property
+    def owned_settings(self) -> frozenset[str]:
+        """Config settings it gets from the cell, which the matrix may not set."""
+        ...
+
+    @property
+    def labels_by_rewriting(self) -> bool:
+        """Its build cannot set the cell's local label: the built wheel is rewritten to it
+        (csrc's sets it at build time, and a wheel of another version is refused)."""
+        ...
+
+    @property
+    def tag_remedy(self) -> str:
+        """What to do when auditwheel finds only linux_* for its wheel ("" for nothing)."""
+        ...
+
+    def setting_problem(self, name: str, value: str) -> str | None:
+        """Why the matrix may not pass config setting `name`=`value` (besides owned ones)."""
+        ...
+
+    def targets_problem(self, sms: Sequence[GpuTarget], ptx: GpuTarget | None) -> str | None:
+        """Why it cannot build exactly these targets, with the remedy; None if it can."""
+        ...
+
+    def inputs(self, cell: CellTargets, context: BuildContext) -> BuildInputs:
+        """The inputs of the cell's PEP 517 build, before the matrix's own `env` and
+        `config-settings`."""
+        ...
+
+    def describe(self, cell: CellTargets, build_tools: str) -> tuple[str, str]:
+        """(the build tools it uses, what it receives), for `release doctor`; `build_tools`
+        names the pinned cmake and ninja."""
+        ...
+
+
+def with_path(env: Mapping[str, str], first: Sequence[Path]) -> dict[str, str]:
+    """`env` with the directories `first` ahead of its PATH."""
+    out = dict(env)
+    out["PATH"] = os.pathsep.join([*(str(p) for p in first), *filter(None, [env.get("PATH")])])
+    return out
+
+
+def read_build_backend(pyproject_text: str) -> str | None:
+    """[build-system] build-backend of a pyproject.toml's text (None if it names none)."""
+    try:
+        data = tomllib.loads(pyproject_text)
+    except tomllib.TOMLDecodeError:
+        return None
+    backend = data.get("build-system", {}).get("build-backend")
+    return backend if isinstance(backend, str) else None

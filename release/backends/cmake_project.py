@@ -1,0 +1,108 @@
+"""CMake-driven PEP 517 projects (scikit-build-core and others: sgl-kernel, FlashInfer):
+CMAKE_CUDA_ARCHITECTURES (also as CUDAARCHS and in CMAKE_ARGS), CMAKE_CUDA_COMPILER /
+CUDACXX / CUDA_HOME / CUDAToolkit_ROOT, CMAKE_BUILD_PARALLEL_LEVEL; cmake and ninja from
+PyPI first on PATH; the local label by rewriting the built wheel.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from release.backends.base import BuildContext, BuildInputs, CellTargets, NvccToolkit
+from release.backends.nvcc import NVCC_TAG_REMEDY, family_problem, require_toolkit
+from release.backends.recipe import BackendName
+from release.targets import GpuTarget
+
+SCIKIT_BUILD_BACKEND = "scikit_build_core.build"
+
+
+def cmake_architectures(sms: Sequence[GpuTarget], ptx: GpuTarget | None) -> str:
+    """CMAKE_CUDA_ARCHITECTURES: a cubin per SM (`75-real`, `90a-real`, `100f-real`) and PTX
+    for the PTX target (`100-virtual`)."""
+    parts = [f"{target}-real" for target in sms]
+    if ptx is not None:
+        parts.append(f"{ptx}-virtual")
+    return ";".join(parts)
+
+
+def cmake_inputs(
+    sms: Sequence[GpuTarget],
+    ptx: GpuTarget | None,
+    toolkit: NvccToolkit,
+    *,
+    jobs: int,
+    build_backend: str | None,
+) -> tuple[dict[str, str], dict[str, str]]:
+    """(environment, config settings) of a CMake-driven build.
+
+    CMake reads no CMAKE_CUDA_ARCHITECTURES variable from the environment: the list goes
+    to CUDAARCHS (read when the cache has none), to CMAKE_ARGS (read by scikit-build-core
+    and most setuptools+CMake builds, split on spaces only) and, for scikit-build-core, to
+    `cmake.define.CMAKE_CUDA_ARCHITECTURES`. Never to SKBUILD_CMAKE_ARGS, which
+    scikit-build-core splits on `;`: that builds the first SM alone and exits 0.
+    CMake ignores CUDA_HOME: CUDACXX / CMAKE_CUDA_COMPILER name nvcc.
+    """
+    architectures = cmake_architectures(sms, ptx)
+    env = {
+        "CUDAARCHS": architectures,
+        "CMAKE_ARGS": f"-DCMAKE_CUDA_ARCHITECTURES={architectures} "
+        f"-DCMAKE_CUDA_COMPILER={toolkit.nvcc}",
+        "CUDACXX": str(toolkit.nvcc),
+        "CUDA_HOME": str(toolkit.root),
+        "CUDAToolkit_ROOT": str(toolkit.root),
+        "CMAKE_BUILD_PARALLEL_LEVEL": str(jobs),
+    }
+    settings = {}
+    if build_backend == SCIKIT_BUILD_BACKEND:
+        settings = {
+            "cmake.define.CMAKE_CUDA_ARCHITECTURES": architectures,
+            "cmake.define.CMAKE_CUDA_COMPILER": str(toolkit.nvcc),
+        }
+    return env, settings
+
+
+class CmakeBackend:
+    name: BackendName = "cmake"
+    needs_nvcc = True
+    owned_env = frozenset(
+        {
+            "CUDAARCHS",
+            "CMAKE_CUDA_ARCHITECTURES",
+            "CMAKE_CUDA_COMPILER",
+            "CUDACXX",
+            "CUDA_HOME",
+            "CUDAToolkit_ROOT",
+        }
+    )
+    owned_settings = frozenset(
+        {
+            "cmake.define.CMAKE_CUDA_ARCHITECTURES",
+            "cmake.define.CMAKE_CUDA_COMPILER",
+            "cmake.define.CUDAToolkit_ROOT",
+        }
+    )
+    labels_by_rewriting = True
+    tag_remedy = NVCC_TAG_REMEDY
+
+    def setting_problem(self, name: str, value: str) -> str | None:
+        if "CMAKE_CUDA_ARCHITECTURES" in value:
+            return "the GPU targets come from the cell's sms and ptx: remove them here"
+        return None
+
+    def targets_problem(self, sms: Sequence[GpuTarget], ptx: GpuTarget | None) -> str | None:
+        return family_problem(sms)
+
+    def inputs(self, cell: CellTargets, context: BuildContext) -> BuildInputs:
+        toolkit = require_toolkit(context, self.name, cell.cuda)
+        env, settings = cmake_inputs(
+            cell.sms, cell.ptx, toolkit, jobs=context.jobs, build_backend=cell.build_backend
+        )
+        return BuildInputs(env=env, config_settings=settings, path=context.tools.path)
+
+    def describe(self, cell: CellTargets, build_tools: str) -> tuple[str, str]:
+        return (
+            f"PyPI {build_tools}; host g++ from PATH",
+            "CMAKE_CUDA_ARCHITECTURES / CUDAARCHS "
+            f"{cmake_architectures(cell.sms, cell.ptx)}, CUDACXX, CUDA_HOME, CUDAToolkit_ROOT, "
+            "CMAKE_BUILD_PARALLEL_LEVEL; label by rewriting the wheel",
+        )

@@ -1,0 +1,60 @@
+"""csrc's own backend: the RELEASE_* contract of csrc/BUILDING.md. The project builds its
+device code once per CUDA version (NVRTC or nvcc, into the shared device cache) and its
+host library with zig for either CPU arch; the local label is set at build time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from release.backends.base import BuildContext, BuildInputs, CellTargets
+from release.backends.recipe import BackendName
+from release.targets import GpuTarget
+
+
+class ContractBackend:
+    name: BackendName = "release"
+    needs_nvcc = False
+    owned_env = frozenset(
+        {
+            "RELEASE_SMS",
+            "RELEASE_PTX",
+            "RELEASE_TARGET_ARCH",
+            "RELEASE_LOCAL_LABEL",
+            "RELEASE_CUDA_VERSION",
+            "RELEASE_DEVICE_COMPILER",
+            "RELEASE_CUDA_HOME",
+            "RELEASE_CC",
+        }
+    )
+    owned_settings = owned_env
+    labels_by_rewriting = False
+    tag_remedy = ""
+
+    def setting_problem(self, name: str, value: str) -> str | None:
+        return None
+
+    def targets_problem(self, sms: Sequence[GpuTarget], ptx: GpuTarget | None) -> str | None:
+        return None
+
+    def inputs(self, cell: CellTargets, context: BuildContext) -> BuildInputs:
+        env = dict(context.toolchain_env)
+        env.update(
+            {
+                "RELEASE_SMS": ";".join(str(s) for s in cell.sms),
+                "RELEASE_PTX": str(cell.ptx) if cell.ptx else "",
+                "RELEASE_TARGET_ARCH": cell.arch,
+                "RELEASE_LOCAL_LABEL": cell.local_label or "",
+                "RELEASE_CUDA_VERSION": cell.cuda,
+                "RELEASE_DEVICE_CACHE": str(context.device_cache),
+                "RELEASE_DEVICE_LOG": str(context.device_log),
+                "RELEASE_JOBS": str(context.jobs),
+            }
+        )
+        return BuildInputs(env=env, config_settings={})
+
+    def describe(self, cell: CellTargets, build_tools: str) -> tuple[str, str]:
+        return (
+            "csrc's backend (zig for the host library)",
+            "RELEASE_SMS, RELEASE_PTX, RELEASE_TARGET_ARCH, RELEASE_LOCAL_LABEL, ...",
+        )

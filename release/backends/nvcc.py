@@ -1,0 +1,68 @@
+"""What the backends that drive nvcc (cmake, torch) share: PyPI has no nvcc for CUDA 12.x,
+nvcc drives the build machine's host compiler (so each CPU arch builds natively), one
+compile cannot build sm_N with sm_Nf, and the wheel's glibc is the build machine's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from release.backends.base import BuildContext, NvccToolkit
+from release.errors import ToolchainError
+from release.targets import GpuTarget
+
+NVCC_HINT = "point --cuda-home / CUDA_HOME at a CUDA {cuda} toolkit (with bin/nvcc)"
+PLACEMENT_HINT = (
+    "build it on a native {arch} runner: the release workflow's cibuildwheel builder does "
+    "(workflow_dispatch input builder: cibuildwheel), and `release env --record` checks the "
+    "wheel as `release build` would"
+)
+NVCC_TAG_REMEDY = (
+    " (nvcc links against this machine's glibc: set the cell's manylinux to the "
+    "level auditwheel finds, or build in a manylinux container: the release "
+    "workflow's cibuildwheel builder)"
+)
+
+
+def family_problem(sms: Sequence[GpuTarget]) -> str | None:
+    """nvcc stops when one compile asks for sm_N and sm_Nf."""
+    both = sorted(t.number for t in sms if t.suffix == "f" and GpuTarget(t.number) in sms)
+    if not both:
+        return None
+    number = both[0]
+    return (
+        f"nvcc stops when one compile asks for sm_{number} and sm_{number}f ('The same "
+        f"GPU code generated for non family-specific and family-specific GPU arch'): "
+        f"keep {number}f (it runs on every GPU of the sm_{number} family) or {number}"
+    )
+
+
+def missing_nvcc(backend: str, cuda: str, device_compiler: str) -> str | None:
+    """Why the toolchain planned for a CUDA version cannot serve nvcc-driven `backend`: PyPI
+    has no nvcc for CUDA 12.x, only NVRTC."""
+    if device_compiler != "nvcc":
+        return (
+            f"the {backend} backend compiles with nvcc, and PyPI has no nvcc for CUDA {cuda} "
+            f"(only NVRTC, which csrc's own backend uses)"
+        )
+    return None
+
+
+def cross_problem(backend: str, target_arch: str, host_arch: str) -> str | None:
+    """Why nvcc-driven `backend` does not build `target_arch` on a `host_arch` machine: nvcc
+    drives the host compiler of the machine it runs on."""
+    if target_arch != host_arch:
+        return (
+            f"the {backend} backend builds {target_arch} wheels on {target_arch} machines only "
+            f"(nvcc drives this {host_arch} machine's host compiler and cannot cross-compile)"
+        )
+    return None
+
+
+def require_toolkit(context: BuildContext, backend: str, cuda: str) -> NvccToolkit:
+    if context.toolkit is None:
+        raise ToolchainError(
+            f"CUDA {cuda}: this toolchain has no nvcc, which the {backend} backend drives",
+            hint=NVCC_HINT.format(cuda=cuda),
+        )
+    return context.toolkit

@@ -1,0 +1,86 @@
+"""setuptools projects with torch's CUDAExtension (vLLM, flash-attention):
+TORCH_CUDA_ARCH_LIST, CUDA_HOME, MAX_JOBS, NVCC_THREADS; the local label by rewriting the
+built wheel.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from release.backends.base import BuildContext, BuildInputs, CellTargets, NvccToolkit
+from release.backends.nvcc import NVCC_TAG_REMEDY, family_problem, require_toolkit
+from release.backends.recipe import BackendName
+from release.targets import GpuTarget
+
+
+def torch_arch(target: GpuTarget) -> str:
+    """A target as torch spells it: 75 -> `7.5`, 90a -> `9.0a`, 100f -> `10.0f`, 121 -> `12.1`."""
+    return f"{target.number // 10}.{target.number % 10}{target.suffix}"
+
+
+def ptx_problem(sms: Sequence[GpuTarget], ptx: GpuTarget | None) -> str | None:
+    if ptx is not None and GpuTarget(ptx.number) not in sms:
+        return (
+            f"torch's TORCH_CUDA_ARCH_LIST can only add PTX to an SM it also builds a cubin "
+            f"for ({torch_arch(ptx)}+PTX): add {ptx.number} to sms, or set ptx to one of them"
+        )
+    return None
+
+
+def torch_arch_list(sms: Sequence[GpuTarget], ptx: GpuTarget | None) -> str:
+    """TORCH_CUDA_ARCH_LIST: `7.5;8.0;8.6;8.9;9.0;10.0+PTX`. torch's cpp_extension turns each
+    entry into `-gencode=arch=compute_XX,code=sm_XX` and a `+PTX` entry also into
+    `code=compute_XX`, so PTX rides on an SM that is built too (see `ptx_problem`)."""
+    problem = TorchBackend().targets_problem(sms, ptx)
+    if problem is not None:
+        raise ValueError(problem)
+    parts = []
+    for target in sms:
+        entry = torch_arch(target)
+        if ptx is not None and target == GpuTarget(ptx.number):
+            entry += "+PTX"
+        parts.append(entry)
+    return ";".join(parts)
+
+
+def torch_inputs(
+    sms: Sequence[GpuTarget], ptx: GpuTarget | None, toolkit: NvccToolkit, *, jobs: int
+) -> dict[str, str]:
+    """The environment of a setuptools build with torch's CUDAExtension."""
+    return {
+        "TORCH_CUDA_ARCH_LIST": torch_arch_list(sms, ptx),
+        "CUDA_HOME": str(toolkit.root),
+        "MAX_JOBS": str(jobs),
+        "NVCC_THREADS": "1" if jobs < 4 else "2",
+    }
+
+
+class TorchBackend:
+    name: BackendName = "torch"
+    needs_nvcc = True
+    owned_env = frozenset({"TORCH_CUDA_ARCH_LIST", "CUDA_HOME"})
+    owned_settings: frozenset[str] = frozenset()
+    labels_by_rewriting = True
+    tag_remedy = NVCC_TAG_REMEDY
+
+    def setting_problem(self, name: str, value: str) -> str | None:
+        return None
+
+    def targets_problem(self, sms: Sequence[GpuTarget], ptx: GpuTarget | None) -> str | None:
+        return family_problem(sms) or ptx_problem(sms, ptx)
+
+    def inputs(self, cell: CellTargets, context: BuildContext) -> BuildInputs:
+        toolkit = require_toolkit(context, self.name, cell.cuda)
+        env = torch_inputs(cell.sms, cell.ptx, toolkit, jobs=context.jobs)
+        return BuildInputs(env=env, config_settings={}, path=context.tools.path)
+
+    def describe(self, cell: CellTargets, build_tools: str) -> tuple[str, str]:
+        try:
+            arch_list = torch_arch_list(cell.sms, cell.ptx)
+        except ValueError as error:
+            arch_list = f"(cannot: {error})"
+        return (
+            "the project's build requirements (torch, setuptools); host g++ from PATH",
+            f"TORCH_CUDA_ARCH_LIST {arch_list}, CUDA_HOME, MAX_JOBS, NVCC_THREADS; "
+            "label by rewriting the wheel",
+        )

@@ -1,0 +1,323 @@
+"""The one road of a cell, whatever its backend: its build inputs (the backend's, from
+release.backends) and environment, the PEP 517 build in a staging folder, exactly one
+wheel, auditwheel's verdict, the cell's local label (rewritten where the backend cannot
+set it) and exact platform tag, the inspection, and the wheel cache. `build_cell` is
+`release build`'s and the GPU gate's; `record_cell` takes a wheel built elsewhere
+(`release env --record`) through the same checks.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from release import proc
+from release.backends import (
+    BuildContext,
+    BuildInputs,
+    CellTargets,
+    NvccToolkit,
+    backend_for,
+    build_inputs,
+    read_build_backend,
+    with_path,
+)
+from release.build.cache import recipe, wheel_cache_key
+from release.build.relabel import RelabelError, relabel
+from release.build.settings import BuildSettings, CellFailure, CellResult
+from release.credentials import without_credentials
+from release.errors import BuildError
+from release.fsutil import write_atomic
+from release.inspection.verdict import auditwheel_problems, inspected, show_command
+from release.inspection.wheel import WheelReport
+from release.matrix import Cell
+from release.toolchain import Toolchain
+
+# ---------------------------------------------------------------- pure core
+
+
+def build_command(python: str, project: Path, outdir: Path) -> list[str]:
+    return [python, "-m", "build", "--wheel", "--outdir", str(outdir), str(project)]
+
+
+def retag_command(python: str, wheel: Path, cell: Cell) -> list[str]:
+    """Give the wheel exactly the cell's platform tag (filename, WHEEL and RECORD); the
+    rewritten RECORD gets SOURCE_DATE_EPOCH's date from the environment."""
+    return [
+        python, "-m", "wheel", "tags", "--platform-tag", cell.platform_tag, "--remove", str(wheel)
+    ]  # fmt: skip
+
+
+def cell_targets(cell: Cell) -> CellTargets:
+    """What the cell's backend is told of it (with the PEP 517 backend its project names)."""
+    pyproject = cell.project.path / "pyproject.toml"
+    text = pyproject.read_text(encoding="utf-8") if pyproject.is_file() else ""
+    return CellTargets(
+        cuda=str(cell.cuda),
+        arch=cell.arch,
+        sms=tuple(cell.sms),
+        ptx=cell.ptx,
+        local_label=cell.local_label,
+        recipe=cell.build,
+        build_backend=read_build_backend(text),
+    )
+
+
+def nvcc_toolkit(toolchain: Toolchain) -> NvccToolkit | None:
+    """The provisioned nvcc as a backend sees it (None where the toolchain has none); PyPI's
+    keeps its static libraries in lib/."""
+    if toolchain.plan.device_compiler != "nvcc" or toolchain.cuda_home is None:
+        return None
+    root = toolchain.cuda_home
+    from_pypi = toolchain.plan.device is not None
+    return NvccToolkit(
+        root=root,
+        version=toolchain.device_version,
+        library_dir=root / "lib" if from_pypi and (root / "lib").is_dir() else None,
+    )
+
+
+def cell_inputs(cell: Cell, toolchain: Toolchain, settings: BuildSettings) -> BuildInputs:
+    context = BuildContext(
+        toolchain_env=toolchain.build_env(),
+        toolkit=nvcc_toolkit(toolchain),
+        tools=settings.build_tools,
+        jobs=settings.device_jobs,
+        device_cache=settings.device_cache,
+        device_log=settings.device_log,
+    )
+    return build_inputs(cell_targets(cell), context)
+
+
+def cell_environment(
+    inputs: BuildInputs, *, base: Mapping[str, str], python: str, epoch: int
+) -> dict[str, str]:
+    """The build's environment: `base` without credentials (a build has no use for
+    publishing tokens) and without RELEASE_* (csrc's inputs), the backend's inputs, its
+    tools and this Python first on PATH, SOURCE_DATE_EPOCH."""
+    kept = {k: v for k, v in without_credentials(base).items() if not k.startswith("RELEASE_")}
+    env = with_path(kept, [*inputs.path, Path(python).parent])
+    env.update(inputs.env)
+    env["SOURCE_DATE_EPOCH"] = str(epoch)
+    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+    return env
+
+
+def toolchain_summary(toolchain: Toolchain) -> dict[str, str]:
+    source = (
+        f"system toolkit {toolchain.cuda_home}"
+        if toolchain.plan.device is None
+        else f"PyPI {', '.join(toolchain.plan.device.requirements)}"
+    )
+    return {
+        "device_compiler": toolchain.plan.device_compiler,
+        "device_compiler_version": toolchain.device_version,
+        "device_compiler_source": source,
+        "host_cc": toolchain.cc_version
+        if toolchain.plan.host_cc is None
+        else f"zig {toolchain.cc_version}",
+        "fatbin_inspector": f"cuobjdump {toolchain.inspector_version}",
+    }
+
+
+# ---------------------------------------------------------------- edge: the checks
+
+
+def relabelled(wheel: Path, cell: Cell) -> Path:
+    """The wheel with the cell's version (its local label): rewritten beside the original,
+    which is removed; the same path where the version is already the cell's."""
+    stem_version = wheel.name.split("-")[1]
+    if stem_version == str(cell.version):
+        return wheel
+    try:
+        result = relabel(wheel.name, wheel.read_bytes(), cell.local_label)
+    except RelabelError as error:
+        raise CellFailure(f"cannot give the wheel version {cell.version}: {error}") from None
+    if result.new_version != str(cell.version):
+        raise CellFailure(
+            f"the build made version {result.old_version}, the cell is {cell.version} "
+            "(only the local label is rewritten, never the release)"
+        )
+    target = wheel.parent / result.filename
+    target.write_bytes(result.data)
+    wheel.unlink()
+    return target
+
+
+def checked_report(
+    name: str, data: bytes, cell: Cell, toolchain: Toolchain, env: Mapping[str, str]
+) -> WheelReport:
+    report = inspected(name, data, cell, toolchain, env)
+    if not report.ok:
+        raise CellFailure("inspection failed: " + "; ".join(report.problems), report=report)
+    return report
+
+
+def certify(
+    wheel: Path,
+    cell: Cell,
+    toolchain: Toolchain,
+    *,
+    python: str,
+    env: Mapping[str, str],
+    log: Path,
+    runner: proc.Runner = proc.run,
+) -> tuple[Path, WheelReport]:
+    """What makes a freshly built wheel count as built: auditwheel's verdict, the cell's
+    version (rewritten where its backend cannot set it), exactly the cell's platform tag,
+    and the inspection. Raises CellFailure; returns the final wheel (beside `wheel`) and
+    its report."""
+    backend = backend_for(cell.build.backend)
+    shown = runner(show_command(python, wheel), env=env, log=log)
+    problems = [
+        p + backend.tag_remedy if p.startswith("auditwheel: the wheel is only") else p
+        for p in auditwheel_problems(shown.output, cell)
+    ]
+    if shown.returncode != 0 or problems:
+        raise CellFailure("; ".join(problems) or "auditwheel show failed", proc.tail(shown.output))
+    if backend.labels_by_rewriting:
+        wheel = relabelled(wheel, cell)
+    if wheel.name != cell.wheel_filename:
+        retagged = runner(retag_command(python, wheel, cell), env=env, log=log)
+        wheel = wheel.parent / cell.wheel_filename
+        if retagged.returncode != 0 or not wheel.is_file():
+            raise CellFailure(
+                proc.failure("retagging the wheel", retagged, detail=False),
+                proc.tail(retagged.output),
+            )
+    return wheel, checked_report(wheel.name, wheel.read_bytes(), cell, toolchain, env)
+
+
+Work = Callable[[], tuple[Path, WheelReport, bool, tuple[str, ...]]]
+
+
+def outcome(
+    cell: Cell,
+    work: Work,
+    *,
+    start: float,
+    log: Path,
+    toolchain: Mapping[str, str],
+    reproduce: str = "",
+) -> CellResult:
+    """Run a cell's `work` (returning the final wheel, its report, whether it came from
+    the cache, and warnings) and turn its success or CellFailure into the cell's result."""
+    try:
+        wheel, report, from_cache, warnings = work()
+    except CellFailure as failure:
+        return CellResult(
+            cell=cell,
+            ok=False,
+            seconds=time.monotonic() - start,
+            report=failure.report,
+            error=failure.error if not proc.stopped() else "stopped by a signal",
+            log_tail=failure.tail,
+            log=log,
+            reproduce=reproduce,
+            toolchain=toolchain,
+        )
+    return CellResult(
+        cell=cell,
+        ok=True,
+        seconds=time.monotonic() - start,
+        wheel=wheel,
+        report=report,
+        from_cache=from_cache,
+        log=log,
+        reproduce=reproduce,
+        toolchain=toolchain,
+        warnings=warnings,
+    )
+
+
+# ---------------------------------------------------------------- edge: one cell
+
+
+def _one_wheel(command: list[str], env: Mapping[str, str], outdir: Path, log: Path) -> Path:
+    built = proc.run(command, env=env, log=log)
+    if built.returncode != 0:
+        raise CellFailure(
+            proc.failure("the PEP 517 build", built, detail=False), proc.tail(built.output)
+        )
+    wheels = sorted(outdir.glob("*.whl"))
+    if len(wheels) != 1:
+        raise CellFailure(f"the build produced {len(wheels)} wheels, expected 1")
+    return wheels[0]
+
+
+def build_cell(
+    cell: Cell, toolchain: Toolchain, settings: BuildSettings, sources: str
+) -> CellResult:
+    """One cell from its sources (or the wheel cache) to its final wheel in settings.out."""
+    start = time.monotonic()
+    log = settings.log_of(cell)
+    inputs = cell_inputs(cell, toolchain, settings)
+    env = cell_environment(
+        inputs, base=settings.environ, python=settings.python, epoch=settings.epoch
+    )
+    staging = Path(tempfile.mkdtemp(prefix=f".{cell.id}.", dir=settings.out))
+    outdir = staging / "built"
+    command = [
+        *build_command(settings.python, settings.matrix.project.path, outdir),
+        *inputs.config_args(),
+    ]
+    identity = {**toolchain.identity, "build_tools": " ".join(settings.build_tools.versions)}
+    key = wheel_cache_key(cell, sources, identity, epoch=settings.epoch, recipe=recipe())
+    cache = settings.wheel_cache
+
+    def work() -> tuple[Path, WheelReport, bool, tuple[str, ...]]:
+        lookup = cache.get(key, cell.wheel_filename)
+        warnings = (lookup.damage + "; building it again",) if lookup.damage else ()
+        if lookup.data is not None:
+            data = lookup.data
+            report = checked_report(cell.wheel_filename, data, cell, toolchain, env)
+        else:
+            log.unlink(missing_ok=True)
+            wheel = _one_wheel(command, env, outdir, log)
+            candidate, report = certify(
+                wheel, cell, toolchain, python=settings.python, env=env, log=log
+            )
+            data = candidate.read_bytes()
+            cache.put(key, cell.wheel_filename, data)
+        final = settings.out / cell.wheel_filename
+        write_atomic(final, data)
+        return final, report, lookup.data is not None, warnings
+
+    reproduce = proc.reproduce_command(command, env, None, parent=settings.environ)
+    try:
+        return outcome(
+            cell, work, start=start, log=log, toolchain=toolchain_summary(toolchain),
+            reproduce=reproduce,
+        )  # fmt: skip
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def record_cell(
+    cell: Cell, wheel: Path, toolchain: Toolchain, settings: BuildSettings
+) -> CellResult:
+    """The checks `build_cell` makes after its PEP 517 build, on a wheel built elsewhere
+    from the cell's inputs (cibuildwheel); the wheel goes to settings.out."""
+    start = time.monotonic()
+    log = settings.log_of(cell)
+    env = {**without_credentials(settings.environ), "SOURCE_DATE_EPOCH": str(settings.epoch)}
+    settings.out.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{cell.id}.", dir=settings.out))
+
+    def work() -> tuple[Path, WheelReport, bool, tuple[str, ...]]:
+        copy = staging / wheel.name
+        shutil.copyfile(wheel, copy)
+        candidate, report = certify(copy, cell, toolchain, python=settings.python, env=env, log=log)
+        final = settings.out / candidate.name
+        write_atomic(final, candidate.read_bytes())
+        return final, report, False, ()
+
+    try:
+        return outcome(cell, work, start=start, log=log, toolchain=toolchain_summary(toolchain))
+    except OSError as error:
+        raise BuildError(f"{wheel}: {error.strerror or error}") from None
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)

@@ -1,0 +1,171 @@
+"""What a build would do, known before anything is provisioned: per cell its backend, the
+device and host compilers, where it builds, what it receives (`release build --dry-run`)
+and the doctor's backend rows. Pure: plans in, records out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from release.backends import (
+    NVCC_HINT,
+    PLACEMENT_HINT,
+    BuildContext,
+    BuildInputs,
+    NvccToolkit,
+    backend_for,
+    build_inputs,
+    nvcc_problem,
+    placement_problem,
+)
+from release.build.pipeline import build_command, cell_targets
+from release.build.settings import BuildSettings
+from release.matrix import Cell
+from release.toolchain import BUILD_TOOL_PINS, ToolchainPlan
+
+NVCC_HOST_CC = "g++ from PATH, driven by nvcc"  # cmake and torch: nvcc picks the host compiler
+
+# The inputs that name where the provisioned nvcc is: PyPI's nvcc has no path before
+# it is installed.
+TOOLKIT_INPUTS = frozenset(
+    {
+        "CMAKE_ARGS",
+        "CUDACXX",
+        "CUDA_HOME",
+        "CUDAToolkit_ROOT",
+        "LIBRARY_PATH",
+        "cmake.define.CMAKE_CUDA_COMPILER",
+    }
+)
+
+
+def planned_inputs(
+    cell: Cell,
+    plan: ToolchainPlan,
+    *,
+    jobs: int,
+    device_cache: Path | None = None,
+    device_log: Path | None = None,
+) -> BuildInputs:
+    """What the cell's build receives, as far as it is known before anything is
+    provisioned (a dry run): all of it with a system toolkit; without the toolkit's paths
+    (TOOLKIT_INPUTS) where nvcc comes from PyPI."""
+    root = plan.cuda_home if plan.device is None else None
+    context = BuildContext(
+        toolchain_env={"RELEASE_DEVICE_COMPILER": plan.device_compiler},
+        toolkit=NvccToolkit(root=root or Path("nvcc"), version=plan.cuda),
+        jobs=jobs,
+        device_cache=device_cache,
+        device_log=device_log,
+    )
+    inputs = build_inputs(cell_targets(cell), context)
+    if root is not None or not backend_for(cell.build.backend).needs_nvcc:
+        return BuildInputs(env=inputs.env, config_settings=inputs.config_settings)
+    return BuildInputs(
+        env={k: v for k, v in inputs.env.items() if k not in TOOLKIT_INPUTS},
+        config_settings={
+            k: v for k, v in inputs.config_settings.items() if k not in TOOLKIT_INPUTS
+        },
+    )
+
+
+@dataclass(frozen=True)
+class BackendRow:
+    cell: str
+    backend: str
+    device: str
+    tools: str
+    builds: str
+    receives: str
+
+    COLUMNS = ("cell", "backend", "device compiler", "build tools", "builds", "receives")
+    KEYS = ("cell", "backend", "device_compiler", "build_tools", "builds", "receives")
+
+    def cells(self) -> tuple[str, ...]:
+        return (self.cell, self.backend, self.device, self.tools, self.builds, self.receives)
+
+
+def _device(cell: Cell, plan: ToolchainPlan, missing: str | None) -> str:
+    if missing is not None:
+        return f"MISSING: {missing}; {NVCC_HINT.format(cuda=cell.cuda)}"
+    if plan.device is None:
+        return f"nvcc from {plan.cuda_home}"
+    return f"{plan.device_compiler} (PyPI {', '.join(plan.device.requirements)})"
+
+
+def doctor_row(cell: Cell, plan: ToolchainPlan) -> BackendRow:
+    """The cell's backend, the device compiler and build tools it will use, where it
+    builds, and what it receives from `release`."""
+    backend = backend_for(cell.build.backend)
+    missing = nvcc_problem(backend.name, str(cell.cuda), plan.device_compiler)
+    elsewhere = placement_problem(backend.name, cell.arch, plan.host_arch)
+    builds = "here"
+    if elsewhere is not None:
+        builds = f"not here: {elsewhere}; {PLACEMENT_HINT.format(arch=cell.arch)}"
+    elif missing is not None:
+        builds = f"not here: no nvcc for CUDA {cell.cuda} (the device compiler says how)"
+    pins = ", ".join(str(p) for p in BUILD_TOOL_PINS)
+    tools, receives = backend.describe(cell_targets(cell), pins)
+    recipe = cell.build
+    if recipe.env or recipe.config_settings:
+        names = [k for k, _ in recipe.env] + [f"-C{k}" for k, _ in recipe.config_settings]
+        receives += f"; from the matrix: {', '.join(names)}"
+    return BackendRow(
+        cell=cell.id,
+        backend=recipe.backend,
+        device=_device(cell, plan, missing),
+        tools=tools,
+        builds=builds,
+        receives=receives,
+    )
+
+
+def doctor_rows(cells: Sequence[Cell], plans: Mapping[str, ToolchainPlan]) -> list[BackendRow]:
+    return [doctor_row(cell, plans[cell.id]) for cell in cells]
+
+
+def _compilers(cell: Cell, plan: ToolchainPlan, row: BackendRow) -> tuple[str, str]:
+    """(device compiler, host C compiler) as a dry run names them."""
+    if backend_for(cell.build.backend).needs_nvcc:
+        return row.device, NVCC_HOST_CC
+    device = (
+        f"nvcc from {plan.cuda_home}"
+        if plan.device is None
+        else f"{plan.device_compiler} ({', '.join(plan.device.requirements)})"
+    )
+    host = (
+        " ".join(plan.system_cc or ())
+        if plan.host_cc is None
+        else f"zig ({plan.host_cc.requirements[0]})"
+    )
+    return device, host
+
+
+def planned(settings: BuildSettings, cell: Cell, plan: ToolchainPlan) -> dict[str, Any]:
+    """What a dry run says of one cell: its backend and where it builds, compilers, build
+    inputs, config settings, the command."""
+    row = doctor_row(cell, plan)
+    inputs = planned_inputs(
+        cell,
+        plan,
+        jobs=settings.device_jobs,
+        device_cache=settings.device_cache,
+        device_log=settings.device_log,
+    )
+    device, host = _compilers(cell, plan, row)
+    command = build_command(settings.python, settings.matrix.project.path, settings.out)
+    env = {**inputs.env, "SOURCE_DATE_EPOCH": str(settings.epoch)}
+    return {
+        "cell": cell.id,
+        "wheel": cell.wheel_filename,
+        "backend": cell.build.backend,
+        "builds": row.builds,
+        "device_compiler": device,
+        "host_cc": host,
+        "inputs": dict(sorted(env.items())),
+        "config_settings": dict(sorted(inputs.config_settings.items())),
+        "command": [*command, *inputs.config_args()],
+    }
