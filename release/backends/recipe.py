@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, get_args
 
+from release.credentials import is_secret_name
 from release.errors import shown
 from release.targets import GpuTarget
 from release.yamlspec import join_path
@@ -79,8 +80,6 @@ OWNED_SETTINGS: Mapping[Backend, frozenset[str]] = {
     ),
     "torch": frozenset(),
 }
-# Variables the build must never see from the matrix: publishing credentials.
-_SECRET_NAME = re.compile(r"(TOKEN|PASSWORD|SECRET|API_KEY|CREDENTIAL)", re.IGNORECASE)
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _SCIKIT_BUILD_BACKEND = "scikit_build_core.build"
 
@@ -156,7 +155,7 @@ def spec_problems(spec: BuildSpec, backend: Backend, path: str) -> list[tuple[st
                     "(the sms, ptx and toolchain of the matrix say it): remove it",
                 )
             )
-        elif _SECRET_NAME.search(name):
+        elif is_secret_name(name):  # the build never sees credentials from the matrix
             problems.append(
                 (
                     key,
