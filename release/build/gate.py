@@ -20,6 +20,7 @@ from pathlib import Path
 
 from release import proc
 from release.backends.recipe import targets_problem
+from release.build.cache import toolchain_cache
 from release.build.cells import (
     BuildSettings,
     CellResult,
@@ -96,7 +97,7 @@ def build_ptx_only(runs: Sequence[GateRun], settings: BuildSettings) -> dict[str
     check_cells(settings.cells, plans)
     tools = build_tools_for(
         settings.cells,
-        cache_dir=settings.cache_dir / "toolchains",
+        cache_dir=toolchain_cache(settings.cache_dir),
         python=settings.python,
         env=settings.environ,
     )
