@@ -16,7 +16,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -38,7 +37,7 @@ from rich.table import Table
 from rich.text import Text
 
 from release.credentials import add_mask_lines
-from release.fsutil import write_atomic
+from release.fsutil import json_text, write_atomic
 
 DOCUMENT_SCHEMA = 1
 STACK_BELOW = 100  # columns: narrower than this, table rows are stacked
@@ -235,7 +234,7 @@ class Output:
     def document(self, data: Mapping[str, Any]) -> None:
         """The command's JSON document: to stdout with --json, to --json-file."""
         full = {"schema": DOCUMENT_SCHEMA, "command": self.command, **data}
-        text = json.dumps(full, indent=2) + "\n"
+        text = json_text(full)
         if self.json_file is not None:
             write_atomic(self.json_file, text.encode())
         if self.json_mode:

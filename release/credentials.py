@@ -2,8 +2,10 @@
 
 Every message, log line, report and exception text that can carry a value from the
 environment or a server goes through `mask`. A secret is the value of a variable named
-in SECRET_VARIABLES or whose name says it is one (`*TOKEN*`, `*PASSWORD*`, `*API_KEY*`,
-`*SECRET*`), and any credentials written into a URL (`https://user:pass@host/`).
+in SECRET_VARIABLES or whose name says it is one (`*TOKEN*`, `*PASSWORD*`, `*SECRET*`,
+`*API_KEY*`, `*CREDENTIAL*`, in any case), and any credentials written into a URL
+(`https://user:pass@host/`). The same names are kept out of every child process that needs
+no credentials of ours, and refused in matrix.yaml's build `env`.
 On GitHub Actions `add_mask_lines` asks the runner to hide the same values in the log.
 """
 
@@ -24,7 +26,7 @@ SECRET_VARIABLES = (
     "ACTIONS_ID_TOKEN_REQUEST_TOKEN",
     "ACTIONS_RUNTIME_TOKEN",
 )
-SECRET_NAME_PARTS = ("TOKEN", "PASSWORD", "API_KEY", "SECRET")
+SECRET_NAME_PARTS = ("TOKEN", "PASSWORD", "SECRET", "API_KEY", "CREDENTIAL")
 # Variables no child process needs: the credentials of this program, and files that
 # would hand credentials to every server a child talks to.
 CREDENTIAL_VARIABLES = (*SECRET_VARIABLES, "TWINE_USERNAME", "NETRC")
@@ -32,6 +34,7 @@ _URL_CREDENTIALS = re.compile(r"(?<=://)[^/@\s:]+:[^/@\s]+@")
 
 
 def is_secret_name(name: str) -> bool:
+    """Whether the variable `name` holds a secret: the one policy of this project."""
     upper = name.upper()
     return upper in SECRET_VARIABLES or any(part in upper for part in SECRET_NAME_PARTS)
 

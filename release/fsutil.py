@@ -60,6 +60,11 @@ def read_json(path: Path, what: str, missing_hint: str) -> Any:
         raise ConfigError([f"{path}: not a readable {what}: {error}"]) from None
 
 
+def json_text(document: object, *, sort_keys: bool = False) -> str:
+    """`document` as this project writes a JSON file: indented by two, a newline at the end."""
+    return json.dumps(document, indent=2, sort_keys=sort_keys) + "\n"
+
+
 def sha256_file(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as handle:

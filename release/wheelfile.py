@@ -2,12 +2,15 @@
 
 One reader for every stage that looks inside a wheel: the inspection after a build, the
 dist/ check before plan, publish and verify, PyPI's refusal rules, and the PEP 658
-`.metadata` sidecar. `wheel_facts` works on bytes; `read_wheel` on a file.
+`.metadata` sidecar. `wheel_facts` works on bytes; `read_wheel` on a file; `record_hash` is
+the hash of a member as RECORD writes it.
 """
 
 from __future__ import annotations
 
+import base64
 import email.parser
+import hashlib
 import io
 import zipfile
 from dataclasses import dataclass
@@ -34,6 +37,13 @@ class WheelFacts:
     metadata: bytes | None = None  # the METADATA file's bytes (the PEP 658 sidecar)
     wheel_tags: tuple[str, ...] = ()  # the WHEEL file's `Tag:` lines
     root_is_purelib: str | None = None
+
+
+def record_hash(data: bytes) -> str:
+    """A member's hash as a wheel's RECORD holds it: `sha256=` and the digest in urlsafe
+    base64 without padding."""
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=")
+    return "sha256=" + digest.decode()
 
 
 def wheel_facts(data: bytes) -> WheelFacts:

@@ -11,12 +11,11 @@ from collections.abc import Sequence
 from release.backends.nvcc import cross_problem, missing_nvcc
 from release.backends.recipe import BackendName, BuildSpec
 from release.backends.registry import backend_for
+from release.credentials import is_secret_name
 from release.errors import shown
 from release.targets import GpuTarget
 from release.yamlspec import join_path
 
-# Variables the build must never see from the matrix: publishing credentials.
-_SECRET_NAME = re.compile(r"(TOKEN|PASSWORD|SECRET|API_KEY|CREDENTIAL)", re.IGNORECASE)
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -28,7 +27,7 @@ def _env_problem(name: str, backend: BackendName) -> str | None:
             f"{name} is what `release` gives the {backend} backend from the cell "
             "(the sms, ptx and toolchain of the matrix say it): remove it"
         )
-    if _SECRET_NAME.search(name):
+    if is_secret_name(name):  # a build never sees publishing credentials
         return (
             f"{name} looks like a credential: a build never gets one (the publish "
             "step reads credentials from its own environment)"

@@ -1,12 +1,18 @@
-"""The cache of finished wheels: the key of a cell's wheel (`wheel_cache_key`: sources,
-toolchain identity, cell, build recipe, timestamp; never a path) and the cache itself,
-whose every entry is checked against its sha256 when it is read.
+"""Where the caches live, the key of a cell's wheel, and the cache of finished wheels.
 
-An entry is a directory named by the wheel's cache key holding the wheel and
-`<wheel>.sha256`. The wheel is written first and its digest second, each atomically, so
-a build killed in between leaves an entry without a digest: like a flipped byte or a
-truncated file, that is a damaged entry, which `get` removes and reports so the caller
-builds the wheel again. Nothing read from here is trusted by its name alone.
+One root (`--cache-dir`, else `default_cache_dir`) holds `toolchains/` (`toolchain_cache`:
+a directory per pinned package set, filled by release.toolchain), `device/` (device code,
+compiled and keyed by csrc's build backend) and `wheels/` (finished wheels, keyed by
+`wheel_cache_key`: sources, toolchain identity, cell, build recipe,
+timestamp; never a path); `release build --compare` keeps the toolchains and
+gives device/ and wheels/ an empty directory.
+
+The wheel cache checks every entry against its sha256 when it is read. An entry is a
+directory named by the wheel's cache key holding the wheel and `<wheel>.sha256`. The wheel
+is written first and its digest second, each atomically, so a build killed in between
+leaves an entry without a digest: like a flipped byte or a truncated file, that is a
+damaged entry, which `get` removes and reports so the caller builds the wheel again.
+Nothing read from here is trusted by its name alone.
 """
 
 from __future__ import annotations
@@ -84,6 +90,20 @@ def wheel_cache_key(
         sort_keys=True,
     )
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+
+def default_cache_dir(env: Mapping[str, str], home: Path) -> Path:
+    """$RELEASE_CACHE_DIR, else $XDG_CACHE_HOME/cuda-wheel-release, else ~/.cache/..."""
+    if env.get("RELEASE_CACHE_DIR"):
+        return Path(env["RELEASE_CACHE_DIR"])
+    if env.get("XDG_CACHE_HOME"):
+        return Path(env["XDG_CACHE_HOME"]) / "cuda-wheel-release"
+    return home / ".cache" / "cuda-wheel-release"
+
+
+def toolchain_cache(root: Path) -> Path:
+    """The provisioned toolchains under the cache root `root`."""
+    return root / "toolchains"
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -13,9 +13,7 @@ their order, dates, modes and compression; members that do not change keep their
 
 from __future__ import annotations
 
-import base64
 import csv
-import hashlib
 import io
 import re
 import zipfile
@@ -23,6 +21,8 @@ from dataclasses import dataclass
 
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
+
+from release.wheelfile import record_hash
 
 
 class RelabelError(ValueError):
@@ -41,11 +41,6 @@ def labelled_version(version: Version, label: str | None) -> Version:
     """`version`'s release with `label` as its local part (none: the public version)."""
     public = version.public
     return Version(f"{public}+{label}" if label else public)
-
-
-def wheel_record_hash(data: bytes) -> str:
-    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=")
-    return "sha256=" + digest.decode()
 
 
 _VERSION_LINE = re.compile(rb"^Version:[ \t]*(?P<value>[^\r\n]*)(?P<end>\r?\n|$)", re.MULTILINE)
@@ -76,7 +71,7 @@ def _rewrite_record(record: bytes, renames: dict[str, str], metadata: tuple[str,
         path, digest, size = rows[0]
         new_path = _renamed(path, renames)
         if new_path == metadata[0]:
-            digest, size = wheel_record_hash(metadata[1]), str(len(metadata[1]))
+            digest, size = record_hash(metadata[1]), str(len(metadata[1]))
         if (new_path, digest, size) == (path, rows[0][1], rows[0][2]):
             out.append(line)
             continue

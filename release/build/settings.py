@@ -15,7 +15,7 @@ from pathlib import Path
 
 from release import proc
 from release.backends import BuildTools
-from release.build.cache import WheelCache
+from release.build.cache import WheelCache, toolchain_cache
 from release.credentials import without_credentials
 from release.errors import ConfigError
 from release.inspection.wheel import WheelReport
@@ -46,7 +46,7 @@ class BuildSettings:
 
     @property
     def toolchain_dir(self) -> Path:
-        return self.cache_dir / "toolchains"
+        return toolchain_cache(self.cache_dir)
 
     @property
     def device_cache(self) -> Path:

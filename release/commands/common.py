@@ -7,10 +7,10 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from release.build.cache import default_cache_dir
 from release.console import Output
 from release.errors import ConfigError, FileError
 from release.targets import ARCHES
-from release.toolchain import default_cache_dir
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from release.build import preview
+from release.build.cache import toolchain_cache
 from release.commands.common import Parents, add_toolchain_options, cache_dir, cuda_home, output_for
 from release.console import Output
 from release.credentials import without_credentials
@@ -145,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
     out = output_for(args, "doctor")
     matrix = load_matrix(args.matrix)
     cells = matrix.select(cuda=args.cuda, arch=args.arch)
-    root = cache_dir(args) / "toolchains"
+    root = toolchain_cache(cache_dir(args))
     by_cell = {
         c.id: resolve(str(c.cuda), c.arch, cuda_home=cuda_home(args), cache_dir=root) for c in cells
     }

@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from release.build.cache import toolchain_cache
 from release.commands.common import (
     Parents,
     add_dist_option,
@@ -160,7 +161,7 @@ def run(args: argparse.Namespace) -> int:
     cells = matrix.select(cuda=args.cuda, arch=args.arch)
     environ = dict(os.environ)
     verdicts = toolchain_verdicts(
-        cells, cuda_home=cuda_home(args), cache=cache_dir(args) / "toolchains"
+        cells, cuda_home=cuda_home(args), cache=toolchain_cache(cache_dir(args))
     )
     settings = PublishSettings(
         dist=args.dist,

@@ -15,23 +15,15 @@ from release.commands.common import (
     positive_int,
 )
 from release.console import Annotation, Output, markdown_table
-from release.credentials import github_token, index_credentials
 from release.errors import ConfigError, VerifyError
 from release.fsutil import write_atomic
-from release.matrix import GithubDestination, PypiDestination, load_matrix
-from release.records.dist import load_dist
-from release.records.published import RECORD_NAME, Published, read_record, with_overrides
-from release.remote import httpclient as http
-from release.remote.github import GithubClient
-from release.remote.httpclient import BasicCredentials, OriginAuth, origin_of
 from release.verify.checks import (
     DEFAULT_CONCURRENCY,
     VerifyReport,
     VerifySettings,
     report_json,
-    verify,
 )
-from release.verify.rederive import latest_tags, published_from_tag
+from release.verify.run import VerifyTarget, verify_release
 
 VERIFY_COLUMNS = ("result", "check", "subject", "detail", "URL")
 
@@ -135,72 +127,31 @@ def register(subparsers: Any, parents: Parents) -> None:
     parser.set_defaults(func=run)  # fmt: skip
 
 
-def _from_destinations(args: argparse.Namespace, environ: dict[str, str]) -> list[Published]:
-    """The releases named by --tag / --latest, re-derived from their destinations."""
-    matrix = load_matrix(args.matrix)
-    token = github_token(environ)
-    clients: dict[str, GithubClient] = {}
-    for destination in matrix.destinations.values():
-        if isinstance(destination, GithubDestination):
-            clients[destination.api_url] = GithubClient(
-                api_url=args.github_api_url or destination.api_url,
-                token=token,
-                command="release verify",
-            )
-    tags = list(args.tag)
-    if args.latest:
-        first = next(
-            (d for d in matrix.destinations.values() if isinstance(d, GithubDestination)), None
-        )
-        if first is None:
-            raise ConfigError(["--latest: the matrix has no github destination"])
-        tags += latest_tags(clients[first.api_url], first.repository, args.latest)
-    if not tags:
-        raise VerifyError("no published release to verify", hint="publish one first")
-    basic = {}
-    for destination in matrix.destinations.values():
-        if isinstance(destination, PypiDestination):
-            creds = index_credentials(environ, destination.repository_url)
-            if creds is not None and creds.password is not None:
-                basic[origin_of(destination.index_url)] = BasicCredentials(
-                    creds.username, creds.password
-                )
-    with http.client(auth=OriginAuth(basic=basic)) as client:
-        return [
-            published_from_tag(
-                matrix, tag, github=clients, http=client, index_base=args.index_base_url
-            )
-            for tag in dict.fromkeys(tags)
-        ]
-
-
 def run(args: argparse.Namespace) -> int:
     if args.concurrency < 1 or args.concurrency > 64:
         raise ConfigError([f"--concurrency {args.concurrency}: use 1 to 64"])
     if args.attempts < 1:
         raise ConfigError([f"--attempts {args.attempts}: use at least 1"])
     out = output_for(args, "verify")
-    environ = dict(os.environ)
-    overrides = parse_overrides(args.index_url)
-    if args.tag or args.latest:
-        releases = _from_destinations(args, environ)
-    else:
-        manifest = load_dist(args.dist, missing_ok=True)
-        releases = [read_record(args.dist / RECORD_NAME, manifest)]
+    target = VerifyTarget(
+        dist=args.dist,
+        matrix=args.matrix,
+        tags=tuple(args.tag),
+        latest=args.latest,
+        github_api_url=args.github_api_url,
+        index_base_url=args.index_base_url,
+        overrides=parse_overrides(args.index_url),
+    )
     settings = VerifySettings(
         concurrency=args.concurrency,
         attempts=args.attempts,
         deadline_s=args.timeout,
         pip=not args.no_pip,
     )
-    reports = [verify(with_overrides(p, overrides), environ, settings) for p in releases]
-    for one in reports:
+    outcome = verify_release(target, settings, dict(os.environ))
+    for one in outcome.reports:
         print_verify(out, one)
-    report = VerifyReport(
-        project=reports[0].project,
-        version=", ".join(r.version for r in reports),
-        checks=tuple(c for r in reports for c in r.checks),
-    )
+    report = outcome.report
     markdown = verify_markdown(report)
     out.document(verify_json(report))
     if args.markdown is not None:

@@ -12,7 +12,6 @@ in (cuobjdump runs at the edge).
 
 from __future__ import annotations
 
-import base64
 import csv
 import email.parser
 import hashlib
@@ -40,6 +39,7 @@ from release.inspection.devicecode import ElfLister, coverage_problems, found_ta
 from release.inspection.fatbin import FatbinContents, FatbinLister
 from release.matrix import Cell
 from release.targets import ELF_MACHINES
+from release.wheelfile import record_hash
 
 # The libraries every manylinux policy lets a wheel link against (PEP 600).
 GLIBC_LIBRARIES = frozenset(
@@ -72,10 +72,6 @@ class WheelReport:
         return not self.problems
 
 
-def _record_hash(data: bytes) -> str:
-    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-
-
 def check_record(archive: zipfile.ZipFile, dist_info: str) -> list[str]:
     problems: list[str] = []
     try:
@@ -100,7 +96,7 @@ def check_record(archive: zipfile.ZipFile, dist_info: str) -> list[str]:
             problems.append(f"RECORD lists {name}, which is not in the wheel")
             continue
         data = archive.read(name)
-        if digest != _record_hash(data):
+        if digest != record_hash(data):
             problems.append(f"RECORD hash of {name} is wrong")
         if size != str(len(data)):
             problems.append(f"RECORD size of {name} is {size}, the file has {len(data)} bytes")

@@ -17,7 +17,6 @@ from __future__ import annotations
 import email.parser
 import hashlib
 import html
-import json
 import os
 import shutil
 import tempfile
@@ -28,7 +27,7 @@ from typing import Any
 
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
-from release.fsutil import current_umask, write_atomic
+from release.fsutil import current_umask, json_text, write_atomic
 from release.remote.github import GithubClient
 from release.remote.github_model import AssetInfo, parse_asset, parse_release
 from release.wheelfile import wheel_facts
@@ -176,7 +175,7 @@ def render_index(
 
 
 def _json_bytes(data: object) -> bytes:
-    return (json.dumps(data, indent=2, sort_keys=True) + "\n").encode()
+    return json_text(data, sort_keys=True).encode()
 
 
 # --- Writing the tree. ---

@@ -17,7 +17,6 @@ Order matters and is the whole point of this module:
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -44,13 +43,12 @@ from release.publish.pypi import PypiPublisher
 from release.records.dist import load_dist
 from release.records.manifest import DestinationRef, Manifest, WheelEntry
 from release.records.published import RECORD_NAME, write_record
+from release.records.release_manifest import RELEASE_MANIFEST, release_manifest_bytes
 from release.remote import httpclient as http_edge
 from release.remote.httpclient import Client
 from release.wheelfile import read_wheel
 
 log = logging.getLogger("release.publish")
-
-RELEASE_MANIFEST = "release-manifest.json"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -152,31 +150,10 @@ def release_files(manifest: Manifest, dist: Path) -> list[Companion]:
                 hint="rebuild with `release build`",
             ) from None
         out.append(_companion(name, data, "release", "NCCL pin"))
-    out.append(_companion(RELEASE_MANIFEST, release_manifest(manifest), "release", "manifest"))
+    out.append(
+        _companion(RELEASE_MANIFEST, release_manifest_bytes(manifest), "release", "manifest")
+    )
     return out
-
-
-def release_manifest(manifest: Manifest) -> bytes:
-    """What was built, reduced to what a later check needs; the same bytes for the same
-    wheels, whoever builds them."""
-    data = {
-        "schema": 1,
-        "project": manifest.project,
-        "version": manifest.version,
-        "wheels": [
-            {
-                "filename": w.filename,
-                "sha256": w.sha256,
-                "size": w.size,
-                "destination": w.destination.name,
-                "kind": w.destination.kind,
-                "arch": w.arch,
-                "local_label": w.local_label,
-            }
-            for w in sorted(manifest.wheels, key=lambda w: w.filename)
-        ],
-    }
-    return (json.dumps(data, indent=2, sort_keys=True) + "\n").encode()
 
 
 def _companion(name: str, data: bytes, of: str, purpose: str) -> Companion:

@@ -1,3 +1,3 @@
-"""The files the stages hand on: dist/manifest.json, the dist directory, published.json; each
-format's writer and reader together.
+"""The files the stages hand on: dist/manifest.json and the dist directory beside it,
+published.json, release-manifest.json; each format's record, writer and reader together.
 """

@@ -7,7 +7,6 @@ manifest and the wheels beside it are a complete release artifact).
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -17,7 +16,7 @@ from typing import Any, Literal
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 from release.errors import ConfigError
-from release.fsutil import read_json, write_atomic
+from release.fsutil import json_text, read_json, write_atomic
 from release.matrix import Cell, GithubDestination, PypiDestination, nccl_requirement
 
 SCHEMA_VERSION = 1
@@ -175,7 +174,7 @@ def to_json(manifest: Manifest) -> dict[str, Any]:
     }
 
 
-_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")  # a sha256 as every record writes it
 _NCCL_FILE = re.compile(r"^cu[0-9]{1,3}(-constraints|-reinstall)?\.txt$")
 
 
@@ -240,7 +239,7 @@ def _wheel(raw: object, where: str) -> WheelEntry:
     if not all(isinstance(v, str | int | float) for v in toolchain.values()):
         raise ValueError(f"{where}.toolchain: values must be strings")
     sha256 = _require(raw, "sha256", str, where)
-    if not _SHA256.match(sha256):
+    if not SHA256_HEX.match(sha256):
         raise ValueError(f"{where}.sha256: not 64 lower-case hex digits")
     size = _require(raw, "size", int, where)
     if size < 0:
@@ -312,5 +311,4 @@ def read_manifests(paths: Iterable[Path]) -> Manifest:
 
 
 def write_manifest(manifest: Manifest, path: Path) -> None:
-    text = json.dumps(to_json(manifest), indent=2, sort_keys=False) + "\n"
-    write_atomic(path, text.encode())
+    write_atomic(path, json_text(to_json(manifest)).encode())

@@ -9,7 +9,6 @@ are recorded with the sha256 of the bytes that were sent.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -17,12 +16,11 @@ from typing import Any
 
 from release.credentials import mask
 from release.errors import ConfigError, shown
-from release.fsutil import read_json, write_atomic
-from release.records.manifest import Manifest
+from release.fsutil import json_text, read_json, write_atomic
+from release.records.manifest import SHA256_HEX, Manifest
 
 RECORD_NAME = "published.json"
 RECORD_SCHEMA = 1
-_SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -128,7 +126,7 @@ def _companions(raw_list: object, path: Path, problems: list[str]) -> list[Publi
         if not isinstance(name, str) or "/" in name or not _url(url):
             problems.append(f"{where}: needs a file name and an http(s) URL")
             continue
-        if not isinstance(sha256, str) or not _SHA256.match(sha256):
+        if not isinstance(sha256, str) or not SHA256_HEX.match(sha256):
             problems.append(f"{where}.sha256: not 64 hex digits")
             continue
         if not isinstance(size, int) or isinstance(size, bool) or size < 0:
@@ -194,8 +192,7 @@ def write_record(
         "files": [previous[name] for name in sorted(previous)],
         "companions": [previous_companions[name] for name in sorted(previous_companions)],
     }
-    text = mask(json.dumps(record, indent=2) + "\n", secrets)
-    write_atomic(path, text.encode())
+    write_atomic(path, mask(json_text(record), secrets).encode())
 
 
 def _by_name(items: object) -> dict[str, Any]:

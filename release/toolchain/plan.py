@@ -11,7 +11,7 @@ import os
 import platform
 import re
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -143,15 +143,6 @@ def resolve(
 
 def zig_target(arch: str) -> str:
     return f"{arch}-linux-gnu.{GLIBC_TARGET}"
-
-
-def default_cache_dir(env: Mapping[str, str], home: Path) -> Path:
-    """$RELEASE_CACHE_DIR, else $XDG_CACHE_HOME/cuda-wheel-release, else ~/.cache/..."""
-    if env.get("RELEASE_CACHE_DIR"):
-        return Path(env["RELEASE_CACHE_DIR"])
-    if env.get("XDG_CACHE_HOME"):
-        return Path(env["XDG_CACHE_HOME"]) / "cuda-wheel-release"
-    return home / ".cache" / "cuda-wheel-release"
 
 
 # ---------------------------------------------------------------- provisioned toolchains

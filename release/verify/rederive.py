@@ -10,10 +10,8 @@ is the same `Published` a publish record gives, checked by release.verify.checks
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
@@ -21,26 +19,16 @@ from packaging.version import InvalidVersion, Version
 from release.errors import ConfigError, VerifyError
 from release.matrix import GithubDestination, Matrix, PypiDestination
 from release.records.published import Published, PublishedCompanion, PublishedFile
+from release.records.release_manifest import (
+    RELEASE_MANIFEST,
+    ReleaseWheel,
+    parse_release_manifest,
+)
 from release.remote.github import GithubClient
 from release.remote.github_model import AssetInfo
 from release.remote.httpclient import Client, fetch
 from release.remote.retry import RetryPolicy
 from release.remote.simple_index import ACCEPT, parse_project_page, project_page_url
-
-RELEASE_MANIFEST = "release-manifest.json"
-
-
-@dataclass(frozen=True, kw_only=True)
-class Built:
-    """One wheel as `release-manifest.json` records it."""
-
-    filename: str
-    sha256: str
-    size: int
-    kind: str
-    destination: str
-    arch: str
-    local_label: str | None
 
 
 def version_of_tag(template: str, tag: str) -> Version:
@@ -56,30 +44,6 @@ def version_of_tag(template: str, tag: str) -> Version:
             [f"--tag {tag}: not a tag of the form {template!r} with a version in it"],
             hint="give a release tag, e.g. v0.1.0",
         ) from None
-
-
-def parse_release_manifest(data: bytes) -> list[Built]:
-    """The wheels of a `release-manifest.json`; ValueError when it is not one."""
-    document = json.loads(data)
-    if not isinstance(document, dict) or not isinstance(document.get("wheels"), list):
-        raise ValueError("not a release manifest")
-    out = []
-    for raw in document["wheels"]:
-        if not isinstance(raw, dict):
-            raise ValueError("a wheel is not an object")
-        label = raw.get("local_label")
-        out.append(
-            Built(
-                filename=str(raw["filename"]),
-                sha256=str(raw["sha256"]),
-                size=int(raw["size"]),
-                kind=str(raw["kind"]),
-                destination=str(raw["destination"]),
-                arch=str(raw.get("arch", "")),
-                local_label=label if isinstance(label, str) else None,
-            )
-        )
-    return out
 
 
 def _arch(filename: str) -> str:
@@ -108,7 +72,7 @@ def published_from_tag(
     version = version_of_tag(gh[0].tag_template, tag)
     files: list[PublishedFile] = []
     companions: list[PublishedCompanion] = []
-    built: dict[str, Built] = {}
+    built: dict[str, ReleaseWheel] = {}
     for destination in gh:
         client = github[destination.api_url]
         with client.session(f"{destination.repository}@{tag}"):
@@ -159,7 +123,7 @@ def _wheel_asset(
     destination: GithubDestination,
     *,
     project: str,
-    built: Mapping[str, Built],
+    built: Mapping[str, ReleaseWheel],
     index_base: str | None,
 ) -> PublishedFile | None:
     try:
@@ -191,7 +155,7 @@ def _pypi_files(
     destination: PypiDestination,
     project: str,
     version: Version,
-    built: Mapping[str, Built],
+    built: Mapping[str, ReleaseWheel],
     http: Client,
 ) -> list[PublishedFile]:
     page = project_page_url(destination.index_url, project)

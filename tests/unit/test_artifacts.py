@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from release.backends import BuildInputs
-from release.build.cache import WheelCache, wheel_cache_key
+from release.build.cache import WheelCache, default_cache_dir, toolchain_cache, wheel_cache_key
 from release.build.compare import compare, first_difference
 from release.build.pipeline import cell_environment
 from release.build.settings import DEFAULT_EPOCH, parse_epoch
@@ -131,6 +131,18 @@ def test_a_missing_entry_is_no_damage(tmp_path: Path) -> None:
     found = WheelCache(tmp_path).get("nothing", "a.whl")
     assert found.data is None
     assert found.damage is None
+
+
+def test_default_cache_dir_precedence() -> None:
+    home = Path("/home/u")
+    assert default_cache_dir({}, home) == home / ".cache" / "cuda-wheel-release"
+    assert default_cache_dir({"XDG_CACHE_HOME": "/x"}, home) == Path("/x/cuda-wheel-release")
+    env = {"XDG_CACHE_HOME": "/x", "RELEASE_CACHE_DIR": "/r"}
+    assert default_cache_dir(env, home) == Path("/r")
+
+
+def test_the_toolchains_live_in_the_cache_roots_toolchains_folder() -> None:
+    assert toolchain_cache(Path("/r")) == Path("/r/toolchains")
 
 
 # -- cache keys and the build environment ----------------------------------------------------

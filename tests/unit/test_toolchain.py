@@ -19,7 +19,6 @@ from release.toolchain import (
     Toolchain,
     ToolchainPlan,
     check_cuda_version,
-    default_cache_dir,
     parse_release_version,
     provision,
     resolve,
@@ -214,14 +213,6 @@ def test_provision_installs_each_pinned_set_once(tmp_path: Path) -> None:
     assert second.installed == ()
     assert outside.pip_installs == [("nvidia-cuda-cuobjdump==13.2.86",)]
     assert not [p for p in (tmp_path / "cache").iterdir() if p.name.startswith(".")]
-
-
-def test_default_cache_dir_precedence() -> None:
-    home = Path("/home/u")
-    assert default_cache_dir({}, home) == home / ".cache" / "cuda-wheel-release"
-    assert default_cache_dir({"XDG_CACHE_HOME": "/x"}, home) == Path("/x/cuda-wheel-release")
-    env = {"XDG_CACHE_HOME": "/x", "RELEASE_CACHE_DIR": "/r"}
-    assert default_cache_dir(env, home) == Path("/r")
 
 
 def test_cuobjdump_listing_parses_sms_with_suffixes_and_ptx() -> None:

@@ -1,0 +1,81 @@
+"""`release-manifest.json`: the sha256 of every built file, published as a release asset
+by `release publish` and read back by `release verify --tag` when no dist/ is at hand.
+
+What was built, reduced to what a later check needs: per wheel its filename, sha256, size,
+destination (name and kind), arch and local label. The same wheels give the same bytes,
+whoever builds them (keys sorted, wheels by filename).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+
+from release.fsutil import json_text
+from release.records.manifest import Manifest, WheelEntry
+
+RELEASE_MANIFEST = "release-manifest.json"
+RELEASE_MANIFEST_SCHEMA = 1
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReleaseWheel:
+    """One wheel as `release-manifest.json` records it (its fields are the file's keys)."""
+
+    filename: str
+    sha256: str
+    size: int
+    kind: str
+    destination: str
+    arch: str
+    local_label: str | None
+
+    @classmethod
+    def of(cls, entry: WheelEntry) -> ReleaseWheel:
+        return cls(
+            filename=entry.filename,
+            sha256=entry.sha256,
+            size=entry.size,
+            kind=entry.destination.kind,
+            destination=entry.destination.name,
+            arch=entry.arch,
+            local_label=entry.local_label,
+        )
+
+
+def release_manifest_bytes(manifest: Manifest) -> bytes:
+    """The `release-manifest.json` of the wheels of `manifest`."""
+    document = {
+        "schema": RELEASE_MANIFEST_SCHEMA,
+        "project": manifest.project,
+        "version": manifest.version,
+        "wheels": [
+            asdict(ReleaseWheel.of(w)) for w in sorted(manifest.wheels, key=lambda w: w.filename)
+        ],
+    }
+    return json_text(document, sort_keys=True).encode()
+
+
+def parse_release_manifest(data: bytes) -> list[ReleaseWheel]:
+    """The wheels of a `release-manifest.json`; ValueError when it is not one (a missing
+    key is a KeyError, a size that is not a number the error of `int`)."""
+    document = json.loads(data)
+    if not isinstance(document, dict) or not isinstance(document.get("wheels"), list):
+        raise ValueError("not a release manifest")
+    out = []
+    for raw in document["wheels"]:
+        if not isinstance(raw, dict):
+            raise ValueError("a wheel is not an object")
+        label = raw.get("local_label")
+        out.append(
+            ReleaseWheel(
+                filename=str(raw["filename"]),
+                sha256=str(raw["sha256"]),
+                size=int(raw["size"]),
+                kind=str(raw["kind"]),
+                destination=str(raw["destination"]),
+                arch=str(raw.get("arch", "")),
+                local_label=label if isinstance(label, str) else None,
+            )
+        )
+    return out

@@ -1,0 +1,132 @@
+"""One `release verify`: find what was published, then check it (release.verify.checks).
+
+What was published comes from the publish record in `--dist` (checked against its
+manifest), or, for `--tag` / `--latest`, from the destinations themselves
+(release.verify.rederive): the GitHub clients and the index credentials that needs are
+made here, from the environment the command hands in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from release.credentials import github_token, index_credentials
+from release.errors import ConfigError, VerifyError
+from release.matrix import GithubDestination, Matrix, PypiDestination, load_matrix
+from release.records.dist import load_dist
+from release.records.published import RECORD_NAME, Published, read_record, with_overrides
+from release.remote import httpclient as http
+from release.remote.github import GithubClient
+from release.remote.httpclient import BasicCredentials, OriginAuth, origin_of
+from release.verify.checks import VerifyReport, VerifySettings, verify
+from release.verify.rederive import latest_tags, published_from_tag
+
+COMMAND = "release verify"
+
+
+@dataclass(frozen=True, kw_only=True)
+class VerifyTarget:
+    """Which release to verify and where to read it: the publish record in `dist`, or, with
+    `tags` or `latest`, the releases as the destinations of `matrix` hold them."""
+
+    dist: Path = Path("dist")
+    matrix: Path = Path("matrix.yaml")
+    tags: tuple[str, ...] = ()
+    latest: int | None = None  # the newest N published releases
+    github_api_url: str | None = None  # replaces the matrix's GitHub API URLs
+    index_base_url: str | None = None  # replaces the matrix's index URL
+    overrides: Mapping[str, str] = field(default_factory=dict)  # --index-url NAME=URL
+
+    @property
+    def from_destinations(self) -> bool:
+        return bool(self.tags or self.latest)
+
+
+@dataclass(frozen=True, kw_only=True)
+class VerifyOutcome:
+    reports: tuple[VerifyReport, ...]  # one per release
+
+    @property
+    def report(self) -> VerifyReport:
+        """Every release's checks in one report (the project of the first)."""
+        return VerifyReport(
+            project=self.reports[0].project,
+            version=", ".join(r.version for r in self.reports),
+            checks=tuple(c for r in self.reports for c in r.checks),
+        )
+
+
+def verify_release(
+    target: VerifyTarget, settings: VerifySettings, environ: Mapping[str, str]
+) -> VerifyOutcome:
+    """Every check of every release `target` names; failed checks are in the reports, the
+    caller decides what they mean."""
+    releases = published_releases(target, environ)
+    return VerifyOutcome(
+        reports=tuple(
+            verify(with_overrides(p, target.overrides), environ, settings) for p in releases
+        )
+    )
+
+
+def published_releases(target: VerifyTarget, environ: Mapping[str, str]) -> list[Published]:
+    """What was published: the record in dist/, or each release named by tag or count."""
+    if not target.from_destinations:
+        manifest = load_dist(target.dist, missing_ok=True)
+        return [read_record(target.dist / RECORD_NAME, manifest)]
+    matrix = load_matrix(target.matrix)
+    clients = github_clients(matrix, api_url=target.github_api_url, environ=environ)
+    tags = tags_to_verify(matrix, target, clients)
+    with http.client(auth=index_auth(matrix, environ)) as client:
+        return [
+            published_from_tag(
+                matrix, tag, github=clients, http=client, index_base=target.index_base_url
+            )
+            for tag in dict.fromkeys(tags)
+        ]
+
+
+def github_clients(
+    matrix: Matrix, *, api_url: str | None, environ: Mapping[str, str]
+) -> dict[str, GithubClient]:
+    """A client per GitHub API URL of the matrix (keyed by the matrix's URL, talking to
+    `api_url` where given), with the token of the environment if there is one."""
+    token = github_token(environ)
+    return {
+        d.api_url: GithubClient(api_url=api_url or d.api_url, token=token, command=COMMAND)
+        for d in matrix.destinations.values()
+        if isinstance(d, GithubDestination)
+    }
+
+
+def tags_to_verify(
+    matrix: Matrix, target: VerifyTarget, clients: Mapping[str, GithubClient]
+) -> list[str]:
+    """The tags given, then those of the newest `latest` releases of the first GitHub
+    destination; VerifyError when that leaves none."""
+    tags = list(target.tags)
+    if target.latest:
+        first = next(
+            (d for d in matrix.destinations.values() if isinstance(d, GithubDestination)), None
+        )
+        if first is None:
+            raise ConfigError(["--latest: the matrix has no github destination"])
+        tags += latest_tags(clients[first.api_url], first.repository, target.latest)
+    if not tags:
+        raise VerifyError("no published release to verify", hint="publish one first")
+    return tags
+
+
+def index_auth(matrix: Matrix, environ: Mapping[str, str]) -> OriginAuth:
+    """The upload credentials of each PyPI destination, for its index's origin."""
+    basic = {}
+    for destination in matrix.destinations.values():
+        if isinstance(destination, PypiDestination):
+            creds = index_credentials(environ, destination.repository_url)
+            if creds is not None and creds.password is not None:
+                basic[origin_of(destination.index_url)] = BasicCredentials(
+                    creds.username, creds.password
+                )
+    return OriginAuth(basic=basic)

@@ -1,0 +1,62 @@
+"""The verify stage's wiring, without a request: which GitHub clients, which tags, which
+index credentials `release verify --tag` / `--latest` works with."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from release.errors import ConfigError, VerifyError
+from release.matrix import GithubDestination, load_matrix
+from release.verify.run import VerifyTarget, github_clients, index_auth, tags_to_verify
+
+REPO = Path(__file__).resolve().parents[2]
+MATRIX = load_matrix(REPO / "matrix.yaml")
+
+
+def test_a_client_per_github_api_url_keyed_by_the_matrixs_url() -> None:
+    (url,) = {d.api_url for d in MATRIX.destinations.values() if isinstance(d, GithubDestination)}
+    clients = github_clients(MATRIX, api_url=None, environ={})
+    assert list(clients) == [url]
+    assert clients[url].api_url == url.rstrip("/")
+    assert clients[url].command == "release verify"
+    elsewhere = github_clients(MATRIX, api_url="http://127.0.0.1:1/api/", environ={})
+    assert elsewhere[url].api_url == "http://127.0.0.1:1/api"
+
+
+def test_the_tags_given_are_verified_and_none_at_all_is_an_error() -> None:
+    clients = github_clients(MATRIX, api_url=None, environ={})
+    target = VerifyTarget(tags=("v0.1.0", "v0.1.0"))
+    assert target.from_destinations
+    assert tags_to_verify(MATRIX, target, clients) == ["v0.1.0", "v0.1.0"]
+    assert not VerifyTarget().from_destinations
+    with pytest.raises(VerifyError, match="no published release to verify"):
+        tags_to_verify(MATRIX, VerifyTarget(tags=()), clients)
+
+
+def test_latest_needs_a_github_destination(tmp_path: Path) -> None:
+    matrix = tmp_path / "matrix.yaml"
+    matrix.write_text(
+        f"project: {REPO / 'tests' / 'data' / 'matrix' / 'project'}\n"
+        "defaults: {arches: [x86_64], sms: [80], manylinux: '2_28'}\n"
+        "cuda:\n"
+        "  '13.0': {destination: pypi}\n"
+        "destinations:\n"
+        "  pypi: {kind: pypi}\n",
+        encoding="utf-8",
+    )
+    loaded = load_matrix(matrix)
+    with pytest.raises(ConfigError) as raised:
+        tags_to_verify(loaded, VerifyTarget(latest=1), {})
+    assert raised.value.problems == ("--latest: the matrix has no github destination",)
+
+
+def test_index_credentials_go_to_the_pypi_index_origin_only() -> None:
+    assert index_auth(MATRIX, {}).basic == {}
+    auth = index_auth(MATRIX, {"TWINE_API_KEY": "pypi-key-1234"})
+    (origin,) = auth.basic
+    assert origin == "https://pypi.org"
+    assert auth.basic[origin].username == "__token__"
+    assert auth.basic[origin].password.reveal() == "pypi-key-1234"
+    assert auth.bearer == {}
