@@ -33,15 +33,7 @@ from release.build.stage import (
     run_build,
     schedule,
 )
-from release.commands.common import (
-    Parents,
-    add_toolchain_options,
-    cache_dir,
-    cuda_home,
-    output_dir,
-    output_for,
-    positive_int,
-)
+from release.commands import common
 from release.console import Annotation, Output, markdown_table
 from release.errors import BuildError, ConfigError
 from release.matrix import Cell, load_matrix
@@ -50,9 +42,11 @@ from release.records.manifest import Manifest, read_manifest
 from release.toolchain import Progress, ToolchainPlan
 
 
-def register(subparsers: Any, parents: Parents) -> None:
-    parser = subparsers.add_parser(
+def register(subparsers: Any, parents: common.Parents) -> None:
+    parser = common.add_command(
+        subparsers,
         "build",
+        run,
         parents=[parents.matrix, parents.cells, parents.output],
         help="build the wheels of the selected cells",
         description="Build, repair and inspect one wheel per selected cell; write "
@@ -63,7 +57,11 @@ def register(subparsers: Any, parents: Parents) -> None:
         "--out", type=Path, default=None, metavar="DIR", help="output directory (default: dist)"
     )
     parser.add_argument(
-        "--jobs", type=positive_int, default=1, metavar="N", help="CUDA versions built side by side"
+        "--jobs",
+        type=common.positive_int,
+        default=1,
+        metavar="N",
+        help="CUDA versions built side by side",
     )
     parser.add_argument("--fail-fast", action="store_true", help="stop at the first failure")
     parser.add_argument("--dry-run", action="store_true", help="show what would run; build nothing")
@@ -74,8 +72,7 @@ def register(subparsers: Any, parents: Parents) -> None:
         help="rebuild from empty device and wheel caches and compare every wheel with the "
         "one MANIFEST records; exit 4 if any differs (--out keeps the rebuilt wheels)",
     )
-    add_toolchain_options(parser)
-    parser.set_defaults(func=run)
+    common.add_toolchain_options(parser)
 
 
 def _describe(result: CellResult) -> str:
@@ -96,7 +93,7 @@ def _out_dir(args: argparse.Namespace, reference: Path | None) -> Iterator[Path]
         with tempfile.TemporaryDirectory(prefix="release-compare-") as tmp:
             yield Path(tmp)
         return
-    out = output_dir(args.out or Path("dist"), "--out")
+    out = common.output_dir(args.out or Path("dist"), "--out")
     if reference is not None and out == reference.resolve().parent:
         raise ConfigError(
             [f"--out {args.out}: the reference manifest's directory would be overwritten"],
@@ -106,7 +103,7 @@ def _out_dir(args: argparse.Namespace, reference: Path | None) -> Iterator[Path]
 
 
 def run(args: argparse.Namespace) -> int:
-    output = output_for(args, "build")
+    output = common.output_for(args, "build")
     matrix = load_matrix(args.matrix)
     cells = matrix.select(cuda=args.cuda, arch=args.arch)
     environ = dict(os.environ)
@@ -117,8 +114,8 @@ def run(args: argparse.Namespace) -> int:
             matrix=matrix,
             cells=cells,
             out=(args.out or Path("dist")).resolve(),
-            cache_dir=cache_dir(args),
-            cuda_home=cuda_home(args),
+            cache_dir=common.cache_dir(args),
+            cuda_home=common.cuda_home(args),
             jobs=args.jobs,
             environ=environ,
             epoch=epoch,
@@ -135,9 +132,9 @@ def run(args: argparse.Namespace) -> int:
             matrix=matrix,
             cells=cells,
             out=out,
-            cache_dir=cache_dir(args),
+            cache_dir=common.cache_dir(args),
             work_dir=fresh,
-            cuda_home=cuda_home(args),
+            cuda_home=common.cuda_home(args),
             jobs=args.jobs,
             fail_fast=args.fail_fast,
             environ=environ,

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from release.build.cache import default_cache_dir
 from release.console import Output
@@ -57,6 +59,24 @@ def parents() -> Parents:
         help="only the cells of this CPU architecture (repeatable; default: all)",
     )
     return Parents(matrix=matrix, output=output, cells=cells)
+
+
+def add_command(
+    subparsers: Any,
+    name: str,
+    run: Callable[[argparse.Namespace], int],
+    *,
+    parents: Sequence[argparse.ArgumentParser],
+    help: str,
+    description: str,
+) -> argparse.ArgumentParser:
+    """The subcommand `release name`, with the shared options of `parents` first, carried
+    out by `run`; the caller adds its own options to the parser returned."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        name, parents=list(parents), help=help, description=description
+    )
+    parser.set_defaults(func=run)
+    return parser
 
 
 def output_for(args: argparse.Namespace, command: str) -> Output:

@@ -14,7 +14,7 @@ from typing import Any
 
 from release.build import preview
 from release.build.cache import toolchain_cache
-from release.commands.common import Parents, add_toolchain_options, cache_dir, cuda_home, output_for
+from release.commands import common
 from release.console import Output
 from release.credentials import without_credentials
 from release.matrix import load_matrix
@@ -29,9 +29,11 @@ from release.toolchain import (
 )
 
 
-def register(subparsers: Any, parents: Parents) -> None:
-    parser = subparsers.add_parser(
+def register(subparsers: Any, parents: common.Parents) -> None:
+    parser = common.add_command(
+        subparsers,
         "doctor",
+        run,
         parents=[parents.matrix, parents.cells, parents.output],
         help="show the toolchain of every CUDA version and arch",
         description="Show, per CUDA version and arch, the device compiler, the host C "
@@ -42,8 +44,7 @@ def register(subparsers: Any, parents: Parents) -> None:
         action="store_true",
         help="install missing toolchains and show the versions the tools report",
     )
-    add_toolchain_options(parser)
-    parser.set_defaults(func=run)
+    common.add_toolchain_options(parser)
 
 
 @dataclass(frozen=True)
@@ -143,12 +144,13 @@ def doctor_rows(
 
 
 def run(args: argparse.Namespace) -> int:
-    out = output_for(args, "doctor")
+    out = common.output_for(args, "doctor")
     matrix = load_matrix(args.matrix)
     cells = matrix.select(cuda=args.cuda, arch=args.arch)
-    root = toolchain_cache(cache_dir(args))
+    root = toolchain_cache(common.cache_dir(args))
     by_cell = {
-        c.id: resolve(str(c.cuda), c.arch, cuda_home=cuda_home(args), cache_dir=root) for c in cells
+        c.id: resolve(str(c.cuda), c.arch, cuda_home=common.cuda_home(args), cache_dir=root)
+        for c in cells
     }
     plans = list(dict.fromkeys(by_cell.values()))
     toolchains = None

@@ -27,23 +27,18 @@ from typing import Any
 from release import proc
 from release.build.settings import BuildSettings, source_date_epoch
 from release.build.stage import BuildEvents, cell_inputs_for, prepare, record_wheel, require_success
-from release.commands.common import (
-    Parents,
-    add_dist_option,
-    add_toolchain_options,
-    cache_dir,
-    cuda_home,
-    output_for,
-)
+from release.commands import common
 from release.errors import ConfigError
 from release.fsutil import write_atomic
 from release.matrix import Cell, load_matrix
 from release.targets import ARCHES
 
 
-def register(subparsers: Any, parents: Parents) -> None:
-    parser = subparsers.add_parser(
+def register(subparsers: Any, parents: common.Parents) -> None:
+    parser = common.add_command(
+        subparsers,
         "env",
+        run,
         parents=[parents.matrix, parents.output],
         help="provision one cell's toolchain and print its build inputs",
         description="Provision the toolchain of one cell (as `release build` does) and print "
@@ -62,13 +57,12 @@ def register(subparsers: Any, parents: Parents) -> None:
         metavar="WHEEL|DIR",
         help="the cell's wheel (or a directory holding it) built from these inputs",
     )
-    add_dist_option(
+    common.add_dist_option(
         parser,
         "where --record puts the wheel, manifest.json and the NCCL files; the device "
         "log goes to DIR/logs (default: dist)",
     )
-    add_toolchain_options(parser)
-    parser.set_defaults(func=run)
+    common.add_toolchain_options(parser)
 
 
 # ---------------------------------------------------------------- pure core
@@ -109,7 +103,7 @@ class _Notes(BuildEvents):
 
 
 def run(args: argparse.Namespace) -> int:
-    output = output_for(args, "env")
+    output = common.output_for(args, "env")
     matrix = load_matrix(args.matrix)
     cell = matrix.select(cuda=[args.cuda], arch=[args.arch])[0]
     environ = dict(os.environ)
@@ -117,8 +111,8 @@ def run(args: argparse.Namespace) -> int:
         matrix=matrix,
         cells=(cell,),
         out=args.dist.resolve(),
-        cache_dir=cache_dir(args),
-        cuda_home=cuda_home(args),
+        cache_dir=common.cache_dir(args),
+        cuda_home=common.cuda_home(args),
         environ=environ,
         epoch=source_date_epoch(environ, matrix.project.path, proc.run),
     )

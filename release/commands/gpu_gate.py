@@ -9,14 +9,7 @@ from typing import Any
 
 from release.build.gate import GateResult, run_gate
 from release.build.settings import DEFAULT_EPOCH, BuildSettings
-from release.commands.common import (
-    Parents,
-    add_dist_option,
-    add_toolchain_options,
-    cache_dir,
-    cuda_home,
-    output_for,
-)
+from release.commands import common
 from release.console import Annotation, markdown_table
 from release.errors import BuildError, ConfigError
 from release.matrix import GateRun, load_matrix
@@ -25,9 +18,11 @@ from release.records.dist import load_dist
 GATE_COLUMNS = ("run", "result", "time", "wheel", "detail")
 
 
-def register(subparsers: Any, parents: Parents) -> None:
-    parser = subparsers.add_parser(
+def register(subparsers: Any, parents: common.Parents) -> None:
+    parser = common.add_command(
+        subparsers,
         "gpu-gate",
+        run,
         parents=[parents.matrix, parents.output],
         help="run the GPU tests of matrix.yaml's gpu-gate on the built wheels",
         description="On a GPU runner named in matrix.yaml's gpu-gate: run its test command "
@@ -40,13 +35,12 @@ def register(subparsers: Any, parents: Parents) -> None:
         metavar="NAME",
         help="which gpu-gate runner this machine is (its labels joined with '/')",
     )
-    add_dist_option(
+    common.add_dist_option(
         parser,
         "the built wheels and their manifest (default: dist)",
     )
     parser.add_argument("--cuda", action="append", default=[], metavar="X.Y")
-    add_toolchain_options(parser)
-    parser.set_defaults(func=run)
+    common.add_toolchain_options(parser)
 
 
 def _rows(results: list[GateResult]) -> list[list[str]]:
@@ -57,7 +51,7 @@ def _rows(results: list[GateResult]) -> list[list[str]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    output = output_for(args, "gpu-gate")
+    output = common.output_for(args, "gpu-gate")
     matrix = load_matrix(args.matrix)
     gate = matrix.gpu_gate
     if gate is None:
@@ -74,8 +68,8 @@ def run(args: argparse.Namespace) -> int:
         matrix=matrix,
         cells=(),
         out=args.dist.resolve(),
-        cache_dir=cache_dir(args),
-        cuda_home=cuda_home(args),
+        cache_dir=common.cache_dir(args),
+        cuda_home=common.cuda_home(args),
         environ=environ,
         epoch=manifest.source_date_epoch or DEFAULT_EPOCH,
     )

@@ -7,7 +7,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from release.commands.common import Parents, output_for
+from release.commands import common
 from release.matrix import (
     Cell,
     Matrix,
@@ -76,9 +76,11 @@ def gate_matrix(matrix: Matrix) -> dict[str, Any]:
     }
 
 
-def register(subparsers: Any, parents: Parents) -> None:
-    parser = subparsers.add_parser(
+def register(subparsers: Any, parents: common.Parents) -> None:
+    parser = common.add_command(
+        subparsers,
         "matrix",
+        run,
         parents=[parents.matrix, parents.cells, parents.output],
         help="show the cells of the release matrix",
         description="Show the expanded cells: one wheel per (CUDA version, CPU arch).",
@@ -99,13 +101,12 @@ def register(subparsers: Any, parents: Parents) -> None:
     parser.add_argument(
         "--schema", action="store_true", help="print the JSON Schema of matrix.yaml and exit"
     )
-    parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         args.json = True
-    out = output_for(args, "matrix")
+    out = common.output_for(args, "matrix")
     if args.schema:
         print(json.dumps(matrix_json_schema(), indent=2))
         return 0

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from release.commands.common import Parents, output_dir, output_for
+from release.commands import common
 from release.downstream.nccl import (
     DEFAULT_INDEX_URL,
     check_pins_exist,
@@ -19,9 +19,11 @@ from release.matrix import load_matrix
 from release.remote import httpclient as http
 
 
-def register(subparsers: Any, parents: Parents) -> None:
-    parser = subparsers.add_parser(
+def register(subparsers: Any, parents: common.Parents) -> None:
+    parser = common.add_command(
+        subparsers,
         "nccl",
+        run,
         parents=[parents.matrix, parents.output],
         help="write the NCCL pin files for each CUDA major",
         description=(
@@ -41,11 +43,10 @@ def register(subparsers: Any, parents: Parents) -> None:
         help="ask the package index that each pinned version exists before writing",
     )
     parser.add_argument("--index-url", default=DEFAULT_INDEX_URL, help="index for --check")
-    parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    out = output_for(args, "nccl")
+    out = common.output_for(args, "nccl")
     matrix = load_matrix(args.matrix)
     pins = matrix.nccl_pins(matrix.select(cuda=args.cuda))
     require_pins(pins)
@@ -55,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
         if problems:
             raise ConfigError(problems, hint="fix the nccl pins in the matrix; nothing written")
     files = override_files(pins)
-    written = write_override_files(files, output_dir(args.out, "--out"))
+    written = write_override_files(files, common.output_dir(args.out, "--out"))
     pairs = list(zip(files, written, strict=True))
     out.document(
         {

@@ -6,22 +6,18 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from release.commands.common import (
-    Parents,
-    add_dist_option,
-    output_dir,
-    output_for,
-    parse_overrides,
-)
+from release.commands import common
 from release.downstream.requirement_files import install_lines, pin_files
 from release.fsutil import write_atomic
 from release.records.dist import load_dist
 from release.records.published import RECORD_NAME, read_record, with_overrides
 
 
-def register(subparsers: Any, parents: Parents) -> None:
-    parser = subparsers.add_parser(
+def register(subparsers: Any, parents: common.Parents) -> None:
+    parser = common.add_command(
+        subparsers,
         "pins",
+        run,
         parents=[parents.output],
         help="write hash-pinned requirement files for each variant of a publish",
         description="From <dist>/published.json: per variant, `<variant>.txt` (the index and "
@@ -29,7 +25,7 @@ def register(subparsers: Any, parents: Parents) -> None:
         "`<variant>-urls.txt` (each wheel's URL with its sha256 and a platform marker, "
         "for Dockerfiles).",
     )
-    add_dist_option(
+    common.add_dist_option(
         parser,
         "directory with the manifest and published.json (default: dist)",
     )
@@ -43,16 +39,15 @@ def register(subparsers: Any, parents: Parents) -> None:
         metavar="NAME=URL",
         help="the index of a destination or label, where it is served elsewhere",
     )
-    parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    output = output_for(args, "pins")
+    output = common.output_for(args, "pins")
     manifest = load_dist(args.dist, missing_ok=True)
     published = with_overrides(
-        read_record(args.dist / RECORD_NAME, manifest), parse_overrides(args.index_url)
+        read_record(args.dist / RECORD_NAME, manifest), common.parse_overrides(args.index_url)
     )
-    out = output_dir(args.out or args.dist / "pins", "--out")
+    out = common.output_dir(args.out or args.dist / "pins", "--out")
     files = pin_files(published)
     for file in files:
         write_atomic(out / file.name, file.text.encode())

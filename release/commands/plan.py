@@ -14,14 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from release.build.cache import toolchain_cache
-from release.commands.common import (
-    Parents,
-    add_dist_option,
-    add_toolchain_options,
-    cache_dir,
-    cuda_home,
-    output_for,
-)
+from release.commands import common
 from release.console import markdown_table
 from release.fsutil import write_atomic
 from release.matrix import load_matrix
@@ -40,9 +33,11 @@ from release.remote import httpclient as http
 COLUMNS = ("cell", "wheel", "size", "destination", "state", "final URL", "toolchain")
 
 
-def register(subparsers: Any, parents: Parents) -> None:
-    parser = subparsers.add_parser(
+def register(subparsers: Any, parents: common.Parents) -> None:
+    parser = common.add_command(
+        subparsers,
         "plan",
+        run,
         parents=[parents.matrix, parents.cells, parents.output],
         help="show every cell, its wheel, destination and final URL, and what exists there",
         description="Before tagging: list every cell with its wheel filename, size if built, "
@@ -50,7 +45,7 @@ def register(subparsers: Any, parents: Parents) -> None:
         "(read-only) what it holds: new, identical (skip) or CONFLICT. Exits non-zero on a "
         "conflict, a refused file or a missing toolchain. Changes nothing anywhere.",
     )
-    add_dist_option(
+    common.add_dist_option(
         parser,
         "where built wheels and manifest*.json are (default: dist)",
     )
@@ -66,8 +61,7 @@ def register(subparsers: Any, parents: Parents) -> None:
         "--github-api-url", metavar="URL", help="GitHub REST API base, as for `release publish`"
     )
     parser.add_argument("--markdown", type=Path, metavar="FILE", help="write the plan as Markdown")
-    add_toolchain_options(parser)
-    parser.set_defaults(func=run)
+    common.add_toolchain_options(parser)
 
 
 def summary(plan: ReleasePlan) -> str:
@@ -156,12 +150,12 @@ def to_json(plan: ReleasePlan) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    out = output_for(args, "plan")
+    out = common.output_for(args, "plan")
     matrix = load_matrix(args.matrix)
     cells = matrix.select(cuda=args.cuda, arch=args.arch)
     environ = dict(os.environ)
     verdicts = toolchain_verdicts(
-        cells, cuda_home=cuda_home(args), cache=toolchain_cache(cache_dir(args))
+        cells, cuda_home=common.cuda_home(args), cache=toolchain_cache(common.cache_dir(args))
     )
     settings = PublishSettings(
         dist=args.dist,

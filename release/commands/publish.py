@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from release.commands.common import Parents, add_dist_option, output_for
+from release.commands import common
 from release.console import Advance, Output, markdown_table
 from release.errors import IncompleteError, ReleaseError
 from release.fsutil import write_atomic
@@ -147,9 +147,11 @@ def publish_markdown(outcome: PublishOutcome, *, dry_run: bool) -> str:
     return "\n".join(lines) + "\n"
 
 
-def register(subparsers: Any, parents: Parents) -> None:
-    parser = subparsers.add_parser(
+def register(subparsers: Any, parents: common.Parents) -> None:
+    parser = common.add_command(
+        subparsers,
         "publish",
+        run,
         parents=[parents.output],
         help="upload the built wheels to PyPI and GitHub Releases, and write the index",
         description=(
@@ -160,7 +162,7 @@ def register(subparsers: Any, parents: Parents) -> None:
             "trusted publishing in GitHub Actions), GITHUB_TOKEN."
         ),
     )
-    add_dist_option(
+    common.add_dist_option(
         parser,
         "directory with manifest.json and the wheels (default: dist)",
     )
@@ -217,7 +219,6 @@ def register(subparsers: Any, parents: Parents) -> None:
         "--pages-remote", metavar="REMOTE", help="push --pages-branch to this remote"
     )
     parser.add_argument("--markdown", type=Path, metavar="FILE", help="write it as Markdown")
-    parser.set_defaults(func=run)  # fmt: skip
 
 
 def settings_from(args: argparse.Namespace) -> PublishSettings:
@@ -238,7 +239,7 @@ def settings_from(args: argparse.Namespace) -> PublishSettings:
 
 
 def run(args: argparse.Namespace) -> int:
-    out = output_for(args, "publish")
+    out = common.output_for(args, "publish")
     environ = dict(os.environ)
     shown: list[PublishOutcome] = []
     progress = ExitStack()

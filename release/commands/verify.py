@@ -7,13 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from release.commands.common import (
-    Parents,
-    add_dist_option,
-    output_for,
-    parse_overrides,
-    positive_int,
-)
+from release.commands import common
 from release.console import Annotation, Output, markdown_table
 from release.errors import ConfigError, VerifyError
 from release.fsutil import write_atomic
@@ -56,9 +50,11 @@ def verify_json(report: VerifyReport) -> dict[str, Any]:
     return report_json(report)
 
 
-def register(subparsers: Any, parents: Parents) -> None:
-    parser = subparsers.add_parser(
+def register(subparsers: Any, parents: common.Parents) -> None:
+    parser = common.add_command(
+        subparsers,
         "verify",
+        run,
         parents=[parents.matrix, parents.output],
         help="check every published file, index link and pip resolution against the manifest",
         description=(
@@ -68,7 +64,7 @@ def register(subparsers: Any, parents: Parents) -> None:
             "`pip install --dry-run` picks the expected wheel for every cell."
         ),
     )
-    add_dist_option(
+    common.add_dist_option(
         parser,
         "directory with manifest.json and published.json (default: dist)",
     )
@@ -111,7 +107,7 @@ def register(subparsers: Any, parents: Parents) -> None:
     )
     parser.add_argument(
         "--latest",
-        type=positive_int,
+        type=common.positive_int,
         metavar="N",
         help="verify the newest N published releases (the scheduled URL watch)",
     )
@@ -124,7 +120,6 @@ def register(subparsers: Any, parents: Parents) -> None:
         help="where the index of the GitHub-hosted variants is served (default: the matrix's)",
     )
     parser.add_argument("--markdown", type=Path, metavar="FILE", help="write it as Markdown")
-    parser.set_defaults(func=run)  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> int:
@@ -132,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError([f"--concurrency {args.concurrency}: use 1 to 64"])
     if args.attempts < 1:
         raise ConfigError([f"--attempts {args.attempts}: use at least 1"])
-    out = output_for(args, "verify")
+    out = common.output_for(args, "verify")
     target = VerifyTarget(
         dist=args.dist,
         matrix=args.matrix,
@@ -140,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
         latest=args.latest,
         github_api_url=args.github_api_url,
         index_base_url=args.index_base_url,
-        overrides=parse_overrides(args.index_url),
+        overrides=common.parse_overrides(args.index_url),
     )
     settings = VerifySettings(
         concurrency=args.concurrency,

@@ -23,15 +23,7 @@ import httpx
 
 from release import __version__
 from release.credentials import Secret, mask
-from release.remote.retry import (
-    Clock,
-    Deadline,
-    RetryExhausted,
-    RetryPolicy,
-    Sleep,
-    TryAgain,
-    call_with_retries,
-)
+from release.remote import retry
 
 USER_AGENT = f"cuda-wheel-release/{__version__}"
 Client = httpx.Client  # the type stages take; only this module makes one
@@ -136,7 +128,7 @@ class Download:
 
 
 class _Retry(Exception):
-    def __init__(self, verdict: TryAgain, download: Download) -> None:
+    def __init__(self, verdict: retry.TryAgain, download: Download) -> None:
         super().__init__(verdict.reason)
         self.verdict = verdict
         self.download = download
@@ -157,16 +149,16 @@ def fetch(
     keep: bool = False,
     accept: str | None = None,
     retry_statuses: Collection[int] = (),
-    policy: RetryPolicy | None = None,
-    deadline: Deadline | None = None,
-    sleep: Sleep = time.sleep,
-    clock: Clock = time.monotonic,
+    policy: retry.RetryPolicy | None = None,
+    deadline: retry.Deadline | None = None,
+    sleep: retry.Sleep = time.sleep,
+    clock: retry.Clock = time.monotonic,
     secrets: Iterable[str] = (),
 ) -> Download:
     """GET `url` (redirects followed), hashing the body as it streams; retried per the
     module doc. Never raises for the server's sake: the last answer or failure comes back."""
-    policy = policy or RetryPolicy(attempts=5, initial_delay=1.0, total=300.0)
-    deadline = deadline or Deadline(policy.total, clock)
+    policy = policy or retry.RetryPolicy(attempts=5, initial_delay=1.0, total=300.0)
+    deadline = deadline or retry.Deadline(policy.total, clock)
     hidden = tuple(secrets)
     headers = {"Accept": accept} if accept else {}
     retried = TRANSIENT_STATUSES | frozenset(retry_statuses)
@@ -197,23 +189,25 @@ def fetch(
             )
             if unresolvable(error):
                 return failed
-            raise _Retry(TryAgain(reason=failed.error or "connection failed"), failed) from None
+            raise _Retry(
+                retry.TryAgain(reason=failed.error or "connection failed"), failed
+            ) from None
         if got.status in retried:
             reason = f"HTTP {got.status}"
-            raise _Retry(TryAgain(reason=reason, after=_retry_after(got.headers)), got)
+            raise _Retry(retry.TryAgain(reason=reason, after=_retry_after(got.headers)), got)
         return got
 
     last: list[Download] = []
 
-    def classify(error: Exception) -> TryAgain | None:
+    def classify(error: Exception) -> retry.TryAgain | None:
         if isinstance(error, _Retry):
             last[:] = [error.download]
             return error.verdict
         return None
 
     try:
-        return call_with_retries(
+        return retry.call_with_retries(
             attempt, classify=classify, policy=policy, deadline=deadline, sleep=sleep, what=url
         )
-    except RetryExhausted:
+    except retry.RetryExhausted:
         return last[0] if last else Download(status=None, url=url, error="no time left")
