@@ -302,6 +302,13 @@ static void k3_kernel_name(int id, char* name, size_t size) {
     }
 }
 
+/* A driver call about kernel number `id` failed: the error, named after the kernel. */
+static int k3_kernel_fail(CUresult rc, int id) {
+    char name[64];
+    k3_kernel_name(id, name, sizeof name);
+    return k3_cuda_fail(rc, name);
+}
+
 /* With the device's primary context current: the function of kernel `id` in library
  * `handle`. */
 static int k3_function(int device, int handle, int id, CUfunction* fn) {
@@ -332,13 +339,22 @@ static int k3_function(int device, int handle, int id, CUfunction* fn) {
     }
     rc = k3_drv.cuKernelGetFunction(fn, kernel);
     if (rc != CUDA_SUCCESS) {
-        k3_kernel_name(id, name, sizeof name);
-        return k3_cuda_fail(rc, name);
+        return k3_kernel_fail(rc, id);
     }
     if (known != NULL) {
         __atomic_store_n(known, *fn, __ATOMIC_RELEASE);
     }
     return K3_OK;
+}
+
+/* With the device's primary context current: launches `fn` (kernel number `id`) on a
+ * gx x gy grid of `block` threads, with one parameter block. */
+static int k3_launch_function(CUfunction fn, int id, unsigned gx, unsigned gy, unsigned block,
+                              void* params, void* stream) {
+    void* kernel_params[1] = {params};
+    CUresult rc = k3_drv.cuLaunchKernel(fn, gx, gy, 1, block, 1, 1, 0, (CUstream)stream,
+                                        kernel_params, NULL);
+    return rc == CUDA_SUCCESS ? K3_OK : k3_kernel_fail(rc, id);
 }
 
 static int k3_launch(int handle, int device, int id, unsigned gx, unsigned gy, unsigned block,
@@ -351,14 +367,7 @@ static int k3_launch(int handle, int device, int id, unsigned gx, unsigned gy, u
     CUfunction fn = NULL;
     status = k3_function(device, handle, id, &fn);
     if (status == K3_OK) {
-        void* kernel_params[1] = {params};
-        CUresult rc = k3_drv.cuLaunchKernel(fn, gx, gy, 1, block, 1, 1, 0, (CUstream)stream,
-                                            kernel_params, NULL);
-        if (rc != CUDA_SUCCESS) {
-            char name[64];
-            k3_kernel_name(id, name, sizeof name);
-            status = k3_cuda_fail(rc, name);
-        }
+        status = k3_launch_function(fn, id, gx, gy, block, params, stream);
     }
     k3_leave(pushed);
     return status;
@@ -503,12 +512,11 @@ int k3_arch_probe(int handle, int device, int* arch) {
         }
     }
     if (status == K3_OK) {
+        status = k3_launch_function(fn, K3_KERNEL_ARCH_PROBE, 1, 1, 1, &buf, NULL);
+    }
+    if (status == K3_OK) {
         int value = 0;
-        void* params[1] = {&buf};
-        CUresult rc = k3_drv.cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL);
-        if (rc == CUDA_SUCCESS) {
-            rc = k3_drv.cuCtxSynchronize();
-        }
+        CUresult rc = k3_drv.cuCtxSynchronize();
         if (rc == CUDA_SUCCESS) {
             rc = k3_drv.cuMemcpyDtoH(&value, buf, sizeof value);
         }
