@@ -105,3 +105,35 @@ def test_import_layers_hold() -> None:
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     assert "Contracts: 1 kept, 0 broken." in result.stdout
+
+
+def test_no_function_is_over_80_lines() -> None:
+    """Every function and method of release/ (nested ones too) fits in 80 lines, counted from
+    its `def` to its last line: decorators are not counted. The check is first tried on a
+    decorated method of exactly 80 lines and on one of 81."""
+    limit = 80
+
+    def too_long(node: ast.AST, where: str, prefix: str = "") -> Iterator[str]:
+        for child in ast.iter_child_nodes(node):
+            name = prefix
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                name = f"{prefix}{child.name}."
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                length = (child.end_lineno or child.lineno) - child.lineno + 1
+                if length > limit:
+                    yield f"{where}:{child.lineno} {name[:-1]} ({length} lines)"
+            yield from too_long(child, where, name)
+
+    def probe(lines: int) -> list[str]:
+        body = "".join(f"        x{i} = {i}\n" for i in range(lines - 1))
+        code = f"class C:\n    @staticmethod\n    @other\n    async def f() -> None:\n{body}"
+        return list(too_long(ast.parse(code), "probe.py"))
+
+    assert probe(limit) == []
+    assert probe(limit + 1) == [f"probe.py:4 C.f ({limit + 1} lines)"]
+    long = [
+        found
+        for _, path in modules()
+        for found in too_long(ast.parse(path.read_text()), str(path.relative_to(ROOT)))
+    ]
+    assert long == [], f"functions over {limit} lines (split them): " + ", ".join(long)

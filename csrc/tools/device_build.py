@@ -658,6 +658,127 @@ def kernel_sources(kernels_dir: Path) -> tuple[Path, ...]:
     return sources
 
 
+_Part = tuple[Path, Target]
+"""One (kernel source, target) of a build."""
+
+
+@dataclasses.dataclass(frozen=True)
+class _Keys:
+    """The cache keys of a build: one per part, one per kernel's fatbin (keyed by its parts
+    and the assembler)."""
+
+    parts: dict[_Part, str]
+    fatbins: dict[Path, str]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Build:
+    """One device build: its kernels, targets, compiler, cache and log."""
+
+    kernels_dir: Path
+    sources: tuple[Path, ...]
+    targets: tuple[Target, ...]
+    compiler: Compiler
+    cache: Cache
+    log: Log
+
+    def keys(self, entry_names: dict[Path, tuple[str, str]]) -> _Keys:
+        """Every part's and fatbin's cache key; `entry_names` learns the (kernel, target) of
+        each entry's path, for the report of a damaged one."""
+        compiler, cache = self.compiler, self.cache
+        part_keys: dict[_Part, str] = {}
+        fatbin_keys: dict[Path, str] = {}
+        for src in self.sources:
+            digest = sources_digest(src, self.kernels_dir)
+            for t in self.targets:
+                part_keys[src, t] = cache_key(
+                    sources=digest,
+                    compiler=compiler.identity,
+                    target=t.name,
+                    flags=compiler.flags(t),
+                )
+                entry_names[cache.path(part_keys[src, t], t.suffix)] = (src.stem, t.name)
+            fatbin_keys[src] = cache_key(
+                parts=[part_keys[src, t] for t in self.targets],
+                assembler=compiler.assembler_identity(),
+            )
+            entry_names[cache.path(fatbin_keys[src], ".fatbin")] = (src.stem, "fatbin")
+        return _Keys(part_keys, fatbin_keys)
+
+    def read_cache(self, keys: _Keys) -> tuple[dict[Path, bytes], dict[_Part, bytes], list[_Part]]:
+        """What the cache holds: the fatbins, the parts of the kernels without one, and the
+        parts left to compile; each part found (in a fatbin or alone) is logged as cached."""
+        fatbin_data: dict[Path, bytes] = {}
+        part_data: dict[_Part, bytes] = {}
+        todo: list[_Part] = []
+        for src in self.sources:
+            cached_fatbin = self.cache.get(keys.fatbins[src], ".fatbin")
+            if cached_fatbin is not None:
+                fatbin_data[src] = cached_fatbin
+            for t in self.targets:
+                part = (
+                    None
+                    if cached_fatbin is not None
+                    else self.cache.get(keys.parts[src, t], t.suffix)
+                )
+                if cached_fatbin is not None or part is not None:
+                    if part is not None:
+                        part_data[src, t] = part
+                    self.log.add(LogRecord(src.stem, t.name, "cached", 0.0, self.compiler.identity))
+                else:
+                    todo.append((src, t))
+        return fatbin_data, part_data, todo
+
+    def compile_parts(
+        self, keys: _Keys, todo: Sequence[_Part], *, jobs: int, into: dict[_Part, bytes]
+    ) -> None:
+        """Compile the parts of `todo`, `jobs` at a time, into the cache and `into`; the first
+        failure cancels what has not started and is raised."""
+        lock = threading.Lock()
+
+        def compile_one(item: _Part) -> None:
+            src, t = item
+            start = time.monotonic()
+            data = self.compiler.compile(src, self.kernels_dir, t)
+            self.cache.put(keys.parts[src, t], t.suffix, data)
+            with lock:
+                into[src, t] = data
+            seconds = round(time.monotonic() - start, 3)
+            self.log.add(LogRecord(src.stem, t.name, "compile", seconds, self.compiler.identity))
+
+        with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+            futures = [pool.submit(compile_one, item) for item in todo]
+            try:
+                for fut in concurrent.futures.as_completed(futures):
+                    fut.result()
+            except BaseException:
+                for fut in futures:
+                    fut.cancel()
+                raise
+
+    def write_fatbins(
+        self,
+        keys: _Keys,
+        out_dir: Path,
+        fatbin_data: Mapping[Path, bytes],
+        part_data: Mapping[_Part, bytes],
+    ) -> list[Path]:
+        """Write `out_dir/<stem>.fatbin` for every kernel: its cached fatbin, else one
+        assembled from its parts (and cached)."""
+        out_dir.mkdir(parents=True, exist_ok=True)
+        fatbins = []
+        for src in self.sources:
+            data = fatbin_data.get(src)
+            if data is None:
+                parts = [(t, part_data[src, t]) for t in self.targets]
+                data = self.compiler.assemble(src.stem, parts)
+                self.cache.put(keys.fatbins[src], ".fatbin", data)
+            dest = out_dir / f"{src.stem}.fatbin"
+            write_atomic(dest, data)
+            fatbins.append(dest)
+        return fatbins
+
+
 def build_device(
     kernels_dir: Path,
     out_dir: Path,
@@ -678,71 +799,11 @@ def build_device(
         log.add(LogRecord(kernel, target, "discarded", 0.0, compiler.identity, reason))
 
     cache = Cache(config.cache_dir, damaged)
-    targets = config.targets
-
-    part_keys: dict[tuple[Path, Target], str] = {}
-    fatbin_keys: dict[Path, str] = {}
-    for src in sources:
-        digest = sources_digest(src, kernels_dir)
-        for t in targets:
-            part_keys[src, t] = cache_key(
-                sources=digest, compiler=compiler.identity, target=t.name, flags=compiler.flags(t)
-            )
-            entry_names[cache.path(part_keys[src, t], t.suffix)] = (src.stem, t.name)
-        fatbin_keys[src] = cache_key(
-            parts=[part_keys[src, t] for t in targets], assembler=compiler.assembler_identity()
-        )
-        entry_names[cache.path(fatbin_keys[src], ".fatbin")] = (src.stem, "fatbin")
-
-    fatbin_data: dict[Path, bytes] = {}
-    part_data: dict[tuple[Path, Target], bytes] = {}
-    todo: list[tuple[Path, Target]] = []
-    for src in sources:
-        cached_fatbin = cache.get(fatbin_keys[src], ".fatbin")
-        if cached_fatbin is not None:
-            fatbin_data[src] = cached_fatbin
-        for t in targets:
-            part = None if cached_fatbin is not None else cache.get(part_keys[src, t], t.suffix)
-            if cached_fatbin is not None or part is not None:
-                if part is not None:
-                    part_data[src, t] = part
-                log.add(LogRecord(src.stem, t.name, "cached", 0.0, compiler.identity))
-            else:
-                todo.append((src, t))
-
-    lock = threading.Lock()
-
-    def compile_one(item: tuple[Path, Target]) -> None:
-        src, t = item
-        start = time.monotonic()
-        data = compiler.compile(src, kernels_dir, t)
-        cache.put(part_keys[src, t], t.suffix, data)
-        with lock:
-            part_data[src, t] = data
-        seconds = round(time.monotonic() - start, 3)
-        log.add(LogRecord(src.stem, t.name, "compile", seconds, compiler.identity))
-
-    with concurrent.futures.ThreadPoolExecutor(max_workers=config.jobs) as pool:
-        futures = [pool.submit(compile_one, item) for item in todo]
-        try:
-            for fut in concurrent.futures.as_completed(futures):
-                fut.result()
-        except BaseException:
-            for fut in futures:
-                fut.cancel()
-            raise
-
-    out_dir.mkdir(parents=True, exist_ok=True)
-    fatbins = []
-    for src in sources:
-        data = fatbin_data.get(src)
-        if data is None:
-            data = compiler.assemble(src.stem, [(t, part_data[src, t]) for t in targets])
-            cache.put(fatbin_keys[src], ".fatbin", data)
-        dest = out_dir / f"{src.stem}.fatbin"
-        write_atomic(dest, data)
-        fatbins.append(dest)
-
+    build = _Build(kernels_dir, sources, config.targets, compiler, cache, log)
+    keys = build.keys(entry_names)
+    fatbin_data, part_data, todo = build.read_cache(keys)
+    build.compile_parts(keys, todo, jobs=config.jobs, into=part_data)
+    fatbins = build.write_fatbins(keys, out_dir, fatbin_data, part_data)
     compiled = sum(1 for r in log.records if r.action == "compile")
     cached = sum(1 for r in log.records if r.action == "cached")
     return DeviceResult(

@@ -4,11 +4,11 @@ cells it expands to. Import from here.
 
 from __future__ import annotations
 
+from release.matrix.cells import T
 from release.matrix.load import (
     GITHUB_ASSET_MAX_MIB,
     PYPI_DEFAULT_MAX_MIB,
     SCHEMA_ID,
-    T,
     load_matrix,
     matrix_from_text,
     matrix_json_schema,

@@ -10,16 +10,21 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from packaging.version import InvalidVersion, Version
 from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
-from release.backends import targets_problem
 from release.errors import ConfigError, Location, shown
+from release.matrix.cells import (
+    check_excludes,
+    check_unused_excludes,
+    cuda_versions,
+    version_cells,
+)
 from release.matrix.model import (
     Cell,
     Destination,
@@ -31,26 +36,12 @@ from release.matrix.model import (
     nccl_package,
     nccl_requirement,
 )
-from release.matrix.rules import (
-    check_cells,
-    check_label,
-    check_targets,
-    cuda_build,
-    gpu_gate,
-    release_build,
-)
-from release.matrix.spec import (
-    CudaSpec,
-    DestinationSpec,
-    MatrixSpec,
-    WheelSettings,
-)
-from release.targets import CudaVersion, GpuTarget
+from release.matrix.rules import check_cells, gpu_gate, release_build
+from release.matrix.spec import DestinationSpec, MatrixSpec
 from release.yamlspec import (
     DocumentLoader,
     Problem,
     bounds_problem,
-    did_you_mean,
     join_path,
     json_schema,
     load_document,
@@ -61,15 +52,12 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
 
-T = TypeVar("T")
-
 PYPI_DEFAULT_MAX_MIB = 100
 GITHUB_ASSET_MAX_MIB = 2048
 # GitHub's rules: an owner is 1-39 letters, digits and single inner hyphens; a repository
 # name is 1-100 of letters, digits, '.', '_' and '-', and neither '.' nor '..'.
 _OWNER_RE = re.compile(r"^[A-Za-z0-9](?:-?[A-Za-z0-9]){0,38}$")
 _REPO_NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,100}$")
-_MIN_MANYLINUX = (2, 17)
 
 
 # --- Loading. ---
@@ -251,17 +239,6 @@ def _destinations(
     return out
 
 
-def _repeated(items: Sequence[T]) -> list[T]:
-    """The items that occur more than once, each once, in order of first repetition."""
-    seen: set[T] = set()
-    out: dict[T, None] = {}
-    for item in items:
-        if item in seen:
-            out[item] = None
-        seen.add(item)
-    return list(out)
-
-
 def repository_problem(repository: str) -> str | None:
     """Why `repository` is not a GitHub `owner/name`, with the rule it breaks; or None."""
     owner, slash, name = repository.partition("/")
@@ -278,155 +255,29 @@ def _slash(url: str) -> str:
     return url if url.endswith("/") else url + "/"
 
 
-def _setting(
-    name: str, entry: CudaSpec, defaults: WheelSettings, cuda_path: str
-) -> tuple[Any, str]:
-    """A setting's value for a CUDA entry and the key path it came from."""
-    value = getattr(entry, name)
-    if value is not None:
-        return value, join_path(cuda_path, name)
-    return getattr(defaults, name), join_path("defaults", name)
-
-
 def _validate(
     spec: MatrixSpec, project: Project, path: Path, loader: DocumentLoader
 ) -> Matrix | None:
     destinations = _destinations(spec.destinations, loader)
-    defaults = spec.defaults or WheelSettings()
     release_build(spec, loader)
     excludes = spec.exclude or []
     if not spec.cuda:
         loader.problem("cuda", "the matrix is empty: add at least one CUDA version")
-    cells: list[Cell] = []
-    versions: dict[str, CudaVersion] = {}
-    for key in spec.cuda:
-        try:
-            version = CudaVersion.parse(key)
-        except ValueError as error:
-            loader.problem(join_path("cuda", key), f'{error} (e.g. "12.9")')
-            continue
-        twin = next((k for k, v in versions.items() if v == version), None)
-        if twin is not None:
-            loader.problem(join_path("cuda", key), f"CUDA {version} is already listed as {twin!r}")
-            continue
-        versions[key] = version
-
-    for index, exclude in enumerate(excludes):
-        if exclude.cuda is not None and exclude.cuda not in spec.cuda:
-            hint = did_you_mean(exclude.cuda, list(spec.cuda))
-            loader.problem(
-                join_path(join_path("exclude", index), "cuda"),
-                f"CUDA {exclude.cuda} is not in the matrix{hint}",
-            )
-        if exclude.cuda is None and exclude.arch is None and exclude.sm is None:
-            loader.problem(join_path("exclude", index), "an empty exclusion would drop everything")
+    versions = cuda_versions(spec.cuda, loader)
+    check_excludes(excludes, spec.cuda, loader)
     used_excludes: set[int] = set()
-
-    for key, entry in spec.cuda.items():
-        cuda = versions.get(key)
-        if cuda is None:
-            continue
-        cuda_path = join_path("cuda", key)
-        arches, arches_path = _setting("arches", entry, defaults, cuda_path)
-        sms, sms_path = _setting("sms", entry, defaults, cuda_path)
-        ptx_spec, ptx_path = _setting("ptx", entry, defaults, cuda_path)
-        manylinux, manylinux_path = _setting("manylinux", entry, defaults, cuda_path)
-        nccl, _ = _setting("nccl", entry, defaults, cuda_path)
-        for name, value in (("arches", arches), ("sms", sms), ("manylinux", manylinux)):
-            if value is None:
-                loader.problem(
-                    join_path(cuda_path, name),
-                    f"no {name!r} for CUDA {key} (set it here or under defaults)",
-                )
-        if arches is None or sms is None or manylinux is None:
-            continue
-        ok = check_targets(
-            cuda=cuda,
+    cells: list[Cell] = []
+    for key, cuda in versions.items():
+        cells += version_cells(
+            spec=spec,
+            project=project,
             key=key,
-            sms=sms,
-            sms_path=sms_path,
-            ptx_spec=ptx_spec,
-            ptx_path=ptx_path,
+            cuda=cuda,
+            destinations=destinations,
+            used=used_excludes,
             loader=loader,
         )
-        if (manylinux.major, manylinux.minor) < _MIN_MANYLINUX:
-            loader.problem(
-                manylinux_path, f"manylinux_{manylinux} is older than manylinux_2_17 (raise it)"
-            )
-        if not arches:
-            loader.problem(arches_path, "no CPU architecture: list x86_64 and/or aarch64")
-        for arch in _repeated(arches):
-            loader.problem(arches_path, f"{arch} is listed more than once")
-
-        recipe = cuda_build(spec.build, entry.build, cuda_path, loader)
-        label_ok = check_label(entry.local_label, join_path(cuda_path, "local-label"), loader)
-        destination = destinations.get(entry.destination)
-        destination_path = join_path(cuda_path, "destination")
-        if not entry.destination:
-            loader.problem(destination_path, f"required key 'destination' is missing for {key}")
-        elif entry.destination not in spec.destinations:
-            hint = did_you_mean(entry.destination, list(spec.destinations))
-            known = ", ".join(spec.destinations) or "none"
-            loader.problem(
-                destination_path,
-                f"unknown destination {shown(entry.destination)}{hint} (defined: {known})",
-            )
-        elif isinstance(destination, PypiDestination) and entry.local_label:
-            loader.problem(
-                join_path(cuda_path, "local-label"),
-                f"PyPI rejects local versions (+{entry.local_label}): publish this variant to "
-                "a github destination, or drop the label to make it the default variant",
-            )
-        if not ok or not label_ok or destination is None:
-            continue
-        unbuildable_reported = False
-        for arch in dict.fromkeys(arches):
-            cell_sms = list(dict.fromkeys(sms))
-            dropped = False
-            for index, exclude in enumerate(excludes):
-                if exclude.cuda not in (None, key) or exclude.arch not in (None, arch):
-                    continue
-                if exclude.sm is None:
-                    dropped = True
-                    used_excludes.add(index)
-                elif exclude.sm in cell_sms:
-                    cell_sms.remove(exclude.sm)
-                    used_excludes.add(index)
-            if dropped:
-                continue
-            ptx = ptx_spec.target if ptx_spec is not None else max(cell_sms, default=None)
-            if ptx is not None and ptx.suffix:
-                ptx = GpuTarget(ptx.number)
-            if not cell_sms and ptx is None:
-                loader.problem(
-                    sms_path,
-                    f"the exclusions leave CUDA {key} {arch} with no SM and no PTX",
-                )
-                continue
-            unbuildable = targets_problem(recipe.backend, sorted(cell_sms), ptx)
-            if unbuildable is not None:
-                # one report per CUDA version, at the key its targets come from
-                if not unbuildable_reported:
-                    loader.problem(ptx_path, unbuildable)
-                    unbuildable_reported = True
-                continue
-            cells.append(
-                Cell(
-                    project=project,
-                    cuda=cuda,
-                    arch=arch,
-                    sms=tuple(sorted(cell_sms)),
-                    ptx=ptx,
-                    local_label=entry.local_label,
-                    destination=destination,
-                    nccl=nccl.version if nccl is not None else None,
-                    manylinux=str(manylinux),
-                    build=recipe,
-                )
-            )
-    for index, exclude in enumerate(excludes):
-        if index not in used_excludes and (exclude.cuda is None or exclude.cuda in spec.cuda):
-            loader.problem(join_path("exclude", index), "this exclusion matches no cell")
+    check_unused_excludes(excludes, used_excludes, spec.cuda, loader)
     check_cells(cells, {v: k for k, v in versions.items()}, path.name, loader)
     if not cells and spec.cuda and not loader.problems:
         loader.problem("cuda", "the matrix is empty: every cell is excluded")

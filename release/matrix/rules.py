@@ -1,7 +1,7 @@
 """The rules of matrix.yaml that look at more than one value: GPU targets per CUDA version,
 local labels, build sections (release.backends.recipe), rules across cells, and the GPU gate. Each
 reports to the document loader, at the key path of the value it is about; release.matrix.load
-runs them all."""
+and release.matrix.cells run them."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 release.yamlspec reads their type hints to load a document (with file:line:col errors)
 and to generate the JSON Schema, so the loader and the schema cannot disagree. The rules
 across keys (which SM a CUDA version builds, one filename per release, ...) are
-release.matrix.load's.
+release.matrix.load's and release.matrix.cells'.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
@@ -173,6 +174,116 @@ print(f"{a.value}.{b.value} {c.value}.{d.value}")
 """
 
 
+Checked = Callable[[Sequence[str], str], str]
+"""Runs a probe (the command, what it is) and returns its output; a failure is an error."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class _DeviceCompiler:
+    """What provisioning found of the device compiler: nvcc's toolkit, or NVRTC's libraries."""
+
+    version: str
+    cuda_home: Path | None = None
+    nvrtc_lib: Path | None = None
+    nvfatbin_lib: Path | None = None
+    include_dirs: tuple[Path, ...] = ()
+
+
+def _install(
+    plan: ToolchainPlan,
+    runner: proc.Runner,
+    *,
+    python: str,
+    env: Mapping[str, str],
+    progress: Progress | None,
+) -> tuple[str, ...]:
+    """Install every pin set of the plan not yet in the cache (pip checked first, when one
+    is missing); the names of those this call installed."""
+    if any(not (plan.install_dir(p) / ".complete").is_file() for p in plan.pinsets):
+        check_pip(runner, python=python, env=env)
+    return tuple(
+        plan.install_dir(p).name
+        for p in plan.pinsets
+        if install_pinset(p, plan.install_dir(p), runner, python=python, env=env, progress=progress)
+    )
+
+
+def _system_nvcc(plan: ToolchainPlan, checked: Checked) -> _DeviceCompiler:
+    cuda_home = plan.cuda_home or Path("/usr/local/cuda")
+    nvcc = cuda_home / "bin" / "nvcc"
+    if not nvcc.is_file():
+        raise ToolchainError(
+            f"{nvcc} does not exist",
+            hint="--cuda-home / CUDA_HOME must be a CUDA toolkit root (with bin/nvcc)",
+        )
+    version = parse_release_version(checked([str(nvcc), "--version"], "nvcc"))
+    check_cuda_version(plan, "nvcc", nvcc, version)
+    return _DeviceCompiler(version=version, cuda_home=cuda_home)
+
+
+def _pypi_nvcc(plan: ToolchainPlan, device: PinSet, checked: Checked) -> _DeviceCompiler:
+    root = plan.install_dir(device)
+    nvcc = _one(list(root.glob("nvidia/*/bin/nvcc")), "nvcc", root)
+    version = parse_release_version(checked([str(nvcc), "--version"], "nvcc"))
+    check_cuda_version(plan, "nvcc", nvcc, version)
+    return _DeviceCompiler(version=version, cuda_home=nvcc.parent.parent)
+
+
+def _nvrtc(
+    plan: ToolchainPlan, device: PinSet, checked: Checked, *, python: str
+) -> _DeviceCompiler:
+    root = plan.install_dir(device)
+    nvrtc_lib = _one(list(root.glob("nvidia/*/lib/libnvrtc.so.*[0-9]")), "libnvrtc", root)
+    nvfatbin_lib = _one(list(root.glob("nvidia/*/lib/libnvfatbin.so.*")), "libnvfatbin", root)
+    header = _one(list(root.glob("nvidia/*/include/cuda_fp16.h")), "cuda_fp16.h", root)
+    probe = checked(
+        [python, "-c", _PROBE_NVRTC, str(nvrtc_lib), str(nvfatbin_lib)],
+        "NVRTC/nvFatbin version probe",
+    ).split()
+    check_cuda_version(plan, "NVRTC", nvrtc_lib, probe[0])
+    check_cuda_version(plan, "nvFatbin", nvfatbin_lib, probe[1])
+    return _DeviceCompiler(
+        version=_installed_version(root, "nvidia-cuda-nvrtc") or probe[0],
+        nvrtc_lib=nvrtc_lib,
+        nvfatbin_lib=nvfatbin_lib,
+        include_dirs=(header.parent,),
+    )
+
+
+def _device_compiler(plan: ToolchainPlan, checked: Checked, *, python: str) -> _DeviceCompiler:
+    """The device compiler: a system toolkit's nvcc, or nvcc or NVRTC from the plan's pins."""
+    if plan.device is None:
+        return _system_nvcc(plan, checked)
+    if plan.device_compiler == "nvcc":
+        return _pypi_nvcc(plan, plan.device, checked)
+    return _nvrtc(plan, plan.device, checked, python=python)
+
+
+def _host_cc(plan: ToolchainPlan, checked: Checked) -> tuple[tuple[str, ...], str]:
+    """The host C compiler command and its version: the system's, or the pinned zig's."""
+    if plan.host_cc is None:
+        cc = plan.system_cc or ("cc",)
+        first = checked([*cc, "--version"], f"{cc[0]} --version").splitlines()
+        return tuple(cc), first[0].strip() if first else "unknown"
+    root = plan.install_dir(plan.host_cc)
+    zig = _one(list(root.glob("ziglang/zig")), "zig", root)
+    cc_version = checked([str(zig), "version"], "zig version").strip()
+    if cc_version != plan.host_cc.pins[0].version:
+        raise ToolchainError(
+            f"zig at {zig} reports {cc_version}, pinned {plan.host_cc.pins[0].version}",
+            hint="the toolchain cache is damaged: delete it and provision again",
+        )
+    return (str(zig), "cc", "-target", zig_target(plan.target_arch)), cc_version
+
+
+def _inspector(plan: ToolchainPlan, checked: Checked) -> tuple[Path, str]:
+    """cuobjdump from the plan's pins, and its CUDA version."""
+    root = plan.install_dir(plan.inspector)
+    cuobjdump = _one(list(root.glob("nvidia/*/bin/cuobjdump")), "cuobjdump", root)
+    version = parse_release_version(checked([str(cuobjdump), "--version"], "cuobjdump --version"))
+    return cuobjdump, version
+
+
 def provision(
     plan: ToolchainPlan,
     runner: proc.Runner = proc.run,
@@ -188,78 +299,18 @@ def provision(
     def checked(cmd: Sequence[str], what: str) -> str:
         return _checked(runner, cmd, what, environ)
 
-    if any(not (plan.install_dir(p) / ".complete").is_file() for p in plan.pinsets):
-        check_pip(runner, python=python, env=environ)
-    installed = tuple(
-        plan.install_dir(p).name
-        for p in plan.pinsets
-        if install_pinset(
-            p, plan.install_dir(p), runner, python=python, env=environ, progress=progress
-        )
-    )
-
-    nvrtc_lib = nvfatbin_lib = None
-    include_dirs: tuple[Path, ...] = ()
-    cuda_home: Path | None
-    if plan.device is None:
-        cuda_home = plan.cuda_home or Path("/usr/local/cuda")
-        nvcc = cuda_home / "bin" / "nvcc"
-        if not nvcc.is_file():
-            raise ToolchainError(
-                f"{nvcc} does not exist",
-                hint="--cuda-home / CUDA_HOME must be a CUDA toolkit root (with bin/nvcc)",
-            )
-        device_version = parse_release_version(checked([str(nvcc), "--version"], "nvcc"))
-        check_cuda_version(plan, "nvcc", nvcc, device_version)
-    elif plan.device_compiler == "nvcc":
-        root = plan.install_dir(plan.device)
-        nvcc = _one(list(root.glob("nvidia/*/bin/nvcc")), "nvcc", root)
-        cuda_home = nvcc.parent.parent
-        device_version = parse_release_version(checked([str(nvcc), "--version"], "nvcc"))
-        check_cuda_version(plan, "nvcc", nvcc, device_version)
-    else:
-        root = plan.install_dir(plan.device)
-        cuda_home = None
-        nvrtc_lib = _one(list(root.glob("nvidia/*/lib/libnvrtc.so.*[0-9]")), "libnvrtc", root)
-        nvfatbin_lib = _one(list(root.glob("nvidia/*/lib/libnvfatbin.so.*")), "libnvfatbin", root)
-        header = _one(list(root.glob("nvidia/*/include/cuda_fp16.h")), "cuda_fp16.h", root)
-        include_dirs = (header.parent,)
-        probe = checked(
-            [python, "-c", _PROBE_NVRTC, str(nvrtc_lib), str(nvfatbin_lib)],
-            "NVRTC/nvFatbin version probe",
-        ).split()
-        check_cuda_version(plan, "NVRTC", nvrtc_lib, probe[0])
-        check_cuda_version(plan, "nvFatbin", nvfatbin_lib, probe[1])
-        device_version = _installed_version(root, "nvidia-cuda-nvrtc") or probe[0]
-
-    if plan.host_cc is None:
-        cc = plan.system_cc or ("cc",)
-        first = checked([*cc, "--version"], f"{cc[0]} --version").splitlines()
-        cc_version = first[0].strip() if first else "unknown"
-    else:
-        root = plan.install_dir(plan.host_cc)
-        zig = _one(list(root.glob("ziglang/zig")), "zig", root)
-        cc_version = checked([str(zig), "version"], "zig version").strip()
-        if cc_version != plan.host_cc.pins[0].version:
-            raise ToolchainError(
-                f"zig at {zig} reports {cc_version}, pinned {plan.host_cc.pins[0].version}",
-                hint="the toolchain cache is damaged: delete it and provision again",
-            )
-        cc = (str(zig), "cc", "-target", zig_target(plan.target_arch))
-
-    root = plan.install_dir(plan.inspector)
-    cuobjdump = _one(list(root.glob("nvidia/*/bin/cuobjdump")), "cuobjdump", root)
-    inspector_version = parse_release_version(
-        checked([str(cuobjdump), "--version"], "cuobjdump --version")
-    )
+    installed = _install(plan, runner, python=python, env=environ, progress=progress)
+    device = _device_compiler(plan, checked, python=python)
+    cc, cc_version = _host_cc(plan, checked)
+    cuobjdump, inspector_version = _inspector(plan, checked)
     return Toolchain(
         plan=plan,
-        device_version=device_version,
-        cuda_home=cuda_home,
-        nvrtc_lib=nvrtc_lib,
-        nvfatbin_lib=nvfatbin_lib,
-        include_dirs=include_dirs,
-        cc=tuple(cc),
+        device_version=device.version,
+        cuda_home=device.cuda_home,
+        nvrtc_lib=device.nvrtc_lib,
+        nvfatbin_lib=device.nvfatbin_lib,
+        include_dirs=device.include_dirs,
+        cc=cc,
         cc_version=cc_version,
         cuobjdump=cuobjdump,
         inspector_version=inspector_version,

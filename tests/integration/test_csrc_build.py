@@ -1,7 +1,8 @@
 """Build the csrc wheel with the PyPI toolchains: nvcc 13.0 (x86_64), NVRTC 12.9 (aarch64).
 
-Slow: provisions the toolchains into a temp cache and compiles every kernel for
-SM 75..100 + PTX 100 with both compilers.
+Slow: provisions the toolchains into the test cache (a fresh one unless $RELEASE_TEST_CACHE
+keeps it: tests/conftest.py) and compiles every kernel for SM 75..100 + PTX 100 with both
+compilers.
 """
 
 from __future__ import annotations
@@ -67,12 +68,11 @@ def project(work: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def toolchains(work: Path) -> dict[tuple[str, str], Toolchain]:
-    cache = work / "toolchains"
+def toolchains(release_cache: Path) -> dict[tuple[str, str], Toolchain]:
     cells = [("13.0", "x86_64"), ("12.9", "aarch64"), ("12.9", "x86_64")]
     return {
         cell: provision(
-            resolve(cell[0], cell[1], cuda_home=None, cache_dir=cache), env=dict(os.environ)
+            resolve(cell[0], cell[1], cuda_home=None, cache_dir=release_cache), env=dict(os.environ)
         )
         for cell in cells
     }

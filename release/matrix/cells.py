@@ -1,0 +1,310 @@
+"""A CUDA version of matrix.yaml and the cells it expands to: its settings (its own, else the
+defaults'), the rules on them, its destination, and one cell per CPU architecture that the
+exclusions leave and its backend can build. release.matrix.load runs these for each version.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from release.backends import BuildRecipe, targets_problem
+from release.errors import shown
+from release.matrix.model import Cell, Destination, Project, PypiDestination
+from release.matrix.rules import check_label, check_targets, cuda_build
+from release.matrix.spec import (
+    CudaSpec,
+    DestinationSpec,
+    ExcludeSpec,
+    ManylinuxSpec,
+    MatrixSpec,
+    PtxSpec,
+    VersionSpec,
+    WheelSettings,
+)
+from release.targets import Arch, CudaVersion, GpuTarget
+from release.yamlspec import DocumentLoader, did_you_mean, join_path
+
+T = TypeVar("T")
+
+_MIN_MANYLINUX = (2, 17)
+
+
+def _repeated(items: Sequence[T]) -> list[T]:
+    """The items that occur more than once, each once, in order of first repetition."""
+    seen: set[T] = set()
+    out: dict[T, None] = {}
+    for item in items:
+        if item in seen:
+            out[item] = None
+        seen.add(item)
+    return list(out)
+
+
+def _setting(
+    name: str, entry: CudaSpec, defaults: WheelSettings, cuda_path: str
+) -> tuple[Any, str]:
+    """A setting's value for a CUDA entry and the key path it came from."""
+    value = getattr(entry, name)
+    if value is not None:
+        return value, join_path(cuda_path, name)
+    return getattr(defaults, name), join_path("defaults", name)
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Settings:
+    """One CUDA version's wheel settings (its own, else the defaults'), each with the key path
+    it came from."""
+
+    key: str
+    path: str
+    arches: list[Arch]
+    arches_path: str
+    sms: list[GpuTarget]
+    sms_path: str
+    ptx: PtxSpec | None
+    ptx_path: str
+    manylinux: ManylinuxSpec
+    manylinux_path: str
+    nccl: VersionSpec | None
+
+
+def _settings(
+    key: str, entry: CudaSpec, defaults: WheelSettings, loader: DocumentLoader
+) -> _Settings | None:
+    """A CUDA version's settings, or None (reported) where a required one is set nowhere."""
+    cuda_path = join_path("cuda", key)
+    arches, arches_path = _setting("arches", entry, defaults, cuda_path)
+    sms, sms_path = _setting("sms", entry, defaults, cuda_path)
+    ptx_spec, ptx_path = _setting("ptx", entry, defaults, cuda_path)
+    manylinux, manylinux_path = _setting("manylinux", entry, defaults, cuda_path)
+    nccl, _ = _setting("nccl", entry, defaults, cuda_path)
+    for name, value in (("arches", arches), ("sms", sms), ("manylinux", manylinux)):
+        if value is None:
+            loader.problem(
+                join_path(cuda_path, name),
+                f"no {name!r} for CUDA {key} (set it here or under defaults)",
+            )
+    if arches is None or sms is None or manylinux is None:
+        return None
+    return _Settings(
+        key=key,
+        path=cuda_path,
+        arches=arches,
+        arches_path=arches_path,
+        sms=sms,
+        sms_path=sms_path,
+        ptx=ptx_spec,
+        ptx_path=ptx_path,
+        manylinux=manylinux,
+        manylinux_path=manylinux_path,
+        nccl=nccl,
+    )
+
+
+def cuda_versions(specs: Mapping[str, CudaSpec], loader: DocumentLoader) -> dict[str, CudaVersion]:
+    """The CUDA versions of the matrix by their key; a key that is not one, or that repeats
+    another's version, is reported and left out."""
+    versions: dict[str, CudaVersion] = {}
+    for key in specs:
+        try:
+            version = CudaVersion.parse(key)
+        except ValueError as error:
+            loader.problem(join_path("cuda", key), f'{error} (e.g. "12.9")')
+            continue
+        twin = next((k for k, v in versions.items() if v == version), None)
+        if twin is not None:
+            loader.problem(join_path("cuda", key), f"CUDA {version} is already listed as {twin!r}")
+            continue
+        versions[key] = version
+    return versions
+
+
+def check_excludes(
+    excludes: Sequence[ExcludeSpec], cuda: Mapping[str, CudaSpec], loader: DocumentLoader
+) -> None:
+    """Each exclusion on its own: a CUDA version of the matrix, and not empty."""
+    for index, exclude in enumerate(excludes):
+        if exclude.cuda is not None and exclude.cuda not in cuda:
+            hint = did_you_mean(exclude.cuda, list(cuda))
+            loader.problem(
+                join_path(join_path("exclude", index), "cuda"),
+                f"CUDA {exclude.cuda} is not in the matrix{hint}",
+            )
+        if exclude.cuda is None and exclude.arch is None and exclude.sm is None:
+            loader.problem(join_path("exclude", index), "an empty exclusion would drop everything")
+
+
+def check_unused_excludes(
+    excludes: Sequence[ExcludeSpec],
+    used: set[int],
+    cuda: Mapping[str, CudaSpec],
+    loader: DocumentLoader,
+) -> None:
+    for index, exclude in enumerate(excludes):
+        if index not in used and (exclude.cuda is None or exclude.cuda in cuda):
+            loader.problem(join_path("exclude", index), "this exclusion matches no cell")
+
+
+def _check_wheel_settings(settings: _Settings, loader: DocumentLoader) -> None:
+    """The manylinux floor and the CPU architectures of a CUDA version."""
+    manylinux = settings.manylinux
+    if (manylinux.major, manylinux.minor) < _MIN_MANYLINUX:
+        loader.problem(
+            settings.manylinux_path,
+            f"manylinux_{manylinux} is older than manylinux_2_17 (raise it)",
+        )
+    if not settings.arches:
+        loader.problem(settings.arches_path, "no CPU architecture: list x86_64 and/or aarch64")
+    for arch in _repeated(settings.arches):
+        loader.problem(settings.arches_path, f"{arch} is listed more than once")
+
+
+def _check_destination(
+    key: str,
+    entry: CudaSpec,
+    defined: Mapping[str, DestinationSpec],
+    destination: Destination | None,
+    loader: DocumentLoader,
+) -> None:
+    """A CUDA version's destination: named, defined, and one that takes its label."""
+    cuda_path = join_path("cuda", key)
+    destination_path = join_path(cuda_path, "destination")
+    if not entry.destination:
+        loader.problem(destination_path, f"required key 'destination' is missing for {key}")
+    elif entry.destination not in defined:
+        hint = did_you_mean(entry.destination, list(defined))
+        known = ", ".join(defined) or "none"
+        loader.problem(
+            destination_path,
+            f"unknown destination {shown(entry.destination)}{hint} (defined: {known})",
+        )
+    elif isinstance(destination, PypiDestination) and entry.local_label:
+        loader.problem(
+            join_path(cuda_path, "local-label"),
+            f"PyPI rejects local versions (+{entry.local_label}): publish this variant to "
+            "a github destination, or drop the label to make it the default variant",
+        )
+
+
+def _cell_sms(
+    key: str,
+    arch: str,
+    sms: Sequence[GpuTarget],
+    excludes: Sequence[ExcludeSpec],
+    used: set[int],
+) -> list[GpuTarget] | None:
+    """The SMs of the cell (CUDA `key`, `arch`) after the exclusions, or None when one drops
+    the whole cell; the exclusions that apply are added to `used`."""
+    cell_sms = list(dict.fromkeys(sms))
+    dropped = False
+    for index, exclude in enumerate(excludes):
+        if exclude.cuda not in (None, key) or exclude.arch not in (None, arch):
+            continue
+        if exclude.sm is None:
+            dropped = True
+            used.add(index)
+        elif exclude.sm in cell_sms:
+            cell_sms.remove(exclude.sm)
+            used.add(index)
+    return None if dropped else cell_sms
+
+
+def _arch_cells(
+    *,
+    project: Project,
+    cuda: CudaVersion,
+    entry: CudaSpec,
+    settings: _Settings,
+    recipe: BuildRecipe,
+    destination: Destination,
+    excludes: Sequence[ExcludeSpec],
+    used: set[int],
+    loader: DocumentLoader,
+) -> list[Cell]:
+    """A CUDA version's cells, one per CPU architecture that the exclusions leave and its
+    backend can build."""
+    cells: list[Cell] = []
+    unbuildable_reported = False
+    for arch in dict.fromkeys(settings.arches):
+        cell_sms = _cell_sms(settings.key, arch, settings.sms, excludes, used)
+        if cell_sms is None:
+            continue
+        ptx_spec = settings.ptx
+        ptx = ptx_spec.target if ptx_spec is not None else max(cell_sms, default=None)
+        if ptx is not None and ptx.suffix:
+            ptx = GpuTarget(ptx.number)
+        if not cell_sms and ptx is None:
+            loader.problem(
+                settings.sms_path,
+                f"the exclusions leave CUDA {settings.key} {arch} with no SM and no PTX",
+            )
+            continue
+        unbuildable = targets_problem(recipe.backend, sorted(cell_sms), ptx)
+        if unbuildable is not None:
+            # one report per CUDA version, at the key its targets come from
+            if not unbuildable_reported:
+                loader.problem(settings.ptx_path, unbuildable)
+                unbuildable_reported = True
+            continue
+        cells.append(
+            Cell(
+                project=project,
+                cuda=cuda,
+                arch=arch,
+                sms=tuple(sorted(cell_sms)),
+                ptx=ptx,
+                local_label=entry.local_label,
+                destination=destination,
+                nccl=settings.nccl.version if settings.nccl is not None else None,
+                manylinux=str(settings.manylinux),
+                build=recipe,
+            )
+        )
+    return cells
+
+
+def version_cells(
+    *,
+    spec: MatrixSpec,
+    project: Project,
+    key: str,
+    cuda: CudaVersion,
+    destinations: Mapping[str, Destination],
+    used: set[int],
+    loader: DocumentLoader,
+) -> list[Cell]:
+    """The cells of one CUDA version, after the rules on its settings, targets, build, local
+    label and destination; none where any of those is wrong."""
+    entry = spec.cuda[key]
+    settings = _settings(key, entry, spec.defaults or WheelSettings(), loader)
+    if settings is None:
+        return []
+    ok = check_targets(
+        cuda=cuda,
+        key=key,
+        sms=settings.sms,
+        sms_path=settings.sms_path,
+        ptx_spec=settings.ptx,
+        ptx_path=settings.ptx_path,
+        loader=loader,
+    )
+    _check_wheel_settings(settings, loader)
+    recipe = cuda_build(spec.build, entry.build, settings.path, loader)
+    label_ok = check_label(entry.local_label, join_path(settings.path, "local-label"), loader)
+    destination = destinations.get(entry.destination)
+    _check_destination(key, entry, spec.destinations, destination, loader)
+    if not ok or not label_ok or destination is None:
+        return []
+    return _arch_cells(
+        project=project,
+        cuda=cuda,
+        entry=entry,
+        settings=settings,
+        recipe=recipe,
+        destination=destination,
+        excludes=spec.exclude or [],
+        used=used,
+        loader=loader,
+    )
