@@ -18,7 +18,13 @@ def torch_arch(target: GpuTarget) -> str:
     return f"{target.number // 10}.{target.number % 10}{target.suffix}"
 
 
-def ptx_problem(sms: Sequence[GpuTarget], ptx: GpuTarget | None) -> str | None:
+def targets_problem(sms: Sequence[GpuTarget], ptx: GpuTarget | None) -> str | None:
+    """Why torch cannot build exactly these targets: nvcc's sm_N with sm_Nf, or PTX on an SM
+    without its cubin."""
+    return family_problem(sms) or _ptx_problem(sms, ptx)
+
+
+def _ptx_problem(sms: Sequence[GpuTarget], ptx: GpuTarget | None) -> str | None:
     if ptx is not None and GpuTarget(ptx.number) not in sms:
         return (
             f"torch's TORCH_CUDA_ARCH_LIST can only add PTX to an SM it also builds a cubin "
@@ -30,8 +36,8 @@ def ptx_problem(sms: Sequence[GpuTarget], ptx: GpuTarget | None) -> str | None:
 def torch_arch_list(sms: Sequence[GpuTarget], ptx: GpuTarget | None) -> str:
     """TORCH_CUDA_ARCH_LIST: `7.5;8.0;8.6;8.9;9.0;10.0+PTX`. torch's cpp_extension turns each
     entry into `-gencode=arch=compute_XX,code=sm_XX` and a `+PTX` entry also into
-    `code=compute_XX`, so PTX rides on an SM that is built too (see `ptx_problem`)."""
-    problem = TorchBackend().targets_problem(sms, ptx)
+    `code=compute_XX`, so PTX rides on an SM that is built too (see `targets_problem`)."""
+    problem = targets_problem(sms, ptx)
     if problem is not None:
         raise ValueError(problem)
     parts = []
@@ -67,7 +73,7 @@ class TorchBackend:
         return None
 
     def targets_problem(self, sms: Sequence[GpuTarget], ptx: GpuTarget | None) -> str | None:
-        return family_problem(sms) or ptx_problem(sms, ptx)
+        return targets_problem(sms, ptx)
 
     def inputs(self, cell: CellTargets, context: BuildContext) -> BuildInputs:
         toolkit = require_toolkit(context, self.name, cell.cuda)

@@ -52,7 +52,8 @@ def retag_command(python: str, wheel: Path, cell: Cell) -> list[str]:
 
 
 def cell_targets(cell: Cell) -> CellTargets:
-    """What the cell's backend is told of it (with the PEP 517 backend its project names)."""
+    """What the cell's backend is told of it, with the PEP 517 backend its project's
+    pyproject.toml names (the one file this section reads)."""
     pyproject = cell.project.path / "pyproject.toml"
     text = pyproject.read_text(encoding="utf-8") if pyproject.is_file() else ""
     return CellTargets(

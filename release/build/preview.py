@@ -1,6 +1,7 @@
 """What a build would do, known before anything is provisioned: per cell its backend, the
 device and host compilers, where it builds, what it receives (`release build --dry-run`)
-and the doctor's backend rows. Pure: plans in, records out.
+and the doctor's backend rows. Plans in, records out; the only thing read is each
+project's pyproject.toml (its PEP 517 backend), and nothing is provisioned or run.
 """
 
 from __future__ import annotations
