@@ -7,7 +7,7 @@
 #   OUT/nvrtc129/*.whl   the same with NVRTC 12.9 + nvFatbin (only when NVRTC_DIR is set:
 #                        a directory with nvidia/cuda_nvrtc, nvidia/nvfatbin, nvidia/cuda_runtime)
 #   OUT/ptx75/*.whl      PTX for compute_75 only, system nvcc: the driver JIT-compiles it
-#   OUT/sm80/*.whl       an sm_80 cubin only: no code for an SM90 GPU (tests/gpu/test_unsupported.py)
+#   OUT/sm80/*.whl       an sm_80 cubin only: no code for an SM90 GPU (csrc/tests/gpu/test_unsupported.py)
 #
 # usage: csrc/tools/dev_build.sh OUT [NVRTC_DIR]
 set -euo pipefail

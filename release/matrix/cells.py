@@ -142,6 +142,7 @@ def check_unused_excludes(
     cuda: Mapping[str, CudaSpec],
     loader: DocumentLoader,
 ) -> None:
+    """After every cell: an exclusion of a CUDA version of the matrix that dropped nothing."""
     for index, exclude in enumerate(excludes):
         if index not in used and (exclude.cuda is None or exclude.cuda in cuda):
             loader.problem(join_path("exclude", index), "this exclusion matches no cell")

@@ -306,7 +306,7 @@ GPU_GATE = """
 gpu-gate:
   runners:
     - {labels: [self-hosted, linux, x64, h200], sms: [90]}
-  command: bash tests/gpu/run_on_device.sh {wheel} {expect_arch}
+  command: bash csrc/tests/gpu/run_on_device.sh {wheel} {expect_arch}
 """
 
 

@@ -185,7 +185,7 @@ gpu-gate:
   runners:
     - {labels: [self-hosted, linux, h200], sms: [90]}
     - {labels: [self-hosted, arm64, gh200], sms: [90], arch: aarch64}
-  command: bash tests/gpu/run_on_device.sh {wheel} {expect_arch} -k 'not slow'
+  command: bash csrc/tests/gpu/run_on_device.sh {wheel} {expect_arch} -k 'not slow'
 """
 
 
@@ -217,7 +217,7 @@ def test_a_gpu_gate_tests_each_cell_of_the_runner_arch_as_built_and_ptx_only(
     words = gate.command_line(runs[1], Path("/runner/a dir/k3 kernels.whl"))
     assert words == [
         "bash",
-        "tests/gpu/run_on_device.sh",
+        "csrc/tests/gpu/run_on_device.sh",
         "/runner/a dir/k3 kernels.whl",
         "750",
         "-k",

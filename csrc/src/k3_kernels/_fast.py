@@ -8,7 +8,7 @@ would. Anything they do not recognise at a glance (another array type, a subclas
 unusual stride, a bad value, no tokens) makes them return None, and the caller takes
 the general path, which accepts the same calls and names what is wrong with the rest.
 So every condition here only has to imply that the general path would accept the call
-and build the same block; tests/unit/test_k3_fastpath.py checks that they agree.
+and build the same block; csrc/tests/test_k3_fastpath.py checks that they agree.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """GPU tests: every test here is skipped, with the reason, where they cannot run.
 
-They need torch with a CUDA GPU. The k3 tests also need an importable k3_kernels (an
-installed wheel, or a wheel-like directory on PYTHONPATH); the tests of other projects'
-wheels (OTHER_PROJECTS) import their own package instead and skip themselves without it,
-so they run without k3_kernels. tests/gpu/run_on_device.sh sets up a k3 wheel and sets
-K3_GPU_TESTS_REQUIRED, which turns a missing torch, GPU or k3_kernels into an error (on
+They need torch with a CUDA GPU and an importable k3_kernels (an installed wheel, or a
+wheel-like directory on PYTHONPATH). csrc/tests/gpu/run_on_device.sh sets up a k3 wheel and
+sets K3_GPU_TESTS_REQUIRED, which turns a missing torch, GPU or k3_kernels into an error (on
 the device a skip would read as success).
 """
 
@@ -18,7 +16,6 @@ from typing import Any
 import pytest
 
 HERE = Path(__file__).resolve().parent
-OTHER_PROJECTS = frozenset({"test_fixture_cmake.py"})
 
 
 def gpu_skip_reason() -> str | None:
@@ -35,7 +32,7 @@ def k3_skip_reason() -> str | None:
     try:
         importlib.import_module("k3_kernels")
     except ImportError as exc:
-        return f"k3_kernels is not importable ({exc}); see tests/gpu/run_on_device.sh"
+        return f"k3_kernels is not importable ({exc}); see csrc/tests/gpu/run_on_device.sh"
     return None
 
 
@@ -50,12 +47,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return
     if not ours:
         return
-    affected, reason = ours, gpu_skip_reason()
-    if reason is None:
-        affected = [item for item in ours if Path(item.path).name not in OTHER_PROJECTS]
-        reason = k3_skip_reason()
+    reason = gpu_skip_reason() or k3_skip_reason()
     if reason is None:
         return
     marker = pytest.mark.skip(reason=reason)
-    for item in affected:
+    for item in ours:
         item.add_marker(marker)

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.gpu.reference import (
+from gpu.reference import (
     SENTINEL_BYTE,
     describe_mismatch,
     float_dtype,

@@ -23,8 +23,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-ROOT = Path(__file__).resolve().parents[2]
-PACKAGE_SRC = ROOT / "csrc" / "src"
+CSRC = Path(__file__).resolve().parents[1]
+PACKAGE_SRC = CSRC / "src"
 MLA_HANDLE, SWIGLU_HANDLE = 3, 4
 
 
@@ -638,7 +638,7 @@ def test_info_text_prints_only_what_is_known(k3: K3) -> None:
 
 def test_package_readme_links_are_absolute() -> None:
     """csrc/README.md is the long description on PyPI, where relative links break."""
-    text = (ROOT / "csrc" / "README.md").read_text(encoding="utf-8")
+    text = (CSRC / "README.md").read_text(encoding="utf-8")
     links = re.findall(r"\]\(([^)]+)\)", text)
     assert links, "expected at least the link to BUILDING.md"
     assert all(link.startswith("https://") for link in links), links

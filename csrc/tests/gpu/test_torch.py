@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from tests.gpu.reference import SENTINEL_BYTE, same_bytes
-from tests.gpu.test_mla import LAYOUTS, Layout, make_case
+from gpu.reference import SENTINEL_BYTE, same_bytes
+from gpu.test_mla import LAYOUTS, Layout, make_case
 
 torch = pytest.importorskip("torch")
 k3 = pytest.importorskip("k3_kernels")

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.gpu.reference import SENTINEL_BYTE, describe_mismatch, mla_reference, same_bytes
+from gpu.reference import SENTINEL_BYTE, describe_mismatch, mla_reference, same_bytes
 
 torch = pytest.importorskip("torch")
 k3 = pytest.importorskip("k3_kernels")

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.gpu.reference import float_dtype, swiglu_reference
+from gpu.reference import float_dtype, swiglu_reference
 
 torch = pytest.importorskip("torch")
 k3 = pytest.importorskip("k3_kernels")

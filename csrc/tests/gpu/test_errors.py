@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.gpu.reference import SENTINEL_BYTE, same_bytes
+from gpu.reference import SENTINEL_BYTE, same_bytes
 
 torch = pytest.importorskip("torch")
 k3 = pytest.importorskip("k3_kernels")

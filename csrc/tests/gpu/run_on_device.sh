@@ -1,20 +1,21 @@
 #!/usr/bin/env bash
 # Runs the GPU tests against one k3-kernels build.
 #
-#   tests/gpu/run_on_device.sh WHEEL_OR_DIR [EXPECT_ARCH] [PYTEST_ARGS...]
+#   csrc/tests/gpu/run_on_device.sh WHEEL_OR_DIR [EXPECT_ARCH] [PYTEST_ARGS...]
 #
 # WHEEL_OR_DIR: a k3-kernels wheel (installed with pip --no-deps --target into a temp
 # dir), or a directory that holds k3_kernels/ (put on PYTHONPATH as it is).
 # EXPECT_ARCH: the __CUDA_ARCH__ the loaded code must report, e.g. 900 on an H200 for
 # a build with sm_90 cubins, 750 for a PTX-only compute_75 build; empty = derive it from
-# the build info. PYTEST_ARGS default to tests/gpu. Needs python3 with torch and pytest.
+# the build info. PYTEST_ARGS (paths from the repository root, where pytest runs) default to
+# csrc/tests/gpu. Needs python3 with torch and pytest.
 set -euo pipefail
 
 target=${1:?usage: run_on_device.sh WHEEL_OR_DIR [EXPECT_ARCH] [PYTEST_ARGS...]}
 expect=${2:-}
 shift
 [ $# -gt 0 ] && shift
-root=$(cd "$(dirname "$0")/../.." && pwd)
+root=$(cd "$(dirname "$0")/../../.." && pwd)
 python=${PYTHON:-python3}
 
 if [ -f "$target" ]; then
@@ -32,5 +33,5 @@ export K3_EXPECT_ARCH="$expect"
 export K3_GPU_TESTS_REQUIRED=1
 cd "$root"
 "$python" -m k3_kernels info || true
-[ $# -gt 0 ] || set -- tests/gpu
+[ $# -gt 0 ] || set -- csrc/tests/gpu
 exec "$python" -m pytest -p no:cacheprovider -q "$@"

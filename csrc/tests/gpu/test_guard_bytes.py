@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.gpu.reference import SENTINEL_BYTE, describe_mismatch, float_dtype, mla_reference
+from gpu.reference import SENTINEL_BYTE, describe_mismatch, float_dtype, mla_reference
 
 torch = pytest.importorskip("torch")
 k3 = pytest.importorskip("k3_kernels")
