@@ -130,6 +130,15 @@ static int k3_cuda_fail(CUresult rc, const char* what) {
     return k3_fail(K3_ERR_CUDA, "%s: %s (%s)", what, name, text);
 }
 
+/* Returns the status of `call` from the calling function, unless it is K3_OK. */
+#define K3_TRY(call)                                                                        \
+    do {                                                                                    \
+        const int k3_status_ = (call);                                                      \
+        if (k3_status_ != K3_OK) {                                                          \
+            return k3_status_;                                                              \
+        }                                                                                   \
+    } while (0)
+
 #define K3_SYM(field, symbol)                                                               \
     do {                                                                                    \
         *(void**)(&k3_drv.field) = dlsym(handle, symbol);                                   \
@@ -257,10 +266,7 @@ static void k3_leave(int pushed) {
 
 /* The driver is loaded and `handle` names a loaded library: what every launch needs first. */
 static int k3_library_ready(int handle) {
-    const int status = k3_init();
-    if (status != K3_OK) {
-        return status;
-    }
+    K3_TRY(k3_init());
     if (handle < 0 || handle >= __atomic_load_n(&k3_library_count, __ATOMIC_ACQUIRE)) {
         return k3_fail(K3_ERR_INVALID_ARGUMENT, "no kernel library with handle %d", handle);
     }
@@ -302,6 +308,13 @@ static void k3_kernel_name(int id, char* name, size_t size) {
     }
 }
 
+/* A driver call about kernel number `id` failed: the error, named after the kernel. */
+static int k3_kernel_fail(CUresult rc, int id) {
+    char name[64];
+    k3_kernel_name(id, name, sizeof name);
+    return k3_cuda_fail(rc, name);
+}
+
 /* With the device's primary context current: the function of kernel `id` in library
  * `handle`. */
 static int k3_function(int device, int handle, int id, CUfunction* fn) {
@@ -332,8 +345,7 @@ static int k3_function(int device, int handle, int id, CUfunction* fn) {
     }
     rc = k3_drv.cuKernelGetFunction(fn, kernel);
     if (rc != CUDA_SUCCESS) {
-        k3_kernel_name(id, name, sizeof name);
-        return k3_cuda_fail(rc, name);
+        return k3_kernel_fail(rc, id);
     }
     if (known != NULL) {
         __atomic_store_n(known, *fn, __ATOMIC_RELEASE);
@@ -341,24 +353,24 @@ static int k3_function(int device, int handle, int id, CUfunction* fn) {
     return K3_OK;
 }
 
+/* With the device's primary context current: launches `fn` (kernel number `id`) on a
+ * gx x gy grid of `block` threads, with one parameter block. */
+static int k3_launch_function(CUfunction fn, int id, unsigned gx, unsigned gy, unsigned block,
+                              void* params, void* stream) {
+    void* kernel_params[1] = {params};
+    CUresult rc = k3_drv.cuLaunchKernel(fn, gx, gy, 1, block, 1, 1, 0, (CUstream)stream,
+                                        kernel_params, NULL);
+    return rc == CUDA_SUCCESS ? K3_OK : k3_kernel_fail(rc, id);
+}
+
 static int k3_launch(int handle, int device, int id, unsigned gx, unsigned gy, unsigned block,
                      void* params, void* stream) {
     int pushed;
-    int status = k3_enter(device, &pushed);
-    if (status != K3_OK) {
-        return status;
-    }
+    K3_TRY(k3_enter(device, &pushed));
     CUfunction fn = NULL;
-    status = k3_function(device, handle, id, &fn);
+    int status = k3_function(device, handle, id, &fn);
     if (status == K3_OK) {
-        void* kernel_params[1] = {params};
-        CUresult rc = k3_drv.cuLaunchKernel(fn, gx, gy, 1, block, 1, 1, 0, (CUstream)stream,
-                                            kernel_params, NULL);
-        if (rc != CUDA_SUCCESS) {
-            char name[64];
-            k3_kernel_name(id, name, sizeof name);
-            status = k3_cuda_fail(rc, name);
-        }
+        status = k3_launch_function(fn, id, gx, gy, block, params, stream);
     }
     k3_leave(pushed);
     return status;
@@ -371,28 +383,19 @@ int k3_abi_version(void) { return K3_ABI_VERSION; }
 const char* k3_last_error(void) { return k3_message; }
 
 int k3_driver_version(int* version) {
-    int status = k3_init();
-    if (status != K3_OK) {
-        return status;
-    }
+    K3_TRY(k3_init());
     CUresult rc = k3_drv.cuDriverGetVersion(version);
     return rc == CUDA_SUCCESS ? K3_OK : k3_cuda_fail(rc, "cuDriverGetVersion");
 }
 
 int k3_device_count(int* count) {
-    int status = k3_init();
-    if (status != K3_OK) {
-        return status;
-    }
+    K3_TRY(k3_init());
     CUresult rc = k3_drv.cuDeviceGetCount(count);
     return rc == CUDA_SUCCESS ? K3_OK : k3_cuda_fail(rc, "cuDeviceGetCount");
 }
 
 int k3_device_info(int device, int* major, int* minor, char* name, int name_len) {
-    int status = k3_init();
-    if (status != K3_OK) {
-        return status;
-    }
+    K3_TRY(k3_init());
     int count = 0;
     CUresult rc = k3_drv.cuDeviceGetCount(&count);
     if (rc != CUDA_SUCCESS) {
@@ -417,10 +420,7 @@ int k3_device_info(int device, int* major, int* minor, char* name, int name_len)
 }
 
 int k3_pointer_info(const void* ptr, int* device, int* memory_type, int* is_managed) {
-    int status = k3_init();
-    if (status != K3_OK) {
-        return status;
-    }
+    K3_TRY(k3_init());
     if (ptr == NULL) {
         return k3_fail(K3_ERR_INVALID_ARGUMENT, "null data pointer");
     }
@@ -449,10 +449,7 @@ int k3_pointer_info(const void* ptr, int* device, int* memory_type, int* is_mana
 }
 
 int k3_load_library(const void* image, size_t size, int* handle) {
-    int status = k3_init();
-    if (status != K3_OK) {
-        return status;
-    }
+    K3_TRY(k3_init());
     if (image == NULL || size < 16) {
         return k3_fail(K3_ERR_INVALID_ARGUMENT, "empty kernel image");
     }
@@ -503,12 +500,11 @@ int k3_arch_probe(int handle, int device, int* arch) {
         }
     }
     if (status == K3_OK) {
+        status = k3_launch_function(fn, K3_KERNEL_ARCH_PROBE, 1, 1, 1, &buf, NULL);
+    }
+    if (status == K3_OK) {
         int value = 0;
-        void* params[1] = {&buf};
-        CUresult rc = k3_drv.cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL);
-        if (rc == CUDA_SUCCESS) {
-            rc = k3_drv.cuCtxSynchronize();
-        }
+        CUresult rc = k3_drv.cuCtxSynchronize();
         if (rc == CUDA_SUCCESS) {
             rc = k3_drv.cuMemcpyDtoH(&value, buf, sizeof value);
         }
@@ -647,11 +643,8 @@ static int k3_check_mla(const k3_mla_args* a) {
 
 int k3_mla_key_concat_kv_cache(const k3_mla_args* a) {
     K3_REQUIRE(a != NULL, "null argument block");
-    int status = k3_library_ready(a->handle);
-    if (status != K3_OK) {
-        return status;
-    }
-    status = k3_check_mla(a);
+    K3_TRY(k3_library_ready(a->handle));
+    const int status = k3_check_mla(a);
     if (status != K3_OK || a->num_tokens == 0) {
         return status;
     }
@@ -772,10 +765,7 @@ int k3_mla_check_indices(const k3_mla_args* a) {
 
 int k3_swiglu(const k3_swiglu_args* a) {
     K3_REQUIRE(a != NULL, "null argument block");
-    int status = k3_library_ready(a->handle);
-    if (status != K3_OK) {
-        return status;
-    }
+    K3_TRY(k3_library_ready(a->handle));
     K3_REQUIRE(a->dtype == K3_DTYPE_F32 || a->dtype == K3_DTYPE_F16 || a->dtype == K3_DTYPE_BF16,
                "swiglu dtype code %d is not fp32, fp16 or bf16", (int)a->dtype);
     K3_REQUIRE(a->rows >= 0 && a->d >= 0, "negative size");
