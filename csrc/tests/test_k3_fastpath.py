@@ -46,6 +46,11 @@ class Device:
     index: int | None
 
 
+def _contiguous(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Row-major strides, written apart from the package's own (its rule is what is checked)."""
+    return tuple(math.prod(max(size, 1) for size in shape[i + 1 :]) for i in range(len(shape)))
+
+
 class Tensor:
     """A stand-in for torch.Tensor: what the fast path and the general path read."""
 
@@ -101,15 +106,6 @@ class Tensor:
 
 class SubTensor(Tensor):
     """A subclass: not exactly the tensor type, so never the fast path."""
-
-
-def _contiguous(shape: tuple[int, ...]) -> tuple[int, ...]:
-    strides = []
-    step = 1
-    for size in reversed(shape):
-        strides.append(step)
-        step *= max(size, 1)
-    return tuple(reversed(strides))
 
 
 def _empty(shape: tuple[int, ...], *, dtype: Dtype, device: Device) -> Tensor:

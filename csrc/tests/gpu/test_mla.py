@@ -69,6 +69,10 @@ class Case:
     cache: Any
     view: tuple[slice, ...]
 
+    def operands(self) -> tuple[Any, ...]:
+        """The six tensors of an MLA call, in the entry point's positional order."""
+        return (self.kv_c, self.k_pe, self.positions, self.cos_sin, self.slots, self.cache)
+
 
 def _cos_sin(rope_dim: int, dtype: Any) -> Any:
     half = rope_dim // 2
@@ -134,16 +138,7 @@ def check_case(
     kv_scale: Any = fp8_scale
     if tensor_scale and fp8_scale is not None:
         kv_scale = torch.tensor([fp8_scale], dtype=torch.float32, device="cuda")
-    k3.mla_key_concat_kv_cache(
-        case.kv_c,
-        case.k_pe,
-        case.positions,
-        case.cos_sin,
-        case.slots,
-        case.cache,
-        kv_scale=kv_scale,
-        rope=rope,
-    )
+    k3.mla_key_concat_kv_cache(*case.operands(), kv_scale=kv_scale, rope=rope)
     torch.cuda.synchronize()
     assert same_bytes(torch, case.parent, expected), describe_mismatch(torch, case.parent, expected)
     # Independently of the reference: every real token's row was written (no sentinel

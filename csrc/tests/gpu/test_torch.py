@@ -51,16 +51,7 @@ def test_fast_path_builds_the_general_block(
         "float": SCALE,
         "tensor": torch.tensor([SCALE], device="cuda"),
     }[scale]
-    args = (
-        case.kv_c,
-        case.k_pe,
-        case.positions,
-        case.cos_sin,
-        case.slots,
-        case.cache,
-        kv_scale,
-        rope,
-    )
+    args = (*case.operands(), kv_scale, rope)
     nat = native.native()
     for stream in (None, torch.cuda.Stream(), 0):
         got = fast.mla_fast(nat, *args, stream)
