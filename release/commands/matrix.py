@@ -53,9 +53,17 @@ def github_matrix(cells: Sequence[Cell], *, per: str = "cell") -> dict[str, Any]
                     "wheel": cell.wheel_filename,
                     "destination": cell.destination.name,
                     "nccl": str(cell.nccl) if cell.nccl else "",
+                    **torch_fields(cell),
                 }
             )
     return {"include": include}
+
+
+def torch_fields(cell: Cell) -> dict[str, str]:
+    """A torch cell's own axes, for its job (none for the cells of other backends)."""
+    if cell.torch is None:
+        return {}
+    return {"torch": str(cell.torch), "python": cell.python or "", "abi3": cell.abi3 or ""}
 
 
 def gate_matrix(matrix: Matrix) -> dict[str, Any]:
@@ -138,6 +146,11 @@ def run(args: argparse.Namespace) -> int:
         ]
         for c in cells
     ]
+    headers = ["CUDA", "arch", "SMs", "PTX", "label", "wheel", "destination", "NCCL"]
+    if any(c.torch is not None for c in cells):
+        headers.insert(2, "torch")
+        for row, cell in zip(rows, cells, strict=True):
+            row.insert(2, str(cell.torch) if cell.torch is not None else "-")
     title = f"{matrix.project.name} {matrix.project.version}: {len(cells)} cells"
-    out.table(["CUDA", "arch", "SMs", "PTX", "label", "wheel", "destination", "NCCL"], rows, title)
+    out.table(headers, rows, title)
     return 0

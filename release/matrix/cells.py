@@ -5,9 +5,12 @@ exclusions leave and its backend can build. release.matrix.load runs these for e
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
+
+from packaging.version import Version
 
 from release.backends import BuildRecipe, targets_problem
 from release.errors import shown
@@ -20,6 +23,8 @@ from release.matrix.spec import (
     ManylinuxSpec,
     MatrixSpec,
     PtxSpec,
+    PythonSpec,
+    TorchSpec,
     VersionSpec,
     WheelSettings,
 )
@@ -68,6 +73,12 @@ class _Settings:
     manylinux: ManylinuxSpec
     manylinux_path: str
     nccl: VersionSpec | None
+    torch: TorchSpec | None
+    torch_path: str
+    python: PythonSpec | None
+    python_path: str
+    abi3: PythonSpec | None
+    abi3_path: str
 
 
 def _settings(
@@ -80,6 +91,9 @@ def _settings(
     ptx_spec, ptx_path = _setting("ptx", entry, defaults, cuda_path)
     manylinux, manylinux_path = _setting("manylinux", entry, defaults, cuda_path)
     nccl, _ = _setting("nccl", entry, defaults, cuda_path)
+    torch, torch_path = _setting("torch", entry, defaults, cuda_path)
+    python, python_path = _setting("python", entry, defaults, cuda_path)
+    abi3, abi3_path = _setting("abi3", entry, defaults, cuda_path)
     for name, value in (("arches", arches), ("sms", sms), ("manylinux", manylinux)):
         if value is None:
             loader.problem(
@@ -100,6 +114,12 @@ def _settings(
         manylinux=manylinux,
         manylinux_path=manylinux_path,
         nccl=nccl,
+        torch=torch,
+        torch_path=torch_path,
+        python=python,
+        python_path=python_path,
+        abi3=abi3,
+        abi3_path=abi3_path,
     )
 
 
@@ -189,6 +209,134 @@ def _check_destination(
         )
 
 
+@dataclass(frozen=True, kw_only=True)
+class TorchAxis:
+    """One point of a torch cell's own axes: its torch, its Python or abi3 floor."""
+
+    torch: Version | None = None
+    python: str | None = None
+    abi3: str | None = None
+
+
+TORCH_PLACEHOLDER = "{torch}"
+
+
+def torch_label(label: str | None, torch: Version | None) -> str | None:
+    """The local label with `{torch}` put in (`cu129torch{torch}` -> `cu129torch2.11`)."""
+    if label is None or torch is None:
+        return label
+    return label.replace(TORCH_PLACEHOLDER, f"{torch.major}.{torch.minor}")
+
+
+def torch_axes(
+    settings: _Settings,
+    entry: CudaSpec,
+    backend: str,
+    destination: Destination | None,
+    loader: DocumentLoader,
+) -> list[TorchAxis] | None:
+    """The torch x Python points of a CUDA version (one empty point for other backends), or
+    None (reported) where its torch settings are wrong."""
+    given = [
+        (name, path)
+        for name, value, path in (
+            ("torch", settings.torch, settings.torch_path),
+            ("python", settings.python, settings.python_path),
+            ("abi3", settings.abi3, settings.abi3_path),
+            ("torch-index", entry.torch_index, join_path(settings.path, "torch-index")),
+        )
+        if value is not None
+    ]
+    if backend != "torch":
+        for name, path in given:
+            loader.problem(
+                path,
+                f"{name!r} is for the torch backend; CUDA {settings.key} builds with {backend}",
+            )
+        return [TorchAxis()] if not given else None
+    return _torch_points(settings, entry, destination, loader)
+
+
+def _torch_points(
+    settings: _Settings, entry: CudaSpec, destination: Destination | None, loader: DocumentLoader
+) -> list[TorchAxis] | None:
+    ok = True
+    if settings.torch is None:
+        loader.problem(
+            settings.path,
+            f"CUDA {settings.key} builds with the torch backend but names no torch: set "
+            '`torch: "X.Y.Z"` here or under defaults (the exact torch its wheels load beside; '
+            "never whatever the index serves)",
+        )
+        ok = False
+    if settings.python is None and settings.abi3 is None:
+        loader.problem(
+            settings.path,
+            f"CUDA {settings.key}'s torch cells need `python:` (a cp3X-cp3X wheel per CPython, "
+            'e.g. ["3.11", "3.12"]) or `abi3:` (one cp3X-abi3 wheel for a py_limited_api '
+            'extension, e.g. "3.10")',
+        )
+        ok = False
+    if settings.abi3 is not None and len(settings.abi3.versions) != 1:
+        loader.problem(settings.abi3_path, 'abi3 is one floor version, e.g. "3.10"')
+        ok = False
+    if (
+        settings.abi3 is not None
+        and settings.python is not None
+        and len(settings.python.versions) > 1
+    ):
+        loader.problem(
+            settings.python_path,
+            "an abi3 wheel serves every CPython from its floor on: name one Python to build "
+            "it with, or drop abi3 for a wheel per Python",
+        )
+        ok = False
+    if entry.torch_index is not None and not re.fullmatch(r"https?://\S+", entry.torch_index):
+        loader.problem(
+            join_path(settings.path, "torch-index"),
+            f"{shown(entry.torch_index)} is not an http(s) URL of a package index",
+        )
+        ok = False
+    versions = settings.torch.versions if settings.torch is not None else ()
+    if not _torch_label_ok(settings, entry, destination, versions, loader) or not ok:
+        return None
+    abi3 = settings.abi3.versions[0] if settings.abi3 is not None else None
+    pythons: tuple[str | None, ...] = (
+        settings.python.versions if settings.python is not None else (None,)
+    )
+    return [TorchAxis(torch=t, python=p, abi3=abi3) for t in versions for p in pythons]
+
+
+def _torch_label_ok(
+    settings: _Settings,
+    entry: CudaSpec,
+    destination: Destination | None,
+    versions: Sequence[Version],
+    loader: DocumentLoader,
+) -> bool:
+    """Several torch versions of one CUDA version need `{torch}` in its label, and never
+    go to PyPI (one torch per release there)."""
+    label_path = join_path(settings.path, "local-label")
+    if len(versions) > 1 and isinstance(destination, PypiDestination):
+        loader.problem(
+            settings.torch_path,
+            f"CUDA {settings.key} sends {len(versions)} torch versions to PyPI, which takes one "
+            "torch per release: send one there, the others to a github destination with "
+            "{torch} in their local-label",
+        )
+        return False
+    if len(versions) > 1 and TORCH_PLACEHOLDER not in (entry.local_label or ""):
+        loader.problem(
+            label_path if entry.local_label else settings.torch_path,
+            f"CUDA {settings.key} builds torch {', '.join(map(str, versions))}, whose wheels "
+            f"would share one filename: put {{torch}} in its local-label "
+            f"(cu{settings.key.replace('.', '')}torch{{torch}} -> 0.1.0+cu"
+            f"{settings.key.replace('.', '')}torch{versions[0].major}.{versions[0].minor})",
+        )
+        return False
+    return True
+
+
 def _cell_sms(
     key: str,
     arch: str,
@@ -222,10 +370,11 @@ def _arch_cells(
     destination: Destination,
     excludes: Sequence[ExcludeSpec],
     used: set[int],
+    axes: Sequence[TorchAxis],
     loader: DocumentLoader,
 ) -> list[Cell]:
     """A CUDA version's cells, one per CPU architecture that the exclusions leave and its
-    backend can build."""
+    backend can build, times its torch axes."""
     cells: list[Cell] = []
     unbuildable_reported = False
     for arch in dict.fromkeys(settings.arches):
@@ -249,20 +398,25 @@ def _arch_cells(
                 loader.problem(settings.ptx_path, unbuildable)
                 unbuildable_reported = True
             continue
-        cells.append(
+        cells += [
             Cell(
                 project=project,
                 cuda=cuda,
                 arch=arch,
                 sms=tuple(sorted(cell_sms)),
                 ptx=ptx,
-                local_label=entry.local_label,
+                local_label=torch_label(entry.local_label, axis.torch),
                 destination=destination,
                 nccl=settings.nccl.version if settings.nccl is not None else None,
                 manylinux=str(settings.manylinux),
                 build=recipe,
+                torch=axis.torch,
+                torch_index=entry.torch_index if axis.torch is not None else None,
+                python=axis.python,
+                abi3=axis.abi3,
             )
-        )
+            for axis in axes
+        ]
     return cells
 
 
@@ -293,10 +447,16 @@ def version_cells(
     )
     _check_wheel_settings(settings, loader)
     recipe = cuda_build(spec.build, entry.build, settings.path, loader)
-    label_ok = check_label(entry.local_label, join_path(settings.path, "local-label"), loader)
     destination = destinations.get(entry.destination)
+    axes = torch_axes(settings, entry, recipe.backend, destination, loader)
+    label = entry.local_label
+    if axes and axes[0].torch is not None:
+        label = torch_label(label, axes[0].torch)
+    elif axes is None and label is not None:
+        label = label.replace(TORCH_PLACEHOLDER, "0.0")  # its torch is reported already
+    label_ok = check_label(label, join_path(settings.path, "local-label"), loader)
     _check_destination(key, entry, spec.destinations, destination, loader)
-    if not ok or not label_ok or destination is None:
+    if not ok or not label_ok or destination is None or axes is None:
         return []
     return _arch_cells(
         project=project,
@@ -307,5 +467,6 @@ def version_cells(
         destination=destination,
         excludes=spec.exclude or [],
         used=used,
+        axes=axes,
         loader=loader,
     )

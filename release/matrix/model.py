@@ -83,10 +83,32 @@ class Cell:
     nccl: Version | None
     manylinux: str
     build: BuildRecipe = field(default_factory=BuildRecipe)
+    torch: Version | None = None  # the exact torch a torch cell builds against
+    torch_index: str | None = None  # where that torch comes from (None: pip's index)
+    python: str | None = None  # the CPython of a cp3X-cp3X cell ("3.11")
+    abi3: str | None = None  # the Py_LIMITED_API floor of a cp3X-abi3 cell ("3.10")
 
     @property
     def id(self) -> str:
-        return f"{self.cuda}-{self.arch}"
+        """`13.0-x86_64`; a torch cell adds its torch and, unless abi3, its Python:
+        `13.0-x86_64-torch2.11.0-cp312`."""
+        parts = [f"{self.cuda}-{self.arch}"]
+        if self.torch is not None:
+            parts.append(f"torch{self.torch}")
+        if self.python is not None and self.abi3 is None:
+            parts.append(self.python_tag)
+        return "-".join(parts)
+
+    @property
+    def python_tag(self) -> str:
+        floor = self.abi3 or self.python
+        return "py3" if floor is None else "cp" + floor.replace(".", "")
+
+    @property
+    def abi_tag(self) -> str:
+        if self.abi3 is not None:
+            return "abi3"
+        return "none" if self.python is None else self.python_tag
 
     @property
     def version(self) -> Version:
@@ -99,7 +121,8 @@ class Cell:
 
     @property
     def wheel_filename(self) -> str:
-        return f"{self.project.wheel_name}-{self.version}-py3-none-{self.platform_tag}.whl"
+        tags = f"{self.python_tag}-{self.abi_tag}-{self.platform_tag}"
+        return f"{self.project.wheel_name}-{self.version}-{tags}.whl"
 
 
 GATE_PLACEHOLDERS = ("wheel", "expect_arch")  # what a gpu-gate command may name in braces
@@ -247,4 +270,9 @@ def cell_dict(cell: Cell) -> dict[str, Any]:
         "nccl": str(cell.nccl) if cell.nccl else None,
         "manylinux": cell.manylinux,
         "backend": cell.build.backend,
+        # torch cells only, so that the documents of other cells stay as they were
+        **({"torch": str(cell.torch)} if cell.torch is not None else {}),
+        **({"torch_index": cell.torch_index} if cell.torch_index is not None else {}),
+        **({"python": cell.python} if cell.python is not None else {}),
+        **({"abi3": cell.abi3} if cell.abi3 is not None else {}),
     }

@@ -162,6 +162,13 @@ def check_cells(
         by_file[cell.wheel_filename].append(cell)
     for wheel, same in by_file.items():
         first = {str(c.cuda): c for c in reversed(same)}
+        if len(first) < len(same) and len(first) == 1:
+            loader.problem(
+                join_path("cuda", keys[same[0].cuda]),
+                f"cells {' and '.join(c.id for c in same)} both produce {wheel} (torch "
+                "versions of one minor share a {torch} label: list one per minor)",
+            )
+            continue
         if len(first) < 2:
             continue
         ordered = sorted(first.values(), key=lambda c: list(keys).index(c.cuda))

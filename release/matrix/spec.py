@@ -20,6 +20,7 @@ from release.targets import Arch, GpuTarget
 
 DestinationKind = Literal["pypi", "github"]
 RELEASE_VERSION = r"[0-9]+(\.[0-9]+)*"
+PYTHON_VERSION = r"3\.[0-9]{1,2}"
 
 
 @dataclass(frozen=True)
@@ -90,6 +91,59 @@ class VersionSpec:
 
 
 @dataclass(frozen=True)
+class TorchSpec:
+    """The torch a torch cell builds against: one exact version (`"2.11.0"`) or a list of
+    them, each a cell of its own."""
+
+    versions: tuple[Version, ...]
+
+    @classmethod
+    def from_yaml(cls, value: object) -> TorchSpec:
+        items = value if isinstance(value, list) else [value]
+        if not items:
+            raise ValueError("an empty list: name at least one torch version")
+        versions = tuple(VersionSpec.from_yaml(item).version for item in items)
+        repeated = [str(v) for i, v in enumerate(versions) if v in versions[:i]]
+        if repeated:
+            raise ValueError(f"torch {repeated[0]} is listed more than once")
+        return cls(versions)
+
+    @classmethod
+    def yaml_schema(cls) -> dict[str, Any]:
+        one = VersionSpec.yaml_schema()
+        return {"anyOf": [one, {"type": "array", "items": one, "minItems": 1}]}
+
+
+@dataclass(frozen=True)
+class PythonSpec:
+    """CPython versions (`"3.11"`, or a list of them)."""
+
+    versions: tuple[str, ...]
+
+    @classmethod
+    def from_yaml(cls, value: object) -> PythonSpec:
+        items = value if isinstance(value, list) else [value]
+        if not items:
+            raise ValueError("an empty list: name at least one CPython version")
+        out: list[str] = []
+        for item in items:
+            if not isinstance(item, str) or not re.fullmatch(PYTHON_VERSION, item):
+                raise ValueError(
+                    f'expected a quoted CPython version like "3.11", got {shown(item)} '
+                    "(YAML reads 3.10 unquoted as the number 3.1)"
+                )
+            if item in out:
+                raise ValueError(f"Python {item} is listed more than once")
+            out.append(item)
+        return cls(tuple(out))
+
+    @classmethod
+    def yaml_schema(cls) -> dict[str, Any]:
+        one = {"type": "string", "pattern": f"^{PYTHON_VERSION}$"}
+        return {"anyOf": [one, {"type": "array", "items": one, "minItems": 1}]}
+
+
+@dataclass(frozen=True)
 class WheelSettings:
     """Settings shared by the wheels of every CUDA version unless a version overrides them."""
 
@@ -106,6 +160,21 @@ class WheelSettings:
     nccl: VersionSpec | None = field(
         default=None, metadata={"doc": "NCCL version pinned for this CUDA major"}
     )
+    torch: TorchSpec | None = field(
+        default=None,
+        metadata={"doc": "torch backend: the exact torch version(s) to build against, a cell each"},
+    )
+    python: PythonSpec | None = field(
+        default=None,
+        metadata={"doc": 'torch backend: CPython versions, a cp3X-cp3X cell each ("3.11")'},
+    )
+    abi3: PythonSpec | None = field(
+        default=None,
+        metadata={
+            "doc": 'torch backend: the py_limited_api floor ("3.10"): one cp310-abi3 wheel '
+            "per cell instead of one per Python"
+        },
+    )
 
 
 @dataclass(frozen=True)
@@ -118,6 +187,13 @@ class CudaSpec(WheelSettings):
     )
     build: BuildSpec | None = field(
         default=None, metadata={"doc": "this CUDA version's build, over the release's"}
+    )
+    torch_index: str | None = field(
+        default=None,
+        metadata={
+            "doc": "the index this CUDA version's torch comes from "
+            "(https://download.pytorch.org/whl/cu129); default: pip's index"
+        },
     )
 
 

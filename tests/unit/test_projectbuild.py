@@ -115,7 +115,7 @@ def test_the_schema_accepts_what_the_loader_accepts() -> None:
 
 def test_a_cmake_cell_of_cuda_12_9_asks_for_a_toolkit() -> None:
     loaded = load_matrix(BUILD / "torch-and-cmake.yaml")
-    cell = next(c for c in loaded.cells if c.id == "12.9-x86_64")
+    cell = next(c for c in loaded.cells if c.id == "12.9-x86_64-torch2.14.1")
     error = not_buildable(cell, plan(cell))
     assert error.exit_code == 3
     assert "PyPI has no nvcc for CUDA 12.9" in error.message
@@ -142,7 +142,7 @@ def test_one_error_names_every_cell_that_cannot_build_here_and_where_it_can() ->
     with pytest.raises(ToolchainError) as raised:
         check_cells(cells, plans)
     lines = raised.value.message.splitlines()
-    assert [line.split(":")[0] for line in lines] == ["13.0-aarch64", "12.9-x86_64", "12.9-aarch64"]
+    assert [line.split(":")[0] for line in lines] == ["13.0-aarch64", "12.9-x86_64-torch2.14.1", "12.9-aarch64-torch2.14.1"]
     hint = raised.value.hint or ""
     assert "cibuildwheel" in hint
     assert "--cuda-home / CUDA_HOME" in hint
@@ -160,7 +160,7 @@ def test_a_dry_run_names_the_toolkits_paths_only_where_they_are_known() -> None:
     assert inputs.env["SGL_KERNEL_ENABLE_SM90A"] == "1"
     assert inputs.config_settings == {"build-dir": "build/{wheel_tag}"}
     assert not TOOLKIT_INPUTS & {*inputs.env, *inputs.config_settings}
-    torch = next(c for c in cells if c.id == "12.9-x86_64")
+    torch = next(c for c in cells if c.id == "12.9-x86_64-torch2.14.1")
     system = plan(torch, cuda_home=Path("/usr/local/cuda-12.9"))
     inputs = planned_inputs(torch, system, jobs=3)
     assert inputs.env["TORCH_CUDA_ARCH_LIST"] == "7.5;8.0;8.6;8.9;9.0;10.0+PTX"
@@ -184,7 +184,7 @@ def test_a_dry_run_shows_what_each_backend_receives(
     assert cmake["inputs"]["SOURCE_DATE_EPOCH"] == "1700000000"
     assert cmake["config_settings"] == {"build-dir": "build/{wheel_tag}"}
     assert cmake["command"][-1] == "-Cbuild-dir=build/{wheel_tag}"
-    torch = cells["12.9-x86_64"]
+    torch = cells["12.9-x86_64-torch2.14.1"]
     assert torch["inputs"]["TORCH_CUDA_ARCH_LIST"] == "7.5;8.0;8.6;8.9;9.0;10.0+PTX"
     assert torch["device_compiler"].startswith("MISSING")
     assert cells["13.0-aarch64"]["builds"].startswith("not here: the cmake backend")
@@ -195,14 +195,14 @@ def test_doctor_shows_per_cell_what_its_backend_uses_and_receives() -> None:
     cells = load_matrix(BUILD / "torch-and-cmake.yaml").cells
     plans = {c.id: plan(c) for c in cells}
     rows = {r.cell: r for r in doctor_rows(cells, plans)}
-    assert sorted(rows) == ["12.9-aarch64", "12.9-x86_64", "13.0-aarch64", "13.0-x86_64"]
+    assert sorted(rows) == ["12.9-aarch64-torch2.14.1", "12.9-x86_64-torch2.14.1", "13.0-aarch64", "13.0-x86_64"]
     cmake = rows["13.0-x86_64"]
     assert (cmake.backend, cmake.builds) == ("cmake", "here")
     assert "nvidia-cuda-nvcc==13.0.88" in cmake.device
     assert "cmake==4.4.5" in cmake.tools
     assert "75-real;80-real;86-real;89-real;90-real;100-real;100-virtual" in cmake.receives
     assert "from the matrix: SGL_KERNEL_ENABLE_SM90A, -Cbuild-dir" in cmake.receives
-    torch = rows["12.9-x86_64"]
+    torch = rows["12.9-x86_64-torch2.14.1"]
     assert torch.backend == "torch"
     assert torch.device.startswith("MISSING: the torch backend compiles with nvcc")
     assert torch.builds.startswith("not here: no nvcc for CUDA 12.9")
