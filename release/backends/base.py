@@ -79,6 +79,7 @@ class BuildContext:
     jobs: int = 1
     device_cache: Path | None = None
     device_log: Path | None = None
+    torch_cuda_home: Path | None = None  # a torch cell's CUDA_HOME (nvcc + torch's CUDA libraries)
 
 
 class Backend(Protocol):

@@ -6,6 +6,7 @@ built wheel.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from release.backends.base import BuildContext, BuildInputs, CellTargets, NvccToolkit
 from release.backends.nvcc import NVCC_TAG_REMEDY, family_problem, require_toolkit
@@ -77,6 +78,8 @@ class TorchBackend:
 
     def inputs(self, cell: CellTargets, context: BuildContext) -> BuildInputs:
         toolkit = require_toolkit(context, self.name, cell.cuda)
+        if context.torch_cuda_home is not None:
+            toolkit = replace(toolkit, root=context.torch_cuda_home)
         env = torch_inputs(cell.sms, cell.ptx, toolkit, jobs=context.jobs)
         return BuildInputs(env=env, config_settings={}, path=context.tools.path)
 
@@ -86,7 +89,8 @@ class TorchBackend:
         except ValueError as error:
             arch_list = f"(cannot: {error})"
         return (
-            "the project's build requirements (torch, setuptools); host g++ from PATH",
+            "the pinned torch and the project's other build requirements in a venv of the "
+            "cell's Python (no build isolation); host g++ from PATH",
             f"TORCH_CUDA_ARCH_LIST {arch_list}, CUDA_HOME, MAX_JOBS, NVCC_THREADS; "
             "label by rewriting the wheel",
         )

@@ -28,6 +28,7 @@ from release.backends import (
 from release.build.cache import recipe, wheel_cache_key
 from release.build.relabel import RelabelError, relabel
 from release.build.settings import BuildSettings, CellFailure, CellResult
+from release.build.torchcell import certify_torch, tags_problem
 from release.credentials import without_credentials
 from release.errors import BuildError
 from release.fsutil import write_atomic
@@ -35,12 +36,16 @@ from release.inspection.verdict import auditwheel_problems, inspected, show_comm
 from release.inspection.wheel import WheelReport
 from release.matrix import Cell
 from release.toolchain import Toolchain
+from release.toolchain.torchenv import TorchEnv
 
 # ---------------------------------------------------------------- pure core
 
 
-def build_command(python: str, project: Path, outdir: Path) -> list[str]:
-    return [python, "-m", "build", "--wheel", "--outdir", str(outdir), str(project)]
+def build_command(python: str, project: Path, outdir: Path, *, isolated: bool = True) -> list[str]:
+    """The PEP 517 build; a torch cell's runs in its torch environment, without isolation,
+    so that it compiles against exactly the pinned torch."""
+    isolation = [] if isolated else ["--no-isolation"]
+    return [python, "-m", "build", "--wheel", *isolation, "--outdir", str(outdir), str(project)]
 
 
 def retag_command(python: str, wheel: Path, cell: Cell) -> list[str]:
@@ -82,6 +87,7 @@ def nvcc_toolkit(toolchain: Toolchain) -> NvccToolkit | None:
 
 
 def cell_inputs(cell: Cell, toolchain: Toolchain, settings: BuildSettings) -> BuildInputs:
+    torch_env = settings.torch_envs.get(cell.id)
     context = BuildContext(
         toolchain_env=toolchain.build_env(),
         toolkit=nvcc_toolkit(toolchain),
@@ -89,6 +95,7 @@ def cell_inputs(cell: Cell, toolchain: Toolchain, settings: BuildSettings) -> Bu
         jobs=settings.device_jobs,
         device_cache=settings.device_cache,
         device_log=settings.device_log,
+        torch_cuda_home=torch_env.cuda_home if torch_env is not None else None,
     )
     return build_inputs(cell_targets(cell), context)
 
@@ -166,19 +173,29 @@ def certify(
     env: Mapping[str, str],
     log: Path,
     runner: proc.Runner = proc.run,
+    torch_env: TorchEnv | None = None,
 ) -> tuple[Path, WheelReport]:
-    """What makes a freshly built wheel count as built: auditwheel's verdict, the cell's
+    """What makes a freshly built wheel count as built: the cell's interpreter and ABI
+    tags, auditwheel's verdict (a torch cell's: release.build.torchcell), the cell's
     version (rewritten where its backend cannot set it), exactly the cell's platform tag,
     and the inspection. Raises CellFailure; returns the final wheel (beside `wheel`) and
     its report."""
     backend = backend_for(cell.build.backend)
-    shown = runner(show_command(python, wheel), env=env, log=log)
-    problems = [
-        p + backend.tag_remedy if p.startswith("auditwheel: the wheel is only") else p
-        for p in auditwheel_problems(shown.output, cell)
-    ]
-    if shown.returncode != 0 or problems:
-        raise CellFailure("; ".join(problems) or "auditwheel show failed", proc.tail(shown.output))
+    mistagged = tags_problem(wheel.name, cell)
+    if mistagged is not None:
+        raise CellFailure(mistagged)
+    if torch_env is not None:
+        wheel = certify_torch(wheel, cell, toolchain, torch_env, env=env, log=log)
+    else:
+        shown = runner(show_command(python, wheel), env=env, log=log)
+        problems = [
+            p + backend.tag_remedy if p.startswith("auditwheel: the wheel is only") else p
+            for p in auditwheel_problems(shown.output, cell)
+        ]
+        if shown.returncode != 0 or problems:
+            raise CellFailure(
+                "; ".join(problems) or "auditwheel show failed", proc.tail(shown.output)
+            )
     if backend.labels_by_rewriting:
         wheel = relabelled(wheel, cell)
     if wheel.name != cell.wheel_filename:
@@ -256,16 +273,18 @@ def build_cell(
     start = time.monotonic()
     log = settings.log_of(cell)
     inputs = cell_inputs(cell, toolchain, settings)
-    env = cell_environment(
-        inputs, base=settings.environ, python=settings.python, epoch=settings.epoch
-    )
+    torch_env = settings.torch_envs.get(cell.id)
+    python = str(torch_env.python) if torch_env is not None else settings.python
+    env = cell_environment(inputs, base=settings.environ, python=python, epoch=settings.epoch)
     staging = Path(tempfile.mkdtemp(prefix=f".{cell.id}.", dir=settings.out))
     outdir = staging / "built"
     command = [
-        *build_command(settings.python, settings.matrix.project.path, outdir),
+        *build_command(python, settings.matrix.project.path, outdir, isolated=torch_env is None),
         *inputs.config_args(),
     ]
     identity = {**toolchain.identity, "build_tools": " ".join(settings.build_tools.versions)}
+    if torch_env is not None:
+        identity["torch"] = torch_env.key_identity
     key = wheel_cache_key(cell, sources, identity, epoch=settings.epoch, recipe=recipe())
     cache = settings.wheel_cache
 
@@ -279,8 +298,9 @@ def build_cell(
             log.unlink(missing_ok=True)
             wheel = _one_wheel(command, env, outdir, log)
             candidate, report = certify(
-                wheel, cell, toolchain, python=settings.python, env=env, log=log
-            )
+                wheel, cell, toolchain, python=settings.python, env=env, log=log,
+                torch_env=torch_env,
+            )  # fmt: skip
             data = candidate.read_bytes()
             cache.put(key, cell.wheel_filename, data)
         final = settings.out / cell.wheel_filename

@@ -20,6 +20,7 @@ from release.credentials import without_credentials
 from release.errors import ConfigError
 from release.inspection.wheel import WheelReport
 from release.matrix import Cell, Matrix
+from release.toolchain.torchenv import TorchEnv
 
 DEFAULT_EPOCH = 315532800  # 1980-01-01, the earliest date a zip file can hold
 
@@ -38,6 +39,7 @@ class BuildSettings:
     environ: Mapping[str, str] = field(default_factory=dict)
     epoch: int = DEFAULT_EPOCH
     build_tools: BuildTools = field(default_factory=BuildTools)  # cmake, ninja (PyPI)
+    torch_envs: Mapping[str, TorchEnv] = field(default_factory=dict)  # torch cells, by id
 
     @property
     def device_jobs(self) -> int:

@@ -31,7 +31,7 @@ from release.backends import (
     placement_problem,
 )
 from release.build.cache import project_files, source_digest
-from release.build.pipeline import build_cell, cell_inputs, record_cell
+from release.build.pipeline import build_cell, cell_inputs, nvcc_toolkit, record_cell
 from release.build.settings import BuildSettings, CellResult
 from release.credentials import without_credentials
 from release.downstream.nccl import override_files, write_override_files
@@ -57,6 +57,14 @@ from release.toolchain import (
     install_pinset,
     provision,
     resolve,
+)
+from release.toolchain.torchenv import (
+    TorchEnv,
+    TorchEnvSpec,
+    build_requirements,
+    find_python,
+    frontend_requirement,
+    provision_torch_env,
 )
 
 CellProgress = Callable[[str, Cell, CellResult | None], None]
@@ -232,6 +240,9 @@ def prepare(
     build that could not finish."""
     plans = plan_toolchains(settings)
     check_cells(settings.cells, plans)
+    for cell in settings.cells:
+        if cell.torch is not None:
+            find_python(build_python(cell), settings.environ)
     events.note(f"provisioning toolchains in {settings.toolchain_dir}")
     with events.downloads() as downloaded:
         tools = build_tools_for(
@@ -242,10 +253,62 @@ def prepare(
             progress=downloaded,
         )
         toolchains = provision_all(plans, settings.python, settings.environ, downloaded)
+        torch_envs = provision_torch_envs(settings, toolchains, downloaded)
     if tools.versions:
         events.note(f"build tools: {', '.join(tools.versions)}")
         settings = replace(settings, build_tools=tools)
-    return settings, toolchains
+    for cell_id, torch_env in torch_envs.items():
+        events.note(f"{cell_id}: {torch_env.identity}")
+    return replace(settings, torch_envs=torch_envs), toolchains
+
+
+def build_python(cell: Cell) -> str:
+    """The CPython a torch cell builds with: its own, else (abi3) this one."""
+    return cell.python or f"{sys.version_info.major}.{sys.version_info.minor}"
+
+
+def torch_env_spec(cell: Cell) -> TorchEnvSpec:
+    """What a torch cell's environment holds: its torch, the project's other build
+    requirements, and this tool's PEP 517 frontend."""
+    assert cell.torch is not None
+    pyproject = cell.project.path / "pyproject.toml"
+    text = pyproject.read_text(encoding="utf-8") if pyproject.is_file() else ""
+    return TorchEnvSpec(
+        torch=cell.torch,
+        cuda=str(cell.cuda),
+        arch=cell.arch,
+        python=build_python(cell),
+        index_url=cell.torch_index,
+        requirements=build_requirements(text),
+        frontend=frontend_requirement(),
+    )
+
+
+def provision_torch_envs(
+    settings: BuildSettings, toolchains: Mapping[str, Toolchain], progress: Progress
+) -> dict[str, TorchEnv]:
+    """Each torch cell's environment (the pinned torch in a venv of its Python, and its
+    CUDA_HOME), once per distinct one."""
+    out: dict[str, TorchEnv] = {}
+    made: dict[TorchEnvSpec, TorchEnv] = {}
+    for cell in settings.cells:
+        if cell.torch is None:
+            continue
+        spec = torch_env_spec(cell)
+        if spec not in made:
+            toolkit = nvcc_toolkit(toolchains[cell.id])
+            if toolkit is None:  # buildable_problem has stopped such a cell already
+                raise ToolchainError(f"{cell.id}: the torch backend needs nvcc")
+            made[spec] = provision_torch_env(
+                spec,
+                toolkit=toolkit.root,
+                cache_dir=settings.toolchain_dir,
+                python=settings.python,
+                env=without_credentials(settings.environ),
+                progress=progress,
+            )
+        out[cell.id] = made[spec]
+    return out
 
 
 # ---------------------------------------------------------------- edge: the cells

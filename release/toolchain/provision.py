@@ -73,6 +73,45 @@ Progress = Callable[[str, int, int], None]
 _PIP_PROGRESS = re.compile(r"^Progress (\d+) of (\d+)$")
 
 
+def pip_progress(label: str, progress: Progress | None) -> Callable[[str], None]:
+    """A pip output reader that turns `--progress-bar raw` lines into `progress` calls."""
+    downloads: dict[str, tuple[int, int]] = {}
+    current = [label]
+
+    def on_line(line: str) -> None:
+        if line.strip().startswith("Downloading "):
+            wheel = line.split()[1].rsplit("/", 1)[-1]
+            current[0] = " ".join(wheel.split("-")[:2])  # "ziglang 0.17.1"
+        match = _PIP_PROGRESS.match(line.strip())
+        if match and progress is not None:
+            downloads[current[0]] = (int(match[1]), int(match[2]))
+            done = sum(d for d, _ in downloads.values())
+            total = sum(t for _, t in downloads.values())
+            progress(f"{label}: {current[0]}", done, total)
+
+    return on_line
+
+
+def check_pip_install(
+    result: proc.Completed, requirements: Sequence[str], *, python: str, hint: str = ""
+) -> None:
+    """A failed pip install as a ToolchainError: a pip that rejects release's options is
+    told to upgrade, anything else to check the index."""
+    if result.returncode == 0:
+        return
+    what = f"pip installing {', '.join(requirements)}"
+    rejected = proc.rejected_arguments(result.stderr + result.output) is not None
+    raise ToolchainError(
+        proc.failure(what, result),
+        hint=(
+            f"this pip does not take an option that release passes: "
+            f"{python} -m pip install --upgrade 'pip>={PIP_FLOOR}'"
+            if rejected
+            else hint or "check that PyPI is reachable and has wheels for this platform"
+        ),
+    )
+
+
 def install_pinset(
     pinset: PinSet,
     dest: Path,
@@ -104,33 +143,10 @@ def install_pinset(
             str(tmp),
             *pinset.requirements,
         ]
-        downloads: dict[str, tuple[int, int]] = {}
-        current = [pinset.label]
-
-        def on_line(line: str) -> None:
-            if line.strip().startswith("Downloading "):
-                wheel = line.split()[1].rsplit("/", 1)[-1]
-                current[0] = " ".join(wheel.split("-")[:2])  # "ziglang 0.17.1"
-            match = _PIP_PROGRESS.match(line.strip())
-            if match and progress is not None:
-                downloads[current[0]] = (int(match[1]), int(match[2]))
-                done = sum(d for d, _ in downloads.values())
-                total = sum(t for _, t in downloads.values())
-                progress(f"{pinset.label}: {current[0]}", done, total)
-
-        result = runner(cmd, env=env, separate_stderr=True, on_line=on_line)
-        if result.returncode != 0:
-            what = f"pip installing {', '.join(pinset.requirements)}"
-            rejected = proc.rejected_arguments(result.stderr + result.output) is not None
-            raise ToolchainError(
-                proc.failure(what, result),
-                hint=(
-                    f"this pip does not take an option that release passes: "
-                    f"{python} -m pip install --upgrade 'pip>={PIP_FLOOR}'"
-                    if rejected
-                    else "check that PyPI is reachable and has wheels for this platform"
-                ),
-            )
+        result = runner(
+            cmd, env=env, separate_stderr=True, on_line=pip_progress(pinset.label, progress)
+        )
+        check_pip_install(result, pinset.requirements, python=python)
         (tmp / ".complete").write_text(json.dumps(pinset.requirements) + "\n")
         try:
             tmp.rename(dest)

@@ -1,0 +1,79 @@
+"""What a torch cell's wheel goes through before the checks every wheel gets: device code
+for the cell (a quietly CPU-only build stops here, explained), auditwheel's verdict with
+torch's own libraries left out of the policy, the ABI check against the pinned torch, and
+the torch requirement its METADATA must state. release.build.pipeline calls `certify_torch`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from packaging.version import Version
+
+from release.build.settings import CellFailure
+from release.build.torchpin import pinned, stable_target_version, torch_requirement
+from release.inspection.torchabi import abi_problems, torch_exports
+from release.inspection.torchlibs import torch_audit_verdict
+from release.inspection.verdict import inspected
+from release.matrix import Cell
+from release.toolchain import Toolchain
+from release.toolchain.torchenv import TorchEnv
+
+CPU_ONLY = (
+    "the wheel holds no device code: its shared objects have no cubin and no PTX, so the "
+    "build compiled no CUDA kernel (nvcc never ran). A setup.py that builds its "
+    "CUDAExtension only when torch.cuda.is_available() builds CPU-only on a machine "
+    "without a GPU, which a release builder is: set the project's force-CUDA switch in "
+    "the matrix's build.env (FORCE_CUDA: \"1\" in most projects)"
+)
+
+
+def tags_problem(wheel_name: str, cell: Cell) -> str | None:
+    """The build's interpreter and ABI tags against the cell's, with the remedy."""
+    parts = wheel_name[: -len(".whl")].split("-")
+    built = "-".join(parts[-3:-1])
+    wanted = f"{cell.python_tag}-{cell.abi_tag}"
+    if built == wanted:
+        return None
+    if built.endswith("-abi3"):
+        remedy = f'a py_limited_api build: set abi3: "{built[2]}.{built[3:-5]}" for it'
+    else:
+        remedy = "not an abi3 build: list the Pythons to build it for under python:"
+    return f"the build made a {built} wheel, the cell is {wanted} ({remedy})"
+
+
+def certify_torch(
+    wheel: Path,
+    cell: Cell,
+    toolchain: Toolchain,
+    torch_env: TorchEnv,
+    *,
+    env: Mapping[str, str],
+    log: Path,
+) -> Path:
+    """The torch checks of a freshly built wheel, then its METADATA pinned to the torch it
+    was built against (rewritten in place). Raises CellFailure."""
+    data = wheel.read_bytes()
+    report = inspected(wheel.name, data, cell, toolchain, env)
+    if not report.sms and not report.ptx:
+        raise CellFailure(CPU_ONLY)
+    verdict = torch_audit_verdict(wheel, manylinux=cell.manylinux, arch=cell.arch)
+    if verdict.problems:
+        raise CellFailure("; ".join(verdict.problems))
+    try:
+        target = stable_target_version(log.read_text(encoding="utf-8", errors="replace"))
+    except ValueError as error:
+        raise CellFailure(str(error)) from None
+    label = torch_env.torch_version
+    problems = abi_problems(
+        data, torch_exports(torch_env.lib_dirs), stable=target is not None, torch_label=label
+    )
+    if problems:
+        raise CellFailure("ABI check: " + "; ".join(problems))
+    requirement = torch_requirement(Version(torch_env.torch_version), target)
+    try:
+        wheel.write_bytes(pinned(wheel.name, data, requirement))
+    except ValueError as error:
+        raise CellFailure(str(error)) from None
+    return wheel

@@ -1,0 +1,330 @@
+"""A torch cell's build environment: a venv of the cell's CPython holding exactly the pinned
+torch (never whatever the index serves) and the project's other build requirements, and a
+CUDA_HOME assembled from PyPI's nvcc and the CUDA library headers and link names that
+torch's own nvidia-* wheels bring. Made once per (torch, CUDA, arch, Python) in the
+toolchain cache, checked when read back.
+
+The pure core names the environment and judges what torch reports; the edge installs and
+probes it through a `proc.Runner`.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import sys
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from release import proc
+from release.errors import ToolchainError
+from release.toolchain.provision import Progress, check_pip_install, pip_progress
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
+
+MARKER = ".complete"
+
+# What the venv's torch says of itself, as JSON on one line.
+PROBE = """\
+import json, pathlib, sys, torch
+from torch.utils import cpp_extension
+root = pathlib.Path(torch.__file__).parent
+site = root.parent
+print(json.dumps({
+    "version": torch.__version__,
+    "cuda": torch.version.cuda,
+    "lib": str(root / "lib"),
+    "site": str(site),
+    "python": "%d.%d" % sys.version_info[:2],
+    "limited_api": getattr(cpp_extension, "min_supported_cpython", None),
+}))
+"""
+
+# ---------------------------------------------------------------- pure core
+
+
+@dataclass(frozen=True, kw_only=True)
+class TorchEnvSpec:
+    """What a torch cell's environment holds; its key names its cache directory."""
+
+    torch: Version
+    cuda: str
+    arch: str
+    python: str  # "3.11"
+    index_url: str | None
+    requirements: tuple[str, ...]  # the project's build requirements other than torch
+    frontend: str  # the PEP 517 frontend that runs the build in it: "build==1.2.2"
+
+    @property
+    def key(self) -> str:
+        blob = json.dumps(
+            {
+                "torch": str(self.torch),
+                "cuda": self.cuda,
+                "arch": self.arch,
+                "python": self.python,
+                "index": self.index_url,
+                "requirements": sorted(self.requirements),
+                "frontend": self.frontend,
+            },
+            sort_keys=True,
+        )
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    @property
+    def dirname(self) -> str:
+        return f"torch-{self.torch}-cu{self.cuda.replace('.', '')}-py{self.python}-{self.key}"
+
+    @property
+    def label(self) -> str:
+        return f"torch {self.torch} (CUDA {self.cuda}, Python {self.python})"
+
+
+@dataclass(frozen=True, kw_only=True)
+class TorchEnv:
+    """A provisioned torch environment."""
+
+    root: Path
+    python: Path
+    torch_version: str  # as torch says it: `2.14.1+cu130`
+    torch_cuda: str  # `13.0`
+    lib_dirs: tuple[Path, ...]  # torch/lib and the nvidia-* lib folders beside it
+    cuda_home: Path
+    limited_api: str | None = None  # torch's Py_LIMITED_API, `0x030A0000`
+
+    @property
+    def identity(self) -> str:
+        return f"torch {self.torch_version} (CUDA {self.torch_cuda}) in {self.root.name}"
+
+    @property
+    def key_identity(self) -> str:
+        """What a wheel built in it depends on, without a path: the cache directory's name
+        is the hash of torch, CUDA, arch, Python, index and requirements."""
+        return f"torch {self.torch_version} {self.root.name}"
+
+
+def build_requirements(pyproject_text: str) -> tuple[str, ...]:
+    """The project's [build-system] requires other than torch (which the cell pins)."""
+    try:
+        data = tomllib.loads(pyproject_text)
+    except tomllib.TOMLDecodeError:
+        return ()
+    requires = data.get("build-system", {}).get("requires", ["setuptools"])
+    kept = []
+    for text in requires if isinstance(requires, list) else []:
+        try:
+            name = canonicalize_name(Requirement(str(text)).name)
+        except InvalidRequirement:
+            kept.append(str(text))  # pip reports it, naming the project's own words
+            continue
+        if name != "torch":
+            kept.append(str(text))
+    return tuple(kept)
+
+
+def torch_problem(spec: TorchEnvSpec, reported: Mapping[str, object]) -> str | None:
+    """Why the installed torch is not the cell's: another release, a CPU-only build, or a
+    build for another CUDA major (checked before anything is compiled)."""
+    try:
+        version = Version(str(reported.get("version")))
+    except InvalidVersion:
+        return f"torch reports an unreadable version {reported.get('version')!r}"
+    if Version(version.public) != spec.torch:
+        return f"the index gave torch {version}, not the pinned {spec.torch}"
+    cuda = reported.get("cuda")
+    if not isinstance(cuda, str) or not cuda:
+        return (
+            f"torch {version} is a CPU-only build: its wheels have no CUDA; name the index of "
+            f"its CUDA {spec.cuda} builds under torch-index"
+        )
+    if cuda.split(".")[0] != spec.cuda.split(".")[0]:
+        major = spec.cuda.split(".")[0]
+        return (
+            f"torch {version} is built for CUDA {cuda}, the cell is CUDA {spec.cuda}: name the "
+            f"index of its cu{spec.cuda.replace('.', '')} builds under torch-index (e.g. "
+            f"https://download.pytorch.org/whl/cu{spec.cuda.replace('.', '')}), one for "
+            f"CUDA {major}"
+        )
+    return None
+
+
+def install_commands(spec: TorchEnvSpec, pip_python: str, target: Path) -> list[list[str]]:
+    """pip runs of the tool's own pip into the venv (`--python`): torch alone first, from its
+    index where one is named (so that no other index can serve a torch of the same
+    version), then everything else with torch held to the installed one."""
+    base = [
+        pip_python, "-m", "pip", "--python", str(target), "install",
+        "--disable-pip-version-check", "--only-binary=torch", "--progress-bar", "raw",
+    ]  # fmt: skip
+    index = ["--index-url", spec.index_url] if spec.index_url else []
+    pin = f"torch=={spec.torch}"
+    return [
+        [*base, *index, pin],
+        [*base, pin, *spec.requirements, spec.frontend],
+    ]
+
+
+def frontend_requirement() -> str:
+    """The PEP 517 frontend the venv gets: this tool's own `build`, at its version."""
+    return f"build=={metadata.version('build')}"
+
+
+# ---------------------------------------------------------------- edge
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def find_python(version: str, env: Mapping[str, str]) -> Path:
+    """The CPython `version` on this machine's PATH (`python3.12`); missing is an error
+    naming it."""
+    found = shutil.which(f"python{version}", path=env.get("PATH", os.defpath))
+    if found is None:
+        raise ToolchainError(
+            f"Python {version} is not on this machine (no python{version} on PATH), and a "
+            f"cp{version.replace('.', '')} cell builds with it",
+            hint=f"install it (`uv python install {version}`, or the distribution's "
+            f"python{version}) and put it on PATH, or leave the cell out with --cuda / --arch",
+        )
+    return Path(found)
+
+
+def _link_entries(source: Path, dest: Path) -> None:
+    """Link every entry of `source` into `dest` that `dest` lacks."""
+    if not source.is_dir():
+        return
+    for entry in sorted(source.iterdir()):
+        target = dest / entry.name
+        if not target.exists() and not target.is_symlink():
+            target.symlink_to(entry)
+
+
+def assemble_cuda_home(root: Path, toolkit: Path, site: Path, cuda: str) -> Path:
+    """CUDA_HOME for torch's cpp_extension: PyPI's nvcc (bin, nvvm), its include and lib,
+    the headers and libraries of torch's nvidia-* wheels it lacks (ATen includes
+    cublas_v2.h, cusparse.h, ...), and the link name libcudart.so (torch links -lcudart)."""
+    home = root / "cuda-home"
+    shutil.rmtree(home, ignore_errors=True)
+    (home / "include").mkdir(parents=True)
+    (home / "lib").mkdir()
+    for name in ("bin", "nvvm"):
+        if (toolkit / name).exists():
+            (home / name).symlink_to(toolkit / name)
+    major = cuda.split(".", maxsplit=1)[0]
+    nvidia = site / "nvidia"
+    wheel_dirs = [nvidia / f"cu{major}"] if (nvidia / f"cu{major}").is_dir() else []
+    wheel_dirs += sorted(p for p in nvidia.glob("*") if p.is_dir() and p not in wheel_dirs)
+    for source in (toolkit, *wheel_dirs):
+        _link_entries(source / "include", home / "include")
+        _link_entries(source / "lib", home / "lib")
+    runtime = sorted((home / "lib").glob("libcudart.so.*"))
+    if not (home / "lib" / "libcudart.so").exists() and runtime:
+        (home / "lib" / "libcudart.so").symlink_to(runtime[0].name)
+    (home / "lib64").symlink_to("lib")  # for torch releases that look in lib64/ only
+    return home
+
+
+def _venv_python(root: Path) -> Path:
+    return root / "venv" / "bin" / "python"
+
+
+def _read_back(root: Path, spec: TorchEnvSpec) -> TorchEnv | None:
+    """The environment the marker describes, if everything it names is still there."""
+    try:
+        recorded = json.loads((root / MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    env = _torch_env(root, recorded)
+    site = Path(str(recorded.get("site", "")))
+    installed = list(site.glob(f"torch-{spec.torch}*.dist-info"))
+    if not env.python.exists() or not installed or torch_problem(spec, recorded) is not None:
+        return None
+    if not (env.cuda_home / "bin" / "nvcc").exists():
+        return None
+    return env
+
+
+def _torch_env(root: Path, reported: Mapping[str, object]) -> TorchEnv:
+    site = Path(str(reported.get("site", "")))
+    lib = Path(str(reported.get("lib", "")))
+    nvidia_libs = tuple(sorted(site.glob("nvidia/*/lib")))
+    limited = reported.get("limited_api")
+    return TorchEnv(
+        root=root,
+        python=_venv_python(root),
+        torch_version=str(reported.get("version")),
+        torch_cuda=str(reported.get("cuda")),
+        lib_dirs=(lib, *nvidia_libs),
+        cuda_home=root / "cuda-home",
+        limited_api=limited if isinstance(limited, str) else None,
+    )
+
+
+def provision_torch_env(
+    spec: TorchEnvSpec,
+    *,
+    toolkit: Path,
+    cache_dir: Path,
+    runner: proc.Runner = proc.run,
+    python: str = sys.executable,
+    env: Mapping[str, str],
+    progress: Progress | None = None,
+) -> TorchEnv:
+    """The cell's torch environment in `cache_dir` (made once; a damaged one is made again).
+    `python` is the tool's own (its pip installs into the venv); `toolkit` is the root of
+    PyPI's nvcc."""
+    root = cache_dir / spec.dirname
+    with _locked(cache_dir / f"{spec.dirname}.lock"):
+        found = _read_back(root, spec)
+        if found is not None:
+            return found
+        interpreter = find_python(spec.python, env)
+        shutil.rmtree(root, ignore_errors=True)
+        root.mkdir(parents=True)
+        made = runner(
+            [str(interpreter), "-m", "venv", "--without-pip", str(root / "venv")],
+            env=env, separate_stderr=True,
+        )  # fmt: skip
+        if not made.ok:
+            raise ToolchainError(proc.failure(f"making a Python {spec.python} venv", made))
+        hint = (
+            f"check that {spec.index_url or 'the index'} has torch {spec.torch} for Python "
+            f"{spec.python} on {spec.arch}"
+        )
+        for command in install_commands(spec, python, _venv_python(root)):
+            requirements = command[command.index("raw") + 1 :]
+            result = runner(
+                command, env=env, separate_stderr=True, on_line=pip_progress(spec.label, progress)
+            )
+            check_pip_install(result, requirements, python=python, hint=hint)
+        probed = runner([str(_venv_python(root)), "-c", PROBE], env=env, separate_stderr=True)
+        if not probed.ok:
+            raise ToolchainError(proc.failure(f"importing torch {spec.torch}", probed))
+        reported = json.loads(probed.output.strip().splitlines()[-1])
+        problem = torch_problem(spec, reported)
+        if problem is not None:
+            raise ToolchainError(problem)
+        assemble_cuda_home(root, toolkit, Path(reported["site"]), spec.cuda)
+        (root / MARKER).write_text(json.dumps(reported, sort_keys=True) + "\n", encoding="utf-8")
+        return _torch_env(root, reported)
