@@ -57,9 +57,10 @@ def _metadata_with_version(metadata: bytes, version: str) -> bytes:
     return metadata[:start] + version.encode() + metadata[end:]
 
 
-def _rewrite_record(record: bytes, renames: dict[str, str], metadata: tuple[str, bytes]) -> bytes:
-    """RECORD with renamed paths and METADATA's new hash and size. Rows that do not change
-    keep their text; changed rows are written as the csv module writes them."""
+def rewritten_record(record: bytes, renames: dict[str, str], metadata: tuple[str, bytes]) -> bytes:
+    """RECORD with renamed paths (`renames`: old top-level folder -> new) and METADATA's
+    new hash and size (`metadata`: its new path and bytes). Rows that do not change keep
+    their text; changed rows are written as the csv module writes them."""
     out: list[str] = []
     for line in record.decode("utf-8").splitlines(keepends=True):
         body = line.rstrip("\r\n")
@@ -141,24 +142,31 @@ def relabel(filename: str, data: bytes, label: str | None) -> Relabelled:
         if found is None or Version(found.group(1).decode().strip()) != version:
             raise RelabelError(f"{filename}: METADATA's Version is not the filename's {version}")
         new_metadata = _metadata_with_version(metadata, str(new_version))
-        new_record = _rewrite_record(record, renames, (metadata_name, new_metadata))
-        buffer = io.BytesIO()
-        with zipfile.ZipFile(buffer, "w") as out:
-            for info in infos:
-                new_name = _renamed(info.filename, renames)
-                if new_name == metadata_name:
-                    content = new_metadata
-                elif new_name == f"{new_prefix}.dist-info/RECORD":
-                    content = new_record
-                else:
-                    content = archive.read(info)
-                out.writestr(_copy_info(info, new_name), content)
+        new_record = rewritten_record(record, renames, (metadata_name, new_metadata))
+        contents = {metadata_name: new_metadata, f"{new_prefix}.dist-info/RECORD": new_record}
+        new_data = rewritten_wheel(archive, renames, contents)
     return Relabelled(
         filename=new_filename,
-        data=buffer.getvalue(),
+        data=new_data,
         old_version=version_part,
         new_version=str(new_version),
     )
+
+
+def rewritten_wheel(
+    archive: zipfile.ZipFile, renames: dict[str, str], contents: dict[str, bytes]
+) -> bytes:
+    """`archive`'s members in their order, renamed by `renames`, with the new `contents`
+    of those it names (by their new names) and the old content of the others."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as out:
+        for info in archive.infolist():
+            new_name = _renamed(info.filename, renames)
+            content = contents.get(new_name)
+            out.writestr(
+                _copy_info(info, new_name), archive.read(info) if content is None else content
+            )
+    return buffer.getvalue()
 
 
 def _copy_info(info: zipfile.ZipInfo, name: str) -> zipfile.ZipInfo:
