@@ -13,9 +13,12 @@ another torch than the one it loads in. A symbol counts as resolved when
 
 A wheel built for libtorch's stable ABI must in addition take only C symbols from torch: a
 C++-mangled torch symbol (`c10::`, `at::`, `torch::`) ties it to the C++ ABI of the one
-torch it was compiled with.
+torch it was compiled with. std:: symbols are not torch's even where torch exports them:
+libc10.so defines basic_stringstream's constructor and such as weak symbols, and a stable
+build that links libc10 takes them from there, unversioned.
 
-Pure: `read_shared_object`, `shared_objects`, `symbol_problems`, `abi_problems`. Edge:
+Pure: `read_shared_object`, `shared_objects`, `is_torch_cxx_symbol`, `symbol_problems`,
+`abi_problems`, `defined_dynamic_symbols`. Edge:
 `torch_exports` reads the libraries of an installed torch (and keeps what it read), and
 `demangled` calls libstdc++'s demangler.
 """
