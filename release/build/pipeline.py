@@ -309,10 +309,11 @@ def build_cell(
 
     reproduce = proc.reproduce_command(command, env, None, parent=settings.environ)
     try:
-        return outcome(
-            cell, work, start=start, log=log, toolchain=toolchain_summary(toolchain),
-            reproduce=reproduce,
-        )  # fmt: skip
+        summary = toolchain_summary(toolchain)
+        if torch_env is not None:
+            summary["torch"] = torch_env.torch_version
+            summary["host_cc"] = "the build machine's c++ (torch's cpp_extension runs it)"
+        return outcome(cell, work, start=start, log=log, toolchain=summary, reproduce=reproduce)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 

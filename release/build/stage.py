@@ -21,6 +21,8 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from packaging.version import Version
+
 from release import proc
 from release.backends import (
     NVCC_HINT,
@@ -267,14 +269,13 @@ def build_python(cell: Cell) -> str:
     return cell.python or f"{sys.version_info.major}.{sys.version_info.minor}"
 
 
-def torch_env_spec(cell: Cell) -> TorchEnvSpec:
+def torch_env_spec(cell: Cell, torch: Version) -> TorchEnvSpec:
     """What a torch cell's environment holds: its torch, the project's other build
     requirements, and this tool's PEP 517 frontend."""
-    assert cell.torch is not None
     pyproject = cell.project.path / "pyproject.toml"
     text = pyproject.read_text(encoding="utf-8") if pyproject.is_file() else ""
     return TorchEnvSpec(
-        torch=cell.torch,
+        torch=torch,
         cuda=str(cell.cuda),
         arch=cell.arch,
         python=build_python(cell),
@@ -294,7 +295,7 @@ def provision_torch_envs(
     for cell in settings.cells:
         if cell.torch is None:
             continue
-        spec = torch_env_spec(cell)
+        spec = torch_env_spec(cell, cell.torch)
         if spec not in made:
             toolkit = nvcc_toolkit(toolchains[cell.id])
             if toolkit is None:  # buildable_problem has stopped such a cell already

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from packaging.version import Version
 
+from release.backends import backend_for
 from release.build.settings import CellFailure
 from release.build.torchpin import pinned, stable_target_version, torch_requirement
 from release.inspection.torchabi import abi_problems, torch_exports
@@ -25,7 +26,7 @@ CPU_ONLY = (
     "build compiled no CUDA kernel (nvcc never ran). A setup.py that builds its "
     "CUDAExtension only when torch.cuda.is_available() builds CPU-only on a machine "
     "without a GPU, which a release builder is: set the project's force-CUDA switch in "
-    "the matrix's build.env (FORCE_CUDA: \"1\" in most projects)"
+    'the matrix\'s build.env (FORCE_CUDA: "1" in most projects)'
 )
 
 
@@ -60,7 +61,13 @@ def certify_torch(
         raise CellFailure(CPU_ONLY)
     verdict = torch_audit_verdict(wheel, manylinux=cell.manylinux, arch=cell.arch)
     if verdict.problems:
-        raise CellFailure("; ".join(verdict.problems))
+        remedy = backend_for(cell.build.backend).tag_remedy
+        raise CellFailure(
+            "; ".join(
+                p + remedy if p.startswith("auditwheel: the wheel is only") else p
+                for p in verdict.problems
+            )
+        )
     try:
         target = stable_target_version(log.read_text(encoding="utf-8", errors="replace"))
     except ValueError as error:
@@ -73,7 +80,8 @@ def certify_torch(
         raise CellFailure("ABI check: " + "; ".join(problems))
     requirement = torch_requirement(Version(torch_env.torch_version), target)
     try:
-        wheel.write_bytes(pinned(wheel.name, data, requirement))
+        built_with = Version(Version(torch_env.torch_version).public)
+        wheel.write_bytes(pinned(wheel.name, data, requirement, built_with=built_with))
     except ValueError as error:
         raise CellFailure(str(error)) from None
     return wheel

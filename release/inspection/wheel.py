@@ -19,8 +19,9 @@ import io
 import json
 import re
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from fnmatch import fnmatch
 
 from elftools.common.exceptions import ELFError
 from elftools.elf.dynamic import DynamicSection
@@ -37,6 +38,7 @@ from packaging.version import Version
 
 from release.inspection.devicecode import ElfLister, coverage_problems, found_targets, scan
 from release.inspection.fatbin import FatbinContents, FatbinLister
+from release.inspection.torchlibs import TORCH_PROVIDED
 from release.matrix import Cell
 from release.targets import ELF_MACHINES
 from release.wheelfile import record_hash
@@ -108,8 +110,15 @@ def _glibc_version(text: str) -> tuple[int, ...] | None:
     return tuple(int(p) for p in match.group(1).split(".")) if match else None
 
 
-def check_elf(name: str, data: bytes, *, arch: str, glibc: tuple[int, int]) -> list[str]:
-    """Machine, needed libraries and glibc symbol versions of one shared library."""
+def _allowed(needed: str, provided: Sequence[str]) -> bool:
+    return needed in GLIBC_LIBRARIES or any(fnmatch(needed, pattern) for pattern in provided)
+
+
+def check_elf(
+    name: str, data: bytes, *, arch: str, glibc: tuple[int, int], provided: Sequence[str] = ()
+) -> list[str]:
+    """Machine, needed libraries and glibc symbol versions of one shared library; needed
+    libraries matching `provided` (a torch cell's: torch brings them) are allowed."""
     try:
         elf = ELFFile(io.BytesIO(data))
     except ELFError as error:
@@ -122,7 +131,7 @@ def check_elf(name: str, data: bytes, *, arch: str, glibc: tuple[int, int]) -> l
         if isinstance(section, DynamicSection):
             for tag in section.iter_tags():
                 needed = getattr(tag, "needed", None)  # set by pyelftools on DT_NEEDED only
-                if needed is not None and needed not in GLIBC_LIBRARIES:
+                if needed is not None and not _allowed(needed, provided):
                     problems.append(
                         f"{name} needs {needed}, which a manylinux system does not have "
                         "(libcuda is the driver's: dlopen it instead of linking)"
@@ -198,6 +207,7 @@ def inspect_wheel(
                     archive.read(info),
                     arch=cell.arch,
                     glibc=(glibc[0], glibc[1]),
+                    provided=TORCH_PROVIDED if cell.torch is not None else (),
                 )
         build_info = _build_info(archive)
     members = scan(data, list_fatbin=list_fatbin, list_elf=list_elf or _unlisted)

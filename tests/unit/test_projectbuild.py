@@ -142,7 +142,11 @@ def test_one_error_names_every_cell_that_cannot_build_here_and_where_it_can() ->
     with pytest.raises(ToolchainError) as raised:
         check_cells(cells, plans)
     lines = raised.value.message.splitlines()
-    assert [line.split(":")[0] for line in lines] == ["13.0-aarch64", "12.9-x86_64-torch2.14.1", "12.9-aarch64-torch2.14.1"]
+    assert [line.split(":")[0] for line in lines] == [
+        "13.0-aarch64",
+        "12.9-x86_64-torch2.14.1",
+        "12.9-aarch64-torch2.14.1",
+    ]
     hint = raised.value.hint or ""
     assert "cibuildwheel" in hint
     assert "--cuda-home / CUDA_HOME" in hint
@@ -195,7 +199,12 @@ def test_doctor_shows_per_cell_what_its_backend_uses_and_receives() -> None:
     cells = load_matrix(BUILD / "torch-and-cmake.yaml").cells
     plans = {c.id: plan(c) for c in cells}
     rows = {r.cell: r for r in doctor_rows(cells, plans)}
-    assert sorted(rows) == ["12.9-aarch64-torch2.14.1", "12.9-x86_64-torch2.14.1", "13.0-aarch64", "13.0-x86_64"]
+    assert sorted(rows) == [
+        "12.9-aarch64-torch2.14.1",
+        "12.9-x86_64-torch2.14.1",
+        "13.0-aarch64",
+        "13.0-x86_64",
+    ]
     cmake = rows["13.0-x86_64"]
     assert (cmake.backend, cmake.builds) == ("cmake", "here")
     assert "nvidia-cuda-nvcc==13.0.88" in cmake.device
