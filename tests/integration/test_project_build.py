@@ -39,7 +39,6 @@ pytestmark = pytest.mark.slow
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 FIXTURE = FIXTURES / "cmake_kernels"
-TORCH_FIXTURE = FIXTURES / "torch_arch_list"
 EPOCH = 1700000000
 CELL_ARCHITECTURES = "75-real,80-real,86-real,89-real,90-real,100-real,100-virtual"
 
@@ -269,27 +268,6 @@ def test_cmake_builds_suffixed_targets_as_90a_real_and_100f_real(
         [str(python), "-m", "fixture_kernels"], capture_output=True, text=True, check=True
     )
     assert "architectures: 80-real,90a-real,100f-real,100-virtual" in info.stdout
-
-
-@pytest.mark.parametrize(
-    ("sms", "ptx", "found"),
-    [
-        ("75, 80, 86, 89, 90, 100", "100", ("75", "80", "86", "89", "90", "100")),
-        ("80, 90a, 100f, 120", "120", ("80", "90a", "100f", "120")),
-    ],
-    ids=["shipped", "suffixed"],
-)
-def test_the_torch_backend_builds_from_torch_cuda_arch_list(
-    built: Built, tmp_path: Path, sms: str, ptx: str, found: tuple[str, ...]
-) -> None:
-    """A setuptools project that reads TORCH_CUDA_ARCH_LIST as torch's CUDAExtension does."""
-    matrix, cell = variant(TORCH_FIXTURE, tmp_path, sms, ptx)
-    assert cell.build.backend == "torch"
-    wheel, report = build_one(matrix, cell, built.settings.cache_dir, tmp_path)
-    assert wheel.name == f"torch_arch_fixture-0.3.0-py3-none-manylinux_2_34_{cell.arch}.whl"
-    assert (report.sms, report.ptx) == (found, (ptx,))
-    log = (tmp_path / "dist" / "logs" / f"{cell.id}.log").read_text()
-    assert f"-gencode=arch=compute_{ptx},code=compute_{ptx}" in log
 
 
 def test_an_older_manylinux_than_auditwheel_finds_is_a_clear_error(

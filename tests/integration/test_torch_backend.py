@@ -1,0 +1,180 @@
+"""The torch backend on a real CUDAExtension project (tests/fixtures/torch_ops, libtorch's
+stable ABI flavour), through `release build`: real torch 2.14.1 provisioned into the
+toolchain cache (never whatever the index serves), PyPI's nvcc in a CUDA_HOME assembled
+with torch's CUDA headers, the wheel tagged as built (cp310-abi3), pinned to the torch it
+needs, installed beside torch in a fresh venv where the project's own tests run its op on
+the CPU; a quietly CPU-only build and a planted undefined c10 symbol fail the cell (exit 4)
+with nothing in the manifest.
+
+RELEASE_FIXTURE_WHEELHOUSE=DIR keeps the built wheel in DIR (for the H200 run).
+"""
+
+from __future__ import annotations
+
+import email.parser
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from release.cli import main
+from release.records.manifest import read_manifest
+from release.toolchain import host_machine
+
+pytestmark = pytest.mark.slow
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "torch_ops"
+TORCH = "2.14.1"
+EPOCH = "1700000000"
+WHEEL = "k3_torch_ops-0.1.0-cp310-abi3-manylinux_2_34_x86_64.whl"
+
+MATRIX = f"""\
+project: {FIXTURE}
+build:
+  backend: torch
+  env: {{K3_TORCH_ABI: stable{{extra}}}}
+defaults:
+  arches: [x86_64]
+  sms: [75, 80, 90, 100]
+  ptx: 100
+  manylinux: "2_34"
+cuda:
+  "13.0":
+    destination: pypi
+    torch: "{TORCH}"
+    abi3: "3.10"
+destinations:
+  pypi: {{kind: pypi}}
+"""
+
+
+CLI = "import sys; from release.cli import main; sys.exit(main(sys.argv[1:]))"
+
+
+@dataclass(frozen=True)
+class Run:
+    code: int
+    out: str
+    err: str
+    dist: Path
+
+
+def release_build(
+    tmp_path: Path, cache: Path, capsys: pytest.CaptureFixture[str], extra: str = ""
+) -> Run:
+    if host_machine() != "x86_64":
+        pytest.skip("the fixture's matrix is an x86_64 one")
+    (tmp_path / "matrix.yaml").write_text(MATRIX.replace("{extra}", extra), encoding="utf-8")
+    os.environ["SOURCE_DATE_EPOCH"] = EPOCH
+    dist = tmp_path / "dist"
+    try:
+        code = main(
+            ["build", "--matrix", str(tmp_path / "matrix.yaml"), "--out", str(dist),
+             "--cache-dir", str(cache)]
+        )  # fmt: skip
+    finally:
+        del os.environ["SOURCE_DATE_EPOCH"]
+    captured = capsys.readouterr()
+    return Run(code=code, out=captured.out, err=captured.err, dist=dist)
+
+
+@pytest.fixture(scope="module")
+def built(release_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The stable flavour's wheel, built once for the module."""
+    where = tmp_path_factory.mktemp("torch-built")
+    (where / "matrix.yaml").write_text(MATRIX.replace("{extra}", ""), encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-c", CLI,
+         "build", "--matrix", str(where / "matrix.yaml"), "--out", str(where / "dist"),
+         "--cache-dir", str(release_cache)],
+        capture_output=True, text=True, check=False,
+        env={**os.environ, "SOURCE_DATE_EPOCH": EPOCH},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    wheel = where / "dist" / WHEEL
+    assert wheel.is_file(), sorted(p.name for p in (where / "dist").iterdir())
+    kept = os.environ.get("RELEASE_FIXTURE_WHEELHOUSE")
+    if kept:
+        Path(kept).mkdir(parents=True, exist_ok=True)
+        shutil.copy2(wheel, Path(kept) / wheel.name)
+    return wheel
+
+
+def metadata(wheel: Path) -> email.message.Message:
+    with zipfile.ZipFile(wheel) as archive:
+        name = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
+        return email.parser.BytesParser().parsebytes(archive.read(name))
+
+
+def test_the_wheel_is_tagged_as_built_and_holds_the_cells_device_code(built: Path) -> None:
+    manifest = read_manifest(built.parent / "manifest.json")
+    (entry,) = manifest.wheels
+    assert entry.filename == WHEEL
+    assert entry.cell == f"13.0-x86_64-torch{TORCH}"
+    assert (entry.sms, entry.ptx) == (("75", "80", "90", "100"), "100")
+    assert entry.toolchain["torch"].startswith(f"{TORCH}+cu130")
+
+
+def test_a_stable_abi_wheel_needs_torch_from_its_target_version_on(built: Path) -> None:
+    requires = metadata(built).get_all("Requires-Dist") or []
+    assert [r for r in requires if r.startswith("torch")] == ["torch>=2.10"]
+
+
+def test_the_build_compiled_against_the_pinned_torch_and_the_assembled_cuda_home(
+    built: Path,
+) -> None:
+    log = (built.parent / "logs" / f"13.0-x86_64-torch{TORCH}.log").read_text()
+    assert f"against torch {TORCH}+cu130 (CUDA 13.0)" in log
+    assert "/cuda-home/bin/nvcc" in log
+    assert "/usr/local/cuda" not in log
+
+
+def test_installed_beside_torch_its_own_tests_run_the_op_on_the_cpu(
+    built: Path, release_cache: Path, tmp_path: Path
+) -> None:
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    python = str(venv / "bin" / "python")
+    install = subprocess.run(
+        [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+         str(built), f"torch=={TORCH}", "pytest"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert install.returncode == 0, install.stderr[-3000:]
+    tests = tmp_path / "tests"
+    shutil.copytree(FIXTURE / "tests", tests)
+    ran = subprocess.run(
+        [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tests)],
+        capture_output=True, text=True, check=False, cwd=tmp_path,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stdout[-3000:]
+    assert " passed" in ran.stdout
+    assert "test_matches_torch[float32-cpu] SKIPPED" not in ran.stdout
+
+
+def test_a_cpu_only_build_fails_the_cell_and_says_why(
+    built: Path, release_cache: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = release_build(tmp_path, release_cache, capsys, extra=", K3_TORCH_CPU_ONLY_IF_NO_GPU: '1'")
+    assert run.code == 4
+    assert "the wheel holds no device code" in run.out + run.err
+    assert "torch.cuda.is_available()" in run.out + run.err
+    assert read_manifest(run.dist / "manifest.json").wheels == ()
+    assert not list(run.dist.glob("*.whl"))
+
+
+def test_a_planted_undefined_torch_symbol_fails_the_abi_check(
+    built: Path, release_cache: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = release_build(tmp_path, release_cache, capsys, extra=", K3_TORCH_PLANT_MISMATCH: '1'")
+    assert run.code == 4
+    said = run.out + run.err
+    assert "ABI check" in said
+    assert "c10::k3_planted_missing_symbol(int)" in said
+    assert f"not exported by torch {TORCH}" in said
+    assert not list(run.dist.glob("*.whl"))
