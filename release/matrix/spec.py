@@ -17,6 +17,7 @@ from packaging.version import Version
 from release.backends import BuildSpec
 from release.errors import shown
 from release.targets import Arch, GpuTarget
+from release.yamlspec import optional
 
 DestinationKind = Literal["pypi", "github"]
 RELEASE_VERSION = r"[0-9]+(\.[0-9]+)*"
@@ -93,19 +94,11 @@ class VersionSpec:
 class WheelSettings:
     """Settings shared by the wheels of every CUDA version unless a version overrides them."""
 
-    arches: list[Arch] | None = field(default=None, metadata={"doc": "CPU architectures"})
-    sms: list[GpuTarget] | None = field(
-        default=None, metadata={"doc": "GPU targets with a cubin each: 75, 80, 90a, 100f"}
-    )
-    ptx: PtxSpec | None = field(
-        default=None, metadata={"doc": "PTX target for GPUs newer than the SMs, or none"}
-    )
-    manylinux: ManylinuxSpec | None = field(
-        default=None, metadata={"doc": 'manylinux glibc level, e.g. "2_28"'}
-    )
-    nccl: VersionSpec | None = field(
-        default=None, metadata={"doc": "NCCL version pinned for this CUDA major"}
-    )
+    arches: list[Arch] | None = optional("CPU architectures")
+    sms: list[GpuTarget] | None = optional("GPU targets with a cubin each: 75, 80, 90a, 100f")
+    ptx: PtxSpec | None = optional("PTX target for GPUs newer than the SMs, or none")
+    manylinux: ManylinuxSpec | None = optional('manylinux glibc level, e.g. "2_28"')
+    nccl: VersionSpec | None = optional("NCCL version pinned for this CUDA major")
 
 
 @dataclass(frozen=True)
@@ -113,12 +106,8 @@ class CudaSpec(WheelSettings):
     """The wheels of one CUDA version."""
 
     destination: str = field(default="", metadata={"doc": "a name under destinations"})
-    local_label: str | None = field(
-        default=None, metadata={"doc": "PEP 440 local version label, e.g. cu129"}
-    )
-    build: BuildSpec | None = field(
-        default=None, metadata={"doc": "this CUDA version's build, over the release's"}
-    )
+    local_label: str | None = optional("PEP 440 local version label, e.g. cu129")
+    build: BuildSpec | None = optional("this CUDA version's build, over the release's")
 
 
 @dataclass(frozen=True)
@@ -126,18 +115,12 @@ class DestinationSpec:
     """Where a variant's wheels are published."""
 
     kind: DestinationKind
-    repository_url: str | None = field(default=None, metadata={"doc": "pypi: upload URL"})
-    index_url: str | None = field(
-        default=None, metadata={"doc": "the simple index pip installs from"}
-    )
-    repository: str | None = field(default=None, metadata={"doc": "github: owner/name"})
-    tag: str | None = field(default=None, metadata={"doc": "github: tag template, v{version}"})
-    api_url: str | None = field(
-        default=None, metadata={"doc": "github: REST API base URL (GitHub Enterprise)"}
-    )
-    max_file_size_mib: int | None = field(
-        default=None, metadata={"doc": "largest file the destination accepts, MiB"}
-    )
+    repository_url: str | None = optional("pypi: upload URL")
+    index_url: str | None = optional("the simple index pip installs from")
+    repository: str | None = optional("github: owner/name")
+    tag: str | None = optional("github: tag template, v{version}")
+    api_url: str | None = optional("github: REST API base URL (GitHub Enterprise)")
+    max_file_size_mib: int | None = optional("largest file the destination accepts, MiB")
 
 
 @dataclass(frozen=True)
@@ -180,9 +163,5 @@ class MatrixSpec:
     destinations: dict[str, DestinationSpec] = field(metadata={"doc": "named publish targets"})
     defaults: WheelSettings | None = None
     exclude: list[ExcludeSpec] | None = None
-    build: BuildSpec | None = field(
-        default=None, metadata={"doc": "how the kernel project is built (default: release)"}
-    )
-    gpu_gate: GpuGateSpec | None = field(
-        default=None, metadata={"doc": "GPU tests on GPU runners before publishing"}
-    )
+    build: BuildSpec | None = optional("how the kernel project is built (default: release)")
+    gpu_gate: GpuGateSpec | None = optional("GPU tests on GPU runners before publishing")
