@@ -40,6 +40,14 @@ class PtxSpec:
         return {"anyOf": [GpuTarget.yaml_schema(), {"const": "none"}, {"const": False}]}
 
 
+def _string(value: object, expected: str, remedy: str) -> str:
+    """`value` where YAML read a string; else `expected EXPECTED, got VALUE (REMEDY)`, for
+    the scalars written as strings (unquoted, YAML reads 2_28 or 2.30 as a number)."""
+    if not isinstance(value, str):
+        raise ValueError(f"expected {expected}, got {shown(value)} ({remedy})")
+    return value
+
+
 @dataclass(frozen=True)
 class ManylinuxSpec:
     """A manylinux glibc level: `2_28` (or `manylinux_2_28`)."""
@@ -49,14 +57,12 @@ class ManylinuxSpec:
 
     @classmethod
     def from_yaml(cls, value: object) -> ManylinuxSpec:
-        if not isinstance(value, str):
-            raise ValueError(
-                f'expected a quoted string like "2_28", got {shown(value)} '
-                "(YAML reads 2_28 unquoted as the number 228)"
-            )
-        match = re.fullmatch(r"(?:manylinux_)?([0-9]+)_([0-9]+)", value)
+        text = _string(
+            value, 'a quoted string like "2_28"', "YAML reads 2_28 unquoted as the number 228"
+        )
+        match = re.fullmatch(r"(?:manylinux_)?([0-9]+)_([0-9]+)", text)
         if match is None:
-            raise ValueError(f'{shown(value)} is not a manylinux level (write it like "2_28")')
+            raise ValueError(f'{shown(text)} is not a manylinux level (write it like "2_28")')
         return cls(int(match.group(1)), int(match.group(2)))
 
     @classmethod
@@ -75,15 +81,12 @@ class VersionSpec:
 
     @classmethod
     def from_yaml(cls, value: object) -> VersionSpec:
-        if not isinstance(value, str):
+        text = _string(value, 'a version string like "2.30.7"', "quote it")
+        if not re.fullmatch(RELEASE_VERSION, text):
             raise ValueError(
-                f'expected a version string like "2.30.7", got {shown(value)} (quote it)'
+                f'{shown(text)} is not a valid version (numbers and dots, e.g. "2.30.7")'
             )
-        if not re.fullmatch(RELEASE_VERSION, value):
-            raise ValueError(
-                f'{shown(value)} is not a valid version (numbers and dots, e.g. "2.30.7")'
-            )
-        return cls(Version(value))
+        return cls(Version(text))
 
     @classmethod
     def yaml_schema(cls) -> dict[str, Any]:
