@@ -133,6 +133,12 @@ def key_of(field: dataclasses.Field[Any]) -> str:
     return str(field.metadata.get("key", field.name.replace("_", "-")))
 
 
+def optional(doc: str) -> Any:
+    """A dataclass field for a key the document may leave out (None), with `doc` as its
+    description in the JSON Schema."""
+    return dataclasses.field(default=None, metadata={"doc": doc})
+
+
 _PLAIN_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 
 

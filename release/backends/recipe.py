@@ -7,8 +7,10 @@ recipe of a CUDA version (`merge`: its own `build` over the release's, key by ke
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal, get_args
+
+from release.yamlspec import optional
 
 BackendName = Literal["release", "cmake", "torch"]
 BACKEND_NAMES: tuple[BackendName, ...] = get_args(BackendName)
@@ -19,15 +21,12 @@ DEFAULT_BACKEND: BackendName = "release"
 class BuildSpec:
     """How the kernel project is built, and what its build gets besides the cell."""
 
-    backend: BackendName | None = field(
-        default=None,
-        metadata={"doc": "release (csrc's RELEASE_* contract), cmake or torch; default release"},
+    backend: BackendName | None = optional(
+        "release (csrc's RELEASE_* contract), cmake or torch; default release"
     )
-    env: dict[str, str] | None = field(
-        default=None, metadata={"doc": "environment variables of the build"}
-    )
-    config_settings: dict[str, str] | None = field(
-        default=None, metadata={"doc": "PEP 517 config settings (-C KEY=VALUE) of the build"}
+    env: dict[str, str] | None = optional("environment variables of the build")
+    config_settings: dict[str, str] | None = optional(
+        "PEP 517 config settings (-C KEY=VALUE) of the build"
     )
 
 

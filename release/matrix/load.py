@@ -32,9 +32,6 @@ from release.matrix.model import (
     Matrix,
     Project,
     PypiDestination,
-    cell_dict,
-    nccl_package,
-    nccl_requirement,
 )
 from release.matrix.rules import check_cells, gpu_gate, release_build
 from release.matrix.spec import DestinationSpec, MatrixSpec
@@ -295,20 +292,3 @@ def problems_of(text: str, filename: str = "matrix.yaml") -> list[Problem]:
     """Load only the document shape (no rules, no project): used by the schema tests."""
     _, loader = load_document(MatrixSpec, parse_yaml(text, filename))
     return loader.problems
-
-
-__all__ = [
-    "Cell",
-    "Destination",
-    "GithubDestination",
-    "Matrix",
-    "Project",
-    "PypiDestination",
-    "cell_dict",
-    "load_matrix",
-    "matrix_from_text",
-    "matrix_json_schema",
-    "nccl_package",
-    "nccl_requirement",
-    "problems_of",
-]

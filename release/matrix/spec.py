@@ -17,6 +17,7 @@ from packaging.version import Version
 from release.backends import BuildSpec
 from release.errors import shown
 from release.targets import Arch, GpuTarget
+from release.yamlspec import optional
 
 DestinationKind = Literal["pypi", "github"]
 RELEASE_VERSION = r"[0-9]+(\.[0-9]+)*"
@@ -40,6 +41,14 @@ class PtxSpec:
         return {"anyOf": [GpuTarget.yaml_schema(), {"const": "none"}, {"const": False}]}
 
 
+def _string(value: object, expected: str, remedy: str) -> str:
+    """`value` where YAML read a string; else `expected EXPECTED, got VALUE (REMEDY)`, for
+    the scalars written as strings (unquoted, YAML reads 2_28 or 2.30 as a number)."""
+    if not isinstance(value, str):
+        raise ValueError(f"expected {expected}, got {shown(value)} ({remedy})")
+    return value
+
+
 @dataclass(frozen=True)
 class ManylinuxSpec:
     """A manylinux glibc level: `2_28` (or `manylinux_2_28`)."""
@@ -49,14 +58,12 @@ class ManylinuxSpec:
 
     @classmethod
     def from_yaml(cls, value: object) -> ManylinuxSpec:
-        if not isinstance(value, str):
-            raise ValueError(
-                f'expected a quoted string like "2_28", got {shown(value)} '
-                "(YAML reads 2_28 unquoted as the number 228)"
-            )
-        match = re.fullmatch(r"(?:manylinux_)?([0-9]+)_([0-9]+)", value)
+        text = _string(
+            value, 'a quoted string like "2_28"', "YAML reads 2_28 unquoted as the number 228"
+        )
+        match = re.fullmatch(r"(?:manylinux_)?([0-9]+)_([0-9]+)", text)
         if match is None:
-            raise ValueError(f'{shown(value)} is not a manylinux level (write it like "2_28")')
+            raise ValueError(f'{shown(text)} is not a manylinux level (write it like "2_28")')
         return cls(int(match.group(1)), int(match.group(2)))
 
     @classmethod
@@ -75,15 +82,12 @@ class VersionSpec:
 
     @classmethod
     def from_yaml(cls, value: object) -> VersionSpec:
-        if not isinstance(value, str):
+        text = _string(value, 'a version string like "2.30.7"', "quote it")
+        if not re.fullmatch(RELEASE_VERSION, text):
             raise ValueError(
-                f'expected a version string like "2.30.7", got {shown(value)} (quote it)'
+                f'{shown(text)} is not a valid version (numbers and dots, e.g. "2.30.7")'
             )
-        if not re.fullmatch(RELEASE_VERSION, value):
-            raise ValueError(
-                f'{shown(value)} is not a valid version (numbers and dots, e.g. "2.30.7")'
-            )
-        return cls(Version(value))
+        return cls(Version(text))
 
     @classmethod
     def yaml_schema(cls) -> dict[str, Any]:
@@ -147,33 +151,20 @@ class PythonSpec:
 class WheelSettings:
     """Settings shared by the wheels of every CUDA version unless a version overrides them."""
 
-    arches: list[Arch] | None = field(default=None, metadata={"doc": "CPU architectures"})
-    sms: list[GpuTarget] | None = field(
-        default=None, metadata={"doc": "GPU targets with a cubin each: 75, 80, 90a, 100f"}
+    arches: list[Arch] | None = optional("CPU architectures")
+    sms: list[GpuTarget] | None = optional("GPU targets with a cubin each: 75, 80, 90a, 100f")
+    ptx: PtxSpec | None = optional("PTX target for GPUs newer than the SMs, or none")
+    manylinux: ManylinuxSpec | None = optional('manylinux glibc level, e.g. "2_28"')
+    nccl: VersionSpec | None = optional("NCCL version pinned for this CUDA major")
+    torch: TorchSpec | None = optional(
+        "torch backend: the exact torch version(s) to build against, a cell each"
     )
-    ptx: PtxSpec | None = field(
-        default=None, metadata={"doc": "PTX target for GPUs newer than the SMs, or none"}
+    python: PythonSpec | None = optional(
+        'torch backend: CPython versions, a cp3X-cp3X cell each ("3.11")'
     )
-    manylinux: ManylinuxSpec | None = field(
-        default=None, metadata={"doc": 'manylinux glibc level, e.g. "2_28"'}
-    )
-    nccl: VersionSpec | None = field(
-        default=None, metadata={"doc": "NCCL version pinned for this CUDA major"}
-    )
-    torch: TorchSpec | None = field(
-        default=None,
-        metadata={"doc": "torch backend: the exact torch version(s) to build against, a cell each"},
-    )
-    python: PythonSpec | None = field(
-        default=None,
-        metadata={"doc": 'torch backend: CPython versions, a cp3X-cp3X cell each ("3.11")'},
-    )
-    abi3: PythonSpec | None = field(
-        default=None,
-        metadata={
-            "doc": 'torch backend: the py_limited_api floor ("3.10"): one cp310-abi3 wheel '
-            "per cell instead of one per Python"
-        },
+    abi3: PythonSpec | None = optional(
+        'torch backend: the py_limited_api floor ("3.10"): one cp310-abi3 wheel per cell '
+        "instead of one per Python"
     )
 
 
@@ -182,18 +173,11 @@ class CudaSpec(WheelSettings):
     """The wheels of one CUDA version."""
 
     destination: str = field(default="", metadata={"doc": "a name under destinations"})
-    local_label: str | None = field(
-        default=None, metadata={"doc": "PEP 440 local version label, e.g. cu129"}
-    )
-    build: BuildSpec | None = field(
-        default=None, metadata={"doc": "this CUDA version's build, over the release's"}
-    )
-    torch_index: str | None = field(
-        default=None,
-        metadata={
-            "doc": "the index this CUDA version's torch comes from "
-            "(https://download.pytorch.org/whl/cu129); default: pip's index"
-        },
+    local_label: str | None = optional("PEP 440 local version label, e.g. cu129")
+    build: BuildSpec | None = optional("this CUDA version's build, over the release's")
+    torch_index: str | None = optional(
+        "the index this CUDA version's torch comes from "
+        "(https://download.pytorch.org/whl/cu129); default: pip's index"
     )
 
 
@@ -202,18 +186,12 @@ class DestinationSpec:
     """Where a variant's wheels are published."""
 
     kind: DestinationKind
-    repository_url: str | None = field(default=None, metadata={"doc": "pypi: upload URL"})
-    index_url: str | None = field(
-        default=None, metadata={"doc": "the simple index pip installs from"}
-    )
-    repository: str | None = field(default=None, metadata={"doc": "github: owner/name"})
-    tag: str | None = field(default=None, metadata={"doc": "github: tag template, v{version}"})
-    api_url: str | None = field(
-        default=None, metadata={"doc": "github: REST API base URL (GitHub Enterprise)"}
-    )
-    max_file_size_mib: int | None = field(
-        default=None, metadata={"doc": "largest file the destination accepts, MiB"}
-    )
+    repository_url: str | None = optional("pypi: upload URL")
+    index_url: str | None = optional("the simple index pip installs from")
+    repository: str | None = optional("github: owner/name")
+    tag: str | None = optional("github: tag template, v{version}")
+    api_url: str | None = optional("github: REST API base URL (GitHub Enterprise)")
+    max_file_size_mib: int | None = optional("largest file the destination accepts, MiB")
 
 
 @dataclass(frozen=True)
@@ -256,9 +234,5 @@ class MatrixSpec:
     destinations: dict[str, DestinationSpec] = field(metadata={"doc": "named publish targets"})
     defaults: WheelSettings | None = None
     exclude: list[ExcludeSpec] | None = None
-    build: BuildSpec | None = field(
-        default=None, metadata={"doc": "how the kernel project is built (default: release)"}
-    )
-    gpu_gate: GpuGateSpec | None = field(
-        default=None, metadata={"doc": "GPU tests on GPU runners before publishing"}
-    )
+    build: BuildSpec | None = optional("how the kernel project is built (default: release)")
+    gpu_gate: GpuGateSpec | None = optional("GPU tests on GPU runners before publishing")

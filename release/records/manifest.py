@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -39,21 +39,18 @@ class DestinationRef:
     @classmethod
     def of(cls, cell: Cell) -> DestinationRef:
         destination = cell.destination
-        if isinstance(destination, PypiDestination):
-            return cls(
-                name=destination.name,
-                kind="pypi",
-                index_url=destination.index_url,
-                max_file_size=destination.max_file_size,
-                repository_url=destination.repository_url,
-            )
-        if not isinstance(destination, GithubDestination):
+        if not isinstance(destination, (PypiDestination, GithubDestination)):
             raise TypeError(f"unknown destination type {type(destination).__name__}")
-        return cls(
+        ref = cls(
             name=destination.name,
-            kind="github",
+            kind=destination.kind,
             index_url=destination.index_url,
             max_file_size=destination.max_file_size,
+        )
+        if isinstance(destination, PypiDestination):
+            return replace(ref, repository_url=destination.repository_url)
+        return replace(
+            ref,
             repository=destination.repository,
             tag=destination.tag(cell.project.version),
             api_url=destination.api_url,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -18,22 +18,20 @@ from release.credentials import mask
 from release.errors import ConfigError, shown
 from release.fsutil import json_text, read_json, write_atomic
 from release.records.manifest import SHA256_HEX, Manifest
+from release.records.release_manifest import ReleaseWheel
 
 RECORD_NAME = "published.json"
 RECORD_SCHEMA = 1
 
 
 @dataclass(frozen=True, kw_only=True)
-class PublishedFile:
-    filename: str
-    sha256: str
-    size: int  # -1 where no size is known (an index page that lists none)
+class PublishedFile(ReleaseWheel):
+    """A wheel with the fields the release manifest records, and where it is downloadable:
+    its URL and the index pip finds it in. `size` is -1 where no size is known (an index
+    page that lists none)."""
+
     url: str
-    destination: str
-    kind: str
     index_url: str | None
-    arch: str
-    local_label: str | None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -85,20 +83,8 @@ def read_record(path: Path, manifest: Manifest) -> Published:
         if index_url is not None and not _url(index_url):
             problems.append(f"{where}.index_url: {shown(index_url)} is not an http(s) URL")
             continue
-        entry = built[name]
-        files.append(
-            PublishedFile(
-                filename=name,
-                sha256=entry.sha256,
-                size=entry.size,
-                url=str(url),
-                destination=entry.destination.name,
-                kind=entry.destination.kind,
-                index_url=index_url,
-                arch=entry.arch,
-                local_label=entry.local_label,
-            )
-        )
+        wheel = asdict(ReleaseWheel.of(built[name]))
+        files.append(PublishedFile(**wheel, url=str(url), index_url=index_url))
     companions = _companions(data.get("companions", []), path, problems)
     if problems:
         raise ConfigError(problems, hint="the record and the manifest are from different builds")
