@@ -125,7 +125,9 @@ class Cell:
         return f"{self.project.wheel_name}-{self.version}-{tags}.whl"
 
 
-GATE_PLACEHOLDERS = ("wheel", "expect_arch")  # what a gpu-gate command may name in braces
+# what a gpu-gate command may name in braces; {torch} is a torch cell's torch (empty for
+# other cells), so that the command installs the wheel beside exactly that torch
+GATE_PLACEHOLDERS = ("wheel", "expect_arch", "torch")
 _PLACEHOLDER = re.compile(r"\{(" + "|".join(GATE_PLACEHOLDERS) + r")\}")
 
 
@@ -201,9 +203,10 @@ class GpuGate:
         )
 
     def command_line(self, run: GateRun, wheel: Path) -> list[str]:
-        """The command's words with {wheel} and {expect_arch} put in; a placeholder stays one
-        word whatever its value holds (spaces, quotes), as no shell reads it."""
-        values = {"wheel": str(wheel), "expect_arch": run.expect_arch}
+        """The command's words with {wheel}, {expect_arch} and {torch} put in; a placeholder
+        stays one word whatever its value holds (spaces, quotes), as no shell reads it."""
+        torch = str(run.cell.torch) if run.cell.torch is not None else ""
+        values = {"wheel": str(wheel), "expect_arch": run.expect_arch, "torch": torch}
         return [
             _PLACEHOLDER.sub(lambda m: values[m.group(1)], word)
             for word in shlex.split(self.command)

@@ -37,7 +37,8 @@ def gpu_gate(spec: MatrixSpec, loader: DocumentLoader, cells: Sequence[Cell]) ->
     if unknown:
         loader.problem(
             "gpu-gate.command",
-            f"unknown placeholder {{{shown(unknown[0])[1:-1]}}} (use {{wheel}}, {{expect_arch}})",
+            f"unknown placeholder {{{shown(unknown[0])[1:-1]}}} "
+            "(use {wheel}, {expect_arch}, {torch})",
         )
     if not gate.runners:
         loader.problem("gpu-gate.runners", "no runner: name at least one, or drop gpu-gate")

@@ -220,7 +220,8 @@ class GpuGateSpec:
     command: str = field(
         metadata={
             "doc": "the test command, from the repository root: {wheel} is the wheel's path, "
-            "{expect_arch} the __CUDA_ARCH__ a PTX-only build must report (empty otherwise)"
+            "{expect_arch} the __CUDA_ARCH__ a PTX-only build must report (empty otherwise), "
+            "{torch} a torch cell's torch version (to install the wheel beside it)"
         }
     )
 
