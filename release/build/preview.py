@@ -26,6 +26,7 @@ from release.build.pipeline import build_command, cell_targets
 from release.build.settings import BuildSettings
 from release.matrix import Cell
 from release.toolchain import BUILD_TOOL_PINS, ToolchainPlan
+from release.toolchain.torchenv import torch_env_spec
 
 NVCC_HOST_CC = "g++ from PATH, driven by nvcc"  # cmake and torch: nvcc picks the host compiler
 
@@ -157,9 +158,21 @@ def planned(settings: BuildSettings, cell: Cell, plan: ToolchainPlan) -> dict[st
         device_log=settings.device_log,
     )
     device, host = _compilers(cell, plan, row)
-    command = build_command(settings.python, settings.matrix.project.path, settings.out)
+    python, torch = settings.python, {}
+    if cell.torch is not None:
+        spec = torch_env_spec(cell, cell.torch)
+        root = settings.toolchain_dir / spec.dirname
+        python = str(root / "venv" / "bin" / "python")
+        torch = {
+            "torch": f"torch {spec.torch} for Python {spec.python}, from "
+            f"{spec.index_url or 'pip index'}, in {root}"
+        }
+    command = build_command(
+        python, settings.matrix.project.path, settings.out, isolated=cell.torch is None
+    )
     env = {**inputs.env, "SOURCE_DATE_EPOCH": str(settings.epoch)}
     return {
+        **torch,
         "cell": cell.id,
         "wheel": cell.wheel_filename,
         "backend": cell.build.backend,

@@ -21,8 +21,6 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from packaging.version import Version
-
 from release import proc
 from release.backends import (
     NVCC_HINT,
@@ -63,10 +61,10 @@ from release.toolchain import (
 from release.toolchain.torchenv import (
     TorchEnv,
     TorchEnvSpec,
-    build_requirements,
+    build_python,
     find_python,
-    frontend_requirement,
     provision_torch_env,
+    torch_env_spec,
 )
 
 CellProgress = Callable[[str, Cell, CellResult | None], None]
@@ -262,27 +260,6 @@ def prepare(
     for cell_id, torch_env in torch_envs.items():
         events.note(f"{cell_id}: {torch_env.identity}")
     return replace(settings, torch_envs=torch_envs), toolchains
-
-
-def build_python(cell: Cell) -> str:
-    """The CPython a torch cell builds with: its own, else (abi3) this one."""
-    return cell.python or f"{sys.version_info.major}.{sys.version_info.minor}"
-
-
-def torch_env_spec(cell: Cell, torch: Version) -> TorchEnvSpec:
-    """What a torch cell's environment holds: its torch, the project's other build
-    requirements, and this tool's PEP 517 frontend."""
-    pyproject = cell.project.path / "pyproject.toml"
-    text = pyproject.read_text(encoding="utf-8") if pyproject.is_file() else ""
-    return TorchEnvSpec(
-        torch=torch,
-        cuda=str(cell.cuda),
-        arch=cell.arch,
-        python=build_python(cell),
-        index_url=cell.torch_index,
-        requirements=build_requirements(text),
-        frontend=frontend_requirement(),
-    )
 
 
 def provision_torch_envs(

@@ -341,4 +341,6 @@ def _dry_run(settings: BuildSettings, plans: Mapping[str, ToolchainPlan], output
             else f"{cell['backend']} backend, {cell['builds']}: "
         )
         output.line(f"{cell['cell']}: {how}{shown} {shlex.join(cell['command'])}")
+        if "torch" in cell:
+            output.line(f"{cell['cell']}: builds against {cell['torch']}")
     return 0

@@ -28,6 +28,7 @@ from packaging.version import InvalidVersion, Version
 
 from release import proc
 from release.errors import ToolchainError
+from release.matrix import Cell
 from release.toolchain.provision import Progress, check_pip_install, pip_progress
 
 if sys.version_info >= (3, 11):
@@ -180,6 +181,27 @@ def install_commands(spec: TorchEnvSpec, pip_python: str, target: Path) -> list[
 def frontend_requirement() -> str:
     """The PEP 517 frontend the venv gets: this tool's own `build`, at its version."""
     return f"build=={metadata.version('build')}"
+
+
+def build_python(cell: Cell) -> str:
+    """The CPython a torch cell builds with: its own, else (abi3) this one."""
+    return cell.python or f"{sys.version_info.major}.{sys.version_info.minor}"
+
+
+def torch_env_spec(cell: Cell, torch: Version) -> TorchEnvSpec:
+    """What a torch cell's environment holds: its torch, the project's other build
+    requirements (read from its pyproject.toml), and this tool's PEP 517 frontend."""
+    pyproject = cell.project.path / "pyproject.toml"
+    text = pyproject.read_text(encoding="utf-8") if pyproject.is_file() else ""
+    return TorchEnvSpec(
+        torch=torch,
+        cuda=str(cell.cuda),
+        arch=cell.arch,
+        python=build_python(cell),
+        index_url=cell.torch_index,
+        requirements=build_requirements(text),
+        frontend=frontend_requirement(),
+    )
 
 
 # ---------------------------------------------------------------- edge

@@ -37,7 +37,7 @@ MATRIX = f"""\
 project: {FIXTURE}
 build:
   backend: torch
-  env: {{K3_TORCH_ABI: stable{{extra}}}}
+  env: {{K3_TORCH_ABI: {{abi}}, K3_TORCH_UNPINNED: "1"{{extra}}}}
 defaults:
   arches: [x86_64]
   sms: [75, 80, 90, 100]
@@ -69,7 +69,8 @@ def release_build(
 ) -> Run:
     if host_machine() != "x86_64":
         pytest.skip("the fixture's matrix is an x86_64 one")
-    (tmp_path / "matrix.yaml").write_text(MATRIX.replace("{extra}", extra), encoding="utf-8")
+    text = MATRIX.replace("{abi}", "stable").replace("{extra}", extra)
+    (tmp_path / "matrix.yaml").write_text(text, encoding="utf-8")
     os.environ["SOURCE_DATE_EPOCH"] = EPOCH
     dist = tmp_path / "dist"
     try:
@@ -83,15 +84,16 @@ def release_build(
     return Run(code=code, out=captured.out, err=captured.err, dist=dist)
 
 
-@pytest.fixture(scope="module")
-def built(release_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The stable flavour's wheel, built once for the module."""
-    where = tmp_path_factory.mktemp("torch-built")
-    (where / "matrix.yaml").write_text(MATRIX.replace("{extra}", ""), encoding="utf-8")
+def built_wheel(abi: str, cache: Path, where: Path) -> Path:
+    """The fixture's wheel of one flavour, through `release build` in a process of its own."""
+    if host_machine() != "x86_64":
+        pytest.skip("the fixture's matrix is an x86_64 one")
+    text = MATRIX.replace("{abi}", abi).replace("{extra}", "")
+    (where / "matrix.yaml").write_text(text, encoding="utf-8")
     done = subprocess.run(
         [sys.executable, "-c", CLI,
          "build", "--matrix", str(where / "matrix.yaml"), "--out", str(where / "dist"),
-         "--cache-dir", str(release_cache)],
+         "--cache-dir", str(cache)],
         capture_output=True, text=True, check=False,
         env={**os.environ, "SOURCE_DATE_EPOCH": EPOCH},
     )  # fmt: skip
@@ -100,9 +102,21 @@ def built(release_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> Path
     assert wheel.is_file(), sorted(p.name for p in (where / "dist").iterdir())
     kept = os.environ.get("RELEASE_FIXTURE_WHEELHOUSE")
     if kept:
-        Path(kept).mkdir(parents=True, exist_ok=True)
-        shutil.copy2(wheel, Path(kept) / wheel.name)
+        Path(kept, abi).mkdir(parents=True, exist_ok=True)
+        shutil.copy2(wheel, Path(kept, abi) / wheel.name)
     return wheel
+
+
+@pytest.fixture(scope="module")
+def built(release_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The stable flavour's wheel (libtorch's stable ABI, TORCH_TARGET_VERSION 2.10)."""
+    return built_wheel("stable", release_cache, tmp_path_factory.mktemp("torch-stable"))
+
+
+@pytest.fixture(scope="module")
+def built_regular(release_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The regular flavour's wheel (ATen and TORCH_LIBRARY: loads beside its torch only)."""
+    return built_wheel("regular", release_cache, tmp_path_factory.mktemp("torch-regular"))
 
 
 def metadata(wheel: Path) -> email.message.Message:
@@ -120,9 +134,21 @@ def test_the_wheel_is_tagged_as_built_and_holds_the_cells_device_code(built: Pat
     assert entry.toolchain["torch"].startswith(f"{TORCH}+cu130")
 
 
+def torch_requirements(wheel: Path) -> list[str]:
+    return [r for r in metadata(wheel).get_all("Requires-Dist") or [] if r.startswith("torch")]
+
+
 def test_a_stable_abi_wheel_needs_torch_from_its_target_version_on(built: Path) -> None:
-    requires = metadata(built).get_all("Requires-Dist") or []
-    assert [r for r in requires if r.startswith("torch")] == ["torch>=2.10"]
+    # the project says a bare `torch`; the build's TORCH_TARGET_VERSION says 2.10
+    assert torch_requirements(built) == ["torch>=2.10"]
+
+
+def test_a_regular_abi_wheel_needs_the_torch_minor_it_was_built_against(
+    built_regular: Path,
+) -> None:
+    assert torch_requirements(built_regular) == ["torch==2.14.*"]
+    (entry,) = read_manifest(built_regular.parent / "manifest.json").wheels
+    assert (entry.sms, entry.ptx) == (("75", "80", "90", "100"), "100")
 
 
 def test_the_build_compiled_against_the_pinned_torch_and_the_assembled_cuda_home(
@@ -134,9 +160,11 @@ def test_the_build_compiled_against_the_pinned_torch_and_the_assembled_cuda_home
     assert "/usr/local/cuda" not in log
 
 
+@pytest.mark.parametrize("flavour", ["built", "built_regular"])
 def test_installed_beside_torch_its_own_tests_run_the_op_on_the_cpu(
-    built: Path, release_cache: Path, tmp_path: Path
+    flavour: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
+    built: Path = request.getfixturevalue(flavour)
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     python = str(venv / "bin" / "python")
