@@ -91,14 +91,15 @@ def main() -> int:
         ("2. compile only (toolchains cached)", f"{compile_only:.1f} s",
          f"{compile_only / cold:.2f} of cold", ""),
         ("3. warm, nothing changed", f"{warm:.1f} s", f"{warm / cold:.3f} of cold",
-         f"nvcc runs: {nvcc_runs(root / 'warm')}, same bytes: "
-         f"{warm_entry['sha256'] == cold_digest}"),
+         f"nvcc runs: {nvcc_runs(root / 'warm')}, same bytes as 2: "
+         f"{warm_entry['sha256'] == entry['sha256']}"),
         ("4. wheel, 4 SMs + PTX", f"{size_four:,} B", f"{size_four / size_one:.2f}x the 1-SM",
          f"1 SM (90 + PTX 90): {size_one:,} B"),
     ]  # fmt: skip
     print("| measure | time / size | ratio | note |\n| --- | --- | --- | --- |")
     for row in rows:
         print("| " + " | ".join(row) + " |")
+    # False today: nvcc names internal-linkage host symbols after a per-process number
     print(f"\ncold and compile-only wheels identical: {entry['sha256'] == cold_digest}")
     wheel = root / "compile" / str(entry["filename"])
     print(f"sha256 {hashlib.sha256(wheel.read_bytes()).hexdigest()} {wheel.name}")
