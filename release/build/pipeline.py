@@ -185,7 +185,7 @@ def certify(
     if mistagged is not None:
         raise CellFailure(mistagged)
     if torch_env is not None:
-        wheel = certify_torch(wheel, cell, toolchain, torch_env, env=env, log=log)
+        wheel = certify_torch(wheel, cell, torch_env, log=log)
     else:
         shown = runner(show_command(python, wheel), env=env, log=log)
         problems = [

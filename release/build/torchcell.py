@@ -1,24 +1,23 @@
-"""What a torch cell's wheel goes through before the checks every wheel gets: device code
-for the cell (a quietly CPU-only build stops here, explained), auditwheel's verdict with
+"""What a torch cell's wheel goes through before the checks every wheel gets: any device
+code at all (a quietly CPU-only build stops here, explained), auditwheel's verdict with
 torch's own libraries left out of the policy, the ABI check against the pinned torch, and
 the torch requirement its METADATA must state. release.build.pipeline calls `certify_torch`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 
+from packaging.utils import parse_wheel_filename
 from packaging.version import Version
 
 from release.backends import backend_for
 from release.build.settings import CellFailure
 from release.build.torchpin import pinned, stable_target_version, torch_requirement
+from release.inspection.devicecode import holds_device_code
 from release.inspection.torchabi import abi_problems, torch_exports
 from release.inspection.torchlibs import torch_audit_verdict
-from release.inspection.verdict import inspected
 from release.matrix import Cell
-from release.toolchain import Toolchain
 from release.toolchain.torchenv import TorchEnv
 
 CPU_ONLY = (
@@ -32,32 +31,25 @@ CPU_ONLY = (
 
 def tags_problem(wheel_name: str, cell: Cell) -> str | None:
     """The build's interpreter and ABI tags against the cell's, with the remedy."""
-    parts = wheel_name[: -len(".whl")].split("-")
-    built = "-".join(parts[-3:-1])
+    tag = min(parse_wheel_filename(wheel_name)[3], key=str)
+    built = f"{tag.interpreter}-{tag.abi}"
     wanted = f"{cell.python_tag}-{cell.abi_tag}"
     if built == wanted:
         return None
-    if built.endswith("-abi3"):
-        remedy = f'a py_limited_api build: set abi3: "{built[2]}.{built[3:-5]}" for it'
+    if tag.abi == "abi3":
+        floor = tag.interpreter.removeprefix("cp")
+        remedy = f'a py_limited_api build: set abi3: "{floor[0]}.{floor[1:]}" for it'
     else:
         remedy = "not an abi3 build: list the Pythons to build it for under python:"
     return f"the build made a {built} wheel, the cell is {wanted} ({remedy})"
 
 
-def certify_torch(
-    wheel: Path,
-    cell: Cell,
-    toolchain: Toolchain,
-    torch_env: TorchEnv,
-    *,
-    env: Mapping[str, str],
-    log: Path,
-) -> Path:
+def certify_torch(wheel: Path, cell: Cell, torch_env: TorchEnv, *, log: Path) -> Path:
     """The torch checks of a freshly built wheel, then its METADATA pinned to the torch it
-    was built against (rewritten in place). Raises CellFailure."""
+    was built against (rewritten in place). Raises CellFailure. Which SMs the device code
+    covers is the inspection's, after this; here only whether there is any."""
     data = wheel.read_bytes()
-    report = inspected(wheel.name, data, cell, toolchain, env)
-    if not report.sms and not report.ptx:
+    if not holds_device_code(data):
         raise CellFailure(CPU_ONLY)
     verdict = torch_audit_verdict(wheel, manylinux=cell.manylinux, arch=cell.arch)
     if verdict.problems:

@@ -66,6 +66,17 @@ def device_sections(data: bytes) -> tuple[str, ...]:
     return tuple(sorted(DEVICE_SECTIONS.intersection(names)))
 
 
+def holds_device_code(data: bytes) -> bool:
+    """Whether any member of the wheel `data` can hold device code at all: a `*.fatbin`
+    file, or a shared object with a device-code section (what `scan` would list)."""
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        return any(
+            info.filename.endswith(".fatbin")
+            or (is_shared_object(info.filename) and bool(device_sections(archive.read(info))))
+            for info in archive.infolist()
+        )
+
+
 def scan(
     data: bytes, *, list_fatbin: FatbinLister, list_elf: ElfLister
 ) -> tuple[MemberDeviceCode, ...]:
