@@ -51,6 +51,7 @@ class BuildInputs:
     env: Mapping[str, str]
     config_settings: Mapping[str, str]
     path: tuple[Path, ...] = ()
+    files: Mapping[Path, str] = field(default_factory=dict)  # written before the build runs
 
     def config_args(self) -> list[str]:
         return [f"-C{key}={value}" for key, value in sorted(self.config_settings.items())]
@@ -80,6 +81,12 @@ class BuildContext:
     device_cache: Path | None = None
     device_log: Path | None = None
     torch_cuda_home: Path | None = None  # a torch cell's CUDA_HOME (nvcc + torch's CUDA libraries)
+    # Where the sources, the build's own files, the toolchains and the interpreter's headers
+    # lie on this machine: what a torch cell's objects must not depend on.
+    project_dir: Path | None = None
+    build_dir: Path | None = None
+    toolchains_dir: Path | None = None
+    python_include: Path | None = None
 
 
 class Backend(Protocol):

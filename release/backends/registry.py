@@ -22,6 +22,13 @@ def backend_for(name: BackendName) -> Backend:
     return BACKENDS[name]
 
 
+# Compiler flags a backend and the matrix may both give: the matrix's come after (and so
+# win where a compiler takes the last of two).
+FLAG_VARIABLES = frozenset(
+    {"CFLAGS", "CXXFLAGS", "CPPFLAGS", "LDFLAGS", "NVCC_APPEND_FLAGS", "NVCC_PREPEND_FLAGS"}
+)
+
+
 def build_inputs(cell: CellTargets, context: BuildContext) -> BuildInputs:
     """Everything the cell's PEP 517 build gets besides this process's environment."""
     backend = backend_for(cell.recipe.backend)
@@ -32,6 +39,8 @@ def build_inputs(cell: CellTargets, context: BuildContext) -> BuildInputs:
         path = (*path, context.toolkit.root / "bin")
         if context.toolkit.library_dir is not None:
             env["LIBRARY_PATH"] = str(context.toolkit.library_dir)
-    env.update(cell.recipe.env)
+    for name, value in cell.recipe.env:
+        joined = name in FLAG_VARIABLES and env.get(name)
+        env[name] = f"{env[name]} {value}" if joined else value
     settings = {**inputs.config_settings, **dict(cell.recipe.config_settings)}
-    return BuildInputs(env=env, config_settings=settings, path=path)
+    return BuildInputs(env=env, config_settings=settings, path=path, files=inputs.files)

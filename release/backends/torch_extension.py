@@ -1,12 +1,15 @@
 """setuptools projects with torch's CUDAExtension (vLLM, flash-attention):
 TORCH_CUDA_ARCH_LIST, CUDA_HOME, MAX_JOBS, NVCC_THREADS; the local label by rewriting the
-built wheel.
+built wheel. The build's own files go to a directory of the cell's (never the project's
+build/ or egg-info), and no machine path reaches the objects: the same commit gives the
+same bytes in any checkout and cache.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from pathlib import Path
 
 from release.backends.base import BuildContext, BuildInputs, CellTargets, NvccToolkit
 from release.backends.nvcc import NVCC_TAG_REMEDY, family_problem, require_toolkit
@@ -62,10 +65,54 @@ def torch_inputs(
     }
 
 
+def prefix_maps(context: BuildContext) -> list[str]:
+    """GCC's -ffile-prefix-map for each machine path the objects would otherwise hold
+    (debug info, __FILE__); later maps win, so the project's comes first. Paths with
+    white space cannot ride in a flags variable and are left out."""
+    named = [
+        (context.project_dir, "."),
+        (context.toolchains_dir, "toolchains"),
+        (context.python_include, "python-include"),
+        (context.build_dir, "build"),
+    ]
+    return [
+        f"-ffile-prefix-map={path}={name}"
+        for path, name in named
+        if path is not None and not any(c.isspace() for c in str(path))
+    ]
+
+
+def setuptools_config(build_dir: Path) -> str:
+    """DIST_EXTRA_CONFIG: build/ and egg-info/ in the cell's own directory."""
+    return f"[build]\nbuild_base = {build_dir}\n\n[egg_info]\negg_base = {build_dir}\n"
+
+
+def reproducible_inputs(context: BuildContext) -> tuple[dict[str, str], dict[Path, str]]:
+    """Variables and files that keep a torch build's bytes to its sources: the prefix maps
+    for the host compiler (setuptools adds CPPFLAGS to torch's c++ and link lines; CFLAGS
+    would replace Python's) and through nvcc, and the sources' root for CUDA_HOME's nvcc
+    wrapper (release.toolchain.torchenv)."""
+    maps = prefix_maps(context)
+    env = {
+        "CPPFLAGS": " ".join(maps),
+        "NVCC_APPEND_FLAGS": " ".join(f"-Xcompiler={m}" for m in maps),
+    }
+    if context.project_dir is not None:
+        env["RELEASE_NVCC_SOURCE_ROOT"] = str(context.project_dir)
+    files: dict[Path, str] = {}
+    if context.build_dir is not None:
+        config = context.build_dir / "setup.cfg"
+        env["DIST_EXTRA_CONFIG"] = str(config)
+        files[config] = setuptools_config(context.build_dir)
+    return {k: v for k, v in env.items() if v}, files
+
+
 class TorchBackend:
     name: BackendName = "torch"
     needs_nvcc = True
-    owned_env = frozenset({"TORCH_CUDA_ARCH_LIST", "CUDA_HOME"})
+    owned_env = frozenset(
+        {"TORCH_CUDA_ARCH_LIST", "CUDA_HOME", "DIST_EXTRA_CONFIG", "RELEASE_NVCC_SOURCE_ROOT"}
+    )
     owned_settings: frozenset[str] = frozenset()
     labels_by_rewriting = True
     tag_remedy = NVCC_TAG_REMEDY
@@ -81,7 +128,9 @@ class TorchBackend:
         if context.torch_cuda_home is not None:
             toolkit = replace(toolkit, root=context.torch_cuda_home)
         env = torch_inputs(cell.sms, cell.ptx, toolkit, jobs=context.jobs)
-        return BuildInputs(env=env, config_settings={}, path=context.tools.path)
+        reproducible, files = reproducible_inputs(context)
+        env.update(reproducible)
+        return BuildInputs(env=env, config_settings={}, path=context.tools.path, files=files)
 
     def describe(self, cell: CellTargets, build_tools: str) -> tuple[str, str]:
         try:

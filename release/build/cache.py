@@ -1,10 +1,10 @@
 """Where the caches live, the key of a cell's wheel, and the cache of finished wheels.
 
-One root (`--cache-dir`, else `default_cache_dir`) holds `toolchains/` (`toolchain_cache`:
-a directory per pinned package set, filled by release.toolchain), `device/` (device code,
-compiled and keyed by csrc's build backend) and `wheels/` (finished wheels, keyed by
-`wheel_cache_key`: sources, toolchain identity, cell, build recipe,
-timestamp; never a path); `release build --compare` keeps the toolchains and
+One root (`--cache-dir`, else release.toolchain.cacheroot's `default_cache_dir`) holds
+`toolchains/` (a directory per pinned package set, filled by release.toolchain),
+`device/` (device code, compiled and keyed by csrc's build backend) and `wheels/`
+(finished wheels, keyed by `wheel_cache_key`: sources, toolchain identity, cell, build
+recipe, timestamp; never a path); `release build --compare` keeps the toolchains and
 gives device/ and wheels/ an empty directory.
 
 The wheel cache checks every entry against its sha256 when it is read. An entry is a
@@ -90,20 +90,6 @@ def wheel_cache_key(
         sort_keys=True,
     )
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
-
-
-def default_cache_dir(env: Mapping[str, str], home: Path) -> Path:
-    """$RELEASE_CACHE_DIR, else $XDG_CACHE_HOME/cuda-wheel-release, else ~/.cache/..."""
-    if env.get("RELEASE_CACHE_DIR"):
-        return Path(env["RELEASE_CACHE_DIR"])
-    if env.get("XDG_CACHE_HOME"):
-        return Path(env["XDG_CACHE_HOME"]) / "cuda-wheel-release"
-    return home / ".cache" / "cuda-wheel-release"
-
-
-def toolchain_cache(root: Path) -> Path:
-    """The provisioned toolchains under the cache root `root`."""
-    return root / "toolchains"
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -7,6 +7,11 @@ wheels are built here by the build stage, from the same sources and toolchains (
 cmake or torch cell, the same build tools). A torch cell's "PTX-only" build keeps the
 lowest SM's cubin beside its PTX (TORCH_CUDA_ARCH_LIST has no PTX-only entry); on a runner
 whose GPU is of a newer major, that cubin cannot load and the PTX runs.
+
+A torch cell's command runs in a fresh venv where its wheel lies beside exactly the cell's
+pinned torch (the torch environment its build used, reached through a .pth file, never
+copied): `python` and `pip` on PATH are that venv's, so the project's own tests import
+the installed wheel and that torch.
 """
 
 from __future__ import annotations
@@ -19,11 +24,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from release import proc
-from release.backends import targets_problem
+from release.backends import targets_problem, with_path
 from release.build.settings import BuildSettings, CellResult
-from release.build.stage import BuildEvents, run_build
+from release.build.stage import BuildEvents, prepare, run_build
 from release.matrix import Cell, GateRun, GpuGate, GpuRunner
 from release.records.manifest import Manifest
+from release.toolchain.torchenv import TorchEnv
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -90,6 +96,45 @@ def build_ptx_only(runs: Sequence[GateRun], settings: BuildSettings) -> dict[str
     return results
 
 
+def torch_envs_for(runs: Sequence[GateRun], settings: BuildSettings) -> dict[str, TorchEnv]:
+    """The torch environment of each torch cell the runs test, by cell id (provisioned as
+    its build would, so found in the cache where the build ran here)."""
+    cells = tuple({run.cell.id: run.cell for run in runs if run.cell.torch is not None}.values())
+    if not cells:
+        return {}
+    prepared, _ = prepare(replace(settings, cells=cells), BuildEvents())
+    return dict(prepared.torch_envs)
+
+
+def beside_its_torch(
+    wheel: Path, torch_env: TorchEnv, where: Path, environ: Mapping[str, str]
+) -> dict[str, str] | str:
+    """The environment of a torch cell's command: a fresh venv (with pip) whose site holds
+    the wheel, installed without dependencies, and sees the cell's torch environment
+    through a .pth file; `pip check` proves the wheel's torch requirement accepts that
+    torch. Returns why not where it cannot be made."""
+    venv = where / "venv"
+    python = str(venv / "bin" / "python")
+    made = proc.run([str(torch_env.python), "-m", "venv", str(venv)], env=environ)
+    sites = sorted((venv / "lib").glob("python*/site-packages"))
+    if not made.ok or not sites or torch_env.site_packages is None:
+        return proc.failure("making the test venv", made)
+    (sites[0] / "release-pinned-torch.pth").write_text(
+        f"{torch_env.site_packages}\n", encoding="utf-8"
+    )
+    pip = [python, "-m", "pip", "--disable-pip-version-check"]
+    installed = proc.run([*pip, "install", "--quiet", "--no-deps", "--no-index", str(wheel)],
+                         env=environ)  # fmt: skip
+    if not installed.ok:
+        return proc.failure(f"installing {wheel.name}", installed)
+    checked = proc.run([*pip, "check"], env=environ)
+    if not checked.ok:
+        return proc.failure(
+            f"pip check of {wheel.name} beside torch {torch_env.torch_version}", checked
+        )
+    return {**with_path(environ, [venv / "bin"]), "VIRTUAL_ENV": str(venv)}
+
+
 def run_gate(
     gate: GpuGate,
     runner: GpuRunner,
@@ -109,7 +154,8 @@ def run_gate(
     results = []
     with tempfile.TemporaryDirectory(prefix="release-gpu-gate-") as tmp:
         ptx = build_ptx_only(runs, replace(settings, out=Path(tmp)))
-        for run in runs:
+        torch_envs = torch_envs_for(runs, settings)
+        for number, run in enumerate(runs):
             started(run)
             start = time.monotonic()
             found = _wheel_of(run, ptx, built, dist)
@@ -118,7 +164,19 @@ def run_gate(
                 continue
             wheel = found
             words = gate.command_line(run, wheel)
-            done = proc.run(words, env=environ, cwd=cwd)
+            env: Mapping[str, str] | str = environ
+            if run.cell.id in torch_envs:
+                where = Path(tmp) / f"run-{number}"
+                env = beside_its_torch(wheel, torch_envs[run.cell.id], where, environ)
+            if isinstance(env, str):
+                results.append(
+                    GateResult(
+                        run=run, ok=False, seconds=time.monotonic() - start, wheel=wheel.name,
+                        command=shlex.join(words), detail=env,
+                    )
+                )  # fmt: skip
+                continue
+            done = proc.run(words, env=env, cwd=cwd)
             results.append(
                 GateResult(
                     run=run,

@@ -86,7 +86,9 @@ def nvcc_toolkit(toolchain: Toolchain) -> NvccToolkit | None:
     )
 
 
-def cell_inputs(cell: Cell, toolchain: Toolchain, settings: BuildSettings) -> BuildInputs:
+def cell_inputs(
+    cell: Cell, toolchain: Toolchain, settings: BuildSettings, build_dir: Path | None = None
+) -> BuildInputs:
     torch_env = settings.torch_envs.get(cell.id)
     context = BuildContext(
         toolchain_env=toolchain.build_env(),
@@ -96,6 +98,10 @@ def cell_inputs(cell: Cell, toolchain: Toolchain, settings: BuildSettings) -> Bu
         device_cache=settings.device_cache,
         device_log=settings.device_log,
         torch_cuda_home=torch_env.cuda_home if torch_env is not None else None,
+        project_dir=cell.project.path,
+        build_dir=build_dir,
+        toolchains_dir=torch_env.root.parent if torch_env is not None else None,
+        python_include=torch_env.python_include if torch_env is not None else None,
     )
     return build_inputs(cell_targets(cell), context)
 
@@ -272,12 +278,12 @@ def build_cell(
     """One cell from its sources (or the wheel cache) to its final wheel in settings.out."""
     start = time.monotonic()
     log = settings.log_of(cell)
-    inputs = cell_inputs(cell, toolchain, settings)
+    staging = Path(tempfile.mkdtemp(prefix=f".{cell.id}.", dir=settings.out))
+    outdir = staging / "built"
+    inputs = cell_inputs(cell, toolchain, settings, build_dir=staging / "build")
     torch_env = settings.torch_envs.get(cell.id)
     python = str(torch_env.python) if torch_env is not None else settings.python
     env = cell_environment(inputs, base=settings.environ, python=python, epoch=settings.epoch)
-    staging = Path(tempfile.mkdtemp(prefix=f".{cell.id}.", dir=settings.out))
-    outdir = staging / "built"
     command = [
         *build_command(python, settings.matrix.project.path, outdir, isolated=torch_env is None),
         *inputs.config_args(),
@@ -296,6 +302,9 @@ def build_cell(
             report = checked_report(cell.wheel_filename, data, cell, toolchain, env)
         else:
             log.unlink(missing_ok=True)
+            for path, text in inputs.files.items():
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(text, encoding="utf-8")
             wheel = _one_wheel(command, env, outdir, log)
             candidate, report = certify(
                 wheel, cell, toolchain, python=settings.python, env=env, log=log,

@@ -15,11 +15,12 @@ from pathlib import Path
 
 from release import proc
 from release.backends import BuildTools
-from release.build.cache import WheelCache, toolchain_cache
+from release.build.cache import WheelCache
 from release.credentials import without_credentials
 from release.errors import ConfigError
 from release.inspection.wheel import WheelReport
 from release.matrix import Cell, Matrix
+from release.toolchain.cacheroot import toolchain_cache
 from release.toolchain.torchenv import TorchEnv
 
 DEFAULT_EPOCH = 315532800  # 1980-01-01, the earliest date a zip file can hold

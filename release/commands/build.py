@@ -36,7 +36,7 @@ from release.build.stage import (
 from release.commands import common
 from release.console import Annotation, Output, markdown_table
 from release.errors import BuildError, ConfigError
-from release.matrix import Cell, load_matrix
+from release.matrix import Cell
 from release.records.dist import Reconciled
 from release.records.manifest import Manifest, read_manifest
 from release.toolchain import Progress, ToolchainPlan
@@ -104,7 +104,7 @@ def _out_dir(args: argparse.Namespace, reference: Path | None) -> Iterator[Path]
 
 def run(args: argparse.Namespace) -> int:
     output = common.output_for(args, "build")
-    matrix = load_matrix(args.matrix)
+    matrix = common.load(args.matrix, args)
     cells = matrix.select(cuda=args.cuda, arch=args.arch)
     environ = dict(os.environ)
     reference = read_manifest(args.compare) if args.compare is not None else None

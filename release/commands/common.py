@@ -9,10 +9,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from release.build.cache import default_cache_dir
 from release.console import Output
 from release.errors import ConfigError, FileError
+from release.matrix import Matrix, load_matrix
 from release.targets import ARCHES
+from release.toolchain.cacheroot import default_cache_dir
+from release.toolchain.projectmeta import asking_the_backend
 
 
 @dataclass(frozen=True)
@@ -123,6 +125,14 @@ def cache_dir(args: argparse.Namespace) -> Path:
     if args.cache_dir is not None:
         return Path(args.cache_dir).resolve()
     return default_cache_dir(os.environ, Path.home()).resolve()
+
+
+def load(path: Path, args: argparse.Namespace | None = None) -> Matrix:
+    """The matrix at `path`; a project whose pyproject.toml has no static name and version
+    is named by its build backend (once per commit, in the cache of --cache-dir)."""
+    given = getattr(args, "cache_dir", None)
+    cache = Path(given) if given is not None else None
+    return load_matrix(path, asking_the_backend(cache, dict(os.environ)))
 
 
 def positive_int(text: str) -> int:

@@ -13,11 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from release.build import preview
-from release.build.cache import toolchain_cache
 from release.commands import common
 from release.console import Output
 from release.credentials import without_credentials
-from release.matrix import load_matrix
 from release.toolchain import (
     PinSet,
     Toolchain,
@@ -27,6 +25,7 @@ from release.toolchain import (
     resolve,
     zig_target,
 )
+from release.toolchain.cacheroot import toolchain_cache
 
 
 def register(subparsers: Any, parents: common.Parents) -> None:
@@ -145,7 +144,7 @@ def doctor_rows(
 
 def run(args: argparse.Namespace) -> int:
     out = common.output_for(args, "doctor")
-    matrix = load_matrix(args.matrix)
+    matrix = common.load(args.matrix, args)
     cells = matrix.select(cuda=args.cuda, arch=args.arch)
     root = toolchain_cache(common.cache_dir(args))
     by_cell = {

@@ -30,7 +30,7 @@ from release.build.stage import BuildEvents, cell_inputs_for, prepare, record_wh
 from release.commands import common
 from release.errors import ConfigError
 from release.fsutil import write_atomic
-from release.matrix import Cell, load_matrix
+from release.matrix import Cell
 from release.targets import ARCHES
 
 
@@ -104,7 +104,7 @@ class _Notes(BuildEvents):
 
 def run(args: argparse.Namespace) -> int:
     output = common.output_for(args, "env")
-    matrix = load_matrix(args.matrix)
+    matrix = common.load(args.matrix, args)
     cell = matrix.select(cuda=[args.cuda], arch=[args.arch])[0]
     environ = dict(os.environ)
     settings = BuildSettings(

@@ -12,7 +12,7 @@ from release.build.settings import DEFAULT_EPOCH, BuildSettings
 from release.commands import common
 from release.console import Annotation, markdown_table
 from release.errors import BuildError, ConfigError
-from release.matrix import GateRun, load_matrix
+from release.matrix import GateRun
 from release.records.dist import load_dist
 
 GATE_COLUMNS = ("run", "result", "time", "wheel", "detail")
@@ -52,7 +52,7 @@ def _rows(results: list[GateResult]) -> list[list[str]]:
 
 def run(args: argparse.Namespace) -> int:
     output = common.output_for(args, "gpu-gate")
-    matrix = load_matrix(args.matrix)
+    matrix = common.load(args.matrix, args)
     gate = matrix.gpu_gate
     if gate is None:
         raise ConfigError(

@@ -12,7 +12,6 @@ from release.matrix import (
     Cell,
     Matrix,
     cell_dict,
-    load_matrix,
     matrix_json_schema,
     nccl_requirement,
 )
@@ -118,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
     if args.schema:
         print(json.dumps(matrix_json_schema(), indent=2))
         return 0
-    matrix = load_matrix(args.matrix)
+    matrix = common.load(args.matrix, args)
     cells = matrix.select(cuda=args.cuda, arch=args.arch)
     if args.format == "gpu":
         print(json.dumps(gate_matrix(matrix), separators=(",", ":")))

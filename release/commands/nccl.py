@@ -15,7 +15,6 @@ from release.downstream.nccl import (
     write_override_files,
 )
 from release.errors import ConfigError
-from release.matrix import load_matrix
 from release.remote import httpclient as http
 
 
@@ -47,7 +46,7 @@ def register(subparsers: Any, parents: common.Parents) -> None:
 
 def run(args: argparse.Namespace) -> int:
     out = common.output_for(args, "nccl")
-    matrix = load_matrix(args.matrix)
+    matrix = common.load(args.matrix, args)
     pins = matrix.nccl_pins(matrix.select(cuda=args.cuda))
     require_pins(pins)
     if args.check:

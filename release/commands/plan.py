@@ -13,11 +13,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from release.build.cache import toolchain_cache
 from release.commands import common
 from release.console import markdown_table
 from release.fsutil import write_atomic
-from release.matrix import load_matrix
 from release.publish.plan import (
     NO_GPU_GATE,
     PlanRow,
@@ -29,6 +27,7 @@ from release.publish.plan import (
 )
 from release.publish.run import PublishSettings, default_factory
 from release.remote import httpclient as http
+from release.toolchain.cacheroot import toolchain_cache
 
 COLUMNS = ("cell", "wheel", "size", "destination", "state", "final URL", "toolchain")
 
@@ -151,7 +150,7 @@ def to_json(plan: ReleasePlan) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     out = common.output_for(args, "plan")
-    matrix = load_matrix(args.matrix)
+    matrix = common.load(args.matrix, args)
     cells = matrix.select(cuda=args.cuda, arch=args.arch)
     environ = dict(os.environ)
     verdicts = toolchain_verdicts(

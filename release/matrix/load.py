@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -60,23 +60,34 @@ _REPO_NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,100}$")
 # --- Loading. ---
 
 
-def read_project(path: Path) -> tuple[str, Version] | str:
-    """The kernel project's (name, version) from its pyproject.toml, or why not."""
+def read_project(path: Path) -> tuple[str, Version] | str | None:
+    """The kernel project's (name, version) from its pyproject.toml, why not, or None where
+    they are its build backend's to say (no static [project] name and version, or a
+    setup.py project without pyproject.toml)."""
     pyproject = path / "pyproject.toml"
     try:
         data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
     except FileNotFoundError:
+        if (path / "setup.py").is_file():
+            return None
         return f"{pyproject} does not exist (point `project` at the kernel project's directory)"
     except (OSError, tomllib.TOMLDecodeError) as error:
         return f"cannot read {pyproject}: {error}"
     table = data.get("project", {})
     name, version = table.get("name"), table.get("version")
     if not isinstance(name, str) or not isinstance(version, str):
-        return f"{pyproject} needs a static [project] name and version"
+        return None
     try:
         return name, Version(version)
     except InvalidVersion:
         return f"{pyproject}: version {shown(version)} is not PEP 440"
+
+
+# Asks a project's build backend for its name and version, given the matrix as it would be
+# with a stand-in name and version (which cells it has: a torch project's hook runs beside
+# its pinned torch).
+MetadataSource = Callable[[Matrix], tuple[str, Version]]
+PROVISIONAL = ("project", Version("0"))
 
 
 def parse_yaml(text: str, filename: str) -> object:
@@ -101,8 +112,10 @@ def parse_yaml(text: str, filename: str) -> object:
         raise ConfigError([f"{filename}: invalid YAML: {error}"]) from None
 
 
-def load_matrix(path: Path) -> Matrix:
-    """Read and validate a matrix file; raise ConfigError with every problem found."""
+def load_matrix(path: Path, metadata: MetadataSource | None = None) -> Matrix:
+    """Read and validate a matrix file; raise ConfigError with every problem found.
+    `metadata` names a project whose pyproject.toml does not (release.toolchain.projectmeta);
+    without it such a project is an error."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -112,16 +125,30 @@ def load_matrix(path: Path) -> Matrix:
         ) from None
     except (OSError, UnicodeDecodeError) as error:
         raise ConfigError([f"{path}: cannot read: {error}"]) from None
-    return matrix_from_text(text, path)
+    return matrix_from_text(text, path, metadata)
 
 
-def matrix_from_text(text: str, path: Path) -> Matrix:
+def matrix_from_text(
+    text: str,
+    path: Path,
+    metadata: MetadataSource | None = None,
+    *,
+    named: tuple[str, Version] | None = None,
+) -> Matrix:
     document = parse_yaml(text, path.name)
     spec, loader = load_document(MatrixSpec, document)
     project: Project | None = None
     if spec is not None:
         project_dir = (path.parent / spec.project).resolve()
-        found = read_project(project_dir)
+        found = named or read_project(project_dir)
+        if found is None and metadata is not None:
+            provisional = matrix_from_text(text, path, named=PROVISIONAL)
+            return matrix_from_text(text, path, named=metadata(provisional))
+        if found is None:
+            found = (
+                f"{project_dir / 'pyproject.toml'} has no static [project] name and version "
+                "(add them, or let a command that asks the build backend read this matrix)"
+            )
         if isinstance(found, str):
             loader.problem("project", found)
         else:

@@ -14,6 +14,7 @@ import fcntl
 import hashlib
 import json
 import os
+import shlex
 import shutil
 import sys
 from collections.abc import Iterator, Mapping
@@ -40,7 +41,7 @@ MARKER = ".complete"
 
 # What the venv's torch says of itself, as JSON on one line.
 PROBE = """\
-import json, pathlib, sys, torch
+import json, pathlib, sys, sysconfig, torch
 from torch.utils import cpp_extension
 root = pathlib.Path(torch.__file__).parent
 site = root.parent
@@ -51,7 +52,53 @@ print(json.dumps({
     "site": str(site),
     "python": "%d.%d" % sys.version_info[:2],
     "limited_api": getattr(cpp_extension, "min_supported_cpython", None),
+    "python_include": sysconfig.get_paths()["include"],
 }))
+"""
+
+# Bumped whenever assemble_cuda_home makes a different CUDA_HOME; an environment recorded
+# with another layout gets its CUDA_HOME made again (not its venv).
+CUDA_HOME_LAYOUT = 2
+
+# nvcc names a file's internal-linkage entities (kernels in anonymous namespaces, which
+# torch's headers have) after the hash of the source's absolute path and a per-process
+# random number, and leaves its pid-named temporary files in symbol names: the same
+# sources would give other bytes in another checkout or another run. The wrapper gives
+# the one .cu file of a compile its path relative to RELEASE_NVCC_SOURCE_ROOT as that
+# name and as the random seed, and keeps the temporary files beside the object.
+NVCC_WRAPPER = """\
+#!/bin/sh
+# nvcc with names that depend on the sources only (written by cuda-wheel-release)
+real=%(real)s
+root=${RELEASE_NVCC_SOURCE_ROOT:-}
+source=
+count=0
+out=no
+for arg in "$@"; do
+  case $arg in
+    *.cu) source=$arg; count=$((count + 1)) ;;
+    -o) out=yes ;;
+  esac
+done
+if [ -z "$root" ] || [ "$count" -ne 1 ]; then
+  exec "$real" "$@"
+fi
+case $source in
+  /*) absolute=$source ;;
+  *) absolute=$PWD/$source ;;
+esac
+case $absolute in
+  "$root"/*) name=${absolute#"$root"/} ;;
+  *) name=${absolute##*/} ;;
+esac
+case $name in
+  *[!A-Za-z0-9._/+-]*) exec "$real" "$@" ;;
+esac
+if [ "$out" = yes ]; then
+  exec "$real" "$@" -frandom-seed="$name" -Xcudafe --orig_src_path_name="$name" \\
+    --objdir-as-tempdir
+fi
+exec "$real" "$@" -frandom-seed="$name" -Xcudafe --orig_src_path_name="$name"
 """
 
 # ---------------------------------------------------------------- pure core
@@ -105,6 +152,8 @@ class TorchEnv:
     lib_dirs: tuple[Path, ...]  # torch/lib and the nvidia-* lib folders beside it
     cuda_home: Path
     limited_api: str | None = None  # torch's Py_LIMITED_API, `0x030A0000`
+    python_include: Path | None = None  # the interpreter's headers, outside the venv
+    site_packages: Path | None = None  # where torch lies
 
     @property
     def identity(self) -> str:
@@ -114,7 +163,7 @@ class TorchEnv:
     def key_identity(self) -> str:
         """What a wheel built in it depends on, without a path: the cache directory's name
         is the hash of torch, CUDA, arch, Python, index and requirements."""
-        return f"torch {self.torch_version} {self.root.name}"
+        return f"torch {self.torch_version} {self.root.name} cuda-home {CUDA_HOME_LAYOUT}"
 
 
 def build_requirements(pyproject_text: str) -> tuple[str, ...]:
@@ -232,11 +281,15 @@ def find_python(version: str, env: Mapping[str, str]) -> Path:
     return Path(found)
 
 
-def _link_entries(source: Path, dest: Path) -> None:
-    """Link every entry of `source` into `dest` that `dest` lacks."""
+def _link_entries(
+    source: Path, dest: Path, *, skip: frozenset[str] | set[str] = frozenset()
+) -> None:
+    """Link every entry of `source` into `dest` that `dest` lacks (but those in `skip`)."""
     if not source.is_dir():
         return
     for entry in sorted(source.iterdir()):
+        if entry.name in skip:
+            continue
         target = dest / entry.name
         if not target.exists() and not target.is_symlink():
             target.symlink_to(entry)
@@ -250,9 +303,15 @@ def assemble_cuda_home(root: Path, toolkit: Path, site: Path, cuda: str) -> Path
     shutil.rmtree(home, ignore_errors=True)
     (home / "include").mkdir(parents=True)
     (home / "lib").mkdir()
-    for name in ("bin", "nvvm"):
-        if (toolkit / name).exists():
-            (home / name).symlink_to(toolkit / name)
+    if (toolkit / "nvvm").exists():
+        (home / "nvvm").symlink_to(toolkit / "nvvm")
+    (home / "bin").mkdir()
+    _link_entries(toolkit / "bin", home / "bin", skip={"nvcc"})
+    wrapper = home / "bin" / "nvcc"
+    wrapper.write_text(
+        NVCC_WRAPPER % {"real": shlex.quote(str(toolkit / "bin" / "nvcc"))}, encoding="utf-8"
+    )
+    wrapper.chmod(0o755)
     major = cuda.split(".", maxsplit=1)[0]
     nvidia = site / "nvidia"
     wheel_dirs = [nvidia / f"cu{major}"] if (nvidia / f"cu{major}").is_dir() else []
@@ -271,20 +330,25 @@ def _venv_python(root: Path) -> Path:
     return root / "venv" / "bin" / "python"
 
 
-def _read_back(root: Path, spec: TorchEnvSpec) -> TorchEnv | None:
-    """The environment the marker describes, if everything it names is still there."""
+def _read_back(root: Path, spec: TorchEnvSpec) -> Mapping[str, object] | None:
+    """What the marker records, if the venv it describes is still there and is the spec's."""
     try:
         recorded = json.loads((root / MARKER).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    env = _torch_env(root, recorded)
+    if not isinstance(recorded, dict):
+        return None
     site = Path(str(recorded.get("site", "")))
     installed = list(site.glob(f"torch-{spec.torch}*.dist-info"))
-    if not env.python.exists() or not installed or torch_problem(spec, recorded) is not None:
+    if not _venv_python(root).exists() or not installed or torch_problem(spec, recorded):
         return None
-    if not (env.cuda_home / "bin" / "nvcc").exists():
-        return None
-    return env
+    return recorded
+
+
+def _current(root: Path, recorded: Mapping[str, object]) -> bool:
+    """Whether the recorded environment's CUDA_HOME is the one this version makes."""
+    nvcc = root / "cuda-home" / "bin" / "nvcc"
+    return recorded.get("cuda_home_layout") == CUDA_HOME_LAYOUT and nvcc.is_file()
 
 
 def _torch_env(root: Path, reported: Mapping[str, object]) -> TorchEnv:
@@ -292,6 +356,7 @@ def _torch_env(root: Path, reported: Mapping[str, object]) -> TorchEnv:
     lib = Path(str(reported.get("lib", "")))
     nvidia_libs = tuple(sorted(site.glob("nvidia/*/lib")))
     limited = reported.get("limited_api")
+    include = reported.get("python_include")
     return TorchEnv(
         root=root,
         python=_venv_python(root),
@@ -300,6 +365,8 @@ def _torch_env(root: Path, reported: Mapping[str, object]) -> TorchEnv:
         lib_dirs=(lib, *nvidia_libs),
         cuda_home=root / "cuda-home",
         limited_api=limited if isinstance(limited, str) else None,
+        python_include=Path(include) if isinstance(include, str) else None,
+        site_packages=site if site.is_dir() else None,
     )
 
 
@@ -318,35 +385,58 @@ def provision_torch_env(
     PyPI's nvcc."""
     root = cache_dir / spec.dirname
     with _locked(cache_dir / f"{spec.dirname}.lock"):
-        found = _read_back(root, spec)
-        if found is not None:
-            return found
-        interpreter = find_python(spec.python, env)
-        shutil.rmtree(root, ignore_errors=True)
-        root.mkdir(parents=True)
-        made = runner(
-            [str(interpreter), "-m", "venv", "--without-pip", str(root / "venv")],
-            env=env, separate_stderr=True,
-        )  # fmt: skip
-        if not made.ok:
-            raise ToolchainError(proc.failure(f"making a Python {spec.python} venv", made))
-        hint = (
-            f"check that {spec.index_url or 'the index'} has torch {spec.torch} for Python "
-            f"{spec.python} on {spec.arch}"
+        recorded = _read_back(root, spec)
+        if recorded is not None and _current(root, recorded):
+            return _torch_env(root, recorded)
+        if recorded is None:
+            _install(spec, root, runner=runner, python=python, env=env, progress=progress)
+        return _finish(spec, root, toolkit, runner=runner, env=env)
+
+
+def _install(
+    spec: TorchEnvSpec,
+    root: Path,
+    *,
+    runner: proc.Runner,
+    python: str,
+    env: Mapping[str, str],
+    progress: Progress | None,
+) -> None:
+    """A fresh venv at `root` with the pinned torch and the other build requirements."""
+    interpreter = find_python(spec.python, env)
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    made = runner(
+        [str(interpreter), "-m", "venv", "--without-pip", str(root / "venv")],
+        env=env, separate_stderr=True,
+    )  # fmt: skip
+    if not made.ok:
+        raise ToolchainError(proc.failure(f"making a Python {spec.python} venv", made))
+    hint = (
+        f"check that {spec.index_url or 'the index'} has torch {spec.torch} for Python "
+        f"{spec.python} on {spec.arch}"
+    )
+    for command in install_commands(spec, python, _venv_python(root)):
+        requirements = command[command.index("raw") + 1 :]
+        result = runner(
+            command, env=env, separate_stderr=True, on_line=pip_progress(spec.label, progress)
         )
-        for command in install_commands(spec, python, _venv_python(root)):
-            requirements = command[command.index("raw") + 1 :]
-            result = runner(
-                command, env=env, separate_stderr=True, on_line=pip_progress(spec.label, progress)
-            )
-            check_pip_install(result, requirements, python=python, hint=hint)
-        probed = runner([str(_venv_python(root)), "-c", PROBE], env=env, separate_stderr=True)
-        if not probed.ok:
-            raise ToolchainError(proc.failure(f"importing torch {spec.torch}", probed))
-        reported = json.loads(probed.output.strip().splitlines()[-1])
-        problem = torch_problem(spec, reported)
-        if problem is not None:
-            raise ToolchainError(problem)
-        assemble_cuda_home(root, toolkit, Path(reported["site"]), spec.cuda)
-        (root / MARKER).write_text(json.dumps(reported, sort_keys=True) + "\n", encoding="utf-8")
-        return _torch_env(root, reported)
+        check_pip_install(result, requirements, python=python, hint=hint)
+
+
+def _finish(
+    spec: TorchEnvSpec, root: Path, toolkit: Path, *, runner: proc.Runner, env: Mapping[str, str]
+) -> TorchEnv:
+    """Probe the venv's torch, judge it, assemble CUDA_HOME, and write the marker last."""
+    (root / MARKER).unlink(missing_ok=True)
+    probed = runner([str(_venv_python(root)), "-c", PROBE], env=env, separate_stderr=True)
+    if not probed.ok:
+        raise ToolchainError(proc.failure(f"importing torch {spec.torch}", probed))
+    reported = json.loads(probed.output.strip().splitlines()[-1])
+    problem = torch_problem(spec, reported)
+    if problem is not None:
+        raise ToolchainError(problem)
+    assemble_cuda_home(root, toolkit, Path(reported["site"]), spec.cuda)
+    recorded = {**reported, "cuda_home_layout": CUDA_HOME_LAYOUT}
+    (root / MARKER).write_text(json.dumps(recorded, sort_keys=True) + "\n", encoding="utf-8")
+    return _torch_env(root, recorded)

@@ -20,6 +20,7 @@ from release.records.published import RECORD_NAME, Published, read_record, with_
 from release.remote import httpclient as http
 from release.remote.github import GithubClient
 from release.remote.httpclient import BasicCredentials, OriginAuth, origin_of
+from release.toolchain.projectmeta import asking_the_backend
 from release.verify.checks import VerifyReport, VerifySettings, verify
 from release.verify.rederive import latest_tags, published_from_tag
 
@@ -76,7 +77,7 @@ def published_releases(target: VerifyTarget, environ: Mapping[str, str]) -> list
     if not target.from_destinations:
         manifest = load_dist(target.dist, missing_ok=True)
         return [read_record(target.dist / RECORD_NAME, manifest)]
-    matrix = load_matrix(target.matrix)
+    matrix = load_matrix(target.matrix, asking_the_backend(None, environ))
     clients = github_clients(matrix, api_url=target.github_api_url, environ=environ)
     tags = tags_to_verify(matrix, target, clients)
     with http.client(auth=index_auth(matrix, environ)) as client:

@@ -12,6 +12,7 @@ RELEASE_FIXTURE_WHEELHOUSE=DIR keeps the built wheel in DIR (for the H200 run).
 from __future__ import annotations
 
 import email.parser
+import json
 import os
 import shutil
 import subprocess
@@ -225,3 +226,74 @@ def test_a_planted_undefined_torch_symbol_fails_the_abi_check(
     assert "c10::k3_planted_missing_symbol(int)" in said
     assert f"not exported by torch {TORCH}" in said
     assert not list(run.dist.glob("*.whl"))
+
+
+def test_the_regular_wheel_comes_out_the_same_from_another_checkout(
+    built_regular: Path, release_cache: Path, tmp_path: Path
+) -> None:
+    """`--compare`: the fixture copied elsewhere, built again from empty device and wheel
+    caches, gives the wheel's exact bytes; the build writes nothing into the checkout."""
+    copy = tmp_path / "another" / "checkout"
+    shutil.copytree(FIXTURE, copy, ignore=shutil.ignore_patterns("*.egg-info", "build"))
+    text = MATRIX.replace(str(FIXTURE), str(copy)).replace("{abi}", "regular")
+    (tmp_path / "matrix.yaml").write_text(text.replace("{extra}", ""), encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-c", CLI,
+         "build", "--matrix", str(tmp_path / "matrix.yaml"), "--out", str(tmp_path / "again"),
+         "--cache-dir", str(release_cache),
+         "--compare", str(built_regular.parent / "manifest.json")],
+        capture_output=True, text=True, check=False,
+        env={**os.environ, "SOURCE_DATE_EPOCH": EPOCH},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "result: identical" in done.stdout + done.stderr
+    assert (tmp_path / "again" / WHEEL).read_bytes() == built_regular.read_bytes()
+    written = {p.relative_to(copy) for p in copy.rglob("*")} - {
+        p.relative_to(FIXTURE) for p in FIXTURE.rglob("*") if "egg-info" not in str(p)
+    }
+    assert written == set()
+
+
+GATE_PROBE = """\
+import pathlib, sys
+import pytest, torch
+import k3_torch_ops
+pinned, tests = sys.argv[1], sys.argv[2]
+assert torch.__version__.split("+")[0] == pinned, torch.__version__
+here = pathlib.Path(k3_torch_ops.__file__).resolve()
+assert pathlib.Path(sys.prefix) in here.parents, f"{here} is not the venv's wheel"
+print(f"probe: torch {torch.__version__} from {pathlib.Path(torch.__file__).parent}")
+print(f"probe: {here}")
+sys.exit(pytest.main(["-q", "-p", "no:cacheprovider", tests]))
+"""
+
+
+def test_the_gpu_gate_runs_the_projects_own_tests_beside_the_pinned_torch(
+    built_regular: Path, release_cache: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without a GPU the CUDA tests skip; what this shows is where the command runs: a venv
+    (its `python` first on PATH) holding the installed wheel beside the cell's torch."""
+    shutil.copytree(FIXTURE / "tests", tmp_path / "tests")
+    (tmp_path / "probe.py").write_text(GATE_PROBE, encoding="utf-8")
+    gate = (
+        "gpu-gate:\n"
+        "  runners: [{labels: [self-hosted, h200], sms: [90]}]\n"
+        f"  command: python {tmp_path / 'probe.py'} {{torch}} {tmp_path / 'tests'}\n"
+    )
+    text = MATRIX.replace("{abi}", "regular").replace("{extra}", "")
+    (tmp_path / "matrix.yaml").write_text(text + gate, encoding="utf-8")
+    os.environ["SOURCE_DATE_EPOCH"] = EPOCH
+    try:
+        code = main(
+            ["gpu-gate", "--matrix", str(tmp_path / "matrix.yaml"), "--runner",
+             "self-hosted/h200", "--dist", str(built_regular.parent),
+             "--cache-dir", str(release_cache), "--json"]
+        )  # fmt: skip
+    finally:
+        del os.environ["SOURCE_DATE_EPOCH"]
+    captured = capsys.readouterr()
+    assert code == 0, captured.err[-4000:]
+    runs = json.loads(captured.out)["runs"]
+    assert [(r["build"], r["ok"]) for r in runs] == [("cubin", True), ("ptx", True)]
+    assert "probe: torch 2.14.1+cu130 from " in captured.err
+    assert " passed" in captured.err

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from release.backends import BuildInputs
-from release.build.cache import WheelCache, default_cache_dir, toolchain_cache, wheel_cache_key
+from release.build.cache import WheelCache, wheel_cache_key
 from release.build.compare import compare, first_difference
 from release.build.pipeline import cell_environment
 from release.build.settings import DEFAULT_EPOCH, parse_epoch
@@ -24,6 +24,7 @@ from release.fsutil import current_umask, write_atomic
 from release.matrix import Cell, load_matrix
 from release.records.dist import Reconciled, dist_problems, entry_problems, reconcile
 from release.records.manifest import Manifest, WheelEntry
+from release.toolchain.cacheroot import default_cache_dir, toolchain_cache
 from release.wheelfile import wheel_facts
 
 REPO = Path(__file__).resolve().parents[2]

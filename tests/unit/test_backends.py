@@ -183,6 +183,50 @@ def test_build_inputs_add_the_pypi_library_dir_the_matrix_env_and_tools_first() 
     assert torch.path == (Path("/usr/local/cuda-12.9/bin"),)
 
 
+def test_a_torch_cell_keeps_machine_paths_out_of_its_objects_and_its_build_out_of_the_project() -> (
+    None
+):
+    context = BuildContext(
+        toolkit=TOOLKIT,
+        torch_cuda_home=Path("/cache/torch-env/cuda-home"),
+        project_dir=Path("/src/proj"),
+        build_dir=Path("/src/proj/dist/.cell.x/build"),
+        toolchains_dir=Path("/cache"),
+        python_include=Path("/opt/py/include/python3.11"),
+    )
+    recipe = BuildRecipe(backend="torch", env=(("NVCC_APPEND_FLAGS", "-lineinfo"),))
+    inputs = build_inputs(targets_of(recipe, build_backend="setuptools.build_meta"), context)
+    maps = [
+        "-ffile-prefix-map=/src/proj=.",
+        "-ffile-prefix-map=/cache=toolchains",
+        "-ffile-prefix-map=/opt/py/include/python3.11=python-include",
+        # the build directory lies inside the project: its map comes later, and wins
+        "-ffile-prefix-map=/src/proj/dist/.cell.x/build=build",
+    ]
+    assert inputs.env["CPPFLAGS"] == " ".join(maps)
+    # the matrix's own flags come after the backend's
+    assert inputs.env["NVCC_APPEND_FLAGS"] == " ".join(
+        [*(f"-Xcompiler={m}" for m in maps), "-lineinfo"]
+    )
+    assert inputs.env["RELEASE_NVCC_SOURCE_ROOT"] == "/src/proj"
+    assert inputs.env["CUDA_HOME"] == "/cache/torch-env/cuda-home"
+    config = Path("/src/proj/dist/.cell.x/build/setup.cfg")
+    assert inputs.env["DIST_EXTRA_CONFIG"] == str(config)
+    assert inputs.files[config].split("\n")[:2] == [
+        "[build]",
+        "build_base = /src/proj/dist/.cell.x/build",
+    ]
+    assert "egg_base = /src/proj/dist/.cell.x/build" in inputs.files[config]
+
+
+def test_a_path_with_white_space_gets_no_prefix_map_rather_than_a_broken_flag() -> None:
+    context = BuildContext(toolkit=TOOLKIT, project_dir=Path("/my src/proj"))
+    inputs = build_inputs(targets_of(BuildRecipe(backend="torch")), context)
+    assert "CPPFLAGS" not in inputs.env
+    assert "NVCC_APPEND_FLAGS" not in inputs.env
+    assert inputs.env["RELEASE_NVCC_SOURCE_ROOT"] == "/my src/proj"
+
+
 def test_csrc_gets_the_release_contract_and_no_nvcc_on_its_path() -> None:
     context = BuildContext(
         toolchain_env={"RELEASE_DEVICE_COMPILER": "nvrtc"},

@@ -1,0 +1,223 @@
+"""A project's name and version where its pyproject.toml does not say them (setup.py,
+setuptools-scm): asked of its PEP 517 backend (`prepare_metadata_for_build_wheel`, never a
+build), in the environment its build uses, and cached per commit.
+
+A torch project's setup.py imports torch, so its hook runs in the venv of its first torch
+cell (the pinned torch, provisioned as the build would, and kept for it); any other
+project's runs in an isolated environment of its build requirements. The answer is kept
+under the cache's metadata/ by the checkout's commit and the project's place in it; a
+checkout with changes is asked every time.
+
+The pure core reads the hook's METADATA and names the cache entry; the edge runs git and
+the hook through a `proc.Runner`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.metadata import InvalidMetadata, Metadata
+from packaging.version import InvalidVersion, Version
+
+from release import proc
+from release.errors import ConfigError
+from release.fsutil import write_atomic
+from release.matrix import Cell, Matrix
+from release.matrix.load import MetadataSource
+from release.toolchain.cacheroot import default_cache_dir, toolchain_cache
+from release.toolchain.plan import host_machine, resolve
+from release.toolchain.provision import Progress, provision
+from release.toolchain.torchenv import provision_torch_env, torch_env_spec
+
+# Run by the environment's Python: the backend's prepare_metadata_for_build_wheel (its
+# own output, then METADATA's text as the last line, in JSON).
+HOOK = """\
+import json, pathlib, sys
+from build import BuildBackendException, BuildException, ProjectBuilder
+from build.env import DefaultIsolatedEnv
+source, out, isolated = sys.argv[1], sys.argv[2], sys.argv[3] == "isolated"
+def metadata(builder):
+    found = builder.prepare("wheel", out)
+    if found is None:
+        print(json.dumps({"error": "no-prepare"}))
+        return
+    text = (pathlib.Path(found) / "METADATA").read_text(encoding="utf-8")
+    print(json.dumps({"metadata": text}))
+try:
+    if isolated:
+        with DefaultIsolatedEnv() as env:
+            builder = ProjectBuilder.from_isolated_env(env, source)
+            env.install(builder.build_system_requires)
+            env.install(builder.get_requires_for_build("wheel"))
+            metadata(builder)
+    else:
+        metadata(ProjectBuilder(source, python_executable=sys.executable))
+except (BuildBackendException, BuildException) as error:
+    sys.exit(1)  # the backend's own words are the last lines above
+"""
+
+# setuptools writes <name>.egg-info beside the sources unless told otherwise.
+SETUPTOOLS_CONFIG = "[egg_info]\negg_base = {out}\n"
+
+# ---------------------------------------------------------------- pure core
+
+
+@dataclass(frozen=True)
+class ProjectMetadata:
+    name: str
+    version: Version
+
+
+def from_metadata(text: str, where: Path) -> ProjectMetadata:
+    """Name and version from a METADATA file's text."""
+    try:
+        parsed = Metadata.from_email(text, validate=False)
+        return ProjectMetadata(name=parsed.name, version=Version(str(parsed.version)))
+    except (InvalidMetadata, InvalidVersion, ValueError, TypeError) as error:
+        raise ConfigError(
+            [f"{where}: the build backend's metadata has no usable name and version: {error}"]
+        ) from None
+
+
+def cache_key(commit: str, place: str) -> str:
+    """The cache entry of a project at `place` (relative to the checkout) at `commit`."""
+    return hashlib.sha256(f"{commit}\0{place}".encode()).hexdigest()[:32]
+
+
+def hook_cell(matrix: Matrix) -> Cell | None:
+    """The torch cell whose environment runs a torch project's hook: one of this machine's
+    arch first (its torch can be imported here)."""
+    torch_cells = [c for c in matrix.cells if c.torch is not None]
+    native = [c for c in torch_cells if c.arch == host_machine()]
+    chosen = native or torch_cells
+    return chosen[0] if chosen else None
+
+
+# ---------------------------------------------------------------- edge
+
+
+def _checkout(project: Path, runner: proc.Runner, env: Mapping[str, str]) -> tuple[str, str] | None:
+    """(commit, the project's place in the checkout) where the checkout has no changes."""
+    git = ["git", "-C", str(project)]
+    head = runner([*git, "rev-parse", "HEAD", "--show-prefix"], env=env, separate_stderr=True)
+    status = runner([*git, "status", "--porcelain", "--", "."], env=env, separate_stderr=True)
+    if not head.ok or not status.ok or status.output.strip():
+        return None
+    lines = head.output.splitlines()
+    return lines[0].strip(), (lines[1].strip() if len(lines) > 1 else "")
+
+
+def _cached(path: Path) -> ProjectMetadata | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return ProjectMetadata(name=str(data["name"]), version=Version(str(data["version"])))
+    except (OSError, ValueError, KeyError, TypeError, InvalidVersion):
+        return None  # absent or damaged: asked again
+
+
+def _hook_python(
+    matrix: Matrix,
+    cache_dir: Path,
+    *,
+    python: str,
+    env: Mapping[str, str],
+    progress: Progress | None,
+) -> tuple[str, bool]:
+    """The Python that runs the hook, and whether it makes an isolated environment."""
+    cell = hook_cell(matrix)
+    if cell is None or cell.torch is None:
+        return python, True
+    toolchains = toolchain_cache(cache_dir)
+    plan = resolve(str(cell.cuda), cell.arch, cuda_home=None, cache_dir=toolchains)
+    toolkit = provision(plan, python=python, env=env, progress=progress).cuda_home
+    if toolkit is None:
+        raise ConfigError([f"{cell.id}: the torch backend needs nvcc"])
+    torch_env = provision_torch_env(
+        torch_env_spec(cell, cell.torch),
+        toolkit=toolkit,
+        cache_dir=toolchains,
+        python=python,
+        env=env,
+        progress=progress,
+    )
+    return str(torch_env.python), False
+
+
+def project_metadata(
+    matrix: Matrix,
+    *,
+    cache_dir: Path,
+    env: Mapping[str, str],
+    runner: proc.Runner = proc.run,
+    python: str = sys.executable,
+    progress: Progress | None = None,
+) -> ProjectMetadata:
+    """The name and version the project's build backend gives `matrix`'s project."""
+    project = matrix.project.path
+    checkout = _checkout(project, runner, env)
+    entry = cache_dir / "metadata" / f"{cache_key(*checkout)}.json" if checkout else None
+    if entry is not None and (found := _cached(entry)) is not None:
+        return found
+    hook_python, isolated = _hook_python(
+        matrix, cache_dir, python=python, env=env, progress=progress
+    )
+    with tempfile.TemporaryDirectory(prefix="release-metadata-") as tmp:
+        config = Path(tmp) / "setup.cfg"
+        config.write_text(SETUPTOOLS_CONFIG.format(out=tmp), encoding="utf-8")
+        ran = runner(
+            [hook_python, "-c", HOOK, str(project), tmp, "isolated" if isolated else "venv"],
+            env={**env, "DIST_EXTRA_CONFIG": str(config)},
+        )
+    where = project / "pyproject.toml"
+    where = where if where.is_file() else project / "setup.py"
+    answer = _answer(ran)
+    if answer is None:
+        raise ConfigError(
+            [f"{where}: no static [project] name and version, and asking the build backend "
+             f"for them failed: {proc.failure('prepare_metadata_for_build_wheel', ran)}"],
+            hint="put name and version in pyproject.toml's [project], or fix the build "
+            "backend's error above",
+        )  # fmt: skip
+    if "metadata" not in answer:
+        raise ConfigError(
+            [f"{where}: no static [project] name and version, and the build backend has "
+             "no prepare_metadata_for_build_wheel (only a whole build would say them)"],
+            hint="put name and version in pyproject.toml's [project]",
+        )  # fmt: skip
+    found = from_metadata(str(answer["metadata"]), where)
+    if entry is not None:
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        blob = {"name": found.name, "version": str(found.version)}
+        write_atomic(entry, (json.dumps(blob, sort_keys=True) + "\n").encode())
+    return found
+
+
+def asking_the_backend(cache_dir: Path | None, env: Mapping[str, str]) -> MetadataSource:
+    """What `load_matrix` calls for a project that does not name itself statically (with
+    the cache at `cache_dir`, else the default one)."""
+    root = (cache_dir or default_cache_dir(env, Path.home())).resolve()
+
+    def named(provisional: Matrix) -> tuple[str, Version]:
+        found = project_metadata(provisional, cache_dir=root, env=env)
+        return found.name, found.version
+
+    return named
+
+
+def _answer(ran: proc.Completed) -> Mapping[str, object] | None:
+    if not ran.ok:
+        return None
+    for line in reversed(ran.output.strip().splitlines()):
+        try:
+            data = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(data, dict):
+            return data
+    return None
