@@ -13,9 +13,9 @@ from release.targets import GpuTarget
 
 NVCC_HINT = "point --cuda-home / CUDA_HOME at a CUDA {cuda} toolkit (with bin/nvcc)"
 PLACEMENT_HINT = (
-    "build it on a native {arch} runner: the release workflow's cibuildwheel builder does "
-    "(workflow_dispatch input builder: cibuildwheel), and `release env --record` checks the "
-    "wheel as `release build` would"
+    "build it with `release build --arch {arch}` on a native {arch} runner, in a manylinux "
+    "container of the cell's level: the release workflow's container builder does "
+    "(workflow_dispatch input builder: container)"
 )
 NVCC_TAG_REMEDY = (
     " (nvcc links against this machine's glibc: set the cell's manylinux to the "

@@ -52,6 +52,7 @@ def github_matrix(cells: Sequence[Cell], *, per: str = "cell") -> dict[str, Any]
                     "wheel": cell.wheel_filename,
                     "destination": cell.destination.name,
                     "nccl": str(cell.nccl) if cell.nccl else "",
+                    "manylinux": cell.manylinux,
                     **torch_fields(cell),
                 }
             )

@@ -40,7 +40,9 @@ SAMPLES = {
     "matrix.arch": "aarch64",
     "matrix.id": "12.9-aarch64",
     "inputs.cuda": "12.9",
-    "inputs.builder == 'cibuildwheel' && 'cell' || 'cuda'": "cell",
+    "(inputs.builder == 'cibuildwheel' || inputs.builder == 'container') && 'cell' || 'cuda'": (
+        "cell"
+    ),
     "github.ref_type == 'tag' && github.ref_name || ''": "v0.1.0",
     "runner.temp": "/home/runner/work/_temp",
     "github.token": "ghs_sampleToken0000",
@@ -160,21 +162,23 @@ def test_the_release_reads_plan_build_publish_verify() -> None:
     assert inputs["dry_run"]["type"] == "boolean"
     assert inputs["dry_run"]["default"] is True
     assert inputs["cuda"]["default"] == ""
-    assert inputs["builder"]["options"] == ["release-build", "cibuildwheel"]
+    assert inputs["builder"]["options"] == ["release-build", "cibuildwheel", "container"]
     jobs = workflow["jobs"]
     assert list(jobs) == [
-        "plan", "build", "reproduce", "cibuildwheel", "gpu", "publish-dry-run", "publish",
-        "index", "verify",
+        "plan", "build", "reproduce", "cibuildwheel", "container", "gpu", "publish-dry-run",
+        "publish", "index", "verify",
     ]  # fmt: skip
     assert jobs["build"]["needs"] == jobs["cibuildwheel"]["needs"] == "plan"
+    assert jobs["container"]["needs"] == "plan"
     assert jobs["reproduce"]["needs"] == ["plan", "build"]
-    assert jobs["publish"]["needs"] == ["plan", "build", "reproduce", "cibuildwheel", "gpu"]
+    assert jobs["publish"]["needs"] == [
+        "plan", "build", "reproduce", "cibuildwheel", "container", "gpu",
+    ]  # fmt: skip
     assert jobs["verify"]["needs"] == ["publish", "index"]
-    for name in ("build", "reproduce", "cibuildwheel"):
+    for name in ("build", "reproduce", "cibuildwheel", "container"):
         assert jobs[name]["strategy"]["matrix"] == "${{ fromJSON(needs.plan.outputs.matrix) }}"
-    assert jobs["cibuildwheel"]["runs-on"] == (
-        "${{ matrix.arch == 'aarch64' && 'ubuntu-24.04-arm' || 'ubuntu-24.04' }}"
-    )
+    native = "${{ matrix.arch == 'aarch64' && 'ubuntu-24.04-arm' || 'ubuntu-24.04' }}"
+    assert jobs["cibuildwheel"]["runs-on"] == jobs["container"]["runs-on"] == native
 
 
 def test_no_expression_is_expanded_inside_a_run_script() -> None:
@@ -234,6 +238,7 @@ def run_step(step: Step, stub_dir: Path, tmp: Path) -> list[list[str]]:
         "GITHUB_WORKSPACE": str(tmp),
         "GITHUB_OUTPUT": str(tmp / "output"),
         "GITHUB_ENV": str(tmp / "env"),
+        "GITHUB_PATH": str(tmp / "path"),
         "GITHUB_STEP_SUMMARY": str(tmp / "summary"),
         **{str(k): sample(v) for k, v in step.data.get("env", {}).items()},
     }
@@ -330,6 +335,38 @@ def test_nothing_is_published_before_a_second_runner_reproduced_every_wheel(
     assert args.cuda == ["12.9"]
     download = [s for s in steps() if s.job == "reproduce" and "download-artifact" in str(s.data)]
     assert download[0].data["with"]["name"] == "dist-cuda${{ matrix.cuda }}"
+
+
+def test_a_container_job_builds_its_cell_natively_in_the_cells_manylinux_and_rebuilds_it(
+    stub_dir: Path, tmp_path: Path
+) -> None:
+    job = load(RELEASE)["jobs"]["container"]
+    assert job["if"] == "inputs.builder == 'container'"
+    image, tag = job["container"].rsplit(":", 1)
+    assert image == "quay.io/pypa/manylinux_${{ matrix.manylinux }}_${{ matrix.arch }}"
+    assert re.fullmatch(r"\d{4}\.\d{2}\.\d{2}-\d+", tag), "a dated tag, never latest"
+    calls = [
+        parse
+        for s in steps()
+        if s.job == "container" and "run" in s.data
+        for c in run_step(s, stub_dir, tmp_path)
+        if c[0] == "release" and c[1] == "build"
+        for parse in [build_parser().parse_args(c[1:])]
+    ]
+    built, rebuilt = calls
+    assert (built.cuda, built.arch, built.out, built.compare) == (
+        ["12.9"],
+        ["aarch64"],
+        Path("dist"),
+        None,
+    )
+    assert (rebuilt.cuda, rebuilt.arch, rebuilt.compare) == (
+        ["12.9"],
+        ["aarch64"],
+        Path("dist/manifest.json"),
+    )
+    for name in ("gpu", "publish", "publish-dry-run"):
+        assert "needs.container.result == 'success'" in load(RELEASE)["jobs"][name]["if"]
 
 
 def test_the_watch_verifies_the_latest_releases_every_day(stub_dir: Path, tmp_path: Path) -> None:
