@@ -389,8 +389,9 @@ def write_outputs(settings: BuildSettings, results: Sequence[CellResult]) -> Rec
         settings.matrix.nccl_pins([cells[w.cell] for w in outcome.manifest.wheels])
     )
     write_override_files(files, settings.out)
-    write_manifest(replace(outcome.manifest, nccl_files=tuple(f.name for f in files)), path)
-    return outcome
+    manifest = replace(outcome.manifest, nccl_files=tuple(f.name for f in files))
+    write_manifest(manifest, path)
+    return replace(outcome, manifest=manifest)
 
 
 def require_success(results: Sequence[CellResult], total: int) -> None:
