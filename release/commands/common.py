@@ -95,6 +95,11 @@ def add_dist_option(parser: argparse.ArgumentParser, what: str) -> None:
     parser.add_argument("--dist", type=Path, default=Path("dist"), metavar="DIR", help=what)
 
 
+def add_index_url_overrides(parser: argparse.ArgumentParser, what: str) -> None:
+    """`--index-url NAME=URL`, repeatable, as `parse_overrides` reads it; `what` is its help."""
+    parser.add_argument("--index-url", action="append", default=[], metavar="NAME=URL", help=what)
+
+
 def add_toolchain_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--cuda-home",

@@ -68,12 +68,8 @@ def register(subparsers: Any, parents: common.Parents) -> None:
         parser,
         "directory with manifest.json and published.json (default: dist)",
     )
-    parser.add_argument(
-        "--index-url",
-        action="append",
-        default=[],
-        metavar="NAME=URL",
-        help="check pip against this index for a destination or local label",
+    common.add_index_url_overrides(
+        parser, "check pip against this index for a destination or local label"
     )
     parser.add_argument(
         "--concurrency",
