@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from release.console import Output
 from release.errors import ConfigError, FileError
+from release.fsutil import write_atomic
 from release.matrix import Matrix, load_matrix
 from release.targets import ARCHES
 from release.toolchain.cacheroot import default_cache_dir
@@ -93,6 +94,27 @@ def output_for(args: argparse.Namespace, command: str) -> Output:
 def add_dist_option(parser: argparse.ArgumentParser, what: str) -> None:
     """`--dist DIR` (default: dist); `what` says what the command reads or writes there."""
     parser.add_argument("--dist", type=Path, default=Path("dist"), metavar="DIR", help=what)
+
+
+def add_index_url_overrides(parser: argparse.ArgumentParser, what: str) -> None:
+    """`--index-url NAME=URL`, repeatable, as `parse_overrides` reads it; `what` is its help."""
+    parser.add_argument("--index-url", action="append", default=[], metavar="NAME=URL", help=what)
+
+
+def add_markdown_option(parser: argparse.ArgumentParser, what: str) -> None:
+    """`--markdown FILE`, which `write_report` writes; `what` is its help."""
+    parser.add_argument("--markdown", type=Path, metavar="FILE", help=what)
+
+
+def write_report(
+    out: Output, document: Mapping[str, Any], markdown: str, file: Path | None
+) -> None:
+    """A command's result: its JSON document, then its Markdown in `file` (--markdown) when
+    given and in the GitHub step summary."""
+    out.document(document)
+    if file is not None:
+        write_atomic(file, markdown.encode())
+    out.summary(markdown)
 
 
 def add_toolchain_options(parser: argparse.ArgumentParser) -> None:

@@ -32,12 +32,8 @@ def register(subparsers: Any, parents: common.Parents) -> None:
     parser.add_argument(
         "--out", type=Path, default=None, metavar="DIR", help="default: <dist>/pins"
     )
-    parser.add_argument(
-        "--index-url",
-        action="append",
-        default=[],
-        metavar="NAME=URL",
-        help="the index of a destination or label, where it is served elsewhere",
+    common.add_index_url_overrides(
+        parser, "the index of a destination or label, where it is served elsewhere"
     )
 
 

@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import argparse
 import os
-from pathlib import Path
 from typing import Any
 
 from release.commands import common
 from release.console import markdown_table
-from release.fsutil import write_atomic
 from release.publish.plan import (
     NO_GPU_GATE,
     PlanRow,
@@ -59,7 +57,7 @@ def register(subparsers: Any, parents: common.Parents) -> None:
     parser.add_argument(
         "--github-api-url", metavar="URL", help="GitHub REST API base, as for `release publish`"
     )
-    parser.add_argument("--markdown", type=Path, metavar="FILE", help="write the plan as Markdown")
+    common.add_markdown_option(parser, "write the plan as Markdown")
     common.add_toolchain_options(parser)
 
 
@@ -178,10 +176,7 @@ def run(args: argparse.Namespace) -> int:
     for text in [f"GPU gate: {t}" for t in gate_text(plan)] or [NO_GPU_GATE]:
         out.line(text)
     out.line(f"plan: {summary(plan)}")
-    out.document(to_json(plan))
-    if args.markdown is not None:
-        write_atomic(args.markdown, markdown(plan).encode())
-    out.summary(markdown(plan))
+    common.write_report(out, to_json(plan), markdown(plan), args.markdown)
     error = failure(plan)
     if error is not None:
         raise error

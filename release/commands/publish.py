@@ -12,7 +12,6 @@ from typing import Any
 from release.commands import common
 from release.console import Advance, Output, markdown_table
 from release.errors import IncompleteError, ReleaseError
-from release.fsutil import write_atomic
 from release.publish.decide import Action, CompanionDecision, FileDecision
 from release.publish.run import PublishOutcome, PublishSettings, publish
 
@@ -218,7 +217,7 @@ def register(subparsers: Any, parents: common.Parents) -> None:
     parser.add_argument(
         "--pages-remote", metavar="REMOTE", help="push --pages-branch to this remote"
     )
-    parser.add_argument("--markdown", type=Path, metavar="FILE", help="write it as Markdown")
+    common.add_markdown_option(parser, "write it as Markdown")
 
 
 def settings_from(args: argparse.Namespace) -> PublishSettings:
@@ -263,11 +262,12 @@ def run(args: argparse.Namespace) -> int:
     settings = replace(settings_from(args), on_upload=uploaded)
 
     def report(outcome: PublishOutcome) -> None:
-        markdown = publish_markdown(outcome, dry_run=settings.dry_run)
-        out.document(publish_json(outcome, dry_run=settings.dry_run))
-        if args.markdown is not None:
-            write_atomic(args.markdown, markdown.encode())
-        out.summary(markdown)
+        common.write_report(
+            out,
+            publish_json(outcome, dry_run=settings.dry_run),
+            publish_markdown(outcome, dry_run=settings.dry_run),
+            args.markdown,
+        )
 
     try:
         with progress:

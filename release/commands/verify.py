@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import argparse
 import os
-from pathlib import Path
 from typing import Any
 
 from release.commands import common
 from release.console import Annotation, Output, markdown_table
 from release.errors import ConfigError, VerifyError
-from release.fsutil import write_atomic
 from release.verify.checks import (
     DEFAULT_CONCURRENCY,
     VerifyReport,
@@ -68,12 +66,8 @@ def register(subparsers: Any, parents: common.Parents) -> None:
         parser,
         "directory with manifest.json and published.json (default: dist)",
     )
-    parser.add_argument(
-        "--index-url",
-        action="append",
-        default=[],
-        metavar="NAME=URL",
-        help="check pip against this index for a destination or local label",
+    common.add_index_url_overrides(
+        parser, "check pip against this index for a destination or local label"
     )
     parser.add_argument(
         "--concurrency",
@@ -119,7 +113,7 @@ def register(subparsers: Any, parents: common.Parents) -> None:
         metavar="URL",
         help="where the index of the GitHub-hosted variants is served (default: the matrix's)",
     )
-    parser.add_argument("--markdown", type=Path, metavar="FILE", help="write it as Markdown")
+    common.add_markdown_option(parser, "write it as Markdown")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -147,11 +141,7 @@ def run(args: argparse.Namespace) -> int:
     for one in outcome.reports:
         print_verify(out, one)
     report = outcome.report
-    markdown = verify_markdown(report)
-    out.document(verify_json(report))
-    if args.markdown is not None:
-        write_atomic(args.markdown, markdown.encode())
-    out.summary(markdown)
+    common.write_report(out, verify_json(report), verify_markdown(report), args.markdown)
     if report.failed:
         for check in report.failed:
             out.annotate(
