@@ -28,6 +28,10 @@ class BuildSpec:
     config_settings: dict[str, str] | None = optional(
         "PEP 517 config settings (-C KEY=VALUE) of the build"
     )
+    compile_jobs: int | None = optional(
+        "compiles a cell's build runs at once (default: from the CPUs and the memory "
+        "available, 3 GiB a compile)"
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -38,6 +42,7 @@ class BuildRecipe:
     backend: BackendName = DEFAULT_BACKEND
     env: tuple[tuple[str, str], ...] = ()
     config_settings: tuple[tuple[str, str], ...] = ()
+    compile_jobs: int | None = None
 
 
 def merge(release: BuildSpec | None, cuda: BuildSpec | None) -> BuildRecipe:
@@ -46,14 +51,17 @@ def merge(release: BuildSpec | None, cuda: BuildSpec | None) -> BuildRecipe:
     backend: BackendName = DEFAULT_BACKEND
     env: dict[str, str] = {}
     settings: dict[str, str] = {}
+    jobs: int | None = None
     for spec in (release, cuda):
         if spec is None:
             continue
         backend = spec.backend or backend
         env.update(spec.env or {})
         settings.update(spec.config_settings or {})
+        jobs = spec.compile_jobs if spec.compile_jobs is not None else jobs
     return BuildRecipe(
         backend=backend,
         env=tuple(sorted(env.items())),
         config_settings=tuple(sorted(settings.items())),
+        compile_jobs=jobs,
     )

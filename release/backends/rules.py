@@ -41,6 +41,8 @@ def spec_problems(spec: BuildSpec, backend: BackendName, path: str) -> list[tupl
     """(key path, message) for each rule the `build` section at `path` breaks when built by
     `backend` (the backend in force there, which may come from the release's section)."""
     problems: list[tuple[str, str]] = []
+    if spec.compile_jobs is not None and spec.compile_jobs < 1:
+        problems.append((join_path(path, "compile-jobs"), "must be 1 or more"))
     for name in spec.env or {}:
         problem = _env_problem(name, backend)
         if problem is not None:

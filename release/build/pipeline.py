@@ -26,6 +26,7 @@ from release.backends import (
     with_path,
 )
 from release.build.cache import recipe, wheel_cache_key
+from release.build.jobs import killed_for_memory, memory_remedy
 from release.build.relabel import RelabelError, relabel
 from release.build.settings import BuildSettings, CellFailure, CellResult
 from release.build.torchcell import certify_torch, tags_problem
@@ -94,7 +95,7 @@ def cell_inputs(
         toolchain_env=toolchain.build_env(),
         toolkit=nvcc_toolkit(toolchain),
         tools=settings.build_tools,
-        jobs=settings.device_jobs,
+        jobs=settings.compile_jobs_of(cell).jobs,
         device_cache=settings.device_cache,
         device_log=settings.device_log,
         torch_cuda_home=torch_env.cuda_home if torch_env is not None else None,
@@ -260,12 +261,15 @@ def outcome(
 # ---------------------------------------------------------------- edge: one cell
 
 
-def _one_wheel(command: list[str], env: Mapping[str, str], outdir: Path, log: Path) -> Path:
+def _one_wheel(
+    command: list[str], env: Mapping[str, str], outdir: Path, log: Path, *, jobs: int
+) -> Path:
     built = proc.run(command, env=env, log=log)
     if built.returncode != 0:
-        raise CellFailure(
-            proc.failure("the PEP 517 build", built, detail=False), proc.tail(built.output)
-        )
+        what = proc.failure("the PEP 517 build", built, detail=False)
+        if killed_for_memory(built.output, built.returncode):
+            what += f": {memory_remedy(jobs)}"
+        raise CellFailure(what, proc.tail(built.output))
     wheels = sorted(outdir.glob("*.whl"))
     if len(wheels) != 1:
         raise CellFailure(f"the build produced {len(wheels)} wheels, expected 1")
@@ -305,7 +309,8 @@ def build_cell(
             for path, text in inputs.files.items():
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text(text, encoding="utf-8")
-            wheel = _one_wheel(command, env, outdir, log)
+            jobs = settings.compile_jobs_of(cell).jobs
+            wheel = _one_wheel(command, env, outdir, log, jobs=jobs)
             candidate, report = certify(
                 wheel, cell, toolchain, python=settings.python, env=env, log=log,
                 torch_env=torch_env,

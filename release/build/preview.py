@@ -153,7 +153,7 @@ def planned(settings: BuildSettings, cell: Cell, plan: ToolchainPlan) -> dict[st
     inputs = planned_inputs(
         cell,
         plan,
-        jobs=settings.device_jobs,
+        jobs=settings.compile_jobs_of(cell).jobs,
         device_cache=settings.device_cache,
         device_log=settings.device_log,
     )

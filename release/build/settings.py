@@ -16,6 +16,7 @@ from pathlib import Path
 from release import proc
 from release.backends import BuildTools
 from release.build.cache import WheelCache
+from release.build.jobs import CompileJobs, compile_jobs
 from release.credentials import without_credentials
 from release.errors import ConfigError
 from release.inspection.wheel import WheelReport
@@ -41,11 +42,18 @@ class BuildSettings:
     epoch: int = DEFAULT_EPOCH
     build_tools: BuildTools = field(default_factory=BuildTools)  # cmake, ninja (PyPI)
     torch_envs: Mapping[str, TorchEnv] = field(default_factory=dict)  # torch cells, by id
+    compile_jobs: int | None = None  # --compile-jobs: over the matrix's and the machine's
+    cpus: int = field(default_factory=lambda: os.cpu_count() or 1)
+    memory: int | None = None  # bytes available to the build; None: not known
 
-    @property
-    def device_jobs(self) -> int:
-        """Parallel device compiles per cell: the CPUs shared by the cells built at once."""
-        return max(1, (os.cpu_count() or 2) // self.jobs)
+    def compile_jobs_of(self, cell: Cell) -> CompileJobs:
+        """Compiles the cell's build runs at once, and why that many."""
+        return compile_jobs(
+            cpus=self.cpus,
+            memory=self.memory,
+            side_by_side=self.jobs,
+            override=self.compile_jobs or cell.build.compile_jobs,
+        )
 
     @property
     def toolchain_dir(self) -> Path:

@@ -417,6 +417,8 @@ def run_build(settings: BuildSettings, events: BuildEvents) -> BuildRun:
     every wheel in dist/ gets its manifest entry), and say what dist/ now holds."""
     settings, toolchains = prepare(settings, events)
     events.note(f"SOURCE_DATE_EPOCH={settings.epoch}")
+    for choice in dict.fromkeys(settings.compile_jobs_of(c) for c in settings.cells):
+        events.note(f"compile jobs: {choice.jobs} a cell ({choice.reason})")
     started = time.monotonic()
     collected: dict[str, CellResult] = {}
     with events.cells(len(settings.cells)) as progress:

@@ -63,6 +63,14 @@ def register(subparsers: Any, parents: common.Parents) -> None:
         metavar="N",
         help="CUDA versions built side by side",
     )
+    parser.add_argument(
+        "--compile-jobs",
+        type=common.positive_int,
+        default=None,
+        metavar="N",
+        help="compiles each cell's build runs at once (default: matrix.yaml's "
+        "build.compile-jobs, else from the CPUs and the memory available, 3 GiB a compile)",
+    )
     parser.add_argument("--fail-fast", action="store_true", help="stop at the first failure")
     parser.add_argument("--dry-run", action="store_true", help="show what would run; build nothing")
     parser.add_argument(
@@ -119,6 +127,7 @@ def run(args: argparse.Namespace) -> int:
             jobs=args.jobs,
             environ=environ,
             epoch=epoch,
+            **common.machine(args),
         )
         return _dry_run(settings, plan_toolchains(settings), output)
     with ExitStack() as stack:
@@ -139,6 +148,7 @@ def run(args: argparse.Namespace) -> int:
             fail_fast=args.fail_fast,
             environ=environ,
             epoch=epoch,
+            **common.machine(args),
         )
         built = run_build(settings, _Events(output))
         if reference is not None:

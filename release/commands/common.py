@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from release.build.jobs import available_memory, cpus
 from release.console import Output
 from release.errors import ConfigError, FileError
 from release.fsutil import write_atomic
@@ -155,6 +156,16 @@ def load(path: Path, args: argparse.Namespace | None = None) -> Matrix:
     given = getattr(args, "cache_dir", None)
     cache = Path(given) if given is not None else None
     return load_matrix(path, asking_the_backend(cache, dict(os.environ)))
+
+
+def machine(args: argparse.Namespace) -> dict[str, Any]:
+    """BuildSettings' say in how many compiles a cell runs at once: --compile-jobs where the
+    command has it, this process's CPUs, the memory left to it."""
+    return {
+        "compile_jobs": getattr(args, "compile_jobs", None),
+        "cpus": cpus(),
+        "memory": available_memory(),
+    }
 
 
 def positive_int(text: str) -> int:

@@ -114,6 +114,7 @@ def run(args: argparse.Namespace) -> int:
         cache_dir=common.cache_dir(args),
         cuda_home=common.cuda_home(args),
         environ=environ,
+        **common.machine(args),
         epoch=source_date_epoch(environ, matrix.project.path, proc.run),
     )
     settings, toolchains = prepare(settings, _Notes())

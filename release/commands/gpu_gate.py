@@ -71,6 +71,7 @@ def run(args: argparse.Namespace) -> int:
         cache_dir=common.cache_dir(args),
         cuda_home=common.cuda_home(args),
         environ=environ,
+        **common.machine(args),
         epoch=manifest.source_date_epoch or DEFAULT_EPOCH,
     )
 

@@ -297,3 +297,21 @@ def test_the_gpu_gate_runs_the_projects_own_tests_beside_the_pinned_torch(
     assert [(r["build"], r["ok"]) for r in runs] == [("cubin", True), ("ptx", True)]
     assert "probe: torch 2.14.1+cu130 from " in captured.err
     assert " passed" in captured.err
+
+
+def test_a_compile_killed_for_memory_is_said_so_with_the_remedy(
+    built: Path, release_cache: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """g++ itself, told (-wrapper) to run its compiler through a program that dies of
+    SIGKILL, as the OOM killer's victims do: the cell fails naming memory and fewer jobs,
+    not as a compiler error."""
+    killer = tmp_path / "oom-killed.sh"
+    killer.write_text("#!/bin/sh\nkill -9 $$\n", encoding="utf-8")
+    killer.chmod(0o755)
+    run = release_build(tmp_path, release_cache, capsys, extra=f', CPPFLAGS: "-wrapper {killer}"')
+    assert run.code == 4
+    said = run.out + run.err
+    assert "Killed signal terminated program" in said
+    assert "a compile was killed, most likely for memory" in said
+    assert "--compile-jobs" in said
+    assert not list(run.dist.glob("*.whl"))

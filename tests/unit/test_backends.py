@@ -269,6 +269,8 @@ def test_merge_takes_the_cuda_versions_keys_over_the_releases() -> None:
         backend="cmake", env=(("A", "1"), ("B", "2")), config_settings=(("x", "1"), ("y", "2"))
     )
     assert merge(None, None) == BuildRecipe(backend="release")
+    assert merge(BuildSpec(compile_jobs=8), BuildSpec(compile_jobs=2)).compile_jobs == 2
+    assert merge(BuildSpec(compile_jobs=8), BuildSpec(env={"A": "1"})).compile_jobs == 8
     assert merge(release, BuildSpec(backend="torch")).backend == "torch"
     assert backend_for(merge(None, None).backend).needs_nvcc is False
     assert backend_for(merge(release, None).backend).needs_nvcc is True
@@ -331,3 +333,10 @@ def test_read_build_backend() -> None:
     assert read_build_backend(text) == SKBUILD
     assert read_build_backend("[project]\nname = 'x'\n") is None
     assert read_build_backend("not = [toml") is None
+
+
+def test_compile_jobs_are_one_or_more() -> None:
+    assert spec_problems(BuildSpec(compile_jobs=0), "torch", "build") == [
+        ("build.compile-jobs", "must be 1 or more")
+    ]
+    assert spec_problems(BuildSpec(compile_jobs=3), "torch", "build") == []
