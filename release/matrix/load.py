@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from packaging.utils import InvalidName, canonicalize_name
 from packaging.version import InvalidVersion, Version
 from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
@@ -77,6 +78,10 @@ def read_project(path: Path) -> tuple[str, Version] | str | None:
     name, version = table.get("name"), table.get("version")
     if not isinstance(name, str) or not isinstance(version, str):
         return None
+    try:
+        canonicalize_name(name, validate=True)
+    except InvalidName:
+        return f"{pyproject}: name {shown(name)} is not a valid project name (PEP 508)"
     try:
         return name, Version(version)
     except InvalidVersion:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.metadata import InvalidMetadata, Metadata
+from packaging.utils import InvalidName, canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from release import proc
@@ -78,8 +79,9 @@ def from_metadata(text: str, where: Path) -> ProjectMetadata:
     """Name and version from a METADATA file's text."""
     try:
         parsed = Metadata.from_email(text, validate=False)
+        canonicalize_name(parsed.name, validate=True)  # no path or markup rides in a name
         return ProjectMetadata(name=parsed.name, version=Version(str(parsed.version)))
-    except (InvalidMetadata, InvalidVersion, ValueError, TypeError) as error:
+    except (InvalidMetadata, InvalidName, InvalidVersion, ValueError, TypeError) as error:
         raise ConfigError(
             [f"{where}: the build backend's metadata has no usable name and version: {error}"]
         ) from None

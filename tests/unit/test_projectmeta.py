@@ -44,6 +44,8 @@ def test_a_project_without_static_name_and_version_is_its_backends_to_name(
     assert read_project(tmp_path / "proj") is None
     (tmp_path / "proj" / "pyproject.toml").write_text('[project]\nname = "x"\nversion = "1.0"\n')
     assert read_project(tmp_path / "proj") == ("x", Version("1.0"))
+    (tmp_path / "proj" / "pyproject.toml").write_text('[project]\nname = "../x"\nversion = "1"\n')
+    assert "is not a valid project name" in str(read_project(tmp_path / "proj"))
     (tmp_path / "proj" / "pyproject.toml").unlink()
     (tmp_path / "proj" / "setup.py").unlink()
     assert "does not exist" in str(read_project(tmp_path / "proj"))
@@ -92,6 +94,8 @@ def test_metadata_text_gives_name_and_version_or_a_clear_error(tmp_path: Path) -
     assert (found.name, found.version) == ("k3-ops", Version("0.2.0"))
     with pytest.raises(ConfigError, match="no usable name and version"):
         from_metadata("Metadata-Version: 2.1\nName: k3-ops\nVersion: not a version\n", tmp_path)
+    with pytest.raises(ConfigError, match="no usable name and version"):
+        from_metadata("Metadata-Version: 2.1\nName: ../../etc\nVersion: 1.0\n", tmp_path)
 
 
 def test_the_cache_entry_is_the_commit_and_the_projects_place_in_the_checkout() -> None:
