@@ -11,7 +11,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from release.errors import ConfigError
+from release.errors import ConfigError, FileError
 
 _umask_lock = threading.Lock()
 
@@ -50,13 +50,15 @@ def write_atomic(path: Path, data: bytes, *, mode: int = 0o666) -> None:
 
 
 def read_json(path: Path, what: str, missing_hint: str) -> Any:
-    """The JSON document at `path`; a ConfigError that names the file (and, for a missing
-    one, `missing_hint`) where it cannot be read or parsed."""
+    """The JSON document at `path`: a FileError that names the file (and, for a missing
+    one, `missing_hint`) where it cannot be read, a ConfigError where it is no JSON."""
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise ConfigError([f"{path}: no such file"], hint=missing_hint) from None
-    except (OSError, ValueError) as error:
+        raise FileError(f"{path}: no such file", hint=missing_hint) from None
+    except OSError as error:
+        raise FileError.of(error, f"read the {what}") from None
+    except ValueError as error:
         raise ConfigError([f"{path}: not a readable {what}: {error}"]) from None
 
 

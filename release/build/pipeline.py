@@ -34,7 +34,7 @@ from release.credentials import without_credentials
 from release.errors import BuildError
 from release.fsutil import write_atomic
 from release.inspection.verdict import auditwheel_problems, inspected, show_command
-from release.inspection.wheel import WheelReport
+from release.inspection.wheel import WheelReport, budget_warning
 from release.matrix import Cell
 from release.toolchain import Toolchain
 from release.toolchain.torchenv import TorchEnv
@@ -319,7 +319,8 @@ def build_cell(
             cache.put(key, cell.wheel_filename, data)
         final = settings.out / cell.wheel_filename
         write_atomic(final, data)
-        return final, report, lookup.data is not None, warnings
+        near = budget_warning(report, cell)
+        return final, report, lookup.data is not None, (*warnings, *([near] if near else []))
 
     reproduce = proc.reproduce_command(command, env, None, parent=settings.environ)
     try:

@@ -146,6 +146,7 @@ def manifest_entry(cell: Cell, report: WheelReport, toolchain: Mapping[str, str]
         sms=report.sms,
         ptx=report.ptx[0] if report.ptx else None,
         toolchain=toolchain,
+        device_bytes=report.device_bytes,
     )
 
 

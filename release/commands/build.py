@@ -83,6 +83,11 @@ def register(subparsers: Any, parents: common.Parents) -> None:
     common.add_toolchain_options(parser)
 
 
+def per_target(sizes: Sequence[tuple[str, int]]) -> str:
+    """`sm_75 65 KiB, ..., ptx_100 47 KiB`: the bytes of each target's device code."""
+    return ", ".join(f"{label} {size / 1024:.0f} KiB" for label, size in sizes)
+
+
 def _describe(result: CellResult) -> str:
     if result.ok and result.report is not None:
         origin = "cached" if result.from_cache else "built"
@@ -90,7 +95,9 @@ def _describe(result: CellResult) -> str:
             f"ok {result.cell.id} {origin} in {result.seconds:.1f} s: {result.report.filename} "
             f"({result.report.size / 2**20:.2f} MiB; sm {' '.join(result.report.sms)}; "
             f"ptx {' '.join(result.report.ptx) or '-'})"
-        )
+            + (f"\n   device code: {per_target(result.report.device_bytes)}"
+               if result.report.device_bytes else "")
+        )  # fmt: skip
     return f"FAILED {result.cell.id} after {result.seconds:.1f} s: {result.error}"
 
 
@@ -223,7 +230,7 @@ class _Events(BuildEvents):
             output.note(f"reproduce: {result.reproduce}")
 
 
-CELL_COLUMNS = ("cell", "result", "time", "wheel", "size")
+CELL_COLUMNS = ("cell", "result", "time", "wheel", "size", "device code")
 
 
 def _cell_rows(results: Sequence[CellResult]) -> list[list[str]]:
@@ -234,6 +241,7 @@ def _cell_rows(results: Sequence[CellResult]) -> list[list[str]]:
             f"{r.seconds:.1f} s" + (" (cached)" if r.from_cache else ""),
             r.report.filename if r.report else "-",
             f"{r.report.size / 2**20:.2f} MiB" if r.report else "-",
+            per_target(r.report.device_bytes) if r.report and r.report.device_bytes else "-",
         ]
         for r in results
     ]
@@ -261,6 +269,8 @@ def _report(
                     "seconds": round(r.seconds, 2),
                     "wheel": r.report.filename if r.report else None,
                     "sha256": r.report.sha256 if r.report else None,
+                    "size": r.report.size if r.report else None,
+                    "device_bytes": dict(r.report.device_bytes) if r.report else {},
                     "error": r.error,
                     "warnings": list(r.warnings),
                     "log": str(r.log) if r.log else None,

@@ -33,7 +33,11 @@ def register(subparsers: Any, parents: common.Parents) -> None:
         ),
     )
     parser.add_argument(
-        "--out", type=Path, default=Path("dist"), metavar="DIR", help="output directory"
+        "--out",
+        type=Path,
+        default=Path("dist"),
+        metavar="DIR",
+        help="output directory (default: dist)",
     )
     parser.add_argument("--cuda", action="append", default=[], metavar="X.Y")
     parser.add_argument(

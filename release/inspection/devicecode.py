@@ -22,14 +22,20 @@ import re
 import tempfile
 import zipfile
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 
 from release import proc
-from release.inspection.fatbin import FatbinContents, FatbinLister, target_key
+from release.inspection.fatbin import (
+    FatbinContents,
+    FatbinLister,
+    measured,
+    summed_sizes,
+    target_key,
+)
 from release.targets import GpuTarget
 
 DEVICE_SECTIONS = frozenset({".nv_fatbin", "__nv_relfatbin"})
@@ -132,6 +138,11 @@ def coverage_problems(
     return problems
 
 
+def device_bytes(members: Sequence[MemberDeviceCode]) -> tuple[tuple[str, int], ...]:
+    """Bytes per target of all members together (cubins `sm_90`, PTX `ptx_100`)."""
+    return summed_sizes([m.contents.sizes for m in members])
+
+
 def found_targets(members: Sequence[MemberDeviceCode]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(SMs, PTX targets) found in any member, ordered."""
     sms = {s for m in members for s in m.contents.sms}
@@ -170,14 +181,15 @@ def elf_lister(
             path = Path(tmp) / Path(name).name
             path.write_bytes(data)
             done = runner(header_command(cuobjdump, path), env=env, separate_stderr=True)
-        if done.returncode != 0:
-            detail = proc.one_line_tail(done.output + done.stderr)
-            return FatbinContents(sms=(), ptx=(), error=f"cuobjdump cannot read it: {detail}")
-        contents = parse_fatbin_headers(done.output)
-        if not contents.sms and not contents.ptx:
-            return FatbinContents(
-                sms=(), ptx=(), error="cuobjdump finds no cubin and no PTX in its fatbin"
-            )
-        return contents
+            if done.returncode != 0:
+                detail = proc.one_line_tail(done.output + done.stderr)
+                return FatbinContents(sms=(), ptx=(), error=f"cuobjdump cannot read it: {detail}")
+            contents = parse_fatbin_headers(done.output)
+            if not contents.sms and not contents.ptx:
+                return FatbinContents(
+                    sms=(), ptx=(), error="cuobjdump finds no cubin and no PTX in its fatbin"
+                )
+            sizes = measured(path, cuobjdump=cuobjdump, env=env, runner=runner)
+        return replace(contents, sizes=sizes)
 
     return list_elf

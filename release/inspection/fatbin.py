@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import re
 import tempfile
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from release import proc
@@ -23,6 +23,8 @@ class FatbinContents:
     sms: tuple[str, ...]
     ptx: tuple[str, ...]
     error: str | None = None  # why the fatbin could not be read
+    # bytes of each target's code as cuobjdump extracts it (uncompressed): `sm_90`, `ptx_100`
+    sizes: tuple[tuple[str, int], ...] = ()
 
 
 FatbinLister = Callable[[str, bytes], FatbinContents]
@@ -48,6 +50,53 @@ def parse_cuobjdump_listing(output: str) -> FatbinContents:
     )
 
 
+_EXTRACTED = re.compile(r"\.sm_(\d+[af]?)\.(cubin|ptx)$")
+
+
+def target_sizes(files: Mapping[str, int]) -> tuple[tuple[str, int], ...]:
+    """Bytes per target from the files `cuobjdump -xelf all -xptx all` writes
+    (`swiglu.sm_90.cubin`, `swiglu.sm_100.ptx`), summed: `sm_90` for cubins, `ptx_100` for
+    PTX; cubins first, each kind by SM."""
+    totals: dict[tuple[int, tuple[int, str]], tuple[str, int]] = {}
+    for name, size in files.items():
+        found = _EXTRACTED.search(name)
+        if found is None:
+            continue
+        target, kind = found.groups()
+        key = (0 if kind == "cubin" else 1, target_key(target))
+        label = f"sm_{target}" if kind == "cubin" else f"ptx_{target}"
+        totals[key] = (label, totals.get(key, (label, 0))[1] + size)
+    return tuple(totals[key] for key in sorted(totals))
+
+
+def summed_sizes(parts: Sequence[Sequence[tuple[str, int]]]) -> tuple[tuple[str, int], ...]:
+    """Per-target bytes of several fatbins together, in `target_sizes`' order."""
+    kinds = {"sm": "cubin", "ptx": "ptx"}
+    files: dict[str, int] = {}
+    for sizes in parts:
+        for label, size in sizes:
+            kind, _, target = label.partition("_")
+            name = f"x.sm_{target}.{kinds[kind]}"
+            files[name] = files.get(name, 0) + size
+    return target_sizes(files)
+
+
+def extract_command(cuobjdump: Path, path: Path) -> list[str]:
+    return [str(cuobjdump), "-xelf", "all", "-xptx", "all", str(path)]
+
+
+def measured(
+    path: Path, *, cuobjdump: Path, env: Mapping[str, str], runner: proc.Runner = proc.run
+) -> tuple[tuple[str, int], ...]:
+    """The bytes per target of the device code in `path` (a fatbin or a shared object),
+    extracted by cuobjdump into a directory of its own; none where it cannot extract."""
+    with tempfile.TemporaryDirectory(prefix="release-extract-") as tmp:
+        done = runner(extract_command(cuobjdump, path), env=env, cwd=Path(tmp))
+        if done.returncode != 0:
+            return ()
+        return target_sizes({f.name: f.stat().st_size for f in Path(tmp).iterdir()})
+
+
 def list_command(cuobjdump: Path, path: Path) -> list[str]:
     return [str(cuobjdump), "--list-elf", "--list-ptx", str(path)]
 
@@ -60,7 +109,8 @@ def list_file(
     if done.returncode != 0:
         detail = proc.one_line_tail(done.output + done.stderr)
         return FatbinContents(sms=(), ptx=(), error=f"cuobjdump cannot read it: {detail}")
-    return parse_cuobjdump_listing(done.output)
+    sizes = measured(path, cuobjdump=cuobjdump, env=env, runner=runner)
+    return replace(parse_cuobjdump_listing(done.output), sizes=sizes)
 
 
 def lister(cuobjdump: Path, env: Mapping[str, str], runner: proc.Runner = proc.run) -> FatbinLister:

@@ -36,7 +36,13 @@ from packaging.utils import (
 )
 from packaging.version import Version
 
-from release.inspection.devicecode import ElfLister, coverage_problems, found_targets, scan
+from release.inspection.devicecode import (
+    ElfLister,
+    coverage_problems,
+    device_bytes,
+    found_targets,
+    scan,
+)
 from release.inspection.fatbin import FatbinContents, FatbinLister
 from release.inspection.torchlibs import TORCH_PROVIDED
 from release.matrix import Cell
@@ -68,6 +74,7 @@ class WheelReport:
     ptx: tuple[str, ...]
     build_info: Mapping[str, object] = field(default_factory=dict)
     problems: tuple[str, ...] = ()
+    device_bytes: tuple[tuple[str, int], ...] = ()  # per target, uncompressed: `sm_90`, `ptx_100`
 
     @property
     def ok(self) -> bool:
@@ -178,11 +185,6 @@ def inspect_wheel(
     except InvalidWheelFilename as error:
         problems.append(f"invalid wheel filename: {error}")
         return report(sms=(), ptx=())
-    if len(data) > limit:
-        problems.append(
-            f"{len(data) / 2**20:.1f} MiB is over {cell.destination.name}'s limit of "
-            f"{limit / 2**20:.0f} MiB"
-        )
     if version != cell.version:
         problems.append(f"the filename's version is {version}, the cell's is {cell.version}")
     if (version.local or None) != cell.local_label:
@@ -213,7 +215,40 @@ def inspect_wheel(
     members = scan(data, list_fatbin=list_fatbin, list_elf=list_elf or _unlisted)
     problems += coverage_problems(members, cell.sms, cell.ptx)
     sms, ptx = found_targets(members)
-    return report(sms=sms, ptx=ptx, build_info=build_info)
+    sizes = device_bytes(members)
+    if len(data) > limit:
+        problems.append(size_problem(len(data), limit, cell.destination.name, sizes))
+    return report(sms=sms, ptx=ptx, build_info=build_info, device_bytes=sizes)
+
+
+def size_problem(size: int, limit: int, destination: str, sizes: Sequence[tuple[str, int]]) -> str:
+    """A wheel over its destination's file limit, and the targets that weigh most."""
+    weighs = heaviest(sizes)
+    return f"{size / 2**20:.1f} MiB is over {destination}'s limit of {limit / 2**20:.0f} MiB" + (
+        f" (heaviest device code: {weighs})" if weighs else ""
+    )
+
+
+BUDGET_WARNING = 0.9  # of a destination's file limit: `release build` says so from here
+
+
+def budget_warning(report: WheelReport, cell: Cell) -> str | None:
+    """Where a wheel that fits its destination's file limit is near it."""
+    limit = cell.destination.max_file_size
+    if not BUDGET_WARNING * limit < report.size <= limit:
+        return None
+    weighs = heaviest(report.device_bytes)
+    return (
+        f"{report.filename} is {report.size / 2**20:.1f} MiB, {100 * report.size / limit:.0f}% "
+        f"of {cell.destination.name}'s {limit / 2**20:.0f} MiB file limit"
+        + (f" (heaviest device code: {weighs})" if weighs else "")
+    )
+
+
+def heaviest(sizes: Sequence[tuple[str, int]], count: int = 3) -> str:
+    """The targets whose code weighs most: `sm_100 1.2 MiB, sm_90 1.1 MiB`."""
+    ranked = sorted(sizes, key=lambda kv: -kv[1])[:count]
+    return ", ".join(f"{label} {n / 2**20:.1f} MiB" for label, n in ranked)
 
 
 def _unlisted(name: str, data: bytes) -> FatbinContents:

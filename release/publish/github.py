@@ -25,6 +25,7 @@ from pathlib import Path
 
 from release.credentials import Secret
 from release.errors import ConflictError, PublishError
+from release.inspection.wheel import heaviest
 from release.publish.decide import (
     Action,
     CompanionDecision,
@@ -143,7 +144,10 @@ class GithubPublisher:
             return problem
         limit = min(destination.max_file_size, GITHUB_ASSET_LIMIT)
         if entry.size > limit:
-            return f"{entry.size} bytes is over the {limit}-byte limit of {destination.name}"
+            weighs = heaviest(entry.device_bytes)
+            return f"{entry.size} bytes is over the {limit}-byte limit of {destination.name}" + (
+                f" (heaviest device code: {weighs})" if weighs else ""
+            )
         return None
 
     def final_url(self, name: str) -> str:

@@ -34,6 +34,7 @@ from twine.settings import Settings
 
 from release.credentials import IndexCredentials, index_credentials, mask, secret_values
 from release.errors import ConflictError, PublishError
+from release.inspection.wheel import heaviest
 from release.publish.decide import Action, FileDecision, PublishPlan, RemoteFile
 from release.records.manifest import DestinationRef, WheelEntry
 from release.remote.httpclient import BasicCredentials, Client, OriginAuth, client, fetch, origin_of
@@ -91,8 +92,11 @@ def platform_allowed(platform: str) -> bool:
     return False
 
 
-def pypi_refusals(filename: str, facts: WheelFacts, *, max_file_size: int) -> list[str]:
-    """Every reason PyPI would reject this file at upload. Pure."""
+def pypi_refusals(
+    filename: str, facts: WheelFacts, *, max_file_size: int, weighs_most: str = ""
+) -> list[str]:
+    """Every reason PyPI would reject this file at upload (`weighs_most`: the targets whose
+    device code weighs most, for a file over the limit). Pure."""
     try:
         name, version, _, tags = parse_wheel_filename(filename)
     except InvalidWheelFilename as error:
@@ -104,9 +108,10 @@ def pypi_refusals(filename: str, facts: WheelFacts, *, max_file_size: int) -> li
     if bad:
         reasons.append(f"platform tag {', '.join(bad)} is not on PyPI's allow-list")
     if facts.size > max_file_size:
+        weighs = f"; heaviest device code: {weighs_most}" if weighs_most else ""
         reasons.append(
             f"{facts.size / 2**20:.1f} MiB is over the {max_file_size / 2**20:.0f} MiB file "
-            "limit (raise `max-file-size-mib` if PyPI raised the project's limit)"
+            f"limit (raise `max-file-size-mib` if PyPI raised the project's limit{weighs})"
         )
     if facts.unreadable:
         reasons.append(facts.unreadable)
@@ -302,7 +307,10 @@ class PypiPublisher:
 
     def refusal(self, entry: WheelEntry, wheel: Path) -> str | None:
         reasons = pypi_refusals(
-            entry.filename, self.facts(wheel), max_file_size=self.destination.max_file_size
+            entry.filename,
+            self.facts(wheel),
+            max_file_size=self.destination.max_file_size,
+            weighs_most=heaviest(entry.device_bytes),
         )
         if not reasons and self.twine_checks:
             problem = twine_check(wheel)

@@ -16,7 +16,7 @@ from pathlib import Path
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from release.errors import ConfigError
+from release.errors import ConfigError, FileError
 from release.fsutil import sha256_file
 from release.matrix import Cell
 from release.records.manifest import (
@@ -37,8 +37,8 @@ def manifest_paths(dist: Path) -> list[Path]:
         return [top]
     found = sorted(dist.glob("manifest*.json"))
     if not found:
-        raise ConfigError(
-            [f"{top}: no such file"], hint="run `release build` first, or pass --dist DIR"
+        raise FileError(
+            f"{top}: no such file", hint="run `release build` first, or pass --dist DIR"
         )
     return found
 

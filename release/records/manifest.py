@@ -72,6 +72,9 @@ class WheelEntry:
     toolchain: Mapping[str, str]
     destination: DestinationRef
     nccl: str | None = None  # "nvidia-nccl-cu12==2.30.7"
+    # bytes of each target's device code, uncompressed (`sm_90`, `ptx_100`); empty in a
+    # manifest written before they were measured
+    device_bytes: tuple[tuple[str, int], ...] = ()
 
     @classmethod
     def of(
@@ -84,6 +87,7 @@ class WheelEntry:
         sms: tuple[str, ...],
         ptx: str | None,
         toolchain: Mapping[str, str],
+        device_bytes: tuple[tuple[str, int], ...] = (),
     ) -> WheelEntry:
         """A cell's entry: what the cell fixes (names, versions, destination, NCCL pin)
         and what its wheel was found to hold."""
@@ -101,6 +105,7 @@ class WheelEntry:
             toolchain=dict(toolchain),
             destination=DestinationRef.of(cell),
             nccl=nccl_requirement(cell.cuda.major, cell.nccl) if cell.nccl else None,
+            device_bytes=device_bytes,
         )
 
 
@@ -160,6 +165,7 @@ def to_json(manifest: Manifest) -> dict[str, Any]:
                 "ptx": w.ptx,
                 "toolchain": dict(w.toolchain),
                 "nccl": w.nccl,
+                "device_bytes": dict(w.device_bytes),
                 "destination": {
                     k: v
                     for k, v in vars(w.destination).items()
@@ -172,6 +178,7 @@ def to_json(manifest: Manifest) -> dict[str, Any]:
 
 
 SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")  # a sha256 as every record writes it
+_TARGET_LABEL = re.compile(r"^(sm|ptx)_[0-9]{2,3}[af]?$")
 _NCCL_FILE = re.compile(r"^cu[0-9]{1,3}(-constraints|-reinstall)?\.txt$")
 
 
@@ -255,7 +262,20 @@ def _wheel(raw: object, where: str) -> WheelEntry:
         toolchain={str(k): str(v) for k, v in toolchain.items()},
         destination=_destination(raw, where),
         nccl=_optional(raw, "nccl", where),
+        device_bytes=_device_bytes(raw, where),
     )
+
+
+def _device_bytes(raw: Mapping[str, Any], where: str) -> tuple[tuple[str, int], ...]:
+    found = raw.get("device_bytes", {})
+    if not isinstance(found, dict):
+        raise ValueError(f"{where}.device_bytes: not an object")
+    for label, size in found.items():
+        if not _TARGET_LABEL.match(str(label)):
+            raise ValueError(f"{where}.device_bytes: {str(label)[:20]!r} is not sm_N or ptx_N")
+        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+            raise ValueError(f"{where}.device_bytes.{label}: not a number of bytes")
+    return tuple((str(k), int(v)) for k, v in found.items())
 
 
 def from_json(data: object) -> Manifest:

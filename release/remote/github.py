@@ -151,6 +151,10 @@ class Reconcile(Exception):
 # -- the client ------------------------------------------------------------------------
 
 
+class GithubUnreachable(PublishError):
+    """GitHub did not answer within the retry policy: nothing is known of what it holds."""
+
+
 class GithubClient:
     """The REST API of one GitHub (api.github.com, or a GitHub Enterprise `/api/v3`).
 
@@ -223,7 +227,7 @@ class GithubClient:
                 yield
         except RetryExhausted as error:
             progress = "; ".join(done) if done else "nothing was changed"
-            raise PublishError(
+            raise GithubUnreachable(
                 self.scrub(f"GitHub {where}: {error} (done so far: {progress})"),
                 hint=f"re-running `{self.command}` resumes where this run stopped",
             ) from None

@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from release.credentials import github_token, index_credentials
-from release.errors import ConfigError, VerifyError
+from release.errors import ConfigError, IncompleteError, VerifyError
 from release.matrix import GithubDestination, Matrix, PypiDestination, load_matrix
 from release.records.dist import load_dist
 from release.records.published import RECORD_NAME, Published, read_record, with_overrides
 from release.remote import httpclient as http
-from release.remote.github import GithubClient
+from release.remote.github import GithubClient, GithubUnreachable
 from release.remote.httpclient import BasicCredentials, OriginAuth, origin_of
 from release.toolchain.projectmeta import asking_the_backend
 from release.verify.checks import VerifyReport, VerifySettings, verify
@@ -79,14 +79,21 @@ def published_releases(target: VerifyTarget, environ: Mapping[str, str]) -> list
         return [read_record(target.dist / RECORD_NAME, manifest)]
     matrix = load_matrix(target.matrix, asking_the_backend(None, environ))
     clients = github_clients(matrix, api_url=target.github_api_url, environ=environ)
-    tags = tags_to_verify(matrix, target, clients)
-    with http.client(auth=index_auth(matrix, environ)) as client:
-        return [
-            published_from_tag(
-                matrix, tag, github=clients, http=client, index_base=target.index_base_url
-            )
-            for tag in dict.fromkeys(tags)
-        ]
+    try:
+        tags = tags_to_verify(matrix, target, clients)
+        with http.client(auth=index_auth(matrix, environ)) as client:
+            return [
+                published_from_tag(
+                    matrix, tag, github=clients, http=client, index_base=target.index_base_url
+                )
+                for tag in dict.fromkeys(tags)
+            ]
+    except GithubUnreachable as error:
+        raise IncompleteError(
+            error.message.replace(" (done so far: nothing was changed)", ""),
+            hint="nothing was verified; check the network (and --github-api-url), then run "
+            "`release verify` again",
+        ) from None
 
 
 def github_clients(

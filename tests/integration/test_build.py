@@ -96,6 +96,10 @@ def test_all_four_cells_build_and_are_in_the_manifest(built: Built) -> None:
         assert hashlib.sha256(wheel.read_bytes()).hexdigest() == entry.sha256
         assert entry.sms == ("75", "80", "86", "89", "90", "100")
         assert entry.ptx == "100"
+        # cuobjdump's extraction, summed over the wheel's fatbins
+        sizes = dict(entry.device_bytes)
+        assert list(sizes) == [*(f"sm_{sm}" for sm in entry.sms), "ptx_100"]
+        assert all(size > 1000 for size in sizes.values()), sizes
     assert sorted(manifest.nccl_files) == [
         "cu12-constraints.txt",
         "cu12-reinstall.txt",

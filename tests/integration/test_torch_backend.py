@@ -133,6 +133,10 @@ def test_the_wheel_is_tagged_as_built_and_holds_the_cells_device_code(built: Pat
     assert entry.cell == f"13.0-x86_64-torch{TORCH}"
     assert (entry.sms, entry.ptx) == (("75", "80", "90", "100"), "100")
     assert entry.toolchain["torch"].startswith(f"{TORCH}+cu130")
+    # the shared object's device code, per target, as cuobjdump extracts it
+    sizes = dict(entry.device_bytes)
+    assert list(sizes) == ["sm_75", "sm_80", "sm_90", "sm_100", "ptx_100"]
+    assert all(size > 1000 for size in sizes.values()), sizes
 
 
 def torch_requirements(wheel: Path) -> list[str]:

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from release.inspection.fatbin import FatbinContents, FatbinLister
-from release.inspection.wheel import check_elf, inspect_wheel
+from release.inspection.fatbin import FatbinContents, FatbinLister, summed_sizes, target_sizes
+from release.inspection.wheel import budget_warning, check_elf, inspect_wheel
 from release.matrix import Cell, load_matrix
 
 DATA = Path(__file__).parent.parent / "data"
@@ -152,6 +152,49 @@ def test_size_over_the_destination_limit() -> None:
     report = inspect_wheel(name, data, cell, list_fatbin=lister(FULL), max_size=100)
     assert any("over pypi's limit" in p for p in report.problems)
     assert report.sha256 == hashlib.sha256(data).hexdigest()
+
+
+SIZED = replace(
+    FULL,
+    sizes=(("sm_75", 3 << 20), ("sm_80", 1 << 20), ("sm_100", 5 << 20), ("ptx_100", 2 << 20)),
+)
+
+
+def test_device_bytes_per_target_are_summed_over_fatbins_and_name_the_heaviest() -> None:
+    cell = CELLS["13.0-x86_64"]
+    name, data = make_wheel(cell, fatbins=2)
+    report = inspect_wheel(name, data, cell, list_fatbin=lister(SIZED), max_size=100)
+    assert report.device_bytes == (
+        ("sm_75", 6 << 20), ("sm_80", 2 << 20), ("sm_100", 10 << 20), ("ptx_100", 4 << 20),
+    )  # fmt: skip
+    (over,) = [p for p in report.problems if "over pypi's limit" in p]
+    assert over.endswith("(heaviest device code: sm_100 10.0 MiB, sm_75 6.0 MiB, ptx_100 4.0 MiB)")
+
+
+def test_a_wheel_near_its_file_limit_is_warned_of() -> None:
+    cell = CELLS["13.0-x86_64"]
+    name, data = make_wheel(cell)
+    report = inspect_wheel(name, data, cell, list_fatbin=lister(SIZED))
+    limit = cell.destination.max_file_size
+    assert budget_warning(report, cell) is None  # a few KB of a 100 MiB limit
+    near = replace(report, size=int(0.95 * limit))
+    warned = budget_warning(near, cell)
+    assert warned is not None
+    assert "95% of pypi's 100 MiB file limit (heaviest device code: sm_100 5.0 MiB" in warned
+    assert budget_warning(replace(report, size=limit + 1), cell) is None  # over: a problem
+
+
+def test_extracted_files_give_bytes_per_target() -> None:
+    files = {
+        "swiglu.sm_90.cubin": 100, "swiglu.sm_90a.cubin": 7, "mla.sm_90.cubin": 50,
+        "swiglu.sm_100.ptx": 30, "_C.abi3.1.sm_75.cubin": 9, "notes.txt": 1,
+    }  # fmt: skip
+    assert target_sizes(files) == (
+        ("sm_75", 9), ("sm_90", 150), ("sm_90a", 7), ("ptx_100", 30),
+    )  # fmt: skip
+    assert summed_sizes([(("sm_90", 1), ("ptx_90", 2)), (("sm_90", 3),)]) == (
+        ("sm_90", 4), ("ptx_90", 2),
+    )  # fmt: skip
 
 
 def test_glibc_symbols_newer_than_the_manylinux_level() -> None:

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from release.errors import ConfigError
-from release.records.manifest import Manifest, read_manifest
+from release.errors import ConfigError, FileError
+from release.records.manifest import Manifest, read_manifest, write_manifest
 from release.records.published import read_record
 
 EMPTY = Manifest(project="k3-kernels", version="0.1.0", wheels=())
@@ -27,8 +27,9 @@ def test_a_missing_file_names_it_and_the_command_that_writes_it(
 ) -> None:
     read, _, hint = READERS[reader]
     path = tmp_path / "absent.json"
-    with pytest.raises(ConfigError) as caught:
+    with pytest.raises(FileError) as caught:
         read(path)
+    assert caught.value.exit_code == 8  # the README's "a file that cannot be read"
     assert caught.value.message == f"{path}: no such file"
     assert caught.value.hint is not None
     assert caught.value.hint.startswith(hint)
@@ -72,6 +73,10 @@ HOSTILE: dict[str, tuple[str, object]] = {
     "label-number": ("local_label", 129),
     "destination-kind": ("destination", {"name": "x", "kind": "ftp", "max_file_size": 1}),
     "destination-list": ("destination", ["pypi"]),
+    "device-bytes-list": ("device_bytes", [1, 2]),
+    "device-bytes-label": ("device_bytes", {"../x": 1}),
+    "device-bytes-negative": ("device_bytes", {"sm_90": -1}),
+    "device-bytes-bool": ("device_bytes", {"sm_90": True}),
 }
 
 
@@ -97,6 +102,13 @@ def test_the_well_formed_entry_reads(tmp_path: Path) -> None:
     document = {"schema": 1, "project": "k3-kernels", "version": "0.1.0", "wheels": [GOOD_WHEEL]}
     path.write_text(json.dumps(document))
     assert read_manifest(path).wheels[0].filename == GOOD_WHEEL["filename"]
+    assert read_manifest(path).wheels[0].device_bytes == ()  # written before they were measured
+    sized = {**GOOD_WHEEL, "device_bytes": {"sm_80": 52456, "ptx_80": 47744}}
+    path.write_text(json.dumps({**document, "wheels": [sized]}))
+    entry = read_manifest(path).wheels[0]
+    assert entry.device_bytes == (("sm_80", 52456), ("ptx_80", 47744))
+    write_manifest(read_manifest(path), path)
+    assert json.loads(path.read_text())["wheels"][0]["device_bytes"] == sized["device_bytes"]
 
 
 @pytest.mark.parametrize(
