@@ -5,6 +5,7 @@ pure renderers, responses are built in memory."""
 from __future__ import annotations
 
 import hashlib
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -425,6 +426,9 @@ def test_refusals(tmp_path: Path) -> None:
 
     big = entry(tmp_path, data=b"x" * 100, max_file_size=99)
     assert "over the 99-byte limit" in (publisher().refusal(big, tmp_path / WHEEL) or "")
+    weighed = replace(big, device_bytes=(("sm_90", 3 << 20), ("sm_100", 4 << 20)))
+    refused = publisher().refusal(weighed, tmp_path / WHEEL) or ""
+    assert refused.endswith("(heaviest device code: sm_100 4.0 MiB, sm_90 3.0 MiB)")
 
     spaced = entry(tmp_path, name="k3 kernels.whl")
     assert "rename" in (publisher().refusal(spaced, tmp_path / "k3 kernels.whl") or "")
