@@ -123,6 +123,12 @@ def beside_its_torch(
         f"{torch_env.site_packages}\n", encoding="utf-8"
     )
     pip = [python, "-m", "pip", "--disable-pip-version-check"]
+    if list(sites[0].glob("setuptools-*.dist-info")):
+        # the venv's own setuptools (ensurepip's, before Python 3.12) would shadow the one
+        # the torch environment holds, and torch asks for a newer one
+        dropped = proc.run([*pip, "uninstall", "--yes", "--quiet", "setuptools"], env=environ)
+        if not dropped.ok:
+            return proc.failure("making the test venv", dropped)
     installed = proc.run([*pip, "install", "--quiet", "--no-deps", "--no-index", str(wheel)],
                          env=environ)  # fmt: skip
     if not installed.ok:

@@ -219,9 +219,10 @@ class GpuGateSpec:
     runners: list[GpuRunnerSpec] = field(metadata={"doc": "where the GPU tests run"})
     command: str = field(
         metadata={
-            "doc": "the test command, from the repository root: {wheel} is the wheel's path, "
-            "{expect_arch} the __CUDA_ARCH__ a PTX-only build must report (empty otherwise), "
-            "{torch} a torch cell's torch version (to install the wheel beside it)"
+            "doc": "the test command, from the repository root: {wheel} is the wheel's path "
+            "(a torch cell's wheel is installed, beside its torch, in the venv the command "
+            "runs in: there it may be left out), {expect_arch} the __CUDA_ARCH__ a PTX-only "
+            "build must report (empty otherwise), {torch} a torch cell's torch version"
         }
     )
 

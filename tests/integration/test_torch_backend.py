@@ -282,7 +282,10 @@ def test_the_gpu_gate_runs_the_projects_own_tests_beside_the_pinned_torch(
     gate = (
         "gpu-gate:\n"
         "  runners: [{labels: [self-hosted, h200], sms: [90]}]\n"
-        f"  command: python {tmp_path / 'probe.py'} {{torch}} {tmp_path / 'tests'}\n"
+        # as a project's gate installs its test requirements, then runs its tests
+        "  command: >-\n"
+        "    sh -c 'python -m pip install --quiet --disable-pip-version-check pytest\n"
+        f"    && python {tmp_path / 'probe.py'} {{torch}} {tmp_path / 'tests'}'\n"
     )
     text = MATRIX.replace("{abi}", "regular").replace("{extra}", "")
     (tmp_path / "matrix.yaml").write_text(text + gate, encoding="utf-8")

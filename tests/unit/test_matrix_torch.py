@@ -116,3 +116,27 @@ def test_torch_settings_belong_to_the_torch_backend() -> None:
     assert (
         "'torch' is for the torch backend; CUDA 13.0 builds with cmake" in caught.value.problems[0]
     )
+
+
+GATE = """\
+gpu-gate:
+  runners: [{labels: [self-hosted, h200], sms: [90]}]
+  command: python -m pytest tests
+"""
+
+
+def test_a_torch_matrix_gate_may_leave_the_wheel_out_as_it_is_installed_for_it() -> None:
+    cuda = '  "13.0": {destination: pypi, torch: "2.14.1", abi3: "3.10"}\n'
+    matrix = matrix_from_text(HEAD + cuda + GATE, FIXTURE / "matrix.yaml")
+    assert matrix.gpu_gate is not None
+    mixed = (
+        HEAD.replace("build: {backend: torch}\n", "")
+        + cuda.replace(
+            'torch: "2.14.1", abi3: "3.10"',
+            'build: {backend: torch}, torch: "2.14.1", abi3: "3.10"',
+        )
+        + '  "12.9": {destination: gh, local-label: cu129}\n'
+    )
+    with pytest.raises(ConfigError) as caught:
+        matrix_from_text(mixed + GATE, FIXTURE / "matrix.yaml")
+    assert any("must name the wheel as {wheel}" in p for p in caught.value.problems)
