@@ -116,9 +116,11 @@ def beside_its_torch(
     venv = where / "venv"
     python = str(venv / "bin" / "python")
     made = proc.run([str(torch_env.python), "-m", "venv", str(venv)], env=environ)
-    sites = sorted((venv / "lib").glob("python*/site-packages"))
-    if not made.ok or not sites or torch_env.site_packages is None:
+    if not made.ok:
         return proc.failure("making the test venv", made)
+    sites = sorted((venv / "lib").glob("python*/site-packages"))
+    if not sites or torch_env.site_packages is None:
+        return "making the test venv: the venv or the torch environment has no site-packages"
     (sites[0] / "release-pinned-torch.pth").write_text(
         f"{torch_env.site_packages}\n", encoding="utf-8"
     )

@@ -57,28 +57,27 @@ def target_sizes(files: Mapping[str, int]) -> tuple[tuple[str, int], ...]:
     """Bytes per target from the files `cuobjdump -xelf all -xptx all` writes
     (`swiglu.sm_90.cubin`, `swiglu.sm_100.ptx`), summed: `sm_90` for cubins, `ptx_100` for
     PTX; cubins first, each kind by SM."""
-    totals: dict[tuple[int, tuple[int, str]], tuple[str, int]] = {}
+    labelled = []
     for name, size in files.items():
         found = _EXTRACTED.search(name)
-        if found is None:
-            continue
-        target, kind = found.groups()
-        key = (0 if kind == "cubin" else 1, target_key(target))
-        label = f"sm_{target}" if kind == "cubin" else f"ptx_{target}"
-        totals[key] = (label, totals.get(key, (label, 0))[1] + size)
-    return tuple(totals[key] for key in sorted(totals))
+        if found is not None:
+            target, kind = found.groups()
+            labelled.append((f"sm_{target}" if kind == "cubin" else f"ptx_{target}", size))
+    return summed_sizes([labelled])
+
+
+def _label_key(label: str) -> tuple[int, tuple[int, str]]:
+    kind, _, target = label.partition("_")
+    return (0 if kind == "sm" else 1, target_key(target))
 
 
 def summed_sizes(parts: Sequence[Sequence[tuple[str, int]]]) -> tuple[tuple[str, int], ...]:
-    """Per-target bytes of several fatbins together, in `target_sizes`' order."""
-    kinds = {"sm": "cubin", "ptx": "ptx"}
-    files: dict[str, int] = {}
+    """Per-target bytes of several fatbins together: cubins first, each kind by SM."""
+    totals: dict[str, int] = {}
     for sizes in parts:
         for label, size in sizes:
-            kind, _, target = label.partition("_")
-            name = f"x.sm_{target}.{kinds[kind]}"
-            files[name] = files.get(name, 0) + size
-    return target_sizes(files)
+            totals[label] = totals.get(label, 0) + size
+    return tuple((label, totals[label]) for label in sorted(totals, key=_label_key))
 
 
 def extract_command(cuobjdump: Path, path: Path) -> list[str]:
