@@ -25,6 +25,7 @@ SECRET_VARIABLES = (
     "TWINE_API_KEY",
     "ACTIONS_ID_TOKEN_REQUEST_TOKEN",
     "ACTIONS_RUNTIME_TOKEN",
+    "AWS_ACCESS_KEY_ID",  # the compile cache's S3 keys: read by sccache's server alone
 )
 SECRET_NAME_PARTS = ("TOKEN", "PASSWORD", "SECRET", "API_KEY", "CREDENTIAL")
 # Variables no child process needs: the credentials of this program, and files that

@@ -87,6 +87,8 @@ class BuildContext:
     build_dir: Path | None = None
     toolchains_dir: Path | None = None
     python_include: Path | None = None
+    # sccache, which every compile of a backend that `uses_compile_cache` goes through
+    compile_launcher: Path | None = None
 
 
 class Backend(Protocol):
@@ -109,6 +111,11 @@ class Backend(Protocol):
     @property
     def owned_settings(self) -> frozenset[str]:
         """Config settings it gets from the cell, which the matrix may not set."""
+        ...
+
+    @property
+    def uses_compile_cache(self) -> bool:
+        """Its compiles go through the context's `compile_launcher` (sccache)."""
         ...
 
     @property

@@ -7,6 +7,7 @@ PyPI first on PATH; the local label by rewriting the built wheel.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 from release.backends.base import BuildContext, BuildInputs, CellTargets, NvccToolkit
 from release.backends.nvcc import NVCC_TAG_REMEDY, family_problem, require_toolkit
@@ -61,6 +62,12 @@ def cmake_inputs(
     return env, settings
 
 
+def launcher_inputs(launcher: Path) -> dict[str, str]:
+    """CMake's compiler launchers (read from the environment since CMake 3.17): every C,
+    C++ and CUDA compile through `launcher`."""
+    return {f"CMAKE_{lang}_COMPILER_LAUNCHER": str(launcher) for lang in ("C", "CXX", "CUDA")}
+
+
 class CmakeBackend:
     name: BackendName = "cmake"
     needs_nvcc = True
@@ -72,6 +79,9 @@ class CmakeBackend:
             "CUDACXX",
             "CUDA_HOME",
             "CUDAToolkit_ROOT",
+            "CMAKE_C_COMPILER_LAUNCHER",
+            "CMAKE_CXX_COMPILER_LAUNCHER",
+            "CMAKE_CUDA_COMPILER_LAUNCHER",
         }
     )
     owned_settings = frozenset(
@@ -82,6 +92,7 @@ class CmakeBackend:
         }
     )
     labels_by_rewriting = True
+    uses_compile_cache = True
     tag_remedy = NVCC_TAG_REMEDY
 
     def setting_problem(self, name: str, value: str) -> str | None:
@@ -97,6 +108,8 @@ class CmakeBackend:
         env, settings = cmake_inputs(
             cell.sms, cell.ptx, toolkit, jobs=context.jobs, build_backend=cell.build_backend
         )
+        if context.compile_launcher is not None:
+            env.update(launcher_inputs(context.compile_launcher))
         return BuildInputs(env=env, config_settings=settings, path=context.tools.path)
 
     def describe(self, cell: CellTargets, build_tools: str) -> tuple[str, str]:

@@ -29,6 +29,7 @@ class ContractBackend:
     )
     owned_settings = owned_env
     labels_by_rewriting = False
+    uses_compile_cache = False  # csrc's device code has its own cache (release.build.cache)
     tag_remedy = ""
 
     def setting_problem(self, name: str, value: str) -> str | None:

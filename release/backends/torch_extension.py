@@ -16,6 +16,8 @@ from release.backends.nvcc import NVCC_TAG_REMEDY, family_problem, require_toolk
 from release.backends.recipe import BackendName
 from release.targets import GpuTarget
 
+CXX_WRAPPER_PATH = "launch/g++"  # in a torch cell's CUDA_HOME (release.toolchain.torchenv)
+
 
 def torch_arch(target: GpuTarget) -> str:
     """A target as torch spells it: 75 -> `7.5`, 90a -> `9.0a`, 100f -> `10.0f`, 121 -> `12.1`."""
@@ -107,14 +109,30 @@ def reproducible_inputs(context: BuildContext) -> tuple[dict[str, str], dict[Pat
     return {k: v for k, v in env.items() if v}, files
 
 
+def launcher_inputs(launcher: Path, cuda_home: Path) -> dict[str, str]:
+    """Every compile through `launcher`: CUDA_HOME's nvcc wrapper and its C++ wrapper
+    (named g++, as torch's compiler check wants) run their compiler through it."""
+    return {
+        "RELEASE_COMPILE_LAUNCHER": str(launcher),
+        "CXX": str(cuda_home / CXX_WRAPPER_PATH),
+    }
+
+
 class TorchBackend:
     name: BackendName = "torch"
     needs_nvcc = True
     owned_env = frozenset(
-        {"TORCH_CUDA_ARCH_LIST", "CUDA_HOME", "DIST_EXTRA_CONFIG", "RELEASE_NVCC_SOURCE_ROOT"}
+        {
+            "TORCH_CUDA_ARCH_LIST",
+            "CUDA_HOME",
+            "DIST_EXTRA_CONFIG",
+            "RELEASE_NVCC_SOURCE_ROOT",
+            "RELEASE_COMPILE_LAUNCHER",
+        }
     )
     owned_settings: frozenset[str] = frozenset()
     labels_by_rewriting = True
+    uses_compile_cache = True
     tag_remedy = NVCC_TAG_REMEDY
 
     def setting_problem(self, name: str, value: str) -> str | None:
@@ -130,6 +148,8 @@ class TorchBackend:
         env = torch_inputs(cell.sms, cell.ptx, toolkit, jobs=context.jobs)
         reproducible, files = reproducible_inputs(context)
         env.update(reproducible)
+        if context.compile_launcher is not None:
+            env.update(launcher_inputs(context.compile_launcher, toolkit.root))
         return BuildInputs(env=env, config_settings={}, path=context.tools.path, files=files)
 
     def describe(self, cell: CellTargets, build_tools: str) -> tuple[str, str]:

@@ -12,6 +12,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 
 from release import proc
@@ -26,6 +27,12 @@ from release.backends import (
     with_path,
 )
 from release.build.cache import recipe, wheel_cache_key
+from release.build.compilecache import (
+    CacheStats,
+    CompileCacheError,
+    sccache_binary,
+    start_server,
+)
 from release.build.jobs import killed_for_memory, memory_remedy
 from release.build.relabel import RelabelError, relabel
 from release.build.settings import BuildSettings, CellFailure, CellResult
@@ -36,6 +43,7 @@ from release.fsutil import write_atomic
 from release.inspection.verdict import auditwheel_problems, inspected, show_command
 from release.inspection.wheel import WheelReport, budget_warning
 from release.matrix import Cell
+from release.matrix.compilecache import CompileCache
 from release.toolchain import Toolchain
 from release.toolchain.torchenv import TorchEnv
 
@@ -91,6 +99,7 @@ def cell_inputs(
     cell: Cell, toolchain: Toolchain, settings: BuildSettings, build_dir: Path | None = None
 ) -> BuildInputs:
     torch_env = settings.torch_envs.get(cell.id)
+    launcher = sccache_binary() if backend_for(cell.build.backend).uses_compile_cache else None
     context = BuildContext(
         toolchain_env=toolchain.build_env(),
         toolkit=nvcc_toolkit(toolchain),
@@ -103,6 +112,7 @@ def cell_inputs(
         build_dir=build_dir,
         toolchains_dir=torch_env.root.parent if torch_env is not None else None,
         python_include=torch_env.python_include if torch_env is not None else None,
+        compile_launcher=launcher,
     )
     return build_inputs(cell_targets(cell), context)
 
@@ -276,15 +286,44 @@ def _one_wheel(
     return wheels[0]
 
 
+def _cached_wheel(
+    command: list[str],
+    env: Mapping[str, str],
+    outdir: Path,
+    log: Path,
+    *,
+    jobs: int,
+    cache: CompileCache,
+    local_dir: Path,
+    environ: Mapping[str, str],
+    stats: list[CacheStats],
+) -> Path:
+    """`_one_wheel` with its compiles through a compile-cache server of the cell's own,
+    whose hits and misses go to `stats`."""
+    try:
+        server = start_server(cache, local_dir=local_dir, environ=environ, log=log)
+    except CompileCacheError as error:
+        raise CellFailure(f"the compile cache: {error}") from None
+    try:
+        return _one_wheel(command, {**env, **server.client_env}, outdir, log, jobs=jobs)
+    finally:
+        stats.append(server.stats())
+        server.stop()
+
+
 def build_cell(
     cell: Cell, toolchain: Toolchain, settings: BuildSettings, sources: str
 ) -> CellResult:
     """One cell from its sources (or the wheel cache) to its final wheel in settings.out."""
     start = time.monotonic()
     log = settings.log_of(cell)
-    staging = Path(tempfile.mkdtemp(prefix=f".{cell.id}.", dir=settings.out))
+    # a fixed place: the build's paths are part of each compile's cache key
+    staging = settings.out / f".{cell.id}.staging"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
     outdir = staging / "built"
     inputs = cell_inputs(cell, toolchain, settings, build_dir=staging / "build")
+    stats: list[CacheStats] = []
     torch_env = settings.torch_envs.get(cell.id)
     python = str(torch_env.python) if torch_env is not None else settings.python
     env = cell_environment(inputs, base=settings.environ, python=python, epoch=settings.epoch)
@@ -310,7 +349,16 @@ def build_cell(
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text(text, encoding="utf-8")
             jobs = settings.compile_jobs_of(cell).jobs
-            wheel = _one_wheel(command, env, outdir, log, jobs=jobs)
+            if backend_for(cell.build.backend).uses_compile_cache:
+                wheel = _cached_wheel(
+                    command, env, outdir, log, jobs=jobs, cache=settings.compile_cache,
+                    local_dir=staging / "no-compile-cache"
+                    if settings.compile_cache.storage == "none"
+                    else settings.compile_dir_of(cell),
+                    environ=settings.environ, stats=stats,
+                )  # fmt: skip
+            else:
+                wheel = _one_wheel(command, env, outdir, log, jobs=jobs)
             candidate, report = certify(
                 wheel, cell, toolchain, python=settings.python, env=env, log=log,
                 torch_env=torch_env,
@@ -328,7 +376,8 @@ def build_cell(
         if torch_env is not None:
             summary["torch"] = torch_env.torch_version
             summary["host_cc"] = "the build machine's c++ (torch's cpp_extension runs it)"
-        return outcome(cell, work, start=start, log=log, toolchain=summary, reproduce=reproduce)
+        result = outcome(cell, work, start=start, log=log, toolchain=summary, reproduce=reproduce)
+        return replace(result, compile_cache=stats[0]) if stats else result
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 

@@ -16,11 +16,13 @@ from pathlib import Path
 from release import proc
 from release.backends import BuildTools
 from release.build.cache import WheelCache
+from release.build.compilecache import CacheStats
 from release.build.jobs import CompileJobs, compile_jobs
 from release.credentials import without_credentials
 from release.errors import ConfigError
 from release.inspection.wheel import WheelReport
 from release.matrix import Cell, Matrix
+from release.matrix.compilecache import CompileCache
 from release.toolchain.cacheroot import toolchain_cache
 from release.toolchain.torchenv import TorchEnv
 
@@ -45,6 +47,7 @@ class BuildSettings:
     compile_jobs: int | None = None  # --compile-jobs: over the matrix's and the machine's
     cpus: int = field(default_factory=lambda: os.cpu_count() or 1)
     memory: int | None = None  # bytes available to the build; None: not known
+    compile_cache: CompileCache = field(default_factory=CompileCache)  # matrix's or command's
 
     def compile_jobs_of(self, cell: Cell) -> CompileJobs:
         """Compiles the cell's build runs at once, and why that many."""
@@ -71,6 +74,11 @@ class BuildSettings:
     def device_log(self) -> Path:
         return self.out / "logs" / "device.jsonl"
 
+    def compile_dir_of(self, cell: Cell) -> Path:
+        """The cell's local compile-cache directory (one sccache server at a time each)."""
+        root = self.compile_cache.dir or (self.work_dir or self.cache_dir) / "compile"
+        return root / cell.id
+
     def log_of(self, cell: Cell) -> Path:
         return self.out / "logs" / f"{cell.id}.log"
 
@@ -89,6 +97,7 @@ class CellResult:
     reproduce: str = ""
     toolchain: Mapping[str, str] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
+    compile_cache: CacheStats | None = None  # None: no compile ran (csrc, or the wheel cache)
 
 
 class CellFailure(Exception):

@@ -420,6 +420,8 @@ def run_build(settings: BuildSettings, events: BuildEvents) -> BuildRun:
     events.note(f"SOURCE_DATE_EPOCH={settings.epoch}")
     for choice in dict.fromkeys(settings.compile_jobs_of(c) for c in settings.cells):
         events.note(f"compile jobs: {choice.jobs} a cell ({choice.reason})")
+    if any(backend_for(c.build.backend).uses_compile_cache for c in settings.cells):
+        events.note(f"compile cache: {settings.compile_cache.describe()} (sccache)")
     started = time.monotonic()
     collected: dict[str, CellResult] = {}
     with events.cells(len(settings.cells)) as progress:

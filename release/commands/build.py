@@ -23,6 +23,7 @@ from typing import Any
 from release import proc
 from release.backends import DEFAULT_BACKEND
 from release.build.compare import Comparison, compare
+from release.build.compilecache import CacheStats
 from release.build.preview import planned
 from release.build.settings import BuildSettings, CellResult, source_date_epoch
 from release.build.stage import (
@@ -37,6 +38,7 @@ from release.commands import common
 from release.console import Annotation, Output, markdown_table
 from release.errors import BuildError, ConfigError
 from release.matrix import Cell
+from release.matrix.compilecache import CompileCache
 from release.records.dist import Reconciled
 from release.records.manifest import Manifest, read_manifest
 from release.toolchain import Progress, ToolchainPlan
@@ -71,6 +73,7 @@ def register(subparsers: Any, parents: common.Parents) -> None:
         help="compiles each cell's build runs at once (default: matrix.yaml's "
         "build.compile-jobs, else from the CPUs and the memory available, 3 GiB a compile)",
     )
+    common.add_compile_cache_option(parser)
     parser.add_argument("--fail-fast", action="store_true", help="stop at the first failure")
     parser.add_argument("--dry-run", action="store_true", help="show what would run; build nothing")
     parser.add_argument(
@@ -97,6 +100,7 @@ def _describe(result: CellResult) -> str:
             f"ptx {' '.join(result.report.ptx) or '-'})"
             + (f"\n   device code: {per_target(result.report.device_bytes)}"
                if result.report.device_bytes else "")
+            + (f"\n   {result.compile_cache.line()}" if result.compile_cache else "")
         )  # fmt: skip
     return f"FAILED {result.cell.id} after {result.seconds:.1f} s: {result.error}"
 
@@ -134,6 +138,7 @@ def run(args: argparse.Namespace) -> int:
             jobs=args.jobs,
             environ=environ,
             epoch=epoch,
+            compile_cache=common.compile_cache(args, matrix),
             **common.machine(args),
         )
         return _dry_run(settings, plan_toolchains(settings), output)
@@ -155,6 +160,10 @@ def run(args: argparse.Namespace) -> int:
             fail_fast=args.fail_fast,
             environ=environ,
             epoch=epoch,
+            # a comparison rebuilds from nothing: every compile runs again
+            compile_cache=common.compile_cache(args, matrix)
+            if reference is None
+            else CompileCache(storage="none"),
             **common.machine(args),
         )
         built = run_build(settings, _Events(output))
@@ -230,7 +239,16 @@ class _Events(BuildEvents):
             output.note(f"reproduce: {result.reproduce}")
 
 
-CELL_COLUMNS = ("cell", "result", "time", "wheel", "size", "device code")
+CELL_COLUMNS = ("cell", "result", "time", "wheel", "size", "device code", "compile cache")
+
+
+def _cache_cell(stats: CacheStats | None) -> str:
+    if stats is None:
+        return "-"
+    text = f"{stats.hits} hits, {stats.misses} misses"
+    if stats.errors:
+        text += f", {stats.errors} storage errors"
+    return text + (" (store out of reach)" if stats.fallback else "")
 
 
 def _cell_rows(results: Sequence[CellResult]) -> list[list[str]]:
@@ -242,6 +260,7 @@ def _cell_rows(results: Sequence[CellResult]) -> list[list[str]]:
             r.report.filename if r.report else "-",
             f"{r.report.size / 2**20:.2f} MiB" if r.report else "-",
             per_target(r.report.device_bytes) if r.report and r.report.device_bytes else "-",
+            _cache_cell(r.compile_cache),
         ]
         for r in results
     ]
@@ -271,6 +290,7 @@ def _report(
                     "sha256": r.report.sha256 if r.report else None,
                     "size": r.report.size if r.report else None,
                     "device_bytes": dict(r.report.device_bytes) if r.report else {},
+                    "compile_cache": r.compile_cache.as_json() if r.compile_cache else None,
                     "error": r.error,
                     "warnings": list(r.warnings),
                     "log": str(r.log) if r.log else None,

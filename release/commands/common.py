@@ -14,6 +14,7 @@ from release.console import Output
 from release.errors import ConfigError, FileError
 from release.fsutil import write_atomic
 from release.matrix import Matrix, load_matrix
+from release.matrix.compilecache import CompileCache, parse_compile_cache
 from release.targets import ARCHES
 from release.toolchain.cacheroot import default_cache_dir
 from release.toolchain.projectmeta import asking_the_backend
@@ -166,6 +167,47 @@ def machine(args: argparse.Namespace) -> dict[str, Any]:
         "cpus": cpus(),
         "memory": available_memory(),
     }
+
+
+COMPILE_CACHE_VARIABLE = "RELEASE_COMPILE_CACHE"
+
+
+def add_compile_cache_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--compile-cache",
+        type=compile_cache_spec,
+        default=None,
+        metavar="STORAGE",
+        help="where the cmake and torch backends' compiles (sccache) keep their objects, over "
+        f"{COMPILE_CACHE_VARIABLE} and matrix.yaml's compile-cache: none, local, local:DIR, "
+        "github-actions or s3://BUCKET/PREFIX?endpoint=URL&region=R (S3 keys from "
+        "AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY)",
+    )
+
+
+def compile_cache_spec(text: str) -> CompileCache:
+    """argparse type of --compile-cache."""
+    try:
+        return parse_compile_cache(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def compile_cache(args: argparse.Namespace, matrix: Matrix) -> CompileCache:
+    """--compile-cache, else RELEASE_COMPILE_CACHE, else matrix.yaml's compile-cache."""
+    given: CompileCache | None = getattr(args, "compile_cache", None)
+    if given is not None:
+        return given
+    value = os.environ.get(COMPILE_CACHE_VARIABLE, "").strip()
+    if value:
+        try:
+            return parse_compile_cache(value)
+        except ValueError as error:
+            raise ConfigError(
+                [f"{COMPILE_CACHE_VARIABLE}: {error}"],
+                hint=f"unset {COMPILE_CACHE_VARIABLE} to use matrix.yaml's compile-cache",
+            ) from None
+    return matrix.compile_cache
 
 
 def positive_int(text: str) -> int:

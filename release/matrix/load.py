@@ -26,6 +26,8 @@ from release.matrix.cells import (
     cuda_versions,
     version_cells,
 )
+from release.matrix.compilecache import from_spec as compile_cache_from_spec
+from release.matrix.compilecache import spec_problems as compile_cache_problems
 from release.matrix.model import (
     Cell,
     Destination,
@@ -311,12 +313,16 @@ def _validate(
     if not cells and spec.cuda and not loader.problems:
         loader.problem("cuda", "the matrix is empty: every cell is excluded")
     gate = gpu_gate(spec, loader, cells)
+    if spec.compile_cache is not None:
+        for key, message in compile_cache_problems(spec.compile_cache):
+            loader.problem(join_path("compile-cache", key), message)
     return Matrix(
         path=path,
         project=project,
         cells=tuple(cells),
         destinations=destinations,
         gpu_gate=gate,
+        compile_cache=compile_cache_from_spec(spec.compile_cache, path.parent),
     )
 
 

@@ -17,6 +17,7 @@ from packaging.version import Version
 
 from release.backends import BuildRecipe
 from release.errors import ConfigError
+from release.matrix.compilecache import CompileCache
 from release.targets import Arch, CudaVersion, GpuTarget
 
 
@@ -220,6 +221,7 @@ class Matrix:
     cells: tuple[Cell, ...]
     destinations: Mapping[str, Destination]
     gpu_gate: GpuGate | None = None
+    compile_cache: CompileCache = field(default_factory=CompileCache)
 
     def select(self, *, cuda: Sequence[str] = (), arch: Sequence[str] = ()) -> tuple[Cell, ...]:
         """The cells matching the filters (empty filter = all); a filter that matches nothing

@@ -16,6 +16,7 @@ from packaging.version import Version
 
 from release.backends import BuildSpec
 from release.errors import shown
+from release.matrix.compilecache import CompileCacheSpec
 from release.targets import Arch, GpuTarget
 from release.yamlspec import optional
 
@@ -238,3 +239,6 @@ class MatrixSpec:
     exclude: list[ExcludeSpec] | None = None
     build: BuildSpec | None = optional("how the kernel project is built (default: release)")
     gpu_gate: GpuGateSpec | None = optional("GPU tests on GPU runners before publishing")
+    compile_cache: CompileCacheSpec | None = optional(
+        "where compiles keep their objects (sccache's storage): local, s3, github-actions"
+    )

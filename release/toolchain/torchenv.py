@@ -28,6 +28,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from release import proc
+from release.backends.torch_extension import CXX_WRAPPER_PATH
 from release.errors import ToolchainError
 from release.matrix import Cell
 from release.toolchain.provision import Progress, check_pip_install, pip_progress
@@ -58,7 +59,7 @@ print(json.dumps({
 
 # Bumped whenever assemble_cuda_home makes a different CUDA_HOME; an environment recorded
 # with another layout gets its CUDA_HOME made again (not its venv).
-CUDA_HOME_LAYOUT = 2
+CUDA_HOME_LAYOUT = 3
 
 # nvcc names a file's internal-linkage entities (kernels in anonymous namespaces, which
 # torch's headers have) after the hash of the source's absolute path and a per-process
@@ -68,8 +69,11 @@ CUDA_HOME_LAYOUT = 2
 # name and as the random seed, and keeps the temporary files beside the object.
 NVCC_WRAPPER = """\
 #!/bin/sh
-# nvcc with names that depend on the sources only (written by cuda-wheel-release)
+# nvcc with names that depend on the sources only (written by cuda-wheel-release), through
+# the compile cache where RELEASE_COMPILE_LAUNCHER names it (sccache names its own
+# temporary files, so --objdir-as-tempdir is for nvcc alone)
 real=%(real)s
+launch=${RELEASE_COMPILE_LAUNCHER:-}
 root=${RELEASE_NVCC_SOURCE_ROOT:-}
 source=
 count=0
@@ -81,7 +85,7 @@ for arg in "$@"; do
   esac
 done
 if [ -z "$root" ] || [ "$count" -ne 1 ]; then
-  exec "$real" "$@"
+  exec $launch "$real" "$@"
 fi
 case $source in
   /*) absolute=$source ;;
@@ -92,13 +96,24 @@ case $absolute in
   *) name=${absolute##*/} ;;
 esac
 case $name in
-  *[!A-Za-z0-9._/+-]*) exec "$real" "$@" ;;
+  *[!A-Za-z0-9._/+-]*) exec $launch "$real" "$@" ;;
 esac
+if [ -n "$launch" ]; then
+  exec "$launch" "$real" "$@" -frandom-seed="$name" -Xcudafe --orig_src_path_name="$name"
+fi
 if [ "$out" = yes ]; then
   exec "$real" "$@" -frandom-seed="$name" -Xcudafe --orig_src_path_name="$name" \\
     --objdir-as-tempdir
 fi
 exec "$real" "$@" -frandom-seed="$name" -Xcudafe --orig_src_path_name="$name"
+"""
+
+# The host C++ compiler through the compile cache: torch's cpp_extension runs $CXX, and
+# accepts a wrapper whose path names g++.
+CXX_WRAPPER = """\
+#!/bin/sh
+# c++ through the compile cache (written by cuda-wheel-release)
+exec "${RELEASE_COMPILE_LAUNCHER:?}" c++ "$@"
 """
 
 # ---------------------------------------------------------------- pure core
@@ -312,6 +327,10 @@ def assemble_cuda_home(root: Path, toolkit: Path, site: Path, cuda: str) -> Path
         NVCC_WRAPPER % {"real": shlex.quote(str(toolkit / "bin" / "nvcc"))}, encoding="utf-8"
     )
     wrapper.chmod(0o755)
+    cxx = home / CXX_WRAPPER_PATH
+    cxx.parent.mkdir()
+    cxx.write_text(CXX_WRAPPER, encoding="utf-8")
+    cxx.chmod(0o755)
     major = cuda.split(".", maxsplit=1)[0]
     nvidia = site / "nvidia"
     wheel_dirs = [nvidia / f"cu{major}"] if (nvidia / f"cu{major}").is_dir() else []

