@@ -87,7 +87,7 @@ def _s3_problems(
 ) -> list[tuple[str, str]]:
     problems = []
     if bucket is None:
-        problems.append(("bucket", "storage s3 needs a bucket"))
+        problems.append(("storage", "storage s3 needs a bucket: add bucket: NAME"))
     elif not _BUCKET.match(bucket):
         problems.append(("bucket", f"{shown(bucket)} is not an S3 bucket name"))
     if endpoint is not None and not re.match(r"^https?://[^/\s?#@]+/?$", endpoint):

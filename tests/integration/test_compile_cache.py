@@ -76,10 +76,12 @@ def test_a_second_runner_compiles_nothing_the_first_compiled(
 
     first = runner_build(project, store, tmp_path / "runner-1", environ, release_cache)
     assert first.compile_cache is not None
-    assert first.compile_cache.misses >= 1 and first.compile_cache.hits == 0
+    assert first.compile_cache.misses >= 1
+    assert first.compile_cache.hits == 0
     assert first.compile_cache.fallback is None
     stored = s3_server.keys(BUCKET)
-    assert stored and all(key.startswith("k3/") for key in stored)
+    assert stored
+    assert all(key.startswith("k3/") for key in stored)
 
     second = runner_build(project, store, tmp_path / "runner-2", environ, release_cache)
     assert second.compile_cache is not None
@@ -87,7 +89,8 @@ def test_a_second_runner_compiles_nothing_the_first_compiled(
         first.compile_cache.misses,
         0,
     )
-    assert second.report is not None and first.report is not None
+    assert second.report is not None
+    assert first.report is not None
     assert second.report.sha256 == first.report.sha256
 
     # a store out of reach: the cell builds on its local directory, says so, same bytes
@@ -105,8 +108,10 @@ def test_a_second_runner_compiles_nothing_the_first_compiled(
     off = runner_build(
         project, CompileCache(storage="none"), tmp_path / "r4", environ, release_cache
     )
-    assert off.report is not None and off.report.sha256 == first.report.sha256
-    assert off.compile_cache is not None and off.compile_cache.hits == 0
+    assert off.report is not None
+    assert off.report.sha256 == first.report.sha256
+    assert off.compile_cache is not None
+    assert off.compile_cache.hits == 0
 
     for result in (first, second, unreachable, off):
         assert result.log is not None

@@ -1,0 +1,260 @@
+"""The compile cache on a project big enough for it to matter, measured side by side in one
+run: a generated scikit-build-core + CMake CUDA project of --units translation units
+(default 24), built through `release`'s cell pipeline with the real sccache on a real S3
+API (moto's server on 127.0.0.1, started here).
+
+1. cold: the first runner, an empty store and empty local directories
+2. second cold runner: empty local directories, the store the first one filled
+   (goal: <= 0.2 of cold, 0 misses, the same wheel bytes)
+3. one changed file: a third empty runner after one unit changed (goal: 1 miss)
+4. compile jobs: the build with the jobs `release` chooses for a memory limit of one
+   compile's budget (3 GiB: 1 job) against one job per core, from empty caches; the peak
+   resident memory of each build's processes, sampled every 0.1 s, against that limit
+
+Every runner builds from the same checkout path, as CI runners do. Run:
+    .venv/bin/python benchmarks/compile_cache.py [--units 24] [--keep DIR]
+It ends with the lines `shared-store cold runner / cold: R`, `misses on the second
+runner: N` and `misses after one changed file: N`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import socket
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from release.build.jobs import MEMORY_PER_JOB  # noqa: E402
+from release.build.pipeline import build_cell  # noqa: E402
+from release.build.settings import BuildSettings, CellResult  # noqa: E402
+from release.build.stage import BuildEvents, prepare  # noqa: E402
+from release.matrix import load_matrix  # noqa: E402
+from release.matrix.compilecache import CompileCache, parse_compile_cache  # noqa: E402
+from tests.s3_server import S3Server  # noqa: E402
+
+BUCKET = "bench-compile-cache"
+CMAKE = """\
+cmake_minimum_required(VERSION 3.26)
+project(bench_kernels LANGUAGES CXX CUDA)
+set(CMAKE_CUDA_STANDARD 17)
+set(CMAKE_CUDA_RUNTIME_LIBRARY Static)
+file(GLOB UNITS CONFIGURE_DEPENDS csrc/*.cu)
+add_library(bench SHARED ${UNITS})
+install(TARGETS bench LIBRARY DESTINATION bench_kernels)
+"""
+PYPROJECT = """\
+[build-system]
+requires = ["scikit-build-core>=0.10"]
+build-backend = "scikit_build_core.build"
+
+[project]
+name = "bench-kernels"
+version = "0.1.0"
+
+[tool.scikit-build]
+cmake.build-type = "Release"
+wheel.py-api = "py3"
+wheel.packages = ["src/bench_kernels"]
+"""
+MATRIX = """\
+project: .
+build: {backend: cmake}
+defaults: {arches: [x86_64], sms: [80, 90], ptx: none, manylinux: "2_34"}
+cuda:
+  "13.0": {destination: pypi}
+destinations:
+  pypi: {kind: pypi}
+"""
+UNIT = """\
+#include <cuda_runtime.h>
+namespace {{
+template <int N>
+__global__ void step_{i}(float* x, float a, int n) {{
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  float v = x[i];
+#pragma unroll
+  for (int k = 0; k < N; ++k) v = v * a + {i}.0f / (k + 1);
+  x[i] = v;
+}}
+}}
+extern "C" void bench_{i}(float* x, float a, int n) {{
+  step_{i}<8><<<(n + 255) / 256, 256>>>(x, a, n);
+  step_{i}<16><<<(n + 255) / 256, 256>>>(x, a, n);
+  step_{i}<32><<<(n + 255) / 256, 256>>>(x, a, n);
+}}
+"""
+
+
+def generate(root: Path, units: int) -> Path:
+    (root / "csrc").mkdir(parents=True)
+    (root / "src" / "bench_kernels").mkdir(parents=True)
+    (root / "src" / "bench_kernels" / "__init__.py").write_text("", encoding="utf-8")
+    (root / "CMakeLists.txt").write_text(CMAKE, encoding="utf-8")
+    (root / "pyproject.toml").write_text(PYPROJECT, encoding="utf-8")
+    (root / "matrix.yaml").write_text(MATRIX, encoding="utf-8")
+    for i in range(units):
+        (root / "csrc" / f"unit_{i:02d}.cu").write_text(UNIT.format(i=i), encoding="utf-8")
+    return root
+
+
+class PeakMemory:
+    """The largest sum of resident memory of this process's descendants, sampled."""
+
+    def __init__(self) -> None:
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def __enter__(self) -> PeakMemory:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _sample(self) -> None:
+        me = os.getpid()
+        while not self._stop.wait(0.1):
+            self.peak = max(self.peak, _descendants_rss(me))
+
+
+def _descendants_rss(root: int) -> int:
+    parents: dict[int, int] = {}
+    rss: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            parents[int(entry.name)] = int(fields[1])
+            rss[int(entry.name)] = int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
+        except (OSError, IndexError, ValueError):
+            continue
+    total, frontier = 0, [root]
+    while frontier:
+        pid = frontier.pop()
+        children = [p for p, parent in parents.items() if parent == pid]
+        total += sum(rss.get(c, 0) for c in children)
+        frontier += children
+    return total
+
+
+@dataclass(frozen=True)
+class Run:
+    seconds: float
+    result: CellResult
+    peak: int
+
+
+def runner(
+    project: Path, cache: CompileCache, where: Path, toolchains: Path, environ: dict[str, str],
+    *, memory: int | None = None, compile_jobs: int | None = None,
+) -> Run:  # fmt: skip
+    """The cell as a fresh runner builds it (empty wheel cache and local directories)."""
+    shutil.rmtree(where, ignore_errors=True)
+    matrix = load_matrix(project / "matrix.yaml")
+    (cell,) = matrix.cells
+    settings = BuildSettings(
+        matrix=matrix, cells=(cell,), out=project.parent / "dist", cache_dir=toolchains,
+        work_dir=where, environ=environ, epoch=1700000000, compile_cache=cache,
+        memory=memory, compile_jobs=compile_jobs,
+    )  # fmt: skip
+    settings, prepared = prepare(settings, BuildEvents())
+    settings.out.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    with PeakMemory() as peak:
+        result = build_cell(cell, prepared[cell.id], settings, sources=str(start))
+    seconds = time.monotonic() - start
+    if not result.ok:
+        raise SystemExit(f"the build failed: {result.error}\n{result.log_tail}")
+    return Run(seconds=seconds, result=result, peak=peak.peak)
+
+
+def _line(name: str, run: Run) -> str:
+    stats = run.result.compile_cache
+    counts = f"{stats.hits} hits, {stats.misses} misses" if stats else "no compile"
+    sha = run.result.report.sha256[:12] if run.result.report else "-"
+    return f"{name:<34} {run.seconds:7.1f} s  {counts:<22} peak {run.peak / 2**20:6.0f} MiB  {sha}"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--units", type=int, default=24)
+    parser.add_argument("--keep", type=Path, help="keep the generated project and runs here")
+    parser.add_argument(
+        "--cache-dir", type=Path, default=Path(os.environ.get("RELEASE_TEST_CACHE", "")
+                                               or tempfile.mkdtemp(prefix="bench-toolchains-")),
+        help="where toolchains are provisioned (default: $RELEASE_TEST_CACHE, else fresh)",
+    )  # fmt: skip
+    args = parser.parse_args()
+    root = args.keep or Path(tempfile.mkdtemp(prefix="bench-compile-cache-"))
+    project = generate(root / "checkout", args.units)
+    server = S3Server(root=root, port=_free_port())
+    server.start()
+    try:
+        server.create_bucket(BUCKET)
+        environ = {**os.environ, **server.env()}
+        store = parse_compile_cache(f"s3://{BUCKET}/bench/?endpoint={server.endpoint}")
+        toolchains = args.cache_dir.resolve()
+        # provision the toolchains and cmake once, outside the measured runs
+        runner(project, CompileCache(storage="none"), root / "warm-up", toolchains, environ)
+        cold = runner(project, store, root / "runner-1", toolchains, environ)
+        second = runner(project, store, root / "runner-2", toolchains, environ)
+        changed = project / "csrc" / "unit_00.cu"
+        changed.write_text(changed.read_text().replace("+ 0.0f", "+ 0.5f"), encoding="utf-8")
+        after = runner(project, store, root / "runner-3", toolchains, environ)
+        cpus = len(os.sched_getaffinity(0))
+        limit = MEMORY_PER_JOB
+        chosen = runner(project, CompileCache(storage="none"), root / "jobs-chosen",
+                        toolchains, environ, memory=limit)  # fmt: skip
+        per_core = runner(project, CompileCache(storage="none"), root / "jobs-per-core",
+                          toolchains, environ, compile_jobs=cpus)  # fmt: skip
+    finally:
+        server.stop()
+        if args.keep is None:
+            shutil.rmtree(root, ignore_errors=True)
+    print(f"{args.units} translation units, sm_80 + sm_90, one cell (CUDA 13.0, x86_64)")
+    runs = [
+        ("cold (empty store)", cold),
+        ("second cold runner (shared store)", second),
+        ("one changed file", after),
+        (f"jobs chosen for {limit / 2**30:.0f} GiB", chosen),
+        (f"one job per core ({cpus})", per_core),
+    ]
+    for name, run in runs:
+        print(_line(name, run))
+    shas = {run.result.report.sha256 if run.result.report else None for run in (cold, second)}
+    identical = len(shas) == 1 and None not in shas
+    print(f"second runner's wheel identical to the cold one's: {'yes' if identical else 'NO'}")
+    print(f"peak memory, jobs chosen / limit: {chosen.peak / limit:.2f}"
+          f"  (one job per core: {per_core.peak / limit:.2f})")  # fmt: skip
+    print(f"shared-store cold runner / cold: {second.seconds / cold.seconds:.2f}")
+    print(f"misses on the second runner: {_misses(second)}")
+    print(f"misses after one changed file: {_misses(after)}")
+    return 0
+
+
+def _misses(run: Run) -> int:
+    return run.result.compile_cache.misses if run.result.compile_cache else -1
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,126 @@
+"""The compile cache's pure parts: the one-line storage form, what sccache's server is
+started with (the storage's own credentials, nobody else's), and its statistics as
+hits and misses of the compiles a user wrote."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from release.build.compilecache import CacheStats, parse_stats, server_env
+from release.matrix.compilecache import CompileCache, parse_compile_cache
+
+ENVIRON = {
+    "PATH": "/usr/bin",
+    "HOME": "/root",
+    "GITHUB_TOKEN": "ghp_never_to_a_compiler_0001",
+    "TWINE_PASSWORD": "pypi-never-to-sccache-0002",
+    "AWS_ACCESS_KEY_ID": "AKIA0000EXAMPLE",
+    "AWS_SECRET_ACCESS_KEY": "s3-secret-for-sccache-0003",
+    "ACTIONS_RUNTIME_TOKEN": "actions-token-0004",
+    "SCCACHE_BUCKET": "the-users-own-bucket",
+}
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("none", CompileCache(storage="none")),
+        ("local", CompileCache()),
+        ("local:/srv/cc", CompileCache(dir=Path("/srv/cc"))),
+        ("github-actions", CompileCache(storage="github-actions")),
+        (
+            "s3://k3-cache/k3/kernels?endpoint=http://127.0.0.1:9000/&region=us-east-1",
+            CompileCache(
+                storage="s3",
+                bucket="k3-cache",
+                prefix="k3/kernels/",
+                endpoint="http://127.0.0.1:9000",
+                region="us-east-1",
+            ),
+        ),
+        ("s3://k3-cache", CompileCache(storage="s3", bucket="k3-cache")),
+    ],
+)
+def test_the_one_line_form_names_each_storage(text: str, expected: CompileCache) -> None:
+    assert parse_compile_cache(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("redis://host", "expected none, local, local:DIR, github-actions or s3://"),
+        ("s3://key:secret@bucket/p", "put no credential in the cache's URL"),
+        ("s3://k3-cache/p?timeout=3", "unknown parameter 'timeout'"),
+        ("s3://Bad_Bucket/p", "is not an S3 bucket name"),
+        ("s3://k3-cache/p?endpoint=ftp://host", "is not an http(s) URL"),
+        ("s3://k3-cache/p q", "letters, digits"),
+    ],
+)
+def test_a_wrong_storage_says_what_is_wrong(text: str, says: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(says)) as caught:
+        parse_compile_cache(text)
+    assert "secret" not in str(caught.value)
+
+
+def test_an_s3_server_gets_the_s3_keys_and_no_other_credential() -> None:
+    cache = parse_compile_cache("s3://k3-cache/k3?endpoint=http://127.0.0.1:9000")
+    env = server_env(cache, port=4226, local_dir=Path("/c/cell"), environ=ENVIRON)
+    assert env["SCCACHE_BUCKET"] == "k3-cache"
+    assert env["SCCACHE_S3_KEY_PREFIX"] == "k3/"
+    assert env["SCCACHE_ENDPOINT"] == "http://127.0.0.1:9000"
+    assert env["SCCACHE_S3_USE_SSL"] == "false"
+    assert env["SCCACHE_SERVER_PORT"] == "4226"
+    assert env["SCCACHE_DIR"] == "/c/cell"
+    assert env["AWS_SECRET_ACCESS_KEY"] == ENVIRON["AWS_SECRET_ACCESS_KEY"]
+    for name in ("GITHUB_TOKEN", "TWINE_PASSWORD", "ACTIONS_RUNTIME_TOKEN"):
+        assert name not in env
+
+
+def test_a_local_server_gets_no_credential_and_ignores_the_users_sccache_settings() -> None:
+    env = server_env(CompileCache(), port=4226, local_dir=Path("/c/cell"), environ=ENVIRON)
+    assert not any(k.startswith("AWS_") or "TOKEN" in k or "PASSWORD" in k for k in env)
+    assert "SCCACHE_BUCKET" not in env  # the user's own sccache settings do not leak in
+    assert env["SCCACHE_DIR"] == "/c/cell"
+
+
+def test_an_actions_cache_server_gets_the_runtime_token_and_no_s3_key() -> None:
+    env = server_env(
+        CompileCache(storage="github-actions"), port=1, local_dir=Path("/c"), environ=ENVIRON
+    )
+    assert env["SCCACHE_GHA_ENABLED"] == "on"
+    assert env["ACTIONS_RUNTIME_TOKEN"] == ENVIRON["ACTIONS_RUNTIME_TOKEN"]
+    assert "AWS_SECRET_ACCESS_KEY" not in env
+
+
+def test_s3_without_keys_reads_the_bucket_anonymously() -> None:
+    env = server_env(parse_compile_cache("s3://k3-cache"), port=1, local_dir=Path("/c"), environ={})
+    assert env["SCCACHE_S3_NO_CREDENTIALS"] == "true"
+
+
+def test_stats_count_the_compiles_and_not_nvccs_parts() -> None:
+    text = json.dumps(
+        {
+            "stats": {
+                "cache_hits": {"counts": {"C/C++": 3, "CUDA": 2, "PTX": 2, "CUBIN": 4}},
+                "cache_misses": {"counts": {"CUDA": 1, "CUDA (Device code)": 1, "CUBIN": 2}},
+                "cache_read_errors": 1,
+                "cache_write_errors": 2,
+                "requests_not_cacheable": 4,
+                "non_cacheable_compilations": 0,
+            }
+        }
+    )
+    stats = parse_stats(text, "local directory", None)
+    assert (stats.hits, stats.misses, stats.errors, stats.uncacheable) == (5, 1, 3, 4)
+    assert stats.line() == (
+        "compile cache local directory: 5 hits, 1 misses, "
+        "3 storage errors (those compiles ran, and were slower)"
+    )
+
+
+def test_stats_that_are_not_sccaches_json_count_nothing() -> None:
+    assert parse_stats("sccache: error", "off", None) == CacheStats(storage="off")
