@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -34,9 +35,21 @@ def current_umask() -> int:
 def write_atomic(path: Path, data: bytes, *, mode: int = 0o666) -> None:
     """Write `data` to `path` so that readers see the old file or the new one, never half.
     The file gets `mode` less the umask, as `open()` would give it (mkstemp's 0600 would
-    hide dist/ from other users and non-root containers)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    hide dist/ from other users and non-root containers). An OSError names `path`, never
+    the temporary file, which is gone."""
+    if path.is_dir():
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+    if path.exists() and not path.is_file():
+        # os.replace would put a regular file where a device, FIFO or /dev/stdout was
+        raise FileError(f"{path}: not a regular file", hint="write to a file")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):  # a file where a directory must be
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(path)) from None
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as error:
+        raise _naming(error, path) from None
     try:
         with os.fdopen(fd, "wb") as handle:
             os.fchmod(handle.fileno(), mode & ~current_umask())
@@ -44,9 +57,16 @@ def write_atomic(path: Path, data: bytes, *, mode: int = 0o666) -> None:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as error:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(error, OSError):
+            raise _naming(error, path) from None
         raise
+
+
+def _naming(error: OSError, path: Path) -> OSError:
+    """`error` (of the same class, for the callers' `except`) about `path`."""
+    return type(error)(error.errno, error.strerror or str(error), str(path))
 
 
 def read_json(path: Path, what: str, missing_hint: str) -> Any:
