@@ -54,7 +54,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except ReleaseError as error:  # an output path the command could not write (options.py)
+        _print_error(error)
+        return error.exit_code
     proc.reset()
     environ = os.environ
     output = Output(environ, command=args.command)

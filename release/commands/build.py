@@ -35,6 +35,7 @@ from release.build.stage import (
     schedule,
 )
 from release.commands import common
+from release.commands.options import OutputDir, WholeNumber
 from release.console import Annotation, Output, markdown_table
 from release.errors import BuildError, ConfigError
 from release.matrix import Cell
@@ -42,6 +43,9 @@ from release.matrix.compilecache import CompileCache
 from release.records.dist import Reconciled
 from release.records.manifest import Manifest, read_manifest
 from release.toolchain import Progress, ToolchainPlan
+
+JOBS = WholeNumber(1, 64)  # CUDA versions side by side: a matrix has a handful
+COMPILE_JOBS = WholeNumber(1, 1024)  # past this, make and ninja fork until the machine stops
 
 
 def register(subparsers: Any, parents: common.Parents) -> None:
@@ -56,22 +60,27 @@ def register(subparsers: Any, parents: common.Parents) -> None:
         "SOURCE_DATE_EPOCH (default: the time of the last commit) dates their files.",
     )
     parser.add_argument(
-        "--out", type=Path, default=None, metavar="DIR", help="output directory (default: dist)"
+        "--out",
+        type=OutputDir("--out"),
+        default=None,
+        metavar="DIR",
+        help="output directory (default: dist)",
     )
     parser.add_argument(
         "--jobs",
-        type=common.positive_int,
+        type=JOBS,
         default=1,
         metavar="N",
-        help="CUDA versions built side by side",
+        help=f"CUDA versions built side by side ({JOBS.accepted}; default 1)",
     )
     parser.add_argument(
         "--compile-jobs",
-        type=common.positive_int,
+        type=COMPILE_JOBS,
         default=None,
         metavar="N",
-        help="compiles each cell's build runs at once (default: matrix.yaml's "
-        "build.compile-jobs, else from the CPUs and the memory available, 3 GiB a compile)",
+        help=f"compiles each cell's build runs at once ({COMPILE_JOBS.accepted}; default: "
+        "matrix.yaml's build.compile-jobs, else from the CPUs and the memory available, "
+        "3 GiB a compile)",
     )
     common.add_compile_cache_option(parser)
     parser.add_argument("--fail-fast", action="store_true", help="stop at the first failure")

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from release.build.jobs import available_memory, cpus
+from release.commands.options import OutputDir, OutputFile, output_dir_problem
 from release.console import Output
 from release.errors import ConfigError, FileError
 from release.fsutil import write_atomic
@@ -46,7 +47,10 @@ def parents() -> Parents:
         help="write the result as one JSON document to stdout (the report goes to stderr)",
     )
     output.add_argument(
-        "--json-file", type=Path, metavar="PATH", help="also write that document to PATH"
+        "--json-file",
+        type=OutputFile("--json-file"),
+        metavar="PATH",
+        help="also write that document to PATH (its directory must exist)",
     )
     cells = argparse.ArgumentParser(add_help=False)
     cells.add_argument(
@@ -93,9 +97,11 @@ def output_for(args: argparse.Namespace, command: str) -> Output:
     )
 
 
-def add_dist_option(parser: argparse.ArgumentParser, what: str) -> None:
-    """`--dist DIR` (default: dist); `what` says what the command reads or writes there."""
-    parser.add_argument("--dist", type=Path, default=Path("dist"), metavar="DIR", help=what)
+def add_dist_option(parser: argparse.ArgumentParser, what: str, *, written: bool = False) -> None:
+    """`--dist DIR` (default: dist); `what` says what the command reads or writes there;
+    a command that writes there (`written`) refuses a DIR it cannot write in."""
+    kind = OutputDir("--dist") if written else Path
+    parser.add_argument("--dist", type=kind, default=Path("dist"), metavar="DIR", help=what)
 
 
 def add_index_url_overrides(parser: argparse.ArgumentParser, what: str) -> None:
@@ -105,7 +111,12 @@ def add_index_url_overrides(parser: argparse.ArgumentParser, what: str) -> None:
 
 def add_markdown_option(parser: argparse.ArgumentParser, what: str) -> None:
     """`--markdown FILE`, which `write_report` writes; `what` is its help."""
-    parser.add_argument("--markdown", type=Path, metavar="FILE", help=what)
+    parser.add_argument(
+        "--markdown",
+        type=OutputFile("--markdown"),
+        metavar="FILE",
+        help=f"{what} (its directory must exist)",
+    )
 
 
 def write_report(
@@ -130,7 +141,7 @@ def add_toolchain_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--cache-dir",
-        type=Path,
+        type=OutputDir("--cache-dir"),
         default=None,
         metavar="DIR",
         help="toolchains, device code and wheels cache "
@@ -210,29 +221,17 @@ def compile_cache(args: argparse.Namespace, matrix: Matrix) -> CompileCache:
     return matrix.compile_cache
 
 
-def positive_int(text: str) -> int:
-    """argparse type: an integer of at least 1 (`--jobs 0` is an error, not 1)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
 def output_dir(path: Path, option: str) -> Path:
     """`path` as a directory this command can write to, created if needed; a FileError
     naming the option otherwise."""
+    problem = output_dir_problem(path)
+    if problem is not None:
+        raise FileError(f"{option} {path}: {problem}")
     resolved = path.resolve()
-    if resolved.exists() and not resolved.is_dir():
-        raise FileError(f"{option} {path}: is a file, not a directory")
     try:
         resolved.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise FileError.of(error, f"create {option}") from None
-    if not os.access(resolved, os.W_OK | os.X_OK):
-        raise FileError(f"{option} {path}: not writable by this user")
     return resolved
 
 

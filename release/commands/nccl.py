@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from release.commands import common
+from release.commands.options import OutputDir
 from release.downstream.nccl import (
     DEFAULT_INDEX_URL,
     check_pins_exist,
@@ -34,7 +35,7 @@ def register(subparsers: Any, parents: common.Parents) -> None:
     )
     parser.add_argument(
         "--out",
-        type=Path,
+        type=OutputDir("--out"),
         default=Path("dist"),
         metavar="DIR",
         help="output directory (default: dist)",

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from release.commands import common
+from release.commands.options import OutputDir
 from release.console import Advance, Output, markdown_table
 from release.errors import IncompleteError, ReleaseError
 from release.publish.decide import Action, CompanionDecision, FileDecision
@@ -163,7 +164,9 @@ def register(subparsers: Any, parents: common.Parents) -> None:
     )
     common.add_dist_option(
         parser,
-        "directory with manifest.json and the wheels (default: dist)",
+        "directory with manifest.json and the wheels, where published.json is written "
+        "(default: dist)",
+        written=True,
     )
     parser.add_argument(
         "--dry-run",
@@ -189,7 +192,7 @@ def register(subparsers: Any, parents: common.Parents) -> None:
     )
     parser.add_argument(
         "--index-dir",
-        type=Path,
+        type=OutputDir("--index-dir"),
         metavar="DIR",
         help="where to write the index (default: <dist>/index)",
     )

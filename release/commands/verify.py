@@ -7,8 +7,9 @@ import os
 from typing import Any
 
 from release.commands import common
+from release.commands.options import Seconds, WholeNumber
 from release.console import Annotation, Output, markdown_table
-from release.errors import ConfigError, VerifyError
+from release.errors import VerifyError
 from release.verify.checks import (
     DEFAULT_CONCURRENCY,
     VerifyReport,
@@ -17,6 +18,10 @@ from release.verify.checks import (
 )
 from release.verify.run import VerifyTarget, verify_release
 
+CONCURRENCY = WholeNumber(1, 64)
+ATTEMPTS = WholeNumber(1, 100)
+TIMEOUT = Seconds(most=86400.0)  # a day: past that, a propagation delay is an outage
+LATEST = WholeNumber(1, 1000)
 VERIFY_COLUMNS = ("result", "check", "subject", "detail", "URL")
 
 
@@ -71,24 +76,24 @@ def register(subparsers: Any, parents: common.Parents) -> None:
     )
     parser.add_argument(
         "--concurrency",
-        type=int,
+        type=CONCURRENCY,
         default=DEFAULT_CONCURRENCY,
         metavar="N",
-        help=f"parallel requests (default {DEFAULT_CONCURRENCY})",
+        help=f"parallel requests ({CONCURRENCY.accepted}; default {DEFAULT_CONCURRENCY})",
     )
     parser.add_argument(
         "--attempts",
-        type=int,
+        type=ATTEMPTS,
         default=5,
         metavar="N",
-        help="tries per URL, for propagation delay (default 5)",
+        help=f"tries per URL, for propagation delay ({ATTEMPTS.accepted}; default 5)",
     )
     parser.add_argument(
         "--timeout",
-        type=float,
+        type=TIMEOUT,
         default=300.0,
         metavar="SECONDS",
-        help="bound on the whole verification's retries (default 300)",
+        help=f"bound on the whole verification's retries ({TIMEOUT.accepted}; default 300)",
     )
     parser.add_argument("--no-pip", action="store_true", help="skip the pip resolution checks")
     parser.add_argument(
@@ -101,9 +106,9 @@ def register(subparsers: Any, parents: common.Parents) -> None:
     )
     parser.add_argument(
         "--latest",
-        type=common.positive_int,
+        type=LATEST,
         metavar="N",
-        help="verify the newest N published releases (the scheduled URL watch)",
+        help=f"verify the newest N published releases ({LATEST.accepted}; the scheduled URL watch)",
     )
     parser.add_argument(
         "--github-api-url", metavar="URL", help="GitHub REST API base, as for `release publish`"
@@ -117,10 +122,6 @@ def register(subparsers: Any, parents: common.Parents) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.concurrency < 1 or args.concurrency > 64:
-        raise ConfigError([f"--concurrency {args.concurrency}: use 1 to 64"])
-    if args.attempts < 1:
-        raise ConfigError([f"--attempts {args.attempts}: use at least 1"])
     out = common.output_for(args, "verify")
     target = VerifyTarget(
         dist=args.dist,

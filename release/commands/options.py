@@ -1,0 +1,137 @@
+"""The argparse types of every numeric and every output-path option, in one place.
+
+A number out of range is argparse's usage error (exit 2), naming the option and what it
+takes. An output path that cannot be written is a FileError (exit 8) naming the option and
+the path as given, raised while the command line is parsed: before anything runs, so that
+nothing is half-done when it fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from release.errors import SHOWN_CHARS, FileError, shown
+
+PATH_HINT = "give a path whose directory exists and is writable"
+
+
+def _as_given(text: str) -> str:
+    """The user's text as a message quotes it: as typed when short and printable."""
+    return text if text.isprintable() and len(text) <= SHOWN_CHARS else shown(text)
+
+
+@dataclass(frozen=True)
+class WholeNumber:
+    """argparse type: a whole number from `least` to `most`."""
+
+    least: int
+    most: int
+
+    @property
+    def accepted(self) -> str:
+        return f"{self.least} to {self.most}"
+
+    def __call__(self, text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or not self.least <= value <= self.most:
+            raise argparse.ArgumentTypeError(
+                f"must be a whole number from {self.accepted}, got {_as_given(text)}"
+            )
+        return value
+
+
+@dataclass(frozen=True)
+class Seconds:
+    """argparse type: a number of seconds above 0 and at most `most` (not nan or inf)."""
+
+    most: float
+
+    @property
+    def accepted(self) -> str:
+        return f"more than 0, at most {self.most:g}"
+
+    def __call__(self, text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not 0 < value <= self.most:  # nan compares false: refused with the rest
+            raise argparse.ArgumentTypeError(
+                f"must be a positive number of seconds, at most {self.most:g}, "
+                f"got {_as_given(text)}"
+            )
+        return value
+
+
+def output_file_problem(path: Path) -> str | None:
+    """Why `path` cannot take a file written atomically (a temporary file beside it, then
+    renamed over it), or None."""
+    if path.is_dir():
+        return "is a directory, not a file"
+    if path.exists() and not path.is_file():
+        return "is not a regular file (for stdout, use --json)"
+    parent = path.parent
+    if not parent.exists():
+        return f"its directory {parent} does not exist"
+    if not parent.is_dir():
+        return f"{parent} is not a directory"
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return f"its directory {parent} is not writable by this user"
+    return None
+
+
+def output_dir_problem(path: Path) -> str | None:
+    """Why `path` cannot be (or be created as) a directory this user writes in, or None."""
+    if path.exists():
+        if not path.is_dir():
+            return "is a file, not a directory"
+        if not os.access(path, os.W_OK | os.X_OK):
+            return "not writable by this user"
+        return None
+    ancestor = path.absolute().parent
+    while not ancestor.exists():
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        return f"cannot be created: {ancestor} is not a directory"
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        return f"cannot be created: {ancestor} is not writable by this user"
+    return None
+
+
+@dataclass(frozen=True)
+class OutputFile:
+    """argparse type: a file the command writes, named by `option` in its error."""
+
+    option: str
+
+    def __call__(self, text: str) -> Path:
+        path = Path(text)
+        problem = output_file_problem(path)
+        if problem is not None:
+            raise FileError(f"{self.option} {_as_given(text)}: {problem}", hint=PATH_HINT)
+        return path
+
+
+@dataclass(frozen=True)
+class OutputDir:
+    """argparse type: a directory the command writes in (created if missing), named by
+    `option` in its error."""
+
+    option: str
+
+    def __call__(self, text: str) -> Path:
+        path = Path(text)
+        problem = output_dir_problem(path)
+        if problem is not None:
+            raise FileError(
+                f"{self.option} {_as_given(text)}: {problem}",
+                hint="give a directory, or a path where one can be created",
+            )
+        return path
