@@ -20,8 +20,14 @@ PATH_HINT = "give a path whose directory exists and is writable"
 
 
 def _as_given(text: str) -> str:
-    """The user's text as a message quotes it: as typed when short and printable."""
+    """A number as a message quotes it: as typed when short and printable."""
     return text if text.isprintable() and len(text) <= SHOWN_CHARS else shown(text)
+
+
+def _path_as_given(text: str) -> str:
+    """A path as a message quotes it: whole (a cut path names nothing), as typed when
+    printable."""
+    return text if text.isprintable() else repr(text)
 
 
 @dataclass(frozen=True)
@@ -115,7 +121,7 @@ class OutputFile:
         path = Path(text)
         problem = output_file_problem(path)
         if problem is not None:
-            raise FileError(f"{self.option} {_as_given(text)}: {problem}", hint=PATH_HINT)
+            raise FileError(f"{self.option} {_path_as_given(text)}: {problem}", hint=PATH_HINT)
         return path
 
 
@@ -131,7 +137,7 @@ class OutputDir:
         problem = output_dir_problem(path)
         if problem is not None:
             raise FileError(
-                f"{self.option} {_as_given(text)}: {problem}",
+                f"{self.option} {_path_as_given(text)}: {problem}",
                 hint="give a directory, or a path where one can be created",
             )
         return path
