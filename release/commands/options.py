@@ -84,8 +84,8 @@ def output_file_problem(path: Path) -> str | None:
     if path.exists() and not path.is_file():
         return "is not a regular file (for stdout, use --json)"
     parent = path.parent
-    if not parent.exists():
-        return f"its directory {parent} does not exist"
+    if not parent.exists():  # created by the writer, as `mkdir -p` would
+        return output_dir_problem(parent)
     if not parent.is_dir():
         return f"{parent} is not a directory"
     if not os.access(parent, os.W_OK | os.X_OK):
