@@ -96,10 +96,19 @@ def nvcc_toolkit(toolchain: Toolchain) -> NvccToolkit | None:
 
 
 def cell_inputs(
-    cell: Cell, toolchain: Toolchain, settings: BuildSettings, build_dir: Path | None = None
+    cell: Cell,
+    toolchain: Toolchain,
+    settings: BuildSettings,
+    build_dir: Path | None = None,
+    *,
+    through_cache: bool = True,
 ) -> BuildInputs:
+    """The cell's build inputs; with `through_cache`, its compiles go through sccache (the
+    build here starts the cell's server), else straight to the compilers (a builder
+    elsewhere)."""
     torch_env = settings.torch_envs.get(cell.id)
-    launcher = sccache_binary() if backend_for(cell.build.backend).uses_compile_cache else None
+    uses = through_cache and backend_for(cell.build.backend).uses_compile_cache
+    launcher = sccache_binary() if uses else None
     context = BuildContext(
         toolchain_env=toolchain.build_env(),
         toolkit=nvcc_toolkit(toolchain),

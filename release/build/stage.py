@@ -453,7 +453,7 @@ def cell_inputs_for(
 ) -> tuple[dict[str, str], dict[str, str]]:
     """(variables, config settings) that the cell's PEP 517 build gets from `release`
     (nothing of this process's own environment), for a builder other than `run_build`."""
-    inputs = cell_inputs(cell, toolchain, settings)
+    inputs = cell_inputs(cell, toolchain, settings, through_cache=False)
     env = {**inputs.env, "SOURCE_DATE_EPOCH": str(settings.epoch)}
     return dict(sorted(env.items())), dict(sorted(inputs.config_settings.items()))
 
