@@ -152,6 +152,7 @@ class FakeDestination:
     under test, not of our own code)."""
 
     stages = False
+    frozen = None
     index_url = None
 
     def __init__(self, remote: Mapping[str, RemoteFile], refused: Mapping[str, str]) -> None:
