@@ -11,13 +11,16 @@ import json
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import httpx
 import pytest
 
 from release.cli import main
+from release.matrix import load_matrix
+from release.records.manifest import DestinationRef, Manifest, write_manifest
 from tests.github_standin import DEFAULT_REPO, GitHubStandIn, LoggedRequest
 from tests.integration.test_plan import build_dist
 from tests.integration.test_publish_e2e import serve
-from tests.integration.wheels import PROJECT, VERSION
+from tests.integration.wheels import PROJECT, VERSION, entry_for, make_wheel
 
 TAG = "release/v0.1.0+cu129"
 QUOTED_TAG = "release/v0.1.0%2Bcu129"  # what GitHub puts in html_url / browser_download_url
@@ -175,3 +178,90 @@ def test_plan_publish_verify_and_the_watch_against_an_enterprise_server(
     assert {X86, ARM} <= proved
     assert {e.origin for e in ghes_standin.request_log} == {"api", "web", "storage"}
     assert writes(ghes_standin) == []
+
+
+def rebuild(matrix: Path, dist: Path, payload: bytes) -> None:
+    """The matrix's wheels again, with other bytes: what a changed rebuild gives."""
+    entries = []
+    for cell in load_matrix(matrix).cells:
+        wheel = make_wheel(
+            dist, version=str(cell.version), platform=cell.platform_tag, payload=payload
+        )
+        entries.append(entry_for(wheel, DestinationRef.of(cell), cuda=str(cell.cuda)))
+    write_manifest(
+        Manifest(project=PROJECT, version=VERSION, wheels=tuple(entries)), dist / "manifest.json"
+    )
+
+
+def test_the_stand_in_refuses_changes_to_a_published_immutable_release(
+    github_standin: GitHubStandIn,
+) -> None:
+    github_standin.add_repo(DEFAULT_REPO, immutable_releases=True)
+    auth = {"Authorization": f"Bearer {github_standin.token}"}
+    api = f"{github_standin.api_url}/repos/{DEFAULT_REPO}/releases"
+    draft = httpx.post(api, json={"tag_name": "v1", "draft": True}, headers=auth).json()
+    assert draft["immutable"] is False
+    upload = draft["upload_url"].split("{", 1)[0]
+    headers = {**auth, "Content-Type": "application/octet-stream"}
+    asset = httpx.post(upload, params={"name": "a.whl"}, content=b"a", headers=headers).json()
+    published = httpx.patch(f"{api}/{draft['id']}", json={"draft": False}, headers=auth).json()
+    assert published["immutable"] is True
+
+    refused = httpx.post(upload, params={"name": "b.whl"}, content=b"b", headers=headers)
+    assert refused.status_code == 422
+    assert refused.json()["message"] == "Cannot upload assets to an immutable release."
+    deleted = httpx.delete(f"{api}/assets/{asset['id']}", headers=auth)
+    assert deleted.status_code == 422
+    moved = httpx.patch(f"{api}/{draft['id']}", json={"tag_name": "v2"}, headers=auth)
+    assert moved.status_code == 422
+    renamed = httpx.patch(f"{api}/{draft['id']}", json={"name": "v1 (notes)"}, headers=auth)
+    assert renamed.status_code == 200
+    assert [a.data for a in github_standin.assets(draft["id"])] == [b"a"]
+
+
+@pytest.mark.slow
+def test_immutable_releases_draft_upload_verify_publish_then_replace_is_refused(
+    ghes_standin: GitHubStandIn,
+    tmp_path: Path,
+    environment: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    ghes_standin.add_repo(DEFAULT_REPO, immutable_releases=True)
+    matrix = write_matrix(tmp_path, ghes_standin)
+    dist = tmp_path / "dist"
+    build_dist(matrix, dist)
+    environment.setenv("GITHUB_TOKEN", ghes_standin.token)
+
+    assert main(["publish", "--dist", str(dist), "--index-dir", str(tmp_path / "site")]) == 0
+    (release,) = ghes_standin.releases(DEFAULT_REPO)
+    assert release.immutable
+    changes = [(e.method, e.origin) for e in writes(ghes_standin)]
+    # created as a draft, every file uploaded to it, published last; nothing after that
+    assert changes[0] == ("POST", "api")
+    assert changes[-1] == ("PATCH", "api")
+    assert changes[1:-1] == [("POST", "uploads")] * 5
+    assert main(["verify", "--dist", str(dist), "--no-pip"]) == 0
+
+    code, plan = run_json(
+        tmp_path,
+        "plan",
+        ["plan", "--matrix", str(matrix), "--dist", str(dist), "--cache-dir", str(tmp_path)],
+    )
+    assert code == 0
+    for cell in plan["cells"]:  # type: ignore[attr-defined]
+        assert cell["state"] == "identical (skip)"
+        assert cell["reason"] == f"same sha256 (the release {DEFAULT_REPO}@{TAG} is immutable)"
+
+    rebuild(matrix, dist, b"#rebuilt with other bytes\n")
+    capsys.readouterr()
+    ghes_standin.clear_log()
+    assert main(["publish", "--dist", str(dist), "--replace"]) == 6
+    err = capsys.readouterr().err
+    assert f"error: the release {DEFAULT_REPO}@{TAG} is immutable" in err
+    assert "--replace or not" in err
+    assert (
+        "hint: immutable releases can't change: release a new version, such as 0.1.0.post1" in err
+    )
+    assert ghes_standin.request_log
+    assert writes(ghes_standin) == []
+    assert all(b"rebuilt" not in a.data for a in ghes_standin.assets(release.id))
