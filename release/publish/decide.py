@@ -82,6 +82,7 @@ class CompanionDecision:
 class PublishPlan:
     decisions: tuple[FileDecision, ...]
     companions: tuple[CompanionDecision, ...] = field(default=())
+    frozen: str | None = None  # why nothing can be added or replaced there (immutable)
 
     def with_action(self, *actions: Action) -> tuple[FileDecision, ...]:
         return tuple(d for d in self.decisions if d.action in actions)
@@ -107,19 +108,25 @@ def verdict(
     *,
     refusal: str | None,
     replace: bool,
+    frozen: str | None = None,
 ) -> tuple[Action, str, bool]:
-    """(action, reason, whether the remote URL is the file's URL) for one file."""
+    """(action, reason, whether the remote URL is the file's URL) for one file. `frozen`
+    says why the destination takes no new or other bytes at all (an immutable release)."""
     if refusal is not None:
         return Action.REFUSED, refusal, False
     if remote is None or remote.state != "uploaded":
         reason = "new" if remote is None else f"leftover of a failed upload ({remote.state})"
+        if frozen is not None:
+            return Action.REFUSED, f"{reason}, but {frozen}: nothing can be added", False
         return Action.UPLOAD, reason, False
     if remote.sha256 == sha256 and remote.size in (None, size):
-        return Action.SKIP, "same sha256", True
+        return Action.SKIP, "same sha256" + (f" ({frozen})" if frozen else ""), True
     if remote.sha256 is None:
         reason = "exists, and the destination reports no sha256 to compare"
     else:
         reason = f"exists with sha256 {remote.sha256[:12]}..., built {sha256[:12]}..."
+    if frozen is not None:
+        return Action.CONFLICT, f"{reason}; {frozen}: it cannot be replaced", True
     if replace:
         return Action.REPLACE, reason, False
     return Action.CONFLICT, reason, True
@@ -132,20 +139,26 @@ def decide(
     refusal: str | None,
     replace: bool,
     url: str,
+    frozen: str | None = None,
 ) -> FileDecision:
     """What to do with one wheel, from what its destination already has."""
     action, reason, remote_url = verdict(
-        entry.sha256, entry.size, remote, refusal=refusal, replace=replace
+        entry.sha256, entry.size, remote, refusal=refusal, replace=replace, frozen=frozen
     )
     where = remote.url if remote_url and remote is not None else url
     return FileDecision(entry=entry, action=action, reason=reason, url=where)
 
 
 def decide_companion(
-    companion: Companion, remote: RemoteFile | None, *, replace: bool, url: str
+    companion: Companion,
+    remote: RemoteFile | None,
+    *,
+    replace: bool,
+    url: str,
+    frozen: str | None = None,
 ) -> CompanionDecision:
     action, reason, remote_url = verdict(
-        companion.sha256, companion.size, remote, refusal=None, replace=replace
+        companion.sha256, companion.size, remote, refusal=None, replace=replace, frozen=frozen
     )
     where = remote.url if remote_url and remote is not None else url
     return CompanionDecision(companion=companion, action=action, reason=reason, url=where)
@@ -156,6 +169,12 @@ class Publisher(Protocol):
 
     name: str
     stages: bool  # whether `stage` can hold files without making them public
+
+    @property
+    def frozen(self) -> str | None:
+        """Why the destination takes no new or other bytes at all, as `existing` found it
+        (a published immutable GitHub release); None where it takes them."""
+        ...
 
     @property
     def index_url(self) -> str | None:
@@ -200,6 +219,7 @@ def plan_for(
     is then found) and replaces what differs where the destination allows it."""
     files = {e.filename: e.size for e in entries} | {c.filename: c.size for c in companions}
     remote = publisher.existing(files, rehash=replace and can_replace)
+    frozen = publisher.frozen
     decisions = []
     for entry in entries:
         wheel = dist / entry.filename
@@ -211,9 +231,11 @@ def plan_for(
                 refusal=refusal,
                 replace=replace and can_replace,
                 url=publisher.final_url(entry.filename),
+                frozen=frozen,
             )
         )
     return PublishPlan(
+        frozen=frozen,
         decisions=tuple(decisions),
         companions=tuple(
             decide_companion(
@@ -221,6 +243,7 @@ def plan_for(
                 remote.get(c.filename),
                 replace=replace and can_replace,
                 url=publisher.final_url(c.filename),
+                frozen=frozen,
             )
             for c in companions
         ),

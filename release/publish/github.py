@@ -91,6 +91,7 @@ class GithubPublisher:
             api_url=api_url, token=secret, policy=policy, sleep=sleep, clock=clock, command=command
         )
         self._seen: ReleaseInfo | None = None
+        self._web: str | None = None  # the web origin GitHub gave the repository's html_url
 
     def __repr__(self) -> str:
         return (
@@ -110,6 +111,13 @@ class GithubPublisher:
     def where(self) -> str:
         return f"{self.repository}@{self.tag}"
 
+    @property
+    def frozen(self) -> str | None:
+        seen = self._seen
+        if seen is not None and seen.immutable and not seen.draft:
+            return f"the release {self.where} is immutable"
+        return None
+
     # -- Publisher protocol -------------------------------------------------------------
 
     def existing(self, files: Mapping[str, int], *, rehash: bool = False) -> dict[str, RemoteFile]:
@@ -118,6 +126,9 @@ class GithubPublisher:
             release = self.client.find_release(self.repository, self.tag)
             self._seen = release
             if release is None:
+                # where the release will be: the host of the repository's web page, which
+                # on a GitHub Enterprise Server need not be the API's
+                self._web = self.client.repository_web(self.repository)
                 return {}
             found: dict[str, RemoteFile] = {}
             for asset in self.client.list_assets(self.repository, release):
@@ -151,9 +162,9 @@ class GithubPublisher:
         return None
 
     def final_url(self, name: str) -> str:
-        web = None
+        web = self._web
         if self._seen is not None:
-            web = web_base_of_release(self._seen.html_url, self.repository)
+            web = web_base_of_release(self._seen.html_url, self.repository) or web
         return download_url(web or web_base(self.api_url), self.repository, self.tag, name)
 
     def apply(self, plan: PublishPlan, dist: Path) -> tuple[FileDecision, ...]:
@@ -177,9 +188,10 @@ class GithubPublisher:
             if release.immutable and any(
                 a in (Action.UPLOAD, Action.REPLACE) for a in wanted.values()
             ):
-                raise PublishError(
+                # the plan refuses this; here when the release was published meanwhile
+                raise ConflictError(
                     f"the release {self.where} is immutable: files cannot be added or replaced",
-                    hint="publish these wheels under a new version",
+                    hint="immutable releases can't change: release a new version",
                 )
             for name, action in wanted.items():
                 data = files[name]

@@ -219,6 +219,8 @@ def _ask(
     for name in waiting:
         listed = remote.get(name)
         state, reason = unbuilt_state(listed)
+        if state is State.ABSENT and publisher.frozen:
+            state, reason = State.REFUSED, f"{publisher.frozen}: it cannot be added"
         out[name] = (state, reason, publisher.final_url(name) if listed is None else listed.url)
     return out
 

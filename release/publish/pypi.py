@@ -216,6 +216,7 @@ class PypiPublisher:
     """A PyPI-compatible destination (PyPI, TestPyPI, pypiserver) behind the publisher seam."""
 
     stages = False
+    frozen: str | None = None  # PyPI takes new files; replace never applies (run.py)
 
     def __init__(
         self,

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
 
 from release.credentials import github_token, secret_values
 from release.errors import ConfigError, ConflictError, PublishError
@@ -241,6 +242,32 @@ def not_asked(entries: Sequence[WheelEntry], error: PublishError) -> PublishPlan
     )
 
 
+def next_version(version: str) -> str:
+    """The post-release after `version` (0.1.0 -> 0.1.0.post1, 0.1.0.post1 -> 0.1.0.post2):
+    what to release when the published one cannot change."""
+    try:
+        parsed = Version(version)
+    except InvalidVersion:
+        return "a new version"
+    pre = "".join(str(part) for part in parsed.pre) if parsed.pre else ""
+    return f"{parsed.base_version}{pre}.post{(parsed.post or 0) + 1}"
+
+
+def frozen_error(plans: Sequence[DestinationPlan], version: str, *, replace: bool) -> ConflictError:
+    """Why a publish to an immutable release stops before any request that changes it."""
+    frozen = next(p for p in plans if p.plan.frozen and p.plan.blocked)
+    changing = [
+        d.entry.filename for d in frozen.plan.with_action(Action.CONFLICT, Action.REFUSED)
+    ] + [c.companion.filename for c in frozen.plan.companions_with(Action.CONFLICT, Action.REFUSED)]
+    asked = ", --replace or not" if replace else ""
+    return ConflictError(
+        f"{frozen.plan.frozen}: GitHub refuses any change to its assets{asked}, and "
+        f"{len(changing)} file(s) would change ({', '.join(changing)}); nothing was uploaded",
+        hint=f"immutable releases can't change: release a new version, such as "
+        f"{next_version(version)}",
+    )
+
+
 def blocked_error(plans: Sequence[DestinationPlan]) -> PublishError:
     conflicts = [d.entry.filename for p in plans for d in p.plan.with_action(Action.CONFLICT)]
     conflicts += [
@@ -374,6 +401,8 @@ def publish(
         if show_plan is not None:
             show_plan(outcome)
         if outcome.blocked:
+            if any(p.plan.frozen and p.plan.blocked for p in plans):
+                raise frozen_error(plans, manifest.version, replace=settings.replace)
             raise blocked_error(plans)
         if settings.dry_run:
             return outcome

@@ -40,6 +40,7 @@ from release.remote.github_model import (
     parse_asset,
     parse_release,
     upload_endpoint,
+    web_base_of_repository,
 )
 from release.remote.httpclient import unresolvable
 from release.remote.retry import (
@@ -361,6 +362,16 @@ class GithubClient:
         if response.status_code == 200:
             return parse_release(response.json())
         return choose_release(self.list_releases(repository), tag)
+
+    def repository_web(self, repository: str) -> str | None:
+        """The web origin of the repository's `html_url` (`<web>/<owner>/<repo>`): where its
+        release pages and downloads are; None where the answer has no such URL."""
+        owner, repo = repository.split("/", 1)
+        rest = self.rest()
+        response = self.request(
+            f"read the repository {repository}", lambda: rest.repos.get(owner, repo)
+        )
+        return web_base_of_repository(response.json(), repository)
 
     def list_releases_json(self, repository: str) -> list[Mapping[str, Any]]:
         """Every release as GitHub's JSON (drafts only with push access)."""

@@ -131,6 +131,14 @@ def web_base_of_release(html_url: str, repository: str) -> str | None:
     return html_url[:index] if index > 0 else None
 
 
+def web_base_of_repository(data: object, repository: str) -> str | None:
+    """The web origin in a repository's JSON `html_url` (`<web>/<owner>/<repo>`)."""
+    html_url = data.get("html_url") if isinstance(data, Mapping) else None
+    if not isinstance(html_url, str) or not html_url.lower().endswith(f"/{repository.lower()}"):
+        return None
+    return html_url[: -len(repository) - 1] or None
+
+
 def download_url(web: str, repository: str, tag: str, name: str) -> str:
     return f"{web}/{repository}/releases/download/{quote(tag, safe='/')}/{quote(name, safe='+@')}"
 

@@ -19,3 +19,12 @@ def github_standin() -> Iterator[GitHubStandIn]:
     with GitHubStandIn() as standin:
         standin.add_repo(DEFAULT_REPO)
         yield standin
+
+
+@pytest.fixture
+def ghes_standin() -> Iterator[GitHubStandIn]:
+    """A fresh stand-in GitHub Enterprise Server (API, uploads, web and storage on four
+    origins, none github.com), with the repository ``k3-org/k3-kernels``."""
+    with GitHubStandIn(enterprise=True) as standin:
+        standin.add_repo(DEFAULT_REPO)
+        yield standin

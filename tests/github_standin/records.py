@@ -61,6 +61,7 @@ class Repo:
     private: bool
     default_branch: str
     created_at: datetime
+    immutable_releases: bool = False  # the repository setting: a release freezes when published
 
     @property
     def full_name(self) -> str:
@@ -84,6 +85,7 @@ class Release:
     published_at: datetime | None
     updated_at: datetime
     untagged: str
+    immutable: bool = False  # published on a repository with immutable releases on
 
     @property
     def url_tag(self) -> str:
@@ -202,7 +204,7 @@ def release_json(release: Release, repo: Repo, assets: list[Asset], links: Links
         "target_commitish": release.target_commitish,
         "name": release.name,
         "draft": release.draft,
-        "immutable": False,
+        "immutable": release.immutable,
         "prerelease": release.prerelease,
         "created_at": iso(release.created_at),
         "updated_at": iso(release.updated_at),

@@ -12,6 +12,19 @@ URL differs. Three origins share one thread-safe state:
 - **storage** ``standin.storage_url``: signed, expiring download URLs (``...&exp=..&sig=..``).
   400 when an ``Authorization`` header is sent, 403 for a bad or expired signature.
 
+``GitHubStandIn(enterprise=True)`` is a GitHub Enterprise Server instead, on four origins
+that share nothing with github.com: the API (``standin.api_url`` = ``http://127.0.0.1:A/api/v3``;
+no other path answers there), uploads (``upload_url`` is
+``http://localhost:U/api/uploads/repos/...``), the web host of ``html_url`` and
+``browser_download_url`` (``http://localhost:W/{owner}/{repo}/releases/download/{tag}/{name}``,
+302 to storage) and storage. ``LoggedRequest.origin`` says which one a request reached.
+
+``add_repo(name, immutable_releases=True)`` turns on GitHub's immutable releases: a
+release published there carries ``"immutable": true``; then uploads answer 422 ``Cannot
+upload assets to an immutable release.`` (GitHub's words), deleting or renaming an asset
+422 likewise, an edit other than the title and notes 422 ``Validation Failed``, and the tag
+can never be released again. A draft is not immutable: it takes assets until published.
+
 Usage::
 
     from tests.github_standin import GitHubStandIn, Fault
@@ -147,6 +160,22 @@ _UPLOAD = re.compile(
 )
 _OBJECT = re.compile(r"^/objects/(?P<asset_id>\d+)/(?P<name>[^/]+)$")
 
+# (origin, host name in its URLs; None: the bound address). A GitHub Enterprise Server
+# here is four hosts, none of them github.com: the API (``/api/v3``), uploads
+# (``/api/uploads``), the web host of the download URLs, and storage; "localhost" (also
+# 127.0.0.1) gives the uploads and web hosts another name than the API's.
+_GITHUB_ORIGINS: tuple[tuple[str, str | None], ...] = (
+    ("api", None),
+    ("uploads", None),
+    ("storage", None),
+)
+_ENTERPRISE_ORIGINS: tuple[tuple[str, str | None], ...] = (
+    ("api", None),
+    ("uploads", "localhost"),
+    ("web", "localhost"),
+    ("storage", None),
+)
+
 
 @dataclass(frozen=True, kw_only=True)
 class LoggedRequest:
@@ -260,15 +289,18 @@ class _RateCounter:
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, standin: GitHubStandIn, origin: str, host: str) -> None:
+    def __init__(
+        self, standin: GitHubStandIn, origin: str, host: str, shown_host: str | None = None
+    ) -> None:
         self.standin = standin
         self.origin = origin
+        self.shown_host = shown_host
         super().__init__((host, 0), _Handler)
 
     @property
     def base_url(self) -> str:
         host, port = self.server_address[:2]
-        return f"http://{host!s}:{port}"
+        return f"http://{self.shown_host or host!s}:{port}"
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -422,7 +454,9 @@ class GitHubStandIn:
         rate_limit: int = 5000,
         anonymous_rate_limit: int = 60,
         signed_url_ttl: int = 300,
+        enterprise: bool = False,
     ) -> None:
+        self.enterprise = enterprise
         self.state = State()
         self.faults = FaultSet()
         self.token = self.state.add_token(DEFAULT_LOGIN)
@@ -442,8 +476,8 @@ class GitHubStandIn:
     def start(self) -> GitHubStandIn:
         if self._servers:
             return self
-        for origin in ("api", "uploads", "storage"):
-            server = _Server(self, origin, self._host)
+        for origin, shown in _ENTERPRISE_ORIGINS if self.enterprise else _GITHUB_ORIGINS:
+            server = _Server(self, origin, self._host, shown)
             thread = threading.Thread(
                 target=server.serve_forever,
                 name=f"github-{origin}",
@@ -497,7 +531,8 @@ class GitHubStandIn:
 
     @property
     def api_url(self) -> str:
-        return self._base("api")
+        """The REST API base a client is given (``.../api/v3`` for an enterprise stand-in)."""
+        return self._base("api") + ("/api/v3" if self.enterprise else "")
 
     @property
     def ghe_api_url(self) -> str:
@@ -505,18 +540,25 @@ class GitHubStandIn:
 
     @property
     def web_url(self) -> str:
-        return self._base("api")
+        return self._base("web" if self.enterprise else "api")
 
     @property
     def uploads_url(self) -> str:
-        return self._base("uploads")
+        return self._base("uploads") + ("/api/uploads" if self.enterprise else "")
 
     @property
     def storage_url(self) -> str:
         return self._base("storage")
 
-    def add_repo(self, full_name: str, *, private: bool = False) -> str:
-        return self.state.add_repo(full_name, private=private).full_name
+    def add_repo(
+        self, full_name: str, *, private: bool = False, immutable_releases: bool = False
+    ) -> str:
+        """Add a repository; ``immutable_releases`` is GitHub's repository setting (a release
+        published from then on is immutable: no asset added, deleted or renamed, no tag moved,
+        the tag never reused)."""
+        return self.state.add_repo(
+            full_name, private=private, immutable_releases=immutable_releases
+        ).full_name
 
     def add_token(self, login: str, *, push: bool = True) -> str:
         return self.state.add_token(login, push=push)
@@ -605,13 +647,15 @@ class GitHubStandIn:
         return self.state.viewer(token.strip())
 
     def _links(self, enterprise: bool) -> Links:
-        api = self.api_url
+        if self.enterprise:
+            return Links(api=self.api_url, web=self.web_url, uploads=self.uploads_url)
+        api = self._base("api")
         if enterprise:
             return Links(api=api + "/api/v3", web=api, uploads=api + "/api/uploads")
         return Links(api=api, web=api, uploads=self.uploads_url)
 
     def _is_web(self, request: _Request) -> bool:
-        return request.origin == "api" and bool(
+        return request.origin == ("web" if self.enterprise else "api") and bool(
             _DOWNLOAD.match(request.path) or _LATEST_DOWNLOAD.match(request.path)
         )
 
@@ -629,11 +673,21 @@ class GitHubStandIn:
             web = self._web(request)
             if web is not None:
                 return web
+        if request.origin == "web":
+            return _Answer(
+                status=404, body=b"Not Found", headers={"Content-Type": "text/plain; charset=utf-8"}
+            )
         rate, exceeded = self._count(request)
         if exceeded:
             return self._decorate(request, _error_answer(_primary_limit(request)), rate)
         path, enterprise, uploads = request.path, False, request.origin == "uploads"
-        if request.origin == "api":
+        if self.enterprise:
+            # every API path is under /api/v3 and every upload under /api/uploads, each on
+            # its own host; anything else is the web's 404
+            prefix = "/api/uploads/" if uploads else "/api/v3/"
+            enterprise = True
+            path = path[len(prefix) - 1 :] if path.startswith(prefix) else "/not-an-api-path"
+        elif request.origin == "api":
             for prefix, to_uploads in (("/api/v3/", False), ("/api/uploads/", True)):
                 if path.startswith(prefix):
                     path, enterprise, uploads = path[len(prefix) - 1 :], True, to_uploads
@@ -841,7 +895,7 @@ class GitHubStandIn:
         page, per_page = _page_numbers(request)
         last = max((len(items) + per_page - 1) // per_page, 1)
         chosen = items[(page - 1) * per_page : page * per_page]
-        base = self.api_url + ("/api/v3" if enterprise else "") + link_path
+        base = self._links(enterprise).api + link_path
         kept = [(k, v) for k, values in request.query.items() if k != "page" for v in values]
 
         def url(number: int) -> str:
@@ -909,9 +963,9 @@ class GitHubStandIn:
     def _leave_partial(self, state: str, request: _Request) -> None:
         """Leave an empty asset in ``state`` where an upload failed, as GitHub can."""
         path = request.path
-        if request.origin == "api" and path.startswith("/api/uploads/"):
+        if path.startswith("/api/uploads/") and (self.enterprise or request.origin == "api"):
             path = path[len("/api/uploads") :]
-        elif request.origin != "uploads":
+        elif request.origin != "uploads" or self.enterprise:
             return
         match = _UPLOAD.match(path)
         raw_name = request.param("name")

@@ -68,6 +68,31 @@ def asset_exists(request_id: str) -> ApiError:
     )
 
 
+def immutable_refusal(message: str, request_id: str = "") -> ApiError:
+    """GitHub's 422 to a change of a published immutable release's assets. The upload's
+    body is the one GitHub sends ("Cannot upload assets to an immutable release."); the
+    delete and rename bodies follow it (not observed)."""
+    body: JsonObject = {"message": message, "documentation_url": DOCS}
+    if request_id:
+        body["request_id"] = request_id
+    return ApiError(422, body)
+
+
+def frozen_release(field: str, message: str, doc: str) -> ApiError:
+    """GitHub's 422 to an edit of an immutable release beyond its title and notes."""
+    return ApiError(
+        422,
+        {
+            "message": "Validation Failed",
+            "errors": [
+                {"resource": "Release", "code": "custom", "field": field, "message": message}
+            ],
+            "documentation_url": doc,
+            "status": "422",
+        },
+    )
+
+
 def _now() -> datetime:
     return datetime.now(timezone.utc)
 
@@ -84,6 +109,7 @@ class State:
         self._repos: dict[str, Repo] = {}
         self._releases: dict[int, Release] = {}
         self._assets: dict[int, Asset] = {}
+        self._immutable_tags: set[tuple[int, str]] = set()  # (repo id, tag): never reusable
 
     def _new_id(self, kind: str) -> int:
         self._next_id[kind] += 1
@@ -118,7 +144,12 @@ class State:
         return user
 
     def add_repo(
-        self, full_name: str, *, private: bool = False, default_branch: str = "main"
+        self,
+        full_name: str,
+        *,
+        private: bool = False,
+        default_branch: str = "main",
+        immutable_releases: bool = False,
     ) -> Repo:
         owner, sep, name = full_name.partition("/")
         if not sep or not owner or not name or "/" in name:
@@ -131,6 +162,7 @@ class State:
                 private=private,
                 default_branch=default_branch,
                 created_at=self.now(),
+                immutable_releases=immutable_releases,
             )
             self._repos[full_name.lower()] = repo
             return repo
@@ -226,6 +258,8 @@ class State:
         with self.lock:
             if self._published_tag_taken(repo, tag, None):
                 raise release_exists(doc)
+            if (repo.id, tag) in self._immutable_tags:
+                raise frozen_release("tag_name", "tag_name was used by an immutable release", doc)
             now = self.now()
             release = Release(
                 id=self._new_id("release"),
@@ -241,8 +275,11 @@ class State:
                 published_at=None if draft else now,
                 updated_at=now,
                 untagged="untagged-" + secrets.token_hex(10),
+                immutable=not draft and repo.immutable_releases,
             )
             self._releases[release.id] = release
+            if release.immutable:
+                self._immutable_tags.add((repo.id, tag))
             return release
 
     def update_release(
@@ -252,6 +289,8 @@ class State:
         self._need_push(viewer, doc)
         with self.lock:
             release = self.release(repo, release_id, viewer, doc)
+            if release.immutable:
+                self._refuse_frozen_edit(release, payload, doc)
             changes: dict[str, Any] = {}
             for key in ("tag_name", "target_commitish"):
                 if isinstance(payload.get(key), str) and payload[key]:
@@ -269,9 +308,25 @@ class State:
             if draft != release.draft:
                 changes["draft"] = draft
                 changes["published_at"] = None if draft else now
+                changes["immutable"] = not draft and repo.immutable_releases
             updated = replace(release, updated_at=now, **changes)
             self._releases[release.id] = updated
+            if updated.immutable:
+                self._immutable_tags.add((repo.id, updated.tag_name))
             return updated
+
+    @staticmethod
+    def _refuse_frozen_edit(release: Release, payload: Mapping[str, Any], doc: str) -> None:
+        """Only the title and the notes of an immutable release can change."""
+        current = {
+            "tag_name": release.tag_name,
+            "target_commitish": release.target_commitish,
+            "draft": release.draft,
+            "prerelease": release.prerelease,
+        }
+        for key, value in payload.items():
+            if key in current and value != current[key]:
+                raise frozen_release(key, f"{key} cannot be changed on an immutable release", doc)
 
     def delete_release(self, repo: Repo, release_id: int, viewer: User | None) -> None:
         doc = f"{RELEASE_DOCS}#delete-a-release"
@@ -309,6 +364,8 @@ class State:
         self._need_push(viewer, doc)
         with self.lock:
             release = self.release(repo, release_id, viewer, doc)
+            if release.immutable:
+                raise immutable_refusal("Cannot upload assets to an immutable release.", request_id)
             name = github_asset_name(raw_name)
             if any(a.name == name for a in self.assets(release.id)):
                 raise asset_exists(request_id)
@@ -353,6 +410,8 @@ class State:
         self._need_push(viewer, doc)
         with self.lock:
             asset, release = self.asset(repo, asset_id, viewer, doc)
+            if release.immutable:
+                raise immutable_refusal("Cannot update assets of an immutable release.")
             changes: dict[str, Any] = {}
             if isinstance(payload.get("name"), str) and payload["name"]:
                 name = github_asset_name(payload["name"])
@@ -383,7 +442,9 @@ class State:
         doc = f"{ASSET_DOCS}#delete-a-release-asset"
         self._need_push(viewer, doc)
         with self.lock:
-            asset, _ = self.asset(repo, asset_id, viewer, doc)
+            asset, release = self.asset(repo, asset_id, viewer, doc)
+            if release.immutable:
+                raise immutable_refusal("Cannot delete assets of an immutable release.")
             del self._assets[asset.id]
 
     def count_download(self, asset_id: int) -> None:

@@ -21,9 +21,9 @@ import httpx
 import pytest
 from passlib.apache import HtpasswdFile  # type: ignore[import-untyped]  # no stubs
 
-from tests.github_standin.fixtures import github_standin
+from tests.github_standin.fixtures import ghes_standin, github_standin
 
-__all__ = ["PypiServer", "github_standin"]
+__all__ = ["PypiServer", "ghes_standin", "github_standin"]
 
 USERNAME = "uploader"
 PASSWORD = "pw-Upl0ad-3f9c1e7a"  # the test server's password, nothing else

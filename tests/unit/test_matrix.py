@@ -248,3 +248,23 @@ def test_gpu_format_lists_one_job_per_runner(
     ]
     assert main(["matrix", "--matrix", str(REPO / "matrix.yaml"), "--format", "gpu"]) == 0
     assert json.loads(capsys.readouterr().out) == {"include": []}
+
+
+def test_an_enterprise_destination_with_a_tag_that_needs_quoting_loads(tmp_path: Path) -> None:
+    shipped = (DATA / "good" / "shipped-shape.yaml").read_text(encoding="utf-8")
+    (tmp_path / "project").mkdir()
+    (tmp_path / "project" / "pyproject.toml").write_text(
+        '[project]\nname = "k3-kernels"\nversion = "0.1.0"\n', encoding="utf-8"
+    )
+    enterprise = (
+        "  github: {kind: github, repository: k3-project/k3-kernels, "
+        'tag: "release/v{version}+cu129", api-url: "https://ghe.example.com/api/v3/"}\n'
+    )
+    lines = [enterprise if "kind: github" in line else line for line in shipped.splitlines(True)]
+    path = tmp_path / "matrix.yaml"
+    path.write_text("".join(lines).replace("../project", "project"), encoding="utf-8")
+    matrix = load_matrix(path)
+    github = matrix.cells[-1].destination
+    assert isinstance(github, GithubDestination)
+    assert github.api_url == "https://ghe.example.com/api/v3"
+    assert github.tag(matrix.project.version) == "release/v0.1.0+cu129"

@@ -35,6 +35,7 @@ from release.remote.github_model import (
     upload_endpoint,
     web_base,
     web_base_of_release,
+    web_base_of_repository,
 )
 from tests.github_standin.records import (
     Asset,
@@ -262,6 +263,23 @@ def test_the_web_origin_of_a_release_page() -> None:
     html = "https://ghe.example.com/k3-org/k3-kernels/releases/tag/untagged-0123"
     assert web_base_of_release(html, "k3-org/k3-kernels") == "https://ghe.example.com"
     assert web_base_of_release(html, "k3-org/other") is None
+
+
+def test_the_web_origin_of_a_repository_page() -> None:
+    page = {"html_url": "https://ghe.example.com/k3-org/k3-kernels"}
+    assert web_base_of_repository(page, "k3-org/k3-kernels") == "https://ghe.example.com"
+    assert web_base_of_repository(page, "k3-org/other") is None
+    assert web_base_of_repository({"html_url": None}, "k3-org/k3-kernels") is None
+
+
+def test_a_tag_with_a_slash_and_a_plus_is_quoted_as_github_does() -> None:
+    url = download_url(
+        "https://ghe.example.com", "k3-org/k3-kernels", "release/v0.1.0+cu129", WHEEL
+    )
+    assert url == (
+        "https://ghe.example.com/k3-org/k3-kernels/releases/download/"
+        f"release/v0.1.0%2Bcu129/{WHEEL}"
+    )
 
 
 def test_download_urls_keep_the_plus_of_a_local_version() -> None:

@@ -9,11 +9,13 @@ import pytest
 
 from release.credentials import index_credentials, mask
 from release.errors import ConfigError, ConflictError, PublishError
-from release.publish.decide import Action, FileDecision, PublishPlan, RemoteFile
+from release.publish.decide import Action, FileDecision, PublishPlan, RemoteFile, verdict
 from release.publish.pypi import default_index_url, platform_allowed, pypi_refusals
 from release.publish.run import (
     DestinationPlan,
     blocked_error,
+    frozen_error,
+    next_version,
     plan_destination,
     select,
 )
@@ -154,7 +156,13 @@ class FakeDestination:
     stages = False
     index_url = None
 
-    def __init__(self, remote: Mapping[str, RemoteFile], refused: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        remote: Mapping[str, RemoteFile],
+        refused: Mapping[str, str],
+        frozen: str | None = None,
+    ) -> None:
+        self.frozen = frozen
         self.name = "pypi"
         self.remote = remote
         self.refused = refused
@@ -224,3 +232,46 @@ def test_only_selects_by_kind_or_name_and_rejects_unknown(tmp_path: Path) -> Non
     assert list(select(manifest, ("github",))) == ["github"]
     with pytest.raises(ConfigError, match="--only gitlab"):
         select(manifest, ("gitlab",))
+
+
+FROZEN = "the release k3-org/k3-kernels@v0.1.0 is immutable"
+
+
+def test_an_immutable_destination_takes_nothing_new_nor_other_bytes() -> None:
+    held = RemoteFile(name="w", size=3, sha256="a" * 64, url="u")
+    leftover = RemoteFile(name="w", size=0, sha256=None, url="u", state="starter")
+    same = verdict("a" * 64, 3, held, refusal=None, replace=True, frozen=FROZEN)
+    assert same == (Action.SKIP, f"same sha256 ({FROZEN})", True)
+    other = verdict("b" * 64, 3, held, refusal=None, replace=True, frozen=FROZEN)
+    assert other[0] is Action.CONFLICT
+    assert other[1].endswith(f"; {FROZEN}: it cannot be replaced")
+    for remote in (None, leftover):
+        action, reason, _ = verdict("b" * 64, 3, remote, refusal=None, replace=True, frozen=FROZEN)
+        assert action is Action.REFUSED
+        assert reason.endswith(f"but {FROZEN}: nothing can be added")
+    assert verdict("b" * 64, 3, None, refusal=None, replace=True)[0] is Action.UPLOAD
+
+
+def test_replace_on_an_immutable_release_names_it_and_a_new_version(tmp_path: Path) -> None:
+    entries = [entry_for(make_wheel(tmp_path), github_destination("http://x"))]
+    remote = {entries[0].filename: RemoteFile(name="w", size=None, sha256="0" * 64, url="u")}
+    destination = FakeDestination(remote, {}, frozen=FROZEN)
+    plan = plan_destination(destination, entries, tmp_path, replace=True)
+    assert plan.frozen == FROZEN
+    assert plan.blocked
+    plans = [DestinationPlan(destination=entries[0].destination, plan=plan)]
+    error = frozen_error(plans, "0.1.0", replace=True)
+    assert isinstance(error, ConflictError)
+    assert error.message.startswith(f"{FROZEN}: GitHub refuses any change to its assets, --")
+    assert entries[0].filename in error.message
+    assert error.hint == (
+        "immutable releases can't change: release a new version, such as 0.1.0.post1"
+    )
+
+
+@pytest.mark.parametrize(
+    ("version", "after"),
+    [("0.1.0", "0.1.0.post1"), ("0.1.0.post1", "0.1.0.post2"), ("1.0rc1", "1.0rc1.post1")],
+)
+def test_the_version_after_a_frozen_one_is_its_next_post_release(version: str, after: str) -> None:
+    assert next_version(version) == after
