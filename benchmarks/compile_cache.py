@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import socket
 import sys
 import tempfile
 import threading
@@ -39,7 +38,7 @@ from release.build.settings import BuildSettings, CellResult  # noqa: E402
 from release.build.stage import BuildEvents, prepare  # noqa: E402
 from release.matrix import load_matrix  # noqa: E402
 from release.matrix.compilecache import CompileCache, parse_compile_cache  # noqa: E402
-from tests.s3_server import S3Server  # noqa: E402
+from tests.s3_server import S3Server, free_port  # noqa: E402
 
 BUCKET = "bench-compile-cache"
 CMAKE = """\
@@ -200,7 +199,7 @@ def main() -> int:
     args = parser.parse_args()
     root = args.keep or Path(tempfile.mkdtemp(prefix="bench-compile-cache-"))
     project = generate(root / "checkout", args.units)
-    server = S3Server(root=root, port=_free_port())
+    server = S3Server(root=root, port=free_port())
     server.start()
     try:
         server.create_bucket(BUCKET)
@@ -247,13 +246,6 @@ def main() -> int:
 
 def _misses(run: Run) -> int:
     return run.result.compile_cache.misses if run.result.compile_cache else -1
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 if __name__ == "__main__":

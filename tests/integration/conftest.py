@@ -9,7 +9,6 @@ every test and restarts it if a test stopped it.
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -22,18 +21,12 @@ import pytest
 from passlib.apache import HtpasswdFile  # type: ignore[import-untyped]  # no stubs
 
 from tests.github_standin.fixtures import ghes_standin, github_standin
+from tests.s3_server import free_port
 
 __all__ = ["PypiServer", "ghes_standin", "github_standin"]
 
 USERNAME = "uploader"
 PASSWORD = "pw-Upl0ad-3f9c1e7a"  # the test server's password, nothing else
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @dataclass
@@ -125,7 +118,7 @@ class PypiServer:
 
 @pytest.fixture(scope="session")
 def pypiserver_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PypiServer]:
-    server = PypiServer(root=tmp_path_factory.mktemp("pypiserver"), port=_free_port())
+    server = PypiServer(root=tmp_path_factory.mktemp("pypiserver"), port=free_port())
     server.start()
     try:
         yield server

@@ -19,7 +19,8 @@ ACCESS_KEY = "AKIAK3CACHETEST0001"
 SECRET_KEY = "s3-Secr3t-7f1d2c9b8a"  # the test server's key, nothing else
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
@@ -86,7 +87,7 @@ class S3Server:
 
 @pytest.fixture(scope="session")
 def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
-    server = S3Server(root=tmp_path_factory.mktemp("s3"), port=_free_port())
+    server = S3Server(root=tmp_path_factory.mktemp("s3"), port=free_port())
     server.start()
     try:
         yield server
