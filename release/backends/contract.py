@@ -25,6 +25,7 @@ class ContractBackend:
             "RELEASE_DEVICE_COMPILER",
             "RELEASE_CUDA_HOME",
             "RELEASE_CC",
+            "RELEASE_COMPRESS_MODE",
         }
     )
     owned_settings = owned_env
@@ -51,6 +52,8 @@ class ContractBackend:
                 "RELEASE_JOBS": str(context.jobs),
             }
         )
+        if cell.compress_mode is not None:
+            env["RELEASE_COMPRESS_MODE"] = cell.compress_mode
         return BuildInputs(env=env, config_settings={})
 
     def describe(self, cell: CellTargets, build_tools: str) -> tuple[str, str]:

@@ -12,7 +12,12 @@ from dataclasses import replace
 from pathlib import Path
 
 from release.backends.base import BuildContext, BuildInputs, CellTargets, NvccToolkit
-from release.backends.nvcc import NVCC_TAG_REMEDY, family_problem, require_toolkit
+from release.backends.nvcc import (
+    NVCC_TAG_REMEDY,
+    compress_flags,
+    family_problem,
+    require_toolkit,
+)
 from release.backends.recipe import BackendName
 from release.targets import GpuTarget
 
@@ -130,6 +135,9 @@ class TorchBackend:
         env = torch_inputs(cell.sms, cell.ptx, toolkit, jobs=context.jobs)
         reproducible, files = reproducible_inputs(context)
         env.update(reproducible)
+        nvcc_flags = [env.get("NVCC_APPEND_FLAGS", ""), *compress_flags(cell.compress_mode)]
+        if any(nvcc_flags):
+            env["NVCC_APPEND_FLAGS"] = " ".join(filter(None, nvcc_flags))
         return BuildInputs(env=env, config_settings={}, path=context.tools.path, files=files)
 
     def describe(self, cell: CellTargets, build_tools: str) -> tuple[str, str]:
