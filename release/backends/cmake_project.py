@@ -119,5 +119,7 @@ class CmakeBackend:
             f"PyPI {build_tools}; host g++ from PATH",
             "CMAKE_CUDA_ARCHITECTURES / CUDAARCHS "
             f"{cmake_architectures(cell.sms, cell.ptx)}, CUDACXX, CUDA_HOME, CUDAToolkit_ROOT, "
-            "CMAKE_BUILD_PARALLEL_LEVEL; label by rewriting the wheel",
+            "CMAKE_BUILD_PARALLEL_LEVEL"
+            + "".join(f", CUDAFLAGS {flag}" for flag in compress_flags(cell.compress_mode))
+            + "; label by rewriting the wheel",
         )

@@ -59,5 +59,7 @@ class ContractBackend:
     def describe(self, cell: CellTargets, build_tools: str) -> tuple[str, str]:
         return (
             "csrc's backend (zig for the host library)",
-            "RELEASE_SMS, RELEASE_PTX, RELEASE_TARGET_ARCH, RELEASE_LOCAL_LABEL, ...",
+            "RELEASE_SMS, RELEASE_PTX, RELEASE_TARGET_ARCH, RELEASE_LOCAL_LABEL, "
+            + (f"RELEASE_COMPRESS_MODE {cell.compress_mode}, " if cell.compress_mode else "")
+            + "...",
         )

@@ -148,6 +148,7 @@ class TorchBackend:
         return (
             "the pinned torch and the project's other build requirements in a venv of the "
             "cell's Python (no build isolation); host g++ from PATH",
-            f"TORCH_CUDA_ARCH_LIST {arch_list}, CUDA_HOME, MAX_JOBS, NVCC_THREADS; "
-            "label by rewriting the wheel",
+            f"TORCH_CUDA_ARCH_LIST {arch_list}, CUDA_HOME, MAX_JOBS, NVCC_THREADS"
+            + "".join(f", NVCC_APPEND_FLAGS {f}" for f in compress_flags(cell.compress_mode))
+            + "; label by rewriting the wheel",
         )

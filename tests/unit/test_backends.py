@@ -360,6 +360,15 @@ def test_every_backend_passes_the_compress_mode_to_nvcc_before_the_matrixs_own_f
     torch_flags = built_with("torch", (("NVCC_APPEND_FLAGS", "-lineinfo"),))["NVCC_APPEND_FLAGS"]
     assert torch_flags.split()[-2:] == ["--compress-mode=none", "-lineinfo"]
     assert torch_flags.startswith("-Xcompiler=-ffile-prefix-map=/src/proj=.")
+    # and `release doctor` says so
+    described: dict[BackendName, str] = {
+        "release": "RELEASE_COMPRESS_MODE none",
+        "cmake": "CUDAFLAGS --compress-mode=none",
+        "torch": "NVCC_APPEND_FLAGS --compress-mode=none",
+    }
+    for backend, shown in described.items():
+        cell = replace(targets_of(BuildRecipe(backend=backend)), compress_mode="none")
+        assert shown in backend_for(backend).describe(cell, "cmake 4.4.5")[1]
 
 
 def test_without_a_compress_mode_no_backend_names_one() -> None:

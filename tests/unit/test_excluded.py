@@ -48,7 +48,9 @@ def test_else_in_the_same_arch_and_else_it_is_said_to_be_unweighed() -> None:
     assert (item.sibling, item.sibling_bytes) == ("13.0-aarch64", 1_300_000)
     assert item.line().endswith("weighs 1.2 MiB in 13.0-aarch64)")
     (alone,) = excluded_sms([result("12.9-aarch64", None)])
-    assert alone.line() == "12.9-aarch64: sm_75 excluded (not weighed: no cell of this build has it)"
+    assert (
+        alone.line() == "12.9-aarch64: sm_75 excluded (not weighed: no cell of this build has it)"
+    )
     assert alone.as_json() == {"sm": "75", "sibling": None, "sibling_bytes": None}
 
 
