@@ -38,6 +38,8 @@ DEFAULT_SMS = ("75", "80", "86", "89", "90", "100")
 _ARCH_RE = re.compile(r"^(?:sm_|compute_)?([1-9][0-9]{1,2})([af]?)$")
 _INCLUDE_RE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.MULTILINE)
 _LOG_TAIL_LINES = 6
+COMPRESS_MODES = ("default", "size", "speed", "balance", "none")
+DEFAULT_COMPRESS_MODE = "size"
 
 
 class DeviceBuildError(Exception):
@@ -73,6 +75,7 @@ class DeviceConfig:
     cache_dir: Path
     log_path: Path | None
     jobs: int
+    compress_mode: str = DEFAULT_COMPRESS_MODE
 
     @property
     def targets(self) -> tuple[Target, ...]:
@@ -219,6 +222,11 @@ def config_from_env(env: Mapping[str, str], *, default_cache: Path) -> DeviceCon
     include_text = env.get("RELEASE_CUDA_INCLUDE") or ""
     includes = tuple(Path(p) for p in include_text.split(os.pathsep) if p)
     log = env.get("RELEASE_DEVICE_LOG")
+    compress_mode = (env.get("RELEASE_COMPRESS_MODE") or DEFAULT_COMPRESS_MODE).strip()
+    if compress_mode not in COMPRESS_MODES:
+        raise DeviceBuildError(
+            f"RELEASE_COMPRESS_MODE is {compress_mode!r}; expected one of {', '.join(COMPRESS_MODES)}"
+        )
     return DeviceConfig(
         compiler=compiler,
         cuda_home=Path(cuda_home) if compiler == "nvcc" else None,
@@ -231,6 +239,7 @@ def config_from_env(env: Mapping[str, str], *, default_cache: Path) -> DeviceCon
         cache_dir=Path(env.get("RELEASE_DEVICE_CACHE") or default_cache),
         log_path=Path(log) if log else None,
         jobs=int(jobs_text),
+        compress_mode=compress_mode,
     )
 
 
@@ -264,7 +273,7 @@ class Compiler:
 class Nvcc(Compiler):
     kind = "nvcc"
 
-    def __init__(self, cuda_home: Path) -> None:
+    def __init__(self, cuda_home: Path, compress_mode: str = DEFAULT_COMPRESS_MODE) -> None:
         self.nvcc = cuda_home / "bin" / "nvcc"
         self.fatbinary = cuda_home / "bin" / "fatbinary"
         for tool in (self.nvcc, self.fatbinary):
@@ -281,7 +290,12 @@ class Nvcc(Compiler):
         if "--compress-all" in helptext:
             self.fatbin_flags.append("--compress-all")
         if "--compress-mode" in helptext:
-            self.fatbin_flags.append("--compress-mode=size")
+            self.fatbin_flags.append(f"--compress-mode={compress_mode}")
+        elif compress_mode != DEFAULT_COMPRESS_MODE:
+            raise DeviceBuildError(
+                f"RELEASE_COMPRESS_MODE is {compress_mode!r}, but {self.fatbinary} has no "
+                "--compress-mode (CUDA 12.8 and later have it)"
+            )
 
     def flags(self, target: Target) -> list[str]:
         mode = "--cubin" if target.kind == "sm" else "--ptx"
@@ -325,7 +339,13 @@ class Nvcc(Compiler):
 class Nvrtc(Compiler):
     kind = "nvrtc"
 
-    def __init__(self, nvrtc_lib: Path, nvfatbin_lib: Path, include_dirs: Sequence[Path]) -> None:
+    def __init__(
+        self,
+        nvrtc_lib: Path,
+        nvfatbin_lib: Path,
+        include_dirs: Sequence[Path],
+        compress_mode: str = DEFAULT_COMPRESS_MODE,
+    ) -> None:
         self.rtc = _load(nvrtc_lib, "RELEASE_NVRTC_LIB")
         self.fat = _load(nvfatbin_lib, "RELEASE_NVFATBIN_LIB")
         for d in include_dirs:
@@ -357,7 +377,7 @@ class Nvrtc(Compiler):
             self.version_key = self.version
         self.identity = f"nvrtc {self.version_key} headers {headers_digest(self.include_dirs)}"
         self._fatbin_identity = f"nvfatbin {fatbin_exact}"
-        self.fatbin_options = self._pick_fatbin_options()
+        self.fatbin_options = self._pick_fatbin_options(compress_mode)
 
     def _setup_prototypes(self) -> None:
         c = ctypes
@@ -414,20 +434,22 @@ class Nvrtc(Compiler):
             err = self.fat.nvFatbinGetErrorString(code).decode(errors="replace")
             raise DeviceBuildError(f"nvFatbin {what} failed: {err}")
 
-    def _pick_fatbin_options(self) -> list[str]:
-        """The strongest compression this nvFatbin accepts (it rejects unknown options)."""
-        for options in (
-            ["-64", "-compress-all", "-compress-mode=size"],
-            ["-64", "-compress-mode=size"],
-            ["-64", "-compress=true"],
-            ["-64"],
-        ):
+    def _pick_fatbin_options(self, compress_mode: str) -> list[str]:
+        """The strongest compression this nvFatbin accepts (it rejects unknown options); a
+        compress mode other than the default must be accepted as it is."""
+        chosen = f"-compress-mode={compress_mode}"
+        candidates = [["-64", "-compress-all", chosen], ["-64", chosen]]
+        if compress_mode == DEFAULT_COMPRESS_MODE:
+            candidates += [["-64", "-compress=true"], ["-64"]]
+        for options in candidates:
             handle = ctypes.c_void_p()
             argv = (ctypes.c_char_p * len(options))(*(o.encode() for o in options))
             if self.fat.nvFatbinCreate(ctypes.byref(handle), argv, len(options)) == 0:
                 self.fat.nvFatbinDestroy(ctypes.byref(handle))
                 return options
-        raise DeviceBuildError("nvFatbin accepts none of the option sets tried (-64)")
+        raise DeviceBuildError(
+            f"nvFatbin accepts none of the option sets tried ({' | '.join(map(' '.join, candidates))})"
+        )
 
     def flags(self, target: Target) -> list[str]:
         return [f"--gpu-architecture={target.name}", "--std=c++17", "-default-device"]
@@ -541,10 +563,15 @@ def file_sha256(path: Path) -> str:
 def make_compiler(config: DeviceConfig) -> Compiler:
     compiler: Compiler
     if config.compiler == "nvcc":
-        compiler = Nvcc(config.cuda_home or Path("/usr/local/cuda"))
+        compiler = Nvcc(config.cuda_home or Path("/usr/local/cuda"), config.compress_mode)
         reported = major_minor(compiler.version)
     else:
-        nvrtc = Nvrtc(config.nvrtc_lib, config.nvfatbin_lib, config.include_dirs)  # type: ignore[arg-type]
+        nvrtc = Nvrtc(
+            config.nvrtc_lib,  # type: ignore[arg-type]
+            config.nvfatbin_lib,  # type: ignore[arg-type]
+            config.include_dirs,
+            config.compress_mode,
+        )
         if config.cuda_version and nvrtc.fatbin_version != config.cuda_version:
             raise DeviceBuildError(
                 f"RELEASE_CUDA_VERSION is {config.cuda_version} but nvFatbin at "

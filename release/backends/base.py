@@ -68,6 +68,7 @@ class CellTargets:
     local_label: str | None
     recipe: BuildRecipe
     build_backend: str | None = None  # the PEP 517 backend the project's pyproject names
+    compress_mode: str | None = None  # nvcc's --compress-mode (None: the backend's default)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -10,7 +10,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from release.backends.base import BuildContext, BuildInputs, CellTargets, NvccToolkit
-from release.backends.nvcc import NVCC_TAG_REMEDY, family_problem, require_toolkit
+from release.backends.nvcc import (
+    NVCC_TAG_REMEDY,
+    compress_flags,
+    family_problem,
+    require_toolkit,
+)
 from release.backends.recipe import BackendName
 from release.targets import GpuTarget
 
@@ -33,6 +38,7 @@ def cmake_inputs(
     *,
     jobs: int,
     build_backend: str | None,
+    compress_mode: str | None = None,
 ) -> tuple[dict[str, str], dict[str, str]]:
     """(environment, config settings) of a CMake-driven build.
 
@@ -41,7 +47,9 @@ def cmake_inputs(
     and most setuptools+CMake builds, split on spaces only) and, for scikit-build-core, to
     `cmake.define.CMAKE_CUDA_ARCHITECTURES`. Never to SKBUILD_CMAKE_ARGS, which
     scikit-build-core splits on `;`: that builds the first SM alone and exits 0.
-    CMake ignores CUDA_HOME: CUDACXX / CMAKE_CUDA_COMPILER name nvcc.
+    CMake ignores CUDA_HOME: CUDACXX / CMAKE_CUDA_COMPILER name nvcc. The compress mode
+    goes to CUDAFLAGS, which CMake's first configure takes as CMAKE_CUDA_FLAGS (a
+    -DCMAKE_CUDA_FLAGS would replace the flags the project's own CUDAFLAGS give).
     """
     architectures = cmake_architectures(sms, ptx)
     env = {
@@ -53,6 +61,8 @@ def cmake_inputs(
         "CUDAToolkit_ROOT": str(toolkit.root),
         "CMAKE_BUILD_PARALLEL_LEVEL": str(jobs),
     }
+    if compress_mode is not None:
+        env["CUDAFLAGS"] = " ".join(compress_flags(compress_mode))
     settings = {}
     if build_backend == SCIKIT_BUILD_BACKEND:
         settings = {
@@ -106,7 +116,12 @@ class CmakeBackend:
     def inputs(self, cell: CellTargets, context: BuildContext) -> BuildInputs:
         toolkit = require_toolkit(context, self.name, cell.cuda)
         env, settings = cmake_inputs(
-            cell.sms, cell.ptx, toolkit, jobs=context.jobs, build_backend=cell.build_backend
+            cell.sms,
+            cell.ptx,
+            toolkit,
+            jobs=context.jobs,
+            build_backend=cell.build_backend,
+            compress_mode=cell.compress_mode,
         )
         if context.compile_launcher is not None:
             env.update(launcher_inputs(context.compile_launcher))
@@ -117,5 +132,7 @@ class CmakeBackend:
             f"PyPI {build_tools}; host g++ from PATH",
             "CMAKE_CUDA_ARCHITECTURES / CUDAARCHS "
             f"{cmake_architectures(cell.sms, cell.ptx)}, CUDACXX, CUDA_HOME, CUDAToolkit_ROOT, "
-            "CMAKE_BUILD_PARALLEL_LEVEL; label by rewriting the wheel",
+            "CMAKE_BUILD_PARALLEL_LEVEL"
+            + "".join(f", CUDAFLAGS {flag}" for flag in compress_flags(cell.compress_mode))
+            + "; label by rewriting the wheel",
         )

@@ -25,6 +25,7 @@ class ContractBackend:
             "RELEASE_DEVICE_COMPILER",
             "RELEASE_CUDA_HOME",
             "RELEASE_CC",
+            "RELEASE_COMPRESS_MODE",
         }
     )
     owned_settings = owned_env
@@ -52,10 +53,14 @@ class ContractBackend:
                 "RELEASE_JOBS": str(context.jobs),
             }
         )
+        if cell.compress_mode is not None:
+            env["RELEASE_COMPRESS_MODE"] = cell.compress_mode
         return BuildInputs(env=env, config_settings={})
 
     def describe(self, cell: CellTargets, build_tools: str) -> tuple[str, str]:
         return (
             "csrc's backend (zig for the host library)",
-            "RELEASE_SMS, RELEASE_PTX, RELEASE_TARGET_ARCH, RELEASE_LOCAL_LABEL, ...",
+            "RELEASE_SMS, RELEASE_PTX, RELEASE_TARGET_ARCH, RELEASE_LOCAL_LABEL, "
+            + (f"RELEASE_COMPRESS_MODE {cell.compress_mode}, " if cell.compress_mode else "")
+            + "...",
         )

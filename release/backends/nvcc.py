@@ -24,6 +24,11 @@ NVCC_TAG_REMEDY = (
 )
 
 
+def compress_flags(mode: str | None) -> list[str]:
+    """nvcc's flag for the matrix's compress-mode (none where the matrix sets none)."""
+    return [] if mode is None else [f"--compress-mode={mode}"]
+
+
 def family_problem(sms: Sequence[GpuTarget]) -> str | None:
     """nvcc stops when one compile asks for sm_N and sm_Nf."""
     both = sorted(t.number for t in sms if t.suffix == "f" and GpuTarget(t.number) in sms)

@@ -25,7 +25,15 @@ def backend_for(name: BackendName) -> Backend:
 # Compiler flags a backend and the matrix may both give: the matrix's come after (and so
 # win where a compiler takes the last of two).
 FLAG_VARIABLES = frozenset(
-    {"CFLAGS", "CXXFLAGS", "CPPFLAGS", "LDFLAGS", "NVCC_APPEND_FLAGS", "NVCC_PREPEND_FLAGS"}
+    {
+        "CFLAGS",
+        "CXXFLAGS",
+        "CPPFLAGS",
+        "LDFLAGS",
+        "CUDAFLAGS",
+        "NVCC_APPEND_FLAGS",
+        "NVCC_PREPEND_FLAGS",
+    }
 )
 
 

@@ -12,7 +12,12 @@ from dataclasses import replace
 from pathlib import Path
 
 from release.backends.base import BuildContext, BuildInputs, CellTargets, NvccToolkit
-from release.backends.nvcc import NVCC_TAG_REMEDY, family_problem, require_toolkit
+from release.backends.nvcc import (
+    NVCC_TAG_REMEDY,
+    compress_flags,
+    family_problem,
+    require_toolkit,
+)
 from release.backends.recipe import BackendName
 from release.targets import GpuTarget
 
@@ -150,6 +155,9 @@ class TorchBackend:
         env.update(reproducible)
         if context.compile_launcher is not None:
             env.update(launcher_inputs(context.compile_launcher, toolkit.root))
+        nvcc_flags = [env.get("NVCC_APPEND_FLAGS", ""), *compress_flags(cell.compress_mode)]
+        if any(nvcc_flags):
+            env["NVCC_APPEND_FLAGS"] = " ".join(filter(None, nvcc_flags))
         return BuildInputs(env=env, config_settings={}, path=context.tools.path, files=files)
 
     def describe(self, cell: CellTargets, build_tools: str) -> tuple[str, str]:
@@ -160,6 +168,7 @@ class TorchBackend:
         return (
             "the pinned torch and the project's other build requirements in a venv of the "
             "cell's Python (no build isolation); host g++ from PATH",
-            f"TORCH_CUDA_ARCH_LIST {arch_list}, CUDA_HOME, MAX_JOBS, NVCC_THREADS; "
-            "label by rewriting the wheel",
+            f"TORCH_CUDA_ARCH_LIST {arch_list}, CUDA_HOME, MAX_JOBS, NVCC_THREADS"
+            + "".join(f", NVCC_APPEND_FLAGS {f}" for f in compress_flags(cell.compress_mode))
+            + "; label by rewriting the wheel",
         )

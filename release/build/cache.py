@@ -86,6 +86,8 @@ def wheel_cache_key(
             "epoch": epoch,
             "recipe": dict(sorted(recipe.items())),
             "build": [cell.build.backend, cell.build.env, cell.build.config_settings],
+            # only where set, so that the keys of wheels built before it stay as they were
+            **({"compress_mode": cell.compress_mode} if cell.compress_mode else {}),
         },
         sort_keys=True,
     )

@@ -78,6 +78,7 @@ def cell_targets(cell: Cell) -> CellTargets:
         local_label=cell.local_label,
         recipe=cell.build,
         build_backend=read_build_backend(text),
+        compress_mode=cell.compress_mode,
     )
 
 

@@ -24,6 +24,7 @@ from release import proc
 from release.backends import DEFAULT_BACKEND
 from release.build.compare import Comparison, compare
 from release.build.compilecache import CacheStats
+from release.build.excluded import ExcludedSm, excluded_sms
 from release.build.preview import planned
 from release.build.settings import BuildSettings, CellResult, source_date_epoch
 from release.build.stage import (
@@ -283,6 +284,7 @@ def _report(
     output: Output,
 ) -> None:
     cells = settings.cells
+    excluded = excluded_sms(results)
     output.document(
         {
             "ok": all(r.ok for r in results) and len(results) == len(cells),
@@ -303,6 +305,8 @@ def _report(
                     "error": r.error,
                     "warnings": list(r.warnings),
                     "log": str(r.log) if r.log else None,
+                    # only cells an exclusion removed an SM from, so the others stay as they were
+                    **_excluded_of(r.cell, excluded),
                 }
                 for r in results
             ],
@@ -317,7 +321,19 @@ def _report(
         f"{settings.out} ({wheels} wheels in manifest)"
     )
     output.table(CELL_COLUMNS, _cell_rows(results), title)
-    output.summary(f"## Build: {title}\n\n" + markdown_table(CELL_COLUMNS, _cell_rows(results)))
+    for item in excluded:
+        output.line(item.line())
+    notes = "".join(f"\n- {item.line()}" for item in excluded)
+    output.summary(
+        f"## Build: {title}\n\n"
+        + markdown_table(CELL_COLUMNS, _cell_rows(results))
+        + (f"\nExcluded by matrix.yaml:\n{notes}\n" if notes else "")
+    )
+
+
+def _excluded_of(cell: Cell, excluded: Sequence[ExcludedSm]) -> dict[str, Any]:
+    mine = [item.as_json() for item in excluded if item.cell == cell.id]
+    return {"excluded": mine} if mine else {}
 
 
 def _report_comparison(

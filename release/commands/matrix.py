@@ -54,6 +54,7 @@ def github_matrix(cells: Sequence[Cell], *, per: str = "cell") -> dict[str, Any]
                     "nccl": str(cell.nccl) if cell.nccl else "",
                     "manylinux": cell.manylinux,
                     **torch_fields(cell),
+                    **({"compress_mode": cell.compress_mode} if cell.compress_mode else {}),
                 }
             )
     return {"include": include}
@@ -151,6 +152,17 @@ def run(args: argparse.Namespace) -> int:
         headers.insert(2, "torch")
         for row, cell in zip(rows, cells, strict=True):
             row.insert(2, str(cell.torch) if cell.torch is not None else "-")
+    # columns only a matrix that uses the setting gets, like torch's
+    if any(c.excluded_sms for c in cells):
+        at = headers.index("SMs") + 1
+        headers.insert(at, "excluded")
+        for row, cell in zip(rows, cells, strict=True):
+            row.insert(at, " ".join(str(s) for s in cell.excluded_sms) or "-")
+    if any(c.compress_mode for c in cells):
+        at = headers.index("PTX") + 1
+        headers.insert(at, "compress")
+        for row, cell in zip(rows, cells, strict=True):
+            row.insert(at, cell.compress_mode or "-")
     title = f"{matrix.project.name} {matrix.project.version}: {len(cells)} cells"
     out.table(headers, rows, title)
     return 0

@@ -52,9 +52,10 @@ def _setting(
 ) -> tuple[Any, str]:
     """A setting's value for a CUDA entry and the key path it came from."""
     value = getattr(entry, name)
+    key = name.replace("_", "-")
     if value is not None:
-        return value, join_path(cuda_path, name)
-    return getattr(defaults, name), join_path("defaults", name)
+        return value, join_path(cuda_path, key)
+    return getattr(defaults, name), join_path("defaults", key)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -79,6 +80,8 @@ class _Settings:
     python_path: str
     abi3: PythonSpec | None
     abi3_path: str
+    compress_mode: str | None
+    compress_mode_path: str
 
 
 def _settings(
@@ -94,6 +97,7 @@ def _settings(
     torch, torch_path = _setting("torch", entry, defaults, cuda_path)
     python, python_path = _setting("python", entry, defaults, cuda_path)
     abi3, abi3_path = _setting("abi3", entry, defaults, cuda_path)
+    compress_mode, compress_mode_path = _setting("compress_mode", entry, defaults, cuda_path)
     for name, value in (("arches", arches), ("sms", sms), ("manylinux", manylinux)):
         if value is None:
             loader.problem(
@@ -120,6 +124,8 @@ def _settings(
         python_path=python_path,
         abi3=abi3,
         abi3_path=abi3_path,
+        compress_mode=compress_mode,
+        compress_mode_path=compress_mode_path,
     )
 
 
@@ -168,8 +174,25 @@ def check_unused_excludes(
             loader.problem(join_path("exclude", index), "this exclusion matches no cell")
 
 
-def _check_wheel_settings(settings: _Settings, loader: DocumentLoader) -> None:
-    """The manylinux floor and the CPU architectures of a CUDA version."""
+_COMPRESS_MODE_SINCE = CudaVersion(12, 8)
+
+
+def _check_wheel_settings(settings: _Settings, cuda: CudaVersion, loader: DocumentLoader) -> None:
+    """The manylinux floor, the CPU architectures and the compress mode of a CUDA version."""
+    if settings.compress_mode is not None and cuda < _COMPRESS_MODE_SINCE:
+        inherited = settings.compress_mode_path.startswith("defaults")
+        where = f"for CUDA {cuda}: " if inherited else ""
+        remedy = (
+            f"set compress-mode under each CUDA version of {_COMPRESS_MODE_SINCE} or later "
+            "instead of under defaults"
+            if inherited
+            else "remove it here"
+        )
+        loader.problem(
+            settings.compress_mode_path,
+            f"{where}nvcc has --compress-mode from CUDA {_COMPRESS_MODE_SINCE} on, not in "
+            f"CUDA {cuda} ({remedy})",
+        )
     manylinux = settings.manylinux
     if (manylinux.major, manylinux.minor) < _MIN_MANYLINUX:
         loader.problem(
@@ -343,10 +366,12 @@ def _cell_sms(
     sms: Sequence[GpuTarget],
     excludes: Sequence[ExcludeSpec],
     used: set[int],
-) -> list[GpuTarget] | None:
-    """The SMs of the cell (CUDA `key`, `arch`) after the exclusions, or None when one drops
-    the whole cell; the exclusions that apply are added to `used`."""
+) -> tuple[list[GpuTarget], list[GpuTarget]] | None:
+    """The SMs of the cell (CUDA `key`, `arch`) after the exclusions and the SMs they
+    removed, or None when one drops the whole cell; the exclusions that apply are added
+    to `used`."""
     cell_sms = list(dict.fromkeys(sms))
+    removed: list[GpuTarget] = []
     dropped = False
     for index, exclude in enumerate(excludes):
         if exclude.cuda not in (None, key) or exclude.arch not in (None, arch):
@@ -356,8 +381,9 @@ def _cell_sms(
             used.add(index)
         elif exclude.sm in cell_sms:
             cell_sms.remove(exclude.sm)
+            removed.append(exclude.sm)
             used.add(index)
-    return None if dropped else cell_sms
+    return None if dropped else (cell_sms, removed)
 
 
 def _arch_cells(
@@ -378,9 +404,10 @@ def _arch_cells(
     cells: list[Cell] = []
     unbuildable_reported = False
     for arch in dict.fromkeys(settings.arches):
-        cell_sms = _cell_sms(settings.key, arch, settings.sms, excludes, used)
-        if cell_sms is None:
+        after = _cell_sms(settings.key, arch, settings.sms, excludes, used)
+        if after is None:
             continue
+        cell_sms, excluded = after
         ptx_spec = settings.ptx
         ptx = ptx_spec.target if ptx_spec is not None else max(cell_sms, default=None)
         if ptx is not None and ptx.suffix:
@@ -414,6 +441,8 @@ def _arch_cells(
                 torch_index=entry.torch_index if axis.torch is not None else None,
                 python=axis.python,
                 abi3=axis.abi3,
+                compress_mode=settings.compress_mode,
+                excluded_sms=tuple(sorted(excluded)),
             )
             for axis in axes
         ]
@@ -445,7 +474,7 @@ def version_cells(
         ptx_path=settings.ptx_path,
         loader=loader,
     )
-    _check_wheel_settings(settings, loader)
+    _check_wheel_settings(settings, cuda, loader)
     recipe = cuda_build(spec.build, entry.build, settings.path, loader)
     destination = destinations.get(entry.destination)
     axes = torch_axes(settings, entry, recipe.backend, destination, loader)

@@ -21,6 +21,8 @@ from release.targets import Arch, GpuTarget
 from release.yamlspec import optional
 
 DestinationKind = Literal["pypi", "github"]
+# nvcc's --compress-mode (CUDA 12.8 on): how the fatbin's device code is compressed
+CompressMode = Literal["default", "size", "speed", "balance", "none"]
 RELEASE_VERSION = r"[0-9]+(\.[0-9]+)*"
 PYTHON_VERSION = r"3\.[0-9]{1,2}"
 
@@ -166,6 +168,11 @@ class WheelSettings:
     abi3: PythonSpec | None = optional(
         'torch backend: the py_limited_api floor ("3.10"): one cp310-abi3 wheel per cell '
         "instead of one per Python"
+    )
+    compress_mode: CompressMode | None = optional(
+        "nvcc's --compress-mode for the fatbins (CUDA 12.8 and later): size for the "
+        "smallest wheel, speed for the fastest load, none for no compression; "
+        "default: each backend's own"
     )
 
 

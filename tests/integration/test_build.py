@@ -23,6 +23,7 @@ import pytest
 from elftools.elf.elffile import ELFFile
 
 from release import proc
+from release.build.excluded import weight
 from release.build.pipeline import build_command, cell_environment, cell_inputs
 from release.build.settings import BuildSettings
 from release.build.stage import plan_toolchains, provision_all
@@ -440,3 +441,64 @@ def test_every_wheel_passes_twine_check_strict_and_check_wheel_contents(built: B
         )
         assert done.returncode == 0, done.stdout + done.stderr
         assert "WARNING" not in done.stdout + done.stderr
+
+
+SIZE_LEVERS = """
+project: csrc
+defaults:
+  arches: [x86_64, aarch64]
+  sms: [75, 80]
+  ptx: none
+  manylinux: "2_28"
+  compress-mode: {mode}
+cuda:
+  "13.0": {{destination: pypi}}
+destinations:
+  pypi: {{kind: pypi}}
+exclude:
+  - {{arch: aarch64, sm: 75}}
+"""
+
+
+def fatbin_bytes(wheel: Path) -> int:
+    """The fatbins' own bytes in the wheel (as nvcc's fatbinary compressed them)."""
+    with zipfile.ZipFile(wheel) as archive:
+        return sum(i.file_size for i in archive.infolist() if i.filename.endswith(".fatbin"))
+
+
+def test_compress_mode_reaches_the_fatbins_and_an_exclusion_is_weighed_in_its_sibling(
+    release_cache: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    built: dict[str, dict[str, dict[str, object]]] = {}
+    for mode in ("size", "none"):
+        summary = tmp_path / f"summary-{mode}.md"
+        monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+        matrix = copy_project(tmp_path / mode, SIZE_LEVERS.format(mode=mode))
+        out = tmp_path / mode / "dist"
+        argv = ["build", "--matrix", str(matrix), "--out", str(out), "--json"]
+        code = main([*argv, "--cache-dir", str(release_cache)])
+        captured = capsys.readouterr()
+        assert code == 0, captured.err
+        built[mode] = {c["cell"]: c for c in json.loads(captured.out)["cells"]}
+        x86_64, aarch64 = built[mode]["13.0-x86_64"], built[mode]["13.0-aarch64"]
+        sm_75 = dict(x86_64["device_bytes"])["sm_75"]  # type: ignore[call-overload]
+        assert aarch64["excluded"] == [
+            {"sm": "75", "sibling": "13.0-x86_64", "sibling_bytes": sm_75}
+        ]
+        assert "excluded" not in x86_64
+        assert list(aarch64["device_bytes"]) == ["sm_80"]  # type: ignore[call-overload]
+        line = (
+            f"13.0-aarch64: sm_75 excluded (its device code weighs {weight(sm_75)} in 13.0-x86_64)"
+        )
+        assert line in captured.err.splitlines()
+        assert f"- {line}" in summary.read_text().splitlines()
+    for cell in ("13.0-x86_64", "13.0-aarch64"):
+        size, none = built["size"][cell], built["none"][cell]
+        # the same device code, uncompressed; only how the fatbins hold it differs
+        assert size["device_bytes"] == none["device_bytes"]
+        compressed = fatbin_bytes(tmp_path / "size" / "dist" / str(size["wheel"]))
+        uncompressed = fatbin_bytes(tmp_path / "none" / "dist" / str(none["wheel"]))
+        assert uncompressed > 2 * compressed, (cell, compressed, uncompressed)

@@ -10,16 +10,19 @@ test_fixture_cmake.py on a GPU machine).
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
 import subprocess
 import sys
 import time
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from elftools.elf.elffile import ELFFile
 
 from release import proc
 from release.build.pipeline import build_cell, build_command, cell_environment, cell_inputs
@@ -358,3 +361,36 @@ def test_release_env_gives_the_backends_inputs_and_records_the_wheel_relabelled(
     (entry,) = read_manifest(dist / "manifest.json").wheels
     assert entry.filename == labelled
     assert read_wheel(dist / labelled).metadata_version == "0.2.0+cu129"
+
+
+def nv_fatbin_bytes(wheel: Path) -> int:
+    """The size of the shared object's .nv_fatbin section: the fatbin as nvcc wrote it."""
+    with zipfile.ZipFile(wheel) as archive:
+        data = archive.read("fixture_kernels/libfxk.so")
+    section = ELFFile(io.BytesIO(data)).get_section_by_name(".nv_fatbin")
+    assert section is not None
+    return int(section.data_size)
+
+
+def test_the_compress_mode_reaches_nvcc_through_cudaflags(
+    release_cache: Path, tmp_path: Path
+) -> None:
+    sizes: dict[str, int] = {}
+    device_bytes: dict[str, tuple[tuple[str, int], ...]] = {}
+    for mode in ("size", "none"):
+        where = tmp_path / mode
+        where.mkdir()
+        text = (FIXTURE / "matrix.yaml").read_text()
+        text = text.replace("project: .", f"project: {FIXTURE}")
+        text = text.replace("sms: [75, 80, 86, 89, 90, 100]", "sms: [80]")
+        text = text.replace("ptx: 100", f"ptx: 80\n  compress-mode: {mode}")
+        (where / "matrix.yaml").write_text(text)
+        matrix = load_matrix(where / "matrix.yaml")
+        (cell,) = matrix.cells
+        assert cell.compress_mode == mode
+        wheel, report = build_one(matrix, cell, release_cache, where)
+        sizes[mode] = nv_fatbin_bytes(wheel)
+        device_bytes[mode] = report.device_bytes
+    # the same device code; nvcc's fatbinary stored it compressed only when asked to
+    assert device_bytes["size"] == device_bytes["none"]
+    assert sizes["none"] > 2 * sizes["size"], sizes

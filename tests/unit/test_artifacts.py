@@ -160,6 +160,13 @@ def test_the_wheel_cache_key_depends_on_content_not_on_paths() -> None:
     assert key != wheel_cache_key(CELLS["13.0-aarch64"], "src", IDENTITY, epoch=1, recipe=RECIPE)
     rebuilt = dataclasses.replace(cell, build=dataclasses.replace(cell.build, env=(("A", "1"),)))
     assert key != wheel_cache_key(rebuilt, "src", IDENTITY, epoch=1, recipe=RECIPE)
+    modes = {
+        wheel_cache_key(
+            dataclasses.replace(cell, compress_mode=mode), "src", IDENTITY, epoch=1, recipe=RECIPE
+        )
+        for mode in (None, "size", "none")
+    }
+    assert len(modes) == 3  # a changed compress-mode is never served the other mode's wheel
 
 
 def test_the_build_gets_the_timestamp_and_no_credentials() -> None:

@@ -3,11 +3,14 @@ of the `build` section, and where a cell can build."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from release.backends import (
+    BACKEND_NAMES,
+    BackendName,
     BuildContext,
     BuildRecipe,
     BuildSpec,
@@ -340,3 +343,36 @@ def test_compile_jobs_are_one_or_more() -> None:
         ("build.compile-jobs", "must be 1 or more")
     ]
     assert spec_problems(BuildSpec(compile_jobs=3), "torch", "build") == []
+
+
+def test_every_backend_passes_the_compress_mode_to_nvcc_before_the_matrixs_own_flags() -> None:
+    context = BuildContext(toolkit=TOOLKIT, project_dir=Path("/src/proj"))
+
+    def built_with(backend: BackendName, env: tuple[tuple[str, str], ...] = ()) -> dict[str, str]:
+        cell = replace(targets_of(BuildRecipe(backend=backend, env=env)), compress_mode="none")
+        return dict(build_inputs(cell, context).env)
+
+    assert built_with("release")["RELEASE_COMPRESS_MODE"] == "none"
+    assert built_with("cmake")["CUDAFLAGS"] == "--compress-mode=none"
+    assert built_with("cmake", (("CUDAFLAGS", "-lineinfo"),))["CUDAFLAGS"] == (
+        "--compress-mode=none -lineinfo"
+    )
+    torch_flags = built_with("torch", (("NVCC_APPEND_FLAGS", "-lineinfo"),))["NVCC_APPEND_FLAGS"]
+    assert torch_flags.split()[-2:] == ["--compress-mode=none", "-lineinfo"]
+    assert torch_flags.startswith("-Xcompiler=-ffile-prefix-map=/src/proj=.")
+    # and `release doctor` says so
+    described: dict[BackendName, str] = {
+        "release": "RELEASE_COMPRESS_MODE none",
+        "cmake": "CUDAFLAGS --compress-mode=none",
+        "torch": "NVCC_APPEND_FLAGS --compress-mode=none",
+    }
+    for backend, shown in described.items():
+        cell = replace(targets_of(BuildRecipe(backend=backend)), compress_mode="none")
+        assert shown in backend_for(backend).describe(cell, "cmake 4.4.5")[1]
+
+
+def test_without_a_compress_mode_no_backend_names_one() -> None:
+    context = BuildContext(toolkit=TOOLKIT)
+    for backend in BACKEND_NAMES:
+        env = build_inputs(targets_of(BuildRecipe(backend=backend)), context).env
+        assert not any("compress" in f"{k}={v}".lower() for k, v in env.items()), backend

@@ -268,3 +268,45 @@ def test_an_enterprise_destination_with_a_tag_that_needs_quoting_loads(tmp_path:
     assert isinstance(github, GithubDestination)
     assert github.api_url == "https://ghe.example.com/api/v3"
     assert github.tag(matrix.project.version) == "release/v0.1.0+cu129"
+
+
+def test_compress_mode_per_cuda_version_over_the_defaults_and_what_an_exclusion_removed(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    path = DATA / "good" / "size-levers.yaml"
+    matrix = load_matrix(path)
+    by_id = {c.id: c for c in matrix.cells}
+    assert {i: c.compress_mode for i, c in by_id.items()} == {
+        "13.0-x86_64": "none",
+        "13.0-aarch64": "none",
+        "12.9-x86_64": "size",
+        "12.9-aarch64": "size",
+    }
+    # 12.9's own sms have no 75: the exclusion removed it from 13.0's aarch64 cell only
+    assert {i: [str(s) for s in c.excluded_sms] for i, c in by_id.items()} == {
+        "13.0-x86_64": [],
+        "13.0-aarch64": ["75"],
+        "12.9-x86_64": [],
+        "12.9-aarch64": [],
+    }
+    assert main(["matrix", "--matrix", str(path), "--json"]) == 0
+    cells = {c["id"]: c for c in json.loads(capsys.readouterr().out)["cells"]}
+    assert cells["13.0-aarch64"]["excluded_sms"] == ["75"]
+    assert cells["13.0-aarch64"]["compress_mode"] == "none"
+    assert "excluded_sms" not in cells["13.0-x86_64"]
+    assert main(["matrix", "--matrix", str(path), "--format", "github"]) == 0
+    include = json.loads(capsys.readouterr().out)["include"]
+    assert [e["compress_mode"] for e in include] == ["none", "none", "size", "size"]
+
+
+def test_matrix_table_shows_the_excluded_sms_and_compress_mode_columns(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "80")  # stacked rows: one `column: value` line each
+    assert main(["matrix", "--matrix", str(DATA / "good" / "size-levers.yaml")]) == 0
+    rows = capsys.readouterr().out.split("\n\n")
+    aarch64 = next(r for r in rows if "CUDA:        13.0" in r and "aarch64" in r)
+    assert "SMs:         80 90\nexcluded:    75\nPTX:         90\ncompress:    none" in aarch64
+    x86_64 = next(r for r in rows if "CUDA:        12.9" in r and "x86_64" in r)
+    assert "excluded:    -\n" in x86_64
+    assert "compress:    size\n" in x86_64
