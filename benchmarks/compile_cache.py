@@ -41,6 +41,7 @@ from release.matrix.compilecache import CompileCache, parse_compile_cache  # noq
 from tests.s3_server import S3Server, free_port  # noqa: E402
 
 BUCKET = "bench-compile-cache"
+MARKER = "RELEASE_BENCH_RUN"  # in every process of a measured build, for PeakMemory
 CMAKE = """\
 cmake_minimum_required(VERSION 3.26)
 project(bench_kernels LANGUAGES CXX CUDA)
@@ -107,9 +108,12 @@ def generate(root: Path, units: int) -> Path:
 
 
 class PeakMemory:
-    """The largest sum of resident memory of this process's descendants, sampled."""
+    """The largest sum of resident memory of the processes whose environment holds
+    `marker` (the build's, sccache's server and the compiles it runs, which are not this
+    process's descendants), sampled every 0.1 s."""
 
-    def __init__(self) -> None:
+    def __init__(self, marker: str) -> None:
+        self.marker = marker.encode()
         self.peak = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)
@@ -123,30 +127,22 @@ class PeakMemory:
         self._thread.join()
 
     def _sample(self) -> None:
-        me = os.getpid()
         while not self._stop.wait(0.1):
-            self.peak = max(self.peak, _descendants_rss(me))
+            self.peak = max(self.peak, self._resident())
 
-
-def _descendants_rss(root: int) -> int:
-    parents: dict[int, int] = {}
-    rss: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            parents[int(entry.name)] = int(fields[1])
-            rss[int(entry.name)] = int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
-        except (OSError, IndexError, ValueError):
-            continue
-    total, frontier = 0, [root]
-    while frontier:
-        pid = frontier.pop()
-        children = [p for p, parent in parents.items() if parent == pid]
-        total += sum(rss.get(c, 0) for c in children)
-        frontier += children
-    return total
+    def _resident(self) -> int:
+        total = 0
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                if self.marker not in (entry / "environ").read_bytes():
+                    continue
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                total += int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
+            except (OSError, IndexError, ValueError):
+                continue
+        return total
 
 
 @dataclass(frozen=True)
@@ -172,7 +168,7 @@ def runner(
     settings, prepared = prepare(settings, BuildEvents())
     settings.out.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
-    with PeakMemory() as peak:
+    with PeakMemory(f"{MARKER}={environ[MARKER]}") as peak:
         result = build_cell(cell, prepared[cell.id], settings, sources=str(start))
     seconds = time.monotonic() - start
     if not result.ok:
@@ -203,7 +199,7 @@ def main() -> int:
     server.start()
     try:
         server.create_bucket(BUCKET)
-        environ = {**os.environ, **server.env()}
+        environ = {**os.environ, **server.env(), MARKER: str(os.getpid())}
         store = parse_compile_cache(f"s3://{BUCKET}/bench/?endpoint={server.endpoint}")
         toolchains = args.cache_dir.resolve()
         # provision the toolchains and cmake once, outside the measured runs
