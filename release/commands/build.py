@@ -39,6 +39,7 @@ from release.commands import common
 from release.commands.options import OutputDir, WholeNumber
 from release.console import Annotation, Output, markdown_table
 from release.errors import BuildError, ConfigError
+from release.inspection.budget import project_refusal, project_warning, release_loads
 from release.matrix import Cell
 from release.matrix.compilecache import CompileCache
 from release.records.dist import Reconciled
@@ -315,6 +316,11 @@ def _report(
             "nccl_files": list(outputs.manifest.nccl_files),
         }
     )
+    for load in release_loads(outputs.manifest.wheels):
+        # past the limit too: `release plan` and `publish` will refuse the release
+        near = project_refusal(load) or project_warning(load)
+        if near is not None:
+            output.warning(near, title="release build: project size")
     wheels = len(outputs.manifest.wheels)
     title = (
         f"{len([r for r in results if r.ok])}/{len(cells)} cells in {elapsed:.1f} s -> "

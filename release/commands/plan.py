@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import argparse
 import os
+from pathlib import Path
 from typing import Any
 
 from release.commands import common
 from release.console import markdown_table
+from release.publish.growth import find_previous
 from release.publish.plan import (
     NO_GPU_GATE,
     PlanRow,
@@ -27,7 +29,7 @@ from release.publish.run import PublishSettings, default_factory
 from release.remote import httpclient as http
 from release.toolchain.cacheroot import toolchain_cache
 
-COLUMNS = ("cell", "wheel", "size", "destination", "state", "final URL", "toolchain")
+COLUMNS = ("cell", "wheel", "size", "growth", "destination", "state", "final URL", "toolchain")
 
 
 def register(subparsers: Any, parents: common.Parents) -> None:
@@ -39,8 +41,10 @@ def register(subparsers: Any, parents: common.Parents) -> None:
         help="show every cell, its wheel, destination and final URL, and what exists there",
         description="Before tagging: list every cell with its wheel filename, size if built, "
         "destination and final URL, the NCCL override files, and ask every destination "
-        "(read-only) what it holds: new, identical (skip) or CONFLICT. Exits non-zero on a "
-        "conflict, a refused file or a missing toolchain. Changes nothing anywhere.",
+        "(read-only) what it holds: new, identical (skip) or CONFLICT, and each built wheel's "
+        "growth since the previous release. Exits non-zero on a conflict, a refused file, a "
+        "destination's project size or growth limit passed, or a missing toolchain. Changes "
+        "nothing anywhere.",
     )
     common.add_dist_option(
         parser,
@@ -56,6 +60,13 @@ def register(subparsers: Any, parents: common.Parents) -> None:
     )
     parser.add_argument(
         "--github-api-url", metavar="URL", help="GitHub REST API base, as for `release publish`"
+    )
+    parser.add_argument(
+        "--previous-manifest",
+        metavar="FILE",
+        type=Path,
+        help="the previous release's release-manifest.json, to measure each wheel's growth "
+        "against (default: the one of the highest published GitHub release below this version)",
     )
     common.add_markdown_option(parser, "write the plan as Markdown")
     common.add_toolchain_options(parser)
@@ -77,13 +88,28 @@ def _size(row: PlanRow) -> str:
     return "not built" if row.size is None else f"{row.size / 2**20:.2f} MiB"
 
 
+def _growth(row: PlanRow, plan: ReleasePlan) -> str:
+    if row.growth is not None:
+        return row.growth.text
+    return "new wheel" if plan.previous is not None and row.built else "-"
+
+
 def _state(row: PlanRow) -> str:
     return row.state.value + (f": {row.reason}" if row.reason else "")
 
 
 def table_rows(plan: ReleasePlan) -> list[list[str]]:
     return [
-        [r.cell, r.wheel, _size(r), r.destination, _state(r), r.url, r.toolchain.text]
+        [
+            r.cell,
+            r.wheel,
+            _size(r),
+            _growth(r, plan),
+            r.destination,
+            _state(r),
+            r.url,
+            r.toolchain.text,
+        ]
         for r in plan.rows
     ]
 
@@ -107,6 +133,8 @@ def markdown(plan: ReleasePlan) -> str:
         lines += ["GPU gate (before publishing):", "", *(f"- {t}" for t in gate_text(plan)), ""]
     else:
         lines += [f"**{NO_GPU_GATE}**", ""]
+    lines += [plan.previous_note, ""]
+    lines += [f"- **refused**: {p}" for p in (*plan.over_budget, *plan.too_grown)]
     lines += [f"- problem: {p}" for p in plan.problems]
     return "\n".join(lines) + "\n"
 
@@ -132,9 +160,23 @@ def to_json(plan: ReleasePlan) -> dict[str, Any]:
                 "reason": r.reason,
                 "toolchain_ok": r.toolchain.ok,
                 "toolchain": r.toolchain.text,
+                "growth": None
+                if r.growth is None
+                else {
+                    "previous_wheel": r.growth.previous_wheel,
+                    "previous_size": r.growth.previous_size,
+                    "bytes": r.growth.bytes,
+                    "percent": None if r.growth.percent is None else round(r.growth.percent, 2),
+                },
             }
             for r in plan.rows
         ],
+        "previous": None
+        if plan.previous is None
+        else {"version": plan.previous.version, "source": plan.previous.source},
+        "previous_note": plan.previous_note,
+        "over_project_limit": list(plan.over_budget),
+        "over_growth_limit": list(plan.too_grown),
         "nccl_files": [vars(n) for n in plan.nccl],
         "problems": list(plan.problems),
         "gpu_gate": [
@@ -161,6 +203,9 @@ def run(args: argparse.Namespace) -> int:
         github_api_url=args.github_api_url,
         command="release plan",
     )
+    previous, previous_note = find_previous(
+        cells, manifest=args.previous_manifest, api_url=args.github_api_url, environ=environ
+    )
     with http.client() as client:
         plan = make_plan(
             cells,
@@ -169,12 +214,17 @@ def run(args: argparse.Namespace) -> int:
             factory=default_factory(settings, environ, client),
             expect_tag=args.expect_tag,
             gate=matrix.gpu_gate,
+            previous=previous,
+            previous_note=previous_note,
         )
     out.table(COLUMNS, table_rows(plan), f"{plan.project} {plan.version}: release plan")
     for line in plan.nccl:
         out.line(f"NCCL: {line.file}: {line.requirement} ({line.purpose})")
     for text in [f"GPU gate: {t}" for t in gate_text(plan)] or [NO_GPU_GATE]:
         out.line(text)
+    out.line(plan.previous_note)
+    for refusal in (*plan.over_budget, *plan.too_grown):
+        out.line(f"refused: {refusal}")
     out.line(f"plan: {summary(plan)}")
     common.write_report(out, to_json(plan), markdown(plan), args.markdown)
     error = failure(plan)

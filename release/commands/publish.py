@@ -70,6 +70,8 @@ def print_plan(out: Output, outcome: PublishOutcome, *, dry_run: bool) -> None:
     )
     out.table(PLAN_COLUMNS, plan_rows(outcome), title)
     out.line(f"plan: {plan_summary(outcome)}")
+    for line in outcome.over_budget:
+        out.line(f"refused: {line}")
     for line in outcome.unasked:
         out.line(f"not asked: {line}")
 
@@ -118,6 +120,7 @@ def publish_json(outcome: PublishOutcome, *, dry_run: bool) -> dict[str, Any]:
         "version": outcome.manifest.version,
         "dry_run": dry_run,
         "blocked": outcome.blocked,
+        "over_project_limit": list(outcome.over_budget),
         "not_asked": list(outcome.unasked),
         "plan": [decision(d) for p in outcome.plans for d in p.plan.decisions],
         "companions": [companion(c) for p in outcome.plans for c in p.plan.companions],
@@ -140,6 +143,7 @@ def publish_markdown(outcome: PublishOutcome, *, dry_run: bool) -> str:
         "",
         markdown_table(PLAN_COLUMNS, plan_rows(outcome)),
     ]
+    lines += [f"- **refused**: {line}" for line in outcome.over_budget]
     if outcome.applied:
         lines += ["### Published", "", markdown_table(PLAN_COLUMNS, applied_rows(outcome))]
     for index in outcome.indexes:

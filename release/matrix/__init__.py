@@ -19,6 +19,7 @@ from release.matrix.load import (
 )
 from release.matrix.model import (
     GATE_PLACEHOLDERS,
+    PYPI_DEFAULT_PROJECT_GIB,
     Cell,
     Destination,
     GateRun,
@@ -37,6 +38,7 @@ __all__ = [
     "GATE_PLACEHOLDERS",
     "GITHUB_ASSET_MAX_MIB",
     "PYPI_DEFAULT_MAX_MIB",
+    "PYPI_DEFAULT_PROJECT_GIB",
     "SCHEMA_ID",
     "Cell",
     "Destination",

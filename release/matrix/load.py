@@ -29,6 +29,7 @@ from release.matrix.cells import (
 from release.matrix.compilecache import from_spec as compile_cache_from_spec
 from release.matrix.compilecache import spec_problems as compile_cache_problems
 from release.matrix.model import (
+    PYPI_DEFAULT_PROJECT_GIB,
     Cell,
     Destination,
     GithubDestination,
@@ -229,8 +230,11 @@ def _destinations(
                     join_path(path, key.replace("_", "-")),
                     f"{shown(url)} is not an http(s) URL",
                 )
-        if spec.max_file_size_mib is not None and spec.max_file_size_mib <= 0:
-            loader.problem(join_path(path, "max-file-size-mib"), "must be a positive number")
+        for key in ("max_file_size_mib", "max_project_size_gib", "max_growth_percent"):
+            value = getattr(spec, key)
+            if value is not None and value <= 0:
+                loader.problem(join_path(path, key.replace("_", "-")), "must be a positive number")
+        project_gib = spec.max_project_size_gib
         if spec.kind == "pypi":
             limit = spec.max_file_size_mib or PYPI_DEFAULT_MAX_MIB
             out[name] = PypiDestination(
@@ -238,6 +242,8 @@ def _destinations(
                 repository_url=spec.repository_url or "https://upload.pypi.org/legacy/",
                 index_url=_slash(spec.index_url or "https://pypi.org/simple/"),
                 max_file_size=limit * 1024 * 1024,
+                max_project_size=(project_gib or PYPI_DEFAULT_PROJECT_GIB) * 2**30,
+                max_growth_percent=spec.max_growth_percent,
             )
             continue
         if spec.repository is None:
@@ -266,6 +272,8 @@ def _destinations(
             api_url=(spec.api_url or "https://api.github.com").rstrip("/"),
             index_url=_slash(spec.index_url) if spec.index_url else None,
             max_file_size=limit * 1024 * 1024,
+            max_project_size=project_gib * 2**30 if project_gib else None,
+            max_growth_percent=spec.max_growth_percent,
         )
     return out
 

@@ -33,12 +33,17 @@ class Project:
         return canonicalize_name(self.name).replace("-", "_")
 
 
+PYPI_DEFAULT_PROJECT_GIB = 10  # PyPI's project size limit unless it raised the project's
+
+
 @dataclass(frozen=True, kw_only=True)
 class PypiDestination:
     name: str
     repository_url: str
     index_url: str
     max_file_size: int
+    max_project_size: int = PYPI_DEFAULT_PROJECT_GIB * 2**30
+    max_growth_percent: int | None = None
 
     kind: Literal["pypi"] = "pypi"
 
@@ -51,6 +56,8 @@ class GithubDestination:
     api_url: str
     index_url: str | None
     max_file_size: int
+    max_project_size: int | None = None
+    max_growth_percent: int | None = None
 
     kind: Literal["github"] = "github"
 

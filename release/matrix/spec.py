@@ -200,6 +200,12 @@ class DestinationSpec:
     tag: str | None = optional("github: tag template, v{version}")
     api_url: str | None = optional("github: REST API base URL (GitHub Enterprise)")
     max_file_size_mib: int | None = optional("largest file the destination accepts, MiB")
+    max_project_size_gib: int | None = optional(
+        "the most a project may hold there, GiB (pypi default 10; github: no limit)"
+    )
+    max_growth_percent: int | None = optional(
+        "`release plan` fails when a wheel grew more than this since the previous release"
+    )
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,8 @@
 `release publish` alike: a file the destination lacks is uploaded, the same bytes are
 skipped, other bytes under the same name are a CONFLICT (replaced only when asked), a
 leftover of a failed upload is cleared and uploaded again, and a file that breaks a
-destination rule is refused before anything is sent anywhere. Companions (the PEP 658
+destination rule is refused before anything is sent anywhere, as is, as a whole, a release
+that would take the project past the destination's size limit. Companions (the PEP 658
 `.metadata` of a wheel, the NCCL files, the release manifest) follow the same rule.
 
 A `Publisher` is one destination; `stage` makes every file present without making
@@ -17,11 +18,12 @@ holds its files.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from release.inspection.budget import ProjectLoad, project_refusal
 from release.records.dist import wheel_problem
 from release.records.manifest import WheelEntry
 
@@ -83,6 +85,8 @@ class PublishPlan:
     decisions: tuple[FileDecision, ...]
     companions: tuple[CompanionDecision, ...] = field(default=())
     frozen: str | None = None  # why nothing can be added or replaced there (immutable)
+    # why the destination as a whole refuses the release (its project size limit), if it does
+    budget: str | None = None
 
     def with_action(self, *actions: Action) -> tuple[FileDecision, ...]:
         return tuple(d for d in self.decisions if d.action in actions)
@@ -94,7 +98,7 @@ class PublishPlan:
     def blocked(self) -> bool:
         """True when any file is a conflict or refused: then nothing at all is uploaded."""
         bad = (Action.CONFLICT, Action.REFUSED)
-        return bool(self.with_action(*bad) or self.companions_with(*bad))
+        return bool(self.with_action(*bad) or self.companions_with(*bad) or self.budget)
 
     @property
     def unasked(self) -> bool:
@@ -191,6 +195,11 @@ class Publisher(Protocol):
         """Why the destination would reject this file, checked before any upload."""
         ...
 
+    def held_bytes(self, excluding: Collection[str]) -> int | None:
+        """What the destination holds of the project besides the files named, as the last
+        `existing` read it (no further request); None when that cannot be learnt cheaply."""
+        ...
+
     def final_url(self, name: str) -> str:
         """Where a file will be downloadable once published."""
         ...
@@ -234,8 +243,19 @@ def plan_for(
                 frozen=frozen,
             )
         )
+    load = None
+    limit = entries[0].destination.max_project_size if entries else None
+    if limit is not None:
+        load = ProjectLoad(
+            destination=publisher.name,
+            limit=limit,
+            wheels=tuple(entries),
+            other_bytes=sum(c.size for c in companions),
+            held=publisher.held_bytes(files),
+        )
     return PublishPlan(
         frozen=frozen,
+        budget=None if load is None else project_refusal(load),
         decisions=tuple(decisions),
         companions=tuple(
             decide_companion(

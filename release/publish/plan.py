@@ -3,7 +3,8 @@ what the destination already holds under its name.
 
 Pure core: the state of one file from the publisher seam's decision (`built_state`, the
 same `decide` as `release publish`) or, for a cell not built yet, from what the
-destination lists (`unbuilt_state`); the verdict (`failure`). `make_plan` asks: the wheels
+destination lists (`unbuilt_state`); each built wheel's growth since the previous
+release (release.publish.growth); the verdict (`failure`). `make_plan` asks: the wheels
 in dist/ (checked against their manifest), the toolchain cache, and read-only requests to
 each destination through the publishers. The command renders the plan.
 """
@@ -26,6 +27,13 @@ from release.errors import (
 )
 from release.matrix import Cell, GpuGate
 from release.publish.decide import Action, FileDecision, RemoteFile, plan_for
+from release.publish.growth import (
+    NO_PREVIOUS,
+    Growth,
+    PreviousRelease,
+    growth_by_wheel,
+    growth_problem,
+)
 from release.publish.run import PublisherFactory
 from release.records.dist import load_dist
 from release.records.manifest import DestinationRef, WheelEntry
@@ -59,6 +67,7 @@ class PlanRow:
     state: State
     reason: str
     toolchain: ToolchainVerdict
+    growth: Growth | None = None  # against the previous release's wheel, where one matches
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -92,6 +101,10 @@ class ReleasePlan:
     nccl: tuple[NcclLine, ...]
     problems: tuple[str, ...] = ()
     gate: tuple[GateLine, ...] = ()  # empty: no GPU gate
+    previous: PreviousRelease | None = None
+    previous_note: str = NO_PREVIOUS  # what the growth column compares against, or why nothing
+    over_budget: tuple[str, ...] = ()  # destinations whose project limit the release passes
+    too_grown: tuple[str, ...] = ()  # wheels over their destination's max-growth-percent
 
     def with_state(self, *states: State) -> tuple[PlanRow, ...]:
         return tuple(r for r in self.rows if r.state in states)
@@ -165,6 +178,7 @@ def failure(plan: ReleasePlan) -> ReleaseError | None:
     conflicts = plan.with_state(State.CONFLICT)
     missing = plan.missing_toolchains
     refused = plan.with_state(State.REFUSED)
+    oversize = [*plan.over_budget, *plan.too_grown]
     parts = []
     if conflicts:
         parts.append(f"{len(conflicts)} CONFLICT ({', '.join(r.wheel for r in conflicts)})")
@@ -172,6 +186,7 @@ def failure(plan: ReleasePlan) -> ReleaseError | None:
         parts.append(f"{len(missing)} missing toolchain ({', '.join(r.cell for r in missing)})")
     if refused:
         parts.append(f"{len(refused)} refused ({', '.join(r.wheel for r in refused)})")
+    parts += oversize
     if conflicts:
         return ConflictError(
             "; ".join(parts),
@@ -186,6 +201,12 @@ def failure(plan: ReleasePlan) -> ReleaseError | None:
         )
     if refused:
         return PublishError("; ".join(parts), hint="fix the refused files (reasons above)")
+    if oversize:
+        return PublishError(
+            "; ".join(parts),
+            hint="drop SMs with `exclude` in matrix.yaml, or raise the limit named above "
+            "(`max-project-size-gib`, `max-growth-percent`) where the destination allows it",
+        )
     if plan.problems:
         return ConfigError(plan.problems, hint="tag the version the matrix releases")
     unasked = plan.with_state(State.NOT_ASKED)
@@ -205,15 +226,14 @@ def _ask(
     entries: Sequence[WheelEntry],
     built: Mapping[str, WheelEntry],
     dist: Path,
-) -> dict[str, tuple[State, str, str]]:
+) -> tuple[dict[str, tuple[State, str, str]], str | None]:
     """(state, reason, URL) of each file at one destination, from read-only requests: the
-    built ones through the publisher seam's decision, the others by what is listed."""
+    built ones through the publisher seam's decision, the others by what is listed; and
+    why the destination refuses the built ones as a whole (its project size limit)."""
     publisher = factory(destination)
     ready = [e for e in entries if e.filename in built]
-    out = {
-        d.entry.filename: (*built_state(d), d.url)
-        for d in plan_for(publisher, ready, dist, replace=False).decisions
-    }
+    decided = plan_for(publisher, ready, dist, replace=False)
+    out = {d.entry.filename: (*built_state(d), d.url) for d in decided.decisions}
     waiting = {e.filename: 0 for e in entries if e.filename not in built}
     remote = publisher.existing(waiting, rehash=False) if waiting else {}
     for name in waiting:
@@ -222,7 +242,7 @@ def _ask(
         if state is State.ABSENT and publisher.frozen:
             state, reason = State.REFUSED, f"{publisher.frozen}: it cannot be added"
         out[name] = (state, reason, publisher.final_url(name) if listed is None else listed.url)
-    return out
+    return out, decided.budget
 
 
 def toolchain_verdicts(
@@ -265,8 +285,15 @@ def make_plan(
     factory: PublisherFactory,
     expect_tag: str | None,
     gate: GpuGate | None = None,
+    previous: PreviousRelease | None = None,
+    previous_note: str = NO_PREVIOUS,
 ) -> ReleasePlan:
+    """The plan; `previous` (with `previous_note` saying what it is, or why there is none)
+    is what each built wheel's growth is measured against."""
     built = built_entries(dist)
+    grown = growth_by_wheel(list(built.values()), previous) if previous is not None else {}
+    too_grown: list[str] = []
+    over_budget: list[str] = []
     entries = {c.id: built.get(c.wheel_filename) or unbuilt_entry(c) for c in cells}
     by_destination: dict[str, list[Cell]] = {}
     for cell in cells:
@@ -275,7 +302,8 @@ def make_plan(
     for group in by_destination.values():
         destination = entries[group[0].id].destination
         try:
-            found = _ask(factory, destination, [entries[c.id] for c in group], built, dist)
+            found, budget = _ask(factory, destination, [entries[c.id] for c in group], built, dist)
+            over_budget += [budget] if budget else []
         except PublishError as error:
             reason = error.message + (f" ({error.hint})" if error.hint else "")
             found = {entries[c.id].filename: (State.NOT_ASKED, reason, "") for c in group}
@@ -292,7 +320,19 @@ def make_plan(
                 state=state,
                 reason=reason,
                 toolchain=verdicts[cell.id],
+                growth=grown.get(entry.filename),
             )
+            growth = grown.get(entry.filename)
+            problem = None
+            if growth is not None and previous is not None:
+                problem = growth_problem(
+                    entry.filename,
+                    growth,
+                    limit=cell.destination.max_growth_percent,
+                    destination=destination.name,
+                    previous=previous.version,
+                )
+            too_grown += [problem] if problem else []
     project = cells[0].project
     nccl = override_files({c.cuda.major: c.nccl for c in cells if c.nccl is not None})
     return ReleasePlan(
@@ -304,4 +344,8 @@ def make_plan(
         ),
         problems=tuple(tag_problems(cells, str(project.version), expect_tag) if expect_tag else ()),
         gate=gate_lines(gate, cells),
+        previous=previous,
+        previous_note=previous_note,
+        over_budget=tuple(over_budget),
+        too_grown=tuple(too_grown),
     )

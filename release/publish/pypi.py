@@ -22,7 +22,7 @@ import os
 import re
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -257,6 +257,7 @@ class PypiPublisher:
         self.sleep = sleep
         self.propagation_attempts = propagation_attempts
         self._facts: dict[Path, WheelFacts] = {}
+        self._listed: dict[str, dict[str, ListedFile]] = {}  # what `existing` read, by project
 
     # - read-only -
 
@@ -292,14 +293,28 @@ class PypiPublisher:
         out: dict[str, RemoteFile] = {}
         projects = {canonicalize_name(_project(name)) for name in files if name.endswith(".whl")}
         for project in sorted(projects):
+            self._listed[project] = self.listed(project)
             out.update(
                 {
                     name: RemoteFile(name=name, size=f.size, sha256=f.sha256, url=f.url)
-                    for name, f in self.listed(project).items()
+                    for name, f in self._listed[project].items()
                     if name in files
                 }
             )
         return out
+
+    def held_bytes(self, excluding: Collection[str]) -> int | None:
+        """The sizes the project pages list (PEP 691/700 JSON gives them; an HTML page
+        does not: then None)."""
+        others = [
+            f.size
+            for page in self._listed.values()
+            for f in page.values()
+            if f.name not in excluding
+        ]
+        if any(size is None for size in others):
+            return None
+        return sum(size or 0 for size in others)
 
     def facts(self, wheel: Path) -> WheelFacts:
         if wheel not in self._facts:

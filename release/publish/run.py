@@ -111,6 +111,11 @@ class PublishOutcome:
         )
 
     @property
+    def over_budget(self) -> tuple[str, ...]:
+        """Why destinations refuse the release as a whole (their project size limit)."""
+        return tuple(p.plan.budget for p in self.plans if p.plan.budget)
+
+    @property
     def unasked(self) -> tuple[str, ...]:
         """The destinations a dry run could not ask, with why."""
         return tuple(
@@ -274,18 +279,25 @@ def blocked_error(plans: Sequence[DestinationPlan]) -> PublishError:
         c.companion.filename for p in plans for c in p.plan.companions_with(Action.CONFLICT)
     ]
     refused = [d for p in plans for d in p.plan.with_action(Action.REFUSED)]
+    budgets = [p.plan.budget for p in plans if p.plan.budget]
     parts = []
     if conflicts:
         parts.append(f"{len(conflicts)} CONFLICT")
     if refused:
         parts.append(f"{len(refused)} refused")
     message = f"{' and '.join(parts)}: nothing was uploaded"
+    if budgets:
+        message = "; ".join([*budgets, message] if parts else budgets) + (
+            "" if parts else ": nothing was uploaded"
+        )
     if conflicts:
         return ConflictError(
             message,
             hint="a destination holds other bytes under the same filename; bump the version, "
             "or pass --replace to overwrite GitHub assets (PyPI never allows it)",
         )
+    if budgets and not refused:
+        return PublishError(message, hint="make the release smaller, or raise the limit (above)")
     return PublishError(message, hint="fix the refused files (reasons above) and rebuild")
 
 

@@ -17,7 +17,13 @@ from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 from release.errors import ConfigError
 from release.fsutil import json_text, read_json, write_atomic
-from release.matrix import Cell, GithubDestination, PypiDestination, nccl_requirement
+from release.matrix import (
+    PYPI_DEFAULT_PROJECT_GIB,
+    Cell,
+    GithubDestination,
+    PypiDestination,
+    nccl_requirement,
+)
 
 SCHEMA_VERSION = 1
 MANIFEST_NAME = "manifest.json"
@@ -31,6 +37,7 @@ class DestinationRef:
     kind: Literal["pypi", "github"]
     index_url: str | None
     max_file_size: int
+    max_project_size: int | None = None  # what the project may hold there; None: no limit
     repository_url: str | None = None  # pypi: upload endpoint
     repository: str | None = None  # github: owner/name
     tag: str | None = None  # github: the release tag for this version
@@ -46,6 +53,7 @@ class DestinationRef:
             kind=destination.kind,
             index_url=destination.index_url,
             max_file_size=destination.max_file_size,
+            max_project_size=destination.max_project_size,
         )
         if isinstance(destination, PypiDestination):
             return replace(ref, repository_url=destination.repository_url)
@@ -226,6 +234,7 @@ def _destination(raw: Mapping[str, Any], where: str) -> DestinationRef:
         name=_require(dest, "name", str, where),
         kind=kind,
         max_file_size=_require(dest, "max_file_size", int, where),
+        max_project_size=_project_limit(dest, kind, where),
         **{
             k: _optional(dest, k, where)
             for k in ("repository_url", "repository", "tag", "api_url", "index_url")
@@ -234,6 +243,14 @@ def _destination(raw: Mapping[str, Any], where: str) -> DestinationRef:
     if kind == "github" and not (destination.repository and destination.tag):
         raise ValueError(f"{where}: github needs repository and tag")
     return destination
+
+
+def _project_limit(dest: Mapping[str, Any], kind: str, where: str) -> int | None:
+    """The project size limit; a manifest written before it was recorded gets PyPI's."""
+    if "max_project_size" in dest:
+        limit: int = _require(dest, "max_project_size", int, where)
+        return limit
+    return PYPI_DEFAULT_PROJECT_GIB * 2**30 if kind == "pypi" else None
 
 
 def _wheel(raw: object, where: str) -> WheelEntry:

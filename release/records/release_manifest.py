@@ -79,3 +79,12 @@ def parse_release_manifest(data: bytes) -> list[ReleaseWheel]:
             )
         )
     return out
+
+
+def release_manifest_version(data: bytes) -> str:
+    """The version a `release-manifest.json` records; ValueError when it records none."""
+    document = json.loads(data)
+    version = document.get("version") if isinstance(document, dict) else None
+    if not isinstance(version, str):
+        raise ValueError("it records no version")
+    return version

@@ -386,6 +386,21 @@ class GithubClient:
     def list_releases(self, repository: str) -> list[ReleaseInfo]:
         return [parse_release(r) for r in self.list_releases_json(repository)]
 
+    def published_releases(
+        self, repository: str
+    ) -> list[tuple[ReleaseInfo, tuple[AssetInfo, ...]]]:
+        """Every published release with the assets its listing carries (the listing's own
+        `assets`, read as plain JSON: no request per release)."""
+        out = []
+        for data in self.list_releases_json(repository):
+            release = parse_release(data)
+            if release.draft:
+                continue
+            assets = data.get("assets")
+            listed = tuple(parse_asset(a) for a in assets) if isinstance(assets, list) else ()
+            out.append((release, listed))
+        return out
+
     def get_release(self, repository: str, release_id: int) -> ReleaseInfo:
         owner, repo = repository.split("/", 1)
         rest = self.rest()

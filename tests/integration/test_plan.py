@@ -11,16 +11,17 @@ from __future__ import annotations
 
 import json
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import httpx
 import pytest
 
 from release.cli import main
-from release.errors import ConflictError
+from release.errors import ConflictError, PublishError
 from release.matrix import load_matrix
-from release.records.manifest import DestinationRef, Manifest, write_manifest
+from release.records.manifest import DestinationRef, Manifest, read_manifest, write_manifest
+from release.records.release_manifest import RELEASE_MANIFEST, release_manifest_bytes
 from tests.github_standin import DEFAULT_REPO, GitHubStandIn
 from tests.integration.conftest import PypiServer
 from tests.integration.wheels import PROJECT, VERSION, entry_for, make_wheel
@@ -241,3 +242,130 @@ def test_an_unresolvable_host_is_not_asked_and_not_retried(
     github = [c for c in cells if c["cell"].startswith("12.9")]
     assert {c["state"] for c in github} == {"not asked"}
     assert all("retry" not in c["reason"] and "attempt" not in c["reason"] for c in github)
+
+
+# --- Sizes: growth since the previous release, the project size limit. ---
+
+
+def publish_previous(standin: GitHubStandIn, tmp_path: Path, tag: str, sizes: int | None) -> None:
+    """A published GitHub release `tag`, holding a release-manifest.json of its version's
+    wheels (one per cell of the matrix, each `sizes` bytes) unless `sizes` is None."""
+    created = httpx.post(
+        f"{standin.api_url}/repos/{DEFAULT_REPO}/releases",
+        headers={"Authorization": f"Bearer {standin.token}"},
+        json={"tag_name": tag, "name": tag, "draft": False},
+    )
+    assert created.status_code == 201
+    if sizes is None:
+        return
+    version = tag.removeprefix("v")
+    entries = []
+    for label, destination in ((None, "pypi"), ("cu129", "github")):
+        for arch in ("x86_64", "aarch64"):
+            wheel = make_wheel(
+                tmp_path / tag,
+                version=f"{version}+{label}" if label else version,
+                platform=f"manylinux_2_28_{arch}",
+            )
+            ref = DestinationRef(name=destination, kind="pypi", index_url=None, max_file_size=1)
+            entries.append(replace(entry_for(wheel, ref), size=sizes))
+    manifest = Manifest(project=PROJECT, version=version, wheels=tuple(entries))
+    standin.add_asset(created.json()["id"], RELEASE_MANIFEST, release_manifest_bytes(manifest))
+
+
+def test_plan_shows_growth_since_the_previous_release_and_fails_past_the_growth_limit(
+    setup: Setup, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    build_dist(setup.matrix, setup.dist)
+    report = tmp_path / "plan.json"
+    args = ["plan", "--matrix", str(setup.matrix), "--dist", str(setup.dist),
+            "--cache-dir", str(setup.cache), "--json-file", str(report)]  # fmt: skip
+
+    # No release before this one: said, and nothing fails.
+    assert main(args) == 0
+    document = json.loads(report.read_text(encoding="utf-8"))
+    assert document["previous"] is None
+    assert document["previous_note"].startswith("no previous release (no published release of")
+    assert all(c["growth"] is None for c in document["cells"])
+
+    # The previous release is the highest below 0.1.0 whose release has a manifest.
+    size = (setup.dist / X86_CU129).stat().st_size
+    publish_previous(setup.standin, tmp_path, "v0.0.8", size // 4)
+    publish_previous(setup.standin, tmp_path, "v0.0.9", size // 2)
+    publish_previous(setup.standin, tmp_path, "v0.0.10", None)  # no manifest: not a candidate
+    publish_previous(setup.standin, tmp_path, "v0.2.0", size)  # above this version
+    setup.standin.clear_log()
+    capsys.readouterr()
+    assert main(args) == 0
+    document = json.loads(report.read_text(encoding="utf-8"))
+    assert document["previous"]["version"] == "0.0.9"
+    assert "GitHub release v0.0.9" in document["previous"]["source"]
+    growth = {c["wheel"]: c["growth"] for c in document["cells"]}
+    assert growth[X86_CU129]["previous_wheel"] == X86_CU129.replace("0.1.0", "0.0.9")
+    assert growth[X86_CU129]["bytes"] == size - size // 2
+    assert growth[X86_CU129]["percent"] == pytest.approx(100 * (size - size // 2) / (size // 2))
+    assert all(g is not None for g in growth.values())
+    assert "previous release: 0.0.9" in capsys.readouterr().out
+    assert writes(setup.standin) == []
+
+    # A growth limit on the GitHub destination: the plan is refused, naming the wheel.
+    text = setup.matrix.read_text(encoding="utf-8")
+    setup.matrix.write_text(
+        text.replace(f'api-url: "{setup.standin.api_url}"}}',
+                     f'api-url: "{setup.standin.api_url}", max-growth-percent: 50}}'),
+        encoding="utf-8",
+    )  # fmt: skip
+    capsys.readouterr()
+    assert main(args) == PublishError.exit_code
+    err = capsys.readouterr().err
+    assert f"error: {X86_CU129} grew +" in err
+    assert "over github's max-growth-percent of 50%" in err
+    assert "k3_kernels-0.1.0-py3" not in err.split("hint:")[0]  # pypi has no limit
+    document = json.loads(report.read_text(encoding="utf-8"))
+    assert document["ok"] is False
+    assert len(document["over_growth_limit"]) == 2
+
+    # --previous-manifest gives the previous release without asking GitHub.
+    given = tmp_path / "given.json"
+    previous = Manifest(project=PROJECT, version="0.0.7", wheels=())
+    given.write_bytes(release_manifest_bytes(previous))
+    assert main([*args, "--previous-manifest", str(given)]) == 0
+    document = json.loads(report.read_text(encoding="utf-8"))
+    assert document["previous"] == {"version": "0.0.7", "source": str(given)}
+    assert {c["growth"] for c in document["cells"]} == {None}
+
+
+def test_plan_and_publish_refuse_a_release_past_the_project_size_limit(
+    setup: Setup, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    build_dist(setup.matrix, setup.dist)
+    manifest = read_manifest(setup.dist / "manifest.json")
+    pypi_wheels = [w for w in manifest.wheels if w.destination.kind == "pypi"]
+    limit = sum(w.size for w in pypi_wheels) - 1
+    write_manifest(
+        replace(
+            manifest,
+            wheels=tuple(
+                replace(w, destination=replace(w.destination, max_project_size=limit))
+                if w.destination.kind == "pypi"
+                else w
+                for w in manifest.wheels
+            ),
+        ),
+        setup.dist / "manifest.json",
+    )
+    capsys.readouterr()
+    code, _ = plan(setup, tmp_path, "over")
+    assert code == PublishError.exit_code
+    err = capsys.readouterr().err
+    assert f"({limit} bytes) project limit" in err
+    assert "pypi: the project would hold" in err
+    assert "set `max-project-size-gib`" in err
+
+    code = main(["publish", "--dist", str(setup.dist)])
+    assert code == PublishError.exit_code
+    err = capsys.readouterr().err
+    assert "project limit" in err
+    assert "nothing was uploaded" in err
+    assert setup.pypi.files() == {}
+    assert writes(setup.standin) == []

@@ -53,7 +53,15 @@ def test_a_bad_source_date_epoch_is_a_config_error(
 
 # Path options the commands only read; a new Path option must be added here or typed as
 # an OutputFile / OutputDir, so that no output path escapes the tests below.
-INPUT_PATHS = {"--matrix", "--dist", "--compare", "--record", "--cuda-home", "--pages-repo"}
+INPUT_PATHS = {
+    "--matrix",
+    "--dist",
+    "--compare",
+    "--record",
+    "--cuda-home",
+    "--pages-repo",
+    "--previous-manifest",
+}
 
 
 def subcommands() -> dict[str, argparse.ArgumentParser]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 
 import pytest
@@ -161,17 +161,22 @@ class FakeDestination:
         remote: Mapping[str, RemoteFile],
         refused: Mapping[str, str],
         frozen: str | None = None,
+        held: int | None = 0,
     ) -> None:
         self.frozen = frozen
         self.name = "pypi"
         self.remote = remote
         self.refused = refused
+        self.held = held
 
     def existing(self, files: Mapping[str, int], *, rehash: bool) -> Mapping[str, RemoteFile]:
         return self.remote
 
     def refusal(self, entry: WheelEntry, wheel: Path) -> str | None:
         return self.refused.get(entry.filename)
+
+    def held_bytes(self, excluding: Collection[str]) -> int | None:
+        return self.held
 
     def final_url(self, name: str) -> str:
         return f"https://files.example/{name}"

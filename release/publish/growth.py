@@ -1,0 +1,208 @@
+"""How much each wheel grew since the previous release, for `release plan`.
+
+Pure core: a wheel is matched to the previous release's by what stays the same from one
+version to the next (destination, arch, local label and the filename without its version:
+the distribution and the python, abi and platform tags); its growth in bytes and percent;
+the wheels over a destination's `max-growth-percent`. Edge: the previous release's
+`release-manifest.json`, from a file (`--previous-manifest`) or from the GitHub destination
+(the highest published version below this one whose release has one).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.version import InvalidVersion, Version
+
+from release.credentials import github_token
+from release.errors import ConfigError, FileError, PublishError
+from release.inspection.budget import size_text
+from release.matrix import Cell, GithubDestination
+from release.records.manifest import WheelEntry
+from release.records.release_manifest import (
+    RELEASE_MANIFEST,
+    ReleaseWheel,
+    parse_release_manifest,
+    release_manifest_version,
+)
+from release.remote.github import GithubClient
+
+NO_PREVIOUS = "no previous release"
+
+
+@dataclass(frozen=True, kw_only=True)
+class PreviousRelease:
+    version: str
+    source: str  # where its release-manifest.json came from
+    wheels: tuple[ReleaseWheel, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Growth:
+    previous_wheel: str
+    previous_size: int
+    size: int
+
+    @property
+    def bytes(self) -> int:
+        return self.size - self.previous_size
+
+    @property
+    def percent(self) -> float | None:
+        """None when the previous wheel was empty (no percentage of nothing)."""
+        return 100 * self.bytes / self.previous_size if self.previous_size else None
+
+    @property
+    def text(self) -> str:
+        """`+1.2 MiB (+3.4%)`."""
+        sign = "+" if self.bytes >= 0 else "-"
+        percent = f" ({self.percent:+.1f}%)" if self.percent is not None else ""
+        return f"{sign}{size_text(abs(self.bytes))}{percent}"
+
+
+def match_key(
+    filename: str, *, destination: str, arch: str, local_label: str | None
+) -> tuple[str, ...]:
+    """What a wheel has in common with its counterpart of another version."""
+    parts = filename.removesuffix(".whl").split("-")
+    return (destination, arch, local_label or "", parts[0], *parts[2:])
+
+
+def growth_by_wheel(entries: Sequence[WheelEntry], previous: PreviousRelease) -> dict[str, Growth]:
+    """Each built wheel's growth against its counterpart in `previous`, where it has one."""
+    before = {
+        match_key(w.filename, destination=w.destination, arch=w.arch, local_label=w.local_label): w
+        for w in previous.wheels
+    }
+    out = {}
+    for entry in entries:
+        key = match_key(
+            entry.filename,
+            destination=entry.destination.name,
+            arch=entry.arch,
+            local_label=entry.local_label,
+        )
+        match = before.get(key)
+        if match is not None:
+            out[entry.filename] = Growth(
+                previous_wheel=match.filename, previous_size=match.size, size=entry.size
+            )
+    return out
+
+
+def growth_problem(
+    wheel: str, growth: Growth, *, limit: int | None, destination: str, previous: str
+) -> str | None:
+    """Why a wheel grew too much since `previous`, if it did."""
+    if limit is None or growth.bytes <= 0:
+        return None
+    if growth.percent is not None and growth.percent <= limit:
+        return None
+    return (
+        f"{wheel} grew {growth.text} since {previous} ({growth.previous_wheel}), over "
+        f"{destination}'s max-growth-percent of {limit}%"
+    )
+
+
+# --- The previous release (edge). ---
+
+
+def read_previous(path: Path) -> PreviousRelease:
+    """`--previous-manifest FILE`."""
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        raise FileError.of(error, "read --previous-manifest") from None
+    try:
+        return _previous(data, source=str(path))
+    except (ValueError, KeyError, TypeError) as error:
+        raise ConfigError(
+            [f"--previous-manifest {path}: not a {RELEASE_MANIFEST} ({error})"],
+            hint=f"give the {RELEASE_MANIFEST} asset of the previous GitHub release",
+        ) from None
+
+
+def _previous(data: bytes, *, source: str) -> PreviousRelease:
+    return PreviousRelease(
+        version=release_manifest_version(data),
+        source=source,
+        wheels=tuple(parse_release_manifest(data)),
+    )
+
+
+def tag_version(template: str, tag: str) -> Version | None:
+    """The version a tag names under a tag template (`v{version}`), or None."""
+    head, _, tail = template.partition("{version}")
+    match = re.fullmatch(re.escape(head) + "(.+)" + re.escape(tail), tag)
+    if match is None:
+        return None
+    try:
+        return Version(match.group(1))
+    except InvalidVersion:
+        return None
+
+
+def previous_on_github(
+    client: GithubClient, destination: GithubDestination, version: Version
+) -> PreviousRelease | None:
+    """The highest published version below `version` whose GitHub release holds a
+    release-manifest.json (read-only requests); None when there is none."""
+    repository = destination.repository
+    with client.session(f"{repository} (previous release)"):
+        found = []
+        for release, assets in client.published_releases(repository):
+            released = tag_version(destination.tag_template, release.tag)
+            asset = next(
+                (a for a in assets if a.name == RELEASE_MANIFEST and a.state == "uploaded"), None
+            )
+            if released is not None and released < Version(version.public) and asset:
+                found.append((released, release.tag, asset))
+        if not found:
+            return None
+        released, tag, asset = max(found, key=lambda item: item[0])
+        data = client.download_asset(asset)
+    source = f"{RELEASE_MANIFEST} of the GitHub release {tag} of {repository}"
+    try:
+        return _previous(data, source=source)
+    except (ValueError, KeyError, TypeError) as error:
+        raise PublishError(f"{source} is unreadable ({error})") from None
+
+
+def find_previous(
+    cells: Sequence[Cell],
+    *,
+    manifest: Path | None,
+    api_url: str | None,
+    environ: Mapping[str, str],
+) -> tuple[PreviousRelease | None, str]:
+    """The previous release and a line saying what it is, or why there is none: from
+    `manifest` when given, else from the cells' GitHub destination (anonymously without a
+    token); a GitHub that cannot be asked leaves the plan without growth, saying so."""
+    if manifest is not None:
+        given = read_previous(manifest)
+        return given, f"previous release: {given.version} ({given.source})"
+    version = cells[0].project.version
+    github = next(
+        (c.destination for c in cells if isinstance(c.destination, GithubDestination)), None
+    )
+    if github is None:
+        return None, (
+            f"{NO_PREVIOUS} (no GitHub destination to find it on; "
+            f"--previous-manifest FILE gives its {RELEASE_MANIFEST})"
+        )
+    client = GithubClient(
+        api_url=api_url or github.api_url, token=github_token(environ), command="release plan"
+    )
+    try:
+        previous = previous_on_github(client, github, version)
+    except PublishError as error:
+        return None, f"previous release not read, no growth shown: {error.message}"
+    if previous is None:
+        return None, (
+            f"{NO_PREVIOUS} (no published release of {github.repository} below "
+            f"{version.public} has a {RELEASE_MANIFEST})"
+        )
+    return previous, f"previous release: {previous.version} ({previous.source})"
