@@ -74,10 +74,14 @@ class BuildSettings:
     def device_log(self) -> Path:
         return self.out / "logs" / "device.jsonl"
 
+    @property
+    def compile_root(self) -> Path:
+        """Where the cells' local compile-cache directories are."""
+        return self.compile_cache.dir or (self.work_dir or self.cache_dir) / "compile"
+
     def compile_dir_of(self, cell: Cell) -> Path:
         """The cell's local compile-cache directory (one sccache server at a time each)."""
-        root = self.compile_cache.dir or (self.work_dir or self.cache_dir) / "compile"
-        return root / cell.id
+        return self.compile_root / cell.id
 
     def log_of(self, cell: Cell) -> Path:
         return self.out / "logs" / f"{cell.id}.log"

@@ -421,7 +421,9 @@ def run_build(settings: BuildSettings, events: BuildEvents) -> BuildRun:
     for choice in dict.fromkeys(settings.compile_jobs_of(c) for c in settings.cells):
         events.note(f"compile jobs: {choice.jobs} a cell ({choice.reason})")
     if any(backend_for(c.build.backend).uses_compile_cache for c in settings.cells):
-        events.note(f"compile cache: {settings.compile_cache.describe()} (sccache)")
+        cache = settings.compile_cache
+        where = f" {settings.compile_root}" if cache.storage == "local" and not cache.dir else ""
+        events.note(f"compile cache: {cache.describe()}{where} (sccache)")
     started = time.monotonic()
     collected: dict[str, CellResult] = {}
     with events.cells(len(settings.cells)) as progress:
