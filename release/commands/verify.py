@@ -12,6 +12,7 @@ from release.console import Annotation, Output, markdown_table
 from release.errors import VerifyError
 from release.verify.checks import (
     DEFAULT_CONCURRENCY,
+    RELEASE_WORKFLOW,
     VerifyReport,
     VerifySettings,
     report_json,
@@ -96,6 +97,19 @@ def register(subparsers: Any, parents: common.Parents) -> None:
         help=f"bound on the whole verification's retries ({TIMEOUT.accepted}; default 300)",
     )
     parser.add_argument("--no-pip", action="store_true", help="skip the pip resolution checks")
+    parser.add_argument("--no-provenance", action="store_true", help="skip the provenance checks")
+    parser.add_argument(
+        "--require-provenance",
+        action="store_true",
+        help="fail for a published file with no attestation (default: report 'no provenance')",
+    )
+    parser.add_argument(
+        "--provenance-workflow",
+        default=RELEASE_WORKFLOW,
+        metavar="PATH",
+        help="the workflow an attestation must name, in the GitHub destination's repository "
+        f"(default {RELEASE_WORKFLOW})",
+    )
     parser.add_argument(
         "--tag",
         action="append",
@@ -137,6 +151,9 @@ def run(args: argparse.Namespace) -> int:
         attempts=args.attempts,
         deadline_s=args.timeout,
         pip=not args.no_pip,
+        provenance=not args.no_provenance,
+        require_provenance=args.require_provenance,
+        provenance_workflow=args.provenance_workflow,
     )
     outcome = verify_release(target, settings, dict(os.environ))
     for one in outcome.reports:
