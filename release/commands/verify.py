@@ -24,6 +24,10 @@ ATTEMPTS = WholeNumber(1, 100)
 TIMEOUT = Seconds(most=86400.0)  # a day: past that, a propagation delay is an outage
 LATEST = WholeNumber(1, 1000)
 VERIFY_COLUMNS = ("result", "check", "subject", "detail", "URL")
+PROVENANCE_HINT = (
+    "attest each file in the release workflow (actions/attest-build-provenance; PyPI trusted "
+    "publishing), or name that workflow with --provenance-workflow"
+)
 
 
 def verify_rows(report: VerifyReport) -> list[list[str]]:
@@ -172,6 +176,8 @@ def run(args: argparse.Namespace) -> int:
         raise VerifyError(
             f"{len(report.failed)} of {len(report.checks)} checks failed; first: "
             f"{first.check} {first.subject}: {first.detail}",
-            hint="re-run `release publish` to finish a partial publish, then verify again",
+            hint=PROVENANCE_HINT
+            if first.check == "provenance"
+            else "re-run `release publish` to finish a partial publish, then verify again",
         )
     return 0

@@ -720,7 +720,9 @@ def test_attestations_are_served_for_a_registered_digest_and_404_otherwise(
     (item,) = found.json()["attestations"]
     assert item["bundle"] == bundle
     assert isinstance(item["repository_id"], int)
-    assert found.parsed_data.attestations[0].repository_id == item["repository_id"]
+    parsed = found.parsed_data.attestations
+    assert isinstance(parsed, list)
+    assert parsed[0].repository_id == item["repository_id"]
     with pytest.raises(RequestFailed) as missing:
         rest.repos.list_attestations(OWNER, NAME, "sha256:" + "0" * 64)
     assert missing.value.response.status_code == 404
