@@ -12,6 +12,7 @@ from release.console import Annotation, Output, markdown_table
 from release.errors import VerifyError
 from release.verify.checks import (
     DEFAULT_CONCURRENCY,
+    RELEASE_WORKFLOW,
     VerifyReport,
     VerifySettings,
     report_json,
@@ -23,6 +24,10 @@ ATTEMPTS = WholeNumber(1, 100)
 TIMEOUT = Seconds(most=86400.0)  # a day: past that, a propagation delay is an outage
 LATEST = WholeNumber(1, 1000)
 VERIFY_COLUMNS = ("result", "check", "subject", "detail", "URL")
+PROVENANCE_HINT = (
+    "attest each file in the release workflow (actions/attest-build-provenance; PyPI trusted "
+    "publishing), or name that workflow with --provenance-workflow"
+)
 
 
 def verify_rows(report: VerifyReport) -> list[list[str]]:
@@ -96,6 +101,19 @@ def register(subparsers: Any, parents: common.Parents) -> None:
         help=f"bound on the whole verification's retries ({TIMEOUT.accepted}; default 300)",
     )
     parser.add_argument("--no-pip", action="store_true", help="skip the pip resolution checks")
+    parser.add_argument("--no-provenance", action="store_true", help="skip the provenance checks")
+    parser.add_argument(
+        "--require-provenance",
+        action="store_true",
+        help="fail for a published file with no attestation (default: report 'no provenance')",
+    )
+    parser.add_argument(
+        "--provenance-workflow",
+        default=RELEASE_WORKFLOW,
+        metavar="PATH",
+        help="the workflow an attestation must name, in the GitHub destination's repository "
+        f"(default {RELEASE_WORKFLOW})",
+    )
     parser.add_argument(
         "--tag",
         action="append",
@@ -137,6 +155,9 @@ def run(args: argparse.Namespace) -> int:
         attempts=args.attempts,
         deadline_s=args.timeout,
         pip=not args.no_pip,
+        provenance=not args.no_provenance,
+        require_provenance=args.require_provenance,
+        provenance_workflow=args.provenance_workflow,
     )
     outcome = verify_release(target, settings, dict(os.environ))
     for one in outcome.reports:
@@ -155,6 +176,8 @@ def run(args: argparse.Namespace) -> int:
         raise VerifyError(
             f"{len(report.failed)} of {len(report.checks)} checks failed; first: "
             f"{first.check} {first.subject}: {first.detail}",
-            hint="re-run `release publish` to finish a partial publish, then verify again",
+            hint=PROVENANCE_HINT
+            if first.check == "provenance"
+            else "re-run `release publish` to finish a partial publish, then verify again",
         )
     return 0

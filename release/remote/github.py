@@ -517,6 +517,26 @@ class GithubClient:
             self._hashed[(asset.id, asset.size)] = known
         return known
 
+    # -- artifact attestations ------------------------------------------------------------
+
+    def attestations(self, repository: str, sha256: str) -> list[Mapping[str, Any]] | None:
+        """The Sigstore bundles the repository holds for a sha256 (GitHub's attestations
+        API, first page of 100); None where it holds none (404)."""
+        owner, repo = repository.split("/", 1)
+        rest = self.rest()
+        response = self.request(
+            f"list the attestations of sha256:{sha256[:12]}",
+            lambda: rest.repos.list_attestations(owner, repo, f"sha256:{sha256}", per_page=100),
+            accept=(404,),
+        )
+        if response.status_code == 404:
+            return None
+        data = response.json()
+        items = data.get("attestations") if isinstance(data, Mapping) else None
+        if not isinstance(items, list):
+            raise PublishError("GitHub answered the attestations list without 'attestations'")
+        return [item for item in items if isinstance(item, Mapping)]
+
 
 def _bind_get(gh: GitHub[Any], url: str) -> Callable[[], Response[Any]]:
     def call() -> Response[Any]:

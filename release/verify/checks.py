@@ -56,12 +56,13 @@ from release.remote.simple_index import ACCEPT, ListedFile, parse_project_page, 
 DEFAULT_CONCURRENCY = 16  # GitHub allows 100 concurrent requests; stay well under
 PIP_CONCURRENCY = 2
 PROPAGATION_STATUSES = frozenset({404})  # a new file may take a moment to appear
+RELEASE_WORKFLOW = ".github/workflows/release.yml"
 
 
 @dataclass(frozen=True, kw_only=True)
 class Check:
     subject: str  # a filename or an index URL
-    check: str  # download | listing | index | metadata | pip
+    check: str  # download | listing | index | metadata | pip | provenance
     ok: bool
     detail: str
     url: str | None = None
@@ -85,6 +86,9 @@ class VerifySettings:
     deadline_s: float = 300.0
     backoff_s: float = 1.0
     pip: bool = True
+    provenance: bool = True
+    require_provenance: bool = False  # "no provenance" fails
+    provenance_workflow: str = RELEASE_WORKFLOW  # the workflow an attestation must name
 
 
 # --- The checks (pure given what was fetched). ---

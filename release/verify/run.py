@@ -9,19 +9,21 @@ made here, from the environment the command hands in.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from release.credentials import github_token, index_credentials
+from release.credentials import github_token, index_credentials, secret_values
 from release.errors import ConfigError, IncompleteError, VerifyError
 from release.matrix import GithubDestination, Matrix, PypiDestination, load_matrix
 from release.records.dist import load_dist
 from release.records.published import RECORD_NAME, Published, read_record, with_overrides
 from release.remote import httpclient as http
 from release.remote.github import GithubClient, GithubUnreachable
-from release.remote.httpclient import BasicCredentials, OriginAuth, origin_of
+from release.remote.httpclient import BasicCredentials, Download, OriginAuth, origin_of
+from release.remote.retry import RetryPolicy
 from release.toolchain.projectmeta import asking_the_backend
-from release.verify.checks import VerifyReport, VerifySettings, verify
+from release.verify.checks import Check, VerifyReport, VerifySettings, verify
+from release.verify.provenance import INTEGRITY_ACCEPT, ProvenanceSources, provenance_checks
 from release.verify.rederive import latest_tags, published_from_tag
 
 COMMAND = "release verify"
@@ -65,11 +67,54 @@ def verify_release(
     """Every check of every release `target` names; failed checks are in the reports, the
     caller decides what they mean."""
     releases = published_releases(target, environ)
-    return VerifyOutcome(
-        reports=tuple(
-            verify(with_overrides(p, target.overrides), environ, settings) for p in releases
-        )
+    reports = []
+    for release in releases:
+        one = with_overrides(release, target.overrides)
+        report = verify(one, environ, settings)
+        if settings.provenance:
+            checks = provenance_of(one, target, settings, environ)
+            report = replace(report, checks=report.checks + tuple(checks))
+        reports.append(report)
+    return VerifyOutcome(reports=tuple(reports))
+
+
+def provenance_of(
+    published: Published, target: VerifyTarget, settings: VerifySettings, environ: Mapping[str, str]
+) -> list[Check]:
+    """The provenance checks of one release: the matrix names this repository and the API
+    of each GitHub destination; without a matrix nothing can be compared."""
+    if not target.matrix.is_file():
+        detail = f"provenance not checked: no {target.matrix} names this repository (--matrix)"
+        return [
+            Check(
+                subject=f.filename,
+                check="provenance",
+                ok=not settings.require_provenance,
+                detail=detail,
+            )
+            for f in published.files
+        ]
+    matrix = load_matrix(target.matrix, asking_the_backend(None, environ))
+    clients = github_clients(matrix, api_url=target.github_api_url, environ=environ)
+    github = {
+        d.name: (clients[d.api_url], d.repository)
+        for d in matrix.destinations.values()
+        if isinstance(d, GithubDestination)
+    }
+    repository = next(iter(github.values()))[1] if github else None
+    sources = ProvenanceSources(repository=repository, github=github)
+    policy = RetryPolicy(
+        attempts=settings.attempts, initial_delay=settings.backoff_s, total=settings.deadline_s
     )
+    with http.client(auth=index_auth(matrix, environ)) as client:
+
+        def get(url: str) -> Download:
+            return http.fetch(
+                client, url, keep=True, accept=INTEGRITY_ACCEPT, policy=policy,
+                secrets=secret_values(environ),
+            )  # fmt: skip
+
+        return provenance_checks(published, sources, settings, get)
 
 
 def published_releases(target: VerifyTarget, environ: Mapping[str, str]) -> list[Published]:

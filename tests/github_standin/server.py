@@ -118,6 +118,7 @@ from .records import (
 )
 from .state import (
     ASSET_DOCS,
+    ATTESTATION_DOCS,
     DOCS,
     RELEASE_DOCS,
     ApiError,
@@ -147,6 +148,7 @@ _ROUTES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("asset", rf"^/{_OWNER_REPO}/releases/assets/(?P<asset_id>\d+)$"),
         ("release", rf"^/{_OWNER_REPO}/releases/(?P<release_id>\d+)$"),
         ("release_assets", rf"^/{_OWNER_REPO}/releases/(?P<release_id>\d+)/assets$"),
+        ("attestations", rf"^/{_OWNER_REPO}/attestations/(?P<digest>[^/]+)$"),
     )
 )
 _DOWNLOAD = re.compile(
@@ -581,6 +583,11 @@ class GitHubStandIn:
     def assets(self, release_id: int) -> tuple[Asset, ...]:
         return tuple(self.state.assets(release_id))
 
+    def add_attestation(self, repo: str, bundle: JsonObject) -> tuple[str, ...]:
+        """Serve a (recorded) Sigstore bundle at `/repos/{repo}/attestations/sha256:{hex}`
+        for each digest its statement names; those digests."""
+        return self.state.add_attestation(repo, bundle)
+
     def add_asset(
         self,
         release_id: int,
@@ -878,6 +885,19 @@ class GitHubStandIn:
                 repo = self._repo(match, viewer, f"{ASSET_DOCS}#delete-a-release-asset")
                 self.state.delete_asset(repo, asset_id, viewer)
                 return _Answer(status=204)
+        if name == "attestations" and method == "GET":
+            repo = self._repo(match, viewer, f"{ATTESTATION_DOCS}#list-attestations")
+            bundles = self.state.attestations(repo, unquote(match.group("digest")))
+            base = links.api.rstrip("/")
+            items = [
+                {
+                    "bundle": bundle,
+                    "repository_id": repo.id,
+                    "bundle_url": f"{base}/repos/{repo.full_name}/attestations/bundles/{i}",
+                }
+                for i, bundle in enumerate(bundles, 1)
+            ]
+            return _json_answer(200, {"attestations": items})
         raise not_found(DOCS)
 
     def _release_json(self, release: Release, repo: Repo, links: Links) -> JsonObject:

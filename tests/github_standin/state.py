@@ -6,6 +6,8 @@ Operations raise :class:`ApiError` with GitHub's status and JSON body; the HTTP 
 
 from __future__ import annotations
 
+import base64
+import json
 import secrets
 import threading
 from collections.abc import Callable, Mapping
@@ -18,6 +20,7 @@ from .records import Asset, JsonObject, Release, Repo, User, github_asset_name
 DOCS = "https://docs.github.com/rest"
 RELEASE_DOCS = "https://docs.github.com/rest/releases/releases"
 ASSET_DOCS = "https://docs.github.com/rest/releases/assets"
+ATTESTATION_DOCS = "https://docs.github.com/rest/repos/attestations"
 
 
 class ApiError(Exception):
@@ -110,6 +113,8 @@ class State:
         self._releases: dict[int, Release] = {}
         self._assets: dict[int, Asset] = {}
         self._immutable_tags: set[tuple[int, str]] = set()  # (repo id, tag): never reusable
+        # (repository, "sha256:<hex>") -> the Sigstore bundles registered for that digest
+        self._attestations: dict[tuple[str, str], list[JsonObject]] = {}
 
     def _new_id(self, kind: str) -> int:
         self._next_id[kind] += 1
@@ -477,6 +482,29 @@ class State:
             if repo is None:
                 raise KeyError(f"no repository {full_name!r}; call add_repo first")
         return self.releases(repo, User(login="", id=0, push=True))
+
+    # -- artifact attestations ------------------------------------------------------
+
+    def add_attestation(self, full_name: str, bundle: JsonObject) -> tuple[str, ...]:
+        """Register a Sigstore bundle under every sha256 its in-toto statement's subject
+        names (as GitHub does on `actions/attest-build-provenance`); the digests."""
+        envelope = bundle["dsseEnvelope"]
+        statement = json.loads(base64.b64decode(envelope["payload"]))
+        digests = tuple(f"sha256:{s['digest']['sha256']}" for s in statement["subject"])
+        with self.lock:
+            if full_name.lower() not in self._repos:
+                raise KeyError(f"no repository {full_name!r}; call add_repo first")
+            for digest in digests:
+                self._attestations.setdefault((full_name.lower(), digest), []).append(bundle)
+        return digests
+
+    def attestations(self, repo: Repo, digest: str) -> list[JsonObject]:
+        """GitHub's 404 where the repository holds no attestation for the digest."""
+        with self.lock:
+            found = list(self._attestations.get((repo.full_name.lower(), digest.lower()), []))
+        if not found:
+            raise not_found(f"{ATTESTATION_DOCS}#list-attestations")
+        return found
 
 
 def _optional_str(value: object) -> str | None:

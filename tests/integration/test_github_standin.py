@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
+from pathlib import Path
 from typing import Any, Final
 from urllib.parse import parse_qs, urlsplit
 
@@ -697,3 +699,31 @@ def test_the_fixture_gives_fresh_state(github_standin: GitHubStandIn) -> None:
     assert github_standin.releases(DEFAULT_REPO) == ()
     assert github_standin.request_log == ()
     assert github_standin.faults.pending == ()
+
+
+# -- artifact attestations -----------------------------------------------------------------
+
+
+def test_attestations_are_served_for_a_registered_digest_and_404_otherwise(
+    github_standin: GitHubStandIn,
+) -> None:
+    recorded = Path(__file__).parent.parent / "data" / "provenance"
+    bundle = json.loads(
+        (recorded / "github_provenance_demo-0.0.12-py3-none-any.whl.sigstore.json").read_text()
+    )
+    (digest,) = github_standin.add_attestation(DEFAULT_REPO, bundle)
+    assert digest == "sha256:ae57936def59bc4c75edd3a837d89bcefc6d3a5e31d55a6fa7a71624f92c3c3b"
+    gh = client(github_standin)
+    rest = gh.rest(API_VERSION)
+    found = rest.repos.list_attestations(OWNER, NAME, digest)
+    assert found.status_code == 200
+    (item,) = found.json()["attestations"]
+    assert item["bundle"] == bundle
+    assert isinstance(item["repository_id"], int)
+    parsed = found.parsed_data.attestations
+    assert isinstance(parsed, list)
+    assert parsed[0].repository_id == item["repository_id"]
+    with pytest.raises(RequestFailed) as missing:
+        rest.repos.list_attestations(OWNER, NAME, "sha256:" + "0" * 64)
+    assert missing.value.response.status_code == 404
+    assert "attestations" in missing.value.response.json()["documentation_url"]
