@@ -60,7 +60,8 @@ def attestation_refusal(wheel: Path, sha256: str) -> str | None:
     problem = subject_problem(wheel.name, sha256, document)
     if problem is None:
         return None
-    return f"{path.name}: {problem} (delete it and sign the wheel again: python -m pypi_attestations sign)"
+    remedy = "delete it and sign the wheel again: python -m pypi_attestations sign"
+    return f"{path.name}: {problem} ({remedy})"
 
 
 def attestations_for(wheel: Path) -> list[str]:

@@ -16,8 +16,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pypi_attestations import Attestation, AttestationType, Envelope, VerificationMaterial
-from pypi_attestations import TransparencyLogEntry
+from pypi_attestations import (
+    Attestation,
+    AttestationType,
+    Envelope,
+    TransparencyLogEntry,
+    VerificationMaterial,
+)
 
 from release.fsutil import sha256_file
 from release.records.manifest import DestinationRef, Manifest, WheelEntry, write_manifest

@@ -44,7 +44,8 @@ def test_not_an_attestation_or_another_predicate_is_refused(tmp_path: Path) -> N
     wheel = make_wheel(tmp_path)
     sha256 = sha256_file(wheel)
     problem = subject_problem(wheel.name, sha256, b'{"version": 1}')
-    assert problem is not None and problem.startswith("not a PEP 740 attestation (")
+    assert problem is not None
+    assert problem.startswith("not a PEP 740 attestation (")
     assert subject_problem(wheel.name, sha256, b"not json") is not None
     attestation_for(wheel, predicate_type="https://slsa.dev/provenance/v1")
     problem = subject_problem(wheel.name, sha256, attestation_path(wheel).read_bytes())
