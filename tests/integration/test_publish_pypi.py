@@ -21,7 +21,7 @@ from release.publish.decide import Action, plan_for
 from release.publish.pypi import PypiPublisher, UploadAnswer, twine_upload
 from release.publish.run import PublishSettings, publish
 from release.records.manifest import Manifest, write_manifest
-from tests.integration.conftest import PypiServer, _free_port
+from tests.integration.conftest import PypiServer
 from tests.integration.wheels import (
     PROJECT,
     VERSION,
@@ -31,6 +31,7 @@ from tests.integration.wheels import (
     make_wheel,
     pypi_destination,
 )
+from tests.s3_server import free_port
 
 
 class CountingRunner:
@@ -249,7 +250,7 @@ def recording_pypiserver(tmp_path: Path) -> Iterator[RecordingPypiserver]:
     packages.mkdir()
     record = tmp_path / "forms.jsonl"
     record.touch()
-    port = _free_port()
+    port = free_port()
     process = subprocess.Popen(
         [sys.executable, str(RECORDER), str(port), str(record), str(packages)],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
