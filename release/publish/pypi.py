@@ -6,8 +6,10 @@ Whether a file already exists is decided by the sha256 the index lists (PEP 691 
 falling back to PEP 503 HTML as pypiserver serves it), never by `twine upload
 --skip-existing`, which counts "already exists" with other bytes as success. Uploads go
 through twine's Python API one file at a time (its answer's status code, not its printed
-text, says what happened); each upload is re-checked against the index, and a 400/409
-"already exists" counts as success only when the index then shows the same sha256.
+text, says what happened), each with its PEP 740 attestation where
+`<wheel>.publish.attestation` lies beside it (release.publish.attestation); each upload
+is re-checked against the index, and a 400/409 "already exists" counts as success only
+when the index then shows the same sha256.
 
 PyPI cannot hold a file without publishing it: this publisher does not stage, and
 `release publish` uploads here only after every staging destination holds its files.
@@ -35,6 +37,7 @@ from twine.settings import Settings
 from release.credentials import IndexCredentials, index_credentials, mask, secret_values
 from release.errors import ConflictError, PublishError
 from release.inspection.wheel import heaviest
+from release.publish.attestation import attestation_refusal, attestations_for
 from release.publish.decide import Action, FileDecision, PublishPlan, RemoteFile
 from release.records.manifest import DestinationRef, WheelEntry
 from release.remote.httpclient import BasicCredentials, Client, OriginAuth, client, fetch, origin_of
@@ -163,8 +166,9 @@ Uploader = Callable[[Path, str, IndexCredentials], UploadAnswer]
 
 
 def twine_upload(wheel: Path, repository_url: str, creds: IndexCredentials) -> UploadAnswer:
-    """One upload through twine's Repository (which also retries 5xx itself). twine's own
-    lines go to stderr, so that stdout stays a command's report."""
+    """One upload through twine's Repository (which also retries 5xx itself), with the
+    wheel's PEP 740 attestation when one lies beside it (checked by `refusal` before any
+    upload). twine's own lines go to stderr, so that stdout stays a command's report."""
     password = creds.password.reveal() if creds.password else None
     with contextlib.redirect_stdout(sys.stderr):
         settings = Settings(
@@ -178,6 +182,10 @@ def twine_upload(wheel: Path, repository_url: str, creds: IndexCredentials) -> U
         repository = settings.create_repository()
         try:
             package = PackageFile.from_filename(str(wheel), comment=None)
+            attestations = attestations_for(wheel)
+            if attestations:
+                log.info("%s: with its PEP 740 attestation", wheel.name)
+                package.add_attestations(attestations)
             response = repository.upload(package)
         except Exception as error:  # requests' and twine's, as one answer
             return UploadAnswer(status=None, error=f"{type(error).__name__}: {error}")
@@ -328,6 +336,9 @@ class PypiPublisher:
             max_file_size=self.destination.max_file_size,
             weighs_most=heaviest(entry.device_bytes),
         )
+        attestation = attestation_refusal(wheel, entry.sha256)
+        if attestation is not None:
+            reasons.append(attestation)
         if not reasons and self.twine_checks:
             problem = twine_check(wheel)
             if problem is not None:

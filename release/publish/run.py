@@ -11,7 +11,9 @@ Order matters and is the whole point of this module:
    draft is published): nothing is public until every destination holds its files, and
    a failure anywhere leaves at most a draft that a re-run completes;
 6. regenerate the index from every release ever published (never append), with the NCCL
-   pins under `nccl/`; write `<dist>/published.json` after each destination.
+   pins under `nccl/`; write `<dist>/published.json` after each destination, and the
+   companion files as published to `<dist>/companions/` (what the workflow attests
+   beside the wheels and the index).
 """
 
 from __future__ import annotations
@@ -50,6 +52,8 @@ from release.remote.httpclient import Client
 from release.wheelfile import read_wheel
 
 log = logging.getLogger("release.publish")
+
+COMPANIONS_DIR = "companions"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -455,6 +459,11 @@ def _apply(
             [record_entry(d, index_url_for(d.entry, settings, pypi_index)) for d in done_files],
             [companion_record(c) for c in done_companions],
             secrets,
+        )
+    if companions:
+        write_index(
+            {c.companion.filename: c.companion.data for c in companions},
+            settings.dist / COMPANIONS_DIR,
         )
     indexes = _regenerate_indexes(outcome, settings, environ)
     return replace(

@@ -142,3 +142,23 @@ def test_the_index_is_regenerated_from_every_release_never_appended(
     page = (index_dir / "cu129" / "k3-kernels" / "index.html").read_text()
     assert page.count(rebuilt.name + "</a>") == 1
     assert f"#sha256={sha256_file(rebuilt)}" in page
+
+
+def test_the_companion_files_are_left_in_dist_as_published_for_the_workflow_to_attest(
+    pypiserver: PypiServer, github_standin: GitHubStandIn, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    credentials(monkeypatch, pypiserver, github_standin)
+    release = both(tmp_path, pypiserver, github_standin, arches=("x86_64", "aarch64"))
+    assert main(["publish", "--dist", str(release.dist)]) == 0
+    (published,) = github_standin.releases("k3-org/k3-kernels")
+    assets = {a.name: a.data for a in github_standin.assets(published.id)}
+    companions = release.dist / "companions"
+    left = {p.name: p.read_bytes() for p in companions.iterdir()}
+    assert left == {name: data for name, data in assets.items() if not name.endswith(".whl")}
+    assert "release-manifest.json" in left
+    github_wheels = {e.filename for e in release.manifest.wheels if e.local_label}
+    assert {n for n in left if n.endswith(".metadata")} == {f"{w}.metadata" for w in github_wheels}
+    # a re-run uploads nothing and leaves the same files
+    assert main(["publish", "--dist", str(release.dist)]) == 0
+    assert {p.name: p.read_bytes() for p in companions.iterdir()} == left

@@ -6,9 +6,12 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Mapping
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import pytest
 
 from release.cli import main
@@ -22,11 +25,13 @@ from tests.integration.conftest import PypiServer
 from tests.integration.wheels import (
     PROJECT,
     VERSION,
+    attestation_for,
     entry_for,
     make_release,
     make_wheel,
     pypi_destination,
 )
+from tests.s3_server import free_port
 
 
 class CountingRunner:
@@ -216,3 +221,99 @@ def test_pip_installs_the_test_wheels_from_pypiserver(
     )  # fmt: skip
     init = (target / "k3_kernels" / "__init__.py").read_text()
     assert 'VARIANT = "manylinux_2_28_x86_64"' in init
+
+
+# --- PEP 740 attestations: what twine sent, and what is refused before sending. ---
+
+
+RECORDER = Path(__file__).with_name("recording_pypiserver.py")
+
+
+@dataclass(frozen=True)
+class RecordingPypiserver:
+    url: str
+    packages: Path
+    record: Path
+
+    def fields(self, filename: str) -> dict[str, str]:
+        """The fields of the upload form that carried `filename`."""
+        forms = [json.loads(line) for line in self.record.read_text().splitlines()]
+        (form,) = [f for f in forms if f.get("content") == filename]
+        return dict(form)
+
+
+@pytest.fixture
+def recording_pypiserver(tmp_path: Path) -> Iterator[RecordingPypiserver]:
+    """A pypiserver that writes down every upload form (tests/integration/
+    recording_pypiserver.py), started for the test and stopped after it."""
+    packages = tmp_path / "recorded-packages"
+    packages.mkdir()
+    record = tmp_path / "forms.jsonl"
+    record.touch()
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, str(RECORDER), str(port), str(record), str(packages)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise RuntimeError(f"the recording pypiserver exited with {process.returncode}")
+            try:
+                if httpx.get(f"{url}health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        else:
+            raise RuntimeError("the recording pypiserver did not answer")
+        yield RecordingPypiserver(url=url, packages=packages, record=record)
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def test_a_wheel_goes_with_its_attestation_and_one_without_goes_as_before(
+    recording_pypiserver: RecordingPypiserver, tmp_path: Path
+) -> None:
+    server = recording_pypiserver
+    release = make_release(tmp_path / "dist", pypi=pypi_destination(server.url),
+                           arches=("x86_64", "aarch64"))  # fmt: skip
+    attested, plain = release.wheels
+    attestation = attestation_for(attested)
+    env = {"TWINE_USERNAME": "anyone", "TWINE_PASSWORD": "unchecked-here"}
+    outcome = publish(PublishSettings(dist=release.dist), env)
+    assert [d.reason for d in outcome.applied] == ["uploaded", "uploaded"]
+    assert {p.name for p in server.packages.iterdir()} == {attested.name, plain.name}
+    sent = server.fields(attested.name)
+    assert json.loads(sent["attestations"]) == [json.loads(attestation.read_text())]
+    assert sent["sha256_digest"] == release.manifest.wheels[0].sha256
+    assert "attestations" not in server.fields(plain.name)
+
+
+def test_an_attestation_of_other_bytes_stops_publish_before_any_upload(
+    pypiserver: PypiServer, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    for key, value in pypiserver.env().items():
+        monkeypatch.setenv(key, value)
+    release = make_release(tmp_path / "dist", pypi=pypi_destination(pypiserver.url),
+                           arches=("x86_64", "aarch64"))  # fmt: skip
+    good, stale = release.wheels
+    attestation_for(good)
+    attestation_for(stale, sha256="ab" * 32)  # signed before a rebuild, say
+    plan_file = tmp_path / "plan.json"
+    assert main(["publish", "--dist", str(release.dist), "--json-file", str(plan_file)]) == 5
+    out, err = capsys.readouterr()
+    assert "refused" in out
+    assert "error: 1 refused: nothing was uploaded" in err
+    plan = json.loads(plan_file.read_text())["plan"]
+    reasons = {p["filename"]: p["reason"] for p in plan if p["action"] == "refused"}
+    assert list(reasons) == [stale.name]
+    assert reasons[stale.name].startswith(
+        f"{stale.name}.publish.attestation: it attests sha256 abababababab..., the wheel is "
+    )
+    assert "Traceback" not in err
+    assert pypiserver.files() == {}

@@ -22,6 +22,8 @@ import pytest
 from ruamel.yaml import YAML
 
 from release.cli import build_parser
+from release.publish.attestation import attestation_path
+from release.publish.run import COMPANIONS_DIR
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOWS = ROOT / ".github" / "workflows"
@@ -147,7 +149,14 @@ def test_permissions_are_empty_at_the_top_and_least_per_job() -> None:
         for name, job in workflow["jobs"].items():
             assert "permissions" in job, f"{path.name}: job {name} has no permissions"
     jobs = load(RELEASE)["jobs"]
-    assert jobs["publish"]["permissions"] == {"contents": "write", "id-token": "write"}
+    assert jobs["publish"]["permissions"] == {
+        "contents": "write",
+        "id-token": "write",
+        "attestations": "write",
+    }
+    for name, job in jobs.items():
+        if name != "publish":
+            assert "attestations" not in job["permissions"], name
     assert jobs["publish"]["environment"]["name"] == "release"
     assert jobs["index"]["permissions"] == {"pages": "write", "id-token": "write"}
     for name in ("plan", "build", "reproduce", "cibuildwheel", "gpu", "publish-dry-run", "verify"):
@@ -259,7 +268,11 @@ def allowed(call: list[str]) -> bool:
     if name in ("release", *PLUMBING):
         return True
     if name in ("python", "python3"):
-        return args[:3] == ["-m", "pip", "install"] or args[:2] == ["-m", "venv"]
+        return (
+            args[:3] == ["-m", "pip", "install"]
+            or args[:2] == ["-m", "venv"]
+            or args[:3] == ["-m", "pypi_attestations", "sign"]
+        )
     if name == "pip":
         return args[:1] == ["install"]
     if name == "uv":
@@ -414,3 +427,60 @@ def test_publishing_waits_for_the_gpu_gate_on_the_runners_matrix_yaml_names(
     args = build_parser().parse_args(call[1:])
     assert (args.command, args.dist) == ("gpu-gate", Path("dist"))
     assert args.runner == SAMPLES["matrix.runner"]
+
+
+# --- Provenance: PEP 740 attestations for PyPI, GitHub artifact attestations for all. ---
+
+
+def publish_steps() -> list[Step]:
+    return [s for s in steps() if s.workflow == "release.yml" and s.job == "publish"]
+
+
+def test_the_pypi_wheels_are_signed_pep_740_before_release_publish_sends_them(
+    stub_dir: Path, tmp_path: Path
+) -> None:
+    job = publish_steps()
+    (sign,) = [s for s in job if "pypi_attestations" in str(s.data.get("run", ""))]
+    (upload,) = [s for s in job if "release publish" in str(s.data.get("run", ""))]
+    assert sign.index < upload.index
+    dist = tmp_path / "dist"
+    dist.mkdir()
+    plain = "k3_kernels-0.1.0-py3-none-manylinux_2_28_x86_64.whl"
+    for name in (plain, "k3_kernels-0.1.0+cu129-py3-none-manylinux_2_28_x86_64.whl"):
+        (dist / name).write_bytes(b"wheel")
+    # only the wheels PyPI takes: no local version label
+    assert run_step(sign, stub_dir, tmp_path) == [
+        ["python", "-m", "pypi_attestations", "sign", f"dist/{plain}"]
+    ]
+    # pypi-attestations writes <wheel>.publish.attestation: where `release publish` looks
+    assert attestation_path(dist / plain).name == f"{plain}.publish.attestation"
+    for path in list(dist.iterdir()):
+        path.unlink()
+    assert run_step(sign, stub_dir, tmp_path) == [], "no PyPI wheel: nothing to sign"
+
+
+def test_build_provenance_covers_every_wheel_companion_and_index_file(
+    stub_dir: Path, tmp_path: Path
+) -> None:
+    job = publish_steps()
+    attests = [s for s in job if str(s.data.get("uses", "")).startswith("actions/attest")]
+    (attest,) = attests
+    action, sha = str(attest.data["uses"]).split("@")
+    assert action == "actions/attest-build-provenance"
+    assert re.fullmatch(r"[0-9a-f]{40}", sha), "pinned by a full commit SHA"
+    (upload,) = [s for s in job if "release publish" in str(s.data.get("run", ""))]
+    assert attest.index > upload.index, "the companion files and the index exist only then"
+    (call,) = run_step(upload, stub_dir, tmp_path)
+    args = build_parser().parse_args(call[1:])
+    subjects = attest.data["with"]["subject-path"].split()
+    assert subjects == [
+        f"{args.dist}/*.whl",
+        f"{args.dist}/{COMPANIONS_DIR}/*",
+        f"{args.index_dir}/**",
+    ]
+    # the pages artifact is the attested index
+    (pages,) = [s for s in job if "upload-pages-artifact" in str(s.data.get("uses", ""))]
+    assert Path(pages.data["with"]["path"]) == args.index_dir
+    # GitHub artifact attestations come from the publish job only
+    elsewhere = [s.where for s in steps() if "attest" in str(s.data.get("uses", ""))]
+    assert elsewhere == [attest.where]

@@ -10,10 +10,19 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from pypi_attestations import (
+    Attestation,
+    AttestationType,
+    Envelope,
+    TransparencyLogEntry,
+    VerificationMaterial,
+)
 
 from release.fsutil import sha256_file
 from release.records.manifest import DestinationRef, Manifest, WheelEntry, write_manifest
@@ -180,3 +189,38 @@ def make_release(
     manifest = Manifest(project=PROJECT, version=version, wheels=tuple(entries))
     write_manifest(manifest, dist / "manifest.json")
     return Release(dist=dist, manifest=manifest, wheels=tuple(wheels))
+
+
+def attestation_for(
+    wheel: Path,
+    *,
+    name: str | None = None,
+    sha256: str | None = None,
+    predicate_type: str = AttestationType.PYPI_PUBLISH_V1.value,
+) -> Path:
+    """`<wheel>.publish.attestation` shaped as `pypi_attestations sign` writes it, built with
+    the library's own models (its statement names `name` / `sha256`, the wheel's unless
+    given). Unsigned: signing needs Sigstore's Fulcio and an OIDC identity, which the
+    library offers no offline way to stand in for; PyPI checks the signature, not this tool."""
+    statement = {
+        "_type": "https://in-toto.io/Statement/v1",
+        "subject": [
+            {"name": name or wheel.name, "digest": {"sha256": sha256 or sha256_file(wheel)}}
+        ],
+        "predicateType": predicate_type,
+        "predicate": None,
+    }
+    attestation = Attestation(
+        version=1,
+        verification_material=VerificationMaterial(
+            certificate=base64.b64encode(b"test certificate"),
+            transparency_entries=[TransparencyLogEntry({"logIndex": "1"})],
+        ),
+        envelope=Envelope(
+            statement=base64.b64encode(json.dumps(statement).encode()),
+            signature=base64.b64encode(b"test signature"),
+        ),
+    )
+    path = wheel.with_name(wheel.name + ".publish.attestation")
+    path.write_text(attestation.model_dump_json(), encoding="utf-8")
+    return path

@@ -1,0 +1,70 @@
+"""PEP 740 attestations beside the PyPI wheels: `<wheel>.publish.attestation`, as
+`python -m pypi_attestations sign` writes it (in the publish job, with its OIDC identity).
+
+PyPI checks an attestation's signature against the trusted publisher and its statement's
+subject against the file, and rejects the upload when either is wrong: by then other files
+of the release may be public. The subject (one file, this name, this sha256) is checked
+here, with the other refusals, before anything is uploaded; the signature stays PyPI's to
+check (it needs Sigstore's trust root, which a dry run on a laptop may not reach).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import ValidationError
+from pypi_attestations import Attestation, AttestationType
+
+SUFFIX = ".publish.attestation"
+
+
+def attestation_path(wheel: Path) -> Path:
+    """Where `pypi_attestations sign` writes the wheel's attestation."""
+    return wheel.with_name(wheel.name + SUFFIX)
+
+
+def subject_problem(filename: str, sha256: str, document: bytes) -> str | None:
+    """Why `document` is not a PEP 740 publish attestation of exactly this file, or None.
+    Pure."""
+    try:
+        statement = Attestation.model_validate_json(document).statement
+    except (ValidationError, ValueError) as error:
+        first = str(error).splitlines()[0] if str(error) else type(error).__name__
+        return f"not a PEP 740 attestation ({first})"
+    kind = statement.get("predicateType")
+    if kind != AttestationType.PYPI_PUBLISH_V1.value:
+        return f"predicate type {kind!r}, not {AttestationType.PYPI_PUBLISH_V1.value}"
+    subjects = statement.get("subject")
+    if not isinstance(subjects, list) or len(subjects) != 1 or not isinstance(subjects[0], dict):
+        return "its statement must name exactly one subject"
+    name = subjects[0].get("name")
+    digest = subjects[0].get("digest")
+    got = digest.get("sha256") if isinstance(digest, dict) else None
+    if name != filename:
+        return f"it attests {name!r}, not {filename}"
+    if got != sha256:
+        return f"it attests sha256 {str(got)[:12]}..., the wheel is {sha256[:12]}..."
+    return None
+
+
+def attestation_refusal(wheel: Path, sha256: str) -> str | None:
+    """Why the attestation beside `wheel` must not be sent with it; None when it matches or
+    when there is none (the wheel is then uploaded without one)."""
+    path = attestation_path(wheel)
+    try:
+        document = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        return f"{path.name}: {error.strerror}"
+    problem = subject_problem(wheel.name, sha256, document)
+    if problem is None:
+        return None
+    remedy = "delete it and sign the wheel again: python -m pypi_attestations sign"
+    return f"{path.name}: {problem} ({remedy})"
+
+
+def attestations_for(wheel: Path) -> list[str]:
+    """The attestation files twine sends with the wheel: its `.publish.attestation`, if any."""
+    path = attestation_path(wheel)
+    return [str(path)] if path.is_file() else []
