@@ -28,7 +28,7 @@ EDGES: dict[str, set[str]] = {
     "httpx": {"release.remote.httpclient", "release.remote.github"},
     "githubkit": {"release.remote.github"},
     "twine": {"release.publish.pypi"},
-    "pypi_attestations": {"release.publish.attestation"},
+    "pypi_attestations": {"release.records.attestation"},
     "os.environ": {"release.cli", "release.console"},
 }
 ENVIRONMENT_READERS_PREFIX = "release.commands."

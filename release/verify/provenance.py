@@ -31,10 +31,9 @@ from urllib.parse import quote, urlsplit
 
 from cryptography import x509
 from packaging.utils import canonicalize_name
-from pydantic import ValidationError
-from pypi_attestations import GitHubPublisher, Provenance
 
 from release.errors import PublishError
+from release.records.attestation import read_provenance
 from release.records.published import Published, PublishedFile
 from release.remote.github import GithubClient
 from release.remote.httpclient import Download, origin_of
@@ -165,33 +164,23 @@ def read_github_attestation(item: Mapping[str, Any]) -> Attested:
 
 
 def read_pypi_provenance(body: bytes) -> list[Attested]:
-    """A PEP 740 provenance object: per attestation bundle, the publisher and what each of
-    its attestations' statements and certificates name."""
-    try:
-        provenance = Provenance.model_validate_json(body)
-    except ValidationError as error:
-        problem = f"unreadable provenance: {error.errors()[0].get('msg', 'invalid')}"
-        return [Attested(sha256s=frozenset(), identities=(), problem=problem)]
+    """A PEP 740 provenance object: per attestation, its bundle's publisher and what its
+    statement and certificate name."""
+    entries = read_provenance(body)
+    if isinstance(entries, str):
+        return [Attested(sha256s=frozenset(), identities=(), problem=entries)]
     out: list[Attested] = []
-    for bundle in provenance.attestation_bundles:
-        publisher = bundle.publisher
-        if isinstance(publisher, GitHubPublisher):
-            workflow = publisher.workflow
+    for entry in entries:
+        if entry.repository is not None and entry.workflow is not None:
+            workflow = entry.workflow
             path = workflow if "/" in workflow else f".github/workflows/{workflow}"
-            named = [Identity(repository=publisher.repository, workflow=path)]
+            named = [Identity(repository=entry.repository, workflow=path)]
         else:
-            named = [Identity(repository=f"a {publisher.kind} publisher", workflow="-")]
-        for attestation in bundle.attestations:
-            identities = [
-                *named,
-                *certificate_identities(attestation.verification_material.certificate),
-            ]
-            out.append(
-                Attested(
-                    sha256s=statement_sha256s(attestation.statement),
-                    identities=tuple(identities),
-                )
-            )
+            named = [Identity(repository=f"a {entry.publisher_kind} publisher", workflow="-")]
+        identities = [*named, *certificate_identities(entry.certificate)]
+        out.append(
+            Attested(sha256s=statement_sha256s(entry.statement), identities=tuple(identities))
+        )
     return out
 
 

@@ -22,8 +22,8 @@ import pytest
 from ruamel.yaml import YAML
 
 from release.cli import build_parser
-from release.publish.attestation import attestation_path
 from release.publish.run import COMPANIONS_DIR
+from release.records.attestation import attestation_path
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOWS = ROOT / ".github" / "workflows"

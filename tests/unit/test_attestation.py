@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from release.fsutil import sha256_file
-from release.publish.attestation import (
+from release.records.attestation import (
     attestation_path,
     attestation_refusal,
     attestations_for,

@@ -1,5 +1,7 @@
-"""PEP 740 attestations beside the PyPI wheels: `<wheel>.publish.attestation`, as
-`python -m pypi_attestations sign` writes it (in the publish job, with its OIDC identity).
+"""PEP 740's records, read with pypi-attestations (this project's one user of it): the
+attestation beside a PyPI wheel, `<wheel>.publish.attestation`, as
+`python -m pypi_attestations sign` writes it (in the publish job, with its OIDC identity);
+and the provenance object PyPI's integrity API serves for a file (`read_provenance`).
 
 PyPI checks an attestation's signature against the trusted publisher and its statement's
 subject against the file, and rejects the upload when either is wrong: by then other files
@@ -10,10 +12,13 @@ check (it needs Sigstore's trust root, which a dry run on a laptop may not reach
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
-from pypi_attestations import Attestation, AttestationType
+from pypi_attestations import Attestation, AttestationType, GitHubPublisher, Provenance
 
 SUFFIX = ".publish.attestation"
 
@@ -68,3 +73,37 @@ def attestations_for(wheel: Path) -> list[str]:
     """The attestation files twine sends with the wheel: its `.publish.attestation`, if any."""
     path = attestation_path(wheel)
     return [str(path)] if path.is_file() else []
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProvenanceEntry:
+    """One attestation of a PEP 740 provenance object, with the publisher of its bundle."""
+
+    publisher_kind: str  # "GitHub", "GitLab", "Google", ...
+    repository: str | None  # a GitHub publisher's owner/name
+    workflow: str | None  # a GitHub publisher's workflow, as PyPI names it (release.yml)
+    statement: Mapping[str, Any]
+    certificate: bytes  # DER
+
+
+def read_provenance(body: bytes) -> list[ProvenanceEntry] | str:
+    """The attestations of a PEP 740 provenance object, or why it is not one."""
+    try:
+        provenance = Provenance.model_validate_json(body)
+    except ValidationError as error:
+        return f"unreadable provenance: {error.errors()[0].get('msg', 'invalid')}"
+    out: list[ProvenanceEntry] = []
+    for bundle in provenance.attestation_bundles:
+        publisher = bundle.publisher
+        github = isinstance(publisher, GitHubPublisher)
+        for attestation in bundle.attestations:
+            out.append(
+                ProvenanceEntry(
+                    publisher_kind=str(publisher.kind),
+                    repository=publisher.repository if github else None,  # type: ignore[union-attr]
+                    workflow=publisher.workflow if github else None,  # type: ignore[union-attr]
+                    statement=attestation.statement,
+                    certificate=attestation.verification_material.certificate,
+                )
+            )
+    return out
