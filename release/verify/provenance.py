@@ -267,6 +267,19 @@ def provenance_checks(
     for file in published.files:
         if file.kind == "github" and file.destination in sources.github:
             client, repository = sources.github[file.destination]
+            if f"/{repository}/releases/download/".lower() not in file.url.lower():
+                # the matrix at hand is not the one this release was published with
+                checks.append(
+                    Check(
+                        subject=file.filename,
+                        check="provenance",
+                        ok=not required,
+                        detail=f"provenance not checked: {file.url} is no download of "
+                        f"{repository} (give --matrix the matrix it was published with)",
+                        url=file.url,
+                    )
+                )
+                continue
             where = f"{client.api_url}/repos/{repository}/attestations/sha256:{file.sha256}"
             try:
                 with client.session(f"{repository} attestations"):
