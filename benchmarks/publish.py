@@ -33,9 +33,10 @@ from release.records.published import Published, PublishedFile
 from release.remote.github import GithubClient
 from release.verify.checks import VerifySettings, verify
 from tests.github_standin import DEFAULT_REPO, GitHubStandIn
-from tests.integration.conftest import PypiServer, _free_port
+from tests.integration.conftest import PypiServer
 from tests.integration.test_publish_e2e import serve
 from tests.integration.wheels import github_destination, make_release, pypi_destination
+from tests.s3_server import free_port
 
 
 class LatencyTransport(httpx.HTTPTransport):
@@ -48,7 +49,7 @@ class LatencyTransport(httpx.HTTPTransport):
 
 
 def second_publish(root: Path) -> None:
-    server = PypiServer(root=root / "pypiserver", port=_free_port())
+    server = PypiServer(root=root / "pypiserver", port=free_port())
     server.start()
     try:
         with GitHubStandIn() as gh:

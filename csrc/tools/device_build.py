@@ -225,7 +225,8 @@ def config_from_env(env: Mapping[str, str], *, default_cache: Path) -> DeviceCon
     compress_mode = (env.get("RELEASE_COMPRESS_MODE") or DEFAULT_COMPRESS_MODE).strip()
     if compress_mode not in COMPRESS_MODES:
         raise DeviceBuildError(
-            f"RELEASE_COMPRESS_MODE is {compress_mode!r}; expected one of {', '.join(COMPRESS_MODES)}"
+            f"RELEASE_COMPRESS_MODE is {compress_mode!r}; "
+            f"expected one of {', '.join(COMPRESS_MODES)}"
         )
     return DeviceConfig(
         compiler=compiler,
@@ -448,7 +449,8 @@ class Nvrtc(Compiler):
                 self.fat.nvFatbinDestroy(ctypes.byref(handle))
                 return options
         raise DeviceBuildError(
-            f"nvFatbin accepts none of the option sets tried ({' | '.join(map(' '.join, candidates))})"
+            "nvFatbin accepts none of the option sets tried "
+            f"({' | '.join(map(' '.join, candidates))})"
         )
 
     def flags(self, target: Target) -> list[str]:
