@@ -131,6 +131,20 @@ def server_env(
     return env
 
 
+def startup_problem(output: str) -> str:
+    """Why sccache's server did not start, in one line: the cause under its `Source:`
+    heading (the storage's own error), else its `sccache: error:` line; never the Rust
+    backtrace that ends its output."""
+    lines = [line.strip() for line in output.splitlines()]
+    if "Source:" in lines:
+        after = lines[lines.index("Source:") + 1 :]
+        cause = next((line for line in after if line), "")
+        if cause:
+            return cause
+    error = next((line for line in lines if line.startswith("sccache: error:")), "")
+    return error.removeprefix("sccache: error:").strip() or proc.one_line_tail(output, 2)
+
+
 def client_env(port: int, local_dir: Path) -> dict[str, str]:
     """What each compile's sccache client needs to find the cell's server (and, were that
     server gone, to start one on the cell's directory, never on the user's)."""
@@ -222,5 +236,5 @@ def start_server(
                 binary=binary, port=port, local_dir=local_dir, storage=cache.describe(),
                 fallback=fallback, env=env,
             )  # fmt: skip
-        failure = proc.one_line_tail(done.output, 2)
+        failure = startup_problem(done.output)
     raise CompileCacheError(f"sccache did not start on {local_dir}: {failure}")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from release.build.compilecache import CacheStats, parse_stats, server_env
+from release.build.compilecache import CacheStats, parse_stats, server_env, startup_problem
 from release.matrix.compilecache import CompileCache, parse_compile_cache
 
 ENVIRON = {
@@ -124,3 +124,25 @@ def test_stats_count_the_compiles_and_not_nvccs_parts() -> None:
 
 def test_stats_that_are_not_sccaches_json_count_nothing() -> None:
     assert parse_stats("sccache: error", "off", None) == CacheStats(storage="off")
+
+
+def test_a_failed_start_is_said_by_its_cause_not_its_backtrace() -> None:
+    # sccache 0.16's output when its S3 endpoint refuses connections (abridged)
+    output = """sccache: Starting the server...
+sccache: error: Server startup failed: cache storage failed to read: Unexpected (temporary)
+
+Context:
+   url: http://127.0.0.1:9/k3/.sccache_check
+
+Source:
+   error sending request for url (http://127.0.0.1:9/k3/.sccache_check): Connection refused
+
+Backtrace:
+   0: <unknown>
+  17: <unknown>
+      at ./csu/../csu/libc-start.c:360:3
+"""
+    assert startup_problem(output) == (
+        "error sending request for url (http://127.0.0.1:9/k3/.sccache_check): Connection refused"
+    )
+    assert startup_problem("sccache: error: Address in use\n") == "Address in use"
