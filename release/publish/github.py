@@ -33,6 +33,7 @@ from release.publish.decide import (
     PublishPlan,
     RemoteFile,
 )
+from release.records.attestation import attestation_refusal
 from release.records.manifest import WheelEntry
 from release.remote.github import GITHUB_ASSET_LIMIT, GithubClient, Reconcile, message_of
 from release.remote.github_model import (
@@ -155,7 +156,9 @@ class GithubPublisher:
             self.tag,
         ):
             return f"belongs to {destination.name}, not the GitHub release {self.where}"
-        problem = asset_name_problem(entry.filename)
+        problem = asset_name_problem(entry.filename) or attestation_refusal(
+            wheel, entry.sha256, repository=self.repository
+        )
         if problem is not None:
             return problem
         limit = min(destination.max_file_size, GITHUB_ASSET_LIMIT)

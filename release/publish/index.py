@@ -8,8 +8,9 @@ renders one tree per local label (`cu129/index.html`, `cu129/<project>/index.htm
 `cu129/<project>/index.json`), plus the NCCL pins under `nccl/`. Links point at the files
 where they are hosted (GitHub `browser_download_url`), carry `#sha256=`, an escaped
 `data-requires-python`, and `data-core-metadata` / `data-dist-info-metadata` (PEP 658/714)
-where the sidecar is hosted beside the file. `write_index` swaps a rendered tree into a
-directory atomically.
+where the sidecar is hosted beside the file, and `data-provenance` / `provenance` (PEP 740)
+where a provenance object that attests the file is hosted beside it. `write_index` swaps a
+rendered tree into a directory atomically.
 """
 
 from __future__ import annotations
@@ -28,11 +29,12 @@ from typing import Any
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
 from release.fsutil import current_umask, json_text, write_atomic
+from release.records.attestation import PROVENANCE_SUFFIX, provenance_problem
 from release.remote.github import GithubClient
 from release.remote.github_model import AssetInfo, parse_asset, parse_release
 from release.wheelfile import wheel_facts
 
-API_VERSION = "1.1"
+API_VERSION = "1.3"  # 1.3: PEP 740's provenance links
 METADATA_SUFFIX = ".metadata"
 
 
@@ -46,6 +48,7 @@ class IndexFile:
     size: int | None = None
     requires_python: str | None = None
     metadata_sha256: str | None = None  # set only when `<url>.metadata` is hosted too
+    provenance_url: str | None = None  # its PEP 740 provenance object, checked to attest it
 
     @property
     def project(self) -> str:
@@ -105,6 +108,8 @@ def _anchor(file: IndexFile) -> str:
         value = html.escape(f"sha256={file.metadata_sha256}")
         attrs.append(f'data-core-metadata="{value}"')
         attrs.append(f'data-dist-info-metadata="{value}"')
+    if file.provenance_url:
+        attrs.append(f'data-provenance="{html.escape(file.provenance_url)}"')
     return f"<a {' '.join(attrs)}>{html.escape(file.filename)}</a><br>"
 
 
@@ -123,6 +128,8 @@ def _json_file(file: IndexFile) -> dict[str, Any]:
     )
     entry["core-metadata"] = core
     entry["dist-info-metadata"] = core
+    if file.provenance_url:
+        entry["provenance"] = file.provenance_url
     return entry
 
 
@@ -240,11 +247,21 @@ def collect(client: GithubClient, repository: str, project: str) -> list[IndexFi
                 continue
             if canonicalize_name(dist_name) != canonicalize_name(project) or not version.local:
                 continue
-            files[name] = _index_file(client, asset, assets.get(name + METADATA_SUFFIX))
+            files[name] = _index_file(
+                client,
+                asset,
+                assets.get(name + METADATA_SUFFIX),
+                assets.get(name + PROVENANCE_SUFFIX),
+            )
     return list(files.values())
 
 
-def _index_file(client: GithubClient, wheel: AssetInfo, sidecar: AssetInfo | None) -> IndexFile:
+def _index_file(
+    client: GithubClient,
+    wheel: AssetInfo,
+    sidecar: AssetInfo | None,
+    provenance: AssetInfo | None,
+) -> IndexFile:
     if sidecar is not None:
         metadata = client.download_asset(sidecar)
         metadata_sha256: str | None = hashlib.sha256(metadata).hexdigest()
@@ -263,4 +280,16 @@ def _index_file(client: GithubClient, wheel: AssetInfo, sidecar: AssetInfo | Non
         size=wheel.size,
         requires_python=requires_python_of(metadata) if metadata else None,
         metadata_sha256=metadata_sha256,
+        provenance_url=_provenance_url(client, provenance, sha256),
     )
+
+
+def _provenance_url(client: GithubClient, asset: AssetInfo | None, sha256: str) -> str | None:
+    """Where the wheel's provenance object is hosted, when it is one that attests the wheel's
+    bytes (a link to anything else would be a false promise)."""
+    if asset is None:
+        return None
+    body = client.download_asset(asset)
+    if asset.sha256 is not None and asset.sha256 != hashlib.sha256(body).hexdigest():
+        return None
+    return asset.browser_download_url if provenance_problem(body, sha256) is None else None

@@ -43,6 +43,7 @@ from release.publish.github import GithubPublisher
 from release.publish.index import IndexFile, collect, render_index, write_index
 from release.publish.pages import commit_pages
 from release.publish.pypi import PypiPublisher
+from release.records.attestation import PROVENANCE_SUFFIX, github_provenance
 from release.records.dist import load_dist
 from release.records.manifest import DestinationRef, Manifest, WheelEntry
 from release.records.published import RECORD_NAME, write_record
@@ -146,6 +147,21 @@ def sidecar(entry: WheelEntry, dist: Path) -> Companion:
     return _companion(f"{entry.filename}.metadata", facts.metadata, entry.filename, "PEP 658")
 
 
+def wheel_companions(entry: WheelEntry, dist: Path) -> list[Companion]:
+    """What a GitHub release holds beside a wheel: its `.metadata`, its `.provenance`."""
+    return [sidecar(entry, dist), *provenance_sidecar(entry, dist)]
+
+
+def provenance_sidecar(entry: WheelEntry, dist: Path) -> list[Companion]:
+    """The PEP 740 `<wheel>.provenance` of a wheel signed in the publish job (none for a
+    wheel without a readable attestation: the plan refuses one that does not match)."""
+    data = github_provenance(dist / entry.filename)
+    if data is None:
+        return []
+    name = entry.filename + PROVENANCE_SUFFIX
+    return [_companion(name, data, entry.filename, "PEP 740 provenance")]
+
+
 def release_files(manifest: Manifest, dist: Path) -> list[Companion]:
     """The NCCL files of the build and a manifest of every built file's sha256 (what
     `release verify --tag` checks against when no dist is at hand)."""
@@ -228,7 +244,9 @@ def build_plans(
             publisher = factory(destination)
             publishers[name] = publisher
             companions = (
-                [sidecar(e, settings.dist) for e in entries] + extras if publisher.stages else []
+                [c for e in entries for c in wheel_companions(e, settings.dist)] + extras
+                if publisher.stages
+                else []
             )
             plan = plan_destination(
                 publisher, entries, settings.dist, replace=settings.replace, companions=companions

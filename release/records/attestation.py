@@ -1,13 +1,17 @@
 """PEP 740's records, read with pypi-attestations (this project's one user of it): the
-attestation beside a PyPI wheel, `<wheel>.publish.attestation`, as
-`python -m pypi_attestations sign` writes it (in the publish job, with its OIDC identity);
-and the provenance object PyPI's integrity API serves for a file (`read_provenance`).
+attestation beside a wheel, `<wheel>.publish.attestation`, as `python -m pypi_attestations
+sign` writes it (in the publish job, with its OIDC identity); the provenance object PyPI's
+integrity API serves for a file (`read_provenance`); and the provenance object this tool
+publishes beside a GitHub-hosted wheel, `<wheel>.provenance`, which the index links to.
 
 PyPI checks an attestation's signature against the trusted publisher and its statement's
 subject against the file, and rejects the upload when either is wrong: by then other files
 of the release may be public. The subject (one file, this name, this sha256) is checked
 here, with the other refusals, before anything is uploaded; the signature stays PyPI's to
-check (it needs Sigstore's trust root, which a dry run on a laptop may not reach).
+check (it needs Sigstore's trust root, which a dry run on a laptop may not reach). For a
+GitHub-hosted wheel, the index takes PyPI's place: the provenance object names the
+publisher its Fulcio certificate names (which must be the release's repository), and a
+client checks the signature against it (`pypi-attestations verify attestation`).
 """
 
 from __future__ import annotations
@@ -16,11 +20,93 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
+from cryptography import x509
 from pydantic import ValidationError
-from pypi_attestations import Attestation, AttestationType, GitHubPublisher, Provenance
+from pypi_attestations import (
+    Attestation,
+    AttestationBundle,
+    AttestationType,
+    GitHubPublisher,
+    Provenance,
+)
 
 SUFFIX = ".publish.attestation"
+PROVENANCE_SUFFIX = ".provenance"  # the PEP 740 provenance object beside a GitHub-hosted wheel
+# Fulcio's certificate extensions (github.com/sigstore/fulcio docs/oid-info.md)
+SOURCE_REPOSITORY_URI = "1.3.6.1.4.1.57264.1.12"
+BUILD_SIGNER_URI = "1.3.6.1.4.1.57264.1.9"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Identity:
+    """Who made an attestation: a repository (owner/name) and a workflow path in it."""
+
+    repository: str
+    workflow: str
+
+    def __str__(self) -> str:
+        return f"{self.repository} {self.workflow}"
+
+    def matches(self, other: Identity) -> bool:
+        # GitHub names are case-insensitive; paths in a repository are not
+        return self.repository.lower() == other.repository.lower() and (
+            self.workflow == other.workflow
+        )
+
+
+def repository_of_url(url: str) -> str:
+    """`https://github.com/owner/name` -> `owner/name`."""
+    return "/".join(urlsplit(url).path.strip("/").split("/")[:2])
+
+
+def _signer_identity(uri: str) -> Identity | None:
+    """A build signer URI, `https://github.com/owner/name/.github/workflows/x.yml@ref`."""
+    path = urlsplit(uri).path.strip("/").split("@", 1)[0]
+    parts = path.split("/")
+    if len(parts) < 3:
+        return None
+    return Identity(repository="/".join(parts[:2]), workflow="/".join(parts[2:]))
+
+
+def _der_utf8(value: bytes) -> str:
+    """Fulcio's newer extensions are DER UTF8Strings; the older ones raw bytes."""
+    if len(value) >= 2 and value[0] == 0x0C:
+        length, start = value[1], 2
+        if length & 0x80:
+            count = length & 0x7F
+            length, start = int.from_bytes(value[2 : 2 + count], "big"), 2 + count
+        return value[start : start + length].decode("utf-8", errors="replace")
+    return value.decode("utf-8", errors="replace")
+
+
+def certificate_identities(der: bytes) -> list[Identity]:
+    """What a Fulcio certificate's extensions name: the source repository with the build
+    signer's workflow."""
+    certificate = x509.load_der_x509_certificate(der)
+    claims: dict[str, str] = {}
+    for extension in certificate.extensions:
+        value = extension.value
+        if isinstance(value, x509.UnrecognizedExtension):
+            claims[extension.oid.dotted_string] = _der_utf8(value.value)
+    signer = _signer_identity(claims[BUILD_SIGNER_URI]) if BUILD_SIGNER_URI in claims else None
+    if signer is None:
+        return []
+    source = claims.get(SOURCE_REPOSITORY_URI)
+    repository = repository_of_url(source) if source else signer.repository
+    return [Identity(repository=repository, workflow=signer.workflow)]
+
+
+def statement_sha256s(statement: Mapping[str, Any]) -> frozenset[str]:
+    subjects = statement.get("subject")
+    found = set()
+    for subject in subjects if isinstance(subjects, list) else []:
+        digest = subject.get("digest") if isinstance(subject, Mapping) else None
+        value = digest.get("sha256") if isinstance(digest, Mapping) else None
+        if isinstance(value, str):
+            found.add(value.lower())
+    return frozenset(found)
 
 
 def attestation_path(wheel: Path) -> Path:
@@ -52,9 +138,11 @@ def subject_problem(filename: str, sha256: str, document: bytes) -> str | None:
     return None
 
 
-def attestation_refusal(wheel: Path, sha256: str) -> str | None:
+def attestation_refusal(wheel: Path, sha256: str, *, repository: str | None = None) -> str | None:
     """Why the attestation beside `wheel` must not be sent with it; None when it matches or
-    when there is none (the wheel is then uploaded without one)."""
+    when there is none (the wheel is then uploaded without one). With `repository` (a GitHub
+    release's owner/name, whose index links the attestation as the wheel's provenance), its
+    certificate must name that repository too."""
     path = attestation_path(wheel)
     try:
         document = path.read_bytes()
@@ -63,10 +151,27 @@ def attestation_refusal(wheel: Path, sha256: str) -> str | None:
     except OSError as error:
         return f"{path.name}: {error.strerror}"
     problem = subject_problem(wheel.name, sha256, document)
+    if problem is None and repository is not None:
+        signer = signer_of(document)
+        if isinstance(signer, str):
+            problem = signer
+        elif signer.repository.lower() != repository.lower():
+            problem = f"it was signed in {signer.repository}, not {repository}"
     if problem is None:
         return None
     remedy = "delete it and sign the wheel again: python -m pypi_attestations sign"
     return f"{path.name}: {problem} ({remedy})"
+
+
+def github_provenance(wheel: Path) -> bytes | None:
+    """The provenance object of the attestation beside `wheel`, published beside it on a
+    GitHub release; None without a readable one (`attestation_refusal` says why)."""
+    try:
+        document = attestation_path(wheel).read_bytes()
+    except OSError:
+        return None
+    signer = signer_of(document)
+    return None if isinstance(signer, str) else provenance_object(document, signer)
 
 
 def attestations_for(wheel: Path) -> list[str]:
@@ -107,3 +212,45 @@ def read_provenance(body: bytes) -> list[ProvenanceEntry] | str:
                 )
             )
     return out
+
+
+# --- The provenance object beside a GitHub-hosted wheel, which the index links to. ---
+
+
+def signer_of(document: bytes) -> Identity | str:
+    """Who signed a publish attestation, as its Fulcio certificate names it (source
+    repository and workflow), or why it names nobody."""
+    try:
+        attestation = Attestation.model_validate_json(document)
+        identities = certificate_identities(attestation.verification_material.certificate)
+    except (ValidationError, ValueError) as error:
+        first = str(error).splitlines()[0] if str(error) else type(error).__name__
+        return f"its certificate is unreadable ({first})"
+    if not identities:
+        return "its certificate names no GitHub repository and workflow"
+    return identities[0]
+
+
+def provenance_object(document: bytes, signer: Identity) -> bytes:
+    """The PEP 740 provenance object of one publish attestation: one bundle whose GitHub
+    publisher is its signer, the workflow named by its file name as PyPI names it.
+    Deterministic, so a re-run plans it as identical."""
+    attestation = Attestation.model_validate_json(document)
+    publisher = GitHubPublisher(
+        repository=signer.repository, workflow=signer.workflow.rsplit("/", 1)[-1]
+    )
+    provenance = Provenance(
+        attestation_bundles=[AttestationBundle(publisher=publisher, attestations=[attestation])]
+    )
+    return provenance.model_dump_json().encode()
+
+
+def provenance_problem(body: bytes, sha256: str) -> str | None:
+    """Why `body` is not a PEP 740 provenance object that attests a file of `sha256`, or
+    None. The signature is not checked (it needs Sigstore's trust root)."""
+    entries = read_provenance(body)
+    if isinstance(entries, str):
+        return entries
+    if not any(sha256.lower() in statement_sha256s(e.statement) for e in entries):
+        return f"it attests no file of sha256 {sha256[:12]}..."
+    return None

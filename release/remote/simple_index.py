@@ -36,6 +36,7 @@ class ListedFile:
     hash_name: str | None  # the hash the link carries (sha256, md5, ...), if any
     requires_python: str | None
     metadata_sha256: str | None
+    provenance_url: str | None = None  # PEP 740
 
 
 class _AnchorParser(HTMLParser):
@@ -64,6 +65,10 @@ def _digest(fragment: str, prefix: str = "sha256=") -> str | None:
     return fragment[len(prefix) :].lower() if fragment.startswith(prefix) else None
 
 
+def _joined(page_url: str, link: object) -> str | None:
+    return urljoin(page_url, link) if isinstance(link, str) and link else None
+
+
 def parse_simple_html(text: str, page_url: str) -> dict[str, ListedFile]:
     """The files of a PEP 503 project page, by filename (the anchor text)."""
     parser = _AnchorParser()
@@ -85,6 +90,7 @@ def parse_simple_html(text: str, page_url: str) -> dict[str, ListedFile]:
             hash_name=hash_name,
             requires_python=attrs.get("data-requires-python"),
             metadata_sha256=_digest(core),
+            provenance_url=_joined(page_url, attrs.get("data-provenance")),
         )
     return out
 
@@ -113,6 +119,7 @@ def parse_simple_json(data: object, page_url: str) -> dict[str, ListedFile]:
             hash_name="sha256" if isinstance(sha256, str) else next(iter(hashes), None),
             requires_python=requires if isinstance(requires, str) else None,
             metadata_sha256=metadata if isinstance(metadata, str) else None,
+            provenance_url=_joined(page_url, raw.get("provenance")),
         )
     return out
 

@@ -6,7 +6,8 @@ a tag), it checks:
   likewise each companion (the PEP 658 `.metadata`, the NCCL files, the release manifest);
 - listing: the PyPI simple API lists each PyPI file with the same sha256;
 - index: every link of each GitHub-variant index resolves and matches its `#sha256=`, its
-  `.metadata` matches `data-core-metadata`, and each built file is listed with its sha256;
+  `.metadata` matches `data-core-metadata`, its `data-provenance` serves a PEP 740
+  provenance object of the file's sha256, and each built file is listed with its sha256;
 - pip: per cell, `pip install --dry-run --report` against the published index picks
   exactly the expected filename for the cell's platform.
 
@@ -40,6 +41,7 @@ from release.credentials import (
     mask,
     secret_values,
 )
+from release.records.attestation import provenance_problem
 from release.records.published import Published, PublishedFile
 from release.remote import httpclient as http_edge
 from release.remote.httpclient import (
@@ -153,6 +155,23 @@ def metadata_check(name: str, listed: ListedFile, got: Download, page: str) -> C
     return Check(subject=subject, check="metadata", ok=True, detail="matches", url=url)
 
 
+def provenance_link_check(name: str, listed: ListedFile, got: Download, page: str) -> Check:
+    """PEP 740: the index's provenance link serves a provenance object of the file's sha256
+    (who signed it is the provenance check's to say)."""
+    url = listed.provenance_url or ""
+    subject = f"{page} -> {name} provenance"
+
+    def result(ok: bool, detail: str) -> Check:
+        return Check(subject=subject, check="provenance", ok=ok, detail=detail, url=url)
+
+    if not got.ok or got.body is None:
+        return result(False, f"does not resolve: {got.error or f'HTTP {got.status}'}")
+    problem = provenance_problem(got.body, listed.sha256 or "")
+    if problem is not None:
+        return result(False, problem)
+    return result(True, "a PEP 740 provenance object of this file's sha256")
+
+
 def pip_command(
     python: str, *, index_url: str, project: str, version: str, platform: str, target: Path,
     report: Path,
@@ -254,7 +273,7 @@ def verify(
     try:
         with ThreadPoolExecutor(max_workers=settings.concurrency) as pool:
             checks += _download_checks(published, pool, get)
-            checks += _index_checks(published, pool, get)
+            checks += _index_checks(published, pool, get, provenance=settings.provenance)
         if settings.pip:
             checks += _pip_checks(
                 published,
@@ -284,7 +303,9 @@ def _download_checks(published: Published, pool: ThreadPoolExecutor, get: Get) -
     ]
 
 
-def _index_checks(published: Published, pool: ThreadPoolExecutor, get: Get) -> list[Check]:
+def _index_checks(
+    published: Published, pool: ThreadPoolExecutor, get: Get, *, provenance: bool
+) -> list[Check]:
     checks: list[Check] = []
     pages: dict[str, list[PublishedFile]] = {}
     for f in published.files:
@@ -325,6 +346,13 @@ def _index_checks(published: Published, pool: ThreadPoolExecutor, get: Get) -> l
         metadata_check(item.name, item, got, page)
         for (page, item), got in zip(with_metadata, metadata, strict=True)
     ]
+    if provenance:
+        linked = [(page, item) for page, item in links if item.provenance_url]
+        served = list(pool.map(lambda pair: get(pair[1].provenance_url or "", keep=True), linked))
+        checks += [
+            provenance_link_check(item.name, item, got, page)
+            for (page, item), got in zip(linked, served, strict=True)
+        ]
     return checks
 
 

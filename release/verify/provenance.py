@@ -27,13 +27,18 @@ import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote
 
-from cryptography import x509
 from packaging.utils import canonicalize_name
 
 from release.errors import PublishError
-from release.records.attestation import read_provenance
+from release.records.attestation import (
+    Identity,
+    certificate_identities,
+    read_provenance,
+    repository_of_url,
+    statement_sha256s,
+)
 from release.records.published import Published, PublishedFile
 from release.remote.github import GithubClient
 from release.remote.httpclient import Download, origin_of
@@ -43,26 +48,6 @@ __all__ = ["RELEASE_WORKFLOW", "Attested", "Identity", "provenance_check", "prov
 
 INTEGRITY_ACCEPT = "application/vnd.pypi.integrity.v1+json"
 NOT_CHECKED = "signature not checked offline"
-# Fulcio's certificate extensions (github.com/sigstore/fulcio docs/oid-info.md)
-SOURCE_REPOSITORY_URI = "1.3.6.1.4.1.57264.1.12"
-BUILD_SIGNER_URI = "1.3.6.1.4.1.57264.1.9"
-
-
-@dataclass(frozen=True, kw_only=True)
-class Identity:
-    """Who made an attestation: a repository (owner/name) and a workflow path in it."""
-
-    repository: str
-    workflow: str
-
-    def __str__(self) -> str:
-        return f"{self.repository} {self.workflow}"
-
-    def matches(self, other: Identity) -> bool:
-        # GitHub names are case-insensitive; paths in a repository are not
-        return self.repository.lower() == other.repository.lower() and (
-            self.workflow == other.workflow
-        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -78,59 +63,6 @@ class Attested:
 # --- Reading what the destinations hold (pure: JSON in, Attested out). ---
 
 
-def _repository_of_url(url: str) -> str:
-    """`https://github.com/owner/name` -> `owner/name`."""
-    return "/".join(urlsplit(url).path.strip("/").split("/")[:2])
-
-
-def _signer_identity(uri: str) -> Identity | None:
-    """A build signer URI, `https://github.com/owner/name/.github/workflows/x.yml@ref`."""
-    path = urlsplit(uri).path.strip("/").split("@", 1)[0]
-    parts = path.split("/")
-    if len(parts) < 3:
-        return None
-    return Identity(repository="/".join(parts[:2]), workflow="/".join(parts[2:]))
-
-
-def _der_utf8(value: bytes) -> str:
-    """Fulcio's newer extensions are DER UTF8Strings; the older ones raw bytes."""
-    if len(value) >= 2 and value[0] == 0x0C:
-        length, start = value[1], 2
-        if length & 0x80:
-            count = length & 0x7F
-            length, start = int.from_bytes(value[2 : 2 + count], "big"), 2 + count
-        return value[start : start + length].decode("utf-8", errors="replace")
-    return value.decode("utf-8", errors="replace")
-
-
-def certificate_identities(der: bytes) -> list[Identity]:
-    """What a Fulcio certificate's extensions name: the source repository with the build
-    signer's workflow."""
-    certificate = x509.load_der_x509_certificate(der)
-    claims: dict[str, str] = {}
-    for extension in certificate.extensions:
-        value = extension.value
-        if isinstance(value, x509.UnrecognizedExtension):
-            claims[extension.oid.dotted_string] = _der_utf8(value.value)
-    signer = _signer_identity(claims[BUILD_SIGNER_URI]) if BUILD_SIGNER_URI in claims else None
-    if signer is None:
-        return []
-    source = claims.get(SOURCE_REPOSITORY_URI)
-    repository = _repository_of_url(source) if source else signer.repository
-    return [Identity(repository=repository, workflow=signer.workflow)]
-
-
-def statement_sha256s(statement: Mapping[str, Any]) -> frozenset[str]:
-    subjects = statement.get("subject")
-    found = set()
-    for subject in subjects if isinstance(subjects, list) else []:
-        digest = subject.get("digest") if isinstance(subject, Mapping) else None
-        value = digest.get("sha256") if isinstance(digest, Mapping) else None
-        if isinstance(value, str):
-            found.add(value.lower())
-    return frozenset(found)
-
-
 def predicate_identities(statement: Mapping[str, Any]) -> list[Identity]:
     """SLSA v1 GitHub Actions build type: buildDefinition.externalParameters.workflow."""
     predicate = statement.get("predicate")
@@ -142,7 +74,7 @@ def predicate_identities(statement: Mapping[str, Any]) -> list[Identity]:
     repository, path = node.get("repository"), node.get("path")
     if not isinstance(repository, str) or not isinstance(path, str):
         return []
-    return [Identity(repository=_repository_of_url(repository), workflow=path)]
+    return [Identity(repository=repository_of_url(repository), workflow=path)]
 
 
 def read_github_attestation(item: Mapping[str, Any]) -> Attested:

@@ -18,6 +18,7 @@ from packaging.version import InvalidVersion, Version
 
 from release.errors import ConfigError, VerifyError
 from release.matrix import GithubDestination, Matrix, PypiDestination
+from release.records.attestation import PROVENANCE_SUFFIX
 from release.records.published import Published, PublishedCompanion, PublishedFile
 from release.records.release_manifest import (
     RELEASE_MANIFEST,
@@ -96,7 +97,7 @@ def published_from_tag(
                 if found is not None:
                     files.append(found)
                 elif asset.state == "uploaded" and asset.sha256:
-                    of = name.removesuffix(".metadata") if name.endswith(".metadata") else "release"
+                    of = _described_wheel(name) or "release"
                     companions.append(
                         PublishedCompanion(
                             filename=name,
@@ -115,6 +116,14 @@ def published_from_tag(
         files=tuple(files),
         companions=tuple(companions),
     )
+
+
+def _described_wheel(name: str) -> str | None:
+    """The wheel a `<wheel>.metadata` or `<wheel>.provenance` describes."""
+    for suffix in (".metadata", PROVENANCE_SUFFIX):
+        if name.endswith(".whl" + suffix):
+            return name.removesuffix(suffix)
+    return None
 
 
 def _wheel_asset(

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import functools
+import json
 import subprocess
 import threading
 import venv
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pypi_attestations import GitHubPublisher, Provenance
 
 from release.cli import main
 from release.fsutil import sha256_file
@@ -23,6 +25,7 @@ from tests.integration.wheels import (
     PROJECT,
     VERSION,
     Release,
+    attestation_for,
     github_destination,
     make_release,
     pypi_destination,
@@ -162,3 +165,71 @@ def test_the_companion_files_are_left_in_dist_as_published_for_the_workflow_to_a
     # a re-run uploads nothing and leaves the same files
     assert main(["publish", "--dist", str(release.dist)]) == 0
     assert {p.name: p.read_bytes() for p in companions.iterdir()} == left
+
+
+def github_only(
+    tmp_path: Path, gh: GitHubStandIn, monkeypatch: pytest.MonkeyPatch, **kw: Any
+) -> Release:
+    monkeypatch.setenv("GITHUB_TOKEN", gh.token)
+    github = github_destination(gh.api_url, index_url="https://k3-org.github.io/x/")
+    return make_release(tmp_path / "dist", pypi=None, github=github, **kw)
+
+
+def test_a_signed_github_wheel_has_its_provenance_on_the_release_and_linked_from_the_index(
+    github_standin: GitHubStandIn, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    release = github_only(tmp_path, github_standin, monkeypatch, arches=("x86_64", "aarch64"))
+    signed, unsigned = sorted(release.wheels, key=lambda w: "aarch64" in w.name)
+    attestation_for(signed)
+    site = tmp_path / "site"
+    assert main(["publish", "--dist", str(release.dist), "--index-dir", str(site)]) == 0
+
+    (published,) = github_standin.releases("k3-org/k3-kernels")
+    assets = {a.name: a for a in github_standin.assets(published.id)}
+    assert f"{unsigned.name}.provenance" not in assets
+    provenance = Provenance.model_validate_json(assets[f"{signed.name}.provenance"].data)
+    (bundle,) = provenance.attestation_bundles
+    assert isinstance(bundle.publisher, GitHubPublisher)
+    assert (bundle.publisher.repository, bundle.publisher.workflow) == (
+        "k3-org/k3-kernels",
+        "release.yml",
+    )
+    (attestation,) = bundle.attestations
+    assert attestation.statement["subject"] == [
+        {"name": signed.name, "digest": {"sha256": sha256_file(signed)}}
+    ]
+
+    page = json.loads((site / "cu129" / "k3-kernels" / "index.json").read_text())
+    assert page["meta"]["api-version"] == "1.3"
+    files = {f["filename"]: f for f in page["files"]}
+    link = files[signed.name]["provenance"]
+    assert link.endswith(f"/releases/download/v0.1.0/{signed.name}.provenance")
+    assert "provenance" not in files[unsigned.name]
+    html_page = (site / "cu129" / "k3-kernels" / "index.html").read_text()
+    assert html_page.count("data-provenance=") == 1
+    assert f'data-provenance="{link}"' in html_page
+
+    capsys.readouterr()
+    report = tmp_path / "verify.json"
+    with serve(site) as base:
+        args = ["verify", "--dist", str(release.dist), "--index-url", f"cu129={base}cu129/"]
+        assert main([*args, "--json-file", str(report)]) == 0
+    checks = json.loads(report.read_text())["checks"]
+    (linked,) = [c for c in checks if c["subject"].endswith(f"{signed.name} provenance")]
+    assert linked["ok"], linked
+    assert linked["url"] == link
+
+
+def test_a_github_wheel_signed_in_another_repository_stops_publish_before_any_upload(
+    github_standin: GitHubStandIn, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    (wheel,) = github_only(tmp_path, github_standin, monkeypatch).wheels
+    attestation_for(wheel, signer=("someone/else", ".github/workflows/release.yml"))
+    assert main(["publish", "--dist", str(wheel.parent)]) == 5
+    shown = capsys.readouterr()
+    plan = " ".join(shown.out.split())  # the plan wraps its reasons
+    assert "it was signed in someone/else, not k3-org/k3-kernels" in plan
+    assert "1 refused: nothing was uploaded" in shown.err
+    assert github_standin.releases("k3-org/k3-kernels") == ()

@@ -436,7 +436,7 @@ def publish_steps() -> list[Step]:
     return [s for s in steps() if s.workflow == "release.yml" and s.job == "publish"]
 
 
-def test_the_pypi_wheels_are_signed_pep_740_before_release_publish_sends_them(
+def test_every_wheel_is_signed_pep_740_before_release_publish_sends_them(
     stub_dir: Path, tmp_path: Path
 ) -> None:
     job = publish_steps()
@@ -446,17 +446,19 @@ def test_the_pypi_wheels_are_signed_pep_740_before_release_publish_sends_them(
     dist = tmp_path / "dist"
     dist.mkdir()
     plain = "k3_kernels-0.1.0-py3-none-manylinux_2_28_x86_64.whl"
-    for name in (plain, "k3_kernels-0.1.0+cu129-py3-none-manylinux_2_28_x86_64.whl"):
+    labelled = "k3_kernels-0.1.0+cu129-py3-none-manylinux_2_28_x86_64.whl"
+    for name in (plain, labelled, "k3_kernels-0.1.0-py3-none-any.whl.metadata"):
         (dist / name).write_bytes(b"wheel")
-    # only the wheels PyPI takes: no local version label
+    # PyPI's wheels (twine sends the attestation) and the GitHub-hosted ones (the index links
+    # their provenance object), nothing else
     assert run_step(sign, stub_dir, tmp_path) == [
-        ["python", "-m", "pypi_attestations", "sign", f"dist/{plain}"]
+        ["python", "-m", "pypi_attestations", "sign", f"dist/{labelled}", f"dist/{plain}"]
     ]
     # pypi-attestations writes <wheel>.publish.attestation: where `release publish` looks
     assert attestation_path(dist / plain).name == f"{plain}.publish.attestation"
     for path in list(dist.iterdir()):
         path.unlink()
-    assert run_step(sign, stub_dir, tmp_path) == [], "no PyPI wheel: nothing to sign"
+    assert run_step(sign, stub_dir, tmp_path) == [], "no wheel: nothing to sign"
 
 
 def test_build_provenance_covers_every_wheel_companion_and_index_file(

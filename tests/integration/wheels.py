@@ -9,6 +9,7 @@ PyPI's rejections can be provoked without a 100 MiB file.
 from __future__ import annotations
 
 import base64
+import datetime
 import hashlib
 import json
 import zipfile
@@ -16,6 +17,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 from pypi_attestations import (
     Attestation,
     AttestationType,
@@ -191,17 +196,61 @@ def make_release(
     return Release(dist=dist, manifest=manifest, wheels=tuple(wheels))
 
 
+def fulcio_like_certificate(repository: str, workflow: str) -> bytes:
+    """A self-signed DER certificate with the two Fulcio extensions a GitHub Actions signing
+    certificate carries (source repository URI, build signer URI), as DER UTF8Strings. Not
+    Fulcio's: nothing here checks a chain, only what the certificate names."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "sigstore-test")])
+
+    def utf8(text: str) -> bytes:
+        data = text.encode()
+        return (
+            bytes([0x0C, len(data)]) + data
+            if len(data) < 0x80
+            else (bytes([0x0C, 0x81, len(data)]) + data)
+        )
+
+    signer = f"https://github.com/{repository}/{workflow}@refs/tags/v{VERSION}"
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(1)
+        .not_valid_before(datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc))
+        .not_valid_after(datetime.datetime(2026, 1, 2, tzinfo=datetime.timezone.utc))
+        .add_extension(
+            x509.UnrecognizedExtension(
+                x509.ObjectIdentifier("1.3.6.1.4.1.57264.1.12"),
+                utf8(f"https://github.com/{repository}"),
+            ),
+            critical=False,
+        )
+        .add_extension(
+            x509.UnrecognizedExtension(
+                x509.ObjectIdentifier("1.3.6.1.4.1.57264.1.9"), utf8(signer)
+            ),
+            critical=False,
+        )
+        .sign(key, hashes.SHA256())
+    )
+    return certificate.public_bytes(serialization.Encoding.DER)
+
+
 def attestation_for(
     wheel: Path,
     *,
     name: str | None = None,
     sha256: str | None = None,
     predicate_type: str = AttestationType.PYPI_PUBLISH_V1.value,
+    signer: tuple[str, str] = ("k3-org/k3-kernels", ".github/workflows/release.yml"),
 ) -> Path:
     """`<wheel>.publish.attestation` shaped as `pypi_attestations sign` writes it, built with
     the library's own models (its statement names `name` / `sha256`, the wheel's unless
-    given). Unsigned: signing needs Sigstore's Fulcio and an OIDC identity, which the
-    library offers no offline way to stand in for; PyPI checks the signature, not this tool."""
+    given; its certificate names `signer`, a repository and workflow). Unsigned: signing
+    needs Sigstore's Fulcio and an OIDC identity, which the library offers no offline way to
+    stand in for; PyPI, or a client of the index, checks the signature, not this tool."""
     statement = {
         "_type": "https://in-toto.io/Statement/v1",
         "subject": [
@@ -213,7 +262,7 @@ def attestation_for(
     attestation = Attestation(
         version=1,
         verification_material=VerificationMaterial(
-            certificate=base64.b64encode(b"test certificate"),
+            certificate=base64.b64encode(fulcio_like_certificate(*signer)),
             transparency_entries=[TransparencyLogEntry({"logIndex": "1"})],
         ),
         envelope=Envelope(

@@ -72,10 +72,26 @@ def test_core_metadata_only_when_a_sidecar_is_hosted() -> None:
     assert entry["core-metadata"] == {"sha256": "c" * 64}
 
 
+def test_a_provenance_link_only_where_one_is_hosted_in_both_formats() -> None:
+    link = f"{BASE}/v0.1.0/x.whl.provenance?a=1&b=2"
+    tree = render_index([cu129("x86_64", provenance_url=link), cu129("aarch64", SHA_B)])
+    page = tree["cu129/k3-kernels/index.html"].decode()
+    assert page.count("data-provenance=") == 1
+    assert f'data-provenance="{link.replace("&", "&amp;")}"' in page
+    html_listed = parse_simple_html(page, "https://x/cu129/k3-kernels/")
+    data = json.loads(tree["cu129/k3-kernels/index.json"])
+    by_name = {f["filename"]: f for f in data["files"]}
+    json_listed = parse_simple_json(data, "https://x/cu129/k3-kernels/")
+    for listed in (html_listed, json_listed):
+        assert {f.provenance_url for f in listed.values()} == {link, None}
+    assert [f.get("provenance") for f in by_name.values()].count(link) == 1
+    assert sum("provenance" in f for f in by_name.values()) == 1
+
+
 def test_pep691_json_reads_back_the_same_files() -> None:
     files = [cu129("x86_64", SHA_A), cu129("aarch64", SHA_B, version="0.2.0")]
     data = json.loads(render_index(files)["cu129/k3-kernels/index.json"])
-    assert data["meta"]["api-version"] == "1.1"
+    assert data["meta"]["api-version"] == "1.3"  # PEP 740's version of the simple API
     assert data["versions"] == ["0.1.0+cu129", "0.2.0+cu129"]
     listed = parse_simple_json(data, "https://x/cu129/k3-kernels/")
     assert {n: f.sha256 for n, f in listed.items()} == {f.filename: f.sha256 for f in files}
