@@ -36,7 +36,7 @@ from release.build.stage import (
     schedule,
 )
 from release.commands import common
-from release.commands.options import OutputDir, WholeNumber
+from release.commands.options import WholeNumber
 from release.console import Annotation, Output, markdown_table
 from release.errors import BuildError, ConfigError
 from release.inspection.budget import project_refusal, project_warning, release_loads
@@ -61,13 +61,7 @@ def register(subparsers: Any, parents: common.Parents) -> None:
         "dist/manifest.json and the NCCL override files. Wheels are reproducible: "
         "SOURCE_DATE_EPOCH (default: the time of the last commit) dates their files.",
     )
-    parser.add_argument(
-        "--out",
-        type=OutputDir("--out"),
-        default=None,
-        metavar="DIR",
-        help="output directory (default: dist)",
-    )
+    common.add_output_dir(parser, "--out", "output directory (default: dist)")
     parser.add_argument(
         "--jobs",
         type=JOBS,

@@ -46,11 +46,11 @@ def parents() -> Parents:
         action="store_true",
         help="write the result as one JSON document to stdout (the report goes to stderr)",
     )
-    output.add_argument(
+    add_output_file(
+        output,
         "--json-file",
-        type=OutputFile("--json-file"),
+        "also write that document to PATH (its directory must exist)",
         metavar="PATH",
-        help="also write that document to PATH (its directory must exist)",
     )
     cells = argparse.ArgumentParser(add_help=False)
     cells.add_argument(
@@ -97,6 +97,22 @@ def output_for(args: argparse.Namespace, command: str) -> Output:
     )
 
 
+def add_output_file(
+    parser: argparse.ArgumentParser, option: str, what: str, *, metavar: str = "FILE"
+) -> None:
+    """`option FILE`, a file the command writes: one it cannot write is refused while the
+    command line is parsed, naming `option`; `what` is its help."""
+    parser.add_argument(option, type=OutputFile(option), metavar=metavar, help=what)
+
+
+def add_output_dir(
+    parser: argparse.ArgumentParser, option: str, what: str, *, default: Path | None = None
+) -> None:
+    """`option DIR`, a directory the command writes in: one it cannot create or write in is
+    refused while the command line is parsed, naming `option`; `what` is its help."""
+    parser.add_argument(option, type=OutputDir(option), default=default, metavar="DIR", help=what)
+
+
 def add_dist_option(parser: argparse.ArgumentParser, what: str, *, written: bool = False) -> None:
     """`--dist DIR` (default: dist); `what` says what the command reads or writes there;
     a command that writes there (`written`) refuses a DIR it cannot write in."""
@@ -111,12 +127,7 @@ def add_index_url_overrides(parser: argparse.ArgumentParser, what: str) -> None:
 
 def add_markdown_option(parser: argparse.ArgumentParser, what: str) -> None:
     """`--markdown FILE`, which `write_report` writes; `what` is its help."""
-    parser.add_argument(
-        "--markdown",
-        type=OutputFile("--markdown"),
-        metavar="FILE",
-        help=f"{what} (its directory must exist)",
-    )
+    add_output_file(parser, "--markdown", f"{what} (its directory must exist)")
 
 
 def write_report(
@@ -139,12 +150,10 @@ def add_toolchain_options(parser: argparse.ArgumentParser) -> None:
         help="use this CUDA toolkit (bin/nvcc) instead of the PyPI toolchain "
         "(default: $CUDA_HOME if set)",
     )
-    parser.add_argument(
+    add_output_dir(
+        parser,
         "--cache-dir",
-        type=OutputDir("--cache-dir"),
-        default=None,
-        metavar="DIR",
-        help="toolchains, device code and wheels cache "
+        "toolchains, device code and wheels cache "
         "(default: $RELEASE_CACHE_DIR or ~/.cache/cuda-wheel-release)",
     )
 

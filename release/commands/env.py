@@ -28,7 +28,6 @@ from release import proc
 from release.build.settings import BuildSettings, source_date_epoch
 from release.build.stage import BuildEvents, cell_inputs_for, prepare, record_wheel, require_success
 from release.commands import common
-from release.commands.options import OutputFile
 from release.errors import ConfigError
 from release.fsutil import write_atomic
 from release.matrix import Cell
@@ -49,11 +48,8 @@ def register(subparsers: Any, parents: common.Parents) -> None:
     )
     parser.add_argument("--cuda", required=True, metavar="X.Y")
     parser.add_argument("--arch", required=True, choices=ARCHES)
-    parser.add_argument(
-        "--out",
-        type=OutputFile("--out"),
-        metavar="FILE",
-        help="write KEY='value' lines to FILE instead (its directory must exist)",
+    common.add_output_file(
+        parser, "--out", "write KEY='value' lines to FILE instead (its directory must exist)"
     )
     parser.add_argument(
         "--record",

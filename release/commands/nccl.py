@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 from release.commands import common
-from release.commands.options import OutputDir
 from release.downstream.nccl import (
     DEFAULT_INDEX_URL,
     check_pins_exist,
@@ -33,13 +32,7 @@ def register(subparsers: Any, parents: common.Parents) -> None:
             "pins NCCL in the matrix."
         ),
     )
-    parser.add_argument(
-        "--out",
-        type=OutputDir("--out"),
-        default=Path("dist"),
-        metavar="DIR",
-        help="output directory (default: dist)",
-    )
+    common.add_output_dir(parser, "--out", "output directory (default: dist)", default=Path("dist"))
     parser.add_argument("--cuda", action="append", default=[], metavar="X.Y")
     parser.add_argument(
         "--check",

@@ -6,7 +6,6 @@ import argparse
 from typing import Any
 
 from release.commands import common
-from release.commands.options import OutputDir
 from release.downstream.requirement_files import install_lines, pin_files
 from release.fsutil import write_atomic
 from release.records.dist import load_dist
@@ -29,9 +28,7 @@ def register(subparsers: Any, parents: common.Parents) -> None:
         parser,
         "directory with the manifest and published.json (default: dist)",
     )
-    parser.add_argument(
-        "--out", type=OutputDir("--out"), default=None, metavar="DIR", help="default: <dist>/pins"
-    )
+    common.add_output_dir(parser, "--out", "default: <dist>/pins")
     common.add_index_url_overrides(
         parser, "the index of a destination or label, where it is served elsewhere"
     )

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 from release.commands import common
-from release.commands.options import OutputDir
 from release.console import Advance, Output, markdown_table
 from release.errors import IncompleteError, ReleaseError
 from release.publish.decide import Action, CompanionDecision, FileDecision
@@ -194,12 +193,7 @@ def register(subparsers: Any, parents: common.Parents) -> None:
         metavar="URL",
         help="PyPI upload URL (e.g. https://test.pypi.org/legacy/)",
     )
-    parser.add_argument(
-        "--index-dir",
-        type=OutputDir("--index-dir"),
-        metavar="DIR",
-        help="where to write the index (default: <dist>/index)",
-    )
+    common.add_output_dir(parser, "--index-dir", "where to write the index (default: <dist>/index)")
     parser.add_argument(
         "--index-base-url",
         metavar="URL",

@@ -112,28 +112,30 @@ def verdict(
     *,
     refusal: str | None,
     replace: bool,
+    url: str,
     frozen: str | None = None,
-) -> tuple[Action, str, bool]:
-    """(action, reason, whether the remote URL is the file's URL) for one file. `frozen`
-    says why the destination takes no new or other bytes at all (an immutable release)."""
+) -> tuple[Action, str, str]:
+    """(action, reason, URL) for one file: the URL is the destination's own where it keeps
+    the file it holds, else `url`, where the file goes. `frozen` says why the destination
+    takes no new or other bytes at all (an immutable release)."""
     if refusal is not None:
-        return Action.REFUSED, refusal, False
+        return Action.REFUSED, refusal, url
     if remote is None or remote.state != "uploaded":
         reason = "new" if remote is None else f"leftover of a failed upload ({remote.state})"
         if frozen is not None:
-            return Action.REFUSED, f"{reason}, but {frozen}: nothing can be added", False
-        return Action.UPLOAD, reason, False
+            return Action.REFUSED, f"{reason}, but {frozen}: nothing can be added", url
+        return Action.UPLOAD, reason, url
     if remote.sha256 == sha256 and remote.size in (None, size):
-        return Action.SKIP, "same sha256" + (f" ({frozen})" if frozen else ""), True
+        return Action.SKIP, "same sha256" + (f" ({frozen})" if frozen else ""), remote.url
     if remote.sha256 is None:
         reason = "exists, and the destination reports no sha256 to compare"
     else:
         reason = f"exists with sha256 {remote.sha256[:12]}..., built {sha256[:12]}..."
     if frozen is not None:
-        return Action.CONFLICT, f"{reason}; {frozen}: it cannot be replaced", True
+        return Action.CONFLICT, f"{reason}; {frozen}: it cannot be replaced", remote.url
     if replace:
-        return Action.REPLACE, reason, False
-    return Action.CONFLICT, reason, True
+        return Action.REPLACE, reason, url
+    return Action.CONFLICT, reason, remote.url
 
 
 def decide(
@@ -146,10 +148,9 @@ def decide(
     frozen: str | None = None,
 ) -> FileDecision:
     """What to do with one wheel, from what its destination already has."""
-    action, reason, remote_url = verdict(
-        entry.sha256, entry.size, remote, refusal=refusal, replace=replace, frozen=frozen
+    action, reason, where = verdict(
+        entry.sha256, entry.size, remote, refusal=refusal, replace=replace, url=url, frozen=frozen
     )
-    where = remote.url if remote_url and remote is not None else url
     return FileDecision(entry=entry, action=action, reason=reason, url=where)
 
 
@@ -161,10 +162,15 @@ def decide_companion(
     url: str,
     frozen: str | None = None,
 ) -> CompanionDecision:
-    action, reason, remote_url = verdict(
-        companion.sha256, companion.size, remote, refusal=None, replace=replace, frozen=frozen
+    action, reason, where = verdict(
+        companion.sha256,
+        companion.size,
+        remote,
+        refusal=None,
+        replace=replace,
+        url=url,
+        frozen=frozen,
     )
-    where = remote.url if remote_url and remote is not None else url
     return CompanionDecision(companion=companion, action=action, reason=reason, url=where)
 
 

@@ -245,16 +245,19 @@ FROZEN = "the release k3-org/k3-kernels@v0.1.0 is immutable"
 def test_an_immutable_destination_takes_nothing_new_nor_other_bytes() -> None:
     held = RemoteFile(name="w", size=3, sha256="a" * 64, url="u")
     leftover = RemoteFile(name="w", size=0, sha256=None, url="u", state="starter")
-    same = verdict("a" * 64, 3, held, refusal=None, replace=True, frozen=FROZEN)
-    assert same == (Action.SKIP, f"same sha256 ({FROZEN})", True)
-    other = verdict("b" * 64, 3, held, refusal=None, replace=True, frozen=FROZEN)
+    same = verdict("a" * 64, 3, held, refusal=None, replace=True, url="new", frozen=FROZEN)
+    assert same == (Action.SKIP, f"same sha256 ({FROZEN})", "u")
+    other = verdict("b" * 64, 3, held, refusal=None, replace=True, url="new", frozen=FROZEN)
     assert other[0] is Action.CONFLICT
     assert other[1].endswith(f"; {FROZEN}: it cannot be replaced")
     for remote in (None, leftover):
-        action, reason, _ = verdict("b" * 64, 3, remote, refusal=None, replace=True, frozen=FROZEN)
+        action, reason, url = verdict(
+            "b" * 64, 3, remote, refusal=None, replace=True, url="new", frozen=FROZEN
+        )
         assert action is Action.REFUSED
         assert reason.endswith(f"but {FROZEN}: nothing can be added")
-    assert verdict("b" * 64, 3, None, refusal=None, replace=True)[0] is Action.UPLOAD
+        assert url == "new"
+    assert verdict("b" * 64, 3, None, refusal=None, replace=True, url="new")[0] is Action.UPLOAD
 
 
 def test_replace_on_an_immutable_release_names_it_and_a_new_version(tmp_path: Path) -> None:
