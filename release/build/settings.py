@@ -101,7 +101,7 @@ class CellResult:
     reproduce: str = ""
     toolchain: Mapping[str, str] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
-    compile_cache: CacheStats | None = None  # None: no compile ran (csrc, or the wheel cache)
+    compile_cache: CacheStats | None = None  # None: no compile ran (the wheel cache)
 
 
 class CellFailure(Exception):

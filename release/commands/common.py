@@ -198,7 +198,8 @@ def add_compile_cache_option(parser: argparse.ArgumentParser) -> None:
         type=compile_cache_spec,
         default=None,
         metavar="STORAGE",
-        help="where the cmake and torch backends' compiles (sccache) keep their objects, over "
+        help="where the cmake and torch backends' compiles and csrc's nvcc compiles (sccache) "
+        "keep their objects, over "
         f"{COMPILE_CACHE_VARIABLE} and matrix.yaml's compile-cache: none, local, local:DIR, "
         "github-actions or s3://BUCKET/PREFIX?endpoint=URL&region=R (S3 keys from "
         "AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY)",

@@ -1,6 +1,6 @@
 """Where the compiles of a build keep their objects: matrix.yaml's `compile-cache:`, or
 `--compile-cache` / RELEASE_COMPILE_CACHE, which replace it. The cmake and torch backends
-compile through sccache; this says which storage its server uses.
+(and csrc's nvcc) compile through sccache; this says which storage its server uses.
 
 Pure: the `compile-cache:` section (`CompileCacheSpec`), its rules, and the one-line form
 `none`, `local`, `local:DIR`, `github-actions` or `s3://BUCKET/PREFIX?endpoint=URL&region=R`.
@@ -28,7 +28,8 @@ _REGION = re.compile(r"^[a-z0-9-]{1,40}$")
 
 @dataclass(frozen=True)
 class CompileCacheSpec:
-    """The compile cache (sccache's storage) of the cmake and torch backends' compiles."""
+    """The compile cache (sccache's storage) of the cmake and torch backends' compiles and
+    csrc's nvcc compiles."""
 
     storage: Storage | None = optional(
         "local (default: a directory of the cache dir), s3, github-actions (the workflow's "

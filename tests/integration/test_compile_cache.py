@@ -1,7 +1,8 @@
-"""The compile cache against real parts: the cmake fixture built through the real sccache
-on a real S3 API (moto's server on 127.0.0.1). A second runner with empty local
-directories compiles nothing the first compiled; a store out of reach slows a build down
-and says so, and changes no byte; the S3 keys appear nowhere."""
+"""The compile cache against real parts: the cmake fixture, and csrc's nvcc cell, built
+through the real sccache on a real S3 API (moto's server on 127.0.0.1). A second runner
+with empty local directories (csrc's device cache too) compiles nothing the first
+compiled; a store out of reach slows a build down and says so, and changes no byte; the
+S3 keys appear nowhere."""
 
 from __future__ import annotations
 
@@ -24,7 +25,9 @@ __all__ = ["s3_server"]
 pytestmark = pytest.mark.slow
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "cmake_kernels"
+ROOT = Path(__file__).resolve().parents[2]
 BUCKET = "k3-compile-cache"
+CSRC_BUCKET = "k3-csrc-compile-cache"
 
 
 @pytest.fixture(scope="module")
@@ -42,14 +45,42 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+@pytest.fixture(scope="module")
+def csrc_checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The shipped matrix and csrc, for one SM of the nvcc cell (13.0 x86_64)."""
+    if host_machine() != "x86_64":
+        pytest.skip("csrc's nvcc cell is built here for x86_64")
+    root = tmp_path_factory.mktemp("csrc-checkout")
+    shutil.copytree(
+        ROOT / "csrc", root / "csrc", ignore=shutil.ignore_patterns("build", "dist", "__pycache__")
+    )
+    text = (ROOT / "matrix.yaml").read_text(encoding="utf-8")
+    for shipped, one in (
+        ("arches: [x86_64, aarch64]", "arches: [x86_64]"),
+        ("sms: [75, 80, 86, 89, 90, 100]", "sms: [90]"),
+        ("ptx: 100", "ptx: none"),
+    ):
+        assert shipped in text
+        text = text.replace(shipped, one)
+    (root / "matrix.yaml").write_text(text, encoding="utf-8")
+    return root
+
+
 def runner_build(
-    project: Path, cache: CompileCache, runner: Path, environ: dict[str, str], toolchains: Path
+    project: Path,
+    cache: CompileCache,
+    runner: Path,
+    environ: dict[str, str],
+    toolchains: Path,
+    *,
+    cell_id: str | None = None,
 ) -> CellResult:
-    """The cell as a fresh runner builds it: empty local directories under `runner` (wheel
-    cache, compile cache) and the same checkout and output paths as every other runner."""
+    """The cell (the matrix's one, else `cell_id`) as a fresh runner builds it: empty local
+    directories under `runner` (wheel cache, compile cache, csrc's device cache) and the
+    same checkout and output paths as every other runner."""
     shutil.rmtree(runner, ignore_errors=True)
     matrix = load_matrix(project / "matrix.yaml")
-    (cell,) = matrix.cells
+    (cell,) = [c for c in matrix.cells if cell_id in (None, c.id)]
     settings = BuildSettings(
         matrix=matrix,
         cells=(cell,),
@@ -121,3 +152,47 @@ def test_a_second_runner_compiles_nothing_the_first_compiled(
             result.reproduce,
         ]
         assert not any(SECRET_KEY in text for text in texts)
+
+
+def test_a_second_runner_compiles_none_of_csrcs_device_code_the_first_compiled(
+    csrc_checkout: Path, s3_server: S3Server, release_cache: Path, tmp_path: Path
+) -> None:
+    """csrc's nvcc compiles go through the store behind its device cache: a runner with an
+    empty device cache gets every cubin from the store, and the same wheel."""
+    s3_server.create_bucket(CSRC_BUCKET)
+    environ = {**os.environ, **s3_server.env()}
+    store = parse_compile_cache(
+        f"s3://{CSRC_BUCKET}/csrc/?endpoint={s3_server.endpoint}&region=auto"
+    )
+    cell = "13.0-x86_64"
+
+    def build(cache: CompileCache, runner: str) -> CellResult:
+        return runner_build(
+            csrc_checkout, cache, tmp_path / runner, environ, release_cache, cell_id=cell
+        )
+
+    first = build(store, "r1")
+    assert first.compile_cache is not None
+    assert first.compile_cache.misses >= 1
+    assert first.compile_cache.hits == 0
+    assert first.compile_cache.fallback is None
+    stored = s3_server.keys(CSRC_BUCKET)
+    assert stored
+    assert all(key.startswith("csrc/") for key in stored)
+
+    second = build(store, "r2")
+    assert second.compile_cache is not None
+    assert (second.compile_cache.hits, second.compile_cache.misses) == (
+        first.compile_cache.misses,
+        0,
+    )
+
+    off = build(CompileCache(storage="none"), "r3")
+    assert off.compile_cache is not None
+    assert off.compile_cache.hits == 0
+    assert first.report is not None
+    assert second.report is not None
+    assert off.report is not None
+    assert first.report.sha256 == second.report.sha256 == off.report.sha256
+    assert first.log is not None
+    assert SECRET_KEY not in first.log.read_text(encoding="utf-8")

@@ -122,6 +122,73 @@ def test_stats_count_the_compiles_and_not_nvccs_parts() -> None:
     )
 
 
+# What sccache 0.16 said of a csrc cell (13.0 x86_64, sms [90], ptx 90: two kernels, so
+# two `nvcc --cubin` and two `nvcc --ptx` compiles), cold and then from the store: each
+# compile is counted only by its parts, and as one "non-cacheable" whole.
+CSRC_COLD_STATS: dict[str, object] = {
+    "compile_requests": 4,
+    "requests_not_cacheable": 0,
+    "requests_executed": 10,
+    "cache_errors": {"counts": {}, "adv_counts": {}},
+    "cache_hits": {"counts": {"PTX": 1}, "adv_counts": {"ptx [cicc]": 1}},
+    "cache_misses": {
+        "counts": {"CUBIN": 2, "PTX": 3},
+        "adv_counts": {"cubin [ptxas]": 2, "ptx [cicc]": 3},
+    },
+    "cache_read_errors": 0,
+    "non_cacheable_compilations": 4,
+    "cache_write_errors": 0,
+    "cache_writes": 5,
+    "compilations": 9,
+}
+CSRC_COLD = {"stats": CSRC_COLD_STATS, "version": "0.16.0"}
+CSRC_WARM = {
+    "stats": {
+        **CSRC_COLD_STATS,
+        "cache_hits": {
+            "counts": {"CUBIN": 2, "PTX": 4},
+            "adv_counts": {"cubin [ptxas]": 2, "ptx [cicc]": 4},
+        },
+        "cache_misses": {"counts": {}, "adv_counts": {}},
+        "cache_writes": 0,
+        "compilations": 4,
+    },
+    "version": "0.16.0",
+}
+
+
+@pytest.mark.parametrize(
+    ("stats", "expected"),
+    [
+        # a kernel's --ptx compile found the cicc output of its --cubin compile (the same
+        # cicc run): that compile ran nothing; the other kernel's two ran side by side
+        (CSRC_COLD, (1, 3, 0)),
+        (CSRC_WARM, (4, 0, 0)),
+    ],
+    ids=["cold", "from-the-store"],
+)
+def test_device_only_compiles_are_counted_by_their_parts(
+    stats: dict[str, object], expected: tuple[int, int, int]
+) -> None:
+    parsed = parse_stats(json.dumps(stats), "local directory", None)
+    assert (parsed.hits, parsed.misses, parsed.uncacheable) == expected
+
+
+def test_a_device_compile_that_ran_ptxas_alone_missed() -> None:
+    """cicc's output was in the store and ptxas's was not: that compile ran ptxas."""
+    text = json.dumps(
+        {
+            "stats": {
+                "cache_hits": {"counts": {"PTX": 2}},
+                "cache_misses": {"counts": {"CUBIN": 2}},
+                "non_cacheable_compilations": 2,
+            }
+        }
+    )
+    stats = parse_stats(text, "local directory", None)
+    assert (stats.hits, stats.misses, stats.uncacheable) == (0, 2, 0)
+
+
 def test_stats_that_are_not_sccaches_json_count_nothing() -> None:
     assert parse_stats("sccache: error", "off", None) == CacheStats(storage="off")
 
