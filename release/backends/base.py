@@ -114,9 +114,9 @@ class Backend(Protocol):
         """Config settings it gets from the cell, which the matrix may not set."""
         ...
 
-    @property
-    def uses_compile_cache(self) -> bool:
-        """Its compiles go through the context's `compile_launcher` (sccache)."""
+    def uses_compile_cache(self, device_compiler: str) -> bool:
+        """Its compiles go through the context's `compile_launcher` (sccache), for a cell
+        whose toolchain compiles device code with `device_compiler` (nvcc, nvrtc)."""
         ...
 
     @property

@@ -102,8 +102,10 @@ class CmakeBackend:
         }
     )
     labels_by_rewriting = True
-    uses_compile_cache = True
     tag_remedy = NVCC_TAG_REMEDY
+
+    def uses_compile_cache(self, device_compiler: str) -> bool:
+        return True  # nvcc from the cell's toolkit, whatever csrc's device compiler
 
     def setting_problem(self, name: str, value: str) -> str | None:
         if "CMAKE_CUDA_ARCHITECTURES" in value:

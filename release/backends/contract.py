@@ -33,10 +33,12 @@ class ContractBackend:
     )
     owned_settings = owned_env
     labels_by_rewriting = False
-    # nvcc's compiles through sccache, behind csrc's own device cache (a hit there compiles
-    # nothing); NVRTC's cells keep that device cache only
-    uses_compile_cache = True
     tag_remedy = ""
+
+    def uses_compile_cache(self, device_compiler: str) -> bool:
+        # nvcc's compiles through sccache, behind csrc's own device cache (a hit there
+        # compiles nothing); NVRTC is a library, so its cells keep that device cache only
+        return device_compiler == "nvcc"
 
     def setting_problem(self, name: str, value: str) -> str | None:
         return None

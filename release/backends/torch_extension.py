@@ -137,8 +137,10 @@ class TorchBackend:
     )
     owned_settings: frozenset[str] = frozenset()
     labels_by_rewriting = True
-    uses_compile_cache = True
     tag_remedy = NVCC_TAG_REMEDY
+
+    def uses_compile_cache(self, device_compiler: str) -> bool:
+        return True  # nvcc from the cell's toolkit, whatever csrc's device compiler
 
     def setting_problem(self, name: str, value: str) -> str | None:
         return None

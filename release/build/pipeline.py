@@ -96,6 +96,12 @@ def nvcc_toolkit(toolchain: Toolchain) -> NvccToolkit | None:
     )
 
 
+def through_compile_cache(cell: Cell, toolchain: Toolchain) -> bool:
+    """Whether the cell's compiles go through sccache: its backend's say, for the device
+    compiler of its toolchain."""
+    return backend_for(cell.build.backend).uses_compile_cache(toolchain.plan.device_compiler)
+
+
 def cell_inputs(
     cell: Cell,
     toolchain: Toolchain,
@@ -108,7 +114,7 @@ def cell_inputs(
     build here starts the cell's server), else straight to the compilers (a builder
     elsewhere)."""
     torch_env = settings.torch_envs.get(cell.id)
-    uses = through_cache and backend_for(cell.build.backend).uses_compile_cache
+    uses = through_cache and through_compile_cache(cell, toolchain)
     launcher = sccache_binary() if uses else None
     context = BuildContext(
         toolchain_env=toolchain.build_env(),
@@ -359,7 +365,7 @@ def build_cell(
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text(text, encoding="utf-8")
             jobs = settings.compile_jobs_of(cell).jobs
-            if backend_for(cell.build.backend).uses_compile_cache:
+            if through_compile_cache(cell, toolchain):
                 wheel = _cached_wheel(
                     command, env, outdir, log, jobs=jobs, cache=settings.compile_cache,
                     local_dir=staging / "no-compile-cache"

@@ -31,7 +31,13 @@ from release.backends import (
     placement_problem,
 )
 from release.build.cache import project_files, source_digest
-from release.build.pipeline import build_cell, cell_inputs, nvcc_toolkit, record_cell
+from release.build.pipeline import (
+    build_cell,
+    cell_inputs,
+    nvcc_toolkit,
+    record_cell,
+    through_compile_cache,
+)
 from release.build.settings import BuildSettings, CellResult
 from release.credentials import without_credentials
 from release.downstream.nccl import override_files, write_override_files
@@ -420,7 +426,9 @@ def run_build(settings: BuildSettings, events: BuildEvents) -> BuildRun:
     events.note(f"SOURCE_DATE_EPOCH={settings.epoch}")
     for choice in dict.fromkeys(settings.compile_jobs_of(c) for c in settings.cells):
         events.note(f"compile jobs: {choice.jobs} a cell ({choice.reason})")
-    if any(backend_for(c.build.backend).uses_compile_cache for c in settings.cells):
+    if any(
+        c.id in toolchains and through_compile_cache(c, toolchains[c.id]) for c in settings.cells
+    ):
         cache = settings.compile_cache
         where = f" {settings.compile_root}" if cache.storage == "local" and not cache.dir else ""
         events.note(f"compile cache: {cache.describe()}{where} (sccache)")

@@ -376,3 +376,10 @@ def test_without_a_compress_mode_no_backend_names_one() -> None:
     for backend in BACKEND_NAMES:
         env = build_inputs(targets_of(BuildRecipe(backend=backend)), context).env
         assert not any("compress" in f"{k}={v}".lower() for k, v in env.items()), backend
+
+
+def test_csrc_compiles_through_the_cache_only_with_nvcc_the_nvcc_backends_always() -> None:
+    assert backend_for("release").uses_compile_cache("nvcc")
+    assert not backend_for("release").uses_compile_cache("nvrtc"), "NVRTC is a library"
+    for name in ("cmake", "torch"):
+        assert backend_for(name).uses_compile_cache("nvrtc"), "their nvcc is the cell's toolkit"
