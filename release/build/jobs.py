@@ -75,8 +75,9 @@ def meminfo_available(text: str) -> int | None:
 
 
 def cgroup_room(limit: str, used: str) -> int | None:
-    """What a cgroup v2 memory limit leaves (`memory.max`, `memory.current`); None for
-    `max` (no limit)."""
+    """What a cgroup memory limit leaves (v2's `memory.max` and `memory.current`, v1's
+    `memory.limit_in_bytes` and `memory.usage_in_bytes`); None for v2's `max` (no limit;
+    v1 says no limit with a number larger than any machine's memory)."""
     limit, used = limit.strip(), used.strip()
     if not limit.isdigit() or not used.isdigit():
         return None
@@ -86,9 +87,32 @@ def cgroup_room(limit: str, used: str) -> int | None:
 # ---------------------------------------------------------------- edge
 
 
+def cgroup_memory_files(cgroup: str) -> list[tuple[str, str]]:
+    """Where the memory limit and use of this process's cgroup are, from /proc/self/cgroup:
+    v2's `memory.max` / `memory.current` (the `0::` line), v1's `memory.limit_in_bytes` /
+    `memory.usage_in_bytes` under the memory controller's mount (a line naming `memory`),
+    each at the cgroup's path and at the mount's root (where a cgroup namespace shows the
+    container's own cgroup as `/`)."""
+    found: list[tuple[str, str]] = []
+    for line in cgroup.splitlines():
+        parts = line.strip().split(":", 2)
+        if len(parts) != 3:
+            continue
+        _, controllers, place = parts
+        if controllers == "":
+            base, files = "sys/fs/cgroup", ("memory.max", "memory.current")
+        elif "memory" in controllers.split(","):
+            base, files = "sys/fs/cgroup/memory", ("memory.limit_in_bytes", "memory.usage_in_bytes")
+        else:
+            continue
+        for where in dict.fromkeys((f"{base}{place}".rstrip("/"), base)):
+            found.append((f"{where}/{files[0]}", f"{where}/{files[1]}"))
+    return found
+
+
 def available_memory(root: Path = Path("/")) -> int | None:
     """Memory this process can still use: MemAvailable, or less where its cgroup (a
-    container's limit) leaves less."""
+    container's limit, v1 or v2) leaves less."""
 
     def read(path: str) -> str | None:
         try:
@@ -97,13 +121,10 @@ def available_memory(root: Path = Path("/")) -> int | None:
             return None
 
     found = [meminfo_available(read("proc/meminfo") or "")]
-    cgroup = read("proc/self/cgroup") or ""
-    place = next((line[3:] for line in cgroup.splitlines() if line.startswith("0::")), None)
-    if place is not None:
-        base = f"sys/fs/cgroup{place.rstrip()}".replace("//", "/").rstrip("/")
-        limit, used = read(f"{base}/memory.max"), read(f"{base}/memory.current")
+    for limit_file, used_file in cgroup_memory_files(read("proc/self/cgroup") or ""):
+        limit, used = read(limit_file), read(used_file)
         if limit is not None and used is not None:
-            found.append(cgroup_room(limit, used))
+            found.append(cgroup_room(limit, used))  # every limit that applies: the least
     known = [m for m in found if m is not None]
     return min(known) if known else None
 

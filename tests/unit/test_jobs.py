@@ -9,6 +9,7 @@ from release.build.jobs import (
     GIB,
     MEMORY_PER_JOB,
     available_memory,
+    cgroup_memory_files,
     cgroup_room,
     compile_jobs,
     killed_for_memory,
@@ -69,3 +70,36 @@ def test_a_containers_limit_is_what_is_left(tmp_path: Path) -> None:
     (group / "memory.current").write_text(f"{4 * GIB}\n")
     assert available_memory(tmp_path) == 12 * GIB
     assert available_memory(tmp_path / "nowhere") is None
+
+
+def test_a_cgroup_v1_limit_counts_too(tmp_path: Path) -> None:
+    (tmp_path / "proc" / "self").mkdir(parents=True)
+    (tmp_path / "proc" / "meminfo").write_text(f"MemAvailable: {64 * 1024 * 1024} kB\n")
+    (tmp_path / "proc" / "self" / "cgroup").write_text(
+        "9:name=systemd:/\n4:memory:/docker/abc\n3:cpu,cpuacct:/docker/abc\n0::/\n"
+    )
+    group = tmp_path / "sys" / "fs" / "cgroup" / "memory" / "docker" / "abc"
+    group.mkdir(parents=True)
+    (group / "memory.limit_in_bytes").write_text(f"{8 * GIB}\n")
+    (group / "memory.usage_in_bytes").write_text(f"{2 * GIB}\n")
+    assert available_memory(tmp_path) == 6 * GIB
+    # no limit: v1 writes a number past any machine's memory, so MemAvailable decides
+    (group / "memory.limit_in_bytes").write_text("9223372036854771712\n")
+    assert available_memory(tmp_path) == 64 * GIB
+
+
+def test_a_cgroup_namespace_shows_the_containers_own_cgroup_at_the_mounts_root(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "proc" / "self").mkdir(parents=True)
+    (tmp_path / "proc" / "meminfo").write_text(f"MemAvailable: {64 * 1024 * 1024} kB\n")
+    (tmp_path / "proc" / "self" / "cgroup").write_text("4:memory:/\n")
+    mount = tmp_path / "sys" / "fs" / "cgroup" / "memory"
+    mount.mkdir(parents=True)
+    (mount / "memory.limit_in_bytes").write_text(f"{4 * GIB}\n")
+    (mount / "memory.usage_in_bytes").write_text(f"{1 * GIB}\n")
+    assert available_memory(tmp_path) == 3 * GIB
+    assert cgroup_memory_files("0::/a/b\n") == [
+        ("sys/fs/cgroup/a/b/memory.max", "sys/fs/cgroup/a/b/memory.current"),
+        ("sys/fs/cgroup/memory.max", "sys/fs/cgroup/memory.current"),
+    ]
