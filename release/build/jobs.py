@@ -18,10 +18,11 @@ GIB = 1 << 30
 # cudafe++ beside the host compiler); one compile per core runs a runner out of memory.
 MEMORY_PER_JOB = 3 * GIB
 
-# What gcc's driver, nvcc and a shell say when the kernel's OOM killer took a child, and
-# the exit of a process killed by SIGKILL.
+# What gcc's driver, nvcc, sccache and a shell say when the kernel's OOM killer took a
+# child, and the exit of a process killed by SIGKILL.
 _KILLED = re.compile(
     r"Killed signal terminated program|died due to signal 9|\(Kill signal\)|"
+    r"terminated \(signal: 9\)|Compiler killed by signal 9|"
     r"^\S*: line \d+: +\d+ Killed ",
     re.MULTILINE,
 )

@@ -39,6 +39,8 @@ OOM_LINES = [
     "g++: fatal error: Killed signal terminated program cc1plus",
     "nvcc error   : 'cicc' died due to signal 9 (Kill signal)",
     "/bin/sh: line 1:  4242 Killed                  nvcc -c big.cu -o big.o",
+    # nvcc behind sccache, in a memory cgroup past its limit (benchmarks/compile_cache.py)
+    "cudafe++ terminated (signal: 9)sccache: Compiler killed by signal 9",
 ]
 
 
