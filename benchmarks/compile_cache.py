@@ -7,14 +7,18 @@ API (moto's server on 127.0.0.1, started here).
 2. second cold runner: empty local directories, the store the first one filled
    (goal: <= 0.2 of cold, 0 misses, the same wheel bytes)
 3. one changed file: a third empty runner after one unit changed (goal: 1 miss)
-4. compile jobs: the build with the jobs `release` chooses for a memory limit of one
-   compile's budget (3 GiB: 1 job) against one job per core, from empty caches; the peak
-   resident memory of each build's processes, sampled every 0.1 s, against that limit
+4. compile jobs on a memory-limited runner: a second generated project of --heavy-units
+   units whose host code instantiates --heavy-chunks thousand templates (about 1.1 GiB and
+   70 s a compile at 60), built inside a real memory cgroup (v1 or v2) limited to
+   --limit-gib, once with the jobs `release` chooses for that limit and once with one job
+   per core, from empty caches; each build's peak is the cgroup's own count (v1
+   `memory.max_usage_in_bytes`, v2 `memory.peak`). Skipped, and said so, where no memory
+   cgroup can be made (not root)
 
 Every runner builds from the same checkout path, as CI runners do. Run:
     .venv/bin/python benchmarks/compile_cache.py [--units 24] [--keep DIR]
 It ends with the lines `shared-store cold runner / cold: R`, `misses on the second
-runner: N` and `misses after one changed file: N`.
+runner: N` and `misses after one changed file: N`. `--heavy-units 0` leaves part 4 out.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from release.build.jobs import MEMORY_PER_JOB  # noqa: E402
+from release.build.jobs import compile_jobs  # noqa: E402
 from release.build.pipeline import build_cell  # noqa: E402
 from release.build.settings import BuildSettings, CellResult  # noqa: E402
 from release.build.stage import BuildEvents, prepare  # noqa: E402
@@ -95,7 +99,26 @@ extern "C" void bench_{i}(float* x, float a, int n) {{
 """
 
 
-def generate(root: Path, units: int) -> Path:
+HEAVY_UNIT = """\
+#include <utility>
+#include <cuda_runtime.h>
+namespace {{
+template <int N> struct R {{ static constexpr long v = N * 3L + {i}; long pad[N % 13 + 1]; }};
+template <int B, int... Ns> constexpr long chunk(std::integer_sequence<int, Ns...>) {{
+  return (0L + ... + (R<B * 1000 + Ns>::v + sizeof(R<B * 1000 + Ns>)));
+}}
+template <int... Bs> constexpr long all(std::integer_sequence<int, Bs...>) {{
+  return (0L + ... + chunk<Bs>(std::make_integer_sequence<int, 1000>{{}}));
+}}
+__global__ void fill_{i}(long* x, long v) {{ *x = v; }}
+}}
+extern "C" void heavy_{i}(long* x) {{
+  fill_{i}<<<1, 1>>>(x, all(std::make_integer_sequence<int, {chunks}>{{}}));
+}}
+"""
+
+
+def generate(root: Path, units: int, unit: str = UNIT, **fill: int) -> Path:
     (root / "csrc").mkdir(parents=True)
     (root / "src" / "bench_kernels").mkdir(parents=True)
     (root / "src" / "bench_kernels" / "__init__.py").write_text("", encoding="utf-8")
@@ -103,7 +126,8 @@ def generate(root: Path, units: int) -> Path:
     (root / "pyproject.toml").write_text(PYPROJECT, encoding="utf-8")
     (root / "matrix.yaml").write_text(MATRIX, encoding="utf-8")
     for i in range(units):
-        (root / "csrc" / f"unit_{i:02d}.cu").write_text(UNIT.format(i=i), encoding="utf-8")
+        text = unit.format(i=i, **fill)
+        (root / "csrc" / f"unit_{i:02d}.cu").write_text(text, encoding="utf-8")
     return root
 
 
@@ -145,6 +169,56 @@ class PeakMemory:
         return total
 
 
+class MemoryGroup:
+    """A child memory cgroup with a limit that this process (and so every process the
+    build starts, sccache's server and its compiles included) runs in while inside the
+    `with`; `peak` is the kernel's count of the most the group held. Past the limit the OOM
+    killer takes the group's largest process: a compile (about 1 GiB), not this one."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.peak = 0
+        found = _memory_cgroup()
+        if found is None:
+            raise OSError("no memory cgroup (v1 or v2) to make a child in")
+        self.parent, self.v2 = found
+        self.path = self.parent / f"bench-{os.getpid()}-{time.monotonic_ns()}"
+
+    def __enter__(self) -> MemoryGroup:
+        self.path.mkdir()
+        (self.path / ("memory.max" if self.v2 else "memory.limit_in_bytes")).write_text(
+            str(self.limit)
+        )
+        if not self.v2:
+            (self.path / "memory.memsw.limit_in_bytes").write_text(str(self.limit))
+        (self.path / "cgroup.procs").write_text(str(os.getpid()))
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        (self.parent / "cgroup.procs").write_text(str(os.getpid()))
+        peak = self.path / ("memory.peak" if self.v2 else "memory.max_usage_in_bytes")
+        self.peak = int(peak.read_text())
+        for _attempt in range(50):  # the killed build's last processes leave within moments
+            try:
+                self.path.rmdir()
+                break
+            except OSError:
+                time.sleep(0.2)
+
+
+def _memory_cgroup() -> tuple[Path, bool] | None:
+    """This process's memory cgroup, and whether it is v2."""
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        _, controllers, place = line.split(":", 2)
+        if "memory" in controllers.split(","):
+            return Path("/sys/fs/cgroup/memory") / place.lstrip("/"), False
+        if controllers == "":
+            here = Path("/sys/fs/cgroup") / place.lstrip("/")
+            if "memory" in (here / "cgroup.subtree_control").read_text(errors="ignore"):
+                return here, True
+    return None
+
+
 @dataclass(frozen=True)
 class Run:
     seconds: float
@@ -154,7 +228,7 @@ class Run:
 
 def runner(
     project: Path, cache: CompileCache, where: Path, toolchains: Path, environ: dict[str, str],
-    *, memory: int | None = None, compile_jobs: int | None = None,
+    *, memory: int | None = None, compile_jobs: int | None = None, may_fail: bool = False,
 ) -> Run:  # fmt: skip
     """The cell as a fresh runner builds it (empty wheel cache and local directories)."""
     shutil.rmtree(where, ignore_errors=True)
@@ -171,7 +245,7 @@ def runner(
     with PeakMemory(f"{MARKER}={environ[MARKER]}") as peak:
         result = build_cell(cell, prepared[cell.id], settings, sources=str(start))
     seconds = time.monotonic() - start
-    if not result.ok:
+    if not result.ok and not may_fail:
         raise SystemExit(f"the build failed: {result.error}\n{result.log_tail}")
     return Run(seconds=seconds, result=result, peak=peak.peak)
 
@@ -192,6 +266,9 @@ def main() -> int:
                                                or tempfile.mkdtemp(prefix="bench-toolchains-")),
         help="where toolchains are provisioned (default: $RELEASE_TEST_CACHE, else fresh)",
     )  # fmt: skip
+    parser.add_argument("--heavy-units", type=int, default=4)
+    parser.add_argument("--heavy-chunks", type=int, default=60)
+    parser.add_argument("--limit-gib", type=float, default=1.6)
     args = parser.parse_args()
     root = args.keep or Path(tempfile.mkdtemp(prefix="bench-compile-cache-"))
     project = generate(root / "checkout", args.units)
@@ -209,12 +286,7 @@ def main() -> int:
         changed = project / "csrc" / "unit_00.cu"
         changed.write_text(changed.read_text().replace("+ 0.0f", "+ 0.5f"), encoding="utf-8")
         after = runner(project, store, root / "runner-3", toolchains, environ)
-        cpus = len(os.sched_getaffinity(0))
-        limit = MEMORY_PER_JOB
-        chosen = runner(project, CompileCache(storage="none"), root / "jobs-chosen",
-                        toolchains, environ, memory=limit)  # fmt: skip
-        per_core = runner(project, CompileCache(storage="none"), root / "jobs-per-core",
-                          toolchains, environ, compile_jobs=cpus)  # fmt: skip
+        memory_lines = memory_limited(args, root, toolchains, environ)
     finally:
         server.stop()
         if args.keep is None:
@@ -224,20 +296,52 @@ def main() -> int:
         ("cold (empty store)", cold),
         ("second cold runner (shared store)", second),
         ("one changed file", after),
-        (f"jobs chosen for {limit / 2**30:.0f} GiB", chosen),
-        (f"one job per core ({cpus})", per_core),
     ]
     for name, run in runs:
         print(_line(name, run))
     shas = {run.result.report.sha256 if run.result.report else None for run in (cold, second)}
     identical = len(shas) == 1 and None not in shas
     print(f"second runner's wheel identical to the cold one's: {'yes' if identical else 'NO'}")
-    print(f"peak memory, jobs chosen / limit: {chosen.peak / limit:.2f}"
-          f"  (one job per core: {per_core.peak / limit:.2f})")  # fmt: skip
+    for line in memory_lines:
+        print(line)
     print(f"shared-store cold runner / cold: {second.seconds / cold.seconds:.2f}")
     print(f"misses on the second runner: {_misses(second)}")
     print(f"misses after one changed file: {_misses(after)}")
     return 0
+
+
+def memory_limited(
+    args: argparse.Namespace, root: Path, toolchains: Path, environ: dict[str, str]
+) -> list[str]:
+    """Part 4: the heavy project in a memory cgroup of --limit-gib, with the jobs chosen for
+    that limit and with one job per core; what each did, and its peak against the limit."""
+    if args.heavy_units == 0:
+        return ["memory-limited builds: left out (--heavy-units 0)"]
+    limit = int(args.limit_gib * 2**30)
+    cpus = len(os.sched_getaffinity(0))
+    chosen_jobs = compile_jobs(cpus=cpus, memory=limit, side_by_side=1).jobs
+    heavy = generate(root / "heavy-checkout", args.heavy_units, HEAVY_UNIT,
+                     chunks=args.heavy_chunks)  # fmt: skip
+    lines = [
+        f"{args.heavy_units} heavy translation units ({args.heavy_chunks} thousand template "
+        f"instantiations each) in a memory cgroup of {args.limit_gib:g} GiB"
+    ]
+    for name, jobs, kw in (
+        (f"jobs chosen for the limit ({chosen_jobs})", chosen_jobs, {"memory": limit}),
+        (f"one job per core ({cpus})", cpus, {"compile_jobs": cpus}),
+    ):
+        try:
+            with MemoryGroup(limit) as group:
+                run = runner(heavy, CompileCache(storage="none"), root / f"jobs-{jobs}",
+                             toolchains, environ, may_fail=True, **kw)  # fmt: skip
+        except OSError as error:
+            return [f"memory-limited builds: skipped ({error})"]
+        what = "ok" if run.result.ok else f"FAILED: {run.result.error}"
+        lines.append(
+            f"{name:<34} {run.seconds:7.1f} s  peak {group.peak / 2**20:6.0f} MiB "
+            f"({group.peak / limit:.2f} of the limit)  {what}"
+        )
+    return lines
 
 
 def _misses(run: Run) -> int:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from release.build.compilecache import CacheStats
 from release.build.pipeline import build_cell
 from release.build.settings import BuildSettings, CellResult
 from release.build.stage import BuildEvents, prepare
@@ -98,6 +99,21 @@ def runner_build(
     return result
 
 
+def first_runner_filled_the_store(
+    first: CellResult, s3_server: S3Server, bucket: str, prefix: str
+) -> CacheStats:
+    """A cold runner on an empty store: it missed, hit nothing, reached the store, and
+    left its objects under the prefix."""
+    assert first.compile_cache is not None
+    assert first.compile_cache.misses >= 1
+    assert first.compile_cache.hits == 0
+    assert first.compile_cache.fallback is None
+    stored = s3_server.keys(bucket)
+    assert stored
+    assert all(key.startswith(prefix) for key in stored)
+    return first.compile_cache
+
+
 def test_a_second_runner_compiles_nothing_the_first_compiled(
     project: Path, s3_server: S3Server, release_cache: Path, tmp_path: Path
 ) -> None:
@@ -106,18 +122,12 @@ def test_a_second_runner_compiles_nothing_the_first_compiled(
     store = parse_compile_cache(f"s3://{BUCKET}/k3/?endpoint={s3_server.endpoint}&region=auto")
 
     first = runner_build(project, store, tmp_path / "runner-1", environ, release_cache)
-    assert first.compile_cache is not None
-    assert first.compile_cache.misses >= 1
-    assert first.compile_cache.hits == 0
-    assert first.compile_cache.fallback is None
-    stored = s3_server.keys(BUCKET)
-    assert stored
-    assert all(key.startswith("k3/") for key in stored)
+    cold = first_runner_filled_the_store(first, s3_server, BUCKET, "k3/")
 
     second = runner_build(project, store, tmp_path / "runner-2", environ, release_cache)
     assert second.compile_cache is not None
     assert (second.compile_cache.hits, second.compile_cache.misses) == (
-        first.compile_cache.misses,
+        cold.misses,
         0,
     )
     assert second.report is not None
@@ -172,18 +182,12 @@ def test_a_second_runner_compiles_none_of_csrcs_device_code_the_first_compiled(
         )
 
     first = build(store, "r1")
-    assert first.compile_cache is not None
-    assert first.compile_cache.misses >= 1
-    assert first.compile_cache.hits == 0
-    assert first.compile_cache.fallback is None
-    stored = s3_server.keys(CSRC_BUCKET)
-    assert stored
-    assert all(key.startswith("csrc/") for key in stored)
+    cold = first_runner_filled_the_store(first, s3_server, CSRC_BUCKET, "csrc/")
 
     second = build(store, "r2")
     assert second.compile_cache is not None
     assert (second.compile_cache.hits, second.compile_cache.misses) == (
-        first.compile_cache.misses,
+        cold.misses,
         0,
     )
 
