@@ -15,7 +15,9 @@ misses are its own.
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
 import socket
 import sys
 import sysconfig
@@ -229,7 +231,27 @@ class CompileCacheServer:
         return parse_stats(done.output, self.storage, self.fallback)
 
     def stop(self) -> None:
+        """End the server and any compile it still runs (a build stopped by a signal leaves
+        them: they are the server's children, not the build's)."""
+        end_compiles_of(self.port)
         proc.run([str(self.binary), "--stop-server"], env=self.env, timeout=60)
+
+
+def end_compiles_of(port: int) -> None:
+    """SIGKILL every process but this one that talks to the server on `port` (its
+    compiles and their children, which carry SCCACHE_SERVER_PORT), the server itself
+    left to `--stop-server`."""
+    marker = f"SCCACHE_SERVER_PORT={port}".encode()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes().split(b"\0")
+            if marker not in environ or b"SCCACHE_START_SERVER=1" in environ:
+                continue  # not this server's, or the server itself
+            os.kill(int(entry.name), signal.SIGKILL)
+        except (OSError, ValueError):
+            continue  # gone already, or not ours
 
 
 class CompileCacheError(Exception):
