@@ -21,11 +21,11 @@ from release.commands import pins as pins_command
 from release.commands import plan as plan_command
 from release.commands import publish as publish_command
 from release.commands import verify as verify_command
-from release.commands.common import parents
+from release.commands.common import Command, add_command, parents
 from release.console import Annotation, Output
 from release.errors import ConfigError, FileError, ReleaseError
 
-COMMANDS = (
+COMMANDS: tuple[Command, ...] = (
     matrix_command,
     nccl_command,
     doctor_command,
@@ -48,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for command in COMMANDS:
-        command.register(subparsers, shared)
+        add_command(subparsers, command, shared)
     return parser
 
 

@@ -1,4 +1,8 @@
-"""`release build`: the selected cells into inspected, correctly tagged wheels in dist/.
+"""Build, repair and inspect one wheel per selected cell; write dist/manifest.json and the NCCL
+override files. Wheels are reproducible: SOURCE_DATE_EPOCH (default: the time of the last
+commit) dates their files.
+
+`release build`: the selected cells into inspected, correctly tagged wheels in dist/.
 
 Before anything is provisioned, every cell that cannot build here (a cmake or torch cell
 without nvcc for its CUDA version, or of another CPU arch) stops the build with exit 3;
@@ -50,17 +54,11 @@ JOBS = WholeNumber(1, 64)  # CUDA versions side by side: a matrix has a handful
 COMPILE_JOBS = WholeNumber(1, 1024)  # past this, make and ninja fork until the machine stops
 
 
-def register(subparsers: Any, parents: common.Parents) -> None:
-    parser = common.add_command(
-        subparsers,
-        "build",
-        run,
-        parents=[parents.matrix, parents.cells, parents.output],
-        help="build the wheels of the selected cells",
-        description="Build, repair and inspect one wheel per selected cell; write "
-        "dist/manifest.json and the NCCL override files. Wheels are reproducible: "
-        "SOURCE_DATE_EPOCH (default: the time of the last commit) dates their files.",
-    )
+HELP = "build the wheels of the selected cells"
+SHARED: tuple[common.Shared, ...] = ("matrix", "cells", "output")
+
+
+def add_options(parser: argparse.ArgumentParser) -> None:
     common.add_output_dir(parser, "--out", "output directory (default: dist)")
     parser.add_argument(
         "--jobs",

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, Protocol
 
 from release.build.jobs import available_memory, cpus
 from release.commands.options import OutputDir, OutputFile, output_dir_problem
@@ -70,22 +70,36 @@ def parents() -> Parents:
     return Parents(matrix=matrix, output=output, cells=cells)
 
 
-def add_command(
-    subparsers: Any,
-    name: str,
-    run: Callable[[argparse.Namespace], int],
-    *,
-    parents: Sequence[argparse.ArgumentParser],
-    help: str,
-    description: str,
-) -> argparse.ArgumentParser:
-    """The subcommand `release name`, with the shared options of `parents` first, carried
-    out by `run`; the caller adds its own options to the parser returned."""
+Shared = Literal["matrix", "cells", "output"]
+
+
+class Command(Protocol):
+    """A module of release.commands: its docstring's first paragraph is the description
+    `release NAME --help` shows, and the module's name (`gpu_gate`: `release gpu-gate`) the
+    command's."""
+
+    __name__: str
+    __doc__: str | None
+    HELP: str  # the line in `release --help`
+    SHARED: tuple[Shared, ...]  # the shared options it takes, in the order --help lists them
+
+    def add_options(self, parser: argparse.ArgumentParser) -> None: ...
+
+    def run(self, args: argparse.Namespace) -> int: ...
+
+
+def add_command(subparsers: Any, command: Command, shared: Parents) -> None:
+    """The subcommand `release NAME`: the shared options first, then the command's own."""
+    name = command.__name__.rsplit(".", 1)[-1].replace("_", "-")
+    description = (command.__doc__ or "").split("\n\n", 1)[0]
     parser: argparse.ArgumentParser = subparsers.add_parser(
-        name, parents=list(parents), help=help, description=description
+        name,
+        parents=[getattr(shared, option) for option in command.SHARED],
+        help=command.HELP,
+        description=description,
     )
-    parser.set_defaults(func=run)
-    return parser
+    parser.set_defaults(func=command.run)
+    command.add_options(parser)
 
 
 def output_for(args: argparse.Namespace, command: str) -> Output:

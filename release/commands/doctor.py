@@ -1,5 +1,9 @@
-"""`release doctor`: per CUDA version and arch, which tools a build will use and from where;
-per cell, what its build backend will use and receive, and whether it builds here."""
+"""Show, per CUDA version and arch, the device compiler, the host C compiler and the fatbin
+inspector that a build would use, and where each comes from.
+
+`release doctor`: per CUDA version and arch, which tools a build will use and from where;
+per cell, what its build backend will use and receive, and whether it builds here.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +14,6 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from release.build import preview
 from release.commands import common
@@ -27,17 +30,11 @@ from release.toolchain import (
 )
 from release.toolchain.cacheroot import toolchain_cache
 
+HELP = "show the toolchain of every CUDA version and arch"
+SHARED: tuple[common.Shared, ...] = ("matrix", "cells", "output")
 
-def register(subparsers: Any, parents: common.Parents) -> None:
-    parser = common.add_command(
-        subparsers,
-        "doctor",
-        run,
-        parents=[parents.matrix, parents.cells, parents.output],
-        help="show the toolchain of every CUDA version and arch",
-        description="Show, per CUDA version and arch, the device compiler, the host C "
-        "compiler and the fatbin inspector that a build would use, and where each comes from.",
-    )
+
+def add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--provision",
         action="store_true",

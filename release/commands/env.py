@@ -1,4 +1,9 @@
-"""`release env`: one cell's build inputs, for builders other than `release build`.
+"""Provision the toolchain of one cell (as `release build` does) and print the RELEASE_* build
+inputs of csrc/BUILDING.md as `export` lines, or write them as a dotenv file. With --record,
+check a wheel built from them elsewhere (cibuildwheel) as `release build` checks its own and add
+it to the manifest in --dist.
+
+`release env`: one cell's build inputs, for builders other than `release build`.
 
 cibuildwheel builds the kernel project inside a stock manylinux_2_28 container. There,
 `release env --cuda X --arch Y` provisions the cell's toolchain from PyPI exactly as
@@ -22,7 +27,6 @@ import shlex
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from release import proc
 from release.build.settings import BuildSettings, source_date_epoch
@@ -33,19 +37,11 @@ from release.fsutil import write_atomic
 from release.matrix import Cell
 from release.targets import ARCHES
 
+HELP = "provision one cell's toolchain and print its build inputs"
+SHARED: tuple[common.Shared, ...] = ("matrix", "output")
 
-def register(subparsers: Any, parents: common.Parents) -> None:
-    parser = common.add_command(
-        subparsers,
-        "env",
-        run,
-        parents=[parents.matrix, parents.output],
-        help="provision one cell's toolchain and print its build inputs",
-        description="Provision the toolchain of one cell (as `release build` does) and print "
-        "the RELEASE_* build inputs of csrc/BUILDING.md as `export` lines, or write them as a "
-        "dotenv file. With --record, check a wheel built from them elsewhere (cibuildwheel) "
-        "as `release build` checks its own and add it to the manifest in --dist.",
-    )
+
+def add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cuda", required=True, metavar="X.Y")
     parser.add_argument("--arch", required=True, choices=ARCHES)
     common.add_output_file(

@@ -1,11 +1,15 @@
-"""`release gpu-gate`: the GPU tests of matrix.yaml's `gpu-gate`, run on this machine (one of
-the named GPU runners) against the built wheels and a PTX-only build of each."""
+"""On a GPU runner named in matrix.yaml's gpu-gate: run its test command against each wheel of
+--dist for the runner's CPU arch as built, then against a PTX-only build of it for its lowest
+SM. Exit 4 if any run fails.
+
+`release gpu-gate`: the GPU tests of matrix.yaml's `gpu-gate`, run on this machine (one of
+the named GPU runners) against the built wheels and a PTX-only build of each.
+"""
 
 from __future__ import annotations
 
 import argparse
 import os
-from typing import Any
 
 from release.build.gate import GateResult, run_gate
 from release.build.settings import DEFAULT_EPOCH, BuildSettings
@@ -18,17 +22,11 @@ from release.records.dist import load_dist
 GATE_COLUMNS = ("run", "result", "time", "wheel", "detail")
 
 
-def register(subparsers: Any, parents: common.Parents) -> None:
-    parser = common.add_command(
-        subparsers,
-        "gpu-gate",
-        run,
-        parents=[parents.matrix, parents.output],
-        help="run the GPU tests of matrix.yaml's gpu-gate on the built wheels",
-        description="On a GPU runner named in matrix.yaml's gpu-gate: run its test command "
-        "against each wheel of --dist for the runner's CPU arch as built, then against a "
-        "PTX-only build of it for its lowest SM. Exit 4 if any run fails.",
-    )
+HELP = "run the GPU tests of matrix.yaml's gpu-gate on the built wheels"
+SHARED: tuple[common.Shared, ...] = ("matrix", "output")
+
+
+def add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--runner",
         required=True,

@@ -1,4 +1,7 @@
-"""`release matrix`: the expanded cells, as a table, JSON, or a GitHub Actions matrix."""
+"""Show the expanded cells: one wheel per (CUDA version, CPU arch).
+
+`release matrix`: the expanded cells, as a table, JSON, or a GitHub Actions matrix.
+"""
 
 from __future__ import annotations
 
@@ -85,15 +88,11 @@ def gate_matrix(matrix: Matrix) -> dict[str, Any]:
     }
 
 
-def register(subparsers: Any, parents: common.Parents) -> None:
-    parser = common.add_command(
-        subparsers,
-        "matrix",
-        run,
-        parents=[parents.matrix, parents.cells, parents.output],
-        help="show the cells of the release matrix",
-        description="Show the expanded cells: one wheel per (CUDA version, CPU arch).",
-    )
+HELP = "show the cells of the release matrix"
+SHARED: tuple[common.Shared, ...] = ("matrix", "cells", "output")
+
+
+def add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--format",
         choices=("table", "json", "github", "gpu"),

@@ -1,10 +1,14 @@
-"""`release nccl`: the NCCL override (uv) and constraints (pip) files per CUDA major."""
+"""Write cuNN.txt (uv: UV_OVERRIDE or --override), cuNN-reinstall.txt (pip: a second `pip install
+--no-deps --force-reinstall -r` step) and cuNN-constraints.txt (pip -c, which only narrows) for
+every CUDA major that pins NCCL in the matrix.
+
+`release nccl`: the NCCL override (uv) and constraints (pip) files per CUDA major.
+"""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
 
 from release.commands import common
 from release.downstream.nccl import (
@@ -17,21 +21,11 @@ from release.downstream.nccl import (
 from release.errors import ConfigError
 from release.remote import httpclient as http
 
+HELP = "write the NCCL pin files for each CUDA major"
+SHARED: tuple[common.Shared, ...] = ("matrix", "output")
 
-def register(subparsers: Any, parents: common.Parents) -> None:
-    parser = common.add_command(
-        subparsers,
-        "nccl",
-        run,
-        parents=[parents.matrix, parents.output],
-        help="write the NCCL pin files for each CUDA major",
-        description=(
-            "Write cuNN.txt (uv: UV_OVERRIDE or --override), cuNN-reinstall.txt (pip: a "
-            "second `pip install --no-deps --force-reinstall -r` step) and "
-            "cuNN-constraints.txt (pip -c, which only narrows) for every CUDA major that "
-            "pins NCCL in the matrix."
-        ),
-    )
+
+def add_options(parser: argparse.ArgumentParser) -> None:
     common.add_output_dir(parser, "--out", "output directory (default: dist)", default=Path("dist"))
     parser.add_argument("--cuda", action="append", default=[], metavar="X.Y")
     parser.add_argument(

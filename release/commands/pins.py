@@ -1,9 +1,13 @@
-"""`release pins`: hash-pinned requirement files for the consumers of a release."""
+"""From <dist>/published.json: per variant, `<variant>.txt` (the index and the version with the
+sha256 of every platform's wheel, for pip and uv) and `<variant>-urls.txt` (each wheel's URL
+with its sha256 and a platform marker, for Dockerfiles).
+
+`release pins`: hash-pinned requirement files for the consumers of a release.
+"""
 
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from release.commands import common
 from release.downstream.requirement_files import install_lines, pin_files
@@ -11,19 +15,11 @@ from release.fsutil import write_atomic
 from release.records.dist import load_dist
 from release.records.published import RECORD_NAME, read_record, with_overrides
 
+HELP = "write hash-pinned requirement files for each variant of a publish"
+SHARED: tuple[common.Shared, ...] = ("output",)
 
-def register(subparsers: Any, parents: common.Parents) -> None:
-    parser = common.add_command(
-        subparsers,
-        "pins",
-        run,
-        parents=[parents.output],
-        help="write hash-pinned requirement files for each variant of a publish",
-        description="From <dist>/published.json: per variant, `<variant>.txt` (the index and "
-        "the version with the sha256 of every platform's wheel, for pip and uv) and "
-        "`<variant>-urls.txt` (each wheel's URL with its sha256 and a platform marker, "
-        "for Dockerfiles).",
-    )
+
+def add_options(parser: argparse.ArgumentParser) -> None:
     common.add_dist_option(
         parser,
         "directory with the manifest and published.json (default: dist)",

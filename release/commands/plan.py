@@ -1,4 +1,10 @@
-"""`release plan`: what a release of the matrix would publish, checked before tagging.
+"""Before tagging: list every cell with its wheel filename, size if built, destination and final
+URL, the NCCL override files, and ask every destination (read-only) what it holds: new,
+identical (skip) or CONFLICT, and each built wheel's growth since the previous release. Exits
+non-zero on a conflict, a refused file, a destination's project size or growth limit passed, or
+a missing toolchain. Changes nothing anywhere.
+
+`release plan`: what a release of the matrix would publish, checked before tagging.
 
 Read-only everywhere: it loads the matrix, resolves every cell's toolchain without
 installing anything, reads the wheels already built in --dist, and asks each destination
@@ -32,20 +38,11 @@ from release.toolchain.cacheroot import toolchain_cache
 COLUMNS = ("cell", "wheel", "size", "growth", "destination", "state", "final URL", "toolchain")
 
 
-def register(subparsers: Any, parents: common.Parents) -> None:
-    parser = common.add_command(
-        subparsers,
-        "plan",
-        run,
-        parents=[parents.matrix, parents.cells, parents.output],
-        help="show every cell, its wheel, destination and final URL, and what exists there",
-        description="Before tagging: list every cell with its wheel filename, size if built, "
-        "destination and final URL, the NCCL override files, and ask every destination "
-        "(read-only) what it holds: new, identical (skip) or CONFLICT, and each built wheel's "
-        "growth since the previous release. Exits non-zero on a conflict, a refused file, a "
-        "destination's project size or growth limit passed, or a missing toolchain. Changes "
-        "nothing anywhere.",
-    )
+HELP = "show every cell, its wheel, destination and final URL, and what exists there"
+SHARED: tuple[common.Shared, ...] = ("matrix", "cells", "output")
+
+
+def add_options(parser: argparse.ArgumentParser) -> None:
     common.add_dist_option(
         parser,
         "where built wheels and manifest*.json are (default: dist)",

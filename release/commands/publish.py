@@ -1,4 +1,10 @@
-"""`release publish`: plan every destination, stop on a conflict, upload, write the index."""
+"""Plan every destination first (read-only), print the plan, and upload nothing if any file is a
+CONFLICT or refused. Then upload destination by destination and regenerate the pip index of the
+GitHub-hosted variants from everything published. Credentials: TWINE_API_KEY or
+TWINE_USERNAME/TWINE_PASSWORD (or trusted publishing in GitHub Actions), GITHUB_TOKEN.
+
+`release publish`: plan every destination, stop on a conflict, upload, write the index.
+"""
 
 from __future__ import annotations
 
@@ -150,21 +156,11 @@ def publish_markdown(outcome: PublishOutcome, *, dry_run: bool) -> str:
     return "\n".join(lines) + "\n"
 
 
-def register(subparsers: Any, parents: common.Parents) -> None:
-    parser = common.add_command(
-        subparsers,
-        "publish",
-        run,
-        parents=[parents.output],
-        help="upload the built wheels to PyPI and GitHub Releases, and write the index",
-        description=(
-            "Plan every destination first (read-only), print the plan, and upload nothing if "
-            "any file is a CONFLICT or refused. Then upload destination by destination and "
-            "regenerate the pip index of the GitHub-hosted variants from everything "
-            "published. Credentials: TWINE_API_KEY or TWINE_USERNAME/TWINE_PASSWORD (or "
-            "trusted publishing in GitHub Actions), GITHUB_TOKEN."
-        ),
-    )
+HELP = "upload the built wheels to PyPI and GitHub Releases, and write the index"
+SHARED: tuple[common.Shared, ...] = ("output",)
+
+
+def add_options(parser: argparse.ArgumentParser) -> None:
     common.add_dist_option(
         parser,
         "directory with manifest.json and the wheels, where published.json is written "

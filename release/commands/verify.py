@@ -1,4 +1,10 @@
-"""`release verify`: every published URL resolves to the bytes in the manifest."""
+"""Fetch every URL in <dist>/published.json (redirects followed, no Authorization header past a
+change of host) and compare status, size and sha256 with the manifest; check PyPI and each index
+list the files with the same sha256; check `pip install --dry-run` picks the expected wheel for
+every cell.
+
+`release verify`: every published URL resolves to the bytes in the manifest.
+"""
 
 from __future__ import annotations
 
@@ -58,20 +64,11 @@ def verify_json(report: VerifyReport) -> dict[str, Any]:
     return report_json(report)
 
 
-def register(subparsers: Any, parents: common.Parents) -> None:
-    parser = common.add_command(
-        subparsers,
-        "verify",
-        run,
-        parents=[parents.matrix, parents.output],
-        help="check every published file, index link and pip resolution against the manifest",
-        description=(
-            "Fetch every URL in <dist>/published.json (redirects followed, no Authorization "
-            "header past a change of host) and compare status, size and sha256 with the "
-            "manifest; check PyPI and each index list the files with the same sha256; check "
-            "`pip install --dry-run` picks the expected wheel for every cell."
-        ),
-    )
+HELP = "check every published file, index link and pip resolution against the manifest"
+SHARED: tuple[common.Shared, ...] = ("matrix", "output")
+
+
+def add_options(parser: argparse.ArgumentParser) -> None:
     common.add_dist_option(
         parser,
         "directory with manifest.json and published.json (default: dist)",
