@@ -24,6 +24,7 @@ from release.console import markdown_table
 from release.publish.growth import find_previous
 from release.publish.plan import (
     NO_GPU_GATE,
+    GateLine,
     PlanRow,
     ReleasePlan,
     State,
@@ -123,7 +124,7 @@ def markdown(plan: ReleasePlan) -> str:
         lines += [
             "NCCL override files:",
             "",
-            *(f"- `{n.file}`: `{n.requirement}` ({n.purpose})" for n in plan.nccl),
+            *(f"- `{n.name}`: `{n.requirement}` ({n.purpose})" for n in plan.nccl),
             "",
         ]
     if plan.gate:
@@ -137,7 +138,13 @@ def markdown(plan: ReleasePlan) -> str:
 
 
 def gate_text(plan: ReleasePlan) -> list[str]:
-    return [f"{g.runner} ({g.arch}, sm {' '.join(g.sms)}): {', '.join(g.runs)}" for g in plan.gate]
+    return [
+        f"{g.runner.name} ({g.runner.arch}, sm {_sms(g)}): {', '.join(g.runs)}" for g in plan.gate
+    ]
+
+
+def _sms(line: GateLine) -> str:
+    return " ".join(str(sm) for sm in line.runner.sms)
 
 
 def to_json(plan: ReleasePlan) -> dict[str, Any]:
@@ -174,10 +181,17 @@ def to_json(plan: ReleasePlan) -> dict[str, Any]:
         "previous_note": plan.previous_note,
         "over_project_limit": list(plan.over_budget),
         "over_growth_limit": list(plan.too_grown),
-        "nccl_files": [vars(n) for n in plan.nccl],
+        "nccl_files": [
+            {"file": n.name, "requirement": n.requirement, "purpose": n.purpose} for n in plan.nccl
+        ],
         "problems": list(plan.problems),
         "gpu_gate": [
-            {"runner": g.runner, "arch": g.arch, "sms": list(g.sms), "runs": list(g.runs)}
+            {
+                "runner": g.runner.name,
+                "arch": g.runner.arch,
+                "sms": [str(sm) for sm in g.runner.sms],
+                "runs": list(g.runs),
+            }
             for g in plan.gate
         ]
         if plan.gate
@@ -216,7 +230,7 @@ def run(args: argparse.Namespace) -> int:
         )
     out.table(COLUMNS, table_rows(plan), f"{plan.project} {plan.version}: release plan")
     for line in plan.nccl:
-        out.line(f"NCCL: {line.file}: {line.requirement} ({line.purpose})")
+        out.line(f"NCCL: {line.name}: {line.requirement} ({line.purpose})")
     for text in [f"GPU gate: {t}" for t in gate_text(plan)] or [NO_GPU_GATE]:
         out.line(text)
     out.line(plan.previous_note)

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from release.downstream.nccl import override_files
+from release.downstream.nccl import OverrideFile, override_files
 from release.errors import (
     ConfigError,
     ConflictError,
@@ -25,7 +25,7 @@ from release.errors import (
     ReleaseError,
     ToolchainError,
 )
-from release.matrix import Cell, GpuGate
+from release.matrix import Cell, GpuGate, GpuRunner
 from release.publish.decide import Action, FileDecision, RemoteFile, plan_for
 from release.publish.growth import (
     NO_PREVIOUS,
@@ -71,19 +71,10 @@ class PlanRow:
 
 
 @dataclass(frozen=True, kw_only=True)
-class NcclLine:
-    file: str
-    requirement: str
-    purpose: str
-
-
-@dataclass(frozen=True, kw_only=True)
 class GateLine:
-    """One GPU runner of the gate and what it tests before publishing."""
+    """One GPU runner of the gate and the runs it tests before publishing."""
 
-    runner: str
-    arch: str
-    sms: tuple[str, ...]
+    runner: GpuRunner
     runs: tuple[str, ...]
 
 
@@ -98,7 +89,7 @@ class ReleasePlan:
     project: str
     version: str
     rows: tuple[PlanRow, ...]
-    nccl: tuple[NcclLine, ...]
+    nccl: tuple[OverrideFile, ...]
     problems: tuple[str, ...] = ()
     gate: tuple[GateLine, ...] = ()  # empty: no GPU gate
     previous: PreviousRelease | None = None
@@ -118,12 +109,7 @@ def gate_lines(gate: GpuGate | None, cells: Sequence[Cell]) -> tuple[GateLine, .
     if gate is None:
         return ()
     return tuple(
-        GateLine(
-            runner=runner.name,
-            arch=runner.arch,
-            sms=tuple(str(sm) for sm in runner.sms),
-            runs=tuple(run.name for run in gate.runs(runner, cells)),
-        )
+        GateLine(runner=runner, runs=tuple(run.name for run in gate.runs(runner, cells)))
         for runner in gate.runners
     )
 
@@ -339,9 +325,7 @@ def make_plan(
         project=project.name,
         version=str(project.version),
         rows=tuple(rows[c.id] for c in cells),
-        nccl=tuple(
-            NcclLine(file=f.name, requirement=f.requirement, purpose=f.purpose) for f in nccl
-        ),
+        nccl=tuple(nccl),
         problems=tuple(tag_problems(cells, str(project.version), expect_tag) if expect_tag else ()),
         gate=gate_lines(gate, cells),
         previous=previous,

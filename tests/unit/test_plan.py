@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 
 from release.commands.plan import markdown, summary
+from release.downstream.nccl import override_files
 from release.errors import ConfigError, ConflictError, PublishError, ToolchainError
 from release.matrix import Cell, load_matrix
 from release.publish.decide import RemoteFile, decide
 from release.publish.plan import (
-    NcclLine,
     PlanRow,
     ReleasePlan,
     State,
@@ -125,13 +125,13 @@ def test_summary_and_markdown_name_every_state_and_file() -> None:
         project="k3-kernels",
         version="0.1.0",
         rows=(row(State.NEW), row(State.CONFLICT, wheel="a|b.whl")),
-        nccl=(NcclLine(file="cu12.txt", requirement="nvidia-nccl-cu12==2.30.7", purpose="uv"),),
+        nccl=tuple(override_files({12: "2.30.7"}))[:1],
     )
     assert summary(result) == "2 cells, 2 built: 1 new, 1 CONFLICT"
     text = markdown(result)
     assert text.startswith("## Release plan: k3-kernels 0.1.0\n")
     assert "| a\\|b.whl |" in text
-    assert "- `cu12.txt`: `nvidia-nccl-cu12==2.30.7` (uv)" in text
+    assert "- `cu12.txt`: `nvidia-nccl-cu12==2.30.7` (uv override)" in text
 
 
 def test_without_gpu_runners_the_plan_says_no_gpu_gate_ran() -> None:
@@ -148,7 +148,8 @@ def test_the_plan_shows_what_each_gpu_runner_tests(tmp_path: Path) -> None:
     )
     matrix = load_matrix(gated)
     lines = gate_lines(matrix.gpu_gate, matrix.cells)
-    assert [(g.runner, g.arch, g.sms) for g in lines] == [("gpu-h200", "x86_64", ("90",))]
+    assert [(g.runner.name, g.runner.arch) for g in lines] == [("gpu-h200", "x86_64")]
+    assert [str(sm) for sm in lines[0].runner.sms] == ["90"]
     assert lines[0].runs == (
         "13.0-x86_64 cubin",
         "13.0-x86_64 ptx (compute_75)",
