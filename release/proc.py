@@ -21,7 +21,6 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
-from typing import Protocol
 
 from release.credentials import mask, secret_values
 
@@ -42,23 +41,6 @@ class Completed:
     @property
     def ok(self) -> bool:
         return self.returncode == 0
-
-
-class Runner(Protocol):
-    """`run`'s signature: stages take a runner so that unit tests can hand in a fake."""
-
-    def __call__(
-        self,
-        cmd: Sequence[str],
-        *,
-        env: Mapping[str, str],
-        log: Path | None = None,
-        cwd: Path | None = None,
-        timeout: float | None = None,
-        separate_stderr: bool = False,
-        secrets: Iterable[str] = (),
-        on_line: Callable[[str], None] | None = None,
-    ) -> Completed: ...
 
 
 _lock = threading.Lock()
@@ -120,70 +102,83 @@ def reproduce_command(
     return mask(f"{where}{prefix} {shlex.join(cmd)}".strip(), secret_values(env))
 
 
-def run(
-    cmd: Sequence[str],
-    *,
-    env: Mapping[str, str],
-    log: Path | None = None,
-    cwd: Path | None = None,
-    timeout: float | None = None,
-    separate_stderr: bool = False,
-    secrets: Iterable[str] = (),
-    on_line: Callable[[str], None] | None = None,
-) -> Completed:
-    """Run `cmd` to its end (or its timeout, or `stop_all`); see the module doc.
-    `on_line` sees each line of stdout as it comes (masked), for progress displays."""
-    hidden = (*secret_values(env), *secrets)
-    start = time.monotonic()
-    stderr_text = ""
-    with _lock:
-        if _stopped.is_set():
-            return Completed(returncode=EXIT_STOPPED, output="stopped", seconds=0.0, log=log)
-        child: subprocess.Popen[str] | None
-        try:
-            child = subprocess.Popen(
-                list(cmd),
-                env=dict(env),
-                cwd=cwd,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE if separate_stderr else subprocess.STDOUT,
-                text=True,
-                errors="replace",
-                start_new_session=True,
-            )
-        except OSError as error:
-            child = None
-            output = f"cannot run {cmd[0]}: {error.strerror or error}"
-        else:
-            _running.add(child)
-    if child is None:
-        code = EXIT_CANNOT_RUN
-    else:
-        try:
-            if on_line is not None and child.stdout is not None:
-                stdout, stderr = _follow(child, lambda line: on_line(mask(line, hidden)), timeout)
+class Runner:
+    """The subprocess runner of the module doc; `run` is the one this program uses. Stages
+    take a runner (`run` by default) so that a unit test can hand in a fake: a subclass
+    whose `__call__` answers without starting anything."""
+
+    def __call__(
+        self,
+        cmd: Sequence[str],
+        *,
+        env: Mapping[str, str],
+        log: Path | None = None,
+        cwd: Path | None = None,
+        timeout: float | None = None,
+        separate_stderr: bool = False,
+        secrets: Iterable[str] = (),
+        on_line: Callable[[str], None] | None = None,
+    ) -> Completed:
+        """Run `cmd` to its end (or its timeout, or `stop_all`); see the module doc.
+        `on_line` sees each line of stdout as it comes (masked), for progress displays."""
+        hidden = (*secret_values(env), *secrets)
+        start = time.monotonic()
+        stderr_text = ""
+        with _lock:
+            if _stopped.is_set():
+                return Completed(returncode=EXIT_STOPPED, output="stopped", seconds=0.0, log=log)
+            child: subprocess.Popen[str] | None
+            try:
+                child = subprocess.Popen(
+                    list(cmd),
+                    env=dict(env),
+                    cwd=cwd,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE if separate_stderr else subprocess.STDOUT,
+                    text=True,
+                    errors="replace",
+                    start_new_session=True,
+                )
+            except OSError as error:
+                child = None
+                output = f"cannot run {cmd[0]}: {error.strerror or error}"
             else:
-                stdout, stderr = child.communicate(timeout=timeout)
-            code = child.returncode
-        except subprocess.TimeoutExpired:
-            _end(child)
-            stdout, stderr = child.communicate()
-            stdout = (stdout or "") + f"\n(timed out after {timeout:.0f} s)"
-            code = EXIT_TIMEOUT
-        finally:
-            with _lock:
-                _running.discard(child)
-        output = stdout or ""
-        stderr_text = stderr or ""
-        if _stopped.is_set() and code != 0:
-            code = EXIT_STOPPED
-    seconds = time.monotonic() - start
-    output = mask(output, hidden)
-    stderr_text = mask(stderr_text, hidden)
-    if log is not None:
-        _append_log(log, mask(shlex.join(cmd), hidden), output + stderr_text, code, seconds)
-    return Completed(returncode=code, output=output, seconds=seconds, log=log, stderr=stderr_text)
+                _running.add(child)
+        if child is None:
+            code = EXIT_CANNOT_RUN
+        else:
+            try:
+                if on_line is not None and child.stdout is not None:
+                    stdout, stderr = _follow(
+                        child, lambda line: on_line(mask(line, hidden)), timeout
+                    )
+                else:
+                    stdout, stderr = child.communicate(timeout=timeout)
+                code = child.returncode
+            except subprocess.TimeoutExpired:
+                _end(child)
+                stdout, stderr = child.communicate()
+                stdout = (stdout or "") + f"\n(timed out after {timeout:.0f} s)"
+                code = EXIT_TIMEOUT
+            finally:
+                with _lock:
+                    _running.discard(child)
+            output = stdout or ""
+            stderr_text = stderr or ""
+            if _stopped.is_set() and code != 0:
+                code = EXIT_STOPPED
+        seconds = time.monotonic() - start
+        output = mask(output, hidden)
+        stderr_text = mask(stderr_text, hidden)
+        if log is not None:
+            _append_log(log, mask(shlex.join(cmd), hidden), output + stderr_text, code, seconds)
+        return Completed(
+            returncode=code, output=output, seconds=seconds, log=log, stderr=stderr_text
+        )
+
+
+run = Runner()
 
 
 def _follow(

@@ -26,14 +26,9 @@ from pathlib import Path
 from release.errors import ConfigError, PublishError
 from release.fsutil import write_atomic
 from release.matrix import nccl_package, nccl_requirement
+from release.remote import simple_index
 from release.remote.httpclient import Client, fetch
 from release.remote.retry import RetryPolicy
-from release.remote.simple_index import (
-    ACCEPT,
-    parse_project_page,
-    project_page_url,
-    versions_listed,
-)
 
 DEFAULT_INDEX_URL = "https://pypi.org/simple/"
 
@@ -114,12 +109,12 @@ def check_pins_exist(pins: Mapping[int, object], *, index_url: str, client: Clie
     problems: list[str] = []
     for major in sorted(pins):
         package = nccl_package(major)
-        url = project_page_url(index_url, package)
+        url = simple_index.project_page_url(index_url, package)
         got = fetch(
             client,
             url,
             keep=True,
-            accept=ACCEPT,
+            accept=simple_index.ACCEPT,
             policy=RetryPolicy(attempts=3, initial_delay=1.0, total=60.0),
         )
         if got.status == 404:
@@ -131,7 +126,9 @@ def check_pins_exist(pins: Mapping[int, object], *, index_url: str, client: Clie
                 hint="check the network, or pass --index-url",
             )
         try:
-            versions = versions_listed(parse_project_page(got.body, got.content_type, url))
+            versions = simple_index.versions_listed(
+                simple_index.parse_project_page(got.body, got.content_type, url)
+            )
         except ValueError as error:
             raise PublishError(f"{url}: unreadable index page: {error}") from None
         if pins[major] not in versions:

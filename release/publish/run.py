@@ -23,7 +23,6 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
@@ -46,7 +45,12 @@ from release.publish.pypi import PypiPublisher
 from release.records.attestation import PROVENANCE_SUFFIX, github_provenance
 from release.records.dist import load_dist
 from release.records.manifest import DestinationRef, Manifest, WheelEntry
-from release.records.published import RECORD_NAME, write_record
+from release.records.published import (
+    RECORD_NAME,
+    PublishedCompanion,
+    PublishedFile,
+    write_record,
+)
 from release.records.release_manifest import RELEASE_MANIFEST, release_manifest_bytes
 from release.remote import httpclient as http_edge
 from release.remote.httpclient import Client
@@ -383,32 +387,20 @@ def index_url_for(
     return f"{base}{entry.local_label}/"
 
 
-def record_entry(decision: FileDecision, index_url: str | None) -> dict[str, Any]:
-    entry = decision.entry
-    return {
-        "filename": entry.filename,
-        "cell": entry.cell,
-        "arch": entry.arch,
-        "local_label": entry.local_label,
-        "sha256": entry.sha256,
-        "size": entry.size,
-        "destination": entry.destination.name,
-        "kind": entry.destination.kind,
-        "url": decision.url,
-        "index_url": index_url,
-    }
+def published_file(decision: FileDecision, index_url: str | None) -> PublishedFile:
+    return PublishedFile.from_entry(decision.entry, url=decision.url, index_url=index_url)
 
 
-def companion_record(decision: CompanionDecision) -> dict[str, Any]:
+def published_companion(decision: CompanionDecision) -> PublishedCompanion:
     companion = decision.companion
-    return {
-        "filename": companion.filename,
-        "sha256": companion.sha256,
-        "size": companion.size,
-        "url": decision.url,
-        "of": companion.of,
-        "purpose": companion.purpose,
-    }
+    return PublishedCompanion(
+        filename=companion.filename,
+        sha256=companion.sha256,
+        size=companion.size,
+        url=decision.url,
+        of=companion.of,
+        purpose=companion.purpose,
+    )
 
 
 # --- The whole command. ---
@@ -474,8 +466,8 @@ def _apply(
         write_record(
             record_path,
             outcome.manifest,
-            [record_entry(d, index_url_for(d.entry, settings, pypi_index)) for d in done_files],
-            [companion_record(c) for c in done_companions],
+            [published_file(d, index_url_for(d.entry, settings, pypi_index)) for d in done_files],
+            [published_companion(c) for c in done_companions],
             secrets,
         )
     if companions:

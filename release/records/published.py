@@ -17,7 +17,7 @@ from typing import Any
 from release.credentials import mask
 from release.errors import ConfigError, shown
 from release.fsutil import json_text, read_json, write_atomic
-from release.records.manifest import SHA256_HEX, Manifest
+from release.records.manifest import SHA256_HEX, Manifest, WheelEntry
 from release.records.release_manifest import ReleaseWheel
 
 RECORD_NAME = "published.json"
@@ -32,6 +32,11 @@ class PublishedFile(ReleaseWheel):
 
     url: str
     index_url: str | None
+
+    @classmethod
+    def from_entry(cls, entry: WheelEntry, *, url: str, index_url: str | None) -> PublishedFile:
+        """The manifest's wheel `entry`, downloadable at `url`."""
+        return cls(**asdict(ReleaseWheel.of(entry)), url=url, index_url=index_url)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -83,8 +88,7 @@ def read_record(path: Path, manifest: Manifest) -> Published:
         if index_url is not None and not _url(index_url):
             problems.append(f"{where}.index_url: {shown(index_url)} is not an http(s) URL")
             continue
-        wheel = asdict(ReleaseWheel.of(built[name]))
-        files.append(PublishedFile(**wheel, url=str(url), index_url=index_url))
+        files.append(PublishedFile.from_entry(built[name], url=str(url), index_url=index_url))
     companions = _companions(data.get("companions", []), path, problems)
     if problems:
         raise ConfigError(problems, hint="the record and the manifest are from different builds")
@@ -150,12 +154,12 @@ def with_overrides(published: Published, overrides: Mapping[str, str]) -> Publis
 def write_record(
     path: Path,
     manifest: Manifest,
-    files: Sequence[Mapping[str, Any]],
-    companions: Sequence[Mapping[str, Any]],
+    files: Sequence[PublishedFile],
+    companions: Sequence[PublishedCompanion],
     secrets: Sequence[str],
 ) -> None:
     """Write `published.json`, merged with an earlier record of the same version (another
-    `--only` run) by filename."""
+    `--only` run) by filename. Each file's cell is the manifest's."""
     previous: dict[str, Any] = {}
     previous_companions: dict[str, Any] = {}
     if path.exists():
@@ -169,8 +173,9 @@ def write_record(
         ):
             previous = _by_name(data.get("files"))
             previous_companions = _by_name(data.get("companions"))
-    previous.update({f["filename"]: f for f in files})
-    previous_companions.update({c["filename"]: c for c in companions})
+    cells = manifest.by_filename()
+    previous.update({f.filename: _file_json(f, cells[f.filename].cell) for f in files})
+    previous_companions.update({c.filename: asdict(c) for c in companions})
     record = {
         "schema": RECORD_SCHEMA,
         "project": manifest.project,
@@ -179,6 +184,22 @@ def write_record(
         "companions": [previous_companions[name] for name in sorted(previous_companions)],
     }
     write_atomic(path, mask(json_text(record), secrets).encode())
+
+
+def _file_json(file: PublishedFile, cell: str) -> dict[str, Any]:
+    """One of the record's 'files', its keys in the order they are written."""
+    return {
+        "filename": file.filename,
+        "cell": cell,
+        "arch": file.arch,
+        "local_label": file.local_label,
+        "sha256": file.sha256,
+        "size": file.size,
+        "destination": file.destination,
+        "kind": file.kind,
+        "url": file.url,
+        "index_url": file.index_url,
+    }
 
 
 def _by_name(items: object) -> dict[str, Any]:

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.slow
 
 
 @dataclass
-class CountingRunner:
+class CountingRunner(proc.Runner):
     """The real runner, counting pip installs."""
 
     pip_installs: list[tuple[str, ...]] = field(default_factory=list)
@@ -27,7 +27,7 @@ class CountingRunner:
     ) -> proc.Completed:
         if list(cmd[1:4]) == ["-m", "pip", "install"]:
             self.pip_installs.append(tuple(c for c in cmd if "==" in c))
-        return proc.run(cmd, env=env, **options)
+        return super().__call__(cmd, env=env, **options)
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ import pytest
 from release.commands.doctor import doctor_rows
 from release.errors import ToolchainError
 from release.inspection.fatbin import parse_cuobjdump_listing
-from release.proc import Completed
+from release.proc import Completed, Runner
 from release.toolchain import (
     KNOWN_CUDA,
     PinSet,
@@ -138,7 +138,7 @@ def test_version_mismatch_with_a_system_toolkit_is_an_error_not_a_substitute() -
     check_cuda_version(plan, "nvcc", Path("/usr/local/cuda/bin/nvcc"), "12.9.86")
 
 
-class FakeOutside:
+class FakeOutside(Runner):
     """pip and the tools as seen from outside: pip 'installs' the files tools live in."""
 
     def __init__(self, versions: Mapping[str, str], pip: str = "26.3") -> None:
