@@ -44,15 +44,20 @@ def add_options(parser: argparse.ArgumentParser) -> None:
 
 
 @dataclass(frozen=True)
+class Tool:
+    """What a tool is (`nvcc 13.0.88`) and where it comes from."""
+
+    name: str
+    source: str
+
+
+@dataclass(frozen=True)
 class DoctorRow:
     cuda: str
     arch: str
-    device: str
-    device_source: str
-    host_cc: str
-    host_cc_source: str
-    inspector: str
-    inspector_source: str
+    device: Tool
+    host_cc: Tool
+    inspector: Tool
 
     KEYS = (
         "cuda",
@@ -76,16 +81,8 @@ class DoctorRow:
     )
 
     def cells(self) -> tuple[str, ...]:
-        return (
-            self.cuda,
-            self.arch,
-            self.device,
-            self.device_source,
-            self.host_cc,
-            self.host_cc_source,
-            self.inspector,
-            self.inspector_source,
-        )
+        tools = (self.device, self.host_cc, self.inspector)
+        return (self.cuda, self.arch, *(text for t in tools for text in (t.name, t.source)))
 
 
 def _pinned(pinset: PinSet, plan: ToolchainPlan, present: frozenset[Path]) -> str:
@@ -107,36 +104,41 @@ def doctor_rows(
     rows = []
     for plan in plans:
         tc = (toolchains or {}).get((plan.cuda, plan.target_arch))
-        if plan.device is None:
-            version = tc.device_version if tc else f"CUDA {plan.cuda} expected"
-            device = f"nvcc {version}"
-            device_source = f"system toolkit {plan.cuda_home}"
-        else:
-            pinned = plan.device.pins[0].version
-            device = f"{plan.device_compiler} {tc.device_version if tc else pinned}"
-            device_source = _pinned(plan.device, plan, present)
-        if plan.host_cc is None:
-            cc_cmd = shlex.join(plan.system_cc or ())
-            host_cc = f"{cc_cmd} {tc.cc_version}" if tc else cc_cmd
-            host_cc_source = "system"
-        else:
-            zig_version = tc.cc_version if tc else plan.host_cc.pins[0].version
-            host_cc = f"zig {zig_version} cc -target {zig_target(plan.target_arch)}"
-            host_cc_source = _pinned(plan.host_cc, plan, present)
         inspector_version = tc.inspector_version if tc else plan.inspector.pins[0].version
         rows.append(
             DoctorRow(
                 cuda=plan.cuda,
                 arch=plan.target_arch,
-                device=device,
-                device_source=device_source,
-                host_cc=host_cc,
-                host_cc_source=host_cc_source,
-                inspector=f"cuobjdump {inspector_version}",
-                inspector_source=_pinned(plan.inspector, plan, present),
+                device=_device(plan, tc, present),
+                host_cc=_host_cc(plan, tc, present),
+                inspector=Tool(
+                    f"cuobjdump {inspector_version}", _pinned(plan.inspector, plan, present)
+                ),
             )
         )
     return rows
+
+
+def _device(plan: ToolchainPlan, tc: Toolchain | None, present: frozenset[Path]) -> Tool:
+    if plan.device is None:
+        version = tc.device_version if tc else f"CUDA {plan.cuda} expected"
+        return Tool(f"nvcc {version}", f"system toolkit {plan.cuda_home}")
+    pinned = plan.device.pins[0].version
+    return Tool(
+        f"{plan.device_compiler} {tc.device_version if tc else pinned}",
+        _pinned(plan.device, plan, present),
+    )
+
+
+def _host_cc(plan: ToolchainPlan, tc: Toolchain | None, present: frozenset[Path]) -> Tool:
+    if plan.host_cc is None:
+        cc_cmd = shlex.join(plan.system_cc or ())
+        return Tool(f"{cc_cmd} {tc.cc_version}" if tc else cc_cmd, "system")
+    zig_version = tc.cc_version if tc else plan.host_cc.pins[0].version
+    return Tool(
+        f"zig {zig_version} cc -target {zig_target(plan.target_arch)}",
+        _pinned(plan.host_cc, plan, present),
+    )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -244,11 +244,11 @@ def test_doctor_rows_say_what_is_used_and_from_where() -> None:
     assert pypi.device is not None
     rows = doctor_rows([pypi, system], present=frozenset({pypi.install_dir(pypi.device)}))
     assert rows[0].cells()[:3] == ("12.9", "aarch64", "nvrtc 12.9.86")
-    assert "nvidia-cuda-nvrtc-cu12==12.9.86" in rows[0].device_source
-    assert rows[0].device_source.startswith("PyPI")
-    assert "(cached:" in rows[0].device_source
-    assert "not yet installed" in rows[0].host_cc_source
-    assert rows[0].host_cc == "zig 0.17.1 cc -target aarch64-linux-gnu.2.28"
-    assert rows[1].device_source == "system toolkit /usr/local/cuda"
+    assert "nvidia-cuda-nvrtc-cu12==12.9.86" in rows[0].device.source
+    assert rows[0].device.source.startswith("PyPI")
+    assert "(cached:" in rows[0].device.source
+    assert "not yet installed" in rows[0].host_cc.source
+    assert rows[0].host_cc.name == "zig 0.17.1 cc -target aarch64-linux-gnu.2.28"
+    assert rows[1].device.source == "system toolkit /usr/local/cuda"
     with_probe = doctor_rows([pypi], toolchains={("12.9", "aarch64"): _toolchain("aarch64")})
-    assert with_probe[0].inspector == "cuobjdump 13.2.86"
+    assert with_probe[0].inspector.name == "cuobjdump 13.2.86"
