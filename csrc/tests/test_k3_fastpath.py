@@ -156,7 +156,8 @@ def installed_k3() -> Iterator[K3]:
             float_codes={F32: 0, F16: 1, BF16: 2},
             int64=I64,
             float32=F32,
-            fp8_storage=frozenset({U8, FP8}),
+            cache_codes={U8: 3, FP8: 3},
+            cos_sin_codes={F32: 0},
             current_stream=lambda device: 0xA000 + device,
             empty=_empty,
         )
