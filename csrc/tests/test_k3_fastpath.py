@@ -213,8 +213,9 @@ def mla_paths(k3: K3, case: Case) -> tuple[bytes | None, bytes | Exception | Non
     """(fast path block or None, general path block / None / the error it raised)."""
     args = [case[name] for name in ARG_ORDER]
     fast = k3.fast.mla_fast(FakeBackend(), *args)
+    arrays, options = tuple(args[:6]), args[6:]
     try:
-        general: bytes | Exception | None = k3.ops.mla_block(FakeBackend(), *args)
+        general: bytes | Exception | None = k3.ops.mla_block(FakeBackend(), arrays, *options)
     except k3.errors.KernelArgumentError as exc:
         general = exc
     return fast, general
