@@ -529,6 +529,12 @@ static int k3_aligned(const void* p, int64_t bytes) {
     return ((uintptr_t)p % (uintptr_t)bytes) == 0;
 }
 
+/* Whether rows of `size`-byte elements, the first at `p` and each `stride` elements after
+ * the one before, all start on a `bytes` boundary (so `bytes`-wide accesses fit them). */
+static int k3_rows_aligned(const void* p, int64_t stride, int64_t size, int64_t bytes) {
+    return k3_aligned(p, bytes) && (stride * size) % bytes == 0;
+}
+
 static float k3_f32_from_bits(uint32_t bits) {
     float f;
     memcpy(&f, &bits, sizeof f);
@@ -648,50 +654,41 @@ int k3_mla_key_concat_kv_cache(const k3_mla_args* a) {
     if (status != K3_OK || a->num_tokens == 0) {
         return status;
     }
+    const int fp8 = a->cache_dtype == K3_DTYPE_FP8_E4M3;
     const int64_t in_size = k3_dtype_size(a->in_dtype);
     const int64_t out_size = k3_dtype_size(a->cache_dtype);
     const int64_t lanes = 16 / in_size;
     const int64_t out_vec = lanes * out_size;
-    k3_mla_params p;
-    memset(&p, 0, sizeof p);
-    p.kv_c = a->kv_c;
-    p.k_pe = a->k_pe;
-    p.positions = a->positions;
-    p.cos_sin = a->cos_sin;
-    p.slots = a->slot_mapping;
-    p.cache = a->kv_cache;
-    p.scale_ptr = a->cache_dtype == K3_DTYPE_FP8_E4M3 ? a->scale_ptr : NULL;
-    p.num_tokens = a->num_tokens;
-    p.kv_c_stride = a->kv_c_stride;
-    p.k_pe_stride = a->k_pe_stride;
-    p.cos_sin_stride = a->cos_sin_stride;
-    p.block_stride = a->block_stride;
-    p.entry_stride = a->entry_stride;
-    p.block_size = a->block_size;
-    p.num_slots = a->num_blocks * a->block_size;
-    p.max_pos = a->max_pos;
-    p.scale = a->cache_dtype == K3_DTYPE_FP8_E4M3 ? a->scale : 1.0f;
-    p.rank = (int32_t)a->rank;
-    p.rope_dim = (int32_t)a->rope_dim;
-    p.cos_sin_f32 = a->cos_sin_dtype == K3_DTYPE_F32;
-    p.vec = a->rank % lanes == 0 && k3_aligned(a->kv_c, 16) &&
-            (a->kv_c_stride * in_size) % 16 == 0 && k3_aligned(a->kv_cache, out_vec) &&
-            (a->entry_stride * out_size) % out_vec == 0 &&
-            (a->block_stride * out_size) % out_vec == 0;
-    p.pe_vec = k3_aligned(a->k_pe, 2 * in_size) && a->k_pe_stride % 2 == 0 &&
-               k3_aligned(a->kv_cache, 2 * out_size) && a->entry_stride % 2 == 0 &&
-               a->block_stride % 2 == 0 && a->rank % 2 == 0;
-    p.block_shift = (a->block_size & (a->block_size - 1)) == 0 /* a power of two */
-                        ? __builtin_ctzll((unsigned long long)a->block_size)
-                        : -1;
+    const int vec = a->rank % lanes == 0 && k3_rows_aligned(a->kv_c, a->kv_c_stride, in_size, 16) &&
+                    k3_rows_aligned(a->kv_cache, a->entry_stride, out_size, out_vec) &&
+                    (a->block_stride * out_size) % out_vec == 0;
+    const int pe_vec = k3_aligned(a->k_pe, 2 * in_size) && a->k_pe_stride % 2 == 0 &&
+                       k3_aligned(a->kv_cache, 2 * out_size) && a->entry_stride % 2 == 0 &&
+                       a->block_stride % 2 == 0 && a->rank % 2 == 0;
+    const int block_shift = (a->block_size & (a->block_size - 1)) == 0 /* a power of two */
+                                ? __builtin_ctzll((unsigned long long)a->block_size)
+                                : -1;
+    const float* scale_ptr = fp8 ? a->scale_ptr : NULL;
+    const float scale = fp8 ? a->scale : 1.0f;
+    const int mul_exact = fp8 && a->in_dtype != K3_DTYPE_F32 && scale_ptr == NULL &&
+                          k3_fp8_mul_exact(scale, a->in_dtype);
+    /* Array by array: its pointer, sizes and strides (in elements) and what else the
+     * kernel needs to know of it; then the FP8 scale and the vector paths. */
+    k3_mla_params p = {
+        .kv_c = a->kv_c, .kv_c_stride = a->kv_c_stride, .rank = (int32_t)a->rank,
+        .k_pe = a->k_pe, .k_pe_stride = a->k_pe_stride, .rope_dim = (int32_t)a->rope_dim,
+        .positions = a->positions, .slots = a->slot_mapping, .num_tokens = a->num_tokens,
+        .cos_sin = a->cos_sin, .cos_sin_stride = a->cos_sin_stride, .max_pos = a->max_pos,
+        .cos_sin_f32 = a->cos_sin_dtype == K3_DTYPE_F32,
+        .cache = a->kv_cache, .block_stride = a->block_stride, .entry_stride = a->entry_stride,
+        .block_size = a->block_size, .num_slots = a->num_blocks * a->block_size,
+        .block_shift = block_shift,
+        .scale_ptr = scale_ptr, .scale = scale, .mul_exact = mul_exact,
+        .vec = vec, .pe_vec = pe_vec,
+    };
 
-    p.mul_exact = a->cache_dtype == K3_DTYPE_FP8_E4M3 && a->in_dtype != K3_DTYPE_F32 &&
-                  p.scale_ptr == NULL && k3_fp8_mul_exact(p.scale, a->in_dtype);
-
-    const int common_shape = p.vec && a->rank == 512 && a->rope_dim == 64;
-    const int id = K3_KERNEL_MLA + k3_mla_kernel_index(a->in_dtype,
-                                                       a->cache_dtype == K3_DTYPE_FP8_E4M3,
-                                                       a->rope, common_shape);
+    const int common_shape = vec && a->rank == 512 && a->rope_dim == 64;
+    const int id = K3_KERNEL_MLA + k3_mla_kernel_index(a->in_dtype, fp8, a->rope, common_shape);
     const int64_t tokens_per_block = 256 / 32; /* one token per warp */
     int64_t blocks = (a->num_tokens + tokens_per_block - 1) / tokens_per_block;
     if (blocks > (1 << 20)) {
@@ -781,19 +778,15 @@ int k3_swiglu(const k3_swiglu_args* a) {
     K3_REQUIRE(a->out_stride >= a->d || a->rows == 1, "out rows overlap");
     const int64_t size = k3_dtype_size(a->dtype);
     const int64_t lanes = 16 / size;
-    k3_swiglu_params p;
-    memset(&p, 0, sizeof p);
-    p.x = a->x;
-    p.out = a->out;
-    p.rows = a->rows;
-    p.d = a->d;
-    p.x_stride = a->x_stride;
-    p.out_stride = a->out_stride;
-    p.clamp = a->clamp;
-    p.has_clamp = a->has_clamp ? 1 : 0;
-    p.vec = a->d % lanes == 0 && k3_aligned(a->x, 16) && k3_aligned(a->out, 16) &&
-            (a->x_stride * size) % 16 == 0 && (a->out_stride * size) % 16 == 0;
-    const int64_t cols = p.vec ? a->d / lanes : a->d;
+    const int vec = a->d % lanes == 0 && k3_rows_aligned(a->x, a->x_stride, size, 16) &&
+                    k3_rows_aligned(a->out, a->out_stride, size, 16);
+    k3_swiglu_params p = { /* `reserved`, not named, is zero */
+        .x = a->x, .x_stride = a->x_stride, .rows = a->rows, .d = a->d,
+        .out = a->out, .out_stride = a->out_stride,
+        .clamp = a->clamp, .has_clamp = a->has_clamp ? 1 : 0,
+        .vec = vec,
+    };
+    const int64_t cols = vec ? a->d / lanes : a->d;
     const int64_t block = 128;
     int64_t gx = (cols + block - 1) / block;
     if (gx > 65535) {

@@ -156,7 +156,8 @@ def installed_k3() -> Iterator[K3]:
             float_codes={F32: 0, F16: 1, BF16: 2},
             int64=I64,
             float32=F32,
-            fp8_storage=frozenset({U8, FP8}),
+            cache_codes={U8: 3, FP8: 3},
+            cos_sin_codes={F32: 0},
             current_stream=lambda device: 0xA000 + device,
             empty=_empty,
         )
@@ -212,8 +213,9 @@ def mla_paths(k3: K3, case: Case) -> tuple[bytes | None, bytes | Exception | Non
     """(fast path block or None, general path block / None / the error it raised)."""
     args = [case[name] for name in ARG_ORDER]
     fast = k3.fast.mla_fast(FakeBackend(), *args)
+    arrays, options = tuple(args[:6]), args[6:]
     try:
-        general: bytes | Exception | None = k3.ops.mla_block(FakeBackend(), *args)
+        general: bytes | Exception | None = k3.ops.mla_block(FakeBackend(), arrays, *options)
     except k3.errors.KernelArgumentError as exc:
         general = exc
     return fast, general

@@ -17,7 +17,7 @@ from typing import Any
 
 from . import _torch_api
 from ._arrays import stream_value
-from ._native import DTYPE_F32, DTYPE_FP8_E4M3, FLOAT32_MAX, Backend, pack_mla, pack_swiglu
+from ._native import DTYPE_FP8_E4M3, FLOAT32_MAX, Backend, pack_mla, pack_swiglu
 
 
 def mla_fast(  # noqa: PLR0917 - a hot path: positional calls are the cheapest
@@ -49,11 +49,8 @@ def mla_fast(  # noqa: PLR0917 - a hot path: positional calls are the cheapest
     if in_code is None or k_pe.dtype is not dtype or slots.dtype is not api.int64:
         return None
     cache_dtype = cache.dtype
-    if cache_dtype is dtype:
-        cache_code = in_code
-    elif cache_dtype in api.fp8_storage:
-        cache_code = DTYPE_FP8_E4M3
-    else:
+    cache_code = in_code if cache_dtype is dtype else api.cache_codes.get(cache_dtype)
+    if cache_code is None:
         return None
     device = kv_c.get_device()
     if (
@@ -95,7 +92,7 @@ def mla_fast(  # noqa: PLR0917 - a hot path: positional calls are the cheapest
     if rope is None:
         rope_code = 0
         pos_ptr = cs_ptr = cs_stride = max_pos = 0
-        cs_code = in_code
+        cs_code: int | None = in_code
     else:
         if rope == "neox":
             rope_code = 1
@@ -106,11 +103,8 @@ def mla_fast(  # noqa: PLR0917 - a hot path: positional calls are the cheapest
         if type(positions) is not tensor or type(cos_sin) is not tensor:
             return None
         cs_dtype = cos_sin.dtype
-        if cs_dtype is dtype:
-            cs_code = in_code
-        elif cs_dtype is api.float32:
-            cs_code = DTYPE_F32
-        else:
+        cs_code = in_code if cs_dtype is dtype else api.cos_sin_codes.get(cs_dtype)
+        if cs_code is None:
             return None
         pos_shape = positions.shape
         cs_shape = cos_sin.shape

@@ -75,7 +75,7 @@ def mla_key_concat_kv_cache(  # noqa: PLR0917 - the issue fixes this positional 
     block = mla_fast(
         nat, kv_c, k_pe, positions, cos_sin_cache, slot_mapping, kv_cache, kv_scale, rope, stream
     ) or mla_block(
-        nat, kv_c, k_pe, positions, cos_sin_cache, slot_mapping, kv_cache, kv_scale, rope, stream
+        nat, (kv_c, k_pe, positions, cos_sin_cache, slot_mapping, kv_cache), kv_scale, rope, stream
     )
     if block is None:
         return  # no tokens

@@ -79,19 +79,13 @@ def _positive_float(value: Any, name: str) -> float:
     return f
 
 
-def mla_block(  # noqa: PLR0917 - called like mla_fast, which is positional for speed
-    backend: Backend,
-    kv_c: Any,
-    k_pe: Any,
-    positions: Any,
-    cos_sin_cache: Any,
-    slot_mapping: Any,
-    kv_cache: Any,
-    kv_scale: Any,
-    rope: Any,
-    stream: Any,
+def mla_block(
+    backend: Backend, arrays: tuple[Any, ...], kv_scale: Any, rope: Any, stream: Any
 ) -> bytes | None:
-    """The k3_mla_args block of a call, or None when there are no tokens (no launch)."""
+    """The k3_mla_args block of a call, or None when there are no tokens (no launch).
+    `arrays`: the call's six, in the entry point's order (kv_c, k_pe, positions,
+    cos_sin_cache, slot_mapping, kv_cache); the fast path took them one by one."""
+    kv_c, k_pe, positions, cos_sin_cache, slot_mapping, kv_cache = arrays
     if not (rope is None or isinstance(rope, str)) or rope not in ROPE_CODES:
         raise _fail(f"rope must be 'neox', 'gptj' or None, got {rope!r}")
     kc = as_gpu_array("kv_c", kv_c, backend)

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ._native import DTYPE_BF16, DTYPE_F16, DTYPE_F32
+from ._native import DTYPE_BF16, DTYPE_F16, DTYPE_F32, DTYPE_FP8_E4M3
 
 
 @dataclass(frozen=True)
@@ -20,7 +20,9 @@ class TorchApi:
     float_codes: Mapping[Any, int]  # dtype -> DTYPE_F32 / DTYPE_F16 / DTYPE_BF16
     int64: Any
     float32: Any
-    fp8_storage: frozenset[Any]  # the dtypes an FP8 cache may have
+    # The dtypes kv_cache and cos_sin_cache may have other than the input's, with their codes.
+    cache_codes: Mapping[Any, int]  # FP8 storage (uint8, float8_e4m3fn) -> DTYPE_FP8_E4M3
+    cos_sin_codes: Mapping[Any, int]  # float32 -> DTYPE_F32
     current_stream: Callable[[int], int]  # device -> the CUstream of torch's current stream
     empty: Callable[..., Any]  # torch.empty
 
@@ -60,7 +62,8 @@ def from_torch(torch: Any) -> TorchApi:
         },
         int64=torch.int64,
         float32=torch.float32,
-        fp8_storage=frozenset(fp8),
+        cache_codes=dict.fromkeys(fp8, DTYPE_FP8_E4M3),
+        cos_sin_codes={torch.float32: DTYPE_F32},
         current_stream=raw_stream,
         empty=torch.empty,
     )

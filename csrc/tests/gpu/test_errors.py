@@ -33,8 +33,42 @@ def mla_args() -> dict[str, Any]:
     }
 
 
+Mutation = Callable[[dict[str, Any]], None]
+
+
+def _edit(**how: Callable[[Any], Any]) -> Mutation:
+    """Replaces each argument named with how(its value): _edit(k_pe=lambda t: t.half())."""
+    return lambda a: a.update({name: change(a[name]) for name, change in how.items()})
+
+
+def _with(**values: Any) -> Mutation:
+    """Replaces each argument named with the value given."""
+    return lambda a: a.update(values)
+
+
 def _fp8_cache() -> Any:
     return torch.full((2, 16, RANK + ROPE_DIM), SENTINEL_BYTE, dtype=torch.uint8, device="cuda")
+
+
+def _fp8(scale: Callable[[], Any]) -> Mutation:
+    """An FP8 cache with kv_scale=scale(), both made when the case runs."""
+    return lambda a: a.update(kv_cache=_fp8_cache(), kv_scale=scale())
+
+
+def _fp16_scale() -> Any:
+    return torch.ones(1, dtype=torch.float16, device="cuda")
+
+
+def _strided_columns(a: dict[str, Any]) -> None:
+    a["kv_c"] = torch.cat([a["kv_c"], a["kv_c"]], 1)[:, ::2]
+
+
+def _short_entries(a: dict[str, Any]) -> None:
+    a["kv_cache"] = a["kv_cache"][:, :, :500]
+
+
+def _two_head_k_pe(a: dict[str, Any]) -> None:
+    a["k_pe"] = a["k_pe"].reshape(T, 2, 32)
 
 
 def _odd_rope(a: dict[str, Any]) -> None:
@@ -51,87 +85,32 @@ def _overlapping_entries(a: dict[str, Any]) -> None:
     a["kv_cache"] = torch.as_strided(c, (2, 16, RANK + ROPE_DIM), (16 * 576, 500, 1))
 
 
-Mutation = Callable[[dict[str, Any]], None]
 MLA_BAD: list[tuple[str, Mutation, str]] = [
-    ("kv_c float64", lambda a: a.update(kv_c=a["kv_c"].double()), r"kv_c has dtype float64"),
-    (
-        "k_pe dtype",
-        lambda a: a.update(k_pe=a["k_pe"].half()),
-        r"k_pe has dtype float16 but kv_c has bfloat16",
-    ),
-    (
-        "cache dtype",
-        lambda a: a.update(kv_cache=a["kv_cache"].float()),
-        r"kv_cache has dtype float32",
-    ),
-    ("kv_c on cpu", lambda a: a.update(kv_c=a["kv_c"].cpu()), r"kv_c .*cpu"),
-    (
-        "kv_c strided columns",
-        lambda a: a.update(kv_c=torch.cat([a["kv_c"], a["kv_c"]], 1)[:, ::2]),
-        r"kv_c must be contiguous in its last dimension",
-    ),
-    (
-        "slots int32",
-        lambda a: a.update(slot_mapping=a["slot_mapping"].int()),
-        r"slot_mapping must be int64",
-    ),
-    (
-        "positions int32",
-        lambda a: a.update(positions=a["positions"].int()),
-        r"positions must be int64",
-    ),
-    ("token count", lambda a: a.update(k_pe=a["k_pe"][:7]), r"k_pe has 7 tokens but kv_c has 8"),
-    (
-        "entry too small",
-        lambda a: a.update(kv_cache=a["kv_cache"][:, :, :500]),
-        r"kv_cache entries hold 500 values",
-    ),
-    (
-        "k_pe 3-d",
-        lambda a: a.update(k_pe=a["k_pe"].reshape(T, 2, 32)),
-        r"k_pe must be \[num_tokens, 1, rope_dim\]",
-    ),
-    ("kv_c 1-d", lambda a: a.update(kv_c=a["kv_c"][0]), r"kv_c must be \[num_tokens"),
-    (
-        "cos_sin columns",
-        lambda a: a.update(cos_sin_cache=a["cos_sin_cache"][:, :32]),
-        r"cos_sin_cache has 32 columns",
-    ),
-    (
-        "cos_sin dtype",
-        lambda a: a.update(cos_sin_cache=a["cos_sin_cache"].half()),
-        r"cos_sin_cache has dtype float16",
-    ),
+    ("kv_c float64", _edit(kv_c=lambda t: t.double()), r"kv_c has dtype float64"),
+    ("k_pe dtype", _edit(k_pe=lambda t: t.half()), r"k_pe has dtype float16 but kv_c has bfloat16"),
+    ("cache dtype", _edit(kv_cache=lambda t: t.float()), r"kv_cache has dtype float32"),
+    ("kv_c on cpu", _edit(kv_c=lambda t: t.cpu()), r"kv_c .*cpu"),
+    ("kv_c strided columns", _strided_columns, r"kv_c must be contiguous in its last dimension"),
+    ("slots int32", _edit(slot_mapping=lambda t: t.int()), r"slot_mapping must be int64"),
+    ("positions int32", _edit(positions=lambda t: t.int()), r"positions must be int64"),
+    ("token count", _edit(k_pe=lambda t: t[:7]), r"k_pe has 7 tokens but kv_c has 8"),
+    ("entry too small", _short_entries, r"kv_cache entries hold 500 values"),
+    ("k_pe 3-d", _two_head_k_pe, r"k_pe must be \[num_tokens, 1, rope_dim\]"),
+    ("kv_c 1-d", _edit(kv_c=lambda t: t[0]), r"kv_c must be \[num_tokens"),
+    ("cos_sin columns", _edit(cos_sin_cache=lambda t: t[:, :32]), r"cos_sin_cache has 32 columns"),
+    ("cos_sin dtype", _edit(cos_sin_cache=lambda t: t.half()), r"cos_sin_cache has dtype float16"),
     ("odd rope dim", _odd_rope, r"kv_cache entries hold|must be even"),
-    ("positions None", lambda a: a.update(positions=None), r"positions is None"),
-    ("not an array", lambda a: a.update(kv_c=object()), r"expected a torch tensor"),
+    ("positions None", _with(positions=None), r"positions is None"),
+    ("not an array", _with(kv_c=object()), r"expected a torch tensor"),
     ("fp8 without scale", lambda a: a.update(kv_cache=_fp8_cache()), r"kv_scale is required"),
-    (
-        "fp8 negative scale",
-        lambda a: a.update(kv_cache=_fp8_cache(), kv_scale=-1.0),
-        r"kv_scale must be a positive finite number",
-    ),
-    (
-        "fp8 nan scale",
-        lambda a: a.update(kv_cache=_fp8_cache(), kv_scale=float("nan")),
-        r"kv_scale must be a positive finite number",
-    ),
-    (
-        "fp8 fp16 scale tensor",
-        lambda a: a.update(
-            kv_cache=_fp8_cache(), kv_scale=torch.ones(1, dtype=torch.float16, device="cuda")
-        ),
-        r"kv_scale must be a one-element float32 tensor",
-    ),
-    (
-        "scale without fp8",
-        lambda a: a.update(kv_scale=1.0),
-        r"kv_scale applies only to an FP8 kv_cache",
-    ),
-    ("rope name", lambda a: a.update(rope="yarn"), r"rope must be 'neox', 'gptj' or None"),
+    ("fp8 negative scale", _fp8(lambda: -1.0), r"kv_scale must be a positive finite number"),
+    ("fp8 nan scale", _fp8(lambda: float("nan")), r"kv_scale must be a positive finite number"),
+    ("fp8 fp16 scale tensor", _fp8(_fp16_scale), r"kv_scale must be a one-element float32 tensor"),
+    ("scale without fp8", _with(kv_scale=1.0), r"kv_scale applies only to an FP8 kv_cache"),
+    ("rope name", _with(rope="yarn"), r"rope must be 'neox', 'gptj' or None"),
     ("overlapping kv_c rows", _overlapping_rows, r"kv_c rows overlap"),
     ("overlapping cache entries", _overlapping_entries, r"kv_cache entries overlap"),
-    ("stream type", lambda a: a.update(stream="default"), r"stream is a str"),
+    ("stream type", _with(stream="default"), r"stream is a str"),
 ]
 
 

@@ -56,7 +56,7 @@ def test_fast_path_builds_the_general_block(
     for stream in (None, torch.cuda.Stream(), 0):
         got = fast.mla_fast(nat, *args, stream)
         assert got is not None, "a plain torch call should take the fast path"
-        assert got == general.mla_block(nat, *args, stream)
+        assert got == general.mla_block(nat, case.operands(), kv_scale, rope, stream)
 
 
 def test_fast_path_swiglu_block() -> None:
