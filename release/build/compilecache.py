@@ -21,6 +21,7 @@ import signal
 import socket
 import sys
 import sysconfig
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -232,26 +233,37 @@ class CompileCacheServer:
 
     def stop(self) -> None:
         """End the server and any compile it still runs (a build stopped by a signal leaves
-        them: they are the server's children, not the build's)."""
-        end_compiles_of(self.port)
-        proc.run([str(self.binary), "--stop-server"], env=self.env, timeout=60)
+        them: they are the server's children, not the build's). After a signal `proc.run`
+        starts nothing, so `--stop-server` does not run and the server is killed instead:
+        left alive, it would go on with the compiles its killed clients had asked for."""
+        done = proc.run([str(self.binary), "--stop-server"], env=self.env, timeout=60)
+        end_compiles_of(self.port, server=not done.ok)
 
 
-def end_compiles_of(port: int) -> None:
+def end_compiles_of(port: int, *, server: bool) -> None:
     """SIGKILL every process but this one that talks to the server on `port` (its
-    compiles and their children, which carry SCCACHE_SERVER_PORT), the server itself
-    left to `--stop-server`."""
+    compiles and their children, which carry SCCACHE_SERVER_PORT), and the server itself
+    where `server`. Pass after pass until one finds none: a compiler killed in one pass
+    may have started a child after the pass listed the processes."""
     marker = f"SCCACHE_SERVER_PORT={port}".encode()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            environ = (entry / "environ").read_bytes().split(b"\0")
-            if marker not in environ or b"SCCACHE_START_SERVER=1" in environ:
-                continue  # not this server's, or the server itself
-            os.kill(int(entry.name), signal.SIGKILL)
-        except (OSError, ValueError):
-            continue  # gone already, or not ours
+    for _ in range(50):
+        killed = 0
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit() or int(entry.name) == os.getpid():
+                continue
+            try:
+                environ = (entry / "environ").read_bytes().split(b"\0")
+                if marker not in environ:
+                    continue  # not this server's
+                if b"SCCACHE_START_SERVER=1" in environ and not server:
+                    continue  # the server, which `--stop-server` ended
+                os.kill(int(entry.name), signal.SIGKILL)
+                killed += 1
+            except (OSError, ValueError):
+                continue  # gone already, or not ours
+        if not killed:
+            return
+        time.sleep(0.05)
 
 
 class CompileCacheError(Exception):

@@ -267,17 +267,19 @@ def test_a_damaged_cache_entry_is_rebuilt_and_never_shipped(
 
 
 def live_processes(marker: str) -> list[str]:
-    """Command lines of running processes that mention `marker`."""
+    """Command lines of running processes that mention `marker` in their command line or
+    their environment (a compile cache server of the build: its directory is there)."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            environ = (entry / "environ").read_bytes().decode(errors="replace")
             state = (entry / "stat").read_text().split()[2]
         except OSError:
             continue
-        if marker in command and state != "Z":
+        if (marker in command or marker in environ) and state != "Z":
             found.append(command)
     return found
 
