@@ -3,43 +3,63 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import os
 import re
 import signal
 import sys
 from collections.abc import Sequence
+from typing import cast
 
 from release import __version__, proc
-from release.commands import build as build_command
-from release.commands import doctor as doctor_command
-from release.commands import env as env_command
-from release.commands import gpu_gate as gpu_gate_command
-from release.commands import matrix as matrix_command
-from release.commands import nccl as nccl_command
-from release.commands import pins as pins_command
-from release.commands import plan as plan_command
-from release.commands import publish as publish_command
-from release.commands import verify as verify_command
-from release.commands.common import Command, add_command, parents
+from release.commands.arguments import Command, add_command, parents
 from release.console import Annotation, Output
 from release.errors import ConfigError, FileError, ReleaseError
 
-COMMANDS: tuple[Command, ...] = (
-    matrix_command,
-    nccl_command,
-    doctor_command,
-    build_command,
-    publish_command,
-    verify_command,
-    plan_command,
-    pins_command,
-    gpu_gate_command,
-    env_command,
+# The commands in the order `release --help` lists them; `gpu-gate` is release.commands.gpu_gate.
+COMMANDS: tuple[str, ...] = (
+    "matrix",
+    "nccl",
+    "doctor",
+    "build",
+    "publish",
+    "verify",
+    "plan",
+    "pins",
+    "gpu-gate",
+    "env",
 )
+HELP_FLAGS = frozenset({"-h", "--help"})
 
 
-def build_parser() -> argparse.ArgumentParser:
+def command_module(name: str) -> Command:
+    """The module of the command `name`, imported now (and only now)."""
+    return cast(Command, importlib.import_module(f"release.commands.{name.replace('-', '_')}"))
+
+
+def needed_commands(argv: Sequence[str] | None) -> frozenset[str]:
+    """The commands whose modules parsing `argv` needs: the one it names, every one for
+    `release --help` (or when `argv` is None: a parser for any command line), none for
+    `release --version` or a command line that names no command.
+
+    A command imports only what it uses: the others' modules (publish's githubkit and
+    sigstore, build's auditwheel) are never loaded for it.
+    """
+    if argv is None:
+        return frozenset(COMMANDS)
+    for arg in argv:
+        if arg in HELP_FLAGS:
+            return frozenset(COMMANDS)
+        if not arg.startswith("-"):
+            return frozenset({arg}) & frozenset(COMMANDS)
+    return frozenset()
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser of `release`; with `argv`, one that parses that command line only (every
+    command is a choice, but only the one `argv` names has its options)."""
+    needed = needed_commands(argv)
     shared = parents()
     parser = argparse.ArgumentParser(
         prog="release",
@@ -47,13 +67,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for command in COMMANDS:
-        add_command(subparsers, command, shared)
+    for name in COMMANDS:
+        if name in needed:
+            add_command(subparsers, command_module(name), shared)
+        else:
+            subparsers.add_parser(name)  # a choice only: this command line names another
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(argv)
     try:
         args = parser.parse_args(argv)
     except ReleaseError as error:  # an output path the command could not write (options.py)

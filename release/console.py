@@ -21,23 +21,19 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
-from typing import Any, TextIO
-
-from rich.console import Console, Group, RenderableType
-from rich.progress import (
-    BarColumn,
-    DownloadColumn,
-    Progress,
-    TaskID,
-    TextColumn,
-    TimeRemainingColumn,
-)
-from rich.table import Table
-from rich.text import Text
+from typing import TYPE_CHECKING, Any, TextIO
 
 from release.credentials import add_mask_lines
 from release.fsutil import json_text, write_atomic
+
+if TYPE_CHECKING:
+    from rich.console import Console, RenderableType
+    from rich.progress import Progress, TaskID
+
+# rich is imported where a table, a line or a progress bar is drawn: a command that only
+# writes its --json document, and `release --version`, never load it.
 
 DOCUMENT_SCHEMA = 1
 STACK_BELOW = 100  # columns: narrower than this, table rows are stacked
@@ -54,6 +50,8 @@ def width_of(stream: TextIO, environ: Mapping[str, str]) -> int | None:
 
 
 def make_console(stream: TextIO | None = None, environ: Mapping[str, str] | None = None) -> Console:
+    from rich.console import Console
+
     stream = stream or sys.stdout
     env = environ or {}
     force = bool(env.get("FORCE_COLOR"))
@@ -77,6 +75,10 @@ def table(
     """Rows as a table, or stacked (`column: value`, one row after the other) when the
     width is under STACK_BELOW columns or the table would not fit in it (so that no value
     is cut or folded across lines where a wide terminal shows it whole)."""
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
     if width is not None and (width < STACK_BELOW or natural_width(columns, rows) > width):
         grid = Table.grid(padding=(0, 1))
         grid.add_column(style="bold", no_wrap=True)
@@ -175,8 +177,15 @@ class Output:
         self.command = command
         self.stdout = stdout or sys.stdout
         self.stderr = stderr or sys.stderr
-        self.err = make_console(self.stderr, environ)
-        self.out = self.err if json_mode else make_console(self.stdout, environ)
+
+    @cached_property
+    def err(self) -> Console:
+        return make_console(self.stderr, self.environ)
+
+    @cached_property
+    def out(self) -> Console:
+        """Where the report goes: stdout, or stderr with --json."""
+        return self.err if self.json_mode else make_console(self.stdout, self.environ)
 
     # - human output -
 
@@ -247,6 +256,14 @@ class Output:
     def progress(self, what: str, *, total: float | None, unit: str = "") -> Iterator[Advance]:
         """`advance(done, total, label)` reports progress of one piece of work."""
         if self.stderr.isatty() and not self.actions:
+            from rich.progress import (
+                BarColumn,
+                DownloadColumn,
+                Progress,
+                TextColumn,
+                TimeRemainingColumn,
+            )
+
             count = TextColumn("{task.completed:.0f}/{task.total:.0f}")
             columns: list[Any] = [TextColumn("{task.description}"), BarColumn()]
             columns += [DownloadColumn() if unit == "bytes" else count, TimeRemainingColumn()]

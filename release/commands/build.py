@@ -39,7 +39,7 @@ from release.build.stage import (
     run_build,
     schedule,
 )
-from release.commands import common
+from release.commands import arguments, common
 from release.commands.options import WholeNumber
 from release.console import Annotation, Output, markdown_table
 from release.errors import BuildError, ConfigError
@@ -55,11 +55,11 @@ COMPILE_JOBS = WholeNumber(1, 1024)  # past this, make and ninja fork until the 
 
 
 HELP = "build the wheels of the selected cells"
-SHARED: tuple[common.Shared, ...] = ("matrix", "cells", "output")
+SHARED: tuple[arguments.Shared, ...] = ("matrix", "cells", "output")
 
 
 def add_options(parser: argparse.ArgumentParser) -> None:
-    common.add_output_dir(parser, "--out", "output directory (default: dist)")
+    arguments.add_output_dir(parser, "--out", "output directory (default: dist)")
     parser.add_argument(
         "--jobs",
         type=JOBS,
@@ -86,7 +86,7 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         help="rebuild from empty device and wheel caches and compare every wheel with the "
         "one MANIFEST records; exit 4 if any differs (--out keeps the rebuilt wheels)",
     )
-    common.add_toolchain_options(parser)
+    arguments.add_toolchain_options(parser)
 
 
 def per_target(sizes: Sequence[tuple[str, int]]) -> str:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from release.build import preview
-from release.commands import common
+from release.commands import arguments, common
 from release.console import Output
 from release.credentials import without_credentials
 from release.toolchain import (
@@ -31,7 +31,7 @@ from release.toolchain import (
 from release.toolchain.cacheroot import toolchain_cache
 
 HELP = "show the toolchain of every CUDA version and arch"
-SHARED: tuple[common.Shared, ...] = ("matrix", "cells", "output")
+SHARED: tuple[arguments.Shared, ...] = ("matrix", "cells", "output")
 
 
 def add_options(parser: argparse.ArgumentParser) -> None:
@@ -40,7 +40,7 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="install missing toolchains and show the versions the tools report",
     )
-    common.add_toolchain_options(parser)
+    arguments.add_toolchain_options(parser)
 
 
 @dataclass(frozen=True)

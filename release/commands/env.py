@@ -31,20 +31,20 @@ from pathlib import Path
 from release import proc
 from release.build.settings import BuildSettings, source_date_epoch
 from release.build.stage import BuildEvents, cell_inputs_for, prepare, record_wheel, require_success
-from release.commands import common
+from release.commands import arguments, common
 from release.errors import ConfigError
 from release.fsutil import write_atomic
 from release.matrix import Cell
 from release.targets import ARCHES
 
 HELP = "provision one cell's toolchain and print its build inputs"
-SHARED: tuple[common.Shared, ...] = ("matrix", "output")
+SHARED: tuple[arguments.Shared, ...] = ("matrix", "output")
 
 
 def add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cuda", required=True, metavar="X.Y")
     parser.add_argument("--arch", required=True, choices=ARCHES)
-    common.add_output_file(
+    arguments.add_output_file(
         parser, "--out", "write KEY='value' lines to FILE instead (its directory must exist)"
     )
     parser.add_argument(
@@ -53,13 +53,13 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         metavar="WHEEL|DIR",
         help="the cell's wheel (or a directory holding it) built from these inputs",
     )
-    common.add_dist_option(
+    arguments.add_dist_option(
         parser,
         "where --record puts the wheel, manifest.json and the NCCL files; the device "
         "log goes to DIR/logs (default: dist)",
         written=True,
     )
-    common.add_toolchain_options(parser)
+    arguments.add_toolchain_options(parser)
 
 
 # ---------------------------------------------------------------- pure core

@@ -13,7 +13,7 @@ import os
 
 from release.build.gate import GateResult, run_gate
 from release.build.settings import DEFAULT_EPOCH, BuildSettings
-from release.commands import common
+from release.commands import arguments, common
 from release.console import Annotation, markdown_table
 from release.errors import BuildError, ConfigError
 from release.matrix import GateRun
@@ -23,7 +23,7 @@ GATE_COLUMNS = ("run", "result", "time", "wheel", "detail")
 
 
 HELP = "run the GPU tests of matrix.yaml's gpu-gate on the built wheels"
-SHARED: tuple[common.Shared, ...] = ("matrix", "output")
+SHARED: tuple[arguments.Shared, ...] = ("matrix", "output")
 
 
 def add_options(parser: argparse.ArgumentParser) -> None:
@@ -33,12 +33,12 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help="which gpu-gate runner this machine is (its labels joined with '/')",
     )
-    common.add_dist_option(
+    arguments.add_dist_option(
         parser,
         "the built wheels and their manifest (default: dist)",
     )
     parser.add_argument("--cuda", action="append", default=[], metavar="X.Y")
-    common.add_toolchain_options(parser)
+    arguments.add_toolchain_options(parser)
 
 
 def _rows(results: list[GateResult]) -> list[list[str]]:

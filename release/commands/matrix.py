@@ -10,7 +10,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from release.commands import common
+from release.commands import arguments, common
 from release.matrix import (
     Cell,
     Matrix,
@@ -89,7 +89,7 @@ def gate_matrix(matrix: Matrix) -> dict[str, Any]:
 
 
 HELP = "show the cells of the release matrix"
-SHARED: tuple[common.Shared, ...] = ("matrix", "cells", "output")
+SHARED: tuple[arguments.Shared, ...] = ("matrix", "cells", "output")
 
 
 def add_options(parser: argparse.ArgumentParser) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from release.commands import common
+from release.commands import arguments, common
 from release.downstream.nccl import (
     DEFAULT_INDEX_URL,
     check_pins_exist,
@@ -22,11 +22,13 @@ from release.errors import ConfigError
 from release.remote import httpclient as http
 
 HELP = "write the NCCL pin files for each CUDA major"
-SHARED: tuple[common.Shared, ...] = ("matrix", "output")
+SHARED: tuple[arguments.Shared, ...] = ("matrix", "output")
 
 
 def add_options(parser: argparse.ArgumentParser) -> None:
-    common.add_output_dir(parser, "--out", "output directory (default: dist)", default=Path("dist"))
+    arguments.add_output_dir(
+        parser, "--out", "output directory (default: dist)", default=Path("dist")
+    )
     parser.add_argument("--cuda", action="append", default=[], metavar="X.Y")
     parser.add_argument(
         "--check",

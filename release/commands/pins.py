@@ -9,23 +9,23 @@ from __future__ import annotations
 
 import argparse
 
-from release.commands import common
+from release.commands import arguments, common
 from release.downstream.requirement_files import install_lines, pin_files
 from release.fsutil import write_atomic
 from release.records.dist import load_dist
 from release.records.published import RECORD_NAME, read_record, with_overrides
 
 HELP = "write hash-pinned requirement files for each variant of a publish"
-SHARED: tuple[common.Shared, ...] = ("output",)
+SHARED: tuple[arguments.Shared, ...] = ("output",)
 
 
 def add_options(parser: argparse.ArgumentParser) -> None:
-    common.add_dist_option(
+    arguments.add_dist_option(
         parser,
         "directory with the manifest and published.json (default: dist)",
     )
-    common.add_output_dir(parser, "--out", "default: <dist>/pins")
-    common.add_index_url_overrides(
+    arguments.add_output_dir(parser, "--out", "default: <dist>/pins")
+    arguments.add_index_url_overrides(
         parser, "the index of a destination or label, where it is served elsewhere"
     )
 

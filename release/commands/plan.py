@@ -19,7 +19,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from release.commands import common
+from release.commands import arguments, common
 from release.console import markdown_table
 from release.publish.growth import find_previous
 from release.publish.plan import (
@@ -40,11 +40,11 @@ COLUMNS = ("cell", "wheel", "size", "growth", "destination", "state", "final URL
 
 
 HELP = "show every cell, its wheel, destination and final URL, and what exists there"
-SHARED: tuple[common.Shared, ...] = ("matrix", "cells", "output")
+SHARED: tuple[arguments.Shared, ...] = ("matrix", "cells", "output")
 
 
 def add_options(parser: argparse.ArgumentParser) -> None:
-    common.add_dist_option(
+    arguments.add_dist_option(
         parser,
         "where built wheels and manifest*.json are (default: dist)",
     )
@@ -66,8 +66,8 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         help="the previous release's release-manifest.json, to measure each wheel's growth "
         "against (default: the one of the highest published GitHub release below this version)",
     )
-    common.add_markdown_option(parser, "write the plan as Markdown")
-    common.add_toolchain_options(parser)
+    arguments.add_markdown_option(parser, "write the plan as Markdown")
+    arguments.add_toolchain_options(parser)
 
 
 def summary(plan: ReleasePlan) -> str:

@@ -15,7 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from release.commands import common
+from release.commands import arguments, common
 from release.console import Advance, Output, markdown_table
 from release.errors import IncompleteError, ReleaseError
 from release.publish.decide import Action, CompanionDecision, FileDecision
@@ -157,11 +157,11 @@ def publish_markdown(outcome: PublishOutcome, *, dry_run: bool) -> str:
 
 
 HELP = "upload the built wheels to PyPI and GitHub Releases, and write the index"
-SHARED: tuple[common.Shared, ...] = ("output",)
+SHARED: tuple[arguments.Shared, ...] = ("output",)
 
 
 def add_options(parser: argparse.ArgumentParser) -> None:
-    common.add_dist_option(
+    arguments.add_dist_option(
         parser,
         "directory with manifest.json and the wheels, where published.json is written "
         "(default: dist)",
@@ -189,7 +189,9 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         metavar="URL",
         help="PyPI upload URL (e.g. https://test.pypi.org/legacy/)",
     )
-    common.add_output_dir(parser, "--index-dir", "where to write the index (default: <dist>/index)")
+    arguments.add_output_dir(
+        parser, "--index-dir", "where to write the index (default: <dist>/index)"
+    )
     parser.add_argument(
         "--index-base-url",
         metavar="URL",
@@ -214,7 +216,7 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--pages-remote", metavar="REMOTE", help="push --pages-branch to this remote"
     )
-    common.add_markdown_option(parser, "write it as Markdown")
+    arguments.add_markdown_option(parser, "write it as Markdown")
 
 
 def settings_from(args: argparse.Namespace) -> PublishSettings:

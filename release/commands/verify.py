@@ -12,7 +12,7 @@ import argparse
 import os
 from typing import Any
 
-from release.commands import common
+from release.commands import arguments, common
 from release.commands.options import Seconds, WholeNumber
 from release.console import Annotation, Output, markdown_table
 from release.errors import VerifyError
@@ -65,15 +65,15 @@ def verify_json(report: VerifyReport) -> dict[str, Any]:
 
 
 HELP = "check every published file, index link and pip resolution against the manifest"
-SHARED: tuple[common.Shared, ...] = ("matrix", "output")
+SHARED: tuple[arguments.Shared, ...] = ("matrix", "output")
 
 
 def add_options(parser: argparse.ArgumentParser) -> None:
-    common.add_dist_option(
+    arguments.add_dist_option(
         parser,
         "directory with manifest.json and published.json (default: dist)",
     )
-    common.add_index_url_overrides(
+    arguments.add_index_url_overrides(
         parser, "check pip against this index for a destination or local label"
     )
     parser.add_argument(
@@ -133,7 +133,7 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         metavar="URL",
         help="where the index of the GitHub-hosted variants is served (default: the matrix's)",
     )
-    common.add_markdown_option(parser, "write it as Markdown")
+    arguments.add_markdown_option(parser, "write it as Markdown")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -1,0 +1,148 @@
+"""The parser side that every command shares: the shared options (--matrix, --json, the
+cell selection), the options several commands take, and how a command module is registered
+as `release NAME`.
+
+Only argparse and the option types are imported here: `release --version` and `--help`
+build their parsers from this module alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from release.commands.options import OutputDir, OutputFile
+from release.targets import ARCHES
+
+
+@dataclass(frozen=True)
+class Parents:
+    """Options several commands share: `matrix` (--matrix), `output` (--json, --json-file),
+    `cells` (--cuda, --arch: which cells of the matrix)."""
+
+    matrix: argparse.ArgumentParser
+    output: argparse.ArgumentParser
+    cells: argparse.ArgumentParser
+
+
+def parents() -> Parents:
+    matrix = argparse.ArgumentParser(add_help=False)
+    matrix.add_argument(
+        "--matrix",
+        type=Path,
+        default=Path("matrix.yaml"),
+        metavar="PATH",
+        help="the release matrix (default: ./matrix.yaml)",
+    )
+    output = argparse.ArgumentParser(add_help=False)
+    output.add_argument(
+        "--json",
+        action="store_true",
+        help="write the result as one JSON document to stdout (the report goes to stderr)",
+    )
+    add_output_file(
+        output,
+        "--json-file",
+        "also write that document to PATH (its directory must exist)",
+        metavar="PATH",
+    )
+    cells = argparse.ArgumentParser(add_help=False)
+    cells.add_argument(
+        "--cuda",
+        action="append",
+        default=[],
+        metavar="X.Y",
+        help="only the cells of this CUDA version (repeatable; default: all)",
+    )
+    cells.add_argument(
+        "--arch",
+        action="append",
+        default=[],
+        choices=ARCHES,
+        help="only the cells of this CPU architecture (repeatable; default: all)",
+    )
+    return Parents(matrix=matrix, output=output, cells=cells)
+
+
+Shared = Literal["matrix", "cells", "output"]
+
+
+class Command(Protocol):
+    """A module of release.commands: its docstring's first paragraph is the description
+    `release NAME --help` shows, and the module's name (`gpu_gate`: `release gpu-gate`) the
+    command's."""
+
+    __name__: str
+    __doc__: str | None
+    HELP: str  # the line in `release --help`
+    SHARED: tuple[Shared, ...]  # the shared options it takes, in the order --help lists them
+
+    def add_options(self, parser: argparse.ArgumentParser) -> None: ...
+
+    def run(self, args: argparse.Namespace) -> int: ...
+
+
+def add_command(subparsers: Any, command: Command, shared: Parents) -> None:
+    """The subcommand `release NAME`: the shared options first, then the command's own."""
+    name = command.__name__.rsplit(".", 1)[-1].replace("_", "-")
+    description = (command.__doc__ or "").split("\n\n", 1)[0]
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        name,
+        parents=[getattr(shared, option) for option in command.SHARED],
+        help=command.HELP,
+        description=description,
+    )
+    parser.set_defaults(func=command.run)
+    command.add_options(parser)
+
+
+def add_output_file(
+    parser: argparse.ArgumentParser, option: str, what: str, *, metavar: str = "FILE"
+) -> None:
+    """`option FILE`, a file the command writes: one it cannot write is refused while the
+    command line is parsed, naming `option`; `what` is its help."""
+    parser.add_argument(option, type=OutputFile(option), metavar=metavar, help=what)
+
+
+def add_output_dir(
+    parser: argparse.ArgumentParser, option: str, what: str, *, default: Path | None = None
+) -> None:
+    """`option DIR`, a directory the command writes in: one it cannot create or write in is
+    refused while the command line is parsed, naming `option`; `what` is its help."""
+    parser.add_argument(option, type=OutputDir(option), default=default, metavar="DIR", help=what)
+
+
+def add_dist_option(parser: argparse.ArgumentParser, what: str, *, written: bool = False) -> None:
+    """`--dist DIR` (default: dist); `what` says what the command reads or writes there;
+    a command that writes there (`written`) refuses a DIR it cannot write in."""
+    kind = OutputDir("--dist") if written else Path
+    parser.add_argument("--dist", type=kind, default=Path("dist"), metavar="DIR", help=what)
+
+
+def add_index_url_overrides(parser: argparse.ArgumentParser, what: str) -> None:
+    """`--index-url NAME=URL`, repeatable, as `parse_overrides` reads it; `what` is its help."""
+    parser.add_argument("--index-url", action="append", default=[], metavar="NAME=URL", help=what)
+
+
+def add_markdown_option(parser: argparse.ArgumentParser, what: str) -> None:
+    """`--markdown FILE`, which `write_report` writes; `what` is its help."""
+    add_output_file(parser, "--markdown", f"{what} (its directory must exist)")
+
+
+def add_toolchain_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--cuda-home",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="use this CUDA toolkit (bin/nvcc) instead of the PyPI toolchain "
+        "(default: $CUDA_HOME if set)",
+    )
+    add_output_dir(
+        parser,
+        "--cache-dir",
+        "toolchains, device code and wheels cache "
+        "(default: $RELEASE_CACHE_DIR or ~/.cache/cuda-wheel-release)",
+    )
