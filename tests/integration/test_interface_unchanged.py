@@ -1,386 +1,42 @@
-"""Every command's interface, recorded: exit code and `--json` document per invocation.
-
-The real `release` console script runs as a subprocess in the repository root, on the
-shipped matrix.yaml and csrc/, for every command of the README's Commands table and its
-error exits. What it prints (after `normalise`) is compared with a golden file under
-tests/data/interface/, one per invocation, named after it: the exit code, the `--json`
-document (as parsed objects, the top-level keys in order, and every nested key in order)
-or the exact text of a non-JSON output, and the `error:` / `hint:` lines of stderr.
-
-The golden files were recorded from the code as it was before a restructuring, so that a
-refactored tree can prove it behaves the same. `RECORD_GOLDEN=1` (re)writes them instead of
-comparing; without it a missing golden file fails the test.
-
-Offline and deterministic: SOURCE_DATE_EPOCH is fixed (so the sha256 of every wheel is
-part of the record), no credentials are passed, GitHub and PyPI are "asked" at a port of
-127.0.0.1 that nothing listens on, and every proxy variable points there too, so that no
-request leaves the machine. Only the first build may reach PyPI, for the toolchains a cold
-cache lacks. Slow: two full builds of the four cells (the build, then `--compare`).
-"""
+"""The full tier's part of every command's recorded interface (tests/integration/interface.py
+says how it is recorded and compared): the real build of the shipped matrix's four cells,
+`build --compare`, and what reads that build's dist/ and the toolchains it provisioned
+(doctor, `build --dry-run`, env, plan, the publish dry run). Slow: two full builds."""
 
 from __future__ import annotations
 
-import json
-import os
-import re
-import socket
-import subprocess
-import sys
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
 
 import pytest
 
+from tests.integration.interface import (
+    Invocation,
+    Workspace,
+    check_unchanged,
+    of_tier,
+    workspace_at,
+)
+
 pytestmark = pytest.mark.slow
 
-REPO = Path(__file__).resolve().parents[2]
-GOLDEN = REPO / "tests" / "data" / "interface"
-RELEASE = Path(sys.executable).with_name("release")
-EPOCH = "1700000000"
-RECORDING = os.environ.get("RECORD_GOLDEN") == "1"
-
-# Placeholders, in the arguments of an invocation as in its normalised output.
-TMP = "<tmp>"  # this module's temporary directory
-CACHE = "<cache>"  # the session's toolchain cache (the `release_cache` fixture)
-ROOT = "<root>"  # the repository root, where every command runs
-PYTHON = "<python>"  # the venv's interpreter, as the console script runs it
-UNREACHABLE = "<unreachable>"  # http://127.0.0.1:PORT, a bound port nothing listens on
-SECONDS = "<seconds>"
-CPUS = "<cpu_count>"
-
-TIMING_KEYS = frozenset({"seconds"})  # wall-clock fields of the documents: zeroed
-# wall-clock time inside a message: "gave up at the retry limit after 5 attempts in 15 s"
-ELAPSED = re.compile(r"(\battempts? in )\d+(?:\.\d+)? s\b")
-PARALLEL_KEYS = frozenset({"RELEASE_JOBS"})  # os.cpu_count() // --jobs: the machine's
-DIAGNOSTICS = ("error:", "hint:")
-PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")
-# what would change the commands' behaviour from outside: credentials, CI mode, a
-# toolkit, another cache, a date, terminal settings; the test sets its own
-DROPPED_PREFIXES = ("GITHUB_", "TWINE_", "ACTIONS_", "RUNNER_", "RELEASE_")
-DROPPED = frozenset(
-    {"CI", "CUDA_HOME", "SOURCE_DATE_EPOCH", "COLUMNS", "NO_COLOR", "FORCE_COLOR", "NO_PROXY"}
-)
-
-
-@dataclass(frozen=True)
-class Invocation:
-    """One `release` command line. `args` may hold the placeholders above."""
-
-    name: str  # the golden file: tests/data/interface/<name>.json
-    args: tuple[str, ...]
-    stdout: Literal["json", "text"] = "json"
-    after: tuple[str, ...] = ()  # invocations that must have run first (their outputs)
-    network: bool = False  # may reach PyPI (toolchain downloads into a cold cache)
-
-
-BUILD = ("build", "--json", "--out", f"{TMP}/dist", "--cache-dir", f"{TMP}/cache")
-UNREACHABLE_APIS = ("--github-api-url", UNREACHABLE, "--repository-url", f"{UNREACHABLE}/legacy/")
-
-INVOCATIONS = (
-    # matrix
-    Invocation("matrix-json", ("matrix", "--json")),
-    Invocation("matrix-format-json", ("matrix", "--format", "json")),
-    Invocation("matrix-format-github", ("matrix", "--format", "github"), stdout="text"),
-    Invocation(
-        "matrix-format-github-per-cuda",
-        ("matrix", "--format", "github", "--per", "cuda"),
-        stdout="text",
-    ),
-    Invocation("matrix-format-gpu", ("matrix", "--format", "gpu"), stdout="text"),
-    Invocation(
-        "matrix-format-gpu-with-gate",
-        ("matrix", "--matrix", f"{TMP}/gate/matrix.yaml", "--format", "gpu"),
-        stdout="text",
-    ),
-    Invocation(
-        "matrix-cuda-12.9-arch-aarch64", ("matrix", "--cuda", "12.9", "--arch", "aarch64", "--json")
-    ),
-    Invocation("matrix-schema", ("matrix", "--schema"), stdout="text"),
-    Invocation("matrix-unknown-key", ("matrix", "--matrix", f"{TMP}/bad/matrix.yaml", "--json")),
-    Invocation("matrix-unknown-cuda", ("matrix", "--cuda", "11.0", "--json")),
-    # doctor: the cache the build provisioned
-    Invocation("doctor-json", ("doctor", "--json"), after=("build",)),
-    Invocation(
-        "doctor-cuda-12.9-arch-aarch64",
-        ("doctor", "--cuda", "12.9", "--arch", "aarch64", "--json"),
-        after=("build",),
-    ),
-    # nccl
-    Invocation("nccl-json", ("nccl", "--out", f"{TMP}/nccl", "--json")),
-    Invocation("nccl-cuda-12.9", ("nccl", "--cuda", "12.9", "--out", f"{TMP}/nccl-12.9", "--json")),
-    # build
-    Invocation("build-dry-run", ("build", "--dry-run", "--json"), after=("build",)),
-    Invocation("build-dry-run-unknown-cuda", ("build", "--dry-run", "--cuda", "11.0", "--json")),
-    Invocation("build", BUILD, network=True),
-    Invocation(
-        "build-compare",
-        (
-            "build",
-            "--compare",
-            f"{TMP}/dist/manifest.json",
-            "--json",
-            "--out",
-            f"{TMP}/dist2",
-            "--cache-dir",
-            f"{TMP}/cache",
-        ),
-        after=("build",),
-    ),
-    Invocation(
-        "build-compare-missing-manifest",
-        ("build", "--compare", f"{TMP}/nosuch/manifest.json", "--json", "--out", f"{TMP}/dist3"),
-    ),
-    # env
-    Invocation(
-        "env-13.0-x86_64", ("env", "--cuda", "13.0", "--arch", "x86_64", "--json"), after=("build",)
-    ),
-    Invocation(
-        "env-12.9-aarch64",
-        ("env", "--cuda", "12.9", "--arch", "aarch64", "--json"),
-        after=("build",),
-    ),
-    Invocation("env-unknown-cuda", ("env", "--cuda", "11.0", "--arch", "x86_64", "--json")),
-    # gpu-gate
-    Invocation("gpu-gate-no-gate", ("gpu-gate", "--runner", "nosuch", "--json")),
-    Invocation(
-        "gpu-gate-unknown-runner",
-        (
-            "gpu-gate",
-            "--matrix",
-            f"{TMP}/gate/matrix.yaml",
-            "--runner",
-            "nosuch",
-            "--dist",
-            f"{TMP}/dist",
-            "--json",
-        ),
-        after=("build",),
-    ),
-    # plan, publish: no credentials, the destinations unreachable -> "not asked", exit 9
-    Invocation(
-        "plan-unreachable",
-        ("plan", "--dist", f"{TMP}/dist", "--json", *UNREACHABLE_APIS),
-        after=("build",),
-    ),
-    Invocation(
-        "publish-dry-run-unreachable",
-        ("publish", "--dist", f"{TMP}/dist", "--dry-run", "--json", *UNREACHABLE_APIS),
-        after=("build",),
-    ),
-    # verify, pins: nothing was published
-    Invocation("verify-no-record", ("verify", "--dist", f"{TMP}/dist", "--json"), after=("build",)),
-    Invocation(
-        "verify-tag-unreachable",
-        ("verify", "--tag", "v0.1.0", "--json", "--github-api-url", UNREACHABLE),
-    ),
-    Invocation("pins-no-record", ("pins", "--dist", f"{TMP}/dist", "--json"), after=("build",)),
-    Invocation("pins-no-dist", ("pins", "--dist", f"{TMP}/nodist", "--json")),
-)
-BY_NAME = {i.name: i for i in INVOCATIONS}
-
-
-@dataclass(frozen=True)
-class Placeholders:
-    """What `normalise` replaces: real text -> placeholder, and the venv's bin/ directory."""
-
-    paths: dict[str, str]
-    python_bin: str
-
-
-def normalise(value: Any, places: Placeholders, *, key: str | None = None) -> Any:
-    """What a command printed, without what differs between runs and machines.
-
-    - the venv's interpreter under any of its names (`python`, `python3`, `python3.11`)
-      becomes `<python>`;
-    - every path and URL of `places.paths` (the temporary directory, the cache, the
-      repository root, each as given and resolved; the unreachable API URL) becomes its
-      placeholder, in every string, the longest first;
-    - timing: a `seconds` field (anywhere) becomes 0, and the wall-clock time of a retry
-      message ("after 5 attempts in 15 s") becomes `<seconds>`;
-    - a `RELEASE_JOBS` value equal to this machine's CPU count becomes `<cpu_count>`
-      (another value is kept: it would be a change).
-
-    Everything else is kept as printed: sha256 values, filenames, sizes, tool versions, the
-    order of lists and of keys (dicts are rebuilt in their order).
-    """
-    if isinstance(value, dict):
-        return {k: normalise(v, places, key=k) for k, v in value.items()}
-    if isinstance(value, list):
-        return [normalise(v, places) for v in value]
-    if key in TIMING_KEYS and isinstance(value, int | float) and not isinstance(value, bool):
-        return 0
-    if key in PARALLEL_KEYS and value == str(os.cpu_count()):
-        return CPUS
-    if not isinstance(value, str):
-        return value
-    interpreter = re.escape(places.python_bin) + r"/python(?:\d+(?:\.\d+)*)?(?![\w.])"
-    text = re.sub(interpreter, PYTHON, value)
-    for real in sorted(places.paths, key=len, reverse=True):
-        text = text.replace(real, places.paths[real])
-    return ELAPSED.sub(rf"\g<1>{SECONDS} s", text)
-
-
-def ordered(value: Any) -> Any:
-    """`value` with every dict as a list of (key, value) pairs: equal only in the same order."""
-    if isinstance(value, dict):
-        return [[k, ordered(v)] for k, v in value.items()]
-    if isinstance(value, list):
-        return [ordered(v) for v in value]
-    return value
-
-
-@dataclass
-class Workspace:
-    """The module's temporary tree, the cache, the unreachable port, and the results."""
-
-    tmp: Path
-    cache: Path
-    unreachable: str
-    results: dict[str, subprocess.CompletedProcess[str]] = field(default_factory=dict)
-
-    def placeholders(self) -> Placeholders:
-        paths = {self.unreachable: UNREACHABLE}
-        for real, placeholder in ((self.tmp, TMP), (self.cache, CACHE), (REPO, ROOT)):
-            paths[str(real)] = placeholder
-            paths[str(real.resolve())] = placeholder
-        return Placeholders(paths=paths, python_bin=str(RELEASE.parent))
-
-    def expand(self, arg: str) -> str:
-        for placeholder, real in (
-            (TMP, str(self.tmp)),
-            (CACHE, str(self.cache)),
-            (ROOT, str(REPO)),
-            (UNREACHABLE, self.unreachable),
-        ):
-            arg = arg.replace(placeholder, real)
-        return arg
-
-    def environment(self, invocation: Invocation) -> dict[str, str]:
-        env = {
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith(DROPPED_PREFIXES)
-            and k not in DROPPED
-            and k.upper() not in PROXY_VARIABLES
-        }
-        env.update(
-            SOURCE_DATE_EPOCH=EPOCH,
-            RELEASE_CACHE_DIR=str(self.cache),
-            NO_COLOR="1",
-            COLUMNS="120",
-        )
-        if not invocation.network:
-            for name in PROXY_VARIABLES:
-                env[name] = env[name.lower()] = self.unreachable
-            env["NO_PROXY"] = env["no_proxy"] = "127.0.0.1,localhost"
-        return env
-
-    def run(self, name: str) -> subprocess.CompletedProcess[str]:
-        """The result of invocation `name`, run once per module (after what it needs)."""
-        if name not in self.results:
-            invocation = BY_NAME[name]
-            for before in invocation.after:
-                self.run(before)
-            self.results[name] = subprocess.run(
-                [str(RELEASE), *(self.expand(a) for a in invocation.args)],
-                cwd=REPO,
-                env=self.environment(invocation),
-                capture_output=True,
-                text=True,
-                check=False,
-                timeout=1800,
-            )
-        return self.results[name]
-
-
-def _copy_matrix(directory: Path, text: str) -> None:
-    """matrix.yaml as `text` in `directory`, beside a link to the shipped csrc/."""
-    directory.mkdir()
-    (directory / "matrix.yaml").write_text(text, encoding="utf-8")
-    (directory / "csrc").symlink_to(REPO / "csrc", target_is_directory=True)
-
-
-GPU_GATE = """
-gpu-gate:
-  runners:
-    - {labels: [self-hosted, linux, x64, h200], sms: [90]}
-  command: bash csrc/tests/gpu/run_on_device.sh {wheel} {expect_arch}
-"""
+INVOCATIONS = of_tier("full")
 
 
 @pytest.fixture(scope="module")
 def workspace(release_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workspace]:
     """A build cache of its own (shared toolchains, empty device and wheel caches, so that
-    the build's `cached` fields say false every run), the two matrix copies, and a port of
-    127.0.0.1 held bound but not listening: every connection to it is refused."""
+    the build's `cached` fields say false every run)."""
     tmp = tmp_path_factory.mktemp("interface")
     (release_cache / "toolchains").mkdir(exist_ok=True)
     (tmp / "cache").mkdir()
     (tmp / "cache" / "toolchains").symlink_to(
         release_cache / "toolchains", target_is_directory=True
     )
-    shipped = (REPO / "matrix.yaml").read_text(encoding="utf-8")
-    assert "\ndefaults:\n" in shipped
-    _copy_matrix(tmp / "bad", shipped.replace("\ndefaults:\n", "\ndefaults:\n  arch: [x86_64]\n"))
-    _copy_matrix(tmp / "gate", shipped + GPU_GATE)
-    with socket.socket() as held:
-        held.bind(("127.0.0.1", 0))
-        port = held.getsockname()[1]
-        yield Workspace(tmp=tmp, cache=release_cache, unreachable=f"http://127.0.0.1:{port}")
-
-
-def observed(workspace: Workspace, invocation: Invocation) -> dict[str, Any]:
-    """The normalised record of one invocation, as its golden file holds it."""
-    result = workspace.run(invocation.name)
-    places = workspace.placeholders()
-    record: dict[str, Any] = {"argv": ["release", *invocation.args], "exit_code": result.returncode}
-    if invocation.stdout == "json":
-        document = normalise(json.loads(result.stdout), places) if result.stdout.strip() else None
-        record["top_level_keys"] = list(document) if isinstance(document, dict) else None
-        record["document"] = document
-    else:
-        record["text"] = normalise(result.stdout, places)
-    record["diagnostics"] = [
-        normalise(line, places)
-        for line in result.stderr.splitlines()
-        if line.startswith(DIAGNOSTICS)
-    ]
-    return record
+    with workspace_at(tmp, release_cache) as workspace:
+        yield workspace
 
 
 @pytest.mark.parametrize("invocation", INVOCATIONS, ids=[i.name for i in INVOCATIONS])
 def test_the_interface_is_unchanged(workspace: Workspace, invocation: Invocation) -> None:
-    record = observed(workspace, invocation)
-    golden_file = GOLDEN / f"{invocation.name}.json"
-    if RECORDING:
-        GOLDEN.mkdir(parents=True, exist_ok=True)
-        text = json.dumps(record, indent=2, ensure_ascii=False) + "\n"
-        golden_file.write_text(text, encoding="utf-8")
-        return
-    if not golden_file.is_file():
-        pytest.fail(
-            f"no golden file {golden_file.relative_to(REPO)}: record it with RECORD_GOLDEN=1"
-        )
-    golden = json.loads(golden_file.read_text(encoding="utf-8"))
-    stderr = workspace.results[invocation.name].stderr[-3000:]
-    assert record["argv"] == golden["argv"], "the invocation changed: re-record deliberately"
-    assert record["exit_code"] == golden["exit_code"], stderr
-    assert record["diagnostics"] == golden["diagnostics"], stderr
-    if invocation.stdout == "json":
-        assert record["top_level_keys"] == golden["top_level_keys"]
-        assert record["document"] == golden["document"], stderr
-        assert ordered(record["document"]) == ordered(golden["document"]), "key order changed"
-    else:
-        assert record["text"] == golden["text"], stderr
-    assert record == golden
-
-
-def test_every_golden_file_is_an_invocation() -> None:
-    """A golden file without its invocation would silently stop being compared."""
-    if RECORDING:
-        for stale in set(GOLDEN.glob("*.json")) - {GOLDEN / f"{n}.json" for n in BY_NAME}:
-            stale.unlink()
-    recorded = sorted(p.stem for p in GOLDEN.glob("*.json"))
-    assert recorded == sorted(BY_NAME)
+    check_unchanged(workspace, invocation)
