@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from release.commands import arguments, common
+from release.errors import ConfigError
 from release.matrix import (
     Cell,
     Matrix,
@@ -18,6 +19,7 @@ from release.matrix import (
     matrix_json_schema,
     nccl_requirement,
 )
+from release.toolchain.placement import placement
 
 GITHUB_JOB_LIMIT = 256
 
@@ -44,6 +46,7 @@ def github_matrix(cells: Sequence[Cell], *, per: str = "cell") -> dict[str, Any]
             )
     else:
         for cell in cells:
+            where = placement(cell)
             include.append(
                 {
                     "id": cell.id,
@@ -56,6 +59,9 @@ def github_matrix(cells: Sequence[Cell], *, per: str = "cell") -> dict[str, Any]
                     "destination": cell.destination.name,
                     "nccl": str(cell.nccl) if cell.nccl else "",
                     "manylinux": cell.manylinux,
+                    "runs_on": where.runs_on,
+                    "container": where.container,
+                    "cuda_home": where.cuda_home,
                     **torch_fields(cell),
                     **({"compress_mode": cell.compress_mode} if cell.compress_mode else {}),
                 }
@@ -70,16 +76,50 @@ def torch_fields(cell: Cell) -> dict[str, str]:
     return {"torch": str(cell.torch), "python": cell.python or "", "abi3": cell.abi3 or ""}
 
 
-def gate_matrix(matrix: Matrix) -> dict[str, Any]:
-    """The `strategy.matrix` of the workflow's GPU job: one entry per runner."""
+def runner_labels(text: str, names: Sequence[str]) -> dict[str, list[str]]:
+    """`--runner-labels`: a JSON object that gives gpu-gate runners, by name, other `runs-on`
+    labels (a string or a list of strings)."""
+    option = "--runner-labels"
+    try:
+        given = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ConfigError([f"{option}: not JSON ({error.msg} at {error.pos})"]) from None
+    if not isinstance(given, dict):
+        raise ConfigError([f"{option}: a JSON object of runner names to labels, not {given!r:.40}"])
+    problems: list[str] = []
+    labels: dict[str, list[str]] = {}
+    for name, value in given.items():
+        listed = [value] if isinstance(value, str) else value
+        if name not in names:
+            known = ", ".join(names) or "none: matrix.yaml has no gpu-gate"
+            problems.append(f"{option}: {name!r:.40} is not a gpu-gate runner (runners: {known})")
+        elif not (
+            isinstance(listed, list) and listed and all(isinstance(v, str) and v for v in listed)
+        ):
+            problems.append(f"{option}: {name}: give a label or a list of labels")
+        else:
+            labels[name] = listed
+    if problems:
+        raise ConfigError(
+            problems, hint="runner names are what `release matrix --format gpu` lists"
+        )
+    return labels
+
+
+def gate_matrix(
+    matrix: Matrix, labels: Mapping[str, Sequence[str]] | None = None
+) -> dict[str, Any]:
+    """The `strategy.matrix` of the workflow's GPU job: one entry per runner, with the
+    labels `labels` gives it, else matrix.yaml's."""
     gate = matrix.gpu_gate
     if gate is None:
         return {"include": []}
+    given = labels or {}
     return {
         "include": [
             {
                 "runner": runner.name,
-                "labels": list(runner.labels),
+                "labels": list(given.get(runner.name, runner.labels)),
                 "arch": runner.arch,
                 "sms": " ".join(str(sm) for sm in runner.sms),
             }
@@ -107,6 +147,12 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         help="with --format github: one job per cell, or per CUDA version",
     )
     parser.add_argument(
+        "--runner-labels",
+        metavar="JSON",
+        help="with --format gpu: other `runs-on` labels for gpu-gate runners, by name, as a "
+        'JSON object ({"RUNNER": ["self-hosted", "h200"]}); the others keep matrix.yaml\'s',
+    )
+    parser.add_argument(
         "--schema", action="store_true", help="print the JSON Schema of matrix.yaml and exit"
     )
 
@@ -121,7 +167,9 @@ def run(args: argparse.Namespace) -> int:
     matrix = common.load(args.matrix, args)
     cells = matrix.select(cuda=args.cuda, arch=args.arch)
     if args.format == "gpu":
-        print(json.dumps(gate_matrix(matrix), separators=(",", ":")))
+        names = [r.name for r in matrix.gpu_gate.runners] if matrix.gpu_gate else []
+        labels = runner_labels(args.runner_labels, names) if args.runner_labels else None
+        print(json.dumps(gate_matrix(matrix, labels), separators=(",", ":")))
         return 0
     if args.format == "github":
         print(json.dumps(github_matrix(cells, per=args.per), separators=(",", ":")))

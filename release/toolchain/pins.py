@@ -97,3 +97,38 @@ BUILD_TOOL_PINS = (Pin("cmake", "4.4.5"), Pin("ninja", "1.13.2"))
 # The oldest pip that provisioning works with: `--progress-bar raw` came in pip 24.1.
 # pyproject.toml declares the same floor, so that installing this tool brings it.
 PIP_FLOOR = "24.1"
+
+# Where a cell builds in GitHub Actions (`release matrix --format github`: runs_on,
+# container): a hosted runner of the cell's CPU arch; an aarch64 cell in a manylinux
+# container of its level, one build date for every level and arch (pypa/manylinux tags them
+# together).
+HOSTED_RUNNERS: Mapping[str, str] = {"x86_64": "ubuntu-24.04", "aarch64": "ubuntu-24.04-arm"}
+MANYLINUX_IMAGE = "quay.io/pypa/manylinux_{level}_{arch}:2025.11.11-1"
+
+
+@dataclass(frozen=True)
+class ToolkitImage:
+    """A container image that carries a CUDA toolkit, for the nvcc-driven backends (cmake,
+    torch) of a CUDA version PyPI has no nvcc for. Pulled by digest only: a tag can move."""
+
+    name: str
+    tag: str  # what the digest was read from, for people (`docker buildx imagetools inspect`)
+    digest: str | None  # sha256:<64 hex>; None until someone with registry access pins it
+    cuda_home: str
+
+    @property
+    def reference(self) -> str | None:
+        return f"{self.name}@{self.digest}" if self.digest else None
+
+
+# PyTorch's manylinux_2_28 builders: the toolkit in /usr/local/cuda-X.Y, CPythons in
+# /opt/python like pypa's images. Their digests cannot be read from a machine without
+# registry access; a cell that needs one before it is pinned is refused with the remedy.
+CUDA_TOOLKIT_IMAGES: Mapping[tuple[str, str], ToolkitImage] = {
+    ("12.9", "x86_64"): ToolkitImage(
+        "docker.io/pytorch/manylinux2_28-builder", "cuda12.9", None, "/usr/local/cuda-12.9"
+    ),
+    ("12.9", "aarch64"): ToolkitImage(
+        "docker.io/pytorch/manylinuxaarch64-builder", "cuda12.9", None, "/usr/local/cuda-12.9"
+    ),
+}

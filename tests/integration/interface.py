@@ -220,7 +220,7 @@ INVOCATIONS = (
     Invocation("verify-no-record", ("verify", "--dist", f"{TMP}/dist", "--json")),
     Invocation(
         "verify-tag-unreachable",
-        ("verify", "--tag", "v0.1.0", "--json", "--github-api-url", UNREACHABLE),
+        ("verify", "--tag", "k3-kernels-v0.1.0", "--json", "--github-api-url", UNREACHABLE),
     ),
     Invocation("pins-no-record", ("pins", "--dist", f"{TMP}/dist", "--json")),
     Invocation("pins-no-dist", ("pins", "--dist", f"{TMP}/nodist", "--json")),

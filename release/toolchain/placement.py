@@ -1,0 +1,60 @@
+"""Where a cell builds in GitHub Actions: the runner and, where one is needed, the container
+(`release matrix --format github` gives both per cell; the reusable workflow reads them).
+
+- x86_64 cells build on a hosted x86_64 runner;
+- aarch64 cells on a hosted arm runner, in the manylinux container of the cell's level
+  (nvcc drives the build machine's host compiler and does not cross-compile; the
+  container's old glibc keeps the wheel installable where its manylinux level says);
+- cells of an nvcc-driven backend (cmake, torch) of a CUDA version PyPI has no nvcc for
+  (12.9) on the runner of their arch, in an image that carries that toolkit, by digest.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from release.backends.registry import backend_for
+from release.errors import ToolchainError
+from release.matrix import Cell
+from release.toolchain.pins import (
+    CUDA_TOOLKIT_IMAGES,
+    HOSTED_RUNNERS,
+    KNOWN_CUDA,
+    MANYLINUX_IMAGE,
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Placement:
+    runs_on: str
+    container: str  # "" runs on the runner itself
+    cuda_home: str  # the container's toolkit ("" where the toolchain comes from PyPI)
+
+
+def needs_toolkit_image(cell: Cell) -> bool:
+    """The cell's backend drives nvcc, and PyPI has none for its CUDA version."""
+    known = KNOWN_CUDA.get(str(cell.cuda))
+    return backend_for(cell.build.backend).needs_nvcc and (
+        known is None or known.compiler != "nvcc"
+    )
+
+
+def placement(cell: Cell) -> Placement:
+    runner = HOSTED_RUNNERS[cell.arch]
+    if needs_toolkit_image(cell):
+        toolkit = CUDA_TOOLKIT_IMAGES.get((str(cell.cuda), cell.arch))
+        if toolkit is None or toolkit.reference is None:
+            named = f" ({toolkit.name}:{toolkit.tag})" if toolkit is not None else ""
+            raise ToolchainError(
+                f"{cell.id}: a {cell.build.backend} cell of CUDA {cell.cuda} builds in a "
+                f"container image that carries the CUDA {cell.cuda} toolkit{named}, and this "
+                "version of the tool pins none by digest",
+                hint="build the cell where a CUDA toolkit is installed (release build "
+                "--cuda-home), or pin the image's digest in release/toolchain/pins.py "
+                "CUDA_TOOLKIT_IMAGES",
+            )
+        return Placement(runs_on=runner, container=toolkit.reference, cuda_home=toolkit.cuda_home)
+    if cell.arch == "aarch64":
+        image = MANYLINUX_IMAGE.format(level=cell.manylinux, arch=cell.arch)
+        return Placement(runs_on=runner, container=image, cuda_home="")
+    return Placement(runs_on=runner, container="", cuda_home="")

@@ -1,0 +1,139 @@
+"""Where each cell builds in GitHub Actions (`release matrix --format github`'s runs_on,
+container and cuda_home), and the gpu-gate runners' labels given on the command line."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from release.commands.matrix import gate_matrix, github_matrix, runner_labels
+from release.errors import ConfigError, ToolchainError
+from release.matrix import Matrix, matrix_from_text
+from release.toolchain import pins
+from release.toolchain.placement import placement
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def cmake_matrix(cuda: str) -> Matrix:
+    project = FIXTURES / "cmake_kernels"
+    text = f"""\
+project: {project}
+build: {{backend: cmake}}
+defaults: {{arches: [x86_64, aarch64], sms: [80, 90], ptx: 90, manylinux: "2_34"}}
+destinations: {{pypi: {{kind: pypi}}}}
+cuda:
+  "{cuda}": {{destination: pypi}}
+"""
+    return matrix_from_text(text, project / "matrix.yaml")
+
+
+def shipped() -> Matrix:
+    path = ROOT / "matrix.yaml"
+    return matrix_from_text(path.read_text(encoding="utf-8"), path)
+
+
+def test_x86_64_on_a_hosted_runner_aarch64_on_an_arm_runner_in_its_manylinux() -> None:
+    where = {c.id: placement(c) for c in shipped().cells}
+    assert {(p.runs_on, p.container, p.cuda_home) for i, p in where.items() if "x86_64" in i} == {
+        ("ubuntu-24.04", "", "")
+    }
+    assert {(p.runs_on, p.container) for i, p in where.items() if "aarch64" in i} == {
+        ("ubuntu-24.04-arm", "quay.io/pypa/manylinux_2_28_aarch64:2025.11.11-1")
+    }
+
+
+def test_csrc_cells_of_12_9_need_no_toolkit_image() -> None:
+    """csrc's backend compiles 12.9 with NVRTC from PyPI."""
+    cell = next(c for c in shipped().cells if str(c.cuda) == "12.9" and c.arch == "x86_64")
+    assert placement(cell).container == ""
+
+
+def test_an_nvcc_cell_of_13_0_builds_from_pypi_in_the_manylinux_container() -> None:
+    cells = {c.arch: placement(c) for c in cmake_matrix("13.0").cells}
+    assert cells["x86_64"].container == ""
+    assert cells["aarch64"].container == "quay.io/pypa/manylinux_2_34_aarch64:2025.11.11-1"
+
+
+def test_an_nvcc_cell_of_12_9_builds_in_the_toolkit_image_by_digest(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    digest = "sha256:" + "ab" * 32
+    pinned = {k: replace(v, digest=digest) for k, v in pins.CUDA_TOOLKIT_IMAGES.items()}
+    monkeypatch.setattr("release.toolchain.placement.CUDA_TOOLKIT_IMAGES", pinned)
+    entries = {e["arch"]: e for e in github_matrix(cmake_matrix("12.9").cells)["include"]}
+    assert entries["x86_64"]["container"] == f"docker.io/pytorch/manylinux2_28-builder@{digest}"
+    assert entries["aarch64"]["container"] == (
+        f"docker.io/pytorch/manylinuxaarch64-builder@{digest}"
+    )
+    assert entries["aarch64"]["runs_on"] == "ubuntu-24.04-arm"
+    assert {e["cuda_home"] for e in entries.values()} == {"/usr/local/cuda-12.9"}
+
+
+def test_a_toolkit_image_without_a_digest_is_refused_with_the_remedy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    unpinned = {k: replace(v, digest=None) for k, v in pins.CUDA_TOOLKIT_IMAGES.items()}
+    monkeypatch.setattr("release.toolchain.placement.CUDA_TOOLKIT_IMAGES", unpinned)
+    cell = next(c for c in cmake_matrix("12.9").cells if c.arch == "x86_64")
+    with pytest.raises(ToolchainError) as caught:
+        placement(cell)
+    assert "12.9-x86_64: a cmake cell of CUDA 12.9 builds in a container image" in str(caught.value)
+    assert caught.value.hint is not None
+    assert "--cuda-home" in caught.value.hint
+
+
+def test_every_pinned_image_reference_is_a_digest() -> None:
+    for image in pins.CUDA_TOOLKIT_IMAGES.values():
+        assert image.digest is None or (
+            image.digest.startswith("sha256:") and len(image.digest) == 7 + 64
+        )
+
+
+GATE = """\
+gpu-gate:
+  runners:
+    - {labels: [self-hosted, linux, x64, h200], sms: [90]}
+    - {labels: [self-hosted, linux, arm64, gh200], sms: [90], arch: aarch64}
+  command: bash csrc/tests/gpu/run_on_device.sh {wheel} {expect_arch}
+"""
+
+
+def gated() -> Matrix:
+    path = ROOT / "matrix.yaml"
+    return matrix_from_text(path.read_text(encoding="utf-8") + GATE, path)
+
+
+def test_runner_labels_replace_those_of_the_runners_they_name() -> None:
+    matrix = gated()
+    names = [r.name for r in matrix.gpu_gate.runners] if matrix.gpu_gate else []
+    labels = runner_labels('{"self-hosted/linux/x64/h200": ["my-h200-pool"]}', names)
+    include = gate_matrix(matrix, labels)["include"]
+    assert [(e["runner"], e["labels"]) for e in include] == [
+        ("self-hosted/linux/x64/h200", ["my-h200-pool"]),
+        ("self-hosted/linux/arm64/gh200", ["self-hosted", "linux", "arm64", "gh200"]),
+    ]
+    one = runner_labels('{"self-hosted/linux/x64/h200": "big"}', names)
+    assert one == {"self-hosted/linux/x64/h200": ["big"]}
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("[1]", "a JSON object of runner names to labels"),
+        ("{", "not JSON"),
+        ('{"h100": ["x"]}', "'h100' is not a gpu-gate runner"),
+        ('{"self-hosted/linux/x64/h200": []}', "give a label or a list of labels"),
+        ('{"self-hosted/linux/x64/h200": [3]}', "give a label or a list of labels"),
+    ],
+)
+def test_bad_runner_labels_name_the_option(text: str, says: str) -> None:
+    matrix = gated()
+    names = [r.name for r in matrix.gpu_gate.runners] if matrix.gpu_gate else []
+    with pytest.raises(ConfigError) as caught:
+        runner_labels(text, names)
+    assert caught.value.problems[0].startswith("--runner-labels: ")
+    assert says in caught.value.problems[0]
