@@ -14,13 +14,11 @@ from release.targets import GpuTarget
 NVCC_HINT = "point --cuda-home / CUDA_HOME at a CUDA {cuda} toolkit (with bin/nvcc)"
 PLACEMENT_HINT = (
     "build it with `release build --arch {arch}` on a native {arch} runner, in a manylinux "
-    "container of the cell's level: the release workflow's container builder does "
-    "(workflow_dispatch input builder: container)"
+    "container of the cell's level: the reusable workflow wheels.yml does (docs/ci.md)"
 )
 NVCC_TAG_REMEDY = (
     " (nvcc links against this machine's glibc: set the cell's manylinux to the "
-    "level auditwheel finds, or build in a manylinux container: the release "
-    "workflow's cibuildwheel builder)"
+    "level auditwheel finds, or build in a manylinux container of that level)"
 )
 
 

@@ -28,45 +28,72 @@ def github_matrix(cells: Sequence[Cell], *, per: str = "cell") -> dict[str, Any]
     """The `strategy.matrix` of a GitHub Actions job: an `include` list of flat entries.
 
     `per="cuda"` gives one entry per CUDA version (its arches listed together), for jobs that
-    compile device code once per CUDA version and build every arch from it.
+    compile device code once per CUDA version and build every arch from it; `per="arch"` one
+    per CUDA version and arch, what one runner builds (every torch and Python cell of it),
+    with where it builds and the CPythons it builds with.
     """
-    include: list[dict[str, str | int | bool]] = []
     if per == "cuda":
-        versions = dict.fromkeys(str(c.cuda) for c in cells)
-        for cuda in versions:
-            group = [c for c in cells if str(c.cuda) == cuda]
-            include.append(
-                {
-                    "cuda": cuda,
-                    "arches": " ".join(c.arch for c in group),
-                    "label": group[0].local_label or "",
-                    "destination": group[0].destination.name,
-                    "wheels": " ".join(c.wheel_filename for c in group),
-                }
-            )
-    else:
-        for cell in cells:
-            where = placement(cell)
-            include.append(
-                {
-                    "id": cell.id,
-                    "cuda": str(cell.cuda),
-                    "arch": cell.arch,
-                    "sms": " ".join(str(s) for s in cell.sms),
-                    "ptx": str(cell.ptx) if cell.ptx else "",
-                    "label": cell.local_label or "",
-                    "wheel": cell.wheel_filename,
-                    "destination": cell.destination.name,
-                    "nccl": str(cell.nccl) if cell.nccl else "",
-                    "manylinux": cell.manylinux,
-                    "runs_on": where.runs_on,
-                    "container": where.container,
-                    "cuda_home": where.cuda_home,
-                    **torch_fields(cell),
-                    **({"compress_mode": cell.compress_mode} if cell.compress_mode else {}),
-                }
-            )
-    return {"include": include}
+        return {"include": [cuda_entry(group) for group in grouped(cells, by_arch=False)]}
+    if per == "arch":
+        return {"include": [runner_entry(group) for group in grouped(cells, by_arch=True)]}
+    return {"include": [cell_entry(cell) for cell in cells]}
+
+
+def grouped(cells: Sequence[Cell], *, by_arch: bool) -> list[list[Cell]]:
+    groups: dict[tuple[str, str], list[Cell]] = {}
+    for cell in cells:
+        groups.setdefault((str(cell.cuda), cell.arch if by_arch else ""), []).append(cell)
+    return list(groups.values())
+
+
+def cuda_entry(group: Sequence[Cell]) -> dict[str, str]:
+    return {
+        "cuda": str(group[0].cuda),
+        "arches": " ".join(dict.fromkeys(c.arch for c in group)),
+        "label": group[0].local_label or "",
+        "destination": group[0].destination.name,
+        "wheels": " ".join(c.wheel_filename for c in group),
+    }
+
+
+def runner_entry(group: Sequence[Cell]) -> dict[str, str]:
+    """One runner's cells: the build recipe, manylinux level and so the placement are the
+    CUDA version's, shared by its cells of one arch."""
+    first = group[0]
+    where = placement(first)
+    pythons = dict.fromkeys(c.python or c.abi3 for c in group if c.python or c.abi3)
+    return {
+        "id": f"{first.cuda}-{first.arch}",
+        "cuda": str(first.cuda),
+        "arch": first.arch,
+        "manylinux": first.manylinux,
+        "runs_on": where.runs_on,
+        "container": where.container,
+        "cuda_home": where.cuda_home,
+        "pythons": "\n".join(p for p in pythons if p),  # one a line, as setup-python takes them
+        "wheels": " ".join(c.wheel_filename for c in group),
+    }
+
+
+def cell_entry(cell: Cell) -> dict[str, str | int | bool]:
+    where = placement(cell)
+    return {
+        "id": cell.id,
+        "cuda": str(cell.cuda),
+        "arch": cell.arch,
+        "sms": " ".join(str(s) for s in cell.sms),
+        "ptx": str(cell.ptx) if cell.ptx else "",
+        "label": cell.local_label or "",
+        "wheel": cell.wheel_filename,
+        "destination": cell.destination.name,
+        "nccl": str(cell.nccl) if cell.nccl else "",
+        "manylinux": cell.manylinux,
+        "runs_on": where.runs_on,
+        "container": where.container,
+        "cuda_home": where.cuda_home,
+        **torch_fields(cell),
+        **({"compress_mode": cell.compress_mode} if cell.compress_mode else {}),
+    }
 
 
 def torch_fields(cell: Cell) -> dict[str, str]:
@@ -142,9 +169,10 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--per",
-        choices=("cell", "cuda"),
+        choices=("cell", "cuda", "arch"),
         default="cell",
-        help="with --format github: one job per cell, or per CUDA version",
+        help="with --format github: one job per cell, per CUDA version, or per CUDA version "
+        "and arch (what one runner builds: its torch and Python cells together)",
     )
     parser.add_argument(
         "--runner-labels",

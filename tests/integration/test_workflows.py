@@ -1,10 +1,9 @@
-"""The GitHub Actions workflows: schema, zizmor, pins, permissions, and every `run:` step.
+"""Every GitHub Actions workflow: the schema, actionlint, zizmor, action pins, permissions,
+timeouts, hash-locked installs wherever a token can write, CI per Python, dependabot, and
+the tags that start the tool's release and the example's.
 
-Each `run:` script is executed by bash (as GitHub runs it: `bash -e -o pipefail`) with the
-step's `env:` filled with sample values and a PATH that holds only recording stubs of the
-commands a step may call: `release`, pip/uv installs and file plumbing. Anything else
-fails with "command not found". Every recorded `release` call is then parsed by the real
-CLI parser, so a renamed flag breaks this test, not a release.
+The reusable workflow's jobs and the tool's release, run step by step against stubs, are in
+test_wheels_workflow.py (helpers: tests/integration/workflows.py).
 """
 
 from __future__ import annotations
@@ -13,87 +12,97 @@ import json
 import re
 import subprocess
 import sys
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import Any
 
 import pytest
-from ruamel.yaml import YAML
+from packaging.specifiers import SpecifierSet
 
+from release import __version__
 from release.cli import build_parser
-from release.publish.run import COMPANIONS_DIR
-from release.records.attestation import attestation_path
+from tests.integration.workflows import (
+    CALLER,
+    CI,
+    RELEASE,
+    ROOT,
+    TOOL_RELEASE,
+    WATCH,
+    WHEELS,
+    WORKFLOWS,
+    hash_locked,
+    load,
+    make_stubs,
+    pip_install,
+    run_step,
+    steps,
+    triggers,
+)
 
-ROOT = Path(__file__).resolve().parents[2]
-WORKFLOWS = ROOT / ".github" / "workflows"
+if sys.version_info >= (3, 11):
+    import tomllib
+else:
+    import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
+
 BIN = Path(sys.executable).parent
-RELEASE = WORKFLOWS / "release.yml"
-CI = WORKFLOWS / "ci.yml"
-WATCH = WORKFLOWS / "watch.yml"
-
-# What a `run:` step may call besides shell builtins.
-PLUMBING = ("ls", "mv", "cp", "mkdir", "cat", "git")
-STUBS = ("release", "python", "python3", "pip", "uv", *PLUMBING)
-
-# Sample values of the expressions steps pass through `env:`.
-SAMPLES = {
-    "matrix.cuda": "12.9",
-    "matrix.arch": "aarch64",
-    "matrix.id": "12.9-aarch64",
-    "inputs.cuda": "12.9",
-    "(inputs.builder == 'cibuildwheel' || inputs.builder == 'container') && 'cell' || 'cuda'": (
-        "cell"
-    ),
-    "github.ref_type == 'tag' && github.ref_name || ''": "v0.1.0",
-    "runner.temp": "/home/runner/work/_temp",
-    "github.token": "ghs_sampleToken0000",
-    "steps.deployment.outputs.page_url": "https://k3-project.github.io/k3-kernels/",
-    "inputs.latest || '3'": "3",
-    "matrix.runner": "self-hosted/linux/h200",
-}
+ALL = sorted(WORKFLOWS.glob("*.yml"))
+WRITE = "write"
+# The newest CPython with wheels of every dependency on PyPI (checked 2026-12-03: 3.15's
+# cp315 wheels of pydantic-core, cryptography, nh3, msgpack, mypy, pyyaml, rpds-py, cffi).
+NEWEST_PYTHON = (3, 15)
 
 
-def load(path: Path) -> dict[str, Any]:
-    data: dict[str, Any] = YAML(typ="safe").load(path.read_text(encoding="utf-8"))
-    return data
+@pytest.fixture(scope="module")
+def stub_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_stubs(tmp_path_factory.mktemp("stubs"))
 
 
-def triggers(workflow: Mapping[Any, Any]) -> Mapping[str, Any]:
-    # YAML 1.1 readers turn the key `on` into True
-    found: Mapping[str, Any] = workflow.get("on", workflow.get(True))
-    return found
+def test_the_workflows_are_these() -> None:
+    assert [p.name for p in ALL] == [
+        "ci.yml", "release.yml", "tool-release.yml", "watch.yml", "wheels.yml",
+    ]  # fmt: skip
 
 
-@dataclass(frozen=True)
-class Step:
-    workflow: str
-    job: str
-    index: int
-    data: Mapping[str, Any]
-
-    @property
-    def where(self) -> str:
-        return f"{self.workflow}: {self.job} step {self.index} ({self.data.get('name', '')})"
-
-
-def steps() -> Iterator[Step]:
-    for path in sorted(WORKFLOWS.glob("*.yml")):
-        for job_name, job in load(path)["jobs"].items():
-            for index, step in enumerate(job.get("steps", [])):
-                yield Step(path.name, job_name, index, step)
+def test_workflows_and_dependabot_validate_against_their_schemas() -> None:
+    for schema, files in (
+        ("vendor.github-workflows", [*map(str, ALL), str(CALLER)]),
+        ("vendor.dependabot", [str(ROOT / ".github" / "dependabot.yml")]),
+    ):
+        result = subprocess.run(
+            [str(BIN / "check-jsonschema"), "--builtin-schema", schema, *files],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_workflows_validate_against_the_github_schema() -> None:
-    files = sorted(str(p) for p in WORKFLOWS.glob("*.yml"))
-    assert len(files) == 3
-    result = subprocess.run(
-        [str(BIN / "check-jsonschema"), "--builtin-schema", "vendor.github-workflows", *files],
+def actionlint(*paths: Path) -> subprocess.CompletedProcess[str]:
+    # shellcheck and pyflakes are not installed: actionlint's own checks only
+    return subprocess.run(
+        [str(BIN / "actionlint"), "-shellcheck=", "-pyflakes=", "-format", "{{json .}}"]
+        + [str(p) for p in paths],
         capture_output=True,
         text=True,
         check=False,
+        cwd=ROOT,
     )
+
+
+def test_actionlint_reports_nothing() -> None:
+    result = actionlint(*ALL, CALLER)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_actionlint_catches_what_it_is_here_for(tmp_path: Path) -> None:
+    """The same linter on a broken copy: an input wheels.yml does not declare."""
+    broken = tmp_path / "wheels.yml"
+    broken.write_text(
+        WHEELS.read_text(encoding="utf-8").replace("inputs.retention-days", "inputs.retention"),
+        encoding="utf-8",
+    )
+    result = actionlint(broken)
+    assert result.returncode == 1
+    assert "retention" in result.stdout
 
 
 def test_zizmor_reports_nothing_above_low() -> None:
@@ -113,19 +122,31 @@ def test_zizmor_reports_nothing_above_low() -> None:
     assert result.returncode == 0, result.stderr
 
 
-def test_ignored_zizmor_findings_are_the_guarded_caches_only() -> None:
-    """The one suppression: caches in the release workflow, restored only when nothing is
-    published (a published build starts from empty caches)."""
-    text = RELEASE.read_text(encoding="utf-8")
-    ignored = [ln for ln in text.splitlines() if "zizmor:" in ln]
-    assert len(ignored) == 2
-    assert all(ln.endswith("# zizmor: ignore[cache-poisoning]") for ln in ignored)
-    assert "zizmor:" not in CI.read_text(encoding="utf-8")
-    caches = [s for s in steps() if str(s.data.get("uses", "")).startswith("actions/cache@")]
-    guarded = [s for s in caches if s.workflow == "release.yml"]
-    assert {s.job for s in guarded} == {"build", "cibuildwheel"}
-    for step in guarded:
-        assert step.data["if"] == "needs.plan.outputs.publish != 'true'", step.where
+def test_ignored_zizmor_findings_are_the_guarded_cache_and_the_tools_images() -> None:
+    """The suppressions: the build job's cache, restored only when nothing is published (a
+    published build starts from empty caches), the containers `release matrix` names
+    (release/toolchain/pins.py: zizmor cannot read through the matrix), and release.yml's
+    `./` form of its own reusable workflow."""
+    ignored = [
+        (path.name, line.strip())
+        for path in ALL
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if "zizmor:" in line
+    ]
+    kinds = sorted((name, line.rsplit("# zizmor: ", 1)[1]) for name, line in ignored)
+    assert kinds == [
+        ("release.yml", "ignore[self-repository]"),
+        ("wheels.yml", "ignore[cache-poisoning]"),
+        ("wheels.yml", "ignore[unpinned-images]"),
+        ("wheels.yml", "ignore[unpinned-images]"),
+    ]
+    caches = [s for s in steps(WHEELS) if s.uses.startswith("actions/cache@")]
+    assert [s.job for s in caches] == ["build"]
+    assert caches[0].data["if"] == "needs.plan.outputs.publish != 'true'"
+    jobs = load(WHEELS)["jobs"]
+    assert [n for n, j in jobs.items() if "container" in j] == ["build", "reproduce"]
+    for name in ("build", "reproduce"):
+        assert jobs[name]["container"] == "${{ matrix.container }}"
 
 
 def test_every_action_is_pinned_to_a_full_commit_with_its_version() -> None:
@@ -133,356 +154,177 @@ def test_every_action_is_pinned_to_a_full_commit_with_its_version() -> None:
         r"\s*(?:-\s+)?uses:\s+([\w.-]+/[\w./-]+)@([0-9a-f]{40}) # v\d+\.\d+\.\d+\b"
     )
     count = 0
-    for path in sorted(WORKFLOWS.glob("*.yml")):
+    for path in ALL:
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             if re.match(r"\s*(?:-\s+)?uses:", line):
+                if path == RELEASE and "uses: ./.github/workflows/wheels.yml" in line:
+                    continue  # this repository's own reusable workflow, of the same commit
                 count += 1
                 assert pattern.match(line), f"{path.name}:{number}: {line.strip()}"
-    assert count >= 20
+    assert count >= 30
 
 
 def test_permissions_are_empty_at_the_top_and_least_per_job() -> None:
-    for path in (RELEASE, CI, WATCH):
+    for path in ALL:
         workflow = load(path)
         assert workflow["permissions"] == {}, path.name
         assert "pull_request_target" not in triggers(workflow)
         for name, job in workflow["jobs"].items():
             assert "permissions" in job, f"{path.name}: job {name} has no permissions"
-    jobs = load(RELEASE)["jobs"]
+            if "uses" not in job:
+                assert job["permissions"].get("contents") in ("read", "write", None)
+    jobs = load(WHEELS)["jobs"]
     assert jobs["publish"]["permissions"] == {
         "contents": "write",
         "id-token": "write",
         "attestations": "write",
     }
-    for name, job in jobs.items():
-        if name != "publish":
-            assert "attestations" not in job["permissions"], name
     assert jobs["publish"]["environment"]["name"] == "release"
     assert jobs["index"]["permissions"] == {"pages": "write", "id-token": "write"}
-    for name in ("plan", "build", "reproduce", "cibuildwheel", "gpu", "publish-dry-run", "verify"):
+    for name in ("plan", "build", "reproduce", "gpu", "publish-dry-run", "verify"):
         assert jobs[name]["permissions"] == {"contents": "read"}, name
-
-
-def test_the_release_reads_plan_build_publish_verify() -> None:
-    workflow = load(RELEASE)
-    on = triggers(workflow)
-    assert on["push"] == {"tags": ["v*"]}
-    inputs = on["workflow_dispatch"]["inputs"]
-    assert inputs["dry_run"]["type"] == "boolean"
-    assert inputs["dry_run"]["default"] is True
-    assert inputs["cuda"]["default"] == ""
-    assert inputs["builder"]["options"] == ["release-build", "cibuildwheel", "container"]
-    jobs = workflow["jobs"]
-    assert list(jobs) == [
-        "plan", "build", "reproduce", "cibuildwheel", "container", "gpu", "publish-dry-run",
-        "publish", "index", "verify",
-    ]  # fmt: skip
-    assert jobs["build"]["needs"] == jobs["cibuildwheel"]["needs"] == "plan"
-    assert jobs["container"]["needs"] == "plan"
-    assert jobs["reproduce"]["needs"] == ["plan", "build"]
-    assert jobs["publish"]["needs"] == [
-        "plan", "build", "reproduce", "cibuildwheel", "container", "gpu",
-    ]  # fmt: skip
-    assert jobs["verify"]["needs"] == ["publish", "index"]
-    for name in ("build", "reproduce", "cibuildwheel", "container"):
-        assert jobs[name]["strategy"]["matrix"] == "${{ fromJSON(needs.plan.outputs.matrix) }}"
-    native = "${{ matrix.arch == 'aarch64' && 'ubuntu-24.04-arm' || 'ubuntu-24.04' }}"
-    assert jobs["cibuildwheel"]["runs-on"] == jobs["container"]["runs-on"] == native
-
-
-def test_no_expression_is_expanded_inside_a_run_script() -> None:
-    for step in steps():
-        if "run" in step.data:
-            assert "${{" not in step.data["run"], step.where
-
-
-def test_ci_runs_the_readme_test_command() -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    match = re.search(r"Run the tests.*?```sh\n(.*?)\n```", readme, re.DOTALL)
-    assert match is not None
-    (job,) = load(CI)["jobs"].values()
-    runs = [s["run"].strip() for s in job["steps"] if "run" in s]
-    assert runs == [match.group(1).strip()]
-    on = triggers(load(CI))
-    assert set(on) == {"push", "pull_request"}
-
-
-# --- Every run: script, executed against recording stubs. ---
-
-STUB = """#!{python}
-import json, os, sys
-with open(os.environ["STUB_LOG"], "a", encoding="utf-8") as log:
-    log.write(json.dumps([os.path.basename(sys.argv[0]), *sys.argv[1:]]) + "\\n")
-"""
-
-
-def sample(value: object) -> str:
-    text = str(value)
-
-    def one(match: re.Match[str]) -> str:
-        expression = match.group(1).strip()
-        return SAMPLES.get(expression, "sample")
-
-    return re.sub(r"\$\{\{(.*?)\}\}", one, text)
-
-
-@pytest.fixture(scope="module")
-def stub_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    directory = tmp_path_factory.mktemp("stubs")
-    for name in STUBS:
-        path = directory / name
-        path.write_text(STUB.format(python=sys.executable), encoding="utf-8")
-        path.chmod(0o755)
-    return directory
-
-
-def run_step(step: Step, stub_dir: Path, tmp: Path) -> list[list[str]]:
-    log = tmp / "calls.jsonl"
-    log.write_text("", encoding="utf-8")
-    env = {
-        "PATH": str(stub_dir),
-        "STUB_LOG": str(log),
-        "HOME": str(tmp),
-        "RUNNER_TEMP": str(tmp),
-        "GITHUB_WORKSPACE": str(tmp),
-        "GITHUB_OUTPUT": str(tmp / "output"),
-        "GITHUB_ENV": str(tmp / "env"),
-        "GITHUB_PATH": str(tmp / "path"),
-        "GITHUB_STEP_SUMMARY": str(tmp / "summary"),
-        **{str(k): sample(v) for k, v in step.data.get("env", {}).items()},
+    tool = load(TOOL_RELEASE)["jobs"]
+    assert tool["build"]["permissions"] == {"contents": "read"}
+    assert tool["pypi"]["permissions"] == {"id-token": "write"}
+    assert tool["github-release"]["permissions"] == {
+        "contents": "write",
+        "id-token": "write",
+        "attestations": "write",
     }
-    result = subprocess.run(
-        ["/bin/bash", "--noprofile", "--norc", "-e", "-o", "pipefail", "-c", step.data["run"]],
-        env=env,
-        cwd=tmp,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert result.returncode == 0, f"{step.where}: {result.stderr.strip()}"
-    return [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
 
 
-def allowed(call: list[str]) -> bool:
-    name, args = call[0], call[1:]
-    if name in ("release", *PLUMBING):
-        return True
-    if name in ("python", "python3"):
-        return (
-            args[:3] == ["-m", "pip", "install"]
-            or args[:2] == ["-m", "venv"]
-            or args[:3] == ["-m", "pypi_attestations", "sign"]
-        )
-    if name == "pip":
-        return args[:1] == ["install"]
-    if name == "uv":
-        return args[:2] == ["pip", "install"]
-    return False
+def test_every_job_has_a_timeout() -> None:
+    for path in [*ALL, CALLER]:
+        for name, job in load(path)["jobs"].items():
+            if "uses" in job:
+                # a job that calls a reusable workflow takes no timeout; the called jobs have one
+                assert "steps" not in job
+                continue
+            minutes = job.get("timeout-minutes")
+            assert isinstance(minutes, int), f"{path.name}: job {name} has no timeout-minutes"
+            assert 0 < minutes <= 180, f"{path.name}: job {name}: {minutes} minutes"
 
 
-def test_run_steps_call_only_release_installs_and_plumbing(stub_dir: Path, tmp_path: Path) -> None:
-    parser = build_parser()
-    seen: dict[str, list[str]] = {}
-    for step in steps():
-        if "run" not in step.data or step.workflow != "release.yml":
-            continue
+def writes(job: dict[str, object]) -> bool:
+    permissions = job.get("permissions")
+    return isinstance(permissions, dict) and WRITE in permissions.values()
+
+
+def test_jobs_that_can_write_install_only_from_hash_locked_files(
+    stub_dir: Path, tmp_path: Path
+) -> None:
+    """A job with a token that writes (contents, id-token, attestations, pages) runs nothing
+    that was resolved at run time: every pip install is `--require-hashes --no-deps -r`."""
+    checked: list[str] = []
+    for path in ALL:
+        for name, job in load(path)["jobs"].items():
+            if "uses" in job or not writes(job):
+                continue
+            for step in (s for s in steps(path) if s.job == name and s.run):
+                tmp = tmp_path / f"{path.stem}-{name}-{step.index}"
+                tmp.mkdir()
+                for call in run_step(step, stub_dir, tmp):
+                    install = pip_install(call)
+                    if install is not None:
+                        assert hash_locked(install), f"{step.where}: {call}"
+                        checked.append(step.where)
+    # wheels.yml's publish installs the tool; the index and the tool's own publish jobs
+    # install nothing (deploy-pages, gh-action-pypi-publish and gh only)
+    assert checked == [
+        "wheels.yml: publish step 2 (Install the tool (hash-locked, nothing resolved))"
+    ]
+
+
+def test_no_job_of_the_reusable_workflow_resolves_anything(stub_dir: Path, tmp_path: Path) -> None:
+    installs = 0
+    for step in (s for s in steps(WHEELS) if s.run):
         tmp = tmp_path / f"{step.job}-{step.index}"
         tmp.mkdir()
         for call in run_step(step, stub_dir, tmp):
-            assert allowed(call), f"{step.where}: {call}"
-            if call[0] != "release":
-                continue
-            try:
-                args = parser.parse_args(call[1:])
-            except SystemExit:
-                pytest.fail(f"{step.where}: `release {' '.join(call[1:])}` does not parse")
-            seen.setdefault(args.command, []).append(step.where)
-    assert set(seen) == {"matrix", "plan", "build", "env", "gpu-gate", "publish", "verify"}
+            install = pip_install(call)
+            if install is not None:
+                installs += 1
+                assert hash_locked(install), f"{step.where}: {call}"
+                assert "." not in install, step.where
+                assert "-e" not in install, step.where
+    assert installs == 7  # each job that runs the tool: plan to verify, but index
 
 
-def test_the_matrix_step_filters_and_picks_the_fan_out(stub_dir: Path, tmp_path: Path) -> None:
-    (step,) = [s for s in steps() if s.job == "plan" and s.data.get("id") == "matrix"]
-    calls = run_step(step, stub_dir, tmp_path)
-    assert calls == [["release", "matrix", "--format", "github", "--per", "cell", "--cuda", "12.9"]]
-    assert (tmp_path / "output").read_text(encoding="utf-8").startswith("matrix=")
-    unfiltered = Step(step.workflow, step.job, step.index, {**step.data, "env": {"PER": "cuda"}})
-    (call,) = run_step(unfiltered, stub_dir, tmp_path)
-    args = build_parser().parse_args(call[1:])
-    assert (args.per, args.cuda) == ("cuda", [])
+def test_no_expression_is_expanded_inside_a_run_script() -> None:
+    for step in steps(*ALL, CALLER):
+        if step.run:
+            assert "${{" not in step.run, step.where
 
 
-def test_publish_jobs_publish_or_plan_only(stub_dir: Path, tmp_path: Path) -> None:
-    calls: dict[str, list[list[str]]] = {}
-    for step in steps():
-        if step.job in ("publish", "publish-dry-run") and "run" in step.data:
-            tmp = tmp_path / f"{step.job}-{step.index}"
-            tmp.mkdir()
-            calls.setdefault(step.job, []).extend(run_step(step, stub_dir, tmp))
-    parser = build_parser()
-    dry = [parser.parse_args(c[1:]) for c in calls["publish-dry-run"] if c[0] == "release"]
-    real = [parser.parse_args(c[1:]) for c in calls["publish"] if c[0] == "release"]
-    assert [(a.command, a.dry_run) for a in dry] == [("publish", True)]
-    assert [(a.command, a.dry_run) for a in real] == [("publish", False)]
+# --- CI: the fast tier per Python, the full tier once. ---
 
 
-def test_nothing_is_published_before_a_second_runner_reproduced_every_wheel(
+def readme_test_command() -> str:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    match = re.search(r"Run the tests.*?```sh\n(.*?)\n```", readme, re.DOTALL)
+    assert match is not None
+    return match.group(1).strip()
+
+
+def test_ci_runs_the_fast_tier_on_every_python_requires_python_admits() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    admitted = SpecifierSet(project["requires-python"])
+    floor = (3, 10)
+    assert f"{floor[0]}.{floor[1]}" in admitted
+    assert "3.9" not in admitted
+    wanted = [f"3.{minor}" for minor in range(floor[1], NEWEST_PYTHON[1] + 1)]
+    workflow = load(CI)
+    assert set(triggers(workflow)) == {"push", "pull_request"}
+    fast, full = workflow["jobs"]["fast"], workflow["jobs"]["full"]
+    assert fast["strategy"]["matrix"]["python"] == wanted
+    assert [s["run"].strip() for s in fast["steps"] if "run" in s] == [readme_test_command()]
+    assert "strategy" not in full
+    assert [s["run"].strip() for s in full["steps"] if "run" in s] == [
+        readme_test_command() + " -m slow"
+    ]
+
+
+def test_dependabot_keeps_the_actions_and_the_python_pins_current() -> None:
+    config = load(ROOT / ".github" / "dependabot.yml")
+    updates = {(u["package-ecosystem"], u["directory"]) for u in config["updates"]}
+    assert updates == {("github-actions", "/"), ("pip", "/.github/requirements")}
+    locks = {p.name for p in (ROOT / ".github" / "requirements").iterdir()}
+    assert {"tool.txt", "build.txt", "build.in"} <= locks
+
+
+# --- The tags: v* releases the tool, k3-kernels-v* the example kernel project. ---
+
+
+def test_the_tools_tags_and_the_examples_tags_start_only_their_own_release() -> None:
+    tool = triggers(load(TOOL_RELEASE))["push"]["tags"]
+    example = triggers(load(RELEASE))["push"]["tags"]
+    assert tool == ["v*"]
+    assert example == ["k3-kernels-v*"]
+    for tag, starts in ((f"v{__version__}", tool), (f"k3-kernels-v{__version__}", example)):
+        other = example if starts is tool else tool
+        assert any(fnmatchcase(tag, p) for p in starts), tag
+        assert not any(fnmatchcase(tag, p) for p in other), tag
+    # the plan's --expect-tag holds the pushed tag to the GitHub destination's template
+    matrix = load(ROOT / "matrix.yaml")
+    assert matrix["destinations"]["github"]["tag"] == "k3-kernels-v{version}"
+
+
+def test_the_watch_verifies_the_latest_releases_and_their_provenance_every_day(
     stub_dir: Path, tmp_path: Path
 ) -> None:
-    jobs = load(RELEASE)["jobs"]
-    for name in ("publish", "publish-dry-run"):
-        assert "reproduce" in jobs[name]["needs"]
-        assert "!contains(needs.*.result, 'failure')" in jobs[name]["if"]
-    uses = [str(s.data.get("uses", "")) for s in steps() if s.job == "reproduce"]
-    assert not any(u.startswith("actions/cache@") for u in uses), "a rebuild from empty caches"
-    calls = [
-        c
-        for s in steps()
-        if s.job == "reproduce" and "run" in s.data
-        for c in run_step(s, stub_dir, tmp_path)
-        if c[0] == "release" and c[1] == "build"
-    ]
-    (call,) = calls
-    args = build_parser().parse_args(call[1:])
-    assert args.command == "build"
-    assert args.compare == Path("dist/manifest-cuda12.9.json")
-    assert args.cuda == ["12.9"]
-    download = [s for s in steps() if s.job == "reproduce" and "download-artifact" in str(s.data)]
-    assert download[0].data["with"]["name"] == "dist-cuda${{ matrix.cuda }}"
-
-
-def test_a_container_job_builds_its_cell_natively_in_the_cells_manylinux_and_rebuilds_it(
-    stub_dir: Path, tmp_path: Path
-) -> None:
-    job = load(RELEASE)["jobs"]["container"]
-    assert job["if"] == "inputs.builder == 'container'"
-    image, tag = job["container"].rsplit(":", 1)
-    assert image == "quay.io/pypa/manylinux_${{ matrix.manylinux }}_${{ matrix.arch }}"
-    assert re.fullmatch(r"\d{4}\.\d{2}\.\d{2}-\d+", tag), "a dated tag, never latest"
-    calls = [
-        parse
-        for s in steps()
-        if s.job == "container" and "run" in s.data
-        for c in run_step(s, stub_dir, tmp_path)
-        if c[0] == "release" and c[1] == "build"
-        for parse in [build_parser().parse_args(c[1:])]
-    ]
-    built, rebuilt = calls
-    assert (built.cuda, built.arch, built.out, built.compare) == (
-        ["12.9"],
-        ["aarch64"],
-        Path("dist"),
-        None,
-    )
-    assert (rebuilt.cuda, rebuilt.arch, rebuilt.compare) == (
-        ["12.9"],
-        ["aarch64"],
-        Path("dist/manifest.json"),
-    )
-    for name in ("gpu", "publish", "publish-dry-run"):
-        assert "needs.container.result == 'success'" in load(RELEASE)["jobs"][name]["if"]
-
-
-def test_the_watch_verifies_the_latest_releases_every_day(stub_dir: Path, tmp_path: Path) -> None:
     workflow = load(WATCH)
     on = triggers(workflow)
     assert on["schedule"] == [{"cron": "17 6 * * *"}]
     assert "workflow_dispatch" in on
-    (job,) = workflow["jobs"].values()
-    assert job["permissions"] == {"contents": "read"}
     calls = [
-        call
-        for step in steps()
-        if step.workflow == "watch.yml" and "run" in step.data
-        for call in run_step(step, stub_dir, tmp_path)
-        if call[0] == "release"
+        call for step in steps(WATCH) if step.run for call in run_step(step, stub_dir, tmp_path)
     ]
-    (call,) = calls
-    args = build_parser().parse_args(call[1:])
-    assert (args.command, args.latest, args.tag) == ("verify", 3, [])
-
-
-def test_publishing_waits_for_the_gpu_gate_on_the_runners_matrix_yaml_names(
-    stub_dir: Path, tmp_path: Path
-) -> None:
-    jobs = load(RELEASE)["jobs"]
-    gpu = jobs["gpu"]
-    for name in ("publish", "publish-dry-run"):
-        assert "gpu" in jobs[name]["needs"]
-    assert gpu["runs-on"] == "${{ matrix.labels }}"
-    assert gpu["strategy"]["matrix"] == "${{ fromJSON(needs.plan.outputs.gpu) }}"
-    # no runner named: `release matrix --format gpu` prints an empty include, the job skips
-    assert "needs.plan.outputs.gpu != '{\"include\":[]}'" in gpu["if"]
-    assert "!contains(needs.*.result, 'failure')" in gpu["if"]
-    (gpu_step,) = [s for s in steps() if s.job == "plan" and s.data.get("id") == "gpu"]
-    assert run_step(gpu_step, stub_dir, tmp_path) == [["release", "matrix", "--format", "gpu"]]
-    assert jobs["plan"]["outputs"]["gpu"] == "${{ steps.gpu.outputs.matrix }}"
-    calls = [
-        c
-        for s in steps()
-        if s.job == "gpu" and "run" in s.data
-        for c in run_step(s, stub_dir, tmp_path)
-        if c[0] == "release"
+    installs = [i for c in calls if (i := pip_install(c)) is not None]
+    assert installs[:2] == [
+        ["--require-hashes", "--no-deps", "-r", ".github/requirements/tool.txt"],
+        ["--require-hashes", "--no-deps", "-r", ".github/requirements/build.txt"],
     ]
-    (call,) = calls
-    args = build_parser().parse_args(call[1:])
-    assert (args.command, args.dist) == ("gpu-gate", Path("dist"))
-    assert args.runner == SAMPLES["matrix.runner"]
-
-
-# --- Provenance: PEP 740 attestations for PyPI, GitHub artifact attestations for all. ---
-
-
-def publish_steps() -> list[Step]:
-    return [s for s in steps() if s.workflow == "release.yml" and s.job == "publish"]
-
-
-def test_every_wheel_is_signed_pep_740_before_release_publish_sends_them(
-    stub_dir: Path, tmp_path: Path
-) -> None:
-    job = publish_steps()
-    (sign,) = [s for s in job if "pypi_attestations" in str(s.data.get("run", ""))]
-    (upload,) = [s for s in job if "release publish" in str(s.data.get("run", ""))]
-    assert sign.index < upload.index
-    dist = tmp_path / "dist"
-    dist.mkdir()
-    plain = "k3_kernels-0.1.0-py3-none-manylinux_2_28_x86_64.whl"
-    labelled = "k3_kernels-0.1.0+cu129-py3-none-manylinux_2_28_x86_64.whl"
-    for name in (plain, labelled, "k3_kernels-0.1.0-py3-none-any.whl.metadata"):
-        (dist / name).write_bytes(b"wheel")
-    # PyPI's wheels (twine sends the attestation) and the GitHub-hosted ones (the index links
-    # their provenance object), nothing else
-    assert run_step(sign, stub_dir, tmp_path) == [
-        ["python", "-m", "pypi_attestations", "sign", f"dist/{labelled}", f"dist/{plain}"]
-    ]
-    # pypi-attestations writes <wheel>.publish.attestation: where `release publish` looks
-    assert attestation_path(dist / plain).name == f"{plain}.publish.attestation"
-    for path in list(dist.iterdir()):
-        path.unlink()
-    assert run_step(sign, stub_dir, tmp_path) == [], "no wheel: nothing to sign"
-
-
-def test_build_provenance_covers_every_wheel_companion_and_index_file(
-    stub_dir: Path, tmp_path: Path
-) -> None:
-    job = publish_steps()
-    attests = [s for s in job if str(s.data.get("uses", "")).startswith("actions/attest")]
-    (attest,) = attests
-    action, sha = str(attest.data["uses"]).split("@")
-    assert action == "actions/attest-build-provenance"
-    assert re.fullmatch(r"[0-9a-f]{40}", sha), "pinned by a full commit SHA"
-    (upload,) = [s for s in job if "release publish" in str(s.data.get("run", ""))]
-    assert attest.index > upload.index, "the companion files and the index exist only then"
-    (call,) = run_step(upload, stub_dir, tmp_path)
-    args = build_parser().parse_args(call[1:])
-    subjects = attest.data["with"]["subject-path"].split()
-    assert subjects == [
-        f"{args.dist}/*.whl",
-        f"{args.dist}/{COMPANIONS_DIR}/*",
-        f"{args.index_dir}/**",
-    ]
-    # the pages artifact is the attested index
-    (pages,) = [s for s in job if "upload-pages-artifact" in str(s.data.get("uses", ""))]
-    assert Path(pages.data["with"]["path"]) == args.index_dir
-    # GitHub artifact attestations come from the publish job only
-    elsewhere = [s.where for s in steps() if "attest" in str(s.data.get("uses", ""))]
-    assert elsewhere == [attest.where]
+    assert installs[2] == ["--no-deps", "--no-build-isolation", "."]
+    (verify,) = [c for c in calls if c[0] == "release"]
+    args = build_parser().parse_args(verify[1:])
+    assert (args.command, args.latest, args.require_provenance) == ("verify", 3, True)

@@ -137,3 +137,30 @@ def test_bad_runner_labels_name_the_option(text: str, says: str) -> None:
         runner_labels(text, names)
     assert caught.value.problems[0].startswith("--runner-labels: ")
     assert says in caught.value.problems[0]
+
+
+def test_per_arch_gives_one_runner_all_torch_and_python_cells_of_its_arch() -> None:
+    project = FIXTURES / "torch_ops"
+    text = f"""\
+project: {project}
+build: {{backend: torch}}
+defaults: {{arches: [x86_64, aarch64], sms: [80, 90], ptx: 90, manylinux: "2_28"}}
+destinations: {{gh: {{kind: github, repository: k3-project/k3-torch-ops}}}}
+cuda:
+  "13.0":
+    destination: gh
+    local-label: cu130torch{{torch}}
+    torch: ["2.10.0", "2.11.0"]
+    python: ["3.11", "3.12"]
+"""
+    cells = matrix_from_text(text, project / "matrix.yaml").cells
+    assert len(cells) == 8
+    entries = github_matrix(cells, per="arch")["include"]
+    assert [e["id"] for e in entries] == ["13.0-x86_64", "13.0-aarch64"]
+    for entry in entries:
+        assert entry["pythons"] == "3.11\n3.12"
+        assert len(entry["wheels"].split()) == 4
+    assert entries[0]["container"] == ""
+    assert entries[1]["container"] == "quay.io/pypa/manylinux_2_28_aarch64:2025.11.11-1"
+    # one entry per cell otherwise: a job per cell would build its whole arch four times
+    assert len(github_matrix(cells)["include"]) == 8

@@ -1,0 +1,395 @@
+"""The reusable workflow (wheels.yml) as another repository calls it, and the tool's own
+release (tool-release.yml): the inputs, the jobs in the order of a release, what each job
+runs (every `run:` step executed against stubs, every `release` call parsed by the real
+CLI), the matrix fields the jobs read, provenance, and the dry runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from release import __version__
+from release.cli import build_parser
+from release.commands.matrix import github_matrix
+from release.matrix import matrix_from_text
+from release.publish.run import COMPANIONS_DIR
+from release.records.attestation import attestation_path
+from tests.integration.workflows import (
+    CALLER,
+    RELEASE,
+    ROOT,
+    SAMPLES,
+    STUB_DIGEST,
+    TOOL_RELEASE,
+    TOOL_REPOSITORY,
+    WHEELS,
+    Step,
+    allowed,
+    job_steps,
+    load,
+    make_stubs,
+    run_step,
+    steps,
+    triggers,
+)
+
+ORDER = ["plan", "build", "reproduce", "gpu", "publish-dry-run", "publish", "index", "verify"]
+INPUTS = {
+    "matrix": ("string", "matrix.yaml", False),
+    "tool-version": ("string", None, True),
+    "gpu-runner-labels": ("string", "", False),
+    "retention-days": ("number", 7, False),
+}
+
+
+@pytest.fixture(scope="module")
+def stub_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_stubs(tmp_path_factory.mktemp("stubs"))
+
+
+def jobs() -> dict[str, Any]:
+    found: dict[str, Any] = load(WHEELS)["jobs"]
+    return found
+
+
+def release_calls(
+    found: list[Step], stub_dir: Path, tmp_path: Path, env: dict[str, str] | None = None
+) -> list[argparse.Namespace]:
+    parser = build_parser()
+    parsed = []
+    for step in found:
+        if not step.run:
+            continue
+        tmp = tmp_path / f"{step.job}-{step.index}"
+        tmp.mkdir(parents=True, exist_ok=True)
+        for call in run_step(step, stub_dir, tmp, env=env):
+            assert allowed(call), f"{step.where}: {call}"
+            if call[0] == "release" and call[1:] != ["--version"]:
+                try:
+                    parsed.append(parser.parse_args(call[1:]))
+                except SystemExit:
+                    pytest.fail(f"{step.where}: `release {' '.join(call[1:])}` does not parse")
+    return parsed
+
+
+# --- Called from another repository. ---
+
+
+def reusable_of(caller: Path) -> tuple[dict[str, Any], Path]:
+    """The caller's one job and the wheels.yml it resolves to in this checkout."""
+    (job,) = load(caller)["jobs"].values()
+    uses = job["uses"]
+    if uses.startswith("./"):
+        return job, ROOT / uses
+    match = re.fullmatch(rf"{TOOL_REPOSITORY}/(\.github/workflows/wheels\.yml)@v([\d.]+)", uses)
+    assert match is not None, uses
+    return job, ROOT / match.group(1)
+
+
+@pytest.mark.parametrize("caller", [CALLER, RELEASE], ids=["another-project", "this-repo"])
+def test_a_caller_resolves_to_this_wheels_yml_and_grants_what_its_jobs_need(
+    caller: Path,
+) -> None:
+    job, called = reusable_of(caller)
+    assert called == WHEELS
+    declared = triggers(load(WHEELS))["workflow_call"]
+    given = job.get("with", {})
+    assert set(given) <= set(declared["inputs"]), "an input wheels.yml does not declare"
+    for name, spec in declared["inputs"].items():
+        if spec.get("required"):
+            assert name in given, f"{caller.name} misses the required input {name}"
+    assert isinstance(given.get("retention-days", 7), int)
+    assert set(job.get("secrets", {})) <= set(declared.get("secrets", {}))
+    # a called job gets at most what its caller grants
+    granted = job["permissions"]
+    for name, called_job in jobs().items():
+        for scope, level in called_job["permissions"].items():
+            assert granted.get(scope) == "write" or granted.get(scope) == level, (name, scope)
+    assert granted == {
+        "contents": "write",
+        "id-token": "write",
+        "attestations": "write",
+        "pages": "write",
+    }
+    assert re.fullmatch(r"\d+\.\d+\.\d+", given["tool-version"])
+    if caller == RELEASE:  # this repository's example runs the tool of its own commit
+        assert given["tool-version"] == __version__
+
+
+def test_the_inputs_are_the_four_a_caller_gives() -> None:
+    declared = triggers(load(WHEELS))["workflow_call"]
+    assert set(declared) == {"inputs", "secrets"}
+    found = {
+        name: (spec["type"], spec.get("default"), spec.get("required", False))
+        for name, spec in declared["inputs"].items()
+    }
+    assert found == INPUTS
+    assert declared["secrets"] == {
+        "pypi-token": {"description": declared["secrets"]["pypi-token"]["description"],
+                       "required": False}
+    }  # fmt: skip
+
+
+def test_the_jobs_run_in_the_order_of_a_release() -> None:
+    found = jobs()
+    assert list(found) == ORDER
+    for position, name in enumerate(ORDER):
+        needs = found[name].get("needs", [])
+        needs = [needs] if isinstance(needs, str) else needs
+        assert set(needs) <= set(ORDER[:position]), name
+    assert found["build"]["needs"] == "plan"
+    assert found["reproduce"]["needs"] == ["plan", "build"]
+    assert found["gpu"]["needs"] == ["plan", "build", "reproduce"]
+    for name in ("publish", "publish-dry-run"):
+        assert found[name]["needs"] == ["plan", "build", "reproduce", "gpu"]
+        assert "!contains(needs.*.result, 'failure')" in found[name]["if"]
+        assert "needs.reproduce.result == 'success'" in found[name]["if"]
+    assert found["index"]["needs"] == "publish"
+    assert found["verify"]["needs"] == ["publish", "index"]
+
+
+def test_only_a_pushed_tag_publishes_anything_else_is_a_dry_run() -> None:
+    found = jobs()
+    assert found["plan"]["outputs"]["publish"] == (
+        "${{ github.event_name == 'push' && github.ref_type == 'tag' }}"
+    )
+    assert "needs.plan.outputs.publish == 'true'" in found["publish"]["if"]
+    assert "needs.plan.outputs.publish != 'true'" in found["publish-dry-run"]["if"]
+    assert found["index"]["if"] == "needs.publish.outputs.pages == 'true'"
+    assert "needs.publish.result == 'success'" in found["verify"]["if"]
+
+
+def test_builds_and_reproductions_run_where_release_matrix_says(
+    stub_dir: Path, tmp_path: Path
+) -> None:
+    found = jobs()
+    for name in ("build", "reproduce"):
+        job = found[name]
+        assert job["strategy"]["matrix"] == "${{ fromJSON(needs.plan.outputs.matrix) }}"
+        assert job["runs-on"] == "${{ matrix.runs_on }}"
+        assert job["container"] == "${{ matrix.container }}"
+    (step,) = [s for s in job_steps(WHEELS, "plan") if s.data.get("id") == "matrix"]
+    (args,) = release_calls([step], stub_dir, tmp_path)
+    assert (args.command, args.format, args.per, args.matrix) == (
+        "matrix", "github", "arch", Path("matrix.yaml"),
+    )  # fmt: skip
+    # every field the two jobs read is in every entry `release matrix` gives them
+    text = WHEELS.read_text(encoding="utf-8")
+    expressions = re.findall(r"\$\{\{(.*?)\}\}", text)
+    fields = {f for e in expressions for f in re.findall(r"(?<![\w.])matrix\.(\w+)", e)}
+    fields -= {"runner", "labels"}  # the GPU job's, from --format gpu
+    assert {"runs_on", "container", "cuda_home", "pythons", "id", "cuda", "arch"} <= fields
+    path = ROOT / "matrix.yaml"
+    shipped = matrix_from_text(path.read_text(encoding="utf-8"), path)
+    for entry in github_matrix(shipped.cells, per="arch")["include"]:
+        assert fields <= set(entry), fields - set(entry)
+
+
+def test_every_run_step_calls_only_release_installs_and_plumbing(
+    stub_dir: Path, tmp_path: Path
+) -> None:
+    commands = {a.command for a in release_calls(list(steps(WHEELS)), stub_dir, tmp_path)}
+    assert commands == {"matrix", "plan", "build", "gpu-gate", "publish", "verify"}
+
+
+def test_the_tool_is_installed_from_its_attested_hash_locked_release_file(
+    stub_dir: Path, tmp_path: Path
+) -> None:
+    (fetch,) = [s for s in job_steps(WHEELS, "plan") if "gh release download" in s.run]
+    calls = run_step(fetch, stub_dir, tmp_path)
+    name = f"cuda-wheel-release-{__version__}-requirements.txt"
+    download, verify = (c for c in calls if c[0] == "gh")
+    assert download[:3] == ["gh", "release", "download"]
+    assert download[3] == f"v{__version__}"
+    assert download[download.index("--repo") + 1] == TOOL_REPOSITORY
+    assert download[download.index("--pattern") + 1] == name
+    assert verify[:3] == ["gh", "attestation", "verify"]
+    assert verify[3] == str(tmp_path / "tool" / name)
+    assert verify[verify.index("--repo") + 1] == TOOL_REPOSITORY
+    assert verify[verify.index("--signer-workflow") + 1] == (
+        f"{TOOL_REPOSITORY}/.github/workflows/tool-release.yml"
+    )
+    assert [
+        "mv",
+        str(tmp_path / "tool" / name),
+        str(tmp_path / "tool" / "requirements.txt"),
+    ] in calls
+    # every other job that runs the tool installs that file, which the plan job handed on
+    for name_ in jobs():
+        if name_ in ("plan", "index"):
+            continue
+        downloads = [s for s in job_steps(WHEELS, name_) if "download-artifact" in s.uses]
+        assert downloads[0].data["with"]["name"] == "tool-requirements", name_
+
+
+def test_the_gpu_gate_runs_on_the_labels_the_caller_gives(stub_dir: Path, tmp_path: Path) -> None:
+    gpu = jobs()["gpu"]
+    assert gpu["runs-on"] == "${{ matrix.labels }}"
+    assert gpu["strategy"]["matrix"] == "${{ fromJSON(needs.plan.outputs.gpu) }}"
+    assert "needs.plan.outputs.gpu != '{\"include\":[]}'" in gpu["if"]
+    (step,) = [s for s in job_steps(WHEELS, "plan") if s.data.get("id") == "gpu"]
+    (given,) = release_calls([step], stub_dir, tmp_path / "given")
+    assert given.runner_labels == SAMPLES["inputs.gpu-runner-labels"]
+    (default,) = release_calls([step], stub_dir, tmp_path / "none", env={"LABELS": ""})
+    assert (default.format, default.runner_labels) == ("gpu", None)
+    (gate,) = release_calls(job_steps(WHEELS, "gpu"), stub_dir, tmp_path / "gate")
+    assert (gate.command, gate.runner, gate.dist) == (
+        "gpu-gate", SAMPLES["matrix.runner"], Path("dist"),
+    )  # fmt: skip
+
+
+def test_nothing_is_published_before_a_second_runner_reproduced_every_wheel(
+    stub_dir: Path, tmp_path: Path
+) -> None:
+    assert not any(s.uses.startswith("actions/cache@") for s in job_steps(WHEELS, "reproduce"))
+    (rebuild,) = release_calls(job_steps(WHEELS, "reproduce"), stub_dir, tmp_path)
+    assert rebuild.compare == Path("dist/manifest-12.9-aarch64.json")
+    assert (rebuild.cuda, rebuild.arch) == (["12.9"], ["aarch64"])
+    (built, _summary) = release_calls(job_steps(WHEELS, "build"), stub_dir, tmp_path / "b")
+    assert (built.command, built.compare, built.out) == ("build", None, Path("dist"))
+    (download,) = [
+        s for s in job_steps(WHEELS, "reproduce") if s.data.get("with", {}).get("path") == "dist"
+    ]
+    assert download.data["with"]["name"] == "dist-${{ matrix.id }}"
+
+
+def test_publish_jobs_publish_or_plan_only(stub_dir: Path, tmp_path: Path) -> None:
+    (dry,) = release_calls(job_steps(WHEELS, "publish-dry-run"), stub_dir, tmp_path / "d")
+    (real,) = release_calls(job_steps(WHEELS, "publish"), stub_dir, tmp_path / "r")
+    assert (dry.command, dry.dry_run) == ("publish", True)
+    assert (real.command, real.dry_run, real.index_dir) == ("publish", False, Path("dist/index"))
+
+
+def test_verify_requires_provenance_signed_from_the_callers_workflow(
+    stub_dir: Path, tmp_path: Path
+) -> None:
+    (args,) = release_calls(job_steps(WHEELS, "verify"), stub_dir, tmp_path)
+    assert (args.command, args.dist, args.require_provenance) == ("verify", Path("dist"), True)
+    assert args.provenance_workflow == ".github/workflows/release.yml"
+
+
+# --- Provenance: PEP 740 attestations for PyPI, GitHub artifact attestations for all. ---
+
+
+def test_every_wheel_is_signed_pep_740_before_release_publish_sends_them(
+    stub_dir: Path, tmp_path: Path
+) -> None:
+    job = job_steps(WHEELS, "publish")
+    (sign,) = [s for s in job if "pypi_attestations" in s.run]
+    (upload,) = [s for s in job if "release publish" in s.run]
+    assert sign.index < upload.index
+    dist = tmp_path / "dist"
+    dist.mkdir()
+    plain = "k3_kernels-0.1.0-py3-none-manylinux_2_28_x86_64.whl"
+    labelled = "k3_kernels-0.1.0+cu129-py3-none-manylinux_2_28_x86_64.whl"
+    for name in (plain, labelled, "k3_kernels-0.1.0-py3-none-any.whl.metadata"):
+        (dist / name).write_bytes(b"wheel")
+    assert run_step(sign, stub_dir, tmp_path) == [
+        ["python", "-m", "pypi_attestations", "sign", f"dist/{labelled}", f"dist/{plain}"]
+    ]
+    assert attestation_path(dist / plain).name == f"{plain}.publish.attestation"
+    # PyPI takes attestations only from trusted publishing: with a token, the GitHub-hosted
+    # (local label) wheels only
+    assert run_step(sign, stub_dir, tmp_path, env={"TOKEN_UPLOAD": "true"}) == [
+        ["python", "-m", "pypi_attestations", "sign", f"dist/{labelled}"]
+    ]
+    (upload_env,) = [s.data["env"] for s in job if "release publish" in s.run]
+    assert upload_env["TWINE_API_KEY"] == "${{ secrets.pypi-token }}"
+    for path in list(dist.iterdir()):
+        path.unlink()
+    assert run_step(sign, stub_dir, tmp_path) == [], "no wheel: nothing to sign"
+
+
+def test_build_provenance_covers_every_wheel_companion_and_index_file(
+    stub_dir: Path, tmp_path: Path
+) -> None:
+    job = job_steps(WHEELS, "publish")
+    (attest,) = [s for s in job if s.uses.startswith("actions/attest")]
+    assert attest.uses.split("@")[0] == "actions/attest-build-provenance"
+    (upload,) = [s for s in job if "release publish" in s.run]
+    assert attest.index > upload.index, "the companion files and the index exist only then"
+    (args,) = release_calls([upload], stub_dir, tmp_path)
+    assert attest.data["with"]["subject-path"].split() == [
+        f"{args.dist}/*.whl",
+        f"{args.dist}/{COMPANIONS_DIR}/*",
+        f"{args.index_dir}/**",
+    ]
+    (pages,) = [s for s in job if "upload-pages-artifact" in s.uses]
+    assert Path(pages.data["with"]["path"]) == args.index_dir
+    assert pages.data["if"] == "steps.index.outputs.pages == 'true'"
+    elsewhere = [s.where for s in steps(WHEELS) if "attest" in s.uses]
+    assert elsewhere == [attest.where]
+
+
+def test_artifacts_keep_for_the_days_the_caller_gives() -> None:
+    uploads = [s for s in steps(WHEELS) if "upload-" in s.uses]
+    assert len(uploads) >= 5
+    for step in uploads:
+        assert step.data["with"]["retention-days"] == "${{ inputs.retention-days }}", step.where
+
+
+# --- The tool's own release. ---
+
+
+def test_the_tool_release_refuses_a_tag_that_is_not_v_and_its_version(
+    stub_dir: Path, tmp_path: Path
+) -> None:
+    (check,) = [s for s in job_steps(TOOL_RELEASE, "build") if s.data.get("id") == "version"]
+    assert run_step(check, stub_dir, tmp_path) == [["hatchling", "version"]]
+    assert (tmp_path / "output").read_text(encoding="utf-8") == f"version={__version__}\n"
+    run_step(check, stub_dir, tmp_path, env={"TAG": "v9.9.9"}, check=False)
+    run_step(check, stub_dir, tmp_path, env={"TAG": f"k3-kernels-v{__version__}"}, check=False)
+    run_step(check, stub_dir, tmp_path, env={"TAG": ""})  # a dry run: any ref
+
+
+def test_the_tool_release_builds_checks_and_locks_its_distributions(
+    stub_dir: Path, tmp_path: Path
+) -> None:
+    calls = [
+        c
+        for s in job_steps(TOOL_RELEASE, "build")
+        if s.run
+        for c in run_step(s, stub_dir, tmp_path)
+    ]
+    for call in calls:
+        assert allowed(call), call
+    assert ["python", "-m", "pip", "install", "--require-hashes", "--no-deps", "-r",
+            ".github/requirements/build.txt"] in calls  # fmt: skip
+    assert ["python", "-m", "build", "--no-isolation", "--outdir", "dist"] in calls
+    assert ["twine", "check", "--strict", "dist/*"] in calls
+    assert any(c[0] == "check-wheel-contents" for c in calls)
+    # the requirements file ends with the tool's own wheel, by its sha256
+    locked = tmp_path / "dist" / f"cuda-wheel-release-{__version__}-requirements.txt"
+    assert locked.read_text(encoding="utf-8").splitlines()[-1] == (
+        f"cuda-wheel-release=={__version__} --hash=sha256:{STUB_DIGEST}"
+    )
+    installs = [c for c in calls if c[0] == "pip"]
+    assert installs == [[
+        "pip", "install", "--require-hashes", "--no-deps", "--find-links", "dist",
+        "-r", f"dist/cuda-wheel-release-{__version__}-requirements.txt",
+    ]]  # fmt: skip
+    assert ["release", "--version"] in calls
+
+
+def test_the_tool_release_publishes_only_from_a_tag_pypi_first() -> None:
+    tool = load(TOOL_RELEASE)
+    assert set(triggers(tool)) == {"push", "workflow_dispatch"}
+    found = tool["jobs"]
+    assert list(found) == ["build", "pypi", "github-release"]
+    for name in ("pypi", "github-release"):
+        assert found[name]["if"] == "github.event_name == 'push' && github.ref_type == 'tag'"
+    assert found["github-release"]["needs"] == ["build", "pypi"]
+    assert found["pypi"]["environment"]["name"] == "pypi"
+    (publish,) = [s for s in job_steps(TOOL_RELEASE, "pypi") if "pypi-publish" in s.uses]
+    assert publish.uses.startswith("pypa/gh-action-pypi-publish@")
+    assert publish.data["with"]["attestations"] is True
+    release_steps = job_steps(TOOL_RELEASE, "github-release")
+    (attest,) = [s for s in release_steps if "attest-build-provenance" in s.uses]
+    (create,) = [s for s in release_steps if "gh release create" in s.run]
+    assert attest.index < create.index, "no caller can download an unattested file"
+    assert "dist/*-requirements.txt" in attest.data["with"]["subject-path"].split()
