@@ -172,7 +172,7 @@ def test_builds_and_reproductions_run_where_release_matrix_says(
         job = found[name]
         assert job["strategy"]["matrix"] == "${{ fromJSON(needs.plan.outputs.matrix) }}"
         assert job["runs-on"] == "${{ matrix.runs_on }}"
-        assert job["container"] == "${{ matrix.container }}"
+        assert job["container"] == {"image": "${{ matrix.container }}"}
     (step,) = [s for s in job_steps(WHEELS, "plan") if s.data.get("id") == "matrix"]
     (args,) = release_calls([step], stub_dir, tmp_path)
     assert (args.command, args.format, args.per, args.matrix) == (

@@ -146,7 +146,7 @@ def test_ignored_zizmor_findings_are_the_guarded_cache_and_the_tools_images() ->
     jobs = load(WHEELS)["jobs"]
     assert [n for n, j in jobs.items() if "container" in j] == ["build", "reproduce"]
     for name in ("build", "reproduce"):
-        assert jobs[name]["container"] == "${{ matrix.container }}"
+        assert jobs[name]["container"] == {"image": "${{ matrix.container }}"}
 
 
 def test_every_action_is_pinned_to_a_full_commit_with_its_version() -> None:

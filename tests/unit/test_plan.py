@@ -63,7 +63,7 @@ def test_unbuilt_entry_carries_the_cells_name_and_destination(cells: tuple[Cell,
         == cell.wheel_filename
         == ("k3_kernels-0.1.0+cu129-py3-none-manylinux_2_28_x86_64.whl")
     )
-    assert (entry.destination.kind, entry.destination.tag) == ("github", "v0.1.0")
+    assert (entry.destination.kind, entry.destination.tag) == ("github", "k3-kernels-v0.1.0")
     assert (entry.size, entry.sha256) == (0, "")
 
 
@@ -90,9 +90,9 @@ def test_unbuilt_states() -> None:
 
 
 def test_tag_must_be_the_release_tag_of_the_version(cells: tuple[Cell, ...]) -> None:
-    assert tag_problems(cells, "0.1.0", "v0.1.0") == []
-    assert tag_problems(cells, "0.1.0", "v0.1.1") == [
-        "--expect-tag v0.1.1: the GitHub release of version 0.1.0 is tagged v0.1.0"
+    assert tag_problems(cells, "0.1.0", "k3-kernels-v0.1.0") == []
+    assert tag_problems(cells, "0.1.0", "v0.1.0") == [
+        "--expect-tag v0.1.0: the GitHub release of version 0.1.0 is tagged k3-kernels-v0.1.0"
     ]
     pypi_only = [c for c in cells if c.destination.kind == "pypi"]
     assert tag_problems(pypi_only, "0.1.0", "v0.1.0") == []
