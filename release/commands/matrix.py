@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from release.commands import arguments, common
+from release.errors import ConfigError
 from release.matrix import (
     Cell,
     Matrix,
@@ -19,7 +20,7 @@ from release.matrix import (
     nccl_requirement,
 )
 
-GITHUB_JOB_LIMIT = 256
+GITHUB_JOB_LIMIT = 256  # jobs one `strategy.matrix` may generate (GitHub Actions' limit)
 
 
 def github_matrix(cells: Sequence[Cell], *, per: str = "cell") -> dict[str, Any]:
@@ -36,7 +37,7 @@ def github_matrix(cells: Sequence[Cell], *, per: str = "cell") -> dict[str, Any]
             include.append(
                 {
                     "cuda": cuda,
-                    "arches": " ".join(c.arch for c in group),
+                    "arches": " ".join(dict.fromkeys(c.arch for c in group)),
                     "label": group[0].local_label or "",
                     "destination": group[0].destination.name,
                     "wheels": " ".join(c.wheel_filename for c in group),
@@ -60,6 +61,15 @@ def github_matrix(cells: Sequence[Cell], *, per: str = "cell") -> dict[str, Any]
                     **({"compress_mode": cell.compress_mode} if cell.compress_mode else {}),
                 }
             )
+    if len(include) > GITHUB_JOB_LIMIT:
+        raise ConfigError(
+            [
+                f"--format github: {len(include)} jobs (one per {per}), over GitHub Actions' "
+                f"limit of {GITHUB_JOB_LIMIT} jobs in one matrix"
+            ],
+            hint="split the cells over several jobs' matrices with --cuda and --arch"
+            + ("" if per == "cuda" else ", or give a job a CUDA version's cells with --per cuda"),
+        )
     return {"include": include}
 
 

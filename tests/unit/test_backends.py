@@ -9,8 +9,6 @@ from pathlib import Path
 import pytest
 
 from release.backends import (
-    BACKEND_NAMES,
-    BackendName,
     BuildContext,
     BuildRecipe,
     BuildSpec,
@@ -19,19 +17,17 @@ from release.backends import (
     NvccToolkit,
     backend_for,
     build_inputs,
-    cmake_architectures,
-    cmake_inputs,
     merge,
     nvcc_problem,
     placement_problem,
     read_build_backend,
     spec_problems,
     targets_problem,
-    torch_arch,
-    torch_arch_list,
-    torch_inputs,
     with_path,
 )
+from release.backends.cmake_project import cmake_architectures, cmake_inputs
+from release.backends.recipe import BACKEND_NAMES, BackendName
+from release.backends.torch_extension import torch_arch, torch_arch_list, torch_inputs
 from release.errors import ToolchainError
 from release.targets import GpuTarget
 
