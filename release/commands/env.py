@@ -28,10 +28,8 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from release import proc
-from release.build.settings import BuildSettings, source_date_epoch
 from release.build.stage import BuildEvents, cell_inputs_for, prepare, record_wheel, require_success
-from release.commands import arguments, common
+from release.commands import arguments, buildopts, common
 from release.errors import ConfigError
 from release.fsutil import write_atomic
 from release.matrix import Cell
@@ -104,17 +102,11 @@ def run(args: argparse.Namespace) -> int:
     matrix = common.load(args.matrix, args)
     cell = matrix.select(cuda=[args.cuda], arch=[args.arch])[0]
     environ = dict(os.environ)
-    settings = BuildSettings(
-        matrix=matrix,
-        cells=(cell,),
-        out=args.dist.resolve(),
-        cache_dir=common.cache_dir(args),
-        cuda_home=common.cuda_home(args),
-        environ=environ,
-        **common.machine(args),
-        epoch=source_date_epoch(environ, matrix.project.path, proc.run),
+    options = buildopts.BuildOptions(cache_dir=args.cache_dir, cuda_home=args.cuda_home)
+    given = buildopts.settings_from(
+        options, matrix, environ, cells=(cell,), out=args.dist.resolve()
     )
-    settings, toolchains = prepare(settings, _Notes())
+    settings, toolchains = prepare(given, _Notes())
     toolchain = toolchains[cell.id]
     dist = settings.out
     inputs, config_settings = cell_inputs_for(settings, toolchain, cell)
