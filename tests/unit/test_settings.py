@@ -34,7 +34,7 @@ def shipped_matrix(tmp_path: Path, extra: str = "") -> Matrix:
     )
     text = (
         "project: proj\n"
-        "defaults: {arches: [x86_64], sms: [90], ptx: 90, manylinux: \"2_28\"}\n"
+        'defaults: {arches: [x86_64], sms: [90], ptx: 90, manylinux: "2_28"}\n'
         'cuda: {"13.0": {destination: pypi}}\n'
         "destinations: {pypi: {kind: pypi}}\n" + extra
     )
