@@ -28,6 +28,7 @@ import httpx
 from githubkit import GitHub, Response, TokenAuthStrategy, UnauthAuthStrategy
 from githubkit.exception import RequestError, RequestFailed
 from githubkit.utils import UNSET
+from pydantic import ValidationError
 
 from release.credentials import Secret
 from release.errors import PublishError
@@ -375,7 +376,17 @@ class GithubClient:
         response = self.request(
             f"read the repository {repository}", lambda: rest.repos.get(owner, repo)
         )
-        return web_base_of_repository(response.parsed_data.html_url, repository)
+        try:
+            html_url: str = response.parsed_data.html_url
+        except ValidationError as error:
+            raise PublishError(
+                f"GitHub answered `read the repository {repository}` with a repository that "
+                f"githubkit's model does not read ({error.error_count()} problems, the first: "
+                f"{error.errors()[0]['loc']}: {error.errors()[0]['msg']})",
+                hint="is the API URL in matrix.yaml a GitHub REST API (api.github.com or "
+                "https://HOST/api/v3)?",
+            ) from None
+        return web_base_of_repository(html_url, repository)
 
     def list_releases_json(self, repository: str) -> list[Mapping[str, Any]]:
         """Every release as GitHub's JSON (drafts only with push access)."""
