@@ -1,0 +1,154 @@
+"""Files that are not wheels, fed to every command that takes a wheel or its name from
+outside: `env --record`, a dist directory's manifest and wheels, GitHub release assets and
+the release manifest among them. Each of a file that is no wheel, a wheel-named file that
+is no zip, a zip with no .dist-info and a wheel whose version is not PEP 440 gets one line
+naming the path (or asset) and why, the exit code of its kind, and no traceback; nothing is
+provisioned or written for it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import zipfile
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from release.cli import main
+from release.fsutil import sha256_file
+from release.records.manifest import Manifest, write_manifest
+from tests.integration.wheels import (
+    PROJECT,
+    entry_for,
+    make_wheel,
+    pypi_destination,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+RELEASE = Path(sys.executable).with_name("release")
+CELL_WHEEL = "k3_kernels-0.1.0-py3-none-manylinux_2_28_x86_64.whl"  # matrix.yaml's 13.0-x86_64
+BAD_VERSION = "k3_kernels-0.1.x-py3-none-manylinux_2_28_x86_64.whl"
+KINDS = ("no wheel", "no zip", "no dist-info", "bad version")
+
+
+def junk(kind: str, directory: Path) -> Path:
+    """A file of `kind` in `directory`."""
+    directory.mkdir(parents=True, exist_ok=True)
+    if kind == "no wheel":
+        path = directory / "hostname"
+        path.write_bytes(b"build-host\n")
+    elif kind == "no zip":
+        path = directory / CELL_WHEEL
+        path.write_bytes(b"build-host\n")
+    elif kind == "no dist-info":
+        path = directory / CELL_WHEEL
+        with zipfile.ZipFile(path, "w") as archive:
+            archive.writestr("k3_kernels/__init__.py", "")
+    else:
+        path = make_wheel(directory, version="0.1.x")  # a whole wheel, but for its version
+    return path
+
+
+def tree(directory: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(directory)): p.read_bytes()
+        for p in sorted(directory.rglob("*"))
+        if p.is_file()
+    }
+
+
+# --- release env --record, the console script as cibuildwheel runs it. ---
+
+RECORD_HINT = "hint: give the .whl file the builder made, or the directory holding it"
+RECORD_WHY = {
+    "no wheel": "not a .whl file",
+    "no zip": "not a zip archive",
+    "no dist-info": "has 0 .dist-info directories, not 1",
+    "bad version": "not a valid wheel filename (invalid version)",
+}
+
+
+def record(path: Path, dist: Path, cache: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(RELEASE), "env", "--cuda", "13.0", "--arch", "x86_64", "--record", str(path),
+         "--dist", str(dist), "--cache-dir", str(cache)],
+        cwd=ROOT, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_env_record_of_what_is_not_a_wheel_is_one_line_and_leaves_dist_alone(
+    tmp_path: Path, kind: str
+) -> None:
+    path = junk(kind, tmp_path / "built")
+    dist = tmp_path / "out"
+    dist.mkdir()
+    (dist / "manifest.json").write_bytes(b'{"an earlier": "build"}\n')
+    before = tree(dist)
+    done = record(path, dist, tmp_path / "cache")
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines() == [f"error: --record {path}: {RECORD_WHY[kind]}", RECORD_HINT]
+    assert done.stdout == ""
+    assert tree(dist) == before
+    assert not (tmp_path / "cache").exists(), "a toolchain was provisioned for a bad --record"
+
+
+def test_env_record_of_a_directory_checks_the_wheel_it_finds(tmp_path: Path) -> None:
+    built = tmp_path / "built"
+    path = junk("no zip", built)
+    done = record(built, tmp_path / "out", tmp_path / "cache")
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines() == [f"error: --record {path}: not a zip archive", RECORD_HINT]
+    assert not (tmp_path / "out").exists()
+    assert not (tmp_path / "cache").exists()
+
+
+def test_env_record_of_what_is_not_a_file_says_so(tmp_path: Path) -> None:
+    fifo = tmp_path / CELL_WHEEL
+    os.mkfifo(fifo)
+    for path, why in ((fifo, "not a file"), (tmp_path / "gone.whl", "no such file or directory")):
+        done = record(path, tmp_path / "out", tmp_path / "cache")
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.splitlines()[0] == f"error: --record {path}: {why}"
+    assert not (tmp_path / "out").exists()
+
+
+# --- A dist directory: its manifest's filenames and the wheels beside it. ---
+
+DIST_COMMANDS = (["publish", "--dry-run"], ["verify"], ["pins"], ["plan"])
+
+
+def dist_of(kind: str, dist: Path) -> None:
+    """`dist` holding the file of `kind`, listed in its manifest as the cu13 wheel."""
+    path = junk(kind, dist)
+    entry = entry_for(make_wheel(dist.parent / "real"), pypi_destination("http://127.0.0.1:9/"))
+    entry = replace(entry, filename=path.name, size=path.stat().st_size, sha256=sha256_file(path))
+    manifest = Manifest(project=PROJECT, version="0.1.0", wheels=(entry,))
+    write_manifest(manifest, dist / "manifest.json")
+
+
+@pytest.mark.parametrize("command", DIST_COMMANDS, ids=lambda c: c[0])
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_dist_with_what_is_not_a_wheel_is_refused_in_one_line(
+    tmp_path: Path, kind: str, command: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    dist = tmp_path / "dist"
+    dist_of(kind, dist)
+    before = tree(dist)
+    assert main([*command, "--dist", str(dist)]) == 2
+    error, hint = capsys.readouterr().err.splitlines()
+    name = {"no wheel": "hostname", "bad version": BAD_VERSION}.get(kind, CELL_WHEEL)
+    if kind in ("no wheel", "bad version"):
+        assert error == (
+            f"error: {dist}/manifest.json: wheels[0].filename: {name!r} is not a wheel filename"
+        )
+    else:
+        why = {
+            "no zip": "not a readable zip file (File is not a zip file)",
+            "no dist-info": "has 0 .dist-info directories, not 1",
+        }[kind]
+        assert error == f"error: {dist}: {name}: {why}"
+    assert hint.startswith("hint: ")
+    assert tree(dist) == before
