@@ -7,6 +7,7 @@ provisioned or written for it."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -18,10 +19,14 @@ import pytest
 
 from release.cli import main
 from release.fsutil import sha256_file
+from release.publish.run import PublishSettings, publish
 from release.records.manifest import Manifest, write_manifest
+from tests.github_standin import DEFAULT_REPO, GitHubStandIn
 from tests.integration.wheels import (
     PROJECT,
     entry_for,
+    github_destination,
+    make_release,
     make_wheel,
     pypi_destination,
 )
@@ -152,3 +157,40 @@ def test_a_dist_with_what_is_not_a_wheel_is_refused_in_one_line(
         assert error == f"error: {dist}: {name}: {why}"
     assert hint.startswith("hint: ")
     assert tree(dist) == before
+
+
+# --- GitHub release assets: the index leaves out what pip could not install, and says so. ---
+
+
+def test_a_release_asset_named_like_a_wheel_that_is_not_one_is_left_out_of_the_index(
+    github_standin: GitHubStandIn,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("GITHUB_TOKEN", github_standin.token)
+    release = make_release(
+        tmp_path / "dist", pypi=None, github=github_destination(github_standin.api_url)
+    )
+    site = tmp_path / "site"
+    publish(
+        PublishSettings(dist=release.dist, index_dir=site), {"GITHUB_TOKEN": github_standin.token}
+    )
+    (published,) = github_standin.releases(DEFAULT_REPO)
+    stray = BAD_VERSION.replace("0.1.x", "0.1.x+cu129")
+    github_standin.add_asset(
+        published.id, stray, (tmp_path / "dist" / release.wheels[0].name).read_bytes()
+    )
+    github_standin.add_asset(published.id, "hostname", b"build-host\n")
+    capsys.readouterr()
+
+    assert main(["publish", "--dist", str(release.dist), "--index-dir", str(site)]) == 0
+    out, err = capsys.readouterr()
+    lines = (out + err).splitlines()
+    assert (
+        f"index: left out {DEFAULT_REPO}@v0.1.0 asset {stray}: not a valid wheel filename "
+        "(invalid version)"
+    ) in lines
+    assert not any("hostname" in line for line in lines)  # a foreign file is no wheel: no word
+    page = json.loads((site / "cu129" / "k3-kernels" / "index.json").read_text())
+    assert [f["filename"] for f in page["files"]] == [w.name for w in release.wheels]
