@@ -11,9 +11,12 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import zipfile
 from dataclasses import replace
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -35,6 +38,7 @@ ROOT = Path(__file__).resolve().parents[2]
 RELEASE = Path(sys.executable).with_name("release")
 CELL_WHEEL = "k3_kernels-0.1.0-py3-none-manylinux_2_28_x86_64.whl"  # matrix.yaml's 13.0-x86_64
 BAD_VERSION = "k3_kernels-0.1.x-py3-none-manylinux_2_28_x86_64.whl"
+INDEX_URL = "https://k3-org.github.io/k3-kernels/"
 KINDS = ("no wheel", "no zip", "no dist-info", "bad version")
 
 
@@ -194,3 +198,103 @@ def test_a_release_asset_named_like_a_wheel_that_is_not_one_is_left_out_of_the_i
     assert not any("hostname" in line for line in lines)  # a foreign file is no wheel: no word
     page = json.loads((site / "cu129" / "k3-kernels" / "index.json").read_text())
     assert [f["filename"] for f in page["files"]] == [w.name for w in release.wheels]
+
+
+def published_on_github(gh: GitHubStandIn, tmp_path: Path) -> int:
+    """A cu129 release published to the stand-in; its release id."""
+    release = make_release(
+        tmp_path / "dist", pypi=None, github=github_destination(gh.api_url, index_url=INDEX_URL)
+    )
+    publish(
+        PublishSettings(dist=release.dist, index_dir=tmp_path / "site"),
+        {"GITHUB_TOKEN": gh.token},
+    )
+    (published,) = gh.releases(DEFAULT_REPO)
+    return published.id
+
+
+def tag_matrix(tmp_path: Path, gh: GitHubStandIn, pypi_index: str | None = None) -> Path:
+    """A matrix whose cu129 cell went to the stand-in (and, with `pypi_index`, whose cu13
+    cell went to that index), for `verify --tag`."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "pyproject.toml").write_text('[project]\nname = "k3-kernels"\nversion = "0.1.0"\n')
+    pypi = (
+        f"  pypi: {{kind: pypi, repository-url: '{pypi_index}', index-url: '{pypi_index}'}}\n"
+        if pypi_index
+        else ""
+    )
+    matrix = tmp_path / "matrix.yaml"
+    matrix.write_text(
+        "project: project\n"
+        "defaults: {arches: [x86_64], sms: [80], manylinux: '2_28'}\n"
+        "cuda:\n"
+        "  '12.9': {destination: github, local-label: cu129}\n"
+        + ("  '13.0': {destination: pypi}\n" if pypi_index else "")
+        + "destinations:\n"
+        f"  github: {{kind: github, repository: {DEFAULT_REPO},"
+        f" api-url: '{gh.api_url}', index-url: '{INDEX_URL}'}}\n" + pypi,
+        encoding="utf-8",
+    )
+    return matrix
+
+
+def test_an_unreadable_release_manifest_fails_verify_tag_in_one_line(
+    github_standin: GitHubStandIn,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("GITHUB_TOKEN", github_standin.token)
+    release_id = published_on_github(github_standin, tmp_path)
+    manifest = next(
+        a for a in github_standin.assets(release_id) if a.name == "release-manifest.json"
+    )
+    github_standin.state.corrupt_storage(manifest.id, b'{"wheels": [{"sha256": "00"}]}')
+    matrix = tag_matrix(tmp_path, github_standin)
+    capsys.readouterr()
+    assert main(["verify", "--matrix", str(matrix), "--tag", "v0.1.0", "--no-pip"]) == 7
+    error, hint = capsys.readouterr().err.splitlines()[-2:]
+    assert error == (
+        f"error: release-manifest.json of {DEFAULT_REPO}@v0.1.0 is unreadable ('filename')"
+    )
+    assert hint == "hint: verify with --dist DIR (the publish record) instead"
+
+
+class _BrokenJsonPage(BaseHTTPRequestHandler):
+    """A simple index that answers every project page with PEP 691 JSON that does not parse."""
+
+    def do_GET(self) -> None:
+        body = b'{"files": [}'
+        self.send_response(200)
+        self.send_header("Content-Type", "application/vnd.pypi.simple.v1+json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def test_an_index_page_that_does_not_parse_fails_verify_tag_in_one_line(
+    github_standin: GitHubStandIn,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("GITHUB_TOKEN", github_standin.token)
+    published_on_github(github_standin, tmp_path)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _BrokenJsonPage)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        index = f"http://127.0.0.1:{server.server_address[1]}/simple/"
+        matrix = tag_matrix(tmp_path, github_standin, pypi_index=index)
+        capsys.readouterr()
+        assert main(["verify", "--matrix", str(matrix), "--tag", "v0.1.0", "--no-pip"]) == 7
+    finally:
+        server.shutdown()
+        server.server_close()
+    error, hint = capsys.readouterr().err.splitlines()[-2:]
+    assert error.startswith(f"error: {index}k3-kernels/: unreadable index page: ")
+    assert hint == "hint: check the index URL in matrix.yaml"
