@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from packaging.utils import parse_wheel_filename
 from packaging.version import Version
 
 from release.backends import backend_for
@@ -19,6 +18,7 @@ from release.inspection.torchabi import abi_problems, torch_exports
 from release.inspection.torchlibs import torch_audit_verdict
 from release.matrix import Cell
 from release.toolchain.torchenv import TorchEnv
+from release.wheelfile import NotAWheel, wheel_name
 
 CPU_ONLY = (
     "the wheel holds no device code: its shared objects have no cubin and no PTX, so the "
@@ -29,9 +29,13 @@ CPU_ONLY = (
 )
 
 
-def tags_problem(wheel_name: str, cell: Cell) -> str | None:
-    """The build's interpreter and ABI tags against the cell's, with the remedy."""
-    tag = min(parse_wheel_filename(wheel_name)[3], key=str)
+def tags_problem(filename: str, cell: Cell) -> str | None:
+    """The build's interpreter and ABI tags against the cell's, with the remedy; a filename
+    that is not a wheel's says so."""
+    try:
+        tag = min(wheel_name(filename).tags, key=str)
+    except NotAWheel as why:
+        return f"{filename}: {why}"
     built = f"{tag.interpreter}-{tag.abi}"
     wanted = f"{cell.python_tag}-{cell.abi_tag}"
     if built == wanted:

@@ -36,6 +36,7 @@ from packaging.utils import (
 )
 from packaging.version import Version
 
+from release.errors import shown
 from release.inspection.devicecode import (
     ElfLister,
     coverage_problems,
@@ -47,7 +48,7 @@ from release.inspection.fatbin import FatbinContents, FatbinLister
 from release.inspection.torchlibs import TORCH_PROVIDED
 from release.matrix import Cell
 from release.targets import ELF_MACHINES
-from release.wheelfile import record_hash
+from release.wheelfile import record_hash, version_or_none, zip_problem
 
 # The libraries every manylinux policy lets a wheel link against (PEP 600).
 GLIBC_LIBRARIES = frozenset(
@@ -189,12 +190,11 @@ def inspect_wheel(
         problems.append(f"the filename's version is {version}, the cell's is {cell.version}")
     if (version.local or None) != cell.local_label:
         problems.append(f"the local label is {version.local!r}, the cell's is {cell.local_label!r}")
-    try:
-        archive = zipfile.ZipFile(io.BytesIO(data))
-    except zipfile.BadZipFile:
-        problems.append("the wheel is not a zip archive")
+    damage = zip_problem(data)
+    if damage is not None:
+        problems.append(f"the wheel is {damage}")
         return report(sms=(), ptx=())
-    with archive:
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
         dist_info = _dist_info(archive, name, version)
         if dist_info is None:
             problems.append(f"no {name}-{version}.dist-info directory in the wheel")
@@ -261,7 +261,7 @@ def _dist_info(archive: zipfile.ZipFile, name: str, version: Version) -> str | N
         if not top.endswith(".dist-info"):
             continue
         dist, _, dist_version = top[: -len(".dist-info")].rpartition("-")
-        if canonicalize_name(dist) == name and Version(dist_version) == version:
+        if canonicalize_name(dist) == name and version_or_none(dist_version) == version:
             return top
     return None
 
@@ -290,8 +290,13 @@ def _check_metadata(
         return [*problems, f"{dist_info}/WHEEL is missing"]
     wheel_tags: set[Tag] = set()
     for text in wheel.get_all("Tag") or []:
-        interpreter, abi, platform = text.strip().split("-")
-        wheel_tags.add(Tag(interpreter, abi, platform))
+        parts = text.strip().split("-")
+        if len(parts) != 3 or not all(parts):
+            problems.append(
+                f"WHEEL has the tag {shown(str(text).strip())}, not python-abi-platform"
+            )
+            continue
+        wheel_tags.add(Tag(*parts))
     if wheel_tags != set(tags):
         problems.append(
             f"WHEEL tags {sorted(str(t) for t in wheel_tags)} differ from the filename's "
