@@ -301,6 +301,7 @@ class ArchHints:
     variable: str  # "TORCH_CUDA_ARCH_LIST"
     cause: str
     honour: str
+    literal_source: str | None = None  # the project file whose literal flags say it early
 
 
 def matrix_targets(request: ArchRequest) -> str:

@@ -37,6 +37,7 @@ ARCH_HINTS = ArchHints(
         "make the project's setup.py honour TORCH_CUDA_ARCH_LIST (add its own -gencode "
         "list only where TORCH_CUDA_ARCH_LIST is unset)"
     ),
+    literal_source="setup.py",
 )
 
 

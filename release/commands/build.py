@@ -404,4 +404,6 @@ def _dry_run(settings: BuildSettings, plans: Mapping[str, ToolchainPlan], output
         output.line(f"{cell['cell']}: {how}{shown} {shlex.join(cell['command'])}")
         if "torch" in cell:
             output.line(f"{cell['cell']}: builds against {cell['torch']}")
+        for warning in cell.get("warnings", ()):
+            output.warning(warning, title=f"release build {cell['cell']}")
     return 0

@@ -162,14 +162,18 @@ def run(args: argparse.Namespace) -> int:
     backends = preview.doctor_rows(cells, by_cell)
     backend_keys = preview.BackendRow.KEYS
     settings = layered.rows()
+    warnings = list(dict.fromkeys(w for c in cells if (w := preview.arch_warning(c))))
     out.document(
         {
             "cache": str(root),
             "toolchains": [dict(zip(DoctorRow.KEYS, r.cells(), strict=True)) for r in rows],
             "backends": [dict(zip(backend_keys, r.cells(), strict=True)) for r in backends],
             "settings": [dict(zip(SETTING_KEYS, row, strict=True)) for row in settings],
+            **({"warnings": warnings} if warnings else {}),
         }
     )
+    for warning in warnings:
+        out.warning(warning, title="release doctor")
     out.table(list(DoctorRow.COLUMNS), [list(r.cells()) for r in rows], f"toolchains in {root}")
     out.table(
         list(preview.BackendRow.COLUMNS), [list(r.cells()) for r in backends], "build backends"
