@@ -196,9 +196,15 @@ def relabelled(wheel: Path, cell: Cell) -> Path:
 
 
 def checked_report(
-    name: str, data: bytes, cell: Cell, toolchain: Toolchain, env: Mapping[str, str]
+    name: str,
+    data: bytes,
+    cell: Cell,
+    toolchain: Toolchain,
+    env: Mapping[str, str],
+    *,
+    python: str,
 ) -> WheelReport:
-    report = inspected(name, data, cell, toolchain, env)
+    report = inspected(name, data, cell, toolchain, env, python=python)
     if not report.ok:
         raise CellFailure("inspection failed: " + "; ".join(report.problems), report=report)
     return report
@@ -225,7 +231,7 @@ def certify(
     if mistagged is not None:
         raise CellFailure(mistagged)
     if torch_env is not None:
-        wheel = certify_torch(wheel, cell, torch_env, log=log)
+        wheel = certify_torch(wheel, cell, torch_env, log=log, python=python, env=env)
     else:
         shown = runner(show_command(python, wheel), env=env, log=log)
         problems = [
@@ -246,7 +252,8 @@ def certify(
                 proc.failure("retagging the wheel", retagged, detail=False),
                 proc.tail(retagged.output),
             )
-    return wheel, checked_report(wheel.name, wheel.read_bytes(), cell, toolchain, env)
+    report = checked_report(wheel.name, wheel.read_bytes(), cell, toolchain, env, python=python)
+    return wheel, report
 
 
 Work = Callable[[], tuple[Path, WheelReport, bool, tuple[str, ...]]]
@@ -416,7 +423,9 @@ def build_cell(
         warnings = (lookup.damage + "; building it again",) if lookup.damage else ()
         if lookup.data is not None:
             data = lookup.data
-            report = checked_report(cell.wheel_filename, data, cell, toolchain, env)
+            report = checked_report(
+                cell.wheel_filename, data, cell, toolchain, env, python=settings.python
+            )
         else:
             log.unlink(missing_ok=True)
             for path, text in inputs.files.items():

@@ -5,7 +5,8 @@ Checked: the filename, METADATA and WHEEL tags agree; the local label is exactly
 every fatbin file and every shared object with device code (release.inspection.devicecode) holds a
 cubin for exactly the cell's SMs and PTX for exactly its target; every shared library is
 an ELF of the platform's machine, needs only glibc libraries and no glibc symbol newer than
-the manylinux level; RECORD hashes and sizes are right; the size fits the destination. The
+the manylinux level; RECORD hashes and sizes are right; an abi3 wheel keeps to the limited
+API of its floor (abi3audit, passed in); the size fits the destination. The
 core works on the wheel's bytes; listing a fatbin's or a shared object's targets is passed
 in (cuobjdump runs at the edge).
 """
@@ -45,6 +46,7 @@ from release.inspection.devicecode import (
     scan,
 )
 from release.inspection.fatbin import FatbinContents, FatbinLister
+from release.inspection.limitedapi import LimitedApiAudit
 from release.inspection.torchlibs import TORCH_PROVIDED
 from release.matrix import Cell
 from release.targets import ELF_MACHINES
@@ -164,8 +166,10 @@ def inspect_wheel(
     list_fatbin: FatbinLister,
     list_elf: ElfLister | None = None,
     max_size: int | None = None,
+    audit_limited_api: LimitedApiAudit | None = None,
 ) -> WheelReport:
-    """Every check above, on the wheel's bytes; problems are collected, not raised."""
+    """Every check above, on the wheel's bytes; problems are collected, not raised. An abi3
+    cell's wheel also goes through `audit_limited_api`, where one is given."""
     problems: list[str] = []
     sha256 = hashlib.sha256(data).hexdigest()
     limit = cell.destination.max_file_size if max_size is None else max_size
@@ -212,6 +216,8 @@ def inspect_wheel(
                     provided=TORCH_PROVIDED if cell.torch is not None else (),
                 )
         build_info = _build_info(archive)
+    if cell.abi3 is not None and audit_limited_api is not None:
+        problems += [f"abi3audit: {p}" for p in audit_limited_api(filename, data)]
     members = scan(data, list_fatbin=list_fatbin, list_elf=list_elf or _unlisted)
     problems += coverage_problems(members, cell.sms, cell.ptx)
     sms, ptx = found_targets(members)
