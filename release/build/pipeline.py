@@ -26,7 +26,13 @@ from release.backends import (
     read_build_backend,
     with_path,
 )
-from release.backends.archflags import Stop, stop_message
+from release.backends.archflags import (
+    Stop,
+    cell_request,
+    matrix_targets,
+    stop_in_log,
+    stop_message,
+)
 from release.build.cache import recipe, wheel_cache_key
 from release.build.compilecache import (
     CacheStats,
@@ -252,8 +258,35 @@ def certify(
                 proc.failure("retagging the wheel", retagged, detail=False),
                 proc.tail(retagged.output),
             )
-    report = checked_report(wheel.name, wheel.read_bytes(), cell, toolchain, env, python=python)
+    try:
+        report = checked_report(wheel.name, wheel.read_bytes(), cell, toolchain, env, python=python)
+    except CellFailure as failure:
+        cause = logged_cause(log, cell)
+        if cause is None:
+            raise
+        raise CellFailure(f"{failure.error}; {cause}", failure.tail, failure.report) from None
     return wheel, report
+
+
+def logged_cause(log: Path, cell: Cell) -> str | None:
+    """Where the build log shows compile lines with the project's own arch flags (a build
+    whose compiles the wrapper did not see): the cause and the two ways out, for the
+    inspection's message."""
+    hints = backend_for(cell.build.backend).arch_hints
+    if hints is None:
+        return None
+    try:
+        text = log.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    stop = stop_in_log(text, cell_request(cell.sms, cell.ptx), cuda_major=cell.cuda.major)
+    if stop is None:
+        return None
+    return (
+        f"the build log shows the project's own arch flags ({stop.source} compiled with "
+        f"{' '.join(stop.flags)}: {stop.asked.describe()}): {hints.cause}; set the cell's "
+        f"targets to what the project builds ({matrix_targets(stop.asked)}), or {hints.honour}"
+    )
 
 
 Work = Callable[[], tuple[Path, WheelReport, bool, tuple[str, ...]]]

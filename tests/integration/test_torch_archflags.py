@@ -86,8 +86,8 @@ def test_a_cell_asking_for_other_targets_stops_within_the_first_compile_and_says
     lines = run.said.splitlines()
     first = next(i for i, line in enumerate(lines) if "stopped at its first compile" in line)
     told = lines[first : first + 7]
-    assert told[1].split(":", 1)[1].strip().startswith(
-        "sm_75, sm_80, sm_90, sm_100, PTX compute_100"
+    assert (
+        told[1].split(":", 1)[1].strip().startswith("sm_75, sm_80, sm_90, sm_100, PTX compute_100")
     )
     assert told[2].endswith("the project's flags ask for: sm_80, sm_90, PTX compute_90")
     assert re.search(rf"they come from: +csrc/\w+\.cu, compiled with {re.escape(OWN)}$", told[3])

@@ -241,3 +241,25 @@ def test_linking_a_cuda_library_is_refused() -> None:
 
 def test_a_non_elf_library_is_reported() -> None:
     assert "is not an ELF file" in check_elf("x.so", b"nope", arch="x86_64", glibc=(2, 28))[0]
+
+
+def test_an_abi3_wheel_is_held_to_the_limited_api_of_its_floor() -> None:
+    cell = replace(CELLS["13.0-x86_64"], abi3="3.10")
+    name, data = make_wheel(cell, tag=f"cp310-abi3-{cell.platform_tag}")
+    audited: list[tuple[str, int]] = []
+
+    def audit(filename: str, wheel: bytes) -> list[str]:
+        audited.append((filename, len(wheel)))
+        return ["_C.abi3.so: PyUnicode_AsUTF8 joined the limited API in Python 3.13"]
+
+    contents = FatbinContents(sms=tuple(str(s) for s in cell.sms), ptx=(str(cell.ptx),))
+    report = inspect_wheel(name, data, cell, list_fatbin=lister(contents), audit_limited_api=audit)
+    assert audited == [(name, len(data))]
+    assert report.problems == (
+        "abi3audit: _C.abi3.so: PyUnicode_AsUTF8 joined the limited API in Python 3.13",
+    )
+    # a wheel of a cell that is not abi3 is not audited
+    plain = CELLS["13.0-x86_64"]
+    name, data = make_wheel(plain)
+    inspect_wheel(name, data, plain, list_fatbin=lister(contents), audit_limited_api=audit)
+    assert len(audited) == 1
