@@ -99,17 +99,6 @@ def test_a_cell_asking_for_other_targets_stops_within_the_first_compile_and_says
     assert not list(run.dist.glob("*.whl"))
 
 
-def test_the_dry_run_warns_of_it_before_anything_compiles(
-    release_cache: Path, tmp_path: Path
-) -> None:
-    run = release(tmp_path, release_cache, "[75, 80, 90, 100]", "100", "--dry-run")
-    assert run.code == 0, run.said[-3000:]
-    assert f"{FIXTURE / 'setup.py'}:" in run.said
-    assert "passes its own nvcc arch flags" in run.said
-    assert "(sms: [80, 90] and ptx: 90)" in run.said
-    assert not (tmp_path / "dist").exists()
-
-
 def test_the_same_fixture_with_the_cell_set_to_the_projects_list_builds(
     release_cache: Path, tmp_path: Path
 ) -> None:
