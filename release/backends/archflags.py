@@ -306,11 +306,11 @@ class ArchHints:
 
 def matrix_targets(request: ArchRequest) -> str:
     """The cell's `sms:` and `ptx:` that ask for exactly `request`, ready to paste into
-    matrix.yaml (`sms: [80, 90]` and `ptx: 90` or `no ptx:`)."""
+    matrix.yaml (`sms: [80, 90]` and `ptx: 90`, or `ptx: none`)."""
     sms = ", ".join(str(t) for t in sorted(request.cubins))
     line = f"sms: [{sms}]"
     if not request.ptx:
-        return f"{line} and no ptx:"
+        return f"{line} and ptx: none"
     if len(request.ptx) == 1:
         (ptx,) = request.ptx
         return f"{line} and ptx: {ptx}"

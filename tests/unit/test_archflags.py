@@ -208,7 +208,7 @@ def test_the_stop_message_says_each_thing_on_its_line_with_the_list_to_paste() -
     ("wanted", "pasted"),
     [
         (request(["80", "86", "87", "90", "100", "103", "110", "120", "121"], []),
-         "sms: [80, 86, 87, 90, 100, 103, 110, 120, 121] and no ptx:"),
+         "sms: [80, 86, 87, 90, 100, 103, 110, 120, 121] and ptx: none"),
         (request(["80", "90a"], ["90a"]), "sms: [80, 90a] and ptx: 90a"),
         (request(["80"], ["80", "90"]),
          "sms: [80]; the project builds PTX for compute_80, compute_90, and a cell holds one "
