@@ -29,6 +29,9 @@ EXIT_TIMEOUT = 124
 EXIT_STOPPED = 130
 STOP_GRACE_SECONDS = 0.5
 WATCH_SECONDS = 0.2  # how often `stop_when` is asked
+# how long a child that `stop_when` stops may take to end by itself (a build tool prints
+# the failed command and exits) before it is ended
+STOP_WHEN_GRACE_SECONDS = 2.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -124,7 +127,8 @@ class Runner:
         """Run `cmd` to its end (or its timeout, or `stop_all`); see the module doc.
         `on_line` sees each line of stdout as it comes (masked), for progress displays.
         `stop_when` is asked every WATCH_SECONDS while it runs: once it says so, the child
-        and everything it started is ended as `stop_all` ends them."""
+        and everything it started is ended as `stop_all` ends them, unless it ends by
+        itself within STOP_WHEN_GRACE_SECONDS."""
         hidden = (*secret_values(env), *secrets)
         start = time.monotonic()
         stderr_text = ""
@@ -216,12 +220,14 @@ def _follow(
 def _watch(
     child: subprocess.Popen[str], stop_when: Callable[[], bool], finished: threading.Event
 ) -> None:
-    """End `child` (its whole session) once `stop_when` says so, unless it finished first."""
+    """End `child` (its whole session) once `stop_when` says so, unless it finishes first
+    or within STOP_WHEN_GRACE_SECONDS after."""
 
     def watch() -> None:
         while not finished.wait(WATCH_SECONDS):
             if stop_when():
-                _end(child)
+                if not finished.wait(STOP_WHEN_GRACE_SECONDS):
+                    _end(child)
                 return
 
     threading.Thread(target=watch, daemon=True).start()
