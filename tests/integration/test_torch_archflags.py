@@ -99,10 +99,20 @@ def test_a_cell_asking_for_other_targets_stops_within_the_first_compile_and_says
     assert not list(run.dist.glob("*.whl"))
 
 
+def fresh_caches(tmp_path: Path, release_cache: Path) -> Path:
+    """A cache directory with the session's toolchains (the torch environment) and empty
+    wheel and compile caches: the build compiles, whatever an earlier run kept."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (release_cache / "toolchains").mkdir(parents=True, exist_ok=True)
+    (cache / "toolchains").symlink_to(release_cache / "toolchains")
+    return cache
+
+
 def test_the_same_fixture_with_the_cell_set_to_the_projects_list_builds(
     release_cache: Path, tmp_path: Path
 ) -> None:
-    run = release(tmp_path, release_cache, "[80, 90]", "90")
+    run = release(tmp_path, fresh_caches(tmp_path, release_cache), "[80, 90]", "90")
     assert run.code == 0, run.said[-3000:]
     assert len(nvcc_runs(run.log)) == 3  # every .cu compiled
     assert "passes its own nvcc arch flags" not in run.said
