@@ -176,7 +176,8 @@ def resolver_bytes(root: Path, wheel_mib: int) -> None:
 def release_files(api_url: str, token: str) -> list[IndexFile]:
     client = GithubClient(api_url=api_url, token=Secret(token))
     with client.session("benchmark"):
-        return collect(client, DEFAULT_REPO, "k3-kernels")
+        files, _ = collect(client, DEFAULT_REPO, "k3-kernels")
+    return files
 
 
 def main() -> int:

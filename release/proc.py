@@ -28,6 +28,10 @@ EXIT_CANNOT_RUN = 127
 EXIT_TIMEOUT = 124
 EXIT_STOPPED = 130
 STOP_GRACE_SECONDS = 0.5
+WATCH_SECONDS = 0.2  # how often `stop_when` is asked
+# how long a child that `stop_when` stops may take to end by itself (a build tool prints
+# the failed command and exits) before it is ended
+STOP_WHEN_GRACE_SECONDS = 2.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -118,9 +122,13 @@ class Runner:
         separate_stderr: bool = False,
         secrets: Iterable[str] = (),
         on_line: Callable[[str], None] | None = None,
+        stop_when: Callable[[], bool] | None = None,
     ) -> Completed:
         """Run `cmd` to its end (or its timeout, or `stop_all`); see the module doc.
-        `on_line` sees each line of stdout as it comes (masked), for progress displays."""
+        `on_line` sees each line of stdout as it comes (masked), for progress displays.
+        `stop_when` is asked every WATCH_SECONDS while it runs: once it says so, the child
+        and everything it started is ended as `stop_all` ends them, unless it ends by
+        itself within STOP_WHEN_GRACE_SECONDS."""
         hidden = (*secret_values(env), *secrets)
         start = time.monotonic()
         stderr_text = ""
@@ -148,6 +156,9 @@ class Runner:
         if child is None:
             code = EXIT_CANNOT_RUN
         else:
+            finished = threading.Event()
+            if stop_when is not None:
+                _watch(child, stop_when, finished)
             try:
                 if on_line is not None and child.stdout is not None:
                     stdout, stderr = _follow(
@@ -162,6 +173,7 @@ class Runner:
                 stdout = (stdout or "") + f"\n(timed out after {timeout:.0f} s)"
                 code = EXIT_TIMEOUT
             finally:
+                finished.set()
                 with _lock:
                     _running.discard(child)
             output = stdout or ""
@@ -203,6 +215,22 @@ def _follow(
         child.stderr.close()
     child.wait(timeout=timeout)
     return "".join(lines), "".join(errors)
+
+
+def _watch(
+    child: subprocess.Popen[str], stop_when: Callable[[], bool], finished: threading.Event
+) -> None:
+    """End `child` (its whole session) once `stop_when` says so, unless it finishes first
+    or within STOP_WHEN_GRACE_SECONDS after."""
+
+    def watch() -> None:
+        while not finished.wait(WATCH_SECONDS):
+            if stop_when():
+                if not finished.wait(STOP_WHEN_GRACE_SECONDS):
+                    _end(child)
+                return
+
+    threading.Thread(target=watch, daemon=True).start()
 
 
 def _append_log(log: Path, command: str, output: str, code: int, seconds: float) -> None:

@@ -4,6 +4,10 @@ One reader for every stage that looks inside a wheel: the inspection after a bui
 dist/ check before plan, publish and verify, PyPI's refusal rules, and the PEP 658
 `.metadata` sidecar. `wheel_facts` works on bytes; `read_wheel` on a file; `record_hash` is
 the hash of a member as RECORD writes it.
+
+The parsers of what comes from outside (a filename, a version a wheel states) never raise
+packaging's errors: `wheel_name` and `readable_wheel` raise NotAWheel, which says why in a
+few words for the caller to put beside the path or URL; `version_or_none` gives None.
 """
 
 from __future__ import annotations
@@ -12,12 +16,68 @@ import base64
 import email.parser
 import hashlib
 import io
+import re
 import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.metadata import ExceptionGroup as MetadataErrors
 from packaging.metadata import InvalidMetadata, Metadata
+from packaging.tags import Tag
+from packaging.utils import (
+    BuildTag,
+    InvalidWheelFilename,
+    NormalizedName,
+    parse_wheel_filename,
+)
+from packaging.version import InvalidVersion, Version
+
+from release.errors import FileError
+
+WHEEL_SUFFIX = ".whl"
+
+
+class NotAWheel(ValueError):
+    """Why a file or a filename is not a wheel, in a few words (its `str()`), without the
+    name: the caller says which path, asset or link it is."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class WheelName:
+    """The parts of a wheel filename: `{project}-{version}(-{build})?-{tags}.whl`."""
+
+    project: NormalizedName
+    version: Version
+    build: BuildTag
+    tags: frozenset[Tag]
+
+
+_PACKAGING_REASON = re.compile(r"Invalid wheel filename \((?P<reason>[^)]*)\)")
+
+
+def wheel_name(filename: str) -> WheelName:
+    """The parts of `filename`; NotAWheel where it is not a .whl file, or says which part
+    of the name is wrong (in packaging's words: `invalid version`, `wrong number of
+    parts`, ...)."""
+    if not filename.endswith(WHEEL_SUFFIX):
+        raise NotAWheel(f"not a {WHEEL_SUFFIX} file")
+    try:
+        project, version, build, tags = parse_wheel_filename(filename)
+    except InvalidWheelFilename as error:
+        found = _PACKAGING_REASON.match(str(error))
+        reason = found["reason"] if found else str(error).split(":", 1)[0].lower()
+        raise NotAWheel(f"not a valid wheel filename ({reason})") from None
+    return WheelName(project=project, version=version, build=build, tags=tags)
+
+
+def version_or_none(text: str) -> Version | None:
+    """`text` as a PEP 440 version (the one a .dist-info folder or METADATA states), or None
+    where it is not one."""
+    try:
+        return Version(text)
+    except InvalidVersion:
+        return None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -59,6 +119,54 @@ def read_wheel(path: Path) -> WheelFacts:
     except OSError as error:
         return WheelFacts(size=0, unreadable=f"cannot read {path.name}: {error.strerror}")
     return _read(path, size)
+
+
+# What reading members of a zip raises on damaged bytes: a CRC that does not match, a deflate
+# stream that does not inflate, a member cut short, a method or encryption zipfile cannot read.
+_MEMBER_ERRORS = (
+    zipfile.BadZipFile,
+    zlib.error,
+    EOFError,
+    ValueError,
+    NotImplementedError,
+    RuntimeError,
+)
+
+
+def zip_problem(source: Path | bytes) -> str | None:
+    """Why `source` (a file, or its bytes) is not a zip archive whose every member reads
+    back whole, or None: `not a zip archive`, or `a damaged zip archive (why)`."""
+    try:
+        archive = zipfile.ZipFile(io.BytesIO(source) if isinstance(source, bytes) else source)
+    except (zipfile.BadZipFile, EOFError, ValueError, OSError):
+        return "not a zip archive"
+    with archive:
+        try:
+            bad = archive.testzip()
+        except _MEMBER_ERRORS as error:
+            return f"a damaged zip archive ({error})"
+    return None if bad is None else f"a damaged zip archive ({bad} does not read back)"
+
+
+def readable_wheel(path: Path) -> tuple[WheelName, WheelFacts]:
+    """The wheel file at `path`, named and read in place. NotAWheel where it is not a
+    file, not a .whl file, not a valid wheel filename, not a zip archive whose members all
+    read back, or has not exactly one .dist-info; FileError where it cannot be read at all."""
+    if not path.is_file():
+        raise NotAWheel("not a file" if path.exists() else "no such file or directory")
+    name = wheel_name(path.name)
+    try:
+        with path.open("rb"):
+            pass
+    except OSError as error:
+        raise FileError.of(error, "read") from None
+    damage = zip_problem(path)
+    if damage is not None:
+        raise NotAWheel(damage)
+    facts = read_wheel(path)
+    if facts.unreadable:
+        raise NotAWheel(facts.unreadable)
+    return name, facts
 
 
 def _read(source: Path | io.BytesIO, size: int) -> WheelFacts:

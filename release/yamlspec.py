@@ -18,7 +18,7 @@ import types
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, TypeVar, get_args, get_origin
+from typing import Any, Literal, TypeVar, get_args, get_origin
 
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
@@ -97,16 +97,6 @@ def bounds_problem(text: str, filename: str) -> str | None:
                 "(aliases count once per use)"
             )
     return None
-
-
-class YamlScalar(Protocol):
-    """A scalar type that parses itself from a YAML value (raising ValueError)."""
-
-    @classmethod
-    def from_yaml(cls, value: object) -> Any: ...
-
-    @classmethod
-    def yaml_schema(cls) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True)

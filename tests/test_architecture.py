@@ -29,7 +29,9 @@ EDGES: dict[str, set[str]] = {
     "githubkit": {"release.remote.github"},
     "twine": {"release.publish.pypi"},
     "pypi_attestations": {"release.records.attestation"},
-    "os.environ": {"release.cli", "release.console"},
+    # nvccwrap is a program of its own (every CUDA compile of a torch or CMake cell runs
+    # it): its main reads the build's environment as cli.py reads the user's
+    "os.environ": {"release.cli", "release.console", "release.toolchain.nvccwrap"},
 }
 ENVIRONMENT_READERS_PREFIX = "release.commands."
 

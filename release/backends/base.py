@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from release.backends.archflags import ArchHints
 from release.backends.recipe import BackendName, BuildRecipe
 from release.targets import GpuTarget
 
@@ -90,6 +91,11 @@ class BuildContext:
     python_include: Path | None = None
     # sccache, which every compile of a backend that `uses_compile_cache` goes through
     compile_launcher: Path | None = None
+    # The tool's own Python, which runs release.toolchain.nvccwrap for every CUDA compile of
+    # an nvcc-driven backend, and where the first compile that asks for other targets than
+    # the cell's records itself (None: no compile is checked)
+    tool_python: Path | None = None
+    arch_stop: Path | None = None
 
 
 class Backend(Protocol):
@@ -128,6 +134,12 @@ class Backend(Protocol):
     @property
     def tag_remedy(self) -> str:
         """What to do when auditwheel finds only linux_* for its wheel ("" for nothing)."""
+        ...
+
+    @property
+    def arch_hints(self) -> ArchHints | None:
+        """How it hands the cell's targets to the build, why a project's own arch flags win
+        over that, and how a project honours it (None: its compiles are not checked)."""
         ...
 
     def setting_problem(self, name: str, value: str) -> str | None:

@@ -9,9 +9,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from release.backends.archflags import ArchHints
 from release.backends.base import BuildContext, BuildInputs, CellTargets, NvccToolkit
 from release.backends.nvcc import (
+    CHECK_VARIABLES,
     NVCC_TAG_REMEDY,
+    WRAPPER_MODULE,
+    check_inputs,
     compress_flags,
     family_problem,
     require_toolkit,
@@ -20,6 +24,19 @@ from release.backends.recipe import BackendName
 from release.targets import GpuTarget
 
 SCIKIT_BUILD_BACKEND = "scikit_build_core.build"
+
+ARCH_HINTS = ArchHints(
+    variable="CMAKE_CUDA_ARCHITECTURES",
+    cause=(
+        "the project's CMake gives nvcc its own -gencode/-arch flags (CMAKE_CUDA_FLAGS, "
+        "target_compile_options) or its own CUDA_ARCHITECTURES, beside or instead of "
+        "CMAKE_CUDA_ARCHITECTURES"
+    ),
+    honour=(
+        "make the project's CMakeLists.txt honour CMAKE_CUDA_ARCHITECTURES (no -gencode or "
+        "-arch flags and no CUDA_ARCHITECTURES property of its own where it is set)"
+    ),
+)
 
 
 def cmake_architectures(sms: Sequence[GpuTarget], ptx: GpuTarget | None) -> str:
@@ -72,10 +89,20 @@ def cmake_inputs(
     return env, settings
 
 
-def launcher_inputs(launcher: Path) -> dict[str, str]:
+def launcher_inputs(launcher: Path | None, checker: Path | None = None) -> dict[str, str]:
     """CMake's compiler launchers (read from the environment since CMake 3.17): every C,
-    C++ and CUDA compile through `launcher`."""
-    return {f"CMAKE_{lang}_COMPILER_LAUNCHER": str(launcher) for lang in ("C", "CXX", "CUDA")}
+    C++ and CUDA compile through `launcher`; with the tool's Python `checker`, every CUDA
+    compile through the compile wrapper first, which holds it to the cell's targets (a
+    launcher is a `;` list: the command line before the compiler's)."""
+    env = {}
+    if launcher is not None:
+        env = {f"CMAKE_{lang}_COMPILER_LAUNCHER": str(launcher) for lang in ("C", "CXX", "CUDA")}
+    if checker is not None:
+        wrapper = [str(checker), "-I", "-m", WRAPPER_MODULE, "launch"]
+        env["CMAKE_CUDA_COMPILER_LAUNCHER"] = ";".join(
+            [*wrapper, *([str(launcher)] if launcher is not None else [])]
+        )
+    return env
 
 
 class CmakeBackend:
@@ -92,6 +119,8 @@ class CmakeBackend:
             "CMAKE_C_COMPILER_LAUNCHER",
             "CMAKE_CXX_COMPILER_LAUNCHER",
             "CMAKE_CUDA_COMPILER_LAUNCHER",
+            "RELEASE_NVCC_SOURCE_ROOT",
+            *CHECK_VARIABLES,
         }
     )
     owned_settings = frozenset(
@@ -103,6 +132,7 @@ class CmakeBackend:
     )
     labels_by_rewriting = True
     tag_remedy = NVCC_TAG_REMEDY
+    arch_hints: ArchHints | None = ARCH_HINTS
 
     def uses_compile_cache(self, device_compiler: str) -> bool:
         return True  # nvcc from the cell's toolkit, whatever csrc's device compiler
@@ -125,8 +155,12 @@ class CmakeBackend:
             build_backend=cell.build_backend,
             compress_mode=cell.compress_mode,
         )
-        if context.compile_launcher is not None:
-            env.update(launcher_inputs(context.compile_launcher))
+        checks = check_inputs(cell.sms, cell.ptx, cell.cuda, context)
+        env.update(checks)
+        if checks and context.project_dir is not None:
+            env["RELEASE_NVCC_SOURCE_ROOT"] = str(context.project_dir)
+        checker = context.tool_python if checks else None
+        env.update(launcher_inputs(context.compile_launcher, checker))
         return BuildInputs(env=env, config_settings=settings, path=context.tools.path)
 
     def describe(self, cell: CellTargets, build_tools: str) -> tuple[str, str]:

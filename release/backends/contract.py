@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from release.backends.archflags import ArchHints
 from release.backends.base import BuildContext, BuildInputs, CellTargets
 from release.backends.recipe import BackendName
 from release.targets import GpuTarget
@@ -34,6 +35,8 @@ class ContractBackend:
     owned_settings = owned_env
     labels_by_rewriting = False
     tag_remedy = ""
+
+    arch_hints: ArchHints | None = None  # csrc's fatbins are compiled from the cell's targets alone
 
     def uses_compile_cache(self, device_compiler: str) -> bool:
         # nvcc's compiles through sccache, behind csrc's own device cache (a hit there

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from release.backends.archflags import cell_request, to_cmake
 from release.backends.base import BuildContext, NvccToolkit
 from release.errors import ToolchainError
 from release.targets import GpuTarget
@@ -69,3 +70,29 @@ def require_toolkit(context: BuildContext, backend: str, cuda: str) -> NvccToolk
             hint=NVCC_HINT.format(cuda=cuda),
         )
     return context.toolkit
+
+
+WRAPPER_MODULE = "release.toolchain.nvccwrap"
+# what the compile wrapper reads (release.toolchain.nvccwrap)
+CHECK_VARIABLES = frozenset(
+    {"RELEASE_CELL_TARGETS", "RELEASE_CELL_CUDA", "RELEASE_ARCH_STOP", "RELEASE_NVCC_PYTHON"}
+)
+
+
+def check_inputs(
+    sms: Sequence[GpuTarget], ptx: GpuTarget | None, cuda: str, context: BuildContext
+) -> dict[str, str]:
+    """What the compile wrapper needs to hold each compile to the cell's targets: the Python
+    that runs it, the cell's request (in CMake's spelling), its CUDA (nvcc's default
+    target) and where the first stop is recorded; nothing where the context names no tool
+    Python (then no compile goes through the wrapper)."""
+    if context.tool_python is None:
+        return {}
+    env = {
+        "RELEASE_NVCC_PYTHON": str(context.tool_python),
+        "RELEASE_CELL_TARGETS": to_cmake(cell_request(sms, ptx)),
+        "RELEASE_CELL_CUDA": cuda,
+    }
+    if context.arch_stop is not None:
+        env["RELEASE_ARCH_STOP"] = str(context.arch_stop)
+    return env

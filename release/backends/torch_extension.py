@@ -11,9 +11,12 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from release.backends.archflags import ArchHints
 from release.backends.base import BuildContext, BuildInputs, CellTargets, NvccToolkit
 from release.backends.nvcc import (
+    CHECK_VARIABLES,
     NVCC_TAG_REMEDY,
+    check_inputs,
     compress_flags,
     family_problem,
     require_toolkit,
@@ -22,6 +25,20 @@ from release.backends.recipe import BackendName
 from release.targets import GpuTarget
 
 CXX_WRAPPER_PATH = "launch/g++"  # in a torch cell's CUDA_HOME (release.toolchain.torchenv)
+
+ARCH_HINTS = ArchHints(
+    variable="TORCH_CUDA_ARCH_LIST",
+    cause=(
+        "torch's cpp_extension ignores TORCH_CUDA_ARCH_LIST when a project passes its own "
+        "-gencode or -arch flags (any nvcc flag of extra_compile_args with 'arch' in it), so "
+        "nvcc builds the project's list instead of the cell's"
+    ),
+    honour=(
+        "make the project's setup.py honour TORCH_CUDA_ARCH_LIST (add its own -gencode "
+        "list only where TORCH_CUDA_ARCH_LIST is unset)"
+    ),
+    literal_source="setup.py",
+)
 
 
 def torch_arch(target: GpuTarget) -> str:
@@ -133,11 +150,13 @@ class TorchBackend:
             "DIST_EXTRA_CONFIG",
             "RELEASE_NVCC_SOURCE_ROOT",
             "RELEASE_COMPILE_LAUNCHER",
+            *CHECK_VARIABLES,
         }
     )
     owned_settings: frozenset[str] = frozenset()
     labels_by_rewriting = True
     tag_remedy = NVCC_TAG_REMEDY
+    arch_hints: ArchHints | None = ARCH_HINTS
 
     def uses_compile_cache(self, device_compiler: str) -> bool:
         return True  # nvcc from the cell's toolkit, whatever csrc's device compiler
@@ -153,6 +172,7 @@ class TorchBackend:
         if context.torch_cuda_home is not None:
             toolkit = replace(toolkit, root=context.torch_cuda_home)
         env = torch_inputs(cell.sms, cell.ptx, toolkit, jobs=context.jobs)
+        env.update(check_inputs(cell.sms, cell.ptx, cell.cuda, context))
         reproducible, files = reproducible_inputs(context)
         env.update(reproducible)
         if context.compile_launcher is not None:

@@ -85,7 +85,8 @@ def compare(
     rebuilt: bytes,
 ) -> Comparison:
     """The verdict on one rebuilt wheel against the reference manifest's entry (and its
-    wheel's bytes, where they are at hand to name the first difference)."""
+    wheel's bytes, where they are at hand and are the ones the entry records, to name the
+    first difference)."""
     digest = hashlib.sha256(rebuilt).hexdigest()
     if reference is None:
         return Comparison(
@@ -108,6 +109,11 @@ def compare(
         detail = (
             f"sha256 {reference.sha256[:12]}... vs {digest[:12]}... (the reference wheel is "
             "not beside its manifest, so its members cannot be compared)"
+        )
+    elif hashlib.sha256(reference_bytes).hexdigest() != reference.sha256:
+        detail = (
+            f"sha256 {reference.sha256[:12]}... vs {digest[:12]}... (the wheel beside the "
+            "manifest is not the one it records, so its members cannot be compared)"
         )
     else:
         detail = first_difference(reference_bytes, rebuilt)

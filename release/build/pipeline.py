@@ -26,6 +26,13 @@ from release.backends import (
     read_build_backend,
     with_path,
 )
+from release.backends.archflags import (
+    Stop,
+    cell_request,
+    matrix_targets,
+    stop_in_log,
+    stop_message,
+)
 from release.build.cache import recipe, wheel_cache_key
 from release.build.compilecache import (
     CacheStats,
@@ -44,6 +51,7 @@ from release.inspection.verdict import auditwheel_problems, inspected, show_comm
 from release.inspection.wheel import WheelReport, budget_warning
 from release.matrix import Cell
 from release.matrix.compilecache import CompileCache
+from release.targets import target_problem
 from release.toolchain import Toolchain
 from release.toolchain.torchenv import TorchEnv
 
@@ -109,10 +117,13 @@ def cell_inputs(
     build_dir: Path | None = None,
     *,
     through_cache: bool = True,
+    arch_stop: Path | None = None,
 ) -> BuildInputs:
     """The cell's build inputs; with `through_cache`, its compiles go through sccache (the
     build here starts the cell's server), else straight to the compilers (a builder
-    elsewhere)."""
+    elsewhere). Built here, every CUDA compile goes through the tool's compile wrapper
+    too, which stops the build at the first one that asks for other targets than the
+    cell's and records it at `arch_stop`."""
     torch_env = settings.torch_envs.get(cell.id)
     uses = through_cache and through_compile_cache(cell, toolchain)
     launcher = sccache_binary() if uses else None
@@ -129,6 +140,8 @@ def cell_inputs(
         toolchains_dir=torch_env.root.parent if torch_env is not None else None,
         python_include=torch_env.python_include if torch_env is not None else None,
         compile_launcher=launcher,
+        tool_python=Path(settings.python) if through_cache else None,
+        arch_stop=arch_stop,
     )
     return build_inputs(cell_targets(cell), context)
 
@@ -189,9 +202,15 @@ def relabelled(wheel: Path, cell: Cell) -> Path:
 
 
 def checked_report(
-    name: str, data: bytes, cell: Cell, toolchain: Toolchain, env: Mapping[str, str]
+    name: str,
+    data: bytes,
+    cell: Cell,
+    toolchain: Toolchain,
+    env: Mapping[str, str],
+    *,
+    python: str,
 ) -> WheelReport:
-    report = inspected(name, data, cell, toolchain, env)
+    report = inspected(name, data, cell, toolchain, env, python=python)
     if not report.ok:
         raise CellFailure("inspection failed: " + "; ".join(report.problems), report=report)
     return report
@@ -218,7 +237,7 @@ def certify(
     if mistagged is not None:
         raise CellFailure(mistagged)
     if torch_env is not None:
-        wheel = certify_torch(wheel, cell, torch_env, log=log)
+        wheel = certify_torch(wheel, cell, torch_env, log=log, python=python, env=env)
     else:
         shown = runner(show_command(python, wheel), env=env, log=log)
         problems = [
@@ -239,7 +258,35 @@ def certify(
                 proc.failure("retagging the wheel", retagged, detail=False),
                 proc.tail(retagged.output),
             )
-    return wheel, checked_report(wheel.name, wheel.read_bytes(), cell, toolchain, env)
+    try:
+        report = checked_report(wheel.name, wheel.read_bytes(), cell, toolchain, env, python=python)
+    except CellFailure as failure:
+        cause = logged_cause(log, cell)
+        if cause is None:
+            raise
+        raise CellFailure(f"{failure.error}; {cause}", failure.tail, failure.report) from None
+    return wheel, report
+
+
+def logged_cause(log: Path, cell: Cell) -> str | None:
+    """Where the build log shows compile lines with the project's own arch flags (a build
+    whose compiles the wrapper did not see): the cause and the two ways out, for the
+    inspection's message."""
+    hints = backend_for(cell.build.backend).arch_hints
+    if hints is None:
+        return None
+    try:
+        text = log.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    stop = stop_in_log(text, cell_request(cell.sms, cell.ptx), cuda_major=cell.cuda.major)
+    if stop is None:
+        return None
+    return (
+        f"the build log shows the project's own arch flags ({stop.source} compiled with "
+        f"{' '.join(stop.flags)}: {stop.asked.describe()}): {hints.cause}; set the cell's "
+        f"targets to what the project builds ({matrix_targets(stop.asked)}), or {hints.honour}"
+    )
 
 
 Work = Callable[[], tuple[Path, WheelReport, bool, tuple[str, ...]]]
@@ -287,10 +334,53 @@ def outcome(
 # ---------------------------------------------------------------- edge: one cell
 
 
+def arch_failure(stop_record: Path, cell: Cell) -> CellFailure | None:
+    """The cell's failure where its compile wrapper stopped the build (the record it wrote
+    at `stop_record`), with the cause and the two ways out."""
+    hints = backend_for(cell.build.backend).arch_hints
+    try:
+        stop = Stop.from_json(stop_record.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if hints is None:
+        return None
+    return CellFailure(stop_message(stop, hints, remedy_problem=remedy_problem(stop, cell)))
+
+
+def remedy_problem(stop: Stop, cell: Cell) -> str | None:
+    """Why the matrix cannot give the cell exactly the targets the project builds."""
+    if stop.asked.unknown:
+        return f"{', '.join(stop.asked.unknown)} names no list of targets"
+    if len(stop.asked.ptx) > 1:
+        return "a cell holds one PTX target, the project's flags give " + ", ".join(
+            t.compute for t in sorted(stop.asked.ptx)
+        )
+    ptx = min(stop.asked.ptx) if stop.asked.ptx else None
+    sms = sorted(stop.asked.cubins)
+    problems = [target_problem(t, cell.cuda) for t in [*sms, *([ptx] if ptx else [])]]
+    problems.append(backend_for(cell.build.backend).targets_problem(sms, ptx))
+    found = [p for p in problems if p is not None]
+    return "; ".join(dict.fromkeys(found)) if found else None
+
+
 def _one_wheel(
-    command: list[str], env: Mapping[str, str], outdir: Path, log: Path, *, jobs: int
+    command: list[str],
+    env: Mapping[str, str],
+    outdir: Path,
+    log: Path,
+    *,
+    jobs: int,
+    stop_record: Path | None = None,
+    cell: Cell | None = None,
 ) -> Path:
-    built = proc.run(command, env=env, log=log)
+    """The build's one wheel. Where its compile wrapper records a stop at `stop_record`,
+    the build is ended at once (its other compiles too) and the cell fails with why."""
+    stop_when = stop_record.exists if stop_record is not None else None
+    built = proc.run(command, env=env, log=log, stop_when=stop_when)
+    if stop_record is not None and cell is not None and stop_record.exists():
+        stopped = arch_failure(stop_record, cell)
+        if stopped is not None:
+            raise stopped
     if built.returncode != 0:
         what = proc.failure("the PEP 517 build", built, detail=False)
         if killed_for_memory(built.output, built.returncode):
@@ -313,6 +403,8 @@ def _cached_wheel(
     local_dir: Path,
     environ: Mapping[str, str],
     stats: list[CacheStats],
+    stop_record: Path | None = None,
+    cell: Cell | None = None,
 ) -> Path:
     """`_one_wheel` with its compiles through a compile-cache server of the cell's own,
     whose hits and misses go to `stats`."""
@@ -321,7 +413,10 @@ def _cached_wheel(
     except CompileCacheError as error:
         raise CellFailure(f"the compile cache: {error}") from None
     try:
-        return _one_wheel(command, {**env, **server.client_env}, outdir, log, jobs=jobs)
+        return _one_wheel(
+            command, {**env, **server.client_env}, outdir, log, jobs=jobs,
+            stop_record=stop_record, cell=cell,
+        )  # fmt: skip
     finally:
         stats.append(server.stats())
         server.stop()
@@ -338,7 +433,10 @@ def build_cell(
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
     outdir = staging / "built"
-    inputs = cell_inputs(cell, toolchain, settings, build_dir=staging / "build")
+    stop_record = staging / "arch-stop.json"
+    inputs = cell_inputs(
+        cell, toolchain, settings, build_dir=staging / "build", arch_stop=stop_record
+    )
     stats: list[CacheStats] = []
     torch_env = settings.torch_envs.get(cell.id)
     python = str(torch_env.python) if torch_env is not None else settings.python
@@ -358,7 +456,9 @@ def build_cell(
         warnings = (lookup.damage + "; building it again",) if lookup.damage else ()
         if lookup.data is not None:
             data = lookup.data
-            report = checked_report(cell.wheel_filename, data, cell, toolchain, env)
+            report = checked_report(
+                cell.wheel_filename, data, cell, toolchain, env, python=settings.python
+            )
         else:
             log.unlink(missing_ok=True)
             for path, text in inputs.files.items():
@@ -371,10 +471,12 @@ def build_cell(
                     local_dir=staging / "no-compile-cache"
                     if settings.compile_cache.storage == "none"
                     else settings.compile_dir_of(cell),
-                    environ=settings.environ, stats=stats,
+                    environ=settings.environ, stats=stats, stop_record=stop_record, cell=cell,
                 )  # fmt: skip
             else:
-                wheel = _one_wheel(command, env, outdir, log, jobs=jobs)
+                wheel = _one_wheel(
+                    command, env, outdir, log, jobs=jobs, stop_record=stop_record, cell=cell
+                )
             candidate, report = certify(
                 wheel, cell, toolchain, python=settings.python, env=env, log=log,
                 torch_env=torch_env,

@@ -22,6 +22,7 @@ from release.backends import (
     nvcc_problem,
     placement_problem,
 )
+from release.backends.archflags import cell_request, literal_arch_flags, literal_warning
 from release.build.pipeline import build_command, cell_targets
 from release.build.settings import BuildSettings
 from release.matrix import Cell
@@ -171,8 +172,10 @@ def planned(settings: BuildSettings, cell: Cell, plan: ToolchainPlan) -> dict[st
         python, settings.matrix.project.path, settings.out, isolated=cell.torch is None
     )
     env = {**inputs.env, "SOURCE_DATE_EPOCH": str(settings.epoch)}
+    warning = arch_warning(cell)
     return {
         **torch,
+        **({"warnings": [warning]} if warning is not None else {}),
         "cell": cell.id,
         "wheel": cell.wheel_filename,
         "backend": cell.build.backend,
@@ -183,3 +186,21 @@ def planned(settings: BuildSettings, cell: Cell, plan: ToolchainPlan) -> dict[st
         "config_settings": dict(sorted(inputs.config_settings.items())),
         "command": [*command, *inputs.config_args()],
     }
+
+
+def arch_warning(cell: Cell) -> str | None:
+    """Where the project file its backend names (a torch project's setup.py) spells out
+    nvcc arch flags of its own that differ from the cell's targets: the first compile will
+    stop the cell, and this says so before anything is provisioned or compiled."""
+    hints = backend_for(cell.build.backend).arch_hints
+    if hints is None or hints.literal_source is None:
+        return None
+    path = cell.project.path / hints.literal_source
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    literal = literal_arch_flags(text)
+    if literal is None:
+        return None
+    return literal_warning(str(path), literal, cell_request(cell.sms, cell.ptx), hints)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from release.wheelfile import record_hash
+from release.wheelfile import record_hash, version_or_none
 
 
 class RelabelError(ValueError):
@@ -117,11 +117,7 @@ def relabel(filename: str, data: bytes, label: str | None) -> Relabelled:
         old_info = dist_infos[0]
         old_prefix = old_info[: -len(".dist-info")]
         dist, _, info_version = old_prefix.rpartition("-")
-        try:
-            same = Version(info_version) == version
-        except InvalidVersion:
-            same = False
-        if not same:
+        if version_or_none(info_version) != version:
             raise RelabelError(
                 f"{filename}: the folder {old_info} does not have the filename's version {version}"
             )
@@ -139,7 +135,8 @@ def relabel(filename: str, data: bytes, label: str | None) -> Relabelled:
         except KeyError as missing:
             raise RelabelError(f"{filename} has no {missing.args[0]}") from None
         found = re.search(rb"^Version:[ \t]*([^\r\n]*)", metadata, re.MULTILINE)
-        if found is None or Version(found.group(1).decode().strip()) != version:
+        stated = found.group(1).decode("utf-8", errors="replace").strip() if found else ""
+        if version_or_none(stated) != version:
             raise RelabelError(f"{filename}: METADATA's Version is not the filename's {version}")
         new_metadata = _metadata_with_version(metadata, str(new_version))
         new_record = rewritten_record(record, renames, (metadata_name, new_metadata))

@@ -1,7 +1,12 @@
 """What a build is given and what it gives back: `BuildSettings` (the cells, where wheels
 go, the caches, jobs, the environment, the timestamp), one cell's `CellResult`, and the
-`CellFailure` a cell's pipeline raises. SOURCE_DATE_EPOCH dates every wheel's files
-(`source_date_epoch`: the environment's, else the project's last commit, else 1980).
+`CellFailure` a cell's pipeline raises.
+
+Every setting that more than one place can give is layered once, here (`layered`): the
+command line over the environment over matrix.yaml over this machine, each value with the
+place it came from (`Sourced`), which `release doctor` and `build --dry-run` print.
+SOURCE_DATE_EPOCH dates every wheel's files (`source_date_epoch`: the environment's, else
+a recorded build's, else the project's last commit, else 1980).
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Generic, TypeVar
 
 from release import proc
 from release.backends import BuildTools
@@ -22,11 +28,150 @@ from release.credentials import without_credentials
 from release.errors import ConfigError
 from release.inspection.wheel import WheelReport
 from release.matrix import Cell, Matrix
-from release.matrix.compilecache import CompileCache
-from release.toolchain.cacheroot import toolchain_cache
+from release.matrix.compilecache import CompileCache, parse_compile_cache
+from release.toolchain.cacheroot import cache_root, toolchain_cache
 from release.toolchain.torchenv import TorchEnv
 
 DEFAULT_EPOCH = 315532800  # 1980-01-01, the earliest date a zip file can hold
+COMPILE_CACHE_VARIABLE = "RELEASE_COMPILE_CACHE"
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Sourced(Generic[T]):
+    """A setting's value and where it came from (`--cache-dir`, `$CUDA_HOME`, `matrix.yaml`,
+    `this machine`, `default`)."""
+
+    value: T
+    source: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class GivenOptions:
+    """What the command line gives of the layered settings; None: not given."""
+
+    cache_dir: Path | None = None
+    cuda_home: Path | None = None
+    compile_cache: CompileCache | None = None
+    compile_jobs: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Machine:
+    """What this machine gives: the home directory (the default cache), its CPUs and the
+    memory left to this process (None: not known)."""
+
+    home: Path
+    cpus: int
+    memory: int | None
+
+
+SETTING_COLUMNS = ("setting", "value", "from")  # a row of Layered.rows, on the terminal
+SETTING_KEYS = ("setting", "value", "source")  # and in a --json document
+
+
+@dataclass(frozen=True, kw_only=True)
+class Layered:
+    """The layered settings of one command, each with its source."""
+
+    cache_dir: Sourced[Path]
+    cuda_home: Sourced[Path | None]
+    compile_cache: Sourced[CompileCache]
+    compile_jobs: Sourced[int | None]  # None: each cell's, from matrix.yaml or this machine
+    epoch: Sourced[int]
+    machine: Machine
+
+    def rows(self) -> tuple[tuple[str, str, str], ...]:
+        """(setting, value, source) for doctor and the dry run."""
+        jobs = self.compile_jobs.value
+        home = self.cuda_home.value
+        return (
+            ("cache dir", str(self.cache_dir.value), self.cache_dir.source),
+            ("CUDA_HOME", str(home) if home else "none: PyPI's toolchains", self.cuda_home.source),
+            ("compile cache", self.compile_cache.value.describe(), self.compile_cache.source),
+            (
+                "compile jobs",
+                str(jobs) if jobs is not None else "each cell's, from its CPUs and memory",
+                self.compile_jobs.source,
+            ),
+            ("SOURCE_DATE_EPOCH", str(self.epoch.value), self.epoch.source),
+        )
+
+
+def first_of(layers: tuple[tuple[str, T | None], ...], default: Sourced[T]) -> Sourced[T]:
+    """The first layer that gives a value (its source named), else `default`."""
+    for source, value in layers:
+        if value is not None:
+            return Sourced(value, source)
+    return default
+
+
+def layered(
+    given: GivenOptions,
+    environ: Mapping[str, str],
+    matrix: Matrix,
+    machine: Machine,
+    *,
+    epoch: Sourced[int],
+) -> Layered:
+    """The command line over the environment over matrix.yaml over this machine, once for
+    every setting that more than one of them can give. A value in the environment that is
+    not one is a ConfigError naming the variable."""
+    cache_dir, cuda_home = toolchain_paths(given, environ, machine)
+    matrix_cache = Sourced(
+        matrix.compile_cache,
+        "default"
+        if matrix.compile_cache == CompileCache()
+        else f"{matrix.path.name} compile-cache",
+    )
+    compile_cache = first_of(
+        (
+            ("--compile-cache", given.compile_cache),
+            (f"${COMPILE_CACHE_VARIABLE}", _compile_cache_of(environ)),
+        ),
+        matrix_cache,
+    )
+    compile_jobs = first_of(
+        (("--compile-jobs", given.compile_jobs),),
+        Sourced[int | None](None, f"{matrix.path.name} build.compile-jobs, else this machine"),
+    )
+    return Layered(
+        cache_dir=cache_dir,
+        cuda_home=cuda_home,
+        compile_cache=compile_cache,
+        compile_jobs=compile_jobs,
+        epoch=epoch,
+        machine=machine,
+    )
+
+
+def toolchain_paths(
+    given: GivenOptions, environ: Mapping[str, str], machine: Machine
+) -> tuple[Sourced[Path], Sourced[Path | None]]:
+    """The cache dir (resolved) and CUDA_HOME (None: PyPI's toolchains), each with its
+    source: the command line, else the environment, else the default."""
+    root, root_source = cache_root(environ, machine.home)
+    cache_dir = first_of((("--cache-dir", given.cache_dir),), Sourced(root, root_source))
+    home = environ.get("CUDA_HOME")
+    cuda_home = first_of(
+        (("--cuda-home", given.cuda_home), ("$CUDA_HOME", Path(home) if home else None)),
+        Sourced[Path | None](None, "default"),
+    )
+    return Sourced(cache_dir.value.resolve(), cache_dir.source), cuda_home
+
+
+def _compile_cache_of(environ: Mapping[str, str]) -> CompileCache | None:
+    value = environ.get(COMPILE_CACHE_VARIABLE, "").strip()
+    if not value:
+        return None
+    try:
+        return parse_compile_cache(value)
+    except ValueError as error:
+        raise ConfigError(
+            [f"{COMPILE_CACHE_VARIABLE}: {error}"],
+            hint=f"unset {COMPILE_CACHE_VARIABLE} to use matrix.yaml's compile-cache",
+        ) from None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -48,6 +193,7 @@ class BuildSettings:
     cpus: int = field(default_factory=lambda: os.cpu_count() or 1)
     memory: int | None = None  # bytes available to the build; None: not known
     compile_cache: CompileCache = field(default_factory=CompileCache)  # matrix's or command's
+    sources: tuple[tuple[str, str, str], ...] = ()  # (setting, value, source): Layered.rows
 
     def compile_jobs_of(self, cell: Cell) -> CompileJobs:
         """Compiles the cell's build runs at once, and why that many."""
@@ -124,16 +270,28 @@ def parse_epoch(text: str) -> int:
     return max(int(text), DEFAULT_EPOCH)
 
 
-def source_date_epoch(environ: Mapping[str, str], project: Path, runner: proc.Runner) -> int:
-    """SOURCE_DATE_EPOCH, else the time of the project's last commit (HEAD: the same in a
-    shallow clone as in a full one), else 1980-01-01 where there is no git."""
+def source_date_epoch(
+    environ: Mapping[str, str],
+    project: Path,
+    runner: proc.Runner,
+    *,
+    recorded: Sourced[int | None] | None = None,
+) -> Sourced[int]:
+    """SOURCE_DATE_EPOCH, else the timestamp a recorded build used (`recorded`: the
+    manifest a comparison rebuilds, or that the GPU gate's wheels come from), else the time
+    of the project's last commit (HEAD: the same in a shallow clone as in a full one), else
+    1980-01-01 where there is no git."""
     given = environ.get("SOURCE_DATE_EPOCH")
     if given is not None and given.strip():
-        return parse_epoch(given)
+        return Sourced(parse_epoch(given), "$SOURCE_DATE_EPOCH")
+    if recorded is not None and recorded.value is not None:
+        return Sourced(recorded.value, recorded.source)
     done = runner(
         ["git", "-C", str(project), "log", "-1", "--format=%ct"],
         env=without_credentials(environ),
         separate_stderr=True,
     )
     text = done.output.strip()
-    return parse_epoch(text) if done.returncode == 0 and text.isdigit() else DEFAULT_EPOCH
+    if done.returncode == 0 and text.isdigit():
+        return Sourced(parse_epoch(text), "the time of the last commit")
+    return Sourced(DEFAULT_EPOCH, "default: no git history")

@@ -6,19 +6,23 @@ the torch requirement its METADATA must state. release.build.pipeline calls `cer
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Mapping
 from pathlib import Path
 
-from packaging.utils import parse_wheel_filename
 from packaging.version import Version
 
 from release.backends import backend_for
 from release.build.settings import CellFailure
 from release.build.torchpin import pinned, stable_target_version, torch_requirement
+from release.credentials import without_credentials
 from release.inspection.devicecode import holds_device_code
+from release.inspection.limitedapi import limited_api_auditor
 from release.inspection.torchabi import abi_problems, torch_exports
 from release.inspection.torchlibs import torch_audit_verdict
 from release.matrix import Cell
 from release.toolchain.torchenv import TorchEnv
+from release.wheelfile import NotAWheel, wheel_name
 
 CPU_ONLY = (
     "the wheel holds no device code: its shared objects have no cubin and no PTX, so the "
@@ -29,9 +33,13 @@ CPU_ONLY = (
 )
 
 
-def tags_problem(wheel_name: str, cell: Cell) -> str | None:
-    """The build's interpreter and ABI tags against the cell's, with the remedy."""
-    tag = min(parse_wheel_filename(wheel_name)[3], key=str)
+def tags_problem(filename: str, cell: Cell) -> str | None:
+    """The build's interpreter and ABI tags against the cell's, with the remedy; a filename
+    that is not a wheel's says so."""
+    try:
+        tag = min(wheel_name(filename).tags, key=str)
+    except NotAWheel as why:
+        return f"{filename}: {why}"
     built = f"{tag.interpreter}-{tag.abi}"
     wanted = f"{cell.python_tag}-{cell.abi_tag}"
     if built == wanted:
@@ -44,10 +52,20 @@ def tags_problem(wheel_name: str, cell: Cell) -> str | None:
     return f"the build made a {built} wheel, the cell is {wanted} ({remedy})"
 
 
-def certify_torch(wheel: Path, cell: Cell, torch_env: TorchEnv, *, log: Path) -> Path:
+def certify_torch(
+    wheel: Path,
+    cell: Cell,
+    torch_env: TorchEnv,
+    *,
+    log: Path,
+    python: str = sys.executable,
+    env: Mapping[str, str] | None = None,
+) -> Path:
     """The torch checks of a freshly built wheel, then its METADATA pinned to the torch it
     was built against (rewritten in place). Raises CellFailure. Which SMs the device code
-    covers is the inspection's, after this; here only whether there is any."""
+    covers is the inspection's, after this; here only whether there is any. Where the ABI
+    check fails for an abi3 cell, its limited API (the inspection's abi3audit, run by
+    `python`) is audited too, so that the message names both."""
     data = wheel.read_bytes()
     if not holds_device_code(data):
         raise CellFailure(CPU_ONLY)
@@ -69,7 +87,13 @@ def certify_torch(wheel: Path, cell: Cell, torch_env: TorchEnv, *, log: Path) ->
         data, torch_exports(torch_env.lib_dirs), stable=target is not None, torch_label=label
     )
     if problems:
-        raise CellFailure("ABI check: " + "; ".join(problems))
+        failures = ["ABI check: " + "; ".join(problems)]
+        if cell.abi3 is not None:
+            audit = limited_api_auditor(python, cell.abi3, without_credentials(env or {}))
+            limited = audit(wheel.name, data)
+            if limited:
+                failures.append("abi3audit: " + "; ".join(limited))
+        raise CellFailure("; ".join(failures))
     requirement = torch_requirement(Version(torch_env.torch_version), target)
     try:
         built_with = Version(Version(torch_env.torch_version).public)

@@ -21,16 +21,22 @@ import tempfile
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from release import proc
 from release.backends import DEFAULT_BACKEND
 from release.build.compare import Comparison, compare
 from release.build.compilecache import CacheStats
 from release.build.excluded import ExcludedSm, excluded_sms
 from release.build.preview import planned
-from release.build.settings import BuildSettings, CellResult, source_date_epoch
+from release.build.settings import (
+    SETTING_COLUMNS,
+    SETTING_KEYS,
+    BuildSettings,
+    CellResult,
+    Sourced,
+)
 from release.build.stage import (
     BuildEvents,
     CellProgress,
@@ -39,7 +45,7 @@ from release.build.stage import (
     run_build,
     schedule,
 )
-from release.commands import arguments, common
+from release.commands import arguments, buildopts, common
 from release.commands.options import WholeNumber
 from release.console import Annotation, Output, markdown_table
 from release.errors import BuildError, ConfigError
@@ -76,7 +82,7 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         "matrix.yaml's build.compile-jobs, else from the CPUs and the memory available, "
         "3 GiB a compile)",
     )
-    common.add_compile_cache_option(parser)
+    buildopts.add_compile_cache_option(parser)
     parser.add_argument("--fail-fast", action="store_true", help="stop at the first failure")
     parser.add_argument("--dry-run", action="store_true", help="show what would run; build nothing")
     parser.add_argument(
@@ -130,21 +136,29 @@ def run(args: argparse.Namespace) -> int:
     cells = matrix.select(cuda=args.cuda, arch=args.arch)
     environ = dict(os.environ)
     reference = read_manifest(args.compare) if args.compare is not None else None
-    epoch = _epoch(environ, matrix.project.path, reference)
+    options = buildopts.BuildOptions(
+        cache_dir=args.cache_dir,
+        cuda_home=args.cuda_home,
+        compile_cache=args.compile_cache,
+        compile_jobs=args.compile_jobs,
+        jobs=args.jobs,
+        fail_fast=args.fail_fast,
+    )
+    recorded = (
+        Sourced(reference.source_date_epoch, f"the timestamp of {args.compare}")
+        if reference is not None
+        else None
+    )
+    given = buildopts.settings_from(
+        options,
+        matrix,
+        environ,
+        cells=cells,
+        out=(args.out or Path("dist")).resolve(),
+        recorded=recorded,
+    )
     if args.dry_run:
-        settings = BuildSettings(
-            matrix=matrix,
-            cells=cells,
-            out=(args.out or Path("dist")).resolve(),
-            cache_dir=common.cache_dir(args),
-            cuda_home=common.cuda_home(args),
-            jobs=args.jobs,
-            environ=environ,
-            epoch=epoch,
-            compile_cache=common.compile_cache(args, matrix),
-            **common.machine(args),
-        )
-        return _dry_run(settings, plan_toolchains(settings), output)
+        return _dry_run(given, plan_toolchains(given), output)
     with ExitStack() as stack:
         out = stack.enter_context(_out_dir(args, args.compare))
         fresh = (
@@ -152,38 +166,15 @@ def run(args: argparse.Namespace) -> int:
             if reference is not None
             else None
         )
-        settings = BuildSettings(
-            matrix=matrix,
-            cells=cells,
-            out=out,
-            cache_dir=common.cache_dir(args),
-            work_dir=fresh,
-            cuda_home=common.cuda_home(args),
-            jobs=args.jobs,
-            fail_fast=args.fail_fast,
-            environ=environ,
-            epoch=epoch,
-            # a comparison rebuilds from nothing: every compile runs again
-            compile_cache=common.compile_cache(args, matrix)
-            if reference is None
-            else CompileCache(storage="none"),
-            **common.machine(args),
-        )
-        built = run_build(settings, _Events(output))
+        chosen = replace(given, out=out, work_dir=fresh)
+        if reference is not None:  # a comparison rebuilds from nothing: every compile runs
+            chosen = replace(chosen, compile_cache=CompileCache(storage="none"))
+        built = run_build(chosen, _Events(output))
         if reference is not None:
             return _report_comparison(args, built.settings, built.results, reference, output)
         _report(built.settings, built.results, built.outputs, built.seconds, output)
     require_success(built.results, len(cells))
     return 0
-
-
-def _epoch(environ: Mapping[str, str], project: Path, reference: Manifest | None) -> int:
-    """SOURCE_DATE_EPOCH, else the reference's own timestamp (a comparison must build with
-    the first build's), else the time of the project's last commit."""
-    given = environ.get("SOURCE_DATE_EPOCH")
-    if reference is not None and reference.source_date_epoch is not None and not given:
-        return reference.source_date_epoch
-    return source_date_epoch(environ, project, proc.run)
 
 
 class _Events(BuildEvents):
@@ -390,12 +381,19 @@ def _dry_run(settings: BuildSettings, plans: Mapping[str, ToolchainPlan], output
         for group in schedule(settings.cells)
         for cell in group
     ]
-    output.document({"dry_run": True, "cells": cells})
+    output.document(
+        {
+            "dry_run": True,
+            "cells": cells,
+            "settings": [dict(zip(SETTING_KEYS, row, strict=True)) for row in settings.sources],
+        }
+    )
     output.table(
         ["cell", "wheel", "device compiler", "host C compiler"],
         [[c["cell"], c["wheel"], c["device_compiler"], c["host_cc"]] for c in cells],
         f"dry run: {len(settings.cells)} cells, nothing will be built",
     )
+    output.table(list(SETTING_COLUMNS), [list(row) for row in settings.sources], "settings")
     for cell in cells:
         shown = " ".join(f"{k}={shlex.quote(v)}" for k, v in cell["inputs"].items())
         how = (
@@ -406,4 +404,6 @@ def _dry_run(settings: BuildSettings, plans: Mapping[str, ToolchainPlan], output
         output.line(f"{cell['cell']}: {how}{shown} {shlex.join(cell['command'])}")
         if "torch" in cell:
             output.line(f"{cell['cell']}: builds against {cell['torch']}")
+        for warning in cell.get("warnings", ()):
+            output.warning(warning, title=f"release build {cell['cell']}")
     return 0

@@ -8,14 +8,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from release.build.jobs import available_memory, cpus
 from release.commands.options import output_dir_problem
 from release.console import Output
 from release.errors import ConfigError, FileError
 from release.fsutil import write_atomic
 from release.matrix import Matrix, load_matrix
-from release.matrix.compilecache import CompileCache, parse_compile_cache
-from release.toolchain.cacheroot import default_cache_dir
 from release.toolchain.projectmeta import asking_the_backend
 
 
@@ -39,77 +36,12 @@ def write_report(
     out.summary(markdown)
 
 
-def cuda_home(args: argparse.Namespace) -> Path | None:
-    if args.cuda_home is not None:
-        return Path(args.cuda_home)
-    value = os.environ.get("CUDA_HOME")
-    return Path(value) if value else None
-
-
-def cache_dir(args: argparse.Namespace) -> Path:
-    if args.cache_dir is not None:
-        return Path(args.cache_dir).resolve()
-    return default_cache_dir(os.environ, Path.home()).resolve()
-
-
 def load(path: Path, args: argparse.Namespace | None = None) -> Matrix:
     """The matrix at `path`; a project whose pyproject.toml has no static name and version
     is named by its build backend (once per commit, in the cache of --cache-dir)."""
     given = getattr(args, "cache_dir", None)
     cache = Path(given) if given is not None else None
     return load_matrix(path, asking_the_backend(cache, dict(os.environ)))
-
-
-def machine(args: argparse.Namespace) -> dict[str, Any]:
-    """BuildSettings' say in how many compiles a cell runs at once: --compile-jobs where the
-    command has it, this process's CPUs, the memory left to it."""
-    return {
-        "compile_jobs": getattr(args, "compile_jobs", None),
-        "cpus": cpus(),
-        "memory": available_memory(),
-    }
-
-
-COMPILE_CACHE_VARIABLE = "RELEASE_COMPILE_CACHE"
-
-
-def add_compile_cache_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--compile-cache",
-        type=compile_cache_spec,
-        default=None,
-        metavar="STORAGE",
-        help="where the cmake and torch backends' compiles and csrc's nvcc compiles (sccache) "
-        "keep their objects, over "
-        f"{COMPILE_CACHE_VARIABLE} and matrix.yaml's compile-cache: none, local, local:DIR, "
-        "github-actions or s3://BUCKET/PREFIX?endpoint=URL&region=R (S3 keys from "
-        "AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY)",
-    )
-
-
-def compile_cache_spec(text: str) -> CompileCache:
-    """argparse type of --compile-cache."""
-    try:
-        return parse_compile_cache(text)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
-
-
-def compile_cache(args: argparse.Namespace, matrix: Matrix) -> CompileCache:
-    """--compile-cache, else RELEASE_COMPILE_CACHE, else matrix.yaml's compile-cache."""
-    given: CompileCache | None = getattr(args, "compile_cache", None)
-    if given is not None:
-        return given
-    value = os.environ.get(COMPILE_CACHE_VARIABLE, "").strip()
-    if value:
-        try:
-            return parse_compile_cache(value)
-        except ValueError as error:
-            raise ConfigError(
-                [f"{COMPILE_CACHE_VARIABLE}: {error}"],
-                hint=f"unset {COMPILE_CACHE_VARIABLE} to use matrix.yaml's compile-cache",
-            ) from None
-    return matrix.compile_cache
 
 
 def output_dir(path: Path, option: str) -> Path:

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from release.build import preview
-from release.commands import arguments, common
+from release.build.settings import SETTING_COLUMNS, SETTING_KEYS, GivenOptions
+from release.commands import arguments, buildopts, common
 from release.console import Output
 from release.credentials import without_credentials
 from release.toolchain import (
@@ -145,10 +146,13 @@ def run(args: argparse.Namespace) -> int:
     out = common.output_for(args, "doctor")
     matrix = common.load(args.matrix, args)
     cells = matrix.select(cuda=args.cuda, arch=args.arch)
-    root = toolchain_cache(common.cache_dir(args))
+    layered = buildopts.layered_from(
+        GivenOptions(cache_dir=args.cache_dir, cuda_home=args.cuda_home), matrix, os.environ
+    )
+    root = toolchain_cache(layered.cache_dir.value)
+    cuda_home = layered.cuda_home.value
     by_cell = {
-        c.id: resolve(str(c.cuda), c.arch, cuda_home=common.cuda_home(args), cache_dir=root)
-        for c in cells
+        c.id: resolve(str(c.cuda), c.arch, cuda_home=cuda_home, cache_dir=root) for c in cells
     }
     plans = list(dict.fromkeys(by_cell.values()))
     toolchains = None
@@ -157,17 +161,24 @@ def run(args: argparse.Namespace) -> int:
     rows = doctor_rows(plans, toolchains=toolchains, present=present_dirs(plans))
     backends = preview.doctor_rows(cells, by_cell)
     backend_keys = preview.BackendRow.KEYS
+    settings = layered.rows()
+    warnings = list(dict.fromkeys(w for c in cells if (w := preview.arch_warning(c))))
     out.document(
         {
             "cache": str(root),
             "toolchains": [dict(zip(DoctorRow.KEYS, r.cells(), strict=True)) for r in rows],
             "backends": [dict(zip(backend_keys, r.cells(), strict=True)) for r in backends],
+            "settings": [dict(zip(SETTING_KEYS, row, strict=True)) for row in settings],
+            **({"warnings": warnings} if warnings else {}),
         }
     )
+    for warning in warnings:
+        out.warning(warning, title="release doctor")
     out.table(list(DoctorRow.COLUMNS), [list(r.cells()) for r in rows], f"toolchains in {root}")
     out.table(
         list(preview.BackendRow.COLUMNS), [list(r.cells()) for r in backends], "build backends"
     )
+    out.table(list(SETTING_COLUMNS), [list(row) for row in settings], "settings")
     return 0
 
 

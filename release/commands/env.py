@@ -28,14 +28,13 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from release import proc
-from release.build.settings import BuildSettings, source_date_epoch
 from release.build.stage import BuildEvents, cell_inputs_for, prepare, record_wheel, require_success
-from release.commands import arguments, common
+from release.commands import arguments, buildopts, common
 from release.errors import ConfigError
 from release.fsutil import write_atomic
 from release.matrix import Cell
 from release.targets import ARCHES
+from release.wheelfile import NotAWheel, readable_wheel
 
 HELP = "provision one cell's toolchain and print its build inputs"
 SHARED: tuple[arguments.Shared, ...] = ("matrix", "output")
@@ -74,24 +73,32 @@ def dotenv_text(inputs: Mapping[str, str]) -> str:
     return "".join(f"{k}={shlex.quote(v)}\n" for k, v in inputs.items())
 
 
-def find_wheel(path: Path, cell: Cell) -> Path:
-    """The cell's wheel: `path` itself, or the one wheel of the cell in directory `path`."""
-    if path.is_file():
-        return path
-    if not path.is_dir():
-        raise ConfigError([f"--record {path}: no such file or directory"])
-    prefix = f"{cell.project.wheel_name}-{cell.version}-"
-    found = sorted(p for p in path.glob("*.whl") if p.name.startswith(prefix))
-    arch = [p for p in found if p.name.endswith(f"_{cell.arch}.whl")]
-    if len(arch) != 1:
-        names = ", ".join(p.name for p in found) or "none"
-        raise ConfigError(
-            [f"--record {path}: expected one {prefix}*_{cell.arch}.whl, found {names}"]
-        )
-    return arch[0]
-
-
 # ---------------------------------------------------------------- edge
+
+
+RECORD_HINT = "give the .whl file the builder made, or the directory holding it"
+
+
+def find_wheel(path: Path, cell: Cell) -> Path:
+    """The cell's wheel: `path` itself, or the one wheel of the cell in directory `path`.
+    ConfigError naming the path where it is not a readable wheel, before anything is
+    provisioned or written."""
+    wheel = path
+    if path.is_dir():
+        prefix = f"{cell.project.wheel_name}-{cell.version}-"
+        found = sorted(p for p in path.glob("*.whl") if p.name.startswith(prefix))
+        arch = [p for p in found if p.name.endswith(f"_{cell.arch}.whl")]
+        if len(arch) != 1:
+            names = ", ".join(p.name for p in found) or "none"
+            raise ConfigError(
+                [f"--record {path}: expected one {prefix}*_{cell.arch}.whl, found {names}"]
+            )
+        wheel = arch[0]
+    try:
+        readable_wheel(wheel)
+    except NotAWheel as why:
+        raise ConfigError([f"--record {wheel}: {why}"], hint=RECORD_HINT) from None
+    return wheel
 
 
 class _Notes(BuildEvents):
@@ -103,23 +110,18 @@ def run(args: argparse.Namespace) -> int:
     output = common.output_for(args, "env")
     matrix = common.load(args.matrix, args)
     cell = matrix.select(cuda=[args.cuda], arch=[args.arch])[0]
+    recorded = find_wheel(args.record, cell) if args.record is not None else None
     environ = dict(os.environ)
-    settings = BuildSettings(
-        matrix=matrix,
-        cells=(cell,),
-        out=args.dist.resolve(),
-        cache_dir=common.cache_dir(args),
-        cuda_home=common.cuda_home(args),
-        environ=environ,
-        **common.machine(args),
-        epoch=source_date_epoch(environ, matrix.project.path, proc.run),
+    options = buildopts.BuildOptions(cache_dir=args.cache_dir, cuda_home=args.cuda_home)
+    given = buildopts.settings_from(
+        options, matrix, environ, cells=(cell,), out=args.dist.resolve()
     )
-    settings, toolchains = prepare(settings, _Notes())
+    settings, toolchains = prepare(given, _Notes())
     toolchain = toolchains[cell.id]
     dist = settings.out
     inputs, config_settings = cell_inputs_for(settings, toolchain, cell)
-    if args.record is not None:
-        result = record_wheel(settings, toolchain, cell, find_wheel(args.record, cell))
+    if recorded is not None:
+        result = record_wheel(settings, toolchain, cell, recorded)
         output.document(
             {
                 "cell": cell.id,

@@ -12,8 +12,8 @@ import argparse
 import os
 
 from release.build.gate import GateResult, run_gate
-from release.build.settings import DEFAULT_EPOCH, BuildSettings
-from release.commands import arguments, common
+from release.build.settings import Sourced
+from release.commands import arguments, buildopts, common
 from release.console import Annotation, markdown_table
 from release.errors import BuildError, ConfigError
 from release.matrix import GateRun
@@ -62,15 +62,13 @@ def run(args: argparse.Namespace) -> int:
     cells = matrix.select(cuda=args.cuda, arch=[runner.arch])
     manifest = load_dist(args.dist.resolve(), missing_ok=False)
     environ = dict(os.environ)
-    settings = BuildSettings(
-        matrix=matrix,
+    settings = buildopts.settings_from(
+        buildopts.BuildOptions(cache_dir=args.cache_dir, cuda_home=args.cuda_home),
+        matrix,
+        environ,
         cells=(),
         out=args.dist.resolve(),
-        cache_dir=common.cache_dir(args),
-        cuda_home=common.cuda_home(args),
-        environ=environ,
-        **common.machine(args),
-        epoch=manifest.source_date_epoch or DEFAULT_EPOCH,
+        recorded=Sourced(manifest.source_date_epoch, f"the timestamp of {args.dist}/manifest.json"),
     )
 
     def started(gate_run: GateRun) -> None:

@@ -21,7 +21,7 @@ from release.matrix import (
 )
 from release.toolchain.placement import placement
 
-GITHUB_JOB_LIMIT = 256
+GITHUB_JOB_LIMIT = 256  # jobs one `strategy.matrix` may generate (GitHub Actions' limit)
 
 
 def github_matrix(cells: Sequence[Cell], *, per: str = "cell") -> dict[str, Any]:
@@ -32,11 +32,23 @@ def github_matrix(cells: Sequence[Cell], *, per: str = "cell") -> dict[str, Any]
     per CUDA version and arch, what one runner builds (every torch and Python cell of it),
     with where it builds and the CPythons it builds with.
     """
+    include: list[dict[str, Any]]
     if per == "cuda":
-        return {"include": [cuda_entry(group) for group in grouped(cells, by_arch=False)]}
-    if per == "arch":
-        return {"include": [runner_entry(group) for group in grouped(cells, by_arch=True)]}
-    return {"include": [cell_entry(cell) for cell in cells]}
+        include = [cuda_entry(group) for group in grouped(cells, by_arch=False)]
+    elif per == "arch":
+        include = [runner_entry(group) for group in grouped(cells, by_arch=True)]
+    else:
+        include = [cell_entry(cell) for cell in cells]
+    if len(include) > GITHUB_JOB_LIMIT:
+        raise ConfigError(
+            [
+                f"--format github: {len(include)} jobs (one per {per}), over GitHub Actions' "
+                f"limit of {GITHUB_JOB_LIMIT} jobs in one matrix"
+            ],
+            hint="split the cells over several jobs' matrices with --cuda and --arch"
+            + ("" if per == "cuda" else ", or give a job a CUDA version's cells with --per cuda"),
+        )
+    return {"include": include}
 
 
 def grouped(cells: Sequence[Cell], *, by_arch: bool) -> list[list[Cell]]:

@@ -19,7 +19,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from release.commands import arguments, common
+from release.build.settings import GivenOptions
+from release.commands import arguments, buildopts, common
 from release.console import markdown_table
 from release.publish.growth import find_previous
 from release.publish.plan import (
@@ -204,9 +205,10 @@ def run(args: argparse.Namespace) -> int:
     matrix = common.load(args.matrix, args)
     cells = matrix.select(cuda=args.cuda, arch=args.arch)
     environ = dict(os.environ)
-    verdicts = toolchain_verdicts(
-        cells, cuda_home=common.cuda_home(args), cache=toolchain_cache(common.cache_dir(args))
+    cache_dir, cuda_home = buildopts.toolchain_dirs(
+        GivenOptions(cache_dir=args.cache_dir, cuda_home=args.cuda_home), environ
     )
+    verdicts = toolchain_verdicts(cells, cuda_home=cuda_home, cache=toolchain_cache(cache_dir))
     settings = PublishSettings(
         dist=args.dist,
         dry_run=True,

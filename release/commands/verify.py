@@ -32,8 +32,22 @@ LATEST = WholeNumber(1, 1000)
 VERIFY_COLUMNS = ("result", "check", "subject", "detail", "URL")
 PROVENANCE_HINT = (
     "attest each file in the release workflow (actions/attest-build-provenance; PyPI trusted "
-    "publishing), or name that workflow with --provenance-workflow"
+    "publishing), or name that workflow with --provenance-workflow (and a reusable workflow "
+    "that signs for it with --provenance-signer-workflow)"
 )
+
+
+def signer_workflow(text: str) -> str:
+    """argparse type: a workflow in another repository, `[github.com/]OWNER/REPO/PATH[@REF]`."""
+    given = text.removeprefix("https://").removeprefix("github.com/")
+    workflow, _, ref = given.partition("@")
+    parts = workflow.split("/", 2)
+    if len(parts) < 3 or not all(parts) or (not ref and given.endswith("@")):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not OWNER/REPO/PATH[@REF] (e.g. "
+            "k3-org/release-tools/.github/workflows/release.yml)"
+        )
+    return given
 
 
 def verify_rows(report: VerifyReport) -> list[list[str]]:
@@ -108,8 +122,15 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         "--provenance-workflow",
         default=RELEASE_WORKFLOW,
         metavar="PATH",
-        help="the workflow an attestation must name, in the GitHub destination's repository "
-        f"(default {RELEASE_WORKFLOW})",
+        help="the workflow whose run must have signed each attestation, in the GitHub "
+        f"destination's repository, at the release's tag (default {RELEASE_WORKFLOW})",
+    )
+    parser.add_argument(
+        "--provenance-signer-workflow",
+        type=signer_workflow,
+        metavar="OWNER/REPO/PATH[@REF]",
+        help="the reusable workflow that run calls to sign, as `gh attestation verify "
+        "--signer-workflow` names it (default: the workflow signs itself)",
     )
     parser.add_argument(
         "--tag",
@@ -155,6 +176,7 @@ def run(args: argparse.Namespace) -> int:
         provenance=not args.no_provenance,
         require_provenance=args.require_provenance,
         provenance_workflow=args.provenance_workflow,
+        provenance_signer_workflow=args.provenance_signer_workflow,
     )
     outcome = verify_release(target, settings, dict(os.environ))
     for one in outcome.reports:

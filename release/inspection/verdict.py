@@ -1,12 +1,14 @@
 """auditwheel's verdict on a built wheel (`auditwheel_problems` of `auditwheel show`: it
 reads the ELF files, so it works for any arch) and the inspection of its contents against
-its cell (`inspected`: filename, metadata, tags, and the device code of its fatbins and
-shared objects, listed by cuobjdump). release.build.pipeline holds every wheel to both.
+its cell (`inspected`: filename, metadata, tags, the device code of its fatbins and
+shared objects, listed by cuobjdump, and an abi3 wheel's limited API, audited by
+abi3audit). release.build.pipeline holds every wheel to both.
 """
 
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -14,6 +16,7 @@ from release import proc
 from release.credentials import without_credentials
 from release.inspection.devicecode import elf_lister
 from release.inspection.fatbin import FatbinLister, lister
+from release.inspection.limitedapi import limited_api_auditor
 from release.inspection.wheel import WheelReport, inspect_wheel
 from release.matrix import Cell
 from release.toolchain import Toolchain
@@ -53,13 +56,23 @@ def fatbin_lister(toolchain: Toolchain, env: Mapping[str, str]) -> FatbinLister:
 
 
 def inspected(
-    name: str, data: bytes, cell: Cell, toolchain: Toolchain, env: Mapping[str, str]
+    name: str,
+    data: bytes,
+    cell: Cell,
+    toolchain: Toolchain,
+    env: Mapping[str, str],
+    *,
+    python: str = sys.executable,
 ) -> WheelReport:
-    """The inspection of a wheel's bytes against its cell (`report.ok` says whether it passed)."""
+    """The inspection of a wheel's bytes against its cell (`report.ok` says whether it
+    passed); an abi3 cell's wheel is also held to the limited API of its floor by abi3audit
+    (beside this tool, in `python`)."""
+    clean = without_credentials(env)
     return inspect_wheel(
         name,
         data,
         cell,
         list_fatbin=fatbin_lister(toolchain, env),
-        list_elf=elf_lister(toolchain.cuobjdump, without_credentials(env)),
+        list_elf=elf_lister(toolchain.cuobjdump, clean),
+        audit_limited_api=limited_api_auditor(python, cell.abi3, clean) if cell.abi3 else None,
     )

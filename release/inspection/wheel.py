@@ -5,7 +5,8 @@ Checked: the filename, METADATA and WHEEL tags agree; the local label is exactly
 every fatbin file and every shared object with device code (release.inspection.devicecode) holds a
 cubin for exactly the cell's SMs and PTX for exactly its target; every shared library is
 an ELF of the platform's machine, needs only glibc libraries and no glibc symbol newer than
-the manylinux level; RECORD hashes and sizes are right; the size fits the destination. The
+the manylinux level; RECORD hashes and sizes are right; an abi3 wheel keeps to the limited
+API of its floor (abi3audit, passed in); the size fits the destination. The
 core works on the wheel's bytes; listing a fatbin's or a shared object's targets is passed
 in (cuobjdump runs at the edge).
 """
@@ -36,6 +37,7 @@ from packaging.utils import (
 )
 from packaging.version import Version
 
+from release.errors import shown
 from release.inspection.devicecode import (
     ElfLister,
     coverage_problems,
@@ -44,10 +46,11 @@ from release.inspection.devicecode import (
     scan,
 )
 from release.inspection.fatbin import FatbinContents, FatbinLister
+from release.inspection.limitedapi import LimitedApiAudit
 from release.inspection.torchlibs import TORCH_PROVIDED
 from release.matrix import Cell
 from release.targets import ELF_MACHINES
-from release.wheelfile import record_hash
+from release.wheelfile import record_hash, version_or_none, zip_problem
 
 # The libraries every manylinux policy lets a wheel link against (PEP 600).
 GLIBC_LIBRARIES = frozenset(
@@ -163,8 +166,10 @@ def inspect_wheel(
     list_fatbin: FatbinLister,
     list_elf: ElfLister | None = None,
     max_size: int | None = None,
+    audit_limited_api: LimitedApiAudit | None = None,
 ) -> WheelReport:
-    """Every check above, on the wheel's bytes; problems are collected, not raised."""
+    """Every check above, on the wheel's bytes; problems are collected, not raised. An abi3
+    cell's wheel also goes through `audit_limited_api`, where one is given."""
     problems: list[str] = []
     sha256 = hashlib.sha256(data).hexdigest()
     limit = cell.destination.max_file_size if max_size is None else max_size
@@ -189,12 +194,11 @@ def inspect_wheel(
         problems.append(f"the filename's version is {version}, the cell's is {cell.version}")
     if (version.local or None) != cell.local_label:
         problems.append(f"the local label is {version.local!r}, the cell's is {cell.local_label!r}")
-    try:
-        archive = zipfile.ZipFile(io.BytesIO(data))
-    except zipfile.BadZipFile:
-        problems.append("the wheel is not a zip archive")
+    damage = zip_problem(data)
+    if damage is not None:
+        problems.append(f"the wheel is {damage}")
         return report(sms=(), ptx=())
-    with archive:
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
         dist_info = _dist_info(archive, name, version)
         if dist_info is None:
             problems.append(f"no {name}-{version}.dist-info directory in the wheel")
@@ -212,6 +216,8 @@ def inspect_wheel(
                     provided=TORCH_PROVIDED if cell.torch is not None else (),
                 )
         build_info = _build_info(archive)
+    if cell.abi3 is not None and audit_limited_api is not None:
+        problems += [f"abi3audit: {p}" for p in audit_limited_api(filename, data)]
     members = scan(data, list_fatbin=list_fatbin, list_elf=list_elf or _unlisted)
     problems += coverage_problems(members, cell.sms, cell.ptx)
     sms, ptx = found_targets(members)
@@ -261,7 +267,7 @@ def _dist_info(archive: zipfile.ZipFile, name: str, version: Version) -> str | N
         if not top.endswith(".dist-info"):
             continue
         dist, _, dist_version = top[: -len(".dist-info")].rpartition("-")
-        if canonicalize_name(dist) == name and Version(dist_version) == version:
+        if canonicalize_name(dist) == name and version_or_none(dist_version) == version:
             return top
     return None
 
@@ -290,8 +296,13 @@ def _check_metadata(
         return [*problems, f"{dist_info}/WHEEL is missing"]
     wheel_tags: set[Tag] = set()
     for text in wheel.get_all("Tag") or []:
-        interpreter, abi, platform = text.strip().split("-")
-        wheel_tags.add(Tag(interpreter, abi, platform))
+        parts = text.strip().split("-")
+        if len(parts) != 3 or not all(parts):
+            problems.append(
+                f"WHEEL has the tag {shown(str(text).strip())}, not python-abi-platform"
+            )
+            continue
+        wheel_tags.add(Tag(*parts))
     if wheel_tags != set(tags):
         problems.append(
             f"WHEEL tags {sorted(str(t) for t in wheel_tags)} differ from the filename's "

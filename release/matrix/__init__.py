@@ -13,7 +13,6 @@ from release.matrix.load import (
     matrix_from_text,
     matrix_json_schema,
     parse_yaml,
-    problems_of,
     read_project,
     repository_problem,
 )
@@ -57,7 +56,6 @@ __all__ = [
     "nccl_package",
     "nccl_requirement",
     "parse_yaml",
-    "problems_of",
     "read_project",
     "repository_problem",
 ]

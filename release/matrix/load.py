@@ -41,7 +41,6 @@ from release.matrix.rules import check_cells, gpu_gate, release_build
 from release.matrix.spec import DestinationSpec, MatrixSpec
 from release.yamlspec import (
     DocumentLoader,
-    Problem,
     bounds_problem,
     join_path,
     json_schema,
@@ -332,9 +331,3 @@ def _validate(
         gpu_gate=gate,
         compile_cache=compile_cache_from_spec(spec.compile_cache, path.parent),
     )
-
-
-def problems_of(text: str, filename: str = "matrix.yaml") -> list[Problem]:
-    """Load only the document shape (no rules, no project): used by the schema tests."""
-    _, loader = load_document(MatrixSpec, parse_yaml(text, filename))
-    return loader.problems

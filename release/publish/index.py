@@ -32,7 +32,7 @@ from release.fsutil import current_umask, json_text, write_atomic
 from release.records.attestation import PROVENANCE_SUFFIX, provenance_problem
 from release.remote.github import GithubClient
 from release.remote.github_model import AssetInfo, parse_asset, parse_release
-from release.wheelfile import wheel_facts
+from release.wheelfile import WHEEL_SUFFIX, NotAWheel, wheel_facts, wheel_name
 
 API_VERSION = "1.3"  # 1.3: PEP 740's provenance links
 METADATA_SUFFIX = ".metadata"
@@ -223,12 +223,18 @@ def requires_python_of(metadata: bytes) -> str | None:
     return str(value) if value is not None else None
 
 
-def collect(client: GithubClient, repository: str, project: str) -> list[IndexFile]:
+def collect(
+    client: GithubClient, repository: str, project: str
+) -> tuple[list[IndexFile], list[str]]:
     """Every wheel with a local label on every published release of `repository` (inside
     one client session): the full set the index is regenerated from. Each file's
     attributes come from what is published: the digest (or the download) for sha256, the
-    `.metadata` sidecar (or the wheel itself) for Requires-Python."""
+    `.metadata` sidecar (or the wheel itself) for Requires-Python. Other assets (sidecars,
+    NCCL files, the release manifest) are not the index's; an asset named like a wheel
+    whose name is not a valid wheel filename is left out too, and said in the second list
+    (pip could not install it)."""
     files: dict[str, IndexFile] = {}
+    skipped: list[str] = []
     for data in client.list_releases_json(repository):
         release = parse_release(data)
         if release.draft:
@@ -241,11 +247,14 @@ def collect(client: GithubClient, repository: str, project: str) -> list[IndexFi
         )
         assets = {a.name: a for a in listed if a.state == "uploaded"}
         for name, asset in sorted(assets.items()):
-            try:
-                dist_name, version, _, _ = parse_wheel_filename(name)
-            except InvalidWheelFilename:
+            if not name.endswith(WHEEL_SUFFIX):
                 continue
-            if canonicalize_name(dist_name) != canonicalize_name(project) or not version.local:
+            try:
+                wheel = wheel_name(name)
+            except NotAWheel as why:
+                skipped.append(f"left out {repository}@{release.tag} asset {name}: {why}")
+                continue
+            if wheel.project != canonicalize_name(project) or not wheel.version.local:
                 continue
             files[name] = _index_file(
                 client,
@@ -253,7 +262,7 @@ def collect(client: GithubClient, repository: str, project: str) -> list[IndexFi
                 assets.get(name + METADATA_SUFFIX),
                 assets.get(name + PROVENANCE_SUFFIX),
             )
-    return list(files.values())
+    return list(files.values()), skipped
 
 
 def _index_file(

@@ -475,7 +475,8 @@ def _apply(
             {c.companion.filename: c.companion.data for c in companions},
             settings.dist / COMPANIONS_DIR,
         )
-    indexes = _regenerate_indexes(outcome, settings, environ)
+    indexes, left_out = _regenerate_indexes(outcome, settings, environ)
+    notes += [f"index: {line}" for line in left_out]
     return replace(
         outcome,
         applied=tuple(applied),
@@ -493,11 +494,13 @@ def nccl_tree(manifest: Manifest, dist: Path) -> dict[str, bytes]:
 
 def _regenerate_indexes(
     outcome: PublishOutcome, settings: PublishSettings, environ: Mapping[str, str]
-) -> tuple[IndexOutcome, ...]:
+) -> tuple[tuple[IndexOutcome, ...], list[str]]:
+    """The indexes written, and the assets named like wheels they left out, said why."""
     github = [p.destination for p in outcome.plans if p.destination.kind == "github"]
     if not github:
-        return ()
+        return (), []
     files: dict[str, IndexFile] = {}
+    left_out: list[str] = []
     seen: set[tuple[str, str]] = set()
     for destination in github:
         api_url = settings.github_api_url or destination.api_url or "https://api.github.com"
@@ -513,10 +516,11 @@ def _regenerate_indexes(
             command=settings.command,
         )
         with publisher.client.session(f"{destination.repository} (index)"):
-            for file in collect(
+            found, skipped = collect(
                 publisher.client, destination.repository or "", outcome.manifest.project
-            ):
-                files[file.filename] = file
+            )
+        files.update((file.filename, file) for file in found)
+        left_out += skipped
     try:
         tree = render_index(list(files.values()), nccl_tree(outcome.manifest, settings.dist))
     except ValueError as error:
@@ -535,7 +539,7 @@ def _regenerate_indexes(
     base = index_base(github[0], settings)
     labels = sorted({f.label or "" for f in files.values()})
     project = canonicalize_name(outcome.manifest.project)
-    return tuple(
+    indexes = tuple(
         IndexOutcome(
             label=label,
             url=f"{base}{label}/" if base else None,
@@ -549,3 +553,4 @@ def _regenerate_indexes(
         )
         for label in labels
     )
+    return indexes, left_out

@@ -7,11 +7,12 @@ publishes beside a GitHub-hosted wheel, `<wheel>.provenance`, which the index li
 PyPI checks an attestation's signature against the trusted publisher and its statement's
 subject against the file, and rejects the upload when either is wrong: by then other files
 of the release may be public. The subject (one file, this name, this sha256) is checked
-here, with the other refusals, before anything is uploaded; the signature stays PyPI's to
-check (it needs Sigstore's trust root, which a dry run on a laptop may not reach). For a
-GitHub-hosted wheel, the index takes PyPI's place: the provenance object names the
-publisher its Fulcio certificate names (which must be the release's repository), and a
-client checks the signature against it (`pypi-attestations verify attestation`).
+here, with the other refusals, before anything is uploaded. The signature, its certificate
+chain and its log entry are checked where provenance is read back (`check_attestation`,
+`checked_provenance`: `release verify`, with release.records.signature). For a GitHub-hosted
+wheel, the index takes PyPI's place: the provenance object names the publisher its Fulcio
+certificate names (which must be the release's repository), and `release verify` or a
+client (`pypi-attestations verify attestation`) checks the signature against it.
 """
 
 from __future__ import annotations
@@ -27,10 +28,14 @@ from pydantic import ValidationError
 from pypi_attestations import (
     Attestation,
     AttestationBundle,
+    AttestationError,
     AttestationType,
     GitHubPublisher,
     Provenance,
 )
+from sigstore.errors import Error as SigstoreError
+
+from release.records.signature import Checked, ExpectedSigner, bundle_problem, check_bundle
 
 SUFFIX = ".publish.attestation"
 PROVENANCE_SUFFIX = ".provenance"  # the PEP 740 provenance object beside a GitHub-hosted wheel
@@ -187,8 +192,9 @@ class ProvenanceEntry:
     publisher_kind: str  # "GitHub", "GitLab", "Google", ...
     repository: str | None  # a GitHub publisher's owner/name
     workflow: str | None  # a GitHub publisher's workflow, as PyPI names it (release.yml)
-    statement: Mapping[str, Any]
+    statement: Mapping[str, Any]  # as the attestation says, before its signature is checked
     certificate: bytes  # DER
+    attestation: Attestation
 
 
 def read_provenance(body: bytes) -> list[ProvenanceEntry] | str:
@@ -209,6 +215,7 @@ def read_provenance(body: bytes) -> list[ProvenanceEntry] | str:
                     workflow=publisher.workflow if github else None,  # type: ignore[union-attr]
                     statement=attestation.statement,
                     certificate=attestation.verification_material.certificate,
+                    attestation=attestation,
                 )
             )
     return out
@@ -245,9 +252,44 @@ def provenance_object(document: bytes, signer: Identity) -> bytes:
     return provenance.model_dump_json().encode()
 
 
+def check_attestation(attestation: Attestation, expected: ExpectedSigner) -> Checked:
+    """A PEP 740 attestation's signature, certificate and log entry, verified against
+    `expected` (release.records.signature)."""
+    try:
+        bundle = attestation.to_bundle()
+    except SigstoreError as error:
+        return Checked(problem=bundle_problem(error))
+    except (AttestationError, ValueError) as error:
+        return Checked(problem=f"not a Sigstore bundle ({str(error).splitlines()[0]})")
+    return check_bundle(bundle, expected)
+
+
+def attests(checked: Checked, sha256: str) -> Checked:
+    """`checked`, refused unless its verified statement names a file of `sha256`."""
+    if checked.statement is None:
+        return checked
+    named = statement_sha256s(checked.statement)
+    if sha256.lower() in named:
+        return checked
+    got = ", ".join(sorted(f"{other[:12]}..." for other in named)) or "no sha256"
+    return Checked(problem=f"it attests {got}, not this file's sha256 {sha256[:12]}...")
+
+
+def checked_provenance(body: bytes, sha256: str, expected: ExpectedSigner) -> list[Checked]:
+    """Each attestation of a PEP 740 provenance object, verified against `expected` and
+    this file's `sha256` (the publisher beside it is PyPI's word, not signed: the
+    certificate's identity is what counts)."""
+    entries = read_provenance(body)
+    if isinstance(entries, str):
+        return [Checked(problem=entries)]
+    if not entries:
+        return [Checked(problem="unreadable provenance: it holds no attestation")]
+    return [attests(check_attestation(e.attestation, expected), sha256) for e in entries]
+
+
 def provenance_problem(body: bytes, sha256: str) -> str | None:
-    """Why `body` is not a PEP 740 provenance object that attests a file of `sha256`, or
-    None. The signature is not checked (it needs Sigstore's trust root)."""
+    """Why `body` is not a PEP 740 provenance object that claims a file of `sha256`, or
+    None: what the index needs to link it. Its signature is `checked_provenance`'s."""
     entries = read_provenance(body)
     if isinstance(entries, str):
         return entries

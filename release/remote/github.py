@@ -28,6 +28,7 @@ import httpx
 from githubkit import GitHub, Response, TokenAuthStrategy, UnauthAuthStrategy
 from githubkit.exception import RequestError, RequestFailed
 from githubkit.utils import UNSET
+from pydantic import ValidationError
 
 from release.credentials import Secret
 from release.errors import PublishError
@@ -36,7 +37,6 @@ from release.remote.github_model import (
     ReleaseInfo,
     RequestStats,
     choose_release,
-    next_link,
     parse_asset,
     parse_release,
     upload_endpoint,
@@ -279,36 +279,41 @@ class GithubClient:
         """An idempotent request, retried as it is."""
         return self.retrying(what, lambda retry: self.send(what, call, accept=accept))
 
-    def list_all(self, what: str, first: Callable[[], Response[Any]]) -> list[Any]:
-        """Every item of a paginated list, following the `Link: rel="next"` URLs."""
+    def list_all(
+        self, what: str, request: Callable[..., Response[Any]], **params: Any
+    ) -> list[Any]:
+        """Every item of a paginated list as GitHub's JSON, through githubkit's paginator (it
+        follows the `Link: rel="next"` URLs); a transient failure retries the whole list.
+        Plain JSON, not githubkit's models: a leftover of a failed upload has an asset state
+        (`starter`, `new`) outside the models' `Literal["uploaded", "open"]`, and a release
+        listing carries its assets."""
         gh = self._client()
-        items: list[Any] = []
-        call = first
-        while True:
-            response = self.request(what, call)
-            page = response.json()
-            if not isinstance(page, list):
-                raise PublishError(f"GitHub answered {what} with something that is not a list")
-            items.extend(page)
-            url = next_link(response.headers.get("link"))
-            if url is None:
-                return items
-            call = _bind_get(gh, url)
+
+        def pages() -> list[Any]:
+            return list(gh.rest.paginate(request, map_func=_json_list, **params))
+
+        return self.retrying(what, lambda retry: self.attempt(what, pages))
 
     def send(
         self, what: str, call: Callable[[], Response[Any]], *, accept: Collection[int] = ()
     ) -> Response[Any]:
-        """One attempt. Transient failures propagate for the retry loop to classify;
-        statuses in `accept` come back as answers; every other failure is a PublishError."""
+        """One attempt (see `attempt`); statuses in `accept` come back as answers."""
+        try:
+            return self.attempt(what, call)
+        except _Accepted as answer:
+            if answer.response.status_code in accept:
+                return answer.response
+            raise self.refusal(what, answer.response) from None
+
+    def attempt(self, what: str, call: Callable[[], T]) -> T:
+        """One attempt. Transient failures propagate for the retry loop to classify; a
+        refusal comes back to `send` (`_Accepted`); every other failure is a PublishError."""
         try:
             return call()
         except RequestFailed as error:
-            response = error.response
-            if response.status_code in accept:
-                return response
             if classify(error, self._clock()) is not None:
                 raise
-            raise self.refusal(what, response) from None
+            raise _Accepted(error.response) from None
         except RequestError as error:
             if classify(error, self._clock()) is not None:
                 raise
@@ -371,7 +376,17 @@ class GithubClient:
         response = self.request(
             f"read the repository {repository}", lambda: rest.repos.get(owner, repo)
         )
-        return web_base_of_repository(response.json(), repository)
+        try:
+            html_url: str = response.parsed_data.html_url
+        except ValidationError as error:
+            raise PublishError(
+                f"GitHub answered `read the repository {repository}` with a repository that "
+                f"githubkit's model does not read ({error.error_count()} problems, the first: "
+                f"{error.errors()[0]['loc']}: {error.errors()[0]['msg']})",
+                hint="is the API URL in matrix.yaml a GitHub REST API (api.github.com or "
+                "https://HOST/api/v3)?",
+            ) from None
+        return web_base_of_repository(html_url, repository)
 
     def list_releases_json(self, repository: str) -> list[Mapping[str, Any]]:
         """Every release as GitHub's JSON (drafts only with push access)."""
@@ -379,7 +394,10 @@ class GithubClient:
         rest = self.rest()
         items = self.list_all(
             f"list the releases of {repository}",
-            lambda: rest.repos.list_releases(owner, repo, per_page=PER_PAGE),
+            rest.repos.list_releases,
+            owner=owner,
+            repo=repo,
+            per_page=PER_PAGE,
         )
         return [item for item in items if isinstance(item, Mapping)]
 
@@ -415,7 +433,11 @@ class GithubClient:
         rest = self.rest()
         items = self.list_all(
             f"list the assets of {release.tag}",
-            lambda: rest.repos.list_release_assets(owner, repo, release.id, per_page=PER_PAGE),
+            rest.repos.list_release_assets,
+            owner=owner,
+            repo=repo,
+            release_id=release.id,
+            per_page=PER_PAGE,
         )
         return [parse_asset(item) for item in items]
 
@@ -538,8 +560,19 @@ class GithubClient:
         return [item for item in items if isinstance(item, Mapping)]
 
 
-def _bind_get(gh: GitHub[Any], url: str) -> Callable[[], Response[Any]]:
-    def call() -> Response[Any]:
-        return gh.request("GET", url, headers=API_HEADERS)
+class _Accepted(Exception):  # not an error: a refusal `send` may accept
+    """A request GitHub refused for good (not transient): `send` accepts it or explains it."""
 
-    return call
+    def __init__(self, response: Response[Any]) -> None:
+        super().__init__(response.status_code)
+        self.response = response
+
+
+def _json_list(response: Response[Any]) -> list[Any]:
+    """One page of a list as GitHub's JSON."""
+    page = response.json()
+    if not isinstance(page, list):
+        raise PublishError(
+            f"GitHub answered {response.raw_request.url.path} with something that is not a list"
+        )
+    return page

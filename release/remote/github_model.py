@@ -103,15 +103,6 @@ def upload_endpoint(upload_url: str) -> str:
     return upload_url.split("{", 1)[0]
 
 
-def next_link(link_header: str | None) -> str | None:
-    """The `rel="next"` URL of a `Link` header, if any."""
-    for part in (link_header or "").split(","):
-        match = re.fullmatch(r"\s*<([^>]*)>\s*;(.*)", part)
-        if match and re.search(r'rel="?([^";]*\s)?next(\s[^";]*)?"?', match.group(2)):
-            return match.group(1)
-    return None
-
-
 def web_base(api_url: str) -> str:
     """The web origin of a REST API base: github.com, a GitHub Enterprise host, or (a
     server serving both from one origin) the API base itself."""
@@ -131,10 +122,9 @@ def web_base_of_release(html_url: str, repository: str) -> str | None:
     return html_url[:index] if index > 0 else None
 
 
-def web_base_of_repository(data: object, repository: str) -> str | None:
-    """The web origin in a repository's JSON `html_url` (`<web>/<owner>/<repo>`)."""
-    html_url = data.get("html_url") if isinstance(data, Mapping) else None
-    if not isinstance(html_url, str) or not html_url.lower().endswith(f"/{repository.lower()}"):
+def web_base_of_repository(html_url: str, repository: str) -> str | None:
+    """The web origin in a repository's `html_url` (`<web>/<owner>/<repo>`)."""
+    if not html_url.lower().endswith(f"/{repository.lower()}"):
         return None
     return html_url[: -len(repository) - 1] or None
 

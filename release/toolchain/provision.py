@@ -18,6 +18,7 @@ from packaging.version import InvalidVersion, Version
 
 from release import proc
 from release.errors import ToolchainError
+from release.resources import script
 from release.toolchain.pins import PIP_FLOOR, PinSet
 from release.toolchain.plan import (
     Toolchain,
@@ -179,17 +180,6 @@ def _one(paths: list[Path], what: str, where: Path) -> Path:
     return sorted(paths)[0]
 
 
-_PROBE_NVRTC = """
-import ctypes, sys
-rtc, fat = ctypes.CDLL(sys.argv[1]), ctypes.CDLL(sys.argv[2])
-a, b = ctypes.c_int(), ctypes.c_int()
-c, d = ctypes.c_uint(), ctypes.c_uint()
-assert rtc.nvrtcVersion(ctypes.byref(a), ctypes.byref(b)) == 0
-assert fat.nvFatbinVersion(ctypes.byref(c), ctypes.byref(d)) == 0
-print(f"{a.value}.{b.value} {c.value}.{d.value}")
-"""
-
-
 Checked = Callable[[Sequence[str], str], str]
 """Runs a probe (the command, what it is) and returns its output; a failure is an error."""
 
@@ -253,7 +243,7 @@ def _nvrtc(
     nvfatbin_lib = _one(list(root.glob("nvidia/*/lib/libnvfatbin.so.*")), "libnvfatbin", root)
     header = _one(list(root.glob("nvidia/*/include/cuda_fp16.h")), "cuda_fp16.h", root)
     probe = checked(
-        [python, "-c", _PROBE_NVRTC, str(nvrtc_lib), str(nvfatbin_lib)],
+        [python, str(script("nvrtc_version.py")), str(nvrtc_lib), str(nvfatbin_lib)],
         "NVRTC/nvFatbin version probe",
     ).split()
     check_cuda_version(plan, "NVRTC", nvrtc_lib, probe[0])

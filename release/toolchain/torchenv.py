@@ -59,53 +59,20 @@ print(json.dumps({
 
 # Bumped whenever assemble_cuda_home makes a different CUDA_HOME; an environment recorded
 # with another layout gets its CUDA_HOME made again (not its venv).
-CUDA_HOME_LAYOUT = 3
+CUDA_HOME_LAYOUT = 4
 
-# nvcc names a file's internal-linkage entities (kernels in anonymous namespaces, which
-# torch's headers have) after the hash of the source's absolute path and a per-process
-# random number, and leaves its pid-named temporary files in symbol names: the same
-# sources would give other bytes in another checkout or another run. The wrapper gives
-# the one .cu file of a compile its path relative to RELEASE_NVCC_SOURCE_ROOT as that
-# name and as the random seed, and keeps the temporary files beside the object.
+# nvcc as a torch cell's build runs it: release.toolchain.nvccwrap (names that depend on
+# the sources only, the compile cache, the cell's targets held to every compile) under the
+# tool's own Python, which the build names; nvcc itself where none is named.
 NVCC_WRAPPER = """\
 #!/bin/sh
-# nvcc with names that depend on the sources only (written by cuda-wheel-release), through
-# the compile cache where RELEASE_COMPILE_LAUNCHER names it (sccache names its own
-# temporary files, so --objdir-as-tempdir is for nvcc alone)
+# nvcc of a torch cell's build (written by cuda-wheel-release): release.toolchain.nvccwrap
+# under the Python the build names in RELEASE_NVCC_PYTHON, else nvcc itself
 real=%(real)s
-launch=${RELEASE_COMPILE_LAUNCHER:-}
-root=${RELEASE_NVCC_SOURCE_ROOT:-}
-source=
-count=0
-out=no
-for arg in "$@"; do
-  case $arg in
-    *.cu) source=$arg; count=$((count + 1)) ;;
-    -o) out=yes ;;
-  esac
-done
-if [ -z "$root" ] || [ "$count" -ne 1 ]; then
-  exec $launch "$real" "$@"
+if [ -z "${RELEASE_NVCC_PYTHON:-}" ]; then
+  exec "$real" "$@"
 fi
-case $source in
-  /*) absolute=$source ;;
-  *) absolute=$PWD/$source ;;
-esac
-case $absolute in
-  "$root"/*) name=${absolute#"$root"/} ;;
-  *) name=${absolute##*/} ;;
-esac
-case $name in
-  *[!A-Za-z0-9._/+-]*) exec $launch "$real" "$@" ;;
-esac
-if [ -n "$launch" ]; then
-  exec "$launch" "$real" "$@" -frandom-seed="$name" -Xcudafe --orig_src_path_name="$name"
-fi
-if [ "$out" = yes ]; then
-  exec "$real" "$@" -frandom-seed="$name" -Xcudafe --orig_src_path_name="$name" \\
-    --objdir-as-tempdir
-fi
-exec "$real" "$@" -frandom-seed="$name" -Xcudafe --orig_src_path_name="$name"
+exec "$RELEASE_NVCC_PYTHON" -I -m release.toolchain.nvccwrap nvcc "$real" "$@"
 """
 
 # The host C++ compiler through the compile cache: torch's cpp_extension runs $CXX, and

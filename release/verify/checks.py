@@ -7,7 +7,8 @@ a tag), it checks:
 - listing: the PyPI simple API lists each PyPI file with the same sha256;
 - index: every link of each GitHub-variant index resolves and matches its `#sha256=`, its
   `.metadata` matches `data-core-metadata`, its `data-provenance` serves a PEP 740
-  provenance object of the file's sha256, and each built file is listed with its sha256;
+  provenance object signed by the release's workflow (Sigstore, verified) for the file's
+  sha256, and each built file is listed with its sha256;
 - pip: per cell, `pip install --dry-run --report` against the published index picks
   exactly the expected filename for the cell's platform.
 
@@ -41,8 +42,9 @@ from release.credentials import (
     mask,
     secret_values,
 )
-from release.records.attestation import provenance_problem
+from release.records.attestation import checked_provenance
 from release.records.published import Published, PublishedFile
+from release.records.signature import PUBLIC_GOOD, Checked, ExpectedSigner
 from release.remote import httpclient as http_edge
 from release.remote.httpclient import (
     BasicCredentials,
@@ -91,6 +93,8 @@ class VerifySettings:
     provenance: bool = True
     require_provenance: bool = False  # "no provenance" fails
     provenance_workflow: str = RELEASE_WORKFLOW  # the workflow an attestation must name
+    # the reusable workflow that signs for it (owner/name/path[@ref]); None: that one itself
+    provenance_signer_workflow: str | None = None
 
 
 # --- The checks (pure given what was fetched). ---
@@ -155,9 +159,41 @@ def metadata_check(name: str, listed: ListedFile, got: Download, page: str) -> C
     return Check(subject=subject, check="metadata", ok=True, detail="matches", url=url)
 
 
-def provenance_link_check(name: str, listed: ListedFile, got: Download, page: str) -> Check:
-    """PEP 740: the index's provenance link serves a provenance object of the file's sha256
-    (who signed it is the provenance check's to say)."""
+NO_SIGNER = (
+    "provenance not checked: the matrix names no GitHub repository whose workflow must sign "
+    "(--matrix)"
+)
+
+
+def provenance_verdict(checked: Sequence[Checked] | None, *, required: bool) -> tuple[bool, str]:
+    """One file's provenance from its attestations, each checked: ok when one's signature
+    verifies and names the expected signer and the file; a failure when all that were
+    found are refused; "no provenance" (a failure only when `required`) when none was
+    found, and likewise when none could be verified here at all: an attestation that
+    cannot be checked counts for no more than none, and never as verified."""
+    if not checked:
+        return not required, "no provenance"
+    verified = [one for one in checked if one.problem is None]
+    if verified:
+        return True, f"provenance: {verified[0].signer}, signature verified ({PUBLIC_GOOD})"
+    refused = [one.problem for one in checked if one.verifiable and one.problem]
+    if refused:
+        more = f" (and {len(refused) - 1} more refused)" if len(refused) > 1 else ""
+        return False, f"provenance refused: {refused[0]}{more}"
+    return not required, f"provenance not verified: {checked[0].problem}"
+
+
+def provenance_link_check(
+    name: str,
+    listed: ListedFile,
+    got: Download,
+    page: str,
+    *,
+    signer: ExpectedSigner | None,
+    required: bool,
+) -> Check:
+    """PEP 740: the index's provenance link serves a provenance object whose attestation
+    is signed by `signer` and attests the file's sha256."""
     url = listed.provenance_url or ""
     subject = f"{page} -> {name} provenance"
 
@@ -166,10 +202,12 @@ def provenance_link_check(name: str, listed: ListedFile, got: Download, page: st
 
     if not got.ok or got.body is None:
         return result(False, f"does not resolve: {got.error or f'HTTP {got.status}'}")
-    problem = provenance_problem(got.body, listed.sha256 or "")
-    if problem is not None:
-        return result(False, problem)
-    return result(True, "a PEP 740 provenance object of this file's sha256")
+    if signer is None:
+        return result(not required, NO_SIGNER)
+    ok, detail = provenance_verdict(
+        checked_provenance(got.body, listed.sha256 or "", signer), required=required
+    )
+    return result(ok, detail)
 
 
 def pip_command(
@@ -243,7 +281,10 @@ def verify(
     http: Client | None = None,
     python: str = sys.executable,
     sleep: Callable[[float], None] = time.sleep,
+    signer: ExpectedSigner | None = None,
 ) -> VerifyReport:
+    """Every check of `published`; `signer` is who must have signed the provenance objects
+    the indexes link (None: they are not checked, and say so)."""
     auth = origin_auth(published, environ)
     secrets = (*secret_values(environ), *auth.secrets)
     policy = RetryPolicy(
@@ -273,7 +314,10 @@ def verify(
     try:
         with ThreadPoolExecutor(max_workers=settings.concurrency) as pool:
             checks += _download_checks(published, pool, get)
-            checks += _index_checks(published, pool, get, provenance=settings.provenance)
+            checks += _index_checks(
+                published, pool, get, settings=settings if settings.provenance else None,
+                signer=signer,
+            )  # fmt: skip
         if settings.pip:
             checks += _pip_checks(
                 published,
@@ -304,7 +348,12 @@ def _download_checks(published: Published, pool: ThreadPoolExecutor, get: Get) -
 
 
 def _index_checks(
-    published: Published, pool: ThreadPoolExecutor, get: Get, *, provenance: bool
+    published: Published,
+    pool: ThreadPoolExecutor,
+    get: Get,
+    *,
+    settings: VerifySettings | None,  # None: no provenance checks
+    signer: ExpectedSigner | None,
 ) -> list[Check]:
     checks: list[Check] = []
     pages: dict[str, list[PublishedFile]] = {}
@@ -346,11 +395,13 @@ def _index_checks(
         metadata_check(item.name, item, got, page)
         for (page, item), got in zip(with_metadata, metadata, strict=True)
     ]
-    if provenance:
+    if settings is not None:
         linked = [(page, item) for page, item in links if item.provenance_url]
         served = list(pool.map(lambda pair: get(pair[1].provenance_url or "", keep=True), linked))
         checks += [
-            provenance_link_check(item.name, item, got, page)
+            provenance_link_check(
+                item.name, item, got, page, signer=signer, required=settings.require_provenance
+            )
             for (page, item), got in zip(linked, served, strict=True)
         ]
     return checks

@@ -87,7 +87,8 @@ def published_from_tag(
             assets = {a.name: a for a in client.list_assets(destination.repository, release)}
             manifest = assets.get(RELEASE_MANIFEST)
             if manifest is not None:
-                for wheel in parse_release_manifest(client.download_asset(manifest)):
+                where = f"{RELEASE_MANIFEST} of {destination.repository}@{tag}"
+                for wheel in _release_manifest(client.download_asset(manifest), where):
                     built[wheel.filename] = wheel
             base = index_base or destination.index_url
             for name, asset in sorted(assets.items()):
@@ -116,6 +117,16 @@ def published_from_tag(
         files=tuple(files),
         companions=tuple(companions),
     )
+
+
+def _release_manifest(data: bytes, where: str) -> list[ReleaseWheel]:
+    try:
+        return parse_release_manifest(data)
+    except (ValueError, KeyError, TypeError) as error:
+        raise VerifyError(
+            f"{where} is unreadable ({error})",
+            hint="verify with --dist DIR (the publish record) instead",
+        ) from None
 
 
 def _described_wheel(name: str) -> str | None:
@@ -174,7 +185,12 @@ def _pypi_files(
             f"cannot read {page}: {got.error or f'HTTP {got.status}'}",
             hint="check the index URL in matrix.yaml",
         )
-    listed = parse_project_page(got.body, got.content_type, page)
+    try:
+        listed = parse_project_page(got.body, got.content_type, page)
+    except ValueError as error:
+        raise VerifyError(
+            f"{page}: unreadable index page: {error}", hint="check the index URL in matrix.yaml"
+        ) from None
     out = []
     for name, item in sorted(listed.items()):
         try:

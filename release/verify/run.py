@@ -12,11 +12,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from packaging.version import InvalidVersion, Version
+
 from release.credentials import github_token, index_credentials, secret_values
 from release.errors import ConfigError, IncompleteError, VerifyError
 from release.matrix import GithubDestination, Matrix, PypiDestination, load_matrix
 from release.records.dist import load_dist
 from release.records.published import RECORD_NAME, Published, read_record, with_overrides
+from release.records.signature import ExpectedSigner
 from release.remote import httpclient as http
 from release.remote.github import GithubClient, GithubUnreachable
 from release.remote.httpclient import BasicCredentials, Download, OriginAuth, origin_of
@@ -70,20 +73,48 @@ def verify_release(
     reports = []
     for release in releases:
         one = with_overrides(release, target.overrides)
-        report = verify(one, environ, settings)
+        matrix = None
+        if settings.provenance and target.matrix.is_file():
+            matrix = load_matrix(target.matrix, asking_the_backend(None, environ))
+        signer = expected_signer(matrix, one.version, settings) if matrix else None
+        report = verify(one, environ, settings, signer=signer)
         if settings.provenance:
-            checks = provenance_of(one, target, settings, environ)
+            checks = provenance_of(one, matrix, target, settings, environ)
             report = replace(report, checks=report.checks + tuple(checks))
         reports.append(report)
     return VerifyOutcome(reports=tuple(reports))
 
 
+def expected_signer(
+    matrix: Matrix, version: str, settings: VerifySettings
+) -> ExpectedSigner | None:
+    """Who must have signed a release's attestations: the workflow of the matrix's (first)
+    GitHub repository, run at the release's tag; None without a GitHub destination."""
+    github = [d for d in matrix.destinations.values() if isinstance(d, GithubDestination)]
+    if not github:
+        return None
+    try:
+        ref: str | None = f"refs/tags/{github[0].tag(Version(version))}"
+    except InvalidVersion:
+        ref = None  # then any tag
+    return ExpectedSigner(
+        repository=github[0].repository,
+        workflow=settings.provenance_workflow,
+        ref=ref,
+        signer_workflow=settings.provenance_signer_workflow,
+    )
+
+
 def provenance_of(
-    published: Published, target: VerifyTarget, settings: VerifySettings, environ: Mapping[str, str]
+    published: Published,
+    matrix: Matrix | None,
+    target: VerifyTarget,
+    settings: VerifySettings,
+    environ: Mapping[str, str],
 ) -> list[Check]:
     """The provenance checks of one release: the matrix names this repository and the API
     of each GitHub destination; without a matrix nothing can be compared."""
-    if not target.matrix.is_file():
+    if matrix is None:
         detail = f"provenance not checked: no {target.matrix} names this repository (--matrix)"
         return [
             Check(
@@ -94,15 +125,14 @@ def provenance_of(
             )
             for f in published.files
         ]
-    matrix = load_matrix(target.matrix, asking_the_backend(None, environ))
     clients = github_clients(matrix, api_url=target.github_api_url, environ=environ)
     github = {
         d.name: (clients[d.api_url], d.repository)
         for d in matrix.destinations.values()
         if isinstance(d, GithubDestination)
     }
-    repository = next(iter(github.values()))[1] if github else None
-    sources = ProvenanceSources(repository=repository, github=github)
+    expected = expected_signer(matrix, published.version, settings)
+    sources = ProvenanceSources(expected=expected, github=github)
     policy = RetryPolicy(
         attempts=settings.attempts, initial_delay=settings.backoff_s, total=settings.deadline_s
     )

@@ -291,6 +291,41 @@ def test_an_older_manylinux_than_auditwheel_finds_is_a_clear_error(
     assert list(settings.out.glob("*.whl")) == [], "a failed cell leaves no wheel in dist/"
 
 
+def test_a_compile_whose_own_flags_ask_for_other_targets_stops_the_cell_at_once(
+    release_cache: Path, tmp_path: Path
+) -> None:
+    """CUDAFLAGS with a -gencode of its own, as a project's CMAKE_CUDA_FLAGS would have:
+    CMake passes it beside CMAKE_CUDA_ARCHITECTURES's, and the CUDA launcher stops the
+    first compile."""
+    text = (FIXTURE / "matrix.yaml").read_text().replace("project: .", f"project: {FIXTURE}")
+    text = text.replace(
+        "  backend: cmake ",
+        '  env: {CUDAFLAGS: "-gencode=arch=compute_87,code=sm_87"}\n  backend: cmake ',
+    )
+    text = text.replace("sms: [75, 80, 86, 89, 90, 100]", "sms: [80]").replace(
+        "ptx: 100", "ptx: 80"
+    )
+    (tmp_path / "matrix.yaml").write_text(text)
+    matrix = load_matrix(tmp_path / "matrix.yaml")
+    (cell,) = matrix.cells
+    settings, toolchain = prepared(matrix, cell, release_cache, tmp_path)
+    failed = build_cell(cell, toolchain, settings, sources="test")
+    assert not failed.ok
+    assert failed.error is not None
+    said = failed.error.splitlines()
+    assert "stopped at its first compile" in said[0]
+    asked = said[1].split(":", 1)[1].strip()
+    assert asked == "sm_80, PTX compute_80 (its sms and ptx, given to the build as " + (
+        "CMAKE_CUDA_ARCHITECTURES)"
+    )
+    assert said[2].endswith("the project's flags ask for: sm_80, sm_87, PTX compute_80")
+    assert "csrc/fxk.cu, compiled with" in said[3]
+    assert "-gencode=arch=compute_87,code=sm_87" in said[3]
+    assert "CMAKE_CUDA_FLAGS" in said[4]
+    assert said[5].endswith("sms: [80, 87] and ptx: 80")
+    assert list(settings.out.glob("*.whl")) == []
+
+
 def test_a_build_that_passes_no_architectures_stops(built: Built, tmp_path: Path) -> None:
     env = built.env()
     for name in ("CUDAARCHS", "CMAKE_ARGS"):

@@ -210,15 +210,21 @@ def test_a_signed_github_wheel_has_its_provenance_on_the_release_and_linked_from
     assert html_page.count("data-provenance=") == 1
     assert f'data-provenance="{link}"' in html_page
 
+    # the suite's attestations are not Sigstore's (their certificate and log entry are made
+    # up): verify follows the link and refuses what it serves
     capsys.readouterr()
     report = tmp_path / "verify.json"
     with serve(site) as base:
         args = ["verify", "--dist", str(release.dist), "--index-url", f"cu129={base}cu129/"]
-        assert main([*args, "--json-file", str(report)]) == 0
+        assert main([*args, "--json-file", str(report)]) == 7
     checks = json.loads(report.read_text())["checks"]
     (linked,) = [c for c in checks if c["subject"].endswith(f"{signed.name} provenance")]
-    assert linked["ok"], linked
-    assert linked["url"] == link
+    assert (linked["ok"], linked["url"]) == (False, link)
+    assert (
+        linked["detail"]
+        == "provenance refused: not a Sigstore bundle (invalid transparency log entry)"
+    )
+    assert [c for c in checks if not c["ok"]] == [linked]
 
 
 def test_a_github_wheel_signed_in_another_repository_stops_publish_before_any_upload(

@@ -232,6 +232,36 @@ def test_a_planted_undefined_torch_symbol_fails_the_abi_check(
     assert not list(run.dist.glob("*.whl"))
 
 
+def test_an_abi3_wheel_outside_the_limited_api_and_torchs_stable_surface_names_both(
+    built: Path, release_cache: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The stable flavour (abi3: "3.10") with a c10 symbol and two CPython functions of
+    the full API planted: one failure of the cell, naming the ABI check's symbol and each
+    CPython symbol with the version that added it to the limited API."""
+    extra = ", K3_TORCH_PLANT_MISMATCH: '1', K3_TORCH_PLANT_PYAPI: '1'"
+    run = release_build(tmp_path, release_cache, capsys, extra=extra)
+    assert run.code == 4
+    (failed,) = [line for line in (run.out + run.err).splitlines() if line.startswith("FAILED")]
+    assert "ABI check: " in failed
+    assert "c10::k3_planted_missing_symbol(int)" in failed
+    assert "abi3audit: _C.abi3.so: PyFrame_GetBack is not in the limited API" in failed
+    assert "PyType_GetName joined the limited API in Python 3.11" in failed
+    assert "after the cell's abi3 floor 3.10" in failed
+    assert not list(run.dist.glob("*.whl"))
+
+
+def test_an_abi3_wheel_outside_the_limited_api_fails_the_inspection(
+    built: Path, release_cache: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = release_build(tmp_path, release_cache, capsys, extra=", K3_TORCH_PLANT_PYAPI: '1'")
+    assert run.code == 4
+    (failed,) = [line for line in (run.out + run.err).splitlines() if line.startswith("FAILED")]
+    assert "inspection failed: abi3audit: _C.abi3.so: PyFrame_GetBack" in failed
+    assert "PyType_GetName joined the limited API in Python 3.11" in failed
+    assert "ABI check" not in failed
+    assert not list(run.dist.glob("*.whl"))
+
+
 def test_the_regular_wheel_comes_out_the_same_from_another_checkout(
     built_regular: Path, release_cache: Path, tmp_path: Path
 ) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -61,7 +62,8 @@ def compiled(nvcc: Path, project: Path, source: str) -> bytes:
         [str(nvcc), "-c", str(project / source), "-o", str(out), "-O3",
          "-gencode=arch=compute_90,code=sm_90", f"-Xcompiler=-ffile-prefix-map={project}=."],
         cwd=build, capture_output=True, text=True, check=False,
-        env={**os.environ, "RELEASE_NVCC_SOURCE_ROOT": str(project)},
+        env={**os.environ, "RELEASE_NVCC_SOURCE_ROOT": str(project),
+             "RELEASE_NVCC_PYTHON": sys.executable},
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     return out.read_bytes()

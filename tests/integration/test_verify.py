@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -20,14 +19,16 @@ from release.errors import VerifyError
 from release.publish.run import PublishSettings, publish
 from release.records.manifest import read_manifest
 from release.records.published import Published, PublishedFile, read_record, with_overrides
+from release.records.signature import ExpectedSigner
 from release.remote.github import GithubClient
 from release.remote.httpclient import client as http_client
 from release.remote.httpclient import fetch
 from release.verify.checks import Check, VerifySettings, verify
 from release.verify.provenance import ProvenanceSources, provenance_checks
-from tests.github_standin import DEFAULT_REPO, GitHubStandIn
+from tests.github_standin import DEFAULT_REPO, Fault, GitHubStandIn
 from tests.integration.conftest import PypiServer
 from tests.integration.test_publish_e2e import both, credentials, serve
+from tests.integration.wheels import fulcio_like_certificate
 
 FAST = VerifySettings(attempts=2, backoff_s=0.05, deadline_s=30, pip=False)
 
@@ -135,34 +136,45 @@ def test_cli_verify_with_pip_writes_json_and_markdown_and_fails_with_exit_7(
     assert json.loads((tmp_path / "v.json").read_text())["ok"] is False
 
 
-# --- Provenance: the stand-in's attestations API serves recorded bundles. ---
+# --- Provenance: the stand-in's attestations API and a served integrity API hold recorded,
+# really signed attestations (tests/data/provenance); verified offline. ---
 
 PROVENANCE = Path(__file__).parent.parent / "data" / "provenance"
-DEMO_WHEEL = "github_provenance_demo-0.0.12-py3-none-any.whl"
+MODELS = "pypi_attestation_models-0.0.4a2.tar.gz"  # GitHub attestations API, public-good
+MODELS_REPO = "trailofbits/pypi-attestation-models"
+SDIST = "pypi_attestations-0.0.19.tar.gz"  # PyPI integrity API
+DEMO_WHEEL = "github_provenance_demo-0.0.12-py3-none-any.whl"  # GitHub's own instance
 
 
-def demo_release(pypi: PypiServer, gh: GitHubStandIn, repository: str) -> Published:
-    """The recorded wheel as a GitHub asset of `repository`, and a PyPI file on pypiserver
-    (which has no integrity API)."""
-    data = (PROVENANCE / DEMO_WHEEL).read_bytes()
-    wheel = PublishedFile(
-        filename=DEMO_WHEEL, sha256=hashlib.sha256(data).hexdigest(), size=len(data),
-        kind="github", destination="github", arch="any", local_label=None,
-        url=f"{gh.web_url}/{repository}/releases/download/v0.0.12/{DEMO_WHEEL}", index_url=None,
+def recorded(name: str) -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads((PROVENANCE / name).read_text())
+    return loaded
+
+
+def attested_file(gh: GitHubStandIn, repository: str, bundle: dict[str, Any]) -> PublishedFile:
+    """The file a recorded bundle attests, as a GitHub asset of `repository`."""
+    statement = json.loads(base64.b64decode(bundle["dsseEnvelope"]["payload"]))
+    (subject,) = statement["subject"]
+    name = subject["name"]
+    return PublishedFile(
+        filename=name, sha256=subject["digest"]["sha256"], size=-1, kind="github",
+        destination="github", arch="any", local_label=None,
+        url=f"{gh.web_url}/{repository}/releases/download/v0/{name}", index_url=None,
     )  # fmt: skip
-    on_pypi = replace(
-        wheel, filename="k3_kernels-0.1.0-py3-none-any.whl", kind="pypi", destination="pypi",
-        url=f"{pypi.url}packages/k3_kernels-0.1.0-py3-none-any.whl", index_url=pypi.index_url,
-    )  # fmt: skip
-    return Published(project="k3-kernels", version="0.1.0", files=(wheel, on_pypi))
 
 
 def provenance_report(
-    gh: GitHubStandIn, pypi: PypiServer, repository: str, settings: VerifySettings
+    gh: GitHubStandIn,
+    files: tuple[PublishedFile, ...],
+    repository: str,
+    settings: VerifySettings,
+    *,
+    ref: str | None,
 ) -> dict[str, Check]:
-    release = demo_release(pypi, gh, repository)
     client = GithubClient(api_url=gh.api_url, token=github_token({"GITHUB_TOKEN": gh.token}))
-    sources = ProvenanceSources(repository=repository, github={"github": (client, repository)})
+    expected = ExpectedSigner(repository=repository, workflow=settings.provenance_workflow, ref=ref)
+    sources = ProvenanceSources(expected=expected, github={"github": (client, repository)})
+    release = Published(project="pypi-attestations", version="0.0.19", files=files)
     with http_client() as http:
         checks = provenance_checks(
             release, sources, settings, lambda url: fetch(http, url, keep=True)
@@ -170,52 +182,144 @@ def provenance_report(
     return {c.subject: c for c in checks}
 
 
-def test_a_recorded_attestation_of_this_repository_and_workflow_is_ok(
-    pypiserver: PypiServer, github_standin: GitHubStandIn
+def test_a_real_attestation_from_the_attestations_api_is_verified(
+    github_standin: GitHubStandIn,
 ) -> None:
-    bundle = json.loads((PROVENANCE / f"{DEMO_WHEEL}.sigstore.json").read_text())
-    github_standin.add_repo("actions/attest-demo")
-    github_standin.add_attestation("actions/attest-demo", bundle)
-    settings = replace(FAST, provenance_workflow=".github/workflows/build-python.yml")
-    checks = provenance_report(github_standin, pypiserver, "actions/attest-demo", settings)
-    assert checks[DEMO_WHEEL].ok
-    assert checks[DEMO_WHEEL].detail == (
-        "provenance: actions/attest-demo .github/workflows/build-python.yml "
-        "(signature not checked offline)"
+    bundle = recorded(f"{MODELS}.sigstore")
+    github_standin.add_repo(MODELS_REPO)
+    github_standin.add_attestation(MODELS_REPO, bundle)
+    wheel = attested_file(github_standin, MODELS_REPO, bundle)
+    checks = provenance_report(
+        github_standin, (wheel,), MODELS_REPO, FAST, ref="refs/tags/v0.0.4a2"
     )
-    pypi_check = checks["k3_kernels-0.1.0-py3-none-any.whl"]
-    assert (pypi_check.ok, pypi_check.detail) == (True, "no provenance")
-    assert pypi_check.url == (
-        f"{pypiserver.url}integrity/k3-kernels/0.1.0/k3_kernels-0.1.0-py3-none-any.whl/provenance"
+    assert (checks[MODELS].ok, checks[MODELS].detail) == (
+        True,
+        f"provenance: {MODELS_REPO} .github/workflows/release.yml@refs/tags/v0.0.4a2, "
+        "signature verified (Sigstore public-good)",
     )
-    required = provenance_report(
-        github_standin,
-        pypiserver,
-        "actions/attest-demo",
-        replace(settings, require_provenance=True),
+    assert checks[MODELS].url == (
+        f"{github_standin.api_url}/repos/{MODELS_REPO}/attestations/sha256:{wheel.sha256}"
     )
-    assert not required["k3_kernels-0.1.0-py3-none-any.whl"].ok
+    # another release of the same repository: the tag is not this one's
+    later = provenance_report(github_standin, (wheel,), MODELS_REPO, FAST, ref="refs/tags/v0.0.5")
+    assert (later[MODELS].ok, later[MODELS].detail) == (
+        False,
+        "provenance refused: it was signed at refs/tags/v0.0.4a2, not refs/tags/v0.0.5",
+    )
 
 
-def test_a_recorded_attestation_naming_another_repository_fails(
-    pypiserver: PypiServer, github_standin: GitHubStandIn
+def test_a_real_attestation_in_this_repository_made_by_another_is_refused(
+    github_standin: GitHubStandIn,
 ) -> None:
-    bundle = json.loads((PROVENANCE / f"{DEMO_WHEEL}.sigstore.json").read_text())
-    # the destination's repository holds an attestation that another repository made
+    bundle = recorded(f"{MODELS}.sigstore")
+    # the destination's repository holds an attestation that another repository signed
     github_standin.add_attestation(DEFAULT_REPO, bundle)
-    checks = provenance_report(github_standin, pypiserver, DEFAULT_REPO, FAST)
-    wheel = checks[DEMO_WHEEL]
-    assert not wheel.ok
-    assert wheel.detail == (
-        "provenance names another repository/workflow: actions/attest-demo "
-        f".github/workflows/build-python.yml (expected {DEFAULT_REPO} "
-        ".github/workflows/release.yml)"
+    wheel = attested_file(github_standin, DEFAULT_REPO, bundle)
+    checks = provenance_report(github_standin, (wheel,), DEFAULT_REPO, FAST, ref=None)
+    assert (checks[MODELS].ok, checks[MODELS].detail) == (
+        False,
+        f"provenance refused: it was signed in {MODELS_REPO}, not {DEFAULT_REPO}",
     )
-    assert wheel.url is not None
-    assert wheel.url.endswith(f"/attestations/sha256:{wheel_sha(bundle)}")
 
 
-def wheel_sha(bundle: dict[str, Any]) -> str:
-    statement = json.loads(base64.b64decode(bundle["dsseEnvelope"]["payload"]))
-    digest: str = statement["subject"][0]["digest"]["sha256"]
-    return digest
+def test_a_forged_attestation_is_refused_even_when_provenance_is_not_required(
+    github_standin: GitHubStandIn,
+) -> None:
+    bundle = recorded(f"{MODELS}.sigstore")
+    forged = json.loads(json.dumps(bundle))
+    forged["verificationMaterial"]["certificate"]["rawBytes"] = base64.b64encode(
+        fulcio_like_certificate(DEFAULT_REPO, ".github/workflows/release.yml")
+    ).decode()
+    github_standin.add_attestation(DEFAULT_REPO, forged)
+    wheel = attested_file(github_standin, DEFAULT_REPO, bundle)
+    checks = provenance_report(github_standin, (wheel,), DEFAULT_REPO, FAST, ref=None)
+    assert (checks[MODELS].ok, checks[MODELS].detail) == (
+        False,
+        "provenance refused: its certificate was not issued by Sigstore public-good's Fulcio "
+        "(self-signed, or another Sigstore instance's)",
+    )
+
+
+def test_githubs_own_instance_is_not_verified_and_fails_when_required(
+    github_standin: GitHubStandIn,
+) -> None:
+    bundle = recorded(f"{DEMO_WHEEL}.sigstore.json")
+    github_standin.add_attestation(DEFAULT_REPO, bundle)
+    wheel = attested_file(github_standin, DEFAULT_REPO, bundle)
+    checks = provenance_report(github_standin, (wheel,), DEFAULT_REPO, FAST, ref=None)
+    assert checks[DEMO_WHEEL].ok
+    assert checks[DEMO_WHEEL].detail.startswith("provenance not verified: signed by GitHub's")
+    required = replace(FAST, require_provenance=True)
+    checks = provenance_report(github_standin, (wheel,), DEFAULT_REPO, required, ref=None)
+    assert not checks[DEMO_WHEEL].ok
+
+
+def test_an_outage_of_the_attestations_api_fails_and_never_passes(
+    github_standin: GitHubStandIn,
+) -> None:
+    bundle = recorded(f"{MODELS}.sigstore")
+    github_standin.add_attestation(DEFAULT_REPO, bundle)
+    wheel = attested_file(github_standin, DEFAULT_REPO, bundle)
+    github_standin.faults.add(Fault(path=r"/attestations/", status=503, count=100))
+    checks = provenance_report(github_standin, (wheel,), DEFAULT_REPO, FAST, ref=None)
+    assert not checks[MODELS].ok
+    assert checks[MODELS].detail.startswith("provenance not read: ")
+
+
+def integrity_site(root: Path) -> Path:
+    """PyPI's integrity API for the recorded sdist, as files under `root`."""
+    where = root / "integrity" / "pypi-attestations" / "0.0.19" / SDIST / "provenance"
+    where.parent.mkdir(parents=True)
+    where.write_bytes((PROVENANCE / f"{SDIST}.provenance").read_bytes())
+    return root
+
+
+def pypi_file(base: str) -> PublishedFile:
+    return PublishedFile(
+        filename=SDIST, sha256="9bb1add04b1b4e182be6b0b80931593f7a291eb49d69b4fd728a5d4cbcdc4bd3",
+        size=-1, kind="pypi", destination="pypi", arch="any", local_label=None,
+        url=f"{base}packages/{SDIST}", index_url=f"{base}simple/",
+    )  # fmt: skip
+
+
+def test_a_real_provenance_object_from_the_integrity_api_is_verified_and_an_outage_fails(
+    github_standin: GitHubStandIn, tmp_path: Path
+) -> None:
+    repository = "trailofbits/pypi-attestations"
+    required = replace(FAST, require_provenance=True)
+    with serve(integrity_site(tmp_path / "pypi")) as base:
+        checks = provenance_report(
+            github_standin, (pypi_file(base),), repository, required, ref="refs/tags/v0.0.19"
+        )
+        assert (checks[SDIST].ok, checks[SDIST].detail) == (
+            True,
+            f"provenance: {repository} .github/workflows/release.yml@refs/tags/v0.0.19, "
+            "signature verified (Sigstore public-good)",
+        )
+        assert checks[SDIST].url == f"{base}integrity/pypi-attestations/0.0.19/{SDIST}/provenance"
+        ours = provenance_report(github_standin, (pypi_file(base),), DEFAULT_REPO, FAST, ref=None)
+        assert not ours[SDIST].ok
+        assert ours[SDIST].detail == (
+            f"provenance refused: it was signed in {repository}, not {DEFAULT_REPO}"
+        )
+    # the same server gone: not "no provenance", a failure, required or not
+    gone = provenance_report(github_standin, (pypi_file(base),), repository, FAST, ref=None)
+    assert not gone[SDIST].ok
+    assert gone[SDIST].detail.startswith("provenance not read: ")
+
+
+def test_pypiserver_without_an_integrity_api_is_no_provenance(
+    pypiserver: PypiServer, github_standin: GitHubStandIn
+) -> None:
+    on_pypi = replace(
+        pypi_file(pypiserver.url), filename="k3_kernels-0.1.0-py3-none-any.whl",
+        index_url=pypiserver.index_url,
+    )  # fmt: skip
+    for required in (False, True):
+        settings = replace(FAST, require_provenance=required)
+        checks = provenance_report(github_standin, (on_pypi,), DEFAULT_REPO, settings, ref=None)
+        only = checks[on_pypi.filename]
+        assert (only.ok, only.detail) == (not required, "no provenance")
+        assert only.url == (
+            f"{pypiserver.url}integrity/pypi-attestations/0.0.19/{on_pypi.filename}/provenance"
+        )

@@ -271,6 +271,7 @@ def test_verify_requires_provenance_signed_from_the_callers_workflow(
     (args,) = release_calls(job_steps(WHEELS, "verify"), stub_dir, tmp_path)
     assert (args.command, args.dist, args.require_provenance) == ("verify", Path("dist"), True)
     assert args.provenance_workflow == ".github/workflows/release.yml"
+    assert args.provenance_signer_workflow == f"{TOOL_REPOSITORY}/.github/workflows/wheels.yml"
 
 
 # --- Provenance: PEP 740 attestations for PyPI, GitHub artifact attestations for all. ---

@@ -316,8 +316,12 @@ def test_the_watch_verifies_the_latest_releases_and_their_provenance_every_day(
     on = triggers(workflow)
     assert on["schedule"] == [{"cron": "17 6 * * *"}]
     assert "workflow_dispatch" in on
+    this_repository = {"GITHUB_REPOSITORY": "k3-project/cuda-wheel-release"}
     calls = [
-        call for step in steps(WATCH) if step.run for call in run_step(step, stub_dir, tmp_path)
+        call
+        for step in steps(WATCH)
+        if step.run
+        for call in run_step(step, stub_dir, tmp_path, env=this_repository)
     ]
     installs = [i for c in calls if (i := pip_install(c)) is not None]
     assert installs[:2] == [
@@ -328,3 +332,7 @@ def test_the_watch_verifies_the_latest_releases_and_their_provenance_every_day(
     (verify,) = [c for c in calls if c[0] == "release"]
     args = build_parser().parse_args(verify[1:])
     assert (args.command, args.latest, args.require_provenance) == ("verify", 3, True)
+    # this repository's own releases: release.yml calls wheels.yml, which signs
+    assert args.provenance_signer_workflow == (
+        "k3-project/cuda-wheel-release/.github/workflows/wheels.yml"
+    )

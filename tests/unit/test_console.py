@@ -104,8 +104,8 @@ def test_the_step_summary_is_appended(tmp_path: Path) -> None:
 
 DOCUMENTS = {
     "matrix": (["matrix", "--matrix", MATRIX], {"project", "version", "cells"}),
-    "doctor": (["doctor", "--matrix", MATRIX], {"cache", "toolchains", "backends"}),
-    "build": (["build", "--matrix", MATRIX, "--dry-run"], {"dry_run", "cells"}),
+    "doctor": (["doctor", "--matrix", MATRIX], {"cache", "toolchains", "backends", "settings"}),
+    "build": (["build", "--matrix", MATRIX, "--dry-run"], {"dry_run", "cells", "settings"}),
 }
 
 
@@ -142,6 +142,7 @@ def test_tables_fit_80_columns(
     command: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")  # doctor shows it; no git here
     assert main([command, "--matrix", MATRIX]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) > 8

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from release.backends import targets_problem, torch_arch_list
+from release.backends import targets_problem
+from release.backends.torch_extension import torch_arch_list
 from release.matrix import GateRun, load_matrix
 from release.targets import GpuTarget
 

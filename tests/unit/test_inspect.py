@@ -37,10 +37,11 @@ def make_wheel(
     fatbins: int = 1,
     bad_record: bool = False,
     purelib: bool = False,
+    info: str | None = None,
 ) -> tuple[str, bytes]:
     filename = filename or cell.wheel_filename
     version = version or str(cell.version)
-    info = f"k3_kernels-{cell.version}.dist-info"
+    info = info or f"k3_kernels-{cell.version}.dist-info"
     files = {
         "k3_kernels/__init__.py": b"",
         "k3_kernels/libk3_host.so": library or (ELF / f"{cell.arch}-glibc2.28.so").read_bytes(),
@@ -125,6 +126,32 @@ def test_wheel_tags_must_match_the_filename() -> None:
     problems = inspect(CELLS["13.0-x86_64"], tag="py3-none-linux_x86_64")
     assert any("WHEEL tags ['py3-none-linux_x86_64'] differ" in p for p in problems)
     assert any("Root-Is-Purelib" in p for p in inspect(CELLS["13.0-x86_64"], purelib=True))
+
+
+@pytest.mark.parametrize("info", ["k3_kernels-0.1.x.dist-info", "k3_kernels.dist-info"])
+def test_a_dist_info_folder_without_a_pep_440_version_is_not_the_wheels(info: str) -> None:
+    cell = CELLS["13.0-x86_64"]
+    assert inspect(cell, info=info) == [
+        f"no k3-kernels-{cell.version}.dist-info directory in the wheel"
+    ]
+
+
+def test_a_wheel_tag_that_is_not_three_parts_is_a_problem() -> None:
+    problems = inspect(CELLS["13.0-x86_64"], tag="py3-none")
+    assert "WHEEL has the tag 'py3-none', not python-abi-platform" in problems
+
+
+def test_a_wheel_that_is_not_a_zip_or_is_damaged_is_a_problem() -> None:
+    cell = CELLS["13.0-x86_64"]
+    report = inspect_wheel(cell.wheel_filename, b"host\n", cell, list_fatbin=lister(FULL))
+    assert report.problems == ("the wheel is not a zip archive",)
+    name, data = make_wheel(cell)
+    member = data.index(b"\x50\xed\x55\xba")  # the fatbin's bytes, stored: its CRC breaks
+    damaged = data[:member] + b"\x00" + data[member + 1 :]
+    report = inspect_wheel(name, damaged, cell, list_fatbin=lister(FULL))
+    assert report.problems == (
+        "the wheel is a damaged zip archive (k3_kernels/device/kernel0.fatbin does not read back)",
+    )
 
 
 def test_record_hashes_are_checked() -> None:
@@ -214,3 +241,25 @@ def test_linking_a_cuda_library_is_refused() -> None:
 
 def test_a_non_elf_library_is_reported() -> None:
     assert "is not an ELF file" in check_elf("x.so", b"nope", arch="x86_64", glibc=(2, 28))[0]
+
+
+def test_an_abi3_wheel_is_held_to_the_limited_api_of_its_floor() -> None:
+    cell = replace(CELLS["13.0-x86_64"], abi3="3.10")
+    name, data = make_wheel(cell, tag=f"cp310-abi3-{cell.platform_tag}")
+    audited: list[tuple[str, int]] = []
+
+    def audit(filename: str, wheel: bytes) -> list[str]:
+        audited.append((filename, len(wheel)))
+        return ["_C.abi3.so: PyUnicode_AsUTF8 joined the limited API in Python 3.13"]
+
+    contents = FatbinContents(sms=tuple(str(s) for s in cell.sms), ptx=(str(cell.ptx),))
+    report = inspect_wheel(name, data, cell, list_fatbin=lister(contents), audit_limited_api=audit)
+    assert audited == [(name, len(data))]
+    assert report.problems == (
+        "abi3audit: _C.abi3.so: PyUnicode_AsUTF8 joined the limited API in Python 3.13",
+    )
+    # a wheel of a cell that is not abi3 is not audited
+    plain = CELLS["13.0-x86_64"]
+    name, data = make_wheel(plain)
+    inspect_wheel(name, data, plain, list_fatbin=lister(contents), audit_limited_api=audit)
+    assert len(audited) == 1

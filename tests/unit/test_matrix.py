@@ -310,3 +310,51 @@ def test_matrix_table_shows_the_excluded_sms_and_compress_mode_columns(
     x86_64 = next(r for r in rows if "CUDA:        12.9" in r and "x86_64" in r)
     assert "excluded:    -\n" in x86_64
     assert "compress:    size\n" in x86_64
+
+
+def torch_matrix(tmp_path: Path, minors: int) -> Path:
+    """A torch project's matrix of `minors` torch versions x 4 Pythons x 2 arches."""
+    (tmp_path / "proj").mkdir()
+    (tmp_path / "proj" / "pyproject.toml").write_text(
+        '[project]\nname = "wide"\nversion = "1.0.0"\n'
+        '[build-system]\nrequires = ["setuptools", "torch"]\n'
+        'build-backend = "setuptools.build_meta"\n'
+    )
+    torch = ", ".join(f'"2.{minor}.0"' for minor in range(minors))
+    path = tmp_path / "matrix.yaml"
+    path.write_text(
+        "project: proj\n"
+        "build: {backend: torch}\n"
+        "defaults:\n"
+        "  arches: [x86_64, aarch64]\n"
+        "  sms: [90]\n"
+        "  ptx: 90\n"
+        '  manylinux: "2_34"\n'
+        '  python: ["3.10", "3.11", "3.12", "3.13"]\n'
+        "cuda:\n"
+        f'  "13.0": {{destination: gh, torch: [{torch}], local-label: "cu130torch{{torch}}"}}\n'
+        "destinations:\n"
+        "  gh: {kind: github, repository: o/r}\n"
+    )
+    return path
+
+
+def test_a_github_matrix_over_the_job_limit_is_refused_naming_the_count(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = torch_matrix(tmp_path, minors=33)  # 33 x 4 x 2 = 264 cells
+    assert main(["matrix", "--matrix", str(path), "--format", "github"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.splitlines() == [
+        "error: --format github: 264 jobs (one per cell), over GitHub Actions' limit of 256 "
+        "jobs in one matrix",
+        "hint: split the cells over several jobs' matrices with --cuda and --arch, or give a "
+        "job a CUDA version's cells with --per cuda",
+    ]
+    # one arch's half fits, and --per cuda names each arch once
+    assert main(["matrix", "--matrix", str(path), "--format", "github", "--arch", "x86_64"]) == 0
+    assert len(json.loads(capsys.readouterr().out)["include"]) == 132
+    assert main(["matrix", "--matrix", str(path), "--format", "github", "--per", "cuda"]) == 0
+    (job,) = json.loads(capsys.readouterr().out)["include"]
+    assert job["arches"] == "x86_64 aarch64"

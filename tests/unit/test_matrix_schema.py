@@ -14,13 +14,20 @@ from hypothesis import strategies as st
 from ruamel.yaml import YAML
 
 from release.errors import ConfigError
-from release.matrix import matrix_from_text, matrix_json_schema, problems_of
-from release.yamlspec import as_plain
+from release.matrix import matrix_from_text, matrix_json_schema, parse_yaml
+from release.matrix.spec import MatrixSpec
+from release.yamlspec import Problem, as_plain, load_document
 
 DATA = Path(__file__).parent.parent / "data" / "matrix"
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA = matrix_json_schema()
 VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)
+
+
+def problems_of(text: str) -> list[Problem]:
+    """The loader's problems with the document's shape alone (no rules, no project)."""
+    _, loader = load_document(MatrixSpec, parse_yaml(text, "matrix.yaml"))
+    return loader.problems
 
 
 def schema_accepts(text: str) -> bool:

@@ -181,6 +181,24 @@ def test_labelled_version() -> None:
             "does not have the filename's version",
         ),
         (make_wheel(), NAME.replace("-py3", "-1-py3"), "cu129", "build tag"),
+        (
+            make_wheel(metadata=METADATA.replace(b"Version: 0.2.0\n", b"Version: zero.two\n")),
+            NAME,
+            "cu129",
+            "METADATA's Version is not the filename's 0.2.0",
+        ),
+        (
+            make_wheel(metadata=METADATA.replace(b"Version: 0.2.0\n", b"Version: \xff\xfe\n")),
+            NAME,
+            "cu129",
+            "METADATA's Version is not the filename's 0.2.0",
+        ),
+        (
+            make_wheel(info="fixture_cmake_kernels-two.dist-info"),
+            NAME,
+            "cu129",
+            "does not have the filename's version",
+        ),
     ],
 )
 def test_wheels_that_cannot_be_relabelled(

@@ -9,7 +9,15 @@ import pytest
 
 from release.errors import ConfigError, VerifyError
 from release.matrix import GithubDestination, load_matrix
-from release.verify.run import VerifyTarget, github_clients, index_auth, tags_to_verify
+from release.records.signature import ExpectedSigner
+from release.verify.checks import VerifySettings
+from release.verify.run import (
+    VerifyTarget,
+    expected_signer,
+    github_clients,
+    index_auth,
+    tags_to_verify,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 MATRIX = load_matrix(REPO / "matrix.yaml")
@@ -60,3 +68,28 @@ def test_index_credentials_go_to_the_pypi_index_origin_only() -> None:
     assert auth.basic[origin].username == "__token__"
     assert auth.basic[origin].password.reveal() == "pypi-key-1234"
     assert auth.bearer == {}
+
+
+def test_the_expected_signer_is_the_matrixs_repository_at_the_releases_tag() -> None:
+    (github,) = [d for d in MATRIX.destinations.values() if isinstance(d, GithubDestination)]
+    signer = expected_signer(MATRIX, "0.1.0", VerifySettings())
+    assert signer == ExpectedSigner(
+        repository=github.repository,
+        workflow=".github/workflows/release.yml",
+        ref=f"refs/tags/{github.tag_template.format(version='0.1.0')}",
+    )
+    reusable = VerifySettings(
+        provenance_workflow=".github/workflows/ship.yml",
+        provenance_signer_workflow="k3-org/tools/.github/workflows/release.yml@refs/tags/v1",
+    )
+    named = expected_signer(MATRIX, "0.1.0+cu129", reusable)
+    assert named is not None
+    assert (named.workflow, named.signer_workflow) == (
+        ".github/workflows/ship.yml",
+        "k3-org/tools/.github/workflows/release.yml@refs/tags/v1",
+    )
+    assert signer is not None
+    assert named.ref == signer.ref  # the tag names the public version
+    assert expected_signer(MATRIX, "not a version", VerifySettings()) == ExpectedSigner(
+        repository=github.repository, workflow=".github/workflows/release.yml", ref=None
+    )

@@ -1,10 +1,23 @@
-"""release.wheelfile: the one RECORD hash, pinned to known digests."""
+"""release.wheelfile: the one RECORD hash, pinned to known digests; what a name or a file
+from outside that is not a wheel is refused with."""
 
 from __future__ import annotations
 
-import pytest
+import io
+import zipfile
+from pathlib import Path
 
-from release.wheelfile import record_hash
+import pytest
+from packaging.version import Version
+
+from release.wheelfile import (
+    NotAWheel,
+    readable_wheel,
+    record_hash,
+    version_or_none,
+    wheel_name,
+    zip_problem,
+)
 
 
 @pytest.mark.parametrize(
@@ -19,3 +32,118 @@ def test_the_record_hash_is_sha256_in_urlsafe_base64_without_padding(
     data: bytes, expected: str
 ) -> None:
     assert record_hash(data) == expected
+
+
+# -- names and files from outside: NotAWheel says why, in a few words ------------------------
+
+GOOD_NAME = "k3_kernels-0.1.0+cu129-py3-none-manylinux_2_28_x86_64.whl"
+
+
+def zip_bytes(members: dict[str, bytes], compression: int = zipfile.ZIP_STORED) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression) as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+    return buffer.getvalue()
+
+
+def a_wheel() -> bytes:
+    info = "k3_kernels-0.1.0+cu129.dist-info"
+    return zip_bytes(
+        {
+            "k3_kernels/__init__.py": b"",
+            f"{info}/METADATA": b"Metadata-Version: 2.1\nName: k3-kernels\nVersion: 0.1.0+cu129\n",
+            f"{info}/WHEEL": b"Wheel-Version: 1.0\nRoot-Is-Purelib: false\n",
+            f"{info}/RECORD": b"",
+        }
+    )
+
+
+def test_a_wheel_name_gives_its_parts() -> None:
+    name = wheel_name(GOOD_NAME)
+    assert (name.project, str(name.version), name.build) == ("k3-kernels", "0.1.0+cu129", ())
+    assert [str(t) for t in name.tags] == ["py3-none-manylinux_2_28_x86_64"]
+
+
+@pytest.mark.parametrize(
+    ("filename", "why"),
+    [
+        ("hostname", "not a .whl file"),
+        ("k3_kernels-0.1.0-py3-none-any.WHL", "not a .whl file"),
+        ("k3_kernels-0.1.0-py3-none-any.whl.metadata", "not a .whl file"),
+        ("k3_kernels-0.1.x-py3-none-any.whl", "not a valid wheel filename (invalid version)"),
+        ("k3_kernels-0.1.0-py3-none.whl", "not a valid wheel filename (wrong number of parts)"),
+        ("k3__kernels-0.1.0-py3-none-any.whl", "not a valid wheel filename (invalid project name)"),
+        (
+            "k3_kernels-0.1.0-x1-py3-none-any.whl",
+            "not a valid wheel filename (invalid build number)",
+        ),
+    ],
+)
+def test_a_name_that_is_not_a_wheels_says_why(filename: str, why: str) -> None:
+    with pytest.raises(NotAWheel) as caught:
+        wheel_name(filename)
+    assert str(caught.value) == why
+
+
+def test_a_version_that_is_not_pep_440_is_none() -> None:
+    assert version_or_none("0.1.0+cu129") == Version("0.1.0+cu129")
+    assert version_or_none("0.1.x") is None
+    assert version_or_none("") is None
+
+
+def test_zip_problems_name_a_non_zip_and_a_damaged_member() -> None:
+    good = a_wheel()
+    assert zip_problem(good) is None
+    assert zip_problem(b"host\n") == "not a zip archive"
+    assert zip_problem(good[: len(good) // 2]) == "not a zip archive"  # no central directory
+    stored = zip_bytes({"k3_kernels/lib.so": b"A" * 64})
+    flipped = stored.replace(b"A" * 64, b"A" * 63 + b"B")  # same size, CRC no longer matches
+    assert zip_problem(flipped) == "a damaged zip archive (k3_kernels/lib.so does not read back)"
+    deflated = zip_bytes({"k3_kernels/lib.so": bytes(range(256)) * 64}, zipfile.ZIP_DEFLATED)
+    start = deflated.index(b"k3_kernels/lib.so") + len("k3_kernels/lib.so")
+    broken = deflated[:start] + b"\xff" * 32 + deflated[start + 32 :]
+    assert str(zip_problem(broken)).startswith("a damaged zip archive (")
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "why"),
+    [
+        ("hostname", b"host\n", "not a .whl file"),
+        (GOOD_NAME, b"host\n", "not a zip archive"),
+        (
+            GOOD_NAME,
+            zip_bytes({"k3_kernels/__init__.py": b""}),
+            "has 0 .dist-info directories, not 1",
+        ),
+        (
+            "k3_kernels-0.1.x-py3-none-any.whl",
+            a_wheel(),
+            "not a valid wheel filename (invalid version)",
+        ),
+    ],
+)
+def test_a_file_that_is_not_a_readable_wheel_says_why(
+    tmp_path: Path, name: str, content: bytes, why: str
+) -> None:
+    path = tmp_path / name
+    path.write_bytes(content)
+    with pytest.raises(NotAWheel) as caught:
+        readable_wheel(path)
+    assert str(caught.value) == why
+
+
+@pytest.mark.parametrize(
+    ("where", "why"), [(".", "not a file"), (GOOD_NAME, "no such file or directory")]
+)
+def test_a_path_that_is_no_file_says_so(tmp_path: Path, where: str, why: str) -> None:
+    with pytest.raises(NotAWheel) as caught:
+        readable_wheel(tmp_path / where)
+    assert str(caught.value) == why
+
+
+def test_a_readable_wheel_gives_its_name_and_facts(tmp_path: Path) -> None:
+    path = tmp_path / GOOD_NAME
+    path.write_bytes(a_wheel())
+    name, facts = readable_wheel(path)
+    assert str(name.version) == facts.metadata_version == "0.1.0+cu129"

@@ -1,0 +1,91 @@
+"""An abi3 wheel keeps to the limited API of its floor: abi3audit reads every shared object
+of the wheel and lists the CPython symbols outside the limited API, and those that joined
+it after the floor (the matrix's `abi3:`, which is the wheel's cpXY tag).
+
+abi3audit's Python API is private (`abi3audit._audit`, `_object`, ...), so it runs as the
+tool it is (`python -m abi3audit --report`), on a local wheel file: it needs no network.
+
+Pure: `audit_command`, `limited_api_problems` (its JSON report). Edge: `limited_api_auditor`
+runs it on a copy of the wheel through release.proc.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from packaging.version import InvalidVersion, Version
+
+from release import proc
+
+LimitedApiAudit = Callable[[str, bytes], list[str]]
+"""(the wheel's filename, its bytes) -> its limited-API problems."""
+
+LISTED_PER_OBJECT = 5
+
+
+def audit_command(python: str, wheel: Path, floor: str) -> list[str]:
+    return [python, "-m", "abi3audit", "--report", "--assume-minimum-abi3", floor, str(wheel)]
+
+
+def _after(added: str, floor: str) -> bool:
+    try:
+        return Version(added) > Version(floor)
+    except InvalidVersion:
+        return True
+
+
+def limited_api_problems(report: str, floor: str) -> list[str]:
+    """The problems abi3audit's `--report` JSON names, one line each (at most
+    LISTED_PER_OBJECT symbols per shared object and kind): a symbol outside the limited
+    API, or one the limited API gained after `floor` ("3.10"), with the version."""
+    try:
+        specs = json.loads(report)["specs"]
+        objects = [item for spec in specs.values() for item in spec.get("wheel", [])]
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return [f"abi3audit gave no report: {proc.one_line_tail(report)}"]
+    problems: list[str] = []
+    for item in objects:
+        name = str(item.get("name", "?"))
+        result = item.get("result", {})
+        outside = sorted(str(s) for s in result.get("non_abi3_symbols", []))
+        later = sorted(
+            (str(s), str(v))
+            for s, v in dict(result.get("future_abi3_objects", {})).items()
+            if _after(str(v), floor)
+        )
+        for symbol in outside[:LISTED_PER_OBJECT]:
+            problems.append(
+                f"{name}: {symbol} is not in the limited API: an abi3 wheel may use only it "
+                "(build without it, or build one wheel per Python: python: instead of abi3:)"
+            )
+        if len(outside) > LISTED_PER_OBJECT:
+            problems.append(f"{name}: and {len(outside) - LISTED_PER_OBJECT} more outside it")
+        for symbol, added in later[:LISTED_PER_OBJECT]:
+            problems.append(
+                f"{name}: {symbol} joined the limited API in Python {added}, after the cell's "
+                f'abi3 floor {floor} (raise it: abi3: "{added}", or build without it)'
+            )
+        if len(later) > LISTED_PER_OBJECT:
+            problems.append(f"{name}: and {len(later) - LISTED_PER_OBJECT} more after {floor}")
+    return problems
+
+
+def limited_api_auditor(
+    python: str, floor: str, env: Mapping[str, str], runner: proc.Runner = proc.run
+) -> LimitedApiAudit:
+    """A `LimitedApiAudit` that runs abi3audit (beside this tool, in `python`) on a copy of
+    each wheel, under its own name: abi3audit reads the cpXY-abi3 tag from it."""
+
+    def audit(filename: str, data: bytes) -> list[str]:
+        with tempfile.TemporaryDirectory(prefix="release-abi3-") as tmp:
+            wheel = Path(tmp) / Path(filename).name
+            wheel.write_bytes(data)
+            done = runner(audit_command(python, wheel, floor), env=env, separate_stderr=True)
+        if done.returncode not in (0, 1) or not done.output.strip():  # 1: it found some
+            return [proc.failure("abi3audit", done)]
+        return limited_api_problems(done.output, floor)
+
+    return audit

@@ -1,0 +1,77 @@
+"""`release build --dry-run` and `release doctor` on a torch project whose setup.py passes
+its own fixed -gencode list (tests/fixtures/torch_gencode): both warn before anything is
+provisioned or compiled, naming setup.py's line, the flags and the targets to paste; a
+cell set to exactly the project's list gets no warning. Nothing here compiles."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "torch_gencode"
+CLI = "import sys; from release.cli import main; sys.exit(main(sys.argv[1:]))"
+MATRIX = f"""\
+project: {FIXTURE}
+build: {{backend: torch}}
+defaults:
+  arches: [x86_64]
+  sms: SMS
+  ptx: PTX
+  manylinux: "2_34"
+cuda:
+  "13.0": {{destination: pypi, torch: "2.14.1", abi3: "3.10"}}
+destinations:
+  pypi: {{kind: pypi}}
+"""
+LINE = next(
+    number
+    for number, text in enumerate((FIXTURE / "setup.py").read_text().splitlines(), start=1)
+    if '"-gencode=arch=' in text
+)
+
+
+def release(tmp_path: Path, sms: str, ptx: str, *command: str) -> subprocess.CompletedProcess[str]:
+    matrix = tmp_path / "matrix.yaml"
+    matrix.write_text(MATRIX.replace("SMS", sms).replace("PTX", ptx), encoding="utf-8")
+    return subprocess.run(
+        [sys.executable, "-c", CLI, *command, "--matrix", str(matrix),
+         "--cache-dir", str(tmp_path / "cache")],
+        capture_output=True, text=True, check=False, env=dict(os.environ), cwd=tmp_path,
+    )  # fmt: skip
+
+
+def test_the_dry_run_warns_naming_the_line_the_flags_and_the_targets_to_paste(
+    tmp_path: Path,
+) -> None:
+    done = release(tmp_path, "[75, 80, 90, 100]", "100", "build", "--dry-run")
+    assert done.returncode == 0, done.stderr[-3000:]
+    (warning,) = [line for line in done.stderr.splitlines() if "own nvcc arch flags" in line]
+    assert f"{FIXTURE / 'setup.py'}:{LINE} passes its own nvcc arch flags" in warning
+    assert "-gencode=arch=compute_80,code=sm_80" in warning
+    assert "the cell asks for sm_75, sm_80, sm_90, sm_100, PTX compute_100" in warning
+    assert "torch's cpp_extension ignores TORCH_CUDA_ARCH_LIST" in warning
+    assert "(sms: [80, 90] and ptx: 90)" in warning
+    assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").rglob("*venv*"))
+    document = release(tmp_path, "[75, 80, 90, 100]", "100", "build", "--dry-run", "--json")
+    (cell,) = json.loads(document.stdout)["cells"]
+    assert cell["warnings"] == [warning.removeprefix("warning: ")]
+
+
+def test_doctor_warns_too_and_a_cell_of_the_projects_own_list_is_not_warned_of(
+    tmp_path: Path,
+) -> None:
+    done = release(tmp_path, "[75, 80, 90, 100]", "100", "doctor", "--json")
+    assert done.returncode == 0, done.stderr[-3000:]
+    (warning,) = json.loads(done.stdout)["warnings"]
+    assert warning.startswith(f"{FIXTURE / 'setup.py'}:{LINE} passes its own nvcc arch flags")
+    same = release(tmp_path, "[80, 90]", "90", "build", "--dry-run", "--json")
+    assert same.returncode == 0, same.stderr[-3000:]
+    assert "own nvcc arch flags" not in same.stderr
+    (cell,) = json.loads(same.stdout)["cells"]
+    assert "warnings" not in cell
+    assert "warnings" not in json.loads(
+        release(tmp_path, "[80, 90]", "90", "doctor", "--json").stdout
+    )

@@ -1,0 +1,43 @@
+"""release.proc's `stop_when`: a child is ended, with what it started, as soon as the
+predicate says so (as the build ends when its compile wrapper records a stop), and not
+before; a child that finishes first is left alone."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from release import proc
+
+
+def test_the_child_and_what_it_started_end_once_stop_when_says_so(tmp_path: Path) -> None:
+    flag = tmp_path / "stop"
+    pid_file = tmp_path / "sleeper.pid"
+    script = f"sleep 60 & echo $! > {pid_file}; sleep 1; touch {flag}; wait"
+    start = time.monotonic()
+    done = proc.run(["sh", "-c", script], env=dict(os.environ), stop_when=flag.exists)
+    seconds = time.monotonic() - start
+    assert done.returncode != 0
+    assert seconds < 20, seconds  # not the 60 s its sleep would take
+    sleeper = int(pid_file.read_text())
+    deadline = time.monotonic() + 5
+    while Path(f"/proc/{sleeper}").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert (
+        not Path(f"/proc/{sleeper}").exists()
+        or "Z" in Path(f"/proc/{sleeper}/stat").read_text().split()[2]
+    )
+
+
+def test_a_child_that_finishes_first_is_not_stopped(tmp_path: Path) -> None:
+    asked: list[float] = []
+
+    def never() -> bool:
+        asked.append(time.monotonic())
+        return False
+
+    done = proc.run(["sh", "-c", "sleep 0.5; echo done"], env=dict(os.environ), stop_when=never)
+    assert done.returncode == 0
+    assert done.output.strip() == "done"
+    assert asked  # it was asked while the child ran

@@ -1,0 +1,84 @@
+"""release.build.pipeline's pure parts around a compile the wrapper stopped: the record read
+back into the cell's failure, the remedy the matrix can or cannot say, and the cause the
+inspection's message gains where a build log shows the project's own arch flags."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from release.backends.archflags import ArchRequest, Stop, cell_request
+from release.build.pipeline import arch_failure, logged_cause, remedy_problem
+from release.matrix import Cell, load_matrix
+from release.targets import GpuTarget as T
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "torch_gencode"
+OWN = "-gencode=arch=compute_80,code=sm_80 -gencode=arch=compute_90,code=[sm_90,compute_90]"
+
+
+def torch_cell(tmp_path: Path, backend: str = "torch") -> Cell:
+    matrix = tmp_path / "matrix.yaml"
+    matrix.write_text(
+        f"project: {FIXTURE}\nbuild: {{backend: {backend}}}\n"
+        "defaults: {arches: [x86_64], sms: [75, 80, 90, 100], ptx: 100, manylinux: '2_34'}\n"
+        "cuda:\n  '13.0': {destination: pypi, torch: '2.14.1', abi3: '3.10'}\n"
+        "destinations: {pypi: {kind: pypi}}\n",
+        encoding="utf-8",
+    )
+    (cell,) = load_matrix(matrix).cells
+    return cell
+
+
+def stop(asked: ArchRequest) -> Stop:
+    return Stop(
+        source="csrc/scale.cu",
+        flags=tuple(OWN.split()),
+        asked=asked,
+        cell=cell_request([T(75), T(80), T(90), T(100)], T(100)),
+    )
+
+
+def test_a_recorded_stop_is_the_cells_failure_with_the_torch_cause(tmp_path: Path) -> None:
+    cell = torch_cell(tmp_path)
+    record = tmp_path / "arch-stop.json"
+    asked = cell_request([T(80), T(90)], T(90))
+    record.write_text(stop(asked).to_json(), encoding="utf-8")
+    failure = arch_failure(record, cell)
+    assert failure is not None
+    assert "torch's cpp_extension ignores TORCH_CUDA_ARCH_LIST" in failure.error
+    assert "sms: [80, 90] and ptx: 90" in failure.error
+    record.write_text("{}", encoding="utf-8")  # not a record: the build's own failure stands
+    assert arch_failure(record, cell) is None
+
+
+def test_the_remedy_is_refused_where_the_matrix_cannot_say_it(tmp_path: Path) -> None:
+    cell = torch_cell(tmp_path)
+    assert remedy_problem(stop(cell_request([T(80), T(90)], T(90))), cell) is None
+    # torch can add PTX only to an SM it builds a cubin for
+    no_cubin = remedy_problem(stop(cell_request([T(80)], T(90))), cell)
+    assert no_cubin is not None
+    assert "TORCH_CUDA_ARCH_LIST can only add PTX" in no_cubin
+    # CUDA 13 dropped sm_70
+    dropped = remedy_problem(stop(cell_request([T(70), T(80)], None)), cell)
+    assert dropped is not None
+    assert "dropped sm_70" in dropped
+    two = ArchRequest(cubins=frozenset([T(80)]), ptx=frozenset([T(80), T(90)]))
+    assert "one PTX target" in (remedy_problem(stop(two), cell) or "")
+
+
+def test_the_inspections_message_gains_the_cause_from_the_build_log(tmp_path: Path) -> None:
+    cell = torch_cell(tmp_path)
+    log = tmp_path / "cell.log"
+    log.write_text(
+        f"[1/3] /t/cuda-home/bin/nvcc -c {FIXTURE}/csrc/scale.cu -o scale.o {OWN} -O3\n",
+        encoding="utf-8",
+    )
+    cause = logged_cause(log, cell)
+    assert cause is not None
+    assert cause.startswith("the build log shows the project's own arch flags")
+    assert "torch's cpp_extension ignores TORCH_CUDA_ARCH_LIST" in cause
+    assert "(sms: [80, 90] and ptx: 90)" in cause
+    log.write_text("[1/3] /t/cuda-home/bin/nvcc -c /p/a.cu -o a.o -gencode=arch=compute_75,"
+                   "code=sm_75\n", encoding="utf-8")  # fmt: skip
+    assert logged_cause(log, cell) is not None  # still other targets than the cell's
+    log.write_text("c++ -c a.cpp\n", encoding="utf-8")
+    assert logged_cause(log, cell) is None

@@ -1,0 +1,133 @@
+"""The layered settings (release/build/settings.py): the command line over the environment
+over matrix.yaml over this machine, once for each setting, each value with its source."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from release.build.settings import (
+    DEFAULT_EPOCH,
+    GivenOptions,
+    Machine,
+    Sourced,
+    layered,
+    source_date_epoch,
+)
+from release.errors import ConfigError
+from release.matrix import Matrix, matrix_from_text
+from release.matrix.compilecache import CompileCache
+from release.proc import Completed, Runner
+
+HOME = Path("/home/someone")
+MACHINE = Machine(home=HOME, cpus=8, memory=32 << 30)
+EPOCH = Sourced(1700000000, "$SOURCE_DATE_EPOCH")
+
+
+def shipped_matrix(tmp_path: Path, extra: str = "") -> Matrix:
+    (tmp_path / "proj").mkdir()
+    (tmp_path / "proj" / "pyproject.toml").write_text(
+        '[project]\nname = "k3-kernels"\nversion = "0.1.0"\n'
+    )
+    text = (
+        "project: proj\n"
+        'defaults: {arches: [x86_64], sms: [90], ptx: 90, manylinux: "2_28"}\n'
+        'cuda: {"13.0": {destination: pypi}}\n'
+        "destinations: {pypi: {kind: pypi}}\n" + extra
+    )
+    return matrix_from_text(text, tmp_path / "matrix.yaml")
+
+
+class GitLog(Runner):
+    """`git log -1 --format=%ct` answering `output` (exit `code`); counts its calls."""
+
+    def __init__(self, output: str, code: int = 0) -> None:
+        self.output = output
+        self.code = code
+        self.calls: list[list[str]] = []
+
+    def __call__(self, cmd: Sequence[str], *, env: Mapping[str, str], **options: Any) -> Completed:
+        self.calls.append(list(cmd))
+        return Completed(returncode=self.code, output=self.output, seconds=0.0, log=None)
+
+
+def test_the_defaults_name_themselves(tmp_path: Path) -> None:
+    settings = layered(GivenOptions(), {}, shipped_matrix(tmp_path), MACHINE, epoch=EPOCH)
+    assert settings.cache_dir == Sourced(HOME / ".cache" / "cuda-wheel-release", "default")
+    assert settings.cuda_home == Sourced(None, "default")
+    assert settings.compile_cache == Sourced(CompileCache(), "default")
+    assert settings.compile_jobs == Sourced(
+        None, "matrix.yaml build.compile-jobs, else this machine"
+    )
+    assert [row[0] for row in settings.rows()] == [
+        "cache dir", "CUDA_HOME", "compile cache", "compile jobs", "SOURCE_DATE_EPOCH",
+    ]  # fmt: skip
+
+
+def test_the_command_line_wins_over_the_environment_over_the_matrix(tmp_path: Path) -> None:
+    matrix = shipped_matrix(tmp_path, "compile-cache: {storage: none}\n")
+    environ = {
+        "RELEASE_CACHE_DIR": "/env/cache",
+        "XDG_CACHE_HOME": "/xdg",
+        "CUDA_HOME": "/env/cuda",
+        "RELEASE_COMPILE_CACHE": "local:/env/compile",
+    }
+    from_env = layered(GivenOptions(), environ, matrix, MACHINE, epoch=EPOCH)
+    assert from_env.cache_dir == Sourced(Path("/env/cache"), "$RELEASE_CACHE_DIR")
+    assert from_env.cuda_home == Sourced(Path("/env/cuda"), "$CUDA_HOME")
+    assert from_env.compile_cache.source == "$RELEASE_COMPILE_CACHE"
+    assert from_env.compile_cache.value.dir == Path("/env/compile")
+
+    given = GivenOptions(
+        cache_dir=Path("/cli/cache"),
+        cuda_home=Path("/cli/cuda"),
+        compile_cache=CompileCache(storage="none"),
+        compile_jobs=3,
+    )
+    from_cli = layered(given, environ, matrix, MACHINE, epoch=EPOCH)
+    assert from_cli.cache_dir == Sourced(Path("/cli/cache"), "--cache-dir")
+    assert from_cli.cuda_home == Sourced(Path("/cli/cuda"), "--cuda-home")
+    assert from_cli.compile_cache == Sourced(CompileCache(storage="none"), "--compile-cache")
+    assert from_cli.compile_jobs == Sourced(3, "--compile-jobs")
+
+    from_matrix = layered(GivenOptions(), {"XDG_CACHE_HOME": "/xdg"}, matrix, MACHINE, epoch=EPOCH)
+    assert from_matrix.compile_cache == Sourced(
+        CompileCache(storage="none"), "matrix.yaml compile-cache"
+    )
+    assert from_matrix.cache_dir == Sourced(Path("/xdg/cuda-wheel-release"), "$XDG_CACHE_HOME")
+
+
+def test_a_compile_cache_variable_that_is_not_one_names_the_variable(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        layered(
+            GivenOptions(),
+            {"RELEASE_COMPILE_CACHE": "ftp://nowhere"},
+            shipped_matrix(tmp_path),
+            MACHINE,
+            epoch=EPOCH,
+        )
+    assert caught.value.problems[0].startswith("RELEASE_COMPILE_CACHE: ")
+    assert caught.value.hint == "unset RELEASE_COMPILE_CACHE to use matrix.yaml's compile-cache"
+
+
+def test_the_epoch_is_the_environments_then_a_recorded_builds_then_the_last_commits() -> None:
+    project = Path("/p")
+    recorded = Sourced[int | None](1600000000, "the timestamp of dist/manifest.json")
+    git = GitLog("1650000000\n")
+    given = source_date_epoch({"SOURCE_DATE_EPOCH": "1700000000"}, project, git, recorded=recorded)
+    assert given == Sourced(1700000000, "$SOURCE_DATE_EPOCH")
+    assert source_date_epoch({}, project, git, recorded=recorded) == Sourced(
+        1600000000, "the timestamp of dist/manifest.json"
+    )
+    assert git.calls == []  # neither asked git
+    assert source_date_epoch({}, project, git) == Sourced(1650000000, "the time of the last commit")
+    assert git.calls == [["git", "-C", "/p", "log", "-1", "--format=%ct"]]
+    no_git = source_date_epoch({}, project, GitLog("fatal: not a git repository", code=128))
+    assert no_git == Sourced(DEFAULT_EPOCH, "default: no git history")
+    unrecorded = Sourced[int | None](None, "the timestamp of an old manifest")
+    assert source_date_epoch({}, project, git, recorded=unrecorded).source == (
+        "the time of the last commit"
+    )
