@@ -143,7 +143,7 @@ def _host_cc(plan: ToolchainPlan, tc: Toolchain | None, present: frozenset[Path]
 
 def run(args: argparse.Namespace) -> int:
     out = common.output_for(args, "doctor")
-    matrix = common.load(args.matrix, args)
+    matrix = common.load(args.matrix, args, out)
     cells = matrix.select(cuda=args.cuda, arch=args.arch)
     root = toolchain_cache(common.cache_dir(args))
     by_cell = {

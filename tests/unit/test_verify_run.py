@@ -9,7 +9,13 @@ import pytest
 
 from release.errors import ConfigError, VerifyError
 from release.matrix import GithubDestination, load_matrix
-from release.verify.run import VerifyTarget, github_clients, index_auth, tags_to_verify
+from release.verify.run import (
+    VerifyTarget,
+    github_clients,
+    index_auth,
+    named_statically,
+    tags_to_verify,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 MATRIX = load_matrix(REPO / "matrix.yaml")
@@ -60,3 +66,33 @@ def test_index_credentials_go_to_the_pypi_index_origin_only() -> None:
     assert auth.basic[origin].username == "__token__"
     assert auth.basic[origin].password.reveal() == "pypi-key-1234"
     assert auth.bearer == {}
+
+
+def test_verify_reads_the_matrixnamed_statically_and_never_asks_the_build_backend(
+    tmp_path: Path,
+) -> None:
+    """A computed version stands in as 0 (each release's version is its record's or its
+    tag's); a computed name is refused with the remedy; neither asks anything."""
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / "setup.py").write_text(
+        'from setuptools import setup\nsetup(name="k3-ops", version=read_version())\n'
+    )
+    matrix = tmp_path / "matrix.yaml"
+    matrix.write_text(
+        "project: proj\n"
+        "defaults: {arches: [x86_64], sms: [80], manylinux: '2_28'}\n"
+        "cuda:\n  '13.0': {destination: pypi}\n"
+        "destinations:\n  pypi: {kind: pypi}\n",
+        encoding="utf-8",
+    )
+    loaded = load_matrix(matrix, named_statically)
+    assert (loaded.project.name, str(loaded.project.version)) == ("k3-ops", "0")
+    (project / "setup.py").write_text(
+        "from setuptools import setup\nsetup(name=NAME, version='1')\n"
+    )
+    with pytest.raises(ConfigError) as raised:
+        load_matrix(matrix, named_statically)
+    (problem,) = raised.value.problems
+    assert f"{project / 'setup.py'}:2: the name is computed (NAME)" in problem
+    assert "release verify reads the project's name from its files" in problem
