@@ -1,6 +1,6 @@
 """The matrix `release init` writes for a project: every value with where it was read, what
 the project must change before it builds, and what could not be decided (release.init.detect
-reads each value). Pure.
+and release.init.torchaxes read each value). Pure.
 """
 
 from __future__ import annotations
@@ -10,15 +10,8 @@ from dataclasses import dataclass, replace
 from packaging.version import Version
 
 from release.backends.recipe import BackendName
-from release.init.detect import (
-    Finding,
-    Note,
-    TorchLookup,
-    force_cuda,
-    python_axis,
-    targets_of,
-    torch_pin,
-)
+from release.init.detect import Finding, Note, TorchLookup, targets_of
+from release.init.torchaxes import force_cuda, python_axis, torch_pin
 from release.project import Naming, Reading, naming
 from release.targets import GpuTarget
 

@@ -1,7 +1,7 @@
-"""What `release init` decides from a project's files (release.project) and, for a torch
-project, the torch versions of its index: the backend, the GPU targets, the Python axis, the
-torch pin and the force-CUDA switch, each with where it was read; what needs a change
-before the project builds; and what could not be decided. Pure.
+"""What `release init` reads from a project's files (release.project): the backend and the
+GPU targets, each with where it was read, what needs a change before the project builds,
+and what could not be decided; and the records those take (`Finding`, `Note`). A torch
+project's own axes are release.init.torchaxes'. Pure.
 """
 
 from __future__ import annotations
@@ -10,19 +10,17 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from release.backends.recipe import BackendName
 from release.errors import ConfigError
-from release.init.torchindex import TorchRelease, newest_allowed
-from release.project import CMakeLists, Gencode, Place, PyProject, Reading, Said, SetupPy
+from release.init.torchindex import TorchRelease
+from release.project import CMakeLists, Gencode, Place, PyProject, Reading, SetupPy
 from release.targets import CudaVersion, GpuTarget, target_problem
 
 CUDA = CudaVersion(13, 0)  # the CUDA version whose whole toolchain comes from PyPI
 DEFAULT_SMS = tuple(GpuTarget(n) for n in (75, 80, 86, 89, 90, 100))
 DEFAULT_PTX = GpuTarget(100)
-CPYTHONS = ("3.9", "3.10", "3.11", "3.12", "3.13", "3.14")  # offline: the Python list's range
 CONTRACT_VARIABLE = "RELEASE_SMS"  # what a backend of csrc's contract reads (csrc/BUILDING.md)
 _TORCH_ENTRY = re.compile(r"^(\d+)\.(\d)([af]?)(\+PTX)?$")
 
@@ -61,22 +59,6 @@ class Targets:
     ptx: GpuTarget | None
     found: tuple[Finding, ...]
     changes: tuple[Note, ...]
-    undecided: tuple[Note, ...] = ()
-
-
-@dataclass(frozen=True, kw_only=True)
-class PythonAxis:
-    abi3: str | None
-    python: tuple[str, ...]
-    found: Finding
-    undecided: tuple[Note, ...] = ()
-
-
-@dataclass(frozen=True, kw_only=True)
-class TorchPin:
-    version: Version | None  # None: left a TODO
-    pythons: tuple[str, ...]  # what that torch has wheels for
-    found: Finding | None
     undecided: tuple[Note, ...] = ()
 
 
@@ -205,11 +187,14 @@ def _gencode_targets(
     ptx = [GpuTarget.parse(p) for flag in flags for p in flag.ptx]
     takes = "TORCH_CUDA_ARCH_LIST" if backend == "torch" else "CMAKE_CUDA_ARCHITECTURES"
     instead = "instead of" if backend == "torch" else "beside"
+    lines = "line " if len({f.place.line for f in flags}) == 1 else "lines "
+    lines += ", ".join(str(n) for n in dict.fromkeys(f.place.line for f in flags))
     changes.append(
         Note(
             place=str(flags[0].place),
-            text=f"hard-codes nvcc's -gencode flags: the build compiles them {instead} the "
-            f"{takes} each cell passes, so the matrix's sms do not decide the wheel's",
+            text=f"hard-codes nvcc's -gencode flags ({lines}): the build compiles them "
+            f"{instead} the {takes} each cell passes, so the matrix's sms do not decide the "
+            "wheel's",
             fix=f"take them out, so that the matrix's sms reach the build as {takes}",
         )
     )
@@ -244,17 +229,17 @@ def _project_targets(
             kept.append(target)
         else:
             undecided.append(Note(place=str(place), text=f"left out: {problem}"))
+    for family in [t for t in kept if t.suffix == "f"]:
+        if GpuTarget(family.number) in kept:  # one nvcc compile cannot build both
+            kept.remove(GpuTarget(family.number))
+            text = (
+                f"left out: sm_{family.number} beside {family.sm}, which runs on every GPU "
+                "of that family (one nvcc compile cannot build both)"
+            )
+            undecided.append(Note(place=str(place), text=text))
     if not kept:
         return _default_targets("none of the project's SMs builds with CUDA 13.0", changes=changes)
-    highest = max(t.number for t in kept)
-    chosen = None
-    if ptx is not None:
-        chosen = GpuTarget(max(ptx.number, highest))
-        if backend == "torch" and chosen not in kept:
-            chosen = None
-    ptx_source = "the project's PTX" if chosen is not None else "the project builds no PTX"
-    if ptx is not None and chosen is not None and chosen.number != ptx.number:
-        ptx_source = f"the project's PTX {ptx.number}, raised to the highest SM"
+    chosen, ptx_source = _ptx(kept, ptx, backend)
     found = (
         Finding(key="sms", value=_listed(kept), source=source),
         Finding(key="ptx", value=str(chosen) if chosen else "none", source=ptx_source),
@@ -262,6 +247,21 @@ def _project_targets(
     return Targets(
         sms=tuple(kept), ptx=chosen, found=found, changes=tuple(changes), undecided=tuple(undecided)
     )
+
+
+def _ptx(
+    kept: Sequence[GpuTarget], ptx: GpuTarget | None, backend: BackendName
+) -> tuple[GpuTarget | None, str]:
+    """The project's PTX target, raised to the highest SM (the matrix's rule); for torch it
+    rides on an SM it also builds (TORCH_CUDA_ARCH_LIST's `+PTX`)."""
+    if ptx is None:
+        return None, "the project builds no PTX"
+    chosen = GpuTarget(max(ptx.number, *(t.number for t in kept)))
+    if backend == "torch" and chosen not in kept:
+        return None, f"none: torch adds PTX to an SM it builds, and {chosen.number} is not one"
+    if chosen.number != ptx.number:
+        return chosen, f"the project's PTX {ptx.number}, raised to the highest SM"
+    return chosen, "the project's PTX"
 
 
 def parse_torch_arch_list(text: str) -> tuple[tuple[GpuTarget, ...], GpuTarget | None] | None:
@@ -306,177 +306,3 @@ def parse_cmake_architectures(
 
 def _listed(targets: Sequence[GpuTarget]) -> str:
     return " ".join(str(t) for t in targets)
-
-
-# - the force-CUDA switch -
-
-
-def force_cuda(
-    setup_py: SetupPy | None,
-) -> tuple[tuple[tuple[str, str], ...], list[Finding], list[Note]]:
-    """build.env for each `torch.cuda.is_available()` gate a switch forces past, and a
-    change for each gate nothing forces (a GPU-less build machine builds CPU-only)."""
-    env: dict[str, str] = {}
-    found: list[Finding] = []
-    changes: list[Note] = []
-    for gate in setup_py.gates if setup_py else ():
-        if gate.forced_by:
-            switch = gate.forced_by[0]
-            env.setdefault(switch.name, switch.on)
-            found.append(
-                Finding(
-                    key="build.env",
-                    value=f"{switch.name}={switch.on}",
-                    source=f"{gate.place}: CUDA is built when torch.cuda.is_available() or "
-                    f"{switch.name}={switch.on}",
-                )
-            )
-            continue
-        changes.append(
-            Note(
-                place=str(gate.place),
-                text="builds CUDA only when torch.cuda.is_available(): on a build machine "
-                "without a GPU it builds the CPU extension alone (`release build` then fails "
-                "the cell), and no environment variable forces it",
-                fix="let one force it, e.g. `torch.cuda.is_available() or os.environ.get("
-                '"FORCE_CUDA") == "1"`, then set build.env FORCE_CUDA: "1" in matrix.yaml',
-            )
-        )
-    return tuple(sorted(env.items())), found, changes
-
-
-# - the Python axis -
-
-
-def python_axis(read: Reading, torch: TorchPin) -> PythonAxis:
-    """abi3 and its floor for a py_limited_api project whose wheel is tagged abi3, else the
-    CPython list."""
-    setup_py = read.setup_py
-    limited = setup_py.limited_api if setup_py else None
-    floor = _abi3_floor(read)
-    notes: list[Note] = []
-    if limited is not None and limited.on is None:
-        assigned = ", ".join(str(p) for p in limited.assigned) or str(limited.place)
-        notes.append(
-            Note(
-                place=str(limited.place),
-                text=f"py_limited_api is computed ({limited.expression}, set at {assigned}): "
-                + ("matrix.yaml takes it as on" if floor else "matrix.yaml takes it as off"),
-                fix="if the wheel's tags say otherwise, the build fails naming the key to "
-                "change (abi3 or python)",
-            )
-        )
-    if limited is not None and limited.on is not False and floor is not None:
-        value, source, floor_notes = floor
-        return PythonAxis(
-            abi3=value,
-            python=(),
-            found=Finding(key="abi3", value=value, source=source),
-            undecided=tuple(notes + floor_notes),
-        )
-    if limited is not None and limited.on:
-        notes.append(
-            Note(
-                place=str(limited.place),
-                text="the extension is py_limited_api, but nothing sets bdist_wheel's "
-                "py_limited_api, so the wheel is tagged cp3X-cp3X: matrix.yaml lists Pythons",
-                fix='for one abi3 wheel a cell: options={"bdist_wheel": {"py_limited_api": '
-                '"cp310"}} in setup(), and abi3: "3.10" in matrix.yaml',
-            )
-        )
-    pythons, source = _python_list(read, torch)
-    return PythonAxis(
-        abi3=None,
-        python=pythons,
-        found=Finding(key="python", value=" ".join(pythons), source=source),
-        undecided=tuple(notes),
-    )
-
-
-def _abi3_floor(read: Reading) -> tuple[str, str, list[Note]] | None:
-    """The abi3 floor ("3.9") and where it was read."""
-    setup_py, setup_cfg = read.setup_py, read.setup_cfg
-    tagged = [s for s in (setup_py.limited_api_floor if setup_py else None,
-                          setup_cfg.limited_api_floor if setup_cfg else None) if s]  # fmt: skip
-    for said in tagged:
-        if said.value and re.fullmatch(r"cp3\d+", said.value):
-            return (
-                f"3.{said.value[3:]}",
-                f"{said.place}: bdist_wheel's py_limited_api {said.value}",
-                [],
-            )
-    if not tagged:
-        return None
-    computed = tagged[0]
-    note = Note(
-        place=str(computed.place),
-        text=f"bdist_wheel's py_limited_api is computed ({computed.expression})",
-        fix="check that the floor below is the one it gives",
-    )
-    define = setup_py.limited_api_define if setup_py else None
-    if define is not None and define.value:
-        hexversion = int(define.value, 16)
-        value = f"{hexversion >> 24}.{(hexversion >> 16) & 0xFF}"
-        return value, f"{define.place}: -DPy_LIMITED_API={define.value}", [note]
-    requires = _requires_python_floor(read)
-    if requires is not None:
-        return requires[0], requires[1], [note]
-    return None
-
-
-def _requires_python_floor(read: Reading) -> tuple[str, str] | None:
-    said: Said | None = read.pyproject.requires_python if read.pyproject else None
-    if said is None and read.setup_cfg is not None:
-        said = read.setup_cfg.python_requires
-    if said is None or said.value is None:
-        return None
-    match = re.search(r">=\s*(3\.\d+)", said.value)
-    return (match.group(1), f"{said.place}: requires-python {said.value}") if match else None
-
-
-def _python_list(read: Reading, torch: TorchPin) -> tuple[tuple[str, ...], str]:
-    classifiers = read.pyproject.pythons if read.pyproject else ()
-    requires = _requires_python_floor(read)
-    floor = int(requires[0].split(".")[1]) if requires else 0
-    if classifiers:
-        kept = tuple(p for p in classifiers if not torch.pythons or p in torch.pythons)
-        if kept:
-            return kept, "pyproject.toml's Python classifiers" + (
-                f" that torch {torch.version} has wheels for" if torch.pythons else ""
-            )
-    candidates = torch.pythons or CPYTHONS
-    kept = tuple(p for p in candidates if int(p.split(".")[1]) >= floor) or candidates
-    where = f" from {requires[1]}" if requires else ""
-    if torch.pythons:
-        return kept, f"the CPythons torch {torch.version} has wheels for{where}"
-    return kept, f"the CPythons {kept[0]} to {kept[-1]}{where} (no torch listing to narrow them)"
-
-
-# - the torch pin -
-
-
-def torch_pin(pyproject: PyProject | None, lookup: TorchLookup | None) -> TorchPin:
-    """The exact torch the cells build against: the newest the index has that the build
-    requirement allows; a TODO where the index was not asked or has none."""
-    required = pyproject.requirement("torch") if pyproject else None
-    specifier = required.requirement.specifier if required else SpecifierSet()
-    place = str(required.place) if required else "pyproject.toml"
-    wanted = f"{required.requirement} ({place})" if required else "no build requirement"
-    todo = "write the exact torch version to build against on matrix.yaml's TODO line"
-    if lookup is None or lookup.releases is None:
-        why = lookup.failure if lookup is not None else "no index was asked"
-        note = Note(place=place, text=f"no exact torch pinned: {why}", fix=todo)
-        return TorchPin(version=None, pythons=(), found=None, undecided=(note,))
-    chosen = newest_allowed(lookup.releases, specifier)
-    if chosen is None:
-        note = Note(place=place, text=f"no torch on {lookup.index_url} fits {wanted}", fix=todo)
-        return TorchPin(version=None, pythons=(), found=None, undecided=(note,))
-    return TorchPin(
-        version=chosen.version,
-        pythons=chosen.pythons,
-        found=Finding(
-            key="torch",
-            value=str(chosen.version),
-            source=f"the newest torch on {lookup.index_url} that {wanted} allows",
-        ),
-    )

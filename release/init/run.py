@@ -83,7 +83,9 @@ def init_project(settings: InitSettings, torch_source: TorchSource | None = None
     if backend[0] == "torch":
         index = settings.torch_index or PYPI_SIMPLE
         if settings.offline:
-            lookup = TorchLookup(index_url=shown_url(index), releases=None, failure="--offline")
+            lookup = TorchLookup(
+                index_url=shown_url(index), releases=None, failure="--offline: no index was asked"
+            )
         else:
             lookup = (torch_source or ask_index)(index)
     decision = decide(read, backend, lookup, torch_index=settings.torch_index)

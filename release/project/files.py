@@ -133,12 +133,11 @@ def _backend_modules(pyproject: PyProject | None) -> list[str]:
 
 
 def _attr(pyproject: PyProject | None, setup_cfg: SetupCfg | None) -> str | None:
-    """The module path of an `attr:` version (`pkg.__version__` -> `pkg`)."""
+    """The dotted name an `attr:` version names (`pkg.__version__`), if any."""
     attr = pyproject.version_attr.value if pyproject and pyproject.version_attr else None
-    if attr is None and setup_cfg and setup_cfg.version and setup_cfg.version.expression:
-        attr = setup_cfg.version.expression.removeprefix("attr:").strip()
-        if setup_cfg.version.expression.startswith("file:"):
-            return None
+    said = setup_cfg.version if setup_cfg else None
+    if attr is None and said is not None and said.expression.startswith("attr:"):
+        attr = said.expression.removeprefix("attr:").strip()
     return attr if attr and "." in attr else None
 
 

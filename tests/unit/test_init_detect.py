@@ -1,6 +1,6 @@
-"""release.init.detect and release.init.decide: what `release init` takes from a project's
-files, with the place it read each value at, what it says needs a change, and what it
-could not decide."""
+"""release.init.detect, .torchaxes and .decide: what `release init` takes from a project's
+files, with the place it read each value at, what it says needs a change, and what it could
+not decide."""
 
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ from release.init.decide import decide
 from release.init.detect import (
     TorchLookup,
     backend_of,
-    force_cuda,
     parse_cmake_architectures,
     parse_torch_arch_list,
     targets_of,
 )
+from release.init.torchaxes import force_cuda
 from release.init.torchindex import TorchRelease
 from release.project import ProjectFiles, Reading, read_project_files, reading
 from release.targets import GpuTarget
