@@ -385,7 +385,9 @@ def workspace_at(tmp: Path, cache: Path) -> Iterator[Workspace]:
     assert "\ndefaults:\n" in shipped
     _copy_matrix(tmp / "bad", shipped.replace("\ndefaults:\n", "\ndefaults:\n  arch: [x86_64]\n"))
     _copy_matrix(tmp / "gate", shipped + GPU_GATE)
-    shutil.copytree(REPO / "csrc", tmp / "init-csrc", ignore=shutil.ignore_patterns("build"))
+    shutil.copytree(
+        REPO / "csrc", tmp / "init-csrc", ignore=shutil.ignore_patterns("build", "__pycache__")
+    )
     with socket.socket() as held:
         held.bind(("127.0.0.1", 0))
         port = held.getsockname()[1]
