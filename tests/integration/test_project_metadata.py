@@ -91,6 +91,7 @@ def test_a_setup_py_torch_project_is_named_by_its_backend_once_per_commit(
     # a separate cache root for the answers; the toolchains (the torch venv) are shared
     cache = tmp_path / "cache"
     cache.mkdir()
+    (release_cache / "toolchains").mkdir(exist_ok=True)  # a fresh cache has none yet
     (cache / "toolchains").symlink_to(release_cache / "toolchains", target_is_directory=True)
 
     asked = release_matrix(tmp_path, cache, runs)
