@@ -108,6 +108,16 @@ def dry_run(cwd: Path, project: Path) -> dict[str, Any]:
     return document
 
 
+def line_of(path: Path, text: str) -> int:
+    """The number of the one line of `path` that holds `text` (outside a comment)."""
+    (number,) = [
+        n
+        for n, line in enumerate(path.read_text().splitlines(), start=1)
+        if text in line and not line.lstrip().startswith("#")
+    ]
+    return number
+
+
 def detected(document: dict[str, Any]) -> dict[str, tuple[str, str]]:
     return {f["key"]: (f["value"], f["source"]) for f in document["detected"]}
 
@@ -121,7 +131,8 @@ def test_a_torch_project_gets_the_newest_torch_its_requirement_allows(
     document = init(tmp_path, project, "--torch-index", index)
     assert _Index.requests == ["/simple/torch/"]  # one small request, nothing downloaded
     found = detected(document)
-    assert found["backend"] == ("torch", "setup.py:91: uses torch's CUDAExtension")
+    uses = line_of(project / "setup.py", "cpp_extension.CUDAExtension")
+    assert found["backend"] == ("torch", f"setup.py:{uses}: uses torch's CUDAExtension")
     assert found["torch"] == (
         "2.11.0",  # not the yanked 2.12.0, not 2.13.0rc1
         f"the newest torch on {index} that torch>=2.10 (pyproject.toml:5) allows",
