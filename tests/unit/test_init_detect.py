@@ -36,6 +36,8 @@ def line_of(path: Path, text: str) -> int:
         if text in line and not line.lstrip().startswith(("#", "`"))
     ]
     return number
+
+
 TORCH = TorchLookup(
     index_url="http://index.example/simple/",
     releases={
