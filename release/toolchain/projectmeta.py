@@ -33,10 +33,10 @@ from release.fsutil import write_atomic
 from release.matrix import Cell, Matrix
 from release.matrix.load import MetadataSource
 from release.project import Naming
+from release.toolchain.buildenv import environment_of, provision_environment
 from release.toolchain.cacheroot import default_cache_dir, toolchain_cache
 from release.toolchain.plan import host_machine, resolve
 from release.toolchain.provision import Progress, provision
-from release.toolchain.torchenv import provision_torch_env, torch_env_spec
 
 # Run by the environment's Python: the backend's prepare_metadata_for_build_wheel (its
 # own output, then METADATA's text as the last line, in JSON).
@@ -100,12 +100,12 @@ def asking_note(matrix: Matrix, naming: Naming | None, toolchains: Path) -> str:
     project = matrix.project.path
     what = (naming.unsaid(project) + ": ") if naming is not None else ""
     cell = hook_cell(matrix)
-    if cell is not None and cell.torch is not None:
-        spec = torch_env_spec(cell, cell.torch)
+    spec = environment_of(cell) if cell is not None else None
+    if cell is not None and spec is not None:
         where = (
-            f"beside the torch of cell {cell.id}: this provisions nvcc for CUDA {cell.cuda} and "
-            f"{spec.label} into {toolchains}, where they are not there yet, as `release build` "
-            "would"
+            f"in the build environment of cell {cell.id}: this provisions nvcc for CUDA "
+            f"{cell.cuda} and {spec.label} into {toolchains}, where they are not there yet, as "
+            "`release build` would"
         )
     else:
         where = (
@@ -120,11 +120,12 @@ def asking_note(matrix: Matrix, naming: Naming | None, toolchains: Path) -> str:
 
 
 def hook_cell(matrix: Matrix) -> Cell | None:
-    """The torch cell whose environment runs a torch project's hook: one of this machine's
-    arch first (its torch can be imported here)."""
-    torch_cells = [c for c in matrix.cells if c.torch is not None]
-    native = [c for c in torch_cells if c.arch == host_machine()]
-    chosen = native or torch_cells
+    """The cell whose build environment runs the hook (a torch project's setup.py imports
+    torch): of the cells whose backend asks for one, one of this machine's arch first (its
+    torch can be imported here)."""
+    built_in_one = [c for c in matrix.cells if environment_of(c) is not None]
+    native = [c for c in built_in_one if c.arch == host_machine()]
+    chosen = native or built_in_one
     return chosen[0] if chosen else None
 
 
@@ -160,22 +161,23 @@ def _hook_python(
 ) -> tuple[str, bool]:
     """The Python that runs the hook, and whether it makes an isolated environment."""
     cell = hook_cell(matrix)
-    if cell is None or cell.torch is None:
+    spec = environment_of(cell) if cell is not None else None
+    if cell is None or spec is None:
         return python, True
     toolchains = toolchain_cache(cache_dir)
     plan = resolve(str(cell.cuda), cell.arch, cuda_home=None, cache_dir=toolchains)
     toolkit = provision(plan, python=python, env=env, progress=progress).cuda_home
     if toolkit is None:
-        raise ConfigError([f"{cell.id}: the torch backend needs nvcc"])
-    torch_env = provision_torch_env(
-        torch_env_spec(cell, cell.torch),
+        raise ConfigError([f"{cell.id}: the {cell.build.backend} backend needs nvcc"])
+    environment = provision_environment(
+        spec,
         toolkit=toolkit,
         cache_dir=toolchains,
         python=python,
         env=env,
         progress=progress,
     )
-    return str(torch_env.python), False
+    return str(environment.python), False
 
 
 def project_metadata(
