@@ -19,6 +19,7 @@ from release.errors import ConfigError, FileError, ReleaseError
 
 # The commands in the order `release --help` lists them; `gpu-gate` is release.commands.gpu_gate.
 COMMANDS: tuple[str, ...] = (
+    "init",
     "matrix",
     "nccl",
     "doctor",

@@ -70,6 +70,49 @@ class CellTargets:
     recipe: BuildRecipe
     build_backend: str | None = None  # the PEP 517 backend the project's pyproject names
     compress_mode: str | None = None  # nvcc's --compress-mode (None: the backend's default)
+    # The cell's own axes where its backend has them (torch's: the pinned torch, its index,
+    # the cell's CPython; None: not an axis of it), the project's other build requirements
+    # (its pyproject's [build-system] requires) and the tool's PEP 517 frontend.
+    torch: str | None = None
+    torch_index: str | None = None
+    python: str | None = None
+    build_requires: tuple[str, ...] = ()
+    frontend: str = ""
+
+
+class EnvironmentSpec(Protocol):
+    """A build environment of a backend's own, which a cell's PEP 517 build runs in
+    (without isolation) instead of an isolated one of the tool's Python: what it holds,
+    pure. release.toolchain.buildenv provisions it once per distinct one."""
+
+    @property
+    def python(self) -> str:
+        """The CPython it is a venv of (`3.11`), found on PATH."""
+        ...
+
+    @property
+    def label(self) -> str:
+        """What it is, for the build log."""
+        ...
+
+    @property
+    def dirname(self) -> str:
+        """Its directory in the toolchain cache, named by a hash of what it holds."""
+        ...
+
+    def preview(self, root: Path) -> tuple[str, str]:
+        """(key, text) of what the dry run says the cell builds against, made at `root`."""
+        ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class EnvironmentPaths:
+    """A provisioned build environment as a backend's inputs see it: its CUDA_HOME, the
+    cache directory it lies in, and its interpreter's headers (what no object may hold)."""
+
+    cuda_home: Path
+    cache_dir: Path
+    python_include: Path | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -82,13 +125,11 @@ class BuildContext:
     jobs: int = 1
     device_cache: Path | None = None
     device_log: Path | None = None
-    torch_cuda_home: Path | None = None  # a torch cell's CUDA_HOME (nvcc + torch's CUDA libraries)
-    # Where the sources, the build's own files, the toolchains and the interpreter's headers
-    # lie on this machine: what a torch cell's objects must not depend on.
+    environment: EnvironmentPaths | None = None  # the backend's own, where it asks for one
+    # Where the sources and the build's own files lie on this machine: what the objects
+    # of a backend that keeps machine paths out of them must not depend on.
     project_dir: Path | None = None
     build_dir: Path | None = None
-    toolchains_dir: Path | None = None
-    python_include: Path | None = None
     # sccache, which every compile of a backend that `uses_compile_cache` goes through
     compile_launcher: Path | None = None
     # The tool's own Python, which runs release.toolchain.nvccwrap for every CUDA compile of
@@ -134,6 +175,18 @@ class Backend(Protocol):
     @property
     def tag_remedy(self) -> str:
         """What to do when auditwheel finds only linux_* for its wheel ("" for nothing)."""
+        ...
+
+    @property
+    def provided_libraries(self) -> tuple[str, ...]:
+        """fnmatch patterns of the shared libraries its wheels need and may not bundle,
+        because their users get them with something else (torch's own libraries): the
+        manylinux verdict and the inspection leave them out."""
+        ...
+
+    def environment(self, cell: CellTargets) -> EnvironmentSpec | None:
+        """The build environment of its own the cell builds in (None: an isolated PEP 517
+        environment of the tool's Python)."""
         ...
 
     @property

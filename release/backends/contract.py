@@ -37,6 +37,10 @@ class ContractBackend:
     tag_remedy = ""
 
     arch_hints: ArchHints | None = None  # csrc's fatbins are compiled from the cell's targets alone
+    provided_libraries: tuple[str, ...] = ()
+
+    def environment(self, cell: CellTargets) -> None:
+        return None  # an isolated PEP 517 environment of the tool's Python
 
     def uses_compile_cache(self, device_compiler: str) -> bool:
         # nvcc's compiles through sccache, behind csrc's own device cache (a hit there

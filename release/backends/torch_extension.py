@@ -7,9 +7,13 @@ same bytes in any checkout and cache.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
+
+from packaging.version import Version
 
 from release.backends.archflags import ArchHints
 from release.backends.base import BuildContext, BuildInputs, CellTargets, NvccToolkit
@@ -39,6 +43,102 @@ ARCH_HINTS = ArchHints(
     ),
     literal_source="setup.py",
 )
+
+
+# fnmatch patterns against the sonames of DT_NEEDED (auditwheel's --exclude), from what
+# torch 2.14.1+cu130's wheel and its nvidia-*/cuda-toolkit dependencies hold, with the CUDA
+# major left open (cu12 torch brings libcudart.so.12, cu13 libcudart.so.13): a torch
+# extension needs them and gets them with torch, so they are never bundled.
+TORCH_PROVIDED: tuple[str, ...] = (
+    # torch/lib
+    "libtorch.so*",
+    "libtorch_*.so*",  # _cpu, _cuda, _python, _cuda_linalg, _global_deps, _nvshmem
+    "libc10.so*",
+    "libc10_*.so*",  # libc10_cuda
+    "libcaffe2_nvrtc.so*",
+    "libshm.so*",
+    # libtorch_cpu.so needs torch's own copy: a second OpenMP runtime in one process is
+    # the known cause of hangs and wrong thread counts.
+    "libgomp.so.1",
+    # the CUDA libraries torch's CUDA wheels depend on
+    "libcudart.so*",
+    "libcublas*.so*",  # libcublas, libcublasLt
+    "libcufft*.so*",  # libcufft, libcufftw
+    "libcurand.so*",
+    "libcusolver*.so*",  # libcusolver, libcusolverMg
+    "libcusparse*.so*",  # libcusparse, libcusparseLt
+    "libnvrtc*.so*",  # libnvrtc, libnvrtc-builtins
+    "libnvJitLink.so*",
+    "libcupti.so*",
+    "libcufile*.so*",
+    "libnvToolsExt.so*",  # nvidia-nvtx-cu12 (cu12 torch)
+    "libnvtx3interop.so*",  # cuda-toolkit[nvtx] (cu13 torch)
+    "libcudnn*.so*",
+    "libnccl.so*",
+    "libnvshmem_host.so*",
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TorchEnvSpec:
+    """What a torch cell's build environment holds (release.toolchain.torchenv makes it): a
+    venv of the cell's Python with exactly the pinned torch (from `index_url` alone where
+    one is named), the project's other build requirements and the tool's PEP 517
+    frontend, and a CUDA_HOME for it; its key names its cache directory."""
+
+    torch: Version
+    cuda: str
+    arch: str
+    python: str  # "3.11"
+    index_url: str | None
+    requirements: tuple[str, ...]  # the project's build requirements other than torch
+    frontend: str  # the PEP 517 frontend that runs the build in it: "build==1.2.2"
+
+    @property
+    def key(self) -> str:
+        blob = json.dumps(
+            {
+                "torch": str(self.torch),
+                "cuda": self.cuda,
+                "arch": self.arch,
+                "python": self.python,
+                "index": self.index_url,
+                "requirements": sorted(self.requirements),
+                "frontend": self.frontend,
+            },
+            sort_keys=True,
+        )
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    @property
+    def dirname(self) -> str:
+        return f"torch-{self.torch}-cu{self.cuda.replace('.', '')}-py{self.python}-{self.key}"
+
+    @property
+    def label(self) -> str:
+        return f"torch {self.torch} (CUDA {self.cuda}, Python {self.python})"
+
+    def preview(self, root: Path) -> tuple[str, str]:
+        return (
+            "torch",
+            f"torch {self.torch} for Python {self.python}, from "
+            f"{self.index_url or 'pip index'}, in {root}",
+        )
+
+
+def torch_env_of(cell: CellTargets) -> TorchEnvSpec | None:
+    """The build environment of a torch cell (None for a cell without a torch)."""
+    if cell.torch is None:
+        return None
+    return TorchEnvSpec(
+        torch=Version(cell.torch),
+        cuda=cell.cuda,
+        arch=cell.arch,
+        python=cell.python or "",
+        index_url=cell.torch_index,
+        requirements=cell.build_requires,
+        frontend=cell.frontend,
+    )
 
 
 def torch_arch(target: GpuTarget) -> str:
@@ -93,10 +193,11 @@ def prefix_maps(context: BuildContext) -> list[str]:
     """GCC's -ffile-prefix-map for each machine path the objects would otherwise hold
     (debug info, __FILE__); later maps win, so the project's comes first. Paths with
     white space cannot ride in a flags variable and are left out."""
+    environment = context.environment
     named = [
         (context.project_dir, "."),
-        (context.toolchains_dir, "toolchains"),
-        (context.python_include, "python-include"),
+        (environment.cache_dir if environment else None, "toolchains"),
+        (environment.python_include if environment else None, "python-include"),
         (context.build_dir, "build"),
     ]
     return [
@@ -157,6 +258,10 @@ class TorchBackend:
     labels_by_rewriting = True
     tag_remedy = NVCC_TAG_REMEDY
     arch_hints: ArchHints | None = ARCH_HINTS
+    provided_libraries = TORCH_PROVIDED
+
+    def environment(self, cell: CellTargets) -> TorchEnvSpec | None:
+        return torch_env_of(cell)
 
     def uses_compile_cache(self, device_compiler: str) -> bool:
         return True  # nvcc from the cell's toolkit, whatever csrc's device compiler
@@ -169,8 +274,8 @@ class TorchBackend:
 
     def inputs(self, cell: CellTargets, context: BuildContext) -> BuildInputs:
         toolkit = require_toolkit(context, self.name, cell.cuda)
-        if context.torch_cuda_home is not None:
-            toolkit = replace(toolkit, root=context.torch_cuda_home)
+        if context.environment is not None:
+            toolkit = replace(toolkit, root=context.environment.cuda_home)
         env = torch_inputs(cell.sms, cell.ptx, toolkit, jobs=context.jobs)
         env.update(check_inputs(cell.sms, cell.ptx, cell.cuda, context))
         reproducible, files = reproducible_inputs(context)

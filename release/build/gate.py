@@ -29,7 +29,7 @@ from release.build.settings import BuildSettings, CellResult
 from release.build.stage import BuildEvents, prepare, run_build
 from release.matrix import Cell, GateRun, GpuGate, GpuRunner
 from release.records.manifest import Manifest
-from release.toolchain.torchenv import TorchEnv
+from release.toolchain.buildenv import BuildEnv, environment_of
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -96,38 +96,41 @@ def build_ptx_only(runs: Sequence[GateRun], settings: BuildSettings) -> dict[str
     return results
 
 
-def torch_envs_for(runs: Sequence[GateRun], settings: BuildSettings) -> dict[str, TorchEnv]:
-    """The torch environment of each torch cell the runs test, by cell id (provisioned as
-    its build would, so found in the cache where the build ran here)."""
-    cells = tuple({run.cell.id: run.cell for run in runs if run.cell.torch is not None}.values())
+def environments_for(runs: Sequence[GateRun], settings: BuildSettings) -> dict[str, BuildEnv]:
+    """The build environment of each cell the runs test whose backend builds in one of its
+    own (a torch cell's pinned torch), by cell id: provisioned as its build would, so found
+    in the cache where the build ran here."""
+    tested = {run.cell.id: run.cell for run in runs}.values()
+    cells = tuple(cell for cell in tested if environment_of(cell) is not None)
     if not cells:
         return {}
     prepared, _ = prepare(replace(settings, cells=cells), BuildEvents())
-    return dict(prepared.torch_envs)
+    return dict(prepared.environments)
 
 
-def beside_its_torch(
-    wheel: Path, torch_env: TorchEnv, where: Path, environ: Mapping[str, str]
+def beside_its_environment(
+    wheel: Path, environment: BuildEnv, where: Path, environ: Mapping[str, str]
 ) -> dict[str, str] | str:
-    """The environment of a torch cell's command: a fresh venv (with pip) whose site holds
-    the wheel, installed without dependencies, and sees the cell's torch environment
-    through a .pth file; `pip check` proves the wheel's torch requirement accepts that
-    torch. Returns why not where it cannot be made."""
+    """The environment of the command for a cell built in an environment of its own: a
+    fresh venv (with pip) whose site holds the wheel, installed without dependencies, and
+    sees the cell's build environment (its pinned torch) through a .pth file; `pip check`
+    proves the wheel's requirements accept what that holds. Returns why not where it
+    cannot be made."""
     venv = where / "venv"
     python = str(venv / "bin" / "python")
-    made = proc.run([str(torch_env.python), "-m", "venv", str(venv)], env=environ)
+    made = proc.run([str(environment.python), "-m", "venv", str(venv)], env=environ)
     if not made.ok:
         return proc.failure("making the test venv", made)
     sites = sorted((venv / "lib").glob("python*/site-packages"))
-    if not sites or torch_env.site_packages is None:
-        return "making the test venv: the venv or the torch environment has no site-packages"
+    if not sites or environment.site_packages is None:
+        return "making the test venv: the venv or the build environment has no site-packages"
     (sites[0] / "release-pinned-torch.pth").write_text(
-        f"{torch_env.site_packages}\n", encoding="utf-8"
+        f"{environment.site_packages}\n", encoding="utf-8"
     )
     pip = [python, "-m", "pip", "--disable-pip-version-check"]
     if list(sites[0].glob("setuptools-*.dist-info")):
         # the venv's own setuptools (ensurepip's, before Python 3.12) would shadow the one
-        # the torch environment holds, and torch asks for a newer one
+        # the build environment holds (torch asks for a newer one)
         dropped = proc.run([*pip, "uninstall", "--yes", "--quiet", "setuptools"], env=environ)
         if not dropped.ok:
             return proc.failure("making the test venv", dropped)
@@ -137,9 +140,7 @@ def beside_its_torch(
         return proc.failure(f"installing {wheel.name}", installed)
     checked = proc.run([*pip, "check"], env=environ)
     if not checked.ok:
-        return proc.failure(
-            f"pip check of {wheel.name} beside torch {torch_env.torch_version}", checked
-        )
+        return proc.failure(f"pip check of {wheel.name} beside {environment.name}", checked)
     return {**with_path(environ, [venv / "bin"]), "VIRTUAL_ENV": str(venv)}
 
 
@@ -162,7 +163,7 @@ def run_gate(
     results = []
     with tempfile.TemporaryDirectory(prefix="release-gpu-gate-") as tmp:
         ptx = build_ptx_only(runs, replace(settings, out=Path(tmp)))
-        torch_envs = torch_envs_for(runs, settings)
+        environments = environments_for(runs, settings)
         for number, run in enumerate(runs):
             started(run)
             start = time.monotonic()
@@ -173,9 +174,9 @@ def run_gate(
             wheel = found
             words = gate.command_line(run, wheel)
             env: Mapping[str, str] | str = environ
-            if run.cell.id in torch_envs:
+            if run.cell.id in environments:
                 where = Path(tmp) / f"run-{number}"
-                env = beside_its_torch(wheel, torch_envs[run.cell.id], where, environ)
+                env = beside_its_environment(wheel, environments[run.cell.id], where, environ)
             if isinstance(env, str):
                 results.append(
                     GateResult(

@@ -19,11 +19,9 @@ from release import proc
 from release.backends import (
     BuildContext,
     BuildInputs,
-    CellTargets,
     NvccToolkit,
     backend_for,
     build_inputs,
-    read_build_backend,
     with_path,
 )
 from release.backends.archflags import (
@@ -53,7 +51,7 @@ from release.matrix import Cell
 from release.matrix.compilecache import CompileCache
 from release.targets import target_problem
 from release.toolchain import Toolchain
-from release.toolchain.torchenv import TorchEnv
+from release.toolchain.buildenv import BuildEnv, cell_targets
 
 # ---------------------------------------------------------------- pure core
 
@@ -71,23 +69,6 @@ def retag_command(python: str, wheel: Path, cell: Cell) -> list[str]:
     return [
         python, "-m", "wheel", "tags", "--platform-tag", cell.platform_tag, "--remove", str(wheel)
     ]  # fmt: skip
-
-
-def cell_targets(cell: Cell) -> CellTargets:
-    """What the cell's backend is told of it, with the PEP 517 backend its project's
-    pyproject.toml names (the one file this section reads)."""
-    pyproject = cell.project.path / "pyproject.toml"
-    text = pyproject.read_text(encoding="utf-8") if pyproject.is_file() else ""
-    return CellTargets(
-        cuda=str(cell.cuda),
-        arch=cell.arch,
-        sms=tuple(cell.sms),
-        ptx=cell.ptx,
-        local_label=cell.local_label,
-        recipe=cell.build,
-        build_backend=read_build_backend(text),
-        compress_mode=cell.compress_mode,
-    )
 
 
 def nvcc_toolkit(toolchain: Toolchain) -> NvccToolkit | None:
@@ -124,7 +105,7 @@ def cell_inputs(
     elsewhere). Built here, every CUDA compile goes through the tool's compile wrapper
     too, which stops the build at the first one that asks for other targets than the
     cell's and records it at `arch_stop`."""
-    torch_env = settings.torch_envs.get(cell.id)
+    environment = settings.environments.get(cell.id)
     uses = through_cache and through_compile_cache(cell, toolchain)
     launcher = sccache_binary() if uses else None
     context = BuildContext(
@@ -134,11 +115,9 @@ def cell_inputs(
         jobs=settings.compile_jobs_of(cell).jobs,
         device_cache=settings.device_cache,
         device_log=settings.device_log,
-        torch_cuda_home=torch_env.cuda_home if torch_env is not None else None,
+        environment=environment.paths() if environment is not None else None,
         project_dir=cell.project.path,
         build_dir=build_dir,
-        toolchains_dir=torch_env.root.parent if torch_env is not None else None,
-        python_include=torch_env.python_include if torch_env is not None else None,
         compile_launcher=launcher,
         tool_python=Path(settings.python) if through_cache else None,
         arch_stop=arch_stop,
@@ -225,10 +204,11 @@ def certify(
     env: Mapping[str, str],
     log: Path,
     runner: proc.Runner = proc.run,
-    torch_env: TorchEnv | None = None,
+    environment: BuildEnv | None = None,
 ) -> tuple[Path, WheelReport]:
     """What makes a freshly built wheel count as built: the cell's interpreter and ABI
-    tags, auditwheel's verdict (a torch cell's: release.build.torchcell), the cell's
+    tags, auditwheel's verdict (with the backend's own environment's checks, where it
+    built in one: release.build.torchcell), the cell's
     version (rewritten where its backend cannot set it), exactly the cell's platform tag,
     and the inspection. Raises CellFailure; returns the final wheel (beside `wheel`) and
     its report."""
@@ -236,8 +216,11 @@ def certify(
     mistagged = tags_problem(wheel.name, cell)
     if mistagged is not None:
         raise CellFailure(mistagged)
-    if torch_env is not None:
-        wheel = certify_torch(wheel, cell, torch_env, log=log, python=python, env=env)
+    # A cell built in an environment of its backend's own (a torch cell's pinned torch) is
+    # checked against it: its device code, the manylinux verdict without the environment's
+    # libraries, the ABI check, the pin.
+    if environment is not None:
+        wheel = certify_torch(wheel, cell, environment, log=log, python=python, env=env)
     else:
         shown = runner(show_command(python, wheel), env=env, log=log)
         problems = [
@@ -438,16 +421,16 @@ def build_cell(
         cell, toolchain, settings, build_dir=staging / "build", arch_stop=stop_record
     )
     stats: list[CacheStats] = []
-    torch_env = settings.torch_envs.get(cell.id)
-    python = str(torch_env.python) if torch_env is not None else settings.python
+    environment = settings.environments.get(cell.id)
+    python = str(environment.python) if environment is not None else settings.python
     env = cell_environment(inputs, base=settings.environ, python=python, epoch=settings.epoch)
     command = [
-        *build_command(python, settings.matrix.project.path, outdir, isolated=torch_env is None),
+        *build_command(python, settings.matrix.project.path, outdir, isolated=environment is None),
         *inputs.config_args(),
     ]
     identity = {**toolchain.identity, "build_tools": " ".join(settings.build_tools.versions)}
-    if torch_env is not None:
-        identity["torch"] = torch_env.key_identity
+    if environment is not None:
+        identity.update(environment.cache_identity())
     key = wheel_cache_key(cell, sources, identity, epoch=settings.epoch, recipe=recipe())
     cache = settings.wheel_cache
 
@@ -479,7 +462,7 @@ def build_cell(
                 )
             candidate, report = certify(
                 wheel, cell, toolchain, python=settings.python, env=env, log=log,
-                torch_env=torch_env,
+                environment=environment,
             )  # fmt: skip
             data = candidate.read_bytes()
             cache.put(key, cell.wheel_filename, data)
@@ -491,9 +474,8 @@ def build_cell(
     reproduce = proc.reproduce_command(command, env, None, parent=settings.environ)
     try:
         summary = toolchain_summary(toolchain)
-        if torch_env is not None:
-            summary["torch"] = torch_env.torch_version
-            summary["host_cc"] = "the build machine's c++ (torch's cpp_extension runs it)"
+        if environment is not None:
+            summary.update(environment.summary())
         result = outcome(cell, work, start=start, log=log, toolchain=summary, reproduce=reproduce)
         return replace(result, compile_cache=stats[0]) if stats else result
     finally:

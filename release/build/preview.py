@@ -23,11 +23,11 @@ from release.backends import (
     placement_problem,
 )
 from release.backends.archflags import cell_request, literal_arch_flags, literal_warning
-from release.build.pipeline import build_command, cell_targets
+from release.build.pipeline import build_command
 from release.build.settings import BuildSettings
 from release.matrix import Cell
 from release.toolchain import BUILD_TOOL_PINS, ToolchainPlan
-from release.toolchain.torchenv import torch_env_spec
+from release.toolchain.buildenv import cell_targets, environment_of, environment_python
 
 NVCC_HOST_CC = "g++ from PATH, driven by nvcc"  # cmake and torch: nvcc picks the host compiler
 
@@ -159,22 +159,19 @@ def planned(settings: BuildSettings, cell: Cell, plan: ToolchainPlan) -> dict[st
         device_log=settings.device_log,
     )
     device, host = _compilers(cell, plan, row)
-    python, torch = settings.python, {}
-    if cell.torch is not None:
-        spec = torch_env_spec(cell, cell.torch)
-        root = settings.toolchain_dir / spec.dirname
-        python = str(root / "venv" / "bin" / "python")
-        torch = {
-            "torch": f"torch {spec.torch} for Python {spec.python}, from "
-            f"{spec.index_url or 'pip index'}, in {root}"
-        }
+    python, against = settings.python, {}
+    spec = environment_of(cell)
+    if spec is not None:  # it builds in its backend's own environment, without isolation
+        python = str(environment_python(spec, settings.toolchain_dir))
+        key, text = spec.preview(settings.toolchain_dir / spec.dirname)
+        against = {key: text}
     command = build_command(
-        python, settings.matrix.project.path, settings.out, isolated=cell.torch is None
+        python, settings.matrix.project.path, settings.out, isolated=spec is None
     )
     env = {**inputs.env, "SOURCE_DATE_EPOCH": str(settings.epoch)}
     warning = arch_warning(cell)
     return {
-        **torch,
+        **against,
         **({"warnings": [warning]} if warning is not None else {}),
         "cell": cell.id,
         "wheel": cell.wheel_filename,

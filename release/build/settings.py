@@ -29,8 +29,8 @@ from release.errors import ConfigError
 from release.inspection.wheel import WheelReport
 from release.matrix import Cell, Matrix
 from release.matrix.compilecache import CompileCache, parse_compile_cache
+from release.toolchain.buildenv import BuildEnv
 from release.toolchain.cacheroot import cache_root, toolchain_cache
-from release.toolchain.torchenv import TorchEnv
 
 DEFAULT_EPOCH = 315532800  # 1980-01-01, the earliest date a zip file can hold
 COMPILE_CACHE_VARIABLE = "RELEASE_COMPILE_CACHE"
@@ -188,7 +188,8 @@ class BuildSettings:
     environ: Mapping[str, str] = field(default_factory=dict)
     epoch: int = DEFAULT_EPOCH
     build_tools: BuildTools = field(default_factory=BuildTools)  # cmake, ninja (PyPI)
-    torch_envs: Mapping[str, TorchEnv] = field(default_factory=dict)  # torch cells, by id
+    # the build environments of their own that cells' backends ask for, by cell id
+    environments: Mapping[str, BuildEnv] = field(default_factory=dict)
     compile_jobs: int | None = None  # --compile-jobs: over the matrix's and the machine's
     cpus: int = field(default_factory=lambda: os.cpu_count() or 1)
     memory: int | None = None  # bytes available to the build; None: not known

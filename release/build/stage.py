@@ -26,6 +26,7 @@ from release.backends import (
     NVCC_HINT,
     PLACEMENT_HINT,
     BuildTools,
+    EnvironmentSpec,
     backend_for,
     nvcc_problem,
     placement_problem,
@@ -64,14 +65,8 @@ from release.toolchain import (
     provision,
     resolve,
 )
-from release.toolchain.torchenv import (
-    TorchEnv,
-    TorchEnvSpec,
-    build_python,
-    find_python,
-    provision_torch_env,
-    torch_env_spec,
-)
+from release.toolchain.buildenv import BuildEnv, environment_of, provision_environment
+from release.toolchain.torchenv import find_python
 
 CellProgress = Callable[[str, Cell, CellResult | None], None]
 """("start" or "done", the cell, its result when done)."""
@@ -248,8 +243,9 @@ def prepare(
     plans = plan_toolchains(settings)
     check_cells(settings.cells, plans)
     for cell in settings.cells:
-        if cell.torch is not None:
-            find_python(build_python(cell), settings.environ)
+        spec = environment_of(cell)
+        if spec is not None:  # its venv needs that CPython: said before any download
+            find_python(spec.python, settings.environ)
     events.note(f"provisioning toolchains in {settings.toolchain_dir}")
     with events.downloads() as downloaded:
         tools = build_tools_for(
@@ -260,31 +256,31 @@ def prepare(
             progress=downloaded,
         )
         toolchains = provision_all(plans, settings.python, settings.environ, downloaded)
-        torch_envs = provision_torch_envs(settings, toolchains, downloaded)
+        environments = provision_environments(settings, toolchains, downloaded)
     if tools.versions:
         events.note(f"build tools: {', '.join(tools.versions)}")
         settings = replace(settings, build_tools=tools)
-    for cell_id, torch_env in torch_envs.items():
-        events.note(f"{cell_id}: {torch_env.identity}")
-    return replace(settings, torch_envs=torch_envs), toolchains
+    for cell_id, environment in environments.items():
+        events.note(f"{cell_id}: {environment.identity}")
+    return replace(settings, environments=environments), toolchains
 
 
-def provision_torch_envs(
+def provision_environments(
     settings: BuildSettings, toolchains: Mapping[str, Toolchain], progress: Progress
-) -> dict[str, TorchEnv]:
-    """Each torch cell's environment (the pinned torch in a venv of its Python, and its
-    CUDA_HOME), once per distinct one."""
-    out: dict[str, TorchEnv] = {}
-    made: dict[TorchEnvSpec, TorchEnv] = {}
+) -> dict[str, BuildEnv]:
+    """The build environment of its own each cell's backend asks for (a torch cell's pinned
+    torch in a venv of its Python, and its CUDA_HOME), once per distinct one."""
+    out: dict[str, BuildEnv] = {}
+    made: dict[EnvironmentSpec, BuildEnv] = {}
     for cell in settings.cells:
-        if cell.torch is None:
+        spec = environment_of(cell)
+        if spec is None:
             continue
-        spec = torch_env_spec(cell, cell.torch)
         if spec not in made:
             toolkit = nvcc_toolkit(toolchains[cell.id])
             if toolkit is None:  # buildable_problem has stopped such a cell already
-                raise ToolchainError(f"{cell.id}: the torch backend needs nvcc")
-            made[spec] = provision_torch_env(
+                raise ToolchainError(f"{cell.id}: the {cell.build.backend} backend needs nvcc")
+            made[spec] = provision_environment(
                 spec,
                 toolkit=toolkit.root,
                 cache_dir=settings.toolchain_dir,

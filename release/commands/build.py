@@ -132,7 +132,7 @@ def _out_dir(args: argparse.Namespace, reference: Path | None) -> Iterator[Path]
 
 def run(args: argparse.Namespace) -> int:
     output = common.output_for(args, "build")
-    matrix = common.load(args.matrix, args)
+    matrix = common.load(args.matrix, args, output)
     cells = matrix.select(cuda=args.cuda, arch=args.arch)
     environ = dict(os.environ)
     reference = read_manifest(args.compare) if args.compare is not None else None

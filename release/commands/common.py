@@ -36,12 +36,13 @@ def write_report(
     out.summary(markdown)
 
 
-def load(path: Path, args: argparse.Namespace | None = None) -> Matrix:
-    """The matrix at `path`; a project whose pyproject.toml has no static name and version
-    is named by its build backend (once per commit, in the cache of --cache-dir)."""
+def load(path: Path, args: argparse.Namespace, out: Output) -> Matrix:
+    """The matrix at `path`. The project's name and version are read from its files; where
+    they are computed, its build backend is asked (once per commit, in the cache of
+    --cache-dir), and `out` says so, and what that installs, before anything is."""
     given = getattr(args, "cache_dir", None)
     cache = Path(given) if given is not None else None
-    return load_matrix(path, asking_the_backend(cache, dict(os.environ)))
+    return load_matrix(path, asking_the_backend(cache, dict(os.environ), out.note))
 
 
 def output_dir(path: Path, option: str) -> Path:

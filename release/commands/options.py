@@ -112,6 +112,30 @@ def output_dir_problem(path: Path) -> str | None:
 
 
 @dataclass(frozen=True)
+class ExistingDir:
+    """argparse type: a directory that exists and that the command writes in (`release
+    init`'s project), named by `option` in its error."""
+
+    option: str
+
+    def __call__(self, text: str) -> Path:
+        path = Path(text)
+        problem = None
+        if not path.exists():
+            problem = "no such directory"
+        elif not path.is_dir():
+            problem = "is a file, not a directory"
+        elif not os.access(path, os.W_OK | os.X_OK):
+            problem = "not writable by this user"
+        if problem is not None:
+            raise FileError(
+                f"{self.option} {_path_as_given(text)}: {problem}",
+                hint="give the kernel project's directory",
+            )
+        return path
+
+
+@dataclass(frozen=True)
 class OutputFile:
     """argparse type: a file the command writes, named by `option` in its error."""
 

@@ -202,7 +202,7 @@ def to_json(plan: ReleasePlan) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     out = common.output_for(args, "plan")
-    matrix = common.load(args.matrix, args)
+    matrix = common.load(args.matrix, args, out)
     cells = matrix.select(cuda=args.cuda, arch=args.arch)
     environ = dict(os.environ)
     cache_dir, cuda_home = buildopts.toolchain_dirs(

@@ -23,38 +23,7 @@ from pathlib import Path
 from auditwheel import error as auditwheel_error  # type: ignore[import-untyped]
 from auditwheel import wheel_abi
 
-# fnmatch patterns against the sonames of DT_NEEDED (auditwheel's --exclude), from what
-# torch 2.14.1+cu130's wheel and its nvidia-*/cuda-toolkit dependencies hold, with the CUDA
-# major left open (cu12 torch brings libcudart.so.12, cu13 libcudart.so.13).
-TORCH_PROVIDED: tuple[str, ...] = (
-    # torch/lib
-    "libtorch.so*",
-    "libtorch_*.so*",  # _cpu, _cuda, _python, _cuda_linalg, _global_deps, _nvshmem
-    "libc10.so*",
-    "libc10_*.so*",  # libc10_cuda
-    "libcaffe2_nvrtc.so*",
-    "libshm.so*",
-    # libtorch_cpu.so needs torch's own copy: a second OpenMP runtime in one process is
-    # the known cause of hangs and wrong thread counts.
-    "libgomp.so.1",
-    # the CUDA libraries torch's CUDA wheels depend on
-    "libcudart.so*",
-    "libcublas*.so*",  # libcublas, libcublasLt
-    "libcufft*.so*",  # libcufft, libcufftw
-    "libcurand.so*",
-    "libcusolver*.so*",  # libcusolver, libcusolverMg
-    "libcusparse*.so*",  # libcusparse, libcusparseLt
-    "libnvrtc*.so*",  # libnvrtc, libnvrtc-builtins
-    "libnvJitLink.so*",
-    "libcupti.so*",
-    "libcufile*.so*",
-    "libnvToolsExt.so*",  # nvidia-nvtx-cu12 (cu12 torch)
-    "libnvtx3interop.so*",  # cuda-toolkit[nvtx] (cu13 torch)
-    "libcudnn*.so*",
-    "libnccl.so*",
-    "libnvshmem_host.so*",
-)
-
+from release.backends.torch_extension import TORCH_PROVIDED
 
 # auditwheel's base error: AuditwheelError from 6.5.1, AuditwheelException before
 AUDITWHEEL_ERRORS: tuple[type[Exception], ...] = tuple(

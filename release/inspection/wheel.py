@@ -37,6 +37,7 @@ from packaging.utils import (
 )
 from packaging.version import Version
 
+from release.backends import backend_for
 from release.errors import shown
 from release.inspection.devicecode import (
     ElfLister,
@@ -47,7 +48,6 @@ from release.inspection.devicecode import (
 )
 from release.inspection.fatbin import FatbinContents, FatbinLister
 from release.inspection.limitedapi import LimitedApiAudit
-from release.inspection.torchlibs import TORCH_PROVIDED
 from release.matrix import Cell
 from release.targets import ELF_MACHINES
 from release.wheelfile import record_hash, version_or_none, zip_problem
@@ -213,7 +213,7 @@ def inspect_wheel(
                     archive.read(info),
                     arch=cell.arch,
                     glibc=(glibc[0], glibc[1]),
-                    provided=TORCH_PROVIDED if cell.torch is not None else (),
+                    provided=backend_for(cell.build.backend).provided_libraries,
                 )
         build_info = _build_info(archive)
     if cell.abi3 is not None and audit_limited_api is not None:

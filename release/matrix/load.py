@@ -1,21 +1,20 @@
 """matrix.yaml: validation and expansion into cells.
 
-`load_matrix(path)` is the only entry: it reads the file (and the kernel project's
-pyproject.toml for its name and version), checks every rule, and returns a frozen `Matrix`
-whose `cells` the rest of the program uses without re-checking anything. Every problem is
-reported at once as `matrix.yaml:LINE:COL: <key path>: <what is wrong> (<remedy>)`.
+`load_matrix(path)` is the only entry: it reads the file (and, statically, the kernel
+project's build files for its name and version: release.project), checks every rule, and
+returns a frozen `Matrix` whose `cells` the rest of the program uses without re-checking
+anything. Every problem is reported at once as
+`matrix.yaml:LINE:COL: <key path>: <what is wrong> (<remedy>)`.
 """
 
 from __future__ import annotations
 
 import re
-import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from packaging.utils import InvalidName, canonicalize_name
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
@@ -39,6 +38,7 @@ from release.matrix.model import (
 )
 from release.matrix.rules import check_cells, gpu_gate, release_build
 from release.matrix.spec import DestinationSpec, MatrixSpec
+from release.project import Naming, naming, read_project_files, reading
 from release.yamlspec import (
     DocumentLoader,
     bounds_problem,
@@ -46,11 +46,6 @@ from release.yamlspec import (
     json_schema,
     load_document,
 )
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
 
 PYPI_DEFAULT_MAX_MIB = 100
 GITHUB_ASSET_MAX_MIB = 2048
@@ -63,37 +58,16 @@ _REPO_NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,100}$")
 # --- Loading. ---
 
 
-def read_project(path: Path) -> tuple[str, Version] | str | None:
-    """The kernel project's (name, version) from its pyproject.toml, why not, or None where
-    they are its build backend's to say (no static [project] name and version, or a
-    setup.py project without pyproject.toml)."""
-    pyproject = path / "pyproject.toml"
-    try:
-        data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        if (path / "setup.py").is_file():
-            return None
-        return f"{pyproject} does not exist (point `project` at the kernel project's directory)"
-    except (OSError, tomllib.TOMLDecodeError) as error:
-        return f"cannot read {pyproject}: {error}"
-    table = data.get("project", {})
-    name, version = table.get("name"), table.get("version")
-    if not isinstance(name, str) or not isinstance(version, str):
-        return None
-    try:
-        canonicalize_name(name, validate=True)
-    except InvalidName:
-        return f"{pyproject}: name {shown(name)} is not a valid project name (PEP 508)"
-    try:
-        return name, Version(version)
-    except InvalidVersion:
-        return f"{pyproject}: version {shown(version)} is not PEP 440"
+def read_project(path: Path) -> Naming:
+    """The kernel project's name and version as its files say them, read statically
+    (release.project): literals, or where each is computed."""
+    return naming(reading(read_project_files(path)))
 
 
-# Asks a project's build backend for its name and version, given the matrix as it would be
-# with a stand-in name and version (which cells it has: a torch project's hook runs beside
-# its pinned torch).
-MetadataSource = Callable[[Matrix], tuple[str, Version]]
+# Names a project whose files compute its name or version (`Naming` says where), given the
+# matrix as it would be with a stand-in name and version (which cells it has: a torch
+# project's build backend runs beside its pinned torch).
+MetadataSource = Callable[[Matrix, Naming], tuple[str, Version]]
 PROVISIONAL = ("project", Version("0"))
 
 
@@ -121,8 +95,9 @@ def parse_yaml(text: str, filename: str) -> object:
 
 def load_matrix(path: Path, metadata: MetadataSource | None = None) -> Matrix:
     """Read and validate a matrix file; raise ConfigError with every problem found.
-    `metadata` names a project whose pyproject.toml does not (release.toolchain.projectmeta);
-    without it such a project is an error."""
+    Nothing is run: the project's name and version are read from its files. `metadata`
+    names a project whose files compute them (release.toolchain.projectmeta asks its build
+    backend); without it such a project is an error."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -147,19 +122,23 @@ def matrix_from_text(
     project: Project | None = None
     if spec is not None:
         project_dir = (path.parent / spec.project).resolve()
-        found = named or read_project(project_dir)
-        if found is None and metadata is not None:
-            provisional = matrix_from_text(text, path, named=PROVISIONAL)
-            return matrix_from_text(text, path, named=metadata(provisional))
-        if found is None:
-            found = (
-                f"{project_dir / 'pyproject.toml'} has no static [project] name and version "
-                "(add them, or let a command that asks the build backend read this matrix)"
-            )
-        if isinstance(found, str):
-            loader.problem("project", found)
-        else:
-            project = Project(name=found[0], version=found[1], path=project_dir)
+        if named is None:
+            said = read_project(project_dir)
+            named = said.static
+            if said.problem is not None:
+                loader.problem("project", said.problem)
+            elif named is None and metadata is not None:
+                provisional = matrix_from_text(text, path, named=PROVISIONAL)
+                return matrix_from_text(text, path, named=metadata(provisional, said))
+            elif named is None:
+                loader.problem(
+                    "project",
+                    f"{said.unsaid(project_dir)} (write them as literals in pyproject.toml's "
+                    "[project] or setup.py, or let a command that asks the build backend read "
+                    "this matrix)",
+                )
+        if named is not None:
+            project = Project(name=named[0], version=named[1], path=project_dir)
     matrix = None
     if spec is not None and project is not None:
         matrix = _validate(spec, project, path, loader)

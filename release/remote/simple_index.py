@@ -37,6 +37,7 @@ class ListedFile:
     requires_python: str | None
     metadata_sha256: str | None
     provenance_url: str | None = None  # PEP 740
+    yanked: bool = False  # PEP 592: installers skip it unless pinned to it
 
 
 class _AnchorParser(HTMLParser):
@@ -91,6 +92,7 @@ def parse_simple_html(text: str, page_url: str) -> dict[str, ListedFile]:
             requires_python=attrs.get("data-requires-python"),
             metadata_sha256=_digest(core),
             provenance_url=_joined(page_url, attrs.get("data-provenance")),
+            yanked="data-yanked" in attrs,
         )
     return out
 
@@ -120,6 +122,7 @@ def parse_simple_json(data: object, page_url: str) -> dict[str, ListedFile]:
             requires_python=requires if isinstance(requires, str) else None,
             metadata_sha256=metadata if isinstance(metadata, str) else None,
             provenance_url=_joined(page_url, raw.get("provenance")),
+            yanked=bool(raw.get("yanked")),
         )
     return out
 

@@ -1,6 +1,7 @@
-"""A project's name and version where its pyproject.toml does not say them (setup.py,
-setuptools-scm): asked of its PEP 517 backend (`prepare_metadata_for_build_wheel`, never a
-build), in the environment its build uses, and cached per commit.
+"""A project's name and version where its files compute them (setuptools-scm, a setup.py
+that reads a version file; literals are release.project's to read): asked of its PEP 517
+backend (`prepare_metadata_for_build_wheel`, never a build), in the environment its build
+uses, and cached per commit. What asking installs is said before anything is.
 
 A torch project's setup.py imports torch, so its hook runs in the venv of its first torch
 cell (the pinned torch, provisioned as the build would, and kept for it); any other
@@ -18,7 +19,7 @@ import hashlib
 import json
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,10 +32,11 @@ from release.errors import ConfigError
 from release.fsutil import write_atomic
 from release.matrix import Cell, Matrix
 from release.matrix.load import MetadataSource
+from release.project import Naming
+from release.toolchain.buildenv import environment_of, provision_environment
 from release.toolchain.cacheroot import default_cache_dir, toolchain_cache
 from release.toolchain.plan import host_machine, resolve
 from release.toolchain.provision import Progress, provision
-from release.toolchain.torchenv import provision_torch_env, torch_env_spec
 
 # Run by the environment's Python: the backend's prepare_metadata_for_build_wheel (its
 # own output, then METADATA's text as the last line, in JSON).
@@ -92,12 +94,38 @@ def cache_key(commit: str, place: str) -> str:
     return hashlib.sha256(f"{commit}\0{place}".encode()).hexdigest()[:32]
 
 
+def asking_note(matrix: Matrix, naming: Naming | None, toolchains: Path) -> str:
+    """What a command says before it asks the build backend: which of name and version is
+    computed where, and what asking installs (said before anything is downloaded)."""
+    project = matrix.project.path
+    what = (naming.unsaid(project) + ": ") if naming is not None else ""
+    cell = hook_cell(matrix)
+    spec = environment_of(cell) if cell is not None else None
+    if cell is not None and spec is not None:
+        where = (
+            f"in the build environment of cell {cell.id}: this provisions nvcc for CUDA "
+            f"{cell.cuda} and {spec.label} into {toolchains}, where they are not there yet, as "
+            "`release build` would"
+        )
+    else:
+        where = (
+            "in an isolated environment of its build requirements, which pip installs from "
+            "its index"
+        )
+    return (
+        f"{what}asking the build backend for the name and version "
+        f"(prepare_metadata_for_build_wheel, not a build) {where}; the answer is kept for "
+        "this commit"
+    )
+
+
 def hook_cell(matrix: Matrix) -> Cell | None:
-    """The torch cell whose environment runs a torch project's hook: one of this machine's
-    arch first (its torch can be imported here)."""
-    torch_cells = [c for c in matrix.cells if c.torch is not None]
-    native = [c for c in torch_cells if c.arch == host_machine()]
-    chosen = native or torch_cells
+    """The cell whose build environment runs the hook (a torch project's setup.py imports
+    torch): of the cells whose backend asks for one, one of this machine's arch first (its
+    torch can be imported here)."""
+    built_in_one = [c for c in matrix.cells if environment_of(c) is not None]
+    native = [c for c in built_in_one if c.arch == host_machine()]
+    chosen = native or built_in_one
     return chosen[0] if chosen else None
 
 
@@ -133,22 +161,23 @@ def _hook_python(
 ) -> tuple[str, bool]:
     """The Python that runs the hook, and whether it makes an isolated environment."""
     cell = hook_cell(matrix)
-    if cell is None or cell.torch is None:
+    spec = environment_of(cell) if cell is not None else None
+    if cell is None or spec is None:
         return python, True
     toolchains = toolchain_cache(cache_dir)
     plan = resolve(str(cell.cuda), cell.arch, cuda_home=None, cache_dir=toolchains)
     toolkit = provision(plan, python=python, env=env, progress=progress).cuda_home
     if toolkit is None:
-        raise ConfigError([f"{cell.id}: the torch backend needs nvcc"])
-    torch_env = provision_torch_env(
-        torch_env_spec(cell, cell.torch),
+        raise ConfigError([f"{cell.id}: the {cell.build.backend} backend needs nvcc"])
+    environment = provision_environment(
+        spec,
         toolkit=toolkit,
         cache_dir=toolchains,
         python=python,
         env=env,
         progress=progress,
     )
-    return str(torch_env.python), False
+    return str(environment.python), False
 
 
 def project_metadata(
@@ -159,13 +188,19 @@ def project_metadata(
     runner: proc.Runner = proc.run,
     python: str = sys.executable,
     progress: Progress | None = None,
+    naming: Naming | None = None,
+    say: Callable[[str], None] | None = None,
 ) -> ProjectMetadata:
-    """The name and version the project's build backend gives `matrix`'s project."""
+    """The name and version the project's build backend gives `matrix`'s project; `say`
+    hears what asking it installs before anything is (`naming`: where the files compute
+    them)."""
     project = matrix.project.path
     checkout = _checkout(project, runner, env)
     entry = cache_dir / "metadata" / f"{cache_key(*checkout)}.json" if checkout else None
     if entry is not None and (found := _cached(entry)) is not None:
         return found
+    if say is not None:
+        say(asking_note(matrix, naming, toolchain_cache(cache_dir)))
     hook_python, isolated = _hook_python(
         matrix, cache_dir, python=python, env=env, progress=progress
     )
@@ -200,13 +235,15 @@ def project_metadata(
     return found
 
 
-def asking_the_backend(cache_dir: Path | None, env: Mapping[str, str]) -> MetadataSource:
-    """What `load_matrix` calls for a project that does not name itself statically (with
-    the cache at `cache_dir`, else the default one)."""
-    root = (cache_dir or default_cache_dir(env, Path.home())).resolve()
+def asking_the_backend(
+    cache_dir: Path | None, env: Mapping[str, str], say: Callable[[str], None] | None = None
+) -> MetadataSource:
+    """What `load_matrix` calls for a project whose files compute its name or version (with
+    the cache at `cache_dir`, else the default one); `say` hears what it installs first."""
 
-    def named(provisional: Matrix) -> tuple[str, Version]:
-        found = project_metadata(provisional, cache_dir=root, env=env)
+    def named(provisional: Matrix, naming: Naming) -> tuple[str, Version]:
+        root = (cache_dir or default_cache_dir(env, Path.home())).resolve()
+        found = project_metadata(provisional, cache_dir=root, env=env, naming=naming, say=say)
         return found.name, found.version
 
     return named

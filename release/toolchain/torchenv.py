@@ -11,7 +11,6 @@ probes it through a `proc.Runner`.
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import json
 import os
 import shlex
@@ -20,23 +19,20 @@ import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from release import proc
-from release.backends.torch_extension import CXX_WRAPPER_PATH
+from release.backends.base import EnvironmentPaths
+from release.backends.torch_extension import CXX_WRAPPER_PATH, TorchEnvSpec
 from release.errors import ToolchainError
-from release.matrix import Cell
 from release.toolchain.provision import Progress, check_pip_install, pip_progress
 
 if sys.version_info >= (3, 11):
-    import tomllib
+    pass
 else:  # pragma: no cover
-    import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
+    pass  # type: ignore[import-not-found, unused-ignore]
 
 MARKER = ".complete"
 
@@ -87,43 +83,6 @@ exec "${RELEASE_COMPILE_LAUNCHER:?}" c++ "$@"
 
 
 @dataclass(frozen=True, kw_only=True)
-class TorchEnvSpec:
-    """What a torch cell's environment holds; its key names its cache directory."""
-
-    torch: Version
-    cuda: str
-    arch: str
-    python: str  # "3.11"
-    index_url: str | None
-    requirements: tuple[str, ...]  # the project's build requirements other than torch
-    frontend: str  # the PEP 517 frontend that runs the build in it: "build==1.2.2"
-
-    @property
-    def key(self) -> str:
-        blob = json.dumps(
-            {
-                "torch": str(self.torch),
-                "cuda": self.cuda,
-                "arch": self.arch,
-                "python": self.python,
-                "index": self.index_url,
-                "requirements": sorted(self.requirements),
-                "frontend": self.frontend,
-            },
-            sort_keys=True,
-        )
-        return hashlib.sha256(blob.encode()).hexdigest()[:16]
-
-    @property
-    def dirname(self) -> str:
-        return f"torch-{self.torch}-cu{self.cuda.replace('.', '')}-py{self.python}-{self.key}"
-
-    @property
-    def label(self) -> str:
-        return f"torch {self.torch} (CUDA {self.cuda}, Python {self.python})"
-
-
-@dataclass(frozen=True, kw_only=True)
 class TorchEnv:
     """A provisioned torch environment."""
 
@@ -138,6 +97,11 @@ class TorchEnv:
     site_packages: Path | None = None  # where torch lies
 
     @property
+    def name(self) -> str:
+        """What it holds, in a message: `torch 2.14.1+cu130`."""
+        return f"torch {self.torch_version}"
+
+    @property
     def identity(self) -> str:
         return f"torch {self.torch_version} (CUDA {self.torch_cuda}) in {self.root.name}"
 
@@ -147,24 +111,22 @@ class TorchEnv:
         is the hash of torch, CUDA, arch, Python, index and requirements."""
         return f"torch {self.torch_version} {self.root.name} cuda-home {CUDA_HOME_LAYOUT}"
 
+    def paths(self) -> EnvironmentPaths:
+        """What the torch backend's inputs see of it."""
+        return EnvironmentPaths(
+            cuda_home=self.cuda_home, cache_dir=self.root.parent, python_include=self.python_include
+        )
 
-def build_requirements(pyproject_text: str) -> tuple[str, ...]:
-    """The project's [build-system] requires other than torch (which the cell pins)."""
-    try:
-        data = tomllib.loads(pyproject_text)
-    except tomllib.TOMLDecodeError:
-        return ()
-    requires = data.get("build-system", {}).get("requires", ["setuptools"])
-    kept = []
-    for text in requires if isinstance(requires, list) else []:
-        try:
-            name = canonicalize_name(Requirement(str(text)).name)
-        except InvalidRequirement:
-            kept.append(str(text))  # pip reports it, naming the project's own words
-            continue
-        if name != "torch":
-            kept.append(str(text))
-    return tuple(kept)
+    def cache_identity(self) -> dict[str, str]:
+        """What it adds to the wheel cache key of a cell built in it."""
+        return {"torch": self.key_identity}
+
+    def summary(self) -> dict[str, str]:
+        """What it adds to (and changes in) a built cell's toolchain summary (manifest.json)."""
+        return {
+            "torch": self.torch_version,
+            "host_cc": "the build machine's c++ (torch's cpp_extension runs it)",
+        }
 
 
 def torch_problem(spec: TorchEnvSpec, reported: Mapping[str, object]) -> str | None:
@@ -207,32 +169,6 @@ def install_commands(spec: TorchEnvSpec, pip_python: str, target: Path) -> list[
         [*base, *index, pin],
         [*base, pin, *spec.requirements, spec.frontend],
     ]
-
-
-def frontend_requirement() -> str:
-    """The PEP 517 frontend the venv gets: this tool's own `build`, at its version."""
-    return f"build=={metadata.version('build')}"
-
-
-def build_python(cell: Cell) -> str:
-    """The CPython a torch cell builds with: its own, else (abi3) this one."""
-    return cell.python or f"{sys.version_info.major}.{sys.version_info.minor}"
-
-
-def torch_env_spec(cell: Cell, torch: Version) -> TorchEnvSpec:
-    """What a torch cell's environment holds: its torch, the project's other build
-    requirements (read from its pyproject.toml), and this tool's PEP 517 frontend."""
-    pyproject = cell.project.path / "pyproject.toml"
-    text = pyproject.read_text(encoding="utf-8") if pyproject.is_file() else ""
-    return TorchEnvSpec(
-        torch=torch,
-        cuda=str(cell.cuda),
-        arch=cell.arch,
-        python=build_python(cell),
-        index_url=cell.torch_index,
-        requirements=build_requirements(text),
-        frontend=frontend_requirement(),
-    )
 
 
 # ---------------------------------------------------------------- edge
@@ -312,7 +248,7 @@ def assemble_cuda_home(root: Path, toolkit: Path, site: Path, cuda: str) -> Path
     return home
 
 
-def _venv_python(root: Path) -> Path:
+def venv_python(root: Path) -> Path:
     return root / "venv" / "bin" / "python"
 
 
@@ -326,7 +262,7 @@ def _read_back(root: Path, spec: TorchEnvSpec) -> Mapping[str, object] | None:
         return None
     site = Path(str(recorded.get("site", "")))
     installed = list(site.glob(f"torch-{spec.torch}*.dist-info"))
-    if not _venv_python(root).exists() or not installed or torch_problem(spec, recorded):
+    if not venv_python(root).exists() or not installed or torch_problem(spec, recorded):
         return None
     return recorded
 
@@ -345,7 +281,7 @@ def _torch_env(root: Path, reported: Mapping[str, object]) -> TorchEnv:
     include = reported.get("python_include")
     return TorchEnv(
         root=root,
-        python=_venv_python(root),
+        python=venv_python(root),
         torch_version=str(reported.get("version")),
         torch_cuda=str(reported.get("cuda")),
         lib_dirs=(lib, *nvidia_libs),
@@ -402,7 +338,7 @@ def _install(
         f"check that {spec.index_url or 'the index'} has torch {spec.torch} for Python "
         f"{spec.python} on {spec.arch}"
     )
-    for command in install_commands(spec, python, _venv_python(root)):
+    for command in install_commands(spec, python, venv_python(root)):
         requirements = command[command.index("raw") + 1 :]
         result = runner(
             command, env=env, separate_stderr=True, on_line=pip_progress(spec.label, progress)
@@ -415,7 +351,7 @@ def _finish(
 ) -> TorchEnv:
     """Probe the venv's torch, judge it, assemble CUDA_HOME, and write the marker last."""
     (root / MARKER).unlink(missing_ok=True)
-    probed = runner([str(_venv_python(root)), "-c", PROBE], env=env, separate_stderr=True)
+    probed = runner([str(venv_python(root)), "-c", PROBE], env=env, separate_stderr=True)
     if not probed.ok:
         raise ToolchainError(proc.failure(f"importing torch {spec.torch}", probed))
     reported = json.loads(probed.output.strip().splitlines()[-1])

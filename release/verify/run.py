@@ -17,6 +17,7 @@ from packaging.version import InvalidVersion, Version
 from release.credentials import github_token, index_credentials, secret_values
 from release.errors import ConfigError, IncompleteError, VerifyError
 from release.matrix import GithubDestination, Matrix, PypiDestination, load_matrix
+from release.project import Naming
 from release.records.dist import load_dist
 from release.records.published import RECORD_NAME, Published, read_record, with_overrides
 from release.records.signature import ExpectedSigner
@@ -24,7 +25,6 @@ from release.remote import httpclient as http
 from release.remote.github import GithubClient, GithubUnreachable
 from release.remote.httpclient import BasicCredentials, Download, OriginAuth, origin_of
 from release.remote.retry import RetryPolicy
-from release.toolchain.projectmeta import asking_the_backend
 from release.verify.checks import Check, VerifyReport, VerifySettings, verify
 from release.verify.provenance import INTEGRITY_ACCEPT, ProvenanceSources, provenance_checks
 from release.verify.rederive import latest_tags, published_from_tag
@@ -75,7 +75,7 @@ def verify_release(
         one = with_overrides(release, target.overrides)
         matrix = None
         if settings.provenance and target.matrix.is_file():
-            matrix = load_matrix(target.matrix, asking_the_backend(None, environ))
+            matrix = load_matrix(target.matrix, named_statically)
         signer = expected_signer(matrix, one.version, settings) if matrix else None
         report = verify(one, environ, settings, signer=signer)
         if settings.provenance:
@@ -147,12 +147,25 @@ def provenance_of(
         return provenance_checks(published, sources, settings, get)
 
 
+def named_statically(provisional: Matrix, naming: Naming) -> tuple[str, Version]:
+    """verify's matrix, read without asking the build backend: it reads the project's name
+    and its destinations only (each release's version is its record's or its tag's), so a
+    computed version stands in as 0; a computed name is an error."""
+    if naming.name is None or naming.name.value is None:
+        raise ConfigError(
+            [f"{naming.unsaid(provisional.project.path)}: release verify reads the project's "
+             "name from its files and asks no build backend"],
+            hint="write the name as a literal in pyproject.toml's [project] or in setup.py",
+        )  # fmt: skip
+    return naming.name.value, Version("0")
+
+
 def published_releases(target: VerifyTarget, environ: Mapping[str, str]) -> list[Published]:
     """What was published: the record in dist/, or each release named by tag or count."""
     if not target.from_destinations:
         manifest = load_dist(target.dist, missing_ok=True)
         return [read_record(target.dist / RECORD_NAME, manifest)]
-    matrix = load_matrix(target.matrix, asking_the_backend(None, environ))
+    matrix = load_matrix(target.matrix, named_statically)
     clients = github_clients(matrix, api_url=target.github_api_url, environ=environ)
     try:
         tags = tags_to_verify(matrix, target, clients)

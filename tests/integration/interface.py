@@ -32,6 +32,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -77,7 +78,8 @@ DROPPED = frozenset(
     {"CI", "CUDA_HOME", "SOURCE_DATE_EPOCH", "COLUMNS", "NO_COLOR", "FORCE_COLOR", "NO_PROXY"}
 )
 COMMANDS = (
-    "matrix", "nccl", "doctor", "build", "publish", "verify", "plan", "pins", "gpu-gate", "env",
+    "init", "matrix", "nccl", "doctor", "build", "publish", "verify", "plan", "pins", "gpu-gate",
+    "env",
 )  # fmt: skip
 
 Tier = Literal["fast", "full"]
@@ -106,6 +108,9 @@ HELP = (
 
 INVOCATIONS = (
     *HELP,
+    # init: on a copy of csrc/ (asks no index: no torch), and where a matrix.yaml is
+    Invocation("init-csrc-json", ("init", f"{TMP}/init-csrc", "--json")),
+    Invocation("init-existing", ("init", f"{TMP}/gate", "--json")),
     # matrix
     Invocation("matrix-json", ("matrix", "--json")),
     Invocation("matrix-format-json", ("matrix", "--format", "json")),
@@ -380,6 +385,9 @@ def workspace_at(tmp: Path, cache: Path) -> Iterator[Workspace]:
     assert "\ndefaults:\n" in shipped
     _copy_matrix(tmp / "bad", shipped.replace("\ndefaults:\n", "\ndefaults:\n  arch: [x86_64]\n"))
     _copy_matrix(tmp / "gate", shipped + GPU_GATE)
+    shutil.copytree(
+        REPO / "csrc", tmp / "init-csrc", ignore=shutil.ignore_patterns("build", "__pycache__")
+    )
     with socket.socket() as held:
         held.bind(("127.0.0.1", 0))
         port = held.getsockname()[1]

@@ -1,7 +1,9 @@
-"""A project whose pyproject.toml does not name it (setup.py-only, as most torch extensions
-are): `release` asks its PEP 517 backend for the name and version, beside the pinned torch
-for a torch project (its setup.py imports torch), once per commit, writing nothing into
-the checkout; a backend that fails is a one-line error in its own words."""
+"""A project whose files compute its version (a setup.py that reads it at run time):
+`release` says so, then asks its PEP 517 backend for the name and version, beside the
+pinned torch for a torch project (its setup.py imports torch), once per commit, writing
+nothing into the checkout; a backend that fails is a one-line error in its own words.
+(Literal names and versions are read without the backend: tests/unit/test_projectmeta.py,
+tests/integration/test_init.py.)"""
 
 from __future__ import annotations
 
@@ -45,7 +47,7 @@ def git(where: Path, *args: str) -> None:
 
 def setup_py_only(where: Path) -> Path:
     """The torch fixture as a setup.py project: [build-system] alone in pyproject.toml,
-    name, version and packages given to setup(), in a git checkout of its own."""
+    name, a computed version and packages given to setup(), in a git checkout of its own."""
     shutil.copytree(FIXTURE, where, ignore=shutil.ignore_patterns("*.egg-info", "build"))
     pyproject = (where / "pyproject.toml").read_text(encoding="utf-8")
     kept = pyproject[: pyproject.index("[project]")] + pyproject[pyproject.index("[tool.pytest") :]
@@ -53,7 +55,7 @@ def setup_py_only(where: Path) -> Path:
     setup = (where / "setup.py").read_text(encoding="utf-8")
     setup = setup.replace(
         "setup(\n",
-        COUNTER + 'setup(\n    name="k3-torch-ops",\n    version="0.3.0.post1",\n'
+        COUNTER + 'setup(\n    name="k3-torch-ops",\n    version="0.3.0.post1".strip(),\n'
         '    package_dir={"": "src"},\n    packages=["k3_torch_ops"],\n',
         1,
     )
@@ -89,9 +91,14 @@ def test_a_setup_py_torch_project_is_named_by_its_backend_once_per_commit(
     # a separate cache root for the answers; the toolchains (the torch venv) are shared
     cache = tmp_path / "cache"
     cache.mkdir()
+    (release_cache / "toolchains").mkdir(exist_ok=True)  # a fresh cache has none yet
     (cache / "toolchains").symlink_to(release_cache / "toolchains", target_is_directory=True)
 
-    first = named(release_matrix(tmp_path, cache, runs))
+    asked = release_matrix(tmp_path, cache, runs)
+    assert "setup.py:" in asked.stderr
+    assert "the version is computed" in asked.stderr
+    assert "this provisions nvcc for CUDA 13.0 and torch 2.14.1" in asked.stderr
+    first = named(asked)
     assert first == (
         "k3-torch-ops",
         "0.3.0.post1",
@@ -99,8 +106,10 @@ def test_a_setup_py_torch_project_is_named_by_its_backend_once_per_commit(
     )
     assert runs.read_text() == "x"  # setup.py ran (it imports torch: beside the pinned one)
     assert len(list((cache / "metadata").glob("*.json"))) == 1
-    assert named(release_matrix(tmp_path, cache, runs)) == first
+    again = release_matrix(tmp_path, cache, runs)
+    assert named(again) == first
     assert runs.read_text() == "x"  # the same commit: the kept answer
+    assert "asking the build backend" not in again.stderr  # nothing asked, nothing said
     status = subprocess.run(
         [GIT, "-C", str(project), "status", "--porcelain", "--ignored"],
         capture_output=True, text=True, check=True,
@@ -137,12 +146,14 @@ def test_another_project_is_asked_in_an_isolated_environment_and_its_failure_is_
     plain.mkdir()
     (plain / "setup.py").write_text(
         "from setuptools import setup\n"
-        'setup(name="plain-kernels", version="2.3.4", py_modules=[])\n',
+        'setup(name="plain-kernels", version="2.3.4".strip(), py_modules=[])\n',
         encoding="utf-8",
     )
     (tmp_path / "matrix.yaml").write_text(PLAIN_MATRIX, encoding="utf-8")
     runs = tmp_path / "runs"
-    project, version, _ = named(release_matrix(tmp_path, tmp_path / "cache", runs))
+    asked = release_matrix(tmp_path, tmp_path / "cache", runs)
+    assert "in an isolated environment of its build requirements" in asked.stderr
+    project, version, _ = named(asked)
     assert (project, version) == ("plain-kernels", "2.3.4")
     assert sorted(p.name for p in plain.iterdir()) == ["setup.py"]
 

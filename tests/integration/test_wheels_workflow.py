@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +18,7 @@ import pytest
 from release import __version__
 from release.cli import build_parser
 from release.commands.matrix import github_matrix
+from release.init.render import render_workflow
 from release.matrix import matrix_from_text
 from release.publish.run import COMPANIONS_DIR
 from release.records.attestation import attestation_path
@@ -38,6 +41,7 @@ from tests.integration.workflows import (
     triggers,
 )
 
+BIN = Path(sys.executable).parent
 ORDER = ["plan", "build", "reproduce", "gpu", "publish-dry-run", "publish", "index", "verify"]
 INPUTS = {
     "matrix": ("string", "matrix.yaml", False),
@@ -91,10 +95,37 @@ def reusable_of(caller: Path) -> tuple[dict[str, Any], Path]:
     return job, ROOT / match.group(1)
 
 
-@pytest.mark.parametrize("caller", [CALLER, RELEASE], ids=["another-project", "this-repo"])
+@pytest.fixture(scope="module")
+def init_caller(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The caller `release init` writes (release/init/templates/release.yml)."""
+    path = tmp_path_factory.mktemp("init") / "release.yml"
+    path.write_text(render_workflow(__version__, "matrix.yaml"), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("caller", ["another-project", "this-repo", "release-init"])
 def test_a_caller_resolves_to_this_wheels_yml_and_grants_what_its_jobs_need(
-    caller: Path,
+    caller: str, init_caller: Path
 ) -> None:
+    path = {"another-project": CALLER, "this-repo": RELEASE, "release-init": init_caller}[caller]
+    check_caller(path)
+    if caller != "another-project":  # the tool of this commit, as released
+        (job,) = load(path)["jobs"].values()
+        assert job["with"]["tool-version"] == __version__
+
+
+def test_the_caller_release_init_writes_passes_the_linters(init_caller: Path) -> None:
+    for command in (
+        [str(BIN / "check-jsonschema"), "--builtin-schema", "vendor.github-workflows"],
+        [str(BIN / "actionlint"), "-shellcheck=", "-pyflakes="],
+    ):
+        result = subprocess.run(
+            [*command, str(init_caller)], capture_output=True, text=True, check=False
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
+
+
+def check_caller(caller: Path) -> None:
     job, called = reusable_of(caller)
     assert called == WHEELS
     declared = triggers(load(WHEELS))["workflow_call"]
@@ -117,8 +148,6 @@ def test_a_caller_resolves_to_this_wheels_yml_and_grants_what_its_jobs_need(
         "pages": "write",
     }
     assert re.fullmatch(r"\d+\.\d+\.\d+", given["tool-version"])
-    if caller == RELEASE:  # this repository's example runs the tool of its own commit
-        assert given["tool-version"] == __version__
 
 
 def test_the_inputs_are_the_four_a_caller_gives() -> None:

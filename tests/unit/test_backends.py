@@ -14,6 +14,7 @@ from release.backends import (
     BuildSpec,
     BuildTools,
     CellTargets,
+    EnvironmentPaths,
     NvccToolkit,
     backend_for,
     build_inputs,
@@ -187,11 +188,13 @@ def test_a_torch_cell_keeps_machine_paths_out_of_its_objects_and_its_build_out_o
 ):
     context = BuildContext(
         toolkit=TOOLKIT,
-        torch_cuda_home=Path("/cache/torch-env/cuda-home"),
+        environment=EnvironmentPaths(
+            cuda_home=Path("/cache/torch-env/cuda-home"),
+            cache_dir=Path("/cache"),
+            python_include=Path("/opt/py/include/python3.11"),
+        ),
         project_dir=Path("/src/proj"),
         build_dir=Path("/src/proj/dist/.cell.x/build"),
-        toolchains_dir=Path("/cache"),
-        python_include=Path("/opt/py/include/python3.11"),
     )
     recipe = BuildRecipe(backend="torch", env=(("NVCC_APPEND_FLAGS", "-lineinfo"),))
     inputs = build_inputs(targets_of(recipe, build_backend="setuptools.build_meta"), context)

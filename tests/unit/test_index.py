@@ -130,6 +130,22 @@ def test_content_type_picks_the_parser() -> None:
     assert legacy.hash_name == "md5"
 
 
+def test_a_yanked_file_is_marked_in_both_formats() -> None:
+    page = "https://x/simple/torch/"
+    html = (
+        '<a href="t-1.whl#sha256=' + SHA_A + '" data-yanked="">t-1.whl</a>'
+        '<a href="t-2.whl#sha256=' + SHA_B + '">t-2.whl</a>'
+    )
+    listed = parse_simple_html(html, page)
+    assert (listed["t-1.whl"].yanked, listed["t-2.whl"].yanked) == (True, False)
+    files = [
+        {"filename": "t-1.whl", "url": "t-1.whl", "hashes": {}, "yanked": "broken"},
+        {"filename": "t-2.whl", "url": "t-2.whl", "hashes": {}, "yanked": False},
+    ]
+    listed = parse_simple_json({"files": files}, page)
+    assert (listed["t-1.whl"].yanked, listed["t-2.whl"].yanked) == (True, False)
+
+
 def test_write_index_replaces_the_directory_and_drops_stale_files(tmp_path: Path) -> None:
     out = tmp_path / "site"
     write_index({"cu129/old/index.html": b"old"}, out)

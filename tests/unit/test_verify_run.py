@@ -16,6 +16,7 @@ from release.verify.run import (
     expected_signer,
     github_clients,
     index_auth,
+    named_statically,
     tags_to_verify,
 )
 
@@ -93,3 +94,33 @@ def test_the_expected_signer_is_the_matrixs_repository_at_the_releases_tag() -> 
     assert expected_signer(MATRIX, "not a version", VerifySettings()) == ExpectedSigner(
         repository=github.repository, workflow=".github/workflows/release.yml", ref=None
     )
+
+
+def test_verify_reads_the_matrixnamed_statically_and_never_asks_the_build_backend(
+    tmp_path: Path,
+) -> None:
+    """A computed version stands in as 0 (each release's version is its record's or its
+    tag's); a computed name is refused with the remedy; neither asks anything."""
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / "setup.py").write_text(
+        'from setuptools import setup\nsetup(name="k3-ops", version=read_version())\n'
+    )
+    matrix = tmp_path / "matrix.yaml"
+    matrix.write_text(
+        "project: proj\n"
+        "defaults: {arches: [x86_64], sms: [80], manylinux: '2_28'}\n"
+        "cuda:\n  '13.0': {destination: pypi}\n"
+        "destinations:\n  pypi: {kind: pypi}\n",
+        encoding="utf-8",
+    )
+    loaded = load_matrix(matrix, named_statically)
+    assert (loaded.project.name, str(loaded.project.version)) == ("k3-ops", "0")
+    (project / "setup.py").write_text(
+        "from setuptools import setup\nsetup(name=NAME, version='1')\n"
+    )
+    with pytest.raises(ConfigError) as raised:
+        load_matrix(matrix, named_statically)
+    (problem,) = raised.value.problems
+    assert f"{project / 'setup.py'}:2: the name is computed (NAME)" in problem
+    assert "release verify reads the project's name from its files" in problem

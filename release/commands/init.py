@@ -1,0 +1,131 @@
+"""Read the kernel project in DIR statically (setup.py with ast, pyproject.toml, setup.cfg,
+CMakeLists.txt; nothing is run, and none of its files is changed) and write a commented
+matrix.yaml there and the release workflow that calls the tool's reusable one
+(.github/workflows/release.yml at the repository's root). It detects the build backend, the
+project's own SM list, a torch project's py_limited_api floor or Python list, its torch
+(pinned to the newest exact version the index has that its build requirement allows: one
+small request) and its force-CUDA switch, each with the file and line it read; it names
+what must change before the project builds, and what it could not decide.
+
+`release init`: a commented matrix.yaml and the release workflow for a kernel project.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from release.commands import arguments, common
+from release.commands.options import ExistingDir
+from release.console import Output
+from release.init.detect import Note
+from release.init.run import PYPI_SIMPLE, InitOutcome, InitSettings, init_project
+
+HELP = "write a commented matrix.yaml and the release workflow for a kernel project"
+SHARED: tuple[arguments.Shared, ...] = ("output",)
+
+
+def add_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "directory",
+        nargs="?",
+        type=ExistingDir("DIR"),
+        default=Path("."),
+        metavar="DIR",
+        help="the kernel project's directory (default: .)",
+    )
+    parser.add_argument(
+        "--force", action="store_true", help="write over an existing matrix.yaml and workflow"
+    )
+    parser.add_argument(
+        "--torch-index",
+        type=index_url,
+        default=None,
+        metavar="URL",
+        help="a torch project's torch comes from this simple index, and matrix.yaml says so "
+        f"(torch-index); its newest allowed torch is pinned (default: {PYPI_SIMPLE})",
+    )
+    parser.add_argument(
+        "--offline",
+        action="store_true",
+        help="ask no index: a torch project's torch pin is left a TODO in matrix.yaml",
+    )
+
+
+def index_url(text: str) -> str:
+    """argparse type of --torch-index: an http(s) URL without credentials (matrix.yaml
+    holds it)."""
+    parts = urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an http(s) URL")
+    if parts.username or parts.password:
+        raise argparse.ArgumentTypeError(
+            "the URL holds credentials, which matrix.yaml would hold too "
+            "(give pip them through netrc or a keyring)"
+        )
+    return text if text.endswith("/") else text + "/"
+
+
+def run(args: argparse.Namespace) -> int:
+    out = common.output_for(args, "init")
+    outcome = init_project(
+        InitSettings(
+            directory=args.directory,
+            force=args.force,
+            torch_index=args.torch_index,
+            offline=args.offline,
+        )
+    )
+    out.document(init_json(outcome))
+    print_outcome(out, outcome)
+    return 0
+
+
+def init_json(outcome: InitOutcome) -> dict[str, Any]:
+    decision = outcome.decision
+    return {
+        "directory": str(outcome.directory),
+        "backend": decision.backend,
+        "written": [
+            {"path": str(w.path), "what": w.what, "replaced": w.replaced} for w in outcome.written
+        ],
+        "detected": [{"key": f.key, "value": f.value, "source": f.source} for f in decision.found],
+        "changes": [_note(n) for n in decision.changes],
+        "undecided": [_note(n) for n in decision.undecided],
+    }
+
+
+def _note(note: Note) -> dict[str, str]:
+    return {"place": note.place, "text": note.text, "fix": note.fix}
+
+
+def print_outcome(out: Output, outcome: InitOutcome) -> None:
+    decision = outcome.decision
+    for written in outcome.written:
+        verb = "replaced" if written.replaced else "wrote"
+        out.line(f"{verb} {_shown(written.path, outcome.directory)}: {written.what}")
+    out.table(
+        ["key", "value", "from"],
+        [[f.key, f.value, f.source] for f in decision.found],
+        f"detected in {outcome.directory}",
+    )
+    for title, notes in (
+        ("needs a change before it builds", decision.changes),
+        ("not decided, check", decision.undecided),
+    ):
+        if notes:
+            out.line(f"{title}:")
+        for note in notes:
+            where = f"{note.place}: " if note.place else ""
+            out.line(f"  {where}{note.text}" + (f"\n    fix: {note.fix}" if note.fix else ""))
+    matrix = _shown(outcome.written[0].path, Path.cwd())
+    out.line(f"next: review {matrix}, then `release build --dry-run --matrix {matrix}`")
+
+
+def _shown(path: Path, base: Path) -> str:
+    try:
+        return str(path.relative_to(base.resolve()))
+    except ValueError:
+        return str(path)

@@ -1,0 +1,308 @@
+"""What `release init` reads from a project's files (release.project): the backend and the
+GPU targets, each with where it was read, what needs a change before the project builds,
+and what could not be decided; and the records those take (`Finding`, `Note`). A torch
+project's own axes are release.init.torchaxes'. Pure.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from packaging.version import Version
+
+from release.backends.recipe import BackendName
+from release.errors import ConfigError
+from release.init.torchindex import TorchRelease
+from release.project import CMakeLists, Gencode, Place, PyProject, Reading, SetupPy
+from release.targets import CudaVersion, GpuTarget, target_problem
+
+CUDA = CudaVersion(13, 0)  # the CUDA version whose whole toolchain comes from PyPI
+DEFAULT_SMS = tuple(GpuTarget(n) for n in (75, 80, 86, 89, 90, 100))
+DEFAULT_PTX = GpuTarget(100)
+CONTRACT_VARIABLE = "RELEASE_SMS"  # what a backend of csrc's contract reads (csrc/BUILDING.md)
+_TORCH_ENTRY = re.compile(r"^(\d+)\.(\d)([af]?)(\+PTX)?$")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Finding:
+    """One value matrix.yaml takes from the project, and where it was read."""
+
+    key: str
+    value: str
+    source: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Note:
+    """Something init reports at a place of the project: a change the project needs before
+    it builds (with its fix), or something it could not decide."""
+
+    place: str
+    text: str
+    fix: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class TorchLookup:
+    """The torch versions an index has (`releases`), or why they are not known."""
+
+    index_url: str
+    releases: Mapping[Version, TorchRelease] | None
+    failure: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Targets:
+    sms: tuple[GpuTarget, ...]
+    ptx: GpuTarget | None
+    found: tuple[Finding, ...]
+    changes: tuple[Note, ...]
+    undecided: tuple[Note, ...] = ()
+
+
+# - the backend -
+
+
+def backend_of(read: Reading) -> tuple[BackendName, str]:
+    """The backend that builds the project, and why; a ConfigError where none fits."""
+    pyproject, setup_py, cmake = read.pyproject, read.setup_py, read.cmakelists
+    in_tree = pyproject.build_backend if pyproject is not None else None
+    if in_tree is not None and CONTRACT_VARIABLE in (read.backend_source or ""):
+        return "release", (
+            f"{in_tree.place}: the in-tree backend {in_tree.value} reads {CONTRACT_VARIABLE} "
+            "(csrc/BUILDING.md's contract)"
+        )
+    if setup_py is not None and setup_py.cuda_extension is not None:
+        return "torch", f"{setup_py.cuda_extension}: uses torch's CUDAExtension"
+    skbuild = _scikit_build(pyproject)
+    if skbuild is not None:
+        return "cmake", skbuild
+    if cmake is not None and cmake.cuda is not None:
+        return "cmake", f"{cmake.cuda}: CMakeLists.txt enables CUDA"
+    raise ConfigError(
+        [
+            f"{read.directory}: no build system release knows: no setup.py with torch's "
+            "CUDAExtension, no scikit-build-core or CMakeLists.txt with CUDA, no in-tree "
+            f"backend reading {CONTRACT_VARIABLE}"
+        ],
+        hint="run release init in the kernel project's directory, or write matrix.yaml by "
+        "hand (the README's Releasing your project)",
+    )
+
+
+def _scikit_build(pyproject: PyProject | None) -> str | None:
+    if pyproject is None:
+        return None
+    backend = pyproject.build_backend
+    if backend is not None and (backend.value or "").startswith("scikit_build_core"):
+        return f"{backend.place}: builds with scikit-build-core"
+    required = pyproject.requirement("scikit-build-core")
+    return f"{required.place}: requires scikit-build-core" if required else None
+
+
+# - GPU targets -
+
+
+def targets_of(read: Reading, backend: BackendName) -> Targets:
+    """The SMs and PTX: the project's own list where it has one, else the tool's default;
+    what would keep the matrix's list from reaching the build needs a change."""
+    if backend == "torch" and read.setup_py is not None:
+        return _torch_targets(read.setup_py)
+    if backend == "cmake" and read.cmakelists is not None:
+        return _cmake_targets(read.cmakelists)
+    return _default_targets("the project names no SM list of its own")
+
+
+def _default_targets(why: str, *, changes: Sequence[Note] = ()) -> Targets:
+    return Targets(
+        sms=DEFAULT_SMS,
+        ptx=DEFAULT_PTX,
+        found=(
+            Finding(key="sms", value=_listed(DEFAULT_SMS), source=f"the tool's default ({why})"),
+            Finding(key="ptx", value=str(DEFAULT_PTX), source="the highest SM"),
+        ),
+        changes=tuple(changes),
+    )
+
+
+def _torch_targets(setup_py: SetupPy) -> Targets:
+    changes = [
+        Note(
+            place=str(d.place),
+            text="sets TORCH_CUDA_ARCH_LIST over the one each cell passes: the matrix's sms "
+            "never reach the build",
+            fix='make it a default: os.environ.setdefault("TORCH_CUDA_ARCH_LIST", ...)',
+        )
+        for d in setup_py.arch_list
+        if d.overrides
+    ]
+    if setup_py.gencode:
+        return _gencode_targets(setup_py.gencode, "torch", changes)
+    for default in setup_py.arch_list:
+        parsed = parse_torch_arch_list(default.value) if default.value else None
+        if parsed is not None:
+            sms, ptx = parsed
+            source = f"{default.place}: TORCH_CUDA_ARCH_LIST {default.value}"
+            return _project_targets(sms, ptx, (default.place, source), "torch", changes)
+    return _default_targets("the project names no SM list of its own", changes=changes)
+
+
+def _cmake_targets(cmake: CMakeLists) -> Targets:
+    changes = [
+        Note(
+            place=str(s.place),
+            text="sets CMAKE_CUDA_ARCHITECTURES over the -DCMAKE_CUDA_ARCHITECTURES each "
+            "cell passes: the matrix's sms never reach the build",
+            fix="guard it: if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES) ... endif()",
+        )
+        for s in cmake.architectures
+        if s.overrides
+    ]
+    changes += [
+        Note(
+            place=str(place),
+            text="sets a target's CUDA_ARCHITECTURES, which replaces CMAKE_CUDA_ARCHITECTURES "
+            "for it: the matrix's sms never reach that target",
+            fix="drop the property; CMAKE_CUDA_ARCHITECTURES initialises every target's",
+        )
+        for place in cmake.target_architectures
+    ]
+    if cmake.gencode:
+        return _gencode_targets(cmake.gencode, "cmake", changes)
+    for found in cmake.architectures:
+        parsed = parse_cmake_architectures(found.entries)
+        if parsed is not None:
+            sms, ptx = parsed
+            source = f"{found.place}: CMAKE_CUDA_ARCHITECTURES {';'.join(found.entries)}"
+            return _project_targets(sms, ptx, (found.place, source), "cmake", changes)
+    return _default_targets("the project names no SM list of its own", changes=changes)
+
+
+def _gencode_targets(
+    flags: Sequence[Gencode], backend: BackendName, changes: list[Note]
+) -> Targets:
+    cubins = [GpuTarget.parse(sm) for flag in flags for sm in flag.cubins]
+    ptx = [GpuTarget.parse(p) for flag in flags for p in flag.ptx]
+    takes = "TORCH_CUDA_ARCH_LIST" if backend == "torch" else "CMAKE_CUDA_ARCHITECTURES"
+    instead = "instead of" if backend == "torch" else "beside"
+    lines = "line " if len({f.place.line for f in flags}) == 1 else "lines "
+    lines += ", ".join(str(n) for n in dict.fromkeys(f.place.line for f in flags))
+    changes.append(
+        Note(
+            place=str(flags[0].place),
+            text=f"hard-codes nvcc's -gencode flags ({lines}): the build compiles them "
+            f"{instead} the {takes} each cell passes, so the matrix's sms do not decide the "
+            "wheel's",
+            fix=f"take them out, so that the matrix's sms reach the build as {takes}",
+        )
+    )
+    if not cubins:
+        return _default_targets("the -gencode flags are computed", changes=changes)
+    highest_ptx = max(ptx, default=None)
+    return _project_targets(
+        tuple(dict.fromkeys(cubins)),
+        GpuTarget(highest_ptx.number) if highest_ptx else None,
+        (flags[0].place, f"{flags[0].place}: the -gencode flags"),
+        backend,
+        changes,
+    )
+
+
+def _project_targets(
+    sms: Sequence[GpuTarget],
+    ptx: GpuTarget | None,
+    read_at: tuple[Place, str],
+    backend: BackendName,
+    changes: list[Note],
+) -> Targets:
+    """The project's own targets (read at a place, said as a source), less those CUDA 13.0
+    cannot build; PTX raised to the highest SM (the matrix's rule), and for torch riding on
+    one of the SMs."""
+    place, source = read_at
+    undecided = []
+    kept = []
+    for target in sorted(dict.fromkeys(sms)):
+        problem = target_problem(target, CUDA)
+        if problem is None:
+            kept.append(target)
+        else:
+            undecided.append(Note(place=str(place), text=f"left out: {problem}"))
+    for family in [t for t in kept if t.suffix == "f"]:
+        if GpuTarget(family.number) in kept:  # one nvcc compile cannot build both
+            kept.remove(GpuTarget(family.number))
+            text = (
+                f"left out: sm_{family.number} beside {family.sm}, which runs on every GPU "
+                "of that family (one nvcc compile cannot build both)"
+            )
+            undecided.append(Note(place=str(place), text=text))
+    if not kept:
+        return _default_targets("none of the project's SMs builds with CUDA 13.0", changes=changes)
+    chosen, ptx_source = _ptx(kept, ptx, backend)
+    found = (
+        Finding(key="sms", value=_listed(kept), source=source),
+        Finding(key="ptx", value=str(chosen) if chosen else "none", source=ptx_source),
+    )
+    return Targets(
+        sms=tuple(kept), ptx=chosen, found=found, changes=tuple(changes), undecided=tuple(undecided)
+    )
+
+
+def _ptx(
+    kept: Sequence[GpuTarget], ptx: GpuTarget | None, backend: BackendName
+) -> tuple[GpuTarget | None, str]:
+    """The project's PTX target, raised to the highest SM (the matrix's rule); for torch it
+    rides on an SM it also builds (TORCH_CUDA_ARCH_LIST's `+PTX`)."""
+    if ptx is None:
+        return None, "the project builds no PTX"
+    chosen = GpuTarget(max(ptx.number, *(t.number for t in kept)))
+    if backend == "torch" and chosen not in kept:
+        return None, f"none: torch adds PTX to an SM it builds, and {chosen.number} is not one"
+    if chosen.number != ptx.number:
+        return chosen, f"the project's PTX {ptx.number}, raised to the highest SM"
+    return chosen, "the project's PTX"
+
+
+def parse_torch_arch_list(text: str) -> tuple[tuple[GpuTarget, ...], GpuTarget | None] | None:
+    """`7.5;8.0;9.0a;10.0+PTX` as (SMs, PTX); None where an entry is not a number
+    (`Ampere`, a variable)."""
+    sms: list[GpuTarget] = []
+    ptx: GpuTarget | None = None
+    for entry in re.split(r"[;\s]+", text.strip()):
+        match = _TORCH_ENTRY.match(entry)
+        if match is None:
+            return None
+        target = GpuTarget(int(match.group(1)) * 10 + int(match.group(2)), match.group(3))
+        sms.append(target)
+        if match.group(4):
+            ptx = GpuTarget(target.number)
+    return (tuple(sms), ptx) if sms else None
+
+
+def parse_cmake_architectures(
+    entries: Sequence[str],
+) -> tuple[tuple[GpuTarget, ...], GpuTarget | None] | None:
+    """CMake's `75-real;80;90a-real;100-virtual` as (SMs, PTX: the highest virtual one);
+    None for `all`, `native`, a variable."""
+    sms: list[GpuTarget] = []
+    ptx: list[int] = []
+    for entry in entries:
+        number, _, kind = entry.partition("-")
+        try:
+            target = GpuTarget.parse(number)
+        except ValueError:
+            return None
+        if kind in ("", "real"):
+            sms.append(target)
+        if kind in ("", "virtual"):
+            ptx.append(target.number)
+        if kind not in ("", "real", "virtual"):
+            return None
+    if not sms:
+        return None
+    return tuple(sms), (GpuTarget(max(ptx)) if ptx else None)
+
+
+def _listed(targets: Sequence[GpuTarget]) -> str:
+    return " ".join(str(t) for t in targets)

@@ -1,0 +1,180 @@
+"""matrix.yaml and the caller workflow as `release init` writes them: the templates under
+release/init/templates (package data) filled with a `Decision`. Pure (the templates are
+read from the installed package).
+
+A template line that holds nothing but `${name}` is a comment placeholder where `name` is
+one of the rendered comments: it becomes that text wrapped as `#` lines at the line's
+indent (or nothing, for an empty one). Every other `${name}` is a plain substitution.
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from collections.abc import Mapping, Sequence
+from importlib import resources
+from string import Template
+
+from release.init.decide import Decision
+from release.init.detect import Finding, Note
+
+REPOSITORY = "k3-project/cuda-wheel-release"  # the tool's own repository
+TORCH_TODO = "TODO-the-exact-torch-version"  # refused at its line until it is replaced
+WIDTH = 92
+_COMMENT_LINE = re.compile(r"^( *)\$\{(\w+)\}$", re.MULTILINE)
+
+
+def schema_url(version: str) -> str:
+    return f"https://raw.githubusercontent.com/{REPOSITORY}/v{version}/schema/matrix.schema.json"
+
+
+def docs_url(version: str) -> str:
+    return f"https://github.com/{REPOSITORY}/blob/v{version}/README.md"
+
+
+def fill(name: str, values: Mapping[str, str], comments: Mapping[str, str]) -> str:
+    """The template `name` with its comment lines and values filled in."""
+    text = resources.files("release.init").joinpath("templates").joinpath(name).read_text("utf-8")
+
+    def comment(match: re.Match[str]) -> str:
+        indent, key = match.group(1), match.group(2)
+        if key not in comments:
+            return match.group(0)
+        said = comments[key]
+        return _wrapped(said, f"{indent}# ").replace("$", "$$") if said else "\x00"
+
+    text = _COMMENT_LINE.sub(comment, text).replace("\x00\n", "")
+    return Template(text).substitute(values)
+
+
+def render_workflow(tool_version: str, matrix: str) -> str:
+    """.github/workflows/release.yml: the caller of the tool's reusable workflow."""
+    return fill(
+        "release.yml",
+        {"tool_version": tool_version, "matrix": matrix, "docs_url": docs_url(tool_version)},
+        {},
+    )
+
+
+def render_matrix(decision: Decision, tool_version: str) -> str:
+    """matrix.yaml for `decision`, every detected value with a comment saying its source."""
+    found = {f.key: f for f in decision.found}
+    values = {
+        "schema_url": schema_url(tool_version),
+        "docs_url": docs_url(tool_version),
+        "tool_version": tool_version,
+        "name": decision.name,
+        "arches": ", ".join(decision.arches),
+        "sms": ", ".join(str(t) for t in decision.sms),
+        "ptx": str(decision.ptx) if decision.ptx is not None else "none",
+        "manylinux": decision.manylinux,
+    }
+    comments = {
+        "notes": _notes(decision.changes, decision.undecided),
+        "naming_from": _naming_from(found),
+        "backend_from": _from(found, "backend"),
+        "sms_from": _from(found, "sms"),
+        "ptx_from": _from(found, "ptx"),
+    }
+    if decision.backend == "torch":
+        torch_values, torch_comments = _torch(decision, found)
+        values.update(torch_values)
+        comments.update(torch_comments)
+    return fill(f"matrix-{decision.backend}.yaml", values, comments)
+
+
+def _torch(
+    decision: Decision, found: Mapping[str, Finding]
+) -> tuple[dict[str, str], dict[str, str]]:
+    if decision.abi3 is not None:
+        tag = f"cp{decision.abi3.replace('.', '')}-abi3"
+        python_line = f'abi3: "{decision.abi3}"'
+        python_from = f"A py_limited_api extension: one {tag} wheel a cell. {_from(found, 'abi3')}"
+    else:
+        python_line = "python: [" + ", ".join(f'"{p}"' for p in decision.python) + "]"
+        python_from = "A wheel per CPython, each built with python3.X from PATH. " + _from(
+            found, "python"
+        )
+    if decision.torch is not None:
+        torch, torch_from = f'"{decision.torch}"', _from(found, "torch")
+    else:
+        torch = TORCH_TODO
+        torch_from = "TODO: no exact torch was found (the notes at the top say why): write it here."
+    values = {
+        "python_line": python_line,
+        "torch": torch,
+        "torch_index": f"    torch-index: {decision.torch_index}\n" if decision.torch_index else "",
+        "build_env": _build_env(decision),
+    }
+    return values, {"python_from": python_from, "torch_from": torch_from}
+
+
+def _build_env(decision: Decision) -> str:
+    if not decision.build_env:
+        return (
+            "  # The project's own switches, such as a force-CUDA one:\n"
+            '  # env: {FORCE_CUDA: "1"}\n'
+        )
+    switches = {f.value: f.source for f in decision.found if f.key == "build.env"}
+    lines = ["  env:"]
+    for name, value in decision.build_env:
+        source = switches.get(f"{name}={value}", "")
+        lines.append(_wrapped(f"From {source}; a build machine has no GPU.", "    # "))
+        lines.append(f'    {name}: "{value}"')
+    return "\n".join(lines).replace("$", "$$") + "\n"
+
+
+def _from(found: Mapping[str, Finding], key: str) -> str:
+    return f"From {found[key].source}." if key in found else ""
+
+
+def _naming_from(found: Mapping[str, Finding]) -> str:
+    parts = [
+        f"its {key} {found[key].value} from {found[key].source}"
+        for key in ("name", "version")
+        if key in found
+    ]
+    if len(parts) == 2:
+        return f"Read statically: {parts[0]}, {parts[1]}."
+    return (
+        "Its name or version is computed: each command asks its build backend for them, once "
+        "per commit (see the notes above)."
+    )
+
+
+def _notes(changes: Sequence[Note], undecided: Sequence[Note]) -> str:
+    """The notes at the top of matrix.yaml: a TODO per change the project needs before it
+    builds, then what init could not decide."""
+    lines: list[str] = []
+    for title, notes in (
+        ("TODO before it builds (what release init found):", changes),
+        ("Check (what release init could not decide):", undecided),
+    ):
+        if not notes:
+            continue
+        lines += ["", title]
+        for note in notes:
+            where = f"{note.place}: " if note.place else ""
+            lines.append(f"- {where}{note.text}" + (f". Fix: {note.fix}." if note.fix else "."))
+    return "\n".join([*lines, "", ""]) if lines else ""
+
+
+def _wrapped(text: str, prefix: str) -> str:
+    """`text` as comment lines: each paragraph line wrapped, `- ` items hanging."""
+    out = []
+    for line in text.splitlines():
+        if not line:
+            out.append(prefix.rstrip())
+            continue
+        hanging = "  " if line.startswith("- ") else ""
+        out.append(
+            textwrap.fill(
+                line,
+                width=WIDTH,
+                initial_indent=prefix,
+                subsequent_indent=prefix + hanging,
+                break_long_words=False,
+                break_on_hyphens=False,
+            )
+        )
+    return "\n".join(out)

@@ -1,0 +1,154 @@
+"""One `release init`: read the project's files (never run them), ask the index for the
+torch versions of a torch project (one small request), decide, render, check that the
+matrix loads, then write matrix.yaml and the caller workflow. Nothing is written when
+anything before the writes fails, and nothing is written over an existing file without
+`force`. The project's own files are only read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+from packaging.version import Version
+
+from release import __version__
+from release.errors import ConfigError, FileError
+from release.fsutil import write_atomic
+from release.init.decide import Decision, decide
+from release.init.detect import TorchLookup, backend_of
+from release.init.render import TORCH_TODO, render_matrix, render_workflow
+from release.init.torchindex import torch_releases
+from release.matrix import matrix_from_text
+from release.project import read_project_files, reading
+from release.remote import httpclient as http
+from release.remote.retry import RetryPolicy
+from release.remote.simple_index import ACCEPT, parse_project_page, project_page_url
+
+PYPI_SIMPLE = "https://pypi.org/simple/"
+MATRIX = "matrix.yaml"
+WORKFLOW = Path(".github") / "workflows" / "release.yml"
+# one small page (about 400 KB for torch on PyPI): a short budget, so offline is said soon
+INDEX_POLICY = RetryPolicy(attempts=2, initial_delay=1.0, total=30.0, request_timeout=20.0)
+TORCH_ARCH = "x86_64"  # the arch of the cells init writes
+
+
+@dataclass(frozen=True, kw_only=True)
+class InitSettings:
+    directory: Path
+    force: bool = False
+    torch_index: str | None = None  # where the cells' torch comes from; None: PyPI
+    offline: bool = False  # ask no index: the torch pin is left a TODO
+
+
+@dataclass(frozen=True, kw_only=True)
+class Written:
+    path: Path
+    what: str
+    replaced: bool
+
+
+@dataclass(frozen=True, kw_only=True)
+class InitOutcome:
+    directory: Path
+    decision: Decision
+    written: tuple[Written, ...]
+
+
+TorchSource = Callable[[str], TorchLookup]
+
+
+def init_project(settings: InitSettings, torch_source: TorchSource | None = None) -> InitOutcome:
+    """Write matrix.yaml and the caller workflow for the project in `settings.directory`."""
+    directory = settings.directory.resolve()
+    if not directory.is_dir():
+        raise FileError(
+            f"{settings.directory}: no such directory", hint="give the project's directory"
+        )
+    root = repository_root(directory)
+    matrix_path = directory / MATRIX
+    workflow_path = root / WORKFLOW
+    existing = [p for p in (matrix_path, workflow_path) if p.exists()]
+    if existing and not settings.force:
+        raise FileError(
+            f"{' and '.join(str(p) for p in existing)} already "
+            f"{'exists' if len(existing) == 1 else 'exist'}: release init replaces nothing",
+            hint=f"pass --force to write over {'it' if len(existing) == 1 else 'them'}",
+        )
+    read = reading(read_project_files(directory))
+    backend = backend_of(read)
+    lookup = None
+    if backend[0] == "torch":
+        index = settings.torch_index or PYPI_SIMPLE
+        if settings.offline:
+            lookup = TorchLookup(
+                index_url=shown_url(index), releases=None, failure="--offline: no index was asked"
+            )
+        else:
+            lookup = (torch_source or ask_index)(index)
+    decision = decide(read, backend, lookup, torch_index=settings.torch_index)
+    matrix_text = render_matrix(decision, __version__)
+    check_loads(matrix_text, matrix_path)
+    workflow_text = render_workflow(__version__, matrix_path.relative_to(root).as_posix())
+    written = []
+    for path, text, what in (
+        (matrix_path, matrix_text, "the release matrix"),
+        (workflow_path, workflow_text, "the release workflow, a caller of the tool's reusable one"),
+    ):
+        replaced = path.exists()
+        write_atomic(path, text.encode())
+        written.append(Written(path=path, what=what, replaced=replaced))
+    return InitOutcome(directory=directory, decision=decision, written=tuple(written))
+
+
+def repository_root(directory: Path) -> Path:
+    """The checkout `directory` is in (where `.git` is), else `directory`: GitHub reads
+    workflows from the repository's root only."""
+    for candidate in (directory, *directory.parents):
+        if (candidate / ".git").exists():
+            return candidate
+    return directory
+
+
+def check_loads(text: str, path: Path) -> None:
+    """The matrix as written must load (a TODO torch aside, which is refused at its line
+    until it is replaced); otherwise nothing is written."""
+    try:
+        matrix_from_text(text.replace(TORCH_TODO, '"0.0"'), path, named=("project", Version("0")))
+    except ConfigError as error:
+        raise ConfigError(
+            [f"release init: the matrix for {path.parent} does not load: {error.problems[0]}"],
+            hint="nothing was written; this is release init's bug, please report it",
+        ) from None
+
+
+def shown_url(url: str) -> str:
+    """`url` without the credentials it may hold."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+def ask_index(index_url: str) -> TorchLookup:
+    """The torch releases `index_url` has: one request for its torch page."""
+    page = project_page_url(index_url, "torch")
+    shown = shown_url(index_url)
+    with http.client() as client:
+        got = http.fetch(client, page, keep=True, accept=ACCEPT, policy=INDEX_POLICY)
+    if got.status == 404:
+        return TorchLookup(index_url=shown, releases=None, failure=f"{shown} has no torch")
+    if not got.ok or got.body is None:
+        why = got.error or f"HTTP {got.status}"
+        return TorchLookup(
+            index_url=shown, releases=None, failure=f"cannot read {shown_url(page)} ({why})"
+        )
+    try:
+        files = parse_project_page(got.body, got.content_type, page)
+    except ValueError as error:
+        return TorchLookup(
+            index_url=shown, releases=None, failure=f"{shown_url(page)}: not an index page: {error}"
+        )
+    return TorchLookup(index_url=shown, releases=torch_releases(files, TORCH_ARCH))

@@ -1,0 +1,225 @@
+"""What `release init` takes from a torch project besides its backend and targets
+(release.init.detect): the force-CUDA switch for build.env, the abi3 floor or the CPython
+list, and the exact torch to pin from an index's torch releases. Pure.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+from release.init.detect import Finding, Note, TorchLookup
+from release.init.torchindex import newest_allowed
+from release.project import PyProject, Reading, Said, SetupPy
+
+CPYTHONS = ("3.9", "3.10", "3.11", "3.12", "3.13", "3.14")  # offline: the Python list's range
+
+
+@dataclass(frozen=True, kw_only=True)
+class PythonAxis:
+    abi3: str | None
+    python: tuple[str, ...]
+    found: Finding
+    undecided: tuple[Note, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class TorchPin:
+    version: Version | None  # None: left a TODO
+    pythons: tuple[str, ...]  # what that torch has wheels for
+    found: Finding | None
+    undecided: tuple[Note, ...] = ()
+
+
+# - the force-CUDA switch -
+
+
+def force_cuda(
+    setup_py: SetupPy | None,
+) -> tuple[tuple[tuple[str, str], ...], list[Finding], list[Note]]:
+    """build.env for each `torch.cuda.is_available()` gate a switch forces past, and a
+    change for each gate nothing forces (a GPU-less build machine builds CPU-only)."""
+    env: dict[str, str] = {}
+    found: list[Finding] = []
+    changes: list[Note] = []
+    for gate in setup_py.gates if setup_py else ():
+        if gate.forced_by:
+            switch = gate.forced_by[0]
+            env.setdefault(switch.name, switch.on)
+            found.append(
+                Finding(
+                    key="build.env",
+                    value=f"{switch.name}={switch.on}",
+                    source=f"{gate.place}: CUDA is built when torch.cuda.is_available() or "
+                    f"{switch.name}={switch.on}",
+                )
+            )
+            continue
+        changes.append(
+            Note(
+                place=str(gate.place),
+                text="builds CUDA only when torch.cuda.is_available(): on a build machine "
+                "without a GPU it builds the CPU extension alone (`release build` then fails "
+                "the cell), and no environment variable forces it",
+                fix="let one force it, e.g. `torch.cuda.is_available() or os.environ.get("
+                '"FORCE_CUDA") == "1"`, then set build.env FORCE_CUDA: "1" in matrix.yaml',
+            )
+        )
+    return tuple(sorted(env.items())), found, changes
+
+
+# - the Python axis -
+
+
+def python_axis(read: Reading, torch: TorchPin) -> PythonAxis:
+    """abi3 and its floor where the wheel is tagged abi3 (bdist_wheel's py_limited_api is
+    set, and the extension's is not off), else the CPython list."""
+    limited = read.setup_py.limited_api if read.setup_py else None
+    tag = _limited_api_tag(read)
+    notes: list[Note] = []
+    abi3 = tag is not None and (limited is None or limited.on is not False)
+    if limited is not None and limited.on is None:
+        assigned = ", ".join(str(p) for p in limited.assigned) or str(limited.place)
+        notes.append(
+            Note(
+                place=str(limited.place),
+                text=f"py_limited_api is computed ({limited.expression}, set at {assigned}): "
+                f"matrix.yaml takes it as {'on' if abi3 else 'off'}",
+                fix="if the wheel's tags say otherwise, the build fails naming the key to "
+                "change (abi3 or python)",
+            )
+        )
+    if abi3 and tag is not None:
+        floor = _abi3_floor(read, tag, torch)
+        if floor is not None:
+            value, source, computed = floor
+            return PythonAxis(
+                abi3=value,
+                python=(),
+                found=Finding(key="abi3", value=value, source=source),
+                undecided=(*notes, *computed),
+            )
+        notes.append(
+            Note(
+                place=str(tag.place),
+                text=f"bdist_wheel's py_limited_api is computed ({tag.expression}) and no "
+                "floor was found elsewhere: matrix.yaml lists Pythons",
+                fix='write abi3: "3.X" in matrix.yaml for the floor it gives',
+            )
+        )
+    elif limited is not None and limited.on:
+        notes.append(
+            Note(
+                place=str(limited.place),
+                text="the extension is py_limited_api, but nothing sets bdist_wheel's "
+                "py_limited_api, so the wheel is tagged cp3X-cp3X: matrix.yaml lists Pythons",
+                fix='for one abi3 wheel a cell: options={"bdist_wheel": {"py_limited_api": '
+                '"cp310"}} in setup(), and abi3: "3.10" in matrix.yaml',
+            )
+        )
+    pythons, source = _python_list(read, torch)
+    return PythonAxis(
+        abi3=None,
+        python=pythons,
+        found=Finding(key="python", value=" ".join(pythons), source=source),
+        undecided=tuple(notes),
+    )
+
+
+def _limited_api_tag(read: Reading) -> Said | None:
+    """bdist_wheel's py_limited_api (setup.py's `options`, else setup.cfg): what tags the
+    wheel abi3."""
+    for said in (
+        read.setup_py.limited_api_floor if read.setup_py else None,
+        read.setup_cfg.limited_api_floor if read.setup_cfg else None,
+    ):
+        if said is not None:
+            return said
+    return None
+
+
+def _abi3_floor(read: Reading, tag: Said, torch: TorchPin) -> tuple[str, str, list[Note]] | None:
+    """The abi3 floor ("3.9") and where it was read: the tag's literal (cp39), else, where
+    the tag is computed, a literal -DPy_LIMITED_API, requires-python, or the oldest CPython
+    the pinned torch has wheels for (said as not decided)."""
+    if tag.value is not None and re.fullmatch(r"cp3\d+", tag.value):
+        return f"3.{tag.value[3:]}", f"{tag.place}: bdist_wheel's py_limited_api {tag.value}", []
+    define = read.setup_py.limited_api_define if read.setup_py else None
+    found: tuple[str, str] | None = None
+    if define is not None and define.value:
+        hexversion = int(define.value, 16)
+        value = f"{hexversion >> 24}.{(hexversion >> 16) & 0xFF}"
+        found = value, f"{define.place}: -DPy_LIMITED_API={define.value}"
+    found = found or _requires_python_floor(read)
+    if found is None and torch.pythons:
+        found = torch.pythons[0], f"the oldest CPython torch {torch.version} has wheels for"
+    if found is None:
+        return None
+    note = Note(
+        place=str(tag.place),
+        text=f"bdist_wheel's py_limited_api is computed ({tag.expression or tag.value}): "
+        f"matrix.yaml takes the floor {found[0]} from {found[1].split(': ')[0]}",
+        fix=f"check that it gives cp{found[0].replace('.', '')}",
+    )
+    return found[0], found[1], [note]
+
+
+def _requires_python_floor(read: Reading) -> tuple[str, str] | None:
+    said: Said | None = read.pyproject.requires_python if read.pyproject else None
+    if said is None and read.setup_cfg is not None:
+        said = read.setup_cfg.python_requires
+    if said is None or said.value is None:
+        return None
+    match = re.search(r">=\s*(3\.\d+)", said.value)
+    return (match.group(1), f"{said.place}: requires-python {said.value}") if match else None
+
+
+def _python_list(read: Reading, torch: TorchPin) -> tuple[tuple[str, ...], str]:
+    classifiers = read.pyproject.pythons if read.pyproject else ()
+    requires = _requires_python_floor(read)
+    floor = int(requires[0].split(".")[1]) if requires else 0
+    if classifiers:
+        kept = tuple(p for p in classifiers if not torch.pythons or p in torch.pythons)
+        if kept:
+            return kept, "pyproject.toml's Python classifiers" + (
+                f" that torch {torch.version} has wheels for" if torch.pythons else ""
+            )
+    candidates = torch.pythons or CPYTHONS
+    kept = tuple(p for p in candidates if int(p.split(".")[1]) >= floor) or candidates
+    where = f" from {requires[1]}" if requires else ""
+    if torch.pythons:
+        return kept, f"the CPythons torch {torch.version} has wheels for{where}"
+    return kept, f"the CPythons {kept[0]} to {kept[-1]}{where} (no torch listing to narrow them)"
+
+
+# - the torch pin -
+
+
+def torch_pin(pyproject: PyProject | None, lookup: TorchLookup | None) -> TorchPin:
+    """The exact torch the cells build against: the newest the index has that the build
+    requirement allows; a TODO where the index was not asked or has none."""
+    required = pyproject.requirement("torch") if pyproject else None
+    specifier = required.requirement.specifier if required else SpecifierSet()
+    place = str(required.place) if required else ("pyproject.toml" if pyproject else "setup.py")
+    wanted = f"{required.requirement} ({place})" if required else "no build requirement"
+    todo = "write the exact torch version to build against on matrix.yaml's TODO line"
+    if lookup is None or lookup.releases is None:
+        why = lookup.failure if lookup is not None else "no index was asked"
+        note = Note(place=place, text=f"no exact torch pinned: {why}", fix=todo)
+        return TorchPin(version=None, pythons=(), found=None, undecided=(note,))
+    chosen = newest_allowed(lookup.releases, specifier)
+    if chosen is None:
+        note = Note(place=place, text=f"no torch on {lookup.index_url} fits {wanted}", fix=todo)
+        return TorchPin(version=None, pythons=(), found=None, undecided=(note,))
+    return TorchPin(
+        version=chosen.version,
+        pythons=chosen.pythons,
+        found=Finding(
+            key="torch",
+            value=str(chosen.version),
+            source=f"the newest torch on {lookup.index_url} that {wanted} allows",
+        ),
+    )

@@ -1,0 +1,55 @@
+"""A kernel project's build files, read statically (never run): setup.py with `ast`,
+pyproject.toml and setup.cfg, CMakeLists.txt. `read_project_files` is the edge (it reads
+the files); the rest is pure. The matrix loader takes the project's name and version from
+here (`naming`), and `release init` everything else.
+"""
+
+from __future__ import annotations
+
+from release.project.cmakelists import ArchitecturesSet, CMakeLists, read_cmakelists
+from release.project.files import (
+    SETUP_PY,
+    Naming,
+    ProjectFiles,
+    Reading,
+    naming,
+    read_project_files,
+    reading,
+)
+from release.project.places import Place, Said
+from release.project.pyproject import PyProject, SetupCfg, read_pyproject, read_setup_cfg
+from release.project.setuppy import (
+    ArchListDefault,
+    CudaGate,
+    EnvRead,
+    Gencode,
+    LimitedApi,
+    SetupPy,
+    read_setup_py,
+)
+
+__all__ = [
+    "SETUP_PY",
+    "ArchListDefault",
+    "ArchitecturesSet",
+    "CMakeLists",
+    "CudaGate",
+    "EnvRead",
+    "Gencode",
+    "LimitedApi",
+    "Naming",
+    "Place",
+    "ProjectFiles",
+    "PyProject",
+    "Reading",
+    "Said",
+    "SetupCfg",
+    "SetupPy",
+    "naming",
+    "read_cmakelists",
+    "read_project_files",
+    "read_pyproject",
+    "read_setup_cfg",
+    "read_setup_py",
+    "reading",
+]

@@ -1,0 +1,258 @@
+"""A kernel project's files, read once (`read_project_files`, the edge), and what they say
+together (pure): its name and version (`naming`), as the matrix loader and `release init`
+take them.
+
+Name and version come from pyproject.toml's [project] where it has them; a version in
+`dynamic` from setup.py's setup(version=...), setup.cfg, or an `attr:` whose module sets
+it as a literal (setuptools reads `attr:` the same way before it imports anything); a
+project without [project] from setup.py's setup() and setup.cfg's [metadata]. What is
+computed is said with its place, for the build backend to answer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from packaging.utils import InvalidName, canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from release.errors import shown
+from release.project.cmakelists import CMAKELISTS, CMakeLists, read_cmakelists
+from release.project.places import Said
+from release.project.pyproject import (
+    PYPROJECT,
+    SETUP_CFG,
+    PyProject,
+    SetupCfg,
+    read_pyproject,
+    read_setup_cfg,
+)
+from release.project.setuppy import SetupPy, read_setup_py
+
+SETUP_PY = "setup.py"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProjectFiles:
+    """The texts of a project's build files (None: absent), keyed by their path in it."""
+
+    directory: Path
+    texts: dict[str, str | None] = field(default_factory=dict)
+
+    def text(self, name: str) -> str | None:
+        return self.texts.get(name)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Reading:
+    """What the files say, file by file."""
+
+    directory: Path
+    pyproject: PyProject | None
+    setup_py: SetupPy | None
+    setup_cfg: SetupCfg | None
+    cmakelists: CMakeLists | None
+    backend_source: str | None  # the text of an in-tree build backend (backend-path)
+    version_module: tuple[str, SetupPy] | None  # the module an `attr:` version names
+
+
+@dataclass(frozen=True, kw_only=True)
+class Naming:
+    """The project's name and version as its files say them: a `Said` each (a literal, or
+    where it is computed), or a `problem` that no build backend could fix."""
+
+    name: Said | None
+    version: Said | None
+    problem: str | None = None
+
+    @property
+    def static(self) -> tuple[str, Version] | None:
+        if self.name is None or self.version is None or self.problem is not None:
+            return None
+        if self.name.value is None or self.version.value is None:
+            return None
+        return self.name.value, Version(self.version.value)
+
+    def computed(self) -> list[tuple[str, Said | None]]:
+        """("name"/"version", where it is computed), for each that is not a literal."""
+        return [
+            (what, said)
+            for what, said in (("name", self.name), ("version", self.version))
+            if said is None or not said.literal
+        ]
+
+    def unsaid(self, directory: Path) -> str:
+        """Which of name and version no file states, and where each is computed:
+        `/p/setup.py:57: the version is computed (get_version())`."""
+        parts = []
+        for what, said in self.computed():
+            if said is None:
+                parts.append(f"{directory}: no build file names the project's {what}")
+            elif said.expression == "dynamic":
+                parts.append(f"{said.place.at(directory)}: the {what} is dynamic")
+            else:
+                parts.append(
+                    f"{said.place.at(directory)}: the {what} is computed ({said.expression})"
+                )
+        return "; ".join(parts)
+
+
+def read_project_files(directory: Path) -> ProjectFiles:
+    """The build files of the project in `directory`: pyproject.toml, setup.py, setup.cfg,
+    CMakeLists.txt, an in-tree backend's module and the module of an `attr:` version."""
+    texts: dict[str, str | None] = {}
+    for name in (PYPROJECT, SETUP_PY, SETUP_CFG, CMAKELISTS):
+        texts[name] = _read(directory / name)
+    pyproject = read_pyproject(texts[PYPROJECT] or "") if texts[PYPROJECT] else None
+    setup_cfg = read_setup_cfg(texts[SETUP_CFG] or "") if texts[SETUP_CFG] else None
+    for candidate in _backend_modules(pyproject) + _attr_modules(pyproject, setup_cfg):
+        if candidate not in texts:
+            texts[candidate] = _read(directory / candidate)
+    return ProjectFiles(directory=directory, texts=texts)
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        return None
+    except UnicodeDecodeError:
+        return ""
+
+
+def _backend_modules(pyproject: PyProject | None) -> list[str]:
+    if pyproject is None or pyproject.build_backend is None or not pyproject.backend_path:
+        return []
+    module = (pyproject.build_backend.value or "").split(":")[0].replace(".", "/")
+    return [
+        f"{base.rstrip('/')}/{module}{suffix}"
+        for base in pyproject.backend_path
+        for suffix in (".py", "/__init__.py")
+    ]
+
+
+def _attr(pyproject: PyProject | None, setup_cfg: SetupCfg | None) -> str | None:
+    """The dotted name an `attr:` version names (`pkg.__version__`), if any."""
+    attr = pyproject.version_attr.value if pyproject and pyproject.version_attr else None
+    said = setup_cfg.version if setup_cfg else None
+    if attr is None and said is not None and said.expression.startswith("attr:"):
+        attr = said.expression.removeprefix("attr:").strip()
+    return attr if attr and "." in attr else None
+
+
+def _attr_modules(pyproject: PyProject | None, setup_cfg: SetupCfg | None) -> list[str]:
+    attr = _attr(pyproject, setup_cfg)
+    if attr is None:
+        return []
+    module = attr.rsplit(".", 1)[0].replace(".", "/")
+    return [
+        f"{base}{module}{suffix}" for base in ("", "src/") for suffix in ("/__init__.py", ".py")
+    ]
+
+
+def reading(files: ProjectFiles) -> Reading:
+    pyproject_text = files.text(PYPROJECT)
+    setup_text = files.text(SETUP_PY)
+    cfg_text = files.text(SETUP_CFG)
+    cmake_text = files.text(CMAKELISTS)
+    pyproject = read_pyproject(pyproject_text) if pyproject_text is not None else None
+    setup_cfg = read_setup_cfg(cfg_text) if cfg_text is not None else None
+    backend = next(
+        (files.text(m) for m in _backend_modules(pyproject) if files.text(m) is not None), None
+    )
+    version_module = None
+    for candidate in _attr_modules(pyproject, setup_cfg):
+        text = files.text(candidate)
+        if text is not None:
+            version_module = (candidate, read_setup_py(text, candidate))
+            break
+    return Reading(
+        directory=files.directory,
+        pyproject=pyproject,
+        setup_py=read_setup_py(setup_text) if setup_text is not None else None,
+        setup_cfg=setup_cfg,
+        cmakelists=read_cmakelists(cmake_text) if cmake_text is not None else None,
+        backend_source=backend,
+        version_module=version_module,
+    )
+
+
+def naming(read: Reading) -> Naming:
+    """The project's name and version (see the module doc), each checked (PEP 508, PEP 440)."""
+    pyproject, setup_py, setup_cfg = read.pyproject, read.setup_py, read.setup_cfg
+    if pyproject is None and setup_py is None and setup_cfg is None:
+        return Naming(
+            name=None,
+            version=None,
+            problem=f"{read.directory / PYPROJECT} does not exist "
+            "(point `project` at the kernel project's directory)",
+        )
+    for broken in (pyproject, setup_py, setup_cfg):
+        if broken is not None and broken.problem is not None:
+            return Naming(name=None, version=None, problem=_located(read, broken.problem))
+    from_setup = [
+        s for s in (setup_py.name if setup_py else None, setup_cfg.name if setup_cfg else None) if s
+    ]
+    if pyproject is not None and pyproject.has_project:
+        name = pyproject.name
+        version = pyproject.version
+        if version is not None and version.expression == "dynamic":
+            version = _dynamic_version(read) or version
+    else:
+        name = from_setup[0] if from_setup else None
+        version = _setup_version(read)
+    return Naming(name=name, version=version, problem=_invalid(read.directory, name, version))
+
+
+def _dynamic_version(read: Reading) -> Said | None:
+    """A `dynamic` version as setup.py, setup.cfg or an `attr:` module gives it."""
+    found = _setup_version(read)
+    if found is not None and found.literal:
+        return found
+    return _attr_version(read) or found
+
+
+def _setup_version(read: Reading) -> Said | None:
+    for said in (
+        read.setup_py.version if read.setup_py else None,
+        read.setup_cfg.version if read.setup_cfg else None,
+    ):
+        if said is not None:
+            if said.expression.startswith("attr:"):
+                return _attr_version(read) or said
+            return said
+    return None
+
+
+def _attr_version(read: Reading) -> Said | None:
+    """The literal an `attr:` version names, in the module it names."""
+    attr = _attr(read.pyproject, read.setup_cfg)
+    if attr is None or read.version_module is None:
+        return None
+    found = read.version_module[1].constant(attr.rsplit(".", 1)[1])
+    if found is None:
+        return None
+    return Said(place=found.place, value=found.value, expression=f"attr: {attr}")
+
+
+def _invalid(directory: Path, name: Said | None, version: Said | None) -> str | None:
+    if name is not None and name.value is not None:
+        try:
+            canonicalize_name(name.value, validate=True)
+        except InvalidName:
+            return (
+                f"{name.place.at(directory)}: name {shown(name.value)} is not a valid "
+                "project name (PEP 508)"
+            )
+    if version is not None and version.value is not None:
+        try:
+            Version(version.value)
+        except InvalidVersion:
+            return f"{version.place.at(directory)}: version {shown(version.value)} is not PEP 440"
+    return None
+
+
+def _located(read: Reading, problem: str) -> str:
+    """A file's problem with the file's path under the project's directory."""
+    return f"{read.directory}/{problem}"

@@ -1,0 +1,78 @@
+"""Where a project file says something: a `Place` (file and line), and a `Said` value, the
+literal a file gives or the expression that computes it. Pure."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True, kw_only=True)
+class Place:
+    """A file of the project (relative to its directory) and a 1-based line, if known."""
+
+    file: str
+    line: int | None = None
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}" if self.line else self.file
+
+    def at(self, directory: Path) -> str:
+        """The place with the file's path under `directory`."""
+        where = str(directory / self.file)
+        return f"{where}:{self.line}" if self.line else where
+
+
+@dataclass(frozen=True, kw_only=True)
+class Said:
+    """One value as a project file says it: `value` where it is a literal (or a constant
+    that holds one, at `via`), else `expression`, the code that computes it."""
+
+    place: Place
+    value: str | None = None
+    expression: str = ""
+    via: Place | None = None
+
+    @property
+    def literal(self) -> bool:
+        return self.value is not None
+
+    def source(self) -> str:
+        """`setup.py:74`, or `setup.py:74 (library_name, setup.py:19)` through a constant."""
+        return f"{self.place} ({self.expression}, {self.via})" if self.via else str(self.place)
+
+
+_TABLE = re.compile(r"^\s*\[\[?\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
+
+
+def toml_line(text: str, table: str, key: str, needle: str | None = None) -> int | None:
+    """The line where `key` is set in `[table]` of a TOML text (`needle`: the first line at
+    or after it that holds that text, for an entry of a multi-line array), or None."""
+    current = ""
+    start = None
+    key_line = re.compile(rf"^\s*[\"']?{re.escape(key)}[\"']?\s*=")
+    for number, line in enumerate(text.splitlines(), start=1):
+        header = _TABLE.match(line)
+        if header:
+            if start is not None:
+                break
+            current = header.group(1).replace('"', "").replace("'", "")
+            continue
+        if start is None and current == table and key_line.match(line):
+            start = number
+        if start is not None and (needle is None or needle in line):
+            return number
+    return None
+
+
+def ini_line(text: str, section: str, key: str) -> int | None:
+    """The line where `key` is set in `[section]` of an INI text (setup.cfg), or None."""
+    current = ""
+    for number, line in enumerate(text.splitlines(), start=1):
+        stripped = line.strip()
+        if stripped.startswith("[") and stripped.endswith("]"):
+            current = stripped[1:-1].strip()
+        elif current == section and re.match(rf"^{re.escape(key)}\s*[=:]", stripped):
+            return number
+    return None

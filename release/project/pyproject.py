@@ -1,0 +1,189 @@
+"""What a pyproject.toml and a setup.cfg say: the build requirements (a torch pin,
+scikit-build-core), the build backend and where it lives (`backend-path`), and [project]'s
+name, version, `dynamic`, requires-python and Python classifiers, each with its line. Pure:
+text in, records out.
+"""
+
+from __future__ import annotations
+
+import configparser
+import re
+import sys
+from dataclasses import dataclass
+
+from packaging.requirements import InvalidRequirement, Requirement
+
+from release.project.places import Place, Said, ini_line, toml_line
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
+
+PYPROJECT = "pyproject.toml"
+SETUP_CFG = "setup.cfg"
+SCIKIT_BUILD = "scikit-build-core"
+_PYTHON_CLASSIFIER = re.compile(r"^Programming Language :: Python :: (3\.\d+)$")
+
+
+@dataclass(frozen=True, kw_only=True)
+class BuildRequirement:
+    requirement: Requirement
+    place: Place
+
+
+@dataclass(frozen=True, kw_only=True)
+class PyProject:
+    requires: tuple[BuildRequirement, ...]
+    build_backend: Said | None
+    backend_path: tuple[str, ...]
+    has_project: bool  # a [project] table
+    name: Said | None
+    version: Said | None  # a literal, or `dynamic` (expression "dynamic") where it is there
+    requires_python: Said | None
+    pythons: tuple[str, ...]  # the Python 3.X classifiers
+    version_attr: Said | None  # [tool.setuptools.dynamic] version = {attr = "pkg.__version__"}
+    problem: str | None = None
+
+    def requirement(self, name: str) -> BuildRequirement | None:
+        """The build requirement on `name` (canonical compare), if any."""
+        wanted = name.lower().replace("_", "-")
+        for found in self.requires:
+            if found.requirement.name.lower().replace("_", "-") == wanted:
+                return found
+        return None
+
+
+@dataclass(frozen=True, kw_only=True)
+class SetupCfg:
+    name: Said | None
+    version: Said | None  # `attr: pkg.__version__` and `file:` are expressions
+    python_requires: Said | None
+    limited_api_floor: Said | None  # [bdist_wheel] py_limited_api
+    problem: str | None = None
+
+
+def read_pyproject(text: str) -> PyProject:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        return _broken(f"{PYPROJECT}: not TOML: {error}")
+    system = _table(data.get("build-system"))
+    project = _table(data.get("project"))
+    requires = []
+    for entry in _list(system.get("requires")):
+        if not isinstance(entry, str):
+            continue
+        try:
+            requirement = Requirement(entry)
+        except InvalidRequirement:
+            continue
+        line = toml_line(text, "build-system", "requires", needle=requirement.name)
+        requires.append(BuildRequirement(requirement=requirement, place=_at(line)))
+    backend = system.get("build-backend")
+    paths = _list(system.get("backend-path"))
+    dynamic = _list(project.get("dynamic"))
+    return PyProject(
+        requires=tuple(requires),
+        build_backend=_said(text, "build-system", "build-backend", backend),
+        backend_path=tuple(p for p in paths if isinstance(p, str)),
+        has_project="project" in data,
+        name=_said(text, "project", "name", project.get("name")),
+        version=_version(text, project, dynamic),
+        requires_python=_said(text, "project", "requires-python", project.get("requires-python")),
+        pythons=_classifier_pythons(project.get("classifiers")),
+        version_attr=_version_attr(text, data),
+    )
+
+
+def _broken(problem: str) -> PyProject:
+    return PyProject(
+        requires=(),
+        build_backend=None,
+        backend_path=(),
+        has_project=False,
+        name=None,
+        version=None,
+        requires_python=None,
+        pythons=(),
+        version_attr=None,
+        problem=problem,
+    )
+
+
+def _table(value: object) -> dict[str, object]:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: object) -> list[object]:
+    return value if isinstance(value, list) else []
+
+
+def _at(line: int | None, file: str = PYPROJECT) -> Place:
+    return Place(file=file, line=line)
+
+
+def _said(text: str, table: str, key: str, value: object) -> Said | None:
+    if value is None:
+        return None
+    place = _at(toml_line(text, table, key))
+    if isinstance(value, str):
+        return Said(place=place, value=value)
+    return Said(place=place, expression=repr(value))
+
+
+def _version(text: str, project: dict[str, object], dynamic: object) -> Said | None:
+    if "version" in project:
+        return _said(text, "project", "version", project["version"])
+    if isinstance(dynamic, list) and "version" in dynamic:
+        return Said(place=_at(toml_line(text, "project", "dynamic")), expression="dynamic")
+    return None
+
+
+def _version_attr(text: str, data: dict[str, object]) -> Said | None:
+    tool = _table(_table(_table(data.get("tool")).get("setuptools")).get("dynamic"))
+    version = _table(tool.get("version"))
+    attr = version.get("attr")
+    if not isinstance(attr, str):
+        return None
+    return Said(place=_at(toml_line(text, "tool.setuptools.dynamic", "version")), value=attr)
+
+
+def _classifier_pythons(classifiers: object) -> tuple[str, ...]:
+    if not isinstance(classifiers, list):
+        return ()
+    found = [
+        m.group(1) for c in classifiers if isinstance(c, str) and (m := _PYTHON_CLASSIFIER.match(c))
+    ]
+    return tuple(sorted(set(found), key=lambda v: int(v.split(".")[1])))
+
+
+def read_setup_cfg(text: str) -> SetupCfg:
+    parser = configparser.ConfigParser(interpolation=None)
+    try:
+        parser.read_string(text)
+    except configparser.Error as error:
+        return SetupCfg(
+            name=None,
+            version=None,
+            python_requires=None,
+            limited_api_floor=None,
+            problem=f"{SETUP_CFG}: not an INI file: {error}".splitlines()[0],
+        )
+
+    def said(section: str, key: str) -> Said | None:
+        value = parser.get(section, key, fallback=None)
+        if value is None:
+            return None
+        place = Place(file=SETUP_CFG, line=ini_line(text, section, key))
+        value = value.strip()
+        if value.startswith(("attr:", "file:")):
+            return Said(place=place, expression=value)
+        return Said(place=place, value=value)
+
+    return SetupCfg(
+        name=said("metadata", "name"),
+        version=said("metadata", "version"),
+        python_requires=said("options", "python_requires"),
+        limited_api_floor=said("bdist_wheel", "py_limited_api"),
+    )

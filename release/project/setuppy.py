@@ -1,0 +1,455 @@
+"""What a setup.py says without running it, read with `ast` (as cibuildwheel reads its
+python_requires, cibuildwheel/projectfiles.py): setup()'s name and version where they are
+literals or module-level string constants, torch's CUDAExtension / CppExtension,
+py_limited_api and bdist_wheel's floor, the `torch.cuda.is_available()` gates with the
+environment switches that force CUDA past them, the environment variables it reads, its
+literal `-gencode` flags and its TORCH_CUDA_ARCH_LIST. Pure: text in, a `SetupPy` out.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Protocol, TypeVar
+
+from release.project.places import Place, Said
+
+ARCH_LIST = "TORCH_CUDA_ARCH_LIST"
+EXTENSIONS = ("CUDAExtension", "CppExtension")
+# nvcc's code generation flags as a setup.py or CMakeLists.txt spells them
+GENCODE = re.compile(r"(-gencode|--generate-code|arch=compute_\d+|-arch=sm_\d+|code=sm_\d+)")
+BARE_FLAGS = frozenset({"-gencode", "--generate-code"})  # their targets are the next argument
+_CODE = re.compile(r"code=\[?([A-Za-z0-9_,]+)\]?")
+_ARCH_SM = re.compile(r"-arch=sm_(\d+[af]?)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class EnvRead:
+    """An environment variable the file reads, where, and the value that turns it on."""
+
+    name: str
+    place: Place
+    on: str = "1"
+
+
+@dataclass(frozen=True, kw_only=True)
+class CudaGate:
+    """A `torch.cuda.is_available()` that decides whether CUDA is built, and the variables
+    that force CUDA past it (`... or os.environ.get("FORCE_CUDA") == "1"`)."""
+
+    place: Place
+    forced_by: tuple[EnvRead, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Gencode:
+    """Literal nvcc code generation flags: the SMs they give cubins and PTX for (empty where
+    a part of the flag is computed)."""
+
+    place: Place
+    text: str
+    cubins: tuple[str, ...]
+    ptx: tuple[str, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ArchListDefault:
+    """A TORCH_CUDA_ARCH_LIST the file sets: a default (setdefault, getenv's default, or
+    an assignment guarded by a test of the variable) or an override of the build's."""
+
+    place: Place
+    value: str | None  # None: computed
+    overrides: bool
+
+
+@dataclass(frozen=True, kw_only=True)
+class LimitedApi:
+    """`py_limited_api=` of an extension: on, off, or computed (None)."""
+
+    place: Place
+    on: bool | None
+    expression: str = ""
+    assigned: tuple[Place, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class SetupPy:
+    name: Said | None
+    version: Said | None
+    cuda_extension: Place | None
+    cpp_extension: Place | None
+    limited_api: LimitedApi | None
+    limited_api_floor: Said | None  # bdist_wheel's py_limited_api, e.g. cp39
+    limited_api_define: Said | None  # a literal -DPy_LIMITED_API=0x030A0000
+    gates: tuple[CudaGate, ...]
+    env_reads: tuple[EnvRead, ...]
+    gencode: tuple[Gencode, ...]
+    arch_list: tuple[ArchListDefault, ...]
+    constants: tuple[tuple[str, Said], ...] = ()  # module-level string constants
+    problem: str | None = None
+
+    def constant(self, name: str) -> Said | None:
+        return dict(self.constants).get(name)
+
+
+def read_setup_py(text: str, file: str = "setup.py") -> SetupPy:
+    """What `text`, a setup.py, says statically; a file that does not parse says nothing
+    but its `problem`."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError) as error:
+        line = getattr(error, "lineno", None)
+        return _empty(f"{Place(file=file, line=line)}: not Python: {error}")
+    reader = _Reader(tree, text, file)
+    setup_call = reader.setup_call()
+    keywords = {k.arg: k.value for k in setup_call.keywords if k.arg} if setup_call else {}
+    return SetupPy(
+        name=reader.said(keywords["name"]) if "name" in keywords else None,
+        version=reader.said(keywords["version"]) if "version" in keywords else None,
+        cuda_extension=reader.first_use("CUDAExtension"),
+        cpp_extension=reader.first_use("CppExtension"),
+        limited_api=reader.limited_api(),
+        limited_api_floor=reader.bdist_wheel_floor(),
+        limited_api_define=reader.limited_api_define(),
+        gates=_in_order(reader.gates()),
+        env_reads=_in_order(reader.env_reads()),
+        gencode=_in_order(reader.gencode()),
+        arch_list=_in_order(reader.arch_list()),
+        constants=tuple(reader.constants()),
+    )
+
+
+class _Placed(Protocol):
+    @property
+    def place(self) -> Place: ...
+
+
+P = TypeVar("P", bound=_Placed)
+
+
+def _in_order(found: Iterator[P]) -> tuple[P, ...]:
+    """In the order of the file (ast.walk goes breadth first)."""
+    return tuple(sorted(found, key=lambda item: item.place.line or 0))
+
+
+def _empty(problem: str) -> SetupPy:
+    return SetupPy(
+        name=None,
+        version=None,
+        cuda_extension=None,
+        cpp_extension=None,
+        limited_api=None,
+        limited_api_floor=None,
+        limited_api_define=None,
+        gates=(),
+        env_reads=(),
+        gencode=(),
+        arch_list=(),
+        problem=problem,
+    )
+
+
+def gencode_targets(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The SMs a flag string gives cubins and PTX for: `-gencode=arch=compute_90,code=sm_90`
+    is a cubin for 90, `code=[sm_80,compute_80]` a cubin and PTX, `-arch=sm_80` both."""
+    cubins: list[str] = []
+    ptx: list[str] = []
+    for match in _CODE.finditer(text):
+        for part in match.group(1).split(","):
+            kind, _, number = part.partition("_")
+            if kind == "sm" and number:
+                cubins.append(number)
+            elif kind == "compute" and number:
+                ptx.append(number)
+    for match in _ARCH_SM.finditer(text):
+        cubins.append(match.group(1))
+        ptx.append(match.group(1).rstrip("af"))
+    return tuple(dict.fromkeys(cubins)), tuple(dict.fromkeys(ptx))
+
+
+class _Reader:
+    def __init__(self, tree: ast.Module, text: str, file: str) -> None:
+        self.tree = tree
+        self.text = text
+        self.file = file
+        self.parents: dict[int, ast.AST] = {}
+        for node in ast.walk(tree):
+            for child in ast.iter_child_nodes(node):
+                self.parents[id(child)] = node
+        self.assignments = _module_assignments(tree)
+
+    def place(self, node: ast.AST) -> Place:
+        return Place(file=self.file, line=getattr(node, "lineno", None))
+
+    def source(self, node: ast.AST) -> str:
+        return ast.get_source_segment(self.text, node) or ast.unparse(node)
+
+    # - values -
+
+    def constant(self, name: str) -> ast.expr | None:
+        """The value of a module-level name assigned once, unconditionally."""
+        found = self.assignments.get(name, ())
+        if len(found) == 1 and found[0][1]:
+            return found[0][0]
+        return None
+
+    def constants(self) -> Iterator[tuple[str, Said]]:
+        for name in self.assignments:
+            value = self.constant(name)
+            if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                yield name, Said(place=self.place(value), value=value.value)
+
+    def said(self, node: ast.expr) -> Said:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return Said(place=self.place(node), value=node.value)
+        if isinstance(node, ast.Name):
+            value = self.constant(node.id)
+            if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                return Said(
+                    place=self.place(node),
+                    value=value.value,
+                    expression=node.id,
+                    via=self.place(value),
+                )
+        return Said(place=self.place(node), expression=self.source(node))
+
+    # - setup() and the extensions -
+
+    def setup_call(self) -> ast.Call | None:
+        calls = [
+            n for n in ast.walk(self.tree) if isinstance(n, ast.Call) and _named(n.func, "setup")
+        ]
+        return calls[0] if len(calls) == 1 else None
+
+    def first_use(self, name: str) -> Place | None:
+        uses = [n for n in ast.walk(self.tree) if _named(n, name)]
+        calls = [n for n in uses if isinstance(self.parents.get(id(n)), ast.Call)]
+        chosen = sorted(calls or uses, key=lambda n: getattr(n, "lineno", 0))
+        return self.place(chosen[0]) if chosen else None
+
+    def walk(self) -> list[ast.AST]:
+        """Every node, in the order of the file."""
+        return sorted(
+            ast.walk(self.tree),
+            key=lambda n: (getattr(n, "lineno", 0), getattr(n, "col_offset", 0)),
+        )
+
+    def limited_api(self) -> LimitedApi | None:
+        for node in self.walk():
+            if isinstance(node, ast.keyword) and node.arg == "py_limited_api":
+                return self._limited(node.value)
+        return None
+
+    def _limited(self, value: ast.expr) -> LimitedApi:
+        place = self.place(value)
+        if isinstance(value, ast.Constant) and isinstance(value.value, bool):
+            return LimitedApi(place=place, on=value.value)
+        if isinstance(value, ast.Name):
+            constant = self.constant(value.id)
+            if isinstance(constant, ast.Constant) and isinstance(constant.value, bool):
+                return LimitedApi(place=place, on=constant.value, expression=value.id)
+            assigned = tuple(self.place(v) for v, _ in self.assignments.get(value.id, ()))
+            return LimitedApi(place=place, on=None, expression=value.id, assigned=assigned)
+        return LimitedApi(place=place, on=None, expression=self.source(value))
+
+    def bdist_wheel_floor(self) -> Said | None:
+        for node in self.walk():
+            if not isinstance(node, ast.Dict):
+                continue
+            options = _dict_item(node, "bdist_wheel")
+            if isinstance(options, ast.Dict):
+                floor = _dict_item(options, "py_limited_api")
+                if floor is not None:
+                    return self.said(floor)
+        return None
+
+    def limited_api_define(self) -> Said | None:
+        for node in self.walk():
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                match = re.search(r"-DPy_LIMITED_API=(0x[0-9A-Fa-f]{8})", node.value)
+                if match:
+                    return Said(place=self.place(node), value=match.group(1))
+        return None
+
+    # - the environment and the CUDA gates -
+
+    def env_reads(self) -> Iterator[EnvRead]:
+        for node in ast.walk(self.tree):
+            name = _env_name(node)
+            if name is not None:
+                yield EnvRead(name=name, place=self.place(node))
+
+    def gates(self) -> Iterator[CudaGate]:
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.Call) and _is_cuda_available(node.func):
+                yield CudaGate(place=self.place(node), forced_by=tuple(self._forcing(node)))
+
+    def _forcing(self, gate: ast.AST) -> Iterator[EnvRead]:
+        """The variables in an `or` beside `gate`: each forces CUDA when it is on."""
+        child: ast.AST = gate
+        parent = self.parents.get(id(gate))
+        while parent is not None and not isinstance(parent, ast.stmt):
+            if isinstance(parent, ast.BoolOp) and isinstance(parent.op, ast.Or):
+                for operand in parent.values:
+                    if operand is not child:
+                        yield from self._switches(operand, depth=0)
+            child, parent = parent, self.parents.get(id(parent))
+
+    def _switches(self, node: ast.AST, *, depth: int) -> Iterator[EnvRead]:
+        for inner in ast.walk(node):
+            name = _env_name(inner)
+            if name is not None:
+                yield EnvRead(name=name, place=self.place(inner), on=_on_value(node, inner))
+            elif isinstance(inner, ast.Name) and depth < 2:
+                for value, _ in self.assignments.get(inner.id, ()):
+                    yield from self._switches(value, depth=depth + 1)
+
+    # - GPU targets -
+
+    def gencode(self) -> Iterator[Gencode]:
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.JoinedStr):
+                text = "".join(_string(v) or "{}" for v in node.values)
+                if GENCODE.search(text):
+                    yield Gencode(place=self.place(node), text=self.source(node), cubins=(), ptx=())
+            elif (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and not isinstance(self.parents.get(id(node)), ast.JoinedStr)
+                and GENCODE.search(node.value)
+                and node.value not in BARE_FLAGS
+            ):
+                cubins, ptx = gencode_targets(node.value)
+                yield Gencode(place=self.place(node), text=node.value, cubins=cubins, ptx=ptx)
+
+    def arch_list(self) -> Iterator[ArchListDefault]:
+        for node in ast.walk(self.tree):
+            found = self._arch_list_default(node)
+            if found is not None:
+                yield found
+
+    def _arch_list_default(self, node: ast.AST) -> ArchListDefault | None:
+        if isinstance(node, ast.Call) and node.args and _string(node.args[0]) == ARCH_LIST:
+            func = node.func
+            default = node.args[1] if len(node.args) > 1 else None
+            setdefault = isinstance(func, ast.Attribute) and func.attr == "setdefault"
+            if default is not None and (setdefault or _env_name(node) == ARCH_LIST):
+                return ArchListDefault(
+                    place=self.place(node), value=_string(default), overrides=False
+                )
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if (
+                    isinstance(target, ast.Subscript)
+                    and _is_environ(target.value)
+                    and _string(target.slice) == ARCH_LIST
+                ):
+                    return ArchListDefault(
+                        place=self.place(node),
+                        value=_string(node.value),
+                        overrides=not self._guarded(node),
+                    )
+        return None
+
+    def _guarded(self, node: ast.AST) -> bool:
+        """Whether an enclosing `if` tests TORCH_CUDA_ARCH_LIST (a default, not an override)."""
+        parent = self.parents.get(id(node))
+        while parent is not None:
+            if isinstance(parent, ast.If) and any(
+                _string(n) == ARCH_LIST for n in ast.walk(parent.test)
+            ):
+                return True
+            parent = self.parents.get(id(parent))
+        return False
+
+
+def _module_assignments(tree: ast.Module) -> Mapping[str, tuple[tuple[ast.expr, bool], ...]]:
+    """Every assignment of a name outside functions and classes: its value, and whether it
+    is unconditional (straight in the module's body)."""
+    found: dict[str, list[tuple[ast.expr, bool]]] = {}
+
+    def visit(body: list[ast.stmt], unconditional: bool) -> None:
+        for statement in body:
+            if isinstance(statement, ast.Assign):
+                for target in statement.targets:
+                    if isinstance(target, ast.Name):
+                        found.setdefault(target.id, []).append((statement.value, unconditional))
+            elif isinstance(statement, ast.AnnAssign) and statement.value is not None:
+                if isinstance(statement.target, ast.Name):
+                    found.setdefault(statement.target.id, []).append(
+                        (statement.value, unconditional)
+                    )
+            elif isinstance(statement, (ast.If, ast.For, ast.While, ast.Try, ast.With)):
+                for field in ("body", "orelse", "finalbody"):
+                    visit(getattr(statement, field, []), unconditional=False)
+                for handler in getattr(statement, "handlers", []):
+                    visit(handler.body, unconditional=False)
+
+    visit(tree.body, unconditional=True)
+    return {name: tuple(values) for name, values in found.items()}
+
+
+def _named(node: ast.AST, name: str) -> bool:
+    """`name` or `anything.name`."""
+    return (isinstance(node, ast.Name) and node.id == name) or (
+        isinstance(node, ast.Attribute) and node.attr == name
+    )
+
+
+def _string(node: ast.AST | None) -> str | None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    return None
+
+
+def _dict_item(node: ast.Dict, key: str) -> ast.expr | None:
+    for k, v in zip(node.keys, node.values, strict=True):
+        if _string(k) == key:
+            return v
+    return None
+
+
+def _is_environ(node: ast.AST) -> bool:
+    return _named(node, "environ")
+
+
+def _is_cuda_available(func: ast.AST) -> bool:
+    """`torch.cuda.is_available` (or `cuda.is_available`)."""
+    return (
+        isinstance(func, ast.Attribute)
+        and func.attr == "is_available"
+        and _named(func.value, "cuda")
+    )
+
+
+def _env_name(node: ast.AST) -> str | None:
+    """The variable `os.environ.get("X")`, `os.getenv("X")` or `os.environ["X"]` reads."""
+    if isinstance(node, ast.Call) and node.args:
+        func = node.func
+        reads = isinstance(func, ast.Attribute) and func.attr == "get" and _is_environ(func.value)
+        if reads or _named(func, "getenv"):
+            return _string(node.args[0])
+    if (
+        isinstance(node, ast.Subscript)
+        and _is_environ(node.value)
+        and isinstance(node.ctx, ast.Load)
+    ):
+        return _string(node.slice)
+    return None
+
+
+def _on_value(operand: ast.AST, read: ast.AST) -> str:
+    """The value of the variable `read` that makes `operand` true: the string it is
+    compared with (`== "1"`, `in ("1", "true")`), else `1`."""
+    for node in ast.walk(operand):
+        if not isinstance(node, ast.Compare) or not any(n is read for n in ast.walk(node.left)):
+            continue
+        op, right = node.ops[0], node.comparators[0]
+        if isinstance(op, ast.Eq) and _string(right) is not None:
+            return _string(right) or "1"
+        if isinstance(op, ast.In) and isinstance(right, (ast.Tuple, ast.List, ast.Set)):
+            values = [_string(e) for e in right.elts]
+            return next((v for v in values if v), "1")
+    return "1"

@@ -1,0 +1,114 @@
+"""What a cell's backend is told of it (`cell_targets`), the build environment of its own
+that a backend asks for (`environment_of`: a torch cell's pinned torch in a venv), and that
+environment provisioned into the toolchain cache (`provision_environment`). The build stage,
+the dry run, the GPU gate and the project's naming go through here, so that none of them
+asks what kind of cell it has.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from importlib import metadata
+from pathlib import Path
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
+from release import proc
+from release.backends import CellTargets, EnvironmentSpec, backend_for, read_build_backend
+from release.backends.torch_extension import TorchEnvSpec
+from release.matrix import Cell
+from release.toolchain.provision import Progress
+from release.toolchain.torchenv import TorchEnv, provision_torch_env, venv_python
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
+
+BuildEnv = TorchEnv  # a provisioned build environment (one kind today: a torch venv)
+
+
+def frontend_requirement() -> str:
+    """The PEP 517 frontend a build environment gets: this tool's own `build`, at its
+    version."""
+    return f"build=={metadata.version('build')}"
+
+
+def build_requirements(pyproject_text: str) -> tuple[str, ...]:
+    """The project's [build-system] requires other than torch (which a torch cell pins)."""
+    try:
+        data = tomllib.loads(pyproject_text)
+    except tomllib.TOMLDecodeError:
+        return ()
+    requires = data.get("build-system", {}).get("requires", ["setuptools"])
+    kept = []
+    for text in requires if isinstance(requires, list) else []:
+        try:
+            name = canonicalize_name(Requirement(str(text)).name)
+        except InvalidRequirement:
+            kept.append(str(text))  # pip reports it, naming the project's own words
+            continue
+        if name != "torch":
+            kept.append(str(text))
+    return tuple(kept)
+
+
+def cell_targets(cell: Cell) -> CellTargets:
+    """What the cell's backend is told of it, with what its project's pyproject.toml says
+    (the PEP 517 backend, the other build requirements: the one file this reads)."""
+    pyproject = cell.project.path / "pyproject.toml"
+    text = pyproject.read_text(encoding="utf-8") if pyproject.is_file() else ""
+    return CellTargets(
+        cuda=str(cell.cuda),
+        arch=cell.arch,
+        sms=tuple(cell.sms),
+        ptx=cell.ptx,
+        local_label=cell.local_label,
+        recipe=cell.build,
+        build_backend=read_build_backend(text),
+        compress_mode=cell.compress_mode,
+        torch=str(cell.torch) if cell.torch is not None else None,
+        torch_index=cell.torch_index,
+        # the CPython the cell builds with: its own, else (abi3) this one
+        python=cell.python or f"{sys.version_info.major}.{sys.version_info.minor}",
+        build_requires=build_requirements(text),
+        frontend=frontend_requirement(),
+    )
+
+
+def environment_of(cell: Cell) -> EnvironmentSpec | None:
+    """The build environment of its own the cell's backend asks for (None: an isolated
+    PEP 517 environment of the tool's Python)."""
+    return backend_for(cell.build.backend).environment(cell_targets(cell))
+
+
+def environment_python(spec: EnvironmentSpec, cache_dir: Path) -> Path:
+    """The interpreter a cell's build runs in, once `spec` is provisioned in `cache_dir`."""
+    return venv_python(cache_dir / spec.dirname)
+
+
+def provision_environment(
+    spec: EnvironmentSpec,
+    *,
+    toolkit: Path,
+    cache_dir: Path,
+    runner: proc.Runner = proc.run,
+    python: str = sys.executable,
+    env: Mapping[str, str],
+    progress: Progress | None = None,
+) -> BuildEnv:
+    """`spec` made in `cache_dir` once (a damaged one is made again); `python` is the
+    tool's own, `toolkit` the root of the cell's nvcc."""
+    if not isinstance(spec, TorchEnvSpec):
+        raise TypeError(f"no provisioning for a {type(spec).__name__}")
+    return provision_torch_env(
+        spec,
+        toolkit=toolkit,
+        cache_dir=cache_dir,
+        runner=runner,
+        python=python,
+        env=env,
+        progress=progress,
+    )

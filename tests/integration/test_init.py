@@ -1,0 +1,258 @@
+"""`release init` as a user runs it, on copies of the torch, cmake and csrc projects and of
+the extension-template-shaped fixture: it writes matrix.yaml and the caller workflow,
+changes none of the project's files, creates no cache, says what it detected and what needs
+a change with file:line, refuses to overwrite without --force, and `release build
+--dry-run` passes right after it. A torch project's torch comes from a stand-in simple index
+on 127.0.0.1 (one request); an index out of reach, or --offline, leaves a TODO that the
+loader refuses at its line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "tests" / "fixtures"
+RELEASE = Path(sys.executable).with_name("release")
+GIT = shutil.which("git") or "git"
+
+TORCH_WHEELS = [
+    ("torch-2.9.1-cp310-cp310-manylinux_2_28_x86_64.whl", False),
+    ("torch-2.10.0-cp310-cp310-manylinux_2_28_x86_64.whl", False),
+    ("torch-2.11.0-cp310-cp310-manylinux_2_28_x86_64.whl", False),
+    ("torch-2.11.0-cp313-cp313-manylinux_2_28_x86_64.whl", False),
+    ("torch-2.12.0-cp310-cp310-manylinux_2_28_x86_64.whl", True),  # yanked
+    ("torch-2.13.0rc1-cp310-cp310-manylinux_2_28_x86_64.whl", False),
+]
+
+
+class _Index(BaseHTTPRequestHandler):
+    """A PEP 691 simple index with one project, torch; it counts the requests."""
+
+    requests: list[str] = []  # noqa: RUF012 (one list shared by the server's handlers)
+
+    def do_GET(self) -> None:
+        type(self).requests.append(self.path)
+        if self.path != "/simple/torch/":
+            self.send_error(404)
+            return
+        files = [
+            {"filename": name, "url": f"/files/{name}", "hashes": {"sha256": "0" * 64},
+             "yanked": yanked}
+            for name, yanked in TORCH_WHEELS
+        ]  # fmt: skip
+        body = json.dumps({"meta": {"api-version": "1.1"}, "name": "torch", "files": files})
+        self.send_response(200)
+        self.send_header("Content-Type", "application/vnd.pypi.simple.v1+json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body.encode())
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def index() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Index)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/simple/"
+    server.shutdown()
+    server.server_close()
+
+
+def copy(source: Path, where: Path) -> Path:
+    shutil.copytree(
+        source, where, ignore=shutil.ignore_patterns("matrix.yaml", "build", "*.egg-info", "tests")
+    )
+    return where
+
+
+def tree(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+def release(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RELEASE_", "PIP_"))}
+    env["RELEASE_CACHE_DIR"] = str(cwd / "cache")
+    return subprocess.run(
+        [str(RELEASE), *args], capture_output=True, text=True, check=False, cwd=cwd, env=env,
+        timeout=120,
+    )  # fmt: skip
+
+
+def init(cwd: Path, project: Path, *args: str) -> dict[str, Any]:
+    done = release(cwd, "init", str(project), "--json", *args)
+    assert done.returncode == 0, done.stderr
+    document: dict[str, Any] = json.loads(done.stdout)
+    return document
+
+
+def dry_run(cwd: Path, project: Path) -> dict[str, Any]:
+    done = release(cwd, "build", "--dry-run", "--json", "--matrix", str(project / "matrix.yaml"))
+    assert done.returncode == 0, done.stderr
+    document: dict[str, Any] = json.loads(done.stdout)
+    return document
+
+
+def line_of(path: Path, text: str) -> int:
+    """The number of the one line of `path` that holds `text` (outside a comment)."""
+    (number,) = [
+        n
+        for n, line in enumerate(path.read_text().splitlines(), start=1)
+        if text in line and not line.lstrip().startswith("#")
+    ]
+    return number
+
+
+def detected(document: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    return {f["key"]: (f["value"], f["source"]) for f in document["detected"]}
+
+
+def test_a_torch_project_gets_the_newest_torch_its_requirement_allows(
+    tmp_path: Path, index: str
+) -> None:
+    project = copy(FIXTURES / "torch_ops", tmp_path / "ops")
+    before = tree(project)
+    _Index.requests.clear()
+    document = init(tmp_path, project, "--torch-index", index)
+    assert _Index.requests == ["/simple/torch/"]  # one small request, nothing downloaded
+    found = detected(document)
+    uses = line_of(project / "setup.py", "cpp_extension.CUDAExtension")
+    assert found["backend"] == ("torch", f"setup.py:{uses}: uses torch's CUDAExtension")
+    assert found["torch"] == (
+        "2.11.0",  # not the yanked 2.12.0, not 2.13.0rc1
+        f"the newest torch on {index} that torch>=2.10 (pyproject.toml:5) allows",
+    )
+    assert found["abi3"] == ("3.10", "pyproject.toml:12: requires-python >=3.10")
+    assert found["build.env"][0] == "FORCE_CUDA=1"
+    assert [w["path"] for w in document["written"]] == [
+        str(project / "matrix.yaml"),
+        str(project / ".github" / "workflows" / "release.yml"),
+    ]
+    text = (project / "matrix.yaml").read_text()
+    assert text.startswith("# yaml-language-server: $schema=")
+    assert '    torch: "2.11.0"\n' in text
+    assert f"    torch-index: {index}\n" in text
+    assert '    FORCE_CUDA: "1"\n' in text
+
+    (cell,) = dry_run(tmp_path, project)["cells"]
+    assert cell["wheel"] == "k3_torch_ops-0.1.0-cp310-abi3-manylinux_2_34_x86_64.whl"
+    assert cell["inputs"]["FORCE_CUDA"] == "1"
+    assert not (tmp_path / "cache").exists()  # neither init nor the dry run provisioned
+    after = tree(project)
+    assert {k: v for k, v in after.items() if k in before} == before  # the project's own files
+    assert sorted(set(after) - set(before)) == [".github/workflows/release.yml", "matrix.yaml"]
+
+
+def test_the_extension_template_is_told_what_to_change_with_file_and_line(
+    tmp_path: Path, index: str
+) -> None:
+    project = copy(FIXTURES / "extension_template", tmp_path / "muladd")
+    done = release(tmp_path, "init", str(project), "--torch-index", index)
+    assert done.returncode == 0, done.stderr
+    assert "needs a change before it builds:\n  setup.py:23: builds CUDA only when " in done.stdout
+    assert (
+        "fix: let one force it, e.g. `torch.cuda.is_available() or os.environ.get(" in done.stdout
+    )
+    assert "setup.py:37: py_limited_api is computed" in done.stdout
+    text = (project / "matrix.yaml").read_text()
+    assert "# - setup.py:23: builds CUDA only when torch.cuda.is_available()" in text
+    assert 'abi3: "3.9"' in text
+    (cell,) = dry_run(tmp_path, project)["cells"]
+    assert cell["wheel"] == "muladd_ops-0.0.1-cp39-abi3-manylinux_2_34_x86_64.whl"
+
+
+@pytest.mark.parametrize(
+    ("source", "backend", "cells"),
+    [
+        (FIXTURES / "cmake_kernels", "cmake", ["13.0-x86_64"]),
+        (ROOT / "csrc", "release", ["13.0-x86_64", "13.0-aarch64"]),
+    ],
+    ids=["cmake", "csrc"],
+)
+def test_cmake_and_csrc_projects_build_dry_right_after(
+    tmp_path: Path, source: Path, backend: str, cells: list[str]
+) -> None:
+    project = copy(source, tmp_path / source.name)
+    document = init(tmp_path, project)
+    assert document["backend"] == backend
+    assert document["changes"] == []
+    assert [c["cell"] for c in dry_run(tmp_path, project)["cells"]] == cells
+    assert not (tmp_path / "cache").exists()
+
+
+def test_existing_files_are_refused_without_force(tmp_path: Path) -> None:
+    project = copy(FIXTURES / "cmake_kernels", tmp_path / "k")
+    init(tmp_path, project)
+    (project / "matrix.yaml").write_text("# mine\n")
+    refused = release(tmp_path, "init", str(project))
+    assert refused.returncode == 8
+    assert refused.stderr.splitlines() == [
+        f"error: {project / 'matrix.yaml'} and {project / '.github/workflows/release.yml'} "
+        "already exist: release init replaces nothing",
+        "hint: pass --force to write over them",
+    ]
+    assert (project / "matrix.yaml").read_text() == "# mine\n"
+    replaced = init(tmp_path, project, "--force")
+    assert [w["replaced"] for w in replaced["written"]] == [True, True]
+    assert (project / "matrix.yaml").read_text().startswith("# yaml-language-server:")
+
+
+def test_the_workflow_goes_to_the_repository_root(tmp_path: Path) -> None:
+    subprocess.run([GIT, "init", "-q", str(tmp_path / "repo")], check=True)
+    project = copy(FIXTURES / "cmake_kernels", tmp_path / "repo" / "kernels")
+    init(tmp_path, project)
+    workflow = (tmp_path / "repo" / ".github" / "workflows" / "release.yml").read_text()
+    assert "      matrix: kernels/matrix.yaml\n" in workflow
+    assert not (project / ".github").exists()
+
+
+def test_offline_or_out_of_reach_the_torch_is_a_todo_at_its_line(tmp_path: Path) -> None:
+    with socket.socket() as bound:  # a port nothing listens on
+        bound.bind(("127.0.0.1", 0))
+        unreachable = f"http://127.0.0.1:{bound.getsockname()[1]}/simple/"
+        project = copy(FIXTURES / "torch_ops", tmp_path / "ops")
+        document = init(tmp_path, project, "--torch-index", unreachable)
+    (note,) = [n for n in document["undecided"] if "no exact torch" in n["text"]]
+    assert note["place"] == "pyproject.toml:5"
+    assert f"cannot read {unreachable}torch/" in note["text"]
+    assert "torch" not in detected(document)
+    text = (project / "matrix.yaml").read_text()
+    (line,) = [n for n, t in enumerate(text.splitlines(), start=1) if "torch: TODO" in t]
+    refused = release(tmp_path, "build", "--dry-run", "--matrix", str(project / "matrix.yaml"))
+    assert refused.returncode == 2
+    assert f"matrix.yaml:{line}:" in refused.stderr
+    offline = init(tmp_path, project, "--offline", "--force")
+    assert any(
+        n["text"] == "no exact torch pinned: --offline: no index was asked"
+        for n in offline["undecided"]
+    )
+
+
+def test_a_directory_no_backend_fits_is_one_line_and_nothing_written(tmp_path: Path) -> None:
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "plain" / "setup.py").write_text("from setuptools import setup\nsetup()\n")
+    refused = release(tmp_path, "init", "plain")
+    assert refused.returncode == 2
+    (error, hint) = refused.stderr.splitlines()
+    assert error.startswith(f"error: {tmp_path / 'plain'}: no build system release knows")
+    assert hint.startswith("hint: ")
+    assert sorted(p.name for p in (tmp_path / "plain").iterdir()) == ["setup.py"]
+    bad = release(tmp_path, "init", "plain", "--torch-index", "https://u:p@index.example/")
+    assert bad.returncode == 2
+    assert "the URL holds credentials" in bad.stderr
+    assert "u:p" not in bad.stderr

@@ -1,0 +1,213 @@
+"""release.init.detect, .torchaxes and .decide: what `release init` takes from a project's
+files, with the place it read each value at, what it says needs a change, and what it could
+not decide."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from packaging.version import Version
+
+from release.errors import ConfigError
+from release.init.decide import decide
+from release.init.detect import (
+    TorchLookup,
+    backend_of,
+    parse_cmake_architectures,
+    parse_torch_arch_list,
+    targets_of,
+)
+from release.init.torchaxes import force_cuda
+from release.init.torchindex import TorchRelease
+from release.project import ProjectFiles, Reading, read_project_files, reading
+from release.targets import GpuTarget
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "tests" / "fixtures"
+
+
+def line_of(path: Path, text: str) -> int:
+    """The number of the one line of `path` that holds `text` outside a comment or a
+    docstring line (the fixture's own lines move when it grows)."""
+    (number,) = [
+        n
+        for n, line in enumerate(path.read_text().splitlines(), start=1)
+        if text in line and not line.lstrip().startswith(("#", "`"))
+    ]
+    return number
+
+
+TORCH = TorchLookup(
+    index_url="http://index.example/simple/",
+    releases={
+        Version("2.9.0"): TorchRelease(version=Version("2.9.0"), pythons=("3.9", "3.10")),
+        Version("2.11.0"): TorchRelease(
+            version=Version("2.11.0"), pythons=("3.10", "3.11", "3.12", "3.13")
+        ),
+    },
+)
+
+
+def read_texts(**texts: str) -> Reading:
+    names = {
+        k.replace("_", ".").replace("CMakeLists.txt", "CMakeLists.txt"): v for k, v in texts.items()
+    }
+    return reading(ProjectFiles(directory=Path("/p"), texts=dict(names)))
+
+
+def read_fixture(name: str) -> Reading:
+    return reading(read_project_files(FIXTURES / name if name != "csrc" else ROOT / "csrc"))
+
+
+def targets(targets_: tuple[GpuTarget, ...]) -> list[str]:
+    return [str(t) for t in targets_]
+
+
+def test_the_backend_and_the_line_it_was_read_at() -> None:
+    assert backend_of(read_fixture("csrc")) == (
+        "release",
+        "pyproject.toml:5: the in-tree backend k3_build_backend reads RELEASE_SMS "
+        "(csrc/BUILDING.md's contract)",
+    )
+    uses = line_of(FIXTURES / "torch_ops" / "setup.py", "cpp_extension.CUDAExtension")
+    assert backend_of(read_fixture("torch_ops")) == (
+        "torch",
+        f"setup.py:{uses}: uses torch's CUDAExtension",
+    )
+    assert backend_of(read_fixture("extension_template")) == (
+        "torch",
+        "setup.py:24: uses torch's CUDAExtension",
+    )
+    assert backend_of(read_fixture("cmake_kernels")) == (
+        "cmake",
+        "pyproject.toml:3: builds with scikit-build-core",
+    )
+    cmake_only = read_texts(**{"CMakeLists_txt": "project(k LANGUAGES CXX CUDA)\n"})
+    assert backend_of(cmake_only) == ("cmake", "CMakeLists.txt:1: CMakeLists.txt enables CUDA")
+    with pytest.raises(ConfigError, match="no build system release knows"):
+        backend_of(read_texts(setup_py="from setuptools import setup\nsetup(name='x')\n"))
+
+
+def test_torch_and_cmake_architecture_lists() -> None:
+    assert parse_torch_arch_list("7.5;8.0 9.0a;10.0+PTX") == (
+        (GpuTarget(75), GpuTarget(80), GpuTarget(90, "a"), GpuTarget(100)),
+        GpuTarget(100),
+    )
+    assert parse_torch_arch_list("Ampere;9.0") is None
+    assert parse_cmake_architectures(("75-real", "80", "90a-real", "100-virtual")) == (
+        (GpuTarget(75), GpuTarget(80), GpuTarget(90, "a")),
+        GpuTarget(100),
+    )
+    assert parse_cmake_architectures(("native",)) is None
+    assert parse_cmake_architectures(("${ARCHS}",)) is None
+
+
+def test_the_projects_own_sms_less_those_cuda_13_cannot_build() -> None:
+    read = read_texts(
+        setup_py="import os\nfrom torch.utils.cpp_extension import CUDAExtension\n"
+        'os.environ.setdefault("TORCH_CUDA_ARCH_LIST", "7.0;8.0;9.0+PTX")\n'
+    )
+    found = targets_of(read, "torch")
+    assert (targets(found.sms), str(found.ptx)) == (["80", "90"], "90")
+    assert found.found[0].source == "setup.py:3: TORCH_CUDA_ARCH_LIST 7.0;8.0;9.0+PTX"
+    (left_out,) = found.undecided
+    assert left_out.place == "setup.py:3"
+    assert "left out: CUDA 13.0 dropped sm_70" in left_out.text
+    assert found.changes == ()
+
+
+def test_what_keeps_the_matrixs_sms_from_the_build_needs_a_change() -> None:
+    torch = targets_of(
+        read_texts(
+            setup_py="import os\n"
+            'os.environ["TORCH_CUDA_ARCH_LIST"] = "8.0"\n'
+            'flags = ["-gencode=arch=compute_90,code=sm_90"]\n'
+        ),
+        "torch",
+    )
+    assert [c.place for c in torch.changes] == ["setup.py:2", "setup.py:3"]
+    assert "never reach the build" in torch.changes[0].text
+    assert "hard-codes nvcc's -gencode flags" in torch.changes[1].text
+    assert targets(torch.sms) == ["90"]  # what the flags build today
+    cmake = targets_of(
+        read_texts(
+            **{
+                "CMakeLists_txt": "project(k LANGUAGES CUDA)\n"
+                'if(NOT CMAKE_CUDA_ARCHITECTURES)\n  set(CMAKE_CUDA_ARCHITECTURES "80-real;'
+                '90a-real;100-virtual")\nendif()\nset(CMAKE_CUDA_ARCHITECTURES 89)\n'
+            }
+        ),
+        "cmake",
+    )
+    assert [c.place for c in cmake.changes] == ["CMakeLists.txt:5"]
+    assert cmake.changes[0].fix.startswith("guard it: if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)")
+    assert (targets(cmake.sms), str(cmake.ptx)) == (["80", "90a"], "100")
+
+
+def test_a_force_cuda_switch_goes_to_build_env_and_a_gate_without_one_needs_a_change() -> None:
+    env, found, changes = force_cuda(read_fixture("torch_ops").setup_py)
+    assert env == (("FORCE_CUDA", "1"),)
+    gate = line_of(FIXTURES / "torch_ops" / "setup.py", "torch.cuda.is_available()")
+    assert found[0].source.startswith(
+        f"setup.py:{gate}: CUDA is built when torch.cuda.is_available()"
+    )
+    assert changes == []
+    env, found, changes = force_cuda(read_fixture("extension_template").setup_py)
+    assert (env, found) == ((), [])
+    (change,) = changes
+    assert change.place == "setup.py:23"
+    assert "builds CUDA only when torch.cuda.is_available()" in change.text
+    assert 'build.env FORCE_CUDA: "1"' in change.fix
+
+
+def test_the_torch_template_is_one_abi3_wheel_from_its_bdist_wheel_floor() -> None:
+    decision = decide(
+        read_fixture("extension_template"),
+        backend_of(read_fixture("extension_template")),
+        TORCH,
+    )
+    found = {f.key: f for f in decision.found}
+    assert (decision.abi3, decision.python) == ("3.9", ())
+    assert found["abi3"].source == "setup.py:49: bdist_wheel's py_limited_api cp39"
+    assert decision.torch == Version("2.11.0")  # the build requirement is a bare `torch`
+    assert found["torch"].source == (
+        "the newest torch on http://index.example/simple/ that torch (pyproject.toml:4) allows"
+    )
+    assert found["name"].source == "setup.py:43 (library_name, setup.py:11)"
+    (computed,) = [n for n in decision.undecided if "py_limited_api is computed" in n.text]
+    assert computed.place == "setup.py:37"
+    assert [c.place for c in decision.changes] == ["setup.py:23"]
+
+
+def test_the_python_axis_and_the_torch_pin_of_other_shapes() -> None:
+    pyproject = (
+        '[build-system]\nrequires = ["setuptools", "torch>=2.10"]\n'
+        '[project]\nname = "k"\nversion = "1"\nrequires-python = ">=3.11"\n'
+    )
+    cpython = 'from torch.utils.cpp_extension import CUDAExtension\nCUDAExtension("k._C", [])\n'
+    read = read_texts(pyproject_toml=pyproject, setup_py=cpython)
+    decision = decide(read, backend_of(read), TORCH)
+    assert (decision.abi3, decision.python, decision.torch) == (
+        None,
+        ("3.11", "3.12", "3.13"),
+        Version("2.11.0"),
+    )
+    no_tag = read_texts(
+        pyproject_toml=pyproject, setup_py=cpython.replace("[])", "[], py_limited_api=True)")
+    )
+    decision = decide(no_tag, backend_of(no_tag), TORCH)
+    assert decision.abi3 is None
+    assert any("nothing sets bdist_wheel's py_limited_api" in n.text for n in decision.undecided)
+    offline = decide(
+        read, backend_of(read), TorchLookup(index_url="x", releases=None, failure="--offline")
+    )
+    assert offline.torch is None
+    (todo,) = [n for n in offline.undecided if "no exact torch" in n.text]
+    assert (todo.place, todo.text) == ("pyproject.toml:2", "no exact torch pinned: --offline")
+    too_new = read_texts(pyproject_toml=pyproject.replace(">=2.10", ">=3"), setup_py=cpython)
+    decision = decide(too_new, backend_of(too_new), TORCH)
+    assert decision.torch is None
+    assert any(
+        "no torch on http://index.example/simple/ fits" in n.text for n in decision.undecided
+    )

@@ -1,0 +1,95 @@
+"""release.init.render: the files `release init` writes, from the templates in the package:
+matrix.yaml starts with the schema comment and loads, a missing torch is a TODO refused at
+its line, and the workflow is the caller of the reusable one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from packaging.version import Version
+
+from release import __version__
+from release.errors import ConfigError
+from release.init.decide import Decision, decide
+from release.init.detect import TorchLookup, backend_of
+from release.init.render import render_matrix, render_workflow
+from release.init.torchindex import TorchRelease
+from release.matrix import matrix_from_text
+from release.project import read_project_files, reading
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "tests" / "fixtures"
+TORCH = TorchLookup(
+    index_url="http://index.example/simple/",
+    releases={Version("2.11.0"): TorchRelease(version=Version("2.11.0"), pythons=("3.10",))},
+)
+
+
+def decided(where: Path, lookup: TorchLookup | None = TORCH) -> Decision:
+    read = reading(read_project_files(where))
+    return decide(read, backend_of(read), lookup)
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        FIXTURES / "torch_ops",
+        FIXTURES / "cmake_kernels",
+        FIXTURES / "extension_template",
+        ROOT / "csrc",
+    ],
+    ids=lambda p: p.name,
+)
+def test_the_matrix_starts_with_its_schema_and_loads(where: Path, tmp_path: Path) -> None:
+    text = render_matrix(decided(where), __version__)
+    first = text.splitlines()[0]
+    assert first == (
+        "# yaml-language-server: $schema=https://raw.githubusercontent.com/k3-project/"
+        f"cuda-wheel-release/v{__version__}/schema/matrix.schema.json"
+    )
+    assert max(len(line) for line in text.splitlines()[1:]) <= 100
+    matrix = matrix_from_text(text, where / "matrix.yaml", named=("p", Version("1")))
+    assert matrix.cells
+    assert all(c.arch == "x86_64" for c in matrix.cells) or where.name == "csrc"
+
+
+def test_each_value_says_where_it_came_from_and_changes_lead_the_file() -> None:
+    text = render_matrix(decided(FIXTURES / "extension_template"), __version__)
+    assert (
+        "# TODO before it builds (what release init found):\n# - setup.py:23: builds CUDA" in text
+    )
+    abi3 = text.split('\n  abi3: "3.9"\n')[0].rsplit("\n  manylinux:", 1)[1]
+    assert "From setup.py:49: bdist_wheel's\n  # py_limited_api cp39." in abi3
+    assert '    # allows.\n    torch: "2.11.0"\n' in text
+    assert text.index("TODO before it builds") < text.index("\nproject: .\n")
+
+
+def test_a_torch_the_index_did_not_give_is_a_todo_refused_at_its_line() -> None:
+    offline = TorchLookup(index_url="https://pypi.org/simple/", releases=None, failure="--offline")
+    text = render_matrix(decided(FIXTURES / "torch_ops", offline), __version__)
+    (line,) = [n for n, t in enumerate(text.splitlines(), start=1) if "torch: TODO" in t]
+    with pytest.raises(ConfigError) as refused:
+        matrix_from_text(text, FIXTURES / "torch_ops" / "matrix.yaml", named=("p", Version("1")))
+    (problem,) = refused.value.problems
+    assert problem.startswith(f"matrix.yaml:{line}:")
+    assert "is not a valid version" in problem
+
+
+def test_the_workflow_calls_the_reusable_one_at_this_tools_version() -> None:
+    assert render_workflow("0.4.2", "kernels/matrix.yaml") == (
+        "# Release: builds every cell of kernels/matrix.yaml, publishes on a pushed tag "
+        "(docs: https://github.com/k3-project/cuda-wheel-release/blob/v0.4.2/README.md)\n"
+        "name: release\n"
+        "on:\n"
+        '  push: {tags: ["v*"]}\n'
+        "  workflow_dispatch:\n"
+        "permissions: {}\n"
+        "jobs:\n"
+        "  release:\n"
+        "    uses: k3-project/cuda-wheel-release/.github/workflows/wheels.yml@v0.4.2\n"
+        "    with:\n"
+        "      matrix: kernels/matrix.yaml\n"
+        '      tool-version: "0.4.2"\n'
+        "    permissions: {contents: write, id-token: write, attestations: write, pages: write}\n"
+    )

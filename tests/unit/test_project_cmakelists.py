@@ -1,0 +1,53 @@
+"""release.project.cmakelists: a CMakeLists.txt's CUDA, architectures and flags, read
+without CMake."""
+
+from __future__ import annotations
+
+from release.project import read_cmakelists
+from release.project.cmakelists import commands
+
+CMAKELISTS = """\
+cmake_minimum_required(VERSION 3.26)
+# project(commented LANGUAGES CUDA)
+project(sgl_like
+        LANGUAGES CXX CUDA)
+#[[ a bracket comment
+set(CMAKE_CUDA_ARCHITECTURES 60)
+]]
+if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+  set(CMAKE_CUDA_ARCHITECTURES "80-real;90a-real;100-virtual")
+endif()
+set(CMAKE_CUDA_ARCHITECTURES 75 86 CACHE STRING "the default")
+set(CMAKE_CUDA_ARCHITECTURES 89)
+list(APPEND FLAGS "-gencode=arch=compute_90a,code=sm_90a"
+     -gencode arch=compute_100,code=[sm_100,compute_100])
+set_target_properties(k PROPERTIES CUDA_ARCHITECTURES "80")
+"""
+
+
+def test_commands_span_lines_and_comments_are_dropped() -> None:
+    found = commands(CMAKELISTS)
+    assert [(c.name, c.line) for c in found[:3]] == [
+        ("cmake_minimum_required", 1),
+        ("project", 3),
+        ("if", 8),
+    ]
+    assert found[1].arguments == ("sgl_like", "LANGUAGES", "CXX", "CUDA")
+    assert all("60" not in c.arguments for c in found)
+
+
+def test_cuda_architectures_defaults_overrides_and_flags() -> None:
+    read = read_cmakelists(CMAKELISTS)
+    assert str(read.cuda) == "CMakeLists.txt:3"
+    assert [(s.place.line, s.entries, s.overrides) for s in read.architectures] == [
+        (9, ("80-real", "90a-real", "100-virtual"), False),  # guarded: a default
+        (11, ("75", "86"), False),  # a cache entry: -D wins
+        (12, ("89",), True),  # a plain set: replaces what the build passes
+    ]
+    assert [p.line for p in read.target_architectures] == [15]
+    assert [(g.place.line, g.cubins, g.ptx) for g in read.gencode] == [
+        (13, ("90a",), ()),
+        (13, ("100",), ("100",)),
+    ]
+    assert read_cmakelists("project(x LANGUAGES CXX)\n").cuda is None
+    assert str(read_cmakelists("project(x)\nenable_language(CUDA)\n").cuda) == "CMakeLists.txt:2"

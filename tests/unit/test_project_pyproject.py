@@ -1,0 +1,88 @@
+"""release.project.pyproject: pyproject.toml's build requirements and [project], setup.cfg's
+metadata, each with its line."""
+
+from __future__ import annotations
+
+from release.project import read_pyproject, read_setup_cfg
+
+PYPROJECT = """\
+[build-system]
+requires = [
+    "setuptools>=77",
+    "torch>=2.10,<3",
+]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "k3-ops"
+dynamic = ["version"]
+requires-python = ">=3.10"
+classifiers = [
+    "Programming Language :: Python :: 3.12",
+    "Programming Language :: Python :: 3.10",
+    "Programming Language :: C++",
+]
+
+[tool.setuptools.dynamic]
+version = {attr = "k3_ops.__version__"}
+"""
+
+
+def test_build_requirements_with_the_line_of_each_entry() -> None:
+    read = read_pyproject(PYPROJECT)
+    assert read.problem is None
+    torch = read.requirement("torch")
+    assert torch is not None
+    assert (str(torch.requirement.specifier), str(torch.place)) == ("<3,>=2.10", "pyproject.toml:4")
+    assert read.requirement("scikit_build_core") is None
+    assert read.build_backend is not None
+    assert (read.build_backend.value, str(read.build_backend.place)) == (
+        "setuptools.build_meta",
+        "pyproject.toml:6",
+    )
+
+
+def test_project_name_a_dynamic_version_requires_python_and_classifiers() -> None:
+    read = read_pyproject(PYPROJECT)
+    assert read.has_project
+    assert read.name is not None
+    assert (read.name.value, read.name.place.line) == ("k3-ops", 9)
+    assert read.version is not None
+    assert (read.version.expression, read.version.place.line) == ("dynamic", 10)
+    assert read.requires_python is not None
+    assert read.requires_python.value == ">=3.10"
+    assert read.pythons == ("3.10", "3.12")
+    assert read.version_attr is not None
+    assert (read.version_attr.value, read.version_attr.place.line) == ("k3_ops.__version__", 19)
+
+
+def test_a_scikit_build_core_project_and_a_broken_file() -> None:
+    read = read_pyproject(
+        '[build-system]\nrequires = ["scikit-build-core>=0.10"]\n'
+        'build-backend = "scikit_build_core.build"\n'
+        '[project]\nname = "x"\nversion = "1.2"\n'
+    )
+    found = read.requirement("scikit-build-core")
+    assert found is not None
+    assert found.place.line == 2
+    assert read.version is not None
+    assert read.version.value == "1.2"
+    broken = read_pyproject("[project\nname = 1\n")
+    assert broken.problem is not None
+    assert broken.problem.startswith("pyproject.toml: not TOML")
+
+
+def test_setup_cfg_metadata_and_bdist_wheel() -> None:
+    read = read_setup_cfg(
+        "[metadata]\nname = k3-ops\nversion = attr: k3_ops.__version__\n\n"
+        "[options]\npython_requires = >=3.9\n\n[bdist_wheel]\npy_limited_api = cp39\n"
+    )
+    assert read.name is not None
+    assert (read.name.value, read.name.place.line) == ("k3-ops", 2)
+    assert read.version is not None
+    assert (read.version.value, read.version.expression) == (None, "attr: k3_ops.__version__")
+    assert read.python_requires is not None
+    assert read.python_requires.value == ">=3.9"
+    assert read.limited_api_floor is not None
+    assert (read.limited_api_floor.value, read.limited_api_floor.place.line) == ("cp39", 9)
+    assert read_setup_cfg("not an ini [file").problem is not None
