@@ -45,7 +45,7 @@ from release.build.torchcell import certify_torch, tags_problem
 from release.credentials import without_credentials
 from release.errors import BuildError
 from release.fsutil import write_atomic
-from release.inspection.verdict import auditwheel_problems, inspected, show_command
+from release.inspection.verdict import inspected, manylinux_verdict
 from release.inspection.wheel import WheelReport, budget_warning
 from release.matrix import Cell
 from release.matrix.compilecache import CompileCache
@@ -219,18 +219,18 @@ def certify(
     # A cell built in an environment of its backend's own (a torch cell's pinned torch) is
     # checked against it: its device code, the manylinux verdict without the environment's
     # libraries, the ABI check, the pin.
+    verdict = manylinux_verdict(
+        wheel, manylinux=cell.manylinux, arch=cell.arch, provided=backend.provided_libraries
+    )
+    if verdict.problems:
+        raise CellFailure(
+            "; ".join(
+                p + backend.tag_remedy if p.startswith("auditwheel: the wheel is only") else p
+                for p in verdict.problems
+            )
+        )
     if environment is not None:
         wheel = certify_torch(wheel, cell, environment, log=log, python=python, env=env)
-    else:
-        shown = runner(show_command(python, wheel), env=env, log=log)
-        problems = [
-            p + backend.tag_remedy if p.startswith("auditwheel: the wheel is only") else p
-            for p in auditwheel_problems(shown.output, cell)
-        ]
-        if shown.returncode != 0 or problems:
-            raise CellFailure(
-                "; ".join(problems) or "auditwheel show failed", proc.tail(shown.output)
-            )
     if backend.labels_by_rewriting:
         wheel = relabelled(wheel, cell)
     if wheel.name != cell.wheel_filename:

@@ -1,7 +1,8 @@
-"""What a torch cell's wheel goes through before the checks every wheel gets: any device
-code at all (a quietly CPU-only build stops here, explained), auditwheel's verdict with
-torch's own libraries left out of the policy, the ABI check against the pinned torch, and
-the torch requirement its METADATA must state. release.build.pipeline calls `certify_torch`.
+"""What a wheel built in a torch environment goes through besides the checks every wheel
+gets (the manylinux verdict leaves torch's own libraries out for it, as for every torch
+cell): any device code at all (a quietly CPU-only build stops here, explained), the ABI
+check against the pinned torch, and the torch requirement its METADATA must state.
+release.build.pipeline calls `certify_torch`.
 """
 
 from __future__ import annotations
@@ -12,14 +13,12 @@ from pathlib import Path
 
 from packaging.version import Version
 
-from release.backends import backend_for
 from release.build.settings import CellFailure
 from release.build.torchpin import pinned, stable_target_version, torch_requirement
 from release.credentials import without_credentials
 from release.inspection.devicecode import holds_device_code
 from release.inspection.limitedapi import limited_api_auditor
 from release.inspection.torchabi import abi_problems, torch_exports
-from release.inspection.torchlibs import torch_audit_verdict
 from release.matrix import Cell
 from release.toolchain.torchenv import TorchEnv
 from release.wheelfile import NotAWheel, wheel_name
@@ -69,15 +68,6 @@ def certify_torch(
     data = wheel.read_bytes()
     if not holds_device_code(data):
         raise CellFailure(CPU_ONLY)
-    verdict = torch_audit_verdict(wheel, manylinux=cell.manylinux, arch=cell.arch)
-    if verdict.problems:
-        remedy = backend_for(cell.build.backend).tag_remedy
-        raise CellFailure(
-            "; ".join(
-                p + remedy if p.startswith("auditwheel: the wheel is only") else p
-                for p in verdict.problems
-            )
-        )
     try:
         target = stable_target_version(log.read_text(encoding="utf-8", errors="replace"))
     except ValueError as error:

@@ -7,12 +7,17 @@ abi3audit). release.build.pipeline holds every wheel to both.
 
 from __future__ import annotations
 
+import logging
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-from release import proc
+# auditwheel has no py.typed: mypy reports it once, at its first import
+from auditwheel import error as auditwheel_error  # type: ignore[import-untyped]
+from auditwheel import wheel_abi
+
 from release.credentials import without_credentials
 from release.inspection.devicecode import elf_lister
 from release.inspection.fatbin import FatbinLister, lister
@@ -20,35 +25,6 @@ from release.inspection.limitedapi import limited_api_auditor
 from release.inspection.wheel import WheelReport, inspect_wheel
 from release.matrix import Cell
 from release.toolchain import Toolchain
-
-
-def show_command(python: str, wheel: Path) -> list[str]:
-    """auditwheel's verdict on a wheel; it reads the ELF files, so it works for any arch."""
-    return [python, "-m", "auditwheel", "show", str(wheel)]
-
-
-_SHOW_TAG = re.compile(r'consistent\s+with\s+the\s+following\s+platform\s+tag:\s+"([^"]+)"')
-
-
-def auditwheel_problems(output: str, cell: Cell) -> list[str]:
-    """What `auditwheel show` says that makes the wheel unfit for the cell's manylinux tag."""
-    match = _SHOW_TAG.search(output)
-    if match is None:
-        return [f"auditwheel show gave no platform tag: {proc.one_line_tail(output)}"]
-    tag = match.group(1)
-    found = re.fullmatch(r"manylinux_(\d+)_(\d+)_(\w+)", tag)
-    wanted = tuple(int(p) for p in cell.manylinux.split("_"))
-    if found is None or (int(found.group(1)), int(found.group(2))) > wanted:
-        return [f"auditwheel: the wheel is only {tag}, not {cell.platform_tag}"]
-    if found.group(3) != cell.arch:
-        return [f"auditwheel: the wheel's libraries are {found.group(3)}, the cell is {cell.arch}"]
-    if "required by the wheel:" in output:
-        needed = output.rsplit("required by the wheel:", maxsplit=1)[-1]
-        return [
-            "auditwheel: the wheel needs shared libraries outside manylinux: "
-            + proc.one_line_tail(needed, 5)
-        ]
-    return []
 
 
 def fatbin_lister(toolchain: Toolchain, env: Mapping[str, str]) -> FatbinLister:
@@ -75,4 +51,92 @@ def inspected(
         list_fatbin=fatbin_lister(toolchain, env),
         list_elf=elf_lister(toolchain.cuobjdump, clean),
         audit_limited_api=limited_api_auditor(python, cell.abi3, clean) if cell.abi3 else None,
+    )
+
+
+# auditwheel logs what its command line would print ("couldn't detect wheel libc,
+# defaulting to glibc" for a wheel whose libraries are not Python extensions, as csrc's
+# ctypes library is): its verdict is what counts here, its log is not the user's.
+_AUDITWHEEL_LOG = logging.getLogger("auditwheel")
+_AUDITWHEEL_LOG.addHandler(logging.NullHandler())
+_AUDITWHEEL_LOG.propagate = False
+
+# auditwheel's base error: AuditwheelError from 6.5.1, AuditwheelException before
+AUDITWHEEL_ERRORS: tuple[type[Exception], ...] = tuple(
+    getattr(auditwheel_error, name)
+    for name in ("AuditwheelError", "AuditwheelException")
+    if hasattr(auditwheel_error, name)
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ManylinuxVerdict:
+    platform_tag: str  # the best tag auditwheel finds: manylinux_2_28_x86_64, linux_x86_64
+    external_libraries: tuple[str, ...]  # sonames needed from outside manylinux and `provided`
+    problems: tuple[str, ...]
+
+
+_MANYLINUX_TAG = re.compile(r"manylinux_(\d+)_(\d+)_(\w+)")
+
+
+def verdict_problems(
+    platform_tag: str, external_libraries: Sequence[str], *, manylinux: str, arch: str
+) -> list[str]:
+    """What makes a wheel auditwheel gives `platform_tag` and `external_libraries` unfit for
+    `manylinux_<manylinux>_<arch>`."""
+    wanted_tag = f"manylinux_{manylinux}_{arch}"
+    wanted = tuple(int(p) for p in manylinux.split("_"))
+    found = _MANYLINUX_TAG.fullmatch(platform_tag)
+    problems: list[str] = []
+    if found is None or (int(found.group(1)), int(found.group(2))) > wanted:
+        problems.append(f"auditwheel: the wheel is only {platform_tag}, not {wanted_tag}")
+    elif found.group(3) != arch:
+        problems.append(
+            f"auditwheel: the wheel's libraries are {found.group(3)}, the cell is {arch}"
+        )
+    if external_libraries:
+        driver = any(lib.startswith("libcuda.so") for lib in external_libraries)
+        problems.append(
+            "auditwheel: the wheel needs shared libraries outside manylinux: "
+            + ", ".join(external_libraries)
+            + (" (libcuda is the driver's: dlopen it instead of linking)" if driver else "")
+        )
+    return problems
+
+
+def manylinux_verdict(
+    wheel: Path, *, manylinux: str, arch: str, provided: Sequence[str] = ()
+) -> ManylinuxVerdict:
+    """auditwheel's verdict on `wheel` with the libraries `provided` matches excluded, held
+    to `manylinux_<manylinux>_<arch>`. auditwheel finds the other libraries through the
+    wheel's RPATH/RUNPATH, this process's LD_LIBRARY_PATH and the system's ld.so.conf."""
+    # auditwheel keeps its reading of a wheel by path: a rebuilt wheel at the same path
+    # would be answered from the old one.
+    wheel_abi.get_wheel_elfdata.cache_clear()
+    try:
+        info = wheel_abi.analyze_wheel_abi(
+            None,
+            None,
+            wheel,
+            frozenset(provided),
+            disable_isa_ext_check=False,
+            allow_graft=False,
+        )
+    except AUDITWHEEL_ERRORS as error:
+        return ManylinuxVerdict(
+            platform_tag="",
+            external_libraries=(),
+            problems=(f"auditwheel: {' '.join(str(error).split())}",),
+        )
+    finally:
+        wheel_abi.get_wheel_elfdata.cache_clear()
+    tag = str(info.overall_policy.name)
+    wanted = f"manylinux_{manylinux}_{arch}"
+    names = {str(p.name) for p in info.policies}
+    policy = wanted if wanted in names else str(info.policies.lowest.name)
+    external = tuple(sorted(str(lib) for lib in info.external_refs[policy].libs))
+    return ManylinuxVerdict(
+        platform_tag=tag,
+        external_libraries=external,
+        problems=tuple(verdict_problems(tag, external, manylinux=manylinux, arch=arch)),
     )

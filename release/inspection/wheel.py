@@ -4,8 +4,9 @@ asked for.
 Checked: the filename, METADATA and WHEEL tags agree; the local label is exactly the cell's;
 every fatbin file and every shared object with device code (release.inspection.devicecode) holds a
 cubin for exactly the cell's SMs and PTX for exactly its target; every shared library is
-an ELF of the platform's machine, needs only glibc libraries and no glibc symbol newer than
-the manylinux level; RECORD hashes and sizes are right; an abi3 wheel keeps to the limited
+an ELF of the platform's machine (which libraries and symbol versions it may need is the
+manylinux policy's, judged by auditwheel: release.inspection.verdict); RECORD hashes and
+sizes are right; an abi3 wheel keeps to the limited
 API of its floor (abi3audit, passed in); the size fits the destination. The
 core works on the wheel's bytes; listing a fatbin's or a shared object's targets is passed
 in (cuobjdump runs at the edge).
@@ -18,16 +19,12 @@ import email.parser
 import hashlib
 import io
 import json
-import re
 import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from fnmatch import fnmatch
 
 from elftools.common.exceptions import ELFError
-from elftools.elf.dynamic import DynamicSection
 from elftools.elf.elffile import ELFFile
-from elftools.elf.gnuversions import GNUVerNeedSection
 from packaging.tags import Tag
 from packaging.utils import (
     InvalidWheelFilename,
@@ -37,7 +34,6 @@ from packaging.utils import (
 )
 from packaging.version import Version
 
-from release.backends import backend_for
 from release.errors import shown
 from release.inspection.devicecode import (
     ElfLister,
@@ -51,21 +47,6 @@ from release.inspection.limitedapi import LimitedApiAudit
 from release.matrix import Cell
 from release.targets import ELF_MACHINES
 from release.wheelfile import record_hash, version_or_none, zip_problem
-
-# The libraries every manylinux policy lets a wheel link against (PEP 600).
-GLIBC_LIBRARIES = frozenset(
-    {
-        "libc.so.6",
-        "libdl.so.2",
-        "libm.so.6",
-        "libpthread.so.0",
-        "librt.so.1",
-        "libgcc_s.so.1",
-        "libstdc++.so.6",
-        "ld-linux-x86-64.so.2",
-        "ld-linux-aarch64.so.1",
-    }
-)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -115,47 +96,16 @@ def check_record(archive: zipfile.ZipFile, dist_info: str) -> list[str]:
     return problems
 
 
-def _glibc_version(text: str) -> tuple[int, ...] | None:
-    match = re.fullmatch(r"GLIBC_([0-9]+(?:\.[0-9]+)*)", text)
-    return tuple(int(p) for p in match.group(1).split(".")) if match else None
-
-
-def _allowed(needed: str, provided: Sequence[str]) -> bool:
-    return needed in GLIBC_LIBRARIES or any(fnmatch(needed, pattern) for pattern in provided)
-
-
-def check_elf(
-    name: str, data: bytes, *, arch: str, glibc: tuple[int, int], provided: Sequence[str] = ()
-) -> list[str]:
-    """Machine, needed libraries and glibc symbol versions of one shared library; needed
-    libraries matching `provided` (a torch cell's: torch brings them) are allowed."""
+def check_elf(name: str, data: bytes, *, arch: str) -> list[str]:
+    """Whether one shared library is an ELF file of the wheel platform's machine."""
     try:
         elf = ELFFile(io.BytesIO(data))
     except ELFError as error:
         return [f"{name} is not an ELF file ({error})"]
-    problems: list[str] = []
     machine = elf.header["e_machine"]
     if machine != ELF_MACHINES[arch]:
-        problems.append(f"{name} is built for {machine}, the wheel's platform is {arch}")
-    for section in elf.iter_sections():
-        if isinstance(section, DynamicSection):
-            for tag in section.iter_tags():
-                needed = getattr(tag, "needed", None)  # set by pyelftools on DT_NEEDED only
-                if needed is not None and not _allowed(needed, provided):
-                    problems.append(
-                        f"{name} needs {needed}, which a manylinux system does not have "
-                        "(libcuda is the driver's: dlopen it instead of linking)"
-                    )
-        if isinstance(section, GNUVerNeedSection):
-            for _, auxiliaries in section.iter_versions():
-                for aux in auxiliaries:
-                    version = _glibc_version(aux.name)
-                    if version is not None and version > glibc:
-                        problems.append(
-                            f"{name} needs {aux.name}, newer than manylinux_"
-                            f"{glibc[0]}_{glibc[1]}'s glibc {glibc[0]}.{glibc[1]}"
-                        )
-    return problems
+        return [f"{name} is built for {machine}, the wheel's platform is {arch}"]
+    return []
 
 
 def inspect_wheel(
@@ -205,16 +155,9 @@ def inspect_wheel(
             return report(sms=(), ptx=())
         problems += _check_metadata(archive, dist_info, name, version, tags)
         problems += check_record(archive, dist_info)
-        glibc = tuple(int(p) for p in cell.manylinux.split("_"))
         for info in archive.infolist():
             if info.filename.endswith(".so") or ".so." in info.filename:
-                problems += check_elf(
-                    info.filename,
-                    archive.read(info),
-                    arch=cell.arch,
-                    glibc=(glibc[0], glibc[1]),
-                    provided=backend_for(cell.build.backend).provided_libraries,
-                )
+                problems += check_elf(info.filename, archive.read(info), arch=cell.arch)
         build_info = _build_info(archive)
     if cell.abi3 is not None and audit_limited_api is not None:
         problems += [f"abi3audit: {p}" for p in audit_limited_api(filename, data)]

@@ -33,37 +33,11 @@ from release.fsutil import write_atomic
 from release.matrix import Cell, Matrix
 from release.matrix.load import MetadataSource
 from release.project import Naming
+from release.resources import script
 from release.toolchain.buildenv import environment_of, provision_environment
 from release.toolchain.cacheroot import default_cache_dir, toolchain_cache
 from release.toolchain.plan import host_machine, resolve
 from release.toolchain.provision import Progress, provision
-
-# Run by the environment's Python: the backend's prepare_metadata_for_build_wheel (its
-# own output, then METADATA's text as the last line, in JSON).
-HOOK = """\
-import json, pathlib, sys
-from build import BuildBackendException, BuildException, ProjectBuilder
-from build.env import DefaultIsolatedEnv
-source, out, isolated = sys.argv[1], sys.argv[2], sys.argv[3] == "isolated"
-def metadata(builder):
-    found = builder.prepare("wheel", out)
-    if found is None:
-        print(json.dumps({"error": "no-prepare"}))
-        return
-    text = (pathlib.Path(found) / "METADATA").read_text(encoding="utf-8")
-    print(json.dumps({"metadata": text}))
-try:
-    if isolated:
-        with DefaultIsolatedEnv() as env:
-            builder = ProjectBuilder.from_isolated_env(env, source)
-            env.install(builder.build_system_requires)
-            env.install(builder.get_requires_for_build("wheel"))
-            metadata(builder)
-    else:
-        metadata(ProjectBuilder(source, python_executable=sys.executable))
-except (BuildBackendException, BuildException) as error:
-    sys.exit(1)  # the backend's own words are the last lines above
-"""
 
 # setuptools writes <name>.egg-info beside the sources unless told otherwise.
 SETUPTOOLS_CONFIG = "[egg_info]\negg_base = {out}\n"
@@ -208,7 +182,13 @@ def project_metadata(
         config = Path(tmp) / "setup.cfg"
         config.write_text(SETUPTOOLS_CONFIG.format(out=tmp), encoding="utf-8")
         ran = runner(
-            [hook_python, "-c", HOOK, str(project), tmp, "isolated" if isolated else "venv"],
+            [
+                hook_python,
+                str(script("metadata_hook.py")),
+                str(project),
+                tmp,
+                "isolated" if isolated else "venv",
+            ],
             env={**env, "DIST_EXTRA_CONFIG": str(config)},
         )
     where = project / "pyproject.toml"

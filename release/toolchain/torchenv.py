@@ -27,6 +27,7 @@ from release import proc
 from release.backends.base import EnvironmentPaths
 from release.backends.torch_extension import CXX_WRAPPER_PATH, TorchEnvSpec
 from release.errors import ToolchainError
+from release.resources import script
 from release.toolchain.provision import Progress, check_pip_install, pip_progress
 
 if sys.version_info >= (3, 11):
@@ -37,22 +38,6 @@ else:  # pragma: no cover
 MARKER = ".complete"
 
 # What the venv's torch says of itself, as JSON on one line.
-PROBE = """\
-import json, pathlib, sys, sysconfig, torch
-from torch.utils import cpp_extension
-root = pathlib.Path(torch.__file__).parent
-site = root.parent
-print(json.dumps({
-    "version": torch.__version__,
-    "cuda": torch.version.cuda,
-    "lib": str(root / "lib"),
-    "site": str(site),
-    "python": "%d.%d" % sys.version_info[:2],
-    "limited_api": getattr(cpp_extension, "min_supported_cpython", None),
-    "python_include": sysconfig.get_paths()["include"],
-}))
-"""
-
 # Bumped whenever assemble_cuda_home makes a different CUDA_HOME; an environment recorded
 # with another layout gets its CUDA_HOME made again (not its venv).
 CUDA_HOME_LAYOUT = 4
@@ -351,7 +336,9 @@ def _finish(
 ) -> TorchEnv:
     """Probe the venv's torch, judge it, assemble CUDA_HOME, and write the marker last."""
     (root / MARKER).unlink(missing_ok=True)
-    probed = runner([str(venv_python(root)), "-c", PROBE], env=env, separate_stderr=True)
+    probed = runner(
+        [str(venv_python(root)), str(script("torch_probe.py"))], env=env, separate_stderr=True
+    )
     if not probed.ok:
         raise ToolchainError(proc.failure(f"importing torch {spec.torch}", probed))
     reported = json.loads(probed.output.strip().splitlines()[-1])

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from release.inspection.torchlibs import torch_audit_verdict
+from release.backends.torch_extension import TORCH_PROVIDED
+from release.inspection.verdict import manylinux_verdict
 from release.wheelfile import record_hash
 
 LAB = Path("/tmp/torchlab")  # noqa: S108  # a fixed place outside the repo, not a temp file
@@ -81,17 +82,17 @@ def extension(libraries: Path, name: str, *, planted: bool) -> Path:
 
 def test_an_extension_of_torchs_libraries_alone_is_manylinux(libraries: Path) -> None:
     path = extension(libraries, "clean", planted=False)
-    verdict = torch_audit_verdict(path, manylinux="2_28", arch="x86_64")
+    verdict = manylinux_verdict(path, manylinux="2_28", arch="x86_64", provided=TORCH_PROVIDED)
     assert verdict.platform_tag.startswith("manylinux_")
     assert verdict.external_libraries == ()
-    without = torch_audit_verdict(path, manylinux="2_28", arch="x86_64", provided=())
+    without = manylinux_verdict(path, manylinux="2_28", arch="x86_64")
     assert without.platform_tag == "linux_x86_64"
     assert without.external_libraries == ("libc10.so", "libtorch_cpu.so")
 
 
 def test_a_library_that_is_not_torchs_is_still_refused(libraries: Path) -> None:
     path = extension(libraries, "planted", planted=True)
-    verdict = torch_audit_verdict(path, manylinux="2_28", arch="x86_64")
+    verdict = manylinux_verdict(path, manylinux="2_28", arch="x86_64", provided=TORCH_PROVIDED)
     assert verdict.platform_tag == "linux_x86_64"
     assert verdict.external_libraries == ("libplanted.so",)
     assert verdict.problems == (
@@ -102,10 +103,15 @@ def test_a_library_that_is_not_torchs_is_still_refused(libraries: Path) -> None:
 
 def test_a_wheel_rewritten_at_the_same_path_is_read_again(libraries: Path) -> None:
     path = extension(libraries, "again", planted=False)
-    assert torch_audit_verdict(path, manylinux="2_28", arch="x86_64").external_libraries == ()
+    assert (
+        manylinux_verdict(
+            path, manylinux="2_28", arch="x86_64", provided=TORCH_PROVIDED
+        ).external_libraries
+        == ()
+    )
     planted = extension(libraries, "again-planted", planted=True)
     shutil.copyfile(planted, path)
-    found = torch_audit_verdict(path, manylinux="2_28", arch="x86_64")
+    found = manylinux_verdict(path, manylinux="2_28", arch="x86_64", provided=TORCH_PROVIDED)
     assert found.external_libraries == ("libplanted.so",)
 
 
@@ -113,10 +119,10 @@ def test_the_real_regular_wheel_is_manylinux_only_with_torch_excluded() -> None:
     found = sorted((LAB / "out" / "final-regular").glob("*.whl"))
     if not found:
         pytest.skip(f"no wheel built against torch 2.14.1 in {LAB / 'out' / 'final-regular'}")
-    verdict = torch_audit_verdict(found[0], manylinux="2_28", arch="x86_64")
+    verdict = manylinux_verdict(found[0], manylinux="2_28", arch="x86_64", provided=TORCH_PROVIDED)
     assert verdict.platform_tag.startswith("manylinux_"), verdict
     assert verdict.external_libraries == ()
-    without = torch_audit_verdict(found[0], manylinux="2_28", arch="x86_64", provided=())
+    without = manylinux_verdict(found[0], manylinux="2_28", arch="x86_64")
     assert without.platform_tag == "linux_x86_64"
     # readelf -d: the regular wheel's _C.abi3.so needs these four of torch's
     assert without.external_libraries == (
@@ -130,7 +136,9 @@ def test_the_real_regular_wheel_is_manylinux_only_with_torch_excluded() -> None:
 def test_a_wheel_auditwheel_cannot_read_is_one_problem(tmp_path: Path) -> None:
     source = tmp_path / "_C.abi3.so"
     source.write_bytes(b"not ELF")
-    verdict = torch_audit_verdict(wheel(tmp_path, source), manylinux="2_28", arch="x86_64")
+    verdict = manylinux_verdict(
+        wheel(tmp_path, source), manylinux="2_28", arch="x86_64", provided=TORCH_PROVIDED
+    )
     assert verdict.platform_tag == ""
     (problem,) = verdict.problems
     assert problem.startswith("auditwheel: This does not look like a platform wheel")
