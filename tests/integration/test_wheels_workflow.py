@@ -219,6 +219,16 @@ def test_builds_and_reproductions_run_where_release_matrix_says(
         assert fields <= set(entry), fields - set(entry)
 
 
+def test_a_matrix_release_refuses_stops_the_plan_job(stub_dir: Path, tmp_path: Path) -> None:
+    """`release matrix` exits 2 or 3 with one line (bad labels, a toolkit image with no
+    digest): the step fails, instead of handing the jobs an empty matrix."""
+    for step in (s for s in job_steps(WHEELS, "plan") if s.data.get("id") in ("matrix", "gpu")):
+        tmp = tmp_path / str(step.index)
+        tmp.mkdir()
+        run_step(step, stub_dir, tmp, env={"STUB_FAIL": "release"}, check=False)
+        assert not (tmp / "output").exists(), step.where
+
+
 def test_every_run_step_calls_only_release_installs_and_plumbing(
     stub_dir: Path, tmp_path: Path
 ) -> None:

@@ -107,6 +107,8 @@ import json, os, sys
 name, args = os.path.basename(sys.argv[0]), sys.argv[1:]
 with open(os.environ["STUB_LOG"], "a", encoding="utf-8") as log:
     log.write(json.dumps([name, *args]) + "\\n")
+if os.environ.get("STUB_FAIL") == name:
+    sys.exit(3)
 if name == "release" and args == ["--version"]:
     print("release {version}")
 elif name == "hatchling" and args == ["version"]:
