@@ -203,11 +203,12 @@ def run(args: argparse.Namespace) -> int:
                 )
             )
         first = report.failed[0]
+        again = "release publish" + (" --channel nightly" if args.channel == "nightly" else "")
         raise VerifyError(
             f"{len(report.failed)} of {len(report.checks)} checks failed; first: "
             f"{first.check} {first.subject}: {first.detail}",
             hint=PROVENANCE_HINT
             if first.check == "provenance"
-            else "re-run `release publish` to finish a partial publish, then verify again",
+            else f"re-run `{again}` to finish a partial publish, then verify again",
         )
     return 0

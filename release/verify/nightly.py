@@ -167,9 +167,9 @@ def pointer_published(
     return Published(project=project, version=pointer.version, files=files, companions=companions)
 
 
-def _failed(subject: str, detail: str, url: str) -> VerifyReport:
-    check = Check(subject=subject, check="pointer", ok=False, detail=detail, url=url)
-    return VerifyReport(project="", version="nightly", checks=(check,))
+def _failed(project: str, detail: str, url: str) -> VerifyReport:
+    check = Check(subject=STATE_KEY, check="pointer", ok=False, detail=detail, url=url)
+    return VerifyReport(project=project, version="nightly", checks=(check,))
 
 
 def verify_channel(
@@ -189,13 +189,13 @@ def verify_channel(
         got = getter(client, settings, secret_values(environ))(state_url, keep=True)
         if not got.ok or got.body is None:
             why = "nothing published yet" if got.status == 404 else got.error or f"{got.status}"
-            return _failed(STATE_KEY, f"the channel's state: {why}", state_url)
+            return _failed(matrix.project.name, f"the channel's state: {why}", state_url)
         try:
             state = from_bytes(got.body, state_url)
         except PublishError as error:
-            return _failed(STATE_KEY, error.message, state_url)
+            return _failed(matrix.project.name, error.message, state_url)
         if state.nightly is None:
-            return _failed(STATE_KEY, "no commit is on /nightly/ yet", state_url)
+            return _failed(matrix.project.name, "no commit is on /nightly/ yet", state_url)
         pointer = state.nightly
         project = matrix.project.name
         published = pointer_published(pointer, destination, project, NIGHTLY_DIR)

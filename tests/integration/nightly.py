@@ -46,7 +46,23 @@ REPO = Path(__file__).resolve().parents[2]
 GIT = shutil.which("git") or "git"
 RELEASE = Path(sys.executable).with_name("release")
 FIRST_TIME = 1_800_000_000
+NO_FINALS = Finals(releases=(), not_asked=())  # a release with no final release yet
 PREFIX = "k3-kernels/"
+
+
+def git_commit_at(directory: Path, time: int) -> Commit:
+    """Everything in `directory` committed (a repository made there if needed) at `time`."""
+    people = {f"GIT_{who}_{what}": value for who in ("AUTHOR", "COMMITTER")
+              for what, value in (("NAME", "t"), ("EMAIL", "t@example.com"),
+                                  ("DATE", f"@{time} +0000"))}  # fmt: skip
+    env = {**os.environ, **people}
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "c", "--allow-empty"]):
+        subprocess.run([GIT, "-C", str(directory), *args], env=env, check=True)
+    sha = subprocess.run(
+        [GIT, "-C", str(directory), "rev-parse", "HEAD"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    return Commit(sha=sha, time=time)
 
 
 def commit_of(number: int) -> Commit:
@@ -121,32 +137,18 @@ class Channel:
     def git_commit(self, time: int) -> Commit:
         """Commit the project directory (matrix.yaml, the project) at `time`: the HEAD
         `release plan --channel nightly` and `release build --channel nightly` read."""
-        directory = self.matrix_path.parent
-        env = {
-            **os.environ,
-            "GIT_AUTHOR_DATE": f"@{time} +0000",
-            "GIT_COMMITTER_DATE": f"@{time} +0000",
-            "GIT_AUTHOR_NAME": "t",
-            "GIT_AUTHOR_EMAIL": "t@example.com",
-            "GIT_COMMITTER_NAME": "t",
-            "GIT_COMMITTER_EMAIL": "t@example.com",
-        }
-        for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "c", "--allow-empty"]):
-            subprocess.run([GIT, "-C", str(directory), *args], env=env, check=True)
-        sha = subprocess.run(
-            [GIT, "-C", str(directory), "rev-parse", "HEAD"],
-            capture_output=True, text=True, check=True,
-        ).stdout.strip()  # fmt: skip
-        return Commit(sha=sha, time=time)
+        return git_commit_at(self.matrix_path.parent, time)
 
     @property
     def matrix(self) -> Matrix:
         return load_matrix(self.matrix_path)
 
-    def dist(self, number: int, *, payload: bytes | None = None) -> Path:
+    def dist(
+        self, number: int, *, payload: bytes | None = None, matrix: Matrix | None = None
+    ) -> Path:
         """What `release build --channel nightly` of commit `number` leaves in a dist/."""
         commit = commit_of(number)
-        nightly = nightly_matrix(self.matrix, commit)
+        nightly = nightly_matrix(matrix or self.matrix, commit)
         dist = self.root / f"dist-{number}"
         entries = []
         for cell in nightly.cells:
@@ -193,6 +195,8 @@ class Channel:
         )
         if self.pypi is not None:
             env.update(self.pypi.env())
+        if self.github is not None:
+            env["GITHUB_TOKEN"] = self.github.token  # the publish job's: 5000 requests an hour
         env.update(more)
         return env
 
@@ -216,19 +220,29 @@ class Channel:
         return self.release("publish", "--channel", "nightly", "--dist", str(self.dist(number)),
                             *more)  # fmt: skip
 
-    def publish_in_process(self, number: int, *, finals: Finals | None = None) -> NightlyOutcome:
-        """`release publish --channel nightly` of commit `number`, in this process."""
+    def publish_in_process(
+        self,
+        number: int,
+        *,
+        finals: Finals | None = NO_FINALS,
+        matrix: Matrix | None = None,
+        store: S3Store | None = None,
+    ) -> NightlyOutcome:
+        """`release publish --channel nightly` of commit `number`, in this process (its gate
+        as the command's); `finals` None asks the release's destinations, as the command
+        does; `matrix` and `store` are reused where given (a benchmark's thousand runs)."""
         environ = self.env()
         verifying = VerifySettings(pip=False, provenance=False)
         return publish_nightly(
-            NightlySettings(dist=self.dist(number)),
-            self.matrix,
+            NightlySettings(dist=self.dist(number, matrix=matrix)),
+            matrix or self.matrix,
             environ,
             gate=lambda published: [
                 f"{c.check} {c.subject}: {c.detail}"
                 for c in verify_commit(published, environ, verifying).failed
             ],
-            finals=finals or Finals(releases=(), not_asked=()),
+            finals=finals,
+            store_factory=(lambda _: store) if store is not None else None,
         )
 
     def store(self) -> S3Store:

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import signal
 import subprocess
 import threading
 import time
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -22,11 +24,13 @@ from tests.integration.conftest import PypiServer
 from tests.integration.nightly import (
     PREFIX,
     RELEASE,
+    REPO,
     Channel,
     MakeChannel,
     PollingReader,
     arch_of,
     commit_of,
+    git_commit_at,
     make_channel,
 )
 from tests.integration.wheels import make_wheel
@@ -73,10 +77,10 @@ def test_a_commit_goes_up_whole_and_nightly_moves_to_it(make_channel: MakeChanne
     assert state.headers["cache-control"] == "no-cache"
     assert channel.state().nightly is not None
     assert channel.state().nightly.commit == commit_of(1).sha  # type: ignore[union-attr]
-    verified = channel.release("verify", "--channel", "nightly", "--json", "--no-pip")
+    verified = channel.release("verify", "--channel", "nightly", "--json")
     assert verified.returncode == 0, verified.stdout + verified.stderr
     checks = json.loads(verified.stdout)["checks"]
-    assert {c["check"] for c in checks} >= {"download", "index", "metadata", "pointer"}
+    assert {c["check"] for c in checks} >= {"download", "index", "metadata", "pip", "pointer"}
     assert all(c["ok"] for c in checks)
 
 
@@ -322,3 +326,25 @@ def test_retention_keeps_k_commits_and_the_pinned_and_archives_the_rest(
         (f"0.1.0.dev{commit_of(4).time}", "archive"),
         (f"0.1.0.dev{commit_of(5).time}", "archive"),
     ]
+
+
+def test_a_nightly_build_is_named_by_its_commit_and_refuses_a_changed_checkout(
+    tmp_path: Path,
+) -> None:
+    shutil.copytree(REPO / "csrc", tmp_path / "csrc", ignore=shutil.ignore_patterns("build*"))
+    (tmp_path / "matrix.yaml").write_text((REPO / "matrix.yaml").read_text())
+    git_commit_at(tmp_path, 1733212345)
+    build = [str(RELEASE), "build", "--channel", "nightly", "--dry-run", "--json"]
+    done = subprocess.run(build, cwd=tmp_path, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert [c["wheel"] for c in json.loads(done.stdout)["cells"]] == [
+        "k3_kernels-0.1.0.dev1733212345-py3-none-manylinux_2_28_x86_64.whl",
+        "k3_kernels-0.1.0.dev1733212345-py3-none-manylinux_2_28_aarch64.whl",
+        "k3_kernels-0.1.0.dev1733212345+cu129-py3-none-manylinux_2_28_x86_64.whl",
+        "k3_kernels-0.1.0.dev1733212345+cu129-py3-none-manylinux_2_28_aarch64.whl",
+    ]
+    pyproject = tmp_path / "csrc" / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text() + "\n")
+    changed = subprocess.run(build, cwd=tmp_path, capture_output=True, text=True, check=False)
+    assert changed.returncode == 2
+    assert "the checkout changes tracked files (M csrc/pyproject.toml)" in changed.stderr
