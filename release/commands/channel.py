@@ -155,8 +155,8 @@ def _companion_row(c: CompanionDecision) -> list[str]:
 
 def publish_json(outcome: NightlyOutcome, *, dry_run: bool) -> dict[str, Any]:
     preview = outcome.preview
-    state = preview.state
-    pointer = state.nightly if outcome.promoted is not False else None
+    pointer = preview.state.nightly if outcome.promoted is None else outcome.pointer
+    pruned = preview.fallen if outcome.promoted is None else outcome.pruned
     return {
         "project": outcome.manifest.project,
         "version": outcome.manifest.version,
@@ -179,9 +179,7 @@ def publish_json(outcome: NightlyOutcome, *, dry_run: bool) -> dict[str, Any]:
         "nightly": None if pointer is None else {
             "commit": pointer.commit, "version": pointer.version,
         },
-        "prune": [
-            {"commit": p.commit, "action": p.action} for p in preview.fallen
-        ],
+        "prune": [{"commit": p.commit, "action": p.action} for p in pruned],
         "indexes": [
             {"label": label, "url": outcome.index_url(label, nightly=True),
              "commit_url": outcome.index_url(label, nightly=False)}
@@ -192,14 +190,14 @@ def publish_json(outcome: NightlyOutcome, *, dry_run: bool) -> dict[str, Any]:
 
 def _outcome_lines(outcome: NightlyOutcome, *, dry_run: bool) -> list[str]:
     lines = _finals_lines(outcome.finals)
-    moves = outcome.preview.promoted
-    lines.append(
-        ("would move" if dry_run else "moved" if outcome.promoted else "did not move")
-        + f" /nightly/ to {outcome.manifest.version}"
-        + ("" if moves else " (a newer commit is there)")
-    )
+    moves = outcome.preview.promoted if dry_run else bool(outcome.promoted)
+    verb = ("would move" if moves else "would not move") if dry_run else (
+        "moved" if moves else "did not move")  # fmt: skip
+    reason = "" if moves else " (a newer commit is there)"
+    lines.append(f"{verb} /nightly/ to {outcome.manifest.version}{reason}")
     verb = "would prune" if dry_run else "pruned"
-    lines += [f"{verb} {p.commit[:12]} ({p.action})" for p in outcome.preview.fallen]
+    fallen = outcome.preview.fallen if outcome.promoted is None else outcome.pruned
+    lines += [f"{verb} {p.commit[:12]} ({p.action})" for p in fallen]
     lines += list(outcome.notes)
     for label in outcome.labels:
         nightly = outcome.index_url(label, nightly=True)

@@ -42,6 +42,7 @@ from release.publish.s3 import Clock, S3Publisher, Uploaded
 from release.records.dist import load_dist
 from release.records.manifest import DestinationRef, Manifest
 from release.records.nightly_layout import label_of
+from release.records.nightly_state import Pointer, Pruning
 from release.records.published import (
     RECORD_NAME,
     Published,
@@ -73,6 +74,8 @@ class NightlyOutcome:
     preview: Completion  # what completing the commit would do to the state as read
     published: Published | None = None
     promoted: bool | None = None  # None: not published (a dry run)
+    pointer: Pointer | None = None  # what /nightly/ serves once published
+    pruned: tuple[Pruning, ...] = ()  # what this run archived or deleted
     notes: tuple[str, ...] = field(default=())
 
     def index_url(self, label: str, *, nightly: bool) -> str:
@@ -284,6 +287,8 @@ def publish_nightly(
         plan=replace(plan, decisions=decisions),
         published=published,
         promoted=promotion.promoted if promotion else None,
+        pointer=promotion.state.nightly if promotion else None,
+        pruned=promotion.pruned if promotion else (),
         notes=(*notes, *publisher.notes),
     )
 

@@ -341,7 +341,7 @@ class S3Publisher:
         if promoted:
             written = self.move_nightly(pages, state, dict(old.pages) if old else {})
         elif state.nightly is not None and state.nightly.commit == self.commit_id.sha:
-            written = self.move_nightly(pages, state, {})  # a re-run mends what it left
+            written = self.move_nightly(pages, state, {}, look_first=True)  # a re-run mends
         pruned = self.prune(done.fallen, state) if done is not None else ()
         self.promotion = Promotion(
             state=state, promoted=promoted, pruned=pruned, pages_written=written
@@ -359,11 +359,17 @@ class S3Publisher:
                 continue  # written by an earlier run: a root page only names the project
 
     def move_nightly(
-        self, pages: Sequence[Page], state: NightlyState, expected: Mapping[str, str]
+        self,
+        pages: Sequence[Page],
+        state: NightlyState,
+        expected: Mapping[str, str],
+        *,
+        look_first: bool = False,
     ) -> int:
         """Write the /nightly/ pages of `state`'s pointer, each over the page the previous
         promotion wrote (`expected`: the ETags it recorded); a page that turns out to be
-        another's is read (HEAD) and written over only where an older promotion wrote it.
+        another's is read (HEAD) and written over only where an older promotion wrote it
+        (`look_first`: read each first, a re-run mending what its first run left).
         Returns how many pages were written."""
         pointer = state.nightly
         if pointer is None:
@@ -371,6 +377,11 @@ class S3Publisher:
         written = 0
         for page in pages:
             etag = expected.get(page.key)
+            if look_first:
+                there = self.store.head(page.key)
+                if there is not None and _generation(there.metadata) >= pointer.generation:
+                    continue
+                etag = there.etag if there is not None else None
             for _ in range(CAS_ATTEMPTS):
                 try:
                     self.store.put(

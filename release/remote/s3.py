@@ -12,7 +12,6 @@ reads no profile, no instance metadata and no other source of keys.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -28,8 +27,6 @@ if TYPE_CHECKING:
 
 from release.credentials import S3Credentials, mask
 from release.errors import PublishError
-
-log = logging.getLogger("release.remote.s3")
 
 DELETE_BATCH = 1000  # the most keys one DeleteObjects request takes
 
@@ -99,7 +96,7 @@ class S3Store:
             answer = self._client.get_object(Bucket=self.bucket.name, Key=key)
             data = answer["Body"].read()
         except botocore.exceptions.ClientError as error:
-            if _status(error) == 404:
+            if _status(error) == 404 and _code(error) != "NoSuchBucket":
                 return None
             raise self._failure("GET", key, error) from None
         except botocore.exceptions.BotoCoreError as error:
@@ -215,8 +212,11 @@ class S3Store:
             if "AccessDenied" in why or "Forbidden" in why or "403" in why
             else "check the destination's endpoint and bucket, then run the command again"
         )
-        log.info("%s", message)
         return PublishError(message, hint=hint)
+
+
+def _code(error: botocore.exceptions.ClientError) -> str:
+    return str(error.response.get("Error", {}).get("Code", ""))
 
 
 def _status(error: botocore.exceptions.ClientError) -> int:

@@ -308,6 +308,7 @@ class PollingReader:
     partial: list[str] = field(default_factory=list)
     versions: set[str] = field(default_factory=set)
     straddled: int = 0  # polls that read the variants at two versions (each page whole)
+    served: set[str] = field(default_factory=set)  # the pages that have answered 200
 
     def problem(self, client: httpx.Client, url: str, label: str) -> tuple[str | None, str]:
         """(what is wrong with the page at `url`, or None; the version it lists)."""
@@ -333,8 +334,10 @@ class PollingReader:
         for label in self.labels:
             page = self.channel.nightly_url(label) + "k3-kernels/"
             for url in (page, page + "index.json"):
-                if not self.versions and client.get(url).status_code == 404:
-                    continue  # nothing promoted yet
+                if url not in self.served:
+                    if client.get(url).status_code == 404:
+                        continue  # not written yet: no nightly of this variant so far
+                    self.served.add(url)  # from now on it must always serve a whole matrix
                 self.pages += 1
                 problem, version = self.problem(client, url, label)
                 if problem is not None:

@@ -34,7 +34,7 @@ from tests.integration.nightly import (
     make_channel,
 )
 from tests.integration.wheels import make_wheel
-from tests.s3_server import S3Server, s3_server
+from tests.s3_server import ACCESS_KEY, SECRET_KEY, S3Server, s3_server
 
 __all__ = ["make_channel", "s3_server"]
 
@@ -348,3 +348,30 @@ def test_a_nightly_build_is_named_by_its_commit_and_refuses_a_changed_checkout(
     changed = subprocess.run(build, cwd=tmp_path, capture_output=True, text=True, check=False)
     assert changed.returncode == 2
     assert "the checkout changes tracked files (M csrc/pyproject.toml)" in changed.stderr
+
+
+def test_storage_failures_are_one_line_without_a_key_or_a_traceback(
+    make_channel: MakeChannel, s3_server: S3Server
+) -> None:
+    channel = make_channel()
+    keyless = {k: v for k, v in channel.env().items() if not k.startswith("AWS_")}
+    missing = channel.release(
+        "publish", "--channel", "nightly", "--dist", str(channel.dist(1)), env=keyless
+    )
+    assert missing.returncode == 5
+    assert "no AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY in the environment" in missing.stderr
+    s3_server.fault("PUT", "state.json", status=403, times=10)
+    try:
+        denied = channel.publish(1)
+    finally:
+        s3_server.clear_faults()
+    assert denied.returncode == 5, denied.stderr
+    errors = [line for line in denied.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1
+    assert f"s3://{channel.bucket} at {s3_server.endpoint}: PUT {PREFIX}state.json" in errors[0]
+    assert "HTTP 403" in errors[0]
+    assert "Traceback" not in denied.stderr
+    for output in (missing, denied):
+        assert SECRET_KEY not in output.stdout + output.stderr
+        assert ACCESS_KEY not in output.stdout + output.stderr
+    assert channel.store().get(PREFIX + STATE_KEY) is None
