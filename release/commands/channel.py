@@ -197,7 +197,11 @@ def _outcome_lines(outcome: NightlyOutcome, *, dry_run: bool) -> list[str]:
     lines.append(f"{verb} /nightly/ to {outcome.manifest.version}{reason}")
     verb = "would prune" if dry_run else "pruned"
     fallen = outcome.preview.fallen if outcome.promoted is None else outcome.pruned
-    lines += [f"{verb} {p.commit[:12]} ({p.action})" for p in fallen]
+    shapes = outcome.preview.state.shapes
+    for pruned in fallen:
+        shape = shapes.get(pruned.shape)
+        version = shape.version(pruned.time) if shape else "?"
+        lines.append(f"{verb} {version} ({pruned.commit[:12]}, {pruned.action})")
     lines += list(outcome.notes)
     for label in outcome.labels:
         nightly = outcome.index_url(label, nightly=True)
