@@ -263,16 +263,7 @@ def publish_nightly(
         return outcome
     notes = publisher.stage(plan, settings.dist)
     published = published_of(publisher, plan)
-    failures = gate(published)
-    if failures:
-        pointer = publisher.read_state().state.nightly
-        where = f"still serves {pointer.version}" if pointer else "serves nothing yet"
-        raise VerifyError(
-            f"release verify failed on {commit.sha[:12]}'s index: {failures[0]} "
-            f"({len(failures)} check(s) failed); /nightly/ {where}",
-            hint="run `release publish --channel nightly` again once the store serves what "
-            "was uploaded (it uploads only what is missing)",
-        )
+    passed(gate, published, publisher, commit)
     decisions = publisher.commit(plan, settings.dist)
     write_record(
         settings.dist / RECORD_NAME,
@@ -291,6 +282,21 @@ def publish_nightly(
         pruned=promotion.pruned if promotion else (),
         notes=(*notes, *publisher.notes),
     )
+
+
+def passed(gate: Gate, published: Published, publisher: S3Publisher, commit: Commit) -> None:
+    """`release verify` on the commit's index, before /nightly/ may move to it; a failure
+    is a VerifyError (exit 7) saying what /nightly/ still serves."""
+    failures = gate(published)
+    if failures:
+        pointer = publisher.read_state().state.nightly
+        where = f"still serves {pointer.version}" if pointer else "serves nothing yet"
+        raise VerifyError(
+            f"release verify failed on {commit.sha[:12]}'s index: {failures[0]} "
+            f"({len(failures)} check(s) failed); /nightly/ {where}",
+            hint="run `release publish --channel nightly` again once the store serves what "
+            "was uploaded (it uploads only what is missing)",
+        )
 
 
 def preview(publisher: S3Publisher, plan: PublishPlan, *, now: int) -> Completion:
