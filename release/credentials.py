@@ -25,7 +25,7 @@ SECRET_VARIABLES = (
     "TWINE_API_KEY",
     "ACTIONS_ID_TOKEN_REQUEST_TOKEN",
     "ACTIONS_RUNTIME_TOKEN",
-    "AWS_ACCESS_KEY_ID",  # the compile cache's S3 keys: read by sccache's server alone
+    "AWS_ACCESS_KEY_ID",  # S3 keys: the compile cache's (sccache's) and the nightly channel's
 )
 SECRET_NAME_PARTS = ("TOKEN", "PASSWORD", "SECRET", "API_KEY", "CREDENTIAL")
 # Variables no child process needs: the credentials of this program, and files that
@@ -136,3 +136,30 @@ def index_credentials(env: Mapping[str, str], repository_url: str) -> IndexCrede
     if in_actions and env.get("ACTIONS_ID_TOKEN_REQUEST_URL") and host.endswith("pypi.org"):
         return IndexCredentials(username=TOKEN_USERNAME, password=None, source="trusted publishing")
     return None
+
+
+@dataclass(frozen=True, kw_only=True)
+class S3Credentials:
+    """The keys of an S3-compatible store (AWS S3, Cloudflare R2, MinIO)."""
+
+    access_key: Secret
+    secret_key: Secret
+    session_token: Secret | None = None
+
+    def values(self) -> tuple[str, ...]:
+        found = (self.access_key, self.secret_key, self.session_token)
+        return tuple(s.reveal() for s in found if s)
+
+
+def s3_credentials(env: Mapping[str, str]) -> S3Credentials | None:
+    """AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN where set), or None
+    when either is missing: the environment is the only place keys are read from."""
+    access, secret = env.get("AWS_ACCESS_KEY_ID"), env.get("AWS_SECRET_ACCESS_KEY")
+    if not access or not secret:
+        return None
+    token = env.get("AWS_SESSION_TOKEN")
+    return S3Credentials(
+        access_key=Secret(access),
+        secret_key=Secret(secret),
+        session_token=Secret(token) if token else None,
+    )

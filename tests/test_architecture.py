@@ -28,6 +28,8 @@ EDGES: dict[str, set[str]] = {
     "httpx": {"release.remote.httpclient", "release.remote.github"},
     "githubkit": {"release.remote.github"},
     "twine": {"release.publish.pypi"},
+    "boto3": {"release.remote.s3"},
+    "botocore": {"release.remote.s3"},
     "pypi_attestations": {"release.records.attestation"},
     # nvccwrap is a program of its own (every CUDA compile of a torch or CMake cell runs
     # it): its main reads the build's environment as cli.py reads the user's

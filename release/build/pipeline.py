@@ -39,7 +39,7 @@ from release.build.compilecache import (
     start_server,
 )
 from release.build.jobs import killed_for_memory, memory_remedy
-from release.build.relabel import RelabelError, relabel
+from release.build.relabel import RelabelError, rewrite_version
 from release.build.settings import BuildSettings, CellFailure, CellResult
 from release.build.torchcell import certify_torch, tags_problem
 from release.credentials import without_credentials
@@ -160,20 +160,16 @@ def toolchain_summary(toolchain: Toolchain) -> dict[str, str]:
 
 
 def relabelled(wheel: Path, cell: Cell) -> Path:
-    """The wheel with the cell's version (its local label): rewritten beside the original,
-    which is removed; the same path where the version is already the cell's."""
+    """The wheel with the cell's version (its local label, a nightly's dev part): rewritten
+    beside the original, which is removed; the same path where the version is already the
+    cell's."""
     stem_version = wheel.name.split("-")[1]
     if stem_version == str(cell.version):
         return wheel
     try:
-        result = relabel(wheel.name, wheel.read_bytes(), cell.local_label)
+        result = rewrite_version(wheel.name, wheel.read_bytes(), cell.version)
     except RelabelError as error:
         raise CellFailure(f"cannot give the wheel version {cell.version}: {error}") from None
-    if result.new_version != str(cell.version):
-        raise CellFailure(
-            f"the build made version {result.old_version}, the cell is {cell.version} "
-            "(only the local label is rewritten, never the release)"
-        )
     target = wheel.parent / result.filename
     target.write_bytes(result.data)
     wheel.unlink()
@@ -231,7 +227,8 @@ def certify(
         )
     if environment is not None:
         wheel = certify_torch(wheel, cell, environment, log=log, python=python, env=env)
-    if backend.labels_by_rewriting:
+    if backend.labels_by_rewriting or cell.version.dev is not None:
+        # no backend sets a nightly's dev version: every backend's wheel gets it rewritten
         wheel = relabelled(wheel, cell)
     if wheel.name != cell.wheel_filename:
         retagged = runner(retag_command(python, wheel, cell), env=env, log=log)

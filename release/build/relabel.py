@@ -1,11 +1,14 @@
-"""A wheel's version rewritten to carry a local label, for builds that cannot set one.
+"""A wheel's version rewritten to carry a local label, for builds that cannot set one, and
+a nightly's dev version, which no build sets.
 
 csrc's backend writes `0.1.0+cu129` into its metadata itself; a CMake or torch project
 builds `0.1.0`. `relabel` turns such a wheel into the labelled one the way a build would
 have made it: the `.dist-info` (and `.data`) folder renamed, METADATA's `Version` set,
 RECORD's paths and METADATA's hash and size updated, and the filename built from the new
-version. WHEEL moves with its folder; its content names no version. The release part of
-the version may not change, only the label.
+version. WHEEL moves with its folder; its content names no version. `rewrite_version` does
+the same for any version that differs from the built one only in its local label and its
+dev part (a nightly: `0.1.1` built, `0.1.1.dev1733212345+cu129` published); the release,
+its epoch and its pre- and post-release parts may never change.
 
 Pure and deterministic: the same wheel bytes give the same output bytes. Members keep
 their order, dates, modes and compression; members that do not change keep their content.
@@ -92,15 +95,45 @@ def relabel(filename: str, data: bytes, label: str | None) -> Relabelled:
     RelabelError for a wheel that cannot be rewritten (not a wheel, no or two .dist-info
     folders, a METADATA that disagrees with the filename, a signed RECORD)."""
     try:
+        version = parse_wheel_filename(filename)[1]
+    except InvalidWheelFilename as error:
+        raise RelabelError(f"{filename}: {error}") from None
+    try:
+        new_version = labelled_version(version, label)
+    except InvalidVersion:
+        raise RelabelError(f"{label!r} is not a valid local version label") from None
+    return rewrite_version(filename, data, new_version)
+
+
+def version_change_problem(built: Version, target: Version) -> str | None:
+    """Why the built version may not become `target` by rewriting, if it may not: only
+    the local label and the dev part change (the dev part only to another one)."""
+    same = (built.epoch, built.release, built.pre, built.post) == (
+        target.epoch,
+        target.release,
+        target.pre,
+        target.post,
+    )
+    if not same or (built.dev is not None and target.dev is None):
+        return (
+            f"the build made version {built}, the cell is {target} (only the local label "
+            "and a nightly's dev part are rewritten, never the release)"
+        )
+    return None
+
+
+def rewrite_version(filename: str, data: bytes, new_version: Version) -> Relabelled:
+    """The wheel `filename` (bytes `data`) with version `new_version`, which differs from
+    the built one in its local label and dev part only (`version_change_problem`)."""
+    try:
         _, version, build, _ = parse_wheel_filename(filename)
     except InvalidWheelFilename as error:
         raise RelabelError(f"{filename}: {error}") from None
     if build:
         raise RelabelError(f"{filename}: a wheel with a build tag cannot be relabelled")
-    try:
-        new_version = labelled_version(version, label)
-    except InvalidVersion:
-        raise RelabelError(f"{label!r} is not a valid local version label") from None
+    problem = version_change_problem(version, new_version)
+    if problem is not None:
+        raise RelabelError(problem)
     stem = filename[: -len(".whl")]
     dist_part, version_part, tags = stem.split("-", 2)
     new_filename = f"{dist_part}-{new_version}-{tags}.whl"

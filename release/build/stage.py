@@ -387,6 +387,7 @@ def write_outputs(settings: BuildSettings, results: Sequence[CellResult]) -> Rec
         cells=cells,
         intact=intact,
         epoch=settings.epoch,
+        commit=settings.matrix.commit,
     )
     files = override_files(
         settings.matrix.nccl_pins([cells[w.cell] for w in outcome.manifest.wheels])

@@ -146,3 +146,16 @@ def add_toolchain_options(parser: argparse.ArgumentParser) -> None:
         "toolchains, device code and wheels cache "
         "(default: $RELEASE_CACHE_DIR or ~/.cache/cuda-wheel-release)",
     )
+
+
+CHANNELS = ("release", "nightly")
+
+
+def add_channel_option(parser: argparse.ArgumentParser, what: str) -> None:
+    """`--channel release|nightly` (default release); `what` says what nightly means here."""
+    parser.add_argument(
+        "--channel",
+        choices=CHANNELS,
+        default="release",
+        help=f"release (default), or nightly: {what}",
+    )

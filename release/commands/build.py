@@ -83,6 +83,11 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         "3 GiB a compile)",
     )
     buildopts.add_compile_cache_option(parser)
+    arguments.add_channel_option(
+        parser,
+        "the commit's build under its dev version X.Y.Z.devN (N: the commit's time), every "
+        "cell for matrix.yaml's nightly destination",
+    )
     parser.add_argument("--fail-fast", action="store_true", help="stop at the first failure")
     parser.add_argument("--dry-run", action="store_true", help="show what would run; build nothing")
     parser.add_argument(
@@ -132,9 +137,9 @@ def _out_dir(args: argparse.Namespace, reference: Path | None) -> Iterator[Path]
 
 def run(args: argparse.Namespace) -> int:
     output = common.output_for(args, "build")
-    matrix = common.load(args.matrix, args, output)
-    cells = matrix.select(cuda=args.cuda, arch=args.arch)
     environ = dict(os.environ)
+    matrix = common.channel_matrix(common.load(args.matrix, args, output), args.channel, environ)
+    cells = matrix.select(cuda=args.cuda, arch=args.arch)
     reference = read_manifest(args.compare) if args.compare is not None else None
     options = buildopts.BuildOptions(
         cache_dir=args.cache_dir,

@@ -8,11 +8,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from release import proc
 from release.commands.options import output_dir_problem
 from release.console import Output
+from release.credentials import without_credentials
 from release.errors import ConfigError, FileError
 from release.fsutil import write_atomic
-from release.matrix import Matrix, load_matrix
+from release.matrix import Commit, Matrix, load_matrix, nightly_matrix, require_nightly
 from release.toolchain.projectmeta import asking_the_backend
 
 
@@ -72,3 +74,39 @@ def parse_overrides(values: list[str]) -> dict[str, str]:
     if problems:
         raise ConfigError(problems)
     return out
+
+
+def head_commit(project: Path, environ: Mapping[str, str]) -> Commit:
+    """The commit a nightly of `project` is built from: HEAD (its id and committer time),
+    with no change to the project's tracked files; ConfigError otherwise."""
+    env = without_credentials(environ)
+    done = proc.run(
+        ["git", "-C", str(project), "log", "-1", "--format=%H %ct"], env=env, separate_stderr=True
+    )
+    words = done.output.split()
+    if done.returncode != 0 or len(words) != 2 or not words[1].isdigit():
+        raise ConfigError(
+            [f"{project}: no git commit to build a nightly of"],
+            hint="a nightly is a commit's build: run it in a git checkout",
+        )
+    changed = proc.run(
+        ["git", "-C", str(project), "status", "--porcelain", "--untracked-files=no", "--", "."],
+        env=env,
+        separate_stderr=True,
+    )
+    if changed.returncode != 0 or changed.output.strip():
+        first = changed.output.strip().splitlines()[0] if changed.output.strip() else "?"
+        raise ConfigError(
+            [f"{project}: the checkout changes tracked files ({first.strip()}), so its wheels "
+             f"would not be commit {words[0][:12]}'s"],
+            hint="commit or stash the changes: a nightly's version and bytes come from its commit",
+        )  # fmt: skip
+    return Commit(sha=words[0], time=int(words[1]))
+
+
+def channel_matrix(matrix: Matrix, channel: str, environ: Mapping[str, str]) -> Matrix:
+    """The matrix a command works on: as released, or the nightly of the project's HEAD."""
+    if channel != "nightly":
+        return matrix
+    require_nightly(matrix)
+    return nightly_matrix(matrix, head_commit(matrix.project.path, environ))

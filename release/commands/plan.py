@@ -67,6 +67,11 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         help="the previous release's release-manifest.json, to measure each wheel's growth "
         "against (default: the one of the highest published GitHub release below this version)",
     )
+    arguments.add_channel_option(
+        parser,
+        "the HEAD commit's nightly: its version against the latest final releases, what "
+        "/nightly/ serves, whether this commit would replace it, and what would be pruned",
+    )
     arguments.add_markdown_option(parser, "write the plan as Markdown")
     arguments.add_toolchain_options(parser)
 
@@ -203,8 +208,12 @@ def to_json(plan: ReleasePlan) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     out = common.output_for(args, "plan")
     matrix = common.load(args.matrix, args, out)
-    cells = matrix.select(cuda=args.cuda, arch=args.arch)
     environ = dict(os.environ)
+    if args.channel == "nightly":
+        from release.commands import channel  # noqa: PLC0415  # boto3: nightly only
+
+        return channel.run_plan(args, out, matrix, environ)
+    cells = matrix.select(cuda=args.cuda, arch=args.arch)
     cache_dir, cuda_home = buildopts.toolchain_dirs(
         GivenOptions(cache_dir=args.cache_dir, cuda_home=args.cuda_home), environ
     )

@@ -157,7 +157,7 @@ def publish_markdown(outcome: PublishOutcome, *, dry_run: bool) -> str:
 
 
 HELP = "upload the built wheels to PyPI and GitHub Releases, and write the index"
-SHARED: tuple[arguments.Shared, ...] = ("output",)
+SHARED: tuple[arguments.Shared, ...] = ("matrix", "output")
 
 
 def add_options(parser: argparse.ArgumentParser) -> None:
@@ -166,6 +166,12 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         "directory with manifest.json and the wheels, where published.json is written "
         "(default: dist)",
         written=True,
+    )
+    arguments.add_channel_option(
+        parser,
+        "a `release build --channel nightly` dist to matrix.yaml's nightly destination: "
+        "/<commit>/, then /nightly/ once verified (keys: AWS_ACCESS_KEY_ID, "
+        "AWS_SECRET_ACCESS_KEY)",
     )
     parser.add_argument(
         "--dry-run",
@@ -239,6 +245,10 @@ def settings_from(args: argparse.Namespace) -> PublishSettings:
 def run(args: argparse.Namespace) -> int:
     out = common.output_for(args, "publish")
     environ = dict(os.environ)
+    if args.channel == "nightly":
+        from release.commands import channel  # noqa: PLC0415  # boto3: nightly only
+
+        return channel.run_publish(args, out, environ)
     shown: list[PublishOutcome] = []
     progress = ExitStack()
     advance: list[Advance] = []

@@ -154,6 +154,11 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         metavar="URL",
         help="where the index of the GitHub-hosted variants is served (default: the matrix's)",
     )
+    arguments.add_channel_option(
+        parser,
+        "what /nightly/ serves, read from matrix.yaml's nightly destination (its state, "
+        "every page and link, pip's pick per cell), with no dist/",
+    )
     arguments.add_markdown_option(parser, "write it as Markdown")
 
 
@@ -178,10 +183,16 @@ def run(args: argparse.Namespace) -> int:
         provenance_workflow=args.provenance_workflow,
         provenance_signer_workflow=args.provenance_signer_workflow,
     )
-    outcome = verify_release(target, settings, dict(os.environ))
-    for one in outcome.reports:
-        print_verify(out, one)
-    report = outcome.report
+    if args.channel == "nightly":
+        from release.commands import channel  # noqa: PLC0415  # boto3: nightly only
+
+        report = channel.run_verify(args, out, dict(os.environ), settings)
+        print_verify(out, report)
+    else:
+        outcome = verify_release(target, settings, dict(os.environ))
+        for one in outcome.reports:
+            print_verify(out, one)
+        report = outcome.report
     common.write_report(out, verify_json(report), verify_markdown(report), args.markdown)
     if report.failed:
         for check in report.failed:
@@ -192,11 +203,12 @@ def run(args: argparse.Namespace) -> int:
                 )
             )
         first = report.failed[0]
+        again = "release publish" + (" --channel nightly" if args.channel == "nightly" else "")
         raise VerifyError(
             f"{len(report.failed)} of {len(report.checks)} checks failed; first: "
             f"{first.check} {first.subject}: {first.detail}",
             hint=PROVENANCE_HINT
             if first.check == "provenance"
-            else "re-run `release publish` to finish a partial publish, then verify again",
+            else f"re-run `{again}` to finish a partial publish, then verify again",
         )
     return 0

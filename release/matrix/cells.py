@@ -14,7 +14,7 @@ from packaging.version import Version
 
 from release.backends import BuildRecipe, targets_problem
 from release.errors import shown
-from release.matrix.model import Cell, Destination, Project, PypiDestination
+from release.matrix.model import Cell, Destination, Project, PypiDestination, S3Destination
 from release.matrix.rules import check_label, check_targets, cuda_build
 from release.matrix.spec import (
     CudaSpec,
@@ -229,6 +229,13 @@ def _check_destination(
             join_path(cuda_path, "local-label"),
             f"PyPI rejects local versions (+{entry.local_label}): publish this variant to "
             "a github destination, or drop the label to make it the default variant",
+        )
+    elif isinstance(destination, S3Destination):
+        loader.problem(
+            destination_path,
+            f"{entry.destination!r} is an s3 destination, which holds the nightly channel: "
+            "send releases to a pypi or github destination and name it under "
+            "nightly.destination",
         )
 
 

@@ -22,7 +22,7 @@ from release.yamlspec import optional
 Storage = Literal["local", "s3", "github-actions", "none"]
 STORAGES: tuple[Storage, ...] = get_args(Storage)
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
-_PREFIX = re.compile(r"^[A-Za-z0-9._/-]*$")
+PREFIX = re.compile(r"^[A-Za-z0-9._/-]*$")
 _REGION = re.compile(r"^[a-z0-9-]{1,40}$")
 
 
@@ -77,13 +77,13 @@ def spec_problems(spec: CompileCacheSpec) -> list[tuple[str, str]]:
         if getattr(spec, key) is not None and storage != owner:
             problems.append((key, f"{key!r} is only for storage {owner} (remove it)"))
     if storage == "s3":
-        problems += [(k, m) for k, m in _s3_problems(spec.bucket, spec.endpoint, spec.region)]
-        if spec.prefix is not None and not _PREFIX.match(spec.prefix):
+        problems += [(k, m) for k, m in s3_problems(spec.bucket, spec.endpoint, spec.region)]
+        if spec.prefix is not None and not PREFIX.match(spec.prefix):
             problems.append(("prefix", f"{shown(spec.prefix)}: letters, digits, ._-/ only"))
     return problems
 
 
-def _s3_problems(
+def s3_problems(
     bucket: str | None, endpoint: str | None, region: str | None
 ) -> list[tuple[str, str]]:
     problems = []
@@ -109,7 +109,7 @@ def from_spec(spec: CompileCacheSpec | None, base: Path) -> CompileCache:
         bucket=spec.bucket,
         endpoint=spec.endpoint.rstrip("/") if spec.endpoint else None,
         region=spec.region,
-        prefix=_with_slash(spec.prefix or ""),
+        prefix=with_slash(spec.prefix or ""),
     )
 
 
@@ -135,8 +135,8 @@ def parse_compile_cache(text: str) -> CompileCache:
     if unknown:
         raise ValueError(f"unknown parameter {unknown[0]!r} (endpoint and region are known)")
     bucket, prefix = parts.netloc, parts.path.lstrip("/")
-    problems = _s3_problems(bucket, query.get("endpoint"), query.get("region"))
-    if not _PREFIX.match(prefix):
+    problems = s3_problems(bucket, query.get("endpoint"), query.get("region"))
+    if not PREFIX.match(prefix):
         problems.append(("prefix", f"{shown(prefix)}: letters, digits, ._-/ only"))
     if problems:
         raise ValueError(f"{problems[0][0]}: {problems[0][1]}")
@@ -146,9 +146,9 @@ def parse_compile_cache(text: str) -> CompileCache:
         bucket=bucket,
         endpoint=endpoint.rstrip("/") if endpoint else None,
         region=query.get("region"),
-        prefix=_with_slash(prefix),
+        prefix=with_slash(prefix),
     )
 
 
-def _with_slash(prefix: str) -> str:
+def with_slash(prefix: str) -> str:
     return prefix if not prefix or prefix.endswith("/") else prefix + "/"

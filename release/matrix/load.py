@@ -29,6 +29,7 @@ from release.matrix.compilecache import from_spec as compile_cache_from_spec
 from release.matrix.compilecache import spec_problems as compile_cache_problems
 from release.matrix.model import (
     PYPI_DEFAULT_PROJECT_GIB,
+    S3_OBJECT_MAX_MIB,
     Cell,
     Destination,
     GithubDestination,
@@ -36,6 +37,7 @@ from release.matrix.model import (
     Project,
     PypiDestination,
 )
+from release.matrix.nightly import nightly_channel, s3_destination
 from release.matrix.rules import check_cells, gpu_gate, release_build
 from release.matrix.spec import DestinationSpec, MatrixSpec
 from release.project import Naming, naming, read_project_files, reading
@@ -181,37 +183,46 @@ def matrix_json_schema() -> dict[str, Any]:
 # --- Rules. ---
 
 
+_ONLY = {
+    "pypi": ("repository_url",),
+    "github": ("api_url", "repository", "tag"),
+    "s3": ("bucket", "endpoint", "prefix", "region"),
+}
+
+
+def _shared_problems(name: str, spec: DestinationSpec, loader: DocumentLoader) -> None:
+    """Keys of another kind, URLs that are not URLs, limits that are not positive."""
+    path = join_path("destinations", name)
+    for kind, keys in _ONLY.items():
+        if spec.kind == kind:
+            continue
+        for key in keys:
+            if getattr(spec, key) is not None:
+                yaml_key = key.replace("_", "-")
+                loader.problem(
+                    join_path(path, yaml_key),
+                    f"{yaml_key!r} is only for {kind} destinations (remove it)",
+                )
+    for key in ("repository_url", "index_url", "api_url"):
+        url = getattr(spec, key)
+        if url is not None and not re.match(r"^https?://[^/\s]+", url):
+            loader.problem(
+                join_path(path, key.replace("_", "-")),
+                f"{shown(url)} is not an http(s) URL",
+            )
+    for key in ("max_file_size_mib", "max_project_size_gib", "max_growth_percent"):
+        value = getattr(spec, key)
+        if value is not None and value <= 0:
+            loader.problem(join_path(path, key.replace("_", "-")), "must be a positive number")
+
+
 def _destinations(
     specs: Mapping[str, DestinationSpec], loader: DocumentLoader
 ) -> dict[str, Destination]:
     out: dict[str, Destination] = {}
-    only = {
-        "pypi": {"repository_url"},
-        "github": {"repository", "tag", "api_url"},
-    }
     for name, spec in specs.items():
         path = join_path("destinations", name)
-        for kind, keys in only.items():
-            if spec.kind == kind:
-                continue
-            for key in sorted(keys):
-                if getattr(spec, key) is not None:
-                    yaml_key = key.replace("_", "-")
-                    loader.problem(
-                        join_path(path, yaml_key),
-                        f"{yaml_key!r} is only for {kind} destinations (remove it)",
-                    )
-        for key in ("repository_url", "index_url", "api_url"):
-            url = getattr(spec, key)
-            if url is not None and not re.match(r"^https?://[^/\s]+", url):
-                loader.problem(
-                    join_path(path, key.replace("_", "-")),
-                    f"{shown(url)} is not an http(s) URL",
-                )
-        for key in ("max_file_size_mib", "max_project_size_gib", "max_growth_percent"):
-            value = getattr(spec, key)
-            if value is not None and value <= 0:
-                loader.problem(join_path(path, key.replace("_", "-")), "must be a positive number")
+        _shared_problems(name, spec, loader)
         project_gib = spec.max_project_size_gib
         if spec.kind == "pypi":
             limit = spec.max_file_size_mib or PYPI_DEFAULT_MAX_MIB
@@ -223,6 +234,12 @@ def _destinations(
                 max_project_size=(project_gib or PYPI_DEFAULT_PROJECT_GIB) * 2**30,
                 max_growth_percent=spec.max_growth_percent,
             )
+            continue
+        if spec.kind == "s3":
+            limit = spec.max_file_size_mib or S3_OBJECT_MAX_MIB
+            s3 = s3_destination(name, spec, limit * 1024 * 1024, loader)
+            if s3 is not None:
+                out[name] = s3
             continue
         if spec.repository is None:
             loader.problem(
@@ -309,4 +326,5 @@ def _validate(
         destinations=destinations,
         gpu_gate=gate,
         compile_cache=compile_cache_from_spec(spec.compile_cache, path.parent),
+        nightly=nightly_channel(spec.nightly, destinations, loader),
     )

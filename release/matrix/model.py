@@ -18,6 +18,7 @@ from packaging.version import Version
 from release.backends import BuildRecipe
 from release.errors import ConfigError
 from release.matrix.compilecache import CompileCache
+from release.matrix.spec import Fallout
 from release.targets import Arch, CudaVersion, GpuTarget
 
 
@@ -65,7 +66,53 @@ class GithubDestination:
         return self.tag_template.format(version=version.public)
 
 
-Destination = PypiDestination | GithubDestination
+S3_OBJECT_MAX_MIB = 5 * 1024  # the most one S3 PutObject takes (AWS, R2 and MinIO alike)
+
+
+@dataclass(frozen=True, kw_only=True)
+class S3Destination:
+    """S3-compatible object storage (AWS S3, Cloudflare R2, MinIO) holding the nightly
+    channel: `/{commit}/` per commit and `/nightly/`, under `prefix` of `bucket`, served to
+    pip at `index_url`."""
+
+    name: str
+    bucket: str
+    prefix: str  # "" or ending in "/"
+    endpoint: str | None  # None: AWS
+    region: str
+    index_url: str  # where `prefix` is served over HTTP, ending in "/"
+    max_file_size: int = S3_OBJECT_MAX_MIB * 2**20
+    max_project_size: int | None = None
+    max_growth_percent: int | None = None
+
+    kind: Literal["s3"] = "s3"
+
+
+Destination = PypiDestination | GithubDestination | S3Destination
+
+
+@dataclass(frozen=True, kw_only=True)
+class Commit:
+    """The commit a nightly builds: its id and its committer time (seconds since 1970),
+    which gives the nightly its dev version and orders the channel."""
+
+    sha: str
+    time: int
+
+
+DEFAULT_KEEP = 60  # PyTorch's test-infra keeps 60 nightly versions (KEEP_THRESHOLD)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Nightly:
+    """The nightly channel of matrix.yaml (release.matrix.nightly checks it)."""
+
+    destination: S3Destination
+    keep: int = DEFAULT_KEEP
+    keep_list: tuple[Version, ...] = ()
+    keep_list_object: str | None = None  # a key under the destination's prefix
+    fallout: Fallout = "archive"
+    archive_prefix: str = "archive/"
 
 
 def nccl_package(cuda_major: int) -> str:
@@ -231,6 +278,8 @@ class Matrix:
     destinations: Mapping[str, Destination]
     gpu_gate: GpuGate | None = None
     compile_cache: CompileCache = field(default_factory=CompileCache)
+    nightly: Nightly | None = None
+    commit: Commit | None = None  # set on the nightly matrix of one commit only
 
     def select(self, *, cuda: Sequence[str] = (), arch: Sequence[str] = ()) -> tuple[Cell, ...]:
         """The cells matching the filters (empty filter = all); a filter that matches nothing

@@ -20,7 +20,8 @@ from release.matrix.compilecache import CompileCacheSpec
 from release.targets import Arch, GpuTarget
 from release.yamlspec import optional
 
-DestinationKind = Literal["pypi", "github"]
+DestinationKind = Literal["pypi", "github", "s3"]
+Fallout = Literal["archive", "delete"]  # what happens to a nightly commit past `keep`
 # nvcc's --compress-mode (CUDA 12.8 on): how the fatbin's device code is compressed
 CompressMode = Literal["default", "size", "speed", "balance", "none"]
 RELEASE_VERSION = r"[0-9]+(\.[0-9]+)*"
@@ -206,6 +207,34 @@ class DestinationSpec:
     max_growth_percent: int | None = optional(
         "`release plan` fails when a wheel grew more than this since the previous release"
     )
+    bucket: str | None = optional("s3: the bucket")
+    prefix: str | None = optional("s3: the key prefix of this project's wheels (k3-kernels/)")
+    endpoint: str | None = optional(
+        "s3: the S3 API's URL, for storage other than AWS (Cloudflare R2, MinIO)"
+    )
+    region: str | None = optional("s3: the region (default: auto)")
+
+
+@dataclass(frozen=True)
+class NightlySpec:
+    """Per-commit builds between releases, under a dev version, on an s3 destination."""
+
+    destination: str = field(default="", metadata={"doc": "the name of an s3 destination"})
+    keep: int | None = optional("how many commits stay installable (default 60)")
+    keep_list: list[str] | None = optional(
+        "nightly versions that are never pruned (0.1.1.dev1733212345)"
+    )
+    keep_list_object: str | None = optional(
+        "a key under the destination's prefix whose lines name more versions never pruned "
+        "(keep-list.txt): users add a pin there"
+    )
+    fallout: Fallout | None = optional(
+        "a commit past `keep`: archive (its wheels go under archive-prefix) or delete "
+        "(default archive)"
+    )
+    archive_prefix: str | None = optional(
+        "where archived wheels go, under the destination's prefix (default archive/)"
+    )
 
 
 @dataclass(frozen=True)
@@ -254,4 +283,7 @@ class MatrixSpec:
     gpu_gate: GpuGateSpec | None = optional("GPU tests on GPU runners before publishing")
     compile_cache: CompileCacheSpec | None = optional(
         "where compiles keep their objects (sccache's storage): local, s3, github-actions"
+    )
+    nightly: NightlySpec | None = optional(
+        "the nightly channel: every commit's wheels under a dev version on an s3 destination"
     )

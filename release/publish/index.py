@@ -133,6 +133,32 @@ def _json_file(file: IndexFile) -> dict[str, Any]:
     return entry
 
 
+def project_page(project: str, files: Sequence[IndexFile]) -> tuple[bytes, bytes]:
+    """The PEP 503 HTML and PEP 691 JSON project pages of `project` listing `files`, in
+    filename order. Deterministic."""
+    ordered = sorted(files, key=lambda f: f.filename)
+    html_page = _html_page(f"Links for {project}", [_anchor(f) for f in ordered])
+    versions = sorted({str(parse_wheel_filename(f.filename)[1]) for f in ordered})
+    json_page = _json_bytes(
+        {
+            "meta": {"api-version": API_VERSION},
+            "name": project,
+            "versions": versions,
+            "files": [_json_file(f) for f in ordered],
+        }
+    )
+    return html_page, json_page
+
+
+def root_page(title: str, projects: Sequence[str]) -> tuple[bytes, bytes]:
+    """The PEP 503 HTML and PEP 691 JSON root pages listing `projects`."""
+    names = sorted(projects)
+    links = [f'<a href="{html.escape(p)}/">{html.escape(p)}</a><br>' for p in names]
+    return _html_page(title, links), _json_bytes(
+        {"meta": {"api-version": API_VERSION}, "projects": [{"name": p} for p in names]}
+    )
+
+
 def render_index(
     files: Sequence[IndexFile], extra: Mapping[str, bytes] | None = None
 ) -> dict[str, bytes]:
@@ -150,32 +176,13 @@ def render_index(
     out: dict[str, bytes] = {}
     for label in sorted(by_label):
         projects = by_label[label]
-        root_links = [
-            f'<a href="{html.escape(p)}/">{html.escape(p)}</a><br>' for p in sorted(projects)
-        ]
-        out[f"{label}/index.html"] = _html_page(f"Simple index ({label})", root_links)
-        out[f"{label}/index.json"] = _json_bytes(
-            {
-                "meta": {"api-version": API_VERSION},
-                "projects": [{"name": p} for p in sorted(projects)],
-            }
-        )
+        root_html, root_json = root_page(f"Simple index ({label})", list(projects))
+        out[f"{label}/index.html"] = root_html
+        out[f"{label}/index.json"] = root_json
         for project, project_files in sorted(projects.items()):
-            ordered = sorted(project_files, key=lambda f: f.filename)
-            out[f"{label}/{project}/index.html"] = _html_page(
-                f"Links for {project}", [_anchor(f) for f in ordered]
-            )
-            versions = sorted(
-                {str(parse_wheel_filename(f.filename)[1]) for f in ordered},
-            )
-            out[f"{label}/{project}/index.json"] = _json_bytes(
-                {
-                    "meta": {"api-version": API_VERSION},
-                    "name": project,
-                    "versions": versions,
-                    "files": [_json_file(f) for f in ordered],
-                }
-            )
+            page_html, page_json = project_page(project, project_files)
+            out[f"{label}/{project}/index.html"] = page_html
+            out[f"{label}/{project}/index.json"] = page_json
     for relative, data in sorted((extra or {}).items()):
         out[relative] = data
     return out

@@ -18,7 +18,7 @@ from packaging.version import InvalidVersion, Version
 
 from release.errors import ConfigError, FileError
 from release.fsutil import sha256_file
-from release.matrix import Cell
+from release.matrix import Cell, Commit
 from release.records.manifest import (
     MANIFEST_NAME,
     DestinationRef,
@@ -152,6 +152,7 @@ def reconcile(
     cells: Mapping[str, Cell],
     intact: Callable[[WheelEntry], bool],
     epoch: int,
+    commit: Commit | None = None,
 ) -> Reconciled:
     """The manifest of dist/ after this build: exactly the wheels built now, plus entries
     of an earlier build of the same version for cells this build did not attempt (a
@@ -183,6 +184,7 @@ def reconcile(
         version=version,
         wheels=tuple(kept) + tuple(built),
         source_date_epoch=epoch,
+        commit=commit,
     )
     return Reconciled(
         manifest=manifest, kept=tuple(e.filename for e in kept), dropped=tuple(dropped)

@@ -20,8 +20,10 @@ from release.fsutil import json_text, read_json, write_atomic
 from release.matrix import (
     PYPI_DEFAULT_PROJECT_GIB,
     Cell,
+    Commit,
     GithubDestination,
     PypiDestination,
+    S3Destination,
     nccl_requirement,
 )
 
@@ -34,7 +36,7 @@ class DestinationRef:
     """Where a wheel goes, as recorded in the manifest."""
 
     name: str
-    kind: Literal["pypi", "github"]
+    kind: Literal["pypi", "github", "s3"]
     index_url: str | None
     max_file_size: int
     max_project_size: int | None = None  # what the project may hold there; None: no limit
@@ -42,11 +44,15 @@ class DestinationRef:
     repository: str | None = None  # github: owner/name
     tag: str | None = None  # github: the release tag for this version
     api_url: str | None = None  # github: REST API base
+    bucket: str | None = None  # s3: the bucket, its key prefix, its API and region
+    prefix: str | None = None
+    endpoint: str | None = None
+    region: str | None = None
 
     @classmethod
     def of(cls, cell: Cell) -> DestinationRef:
         destination = cell.destination
-        if not isinstance(destination, (PypiDestination, GithubDestination)):
+        if not isinstance(destination, (PypiDestination, GithubDestination, S3Destination)):
             raise TypeError(f"unknown destination type {type(destination).__name__}")
         ref = cls(
             name=destination.name,
@@ -57,6 +63,14 @@ class DestinationRef:
         )
         if isinstance(destination, PypiDestination):
             return replace(ref, repository_url=destination.repository_url)
+        if isinstance(destination, S3Destination):
+            return replace(
+                ref,
+                bucket=destination.bucket,
+                prefix=destination.prefix,
+                endpoint=destination.endpoint,
+                region=destination.region,
+            )
         return replace(
             ref,
             repository=destination.repository,
@@ -124,13 +138,15 @@ class Manifest:
     wheels: tuple[WheelEntry, ...]
     nccl_files: tuple[str, ...] = field(default=())
     source_date_epoch: int | None = None  # the timestamp the wheels were built with
+    commit: Commit | None = None  # a nightly build's commit; None for a release
 
     def by_filename(self) -> dict[str, WheelEntry]:
         return {w.filename: w for w in self.wheels}
 
     def merged(self, other: Manifest) -> Manifest:
         """This manifest with `other`'s wheels added; a cell in both takes `other`'s entry."""
-        if (other.project, other.version) != (self.project, self.version):
+        mine = (self.project, self.version, self.commit)
+        if (other.project, other.version, other.commit) != mine:
             raise ConfigError(
                 [
                     f"cannot merge manifests of {self.project} {self.version} and "
@@ -149,14 +165,18 @@ class Manifest:
             wheels=wheels,
             nccl_files=files,
             source_date_epoch=epoch,
+            commit=self.commit or other.commit,
         )
 
 
 def to_json(manifest: Manifest) -> dict[str, Any]:
+    nightly = manifest.commit
     return {
         "schema": SCHEMA_VERSION,
         "project": manifest.project,
         "version": manifest.version,
+        # a nightly's commit only, so that a release's manifest stays as it was
+        **({"nightly": {"commit": nightly.sha, "time": nightly.time}} if nightly else {}),
         "source_date_epoch": manifest.source_date_epoch,
         "nccl_files": list(manifest.nccl_files),
         "wheels": [
@@ -224,24 +244,29 @@ def _filename(data: Mapping[str, Any], where: str) -> str:
     return name
 
 
+_DESTINATION_TEXT = (
+    *("repository_url", "repository", "tag", "api_url", "index_url"),
+    *("bucket", "prefix", "endpoint", "region"),
+)
+
+
 def _destination(raw: Mapping[str, Any], where: str) -> DestinationRef:
     dest = _require(raw, "destination", dict, where)
     where = f"{where}.destination"
     kind = dest.get("kind")
-    if kind not in ("pypi", "github"):
-        raise ValueError(f"{where}.kind: {str(kind)[:20]!r} is not pypi or github")
+    if kind not in ("pypi", "github", "s3"):
+        raise ValueError(f"{where}.kind: {str(kind)[:20]!r} is not pypi, github or s3")
     destination = DestinationRef(
         name=_require(dest, "name", str, where),
         kind=kind,
         max_file_size=_require(dest, "max_file_size", int, where),
         max_project_size=_project_limit(dest, kind, where),
-        **{
-            k: _optional(dest, k, where)
-            for k in ("repository_url", "repository", "tag", "api_url", "index_url")
-        },
+        **{k: _optional(dest, k, where) for k in _DESTINATION_TEXT},
     )
     if kind == "github" and not (destination.repository and destination.tag):
         raise ValueError(f"{where}: github needs repository and tag")
+    if kind == "s3" and not (destination.bucket and destination.index_url):
+        raise ValueError(f"{where}: s3 needs bucket and index_url")
     return destination
 
 
@@ -310,6 +335,7 @@ def from_json(data: object) -> Manifest:
     epoch = data.get("source_date_epoch")
     if epoch is not None and (not isinstance(epoch, int) or isinstance(epoch, bool) or epoch < 0):
         raise ValueError("manifest.source_date_epoch: not a number of seconds")
+    commit = _commit(data.get("nightly"))
     names = [w.filename for w in wheels]
     if len(set(names)) != len(names):
         twice = sorted({n for n in names if names.count(n) > 1})
@@ -320,7 +346,22 @@ def from_json(data: object) -> Manifest:
         wheels=wheels,
         nccl_files=files,
         source_date_epoch=epoch,
+        commit=commit,
     )
+
+
+def _commit(raw: object) -> Commit | None:
+    """A nightly manifest's `nightly` section: the commit it was built from."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise ValueError("manifest.nightly: not an object")
+    sha, time = raw.get("commit"), raw.get("time")
+    if not isinstance(sha, str) or not re.fullmatch(r"[0-9a-f]{40}", sha):
+        raise ValueError("manifest.nightly.commit: not a 40-digit commit id")
+    if not isinstance(time, int) or isinstance(time, bool) or time <= 0:
+        raise ValueError("manifest.nightly.time: not a number of seconds")
+    return Commit(sha=sha, time=time)
 
 
 def read_manifest(path: Path) -> Manifest:

@@ -211,3 +211,17 @@ def fetch(
         )
     except retry.RetryExhausted:
         return last[0] if last else Download(status=None, url=url, error="no time left")
+
+
+def head(http: httpx.Client, url: str, *, secrets: Iterable[str] = ()) -> Download:
+    """HEAD `url` (redirects followed), once: its status and headers, no body. Never raises
+    for the server's sake."""
+    try:
+        response = http.head(url)
+    except httpx.HTTPError as error:
+        return Download(
+            status=None, url=url, error=mask(f"{type(error).__name__}: {error}", secrets)
+        )
+    return Download(
+        status=response.status_code, url=str(response.url), headers=dict(response.headers)
+    )

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -273,20 +274,35 @@ def with_credentials(url: str, auth: OriginAuth) -> str:
 # --- Running everything. ---
 
 
-def verify(
-    published: Published,
-    environ: Mapping[str, str],
+class Once:
+    """A GET per URL (and the way it is asked) in one verification: the download check of a
+    file and the index link to it share one request."""
+
+    def __init__(self, get: Callable[..., Download]) -> None:
+        self._get = get
+        self._done: dict[tuple[str, bool, str | None], Download] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, url: str, *, keep: bool = False, accept: str | None = None) -> Download:
+        key = (url, keep, accept)
+        with self._lock:
+            found = self._done.get(key)
+        if found is not None:
+            return found
+        got = self._get(url, keep=keep, accept=accept)
+        with self._lock:
+            self._done[key] = got
+        return got
+
+
+def getter(
+    client: Client,
     settings: VerifySettings,
-    *,
-    http: Client | None = None,
-    python: str = sys.executable,
+    secrets: Sequence[str],
     sleep: Callable[[float], None] = time.sleep,
-    signer: ExpectedSigner | None = None,
-) -> VerifyReport:
-    """Every check of `published`; `signer` is who must have signed the provenance objects
-    the indexes link (None: they are not checked, and say so)."""
-    auth = origin_auth(published, environ)
-    secrets = (*secret_values(environ), *auth.secrets)
+) -> Once:
+    """The GET every check of one verification goes through: retried for propagation
+    delay under one deadline, once per URL."""
     policy = RetryPolicy(
         attempts=settings.attempts,
         initial_delay=settings.backoff_s,
@@ -294,8 +310,6 @@ def verify(
         total=settings.deadline_s,
     )
     deadline = Deadline(settings.deadline_s, time.monotonic)
-    own = http is None
-    client = http or http_edge.client(auth=auth, concurrency=settings.concurrency)
 
     def get(url: str, *, keep: bool = False, accept: str | None = None) -> Download:
         return fetch(
@@ -310,12 +324,37 @@ def verify(
             secrets=secrets,
         )
 
+    return Once(get)
+
+
+def verify(
+    published: Published,
+    environ: Mapping[str, str],
+    settings: VerifySettings,
+    *,
+    http: Client | None = None,
+    python: str = sys.executable,
+    sleep: Callable[[float], None] = time.sleep,
+    signer: ExpectedSigner | None = None,
+    get: Once | None = None,
+) -> VerifyReport:
+    """Every check of `published`; `signer` is who must have signed the provenance objects
+    the indexes link (None: they are not checked, and say so); `get` (from `getter`) lets a
+    caller run more checks on what was fetched without asking again."""
+    auth = origin_auth(published, environ)
+    secrets = (*secret_values(environ), *auth.secrets)
+    own = http is None and get is None
+    client = http
+    if get is None:
+        client = http or http_edge.client(auth=auth, concurrency=settings.concurrency)
+        get = getter(client, settings, secrets, sleep)
+    fetched = get
     checks: list[Check] = []
     try:
         with ThreadPoolExecutor(max_workers=settings.concurrency) as pool:
-            checks += _download_checks(published, pool, get)
+            checks += _download_checks(published, pool, fetched)
             checks += _index_checks(
-                published, pool, get, settings=settings if settings.provenance else None,
+                published, pool, fetched, settings=settings if settings.provenance else None,
                 signer=signer,
             )  # fmt: skip
         if settings.pip:
@@ -329,7 +368,7 @@ def verify(
                 sleep=sleep,
             )
     finally:
-        if own:
+        if own and client is not None:
             client.close()
     return VerifyReport(project=published.project, version=published.version, checks=tuple(checks))
 

@@ -221,6 +221,12 @@ INVOCATIONS = (
         tier="full",
         after=("build",),
     ),
+    # the nightly channel: a release's dist is not a nightly; the channel out of reach
+    Invocation(
+        "publish-channel-nightly-release-dist",
+        ("publish", "--channel", "nightly", "--dist", f"{TMP}/dist", "--dry-run", "--json"),
+    ),
+    Invocation("verify-channel-nightly-unreachable", ("verify", "--channel", "nightly", "--json")),
     # verify, pins: nothing was published
     Invocation("verify-no-record", ("verify", "--dist", f"{TMP}/dist", "--json")),
     Invocation(

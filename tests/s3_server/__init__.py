@@ -1,7 +1,10 @@
-"""A real S3 API on 127.0.0.1 (moto's server mode, from PyPI) for the compile cache."""
+"""A real S3 API on 127.0.0.1 (moto's S3, from PyPI) for the compile cache and the nightly
+channel: `serve.py` runs it with conditional writes made atomic, a request log and faults
+(its docstring says why and how)."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import socket
@@ -15,6 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+SERVE = Path(__file__).with_name("serve.py")
 ACCESS_KEY = "AKIAK3CACHETEST0001"
 SECRET_KEY = "s3-Secr3t-7f1d2c9b8a"  # the test server's key, nothing else
 
@@ -42,10 +46,9 @@ class S3Server:
         return {"AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY}
 
     def start(self) -> None:
-        script = Path(sys.executable).with_name("moto_server")
         with (self.root / "moto.log").open("ab") as log:
             self.process = subprocess.Popen(
-                [str(script), "-H", "127.0.0.1", "-p", str(self.port)],
+                [sys.executable, str(SERVE), str(self.port)],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env={**os.environ, "MOTO_ALLOW_NONEXISTENT_REGION": "true"},
@@ -67,8 +70,49 @@ class S3Server:
             self.process.wait(timeout=10)
         self.process = None
 
-    def create_bucket(self, name: str) -> None:
+    def create_bucket(self, name: str, *, public: bool = False) -> None:
+        """A bucket; `public`: anyone may GET its objects (a bucket policy), as pip reads a
+        nightly index."""
         httpx.put(f"{self.endpoint}/{name}", timeout=10).raise_for_status()
+        if public:
+            policy = {
+                "Version": "2012-10-17",
+                "Statement": [
+                    {
+                        "Effect": "Allow",
+                        "Principal": "*",
+                        "Action": "s3:GetObject",
+                        "Resource": f"arn:aws:s3:::{name}/*",
+                    }
+                ],
+            }
+            answer = httpx.put(
+                f"{self.endpoint}/{name}", params={"policy": ""}, content=json.dumps(policy),
+                timeout=10,
+            )  # fmt: skip
+            answer.raise_for_status()
+
+    def requests(self, *, reset: bool = False) -> list[dict[str, str]]:
+        """Every request the server answered since the last reset (method, path, query,
+        agent); `reset` starts the log again after this answer."""
+        method = "DELETE" if reset else "GET"
+        answer = httpx.request(method, f"{self.endpoint}/__requests__", timeout=10)
+        answer.raise_for_status()
+        found: list[dict[str, str]] = answer.json()
+        return found
+
+    def fault(
+        self, method: str, match: str, *, status: int = 503, times: int = 1, hang: bool = False
+    ) -> None:
+        """Answer the next `times` requests of `method` whose path holds `match` with
+        `status`, or hold them (`hang`) until `clear_faults`."""
+        fault = {"method": method, "match": match, "status": status, "times": times}
+        httpx.post(
+            f"{self.endpoint}/__faults__", json={**fault, "hang": hang}, timeout=10
+        ).raise_for_status()
+
+    def clear_faults(self) -> None:
+        httpx.delete(f"{self.endpoint}/__faults__", timeout=10).raise_for_status()
 
     def keys(self, bucket: str) -> list[str]:
         """Every object key in `bucket` (ListObjectsV2, all pages)."""

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from packaging.version import Version
 
-from release.build.relabel import RelabelError, labelled_version, relabel
+from release.build.relabel import RelabelError, labelled_version, relabel, rewrite_version
 from release.inspection.wheel import check_record
 from release.wheelfile import wheel_facts
 
@@ -219,3 +219,18 @@ def test_any_label_gives_a_wheel_whose_metadata_agrees_with_its_name(label: str)
     assert facts.dist_info == f"fixture_cmake_kernels-{version}.dist-info"
     with zipfile.ZipFile(io.BytesIO(result.data)) as archive:
         assert check_record(archive, facts.dist_info) == []
+
+
+def test_a_nightly_gets_its_dev_version_by_rewriting() -> None:
+    result = rewrite_version(NAME, make_wheel(), Version("0.2.0.dev1733212345+cu129"))
+    assert result.filename == NAME.replace("0.2.0", "0.2.0.dev1733212345+cu129")
+    facts = wheel_facts(result.data)
+    assert facts.metadata_version == "0.2.0.dev1733212345+cu129"
+    again = rewrite_version(NAME, make_wheel(), Version("0.2.0.dev1733212345+cu129"))
+    assert again.data == result.data
+
+
+@pytest.mark.parametrize("target", ["0.2.1.dev5", "0.2.0.post1.dev5", "0.2.0rc1.dev5", "0.3"])
+def test_the_release_part_is_never_rewritten(target: str) -> None:
+    with pytest.raises(RelabelError, match="never the release"):
+        rewrite_version(NAME, make_wheel(), Version(target))

@@ -1,0 +1,460 @@
+"""The s3 publisher: one commit's nightly on S3-compatible storage, behind the `Publisher`
+seam of release.publish.decide.
+
+`stage` makes the commit's files present under `/<commit>/` and links nothing new from
+`/nightly/`: it registers the commit in the channel's state (compare-and-swap), uploads
+the wheels and their `.metadata` (each `If-None-Match: *`, so nothing is ever overwritten),
+then the commit's pages. `commit`, which `release publish` calls only once `release
+verify` passed on those pages, completes the commit in the state in one compare-and-swap
+write (kept, promoted where it is the newest, retention applied), then moves the
+`/nightly/` pages (each written `If-Match` the ETag the previous promotion gave it, never
+over a page of a newer promotion), then archives or deletes what fell out.
+
+What the publisher asks is bounded by the commit's cells: the state object (GET), and on
+a re-run only a HEAD per file of this commit. Nothing is listed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from packaging.version import Version
+
+from release.errors import ConflictError, PublishError
+from release.matrix import Commit
+from release.matrix.nightly import keep_list_problem
+from release.publish.decide import Action, FileDecision, PublishPlan, RemoteFile
+from release.publish.index import requires_python_of
+from release.publish.nightly_index import Page, commit_pages, nightly_pages, root_pages
+from release.publish.promotion import (
+    Completion,
+    Retention,
+    completed,
+    registered,
+    shape_of,
+    with_roots,
+)
+from release.records.manifest import DestinationRef, WheelEntry
+from release.records.nightly_layout import (
+    GENERATION,
+    IMMUTABLE,
+    METADATA_TYPE,
+    NO_CACHE,
+    SHA256,
+    STATE_KEY,
+    WHEEL_TYPE,
+    archive_key,
+    commit_keys,
+    file_key,
+    url_of,
+)
+from release.records.nightly_state import (
+    NightlyFile,
+    NightlyState,
+    Pruning,
+    Shape,
+    from_bytes,
+    to_bytes,
+)
+from release.remote.s3 import Precondition, S3Store
+
+log = logging.getLogger("release.publish.s3")
+
+CAS_ATTEMPTS = 20  # compare-and-swap rounds before giving up on a busy state
+Uploaded = Callable[[str, int], None]
+Clock = Callable[[], float]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Read:
+    """The state as one GET found it, with the ETag a compare-and-swap write names."""
+
+    state: NightlyState
+    etag: str | None  # None: there is no state object yet
+
+
+@dataclass(frozen=True, kw_only=True)
+class Promotion:
+    """What `commit` did: the state it wrote, whether /nightly/ moved, what was pruned."""
+
+    state: NightlyState
+    promoted: bool
+    pruned: tuple[Pruning, ...]
+    pages_written: int
+
+
+class S3Publisher:
+    """One commit's nightly on one s3 destination."""
+
+    stages = True
+
+    def __init__(
+        self,
+        destination: DestinationRef,
+        store: S3Store,
+        *,
+        project: str,
+        commit: Commit,
+        version: str,
+        retention: Retention,
+        keep_list_object: str | None = None,
+        archive_prefix: str = "archive/",
+        clock: Clock = time.time,
+        on_upload: Uploaded | None = None,
+    ) -> None:
+        self.name = destination.name
+        self.destination = destination
+        self.store = store
+        self.prefix = destination.prefix or ""
+        self.public = destination.index_url or ""
+        self.project = project
+        self.commit_id = commit
+        self.version = version
+        self.retention = retention
+        self.keep_list_object = keep_list_object
+        self.archive_prefix = archive_prefix
+        self.clock = clock
+        self.on_upload = on_upload
+        self._read: Read | None = None
+        self._pins: list[str] | None = None
+        self.promotion: Promotion | None = None
+        self.notes: list[str] = []
+
+    # --- the seam's read side ---
+
+    @property
+    def frozen(self) -> str | None:
+        return None
+
+    @property
+    def index_url(self) -> str | None:
+        return None
+
+    def read_state(self, *, again: bool = False) -> Read:
+        """The channel's state (one GET, kept for the run unless `again`)."""
+        if self._read is None or again:
+            key = self.prefix + STATE_KEY
+            stored = self.store.get(key)
+            if stored is None:
+                self._read = Read(state=NightlyState(project=self.project), etag=None)
+            else:
+                state = from_bytes(stored.data, f"{self.store.bucket.describe()}/{key}")
+                self._read = Read(state=state, etag=stored.etag)
+        return self._read
+
+    def existing(self, files: Mapping[str, int], *, rehash: bool) -> Mapping[str, RemoteFile]:
+        """A commit the state does not know has nothing uploaded: no request. One it knows
+        (a re-run, or a run interrupted part way) has each of its files asked with a HEAD:
+        the sha256 its upload recorded, checked against the built one by `decide`."""
+        state = self.read_state().state
+        sha = self.commit_id.sha
+        if not (state.kept_commit(sha) or state.uploading_commit(sha)):
+            return {}
+        found = {}
+        for name in files:
+            head = self.store.head(file_key(self.prefix, sha, name))
+            if head is not None:
+                found[name] = RemoteFile(
+                    name=name, size=head.size, sha256=head.metadata.get(SHA256),
+                    url=self.final_url(name),
+                )  # fmt: skip
+        return found
+
+    def refusal(self, entry: WheelEntry, wheel: Path) -> str | None:
+        if entry.size > entry.destination.max_file_size:
+            return (
+                f"{entry.size / 2**20:.0f} MiB is over the "
+                f"{entry.destination.max_file_size / 2**20:.0f} MiB one PUT takes"
+            )
+        return None
+
+    def held_bytes(self, excluding: Collection[str]) -> int | None:
+        return None
+
+    def final_url(self, name: str) -> str:
+        return url_of(self.public, f"{self.commit_id.sha}/{name}")
+
+    # --- staging: the commit's files and pages ---
+
+    def stage(self, plan: PublishPlan, dist: Path) -> list[str]:
+        shape = self.shape(plan)
+        known = self.read_state().state
+        again = bool(known.kept_commit(self.commit_id.sha) or known.uploading_commit(
+            self.commit_id.sha))  # fmt: skip
+        self._register(shape)
+        done: list[str] = []
+        for decision in plan.with_action(Action.UPLOAD):
+            data = (dist / decision.entry.filename).read_bytes()
+            if self._create(decision.entry.filename, data, WHEEL_TYPE):
+                done.append(f"uploaded {decision.entry.filename}")
+        for companion in plan.companions_with(Action.UPLOAD):
+            if self._create(companion.companion.filename, companion.companion.data, METADATA_TYPE):
+                done.append(f"uploaded {companion.companion.filename}")
+        for page in commit_pages(self.prefix, self.commit_id.sha, self.project, self.files(plan)):
+            self._create_page(page, look_first=again)
+        done.append(f"wrote the index of {self.commit_id.sha} ({self.commit_url()})")
+        return done
+
+    def shape(self, plan: PublishPlan) -> Shape:
+        return shape_of([d.entry for d in plan.decisions], self.version)
+
+    def files(self, plan: PublishPlan) -> list[NightlyFile]:
+        """The commit's wheels as its pages list them."""
+        sidecars = {c.companion.of: c.companion for c in plan.companions}
+        out = []
+        for decision in plan.decisions:
+            entry = decision.entry
+            metadata = sidecars[entry.filename]
+            out.append(
+                NightlyFile(
+                    filename=entry.filename,
+                    sha256=entry.sha256,
+                    size=entry.size,
+                    metadata_sha256=metadata.sha256,
+                    requires_python=requires_python_of(metadata.data),
+                )
+            )
+        return sorted(out, key=lambda f: f.filename)
+
+    def commit_url(self, label: str | None = None) -> str:
+        return self.public + f"{self.commit_id.sha}/" + (f"{label}/" if label else "")
+
+    def _register(self, shape: Shape) -> None:
+        now = int(self.clock())
+
+        def change(state: NightlyState) -> NightlyState | None:
+            return registered(state, self.commit_id, shape, now=now)
+
+        self.swap(change)
+
+    def swap(self, change: Callable[[NightlyState], NightlyState | None]) -> NightlyState:
+        """Write `change(state)` by compare-and-swap, reading the state again after each
+        write another run made first; the state as written (or as read, where `change`
+        leaves it as it is)."""
+        for attempt in range(CAS_ATTEMPTS):
+            read = self.read_state(again=attempt > 0)
+            new = change(read.state)
+            if new is None:
+                return read.state
+            try:
+                etag = self.store.put(
+                    self.prefix + STATE_KEY,
+                    to_bytes(new),
+                    content_type="application/json",
+                    cache_control=NO_CACHE,
+                    create_only=read.etag is None,
+                    if_match=read.etag,
+                )
+            except Precondition:
+                log.info("the nightly state changed under this run: reading it again")
+                continue
+            self._read = Read(state=new, etag=etag)
+            return new
+        raise PublishError(
+            f"{self.store.bucket.describe()}/{self.prefix}{STATE_KEY} changed {CAS_ATTEMPTS} "
+            "times while this run tried to write it",
+            hint="other runs are publishing at the same time; run this one again",
+        )
+
+    def _create(self, filename: str, data: bytes, content_type: str) -> bool:
+        """Upload one of the commit's files unless it is there with these bytes; a file
+        there with other bytes is a ConflictError."""
+        key = file_key(self.prefix, self.commit_id.sha, filename)
+        sha256 = hashlib.sha256(data).hexdigest()
+        try:
+            self.store.put(
+                key, data, content_type=content_type, cache_control=IMMUTABLE,
+                metadata={SHA256: sha256}, create_only=True,
+            )  # fmt: skip
+        except Precondition:
+            there = self.store.head(key)
+            if there is not None and there.metadata.get(SHA256) == sha256:
+                return False
+            raise ConflictError(
+                f"{self.final_url(filename)} holds other bytes than the build's "
+                f"({sha256[:12]}...); nothing of commit {self.commit_id.sha[:12]} is public",
+                hint="a commit's files never change: rebuild the commit with the same "
+                "SOURCE_DATE_EPOCH and toolchain pins, or publish another commit",
+            ) from None
+        if self.on_upload is not None:
+            self.on_upload(filename, len(data))
+        return True
+
+    def _create_page(self, page: Page, *, look_first: bool) -> None:
+        """Write one of the commit's pages unless it is there with these bytes (`look_first`:
+        ask first, on a re-run); one there with other bytes is a ConflictError."""
+        if look_first:
+            there = self.store.head(page.key)
+            if there is not None and there.etag == page.md5:
+                return
+        try:
+            self.store.put(
+                page.key, page.body, content_type=page.content_type,
+                cache_control=page.cache_control, create_only=True,
+            )  # fmt: skip
+        except Precondition:
+            there = self.store.head(page.key)
+            if there is None or there.etag != page.md5:
+                raise ConflictError(
+                    f"{self.store.bucket.describe()}/{page.key} is another index page than "
+                    "this commit's files make",
+                    hint="a commit's pages never change: remove the commit's directory to "
+                    "publish it again",
+                ) from None
+
+    # --- committing: the state, /nightly/, retention ---
+
+    def commit(self, plan: PublishPlan, dist: Path) -> tuple[FileDecision, ...]:
+        shape = self.shape(plan)
+        files = self.files(plan)
+        pins = frozenset(Version(v) for v in self.bucket_pins())
+        rule = replace(self.retention, pins=self.retention.pins | pins)
+        confirmed = self._confirm_pruning()
+        pages = nightly_pages(self.prefix, self.commit_id.sha, self.project, files)
+        last: list[tuple[NightlyState, Completion | None]] = []
+
+        def change(state: NightlyState) -> NightlyState | None:
+            if state.kept_commit(self.commit_id.sha) and not confirmed:
+                last[:] = [(state, None)]  # a re-run: the commit is complete already
+                return None
+            done = completed(
+                state, commit=self.commit_id, shape=shape, files=files,
+                pages={p.key: p.md5 for p in pages}, rule=rule, now=int(self.clock()),
+                pruned=confirmed,
+            )  # fmt: skip
+            last[:] = [(state, done)]
+            if done.promoted and set(shape.labels) - set(state.roots):
+                self._write_roots(shape.labels)
+                return with_roots(done.state, shape.labels)
+            return done.state
+
+        state = self.swap(change)
+        before, done = last[0]
+        promoted = done is not None and done.promoted
+        written = 0
+        old = before.nightly
+        if promoted:
+            written = self.move_nightly(pages, state, dict(old.pages) if old else {})
+        elif state.nightly is not None and state.nightly.commit == self.commit_id.sha:
+            written = self.move_nightly(pages, state, {}, look_first=True)  # a re-run mends
+        pruned = self.prune(done.fallen, state) if done is not None else ()
+        self.promotion = Promotion(
+            state=state, promoted=promoted, pruned=pruned, pages_written=written
+        )
+        return tuple(replace(d, url=self.final_url(d.entry.filename)) for d in plan.decisions)
+
+    def _write_roots(self, labels: Sequence[str]) -> None:
+        for page in root_pages(self.prefix, self.project, labels):
+            try:
+                self.store.put(
+                    page.key, page.body, content_type=page.content_type,
+                    cache_control=page.cache_control, create_only=True,
+                )  # fmt: skip
+            except Precondition:
+                continue  # written by an earlier run: a root page only names the project
+
+    def move_nightly(
+        self,
+        pages: Sequence[Page],
+        state: NightlyState,
+        expected: Mapping[str, str],
+        *,
+        look_first: bool = False,
+    ) -> int:
+        """Write the /nightly/ pages of `state`'s pointer, each over the page the previous
+        promotion wrote (`expected`: the ETags it recorded); a page that turns out to be
+        another's is read (HEAD) and written over only where an older promotion wrote it
+        (`look_first`: read each first, a re-run mending what its first run left).
+        Returns how many pages were written."""
+        pointer = state.nightly
+        if pointer is None:
+            return 0
+        written = 0
+        for page in pages:
+            etag = expected.get(page.key)
+            if look_first:
+                there = self.store.head(page.key)
+                if there is not None and _generation(there.metadata) >= pointer.generation:
+                    continue
+                etag = there.etag if there is not None else None
+            for _ in range(CAS_ATTEMPTS):
+                try:
+                    self.store.put(
+                        page.key, page.body, content_type=page.content_type,
+                        cache_control=page.cache_control,
+                        metadata={GENERATION: str(pointer.generation)},
+                        create_only=etag is None, if_match=etag,
+                    )  # fmt: skip
+                    written += 1
+                    break
+                except Precondition:
+                    there = self.store.head(page.key)
+                    if there is None:
+                        etag = None
+                        continue
+                    if _generation(there.metadata) >= pointer.generation:
+                        break  # this promotion's page, or a newer one's
+                    etag = there.etag
+        return written
+
+    def bucket_pins(self) -> list[str]:
+        """The versions the keep-list object names (one a line; `#` starts a comment),
+        read once a run."""
+        if self._pins is None:
+            self._pins = self._read_pins()
+        return self._pins
+
+    def _read_pins(self) -> list[str]:
+        if self.keep_list_object is None:
+            return []
+        stored = self.store.get(self.prefix + self.keep_list_object)
+        if stored is None:
+            return []
+        pins = []
+        for number, line in enumerate(stored.data.decode("utf-8", "replace").splitlines(), 1):
+            text = line.split("#", 1)[0].strip()
+            if not text:
+                continue
+            problem = keep_list_problem(text)
+            if problem is not None:
+                self.notes.append(f"{self.keep_list_object}:{number}: ignored: {problem}")
+                continue
+            pins.append(text)
+        return pins
+
+    def _confirm_pruning(self) -> list[str]:
+        """The pruning the state lists, made sure of: one HEAD on each pruned commit's
+        first wheel; where it is still there, the pruning is done again."""
+        state = self.read_state().state
+        done = []
+        for pruning in state.pruning:
+            wheels = state.shapes[pruning.shape].wheel_names(pruning.time)
+            if self.store.head(file_key(self.prefix, pruning.commit, wheels[0])) is not None:
+                self.prune([pruning], state)
+            done.append(pruning.commit)
+        return done
+
+    def prune(self, fallen: Sequence[Pruning], state: NightlyState) -> tuple[Pruning, ...]:
+        """Archive (the wheels, copied under the archive prefix) or delete each fallen
+        commit; every object of it is deleted, in one request per commit."""
+        for pruning in fallen:
+            shape = state.shapes[pruning.shape]
+            if pruning.action == "archive":
+                for name in shape.wheel_names(pruning.time):
+                    self.store.copy(
+                        file_key(self.prefix, pruning.commit, name),
+                        archive_key(self.prefix, self.archive_prefix, pruning.commit, name),
+                    )
+            keys = commit_keys(self.prefix, pruning.commit, pruning.time, shape, self.project)
+            self.store.delete(keys)
+        return tuple(fallen)
+
+
+def _generation(metadata: Mapping[str, str]) -> int:
+    value = metadata.get(GENERATION, "")
+    return int(value) if value.isdigit() else -1

@@ -1,0 +1,229 @@
+"""`release verify` of the nightly channel: a commit's index before /nightly/ moves to it (the
+gate of `release publish --channel nightly`), and /nightly/ as it is (`release verify
+--channel nightly`, the daily watch).
+
+Over release.verify.checks' download, index and metadata checks (every file and its
+`.metadata` with the built size and sha256, every link resolving to its `#sha256=`), a
+nightly's pages must list exactly the commit's wheels of their variant: a page that misses
+one (a partial matrix) or lists another commit's fails, in its PEP 503 and its PEP 691
+form. For /nightly/ the state object names the commit and its files (read as any reader
+reads it, over HTTP), and each /nightly/ page must carry the generation of the promotion
+that wrote it: a page left behind by an interrupted promotion fails.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+
+from packaging.utils import parse_wheel_filename
+
+from release.credentials import secret_values
+from release.errors import PublishError
+from release.matrix import Matrix, S3Destination, require_nightly
+from release.records.nightly_layout import (
+    GENERATION,
+    JSON_PAGE,
+    METADATA_SUFFIX,
+    NIGHTLY_DIR,
+    STATE_KEY,
+    index_url_of,
+    label_of,
+    url_of,
+)
+from release.records.nightly_state import Pointer, from_bytes
+from release.records.published import Published, PublishedCompanion, PublishedFile
+from release.remote import httpclient as http_edge
+from release.remote.httpclient import Client
+from release.remote.simple_index import (
+    ACCEPT,
+    SIMPLE_JSON,
+    parse_project_page,
+    project_page_url,
+)
+from release.verify.checks import (
+    Check,
+    Once,
+    VerifyReport,
+    VerifySettings,
+    getter,
+    link_check,
+    metadata_check,
+    verify,
+)
+
+
+def exact_checks(published: Published, get: Once) -> list[Check]:
+    """Each variant's project page, HTML and JSON, lists exactly the published wheels of
+    its index with their sha256; the JSON page's links resolve like the HTML page's."""
+    checks: list[Check] = []
+    by_index: dict[str, list[PublishedFile]] = {}
+    for file in published.files:
+        if file.index_url:
+            by_index.setdefault(file.index_url, []).append(file)
+    for index_url, files in sorted(by_index.items()):
+        page = project_page_url(index_url, published.project)
+        expected = {f.filename: f.sha256 for f in files}
+        for url, accept in ((page, ACCEPT), (page + JSON_PAGE, SIMPLE_JSON)):
+            got = get(url, keep=True, accept=accept)
+            if not got.ok or got.body is None:
+                detail = f"does not resolve: {got.error or f'HTTP {got.status}'}"
+                checks.append(Check(subject=url, check="index", ok=False, detail=detail, url=url))
+                continue
+            try:
+                listed = parse_project_page(got.body, got.content_type, url)
+            except ValueError as error:
+                detail = f"unreadable: {error}"
+                checks.append(Check(subject=url, check="index", ok=False, detail=detail, url=url))
+                continue
+            found = {name: item.sha256 for name, item in listed.items()}
+            checks.append(_exact(url, found, expected, published.version))
+            if url.endswith(JSON_PAGE):
+                for name, item in sorted(listed.items()):
+                    checks.append(link_check(name, item, get(item.url), url))
+                    if item.metadata_sha256:
+                        metadata = get(item.url + METADATA_SUFFIX)
+                        checks.append(metadata_check(name, item, metadata, url))
+    return checks
+
+
+def _exact(
+    url: str, found: Mapping[str, str | None], expected: Mapping[str, str], version: str
+) -> Check:
+    missing = sorted(set(expected) - set(found))
+    other = sorted(set(found) - set(expected))
+    wrong = sorted(n for n in expected if n in found and found[n] != expected[n])
+    if not (missing or other or wrong):
+        detail = f"lists exactly the {len(expected)} wheel(s) of {version}"
+        return Check(subject=url, check="index", ok=True, detail=detail, url=url)
+    parts = [f"misses {', '.join(missing)}"] if missing else []
+    parts += [f"lists {', '.join(other)}, not of {version}"] if other else []
+    parts += [f"lists {', '.join(wrong)} with another sha256"] if wrong else []
+    return Check(subject=url, check="index", ok=False, detail="; ".join(parts), url=url)
+
+
+def verify_commit(
+    published: Published,
+    environ: Mapping[str, str],
+    settings: VerifySettings,
+    *,
+    http: Client | None = None,
+    also: Sequence[Published] = (),
+) -> VerifyReport:
+    """Every check of a nightly's `published` files and index (provenance aside: a nightly
+    is not attested), and the exact listing of its pages and of those of `also` (the same
+    files under another index)."""
+    settings = replace(settings, provenance=False)
+    own = http is None
+    client = http or http_edge.client(concurrency=settings.concurrency)
+    try:
+        get = getter(client, settings, secret_values(environ))
+        report = verify(published, environ, settings, get=get)
+        extra = exact_checks(published, get)
+        for other in also:
+            extra += exact_checks(other, get)
+    finally:
+        if own:
+            client.close()
+    return replace(report, checks=report.checks + tuple(extra))
+
+
+def _arch(filename: str) -> str:
+    platform = sorted(t.platform for t in parse_wheel_filename(filename)[3])[0]
+    return platform.split("_", 3)[-1] if platform.startswith("manylinux_") else platform
+
+
+def pointer_published(
+    pointer: Pointer, destination: S3Destination, project: str, directory: str
+) -> Published:
+    """The files /nightly/ serves, each with the index of its variant under `directory`
+    (`nightly/` or the commit's own)."""
+    index = destination.index_url
+    files = tuple(
+        PublishedFile(
+            filename=f.filename,
+            sha256=f.sha256,
+            size=f.size,
+            kind="s3",
+            destination=destination.name,
+            arch=_arch(f.filename),
+            local_label=label_of(f.filename) or None,
+            url=url_of(index, f"{pointer.commit}/{f.filename}"),
+            index_url=index_url_of(index, directory, label_of(f.filename)),
+        )
+        for f in pointer.files
+    )
+    companions = tuple(
+        PublishedCompanion(
+            filename=f.filename + METADATA_SUFFIX,
+            sha256=f.metadata_sha256,
+            size=-1,
+            url=url_of(index, f"{pointer.commit}/{f.filename}{METADATA_SUFFIX}"),
+            of=f.filename,
+            purpose="PEP 658 metadata",
+        )
+        for f in pointer.files
+    )
+    return Published(project=project, version=pointer.version, files=files, companions=companions)
+
+
+def _failed(project: str, detail: str, url: str) -> VerifyReport:
+    check = Check(subject=STATE_KEY, check="pointer", ok=False, detail=detail, url=url)
+    return VerifyReport(project=project, version="nightly", checks=(check,))
+
+
+def verify_channel(
+    matrix: Matrix,
+    environ: Mapping[str, str],
+    settings: VerifySettings,
+    *,
+    http: Client | None = None,
+) -> VerifyReport:
+    """/nightly/ as its readers see it: the state names a commit, its pages list exactly
+    that commit's wheels at the generation that promoted it, everything resolves."""
+    destination = require_nightly(matrix).destination
+    state_url = destination.index_url + STATE_KEY
+    own = http is None
+    client = http or http_edge.client(concurrency=settings.concurrency)
+    try:
+        got = getter(client, settings, secret_values(environ))(state_url, keep=True)
+        if not got.ok or got.body is None:
+            why = "nothing published yet" if got.status == 404 else got.error or f"{got.status}"
+            return _failed(matrix.project.name, f"the channel's state: {why}", state_url)
+        try:
+            state = from_bytes(got.body, state_url)
+        except PublishError as error:
+            return _failed(matrix.project.name, error.message, state_url)
+        if state.nightly is None:
+            return _failed(matrix.project.name, "no commit is on /nightly/ yet", state_url)
+        pointer = state.nightly
+        project = matrix.project.name
+        published = pointer_published(pointer, destination, project, NIGHTLY_DIR)
+        own_index = pointer_published(pointer, destination, project, f"{pointer.commit}/")
+        report = verify_commit(published, environ, settings, http=client, also=[own_index])
+        checks = [*report.checks, *_generation_checks(published, pointer, client, settings)]
+    finally:
+        if own:
+            client.close()
+    return VerifyReport(project=project, version=pointer.version, checks=tuple(checks))
+
+
+def _generation_checks(
+    published: Published, pointer: Pointer, client: Client, settings: VerifySettings
+) -> list[Check]:
+    checks = []
+    pages = sorted({project_page_url(f.index_url or "", published.project)
+                    for f in published.files})  # fmt: skip
+    get = getter(client, settings, ())
+    for page in pages:
+        got = get(page, keep=False, accept=ACCEPT)
+        written = got.headers.get(f"x-amz-meta-{GENERATION}", "")
+        ok = written == str(pointer.generation)
+        detail = (
+            f"written by promotion {written} of {pointer.commit[:12]}"
+            if ok
+            else f"written by promotion {written or '?'}, the state's is {pointer.generation}"
+            " (an interrupted promotion: publish the commit again)"
+        )
+        checks.append(Check(subject=page, check="pointer", ok=ok, detail=detail, url=page))
+    return checks
