@@ -107,9 +107,8 @@ class Channel:
             "repository: k3-project/k3-kernels": f"repository: {DEFAULT_REPO}",
         }
         if self.github is not None:
-            replaced['    tag: "v{version}"\n'] = (
-                f'    tag: "v{{version}}"\n    api-url: {self.github.api_url}\n'
-            )
+            tag = '    tag: "k3-kernels-v{version}"'
+            replaced[tag] = f"{tag}\n    api-url: {self.github.api_url}"
         if self.pypi is not None:
             replaced["    kind: pypi\n"] = (
                 f"    kind: pypi\n    index-url: {self.pypi.index_url}\n"
