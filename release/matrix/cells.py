@@ -450,10 +450,18 @@ def _arch_cells(
                 abi3=axis.abi3,
                 compress_mode=settings.compress_mode,
                 excluded_sms=tuple(sorted(excluded)),
+                toolkit_image=_toolkit_image(entry, arch),
             )
             for axis in axes
         ]
     return cells
+
+
+def _toolkit_image(entry: CudaSpec, arch: str) -> str | None:
+    """cuda[...].toolkit-image of `arch`, where the matrix names one."""
+    images = entry.toolkit_image
+    image = None if images is None else images.x86_64 if arch == "x86_64" else images.aarch64
+    return image.reference if image is not None else None
 
 
 def version_cells(

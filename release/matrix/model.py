@@ -144,6 +144,9 @@ class Cell:
     abi3: str | None = None  # the Py_LIMITED_API floor of a cp3X-abi3 cell ("3.10")
     compress_mode: str | None = None  # nvcc's --compress-mode (None: the backend's own)
     excluded_sms: tuple[GpuTarget, ...] = ()  # what matrix.yaml's exclude removed from sms
+    # the image with the CUDA toolkit it builds in where PyPI has no nvcc for its CUDA
+    # version (cuda[...].toolkit-image of its arch; None: the tool's own pin)
+    toolkit_image: str | None = None
 
     @property
     def id(self) -> str:
@@ -340,4 +343,5 @@ def cell_dict(cell: Cell) -> dict[str, Any]:
         **({"abi3": cell.abi3} if cell.abi3 is not None else {}),
         **({"compress_mode": cell.compress_mode} if cell.compress_mode is not None else {}),
         **({"excluded_sms": [str(s) for s in cell.excluded_sms]} if cell.excluded_sms else {}),
+        **({"toolkit_image": cell.toolkit_image} if cell.toolkit_image is not None else {}),
     }

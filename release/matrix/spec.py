@@ -151,6 +151,41 @@ class PythonSpec:
         return {"anyOf": [one, {"type": "array", "items": one, "minItems": 1}]}
 
 
+IMAGE_BY_DIGEST = r"[a-z0-9][a-z0-9._/:-]*@sha256:[0-9a-f]{64}"
+
+
+@dataclass(frozen=True)
+class ImageSpec:
+    """A container image pinned by its digest (`docker.io/pytorch/manylinux2_28-builder@
+    sha256:<64 hex>`, as `docker buildx imagetools inspect NAME:TAG` prints it): a tag can
+    move under a release."""
+
+    reference: str
+
+    @classmethod
+    def from_yaml(cls, value: object) -> ImageSpec:
+        if not isinstance(value, str) or not re.fullmatch(IMAGE_BY_DIGEST, value):
+            raise ValueError(
+                f"{shown(value)} is not an image pinned by digest: write NAME@sha256:<64 hex> "
+                "(docker buildx imagetools inspect NAME:TAG prints it)"
+            )
+        return cls(value)
+
+    @classmethod
+    def yaml_schema(cls) -> dict[str, Any]:
+        return {"type": "string", "pattern": f"^{IMAGE_BY_DIGEST}$"}
+
+
+@dataclass(frozen=True)
+class ToolkitImageSpec:
+    """The images, by arch, that carry a CUDA toolkit PyPI has no nvcc for."""
+
+    x86_64: ImageSpec | None = field(
+        default=None, metadata={"doc": "the x86_64 image", "key": "x86_64"}
+    )
+    aarch64: ImageSpec | None = optional("the aarch64 image")
+
+
 @dataclass(frozen=True)
 class WheelSettings:
     """Settings shared by the wheels of every CUDA version unless a version overrides them."""
@@ -187,6 +222,11 @@ class CudaSpec(WheelSettings):
     torch_index: str | None = optional(
         "the index this CUDA version's torch comes from "
         "(https://download.pytorch.org/whl/cu129); default: pip's index"
+    )
+    toolkit_image: ToolkitImageSpec | None = optional(
+        "cmake and torch cells of a CUDA version PyPI has no nvcc for (12.9): the container "
+        "image carrying that toolkit the reusable workflow builds them in, by arch and "
+        "pinned by digest; default: the tool's own pins"
     )
 
 

@@ -43,17 +43,21 @@ def placement(cell: Cell) -> Placement:
     runner = HOSTED_RUNNERS[cell.arch]
     if needs_toolkit_image(cell):
         toolkit = CUDA_TOOLKIT_IMAGES.get((str(cell.cuda), cell.arch))
+        cuda_home = toolkit.cuda_home if toolkit is not None else f"/usr/local/cuda-{cell.cuda}"
+        if cell.toolkit_image is not None:  # the matrix's own pin, over the tool's
+            return Placement(runs_on=runner, container=cell.toolkit_image, cuda_home=cuda_home)
         if toolkit is None or toolkit.reference is None:
-            named = f" ({toolkit.name}:{toolkit.tag})" if toolkit is not None else ""
+            named = f"{toolkit.name}:{toolkit.tag}" if toolkit is not None else "NAME:TAG"
             raise ToolchainError(
                 f"{cell.id}: a {cell.build.backend} cell of CUDA {cell.cuda} builds in a "
-                f"container image that carries the CUDA {cell.cuda} toolkit{named}, and this "
+                f"container image that carries the CUDA {cell.cuda} toolkit, and this "
                 "version of the tool pins none by digest",
-                hint="build the cell where a CUDA toolkit is installed (release build "
-                "--cuda-home), or pin the image's digest in release/toolchain/pins.py "
-                "CUDA_TOOLKIT_IMAGES",
+                hint=f'set cuda["{cell.cuda}"].toolkit-image.{cell.arch} in matrix.yaml to '
+                f"the image by digest (`docker buildx imagetools inspect {named}` prints it; "
+                f"its toolkit in {cuda_home}), or build the cell where a CUDA {cell.cuda} "
+                "toolkit is installed (release build --cuda-home)",
             )
-        return Placement(runs_on=runner, container=toolkit.reference, cuda_home=toolkit.cuda_home)
+        return Placement(runs_on=runner, container=toolkit.reference, cuda_home=cuda_home)
     if cell.arch == "aarch64":
         image = MANYLINUX_IMAGE.format(level=cell.manylinux, arch=cell.arch)
         return Placement(runs_on=runner, container=image, cuda_home="")

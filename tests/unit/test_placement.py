@@ -18,7 +18,7 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def cmake_matrix(cuda: str) -> Matrix:
+def cmake_matrix(cuda: str, extra: str = "") -> Matrix:
     project = FIXTURES / "cmake_kernels"
     text = f"""\
 project: {project}
@@ -26,7 +26,7 @@ build: {{backend: cmake}}
 defaults: {{arches: [x86_64, aarch64], sms: [80, 90], ptx: 90, manylinux: "2_34"}}
 destinations: {{pypi: {{kind: pypi}}}}
 cuda:
-  "{cuda}": {{destination: pypi}}
+  "{cuda}": {{destination: pypi{extra}}}
 """
     return matrix_from_text(text, project / "matrix.yaml")
 
@@ -83,7 +83,41 @@ def test_a_toolkit_image_without_a_digest_is_refused_with_the_remedy(
         placement(cell)
     assert "12.9-x86_64: a cmake cell of CUDA 12.9 builds in a container image" in str(caught.value)
     assert caught.value.hint is not None
+    assert caught.value.hint.startswith(
+        'set cuda["12.9"].toolkit-image.x86_64 in matrix.yaml to the image by digest '
+        "(`docker buildx imagetools inspect docker.io/pytorch/manylinux2_28-builder:cuda12.9`"
+    )
     assert "--cuda-home" in caught.value.hint
+
+
+def test_the_matrix_pins_its_own_toolkit_image_over_the_tools(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    unpinned = {k: replace(v, digest=None) for k, v in pins.CUDA_TOOLKIT_IMAGES.items()}
+    monkeypatch.setattr("release.toolchain.placement.CUDA_TOOLKIT_IMAGES", unpinned)
+    mine = "ghcr.io/me/cuda-builder@sha256:" + "0f" * 32
+    matrix = cmake_matrix("12.9", f", toolkit-image: {{x86_64: '{mine}'}}")
+    where = {c.arch: c for c in matrix.cells}
+    assert placement(where["x86_64"]).container == mine
+    assert placement(where["x86_64"]).cuda_home == "/usr/local/cuda-12.9"
+    with pytest.raises(ToolchainError):  # the matrix pins x86_64's only
+        placement(where["aarch64"])
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "docker.io/pytorch/manylinux2_28-builder:cuda12.9",
+        "img@sha256:abc",
+        "UPPER@sha256:" + "0" * 64,
+    ],
+)
+def test_a_toolkit_image_by_tag_is_refused_at_its_line(value: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        cmake_matrix("12.9", f", toolkit-image: {{x86_64: '{value}'}}")
+    (problem,) = caught.value.problems
+    assert 'cuda["12.9"].toolkit-image.x86_64: ' in problem
+    assert "is not an image pinned by digest: write NAME@sha256:<64 hex>" in problem
 
 
 def test_every_pinned_image_reference_is_a_digest() -> None:
