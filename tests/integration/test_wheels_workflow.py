@@ -1,12 +1,12 @@
-"""The reusable workflow (wheels.yml) as another repository calls it, and the tool's own
-release (tool-release.yml): the inputs, the jobs in the order of a release, what each job
-runs (every `run:` step executed against stubs, every `release` call parsed by the real
-CLI), the matrix fields the jobs read, provenance, and the dry runs.
+"""The reusable workflow (wheels.yml) as another repository calls it, for a release or a
+nightly, and the tool's own release (tool-release.yml): the inputs, the jobs in the order
+of a release, what each job runs (every `run:` step executed against stubs, every `release`
+call parsed by the real CLI), the matrix fields the jobs read, provenance, and the dry
+runs. Which jobs and steps each kind of run runs: test_wheels_runs.py.
 """
 
 from __future__ import annotations
 
-import argparse
 import re
 import subprocess
 import sys
@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 
 from release import __version__
-from release.cli import build_parser
 from release.commands.matrix import github_matrix
 from release.init.render import render_workflow
 from release.matrix import matrix_from_text
@@ -24,6 +23,8 @@ from release.publish.run import COMPANIONS_DIR
 from release.records.attestation import attestation_path
 from tests.integration.workflows import (
     CALLER,
+    NIGHTLY,
+    NIGHTLY_CALLER,
     RELEASE,
     ROOT,
     SAMPLES,
@@ -31,54 +32,35 @@ from tests.integration.workflows import (
     TOOL_RELEASE,
     TOOL_REPOSITORY,
     WHEELS,
-    Step,
     allowed,
     job_steps,
     load,
     make_stubs,
+    release_calls,
     run_step,
     steps,
     triggers,
+    wheels_jobs,
 )
 
 BIN = Path(sys.executable).parent
-ORDER = ["plan", "build", "reproduce", "gpu", "publish-dry-run", "publish", "index", "verify"]
+ORDER = [
+    "plan", "build", "reproduce", "gpu", "publish-dry-run", "publish", "publish-nightly",
+    "index", "verify",
+]  # fmt: skip
 INPUTS = {
     "matrix": ("string", "matrix.yaml", False),
     "tool-version": ("string", None, True),
     "gpu-runner-labels": ("string", "", False),
     "retention-days": ("number", 7, False),
+    "channel": ("string", "release", False),
 }
+SECRETS = ("pypi-token", "aws-access-key-id", "aws-secret-access-key")
 
 
 @pytest.fixture(scope="module")
 def stub_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_stubs(tmp_path_factory.mktemp("stubs"))
-
-
-def jobs() -> dict[str, Any]:
-    found: dict[str, Any] = load(WHEELS)["jobs"]
-    return found
-
-
-def release_calls(
-    found: list[Step], stub_dir: Path, tmp_path: Path, env: dict[str, str] | None = None
-) -> list[argparse.Namespace]:
-    parser = build_parser()
-    parsed = []
-    for step in found:
-        if not step.run:
-            continue
-        tmp = tmp_path / f"{step.job}-{step.index}"
-        tmp.mkdir(parents=True, exist_ok=True)
-        for call in run_step(step, stub_dir, tmp, env=env):
-            assert allowed(call), f"{step.where}: {call}"
-            if call[0] == "release" and call[1:] != ["--version"]:
-                try:
-                    parsed.append(parser.parse_args(call[1:]))
-                except SystemExit:
-                    pytest.fail(f"{step.where}: `release {' '.join(call[1:])}` does not parse")
-    return parsed
 
 
 # --- Called from another repository. ---
@@ -109,8 +91,29 @@ def test_a_caller_resolves_to_this_wheels_yml_and_grants_what_its_jobs_need(
 ) -> None:
     path = {"another-project": CALLER, "this-repo": RELEASE, "release-init": init_caller}[caller]
     check_caller(path)
+    (job,) = load(path)["jobs"].values()
+    assert job["with"].get("channel", "release") == "release"
     if caller != "another-project":  # the tool of this commit, as released
-        (job,) = load(path)["jobs"].values()
+        assert job["with"]["tool-version"] == __version__
+
+
+@pytest.mark.parametrize("caller", ["another-project", "this-repo"])
+def test_a_nightly_caller_resolves_to_wheels_yml_with_the_nightly_channel(caller: str) -> None:
+    """On a push to main and on a schedule, with the channel's S3 keys passed by name; the
+    grant is the release's (GitHub checks it against every job of wheels.yml, skipped or
+    not, before the run starts; test_wheels_runs.py: the jobs a nightly runs read only)."""
+    path = {"another-project": NIGHTLY_CALLER, "this-repo": NIGHTLY}[caller]
+    check_caller(path)
+    (job,) = load(path)["jobs"].values()
+    assert job["with"]["channel"] == "nightly"
+    assert set(job["secrets"]) == {"aws-access-key-id", "aws-secret-access-key"}
+    for value in job["secrets"].values():
+        assert re.fullmatch(r"\$\{\{ secrets\.\w+ \}\}", value), value
+    on = triggers(load(path))
+    assert set(on) == {"push", "schedule", "workflow_dispatch"}
+    assert on["push"] == {"branches": ["main"]}
+    assert len(on["schedule"]) == 1
+    if caller == "this-repo":
         assert job["with"]["tool-version"] == __version__
 
 
@@ -136,9 +139,10 @@ def check_caller(caller: Path) -> None:
             assert name in given, f"{caller.name} misses the required input {name}"
     assert isinstance(given.get("retention-days", 7), int)
     assert set(job.get("secrets", {})) <= set(declared.get("secrets", {}))
+    assert job.get("secrets") != "inherit"
     # a called job gets at most what its caller grants
     granted = job["permissions"]
-    for name, called_job in jobs().items():
+    for name, called_job in wheels_jobs().items():
         for scope, level in called_job["permissions"].items():
             assert granted.get(scope) == "write" or granted.get(scope) == level, (name, scope)
     assert granted == {
@@ -150,7 +154,7 @@ def check_caller(caller: Path) -> None:
     assert re.fullmatch(r"\d+\.\d+\.\d+", given["tool-version"])
 
 
-def test_the_inputs_are_the_four_a_caller_gives() -> None:
+def test_the_inputs_are_the_five_a_caller_gives_and_every_secret_is_optional() -> None:
     declared = triggers(load(WHEELS))["workflow_call"]
     assert set(declared) == {"inputs", "secrets"}
     found = {
@@ -158,14 +162,13 @@ def test_the_inputs_are_the_four_a_caller_gives() -> None:
         for name, spec in declared["inputs"].items()
     }
     assert found == INPUTS
-    assert declared["secrets"] == {
-        "pypi-token": {"description": declared["secrets"]["pypi-token"]["description"],
-                       "required": False}
-    }  # fmt: skip
+    assert tuple(declared["secrets"]) == SECRETS
+    for name, spec in declared["secrets"].items():
+        assert spec == {"description": spec["description"], "required": False}, name
 
 
 def test_the_jobs_run_in_the_order_of_a_release() -> None:
-    found = jobs()
+    found = wheels_jobs()
     assert list(found) == ORDER
     for position, name in enumerate(ORDER):
         needs = found[name].get("needs", [])
@@ -174,7 +177,7 @@ def test_the_jobs_run_in_the_order_of_a_release() -> None:
     assert found["build"]["needs"] == "plan"
     assert found["reproduce"]["needs"] == ["plan", "build"]
     assert found["gpu"]["needs"] == ["plan", "build", "reproduce"]
-    for name in ("publish", "publish-dry-run"):
+    for name in ("publish", "publish-dry-run", "publish-nightly"):
         assert found[name]["needs"] == ["plan", "build", "reproduce", "gpu"]
         assert "!contains(needs.*.result, 'failure')" in found[name]["if"]
         assert "needs.reproduce.result == 'success'" in found[name]["if"]
@@ -182,21 +185,10 @@ def test_the_jobs_run_in_the_order_of_a_release() -> None:
     assert found["verify"]["needs"] == ["publish", "index"]
 
 
-def test_only_a_pushed_tag_publishes_anything_else_is_a_dry_run() -> None:
-    found = jobs()
-    assert found["plan"]["outputs"]["publish"] == (
-        "${{ github.event_name == 'push' && github.ref_type == 'tag' }}"
-    )
-    assert "needs.plan.outputs.publish == 'true'" in found["publish"]["if"]
-    assert "needs.plan.outputs.publish != 'true'" in found["publish-dry-run"]["if"]
-    assert found["index"]["if"] == "needs.publish.outputs.pages == 'true'"
-    assert "needs.publish.result == 'success'" in found["verify"]["if"]
-
-
 def test_builds_and_reproductions_run_where_release_matrix_says(
     stub_dir: Path, tmp_path: Path
 ) -> None:
-    found = jobs()
+    found = wheels_jobs()
     for name in ("build", "reproduce"):
         job = found[name]
         assert job["strategy"]["matrix"] == "${{ fromJSON(needs.plan.outputs.matrix) }}"
@@ -259,7 +251,7 @@ def test_the_tool_is_installed_from_its_attested_hash_locked_release_file(
         str(tmp_path / "tool" / "requirements.txt"),
     ] in calls
     # every other job that runs the tool installs that file, which the plan job handed on
-    for name_ in jobs():
+    for name_ in wheels_jobs():
         if name_ in ("plan", "index"):
             continue
         downloads = [s for s in job_steps(WHEELS, name_) if "download-artifact" in s.uses]
@@ -267,7 +259,7 @@ def test_the_tool_is_installed_from_its_attested_hash_locked_release_file(
 
 
 def test_the_gpu_gate_runs_on_the_labels_the_caller_gives(stub_dir: Path, tmp_path: Path) -> None:
-    gpu = jobs()["gpu"]
+    gpu = wheels_jobs()["gpu"]
     assert gpu["runs-on"] == "${{ matrix.labels }}"
     assert gpu["strategy"]["matrix"] == "${{ fromJSON(needs.plan.outputs.gpu) }}"
     assert "needs.plan.outputs.gpu != '{\"include\":[]}'" in gpu["if"]
@@ -295,13 +287,6 @@ def test_nothing_is_published_before_a_second_runner_reproduced_every_wheel(
         s for s in job_steps(WHEELS, "reproduce") if s.data.get("with", {}).get("path") == "dist"
     ]
     assert download.data["with"]["name"] == "dist-${{ matrix.id }}"
-
-
-def test_publish_jobs_publish_or_plan_only(stub_dir: Path, tmp_path: Path) -> None:
-    (dry,) = release_calls(job_steps(WHEELS, "publish-dry-run"), stub_dir, tmp_path / "d")
-    (real,) = release_calls(job_steps(WHEELS, "publish"), stub_dir, tmp_path / "r")
-    assert (dry.command, dry.dry_run) == ("publish", True)
-    assert (real.command, real.dry_run, real.index_dir) == ("publish", False, Path("dist/index"))
 
 
 def test_verify_requires_provenance_signed_from_the_callers_workflow(

@@ -12,24 +12,31 @@ import json
 import re
 import subprocess
 import sys
+from collections.abc import Mapping
 from fnmatch import fnmatchcase
 from pathlib import Path
+from typing import Any
 
 import pytest
 from packaging.specifiers import SpecifierSet
 
 from release import __version__
 from release.cli import build_parser
+from tests.integration.expressions import Status, condition_holds
 from tests.integration.workflows import (
     CALLER,
     CI,
+    NIGHTLY,
+    NIGHTLY_CALLER,
     RELEASE,
     ROOT,
+    TAG_PUSH,
     TOOL_RELEASE,
     WATCH,
     WHEELS,
     WORKFLOWS,
     hash_locked,
+    job_steps,
     load,
     make_stubs,
     pip_install,
@@ -58,13 +65,13 @@ def stub_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_the_workflows_are_these() -> None:
     assert [p.name for p in ALL] == [
-        "ci.yml", "release.yml", "tool-release.yml", "watch.yml", "wheels.yml",
+        "ci.yml", "nightly.yml", "release.yml", "tool-release.yml", "watch.yml", "wheels.yml",
     ]  # fmt: skip
 
 
 def test_workflows_and_dependabot_validate_against_their_schemas() -> None:
     for schema, files in (
-        ("vendor.github-workflows", [*map(str, ALL), str(CALLER)]),
+        ("vendor.github-workflows", [*map(str, ALL), str(CALLER), str(NIGHTLY_CALLER)]),
         ("vendor.dependabot", [str(ROOT / ".github" / "dependabot.yml")]),
     ):
         result = subprocess.run(
@@ -76,7 +83,7 @@ def test_workflows_and_dependabot_validate_against_their_schemas() -> None:
         assert result.returncode == 0, result.stdout + result.stderr
 
 
-def actionlint(*paths: Path) -> subprocess.CompletedProcess[str]:
+def actionlint(*paths: Path, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
     # shellcheck and pyflakes are not installed: actionlint's own checks only
     return subprocess.run(
         [str(BIN / "actionlint"), "-shellcheck=", "-pyflakes=", "-format", "{{json .}}"]
@@ -84,12 +91,12 @@ def actionlint(*paths: Path) -> subprocess.CompletedProcess[str]:
         capture_output=True,
         text=True,
         check=False,
-        cwd=ROOT,
+        cwd=cwd,
     )
 
 
 def test_actionlint_reports_nothing() -> None:
-    result = actionlint(*ALL, CALLER)
+    result = actionlint(*ALL, CALLER, NIGHTLY_CALLER)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -103,6 +110,28 @@ def test_actionlint_catches_what_it_is_here_for(tmp_path: Path) -> None:
     result = actionlint(broken)
     assert result.returncode == 1
     assert "retention" in result.stdout
+
+
+def test_actionlint_holds_a_callers_grant_to_every_job_of_wheels_yml(tmp_path: Path) -> None:
+    """GitHub refuses a run whose caller grants less than any job of the called workflow
+    asks for, a job that the run skips too: the nightly caller without the release's
+    scopes, as actionlint reads it (it follows a local `uses:` inside a repository)."""
+    workflows = tmp_path / ".github" / "workflows"
+    workflows.mkdir(parents=True)
+    (tmp_path / ".git").mkdir()
+    (workflows / "wheels.yml").write_bytes(WHEELS.read_bytes())
+    (workflows / "nightly.yml").write_bytes(NIGHTLY.read_bytes())
+    lines = NIGHTLY.read_text(encoding="utf-8").splitlines()
+    kept = [line for line in lines if not re.match(r"\s+(id-token|attestations|pages):", line)]
+    narrow = workflows / "narrow.yml"
+    narrow.write_text("\n".join(kept).replace("contents: write", "contents: read") + "\n")
+    assert actionlint(workflows / "nightly.yml", cwd=tmp_path).returncode == 0
+    result = actionlint(narrow, cwd=tmp_path)
+    assert result.returncode == 1
+    found = json.loads(result.stdout)
+    assert {f["kind"] for f in found} == {"workflow-call"}
+    refused = {m for f in found for m in re.findall(r'nested job "([\w-]+)"', f["message"])}
+    assert refused == {"publish", "index"}
 
 
 def test_zizmor_reports_nothing_above_low() -> None:
@@ -135,6 +164,7 @@ def test_ignored_zizmor_findings_are_the_guarded_cache_and_the_tools_images() ->
     ]
     kinds = sorted((name, line.rsplit("# zizmor: ", 1)[1]) for name, line in ignored)
     assert kinds == [
+        ("nightly.yml", "ignore[self-repository]"),
         ("release.yml", "ignore[self-repository]"),
         ("wheels.yml", "ignore[cache-poisoning]"),
         ("wheels.yml", "ignore[unpinned-images]"),
@@ -157,7 +187,7 @@ def test_every_action_is_pinned_to_a_full_commit_with_its_version() -> None:
     for path in ALL:
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             if re.match(r"\s*(?:-\s+)?uses:", line):
-                if path == RELEASE and "uses: ./.github/workflows/wheels.yml" in line:
+                if path in (RELEASE, NIGHTLY) and "uses: ./.github/workflows/wheels.yml" in line:
                     continue  # this repository's own reusable workflow, of the same commit
                 count += 1
                 assert pattern.match(line), f"{path.name}:{number}: {line.strip()}"
@@ -181,7 +211,8 @@ def test_permissions_are_empty_at_the_top_and_least_per_job() -> None:
     }
     assert jobs["publish"]["environment"]["name"] == "release"
     assert jobs["index"]["permissions"] == {"pages": "write", "id-token": "write"}
-    for name in ("plan", "build", "reproduce", "gpu", "publish-dry-run", "verify"):
+    for name in ("plan", "build", "reproduce", "gpu", "publish-dry-run", "publish-nightly",
+                 "verify"):  # fmt: skip
         assert jobs[name]["permissions"] == {"contents": "read"}, name
     tool = load(TOOL_RELEASE)["jobs"]
     assert tool["build"]["permissions"] == {"contents": "read"}
@@ -194,7 +225,7 @@ def test_permissions_are_empty_at_the_top_and_least_per_job() -> None:
 
 
 def test_every_job_has_a_timeout() -> None:
-    for path in [*ALL, CALLER]:
+    for path in [*ALL, CALLER, NIGHTLY_CALLER]:
         for name, job in load(path)["jobs"].items():
             if "uses" in job:
                 # a job that calls a reusable workflow takes no timeout; the called jobs have one
@@ -205,16 +236,21 @@ def test_every_job_has_a_timeout() -> None:
             assert 0 < minutes <= 180, f"{path.name}: job {name}: {minutes} minutes"
 
 
-def writes(job: dict[str, object]) -> bool:
+def writes(job: Mapping[str, Any]) -> bool:
+    """Its token can write, or it is given a secret (the nightly's S3 keys write)."""
     permissions = job.get("permissions")
-    return isinstance(permissions, dict) and WRITE in permissions.values()
+    given = [step.get("env", {}) for step in job.get("steps", [])]
+    return (isinstance(permissions, dict) and WRITE in permissions.values()) or any(
+        "secrets." in str(value) for env in given for value in env.values()
+    )
 
 
 def test_jobs_that_can_write_install_only_from_hash_locked_files(
     stub_dir: Path, tmp_path: Path
 ) -> None:
-    """A job with a token that writes (contents, id-token, attestations, pages) runs nothing
-    that was resolved at run time: every pip install is `--require-hashes --no-deps -r`."""
+    """A job with a token that writes (contents, id-token, attestations, pages) or a secret
+    runs nothing that was resolved at run time: every pip install is `--require-hashes
+    --no-deps -r`."""
     checked: list[str] = []
     for path in ALL:
         for name, job in load(path)["jobs"].items():
@@ -228,10 +264,11 @@ def test_jobs_that_can_write_install_only_from_hash_locked_files(
                     if install is not None:
                         assert hash_locked(install), f"{step.where}: {call}"
                         checked.append(step.where)
-    # wheels.yml's publish installs the tool; the index and the tool's own publish jobs
+    # wheels.yml's publish jobs install the tool; the index and the tool's own publish jobs
     # install nothing (deploy-pages, gh-action-pypi-publish and gh only)
     assert checked == [
-        "wheels.yml: publish step 2 (Install the tool (hash-locked, nothing resolved))"
+        "wheels.yml: publish step 2 (Install the tool (hash-locked, nothing resolved))",
+        "wheels.yml: publish-nightly step 3 (Install the tool (hash-locked, nothing resolved))",
     ]
 
 
@@ -247,11 +284,11 @@ def test_no_job_of_the_reusable_workflow_resolves_anything(stub_dir: Path, tmp_p
                 assert hash_locked(install), f"{step.where}: {call}"
                 assert "." not in install, step.where
                 assert "-e" not in install, step.where
-    assert installs == 7  # each job that runs the tool: plan to verify, but index
+    assert installs == 8  # each job that runs the tool: plan to verify, but index
 
 
 def test_no_expression_is_expanded_inside_a_run_script() -> None:
-    for step in steps(*ALL, CALLER):
+    for step in steps(*ALL, CALLER, NIGHTLY_CALLER):
         if step.run:
             assert "${{" not in step.run, step.where
 
@@ -329,10 +366,32 @@ def test_the_watch_verifies_the_latest_releases_and_their_provenance_every_day(
         ["--require-hashes", "--no-deps", "-r", ".github/requirements/build.txt"],
     ]
     assert installs[2] == ["--no-deps", "--no-build-isolation", "."]
-    (verify,) = [c for c in calls if c[0] == "release"]
-    args = build_parser().parse_args(verify[1:])
-    assert (args.command, args.latest, args.require_provenance) == ("verify", 3, True)
+    verify, nightly = (build_parser().parse_args(c[1:]) for c in calls if c[0] == "release")
+    assert (verify.command, verify.latest, verify.require_provenance) == ("verify", 3, True)
+    assert verify.channel == "release"
     # this repository's own releases: release.yml calls wheels.yml, which signs
-    assert args.provenance_signer_workflow == (
+    assert verify.provenance_signer_workflow == (
         "k3-project/cuda-wheel-release/.github/workflows/wheels.yml"
     )
+    # then what /nightly/ serves, with no dist/ (nightly.yml publishes it)
+    assert (nightly.command, nightly.channel, nightly.latest, nightly.tag) == (
+        "verify", "nightly", None, [],
+    )  # fmt: skip
+    assert nightly.matrix == Path("matrix.yaml")
+    assert load(ROOT / "matrix.yaml")["nightly"]["destination"] == "nightly"
+
+
+def test_the_watch_checks_the_nightly_when_the_releases_check_failed() -> None:
+    """Each check is a step of its own: a failed release check still lets the nightly's run
+    and name its own failures; no tool installed, no nightly check."""
+    *_, releases, nightly = job_steps(WATCH, "verify")
+    assert "--latest" in releases.run
+    assert "--channel nightly" in nightly.run
+    condition = nightly.data["if"]
+    context = TAG_PUSH.context
+    assert condition_holds(condition, context, Status(success=False, failure=True))
+    assert not condition_holds(condition, context, Status(success=False, cancelled=True))
+    not_installed = TAG_PUSH.with_values({"steps.install.outcome": "failure"}).context
+    assert not condition_holds(condition, not_installed, Status(success=False, failure=True))
+    failed = Status(success=False, failure=True)
+    assert not condition_holds(releases.data.get("if"), context, failed)

@@ -1,27 +1,33 @@
 """Reading the GitHub Actions workflows, and running their `run:` steps against stubs.
 
 Each `run:` script is executed by bash (as GitHub runs it: `bash -e -o pipefail`) with the
-step's `env:` filled with sample values and a PATH that holds only recording stubs of the
-commands a step may call: `release`, pip installs, the build and check tools of the tool's
-own release, `gh`, and file plumbing. Anything else fails with "command not found". The
-tests parse every recorded `release` call with the real CLI parser, so a renamed flag
-breaks a test, not a release.
+step's `env:` filled in from a `Run` (the contexts of one run: its event, ref, inputs and
+secrets, and sample values of the rest; tests/integration/expressions.py evaluates the
+expressions) and a PATH that holds only recording stubs of the commands a step may call:
+`release`, pip installs, the build and check tools of the tool's own release, `gh`, and
+file plumbing. Anything else fails with "command not found". The tests parse every
+recorded `release` call with the real CLI parser, so a renamed flag breaks a test, not a
+release. A `Run` also says which jobs of a workflow run and which of their steps, from
+their `if:`s.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
-import re
 import subprocess
 import sys
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
 from ruamel.yaml import YAML
 
 from release import __version__
+from release.cli import build_parser
+from tests.integration.expressions import Status, condition_holds, needs_of, substitute
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOWS = ROOT / ".github" / "workflows"
@@ -30,7 +36,9 @@ RELEASE = WORKFLOWS / "release.yml"
 TOOL_RELEASE = WORKFLOWS / "tool-release.yml"
 CI = WORKFLOWS / "ci.yml"
 WATCH = WORKFLOWS / "watch.yml"
+NIGHTLY = WORKFLOWS / "nightly.yml"
 CALLER = ROOT / "tests" / "data" / "workflows" / "caller.yml"
+NIGHTLY_CALLER = ROOT / "tests" / "data" / "workflows" / "nightly-caller.yml"
 TOOL_REPOSITORY = "k3-project/cuda-wheel-release"
 
 PLUMBING = ("ls", "mv", "cp", "mkdir", "cat", "git")
@@ -38,26 +46,120 @@ TOOLS = ("hatchling", "twine", "check-wheel-contents", "sha256sum", "gh")
 STUBS = ("release", "python", "python3", "pip", *TOOLS, *PLUMBING)
 STUB_DIGEST = "5e" * 32
 
-# Sample values of the expressions steps pass through `env:`.
-SAMPLES = {
+# The contexts of a run, by path: a release's pushed tag, with sample values of what the
+# expressions of every workflow read. A `Run` changes some of them.
+SAMPLES: dict[str, Any] = {
+    "github.event_name": "push",
+    "github.ref": f"refs/tags/v{__version__}",
+    "github.ref_type": "tag",
+    "github.ref_name": f"v{__version__}",
+    "github.sha": "c0ffee" * 6 + "c0ff",
+    "github.repository": "acme/flash-kernels",
+    "github.event.repository.default_branch": "main",
+    "github.workflow_ref": "acme/flash-kernels/.github/workflows/release.yml@refs/tags/v1.2.0",
+    "github.token": "ghs_sampleToken0000",
+    "inputs.matrix": "matrix.yaml",
+    "inputs.tool-version": __version__,
+    "inputs.gpu-runner-labels": '{"self-hosted/linux/h200": ["flash-h200"]}',
+    "inputs.retention-days": 7,
+    "inputs.channel": "release",
+    "inputs.latest": "",
+    "secrets.pypi-token": "",
+    "secrets.aws-access-key-id": "",
+    "secrets.aws-secret-access-key": "",
     "matrix.cuda": "12.9",
     "matrix.arch": "aarch64",
     "matrix.id": "12.9-aarch64",
     "matrix.cuda_home": "",
+    "matrix.container": "",
+    "matrix.runs_on": "ubuntu-24.04-arm",
+    "matrix.pythons": "",
+    "matrix.python": "3.12",
     "matrix.runner": "self-hosted/linux/h200",
-    "inputs.tool-version": __version__,
-    "inputs.gpu-runner-labels": '{"self-hosted/linux/h200": ["flash-h200"]}',
-    "inputs.latest || '3'": "3",
-    "github.ref_type == 'tag' && github.ref_name || ''": f"v{__version__}",
-    "github.ref_name": f"v{__version__}",
-    "github.workflow_ref": "acme/flash-kernels/.github/workflows/release.yml@refs/tags/v1.2.0",
+    "matrix.labels": '["self-hosted", "linux", "h200"]',
     "runner.temp": "/home/runner/work/_temp",
-    "github.token": "ghs_sampleToken0000",
-    "secrets.pypi-token": "",
-    "secrets.pypi-token != ''": "false",
+    "runner.os": "Linux",
+    "runner.arch": "X64",
+    # the outputs of the steps that jobs and steps read, by step id
+    "steps.matrix.outputs.matrix": '{"include":[{"id":"12.9-aarch64"}]}',
+    "steps.gpu.outputs.matrix": '{"include":[]}',
+    "steps.index.outputs.pages": "true",
     "steps.deployment.outputs.page_url": "https://k3-project.github.io/k3-kernels/",
     "steps.version.outputs.version": __version__,
+    "steps.install.outcome": "success",
 }
+
+
+def nest(flat: Mapping[str, Any]) -> dict[str, Any]:
+    nested: dict[str, Any] = {}
+    for path, value in flat.items():
+        *parents, last = path.split(".")
+        here = nested
+        for name in parents:
+            here = here.setdefault(name, {})
+        here[last] = value
+    return nested
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run of the workflows: its contexts, by path (SAMPLES, with `values` over them)."""
+
+    values: Mapping[str, Any] = field(default_factory=dict)
+
+    def with_values(self, values: Mapping[str, Any]) -> Run:
+        return Run({**self.values, **values})
+
+    @property
+    def context(self) -> dict[str, Any]:
+        return nest({**SAMPLES, **self.values})
+
+    def fill(self, value: object) -> str:
+        return substitute(value, self.context)
+
+    def jobs(self, path: Path) -> dict[str, str]:
+        """Each job's result in this run: success (it ran) or skipped, from its `if:` and
+        what it needs (a job whose needed job did not succeed is skipped, unless its `if:`
+        asks a status function)."""
+        return self._jobs(load(path))[0]
+
+    def _jobs(
+        self, workflow: Mapping[str, Any]
+    ) -> tuple[dict[str, str], dict[str, dict[str, Any]]]:
+        """Each job's result, and the `needs` context of each job."""
+        results: dict[str, str] = {}
+        outputs: dict[str, dict[str, str]] = {}
+        needs_of_job: dict[str, dict[str, Any]] = {}
+        for name, job in workflow["jobs"].items():
+            needs = needs_of(job)
+            needs_of_job[name] = {
+                n: {"result": results[n], "outputs": outputs.get(n, {})} for n in needs
+            }
+            context = {**self.context, "needs": needs_of_job[name]}
+            status = Status(
+                success=all(results[n] == "success" for n in needs),
+                failure=any(results[n] == "failure" for n in needs),
+            )
+            if condition_holds(job.get("if"), context, status):
+                results[name] = "success"
+                given = job.get("outputs", {})
+                outputs[name] = {k: substitute(v, context) for k, v in given.items()}
+            else:
+                results[name] = "skipped"
+        return results, needs_of_job
+
+    def steps(self, path: Path) -> list[Step]:
+        """The steps this run runs: those of the jobs that run, whose `if:` holds."""
+        results, needs = self._jobs(load(path))
+        return [
+            step
+            for step in steps(path)
+            if results[step.job] == "success"
+            and condition_holds(step.data.get("if"), {**self.context, "needs": needs[step.job]})
+        ]
+
+
+TAG_PUSH = Run()
 
 
 def load(path: Path) -> dict[str, Any]:
@@ -138,13 +240,6 @@ def make_stubs(directory: Path) -> Path:
     return directory
 
 
-def sample(value: object, samples: Mapping[str, str] = SAMPLES) -> str:
-    def one(match: re.Match[str]) -> str:
-        return samples.get(match.group(1).strip(), "sample")
-
-    return re.sub(r"\$\{\{(.*?)\}\}", one, str(value))
-
-
 def run_step(
     step: Step,
     stub_dir: Path,
@@ -152,9 +247,11 @@ def run_step(
     *,
     env: Mapping[str, str] | None = None,
     check: bool = True,
+    run: Run = TAG_PUSH,
 ) -> list[list[str]]:
     """Runs the step's script in `tmp` (with an empty dist/), returns the calls it made;
-    `env` adds to (or replaces) the step's own, sampled, environment."""
+    its environment is the workflow's and the step's `env:` as `run` fills them in, and
+    `env` adds to (or replaces) it."""
     log = tmp / "calls.jsonl"
     log.write_text("", encoding="utf-8")
     (tmp / "dist").mkdir(exist_ok=True)
@@ -170,11 +267,8 @@ def run_step(
         "GITHUB_ENV": str(tmp / "env"),
         "GITHUB_PATH": str(tmp / "path"),
         "GITHUB_STEP_SUMMARY": str(tmp / "summary"),
-        **{
-            str(k): sample(v, {**SAMPLES, "inputs.matrix": "matrix.yaml"})
-            for k, v in workflow_env.items()
-        },
-        **{str(k): sample(v) for k, v in step.data.get("env", {}).items()},
+        **{str(k): run.fill(v) for k, v in workflow_env.items()},
+        **{str(k): run.fill(v) for k, v in step.data.get("env", {}).items()},
         **(env or {}),
     }
     result = subprocess.run(
@@ -226,3 +320,35 @@ def allowed(call: list[str]) -> bool:
             ["release", "create"],
         )
     return False
+
+
+def wheels_jobs() -> dict[str, Any]:
+    found: dict[str, Any] = load(WHEELS)["jobs"]
+    return found
+
+
+def release_calls(
+    found: list[Step],
+    stub_dir: Path,
+    tmp_path: Path,
+    env: dict[str, str] | None = None,
+    run: Run = TAG_PUSH,
+) -> list[argparse.Namespace]:
+    """The `release` calls of the `run:` steps in `found`, each parsed by the real CLI (a
+    step that calls anything `allowed` does not allow, or a call that does not parse,
+    fails the test)."""
+    parser = build_parser()
+    parsed = []
+    for step in found:
+        if not step.run:
+            continue
+        tmp = tmp_path / f"{step.job}-{step.index}"
+        tmp.mkdir(parents=True, exist_ok=True)
+        for call in run_step(step, stub_dir, tmp, env=env, run=run):
+            assert allowed(call), f"{step.where}: {call}"
+            if call[0] == "release" and call[1:] != ["--version"]:
+                try:
+                    parsed.append(parser.parse_args(call[1:]))
+                except SystemExit:
+                    pytest.fail(f"{step.where}: `release {' '.join(call[1:])}` does not parse")
+    return parsed
