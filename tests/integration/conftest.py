@@ -22,7 +22,13 @@ import pytest
 from passlib.apache import HtpasswdFile  # type: ignore[import-untyped]  # no stubs
 
 from tests.github_standin.fixtures import ghes_standin, github_standin
-from tests.integration.shared_builds import shipped_build
+from tests.integration.shared_builds import (
+    shipped_build,
+    torch_cache,
+    torch_environment,
+    torch_regular,
+    torch_stable,
+)
 from tests.s3_server import free_port
 
 __all__ = [
@@ -30,6 +36,10 @@ __all__ = [
     "ghes_standin",
     "github_standin",
     "shipped_build",
+    "torch_cache",
+    "torch_environment",
+    "torch_regular",
+    "torch_stable",
 ]
 
 USERNAME = "uploader"
