@@ -1,4 +1,5 @@
-"""Integration fixtures: a real pypiserver on 127.0.0.1 and the stand-in GitHub.
+"""Integration fixtures: a real pypiserver on 127.0.0.1, the stand-in GitHub, and the full
+tier's builds shared by the session (tests/integration/shared_builds.py).
 
 The pypiserver runs once per session with authentication on for uploads, downloads and
 listing (`-a update,download,list`), no fallback to pypi.org, sha256 link fragments and the
@@ -21,9 +22,25 @@ import pytest
 from passlib.apache import HtpasswdFile  # type: ignore[import-untyped]  # no stubs
 
 from tests.github_standin.fixtures import ghes_standin, github_standin
+from tests.integration.shared_builds import (
+    shipped_build,
+    torch_cache,
+    torch_environment,
+    torch_regular,
+    torch_stable,
+)
 from tests.s3_server import free_port
 
-__all__ = ["PypiServer", "ghes_standin", "github_standin"]
+__all__ = [
+    "PypiServer",
+    "ghes_standin",
+    "github_standin",
+    "shipped_build",
+    "torch_cache",
+    "torch_environment",
+    "torch_regular",
+    "torch_stable",
+]
 
 USERNAME = "uploader"
 PASSWORD = "pw-Upl0ad-3f9c1e7a"  # the test server's password, nothing else

@@ -14,7 +14,9 @@ Two tiers run them (docs/testing.md):
   real wheels named as the shipped matrix's cells, with a manifest and the NCCL files
   (`standin_dist`); doctor and `build --dry-run` see an empty cache.
 - `full` (tests/integration/test_interface_unchanged.py): the real build of the four
-  cells, `--compare`, and what reads its dist/ and the toolchains it provisioned.
+  cells, `--compare`, and what reads its dist/ and the toolchains it provisioned. The
+  build is the session's `shipped_build` (tests/integration/shared_builds.py), which the
+  other full-tier tests read too.
 
 The golden files were recorded from the code as it was before a restructuring, so that a
 refactored tree can prove it behaves the same. `RECORD_GOLDEN=1` (re)writes them instead of
@@ -344,6 +346,7 @@ class Workspace:
             [str(RELEASE), *(self.expand(a) for a in invocation.args)],
             cwd=REPO,
             env=self.environment(invocation),
+            umask=0o022,  # the modes of what it writes, whoever runs the suite
             capture_output=True,
             text=True,
             check=False,
@@ -360,9 +363,9 @@ class Workspace:
         return self.results[name]
 
     def run_all(self, invocations: tuple[Invocation, ...]) -> None:
-        """Run independent invocations side by side: most of their time is spent waiting
-        (for the retries against the unreachable port), not computing."""
-        assert all(not i.after for i in invocations)
+        """Run invocations side by side whose prerequisites have run: most of their time is
+        spent waiting (for the retries against the unreachable port), not computing."""
+        assert all(set(i.after) <= self.results.keys() for i in invocations)
         with ThreadPoolExecutor(max_workers=8) as pool:
             done = pool.map(self.execute, invocations)
             self.results.update(zip((i.name for i in invocations), done, strict=True))

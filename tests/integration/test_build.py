@@ -1,7 +1,9 @@
 """`release build` on real cells: real compilers from PyPI, real wheels, real inspection.
 
-Slow: the first test provisions the toolchains and compiles the device code of both CUDA
-versions; everything after reuses that cache.
+Slow: the session's cold build of the shipped matrix (`shipped_build`: it provisions the
+toolchains and compiles the device code of both CUDA versions) is what most tests read; the
+ones that build again do it with a copy of its cache (`warm_cache`), for one SM where the
+SM list is not what they check.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import sys
 import uuid
 import zipfile
 from collections import Counter
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -33,19 +35,13 @@ from release.inspection.wheel import inspect_wheel
 from release.matrix import load_matrix
 from release.records.manifest import read_manifest
 from release.targets import GpuTarget
+from tests.integration.interface import EPOCH
+from tests.integration.shared_builds import ShippedBuild
 
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
 CSRC = REPO / "csrc"
-
-
-@dataclass(frozen=True)
-class Built:
-    dist: Path
-    cache: Path
-    stderr: str
-    code: int
 
 
 def device_actions(dist: Path) -> list[dict[str, object]]:
@@ -56,43 +52,20 @@ def device_actions(dist: Path) -> list[dict[str, object]]:
 
 
 @pytest.fixture(scope="module")
-def built(release_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> Built:
-    """A cold build of the shipped matrix: the shared toolchains, but no device code or
-    wheels from an earlier run, so that what the device log says is about this build."""
-    dist = tmp_path_factory.mktemp("dist")
-    cache = tmp_path_factory.mktemp("cache")
-    (release_cache / "toolchains").mkdir(exist_ok=True)
-    (cache / "toolchains").symlink_to(release_cache / "toolchains", target_is_directory=True)
-    capture = tmp_path_factory.mktemp("capture") / "stderr"
-    with capture.open("w") as handle:
-        result = subprocess.run(
-            [
-                str(Path(sys.executable).parent / "release"),
-                "build",
-                "--matrix",
-                str(REPO / "matrix.yaml"),
-                "--out",
-                str(dist),
-                "--cache-dir",
-                str(cache),
-            ],
-            stdout=subprocess.PIPE,
-            stderr=handle,
-            text=True,
-            check=False,
-        )
-    return Built(dist=dist, cache=cache, stderr=capture.read_text(), code=result.returncode)
+def warm_cache(shipped_build: ShippedBuild, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the shipped build's cache, for the tests that build into it."""
+    return shipped_build.cache_copy(tmp_path_factory.mktemp("warm") / "cache")
 
 
-def test_all_four_cells_build_and_are_in_the_manifest(built: Built) -> None:
-    assert built.code == 0, built.stderr
-    manifest = read_manifest(built.dist / "manifest.json")
+def test_all_four_cells_build_and_are_in_the_manifest(shipped_build: ShippedBuild) -> None:
+    assert shipped_build.code == 0, shipped_build.stderr
+    manifest = read_manifest(shipped_build.dist / "manifest.json")
     matrix = load_matrix(REPO / "matrix.yaml")
     assert sorted(w.filename for w in manifest.wheels) == sorted(
         c.wheel_filename for c in matrix.cells
     )
     for entry in manifest.wheels:
-        wheel = built.dist / entry.filename
+        wheel = shipped_build.dist / entry.filename
         assert wheel.stat().st_size == entry.size
         assert hashlib.sha256(wheel.read_bytes()).hexdigest() == entry.sha256
         assert entry.sms == ("75", "80", "86", "89", "90", "100")
@@ -109,11 +82,13 @@ def test_all_four_cells_build_and_are_in_the_manifest(built: Built) -> None:
         "cu13-reinstall.txt",
         "cu13.txt",
     ]
-    assert (built.dist / "cu12.txt").read_text().strip().endswith("nvidia-nccl-cu12==2.30.7")
+    assert (
+        (shipped_build.dist / "cu12.txt").read_text().strip().endswith("nvidia-nccl-cu12==2.30.7")
+    )
 
 
-def test_device_code_is_compiled_once_per_cuda_version(built: Built) -> None:
-    actions = device_actions(built.dist)
+def test_device_code_is_compiled_once_per_cuda_version(shipped_build: ShippedBuild) -> None:
+    actions = device_actions(shipped_build.dist)
     assert {a["action"] for a in actions} <= {"compile", "cached"}
     compiled = Counter(
         (a["compiler"], a["kernel"], a["target"]) for a in actions if a["action"] == "compile"
@@ -121,15 +96,17 @@ def test_device_code_is_compiled_once_per_cuda_version(built: Built) -> None:
     assert [key for key, count in compiled.items() if count > 1] == []
     compilers = {a["compiler"] for a in actions}
     assert len(compilers) == 2, "one device compiler per CUDA version"
-    # four cells, each reporting all 2 kernels x 7 targets; every one compiled at most once
+    # four cells, each reporting all 2 kernels x 7 targets; from an empty device cache,
+    # every one compiled exactly once
     assert len(actions) == 4 * 2 * 7
+    assert len(compiled) == 2 * 2 * 7
 
 
 @pytest.mark.parametrize("cuda", ["13.0", "12.9"])
 def test_x86_64_wheel_installs_in_a_fresh_venv_and_reports_its_sms(
-    built: Built, cuda: str, tmp_path: Path
+    shipped_build: ShippedBuild, cuda: str, tmp_path: Path
 ) -> None:
-    manifest = read_manifest(built.dist / "manifest.json")
+    manifest = read_manifest(shipped_build.dist / "manifest.json")
     entry = next(w for w in manifest.wheels if w.cuda == cuda and w.arch == "x86_64")
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
@@ -142,7 +119,7 @@ def test_x86_64_wheel_installs_in_a_fresh_venv_and_reports_its_sms(
             "install",
             "--no-index",
             "--quiet",
-            str(built.dist / entry.filename),
+            str(shipped_build.dist / entry.filename),
         ],
         capture_output=True,
         text=True,
@@ -166,10 +143,10 @@ def test_x86_64_wheel_installs_in_a_fresh_venv_and_reports_its_sms(
 
 
 @pytest.mark.parametrize("cuda", ["13.0", "12.9"])
-def test_aarch64_wheel_library_is_aarch64(built: Built, cuda: str) -> None:
-    manifest = read_manifest(built.dist / "manifest.json")
+def test_aarch64_wheel_library_is_aarch64(shipped_build: ShippedBuild, cuda: str) -> None:
+    manifest = read_manifest(shipped_build.dist / "manifest.json")
     entry = next(w for w in manifest.wheels if w.cuda == cuda and w.arch == "aarch64")
-    with zipfile.ZipFile(built.dist / entry.filename) as archive:
+    with zipfile.ZipFile(shipped_build.dist / entry.filename) as archive:
         libraries = [n for n in archive.namelist() if n.endswith(".so")]
         assert libraries
         for name in libraries:
@@ -177,23 +154,30 @@ def test_aarch64_wheel_library_is_aarch64(built: Built, cuda: str) -> None:
             assert elf.header["e_machine"] == "EM_AARCH64"
 
 
-def test_warm_rebuild_compiles_nothing(built: Built, capsys: pytest.CaptureFixture[str]) -> None:
+def test_warm_rebuild_compiles_nothing(
+    warm_cache: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", EPOCH)  # the shipped build's
+    out = tmp_path / "dist"
     code = main(
         [
             "build",
             "--matrix",
             str(REPO / "matrix.yaml"),
             "--out",
-            str(built.dist),
+            str(out),
             "--cache-dir",
-            str(built.cache),
+            str(warm_cache),
             "--json",
         ]
     )
     assert code == 0
     report = json.loads(capsys.readouterr().out)
     assert [c["cached"] for c in report["cells"]] == [True] * 4
-    assert [a for a in device_actions(built.dist) if a["action"] == "compile"] == []
+    assert [a for a in device_actions(out) if a["action"] == "compile"] == []
 
 
 def copy_project(tmp_path: Path, matrix_text: str) -> Path:
@@ -206,7 +190,7 @@ def copy_project(tmp_path: Path, matrix_text: str) -> Path:
 
 ONE_CELL = """
 project: csrc
-defaults: {arches: [x86_64], sms: [75, 80, 86, 89, 90, 100], ptx: 100, manylinux: "2_28"}
+defaults: {arches: [x86_64], sms: [90], ptx: none, manylinux: "2_28"}
 cuda:
   "13.0": {destination: pypi}
 destinations:
@@ -215,7 +199,7 @@ destinations:
 
 
 def test_one_kernel_changed_recompiles_only_that_kernel(
-    built: Built, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    warm_cache: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     matrix = copy_project(tmp_path, ONE_CELL)
     swiglu = tmp_path / "csrc" / "kernels" / "swiglu.cu"
@@ -223,7 +207,7 @@ def test_one_kernel_changed_recompiles_only_that_kernel(
     swiglu.write_text(swiglu.read_text() + f"\n// a change to one kernel file: {uuid.uuid4()}\n")
     out = tmp_path / "dist"
     code = main(
-        ["build", "--matrix", str(matrix), "--out", str(out), "--cache-dir", str(built.cache)]
+        ["build", "--matrix", str(matrix), "--out", str(out), "--cache-dir", str(warm_cache)]
     )
     assert code == 0, capsys.readouterr().err
     compiled = {a["kernel"] for a in device_actions(out) if a["action"] == "compile"}
@@ -232,11 +216,11 @@ def test_one_kernel_changed_recompiles_only_that_kernel(
     assert "mla_kv_cache" in cached
 
 
-def test_a_wheel_missing_one_sm_fails_inspection(built: Built, tmp_path: Path) -> None:
+def test_a_wheel_missing_one_sm_fails_inspection(warm_cache: Path, tmp_path: Path) -> None:
     """Build a real wheel whose fatbins lack sm_89 while the cell asks for it."""
     matrix = load_matrix(REPO / "matrix.yaml")
     cell = next(c for c in matrix.cells if c.id == "13.0-x86_64")
-    settings = BuildSettings(matrix=matrix, cells=(cell,), out=tmp_path, cache_dir=built.cache)
+    settings = BuildSettings(matrix=matrix, cells=(cell,), out=tmp_path, cache_dir=warm_cache)
     toolchain = provision_all(plan_toolchains(settings), sys.executable, dict(os.environ))[cell.id]
     inputs = cell_inputs(cell, toolchain, settings)
     env = cell_environment(inputs, base=dict(os.environ), python=sys.executable, epoch=1)
@@ -269,7 +253,7 @@ exclude:
 
 
 def test_a_failed_cell_shows_its_log_and_the_others_finish(
-    built: Built, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    warm_cache: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     matrix = copy_project(tmp_path, BROKEN_ON_SM86.replace("ptx: 86", "ptx: 90"))
     swiglu = tmp_path / "csrc" / "kernels" / "swiglu.cu"
@@ -279,7 +263,7 @@ def test_a_failed_cell_shows_its_log_and_the_others_finish(
     )
     out = tmp_path / "dist"
     code = main(
-        ["build", "--matrix", str(matrix), "--out", str(out), "--cache-dir", str(built.cache)]
+        ["build", "--matrix", str(matrix), "--out", str(out), "--cache-dir", str(warm_cache)]
     )
     err = capsys.readouterr().err
     assert code == 4
@@ -293,7 +277,7 @@ def test_a_failed_cell_shows_its_log_and_the_others_finish(
 
 
 def test_fail_fast_stops_at_the_first_failed_cell(
-    built: Built, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    warm_cache: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     matrix = copy_project(tmp_path, BROKEN_ON_SM86.replace("ptx: 86", "ptx: 90"))
     swiglu = tmp_path / "csrc" / "kernels" / "swiglu.cu"
@@ -310,7 +294,7 @@ def test_fail_fast_stops_at_the_first_failed_cell(
             "--out",
             str(out),
             "--cache-dir",
-            str(built.cache),
+            str(warm_cache),
             "--fail-fast",
         ]
     )
@@ -375,14 +359,17 @@ def gate_matrix(tmp_path: Path, command: str) -> Path:
 
 
 def test_the_gpu_gate_runs_the_command_on_each_wheel_and_a_ptx_only_build(
-    built: Built, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    shipped_build: ShippedBuild,
+    warm_cache: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     script = tmp_path / "record run.py"  # a space: {wheel} and paths stay one word each
     script.write_text(RECORD_RUN)
     runs = tmp_path / "runs"
     matrix = gate_matrix(tmp_path, f"{sys.executable} '{script}' {{wheel}} {{expect_arch}} {runs}")
     args = ["gpu-gate", "--matrix", str(matrix), "--runner", "self-hosted/h200"]
-    args += ["--dist", str(built.dist), "--cache-dir", str(built.cache), "--cuda", "13.0"]
+    args += ["--dist", str(shipped_build.dist), "--cache-dir", str(warm_cache), "--cuda", "13.0"]
     code = main([*args, "--json"])
     captured = capsys.readouterr()
     assert code == 0, captured.err
@@ -393,10 +380,10 @@ def test_the_gpu_gate_runs_the_command_on_each_wheel_and_a_ptx_only_build(
     ]
     cubin, ptx = sorted(runs.iterdir())
     assert cubin.name == "0-cubin.whl"
-    assert cubin.read_bytes() == (built.dist / cubin_name(built)).read_bytes()
+    assert cubin.read_bytes() == (shipped_build.dist / cubin_name(shipped_build)).read_bytes()
     cell = next(c for c in load_matrix(matrix).cells if c.id == "13.0-x86_64")
     settings = BuildSettings(
-        matrix=load_matrix(matrix), cells=(cell,), out=tmp_path, cache_dir=built.cache
+        matrix=load_matrix(matrix), cells=(cell,), out=tmp_path, cache_dir=warm_cache
     )
     toolchain = provision_all(plan_toolchains(settings), sys.executable, dict(os.environ))[cell.id]
     lister = fatbin_lister(toolchain, dict(os.environ))
@@ -420,16 +407,18 @@ def test_the_gpu_gate_runs_the_command_on_each_wheel_and_a_ptx_only_build(
     assert "Traceback" not in err
 
 
-def cubin_name(built: Built) -> str:
+def cubin_name(shipped_build: ShippedBuild) -> str:
     return next(
         w.filename
-        for w in read_manifest(built.dist / "manifest.json").wheels
+        for w in read_manifest(shipped_build.dist / "manifest.json").wheels
         if w.cell == "13.0-x86_64"
     )
 
 
-def test_every_wheel_passes_twine_check_strict_and_check_wheel_contents(built: Built) -> None:
-    wheels = sorted(str(w) for w in built.dist.glob("*.whl"))
+def test_every_wheel_passes_twine_check_strict_and_check_wheel_contents(
+    shipped_build: ShippedBuild,
+) -> None:
+    wheels = sorted(str(w) for w in shipped_build.dist.glob("*.whl"))
     assert len(wheels) == 4
     bin_dir = Path(sys.executable).parent
     for tool in (["twine", "check", "--strict"], ["check-wheel-contents"]):

@@ -1,8 +1,9 @@
-"""Build the csrc wheel with the PyPI toolchains: nvcc 13.0 (x86_64), NVRTC 12.9 (aarch64).
+"""Build the csrc wheel with the PyPI toolchains: nvcc 13.0 (x86_64), NVRTC 12.9 (aarch64),
+through csrc's own PEP 517 build (the RELEASE_* contract), for SM 75..100 + PTX 100.
 
-Slow: provisions the toolchains into the test cache (a fresh one unless $RELEASE_TEST_CACHE
-keeps it: tests/conftest.py) and compiles every kernel for SM 75..100 + PTX 100 with both
-compilers.
+Slow: the device cache these builds start from is a copy of the one the session's cold
+build of the shipped matrix filled (`shipped_build`, whose device log shows every target
+compiled once); the project's own build finds every kernel and target there.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from elftools.elf.sections import StringTableSection
 
 from release.inspection.fatbin import list_file
 from release.toolchain import Toolchain, provision, resolve
+from tests.integration.shared_builds import ShippedBuild
 
 pytestmark = pytest.mark.slow
 
@@ -56,8 +58,11 @@ class Built:
 
 
 @pytest.fixture(scope="module")
-def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("csrc-build")
+def work(shipped_build: ShippedBuild, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The builds' directory, its device cache a copy of the shipped build's."""
+    work = tmp_path_factory.mktemp("csrc-build")
+    shutil.copytree(shipped_build.cache / "device", work / "device-cache")
+    return work
 
 
 @pytest.fixture(scope="module")
@@ -226,8 +231,12 @@ def test_host_library_targets_the_arch_and_glibc_2_28(cu13_x86: Built, cu129_arm
         assert max(versions) <= (2, 28), (arch, max(versions))
 
 
-def test_first_build_compiled_every_target(project: Path, cu13_x86: Built) -> None:
-    assert cu13_x86.actions() == ["compile"] * (len(kernel_stems(project)) * (len(SMS) + 1))
+def test_the_first_build_finds_every_target_release_build_compiled(
+    project: Path, cu13_x86: Built
+) -> None:
+    """The device cache's key is what the code is built from, not who builds it: the
+    project's own build reads what `release build` compiled."""
+    assert cu13_x86.actions() == ["cached"] * (len(kernel_stems(project)) * (len(SMS) + 1))
 
 
 def test_rebuild_with_the_same_device_cache_compiles_nothing(

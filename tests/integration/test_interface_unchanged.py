@@ -1,22 +1,15 @@
 """The full tier's part of every command's recorded interface (tests/integration/interface.py
 says how it is recorded and compared): the real build of the shipped matrix's four cells,
 `build --compare`, and what reads that build's dist/ and the toolchains it provisioned
-(doctor, `build --dry-run`, env, plan, the publish dry run). Slow: two full builds."""
+(doctor, `build --dry-run`, env, plan, the publish dry run). Slow: two full builds, the
+first of them the session's `shipped_build`."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
-from tests.integration.interface import (
-    Invocation,
-    Workspace,
-    check_unchanged,
-    of_tier,
-    workspace_at,
-)
+from tests.integration.interface import Invocation, Workspace, check_unchanged, of_tier
+from tests.integration.shared_builds import ShippedBuild
 
 pytestmark = pytest.mark.slow
 
@@ -24,17 +17,13 @@ INVOCATIONS = of_tier("full")
 
 
 @pytest.fixture(scope="module")
-def workspace(release_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workspace]:
-    """A build cache of its own (shared toolchains, empty device and wheel caches, so that
-    the build's `cached` fields say false every run)."""
-    tmp = tmp_path_factory.mktemp("interface")
-    (release_cache / "toolchains").mkdir(exist_ok=True)
-    (tmp / "cache").mkdir()
-    (tmp / "cache" / "toolchains").symlink_to(
-        release_cache / "toolchains", target_is_directory=True
-    )
-    with workspace_at(tmp, release_cache) as workspace:
-        yield workspace
+def workspace(shipped_build: ShippedBuild) -> Workspace:
+    """The session's build of the shipped matrix, which is the `build` invocation (a cache
+    of its own, so that its `cached` fields say false every run), then every other full
+    invocation side by side."""
+    workspace = shipped_build.workspace
+    workspace.run_all(tuple(i for i in INVOCATIONS if i.name not in workspace.results))
+    return workspace
 
 
 @pytest.mark.parametrize("invocation", INVOCATIONS, ids=[i.name for i in INVOCATIONS])

@@ -121,15 +121,22 @@ def test_a_rejected_option_is_named_as_such_not_as_the_network(tmp_path: Path) -
 
 def test_the_dependency_floors_build_a_cell(tmp_path: Path) -> None:
     """Every dependency at the lowest version pyproject.toml admits (pip included) builds,
-    repairs, retags and inspects a cell from an empty cache."""
+    repairs, retags and inspects a cell from an empty cache (for one SM: the work is the
+    same for each)."""
     uv = shutil.which("uv", path=str(Path(sys.executable).parent))
     assert uv is not None
     venv = tmp_path / "floors"
     subprocess.run([uv, "venv", "-q", "-p", sys.executable, str(venv)], check=True)
     python = venv / "bin" / "python"
+    clone = checkout_copy(tmp_path / "clone")
+    text = (clone / "matrix.yaml").read_text(encoding="utf-8")
+    for shipped, one in (("sms: [75, 80, 86, 89, 90, 100]", "sms: [90]"), ("ptx: 100", "ptx: 90")):
+        assert shipped in text
+        text = text.replace(shipped, one)
+    (clone / "matrix.yaml").write_text(text, encoding="utf-8")
     subprocess.run(
         [uv, "pip", "install", "-q", "--python", str(python), "--resolution", "lowest-direct",
-         "-e", str(checkout_copy(tmp_path / "clone"))],
+         "-e", str(clone)],
         check=True,
     )  # fmt: skip
     assert pip_version(python) == Version(PIP_FLOOR)

@@ -34,6 +34,7 @@ from release.inspection.fatbin import FatbinLister, list_file, lister
 from release.inspection.wheel import WheelReport, inspect_wheel
 from release.matrix import Cell, Matrix, load_matrix
 from release.records.manifest import read_manifest
+from release.targets import GpuTarget
 from release.toolchain import Toolchain, host_machine
 from release.wheelfile import read_wheel
 from tests.integration.conftest import PypiServer
@@ -176,10 +177,14 @@ def test_the_wheel_installs_in_a_fresh_venv_and_imports(built: Built, tmp_path: 
     assert "cuda: 13.0.88" in info.stdout
 
 
-def labelled_matrix(tmp_path: Path) -> Path:
-    """The fixture's matrix with the local label cu129 (and a github destination)."""
+def labelled_matrix(tmp_path: Path, *, sms: str | None = None) -> Path:
+    """The fixture's matrix with the local label cu129 (and a github destination), for
+    `sms` (and no PTX) where given."""
     text = (FIXTURE / "matrix.yaml").read_text()
     text = text.replace("project: .", f"project: {FIXTURE}")
+    if sms is not None:
+        text = text.replace("sms: [75, 80, 86, 89, 90, 100]", f"sms: [{sms}]")
+        text = text.replace("ptx: 100", "ptx: none")
     text = text.replace("destination: pypi\n", "local-label: cu129\n    destination: github\n")
     text = text.replace("  pypi:\n    kind: pypi\n", "  github: {kind: github, repository: o/f}\n")
     (tmp_path / "matrix.yaml").write_text(text)
@@ -197,8 +202,9 @@ def cache_beside(built: Built, tmp_path: Path) -> Path:
 def test_a_local_label_applied_by_rewriting_agrees_with_metadata(
     built: Built, tmp_path: Path
 ) -> None:
-    matrix = load_matrix(labelled_matrix(tmp_path))
+    matrix = load_matrix(labelled_matrix(tmp_path, sms="90"))  # the SMs are not the point
     (cell,) = matrix.cells
+    assert cell.sms == (GpuTarget(90),)
     wheel, report = build_one(matrix, cell, built.settings.cache_dir, tmp_path)
     keep(wheel)
     assert wheel.name == "fixture_cmake_kernels-0.2.0+cu129-py3-none-manylinux_2_34_x86_64.whl"

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from release.toolchain import host_machine
+from release.toolchain.torchenv import TorchEnv
 
 pytestmark = pytest.mark.slow
 
@@ -74,6 +75,10 @@ def release_matrix(root: Path, cache: Path, runs: Path) -> subprocess.CompletedP
     )  # fmt: skip
 
 
+def torch_environments(toolchains: Path) -> list[str]:
+    return sorted(p.name for p in toolchains.glob("torch-*") if p.is_dir())
+
+
 def named(done: subprocess.CompletedProcess[str]) -> tuple[str, str, str]:
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     document = json.loads(done.stdout)
@@ -81,18 +86,21 @@ def named(done: subprocess.CompletedProcess[str]) -> tuple[str, str, str]:
 
 
 def test_a_setup_py_torch_project_is_named_by_its_backend_once_per_commit(
-    release_cache: Path, tmp_path: Path
+    torch_environment: TorchEnv, release_cache: Path, tmp_path: Path
 ) -> None:
     if host_machine() != "x86_64":
         pytest.skip("the matrix is an x86_64 one")
     project = setup_py_only(tmp_path / "proj")
     (tmp_path / "matrix.yaml").write_text(TORCH_MATRIX, encoding="utf-8")
     runs = tmp_path / "runs"
-    # a separate cache root for the answers; the toolchains (the torch venv) are shared
+    # a separate cache root for the answers; the toolchains (the session's torch
+    # environment) are shared
     cache = tmp_path / "cache"
     cache.mkdir()
     (release_cache / "toolchains").mkdir(exist_ok=True)  # a fresh cache has none yet
     (cache / "toolchains").symlink_to(release_cache / "toolchains", target_is_directory=True)
+    environments = torch_environments(cache / "toolchains")
+    assert torch_environment.root.name in environments
 
     asked = release_matrix(tmp_path, cache, runs)
     assert "setup.py:" in asked.stderr
@@ -126,6 +134,7 @@ def test_a_setup_py_torch_project_is_named_by_its_backend_once_per_commit(
     assert named(release_matrix(tmp_path, cache, runs))[1] == "0.3.0.post2"
     assert runs.read_text() == "xxxx"  # the new commit: asked once, then kept
     assert len(list((cache / "metadata").glob("*.json"))) == 2
+    assert torch_environments(cache / "toolchains") == environments  # no other one made
 
 
 PLAIN_MATRIX = """\

@@ -1,9 +1,10 @@
 """Reproducible wheels, verified caches and clean interruption, on real builds (slow).
 
-Two checkouts at different paths build the shipped matrix with different caches, time
-zones, umasks and --jobs, and must give the same bytes; `release build --compare` says so
-and names what differs when it does not; damaged cache entries never reach a wheel; SIGINT
-and SIGTERM stop a build, end its children and leave dist/ consistent.
+The session's build of the shipped matrix (`shipped_build`) and a checkout elsewhere, built
+with another cache, time zone, umask and --jobs, must give the same bytes; `release build
+--compare` says so and names what differs when it does not; damaged cache entries never
+reach a wheel; SIGINT and SIGTERM stop a build, end its children and leave dist/
+consistent. Where the SM list is not what a test checks, it builds the matrix for one SM.
 """
 
 from __future__ import annotations
@@ -17,49 +18,53 @@ import subprocess
 import sys
 import time
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from release.records.manifest import read_manifest
+from tests.integration.interface import EPOCH
+from tests.integration.shared_builds import ShippedBuild, linked_cache
 
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
 RELEASE = str(Path(sys.executable).parent / "release")
+GIT = shutil.which("git") or "git"
 COPIED = ("csrc", "matrix.yaml")
+ONE_SM = (
+    ("sms: [75, 80, 86, 89, 90, 100]", "sms: [90]"),
+    ("ptx: 100", "ptx: none"),
+)
 
 
-def checkout(where: Path) -> Path:
-    """A checkout of this commit at `where` (a git clone, so the commit time is there to
-    date the wheels), holding the working tree's csrc/ and matrix.yaml."""
-    where.parent.mkdir(parents=True, exist_ok=True)
-    if (REPO / ".git").exists():
-        subprocess.run(
-            ["git", "clone", "--quiet", "--no-hardlinks", str(REPO), str(where)],  # noqa: S607
-            check=True,
-        )
-    else:
-        where.mkdir()
+def checkout(where: Path, edits: tuple[tuple[str, str], ...] = ()) -> Path:
+    """A checkout of the working tree's csrc/ and matrix.yaml (with `edits` to the matrix)
+    at `where`: a git repository whose last commit is dated SOURCE_DATE_EPOCH of the
+    shipped build, so that a build there, told no date, dates its wheels as that one."""
+    where.mkdir(parents=True)
     for name in COPIED:
         source = REPO / name
         if source.is_dir():
-            shutil.rmtree(where / name, ignore_errors=True)
             shutil.copytree(
                 source, where / name, ignore=shutil.ignore_patterns("build", "dist", "__pycache__")
             )
         else:
             shutil.copy2(source, where / name)
-    return where
-
-
-def cache_with_toolchains(where: Path, release_cache: Path) -> Path:
-    """A cache of its own for device code and wheels; the provisioned toolchains shared."""
-    where.mkdir(parents=True)
-    (release_cache / "toolchains").mkdir(parents=True, exist_ok=True)
-    (where / "toolchains").symlink_to(release_cache / "toolchains", target_is_directory=True)
+    text = (where / "matrix.yaml").read_text(encoding="utf-8")
+    for shipped, edited in edits:
+        assert shipped in text
+        text = text.replace(shipped, edited)
+    (where / "matrix.yaml").write_text(text, encoding="utf-8")
+    dated = {**os.environ, "GIT_AUTHOR_DATE": f"@{EPOCH}", "GIT_COMMITTER_DATE": f"@{EPOCH}"}
+    for command in (
+        ["init", "-q", "."],
+        ["add", "-A", *COPIED],
+        ["-c", "user.name=k3", "-c", "user.email=k3@example.com", "commit", "-qm", "k3"],
+    ):
+        subprocess.run([GIT, "-C", str(where), *command], check=True, env=dated)
     return where
 
 
@@ -74,7 +79,7 @@ def release(root: Path, *args: str, env: dict[str, str] | None = None, umask: in
     done = subprocess.run(
         [RELEASE, *args],
         cwd=root,
-        env={**os.environ, **(env or {})},
+        env={**without_epoch(os.environ), **(env or {})},
         umask=umask,
         capture_output=True,
         text=True,
@@ -83,51 +88,73 @@ def release(root: Path, *args: str, env: dict[str, str] | None = None, umask: in
     return Run(done.returncode, done.stderr, done.stdout)
 
 
+def without_epoch(environ: Mapping[str, str]) -> dict[str, str]:
+    """The test's environment without SOURCE_DATE_EPOCH: a build dates its wheels by its
+    checkout's last commit unless the test says otherwise."""
+    return {k: v for k, v in environ.items() if k != "SOURCE_DATE_EPOCH"}
+
+
 def digests(dist: Path) -> dict[str, str]:
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(dist.glob("*.whl"))}
 
 
 @dataclass(frozen=True)
 class Pair:
-    first: Path  # checkout A
+    first: Path  # the repository root, where the session's shipped build ran
     first_dist: Path
-    first_cache: Path
-    second: Path  # checkout B
+    second: Path  # a checkout elsewhere
     second_dist: Path
 
 
 @pytest.fixture(scope="module")
-def pair(release_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> Pair:
+def pair(
+    shipped_build: ShippedBuild, release_cache: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Pair:
+    """The shipped build, and a cold build of the same matrix in a checkout at another
+    path, with another cache, time zone, locale, umask and --jobs, and no SOURCE_DATE_EPOCH
+    (its last commit dates it)."""
+    assert shipped_build.code == 0, shipped_build.stderr
     base = tmp_path_factory.mktemp("reproducible")
-    a = checkout(base / "a" / "k3")
     b = checkout(base / "somewhere" / "else" / "entirely" / "k3")
-    cache_a = cache_with_toolchains(base / "cache-a", release_cache)
-    cache_b = cache_with_toolchains(base / "cache-b", release_cache)
-    first = release(
-        a,
-        "build",
-        "--out",
-        str(base / "dist-a"),
-        "--cache-dir",
-        str(cache_a),
-        env={"TZ": "UTC"},
-        umask=0o022,
-    )
-    assert first.code == 0, first.stderr
     second = release(
         b,
         "build",
         "--out",
         str(base / "dist-b"),
         "--cache-dir",
-        str(cache_b),
+        str(linked_cache(base / "cache-b", release_cache)),
         "--jobs",
         "2",
         env={"TZ": "Pacific/Kiritimati", "LC_ALL": "C"},
         umask=0o077,
     )
     assert second.code == 0, second.stderr
-    return Pair(a, base / "dist-a", cache_a, b, base / "dist-b")
+    return Pair(REPO, shipped_build.dist, b, base / "dist-b")
+
+
+@dataclass(frozen=True)
+class OneSm:
+    """A checkout of the matrix for one SM, and its 13.0 x86_64 cell built there."""
+
+    checkout: Path
+    dist: Path
+    cache: Path
+
+    @property
+    def wheel(self) -> str:
+        (name,) = digests(self.dist)
+        return name
+
+
+@pytest.fixture(scope="module")
+def one_sm(release_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> OneSm:
+    base = tmp_path_factory.mktemp("one-sm")
+    root = checkout(base / "k3", ONE_SM)
+    built = OneSm(root, base / "dist", linked_cache(base / "cache", release_cache))
+    args = ("--cuda", "13.0", "--arch", "x86_64", "--out", str(built.dist))
+    done = release(root, "build", *args, "--cache-dir", str(built.cache))
+    assert done.code == 0, done.stderr
+    return built
 
 
 def test_two_checkouts_build_byte_identical_wheels(pair: Pair) -> None:
@@ -136,6 +163,7 @@ def test_two_checkouts_build_byte_identical_wheels(pair: Pair) -> None:
     for name, digest in first.items():
         print(f"{name}: {digest} {second.get(name)}")
     assert first == second
+    assert read_manifest(pair.second_dist / "manifest.json").source_date_epoch == int(EPOCH)
 
 
 def test_no_built_file_holds_an_absolute_path(pair: Pair) -> None:
@@ -156,14 +184,10 @@ def test_files_in_dist_follow_the_umask(pair: Pair) -> None:
             assert path.stat().st_mode & 0o777 == 0o600, path
 
 
-def shared_toolchains(where: Path, pair: Pair) -> Path:
-    where.mkdir()
-    (where / "toolchains").symlink_to((pair.first_cache / "toolchains").resolve())
-    return where
-
-
-def test_compare_of_a_rebuild_from_empty_caches_is_identical(pair: Pair, tmp_path: Path) -> None:
-    cache = shared_toolchains(tmp_path / "cache", pair)
+def test_compare_of_a_rebuild_from_empty_caches_is_identical(
+    pair: Pair, release_cache: Path, tmp_path: Path
+) -> None:
+    cache = linked_cache(tmp_path / "cache", release_cache)
     done = release(
         pair.second,
         "build",
@@ -180,27 +204,29 @@ def test_compare_of_a_rebuild_from_empty_caches_is_identical(pair: Pair, tmp_pat
     assert not (cache / "device").exists(), "the comparison builds from empty caches"
 
 
-def test_compare_names_the_first_member_that_differs(pair: Pair, tmp_path: Path) -> None:
-    cache = shared_toolchains(tmp_path / "cache", pair)
+def test_compare_names_the_first_member_that_differs(
+    one_sm: OneSm, release_cache: Path, tmp_path: Path
+) -> None:
+    cache = linked_cache(tmp_path / "cache", release_cache)
     done = release(
-        pair.second,
+        one_sm.checkout,
         "build",
         "--cuda",
         "13.0",
         "--arch",
         "x86_64",
         "--compare",
-        str(pair.first_dist / "manifest.json"),
+        str(one_sm.dist / "manifest.json"),
         "--cache-dir",
         str(cache),
-        env={"SOURCE_DATE_EPOCH": "1700000000"},
+        env={"SOURCE_DATE_EPOCH": "1710000000"},
     )
     assert done.code == 4, done.stderr
     assert "DIFFERENT" in done.stdout
     assert "1 of 1 wheels differ" in done.stderr
-    # the first member, dated by the reference's commit time and by the given epoch
-    assert "k3_kernels/__init__.py: dated (" in done.stderr
-    assert "rebuilt (2023, 11, 14, 22, 13, 20)" in done.stderr
+    # the first member, dated by the reference's epoch (its commit's) and by the given one
+    assert "k3_kernels/__init__.py: dated (2023, 11, 14, 22, 13, 20)" in done.stderr
+    assert "rebuilt (2024, 3, 9, 16, 0, 0)" in done.stderr
 
 
 def flip(path: Path) -> None:
@@ -228,10 +254,10 @@ ENTRIES = {"cubin": "*.cubin", "fatbin": "*.fatbin", "wheel": "*.whl"}
 @pytest.mark.parametrize("damage", DAMAGE)
 @pytest.mark.parametrize("entry", ENTRIES)
 def test_a_damaged_cache_entry_is_rebuilt_and_never_shipped(
-    pair: Pair, entry: str, damage: str, tmp_path: Path
+    one_sm: OneSm, entry: str, damage: str, tmp_path: Path
 ) -> None:
     cache = tmp_path / "cache"
-    shutil.copytree(pair.first_cache, cache, symlinks=True)
+    shutil.copytree(one_sm.cache, cache, symlinks=True)
     if entry != "wheel":
         shutil.rmtree(cache / "wheels")
         root = cache / "device"
@@ -247,7 +273,7 @@ def test_a_damaged_cache_entry_is_rebuilt_and_never_shipped(
         DAMAGE[damage](target)
     out = tmp_path / "dist"
     done = release(
-        pair.first,
+        one_sm.checkout,
         "build",
         "--cuda",
         "13.0",
@@ -262,8 +288,7 @@ def test_a_damaged_cache_entry_is_rebuilt_and_never_shipped(
     assert "Traceback" not in done.stderr
     assert "warning: " in done.stderr
     assert "damaged" in done.stderr
-    name = next(n for n in digests(pair.first_dist) if "0.1.0-py3" in n and "x86_64" in n)
-    assert digests(out) == {name: digests(pair.first_dist)[name]}
+    assert digests(out) == digests(one_sm.dist)
 
 
 def live_processes(marker: str) -> list[str]:
@@ -286,14 +311,16 @@ def live_processes(marker: str) -> list[str]:
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_a_signal_stops_the_build_ends_its_children_and_keeps_dist_consistent(
-    pair: Pair, signum: signal.Signals, tmp_path: Path
+    one_sm: OneSm, release_cache: Path, signum: signal.Signals, tmp_path: Path
 ) -> None:
-    cache = shared_toolchains(tmp_path / "cache", pair)
+    """The whole matrix (its four cells, for one SM) from empty caches, stopped while it
+    compiles."""
+    cache = linked_cache(tmp_path / "cache", release_cache)
     out = tmp_path / "dist"
     marker = str(tmp_path)
     with subprocess.Popen(
         [RELEASE, "build", "--out", str(out), "--cache-dir", str(cache)],
-        cwd=pair.first,
+        cwd=one_sm.checkout,
         stderr=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         text=True,

@@ -1,7 +1,8 @@
 """The ABI check of torch extension wheels on shared objects made by the system's g++ and
 gcc: a stand-in for torch's library (libfaketorch.so) and extensions that use it well, use
-a symbol it lacks, or use its C++ symbols in a stable-ABI build; then on the real wheels
-built against torch 2.14.1 in /tmp/torchlab (skipped where that lab is missing)."""
+a symbol it lacks, or use its C++ symbols in a stable-ABI build; then (slow) on the
+session's real wheels of the torch fixture against the libraries of the torch 2.14.1 they
+were built beside (tests/integration/shared_builds.py)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from pathlib import Path
 import pytest
 
 from release.inspection.torchabi import abi_problems, torch_exports
+from release.toolchain.torchenv import TorchEnv
+from tests.integration.shared_builds import TorchBuild
 
 pytestmark = pytest.mark.skipif(
     shutil.which("g++") is None or shutil.which("gcc") is None, reason="needs g++ and gcc"
@@ -160,45 +163,45 @@ def test_a_library_missing_from_the_wheel_leaves_its_symbols_unresolved(lab: Pat
     assert "undefined symbol helper(int) (_Z6helperi)" in problem
 
 
-# the torch lab (a venv with torch 2.14.1+cu130, and wheels built against it): only read
-LAB = Path("/tmp/torchlab")  # noqa: S108  # a fixed place outside the repo, not a temp file
-SITE = LAB / "venv" / "lib" / "python3.11" / "site-packages"
-OUT = LAB / "out"
+def real_exports(torch_environment: TorchEnv, *, with_cuda: bool = True) -> frozenset[str]:
+    """What torch's libraries export (and, `with_cuda`, the CUDA libraries torch brings),
+    in the session's torch environment."""
+    site = torch_environment.site_packages
+    assert site is not None
+    cuda = sorted(site.glob("nvidia/*/lib")) if with_cuda else []
+    return torch_exports([site / "torch" / "lib", *cuda])
 
 
-def real_wheel(kind: str) -> bytes:
-    if not (SITE / "torch" / "lib").is_dir():
-        pytest.skip(f"no torch 2.14.1 install at {SITE} (the torch lab is outside the repo)")
-    found = sorted((OUT / kind).glob("*.whl"))
-    if not found:
-        pytest.skip(f"no wheel built against torch 2.14.1 in {OUT / kind}")
-    return found[0].read_bytes()
-
-
-def real_exports(*, with_cuda: bool = True) -> frozenset[str]:
-    cuda = sorted(SITE.glob("nvidia/*/lib")) if with_cuda else []
-    return torch_exports([SITE / "torch" / "lib", *cuda])
-
-
-def test_the_real_stable_wheel_passes_as_stable() -> None:
-    data = real_wheel("stable")
-    exports = real_exports()
+@pytest.mark.slow
+def test_the_real_stable_wheel_passes_as_stable(
+    torch_stable: TorchBuild, torch_environment: TorchEnv
+) -> None:
+    data = torch_stable.wheel.read_bytes()
+    exports = real_exports(torch_environment)
     assert abi_problems(data, exports, stable=False, torch_label="2.14.1") == []
     assert abi_problems(data, exports, stable=True, torch_label="2.14.1") == []
 
 
-def test_the_real_regular_wheel_passes_but_not_as_stable() -> None:
-    data = real_wheel("final-regular")
-    exports = real_exports()
+@pytest.mark.slow
+def test_the_real_regular_wheel_passes_but_not_as_stable(
+    torch_regular: TorchBuild, torch_environment: TorchEnv
+) -> None:
+    data = torch_regular.wheel.read_bytes()
+    exports = real_exports(torch_environment)
     assert abi_problems(data, exports, stable=False, torch_label="2.14.1") == []
     found = abi_problems(data, exports, stable=True, torch_label="2.14.1")
     assert any("c10::" in p and "stable-ABI" in p for p in found), found
     assert found[-1].startswith("k3_torch_ops/_C.abi3.so: and ")
 
 
-def test_the_real_wheels_need_the_cuda_runtime_torch_brings() -> None:
-    data = real_wheel("final-regular")
-    found = abi_problems(data, real_exports(with_cuda=False), stable=False, torch_label="2.14.1")
+@pytest.mark.slow
+def test_the_real_wheels_need_the_cuda_runtime_torch_brings(
+    torch_regular: TorchBuild, torch_environment: TorchEnv
+) -> None:
+    data = torch_regular.wheel.read_bytes()
+    found = abi_problems(
+        data, real_exports(torch_environment, with_cuda=False), stable=False, torch_label="2.14.1"
+    )
     # nm -D lists 20 CUDA runtime symbols the wheel's object needs: 9 __cuda*, 11 cuda*
     assert found == [
         *(

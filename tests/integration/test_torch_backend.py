@@ -1,12 +1,14 @@
-"""The torch backend on a real CUDAExtension project (tests/fixtures/torch_ops, libtorch's
-stable ABI flavour), through `release build`: real torch 2.14.1 provisioned into the
-toolchain cache (never whatever the index serves), PyPI's nvcc in a CUDA_HOME assembled
-with torch's CUDA headers, the wheel tagged as built (cp310-abi3), pinned to the torch it
-needs, installed beside torch in a fresh venv where the project's own tests run its op on
-the CPU; a quietly CPU-only build and a planted undefined c10 symbol fail the cell (exit 4)
-with nothing in the manifest.
+"""The torch backend on a real CUDAExtension project (tests/fixtures/torch_ops) through
+`release build`: real torch 2.14.1 provisioned into the toolchain cache (never whatever the
+index serves), PyPI's nvcc in a CUDA_HOME assembled with torch's CUDA headers, the wheel
+tagged as built (cp310-abi3), pinned to the torch it needs, installed beside torch in a
+fresh venv where the project's own tests run its op on the CPU; a quietly CPU-only build
+and a planted undefined c10 symbol fail the cell (exit 4) with nothing in the manifest.
 
-RELEASE_FIXTURE_WHEELHOUSE=DIR keeps the built wheel in DIR (for the H200 run).
+The two flavours (libtorch's stable ABI, and the regular one) are the session's
+(`torch_stable`, `torch_regular`: tests/integration/shared_builds.py). The builds meant to
+fail, and the GPU gate's PTX-only build, are the stable flavour's with one thing changed,
+from a copy of its cache: what they did not change comes from its compile cache.
 """
 
 from __future__ import annotations
@@ -25,36 +27,20 @@ import pytest
 
 from release.cli import main
 from release.records.manifest import read_manifest
-from release.toolchain import host_machine
+from release.toolchain.torchenv import TorchEnv
+from tests.integration.shared_builds import (
+    TORCH,
+    TORCH_CLI,
+    TORCH_EPOCH,
+    TORCH_FIXTURE,
+    TORCH_WHEEL,
+    TorchBuild,
+    cache_copy,
+)
 
 pytestmark = pytest.mark.slow
 
-FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "torch_ops"
-TORCH = "2.14.1"
-EPOCH = "1700000000"
-WHEEL = "k3_torch_ops-0.1.0-cp310-abi3-manylinux_2_34_x86_64.whl"
-
-MATRIX = f"""\
-project: {FIXTURE}
-build:
-  backend: torch
-  env: {{K3_TORCH_ABI: {{abi}}, K3_TORCH_UNPINNED: "1"{{extra}}}}
-defaults:
-  arches: [x86_64]
-  sms: [75, 80, 90, 100]
-  ptx: 100
-  manylinux: "2_34"
-cuda:
-  "13.0":
-    destination: pypi
-    torch: "{TORCH}"
-    abi3: "3.10"
-destinations:
-  pypi: {{kind: pypi}}
-"""
-
-
-CLI = "import sys; from release.cli import main; sys.exit(main(sys.argv[1:]))"
+FIXTURE = TORCH_FIXTURE
 
 
 @dataclass(frozen=True)
@@ -66,13 +52,17 @@ class Run:
 
 
 def release_build(
-    tmp_path: Path, cache: Path, capsys: pytest.CaptureFixture[str], extra: str = ""
+    tmp_path: Path, stable: TorchBuild, capsys: pytest.CaptureFixture[str], extra: str
 ) -> Run:
-    if host_machine() != "x86_64":
-        pytest.skip("the fixture's matrix is an x86_64 one")
-    text = MATRIX.replace("{abi}", "stable").replace("{extra}", extra)
-    (tmp_path / "matrix.yaml").write_text(text, encoding="utf-8")
-    os.environ["SOURCE_DATE_EPOCH"] = EPOCH
+    """The stable flavour with `extra` in build.env, from a copy of its cache."""
+    text = stable.matrix.read_text(encoding="utf-8")
+    unchanged = 'K3_TORCH_UNPINNED: "1"}'
+    assert unchanged in text
+    (tmp_path / "matrix.yaml").write_text(
+        text.replace(unchanged, f'K3_TORCH_UNPINNED: "1"{extra}}}'), encoding="utf-8"
+    )
+    cache = cache_copy(stable.cache, tmp_path / "cache")
+    os.environ["SOURCE_DATE_EPOCH"] = TORCH_EPOCH
     dist = tmp_path / "dist"
     try:
         code = main(
@@ -85,51 +75,18 @@ def release_build(
     return Run(code=code, out=captured.out, err=captured.err, dist=dist)
 
 
-def built_wheel(abi: str, cache: Path, where: Path) -> Path:
-    """The fixture's wheel of one flavour, through `release build` in a process of its own."""
-    if host_machine() != "x86_64":
-        pytest.skip("the fixture's matrix is an x86_64 one")
-    text = MATRIX.replace("{abi}", abi).replace("{extra}", "")
-    (where / "matrix.yaml").write_text(text, encoding="utf-8")
-    done = subprocess.run(
-        [sys.executable, "-c", CLI,
-         "build", "--matrix", str(where / "matrix.yaml"), "--out", str(where / "dist"),
-         "--cache-dir", str(cache)],
-        capture_output=True, text=True, check=False,
-        env={**os.environ, "SOURCE_DATE_EPOCH": EPOCH},
-    )  # fmt: skip
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    wheel = where / "dist" / WHEEL
-    assert wheel.is_file(), sorted(p.name for p in (where / "dist").iterdir())
-    kept = os.environ.get("RELEASE_FIXTURE_WHEELHOUSE")
-    if kept:
-        Path(kept, abi).mkdir(parents=True, exist_ok=True)
-        shutil.copy2(wheel, Path(kept, abi) / wheel.name)
-    return wheel
-
-
-@pytest.fixture(scope="module")
-def built(release_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The stable flavour's wheel (libtorch's stable ABI, TORCH_TARGET_VERSION 2.10)."""
-    return built_wheel("stable", release_cache, tmp_path_factory.mktemp("torch-stable"))
-
-
-@pytest.fixture(scope="module")
-def built_regular(release_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The regular flavour's wheel (ATen and TORCH_LIBRARY: loads beside its torch only)."""
-    return built_wheel("regular", release_cache, tmp_path_factory.mktemp("torch-regular"))
-
-
 def metadata(wheel: Path) -> email.message.Message:
     with zipfile.ZipFile(wheel) as archive:
         name = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
         return email.parser.BytesParser().parsebytes(archive.read(name))
 
 
-def test_the_wheel_is_tagged_as_built_and_holds_the_cells_device_code(built: Path) -> None:
-    manifest = read_manifest(built.parent / "manifest.json")
+def test_the_wheel_is_tagged_as_built_and_holds_the_cells_device_code(
+    torch_stable: TorchBuild,
+) -> None:
+    manifest = read_manifest(torch_stable.manifest)
     (entry,) = manifest.wheels
-    assert entry.filename == WHEEL
+    assert entry.filename == TORCH_WHEEL
     assert entry.cell == f"13.0-x86_64-torch{TORCH}"
     assert (entry.sms, entry.ptx) == (("75", "80", "90", "100"), "100")
     assert entry.toolchain["torch"].startswith(f"{TORCH}+cu130")
@@ -143,53 +100,66 @@ def torch_requirements(wheel: Path) -> list[str]:
     return [r for r in metadata(wheel).get_all("Requires-Dist") or [] if r.startswith("torch")]
 
 
-def test_a_stable_abi_wheel_needs_torch_from_its_target_version_on(built: Path) -> None:
+def test_a_stable_abi_wheel_needs_torch_from_its_target_version_on(
+    torch_stable: TorchBuild,
+) -> None:
     # the project says a bare `torch`; the build's TORCH_TARGET_VERSION says 2.10
-    assert torch_requirements(built) == ["torch>=2.10"]
+    assert torch_requirements(torch_stable.wheel) == ["torch>=2.10"]
 
 
 def test_a_regular_abi_wheel_needs_the_torch_minor_it_was_built_against(
-    built_regular: Path,
+    torch_regular: TorchBuild,
 ) -> None:
-    assert torch_requirements(built_regular) == ["torch==2.14.*"]
-    (entry,) = read_manifest(built_regular.parent / "manifest.json").wheels
-    assert (entry.sms, entry.ptx) == (("75", "80", "90", "100"), "100")
+    assert torch_requirements(torch_regular.wheel) == ["torch==2.14.*"]
+    (entry,) = read_manifest(torch_regular.manifest).wheels
+    assert (entry.sms, entry.ptx) == (("90",), None)
+    assert list(dict(entry.device_bytes)) == ["sm_90"]
 
 
 def test_the_build_compiled_against_the_pinned_torch_and_the_assembled_cuda_home(
-    built: Path,
+    torch_stable: TorchBuild,
 ) -> None:
-    log = (built.parent / "logs" / f"13.0-x86_64-torch{TORCH}.log").read_text()
+    log = torch_stable.log.read_text()
     assert f"against torch {TORCH}+cu130 (CUDA 13.0)" in log
     assert "/cuda-home/bin/nvcc" in log
     assert "/usr/local/cuda" not in log
 
 
 @pytest.fixture(scope="module")
-def torch_venv(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """A fresh venv with the pinned torch and pytest, shared by both flavours (torch's
-    CUDA wheels are gigabytes)."""
+def torch_venv(torch_environment: TorchEnv, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A fresh venv with pytest that sees the session's pinned torch through a .pth file,
+    as the GPU gate's venv does (torch's CUDA wheels are gigabytes: installed once, in the
+    torch environment), shared by both flavours."""
     venv = tmp_path_factory.mktemp("torch-venv") / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run([str(torch_environment.python), "-m", "venv", str(venv)], check=True)
     python = str(venv / "bin" / "python")
+    (site,) = (venv / "lib").glob("python*/site-packages")
+    (site / "pinned-torch.pth").write_text(f"{torch_environment.site_packages}\n")
+    pip = [python, "-m", "pip", "--quiet", "--disable-pip-version-check"]
+    if list(site.glob("setuptools-*.dist-info")):
+        # ensurepip's setuptools would shadow the newer one torch asks for
+        subprocess.run([*pip, "uninstall", "--yes", "setuptools"], check=True)
     install = subprocess.run(
-        [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-         f"torch=={TORCH}", "pytest"],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
+        [*pip, "install", "pytest"], capture_output=True, text=True, check=False
+    )
     assert install.returncode == 0, install.stderr[-3000:]
+    found = subprocess.run(
+        [python, "-c", "import torch; print(torch.__version__)"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert found.stdout.strip() == torch_environment.torch_version
     return python
 
 
-@pytest.mark.parametrize("flavour", ["built", "built_regular"])
+@pytest.mark.parametrize("flavour", ["torch_stable", "torch_regular"], ids=["stable", "regular"])
 def test_installed_beside_torch_its_own_tests_run_the_op_on_the_cpu(
     flavour: str, request: pytest.FixtureRequest, torch_venv: str, tmp_path: Path
 ) -> None:
-    built: Path = request.getfixturevalue(flavour)
+    built: TorchBuild = request.getfixturevalue(flavour)
     python = torch_venv
     install = subprocess.run(
         [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-         "--no-deps", "--force-reinstall", str(built)],
+         "--no-deps", "--force-reinstall", str(built.wheel)],
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert install.returncode == 0, install.stderr[-3000:]
@@ -210,9 +180,9 @@ def test_installed_beside_torch_its_own_tests_run_the_op_on_the_cpu(
 
 
 def test_a_cpu_only_build_fails_the_cell_and_says_why(
-    built: Path, release_cache: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    torch_stable: TorchBuild, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    run = release_build(tmp_path, release_cache, capsys, extra=", K3_TORCH_CPU_ONLY_IF_NO_GPU: '1'")
+    run = release_build(tmp_path, torch_stable, capsys, extra=", K3_TORCH_CPU_ONLY_IF_NO_GPU: '1'")
     assert run.code == 4
     assert "the wheel holds no device code" in run.out + run.err
     assert "torch.cuda.is_available()" in run.out + run.err
@@ -221,9 +191,9 @@ def test_a_cpu_only_build_fails_the_cell_and_says_why(
 
 
 def test_a_planted_undefined_torch_symbol_fails_the_abi_check(
-    built: Path, release_cache: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    torch_stable: TorchBuild, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    run = release_build(tmp_path, release_cache, capsys, extra=", K3_TORCH_PLANT_MISMATCH: '1'")
+    run = release_build(tmp_path, torch_stable, capsys, extra=", K3_TORCH_PLANT_MISMATCH: '1'")
     assert run.code == 4
     said = run.out + run.err
     assert "ABI check" in said
@@ -233,13 +203,13 @@ def test_a_planted_undefined_torch_symbol_fails_the_abi_check(
 
 
 def test_an_abi3_wheel_outside_the_limited_api_and_torchs_stable_surface_names_both(
-    built: Path, release_cache: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    torch_stable: TorchBuild, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The stable flavour (abi3: "3.10") with a c10 symbol and two CPython functions of
     the full API planted: one failure of the cell, naming the ABI check's symbol and each
     CPython symbol with the version that added it to the limited API."""
     extra = ", K3_TORCH_PLANT_MISMATCH: '1', K3_TORCH_PLANT_PYAPI: '1'"
-    run = release_build(tmp_path, release_cache, capsys, extra=extra)
+    run = release_build(tmp_path, torch_stable, capsys, extra=extra)
     assert run.code == 4
     (failed,) = [line for line in (run.out + run.err).splitlines() if line.startswith("FAILED")]
     assert "ABI check: " in failed
@@ -251,9 +221,9 @@ def test_an_abi3_wheel_outside_the_limited_api_and_torchs_stable_surface_names_b
 
 
 def test_an_abi3_wheel_outside_the_limited_api_fails_the_inspection(
-    built: Path, release_cache: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    torch_stable: TorchBuild, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    run = release_build(tmp_path, release_cache, capsys, extra=", K3_TORCH_PLANT_PYAPI: '1'")
+    run = release_build(tmp_path, torch_stable, capsys, extra=", K3_TORCH_PLANT_PYAPI: '1'")
     assert run.code == 4
     (failed,) = [line for line in (run.out + run.err).splitlines() if line.startswith("FAILED")]
     assert "inspection failed: abi3audit: _C.abi3.so: PyFrame_GetBack" in failed
@@ -263,25 +233,25 @@ def test_an_abi3_wheel_outside_the_limited_api_fails_the_inspection(
 
 
 def test_the_regular_wheel_comes_out_the_same_from_another_checkout(
-    built_regular: Path, release_cache: Path, tmp_path: Path
+    torch_regular: TorchBuild, torch_cache: Path, tmp_path: Path
 ) -> None:
     """`--compare`: the fixture copied elsewhere, built again from empty device and wheel
     caches, gives the wheel's exact bytes; the build writes nothing into the checkout."""
     copy = tmp_path / "another" / "checkout"
     shutil.copytree(FIXTURE, copy, ignore=shutil.ignore_patterns("*.egg-info", "build"))
-    text = MATRIX.replace(str(FIXTURE), str(copy)).replace("{abi}", "regular")
-    (tmp_path / "matrix.yaml").write_text(text.replace("{extra}", ""), encoding="utf-8")
+    text = torch_regular.matrix.read_text(encoding="utf-8").replace(str(FIXTURE), str(copy))
+    assert str(copy) in text
+    (tmp_path / "matrix.yaml").write_text(text, encoding="utf-8")
     done = subprocess.run(
-        [sys.executable, "-c", CLI,
+        [sys.executable, "-c", TORCH_CLI,
          "build", "--matrix", str(tmp_path / "matrix.yaml"), "--out", str(tmp_path / "again"),
-         "--cache-dir", str(release_cache),
-         "--compare", str(built_regular.parent / "manifest.json")],
+         "--cache-dir", str(torch_cache), "--compare", str(torch_regular.manifest)],
         capture_output=True, text=True, check=False,
-        env={**os.environ, "SOURCE_DATE_EPOCH": EPOCH},
+        env={**os.environ, "SOURCE_DATE_EPOCH": TORCH_EPOCH},
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "result: identical" in done.stdout + done.stderr
-    assert (tmp_path / "again" / WHEEL).read_bytes() == built_regular.read_bytes()
+    assert (tmp_path / "again" / TORCH_WHEEL).read_bytes() == torch_regular.wheel.read_bytes()
     written = {p.relative_to(copy) for p in copy.rglob("*")} - {
         p.relative_to(FIXTURE) for p in FIXTURE.rglob("*") if "egg-info" not in str(p)
     }
@@ -303,7 +273,7 @@ sys.exit(pytest.main(["-q", "-p", "no:cacheprovider", tests]))
 
 
 def test_the_gpu_gate_runs_the_projects_own_tests_beside_the_pinned_torch(
-    built_regular: Path, release_cache: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    torch_stable: TorchBuild, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Without a GPU the CUDA tests skip; what this shows is where the command runs: a venv
     (its `python` first on PATH) holding the installed wheel beside the cell's torch."""
@@ -317,14 +287,15 @@ def test_the_gpu_gate_runs_the_projects_own_tests_beside_the_pinned_torch(
         "    sh -c 'python -m pip install --quiet --disable-pip-version-check pytest\n"
         f"    && python {tmp_path / 'probe.py'} {{torch}} {tmp_path / 'tests'}'\n"
     )
-    text = MATRIX.replace("{abi}", "regular").replace("{extra}", "")
+    text = torch_stable.matrix.read_text(encoding="utf-8")
     (tmp_path / "matrix.yaml").write_text(text + gate, encoding="utf-8")
-    os.environ["SOURCE_DATE_EPOCH"] = EPOCH
+    cache = cache_copy(torch_stable.cache, tmp_path / "cache")  # for the PTX-only build
+    os.environ["SOURCE_DATE_EPOCH"] = TORCH_EPOCH
     try:
         code = main(
             ["gpu-gate", "--matrix", str(tmp_path / "matrix.yaml"), "--runner",
-             "self-hosted/h200", "--dist", str(built_regular.parent),
-             "--cache-dir", str(release_cache), "--json"]
+             "self-hosted/h200", "--dist", str(torch_stable.dist),
+             "--cache-dir", str(cache), "--json"]
         )  # fmt: skip
     finally:
         del os.environ["SOURCE_DATE_EPOCH"]
@@ -337,7 +308,7 @@ def test_the_gpu_gate_runs_the_projects_own_tests_beside_the_pinned_torch(
 
 
 def test_a_compile_killed_for_memory_is_said_so_with_the_remedy(
-    built: Path, release_cache: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    torch_stable: TorchBuild, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """g++ itself, told (-wrapper) to run its compiler through a program that dies of
     SIGKILL, as the OOM killer's victims do: the cell fails naming memory and fewer jobs,
@@ -345,7 +316,7 @@ def test_a_compile_killed_for_memory_is_said_so_with_the_remedy(
     killer = tmp_path / "oom-killed.sh"
     killer.write_text("#!/bin/sh\nkill -9 $$\n", encoding="utf-8")
     killer.chmod(0o755)
-    run = release_build(tmp_path, release_cache, capsys, extra=f', CPPFLAGS: "-wrapper {killer}"')
+    run = release_build(tmp_path, torch_stable, capsys, extra=f', CPPFLAGS: "-wrapper {killer}"')
     assert run.code == 4
     said = run.out + run.err
     assert "Killed signal terminated program" in said

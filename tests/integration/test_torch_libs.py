@@ -1,6 +1,7 @@
-"""auditwheel's verdict with torch's libraries excluded, on real files: the wheel built
-against torch 2.14.1 in /tmp/torchlab (skipped where that lab is missing), and extensions
-made by g++ that link stand-ins for torch's libraries and a library of no one's."""
+"""auditwheel's verdict with torch's libraries excluded, on real files: extensions made by
+g++ that link stand-ins for torch's libraries and a library of no one's, and (slow) the
+session's regular wheel of the torch fixture, built against torch 2.14.1
+(tests/integration/shared_builds.py)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ import pytest
 from release.backends.torch_extension import TORCH_PROVIDED
 from release.inspection.verdict import manylinux_verdict
 from release.wheelfile import record_hash
+from tests.integration.shared_builds import TorchBuild
 
-LAB = Path("/tmp/torchlab")  # noqa: S108  # a fixed place outside the repo, not a temp file
 EXTENSION = """
 #include <cstdlib>
 extern "C" int torch_answer(int);
@@ -115,14 +116,16 @@ def test_a_wheel_rewritten_at_the_same_path_is_read_again(libraries: Path) -> No
     assert found.external_libraries == ("libplanted.so",)
 
 
-def test_the_real_regular_wheel_is_manylinux_only_with_torch_excluded() -> None:
-    found = sorted((LAB / "out" / "final-regular").glob("*.whl"))
-    if not found:
-        pytest.skip(f"no wheel built against torch 2.14.1 in {LAB / 'out' / 'final-regular'}")
-    verdict = manylinux_verdict(found[0], manylinux="2_28", arch="x86_64", provided=TORCH_PROVIDED)
+@pytest.mark.slow
+def test_the_real_regular_wheel_is_manylinux_only_with_torch_excluded(
+    torch_regular: TorchBuild,
+) -> None:
+    verdict = manylinux_verdict(
+        torch_regular.wheel, manylinux="2_28", arch="x86_64", provided=TORCH_PROVIDED
+    )
     assert verdict.platform_tag.startswith("manylinux_"), verdict
     assert verdict.external_libraries == ()
-    without = manylinux_verdict(found[0], manylinux="2_28", arch="x86_64")
+    without = manylinux_verdict(torch_regular.wheel, manylinux="2_28", arch="x86_64")
     assert without.platform_tag == "linux_x86_64"
     # readelf -d: the regular wheel's _C.abi3.so needs these four of torch's
     assert without.external_libraries == (
