@@ -26,18 +26,18 @@ from pathlib import Path
 from typing import Any
 
 from release.backends import DEFAULT_BACKEND
-from release.build.compare import Comparison, compare
-from release.build.compilecache import CacheStats
-from release.build.excluded import ExcludedSm, excluded_sms
-from release.build.preview import planned
-from release.build.settings import (
+from release.building.compare import Comparison, compare
+from release.building.compilecache import CacheStats
+from release.building.excluded import ExcludedSm, excluded_sms
+from release.building.preview import planned
+from release.building.settings import (
     SETTING_COLUMNS,
     SETTING_KEYS,
     BuildSettings,
     CellResult,
     Sourced,
 )
-from release.build.stage import (
+from release.building.stage import (
     BuildEvents,
     CellProgress,
     plan_toolchains,

@@ -1,6 +1,6 @@
 """The one road from a command line to the settings of a build (build, env, gpu-gate) and
 of the commands that read the toolchains (doctor, plan): the options typed once, the
-precedence of every layered setting written once (release/build/settings.py: the command
+precedence of every layered setting written once (release/building/settings.py: the command
 line, the environment, matrix.yaml, this machine), each value with its source."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from release import proc
-from release.build.jobs import available_memory, cpus
-from release.build.settings import (
+from release.building.jobs import available_memory, cpus
+from release.building.settings import (
     COMPILE_CACHE_VARIABLE,
     BuildSettings,
     GivenOptions,

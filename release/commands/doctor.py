@@ -15,8 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from release.build import preview
-from release.build.settings import SETTING_COLUMNS, SETTING_KEYS, GivenOptions
+from release.building import preview
+from release.building.settings import SETTING_COLUMNS, SETTING_KEYS, GivenOptions
 from release.commands import arguments, buildopts, common
 from release.console import Output
 from release.credentials import without_credentials

@@ -8,7 +8,7 @@ it to the manifest in --dist.
 cibuildwheel builds the kernel project inside a stock manylinux_2_28 container. There,
 `release env --cuda X --arch Y` provisions the cell's toolchain from PyPI exactly as
 `release build` does and writes the RELEASE_* inputs of csrc/BUILDING.md (those
-release.build.pipeline gives the cell's build) as `export` lines or, with `--out FILE`, a
+release.building.pipeline gives the cell's build) as `export` lines or, with `--out FILE`, a
 dotenv file.
 `--record WHEEL` takes the wheel such a builder produced through the checks of `release
 build` (auditwheel, the cell's exact platform tag, the fatbin inspection) into `--dist`
@@ -28,7 +28,13 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from release.build.stage import BuildEvents, cell_inputs_for, prepare, record_wheel, require_success
+from release.building.stage import (
+    BuildEvents,
+    cell_inputs_for,
+    prepare,
+    record_wheel,
+    require_success,
+)
 from release.commands import arguments, buildopts, common
 from release.errors import ConfigError
 from release.fsutil import write_atomic

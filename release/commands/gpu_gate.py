@@ -11,8 +11,8 @@ from __future__ import annotations
 import argparse
 import os
 
-from release.build.gate import GateResult, run_gate
-from release.build.settings import Sourced
+from release.building.gate import GateResult, run_gate
+from release.building.settings import Sourced
 from release.commands import arguments, buildopts, common
 from release.console import Annotation, markdown_table
 from release.errors import BuildError, ConfigError

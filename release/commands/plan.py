@@ -19,7 +19,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from release.build.settings import GivenOptions
+from release.building.settings import GivenOptions
 from release.commands import arguments, buildopts, common
 from release.console import markdown_table
 from release.publish.growth import find_previous

@@ -2,7 +2,7 @@
 reads the ELF files, so it works for any arch) and the inspection of its contents against
 its cell (`inspected`: filename, metadata, tags, the device code of its fatbins and
 shared objects, listed by cuobjdump, and an abi3 wheel's limited API, audited by
-abi3audit). release.build.pipeline holds every wheel to both.
+abi3audit). release.building.pipeline holds every wheel to both.
 """
 
 from __future__ import annotations

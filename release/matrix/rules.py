@@ -32,7 +32,7 @@ def gpu_gate(spec: MatrixSpec, loader: DocumentLoader, cells: Sequence[Cell]) ->
         return None
     placeholders = set(_GATE_PLACEHOLDERS.findall(gate.command))
     unknown = sorted(placeholders - set(GATE_PLACEHOLDERS))
-    # a torch cell's wheel is installed for the command (release.build.gate); any other
+    # a torch cell's wheel is installed for the command (release.building.gate); any other
     # cell's wheel reaches the tests through {wheel} only
     if "wheel" not in placeholders and any(c.torch is None for c in cells):
         loader.problem("gpu-gate.command", "the command must name the wheel as {wheel}")

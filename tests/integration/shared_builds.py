@@ -28,8 +28,8 @@ from pathlib import Path
 
 import pytest
 
-from release.build.settings import BuildSettings
-from release.build.stage import BuildEvents, prepare
+from release.building.settings import BuildSettings
+from release.building.stage import BuildEvents, prepare
 from release.matrix import load_matrix
 from release.toolchain import host_machine
 from release.toolchain.torchenv import TorchEnv

@@ -25,10 +25,10 @@ import pytest
 from elftools.elf.elffile import ELFFile
 
 from release import proc
-from release.build.excluded import weight
-from release.build.pipeline import build_command, cell_environment, cell_inputs
-from release.build.settings import BuildSettings
-from release.build.stage import plan_toolchains, provision_all
+from release.building.excluded import weight
+from release.building.pipeline import build_command, cell_environment, cell_inputs
+from release.building.settings import BuildSettings
+from release.building.stage import plan_toolchains, provision_all
 from release.cli import main
 from release.inspection.verdict import fatbin_lister
 from release.inspection.wheel import inspect_wheel

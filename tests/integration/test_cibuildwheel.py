@@ -34,8 +34,8 @@ from cibuildwheel.options import (  # type: ignore[import-not-found, unused-igno
     EnvironmentFormat,
 )
 
-from release.build.settings import BuildSettings
-from release.build.stage import cell_inputs_for
+from release.building.settings import BuildSettings
+from release.building.stage import cell_inputs_for
 from release.cli import build_parser
 from release.commands.env import dotenv_text
 from release.matrix import load_matrix

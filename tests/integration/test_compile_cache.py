@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from release.build.compilecache import CacheStats
-from release.build.pipeline import build_cell
-from release.build.settings import BuildSettings, CellResult
-from release.build.stage import BuildEvents, prepare
+from release.building.compilecache import CacheStats
+from release.building.pipeline import build_cell
+from release.building.settings import BuildSettings, CellResult
+from release.building.stage import BuildEvents, prepare
 from release.matrix import load_matrix
 from release.matrix.compilecache import CompileCache, parse_compile_cache
 from release.toolchain import host_machine

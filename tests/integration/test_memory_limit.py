@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from release.build.jobs import GIB, MEMORY_PER_JOB, compile_jobs
+from release.building.jobs import GIB, MEMORY_PER_JOB, compile_jobs
 
 REPO = Path(__file__).resolve().parents[2]
 LIMIT = 2 * GIB
@@ -53,7 +53,7 @@ def limited_group() -> Iterator[Path]:
 
 
 def test_the_jobs_follow_the_limit_of_the_cgroup_the_build_runs_in(limited_group: Path) -> None:
-    code = "from release.build.jobs import available_memory; print(available_memory())"
+    code = "from release.building.jobs import available_memory; print(available_memory())"
     script = f'echo $$ > "{limited_group}/cgroup.procs" && exec "{sys.executable}" -c "{code}"'
     done = subprocess.run(
         ["/bin/sh", "-c", script], cwd=REPO, capture_output=True, text=True, check=True

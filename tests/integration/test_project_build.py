@@ -25,9 +25,9 @@ import pytest
 from elftools.elf.elffile import ELFFile
 
 from release import proc
-from release.build.pipeline import build_cell, build_command, cell_environment, cell_inputs
-from release.build.settings import BuildSettings
-from release.build.stage import BuildEvents, prepare
+from release.building.pipeline import build_cell, build_command, cell_environment, cell_inputs
+from release.building.settings import BuildSettings
+from release.building.stage import BuildEvents, prepare
 from release.cli import main
 from release.inspection.devicecode import elf_lister, scan
 from release.inspection.fatbin import FatbinLister, list_file, lister

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from release.build.torchpin import pinned, stable_target_version, torch_requirement
+from release.building.torchpin import pinned, stable_target_version, torch_requirement
 from release.wheelfile import wheel_facts
 from tests.integration.shared_builds import TorchBuild
 

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from release.backends import BuildInputs
-from release.build.cache import WheelCache, wheel_cache_key
-from release.build.compare import compare, first_difference
-from release.build.pipeline import cell_environment
-from release.build.settings import DEFAULT_EPOCH, parse_epoch
+from release.building.cache import WheelCache, wheel_cache_key
+from release.building.compare import compare, first_difference
+from release.building.pipeline import cell_environment
+from release.building.settings import DEFAULT_EPOCH, parse_epoch
 from release.errors import ConfigError
 from release.fsutil import current_umask, write_atomic
 from release.matrix import Cell, load_matrix

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from release.build.compilecache import CacheStats, parse_stats, server_env, startup_problem
+from release.building.compilecache import CacheStats, parse_stats, server_env, startup_problem
 from release.matrix.compilecache import CompileCache, parse_compile_cache
 
 ENVIRON = {

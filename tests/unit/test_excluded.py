@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from release.build.excluded import ExcludedSm, excluded_sms, weight
-from release.build.settings import CellResult
+from release.building.excluded import ExcludedSm, excluded_sms, weight
+from release.building.settings import CellResult
 from release.inspection.wheel import WheelReport
 from release.matrix import load_matrix
 from release.targets import GpuTarget

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from release.build.jobs import (
+from release.building.jobs import (
     GIB,
     MEMORY_PER_JOB,
     available_memory,

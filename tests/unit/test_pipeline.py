@@ -1,4 +1,4 @@
-"""release.build.pipeline's pure parts around a compile the wrapper stopped: the record read
+"""release.building.pipeline's pure parts around a compile the wrapper stopped: the record read
 back into the cell's failure, the remedy the matrix can or cannot say, and the cause the
 inspection's message gains where a build log shows the project's own arch flags."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from release.backends.archflags import ArchRequest, Stop, cell_request
-from release.build.pipeline import arch_failure, logged_cause, remedy_problem
+from release.building.pipeline import arch_failure, logged_cause, remedy_problem
 from release.matrix import Cell, load_matrix
 from release.targets import GpuTarget as T
 

@@ -15,9 +15,9 @@ import pytest
 from ruamel.yaml import YAML
 
 from release.backends import BuildRecipe
-from release.build.pipeline import relabelled
-from release.build.preview import TOOLKIT_INPUTS, doctor_rows, planned_inputs
-from release.build.stage import buildable_problem, check_cells
+from release.building.pipeline import relabelled
+from release.building.preview import TOOLKIT_INPUTS, doctor_rows, planned_inputs
+from release.building.stage import buildable_problem, check_cells
 from release.cli import main
 from release.errors import ConfigError, ToolchainError
 from release.inspection.devicecode import NO_DEVICE_CODE

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from packaging.version import Version
 
-from release.build.relabel import RelabelError, labelled_version, relabel, rewrite_version
+from release.building.relabel import RelabelError, labelled_version, relabel, rewrite_version
 from release.inspection.wheel import check_record
 from release.wheelfile import wheel_facts
 

@@ -1,4 +1,4 @@
-"""The layered settings (release/build/settings.py): the command line over the environment
+"""The layered settings (release/building/settings.py): the command line over the environment
 over matrix.yaml over this machine, once for each setting, each value with its source."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from release.build.settings import (
+from release.building.settings import (
     DEFAULT_EPOCH,
     GivenOptions,
     Machine,

@@ -1,4 +1,4 @@
-"""release.build.torchcell's tag check: the build's interpreter and ABI tags against the
+"""release.building.torchcell's tag check: the build's interpreter and ABI tags against the
 cell's, and a name that is not a wheel's said as such."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from release.build.torchcell import tags_problem
+from release.building.torchcell import tags_problem
 from release.matrix import load_matrix
 
 DATA = Path(__file__).parent.parent / "data"

@@ -13,7 +13,12 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.version import Version
 
-from release.build.torchpin import TorchPinError, pinned, stable_target_version, torch_requirement
+from release.building.torchpin import (
+    TorchPinError,
+    pinned,
+    stable_target_version,
+    torch_requirement,
+)
 from release.inspection.wheel import check_record
 
 NAME = "k3_torch_ops-0.1.0-cp310-abi3-linux_x86_64.whl"

@@ -1,6 +1,6 @@
 """The build stage, whole: `prepare` (plan every cell's toolchain, stop on a cell that
 cannot build here, provision the toolchains and build tools once) and `run_build` (every
-cell through release.build.pipeline, side by side per CUDA version, then dist/'s manifest
+cell through release.building.pipeline, side by side per CUDA version, then dist/'s manifest
 and NCCL files). `release build`, the GPU gate and `release env` call these; what they
 print comes through `BuildEvents`.
 
@@ -31,15 +31,15 @@ from release.backends import (
     nvcc_problem,
     placement_problem,
 )
-from release.build.cache import project_files, source_digest
-from release.build.pipeline import (
+from release.building.cache import project_files, source_digest
+from release.building.pipeline import (
     build_cell,
     cell_inputs,
     nvcc_toolkit,
     record_cell,
     through_compile_cache,
 )
-from release.build.settings import BuildSettings, CellResult
+from release.building.settings import BuildSettings, CellResult
 from release.credentials import without_credentials
 from release.downstream.nccl import override_files, write_override_files
 from release.errors import BuildError, ToolchainError

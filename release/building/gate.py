@@ -25,8 +25,8 @@ from pathlib import Path
 
 from release import proc
 from release.backends import targets_problem, with_path
-from release.build.settings import BuildSettings, CellResult
-from release.build.stage import BuildEvents, prepare, run_build
+from release.building.settings import BuildSettings, CellResult
+from release.building.stage import BuildEvents, prepare, run_build
 from release.matrix import Cell, GateRun, GpuGate, GpuRunner
 from release.records.manifest import Manifest
 from release.toolchain.buildenv import BuildEnv, environment_of

@@ -23,8 +23,8 @@ from release.backends import (
     placement_problem,
 )
 from release.backends.archflags import cell_request, literal_arch_flags, literal_warning
-from release.build.pipeline import build_command
-from release.build.settings import BuildSettings
+from release.building.pipeline import build_command
+from release.building.settings import BuildSettings
 from release.matrix import Cell
 from release.toolchain import BUILD_TOOL_PINS, ToolchainPlan
 from release.toolchain.buildenv import cell_targets, environment_of, environment_python

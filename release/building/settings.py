@@ -21,9 +21,9 @@ from typing import Generic, TypeVar
 
 from release import proc
 from release.backends import BuildTools
-from release.build.cache import WheelCache
-from release.build.compilecache import CacheStats
-from release.build.jobs import CompileJobs, compile_jobs
+from release.building.cache import WheelCache
+from release.building.compilecache import CacheStats
+from release.building.jobs import CompileJobs, compile_jobs
 from release.credentials import without_credentials
 from release.errors import ConfigError
 from release.inspection.wheel import WheelReport

@@ -2,7 +2,7 @@
 gets (the manylinux verdict leaves torch's own libraries out for it, as for every torch
 cell): any device code at all (a quietly CPU-only build stops here, explained), the ABI
 check against the pinned torch, and the torch requirement its METADATA must state.
-release.build.pipeline calls `certify_torch`.
+release.building.pipeline calls `certify_torch`.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from pathlib import Path
 
 from packaging.version import Version
 
-from release.build.settings import CellFailure
-from release.build.torchpin import pinned, stable_target_version, torch_requirement
+from release.building.settings import CellFailure
+from release.building.torchpin import pinned, stable_target_version, torch_requirement
 from release.credentials import without_credentials
 from release.inspection.devicecode import holds_device_code
 from release.inspection.limitedapi import limited_api_auditor

@@ -6,7 +6,7 @@ it was compiled with (`torch>=X.Y`). `pinned` makes the wheel say so: a project'
 requirement that is at least as narrow is kept, a wider one is narrowed (its other bounds
 kept), a missing one is added, and one the build contradicts is an error.
 
-Pure and deterministic like release.build.relabel, whose rewriting it shares: METADATA's
+Pure and deterministic like release.building.relabel, whose rewriting it shares: METADATA's
 `Requires-Dist` lines and RECORD's row for METADATA change, nothing else; members keep
 their order, dates, modes and compression.
 """
@@ -24,7 +24,7 @@ from packaging.specifiers import Specifier
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from release.build.relabel import rewritten_record, rewritten_wheel
+from release.building.relabel import rewritten_record, rewritten_wheel
 
 
 class TorchPinError(ValueError):

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from release.build.settings import CellResult
+from release.building.settings import CellResult
 from release.targets import GpuTarget
 
 

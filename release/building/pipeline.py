@@ -31,17 +31,17 @@ from release.backends.archflags import (
     stop_in_log,
     stop_message,
 )
-from release.build.cache import recipe, wheel_cache_key
-from release.build.compilecache import (
+from release.building.cache import recipe, wheel_cache_key
+from release.building.compilecache import (
     CacheStats,
     CompileCacheError,
     sccache_binary,
     start_server,
 )
-from release.build.jobs import killed_for_memory, memory_remedy
-from release.build.relabel import RelabelError, rewrite_version
-from release.build.settings import BuildSettings, CellFailure, CellResult
-from release.build.torchcell import certify_torch, tags_problem
+from release.building.jobs import killed_for_memory, memory_remedy
+from release.building.relabel import RelabelError, rewrite_version
+from release.building.settings import BuildSettings, CellFailure, CellResult
+from release.building.torchcell import certify_torch, tags_problem
 from release.credentials import without_credentials
 from release.errors import BuildError
 from release.fsutil import write_atomic
@@ -204,7 +204,7 @@ def certify(
 ) -> tuple[Path, WheelReport]:
     """What makes a freshly built wheel count as built: the cell's interpreter and ABI
     tags, auditwheel's verdict (with the backend's own environment's checks, where it
-    built in one: release.build.torchcell), the cell's
+    built in one: release.building.torchcell), the cell's
     version (rewritten where its backend cannot set it), exactly the cell's platform tag,
     and the inspection. Raises CellFailure; returns the final wheel (beside `wheel`) and
     its report."""
