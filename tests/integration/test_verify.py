@@ -23,6 +23,7 @@ from release.records.signature import ExpectedSigner
 from release.remote.github import GithubClient
 from release.remote.httpclient import client as http_client
 from release.remote.httpclient import fetch
+from release.remote.retry import RetryPolicy
 from release.verify.checks import Check, VerifySettings, verify
 from release.verify.provenance import ProvenanceSources, provenance_checks
 from tests.github_standin import DEFAULT_REPO, Fault, GitHubStandIn
@@ -31,6 +32,7 @@ from tests.integration.test_publish_e2e import both, credentials, serve
 from tests.integration.wheels import fulcio_like_certificate
 
 FAST = VerifySettings(attempts=2, backoff_s=0.05, deadline_s=30, pip=False)
+QUICK = RetryPolicy(initial_delay=0.01)  # every try of an outage, without its waits
 
 
 def published(tmp_path: Path, pypi: PypiServer, gh: GitHubStandIn) -> Path:
@@ -171,13 +173,17 @@ def provenance_report(
     *,
     ref: str | None,
 ) -> dict[str, Check]:
-    client = GithubClient(api_url=gh.api_url, token=github_token({"GITHUB_TOKEN": gh.token}))
+    client = GithubClient(
+        api_url=gh.api_url,
+        token=github_token({"GITHUB_TOKEN": gh.token}),
+        policy=QUICK,
+    )
     expected = ExpectedSigner(repository=repository, workflow=settings.provenance_workflow, ref=ref)
     sources = ProvenanceSources(expected=expected, github={"github": (client, repository)})
     release = Published(project="pypi-attestations", version="0.0.19", files=files)
     with http_client() as http:
         checks = provenance_checks(
-            release, sources, settings, lambda url: fetch(http, url, keep=True)
+            release, sources, settings, lambda url: fetch(http, url, keep=True, policy=QUICK)
         )
     return {c.subject: c for c in checks}
 
