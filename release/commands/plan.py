@@ -22,7 +22,7 @@ from typing import Any
 from release.building.settings import GivenOptions
 from release.commands import arguments, buildopts, common
 from release.console import markdown_table
-from release.publish.growth import find_previous
+from release.publish.growth import find_previous, github_client
 from release.publish.plan import (
     NO_GPU_GATE,
     GateLine,
@@ -225,15 +225,16 @@ def run(args: argparse.Namespace) -> int:
         github_api_url=args.github_api_url,
         command="release plan",
     )
-    previous, previous_note = find_previous(
-        cells, manifest=args.previous_manifest, api_url=args.github_api_url, environ=environ
+    github = github_client(
+        cells, api_url=args.github_api_url, environ=environ, command=settings.command
     )
+    previous, previous_note = find_previous(cells, manifest=args.previous_manifest, client=github)
     with http.client() as client:
         plan = make_plan(
             cells,
             dist=args.dist,
             verdicts=verdicts,
-            factory=default_factory(settings, environ, client),
+            factory=default_factory(settings, environ, client, github),
             expect_tag=args.expect_tag,
             gate=matrix.gpu_gate,
             previous=previous,

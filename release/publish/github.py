@@ -77,7 +77,10 @@ class GithubPublisher:
         target_commitish: str | None = None,
         command: str = "release publish",
         on_upload: Callable[[str, int], None] | None = None,
+        client: GithubClient | None = None,
     ) -> None:
+        """`client`, where given, is the run's client of `api_url`, shared with the run's
+        other GitHub reads (otherwise one is made from `token`, `policy`, `sleep`...)."""
         self.on_upload = on_upload
         owner, _, repo = repository.partition("/")
         if not owner or not repo or "/" in repo:
@@ -88,7 +91,7 @@ class GithubPublisher:
         self.api_url = api_url.rstrip("/")
         self.target_commitish = target_commitish
         secret = token if isinstance(token, Secret) or token is None else Secret(token)
-        self.client = GithubClient(
+        self.client = client or GithubClient(
             api_url=api_url, token=secret, policy=policy, sleep=sleep, clock=clock, command=command
         )
         self._seen: ReleaseInfo | None = None

@@ -171,31 +171,41 @@ def previous_on_github(
         raise PublishError(f"{source} is unreadable ({error})") from None
 
 
+def github_destination(cells: Sequence[Cell]) -> GithubDestination | None:
+    return next(
+        (c.destination for c in cells if isinstance(c.destination, GithubDestination)), None
+    )
+
+
+def github_client(
+    cells: Sequence[Cell], *, api_url: str | None, environ: Mapping[str, str], command: str
+) -> GithubClient | None:
+    """The client of the cells' GitHub destination (anonymous without a token), for every
+    read of one run; None where no cell goes to GitHub."""
+    github = github_destination(cells)
+    if github is None:
+        return None
+    return GithubClient(
+        api_url=api_url or github.api_url, token=github_token(environ), command=command
+    )
+
+
 def find_previous(
-    cells: Sequence[Cell],
-    *,
-    manifest: Path | None,
-    api_url: str | None,
-    environ: Mapping[str, str],
+    cells: Sequence[Cell], *, manifest: Path | None, client: GithubClient | None
 ) -> tuple[PreviousRelease | None, str]:
     """The previous release and a line saying what it is, or why there is none: from
-    `manifest` when given, else from the cells' GitHub destination (anonymously without a
-    token); a GitHub that cannot be asked leaves the plan without growth, saying so."""
+    `manifest` when given, else from the cells' GitHub destination through `client`; a
+    GitHub that cannot be asked leaves the plan without growth, saying so."""
     if manifest is not None:
         given = read_previous(manifest)
         return given, f"previous release: {given.version} ({given.source})"
     version = cells[0].project.version
-    github = next(
-        (c.destination for c in cells if isinstance(c.destination, GithubDestination)), None
-    )
-    if github is None:
+    github = github_destination(cells)
+    if github is None or client is None:
         return None, (
             f"{NO_PREVIOUS} (no GitHub destination to find it on; "
             f"--previous-manifest FILE gives its {RELEASE_MANIFEST})"
         )
-    client = GithubClient(
-        api_url=api_url or github.api_url, token=github_token(environ), command="release plan"
-    )
     try:
         previous = previous_on_github(client, github, version)
     except PublishError as error:

@@ -53,6 +53,7 @@ from release.records.published import (
 )
 from release.records.release_manifest import RELEASE_MANIFEST, release_manifest_bytes
 from release.remote import httpclient as http_edge
+from release.remote.github import GithubClient
 from release.remote.httpclient import Client
 from release.wheelfile import read_wheel
 
@@ -331,9 +332,13 @@ def blocked_error(plans: Sequence[DestinationPlan]) -> PublishError:
 
 
 def default_factory(
-    settings: PublishSettings, environ: Mapping[str, str], http: Client
+    settings: PublishSettings,
+    environ: Mapping[str, str],
+    http: Client,
+    github_client: GithubClient | None = None,
 ) -> PublisherFactory:
-    """Publishers by destination kind (a registry, one entry per kind)."""
+    """Publishers by destination kind (a registry, one entry per kind); a GitHub
+    destination of `github_client`'s API goes through that client."""
 
     def pypi(destination: DestinationRef) -> Publisher:
         return PypiPublisher(
@@ -350,11 +355,14 @@ def default_factory(
                 f"{destination.name}: no GITHUB_TOKEN in the environment",
                 hint="export GITHUB_TOKEN (a workflow job: permissions: contents: write)",
             )
+        api_url = settings.github_api_url or destination.api_url or "https://api.github.com"
+        shared = github_client is not None and github_client.api_url == api_url.rstrip("/")
         return GithubPublisher(
             repository=destination.repository or "",
             tag=destination.tag or "",
-            api_url=settings.github_api_url or destination.api_url or "https://api.github.com",
+            api_url=api_url,
             token=token,
+            client=github_client if shared else None,
             name=destination.name,
             command=settings.command,
             on_upload=settings.on_upload,

@@ -186,6 +186,9 @@ class GithubClient:
         self._methods: Counter[str] = Counter()
         self._bytes_uploaded = 0
         self._hashed: dict[tuple[int, int], str] = {}
+        # what this client gave up on: a later operation of the same run is not asked again
+        # (each would wait through the whole retry policy once more)
+        self._gave_up: str | None = None
 
     def __repr__(self) -> str:
         return (
@@ -212,6 +215,11 @@ class GithubClient:
         if self._gh is not None:  # nested: the outer session holds the pool and deadline
             yield
             return
+        if self._gave_up is not None:
+            raise GithubUnreachable(
+                f"GitHub {where}: not asked, this run gave up on GitHub already: {self._gave_up}",
+                hint=f"re-running `{self.command}` resumes where this run stopped",
+            )
         self._deadline = Deadline(self.policy.total, self._clock)
         auth: Any = TokenAuthStrategy(self._token.reveal()) if self._token else UnauthAuthStrategy()
         self._gh = GitHub(
@@ -227,6 +235,7 @@ class GithubClient:
             with self._gh:
                 yield
         except RetryExhausted as error:
+            self._gave_up = self.scrub(str(error))
             progress = "; ".join(done) if done else "nothing was changed"
             raise GithubUnreachable(
                 self.scrub(f"GitHub {where}: {error} (done so far: {progress})"),

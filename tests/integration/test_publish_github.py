@@ -19,10 +19,12 @@ from urllib.parse import parse_qs
 import httpx
 import pytest
 
+from release.credentials import Secret
 from release.errors import ConflictError, PublishError
 from release.publish.decide import Action, FileDecision, plan_for
 from release.publish.github import GithubPublisher
 from release.records.manifest import DestinationRef, WheelEntry
+from release.remote.github import GithubClient, GithubUnreachable
 from release.remote.retry import RetryPolicy
 from tests.github_standin import (
     DEFAULT_REPO,
@@ -708,3 +710,32 @@ def test_without_digests_a_stored_upload_behind_a_502_is_recognised_by_its_bytes
     assert sum(map(is_upload, github_standin.request_log)) == 2
     assert [e.method for e in writes(github_standin)] == ["POST", "POST", "POST", "PATCH"]
     assert_converged(github_standin, entries, dist)
+
+
+def test_a_client_that_gave_up_on_github_does_not_ask_again_in_the_same_run(
+    github_standin: GitHubStandIn, fake_time: FakeTime
+) -> None:
+    """`release plan` reads the previous release, then the release of the tag: after the
+    first read waited through the whole retry policy, the second is not asked."""
+    github_standin.faults.add(server_errors(path=r"/releases", count=1000))
+    client = GithubClient(
+        api_url=github_standin.api_url,
+        token=Secret(github_standin.token),
+        policy=RetryPolicy(attempts=3, total=3600.0),
+        sleep=fake_time.sleep,
+        clock=fake_time.clock,
+        command="release plan",
+    )
+    with pytest.raises(GithubUnreachable), client.session("(previous release)"):
+        client.list_releases(DEFAULT_REPO)
+    asked = len(github_standin.request_log)
+    assert asked == 3
+    with pytest.raises(GithubUnreachable) as second, client.session(f"{DEFAULT_REPO}@{TAG}"):
+        client.find_release(DEFAULT_REPO, TAG)
+    assert len(github_standin.request_log) == asked
+    assert second.value.message.startswith(
+        f"GitHub {DEFAULT_REPO}@{TAG}: not asked, this run gave up on GitHub already: "
+        f"list the releases of {DEFAULT_REPO}: gave up at the retry limit after 3 attempts"
+    )
+    assert github_standin.token not in second.value.message
+    assert second.value.hint == "re-running `release plan` resumes where this run stopped"
