@@ -285,6 +285,13 @@ class S3Publisher:
             self.on_upload(filename, len(data))
         return True
 
+    def _put_new_page(self, page: Page) -> None:
+        """Write `page` where nothing is yet (Precondition where something is)."""
+        self.store.put(
+            page.key, page.body, content_type=page.content_type,
+            cache_control=page.cache_control, create_only=True,
+        )  # fmt: skip
+
     def _create_page(self, page: Page, *, look_first: bool) -> None:
         """Write one of the commit's pages unless it is there with these bytes (`look_first`:
         ask first, on a re-run); one there with other bytes is a ConflictError."""
@@ -293,10 +300,7 @@ class S3Publisher:
             if there is not None and there.etag == page.md5:
                 return
         try:
-            self.store.put(
-                page.key, page.body, content_type=page.content_type,
-                cache_control=page.cache_control, create_only=True,
-            )  # fmt: skip
+            self._put_new_page(page)
         except Precondition:
             there = self.store.head(page.key)
             if there is None or there.etag != page.md5:
@@ -351,10 +355,7 @@ class S3Publisher:
     def _write_roots(self, labels: Sequence[str]) -> None:
         for page in root_pages(self.prefix, self.project, labels):
             try:
-                self.store.put(
-                    page.key, page.body, content_type=page.content_type,
-                    cache_control=page.cache_control, create_only=True,
-                )  # fmt: skip
+                self._put_new_page(page)
             except Precondition:
                 continue  # written by an earlier run: a root page only names the project
 

@@ -35,7 +35,13 @@ from pypi_attestations import (
 )
 from sigstore.errors import Error as SigstoreError
 
-from release.records.signature import Checked, ExpectedSigner, bundle_problem, check_bundle
+from release.records.signature import (
+    Checked,
+    ExpectedSigner,
+    bundle_problem,
+    check_bundle,
+    claims_of,
+)
 
 SUFFIX = ".publish.attestation"
 PROVENANCE_SUFFIX = ".provenance"  # the PEP 740 provenance object beside a GitHub-hosted wheel
@@ -75,26 +81,10 @@ def _signer_identity(uri: str) -> Identity | None:
     return Identity(repository="/".join(parts[:2]), workflow="/".join(parts[2:]))
 
 
-def _der_utf8(value: bytes) -> str:
-    """Fulcio's newer extensions are DER UTF8Strings; the older ones raw bytes."""
-    if len(value) >= 2 and value[0] == 0x0C:
-        length, start = value[1], 2
-        if length & 0x80:
-            count = length & 0x7F
-            length, start = int.from_bytes(value[2 : 2 + count], "big"), 2 + count
-        return value[start : start + length].decode("utf-8", errors="replace")
-    return value.decode("utf-8", errors="replace")
-
-
 def certificate_identities(der: bytes) -> list[Identity]:
     """What a Fulcio certificate's extensions name: the source repository with the build
     signer's workflow."""
-    certificate = x509.load_der_x509_certificate(der)
-    claims: dict[str, str] = {}
-    for extension in certificate.extensions:
-        value = extension.value
-        if isinstance(value, x509.UnrecognizedExtension):
-            claims[extension.oid.dotted_string] = _der_utf8(value.value)
+    claims = claims_of(x509.load_der_x509_certificate(der))
     signer = _signer_identity(claims[BUILD_SIGNER_URI]) if BUILD_SIGNER_URI in claims else None
     if signer is None:
         return []
