@@ -47,10 +47,9 @@ from typing import Any, Literal
 
 import pytest
 
-from release.fsutil import sha256_file
 from release.matrix import load_matrix
-from release.records.manifest import Manifest, WheelEntry, write_manifest
-from tests.integration.wheels import make_wheel
+from release.records.manifest import Manifest, write_manifest
+from tests.integration.wheels import standin_entry
 
 REPO = Path(__file__).resolve().parents[2]
 GOLDEN = REPO / "tests" / "data" / "interface"
@@ -408,22 +407,9 @@ def standin_dist(dist: Path) -> Manifest:
     wheels: one real wheel per cell under the cell's filename (its project, version and
     platform tag), each entry with the cell's SMs and PTX, and the NCCL files."""
     matrix = load_matrix(REPO / "matrix.yaml")
-    entries = []
-    for cell in matrix.cells:
-        platform = cell.wheel_filename.removesuffix(".whl").rsplit("-", 1)[1]
-        wheel = make_wheel(dist, version=str(cell.version), platform=platform)
-        assert wheel.name == cell.wheel_filename
-        entries.append(
-            WheelEntry.of(
-                cell,
-                filename=wheel.name,
-                size=wheel.stat().st_size,
-                sha256=sha256_file(wheel),
-                sms=tuple(str(sm) for sm in cell.sms),
-                ptx=str(cell.ptx) if cell.ptx else None,
-                toolchain={"stand-in": "tests/integration/interface.py"},
-            )
-        )
+    entries = [
+        standin_entry(dist, cell, made_by="tests/integration/interface.py") for cell in matrix.cells
+    ]
     nccl = subprocess.run(
         [str(RELEASE), "nccl", "--out", str(dist), "--json"],
         cwd=REPO,

@@ -27,11 +27,10 @@ import pytest
 from packaging.utils import parse_wheel_filename
 
 from release.credentials import s3_credentials
-from release.fsutil import sha256_file
 from release.matrix import Commit, Matrix, load_matrix, nightly_matrix
 from release.publish.finals import Finals
 from release.publish.nightly import NightlyOutcome, NightlySettings, publish_nightly
-from release.records.manifest import Manifest, WheelEntry, write_manifest
+from release.records.manifest import Manifest, write_manifest
 from release.records.nightly_state import NightlyState, from_bytes
 from release.remote.s3 import Bucket, S3Store
 from release.remote.simple_index import parse_project_page
@@ -39,7 +38,7 @@ from release.verify.checks import VerifySettings
 from release.verify.nightly import verify_commit
 from tests.github_standin.server import DEFAULT_REPO, GitHubStandIn
 from tests.integration.conftest import PypiServer
-from tests.integration.wheels import make_wheel
+from tests.integration.wheels import standin_entry
 from tests.s3_server import ACCESS_KEY, SECRET_KEY, S3Server
 
 REPO = Path(__file__).resolve().parents[2]
@@ -149,27 +148,15 @@ class Channel:
         commit = commit_of(number)
         nightly = nightly_matrix(matrix or self.matrix, commit)
         dist = self.root / f"dist-{number}"
-        entries = []
-        for cell in nightly.cells:
-            platform = cell.wheel_filename.removesuffix(".whl").rsplit("-", 1)[1]
-            wheel = make_wheel(
+        entries = [
+            standin_entry(
                 dist,
-                version=str(cell.version),
-                platform=platform,
+                cell,
+                made_by="tests/integration/nightly.py",
                 payload=payload if payload is not None else f"commit {number}".encode(),
             )
-            assert wheel.name == cell.wheel_filename
-            entries.append(
-                WheelEntry.of(
-                    cell,
-                    filename=wheel.name,
-                    size=wheel.stat().st_size,
-                    sha256=sha256_file(wheel),
-                    sms=tuple(str(s) for s in cell.sms),
-                    ptx=str(cell.ptx),
-                    toolchain={"stand-in": "tests/integration/nightly.py"},
-                )
-            )
+            for cell in nightly.cells
+        ]
         manifest = Manifest(
             project=nightly.project.name,
             version=str(nightly.project.version),

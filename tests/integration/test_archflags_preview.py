@@ -13,6 +13,8 @@ from pathlib import Path
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "torch_gencode"
 CLI = "import sys; from release.cli import main; sys.exit(main(sys.argv[1:]))"
+TORCH = "2.14.1"
+# the fixture's matrix, SMS and PTX to fill in (test_torch_archflags builds with it)
 MATRIX = f"""\
 project: {FIXTURE}
 build: {{backend: torch}}
@@ -22,7 +24,7 @@ defaults:
   ptx: PTX
   manylinux: "2_34"
 cuda:
-  "13.0": {{destination: pypi, torch: "2.14.1", abi3: "3.10"}}
+  "13.0": {{destination: pypi, torch: "{TORCH}", abi3: "3.10"}}
 destinations:
   pypi: {{kind: pypi}}
 """

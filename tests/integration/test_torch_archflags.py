@@ -18,29 +18,13 @@ import pytest
 
 from release.records.manifest import read_manifest
 from release.toolchain import host_machine
+from tests.integration.test_archflags_preview import CLI, MATRIX, TORCH
 
 pytestmark = pytest.mark.slow
 
-FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "torch_gencode"
-TORCH = "2.14.1"
 CELL = f"13.0-x86_64-torch{TORCH}"
 WHEEL = "k3_gencode-0.1.0-cp310-abi3-manylinux_2_34_x86_64.whl"
 OWN = "-gencode=arch=compute_80,code=sm_80 -gencode=arch=compute_90,code=[sm_90,compute_90]"
-CLI = "import sys; from release.cli import main; sys.exit(main(sys.argv[1:]))"
-
-MATRIX = f"""\
-project: {FIXTURE}
-build: {{backend: torch}}
-defaults:
-  arches: [x86_64]
-  sms: SMS
-  ptx: PTX
-  manylinux: "2_34"
-cuda:
-  "13.0": {{destination: pypi, torch: "{TORCH}", abi3: "3.10"}}
-destinations:
-  pypi: {{kind: pypi}}
-"""
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from pypi_attestations import (
 )
 
 from release.fsutil import sha256_file
+from release.matrix import Cell
 from release.records.manifest import DestinationRef, Manifest, WheelEntry, write_manifest
 
 PROJECT = "k3-kernels"
@@ -274,3 +275,21 @@ def attestation_for(
     path = wheel.with_name(wheel.name + ".publish.attestation")
     path.write_text(attestation.model_dump_json(), encoding="utf-8")
     return path
+
+
+def standin_entry(dist: Path, cell: Cell, *, made_by: str, payload: bytes = b"") -> WheelEntry:
+    """A small real wheel under `cell`'s filename (its project, version and platform tag)
+    in `dist`, and the manifest entry `release build` would give it: the cell's SMs and
+    PTX, `made_by` as its toolchain."""
+    platform = cell.wheel_filename.removesuffix(".whl").rsplit("-", 1)[1]
+    wheel = make_wheel(dist, version=str(cell.version), platform=platform, payload=payload)
+    assert wheel.name == cell.wheel_filename
+    return WheelEntry.of(
+        cell,
+        filename=wheel.name,
+        size=wheel.stat().st_size,
+        sha256=sha256_file(wheel),
+        sms=tuple(str(sm) for sm in cell.sms),
+        ptx=str(cell.ptx) if cell.ptx else None,
+        toolchain={"stand-in": made_by},
+    )
