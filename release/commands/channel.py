@@ -24,7 +24,7 @@ PUBLISH_COLUMNS = ("file", "action", "reason", "URL")
 
 
 def install_lines(index: Mapping[str, str], project: str) -> list[str]:
-    """The documented install lines for each variant's index (README: the nightly channel)."""
+    """The documented install lines for each variant's index (docs/nightly.md)."""
     lines = []
     for label, url in sorted(index.items()):
         name = label or "default"

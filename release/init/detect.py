@@ -88,7 +88,7 @@ def backend_of(read: Reading) -> tuple[BackendName, str]:
             f"backend reading {CONTRACT_VARIABLE}"
         ],
         hint="run release init in the kernel project's directory, or write matrix.yaml by "
-        "hand (the README's Releasing your project)",
+        "hand (docs/matrix.md)",
     )
 
 

@@ -28,8 +28,9 @@ def schema_url(version: str) -> str:
     return f"https://raw.githubusercontent.com/{REPOSITORY}/v{version}/schema/matrix.schema.json"
 
 
-def docs_url(version: str) -> str:
-    return f"https://github.com/{REPOSITORY}/blob/v{version}/README.md"
+def docs_url(version: str, page: str = "matrix.md") -> str:
+    """A page of the tool's docs/ at `version`: the matrix keys unless `page` names another."""
+    return f"https://github.com/{REPOSITORY}/blob/v{version}/docs/{page}"
 
 
 def fill(name: str, values: Mapping[str, str], comments: Mapping[str, str]) -> str:
@@ -51,7 +52,11 @@ def render_workflow(tool_version: str, matrix: str) -> str:
     """.github/workflows/release.yml: the caller of the tool's reusable workflow."""
     return fill(
         "release.yml",
-        {"tool_version": tool_version, "matrix": matrix, "docs_url": docs_url(tool_version)},
+        {
+            "tool_version": tool_version,
+            "matrix": matrix,
+            "docs_url": docs_url(tool_version, "ci.md"),
+        },
         {},
     )
 

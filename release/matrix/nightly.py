@@ -63,8 +63,7 @@ def require_nightly(matrix: Matrix) -> Nightly:
     if matrix.nightly is None:
         raise ConfigError(
             [f"{matrix.path.name} has no nightly channel"],
-            hint="add `nightly: {destination: NAME}` naming an s3 destination "
-            "(README: the nightly channel)",
+            hint="add `nightly: {destination: NAME}` naming an s3 destination (docs/nightly.md)",
         )
     return matrix.nightly
 

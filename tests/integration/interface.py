@@ -1,7 +1,7 @@
 """Every command's interface, recorded: exit code and `--json` document per invocation.
 
 The real `release` console script runs as a subprocess in the repository root, on the
-shipped matrix.yaml and csrc/, for every command of the README's Commands table, its
+shipped matrix.yaml and csrc/, for every command of docs/commands.md's table, its
 `--help` and its error exits. What it prints (after `normalise`) is compared with a golden
 file under tests/data/interface/, one per invocation, named after it: the exit code, the
 `--json` document (as parsed objects, the top-level keys in order, and every nested key in

@@ -79,7 +79,7 @@ def test_a_torch_the_index_did_not_give_is_a_todo_refused_at_its_line() -> None:
 def test_the_workflow_calls_the_reusable_one_at_this_tools_version() -> None:
     assert render_workflow("0.4.2", "kernels/matrix.yaml") == (
         "# Release: builds every cell of kernels/matrix.yaml, publishes on a pushed tag "
-        "(docs: https://github.com/k3-project/cuda-wheel-release/blob/v0.4.2/README.md)\n"
+        "(docs: https://github.com/k3-project/cuda-wheel-release/blob/v0.4.2/docs/ci.md)\n"
         "name: release\n"
         "on:\n"
         '  push: {tags: ["v*"]}\n'

@@ -29,7 +29,7 @@ def test_a_missing_file_names_it_and_the_command_that_writes_it(
     path = tmp_path / "absent.json"
     with pytest.raises(FileError) as caught:
         read(path)
-    assert caught.value.exit_code == 8  # the README's "a file that cannot be read"
+    assert caught.value.exit_code == 8  # docs/commands.md's exit 8: "a file that cannot be read"
     assert caught.value.message == f"{path}: no such file"
     assert caught.value.hint is not None
     assert caught.value.hint.startswith(hint)
