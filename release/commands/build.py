@@ -138,7 +138,8 @@ def _out_dir(args: argparse.Namespace, reference: Path | None) -> Iterator[Path]
 def run(args: argparse.Namespace) -> int:
     output = common.output_for(args, "build")
     environ = dict(os.environ)
-    matrix = common.channel_matrix(common.load(args.matrix, args, output), args.channel, environ)
+    loaded = common.load(args.matrix, output, cache_dir=args.cache_dir)
+    matrix = common.channel_matrix(loaded, args.channel, environ)
     cells = matrix.select(cuda=args.cuda, arch=args.arch)
     reference = read_manifest(args.compare) if args.compare is not None else None
     options = buildopts.BuildOptions(

@@ -211,7 +211,7 @@ def _outcome_lines(outcome: NightlyOutcome, *, dry_run: bool) -> list[str]:
 
 
 def run_publish(args: argparse.Namespace, out: Output, environ: Mapping[str, str]) -> int:
-    matrix = common.load(args.matrix, args, out)
+    matrix = common.load(args.matrix, out)
     verifying = VerifySettings(pip=False, provenance=False)
 
     def gate(published: Published) -> Sequence[str]:
@@ -263,5 +263,5 @@ def run_publish(args: argparse.Namespace, out: Output, environ: Mapping[str, str
 def run_verify(
     args: argparse.Namespace, out: Output, environ: Mapping[str, str], settings: VerifySettings
 ) -> VerifyReport:
-    matrix = common.load(args.matrix, args, out)
+    matrix = common.load(args.matrix, out)
     return verify_channel(matrix, environ, settings)

@@ -21,8 +21,8 @@ from release.toolchain.projectmeta import asking_the_backend
 def output_for(args: argparse.Namespace, command: str) -> Output:
     return Output(
         os.environ,
-        json_mode=bool(getattr(args, "json", False)),
-        json_file=getattr(args, "json_file", None),
+        json_mode=args.json,  # every command takes the shared output options
+        json_file=args.json_file,
         command=command,
     )
 
@@ -38,13 +38,12 @@ def write_report(
     out.summary(markdown)
 
 
-def load(path: Path, args: argparse.Namespace, out: Output) -> Matrix:
+def load(path: Path, out: Output, *, cache_dir: Path | None = None) -> Matrix:
     """The matrix at `path`. The project's name and version are read from its files; where
-    they are computed, its build backend is asked (once per commit, in the cache of
-    --cache-dir), and `out` says so, and what that installs, before anything is."""
-    given = getattr(args, "cache_dir", None)
-    cache = Path(given) if given is not None else None
-    return load_matrix(path, asking_the_backend(cache, dict(os.environ), out.note))
+    they are computed, its build backend is asked (once per commit, in `cache_dir`: the
+    command's --cache-dir, where it has one), and `out` says so, and what that installs,
+    before anything is."""
+    return load_matrix(path, asking_the_backend(cache_dir, dict(os.environ), out.note))
 
 
 def output_dir(path: Path, option: str) -> Path:

@@ -144,7 +144,7 @@ def _host_cc(plan: ToolchainPlan, tc: Toolchain | None, present: frozenset[Path]
 
 def run(args: argparse.Namespace) -> int:
     out = common.output_for(args, "doctor")
-    matrix = common.load(args.matrix, args, out)
+    matrix = common.load(args.matrix, out, cache_dir=args.cache_dir)
     cells = matrix.select(cuda=args.cuda, arch=args.arch)
     layered = buildopts.layered_from(
         GivenOptions(cache_dir=args.cache_dir, cuda_home=args.cuda_home), matrix, os.environ

@@ -114,7 +114,7 @@ class _Notes(BuildEvents):
 
 def run(args: argparse.Namespace) -> int:
     output = common.output_for(args, "env")
-    matrix = common.load(args.matrix, args, output)
+    matrix = common.load(args.matrix, output, cache_dir=args.cache_dir)
     cell = matrix.select(cuda=[args.cuda], arch=[args.arch])[0]
     recorded = find_wheel(args.record, cell) if args.record is not None else None
     environ = dict(os.environ)

@@ -50,7 +50,7 @@ def _rows(results: list[GateResult]) -> list[list[str]]:
 
 def run(args: argparse.Namespace) -> int:
     output = common.output_for(args, "gpu-gate")
-    matrix = common.load(args.matrix, args, output)
+    matrix = common.load(args.matrix, output, cache_dir=args.cache_dir)
     gate = matrix.gpu_gate
     if gate is None:
         raise ConfigError(

@@ -204,7 +204,7 @@ def run(args: argparse.Namespace) -> int:
     if args.schema:
         print(json.dumps(matrix_json_schema(), indent=2))
         return 0
-    matrix = common.load(args.matrix, args, out)
+    matrix = common.load(args.matrix, out)
     cells = matrix.select(cuda=args.cuda, arch=args.arch)
     if args.format == "gpu":
         names = [r.name for r in matrix.gpu_gate.runners] if matrix.gpu_gate else []

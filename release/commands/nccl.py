@@ -40,7 +40,7 @@ def add_options(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     out = common.output_for(args, "nccl")
-    matrix = common.load(args.matrix, args, out)
+    matrix = common.load(args.matrix, out)
     pins = matrix.nccl_pins(matrix.select(cuda=args.cuda))
     require_pins(pins)
     if args.check:

@@ -207,7 +207,7 @@ def to_json(plan: ReleasePlan) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     out = common.output_for(args, "plan")
-    matrix = common.load(args.matrix, args, out)
+    matrix = common.load(args.matrix, out, cache_dir=args.cache_dir)
     environ = dict(os.environ)
     if args.channel == "nightly":
         from release.commands import channel  # noqa: PLC0415  # boto3: nightly only
