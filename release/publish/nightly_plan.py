@@ -111,7 +111,7 @@ def read_channel(
         return None, [], f"{base}{STATE_KEY}: {got.error or f'HTTP {got.status}'}"
     else:
         try:
-            state = from_bytes(got.body, base + STATE_KEY)
+            state = from_bytes(got.body, base + STATE_KEY, project=project)
         except PublishError as error:
             return None, [], error.message
     pins: list[str] = []
