@@ -249,3 +249,19 @@ def head(http: httpx.Client, url: str, *, secrets: Iterable[str] = ()) -> Downlo
     return Download(
         status=response.status_code, url=str(response.url), headers=dict(response.headers)
     )
+
+
+def first_byte(http: httpx.Client, url: str, *, secrets: Iterable[str] = ()) -> Download:
+    """GET `url`'s first byte (Range: bytes=0-0), once: its status (206, or 200 from a
+    server that ignores ranges) and headers, the object's size in Content-Range. What a
+    HEAD tells, from stores that let anyone GET but not HEAD. Never raises for the server's
+    sake."""
+    try:
+        with http.stream("GET", url, headers={"Range": "bytes=0-0"}) as response:
+            return Download(
+                status=response.status_code, url=str(response.url), headers=dict(response.headers)
+            )
+    except httpx.HTTPError as error:
+        return Download(
+            status=None, url=url, error=mask(f"{type(error).__name__}: {error}", secrets)
+        )

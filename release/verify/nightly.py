@@ -16,7 +16,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-import httpx
 from packaging.utils import parse_wheel_filename
 
 from release.credentials import s3_credentials, secret_values
@@ -300,30 +299,21 @@ def _head_problems(
     client: Client, index: str, commit: str, name: str, *, sha256: str | None, size: int | None
 ) -> list[str]:
     wheel = url_of(index, f"{commit}/{name}")
-    status, headers = _first_byte(client, wheel)
-    if status not in (200, 206):
-        return [f"{wheel}: {status}"]
+    there = http_edge.first_byte(client, wheel)
+    if there.status not in (200, 206):
+        return [f"{wheel}: {there.error or f'HTTP {there.status}'}"]
     problems = []
-    recorded = headers.get(f"x-amz-meta-{SHA256}")
+    recorded = there.headers.get(f"x-amz-meta-{SHA256}")
     if recorded != sha256:
         problems.append(f"{wheel}: holds sha256 {str(recorded)[:12]}, its page lists another")
+    headers = there.headers
     total = headers.get("content-range", "").rpartition("/")[2] or headers.get("content-length")
     if size is not None and total != str(size):
         problems.append(f"{wheel}: {total} bytes, not {size}")
-    status, _ = _first_byte(client, wheel + METADATA_SUFFIX)
-    if status not in (200, 206):
-        problems.append(f"{wheel}{METADATA_SUFFIX}: {status}")
+    metadata = http_edge.first_byte(client, wheel + METADATA_SUFFIX)
+    if metadata.status not in (200, 206):
+        problems.append(f"{wheel}{METADATA_SUFFIX}: {metadata.error or metadata.status}")
     return problems
-
-
-def _first_byte(client: Client, url: str) -> tuple[str | int, Mapping[str, str]]:
-    """A GET of `url`'s first byte: its status and headers (the object's size and recorded
-    sha256 without its download; a HEAD is not what every store lets anyone do)."""
-    try:
-        with client.stream("GET", url, headers={"Range": "bytes=0-0"}) as answer:
-            return answer.status_code, dict(answer.headers)
-    except httpx.HTTPError as error:
-        return f"{type(error).__name__}", {}
 
 
 def explained_keys(state: NightlyState, nightly: Nightly, project: str) -> set[str]:
