@@ -190,11 +190,17 @@ def publish_json(outcome: NightlyOutcome, *, dry_run: bool) -> dict[str, Any]:
 
 def _outcome_lines(outcome: NightlyOutcome, *, dry_run: bool) -> list[str]:
     lines = _finals_lines(outcome.finals)
-    moves = outcome.preview.promoted if dry_run else bool(outcome.promoted)
-    verb = ("would move" if moves else "would not move") if dry_run else (
-        "moved" if moves else "did not move")  # fmt: skip
-    reason = "" if moves else " (a newer commit is there)"
-    lines.append(f"{verb} /nightly/ to {outcome.manifest.version}{reason}")
+    version = outcome.manifest.version
+    if dry_run:
+        moves = outcome.preview.promoted
+        reason = "" if moves else " (a newer commit is there)"
+        verb = "would move" if moves else "would not move"
+        lines.append(f"{verb} /nightly/ to {version}{reason}")
+    elif outcome.promoted:
+        lines.append(f"/nightly/ serves {version} (the channel's state points at it)")
+    else:
+        there = outcome.pointer.version if outcome.pointer else "nothing"
+        lines.append(f"/nightly/ stays on {there}, a newer commit than {version}")
     verb = "would prune" if dry_run else "pruned"
     fallen = outcome.preview.fallen if outcome.promoted is None else outcome.pruned
     shapes = outcome.preview.state.shapes

@@ -26,7 +26,7 @@ from release.matrix.nightly import keep_list_problem
 from release.publish.finals import Finals, read_finals
 from release.publish.nightly import order_refusal, retention_of
 from release.publish.plan import built_entries, unbuilt_entry
-from release.publish.promotion import Retention, completed, shape_of, version_of
+from release.publish.promotion import Retention, completed, deletions, shape_of, version_of
 from release.records.manifest import WheelEntry
 from release.records.nightly_layout import SHA256, STATE_KEY, url_of
 from release.records.nightly_state import NightlyState, Pointer, Shape, from_bytes
@@ -111,7 +111,7 @@ def read_channel(
         return None, [], f"{base}{STATE_KEY}: {got.error or f'HTTP {got.status}'}"
     else:
         try:
-            state = from_bytes(got.body, base + STATE_KEY)
+            state = from_bytes(got.body, base + STATE_KEY, project=project)
         except PublishError as error:
             return None, [], error.message
     pins: list[str] = []
@@ -177,15 +177,18 @@ def _next_run(
     state: NightlyState, commit: Commit, shape: Shape, rule: Retention, now: float | None
 ) -> tuple[bool, tuple[Pruned, ...]]:
     """Whether completing `commit` would move /nightly/, and what the run would prune: the
-    pruning an earlier run left (made sure of again) and what falls out now."""
+    pruning an earlier run left undone (decided afresh: never a kept, uploading or pinned
+    commit, nor the pointer or its previous; the run also spares what the pages link) and
+    what falls out now."""
     done = completed(
         state, commit=commit, shape=shape, files=(), pages={}, rule=rule,
         now=int(time.time() if now is None else now),
     )  # fmt: skip
+    proposed, _ = deletions(state, publishing=commit.sha, pins=rule.pins, served=())
     earlier = [
         Pruned(commit=p.commit, version=str(version_of(state, p)), action=p.action,
-               why="an earlier run's pruning, made sure of")
-        for p in state.pruning
+               why="an earlier run's pruning, not done yet")
+        for p in proposed
     ]  # fmt: skip
     fallen = [
         Pruned(

@@ -5,10 +5,14 @@ whether a nightly version sorts above every final release.
 - **Promotion** is by commit time (ties broken by the commit id), never by finishing order:
   a completed commit moves the pointer only when it is newer than the one there.
 - **Retention** keeps the `keep` newest completed commits, every commit whose version a
-  keep-list names, the commit /nightly/ serves and the one it replaced (a reader of the
-  page before the last promotion may still be downloading it); the rest fall out, to be
-  archived or deleted. A registration no run completed within ABANDONED_AFTER falls out
-  too (its files are deleted: nothing of it was verified).
+  keep-list names, the commit being completed, the commit /nightly/ serves and the one it
+  replaced (a reader of the page before the last promotion may still be downloading it);
+  the rest fall out, to be archived or deleted. A registration no run completed within
+  ABANDONED_AFTER falls out too (its files are deleted: nothing of it was verified).
+- **Deletion** is decided afresh, never replayed: the state's pruning list only proposes;
+  `deletions` drops from it every commit the state keeps or is uploading, the one being
+  published, the pinned, the pointer and its previous, and whatever the /nightly/ pages
+  link as read back from the bucket. A stored list that names any of them deletes nothing.
 - **Version order**: every nightly version must sort above the latest final release on each
   destination of the release, or `pip install --pre` with the nightly index picks that
   release instead (a cu129 user would get PyPI's CUDA 13 wheel).
@@ -153,6 +157,7 @@ def completed(
             pages=dict(pages),
         )
     protected = {p for p in (pointer.commit, pointer.previous) if p} if pointer else set()
+    protected.add(commit.sha)  # never deleted right after it was verified
     working = replace(state, shapes=shapes)
     stay, fall = retained(working, [*others, entry], rule, protected)
     abandoned = [u for u in uploading if now - u.started > ABANDONED_AFTER]
@@ -161,8 +166,11 @@ def completed(
     ) + tuple(
         Pruning(commit=u.commit, time=u.time, shape=u.shape, action="delete") for u in abandoned
     )
-    pruning = tuple(p for p in state.pruning if p.commit not in pruned) + fallen
     uploading = [u for u in uploading if u not in abandoned]
+    tracked = {k.commit for k in stay} | {u.commit for u in uploading}
+    pruning = tuple(
+        p for p in state.pruning if p.commit not in pruned and p.commit not in tracked
+    ) + tuple(p for p in fallen if p.commit not in tracked)
     used = {k.shape for k in stay} | {u.shape for u in uploading} | {p.shape for p in pruning}
     new = replace(
         state,
@@ -174,6 +182,56 @@ def completed(
         shapes={key: s for key, s in shapes.items() if key in used},
     )
     return Completion(state=new, promoted=promoted, fallen=fallen)
+
+
+def deletions(
+    state: NightlyState,
+    *,
+    publishing: str,
+    pins: Collection[Version],
+    served: Collection[str],
+) -> tuple[tuple[Pruning, ...], tuple[tuple[Pruning, str], ...]]:
+    """(what to delete now, what the pruning list names that must stay, with why): the
+    state's pruning list recomputed against `state` as written, the commit being published,
+    the keep-list's versions and the commits the /nightly/ pages link (`served`, read back)."""
+    kept = {k.commit for k in state.kept}
+    uploading = {u.commit for u in state.uploading}
+    pointer = state.nightly
+    linked = {pointer.commit, pointer.previous} if pointer is not None else set()
+    delete: list[Pruning] = []
+    spared: list[tuple[Pruning, str]] = []
+    for entry in state.pruning:
+        why = (
+            "being published by this run" if entry.commit == publishing
+            else "kept by the state" if entry.commit in kept
+            else "being uploaded" if entry.commit in uploading
+            else "the commit /nightly/ serves or replaced" if entry.commit in linked
+            else "linked by a /nightly/ page" if entry.commit in served
+            else "pinned by the keep-list" if version_of(state, entry) in pins
+            else ""
+        )  # fmt: skip
+        if why:
+            spared.append((entry, why))
+        elif all(d.commit != entry.commit for d in delete):
+            delete.append(entry)
+    return tuple(delete), tuple(spared)
+
+
+def settled(state: NightlyState, deleted: Collection[str]) -> NightlyState | None:
+    """The state with the pruning of `deleted` done, and without pruning entries that name
+    a commit it keeps or is uploading (they are not to be deleted); None: nothing changes."""
+    tracked = {k.commit for k in state.kept} | {u.commit for u in state.uploading}
+    pruning = tuple(p for p in state.pruning if p.commit not in deleted and p.commit not in tracked)
+    if pruning == state.pruning:
+        return None
+    used = {k.shape for k in state.kept} | {u.shape for u in state.uploading}
+    used |= {p.shape for p in pruning}
+    return replace(
+        state,
+        generation=state.generation + 1,
+        pruning=pruning,
+        shapes={key: s for key, s in state.shapes.items() if key in used},
+    )
 
 
 def with_roots(state: NightlyState, labels: Collection[str]) -> NightlyState:

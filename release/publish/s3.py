@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import re
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -35,7 +36,9 @@ from release.publish.promotion import (
     Completion,
     Retention,
     completed,
+    deletions,
     registered,
+    settled,
     shape_of,
     with_roots,
 )
@@ -44,6 +47,7 @@ from release.records.nightly_layout import (
     GENERATION,
     IMMUTABLE,
     METADATA_TYPE,
+    NIGHTLY_DIR,
     NO_CACHE,
     SHA256,
     STATE_KEY,
@@ -66,6 +70,10 @@ from release.remote.s3 import Precondition, S3Store
 log = logging.getLogger("release.publish.s3")
 
 CAS_ATTEMPTS = 20  # compare-and-swap rounds before giving up on a busy state
+CONDITIONAL_ATTEMPTS = 3  # creations refused (409) while nothing is there, before giving up
+MAX_NOTES = 10  # keep-list lines named one by one; the rest are counted
+MAX_PAGE_BYTES = 4 * 2**20  # a /nightly/ page read back that is larger is not this tool's
+_LINKED = re.compile(rb"(?<![0-9a-f])([0-9a-f]{40})/")
 Uploaded = Callable[[str, int], None]
 Clock = Callable[[], float]
 
@@ -76,6 +84,7 @@ class Read:
 
     state: NightlyState
     etag: str | None  # None: there is no state object yet
+    data: bytes = b""  # the object's bytes as read
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -143,8 +152,9 @@ class S3Publisher:
             if stored is None:
                 self._read = Read(state=NightlyState(project=self.project), etag=None)
             else:
-                state = from_bytes(stored.data, f"{self.store.bucket.describe()}/{key}")
-                self._read = Read(state=state, etag=stored.etag)
+                where = f"{self.store.bucket.describe()}/{key}"
+                state = from_bytes(stored.data, where, project=self.project)
+                self._read = Read(state=state, etag=stored.etag, data=stored.data)
         return self._read
 
     def existing(self, files: Mapping[str, int], *, rehash: bool) -> Mapping[str, RemoteFile]:
@@ -236,24 +246,30 @@ class S3Publisher:
         """Write `change(state)` by compare-and-swap, reading the state again after each
         write another run made first; the state as written (or as read, where `change`
         leaves it as it is)."""
-        for attempt in range(CAS_ATTEMPTS):
-            read = self.read_state(again=attempt > 0)
+        read = self.read_state()
+        for _ in range(CAS_ATTEMPTS):
             new = change(read.state)
             if new is None:
                 return read.state
+            data = to_bytes(new)
             try:
                 etag = self.store.put(
                     self.prefix + STATE_KEY,
-                    to_bytes(new),
+                    data,
                     content_type="application/json",
                     cache_control=NO_CACHE,
                     create_only=read.etag is None,
                     if_match=read.etag,
                 )
             except Precondition:
+                read = self.read_state(again=True)
+                if read.data == data:
+                    # this run's write landed (its answer was lost, or a 409 came back
+                    # for a write that went through): the state is what it wrote
+                    return new
                 log.info("the nightly state changed under this run: reading it again")
                 continue
-            self._read = Read(state=new, etag=etag)
+            self._read = Read(state=new, etag=etag, data=data)
             return new
         raise PublishError(
             f"{self.store.bucket.describe()}/{self.prefix}{STATE_KEY} changed {CAS_ATTEMPTS} "
@@ -266,24 +282,36 @@ class S3Publisher:
         there with other bytes is a ConflictError."""
         key = file_key(self.prefix, self.commit_id.sha, filename)
         sha256 = hashlib.sha256(data).hexdigest()
-        try:
-            self.store.put(
-                key, data, content_type=content_type, cache_control=IMMUTABLE,
-                metadata={SHA256: sha256}, create_only=True,
-            )  # fmt: skip
-        except Precondition:
-            there = self.store.head(key)
-            if there is not None and there.metadata.get(SHA256) == sha256:
-                return False
-            raise ConflictError(
-                f"{self.final_url(filename)} holds other bytes than the build's "
-                f"({sha256[:12]}...); nothing of commit {self.commit_id.sha[:12]} is public",
-                hint="a commit's files never change: rebuild the commit with the same "
-                "SOURCE_DATE_EPOCH and toolchain pins, or publish another commit",
-            ) from None
-        if self.on_upload is not None:
-            self.on_upload(filename, len(data))
-        return True
+        for _ in range(CONDITIONAL_ATTEMPTS):
+            try:
+                self.store.put(
+                    key, data, content_type=content_type, cache_control=IMMUTABLE,
+                    metadata={SHA256: sha256}, create_only=True,
+                )  # fmt: skip
+            except Precondition:
+                there = self.store.head(key)
+                if there is None:
+                    continue  # a 409 for a write that did not land (a racing writer's)
+                if there.metadata.get(SHA256) == sha256:
+                    return False  # the same bytes: another run's upload, or this one's
+                raise ConflictError(
+                    f"{self.final_url(filename)} holds other bytes than the build's "
+                    f"({sha256[:12]}...); nothing of commit {self.commit_id.sha[:12]} is "
+                    "public",
+                    hint="a commit's files never change: rebuild the commit with the same "
+                    "SOURCE_DATE_EPOCH and toolchain pins, or publish another commit",
+                ) from None
+            if self.on_upload is not None:
+                self.on_upload(filename, len(data))
+            return True
+        raise self._busy(key)
+
+    def _busy(self, key: str) -> PublishError:
+        return PublishError(
+            f"{self.store.bucket.describe()}/{key}: {CONDITIONAL_ATTEMPTS} conditional "
+            "writes were refused (409/412) and nothing is there",
+            hint="another run is writing the same commit: run this one again when it is done",
+        )
 
     def _put_new_page(self, page: Page) -> None:
         """Write `page` where nothing is yet (Precondition where something is)."""
@@ -299,17 +327,23 @@ class S3Publisher:
             there = self.store.head(page.key)
             if there is not None and there.etag == page.md5:
                 return
-        try:
-            self._put_new_page(page)
-        except Precondition:
-            there = self.store.head(page.key)
-            if there is None or there.etag != page.md5:
+        for _ in range(CONDITIONAL_ATTEMPTS):
+            try:
+                self._put_new_page(page)
+                return
+            except Precondition:
+                there = self.store.head(page.key)
+                if there is None:
+                    continue  # a 409 for a write that did not land
+                if there.etag == page.md5:
+                    return
                 raise ConflictError(
                     f"{self.store.bucket.describe()}/{page.key} is another index page than "
                     "this commit's files make",
                     hint="a commit's pages never change: remove the commit's directory to "
                     "publish it again",
                 ) from None
+        raise self._busy(page.key)
 
     # --- committing: the state, /nightly/, retention ---
 
@@ -318,18 +352,16 @@ class S3Publisher:
         files = self.files(plan)
         pins = frozenset(Version(v) for v in self.bucket_pins())
         rule = replace(self.retention, pins=self.retention.pins | pins)
-        confirmed = self._confirm_pruning()
         pages = nightly_pages(self.prefix, self.commit_id.sha, self.project, files)
         last: list[tuple[NightlyState, Completion | None]] = []
 
         def change(state: NightlyState) -> NightlyState | None:
-            if state.kept_commit(self.commit_id.sha) and not confirmed:
+            if state.kept_commit(self.commit_id.sha):
                 last[:] = [(state, None)]  # a re-run: the commit is complete already
                 return None
             done = completed(
                 state, commit=self.commit_id, shape=shape, files=files,
                 pages={p.key: p.md5 for p in pages}, rule=rule, now=int(self.clock()),
-                pruned=confirmed,
             )  # fmt: skip
             last[:] = [(state, done)]
             if done.promoted and set(shape.labels) - set(state.roots):
@@ -339,18 +371,71 @@ class S3Publisher:
 
         state = self.swap(change)
         before, done = last[0]
-        promoted = done is not None and done.promoted
         written = 0
         old = before.nightly
-        if promoted:
+        serves = state.nightly is not None and state.nightly.commit == self.commit_id.sha
+        if done is not None and done.promoted:
             written = self.move_nightly(pages, state, dict(old.pages) if old else {})
-        elif state.nightly is not None and state.nightly.commit == self.commit_id.sha:
+        elif serves:
             written = self.move_nightly(pages, state, {}, look_first=True)  # a re-run mends
-        pruned = self.prune(done.fallen, state) if done is not None else ()
+        pruned = self.prune_afresh(state, rule.pins)
         self.promotion = Promotion(
-            state=state, promoted=promoted, pruned=pruned, pages_written=written
+            state=self.read_state().state, promoted=serves, pruned=pruned, pages_written=written
         )
         return tuple(replace(d, url=self.final_url(d.entry.filename)) for d in plan.decisions)
+
+    def prune_afresh(self, state: NightlyState, pins: Collection[Version]) -> tuple[Pruning, ...]:
+        """Archive or delete what `state` (as this run wrote or read it) lists for pruning,
+        decided again here: never the commit being published, a kept, uploading or pinned
+        one, nor one the /nightly/ pages link as the bucket holds them now; then the done
+        pruning leaves the state (compare-and-swap)."""
+        if not state.pruning:
+            return ()
+        served = self.served_commits(state)
+        if served is None:
+            self.notes.append(
+                "pruned nothing: a /nightly/ page could not be read back, so what it links "
+                "is not known (the next run tries again)"
+            )
+            return ()
+        delete, spared = deletions(state, publishing=self.commit_id.sha, pins=pins, served=served)
+        for entry, why in spared:
+            if why not in ("kept by the state", "being uploaded", "being published by this run"):
+                self.notes.append(f"not pruned: {entry.commit[:12]} ({why})")
+        pruned = self.prune(delete, state)
+        done = {p.commit for p in pruned}
+        self.swap(lambda now: settled(now, done))
+        return pruned
+
+    def served_commits(self, state: NightlyState) -> set[str] | None:
+        """The commits the /nightly/ pages link, read back: one listing of `nightly/`, a
+        page whose ETag is the MD5 of the pointer's page (or of a root page) read as that,
+        any other page read (GET) for the commit directories it links. None: a page
+        could not be read."""
+        pointer = state.nightly
+        known: dict[str, str | None] = {
+            p.key: None for p in root_pages(self.prefix, self.project, state.roots)
+        }
+        if pointer is not None:
+            ours = nightly_pages(self.prefix, pointer.commit, self.project, pointer.files)
+            known.update({p.key: pointer.commit for p in ours})
+            md5s = {p.key: p.md5 for p in ours}
+        else:
+            md5s = {}
+        md5s.update({p.key: p.md5 for p in root_pages(self.prefix, self.project, state.roots)})
+        served: set[str] = set()
+        for key, etag in self.store.list(self.prefix + NIGHTLY_DIR).items():
+            if md5s.get(key) == etag:
+                commit = known.get(key)
+                served |= {commit} if commit else set()
+                continue
+            stored = self.store.get(key)
+            if stored is None:
+                continue  # gone since the listing
+            if len(stored.data) > MAX_PAGE_BYTES:
+                return None
+            served |= {m.decode() for m in _LINKED.findall(stored.data)}
+        return served
 
     def _write_roots(self, labels: Sequence[str]) -> None:
         for page in root_pages(self.prefix, self.project, labels):
@@ -416,29 +501,24 @@ class S3Publisher:
         stored = self.store.get(self.prefix + self.keep_list_object)
         if stored is None:
             return []
-        pins = []
+        pins, ignored = [], 0
         for number, line in enumerate(stored.data.decode("utf-8", "replace").splitlines(), 1):
             text = line.split("#", 1)[0].strip()
             if not text:
                 continue
             problem = keep_list_problem(text)
             if problem is not None:
-                self.notes.append(f"{self.keep_list_object}:{number}: ignored: {problem}")
+                ignored += 1
+                if ignored <= MAX_NOTES:
+                    self.notes.append(f"{self.keep_list_object}:{number}: ignored: {problem}")
                 continue
             pins.append(text)
+        if ignored > MAX_NOTES:
+            self.notes.append(
+                f"{self.keep_list_object}: {ignored - MAX_NOTES} more lines ignored "
+                f"({ignored} in all)"
+            )
         return pins
-
-    def _confirm_pruning(self) -> list[str]:
-        """The pruning the state lists, made sure of: one HEAD on each pruned commit's
-        first wheel; where it is still there, the pruning is done again."""
-        state = self.read_state().state
-        done = []
-        for pruning in state.pruning:
-            wheels = state.shapes[pruning.shape].wheel_names(pruning.time)
-            if self.store.head(file_key(self.prefix, pruning.commit, wheels[0])) is not None:
-                self.prune([pruning], state)
-            done.append(pruning.commit)
-        return done
 
     def prune(self, fallen: Sequence[Pruning], state: NightlyState) -> tuple[Pruning, ...]:
         """Archive (the wheels, copied under the archive prefix) or delete each fallen

@@ -25,11 +25,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
 from release.errors import PublishError
 
 STATE_SCHEMA = 1
+MAX_STATE_BYTES = 16 * 2**20  # about 200,000 kept commits: far past matrix.yaml's keep limit
 VERSION_FIELD = "{version}"
 _SHA = re.compile(r"^[0-9a-f]{40}$")
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
@@ -194,17 +195,46 @@ def _pointer_json(pointer: Pointer) -> dict[str, Any]:
 # --- Reading. ---
 
 
-def from_bytes(data: bytes, where: str) -> NightlyState:
-    """The state in `data`; PublishError naming `where` and the bad key otherwise."""
+def from_bytes(data: bytes, where: str, *, project: str | None = None) -> NightlyState:
+    """The state in `data`; PublishError naming `where` and the bad key otherwise (any
+    input, however large, deep or mistyped, gives one line). `project`: the state must be
+    that project's, in this layout (its wheel names of that project), or it is refused."""
+    if len(data) > MAX_STATE_BYTES:
+        reason = f"{len(data)} bytes, more than the {MAX_STATE_BYTES} a state may have"
+        raise PublishError(f"{where} is not a nightly state ({reason})", hint=_RESTORE)
     try:
-        document = json.loads(data)
-        return _state(document)
-    except (ValueError, TypeError, KeyError) as error:
+        state = _state(json.loads(data))
+    except (ValueError, TypeError, KeyError, RecursionError) as error:
+        reason = "nested too deep" if isinstance(error, RecursionError) else str(error)[:200]
+        raise PublishError(f"{where} is not a nightly state ({reason})", hint=_RESTORE) from None
+    if project is not None:
+        require_project(state, project, where)
+    return state
+
+
+_RESTORE = (
+    "it is written by `release publish --channel nightly` only: restore it from the "
+    "bucket's versioning, or remove it to start the channel again"
+)
+
+
+def require_project(state: NightlyState, project: str, where: str) -> None:
+    """PublishError unless `state` is `project`'s in this layout: its project and every
+    wheel name of its shapes (another project's state is never acted on)."""
+    wanted = canonicalize_name(project)
+    found = {canonicalize_name(state.project)} | {
+        canonicalize_name(parse_wheel_filename(name)[0])
+        for shape in state.shapes.values()
+        for name in shape.wheel_names(1)
+    }
+    others = sorted(found - {wanted})
+    if others:
         raise PublishError(
-            f"{where} is not a nightly state ({error})",
-            hint="it is written by `release publish --channel nightly` only: restore it "
-            "from the bucket's versioning, or remove it to start the channel again",
-        ) from None
+            f"{where} is the nightly state of {others[0][:60]!r}, not of {project!r}: "
+            "nothing was changed",
+            hint="each project needs its own prefix: fix the destination's bucket or prefix "
+            "in matrix.yaml",
+        )
 
 
 def _int(value: object, key: str) -> int:
@@ -251,7 +281,10 @@ def _state(document: object) -> NightlyState:
 
     kept = []
     for index, raw in enumerate(_list(root.get("kept"), "kept")):
-        commit, time, shape = _list(raw, f"kept[{index}]")
+        row = _list(raw, f"kept[{index}]")
+        if len(row) != 3:
+            raise ValueError(f"kept[{index}]: not [commit, time, shape]")
+        commit, time, shape = row
         kept.append(
             Kept(
                 commit=_str(commit, f"kept[{index}]", _SHA),

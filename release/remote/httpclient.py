@@ -8,7 +8,9 @@ download goes to a storage host that must never see the token).
 
 `fetch` retries what is worth retrying (connection failures, 5xx, 429, and the statuses
 a caller names, such as 404 while a new file propagates) under one `RetryPolicy` and one
-deadline; a host name that does not resolve is not retried, since no wait will fix it.
+deadline, which is a total: each attempt's connect and read timeouts are cut to the time
+left, and a body still streaming at the deadline is given up on. A host name that does not
+resolve is not retried, since no wait will fix it.
 """
 
 from __future__ import annotations
@@ -164,12 +166,18 @@ def fetch(
     retried = TRANSIENT_STATUSES | frozenset(retry_statuses)
 
     def attempt(_: int) -> Download:
+        left = deadline.remaining()
+        if left <= 0:
+            raise _Retry(retry.TryAgain(reason="no time left"), Download(
+                status=None, url=url, error="no time left"))  # fmt: skip
         try:
-            with http.stream("GET", url, headers=headers) as response:
+            with http.stream("GET", url, headers=headers, timeout=_capped(http, left)) as response:
                 digest = hashlib.sha256()
                 size = 0
                 chunks = []
                 for chunk in response.iter_bytes():
+                    if deadline.remaining() <= 0:
+                        raise httpx.ReadTimeout(f"the {policy.total:.0f} s deadline passed")
                     digest.update(chunk)
                     size += len(chunk)
                     if keep:
@@ -213,6 +221,22 @@ def fetch(
         return last[0] if last else Download(status=None, url=url, error="no time left")
 
 
+def _capped(http: httpx.Client, left: float) -> httpx.Timeout:
+    """The client's timeouts, none longer than the `left` seconds of the call's deadline:
+    a call with retries ends within its policy's total (connect + read, and the waits)."""
+    configured = http.timeout
+
+    def cap(value: float | None) -> float:
+        return left if value is None else min(value, left)
+
+    return httpx.Timeout(
+        connect=cap(configured.connect),
+        read=cap(configured.read),
+        write=cap(configured.write),
+        pool=cap(configured.pool),
+    )
+
+
 def head(http: httpx.Client, url: str, *, secrets: Iterable[str] = ()) -> Download:
     """HEAD `url` (redirects followed), once: its status and headers, no body. Never raises
     for the server's sake."""
@@ -225,3 +249,19 @@ def head(http: httpx.Client, url: str, *, secrets: Iterable[str] = ()) -> Downlo
     return Download(
         status=response.status_code, url=str(response.url), headers=dict(response.headers)
     )
+
+
+def first_byte(http: httpx.Client, url: str, *, secrets: Iterable[str] = ()) -> Download:
+    """GET `url`'s first byte (Range: bytes=0-0), once: its status (206, or 200 from a
+    server that ignores ranges) and headers, the object's size in Content-Range. What a
+    HEAD tells, from stores that let anyone GET but not HEAD. Never raises for the server's
+    sake."""
+    try:
+        with http.stream("GET", url, headers={"Range": "bytes=0-0"}) as response:
+            return Download(
+                status=response.status_code, url=str(response.url), headers=dict(response.headers)
+            )
+    except httpx.HTTPError as error:
+        return Download(
+            status=None, url=url, error=mask(f"{type(error).__name__}: {error}", secrets)
+        )

@@ -12,9 +12,10 @@ reads no profile, no instance metadata and no other source of keys.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import boto3
 import botocore
@@ -23,12 +24,53 @@ import botocore.exceptions
 
 if TYPE_CHECKING:
     from mypy_boto3_s3.client import S3Client
-    from mypy_boto3_s3.type_defs import PutObjectRequestTypeDef
+    from mypy_boto3_s3.type_defs import (
+        DeleteObjectsOutputTypeDef,
+        ListObjectsV2OutputTypeDef,
+        ObjectIdentifierTypeDef,
+        PutObjectRequestTypeDef,
+    )
 
 from release.credentials import S3Credentials, mask
 from release.errors import PublishError
+from release.remote import retry
 
 DELETE_BATCH = 1000  # the most keys one DeleteObjects request takes
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Limits:
+    """How long one S3 call may take: each attempt `connect` s to connect and `read` s for
+    each wait on the socket, `attempts` attempts with `first_wait` s doubling in between.
+    `total` is the bound a call ends within (docs/nightly.md states it): an endpoint that
+    accepts and never answers is given up on after attempts x read + the waits."""
+
+    connect: float = 10.0
+    read: float = 30.0
+    attempts: int = 3
+    first_wait: float = 1.0
+
+    @property
+    def policy(self) -> retry.RetryPolicy:
+        return retry.RetryPolicy(
+            attempts=self.attempts,
+            initial_delay=self.first_wait,
+            factor=2.0,
+            total=self.total,
+            request_timeout=self.connect + self.read,
+        )
+
+    @property
+    def waits(self) -> float:
+        return float(sum(self.first_wait * 2**n for n in range(self.attempts - 1)))
+
+    @property
+    def total(self) -> float:
+        return self.attempts * (self.connect + self.read) + self.waits
+
+
+LIMITS = Limits()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -65,14 +107,26 @@ def etag_of(value: object) -> str:
 class S3Store:
     """The objects of one bucket, through one boto3 client."""
 
-    def __init__(self, bucket: Bucket, keys: S3Credentials | None) -> None:
+    def __init__(
+        self,
+        bucket: Bucket,
+        keys: S3Credentials | None,
+        *,
+        limits: Limits = LIMITS,
+        sleep: retry.Sleep = time.sleep,
+    ) -> None:
         self.bucket = bucket
+        self.limits = limits
+        self._sleep = sleep
         self._secrets = keys.values() if keys else ()
         config = botocore.config.Config(
             region_name=bucket.region if bucket.region != "auto" or bucket.endpoint else None,
             # R2 and MinIO take path-style addressing everywhere; AWS takes both
             s3={"addressing_style": "path" if bucket.endpoint else "auto"},
-            retries={"mode": "standard", "max_attempts": 5},
+            # one attempt each: `_call` retries under the call's total deadline (Limits)
+            retries={"mode": "standard", "total_max_attempts": 1},
+            connect_timeout=limits.connect,
+            read_timeout=limits.read,
             # checksums only where the API requires them: R2 and older MinIO reject the
             # trailing checksums newer clients send by default
             request_checksum_calculation="when_required",
@@ -93,8 +147,10 @@ class S3Store:
 
     def get(self, key: str) -> Stored | None:
         try:
-            answer = self._client.get_object(Bucket=self.bucket.name, Key=key)
-            data = answer["Body"].read()
+            answer, data = self._call(
+                "GET", key,
+                lambda: _read_body(self._client.get_object(Bucket=self.bucket.name, Key=key)),
+            )  # fmt: skip
         except botocore.exceptions.ClientError as error:
             if _status(error) == 404 and _code(error) != "NoSuchBucket":
                 return None
@@ -110,7 +166,9 @@ class S3Store:
 
     def head(self, key: str) -> Stored | None:
         try:
-            answer = self._client.head_object(Bucket=self.bucket.name, Key=key)
+            answer = self._call(
+                "HEAD", key, lambda: self._client.head_object(Bucket=self.bucket.name, Key=key)
+            )
         except botocore.exceptions.ClientError as error:
             if _status(error) == 404:
                 return None
@@ -152,7 +210,7 @@ class S3Store:
             request["IfMatch"] = f'"{if_match}"'
         conditional = create_only or if_match is not None
         try:
-            answer = self._client.put_object(**request)
+            answer = self._call("PUT", key, lambda: self._client.put_object(**request))
         except botocore.exceptions.ClientError as error:
             status = _status(error)
             # 409 ConditionalRequestConflict: a concurrent conditional write to this key
@@ -167,11 +225,13 @@ class S3Store:
         """A server-side copy of `source` to `target` (metadata kept); False where `source`
         is not there."""
         try:
-            self._client.copy_object(
-                Bucket=self.bucket.name,
-                Key=target,
-                CopySource={"Bucket": self.bucket.name, "Key": source},
-            )
+            self._call(
+                "COPY", source,
+                lambda: self._client.copy_object(
+                    Bucket=self.bucket.name, Key=target,
+                    CopySource={"Bucket": self.bucket.name, "Key": source},
+                ),
+            )  # fmt: skip
         except botocore.exceptions.ClientError as error:
             if _status(error) == 404:
                 return False
@@ -185,10 +245,7 @@ class S3Store:
         for start in range(0, len(keys), DELETE_BATCH):
             batch = keys[start : start + DELETE_BATCH]
             try:
-                answer = self._client.delete_objects(
-                    Bucket=self.bucket.name,
-                    Delete={"Objects": [{"Key": k} for k in batch], "Quiet": True},
-                )
+                answer = self._call("DELETE", batch[0], self._deleting(batch))
             except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError) as error:
                 raise self._failure("DELETE", batch[0], error) from None
             errors = answer.get("Errors") or []
@@ -199,6 +256,69 @@ class S3Store:
                     f"failed; first {first.get('Key')}: {first.get('Code')}",
                     hint="run the same command again: the deletion is repeated",
                 )
+
+    def list(self, prefix: str) -> dict[str, str]:
+        """Every object under `prefix`: its key and ETag (ListObjectsV2, page by page)."""
+        found: dict[str, str] = {}
+        token: str | None = None
+        while True:
+            try:
+                answer = self._call("LIST", prefix, self._listing(prefix, token))
+            except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError) as error:
+                raise self._failure("LIST", prefix, error) from None
+            for item in answer.get("Contents") or []:
+                found[str(item.get("Key"))] = etag_of(item.get("ETag"))
+            token = answer.get("NextContinuationToken")
+            if not answer.get("IsTruncated") or not token:
+                return found
+
+    def _deleting(self, batch: Sequence[str]) -> Callable[[], DeleteObjectsOutputTypeDef]:
+        objects: list[ObjectIdentifierTypeDef] = [{"Key": k} for k in batch]
+        return lambda: self._client.delete_objects(
+            Bucket=self.bucket.name, Delete={"Objects": objects, "Quiet": True}
+        )
+
+    def _listing(self, prefix: str, token: str | None) -> Callable[[], ListObjectsV2OutputTypeDef]:
+        if token:
+            return lambda: self._client.list_objects_v2(
+                Bucket=self.bucket.name, Prefix=prefix, ContinuationToken=token
+            )
+        return lambda: self._client.list_objects_v2(Bucket=self.bucket.name, Prefix=prefix)
+
+    def _call(self, verb: str, key: str, operation: Callable[[], T]) -> T:
+        """`operation` (one request), retried on 5xx, 429, a timeout or a dropped connection,
+        within the Limits' total; a PublishError once they are spent."""
+
+        def classify(error: Exception) -> retry.TryAgain | None:
+            if isinstance(error, botocore.exceptions.ClientError):
+                status = _status(error)
+                if status >= 500 or status == 429:
+                    return retry.TryAgain(reason=f"HTTP {status} {_code(error)}")
+                return None
+            transient = (botocore.exceptions.ConnectionError, botocore.exceptions.HTTPClientError)
+            if isinstance(error, transient):
+                return retry.TryAgain(reason=f"{type(error).__name__}: {error}")
+            return None
+
+        policy = self.limits.policy
+        try:
+            return retry.call_with_retries(
+                lambda _: operation(), classify=classify, policy=policy,
+                deadline=retry.Deadline(policy.total, time.monotonic), sleep=self._sleep,
+                what=f"{verb} {key}",
+            )  # fmt: skip
+        except retry.RetryExhausted as spent:
+            message = mask(
+                f"{self.bucket.describe()}: {verb} {key} failed: {spent.last} "
+                f"({spent.attempts} attempts in {spent.elapsed:.0f} s; a call has at most "
+                f"{self.limits.total:.0f} s)",
+                self._secrets,
+            )
+            raise PublishError(
+                message,
+                hint="check the destination's endpoint and that it answers, then run the "
+                "command again",
+            ) from None
 
     def _failure(self, verb: str, key: str, error: Exception) -> PublishError:
         if isinstance(error, botocore.exceptions.ClientError):
@@ -213,6 +333,13 @@ class S3Store:
             else "check the destination's endpoint and bucket, then run the command again"
         )
         return PublishError(message, hint=hint)
+
+
+def _read_body(answer: T) -> tuple[T, bytes]:
+    """The GetObject answer and its body, read in the same attempt (a body cut short is
+    retried with the request)."""
+    body = answer["Body"]  # type: ignore[index]
+    return answer, body.read()
 
 
 def _code(error: botocore.exceptions.ClientError) -> str:

@@ -128,9 +128,14 @@ def parse_simple_json(data: object, page_url: str) -> dict[str, ListedFile]:
 
 
 def parse_project_page(body: bytes, content_type: str, page_url: str) -> dict[str, ListedFile]:
-    """A project page in whichever format the server chose."""
+    """A project page in whichever format the server chose; ValueError for any page that
+    is not one (however deep, large or mistyped)."""
     if content_type.split(";", maxsplit=1)[0].strip() == SIMPLE_JSON:
-        return parse_simple_json(json.loads(body), page_url)
+        try:
+            data = json.loads(body)
+        except RecursionError:
+            raise ValueError("not a PEP 691 project page (nested too deep)") from None
+        return parse_simple_json(data, page_url)
     return parse_simple_html(body.decode("utf-8", errors="replace"), page_url)
 
 

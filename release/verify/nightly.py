@@ -18,23 +18,37 @@ from dataclasses import replace
 
 from packaging.utils import parse_wheel_filename
 
-from release.credentials import secret_values
+from release.credentials import s3_credentials, secret_values
 from release.errors import PublishError
-from release.matrix import Matrix, S3Destination, require_nightly
+from release.matrix import Matrix, Nightly, S3Destination, require_nightly
 from release.records.nightly_layout import (
     GENERATION,
     JSON_PAGE,
     METADATA_SUFFIX,
     NIGHTLY_DIR,
+    SHA256,
     STATE_KEY,
+    commit_dir,
+    commit_keys,
     index_url_of,
+    label_dir,
     label_of,
+    page_dir,
     url_of,
 )
-from release.records.nightly_state import Pointer, from_bytes
+from release.records.nightly_state import (
+    Kept,
+    NightlyState,
+    Pointer,
+    Pruning,
+    Uploading,
+    from_bytes,
+)
 from release.records.published import Published, PublishedCompanion, PublishedFile
 from release.remote import httpclient as http_edge
 from release.remote.httpclient import Client
+from release.remote.retry import RetryPolicy
+from release.remote.s3 import Bucket, S3Store
 from release.remote.simple_index import (
     ACCEPT,
     SIMPLE_JSON,
@@ -51,6 +65,8 @@ from release.verify.checks import (
     metadata_check,
     verify,
 )
+
+ONCE = RetryPolicy(attempts=2, initial_delay=1.0, total=60.0)
 
 
 def exact_checks(published: Published, get: Once) -> list[Check]:
@@ -191,7 +207,7 @@ def verify_channel(
             why = "nothing published yet" if got.status == 404 else got.error or f"{got.status}"
             return _failed(matrix.project.name, f"the channel's state: {why}", state_url)
         try:
-            state = from_bytes(got.body, state_url)
+            state = from_bytes(got.body, state_url, project=matrix.project.name)
         except PublishError as error:
             return _failed(matrix.project.name, error.message, state_url)
         if state.nightly is None:
@@ -202,6 +218,8 @@ def verify_channel(
         own_index = pointer_published(pointer, destination, project, f"{pointer.commit}/")
         report = verify_commit(published, environ, settings, http=client, also=[own_index])
         checks = [*report.checks, *_generation_checks(published, pointer, client, settings)]
+        checks += kept_checks(state, destination, project, client)
+        checks += unexplained_checks(state, require_nightly(matrix), project, environ)
     finally:
         if own:
             client.close()
@@ -226,4 +244,126 @@ def _generation_checks(
             " (an interrupted promotion: publish the commit again)"
         )
         checks.append(Check(subject=page, check="pointer", ok=ok, detail=detail, url=page))
+    return checks
+
+
+MAX_UNEXPLAINED = 20  # objects named one by one; the rest are counted in one more check
+
+
+def kept_checks(
+    state: NightlyState, destination: S3Destination, project: str, client: Client
+) -> list[Check]:
+    """Each kept commit other than the one /nightly/ serves (checked whole above): its
+    JSON page of each variant lists exactly the wheels its shape names, and each of them
+    and its `.metadata` answers a HEAD, with the size and recorded sha256 the page lists
+    (no download: a commit is immutable once verified, so what is there is what was)."""
+    served = state.nightly.commit if state.nightly is not None else None
+    return [_kept_check(state, k, destination, project, client) for k in state.kept
+            if k.commit != served]  # fmt: skip
+
+
+def _kept_check(
+    state: NightlyState, kept: Kept, destination: S3Destination, project: str, client: Client
+) -> Check:
+    shape = state.shapes[kept.shape]
+    index = destination.index_url
+    problems: list[str] = []
+    for label in shape.labels:
+        where = page_dir(commit_dir(kept.commit), label, project)
+        page = url_of(index, where + JSON_PAGE)
+        got = http_edge.fetch(client, page, keep=True, accept=SIMPLE_JSON, policy=ONCE)
+        if not got.ok or got.body is None:
+            problems.append(f"{page}: {got.error or f'HTTP {got.status}'}")
+            continue
+        try:
+            listed = parse_project_page(got.body, got.content_type, page)
+        except ValueError as error:
+            problems.append(f"{page}: unreadable ({str(error)[:80]})")
+            continue
+        wanted = {n for n in shape.wheel_names(kept.time) if label_of(n) == (label or "")}
+        if set(listed) != wanted:
+            problems.append(f"{page}: lists {len(listed)} wheel(s), not its {len(wanted)}")
+        for name, item in sorted(listed.items()):
+            problems += _head_problems(client, index, kept.commit, name, sha256=item.sha256,
+                                       size=item.size)  # fmt: skip
+    version = shape.version(kept.time)
+    url = index_url_of(index, commit_dir(kept.commit), None)
+    if problems:
+        detail = f"{len(problems)} problem(s); first: {problems[0]}"
+        return Check(subject=version, check="kept", ok=False, detail=detail, url=url)
+    detail = f"kept {kept.commit[:12]}: every page and file is there"
+    return Check(subject=version, check="kept", ok=True, detail=detail, url=url)
+
+
+def _head_problems(
+    client: Client, index: str, commit: str, name: str, *, sha256: str | None, size: int | None
+) -> list[str]:
+    wheel = url_of(index, f"{commit}/{name}")
+    there = http_edge.first_byte(client, wheel)
+    if there.status not in (200, 206):
+        return [f"{wheel}: {there.error or f'HTTP {there.status}'}"]
+    problems = []
+    recorded = there.headers.get(f"x-amz-meta-{SHA256}")
+    if recorded != sha256:
+        problems.append(f"{wheel}: holds sha256 {str(recorded)[:12]}, its page lists another")
+    headers = there.headers
+    total = headers.get("content-range", "").rpartition("/")[2] or headers.get("content-length")
+    if size is not None and total != str(size):
+        problems.append(f"{wheel}: {total} bytes, not {size}")
+    metadata = http_edge.first_byte(client, wheel + METADATA_SUFFIX)
+    if metadata.status not in (200, 206):
+        problems.append(f"{wheel}{METADATA_SUFFIX}: {metadata.error or metadata.status}")
+    return problems
+
+
+def explained_keys(state: NightlyState, nightly: Nightly, project: str) -> set[str]:
+    """Every key under the prefix that `state` accounts for (the archive aside)."""
+    prefix = nightly.destination.prefix
+    keys = {prefix + STATE_KEY}
+    if nightly.keep_list_object:
+        keys.add(prefix + nightly.keep_list_object)
+    for label in {"", *state.roots}:
+        root = f"{prefix}{NIGHTLY_DIR}{label_dir(label)}"
+        page = prefix + page_dir(NIGHTLY_DIR, label, project)
+        keys |= {root, root + JSON_PAGE, page, page + JSON_PAGE}
+    entries: list[Kept | Uploading | Pruning] = [*state.kept, *state.uploading, *state.pruning]
+    for entry in entries:
+        shape = state.shapes[entry.shape]
+        keys |= set(commit_keys(prefix, entry.commit, entry.time, shape, project))
+    return keys
+
+
+def unexplained_checks(
+    state: NightlyState, nightly: Nightly, project: str, environ: Mapping[str, str]
+) -> list[Check]:
+    """The objects under the prefix the state cannot explain (nothing is deleted): a
+    listing, with the bucket's keys from the environment; without them, not listed."""
+    destination = nightly.destination
+    keys = s3_credentials(environ)
+    subject = f"s3://{destination.bucket}/{destination.prefix}"
+    if keys is None:
+        detail = "not listed: no AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY in the environment"
+        return [Check(subject=subject, check="objects", ok=True, detail=detail)]
+    bucket = Bucket(name=destination.bucket, endpoint=destination.endpoint,
+                    region=destination.region)  # fmt: skip
+    try:
+        listed = S3Store(bucket, keys).list(destination.prefix)
+    except PublishError as error:
+        return [Check(subject=subject, check="objects", ok=False, detail=error.message)]
+    archive = destination.prefix + nightly.archive_prefix
+    known = explained_keys(state, nightly, project)
+    strays = sorted(k for k in listed if k not in known and not k.startswith(archive))
+    checks = [
+        Check(subject=key, check="objects", ok=False, url=url_of(destination.index_url,
+              key[len(destination.prefix):]),
+              detail="not explained by the channel's state (left as it is)")
+        for key in strays[:MAX_UNEXPLAINED]
+    ]  # fmt: skip
+    if len(strays) > MAX_UNEXPLAINED:
+        more = len(strays) - MAX_UNEXPLAINED
+        checks.append(Check(subject=subject, check="objects", ok=False,
+                            detail=f"{more} more objects not explained by the state"))  # fmt: skip
+    if not strays:
+        detail = f"every one of the {len(listed)} objects is the state's or archived"
+        checks.append(Check(subject=subject, check="objects", ok=True, detail=detail))
     return checks

@@ -18,7 +18,7 @@ import shutil
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,7 +31,8 @@ from release.matrix import Commit, Matrix, load_matrix, nightly_matrix
 from release.publish.finals import Finals
 from release.publish.nightly import NightlyOutcome, NightlySettings, publish_nightly
 from release.records.manifest import Manifest, write_manifest
-from release.records.nightly_state import NightlyState, from_bytes
+from release.records.nightly_layout import commit_keys
+from release.records.nightly_state import NightlyState, from_bytes, to_bytes
 from release.remote.s3 import Bucket, S3Store
 from release.remote.simple_index import parse_project_page
 from release.verify.checks import VerifySettings
@@ -240,8 +241,46 @@ class Channel:
         assert stored is not None
         return from_bytes(stored.data, "state.json")
 
+    def put_state(self, state: NightlyState) -> None:
+        """Write the channel's state as it is given (a tampered or foreign one)."""
+        self.put(PREFIX + "state.json", to_bytes(state))
+
+    def put(self, key: str, data: bytes, content_type: str = "application/json") -> None:
+        self.store().put(key, data, content_type=content_type, cache_control="no-cache")
+
+    def object_keys(self) -> set[str]:
+        return set(self.s3.keys(self.bucket))
+
     def get(self, url: str) -> httpx.Response:
         return httpx.get(url, timeout=30)
+
+
+def oracle(channel: Channel, *, whole: Collection[str] = ()) -> list[str]:
+    """What is wrong in the bucket, read directly (a listing, and each /nightly/ page and
+    its links over HTTP): every kept commit, and each of `whole` (reported promoted or
+    kept), has every object of its own; every /nightly/ page lists one commit's whole
+    variant and links only files whose bytes match their #sha256."""
+    keys = channel.object_keys()
+    state = channel.state()
+    problems = []
+    for sha in whole:
+        if state.kept_commit(sha) is None:
+            problems.append(f"{sha[:12]} is reported but the state does not keep it")
+    for kept in state.kept:
+        shape = state.shapes[kept.shape]
+        missing = [k for k in commit_keys(PREFIX, kept.commit, kept.time, shape, "k3-kernels")
+                   if k not in keys]  # fmt: skip
+        if missing:
+            problems.append(f"kept {kept.commit[:12]} misses {len(missing)}: {missing[0]}")
+    reader = PollingReader(channel)
+    with httpx.Client(timeout=30) as client:
+        for label in reader.labels:
+            page = channel.nightly_url(label) + "k3-kernels/"
+            for url in (page, page + "index.json"):
+                problem, _ = reader.problem(client, url, label)
+                if problem is not None:
+                    problems.append(problem)
+    return problems
 
 
 MakeChannel = Callable[..., Channel]

@@ -303,7 +303,7 @@ def test_retention_keeps_k_commits_and_the_pinned_and_archives_the_rest(
         channel.publish_in_process(number)
     state = channel.state()
     assert {k.commit for k in state.kept} == {commit_of(n).sha for n in (2, 3, 5, 6, 7)}
-    assert [p.commit for p in state.pruning] == [commit_of(4).sha]
+    assert state.pruning == ()  # each run's pruning is done and leaves the state
     for gone in (1, 4):
         sha = commit_of(gone).sha
         assert channel.get(channel.index_url + f"{sha}/k3-kernels/").status_code in (403, 404)
@@ -323,7 +323,6 @@ def test_retention_keeps_k_commits_and_the_pinned_and_archives_the_rest(
     assert plan["promotes"] is True
     assert sorted(plan["keep_list"]) == sorted([pinned_in_matrix, pinned_in_bucket])
     assert [(p["version"], p["action"]) for p in plan["prune"]] == [
-        (f"0.1.0.dev{commit_of(4).time}", "archive"),
         (f"0.1.0.dev{commit_of(5).time}", "archive"),
     ]
 

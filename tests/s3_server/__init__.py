@@ -102,13 +102,23 @@ class S3Server:
         return found
 
     def fault(
-        self, method: str, match: str, *, status: int = 503, times: int = 1, hang: bool = False
+        self,
+        method: str,
+        match: str,
+        *,
+        status: int = 503,
+        times: int = 1,
+        hang: bool = False,
+        after: bool = False,
     ) -> None:
         """Answer the next `times` requests of `method` whose path holds `match` with
-        `status`, or hold them (`hang`) until `clear_faults`."""
+        `status`, or hold them (`hang`) until `clear_faults`; `after`: let each through
+        first and lose moto's answer (a write that landed, answered `status`)."""
         fault = {"method": method, "match": match, "status": status, "times": times}
         httpx.post(
-            f"{self.endpoint}/__faults__", json={**fault, "hang": hang}, timeout=10
+            f"{self.endpoint}/__faults__",
+            json={**fault, "hang": hang, "after": after},
+            timeout=10,
         ).raise_for_status()
 
     def clear_faults(self) -> None:

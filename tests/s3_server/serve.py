@@ -15,7 +15,10 @@
 - **Faults.** `POST /__faults__` with `{"method": "PUT", "match": "aarch64", "status": 403,
   "times": 1}` answers the next matching request (its path contains `match`) with that
   status; `"hang": true` holds it instead until `DELETE /__faults__` (so a test can kill
-  the client mid-request). Bucket names cannot hold `_`: these paths are never a bucket's.
+  the client mid-request); `"after": true` lets it through to moto first and answers the
+  status in place of moto's answer (a write that landed whose answer was lost). A 409
+  answers with S3's `ConditionalRequestConflict` error document. Bucket names cannot hold
+  `_`: these paths are never a bucket's.
 
 Run: python tests/s3_server/serve.py PORT
 """
@@ -117,6 +120,11 @@ class Front:
             )
             if fault is not None:
                 fault["times"] -= 1
+        if fault is not None and fault.get("after"):
+            # the request goes through, its answer is lost: a write that landed
+            with self.objects.writing():
+                list(self.app(environ, lambda *args, **kwargs: None))
+            return _answer(start_response, int(fault.get("status", 503)), b"")
         if fault is not None:
             if fault.get("hang"):
                 self.released.wait(HANG_LIMIT)
@@ -151,10 +159,20 @@ class Front:
         return _answer(start_response, 200, body, "application/json")
 
 
+CONFLICT = (
+    b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>ConditionalRequestConflict</Code>'
+    b"<Message>A conflicting conditional operation is currently in progress against this "
+    b"resource. Please try again.</Message></Error>"
+)
+
+
 def _answer(
     start_response: StartResponse, status: int, body: bytes, kind: str = "application/xml"
 ) -> Iterable[bytes]:
-    reasons = {200: "OK", 403: "Forbidden", 500: "Internal Server Error", 503: "Slow Down"}
+    reasons = {200: "OK", 403: "Forbidden", 409: "Conflict", 500: "Internal Server Error",
+               503: "Slow Down"}  # fmt: skip
+    if status == 409 and not body:
+        body = CONFLICT
     start_response(
         f"{status} {reasons.get(status, 'Error')}",
         [("Content-Type", kind), ("Content-Length", str(len(body)))],
