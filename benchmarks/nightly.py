@@ -13,7 +13,7 @@ matrix.yaml's keep-list and one in the bucket's keep-list.txt.
    lists the whole matrix of one commit and that each link serves its #sha256.
 2. Commit 1001 over the 1000 kept (its publish prunes commit 1): the requests the S3
    server answered for it, counted by the server (the reader's left out); and commit 1002
-   (steady state: it also confirms 1001's pruning).
+   (steady state).
 3. Ten more commits, through which the pinned ones (both would fall out) stay.
 4. A nightly of 0.1.0 (below the final 0.1.0) is refused before any upload.
 
@@ -149,7 +149,7 @@ def run(
     print(f"a nightly of 0.1.0 with 0.1.0 released: {refused}")
     for problem in reader.partial[:10]:
         print(f"partial: {problem}")
-    print(f"requests to publish commit {kept + 2} (steady state, confirming the last pruning): "
+    print(f"requests to publish commit {kept + 2} (steady state): "
           f"{steady}")  # fmt: skip
     print(f"requests to publish commit {kept + 1} over {kept} kept: {first}")
     print(f"partial matrices a polling reader saw: {len(reader.partial)}")

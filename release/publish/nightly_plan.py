@@ -7,7 +7,8 @@ destination of the release; the commit /nightly/ serves now and whether this one
 replace it; and what the next run prunes: the commits that fall out of retention once this
 one is kept (with the matrix's keep-list and the bucket's), and those an earlier run left
 being pruned. The state and the keep-list object are read over HTTP from where the channel
-is served; a file's bytes are compared by the sha256 its upload recorded (a HEAD).
+is served; a file's bytes are compared by the sha256 its upload recorded, read from the
+headers of a GET of its first byte (stores let anyone GET a public object, not always HEAD).
 """
 
 from __future__ import annotations
@@ -148,10 +149,13 @@ def _rows(
         elif not known:
             row_state, reason = ("new" if is_built else "absent"), ""
         else:
-            there = http_edge.head(client, url)
+            there = http_edge.first_byte(client, url)
             recorded = there.headers.get(f"x-amz-meta-{SHA256}")
             if there.status == 404:
                 row_state, reason = ("new" if is_built else "absent"), "an earlier run left it out"
+            elif there.status not in (200, 206):
+                row_state = "not asked"
+                reason = f"{url} answered {there.status or there.error}"
             elif not is_built:
                 row_state, reason = "present", ""
             elif recorded == built[entry.filename].sha256:

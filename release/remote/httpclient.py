@@ -237,20 +237,6 @@ def _capped(http: httpx.Client, left: float) -> httpx.Timeout:
     )
 
 
-def head(http: httpx.Client, url: str, *, secrets: Iterable[str] = ()) -> Download:
-    """HEAD `url` (redirects followed), once: its status and headers, no body. Never raises
-    for the server's sake."""
-    try:
-        response = http.head(url)
-    except httpx.HTTPError as error:
-        return Download(
-            status=None, url=url, error=mask(f"{type(error).__name__}: {error}", secrets)
-        )
-    return Download(
-        status=response.status_code, url=str(response.url), headers=dict(response.headers)
-    )
-
-
 def first_byte(http: httpx.Client, url: str, *, secrets: Iterable[str] = ()) -> Download:
     """GET `url`'s first byte (Range: bytes=0-0), once: its status (206, or 200 from a
     server that ignores ranges) and headers, the object's size in Content-Range. What a

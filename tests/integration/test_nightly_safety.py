@@ -17,6 +17,8 @@ import pytest
 
 from release.credentials import s3_credentials
 from release.errors import PublishError
+from release.matrix.nightly import nightly_matrix
+from release.publish.nightly_plan import make_nightly_plan
 from release.records.nightly_layout import STATE_KEY
 from release.records.nightly_state import Pruning
 from release.remote.s3 import Bucket, Limits, S3Store
@@ -336,3 +338,18 @@ def test_verify_checks_every_kept_commit_and_reports_unexplained_objects(
     assert sorted(c["subject"] for c in failed if c["check"] == "objects") == sorted(orphans)
     assert all(c["check"] in ("kept", "objects") for c in failed), failed
     assert set(orphans) <= channel.object_keys()  # reported, never deleted
+
+
+def test_plan_of_a_published_commit_finds_its_files_identical(make_channel: MakeChannel) -> None:
+    """A re-run's plan reads each file's recorded sha256 as any reader can: a store that
+    lets anyone GET but not HEAD (moto's public bucket, as some stores) is no CONFLICT."""
+    channel = make_channel()
+    channel.publish_in_process(1)
+    plan = make_nightly_plan(
+        channel.matrix,
+        nightly_matrix(channel.matrix, commit_of(1)),
+        dist=channel.root / "dist-1",
+        environ=channel.env(),
+    )
+    assert plan.rows
+    assert {row.state for row in plan.rows} == {"identical"}, plan.rows
