@@ -48,16 +48,43 @@ def fill(name: str, values: Mapping[str, str], comments: Mapping[str, str]) -> s
     return Template(text).substitute(values)
 
 
-def render_workflow(tool_version: str, matrix: str) -> str:
-    """.github/workflows/release.yml: the caller of the tool's reusable workflow."""
+def render_workflow(
+    tool_version: str, matrix: str, commit: str | None, token_secret: str | None = None
+) -> str:
+    """.github/workflows/release.yml: the caller of the tool's reusable workflows and of its
+    publish action, each pinned to `commit` (the release's tag where it is not known), with
+    PyPI's trusted publishing or, given `token_secret`, that repository secret's API token."""
+    if token_secret is None:
+        publisher = (
+            "PyPI: trusted publishing. Add a trusted publisher to the PyPI project: this "
+            "repository, workflow release.yml, environment release. With an API token "
+            "instead: `release init --pypi-token-secret NAME`, or give the step "
+            "`with: {pypi-token: ${{ secrets.NAME }}}`."
+        )
+        publish_with = ""
+    else:
+        publisher = (
+            f"PyPI: the API token in the repository secret {token_secret}. PyPI takes PEP 740 "
+            "attestations only from trusted publishing: its wheels' provenance is their GitHub "
+            "build provenance (docs/ci.md)."
+        )
+        publish_with = f"\n        with:\n          pypi-token: ${{{{ secrets.{token_secret} }}}}"
+    pin_note = (
+        ""
+        if commit is not None
+        else f"TODO: pin each `uses:` by the commit of tag v{tool_version} (zizmor: "
+        "unpinned-uses): this copy of the tool does not know it."
+    )
     return fill(
         "release.yml",
         {
             "tool_version": tool_version,
             "matrix": matrix,
             "docs_url": docs_url(tool_version, "ci.md"),
+            "ref": commit or f"v{tool_version}",
+            "publish_with": publish_with,
         },
-        {},
+        {"publisher": publisher, "pin_note": pin_note},
     )
 
 

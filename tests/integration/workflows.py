@@ -32,6 +32,8 @@ from tests.integration.expressions import Status, condition_holds, needs_of, sub
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOWS = ROOT / ".github" / "workflows"
 WHEELS = WORKFLOWS / "wheels.yml"
+WHEELS_VERIFY = WORKFLOWS / "wheels-verify.yml"
+PUBLISH_ACTION = ROOT / "actions" / "publish" / "action.yml"
 RELEASE = WORKFLOWS / "release.yml"
 TOOL_RELEASE = WORKFLOWS / "tool-release.yml"
 CI = WORKFLOWS / "ci.yml"
@@ -64,7 +66,8 @@ SAMPLES: dict[str, Any] = {
     "inputs.retention-days": 7,
     "inputs.channel": "release",
     "inputs.latest": "",
-    "secrets.pypi-token": "",
+    "inputs.pypi-token": "",
+    "inputs.index": True,
     "secrets.aws-access-key-id": "",
     "secrets.aws-secret-access-key": "",
     "matrix.cuda": "12.9",
@@ -194,8 +197,15 @@ class Step:
 
 
 def steps(*paths: Path) -> Iterator[Step]:
+    """The steps of each workflow's jobs; a composite action's (actions/*/action.yml) as
+    those of one job named after its directory."""
     for path in paths or tuple(sorted(WORKFLOWS.glob("*.yml"))):
-        for job_name, job in load(path)["jobs"].items():
+        data = load(path)
+        if "runs" in data:
+            for index, step in enumerate(data["runs"]["steps"]):
+                yield Step(path.name, path.parent.name, index, step)
+            continue
+        for job_name, job in data["jobs"].items():
             for index, step in enumerate(job.get("steps", [])):
                 yield Step(path.name, job_name, index, step)
 
@@ -255,7 +265,8 @@ def run_step(
     log = tmp / "calls.jsonl"
     log.write_text("", encoding="utf-8")
     (tmp / "dist").mkdir(exist_ok=True)
-    workflow_env = load(WORKFLOWS / step.workflow).get("env", {})
+    source = WORKFLOWS / step.workflow
+    workflow_env = load(source).get("env", {}) if source.exists() else {}
     full_env = {
         "PATH": str(stub_dir),
         "STUB_LOG": str(log),

@@ -76,20 +76,44 @@ def test_a_torch_the_index_did_not_give_is_a_todo_refused_at_its_line() -> None:
     assert "is not a valid version" in problem
 
 
-def test_the_workflow_calls_the_reusable_one_at_this_tools_version() -> None:
-    assert render_workflow("0.4.2", "kernels/matrix.yaml") == (
+SHA = "f" * 40
+TOOL = "k3-project/cuda-wheel-release"
+
+
+def test_the_workflow_pins_each_use_of_the_tool_by_commit_with_its_version() -> None:
+    text = render_workflow("0.4.2", "kernels/matrix.yaml", SHA)
+    assert text.startswith(
         "# Release: builds every cell of kernels/matrix.yaml, publishes on a pushed tag "
         "(docs: https://github.com/k3-project/cuda-wheel-release/blob/v0.4.2/docs/ci.md)\n"
-        "name: release\n"
-        "on:\n"
-        '  push: {tags: ["v*"]}\n'
-        "  workflow_dispatch:\n"
-        "permissions: {}\n"
-        "jobs:\n"
-        "  release:\n"
-        "    uses: k3-project/cuda-wheel-release/.github/workflows/wheels.yml@v0.4.2\n"
-        "    with:\n"
-        "      matrix: kernels/matrix.yaml\n"
-        '      tool-version: "0.4.2"\n'
-        "    permissions: {contents: write, id-token: write, attestations: write, pages: write}\n"
     )
+    lines = [line.strip() for line in text.splitlines()]
+    uses = [line for line in lines if line.startswith(("uses:", "- uses:"))]
+    assert uses == [
+        f"uses: {TOOL}/.github/workflows/wheels.yml@{SHA} # v0.4.2",
+        f"uses: {TOOL}/actions/publish@{SHA} # v0.4.2",
+        f"uses: {TOOL}/.github/workflows/wheels-verify.yml@{SHA} # v0.4.2",
+    ]
+    assert text.count('      tool-version: "0.4.2"\n') == 2
+    assert text.count("      matrix: kernels/matrix.yaml\n") == 2
+    assert "    permissions: {contents: write, id-token: write, attestations: write}\n" in text
+    assert "    environment: {name: release}\n" in text
+    assert "      index: ${{ needs.publish.outputs.index == 'true' }}\n" in text
+    assert "workflow release.yml, environment release" in " ".join(text.split())
+    assert "pypi-token:" not in text.replace("{pypi-token:", "")  # trusted publishing
+
+
+def test_with_a_token_secret_the_publish_step_passes_it() -> None:
+    text = render_workflow("0.4.2", "matrix.yaml", SHA, "PYPI_TOKEN")
+    assert (
+        f"        uses: {TOOL}/actions/publish@{SHA} # v0.4.2\n"
+        "        with:\n"
+        "          pypi-token: ${{ secrets.PYPI_TOKEN }}\n"
+        "  # deploy the pip index"
+    ) in text
+    assert "the API token in the repository secret PYPI_TOKEN" in " ".join(text.split())
+
+
+def test_without_a_commit_the_tag_is_pinned_with_a_todo() -> None:
+    text = render_workflow("0.4.2", "matrix.yaml", None)
+    assert f"uses: {TOOL}/.github/workflows/wheels.yml@v0.4.2 # v0.4.2\n" in text
+    assert "# TODO: pin each `uses:` by the commit of tag v0.4.2" in text
