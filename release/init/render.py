@@ -17,6 +17,7 @@ from string import Template
 
 from release.init.decide import Decision
 from release.init.detect import Finding, Note
+from release.toolchain.pins import CUDA_TOOLKIT_IMAGES
 
 REPOSITORY = "k3-project/cuda-wheel-release"  # the tool's own repository
 TORCH_TODO = "TODO-the-exact-torch-version"  # refused at its line until it is replaced
@@ -108,6 +109,8 @@ def render_matrix(decision: Decision, tool_version: str) -> str:
         "sms_from": _from(found, "sms"),
         "ptx_from": _from(found, "ptx"),
     }
+    if decision.backend in ("cmake", "torch"):
+        values["toolkit_image"] = _toolkit_image(decision)
     if decision.backend == "torch":
         torch_values, torch_comments = _torch(decision, found)
         values.update(torch_values)
@@ -139,6 +142,27 @@ def _torch(
         "build_env": _build_env(decision),
     }
     return values, {"python_from": python_from, "torch_from": torch_from}
+
+
+def _toolkit_image(decision: Decision) -> str:
+    """The commented toolkit-image lines of a 12.9 cell: the PyPA's manylinux CUDA image of
+    each arch at the matrix's level, with where its digest comes from (the tool pins none:
+    release/toolchain/pins.py says why)."""
+    lines = ["  #   toolkit-image:"]
+    images = []
+    for arch in decision.arches:
+        image = CUDA_TOOLKIT_IMAGES.get(("12.9", arch, decision.manylinux))
+        if image is None:
+            continue
+        images.append(image)
+        lines.append(f"  #     {arch}: {image.name}@sha256:<64 hex>")
+    if not images:
+        return ""
+    said = [
+        "  #   # each digest (per arch): docker buildx imagetools inspect",
+        f"  #   #   {images[0].name}:{images[0].tag}",
+    ]
+    return "\n".join([*said, *lines]) + "\n"
 
 
 def _build_env(decision: Decision) -> str:

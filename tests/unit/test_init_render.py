@@ -17,6 +17,7 @@ from release.init.render import render_matrix, render_workflow
 from release.init.torchindex import TorchRelease
 from release.matrix import matrix_from_text
 from release.project import read_project_files, reading
+from release.toolchain.placement import placement
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -117,3 +118,37 @@ def test_without_a_commit_the_tag_is_pinned_with_a_todo() -> None:
     text = render_workflow("0.4.2", "matrix.yaml", None)
     assert f"uses: {TOOL}/.github/workflows/wheels.yml@v0.4.2 # v0.4.2\n" in text
     assert "# TODO: pin each `uses:` by the commit of tag v0.4.2" in text
+
+
+@pytest.mark.parametrize("where", [FIXTURES / "cmake_kernels", FIXTURES / "torch_ops"])
+def test_the_12_9_block_names_the_pypa_cuda_image_by_digest_for_each_arch(where: Path) -> None:
+    """Uncommented with a digest written in, the 12.9 cell builds in the PyPA's manylinux
+    CUDA image of its arch and level; with the placeholder left in, the loader refuses it."""
+    decision = decided(where)
+    text = render_matrix(decision, __version__)
+    block = text.split('  # "12.9":\n', 1)[1].split("\n\n", 1)[0]
+    level = decision.manylinux
+    for arch in decision.arches:
+        image = f"quay.io/manylinux_cuda/manylinux_{level}_{arch}_cuda12_9"
+        assert f"  #     {arch}: {image}@sha256:<64 hex>\n" in block + "\n"
+    assert "docker buildx imagetools inspect" in block
+    lines = ['  "12.9":'] + [
+        line.replace("  # ", "  ", 1) for line in block.splitlines() if "#   # " not in line
+    ]
+    digest = "sha256:" + "ab" * 32
+    cell = "\n".join(lines).replace("{torch}", "").replace('"..."', '"2.11.0"')
+    github = "\n\ndestinations:\n  github: {kind: github, repository: a/b}\n"
+
+    def with_cell(text_of_cell: str) -> str:
+        return text.replace("\ndestinations:\n", "\n" + text_of_cell + github)
+
+    filled = with_cell(cell.replace("sha256:<64 hex>", digest))
+    matrix = matrix_from_text(filled, where / "matrix.yaml", named=("p", Version("1")))
+    placed = {c.arch: placement(c) for c in matrix.cells if str(c.cuda) == "12.9"}
+    assert placed, "a 12.9 cell"
+    for arch, at in placed.items():
+        image = f"quay.io/manylinux_cuda/manylinux_{level}_{arch}_cuda12_9"
+        assert (at.container, at.cuda_home) == (f"{image}@{digest}", "/usr/local/cuda-12.9")
+    left = with_cell(cell)
+    with pytest.raises(ConfigError):
+        matrix_from_text(left, where / "matrix.yaml", named=("p", Version("1")))
