@@ -41,6 +41,7 @@ from tests.integration.workflows import (
     load,
     make_stubs,
     release_calls,
+    resolve,
     run_step,
     steps,
     triggers,
@@ -66,18 +67,6 @@ def stub_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 # --- Called from another repository. ---
-
-
-def resolve(uses: str) -> Path:
-    """The file of this checkout that a caller's `uses:` names (a workflow or an action),
-    by a local path or the tool's repository at a commit."""
-    if uses.startswith("./"):
-        path = ROOT / uses
-    else:
-        match = re.fullmatch(rf"{TOOL_REPOSITORY}/([\w./-]+)@([0-9a-f]{{40}})", uses)
-        assert match is not None, f"not pinned to a commit: {uses}"
-        path = ROOT / match.group(1)
-    return path / "action.yml" if path.is_dir() else path
 
 
 def init_text(token_secret: str | None = None) -> str:
