@@ -88,6 +88,7 @@ class Played:
 
     results: dict[str, str] = field(default_factory=dict)
     calls: dict[str, list[argparse.Namespace]] = field(default_factory=dict)
+    argv: dict[str, list[list[str]]] = field(default_factory=dict)
     envs: dict[str, list[dict[str, str]]] = field(default_factory=dict)
 
     def ran(self) -> list[str]:
@@ -171,6 +172,7 @@ class Player:
             if call[0] == "release" and call[1:] != ["--version"]:
                 parsed = self.parser.parse_args(call[1:])
                 self.played.calls.setdefault(job, []).append(parsed)
+                self.played.argv.setdefault(job, []).append(call[1:])
 
 
 RELEASED = [
