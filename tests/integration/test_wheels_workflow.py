@@ -198,11 +198,13 @@ def test_the_caller_release_init_writes_passes_the_linters_zizmor_too(
             [*command, str(caller)], capture_output=True, text=True, check=False
         )
         assert result.returncode == 0, result.stdout + result.stderr
-    found = subprocess.run(
-        [str(BIN / "zizmor"), "--offline", "--format", "json", str(caller)],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
-    assert found.stdout.strip() == "[]"
+    for persona in ("regular", "pedantic"):  # pedantic: its lows and informationals too
+        found = subprocess.run(
+            [str(BIN / "zizmor"), "--offline", "--persona", persona, "--format", "json",
+             str(caller)],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        assert found.stdout.strip() == "[]", (persona, found.stdout)
     uses = [
         line.strip() for line in text.splitlines() if line.strip().startswith(("uses:", "- uses:"))
     ]

@@ -96,7 +96,12 @@ def test_the_workflow_pins_each_use_of_the_tool_by_commit_with_its_version() -> 
     ]
     assert text.count('      tool-version: "0.4.2"\n') == 2
     assert text.count("      matrix: kernels/matrix.yaml\n") == 2
-    assert "    permissions: {contents: write, id-token: write, attestations: write}\n" in text
+    assert (
+        "    permissions:\n"
+        "      contents: write # the GitHub Release and its assets\n"
+        "      id-token: write # PyPI trusted publishing, and signing the attestations\n"
+        "      attestations: write # the build provenance of every file shipped\n"
+    ) in text
     assert "    environment: {name: release}\n" in text
     assert "      index: ${{ needs.publish.outputs.index == 'true' }}\n" in text
     assert "workflow release.yml, environment release" in " ".join(text.split())
