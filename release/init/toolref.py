@@ -22,7 +22,7 @@ _COMMIT = re.compile(r"[0-9a-f]{40}")
 
 
 def tool_commit() -> str | None:
-    return _embedded() or _direct_url() or _checkout_head()
+    return _embedded() or _direct_url() or checkout_head(Path(__file__).resolve().parents[2])
 
 
 def _embedded() -> str | None:
@@ -38,6 +38,12 @@ def _direct_url() -> str | None:
         raw = metadata.distribution(DISTRIBUTION).read_text("direct_url.json")
     except metadata.PackageNotFoundError:
         return None
+    return commit_of_direct_url(raw)
+
+
+def commit_of_direct_url(raw: str | None) -> str | None:
+    """The commit of a PEP 610 direct_url.json that records a VCS install, else None (a
+    local directory, an archive, an editable install)."""
     try:
         data = json.loads(raw) if raw else None
     except ValueError:
@@ -47,10 +53,11 @@ def _direct_url() -> str | None:
     return commit if isinstance(commit, str) and _COMMIT.fullmatch(commit) else None
 
 
-def _checkout_head() -> str | None:
-    """git's HEAD of the checkout this module is in, read from its files (a worktree's
+def checkout_head(source: Path) -> str | None:
+    """git's HEAD of the tool's checkout at `source`, read from its files (a worktree's
     `.git` file names its git directory; a branch's commit is in refs/ or packed-refs)."""
-    source = Path(__file__).resolve().parents[2]
+    if not (source / "release" / "__init__.py").is_file():
+        return None
     dot_git = source / ".git"
     try:
         if dot_git.is_file():
@@ -60,20 +67,22 @@ def _checkout_head() -> str | None:
             return head
         ref = head.removeprefix("ref:").strip()
         common = dot_git / "commondir"
-        roots = (
-            [dot_git, dot_git / common.read_text("utf-8").strip()]
-            if common.is_file()
-            else [dot_git]
-        )
-        for root in roots:
-            if (root / ref).is_file():
-                commit = (root / ref).read_text("utf-8").strip()
-                return commit if _COMMIT.fullmatch(commit) else None
-            packed = root / "packed-refs"
-            if packed.is_file():
-                for line in packed.read_text("utf-8").splitlines():
-                    if line.endswith(f" {ref}") and _COMMIT.fullmatch(line[:40]):
-                        return line[:40]
+        roots = [dot_git]
+        if common.is_file():
+            roots.append(dot_git / common.read_text("utf-8").strip())
+        return next((c for root in roots if (c := _ref_commit(root, ref))), None)
     except OSError:
         return None
+
+
+def _ref_commit(root: Path, ref: str) -> str | None:
+    loose = root / ref
+    if loose.is_file():
+        commit = loose.read_text("utf-8").strip()
+        return commit if _COMMIT.fullmatch(commit) else None
+    packed = root / "packed-refs"
+    if packed.is_file():
+        for line in packed.read_text("utf-8").splitlines():
+            if line.endswith(f" {ref}") and _COMMIT.fullmatch(line[:40]):
+                return line[:40]
     return None
