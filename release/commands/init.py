@@ -13,6 +13,7 @@ what must change before the project builds, and what it could not decide.
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -52,6 +53,24 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="ask no index: a torch project's torch pin is left a TODO in matrix.yaml",
     )
+    parser.add_argument(
+        "--pypi-token-secret",
+        type=secret_name,
+        default=None,
+        metavar="NAME",
+        help="the workflow publishes to PyPI with the API token in this repository secret "
+        "(default: PyPI's trusted publishing, no token)",
+    )
+
+
+def secret_name(text: str) -> str:
+    """argparse type of --pypi-token-secret: a GitHub secret's name."""
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", text) or text.upper().startswith("GITHUB_"):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a secret's name (letters, digits and _, not starting with a "
+            "digit or GITHUB_)"
+        )
+    return text
 
 
 def index_url(text: str) -> str:
@@ -76,6 +95,7 @@ def run(args: argparse.Namespace) -> int:
             force=args.force,
             torch_index=args.torch_index,
             offline=args.offline,
+            pypi_token_secret=args.pypi_token_secret,
         )
     )
     out.document(init_json(outcome))

@@ -17,6 +17,7 @@ from string import Template
 
 from release.init.decide import Decision
 from release.init.detect import Finding, Note
+from release.toolchain.pins import CUDA_TOOLKIT_IMAGES
 
 REPOSITORY = "k3-project/cuda-wheel-release"  # the tool's own repository
 TORCH_TODO = "TODO-the-exact-torch-version"  # refused at its line until it is replaced
@@ -48,16 +49,43 @@ def fill(name: str, values: Mapping[str, str], comments: Mapping[str, str]) -> s
     return Template(text).substitute(values)
 
 
-def render_workflow(tool_version: str, matrix: str) -> str:
-    """.github/workflows/release.yml: the caller of the tool's reusable workflow."""
+def render_workflow(
+    tool_version: str, matrix: str, commit: str | None, token_secret: str | None = None
+) -> str:
+    """.github/workflows/release.yml: the caller of the tool's reusable workflows and of its
+    publish action, each pinned to `commit` (the release's tag where it is not known), with
+    PyPI's trusted publishing or, given `token_secret`, that repository secret's API token."""
+    if token_secret is None:
+        publisher = (
+            "PyPI: trusted publishing. Add a trusted publisher to the PyPI project: this "
+            "repository, workflow release.yml, environment release. With an API token "
+            "instead: `release init --pypi-token-secret NAME`, or give the step "
+            "`with: {pypi-token: ${{ secrets.NAME }}}`."
+        )
+        publish_with = ""
+    else:
+        publisher = (
+            f"PyPI: the API token in the repository secret {token_secret}. PyPI takes PEP 740 "
+            "attestations only from trusted publishing: its wheels' provenance is their GitHub "
+            "build provenance (docs/ci.md)."
+        )
+        publish_with = f"\n        with:\n          pypi-token: ${{{{ secrets.{token_secret} }}}}"
+    pin_note = (
+        ""
+        if commit is not None
+        else f"TODO: pin each `uses:` by the commit of tag v{tool_version} (zizmor: "
+        "unpinned-uses): this copy of the tool does not know it."
+    )
     return fill(
         "release.yml",
         {
             "tool_version": tool_version,
             "matrix": matrix,
             "docs_url": docs_url(tool_version, "ci.md"),
+            "ref": commit or f"v{tool_version}",
+            "publish_with": publish_with,
         },
-        {},
+        {"publisher": publisher, "pin_note": pin_note},
     )
 
 
@@ -81,6 +109,8 @@ def render_matrix(decision: Decision, tool_version: str) -> str:
         "sms_from": _from(found, "sms"),
         "ptx_from": _from(found, "ptx"),
     }
+    if decision.backend in ("cmake", "torch"):
+        values["toolkit_image"] = _toolkit_image(decision)
     if decision.backend == "torch":
         torch_values, torch_comments = _torch(decision, found)
         values.update(torch_values)
@@ -112,6 +142,27 @@ def _torch(
         "build_env": _build_env(decision),
     }
     return values, {"python_from": python_from, "torch_from": torch_from}
+
+
+def _toolkit_image(decision: Decision) -> str:
+    """The commented toolkit-image lines of a 12.9 cell: the PyPA's manylinux CUDA image of
+    each arch at the matrix's level, with where its digest comes from (the tool pins none:
+    release/toolchain/pins.py says why)."""
+    lines = ["  #   toolkit-image:"]
+    images = []
+    for arch in decision.arches:
+        image = CUDA_TOOLKIT_IMAGES.get(("12.9", arch, decision.manylinux))
+        if image is None:
+            continue
+        images.append(image)
+        lines.append(f"  #     {arch}: {image.name}@sha256:<64 hex>")
+    if not images:
+        return ""
+    said = [
+        "  #   # each digest (per arch): docker buildx imagetools inspect",
+        f"  #   #   {images[0].name}:{images[0].tag}",
+    ]
+    return "\n".join([*said, *lines]) + "\n"
 
 
 def _build_env(decision: Decision) -> str:

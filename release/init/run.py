@@ -20,6 +20,7 @@ from release.fsutil import write_atomic
 from release.init.decide import Decision, decide
 from release.init.detect import TorchLookup, backend_of
 from release.init.render import TORCH_TODO, render_matrix, render_workflow
+from release.init.toolref import tool_commit
 from release.init.torchindex import torch_releases
 from release.matrix import matrix_from_text
 from release.project import read_project_files, reading
@@ -41,6 +42,7 @@ class InitSettings:
     force: bool = False
     torch_index: str | None = None  # where the cells' torch comes from; None: PyPI
     offline: bool = False  # ask no index: the torch pin is left a TODO
+    pypi_token_secret: str | None = None  # None: PyPI's trusted publishing
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -91,7 +93,12 @@ def init_project(settings: InitSettings, torch_source: TorchSource | None = None
     decision = decide(read, backend, lookup, torch_index=settings.torch_index)
     matrix_text = render_matrix(decision, __version__)
     check_loads(matrix_text, matrix_path)
-    workflow_text = render_workflow(__version__, matrix_path.relative_to(root).as_posix())
+    workflow_text = render_workflow(
+        __version__,
+        matrix_path.relative_to(root).as_posix(),
+        tool_commit(),
+        settings.pypi_token_secret,
+    )
     written = []
     for path, text, what in (
         (matrix_path, matrix_text, "the release matrix"),

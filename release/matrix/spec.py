@@ -156,9 +156,9 @@ IMAGE_BY_DIGEST = r"[a-z0-9][a-z0-9._/:-]*@sha256:[0-9a-f]{64}"
 
 @dataclass(frozen=True)
 class ImageSpec:
-    """A container image pinned by its digest (`docker.io/pytorch/manylinux2_28-builder@
-    sha256:<64 hex>`, as `docker buildx imagetools inspect NAME:TAG` prints it): a tag can
-    move under a release."""
+    """A container image pinned by its digest
+    (`quay.io/manylinux_cuda/manylinux_2_28_x86_64_cuda12_9@sha256:<64 hex>`, as `docker
+    buildx imagetools inspect NAME:TAG` prints it): a tag can move under a release."""
 
     reference: str
 

@@ -121,14 +121,22 @@ class ToolkitImage:
         return f"{self.name}@{self.digest}" if self.digest else None
 
 
-# PyTorch's manylinux_2_28 builders: the toolkit in /usr/local/cuda-X.Y, CPythons in
-# /opt/python like pypa's images. Their digests cannot be read from a machine without
-# registry access; a cell that needs one before it is pinned is refused with the remedy.
-CUDA_TOOLKIT_IMAGES: Mapping[tuple[str, str], ToolkitImage] = {
-    ("12.9", "x86_64"): ToolkitImage(
-        "docker.io/pytorch/manylinux2_28-builder", "cuda12.9", None, "/usr/local/cuda-12.9"
-    ),
-    ("12.9", "aarch64"): ToolkitImage(
-        "docker.io/pytorch/manylinuxaarch64-builder", "cuda12.9", None, "/usr/local/cuda-12.9"
-    ),
+# The PyPA's manylinux CUDA images (quay.io/manylinux_cuda, the ones cibuildwheel's docs point
+# to): one repository per manylinux level, arch and CUDA version, with the toolkit as NVIDIA's
+# rpm packages install it (/usr/local/cuda-X.Y) and the CPythons in /opt/python like pypa's
+# images. A cell builds in the one of its own level, so the container's glibc is the one its
+# wheel's tag names. They are published under the tag `latest` only, and a digest cannot be
+# read from a machine without registry access: until one is pinned here, a cell that needs
+# an image is refused with the remedy (matrix.yaml's toolkit-image, by digest).
+MANYLINUX_CUDA_IMAGE = "quay.io/manylinux_cuda/manylinux_{level}_{arch}_cuda{cuda}"
+CUDA_TOOLKIT_IMAGES: Mapping[tuple[str, str, str], ToolkitImage] = {
+    (cuda, arch, level): ToolkitImage(
+        MANYLINUX_CUDA_IMAGE.format(level=level, arch=arch, cuda=cuda.replace(".", "_")),
+        "latest",
+        None,
+        f"/usr/local/cuda-{cuda}",
+    )
+    for cuda in ("12.9",)
+    for arch in ("x86_64", "aarch64")
+    for level in ("2_28", "2_34")
 }

@@ -42,7 +42,7 @@ def needs_toolkit_image(cell: Cell) -> bool:
 def placement(cell: Cell) -> Placement:
     runner = HOSTED_RUNNERS[cell.arch]
     if needs_toolkit_image(cell):
-        toolkit = CUDA_TOOLKIT_IMAGES.get((str(cell.cuda), cell.arch))
+        toolkit = CUDA_TOOLKIT_IMAGES.get((str(cell.cuda), cell.arch, cell.manylinux))
         cuda_home = toolkit.cuda_home if toolkit is not None else f"/usr/local/cuda-{cell.cuda}"
         if cell.toolkit_image is not None:  # the matrix's own pin, over the tool's
             return Placement(runs_on=runner, container=cell.toolkit_image, cuda_home=cuda_home)

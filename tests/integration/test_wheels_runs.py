@@ -14,9 +14,11 @@ import pytest
 
 from release import __version__
 from tests.integration.workflows import (
+    PUBLISH_ACTION,
     SAMPLES,
     TAG_PUSH,
     WHEELS,
+    WHEELS_VERIFY,
     Run,
     job_steps,
     load,
@@ -24,6 +26,7 @@ from tests.integration.workflows import (
     release_calls,
     run_step,
     steps,
+    triggers,
     wheels_jobs,
 )
 
@@ -57,7 +60,7 @@ def test_the_plan_job_refuses_a_channel_that_is_neither(
 
 
 BUILT = {"plan", "build", "reproduce"}
-RELEASED = BUILT | {"publish", "index", "verify"}
+RELEASED = BUILT  # then the caller's publish job, on the output `release`
 NIGHTLY_PUBLISHED = BUILT | {"publish-nightly"}
 DRY_RUN = BUILT | {"publish-dry-run"}
 TAG = {"github.ref": "refs/tags/v1.2.0", "github.ref_type": "tag", "github.ref_name": "v1.2.0"}
@@ -100,9 +103,20 @@ def test_what_publishes_a_release_is_a_pushed_tag_a_nightly_a_push_to_main_or_a_
     assert {name for name, result in ran.items() if result == "success"} == expected | {"gpu"}
 
 
+def test_the_output_release_is_true_for_a_release_from_a_pushed_tag_only() -> None:
+    value = triggers(load(WHEELS))["workflow_call"]["outputs"]["release"]["value"]
+    assert value == "${{ jobs.plan.outputs.release }}"
+    given = wheels_jobs()["plan"]["outputs"]["release"]
+    assert TAG_PUSH.fill(given) == "true"
+    for other in (MANUAL, {"inputs.channel": "nightly"}, MAIN):
+        assert TAG_PUSH.with_values(other).fill(given) == "false", other
+
+
 def test_a_release_without_an_index_is_verified_with_no_pages_deployed() -> None:
-    ran = TAG_PUSH.with_values({"steps.index.outputs.pages": ""}).jobs(WHEELS)
+    ran = TAG_PUSH.with_values({"inputs.index": False}).jobs(WHEELS_VERIFY)
     assert (ran["index"], ran["verify"]) == ("skipped", "success")
+    ran = TAG_PUSH.jobs(WHEELS_VERIFY)
+    assert (ran["index"], ran["verify"]) == ("success", "success")
 
 
 def test_a_nightly_and_a_release_of_one_ref_do_not_wait_for_each_other() -> None:
@@ -117,7 +131,7 @@ GPUS = {"steps.gpu.outputs.matrix": '{"include":[{"runner":"self-hosted/linux/h2
 BUILDS = {"plan": ["matrix", "matrix", "plan"], "build": ["build", "plan"],
           "reproduce": ["build"], "gpu": ["gpu-gate"]}  # fmt: skip
 RUNS = {
-    "release": (TAG_PUSH, {**BUILDS, "publish": ["publish"], "verify": ["verify"]}),
+    "release": (TAG_PUSH, BUILDS),
     "release-dry-run": (TAG_PUSH.with_values(MANUAL), {**BUILDS, "publish-dry-run": ["publish"]}),
     "nightly": (NIGHTLY_PUSH, {**BUILDS, "publish-nightly": ["publish"]}),
     "nightly-dry-run": (NIGHTLY_PUSH.with_values(MANUAL), {**BUILDS, "publish-dry-run": ["plan"]}),
@@ -153,9 +167,6 @@ def test_each_run_calls_release_on_its_channel_in_its_jobs(
     (plan,) = [a for a in found["plan"] if a.command == "plan"]
     # a release's runs are of its tag (a manual one too); a nightly expects none
     assert plan.expect_tag == (None if channel == "nightly" else f"v{__version__}")
-    if "publish" in found:
-        (publish,) = found["publish"]
-        assert (publish.dry_run, publish.index_dir) == (False, Path("dist/index"))
     if "publish-nightly" in found:
         (publish,) = found["publish-nightly"]
         assert (publish.dry_run, publish.dist) == (False, Path("dist"))
@@ -175,26 +186,20 @@ def test_a_nightly_run_from_a_tag_expects_no_tag(stub_dir: Path, tmp_path: Path)
 
 
 def test_a_nightly_signs_attests_and_deploys_nothing() -> None:
-    """No PyPI, GitHub Release or Pages step runs in a nightly (its publish job verifies the
-    commit's index before /nightly/ moves); a release runs each of them."""
+    """No PyPI, GitHub Release or Pages step is in wheels.yml: a release's are the caller's
+    publish job (actions/publish) and wheels-verify.yml's; a nightly calls neither."""
     release_only = {
         "actions/attest-build-provenance", "actions/upload-pages-artifact", "actions/deploy-pages",
     }  # fmt: skip
-
-    def used(run: Run) -> tuple[set[str], list[str]]:
+    for run in (TAG_PUSH, NIGHTLY_PUSH, NIGHTLY_PUSH.with_values(EVENTS["schedule"])):
         ran = run.with_values(GPUS).steps(WHEELS)
         uses = {s.uses.split("@")[0] for s in ran if s.uses}
-        return uses, [s.where for s in ran if "pypi_attestations" in s.run or "TWINE" in str(
-            s.data.get("env", {}))]  # fmt: skip
-
-    uses, pypi = used(TAG_PUSH)
-    assert release_only <= uses
-    assert len(pypi) == 2
-    for run in (NIGHTLY_PUSH, NIGHTLY_PUSH.with_values(EVENTS["schedule"])):
-        uses, pypi = used(run)
         assert not uses & release_only
-        assert pypi == []
-        assert "actions/cache" not in uses, "a published nightly builds from empty caches"
+        assert [s.where for s in ran if "pypi_attestations" in s.run] == []
+        if run is not TAG_PUSH:
+            assert "actions/cache" not in uses, "a published nightly builds from empty caches"
+    published = {s.uses.split("@")[0] for s in steps(PUBLISH_ACTION, WHEELS_VERIFY) if s.uses}
+    assert release_only <= published
 
 
 @pytest.mark.parametrize("name", ["nightly", "nightly-dry-run"])

@@ -1,12 +1,14 @@
-"""The reusable workflow (wheels.yml) as another repository calls it, for a release or a
-nightly, and the tool's own release (tool-release.yml): the inputs, the jobs in the order
-of a release, what each job runs (every `run:` step executed against stubs, every `release`
+"""The reusable workflows (wheels.yml, wheels-verify.yml) and the publish action
+(actions/publish) as another repository's caller uses them, for a release or a nightly, and
+the tool's own release (tool-release.yml): the inputs, the jobs in the order of a release,
+what each job runs (every `run:` step executed against stubs, every `release`
 call parsed by the real CLI), the matrix fields the jobs read, provenance, and the dry
 runs. Which jobs and steps each kind of run runs: test_wheels_runs.py.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -25,6 +27,7 @@ from tests.integration.workflows import (
     CALLER,
     NIGHTLY,
     NIGHTLY_CALLER,
+    PUBLISH_ACTION,
     RELEASE,
     ROOT,
     SAMPLES,
@@ -32,11 +35,13 @@ from tests.integration.workflows import (
     TOOL_RELEASE,
     TOOL_REPOSITORY,
     WHEELS,
+    WHEELS_VERIFY,
     allowed,
     job_steps,
     load,
     make_stubs,
     release_calls,
+    resolve,
     run_step,
     steps,
     triggers,
@@ -44,10 +49,8 @@ from tests.integration.workflows import (
 )
 
 BIN = Path(sys.executable).parent
-ORDER = [
-    "plan", "build", "reproduce", "gpu", "publish-dry-run", "publish", "publish-nightly",
-    "index", "verify",
-]  # fmt: skip
+ORDER = ["plan", "build", "reproduce", "gpu", "publish-dry-run", "publish-nightly"]
+COMMIT = "0123456789abcdef" * 2 + "01234567"  # a commit the caller pins the tool to
 INPUTS = {
     "matrix": ("string", "matrix.yaml", False),
     "tool-version": ("string", None, True),
@@ -55,7 +58,7 @@ INPUTS = {
     "retention-days": ("number", 7, False),
     "channel": ("string", "release", False),
 }
-SECRETS = ("pypi-token", "aws-access-key-id", "aws-secret-access-key")
+SECRETS = ("aws-access-key-id", "aws-secret-access-key")
 
 
 @pytest.fixture(scope="module")
@@ -66,45 +69,104 @@ def stub_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 # --- Called from another repository. ---
 
 
-def reusable_of(caller: Path) -> tuple[dict[str, Any], Path]:
-    """The caller's one job and the wheels.yml it resolves to in this checkout."""
-    (job,) = load(caller)["jobs"].values()
-    uses = job["uses"]
-    if uses.startswith("./"):
-        return job, ROOT / uses
-    match = re.fullmatch(rf"{TOOL_REPOSITORY}/(\.github/workflows/wheels\.yml)@v([\d.]+)", uses)
-    assert match is not None, uses
-    return job, ROOT / match.group(1)
+def init_text(token_secret: str | None = None) -> str:
+    return render_workflow(__version__, "matrix.yaml", COMMIT, token_secret)
 
 
 @pytest.fixture(scope="module")
 def init_caller(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The caller `release init` writes (release/init/templates/release.yml)."""
     path = tmp_path_factory.mktemp("init") / "release.yml"
-    path.write_text(render_workflow(__version__, "matrix.yaml"), encoding="utf-8")
+    path.write_text(init_text(), encoding="utf-8")
     return path
 
 
-@pytest.mark.parametrize("caller", ["another-project", "this-repo", "release-init"])
-def test_a_caller_resolves_to_this_wheels_yml_and_grants_what_its_jobs_need(
-    caller: str, init_caller: Path
+@pytest.fixture(scope="module")
+def init_token_caller(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The same with `--pypi-token-secret PYPI_API_TOKEN`."""
+    path = tmp_path_factory.mktemp("init-token") / "release.yml"
+    path.write_text(init_text("PYPI_API_TOKEN"), encoding="utf-8")
+    return path
+
+
+def check_called(job: dict[str, Any], called: Path) -> None:
+    """The inputs a caller gives are declared, the required ones given, and its grant holds
+    every job of the called workflow (GitHub checks skipped jobs too)."""
+    declared = triggers(load(called))["workflow_call"]
+    given = job.get("with", {})
+    assert set(given) <= set(declared["inputs"]), "an input the workflow does not declare"
+    for name, spec in declared["inputs"].items():
+        if spec.get("required"):
+            assert name in given, f"misses the required input {name}"
+    assert isinstance(given.get("retention-days", 7), int)
+    assert set(job.get("secrets", {})) <= set(declared.get("secrets", {}))
+    assert job.get("secrets") != "inherit"
+    granted = job["permissions"]
+    for name, called_job in load(called)["jobs"].items():
+        for scope, level in called_job["permissions"].items():
+            assert granted.get(scope) == "write" or granted.get(scope) == level, (name, scope)
+    assert re.fullmatch(r"\d+\.\d+\.\d+", given["tool-version"])
+
+
+def check_caller(caller: Path) -> dict[str, Any]:
+    """A release's caller: build (wheels.yml, read-only), publish (a job of the caller that
+    uses actions/publish, with what trusted publishing needs), verify (wheels-verify.yml)."""
+    jobs: dict[str, Any] = load(caller)["jobs"]
+    assert list(jobs) == ["build", "publish", "verify"]
+    build, publish, verify = jobs["build"], jobs["publish"], jobs["verify"]
+    assert resolve(build["uses"]) == WHEELS
+    assert resolve(verify["uses"]) == WHEELS_VERIFY
+    check_called(build, WHEELS)
+    check_called(verify, WHEELS_VERIFY)
+    assert build["permissions"] == {"contents": "read"}
+    assert build["with"].get("channel", "release") == "release"
+    assert publish["needs"] == "build"
+    assert publish["if"] == "needs.build.outputs.release == 'true'"
+    assert publish["environment"]["name"] == "release"
+    assert publish["permissions"] == {
+        "contents": "write", "id-token": "write", "attestations": "write",
+    }  # fmt: skip
+    (action,) = [s for s in publish["steps"] if s.get("id") == "publish"]
+    assert resolve(action["uses"]) == PUBLISH_ACTION
+    declared = load(PUBLISH_ACTION)["inputs"]
+    assert set(action.get("with", {})) <= set(declared)
+    assert publish["outputs"]["index"] == "${{ steps.publish.outputs.index }}"
+    assert verify["needs"] == "publish"
+    assert verify["with"]["index"] == "${{ needs.publish.outputs.index == 'true' }}"
+    for key, default in (("tool-version", None), ("matrix", "matrix.yaml")):
+        assert build["with"].get(key, default) == verify["with"].get(key, default), key
+    declared_outputs = triggers(load(WHEELS))["workflow_call"]["outputs"]
+    assert declared_outputs["release"]["value"] == "${{ jobs.plan.outputs.release }}"
+    return jobs
+
+
+@pytest.mark.parametrize("caller", ["another-project", "this-repo", "init", "init-token"])
+def test_a_caller_resolves_to_these_files_and_grants_what_their_jobs_need(
+    caller: str, init_caller: Path, init_token_caller: Path
 ) -> None:
-    path = {"another-project": CALLER, "this-repo": RELEASE, "release-init": init_caller}[caller]
-    check_caller(path)
-    (job,) = load(path)["jobs"].values()
-    assert job["with"].get("channel", "release") == "release"
+    path = {"another-project": CALLER, "this-repo": RELEASE, "init": init_caller,
+            "init-token": init_token_caller}[caller]  # fmt: skip
+    jobs = check_caller(path)
+    (action,) = [s for s in jobs["publish"]["steps"] if s.get("id") == "publish"]
+    token = action.get("with", {}).get("pypi-token")
+    if caller in ("another-project", "init-token"):
+        assert token == "${{ secrets.PYPI_API_TOKEN }}"
+    else:  # trusted publishing: no token anywhere
+        assert token is None
+        assert "secrets." not in path.read_text(encoding="utf-8").replace("secrets.NAME", "")
     if caller != "another-project":  # the tool of this commit, as released
-        assert job["with"]["tool-version"] == __version__
+        assert jobs["build"]["with"]["tool-version"] == __version__
 
 
 @pytest.mark.parametrize("caller", ["another-project", "this-repo"])
 def test_a_nightly_caller_resolves_to_wheels_yml_with_the_nightly_channel(caller: str) -> None:
     """On a push to main and on a schedule, with the channel's S3 keys passed by name; the
-    grant is the release's (GitHub checks it against every job of wheels.yml, skipped or
-    not, before the run starts; test_wheels_runs.py: the jobs a nightly runs read only)."""
+    grant is contents: read, what every job of wheels.yml asks for."""
     path = {"another-project": NIGHTLY_CALLER, "this-repo": NIGHTLY}[caller]
-    check_caller(path)
     (job,) = load(path)["jobs"].values()
+    assert resolve(job["uses"]) == WHEELS
+    check_called(job, WHEELS)
+    assert job["permissions"] == {"contents": "read"}
     assert job["with"]["channel"] == "nightly"
     assert set(job["secrets"]) == {"aws-access-key-id", "aws-secret-access-key"}
     for value in job["secrets"].values():
@@ -117,46 +179,73 @@ def test_a_nightly_caller_resolves_to_wheels_yml_with_the_nightly_channel(caller
         assert job["with"]["tool-version"] == __version__
 
 
-def test_the_caller_release_init_writes_passes_the_linters(init_caller: Path) -> None:
+@pytest.mark.parametrize("token", [None, "PYPI_API_TOKEN"])
+def test_the_caller_release_init_writes_passes_the_linters_zizmor_too(
+    token: str | None, tmp_path: Path
+) -> None:
+    """check-jsonschema, actionlint and zizmor --offline (its default persona) find nothing;
+    every `uses:` is the tool's, by commit, with the version as a comment."""
+    caller = tmp_path / ".github" / "workflows" / "release.yml"
+    caller.parent.mkdir(parents=True)
+    text = init_text(token)
+    caller.write_text(text, encoding="utf-8")
     for command in (
         [str(BIN / "check-jsonschema"), "--builtin-schema", "vendor.github-workflows"],
         [str(BIN / "actionlint"), "-shellcheck=", "-pyflakes="],
+        [str(BIN / "zizmor"), "--offline", "--format", "json"],
     ):
         result = subprocess.run(
-            [*command, str(init_caller)], capture_output=True, text=True, check=False
+            [*command, str(caller)], capture_output=True, text=True, check=False
         )
         assert result.returncode == 0, result.stdout + result.stderr
+    for persona in ("regular", "pedantic"):  # pedantic: its lows and informationals too
+        found = subprocess.run(
+            [str(BIN / "zizmor"), "--offline", "--persona", persona, "--format", "json",
+             str(caller)],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        assert found.stdout.strip() == "[]", (persona, found.stdout)
+    uses = [
+        line.strip() for line in text.splitlines() if line.strip().startswith(("uses:", "- uses:"))
+    ]
+    assert len(uses) == 3
+    for line in uses:
+        assert re.fullmatch(
+            rf"(- )?uses: {TOOL_REPOSITORY}/[\w./-]+@{COMMIT} # v{re.escape(__version__)}", line
+        ), line
 
 
-def check_caller(caller: Path) -> None:
-    job, called = reusable_of(caller)
-    assert called == WHEELS
-    declared = triggers(load(WHEELS))["workflow_call"]
-    given = job.get("with", {})
-    assert set(given) <= set(declared["inputs"]), "an input wheels.yml does not declare"
-    for name, spec in declared["inputs"].items():
-        if spec.get("required"):
-            assert name in given, f"{caller.name} misses the required input {name}"
-    assert isinstance(given.get("retention-days", 7), int)
-    assert set(job.get("secrets", {})) <= set(declared.get("secrets", {}))
-    assert job.get("secrets") != "inherit"
-    # a called job gets at most what its caller grants
-    granted = job["permissions"]
-    for name, called_job in wheels_jobs().items():
-        for scope, level in called_job["permissions"].items():
-            assert granted.get(scope) == "write" or granted.get(scope) == level, (name, scope)
-    assert granted == {
-        "contents": "write",
-        "id-token": "write",
-        "attestations": "write",
-        "pages": "write",
-    }
-    assert re.fullmatch(r"\d+\.\d+\.\d+", given["tool-version"])
+def test_a_caller_pinned_by_tag_is_what_zizmor_reports(tmp_path: Path) -> None:
+    """The same linter catches what it is here for: the caller with the tag (what init
+    writes where it cannot know the commit, with a TODO) is `unpinned-uses`."""
+    caller = tmp_path / "release.yml"
+    caller.write_text(render_workflow(__version__, "matrix.yaml", None), encoding="utf-8")
+    assert f"TODO: pin each `uses:` by the commit of tag v{__version__}" in caller.read_text()
+    result = subprocess.run(
+        [str(BIN / "zizmor"), "--offline", "--format", "json", str(caller)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert result.returncode != 0
+    assert {f["ident"] for f in json.loads(result.stdout)} == {"unpinned-uses"}
+
+
+@pytest.mark.parametrize("path", [WHEELS, WHEELS_VERIFY])
+def test_a_called_workflow_refuses_a_tool_version_of_another_release(
+    path: Path, stub_dir: Path, tmp_path: Path
+) -> None:
+    """Dependabot moves the `uses:` pin, not tool-version: the first step of the run stops
+    on the mismatch (exit 2, one line) before anything is fetched or built."""
+    assert load(path)["env"]["WORKFLOW_TOOL_VERSION"] == __version__
+    job = "plan" if path == WHEELS else "verify"
+    (check,) = [s for s in job_steps(path, job) if "WORKFLOW_TOOL_VERSION" in s.run]
+    assert check.index == (1 if path == WHEELS else 0)
+    assert run_step(check, stub_dir, tmp_path) == []
+    run_step(check, stub_dir, tmp_path, env={"TOOL_VERSION": "9.9.9"}, check=False)
 
 
 def test_the_inputs_are_the_five_a_caller_gives_and_every_secret_is_optional() -> None:
     declared = triggers(load(WHEELS))["workflow_call"]
-    assert set(declared) == {"inputs", "secrets"}
+    assert set(declared) == {"inputs", "outputs", "secrets"}
     found = {
         name: (spec["type"], spec.get("default"), spec.get("required", False))
         for name, spec in declared["inputs"].items()
@@ -177,12 +266,13 @@ def test_the_jobs_run_in_the_order_of_a_release() -> None:
     assert found["build"]["needs"] == "plan"
     assert found["reproduce"]["needs"] == ["plan", "build"]
     assert found["gpu"]["needs"] == ["plan", "build", "reproduce"]
-    for name in ("publish", "publish-dry-run", "publish-nightly"):
+    for name in ("publish-dry-run", "publish-nightly"):
         assert found[name]["needs"] == ["plan", "build", "reproduce", "gpu"]
         assert "!contains(needs.*.result, 'failure')" in found[name]["if"]
         assert "needs.reproduce.result == 'success'" in found[name]["if"]
-    assert found["index"]["needs"] == "publish"
-    assert found["verify"]["needs"] == ["publish", "index"]
+    after = load(WHEELS_VERIFY)["jobs"]
+    assert list(after) == ["index", "verify"]
+    assert after["verify"]["needs"] == "index"
 
 
 def test_builds_and_reproductions_run_where_release_matrix_says(
@@ -224,7 +314,8 @@ def test_a_matrix_release_refuses_stops_the_plan_job(stub_dir: Path, tmp_path: P
 def test_every_run_step_calls_only_release_installs_and_plumbing(
     stub_dir: Path, tmp_path: Path
 ) -> None:
-    commands = {a.command for a in release_calls(list(steps(WHEELS)), stub_dir, tmp_path)}
+    found = list(steps(WHEELS, WHEELS_VERIFY, PUBLISH_ACTION))
+    commands = {a.command for a in release_calls(found, stub_dir, tmp_path)}
     assert commands == {"matrix", "plan", "build", "gpu-gate", "publish", "verify"}
 
 
@@ -251,10 +342,12 @@ def test_the_tool_is_installed_from_its_attested_hash_locked_release_file(
         str(tmp_path / "tool" / "requirements.txt"),
     ] in calls
     # every other job that runs the tool installs that file, which the plan job handed on
-    for name_ in wheels_jobs():
-        if name_ in ("plan", "index"):
-            continue
-        downloads = [s for s in job_steps(WHEELS, name_) if "download-artifact" in s.uses]
+    for path, name_ in [
+        *((WHEELS, n) for n in wheels_jobs() if n != "plan"),
+        (WHEELS_VERIFY, "verify"),
+        (PUBLISH_ACTION, "publish"),
+    ]:
+        downloads = [s for s in job_steps(path, name_) if "download-artifact" in s.uses]
         assert downloads[0].data["with"]["name"] == "tool-requirements", name_
 
 
@@ -292,10 +385,12 @@ def test_nothing_is_published_before_a_second_runner_reproduced_every_wheel(
 def test_verify_requires_provenance_signed_from_the_callers_workflow(
     stub_dir: Path, tmp_path: Path
 ) -> None:
-    (args,) = release_calls(job_steps(WHEELS, "verify"), stub_dir, tmp_path)
+    """Every attestation is signed in the caller's publish job: by the caller's workflow file
+    itself, so no other signer is named."""
+    (args,) = release_calls(job_steps(WHEELS_VERIFY, "verify"), stub_dir, tmp_path)
     assert (args.command, args.dist, args.require_provenance) == ("verify", Path("dist"), True)
     assert args.provenance_workflow == ".github/workflows/release.yml"
-    assert args.provenance_signer_workflow == f"{TOOL_REPOSITORY}/.github/workflows/wheels.yml"
+    assert args.provenance_signer_workflow is None
 
 
 # --- Provenance: PEP 740 attestations for PyPI, GitHub artifact attestations for all. ---
@@ -304,7 +399,7 @@ def test_verify_requires_provenance_signed_from_the_callers_workflow(
 def test_every_wheel_is_signed_pep_740_before_release_publish_sends_them(
     stub_dir: Path, tmp_path: Path
 ) -> None:
-    job = job_steps(WHEELS, "publish")
+    job = list(steps(PUBLISH_ACTION))
     (sign,) = [s for s in job if "pypi_attestations" in s.run]
     (upload,) = [s for s in job if "release publish" in s.run]
     assert sign.index < upload.index
@@ -324,7 +419,8 @@ def test_every_wheel_is_signed_pep_740_before_release_publish_sends_them(
         ["python", "-m", "pypi_attestations", "sign", f"dist/{labelled}"]
     ]
     (upload_env,) = [s.data["env"] for s in job if "release publish" in s.run]
-    assert upload_env["TWINE_API_KEY"] == "${{ secrets.pypi-token }}"
+    assert upload_env["TWINE_API_KEY"] == "${{ inputs.pypi-token }}"
+    assert sign.data["env"]["TOKEN_UPLOAD"] == "${{ inputs.pypi-token != '' }}"
     for path in list(dist.iterdir()):
         path.unlink()
     assert run_step(sign, stub_dir, tmp_path) == [], "no wheel: nothing to sign"
@@ -333,7 +429,7 @@ def test_every_wheel_is_signed_pep_740_before_release_publish_sends_them(
 def test_build_provenance_covers_every_wheel_companion_and_index_file(
     stub_dir: Path, tmp_path: Path
 ) -> None:
-    job = job_steps(WHEELS, "publish")
+    job = list(steps(PUBLISH_ACTION))
     (attest,) = [s for s in job if s.uses.startswith("actions/attest")]
     assert attest.uses.split("@")[0] == "actions/attest-build-provenance"
     (upload,) = [s for s in job if "release publish" in s.run]
@@ -347,13 +443,15 @@ def test_build_provenance_covers_every_wheel_companion_and_index_file(
     (pages,) = [s for s in job if "upload-pages-artifact" in s.uses]
     assert Path(pages.data["with"]["path"]) == args.index_dir
     assert pages.data["if"] == "steps.index.outputs.pages == 'true'"
-    elsewhere = [s.where for s in steps(WHEELS) if "attest" in s.uses]
+    elsewhere = [
+        s.where for s in steps(WHEELS, WHEELS_VERIFY, PUBLISH_ACTION) if "attest" in s.uses
+    ]
     assert elsewhere == [attest.where]
 
 
 def test_artifacts_keep_for_the_days_the_caller_gives() -> None:
-    uploads = [s for s in steps(WHEELS) if "upload-" in s.uses]
-    assert len(uploads) >= 5
+    uploads = [s for s in steps(WHEELS, PUBLISH_ACTION) if "upload-" in s.uses]
+    assert len(uploads) >= 6
     for step in uploads:
         assert step.data["with"]["retention-days"] == "${{ inputs.retention-days }}", step.where
 
@@ -375,6 +473,7 @@ def test_the_tool_release_refuses_a_tag_that_is_not_v_and_its_version(
 def test_the_tool_release_builds_checks_and_locks_its_distributions(
     stub_dir: Path, tmp_path: Path
 ) -> None:
+    (tmp_path / "release" / "init").mkdir(parents=True)  # the checkout's
     calls = [
         c
         for s in job_steps(TOOL_RELEASE, "build")
@@ -386,6 +485,11 @@ def test_the_tool_release_builds_checks_and_locks_its_distributions(
     assert ["python", "-m", "pip", "install", "--require-hashes", "--no-deps", "-r",
             ".github/requirements/build.txt"] in calls  # fmt: skip
     assert ["python", "-m", "build", "--no-isolation", "--outdir", "dist"] in calls
+    # the commit goes into the wheel before the build (release/init/toolref.py reads it)
+    assert calls.index(["git", "rev-parse", "HEAD"]) < calls.index(
+        ["python", "-m", "build", "--no-isolation", "--outdir", "dist"]
+    )
+    assert (tmp_path / "release" / "init" / "commit.txt").exists()
     assert ["twine", "check", "--strict", "dist/*"] in calls
     assert any(c[0] == "check-wheel-contents" for c in calls)
     # the requirements file ends with the tool's own wheel, by its sha256

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -28,12 +29,14 @@ from tests.integration.workflows import (
     CI,
     NIGHTLY,
     NIGHTLY_CALLER,
+    PUBLISH_ACTION,
     RELEASE,
     ROOT,
     TAG_PUSH,
     TOOL_RELEASE,
     WATCH,
     WHEELS,
+    WHEELS_VERIFY,
     WORKFLOWS,
     hash_locked,
     job_steps,
@@ -65,14 +68,19 @@ def stub_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_the_workflows_are_these() -> None:
     assert [p.name for p in ALL] == [
-        "ci.yml", "nightly.yml", "release.yml", "tool-release.yml", "watch.yml", "wheels.yml",
+        "ci.yml", "nightly.yml", "release.yml", "tool-release.yml", "watch.yml",
+        "wheels-verify.yml", "wheels.yml",
     ]  # fmt: skip
+    assert sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "actions").rglob("*.yml")) == [
+        "actions/publish/action.yml"
+    ]
 
 
 def test_workflows_and_dependabot_validate_against_their_schemas() -> None:
     for schema, files in (
         ("vendor.github-workflows", [*map(str, ALL), str(CALLER), str(NIGHTLY_CALLER)]),
         ("vendor.dependabot", [str(ROOT / ".github" / "dependabot.yml")]),
+        ("vendor.github-actions", [str(PUBLISH_ACTION)]),
     ):
         result = subprocess.run(
             [str(BIN / "check-jsonschema"), "--builtin-schema", schema, *files],
@@ -112,31 +120,44 @@ def test_actionlint_catches_what_it_is_here_for(tmp_path: Path) -> None:
     assert "retention" in result.stdout
 
 
-def test_actionlint_holds_a_callers_grant_to_every_job_of_wheels_yml(tmp_path: Path) -> None:
+def test_actionlint_holds_a_callers_grant_to_every_job_of_wheels_verify_yml(
+    tmp_path: Path,
+) -> None:
     """GitHub refuses a run whose caller grants less than any job of the called workflow
-    asks for, a job that the run skips too: the nightly caller without the release's
-    scopes, as actionlint reads it (it follows a local `uses:` inside a repository)."""
+    asks for, a job that the run skips too: release.yml's verify job without the index
+    job's scopes, as actionlint reads it (it follows a local `uses:` inside a repository)."""
     workflows = tmp_path / ".github" / "workflows"
     workflows.mkdir(parents=True)
     (tmp_path / ".git").mkdir()
-    (workflows / "wheels.yml").write_bytes(WHEELS.read_bytes())
-    (workflows / "nightly.yml").write_bytes(NIGHTLY.read_bytes())
-    lines = NIGHTLY.read_text(encoding="utf-8").splitlines()
-    kept = [line for line in lines if not re.match(r"\s+(id-token|attestations|pages):", line)]
+    shutil.copytree(ROOT / "actions", tmp_path / "actions")
+    for path in (WHEELS, WHEELS_VERIFY, RELEASE):
+        (workflows / path.name).write_bytes(path.read_bytes())
+    lines = RELEASE.read_text(encoding="utf-8").splitlines()
+    start = lines.index("  verify:")
+    kept = lines[:start] + [
+        line for line in lines[start:] if not re.match(r"\s+(id-token|pages):", line)
+    ]
     narrow = workflows / "narrow.yml"
-    narrow.write_text("\n".join(kept).replace("contents: write", "contents: read") + "\n")
-    assert actionlint(workflows / "nightly.yml", cwd=tmp_path).returncode == 0
+    narrow.write_text("\n".join(kept) + "\n")
+    assert actionlint(workflows / "release.yml", cwd=tmp_path).returncode == 0
     result = actionlint(narrow, cwd=tmp_path)
     assert result.returncode == 1
     found = json.loads(result.stdout)
     assert {f["kind"] for f in found} == {"workflow-call"}
     refused = {m for f in found for m in re.findall(r'nested job "([\w-]+)"', f["message"])}
-    assert refused == {"publish", "index"}
+    assert refused == {"index"}
 
 
 def test_zizmor_reports_nothing_above_low() -> None:
     result = subprocess.run(
-        [str(BIN / "zizmor"), "--offline", "--format", "json", str(WORKFLOWS)],
+        [
+            str(BIN / "zizmor"),
+            "--offline",
+            "--format",
+            "json",
+            str(WORKFLOWS),
+            str(ROOT / "actions"),
+        ],
         capture_output=True,
         text=True,
         check=False,
@@ -155,7 +176,7 @@ def test_ignored_zizmor_findings_are_the_guarded_cache_and_the_tools_images() ->
     """The suppressions: the build job's cache, restored only when nothing is published (a
     published build starts from empty caches), the containers `release matrix` names
     (release/toolchain/pins.py: zizmor cannot read through the matrix), and release.yml's
-    `./` form of its own reusable workflow."""
+    `./` form of its own reusable workflows and publish action."""
     ignored = [
         (path.name, line.strip())
         for path in ALL
@@ -165,6 +186,8 @@ def test_ignored_zizmor_findings_are_the_guarded_cache_and_the_tools_images() ->
     kinds = sorted((name, line.rsplit("# zizmor: ", 1)[1]) for name, line in ignored)
     assert kinds == [
         ("nightly.yml", "ignore[self-repository]"),
+        ("release.yml", "ignore[self-repository]"),
+        ("release.yml", "ignore[self-repository]"),
         ("release.yml", "ignore[self-repository]"),
         ("wheels.yml", "ignore[cache-poisoning]"),
         ("wheels.yml", "ignore[unpinned-images]"),
@@ -184,10 +207,10 @@ def test_every_action_is_pinned_to_a_full_commit_with_its_version() -> None:
         r"\s*(?:-\s+)?uses:\s+([\w.-]+/[\w./-]+)@([0-9a-f]{40}) # v\d+\.\d+\.\d+\b"
     )
     count = 0
-    for path in ALL:
+    for path in [*ALL, PUBLISH_ACTION]:
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             if re.match(r"\s*(?:-\s+)?uses:", line):
-                if path in (RELEASE, NIGHTLY) and "uses: ./.github/workflows/wheels.yml" in line:
+                if path in (RELEASE, NIGHTLY) and re.search(r"uses: \./(\.github|actions)/", line):
                     continue  # this repository's own reusable workflow, of the same commit
                 count += 1
                 assert pattern.match(line), f"{path.name}:{number}: {line.strip()}"
@@ -204,16 +227,18 @@ def test_permissions_are_empty_at_the_top_and_least_per_job() -> None:
             if "uses" not in job:
                 assert job["permissions"].get("contents") in ("read", "write", None)
     jobs = load(WHEELS)["jobs"]
-    assert jobs["publish"]["permissions"] == {
+    for name in ("plan", "build", "reproduce", "gpu", "publish-dry-run", "publish-nightly"):
+        assert jobs[name]["permissions"] == {"contents": "read"}, name
+    after = load(WHEELS_VERIFY)["jobs"]
+    assert after["index"]["permissions"] == {"pages": "write", "id-token": "write"}
+    assert after["verify"]["permissions"] == {"contents": "read"}
+    publish = load(RELEASE)["jobs"]["publish"]
+    assert publish["permissions"] == {
         "contents": "write",
         "id-token": "write",
         "attestations": "write",
     }
-    assert jobs["publish"]["environment"]["name"] == "release"
-    assert jobs["index"]["permissions"] == {"pages": "write", "id-token": "write"}
-    for name in ("plan", "build", "reproduce", "gpu", "publish-dry-run", "publish-nightly",
-                 "verify"):  # fmt: skip
-        assert jobs[name]["permissions"] == {"contents": "read"}, name
+    assert publish["environment"]["name"] == "release"
     tool = load(TOOL_RELEASE)["jobs"]
     assert tool["build"]["permissions"] == {"contents": "read"}
     assert tool["pypi"]["permissions"] == {"id-token": "write"}
@@ -264,18 +289,27 @@ def test_jobs_that_can_write_install_only_from_hash_locked_files(
                     if install is not None:
                         assert hash_locked(install), f"{step.where}: {call}"
                         checked.append(step.where)
-    # wheels.yml's publish jobs install the tool; the index and the tool's own publish jobs
-    # install nothing (deploy-pages, gh-action-pypi-publish and gh only)
+    # the publish action runs in the caller's publish job, which writes
+    for step in (s for s in steps(PUBLISH_ACTION) if s.run):
+        tmp = tmp_path / f"action-{step.index}"
+        tmp.mkdir()
+        for call in run_step(step, stub_dir, tmp):
+            install = pip_install(call)
+            if install is not None:
+                assert hash_locked(install), f"{step.where}: {call}"
+                checked.append(step.where)
+    # the publish jobs install the tool; the index and the tool's own publish jobs install
+    # nothing (deploy-pages, gh-action-pypi-publish and gh only)
     assert checked == [
-        "wheels.yml: publish step 2 (Install the tool (hash-locked, nothing resolved))",
         "wheels.yml: publish-nightly step 3 (Install the tool (hash-locked, nothing resolved))",
+        "action.yml: publish step 2 (Install the tool (hash-locked, nothing resolved))",
     ]
 
 
 def test_no_job_of_the_reusable_workflow_resolves_anything(stub_dir: Path, tmp_path: Path) -> None:
     installs = 0
-    for step in (s for s in steps(WHEELS) if s.run):
-        tmp = tmp_path / f"{step.job}-{step.index}"
+    for step in (s for s in steps(WHEELS, WHEELS_VERIFY, PUBLISH_ACTION) if s.run):
+        tmp = tmp_path / f"{step.workflow}-{step.job}-{step.index}"
         tmp.mkdir()
         for call in run_step(step, stub_dir, tmp):
             install = pip_install(call)
@@ -288,7 +322,7 @@ def test_no_job_of_the_reusable_workflow_resolves_anything(stub_dir: Path, tmp_p
 
 
 def test_no_expression_is_expanded_inside_a_run_script() -> None:
-    for step in steps(*ALL, CALLER, NIGHTLY_CALLER):
+    for step in steps(*ALL, CALLER, NIGHTLY_CALLER, PUBLISH_ACTION):
         if step.run:
             assert "${{" not in step.run, step.where
 
@@ -369,10 +403,8 @@ def test_the_watch_verifies_the_latest_releases_and_their_provenance_every_day(
     verify, nightly = (build_parser().parse_args(c[1:]) for c in calls if c[0] == "release")
     assert (verify.command, verify.latest, verify.require_provenance) == ("verify", 3, True)
     assert verify.channel == "release"
-    # this repository's own releases: release.yml calls wheels.yml, which signs
-    assert verify.provenance_signer_workflow == (
-        "k3-project/cuda-wheel-release/.github/workflows/wheels.yml"
-    )
+    # this repository's own releases: release.yml's publish job signs, release.yml itself
+    assert verify.provenance_signer_workflow is None
     # then what /nightly/ serves, with no dist/ (nightly.yml publishes it)
     assert (nightly.command, nightly.channel, nightly.latest, nightly.tag) == (
         "verify", "nightly", None, [],

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Iterator, Mapping
@@ -32,6 +33,8 @@ from tests.integration.expressions import Status, condition_holds, needs_of, sub
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOWS = ROOT / ".github" / "workflows"
 WHEELS = WORKFLOWS / "wheels.yml"
+WHEELS_VERIFY = WORKFLOWS / "wheels-verify.yml"
+PUBLISH_ACTION = ROOT / "actions" / "publish" / "action.yml"
 RELEASE = WORKFLOWS / "release.yml"
 TOOL_RELEASE = WORKFLOWS / "tool-release.yml"
 CI = WORKFLOWS / "ci.yml"
@@ -64,7 +67,8 @@ SAMPLES: dict[str, Any] = {
     "inputs.retention-days": 7,
     "inputs.channel": "release",
     "inputs.latest": "",
-    "secrets.pypi-token": "",
+    "inputs.pypi-token": "",
+    "inputs.index": True,
     "secrets.aws-access-key-id": "",
     "secrets.aws-secret-access-key": "",
     "matrix.cuda": "12.9",
@@ -123,10 +127,20 @@ class Run:
         asks a status function)."""
         return self._jobs(load(path))[0]
 
+    def outputs(self, path: Path) -> dict[str, Any]:
+        """A called workflow's outputs in this run (`on.workflow_call.outputs`), from its
+        jobs' outputs."""
+        workflow = load(path)
+        results, _, outputs = self._jobs(workflow)
+        jobs = {n: {"result": r, "outputs": outputs.get(n, {})} for n, r in results.items()}
+        declared = triggers(workflow)["workflow_call"].get("outputs", {})
+        context = {**self.context, "jobs": jobs}
+        return {k: substitute(v["value"], context) for k, v in declared.items()}
+
     def _jobs(
         self, workflow: Mapping[str, Any]
-    ) -> tuple[dict[str, str], dict[str, dict[str, Any]]]:
-        """Each job's result, and the `needs` context of each job."""
+    ) -> tuple[dict[str, str], dict[str, dict[str, Any]], dict[str, dict[str, str]]]:
+        """Each job's result, the `needs` context of each job, and each job's outputs."""
         results: dict[str, str] = {}
         outputs: dict[str, dict[str, str]] = {}
         needs_of_job: dict[str, dict[str, Any]] = {}
@@ -146,11 +160,11 @@ class Run:
                 outputs[name] = {k: substitute(v, context) for k, v in given.items()}
             else:
                 results[name] = "skipped"
-        return results, needs_of_job
+        return results, needs_of_job, outputs
 
     def steps(self, path: Path) -> list[Step]:
         """The steps this run runs: those of the jobs that run, whose `if:` holds."""
-        results, needs = self._jobs(load(path))
+        results, needs, _ = self._jobs(load(path))
         return [
             step
             for step in steps(path)
@@ -194,10 +208,29 @@ class Step:
 
 
 def steps(*paths: Path) -> Iterator[Step]:
+    """The steps of each workflow's jobs; a composite action's (actions/*/action.yml) as
+    those of one job named after its directory."""
     for path in paths or tuple(sorted(WORKFLOWS.glob("*.yml"))):
-        for job_name, job in load(path)["jobs"].items():
+        data = load(path)
+        if "runs" in data:
+            for index, step in enumerate(data["runs"]["steps"]):
+                yield Step(path.name, path.parent.name, index, step)
+            continue
+        for job_name, job in data["jobs"].items():
             for index, step in enumerate(job.get("steps", [])):
                 yield Step(path.name, job_name, index, step)
+
+
+def resolve(uses: str) -> Path:
+    """The file of this checkout that a caller's `uses:` names (a workflow or an action),
+    by a local path or the tool's repository at a commit (a tag fails: callers pin by SHA)."""
+    if uses.startswith("./"):
+        path = ROOT / uses
+    else:
+        match = re.fullmatch(rf"{TOOL_REPOSITORY}/([\w./-]+)@([0-9a-f]{{40}})", uses)
+        assert match is not None, f"not pinned to a commit: {uses}"
+        path = ROOT / match.group(1)
+    return path / "action.yml" if path.is_dir() else path
 
 
 def job_steps(path: Path, job: str) -> list[Step]:
@@ -255,7 +288,8 @@ def run_step(
     log = tmp / "calls.jsonl"
     log.write_text("", encoding="utf-8")
     (tmp / "dist").mkdir(exist_ok=True)
-    workflow_env = load(WORKFLOWS / step.workflow).get("env", {})
+    source = WORKFLOWS / step.workflow
+    workflow_env = load(source).get("env", {}) if source.exists() else {}
     full_env = {
         "PATH": str(stub_dir),
         "STUB_LOG": str(log),

@@ -18,12 +18,12 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def cmake_matrix(cuda: str, extra: str = "") -> Matrix:
+def cmake_matrix(cuda: str, extra: str = "", manylinux: str = "2_34") -> Matrix:
     project = FIXTURES / "cmake_kernels"
     text = f"""\
 project: {project}
 build: {{backend: cmake}}
-defaults: {{arches: [x86_64, aarch64], sms: [80, 90], ptx: 90, manylinux: "2_34"}}
+defaults: {{arches: [x86_64, aarch64], sms: [80, 90], ptx: 90, manylinux: "{manylinux}"}}
 destinations: {{pypi: {{kind: pypi}}}}
 cuda:
   "{cuda}": {{destination: pypi{extra}}}
@@ -65,9 +65,12 @@ def test_an_nvcc_cell_of_12_9_builds_in_the_toolkit_image_by_digest(
     pinned = {k: replace(v, digest=digest) for k, v in pins.CUDA_TOOLKIT_IMAGES.items()}
     monkeypatch.setattr("release.toolchain.placement.CUDA_TOOLKIT_IMAGES", pinned)
     entries = {e["arch"]: e for e in github_matrix(cmake_matrix("12.9").cells)["include"]}
-    assert entries["x86_64"]["container"] == f"docker.io/pytorch/manylinux2_28-builder@{digest}"
+    # the PyPA's manylinux CUDA image of the cell's own level (cmake cells: manylinux_2_34)
+    assert entries["x86_64"]["container"] == (
+        f"quay.io/manylinux_cuda/manylinux_2_34_x86_64_cuda12_9@{digest}"
+    )
     assert entries["aarch64"]["container"] == (
-        f"docker.io/pytorch/manylinuxaarch64-builder@{digest}"
+        f"quay.io/manylinux_cuda/manylinux_2_34_aarch64_cuda12_9@{digest}"
     )
     assert entries["aarch64"]["runs_on"] == "ubuntu-24.04-arm"
     assert {e["cuda_home"] for e in entries.values()} == {"/usr/local/cuda-12.9"}
@@ -85,9 +88,22 @@ def test_a_toolkit_image_without_a_digest_is_refused_with_the_remedy(
     assert caught.value.hint is not None
     assert caught.value.hint.startswith(
         'set cuda["12.9"].toolkit-image.x86_64 in matrix.yaml to the image by digest '
-        "(`docker buildx imagetools inspect docker.io/pytorch/manylinux2_28-builder:cuda12.9`"
+        "(`docker buildx imagetools inspect "
+        "quay.io/manylinux_cuda/manylinux_2_34_x86_64_cuda12_9:latest`"
     )
     assert "--cuda-home" in caught.value.hint
+
+
+def test_a_level_without_a_pypa_cuda_image_is_refused_naming_the_key() -> None:
+    """manylinux_cuda publishes 2_28 and 2_34 images only: a manylinux2014 cell of 12.9
+    has no default image, and the refusal names the matrix key to set."""
+    old = cmake_matrix("12.9", "", manylinux="2_17")
+    cell = next(c for c in old.cells if c.arch == "x86_64")
+    with pytest.raises(ToolchainError) as caught:
+        placement(cell)
+    assert caught.value.hint is not None
+    assert caught.value.hint.startswith('set cuda["12.9"].toolkit-image.x86_64 in matrix.yaml')
+    assert "NAME:TAG" in caught.value.hint
 
 
 def test_the_matrix_pins_its_own_toolkit_image_over_the_tools(
