@@ -73,6 +73,7 @@ REASON_LIMIT = 200
 UNVERIFIED_GITHUB = "unverified: GitHub's private-instance bundles need sigstore-python#1529"
 # what hostile input makes the libraries echo: byte reprs, digests, base64
 _BYTES_REPR = re.compile(r"(?<!\w)b'(?:[^'\\]|\\.)*'" + r'|(?<!\w)b"(?:[^"\\]|\\.)*"')
+_ESCAPE = re.compile(r"\\(?:x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4})")
 _HEX = re.compile(r"\b[0-9a-fA-F]{16,}\b")
 _BASE64 = re.compile(r"[A-Za-z0-9+/]{40,}={0,2}")
 # what the libraries raise on material they cannot read (hostile input, not a bug here)
@@ -84,6 +85,7 @@ def reason(text: str, limit: int = REASON_LIMIT) -> str:
     base64 shortened, nothing unprintable."""
     line = " ".join(text.split())
     line = _BYTES_REPR.sub("<bytes>", line)
+    line = _ESCAPE.sub("?", line)
     line = _HEX.sub(lambda m: m.group()[:12] + "...", line)
     line = _BASE64.sub(lambda m: m.group()[:12] + "...", line)
     line = "".join(c if c.isprintable() else "?" for c in line)
@@ -379,7 +381,8 @@ def _verification_reason(message: str) -> str:
     if "expired at time of signing" in first:
         return "its certificate had expired when it was signed"
     if first.startswith("invalid log entry"):
-        return f"its transparency-log entry does not verify ({first})"
+        # what follows ": expected" is sigstore's repr of the proof, bytes and all
+        return f"its transparency-log entry does not verify ({first.split(': expected', 1)[0]})"
     if "SCT" in first:
         return f"its certificate's SCT does not verify ({first})"
     return f"its signature does not verify ({first})"

@@ -252,7 +252,9 @@ def test_githubs_own_instance_is_unverified_and_fails_even_when_not_required(
     bundle = recorded(f"{DEMO_WHEEL}.sigstore.json")
     github_standin.add_attestation(DEFAULT_REPO, bundle)
     wheel = attested_file(github_standin, DEFAULT_REPO, bundle)
-    unverified = "provenance unverified: GitHub's private-instance bundles need sigstore-python#1529"
+    unverified = (
+        "provenance unverified: GitHub's private-instance bundles need sigstore-python#1529"
+    )
     for settings in (FAST, replace(FAST, require_provenance=True)):
         checks = provenance_report(github_standin, (wheel,), DEFAULT_REPO, settings, ref=None)
         assert (checks[DEMO_WHEEL].ok, checks[DEMO_WHEEL].detail) == (False, unverified)
