@@ -179,7 +179,11 @@ def provenance_report(
         policy=QUICK,
     )
     expected = ExpectedSigner(repository=repository, workflow=settings.provenance_workflow, ref=ref)
-    sources = ProvenanceSources(expected=expected, github={"github": (client, repository)})
+    sources = ProvenanceSources(
+        expected=expected,
+        github={"github": (client, repository)},
+        destinations=frozenset({"github", "pypi"}),
+    )
     release = Published(project="pypi-attestations", version="0.0.19", files=files)
     with http_client() as http:
         checks = provenance_checks(
@@ -300,13 +304,14 @@ def test_a_real_provenance_object_from_the_integrity_api_is_verified_and_an_outa
         assert (checks[SDIST].ok, checks[SDIST].detail) == (
             True,
             f"provenance: {repository} .github/workflows/release.yml@refs/tags/v0.0.19, "
-            "signature verified (Sigstore public-good)",
+            "signature verified (Sigstore public-good) [PEP 740 on PyPI]",
         )
         assert checks[SDIST].url == f"{base}integrity/pypi-attestations/0.0.19/{SDIST}/provenance"
         ours = provenance_report(github_standin, (pypi_file(base),), DEFAULT_REPO, FAST, ref=None)
         assert not ours[SDIST].ok
         assert ours[SDIST].detail == (
-            f"provenance refused: it was signed in {repository}, not {DEFAULT_REPO}"
+            f"provenance refused: it was signed in {repository}, not {DEFAULT_REPO} "
+            "[PEP 740 on PyPI]"
         )
     # the same server gone: not "no provenance", a failure, required or not
     gone = provenance_report(github_standin, (pypi_file(base),), repository, FAST, ref=None)

@@ -74,7 +74,7 @@ def github_check(
     checked = (
         None if items is None else [check_github_attestation(i, sha256, expected) for i in items]
     )
-    check = provenance_check(file(sha256=sha256), checked, required=required, where=WHERE)
+    check = provenance_check(file(sha256=sha256).filename, checked, required=required, where=WHERE)
     return check.ok, check.detail
 
 
@@ -156,7 +156,7 @@ def test_no_attestation_is_reported_and_fails_only_when_required() -> None:
 def test_a_real_pypi_provenance_object_is_verified() -> None:
     body = (DATA / f"{SDIST}.provenance").read_bytes()
     checked = checked_provenance(body, SDIST_SHA256, SDIST_SIGNER)
-    check = provenance_check(file(SDIST, SDIST_SHA256), checked, required=True, where=WHERE)
+    check = provenance_check(SDIST, checked, required=True, where=WHERE)
     assert (check.ok, check.detail) == (
         True,
         "provenance: trailofbits/pypi-attestations .github/workflows/release.yml"
@@ -192,7 +192,7 @@ def test_an_unreadable_pypi_provenance_is_refused() -> None:
     (checked,) = checked_provenance(b'{"version": 1}', SDIST_SHA256, SDIST_SIGNER)
     assert checked.problem is not None
     assert checked.problem.startswith("unreadable provenance")
-    check = provenance_check(file(), [checked], required=False, where=WHERE)
+    check = provenance_check(file().filename, [checked], required=False, where=WHERE)
     assert not check.ok
 
 
