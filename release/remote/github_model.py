@@ -162,3 +162,22 @@ def choose_release(releases: Sequence[ReleaseInfo], tag: str) -> ReleaseInfo | N
     if published:
         return published[0]
     return min(mine, key=lambda r: r.id) if mine else None
+
+
+def json_of(response: Any, what: str) -> Any:
+    """A 2xx answer's JSON (a githubkit Response); PublishError naming the request if none."""
+    try:
+        return response.json()
+    except ValueError:
+        path = response.raw_request.url.path
+        raise PublishError(f"GitHub answered `{what}` ({path}) with no JSON") from None
+
+
+def json_list(response: Any) -> list[Any]:
+    """One page of a list as GitHub's JSON."""
+    page = json_of(response, "list")
+    if not isinstance(page, list):
+        raise PublishError(
+            f"GitHub answered {response.raw_request.url.path} with something that is not a list"
+        )
+    return page

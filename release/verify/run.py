@@ -15,7 +15,7 @@ from pathlib import Path
 from packaging.version import InvalidVersion, Version
 
 from release.credentials import github_token, index_credentials, secret_values
-from release.errors import ConfigError, IncompleteError, VerifyError
+from release.errors import ConfigError, IncompleteError, PublishError, VerifyError
 from release.matrix import GithubDestination, Matrix, PypiDestination, load_matrix
 from release.project import Naming
 from release.records.dist import load_dist
@@ -187,6 +187,8 @@ def published_releases(target: VerifyTarget, environ: Mapping[str, str]) -> list
             hint="nothing was verified; check the network (and --github-api-url), then run "
             "`release verify` again",
         ) from None
+    except PublishError as error:  # a refusal or an answer of the wrong shape: not verified
+        raise VerifyError(error.message, hint=error.hint) from None
 
 
 def github_clients(
