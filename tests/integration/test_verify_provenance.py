@@ -6,11 +6,14 @@ and a served integrity API."""
 
 from __future__ import annotations
 
+import base64
+import json
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from release.cli import main
 from release.credentials import github_token
 from release.errors import ConfigError
 from release.records.published import Published, PublishedCompanion, PublishedFile
@@ -21,19 +24,23 @@ from release.remote.httpclient import fetch
 from release.verify.checks import Check, VerifySettings
 from release.verify.provenance import GITHUB_ROUTE, ProvenanceSources, provenance_checks
 from tests.github_standin import DEFAULT_REPO, GitHubStandIn
+from tests.integration.test_github_answers import release_env
 from tests.integration.test_publish_e2e import serve
 from tests.integration.test_verify import (
     FAST,
     MODELS,
     MODELS_REPO,
     QUICK,
+    SDIST,
     attested_file,
+    integrity_site,
     pypi_file,
     recorded,
 )
 
 MODELS_SHA256 = "c9709ce6fd5b67b59b4a28758cf14d3f411803c4b89b6068b1f1a8e4ee94c8ef"
 MODELS_REF = "refs/tags/v0.0.4a2"
+SDIST_REPO = "trailofbits/pypi-attestations"
 
 
 def checks_of(
@@ -163,3 +170,48 @@ def test_a_pypi_file_without_pep740_uses_its_github_build_provenance_and_says_so
         none = checks_of(github_standin, release_of(gone), MODELS_REPO, ref=MODELS_REF)
         assert (none[MODELS].ok, none[MODELS].detail) == (False, "no provenance")
         assert "/integrity/" in str(none[MODELS].url)
+
+
+def test_the_cli_refuses_a_matrix_that_does_not_name_a_records_destination_with_exit_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with release_env(tmp_path, monkeypatch) as (standin, common):
+        assert main(["publish", *common, "--index-dir", str(tmp_path / "site")]) == 0
+        matrix = Path(common[1])
+        other = tmp_path / "other.yaml"
+        other.write_text(
+            matrix.read_text().replace("destination: github", "destination: gh")
+            .replace("  github:\n", "  gh:\n"),
+            encoding="utf-8",
+        )  # fmt: skip
+        (other.parent / "project").mkdir(exist_ok=True)
+        standin.clear_log()
+        capsys.readouterr()
+        code = main(["verify", "--matrix", str(other), common[2], common[3], "--no-pip"])
+        err = capsys.readouterr().err
+        assert code == 2
+        errors = [line for line in err.splitlines() if line.startswith("error:")]
+        assert errors[0].startswith("error: k3_kernels-0.1.0+cu129-py3-none-manylinux_2_28_")
+        assert errors[0].endswith(": its destination 'github' is not in the matrix (it names gh)")
+        assert standin.request_log == ()  # nothing was asked
+
+
+@pytest.mark.parametrize("statement", [b"\xff not json", b"[1]", b'"s"'])
+def test_a_hostile_provenance_object_on_pypis_integrity_api_is_refused_in_one_line(
+    github_standin: GitHubStandIn, tmp_path: Path, statement: bytes
+) -> None:
+    """Point 3: it ended `release verify` in a JSONDecodeError traceback."""
+    site = integrity_site(tmp_path / "pypi")
+    served = next(site.rglob("provenance"))
+    document = json.loads(served.read_text())
+    envelope = document["attestation_bundles"][0]["attestations"][0]["envelope"]
+    envelope["statement"] = base64.b64encode(statement).decode()
+    served.write_text(json.dumps(document))
+    with serve(site) as base:
+        release = release_of(pypi_file(base))
+        checks = checks_of(github_standin, release, SDIST_REPO, ref="refs/tags/v0.0.19")
+    assert (checks[SDIST].ok, checks[SDIST].detail) == (
+        False,
+        "provenance refused: its signature does not match its statement (edited bytes, or "
+        "another key's) [PEP 740 on PyPI]",
+    )
