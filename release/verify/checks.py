@@ -435,12 +435,12 @@ def _index_checks(
         for (page, item), got in zip(with_metadata, metadata, strict=True)
     ]
     if settings is not None:
+        # as release.verify.provenance.provenance_required: asked for, or the release attested
+        required = settings.require_provenance or any(f.attested for f in published.files)
         linked = [(page, item) for page, item in links if item.provenance_url]
         served = list(pool.map(lambda pair: get(pair[1].provenance_url or "", keep=True), linked))
         checks += [
-            provenance_link_check(
-                item.name, item, got, page, signer=signer, required=settings.require_provenance
-            )
+            provenance_link_check(item.name, item, got, page, signer=signer, required=required)
             for (page, item), got in zip(linked, served, strict=True)
         ]
     return checks
