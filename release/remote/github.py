@@ -540,7 +540,10 @@ class GithubClient:
         data = self.retrying(f"download {asset.name}", lambda retry: self._download(gh, asset))
         if check and (len(data) != asset.size or asset.sha256 not in (None, _sha256(data))):
             listed = f"{asset.size} bytes, digest {str(asset.sha256)[:12]}"
-            raise PublishError(f"GitHub served other bytes for {asset.name} ({listed} listed)")
+            raise PublishError(
+                f"GitHub served other bytes for {asset.name} ({listed} listed)",
+                hint="its storage serves what the API does not list: re-run, then re-upload it",
+            )
         return data
 
     def _download(self, gh: GitHub[Any], asset: AssetInfo) -> bytes:
@@ -577,13 +580,10 @@ class GithubClient:
         )
         if response.status_code == 404:
             return None
-        data = json_of(response, f"list the attestations of sha256:{sha256[:12]}")
+        data = json_of(response, what := f"list the attestations of sha256:{sha256[:12]}")
         items = data.get("attestations") if isinstance(data, Mapping) else None
         if not isinstance(items, list):
-            raise PublishError(
-                f"GitHub answered `list the attestations of sha256:{sha256[:12]}` on "
-                f"{repository} without an 'attestations' list"
-            )
+            raise PublishError(f"GitHub answered `{what}` on {repository} with no list")
         return [item for item in items if isinstance(item, Mapping)]
 
 
