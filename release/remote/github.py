@@ -39,8 +39,10 @@ from release.remote.github_model import (
     choose_release,
     json_list,
     json_of,
+    message_of,
     parse_asset,
     parse_release,
+    status_of,
     upload_endpoint,
     web_base_of_repository,
 )
@@ -73,28 +75,6 @@ PERMISSION_HINT = (
     "the token needs `contents: write` on {repo} (a workflow job: `permissions: contents: "
     "write`; a fine-grained token: Contents read and write)"
 )
-
-
-def message_of(response: Response[Any]) -> str:
-    try:
-        data = response.json()
-    except ValueError:
-        return response.text[:200].strip()
-    if isinstance(data, Mapping):
-        message = str(data.get("message") or "")
-        errors = data.get("errors")
-        if isinstance(errors, list):
-            codes = [
-                str(e.get("code") or e.get("message")) for e in errors if isinstance(e, Mapping)
-            ]
-            message += f" ({', '.join(codes)})" if codes else ""
-        return message
-    return ""
-
-
-def status_of(response: Response[Any]) -> str:
-    reason = response.reason_phrase
-    return f"{response.status_code} {reason}" if reason else str(response.status_code)
 
 
 def _seconds(value: str | None) -> float | None:
@@ -301,7 +281,7 @@ class GithubClient:
         gh = self._client()
 
         def pages() -> list[Any]:
-            return list(gh.rest.paginate(request, map_func=json_list, **params))
+            return list(gh.rest.paginate(request, map_func=lambda r: json_list(r, what), **params))
 
         def attempt(retry: int) -> list[Any]:
             try:
@@ -382,7 +362,7 @@ class GithubClient:
             accept=(404,),
         )
         if response.status_code == 200:
-            return parse_release(json_of(response, f"look up the release {tag}"))
+            return parse_release(json_of(response, what := f"look up the release {tag}"), what)
         return choose_release(self.list_releases(repository), tag)
 
     def repository_web(self, repository: str) -> str | None:
@@ -424,7 +404,10 @@ class GithubClient:
         return items
 
     def list_releases(self, repository: str) -> list[ReleaseInfo]:
-        return [parse_release(r) for r in self.list_releases_json(repository)]
+        return [
+            parse_release(r, f"list the releases of {repository}")
+            for r in self.list_releases_json(repository)
+        ]
 
     def published_releases(
         self, repository: str
@@ -433,7 +416,7 @@ class GithubClient:
         `assets`, read as plain JSON: no request per release)."""
         out = []
         for data in self.list_releases_json(repository):
-            release = parse_release(data)
+            release = parse_release(data, f"list the releases of {repository}")
             if release.draft:
                 continue
             assets = data.get("assets")
@@ -448,7 +431,7 @@ class GithubClient:
             f"read the release {release_id}",
             lambda: rest.repos.get_release(owner, repo, release_id),
         )
-        return parse_release(json_of(response, f"read the release {release_id}"))
+        return parse_release(json_of(response, what := f"read the release {release_id}"), what)
 
     def list_assets(self, repository: str, release: ReleaseInfo) -> list[AssetInfo]:
         owner, repo = repository.split("/", 1)
@@ -461,7 +444,7 @@ class GithubClient:
             release_id=release.id,
             per_page=PER_PAGE,
         )
-        return [parse_asset(item) for item in items]
+        return [parse_asset(item, f"list the assets of {release.tag}") for item in items]
 
     def create_release(
         self, repository: str, tag: str, *, draft: bool, target_commitish: str | None

@@ -16,7 +16,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import unquote
 
 import pytest
 
@@ -35,6 +34,12 @@ ANSWERS: dict[str, Fault] = {
     "200-list": Fault(status=200, body="[1, 2]", headers={"content-type": "application/json"}),
     "200-html": Fault(status=200, body="<html>proxy</html>", headers={"content-type": "text/html"}),
 }
+# the request named: `what`, "refused to <what>", "answered 422 ... to <what>", "served other
+# bytes for <asset>", or the retry wrapper's "<repo>@<tag>: <what>: gave up ..."
+NAMED = re.compile(
+    r"GitHub (answered `[^`]+`|refused to \w|answered \d{3}[\w ]* to \w|served other bytes for "
+    r"|[\w.-]+/[\w.-]+@[^:]+: \w+ [^:]+: gave up)"
+)
 SERVER_ERROR = Fault(status=500, body={"message": "Server Error"})
 # what each command may end with (docs/commands.md#exit-codes); 0 besides only where 404 is
 # GitHub's word for "none" (no release of the tag yet, no attestation of the sha256)
@@ -154,8 +159,7 @@ def check_answers(
             if code == 0:
                 continue
             line = one_error_line(err)
-            asked = unquote(endpoint.raw.rsplit("/", 1)[-1])
-            assert "GitHub" in line or asked in line, (where, line)
+            assert NAMED.search(line), (where, line)
             assert standin.token not in err
             seen.append((endpoint.path, name, code, line))
     return seen
