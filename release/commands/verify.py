@@ -116,7 +116,8 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--require-provenance",
         action="store_true",
-        help="fail for a published file with no attestation (default: report 'no provenance')",
+        help="fail for a published file with no attestation (default: only where the publish "
+        "record or release-manifest.json says the release was attested)",
     )
     parser.add_argument(
         "--provenance-workflow",

@@ -35,13 +35,19 @@ from release.publish.decide import (
 )
 from release.records.attestation import attestation_refusal
 from release.records.manifest import WheelEntry
-from release.remote.github import GITHUB_ASSET_LIMIT, GithubClient, Reconcile, message_of
+from release.remote.github import (
+    GITHUB_ASSET_LIMIT,
+    GithubClient,
+    Reconcile,
+)
 from release.remote.github_model import (
     AssetInfo,
     ReleaseInfo,
     RequestStats,
     asset_name_problem,
     download_url,
+    json_of,
+    message_of,
     parse_asset,
     parse_release,
     web_base,
@@ -365,7 +371,7 @@ class GithubPublisher:
                         hint="check the tag template in matrix.yaml",
                     )
                 raise Reconcile("a release with this tag appeared meanwhile")
-            return parse_release(response.json())
+            return parse_release(json_of(response, what := f"create the release {self.tag}"), what)
 
         return self.client.retrying(f"create the release {self.tag}", attempt)
 
@@ -383,7 +389,7 @@ class GithubPublisher:
                     + self.client.scrub(message_of(response)),
                     hint="another published release has this tag; delete one of them",
                 )
-            return parse_release(response.json())
+            return parse_release(json_of(response, what := f"publish the release {self.tag}"), what)
 
         return self.client.retrying(f"publish the release {self.tag}", attempt)
 
@@ -416,7 +422,7 @@ class GithubPublisher:
             response = self.client.upload_asset(release, name, data)
             if response.status_code == 422:
                 raise Reconcile(f"GitHub already has an asset named {name}")
-            asset = parse_asset(response.json())
+            asset = parse_asset(json_of(response, what := f"upload {name}"), what)
             if asset.name != name:
                 raise PublishError(
                     f"GitHub stored {name} as {asset.name}",

@@ -42,7 +42,7 @@ from release.publish.github import GithubPublisher
 from release.publish.index import IndexFile, collect, render_index, write_index
 from release.publish.pages import commit_pages
 from release.publish.pypi import PypiPublisher
-from release.records.attestation import PROVENANCE_SUFFIX, github_provenance
+from release.records.attestation import PROVENANCE_SUFFIX, attestation_path, github_provenance
 from release.records.dist import load_dist
 from release.records.manifest import DestinationRef, Manifest, WheelEntry
 from release.records.published import (
@@ -181,8 +181,13 @@ def release_files(manifest: Manifest, dist: Path) -> list[Companion]:
                 hint="rebuild with `release build`",
             ) from None
         out.append(_companion(name, data, "release", "NCCL pin"))
+    attested = [
+        w.filename for w in manifest.wheels if attestation_path(dist / w.filename).is_file()
+    ]
     out.append(
-        _companion(RELEASE_MANIFEST, release_manifest_bytes(manifest), "release", "manifest")
+        _companion(
+            RELEASE_MANIFEST, release_manifest_bytes(manifest, attested), "release", "manifest"
+        )
     )
     return out
 
@@ -395,8 +400,12 @@ def index_url_for(
     return f"{base}{entry.local_label}/"
 
 
-def published_file(decision: FileDecision, index_url: str | None) -> PublishedFile:
-    return PublishedFile.from_entry(decision.entry, url=decision.url, index_url=index_url)
+def published_file(
+    decision: FileDecision, index_url: str | None, *, attested: bool = False
+) -> PublishedFile:
+    return PublishedFile.from_entry(
+        decision.entry, url=decision.url, index_url=index_url, attested=attested
+    )
 
 
 def published_companion(decision: CompanionDecision) -> PublishedCompanion:
@@ -474,7 +483,14 @@ def _apply(
         write_record(
             record_path,
             outcome.manifest,
-            [published_file(d, index_url_for(d.entry, settings, pypi_index)) for d in done_files],
+            [
+                published_file(
+                    d,
+                    index_url_for(d.entry, settings, pypi_index),
+                    attested=attestation_path(settings.dist / d.entry.filename).is_file(),
+                )
+                for d in done_files
+            ],
             [published_companion(c) for c in done_companions],
             secrets,
         )

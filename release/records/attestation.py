@@ -13,6 +13,10 @@ chain and its log entry are checked where provenance is read back (`check_attest
 wheel, the index takes PyPI's place: the provenance object names the publisher its Fulcio
 certificate names (which must be the release's repository), and `release verify` or a
 client (`pypi-attestations verify attestation`) checks the signature against it.
+
+Every reader here takes hostile bytes (PyPI's integrity API, a Release asset, a file in
+dist/): what pydantic, pypi-attestations, sigstore and json raise on them comes back as a
+one-line reason (release.records.signature.reason), never as an exception.
 """
 
 from __future__ import annotations
@@ -24,7 +28,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from cryptography import x509
-from pydantic import ValidationError
 from pypi_attestations import (
     Attestation,
     AttestationBundle,
@@ -36,11 +39,14 @@ from pypi_attestations import (
 from sigstore.errors import Error as SigstoreError
 
 from release.records.signature import (
+    HOSTILE,
     Checked,
     ExpectedSigner,
     bundle_problem,
     check_bundle,
     claims_of,
+    error_text,
+    reason,
 )
 
 SUFFIX = ".publish.attestation"
@@ -93,8 +99,20 @@ def certificate_identities(der: bytes) -> list[Identity]:
     return [Identity(repository=repository, workflow=signer.workflow)]
 
 
-def statement_sha256s(statement: Mapping[str, Any]) -> frozenset[str]:
-    subjects = statement.get("subject")
+def statement_of(attestation: Attestation) -> Mapping[str, Any] | str:
+    """An attestation's in-toto statement (unsigned until checked), or why it is none: its
+    envelope carries bytes that need not be JSON, nor a JSON object."""
+    try:
+        statement = attestation.statement
+    except HOSTILE:
+        return "its statement is not JSON"
+    if not isinstance(statement, dict):
+        return "its statement is not a JSON object"
+    return statement
+
+
+def statement_sha256s(statement: Mapping[str, Any] | None) -> frozenset[str]:
+    subjects = statement.get("subject") if isinstance(statement, Mapping) else None
     found = set()
     for subject in subjects if isinstance(subjects, list) else []:
         digest = subject.get("digest") if isinstance(subject, Mapping) else None
@@ -113,13 +131,15 @@ def subject_problem(filename: str, sha256: str, document: bytes) -> str | None:
     """Why `document` is not a PEP 740 publish attestation of exactly this file, or None.
     Pure."""
     try:
-        statement = Attestation.model_validate_json(document).statement
-    except (ValidationError, ValueError) as error:
-        first = str(error).splitlines()[0] if str(error) else type(error).__name__
-        return f"not a PEP 740 attestation ({first})"
+        attestation = Attestation.model_validate_json(document)
+    except HOSTILE as error:
+        return reason(f"not a PEP 740 attestation ({error_text(error)})")
+    statement = statement_of(attestation)
+    if isinstance(statement, str):
+        return statement
     kind = statement.get("predicateType")
     if kind != AttestationType.PYPI_PUBLISH_V1.value:
-        return f"predicate type {kind!r}, not {AttestationType.PYPI_PUBLISH_V1.value}"
+        return reason(f"predicate type {kind!r}, not {AttestationType.PYPI_PUBLISH_V1.value}")
     subjects = statement.get("subject")
     if not isinstance(subjects, list) or len(subjects) != 1 or not isinstance(subjects[0], dict):
         return "its statement must name exactly one subject"
@@ -127,7 +147,7 @@ def subject_problem(filename: str, sha256: str, document: bytes) -> str | None:
     digest = subjects[0].get("digest")
     got = digest.get("sha256") if isinstance(digest, dict) else None
     if name != filename:
-        return f"it attests {name!r}, not {filename}"
+        return reason(f"it attests {name!r}, not {filename}")
     if got != sha256:
         return f"it attests sha256 {str(got)[:12]}..., the wheel is {sha256[:12]}..."
     return None
@@ -166,7 +186,12 @@ def github_provenance(wheel: Path) -> bytes | None:
     except OSError:
         return None
     signer = signer_of(document)
-    return None if isinstance(signer, str) else provenance_object(document, signer)
+    if isinstance(signer, str):
+        return None
+    try:
+        return provenance_object(document, signer)
+    except HOSTILE:
+        return None
 
 
 def attestations_for(wheel: Path) -> list[str]:
@@ -182,7 +207,8 @@ class ProvenanceEntry:
     publisher_kind: str  # "GitHub", "GitLab", "Google", ...
     repository: str | None  # a GitHub publisher's owner/name
     workflow: str | None  # a GitHub publisher's workflow, as PyPI names it (release.yml)
-    statement: Mapping[str, Any]  # as the attestation says, before its signature is checked
+    # as the attestation says, before its signature is checked; None: not a JSON object
+    statement: Mapping[str, Any] | None
     certificate: bytes  # DER
     attestation: Attestation
 
@@ -191,19 +217,20 @@ def read_provenance(body: bytes) -> list[ProvenanceEntry] | str:
     """The attestations of a PEP 740 provenance object, or why it is not one."""
     try:
         provenance = Provenance.model_validate_json(body)
-    except ValidationError as error:
-        return f"unreadable provenance: {error.errors()[0].get('msg', 'invalid')}"
+    except HOSTILE as error:
+        return reason(f"unreadable provenance: {error_text(error)}")
     out: list[ProvenanceEntry] = []
     for bundle in provenance.attestation_bundles:
         publisher = bundle.publisher
         github = isinstance(publisher, GitHubPublisher)
         for attestation in bundle.attestations:
+            statement = statement_of(attestation)
             out.append(
                 ProvenanceEntry(
                     publisher_kind=str(publisher.kind),
                     repository=publisher.repository if github else None,  # type: ignore[union-attr]
                     workflow=publisher.workflow if github else None,  # type: ignore[union-attr]
-                    statement=attestation.statement,
+                    statement=None if isinstance(statement, str) else statement,
                     certificate=attestation.verification_material.certificate,
                     attestation=attestation,
                 )
@@ -220,9 +247,8 @@ def signer_of(document: bytes) -> Identity | str:
     try:
         attestation = Attestation.model_validate_json(document)
         identities = certificate_identities(attestation.verification_material.certificate)
-    except (ValidationError, ValueError) as error:
-        first = str(error).splitlines()[0] if str(error) else type(error).__name__
-        return f"its certificate is unreadable ({first})"
+    except HOSTILE as error:
+        return reason(f"its certificate is unreadable ({error_text(error)})")
     if not identities:
         return "its certificate names no GitHub repository and workflow"
     return identities[0]
@@ -249,8 +275,8 @@ def check_attestation(attestation: Attestation, expected: ExpectedSigner) -> Che
         bundle = attestation.to_bundle()
     except SigstoreError as error:
         return Checked(problem=bundle_problem(error))
-    except (AttestationError, ValueError) as error:
-        return Checked(problem=f"not a Sigstore bundle ({str(error).splitlines()[0]})")
+    except (AttestationError, *HOSTILE) as error:
+        return Checked(problem=reason(f"not a Sigstore bundle ({error_text(error)})"))
     return check_bundle(bundle, expected)
 
 

@@ -34,9 +34,12 @@ class PublishedFile(ReleaseWheel):
     index_url: str | None
 
     @classmethod
-    def from_entry(cls, entry: WheelEntry, *, url: str, index_url: str | None) -> PublishedFile:
+    def from_entry(
+        cls, entry: WheelEntry, *, url: str, index_url: str | None, attested: bool = False
+    ) -> PublishedFile:
         """The manifest's wheel `entry`, downloadable at `url`."""
-        return cls(**asdict(ReleaseWheel.of(entry)), url=url, index_url=index_url)
+        wheel = ReleaseWheel.of(entry, attested=attested)
+        return cls(**asdict(wheel), url=url, index_url=index_url)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -88,7 +91,12 @@ def read_record(path: Path, manifest: Manifest) -> Published:
         if index_url is not None and not _url(index_url):
             problems.append(f"{where}.index_url: {shown(index_url)} is not an http(s) URL")
             continue
-        files.append(PublishedFile.from_entry(built[name], url=str(url), index_url=index_url))
+        attested = raw.get("attested") is True
+        files.append(
+            PublishedFile.from_entry(
+                built[name], url=str(url), index_url=index_url, attested=attested
+            )
+        )
     companions = _companions(data.get("companions", []), path, problems)
     if problems:
         raise ConfigError(problems, hint="the record and the manifest are from different builds")
@@ -199,6 +207,7 @@ def _file_json(file: PublishedFile, cell: str) -> dict[str, Any]:
         "kind": file.kind,
         "url": file.url,
         "index_url": file.index_url,
+        "attested": file.attested,
     }
 
 

@@ -2,14 +2,18 @@
 by `release publish` and read back by `release verify --tag` when no dist/ is at hand.
 
 What was built, reduced to what a later check needs: per wheel its filename, sha256, size,
-destination (name and kind), arch and local label. The same wheels give the same bytes,
-whoever builds them (keys sorted, wheels by filename).
+destination (name and kind), arch and local label, and `"attested": true` for a wheel whose
+PEP 740 attestation was published with it (signed in the publish job, which attests every
+file it ships: release verify then requires provenance without being asked). The same wheels
+give the same bytes, whoever builds them (keys sorted, wheels by filename).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from release.fsutil import json_text
 from release.records.manifest import Manifest, WheelEntry
@@ -29,10 +33,12 @@ class ReleaseWheel:
     destination: str
     arch: str
     local_label: str | None
+    attested: bool = False  # published with its PEP 740 attestation, in the signing job
 
     @classmethod
-    def of(cls, entry: WheelEntry) -> ReleaseWheel:
+    def of(cls, entry: WheelEntry, *, attested: bool = False) -> ReleaseWheel:
         return cls(
+            attested=attested,
             filename=entry.filename,
             sha256=entry.sha256,
             size=entry.size,
@@ -43,17 +49,28 @@ class ReleaseWheel:
         )
 
 
-def release_manifest_bytes(manifest: Manifest) -> bytes:
-    """The `release-manifest.json` of the wheels of `manifest`."""
+def release_manifest_bytes(manifest: Manifest, attested: Collection[str] = ()) -> bytes:
+    """The `release-manifest.json` of the wheels of `manifest`; `attested` names those
+    published with their PEP 740 attestation."""
     document = {
         "schema": RELEASE_MANIFEST_SCHEMA,
         "project": manifest.project,
         "version": manifest.version,
         "wheels": [
-            asdict(ReleaseWheel.of(w)) for w in sorted(manifest.wheels, key=lambda w: w.filename)
+            _wheel_json(ReleaseWheel.of(w, attested=w.filename in attested))
+            for w in sorted(manifest.wheels, key=lambda w: w.filename)
         ],
     }
     return json_text(document, sort_keys=True).encode()
+
+
+def _wheel_json(wheel: ReleaseWheel) -> dict[str, Any]:
+    """One wheel's keys; `attested` only where true, so that an unattested release's file
+    keeps the bytes it had before the key existed."""
+    fields = asdict(wheel)
+    if not wheel.attested:
+        del fields["attested"]
+    return fields
 
 
 def parse_release_manifest(data: bytes) -> list[ReleaseWheel]:
@@ -76,6 +93,7 @@ def parse_release_manifest(data: bytes) -> list[ReleaseWheel]:
                 destination=str(raw["destination"]),
                 arch=str(raw.get("arch", "")),
                 local_label=label if isinstance(label, str) else None,
+                attested=raw.get("attested") is True,
             )
         )
     return out

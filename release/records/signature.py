@@ -12,9 +12,14 @@ release) fails: it never passes unchecked. A newer sigstore-python brings a newe
 
 GitHub's own Sigstore instance, which signs the artifact attestations of private
 repositories, records no transparency-log entry (an RFC 3161 timestamp instead), and
-sigstore-python verifies no bundle without one (sigstore/sigstore-python#1529): such a
-bundle is reported as not verifiable here (`Checked.verifiable` is False), never as
-verified.
+sigstore-python verifies no bundle without one (sigstore/sigstore-python#1529). Anyone can
+write a bundle of that shape, so the shape proves nothing: such a bundle is "unverified"
+(`Checked.verifiable` is False), which release verify counts as a failure, never as
+verified and never as "no provenance"; it is not said to be GitHub's, since nothing here
+checked that.
+
+Every reason is one line of at most REASON_LIMIT characters (`reason`): what sigstore,
+pydantic or json say about hostile input carries byte reprs and digests, which are cut.
 
 The expected identity, as GitHub's `gh attestation verify --repo R --signer-workflow W`
 and PyPI's trusted publishing read Fulcio's certificate extensions
@@ -31,6 +36,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
@@ -45,6 +51,7 @@ from cryptography.x509.verification import (
     Store,
 )
 from cryptography.x509.verification import VerificationError as X509VerificationError
+from pydantic import ValidationError
 from sigstore.errors import CertValidationError, Error, VerificationError
 from sigstore.models import Bundle, TrustedRoot
 from sigstore.verify import Verifier
@@ -62,6 +69,39 @@ SOURCE_REPOSITORY_URI = "1.3.6.1.4.1.57264.1.12"
 SOURCE_REPOSITORY_REF = "1.3.6.1.4.1.57264.1.14"
 BUILD_CONFIG_URI = "1.3.6.1.4.1.57264.1.18"
 SIGNER_FLAG = "--provenance-signer-workflow"
+REASON_LIMIT = 200
+UNVERIFIED_GITHUB = "unverified: GitHub's private-instance bundles need sigstore-python#1529"
+# what hostile input makes the libraries echo: byte reprs, digests, base64
+_BYTES_REPR = re.compile(r"(?<!\w)b'(?:[^'\\]|\\.)*'" + r'|(?<!\w)b"(?:[^"\\]|\\.)*"')
+_ESCAPE = re.compile(r"\\(?:x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4})")
+_HEX = re.compile(r"\b[0-9a-fA-F]{16,}\b")
+_BASE64 = re.compile(r"[A-Za-z0-9+/]{40,}={0,2}")
+# what the libraries raise on material they cannot read (hostile input, not a bug here)
+HOSTILE = (Error, ValueError, TypeError, KeyError, IndexError, AttributeError, OverflowError)
+
+
+def reason(text: str, limit: int = REASON_LIMIT) -> str:
+    """`text` as one line of at most `limit` characters: byte reprs dropped, digests and
+    base64 shortened, nothing unprintable."""
+    line = " ".join(text.split())
+    line = _BYTES_REPR.sub("<bytes>", line)
+    line = _ESCAPE.sub("?", line)
+    line = _HEX.sub(lambda m: m.group()[:12] + "...", line)
+    line = _BASE64.sub(lambda m: m.group()[:12] + "...", line)
+    line = "".join(c if c.isprintable() else "?" for c in line)
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def error_text(error: BaseException) -> str:
+    """What an exception says, for a reason: a pydantic error's first location and message
+    (also where it is the cause of sigstore's), else its first line, else its type."""
+    cause = error if isinstance(error, ValidationError) else error.__cause__ or error.__context__
+    if isinstance(cause, ValidationError) and cause.errors():
+        first = cause.errors()[0]
+        where = ".".join(str(part) for part in first.get("loc", ())) or "the document"
+        return f"{where}: {first.get('msg', 'invalid')}"
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -232,65 +272,72 @@ def check_bundle(bundle: Bundle, expected: ExpectedSigner) -> Checked:
     try:
         kind, payload = public_good().verify_dsse(bundle, SignerPolicy(expected))
     except WrongSigner as error:
-        return Checked(problem=str(error))
+        return Checked(problem=reason(str(error)))
     except CertValidationError:
         return Checked(problem=_certificate_reason(bundle.signing_certificate))
     except VerificationError as error:
-        return Checked(problem=_verification_reason(str(error)))
-    except (Error, ValueError) as error:  # hostile material the library fails on otherwise
-        first = str(error).splitlines()[0] if str(error) else type(error).__name__
-        return Checked(problem=f"its signature does not verify ({first})")
+        return Checked(problem=reason(_verification_reason(str(error))))
+    except HOSTILE as error:  # hostile material the library fails on otherwise
+        return Checked(problem=reason(f"its signature does not verify ({error_text(error)})"))
     if kind != IN_TOTO:
-        return Checked(problem=f"its envelope holds {kind}, not an in-toto statement")
+        return Checked(problem=reason(f"its envelope holds {kind}, not an in-toto statement"))
     try:
         statement = json.loads(payload)
     except ValueError:
         return Checked(problem="its signed statement is not JSON")
     if not isinstance(statement, dict):
         return Checked(problem="its signed statement is not a JSON object")
-    return Checked(statement=statement, signer=signed_by(claims_of(bundle.signing_certificate)))
+    try:
+        signer = signed_by(claims_of(bundle.signing_certificate))
+    except HOSTILE as error:
+        return Checked(problem=reason(f"its certificate is unreadable ({error_text(error)})"))
+    return Checked(statement=statement, signer=reason(signer))
 
 
-GITHUB_INSTANCE = (
-    "signed by GitHub's Sigstore instance (a private repository's: a signed timestamp, no "
-    "transparency-log entry), which sigstore-python cannot verify "
-    "(sigstore/sigstore-python#1529); check it with `gh attestation verify`"
-)
+def timestamp_only(document: Mapping[str, Any]) -> bool:
+    """The shape of a bundle of GitHub's private instance: no transparency-log entry, an
+    RFC 3161 timestamp. Only a shape: anyone can write one."""
+    material = document.get("verificationMaterial")
+    material = material if isinstance(material, Mapping) else {}
+    timestamps = material.get("timestampVerificationData")
+    stamped = isinstance(timestamps, Mapping) and bool(timestamps.get("rfc3161Timestamps"))
+    return stamped and not material.get("tlogEntries")
 
 
 def check_bundle_json(document: Mapping[str, Any], expected: ExpectedSigner) -> Checked:
     """A Sigstore bundle as GitHub's attestations API serves it, verified against
-    `expected`."""
-    material = document.get("verificationMaterial")
-    material = material if isinstance(material, Mapping) else {}
-    timestamps = material.get("timestampVerificationData")
-    stamped = isinstance(timestamps, Mapping) and timestamps.get("rfc3161Timestamps")
-    if stamped and not material.get("tlogEntries"):
-        return Checked(problem=GITHUB_INSTANCE, verifiable=False)
+    `expected`. A timestamp-only bundle cannot be verified here (sigstore-python#1529):
+    unverified, whatever it claims."""
+    if timestamp_only(document):
+        return Checked(problem=UNVERIFIED_GITHUB, verifiable=False)
     try:
         bundle = Bundle.from_json(json.dumps(document))
     except Error as error:
         return Checked(problem=bundle_problem(error))
-    except (TypeError, ValueError) as error:
-        return Checked(problem=f"unreadable bundle: {str(error).splitlines()[0]}")
+    except HOSTILE as error:
+        return Checked(problem=reason(f"unreadable bundle: {error_text(error)}"))
     return check_bundle(bundle, expected)
 
 
 def bundle_problem(error: Error) -> str:
     """Why sigstore-python does not take a bundle as one (InvalidBundle and kin)."""
-    message = str(error).splitlines()[0] if str(error) else type(error).__name__
+    message = error_text(error)
     if "inclusion promise or signed timestamp" in message:
         return (
             "nothing proves when it was signed (no inclusion promise from the transparency "
             "log, no signed timestamp): its certificate is valid for minutes only"
         )
-    return f"not a Sigstore bundle sigstore-python accepts ({message})"
+    return reason(f"not a Sigstore bundle sigstore-python accepts ({message})")
 
 
 def _certificate_reason(certificate: x509.Certificate) -> str:
     """Why a certificate's chain failed, for the message only (sigstore refused it): not
     Fulcio's at all, or Fulcio's but not valid at the time the log or a timestamp proves."""
-    if _issued_by_fulcio(certificate):
+    try:
+        fulcio = _issued_by_fulcio(certificate)
+    except HOSTILE:
+        fulcio = False
+    if fulcio:
         return (
             "its certificate was not valid when the transparency log recorded the signature "
             "(expired, or another signature's certificate)"
@@ -334,7 +381,8 @@ def _verification_reason(message: str) -> str:
     if "expired at time of signing" in first:
         return "its certificate had expired when it was signed"
     if first.startswith("invalid log entry"):
-        return f"its transparency-log entry does not verify ({first})"
+        # what follows ": expected" is sigstore's repr of the proof, bytes and all
+        return f"its transparency-log entry does not verify ({first.split(': expected', 1)[0]})"
     if "SCT" in first:
         return f"its certificate's SCT does not verify ({first})"
     return f"its signature does not verify ({first})"

@@ -37,8 +37,12 @@ from release.remote.github_model import (
     ReleaseInfo,
     RequestStats,
     choose_release,
+    json_list,
+    json_of,
+    message_of,
     parse_asset,
     parse_release,
+    status_of,
     upload_endpoint,
     web_base_of_repository,
 )
@@ -71,28 +75,6 @@ PERMISSION_HINT = (
     "the token needs `contents: write` on {repo} (a workflow job: `permissions: contents: "
     "write`; a fine-grained token: Contents read and write)"
 )
-
-
-def message_of(response: Response[Any]) -> str:
-    try:
-        data = response.json()
-    except ValueError:
-        return response.text[:200].strip()
-    if isinstance(data, Mapping):
-        message = str(data.get("message") or "")
-        errors = data.get("errors")
-        if isinstance(errors, list):
-            codes = [
-                str(e.get("code") or e.get("message")) for e in errors if isinstance(e, Mapping)
-            ]
-            message += f" ({', '.join(codes)})" if codes else ""
-        return message
-    return ""
-
-
-def status_of(response: Response[Any]) -> str:
-    reason = response.reason_phrase
-    return f"{response.status_code} {reason}" if reason else str(response.status_code)
 
 
 def _seconds(value: str | None) -> float | None:
@@ -299,9 +281,15 @@ class GithubClient:
         gh = self._client()
 
         def pages() -> list[Any]:
-            return list(gh.rest.paginate(request, map_func=_json_list, **params))
+            return list(gh.rest.paginate(request, map_func=lambda r: json_list(r, what), **params))
 
-        return self.retrying(what, lambda retry: self.attempt(what, pages))
+        def attempt(retry: int) -> list[Any]:
+            try:
+                return self.attempt(what, pages)
+            except _Accepted as answer:  # a refusal is explained, as `send` does
+                raise self.refusal(what, answer.response) from None
+
+        return self.retrying(what, attempt)
 
     def send(
         self, what: str, call: Callable[[], Response[Any]], *, accept: Collection[int] = ()
@@ -374,7 +362,7 @@ class GithubClient:
             accept=(404,),
         )
         if response.status_code == 200:
-            return parse_release(response.json())
+            return parse_release(json_of(response, what := f"look up the release {tag}"), what)
         return choose_release(self.list_releases(repository), tag)
 
     def repository_web(self, repository: str) -> str | None:
@@ -408,10 +396,18 @@ class GithubClient:
             repo=repo,
             per_page=PER_PAGE,
         )
-        return [item for item in items if isinstance(item, Mapping)]
+        if not all(isinstance(item, Mapping) for item in items):
+            raise PublishError(
+                f"GitHub answered `list the releases of {repository}` with items that are not "
+                "releases"
+            )
+        return items
 
     def list_releases(self, repository: str) -> list[ReleaseInfo]:
-        return [parse_release(r) for r in self.list_releases_json(repository)]
+        return [
+            parse_release(r, f"list the releases of {repository}")
+            for r in self.list_releases_json(repository)
+        ]
 
     def published_releases(
         self, repository: str
@@ -420,7 +416,7 @@ class GithubClient:
         `assets`, read as plain JSON: no request per release)."""
         out = []
         for data in self.list_releases_json(repository):
-            release = parse_release(data)
+            release = parse_release(data, f"list the releases of {repository}")
             if release.draft:
                 continue
             assets = data.get("assets")
@@ -435,7 +431,7 @@ class GithubClient:
             f"read the release {release_id}",
             lambda: rest.repos.get_release(owner, repo, release_id),
         )
-        return parse_release(response.json())
+        return parse_release(json_of(response, what := f"read the release {release_id}"), what)
 
     def list_assets(self, repository: str, release: ReleaseInfo) -> list[AssetInfo]:
         owner, repo = repository.split("/", 1)
@@ -448,7 +444,7 @@ class GithubClient:
             release_id=release.id,
             per_page=PER_PAGE,
         )
-        return [parse_asset(item) for item in items]
+        return [parse_asset(item, f"list the assets of {release.tag}") for item in items]
 
     def create_release(
         self, repository: str, tag: str, *, draft: bool, target_commitish: str | None
@@ -520,22 +516,27 @@ class GithubClient:
             accept=(422,),
         )
 
-    def download_asset(self, asset: AssetInfo) -> bytes:
-        """An asset's bytes, through the API (drafts included), retried."""
+    def download_asset(self, asset: AssetInfo, *, check: bool = True) -> bytes:
+        """An asset's bytes, through the API (drafts included), retried; with `check`, a
+        PublishError unless they are the size and digest GitHub lists for it."""
         gh = self._client()
-
-        def attempt(retry: int) -> bytes:
-            response = self.send(
-                f"download {asset.name}",
-                lambda: gh.request(
-                    "GET",
-                    asset.url,
-                    headers={**API_HEADERS, "Accept": "application/octet-stream"},
-                ),
+        data = self.retrying(f"download {asset.name}", lambda retry: self._download(gh, asset))
+        if check and (len(data) != asset.size or asset.sha256 not in (None, _sha256(data))):
+            listed = f"{asset.size} bytes, digest {str(asset.sha256)[:12]}"
+            raise PublishError(
+                f"GitHub served other bytes for {asset.name} ({listed} listed)",
+                hint="its storage serves what the API does not list: re-run, then re-upload it",
             )
-            return response.content
+        return data
 
-        return self.retrying(f"download {asset.name}", attempt)
+    def _download(self, gh: GitHub[Any], asset: AssetInfo) -> bytes:
+        response = self.send(
+            f"download {asset.name}",
+            lambda: gh.request(
+                "GET", asset.url, headers={**API_HEADERS, "Accept": "application/octet-stream"}
+            ),
+        )
+        return response.content
 
     def asset_sha256(self, asset: AssetInfo, *, trust_digest: bool = True) -> str:
         """The sha256 of an asset's bytes: its `digest` where GitHub reports one and it is
@@ -544,7 +545,7 @@ class GithubClient:
             return asset.sha256
         known = self._hashed.get((asset.id, asset.size))
         if known is None:
-            known = hashlib.sha256(self.download_asset(asset)).hexdigest()
+            known = _sha256(self.download_asset(asset, check=False))
             self._hashed[(asset.id, asset.size)] = known
         return known
 
@@ -562,10 +563,10 @@ class GithubClient:
         )
         if response.status_code == 404:
             return None
-        data = response.json()
+        data = json_of(response, what := f"list the attestations of sha256:{sha256[:12]}")
         items = data.get("attestations") if isinstance(data, Mapping) else None
         if not isinstance(items, list):
-            raise PublishError("GitHub answered the attestations list without 'attestations'")
+            raise PublishError(f"GitHub answered `{what}` on {repository} with no list")
         return [item for item in items if isinstance(item, Mapping)]
 
 
@@ -577,11 +578,5 @@ class _Accepted(Exception):  # not an error: a refusal `send` may accept
         self.response = response
 
 
-def _json_list(response: Response[Any]) -> list[Any]:
-    """One page of a list as GitHub's JSON."""
-    page = response.json()
-    if not isinstance(page, list):
-        raise PublishError(
-            f"GitHub answered {response.raw_request.url.path} with something that is not a list"
-        )
-    return page
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()

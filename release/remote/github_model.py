@@ -49,11 +49,15 @@ class RequestStats:
         return sum(n for method, n in self.by_method.items() if method not in ("GET", "HEAD"))
 
 
-def _field(data: Mapping[str, Any], key: str, kind: type) -> Any:
+def _answered(what: str) -> str:
+    return f"GitHub answered `{what}`" if what else "GitHub answered"
+
+
+def _field(data: Mapping[str, Any], key: str, kind: type, what: str = "") -> Any:
     value = data.get(key)
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
         raise PublishError(
-            f"GitHub answered with an unexpected {key!r} ({type(value).__name__})",
+            f"{_answered(what)} with an unexpected {key!r} ({type(value).__name__})",
             hint="is the API URL in matrix.yaml a GitHub REST API (api.github.com or "
             "https://HOST/api/v3)?",
         )
@@ -69,32 +73,33 @@ def sha256_of_digest(digest: object) -> str | None:
     return None
 
 
-def parse_release(data: object) -> ReleaseInfo:
+def parse_release(data: object, what: str = "") -> ReleaseInfo:
+    """A release as GitHub's JSON; PublishError naming the request `what` otherwise."""
     if not isinstance(data, Mapping):
-        raise PublishError("GitHub answered with something that is not a release")
+        raise PublishError(f"{_answered(what)} with something that is not a release")
     return ReleaseInfo(
-        id=_field(data, "id", int),
-        tag=_field(data, "tag_name", str),
-        draft=_field(data, "draft", bool),
+        id=_field(data, "id", int, what),
+        tag=_field(data, "tag_name", str, what),
+        draft=_field(data, "draft", bool, what),
         immutable=data.get("immutable") is True,
-        url=_field(data, "url", str),
-        html_url=_field(data, "html_url", str),
-        upload_url=_field(data, "upload_url", str),
+        url=_field(data, "url", str, what),
+        html_url=_field(data, "html_url", str, what),
+        upload_url=_field(data, "upload_url", str, what),
     )
 
 
-def parse_asset(data: object) -> AssetInfo:
+def parse_asset(data: object, what: str = "") -> AssetInfo:
     """One asset as plain JSON: leftovers carry states outside githubkit's model."""
     if not isinstance(data, Mapping):
-        raise PublishError("GitHub answered with something that is not a release asset")
+        raise PublishError(f"{_answered(what)} with something that is not a release asset")
     return AssetInfo(
-        id=_field(data, "id", int),
-        name=_field(data, "name", str),
-        size=_field(data, "size", int),
-        state=_field(data, "state", str),
+        id=_field(data, "id", int, what),
+        name=_field(data, "name", str, what),
+        size=_field(data, "size", int, what),
+        state=_field(data, "state", str, what),
         sha256=sha256_of_digest(data.get("digest")),
-        url=_field(data, "url", str),
-        browser_download_url=_field(data, "browser_download_url", str),
+        url=_field(data, "url", str, what),
+        browser_download_url=_field(data, "browser_download_url", str, what),
     )
 
 
@@ -162,3 +167,44 @@ def choose_release(releases: Sequence[ReleaseInfo], tag: str) -> ReleaseInfo | N
     if published:
         return published[0]
     return min(mine, key=lambda r: r.id) if mine else None
+
+
+def json_of(response: Any, what: str) -> Any:
+    """A 2xx answer's JSON (a githubkit Response); PublishError naming the request if none."""
+    try:
+        return response.json()
+    except ValueError:
+        path = response.raw_request.url.path
+        raise PublishError(f"GitHub answered `{what}` ({path}) with no JSON") from None
+
+
+def json_list(response: Any, what: str) -> list[Any]:
+    """One page of the list `what` as GitHub's JSON."""
+    page = json_of(response, what)
+    if not isinstance(page, list):
+        path = response.raw_request.url.path
+        raise PublishError(f"GitHub answered `{what}` ({path}) with something that is not a list")
+    return page
+
+
+def message_of(response: Any) -> str:
+    """What a GitHub error answer (a githubkit Response) says: its message and error codes."""
+    try:
+        data = response.json()
+    except ValueError:
+        return str(response.text)[:200].strip()
+    if isinstance(data, Mapping):
+        message = str(data.get("message") or "")
+        errors = data.get("errors")
+        if isinstance(errors, list):
+            codes = [
+                str(e.get("code") or e.get("message")) for e in errors if isinstance(e, Mapping)
+            ]
+            message += f" ({', '.join(codes)})" if codes else ""
+        return message
+    return ""
+
+
+def status_of(response: Any) -> str:
+    reason = response.reason_phrase
+    return f"{response.status_code} {reason}" if reason else str(response.status_code)

@@ -45,7 +45,7 @@ from release.credentials import (
 )
 from release.records.attestation import checked_provenance
 from release.records.published import Published, PublishedFile
-from release.records.signature import PUBLIC_GOOD, Checked, ExpectedSigner
+from release.records.signature import PUBLIC_GOOD, Checked, ExpectedSigner, reason
 from release.remote import httpclient as http_edge
 from release.remote.httpclient import (
     BasicCredentials,
@@ -168,10 +168,10 @@ NO_SIGNER = (
 
 def provenance_verdict(checked: Sequence[Checked] | None, *, required: bool) -> tuple[bool, str]:
     """One file's provenance from its attestations, each checked: ok when one's signature
-    verifies and names the expected signer and the file; a failure when all that were
-    found are refused; "no provenance" (a failure only when `required`) when none was
-    found, and likewise when none could be verified here at all: an attestation that
-    cannot be checked counts for no more than none, and never as verified."""
+    verifies and names the expected signer and the file; "no provenance" (a failure only
+    when `required`) when none was found; otherwise a failure, whether refused or
+    unverified (one that could not be checked here at all: it never counts as verified,
+    nor as absent, since anyone can write one)."""
     if not checked:
         return not required, "no provenance"
     verified = [one for one in checked if one.problem is None]
@@ -180,8 +180,8 @@ def provenance_verdict(checked: Sequence[Checked] | None, *, required: bool) -> 
     refused = [one.problem for one in checked if one.verifiable and one.problem]
     if refused:
         more = f" (and {len(refused) - 1} more refused)" if len(refused) > 1 else ""
-        return False, f"provenance refused: {refused[0]}{more}"
-    return not required, f"provenance not verified: {checked[0].problem}"
+        return False, f"provenance refused: {reason(refused[0] or '')}{more}"
+    return False, f"provenance {reason(checked[0].problem or 'unverified')}"
 
 
 def provenance_link_check(
@@ -435,12 +435,12 @@ def _index_checks(
         for (page, item), got in zip(with_metadata, metadata, strict=True)
     ]
     if settings is not None:
+        # as release.verify.provenance.provenance_required: asked for, or the release attested
+        required = settings.require_provenance or any(f.attested for f in published.files)
         linked = [(page, item) for page, item in links if item.provenance_url]
         served = list(pool.map(lambda pair: get(pair[1].provenance_url or "", keep=True), linked))
         checks += [
-            provenance_link_check(
-                item.name, item, got, page, signer=signer, required=settings.require_provenance
-            )
+            provenance_link_check(item.name, item, got, page, signer=signer, required=required)
             for (page, item), got in zip(linked, served, strict=True)
         ]
     return checks

@@ -2,31 +2,37 @@
 Sigstore by this repository's release workflow at the release's tag.
 
 Where it is read:
-- GitHub-hosted files: GitHub's attestations API (`/repos/{repo}/attestations/sha256:{hex}`),
-  whose items hold Sigstore bundles with a DSSE envelope around an in-toto statement;
+- GitHub-hosted files and the companions on the Release (PEP 658 `.metadata`, NCCL files,
+  `release-manifest.json`, `.provenance`): GitHub's attestations API
+  (`/repos/{repo}/attestations/sha256:{hex}`), whose items hold Sigstore bundles with a
+  DSSE envelope around an in-toto statement (the publish job's build provenance);
 - PyPI files: PyPI's integrity API (`/integrity/{project}/{version}/{file}/provenance`),
-  a PEP 740 provenance object (read with pypi-attestations' models).
+  a PEP 740 provenance object (read with pypi-attestations' models); where PyPI has none
+  (an upload with a token: PyPI takes attestations only from trusted publishing), the
+  GitHub build provenance of the same sha256, and the check says which it used.
 
 Each attestation is verified offline against the public-good trust root that
 sigstore-python ships, and its certificate against the expected signer
 (release.records.signature); only then is its statement read: its subject must hold the
 file's sha256, and an SLSA predicate's workflow must be the expected one. A fetch that
 fails is a failure, never "no provenance": an outage of GitHub or PyPI does not pass.
+Every file of the publish record is checked: one whose destination the matrix does not
+name is a ConfigError, never a skip.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
 from packaging.utils import canonicalize_name
 
-from release.errors import PublishError
+from release.errors import ConfigError, PublishError
 from release.records.attestation import attests, checked_provenance, repository_of_url
 from release.records.published import Published, PublishedFile
-from release.records.signature import Checked, ExpectedSigner, check_bundle_json
+from release.records.signature import Checked, ExpectedSigner, check_bundle_json, reason
 from release.remote.github import GithubClient
 from release.remote.httpclient import Download, origin_of
 from release.verify.checks import (
@@ -77,16 +83,20 @@ def check_github_attestation(
 
 
 def provenance_check(
-    file: PublishedFile,
+    filename: str,
     checked: Sequence[Checked] | None,
     *,
     required: bool,
     where: str,
+    route: str | None = None,
 ) -> Check:
     """One file's provenance check from its attestations, each already checked
-    (release.verify.checks.provenance_verdict says what counts)."""
+    (release.verify.checks.provenance_verdict says what counts); `route` says where they
+    were read, where a file has more than one."""
     ok, detail = provenance_verdict(checked, required=required)
-    return Check(subject=file.filename, check="provenance", ok=ok, detail=detail, url=where)
+    if route is not None and checked:
+        detail = f"{detail} [{route}]"
+    return Check(subject=filename, check="provenance", ok=ok, detail=detail, url=where)
 
 
 def integrity_url(file: PublishedFile, project: str, version: str) -> str:
@@ -106,6 +116,23 @@ class ProvenanceSources:
 
     expected: ExpectedSigner | None
     github: Mapping[str, tuple[GithubClient, str]]
+    destinations: frozenset[str] = frozenset()  # every destination name of the matrix
+
+
+def unknown_destinations(published: Published, names: Collection[str]) -> None:
+    """ConfigError naming each record entry whose destination the matrix does not name: its
+    provenance could not be checked against the right repository, and is never skipped."""
+    problems = [
+        f"{file.filename}: its destination {file.destination!r} is not in the matrix "
+        f"(it names {', '.join(sorted(names)) or 'none'})"
+        for file in published.files
+        if file.destination not in names
+    ]
+    if problems:
+        raise ConfigError(
+            problems,
+            hint="give --matrix the matrix.yaml this release was published with",
+        )
 
 
 def provenance_checks(
@@ -114,81 +141,168 @@ def provenance_checks(
     settings: VerifySettings,
     get: Callable[[str], Download],
 ) -> list[Check]:
-    """A provenance check per published file. `get` fetches a URL once (no retries for
-    404: PyPI's integrity API answers 404 where there is no provenance)."""
-    required = settings.require_provenance
-    checks = []
-    for file in published.files:
-        if file.kind not in ("github", "pypi"):
-            continue
-        if sources.expected is None:
-            checks.append(_not_checked(file, NO_SIGNER, required=required))
-            continue
-        if file.kind == "github":
-            if file.destination not in sources.github:
-                continue
-            found = _github_attestations(file, sources, sources.expected, required=required)
-        else:
-            found = _pypi_provenance(file, published, sources.expected, get)
-        if isinstance(found, Check):
-            checks.append(found)
-            continue
-        checked, where = found
-        checks.append(provenance_check(file, checked, required=required, where=where))
+    """A provenance check per published file and companion. Provenance is required where
+    `--require-provenance` says so, and of every file and companion of a release whose
+    record says a file of it was attested: that file was signed in the publish job, which
+    attests every file it ships. `get` fetches a URL once (no retries for 404: PyPI's
+    integrity API answers 404 where there is no provenance)."""
+    unknown_destinations(published, sources.destinations)
+    required = provenance_required(published, settings)
+    checks = [
+        _file_check(file, published, sources, get, required=required) for file in published.files
+    ]
+    for companion in published.companions:
+        subject = Subject(companion.filename, companion.sha256, companion.url)
+        checks.append(_companion_check(subject, sources, required=required))
     return checks
+
+
+def provenance_required(published: Published, settings: VerifySettings) -> bool:
+    """Whether "no provenance" fails: asked for, or the record says the release was attested."""
+    return settings.require_provenance or any(f.attested for f in published.files)
+
+
+@dataclass(frozen=True)
+class Subject:
+    """What is attested: a file's name, sha256 and URL."""
+
+    filename: str
+    sha256: str
+    url: str
+
+
+def _file_check(
+    file: PublishedFile,
+    published: Published,
+    sources: ProvenanceSources,
+    get: Callable[[str], Download],
+    *,
+    required: bool,
+) -> Check:
+    subject = Subject(file.filename, file.sha256, file.url)
+    expected = sources.expected
+    if expected is None:
+        return _not_checked(subject, NO_SIGNER, required=required)
+    if file.kind == "github":
+        client, repository = sources.github[file.destination]
+        return _github_check(subject, client, repository, expected, required=required)
+    if file.kind == "pypi":
+        return _pypi_check(subject, file, published, sources, get, required=required)
+    detail = f"provenance not checked: a {file.kind} destination serves no attestations"
+    return _not_checked(subject, detail, required=required, url=file.url)
+
+
+def _companion_check(subject: Subject, sources: ProvenanceSources, *, required: bool) -> Check:
+    if sources.expected is None:
+        return _not_checked(subject, NO_SIGNER, required=required)
+    for client, repository in sources.github.values():
+        if _downloads_of(subject.url, repository):
+            return _github_check(subject, client, repository, sources.expected, required=required)
+    detail = (
+        f"provenance not checked: {subject.url} is no download of a GitHub destination of the "
+        "matrix (give --matrix the matrix it was published with)"
+    )
+    return _not_checked(subject, detail, required=required, url=subject.url)
+
+
+def _downloads_of(url: str, repository: str) -> bool:
+    return f"/{repository}/releases/download/".lower() in url.lower()
+
+
+def _github_check(
+    subject: Subject,
+    client: GithubClient,
+    repository: str,
+    expected: ExpectedSigner,
+    *,
+    required: bool,
+) -> Check:
+    if not _downloads_of(subject.url, repository):
+        # the matrix at hand is not the one this release was published with
+        detail = (
+            f"provenance not checked: {subject.url} is no download of {repository} "
+            "(give --matrix the matrix it was published with)"
+        )
+        return _not_checked(subject, detail, required=required, url=subject.url)
+    found = _github_attestations(subject, client, repository, expected)
+    if isinstance(found, Check):
+        return found
+    checked, where = found
+    return provenance_check(subject.filename, checked, required=required, where=where)
 
 
 Found = Check | tuple[list[Checked] | None, str]  # a check already, or what was found where
 
 
 def _github_attestations(
-    file: PublishedFile, sources: ProvenanceSources, expected: ExpectedSigner, *, required: bool
+    subject: Subject, client: GithubClient, repository: str, expected: ExpectedSigner
 ) -> Found:
-    client, repository = sources.github[file.destination]
-    if f"/{repository}/releases/download/".lower() not in file.url.lower():
-        # the matrix at hand is not the one this release was published with
-        detail = (
-            f"provenance not checked: {file.url} is no download of {repository} "
-            "(give --matrix the matrix it was published with)"
-        )
-        return _not_checked(file, detail, required=required, url=file.url)
-    where = f"{client.api_url}/repos/{repository}/attestations/sha256:{file.sha256}"
+    where = f"{client.api_url}/repos/{repository}/attestations/sha256:{subject.sha256}"
     try:
         with client.session(f"{repository} attestations"):
-            items = client.attestations(repository, file.sha256)
+            items = client.attestations(repository, subject.sha256)
     except PublishError as error:
-        return _unanswered(file, where, error.message)
+        return _unanswered(subject, where, error.message)
     if items is None:
         return None, where
-    return [check_github_attestation(i, file.sha256, expected) for i in items], where
+    return [check_github_attestation(i, subject.sha256, expected) for i in items], where
 
 
-def _pypi_provenance(
+PEP740_ROUTE = "PEP 740 on PyPI"
+GITHUB_ROUTE = "GitHub build provenance (PyPI serves no PEP 740 attestation of it)"
+
+
+def _pypi_check(
+    subject: Subject,
     file: PublishedFile,
     published: Published,
-    expected: ExpectedSigner,
+    sources: ProvenanceSources,
     get: Callable[[str], Download],
-) -> Found:
+    *,
+    required: bool,
+) -> Check:
+    """PEP 740 from PyPI's integrity API; where PyPI has none (a token upload), the GitHub
+    build-provenance attestation the publish job made of the same sha256, in the signer's
+    repository, verified alike. The detail says which route it took."""
+    assert sources.expected is not None  # noqa: S101  # _file_check returned before
     where = integrity_url(file, published.project, published.version)
     got = get(where)
-    if got.status == 404:
-        return None, where
-    if not got.ok or got.body is None:
-        return _unanswered(file, where, got.error or f"HTTP {got.status}")
-    return checked_provenance(got.body, file.sha256, expected), where
+    if got.status != 404:
+        if not got.ok or got.body is None:
+            return _unanswered(subject, where, got.error or f"HTTP {got.status}")
+        checked = checked_provenance(got.body, subject.sha256, sources.expected)
+        return provenance_check(
+            subject.filename, checked, required=required, where=where, route=PEP740_ROUTE
+        )
+    github = [
+        pair for pair in sources.github.values()
+        if pair[1].lower() == sources.expected.repository.lower()
+    ]  # fmt: skip
+    if not github:
+        return provenance_check(subject.filename, None, required=required, where=where)
+    client, repository = github[0]
+    found = _github_attestations(subject, client, repository, sources.expected)
+    if isinstance(found, Check):
+        return found
+    checked_github, where_github = found
+    if checked_github is None:  # neither route holds one: name the one PyPI files use
+        return provenance_check(subject.filename, None, required=required, where=where)
+    return provenance_check(
+        subject.filename, checked_github, required=required, where=where_github, route=GITHUB_ROUTE
+    )
 
 
-def _not_checked(
-    file: PublishedFile, detail: str, *, required: bool, url: str | None = None
-) -> Check:
-    return Check(subject=file.filename, check="provenance", ok=not required, detail=detail, url=url)
-
-
-def _unanswered(file: PublishedFile, where: str, detail: str) -> Check:
+def _not_checked(subject: Subject, detail: str, *, required: bool, url: str | None = None) -> Check:
     return Check(
-        subject=file.filename,
+        subject=subject.filename, check="provenance", ok=not required, detail=detail, url=url
+    )
+
+
+def _unanswered(subject: Subject, where: str, detail: str) -> Check:
+    return Check(
+        subject=subject.filename,
         check="provenance",
         ok=False,
-        detail=f"provenance not read: {detail}",
+        detail=f"provenance not read: {reason(detail)}",
         url=where,
     )

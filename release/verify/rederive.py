@@ -168,6 +168,7 @@ def _wheel_asset(
         index_url=f"{base}{label}/" if base and label else None,
         arch=_arch(name),
         local_label=label,
+        attested=recorded.attested if recorded else False,
     )
 
 
@@ -214,6 +215,7 @@ def _pypi_files(
                 index_url=destination.index_url,
                 arch=_arch(name),
                 local_label=None,
+                attested=recorded.attested if recorded else False,
             )
         )
     return out

@@ -15,7 +15,7 @@ from pathlib import Path
 from packaging.version import InvalidVersion, Version
 
 from release.credentials import github_token, index_credentials, secret_values
-from release.errors import ConfigError, IncompleteError, VerifyError
+from release.errors import ConfigError, IncompleteError, PublishError, VerifyError
 from release.matrix import GithubDestination, Matrix, PypiDestination, load_matrix
 from release.project import Naming
 from release.records.dist import load_dist
@@ -26,7 +26,13 @@ from release.remote.github import GithubClient, GithubUnreachable
 from release.remote.httpclient import BasicCredentials, Download, OriginAuth, origin_of
 from release.remote.retry import RetryPolicy
 from release.verify.checks import Check, VerifyReport, VerifySettings, verify
-from release.verify.provenance import INTEGRITY_ACCEPT, ProvenanceSources, provenance_checks
+from release.verify.provenance import (
+    INTEGRITY_ACCEPT,
+    ProvenanceSources,
+    provenance_checks,
+    provenance_required,
+    unknown_destinations,
+)
 from release.verify.rederive import latest_tags, published_from_tag
 
 COMMAND = "release verify"
@@ -76,6 +82,8 @@ def verify_release(
         matrix = None
         if settings.provenance and target.matrix.is_file():
             matrix = load_matrix(target.matrix, named_statically)
+        if matrix is not None:  # before any request: a wrong matrix is no partial report
+            unknown_destinations(one, matrix.destinations)
         signer = expected_signer(matrix, one.version, settings) if matrix else None
         report = verify(one, environ, settings, signer=signer)
         if settings.provenance:
@@ -116,15 +124,10 @@ def provenance_of(
     of each GitHub destination; without a matrix nothing can be compared."""
     if matrix is None:
         detail = f"provenance not checked: no {target.matrix} names this repository (--matrix)"
-        return [
-            Check(
-                subject=f.filename,
-                check="provenance",
-                ok=not settings.require_provenance,
-                detail=detail,
-            )
-            for f in published.files
-        ]
+        ok = not provenance_required(published, settings)
+        subjects = [f.filename for f in published.files]
+        subjects += [c.filename for c in published.companions]
+        return [Check(subject=name, check="provenance", ok=ok, detail=detail) for name in subjects]
     clients = github_clients(matrix, api_url=target.github_api_url, environ=environ)
     github = {
         d.name: (clients[d.api_url], d.repository)
@@ -132,7 +135,9 @@ def provenance_of(
         if isinstance(d, GithubDestination)
     }
     expected = expected_signer(matrix, published.version, settings)
-    sources = ProvenanceSources(expected=expected, github=github)
+    sources = ProvenanceSources(
+        expected=expected, github=github, destinations=frozenset(matrix.destinations)
+    )
     policy = RetryPolicy(
         attempts=settings.attempts, initial_delay=settings.backoff_s, total=settings.deadline_s
     )
@@ -182,6 +187,8 @@ def published_releases(target: VerifyTarget, environ: Mapping[str, str]) -> list
             hint="nothing was verified; check the network (and --github-api-url), then run "
             "`release verify` again",
         ) from None
+    except PublishError as error:  # a refusal or an answer of the wrong shape: not verified
+        raise VerifyError(error.message, hint=error.hint) from None
 
 
 def github_clients(

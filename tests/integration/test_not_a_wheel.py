@@ -7,6 +7,7 @@ provisioned or written for it."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -239,12 +240,14 @@ def tag_matrix(tmp_path: Path, gh: GitHubStandIn, pypi_index: str | None = None)
     return matrix
 
 
-def test_an_unreadable_release_manifest_fails_verify_tag_in_one_line(
+def test_a_release_manifest_served_with_other_bytes_fails_verify_tag_in_one_line(
     github_standin: GitHubStandIn,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
+    """Storage serves an unreadable release-manifest.json while the API lists the size and
+    digest of the one uploaded: the download is refused for its bytes, before they are read."""
     monkeypatch.setenv("GITHUB_TOKEN", github_standin.token)
     release_id = published_on_github(github_standin, tmp_path)
     manifest = next(
@@ -256,9 +259,10 @@ def test_an_unreadable_release_manifest_fails_verify_tag_in_one_line(
     assert main(["verify", "--matrix", str(matrix), "--tag", "v0.1.0", "--no-pip"]) == 7
     error, hint = capsys.readouterr().err.splitlines()[-2:]
     assert error == (
-        f"error: release-manifest.json of {DEFAULT_REPO}@v0.1.0 is unreadable ('filename')"
+        f"error: GitHub served other bytes for release-manifest.json ({len(manifest.data)} "
+        f"bytes, digest {hashlib.sha256(manifest.data).hexdigest()[:12]} listed)"
     )
-    assert hint == "hint: verify with --dist DIR (the publish record) instead"
+    assert hint == "hint: its storage serves what the API does not list: re-run, then re-upload it"
 
 
 class _BrokenJsonPage(BaseHTTPRequestHandler):

@@ -111,3 +111,17 @@ def test_what_is_not_a_release_manifest_raises(
 ) -> None:
     with pytest.raises(error, match=re.escape(message)):
         parse_release_manifest(data)
+
+
+def test_an_attested_wheel_says_so_and_reads_back_and_the_others_keep_their_bytes() -> None:
+    built = manifest()
+    signed = "k3_kernels-0.1.0-py3-none-manylinux_2_28_x86_64.whl"
+    data = release_manifest_bytes(built, attested=[signed])
+    wheels = {w["filename"]: w for w in json.loads(data)["wheels"]}
+    assert wheels[signed]["attested"] is True
+    other = "k3_kernels-0.1.0+cu129-py3-none-manylinux_2_28_aarch64.whl"
+    assert "attested" not in wheels[other]  # an unattested wheel's keys are as before
+    assert {w.filename: w.attested for w in parse_release_manifest(data)} == {
+        signed: True,
+        other: False,
+    }
