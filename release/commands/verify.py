@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 from typing import Any
 
 from release.commands import arguments, common
@@ -29,12 +30,20 @@ CONCURRENCY = WholeNumber(1, 64)
 ATTEMPTS = WholeNumber(1, 100)
 TIMEOUT = Seconds(most=86400.0)  # a day: past that, a propagation delay is an outage
 LATEST = WholeNumber(1, 1000)
+_REPOSITORY = re.compile(r"[A-Za-z0-9-]{1,39}/[A-Za-z0-9._-]{1,100}")
 VERIFY_COLUMNS = ("result", "check", "subject", "detail", "URL")
 PROVENANCE_HINT = (
     "attest each file in the release workflow (actions/attest-build-provenance; PyPI trusted "
     "publishing), or name that workflow with --provenance-workflow (and a reusable workflow "
     "that signs for it with --provenance-signer-workflow)"
 )
+
+
+def repository_name(text: str) -> str:
+    """OWNER/REPO, as GitHub names a repository."""
+    if not _REPOSITORY.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not OWNER/REPO")
+    return text
 
 
 def signer_workflow(text: str) -> str:
@@ -134,6 +143,13 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         "--signer-workflow` names it (default: the workflow signs itself)",
     )
     parser.add_argument(
+        "--provenance-repository",
+        type=repository_name,
+        metavar="OWNER/REPO",
+        help="the repository whose workflow signed, where the matrix names no GitHub "
+        "destination (default: $GITHUB_REPOSITORY, the repository a workflow runs in)",
+    )
+    parser.add_argument(
         "--tag",
         action="append",
         default=[],
@@ -183,6 +199,9 @@ def run(args: argparse.Namespace) -> int:
         require_provenance=args.require_provenance,
         provenance_workflow=args.provenance_workflow,
         provenance_signer_workflow=args.provenance_signer_workflow,
+        provenance_repository=args.provenance_repository
+        or os.environ.get("GITHUB_REPOSITORY")
+        or None,
     )
     if args.channel == "nightly":
         from release.commands import channel  # noqa: PLC0415  # boto3: nightly only

@@ -96,6 +96,8 @@ class VerifySettings:
     provenance_workflow: str = RELEASE_WORKFLOW  # the workflow an attestation must name
     # the reusable workflow that signs for it (owner/name/path[@ref]); None: that one itself
     provenance_signer_workflow: str | None = None
+    # whose workflow signs where the matrix names no GitHub destination (a PyPI-only project)
+    provenance_repository: str | None = None
 
 
 # --- The checks (pure given what was fetched). ---

@@ -35,6 +35,8 @@ from release.verify.provenance import (
 )
 from release.verify.rederive import latest_tags, published_from_tag
 
+GITHUB_API = "https://api.github.com"
+
 COMMAND = "release verify"
 
 
@@ -97,10 +99,18 @@ def expected_signer(
     matrix: Matrix, version: str, settings: VerifySettings
 ) -> ExpectedSigner | None:
     """Who must have signed a release's attestations: the workflow of the matrix's (first)
-    GitHub repository, run at the release's tag; None without a GitHub destination."""
+    GitHub repository, run at the release's tag; without a GitHub destination, that of
+    `provenance_repository` at `v` and the version, or None where none is named."""
     github = [d for d in matrix.destinations.values() if isinstance(d, GithubDestination)]
     if not github:
-        return None
+        if settings.provenance_repository is None:
+            return None
+        return ExpectedSigner(  # the caller's tag: `v` and the version (release init's trigger)
+            repository=settings.provenance_repository,
+            workflow=settings.provenance_workflow,
+            ref=f"refs/tags/v{version}",
+            signer_workflow=settings.provenance_signer_workflow,
+        )
     try:
         ref: str | None = f"refs/tags/{github[0].tag(Version(version))}"
     except InvalidVersion:
@@ -135,6 +145,10 @@ def provenance_of(
         if isinstance(d, GithubDestination)
     }
     expected = expected_signer(matrix, published.version, settings)
+    if expected is not None and not github:  # a PyPI-only project: its own repository's API
+        api_url = target.github_api_url or environ.get("GITHUB_API_URL") or GITHUB_API
+        signer = GithubClient(api_url=api_url, token=github_token(environ), command=COMMAND)
+        github[f"{expected.repository} (the signer)"] = (signer, expected.repository)
     sources = ProvenanceSources(
         expected=expected, github=github, destinations=frozenset(matrix.destinations)
     )

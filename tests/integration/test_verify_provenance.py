@@ -16,6 +16,7 @@ import pytest
 from release.cli import main
 from release.credentials import github_token
 from release.errors import ConfigError
+from release.matrix import load_matrix
 from release.records.published import Published, PublishedCompanion, PublishedFile
 from release.records.signature import ExpectedSigner
 from release.remote.github import GithubClient
@@ -23,6 +24,7 @@ from release.remote.httpclient import client as http_client
 from release.remote.httpclient import fetch
 from release.verify.checks import Check, VerifySettings
 from release.verify.provenance import GITHUB_ROUTE, ProvenanceSources, provenance_checks
+from release.verify.run import VerifyTarget, provenance_of
 from tests.github_standin import DEFAULT_REPO, GitHubStandIn
 from tests.integration.test_github_answers import release_env
 from tests.integration.test_publish_e2e import serve
@@ -41,6 +43,7 @@ from tests.integration.test_verify import (
 MODELS_SHA256 = "c9709ce6fd5b67b59b4a28758cf14d3f411803c4b89b6068b1f1a8e4ee94c8ef"
 MODELS_REF = "refs/tags/v0.0.4a2"
 SDIST_REPO = "trailofbits/pypi-attestations"
+CMAKE_PROJECT = Path(__file__).resolve().parents[1] / "fixtures" / "cmake_kernels"
 
 
 def checks_of(
@@ -215,3 +218,49 @@ def test_a_hostile_provenance_object_on_pypis_integrity_api_is_refused_in_one_li
         "provenance refused: its signature does not match its statement (edited bytes, or "
         "another key's) [PEP 740 on PyPI]",
     )
+
+
+def pypi_only_matrix(tmp_path: Path) -> Path:
+    """The matrix release init writes by default: one PyPI destination, no GitHub one."""
+    matrix = tmp_path / "matrix.yaml"
+    matrix.write_text(
+        f"project: {CMAKE_PROJECT}\nbuild: {{backend: cmake}}\n"
+        "defaults: {arches: [x86_64], sms: [90], manylinux: '2_28'}\n"
+        "cuda:\n  '13.0': {destination: pypi}\n"
+        "destinations: {pypi: {kind: pypi}}\n",
+        encoding="utf-8",
+    )
+    return matrix
+
+
+def test_a_pypi_only_projects_files_are_checked_in_the_repository_its_workflow_runs_in(
+    github_standin: GitHubStandIn, tmp_path: Path
+) -> None:
+    """Issue 44: a project whose matrix names no GitHub destination, published with a token
+    (PyPI holds no PEP 740 attestation): the publish job's build provenance is read from the
+    repository the workflow runs in (`--provenance-repository`, default $GITHUB_REPOSITORY),
+    signed at `v` and the version; without that repository nothing can be checked, and a
+    required check fails."""
+    github_standin.add_repo(MODELS_REPO)
+    github_standin.add_attestation(MODELS_REPO, recorded(f"{MODELS}.sigstore"))
+    matrix = load_matrix(pypi_only_matrix(tmp_path))
+    target = VerifyTarget(matrix=tmp_path / "matrix.yaml", github_api_url=github_standin.api_url)
+    environ = {"GITHUB_TOKEN": github_standin.token}
+    required = replace(FAST, require_provenance=True)
+    (tmp_path / "pypi").mkdir()
+    with serve(tmp_path / "pypi") as base:  # an index with no integrity API: 404
+        on_pypi = replace(pypi_file(base), filename=MODELS, sha256=MODELS_SHA256)
+        release = replace(release_of(on_pypi), version=MODELS_REF.removeprefix("refs/tags/v"))
+        named = replace(required, provenance_repository=MODELS_REPO)
+        (check,) = provenance_of(release, matrix, target, named, environ)
+        assert (check.ok, check.detail) == (
+            True,
+            f"provenance: {MODELS_REPO} .github/workflows/release.yml@{MODELS_REF}, signature "
+            f"verified (Sigstore public-good) [{GITHUB_ROUTE}]",
+        )
+        later = replace(release, version="9")  # the caller's tag would be v9: refused
+        (refused,) = provenance_of(later, matrix, target, named, environ)
+        assert not refused.ok
+        assert f"signed at {MODELS_REF}, not refs/tags/v9" in refused.detail
+        (unnamed,) = provenance_of(release, matrix, target, required, environ)
+        assert not unnamed.ok
