@@ -91,6 +91,38 @@ HELP = "check every published file, index link and pip resolution against the ma
 SHARED: tuple[arguments.Shared, ...] = ("matrix", "output")
 
 
+def add_provenance_options(parser: argparse.ArgumentParser) -> None:
+    """Which provenance is checked, and whose signature it must carry."""
+    parser.add_argument("--no-provenance", action="store_true", help="skip the provenance checks")
+    parser.add_argument(
+        "--require-provenance",
+        action="store_true",
+        help="fail for a published file with no attestation (default: only where the publish "
+        "record or release-manifest.json says the release was attested)",
+    )
+    parser.add_argument(
+        "--provenance-workflow",
+        default=RELEASE_WORKFLOW,
+        metavar="PATH",
+        help="the workflow whose run must have signed each attestation, in the GitHub "
+        f"destination's repository, at the release's tag (default {RELEASE_WORKFLOW})",
+    )
+    parser.add_argument(
+        "--provenance-signer-workflow",
+        type=signer_workflow,
+        metavar="OWNER/REPO/PATH[@REF]",
+        help="the reusable workflow that run calls to sign, as `gh attestation verify "
+        "--signer-workflow` names it (default: the workflow signs itself)",
+    )
+    parser.add_argument(
+        "--provenance-repository",
+        type=repository_name,
+        metavar="OWNER/REPO",
+        help="the repository whose workflow signed, where the matrix names no GitHub "
+        "destination (default: $GITHUB_REPOSITORY, the repository a workflow runs in)",
+    )
+
+
 def add_options(parser: argparse.ArgumentParser) -> None:
     arguments.add_dist_option(
         parser,
@@ -121,34 +153,7 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         help=f"bound on the whole verification's retries ({TIMEOUT.accepted}; default 300)",
     )
     parser.add_argument("--no-pip", action="store_true", help="skip the pip resolution checks")
-    parser.add_argument("--no-provenance", action="store_true", help="skip the provenance checks")
-    parser.add_argument(
-        "--require-provenance",
-        action="store_true",
-        help="fail for a published file with no attestation (default: only where the publish "
-        "record or release-manifest.json says the release was attested)",
-    )
-    parser.add_argument(
-        "--provenance-workflow",
-        default=RELEASE_WORKFLOW,
-        metavar="PATH",
-        help="the workflow whose run must have signed each attestation, in the GitHub "
-        f"destination's repository, at the release's tag (default {RELEASE_WORKFLOW})",
-    )
-    parser.add_argument(
-        "--provenance-signer-workflow",
-        type=signer_workflow,
-        metavar="OWNER/REPO/PATH[@REF]",
-        help="the reusable workflow that run calls to sign, as `gh attestation verify "
-        "--signer-workflow` names it (default: the workflow signs itself)",
-    )
-    parser.add_argument(
-        "--provenance-repository",
-        type=repository_name,
-        metavar="OWNER/REPO",
-        help="the repository whose workflow signed, where the matrix names no GitHub "
-        "destination (default: $GITHUB_REPOSITORY, the repository a workflow runs in)",
-    )
+    add_provenance_options(parser)
     parser.add_argument(
         "--tag",
         action="append",
