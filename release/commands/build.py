@@ -30,6 +30,7 @@ from release.building.compare import Comparison, compare
 from release.building.compilecache import CacheStats
 from release.building.excluded import ExcludedSm, excluded_sms
 from release.building.preview import planned
+from release.building.sdist import build_sdist, sdist_cell, sdist_filename
 from release.building.settings import (
     SETTING_COLUMNS,
     SETTING_KEYS,
@@ -50,10 +51,16 @@ from release.commands.options import WholeNumber
 from release.console import Annotation, Output, markdown_table
 from release.errors import BuildError, ConfigError
 from release.inspection.budget import project_refusal, project_warning, release_loads
-from release.matrix import Cell
+from release.matrix import Cell, Matrix
 from release.matrix.compilecache import CompileCache
 from release.records.dist import Reconciled
-from release.records.manifest import Manifest, read_manifest
+from release.records.manifest import (
+    MANIFEST_NAME,
+    Manifest,
+    SdistEntry,
+    read_manifest,
+    write_manifest,
+)
 from release.toolchain import Progress, ToolchainPlan
 
 JOBS = WholeNumber(1, 64)  # CUDA versions side by side: a matrix has a handful
@@ -87,6 +94,12 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         parser,
         "the commit's build under its dev version X.Y.Z.devN (N: the commit's time), every "
         "cell for matrix.yaml's nightly destination",
+    )
+    parser.add_argument(
+        "--sdist",
+        action="store_true",
+        help="also build the project's sdist, once: where the selected cells include the "
+        "default variant's first cell (no local label, a PyPI destination), else nothing",
     )
     parser.add_argument("--fail-fast", action="store_true", help="stop at the first failure")
     parser.add_argument("--dry-run", action="store_true", help="show what would run; build nothing")
@@ -163,6 +176,7 @@ def run(args: argparse.Namespace) -> int:
         out=(args.out or Path("dist")).resolve(),
         recorded=recorded,
     )
+    sdist_of = _sdist_cell(args, matrix, cells, output)
     if args.dry_run:
         return _dry_run(given, plan_toolchains(given), output)
     with ExitStack() as stack:
@@ -178,9 +192,43 @@ def run(args: argparse.Namespace) -> int:
         built = run_build(chosen, _Events(output))
         if reference is not None:
             return _report_comparison(args, built.settings, built.results, reference, output)
-        _report(built.settings, built.results, built.outputs, built.seconds, output)
+        sdist = with_sdist(built.settings, built.outputs, sdist_of, output)
+        _report(built.settings, built.results, built.outputs, built.seconds, output, sdist=sdist)
     require_success(built.results, len(cells))
     return 0
+
+
+def _sdist_cell(
+    args: argparse.Namespace, matrix: Matrix, cells: Sequence[Cell], output: Output
+) -> Cell | None:
+    """With --sdist, the cell whose build also builds the sdist, where it is selected."""
+    if not args.sdist:
+        return None
+    if args.channel == "nightly" or args.compare is not None:
+        what = "--channel nightly" if args.channel == "nightly" else "--compare"
+        raise ConfigError(
+            [f"--sdist with {what}: an sdist is built for a release's publish only"],
+            hint="leave --sdist out",
+        )
+    cell = sdist_cell(matrix.cells)
+    if cell not in cells:
+        output.note(f"sdist: built by the build of {cell.id}, not by this one")
+        return None
+    return cell
+
+
+def with_sdist(
+    settings: BuildSettings, outputs: Reconciled, cell: Cell | None, output: Output
+) -> SdistEntry | None:
+    """Build the sdist (with its cell's wheel built) and record it in dist/manifest.json."""
+    manifest = outputs.manifest
+    if cell is None or cell.id not in {w.cell for w in manifest.wheels}:
+        return None
+    log = settings.out / f"{sdist_filename(manifest.project, manifest.version)}.log"
+    entry = build_sdist(settings, cell, log)
+    write_manifest(replace(manifest, sdist=entry), settings.out / MANIFEST_NAME)
+    output.note(f"ok sdist {entry.filename} ({entry.size / 1024:.0f} KiB) for {cell.id}'s PyPI")
+    return entry
 
 
 class _Events(BuildEvents):
@@ -272,6 +320,8 @@ def _report(
     outputs: Reconciled,
     elapsed: float,
     output: Output,
+    *,
+    sdist: SdistEntry | None = None,
 ) -> None:
     cells = settings.cells
     excluded = excluded_sms(results)
@@ -303,6 +353,8 @@ def _report(
             "kept": list(outputs.kept),
             "dropped": list(outputs.dropped),
             "nccl_files": list(outputs.manifest.nccl_files),
+            # only where --sdist built one here, so that other documents stay as they were
+            **({"sdist": _sdist_json(sdist)} if sdist is not None else {}),
         }
     )
     for load in release_loads(outputs.manifest.wheels):
@@ -324,6 +376,10 @@ def _report(
         + markdown_table(CELL_COLUMNS, _cell_rows(results))
         + (f"\nExcluded by matrix.yaml:\n{notes}\n" if notes else "")
     )
+
+
+def _sdist_json(sdist: SdistEntry) -> dict[str, Any]:
+    return {"filename": sdist.filename, "size": sdist.size, "sha256": sdist.sha256}
 
 
 def _excluded_of(cell: Cell, excluded: Sequence[ExcludedSm]) -> dict[str, Any]:

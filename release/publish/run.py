@@ -41,7 +41,7 @@ from release.publish.decide import (
 from release.publish.github import GithubPublisher
 from release.publish.index import IndexFile, collect, render_index, write_index
 from release.publish.pages import commit_pages
-from release.publish.pypi import PypiPublisher
+from release.publish.pypi import PypiPublisher, sdist_companions
 from release.records.attestation import PROVENANCE_SUFFIX, github_provenance
 from release.records.dist import load_dist
 from release.records.manifest import DestinationRef, Manifest, WheelEntry
@@ -251,7 +251,7 @@ def build_plans(
             companions = (
                 [c for e in entries for c in wheel_companions(e, settings.dist)] + extras
                 if publisher.stages
-                else []
+                else sdist_companions(manifest, name, settings.dist)
             )
             plan = plan_destination(
                 publisher, entries, settings.dist, replace=settings.replace, companions=companions

@@ -132,6 +132,18 @@ class WheelEntry:
 
 
 @dataclass(frozen=True, kw_only=True)
+class SdistEntry:
+    """The project's source distribution: built once per release, for the PyPI destination
+    of the default variant only (a local label never applies to it)."""
+
+    filename: str  # "k3_kernels-0.1.0.tar.gz" (PEP 625)
+    version: str
+    size: int
+    sha256: str
+    destination: DestinationRef
+
+
+@dataclass(frozen=True, kw_only=True)
 class Manifest:
     project: str
     version: str  # the public version, without a local label
@@ -139,6 +151,7 @@ class Manifest:
     nccl_files: tuple[str, ...] = field(default=())
     source_date_epoch: int | None = None  # the timestamp the wheels were built with
     commit: Commit | None = None  # a nightly build's commit; None for a release
+    sdist: SdistEntry | None = None  # `release build --sdist`; not a wheel, not in `wheels`
 
     def by_filename(self) -> dict[str, WheelEntry]:
         return {w.filename: w for w in self.wheels}
@@ -166,6 +179,7 @@ class Manifest:
             nccl_files=files,
             source_date_epoch=epoch,
             commit=self.commit or other.commit,
+            sdist=other.sdist or self.sdist,
         )
 
 
@@ -194,14 +208,26 @@ def to_json(manifest: Manifest) -> dict[str, Any]:
                 "toolchain": dict(w.toolchain),
                 "nccl": w.nccl,
                 "device_bytes": dict(w.device_bytes),
-                "destination": {
-                    k: v
-                    for k, v in vars(w.destination).items()
-                    if v is not None or k in ("index_url",)
-                },
+                "destination": _destination_json(w.destination),
             }
             for w in sorted(manifest.wheels, key=lambda w: w.filename)
         ],
+        # only where one was built, so that a manifest of wheels alone stays as it was
+        **({"sdist": _sdist_json(manifest.sdist)} if manifest.sdist else {}),
+    }
+
+
+def _destination_json(destination: DestinationRef) -> dict[str, Any]:
+    return {k: v for k, v in vars(destination).items() if v is not None or k in ("index_url",)}
+
+
+def _sdist_json(sdist: SdistEntry) -> dict[str, Any]:
+    return {
+        "filename": sdist.filename,
+        "version": sdist.version,
+        "size": sdist.size,
+        "sha256": sdist.sha256,
+        "destination": _destination_json(sdist.destination),
     }
 
 
@@ -347,6 +373,38 @@ def from_json(data: object) -> Manifest:
         nccl_files=files,
         source_date_epoch=epoch,
         commit=commit,
+        sdist=_sdist(data.get("sdist")),
+    )
+
+
+_SDIST_NAME = re.compile(r"^[A-Za-z0-9_.]+-[A-Za-z0-9_.!]+\.tar\.gz$")
+
+
+def _sdist(raw: object) -> SdistEntry | None:
+    """The `sdist` section: a plain `.tar.gz` name, its digest and size, and PyPI."""
+    if raw is None:
+        return None
+    where = "manifest.sdist"
+    if not isinstance(raw, dict):
+        raise ValueError(f"{where}: not an object")
+    name: str = _require(raw, "filename", str, where)
+    if not _SDIST_NAME.match(name) or name.startswith("."):
+        raise ValueError(f"{where}.filename: {name[:80]!r} is not an sdist filename")
+    sha256 = _require(raw, "sha256", str, where)
+    if not SHA256_HEX.match(sha256):
+        raise ValueError(f"{where}.sha256: not 64 lower-case hex digits")
+    size = _require(raw, "size", int, where)
+    if size < 0:
+        raise ValueError(f"{where}.size: negative")
+    destination = _destination(raw, where)
+    if destination.kind != "pypi":
+        raise ValueError(f"{where}.destination.kind: an sdist goes to PyPI only")
+    return SdistEntry(
+        filename=name,
+        version=_require(raw, "version", str, where),
+        size=size,
+        sha256=sha256,
+        destination=destination,
     )
 
 

@@ -44,7 +44,7 @@ from release.credentials import (
     secret_values,
 )
 from release.records.attestation import checked_provenance
-from release.records.published import Published, PublishedFile
+from release.records.published import Published, PublishedCompanion, PublishedFile
 from release.records.signature import PUBLIC_GOOD, Checked, ExpectedSigner
 from release.remote import httpclient as http_edge
 from release.remote.httpclient import (
@@ -115,7 +115,10 @@ def download_check(subject: str, url: str, size: int, sha256: str, got: Download
 
 
 def listing_checks(
-    files: Sequence[PublishedFile], listed: Mapping[str, ListedFile], what: str, page: str
+    files: Sequence[PublishedFile | PublishedCompanion],
+    listed: Mapping[str, ListedFile],
+    what: str,
+    page: str,
 ) -> list[Check]:
     checks = []
     for file in files:
@@ -422,7 +425,7 @@ def _index_checks(
                 for f in files
             ]
             continue
-        checks += listing_checks(files, listed, what, page)
+        checks += listing_checks([*files, *_sdists_of(published, files)], listed, what, page)
         if what == "index":
             links += [(page, item) for item in listed.values()]
     urls = sorted({item.url for _, item in links})
@@ -444,6 +447,13 @@ def _index_checks(
             for (page, item), got in zip(linked, served, strict=True)
         ]
     return checks
+
+
+def _sdists_of(published: Published, files: Sequence[PublishedFile]) -> list[PublishedCompanion]:
+    """The sdist, on the PyPI page of the default variant's wheels (the one it goes to)."""
+    if not any(f.kind == "pypi" and f.local_label is None for f in files):
+        return []
+    return [c for c in published.companions if c.purpose == "sdist"]
 
 
 def _pip_checks(
