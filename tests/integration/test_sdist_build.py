@@ -1,0 +1,66 @@
+"""The sdist of csrc through its own PEP 517 backend (`python -m build --sdist`, run by
+release.proc): two checkouts of the same commit, their files of other times, give the same
+bytes; `release build --sdist` refuses a nightly and says which build makes the sdist."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from release.building.sdist import build_sdist, sdist_cell
+from release.building.settings import BuildSettings
+from release.cli import main
+from release.matrix import load_matrix
+
+REPO = Path(__file__).resolve().parents[2]
+EPOCH = 1_700_000_000
+
+
+def checkout(where: Path, mtime: int) -> Path:
+    shutil.copytree(REPO / "csrc", where / "csrc", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(REPO / "matrix.yaml", where / "matrix.yaml")
+    for path in (where / "csrc").rglob("*"):
+        os.utime(path, (mtime, mtime))
+    return where
+
+
+def built(where: Path, tmp_path: Path) -> Path:
+    matrix = load_matrix(where / "matrix.yaml")
+    out = where / "dist"
+    out.mkdir()
+    settings = BuildSettings(
+        matrix=matrix, cells=matrix.cells, out=out, cache_dir=tmp_path / "cache", epoch=EPOCH,
+        environ=dict(os.environ),
+    )  # fmt: skip
+    entry = build_sdist(settings, sdist_cell(matrix.cells), out / "sdist.log")
+    assert entry.destination.name == "pypi"
+    return out / entry.filename
+
+
+def test_two_checkouts_give_the_same_sdist(tmp_path: Path) -> None:
+    first = built(checkout(tmp_path / "a", EPOCH - 100), tmp_path)
+    second = built(checkout(tmp_path / "b", EPOCH + 100_000), tmp_path)
+    assert first.name == "k3_kernels-0.1.0.tar.gz"
+    assert first.read_bytes() == second.read_bytes()
+    with tarfile.open(first) as tar:
+        names = tar.getnames()
+        assert {m.mtime for m in tar.getmembers()} == {EPOCH}  # csrc's backend dates them
+    assert "k3_kernels-0.1.0/pyproject.toml" in names
+    assert "k3_kernels-0.1.0/tools/k3_build_backend.py" in names
+
+
+def test_build_sdist_refuses_a_nightly_and_names_the_build_that_makes_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    matrix = str(REPO / "matrix.yaml")
+    code = main(["build", "--matrix", matrix, "--sdist", "--channel", "nightly", "--dry-run"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "--sdist with --channel nightly: an sdist is built for a release's publish only" in err
+    code = main(["build", "--matrix", matrix, "--sdist", "--cuda", "12.9", "--dry-run"])
+    assert code == 0
+    assert "sdist: built by the build of 13.0-x86_64, not by this one" in capsys.readouterr().err
