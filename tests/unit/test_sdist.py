@@ -78,7 +78,7 @@ def test_a_link_in_an_sdist_is_refused() -> None:
         link = tarfile.TarInfo("k3_kernels-0.1.0/etc")
         link.type, link.linkname = tarfile.SYMTYPE, "/etc"
         tar.addfile(link)
-    with pytest.raises(ValueError, match="k3_kernels-0.1.0/etc: not a file or a directory"):
+    with pytest.raises(ValueError, match=r"k3_kernels-0\.1\.0/etc: not a file or a directory"):
         normalised(raw.getvalue(), EPOCH)
 
 
