@@ -14,6 +14,7 @@ import io
 import tarfile
 import tempfile
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from email.parser import HeaderParser
 from pathlib import Path
 
@@ -26,7 +27,7 @@ from release.credentials import without_credentials
 from release.errors import BuildError, ConfigError
 from release.fsutil import sha256_file, write_atomic
 from release.matrix import Cell
-from release.records.manifest import DestinationRef, SdistEntry
+from release.records.manifest import DestinationRef, Manifest, SdistEntry
 
 # ---------------------------------------------------------------- pure core
 
@@ -156,3 +157,38 @@ def build_sdist(settings: BuildSettings, cell: Cell, log: Path) -> SdistEntry:
         sha256=sha256_file(path),
         destination=DestinationRef.of(cell),
     )
+
+
+def from_the_sdist(
+    settings: BuildSettings, reference: Manifest, beside: Path, into: Path
+) -> tuple[BuildSettings, str | None]:
+    """For `release build --compare`: where the reference recorded an sdist, it lies beside
+    the reference manifest and its cell is among those rebuilt, the settings whose project
+    is that sdist unpacked into `into` (every selected cell rebuilds from it), and the
+    sdist's name; else `settings` as they are and None. So the reproduce job proves both
+    that the build is reproducible and that the sdist holds everything a wheel is built
+    from; a member that differs is named as for any rebuild."""
+    sdist = reference.sdist
+    path = beside / sdist.filename if sdist is not None else None
+    if sdist is None or path is None or not path.is_file():
+        return settings, None
+    if sdist_cell(settings.matrix.cells) not in settings.cells:
+        return settings, None
+    if sha256_file(path) != sdist.sha256:
+        raise BuildError(
+            f"{path}: not the sdist the reference manifest records (sha256)",
+            hint="download the build job's artifact again",
+        )
+    try:
+        with tarfile.open(path, mode="r:gz") as tar:
+            tar.extractall(into, filter="data")
+    except (tarfile.TarError, OSError, EOFError) as error:
+        raise BuildError(f"{path}: cannot be unpacked: {error}") from None
+    project = replace(settings.matrix.project, path=into / sdist.filename.removesuffix(".tar.gz"))
+    matrix = replace(
+        settings.matrix,
+        project=project,
+        cells=tuple(replace(c, project=project) for c in settings.matrix.cells),
+    )
+    cells = tuple(replace(c, project=project) for c in settings.cells)
+    return replace(settings, matrix=matrix, cells=cells), sdist.filename

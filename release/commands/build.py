@@ -30,7 +30,7 @@ from release.building.compare import Comparison, compare
 from release.building.compilecache import CacheStats
 from release.building.excluded import ExcludedSm, excluded_sms
 from release.building.preview import planned
-from release.building.sdist import build_sdist, sdist_cell, sdist_filename
+from release.building.sdist import build_sdist, from_the_sdist, sdist_cell, sdist_filename
 from release.building.settings import (
     SETTING_COLUMNS,
     SETTING_KEYS,
@@ -108,7 +108,8 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         type=Path,
         metavar="MANIFEST",
         help="rebuild from empty device and wheel caches and compare every wheel with the "
-        "one MANIFEST records; exit 4 if any differs (--out keeps the rebuilt wheels)",
+        "one MANIFEST records; exit 4 if any differs (--out keeps the rebuilt wheels). Where "
+        "MANIFEST records an sdist, lying beside it, of a selected cell: rebuilt out of it",
     )
     arguments.add_toolchain_options(parser)
 
@@ -187,11 +188,18 @@ def run(args: argparse.Namespace) -> int:
             else None
         )
         chosen = replace(given, out=out, work_dir=fresh)
+        unpacked = None
         if reference is not None:  # a comparison rebuilds from nothing: every compile runs
             chosen = replace(chosen, compile_cache=CompileCache(storage="none"))
+            into = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="release-sdist-")))
+            chosen, unpacked = from_the_sdist(chosen, reference, args.compare.parent, into)
+            if unpacked is not None:
+                output.note(f"the cells of this build are rebuilt from {unpacked}, unpacked")
         built = run_build(chosen, _Events(output))
         if reference is not None:
-            return _report_comparison(args, built.settings, built.results, reference, output)
+            return _report_comparison(
+                args, built.settings, built.results, reference, output, from_sdist=unpacked
+            )
         sdist = with_sdist(built.settings, built.outputs, sdist_of, output)
         _report(built.settings, built.results, built.outputs, built.seconds, output, sdist=sdist)
     require_success(built.results, len(cells))
@@ -393,6 +401,8 @@ def _report_comparison(
     results: list[CellResult],
     reference: Manifest,
     output: Output,
+    *,
+    from_sdist: str | None = None,
 ) -> int:
     assert args.compare is not None  # noqa: S101  # only called with --compare
     beside = args.compare.resolve().parent
@@ -415,6 +425,9 @@ def _report_comparison(
             "source_date_epoch": settings.epoch,
             "identical": not different and len(comparisons) == len(settings.cells),
             "wheels": [vars(c) for c in comparisons],
+            # only where the cells were rebuilt from the sdist, so other documents stay as
+            # they were
+            **({"from_sdist": from_sdist} if from_sdist is not None else {}),
         }
     )
     rows = [
@@ -422,7 +435,8 @@ def _report_comparison(
         for c in comparisons
     ]
     columns = ["cell", "wheel", "result", "detail"]
-    title = f"rebuilt from empty caches vs {args.compare}"
+    unpacked = f" out of {from_sdist}" if from_sdist is not None else ""
+    title = f"rebuilt from empty caches{unpacked} vs {args.compare}"
     output.table(columns, rows, title)
     output.summary(f"## Reproducibility: {title}\n\n" + markdown_table(columns, rows))
     require_success(results, len(settings.cells))
@@ -432,7 +446,12 @@ def _report_comparison(
             "the build is not reproducible ("
             + "; ".join(f"{c.filename}: {c.detail}" for c in different[:3])
             + ")",
-            hint="publish nothing built from this commit until both builds agree",
+            hint="publish nothing built from this commit until both builds agree"
+            + (
+                f" (rebuilt out of {from_sdist}: it may lack a file the build reads)"
+                if from_sdist is not None
+                else ""
+            ),
         )
     return 0
 

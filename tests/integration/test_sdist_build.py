@@ -7,14 +7,18 @@ from __future__ import annotations
 import os
 import shutil
 import tarfile
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from release.building.sdist import build_sdist, sdist_cell
+from release.building.sdist import build_sdist, from_the_sdist, sdist_cell
 from release.building.settings import BuildSettings
 from release.cli import main
+from release.errors import BuildError
+from release.fsutil import sha256_file
 from release.matrix import load_matrix
+from release.records.manifest import DestinationRef, Manifest, SdistEntry
 
 REPO = Path(__file__).resolve().parents[2]
 EPOCH = 1_700_000_000
@@ -64,3 +68,31 @@ def test_build_sdist_refuses_a_nightly_and_names_the_build_that_makes_it(
     code = main(["build", "--matrix", matrix, "--sdist", "--cuda", "12.9", "--dry-run"])
     assert code == 0
     assert "sdist: built by the build of 13.0-x86_64, not by this one" in capsys.readouterr().err
+
+
+def test_compare_rebuilds_the_sdists_cell_out_of_the_unpacked_sdist(tmp_path: Path) -> None:
+    where = checkout(tmp_path / "a", EPOCH)
+    sdist = built(where, tmp_path)
+    matrix = load_matrix(where / "matrix.yaml")
+    entry = SdistEntry(
+        filename=sdist.name, version="0.1.0", size=sdist.stat().st_size,
+        sha256=sha256_file(sdist), destination=DestinationRef.of(sdist_cell(matrix.cells)),
+    )  # fmt: skip
+    reference = Manifest(project="k3-kernels", version="0.1.0", wheels=(), sdist=entry)
+    cells = matrix.select(cuda=["13.0"])
+    settings = BuildSettings(matrix=matrix, cells=cells, out=tmp_path, cache_dir=tmp_path)
+    into = tmp_path / "unpacked"
+    rebuilt, name = from_the_sdist(settings, reference, sdist.parent, into)
+    root = into / "k3_kernels-0.1.0"
+    assert name == "k3_kernels-0.1.0.tar.gz"
+    assert rebuilt.matrix.project.path == root
+    assert {c.project.path for c in (*rebuilt.cells, *rebuilt.matrix.cells)} == {root}
+    assert [c.id for c in rebuilt.cells] == [c.id for c in cells]
+    assert (root / "pyproject.toml").read_bytes() == (REPO / "csrc/pyproject.toml").read_bytes()
+    # a job without the sdist's cell, or no sdist beside the reference: as they were
+    other = replace(settings, cells=matrix.select(cuda=["12.9"]))
+    assert from_the_sdist(other, reference, sdist.parent, tmp_path / "x") == (other, None)
+    assert from_the_sdist(settings, reference, tmp_path, tmp_path / "y") == (settings, None)
+    sdist.write_bytes(sdist.read_bytes() + b"\0")
+    with pytest.raises(BuildError, match="not the sdist the reference manifest records"):
+        from_the_sdist(settings, reference, sdist.parent, tmp_path / "z")
