@@ -27,28 +27,28 @@ from release.credentials import without_credentials
 from release.errors import BuildError, ConfigError
 from release.fsutil import sha256_file, write_atomic
 from release.matrix import Cell
-from release.records.manifest import DestinationRef, Manifest, SdistEntry
+from release.records.manifest import (
+    DestinationRef,
+    Manifest,
+    SdistEntry,
+    sdist_cell_of,
+    sdist_filename,
+)
 
 # ---------------------------------------------------------------- pure core
 
 
 def sdist_cell(cells: Sequence[Cell]) -> Cell:
-    """The cell whose build job builds the sdist: the first of the default variant (no
-    local label, a PyPI destination). An sdist has no local label and PyPI takes one sdist
-    a version, so a matrix whose every PyPI cell is labelled has nowhere to send one."""
-    for cell in cells:
-        if cell.local_label is None and cell.destination.kind == "pypi":
-            return cell
-    raise ConfigError(
-        ["--sdist: no cell of the matrix goes to PyPI without a local label"],
-        hint="an sdist is published to the default variant's PyPI destination only; "
-        "build without --sdist, or give one CUDA version a PyPI destination and no local-label",
-    )
-
-
-def sdist_filename(project: str, version: str) -> str:
-    """PEP 625's name: `k3_kernels-0.1.0.tar.gz`."""
-    return f"{canonicalize_name(project).replace('-', '_')}-{version}.tar.gz"
+    """The cell whose build job builds the sdist (`sdist_cell_of`), or the error of a
+    matrix that has none: PyPI takes one sdist a version, without a local label."""
+    cell = sdist_cell_of(cells)
+    if cell is None:
+        raise ConfigError(
+            ["--sdist: no cell of the matrix goes to PyPI without a local label"],
+            hint="an sdist is published to the default variant's PyPI destination only; build "
+            "without --sdist, or give one CUDA version a PyPI destination and no local-label",
+        )
+    return cell
 
 
 def _mode(info: tarfile.TarInfo) -> int:

@@ -30,7 +30,7 @@ from release.building.compare import Comparison, compare
 from release.building.compilecache import CacheStats
 from release.building.excluded import ExcludedSm, excluded_sms
 from release.building.preview import planned
-from release.building.sdist import build_sdist, from_the_sdist, sdist_cell, sdist_filename
+from release.building.sdist import build_sdist, from_the_sdist, sdist_cell
 from release.building.settings import (
     SETTING_COLUMNS,
     SETTING_KEYS,
@@ -59,6 +59,7 @@ from release.records.manifest import (
     Manifest,
     SdistEntry,
     read_manifest,
+    sdist_filename,
     write_manifest,
 )
 from release.toolchain import Progress, ToolchainPlan

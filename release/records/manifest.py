@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
 from release.errors import ConfigError
 from release.fsutil import json_text, read_json, write_atomic
@@ -141,6 +141,18 @@ class SdistEntry:
     size: int
     sha256: str
     destination: DestinationRef
+
+
+def sdist_cell_of(cells: Iterable[Cell]) -> Cell | None:
+    """The cell whose build makes the release's sdist and whose destination gets it: the
+    first of the default variant (no local label, a PyPI destination); None where every
+    PyPI cell has a local label (an sdist has none, and PyPI takes one a version)."""
+    return next((c for c in cells if c.local_label is None and c.destination.kind == "pypi"), None)
+
+
+def sdist_filename(project: str, version: str) -> str:
+    """PEP 625's name: `k3_kernels-0.1.0.tar.gz`."""
+    return f"{canonicalize_name(project).replace('-', '_')}-{version}.tar.gz"
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from release.building.sdist import normalised, pkg_info_problems, sdist_cell, sdist_filename
+from release.building.sdist import normalised, pkg_info_problems, sdist_cell
 from release.errors import ConfigError
 from release.matrix import load_matrix
 from release.records.manifest import (
@@ -19,6 +19,7 @@ from release.records.manifest import (
     Manifest,
     SdistEntry,
     from_json,
+    sdist_filename,
     to_json,
 )
 
