@@ -4,6 +4,7 @@ the checks of its name and PKG-INFO, which cell builds it, and its manifest sect
 from __future__ import annotations
 
 import gzip
+import hashlib
 import io
 import tarfile
 from dataclasses import replace
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from release.building.sdist import normalised, pkg_info_problems, sdist_cell
+from release.building.stage import kept_sdist
 from release.errors import ConfigError
 from release.matrix import load_matrix
 from release.records.manifest import (
@@ -156,3 +158,16 @@ def test_an_sdist_bound_anywhere_but_pypi_is_refused() -> None:
     }  # fmt: skip
     with pytest.raises(ValueError, match="an sdist goes to PyPI only"):
         from_json(document)
+
+
+def test_a_build_of_other_cells_keeps_the_versions_intact_sdist(tmp_path: Path) -> None:
+    data = normalised(tarball(FILES, gzip_time=0), EPOCH)
+    (tmp_path / SDIST.filename).write_bytes(data)
+    kept = replace(SDIST, size=len(data), sha256=hashlib.sha256(data).hexdigest())
+    earlier = Manifest(project="k3-kernels", version="0.1.0", wheels=(), sdist=kept)
+    now = Manifest(project="k3-kernels", version="0.1.0", wheels=())
+    assert kept_sdist(earlier, now, tmp_path) == kept
+    assert kept_sdist(None, now, tmp_path) is None
+    assert kept_sdist(earlier, replace(now, version="0.2.0"), tmp_path) is None
+    (tmp_path / SDIST.filename).write_bytes(data[:-1] + b"\1")
+    assert kept_sdist(earlier, now, tmp_path) is None  # changed since: left out
