@@ -1,6 +1,7 @@
 """The PyPI publisher: refusal checks read from the wheel, existence by sha256, twine uploads.
 
-PyPI takes the default variant only. Everything PyPI would reject is refused before any
+PyPI takes the default variant only, and the release's sdist (`sdist_companions`) beside
+it, uploaded after its wheels. Everything PyPI would reject is refused before any
 upload (`pypi_refusals`, pure, over the wheel's facts, plus `twine check --strict`).
 Whether a file already exists is decided by the sha256 the index lists (PEP 691 JSON,
 falling back to PEP 503 HTML as pypiserver serves it), never by `twine upload

@@ -2,7 +2,9 @@
 
 Per wheel: the cell, filename, size, sha256, the SMs and PTX found in its fatbins, the
 toolchain versions and the destination (with everything publish needs to reach it, so the
-manifest and the wheels beside it are a complete release artifact).
+manifest and the wheels beside it are a complete release artifact). A release built with
+`--sdist` also records its sdist, apart from the wheels (`sdist`: name, size, sha256 and
+the default variant's PyPI destination, the only one it goes to).
 """
 
 from __future__ import annotations
