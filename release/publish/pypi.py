@@ -501,13 +501,32 @@ def sdist_companions(manifest: Manifest, destination: str, dist: Path) -> list[C
     sdist = manifest.sdist
     if sdist is None or sdist.destination.name != destination:
         return []
-    data = (dist / sdist.filename).read_bytes()
+    path = dist / sdist.filename
+    data = path.read_bytes()
     return [
         Companion(
             filename=sdist.filename, data=data, sha256=sdist.sha256, of="release",
-            purpose=SDIST_PURPOSE,
+            purpose=SDIST_PURPOSE, refusal=sdist_refusal(path, sdist.sha256, sdist.destination),
         )
     ]  # fmt: skip
+
+
+def sdist_refusal(path: Path, sha256: str, destination: DestinationRef) -> str | None:
+    """What PyPI would reject of the sdist, checked before any upload: its size, a PEP 740
+    attestation beside it of other bytes, `twine check --strict`."""
+    reasons = []
+    size = path.stat().st_size
+    if size > destination.max_file_size:
+        limit = destination.max_file_size / 2**20
+        reasons.append(f"{size / 2**20:.1f} MiB, over {destination.name}'s {limit:.0f} MiB")
+    attestation = attestation_refusal(path, sha256)
+    if attestation is not None:
+        reasons.append(attestation)
+    if not reasons:
+        problem = twine_check(path)
+        if problem is not None:
+            reasons.append(f"twine check --strict: {problem}")
+    return "; ".join(reasons) or None
 
 
 def _upload_hint(answer: UploadAnswer) -> str:

@@ -19,7 +19,6 @@ import pytest
 
 from release.cli import main
 from release.errors import ConflictError, PublishError
-from release.fsutil import sha256_file
 from release.matrix import load_matrix
 from release.records.manifest import (
     DestinationRef,
@@ -409,11 +408,8 @@ def test_the_plan_shows_the_sdist_beside_the_default_variants_wheels(
     assert main(["publish", "--dist", str(setup.dist)]) == 0
     assert (setup.dist / sdist).read_bytes() == setup.pypi.files()[sdist]
     assert row("published")[1]["state"] == "identical (skip)"
-    (setup.dist / sdist).write_bytes(b"other bytes")
-    write_manifest(
-        replace(manifest, sdist=replace(entry, size=11, sha256=sha256_file(setup.dist / sdist))),
-        setup.dist / "manifest.json",
-    )
+    other = make_sdist(setup.dist, pypi, payload="# other\n")  # same name, other bytes
+    write_manifest(replace(manifest, sdist=other), setup.dist / "manifest.json")
     ok, found = row("conflict")
     assert (found["state"], ok) == ("CONFLICT", False)
     shutil.rmtree(setup.dist)

@@ -6,18 +6,15 @@ a CONFLICT before anything is sent, and verify checks its URL, size, sha256 and 
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from release.cli import main
-from release.fsutil import sha256_file
-from release.records.manifest import write_manifest
 from tests.github_standin import GitHubStandIn
 from tests.integration.conftest import PypiServer
 from tests.integration.test_publish_e2e import both, credentials, serve
-from tests.integration.wheels import make_release, pypi_destination, with_sdist
+from tests.integration.wheels import attestation_for, make_release, pypi_destination, with_sdist
 
 SDIST = "k3_kernels-0.1.0.tar.gz"
 
@@ -82,17 +79,27 @@ def test_other_bytes_under_the_sdist_name_are_a_conflict_and_nothing_is_sent(
     assert main(["publish", "--dist", str(second.dist)]) != 0
     err = capsys.readouterr().err
     assert SDIST in err, err  # load_dist: the file is not the one the manifest records
-    write = second.manifest.sdist
-    assert write is not None
-    # the same name, recorded with other bytes: PyPI holds the first, so a CONFLICT
-    other = second.dist / SDIST
-    manifest = replace(
-        second.manifest,
-        sdist=replace(write, size=other.stat().st_size, sha256=sha256_file(other)),
-    )
-    write_manifest(manifest, second.dist / "manifest.json")
+    # the same name, other bytes (as built): PyPI holds the first, so a CONFLICT
+    second = with_sdist(second, pypi, payload="# other\n")
     assert main(["publish", "--dist", str(second.dist)]) == 6
     out, err = capsys.readouterr()
     assert "CONFLICT" in out
     assert SDIST in out
     assert set(pypiserver.files()) == {SDIST, first.wheels[0].name}  # the aarch64 wheel too
+
+
+def test_an_attestation_of_other_bytes_beside_the_sdist_stops_publish_before_any_upload(
+    pypiserver: PypiServer, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    for key, value in pypiserver.env().items():
+        monkeypatch.setenv(key, value)
+    pypi = pypi_destination(pypiserver.url)
+    release = with_sdist(make_release(tmp_path / "dist", pypi=pypi), pypi)
+    attestation_for(release.dist / SDIST, sha256="ab" * 32)  # signed before a rebuild, say
+    assert main(["publish", "--dist", str(release.dist), "--json"]) == 5
+    document = json.loads(capsys.readouterr().out)
+    (row,) = [c for c in document["companions"] if c["filename"] == SDIST]
+    assert row["action"] == "refused"
+    assert row["reason"].startswith(f"{SDIST}.publish.attestation: it attests sha256 abababab")
+    assert pypiserver.files() == {}

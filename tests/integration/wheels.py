@@ -304,13 +304,17 @@ def standin_entry(dist: Path, cell: Cell, *, made_by: str, payload: bytes = b"")
     )
 
 
-def make_sdist(dist: Path, destination: DestinationRef, *, version: str = VERSION) -> SdistEntry:
+def make_sdist(
+    dist: Path, destination: DestinationRef, *, version: str = VERSION, payload: str = ""
+) -> SdistEntry:
     """A small sdist of the release (PEP 625 name, one top directory, PKG-INFO), written
     as `release build --sdist` writes one; its manifest entry for `destination`."""
     base = f"{MODULE}-{version}"
     members = {
-        f"{base}/PKG-INFO": f"Metadata-Version: 2.4\nName: {PROJECT}\nVersion: {version}\n",
-        f"{base}/pyproject.toml": f'[project]\nname = "{PROJECT}"\nversion = "{version}"\n',
+        f"{base}/PKG-INFO": f"Metadata-Version: 2.4\nName: {PROJECT}\nVersion: {version}\n"
+        f"Description-Content-Type: text/markdown\n\n{DESCRIPTION}",
+        f"{base}/pyproject.toml": f'[project]\nname = "{PROJECT}"\nversion = "{version}"\n'
+        + payload,
     }
     raw = io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w:gz") as tar:
@@ -326,8 +330,9 @@ def make_sdist(dist: Path, destination: DestinationRef, *, version: str = VERSIO
     )  # fmt: skip
 
 
-def with_sdist(release: Release, destination: DestinationRef) -> Release:
+def with_sdist(release: Release, destination: DestinationRef, *, payload: str = "") -> Release:
     """`release` with its sdist for `destination`, recorded in dist/manifest.json."""
-    manifest = replace(release.manifest, sdist=make_sdist(release.dist, destination))
+    sdist = make_sdist(release.dist, destination, payload=payload)
+    manifest = replace(release.manifest, sdist=sdist)
     write_manifest(manifest, release.dist / "manifest.json")
     return replace(release, manifest=manifest)
