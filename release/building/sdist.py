@@ -13,7 +13,7 @@ import gzip
 import io
 import tarfile
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import replace
 from email.parser import HeaderParser
 from pathlib import Path
@@ -24,7 +24,7 @@ from release import proc
 from release.building.pipeline import build_command
 from release.building.settings import BuildSettings
 from release.credentials import without_credentials
-from release.errors import BuildError, ConfigError
+from release.errors import BuildError
 from release.fsutil import sha256_file, write_atomic
 from release.matrix import Cell
 from release.records.manifest import (
@@ -36,19 +36,6 @@ from release.records.manifest import (
 )
 
 # ---------------------------------------------------------------- pure core
-
-
-def sdist_cell(cells: Sequence[Cell]) -> Cell:
-    """The cell whose build job builds the sdist (`sdist_cell_of`), or the error of a
-    matrix that has none: PyPI takes one sdist a version, without a local label."""
-    cell = sdist_cell_of(cells)
-    if cell is None:
-        raise ConfigError(
-            ["--sdist: no cell of the matrix goes to PyPI without a local label"],
-            hint="an sdist is published to the default variant's PyPI destination only; build "
-            "without --sdist, or give one CUDA version a PyPI destination and no local-label",
-        )
-    return cell
 
 
 def _mode(info: tarfile.TarInfo) -> int:
@@ -172,7 +159,8 @@ def from_the_sdist(
     path = beside / sdist.filename if sdist is not None else None
     if sdist is None or path is None or not path.is_file():
         return settings, None
-    if sdist_cell(settings.matrix.cells) not in settings.cells:
+    cell = sdist_cell_of(settings.matrix.cells)
+    if cell is None or cell not in settings.cells:
         return settings, None
     if sha256_file(path) != sdist.sha256:
         raise BuildError(

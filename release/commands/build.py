@@ -30,7 +30,7 @@ from release.building.compare import Comparison, compare
 from release.building.compilecache import CacheStats
 from release.building.excluded import ExcludedSm, excluded_sms
 from release.building.preview import planned
-from release.building.sdist import build_sdist, from_the_sdist, sdist_cell
+from release.building.sdist import build_sdist, from_the_sdist
 from release.building.settings import (
     SETTING_COLUMNS,
     SETTING_KEYS,
@@ -59,6 +59,7 @@ from release.records.manifest import (
     Manifest,
     SdistEntry,
     read_manifest,
+    sdist_cell_of,
     sdist_filename,
     write_manifest,
 )
@@ -219,7 +220,13 @@ def _sdist_cell(
             [f"--sdist with {what}: an sdist is built for a release's publish only"],
             hint="leave --sdist out",
         )
-    cell = sdist_cell(matrix.cells)
+    cell = sdist_cell_of(matrix.cells)
+    if cell is None:  # every build job of a release passes --sdist: a note, not a failure
+        output.note(
+            "sdist: none, as no cell of the matrix goes to PyPI without a local label (an "
+            "sdist goes to the default variant's PyPI destination only)"
+        )
+        return None
     if cell not in cells:
         output.note(f"sdist: built by the build of {cell.id}, not by this one")
         return None

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from release.building.sdist import build_sdist, from_the_sdist, sdist_cell
+from release.building.sdist import build_sdist, from_the_sdist
 from release.building.settings import BuildSettings
 from release.cli import main
 from release.errors import BuildError
 from release.fsutil import sha256_file
 from release.matrix import load_matrix
-from release.records.manifest import DestinationRef, Manifest, SdistEntry
+from release.records.manifest import DestinationRef, Manifest, SdistEntry, sdist_cell_of
 
 REPO = Path(__file__).resolve().parents[2]
 EPOCH = 1_700_000_000
@@ -40,7 +40,9 @@ def built(where: Path, tmp_path: Path) -> Path:
         matrix=matrix, cells=matrix.cells, out=out, cache_dir=tmp_path / "cache", epoch=EPOCH,
         environ=dict(os.environ),
     )  # fmt: skip
-    entry = build_sdist(settings, sdist_cell(matrix.cells), out / "sdist.log")
+    cell = sdist_cell_of(matrix.cells)
+    assert cell is not None
+    entry = build_sdist(settings, cell, out / "sdist.log")
     assert entry.destination.name == "pypi"
     return out / entry.filename
 
@@ -58,7 +60,7 @@ def test_two_checkouts_give_the_same_sdist(tmp_path: Path) -> None:
 
 
 def test_build_sdist_refuses_a_nightly_and_names_the_build_that_makes_it(
-    capsys: pytest.CaptureFixture[str],
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     matrix = str(REPO / "matrix.yaml")
     code = main(["build", "--matrix", matrix, "--sdist", "--channel", "nightly", "--dry-run"])
@@ -68,6 +70,16 @@ def test_build_sdist_refuses_a_nightly_and_names_the_build_that_makes_it(
     code = main(["build", "--matrix", matrix, "--sdist", "--cuda", "12.9", "--dry-run"])
     assert code == 0
     assert "sdist: built by the build of 13.0-x86_64, not by this one" in capsys.readouterr().err
+    # a matrix with no PyPI cell without a label: every build job still passes --sdist
+    labelled = checkout(tmp_path, EPOCH) / "matrix.yaml"
+    text = labelled.read_text(encoding="utf-8")
+    labelled.write_text(
+        text.replace("destination: pypi      #", "local-label: cu130\n    destination: github  #"),
+        encoding="utf-8",
+    )
+    assert main(["build", "--matrix", str(labelled), "--sdist", "--dry-run"]) == 0
+    err = capsys.readouterr().err
+    assert "sdist: none, as no cell of the matrix goes to PyPI without a local label" in err
 
 
 def test_compare_rebuilds_the_sdists_cell_out_of_the_unpacked_sdist(tmp_path: Path) -> None:
@@ -76,7 +88,7 @@ def test_compare_rebuilds_the_sdists_cell_out_of_the_unpacked_sdist(tmp_path: Pa
     matrix = load_matrix(where / "matrix.yaml")
     entry = SdistEntry(
         filename=sdist.name, version="0.1.0", size=sdist.stat().st_size,
-        sha256=sha256_file(sdist), destination=DestinationRef.of(sdist_cell(matrix.cells)),
+        sha256=sha256_file(sdist), destination=DestinationRef.of(matrix.cells[0]),
     )  # fmt: skip
     reference = Manifest(project="k3-kernels", version="0.1.0", wheels=(), sdist=entry)
     cells = matrix.select(cuda=["13.0"])
