@@ -29,6 +29,7 @@ from packaging.version import InvalidVersion, Version
 
 from release.credentials import github_token, secret_values
 from release.errors import ConfigError, ConflictError, PublishError
+from release.publish import pypi as pypi_files
 from release.publish.decide import (
     Action,
     Companion,
@@ -41,7 +42,7 @@ from release.publish.decide import (
 from release.publish.github import GithubPublisher
 from release.publish.index import IndexFile, collect, render_index, write_index
 from release.publish.pages import commit_pages
-from release.publish.pypi import PypiPublisher, sdist_companions
+from release.publish.pypi import PypiPublisher
 from release.records.attestation import PROVENANCE_SUFFIX, github_provenance
 from release.records.dist import load_dist
 from release.records.manifest import DestinationRef, Manifest, WheelEntry
@@ -251,7 +252,7 @@ def build_plans(
             companions = (
                 [c for e in entries for c in wheel_companions(e, settings.dist)] + extras
                 if publisher.stages
-                else sdist_companions(manifest, name, settings.dist)
+                else pypi_files.sdist_companions(manifest, name, settings.dist)
             )
             plan = plan_destination(
                 publisher, entries, settings.dist, replace=settings.replace, companions=companions

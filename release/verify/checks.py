@@ -34,6 +34,7 @@ from urllib.parse import quote, unquote, urlsplit
 
 from packaging.utils import parse_wheel_filename
 
+import release.records.published as published_record
 from release import proc
 from release.credentials import (
     Secret,
@@ -44,7 +45,7 @@ from release.credentials import (
     secret_values,
 )
 from release.records.attestation import checked_provenance
-from release.records.published import Published, PublishedCompanion, PublishedFile
+from release.records.published import Published, PublishedFile
 from release.records.signature import PUBLIC_GOOD, Checked, ExpectedSigner
 from release.remote import httpclient as http_edge
 from release.remote.httpclient import (
@@ -115,7 +116,7 @@ def download_check(subject: str, url: str, size: int, sha256: str, got: Download
 
 
 def listing_checks(
-    files: Sequence[PublishedFile | PublishedCompanion],
+    files: Sequence[PublishedFile | published_record.PublishedCompanion],
     listed: Mapping[str, ListedFile],
     what: str,
     page: str,
@@ -449,7 +450,9 @@ def _index_checks(
     return checks
 
 
-def _sdists_of(published: Published, files: Sequence[PublishedFile]) -> list[PublishedCompanion]:
+def _sdists_of(
+    published: Published, files: Sequence[PublishedFile]
+) -> list[published_record.PublishedCompanion]:
     """The sdist, on the PyPI page of the default variant's wheels (the one it goes to)."""
     if not any(f.kind == "pypi" and f.local_label is None for f in files):
         return []
