@@ -49,6 +49,8 @@ from release.matrix import Cell
 from release.records.dist import Reconciled, reconcile, stray_wheels
 from release.records.manifest import (
     MANIFEST_NAME,
+    Manifest,
+    SdistEntry,
     WheelEntry,
     read_manifest,
     write_manifest,
@@ -393,9 +395,26 @@ def write_outputs(settings: BuildSettings, results: Sequence[CellResult]) -> Rec
         settings.matrix.nccl_pins([cells[w.cell] for w in outcome.manifest.wheels])
     )
     write_override_files(files, settings.out)
-    manifest = replace(outcome.manifest, nccl_files=tuple(f.name for f in files))
+    manifest = replace(
+        outcome.manifest,
+        nccl_files=tuple(f.name for f in files),
+        sdist=kept_sdist(previous, outcome.manifest, settings.out),
+    )
     write_manifest(manifest, path)
     return replace(outcome, manifest=manifest)
+
+
+def kept_sdist(previous: Manifest | None, manifest: Manifest, out: Path) -> SdistEntry | None:
+    """The sdist an earlier build of this version recorded, where its file is unchanged:
+    a build of other cells into the same dist/ keeps it, as it keeps their wheels."""
+    if previous is None or previous.sdist is None:
+        return None
+    if (previous.project, previous.version) != (manifest.project, manifest.version):
+        return None
+    sdist = previous.sdist
+    path = out / sdist.filename
+    intact = path.is_file() and path.stat().st_size == sdist.size
+    return sdist if intact and sha256_file(path) == sdist.sha256 else None
 
 
 def require_success(results: Sequence[CellResult], total: int) -> None:

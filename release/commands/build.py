@@ -30,6 +30,7 @@ from release.building.compare import Comparison, compare
 from release.building.compilecache import CacheStats
 from release.building.excluded import ExcludedSm, excluded_sms
 from release.building.preview import planned
+from release.building.sdist import build_sdist, from_the_sdist
 from release.building.settings import (
     SETTING_COLUMNS,
     SETTING_KEYS,
@@ -50,10 +51,18 @@ from release.commands.options import WholeNumber
 from release.console import Annotation, Output, markdown_table
 from release.errors import BuildError, ConfigError
 from release.inspection.budget import project_refusal, project_warning, release_loads
-from release.matrix import Cell
+from release.matrix import Cell, Matrix
 from release.matrix.compilecache import CompileCache
 from release.records.dist import Reconciled
-from release.records.manifest import Manifest, read_manifest
+from release.records.manifest import (
+    MANIFEST_NAME,
+    Manifest,
+    SdistEntry,
+    read_manifest,
+    sdist_cell_of,
+    sdist_filename,
+    write_manifest,
+)
 from release.toolchain import Progress, ToolchainPlan
 
 JOBS = WholeNumber(1, 64)  # CUDA versions side by side: a matrix has a handful
@@ -88,6 +97,12 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         "the commit's build under its dev version X.Y.Z.devN (N: the commit's time), every "
         "cell for matrix.yaml's nightly destination",
     )
+    parser.add_argument(
+        "--sdist",
+        action="store_true",
+        help="also build the project's sdist, once: where the selected cells include the "
+        "default variant's first cell (no local label, a PyPI destination), else nothing",
+    )
     parser.add_argument("--fail-fast", action="store_true", help="stop at the first failure")
     parser.add_argument("--dry-run", action="store_true", help="show what would run; build nothing")
     parser.add_argument(
@@ -95,7 +110,8 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         type=Path,
         metavar="MANIFEST",
         help="rebuild from empty device and wheel caches and compare every wheel with the "
-        "one MANIFEST records; exit 4 if any differs (--out keeps the rebuilt wheels)",
+        "one MANIFEST records; exit 4 if any differs (--out keeps the rebuilt wheels). Where "
+        "MANIFEST records an sdist, lying beside it, of a selected cell: rebuilt out of it",
     )
     arguments.add_toolchain_options(parser)
 
@@ -163,6 +179,7 @@ def run(args: argparse.Namespace) -> int:
         out=(args.out or Path("dist")).resolve(),
         recorded=recorded,
     )
+    sdist_of = _sdist_cell(args, matrix, cells, output)
     if args.dry_run:
         return _dry_run(given, plan_toolchains(given), output)
     with ExitStack() as stack:
@@ -173,14 +190,61 @@ def run(args: argparse.Namespace) -> int:
             else None
         )
         chosen = replace(given, out=out, work_dir=fresh)
+        unpacked = None
         if reference is not None:  # a comparison rebuilds from nothing: every compile runs
             chosen = replace(chosen, compile_cache=CompileCache(storage="none"))
+            into = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="release-sdist-")))
+            chosen, unpacked = from_the_sdist(chosen, reference, args.compare.parent, into)
+            if unpacked is not None:
+                output.note(f"the cells of this build are rebuilt from {unpacked}, unpacked")
         built = run_build(chosen, _Events(output))
         if reference is not None:
-            return _report_comparison(args, built.settings, built.results, reference, output)
-        _report(built.settings, built.results, built.outputs, built.seconds, output)
+            return _report_comparison(
+                args, built.settings, built.results, reference, output, from_sdist=unpacked
+            )
+        sdist = with_sdist(built.settings, built.outputs, sdist_of, output)
+        _report(built.settings, built.results, built.outputs, built.seconds, output, sdist=sdist)
     require_success(built.results, len(cells))
     return 0
+
+
+def _sdist_cell(
+    args: argparse.Namespace, matrix: Matrix, cells: Sequence[Cell], output: Output
+) -> Cell | None:
+    """With --sdist, the cell whose build also builds the sdist, where it is selected."""
+    if not args.sdist:
+        return None
+    if args.channel == "nightly" or args.compare is not None:
+        what = "--channel nightly" if args.channel == "nightly" else "--compare"
+        raise ConfigError(
+            [f"--sdist with {what}: an sdist is built for a release's publish only"],
+            hint="leave --sdist out",
+        )
+    cell = sdist_cell_of(matrix.cells)
+    if cell is None:  # every build job of a release passes --sdist: a note, not a failure
+        output.note(
+            "sdist: none, as no cell of the matrix goes to PyPI without a local label (an "
+            "sdist goes to the default variant's PyPI destination only)"
+        )
+        return None
+    if cell not in cells:
+        output.note(f"sdist: built by the build of {cell.id}, not by this one")
+        return None
+    return cell
+
+
+def with_sdist(
+    settings: BuildSettings, outputs: Reconciled, cell: Cell | None, output: Output
+) -> SdistEntry | None:
+    """Build the sdist (with its cell's wheel built) and record it in dist/manifest.json."""
+    manifest = outputs.manifest
+    if cell is None or cell.id not in {w.cell for w in manifest.wheels}:
+        return None
+    log = settings.out / f"{sdist_filename(manifest.project, manifest.version)}.log"
+    entry = build_sdist(settings, cell, log)
+    write_manifest(replace(manifest, sdist=entry), settings.out / MANIFEST_NAME)
+    output.note(f"ok sdist {entry.filename} ({entry.size / 1024:.0f} KiB) for {cell.id}'s PyPI")
+    return entry
 
 
 class _Events(BuildEvents):
@@ -272,6 +336,8 @@ def _report(
     outputs: Reconciled,
     elapsed: float,
     output: Output,
+    *,
+    sdist: SdistEntry | None = None,
 ) -> None:
     cells = settings.cells
     excluded = excluded_sms(results)
@@ -303,6 +369,8 @@ def _report(
             "kept": list(outputs.kept),
             "dropped": list(outputs.dropped),
             "nccl_files": list(outputs.manifest.nccl_files),
+            # only where --sdist built one here, so that other documents stay as they were
+            **({"sdist": _sdist_json(sdist)} if sdist is not None else {}),
         }
     )
     for load in release_loads(outputs.manifest.wheels):
@@ -326,6 +394,10 @@ def _report(
     )
 
 
+def _sdist_json(sdist: SdistEntry) -> dict[str, Any]:
+    return {"filename": sdist.filename, "size": sdist.size, "sha256": sdist.sha256}
+
+
 def _excluded_of(cell: Cell, excluded: Sequence[ExcludedSm]) -> dict[str, Any]:
     mine = [item.as_json() for item in excluded if item.cell == cell.id]
     return {"excluded": mine} if mine else {}
@@ -337,6 +409,8 @@ def _report_comparison(
     results: list[CellResult],
     reference: Manifest,
     output: Output,
+    *,
+    from_sdist: str | None = None,
 ) -> int:
     assert args.compare is not None  # noqa: S101  # only called with --compare
     beside = args.compare.resolve().parent
@@ -359,6 +433,9 @@ def _report_comparison(
             "source_date_epoch": settings.epoch,
             "identical": not different and len(comparisons) == len(settings.cells),
             "wheels": [vars(c) for c in comparisons],
+            # only where the cells were rebuilt from the sdist, so other documents stay as
+            # they were
+            **({"from_sdist": from_sdist} if from_sdist is not None else {}),
         }
     )
     rows = [
@@ -366,7 +443,8 @@ def _report_comparison(
         for c in comparisons
     ]
     columns = ["cell", "wheel", "result", "detail"]
-    title = f"rebuilt from empty caches vs {args.compare}"
+    unpacked = f" out of {from_sdist}" if from_sdist is not None else ""
+    title = f"rebuilt from empty caches{unpacked} vs {args.compare}"
     output.table(columns, rows, title)
     output.summary(f"## Reproducibility: {title}\n\n" + markdown_table(columns, rows))
     require_success(results, len(settings.cells))
@@ -376,7 +454,12 @@ def _report_comparison(
             "the build is not reproducible ("
             + "; ".join(f"{c.filename}: {c.detail}" for c in different[:3])
             + ")",
-            hint="publish nothing built from this commit until both builds agree",
+            hint="publish nothing built from this commit until both builds agree"
+            + (
+                f" (rebuilt out of {from_sdist}: it may lack a file the build reads)"
+                if from_sdist is not None
+                else ""
+            ),
         )
     return 0
 

@@ -34,6 +34,7 @@ from release.publish.plan import (
     toolchain_verdicts,
 )
 from release.publish.run import PublishSettings, default_factory
+from release.records.manifest import sdist_cell_of
 from release.remote import httpclient as http
 from release.toolchain.cacheroot import toolchain_cache
 
@@ -114,7 +115,7 @@ def table_rows(plan: ReleasePlan) -> list[list[str]]:
             r.url,
             r.toolchain.text,
         ]
-        for r in plan.rows
+        for r in (*plan.rows, *((plan.sdist,) if plan.sdist else ()))
     ]
 
 
@@ -191,6 +192,8 @@ def to_json(plan: ReleasePlan) -> dict[str, Any]:
             {"file": n.name, "requirement": n.requirement, "purpose": n.purpose} for n in plan.nccl
         ],
         "problems": list(plan.problems),
+        # only where the plan has the sdist's cell, so that other documents stay as they were
+        **({"sdist": _sdist_json(plan.sdist)} if plan.sdist is not None else {}),
         "gpu_gate": [
             {
                 "runner": g.runner.name,
@@ -203,6 +206,13 @@ def to_json(plan: ReleasePlan) -> dict[str, Any]:
         if plan.gate
         else None,
     }
+
+
+def _sdist_json(row: PlanRow) -> dict[str, Any]:
+    return {
+        "sdist": row.wheel, "built": row.built, "size": row.size, "destination": row.destination,
+        "url": row.url, "state": row.state.value, "reason": row.reason,
+    }  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> int:
@@ -239,6 +249,7 @@ def run(args: argparse.Namespace) -> int:
             gate=matrix.gpu_gate,
             previous=previous,
             previous_note=previous_note,
+            sdist=sdist if (sdist := sdist_cell_of(matrix.cells)) in cells else None,
         )
     out.table(COLUMNS, table_rows(plan), f"{plan.project} {plan.version}: release plan")
     for line in plan.nccl:

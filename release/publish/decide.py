@@ -66,6 +66,7 @@ class Companion:
     sha256: str
     of: str  # the wheel it describes, or "release"
     purpose: str  # "PEP 658 metadata", "NCCL uv override", ...
+    refusal: str | None = None  # why its destination would reject it (the sdist on PyPI)
 
     @property
     def size(self) -> int:
@@ -166,7 +167,7 @@ def decide_companion(
         companion.sha256,
         companion.size,
         remote,
-        refusal=None,
+        refusal=companion.refusal,
         replace=replace,
         url=url,
         frozen=frozen,

@@ -26,7 +26,7 @@ from release.errors import (
     ToolchainError,
 )
 from release.matrix import Cell, GpuGate, GpuRunner
-from release.publish.decide import Action, FileDecision, RemoteFile, plan_for
+from release.publish.decide import Action, CompanionDecision, FileDecision, RemoteFile, plan_for
 from release.publish.growth import (
     NO_PREVIOUS,
     Growth,
@@ -34,9 +34,16 @@ from release.publish.growth import (
     growth_by_wheel,
     growth_problem,
 )
+from release.publish.pypi import sdist_companions
 from release.publish.run import PublisherFactory
-from release.records.dist import load_dist
-from release.records.manifest import DestinationRef, WheelEntry
+from release.records.dist import load_dist, manifest_paths
+from release.records.manifest import (
+    DestinationRef,
+    Manifest,
+    WheelEntry,
+    read_manifests,
+    sdist_filename,
+)
 from release.toolchain import present_dirs, resolve
 
 
@@ -96,9 +103,11 @@ class ReleasePlan:
     previous_note: str = NO_PREVIOUS  # what the growth column compares against, or why nothing
     over_budget: tuple[str, ...] = ()  # destinations whose project limit the release passes
     too_grown: tuple[str, ...] = ()  # wheels over their destination's max-growth-percent
+    sdist: PlanRow | None = None  # the release's sdist, where its cell is in the plan
 
     def with_state(self, *states: State) -> tuple[PlanRow, ...]:
-        return tuple(r for r in self.rows if r.state in states)
+        rows = (*self.rows, self.sdist) if self.sdist is not None else self.rows
+        return tuple(r for r in rows if r.state in states)
 
     @property
     def missing_toolchains(self) -> tuple[PlanRow, ...]:
@@ -122,7 +131,7 @@ def unbuilt_entry(cell: Cell) -> WheelEntry:
     )
 
 
-def built_state(decision: FileDecision) -> tuple[State, str]:
+def built_state(decision: FileDecision | CompanionDecision) -> tuple[State, str]:
     """A built file's state, from the publisher seam's decision (never with --replace)."""
     states = {
         Action.UPLOAD: State.NEW,
@@ -199,7 +208,10 @@ def failure(plan: ReleasePlan) -> ReleaseError | None:
     if unasked:
         reasons = sorted({f"{r.destination}: {r.reason}" for r in unasked})
         return IncompleteError(
-            f"{len(unasked)} wheel(s) not asked: " + "; ".join(reasons),
+            f"{len([r for r in unasked if r is not plan.sdist])} wheel(s)"
+            + (" and the sdist" if plan.sdist in unasked else "")
+            + " not asked: "
+            + "; ".join(reasons),
             hint="everything known locally is shown; set the credentials or reach the "
             "destination to see what it holds",
         )
@@ -263,6 +275,47 @@ def built_entries(dist: Path) -> Mapping[str, WheelEntry]:
     return load_dist(dist).by_filename()
 
 
+SDIST_TOOLCHAIN = ToolchainVerdict(ok=True, text="none: an sdist compiles nothing")
+
+
+def sdist_row(factory: PublisherFactory, cell: Cell, dist: Path) -> PlanRow:
+    """The sdist's row: its cell's PyPI destination (the default variant's), decided like a
+    wheel where dist/ holds it, else by what that destination lists under its name."""
+    destination = DestinationRef.of(cell)
+    name = sdist_filename(cell.project.name, str(cell.project.version))
+    manifest = built_manifest(dist)
+    sdist = manifest.sdist if manifest is not None else None
+    built = sdist is not None and sdist.filename == name
+    url = ""
+    try:
+        publisher = factory(destination)
+        if manifest is not None and built:
+            companions = sdist_companions(manifest, destination.name, dist)
+            (decided,) = plan_for(
+                publisher, [], dist, replace=False, companions=companions
+            ).companions
+            (state, reason), url = built_state(decided), decided.url
+        else:
+            listed = publisher.existing({name: 0}, rehash=False).get(name)
+            state, reason = unbuilt_state(listed)
+            url = publisher.final_url(name) if listed is None else listed.url
+    except PublishError as error:
+        state, reason = State.NOT_ASKED, error.message + (f" ({error.hint})" if error.hint else "")
+    return PlanRow(
+        cell="sdist", wheel=name, built=built, size=sdist.size if sdist and built else None,
+        destination=f"{destination.name} ({destination.kind})", url=url, state=state,
+        reason=reason, toolchain=SDIST_TOOLCHAIN,
+    )  # fmt: skip
+
+
+def built_manifest(dist: Path) -> Manifest | None:
+    """The manifest(s) of `dist` (checked by `built_entries` first); None when nothing
+    was built there."""
+    if not any(dist.glob("manifest*.json")):
+        return None
+    return read_manifests(manifest_paths(dist))
+
+
 def make_plan(
     cells: Sequence[Cell],
     *,
@@ -273,9 +326,11 @@ def make_plan(
     gate: GpuGate | None = None,
     previous: PreviousRelease | None = None,
     previous_note: str = NO_PREVIOUS,
+    sdist: Cell | None = None,
 ) -> ReleasePlan:
     """The plan; `previous` (with `previous_note` saying what it is, or why there is none)
-    is what each built wheel's growth is measured against."""
+    is what each built wheel's growth is measured against; `sdist` is the cell whose
+    build makes the release's sdist, where it is among `cells`."""
     built = built_entries(dist)
     grown = growth_by_wheel(list(built.values()), previous) if previous is not None else {}
     too_grown: list[str] = []
@@ -332,4 +387,5 @@ def make_plan(
         previous_note=previous_note,
         over_budget=tuple(over_budget),
         too_grown=tuple(too_grown),
+        sdist=sdist_row(factory, sdist, dist) if sdist is not None else None,
     )

@@ -1,6 +1,7 @@
 """The PyPI publisher: refusal checks read from the wheel, existence by sha256, twine uploads.
 
-PyPI takes the default variant only. Everything PyPI would reject is refused before any
+PyPI takes the default variant only, and the release's sdist (`sdist_companions`) beside
+it, uploaded after its wheels. Everything PyPI would reject is refused before any
 upload (`pypi_refusals`, pure, over the wheel's facts, plus `twine check --strict`).
 Whether a file already exists is decided by the sha256 the index lists (PEP 691 JSON,
 falling back to PEP 503 HTML as pypiserver serves it), never by `twine upload
@@ -29,7 +30,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.utils import (
+    InvalidWheelFilename,
+    canonicalize_name,
+    parse_sdist_filename,
+    parse_wheel_filename,
+)
 from twine.commands.check import check
 from twine.package import PackageFile
 from twine.settings import Settings
@@ -37,9 +43,16 @@ from twine.settings import Settings
 from release.credentials import IndexCredentials, index_credentials, mask, secret_values
 from release.errors import ConflictError, PublishError
 from release.inspection.wheel import heaviest
-from release.publish.decide import Action, FileDecision, PublishPlan, RemoteFile
+from release.publish.decide import (
+    Action,
+    Companion,
+    CompanionDecision,
+    FileDecision,
+    PublishPlan,
+    RemoteFile,
+)
 from release.records.attestation import attestation_refusal, attestations_for
-from release.records.manifest import DestinationRef, WheelEntry
+from release.records.manifest import DestinationRef, Manifest, WheelEntry
 from release.remote.httpclient import BasicCredentials, Client, OriginAuth, client, fetch, origin_of
 from release.remote.retry import RetryPolicy
 from release.remote.simple_index import ACCEPT, ListedFile, parse_project_page, project_page_url
@@ -299,7 +312,9 @@ class PypiPublisher:
 
     def existing(self, files: Mapping[str, int], *, rehash: bool = False) -> dict[str, RemoteFile]:
         out: dict[str, RemoteFile] = {}
-        projects = {canonicalize_name(_project(name)) for name in files if name.endswith(".whl")}
+        projects = {
+            canonicalize_name(_project(name)) for name in files if name.endswith(_DISTRIBUTIONS)
+        }
         for project in sorted(projects):
             self._listed[project] = self.listed(project)
             out.update(
@@ -348,7 +363,7 @@ class PypiPublisher:
     def final_url(self, name: str) -> str:
         host = urlsplit(self.index_url).hostname
         project = canonicalize_name(_project(name))
-        python_tag = name.rsplit("-", 3)[1]
+        python_tag = "source" if name.endswith(SDIST_SUFFIX) else name.rsplit("-", 3)[1]
         if host in ("pypi.org", "test.pypi.org"):
             files = "files" if host == "pypi.org" else "test-files"
             # PyPI's stable redirecting URL for a file (its real URL has a content hash)
@@ -394,49 +409,71 @@ class PypiPublisher:
                 done.append(decision)
                 continue
             done.append(self._upload(decision, dist / decision.entry.filename, creds))
+        self._upload_sdists(plan.companions, dist)
         return tuple(done)
+
+    def _upload_sdists(self, decisions: Collection[CompanionDecision], dist: Path) -> None:
+        """The sdist, after the wheels (the one companion PyPI takes; see `sdist_companions`)."""
+        bad = [d for d in decisions if d.action not in (Action.UPLOAD, Action.SKIP)]
+        if bad:
+            raise ConflictError(
+                f"{bad[0].companion.filename}: {bad[0].action.value} on {self.name}: "
+                f"{bad[0].reason}",
+                hint="PyPI never accepts other bytes under a published filename; bump the version",
+            )
+        for decision in decisions:
+            if decision.action is Action.UPLOAD:
+                sdist = decision.companion
+                self._sent(sdist.filename, sdist.size, sdist.sha256, dist, self.credentials())
 
     def _upload(self, decision: FileDecision, wheel: Path, creds: IndexCredentials) -> FileDecision:
         entry = decision.entry
-        answer = self.uploader(wheel, self.repository_url, creds)
+        url, reason = self._sent(entry.filename, entry.size, entry.sha256, wheel.parent, creds)
+        return FileDecision(entry=entry, action=Action.UPLOAD, reason=reason, url=url)
+
+    def _sent(
+        self, filename: str, size: int, sha256: str, dist: Path, creds: IndexCredentials
+    ) -> tuple[str, str]:
+        """Upload dist/filename and confirm it on the index: (its URL there, how it went)."""
+        answer = self.uploader(dist / filename, self.repository_url, creds)
         # PyPI answers 400 "File already exists", pypiserver 409: the file may be there;
         # the index decides.
         exists_answer = answer.status in (400, 409)
         if answer.status != 200 and not exists_answer:
             what = answer.error or f"HTTP {answer.status} {answer.reason}".strip()
             raise PublishError(
-                f"{entry.filename}: upload to {self.name} failed: {mask(what, self.secrets)}",
+                f"{filename}: upload to {self.name} failed: {mask(what, self.secrets)}",
                 hint=_upload_hint(answer),
             )
         try:
-            remote = self._settled(entry)
+            remote = self._settled(filename, size)
         except PublishError as error:
             raise PublishError(
-                f"{entry.filename}: sent, but cannot confirm it on {self.name}: {error.message}",
+                f"{filename}: sent, but cannot confirm it on {self.name}: {error.message}",
                 hint="re-run `release publish`: what is there with the same sha256 is skipped",
             ) from None
-        if remote is not None and remote.sha256 == entry.sha256:
+        if remote is not None and remote.sha256 == sha256:
             reason = "uploaded" if not exists_answer else "already there with the same sha256"
             if self.on_upload is not None:
-                self.on_upload(entry.filename, entry.size)
-            return FileDecision(entry=entry, action=Action.UPLOAD, reason=reason, url=remote.url)
+                self.on_upload(filename, size)
+            return remote.url, reason
         if remote is not None and remote.sha256 is not None:
             raise ConflictError(
-                f"{entry.filename}: {self.name} now holds sha256 {remote.sha256[:12]}..., "
-                f"built {entry.sha256[:12]}...",
+                f"{filename}: {self.name} now holds sha256 {remote.sha256[:12]}..., "
+                f"built {sha256[:12]}...",
                 hint="someone else uploaded this filename; bump the version",
             )
         raise PublishError(
-            f"{entry.filename}: twine reported {'success' if not exists_answer else 'exists'} "
-            f"but {self.index_url} does not list it with sha256 {entry.sha256[:12]}...",
+            f"{filename}: twine reported {'success' if not exists_answer else 'exists'} "
+            f"but {self.index_url} does not list it with sha256 {sha256[:12]}...",
             hint="re-run `release publish` once the index has caught up",
         )
 
-    def _settled(self, entry: WheelEntry) -> RemoteFile | None:
+    def _settled(self, filename: str, size: int) -> RemoteFile | None:
         """The file as the index lists it after an upload, waiting (bounded) for it to appear."""
         remote: RemoteFile | None = None
         for attempt in range(self.propagation_attempts):
-            remote = self.existing({entry.filename: entry.size}).get(entry.filename)
+            remote = self.existing({filename: size}).get(filename)
             if remote is not None and remote.sha256 is not None:
                 return remote
             if attempt + 1 < self.propagation_attempts:
@@ -444,8 +481,52 @@ class PypiPublisher:
         return remote
 
 
+SDIST_SUFFIX = ".tar.gz"
+_DISTRIBUTIONS = (".whl", SDIST_SUFFIX)
+SDIST_PURPOSE = "sdist"
+
+
 def _project(name: str) -> str:
+    if name.endswith(SDIST_SUFFIX):
+        return str(parse_sdist_filename(name)[0])
     return str(parse_wheel_filename(name)[0])
+
+
+def sdist_companions(manifest: Manifest, destination: str, dist: Path) -> list[Companion]:
+    """The release's sdist, for the destination the manifest names for it (the default
+    variant's PyPI), as a companion of the release: decided like any file (new, identical
+    or CONFLICT by sha256), recorded with its URL and attested like the other companions.
+    PyPI takes one sdist a version; no other destination gets it. `load_dist` has checked
+    its bytes against the manifest."""
+    sdist = manifest.sdist
+    if sdist is None or sdist.destination.name != destination:
+        return []
+    path = dist / sdist.filename
+    data = path.read_bytes()
+    return [
+        Companion(
+            filename=sdist.filename, data=data, sha256=sdist.sha256, of="release",
+            purpose=SDIST_PURPOSE, refusal=sdist_refusal(path, sdist.sha256, sdist.destination),
+        )
+    ]  # fmt: skip
+
+
+def sdist_refusal(path: Path, sha256: str, destination: DestinationRef) -> str | None:
+    """What PyPI would reject of the sdist, checked before any upload: its size, a PEP 740
+    attestation beside it of other bytes, `twine check --strict`."""
+    reasons = []
+    size = path.stat().st_size
+    if size > destination.max_file_size:
+        limit = destination.max_file_size / 2**20
+        reasons.append(f"{size / 2**20:.1f} MiB, over {destination.name}'s {limit:.0f} MiB")
+    attestation = attestation_refusal(path, sha256)
+    if attestation is not None:
+        reasons.append(attestation)
+    if not reasons:
+        problem = twine_check(path)
+        if problem is not None:
+            reasons.append(f"twine check --strict: {problem}")
+    return "; ".join(reasons) or None
 
 
 def _upload_hint(answer: UploadAnswer) -> str:

@@ -29,6 +29,7 @@ from packaging.version import InvalidVersion, Version
 
 from release.credentials import github_token, secret_values
 from release.errors import ConfigError, ConflictError, PublishError
+from release.publish import pypi as pypi_files
 from release.publish.decide import (
     Action,
     Companion,
@@ -256,7 +257,7 @@ def build_plans(
             companions = (
                 [c for e in entries for c in wheel_companions(e, settings.dist)] + extras
                 if publisher.stages
-                else []
+                else pypi_files.sdist_companions(manifest, name, settings.dist)
             )
             plan = plan_destination(
                 publisher, entries, settings.dist, replace=settings.replace, companions=companions

@@ -23,6 +23,7 @@ from release.records.manifest import (
     MANIFEST_NAME,
     DestinationRef,
     Manifest,
+    SdistEntry,
     WheelEntry,
     read_manifests,
 )
@@ -82,7 +83,7 @@ def _version(text: str) -> Version | None:
         return None
 
 
-def wheel_problem(entry: WheelEntry, wheel: Path) -> str | None:
+def wheel_problem(entry: WheelEntry | SdistEntry, wheel: Path) -> str | None:
     """Why the file at `wheel` is not the one the manifest records (size, sha256), if not."""
     try:
         size = wheel.stat().st_size
@@ -119,11 +120,29 @@ def dist_problems(
     return problems
 
 
+def sdist_problems(manifest: Manifest, dist: Path, *, missing_ok: bool = False) -> list[str]:
+    """How the sdist in `dist` differs from the manifest's entry (none without one): its
+    name and version are the release's (PEP 625), its size and sha256 the recorded ones."""
+    sdist = manifest.sdist
+    if sdist is None:
+        return []
+    name = canonicalize_name(manifest.project).replace("-", "_")
+    expected = f"{name}-{manifest.version}.tar.gz"
+    if sdist.filename != expected or sdist.version != manifest.version:
+        return [f"{sdist.filename}: the manifest releases {expected}"]
+    path = dist / sdist.filename
+    if missing_ok and not path.exists():
+        return []
+    problem = wheel_problem(sdist, path)
+    return [problem] if problem is not None else []
+
+
 def load_dist(dist: Path, *, missing_ok: bool = False) -> Manifest:
-    """The manifest of `dist`, checked against its wheels; ConfigError naming every
-    problem when they disagree."""
+    """The manifest of `dist`, checked against its wheels and its sdist; ConfigError
+    naming every problem when they disagree."""
     manifest = read_manifests(manifest_paths(dist))
     problems = dist_problems(manifest, dist, manifest.wheels, missing_ok=missing_ok)
+    problems += sdist_problems(manifest, dist, missing_ok=missing_ok)
     if problems:
         raise ConfigError(
             [f"{dist}: {p}" for p in problems],

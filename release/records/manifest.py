@@ -2,7 +2,9 @@
 
 Per wheel: the cell, filename, size, sha256, the SMs and PTX found in its fatbins, the
 toolchain versions and the destination (with everything publish needs to reach it, so the
-manifest and the wheels beside it are a complete release artifact).
+manifest and the wheels beside it are a complete release artifact). A release built with
+`--sdist` also records its sdist, apart from the wheels (`sdist`: name, size, sha256 and
+the default variant's PyPI destination, the only one it goes to).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
 from release.errors import ConfigError
 from release.fsutil import json_text, read_json, write_atomic
@@ -132,6 +134,30 @@ class WheelEntry:
 
 
 @dataclass(frozen=True, kw_only=True)
+class SdistEntry:
+    """The project's source distribution: built once per release, for the PyPI destination
+    of the default variant only (a local label never applies to it)."""
+
+    filename: str  # "k3_kernels-0.1.0.tar.gz" (PEP 625)
+    version: str
+    size: int
+    sha256: str
+    destination: DestinationRef
+
+
+def sdist_cell_of(cells: Iterable[Cell]) -> Cell | None:
+    """The cell whose build makes the release's sdist and whose destination gets it: the
+    first of the default variant (no local label, a PyPI destination); None where every
+    PyPI cell has a local label (an sdist has none, and PyPI takes one a version)."""
+    return next((c for c in cells if c.local_label is None and c.destination.kind == "pypi"), None)
+
+
+def sdist_filename(project: str, version: str) -> str:
+    """PEP 625's name: `k3_kernels-0.1.0.tar.gz`."""
+    return f"{canonicalize_name(project).replace('-', '_')}-{version}.tar.gz"
+
+
+@dataclass(frozen=True, kw_only=True)
 class Manifest:
     project: str
     version: str  # the public version, without a local label
@@ -139,6 +165,7 @@ class Manifest:
     nccl_files: tuple[str, ...] = field(default=())
     source_date_epoch: int | None = None  # the timestamp the wheels were built with
     commit: Commit | None = None  # a nightly build's commit; None for a release
+    sdist: SdistEntry | None = None  # `release build --sdist`; not a wheel, not in `wheels`
 
     def by_filename(self) -> dict[str, WheelEntry]:
         return {w.filename: w for w in self.wheels}
@@ -166,6 +193,7 @@ class Manifest:
             nccl_files=files,
             source_date_epoch=epoch,
             commit=self.commit or other.commit,
+            sdist=other.sdist or self.sdist,
         )
 
 
@@ -194,14 +222,26 @@ def to_json(manifest: Manifest) -> dict[str, Any]:
                 "toolchain": dict(w.toolchain),
                 "nccl": w.nccl,
                 "device_bytes": dict(w.device_bytes),
-                "destination": {
-                    k: v
-                    for k, v in vars(w.destination).items()
-                    if v is not None or k in ("index_url",)
-                },
+                "destination": _destination_json(w.destination),
             }
             for w in sorted(manifest.wheels, key=lambda w: w.filename)
         ],
+        # only where one was built, so that a manifest of wheels alone stays as it was
+        **({"sdist": _sdist_json(manifest.sdist)} if manifest.sdist else {}),
+    }
+
+
+def _destination_json(destination: DestinationRef) -> dict[str, Any]:
+    return {k: v for k, v in vars(destination).items() if v is not None or k in ("index_url",)}
+
+
+def _sdist_json(sdist: SdistEntry) -> dict[str, Any]:
+    return {
+        "filename": sdist.filename,
+        "version": sdist.version,
+        "size": sdist.size,
+        "sha256": sdist.sha256,
+        "destination": _destination_json(sdist.destination),
     }
 
 
@@ -347,6 +387,38 @@ def from_json(data: object) -> Manifest:
         nccl_files=files,
         source_date_epoch=epoch,
         commit=commit,
+        sdist=_sdist(data.get("sdist")),
+    )
+
+
+_SDIST_NAME = re.compile(r"^[A-Za-z0-9_.]+-[A-Za-z0-9_.!]+\.tar\.gz$")
+
+
+def _sdist(raw: object) -> SdistEntry | None:
+    """The `sdist` section: a plain `.tar.gz` name, its digest and size, and PyPI."""
+    if raw is None:
+        return None
+    where = "manifest.sdist"
+    if not isinstance(raw, dict):
+        raise ValueError(f"{where}: not an object")
+    name: str = _require(raw, "filename", str, where)
+    if not _SDIST_NAME.match(name) or name.startswith("."):
+        raise ValueError(f"{where}.filename: {name[:80]!r} is not an sdist filename")
+    sha256 = _require(raw, "sha256", str, where)
+    if not SHA256_HEX.match(sha256):
+        raise ValueError(f"{where}.sha256: not 64 lower-case hex digits")
+    size = _require(raw, "size", int, where)
+    if size < 0:
+        raise ValueError(f"{where}.size: negative")
+    destination = _destination(raw, where)
+    if destination.kind != "pypi":
+        raise ValueError(f"{where}.destination.kind: an sdist goes to PyPI only")
+    return SdistEntry(
+        filename=name,
+        version=_require(raw, "version", str, where),
+        size=size,
+        sha256=sha256,
+        destination=destination,
     )
 
 

@@ -34,6 +34,7 @@ from urllib.parse import quote, unquote, urlsplit
 
 from packaging.utils import parse_wheel_filename
 
+import release.records.published as published_record
 from release import proc
 from release.credentials import (
     Secret,
@@ -117,7 +118,10 @@ def download_check(subject: str, url: str, size: int, sha256: str, got: Download
 
 
 def listing_checks(
-    files: Sequence[PublishedFile], listed: Mapping[str, ListedFile], what: str, page: str
+    files: Sequence[PublishedFile | published_record.PublishedCompanion],
+    listed: Mapping[str, ListedFile],
+    what: str,
+    page: str,
 ) -> list[Check]:
     checks = []
     for file in files:
@@ -424,7 +428,7 @@ def _index_checks(
                 for f in files
             ]
             continue
-        checks += listing_checks(files, listed, what, page)
+        checks += listing_checks([*files, *_sdists_of(published, files)], listed, what, page)
         if what == "index":
             links += [(page, item) for item in listed.values()]
     urls = sorted({item.url for _, item in links})
@@ -446,6 +450,15 @@ def _index_checks(
             for (page, item), got in zip(linked, served, strict=True)
         ]
     return checks
+
+
+def _sdists_of(
+    published: Published, files: Sequence[PublishedFile]
+) -> list[published_record.PublishedCompanion]:
+    """The sdist, on the PyPI page of the default variant's wheels (the one it goes to)."""
+    if not any(f.kind == "pypi" and f.local_label is None for f in files):
+        return []
+    return [c for c in published.companions if c.purpose == "sdist"]
 
 
 def _pip_checks(

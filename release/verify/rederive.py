@@ -19,6 +19,7 @@ from packaging.version import InvalidVersion, Version
 from release.errors import ConfigError, VerifyError
 from release.matrix import GithubDestination, Matrix, PypiDestination
 from release.records.attestation import PROVENANCE_SUFFIX
+from release.records.manifest import sdist_filename
 from release.records.published import Published, PublishedCompanion, PublishedFile
 from release.records.release_manifest import (
     RELEASE_MANIFEST,
@@ -29,7 +30,7 @@ from release.remote.github import GithubClient
 from release.remote.github_model import AssetInfo
 from release.remote.httpclient import Client, fetch
 from release.remote.retry import RetryPolicy
-from release.remote.simple_index import ACCEPT, parse_project_page, project_page_url
+from release.remote.simple_index import ACCEPT, ListedFile, parse_project_page, project_page_url
 
 
 def version_of_tag(template: str, tag: str) -> Version:
@@ -110,7 +111,9 @@ def published_from_tag(
                         )
                     )
     for index in pypi:
-        files += _pypi_files(index, project.name, version, built, http)
+        listed = _pypi_listing(index, project.name, http)
+        files += _pypi_files(index, listed, version, built)
+        companions += _pypi_sdist(listed, project.name, version)
     return Published(
         project=project.name,
         version=str(version.public),
@@ -172,13 +175,26 @@ def _wheel_asset(
     )
 
 
-def _pypi_files(
-    destination: PypiDestination,
-    project: str,
-    version: Version,
-    built: Mapping[str, ReleaseWheel],
-    http: Client,
-) -> list[PublishedFile]:
+def _pypi_sdist(
+    listed: Mapping[str, ListedFile], project: str, version: Version
+) -> list[PublishedCompanion]:
+    """The release's sdist as PyPI lists it: release-manifest.json does not record it, so
+    what PyPI lists stands in for what was built (its URL must serve those bytes)."""
+    name = sdist_filename(project, str(version.public))
+    item = listed.get(name)
+    if item is None or item.sha256 is None:
+        return []
+    return [
+        PublishedCompanion(
+            filename=name, sha256=item.sha256, size=item.size if item.size is not None else -1,
+            url=item.url, of="release", purpose="sdist",
+        )
+    ]  # fmt: skip
+
+
+def _pypi_listing(
+    destination: PypiDestination, project: str, http: Client
+) -> dict[str, ListedFile]:
     page = project_page_url(destination.index_url, project)
     got = fetch(http, page, keep=True, accept=ACCEPT, policy=RetryPolicy(attempts=3, total=120.0))
     if not got.ok or got.body is None:
@@ -187,11 +203,19 @@ def _pypi_files(
             hint="check the index URL in matrix.yaml",
         )
     try:
-        listed = parse_project_page(got.body, got.content_type, page)
+        return parse_project_page(got.body, got.content_type, page)
     except ValueError as error:
         raise VerifyError(
             f"{page}: unreadable index page: {error}", hint="check the index URL in matrix.yaml"
         ) from None
+
+
+def _pypi_files(
+    destination: PypiDestination,
+    listed: Mapping[str, ListedFile],
+    version: Version,
+    built: Mapping[str, ReleaseWheel],
+) -> list[PublishedFile]:
     out = []
     for name, item in sorted(listed.items()):
         try:

@@ -202,6 +202,10 @@ def test_a_first_tag_runs_every_stage_through_the_files_init_writes(
     }
     (plan,) = [a for a in played.calls["build/plan"] if a.command == "plan"]
     assert (plan.expect_tag, plan.matrix) == ("v0.0.1", Path("matrix.yaml"))
+    # the build jobs of a tag build the sdist (the job of its cell does); a rebuild does not
+    (build,) = [a for a in played.calls["build/build"] if a.command == "build"]
+    (rebuild,) = played.calls["build/reproduce"]
+    assert (build.sdist, rebuild.sdist, rebuild.compare is not None) == (True, False, True)
     (publish,) = played.calls["publish"]
     assert (publish.dry_run, publish.dist, publish.index_dir) == (
         False, Path("dist"), Path("dist/index"),

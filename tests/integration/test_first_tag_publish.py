@@ -34,10 +34,12 @@ from tests.integration.wheels import (
     github_destination,
     make_release,
     pypi_destination,
+    with_sdist,
 )
 from tests.integration.workflows import make_stubs
 
 pytestmark = pytest.mark.slow
+SDIST = f"k3_kernels-{VERSION}.tar.gz"
 
 
 @pytest.mark.parametrize("token", [None, "PYPI_API_TOKEN"])
@@ -60,11 +62,13 @@ def test_the_played_publish_and_verify_run_against_the_stand_ins_and_pip_install
 
     # the workspace of the publish job: the build jobs' artifacts, merged into dist/
     workspace = tmp_path / "workspace"
+    pypi = pypi_destination(pypiserver.url)
     release = make_release(
         workspace / "dist",
-        pypi=pypi_destination(pypiserver.url),
+        pypi=pypi,
         github=github_destination(github_standin.api_url, index_url="https://a.example/k/"),
     )
+    release = with_sdist(release, pypi)  # the build job of 13.0-x86_64 built it (--sdist)
     (release.dist / "manifest.json").rename(release.dist / "manifest-13.0-x86_64.json")
     monkeypatch.chdir(workspace)
     for key, value in pypiserver.env().items():
@@ -74,6 +78,10 @@ def test_the_played_publish_and_verify_run_against_the_stand_ins_and_pip_install
     published = json.loads((release.dist / "published.json").read_text(encoding="utf-8"))
     assert {f["destination"] for f in published["files"]} == {"pypi", "github"}
     assert (release.dist / "index" / "cu129").is_dir()
+    # the sdist: on the PyPI stand-in beside the default variant's wheel, nowhere else
+    assert pypiserver.files()[SDIST] == (release.dist / SDIST).read_bytes()
+    assert SDIST not in [f["filename"] for f in published["files"]]
+    assert [c["purpose"] for c in published["companions"] if c["filename"] == SDIST] == ["sdist"]
     capsys.readouterr()
 
     # verify job: the artifact `published` (the manifests and published.json) in dist/, the
@@ -88,8 +96,10 @@ def test_the_played_publish_and_verify_run_against_the_stand_ins_and_pip_install
             assert "check:   provenance" in block
             assert "provenance not checked" in block or "no provenance" in block
         without = [a for a in verify if a != "--require-provenance"]
-        assert main([*without, *overrides]) == 0
-        assert "0 failed" in capsys.readouterr().out
+        assert main([*without, *overrides, "--json"]) == 0
+        report = json.loads(capsys.readouterr().out)
+        checked = {(c["check"], c["ok"]) for c in report["checks"] if c["subject"] == SDIST}
+        assert checked == {("download", True), ("listing", True)}
 
     env_dir = tmp_path / "venv"
     venv.EnvBuilder(with_pip=True).create(env_dir)

@@ -20,11 +20,17 @@ import pytest
 from release.cli import main
 from release.errors import ConflictError, PublishError
 from release.matrix import load_matrix
-from release.records.manifest import DestinationRef, Manifest, read_manifest, write_manifest
+from release.records.manifest import (
+    DestinationRef,
+    Manifest,
+    read_manifest,
+    sdist_cell_of,
+    write_manifest,
+)
 from release.records.release_manifest import RELEASE_MANIFEST, release_manifest_bytes
 from tests.github_standin import DEFAULT_REPO, GitHubStandIn
 from tests.integration.conftest import PypiServer
-from tests.integration.wheels import PROJECT, VERSION, entry_for, make_wheel
+from tests.integration.wheels import PROJECT, VERSION, entry_for, make_sdist, make_wheel
 
 X86_CU129 = "k3_kernels-0.1.0+cu129-py3-none-manylinux_2_28_x86_64.whl"
 
@@ -225,7 +231,10 @@ def test_a_dry_run_without_credentials_shows_everything_known_and_names_what_it_
     reason = next(c["reason"] for c in document["cells"] if c["cell"] == "13.0-x86_64")
     assert "401" in reason or "credentials" in reason
     assert "k3-kernels 0.1.0: release plan" in captured.err  # the table, on stderr under --json
-    assert "error: 2 wheel(s) not asked" in captured.err
+    # the sdist goes where the 13.0 wheels go: not asked either
+    assert document["sdist"]["state"] == "not asked"
+    assert document["sdist"]["sdist"] == "k3_kernels-0.1.0.tar.gz"
+    assert "error: 2 wheel(s) and the sdist not asked" in captured.err
     assert "release publish" not in captured.err.split("hint:")[-1]
 
 
@@ -369,3 +378,39 @@ def test_plan_and_publish_refuse_a_release_past_the_project_size_limit(
     assert "nothing was uploaded" in err
     assert setup.pypi.files() == {}
     assert writes(setup.standin) == []
+
+
+def test_the_plan_shows_the_sdist_beside_the_default_variants_wheels(
+    setup: Setup, tmp_path: Path
+) -> None:
+    """Its row: the 13.0 cells' PyPI; absent before the build, new once dist/ holds it,
+    identical once published, present where dist/ is gone; other bytes are a CONFLICT."""
+    sdist = "k3_kernels-0.1.0.tar.gz"
+
+    def row(name: str) -> tuple[int, dict[str, object]]:
+        plan(setup, tmp_path, name)
+        document = json.loads((tmp_path / f"{name}.json").read_text(encoding="utf-8"))
+        return document["ok"], document["sdist"]
+
+    ok, found = row("empty")
+    assert (found["sdist"], found["state"], found["built"]) == (sdist, "absent", False)
+    assert found["destination"] == "pypi (pypi)"
+    assert found["url"] == f"{setup.pypi.url}packages/{sdist}"
+    build_dist(setup.matrix, setup.dist)
+    cell = sdist_cell_of(load_matrix(setup.matrix).cells)
+    assert cell is not None
+    pypi = DestinationRef.of(cell)
+    manifest = read_manifest(setup.dist / "manifest.json")
+    entry = make_sdist(setup.dist, pypi)
+    write_manifest(replace(manifest, sdist=entry), setup.dist / "manifest.json")
+    ok, found = row("built")
+    assert (found["state"], found["size"], ok) == ("new", entry.size, True)
+    assert main(["publish", "--dist", str(setup.dist)]) == 0
+    assert (setup.dist / sdist).read_bytes() == setup.pypi.files()[sdist]
+    assert row("published")[1]["state"] == "identical (skip)"
+    other = make_sdist(setup.dist, pypi, payload="# other\n")  # same name, other bytes
+    write_manifest(replace(manifest, sdist=other), setup.dist / "manifest.json")
+    ok, found = row("conflict")
+    assert (found["state"], ok) == ("CONFLICT", False)
+    shutil.rmtree(setup.dist)
+    assert row("unbuilt")[1]["state"] == "present (cannot compare: not built)"

@@ -39,6 +39,7 @@ from tests.integration.wheels import (
     github_destination,
     make_release,
     pypi_destination,
+    with_sdist,
 )
 
 BIN = Path(sys.executable).parent
@@ -303,6 +304,8 @@ def test_the_url_watch_verifies_a_tag_with_no_dist_and_names_what_stopped_resolv
             github=github_destination(github_standin.api_url),
         )
     )
+    release = with_sdist(release, pypi_destination(pypiserver.url))
+    sdist = "k3_kernels-0.1.0.tar.gz"
     env = {**pypiserver.env(), "GITHUB_TOKEN": github_standin.token}
     site = tmp_path / "site"
     publish(PublishSettings(dist=release.dist, index_dir=site), env)
@@ -321,6 +324,9 @@ def test_the_url_watch_verifies_a_tag_with_no_dist_and_names_what_stopped_resolv
         assert {w.name for w in release.wheels} <= downloads
         assert "release-manifest.json" in downloads
         assert {"listing", "index", "metadata"} <= {c["check"] for c in checks}
+        # the sdist as PyPI lists it (release-manifest.json does not record it)
+        mine = {(c["check"], c["ok"]) for c in checks if c["subject"] == sdist}
+        assert mine == {("download", True), ("listing", True)}
 
         (published,) = github_standin.releases(DEFAULT_REPO)
         victim = next(a for a in github_standin.assets(published.id) if "+cu129" in a.name)

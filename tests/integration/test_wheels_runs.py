@@ -164,6 +164,9 @@ def test_each_run_calls_release_on_its_channel_in_its_jobs(
         for args in calls:
             assert getattr(args, "channel", channel) == channel, args
             assert args.matrix == Path("matrix.yaml")
+    (build,) = [a for a in found["build"] if a.command == "build"]
+    # a release's build jobs build the sdist (the job of its cell does); a nightly has none
+    assert build.sdist is (channel == "release")
     (plan,) = [a for a in found["plan"] if a.command == "plan"]
     # a release's runs are of its tag (a manual one too); a nightly expects none
     assert plan.expect_tag == (None if channel == "nightly" else f"v{__version__}")

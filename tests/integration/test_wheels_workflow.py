@@ -407,14 +407,16 @@ def test_every_wheel_is_signed_pep_740_before_release_publish_sends_them(
     dist.mkdir()
     plain = "k3_kernels-0.1.0-py3-none-manylinux_2_28_x86_64.whl"
     labelled = "k3_kernels-0.1.0+cu129-py3-none-manylinux_2_28_x86_64.whl"
-    for name in (plain, labelled, "k3_kernels-0.1.0-py3-none-any.whl.metadata"):
+    sdist = "k3_kernels-0.1.0.tar.gz"
+    for name in (plain, labelled, sdist, "k3_kernels-0.1.0-py3-none-any.whl.metadata"):
         (dist / name).write_bytes(b"wheel")
     assert run_step(sign, stub_dir, tmp_path) == [
-        ["python", "-m", "pypi_attestations", "sign", f"dist/{labelled}", f"dist/{plain}"]
-    ]
+        ["python", "-m", "pypi_attestations", "sign", f"dist/{labelled}", f"dist/{plain}",
+         f"dist/{sdist}"]
+    ]  # fmt: skip
     assert attestation_path(dist / plain).name == f"{plain}.publish.attestation"
     # PyPI takes attestations only from trusted publishing: with a token, the GitHub-hosted
-    # (local label) wheels only
+    # (local label) wheels only, never the sdist (PyPI's alone)
     assert run_step(sign, stub_dir, tmp_path, env={"TOKEN_UPLOAD": "true"}) == [
         ["python", "-m", "pypi_attestations", "sign", f"dist/{labelled}"]
     ]

@@ -11,10 +11,12 @@ from __future__ import annotations
 import base64
 import datetime
 import hashlib
+import io
 import json
+import tarfile
 import zipfile
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from cryptography import x509
@@ -29,9 +31,16 @@ from pypi_attestations import (
     VerificationMaterial,
 )
 
+from release.building.sdist import normalised
 from release.fsutil import sha256_file
 from release.matrix import Cell
-from release.records.manifest import DestinationRef, Manifest, WheelEntry, write_manifest
+from release.records.manifest import (
+    DestinationRef,
+    Manifest,
+    SdistEntry,
+    WheelEntry,
+    write_manifest,
+)
 
 PROJECT = "k3-kernels"
 MODULE = "k3_kernels"
@@ -293,3 +302,37 @@ def standin_entry(dist: Path, cell: Cell, *, made_by: str, payload: bytes = b"")
         ptx=str(cell.ptx) if cell.ptx else None,
         toolchain={"stand-in": made_by},
     )
+
+
+def make_sdist(
+    dist: Path, destination: DestinationRef, *, version: str = VERSION, payload: str = ""
+) -> SdistEntry:
+    """A small sdist of the release (PEP 625 name, one top directory, PKG-INFO), written
+    as `release build --sdist` writes one; its manifest entry for `destination`."""
+    base = f"{MODULE}-{version}"
+    members = {
+        f"{base}/PKG-INFO": f"Metadata-Version: 2.4\nName: {PROJECT}\nVersion: {version}\n"
+        f"Description-Content-Type: text/markdown\n\n{DESCRIPTION}",
+        f"{base}/pyproject.toml": f'[project]\nname = "{PROJECT}"\nversion = "{version}"\n'
+        + payload,
+    }
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w:gz") as tar:
+        for name, text in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(text.encode())
+            tar.addfile(info, io.BytesIO(text.encode()))
+    path = dist / f"{base}.tar.gz"
+    path.write_bytes(normalised(raw.getvalue(), 315532800))
+    return SdistEntry(
+        filename=path.name, version=version, size=path.stat().st_size,
+        sha256=sha256_file(path), destination=destination,
+    )  # fmt: skip
+
+
+def with_sdist(release: Release, destination: DestinationRef, *, payload: str = "") -> Release:
+    """`release` with its sdist for `destination`, recorded in dist/manifest.json."""
+    sdist = make_sdist(release.dist, destination, payload=payload)
+    manifest = replace(release.manifest, sdist=sdist)
+    write_manifest(manifest, release.dist / "manifest.json")
+    return replace(release, manifest=manifest)
