@@ -23,7 +23,7 @@ name is a ConfigError, never a skip.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import quote
 
@@ -153,8 +153,27 @@ def provenance_checks(
     ]
     for companion in published.companions:
         subject = Subject(companion.filename, companion.sha256, companion.url)
+        if companion.purpose == "sdist":  # a PyPI file: PEP 740 there, else GitHub's
+            checks.append(_sdist_check(subject, published, sources, get, required=required))
+            continue
         checks.append(_companion_check(subject, sources, required=required))
     return checks
+
+
+def _sdist_check(
+    subject: Subject,
+    published: Published,
+    sources: ProvenanceSources,
+    get: Callable[[str], Download],
+    *,
+    required: bool,
+) -> Check:
+    """The sdist, on the default variant's PyPI beside its wheels: read as they are."""
+    pypi = next((f for f in published.files if f.kind == "pypi" and f.local_label is None), None)
+    if sources.expected is None or pypi is None:
+        return _not_checked(subject, NO_SIGNER, required=required, url=subject.url)
+    file = replace(pypi, filename=subject.filename, sha256=subject.sha256, url=subject.url)
+    return _pypi_check(subject, file, published, sources, get, required=required)
 
 
 def provenance_required(published: Published, settings: VerifySettings) -> bool:

@@ -264,3 +264,31 @@ def test_a_pypi_only_projects_files_are_checked_in_the_repository_its_workflow_r
         assert f"signed at {MODELS_REF}, not refs/tags/v9" in refused.detail
         (unnamed,) = provenance_of(release, matrix, target, required, environ)
         assert not unnamed.ok
+
+
+def test_the_sdist_is_checked_on_the_pypi_route_beside_the_wheels(
+    github_standin: GitHubStandIn, tmp_path: Path
+) -> None:
+    """The sdist is a PyPI file, not a GitHub Release asset: PEP 740 on PyPI, else the
+    publish job's build provenance of its sha256 (never 'no download of a GitHub
+    destination')."""
+    github_standin.add_repo(MODELS_REPO)
+    github_standin.add_attestation(MODELS_REPO, recorded(f"{MODELS}.sigstore"))
+    (tmp_path / "pypi").mkdir()
+    with serve(tmp_path / "pypi") as base:  # no integrity API: the GitHub route
+        wheel = replace(pypi_file(base), filename=MODELS, sha256=MODELS_SHA256, attested=True)
+        sdist = PublishedCompanion(
+            filename="models-0.0.4a2.tar.gz", sha256=MODELS_SHA256, size=1,
+            url=f"{base}packages/models-0.0.4a2.tar.gz", of="release", purpose="sdist",
+        )  # fmt: skip
+        release = release_of(wheel, companions=(sdist,))
+        checks = checks_of(github_standin, release, MODELS_REPO, ref=MODELS_REF)
+        assert checks[sdist.filename].ok, checks[sdist.filename].detail
+        assert checks[sdist.filename].detail.endswith(f"[{GITHUB_ROUTE}]")
+        other = replace(sdist, sha256="4" * 64)
+        checks = checks_of(github_standin, release_of(wheel, companions=(other,)), MODELS_REPO,
+                           ref=MODELS_REF)  # fmt: skip
+        assert (checks[sdist.filename].ok, checks[sdist.filename].detail) == (
+            False,
+            "no provenance",
+        )
