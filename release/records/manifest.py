@@ -318,18 +318,24 @@ def _project_limit(dest: Mapping[str, Any], kind: str, where: str) -> int | None
     return PYPI_DEFAULT_PROJECT_GIB * 2**30 if kind == "pypi" else None
 
 
+def _digest_and_size(raw: dict[str, object], where: str) -> tuple[str, int]:
+    """A file's `sha256` (64 lower-case hex digits) and `size` (not negative)."""
+    sha256: str = _require(raw, "sha256", str, where)
+    if not SHA256_HEX.match(sha256):
+        raise ValueError(f"{where}.sha256: not 64 lower-case hex digits")
+    size: int = _require(raw, "size", int, where)
+    if size < 0:
+        raise ValueError(f"{where}.size: negative")
+    return sha256, size
+
+
 def _wheel(raw: object, where: str) -> WheelEntry:
     if not isinstance(raw, dict):
         raise ValueError(f"{where}: not an object")
     toolchain = _require(raw, "toolchain", dict, where)
     if not all(isinstance(v, str | int | float) for v in toolchain.values()):
         raise ValueError(f"{where}.toolchain: values must be strings")
-    sha256 = _require(raw, "sha256", str, where)
-    if not SHA256_HEX.match(sha256):
-        raise ValueError(f"{where}.sha256: not 64 lower-case hex digits")
-    size = _require(raw, "size", int, where)
-    if size < 0:
-        raise ValueError(f"{where}.size: negative")
+    sha256, size = _digest_and_size(raw, where)
     return WheelEntry(
         cell=_require(raw, "cell", str, where),
         cuda=_require(raw, "cuda", str, where),
@@ -404,12 +410,7 @@ def _sdist(raw: object) -> SdistEntry | None:
     name: str = _require(raw, "filename", str, where)
     if not _SDIST_NAME.match(name) or name.startswith("."):
         raise ValueError(f"{where}.filename: {name[:80]!r} is not an sdist filename")
-    sha256 = _require(raw, "sha256", str, where)
-    if not SHA256_HEX.match(sha256):
-        raise ValueError(f"{where}.sha256: not 64 lower-case hex digits")
-    size = _require(raw, "size", int, where)
-    if size < 0:
-        raise ValueError(f"{where}.size: negative")
+    sha256, size = _digest_and_size(raw, where)
     destination = _destination(raw, where)
     if destination.kind != "pypi":
         raise ValueError(f"{where}.destination.kind: an sdist goes to PyPI only")

@@ -12,11 +12,9 @@ import pytest
 from packaging.version import Version
 
 from release.errors import PublishError
-from release.matrix import Commit
 from release.publish.promotion import Retention, completed, deletions, registered, settled
 from release.records.nightly_state import (
     MAX_STATE_BYTES,
-    NightlyFile,
     NightlyState,
     Pruning,
     Shape,
@@ -25,27 +23,9 @@ from release.records.nightly_state import (
 )
 from release.remote.s3 import Limits
 from release.remote.simple_index import SIMPLE_JSON, parse_project_page
+from tests.unit.test_promotion import NOW, SHAPE, commit, files
 
-SHAPE = Shape(
-    base="0.1.1",
-    wheels=(
-        "k3_kernels-{version}+cu129-py3-none-manylinux_2_28_x86_64.whl",
-        "k3_kernels-{version}-py3-none-manylinux_2_28_x86_64.whl",
-    ),
-)
 RULE = Retention(keep=2, pins=frozenset(), fallout="delete")
-NOW = 1_900_000_000
-
-
-def commit(n: int) -> Commit:
-    return Commit(sha=f"{n:040x}", time=1_800_000_000 + 60 * n)
-
-
-def files(n: int) -> tuple[NightlyFile, ...]:
-    return tuple(
-        NightlyFile(filename=name, sha256=f"{n:064x}", size=n, metadata_sha256="e" * 64)
-        for name in SHAPE.wheel_names(commit(n).time)
-    )
 
 
 def complete(state: NightlyState, n: int, rule: Retention = RULE) -> NightlyState:
