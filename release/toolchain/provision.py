@@ -93,24 +93,105 @@ def pip_progress(label: str, progress: Progress | None) -> Callable[[str], None]
     return on_line
 
 
+# The lines of a pip failure that say why: the resolver's conflict with a constraint, a
+# version the index does not have.
+_PIP_REASON = re.compile(
+    r"^\s*(?:The user requested \(constraint\) \S.*|"
+    r"ERROR: (?:Could not find a version that satisfies the requirement \S.*|"
+    r"No matching distribution found for \S.*|Cannot install \S+))"
+)
+_MAX_REASON = 400
+
+
+def pip_reason(text: str) -> str | None:
+    """What pip said about the refused requirement (`Cannot install torch==2.15.0; The user
+    requested (constraint) torch<=2.14.1`), in one line, or None where it said nothing so."""
+    found = []
+    for line in text.splitlines():
+        if _PIP_REASON.match(line):
+            said = line.strip().removeprefix("ERROR: ")
+            found.append(said.split(" because ")[0] if said.startswith("Cannot install") else said)
+    joined = "; ".join(dict.fromkeys(found))
+    return joined[:_MAX_REASON] if joined else None
+
+
+def pip_config_sources(debug_output: str) -> str | None:
+    """Where pip's own settings come from, from `pip config debug`: the PIP_* variables and
+    each existing configuration file with the keys it sets, names only (an index URL can
+    hold a password); None where there are none."""
+    variables: list[str] = []
+    files: list[tuple[str, list[str]]] = []
+    section = ""
+    keys: list[str] | None = None
+    for line in debug_output.splitlines():
+        stripped = line.strip()
+        if line and not line.startswith(" "):
+            section, keys = line.rstrip(":"), None
+        elif section == "env_var" and "=" in stripped:
+            variables.append(stripped.split("=", 1)[0])
+        elif stripped.endswith(", exists: True"):
+            keys = []
+            files.append((stripped.removesuffix(", exists: True"), keys))
+        elif stripped.endswith(", exists: False"):
+            keys = None
+        elif line.startswith("    ") and keys is not None and ":" in stripped:
+            keys.append(stripped.split(":", 1)[0])
+    named = [f"{path} ({', '.join(found)})" for path, found in files if found]
+    if variables:
+        named.insert(0, f"the environment ({', '.join(variables)})")
+    return "; ".join(dict.fromkeys(named)) or None
+
+
 def check_pip_install(
-    result: proc.Completed, requirements: Sequence[str], *, python: str, hint: str = ""
+    result: proc.Completed,
+    requirements: Sequence[str],
+    *,
+    python: str,
+    hint: str = "",
+    config: Callable[[], str | None] = lambda: None,
 ) -> None:
     """A failed pip install as a ToolchainError: a pip that rejects release's options is
-    told to upgrade, anything else to check the index."""
+    told to upgrade; a refusal pip explains is said with its reason and where pip's own
+    configuration comes from (`config`, asked only then); anything else, to check the index."""
     if result.returncode == 0:
         return
     what = f"pip installing {', '.join(requirements)}"
-    rejected = proc.rejected_arguments(result.stderr + result.output) is not None
+    text = result.stderr + result.output
+    if proc.rejected_arguments(text) is not None:
+        raise ToolchainError(
+            proc.failure(what, result),
+            hint=f"this pip does not take an option that release passes: "
+            f"{python} -m pip install --upgrade 'pip>={PIP_FLOOR}'",
+        )
+    reason = pip_reason(text)
+    if reason is None:
+        raise ToolchainError(
+            proc.failure(what, result),
+            hint=hint or "check that PyPI is reachable and has wheels for this platform",
+        )
+    sources = config()
     raise ToolchainError(
-        proc.failure(what, result),
+        f"{what} failed (exit {result.returncode}): {reason}",
         hint=(
-            f"this pip does not take an option that release passes: "
-            f"{python} -m pip install --upgrade 'pip>={PIP_FLOOR}'"
-            if rejected
-            else hint or "check that PyPI is reachable and has wheels for this platform"
+            f"pip's own configuration applies to release's installs: {sources}; a constraint "
+            "or index there can refuse the pin: change it, or provision with "
+            "PIP_CONFIG_FILE=/dev/null"
+            if sources
+            else hint or "check that the index has that version for this platform"
         ),
     )
+
+
+def pip_config(
+    runner: proc.Runner, python: str, env: Mapping[str, str]
+) -> Callable[[], str | None]:
+    """`pip_config_sources` of `python`'s pip, asked when called."""
+
+    def ask() -> str | None:
+        debug = runner([python, "-m", "pip", "config", "debug"], env=env, separate_stderr=True)
+        return pip_config_sources(debug.output) if debug.ok else None
+
+    return ask
 
 
 def install_pinset(
@@ -147,7 +228,9 @@ def install_pinset(
         result = runner(
             cmd, env=env, separate_stderr=True, on_line=pip_progress(pinset.label, progress)
         )
-        check_pip_install(result, pinset.requirements, python=python)
+        check_pip_install(
+            result, pinset.requirements, python=python, config=pip_config(runner, python, env)
+        )
         (tmp / ".complete").write_text(json.dumps(pinset.requirements) + "\n")
         try:
             tmp.rename(dest)

@@ -28,7 +28,7 @@ from release.backends.base import EnvironmentPaths
 from release.backends.torch_extension import CXX_WRAPPER_PATH, TorchEnvSpec
 from release.errors import ToolchainError
 from release.resources import script
-from release.toolchain.provision import Progress, check_pip_install, pip_progress
+from release.toolchain.provision import Progress, check_pip_install, pip_config, pip_progress
 
 if sys.version_info >= (3, 11):
     pass
@@ -328,7 +328,10 @@ def _install(
         result = runner(
             command, env=env, separate_stderr=True, on_line=pip_progress(spec.label, progress)
         )
-        check_pip_install(result, requirements, python=python, hint=hint)
+        check_pip_install(
+            result, requirements, python=python, hint=hint,
+            config=pip_config(runner, python, env),
+        )  # fmt: skip
 
 
 def _finish(
