@@ -1,7 +1,8 @@
 """A project's name and version where its files compute them (setuptools-scm, a setup.py
 that reads a version file; literals are release.project's to read): asked of its PEP 517
 backend (`prepare_metadata_for_build_wheel`, never a build), in the environment its build
-uses, and cached per commit. What asking installs is said before anything is.
+uses (the cell's TORCH_CUDA_ARCH_LIST, CUDA_HOME and the matrix's build.env too), and cached
+per commit. What asking installs is said before anything is.
 
 A torch project's setup.py imports torch, so its hook runs in the venv of its first torch
 cell (the pinned torch, provisioned as the build would, and kept for it); any other
@@ -28,6 +29,7 @@ from packaging.utils import InvalidName, canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from release import proc
+from release.backends.torch_extension import torch_arch_list
 from release.errors import ConfigError
 from release.fsutil import write_atomic
 from release.matrix import Cell, Matrix
@@ -93,6 +95,22 @@ def asking_note(matrix: Matrix, naming: Naming | None, toolchains: Path) -> str:
     )
 
 
+def hook_environment(cell: Cell | None, cuda_home: Path | None) -> dict[str, str]:
+    """What the cell's build sets that a setup.py may read while it only says its name and
+    version (a guard that refuses to run without TORCH_CUDA_ARCH_LIST, a force-CUDA switch):
+    for a cell built in an environment of its own, TORCH_CUDA_ARCH_LIST from its sms and ptx
+    and that environment's CUDA_HOME, exactly as its build gets them; then the matrix's
+    `build.env`, as the build adds it after the backend's."""
+    if cell is None:
+        return {}
+    env: dict[str, str] = {}
+    if cuda_home is not None:
+        env["TORCH_CUDA_ARCH_LIST"] = torch_arch_list(cell.sms, cell.ptx)
+        env["CUDA_HOME"] = str(cuda_home)
+    env.update(cell.build.env)
+    return env
+
+
 def hook_cell(matrix: Matrix) -> Cell | None:
     """The cell whose build environment runs the hook (a torch project's setup.py imports
     torch): of the cells whose backend asks for one, one of this machine's arch first (its
@@ -132,12 +150,13 @@ def _hook_python(
     python: str,
     env: Mapping[str, str],
     progress: Progress | None,
-) -> tuple[str, bool]:
-    """The Python that runs the hook, and whether it makes an isolated environment."""
+) -> tuple[str, bool, dict[str, str]]:
+    """The Python that runs the hook, whether it makes an isolated environment, and the
+    variables the cell's build would set (`hook_environment`)."""
     cell = hook_cell(matrix)
     spec = environment_of(cell) if cell is not None else None
     if cell is None or spec is None:
-        return python, True
+        return python, True, hook_environment(next(iter(matrix.cells), None), None)
     toolchains = toolchain_cache(cache_dir)
     plan = resolve(str(cell.cuda), cell.arch, cuda_home=None, cache_dir=toolchains)
     toolkit = provision(plan, python=python, env=env, progress=progress).cuda_home
@@ -151,7 +170,7 @@ def _hook_python(
         env=env,
         progress=progress,
     )
-    return str(environment.python), False
+    return str(environment.python), False, hook_environment(cell, environment.cuda_home)
 
 
 def project_metadata(
@@ -175,7 +194,7 @@ def project_metadata(
         return found
     if say is not None:
         say(asking_note(matrix, naming, toolchain_cache(cache_dir)))
-    hook_python, isolated = _hook_python(
+    hook_python, isolated, cell_env = _hook_python(
         matrix, cache_dir, python=python, env=env, progress=progress
     )
     with tempfile.TemporaryDirectory(prefix="release-metadata-") as tmp:
@@ -189,7 +208,7 @@ def project_metadata(
                 tmp,
                 "isolated" if isolated else "venv",
             ],
-            env={**env, "DIST_EXTRA_CONFIG": str(config)},
+            env={**env, **cell_env, "DIST_EXTRA_CONFIG": str(config)},
         )
     where = project / "pyproject.toml"
     where = where if where.is_file() else project / "setup.py"

@@ -27,7 +27,7 @@ CLI = "import sys; from release.cli import main; sys.exit(main(sys.argv[1:]))"
 
 TORCH_MATRIX = """\
 project: proj
-build: {backend: torch}
+build: {backend: torch, env: {FORCE_CUDA: "1"}}
 defaults: {arches: [x86_64], sms: [90], manylinux: "2_34"}
 cuda:
   "13.0": {destination: pypi, torch: "2.14.1", abi3: "3.10"}
@@ -37,6 +37,13 @@ destinations:
 
 # Counts the backend's runs in $HOOK_RUNS: the setup.py of a test project, not the tool.
 COUNTER = 'if os.environ.get("HOOK_RUNS"):\n    open(os.environ["HOOK_RUNS"], "a").write("x")\n'
+# A common guard: a setup.py that refuses to run without the cell's arch list (and a switch
+# of its own, set in the matrix's build.env), the metadata step included.
+GUARD = (
+    'if os.environ.get("TORCH_CUDA_ARCH_LIST") != "9.0" or not os.environ.get("CUDA_HOME") '
+    'or os.environ.get("FORCE_CUDA") != "1":\n'
+    '    raise RuntimeError("CUDAArchListError: set TORCH_CUDA_ARCH_LIST")\n'
+)
 
 
 def git(where: Path, *args: str) -> None:
@@ -56,7 +63,7 @@ def setup_py_only(where: Path) -> Path:
     setup = (where / "setup.py").read_text(encoding="utf-8")
     setup = setup.replace(
         "setup(\n",
-        COUNTER + 'setup(\n    name="k3-torch-ops",\n    version="0.3.0.post1".strip(),\n'
+        COUNTER + GUARD + 'setup(\n    name="k3-torch-ops",\n    version="0.3.0.post1".strip(),\n'
         '    package_dir={"": "src"},\n    packages=["k3_torch_ops"],\n',
         1,
     )
@@ -175,3 +182,23 @@ def test_another_project_is_asked_in_an_isolated_environment_and_its_failure_is_
     assert "plain-kernels needs PLAIN_HOME set" in line
     assert "Traceback" not in failed.stderr
     assert failed.stdout == ""
+
+    # the matrix's build.env reaches the metadata step as it reaches the build
+    guarded = (
+        (plain / "setup.py")
+        .read_text(encoding="utf-8")
+        .replace(
+            'raise SystemExit("plain-kernels needs PLAIN_HOME set")',
+            'import os\nif not os.environ.get("PLAIN_HOME"):\n'
+            '    raise SystemExit("plain-kernels needs PLAIN_HOME set")',
+        )
+    )
+    (plain / "setup.py").write_text(guarded, encoding="utf-8")
+    (tmp_path / "matrix.yaml").write_text(
+        PLAIN_MATRIX.replace("{backend: cmake}", '{backend: cmake, env: {PLAIN_HOME: "/opt/p"}}'),
+        encoding="utf-8",
+    )
+    assert named(release_matrix(tmp_path, tmp_path / "cache", runs))[:2] == (
+        "plain-kernels",
+        "2.3.4",
+    )

@@ -15,7 +15,13 @@ from release.matrix import Matrix, matrix_from_text
 from release.matrix.load import read_project
 from release.project import Naming
 from release.toolchain import host_machine
-from release.toolchain.projectmeta import asking_note, cache_key, from_metadata, hook_cell
+from release.toolchain.projectmeta import (
+    asking_note,
+    cache_key,
+    from_metadata,
+    hook_cell,
+    hook_environment,
+)
 
 MATRIX = """\
 project: proj
@@ -164,3 +170,22 @@ def test_before_asking_a_command_says_where_the_version_is_computed_and_what_it_
     note = asking_note(matrix, read_project(tmp_path / "proj"), tmp_path / "toolchains")
     assert "in an isolated environment of its build requirements" in note
     assert "torch" not in note
+
+
+def test_the_hook_gets_the_cells_arch_list_cuda_home_and_build_env(tmp_path: Path) -> None:
+    """The metadata step runs in the cell's own build environment (issue 43): a setup.py
+    guard that refuses to run without TORCH_CUDA_ARCH_LIST must not stop it."""
+    path = setup_py_project(tmp_path)
+    text = MATRIX.replace(
+        "build: {backend: torch}", 'build: {backend: torch, env: {FORCE_CUDA: "1"}}'
+    )
+    text = text.replace("sms: [90]", "sms: [80, 90], ptx: 90")
+    matrix = matrix_from_text(text, path, lambda m, n: ("k3-ops", Version("1")))
+    cell = hook_cell(matrix)
+    assert hook_environment(cell, Path("/toolkits/torch/cuda")) == {
+        "TORCH_CUDA_ARCH_LIST": "8.0;9.0+PTX",
+        "CUDA_HOME": "/toolkits/torch/cuda",
+        "FORCE_CUDA": "1",
+    }
+    assert hook_environment(cell, None) == {"FORCE_CUDA": "1"}  # an isolated environment
+    assert hook_environment(None, None) == {}
