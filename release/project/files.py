@@ -55,6 +55,7 @@ class Reading:
     cmakelists: CMakeLists | None
     backend_source: str | None  # the text of an in-tree build backend (backend-path)
     version_module: tuple[str, SetupPy] | None  # the module an `attr:` version names
+    version_file: SetupPy | None = None  # the file setup.py's version function reads
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -106,7 +107,10 @@ def read_project_files(directory: Path) -> ProjectFiles:
         texts[name] = _read(directory / name)
     pyproject = read_pyproject(texts[PYPROJECT] or "") if texts[PYPROJECT] else None
     setup_cfg = read_setup_cfg(texts[SETUP_CFG] or "") if texts[SETUP_CFG] else None
-    for candidate in _backend_modules(pyproject) + _attr_modules(pyproject, setup_cfg):
+    setup_text = texts[SETUP_PY]
+    version_file = read_setup_py(setup_text).version_file if setup_text else None
+    extra = [version_file.path] if version_file else []
+    for candidate in _backend_modules(pyproject) + _attr_modules(pyproject, setup_cfg) + extra:
         if candidate not in texts:
             texts[candidate] = _read(directory / candidate)
     return ProjectFiles(directory=directory, texts=texts)
@@ -167,14 +171,22 @@ def reading(files: ProjectFiles) -> Reading:
         if text is not None:
             version_module = (candidate, read_setup_py(text, candidate))
             break
+    setup_py = read_setup_py(setup_text) if setup_text is not None else None
+    found = setup_py.version_file if setup_py is not None else None
+    version_text = files.text(found.path) if found is not None else None
     return Reading(
         directory=files.directory,
         pyproject=pyproject,
-        setup_py=read_setup_py(setup_text) if setup_text is not None else None,
+        setup_py=setup_py,
         setup_cfg=setup_cfg,
         cmakelists=read_cmakelists(cmake_text) if cmake_text is not None else None,
         backend_source=backend,
         version_module=version_module,
+        version_file=(
+            read_setup_py(version_text, found.path)
+            if found is not None and version_text is not None
+            else None
+        ),
     )
 
 
@@ -221,8 +233,29 @@ def _setup_version(read: Reading) -> Said | None:
         if said is not None:
             if said.expression.startswith("attr:"):
                 return _attr_version(read) or said
+            if not said.literal:
+                return _file_version(read) or said
             return said
     return None
+
+
+def _file_version(read: Reading) -> Said | None:
+    """The `__version__` literal of the file setup.py's version function reads; the local
+    label that function may add from a variable is said, never guessed (a build with it set
+    makes a wheel of another version, which the build refuses)."""
+    found = read.setup_py.version_file if read.setup_py else None
+    if found is None or read.version_file is None:
+        return None
+    value = read.version_file.constant("__version__")
+    if value is None:
+        return None
+    local = f", +${found.local_from} if set" if found.local_from else ""
+    return Said(
+        place=found.place,
+        value=value.value,
+        expression=f"{found.function}(): __version__ of {found.path}{local}",
+        via=value.place,
+    )
 
 
 def _attr_version(read: Reading) -> Said | None:

@@ -23,6 +23,7 @@ GENCODE = re.compile(r"(-gencode|--generate-code|arch=compute_\d+|-arch=sm_\d+|c
 BARE_FLAGS = frozenset({"-gencode", "--generate-code"})  # their targets are the next argument
 _CODE = re.compile(r"code=\[?([A-Za-z0-9_,]+)\]?")
 _ARCH_SM = re.compile(r"-arch=sm_(\d+[af]?)")
+_PATH_PART = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -65,6 +66,17 @@ class ArchListDefault:
 
 
 @dataclass(frozen=True, kw_only=True)
+class VersionFile:
+    """A version that a function of setup.py reads from a file of the project (`__version__`
+    in `path`, relative to the project), and the variable it adds a local label from."""
+
+    path: str
+    function: str
+    place: Place  # the version= argument
+    local_from: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class LimitedApi:
     """`py_limited_api=` of an extension: on, off, or computed (None)."""
 
@@ -88,6 +100,7 @@ class SetupPy:
     gencode: tuple[Gencode, ...]
     arch_list: tuple[ArchListDefault, ...]
     constants: tuple[tuple[str, Said], ...] = ()  # module-level string constants
+    version_file: VersionFile | None = None
     problem: str | None = None
 
     def constant(self, name: str) -> Said | None:
@@ -118,6 +131,7 @@ def read_setup_py(text: str, file: str = "setup.py") -> SetupPy:
         gencode=_in_order(reader.gencode()),
         arch_list=_in_order(reader.arch_list()),
         constants=tuple(reader.constants()),
+        version_file=reader.version_file(keywords.get("version")),
     )
 
 
@@ -214,6 +228,61 @@ class _Reader:
                     via=self.place(value),
                 )
         return Said(place=self.place(node), expression=self.source(node))
+
+    def version_file(self, node: ast.expr | None) -> VersionFile | None:
+        """`version=get_version()` (or a constant holding its result, or `str()` of it)
+        where `get_version` is this file's function that opens a `.py` file of the project
+        (a path of literal parts, after a base directory) and reads `__version__` from it
+        (with a regex or `ast`): the `get_package_version()` of flash-attention's kind."""
+        call = self.constant(node.id) if isinstance(node, ast.Name) else node
+        if isinstance(call, ast.Call) and _named(call.func, "str") and call.args:
+            call = call.args[0]
+        if node is None or not isinstance(call, ast.Call) or not isinstance(call.func, ast.Name):
+            return None
+        name = call.func.id
+        defined = [f for f in self.tree.body if isinstance(f, ast.FunctionDef) and f.name == name]
+        if len(defined) != 1:
+            return None
+        nodes = list(ast.walk(defined[0]))
+        strings = {
+            n: n.value for n in nodes if isinstance(n, ast.Constant) and isinstance(n.value, str)
+        }
+        if not any("__version__" in text for text in strings.values()):
+            return None
+        paths = [
+            p for n, text in strings.items() if text.endswith(".py") and (p := self._path_of(n))
+        ]
+        if len(set(paths)) != 1:
+            return None
+        local = next((env for n in nodes if (env := _env_name(n)) is not None), None)
+        return VersionFile(path=paths[0], function=name, place=self.place(node), local_from=local)
+
+    def _path_of(self, leaf: ast.Constant) -> str | None:
+        """The project-relative path `os.path.join(base, "pkg", "__init__.py")` or
+        `Path(base) / "pkg" / "__init__.py"` names (module constants resolved), if it is one."""
+        parent = self.parents.get(id(leaf))
+        parts: list[ast.expr] = [leaf]
+        if isinstance(parent, ast.Call) and leaf in parent.args:
+            parts = list(parent.args)
+        elif isinstance(parent, ast.BinOp) and isinstance(parent.op, ast.Div):
+            parts = []
+            chain: ast.expr = parent
+            while isinstance(chain, ast.BinOp) and isinstance(chain.op, ast.Div):
+                parts.insert(0, chain.right)
+                chain = chain.left
+            parts.insert(0, chain)
+        literal: list[str] = []
+        for index, part in enumerate(parts):
+            value = self.constant(part.id) if isinstance(part, ast.Name) else part
+            if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                literal.append(value.value)
+            elif index != 0 or len(parts) == 1:  # only the base directory may be computed
+                return None
+        path = "/".join(literal)
+        pieces = path.split("/")
+        if not path or path.startswith("/") or any(p in ("", ".", "..") for p in pieces):
+            return None
+        return path if all(_PATH_PART.fullmatch(p) for p in pieces) else None
 
     # - setup() and the extensions -
 

@@ -94,3 +94,81 @@ def test_bad_names_and_versions_are_problems_no_backend_could_fix(tmp_path: Path
     bad_version = named(tmp_path / "b", {"setup.py": "setup(name='x', version='one')\n"})
     assert bad_version.problem == f"{tmp_path}/b/setup.py:1: version 'one' is not PEP 440"
     assert "does not exist" in str(named(tmp_path / "c", {}).problem)
+
+
+# The version function of flash-attention's kind (mamba-ssm and causal-conv1d spell the
+# package through a constant): the public version from the package's __init__.py, a local
+# label from a variable.
+VERSION_FUNCTION = """\
+import ast
+import os
+import re
+from pathlib import Path
+
+from setuptools import setup
+
+this_dir = os.path.dirname(os.path.abspath(__file__))
+PACKAGE_NAME = "kernels_ssm"
+
+
+def get_package_version():
+    with open(Path(this_dir) / {path} / "__init__.py", "r") as f:
+        version_match = re.search(r"^__version__\\s*=\\s*(.*)$", f.read(), re.MULTILINE)
+    public_version = ast.literal_eval(version_match.group(1))
+    local_version = os.environ.get("KERNELS_SSM_LOCAL_VERSION")
+    if local_version:
+        return f"{{public_version}}+{{local_version}}"
+    else:
+        return str(public_version)
+
+
+setup(name=PACKAGE_NAME, version=get_package_version())
+"""
+
+
+@pytest.mark.parametrize("path", ['"kernels_ssm"', "PACKAGE_NAME"])
+def test_a_version_read_from_the_packages_init_is_read_statically(
+    tmp_path: Path, path: str
+) -> None:
+    said = named(
+        tmp_path,
+        {
+            "setup.py": VERSION_FUNCTION.format(path=path),
+            "kernels_ssm/__init__.py": '"""Kernels."""\n\n__version__ = "2.8.3"\n',
+        },
+    )
+    assert said.static is not None
+    assert (said.static[0], str(said.static[1])) == ("kernels_ssm", "2.8.3")
+    assert said.version is not None
+    assert str(said.version.place) == "setup.py:23"
+    assert str(said.version.via) == "kernels_ssm/__init__.py:3"
+    assert said.version.expression == (
+        "get_package_version(): __version__ of kernels_ssm/__init__.py, "
+        "+$KERNELS_SSM_LOCAL_VERSION if set"
+    )
+
+
+def test_a_version_function_that_reads_no_literal_file_stays_computed(tmp_path: Path) -> None:
+    # the file's name is computed: nothing to read without running it
+    computed = VERSION_FUNCTION.format(path='"kernels_ssm"').replace(
+        '/ "__init__.py"', '/ f"{os.sep}__init__.py"'
+    )
+    unread = named(tmp_path / "a", {"setup.py": computed})
+    assert unread.static is None
+    # the file is named but holds no literal __version__
+    no_literal = named(
+        tmp_path / "b",
+        {
+            "setup.py": VERSION_FUNCTION.format(path='"kernels_ssm"'),
+            "kernels_ssm/__init__.py": "__version__ = open('VERSION').read()\n",
+        },
+    )
+    assert no_literal.static is None
+    assert no_literal.version is not None
+    assert no_literal.version.expression == "get_package_version()"
+    # a path out of the project is never read
+    outside = named(
+        tmp_path / "c",
+        {"setup.py": VERSION_FUNCTION.format(path='".."')},
+    )
+    assert outside.static is None
