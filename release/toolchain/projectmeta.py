@@ -20,10 +20,12 @@ import hashlib
 import json
 import sys
 import tempfile
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+import setuptools_scm
 from packaging.metadata import InvalidMetadata, Metadata
 from packaging.utils import InvalidName, canonicalize_name
 from packaging.version import InvalidVersion, Version
@@ -35,11 +37,15 @@ from release.fsutil import write_atomic
 from release.matrix import Cell, Matrix
 from release.matrix.load import MetadataSource
 from release.project import Naming
+from release.project.pyproject import read_pyproject
 from release.resources import script
 from release.toolchain.buildenv import environment_of, provision_environment
 from release.toolchain.cacheroot import default_cache_dir, toolchain_cache
 from release.toolchain.plan import host_machine, resolve
 from release.toolchain.provision import Progress, provision
+
+# The build-requirement plugins whose version is the checkout's tag, as setuptools-scm says it.
+VCS_PLUGINS = ("setuptools-scm", "hatch-vcs")
 
 # setuptools writes <name>.egg-info beside the sources unless told otherwise.
 SETUPTOOLS_CONFIG = "[egg_info]\negg_base = {out}\n"
@@ -234,13 +240,64 @@ def project_metadata(
     return found
 
 
+def versioned_by_vcs(pyproject_text: str | None) -> str | None:
+    """The plugin that computes the version from the checkout's tags (setuptools-scm or
+    hatch-vcs, named in [build-system] requires), or None."""
+    if not pyproject_text:
+        return None
+    read = read_pyproject(pyproject_text)
+    names = {canonicalize_name(r.requirement.name) for r in read.requires}
+    return next((plugin for plugin in VCS_PLUGINS if plugin in names), None)
+
+
+def vcs_version(project: Path, name: str, env: Mapping[str, str]) -> Version | None:
+    """The version setuptools-scm computes for the checkout of `project` (its own library,
+    with the project's [tool.setuptools_scm] settings, and SETUPTOOLS_SCM_PRETEND_VERSION
+    of `env` as setuptools-scm honours it); None where the project's version is not a VCS
+    plugin's. Runs git, never the project's code, and installs nothing."""
+    pyproject = project / "pyproject.toml"
+    try:
+        text = pyproject.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    if versioned_by_vcs(text) is None:
+        return None
+    try:
+        with warnings.catch_warnings():
+            # vcs-versioning 1.x asks callers to build a VcsEnvironment, an API still moving
+            # (the pin below 11 keeps this call's shape)
+            warnings.simplefilter("ignore", DeprecationWarning)
+            config = setuptools_scm.Configuration.from_file(pyproject, dist_name=name, env=env)
+            computed = setuptools_scm._get_version(config, force_write_version_files=False)
+    except (LookupError, ValueError, OSError) as error:
+        raise ConfigError(
+            [f"{pyproject}: setuptools-scm could not compute the version: {error}"],
+            hint="tag the commit (git tag v1.2.3), or fetch the tags (actions/checkout's "
+            "fetch-depth: 0)",
+        ) from None
+    if computed is None:
+        return None
+    try:
+        return Version(computed)
+    except InvalidVersion:
+        problem = f"{pyproject}: setuptools-scm's version {computed!r} is not PEP 440"
+        raise ConfigError([problem]) from None
+
+
 def asking_the_backend(
     cache_dir: Path | None, env: Mapping[str, str], say: Callable[[str], None] | None = None
 ) -> MetadataSource:
     """What `load_matrix` calls for a project whose files compute its name or version (with
-    the cache at `cache_dir`, else the default one); `say` hears what it installs first."""
+    the cache at `cache_dir`, else the default one); `say` hears what it installs first. A
+    version from the checkout's tags (setuptools-scm, hatch-vcs) is read from them, beside a
+    literal name, without asking the backend."""
 
     def named(provisional: Matrix, naming: Naming) -> tuple[str, Version]:
+        literal = naming.name.value if naming.name is not None else None
+        if literal is not None:
+            tagged = vcs_version(provisional.project.path, literal, env)
+            if tagged is not None:
+                return literal, tagged
         root = (cache_dir or default_cache_dir(env, Path.home())).resolve()
         found = project_metadata(provisional, cache_dir=root, env=env, naming=naming, say=say)
         return found.name, found.version
