@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import re
 import sys
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -104,24 +105,30 @@ def verdict_problems(
     return problems
 
 
+_AUDITWHEEL = threading.Lock()
+
+
 def manylinux_verdict(
     wheel: Path, *, manylinux: str, arch: str, provided: Sequence[str] = ()
 ) -> ManylinuxVerdict:
     """auditwheel's verdict on `wheel` with the libraries `provided` matches excluded, held
     to `manylinux_<manylinux>_<arch>`. auditwheel finds the other libraries through the
     wheel's RPATH/RUNPATH, this process's LD_LIBRARY_PATH and the system's ld.so.conf."""
-    # auditwheel keeps its reading of a wheel by path: a rebuilt wheel at the same path
-    # would be answered from the old one.
-    wheel_abi.get_wheel_elfdata.cache_clear()
+    # auditwheel reads a wheel unpacked into a temporary directory it chdir()s into, which
+    # is the whole process's working directory: cells built side by side (--jobs) ask one at
+    # a time. It keeps its reading of a wheel by path: a rebuilt wheel at the same path would
+    # be answered from the old one.
     try:
-        info = wheel_abi.analyze_wheel_abi(
-            None,
-            None,
-            wheel,
-            frozenset(provided),
-            disable_isa_ext_check=False,
-            allow_graft=False,
-        )
+        with _AUDITWHEEL:
+            wheel_abi.get_wheel_elfdata.cache_clear()
+            info = wheel_abi.analyze_wheel_abi(
+                None,
+                None,
+                wheel,
+                frozenset(provided),
+                disable_isa_ext_check=False,
+                allow_graft=False,
+            )
     except AUDITWHEEL_ERRORS as error:
         return ManylinuxVerdict(
             platform_tag="",

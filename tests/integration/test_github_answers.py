@@ -35,10 +35,15 @@ ANSWERS: dict[str, Fault] = {
     "200-html": Fault(status=200, body="<html>proxy</html>", headers={"content-type": "text/html"}),
 }
 # the request named: `what`, "refused to <what>", "answered 422 ... to <what>", "served other
-# bytes for <asset>", or the retry wrapper's "<repo>@<tag>: <what>: gave up ..."
+# bytes for <asset>", the retry wrapper's "<repo>@<tag>: <what>: gave up ..." (or "<repo>
+# (index): <what> <file>", its end cut to fit the line), plan's "not asked, this run gave up
+# on GitHub already: <what>", or verify's first failed check, a file's provenance whose
+# attestation request gave up
 NAMED = re.compile(
     r"GitHub (answered `[^`]+`|refused to \w|answered \d{3}[\w ]* to \w|served other bytes for "
-    r"|[\w.-]+/[\w.-]+@[^:]+: \w+ [^:]+: gave up)"
+    r"|[\w.-]+/[\w.-]+@[^:]+: \w+ [^:]+: gave up|[\w.-]+/[\w.-]+ \(index\): \w+ \S+"
+    r"|[\w.-]+/[\w.-]+@[^:]+: not asked, this run gave up on GitHub already: \w+ \w+)"
+    r"|checks failed; first: provenance \S+: .*gave up at the retry limit"
 )
 SERVER_ERROR = Fault(status=500, body={"message": "Server Error"})
 # what each command may end with (docs/commands.md#exit-codes); 0 besides only where 404 is

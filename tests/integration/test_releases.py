@@ -324,9 +324,10 @@ def test_the_url_watch_verifies_a_tag_with_no_dist_and_names_what_stopped_resolv
         assert {w.name for w in release.wheels} <= downloads
         assert "release-manifest.json" in downloads
         assert {"listing", "index", "metadata"} <= {c["check"] for c in checks}
-        # the sdist as PyPI lists it (release-manifest.json does not record it)
+        # the sdist as PyPI lists it (release-manifest.json does not record it), and its
+        # provenance read as a PyPI file's (none here, and none required)
         mine = {(c["check"], c["ok"]) for c in checks if c["subject"] == sdist}
-        assert mine == {("download", True), ("listing", True)}
+        assert mine == {("download", True), ("listing", True), ("provenance", True)}
 
         (published,) = github_standin.releases(DEFAULT_REPO)
         victim = next(a for a in github_standin.assets(published.id) if "+cu129" in a.name)
