@@ -25,16 +25,15 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from tests.integration.test_version_file import MATRIX as TEST_MATRIX  # noqa: E402
+
 RELEASE = Path(sys.executable).parent / "release"
-MATRIX = """\
-project: proj
-build: {backend: torch}
-defaults: {arches: [x86_64], sms: [90], manylinux: "2_34"}
-cuda:
-  "13.0": {destination: pypi, torch: "2.14.1", python: ["3.11"]}
-destinations:
-  pypi: {kind: pypi, index-url: "http://127.0.0.1:PORT/simple/"}
-"""
+# the fast test's matrix, its PyPI the stand-in index below
+MATRIX = TEST_MATRIX.replace(
+    "pypi: {kind: pypi}", 'pypi: {kind: pypi, index-url: "http://127.0.0.1:PORT/simple/"}'
+)
 COMMANDS = {
     "release matrix": ["matrix"],
     "release plan": ["plan", "--dist", "dist"],
