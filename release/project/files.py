@@ -11,13 +11,15 @@ computed is said with its place, for the build backend to answer.
 
 from __future__ import annotations
 
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from packaging.utils import InvalidName, canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from release.errors import shown
+from release.errors import FileError, shown
 from release.project.cmakelists import CMAKELISTS, CMakeLists, read_cmakelists
 from release.project.places import Said
 from release.project.pyproject import (
@@ -117,12 +119,26 @@ def read_project_files(directory: Path) -> ProjectFiles:
 
 
 def _read(path: Path) -> str | None:
+    """The file's text; None where it does not exist. Anything but a regular file (a
+    directory, a FIFO, which a blocking open would wait on forever, a symlink loop) or an
+    unreadable one is a FileError naming it, checked before it is opened."""
+    try:
+        mode = os.stat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as error:
+        raise FileError.of(error, "read the project file") from None
+    if not stat.S_ISREG(mode):
+        raise FileError(
+            f"cannot read the project file {path}: it is not a regular file",
+            hint="a project's build files are plain files; replace it with one",
+        )
     try:
         return path.read_text(encoding="utf-8")
-    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-        return None
     except UnicodeDecodeError:
         return ""
+    except OSError as error:
+        raise FileError.of(error, "read the project file") from None
 
 
 def _backend_modules(pyproject: PyProject | None) -> list[str]:

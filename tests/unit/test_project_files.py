@@ -3,10 +3,12 @@ each is computed when no file states it."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
+from release.errors import FileError
 from release.project import Naming, naming, read_project_files, reading
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -172,3 +174,20 @@ def test_a_version_function_that_reads_no_literal_file_stays_computed(tmp_path: 
         {"setup.py": VERSION_FUNCTION.format(path='".."')},
     )
     assert outside.static is None
+
+
+def test_a_project_file_that_is_not_a_regular_file_is_a_file_error_never_a_hang(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "setup.py").mkdir()
+    with pytest.raises(FileError, match=r"setup\.py: it is not a regular file"):
+        read_project_files(tmp_path)
+    (tmp_path / "setup.py").rmdir()
+    os.mkfifo(tmp_path / "setup.py")  # a blocking open would wait for a writer forever
+    with pytest.raises(FileError, match=r"setup\.py: it is not a regular file"):
+        read_project_files(tmp_path)
+    (tmp_path / "setup.py").unlink()
+    (tmp_path / "pyproject.toml").symlink_to(tmp_path / "pyproject.toml")
+    with pytest.raises(FileError, match=r"pyproject\.toml: Too many levels of symbolic links"):
+        read_project_files(tmp_path)
+    assert FileError.exit_code == 8
