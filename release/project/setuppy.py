@@ -20,6 +20,13 @@ ARCH_LIST = "TORCH_CUDA_ARCH_LIST"
 EXTENSIONS = ("CUDAExtension", "CppExtension")
 # nvcc's code generation flags as a setup.py or CMakeLists.txt spells them
 GENCODE = re.compile(r"(-gencode|--generate-code|arch=compute_\d+|-arch=sm_\d+|code=sm_\d+)")
+_TARGET = r"(?:sm|compute|lto)_\d+[af]?"
+# One code generation flag, the whole token: a docstring or a temporary directory's prefix
+# that merely holds "-gencode" is not one.
+_FLAG = re.compile(
+    rf"(?:(?:-gencode|--generate-code)[= ]?)?arch=compute_\d+[af]?,code=(?:{_TARGET}|"
+    rf"\[{_TARGET}(?:,{_TARGET})*\])|-arch=sm_\d+[af]?|-gencode|--generate-code"
+)
 BARE_FLAGS = frozenset({"-gencode", "--generate-code"})  # their targets are the next argument
 _CODE = re.compile(r"code=\[?([A-Za-z0-9_,]+)\]?")
 _ARCH_SM = re.compile(r"-arch=sm_(\d+[af]?)")
@@ -163,6 +170,12 @@ def _empty(problem: str) -> SetupPy:
         arch_list=(),
         problem=problem,
     )
+
+
+def is_flag(text: str) -> bool:
+    """Whether `text` is nvcc code generation flags and nothing else."""
+    tokens = text.split()
+    return bool(tokens) and all(_FLAG.fullmatch(t) for t in tokens)
 
 
 def gencode_targets(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -380,14 +393,14 @@ class _Reader:
     def gencode(self) -> Iterator[Gencode]:
         for node in ast.walk(self.tree):
             if isinstance(node, ast.JoinedStr):
-                text = "".join(_string(v) or "{}" for v in node.values)
-                if GENCODE.search(text):
+                text = "".join(_string(v) or "0" for v in node.values)
+                if is_flag(text):
                     yield Gencode(place=self.place(node), text=self.source(node), cubins=(), ptx=())
             elif (
                 isinstance(node, ast.Constant)
                 and isinstance(node.value, str)
                 and not isinstance(self.parents.get(id(node)), ast.JoinedStr)
-                and GENCODE.search(node.value)
+                and is_flag(node.value)
                 and node.value not in BARE_FLAGS
             ):
                 cubins, ptx = gencode_targets(node.value)

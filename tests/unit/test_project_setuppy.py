@@ -147,3 +147,26 @@ def test_what_does_not_parse_is_a_problem_with_its_line() -> None:
     assert read.problem is not None
     assert read.problem.startswith("setup.py:")
     assert read.name is None
+
+
+def test_only_real_code_generation_flags_count_not_a_string_that_holds_gencode() -> None:
+    text = (
+        '"""Builds with -gencode flags of its own."""\n'
+        "import tempfile\n"
+        'tmp = tempfile.mkdtemp(prefix="-gencode-work")\n'
+        'flags = ["-O3", "-gencode", "arch=compute_80,code=sm_80",\n'
+        '         "-gencode=arch=compute_90,code=[sm_90,compute_90]", "-arch=sm_75"]\n'
+        'more = [f"-gencode=arch=compute_{sm},code=sm_{sm}" for sm in (86,)]\n'
+    )
+    found = read_setup_py(text).gencode
+    assert [g.text for g in found] == [
+        "arch=compute_80,code=sm_80",
+        "-gencode=arch=compute_90,code=[sm_90,compute_90]",
+        "-arch=sm_75",
+        'f"-gencode=arch=compute_{sm},code=sm_{sm}"',
+    ]
+    assert [(g.cubins, g.ptx) for g in found[:3]] == [
+        (("80",), ()),
+        (("90",), ("90",)),
+        (("75",), ("75",)),
+    ]
