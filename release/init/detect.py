@@ -15,7 +15,7 @@ from packaging.version import Version
 from release.backends.recipe import BackendName
 from release.errors import ConfigError
 from release.init.torchindex import TorchRelease
-from release.project import CMakeLists, Gencode, Place, PyProject, Reading, SetupPy
+from release.project import CMakeLists, Gencode, Place, PyProject, Reading, SetupPy, naming
 from release.targets import CudaVersion, GpuTarget, target_problem
 
 CUDA = CudaVersion(13, 0)  # the CUDA version whose whole toolchain comes from PyPI
@@ -66,8 +66,13 @@ class Targets:
 
 
 def backend_of(read: Reading) -> tuple[BackendName, str]:
-    """The backend that builds the project, and why; a ConfigError where none fits."""
+    """The backend that builds the project, and why; a ConfigError where none fits, or
+    where a build file says something the matrix loader would refuse (at its line)."""
     pyproject, setup_py, cmake = read.pyproject, read.setup_py, read.cmakelists
+    if pyproject is not None or setup_py is not None or read.setup_cfg is not None:
+        problem = naming(read).problem
+        if problem is not None:
+            raise ConfigError([problem], hint="fix the project file at that line")
     in_tree = pyproject.build_backend if pyproject is not None else None
     if in_tree is not None and CONTRACT_VARIABLE in (read.backend_source or ""):
         return "release", (

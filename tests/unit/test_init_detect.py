@@ -211,3 +211,24 @@ def test_the_python_axis_and_the_torch_pin_of_other_shapes() -> None:
     assert any(
         "no torch on http://index.example/simple/ fits" in n.text for n in decision.undecided
     )
+
+
+@pytest.mark.parametrize(
+    ("texts", "said"),
+    [
+        ({"pyproject_toml": "x = [\n"}, "/p/pyproject.toml: not TOML"),
+        (
+            {"pyproject_toml": '[project]\nname = "ok"\nversion = "not a version"\n'},
+            "/p/pyproject.toml:3: version 'not a version' is not PEP 440",
+        ),
+        ({"setup_py": "from setuptools import setup\nsetup(\n"}, "/p/setup.py:2: not Python"),
+        ({"setup_py": "x = 1\0\n"}, "/p/setup.py: not Python"),
+    ],
+)
+def test_a_project_file_the_loader_would_refuse_is_an_error_at_its_line_not_no_backend(
+    texts: dict[str, str], said: str
+) -> None:
+    with pytest.raises(ConfigError) as raised:
+        backend_of(read_texts(**texts))
+    assert said in str(raised.value.args[0])
+    assert "no build system release knows" not in str(raised.value.args[0])
