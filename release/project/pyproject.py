@@ -70,6 +70,13 @@ def read_pyproject(text: str) -> PyProject:
         return _broken(f"{PYPROJECT}: not TOML: {error}")
     system = _table(data.get("build-system"))
     project = _table(data.get("project"))
+    for key in ("name", "version"):
+        if key in project and not isinstance(project[key], str):
+            line = toml_line(text, "project", key)
+            return _broken(
+                f"{PYPROJECT}{f':{line}' if line else ''}: [project] {key} must be a string, "
+                f"not {type(project[key]).__name__} {project[key]!r}"
+            )
     requires = []
     for entry in _list(system.get("requires")):
         if not isinstance(entry, str):

@@ -86,3 +86,10 @@ def test_setup_cfg_metadata_and_bdist_wheel() -> None:
     assert read.limited_api_floor is not None
     assert (read.limited_api_floor.value, read.limited_api_floor.place.line) == ("cp39", 9)
     assert read_setup_cfg("not an ini [file").problem is not None
+
+
+def test_a_name_or_version_that_is_not_a_string_is_a_problem_at_its_line() -> None:
+    read = read_pyproject('[project]\nname = 3\nversion = "1"\n')
+    assert read.problem == "pyproject.toml:2: [project] name must be a string, not int 3"
+    read = read_pyproject('[project]\nname = "x"\nversion = 1.5\n')
+    assert read.problem == "pyproject.toml:3: [project] version must be a string, not float 1.5"
