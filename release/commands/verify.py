@@ -184,9 +184,9 @@ def run(args: argparse.Namespace) -> int:
         provenance_signer_workflow=args.provenance_signer_workflow,
     )
     if args.channel == "nightly":
-        from release.commands import channel  # noqa: PLC0415  # boto3: nightly only
+        from release.nightly.verify import verify_channel  # noqa: PLC0415  # boto3: nightly only
 
-        report = channel.run_verify(args, out, dict(os.environ), settings)
+        report = verify_channel(common.load(args.matrix, out), dict(os.environ), settings)
         print_verify(out, report)
     else:
         outcome = verify_release(target, settings, dict(os.environ))

@@ -13,8 +13,8 @@ from packaging.version import Version
 
 from release.errors import PublishError
 from release.matrix import Commit
-from release.publish.promotion import Retention, completed, deletions, registered, settled
-from release.records.nightly_state import (
+from release.nightly.promotion import Retention, completed, deletions, registered, settled
+from release.nightly.state import (
     MAX_STATE_BYTES,
     NightlyFile,
     NightlyState,
