@@ -2,12 +2,10 @@
 
 Its modules:
 
-- `arguments`: The parser side that every command shares.
+- `parsing/`: The parser side every command shares: arguments, options, build options and
+  the edges several commands share.
 - `build`: Build, repair and inspect one wheel per selected cell; write dist/manifest.json and
   the NCCL override files.
-- `buildopts`: The one road from a command line to the settings of a build (build, env, gpu-
-  gate) and of the commands that read the toolchains (doctor, plan).
-- `common`: Options and edges several commands share.
 - `doctor`: Show, per CUDA version and arch, the device compiler, the host C compiler and the
   fatbin inspector that a build would use, and where each comes from.
 - `env`: Provision the toolchain of one cell (as `release build` does) and print the RELEASE_*
@@ -17,7 +15,6 @@ Its modules:
   the release workflow.
 - `matrix`: Show the expanded cells: one wheel per (CUDA version, CPU arch).
 - `nccl`: `release nccl`: the NCCL override files, cuNN.txt and cuNN-reinstall.txt.
-- `options`: The argparse types of every numeric and every output-path option, in one place.
 - `pins`: From <dist>/published.json: per variant, `<variant>.txt` (the index and the version
   with the sha256 of every platform's wheel, for pip and uv) and `<variant>-urls.txt` (each
   wheel's URL with its sha256 and a platform marker, for Dockerfiles).

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from release.building.settings import GivenOptions
-from release.commands import arguments, buildopts, common
+from release.commands.parsing import arguments, buildopts, common
 from release.console import Output, markdown_table
 from release.matrix import Matrix
 from release.publish.growth import find_previous, github_client

@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from release.commands import arguments, common
+from release.commands.parsing import arguments, common
 from release.console import Advance, Output, markdown_table
 from release.errors import IncompleteError, ReleaseError
 from release.publish.decide import Action, CompanionDecision, FileDecision

@@ -12,8 +12,8 @@ import argparse
 import os
 from typing import Any
 
-from release.commands import arguments, common
-from release.commands.options import Seconds, WholeNumber
+from release.commands.parsing import arguments, common
+from release.commands.parsing.options import Seconds, WholeNumber
 from release.console import Annotation, Output, markdown_table
 from release.errors import VerifyError
 from release.verify.checks import (
