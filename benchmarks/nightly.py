@@ -7,7 +7,7 @@ GitHub destination on the stand-in GitHub: `keep: 1000`, one version pinned in
 matrix.yaml's keep-list and one in the bucket's keep-list.txt.
 
 1. 1000 commits published one after the other through `release publish --channel
-   nightly`'s own entry point (release.publish.nightly, with its verify gate and its
+   nightly`'s own entry point (release.nightly.publish, with its verify gate and its
    version-order check against the release's destinations), while a reader polls every
    /nightly/ page (PEP 503 and 691, both variants) as pip reads them and checks that each
    lists the whole matrix of one commit and that each link serves its #sha256.
@@ -38,7 +38,7 @@ sys.path.insert(0, str(REPO))
 from packaging.version import Version  # noqa: E402
 
 from release.errors import PublishError  # noqa: E402
-from release.publish.finals import read_finals  # noqa: E402
+from release.nightly.finals import read_finals  # noqa: E402
 from tests.github_standin import DEFAULT_REPO, GitHubStandIn  # noqa: E402
 from tests.integration.conftest import PypiServer  # noqa: E402
 from tests.integration.nightly import PREFIX, Channel, PollingReader, commit_of  # noqa: E402

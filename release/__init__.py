@@ -1,3 +1,51 @@
-"""Build, publish and verify the wheel matrix of a CUDA kernel project."""
+"""Build, publish and verify the wheel matrix of a CUDA kernel project.
+
+Its modules:
+
+- `backends/`: The build systems a cell can be built with, and what each receives.
+- `building/`: The build stage: one cell pipeline (PEP 517 build, repair, relabel, inspect), the
+  caches, --compare, and the GPU gate.
+- `commands/`: One module per command: each parses its arguments, calls a stage's entry
+  point, and prints.
+- `downstream/`: Files for the users of a release: NCCL override files and hash-pinned
+  requirement files.
+- `init/`: `release init`: a commented matrix.yaml and the release workflow for a kernel
+  project, from its files read statically (release.project).
+- `inspection/`: What makes a wheel count as built: its files, auditwheel's verdict, and the
+  device code it holds.
+- `matrix/`: matrix.yaml, the input: its specification, loading with file:line errors, the
+  rules, and the cells it expands to.
+- `nightly/`: The nightly channel: each commit's wheels on an S3 destination under `/<commit>/`,
+  and `/nightly/` moved to the newest complete, verified commit (docs/nightly.md).
+- `project/`: A kernel project's build files, read statically (never run): setup.py with `ast`,
+  pyproject.toml and setup.cfg, CMakeLists.txt.
+- `publish/`: Publishing the manifest's wheels: PyPI (twine), GitHub Releases (githubkit), a pip
+  index.
+- `records/`: The files the stages hand on: dist/manifest.json and the dist directory beside it,
+  published.json, release-manifest.json.
+- `remote/`: Talking to servers: the HTTP client, retries, the GitHub REST client and its model,
+  and simple-index pages.
+- `resources/`: Scripts that `release` runs in other interpreters (a toolchain's, a torch
+  environment's, a PEP 517 build environment's).
+- `toolchain/`: The tools a cell builds with: every pin (pins), the plan of a cell's toolchain
+  (plan), and provisioning it into the cache (provision).
+- `verify/`: Proving a release: every published URL serves the bytes that were built (checks),
+  read from the publish record or re-derived from the destinations when there is no dist/
+  (rederive); `run.verify_release` is the stage's one entry point.
+- `cli`: The `release` command line: argument parsing only; each command lives in
+  release.commands.
+- `console`: Where every command's output goes, from one place.
+- `credentials`: The one list of secrets: which values must never be shown, and how they are
+  hidden.
+- `errors`: The one error family: every error a user can cause, with its exit code and a hint.
+- `fsutil`: Small filesystem edges shared by every command.
+- `proc`: The one way this program runs a subprocess.
+- `targets`: The targets a release builds for: CPU architectures, and GPU targets (SM numbers
+  with their `a`/`f` suffixes) with what each CUDA version can build.
+- `wheelfile`: What a wheel says about itself: its .dist-info, METADATA (read with `packaging`)
+  and WHEEL.
+- `yamlspec`: Typed loading of YAML documents into frozen dataclasses, with file:line:col
+  errors.
+"""
 
 __version__ = "0.1.0"

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import cast
 
 from release import __version__, proc
-from release.commands.arguments import Command, add_command, parents
+from release.commands.parsing.arguments import Command, add_command, parents
 from release.console import Annotation, Output
 from release.errors import ConfigError, FileError, ReleaseError
 

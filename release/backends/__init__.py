@@ -5,6 +5,24 @@ section, and what the nvcc-driven ones share (nvcc). This package exports what t
 of release/ uses; a backend's own functions are imported from its module. Add a backend: a
 module with a class that satisfies `Backend`, its name in recipe.BackendName, and one line
 in registry.
+
+Its modules:
+
+- `archflags`: The GPU targets a compile line asks nvcc for, held to the cell's. torch's
+  cpp_extension drops TORCH_CUDA_ARCH_LIST as soon as a project's own nvcc flags carry
+  `-gencode` or `-arch`, and a CMake project can set its own flags beside (or instead of)
+  CMAKE_CUDA_ARCHITECTURES: then the cell's SMs never reach nvcc.
+- `base`: What every backend is: the `Backend` protocol, what it is told of a cell
+  (`CellTargets`) and of the place it builds in (`BuildContext`), and what it gives the PEP 517
+  build (`BuildInputs`).
+- `cmake_project`: CMake-driven PEP 517 projects (scikit-build-core and others).
+- `contract`: csrc's own backend: the RELEASE_* contract of csrc/BUILDING.md.
+- `nvcc`: What the backends that drive nvcc (cmake, torch) share.
+- `recipe`: The `build:` section of matrix.yaml and the recipe a CUDA version builds with.
+- `registry`: The backends by name, and the inputs of one cell's build by whichever backend it
+  names.
+- `rules`: The rules a `build:` section follows, whatever its backend.
+- `torch_extension`: setuptools projects with torch's CUDAExtension (vLLM, flash-attention).
 """
 
 from __future__ import annotations

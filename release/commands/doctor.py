@@ -17,7 +17,7 @@ from pathlib import Path
 
 from release.building import preview
 from release.building.settings import SETTING_COLUMNS, SETTING_KEYS, GivenOptions
-from release.commands import arguments, buildopts, common
+from release.commands.parsing import arguments, buildopts, common
 from release.console import Output
 from release.credentials import without_credentials
 from release.toolchain import (

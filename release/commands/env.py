@@ -35,7 +35,7 @@ from release.building.stage import (
     record_wheel,
     require_success,
 )
-from release.commands import arguments, buildopts, common
+from release.commands.parsing import arguments, buildopts, common
 from release.errors import ConfigError
 from release.fsutil import write_atomic
 from release.matrix import Cell

@@ -13,7 +13,7 @@ import os
 
 from release.building.gate import GateResult, run_gate
 from release.building.settings import Sourced
-from release.commands import arguments, buildopts, common
+from release.commands.parsing import arguments, buildopts, common
 from release.console import Annotation, markdown_table
 from release.errors import BuildError, ConfigError
 from release.matrix import GateRun

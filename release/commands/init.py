@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from release.commands import arguments, common
-from release.commands.options import ExistingDir
+from release.commands.parsing import arguments, common
+from release.commands.parsing.options import ExistingDir
 from release.console import Output
 from release.init.detect import Note
 from release.init.run import PYPI_SIMPLE, InitOutcome, InitSettings, init_project

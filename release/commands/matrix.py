@@ -10,7 +10,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from release.commands import arguments, common
+from release.commands.parsing import arguments, common
 from release.errors import ConfigError
 from release.matrix import (
     Cell,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from release.commands import arguments, common
+from release.commands.parsing import arguments, common
 from release.downstream.nccl import (
     DEFAULT_INDEX_URL,
     check_pins_exist,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-from release.commands import arguments, common
+from release.commands.parsing import arguments, common
 from release.downstream.requirement_files import install_lines, pin_files
 from release.fsutil import write_atomic
 from release.records.dist import load_dist

@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from release.building.settings import GivenOptions
-from release.commands import arguments, buildopts, common
-from release.console import markdown_table
+from release.commands.parsing import arguments, buildopts, common
+from release.console import Output, markdown_table
+from release.matrix import Matrix
 from release.publish.growth import find_previous, github_client
 from release.publish.plan import (
     NO_GPU_GATE,
@@ -37,6 +39,9 @@ from release.publish.run import PublishSettings, default_factory
 from release.records.manifest import sdist_cell_of
 from release.remote import httpclient as http
 from release.toolchain.cacheroot import toolchain_cache
+
+if TYPE_CHECKING:
+    from release.nightly.plan import NightlyPlan
 
 COLUMNS = ("cell", "wheel", "size", "growth", "destination", "state", "final URL", "toolchain")
 
@@ -220,9 +225,7 @@ def run(args: argparse.Namespace) -> int:
     matrix = common.load(args.matrix, out, cache_dir=args.cache_dir)
     environ = dict(os.environ)
     if args.channel == "nightly":
-        from release.commands import channel  # noqa: PLC0415  # boto3: nightly only
-
-        return channel.run_plan(args, out, matrix, environ)
+        return run_nightly(args, out, matrix, environ)
     cells = matrix.select(cuda=args.cuda, arch=args.arch)
     cache_dir, cuda_home = buildopts.toolchain_dirs(
         GivenOptions(cache_dir=args.cache_dir, cuda_home=args.cuda_home), environ
@@ -262,6 +265,115 @@ def run(args: argparse.Namespace) -> int:
     out.line(f"plan: {summary(plan)}")
     common.write_report(out, to_json(plan), markdown(plan), args.markdown)
     error = failure(plan)
+    if error is not None:
+        raise error
+    return 0
+
+
+# --- release plan --channel nightly ---
+
+NIGHTLY_COLUMNS = ("cell", "wheel", "size", "destination", "state", "URL")
+
+
+def nightly_json(plan: NightlyPlan) -> dict[str, Any]:
+    from release.nightly.plan import nightly_failure  # noqa: PLC0415
+
+    return {
+        "project": plan.project,
+        "version": plan.version,
+        "channel": "nightly",
+        "commit": plan.commit.sha,
+        "ok": nightly_failure(plan) is None,
+        "cells": [
+            {
+                "cell": r.cell,
+                "wheel": r.wheel,
+                "built": r.built,
+                "size": r.size,
+                "destination": plan.destination,
+                "url": r.url,
+                "state": r.state,
+                "reason": r.reason,
+            }
+            for r in plan.rows
+        ],
+        "latest_final": [
+            {"destination": f.destination, "version": f.version.public, "variant": f.variant}
+            for f in plan.finals.releases
+        ],
+        "version_order_ok": plan.order is None,
+        "problems": [plan.order.message] if plan.order else [],
+        "nightly": None
+        if plan.pointer is None
+        else {
+            "commit": plan.pointer.commit,
+            "version": plan.pointer.version,
+            "generation": plan.pointer.generation,
+        },
+        "promotes": plan.promotes,
+        "keep": plan.keep,
+        "keep_list": list(plan.pins),
+        "prune": [
+            {"commit": p.commit, "version": p.version, "action": p.action, "why": p.why}
+            for p in plan.prunes
+        ],
+        "not_asked": [*plan.not_asked, *plan.finals.not_asked],
+    }
+
+
+def nightly_text(plan: NightlyPlan) -> list[str]:
+    from release.nightly.finals import finals_lines  # noqa: PLC0415
+
+    pointer = plan.pointer
+    now = f"{pointer.version} ({pointer.commit[:12]})" if pointer else "nothing yet"
+    lines = finals_lines(plan.finals)
+    if plan.order is not None:
+        lines.append(f"refused: {plan.order.message}")
+    lines.append(f"/nightly/ serves {now}")
+    moves = "move /nightly/ to it" if plan.promotes else "not move /nightly/ (a newer one is there)"
+    lines.append(f"{plan.version} ({plan.commit.sha[:12]}) would {moves}")
+    lines.append(
+        f"retention: keep {plan.keep} commits"
+        + (f", and {', '.join(plan.pins)} (keep-list)" if plan.pins else "")
+    )
+    lines += [f"the next run prunes {p.version} ({p.action}): {p.why}" for p in plan.prunes]
+    if not plan.prunes:
+        lines.append("the next run prunes nothing")
+    lines += [f"not asked: {n}" for n in (*plan.not_asked, *plan.finals.not_asked)]
+    return lines
+
+
+def run_nightly(
+    args: argparse.Namespace, out: Output, release: Matrix, environ: Mapping[str, str]
+) -> int:
+    """`release plan --channel nightly` (boto3 is imported for the nightly channel only)."""
+    from release.nightly.plan import make_nightly_plan, nightly_failure  # noqa: PLC0415
+
+    nightly = common.channel_matrix(release, "nightly", environ)
+    plan = make_nightly_plan(
+        release,
+        nightly,
+        dist=args.dist,
+        environ=environ,
+        github_api_url=args.github_api_url,
+        repository_url=args.repository_url,
+    )
+    rows = [
+        [r.cell, r.wheel, "not built" if r.size is None else f"{r.size / 2**20:.2f} MiB",
+         plan.destination, r.state + (f": {r.reason}" if r.reason else ""), r.url]
+        for r in plan.rows
+    ]  # fmt: skip
+    out.table(NIGHTLY_COLUMNS, rows, f"{plan.project} {plan.version}: nightly plan")
+    text = nightly_text(plan)
+    for line in text:
+        out.line(line)
+    markdown = (
+        f"## Nightly plan: {plan.project} {plan.version}\n\n"
+        + markdown_table(NIGHTLY_COLUMNS, rows)
+        + "".join(f"- {line}\n" for line in text)
+    )
+    common.write_report(out, nightly_json(plan), markdown, args.markdown)
+    error = nightly_failure(plan)
     if error is not None:
         raise error
     return 0

@@ -10,16 +10,22 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from release.commands import arguments, common
+from release.commands.parsing import arguments, common
 from release.console import Advance, Output, markdown_table
 from release.errors import IncompleteError, ReleaseError
 from release.publish.decide import Action, CompanionDecision, FileDecision
 from release.publish.run import PublishOutcome, PublishSettings, publish
+from release.records.published import Published
+from release.verify.checks import VerifySettings
+
+if TYPE_CHECKING:
+    from release.nightly.publish import NightlyOutcome
 
 PLAN_COLUMNS = ("file", "destination", "action", "reason", "final URL")
 
@@ -246,9 +252,7 @@ def run(args: argparse.Namespace) -> int:
     out = common.output_for(args, "publish")
     environ = dict(os.environ)
     if args.channel == "nightly":
-        from release.commands import channel  # noqa: PLC0415  # boto3: nightly only
-
-        return channel.run_publish(args, out, environ)
+        return run_nightly(args, out, environ)
     shown: list[PublishOutcome] = []
     progress = ExitStack()
     advance: list[Advance] = []
@@ -294,4 +298,133 @@ def run(args: argparse.Namespace) -> int:
             hint="everything known locally is shown above; set the credentials or reach the "
             "destination to see what it holds",
         )
+    return 0
+
+
+# --- release publish --channel nightly ---
+
+NIGHTLY_COLUMNS = ("file", "action", "reason", "URL")
+
+
+def _nightly_row(d: FileDecision) -> list[str]:
+    return [d.entry.filename, d.action.value, d.reason, d.url]
+
+
+def _nightly_companion_row(c: CompanionDecision) -> list[str]:
+    return [c.companion.filename, c.action.value, f"{c.companion.purpose}; {c.reason}", c.url]
+
+
+def nightly_json(outcome: NightlyOutcome, *, dry_run: bool) -> dict[str, Any]:
+    preview = outcome.preview
+    pointer = preview.state.nightly if outcome.promoted is None else outcome.pointer
+    pruned = preview.fallen if outcome.promoted is None else outcome.pruned
+    return {
+        "project": outcome.manifest.project,
+        "version": outcome.manifest.version,
+        "channel": "nightly",
+        "commit": outcome.commit.sha,
+        "dry_run": dry_run,
+        "blocked": outcome.plan.blocked,
+        "plan": [
+            {"filename": d.entry.filename, "action": d.action.value, "reason": d.reason,
+             "url": d.url, "sha256": d.entry.sha256, "size": d.entry.size}
+            for d in outcome.plan.decisions
+        ],
+        "companions": [
+            {"filename": c.companion.filename, "of": c.companion.of, "action": c.action.value,
+             "url": c.url, "sha256": c.companion.sha256, "size": c.companion.size}
+            for c in outcome.plan.companions
+        ],
+        "promotes": preview.promoted,
+        "promoted": outcome.promoted,
+        "nightly": None if pointer is None else {
+            "commit": pointer.commit, "version": pointer.version,
+        },
+        "prune": [{"commit": p.commit, "action": p.action} for p in pruned],
+        "indexes": [
+            {"label": label, "url": outcome.index_url(label, nightly=True),
+             "commit_url": outcome.index_url(label, nightly=False)}
+            for label in outcome.labels
+        ],
+    }  # fmt: skip
+
+
+def _outcome_lines(outcome: NightlyOutcome, *, dry_run: bool) -> list[str]:
+    from release.nightly.finals import finals_lines  # noqa: PLC0415
+
+    lines = finals_lines(outcome.finals)
+    version = outcome.manifest.version
+    if dry_run:
+        moves = outcome.preview.promoted
+        reason = "" if moves else " (a newer commit is there)"
+        verb = "would move" if moves else "would not move"
+        lines.append(f"{verb} /nightly/ to {version}{reason}")
+    elif outcome.promoted:
+        lines.append(f"/nightly/ serves {version} (the channel's state points at it)")
+    else:
+        there = outcome.pointer.version if outcome.pointer else "nothing"
+        lines.append(f"/nightly/ stays on {there}, a newer commit than {version}")
+    verb = "would prune" if dry_run else "pruned"
+    fallen = outcome.preview.fallen if outcome.promoted is None else outcome.pruned
+    shapes = outcome.preview.state.shapes
+    for pruned in fallen:
+        shape = shapes.get(pruned.shape)
+        version = shape.version(pruned.time) if shape else "?"
+        lines.append(f"{verb} {version} ({pruned.commit[:12]}, {pruned.action})")
+    lines += list(outcome.notes)
+    for label in outcome.labels:
+        nightly = outcome.index_url(label, nightly=True)
+        pinned = outcome.index_url(label, nightly=False)
+        lines.append(f"index {label or 'default'}: {nightly} (this commit alone: {pinned})")
+    return lines
+
+
+def run_nightly(args: argparse.Namespace, out: Output, environ: Mapping[str, str]) -> int:
+    """`release publish --channel nightly` (boto3 is imported for the nightly channel only)."""
+    from release.nightly.publish import NightlySettings, publish_nightly  # noqa: PLC0415
+    from release.nightly.verify import verify_commit  # noqa: PLC0415
+
+    matrix = common.load(args.matrix, out)
+    verifying = VerifySettings(pip=False, provenance=False)
+
+    def gate(published: Published) -> Sequence[str]:
+        report = verify_commit(published, environ, verifying)
+        return [f"{c.check} {c.subject}: {c.detail}" for c in report.failed]
+
+    shown: list[NightlyOutcome] = []
+
+    def show(outcome: NightlyOutcome) -> None:
+        shown.append(outcome)
+        rows = [_nightly_row(d) for d in outcome.plan.decisions]
+        rows += [_nightly_companion_row(c) for c in outcome.plan.companions]
+        title = f"{outcome.manifest.project} {outcome.manifest.version}: nightly publish plan"
+        out.table(NIGHTLY_COLUMNS, rows, title + (" (dry run)" if args.dry_run else ""))
+
+    settings = NightlySettings(
+        dist=args.dist,
+        dry_run=args.dry_run,
+        github_api_url=args.github_api_url,
+        repository_url=args.repository_url,
+    )
+
+    def report(outcome: NightlyOutcome) -> None:
+        lines = _outcome_lines(outcome, dry_run=args.dry_run)
+        for line in lines:
+            out.line(line)
+        rows = [_nightly_row(d) for d in outcome.plan.decisions]
+        markdown = (
+            f"## Nightly {outcome.manifest.project} {outcome.manifest.version}\n\n"
+            + markdown_table(NIGHTLY_COLUMNS, rows)
+            + "".join(f"- {line}\n" for line in lines)
+        )
+        common.write_report(out, nightly_json(outcome, dry_run=args.dry_run), markdown,
+                            args.markdown)  # fmt: skip
+
+    try:
+        outcome = publish_nightly(settings, matrix, environ, gate=gate, show_plan=show)
+    except ReleaseError:
+        if shown:
+            out.document(nightly_json(shown[-1], dry_run=args.dry_run))
+        raise
+    report(outcome)
     return 0

@@ -13,8 +13,8 @@ import os
 import re
 from typing import Any
 
-from release.commands import arguments, common
-from release.commands.options import Seconds, WholeNumber
+from release.commands.parsing import arguments, common
+from release.commands.parsing.options import Seconds, WholeNumber
 from release.console import Annotation, Output, markdown_table
 from release.errors import VerifyError
 from release.verify.checks import (
@@ -209,9 +209,9 @@ def run(args: argparse.Namespace) -> int:
         or None,
     )
     if args.channel == "nightly":
-        from release.commands import channel  # noqa: PLC0415  # boto3: nightly only
+        from release.nightly.verify import verify_channel  # noqa: PLC0415  # boto3: nightly only
 
-        report = channel.run_verify(args, out, dict(os.environ), settings)
+        report = verify_channel(common.load(args.matrix, out), dict(os.environ), settings)
         print_verify(out, report)
     else:
         outcome = verify_release(target, settings, dict(os.environ))

@@ -3,4 +3,18 @@ from its files read statically (release.project). `detect` reads the backend and
 targets, `torchaxes` a torch project's switch, Python axis and torch pin (the torch from
 an index page: `torchindex`), `decide` makes the matrix of them, `render` fills the
 templates, `run` writes.
+
+Its modules:
+
+- `decide`: The matrix `release init` writes for a project.
+- `detect`: What `release init` reads from a project's files (release.project).
+- `render`: matrix.yaml and the caller workflow as `release init` writes them: the templates
+  under release/init/templates (package data) filled with a `Decision`.
+- `run`: One `release init`: read the project's files (never run them), ask the index for the
+  torch versions of a torch project (one small request), decide, render, check that the matrix
+  loads, then write matrix.yaml and the caller workflow.
+- `torchaxes`: What `release init` takes from a torch project besides its backend and targets
+  (release.init.detect).
+- `torchindex`: Which torch `release init` pins: the newest final release on the index that the
+  build requirement allows and that has a Linux wheel for the cells' CPU arch.
 """

@@ -1,5 +1,20 @@
 """matrix.yaml, the input: its specification, loading with file:line errors, the rules, and the
 cells it expands to. Import from here.
+
+Its modules:
+
+- `cells`: A CUDA version of matrix.yaml and the cells it expands to.
+- `compilecache`: Where the compiles of a build keep their objects: matrix.yaml's `compile-
+  cache:`, or `--compile-cache` / RELEASE_COMPILE_CACHE, which replace it.
+- `load`: matrix.yaml: validation and expansion into cells.
+- `model`: The validated release matrix: the cells `release` builds, each with everything it is
+  built with and where its wheel goes.
+- `nightly`: The nightly channel of matrix.yaml: its s3 destination, its retention keys, and
+  what a commit's nightly builds.
+- `rules`: The rules of matrix.yaml that look at more than one value.
+- `spec`: The document matrix.yaml is: these frozen dataclasses are its specification.
+  release.yamlspec reads their type hints to load a document (with file:line:col errors) and to
+  generate the JSON Schema, so the loader and the schema cannot disagree.
 """
 
 from __future__ import annotations

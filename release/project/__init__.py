@@ -2,6 +2,18 @@
 pyproject.toml and setup.cfg, CMakeLists.txt. `read_project_files` is the edge (it reads
 the files); the rest is pure. The matrix loader takes the project's name and version from
 here (`naming`), and `release init` everything else.
+
+Its modules:
+
+- `cmakelists`: What a CMakeLists.txt says without running CMake: whether it builds CUDA, and
+  its GPU targets.
+- `files`: A kernel project's files, read once (`read_project_files`, the edge), and what they
+  say together (pure).
+- `places`: Where a project file says something: a `Place` (file and line), and a `Said` value,
+  the literal a file gives or the expression that computes it.
+- `pyproject`: What a pyproject.toml and a setup.cfg say.
+- `setuppy`: What a setup.py says without running it, read with `ast` (as cibuildwheel reads its
+  python_requires, cibuildwheel/projectfiles.py).
 """
 
 from __future__ import annotations

@@ -1,3 +1,17 @@
 """Talking to servers: the HTTP client, retries, the GitHub REST client and its model, and
 simple-index pages.
+
+Its modules:
+
+- `github`: The one GitHub REST client: githubkit with this program's retry policy, pagination,
+  digests, and every call the publisher, the plan, the index and verify make.
+- `github_model`: What GitHub's REST API returns, as this program reads it: releases, assets,
+  names and URLs.
+- `httpclient`: The one HTTP edge: the httpx client every stage uses, credentials scoped to the
+  origins they belong to, and downloads that are hashed as they stream, with bounded retries.
+- `retry`: Retrying a remote call with backoff, under a bound on the total time an operation
+  takes.
+- `s3`: The one S3 edge: AWS S3, Cloudflare R2 and MinIO through boto3, the maintained client.
+- `simple_index`: Reading a project page of any PEP 503 (HTML) / PEP 691 (JSON) simple index:
+  PyPI, pypiserver, the index this tool writes.
 """

@@ -1,5 +1,31 @@
 """The tools a cell builds with: every pin (pins), the plan of a cell's toolchain (plan), and
-provisioning it into the cache (provision). Import from here."""
+provisioning it into the cache (provision). Import from here.
+
+Its modules:
+
+- `buildenv`: What a cell's backend is told of it (`cell_targets`), the build environment of its
+  own that a backend asks for (`environment_of`).
+- `cacheroot`: Where the cache lives: one root (`--cache-dir`, else `default_cache_dir`) with
+  the provisioned toolchains under `toolchains/`.
+- `nvccwrap`: The program every CUDA compile of a torch or CMake cell goes through (`python -m
+  release.toolchain.nvccwrap`).
+- `pins`: Every tool pin in one file: the PyPI packages each CUDA version's device compiler
+  comes from, the host C compiler (zig), the fatbin inspector, the build tools of nvcc-driven
+  backends (cmake, ninja), and the oldest pip that provisioning works with.
+- `placement`: Where a cell builds in GitHub Actions: the runner and, where one is needed, the
+  container (`release matrix --format github` gives both per cell).
+- `plan`: The toolchain of a cell, pure: which pinned package sets a (CUDA version, CPU arch)
+  needs (`toolchain_spec`), the plan for one cell (`resolve`).
+- `projectmeta`: A project's name and version where its files compute them (setuptools-scm, a
+  setup.py that reads a version file), asked of its PEP 517 backend.
+- `provision`: Provisioning, the edge: `provision` installs a plan's pinned wheels into the
+  cache once (pip --target into a temp dir, then a rename) and probes every tool's real version,
+  through a `proc.Runner`; a pip too old for it stops before any download.
+- `torchenv`: A torch cell's build environment: a venv of the cell's CPython holding exactly the
+  pinned torch (never whatever the index serves) and the project's other build requirements, and
+  a CUDA_HOME assembled from PyPI's nvcc and the CUDA library headers and link names that
+  torch's own nvidia-* wheels bring.
+"""
 
 from __future__ import annotations
 

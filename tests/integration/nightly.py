@@ -28,15 +28,15 @@ from packaging.utils import parse_wheel_filename
 
 from release.credentials import s3_credentials
 from release.matrix import Commit, Matrix, load_matrix, nightly_matrix
-from release.publish.finals import Finals
-from release.publish.nightly import NightlyOutcome, NightlySettings, publish_nightly
+from release.nightly.finals import Finals
+from release.nightly.layout import commit_keys
+from release.nightly.publish import NightlyOutcome, NightlySettings, publish_nightly
+from release.nightly.state import NightlyState, from_bytes, to_bytes
+from release.nightly.verify import verify_commit
 from release.records.manifest import Manifest, write_manifest
-from release.records.nightly_layout import commit_keys
-from release.records.nightly_state import NightlyState, from_bytes, to_bytes
 from release.remote.s3 import Bucket, S3Store
 from release.remote.simple_index import parse_project_page
 from release.verify.checks import VerifySettings
-from release.verify.nightly import verify_commit
 from tests.github_standin.server import DEFAULT_REPO, GitHubStandIn
 from tests.integration.conftest import PypiServer
 from tests.integration.wheels import standin_entry

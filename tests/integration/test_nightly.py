@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from release.records.nightly_layout import STATE_KEY
+from release.nightly.layout import STATE_KEY
 from release.remote.simple_index import parse_project_page
 from tests.integration.conftest import PypiServer
 from tests.integration.nightly import (

@@ -18,9 +18,9 @@ import pytest
 from release.credentials import s3_credentials
 from release.errors import PublishError
 from release.matrix.nightly import nightly_matrix
-from release.publish.nightly_plan import make_nightly_plan
-from release.records.nightly_layout import STATE_KEY
-from release.records.nightly_state import Pruning
+from release.nightly.layout import STATE_KEY
+from release.nightly.plan import make_nightly_plan
+from release.nightly.state import Pruning
 from release.remote.s3 import Bucket, Limits, S3Store
 from release.remote.simple_index import SIMPLE_JSON
 from tests.integration.nightly import (

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from release.cli import build_parser, main
-from release.commands.options import OutputDir, OutputFile, Seconds, WholeNumber
+from release.commands.parsing.options import OutputDir, OutputFile, Seconds, WholeNumber
 from release.errors import FileError
 from release.fsutil import write_atomic
 

@@ -1,19 +1,19 @@
-"""release.publish.nightly_index and release.records.nightly_layout: the channel's pages link
+"""release.nightly.pages and release.nightly.layout: the channel's pages link
 each commit's files where they are, with their sha256 and PEP 658 digest, from any host."""
 
 from __future__ import annotations
 
 import json
 
-from release.publish.nightly_index import commit_pages, nightly_pages, root_pages
-from release.records.nightly_layout import (
+from release.nightly.layout import (
     IMMUTABLE,
     NO_CACHE,
     commit_keys,
     file_key,
     url_of,
 )
-from release.records.nightly_state import NightlyFile, Shape
+from release.nightly.pages import commit_pages, nightly_pages, root_pages
+from release.nightly.state import NightlyFile, Shape
 from release.remote.simple_index import SIMPLE_JSON, parse_project_page
 
 PREFIX = "k3-kernels/"

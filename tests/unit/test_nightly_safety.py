@@ -12,8 +12,8 @@ import pytest
 from packaging.version import Version
 
 from release.errors import PublishError
-from release.publish.promotion import Retention, completed, deletions, registered, settled
-from release.records.nightly_state import (
+from release.nightly.promotion import Retention, completed, deletions, registered, settled
+from release.nightly.state import (
     MAX_STATE_BYTES,
     NightlyState,
     Pruning,

@@ -1,4 +1,4 @@
-"""release.publish.promotion and release.records.nightly_state: the channel's decisions on
+"""release.nightly.promotion and release.nightly.state: the channel's decisions on
 its state, pure, and the state's round trip."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from packaging.version import Version
 
 from release.errors import PublishError
 from release.matrix import Commit
-from release.publish.promotion import (
+from release.nightly.promotion import (
     ABANDONED_AFTER,
     FinalRelease,
     Retention,
@@ -20,7 +20,7 @@ from release.publish.promotion import (
     order_problems,
     registered,
 )
-from release.records.nightly_state import (
+from release.nightly.state import (
     NightlyFile,
     NightlyState,
     Shape,

@@ -10,7 +10,7 @@ change it from one state.
 
 Per commit the record is short (`[commit, time, shape]`): a shape is a version's base
 (`0.1.1`) and the wheel filenames with `{version}` in them, shared by every commit of one
-matrix, from which each commit's keys are derived (release.publish.nightly_index).
+matrix, from which each commit's keys are derived (release.nightly.pages).
 
 The writer and the reader sit together; `from_bytes` checks every field (a state that is
 not one is a PublishError naming the key, never trusted).

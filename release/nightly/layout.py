@@ -1,7 +1,7 @@
 """Where the nightly channel keeps everything under the destination's prefix.
 
 ```
-<prefix>state.json                          the channel's state (release.records.nightly_state)
+<prefix>state.json                          the channel's state (release.nightly.state)
 <prefix><commit>/<wheel>                    each commit's wheels, immutable
 <prefix><commit>/<wheel>.metadata           PEP 658: the wheel's METADATA
 <prefix><commit>/<label/><project>/          its PEP 503 project page, per variant
@@ -19,7 +19,7 @@ immutable files of its commit: no page ever links a file that is not uploaded, a
 /nightly/ copies no wheel. Each page carries `#sha256=` on every link, the `.metadata`
 digest (PEP 658/714) and Requires-Python, rendered by release.publish.index.
 
-Pure: keys and URLs; the pages are rendered by release.publish.nightly_index.
+Pure: keys and URLs; the pages are rendered by release.nightly.pages.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from urllib.parse import quote
 
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
-from release.records.nightly_state import Shape
+from release.nightly.state import Shape
 
 STATE_KEY = "state.json"
 NIGHTLY_DIR = "nightly/"

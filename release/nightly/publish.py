@@ -8,7 +8,7 @@ Order matters, as in a release (release.publish.run):
 3. the plan, through the publisher seam's one decision (release.publish.decide): what the
    commit's directory holds already (nothing, or on a re-run what a HEAD finds);
 4. stage: the commit registered in the channel's state, its wheels and `.metadata`, then
-   its pages, under `/<commit>/` (release.publish.s3);
+   its pages, under `/<commit>/` (release.nightly.publisher);
 5. the gate: `release verify` on the commit's index (the `gate` the command hands in);
    a failure leaves /nightly/ where it was (exit 7);
 6. commit: the state completed in one compare-and-swap write, the /nightly/ pages moved
@@ -28,21 +28,21 @@ from packaging.version import Version
 from release.credentials import s3_credentials, secret_values
 from release.errors import ConfigError, ConflictError, PublishError, VerifyError
 from release.matrix import Commit, Matrix, Nightly, require_nightly
-from release.publish.decide import Action, PublishPlan, plan_for
-from release.publish.finals import Finals, read_finals
-from release.publish.promotion import (
+from release.nightly.finals import Finals, read_finals
+from release.nightly.layout import label_of
+from release.nightly.promotion import (
     Completion,
     FinalRelease,
     Retention,
     completed,
     order_problems,
 )
+from release.nightly.publisher import Clock, S3Publisher, Uploaded
+from release.nightly.state import Pointer, Pruning
+from release.publish.decide import Action, PublishPlan, plan_for
 from release.publish.run import sidecar
-from release.publish.s3 import Clock, S3Publisher, Uploaded
 from release.records.dist import load_dist
 from release.records.manifest import DestinationRef, Manifest
-from release.records.nightly_layout import label_of
-from release.records.nightly_state import Pointer, Pruning
 from release.records.published import (
     RECORD_NAME,
     Published,

@@ -21,7 +21,7 @@ from packaging.utils import parse_wheel_filename
 from release.credentials import s3_credentials, secret_values
 from release.errors import PublishError
 from release.matrix import Matrix, Nightly, S3Destination, require_nightly
-from release.records.nightly_layout import (
+from release.nightly.layout import (
     GENERATION,
     JSON_PAGE,
     METADATA_SUFFIX,
@@ -36,7 +36,7 @@ from release.records.nightly_layout import (
     page_dir,
     url_of,
 )
-from release.records.nightly_state import (
+from release.nightly.state import (
     Kept,
     NightlyState,
     Pointer,

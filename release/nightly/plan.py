@@ -24,13 +24,13 @@ from release.credentials import secret_values
 from release.errors import ConflictError, IncompleteError, PublishError, ReleaseError
 from release.matrix import Commit, Matrix, Nightly
 from release.matrix.nightly import keep_list_problem
-from release.publish.finals import Finals, read_finals
-from release.publish.nightly import order_refusal, retention_of
+from release.nightly.finals import Finals, read_finals
+from release.nightly.layout import SHA256, STATE_KEY, url_of
+from release.nightly.promotion import Retention, completed, deletions, shape_of, version_of
+from release.nightly.publish import order_refusal, retention_of
+from release.nightly.state import NightlyState, Pointer, Shape, from_bytes
 from release.publish.plan import built_entries, unbuilt_entry
-from release.publish.promotion import Retention, completed, deletions, shape_of, version_of
 from release.records.manifest import WheelEntry
-from release.records.nightly_layout import SHA256, STATE_KEY, url_of
-from release.records.nightly_state import NightlyState, Pointer, Shape, from_bytes
 from release.remote import httpclient as http_edge
 from release.remote.httpclient import Client
 from release.remote.retry import RetryPolicy

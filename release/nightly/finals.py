@@ -1,5 +1,5 @@
 """The latest final release on each destination of the release, asked read-only: what every
-nightly version must sort above (release.publish.promotion.order_problems).
+nightly version must sort above (release.nightly.promotion.order_problems).
 
 PyPI (any simple index) says it by its project page (PEP 691 JSON or PEP 503 HTML: a page
 that is not there is a project with no release yet); GitHub by the tags of its published
@@ -17,8 +17,8 @@ from packaging.version import Version
 from release.credentials import github_token, index_credentials, secret_values
 from release.errors import PublishError
 from release.matrix import Cell, GithubDestination, Matrix, PypiDestination
+from release.nightly.promotion import FinalRelease, latest_final
 from release.publish.growth import tag_version
-from release.publish.promotion import FinalRelease, latest_final
 from release.remote import httpclient as http_edge
 from release.remote.github import GithubClient
 from release.remote.httpclient import BasicCredentials, Client, OriginAuth, origin_of
@@ -136,3 +136,10 @@ def _on_github(
         releases = client.published_releases(destination.repository)
     versions = [tag_version(destination.tag_template, r.tag) for r, _ in releases]
     return latest_final([v for v in versions if v is not None])
+
+
+def finals_lines(finals: Finals) -> list[str]:
+    """The report's lines on the version order a nightly must sort above."""
+    if not finals.releases:
+        return ["version order: no final release on the release's destinations yet"]
+    return [f"latest final release on {f.destination}: {f.version.public}" for f in finals.releases]

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from release.commands.options import OutputDir, OutputFile
+from release.commands.parsing.options import OutputDir, OutputFile
 from release.targets import ARCHES
 
 

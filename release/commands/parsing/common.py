@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from release import proc
-from release.commands.options import output_dir_problem
+from release.commands.parsing.options import output_dir_problem
 from release.console import Output
 from release.credentials import without_credentials
 from release.errors import ConfigError, FileError

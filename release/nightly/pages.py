@@ -1,4 +1,4 @@
-"""The nightly channel's pages (release.records.nightly_layout says where each goes): a
+"""The nightly channel's pages (release.nightly.layout says where each goes): a
 commit's project pages, the /nightly/ ones, and the /nightly/ root pages, each one object.
 
 Links are relative (`../../<commit>/<wheel>#sha256=...`), so the pages work under whatever
@@ -18,8 +18,7 @@ from dataclasses import dataclass
 
 from packaging.utils import canonicalize_name
 
-from release.publish.index import IndexFile, project_page, root_page
-from release.records.nightly_layout import (
+from release.nightly.layout import (
     HTML_TYPE,
     IMMUTABLE,
     JSON_PAGE,
@@ -31,7 +30,8 @@ from release.records.nightly_layout import (
     link,
     page_dir,
 )
-from release.records.nightly_state import NightlyFile
+from release.nightly.state import NightlyFile
+from release.publish.index import IndexFile, project_page, root_page
 from release.remote.simple_index import SIMPLE_JSON
 
 

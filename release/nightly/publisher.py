@@ -29,21 +29,7 @@ from packaging.version import Version
 from release.errors import ConflictError, PublishError
 from release.matrix import Commit
 from release.matrix.nightly import keep_list_problem
-from release.publish.decide import Action, FileDecision, PublishPlan, RemoteFile
-from release.publish.index import requires_python_of
-from release.publish.nightly_index import Page, commit_pages, nightly_pages, root_pages
-from release.publish.promotion import (
-    Completion,
-    Retention,
-    completed,
-    deletions,
-    registered,
-    settled,
-    shape_of,
-    with_roots,
-)
-from release.records.manifest import DestinationRef, WheelEntry
-from release.records.nightly_layout import (
+from release.nightly.layout import (
     GENERATION,
     IMMUTABLE,
     METADATA_TYPE,
@@ -57,7 +43,18 @@ from release.records.nightly_layout import (
     file_key,
     url_of,
 )
-from release.records.nightly_state import (
+from release.nightly.pages import Page, commit_pages, nightly_pages, root_pages
+from release.nightly.promotion import (
+    Completion,
+    Retention,
+    completed,
+    deletions,
+    registered,
+    settled,
+    shape_of,
+    with_roots,
+)
+from release.nightly.state import (
     NightlyFile,
     NightlyState,
     Pruning,
@@ -65,9 +62,12 @@ from release.records.nightly_state import (
     from_bytes,
     to_bytes,
 )
+from release.publish.decide import Action, FileDecision, PublishPlan, RemoteFile
+from release.publish.index import requires_python_of
+from release.records.manifest import DestinationRef, WheelEntry
 from release.remote.s3 import Precondition, S3Store
 
-log = logging.getLogger("release.publish.s3")
+log = logging.getLogger("release.nightly.publisher")
 
 CAS_ATTEMPTS = 20  # compare-and-swap rounds before giving up on a busy state
 CONDITIONAL_ATTEMPTS = 3  # creations refused (409) while nothing is there, before giving up

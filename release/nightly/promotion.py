@@ -29,8 +29,7 @@ from dataclasses import dataclass, replace
 from packaging.version import Version
 
 from release.matrix import Commit, Fallout
-from release.records.manifest import WheelEntry
-from release.records.nightly_state import (
+from release.nightly.state import (
     VERSION_FIELD,
     Kept,
     NightlyFile,
@@ -40,6 +39,7 @@ from release.records.nightly_state import (
     Shape,
     Uploading,
 )
+from release.records.manifest import WheelEntry
 
 ABANDONED_AFTER = 24 * 3600  # seconds a registration may wait for its run to complete it
 
