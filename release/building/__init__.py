@@ -23,6 +23,9 @@ Its modules:
 - `relabel`: A wheel's version rewritten to carry a local label, for builds that cannot set one,
   and a nightly's dev version, which no build sets. csrc's backend writes `0.1.0+cu129` into its
   metadata itself; a CMake or torch project builds `0.1.0`.
+- `sdist`: The release's sdist: built once, by the build of the default variant's first cell,
+  through the project's own backend, rewritten so that the same commit gives the same bytes,
+  and unpacked for `--compare`'s rebuild of a wheel from it.
 - `settings`: What a build is given and what it gives back.
 - `stage`: The build stage, whole: `prepare` (plan every cell's toolchain, stop on a cell that
   cannot build here, provision the toolchains and build tools once) and `run_build` (every cell

@@ -13,6 +13,8 @@ Its modules:
 - `run`: One `release init`: read the project's files (never run them), ask the index for the
   torch versions of a torch project (one small request), decide, render, check that the matrix
   loads, then write matrix.yaml and the caller workflow.
+- `toolref`: The commit the written caller pins the tool's workflows and action by: the one
+  the tool's wheel records, else a git install's (PEP 610), else the checkout's.
 - `torchaxes`: What `release init` takes from a torch project besides its backend and targets
   (release.init.detect).
 - `torchindex`: Which torch `release init` pins: the newest final release on the index that the
