@@ -40,7 +40,7 @@ COUNTER = 'if os.environ.get("HOOK_RUNS"):\n    open(os.environ["HOOK_RUNS"], "a
 # A common guard: a setup.py that refuses to run without the cell's arch list (and a switch
 # of its own, set in the matrix's build.env), the metadata step included.
 GUARD = (
-    'if os.environ.get("TORCH_CUDA_ARCH_LIST") != "9.0" or not os.environ.get("CUDA_HOME") '
+    'if os.environ.get("TORCH_CUDA_ARCH_LIST") != "9.0+PTX" or not os.environ.get("CUDA_HOME") '
     'or os.environ.get("FORCE_CUDA") != "1":\n'
     '    raise RuntimeError("CUDAArchListError: set TORCH_CUDA_ARCH_LIST")\n'
 )
