@@ -55,6 +55,7 @@ from release.records.published import (
 from release.records.release_manifest import RELEASE_MANIFEST, release_manifest_bytes
 from release.remote import httpclient as http_edge
 from release.remote.github import GithubClient
+from release.remote.github_model import GITHUB_API
 from release.remote.httpclient import Client
 from release.wheelfile import read_wheel
 
@@ -361,7 +362,7 @@ def default_factory(
                 f"{destination.name}: no GITHUB_TOKEN in the environment",
                 hint="export GITHUB_TOKEN (a workflow job: permissions: contents: write)",
             )
-        api_url = settings.github_api_url or destination.api_url or "https://api.github.com"
+        api_url = settings.github_api_url or destination.api_url or GITHUB_API
         shared = github_client is not None and github_client.api_url == api_url.rstrip("/")
         return GithubPublisher(
             repository=destination.repository or "",
@@ -528,7 +529,7 @@ def _regenerate_indexes(
     left_out: list[str] = []
     seen: set[tuple[str, str]] = set()
     for destination in github:
-        api_url = settings.github_api_url or destination.api_url or "https://api.github.com"
+        api_url = settings.github_api_url or destination.api_url or GITHUB_API
         key = (destination.repository or "", api_url)
         if key in seen:
             continue

@@ -103,6 +103,9 @@ def parse_asset(data: object, what: str = "") -> AssetInfo:
     )
 
 
+GITHUB_API = "https://api.github.com"  # github.com's REST API, where nothing names another
+
+
 def upload_endpoint(upload_url: str) -> str:
     """The release's `upload_url` without its `{?name,label}` template part."""
     return upload_url.split("{", 1)[0]

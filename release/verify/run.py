@@ -23,6 +23,7 @@ from release.records.published import RECORD_NAME, Published, read_record, with_
 from release.records.signature import ExpectedSigner
 from release.remote import httpclient as http
 from release.remote.github import GithubClient, GithubUnreachable
+from release.remote.github_model import GITHUB_API
 from release.remote.httpclient import BasicCredentials, Download, OriginAuth, origin_of
 from release.remote.retry import RetryPolicy
 from release.verify.checks import Check, VerifyReport, VerifySettings, verify
@@ -34,8 +35,6 @@ from release.verify.provenance import (
     unknown_destinations,
 )
 from release.verify.rederive import latest_tags, published_from_tag
-
-GITHUB_API = "https://api.github.com"
 
 COMMAND = "release verify"
 
