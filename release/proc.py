@@ -305,3 +305,10 @@ def interruptible() -> Iterator[None]:
 def last_signal() -> int:
     """The signal that interrupted the command (SIGINT when none was recorded)."""
     return _received[-1] if _received else int(signal.SIGINT)
+
+
+def passthrough(command: Sequence[str]) -> int:
+    """Run `command` on this process's own streams (a wrapper's child, whose output is the
+    caller's); its exit status, 128 + N where signal N ended it, as a shell says."""
+    code = subprocess.run(list(command), check=False).returncode
+    return 128 - code if code < 0 else code

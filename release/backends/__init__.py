@@ -15,6 +15,8 @@ Its modules:
 - `base`: What every backend is: the `Backend` protocol, what it is told of a cell
   (`CellTargets`) and of the place it builds in (`BuildContext`), and what it gives the PEP 517
   build (`BuildInputs`).
+- `compiled`: What this build's CUDA compiles wrote (the fatbins the compile wrapper
+  records), and whether a wheel's device code is theirs.
 - `cmake_project`: CMake-driven PEP 517 projects (scikit-build-core and others).
 - `contract`: csrc's own backend: the RELEASE_* contract of csrc/BUILDING.md.
 - `nvcc`: What the backends that drive nvcc (cmake, torch) share.

@@ -137,6 +137,8 @@ class BuildContext:
     # the cell's records itself (None: no compile is checked)
     tool_python: Path | None = None
     arch_stop: Path | None = None
+    # where the compile wrapper records the fatbins each compile wrote (backends.compiled)
+    compile_records: Path | None = None
 
 
 class Backend(Protocol):

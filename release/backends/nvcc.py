@@ -75,7 +75,13 @@ def require_toolkit(context: BuildContext, backend: str, cuda: str) -> NvccToolk
 WRAPPER_MODULE = "release.toolchain.nvccwrap"
 # what the compile wrapper reads (release.toolchain.nvccwrap)
 CHECK_VARIABLES = frozenset(
-    {"RELEASE_CELL_TARGETS", "RELEASE_CELL_CUDA", "RELEASE_ARCH_STOP", "RELEASE_NVCC_PYTHON"}
+    {
+        "RELEASE_CELL_TARGETS",
+        "RELEASE_CELL_CUDA",
+        "RELEASE_ARCH_STOP",
+        "RELEASE_NVCC_PYTHON",
+        "RELEASE_COMPILE_RECORDS",
+    }
 )
 
 
@@ -95,4 +101,6 @@ def check_inputs(
     }
     if context.arch_stop is not None:
         env["RELEASE_ARCH_STOP"] = str(context.arch_stop)
+    if context.compile_records is not None:
+        env["RELEASE_COMPILE_RECORDS"] = str(context.compile_records)
     return env

@@ -11,6 +11,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 import time
+import zipfile
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -31,6 +32,7 @@ from release.backends.archflags import (
     stop_in_log,
     stop_message,
 )
+from release.backends.compiled import foreign_code_problem, foreign_device_code
 from release.building.cache import recipe, wheel_cache_key
 from release.building.compilecache import (
     CacheStats,
@@ -45,6 +47,7 @@ from release.building.torchcell import certify_torch, tags_problem
 from release.credentials import without_credentials
 from release.errors import BuildError
 from release.fsutil import write_atomic
+from release.inspection.devicecode import is_shared_object
 from release.inspection.verdict import inspected, manylinux_verdict
 from release.inspection.wheel import WheelReport, budget_warning
 from release.matrix import Cell
@@ -99,6 +102,7 @@ def cell_inputs(
     *,
     through_cache: bool = True,
     arch_stop: Path | None = None,
+    compile_records: Path | None = None,
 ) -> BuildInputs:
     """The cell's build inputs; with `through_cache`, its compiles go through sccache (the
     build here starts the cell's server), else straight to the compilers (a builder
@@ -121,6 +125,7 @@ def cell_inputs(
         compile_launcher=launcher,
         tool_python=Path(settings.python) if through_cache else None,
         arch_stop=arch_stop,
+        compile_records=compile_records,
     )
     return build_inputs(cell_targets(cell), context)
 
@@ -352,9 +357,12 @@ def _one_wheel(
     jobs: int,
     stop_record: Path | None = None,
     cell: Cell | None = None,
+    compile_records: Path | None = None,
 ) -> Path:
     """The build's one wheel. Where its compile wrapper records a stop at `stop_record`,
-    the build is ended at once (its other compiles too) and the cell fails with why."""
+    the build is ended at once (its other compiles too) and the cell fails with why; where
+    it records each compile's fatbins in `compile_records`, the wheel's device code must
+    be theirs."""
     stop_when = stop_record.exists if stop_record is not None else None
     built = proc.run(command, env=env, log=log, stop_when=stop_when)
     if stop_record is not None and cell is not None and stop_record.exists():
@@ -369,7 +377,36 @@ def _one_wheel(
     wheels = sorted(outdir.glob("*.whl"))
     if len(wheels) != 1:
         raise CellFailure(f"the build produced {len(wheels)} wheels, expected 1")
+    if compile_records is not None:
+        _held_to_compiles(wheels[0], compile_records)
     return wheels[0]
+
+
+def _records_of(inputs: BuildInputs) -> Path | None:
+    """Where the compile wrapper records what each compile wrote (None: the backend's
+    compiles do not go through it, and its wheel is not held to them)."""
+    recorded = inputs.env.get("RELEASE_COMPILE_RECORDS")
+    return Path(recorded) if recorded else None
+
+
+def _held_to_compiles(wheel: Path, records: Path) -> None:
+    """Fail the cell where the wheel's shared objects hold device code that no compile of
+    this build wrote (release.backends.compiled); a wheel that is not a zip is left to
+    the inspection, which says so."""
+    recorded = frozenset(path.name for path in records.iterdir()) if records.is_dir() else ()
+    try:
+        with zipfile.ZipFile(wheel) as archive:
+            members = [
+                (info.filename, archive.read(info))
+                for info in archive.infolist()
+                if is_shared_object(info.filename)
+            ]
+    except (zipfile.BadZipFile, OSError):
+        return
+    found = foreign_device_code(members, frozenset(recorded))
+    problem = foreign_code_problem(found, recorded=len(recorded))
+    if problem is not None:
+        raise CellFailure(problem)
 
 
 def _cached_wheel(
@@ -385,6 +422,7 @@ def _cached_wheel(
     stats: list[CacheStats],
     stop_record: Path | None = None,
     cell: Cell | None = None,
+    compile_records: Path | None = None,
 ) -> Path:
     """`_one_wheel` with its compiles through a compile-cache server of the cell's own,
     whose hits and misses go to `stats`."""
@@ -395,7 +433,7 @@ def _cached_wheel(
     try:
         return _one_wheel(
             command, {**env, **server.client_env}, outdir, log, jobs=jobs,
-            stop_record=stop_record, cell=cell,
+            stop_record=stop_record, cell=cell, compile_records=compile_records,
         )  # fmt: skip
     finally:
         stats.append(server.stats())
@@ -415,8 +453,10 @@ def build_cell(
     outdir = staging / "built"
     stop_record = staging / "arch-stop.json"
     inputs = cell_inputs(
-        cell, toolchain, settings, build_dir=staging / "build", arch_stop=stop_record
-    )
+        cell, toolchain, settings, build_dir=staging / "build", arch_stop=stop_record,
+        compile_records=staging / "compiles",
+    )  # fmt: skip
+    compile_records = _records_of(inputs)
     stats: list[CacheStats] = []
     environment = settings.environments.get(cell.id)
     python = str(environment.python) if environment is not None else settings.python
@@ -452,11 +492,13 @@ def build_cell(
                     if settings.compile_cache.storage == "none"
                     else settings.compile_dir_of(cell),
                     environ=settings.environ, stats=stats, stop_record=stop_record, cell=cell,
+                    compile_records=compile_records,
                 )  # fmt: skip
             else:
                 wheel = _one_wheel(
-                    command, env, outdir, log, jobs=jobs, stop_record=stop_record, cell=cell
-                )
+                    command, env, outdir, log, jobs=jobs, stop_record=stop_record, cell=cell,
+                    compile_records=compile_records,
+                )  # fmt: skip
             candidate, report = certify(
                 wheel, cell, toolchain, python=settings.python, env=env, log=log,
                 environment=environment,

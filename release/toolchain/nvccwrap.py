@@ -18,7 +18,12 @@ Before either runs, a compile of one of the project's .cu files whose arch flags
 other device code than the cell's (RELEASE_CELL_TARGETS, CMake's spelling) stops: the
 first such compile records itself at RELEASE_ARCH_STOP (the build watches for it and ends
 the whole build), prints one line and exits EXIT_STOPPED; any compile after it exits so
-too without compiling. The pure parts are `rewritten` and release.backends.archflags.
+too without compiling.
+
+Where the build names RELEASE_COMPILE_RECORDS, the compile runs as a child and, once it
+succeeds, the fatbins of the object it wrote are recorded there
+(release.backends.compiled): the build then holds its wheel's device code to them. The
+pure parts are `rewritten`, `output_of` and release.backends.archflags.
 """
 
 from __future__ import annotations
@@ -30,7 +35,9 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from release import proc
 from release.backends.archflags import EXIT_STOPPED, Stop, from_cmake, stop_line, stop_of
+from release.backends.compiled import digests
 
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9._/+-]+")
 
@@ -79,7 +86,41 @@ def checked(command: Sequence[str], env: Mapping[str, str], cwd: str) -> Stop | 
     )
 
 
+def output_of(args: Sequence[str]) -> str | None:
+    """The file an nvcc line writes (`-o X`, `--output-file X`, or either `=X`), if any."""
+    for index, arg in enumerate(args):
+        if arg in ("-o", "--output-file") and index + 1 < len(args):
+            return args[index + 1]
+        if arg.startswith(("-o=", "--output-file=")):
+            return arg.split("=", 1)[1]
+    return None
+
+
 # ---------------------------------------------------------------- edge
+
+
+def record_fatbins(output: Path, records: Path) -> None:
+    """One empty file per fatbin of the object at `output`, named by its sha256, in
+    `records` (nothing where the compile wrote no ELF file with device code)."""
+    try:
+        found = digests(output.read_bytes())
+    except OSError:
+        return
+    if not found:
+        return
+    records.mkdir(parents=True, exist_ok=True)
+    for digest in found:
+        (records / digest).touch()
+
+
+def _run_and_record(command: Sequence[str], records: Path, cwd: str) -> int:
+    """Run the compile as a child; once it succeeds, record what it wrote."""
+    sys.stdout.flush()
+    code = proc.passthrough(command)
+    output = output_of(command)
+    if code == 0 and output is not None:
+        record_fatbins(Path(cwd, output) if not output.startswith("/") else Path(output), records)
+    return code
 
 
 def _working_directory(env: Mapping[str, str]) -> str:
@@ -151,6 +192,9 @@ def main(argv: Sequence[str], env: Mapping[str, str]) -> int:
         )
     if code is not None:
         return code
+    records = env.get("RELEASE_COMPILE_RECORDS")
+    if records:
+        return _run_and_record(command, Path(records), cwd)
     sys.stdout.flush()
     os.execvp(command[0], command)  # noqa: S606  # a compiler wrapper: the compile is the point
     return 0  # not reached: execvp replaces this process or raises

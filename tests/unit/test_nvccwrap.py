@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from release.backends.archflags import cell_request, to_cmake
 from release.targets import GpuTarget
-from release.toolchain.nvccwrap import checked, rewritten
+from release.toolchain.nvccwrap import checked, output_of, rewritten
 
 NAMED = ["-frandom-seed=csrc/a.cu", "-Xcudafe", "--orig_src_path_name=csrc/a.cu"]
 
@@ -53,3 +53,13 @@ def test_a_compile_is_checked_against_the_targets_the_build_names() -> None:
     assert stop.flags == ("-arch=sm_90",)
     # a build that names no targets checks nothing
     assert checked(other, {}, "/b") is None
+
+
+def test_the_object_a_compile_writes_is_read_from_its_output_flag() -> None:
+    assert output_of(["-c", "a.cu", "-o", "build/a.o"]) == "build/a.o"
+    assert output_of(["-c", "a.cu", "--output-file=/b/a.o"]) == "/b/a.o"
+    assert output_of(["-c", "a.cu", "-o=a.o"]) == "a.o"
+    assert output_of(["--output-file", "x.o", "-c", "a.cu"]) == "x.o"
+    assert output_of(["-odir", "objs", "-c", "a.cu"]) is None
+    assert output_of(["--version"]) is None
+    assert output_of(["-c", "a.cu", "-o"]) is None
