@@ -11,7 +11,7 @@ from packaging.version import Version
 
 from release.backends.recipe import BackendName
 from release.init.detect import Finding, Note, TorchLookup, targets_of
-from release.init.torchaxes import force_cuda, python_axis, torch_pin
+from release.init.torchaxes import force_build, force_cuda, python_axis, torch_pin
 from release.project import Naming, Reading, naming
 from release.targets import GpuTarget
 
@@ -83,8 +83,9 @@ def decide(
     pin = torch_pin(read.pyproject, lookup)
     axis = python_axis(read, pin)
     env, switches, gates = force_cuda(read.setup_py)
-    found += [*([pin.found] if pin.found else []), axis.found, *switches]
-    changes += gates
+    forced, builds, downloads = force_build(read.setup_py)
+    found += [*([pin.found] if pin.found else []), axis.found, *switches, *builds]
+    changes += [*gates, *downloads]
     undecided += [*pin.undecided, *axis.undecided]
     return replace(
         decision,
@@ -92,7 +93,7 @@ def decide(
         python=axis.python,
         torch=pin.version,
         torch_index=torch_index,
-        build_env=env,
+        build_env=tuple(sorted({**dict(env), **dict(forced)}.items())),
         found=tuple(found),
         changes=tuple(changes),
         undecided=tuple(undecided),

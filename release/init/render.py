@@ -175,7 +175,7 @@ def _build_env(decision: Decision) -> str:
     lines = ["  env:"]
     for name, value in decision.build_env:
         source = switches.get(f"{name}={value}", "")
-        lines.append(_wrapped(f"From {source}; a build machine has no GPU.", "    # "))
+        lines.append(_wrapped(f"From {source}.", "    # "))
         lines.append(f'    {name}: "{value}"')
     return "\n".join(lines).replace("$", "$$") + "\n"
 

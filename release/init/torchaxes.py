@@ -54,7 +54,7 @@ def force_cuda(
                     key="build.env",
                     value=f"{switch.name}={switch.on}",
                     source=f"{gate.place}: CUDA is built when torch.cuda.is_available() or "
-                    f"{switch.name}={switch.on}",
+                    f"{switch.name}={switch.on}, and a build machine has no GPU",
                 )
             )
             continue
@@ -69,6 +69,39 @@ def force_cuda(
             )
         )
     return tuple(sorted(env.items())), found, changes
+
+
+def force_build(
+    setup_py: SetupPy | None,
+) -> tuple[tuple[tuple[str, str], ...], list[Finding], list[Note]]:
+    """build.env for a bdist_wheel whose run() downloads a prebuilt wheel unless a variable
+    forces the build (flash-attention's FLASH_ATTENTION_FORCE_BUILD=TRUE), and a change
+    where nothing forces it: a wheel the build did not compile fails its cell."""
+    prebuilt = setup_py.prebuilt if setup_py else None
+    if prebuilt is None:
+        return (), [], []
+    where = f"{prebuilt.place}: {prebuilt.command}.run() downloads a prebuilt wheel"
+    if not prebuilt.forced_by:
+        change = Note(
+            place=str(prebuilt.place),
+            text=f"{prebuilt.command}.run() downloads a prebuilt wheel instead of building, "
+            "and no environment variable skips the download: `release build` fails a cell "
+            "whose binaries it did not compile (exit 4)",
+            fix='let one force the build, e.g. `if os.getenv("<NAME>_FORCE_BUILD") == '
+            '"TRUE": return super().run()`, then set it in build.env',
+        )
+        return (), [], [change]
+    env = {read.name: read.on for read in prebuilt.forced_by}
+    found = [
+        Finding(
+            key="build.env",
+            value=f"{read.name}={read.on}",
+            source=f"{where} unless {read.name}={read.on} ({read.place}), and a release "
+            "ships the wheel its own build compiled",
+        )
+        for read in prebuilt.forced_by
+    ]
+    return tuple(sorted(env.items())), found, []
 
 
 # - the Python axis -

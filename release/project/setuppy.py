@@ -2,8 +2,9 @@
 python_requires, cibuildwheel/projectfiles.py): setup()'s name and version where they are
 literals or module-level string constants, torch's CUDAExtension / CppExtension,
 py_limited_api and bdist_wheel's floor, the `torch.cuda.is_available()` gates with the
-environment switches that force CUDA past them, the environment variables it reads, its
-literal `-gencode` flags and its TORCH_CUDA_ARCH_LIST. Pure: text in, a `SetupPy` out.
+environment switches that force CUDA past them, a bdist_wheel whose run() downloads a
+prebuilt wheel with the switches that force the build, the environment variables it reads,
+its literal `-gencode` flags and its TORCH_CUDA_ARCH_LIST. Pure: text in, a `SetupPy` out.
 """
 
 from __future__ import annotations
@@ -49,6 +50,22 @@ class CudaGate:
 
     place: Place
     forced_by: tuple[EnvRead, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class PrebuiltDownload:
+    """A bdist_wheel subclass whose run() downloads a prebuilt wheel instead of building
+    (flash-attention's `CachedWheelsCommand`), and the variables its tests read: each,
+    at its `on` value, forces the build (`FLASH_ATTENTION_FORCE_BUILD=TRUE`)."""
+
+    command: str  # the class
+    place: Place  # the download
+    forced_by: tuple[EnvRead, ...]
+
+
+# what a bdist_wheel.run() calls to fetch a wheel
+DOWNLOADS = frozenset({"urlretrieve", "urlopen", "download", "download_file", "download_url"})
+HTTP_MODULES = frozenset({"requests", "httpx", "urllib3"})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -108,6 +125,7 @@ class SetupPy:
     arch_list: tuple[ArchListDefault, ...]
     constants: tuple[tuple[str, Said], ...] = ()  # module-level string constants
     version_file: VersionFile | None = None
+    prebuilt: PrebuiltDownload | None = None
     problem: str | None = None
 
     def constant(self, name: str) -> Said | None:
@@ -139,6 +157,7 @@ def read_setup_py(text: str, file: str = "setup.py") -> SetupPy:
         arch_list=_in_order(reader.arch_list()),
         constants=tuple(reader.constants()),
         version_file=reader.version_file(keywords.get("version")),
+        prebuilt=reader.prebuilt(),
     )
 
 
@@ -388,6 +407,26 @@ class _Reader:
                 for value, _ in self.assignments.get(inner.id, ()):
                     yield from self._switches(value, depth=depth + 1)
 
+    def prebuilt(self) -> PrebuiltDownload | None:
+        """The first class based on bdist_wheel whose run() downloads."""
+        for node in self.walk():
+            if not isinstance(node, ast.ClassDef) or not any(
+                "bdist_wheel" in self.source(base) for base in node.bases
+            ):
+                continue
+            for run in node.body:
+                if not isinstance(run, ast.FunctionDef) or run.name != "run":
+                    continue
+                fetch = next((n for n in ast.walk(run) if _is_download(n)), None)
+                if fetch is None:
+                    continue
+                tests = [n.test for n in ast.walk(run) if isinstance(n, (ast.If, ast.IfExp))]
+                found = {e.name: e for t in tests for e in self._switches(t, depth=0)}
+                return PrebuiltDownload(
+                    command=node.name, place=self.place(fetch), forced_by=tuple(found.values())
+                )
+        return None
+
     # - GPU targets -
 
     def gencode(self) -> Iterator[Gencode]:
@@ -503,6 +542,21 @@ def _is_cuda_available(func: ast.AST) -> bool:
         isinstance(func, ast.Attribute)
         and func.attr == "is_available"
         and _named(func.value, "cuda")
+    )
+
+
+def _is_download(node: ast.AST) -> bool:
+    """`urllib.request.urlretrieve(...)`, `requests.get(...)` and their kind."""
+    if not isinstance(node, ast.Call):
+        return False
+    func = node.func
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    if name in DOWNLOADS:
+        return True
+    return (
+        isinstance(func, ast.Attribute)
+        and isinstance(func.value, ast.Name)
+        and func.value.id in HTTP_MODULES
     )
 
 

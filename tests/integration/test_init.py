@@ -176,6 +176,25 @@ def test_the_extension_template_is_told_what_to_change_with_file_and_line(
     assert cell["wheel"] == "muladd_ops-0.0.1-cp39-abi3-manylinux_2_34_x86_64.whl"
 
 
+def test_a_setup_py_that_downloads_a_prebuilt_wheel_gets_the_variable_that_forces_the_build(
+    tmp_path: Path, index: str
+) -> None:
+    project = copy(FIXTURES / "prebuilt_download", tmp_path / "prebuilt")
+    document = init(tmp_path, project, "--torch-index", index)
+    fetch = line_of(project / "setup.py", "urllib.request.urlretrieve(")
+    switch = line_of(project / "setup.py", 'os.getenv("K3_PREBUILT_OPS_FORCE_BUILD"')
+    assert detected(document)["build.env"] == (
+        "K3_PREBUILT_OPS_FORCE_BUILD=TRUE",
+        f"setup.py:{fetch}: CachedWheelsCommand.run() downloads a prebuilt wheel unless "
+        f"K3_PREBUILT_OPS_FORCE_BUILD=TRUE (setup.py:{switch}), and a release ships the wheel "
+        "its own build compiled",
+    )
+    assert document["changes"] == []
+    assert '    K3_PREBUILT_OPS_FORCE_BUILD: "TRUE"\n' in (project / "matrix.yaml").read_text()
+    (cell,) = dry_run(tmp_path, project)["cells"]
+    assert cell["inputs"]["K3_PREBUILT_OPS_FORCE_BUILD"] == "TRUE"
+
+
 @pytest.mark.parametrize(
     ("source", "backend", "cells"),
     [

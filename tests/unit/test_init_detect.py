@@ -18,9 +18,10 @@ from release.init.detect import (
     parse_torch_arch_list,
     targets_of,
 )
-from release.init.torchaxes import force_cuda
+from release.init.torchaxes import force_build, force_cuda
 from release.init.torchindex import TorchRelease
 from release.project import ProjectFiles, Reading, read_project_files, reading
+from release.project.setuppy import read_setup_py
 from release.targets import GpuTarget
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -232,3 +233,44 @@ def test_a_project_file_the_loader_would_refuse_is_an_error_at_its_line_not_no_b
         backend_of(read_texts(**texts))
     assert said in str(raised.value.args[0])
     assert "no build system release knows" not in str(raised.value.args[0])
+
+
+DOWNLOADING = """\
+import os
+import urllib.request
+from setuptools.command.bdist_wheel import bdist_wheel as _bdist_wheel
+FORCE = os.environ.get("MY_OPS_FORCE_BUILD", "0") in ("1", "true")
+
+
+class Cached(_bdist_wheel):
+    def run(self):
+        if not FORCE:
+            urllib.request.urlretrieve(URL, "x.whl")
+            return
+        super().run()
+"""
+
+
+def test_a_bdist_wheel_that_downloads_is_found_with_the_variable_that_forces_the_build() -> None:
+    env, found, changes = force_build(read_setup_py(DOWNLOADING))
+    assert env == (("MY_OPS_FORCE_BUILD", "1"),)
+    (finding,) = found
+    assert finding.source.startswith(
+        "setup.py:10: Cached.run() downloads a prebuilt wheel unless MY_OPS_FORCE_BUILD=1 "
+        "(setup.py:4)"
+    )
+    assert changes == []
+
+
+def test_a_download_nothing_can_skip_needs_a_change_and_other_classes_are_not_downloads() -> None:
+    unforced = DOWNLOADING.replace("if not FORCE:", "if True:")
+    env, found, (change,) = force_build(read_setup_py(unforced))
+    assert (env, found) == ((), [])
+    assert change.place == "setup.py:10"
+    assert "no environment variable skips the download" in change.text
+    with_requests = DOWNLOADING.replace("urllib.request.urlretrieve(", "requests.get(")
+    assert force_build(read_setup_py(with_requests))[0] == (("MY_OPS_FORCE_BUILD", "1"),)
+    not_a_wheel_command = DOWNLOADING.replace("class Cached(_bdist_wheel)", "class Cached(Base)")
+    assert force_build(read_setup_py(not_a_wheel_command)) == ((), [], [])
+    no_download = DOWNLOADING.replace("urllib.request.urlretrieve(URL, ", "print(")
+    assert force_build(read_setup_py(no_download)) == ((), [], [])
