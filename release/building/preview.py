@@ -26,6 +26,12 @@ from release.backends.archflags import cell_request, literal_arch_flags, literal
 from release.building.pipeline import build_command
 from release.building.settings import BuildSettings
 from release.matrix import Cell
+from release.project.stableabi import (
+    StableAbi,
+    read_stable_abi,
+    stable_abi_note,
+    stable_abi_warning,
+)
 from release.toolchain import BUILD_TOOL_PINS, ToolchainPlan
 from release.toolchain.buildenv import cell_targets, environment_of, environment_python
 
@@ -169,10 +175,12 @@ def planned(settings: BuildSettings, cell: Cell, plan: ToolchainPlan) -> dict[st
         python, settings.matrix.project.path, settings.out, isolated=spec is None
     )
     env = {**inputs.env, "SOURCE_DATE_EPOCH": str(settings.epoch)}
-    warning = arch_warning(cell)
+    abi = stable_abi_of(cell)
+    warnings = [w for w in (arch_warning(cell), abi and stable_abi_warning(abi)) if w]
     return {
         **against,
-        **({"warnings": [warning]} if warning is not None else {}),
+        **({"stable_abi": stable_abi_note(abi)} if abi is not None else {}),
+        **({"warnings": warnings} if warnings else {}),
         "cell": cell.id,
         "wheel": cell.wheel_filename,
         "backend": cell.build.backend,
@@ -183,6 +191,20 @@ def planned(settings: BuildSettings, cell: Cell, plan: ToolchainPlan) -> dict[st
         "config_settings": dict(sorted(inputs.config_settings.items())),
         "command": [*command, *inputs.config_args()],
     }
+
+
+def stable_abi_of(cell: Cell) -> StableAbi | None:
+    """The stable-ABI define in the project file the cell's backend reads its flags from (a
+    torch project's setup.py), as init reads it."""
+    hints = backend_for(cell.build.backend).arch_hints
+    if hints is None or hints.literal_source is None:
+        return None
+    try:
+        path = cell.project.path / hints.literal_source
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    return read_stable_abi(text, hints.literal_source)
 
 
 def arch_warning(cell: Cell) -> str | None:

@@ -493,6 +493,8 @@ def _dry_run(settings: BuildSettings, plans: Mapping[str, ToolchainPlan], output
         output.line(f"{cell['cell']}: {how}{shown} {shlex.join(cell['command'])}")
         if "torch" in cell:
             output.line(f"{cell['cell']}: builds against {cell['torch']}")
+        if "stable_abi" in cell:
+            output.line(f"{cell['cell']}: {cell['stable_abi']}")
         for warning in cell.get("warnings", ()):
             output.warning(warning, title=f"release build {cell['cell']}")
     return 0

@@ -11,7 +11,7 @@ from packaging.version import Version
 
 from release.backends.recipe import BackendName
 from release.init.detect import Finding, Note, TorchLookup, targets_of
-from release.init.torchaxes import force_build, force_cuda, python_axis, torch_pin
+from release.init.torchaxes import force_build, force_cuda, python_axis, stable_abi, torch_pin
 from release.project import Naming, Reading, naming
 from release.targets import GpuTarget
 
@@ -84,8 +84,9 @@ def decide(
     axis = python_axis(read, pin)
     env, switches, gates = force_cuda(read.setup_py)
     forced, builds, downloads = force_build(read.setup_py)
-    found += [*([pin.found] if pin.found else []), axis.found, *switches, *builds]
-    changes += [*gates, *downloads]
+    abi, crossed = stable_abi(read.setup_py)
+    found += [*([pin.found] if pin.found else []), axis.found, *switches, *builds, *abi]
+    changes += [*gates, *downloads, *crossed]
     undecided += [*pin.undecided, *axis.undecided]
     return replace(
         decision,

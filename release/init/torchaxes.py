@@ -14,6 +14,7 @@ from packaging.version import Version
 from release.init.detect import Finding, Note, TorchLookup
 from release.init.torchindex import newest_allowed
 from release.project import PyProject, Reading, Said, SetupPy
+from release.project.stableabi import stable_abi_note, stable_abi_warning
 
 CPYTHONS = ("3.9", "3.10", "3.11", "3.12", "3.13", "3.14")  # offline: the Python list's range
 
@@ -102,6 +103,21 @@ def force_build(
         for read in prebuilt.forced_by
     ]
     return tuple(sorted(env.items())), found, []
+
+
+def stable_abi(setup_py: SetupPy | None) -> tuple[list[Finding], list[Note]]:
+    """What init says of a stable-ABI project (the dry run says the same): its target and
+    the requirement its wheel gets, and a change where the define misses a compiler."""
+    abi = setup_py.stable_abi if setup_py else None
+    if abi is None:
+        return [], []
+    found = Finding(key="torch ABI", value="stable", source=stable_abi_note(abi))
+    warning = stable_abi_warning(abi)
+    if warning is None:
+        return [found], []
+    where, _, text = warning.partition(": ")
+    fix = 'add the define to extra_compile_args["cxx"] and ["nvcc"] alike'
+    return [found], [Note(place=where, text=text, fix=fix)]
 
 
 # - the Python axis -

@@ -14,6 +14,8 @@ Its modules:
 - `pyproject`: What a pyproject.toml and a setup.cfg say.
 - `setuppy`: What a setup.py says without running it, read with `ast` (as cibuildwheel reads its
   python_requires, cibuildwheel/projectfiles.py).
+- `stableabi`: Whether a setup.py builds for libtorch's stable ABI: its TORCH_TARGET_VERSION,
+  the torch release it names, and which compilers the define reaches.
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 from release.project.places import Place, Said
+from release.project.stableabi import StableAbi, read_stable_abi
 
 ARCH_LIST = "TORCH_CUDA_ARCH_LIST"
 EXTENSIONS = ("CUDAExtension", "CppExtension")
@@ -126,6 +127,7 @@ class SetupPy:
     constants: tuple[tuple[str, Said], ...] = ()  # module-level string constants
     version_file: VersionFile | None = None
     prebuilt: PrebuiltDownload | None = None
+    stable_abi: StableAbi | None = None
     problem: str | None = None
 
     def constant(self, name: str) -> Said | None:
@@ -158,6 +160,7 @@ def read_setup_py(text: str, file: str = "setup.py") -> SetupPy:
         constants=tuple(reader.constants()),
         version_file=reader.version_file(keywords.get("version")),
         prebuilt=reader.prebuilt(),
+        stable_abi=read_stable_abi(text, file),
     )
 
 

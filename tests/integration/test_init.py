@@ -195,6 +195,55 @@ def test_a_setup_py_that_downloads_a_prebuilt_wheel_gets_the_variable_that_force
     assert cell["inputs"]["K3_PREBUILT_OPS_FORCE_BUILD"] == "TRUE"
 
 
+STABLE_SETUP = """\
+from setuptools import setup
+from torch.utils.cpp_extension import BuildExtension, CUDAExtension
+
+CXX_FLAGS = ["-O3", "-DTORCH_TARGET_VERSION=0x020a000000000000", "-DPy_LIMITED_API=0x030a0000"]
+setup(
+    name="stable-ops",
+    version="0.2.0",
+    ext_modules=[
+        CUDAExtension(
+            "stable_ops._C",
+            ["csrc/ops.cpp", "csrc/ops.cu"],
+            extra_compile_args={"cxx": CXX_FLAGS, "nvcc": ["-O3"]},
+            py_limited_api=True,
+        )
+    ],
+    cmdclass={"build_ext": BuildExtension},
+    options={"bdist_wheel": {"py_limited_api": "cp310"}},
+)
+"""
+
+
+def test_init_and_the_dry_run_say_a_project_is_stable_abi_and_where_nvcc_misses_the_define(
+    tmp_path: Path, index: str
+) -> None:
+    project = tmp_path / "stable"
+    project.mkdir()
+    (project / "setup.py").write_text(STABLE_SETUP)
+    (project / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools>=77", "torch>=2.10"]\n'
+        'build-backend = "setuptools.build_meta"\n'
+    )
+    document = init(tmp_path, project, "--torch-index", index)
+    note = (
+        "setup.py:4: libtorch's stable ABI, TORCH_TARGET_VERSION torch 2.10: one wheel a "
+        "platform for every torch from it (its wheel requires torch>=2.10)"
+    )
+    assert detected(document)["torch ABI"] == ("stable", note)
+    (change,) = document["changes"]
+    assert change["place"] == "setup.py:4"
+    assert change["text"].startswith(
+        'TORCH_TARGET_VERSION reaches the cxx compiler but not nvcc (extra_compile_args["nvcc"])'
+    )
+    (cell,) = dry_run(tmp_path, project)["cells"]
+    assert cell["stable_abi"] == note
+    assert cell["warnings"] == [f"setup.py:4: {change['text']}"]
+    assert not (tmp_path / "cache").exists()
+
+
 @pytest.mark.parametrize(
     ("source", "backend", "cells"),
     [

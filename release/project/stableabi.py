@@ -1,0 +1,215 @@
+"""Whether a setup.py builds for libtorch's stable ABI, read with `ast` without running it:
+the `-DTORCH_TARGET_VERSION=0x...` define it passes, the torch release that value names,
+and which compilers it reaches (`extra_compile_args`' "cxx" and "nvcc" lists, through the
+names they are built from). A define that reaches one compiler and not the other lets that
+half use torch API newer than the target: the wheel then claims `torch>=X.Y` and breaks
+beside X.Y. `release init` and `release build --dry-run` say this with `stable_abi_note`.
+
+Pure: text in, a `StableAbi` (or None) out.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+
+from packaging.version import Version
+
+from release.project.places import Place
+
+DEFINE = "TORCH_TARGET_VERSION"
+_FLAG = re.compile(r"-D\s*TORCH_TARGET_VERSION\b")
+_VALUE = re.compile(r"TORCH_TARGET_VERSION=(0[xX][0-9a-fA-F]+|[0-9]+)")
+_NUMBER = re.compile(r"0[xX][0-9a-fA-F]+|[0-9]+")
+COMPILERS = ("cxx", "nvcc")
+
+
+def target_version(value: str) -> Version:
+    """The torch release a TORCH_TARGET_VERSION value names: torch's TORCH_ABI_VERSION
+    layout, major in the top byte, then minor, then patch (`0x020A000000000000` is 2.10)."""
+    number = int(value, 0)
+    major, minor, patch = (number >> 56) & 0xFF, (number >> 48) & 0xFF, (number >> 40) & 0xFF
+    return Version(f"{major}.{minor}" + (f".{patch}" if patch else ""))
+
+
+@dataclass(frozen=True, kw_only=True)
+class StableAbi:
+    """The TORCH_TARGET_VERSION define of a setup.py and the compilers it reaches."""
+
+    place: Place
+    target: Version | None  # None: the value is computed
+    reaches: tuple[str, ...]  # of COMPILERS
+    condition: Place | None = None  # the `if` it is defined under, if any
+
+    @property
+    def requirement(self) -> str | None:
+        """What the wheel will require: `torch>=X.Y` of the target."""
+        return f"torch>={self.target}" if self.target is not None else None
+
+
+def read_stable_abi(text: str, file: str = "setup.py") -> StableAbi | None:
+    """The first TORCH_TARGET_VERSION define of the setup.py `text` (None: none, or the
+    file does not parse)."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return None
+    macro = _define_macro(tree)
+    if macro is not None:
+        line, target = macro
+        return StableAbi(place=Place(file=file, line=line), target=target, reaches=COMPILERS)
+    define = next((n for n in _walk(tree) if _FLAG.search(_text(n))), None)
+    if define is None:
+        return None
+    match = _VALUE.search(_text(define))
+    literal = isinstance(define, ast.Constant) and match is not None
+    holders = _holders(tree, define)
+    reaches = tuple(
+        compiler
+        for compiler in COMPILERS
+        if any(_reaches(tree, value, define, holders) for value in _compile_args(tree, compiler))
+    )
+    guard = _guard(tree, define)
+    return StableAbi(
+        place=Place(file=file, line=define.lineno),
+        target=target_version(match.group(1)) if literal and match else None,
+        reaches=reaches,
+        condition=Place(file=file, line=guard.lineno) if guard is not None else None,
+    )
+
+
+def _guard(tree: ast.Module, node: ast.AST) -> ast.If | None:
+    """The innermost `if` whose body holds `node`."""
+    guards = [
+        candidate
+        for candidate in ast.walk(tree)
+        if isinstance(candidate, ast.If)
+        and any(n is node for part in candidate.body for n in ast.walk(part))
+    ]
+    return max(guards, key=lambda guard: guard.lineno, default=None)
+
+
+def _define_macro(tree: ast.Module) -> tuple[int, Version | None] | None:
+    """`define_macros=[("TORCH_TARGET_VERSION", "0x...")]`: setuptools passes it to every
+    compile, the C++ and the CUDA ones alike. (line, target) of the first."""
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Tuple)
+            and len(node.elts) == 2
+            and isinstance(node.elts[0], ast.Constant)
+            and node.elts[0].value == DEFINE
+        ):
+            value = node.elts[1]
+            text = value.value if isinstance(value, ast.Constant) else None
+            number = text if isinstance(text, str) and _NUMBER.fullmatch(text) else None
+            return node.lineno, target_version(str(number)) if number else None
+    return None
+
+
+def stable_abi_note(abi: StableAbi) -> str:
+    """What init and the dry run say of a stable-ABI project: its target, and the
+    requirement its wheel gets."""
+    target = f"torch {abi.target}" if abi.target is not None else "a computed torch release"
+    note = f"{abi.place}: libtorch's stable ABI, TORCH_TARGET_VERSION {target}"
+    if abi.condition is not None:
+        note += f" (where the condition at {abi.condition} holds)"
+    if abi.requirement is not None:
+        note += (
+            f": one wheel a platform for every torch from it (its wheel requires {abi.requirement})"
+        )
+    return note
+
+
+def stable_abi_warning(abi: StableAbi) -> str | None:
+    """Where the define reaches one compiler and not the other (None: both, or neither is
+    known)."""
+    missing = [c for c in COMPILERS if c not in abi.reaches]
+    if not abi.reaches or not missing:
+        return None
+    return (
+        f"{abi.place}: TORCH_TARGET_VERSION reaches the {abi.reaches[0]} compiler but not "
+        f'{missing[0]} (extra_compile_args["{missing[0]}"]): that half of the extension can '
+        f"use torch API newer than the target, and the wheel, which will require "
+        f"{abi.requirement or 'torch>=the target'}, then breaks beside that torch. Pass the "
+        f"define to both"
+    )
+
+
+def _walk(tree: ast.AST) -> list[ast.expr]:
+    strings = [
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, ast.JoinedStr)
+        or (isinstance(n, ast.Constant) and isinstance(n.value, str))
+    ]
+    inner = {id(v) for n in strings if isinstance(n, ast.JoinedStr) for v in n.values}
+    return sorted(
+        (n for n in strings if id(n) not in inner),
+        key=lambda n: (n.lineno, n.col_offset),
+    )
+
+
+def _text(node: ast.AST) -> str:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr):
+        return "".join(_text(v) if isinstance(v, ast.Constant) else "{}" for v in node.values)
+    return ""
+
+
+def _holders(tree: ast.Module, define: ast.expr) -> set[str]:
+    """The names that hold the define: assigned a value that holds it, or appended,
+    extended or added to with one (to a depth of three names)."""
+    holders: set[str] = set()
+    for _ in range(3):
+        for node in ast.walk(tree):
+            target, value = _assignment(node)
+            if target is not None and value is not None and _holds(value, define, holders):
+                holders.add(target)
+    return holders
+
+
+def _assignment(node: ast.AST) -> tuple[str | None, ast.AST | None]:
+    if isinstance(node, ast.Assign) and len(node.targets) == 1:
+        target = node.targets[0]
+        return (target.id if isinstance(target, ast.Name) else None), node.value
+    if isinstance(node, (ast.AugAssign, ast.AnnAssign)) and isinstance(node.target, ast.Name):
+        return node.target.id, node.value
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in ("append", "extend", "insert")
+        and isinstance(node.func.value, ast.Name)
+    ):
+        return node.func.value.id, node
+    return None, None
+
+
+def _holds(value: ast.AST, define: ast.expr, holders: set[str]) -> bool:
+    return any(
+        n is define or (isinstance(n, ast.Name) and n.id in holders) for n in ast.walk(value)
+    )
+
+
+def _compile_args(tree: ast.Module, compiler: str) -> list[ast.expr]:
+    """The values of the `compiler` key of every dict in the file (extra_compile_args)."""
+    return [
+        value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Dict)
+        for key, value in zip(node.keys, node.values, strict=True)
+        if isinstance(key, ast.Constant) and key.value == compiler
+    ]
+
+
+def _reaches(tree: ast.Module, value: ast.expr, define: ast.expr, holders: set[str]) -> bool:
+    if _holds(value, define, holders):
+        return True
+    names = {n.id for n in ast.walk(value) if isinstance(n, ast.Name)}
+    return any(
+        _holds(assigned, define, holders)
+        for node in ast.walk(tree)
+        for target, assigned in [_assignment(node)]
+        if target in names and assigned is not None
+    )

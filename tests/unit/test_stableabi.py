@@ -1,0 +1,86 @@
+"""release.project.stableabi: a setup.py's TORCH_TARGET_VERSION, what it names, and which
+compilers it reaches."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from packaging.version import Version
+
+from release.project.stableabi import (
+    read_stable_abi,
+    stable_abi_note,
+    stable_abi_warning,
+    target_version,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+CXX_ONLY = """\
+\"\"\"Builds with TORCH_TARGET_VERSION=... on (a docstring is not a define).\"\"\"
+from torch.utils.cpp_extension import CUDAExtension
+FLAGS = ["-O3", "-DTORCH_TARGET_VERSION=0x020a000000000000"]
+setup(
+    ext_modules=[
+        CUDAExtension(
+            "ops._C",
+            ["ops.cpp", "ops.cu"],
+            extra_compile_args={"cxx": FLAGS, "nvcc": ["-O3"]},
+            py_limited_api=True,
+        )
+    ]
+)
+"""
+
+
+def test_the_value_names_a_torch_release() -> None:
+    assert target_version("0x020A000000000000") == Version("2.10")
+    assert target_version("0x020B010000000000") == Version("2.11.1")
+
+
+def test_a_define_on_the_cxx_flags_alone_is_found_and_warned_of() -> None:
+    abi = read_stable_abi(CXX_ONLY)
+    assert abi is not None
+    assert (str(abi.place), abi.target, abi.reaches) == ("setup.py:3", Version("2.10"), ("cxx",))
+    assert abi.requirement == "torch>=2.10"
+    assert stable_abi_note(abi) == (
+        "setup.py:3: libtorch's stable ABI, TORCH_TARGET_VERSION torch 2.10: one wheel a "
+        "platform for every torch from it (its wheel requires torch>=2.10)"
+    )
+    warning = stable_abi_warning(abi)
+    assert warning is not None
+    assert warning.startswith(
+        "setup.py:3: TORCH_TARGET_VERSION reaches the cxx compiler but not nvcc "
+        '(extra_compile_args["nvcc"])'
+    )
+
+
+def test_a_define_on_both_or_in_define_macros_is_not_warned_of() -> None:
+    both = CXX_ONLY.replace('"nvcc": ["-O3"]', '"nvcc": [*FLAGS, "-DUSE_CUDA"]')
+    abi = read_stable_abi(both)
+    assert abi is not None
+    assert abi.reaches == ("cxx", "nvcc")
+    assert stable_abi_warning(abi) is None
+    macros = (
+        'setup(ext_modules=[X("a", ["a.cu"], '
+        'define_macros=[("TORCH_TARGET_VERSION", "0x020b000000000000")])])\n'
+    )
+    abi = read_stable_abi(macros)
+    assert abi is not None
+    assert (abi.target, abi.reaches) == (Version("2.11"), ("cxx", "nvcc"))
+
+
+def test_a_computed_define_under_a_condition_is_said_so() -> None:
+    text = (ROOT / "tests" / "fixtures" / "torch_ops" / "setup.py").read_text()
+    abi = read_stable_abi(text)
+    assert abi is not None
+    assert abi.target is None  # an f-string of STABLE_TARGET
+    assert abi.reaches == ("cxx", "nvcc")  # through `defines`, and `nvcc` built from it
+    assert abi.condition is not None
+    assert 'if abi == "stable":' in text.splitlines()[(abi.condition.line or 0) - 1]
+    assert "a computed torch release (where the condition at setup.py:" in stable_abi_note(abi)
+
+
+def test_no_define_or_no_python_is_none() -> None:
+    assert read_stable_abi(CXX_ONLY.replace("-DTORCH_TARGET_VERSION", "-DOTHER")) is None
+    assert read_stable_abi("def (:\n") is None
