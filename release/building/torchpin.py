@@ -25,6 +25,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from release.building.relabel import rewritten_record, rewritten_wheel
+from release.project.stableabi import target_version
 
 
 class TorchPinError(ValueError):
@@ -46,14 +47,12 @@ _TARGET_DEFINE = re.compile(r"-D\s*TORCH_TARGET_VERSION=(0[xX][0-9a-fA-F]+|[0-9]
 
 def stable_target_version(build_log: str) -> Version | None:
     """The TORCH_TARGET_VERSION the compile lines of `build_log` define (torch's
-    cpp_extension runs `ninja -v`), or None where none does. The value is torch's
-    TORCH_ABI_VERSION layout: major in the top byte, then minor, then patch. Two different
+    cpp_extension runs `ninja -v`), or None where none does (the value's layout:
+    release.project.stableabi.target_version). Two different
     values in one log raise ValueError."""
     found: dict[Version, str] = {}
     for match in _TARGET_DEFINE.finditer(build_log):
-        value = int(match.group(1), 0)
-        major, minor, patch = (value >> 56) & 0xFF, (value >> 48) & 0xFF, (value >> 40) & 0xFF
-        version = Version(f"{major}.{minor}" + (f".{patch}" if patch else ""))
+        version = target_version(match.group(1))
         found.setdefault(version, match.group(1))
     if len(found) > 1:
         values = " and ".join(f"{raw} ({version})" for version, raw in sorted(found.items()))
