@@ -43,12 +43,13 @@ TORCH_WHEEL = "k3_torch_ops-0.1.0-cp310-abi3-manylinux_2_34_x86_64.whl"
 TORCH_CELL = f"13.0-x86_64-torch{TORCH}"
 TORCH_CLI = "import sys; from release.cli import main; sys.exit(main(sys.argv[1:]))"
 
-# The torch fixture's matrix, for str.format: {abi} is `stable` or `regular`.
+# A torch project's matrix of one x86_64 cell, for str.format: {env} is build.env's flow
+# mapping (the torch fixture's: K3_TORCH_ABI and K3_TORCH_UNPINNED).
 TORCH_MATRIX = """\
 project: {project}
 build:
   backend: torch
-  env: {{K3_TORCH_ABI: {abi}, K3_TORCH_UNPINNED: "1"}}
+  env: {env}
 defaults:
   arches: [x86_64]
   sms: [{sms}]
@@ -70,8 +71,9 @@ ONE_SM = "90"
 
 def torch_matrix(abi: str, *, sms: tuple[str, ...] = (ONE_SM,), ptx: str = "none") -> str:
     """The torch fixture's matrix.yaml for one flavour, its SMs and PTX target."""
+    env = f'{{K3_TORCH_ABI: {abi}, K3_TORCH_UNPINNED: "1"}}'
     return TORCH_MATRIX.format(
-        project=TORCH_FIXTURE, abi=abi, sms=", ".join(sms), ptx=ptx, torch=TORCH
+        project=TORCH_FIXTURE, env=env, sms=", ".join(sms), ptx=ptx, torch=TORCH
     )
 
 

@@ -28,6 +28,7 @@ from tests.integration.shared_builds import (
     TORCH,
     TORCH_CLI,
     TORCH_EPOCH,
+    TORCH_MATRIX,
     linked_cache,
 )
 
@@ -36,31 +37,14 @@ pytestmark = pytest.mark.slow
 FIXTURE = REPO / "tests" / "fixtures" / "prebuilt_download"
 WHEEL = "k3_prebuilt_ops-0.1.0-cp310-abi3-manylinux_2_34_x86_64.whl"
 UPSTREAM_NAME = "k3_prebuilt_ops-0.1.0-cp310-abi3-linux_x86_64.whl"
-MATRIX = """\
-project: {project}
-build:
-  backend: torch
-  env: {env}
-defaults:
-  arches: [x86_64]
-  sms: [{sm}]
-  ptx: none
-  manylinux: "2_34"
-cuda:
-  "13.0":
-    destination: pypi
-    torch: "{torch}"
-    abi3: "3.10"
-destinations:
-  pypi: {{kind: pypi}}
-"""
 
 
 def release_build(where: Path, env: str, release_cache: Path) -> subprocess.CompletedProcess[str]:
     matrix = where / "matrix.yaml"
     where.mkdir(parents=True)
     matrix.write_text(
-        MATRIX.format(project=FIXTURE, env=env, sm=ONE_SM, torch=TORCH), encoding="utf-8"
+        TORCH_MATRIX.format(project=FIXTURE, env=env, sms=ONE_SM, ptx="none", torch=TORCH),
+        encoding="utf-8",
     )
     cache = linked_cache(where / "cache", release_cache)
     return subprocess.run(
