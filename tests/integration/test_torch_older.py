@@ -2,15 +2,16 @@
 
 The torch fixture's stable flavour is built against the pinned torch (2.14.1) with
 TORCH_TARGET_VERSION 2.10, so its wheel requires `torch>=2.10`. Installed in a fresh venv
-beside torch 2.13.0 (an older release that requirement allows; pip installs it from this
-machine's disk, docs/testing.md), `pip check` accepts it and the project's own tests run
-its op on the CPU. The regular flavour, which pins `torch==2.14.*`, is refused by
-`pip check` there: the pin is what keeps it from loading beside a torch it was not built
-for.
+beside torch 2.13.0 (an older release that requirement allows, PyPI's CUDA build: the wheel
+links torch's CUDA library, which a CPU build of torch lacks), `pip check` accepts it and
+the project's own tests run its op on the CPU. The regular flavour, which pins
+`torch==2.14.*`, is refused by `pip check` there: the pin is what keeps it from loading
+beside a torch it was not built for.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -27,13 +28,19 @@ OLDER = "2.13.0"  # older than the built-against torch, newer than the stable ta
 
 @pytest.fixture(scope="module")
 def older_torch(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """A fresh venv of this Python with torch OLDER (a CPU build) and pytest."""
+    """A fresh venv of this Python with PyPI's torch OLDER (its CUDA build, never a CPU
+    build that a find-links folder may offer) and pytest."""
     venv = tmp_path_factory.mktemp("older-torch") / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     python = str(venv / "bin" / "python")
     install = subprocess.run(
-        [python, "-m", "pip", "install", "--quiet", f"torch=={OLDER}", "pytest"],
+        [python, "-m", "pip", "install", "--quiet", "--index-url", "https://pypi.org/simple",
+         f"torch=={OLDER}", "pytest"],
         capture_output=True, text=True, check=False,
+        env={
+            **{k: v for k, v in os.environ.items() if k != "PIP_FIND_LINKS"},
+            "PIP_CONFIG_FILE": os.devnull,  # no configured find-links folder, no index but PyPI
+        },
     )  # fmt: skip
     assert install.returncode == 0, install.stderr[-3000:]
     return python
@@ -57,7 +64,9 @@ def test_the_stable_wheel_runs_its_op_beside_an_older_torch_it_allows(
         [older_torch, "-c", "import torch; print(torch.__version__)"],
         capture_output=True, text=True, check=True,
     )  # fmt: skip
-    assert version.stdout.strip().split("+")[0] == OLDER
+    found = version.stdout.strip()
+    assert found.split("+")[0] == OLDER
+    assert not found.endswith("+cpu"), found  # a CUDA build: the wheel needs libtorch_cuda
     assert OLDER != TORCH
     checked = installed(older_torch, torch_stable.wheel)
     assert checked.returncode == 0, checked.stdout
