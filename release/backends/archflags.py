@@ -360,13 +360,6 @@ def stop_in_log(log_text: str, cell: ArchRequest, *, cuda_major: int) -> Stop | 
 
 # ---------------------------------------------------------------- setup.py, read as text
 
-_LITERAL = re.compile(
-    r"""(?P<flag>(?:-gencode|--generate-code)[= ]+["']?arch=compute_[0-9]+[af]?,"""
-    r"""\s*code=[\[\]"'a-z_0-9,]+|"""
-    r"""(?:-arch|--gpu-architecture)[= ]+["']?(?:sm|compute)_[0-9]+[af]?|"""
-    r"""\barch=compute_[0-9]+[af]?,\s*code=[\[\]"'a-z_0-9,]+)"""
-)
-
 
 @dataclass(frozen=True, kw_only=True)
 class LiteralFlags:
@@ -384,21 +377,6 @@ class LiteralFlags:
                 cleaned = f"-gencode={cleaned}"
             parsed += arch_flags(cleaned.replace(" ", "=", 1).split())
         return requested(parsed)
-
-
-def literal_arch_flags(source: str) -> LiteralFlags | None:
-    """The literal `-gencode` / `arch=compute_` / `-arch=sm_` flags in a setup.py's text
-    (comments left out), or None where it has none."""
-    found: list[str] = []
-    first = 0
-    for number, text in enumerate(source.splitlines(), start=1):
-        code = text.split("#", 1)[0]
-        for match in _LITERAL.finditer(code):
-            found.append(match.group("flag").rstrip("\"',"))
-            first = first or number
-    if not found:
-        return None
-    return LiteralFlags(line=first, flags=tuple(dict.fromkeys(found)))
 
 
 def literal_warning(

@@ -22,10 +22,12 @@ from release.backends import (
     nvcc_problem,
     placement_problem,
 )
-from release.backends.archflags import cell_request, literal_arch_flags, literal_warning
+from release.backends.archflags import LiteralFlags, cell_request, literal_warning
 from release.building.pipeline import build_command
 from release.building.settings import BuildSettings
 from release.matrix import Cell
+from release.project.archchanges import torch_arch_changes
+from release.project.setuppy import SetupPy, read_setup_py
 from release.project.stableabi import (
     StableAbi,
     read_stable_abi,
@@ -176,7 +178,8 @@ def planned(settings: BuildSettings, cell: Cell, plan: ToolchainPlan) -> dict[st
     )
     env = {**inputs.env, "SOURCE_DATE_EPOCH": str(settings.epoch)}
     abi = stable_abi_of(cell)
-    warnings = [w for w in (arch_warning(cell), abi and stable_abi_warning(abi)) if w]
+    crossed = stable_abi_warning(abi) if abi is not None else None
+    warnings = [*arch_warnings(cell), *([crossed] if crossed else [])]
     return {
         **against,
         **({"stable_abi": stable_abi_note(abi)} if abi is not None else {}),
@@ -207,19 +210,39 @@ def stable_abi_of(cell: Cell) -> StableAbi | None:
     return read_stable_abi(text, hints.literal_source)
 
 
-def arch_warning(cell: Cell) -> str | None:
-    """Where the project file its backend names (a torch project's setup.py) spells out
-    nvcc arch flags of its own that differ from the cell's targets: the first compile will
-    stop the cell, and this says so before anything is provisioned or compiled."""
+def _unquoted(source: str) -> str:
+    """A string literal's source without its quotes (and an f-string's `f`)."""
+    return (source[1:] if source[:2] in ('f"', "f'") else source).strip("\"'")
+
+
+def arch_warnings(cell: Cell) -> list[str]:
+    """Where the project file its backend names (a torch project's setup.py) keeps the
+    cell's targets from the build, what init says must change, in its words; and where its
+    own nvcc arch flags differ from the cell's targets, that the first compile will stop
+    the cell. Said before anything is provisioned or compiled."""
     hints = backend_for(cell.build.backend).arch_hints
     if hints is None or hints.literal_source is None:
-        return None
+        return []
     path = cell.project.path / hints.literal_source
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError:
+        return []
+    setup_py = read_setup_py(text, hints.literal_source)
+    warnings = [change.line() for change in torch_arch_changes(setup_py)]
+    literal = literal_flags(setup_py)
+    if literal is not None:
+        stop = literal_warning(str(path), literal, cell_request(cell.sms, cell.ptx), hints)
+        warnings += [stop] if stop is not None else []
+    return warnings
+
+
+def literal_flags(setup_py: SetupPy) -> LiteralFlags | None:
+    """The nvcc arch flags a setup.py spells out (as release.project.setuppy reads them:
+    real flags only, never a comment or a docstring), with the first line they are on."""
+    if not setup_py.gencode:
         return None
-    literal = literal_arch_flags(text)
-    if literal is None:
-        return None
-    return literal_warning(str(path), literal, cell_request(cell.sms, cell.ptx), hints)
+    return LiteralFlags(
+        line=setup_py.gencode[0].place.line or 0,
+        flags=tuple(dict.fromkeys(_unquoted(g.text) for g in setup_py.gencode)),
+    )

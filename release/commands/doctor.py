@@ -162,7 +162,7 @@ def run(args: argparse.Namespace) -> int:
     backends = preview.doctor_rows(cells, by_cell)
     backend_keys = preview.BackendRow.KEYS
     settings = layered.rows()
-    warnings = list(dict.fromkeys(w for c in cells if (w := preview.arch_warning(c))))
+    warnings = list(dict.fromkeys(w for c in cells for w in preview.arch_warnings(c)))
     out.document(
         {
             "cache": str(root),

@@ -16,6 +16,13 @@ from release.backends.recipe import BackendName
 from release.errors import ConfigError
 from release.init.torchindex import TorchRelease
 from release.project import CMakeLists, Gencode, Place, PyProject, Reading, SetupPy, naming
+from release.project.archchanges import (
+    CMAKE_TAKES,
+    TORCH_TAKES,
+    ProjectChange,
+    arch_list_changes,
+    gencode_change,
+)
 from release.targets import CudaVersion, GpuTarget, target_problem
 
 CUDA = CudaVersion(13, 0)  # the CUDA version whose whole toolchain comes from PyPI
@@ -133,16 +140,7 @@ def _default_targets(why: str, *, changes: Sequence[Note] = ()) -> Targets:
 
 
 def _torch_targets(setup_py: SetupPy) -> Targets:
-    changes = [
-        Note(
-            place=str(d.place),
-            text="sets TORCH_CUDA_ARCH_LIST over the one each cell passes: the matrix's sms "
-            "never reach the build",
-            fix='make it a default: os.environ.setdefault("TORCH_CUDA_ARCH_LIST", ...)',
-        )
-        for d in setup_py.arch_list
-        if d.overrides
-    ]
+    changes = [_note(c) for c in arch_list_changes(setup_py)]
     if setup_py.gencode:
         return _gencode_targets(setup_py.gencode, "torch", changes)
     for default in setup_py.arch_list:
@@ -152,6 +150,10 @@ def _torch_targets(setup_py: SetupPy) -> Targets:
             source = f"{default.place}: TORCH_CUDA_ARCH_LIST {default.value}"
             return _project_targets(sms, ptx, (default.place, source), "torch", changes)
     return _default_targets("the project names no SM list of its own", changes=changes)
+
+
+def _note(change: ProjectChange) -> Note:
+    return Note(place=str(change.place), text=change.text, fix=change.fix)
 
 
 def _cmake_targets(cmake: CMakeLists) -> Targets:
@@ -190,19 +192,7 @@ def _gencode_targets(
 ) -> Targets:
     cubins = [GpuTarget.parse(sm) for flag in flags for sm in flag.cubins]
     ptx = [GpuTarget.parse(p) for flag in flags for p in flag.ptx]
-    takes = "TORCH_CUDA_ARCH_LIST" if backend == "torch" else "CMAKE_CUDA_ARCHITECTURES"
-    instead = "instead of" if backend == "torch" else "beside"
-    lines = "line " if len({f.place.line for f in flags}) == 1 else "lines "
-    lines += ", ".join(str(n) for n in dict.fromkeys(f.place.line for f in flags))
-    changes.append(
-        Note(
-            place=str(flags[0].place),
-            text=f"hard-codes nvcc's -gencode flags ({lines}): the build compiles them "
-            f"{instead} the {takes} each cell passes, so the matrix's sms do not decide the "
-            "wheel's",
-            fix=f"take them out, so that the matrix's sms reach the build as {takes}",
-        )
-    )
+    changes.append(_note(gencode_change(flags, TORCH_TAKES if backend == "torch" else CMAKE_TAKES)))
     if not cubins:
         return _default_targets("the -gencode flags are computed", changes=changes)
     highest_ptx = max(ptx, default=None)

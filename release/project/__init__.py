@@ -5,6 +5,8 @@ here (`naming`), and `release init` everything else.
 
 Its modules:
 
+- `archchanges`: What keeps a cell's GPU targets from a project's build, as init and the dry run
+  both say it.
 - `cmakelists`: What a CMakeLists.txt says without running CMake: whether it builds CUDA, and
   its GPU targets.
 - `files`: A kernel project's files, read once (`read_project_files`, the edge), and what they

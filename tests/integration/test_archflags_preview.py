@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -59,7 +60,7 @@ def test_the_dry_run_warns_naming_the_line_the_flags_and_the_targets_to_paste(
     assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").rglob("*venv*"))
     document = release(tmp_path, "[75, 80, 90, 100]", "100", "build", "--dry-run", "--json")
     (cell,) = json.loads(document.stdout)["cells"]
-    assert cell["warnings"] == [warning.removeprefix("warning: ")]
+    assert cell["warnings"][-1] == warning.removeprefix("warning: ")
 
 
 def test_doctor_warns_too_and_a_cell_of_the_projects_own_list_is_not_warned_of(
@@ -67,13 +68,29 @@ def test_doctor_warns_too_and_a_cell_of_the_projects_own_list_is_not_warned_of(
 ) -> None:
     done = release(tmp_path, "[75, 80, 90, 100]", "100", "doctor", "--json")
     assert done.returncode == 0, done.stderr[-3000:]
-    (warning,) = json.loads(done.stdout)["warnings"]
-    assert warning.startswith(f"{FIXTURE / 'setup.py'}:{LINE} passes its own nvcc arch flags")
+    changed, stopped = json.loads(done.stdout)["warnings"]
+    assert changed.startswith(f"setup.py:{LINE}: hard-codes nvcc's -gencode flags")
+    assert stopped.startswith(f"{FIXTURE / 'setup.py'}:{LINE} passes its own nvcc arch flags")
     same = release(tmp_path, "[80, 90]", "90", "build", "--dry-run", "--json")
     assert same.returncode == 0, same.stderr[-3000:]
     assert "own nvcc arch flags" not in same.stderr
     (cell,) = json.loads(same.stdout)["cells"]
-    assert "warnings" not in cell
-    assert "warnings" not in json.loads(
-        release(tmp_path, "[80, 90]", "90", "doctor", "--json").stdout
-    )
+    assert cell["warnings"] == [changed]
+    assert json.loads(release(tmp_path, "[80, 90]", "90", "doctor", "--json").stdout)[
+        "warnings"
+    ] == [changed]
+
+
+def test_the_dry_run_says_what_init_says_must_change_in_its_words(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    shutil.copytree(FIXTURE, project)
+    init = subprocess.run(
+        [sys.executable, "-c", CLI, "init", str(project), "--offline", "--json"],
+        capture_output=True, text=True, check=False, cwd=tmp_path,
+    )  # fmt: skip
+    assert init.returncode == 0, init.stderr[-3000:]
+    changes = json.loads(init.stdout)["changes"]
+    assert [c["place"] for c in changes] == [f"setup.py:{LINE}"]
+    done = release(tmp_path, "[80, 90]", "90", "build", "--dry-run", "--json")
+    (cell,) = json.loads(done.stdout)["cells"]
+    assert cell["warnings"] == [f"{c['place']}: {c['text']}; fix: {c['fix']}" for c in changes]

@@ -16,7 +16,6 @@ from release.backends.archflags import (
     cell_request,
     compiled_source,
     from_cmake,
-    literal_arch_flags,
     literal_warning,
     matrix_targets,
     project_name,
@@ -27,6 +26,8 @@ from release.backends.archflags import (
     to_cmake,
 )
 from release.backends.cmake_project import cmake_architectures
+from release.building.preview import literal_flags
+from release.project.setuppy import read_setup_py
 from release.targets import GpuTarget as T
 
 HINTS = ArchHints(variable="TORCH_CUDA_ARCH_LIST", cause="CAUSE", honour="HONOUR")
@@ -232,15 +233,19 @@ NVCC_FLAGS = [
 
 
 def test_the_literal_arch_flags_of_a_setup_py_and_their_first_line() -> None:
-    literal = literal_arch_flags(SETUP)
+    literal = literal_flags(read_setup_py(SETUP))
     assert literal is not None
     assert literal.line == 5
     assert literal.request == request(["80", "90a", "120"], ["120"])
-    assert literal_arch_flags("setup(ext_modules=[CUDAExtension('x', ['x.cu'])])\n") is None
+    assert (
+        literal_flags(read_setup_py("setup(ext_modules=[CUDAExtension('x', ['x.cu'])])\n")) is None
+    )
+    documented = '"""Pass -gencode=arch=compute_80,code=sm_80 yourself."""\nsetup()\n'
+    assert literal_flags(read_setup_py(documented)) is None  # a docstring is not a flag
 
 
 def test_the_dry_run_warns_only_where_the_literal_flags_differ_from_the_cell() -> None:
-    literal = literal_arch_flags(SETUP)
+    literal = literal_flags(read_setup_py(SETUP))
     assert literal is not None
     warning = literal_warning("setup.py", literal, CELL, HINTS)
     assert warning is not None

@@ -274,3 +274,16 @@ def test_a_download_nothing_can_skip_needs_a_change_and_other_classes_are_not_do
     assert force_build(read_setup_py(not_a_wheel_command)) == ((), [], [])
     no_download = DOWNLOADING.replace("urllib.request.urlretrieve(URL, ", "print(")
     assert force_build(read_setup_py(no_download)) == ((), [], [])
+
+
+def test_a_docstring_or_a_path_holding_gencode_leaves_a_literal_arch_list_in_charge() -> None:
+    read = read_texts(
+        setup_py='"""Builds with -gencode arch=compute_70,code=sm_70 in older releases."""\n'
+        "import os, tempfile\n"
+        'os.environ.setdefault("TORCH_CUDA_ARCH_LIST", "8.0;9.0+PTX")\n'
+        'BUILD = tempfile.mkdtemp(prefix="-gencode-")\n'
+    )
+    found = targets_of(read, "torch")
+    assert (targets(found.sms), str(found.ptx)) == (["80", "90"], "90")
+    assert found.found[0].source == "setup.py:3: TORCH_CUDA_ARCH_LIST 8.0;9.0+PTX"
+    assert found.changes == ()

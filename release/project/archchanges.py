@@ -1,0 +1,64 @@
+"""What keeps a cell's GPU targets from reaching a project's build, as `release init` (its
+changes) and `release build --dry-run` / `release doctor` (their warnings) both say it, in
+the same words: a TORCH_CUDA_ARCH_LIST that setup.py sets over the cell's, and nvcc
+`-gencode` flags a project file hard-codes. Pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from release.project.places import Place
+from release.project.setuppy import Gencode, SetupPy
+
+TORCH_TAKES = ("TORCH_CUDA_ARCH_LIST", "instead of")
+CMAKE_TAKES = ("CMAKE_CUDA_ARCHITECTURES", "beside")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProjectChange:
+    """What a project must change before the matrix decides its build, where, and how."""
+
+    place: Place
+    text: str
+    fix: str
+
+    def line(self) -> str:
+        return f"{self.place}: {self.text}; fix: {self.fix}"
+
+
+def arch_list_changes(setup_py: SetupPy) -> list[ProjectChange]:
+    return [
+        ProjectChange(
+            place=d.place,
+            text="sets TORCH_CUDA_ARCH_LIST over the one each cell passes: the matrix's sms "
+            "never reach the build",
+            fix='make it a default: os.environ.setdefault("TORCH_CUDA_ARCH_LIST", ...)',
+        )
+        for d in setup_py.arch_list
+        if d.overrides
+    ]
+
+
+def gencode_change(flags: Sequence[Gencode], takes: tuple[str, str]) -> ProjectChange:
+    """Hard-coded -gencode flags: the build compiles them `takes[1]` (instead of, beside)
+    the variable `takes[0]` that carries the cell's targets."""
+    variable, instead = takes
+    lines = "line " if len({f.place.line for f in flags}) == 1 else "lines "
+    lines += ", ".join(str(n) for n in dict.fromkeys(f.place.line for f in flags))
+    return ProjectChange(
+        place=flags[0].place,
+        text=f"hard-codes nvcc's -gencode flags ({lines}): the build compiles them "
+        f"{instead} the {variable} each cell passes, so the matrix's sms do not decide the "
+        "wheel's",
+        fix=f"take them out, so that the matrix's sms reach the build as {variable}",
+    )
+
+
+def torch_arch_changes(setup_py: SetupPy) -> list[ProjectChange]:
+    """Every change of a torch project's setup.py about its GPU targets, in file order."""
+    changes = arch_list_changes(setup_py)
+    if setup_py.gencode:
+        changes.append(gencode_change(setup_py.gencode, TORCH_TAKES))
+    return changes
