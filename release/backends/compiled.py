@@ -68,8 +68,8 @@ def _sections(data: bytes) -> dict[str, bytes]:
             for section in elf.iter_sections()
             if section.name in (LINKED_SECTION, RELOCATABLE_SECTION)
         }
-    except (ELFError, ValueError, OSError, struct.error):
-        return {}
+    except (ELFError, ValueError, OSError, struct.error, OverflowError, LookupError, TypeError):
+        return {}  # pyelftools on a damaged file: no section it can read
 
 
 def digests(data: bytes) -> tuple[str, ...] | None:

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from release.backends.compiled import (
     FATBIN_HEADER,
     FATBIN_MAGIC,
     ForeignCode,
+    digests,
     fatbins,
     foreign_code_problem,
 )
@@ -53,3 +58,26 @@ def test_the_problem_names_each_file_and_the_likely_cause() -> None:
     assert some_ran is not None
     assert some_ran.startswith("the wheel holds device code that no compile of this build wrote")
     assert foreign_code_problem([], recorded=0) is None
+
+
+ELF = Path("/bin/true").read_bytes()  # any ELF file: the reader must not fail on a damaged one
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, len(ELF) - 1), st.integers(0, 255)), max_size=60))
+def test_a_damaged_shared_object_is_read_or_refused_never_a_crash(
+    changes: list[tuple[int, int]],
+) -> None:
+    data = bytearray(ELF)
+    for offset, value in changes:
+        data[offset] = value
+    found = digests(bytes(data))  # an exception here is the failure
+    assert found is None or all(len(digest) == 64 for digest in found)
+
+
+@given(st.binary(max_size=200))
+def test_any_section_bytes_split_or_are_refused(section: bytes) -> None:
+    parts = fatbins(section)
+    if parts is not None:  # whole fatbins, in order, each one inside the section
+        assert all(part[:4] == FATBIN_HEADER.pack(FATBIN_MAGIC, 0, 0, 0)[:4] for part in parts)
+        assert sum(len(part) for part in parts) <= len(section)
