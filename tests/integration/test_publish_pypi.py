@@ -168,13 +168,21 @@ def test_a_wheel_whose_metadata_disagrees_with_its_name_stops_publish_before_any
     assert pypiserver.files() == {}
 
 
-def test_twine_check_strict_failure_is_a_refusal(pypiserver: PypiServer, tmp_path: Path) -> None:
-    wheel = make_wheel(tmp_path, description_type=None)
+def test_a_description_pypi_would_not_render_is_a_refusal_and_none_at_all_is_not(
+    pypiserver: PypiServer, tmp_path: Path
+) -> None:
+    """PyPI refuses an upload whose long description fails to render, and takes one with no
+    description (PyTorch's extension template has none): `twine check`, not --strict."""
+    broken = make_wheel(
+        tmp_path / "broken", description_type="text/x-rst", description=".. no-such-directive::\n"
+    )
+    bare = make_wheel(tmp_path / "bare", description_type=None, description="")
     pub = publisher(pypiserver, CountingRunner(), pypiserver.env())
-    entry = entry_for(wheel, pypi_destination(pypiserver.url))
-    reason = pub.refusal(entry, wheel)
+    destination = pypi_destination(pypiserver.url)
+    reason = pub.refusal(entry_for(broken, destination), broken)
     assert reason is not None
-    assert reason.startswith("twine check --strict:")
+    assert reason.startswith("twine check:")
+    assert pub.refusal(entry_for(bare, destination), bare) is None
 
 
 def test_pypiserver_stopped_mid_run_then_a_rerun_converges(

@@ -68,6 +68,7 @@ def make_wheel(
     payload: bytes = b"",
     name: str = PROJECT,
     description_type: str | None = "text/markdown",
+    description: str | None = None,
     requires_python: str = ">=3.9",
 ) -> Path:
     """Write a wheel into `directory` and return its path. `payload` changes its bytes."""
@@ -81,7 +82,7 @@ def make_wheel(
         f"Requires-Python: {requires_python}\n"
         + (f"Description-Content-Type: {description_type}\n" if description_type else "")
         + "\n"
-        f"{DESCRIPTION}"
+        f"{DESCRIPTION if description is None else description}"
     )
     files: dict[str, bytes] = {
         f"{MODULE}/__init__.py": (
