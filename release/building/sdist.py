@@ -34,6 +34,7 @@ from release.records.manifest import (
     sdist_cell_of,
     sdist_filename,
 )
+from release.toolchain.projectmeta import hook_environment
 
 # ---------------------------------------------------------------- pure core
 
@@ -103,13 +104,17 @@ def sdist_environment(base: Mapping[str, str], python: str, epoch: int) -> dict[
 def build_sdist(settings: BuildSettings, cell: Cell, log: Path) -> SdistEntry:
     """Build the sdist into settings.out and return its manifest entry. A torch cell's runs
     in that cell's torch environment without isolation, as its wheel does: a setup.py that
-    imports torch needs it for an sdist too."""
+    imports torch needs it for an sdist too. It gets what the cell's build sets that a
+    setup.py reads (`hook_environment`: TORCH_CUDA_ARCH_LIST, CUDA_HOME, build.env): a setup.py
+    lists its CUDA sources only when its force-CUDA switch is on, and an sdist made without it
+    would lack them."""
     project = settings.matrix.project
     version = str(project.version)
     filename = sdist_filename(project.name, version)
     environment = settings.environments.get(cell.id)
     python = str(environment.python) if environment is not None else settings.python
     env = sdist_environment(settings.environ, python, settings.epoch)
+    env.update(hook_environment(cell, environment.cuda_home if environment is not None else None))
     with tempfile.TemporaryDirectory(prefix="release-sdist-") as tmp:
         command = build_command(python, project.path, Path(tmp), isolated=environment is None)
         command[command.index("--wheel")] = "--sdist"
