@@ -19,6 +19,7 @@ from release.credentials import without_credentials
 from release.inspection.devicecode import holds_device_code
 from release.inspection.limitedapi import limited_api_auditor
 from release.inspection.torchabi import abi_problems, torch_exports
+from release.inspection.torchaudit import TOOL, torch_abi_auditor
 from release.matrix import Cell
 from release.toolchain.torchenv import TorchEnv
 from release.wheelfile import NotAWheel, wheel_name
@@ -62,9 +63,11 @@ def certify_torch(
 ) -> Path:
     """The torch checks of a freshly built wheel, then its METADATA pinned to the torch it
     was built against (rewritten in place). Raises CellFailure. Which SMs the device code
-    covers is the inspection's, after this; here only whether there is any. Where the ABI
-    check fails for an abi3 cell, its limited API (the inspection's abi3audit, run by
-    `python`) is audited too, so that the message names both."""
+    covers is the inspection's, after this; here only whether there is any. A stable-ABI
+    build (TORCH_TARGET_VERSION on its compile lines) is also held to the stable API by
+    torch-abi-audit (release.inspection.torchaudit). Where either fails for an abi3 cell,
+    its limited API (the inspection's abi3audit, run by `python`) is audited too, so that
+    the message names both."""
     data = wheel.read_bytes()
     if not holds_device_code(data):
         raise CellFailure(CPU_ONLY)
@@ -72,15 +75,21 @@ def certify_torch(
         target = stable_target_version(log.read_text(encoding="utf-8", errors="replace"))
     except ValueError as error:
         raise CellFailure(str(error)) from None
-    label = torch_env.torch_version
+    clean = without_credentials(env or {})
+    # torch-abi-audit holds a stable-ABI build to the stable API; where it is not installed
+    # (Python 3.10) torchabi's own check of torch's C++ symbols stands in
+    audited = torch_abi_auditor(python, clean)(data, target) if target is not None else None
     problems = abi_problems(
-        data, torch_exports(torch_env.lib_dirs), stable=target is not None, torch_label=label
+        data,
+        torch_exports(torch_env.lib_dirs),
+        stable=target is not None and audited is None,
+        torch_label=torch_env.torch_version,
     )
-    if problems:
-        failures = ["ABI check: " + "; ".join(problems)]
+    if problems or audited:
+        failures = [f"ABI check: {'; '.join(problems)}"] if problems else []
+        failures += [f"{TOOL}: {'; '.join(audited)}"] if audited else []
         if cell.abi3 is not None:
-            audit = limited_api_auditor(python, cell.abi3, without_credentials(env or {}))
-            limited = audit(wheel.name, data)
+            limited = limited_api_auditor(python, cell.abi3, clean)(wheel.name, data)
             if limited:
                 failures.append("abi3audit: " + "; ".join(limited))
         raise CellFailure("; ".join(failures))

@@ -9,6 +9,7 @@ Its modules:
 - `fatbin`: What a fatbin holds: the SMs it has cubins for and the virtual archs it has PTX for.
 - `limitedapi`: An abi3 wheel keeps to the limited API of its floor.
 - `torchabi`: The ABI check of a torch extension wheel.
+- `torchaudit`: A libtorch stable-ABI wheel held to the stable ABI by torch-abi-audit.
 - `verdict`: auditwheel's verdict on a built wheel (`auditwheel_problems` of `auditwheel show`).
 - `wheel`: Wheel inspection: a wheel counts as built only when everything about it is what its
   cell asked for.
