@@ -14,6 +14,7 @@ from a copy of its cache: what they did not change comes from its compile cache.
 from __future__ import annotations
 
 import email.parser
+import importlib.util
 import json
 import os
 import shutil
@@ -199,6 +200,11 @@ def test_a_planted_undefined_torch_symbol_fails_the_abi_check(
     assert "ABI check" in said
     assert "c10::k3_planted_missing_symbol(int)" in said
     assert f"not exported by torch {TORCH}" in said
+    if importlib.util.find_spec("torch_abi_audit") is not None:  # Python 3.11 and newer
+        assert (
+            "torch-abi-audit: k3_torch_ops/_C.abi3.so: c10::k3_planted_missing_symbol(int) is "
+            "torch's unstable C++ API"
+        ) in said
     assert not list(run.dist.glob("*.whl"))
 
 
