@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
@@ -56,21 +56,33 @@ def limited_api_problems(report: str, floor: str) -> list[str]:
             for s, v in dict(result.get("future_abi3_objects", {})).items()
             if _after(str(v), floor)
         )
-        for symbol in outside[:LISTED_PER_OBJECT]:
-            problems.append(
-                f"{name}: {symbol} is not in the limited API: an abi3 wheel may use only it "
-                "(build without it, or build one wheel per Python: python: instead of abi3:)"
-            )
-        if len(outside) > LISTED_PER_OBJECT:
-            problems.append(f"{name}: and {len(outside) - LISTED_PER_OBJECT} more outside it")
-        for symbol, added in later[:LISTED_PER_OBJECT]:
-            problems.append(
-                f"{name}: {symbol} joined the limited API in Python {added}, after the cell's "
-                f'abi3 floor {floor} (raise it: abi3: "{added}", or build without it)'
-            )
-        if len(later) > LISTED_PER_OBJECT:
-            problems.append(f"{name}: and {len(later) - LISTED_PER_OBJECT} more after {floor}")
+        problems += capped(
+            name,
+            [
+                f"{symbol} is not in the limited API: an abi3 wheel may use only it (build "
+                "without it, or build one wheel per Python: python: instead of abi3:)"
+                for symbol in outside
+            ],
+            "more outside it",
+        )
+        problems += capped(
+            name,
+            [
+                f"{symbol} joined the limited API in Python {added}, after the cell's abi3 "
+                f'floor {floor} (raise it: abi3: "{added}", or build without it)'
+                for symbol, added in later
+            ],
+            f"more after {floor}",
+        )
     return problems
+
+
+def capped(name: str, lines: Sequence[str], more: str) -> list[str]:
+    """A problem line of the shared object `name` each, the first LISTED_PER_OBJECT of
+    them, then how many `more` there are."""
+    shown = [f"{name}: {line}" for line in lines[:LISTED_PER_OBJECT]]
+    rest = len(lines) - LISTED_PER_OBJECT
+    return [*shown, f"{name}: and {rest} {more}"] if rest > 0 else shown
 
 
 def limited_api_auditor(

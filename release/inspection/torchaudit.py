@@ -30,10 +30,10 @@ from packaging.version import InvalidVersion, Version
 
 from release import proc
 from release.inspection.devicecode import is_shared_object
+from release.inspection.limitedapi import capped
 
 TOOL = "torch-abi-audit"
 MODULE = "torch_abi_audit"
-LISTED_PER_OBJECT = 5
 _MISSING = f"No module named {MODULE}"
 
 StableAbiAudit = Callable[[bytes, Version], "list[str] | None"]
@@ -74,14 +74,12 @@ def audit_problems(report: str, target: Version, root: str = "") -> list[str]:
         if library.get("error"):
             problems.append(f"{name}: {TOOL} could not read it: {library['error']}")
             continue
-        unstable = [str(s) for s in torch.get("unstable_symbols", [])]
-        for symbol in unstable[:LISTED_PER_OBJECT]:
-            problems.append(
-                f"{name}: {symbol} is torch's unstable C++ API: a stable-ABI build may use "
-                "only the C shim and torch::stable (it binds the wheel to one torch)"
-            )
-        if len(unstable) > LISTED_PER_OBJECT:
-            problems.append(f"{name}: and {len(unstable) - LISTED_PER_OBJECT} more of it")
+        unstable = [
+            f"{symbol} is torch's unstable C++ API: a stable-ABI build may use only the C "
+            "shim and torch::stable (it binds the wheel to one torch)"
+            for symbol in torch.get("unstable_symbols", [])
+        ]
+        problems += capped(name, unstable, "more of it")
         needed = _version(torch.get("min_torch_version"))
         if needed is not None and needed > target:
             shims = ", ".join(str(s) for s in torch.get("version_defining_symbols", [])[:3])

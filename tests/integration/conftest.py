@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import time
+import venv
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -71,6 +72,19 @@ class PypiServer:
     @property
     def log_file(self) -> Path:
         return self.root / "pypiserver.log"
+
+    def pip_install(self, requirement: str, where: Path) -> Path:
+        """`pip install --no-deps` of `requirement` from this index, as a user would, by a
+        fresh venv's pip into `where`/target (returned)."""
+        env_dir, target = where / "venv", where / "target"
+        venv.EnvBuilder(with_pip=True).create(env_dir)
+        private = self.index_url.replace("http://", f"http://{self.username}:{self.password}@")
+        subprocess.run(
+            [str(env_dir / "bin" / "python"), "-m", "pip", "--isolated", "install", "--no-deps",
+             "--no-cache-dir", "--target", str(target), "--index-url", private, requirement],
+            check=True, capture_output=True,
+        )  # fmt: skip
+        return target
 
     def env(self) -> dict[str, str]:
         """Upload credentials as `release publish` reads them."""

@@ -22,7 +22,6 @@ import json
 import os
 import subprocess
 import sys
-import venv
 from pathlib import Path
 
 import pytest
@@ -147,16 +146,6 @@ def test_a_first_tag_of_the_extension_template_builds_publishes_verifies_and_ins
     subjects = {c["subject"] for c in report["checks"] if c["ok"]}
     assert {WHEEL, SDIST} <= subjects
 
-    env_dir = tmp_path / "venv"
-    venv.EnvBuilder(with_pip=True).create(env_dir)
-    private = pypiserver.index_url.replace(
-        "http://", f"http://{pypiserver.username}:{pypiserver.password}@"
-    )
-    target = tmp_path / "target"
-    subprocess.run(
-        [str(env_dir / "bin" / "python"), "-m", "pip", "--isolated", "install", "--no-deps",
-         "--no-cache-dir", "--target", str(target), "--index-url", private, "muladd_ops"],
-        check=True, capture_output=True,
-    )  # fmt: skip
+    target = pypiserver.pip_install("muladd_ops", tmp_path / "pip")
     assert (target / "muladd_ops").is_dir()
     assert [p.name for p in target.glob("*.dist-info")] == ["muladd_ops-0.0.1.dist-info"]

@@ -17,8 +17,6 @@ tests/integration/test_verify.py and tests/unit.
 from __future__ import annotations
 
 import json
-import subprocess
-import venv
 from pathlib import Path
 
 import pytest
@@ -106,16 +104,5 @@ def test_the_played_publish_and_verify_run_against_the_stand_ins_and_pip_install
         checked = {(c["check"], c["ok"]) for c in report["checks"] if c["subject"] == SDIST}
         assert checked == {("download", True), ("listing", True), ("provenance", True)}
 
-    env_dir = tmp_path / "venv"
-    venv.EnvBuilder(with_pip=True).create(env_dir)
-    private = pypiserver.index_url.replace(
-        "http://", f"http://{pypiserver.username}:{pypiserver.password}@"
-    )
-    target = tmp_path / "target"
-    subprocess.run(
-        [str(env_dir / "bin" / "python"), "-m", "pip", "--isolated", "install", "--no-deps",
-         "--no-cache-dir", "--target", str(target), "--index-url", private,
-         f"{PROJECT}=={VERSION}"],
-        check=True, capture_output=True,
-    )  # fmt: skip
+    target = pypiserver.pip_install(f"{PROJECT}=={VERSION}", tmp_path / "pip")
     assert [p.name for p in target.glob("*.dist-info")] == [f"k3_kernels-{VERSION}.dist-info"]

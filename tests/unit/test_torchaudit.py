@@ -11,7 +11,8 @@ from typing import Any
 
 from packaging.version import Version
 
-from release.inspection.torchaudit import LISTED_PER_OBJECT, audit_command, audit_problems
+from release.inspection.limitedapi import LISTED_PER_OBJECT
+from release.inspection.torchaudit import audit_command, audit_problems
 
 ROOT = "/scratch/release-torch-abi-x/wheel"
 TARGET = Version("2.10")
