@@ -33,6 +33,7 @@ class ContractBackend:
         }
     )
     owned_settings = owned_env
+    torch_axes = False
     labels_by_rewriting = False
     tag_remedy = ""
 
