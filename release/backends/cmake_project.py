@@ -131,6 +131,7 @@ class CmakeBackend:
         }
     )
     torch_axes = False
+    ptx_beside_cubin = False
     labels_by_rewriting = True
     tag_remedy = NVCC_TAG_REMEDY
     arch_hints: ArchHints | None = ARCH_HINTS
