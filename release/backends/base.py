@@ -169,6 +169,18 @@ class Backend(Protocol):
         ...
 
     @property
+    def torch_axes(self) -> bool:
+        """Its cells have torch's own axes: a torch version, a Python or an abi3 floor each,
+        and a `{torch}` in the local label (the other backends take none of these)."""
+        ...
+
+    @property
+    def ptx_beside_cubin(self) -> bool:
+        """It adds PTX only to an SM it also builds (torch's `7.5+PTX`): a PTX-only build of
+        its cell keeps that SM's cubin."""
+        ...
+
+    @property
     def labels_by_rewriting(self) -> bool:
         """Its build cannot set the cell's local label: the built wheel is rewritten to it
         (csrc's sets it at build time, and a wheel of another version is refused)."""

@@ -130,6 +130,8 @@ class CmakeBackend:
             "cmake.define.CUDAToolkit_ROOT",
         }
     )
+    torch_axes = False
+    ptx_beside_cubin = False
     labels_by_rewriting = True
     tag_remedy = NVCC_TAG_REMEDY
     arch_hints: ArchHints | None = ARCH_HINTS

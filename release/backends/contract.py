@@ -33,6 +33,8 @@ class ContractBackend:
         }
     )
     owned_settings = owned_env
+    torch_axes = False
+    ptx_beside_cubin = False
     labels_by_rewriting = False
     tag_remedy = ""
 

@@ -255,6 +255,8 @@ class TorchBackend:
         }
     )
     owned_settings: frozenset[str] = frozenset()
+    torch_axes = True
+    ptx_beside_cubin = True
     labels_by_rewriting = True
     tag_remedy = NVCC_TAG_REMEDY
     arch_hints: ArchHints | None = ARCH_HINTS

@@ -155,9 +155,45 @@ def _compilers(cell: Cell, plan: ToolchainPlan, row: BackendRow) -> tuple[str, s
     return device, host
 
 
-def planned(settings: BuildSettings, cell: Cell, plan: ToolchainPlan) -> dict[str, Any]:
+@dataclass(frozen=True, kw_only=True)
+class PlannedCell:
     """What a dry run says of one cell: its backend and where it builds, compilers, build
-    inputs, config settings, the command."""
+    inputs, config settings, the command, and what it builds against (its backend's own
+    environment: a key of the document and what it says there)."""
+
+    cell: str
+    wheel: str
+    backend: str
+    builds: str
+    device_compiler: str
+    host_cc: str
+    inputs: Mapping[str, str]
+    config_settings: Mapping[str, str]
+    command: tuple[str, ...]
+    against: tuple[str, str] | None = None
+    stable_abi: str | None = None
+    warnings: tuple[str, ...] = ()
+
+    def document(self) -> dict[str, Any]:
+        """The cell in `release build --dry-run --json`."""
+        return {
+            **(dict([self.against]) if self.against is not None else {}),
+            **({"stable_abi": self.stable_abi} if self.stable_abi is not None else {}),
+            **({"warnings": list(self.warnings)} if self.warnings else {}),
+            "cell": self.cell,
+            "wheel": self.wheel,
+            "backend": self.backend,
+            "builds": self.builds,
+            "device_compiler": self.device_compiler,
+            "host_cc": self.host_cc,
+            "inputs": dict(self.inputs),
+            "config_settings": dict(self.config_settings),
+            "command": list(self.command),
+        }
+
+
+def planned(settings: BuildSettings, cell: Cell, plan: ToolchainPlan) -> PlannedCell:
+    """What a dry run says of one cell."""
     row = doctor_row(cell, plan)
     inputs = planned_inputs(
         cell,
@@ -167,33 +203,31 @@ def planned(settings: BuildSettings, cell: Cell, plan: ToolchainPlan) -> dict[st
         device_log=settings.device_log,
     )
     device, host = _compilers(cell, plan, row)
-    python, against = settings.python, {}
+    python, against = settings.python, None
     spec = environment_of(cell)
     if spec is not None:  # it builds in its backend's own environment, without isolation
         python = str(environment_python(spec, settings.toolchain_dir))
-        key, text = spec.preview(settings.toolchain_dir / spec.dirname)
-        against = {key: text}
+        against = spec.preview(settings.toolchain_dir / spec.dirname)
     command = build_command(
         python, settings.matrix.project.path, settings.out, isolated=spec is None
     )
     env = {**inputs.env, "SOURCE_DATE_EPOCH": str(settings.epoch)}
     abi = stable_abi_of(cell)
     crossed = stable_abi_warning(abi) if abi is not None else None
-    warnings = [*arch_warnings(cell), *([crossed] if crossed else [])]
-    return {
-        **against,
-        **({"stable_abi": stable_abi_note(abi)} if abi is not None else {}),
-        **({"warnings": warnings} if warnings else {}),
-        "cell": cell.id,
-        "wheel": cell.wheel_filename,
-        "backend": cell.build.backend,
-        "builds": row.builds,
-        "device_compiler": device,
-        "host_cc": host,
-        "inputs": dict(sorted(env.items())),
-        "config_settings": dict(sorted(inputs.config_settings.items())),
-        "command": [*command, *inputs.config_args()],
-    }
+    return PlannedCell(
+        against=against,
+        stable_abi=stable_abi_note(abi) if abi is not None else None,
+        warnings=(*arch_warnings(cell), *([crossed] if crossed else [])),
+        cell=cell.id,
+        wheel=cell.wheel_filename,
+        backend=cell.build.backend,
+        builds=row.builds,
+        device_compiler=device,
+        host_cc=host,
+        inputs=dict(sorted(env.items())),
+        config_settings=dict(sorted(inputs.config_settings.items())),
+        command=(*command, *inputs.config_args()),
+    )
 
 
 def stable_abi_of(cell: Cell) -> StableAbi | None:

@@ -473,28 +473,24 @@ def _dry_run(settings: BuildSettings, plans: Mapping[str, ToolchainPlan], output
     output.document(
         {
             "dry_run": True,
-            "cells": cells,
+            "cells": [c.document() for c in cells],
             "settings": [dict(zip(SETTING_KEYS, row, strict=True)) for row in settings.sources],
         }
     )
     output.table(
         ["cell", "wheel", "device compiler", "host C compiler"],
-        [[c["cell"], c["wheel"], c["device_compiler"], c["host_cc"]] for c in cells],
+        [[c.cell, c.wheel, c.device_compiler, c.host_cc] for c in cells],
         f"dry run: {len(settings.cells)} cells, nothing will be built",
     )
     output.table(list(SETTING_COLUMNS), [list(row) for row in settings.sources], "settings")
     for cell in cells:
-        shown = " ".join(f"{k}={shlex.quote(v)}" for k, v in cell["inputs"].items())
-        how = (
-            ""
-            if cell["backend"] == DEFAULT_BACKEND
-            else f"{cell['backend']} backend, {cell['builds']}: "
-        )
-        output.line(f"{cell['cell']}: {how}{shown} {shlex.join(cell['command'])}")
-        if "torch" in cell:
-            output.line(f"{cell['cell']}: builds against {cell['torch']}")
-        if "stable_abi" in cell:
-            output.line(f"{cell['cell']}: {cell['stable_abi']}")
-        for warning in cell.get("warnings", ()):
-            output.warning(warning, title=f"release build {cell['cell']}")
+        shown = " ".join(f"{k}={shlex.quote(v)}" for k, v in cell.inputs.items())
+        how = "" if cell.backend == DEFAULT_BACKEND else f"{cell.backend} backend, {cell.builds}: "
+        output.line(f"{cell.cell}: {how}{shown} {shlex.join(cell.command)}")
+        if cell.against is not None:
+            output.line(f"{cell.cell}: builds against {cell.against[1]}")
+        if cell.stable_abi is not None:
+            output.line(f"{cell.cell}: {cell.stable_abi}")
+        for warning in cell.warnings:
+            output.warning(warning, title=f"release build {cell.cell}")
     return 0

@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 
 from packaging.version import Version
 
+from release.backends import backend_for
 from release.backends.recipe import BackendName
 from release.init.detect import Finding, Note, TorchLookup, targets_of
 from release.init.torchaxes import force_build, force_cuda, python_axis, stable_abi, torch_pin
@@ -76,7 +77,7 @@ def decide(
                 "backend drives nvcc, which a project without CUDA never calls",
             )
         )
-    if name != "torch":
+    if not backend_for(name).torch_axes:
         return replace(
             decision, found=tuple(found), changes=tuple(changes), undecided=tuple(undecided)
         )

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from importlib import resources
 from string import Template
 
+from release.backends import backend_for
 from release.init.decide import Decision
 from release.init.detect import Finding, Note
 from release.toolchain.pins import CUDA_TOOLKIT_IMAGES
@@ -109,9 +110,9 @@ def render_matrix(decision: Decision, tool_version: str) -> str:
         "sms_from": _from(found, "sms"),
         "ptx_from": _from(found, "ptx"),
     }
-    if decision.backend in ("cmake", "torch"):
+    if backend_for(decision.backend).needs_nvcc:
         values["toolkit_image"] = _toolkit_image(decision)
-    if decision.backend == "torch":
+    if backend_for(decision.backend).torch_axes:
         torch_values, torch_comments = _torch(decision, found)
         values.update(torch_values)
         comments.update(torch_comments)

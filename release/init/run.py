@@ -15,6 +15,7 @@ from urllib.parse import urlsplit, urlunsplit
 from packaging.version import Version
 
 from release import __version__
+from release.backends import backend_for
 from release.errors import ConfigError, FileError
 from release.fsutil import write_atomic
 from release.init.decide import Decision, decide
@@ -82,7 +83,7 @@ def init_project(settings: InitSettings, torch_source: TorchSource | None = None
     read = reading(read_project_files(directory))
     backend = backend_of(read)
     lookup = None
-    if backend[0] == "torch":
+    if backend_for(backend[0]).torch_axes:
         index = settings.torch_index or PYPI_SIMPLE
         if settings.offline:
             lookup = TorchLookup(

@@ -12,6 +12,8 @@ Its modules:
 - `nightly`: The nightly channel of matrix.yaml: its s3 destination, its retention keys, and
   what a commit's nightly builds.
 - `rules`: The rules of matrix.yaml that look at more than one value.
+- `torchaxes`: torch's own axes of a CUDA version: its torch versions times its Pythons (or
+  one abi3 floor), the rules on them, and the `{torch}` of its local label.
 - `spec`: The document matrix.yaml is: these frozen dataclasses are its specification.
   release.yamlspec reads their type hints to load a document (with file:line:col errors) and to
   generate the JSON Schema, so the loader and the schema cannot disagree.

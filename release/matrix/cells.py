@@ -5,12 +5,9 @@ exclusions leave and its backend can build. release.matrix.load runs these for e
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
-
-from packaging.version import Version
 
 from release.backends import BuildRecipe, targets_problem
 from release.errors import shown
@@ -28,6 +25,7 @@ from release.matrix.spec import (
     VersionSpec,
     WheelSettings,
 )
+from release.matrix.torchaxes import TORCH_PLACEHOLDER, TorchAxis, torch_axes, torch_label
 from release.targets import Arch, CudaVersion, GpuTarget
 from release.yamlspec import DocumentLoader, did_you_mean, join_path
 
@@ -237,134 +235,6 @@ def _check_destination(
             "send releases to a pypi or github destination and name it under "
             "nightly.destination",
         )
-
-
-@dataclass(frozen=True, kw_only=True)
-class TorchAxis:
-    """One point of a torch cell's own axes: its torch, its Python or abi3 floor."""
-
-    torch: Version | None = None
-    python: str | None = None
-    abi3: str | None = None
-
-
-TORCH_PLACEHOLDER = "{torch}"
-
-
-def torch_label(label: str | None, torch: Version | None) -> str | None:
-    """The local label with `{torch}` put in (`cu129torch{torch}` -> `cu129torch2.11`)."""
-    if label is None or torch is None:
-        return label
-    return label.replace(TORCH_PLACEHOLDER, f"{torch.major}.{torch.minor}")
-
-
-def torch_axes(
-    settings: _Settings,
-    entry: CudaSpec,
-    backend: str,
-    destination: Destination | None,
-    loader: DocumentLoader,
-) -> list[TorchAxis] | None:
-    """The torch x Python points of a CUDA version (one empty point for other backends), or
-    None (reported) where its torch settings are wrong."""
-    given = [
-        (name, path)
-        for name, value, path in (
-            ("torch", settings.torch, settings.torch_path),
-            ("python", settings.python, settings.python_path),
-            ("abi3", settings.abi3, settings.abi3_path),
-            ("torch-index", entry.torch_index, join_path(settings.path, "torch-index")),
-        )
-        if value is not None
-    ]
-    if backend != "torch":
-        for name, path in given:
-            loader.problem(
-                path,
-                f"{name!r} is for the torch backend; CUDA {settings.key} builds with {backend}",
-            )
-        return [TorchAxis()] if not given else None
-    return _torch_points(settings, entry, destination, loader)
-
-
-def _torch_points(
-    settings: _Settings, entry: CudaSpec, destination: Destination | None, loader: DocumentLoader
-) -> list[TorchAxis] | None:
-    ok = True
-    if settings.torch is None:
-        loader.problem(
-            settings.path,
-            f"CUDA {settings.key} builds with the torch backend but names no torch: set "
-            '`torch: "X.Y.Z"` here or under defaults (the exact torch its wheels load beside; '
-            "never whatever the index serves)",
-        )
-        ok = False
-    if settings.python is None and settings.abi3 is None:
-        loader.problem(
-            settings.path,
-            f"CUDA {settings.key}'s torch cells need `python:` (a cp3X-cp3X wheel per CPython, "
-            'e.g. ["3.11", "3.12"]) or `abi3:` (one cp3X-abi3 wheel for a py_limited_api '
-            'extension, e.g. "3.10")',
-        )
-        ok = False
-    if settings.abi3 is not None and len(settings.abi3.versions) != 1:
-        loader.problem(settings.abi3_path, 'abi3 is one floor version, e.g. "3.10"')
-        ok = False
-    if (
-        settings.abi3 is not None
-        and settings.python is not None
-        and len(settings.python.versions) > 1
-    ):
-        loader.problem(
-            settings.python_path,
-            "an abi3 wheel serves every CPython from its floor on: name one Python to build "
-            "it with, or drop abi3 for a wheel per Python",
-        )
-        ok = False
-    if entry.torch_index is not None and not re.fullmatch(r"https?://\S+", entry.torch_index):
-        loader.problem(
-            join_path(settings.path, "torch-index"),
-            f"{shown(entry.torch_index)} is not an http(s) URL of a package index",
-        )
-        ok = False
-    versions = settings.torch.versions if settings.torch is not None else ()
-    if not _torch_label_ok(settings, entry, destination, versions, loader) or not ok:
-        return None
-    abi3 = settings.abi3.versions[0] if settings.abi3 is not None else None
-    pythons: tuple[str | None, ...] = (
-        settings.python.versions if settings.python is not None else (None,)
-    )
-    return [TorchAxis(torch=t, python=p, abi3=abi3) for t in versions for p in pythons]
-
-
-def _torch_label_ok(
-    settings: _Settings,
-    entry: CudaSpec,
-    destination: Destination | None,
-    versions: Sequence[Version],
-    loader: DocumentLoader,
-) -> bool:
-    """Several torch versions of one CUDA version need `{torch}` in its label, and never
-    go to PyPI (one torch per release there)."""
-    label_path = join_path(settings.path, "local-label")
-    if len(versions) > 1 and isinstance(destination, PypiDestination):
-        loader.problem(
-            settings.torch_path,
-            f"CUDA {settings.key} sends {len(versions)} torch versions to PyPI, which takes one "
-            "torch per release: send one there, the others to a github destination with "
-            "{torch} in their local-label",
-        )
-        return False
-    if len(versions) > 1 and TORCH_PLACEHOLDER not in (entry.local_label or ""):
-        loader.problem(
-            label_path if entry.local_label else settings.torch_path,
-            f"CUDA {settings.key} builds torch {', '.join(map(str, versions))}, whose wheels "
-            f"would share one filename: put {{torch}} in its local-label "
-            f"(cu{settings.key.replace('.', '')}torch{{torch}} -> 0.1.0+cu"
-            f"{settings.key.replace('.', '')}torch{versions[0].major}.{versions[0].minor})",
-        )
-        return False
-    return True
 
 
 def _cell_sms(

@@ -15,7 +15,7 @@ from typing import Any, Literal
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from release.backends import BuildRecipe
+from release.backends import BuildRecipe, backend_for
 from release.errors import ConfigError
 from release.matrix.compilecache import CompileCache
 from release.matrix.spec import Fallout
@@ -218,7 +218,7 @@ class GateRun:
         which a GPU of a newer major cannot load, so the driver JIT-compiles the PTX."""
         if self.build == "cubin":
             return self.cell
-        sms = (self.lowest,) if self.cell.build.backend == "torch" else ()
+        sms = (self.lowest,) if backend_for(self.cell.build.backend).ptx_beside_cubin else ()
         return replace(self.cell, sms=sms, ptx=self.lowest)
 
     @property

@@ -8,18 +8,14 @@ asks what kind of cell it has.
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from release import proc
 from release.backends import CellTargets, EnvironmentSpec, backend_for, read_build_backend
-from release.backends.torch_extension import TorchEnvSpec
 from release.matrix import Cell
-from release.toolchain.provision import Progress
 from release.toolchain.torchenv import TorchEnv, provision_torch_env, venv_python
 
 if sys.version_info >= (3, 11):
@@ -27,7 +23,9 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
 
-BuildEnv = TorchEnv  # a provisioned build environment (one kind today: a torch venv)
+# a provisioned build environment, and how one is made (one kind today: a torch venv)
+BuildEnv = TorchEnv
+provision_environment = provision_torch_env
 
 
 def frontend_requirement() -> str:
@@ -87,28 +85,3 @@ def environment_of(cell: Cell) -> EnvironmentSpec | None:
 def environment_python(spec: EnvironmentSpec, cache_dir: Path) -> Path:
     """The interpreter a cell's build runs in, once `spec` is provisioned in `cache_dir`."""
     return venv_python(cache_dir / spec.dirname)
-
-
-def provision_environment(
-    spec: EnvironmentSpec,
-    *,
-    toolkit: Path,
-    cache_dir: Path,
-    runner: proc.Runner = proc.run,
-    python: str = sys.executable,
-    env: Mapping[str, str],
-    progress: Progress | None = None,
-) -> BuildEnv:
-    """`spec` made in `cache_dir` once (a damaged one is made again); `python` is the
-    tool's own, `toolkit` the root of the cell's nvcc."""
-    if not isinstance(spec, TorchEnvSpec):
-        raise TypeError(f"no provisioning for a {type(spec).__name__}")
-    return provision_torch_env(
-        spec,
-        toolkit=toolkit,
-        cache_dir=cache_dir,
-        runner=runner,
-        python=python,
-        env=env,
-        progress=progress,
-    )

@@ -24,7 +24,7 @@ from pathlib import Path
 from packaging.version import InvalidVersion, Version
 
 from release import proc
-from release.backends.base import EnvironmentPaths
+from release.backends.base import EnvironmentPaths, EnvironmentSpec
 from release.backends.torch_extension import CXX_WRAPPER_PATH, TorchEnvSpec
 from release.errors import ToolchainError
 from release.resources import script
@@ -278,7 +278,7 @@ def _torch_env(root: Path, reported: Mapping[str, object]) -> TorchEnv:
 
 
 def provision_torch_env(
-    spec: TorchEnvSpec,
+    spec: EnvironmentSpec,
     *,
     toolkit: Path,
     cache_dir: Path,
@@ -290,6 +290,8 @@ def provision_torch_env(
     """The cell's torch environment in `cache_dir` (made once; a damaged one is made again).
     `python` is the tool's own (its pip installs into the venv); `toolkit` is the root of
     PyPI's nvcc."""
+    if not isinstance(spec, TorchEnvSpec):
+        raise TypeError(f"no provisioning for a {type(spec).__name__}")
     root = cache_dir / spec.dirname
     with _locked(cache_dir / f"{spec.dirname}.lock"):
         recorded = _read_back(root, spec)

@@ -239,6 +239,9 @@ def test_init_and_the_dry_run_say_a_project_is_stable_abi_and_where_nvcc_misses_
         'TORCH_TARGET_VERSION reaches the cxx compiler but not nvcc (extra_compile_args["nvcc"])'
     )
     (cell,) = dry_run(tmp_path, project)["cells"]
+    # the dry run's document keeps its order: what the cell builds against, its notes, then it
+    assert list(cell)[:4] == ["torch", "stable_abi", "warnings", "cell"]
+    assert cell["torch"].startswith("torch 2.")
     assert cell["stable_abi"] == note
     assert cell["warnings"] == [f"setup.py:4: {change['text']}"]
     assert not (tmp_path / "cache").exists()
