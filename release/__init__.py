@@ -19,6 +19,8 @@ Its modules:
   and `/nightly/` moved to the newest complete, verified commit (docs/nightly.md).
 - `project/`: A kernel project's build files, read statically (never run): setup.py with `ast`,
   pyproject.toml and setup.cfg, CMakeLists.txt.
+- `provenance/`: Provenance: PEP 740 attestations and GitHub's build-provenance bundles of the
+  files a release publishes, and whether their Sigstore signatures hold.
 - `publish/`: Publishing the manifest's wheels: PyPI (twine), GitHub Releases (githubkit), a pip
   index.
 - `records/`: The files the stages hand on: dist/manifest.json and the dist directory beside it,

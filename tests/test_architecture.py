@@ -30,7 +30,7 @@ EDGES: dict[str, set[str]] = {
     "twine": {"release.publish.pypi"},
     "boto3": {"release.remote.s3"},
     "botocore": {"release.remote.s3"},
-    "pypi_attestations": {"release.records.attestation"},
+    "pypi_attestations": {"release.provenance.attestation"},
     # nvccwrap is a program of its own (every CUDA compile of a torch or CMake cell runs
     # it): its main reads the build's environment as cli.py reads the user's
     "os.environ": {"release.cli", "release.console", "release.toolchain.nvccwrap"},

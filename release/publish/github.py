@@ -26,6 +26,7 @@ from pathlib import Path
 from release.credentials import Secret
 from release.errors import ConflictError, PublishError
 from release.inspection.wheel import heaviest
+from release.provenance.attestation import attestation_refusal
 from release.publish.decide import (
     Action,
     CompanionDecision,
@@ -33,7 +34,6 @@ from release.publish.decide import (
     PublishPlan,
     RemoteFile,
 )
-from release.records.attestation import attestation_refusal
 from release.records.manifest import WheelEntry
 from release.remote.github import (
     GITHUB_ASSET_LIMIT,

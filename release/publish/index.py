@@ -29,7 +29,7 @@ from typing import Any
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
 from release.fsutil import current_umask, json_text, write_atomic
-from release.records.attestation import PROVENANCE_SUFFIX, provenance_problem
+from release.provenance.attestation import PROVENANCE_SUFFIX, provenance_problem
 from release.remote.github import GithubClient
 from release.remote.github_model import AssetInfo, parse_asset, parse_release
 from release.wheelfile import WHEEL_SUFFIX, NotAWheel, wheel_facts, wheel_name

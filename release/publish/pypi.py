@@ -8,7 +8,7 @@ falling back to PEP 503 HTML as pypiserver serves it), never by `twine upload
 --skip-existing`, which counts "already exists" with other bytes as success. Uploads go
 through twine's Python API one file at a time (its answer's status code, not its printed
 text, says what happened), each with its PEP 740 attestation where
-`<wheel>.publish.attestation` lies beside it (release.records.attestation); each upload
+`<wheel>.publish.attestation` lies beside it (release.provenance.attestation); each upload
 is re-checked against the index, and a 400/409 "already exists" counts as success only
 when the index then shows the same sha256.
 
@@ -43,6 +43,7 @@ from twine.settings import Settings
 from release.credentials import IndexCredentials, index_credentials, mask, secret_values
 from release.errors import ConflictError, PublishError
 from release.inspection.wheel import heaviest
+from release.provenance.attestation import attestation_refusal, attestations_for
 from release.publish.decide import (
     Action,
     Companion,
@@ -51,7 +52,6 @@ from release.publish.decide import (
     PublishPlan,
     RemoteFile,
 )
-from release.records.attestation import attestation_refusal, attestations_for
 from release.records.manifest import DestinationRef, Manifest, WheelEntry
 from release.remote.httpclient import BasicCredentials, Client, OriginAuth, client, fetch, origin_of
 from release.remote.retry import RetryPolicy

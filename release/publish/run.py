@@ -29,6 +29,7 @@ from packaging.version import InvalidVersion, Version
 
 from release.credentials import github_token, secret_values
 from release.errors import ConfigError, ConflictError, PublishError
+from release.provenance.attestation import PROVENANCE_SUFFIX, attestation_path, github_provenance
 from release.publish import pypi as pypi_files
 from release.publish.decide import (
     Action,
@@ -43,7 +44,6 @@ from release.publish.github import GithubPublisher
 from release.publish.index import IndexFile, collect, render_index, write_index
 from release.publish.pages import commit_pages
 from release.publish.pypi import PypiPublisher
-from release.records.attestation import PROVENANCE_SUFFIX, attestation_path, github_provenance
 from release.records.dist import load_dist
 from release.records.manifest import DestinationRef, Manifest, WheelEntry
 from release.records.published import (

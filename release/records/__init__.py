@@ -1,9 +1,9 @@
 """The files the stages hand on: dist/manifest.json and the dist directory beside it,
-published.json, release-manifest.json; each format's record, writer and reader together.
+published.json, release-manifest.json; each format's record, writer and reader together
+(attestations and their signatures are release.provenance's).
 
 Its modules:
 
-- `attestation`: PEP 740's records, read with pypi-attestations (this project's one user of it).
 - `dist`: The release artifact: the manifest(s) in a dist directory and the wheels beside them.
 - `manifest`: dist/manifest.json: what was built, the single input of publish and verify.
 - `published`: `published.json`: where every built file went and where it is downloadable,
@@ -12,6 +12,4 @@ Its modules:
 - `release_manifest`: `release-manifest.json`: the sha256 of every built file, published as a
   release asset by `release publish` and read back by `release verify --tag` when no dist/ is at
   hand.
-- `signature`: Whether an attestation's Sigstore signature holds, and whether the release's
-  workflow made it.
 """

@@ -44,9 +44,9 @@ from release.credentials import (
     mask,
     secret_values,
 )
-from release.records.attestation import checked_provenance
+from release.provenance.attestation import checked_provenance
+from release.provenance.signature import PUBLIC_GOOD, Checked, ExpectedSigner, reason
 from release.records.published import Published, PublishedFile
-from release.records.signature import PUBLIC_GOOD, Checked, ExpectedSigner, reason
 from release.remote import httpclient as http_edge
 from release.remote.httpclient import (
     BasicCredentials,

@@ -13,7 +13,7 @@ Where it is read:
 
 Each attestation is verified offline against the public-good trust root that
 sigstore-python ships, and its certificate against the expected signer
-(release.records.signature); only then is its statement read: its subject must hold the
+(release.provenance.signature); only then is its statement read: its subject must hold the
 file's sha256, and an SLSA predicate's workflow must be the expected one. A fetch that
 fails is a failure, never "no provenance": an outage of GitHub or PyPI does not pass.
 Every file of the publish record is checked: one whose destination the matrix does not
@@ -30,9 +30,9 @@ from urllib.parse import quote
 from packaging.utils import canonicalize_name
 
 from release.errors import ConfigError, PublishError
-from release.records.attestation import attests, checked_provenance, repository_of_url
+from release.provenance.attestation import attests, checked_provenance, repository_of_url
+from release.provenance.signature import Checked, ExpectedSigner, check_bundle_json, reason
 from release.records.published import Published, PublishedFile
-from release.records.signature import Checked, ExpectedSigner, check_bundle_json, reason
 from release.remote.github import GithubClient
 from release.remote.httpclient import Download, origin_of
 from release.verify.checks import (

@@ -18,7 +18,7 @@ from packaging.version import InvalidVersion, Version
 
 from release.errors import ConfigError, VerifyError
 from release.matrix import GithubDestination, Matrix, PypiDestination
-from release.records.attestation import PROVENANCE_SUFFIX
+from release.provenance.attestation import PROVENANCE_SUFFIX
 from release.records.manifest import sdist_filename
 from release.records.published import Published, PublishedCompanion, PublishedFile
 from release.records.release_manifest import (

@@ -18,9 +18,9 @@ from release.credentials import github_token, index_credentials, secret_values
 from release.errors import ConfigError, IncompleteError, PublishError, VerifyError
 from release.matrix import GithubDestination, Matrix, PypiDestination, load_matrix
 from release.project import Naming
+from release.provenance.signature import ExpectedSigner
 from release.records.dist import load_dist
 from release.records.published import RECORD_NAME, Published, read_record, with_overrides
-from release.records.signature import ExpectedSigner
 from release.remote import httpclient as http
 from release.remote.github import GithubClient, GithubUnreachable
 from release.remote.github_model import GITHUB_API

@@ -16,10 +16,10 @@ import pytest
 from release.cli import main
 from release.credentials import github_token
 from release.errors import VerifyError
+from release.provenance.signature import ExpectedSigner
 from release.publish.run import PublishSettings, publish
 from release.records.manifest import read_manifest
 from release.records.published import Published, PublishedFile, read_record, with_overrides
-from release.records.signature import ExpectedSigner
 from release.remote.github import GithubClient
 from release.remote.httpclient import client as http_client
 from release.remote.httpclient import fetch

@@ -17,8 +17,8 @@ from release.cli import main
 from release.credentials import github_token
 from release.errors import ConfigError
 from release.matrix import load_matrix
+from release.provenance.signature import ExpectedSigner
 from release.records.published import Published, PublishedCompanion, PublishedFile
-from release.records.signature import ExpectedSigner
 from release.remote.github import GithubClient
 from release.remote.httpclient import client as http_client
 from release.remote.httpclient import fetch

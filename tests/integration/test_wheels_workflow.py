@@ -21,8 +21,8 @@ from release import __version__
 from release.commands.matrix import github_matrix
 from release.init.render import render_workflow
 from release.matrix import matrix_from_text
+from release.provenance.attestation import attestation_path
 from release.publish.run import COMPANIONS_DIR
-from release.records.attestation import attestation_path
 from tests.integration.workflows import (
     CALLER,
     NIGHTLY,

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from release.fsutil import sha256_file
-from release.records.attestation import (
+from release.provenance.attestation import (
     Identity,
     attestation_path,
     attestation_refusal,

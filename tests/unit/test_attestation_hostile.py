@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from release.records.attestation import (
+from release.provenance.attestation import (
     checked_provenance,
     provenance_problem,
     read_provenance,
@@ -27,7 +27,7 @@ from release.records.attestation import (
     statement_sha256s,
     subject_problem,
 )
-from release.records.signature import (
+from release.provenance.signature import (
     REASON_LIMIT,
     UNVERIFIED_GITHUB,
     Checked,

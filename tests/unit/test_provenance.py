@@ -9,9 +9,9 @@ from typing import Any
 
 from pypi_attestations import Attestation, AttestationBundle, GitHubPublisher, Provenance
 
-from release.records.attestation import checked_provenance
+from release.provenance.attestation import checked_provenance
+from release.provenance.signature import Checked, ExpectedSigner
 from release.records.published import PublishedFile
-from release.records.signature import Checked, ExpectedSigner
 from release.remote.httpclient import Download
 from release.remote.simple_index import ListedFile
 from release.verify.checks import NO_SIGNER, provenance_link_check

@@ -1,4 +1,4 @@
-"""release.records.signature on real signatures (tests/data/provenance, made by Sigstore's
+"""release.provenance.signature on real signatures (tests/data/provenance, made by Sigstore's
 production instance) and on forged ones made from them: verified offline against the trust
 root sigstore-python ships."""
 
@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from pypi_attestations import Attestation
 
-from release.records.attestation import check_attestation
-from release.records.signature import (
+from release.provenance.attestation import check_attestation
+from release.provenance.signature import (
     BUILD_CONFIG_URI,
     BUILD_SIGNER_URI,
     GITHUB_ACTIONS_ISSUER,

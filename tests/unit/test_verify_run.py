@@ -9,7 +9,7 @@ import pytest
 
 from release.errors import ConfigError, VerifyError
 from release.matrix import GithubDestination, load_matrix
-from release.records.signature import ExpectedSigner
+from release.provenance.signature import ExpectedSigner
 from release.verify.checks import VerifySettings
 from release.verify.run import (
     VerifyTarget,

@@ -9,14 +9,14 @@ subject against the file, and rejects the upload when either is wrong: by then o
 of the release may be public. The subject (one file, this name, this sha256) is checked
 here, with the other refusals, before anything is uploaded. The signature, its certificate
 chain and its log entry are checked where provenance is read back (`check_attestation`,
-`checked_provenance`: `release verify`, with release.records.signature). For a GitHub-hosted
+`checked_provenance`: `release verify`, with release.provenance.signature). For a GitHub-hosted
 wheel, the index takes PyPI's place: the provenance object names the publisher its Fulcio
 certificate names (which must be the release's repository), and `release verify` or a
 client (`pypi-attestations verify attestation`) checks the signature against it.
 
 Every reader here takes hostile bytes (PyPI's integrity API, a Release asset, a file in
 dist/): what pydantic, pypi-attestations, sigstore and json raise on them comes back as a
-one-line reason (release.records.signature.reason), never as an exception.
+one-line reason (release.provenance.signature.reason), never as an exception.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from pypi_attestations import (
 )
 from sigstore.errors import Error as SigstoreError
 
-from release.records.signature import (
+from release.provenance.signature import (
     HOSTILE,
     Checked,
     ExpectedSigner,
@@ -270,7 +270,7 @@ def provenance_object(document: bytes, signer: Identity) -> bytes:
 
 def check_attestation(attestation: Attestation, expected: ExpectedSigner) -> Checked:
     """A PEP 740 attestation's signature, certificate and log entry, verified against
-    `expected` (release.records.signature)."""
+    `expected` (release.provenance.signature)."""
     try:
         bundle = attestation.to_bundle()
     except SigstoreError as error:
