@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from packaging.version import Version
 
-from release.credentials import github_token, index_credentials, secret_values
+from release.credentials import index_credentials, secret_values
 from release.errors import PublishError
 from release.matrix import Cell, GithubDestination, Matrix, PypiDestination
 from release.nightly.promotion import FinalRelease, latest_final
@@ -126,9 +126,9 @@ def _on_index(
 def _on_github(
     destination: GithubDestination, api_url: str | None, environ: Mapping[str, str]
 ) -> Version | None:
-    client = GithubClient(
-        api_url=api_url or destination.api_url,
-        token=github_token(environ),
+    client = GithubClient.from_environment(
+        api_url or destination.api_url,
+        environ,
         policy=ASKING,
         command="release plan --channel nightly",
     )

@@ -17,7 +17,6 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from release.credentials import github_token
 from release.errors import ConfigError, FileError, PublishError
 from release.inspection.budget import size_text
 from release.matrix import Cell, GithubDestination
@@ -185,9 +184,7 @@ def github_client(
     github = github_destination(cells)
     if github is None:
         return None
-    return GithubClient(
-        api_url=api_url or github.api_url, token=github_token(environ), command=command
-    )
+    return GithubClient.from_environment(api_url or github.api_url, environ, command=command)
 
 
 def find_previous(

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from release.credentials import github_token, index_credentials, secret_values
+from release.credentials import index_credentials, secret_values
 from release.errors import ConfigError, IncompleteError, PublishError, VerifyError
 from release.matrix import GithubDestination, Matrix, PypiDestination, load_matrix
 from release.project import Naming
@@ -146,7 +146,7 @@ def provenance_of(
     expected = expected_signer(matrix, published.version, settings)
     if expected is not None and not github:  # a PyPI-only project: its own repository's API
         api_url = target.github_api_url or environ.get("GITHUB_API_URL") or GITHUB_API
-        signer = GithubClient(api_url=api_url, token=github_token(environ), command=COMMAND)
+        signer = GithubClient.from_environment(api_url, environ, command=COMMAND)
         github[f"{expected.repository} (the signer)"] = (signer, expected.repository)
     sources = ProvenanceSources(
         expected=expected, github=github, destinations=frozenset(matrix.destinations)
@@ -209,9 +209,8 @@ def github_clients(
 ) -> dict[str, GithubClient]:
     """A client per GitHub API URL of the matrix (keyed by the matrix's URL, talking to
     `api_url` where given), with the token of the environment if there is one."""
-    token = github_token(environ)
     return {
-        d.api_url: GithubClient(api_url=api_url or d.api_url, token=token, command=COMMAND)
+        d.api_url: GithubClient.from_environment(api_url or d.api_url, environ, command=COMMAND)
         for d in matrix.destinations.values()
         if isinstance(d, GithubDestination)
     }
