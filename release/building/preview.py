@@ -28,12 +28,7 @@ from release.building.settings import BuildSettings
 from release.matrix import Cell
 from release.project.archchanges import torch_arch_changes
 from release.project.setuppy import SetupPy, read_setup_py
-from release.project.stableabi import (
-    StableAbi,
-    read_stable_abi,
-    stable_abi_note,
-    stable_abi_warning,
-)
+from release.project.stableabi import stable_abi_note, stable_abi_warning
 from release.toolchain import BUILD_TOOL_PINS, ToolchainPlan
 from release.toolchain.buildenv import cell_targets, environment_of, environment_python
 
@@ -212,12 +207,13 @@ def planned(settings: BuildSettings, cell: Cell, plan: ToolchainPlan) -> Planned
         python, settings.matrix.project.path, settings.out, isolated=spec is None
     )
     env = {**inputs.env, "SOURCE_DATE_EPOCH": str(settings.epoch)}
-    abi = stable_abi_of(cell)
+    read = project_setup_py(cell)
+    abi = read[1].stable_abi if read is not None else None
     crossed = stable_abi_warning(abi) if abi is not None else None
     return PlannedCell(
         against=against,
         stable_abi=stable_abi_note(abi) if abi is not None else None,
-        warnings=(*arch_warnings(cell), *([crossed] if crossed else [])),
+        warnings=(*arch_warnings(cell, read), *([crossed] if crossed else [])),
         cell=cell.id,
         wheel=cell.wheel_filename,
         backend=cell.build.backend,
@@ -230,18 +226,19 @@ def planned(settings: BuildSettings, cell: Cell, plan: ToolchainPlan) -> Planned
     )
 
 
-def stable_abi_of(cell: Cell) -> StableAbi | None:
-    """The stable-ABI define in the project file the cell's backend reads its flags from (a
-    torch project's setup.py), as init reads it."""
+def project_setup_py(cell: Cell) -> tuple[Path, SetupPy] | None:
+    """The project file the cell's backend reads its flags from (a torch project's
+    setup.py), read as init reads it, with its path (None: the backend names none, or it
+    cannot be read)."""
     hints = backend_for(cell.build.backend).arch_hints
     if hints is None or hints.literal_source is None:
         return None
+    path = cell.project.path / hints.literal_source
     try:
-        path = cell.project.path / hints.literal_source
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return None
-    return read_stable_abi(text, hints.literal_source)
+    return path, read_setup_py(text, hints.literal_source)
 
 
 def _unquoted(source: str) -> str:
@@ -249,20 +246,15 @@ def _unquoted(source: str) -> str:
     return (source[1:] if source[:2] in ('f"', "f'") else source).strip("\"'")
 
 
-def arch_warnings(cell: Cell) -> list[str]:
-    """Where the project file its backend names (a torch project's setup.py) keeps the
+def arch_warnings(cell: Cell, read: tuple[Path, SetupPy] | None) -> list[str]:
+    """Where the project file its backend names (`read`: `project_setup_py`) keeps the
     cell's targets from the build, what init says must change, in its words; and where its
     own nvcc arch flags differ from the cell's targets, that the first compile will stop
     the cell. Said before anything is provisioned or compiled."""
     hints = backend_for(cell.build.backend).arch_hints
-    if hints is None or hints.literal_source is None:
+    if read is None or hints is None:
         return []
-    path = cell.project.path / hints.literal_source
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return []
-    setup_py = read_setup_py(text, hints.literal_source)
+    path, setup_py = read
     warnings = [change.line() for change in torch_arch_changes(setup_py)]
     literal = literal_flags(setup_py)
     if literal is not None:

@@ -162,7 +162,11 @@ def run(args: argparse.Namespace) -> int:
     backends = preview.doctor_rows(cells, by_cell)
     backend_keys = preview.BackendRow.KEYS
     settings = layered.rows()
-    warnings = list(dict.fromkeys(w for c in cells for w in preview.arch_warnings(c)))
+    warnings = list(
+        dict.fromkeys(
+            w for c in cells for w in preview.arch_warnings(c, preview.project_setup_py(c))
+        )
+    )
     out.document(
         {
             "cache": str(root),

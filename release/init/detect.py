@@ -16,13 +16,8 @@ from release.backends.recipe import BackendName
 from release.errors import ConfigError
 from release.init.torchindex import TorchRelease
 from release.project import CMakeLists, Gencode, Place, PyProject, Reading, SetupPy, naming
-from release.project.archchanges import (
-    CMAKE_TAKES,
-    TORCH_TAKES,
-    ProjectChange,
-    arch_list_changes,
-    gencode_change,
-)
+from release.project.archchanges import CMAKE_TAKES, TORCH_TAKES, arch_list_changes, gencode_change
+from release.project.places import ProjectChange
 from release.targets import CudaVersion, GpuTarget, target_problem
 
 CUDA = CudaVersion(13, 0)  # the CUDA version whose whole toolchain comes from PyPI
@@ -140,7 +135,7 @@ def _default_targets(why: str, *, changes: Sequence[Note] = ()) -> Targets:
 
 
 def _torch_targets(setup_py: SetupPy) -> Targets:
-    changes = [_note(c) for c in arch_list_changes(setup_py)]
+    changes = [note_of(c) for c in arch_list_changes(setup_py)]
     if setup_py.gencode:
         return _gencode_targets(setup_py.gencode, "torch", changes)
     for default in setup_py.arch_list:
@@ -152,7 +147,8 @@ def _torch_targets(setup_py: SetupPy) -> Targets:
     return _default_targets("the project names no SM list of its own", changes=changes)
 
 
-def _note(change: ProjectChange) -> Note:
+def note_of(change: ProjectChange) -> Note:
+    """A project's change as init reports it."""
     return Note(place=str(change.place), text=change.text, fix=change.fix)
 
 
@@ -192,7 +188,9 @@ def _gencode_targets(
 ) -> Targets:
     cubins = [GpuTarget.parse(sm) for flag in flags for sm in flag.cubins]
     ptx = [GpuTarget.parse(p) for flag in flags for p in flag.ptx]
-    changes.append(_note(gencode_change(flags, TORCH_TAKES if backend == "torch" else CMAKE_TAKES)))
+    changes.append(
+        note_of(gencode_change(flags, TORCH_TAKES if backend == "torch" else CMAKE_TAKES))
+    )
     if not cubins:
         return _default_targets("the -gencode flags are computed", changes=changes)
     highest_ptx = max(ptx, default=None)

@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from release.init.detect import Finding, Note, TorchLookup
+from release.init.detect import Finding, Note, TorchLookup, note_of
 from release.init.torchindex import newest_allowed
 from release.project import PyProject, Reading, Said, SetupPy
-from release.project.stableabi import stable_abi_note, stable_abi_warning
+from release.project.stableabi import stable_abi_crossing, stable_abi_note
 
 CPYTHONS = ("3.9", "3.10", "3.11", "3.12", "3.13", "3.14")  # offline: the Python list's range
 
@@ -112,12 +112,8 @@ def stable_abi(setup_py: SetupPy | None) -> tuple[list[Finding], list[Note]]:
     if abi is None:
         return [], []
     found = Finding(key="torch ABI", value="stable", source=stable_abi_note(abi))
-    warning = stable_abi_warning(abi)
-    if warning is None:
-        return [found], []
-    where, _, text = warning.partition(": ")
-    fix = 'add the define to extra_compile_args["cxx"] and ["nvcc"] alike'
-    return [found], [Note(place=where, text=text, fix=fix)]
+    crossing = stable_abi_crossing(abi)
+    return [found], [note_of(crossing)] if crossing is not None else []
 
 
 # - the Python axis -

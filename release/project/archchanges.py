@@ -7,25 +7,12 @@ the same words: a TORCH_CUDA_ARCH_LIST that setup.py sets over the cell's, and n
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
-from release.project.places import Place
+from release.project.places import ProjectChange
 from release.project.setuppy import Gencode, SetupPy
 
 TORCH_TAKES = ("TORCH_CUDA_ARCH_LIST", "instead of")
 CMAKE_TAKES = ("CMAKE_CUDA_ARCHITECTURES", "beside")
-
-
-@dataclass(frozen=True, kw_only=True)
-class ProjectChange:
-    """What a project must change before the matrix decides its build, where, and how."""
-
-    place: Place
-    text: str
-    fix: str
-
-    def line(self) -> str:
-        return f"{self.place}: {self.text}; fix: {self.fix}"
 
 
 def arch_list_changes(setup_py: SetupPy) -> list[ProjectChange]:

@@ -1,5 +1,6 @@
-"""Where a project file says something: a `Place` (file and line), and a `Said` value, the
-literal a file gives or the expression that computes it. Pure."""
+"""Where a project file says something: a `Place` (file and line), a `Said` value, the
+literal a file gives or the expression that computes it, and a `ProjectChange`, what the
+file must change and how. Pure."""
 
 from __future__ import annotations
 
@@ -76,3 +77,15 @@ def ini_line(text: str, section: str, key: str) -> int | None:
         elif current == section and re.match(rf"^{re.escape(key)}\s*[=:]", stripped):
             return number
     return None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProjectChange:
+    """What a project must change before the matrix decides its build, where, and how."""
+
+    place: Place
+    text: str
+    fix: str
+
+    def line(self) -> str:
+        return f"{self.place}: {self.text}; fix: {self.fix}"

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 from release.project.places import Place, Said
-from release.project.stableabi import StableAbi, read_stable_abi
+from release.project.stableabi import StableAbi, stable_abi_in
 
 ARCH_LIST = "TORCH_CUDA_ARCH_LIST"
 EXTENSIONS = ("CUDAExtension", "CppExtension")
@@ -160,7 +160,7 @@ def read_setup_py(text: str, file: str = "setup.py") -> SetupPy:
         constants=tuple(reader.constants()),
         version_file=reader.version_file(keywords.get("version")),
         prebuilt=reader.prebuilt(),
-        stable_abi=read_stable_abi(text, file),
+        stable_abi=stable_abi_in(tree, file),
     )
 
 

@@ -5,7 +5,7 @@ names they are built from). A define that reaches one compiler and not the other
 half use torch API newer than the target: the wheel then claims `torch>=X.Y` and breaks
 beside X.Y. `release init` and `release build --dry-run` say this with `stable_abi_note`.
 
-Pure: text in, a `StableAbi` (or None) out.
+Pure: a parsed setup.py in, a `StableAbi` (or None) out.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from packaging.version import Version
 
-from release.project.places import Place
+from release.project.places import Place, ProjectChange
 
 DEFINE = "TORCH_TARGET_VERSION"
 _FLAG = re.compile(r"-D\s*TORCH_TARGET_VERSION\b")
@@ -48,13 +48,9 @@ class StableAbi:
         return f"torch>={self.target}" if self.target is not None else None
 
 
-def read_stable_abi(text: str, file: str = "setup.py") -> StableAbi | None:
-    """The first TORCH_TARGET_VERSION define of the setup.py `text` (None: none, or the
-    file does not parse)."""
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError):
-        return None
+def stable_abi_in(tree: ast.Module, file: str) -> StableAbi | None:
+    """The first TORCH_TARGET_VERSION define of a parsed setup.py (None: none), as
+    release.project.setuppy's `read_setup_py` reads it."""
     macro = _define_macro(tree)
     if macro is not None:
         line, target = macro
@@ -121,19 +117,27 @@ def stable_abi_note(abi: StableAbi) -> str:
     return note
 
 
-def stable_abi_warning(abi: StableAbi) -> str | None:
+def stable_abi_crossing(abi: StableAbi) -> ProjectChange | None:
     """Where the define reaches one compiler and not the other (None: both, or neither is
-    known)."""
+    known): init's change."""
     missing = [c for c in COMPILERS if c not in abi.reaches]
     if not abi.reaches or not missing:
         return None
-    return (
-        f"{abi.place}: TORCH_TARGET_VERSION reaches the {abi.reaches[0]} compiler but not "
+    return ProjectChange(
+        place=abi.place,
+        text=f"TORCH_TARGET_VERSION reaches the {abi.reaches[0]} compiler but not "
         f'{missing[0]} (extra_compile_args["{missing[0]}"]): that half of the extension can '
         f"use torch API newer than the target, and the wheel, which will require "
         f"{abi.requirement or 'torch>=the target'}, then breaks beside that torch. Pass the "
-        f"define to both"
+        f"define to both",
+        fix='add the define to extra_compile_args["cxx"] and ["nvcc"] alike',
     )
+
+
+def stable_abi_warning(abi: StableAbi) -> str | None:
+    """The crossing as the dry run warns of it: its place and text."""
+    crossing = stable_abi_crossing(abi)
+    return f"{crossing.place}: {crossing.text}" if crossing is not None else None
 
 
 def _walk(tree: ast.AST) -> list[ast.expr]:

@@ -119,7 +119,7 @@ def _run_and_record(command: Sequence[str], records: Path, cwd: str) -> int:
     code = proc.passthrough(command)
     output = output_of(command)
     if code == 0 and output is not None:
-        record_fatbins(Path(cwd, output) if not output.startswith("/") else Path(output), records)
+        record_fatbins(Path(cwd, output), records)  # an absolute `output` stays as it is
     return code
 
 

@@ -7,14 +7,20 @@ from pathlib import Path
 
 from packaging.version import Version
 
+from release.project.setuppy import read_setup_py
 from release.project.stableabi import (
-    read_stable_abi,
+    StableAbi,
     stable_abi_note,
     stable_abi_warning,
     target_version,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def stable_abi_of(text: str) -> StableAbi | None:
+    return read_setup_py(text).stable_abi
+
 
 CXX_ONLY = """\
 \"\"\"Builds with TORCH_TARGET_VERSION=... on (a docstring is not a define).\"\"\"
@@ -39,7 +45,7 @@ def test_the_value_names_a_torch_release() -> None:
 
 
 def test_a_define_on_the_cxx_flags_alone_is_found_and_warned_of() -> None:
-    abi = read_stable_abi(CXX_ONLY)
+    abi = stable_abi_of(CXX_ONLY)
     assert abi is not None
     assert (str(abi.place), abi.target, abi.reaches) == ("setup.py:3", Version("2.10"), ("cxx",))
     assert abi.requirement == "torch>=2.10"
@@ -57,7 +63,7 @@ def test_a_define_on_the_cxx_flags_alone_is_found_and_warned_of() -> None:
 
 def test_a_define_on_both_or_in_define_macros_is_not_warned_of() -> None:
     both = CXX_ONLY.replace('"nvcc": ["-O3"]', '"nvcc": [*FLAGS, "-DUSE_CUDA"]')
-    abi = read_stable_abi(both)
+    abi = stable_abi_of(both)
     assert abi is not None
     assert abi.reaches == ("cxx", "nvcc")
     assert stable_abi_warning(abi) is None
@@ -65,14 +71,14 @@ def test_a_define_on_both_or_in_define_macros_is_not_warned_of() -> None:
         'setup(ext_modules=[X("a", ["a.cu"], '
         'define_macros=[("TORCH_TARGET_VERSION", "0x020b000000000000")])])\n'
     )
-    abi = read_stable_abi(macros)
+    abi = stable_abi_of(macros)
     assert abi is not None
     assert (abi.target, abi.reaches) == (Version("2.11"), ("cxx", "nvcc"))
 
 
 def test_a_computed_define_under_a_condition_is_said_so() -> None:
     text = (ROOT / "tests" / "fixtures" / "torch_ops" / "setup.py").read_text()
-    abi = read_stable_abi(text)
+    abi = stable_abi_of(text)
     assert abi is not None
     assert abi.target is None  # an f-string of STABLE_TARGET
     assert abi.reaches == ("cxx", "nvcc")  # through `defines`, and `nvcc` built from it
@@ -82,5 +88,5 @@ def test_a_computed_define_under_a_condition_is_said_so() -> None:
 
 
 def test_no_define_or_no_python_is_none() -> None:
-    assert read_stable_abi(CXX_ONLY.replace("-DTORCH_TARGET_VERSION", "-DOTHER")) is None
-    assert read_stable_abi("def (:\n") is None
+    assert stable_abi_of(CXX_ONLY.replace("-DTORCH_TARGET_VERSION", "-DOTHER")) is None
+    assert stable_abi_of("def (:\n") is None
