@@ -301,6 +301,8 @@ class ArchHints:
     variable: str  # "TORCH_CUDA_ARCH_LIST"
     cause: str
     honour: str
+    arch_file: str  # the project file that says its own GPU targets, for `release init`
+    gencode_sits: str  # where hard-coded -gencode flags compile: "instead of" the variable's
     literal_source: str | None = None  # the project file whose literal flags say it early
 
 

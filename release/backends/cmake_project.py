@@ -36,6 +36,8 @@ ARCH_HINTS = ArchHints(
         "make the project's CMakeLists.txt honour CMAKE_CUDA_ARCHITECTURES (no -gencode or "
         "-arch flags and no CUDA_ARCHITECTURES property of its own where it is set)"
     ),
+    arch_file="CMakeLists.txt",
+    gencode_sits="beside",
 )
 
 

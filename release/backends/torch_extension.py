@@ -41,6 +41,8 @@ ARCH_HINTS = ArchHints(
         "make the project's setup.py honour TORCH_CUDA_ARCH_LIST (add its own -gencode "
         "list only where TORCH_CUDA_ARCH_LIST is unset)"
     ),
+    arch_file="setup.py",
+    gencode_sits="instead of",
     literal_source="setup.py",
 )
 

@@ -26,7 +26,8 @@ Its modules:
 - `sdist`: The release's sdist: built once, by the build of the default variant's first cell,
   through the project's own backend, rewritten so that the same commit gives the same bytes,
   and unpacked for `--compare`'s rebuild of a wheel from it.
-- `settings`: What a build is given and what it gives back.
+- `settings`: What a build is given and what it gives back, and `BuildEnv`, what a build
+  environment of a backend's own offers the stage (provisioned, it certifies its wheels).
 - `stage`: The build stage, whole: `prepare` (plan every cell's toolchain, stop on a cell that
   cannot build here, provision the toolchains and build tools once) and `run_build` (every cell
   through release.building.pipeline, side by side per CUDA version, then dist/'s manifest and
@@ -34,7 +35,7 @@ Its modules:
 - `torchcell`: What a wheel built in a torch environment goes through besides the checks every
   wheel gets (the manylinux verdict leaves torch's own libraries out for it, as for every torch
   cell): any device code at all (a quietly CPU-only build stops here, explained), the ABI check
-  against the pinned torch, and the torch requirement its METADATA must state.
-  release.building.pipeline calls `certify_torch`.
+  against the pinned torch, and the torch requirement its METADATA must state; `TorchBuildEnv`,
+  the torch venv as the stage holds it, which the pipeline asks to certify a wheel.
 - `torchpin`: The torch a torch extension wheel needs, written into its METADATA.
 """

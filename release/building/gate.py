@@ -25,11 +25,11 @@ from pathlib import Path
 
 from release import proc
 from release.backends import targets_problem, with_path
-from release.building.settings import BuildSettings, CellResult
+from release.building.settings import BuildEnv, BuildSettings, CellResult
 from release.building.stage import BuildEvents, prepare, run_build
 from release.matrix import Cell, GateRun, GpuGate, GpuRunner
 from release.records.manifest import Manifest
-from release.toolchain.buildenv import BuildEnv, environment_of
+from release.toolchain.buildenv import environment_of
 
 
 @dataclass(frozen=True, kw_only=True)

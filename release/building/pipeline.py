@@ -42,8 +42,8 @@ from release.building.compilecache import (
 )
 from release.building.jobs import killed_for_memory, memory_remedy
 from release.building.relabel import RelabelError, rewrite_version
-from release.building.settings import BuildSettings, CellFailure, CellResult
-from release.building.torchcell import certify_torch, tags_problem
+from release.building.settings import BuildEnv, BuildSettings, CellFailure, CellResult
+from release.building.torchcell import tags_problem
 from release.credentials import without_credentials
 from release.errors import BuildError
 from release.fsutil import write_atomic
@@ -54,7 +54,7 @@ from release.matrix import Cell
 from release.matrix.compilecache import CompileCache
 from release.targets import target_problem
 from release.toolchain import Toolchain
-from release.toolchain.buildenv import BuildEnv, cell_targets
+from release.toolchain.buildenv import cell_targets
 
 # ---------------------------------------------------------------- pure core
 
@@ -231,7 +231,7 @@ def certify(
             )
         )
     if environment is not None:
-        wheel = certify_torch(wheel, cell, environment, log=log, python=python, env=env)
+        wheel = environment.certify(wheel, cell, log=log, python=python, env=env)
     if backend.labels_by_rewriting or cell.version.dev is not None:
         # no backend sets a nightly's dev version: every backend's wheel gets it rewritten
         wheel = relabelled(wheel, cell)

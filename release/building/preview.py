@@ -255,7 +255,8 @@ def arch_warnings(cell: Cell, read: tuple[Path, SetupPy] | None) -> list[str]:
     if read is None or hints is None:
         return []
     path, setup_py = read
-    warnings = [change.line() for change in torch_arch_changes(setup_py)]
+    takes = (hints.variable, hints.gencode_sits)
+    warnings = [change.line() for change in torch_arch_changes(setup_py, takes)]
     literal = literal_flags(setup_py)
     if literal is not None:
         stop = literal_warning(str(path), literal, cell_request(cell.sms, cell.ptx), hints)

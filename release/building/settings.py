@@ -17,10 +17,10 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from release import proc
-from release.backends import BuildTools
+from release.backends import BuildTools, EnvironmentPaths
 from release.building.cache import WheelCache
 from release.building.compilecache import CacheStats
 from release.building.jobs import CompileJobs, compile_jobs
@@ -29,13 +29,56 @@ from release.errors import ConfigError
 from release.inspection.wheel import WheelReport
 from release.matrix import Cell, Matrix
 from release.matrix.compilecache import CompileCache, parse_compile_cache
-from release.toolchain.buildenv import BuildEnv
 from release.toolchain.cacheroot import cache_root, toolchain_cache
 
 DEFAULT_EPOCH = 315532800  # 1980-01-01, the earliest date a zip file can hold
 COMPILE_CACHE_VARIABLE = "RELEASE_COMPILE_CACHE"
 
 T = TypeVar("T")
+
+
+class BuildEnv(Protocol):
+    """A provisioned build environment of a backend's own (a torch cell's pinned torch in a
+    venv): what the build stage runs in it and records of it, and the checks a wheel built
+    in it must pass besides every wheel's (`certify`), so that the pipeline asks the
+    environment and never what kind of cell it has."""
+
+    @property
+    def python(self) -> Path:
+        """The interpreter the cell's PEP 517 build runs, without isolation."""
+        ...
+
+    @property
+    def cuda_home(self) -> Path: ...
+
+    @property
+    def site_packages(self) -> Path | None:
+        """Where what it provides lies, for the GPU gate's test venv."""
+        ...
+
+    @property
+    def name(self) -> str:
+        """What it holds, in a message: `torch 2.14.1+cu130`."""
+        ...
+
+    @property
+    def identity(self) -> str:
+        """What it holds and where, for the build's notes."""
+        ...
+
+    def paths(self) -> EnvironmentPaths: ...
+
+    def cache_identity(self) -> dict[str, str]: ...
+
+    def summary(self) -> dict[str, str]: ...
+
+    def certify(
+        self, wheel: Path, cell: Cell, *, log: Path, python: str, env: Mapping[str, str]
+    ) -> Path:
+        """The wheel checked against the environment it was built in, and its METADATA
+        made to require what the environment holds (rewritten in place). Raises
+        CellFailure."""
+        ...
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,8 @@ from release.building.pipeline import (
     record_cell,
     through_compile_cache,
 )
-from release.building.settings import BuildSettings, CellResult
+from release.building.settings import BuildEnv, BuildSettings, CellResult
+from release.building.torchcell import build_environment
 from release.credentials import without_credentials
 from release.downstream.nccl import override_files, write_override_files
 from release.errors import BuildError, ToolchainError
@@ -67,7 +68,7 @@ from release.toolchain import (
     provision,
     resolve,
 )
-from release.toolchain.buildenv import BuildEnv, environment_of, provision_environment
+from release.toolchain.buildenv import environment_of
 from release.toolchain.torchenv import find_python
 
 CellProgress = Callable[[str, Cell, CellResult | None], None]
@@ -282,7 +283,7 @@ def provision_environments(
             toolkit = nvcc_toolkit(toolchains[cell.id])
             if toolkit is None:  # buildable_problem has stopped such a cell already
                 raise ToolchainError(f"{cell.id}: the {cell.build.backend} backend needs nvcc")
-            made[spec] = provision_environment(
+            made[spec] = build_environment(
                 spec,
                 toolkit=toolkit.root,
                 cache_dir=settings.toolchain_dir,

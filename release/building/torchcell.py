@@ -2,17 +2,21 @@
 gets (the manylinux verdict leaves torch's own libraries out for it, as for every torch
 cell): any device code at all (a quietly CPU-only build stops here, explained), the ABI
 check against the pinned torch, and the torch requirement its METADATA must state.
-release.building.pipeline calls `certify_torch`.
+`TorchBuildEnv` is a provisioned torch venv as the build stage holds it
+(release.building.settings.BuildEnv): the pipeline asks it to `certify` a wheel, and
+`build_environment` is how the stage provisions one.
 """
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 from packaging.version import Version
 
+from release.backends import EnvironmentSpec
 from release.building.settings import CellFailure
 from release.building.torchpin import pinned, stable_target_version, torch_requirement
 from release.credentials import without_credentials
@@ -21,6 +25,8 @@ from release.inspection.limitedapi import limited_api_auditor
 from release.inspection.torchabi import abi_problems, torch_exports
 from release.inspection.torchaudit import TOOL, torch_abi_auditor
 from release.matrix import Cell
+from release.toolchain.buildenv import provision_environment
+from release.toolchain.provision import Progress
 from release.toolchain.torchenv import TorchEnv
 from release.wheelfile import NotAWheel, wheel_name
 
@@ -100,3 +106,31 @@ def certify_torch(
     except ValueError as error:
         raise CellFailure(str(error)) from None
     return wheel
+
+
+@dataclass(frozen=True)
+class TorchBuildEnv(TorchEnv):
+    """A provisioned torch venv as the build stage holds it: what TorchEnv says of it, and
+    the torch checks of a wheel built in it."""
+
+    def certify(
+        self, wheel: Path, cell: Cell, *, log: Path, python: str, env: Mapping[str, str]
+    ) -> Path:
+        return certify_torch(wheel, cell, self, log=log, python=python, env=env)
+
+
+def build_environment(
+    spec: EnvironmentSpec,
+    *,
+    toolkit: Path,
+    cache_dir: Path,
+    python: str,
+    env: Mapping[str, str],
+    progress: Progress | None,
+) -> TorchBuildEnv:
+    """The build environment `spec` asks for, provisioned in `cache_dir` (one kind today: a
+    torch venv)."""
+    made = provision_environment(
+        spec, toolkit=toolkit, cache_dir=cache_dir, python=python, env=env, progress=progress
+    )
+    return TorchBuildEnv(**{field.name: getattr(made, field.name) for field in fields(made)})

@@ -12,11 +12,14 @@ from dataclasses import dataclass
 
 from packaging.version import Version
 
+from release.backends import backend_for
+from release.backends.archflags import ArchHints
+from release.backends.base import Backend
 from release.backends.recipe import BackendName
 from release.errors import ConfigError
 from release.init.torchindex import TorchRelease
 from release.project import CMakeLists, Gencode, Place, PyProject, Reading, SetupPy, naming
-from release.project.archchanges import CMAKE_TAKES, TORCH_TAKES, arch_list_changes, gencode_change
+from release.project.archchanges import arch_list_changes, gencode_change
 from release.project.places import ProjectChange
 from release.targets import CudaVersion, GpuTarget, target_problem
 
@@ -115,10 +118,13 @@ def _scikit_build(pyproject: PyProject | None) -> str | None:
 def targets_of(read: Reading, backend: BackendName) -> Targets:
     """The SMs and PTX: the project's own list where it has one, else the tool's default;
     what would keep the matrix's list from reaching the build needs a change."""
-    if backend == "torch" and read.setup_py is not None:
-        return _torch_targets(read.setup_py)
-    if backend == "cmake" and read.cmakelists is not None:
-        return _cmake_targets(read.cmakelists)
+    builder = backend_for(backend)
+    hints = builder.arch_hints
+    arch_file = hints.arch_file if hints is not None else None
+    if hints is not None and arch_file == "setup.py" and read.setup_py is not None:
+        return _torch_targets(read.setup_py, builder, hints)
+    if hints is not None and arch_file == "CMakeLists.txt" and read.cmakelists is not None:
+        return _cmake_targets(read.cmakelists, builder, hints)
     return _default_targets("the project names no SM list of its own")
 
 
@@ -134,16 +140,16 @@ def _default_targets(why: str, *, changes: Sequence[Note] = ()) -> Targets:
     )
 
 
-def _torch_targets(setup_py: SetupPy) -> Targets:
+def _torch_targets(setup_py: SetupPy, backend: Backend, hints: ArchHints) -> Targets:
     changes = [note_of(c) for c in arch_list_changes(setup_py)]
     if setup_py.gencode:
-        return _gencode_targets(setup_py.gencode, "torch", changes)
+        return _gencode_targets(setup_py.gencode, backend, hints, changes)
     for default in setup_py.arch_list:
         parsed = parse_torch_arch_list(default.value) if default.value else None
         if parsed is not None:
             sms, ptx = parsed
             source = f"{default.place}: TORCH_CUDA_ARCH_LIST {default.value}"
-            return _project_targets(sms, ptx, (default.place, source), "torch", changes)
+            return _project_targets(sms, ptx, (default.place, source), backend, changes)
     return _default_targets("the project names no SM list of its own", changes=changes)
 
 
@@ -152,7 +158,7 @@ def note_of(change: ProjectChange) -> Note:
     return Note(place=str(change.place), text=change.text, fix=change.fix)
 
 
-def _cmake_targets(cmake: CMakeLists) -> Targets:
+def _cmake_targets(cmake: CMakeLists, backend: Backend, hints: ArchHints) -> Targets:
     changes = [
         Note(
             place=str(s.place),
@@ -173,24 +179,22 @@ def _cmake_targets(cmake: CMakeLists) -> Targets:
         for place in cmake.target_architectures
     ]
     if cmake.gencode:
-        return _gencode_targets(cmake.gencode, "cmake", changes)
+        return _gencode_targets(cmake.gencode, backend, hints, changes)
     for found in cmake.architectures:
         parsed = parse_cmake_architectures(found.entries)
         if parsed is not None:
             sms, ptx = parsed
             source = f"{found.place}: CMAKE_CUDA_ARCHITECTURES {';'.join(found.entries)}"
-            return _project_targets(sms, ptx, (found.place, source), "cmake", changes)
+            return _project_targets(sms, ptx, (found.place, source), backend, changes)
     return _default_targets("the project names no SM list of its own", changes=changes)
 
 
 def _gencode_targets(
-    flags: Sequence[Gencode], backend: BackendName, changes: list[Note]
+    flags: Sequence[Gencode], backend: Backend, hints: ArchHints, changes: list[Note]
 ) -> Targets:
     cubins = [GpuTarget.parse(sm) for flag in flags for sm in flag.cubins]
     ptx = [GpuTarget.parse(p) for flag in flags for p in flag.ptx]
-    changes.append(
-        note_of(gencode_change(flags, TORCH_TAKES if backend == "torch" else CMAKE_TAKES))
-    )
+    changes.append(note_of(gencode_change(flags, (hints.variable, hints.gencode_sits))))
     if not cubins:
         return _default_targets("the -gencode flags are computed", changes=changes)
     highest_ptx = max(ptx, default=None)
@@ -207,7 +211,7 @@ def _project_targets(
     sms: Sequence[GpuTarget],
     ptx: GpuTarget | None,
     read_at: tuple[Place, str],
-    backend: BackendName,
+    backend: Backend,
     changes: list[Note],
 ) -> Targets:
     """The project's own targets (read at a place, said as a source), less those CUDA 13.0
@@ -243,14 +247,14 @@ def _project_targets(
 
 
 def _ptx(
-    kept: Sequence[GpuTarget], ptx: GpuTarget | None, backend: BackendName
+    kept: Sequence[GpuTarget], ptx: GpuTarget | None, backend: Backend
 ) -> tuple[GpuTarget | None, str]:
     """The project's PTX target, raised to the highest SM (the matrix's rule); for torch it
     rides on an SM it also builds (TORCH_CUDA_ARCH_LIST's `+PTX`)."""
     if ptx is None:
         return None, "the project builds no PTX"
     chosen = GpuTarget(max(ptx.number, *(t.number for t in kept)))
-    if backend == "torch" and chosen not in kept:
+    if backend.ptx_beside_cubin and chosen not in kept:
         return None, f"none: torch adds PTX to an SM it builds, and {chosen.number} is not one"
     if chosen.number != ptx.number:
         return chosen, f"the project's PTX {ptx.number}, raised to the highest SM"

@@ -11,9 +11,6 @@ from collections.abc import Sequence
 from release.project.places import ProjectChange
 from release.project.setuppy import Gencode, SetupPy
 
-TORCH_TAKES = ("TORCH_CUDA_ARCH_LIST", "instead of")
-CMAKE_TAKES = ("CMAKE_CUDA_ARCHITECTURES", "beside")
-
 
 def arch_list_changes(setup_py: SetupPy) -> list[ProjectChange]:
     return [
@@ -43,9 +40,10 @@ def gencode_change(flags: Sequence[Gencode], takes: tuple[str, str]) -> ProjectC
     )
 
 
-def torch_arch_changes(setup_py: SetupPy) -> list[ProjectChange]:
-    """Every change of a torch project's setup.py about its GPU targets, in file order."""
+def torch_arch_changes(setup_py: SetupPy, takes: tuple[str, str]) -> list[ProjectChange]:
+    """Every change of a torch project's setup.py about its GPU targets, in file order
+    (`takes`: gencode_change's)."""
     changes = arch_list_changes(setup_py)
     if setup_py.gencode:
-        changes.append(gencode_change(setup_py.gencode, TORCH_TAKES))
+        changes.append(gencode_change(setup_py.gencode, takes))
     return changes

@@ -16,15 +16,15 @@ from packaging.utils import canonicalize_name
 
 from release.backends import CellTargets, EnvironmentSpec, backend_for, read_build_backend
 from release.matrix import Cell
-from release.toolchain.torchenv import TorchEnv, provision_torch_env, venv_python
+from release.toolchain.torchenv import provision_torch_env, venv_python
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
 
-# a provisioned build environment, and how one is made (one kind today: a torch venv)
-BuildEnv = TorchEnv
+# how a build environment is made (one kind today: a torch venv); the build stage's view of
+# one, with its checks, is release.building.settings.BuildEnv
 provision_environment = provision_torch_env
 
 

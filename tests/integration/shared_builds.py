@@ -164,6 +164,7 @@ def torch_environment(torch_cache: Path, tmp_path_factory: pytest.TempPathFactor
     )
     settings, _ = prepare(settings, BuildEvents())
     (environment,) = settings.environments.values()
+    assert isinstance(environment, TorchEnv), environment
     assert environment.site_packages is not None, environment
     return environment
 

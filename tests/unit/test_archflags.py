@@ -30,7 +30,13 @@ from release.building.preview import literal_flags
 from release.project.setuppy import read_setup_py
 from release.targets import GpuTarget as T
 
-HINTS = ArchHints(variable="TORCH_CUDA_ARCH_LIST", cause="CAUSE", honour="HONOUR")
+HINTS = ArchHints(
+    variable="TORCH_CUDA_ARCH_LIST",
+    cause="CAUSE",
+    honour="HONOUR",
+    arch_file="setup.py",
+    gencode_sits="instead of",
+)
 
 
 def request(cubins: list[str], ptx: list[str], unknown: tuple[str, ...] = ()) -> ArchRequest:
