@@ -158,14 +158,7 @@ def run(args: argparse.Namespace) -> int:
     matrix = common.channel_matrix(loaded, args.channel, environ)
     cells = matrix.select(cuda=args.cuda, arch=args.arch)
     reference = read_manifest(args.compare) if args.compare is not None else None
-    options = buildopts.BuildOptions(
-        cache_dir=args.cache_dir,
-        cuda_home=args.cuda_home,
-        compile_cache=args.compile_cache,
-        compile_jobs=args.compile_jobs,
-        jobs=args.jobs,
-        fail_fast=args.fail_fast,
-    )
+    options = arguments.options_from(buildopts.BuildOptions, args)
     recorded = (
         Sourced(reference.source_date_epoch, f"the timestamp of {args.compare}")
         if reference is not None

@@ -118,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
     cell = matrix.select(cuda=[args.cuda], arch=[args.arch])[0]
     recorded = find_wheel(args.record, cell) if args.record is not None else None
     environ = dict(os.environ)
-    options = buildopts.BuildOptions(cache_dir=args.cache_dir, cuda_home=args.cuda_home)
+    options = arguments.options_from(buildopts.BuildOptions, args)
     given = buildopts.settings_from(
         options, matrix, environ, cells=(cell,), out=args.dist.resolve()
     )

@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     manifest = load_dist(args.dist.resolve(), missing_ok=False)
     environ = dict(os.environ)
     settings = buildopts.settings_from(
-        buildopts.BuildOptions(cache_dir=args.cache_dir, cuda_home=args.cuda_home),
+        arguments.options_from(buildopts.BuildOptions, args),
         matrix,
         environ,
         cells=(),

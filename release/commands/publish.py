@@ -232,19 +232,11 @@ def add_options(parser: argparse.ArgumentParser) -> None:
 
 
 def settings_from(args: argparse.Namespace) -> PublishSettings:
-    return PublishSettings(
-        dist=args.dist,
-        dry_run=args.dry_run,
-        replace=args.replace,
+    return arguments.options_from(
+        PublishSettings,
+        args,
         command="release publish --dry-run" if args.dry_run else "release publish",
         only=tuple(args.only),
-        repository_url=args.repository_url,
-        index_dir=args.index_dir,
-        index_base_url=args.index_base_url,
-        github_api_url=args.github_api_url,
-        pages_repo=args.pages_repo,
-        pages_branch=args.pages_branch,
-        pages_remote=args.pages_remote,
     )
 
 

@@ -59,6 +59,8 @@ from release.remote.retry import (
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+# which of githubkit's list endpoints, picked from its `repos` namespace
+ListOf = Callable[[Any], Callable[..., "Response[Any]"]]
 
 API_VERSION: Literal["2022-11-28"] = "2022-11-28"
 GITHUB_ASSET_LIMIT = 2 * 1024**3 - 1  # "each file included in a release must be under 2 GiB"
@@ -283,18 +285,28 @@ class GithubClient:
         """An idempotent request, retried as it is."""
         return self.retrying(what, lambda retry: self.send(what, call, accept=accept))
 
-    def list_all(
-        self, what: str, request: Callable[..., Response[Any]], **params: Any
-    ) -> list[Any]:
-        """Every item of a paginated list as GitHub's JSON, through githubkit's paginator (it
+    def list_all(self, what: str, list_of: ListOf, repository: str, **params: Any) -> list[Any]:
+        """Every item of a paginated list of `repository`'s (`list_of` picks githubkit's
+        endpoint) as GitHub's JSON, through githubkit's paginator (it
         follows the `Link: rel="next"` URLs); a transient failure retries the whole list.
         Plain JSON, not githubkit's models: a leftover of a failed upload has an asset state
         (`starter`, `new`) outside the models' `Literal["uploaded", "open"]`, and a release
         listing carries its assets."""
         gh = self._client()
+        owner, repo = repository.split("/", 1)
+        request = list_of(self.rest().repos)
 
         def pages() -> list[Any]:
-            return list(gh.rest.paginate(request, map_func=lambda r: json_list(r, what), **params))
+            return list(
+                gh.rest.paginate(
+                    request,
+                    map_func=lambda r: json_list(r, what),
+                    owner=owner,
+                    repo=repo,
+                    per_page=PER_PAGE,
+                    **params,
+                )
+            )
 
         def attempt(retry: int) -> list[Any]:
             try:
@@ -400,14 +412,8 @@ class GithubClient:
 
     def list_releases_json(self, repository: str) -> list[Mapping[str, Any]]:
         """Every release as GitHub's JSON (drafts only with push access)."""
-        owner, repo = repository.split("/", 1)
-        rest = self.rest()
         items = self.list_all(
-            f"list the releases of {repository}",
-            rest.repos.list_releases,
-            owner=owner,
-            repo=repo,
-            per_page=PER_PAGE,
+            f"list the releases of {repository}", lambda repos: repos.list_releases, repository
         )
         if not all(isinstance(item, Mapping) for item in items):
             raise PublishError(
@@ -447,15 +453,11 @@ class GithubClient:
         return parse_release(json_of(response, what := f"read the release {release_id}"), what)
 
     def list_assets(self, repository: str, release: ReleaseInfo) -> list[AssetInfo]:
-        owner, repo = repository.split("/", 1)
-        rest = self.rest()
         items = self.list_all(
             f"list the assets of {release.tag}",
-            rest.repos.list_release_assets,
-            owner=owner,
-            repo=repo,
+            lambda repos: repos.list_release_assets,
+            repository,
             release_id=release.id,
-            per_page=PER_PAGE,
         )
         return [parse_asset(item, f"list the assets of {release.tag}") for item in items]
 

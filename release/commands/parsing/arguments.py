@@ -9,12 +9,24 @@ build their parsers from this module alone.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypeVar
 
 from release.commands.parsing.options import OutputDir, OutputFile
 from release.targets import ARCHES
+
+T = TypeVar("T")
+
+
+def options_from(kind: type[T], args: argparse.Namespace, **given: Any) -> T:
+    """The dataclass `kind` of what the command line says: each of its fields that the
+    parser has, by its name (every option's dest is the field's name, as twine's settings
+    take them), then `given` over them."""
+    names = {field.name for field in dataclasses.fields(kind) if field.init}  # type: ignore[arg-type]
+    taken = {name: value for name, value in vars(args).items() if name in names}
+    return kind(**{**taken, **given})
 
 
 @dataclass(frozen=True)
