@@ -148,32 +148,36 @@ def provenance_checks(
     integrity API answers 404 where there is no provenance)."""
     unknown_destinations(published, sources.destinations)
     required = provenance_required(published, settings)
-    checks = [
-        _file_check(file, published, sources, get, required=required) for file in published.files
-    ]
+    asking = _Asking(published=published, sources=sources, get=get, required=required)
+    checks = [_file_check(file, asking) for file in published.files]
     for companion in published.companions:
         subject = Subject(companion.filename, companion.sha256, companion.url)
         if companion.purpose == "sdist":  # a PyPI file: PEP 740 there, else GitHub's
-            checks.append(_sdist_check(subject, published, sources, get, required=required))
+            checks.append(_sdist_check(subject, asking))
             continue
         checks.append(_companion_check(subject, sources, required=required))
     return checks
 
 
-def _sdist_check(
-    subject: Subject,
-    published: Published,
-    sources: ProvenanceSources,
-    get: Callable[[str], Download],
-    *,
-    required: bool,
-) -> Check:
+@dataclass(frozen=True, kw_only=True)
+class _Asking:
+    """What each check of one release asks with: its record, where to ask and what to
+    expect, how a URL is fetched, and whether finding none fails."""
+
+    published: Published
+    sources: ProvenanceSources
+    get: Callable[[str], Download]
+    required: bool
+
+
+def _sdist_check(subject: Subject, asking: _Asking) -> Check:
     """The sdist, on the default variant's PyPI beside its wheels: read as they are."""
-    pypi = next((f for f in published.files if f.kind == "pypi" and f.local_label is None), None)
-    if sources.expected is None or pypi is None:
-        return _not_checked(subject, NO_SIGNER, required=required, url=subject.url)
+    files = asking.published.files
+    pypi = next((f for f in files if f.kind == "pypi" and f.local_label is None), None)
+    if asking.sources.expected is None or pypi is None:
+        return _not_checked(subject, NO_SIGNER, required=asking.required, url=subject.url)
     file = replace(pypi, filename=subject.filename, sha256=subject.sha256, url=subject.url)
-    return _pypi_check(subject, file, published, sources, get, required=required)
+    return _pypi_check(subject, file, asking)
 
 
 def provenance_required(published: Published, settings: VerifySettings) -> bool:
@@ -190,23 +194,16 @@ class Subject:
     url: str
 
 
-def _file_check(
-    file: PublishedFile,
-    published: Published,
-    sources: ProvenanceSources,
-    get: Callable[[str], Download],
-    *,
-    required: bool,
-) -> Check:
+def _file_check(file: PublishedFile, asking: _Asking) -> Check:
     subject = Subject(file.filename, file.sha256, file.url)
-    expected = sources.expected
+    expected, required = asking.sources.expected, asking.required
     if expected is None:
         return _not_checked(subject, NO_SIGNER, required=required)
     if file.kind == "github":
-        client, repository = sources.github[file.destination]
+        client, repository = asking.sources.github[file.destination]
         return _github_check(subject, client, repository, expected, required=required)
     if file.kind == "pypi":
-        return _pypi_check(subject, file, published, sources, get, required=required)
+        return _pypi_check(subject, file, asking)
     detail = f"provenance not checked: a {file.kind} destination serves no attestations"
     return _not_checked(subject, detail, required=required, url=file.url)
 
@@ -271,21 +268,14 @@ PEP740_ROUTE = "PEP 740 on PyPI"
 GITHUB_ROUTE = "GitHub build provenance (PyPI serves no PEP 740 attestation of it)"
 
 
-def _pypi_check(
-    subject: Subject,
-    file: PublishedFile,
-    published: Published,
-    sources: ProvenanceSources,
-    get: Callable[[str], Download],
-    *,
-    required: bool,
-) -> Check:
+def _pypi_check(subject: Subject, file: PublishedFile, asking: _Asking) -> Check:
     """PEP 740 from PyPI's integrity API; where PyPI has none (a token upload), the GitHub
     build-provenance attestation the publish job made of the same sha256, in the signer's
     repository, verified alike. The detail says which route it took."""
+    sources, required = asking.sources, asking.required
     assert sources.expected is not None  # noqa: S101  # _file_check returned before
-    where = integrity_url(file, published.project, published.version)
-    got = get(where)
+    where = integrity_url(file, asking.published.project, asking.published.version)
+    got = asking.get(where)
     if got.status != 404:
         if not got.ok or got.body is None:
             return _unanswered(subject, where, got.error or f"HTTP {got.status}")
