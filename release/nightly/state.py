@@ -22,7 +22,7 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
@@ -172,24 +172,7 @@ def to_bytes(state: NightlyState) -> bytes:
 
 
 def _pointer_json(pointer: Pointer) -> dict[str, Any]:
-    return {
-        "commit": pointer.commit,
-        "time": pointer.time,
-        "version": pointer.version,
-        "generation": pointer.generation,
-        "previous": pointer.previous,
-        "pages": dict(pointer.pages),
-        "files": [
-            {
-                "filename": f.filename,
-                "sha256": f.sha256,
-                "size": f.size,
-                "metadata_sha256": f.metadata_sha256,
-                "requires_python": f.requires_python,
-            }
-            for f in pointer.files
-        ],
-    }
+    return {**asdict(pointer), "pages": dict(pointer.pages)}
 
 
 # --- Reading. ---

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -236,13 +236,7 @@ def _destination_json(destination: DestinationRef) -> dict[str, Any]:
 
 
 def _sdist_json(sdist: SdistEntry) -> dict[str, Any]:
-    return {
-        "filename": sdist.filename,
-        "version": sdist.version,
-        "size": sdist.size,
-        "sha256": sdist.sha256,
-        "destination": _destination_json(sdist.destination),
-    }
+    return {**asdict(sdist), "destination": _destination_json(sdist.destination)}
 
 
 SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")  # a sha256 as every record writes it
