@@ -14,14 +14,14 @@ from dataclasses import dataclass
 
 from packaging.version import Version
 
-from release.credentials import index_credentials, secret_values
+from release.credentials import secret_values
 from release.errors import PublishError
 from release.matrix import Cell, GithubDestination, Matrix, PypiDestination
 from release.nightly.promotion import FinalRelease, latest_final
 from release.publish.growth import tag_version
 from release.remote import httpclient as http_edge
 from release.remote.github import GithubClient
-from release.remote.httpclient import BasicCredentials, Client, OriginAuth, origin_of
+from release.remote.httpclient import Client, OriginAuth, index_logins
 from release.remote.retry import RetryPolicy
 from release.remote.simple_index import (
     ACCEPT,
@@ -94,15 +94,9 @@ def read_finals(
 def _index_auth(matrix: Matrix, environ: Mapping[str, str], upload: str | None) -> OriginAuth:
     """The index credentials of each PyPI destination, for its index's origin (sent only
     when the index asks: a private index)."""
-    basic = {}
-    for destination in matrix.destinations.values():
-        if isinstance(destination, PypiDestination):
-            creds = index_credentials(environ, upload or destination.repository_url)
-            if creds is not None and creds.password is not None:
-                basic[origin_of(destination.index_url)] = BasicCredentials(
-                    creds.username, creds.password
-                )
-    return OriginAuth(basic=basic)
+    pypi = [d for d in matrix.destinations.values() if isinstance(d, PypiDestination)]
+    indexes = [(upload or d.repository_url, [d.index_url]) for d in pypi]
+    return OriginAuth(basic=index_logins(environ, indexes))
 
 
 def _on_index(

@@ -53,7 +53,13 @@ from release.publish.decide import (
     RemoteFile,
 )
 from release.records.manifest import DestinationRef, Manifest, WheelEntry
-from release.remote.httpclient import BasicCredentials, Client, OriginAuth, client, fetch, origin_of
+from release.remote.httpclient import (
+    Client,
+    OriginAuth,
+    client,
+    fetch,
+    index_logins,
+)
 from release.remote.retry import RetryPolicy
 from release.remote.simple_index import ACCEPT, ListedFile, parse_project_page, project_page_url
 from release.wheelfile import WheelFacts, read_wheel
@@ -269,12 +275,8 @@ class PypiPublisher:
             self.index_url = destination.index_url or default_index_url(self.repository_url)
         self.creds = index_credentials(environ, self.repository_url)
         self.secrets = secret_values(environ)
-        basic = (
-            {origin_of(self.index_url): BasicCredentials(self.creds.username, self.creds.password)}
-            if self.creds is not None and self.creds.password is not None
-            else {}
-        )
-        self.http = http or client(auth=OriginAuth(basic=basic))
+        logins = index_logins(environ, [(self.repository_url, [self.index_url])])
+        self.http = http or client(auth=OriginAuth(basic=logins))
         self.uploader = uploader
         self.twine_checks = twine_checks
         self.sleep = sleep

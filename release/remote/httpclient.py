@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import httpx
 
 from release import __version__
-from release.credentials import Secret, mask
+from release.credentials import Secret, index_credentials, mask
 from release.remote import retry
 
 USER_AGENT = f"cuda-wheel-release/{__version__}"
@@ -44,6 +44,23 @@ def origin_of(url: str | httpx.URL) -> str:
 class BasicCredentials:
     username: str
     password: Secret
+
+
+def index_logins(
+    environ: Mapping[str, str], indexes: Iterable[tuple[str, Iterable[str | None]]]
+) -> dict[str, BasicCredentials]:
+    """The basic credentials the environment gives each index (twine's variables, for its
+    upload URL: the first of each pair), by the origins it serves (the second; None is
+    skipped); an index without a password gets none."""
+    basic: dict[str, BasicCredentials] = {}
+    for upload_url, urls in indexes:
+        creds = index_credentials(environ, upload_url)
+        if creds is None or creds.password is None:
+            continue
+        for url in urls:
+            if url:
+                basic[origin_of(url)] = BasicCredentials(creds.username, creds.password)
+    return basic
 
 
 class OriginAuth(httpx.Auth):

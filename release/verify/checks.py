@@ -37,9 +37,7 @@ from packaging.utils import parse_wheel_filename
 import release.records.published as published_record
 from release import proc
 from release.credentials import (
-    Secret,
     github_token,
-    index_credentials,
     isolated_env,
     mask,
     secret_values,
@@ -49,11 +47,11 @@ from release.provenance.signature import PUBLIC_GOOD, Checked, ExpectedSigner, r
 from release.records.published import Published, PublishedFile
 from release.remote import httpclient as http_edge
 from release.remote.httpclient import (
-    BasicCredentials,
     Client,
     Download,
     OriginAuth,
     fetch,
+    index_logins,
     origin_of,
 )
 from release.remote.retry import Deadline, RetryPolicy
@@ -249,19 +247,11 @@ def origin_auth(published: Published, environ: Mapping[str, str]) -> OriginAuth:
     """The GitHub token for the GitHub-hosted files' origin; the index credentials for the
     PyPI files' and indexes' origins, sent only when those ask."""
     token = github_token(environ)
-    bearer: dict[str, Secret] = {}
-    basic: dict[str, BasicCredentials] = {}
-    for file in published.files:
-        if file.kind == "github" and token:
-            bearer[origin_of(file.url)] = token
-        if file.kind == "pypi":
-            creds = index_credentials(environ, file.index_url or file.url)
-            if creds is not None and creds.password is not None:
-                pair = BasicCredentials(creds.username, creds.password)
-                basic[origin_of(file.url)] = pair
-                if file.index_url:
-                    basic[origin_of(file.index_url)] = pair
-    return OriginAuth(bearer=bearer, basic=basic)
+    github = [f for f in published.files if f.kind == "github"]
+    bearer = {origin_of(file.url): token for file in github} if token else {}
+    pypi = [f for f in published.files if f.kind == "pypi"]
+    indexes = [(f.index_url or f.url, [f.url, f.index_url]) for f in pypi]
+    return OriginAuth(bearer=bearer, basic=index_logins(environ, indexes))
 
 
 def with_credentials(url: str, auth: OriginAuth) -> str:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from release.credentials import index_credentials, secret_values
+from release.credentials import secret_values
 from release.errors import ConfigError, IncompleteError, PublishError, VerifyError
 from release.matrix import GithubDestination, Matrix, PypiDestination, load_matrix
 from release.project import Naming
@@ -24,7 +24,11 @@ from release.records.published import RECORD_NAME, Published, read_record, with_
 from release.remote import httpclient as http
 from release.remote.github import GithubClient, GithubUnreachable
 from release.remote.github_model import GITHUB_API
-from release.remote.httpclient import BasicCredentials, Download, OriginAuth, origin_of
+from release.remote.httpclient import (
+    Download,
+    OriginAuth,
+    index_logins,
+)
 from release.remote.retry import RetryPolicy
 from release.verify.checks import Check, VerifyReport, VerifySettings, verify
 from release.verify.provenance import (
@@ -236,12 +240,6 @@ def tags_to_verify(
 
 def index_auth(matrix: Matrix, environ: Mapping[str, str]) -> OriginAuth:
     """The upload credentials of each PyPI destination, for its index's origin."""
-    basic = {}
-    for destination in matrix.destinations.values():
-        if isinstance(destination, PypiDestination):
-            creds = index_credentials(environ, destination.repository_url)
-            if creds is not None and creds.password is not None:
-                basic[origin_of(destination.index_url)] = BasicCredentials(
-                    creds.username, creds.password
-                )
-    return OriginAuth(basic=basic)
+    pypi = [d for d in matrix.destinations.values() if isinstance(d, PypiDestination)]
+    indexes = [(d.repository_url, [d.index_url]) for d in pypi]
+    return OriginAuth(basic=index_logins(environ, indexes))
