@@ -75,7 +75,7 @@ class GithubPublisher:
         repository: str,
         tag: str,
         api_url: str,
-        token: str | Secret | None,
+        token: str | Secret | None = None,
         policy: RetryPolicy | None = None,
         sleep: Sleep = time.sleep,
         clock: Clock = time.time,

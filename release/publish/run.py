@@ -364,14 +364,14 @@ def default_factory(
             )
         api_url = settings.github_api_url or destination.api_url or GITHUB_API
         shared = github_client is not None and github_client.api_url == api_url.rstrip("/")
+        client = github_client if shared else None
         return GithubPublisher(
             repository=destination.repository or "",
             tag=destination.tag or "",
             api_url=api_url,
-            token=token,
-            client=github_client if shared else None,
+            client=client
+            or GithubClient.from_environment(api_url, environ, command=settings.command),
             name=destination.name,
-            command=settings.command,
             on_upload=settings.on_upload,
         )
 
@@ -538,8 +538,7 @@ def _regenerate_indexes(
             repository=destination.repository or "",
             tag=destination.tag or "",
             api_url=api_url,
-            token=github_token(environ),
-            command=settings.command,
+            client=GithubClient.from_environment(api_url, environ, command=settings.command),
         )
         with publisher.client.session(f"{destination.repository} (index)"):
             found, skipped = collect(
