@@ -120,10 +120,9 @@ def targets_of(read: Reading, backend: BackendName) -> Targets:
     what would keep the matrix's list from reaching the build needs a change."""
     builder = backend_for(backend)
     hints = builder.arch_hints
-    arch_file = hints.arch_file if hints is not None else None
-    if hints is not None and arch_file == "setup.py" and read.setup_py is not None:
+    if hints is not None and hints.arch_file == "setup.py" and read.setup_py is not None:
         return _torch_targets(read.setup_py, builder, hints)
-    if hints is not None and arch_file == "CMakeLists.txt" and read.cmakelists is not None:
+    if hints is not None and hints.arch_file == "CMakeLists.txt" and read.cmakelists is not None:
         return _cmake_targets(read.cmakelists, builder, hints)
     return _default_targets("the project names no SM list of its own")
 

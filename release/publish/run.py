@@ -363,14 +363,16 @@ def default_factory(
                 hint="export GITHUB_TOKEN (a workflow job: permissions: contents: write)",
             )
         api_url = settings.github_api_url or destination.api_url or GITHUB_API
-        shared = github_client is not None and github_client.api_url == api_url.rstrip("/")
-        client = github_client if shared else None
+        client = (
+            github_client
+            if github_client is not None and github_client.api_url == api_url.rstrip("/")
+            else GithubClient.from_environment(api_url, environ, command=settings.command)
+        )
         return GithubPublisher(
             repository=destination.repository or "",
             tag=destination.tag or "",
             api_url=api_url,
-            client=client
-            or GithubClient.from_environment(api_url, environ, command=settings.command),
+            client=client,
             name=destination.name,
             on_upload=settings.on_upload,
         )

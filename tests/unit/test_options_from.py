@@ -18,22 +18,25 @@ from release.publish.run import PublishSettings
 GIVEN: dict[type, set[str]] = {PublishSettings: {"command", "only", "on_upload"}}
 
 
+TOOLCHAIN = {"cache_dir", "cuda_home"}  # all env and gpu-gate take of BuildOptions
+
+
 @pytest.mark.parametrize(
-    ("command", "kind", "required"),
+    ("command", "kind", "required", "taken"),
     [
-        ("build", buildopts.BuildOptions, []),
-        ("env", buildopts.BuildOptions, ["--cuda", "13.0", "--arch", "x86_64"]),
-        ("gpu-gate", buildopts.BuildOptions, ["--runner", "h100"]),
-        ("publish", PublishSettings, []),
+        ("build", buildopts.BuildOptions, [], None),
+        ("env", buildopts.BuildOptions, ["--cuda", "13.0", "--arch", "x86_64"], TOOLCHAIN),
+        ("gpu-gate", buildopts.BuildOptions, ["--runner", "h100"], TOOLCHAIN),
+        ("publish", PublishSettings, [], None),
     ],
 )
 def test_every_field_a_command_takes_is_one_of_its_options(
-    command: str, kind: type, required: list[str]
+    command: str, kind: type, required: list[str], taken: set[str] | None
 ) -> None:
+    """`taken`: the fields the command takes from its line (None: every field of `kind`
+    but those it gives itself)."""
     args = build_parser([command]).parse_args([command, *required])
-    fields = {f.name for f in dataclasses.fields(kind) if f.init} - GIVEN.get(kind, set())
-    if kind is buildopts.BuildOptions and command != "build":
-        fields = {"cache_dir", "cuda_home"}  # env and gpu-gate take only the toolchain's
+    fields = taken or {f.name for f in dataclasses.fields(kind) if f.init} - GIVEN.get(kind, set())
     assert fields <= set(vars(args)), sorted(fields - set(vars(args)))
 
 
