@@ -40,9 +40,9 @@ from packaging.version import Version  # noqa: E402
 from release.errors import PublishError  # noqa: E402
 from release.nightly.finals import read_finals  # noqa: E402
 from tests.github_standin import DEFAULT_REPO, GitHubStandIn  # noqa: E402
-from tests.integration.conftest import PypiServer  # noqa: E402
 from tests.integration.nightly import PREFIX, Channel, PollingReader, commit_of  # noqa: E402
 from tests.integration.wheels import make_wheel  # noqa: E402
+from tests.pypi_server import PypiServer  # noqa: E402
 from tests.s3_server import S3Server, free_port  # noqa: E402
 
 MAX_REQUESTS = 40

@@ -33,9 +33,9 @@ from release.records.published import Published, PublishedFile
 from release.remote.github import GithubClient
 from release.verify.checks import VerifySettings, verify
 from tests.github_standin import DEFAULT_REPO, GitHubStandIn
-from tests.integration.conftest import PypiServer
 from tests.integration.test_publish_e2e import serve
 from tests.integration.wheels import github_destination, make_release, pypi_destination
+from tests.pypi_server import PypiServer
 from tests.s3_server import free_port
 
 

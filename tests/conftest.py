@@ -1,60 +1,148 @@
-"""Fixtures shared by every test folder."""
+"""Fixtures and hooks shared by every test folder: the tier of a test is its folder, the
+groups pytest-xdist keeps on one worker, and the checks started early on a core of their own.
+"""
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+import time
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import IO
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
+FULL_TIER = ROOT / "tests" / "full"
 
 # Checks that take a minute from a fresh clone (mypy --strict has no cache there) start as
-# soon as collection selects them, on the other core, while the rest of the suite runs; the
-# test itself then reads the result (`early_result`).
+# soon as collection selects them, in a process of their own beside the workers; the test
+# itself then reads the result (`early_result`).
 EARLY: dict[str, tuple[str, ...]] = {
     "tests/test_lint.py::test_mypy_strict": (str(BIN / "mypy"),),
 }
-_early: dict[str, tuple[subprocess.Popen[bytes], IO[bytes]]] = {}
+# A directory of the whole run, made by the controller (the only process without xdist),
+# which its workers share: the early checks' results and the full tier's toolchain cache.
+RUN_DIR = "K3_TEST_RUN_DIR"
+_early: list[subprocess.Popen[bytes]] = []
+
+# Each full-tier fixture that one session builds once: the tests that use it run on one
+# xdist worker (their group), so that no other worker builds it again.
+SHARED_BUILDS = {
+    "shipped_build": "shipped-build",
+    "torch_cache": "torch-builds",
+}
+
+# Runs a command with its output in a file, then writes its exit code beside it (the
+# worker that reads the result is not the process that started it).
+_WRAPPER = """
+import os, subprocess, sys
+out, rc = sys.argv[1], sys.argv[2]
+with open(out, "wb") as output:
+    code = subprocess.run(sys.argv[3:], stdout=output, stderr=subprocess.STDOUT).returncode
+with open(rc + ".part", "w") as part:
+    part.write(str(code))
+os.replace(rc + ".part", rc)
+"""
+
+
+def _is_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def _plain_id(nodeid: str) -> str:
+    """A node id without the `@group` suffix pytest-xdist's loadgroup gives it."""
+    return nodeid.split("@", 1)[0]
+
+
+def run_dir() -> Path:
+    """The run's directory shared by the controller and its workers."""
+    return Path(os.environ[RUN_DIR])
+
+
+def _early_files(nodeid: str) -> tuple[Path, Path]:
+    stem = _plain_id(nodeid).replace("/", "_").replace(":", "_")
+    return run_dir() / f"{stem}.out", run_dir() / f"{stem}.rc"
+
+
+def _start_early(nodeids: Sequence[str]) -> None:
+    for nodeid in map(_plain_id, nodeids):
+        command = EARLY.get(nodeid)
+        if command is None or _early_files(nodeid)[0].exists():
+            continue
+        out, rc = _early_files(nodeid)
+        out.touch()
+        try:
+            _early.append(
+                subprocess.Popen(
+                    [sys.executable, "-c", _WRAPPER, str(out), str(rc), *command], cwd=ROOT
+                )
+            )
+        except OSError:  # the test runs it and says so
+            out.unlink()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not _is_worker(config):
+        os.environ[RUN_DIR] = tempfile.mkdtemp(prefix="k3-tests-")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Refuses a `slow` mark outside tests/full and a test without it inside (the folder is
+    the tier: docs/testing.md), and gives every test its xdist group: its module, or the
+    shared build it uses."""
+    misplaced = []
+    for item in items:
+        inside = FULL_TIER in item.path.parents
+        if inside != (item.get_closest_marker("slow") is not None):
+            misplaced.append(item.nodeid)
+        fixtures = getattr(item, "fixturenames", ())
+        shared = [group for name, group in SHARED_BUILDS.items() if name in fixtures]
+        group = shared[0] if shared else item.path.relative_to(ROOT).as_posix()
+        item.add_marker(pytest.mark.xdist_group(group))
+    if misplaced:
+        raise pytest.UsageError(
+            "the folder is the tier: a test in tests/full/ carries `pytestmark = "
+            "pytest.mark.slow`, and no test elsewhere does (docs/testing.md); misplaced: "
+            + ", ".join(misplaced[:10])
+        )
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    for item in session.items:
-        command = EARLY.get(item.nodeid)
-        if command is not None and item.nodeid not in _early:
-            output = tempfile.TemporaryFile()  # noqa: SIM115  # read and closed by early_result
-            try:
-                process = subprocess.Popen(
-                    command, cwd=ROOT, stdout=output, stderr=subprocess.STDOUT
-                )
-            except OSError:  # not installed here: the test runs it and says so
-                output.close()
-                continue
-            _early[item.nodeid] = (process, output)
+    if not _is_worker(session.config) and not session.config.pluginmanager.has_plugin("dsession"):
+        _start_early([item.nodeid for item in session.items])
 
 
-def pytest_sessionfinish(session: pytest.Session) -> None:
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node: object, ids: Sequence[str]) -> None:
+    """pytest-xdist's controller: the first worker to finish collecting says what runs."""
+    _start_early(ids)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
     """What a stopped session (-x, ^C) never read ends with it."""
-    for process, output in _early.values():
+    if _is_worker(config):
+        return
+    for process in _early:
         process.kill()
         process.wait()
-        output.close()
     _early.clear()
+    shutil.rmtree(os.environ.pop(RUN_DIR), ignore_errors=True)
 
 
 @pytest.fixture
 def early_result(request: pytest.FixtureRequest) -> Iterator[tuple[int, str]]:
     """The exit code and output of the test's EARLY command: started at collection, or
     run now where collection did not start it (the test named on its own, say)."""
-    started = _early.pop(request.node.nodeid, None)
-    if started is None:
-        command = EARLY[request.node.nodeid]
+    nodeid = _plain_id(request.node.nodeid)
+    out, rc = _early_files(nodeid)
+    if not out.exists():
+        command = EARLY[nodeid]
         try:
             done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
         except OSError as error:
@@ -62,23 +150,6 @@ def early_result(request: pytest.FixtureRequest) -> Iterator[tuple[int, str]]:
             return
         yield done.returncode, done.stdout + done.stderr
         return
-    process, output = started
-    with output:
-        returncode = process.wait()
-        output.seek(0)
-        yield returncode, output.read().decode(errors="replace")
-
-
-@pytest.fixture(scope="session")
-def release_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The cache `release build` provisions toolchains into, shared by a whole test run.
-
-    $RELEASE_TEST_CACHE keeps it between runs (toolchains are hundreds of MB); by default
-    it is fresh, so a run proves provisioning from PyPI works.
-    """
-    kept = os.environ.get("RELEASE_TEST_CACHE")
-    if kept:
-        path = Path(kept).resolve()
-        path.mkdir(parents=True, exist_ok=True)
-        return path
-    return tmp_path_factory.mktemp("release-cache")
+    while not rc.exists():  # pytest-timeout ends a hang with this test's name
+        time.sleep(0.2)
+    yield int(rc.read_text()), out.read_text(errors="replace")

@@ -15,7 +15,7 @@ Two tiers run them (docs/testing.md):
   (`standin_dist`); doctor and `build --dry-run` see an empty cache.
 - `full` (tests/integration/test_interface_unchanged.py): the real build of the four
   cells, `--compare`, and what reads its dist/ and the toolchains it provisioned. The
-  build is the session's `shipped_build` (tests/integration/shared_builds.py), which the
+  build is the session's `shipped_build` (tests/full/shared_builds.py), which the
   other full-tier tests read too.
 
 The golden files were recorded from the code as it was before a restructuring, so that a

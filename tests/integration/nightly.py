@@ -38,8 +38,8 @@ from release.remote.s3 import Bucket, S3Store
 from release.remote.simple_index import parse_project_page
 from release.verify.checks import VerifySettings
 from tests.github_standin.server import DEFAULT_REPO, GitHubStandIn
-from tests.integration.conftest import PypiServer
 from tests.integration.wheels import standin_entry
+from tests.pypi_server import PypiServer
 from tests.s3_server import ACCESS_KEY, SECRET_KEY, S3Server
 
 REPO = Path(__file__).resolve().parents[2]

@@ -169,35 +169,3 @@ def test_container_commands_parse_with_the_real_cli(monkeypatch: pytest.MonkeyPa
         Path("/container/repaired"),
     )
     assert provision.matrix == repair.matrix == Path("/project/matrix.yaml")
-
-
-@pytest.mark.slow
-def test_release_env_provisions_and_cibuildwheel_reads_it(
-    tmp_path: Path, release_cache: Path
-) -> None:
-    """The real `release env` (toolchain from PyPI) and the environment cibuildwheel makes."""
-    env_file = tmp_path / "release-build.env"
-    common = ["--cuda", "13.0", "--arch", "x86_64", "--cache-dir", str(release_cache)]
-    release = [str(Path(sys.executable).with_name("release"))]
-    run_env = dict(os.environ)
-    written = subprocess.run(
-        [*release, "env", *common, "--out", str(env_file)],
-        cwd=ROOT, env=run_env, capture_output=True, text=True, check=False,
-    )  # fmt: skip
-    assert written.returncode == 0, written.stderr
-    printed = subprocess.run(
-        [*release, "env", *common],
-        cwd=ROOT, env=run_env, capture_output=True, text=True, check=False,
-    )  # fmt: skip
-    assert printed.returncode == 0, printed.stderr
-    exported = dict(
-        shlex.split(line.removeprefix("export "))[0].split("=", 1)
-        for line in printed.stdout.splitlines()
-    )
-    got = evaluate(env_file)
-    assert {k: got[k] for k in exported} == exported
-    assert all(not v for k, v in got.items() if k not in exported)
-    assert got["RELEASE_DEVICE_COMPILER"] == "nvcc"
-    assert got["RELEASE_CUDA_VERSION"] == "13.0"
-    assert got["RELEASE_SMS"] == "75;80;86;89;90;100"
-    assert Path(got["RELEASE_CUDA_HOME"], "bin", "nvcc").is_file()

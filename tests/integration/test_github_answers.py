@@ -179,15 +179,3 @@ def test_each_answer_on_each_endpoint_ends_the_command_with_its_exit_code_and_on
 ) -> None:
     seen = check_answers(command, ANSWERS, tmp_path, monkeypatch, capsys)
     assert seen  # at least one answer stopped the command
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("command", ["plan", "publish", "verify", "verify --tag"])
-def test_a_server_error_on_each_endpoint_ends_the_command_after_its_retries(
-    command: str,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    seen = check_answers(command, {"500": SERVER_ERROR}, tmp_path, monkeypatch, capsys)
-    assert seen

@@ -20,7 +20,6 @@ import pytest
 
 from release.nightly.layout import STATE_KEY
 from release.remote.simple_index import parse_project_page
-from tests.integration.conftest import PypiServer
 from tests.integration.nightly import (
     PREFIX,
     RELEASE,
@@ -34,6 +33,7 @@ from tests.integration.nightly import (
     make_channel,
 )
 from tests.integration.wheels import make_wheel
+from tests.pypi_server import PypiServer
 from tests.s3_server import ACCESS_KEY, SECRET_KEY, S3Server, s3_server
 
 __all__ = ["make_channel", "s3_server"]

@@ -29,8 +29,8 @@ from release.records.manifest import (
 )
 from release.records.release_manifest import RELEASE_MANIFEST, release_manifest_bytes
 from tests.github_standin import DEFAULT_REPO, GitHubStandIn
-from tests.integration.conftest import PypiServer
 from tests.integration.wheels import PROJECT, VERSION, entry_for, make_sdist, make_wheel
+from tests.pypi_server import PypiServer
 
 X86_CU129 = "k3_kernels-0.1.0+cu129-py3-none-manylinux_2_28_x86_64.whl"
 

@@ -21,7 +21,6 @@ from release.publish.decide import Action, plan_for
 from release.publish.pypi import PypiPublisher, UploadAnswer, twine_upload
 from release.publish.run import PublishSettings, publish
 from release.records.manifest import Manifest, write_manifest
-from tests.integration.conftest import PypiServer
 from tests.integration.wheels import (
     PROJECT,
     VERSION,
@@ -31,6 +30,7 @@ from tests.integration.wheels import (
     make_wheel,
     pypi_destination,
 )
+from tests.pypi_server import PypiServer
 from tests.s3_server import free_port
 
 

@@ -4,7 +4,6 @@ bytes; `release build --sdist` refuses a nightly and says which build makes the 
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tarfile
@@ -20,7 +19,6 @@ from release.errors import BuildError
 from release.fsutil import sha256_file
 from release.matrix import load_matrix
 from release.records.manifest import DestinationRef, Manifest, SdistEntry, sdist_cell_of
-from tests.integration.shared_builds import linked_cache
 
 REPO = Path(__file__).resolve().parents[2]
 EPOCH = 1_700_000_000
@@ -119,28 +117,3 @@ cuda:
 destinations:
   pypi: {kind: pypi}
 """
-
-
-@pytest.mark.slow
-def test_a_wheel_rebuilt_out_of_the_sdist_is_the_built_one(
-    tmp_path: Path, release_cache: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """csrc for one SM: `release build --sdist`, then the reproduce job's `--compare`,
-    which rebuilds the cell out of the unpacked sdist from empty caches: the same bytes."""
-    where = checkout(tmp_path / "repo", EPOCH)
-    (where / "matrix.yaml").write_text(ONE_CELL, encoding="utf-8")
-    matrix = str(where / "matrix.yaml")
-    cache = ["--cache-dir", str(linked_cache(tmp_path / "cache", release_cache))]
-    dist = where / "dist"
-    assert main(["build", "--matrix", matrix, "--sdist", "--out", str(dist), *cache]) == 0
-    manifest = json.loads((dist / "manifest.json").read_text(encoding="utf-8"))
-    assert manifest["sdist"]["filename"] == "k3_kernels-0.1.0.tar.gz"
-    capsys.readouterr()
-    args = ["build", "--matrix", matrix, "--compare", str(dist / "manifest.json"), "--json"]
-    assert main([*args, "--out", str(tmp_path / "rebuild"), *cache]) == 0
-    captured = capsys.readouterr()
-    document = json.loads(captured.out)
-    assert document["from_sdist"] == "k3_kernels-0.1.0.tar.gz"
-    assert document["identical"] is True
-    assert [w["detail"] for w in document["wheels"]] == ["same sha256"]
-    assert "/release-sdist-" in captured.err  # the PEP 517 build ran in the unpacked sdist

@@ -12,9 +12,9 @@ import pytest
 
 from release.cli import main
 from tests.github_standin import GitHubStandIn
-from tests.integration.conftest import PypiServer
 from tests.integration.test_publish_e2e import both, credentials, serve
 from tests.integration.wheels import attestation_for, make_release, pypi_destination, with_sdist
+from tests.pypi_server import PypiServer
 
 SDIST = "k3_kernels-0.1.0.tar.gz"
 

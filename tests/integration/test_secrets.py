@@ -16,8 +16,8 @@ from release.cli import main
 from release.errors import PublishError
 from release.publish.run import PublishSettings, publish
 from tests.github_standin import GitHubStandIn
-from tests.integration.conftest import PypiServer
 from tests.integration.test_publish_e2e import both
+from tests.pypi_server import PypiServer
 
 BAD_GITHUB = "ghp_SECRETSECRETSECRETSECRETSECRET0123"
 BAD_PYPI = "pypi-AgEIcHlwaS5vcmcSECRETSECRETSECRET0123456789"

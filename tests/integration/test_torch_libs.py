@@ -1,7 +1,7 @@
 """auditwheel's verdict with torch's libraries excluded, on real files: extensions made by
 g++ that link stand-ins for torch's libraries and a library of no one's, and (slow) the
 session's regular wheel of the torch fixture, built against torch 2.14.1
-(tests/integration/shared_builds.py)."""
+(tests/full/shared_builds.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ import pytest
 from release.backends.torch_extension import TORCH_PROVIDED
 from release.inspection.verdict import manylinux_verdict
 from release.wheelfile import record_hash
-from tests.integration.shared_builds import TorchBuild
 
 EXTENSION = """
 #include <cstdlib>
@@ -114,26 +113,6 @@ def test_a_wheel_rewritten_at_the_same_path_is_read_again(libraries: Path) -> No
     shutil.copyfile(planted, path)
     found = manylinux_verdict(path, manylinux="2_28", arch="x86_64", provided=TORCH_PROVIDED)
     assert found.external_libraries == ("libplanted.so",)
-
-
-@pytest.mark.slow
-def test_the_real_regular_wheel_is_manylinux_only_with_torch_excluded(
-    torch_regular: TorchBuild,
-) -> None:
-    verdict = manylinux_verdict(
-        torch_regular.wheel, manylinux="2_28", arch="x86_64", provided=TORCH_PROVIDED
-    )
-    assert verdict.platform_tag.startswith("manylinux_"), verdict
-    assert verdict.external_libraries == ()
-    without = manylinux_verdict(torch_regular.wheel, manylinux="2_28", arch="x86_64")
-    assert without.platform_tag == "linux_x86_64"
-    # readelf -d: the regular wheel's _C.abi3.so needs these four of torch's
-    assert without.external_libraries == (
-        "libc10.so",
-        "libc10_cuda.so",
-        "libcudart.so.13",
-        "libtorch_cpu.so",
-    )
 
 
 def test_a_wheel_auditwheel_cannot_read_is_one_problem(tmp_path: Path) -> None:

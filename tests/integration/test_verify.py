@@ -11,11 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from release.cli import main
 from release.credentials import github_token
-from release.errors import VerifyError
 from release.provenance.signature import ExpectedSigner
 from release.publish.run import PublishSettings, publish
 from release.records.manifest import read_manifest
@@ -27,9 +23,9 @@ from release.remote.retry import RetryPolicy
 from release.verify.checks import Check, VerifySettings, verify
 from release.verify.provenance import ProvenanceSources, provenance_checks
 from tests.github_standin import DEFAULT_REPO, Fault, GitHubStandIn
-from tests.integration.conftest import PypiServer
-from tests.integration.test_publish_e2e import both, credentials, serve
+from tests.integration.test_publish_e2e import both, serve
 from tests.integration.wheels import fulcio_like_certificate
+from tests.pypi_server import PypiServer
 
 FAST = VerifySettings(attempts=2, backoff_s=0.05, deadline_s=30, pip=False)
 QUICK = RetryPolicy(initial_delay=0.01)  # every try of an outage, without its waits
@@ -102,40 +98,6 @@ def test_a_missing_file_fails_after_bounded_retries(
     assert download.detail == "HTTP 404"
     assert sleeps.count(0.01) >= 1
     assert max(sleeps) <= 0.04
-
-
-@pytest.mark.slow
-def test_cli_verify_with_pip_writes_json_and_markdown_and_fails_with_exit_7(
-    pypiserver: PypiServer, github_standin: GitHubStandIn, tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
-    credentials(monkeypatch, pypiserver, github_standin)
-    summary = tmp_path / "summary.md"
-    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
-    dist = published(tmp_path, pypiserver, github_standin)
-    with serve(tmp_path / "site") as base:
-        # the checkout's matrix.yaml names api.github.com, not this release's GitHub: the
-        # provenance checks have their own tests below
-        args = ["verify", "--dist", str(dist), "--index-url", f"cu129={base}cu129/",
-                "--no-provenance", "--json-file", str(tmp_path / "v.json"),
-                "--markdown", str(tmp_path / "v.md")]  # fmt: skip
-        assert main(args) == 0
-        data = json.loads((tmp_path / "v.json").read_text())
-        assert data["ok"] is True
-        picks = sorted(c["detail"] for c in data["checks"] if c["check"] == "pip")
-        assert len(picks) == 4
-        assert all(p.startswith("picks k3_kernels-0.1.0") for p in picks)
-        assert "all checks passed" in (tmp_path / "v.md").read_text()
-        assert "all checks passed" in summary.read_text()
-
-        (index_page := tmp_path / "site" / "cu129" / "k3-kernels" / "index.html").write_text(
-            index_page.read_text().replace("#sha256=", "#sha256=00")
-        )
-        capsys.readouterr()
-        assert main([*args, "--no-pip"]) == VerifyError.exit_code
-    _, err = capsys.readouterr()
-    assert "checks failed" in err
-    assert json.loads((tmp_path / "v.json").read_text())["ok"] is False
 
 
 # --- Provenance: the stand-in's attestations API and a served integrity API hold recorded,

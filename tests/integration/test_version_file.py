@@ -6,12 +6,22 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from release.cli import main
-from tests.integration.test_project_metadata import git
+
+GIT = shutil.which("git") or "git"
+
+
+def git(where: Path, *args: str) -> None:
+    subprocess.run(
+        [GIT, "-C", str(where), "-c", "user.email=t@example.com", "-c", "user.name=t", *args],
+        check=True, capture_output=True,
+    )  # fmt: skip
+
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "version_file"
 MATRIX = """\

@@ -351,7 +351,7 @@ def test_ci_runs_the_fast_tier_on_every_python_requires_python_admits() -> None:
     assert [s["run"].strip() for s in fast["steps"] if "run" in s] == [readme_test_command()]
     assert "strategy" not in full
     assert [s["run"].strip() for s in full["steps"] if "run" in s] == [
-        readme_test_command() + " -m slow"
+        readme_test_command() + " tests/full"
     ]
 
 

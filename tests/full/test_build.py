@@ -35,8 +35,8 @@ from release.inspection.wheel import inspect_wheel
 from release.matrix import load_matrix
 from release.records.manifest import read_manifest
 from release.targets import GpuTarget
+from tests.full.shared_builds import ShippedBuild
 from tests.integration.interface import EPOCH
-from tests.integration.shared_builds import ShippedBuild
 
 pytestmark = pytest.mark.slow
 

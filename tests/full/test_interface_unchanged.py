@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.full.shared_builds import ShippedBuild
 from tests.integration.interface import Invocation, Workspace, check_unchanged, of_tier
-from tests.integration.shared_builds import ShippedBuild
 
 pytestmark = pytest.mark.slow
 

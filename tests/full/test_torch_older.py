@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.shared_builds import TORCH, TORCH_FIXTURE, TorchBuild
+from tests.full.shared_builds import TORCH, TORCH_FIXTURE, TorchBuild
 
 pytestmark = pytest.mark.slow
 

@@ -28,11 +28,11 @@ import pytest
 
 from release.cli import main
 from release.toolchain.torchenv import TorchEnv
+from tests.full.shared_builds import TORCH, TORCH_CLI, TORCH_EPOCH, linked_cache
 from tests.github_standin import GitHubStandIn
-from tests.integration.conftest import PypiServer
-from tests.integration.shared_builds import TORCH, TORCH_CLI, TORCH_EPOCH, linked_cache
 from tests.integration.test_first_tag import FIRST_TAG, Player, init_caller
 from tests.integration.workflows import make_stubs
+from tests.pypi_server import PypiServer
 
 pytestmark = pytest.mark.slow
 

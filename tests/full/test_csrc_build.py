@@ -30,7 +30,7 @@ from elftools.elf.sections import StringTableSection
 
 from release.inspection.fatbin import list_file
 from release.toolchain import Toolchain, provision, resolve
-from tests.integration.shared_builds import ShippedBuild
+from tests.full.shared_builds import ShippedBuild
 
 pytestmark = pytest.mark.slow
 

@@ -22,7 +22,7 @@ from typing import ClassVar
 import pytest
 
 from release.toolchain.torchenv import TorchEnv
-from tests.integration.shared_builds import (
+from tests.full.shared_builds import (
     ONE_SM,
     REPO,
     TORCH,

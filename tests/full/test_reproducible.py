@@ -25,8 +25,8 @@ from pathlib import Path
 import pytest
 
 from release.records.manifest import read_manifest
+from tests.full.shared_builds import ShippedBuild, linked_cache
 from tests.integration.interface import EPOCH
-from tests.integration.shared_builds import ShippedBuild, linked_cache
 
 pytestmark = pytest.mark.slow
 

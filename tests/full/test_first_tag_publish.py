@@ -23,7 +23,6 @@ import pytest
 
 from release.cli import main
 from tests.github_standin import GitHubStandIn
-from tests.integration.conftest import PypiServer
 from tests.integration.test_first_tag import FIRST_TAG, Player, init_caller
 from tests.integration.test_publish_e2e import serve
 from tests.integration.wheels import (
@@ -35,6 +34,7 @@ from tests.integration.wheels import (
     with_sdist,
 )
 from tests.integration.workflows import make_stubs
+from tests.pypi_server import PypiServer
 
 pytestmark = pytest.mark.slow
 SDIST = f"k3_kernels-{VERSION}.tar.gz"

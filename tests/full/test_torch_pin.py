@@ -1,5 +1,5 @@
 """The torch pin on the session's real wheels of the torch fixture, built against torch
-2.14.1 (tests/integration/shared_builds.py): what their build logs and METADATA already
+2.14.1 (tests/full/shared_builds.py): what their build logs and METADATA already
 say, and a rewritten wheel that check-wheel-contents and packaging's metadata reader
 accept. Slow: the wheels are real torch builds."""
 
@@ -14,7 +14,7 @@ from packaging.version import Version
 
 from release.building.torchpin import pinned, stable_target_version, torch_requirement
 from release.wheelfile import wheel_facts
-from tests.integration.shared_builds import TorchBuild
+from tests.full.shared_builds import TorchBuild
 
 pytestmark = pytest.mark.slow
 

@@ -18,6 +18,7 @@ import pytest
 
 from release.toolchain import host_machine
 from release.toolchain.torchenv import TorchEnv
+from tests.integration.test_version_file import git
 
 pytestmark = pytest.mark.slow
 
@@ -44,13 +45,6 @@ GUARD = (
     'or os.environ.get("FORCE_CUDA") != "1":\n'
     '    raise RuntimeError("CUDAArchListError: set TORCH_CUDA_ARCH_LIST")\n'
 )
-
-
-def git(where: Path, *args: str) -> None:
-    subprocess.run(
-        [GIT, "-C", str(where), "-c", "user.email=t@example.com", "-c", "user.name=t", *args],
-        check=True, capture_output=True,
-    )  # fmt: skip
 
 
 def setup_py_only(where: Path) -> Path:

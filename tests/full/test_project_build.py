@@ -37,7 +37,7 @@ from release.records.manifest import read_manifest
 from release.targets import GpuTarget
 from release.toolchain import Toolchain, host_machine
 from release.wheelfile import read_wheel
-from tests.integration.conftest import PypiServer
+from tests.pypi_server import PypiServer
 
 pytestmark = pytest.mark.slow
 

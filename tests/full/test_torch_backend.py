@@ -6,7 +6,7 @@ fresh venv where the project's own tests run its op on the CPU; a quietly CPU-on
 and a planted undefined c10 symbol fail the cell (exit 4) with nothing in the manifest.
 
 The two flavours (libtorch's stable ABI, and the regular one) are the session's
-(`torch_stable`, `torch_regular`: tests/integration/shared_builds.py). The builds meant to
+(`torch_stable`, `torch_regular`: tests/full/shared_builds.py). The builds meant to
 fail, and the GPU gate's PTX-only build, are the stable flavour's with one thing changed,
 from a copy of its cache: what they did not change comes from its compile cache.
 """
@@ -29,7 +29,7 @@ import pytest
 from release.cli import main
 from release.records.manifest import read_manifest
 from release.toolchain.torchenv import TorchEnv
-from tests.integration.shared_builds import (
+from tests.full.shared_builds import (
     TORCH,
     TORCH_CLI,
     TORCH_EPOCH,

@@ -1,0 +1,35 @@
+"""The full tier's part of tests/integration/test_github_answers.py (its docstring says what both
+parts check).
+
+Every answer a GitHub server can give ends `release plan`, `release publish` and `release
+verify` with their documented exit code and one error line naming the request, never a
+traceback (issue 40, point 5: a 403 to the release listing ended `release plan` in
+`release.remote.github._Accepted: 403`).
+
+Each command is run once against a healthy stand-in to learn the REST endpoints it calls
+(API and uploads origins; the downloads are verify's download checks); then, for each
+endpoint and each answer, against a fresh stand-in that gives that answer there every time:
+403, 404, 422, a 200 of the wrong shape (an object where a list is due, a list where an
+object is due), a 200 that is no JSON, and (slow: the client retries it with backoff) 500.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.integration.test_github_answers import SERVER_ERROR, check_answers
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.mark.parametrize("command", ["plan", "publish", "verify", "verify --tag"])
+def test_a_server_error_on_each_endpoint_ends_the_command_after_its_retries(
+    command: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    seen = check_answers(command, {"500": SERVER_ERROR}, tmp_path, monkeypatch, capsys)
+    assert seen
