@@ -452,6 +452,16 @@ def _cached_wheel(
         server.stop()
 
 
+def write_files(files: Mapping[Path, str]) -> None:
+    """The files a backend's build reads, each in its place; a text that starts with `#!`
+    executable (a script the build runs: the cmake cell's nvcc)."""
+    for path, text in files.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        if text.startswith("#!"):
+            path.chmod(0o755)
+
+
 def build_cell(
     cell: Cell, toolchain: Toolchain, settings: BuildSettings, sources: str
 ) -> CellResult:
@@ -493,9 +503,7 @@ def build_cell(
             )
         else:
             log.unlink(missing_ok=True)
-            for path, text in inputs.files.items():
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(text, encoding="utf-8")
+            write_files(inputs.files)
             jobs = settings.compile_jobs_of(cell).jobs
             if through_compile_cache(cell, toolchain):
                 wheel = _cached_wheel(

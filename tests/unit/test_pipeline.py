@@ -15,6 +15,7 @@ from release.building.pipeline import (
     held_to_compiles,
     logged_cause,
     remedy_problem,
+    write_files,
 )
 from release.matrix import Cell, load_matrix
 from release.targets import GpuTarget as T
@@ -118,3 +119,11 @@ def test_every_member_of_the_wheel_is_held_to_the_records(tmp_path: Path) -> Non
     (piece,) = pieces((ELF_DEVICE / "prebuilt.fatbin").read_bytes()) or ()
     (records / piece.digest).touch()
     assert held_to_compiles(wheel, records) is None
+
+
+def test_a_backends_script_is_written_executable_its_other_files_not(tmp_path: Path) -> None:
+    script, config = tmp_path / "b" / "nvcc-wrapper" / "nvcc", tmp_path / "b" / "setup.cfg"
+    write_files({script: "#!/bin/sh\nexec true\n", config: "[build]\n"})
+    assert script.stat().st_mode & 0o111 == 0o111
+    assert config.stat().st_mode & 0o111 == 0
+    assert config.read_text(encoding="utf-8") == "[build]\n"
