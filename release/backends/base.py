@@ -52,7 +52,8 @@ class BuildInputs:
     env: Mapping[str, str]
     config_settings: Mapping[str, str]
     path: tuple[Path, ...] = ()
-    files: Mapping[Path, str] = field(default_factory=dict)  # written before the build runs
+    # written before the build runs; a text that starts with `#!` is written executable
+    files: Mapping[Path, str] = field(default_factory=dict)
 
     def config_args(self) -> list[str]:
         return [f"-C{key}={value}" for key, value in sorted(self.config_settings.items())]

@@ -32,7 +32,13 @@ from release.backends.archflags import (
     stop_in_log,
     stop_message,
 )
-from release.backends.compiled import foreign_code_problem, foreign_device_code
+from release.backends.compiled import (
+    foreign_code_problem,
+    foreign_device_code,
+    may_hold_device_code,
+    recorded_digests,
+    recorded_origins,
+)
 from release.building.cache import recipe, wheel_cache_key
 from release.building.compilecache import (
     CacheStats,
@@ -47,7 +53,6 @@ from release.building.torchcell import tags_problem
 from release.credentials import without_credentials
 from release.errors import BuildError
 from release.fsutil import write_atomic
-from release.inspection.devicecode import is_shared_object
 from release.inspection.verdict import inspected, manylinux_verdict
 from release.inspection.wheel import WheelReport, budget_warning
 from release.matrix import Cell
@@ -377,8 +382,9 @@ def _one_wheel(
     wheels = sorted(outdir.glob("*.whl"))
     if len(wheels) != 1:
         raise CellFailure(f"the build produced {len(wheels)} wheels, expected 1")
-    if compile_records is not None:
-        _held_to_compiles(wheels[0], compile_records)
+    problem = held_to_compiles(wheels[0], compile_records) if compile_records else None
+    if problem is not None:
+        raise CellFailure(problem)
     return wheels[0]
 
 
@@ -389,24 +395,30 @@ def _records_of(inputs: BuildInputs) -> Path | None:
     return Path(recorded) if recorded else None
 
 
-def _held_to_compiles(wheel: Path, records: Path) -> None:
-    """Fail the cell where the wheel's shared objects hold device code that no compile of
-    this build wrote (release.backends.compiled); a wheel that is not a zip is left to
-    the inspection, which says so."""
-    recorded = frozenset(path.name for path in records.iterdir()) if records.is_dir() else ()
+def held_to_compiles(wheel: Path, records: Path) -> str | None:
+    """The cell's failure where a member of the wheel (a shared object, an object, a
+    static library, a fatbin or cubin file, whatever its name) holds device code that no
+    step of this build made (release.backends.compiled); None where all of it is this
+    build's, or the wheel is not a zip (the inspection says so)."""
+    recorded = recorded_digests(records)
     try:
         with zipfile.ZipFile(wheel) as archive:
             members = [
                 (info.filename, archive.read(info))
                 for info in archive.infolist()
-                if is_shared_object(info.filename)
+                if _may_hold_device_code(archive, info)
             ]
     except (zipfile.BadZipFile, OSError):
-        return
-    found = foreign_device_code(members, frozenset(recorded))
-    problem = foreign_code_problem(found, recorded=len(recorded))
-    if problem is not None:
-        raise CellFailure(problem)
+        return None
+    found = foreign_device_code(members, recorded)
+    return foreign_code_problem(found, recorded=len(recorded), origins=recorded_origins(records))
+
+
+def _may_hold_device_code(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> bool:
+    if info.is_dir():
+        return False
+    with archive.open(info) as stream:
+        return may_hold_device_code(stream.read(8))
 
 
 def _cached_wheel(
@@ -438,6 +450,16 @@ def _cached_wheel(
     finally:
         stats.append(server.stats())
         server.stop()
+
+
+def write_files(files: Mapping[Path, str]) -> None:
+    """The files a backend's build reads, each in its place; a text that starts with `#!`
+    executable (a script the build runs: the cmake cell's nvcc)."""
+    for path, text in files.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        if text.startswith("#!"):
+            path.chmod(0o755)
 
 
 def build_cell(
@@ -481,9 +503,7 @@ def build_cell(
             )
         else:
             log.unlink(missing_ok=True)
-            for path, text in inputs.files.items():
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(text, encoding="utf-8")
+            write_files(inputs.files)
             jobs = settings.compile_jobs_of(cell).jobs
             if through_compile_cache(cell, toolchain):
                 wheel = _cached_wheel(

@@ -26,7 +26,7 @@ from release.backends import (
     targets_problem,
     with_path,
 )
-from release.backends.cmake_project import cmake_architectures, cmake_inputs
+from release.backends.cmake_project import cmake_architectures, cmake_bracket, cmake_inputs
 from release.backends.recipe import BACKEND_NAMES, BackendName
 from release.backends.torch_extension import torch_arch, torch_arch_list, torch_inputs
 from release.errors import ToolchainError
@@ -419,6 +419,47 @@ def test_cmakes_cuda_launcher_is_the_compile_wrapper_in_front_of_sccache() -> No
     elsewhere = replace(CHECKED, tool_python=None)
     inputs = build_inputs(targets_of(BuildRecipe(backend="cmake")), elsewhere)
     assert inputs.env["CMAKE_CUDA_COMPILER_LAUNCHER"] == "/venv/bin/sccache"
+
+
+def test_cmakes_cuda_compiler_is_a_script_that_runs_nvcc_through_the_wrapper() -> None:
+    # F20: a custom command that runs ${CMAKE_CUDA_COMPILER} goes through the wrapper too
+    build = Path("/dist/.cell.staging/build")
+    recipe = BuildRecipe(backend="cmake")
+    inputs = build_inputs(
+        targets_of(recipe, build_backend=SKBUILD), replace(CHECKED, build_dir=build)
+    )
+    script, includes = build / "nvcc-wrapper" / "nvcc", build / "release-cuda-launchers.cmake"
+    assert inputs.env["CUDACXX"] == str(script)
+    assert f"-DCMAKE_CUDA_COMPILER={script}" in inputs.env["CMAKE_ARGS"].split()
+    assert inputs.config_settings["cmake.define.CMAKE_CUDA_COMPILER"] == str(script)
+    assert inputs.env["RELEASE_NVCC_SCRIPT"] == str(script)
+    assert inputs.env["RELEASE_NVCC_REAL"] == str(TOOLKIT.nvcc)
+    text = inputs.files[script]
+    assert text.startswith("#!/bin/sh\n")  # written executable
+    assert f"real={TOOLKIT.nvcc}\n" in text
+    assert (
+        'exec "$RELEASE_NVCC_PYTHON" -I -m release.toolchain.nvccwrap launch "$real" "$@"' in text
+    )
+    # F19: the wrapper goes in front of a launcher the project sets itself
+    assert f"-DCMAKE_PROJECT_TOP_LEVEL_INCLUDES={includes}" in inputs.env["CMAKE_ARGS"].split()
+    assert inputs.config_settings["cmake.define.CMAKE_PROJECT_TOP_LEVEL_INCLUDES"] == str(includes)
+    wrapper = (
+        "[=[/venv/bin/python]=] [=[-I]=] [=[-m]=] [=[release.toolchain.nvccwrap]=] [=[launch]=]"
+    )
+    assert f"set(_release_cuda_wrapper {wrapper})" in inputs.files[includes]
+    assert "CUDA_COMPILER_LAUNCHER ${_release_cuda_wrapper} ${launcher}" in inputs.files[includes]
+    # a builder elsewhere (no wrapper) gets nvcc itself
+    elsewhere = build_inputs(
+        targets_of(recipe), replace(CHECKED, build_dir=build, tool_python=None)
+    )
+    assert elsewhere.env["CUDACXX"] == str(TOOLKIT.nvcc)
+    assert elsewhere.files == {}
+    assert "CMAKE_PROJECT_TOP_LEVEL_INCLUDES" not in elsewhere.env["CMAKE_ARGS"]
+
+
+def test_a_cmake_bracket_argument_outlasts_any_closing_bracket_in_its_text() -> None:
+    assert cmake_bracket("/p/a b;c$x") == "[=[/p/a b;c$x]=]"
+    assert cmake_bracket("/p/]=]") == "[==[/p/]=]]==]"
 
 
 def test_the_check_variables_are_the_backends_own() -> None:
