@@ -9,6 +9,7 @@ import io
 import json
 import sys
 import zipfile
+from dataclasses import replace
 from pathlib import Path
 
 import jsonschema
@@ -298,6 +299,19 @@ def test_a_shared_object_holding_the_cells_targets_passes_and_the_trap_fails() -
     assert trapped.sms == ("75",)
     assert len(trapped.problems) == 6
     assert "fixture_kernels/libfxk.so has no cubin for sm_80" in trapped.problems[0]
+
+
+def test_a_cell_without_device_code_is_held_to_none_instead_of_its_targets() -> None:
+    (cell,) = load_matrix(FIXTURE).cells
+    host_only = replace(cell, sms=(), ptx=None, device_code="none")
+    name, data = fixture_wheel(host_only)
+    assert inspect_wheel(name, data, host_only, list_fatbin=no_fatbin).problems == ()
+    name, data = fixture_wheel(host_only, library=DEVICE_SO)
+    (problem,) = inspect_wheel(name, data, host_only, list_fatbin=no_fatbin).problems
+    assert problem.startswith(
+        "fixture_kernels/libfxk.so holds device code in its .nv_fatbin section, and the cell "
+        "declares device-code: none"
+    )
 
 
 def test_relabelled_gives_the_wheel_the_cells_version(tmp_path: Path) -> None:
