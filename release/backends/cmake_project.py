@@ -139,7 +139,6 @@ class CmakeBackend:
     labels_by_rewriting = True
     tag_remedy = NVCC_TAG_REMEDY
     arch_hints: ArchHints | None = ARCH_HINTS
-    provided_libraries: tuple[str, ...] = ()
 
     def environment(self, cell: CellTargets) -> None:
         return None  # an isolated PEP 517 environment of the tool's Python

@@ -1,7 +1,8 @@
 """What a wheel built in a torch environment goes through besides the checks every wheel
-gets (the manylinux verdict leaves torch's own libraries out for it, as for every torch
-cell): any device code at all (a quietly CPU-only build stops here, explained), the ABI
-check against the pinned torch, and the torch requirement its METADATA must state.
+gets: any device code at all (a quietly CPU-only build stops here, explained, unless the
+cell declares device-code: none), the ABI check against the pinned torch, and the torch
+requirement its METADATA must state (after which the manylinux verdict leaves out the
+libraries that torch and the wheel's other requirements bring: release.building.runtimedeps).
 `TorchBuildEnv` is a provisioned torch venv as the build stage holds it
 (release.building.settings.BuildEnv): the pipeline asks it to `certify` a wheel, and
 `build_environment` is how the stage provisions one.

@@ -1,6 +1,7 @@
-"""auditwheel's verdict with torch's libraries excluded, on real files: extensions made by
-g++ that link stand-ins for torch's libraries and a library of no one's, and (slow) the
-session's regular wheel of the torch fixture, built against torch 2.14.1
+"""auditwheel's verdict with the libraries of a wheel's runtime dependencies left out, on
+real files: extensions made by g++ that link stand-ins for torch's libraries and a library
+of no one's, and (slow) the session's regular wheel of the torch fixture, built against
+torch 2.14.1, with what the torch environment's installed distributions provide
 (tests/integration/shared_builds.py)."""
 
 from __future__ import annotations
@@ -12,10 +13,19 @@ from pathlib import Path
 
 import pytest
 
-from release.backends.torch_extension import TORCH_PROVIDED
+from release.inspection.runtimelibs import (
+    installed_distributions,
+    marker_environment,
+    provided_by,
+    wheel_requirements,
+)
 from release.inspection.verdict import manylinux_verdict
+from release.toolchain.torchenv import TorchEnv
 from release.wheelfile import record_hash
 from tests.integration.shared_builds import TorchBuild
+
+# what torch's distribution would provide of the stand-ins
+TORCH_PROVIDED = frozenset({"libtorch_cpu.so", "libc10.so"})
 
 EXTENSION = """
 #include <cstdlib>
@@ -96,10 +106,8 @@ def test_a_library_that_is_not_torchs_is_still_refused(libraries: Path) -> None:
     verdict = manylinux_verdict(path, manylinux="2_28", arch="x86_64", provided=TORCH_PROVIDED)
     assert verdict.platform_tag == "linux_x86_64"
     assert verdict.external_libraries == ("libplanted.so",)
-    assert verdict.problems == (
-        "auditwheel: the wheel is only linux_x86_64, not manylinux_2_28_x86_64",
-        "auditwheel: the wheel needs shared libraries outside manylinux: libplanted.so",
-    )
+    (problem,) = verdict.problems
+    assert problem.startswith("ext/_C.abi3.so needs libplanted.so, which nothing provides")
 
 
 def test_a_wheel_rewritten_at_the_same_path_is_read_again(libraries: Path) -> None:
@@ -118,10 +126,20 @@ def test_a_wheel_rewritten_at_the_same_path_is_read_again(libraries: Path) -> No
 
 @pytest.mark.slow
 def test_the_real_regular_wheel_is_manylinux_only_with_torch_excluded(
-    torch_regular: TorchBuild,
+    torch_regular: TorchBuild, torch_environment: TorchEnv
 ) -> None:
+    assert torch_environment.site_packages is not None
+    requirements = wheel_requirements(torch_regular.wheel.read_bytes())
+    assert requirements == ("torch==2.14.*",)
+    provided = provided_by(
+        requirements,
+        installed_distributions(torch_environment.site_packages),
+        marker_environment("3.11", "x86_64"),
+    )
+    assert provided["libc10.so"] == "torch"
+    assert provided["libcudart.so.13"].startswith("nvidia-cuda-runtime")
     verdict = manylinux_verdict(
-        torch_regular.wheel, manylinux="2_28", arch="x86_64", provided=TORCH_PROVIDED
+        torch_regular.wheel, manylinux="2_28", arch="x86_64", provided=provided.keys()
     )
     assert verdict.platform_tag.startswith("manylinux_"), verdict
     assert verdict.external_libraries == ()
