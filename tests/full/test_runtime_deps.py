@@ -2,6 +2,7 @@
 real pip installs the wheel's Requires-Dist, with what those require, into a scratch site
 from a local wheelhouse (no index), and the manylinux verdict leaves out what their RECORD
 files list; a library nothing provides fails, named; the scratch site is installed once.
+Full tier: real pip resolves and installs (docs/testing.md).
 The wheel's library is tests/data/elf/x86_64-needs-runtime-libs.so (DeepGEMM's shape: it
 needs libtvm_ffi.so, libnvrtc.so.13, libc10.so and libnobody.so.1)."""
 
@@ -19,6 +20,8 @@ from release.building.settings import CellFailure
 from release.inspection.verdict import ManylinuxVerdict
 from release.matrix import Cell, load_matrix
 from release.wheelfile import record_hash
+
+pytestmark = pytest.mark.slow
 
 TESTS = Path(__file__).resolve().parents[1]
 ELF = TESTS / "data" / "elf"
