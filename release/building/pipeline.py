@@ -8,6 +8,7 @@ set it) and exact platform tag, the inspection, and the wheel cache. `build_cell
 
 from __future__ import annotations
 
+import io
 import shutil
 import tempfile
 import time
@@ -41,7 +42,7 @@ from release.building.compilecache import (
     start_server,
 )
 from release.building.jobs import killed_for_memory, memory_remedy
-from release.building.relabel import RelabelError, rewrite_version
+from release.building.relabel import RelabelError, as_platlib, rewrite_version
 from release.building.runtimedeps import libraries_verdict
 from release.building.settings import BuildEnv, BuildSettings, CellFailure, CellResult
 from release.building.torchcell import tags_problem
@@ -214,7 +215,8 @@ def certify(
     (release.building.torchcell), auditwheel's verdict with the libraries of the wheel's
     runtime dependencies left out (`libraries_verdict`: looked up in that environment,
     else in a scratch site under `scratch_root`), the cell's version (rewritten where its
-    backend cannot set it), exactly the cell's platform tag, and the inspection. Raises
+    backend cannot set it), exactly the cell's platform tag (a pure wheel that holds a
+    shared object marked a platform wheel: `platlib`), and the inspection. Raises
     CellFailure; returns the final wheel (beside `wheel`) and its report."""
     backend = backend_for(cell.build.backend)
     mistagged = tags_problem(wheel.name, cell)
@@ -238,6 +240,8 @@ def certify(
     if backend.labels_by_rewriting or cell.version.dev is not None:
         # no backend sets a nightly's dev version: every backend's wheel gets it rewritten
         wheel = relabelled(wheel, cell)
+    if wheel.name.endswith("-any.whl"):
+        wheel = platlib(wheel)
     if wheel.name != cell.wheel_filename:
         retagged = runner(retag_command(python, wheel, cell), env=env, log=log)
         wheel = wheel.parent / cell.wheel_filename
@@ -254,6 +258,22 @@ def certify(
             raise
         raise CellFailure(f"{failure.error}; {cause}", failure.tail, failure.report) from None
     return wheel, report
+
+
+def platlib(wheel: Path) -> Path:
+    """A pure wheel that holds a shared object (a library the project built outside its
+    build backend and ships as package data) made the platform wheel its cell's tag says
+    it is (release.building.relabel.as_platlib), in place; any other wheel as it is."""
+    data = wheel.read_bytes()
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            native = any(is_shared_object(name) for name in archive.namelist())
+        rewritten = as_platlib(data) if native else data
+    except (zipfile.BadZipFile, RelabelError):
+        return wheel  # the inspection says what is wrong with it
+    if rewritten != data:
+        wheel.write_bytes(rewritten)
+    return wheel
 
 
 def logged_cause(log: Path, cell: Cell) -> str | None:
