@@ -37,6 +37,9 @@ def site_packages(root: Path) -> Path:
             metadata + "".join(f"Requires-Dist: {r}\n" for r in requires)
         )
         (info / "RECORD").write_text("".join(f"{f},,\n" for f in files))
+        for file in files:  # importlib_metadata lists only the files that are there
+            (root / file).parent.mkdir(parents=True, exist_ok=True)
+            (root / file).write_bytes(b"")
     return root
 
 

@@ -73,6 +73,9 @@ def site(tmp_path: Path) -> Path:
         (info / "METADATA").write_text("".join(lines))
         record = [f"{f},," for f in files] + [f"{info.name}/METADATA,,", f"{info.name}/RECORD,,"]
         (info / "RECORD").write_text("\n".join(record) + "\n")
+        for file in files:  # importlib_metadata lists only the files that are there
+            (tmp_path / file).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / file).write_bytes(b"")
     return tmp_path
 
 
