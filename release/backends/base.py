@@ -192,13 +192,6 @@ class Backend(Protocol):
         """What to do when auditwheel finds only linux_* for its wheel ("" for nothing)."""
         ...
 
-    @property
-    def provided_libraries(self) -> tuple[str, ...]:
-        """fnmatch patterns of the shared libraries its wheels need and may not bundle,
-        because their users get them with something else (torch's own libraries): the
-        manylinux verdict and the inspection leave them out."""
-        ...
-
     def environment(self, cell: CellTargets) -> EnvironmentSpec | None:
         """The build environment of its own the cell builds in (None: an isolated PEP 517
         environment of the tool's Python)."""

@@ -165,11 +165,14 @@ def cmake_inputs(
     """
     architectures = cmake_architectures(sms, ptx)
     nvcc = compiler or toolkit.nvcc
-    cmake_args = [f"-DCMAKE_CUDA_ARCHITECTURES={architectures}", f"-DCMAKE_CUDA_COMPILER={nvcc}"]
+    # a cell without device code (device-code: none) names no architectures: an empty
+    # CMAKE_CUDA_ARCHITECTURES is an error in a project that enables CUDA
+    cmake_args = [f"-DCMAKE_CUDA_ARCHITECTURES={architectures}"] if architectures else []
+    cmake_args.append(f"-DCMAKE_CUDA_COMPILER={nvcc}")
     if includes is not None:
         cmake_args.append(f"-DCMAKE_PROJECT_TOP_LEVEL_INCLUDES={includes}")
     env = {
-        "CUDAARCHS": architectures,
+        **({"CUDAARCHS": architectures} if architectures else {}),
         "CMAKE_ARGS": " ".join(cmake_args),
         "CUDACXX": str(nvcc),
         "CUDA_HOME": str(toolkit.root),
@@ -181,7 +184,7 @@ def cmake_inputs(
     settings = {}
     if build_backend == SCIKIT_BUILD_BACKEND:
         settings = {
-            "cmake.define.CMAKE_CUDA_ARCHITECTURES": architectures,
+            **({"cmake.define.CMAKE_CUDA_ARCHITECTURES": architectures} if architectures else {}),
             "cmake.define.CMAKE_CUDA_COMPILER": str(nvcc),
         }
         if includes is not None:
@@ -235,7 +238,6 @@ class CmakeBackend:
     labels_by_rewriting = True
     tag_remedy = NVCC_TAG_REMEDY
     arch_hints: ArchHints | None = ARCH_HINTS
-    provided_libraries: tuple[str, ...] = ()
 
     def environment(self, cell: CellTargets) -> None:
         return None  # an isolated PEP 517 environment of the tool's Python
@@ -282,7 +284,8 @@ class CmakeBackend:
         return (
             f"PyPI {build_tools}; host g++ from PATH",
             "CMAKE_CUDA_ARCHITECTURES / CUDAARCHS "
-            f"{cmake_architectures(cell.sms, cell.ptx)}, CUDACXX, CUDA_HOME, CUDAToolkit_ROOT, "
+            f"{cmake_architectures(cell.sms, cell.ptx) or '(none: no device code)'}, CUDACXX, "
+            "CUDA_HOME, CUDAToolkit_ROOT, "
             "CMAKE_BUILD_PARALLEL_LEVEL"
             + "".join(f", CUDAFLAGS {flag}" for flag in compress_flags(cell.compress_mode))
             + "; label by rewriting the wheel",

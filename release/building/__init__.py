@@ -23,6 +23,9 @@ Its modules:
 - `relabel`: A wheel's version rewritten to carry a local label, for builds that cannot set one,
   and a nightly's dev version, which no build sets. csrc's backend writes `0.1.0+cu129` into its
   metadata itself; a CMake or torch project builds `0.1.0`.
+- `runtimedeps`: Where a built wheel's runtime dependencies are looked up for the shared
+  libraries they provide: the cell's build environment of its own, else a scratch site pip
+  installs the wheel's Requires-Dist into; and auditwheel's verdict with those left out.
 - `sdist`: The release's sdist: built once, by the build of the default variant's first cell,
   through the project's own backend, rewritten so that the same commit gives the same bytes,
   and unpacked for `--compare`'s rebuild of a wheel from it.
@@ -33,9 +36,9 @@ Its modules:
   through release.building.pipeline, side by side per CUDA version, then dist/'s manifest and
   NCCL files).
 - `torchcell`: What a wheel built in a torch environment goes through besides the checks every
-  wheel gets (the manylinux verdict leaves torch's own libraries out for it, as for every torch
-  cell): any device code at all (a quietly CPU-only build stops here, explained), the ABI check
-  against the pinned torch, and the torch requirement its METADATA must state; `TorchBuildEnv`,
+  wheel gets: any device code at all (a quietly CPU-only build stops here, explained, unless
+  the cell declares device-code: none), the ABI check against the pinned torch, and the torch
+  requirement its METADATA must state; `TorchBuildEnv`,
   the torch venv as the stage holds it, which the pipeline asks to certify a wheel.
 - `torchpin`: The torch a torch extension wheel needs, written into its METADATA.
 """

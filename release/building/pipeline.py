@@ -8,6 +8,7 @@ set it) and exact platform tag, the inspection, and the wheel cache. `build_cell
 
 from __future__ import annotations
 
+import io
 import shutil
 import tempfile
 import time
@@ -47,13 +48,15 @@ from release.building.compilecache import (
     start_server,
 )
 from release.building.jobs import killed_for_memory, memory_remedy
-from release.building.relabel import RelabelError, rewrite_version
+from release.building.relabel import RelabelError, as_platlib, rewrite_version
+from release.building.runtimedeps import libraries_verdict
 from release.building.settings import BuildEnv, BuildSettings, CellFailure, CellResult
 from release.building.torchcell import tags_problem
 from release.credentials import without_credentials
 from release.errors import BuildError
 from release.fsutil import write_atomic
-from release.inspection.verdict import inspected, manylinux_verdict
+from release.inspection.devicecode import is_shared_object
+from release.inspection.verdict import inspected
 from release.inspection.wheel import WheelReport, budget_warning
 from release.matrix import Cell
 from release.matrix.compilecache import CompileCache
@@ -211,23 +214,28 @@ def certify(
     log: Path,
     runner: proc.Runner = proc.run,
     environment: BuildEnv | None = None,
+    scratch_root: Path | None = None,
 ) -> tuple[Path, WheelReport]:
     """What makes a freshly built wheel count as built: the cell's interpreter and ABI
-    tags, auditwheel's verdict (with the backend's own environment's checks, where it
-    built in one: release.building.torchcell), the cell's
-    version (rewritten where its backend cannot set it), exactly the cell's platform tag,
-    and the inspection. Raises CellFailure; returns the final wheel (beside `wheel`) and
-    its report."""
+    tags, the backend's own environment's checks where it built in one
+    (release.building.torchcell), auditwheel's verdict with the libraries of the wheel's
+    runtime dependencies left out (`libraries_verdict`: looked up in that environment,
+    else in a scratch site under `scratch_root`), the cell's version (rewritten where its
+    backend cannot set it), exactly the cell's platform tag (a pure wheel that holds a
+    shared object marked a platform wheel: `platlib`), and the inspection. Raises
+    CellFailure; returns the final wheel (beside `wheel`) and its report."""
     backend = backend_for(cell.build.backend)
     mistagged = tags_problem(wheel.name, cell)
     if mistagged is not None:
         raise CellFailure(mistagged)
     # A cell built in an environment of its backend's own (a torch cell's pinned torch) is
-    # checked against it: its device code, the manylinux verdict without the environment's
-    # libraries, the ABI check, the pin.
-    verdict = manylinux_verdict(
-        wheel, manylinux=cell.manylinux, arch=cell.arch, provided=backend.provided_libraries
-    )
+    # checked against it: its device code, the ABI check, the pin.
+    if environment is not None:
+        wheel = environment.certify(wheel, cell, log=log, python=python, env=env)
+    verdict = libraries_verdict(
+        wheel, cell, environment=environment, scratch_root=scratch_root,
+        python=python, env=env, log=log, runner=runner,
+    )  # fmt: skip
     if verdict.problems:
         raise CellFailure(
             "; ".join(
@@ -235,11 +243,11 @@ def certify(
                 for p in verdict.problems
             )
         )
-    if environment is not None:
-        wheel = environment.certify(wheel, cell, log=log, python=python, env=env)
     if backend.labels_by_rewriting or cell.version.dev is not None:
         # no backend sets a nightly's dev version: every backend's wheel gets it rewritten
         wheel = relabelled(wheel, cell)
+    if wheel.name.endswith("-any.whl"):
+        wheel = platlib(wheel)
     if wheel.name != cell.wheel_filename:
         retagged = runner(retag_command(python, wheel, cell), env=env, log=log)
         wheel = wheel.parent / cell.wheel_filename
@@ -256,6 +264,22 @@ def certify(
             raise
         raise CellFailure(f"{failure.error}; {cause}", failure.tail, failure.report) from None
     return wheel, report
+
+
+def platlib(wheel: Path) -> Path:
+    """A pure wheel that holds a shared object (a library the project built outside its
+    build backend and ships as package data) made the platform wheel its cell's tag says
+    it is (release.building.relabel.as_platlib), in place; any other wheel as it is."""
+    data = wheel.read_bytes()
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            native = any(is_shared_object(name) for name in archive.namelist())
+        rewritten = as_platlib(data) if native else data
+    except (zipfile.BadZipFile, RelabelError):
+        return wheel  # the inspection says what is wrong with it
+    if rewritten != data:
+        wheel.write_bytes(rewritten)
+    return wheel
 
 
 def logged_cause(log: Path, cell: Cell) -> str | None:
@@ -521,7 +545,7 @@ def build_cell(
                 )  # fmt: skip
             candidate, report = certify(
                 wheel, cell, toolchain, python=settings.python, env=env, log=log,
-                environment=environment,
+                environment=environment, scratch_root=settings.runtime_dir,
             )  # fmt: skip
             data = candidate.read_bytes()
             cache.put(key, cell.wheel_filename, data)
@@ -555,7 +579,10 @@ def record_cell(
     def work() -> tuple[Path, WheelReport, bool, tuple[str, ...]]:
         copy = staging / wheel.name
         shutil.copyfile(wheel, copy)
-        candidate, report = certify(copy, cell, toolchain, python=settings.python, env=env, log=log)
+        candidate, report = certify(
+            copy, cell, toolchain, python=settings.python, env=env, log=log,
+            scratch_root=settings.runtime_dir,
+        )  # fmt: skip
         final = settings.out / candidate.name
         write_atomic(final, candidate.read_bytes())
         return final, report, False, ()

@@ -265,6 +265,12 @@ class BuildSettings:
         return self.out / "logs" / "device.jsonl"
 
     @property
+    def runtime_dir(self) -> Path:
+        """Where an isolated build's wheel gets its runtime dependencies installed, to look
+        up the libraries they provide (release.building.runtimedeps)."""
+        return (self.work_dir or self.cache_dir) / "runtime"
+
+    @property
     def compile_root(self) -> Path:
         """Where the cells' local compile-cache directories are."""
         return self.compile_cache.dir or (self.work_dir or self.cache_dir) / "compile"

@@ -1,7 +1,8 @@
 """What a wheel built in a torch environment goes through besides the checks every wheel
-gets (the manylinux verdict leaves torch's own libraries out for it, as for every torch
-cell): any device code at all (a quietly CPU-only build stops here, explained), the ABI
-check against the pinned torch, and the torch requirement its METADATA must state.
+gets: any device code at all (a quietly CPU-only build stops here, explained, unless the
+cell declares device-code: none), the ABI check against the pinned torch, and the torch
+requirement its METADATA must state (after which the manylinux verdict leaves out the
+libraries that torch and the wheel's other requirements bring: release.building.runtimedeps).
 `TorchBuildEnv` is a provisioned torch venv as the build stage holds it
 (release.building.settings.BuildEnv): the pipeline asks it to `certify` a wheel, and
 `build_environment` is how the stage provisions one.
@@ -14,13 +15,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 
+from packaging.tags import Tag
 from packaging.version import Version
 
 from release.backends import EnvironmentSpec
 from release.building.settings import CellFailure
 from release.building.torchpin import pinned, stable_target_version, torch_requirement
 from release.credentials import without_credentials
-from release.inspection.devicecode import holds_device_code
+from release.inspection.devicecode import JIT_FIRST, holds_device_code
 from release.inspection.limitedapi import limited_api_auditor
 from release.inspection.torchabi import abi_problems, torch_exports
 from release.inspection.torchaudit import TOOL, torch_abi_auditor
@@ -32,10 +34,11 @@ from release.wheelfile import NotAWheel, wheel_name
 
 CPU_ONLY = (
     "the wheel holds no device code: its shared objects have no cubin and no PTX, so the "
-    "build compiled no CUDA kernel (nvcc never ran). A setup.py that builds its "
-    "CUDAExtension only when torch.cuda.is_available() builds CPU-only on a machine "
-    "without a GPU, which a release builder is: set the project's force-CUDA switch in "
-    'the matrix\'s build.env (FORCE_CUDA: "1" in most projects)'
+    "build compiled no CUDA kernel (nvcc never ran). Either the build skipped CUDA (a "
+    "setup.py that builds its CUDAExtension only when torch.cuda.is_available() builds "
+    "CPU-only on a machine without a GPU, which a release builder is): set the project's "
+    'force-CUDA switch in the matrix\'s build.env (FORCE_CUDA: "1" in most projects); or '
+    f"{JIT_FIRST}"
 )
 
 
@@ -50,12 +53,23 @@ def tags_problem(filename: str, cell: Cell) -> str | None:
     wanted = f"{cell.python_tag}-{cell.abi_tag}"
     if built == wanted:
         return None
+    return f"the build made a {built} wheel, the cell is {wanted} ({_tag_remedy(tag, cell)})"
+
+
+def _tag_remedy(tag: Tag, cell: Cell) -> str:
+    """How the matrix or the project agrees with the tags the build made."""
     if tag.abi == "abi3":
         floor = tag.interpreter.removeprefix("cp")
-        remedy = f'a py_limited_api build: set abi3: "{floor[0]}.{floor[1:]}" for it'
-    else:
-        remedy = "not an abi3 build: list the Pythons to build it for under python:"
-    return f"the build made a {built} wheel, the cell is {wanted} ({remedy})"
+        return f'a py_limited_api build: set abi3: "{floor[0]}.{floor[1:]}" for it'
+    if tag.abi == "none":
+        return "a build that uses no Python C-API: set python: any for it"
+    if cell.torch is not None and cell.abi_tag == "none":
+        return (
+            "python: any expects one py3-none wheel of an extension that uses no Python "
+            "C-API: make the project tag its wheel py3-none (its bdist_wheel's get_tag), or "
+            "list the Pythons to build it for under python:"
+        )
+    return "not an abi3 build: list the Pythons to build it for under python:"
 
 
 def certify_torch(
@@ -75,7 +89,8 @@ def certify_torch(
     its limited API (the inspection's abi3audit, run by `python`) is audited too, so that
     the message names both."""
     data = wheel.read_bytes()
-    if not holds_device_code(data):
+    # a cell of device-code: none has none by design: the inspection proves it holds none
+    if not cell.host_only and not holds_device_code(data):
         raise CellFailure(CPU_ONLY)
     try:
         target = stable_target_version(log.read_text(encoding="utf-8", errors="replace"))

@@ -8,6 +8,9 @@ Its modules:
   ships its device code as `*.fatbin` files.
 - `fatbin`: What a fatbin holds: the SMs it has cubins for and the virtual archs it has PTX for.
 - `limitedapi`: An abi3 wheel keeps to the limited API of its floor.
+- `pythonapi`: A py3-none wheel promises every CPython: its shared objects use no Python C-API.
+- `runtimelibs`: The shared libraries a wheel's runtime dependencies provide, read from the
+  installed distributions' RECORD files.
 - `torchabi`: The ABI check of a torch extension wheel.
 - `torchaudit`: A libtorch stable-ABI wheel held to the stable ABI by torch-abi-audit.
 - `verdict`: auditwheel's verdict on a built wheel (`auditwheel_problems` of `auditwheel show`).

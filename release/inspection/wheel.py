@@ -3,11 +3,13 @@ asked for.
 
 Checked: the filename, METADATA and WHEEL tags agree; the local label is exactly the cell's;
 every fatbin file and every shared object with device code (release.inspection.devicecode) holds a
-cubin for exactly the cell's SMs and PTX for exactly its target; every shared library is
+cubin for exactly the cell's SMs and PTX for exactly its target (a cell of `device-code:
+none`: no member holds any device code); every shared library is
 an ELF of the platform's machine (which libraries and symbol versions it may need is the
 manylinux policy's, judged by auditwheel: release.inspection.verdict); RECORD hashes and
 sizes are right; an abi3 wheel keeps to the limited
-API of its floor (abi3audit, passed in); the size fits the destination. The
+API of its floor (abi3audit, passed in), a py3-none one uses no Python C-API
+(release.inspection.pythonapi); the size fits the destination. The
 core works on the wheel's bytes; listing a fatbin's or a shared object's targets is passed
 in (cuobjdump runs at the edge).
 """
@@ -37,13 +39,16 @@ from packaging.version import Version
 from release.errors import shown
 from release.inspection.devicecode import (
     ElfLister,
+    MemberDeviceCode,
     coverage_problems,
     device_bytes,
     found_targets,
+    host_only_problems,
     scan,
 )
 from release.inspection.fatbin import FatbinContents, FatbinLister
 from release.inspection.limitedapi import LimitedApiAudit
+from release.inspection.pythonapi import python_api_problems
 from release.matrix import Cell
 from release.targets import ELF_MACHINES
 from release.wheelfile import record_hash, version_or_none, zip_problem
@@ -161,8 +166,14 @@ def inspect_wheel(
         build_info = _build_info(archive)
     if cell.abi3 is not None and audit_limited_api is not None:
         problems += [f"abi3audit: {p}" for p in audit_limited_api(filename, data)]
-    members = scan(data, list_fatbin=list_fatbin, list_elf=list_elf or _unlisted)
-    problems += coverage_problems(members, cell.sms, cell.ptx)
+    if cell.abi_tag == "none":
+        problems += python_api_problems(data)
+    members: tuple[MemberDeviceCode, ...] = ()
+    if cell.host_only:
+        problems += host_only_problems(data)
+    else:
+        members = scan(data, list_fatbin=list_fatbin, list_elf=list_elf or _unlisted)
+        problems += coverage_problems(members, cell.sms, cell.ptx)
     sms, ptx = found_targets(members)
     sizes = device_bytes(members)
     if len(data) > limit:

@@ -7,7 +7,9 @@ import base64
 import hashlib
 import io
 import json
+import sys
 import zipfile
+from dataclasses import replace
 from pathlib import Path
 
 import jsonschema
@@ -196,6 +198,26 @@ def test_a_dry_run_shows_what_each_backend_receives(
     assert list(tmp_path.iterdir()) == [], "a dry run provisions nothing"
 
 
+def test_a_dry_run_says_what_a_jit_first_torch_cells_wheel_is_held_to(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
+    matrix = str(BUILD / "torch-jit.yaml")
+    args = ["build", "--matrix", matrix, "--dry-run", "--json", "--cache-dir", str(tmp_path)]
+    assert main(args) == 0
+    (cell,) = json.loads(capsys.readouterr().out)["cells"]
+    assert cell["wheel"] == "k3_kernels-0.1.0-py3-none-manylinux_2_28_x86_64.whl"
+    assert "TORCH_CUDA_ARCH_LIST" not in cell["inputs"]
+    python = f"{sys.version_info.major}.{sys.version_info.minor}"
+    assert cell["torch"].startswith(f"torch 2.14.1 for Python {python}, from pip index")
+    assert cell["notes"] == [
+        "no device code (device-code: none): its wheel must hold no fatbin, cubin or PTX file "
+        "and no shared object with a fatbin section",
+        f"one py3-none wheel (python: any) built with Python {python}: its shared objects "
+        "must use no Python C-API",
+    ]
+
+
 def test_doctor_shows_per_cell_what_its_backend_uses_and_receives() -> None:
     cells = load_matrix(BUILD / "torch-and-cmake.yaml").cells
     plans = {c.id: plan(c) for c in cells}
@@ -277,6 +299,19 @@ def test_a_shared_object_holding_the_cells_targets_passes_and_the_trap_fails() -
     assert trapped.sms == ("75",)
     assert len(trapped.problems) == 6
     assert "fixture_kernels/libfxk.so has no cubin for sm_80" in trapped.problems[0]
+
+
+def test_a_cell_without_device_code_is_held_to_none_instead_of_its_targets() -> None:
+    (cell,) = load_matrix(FIXTURE).cells
+    host_only = replace(cell, sms=(), ptx=None, device_code="none")
+    name, data = fixture_wheel(host_only)
+    assert inspect_wheel(name, data, host_only, list_fatbin=no_fatbin).problems == ()
+    name, data = fixture_wheel(host_only, library=DEVICE_SO)
+    (problem,) = inspect_wheel(name, data, host_only, list_fatbin=no_fatbin).problems
+    assert problem.startswith(
+        "fixture_kernels/libfxk.so holds device code in its .nv_fatbin section, and the cell "
+        "declares device-code: none"
+    )
 
 
 def test_relabelled_gives_the_wheel_the_cells_version(tmp_path: Path) -> None:
