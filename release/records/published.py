@@ -8,7 +8,6 @@ are recorded with the sha256 of the bytes that were sent.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -16,7 +15,7 @@ from typing import Any
 
 from release.credentials import mask
 from release.errors import ConfigError, shown
-from release.fsutil import json_text, read_json, write_atomic
+from release.fsutil import json_document, json_text, read_document, read_json, write_atomic
 from release.records.manifest import SHA256_HEX, Manifest, WheelEntry
 from release.records.release_manifest import ReleaseWheel
 
@@ -172,7 +171,7 @@ def write_record(
     previous_companions: dict[str, Any] = {}
     if path.exists():
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = json_document(read_document(path), str(path))
         except (OSError, ValueError):
             data = None
         if isinstance(data, dict) and (data.get("project"), data.get("version")) == (

@@ -20,7 +20,6 @@ returns a `VerifyReport`; the command turns failures into a VerifyError.
 
 from __future__ import annotations
 
-import json
 import sys
 import tempfile
 import threading
@@ -42,6 +41,7 @@ from release.credentials import (
     mask,
     secret_values,
 )
+from release.fsutil import json_document, read_document
 from release.provenance.attestation import checked_provenance
 from release.provenance.signature import PUBLIC_GOOD, Checked, ExpectedSigner, reason
 from release.records.published import Published, PublishedFile
@@ -493,7 +493,7 @@ def _pip_checks(
                 return Check(
                     subject=file.filename, check="pip", ok=False, detail=detail, url=file.index_url
                 )
-            picked = picked_filename(json.loads(report.read_text(encoding="utf-8")))
+            picked = picked_filename(json_document(read_document(report), "pip's report"))
             ok = picked == file.filename
             detail = f"picks {picked}" if ok else f"picks {picked}, expected {file.filename}"
             return Check(
