@@ -53,6 +53,7 @@ from release.publish.decide import (
     RemoteFile,
 )
 from release.records.manifest import DestinationRef, Manifest, WheelEntry
+from release.records.published import SDIST_PURPOSE
 from release.remote.httpclient import (
     Client,
     OriginAuth,
@@ -487,7 +488,6 @@ class PypiPublisher:
 
 SDIST_SUFFIX = ".tar.gz"
 _DISTRIBUTIONS = (".whl", SDIST_SUFFIX)
-SDIST_PURPOSE = "sdist"
 
 
 def _project(name: str) -> str:
