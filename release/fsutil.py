@@ -145,7 +145,7 @@ def _too_deep(document: object) -> bool:
 
 
 def _nested(where: str) -> UnreadableDocument:
-    return UnreadableDocument(where, f"nested too deep (more than {MAX_DOCUMENT_DEPTH} levels)")
+    return UnreadableDocument(where, f"nested too deep: more than {MAX_DOCUMENT_DEPTH} levels")
 
 
 def _no_constant(name: str) -> object:

@@ -70,8 +70,8 @@ def test_a_manifest_nested_200000_deep_is_one_line(
     code, err = run([*DIST_COMMANDS[command], "--dist", str(dist)], capsys)
     assert code == 2
     assert err[0] == (
-        f"error: {dist}/manifest.json: not a readable manifest: nested too deep "
-        "(more than 64 levels)"
+        f"error: {dist}/manifest.json: not a readable manifest: nested too deep: more than "
+        "64 levels"
     )
 
 
@@ -85,7 +85,7 @@ def test_a_publish_record_nested_200000_deep_is_one_line(
     assert code == 2
     assert err[0] == (
         f"error: {release.dist}/published.json: not a readable publish record: nested too "
-        "deep (more than 64 levels)"
+        "deep: more than 64 levels"
     )
 
 

@@ -25,7 +25,7 @@ from release.fsutil import (
 
 PACKAGE = Path(__file__).resolve().parents[2] / "release"
 WHERE = "https://h/x.json"
-TOO_DEEP = f"nested too deep (more than {MAX_DOCUMENT_DEPTH} levels)"
+TOO_DEEP = f"nested too deep: more than {MAX_DOCUMENT_DEPTH} levels"
 
 
 def refusal(read: object, data: bytes | str) -> UnreadableDocument:
