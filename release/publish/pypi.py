@@ -37,6 +37,7 @@ from packaging.utils import (
     parse_wheel_filename,
 )
 from twine.commands.check import check
+from twine.exceptions import InvalidDistribution
 from twine.package import PackageFile
 from twine.settings import Settings
 
@@ -218,7 +219,9 @@ def twine_check(wheel: Path) -> str | None:
     """Why `twine check` fails the file (its long description would not render on PyPI,
     which refuses such an upload), or None. Not --strict: PyPI takes a file without a
     long description or its content type, as PyTorch's extension template makes them.
-    twine reports through its logger; those records are the reason."""
+    twine reports through its logger; those records are the reason. A file whose metadata
+    twine cannot read at all (an sdist's PKG-INFO it refuses) is a reason too, never a
+    traceback."""
     records: list[str] = []
 
     class Collect(logging.Handler):
@@ -231,6 +234,8 @@ def twine_check(wheel: Path) -> str | None:
     try:
         with contextlib.redirect_stdout(io.StringIO()):
             failed = check([str(wheel)], strict=False)
+    except InvalidDistribution as error:
+        return str(error).splitlines()[0] if str(error) else "twine cannot read it"
     finally:
         logger.removeHandler(handler)
     if not failed:

@@ -62,6 +62,8 @@ def _pkg_info_problems(data: bytes, filename: str, project: str, version: str) -
     headers = HeaderParser().parsestr(data.decode("utf-8", "replace"))
     name, got = headers.get("Name"), headers.get("Version")
     problems = []
+    if headers.get("Metadata-Version") is None:  # required, as Name and Version are
+        problems.append(f"{filename}: PKG-INFO has no Metadata-Version")
     if name is None or canonicalize_name(name) != canonicalize_name(project):
         problems.append(f"{filename}: PKG-INFO Name is {name!r:.60}, the release's is {project}")
     if got != version:

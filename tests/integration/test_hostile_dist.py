@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 
 from release.cli import main
-from release.records.manifest import write_manifest
+from release.records.manifest import Manifest, write_manifest
+from release.records.release_manifest import release_manifest_bytes
 from release.verify.checks import UNLISTED
 from tests.integration.conftest import PypiServer
 from tests.integration.wheels import (
@@ -44,9 +45,16 @@ DIST_COMMANDS = {
 DEEP = b'{"a":' * 200_000 + b"1" + b"}" * 200_000
 
 
-def run(command: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, list[str]]:
-    """The exit code and the stderr lines of `release COMMAND`; no traceback in either."""
-    code = main(command)
+def run(command: str, dist: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, list[str]]:
+    """The exit code and the stderr lines of `release COMMAND --dist DIST`; no traceback in
+    either. plan is given the previous release's manifest: it asks GitHub for none."""
+    argv = [*DIST_COMMANDS[command], "--dist", str(dist)]
+    if command == "plan":
+        previous = dist.parent / "previous-release-manifest.json"
+        earlier = Manifest(project=PROJECT, version="0.0.1", wheels=())
+        previous.write_bytes(release_manifest_bytes(earlier))
+        argv += ["--previous-manifest", str(previous)]
+    code = main(argv)
     out, err = capsys.readouterr()
     assert "Traceback" not in out + err
     return code, err.splitlines()
@@ -67,7 +75,7 @@ def test_a_manifest_nested_200000_deep_is_one_line(
     dist = tmp_path / "dist"
     dist.mkdir()
     (dist / "manifest.json").write_bytes(DEEP)
-    code, err = run([*DIST_COMMANDS[command], "--dist", str(dist)], capsys)
+    code, err = run(command, dist, capsys)
     assert code == 2
     assert err[0] == (
         f"error: {dist}/manifest.json: not a readable manifest: nested too deep: more than "
@@ -81,7 +89,7 @@ def test_a_publish_record_nested_200000_deep_is_one_line(
 ) -> None:
     release = make_release(tmp_path / "dist", pypi=pypi_destination(NOWHERE))
     (release.dist / "published.json").write_bytes(DEEP)
-    code, err = run([*DIST_COMMANDS[command], "--dist", str(release.dist)], capsys)
+    code, err = run(command, release.dist, capsys)
     assert code == 2
     assert err[0] == (
         f"error: {release.dist}/published.json: not a readable publish record: nested too "
@@ -121,6 +129,10 @@ BROKEN: dict[str, tuple[bytes, str]] = {
         tar_gz({f"{BASE}/PKG-INFO": OTHER}),
         f"PKG-INFO Name is 'requests', the release's is {PROJECT}",
     ),
+    "no-metadata-version": (
+        tar_gz({f"{BASE}/PKG-INFO": PKG_INFO.replace(b"Metadata-Version: 2.4\n", b"")}),
+        "PKG-INFO has no Metadata-Version",
+    ),
 }
 
 
@@ -141,7 +153,7 @@ def test_a_recorded_sdist_that_is_not_the_releases_is_refused_in_one_line(
     release = released(tmp_path / "dist")
     data, why = BROKEN[kind]
     recorded_as_built(release, data)
-    code, err = run([*DIST_COMMANDS[command], "--dist", str(release.dist)], capsys)
+    code, err = run(command, release.dist, capsys)
     assert code == 2
     assert err[0] == f"error: {release.dist}: {SDIST}: {why}"
 
@@ -155,9 +167,31 @@ def test_a_recorded_sdist_that_is_not_the_releases_is_not_uploaded(
         monkeypatch.setenv(key, value)
     release = released(tmp_path / "dist", pypiserver.url)
     recorded_as_built(release, BROKEN[kind][0])
-    code, err = run(["publish", "--dist", str(release.dist)], capsys)
-    assert code == 2
+    assert main(["publish", "--dist", str(release.dist)]) == 2
+    err = capsys.readouterr().err.splitlines()
     assert err[0] == f"error: {release.dist}: {SDIST}: {BROKEN[kind][1]}"
+    assert pypiserver.files() == {}
+
+
+def test_an_sdist_twine_cannot_read_is_refused_not_a_traceback(
+    pypiserver: PypiServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """Its PKG-INFO names the release, but makes its name dynamic, which core metadata
+    forbids: twine raises, and the plan of publish says so as the sdist's refusal."""
+    for key, value in pypiserver.env().items():
+        monkeypatch.setenv(key, value)
+    release = released(tmp_path / "dist", pypiserver.url)
+    recorded_as_built(release, tar_gz({f"{BASE}/PKG-INFO": PKG_INFO + b"Dynamic: Name\n"}))
+    code = main(["publish", "--dry-run", "--dist", str(release.dist), "--json"])
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err
+    assert code == 5, err
+    (row,) = [c for c in json.loads(out)["companions"] if c["filename"] == SDIST]
+    assert row["action"] == "refused"
+    assert row["reason"].startswith(
+        "twine check: No PKG-INFO in archive or PKG-INFO missing 'Metadata-Version'"
+    )
     assert pypiserver.files() == {}
 
 
@@ -170,7 +204,7 @@ def test_an_sdist_bound_where_no_wheel_goes_is_refused_naming_the_destination(
 ) -> None:
     release = make_release(tmp_path / "dist", pypi=pypi_destination(NOWHERE))
     with_sdist(release, replace(pypi_destination(NOWHERE), name="testpypi"))
-    code, err = run([*DIST_COMMANDS[command], "--dist", str(release.dist)], capsys)
+    code, err = run(command, release.dist, capsys)
     assert code == 2
     assert err[0] == (
         f"error: {release.dist}: manifest.json: the sdist {SDIST} goes to 'testpypi', where "

@@ -131,3 +131,10 @@ def test_any_member_names_give_problems_not_an_exception(names: list[str]) -> No
         return
     for problem in problems(data):
         assert problem.startswith(f"{NAME}: ")
+
+
+def test_pkg_info_without_metadata_version_is_named() -> None:
+    bare = b"Name: k3-kernels\nVersion: 0.1.0\n"  # twine raises on it
+    assert problems(sdist([(f"{BASE}/PKG-INFO", bare)])) == [
+        f"{NAME}: PKG-INFO has no Metadata-Version"
+    ]
