@@ -37,6 +37,7 @@ from release.backends.base import (
     EnvironmentPaths,
     EnvironmentSpec,
     NvccToolkit,
+    pyproject_table,
     read_build_backend,
     with_path,
 )
@@ -73,6 +74,7 @@ __all__ = [
     "merge",
     "nvcc_problem",
     "placement_problem",
+    "pyproject_table",
     "read_build_backend",
     "spec_problems",
     "targets_problem",

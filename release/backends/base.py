@@ -6,7 +6,6 @@ and of the place it builds in (`BuildContext`), and what it gives the PEP 517 bu
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,12 +13,9 @@ from typing import Protocol
 
 from release.backends.archflags import ArchHints
 from release.backends.recipe import BackendName, BuildRecipe
+from release.errors import ConfigError
+from release.fsutil import UnreadableDocument, toml_document
 from release.targets import GpuTarget
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -229,11 +225,18 @@ def with_path(env: Mapping[str, str], first: Sequence[Path]) -> dict[str, str]:
     return out
 
 
-def read_build_backend(pyproject_text: str) -> str | None:
-    """[build-system] build-backend of a pyproject.toml's text (None if it names none)."""
-    try:
-        data = tomllib.loads(pyproject_text)
-    except tomllib.TOMLDecodeError:
-        return None
-    backend = data.get("build-system", {}).get("build-backend")
+def read_build_backend(pyproject: str | bytes) -> str | None:
+    """[build-system] build-backend of a pyproject.toml's text (None if it names none);
+    ConfigError naming the file where it is no TOML (never read as naming none)."""
+    system = pyproject_table(pyproject).get("build-system")
+    backend = system.get("build-backend") if isinstance(system, dict) else None
     return backend if isinstance(backend, str) else None
+
+
+def pyproject_table(pyproject: str | bytes) -> dict[str, object]:
+    """A pyproject.toml's text read by release.fsutil's bounded reader; ConfigError naming
+    the file (and tomllib's line) where it is not TOML."""
+    try:
+        return toml_document(pyproject, "pyproject.toml")
+    except UnreadableDocument as error:
+        raise ConfigError([str(error)], hint="fix pyproject.toml") from None

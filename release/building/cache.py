@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import json
+import os
 import shutil
 import zlib
 from collections.abc import Iterable, Mapping
@@ -34,10 +35,13 @@ SKIPPED_PARTS = frozenset({"build", "dist", "__pycache__", ".pytest_cache", ".my
 
 
 def source_digest(files: Iterable[tuple[str, bytes]]) -> str:
-    """A digest of a source tree given as (relative path, bytes) pairs."""
+    """A digest of a source tree given as (relative path, bytes) pairs. A path is hashed as
+    the bytes the filesystem holds (`os.fsencode`), so that a file name that is not UTF-8
+    (its undecodable bytes kept as surrogates) keys the same tree the same on every machine,
+    and a UTF-8 one as it always has."""
     digest = hashlib.sha256()
     for name, data in sorted(files):
-        digest.update(name.encode() + b"\0" + hashlib.sha256(data).digest())
+        digest.update(os.fsencode(name) + b"\0" + hashlib.sha256(data).digest())
     return digest.hexdigest()
 
 

@@ -11,7 +11,6 @@ compiles the device code and the others find it in the cache.
 
 from __future__ import annotations
 
-import json
 import sys
 import threading
 import time
@@ -44,7 +43,7 @@ from release.building.torchcell import build_environment
 from release.credentials import without_credentials
 from release.downstream.nccl import override_files, write_override_files
 from release.errors import BuildError, ToolchainError
-from release.fsutil import sha256_file
+from release.fsutil import json_document, sha256_file
 from release.inspection.wheel import WheelReport
 from release.matrix import Cell
 from release.records.dist import Reconciled, reconcile, stray_wheels
@@ -349,7 +348,7 @@ def device_warnings(device_log: Path) -> list[str]:
     out = []
     for line in lines:
         try:
-            record = json.loads(line)
+            record = json_document(line, str(device_log))
         except ValueError:
             continue
         if isinstance(record, dict) and record.get("action") == "discarded":

@@ -12,6 +12,7 @@ from typing import Any
 
 from release.commands.parsing import arguments, common
 from release.errors import ConfigError
+from release.fsutil import UnreadableDocument, json_document
 from release.matrix import (
     Cell,
     Matrix,
@@ -121,9 +122,9 @@ def runner_labels(text: str, names: Sequence[str]) -> dict[str, list[str]]:
     labels (a string or a list of strings)."""
     option = "--runner-labels"
     try:
-        given = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise ConfigError([f"{option}: not JSON ({error.msg} at {error.pos})"]) from None
+        given = json_document(text, option)
+    except UnreadableDocument as error:
+        raise ConfigError([str(error)]) from None
     if not isinstance(given, dict):
         raise ConfigError([f"{option}: a JSON object of runner names to labels, not {given!r:.40}"])
     problems: list[str] = []

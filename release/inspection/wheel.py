@@ -20,7 +20,6 @@ import csv
 import email.parser
 import hashlib
 import io
-import json
 import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -37,6 +36,7 @@ from packaging.utils import (
 from packaging.version import Version
 
 from release.errors import shown
+from release.fsutil import json_document
 from release.inspection.devicecode import (
     ElfLister,
     MemberDeviceCode,
@@ -271,7 +271,7 @@ def _build_info(archive: zipfile.ZipFile) -> Mapping[str, object]:
     for entry in archive.namelist():
         if entry.endswith("/_build_info.json"):
             try:
-                data = json.loads(archive.read(entry))
+                data = json_document(archive.read(entry), entry)
             except ValueError:
                 return {}
             return data if isinstance(data, dict) else {}

@@ -19,7 +19,8 @@ from pathlib import Path
 from packaging.utils import InvalidName, canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from release.errors import FileError, shown
+from release.errors import ConfigError, FileError, shown
+from release.fsutil import not_utf8
 from release.project.cmakelists import CMAKELISTS, CMakeLists, read_cmakelists
 from release.project.places import Said
 from release.project.pyproject import (
@@ -135,7 +136,9 @@ def _read(path: Path) -> str | None:
         )
     try:
         return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
+    except UnicodeDecodeError as error:
+        if path.name in (PYPROJECT, SETUP_CFG):  # every build frontend reads them as UTF-8
+            raise ConfigError([str(not_utf8(str(path), error))], hint="save it as UTF-8") from None
         return ""
     except OSError as error:
         raise FileError.of(error, "read the project file") from None

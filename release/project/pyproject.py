@@ -8,17 +8,12 @@ from __future__ import annotations
 
 import configparser
 import re
-import sys
 from dataclasses import dataclass
 
 from packaging.requirements import InvalidRequirement, Requirement
 
+from release.fsutil import UnreadableDocument, toml_document
 from release.project.places import Place, Said, ini_line, toml_line
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
 
 PYPROJECT = "pyproject.toml"
 SETUP_CFG = "setup.cfg"
@@ -65,9 +60,9 @@ class SetupCfg:
 
 def read_pyproject(text: str) -> PyProject:
     try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as error:
-        return _broken(f"{PYPROJECT}: not TOML: {error}")
+        data = toml_document(text, PYPROJECT)
+    except UnreadableDocument as error:
+        return _broken(str(error))
     system = _table(data.get("build-system"))
     project = _table(data.get("project"))
     for key in ("name", "version"):

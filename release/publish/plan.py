@@ -285,7 +285,10 @@ def sdist_row(factory: PublisherFactory, cell: Cell, dist: Path) -> PlanRow:
     name = sdist_filename(cell.project.name, str(cell.project.version))
     manifest = built_manifest(dist)
     sdist = manifest.sdist if manifest is not None else None
-    built = sdist is not None and sdist.filename == name
+    # the sdist this destination gets (the manifest may send its sdist elsewhere)
+    built = (
+        sdist is not None and sdist.filename == name and sdist.destination.name == destination.name
+    )
     url = ""
     try:
         publisher = factory(destination)

@@ -11,6 +11,7 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 from release.errors import PublishError
+from release.fsutil import UnreadableDocument, json_document
 
 _KEPT_BY_GITHUB = re.compile(r"[A-Za-z0-9._+-]")
 
@@ -173,12 +174,15 @@ def choose_release(releases: Sequence[ReleaseInfo], tag: str) -> ReleaseInfo | N
 
 
 def json_of(response: Any, what: str) -> Any:
-    """A 2xx answer's JSON (a githubkit Response); PublishError naming the request if none."""
+    """A 2xx answer's JSON (a githubkit Response), read by release.fsutil's bounded reader;
+    PublishError naming the request if none (too large, too deep, not JSON)."""
+    path = response.raw_request.url.path
     try:
-        return response.json()
-    except ValueError:
-        path = response.raw_request.url.path
-        raise PublishError(f"GitHub answered `{what}` ({path}) with no JSON") from None
+        return json_document(response.content, f"GitHub's answer to `{what}`")
+    except UnreadableDocument as error:
+        raise PublishError(
+            f"GitHub answered `{what}` ({path}) with no JSON it can read ({error.reason})"
+        ) from None
 
 
 def json_list(response: Any, what: str) -> list[Any]:
@@ -193,8 +197,8 @@ def json_list(response: Any, what: str) -> list[Any]:
 def message_of(response: Any) -> str:
     """What a GitHub error answer (a githubkit Response) says: its message and error codes."""
     try:
-        data = response.json()
-    except ValueError:
+        data = json_document(response.content, "GitHub's error answer")
+    except UnreadableDocument:
         return str(response.text)[:200].strip()
     if isinstance(data, Mapping):
         message = str(data.get("message") or "")

@@ -5,7 +5,6 @@ release.remote.httpclient's.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from urllib.parse import urldefrag, urljoin
@@ -18,6 +17,8 @@ from packaging.utils import (
     parse_wheel_filename,
 )
 from packaging.version import Version
+
+from release.fsutil import UnreadableDocument, json_document
 
 SIMPLE_JSON = "application/vnd.pypi.simple.v1+json"
 SIMPLE_HTML = "application/vnd.pypi.simple.v1+html"
@@ -132,9 +133,9 @@ def parse_project_page(body: bytes, content_type: str, page_url: str) -> dict[st
     is not one (however deep, large or mistyped)."""
     if content_type.split(";", maxsplit=1)[0].strip() == SIMPLE_JSON:
         try:
-            data = json.loads(body)
-        except RecursionError:
-            raise ValueError("not a PEP 691 project page (nested too deep)") from None
+            data = json_document(body, "the page")
+        except UnreadableDocument as error:
+            raise ValueError(f"not a PEP 691 project page ({error.reason})") from None
         return parse_simple_json(data, page_url)
     return parse_simple_html(body.decode("utf-8", errors="replace"), page_url)
 

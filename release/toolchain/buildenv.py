@@ -14,14 +14,16 @@ from pathlib import Path
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from release.backends import CellTargets, EnvironmentSpec, backend_for, read_build_backend
+from release.backends import (
+    CellTargets,
+    EnvironmentSpec,
+    backend_for,
+    pyproject_table,
+    read_build_backend,
+)
+from release.fsutil import read_document
 from release.matrix import Cell
 from release.toolchain.torchenv import provision_torch_env, venv_python
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
 
 # how a build environment is made (one kind today: a torch venv); the build stage's view of
 # one, with its checks, is release.building.settings.BuildEnv
@@ -34,13 +36,11 @@ def frontend_requirement() -> str:
     return f"build=={metadata.version('build')}"
 
 
-def build_requirements(pyproject_text: str) -> tuple[str, ...]:
-    """The project's [build-system] requires other than torch (which a torch cell pins)."""
-    try:
-        data = tomllib.loads(pyproject_text)
-    except tomllib.TOMLDecodeError:
-        return ()
-    requires = data.get("build-system", {}).get("requires", ["setuptools"])
+def build_requirements(pyproject: str | bytes) -> tuple[str, ...]:
+    """The project's [build-system] requires other than torch (which a torch cell pins);
+    ConfigError where pyproject.toml is no TOML."""
+    system = pyproject_table(pyproject).get("build-system", {})
+    requires = system.get("requires", ["setuptools"]) if isinstance(system, dict) else []
     kept = []
     for text in requires if isinstance(requires, list) else []:
         try:
@@ -57,7 +57,7 @@ def cell_targets(cell: Cell) -> CellTargets:
     """What the cell's backend is told of it, with what its project's pyproject.toml says
     (the PEP 517 backend, the other build requirements: the one file this reads)."""
     pyproject = cell.project.path / "pyproject.toml"
-    text = pyproject.read_text(encoding="utf-8") if pyproject.is_file() else ""
+    text = read_document(pyproject) if pyproject.is_file() else b""
     return CellTargets(
         cuda=str(cell.cuda),
         arch=cell.arch,

@@ -33,7 +33,7 @@ from packaging.version import InvalidVersion, Version
 from release import proc
 from release.backends.torch_extension import torch_arch_list
 from release.errors import ConfigError
-from release.fsutil import write_atomic
+from release.fsutil import json_document, read_document, write_atomic
 from release.matrix import Cell, Matrix
 from release.matrix.load import MetadataSource
 from release.project import Naming
@@ -143,7 +143,7 @@ def _checkout(project: Path, runner: proc.Runner, env: Mapping[str, str]) -> tup
 
 def _cached(path: Path) -> ProjectMetadata | None:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json_document(read_document(path), str(path))
         return ProjectMetadata(name=str(data["name"]), version=Version(str(data["version"])))
     except (OSError, ValueError, KeyError, TypeError, InvalidVersion):
         return None  # absent or damaged: asked again
@@ -310,7 +310,7 @@ def _answer(ran: proc.Completed) -> Mapping[str, object] | None:
         return None
     for line in reversed(ran.output.strip().splitlines()):
         try:
-            data = json.loads(line)
+            data = json_document(line, "the hook's answer")
         except ValueError:
             continue
         if isinstance(data, dict):

@@ -27,6 +27,7 @@ from release import proc
 from release.backends.base import EnvironmentPaths, EnvironmentSpec
 from release.backends.torch_extension import CXX_WRAPPER_PATH, TorchEnvSpec
 from release.errors import ToolchainError
+from release.fsutil import json_document, read_document
 from release.resources import script
 from release.toolchain.provision import Progress, check_pip_install, pip_config, pip_progress
 
@@ -240,7 +241,7 @@ def venv_python(root: Path) -> Path:
 def _read_back(root: Path, spec: TorchEnvSpec) -> Mapping[str, object] | None:
     """What the marker records, if the venv it describes is still there and is the spec's."""
     try:
-        recorded = json.loads((root / MARKER).read_text(encoding="utf-8"))
+        recorded = json_document(read_document(root / MARKER), str(root / MARKER))
     except (OSError, ValueError):
         return None
     if not isinstance(recorded, dict):
@@ -346,7 +347,7 @@ def _finish(
     )
     if not probed.ok:
         raise ToolchainError(proc.failure(f"importing torch {spec.torch}", probed))
-    reported = json.loads(probed.output.strip().splitlines()[-1])
+    reported = json_document(probed.output.strip().splitlines()[-1], "the torch probe")
     problem = torch_problem(spec, reported)
     if problem is not None:
         raise ToolchainError(problem)

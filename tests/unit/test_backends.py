@@ -29,7 +29,7 @@ from release.backends import (
 from release.backends.cmake_project import cmake_architectures, cmake_bracket, cmake_inputs
 from release.backends.recipe import BACKEND_NAMES, BackendName
 from release.backends.torch_extension import torch_arch, torch_arch_list, torch_inputs
-from release.errors import ToolchainError
+from release.errors import ConfigError, ToolchainError
 from release.targets import GpuTarget
 
 SHIPPED = [GpuTarget.parse(s) for s in (75, 80, 86, 89, 90, 100)]
@@ -348,7 +348,24 @@ def test_read_build_backend() -> None:
     text = '[build-system]\nbuild-backend = "scikit_build_core.build"\n'
     assert read_build_backend(text) == SKBUILD
     assert read_build_backend("[project]\nname = 'x'\n") is None
-    assert read_build_backend("not = [toml") is None
+    assert read_build_backend("[build-system]\nbuild-backend = 1\n") is None
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("not = [toml", "not TOML: Invalid value (at line 1, column 8)"),
+        (b"[build-system]\nrequires = ['\xff']\n", "not UTF-8 (byte 0xff at line 2, column 14)"),
+    ],
+    ids=["syntax", "utf8"],
+)
+def test_a_pyproject_that_is_no_toml_is_an_error_not_no_backend(
+    text: str | bytes, reason: str
+) -> None:
+    """Issue 49, F23: a stray byte is never read as "no build system" (the default backend)."""
+    with pytest.raises(ConfigError) as caught:
+        read_build_backend(text)
+    assert caught.value.message == f"pyproject.toml: {reason}"
 
 
 def test_compile_jobs_are_one_or_more() -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from release.errors import FileError
+from release.errors import ConfigError, FileError
 from release.project import Naming, naming, read_project_files, reading
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -191,3 +191,30 @@ def test_a_project_file_that_is_not_a_regular_file_is_a_file_error_never_a_hang(
     with pytest.raises(FileError, match=r"pyproject\.toml: Too many levels of symbolic links"):
         read_project_files(tmp_path)
     assert FileError.exit_code == 8
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "reason"),
+    [
+        (
+            "pyproject.toml",
+            b'[project]\nname = "k3"\ndescription = "caf\xe9"\n',
+            "not UTF-8 (byte 0xe9 at line 3, column 19)",
+        ),
+        (
+            "setup.cfg",
+            b"[metadata]\nname = k3\nauthor = \xff\n",
+            "not UTF-8 (byte 0xff at line 3, column 10)",
+        ),
+    ],
+    ids=["pyproject", "setup-cfg"],
+)
+def test_a_build_file_that_is_not_utf8_is_named_with_its_line(
+    tmp_path: Path, name: str, data: bytes, reason: str
+) -> None:
+    """Issue 49, F23: never read as empty ("no build system"); pip and build read both files
+    as UTF-8 and would fail on it later."""
+    (tmp_path / name).write_bytes(data)
+    with pytest.raises(ConfigError) as caught:
+        read_project_files(tmp_path)
+    assert caught.value.message == f"{tmp_path / name}: {reason}"
