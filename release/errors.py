@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from release.credentials import redact
+
 
 @dataclass(frozen=True)
 class Location:
@@ -51,8 +53,9 @@ SHOWN_CHARS = 40  # a user's value quoted in a message is cut to this
 
 
 def shown(value: object) -> str:
-    """`repr(value)`, cut short: messages never carry an unbounded value."""
-    text = repr(value)
+    """`repr(value)`, cut short: messages never carry an unbounded value, nor the
+    credentials of a URL (redacted before the cut, which could leave half of one)."""
+    text = redact(repr(value))
     return text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 3] + "..."
 
 
