@@ -18,6 +18,7 @@ from packaging.version import Version
 from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
+from release.credentials import has_credentials
 from release.errors import ConfigError, Location, shown
 from release.github_names import api_url_problem, repository_problem
 from release.matrix.cells import (
@@ -206,6 +207,12 @@ def _shared_problems(name: str, spec: DestinationSpec, loader: DocumentLoader) -
             loader.problem(
                 join_path(path, key.replace("_", "-")),
                 f"{shown(url)} is not an http(s) URL",
+            )
+        elif url is not None and has_credentials(url):
+            loader.problem(
+                join_path(path, key.replace("_", "-")),
+                f"{shown(url)} holds credentials, which dist/manifest.json would hold too "
+                "(give them in TWINE_* or a netrc)",
             )
     if spec.api_url is not None and api_url_problem(spec.api_url):
         loader.problem(

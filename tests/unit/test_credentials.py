@@ -148,3 +148,23 @@ def test_a_value_quoted_in_a_message_is_redacted_before_it_is_cut() -> None:
     assert "PPPP" not in text
     assert text.startswith("'s3://bucket/p?endpoint=http://***@")
 
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "  pypi: {kind: pypi, repository-url: 'https://u:S3cr3t-Val@test.pypi.org/legacy/'}\n",
+        "  pypi: {kind: pypi, repository-url: 'https://h/legacy/?token=S3cr3t-Val'}\n",
+    ],
+)
+def test_the_matrix_refuses_a_url_with_credentials(tmp_path: Path, line: str) -> None:
+    """dist/manifest.json records the destination's URLs: a credential in one would be
+    written there, so matrix.yaml refuses it (credentials come from the environment)."""
+    matrix = matrix_with_build_env(tmp_path, "MAX_JOBS")
+    text = matrix.read_text().replace("  pypi: {kind: pypi}\n", line)
+    matrix.write_text(text)
+    with pytest.raises(ConfigError) as raised:
+        load_matrix(matrix)
+    (problem,) = raised.value.problems
+    assert "destinations.pypi.repository-url: " in problem
+    assert "holds credentials" in problem
+    assert "S3cr3t-Val" not in problem
