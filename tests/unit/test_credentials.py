@@ -18,7 +18,7 @@ from release.credentials import (
     secret_values,
     without_credentials,
 )
-from release.errors import ConfigError, shown
+from release.errors import ConfigError, Location, shown
 from release.matrix import load_matrix
 
 PROJECT = Path(__file__).resolve().parents[1] / "data" / "matrix" / "project"
@@ -168,3 +168,19 @@ def test_the_matrix_refuses_a_url_with_credentials(tmp_path: Path, line: str) ->
     assert "destinations.pypi.repository-url: " in problem
     assert "holds credentials" in problem
     assert "S3cr3t-Val" not in problem
+
+
+def test_an_error_never_carries_a_url_s_credentials() -> None:
+    """Whatever a raise put in it: the message, each problem, the hint and the locations of
+    an error (what tracebacks, logs and callers see) are redacted as it is made."""
+    url = "https://u:S3cr3t-Val@h/simple/?token=S3cr3t-Val"
+    error = ConfigError(
+        [f"first {url}", f"second {url}"],
+        hint=f"try {url}",
+        locations=[Location("matrix.yaml", 3, 1, f"at {url}")],
+    )
+    texts = [str(error), repr(error), error.message, error.hint or "", *error.problems]
+    texts += [where.message for where in error.locations]
+    for text in texts:
+        assert "S3cr3t-Val" not in text
+    assert error.problems[0] == "first https://***@h/simple/?token=***"
