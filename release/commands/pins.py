@@ -32,9 +32,10 @@ def add_options(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, output: Output) -> int:
-    overrides = common.parse_overrides(args.index_url, written=True)
     manifest = load_dist(args.dist, missing_ok=True)
-    published = with_overrides(read_record(args.dist / RECORD_NAME, manifest), overrides)
+    published = with_overrides(
+        read_record(args.dist / RECORD_NAME, manifest), common.parse_overrides(args.index_url)
+    )
     out = common.output_dir(args.out or args.dist / "pins", "--out")
     files = pin_files(published)
     for file in files:

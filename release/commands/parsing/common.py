@@ -10,7 +10,7 @@ from typing import Any
 from release import proc
 from release.commands.parsing.options import output_dir_problem
 from release.console import Output
-from release.credentials import has_credentials, redact, without_credentials
+from release.credentials import redact, without_credentials
 from release.errors import ConfigError, FileError, shown
 from release.matrix import Commit, Matrix, load_matrix, nightly_matrix, require_nightly
 from release.toolchain.projectmeta import asking_the_backend
@@ -67,23 +67,15 @@ def checked_variable(
     return value
 
 
-def parse_overrides(values: list[str], *, written: bool = False) -> dict[str, str]:
-    """`--index-url NAME=URL` options (NAME: a destination or a local label). Where the
-    URLs are `written` into files for users (`release pins`), one with credentials is
-    refused: the files would hold them too."""
+def parse_overrides(values: list[str]) -> dict[str, str]:
+    """`--index-url NAME=URL` options (NAME: a destination or a local label)."""
     out = {}
     problems = []
     for value in values:
         name, sep, url = value.partition("=")
-        given = redact(repr(value))
         if not sep or not name or not url.startswith(("http://", "https://")):
+            given = redact(repr(value))
             problems.append(f"--index-url {given}: write NAME=URL (NAME: a destination or label)")
-            continue
-        if written and has_credentials(url):
-            problems.append(
-                f"--index-url {given}: the URL holds credentials, which the files written "
-                "would hold too (pip reads them from a netrc or a keyring)"
-            )
             continue
         out[name] = url if url.endswith("/") else url + "/"
     if problems:
