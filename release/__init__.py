@@ -41,6 +41,8 @@ Its modules:
   hidden.
 - `errors`: The one error family: every error a user can cause, with its exit code and a hint.
 - `fsutil`: Small filesystem edges shared by every command.
+- `github_names`: What this program takes from outside as a GitHub address: a repository's
+  OWNER/NAME and a REST API's base URL, checked by one rule each wherever they come in.
 - `proc`: The one way this program runs a subprocess.
 - `targets`: The targets a release builds for: CPU architectures, and GPU targets (SM numbers
   with their `a`/`f` suffixes) with what each CUDA version can build.

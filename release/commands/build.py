@@ -151,8 +151,7 @@ def _out_dir(args: argparse.Namespace, reference: Path | None) -> Iterator[Path]
     yield out
 
 
-def run(args: argparse.Namespace) -> int:
-    output = common.output_for(args, "build")
+def run(args: argparse.Namespace, output: Output) -> int:
     environ = dict(os.environ)
     loaded = common.load(args.matrix, output, cache_dir=args.cache_dir)
     matrix = common.channel_matrix(loaded, args.channel, environ)

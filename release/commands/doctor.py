@@ -142,8 +142,7 @@ def _host_cc(plan: ToolchainPlan, tc: Toolchain | None, present: frozenset[Path]
     )
 
 
-def run(args: argparse.Namespace) -> int:
-    out = common.output_for(args, "doctor")
+def run(args: argparse.Namespace, out: Output) -> int:
     matrix = common.load(args.matrix, out, cache_dir=args.cache_dir)
     cells = matrix.select(cuda=args.cuda, arch=args.arch)
     layered = buildopts.layered_from(

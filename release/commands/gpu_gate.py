@@ -14,7 +14,7 @@ import os
 from release.building.gate import GateResult, run_gate
 from release.building.settings import Sourced
 from release.commands.parsing import arguments, buildopts, common
-from release.console import Annotation, markdown_table
+from release.console import Annotation, Output, markdown_table
 from release.errors import BuildError, ConfigError
 from release.matrix import GateRun
 from release.records.dist import load_dist
@@ -48,8 +48,7 @@ def _rows(results: list[GateResult]) -> list[list[str]]:
     ]
 
 
-def run(args: argparse.Namespace) -> int:
-    output = common.output_for(args, "gpu-gate")
+def run(args: argparse.Namespace, output: Output) -> int:
     matrix = common.load(args.matrix, output, cache_dir=args.cache_dir)
     gate = matrix.gpu_gate
     if gate is None:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from release.commands.parsing import arguments, common
+from release.commands.parsing import arguments
 from release.commands.parsing.options import ExistingDir
 from release.console import Output
 from release.init.detect import Note
@@ -87,8 +87,7 @@ def index_url(text: str) -> str:
     return text if text.endswith("/") else text + "/"
 
 
-def run(args: argparse.Namespace) -> int:
-    out = common.output_for(args, "init")
+def run(args: argparse.Namespace, out: Output) -> int:
     outcome = init_project(
         InitSettings(
             directory=args.directory,

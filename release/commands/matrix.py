@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from release.commands.parsing import arguments, common
+from release.console import Output
 from release.errors import ConfigError
 from release.fsutil import UnreadableDocument, json_document
 from release.matrix import (
@@ -169,6 +170,22 @@ def gate_matrix(
     }
 
 
+class _Format(argparse.Action):
+    """`--format json` is `--json`: set while the line is parsed, so that the command's
+    output (and its document on failure) is JSON from the start."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        setattr(namespace, self.dest, values)
+        if values == "json":
+            namespace.json = True
+
+
 HELP = "show the cells of the release matrix"
 SHARED: tuple[arguments.Shared, ...] = ("matrix", "cells", "output")
 
@@ -176,6 +193,7 @@ SHARED: tuple[arguments.Shared, ...] = ("matrix", "cells", "output")
 def add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--format",
+        action=_Format,
         choices=("table", "json", "github", "gpu"),
         default="table",
         help="github: the `strategy.matrix` of an Actions job; gpu: that of the GPU gate job, "
@@ -199,10 +217,7 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def run(args: argparse.Namespace) -> int:
-    if args.format == "json":
-        args.json = True
-    out = common.output_for(args, "matrix")
+def run(args: argparse.Namespace, out: Output) -> int:
     if args.schema:
         print(json.dumps(matrix_json_schema(), indent=2))
         return 0

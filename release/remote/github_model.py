@@ -10,8 +10,9 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-from release.errors import PublishError
+from release.errors import ConfigError, PublishError, shown
 from release.fsutil import UnreadableDocument, json_document
+from release.github_names import api_url_problem, repository_problem
 
 _KEPT_BY_GITHUB = re.compile(r"[A-Za-z0-9._+-]")
 
@@ -102,6 +103,27 @@ def parse_asset(data: object, what: str = "") -> AssetInfo:
         url=_field(data, "url", str, what),
         browser_download_url=_field(data, "browser_download_url", str, what),
     )
+
+
+def owner_and_name(repository: str) -> tuple[str, str]:
+    """`owner/name` split in two; a ConfigError for what is not a GitHub repository's name
+    (`a`, `a/..`: a request path built from it would name another endpoint)."""
+    problem = repository_problem(repository)
+    if problem is not None:
+        raise ConfigError([f"{shown(repository)} is not a GitHub repository ({problem})"])
+    owner, name = repository.split("/", 1)
+    return owner, name
+
+
+def checked_api_url(api_url: str) -> str:
+    """`api_url` without its trailing `/`; a ConfigError for what is not a REST API base."""
+    problem = api_url_problem(api_url)
+    if problem is not None:
+        raise ConfigError(
+            [f"GitHub API URL {shown(api_url)}: {problem}"],
+            hint="check `api-url` in matrix.yaml, --github-api-url and GITHUB_API_URL",
+        )
+    return api_url.rstrip("/")
 
 
 GITHUB_API = "https://api.github.com"  # github.com's REST API, where nothing names another
