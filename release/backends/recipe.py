@@ -1,5 +1,6 @@
 """The `build:` section of matrix.yaml and the recipe a CUDA version builds with: which
-backend, and the matrix's own variables and config settings for it.
+backend, the matrix's own variables and config settings for it, and the release's prepare
+step (a command run before the PEP 517 build: release.building.prepare runs it).
 
 Pure: the `BuildSpec` of the document (yamlspec loads it and writes its schema) and the
 recipe of a CUDA version (`merge`: its own `build` over the release's, key by key).
@@ -7,7 +8,7 @@ recipe of a CUDA version (`merge`: its own `build` over the release's, key by ke
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, get_args
 
 from release.yamlspec import optional
@@ -15,6 +16,29 @@ from release.yamlspec import optional
 BackendName = Literal["release", "cmake", "torch"]
 BACKEND_NAMES: tuple[BackendName, ...] = get_args(BackendName)
 DEFAULT_BACKEND: BackendName = "release"
+
+
+@dataclass(frozen=True)
+class PrepareSpec:
+    """A command run before each cell's PEP 517 build, from the directory of matrix.yaml,
+    in the cell's build environment (docs/matrix.md)."""
+
+    command: str = field(
+        metadata={
+            "doc": "the command, split as a shell would split it but run without one "
+            "(bash build_x.sh); from matrix.yaml's directory, in the cell's build environment"
+        }
+    )
+    version_file: str | None = optional(
+        "a file (relative to matrix.yaml's directory) the cell's version is written into "
+        "before the command, and put back after the build; the release's version is read "
+        "from it where the project's files compute theirs"
+    )
+    output: str | None = optional(
+        "the directory (relative to matrix.yaml's directory) the command stages the "
+        "distribution in: its pyproject.toml is what the PEP 517 build builds; release "
+        "empties it before the command and removes it after the build (default: the project)"
+    )
 
 
 @dataclass(frozen=True)
@@ -32,6 +56,10 @@ class BuildSpec:
         "compiles a cell's build runs at once (default: from the CPUs and the memory "
         "available, 3 GiB a compile)"
     )
+    prepare: PrepareSpec | None = optional(
+        "the release's: a command run before each cell's PEP 517 build (a script that "
+        "stages the distribution), with the version written where the project reads it"
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -43,11 +71,13 @@ class BuildRecipe:
     env: tuple[tuple[str, str], ...] = ()
     config_settings: tuple[tuple[str, str], ...] = ()
     compile_jobs: int | None = None
+    prepare: PrepareSpec | None = None
 
 
 def merge(release: BuildSpec | None, cuda: BuildSpec | None) -> BuildRecipe:
     """A CUDA version's recipe: its own `build` over the release's, key by key (`env` and
-    `config-settings` merge, the CUDA version's value winning)."""
+    `config-settings` merge, the CUDA version's value winning; `prepare` is the release's
+    alone)."""
     backend: BackendName = DEFAULT_BACKEND
     env: dict[str, str] = {}
     settings: dict[str, str] = {}
@@ -64,4 +94,5 @@ def merge(release: BuildSpec | None, cuda: BuildSpec | None) -> BuildRecipe:
         env=tuple(sorted(env.items())),
         config_settings=tuple(sorted(settings.items())),
         compile_jobs=jobs,
+        prepare=release.prepare if release is not None else None,
     )

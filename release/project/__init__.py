@@ -30,6 +30,7 @@ from release.project.files import (
     Reading,
     naming,
     read_project_files,
+    read_version_file,
     reading,
 )
 from release.project.places import Place, Said
@@ -67,5 +68,6 @@ __all__ = [
     "read_pyproject",
     "read_setup_cfg",
     "read_setup_py",
+    "read_version_file",
     "reading",
 ]
