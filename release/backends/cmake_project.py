@@ -71,10 +71,12 @@ def cmake_inputs(
     -DCMAKE_CUDA_FLAGS would replace the flags the project's own CUDAFLAGS give).
     """
     architectures = cmake_architectures(sms, ptx)
+    # a cell without device code (device-code: none) names no architectures: an empty
+    # CMAKE_CUDA_ARCHITECTURES is an error in a project that enables CUDA
+    defines = [f"-DCMAKE_CUDA_ARCHITECTURES={architectures}"] if architectures else []
     env = {
-        "CUDAARCHS": architectures,
-        "CMAKE_ARGS": f"-DCMAKE_CUDA_ARCHITECTURES={architectures} "
-        f"-DCMAKE_CUDA_COMPILER={toolkit.nvcc}",
+        **({"CUDAARCHS": architectures} if architectures else {}),
+        "CMAKE_ARGS": " ".join([*defines, f"-DCMAKE_CUDA_COMPILER={toolkit.nvcc}"]),
         "CUDACXX": str(toolkit.nvcc),
         "CUDA_HOME": str(toolkit.root),
         "CUDAToolkit_ROOT": str(toolkit.root),
@@ -85,7 +87,7 @@ def cmake_inputs(
     settings = {}
     if build_backend == SCIKIT_BUILD_BACKEND:
         settings = {
-            "cmake.define.CMAKE_CUDA_ARCHITECTURES": architectures,
+            **({"cmake.define.CMAKE_CUDA_ARCHITECTURES": architectures} if architectures else {}),
             "cmake.define.CMAKE_CUDA_COMPILER": str(toolkit.nvcc),
         }
     return env, settings
@@ -175,7 +177,8 @@ class CmakeBackend:
         return (
             f"PyPI {build_tools}; host g++ from PATH",
             "CMAKE_CUDA_ARCHITECTURES / CUDAARCHS "
-            f"{cmake_architectures(cell.sms, cell.ptx)}, CUDACXX, CUDA_HOME, CUDAToolkit_ROOT, "
+            f"{cmake_architectures(cell.sms, cell.ptx) or '(none: no device code)'}, CUDACXX, "
+            "CUDA_HOME, CUDAToolkit_ROOT, "
             "CMAKE_BUILD_PARALLEL_LEVEL"
             + "".join(f", CUDAFLAGS {flag}" for flag in compress_flags(cell.compress_mode))
             + "; label by rewriting the wheel",

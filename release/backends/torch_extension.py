@@ -182,9 +182,11 @@ def torch_arch_list(sms: Sequence[GpuTarget], ptx: GpuTarget | None) -> str:
 def torch_inputs(
     sms: Sequence[GpuTarget], ptx: GpuTarget | None, toolkit: NvccToolkit, *, jobs: int
 ) -> dict[str, str]:
-    """The environment of a setuptools build with torch's CUDAExtension."""
+    """The environment of a setuptools build with torch's CUDAExtension; a cell without
+    device code (device-code: none) gets no TORCH_CUDA_ARCH_LIST."""
+    arch_list = torch_arch_list(sms, ptx)
     return {
-        "TORCH_CUDA_ARCH_LIST": torch_arch_list(sms, ptx),
+        **({"TORCH_CUDA_ARCH_LIST": arch_list} if arch_list else {}),
         "CUDA_HOME": str(toolkit.root),
         "MAX_JOBS": str(jobs),
         "NVCC_THREADS": "1" if jobs < 4 else "2",
@@ -293,7 +295,7 @@ class TorchBackend:
 
     def describe(self, cell: CellTargets, build_tools: str) -> tuple[str, str]:
         try:
-            arch_list = torch_arch_list(cell.sms, cell.ptx)
+            arch_list = torch_arch_list(cell.sms, cell.ptx) or "(none: no device code)"
         except ValueError as error:
             arch_list = f"(cannot: {error})"
         return (

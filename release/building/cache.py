@@ -88,6 +88,7 @@ def wheel_cache_key(
             "build": [cell.build.backend, cell.build.env, cell.build.config_settings],
             # only where set, so that the keys of wheels built before it stay as they were
             **({"compress_mode": cell.compress_mode} if cell.compress_mode else {}),
+            **({"device_code": cell.device_code} if cell.host_only else {}),
             **({"prepare": _prepare_key(cell)} if cell.build.prepare else {}),
         },
         sort_keys=True,

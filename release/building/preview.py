@@ -169,12 +169,14 @@ class PlannedCell:
     against: tuple[str, str] | None = None
     stable_abi: str | None = None
     warnings: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()  # what its wheel is held to besides every wheel's checks
     prepare: str | None = None  # the release's prepare step, as it would run for the cell
 
     def document(self) -> dict[str, Any]:
         """The cell in `release build --dry-run --json`."""
         return {
             **(dict([self.against]) if self.against is not None else {}),
+            **({"notes": list(self.notes)} if self.notes else {}),
             **({"stable_abi": self.stable_abi} if self.stable_abi is not None else {}),
             **({"warnings": list(self.warnings)} if self.warnings else {}),
             "cell": self.cell,
@@ -214,6 +216,7 @@ def planned(settings: BuildSettings, cell: Cell, plan: ToolchainPlan) -> Planned
     abi = read[1].stable_abi if read is not None else None
     crossed = stable_abi_warning(abi) if abi is not None else None
     return PlannedCell(
+        notes=cell_notes(cell),
         against=against,
         stable_abi=stable_abi_note(abi) if abi is not None else None,
         warnings=(*arch_warnings(cell, read), *([crossed] if crossed else [])),
@@ -228,6 +231,25 @@ def planned(settings: BuildSettings, cell: Cell, plan: ToolchainPlan) -> Planned
         command=(*command, *inputs.config_args()),
         prepare=step.describe(str(cell.version)) if step is not None else None,
     )
+
+
+HOST_ONLY_NOTE = (
+    "no device code (device-code: none): its wheel must hold no fatbin, cubin or PTX file "
+    "and no shared object with a fatbin section"
+)
+PY3_NONE_NOTE = (
+    "one py3-none wheel (python: any) built with Python {python}: its shared objects must "
+    "use no Python C-API"
+)
+
+
+def cell_notes(cell: Cell) -> tuple[str, ...]:
+    """What the dry run says the cell's wheel is held to besides every wheel's checks: no
+    device code at all, no Python C-API for a py3-none torch wheel."""
+    notes = [HOST_ONLY_NOTE] if cell.host_only else []
+    if cell.torch is not None and cell.abi_tag == "none":
+        notes.append(PY3_NONE_NOTE.format(python=cell_targets(cell).python))
+    return tuple(notes)
 
 
 def project_setup_py(cell: Cell) -> tuple[Path, SetupPy] | None:

@@ -486,6 +486,8 @@ def _dry_run(settings: BuildSettings, plans: Mapping[str, ToolchainPlan], output
             output.line(f"{cell.cell}: builds against {cell.against[1]}")
         if cell.stable_abi is not None:
             output.line(f"{cell.cell}: {cell.stable_abi}")
+        for note in cell.notes:
+            output.line(f"{cell.cell}: {note}")
         for warning in cell.warnings:
             output.warning(warning, title=f"release build {cell.cell}")
     return 0

@@ -105,6 +105,7 @@ def cell_entry(cell: Cell) -> dict[str, str | int | bool]:
         "cuda_home": where.cuda_home,
         **torch_fields(cell),
         **({"compress_mode": cell.compress_mode} if cell.compress_mode else {}),
+        **({"device_code": cell.device_code} if cell.host_only else {}),
     }
 
 
@@ -225,7 +226,7 @@ def run(args: argparse.Namespace) -> int:
         [
             str(c.cuda),
             c.arch,
-            " ".join(str(s) for s in c.sms),
+            "no device code" if c.host_only else " ".join(str(s) for s in c.sms),
             str(c.ptx) if c.ptx else "-",
             c.local_label or "-",
             c.wheel_filename,

@@ -154,6 +154,20 @@ def test_torch_inputs() -> None:
     assert torch_inputs(SHIPPED, PTX_100, TOOLKIT, jobs=8)["NVCC_THREADS"] == "2"
 
 
+def test_a_cell_without_device_code_names_no_gpu_architectures() -> None:
+    env, settings = cmake_inputs((), None, TOOLKIT, jobs=1, build_backend=SKBUILD)
+    nvcc = "/cache/cuda-13.0/nvidia/cu13/bin/nvcc"
+    assert "CUDAARCHS" not in env
+    assert env["CMAKE_ARGS"] == f"-DCMAKE_CUDA_COMPILER={nvcc}"
+    assert settings == {"cmake.define.CMAKE_CUDA_COMPILER": nvcc}
+    assert "TORCH_CUDA_ARCH_LIST" not in torch_inputs((), None, TOOLKIT, jobs=1)
+    host_only = replace(targets_of(BuildRecipe(backend="torch")), sms=(), ptx=None)
+    assert (
+        "TORCH_CUDA_ARCH_LIST (none: no device code)"
+        in backend_for("torch").describe(host_only, "")[1]
+    )
+
+
 def test_build_inputs_add_the_pypi_library_dir_the_matrix_env_and_tools_first() -> None:
     recipe = BuildRecipe(
         backend="cmake",

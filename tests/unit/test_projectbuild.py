@@ -7,6 +7,7 @@ import base64
 import hashlib
 import io
 import json
+import sys
 import zipfile
 from pathlib import Path
 
@@ -194,6 +195,26 @@ def test_a_dry_run_shows_what_each_backend_receives(
     assert torch["device_compiler"].startswith("MISSING")
     assert cells["13.0-aarch64"]["builds"].startswith("not here: the cmake backend")
     assert list(tmp_path.iterdir()) == [], "a dry run provisions nothing"
+
+
+def test_a_dry_run_says_what_a_jit_first_torch_cells_wheel_is_held_to(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
+    matrix = str(BUILD / "torch-jit.yaml")
+    args = ["build", "--matrix", matrix, "--dry-run", "--json", "--cache-dir", str(tmp_path)]
+    assert main(args) == 0
+    (cell,) = json.loads(capsys.readouterr().out)["cells"]
+    assert cell["wheel"] == "k3_kernels-0.1.0-py3-none-manylinux_2_28_x86_64.whl"
+    assert "TORCH_CUDA_ARCH_LIST" not in cell["inputs"]
+    python = f"{sys.version_info.major}.{sys.version_info.minor}"
+    assert cell["torch"].startswith(f"torch 2.14.1 for Python {python}, from pip index")
+    assert cell["notes"] == [
+        "no device code (device-code: none): its wheel must hold no fatbin, cubin or PTX file "
+        "and no shared object with a fatbin section",
+        f"one py3-none wheel (python: any) built with Python {python}: its shared objects "
+        "must use no Python C-API",
+    ]
 
 
 def test_doctor_shows_per_cell_what_its_backend_uses_and_receives() -> None:
