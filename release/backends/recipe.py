@@ -1,6 +1,5 @@
 """The `build:` section of matrix.yaml and the recipe a CUDA version builds with: which
-backend, the matrix's own variables and config settings for it, and the release's prepare
-step (a command run before the PEP 517 build: release.building.prepare runs it).
+backend, and the matrix's own variables and config settings for it.
 
 Pure: the `BuildSpec` of the document (yamlspec loads it and writes its schema) and the
 recipe of a CUDA version (`merge`: its own `build` over the release's, key by key).
@@ -16,29 +15,14 @@ from release.yamlspec import optional
 BackendName = Literal["release", "cmake", "torch"]
 BACKEND_NAMES: tuple[BackendName, ...] = get_args(BackendName)
 DEFAULT_BACKEND: BackendName = "release"
-
-
-@dataclass(frozen=True)
-class PrepareSpec:
-    """A command run before each cell's PEP 517 build, from the directory of matrix.yaml,
-    in the cell's build environment (docs/matrix.md)."""
-
-    command: str = field(
-        metadata={
-            "doc": "the command, split as a shell would split it but run without one "
-            "(bash build_x.sh); from matrix.yaml's directory, in the cell's build environment"
-        }
-    )
-    version_file: str | None = optional(
-        "a file (relative to matrix.yaml's directory) the cell's version is written into "
-        "before the command, and put back after the build; the release's version is read "
-        "from it where the project's files compute theirs"
-    )
-    output: str | None = optional(
-        "the directory (relative to matrix.yaml's directory) the command stages the "
-        "distribution in: its pyproject.toml is what the PEP 517 build builds; release "
-        "empties it before the command and removes it after the build (default: the project)"
-    )
+# The CUDA libraries a build may link or include, as the linker names them (-lnvrtc is
+# `nvrtc`); `cccl` is the header-only thrust, cub and libcu++. release.toolchain.pins says
+# which PyPI wheels each comes from, per CUDA version.
+CudaLibraryName = Literal[
+    "cudart", "nvrtc", "cublas", "cublasLt", "cufft", "cufftw", "curand", "cusolver",
+    "cusparse", "nvJitLink", "nvfatbin", "cufile", "nvjpeg", "cccl",
+]  # fmt: skip
+CUDA_LIBRARY_NAMES: tuple[CudaLibraryName, ...] = get_args(CudaLibraryName)
 
 
 @dataclass(frozen=True)
@@ -51,6 +35,15 @@ class BuildSpec:
     env: dict[str, str] | None = optional("environment variables of the build")
     config_settings: dict[str, str] | None = optional(
         "PEP 517 config settings (-C KEY=VALUE) of the build"
+    )
+    requires: list[str] | None = optional(
+        "build requirements (PEP 508) the cell's build environment gets besides the "
+        "project's own [build-system] requires: apache-tvm-ffi==0.1.9"
+    )
+    cuda_libraries: list[CudaLibraryName] | None = optional(
+        "CUDA libraries the project links or includes (nvrtc, cublas, cublasLt, ...): the "
+        "CUDA_HOME of a cmake or torch cell gets each from PyPI's wheels for its CUDA version, "
+        "with its headers and its unversioned link name (libnvrtc.so)"
     )
     compile_jobs: int | None = optional(
         "compiles a cell's build runs at once (default: from the CPUs and the memory "
@@ -95,4 +88,28 @@ def merge(release: BuildSpec | None, cuda: BuildSpec | None) -> BuildRecipe:
         config_settings=tuple(sorted(settings.items())),
         compile_jobs=jobs,
         prepare=release.prepare if release is not None else None,
+    )
+
+
+@dataclass(frozen=True)
+class PrepareSpec:
+    """The release's prepare step: a command run before each cell's PEP 517 build, from the
+    directory of matrix.yaml, in the cell's build environment (docs/matrix.md;
+    release.building.preparestep runs it)."""
+
+    command: str = field(
+        metadata={
+            "doc": "the command, split as a shell would split it but run without one "
+            "(bash build_x.sh); from matrix.yaml's directory, in the cell's build environment"
+        }
+    )
+    version_file: str | None = optional(
+        "a file (relative to matrix.yaml's directory) the cell's version is written into "
+        "before the command, and put back after the build; the release's version is read "
+        "from it where the project's files compute theirs"
+    )
+    output: str | None = optional(
+        "the directory (relative to matrix.yaml's directory) the command stages the "
+        "distribution in: its pyproject.toml is what the PEP 517 build builds; release "
+        "empties it before the command and removes it after the build (default: the project)"
     )
