@@ -6,7 +6,9 @@ What it guarantees, cell by cell:
 
 - the command runs from matrix.yaml's directory (the repository root), without a shell,
   in the cell's build environment: the variables the PEP 517 build gets, its Python first
-  on PATH (a torch cell's torch venv), CUDA_HOME where the backend sets one;
+  on PATH (a torch cell's torch venv), CUDA_HOME where the backend sets one, and
+  RELEASE_PREPARE=1 (a script that also builds or installs on its own skips that under
+  release, which builds the staged directory itself);
 - before it, the declared output is emptied (nothing of an earlier run reaches the
   wheel) and the cell's version is written into the version file;
 - after the cell's build, failed or not, the version file gets its own bytes back (it is
@@ -45,6 +47,7 @@ from release.matrix import Cell, Matrix
 from release.project import read_pyproject
 
 _ONE_AT_A_TIME = threading.Lock()  # cells with a prepare step share its output
+PREPARING = "RELEASE_PREPARE"  # set for the command: it runs as release's prepare step
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -171,7 +174,7 @@ def prepared(
             if step.version_file is not None:
                 step.version_file.parent.mkdir(parents=True, exist_ok=True)
                 step.version_file.write_text(version + "\n", encoding="utf-8")
-            done = proc.run(step.words, env=env, log=log, cwd=step.root)
+            done = proc.run(step.words, env={**env, PREPARING: "1"}, log=log, cwd=step.root)
             if not done.ok:
                 raise CellFailure(
                     f"the prepare step `{step.command}` failed (exit {done.returncode})",

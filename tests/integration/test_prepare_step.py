@@ -72,7 +72,8 @@ into = sys.argv[sys.argv.index("--into") + 1]
 shutil.copytree("tiny", os.path.join(into, "tiny"))
 shutil.copy("tiny_src/pyproject.toml", into)
 shutil.copy("tiny_src/VERSION", os.path.join(into, "tiny", "VERSION"))
-seen = {"python": sys.executable, "cwd": os.getcwd(), "marker": os.environ.get("K3_MARKER")}
+seen = {"python": sys.executable, "cwd": os.getcwd(), "marker": os.environ.get("K3_MARKER"),
+        "preparing": os.environ.get("RELEASE_PREPARE")}
 with open(os.path.join(into, "tiny", "seen.json"), "w") as out:
     json.dump(seen, out)
 if os.environ.get("K3_FAIL"):
@@ -157,8 +158,14 @@ def test_the_step_stages_the_cells_version_and_leaves_the_checkout_as_found(
     with zipfile.ZipFile(wheel) as archive:
         assert archive.read("tiny/VERSION") == b"1.2.3+cu129\n"
         seen = json.loads(archive.read("tiny/seen.json"))
-    # from the repository root, with the cell's Python first on PATH and its variables
-    assert seen == {"python": seen["python"], "cwd": str(checkout), "marker": "seen"}
+    # from the repository root, with the cell's Python first on PATH and its variables, told
+    # that it runs as release's prepare step
+    assert seen == {
+        "python": seen["python"],
+        "cwd": str(checkout),
+        "marker": "seen",
+        "preparing": "1",
+    }
     assert Path(seen["python"]).parent == Path(sys.executable).parent
     assert "python3 stage.py --into staged" in log.read_text()
     # the version the release workflow wrote is back, the output is gone
