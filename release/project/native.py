@@ -46,6 +46,7 @@ class NativeBuild:
     ("17"), a package-data pattern under its package's directory (`pkg/include/**/*`)."""
 
     units: tuple[Said, ...] = ()
+    computed_units: tuple[Said, ...] = ()  # f-strings and globs that name sources (as said)
     libraries: tuple[Said, ...] = ()
     standard: Said | None = None  # the lowest standard the flags give
     package_data: tuple[Said, ...] = ()
@@ -68,6 +69,7 @@ def merged(builds: Iterable[NativeBuild]) -> NativeBuild:
     standards = [b.standard for b in every if b.standard is not None]
     return NativeBuild(
         units=tuple(_unique(u for b in every for u in b.units)),
+        computed_units=tuple(u for b in every for u in b.computed_units),
         libraries=tuple(lib for b in every for lib in b.libraries),
         standard=min(standards, key=lambda s: int(s.value or 0)) if standards else None,
         package_data=tuple(d for b in every for d in b.package_data),
@@ -92,15 +94,23 @@ def native_of_setup_py(text: str, file: str = "setup.py") -> NativeBuild:
         return NativeBuild()
     parents = {id(c): n for n in ast.walk(tree) for c in ast.iter_child_nodes(n)}
     units, libraries, standards, data, imports, requirements = [], [], [], [], [], []
+    computed = []
     for node in ast.walk(tree):
         place = Place(file=file, line=getattr(node, "lineno", None))
+        if isinstance(node, ast.JoinedStr) and _names_source(node):
+            computed.append(Said(place=place, expression=ast.unparse(node)))
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             imports += [Said(place=place, value=m) for m in _imported(node)]
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
             value = node.value
+            if value.endswith(SOURCE_SUFFIXES) and isinstance(parents.get(id(node)), ast.JoinedStr):
+                continue
             if value.endswith(SOURCE_SUFFIXES):
                 path = _joined(node, parents.get(id(node)))
-                units += [(node.col_offset, Said(place=place, value=path))] if path else []
+                if path is None:
+                    computed.append(Said(place=place, expression=value))
+                else:
+                    units.append((node.col_offset, Said(place=place, value=path)))
             elif value.startswith("-l") and len(value) > 2 and " " not in value:
                 libraries.append(Said(place=place, value=value[2:]))
             elif (year := _year(value)) is not None:
@@ -114,6 +124,7 @@ def native_of_setup_py(text: str, file: str = "setup.py") -> NativeBuild:
     ordered = [s for _, s in sorted(units, key=lambda u: (u[1].place.line or 0, u[0]))]
     return NativeBuild(
         units=tuple(_unique(ordered)),
+        computed_units=tuple(computed),
         libraries=tuple(sorted(libraries, key=lambda s: s.place.line or 0)),
         standard=min(standards, key=lambda s: int(s.value or 0)) if standards else None,
         package_data=tuple(data),
@@ -124,7 +135,7 @@ def native_of_setup_py(text: str, file: str = "setup.py") -> NativeBuild:
 
 def native_of_script(text: str, file: str) -> NativeBuild:
     """What a shell script's quoted strings say (its heredoc's Python included)."""
-    units, libraries, standards, imports = [], [], [], []
+    units, computed, libraries, standards, imports = [], [], [], [], []
     for number, line in enumerate(text.splitlines(), start=1):
         if line.lstrip().startswith("#"):
             continue
@@ -135,7 +146,9 @@ def native_of_script(text: str, file: str) -> NativeBuild:
         joins = {m.start(1): m.group(1) for m in _JOIN.finditer(line)}
         for match in _QUOTED.finditer(line):
             value = match.group(2)
-            if value.endswith(SOURCE_SUFFIXES):
+            if value.endswith(SOURCE_SUFFIXES) and ("*" in value or "$" in value or "{" in value):
+                computed.append(Said(place=place, expression=value))
+            elif value.endswith(SOURCE_SUFFIXES):
                 inside = [args for start, args in joins.items() if start <= match.start()]
                 parts = [q.group(2) for q in _QUOTED.finditer(inside[-1])] if inside else [value]
                 units.append(Said(place=place, value="/".join(parts)))
@@ -145,6 +158,7 @@ def native_of_script(text: str, file: str) -> NativeBuild:
                 standards.append(Said(place=place, value=str(year), expression=value))
     return NativeBuild(
         units=tuple(_unique(units)),
+        computed_units=tuple(computed),
         libraries=tuple(libraries),
         standard=min(standards, key=lambda s: int(s.value or 0)) if standards else None,
         imports=tuple(imports),
@@ -161,6 +175,12 @@ def python_binding(text: str, file: str) -> Said | None:
             marker = match.group(1) or match.group(2)
             return Said(place=Place(file=file, line=number), value=marker)
     return None
+
+
+def _names_source(node: ast.JoinedStr) -> bool:
+    """An f-string whose last literal part ends like a source file's name."""
+    last = node.values[-1] if node.values else None
+    return isinstance(last, ast.Constant) and str(last.value).endswith(SOURCE_SUFFIXES)
 
 
 def _imported(node: ast.Import | ast.ImportFrom) -> list[str]:

@@ -99,7 +99,7 @@ def _staged_by(sub: Subproject, script: Script, exists: frozenset[str]) -> Stage
     name = sub.pyproject.name
     # a script that tests RELEASE_PREPARE (release's prepare step sets it) skips its own
     # build and installs under release
-    guarded = PREPARING in script.text
+    guarded = any(PREPARING in t and not t.lstrip().startswith("#") for t in lines)
     return Staged(
         directory=sub.directory,
         name=Said(place=_under(sub.directory, name.place), value=name.value),

@@ -141,3 +141,14 @@ def test_a_tvm_ffi_unit_binds_to_no_python() -> None:
         "TVM_FFI_DLL_EXPORT_TYPED_FUNC(init, dg_init);\n"
     )
     assert python_binding(unit, "csrc/tvm_ffi_api.cpp") is None
+
+
+def test_a_source_an_f_string_names_is_computed_not_a_unit() -> None:
+    read = native_of_setup_py('abi = "stable"\nsources = [f"csrc/{abi}/ops.cpp", "csrc/x.cpp"]\n')
+    assert [u.value for u in read.units] == ["csrc/x.cpp"]
+    assert [(str(c.place), c.expression) for c in read.computed_units] == [
+        ("setup.py:2", "f'csrc/{abi}/ops.cpp'")
+    ]
+    script = native_of_script('nvcc "$SRC/kernel.cu" "csrc/${NAME}.cpp"\n', "b.sh")
+    assert script.units == ()
+    assert len(script.computed_units) == 2
