@@ -185,14 +185,14 @@ def _staged_findings(read: Reading, layout: Layout) -> list[Finding]:
         Finding(
             key="project",
             value=staged.directory,
-            source=f"{staged.copies}: {staged.script} stages {staged.directory}/pyproject.toml: "
+            source=f"{staged.copies}: copies {staged.directory}/pyproject.toml to stage it: "
             f"{staged.name.value} is the distribution published{instead}",
         ),
         Finding(
             key="build.prepare",
             value=staged.command,
-            source=f"{staged.copies}: it stages {staged.output or '?'}/, which the PEP 517 "
-            "build builds",
+            source=f"{staged.copies}: {staged.script} stages {staged.output or '?'}/, which the "
+            "PEP 517 build then builds",
         ),
     ]
     if staged.version_file is not None:

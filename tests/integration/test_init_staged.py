@@ -90,11 +90,15 @@ def test_the_distribution_a_script_stages_is_released_as_it_is_shipped(
     )
     assert found["project"] == (
         "sgl_k3_jit",
-        f"build_sgl_k3_jit.sh:{copies}: build_sgl_k3_jit.sh stages sgl_k3_jit/pyproject.toml: "
+        f"build_sgl_k3_jit.sh:{copies}: copies sgl_k3_jit/pyproject.toml to stage it: "
         "sgl-k3-jit is the distribution published, not the root's k3_jit "
         f"(setup.py:{named})",
     )
-    assert found["build.prepare"][0] == "bash build_sgl_k3_jit.sh"
+    assert found["build.prepare"] == (
+        "bash build_sgl_k3_jit.sh",
+        f"build_sgl_k3_jit.sh:{copies}: build_sgl_k3_jit.sh stages build/, which the PEP 517 "
+        "build then builds",
+    )
     assert found["build.prepare.version-file"][0] == "sgl_k3_jit/VERSION"
     assert found["name"] == ("sgl-k3-jit", "sgl_k3_jit/pyproject.toml:6")
     assert found["version"] == ("0.1.0", "sgl_k3_jit/VERSION:1")
