@@ -143,7 +143,7 @@ def reproduce_line(
         if step.version_file is not None
         else ""
     )
-    command = proc.reproduce_command(step.words, env, step.root, parent=parent)
+    command = proc.reproduce_command(step.words, {**env, PREPARING: "1"}, step.root, parent=parent)
     return f"{wrote}{command} && {built}"
 
 
