@@ -494,7 +494,7 @@ def build_cell(
     environment = settings.environments.get(cell.id)
     python = str(environment.python) if environment is not None else settings.python
     env = cell_environment(inputs, base=settings.environ, python=python, epoch=settings.epoch)
-    step = step_of(settings.matrix, cell)  # a prepare step stages what is built
+    step = step_of(settings.matrix, cell, own=(settings.out, settings.cache_dir, settings.work_dir))
     built = step.build_dir if step is not None else settings.matrix.project.path
     command = [
         *build_command(python, built, outdir, isolated=environment is None),

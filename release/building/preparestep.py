@@ -14,9 +14,10 @@ What it guarantees, cell by cell:
 - after the cell's build, failed or not, the version file gets its own bytes back (it is
   removed where it did not exist) and the output is removed: the checkout is left as it
   was found;
-- what `git status` lists outside the declared output and the version file is the same
-  after the command as before it (the files it lists hashed too): a command that writes
-  elsewhere fails the cell, naming the paths. Paths the repository's .gitignore ignores
+- what `git status` lists outside the declared output, the version file and release's own
+  outputs (dist/ with the cell's log, the caches) is the same after the command as before
+  it (the files it lists hashed too): a command that writes elsewhere fails the cell,
+  naming the paths. Paths the repository's .gitignore ignores
   are the project's own build products and are not checked; outside a git checkout
   nothing is;
 - the staged pyproject.toml names the matrix's project: the wheel built is the release's;
@@ -58,6 +59,7 @@ class PrepareStep:
     output: Path | None
     project: Path  # the project's directory: built where there is no output
     name: str  # the project's name, which the staged pyproject.toml must have
+    own: tuple[Path, ...] = ()  # where release itself writes (dist/, its logs, the caches)
 
     @property
     def words(self) -> list[str]:
@@ -85,8 +87,10 @@ class PrepareStep:
         return path.relative_to(self.root).as_posix() if path is not None else ""
 
 
-def step_of(matrix: Matrix, cell: Cell) -> PrepareStep | None:
-    """The cell's prepare step, or None where the release has none."""
+def step_of(matrix: Matrix, cell: Cell, *, own: Iterable[Path | None] = ()) -> PrepareStep | None:
+    """The cell's prepare step, or None where the release has none; `own`: the directories
+    release itself writes during it (the cell's log in dist/), which the checkout's check
+    leaves out."""
     spec = cell.build.prepare
     if spec is None:
         return None
@@ -98,6 +102,7 @@ def step_of(matrix: Matrix, cell: Cell) -> PrepareStep | None:
         output=root / spec.output if spec.output else None,
         project=matrix.project.path,
         name=matrix.project.name,
+        own=tuple(p.resolve() for p in own if p is not None),
     )
 
 
@@ -251,7 +256,7 @@ def _held_to_outputs(
         return
     toplevel, old = before
     new = after[1]
-    declared = [p for p in (step.output, step.version_file) if p is not None]
+    declared = [p for p in (step.output, step.version_file, *step.own) if p is not None]
 
     def is_declared(path: str) -> bool:
         file = toplevel / path

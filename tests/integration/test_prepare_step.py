@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -252,3 +253,24 @@ def test_the_dry_run_says_where_the_step_runs_and_what_it_builds(checkout: Path)
     assert cell["wheel"] == "tiny_staged-1.2.3+cu129-py3-none-manylinux_2_28_x86_64.whl"
     assert not (checkout / "staged").exists()
     assert not (checkout.parent / "cache").exists()
+
+
+def test_what_release_writes_itself_in_the_checkout_is_not_the_commands(checkout: Path) -> None:
+    """dist/ (the cell's log) in a checkout that does not ignore it: the log is written as
+    the command ends, before the checkout is looked at again."""
+    matrix = load_matrix(checkout / "matrix.yaml")
+    log = checkout / "dist" / "logs" / "13.0-x86_64.log"
+    log.parent.mkdir(parents=True)
+    own = step_of(matrix, matrix.cells[0], own=[checkout / "dist"])
+    assert own is not None
+    with prepared(own, "1.2.3", env=environment(), log=log) as built:
+        assert built == checkout / "staged"
+    assert log.is_file()
+    log.unlink()
+    bare = step_of(matrix, matrix.cells[0])
+    assert bare is not None
+    with (
+        pytest.raises(CellFailure, match=re.escape("declared output: dist/logs/13.0-x86_64.log")),
+        prepared(bare, "1.2.3", env=environment(), log=log),
+    ):
+        pytest.fail("the log was taken for the command's")
