@@ -52,6 +52,7 @@ from release.backends.registry import backend_for, build_inputs
 from release.backends.rules import (
     nvcc_problem,
     placement_problem,
+    prepare_problems,
     spec_problems,
     targets_problem,
 )
@@ -74,6 +75,7 @@ __all__ = [
     "merge",
     "nvcc_problem",
     "placement_problem",
+    "prepare_problems",
     "pyproject_table",
     "read_build_backend",
     "spec_problems",

@@ -1,15 +1,18 @@
 """The rules a `build:` section follows, whatever its backend: the matrix sets no variable
 or config setting the backend gets from the cell, no credential and no SOURCE_DATE_EPOCH;
-and the cell's targets are ones its backend can build.
+a prepare step is the release's, its paths inside the repository and apart from the
+project's sources; and the cell's targets are ones its backend can build.
 """
 
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Sequence
+from pathlib import PurePosixPath
 
 from release.backends.nvcc import cross_problem, missing_nvcc
-from release.backends.recipe import BackendName, BuildSpec
+from release.backends.recipe import BackendName, BuildSpec, PrepareSpec
 from release.backends.registry import backend_for
 from release.credentials import is_secret_name
 from release.errors import shown
@@ -58,6 +61,61 @@ def spec_problems(spec: BuildSpec, backend: BackendName, path: str) -> list[tupl
         elif (problem := chosen.setting_problem(name, value)) is not None:
             problems.append((key, problem))
     return problems
+
+
+def prepare_problems(
+    prepare: PrepareSpec, path: str, *, project: str | None
+) -> list[tuple[str, str]]:
+    """(key path, message) for each rule the prepare step at `path` breaks: it is the
+    release's (`project` is the matrix's `project:`; None for a CUDA version's `build`),
+    its command splits into words, its files are inside matrix.yaml's directory, and its
+    output is neither the project's sources nor holds the version file."""
+    if project is None:
+        return [(path, "a prepare step is the release's: move it to the top-level build")]
+    problems: list[tuple[str, str]] = []
+    try:
+        words = shlex.split(prepare.command)
+    except ValueError as error:
+        words, problems = [], [(join_path(path, "command"), f"cannot be split: {error}")]
+    if not words and not problems:
+        problems.append((join_path(path, "command"), "is empty: name the command to run"))
+    paths = {"version-file": prepare.version_file, "output": prepare.output}
+    for key, value in paths.items():
+        problem = _inside_problem(value) if value is not None else None
+        if problem is not None:
+            problems.append((join_path(path, key), problem))
+    if problems or prepare.output is None:
+        return problems
+    output = PurePosixPath(prepare.output)
+    sources = PurePosixPath(project)
+    if output == sources or output in sources.parents:
+        problems.append(
+            (
+                join_path(path, "output"),
+                f"{prepare.output} holds the project ({project}), and release empties it "
+                "before the command: name the directory the command stages into",
+            )
+        )
+    if prepare.version_file is not None and output in PurePosixPath(prepare.version_file).parents:
+        problems.append(
+            (
+                join_path(path, "version-file"),
+                f"{prepare.version_file} is inside the output {prepare.output}, which release "
+                "empties before the command: name the file the command reads the version from",
+            )
+        )
+    return problems
+
+
+def _inside_problem(value: str) -> str | None:
+    """Why `value` is not a path inside matrix.yaml's directory (relative, no `..`)."""
+    pure = PurePosixPath(value)
+    if not value or pure.is_absolute() or ".." in pure.parts or pure == PurePosixPath("."):
+        return (
+            f"{shown(value)} is not a path inside matrix.yaml's directory (write it relative "
+            "to it, without ..)"
+        )
+    return None
 
 
 def targets_problem(

@@ -19,6 +19,9 @@ Its modules:
 - `jobs`: How many compiles a cell's build runs at once (MAX_JOBS, CMAKE_BUILD_PARALLEL_LEVEL,
   NVCC_THREADS, csrc's RELEASE_JOBS).
 - `pipeline`: The one road of a cell, whatever its backend.
+- `preparestep`: A release's prepare step (matrix.yaml's `build.prepare`): a command each cell
+  runs before its PEP 517 build, such as a script that stages the published distribution from
+  a subdirectory; the checkout is left as it was found.
 - `preview`: What a build would do, known before anything is provisioned.
 - `relabel`: A wheel's version rewritten to carry a local label, for builds that cannot set one,
   and a nightly's dev version, which no build sets. csrc's backend writes `0.1.0+cu129` into its

@@ -93,10 +93,16 @@ def wheel_cache_key(
             # only where set, so that the keys of wheels built before it stay as they were
             **({"compress_mode": cell.compress_mode} if cell.compress_mode else {}),
             **({"device_code": cell.device_code} if cell.host_only else {}),
+            **({"prepare": _prepare_key(cell)} if cell.build.prepare else {}),
         },
         sort_keys=True,
     )
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+
+def _prepare_key(cell: Cell) -> list[str | None]:
+    prepare = cell.build.prepare
+    return [prepare.command, prepare.version_file, prepare.output] if prepare else []
 
 
 @dataclass(frozen=True, kw_only=True)

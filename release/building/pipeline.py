@@ -48,6 +48,7 @@ from release.building.compilecache import (
     start_server,
 )
 from release.building.jobs import killed_for_memory, memory_remedy
+from release.building.preparestep import maybe_prepared, reproduce_line, step_of
 from release.building.relabel import RelabelError, as_platlib, rewrite_version
 from release.building.runtimedeps import libraries_verdict
 from release.building.settings import BuildEnv, BuildSettings, CellFailure, CellResult
@@ -486,6 +487,38 @@ def write_files(files: Mapping[Path, str]) -> None:
             path.chmod(0o755)
 
 
+def _built_now(
+    cell: Cell,
+    toolchain: Toolchain,
+    settings: BuildSettings,
+    *,
+    command: list[str],
+    env: Mapping[str, str],
+    outdir: Path,
+    log: Path,
+    staging: Path,
+    stats: list[CacheStats],
+    stop_record: Path,
+    compile_records: Path | None,
+) -> Path:
+    """The cell's one wheel from its PEP 517 build, through the compile cache where its
+    compiles go through it."""
+    jobs = settings.compile_jobs_of(cell).jobs
+    if through_compile_cache(cell, toolchain):
+        return _cached_wheel(
+            command, env, outdir, log, jobs=jobs, cache=settings.compile_cache,
+            local_dir=staging / "no-compile-cache"
+            if settings.compile_cache.storage == "none"
+            else settings.compile_dir_of(cell),
+            environ=settings.environ, stats=stats, stop_record=stop_record, cell=cell,
+            compile_records=compile_records,
+        )  # fmt: skip
+    return _one_wheel(
+        command, env, outdir, log, jobs=jobs, stop_record=stop_record, cell=cell,
+        compile_records=compile_records,
+    )  # fmt: skip
+
+
 def build_cell(
     cell: Cell, toolchain: Toolchain, settings: BuildSettings, sources: str
 ) -> CellResult:
@@ -507,8 +540,10 @@ def build_cell(
     environment = settings.environments.get(cell.id)
     python = str(environment.python) if environment is not None else settings.python
     env = cell_environment(inputs, base=settings.environ, python=python, epoch=settings.epoch)
+    step = step_of(settings.matrix, cell, own=(settings.out, settings.cache_dir, settings.work_dir))
+    built = step.build_dir if step is not None else settings.matrix.project.path
     command = [
-        *build_command(python, settings.matrix.project.path, outdir, isolated=environment is None),
+        *build_command(python, built, outdir, isolated=environment is None),
         *inputs.config_args(),
     ]
     identity = {**toolchain.identity, "build_tools": " ".join(settings.build_tools.versions)}
@@ -528,19 +563,10 @@ def build_cell(
         else:
             log.unlink(missing_ok=True)
             write_files(inputs.files)
-            jobs = settings.compile_jobs_of(cell).jobs
-            if through_compile_cache(cell, toolchain):
-                wheel = _cached_wheel(
-                    command, env, outdir, log, jobs=jobs, cache=settings.compile_cache,
-                    local_dir=staging / "no-compile-cache"
-                    if settings.compile_cache.storage == "none"
-                    else settings.compile_dir_of(cell),
-                    environ=settings.environ, stats=stats, stop_record=stop_record, cell=cell,
-                    compile_records=compile_records,
-                )  # fmt: skip
-            else:
-                wheel = _one_wheel(
-                    command, env, outdir, log, jobs=jobs, stop_record=stop_record, cell=cell,
+            with maybe_prepared(step, str(cell.version), env=env, log=log):
+                wheel = _built_now(
+                    cell, toolchain, settings, command=command, env=env, outdir=outdir, log=log,
+                    staging=staging, stats=stats, stop_record=stop_record,
                     compile_records=compile_records,
                 )  # fmt: skip
             candidate, report = certify(
@@ -554,7 +580,7 @@ def build_cell(
         near = budget_warning(report, cell)
         return final, report, lookup.data is not None, (*warnings, *([near] if near else []))
 
-    reproduce = proc.reproduce_command(command, env, None, parent=settings.environ)
+    reproduce = reproduce_line(step, str(cell.version), command, env, parent=settings.environ)
     try:
         summary = toolchain_summary(toolchain)
         if environment is not None:

@@ -24,6 +24,7 @@ from release.backends import (
 )
 from release.backends.archflags import LiteralFlags, cell_request, literal_warning
 from release.building.pipeline import build_command
+from release.building.preparestep import step_of
 from release.building.settings import BuildSettings
 from release.matrix import Cell
 from release.project.archchanges import torch_arch_changes
@@ -169,6 +170,7 @@ class PlannedCell:
     stable_abi: str | None = None
     warnings: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()  # what its wheel is held to besides every wheel's checks
+    prepare: str | None = None  # the release's prepare step, as it would run for the cell
 
     def document(self) -> dict[str, Any]:
         """The cell in `release build --dry-run --json`."""
@@ -185,6 +187,7 @@ class PlannedCell:
             "host_cc": self.host_cc,
             "inputs": dict(self.inputs),
             "config_settings": dict(self.config_settings),
+            **({"prepare": self.prepare} if self.prepare is not None else {}),
             "command": list(self.command),
         }
 
@@ -205,9 +208,9 @@ def planned(settings: BuildSettings, cell: Cell, plan: ToolchainPlan) -> Planned
     if spec is not None:  # it builds in its backend's own environment, without isolation
         python = str(environment_python(spec, settings.toolchain_dir))
         against = spec.preview(settings.toolchain_dir / spec.dirname)
-    command = build_command(
-        python, settings.matrix.project.path, settings.out, isolated=spec is None
-    )
+    step = step_of(settings.matrix, cell)
+    built = step.build_dir if step is not None else settings.matrix.project.path
+    command = build_command(python, built, settings.out, isolated=spec is None)
     env = {**inputs.env, "SOURCE_DATE_EPOCH": str(settings.epoch)}
     read = project_setup_py(cell)
     abi = read[1].stable_abi if read is not None else None
@@ -226,6 +229,7 @@ def planned(settings: BuildSettings, cell: Cell, plan: ToolchainPlan) -> Planned
         inputs=dict(sorted(env.items())),
         config_settings=dict(sorted(inputs.config_settings.items())),
         command=(*command, *inputs.config_args()),
+        prepare=step.describe(str(cell.version)) if step is not None else None,
     )
 
 

@@ -30,7 +30,7 @@ from release.backends import (
     nvcc_problem,
     placement_problem,
 )
-from release.building.cache import project_files, source_digest
+from release.building.cache import source_digest
 from release.building.pipeline import (
     build_cell,
     cell_inputs,
@@ -38,6 +38,7 @@ from release.building.pipeline import (
     record_cell,
     through_compile_cache,
 )
+from release.building.preparestep import build_sources
 from release.building.settings import BuildEnv, BuildSettings, CellResult
 from release.building.torchcell import build_environment
 from release.credentials import without_credentials
@@ -309,7 +310,7 @@ def build_cells(
     then holds what finished, for the caller to record."""
     settings.out.mkdir(parents=True, exist_ok=True)
     settings.device_log.unlink(missing_ok=True)
-    sources = source_digest(project_files(settings.matrix.project.path))
+    sources = source_digest(build_sources(settings.matrix))
     stop = threading.Event()
     lock = threading.Lock()
 

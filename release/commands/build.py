@@ -478,6 +478,8 @@ def _dry_run(settings: BuildSettings, plans: Mapping[str, ToolchainPlan], output
     for cell in cells:
         shown = " ".join(f"{k}={shlex.quote(v)}" for k, v in cell.inputs.items())
         how = "" if cell.backend == DEFAULT_BACKEND else f"{cell.backend} backend, {cell.builds}: "
+        if cell.prepare is not None:
+            output.line(f"{cell.cell}: first, the prepare step {cell.prepare}")
         output.line(f"{cell.cell}: {how}{shown} {shlex.join(cell.command)}")
         if cell.against is not None:
             output.line(f"{cell.cell}: builds against {cell.against[1]}")

@@ -9,11 +9,14 @@ indent (or nothing, for an empty one). Every other `${name}` is a plain substitu
 
 from __future__ import annotations
 
+import json
 import re
 import textwrap
 from collections.abc import Mapping, Sequence
 from importlib import resources
 from string import Template
+
+from ruamel.yaml import YAML
 
 from release.backends import backend_for
 from release.init.decide import Decision
@@ -102,6 +105,7 @@ def render_matrix(decision: Decision, tool_version: str) -> str:
         "sms": ", ".join(str(t) for t in decision.sms),
         "ptx": str(decision.ptx) if decision.ptx is not None else "none",
         "manylinux": decision.manylinux,
+        **_staging(decision),
     }
     comments = {
         "notes": _notes(decision.changes, decision.undecided),
@@ -116,13 +120,79 @@ def render_matrix(decision: Decision, tool_version: str) -> str:
         torch_values, torch_comments = _torch(decision, found)
         values.update(torch_values)
         comments.update(torch_comments)
+        values["targets"] = _targets(decision, found)
     return fill(f"matrix-{decision.backend}.yaml", values, comments)
+
+
+def _staging(decision: Decision) -> dict[str, str]:
+    """`project:`'s value and the build section's prepare step, build requirements and CUDA
+    libraries (issue 51's keys: lines at the build section's indent, each ending in a
+    newline, or nothing)."""
+    lines: list[str] = []
+    prepare = decision.prepare
+    if prepare is not None:
+        lines.append(_wrapped(f"From {_found_source(decision, 'build.prepare')}.", "  # "))
+        lines += ["  prepare:", f"    command: {_scalar(prepare.command)}"]
+        if prepare.version_file is not None:
+            said = _found_source(decision, "build.prepare.version-file")
+            lines.append(_wrapped(f"From {said}.", "    # "))
+            lines.append(f"    version-file: {_scalar(prepare.version_file)}")
+        if prepare.output is not None:
+            lines.append(f"    output: {_scalar(prepare.output)}")
+    if decision.requires:
+        lines.append(_wrapped(f"From {_found_source(decision, 'build.requires')}.", "  # "))
+        lines.append(f"  requires: [{', '.join(json.dumps(r) for r in decision.requires)}]")
+    if decision.cuda_libraries:
+        lines.append(_wrapped(f"From {_found_source(decision, 'build.cuda-libraries')}.", "  # "))
+        lines.append(f"  cuda-libraries: [{', '.join(decision.cuda_libraries)}]")
+    return {
+        "project": _scalar(decision.project),
+        "prepare": "".join(f"{line}\n" for line in lines),
+    }
+
+
+def _targets(decision: Decision, found: Mapping[str, Finding]) -> str:
+    """The defaults' GPU targets: sms and ptx with where each was read, or, for a wheel
+    without device code, `device-code: none` and why."""
+    if decision.device_code is not None:
+        return "\n".join(
+            [
+                "  # The wheel carries no device code: its kernels are compiled at run time.",
+                _wrapped(_from(found, "device-code"), "  # "),
+                f"  device-code: {decision.device_code}",
+            ]
+        )
+    return "\n".join(
+        [
+            "  # GPU architectures with a cubin each.",
+            *([_wrapped(_from(found, "sms"), "  # ")] if "sms" in found else []),
+            f"  sms: [{', '.join(str(t) for t in decision.sms)}]",
+            "  # PTX for GPUs newer than the list (torch adds it to one of the SMs).",
+            *([_wrapped(_from(found, "ptx"), "  # ")] if "ptx" in found else []),
+            f"  ptx: {decision.ptx if decision.ptx is not None else 'none'}",
+        ]
+    )
+
+
+def _found_source(decision: Decision, key: str) -> str:
+    return next((f.source for f in decision.found if f.key == key), "the project")
+
+
+def _scalar(text: str) -> str:
+    """`text` as a plain YAML scalar where it reads back as that string, else quoted."""
+    plain = re.fullmatch(r"[A-Za-z0-9_./][A-Za-z0-9_./ -]*", text) and not text.endswith(" ")
+    if plain and YAML(typ="safe").load(text) == text:
+        return text
+    return json.dumps(text)
 
 
 def _torch(
     decision: Decision, found: Mapping[str, Finding]
 ) -> tuple[dict[str, str], dict[str, str]]:
-    if decision.abi3 is not None:
+    if decision.python_any:
+        python_line = "python: any"
+        python_from = _from(found, "python")
+    elif decision.abi3 is not None:
         tag = f"cp{decision.abi3.replace('.', '')}-abi3"
         python_line = f'abi3: "{decision.abi3}"'
         python_from = f"A py_limited_api extension: one {tag} wheel a cell. {_from(found, 'abi3')}"

@@ -25,6 +25,7 @@ from release.init.toolref import tool_commit
 from release.init.torchindex import torch_releases
 from release.matrix import matrix_from_text
 from release.project import read_project_files, reading
+from release.project.layout import read_layout
 from release.remote import httpclient as http
 from release.remote.retry import RetryPolicy
 from release.remote.simple_index import ACCEPT, parse_project_page, project_page_url
@@ -80,8 +81,9 @@ def init_project(settings: InitSettings, torch_source: TorchSource | None = None
             f"{'exists' if len(existing) == 1 else 'exist'}: release init replaces nothing",
             hint=f"pass --force to write over {'it' if len(existing) == 1 else 'them'}",
         )
-    read = reading(read_project_files(directory))
-    backend = backend_of(read)
+    files = read_project_files(directory)
+    read, layout = reading(files), read_layout(files)
+    backend = backend_of(read, layout)
     lookup = None
     if backend_for(backend[0]).torch_axes:
         index = settings.torch_index or PYPI_SIMPLE
@@ -91,7 +93,7 @@ def init_project(settings: InitSettings, torch_source: TorchSource | None = None
             )
         else:
             lookup = (torch_source or ask_index)(index)
-    decision = decide(read, backend, lookup, torch_index=settings.torch_index)
+    decision = decide(read, backend, lookup, torch_index=settings.torch_index, layout=layout)
     matrix_text = render_matrix(decision, __version__)
     check_loads(matrix_text, matrix_path)
     workflow_text = render_workflow(

@@ -6,7 +6,7 @@ list, and the exact torch to pin from an index's torch releases. Pure.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
@@ -17,6 +17,8 @@ from release.project import PyProject, Reading, Said, SetupPy
 from release.project.stableabi import stable_abi_crossing, stable_abi_note
 
 CPYTHONS = ("3.9", "3.10", "3.11", "3.12", "3.13", "3.14")  # offline: the Python list's range
+# torch 2.14's ATen.h: "#error C++20 or later compatible compiler is required to use ATen."
+CXX20_SINCE = Version("2.14")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -243,17 +245,33 @@ def _python_list(read: Reading, torch: TorchPin) -> tuple[tuple[str, ...], str]:
 # - the torch pin -
 
 
-def torch_pin(pyproject: PyProject | None, lookup: TorchLookup | None) -> TorchPin:
+def torch_pin(
+    pyproject: PyProject | None, lookup: TorchLookup | None, standard: Said | None = None
+) -> TorchPin:
     """The exact torch the cells build against: the newest the index has that the build
-    requirement allows; a TODO where the index was not asked or has none."""
+    requirement allows, and that compiles the project's C++ `standard` (a year, where its
+    flags give one: torch 2.14 and later need C++20); a TODO where the index was not asked
+    or has none."""
     required = pyproject.requirement("torch") if pyproject else None
     specifier = required.requirement.specifier if required else SpecifierSet()
     place = str(required.place) if required else ("pyproject.toml" if pyproject else "setup.py")
     wanted = f"{required.requirement} ({place})" if required else "no build requirement"
+    older = standard is not None and int(standard.value or 0) < 20
+    if older and standard is not None:
+        specifier &= SpecifierSet(f"<{CXX20_SINCE}")
+        wanted += (
+            f" and the project's C++{standard.value} ({standard.place}: {standard.expression}; "
+            f"torch {CXX20_SINCE} and later need C++20)"
+        )
     todo = "write the exact torch version to build against on matrix.yaml's TODO line"
     if lookup is None or lookup.releases is None:
         why = lookup.failure if lookup is not None else "no index was asked"
         note = Note(place=place, text=f"no exact torch pinned: {why}", fix=todo)
+        if older and standard is not None:
+            note = replace(
+                note,
+                fix=f"{todo}, older than {CXX20_SINCE} (the project compiles C++{standard.value})",
+            )
         return TorchPin(version=None, pythons=(), found=None, undecided=(note,))
     chosen = newest_allowed(lookup.releases, specifier)
     if chosen is None:

@@ -9,6 +9,7 @@ anything. Every problem is reported at once as
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -42,7 +43,7 @@ from release.matrix.model import (
 from release.matrix.nightly import nightly_channel, s3_destination
 from release.matrix.rules import check_cells, gpu_gate, release_build
 from release.matrix.spec import DestinationSpec, MatrixSpec
-from release.project import Naming, naming, read_project_files, reading
+from release.project import Naming, naming, read_project_files, read_version_file, reading
 from release.yamlspec import (
     DocumentLoader,
     bounds_problem,
@@ -58,10 +59,24 @@ GITHUB_ASSET_MAX_MIB = 2048
 # --- Loading. ---
 
 
-def read_project(path: Path) -> Naming:
+def read_project(path: Path, version_file: Path | None = None) -> Naming:
     """The kernel project's name and version as its files say them, read statically
-    (release.project): literals, or where each is computed."""
-    return naming(reading(read_project_files(path)))
+    (release.project): literals, or where each is computed; a computed version from a
+    prepare step's `version_file`."""
+    said = None
+    if version_file is not None:
+        said = read_version_file(version_file, os.path.relpath(version_file, path))
+    return naming(reading(read_project_files(path)), said)
+
+
+def _version_file(spec: MatrixSpec, root: Path) -> Path | None:
+    """The prepare step's version-file, where it names one inside `root` (the rules say
+    what is wrong with one that does not)."""
+    prepare = spec.build.prepare if spec.build is not None else None
+    named = prepare.version_file if prepare is not None else None
+    if not named or Path(named).is_absolute() or ".." in Path(named).parts:
+        return None
+    return root / named
 
 
 # Names a project whose files compute its name or version (`Naming` says where), given the
@@ -123,7 +138,7 @@ def matrix_from_text(
     if spec is not None:
         project_dir = (path.parent / spec.project).resolve()
         if named is None:
-            said = read_project(project_dir)
+            said = read_project(project_dir, _version_file(spec, path.parent.resolve()))
             named = said.static
             if said.problem is not None:
                 loader.problem("project", said.problem)

@@ -6,7 +6,9 @@ Name and version come from pyproject.toml's [project] where it has them; a versi
 `dynamic` from setup.py's setup(version=...), setup.cfg, or an `attr:` whose module sets
 it as a literal (setuptools reads `attr:` the same way before it imports anything); a
 project without [project] from setup.py's setup() and setup.cfg's [metadata]. What is
-computed is said with its place, for the build backend to answer.
+computed is said with its place, for the build backend to answer. A release whose prepare
+step writes the version into a file (matrix.yaml's `build.prepare.version-file`) reads a
+computed version from that file (`read_version_file`).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from packaging.version import InvalidVersion, Version
 from release.errors import ConfigError, FileError, shown
 from release.fsutil import not_utf8
 from release.project.cmakelists import CMAKELISTS, CMakeLists, read_cmakelists
-from release.project.places import Said
+from release.project.places import Place, Said
 from release.project.pyproject import (
     PYPROJECT,
     SETUP_CFG,
@@ -209,8 +211,23 @@ def reading(files: ProjectFiles) -> Reading:
     )
 
 
-def naming(read: Reading) -> Naming:
-    """The project's name and version (see the module doc), each checked (PEP 508, PEP 440)."""
+def read_version_file(path: Path, shown_as: str) -> Said:
+    """The version a prepare step's version-file holds (its text without surrounding
+    whitespace, as a staging script reads it), at `shown_as`; an absent file says so in
+    its expression (no value)."""
+    text = _read(path)
+    if text is None:
+        return Said(place=Place(file=shown_as), expression="no such file")
+    value = text.strip()
+    if not value:
+        return Said(place=Place(file=shown_as, line=1), expression="an empty file")
+    return Said(place=Place(file=shown_as, line=1), value=value, expression="version-file")
+
+
+def naming(read: Reading, version_file: Said | None = None) -> Naming:
+    """The project's name and version (see the module doc), each checked (PEP 508, PEP 440);
+    where the files compute the version (or name none), a prepare step's `version_file`
+    (read_version_file) gives it."""
     pyproject, setup_py, setup_cfg = read.pyproject, read.setup_py, read.setup_cfg
     if pyproject is None and setup_py is None and setup_cfg is None:
         return Naming(
@@ -233,6 +250,16 @@ def naming(read: Reading) -> Naming:
     else:
         name = from_setup[0] if from_setup else None
         version = _setup_version(read)
+    if version_file is not None and (version is None or not version.literal):
+        if not version_file.literal:
+            where = version_file.place.at(read.directory)
+            problem = (
+                f"{where}: {version_file.expression}: the prepare step's version-file is "
+                "where the release's version is read from (write the version there, as the "
+                "release workflow does from the tag)"
+            )
+            return Naming(name=name, version=None, problem=problem)
+        version = version_file
     return Naming(name=name, version=version, problem=_invalid(read.directory, name, version))
 
 

@@ -39,6 +39,9 @@ class PyProject:
     pythons: tuple[str, ...]  # the Python 3.X classifiers
     version_attr: Said | None  # [tool.setuptools.dynamic] version = {attr = "pkg.__version__"}
     problem: str | None = None
+    version_from: Said | None = None  # [tool.setuptools.dynamic] version = {file = "pkg/VERSION"}
+    package_data: tuple[Said, ...] = ()  # [tool.setuptools.package-data]: "pkg/include/**/*"
+    dependencies: tuple[Said, ...] = ()  # [project] dependencies
 
     def requirement(self, name: str) -> BuildRequirement | None:
         """The build requirement on `name` (canonical compare), if any."""
@@ -95,6 +98,13 @@ def read_pyproject(text: str) -> PyProject:
         requires_python=_said(text, "project", "requires-python", project.get("requires-python")),
         pythons=_classifier_pythons(project.get("classifiers")),
         version_attr=_version_attr(text, data),
+        version_from=_version_from(text, data),
+        package_data=_package_data(text, data),
+        dependencies=tuple(
+            Said(place=_at(toml_line(text, "project", "dependencies", needle=d)), value=d)
+            for d in _list(project.get("dependencies"))
+            if isinstance(d, str)
+        ),
     )
 
 
@@ -149,6 +159,27 @@ def _version_attr(text: str, data: dict[str, object]) -> Said | None:
     if not isinstance(attr, str):
         return None
     return Said(place=_at(toml_line(text, "tool.setuptools.dynamic", "version")), value=attr)
+
+
+def _version_from(text: str, data: dict[str, object]) -> Said | None:
+    tool = _table(_table(_table(data.get("tool")).get("setuptools")).get("dynamic"))
+    found = _table(tool.get("version")).get("file")
+    if isinstance(found, list) and len(found) == 1:
+        found = found[0]
+    if not isinstance(found, str):
+        return None
+    return Said(place=_at(toml_line(text, "tool.setuptools.dynamic", "version")), value=found)
+
+
+def _package_data(text: str, data: dict[str, object]) -> tuple[Said, ...]:
+    """Each pattern of [tool.setuptools.package-data], under its package's directory."""
+    table = _table(_table(_table(data.get("tool")).get("setuptools")).get("package-data"))
+    found = []
+    for package, patterns in table.items():
+        place = _at(toml_line(text, "tool.setuptools.package-data", package))
+        base = package.replace(".", "/") + "/" if package not in ("", "*") else ""
+        found += [Said(place=place, value=base + p) for p in _list(patterns) if isinstance(p, str)]
+    return tuple(found)
 
 
 def _classifier_pythons(classifiers: object) -> tuple[str, ...]:
