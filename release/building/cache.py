@@ -89,6 +89,12 @@ def wheel_cache_key(
             # only where set, so that the keys of wheels built before it stay as they were
             **({"compress_mode": cell.compress_mode} if cell.compress_mode else {}),
             **({"device_code": cell.device_code} if cell.host_only else {}),
+            **({"requires": list(cell.build.requires)} if cell.build.requires else {}),
+            **(
+                {"cuda_libraries": list(cell.build.cuda_libraries)}
+                if cell.build.cuda_libraries
+                else {}
+            ),
         },
         sort_keys=True,
     )

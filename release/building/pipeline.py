@@ -12,7 +12,7 @@ import shutil
 import tempfile
 import time
 import zipfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -53,15 +53,21 @@ from release.inspection.wheel import WheelReport, budget_warning
 from release.matrix import Cell
 from release.matrix.compilecache import CompileCache
 from release.targets import target_problem
-from release.toolchain import Toolchain
-from release.toolchain.buildenv import cell_targets
+from release.toolchain import Toolchain, frontend
+from release.toolchain.buildenv import cell_targets, cuda_home_of
 
 # ---------------------------------------------------------------- pure core
 
 
-def build_command(python: str, project: Path, outdir: Path, *, isolated: bool = True) -> list[str]:
+def build_command(
+    python: str, project: Path, outdir: Path, *, isolated: bool = True, requires: Sequence[str] = ()
+) -> list[str]:
     """The PEP 517 build; a torch cell's runs in its torch environment, without isolation,
-    so that it compiles against exactly the pinned torch."""
+    so that it compiles against exactly the pinned torch (which holds the matrix's build
+    requirements too). An isolated build with build requirements of the matrix's goes
+    through release.toolchain.frontend, which adds them to the isolated environment."""
+    if isolated and requires:
+        return frontend.command(python, project, outdir, requires)
     isolation = [] if isolated else ["--no-isolation"]
     return [python, "-m", "build", "--wheel", *isolation, "--outdir", str(outdir), str(project)]
 
@@ -75,11 +81,13 @@ def retag_command(python: str, wheel: Path, cell: Cell) -> list[str]:
 
 
 def nvcc_toolkit(toolchain: Toolchain) -> NvccToolkit | None:
-    """The provisioned nvcc as a backend sees it (None where the toolchain has none); PyPI's
-    keeps its static libraries in lib/."""
-    if toolchain.plan.device_compiler != "nvcc" or toolchain.cuda_home is None:
+    """The CUDA_HOME a cmake or torch cell builds with, as a backend sees it (None where the
+    toolchain has none): nvcc's tree, or the one made of it and the cell's CUDA libraries
+    (without nvcc where PyPI has none: release.toolchain.cudahome). PyPI's nvcc keeps its
+    static libraries in lib/."""
+    root = cuda_home_of(toolchain)
+    if root is None:
         return None
-    root = toolchain.cuda_home
     from_pypi = toolchain.plan.device is not None
     return NvccToolkit(
         root=root,
@@ -462,9 +470,10 @@ def build_cell(
     python = str(environment.python) if environment is not None else settings.python
     env = cell_environment(inputs, base=settings.environ, python=python, epoch=settings.epoch)
     command = [
-        *build_command(python, settings.matrix.project.path, outdir, isolated=environment is None),
+        *build_command(python, settings.matrix.project.path, outdir, isolated=environment is None,
+                       requires=cell.build.requires),
         *inputs.config_args(),
-    ]
+    ]  # fmt: skip
     identity = {**toolchain.identity, "build_tools": " ".join(settings.build_tools.versions)}
     if environment is not None:
         identity.update(environment.cache_identity())

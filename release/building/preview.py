@@ -97,16 +97,27 @@ class BackendRow:
 def _device(cell: Cell, plan: ToolchainPlan, missing: str | None) -> str:
     if missing is not None:
         return f"MISSING: {missing}; {NVCC_HINT.format(cuda=cell.cuda)}"
+    libraries = (
+        f"; CUDA_HOME with {', '.join(plan.library_names) or 'the runtime'} (PyPI "
+        f"{', '.join(plan.libraries.requirements)})"
+        if plan.libraries is not None
+        else ""
+    )
     if plan.device is None:
-        return f"nvcc from {plan.cuda_home}"
-    return f"{plan.device_compiler} (PyPI {', '.join(plan.device.requirements)})"
+        return f"nvcc from {plan.cuda_home}{libraries}"
+    if plan.device_compiler != "nvcc" and backend_for(cell.build.backend).needs_nvcc:
+        # a cell without device code: its CUDA_HOME holds the libraries alone
+        return f"none (no device code, no nvcc){libraries}"
+    return f"{plan.device_compiler} (PyPI {', '.join(plan.device.requirements)}){libraries}"
 
 
 def doctor_row(cell: Cell, plan: ToolchainPlan) -> BackendRow:
     """The cell's backend, the device compiler and build tools it will use, where it
     builds, and what it receives from `release`."""
     backend = backend_for(cell.build.backend)
-    missing = nvcc_problem(backend.name, str(cell.cuda), plan.device_compiler)
+    missing = (
+        None if cell.host_only else nvcc_problem(backend.name, str(cell.cuda), plan.device_compiler)
+    )
     elsewhere = placement_problem(backend.name, cell.arch, plan.host_arch)
     builds = "here"
     if elsewhere is not None:
@@ -119,6 +130,8 @@ def doctor_row(cell: Cell, plan: ToolchainPlan) -> BackendRow:
     if recipe.env or recipe.config_settings:
         names = [k for k, _ in recipe.env] + [f"-C{k}" for k, _ in recipe.config_settings]
         receives += f"; from the matrix: {', '.join(names)}"
+    if recipe.requires:
+        receives += f"; build requirements from the matrix: {', '.join(recipe.requires)}"
     return BackendRow(
         cell=cell.id,
         backend=recipe.backend,
@@ -206,8 +219,9 @@ def planned(settings: BuildSettings, cell: Cell, plan: ToolchainPlan) -> Planned
         python = str(environment_python(spec, settings.toolchain_dir))
         against = spec.preview(settings.toolchain_dir / spec.dirname)
     command = build_command(
-        python, settings.matrix.project.path, settings.out, isolated=spec is None
-    )
+        python, settings.matrix.project.path, settings.out, isolated=spec is None,
+        requires=cell.build.requires,
+    )  # fmt: skip
     env = {**inputs.env, "SOURCE_DATE_EPOCH": str(settings.epoch)}
     read = project_setup_py(cell)
     abi = read[1].stable_abi if read is not None else None

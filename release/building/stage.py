@@ -66,9 +66,8 @@ from release.toolchain import (
     host_platform,
     install_pinset,
     provision,
-    resolve,
 )
-from release.toolchain.buildenv import environment_of
+from release.toolchain.buildenv import cell_plan, environment_of
 from release.toolchain.torchenv import find_python
 
 CellProgress = Callable[[str, Cell, CellResult | None], None]
@@ -112,10 +111,12 @@ def schedule(cells: Sequence[Cell]) -> list[list[Cell]]:
 
 
 def buildable_problem(cell: Cell, plan: ToolchainPlan) -> ToolchainError | None:
-    """Why the cell cannot build here with `plan` (its remedy in the hint), or None."""
+    """Why the cell cannot build here with `plan` (its remedy in the hint), or None. A cell
+    that compiles no device code needs no nvcc: its CUDA_HOME of headers and libraries
+    comes from PyPI for any CUDA version."""
     backend = backend_for(cell.build.backend)
     missing = nvcc_problem(backend.name, str(cell.cuda), plan.device_compiler)
-    if missing is not None:
+    if missing is not None and not cell.host_only:
         return ToolchainError(f"{cell.id}: {missing}", hint=NVCC_HINT.format(cuda=cell.cuda))
     elsewhere = placement_problem(backend.name, cell.arch, plan.host_arch)
     if elsewhere is not None:
@@ -159,12 +160,7 @@ def manifest_entry(cell: Cell, report: WheelReport, toolchain: Mapping[str, str]
 
 def plan_toolchains(settings: BuildSettings) -> dict[str, ToolchainPlan]:
     return {
-        cell.id: resolve(
-            str(cell.cuda),
-            cell.arch,
-            cuda_home=settings.cuda_home,
-            cache_dir=settings.toolchain_dir,
-        )
+        cell.id: cell_plan(cell, cuda_home=settings.cuda_home, cache_dir=settings.toolchain_dir)
         for cell in settings.cells
     }
 

@@ -26,9 +26,9 @@ from release.toolchain import (
     ToolchainPlan,
     present_dirs,
     provision,
-    resolve,
     zig_target,
 )
+from release.toolchain.buildenv import cell_plan
 from release.toolchain.cacheroot import toolchain_cache
 
 HELP = "show the toolchain of every CUDA version and arch"
@@ -151,9 +151,7 @@ def run(args: argparse.Namespace) -> int:
     )
     root = toolchain_cache(layered.cache_dir.value)
     cuda_home = layered.cuda_home.value
-    by_cell = {
-        c.id: resolve(str(c.cuda), c.arch, cuda_home=cuda_home, cache_dir=root) for c in cells
-    }
+    by_cell = {c.id: cell_plan(c, cuda_home=cuda_home, cache_dir=root) for c in cells}
     plans = list(dict.fromkeys(by_cell.values()))
     toolchains = None
     if args.provision:

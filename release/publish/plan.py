@@ -44,7 +44,8 @@ from release.records.manifest import (
     read_manifests,
     sdist_filename,
 )
-from release.toolchain import present_dirs, resolve
+from release.toolchain import present_dirs
+from release.toolchain.buildenv import cell_plan
 
 
 class State(enum.Enum):
@@ -250,7 +251,7 @@ def toolchain_verdicts(
     out: dict[str, ToolchainVerdict] = {}
     for cell in cells:
         try:
-            plan = resolve(str(cell.cuda), cell.arch, cuda_home=cuda_home, cache_dir=cache)
+            plan = cell_plan(cell, cuda_home=cuda_home, cache_dir=cache)
         except ToolchainError as error:
             out[cell.id] = ToolchainVerdict(ok=False, text=f"missing: {error.message}")
             continue

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from release.backends.archflags import ArchRequest, Stop, cell_request
-from release.building.pipeline import arch_failure, logged_cause, remedy_problem
+from release.building.pipeline import arch_failure, build_command, logged_cause, remedy_problem
 from release.matrix import Cell, load_matrix
 from release.targets import GpuTarget as T
 
@@ -82,3 +82,20 @@ def test_the_inspections_message_gains_the_cause_from_the_build_log(tmp_path: Pa
     assert logged_cause(log, cell) is not None  # still other targets than the cell's
     log.write_text("c++ -c a.cpp\n", encoding="utf-8")
     assert logged_cause(log, cell) is None
+
+
+def test_an_isolated_build_with_the_matrixs_requirements_goes_through_the_frontend() -> None:
+    """`python -m build` cannot add requirements to its isolated environment;
+    release.toolchain.frontend (pypa/build's library API) can. A torch cell's build runs
+    in its environment, which holds them already."""
+    plain = build_command("/py", Path("/src"), Path("/out"))
+    assert plain == ["/py", "-m", "build", "--wheel", "--outdir", "/out", "/src"]
+    extra = build_command("/py", Path("/src"), Path("/out"), requires=("tvm-ffi==0.1.9", "ninja"))
+    assert extra == [
+        "/py", "-m", "release.toolchain.frontend", "--requires", "tvm-ffi==0.1.9",
+        "--requires", "ninja", "--outdir", "/out", "/src",
+    ]  # fmt: skip
+    in_environment = build_command(
+        "/venv/python", Path("/src"), Path("/out"), isolated=False, requires=("ninja",)
+    )
+    assert in_environment[:5] == ["/venv/python", "-m", "build", "--wheel", "--no-isolation"]
