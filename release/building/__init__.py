@@ -10,6 +10,10 @@ Its modules:
   dependency of this tool) that the cmake and torch backends' compiles and csrc's nvcc compiles
   go through, on the storage the matrix or the command names (csrc's NVRTC cells, a library's
   compiles, keep csrc's own device cache only).
+- `diagnose`: Why a PEP 517 build failed, in one line with its remedy, read from the build's
+  log: a module the build environment lacks (build.requires), libraries the linker cannot
+  find or headers the compiler cannot (build.cuda-libraries), a C++ standard older than
+  torch's headers require, else the first compiler error.
 - `excluded`: What matrix.yaml's `exclude` saved: for each SM an exclusion removed from a built
   cell, the bytes that SM's device code weighs in a sibling cell of the same build that holds it
   (the same CUDA version first, whose device code is the same; else the same CPU arch).

@@ -40,6 +40,7 @@ from release.building.compilecache import (
     sccache_binary,
     start_server,
 )
+from release.building.diagnose import failure_cause
 from release.building.jobs import killed_for_memory, memory_remedy
 from release.building.relabel import RelabelError, rewrite_version
 from release.building.settings import BuildEnv, BuildSettings, CellFailure, CellResult
@@ -381,6 +382,8 @@ def _one_wheel(
         what = proc.failure("the PEP 517 build", built, detail=False)
         if killed_for_memory(built.output, built.returncode):
             what += f": {memory_remedy(jobs)}"
+        elif (cause := failure_cause(built.output.splitlines())) is not None:
+            what += f": {cause}"
         raise CellFailure(what, proc.tail(built.output))
     wheels = sorted(outdir.glob("*.whl"))
     if len(wheels) != 1:
