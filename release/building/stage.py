@@ -62,6 +62,7 @@ from release.toolchain import (
     Progress,
     Toolchain,
     ToolchainPlan,
+    envcache,
     host_machine,
     host_platform,
     install_pinset,
@@ -238,7 +239,9 @@ def prepare(
 ) -> tuple[BuildSettings, dict[str, Toolchain]]:
     """Every selected cell's toolchain, provisioned (and the build tools, in the returned
     settings), after checking that every cell builds here: nothing is downloaded for a
-    build that could not finish."""
+    build that could not finish. The torch environments are then pruned to their budget,
+    never one this build (or another) uses."""
+    budget = envcache.budget_of(settings.environ)
     plans = plan_toolchains(settings)
     check_cells(settings.cells, plans)
     for cell in settings.cells:
@@ -261,7 +264,27 @@ def prepare(
         settings = replace(settings, build_tools=tools)
     for cell_id, environment in environments.items():
         events.note(f"{cell_id}: {environment.identity}")
+    if environments:
+        for line in pruned_notes(envcache.prune(settings.toolchain_dir, budget.size), budget):
+            events.note(line)
     return replace(settings, environments=environments), toolchains
+
+
+def pruned_notes(pruned: envcache.Pruned, budget: envcache.Budget) -> list[str]:
+    """What a prune of the torch environments says: each one deleted, and where the rest
+    stay over the budget because builds use them."""
+    over = f"the torch environments' budget of {budget.describe()} ({budget.source})"
+    lines = [
+        f"pruned the torch environment {e.path.name} ({envcache.shown_size(e.size)}, the "
+        f"least recently used): over {over}"
+        for e in pruned.deleted
+    ]
+    if pruned.in_use:
+        lines.append(
+            f"the torch environments hold {envcache.shown_size(pruned.remaining)}, over "
+            f"{over}: {len(pruned.in_use)} of them in use by builds now"
+        )
+    return lines
 
 
 def provision_environments(

@@ -11,6 +11,9 @@ Its modules:
   toolkit's nvcc tree with the headers, libraries and unversioned link names of the CUDA
   libraries it names (build.cuda-libraries); without nvcc where PyPI has none and the cell
   compiles no device code.
+- `envcache`: The torch environments kept within a size budget ($RELEASE_TORCH_ENV_BUDGET):
+  held in use by each process that builds with one, pruned least recently used first, never
+  one in use.
 - `frontend`: The PEP 517 frontend of a cell whose isolated build gets the matrix's
   build.requires besides the project's own (`python -m release.toolchain.frontend`).
 - `nvccwrap`: The program every CUDA compile of a torch or CMake cell goes through (`python -m

@@ -4,7 +4,8 @@ own and the matrix's build.requires), and a CUDA_HOME assembled from the toolcha
 nvcc, or the CUDA_HOME of the cell's CUDA libraries: release.toolchain.cudahome) and the
 CUDA library headers and link names that torch's own nvidia-* wheels bring. Made once per
 (torch, CUDA, arch, Python, index, requirements) in the toolchain cache, checked when read
-back, one CUDA_HOME per toolchain.
+back, one CUDA_HOME per toolchain; held in use while a process builds with it
+(release.toolchain.envcache), which keeps it from being pruned.
 
 The pure core names the environment and judges what torch reports; the edge installs and
 probes it through a `proc.Runner`.
@@ -31,6 +32,7 @@ from release.backends.base import EnvironmentPaths, EnvironmentSpec
 from release.backends.torch_extension import CXX_WRAPPER_PATH, TorchEnvSpec
 from release.errors import ToolchainError
 from release.resources import script
+from release.toolchain import envcache
 from release.toolchain.provision import Progress, check_pip_install, pip_config, pip_progress
 
 if sys.version_info >= (3, 11):
@@ -294,13 +296,14 @@ def provision_torch_env(
     env: Mapping[str, str],
     progress: Progress | None = None,
 ) -> TorchEnv:
-    """The cell's torch environment in `cache_dir` (made once; a damaged one is made again).
-    `python` is the
+    """The cell's torch environment in `cache_dir` (made once; a damaged one is made again),
+    held in use by this process from now on (release.toolchain.envcache). `python` is the
     tool's own (its pip installs into the venv); `toolkit` is the toolchain's CUDA_HOME
     (PyPI's nvcc, or the one of the cell's CUDA libraries)."""
     if not isinstance(spec, TorchEnvSpec):
         raise TypeError(f"no provisioning for a {type(spec).__name__}")
     root = cache_dir / spec.dirname
+    envcache.hold(cache_dir, spec.dirname)
     with _locked(cache_dir / f"{spec.dirname}.lock"):
         recorded = _read_back(root, spec)
         if recorded is None:

@@ -19,14 +19,14 @@ from ruamel.yaml import YAML
 from release.backends import BuildRecipe
 from release.building.pipeline import relabelled
 from release.building.preview import TOOLKIT_INPUTS, doctor_rows, planned_inputs
-from release.building.stage import buildable_problem, check_cells
+from release.building.stage import buildable_problem, check_cells, pruned_notes
 from release.cli import main
 from release.errors import ConfigError, ToolchainError
 from release.inspection.devicecode import NO_DEVICE_CODE
 from release.inspection.fatbin import FatbinContents
 from release.inspection.wheel import inspect_wheel
 from release.matrix import Cell, load_matrix, matrix_json_schema
-from release.toolchain import ToolchainPlan, resolve
+from release.toolchain import ToolchainPlan, envcache, resolve
 from release.yamlspec import as_plain
 
 TESTS = Path(__file__).resolve().parents[1]
@@ -396,3 +396,24 @@ def test_doctor_says_a_cell_without_nvcc_builds_with_its_libraries() -> None:
     with_nvcc = rows["13.0-x86_64-torch2.11.0"]
     assert with_nvcc.device.startswith("nvcc (PyPI nvidia-cuda-nvcc==13.0.88")
     assert "CUDA_HOME with nvrtc, cublas, cublasLt (PyPI " in with_nvcc.device
+
+
+def test_the_build_says_which_torch_environment_it_pruned_and_why() -> None:
+    gone = envcache.Environment(
+        path=Path("/c/torch-2.11.0-cu130-py3.11-a"), size=5 * 2**30, last_used=1
+    )
+    busy = envcache.Environment(
+        path=Path("/c/torch-2.14.1-cu130-py3.11-b"), size=6 * 2**30, last_used=2
+    )
+    budget = envcache.Budget(size=4 * 2**30, source="$RELEASE_TORCH_ENV_BUDGET")
+    notes = pruned_notes(
+        envcache.Pruned(deleted=(gone,), in_use=(busy,), remaining=6 * 2**30), budget
+    )
+    assert notes == [
+        "pruned the torch environment torch-2.11.0-cu130-py3.11-a (5 GiB, the least recently "
+        "used): over the torch environments' budget of 4 GiB ($RELEASE_TORCH_ENV_BUDGET)",
+        "the torch environments hold 6 GiB, over the torch environments' budget of 4 GiB "
+        "($RELEASE_TORCH_ENV_BUDGET): 1 of them in use by builds now",
+    ]
+    quiet = envcache.Pruned(deleted=(), in_use=(), remaining=0)
+    assert pruned_notes(quiet, budget) == []
