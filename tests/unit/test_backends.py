@@ -444,3 +444,25 @@ def test_the_check_variables_are_the_backends_own() -> None:
     assert hints is not None
     assert hints.variable == "CMAKE_CUDA_ARCHITECTURES"
     assert hints.literal_source is None  # CMake's flags come from many places: no early scan
+
+
+def test_a_cmake_cells_own_files_go_to_its_build_directory_never_the_checkout() -> None:
+    """setuptools (a setup.py that runs CMake, or a project that names no backend) writes
+    build/ and <name>.egg-info/ into the project unless told otherwise; scikit-build-core
+    builds where the project's own build-dir says, which may be in the checkout."""
+    context = BuildContext(toolkit=TOOLKIT, build_dir=Path("/dist/.13.0-x86_64.staging/build"))
+    recipe = BuildRecipe(backend="cmake")
+    for backend in ("setuptools.build_meta", None):
+        inputs = build_inputs(targets_of(recipe, build_backend=backend), context)
+        config = Path("/dist/.13.0-x86_64.staging/build/setup.cfg")
+        assert inputs.env["DIST_EXTRA_CONFIG"] == str(config)
+        assert inputs.files[config] == (
+            "[build]\nbuild_base = /dist/.13.0-x86_64.staging/build\n\n"
+            "[egg_info]\negg_base = /dist/.13.0-x86_64.staging/build\n"
+        )
+    skbuild = build_inputs(targets_of(recipe, build_backend=SKBUILD), context)
+    assert skbuild.config_settings["build-dir"] == "/dist/.13.0-x86_64.staging/build/cmake"
+    assert "DIST_EXTRA_CONFIG" not in skbuild.env
+    # a dry run has no build directory: nothing is said of one
+    dry = build_inputs(targets_of(recipe, build_backend=SKBUILD), BuildContext(toolkit=TOOLKIT))
+    assert "build-dir" not in dry.config_settings
