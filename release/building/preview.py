@@ -97,12 +97,8 @@ class BackendRow:
 def _device(cell: Cell, plan: ToolchainPlan, missing: str | None) -> str:
     if missing is not None:
         return f"MISSING: {missing}; {NVCC_HINT.format(cuda=cell.cuda)}"
-    libraries = (
-        f"; CUDA_HOME with {', '.join(plan.library_names) or 'the runtime'} (PyPI "
-        f"{', '.join(plan.libraries.requirements)})"
-        if plan.libraries is not None
-        else ""
-    )
+    named = plan.libraries_text()
+    libraries = f"; {named}" if named else ""
     if plan.device is None:
         return f"nvcc from {plan.cuda_home}{libraries}"
     if plan.device_compiler != "nvcc" and backend_for(cell.build.backend).needs_nvcc:

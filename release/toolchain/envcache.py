@@ -200,7 +200,10 @@ def prune(cache_dir: Path, budget: int | None) -> Pruned:
             # gone from its name at once, then deleted
             aside = environment.path.with_name(f".{environment.path.name}.pruned")
             shutil.rmtree(aside, ignore_errors=True)
-            environment.path.rename(aside)
+            try:
+                environment.path.rename(aside)
+            except OSError:  # gone already, or not ours to move: left as it is
+                continue
             shutil.rmtree(aside, ignore_errors=True)
         deleted.append(environment)
         remaining -= environment.size

@@ -119,6 +119,15 @@ class ToolchainPlan:
         sets = (self.device, self.host_cc, self.inspector, self.libraries)
         return tuple(p for p in sets if p is not None)
 
+    def libraries_text(self) -> str | None:
+        """What the CUDA_HOME made of its libraries holds, for people (None: no such one)."""
+        if self.libraries is None:
+            return None
+        return (
+            f"CUDA_HOME with {', '.join(self.library_names) or 'the runtime'} (PyPI "
+            f"{', '.join(self.libraries.requirements)})"
+        )
+
 
 def resolve(
     cuda: str,

@@ -1,7 +1,8 @@
 """A CUDA 12.9 torch cell of a JIT-first project (device-code: none: no nvcc, which PyPI
 lacks for 12.9) takes its torch from the matrix's torch-index: PyTorch's cu129 index is
-unreachable here, so a stand-in simple index on 127.0.0.1 serves its page. The dry run
-names that torch from that index and says the cell builds here, without nvcc; provisioning
+unreachable here, so a stand-in simple index on 127.0.0.1 serves its page. The dry run and
+`release plan` name that torch from that index and say the cell builds here, without nvcc
+(the plan asks the stand-in for the GitHub release too, and gets no answer); provisioning
 the cell's environment asks that index for exactly that torch, for the cell's Python, and
 stops at the download (the stand-in has no file to give), naming the index."""
 
@@ -88,7 +89,7 @@ cuda:
     torch: "2.11.0"
     torch-index: {index}
 destinations:
-  github: {{kind: github, repository: k3-project/jit-kernels}}
+  github: {{kind: github, repository: k3-project/jit-kernels, api-url: "{api}"}}
 """
 
 
@@ -103,7 +104,8 @@ def matrix(tmp_path: Path, index: str) -> Path:
         encoding="utf-8",
     )
     path = tmp_path / "matrix.yaml"
-    path.write_text(MATRIX.format(index=index), encoding="utf-8")
+    api = index.removesuffix("/simple/")  # answers 404 to every GitHub request
+    path.write_text(MATRIX.format(index=index, api=api), encoding="utf-8")
     return path
 
 
@@ -137,6 +139,24 @@ def test_the_dry_run_names_the_torch_from_the_index_and_builds_here_without_nvcc
     assert cell["device_compiler"].startswith("none (no device code, no nvcc); CUDA_HOME with ")
     assert _Index.requests == [], "a dry run asks no index"
     assert not (tmp_path / "cache").exists(), "a dry run provisions nothing"
+
+
+def test_the_plan_names_the_torch_from_the_index_and_no_nvcc(
+    matrix: Path, index: str, tmp_path: Path
+) -> None:
+    env = {**clean_environment(tmp_path), "RELEASE_CACHE_DIR": str(tmp_path / "cache")}
+    done = subprocess.run(
+        [str(RELEASE), "plan", "--json", "--matrix", str(matrix)],
+        capture_output=True, text=True, check=False, env=env, cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    (cell,) = json.loads(done.stdout)["cells"]
+    assert cell["toolchain_ok"] is True
+    none, home, torch = cell["toolchain"].split("; ")
+    assert none == "none (no device code, no nvcc)"
+    assert home.startswith("CUDA_HOME with nvrtc, cublas, cublasLt (PyPI ")
+    assert "nvidia-cuda-nvrtc-cu12==12.9.86" in home
+    assert torch.startswith(f"torch 2.11.0 for Python {PYTHON}, from {index}, in ")
+    assert not (tmp_path / "cache").exists(), "a plan provisions nothing"
 
 
 @pytest.mark.skipif(shutil.which(f"python{PYTHON}") is None, reason=f"no python{PYTHON}")
