@@ -225,6 +225,33 @@ def with_path(env: Mapping[str, str], first: Sequence[Path]) -> dict[str, str]:
     return out
 
 
+SETUPTOOLS_BACKENDS = frozenset({"setuptools.build_meta", "setuptools.build_meta:__legacy__"})
+SCIKIT_BUILD_CORE = "scikit_build_core.build"
+
+
+def setuptools_config(build_dir: Path) -> str:
+    """DIST_EXTRA_CONFIG: setuptools' build/ and egg-info/ in the cell's own directory."""
+    return f"[build]\nbuild_base = {build_dir}\n\n[egg_info]\negg_base = {build_dir}\n"
+
+
+def out_of_tree_inputs(
+    build_backend: str | None, build_dir: Path | None
+) -> tuple[dict[str, str], dict[str, str], dict[Path, str]]:
+    """(variables, config settings, files) that keep a build's own files in the cell's
+    `build_dir`, never in the project's checkout: setuptools' build/ and egg-info (a project
+    that names no backend gets setuptools' legacy one) through DIST_EXTRA_CONFIG, and
+    scikit-build-core's build directory (a project's own `build-dir` may name one in the
+    checkout). Nothing where the build has no directory of its own (a dry run)."""
+    if build_dir is None:
+        return {}, {}, {}
+    if build_backend is None or build_backend in SETUPTOOLS_BACKENDS:
+        config = build_dir / "setup.cfg"
+        return {"DIST_EXTRA_CONFIG": str(config)}, {}, {config: setuptools_config(build_dir)}
+    if build_backend == SCIKIT_BUILD_CORE:
+        return {}, {"build-dir": str(build_dir / "cmake")}, {}
+    return {}, {}, {}
+
+
 def read_build_backend(pyproject: str | bytes) -> str | None:
     """[build-system] build-backend of a pyproject.toml's text (None if it names none);
     ConfigError naming the file where it is no TOML (never read as naming none)."""

@@ -19,7 +19,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from release.backends.archflags import ArchHints
-from release.backends.base import BuildContext, BuildInputs, CellTargets, NvccToolkit
+from release.backends.base import (
+    SCIKIT_BUILD_CORE,
+    BuildContext,
+    BuildInputs,
+    CellTargets,
+    NvccToolkit,
+    out_of_tree_inputs,
+)
 from release.backends.nvcc import (
     CHECK_VARIABLES,
     NVCC_TAG_REMEDY,
@@ -32,7 +39,7 @@ from release.backends.nvcc import (
 from release.backends.recipe import BackendName
 from release.targets import GpuTarget
 
-SCIKIT_BUILD_BACKEND = "scikit_build_core.build"
+SCIKIT_BUILD_BACKEND = SCIKIT_BUILD_CORE
 
 ARCH_HINTS = ArchHints(
     variable="CMAKE_CUDA_ARCHITECTURES",
@@ -222,6 +229,7 @@ class CmakeBackend:
             "CMAKE_CXX_COMPILER_LAUNCHER",
             "CMAKE_CUDA_COMPILER_LAUNCHER",
             "RELEASE_NVCC_SOURCE_ROOT",
+            "DIST_EXTRA_CONFIG",
             *CHECK_VARIABLES,
         }
     )
@@ -278,6 +286,14 @@ class CmakeBackend:
         if checks and context.project_dir is not None:
             env["RELEASE_NVCC_SOURCE_ROOT"] = str(context.project_dir)
         env.update(launcher_inputs(context.compile_launcher, checker))
+        # the build's own files (setuptools' build/ and egg-info, CMake's) stay out of the
+        # checkout, in the cell's build directory
+        tree_env, tree_settings, tree_files = out_of_tree_inputs(
+            cell.build_backend, context.build_dir
+        )
+        env.update(tree_env)
+        settings.update(tree_settings)
+        files = {**files, **tree_files}
         return BuildInputs(env=env, config_settings=settings, path=context.tools.path, files=files)
 
     def describe(self, cell: CellTargets, build_tools: str) -> tuple[str, str]:

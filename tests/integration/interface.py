@@ -67,6 +67,7 @@ SECONDS = "<seconds>"
 CPUS = "<cpu_count>"
 
 TIMING_KEYS = frozenset({"seconds"})  # wall-clock fields of the documents: zeroed
+MEASURED_KEYS = frozenset({"bytes", "entries"})  # what the cache holds on this disk: zeroed
 # wall-clock time inside a message: "gave up at the retry limit after 5 attempts in 15 s"
 ELAPSED = re.compile(r"(\battempts? in )\d+(?:\.\d+)? s\b")
 PARALLEL_KEYS = frozenset({"RELEASE_JOBS"})  # os.cpu_count() // --jobs: the machine's
@@ -261,7 +262,8 @@ def normalise(value: Any, places: Placeholders, *, key: str | None = None) -> An
       repository root, each as given and resolved; the unreachable API URL) becomes its
       placeholder, in every string, the longest first;
     - timing: a `seconds` field (anywhere) becomes 0, and the wall-clock time of a retry
-      message ("after 5 attempts in 15 s") becomes `<seconds>`;
+      message ("after 5 attempts in 15 s") becomes `<seconds>`; a `bytes` or `entries`
+      field (what a part of the cache holds on this disk) becomes 0;
     - a `RELEASE_JOBS` value equal to this machine's CPU count becomes `<cpu_count>`
       (another value is kept: it would be a change).
 
@@ -272,7 +274,11 @@ def normalise(value: Any, places: Placeholders, *, key: str | None = None) -> An
         return {k: normalise(v, places, key=k) for k, v in value.items()}
     if isinstance(value, list):
         return [normalise(v, places) for v in value]
-    if key in TIMING_KEYS and isinstance(value, int | float) and not isinstance(value, bool):
+    if (
+        key in TIMING_KEYS | MEASURED_KEYS
+        and isinstance(value, int | float)
+        and not isinstance(value, bool)
+    ):
         return 0
     if key in PARALLEL_KEYS and value == str(os.cpu_count()):
         return CPUS

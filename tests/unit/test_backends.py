@@ -484,7 +484,8 @@ def test_cmakes_cuda_compiler_is_a_script_that_runs_nvcc_through_the_wrapper() -
         targets_of(recipe), replace(CHECKED, build_dir=build, tool_python=None)
     )
     assert elsewhere.env["CUDACXX"] == str(TOOLKIT.nvcc)
-    assert elsewhere.files == {}
+    # no wrapper's files: only setuptools' out-of-tree configuration
+    assert [path.name for path in elsewhere.files] == ["setup.cfg"]
     assert "CMAKE_PROJECT_TOP_LEVEL_INCLUDES" not in elsewhere.env["CMAKE_ARGS"]
 
 
@@ -502,3 +503,25 @@ def test_the_check_variables_are_the_backends_own() -> None:
     assert hints is not None
     assert hints.variable == "CMAKE_CUDA_ARCHITECTURES"
     assert hints.literal_source is None  # CMake's flags come from many places: no early scan
+
+
+def test_a_cmake_cells_own_files_go_to_its_build_directory_never_the_checkout() -> None:
+    """setuptools (a setup.py that runs CMake, or a project that names no backend) writes
+    build/ and <name>.egg-info/ into the project unless told otherwise; scikit-build-core
+    builds where the project's own build-dir says, which may be in the checkout."""
+    context = BuildContext(toolkit=TOOLKIT, build_dir=Path("/dist/.13.0-x86_64.staging/build"))
+    recipe = BuildRecipe(backend="cmake")
+    for backend in ("setuptools.build_meta", None):
+        inputs = build_inputs(targets_of(recipe, build_backend=backend), context)
+        config = Path("/dist/.13.0-x86_64.staging/build/setup.cfg")
+        assert inputs.env["DIST_EXTRA_CONFIG"] == str(config)
+        assert inputs.files[config] == (
+            "[build]\nbuild_base = /dist/.13.0-x86_64.staging/build\n\n"
+            "[egg_info]\negg_base = /dist/.13.0-x86_64.staging/build\n"
+        )
+    skbuild = build_inputs(targets_of(recipe, build_backend=SKBUILD), context)
+    assert skbuild.config_settings["build-dir"] == "/dist/.13.0-x86_64.staging/build/cmake"
+    assert "DIST_EXTRA_CONFIG" not in skbuild.env
+    # a dry run has no build directory: nothing is said of one
+    dry = build_inputs(targets_of(recipe, build_backend=SKBUILD), BuildContext(toolkit=TOOLKIT))
+    assert "build-dir" not in dry.config_settings

@@ -10,13 +10,8 @@ from pathlib import Path
 
 from release.backends.archflags import ArchRequest, Stop, cell_request
 from release.backends.compiled import pieces
-from release.building.pipeline import (
-    arch_failure,
-    held_to_compiles,
-    logged_cause,
-    remedy_problem,
-    write_files,
-)
+from release.building.archstop import arch_failure, logged_cause, remedy_problem
+from release.building.pipeline import build_command, held_to_compiles, write_files
 from release.matrix import Cell, load_matrix
 from release.targets import GpuTarget as T
 
@@ -127,3 +122,20 @@ def test_a_backends_script_is_written_executable_its_other_files_not(tmp_path: P
     assert script.stat().st_mode & 0o111 == 0o111
     assert config.stat().st_mode & 0o111 == 0
     assert config.read_text(encoding="utf-8") == "[build]\n"
+
+
+def test_an_isolated_build_with_the_matrixs_requirements_goes_through_the_frontend() -> None:
+    """`python -m build` cannot add requirements to its isolated environment;
+    release.toolchain.frontend (pypa/build's library API) can. A torch cell's build runs
+    in its environment, which holds them already."""
+    plain = build_command("/py", Path("/src"), Path("/out"))
+    assert plain == ["/py", "-m", "build", "--wheel", "--outdir", "/out", "/src"]
+    extra = build_command("/py", Path("/src"), Path("/out"), requires=("tvm-ffi==0.1.9", "ninja"))
+    assert extra == [
+        "/py", "-m", "release.toolchain.frontend", "--requires", "tvm-ffi==0.1.9",
+        "--requires", "ninja", "--outdir", "/out", "/src",
+    ]  # fmt: skip
+    in_environment = build_command(
+        "/venv/python", Path("/src"), Path("/out"), isolated=False, requires=("ninja",)
+    )
+    assert in_environment[:5] == ["/venv/python", "-m", "build", "--wheel", "--no-isolation"]

@@ -19,14 +19,14 @@ from ruamel.yaml import YAML
 from release.backends import BuildRecipe
 from release.building.pipeline import relabelled
 from release.building.preview import TOOLKIT_INPUTS, doctor_rows, planned_inputs
-from release.building.stage import buildable_problem, check_cells
+from release.building.stage import buildable_problem, check_cells, pruned_notes
 from release.cli import main
 from release.errors import ConfigError, ToolchainError
 from release.inspection.devicecode import NO_DEVICE_CODE
 from release.inspection.fatbin import FatbinContents
 from release.inspection.wheel import inspect_wheel
 from release.matrix import Cell, load_matrix, matrix_json_schema
-from release.toolchain import ToolchainPlan, resolve
+from release.toolchain import ToolchainPlan, envcache, resolve
 from release.yamlspec import as_plain
 
 TESTS = Path(__file__).resolve().parents[1]
@@ -331,3 +331,102 @@ def test_relabelled_gives_the_wheel_the_cells_version(tmp_path: Path) -> None:
     assert labelled.name == cell.wheel_filename
     assert not (tmp_path / name).exists()
     assert relabelled(labelled, cell) == labelled
+
+
+# ---------------------------------------------------------------- build.requires, cuda-libraries
+
+
+def test_build_requires_and_cuda_libraries_merge_per_cuda_version() -> None:
+    """A CUDA version's requirement replaces the release's of the same distribution; its
+    libraries add to the release's."""
+    cells = {str(c.cuda): c for c in load_matrix(BUILD / "torch-jit-libraries.yaml").cells}
+    assert cells["13.0"].build.requires == ("apache-tvm-ffi==0.1.8", "ninja")
+    assert cells["13.0"].build.cuda_libraries == ("nvrtc", "cublas", "cublasLt")
+    assert cells["12.9"].build.requires == ("apache-tvm-ffi==0.1.9", "ninja")
+    assert cells["12.9"].build.cuda_libraries == ("nvrtc", "cublas")
+
+
+def test_an_unknown_cuda_library_is_refused_at_its_line_naming_the_known_ones() -> None:
+    with pytest.raises(ConfigError) as raised:
+        load_matrix(BUILD / "bad-libraries.yaml")
+    (problem,) = raised.value.problems
+    assert problem.startswith(
+        "bad-libraries.yaml:4:27: build.cuda-libraries[1]: 'cublaslt' is not one of 'cudart', "
+        "'nvrtc', 'cublas', 'cublasLt',"
+    )
+    assert problem.endswith("did you mean 'cublasLt'?")
+
+
+def test_build_requirements_are_pep_508_and_never_a_torch_cells_torch() -> None:
+    with pytest.raises(ConfigError) as raised:
+        load_matrix(BUILD / "bad-requires.yaml")
+    invalid, torch = raised.value.problems
+    assert invalid.startswith(
+        "bad-requires.yaml:4:39: build.requires[1]: 'not a requirement!' is not a PEP 508 "
+        "requirement ("
+    )
+    assert "\n" not in invalid
+    assert torch == (
+        "bad-requires.yaml:4:61: build.requires[2]: a torch cell builds against its pinned "
+        "torch (torch:): remove it here"
+    )
+
+
+def test_cuda_libraries_are_for_the_backends_that_build_in_a_cuda_home() -> None:
+    with pytest.raises(ConfigError) as raised:
+        load_matrix(BUILD / "release-libraries.yaml")
+    (problem,) = raised.value.problems
+    assert problem.startswith('release-libraries.yaml:9:13: cuda["13.0"].build.cuda-libraries: ')
+    assert "cuda-libraries are for cmake and torch cells" in problem
+
+
+def cell_plan_of(cell: Cell) -> ToolchainPlan:
+    return resolve(
+        str(cell.cuda), cell.arch, cuda_home=None, cache_dir=CACHE, host_arch="x86_64",
+        cuda_libraries=cell.build.cuda_libraries, builds_in_cuda_home=True,
+    )  # fmt: skip
+
+
+def test_a_12_9_torch_cell_without_device_code_builds_here_without_nvcc() -> None:
+    """PyPI has no nvcc for 12.9; a cell that compiles no device code needs none."""
+    cells = {str(c.cuda): c for c in load_matrix(BUILD / "torch-jit-libraries.yaml").cells}
+    cell = cells["12.9"]
+    assert buildable_problem(cell, cell_plan_of(cell)) is None
+    fatbin = replace(cell, device_code="fatbin")
+    assert "PyPI has no nvcc for CUDA 12.9" in not_buildable(fatbin, plan(fatbin)).message
+
+
+def test_doctor_says_a_cell_without_nvcc_builds_with_its_libraries() -> None:
+    cells = load_matrix(BUILD / "torch-jit-libraries.yaml").cells
+    rows = {r.cell: r for r in doctor_rows(cells, {c.id: cell_plan_of(c) for c in cells})}
+    no_nvcc = rows["12.9-x86_64-torch2.11.0"]
+    assert no_nvcc.builds == "here"
+    assert no_nvcc.device.startswith(
+        "none (no device code, no nvcc); CUDA_HOME with nvrtc, cublas (PyPI "
+    )
+    assert "nvidia-cuda-nvrtc-cu12==12.9.86" in no_nvcc.device
+    assert "build requirements from the matrix: apache-tvm-ffi==0.1.9, ninja" in no_nvcc.receives
+    with_nvcc = rows["13.0-x86_64-torch2.11.0"]
+    assert with_nvcc.device.startswith("nvcc (PyPI nvidia-cuda-nvcc==13.0.88")
+    assert "CUDA_HOME with nvrtc, cublas, cublasLt (PyPI " in with_nvcc.device
+
+
+def test_the_build_says_which_torch_environment_it_pruned_and_why() -> None:
+    gone = envcache.Environment(
+        path=Path("/c/torch-2.11.0-cu130-py3.11-a"), size=5 * 2**30, last_used=1
+    )
+    busy = envcache.Environment(
+        path=Path("/c/torch-2.14.1-cu130-py3.11-b"), size=6 * 2**30, last_used=2
+    )
+    budget = envcache.Budget(size=4 * 2**30, source="$RELEASE_TORCH_ENV_BUDGET")
+    notes = pruned_notes(
+        envcache.Pruned(deleted=(gone,), in_use=(busy,), remaining=6 * 2**30), budget
+    )
+    assert notes == [
+        "pruned the torch environment torch-2.11.0-cu130-py3.11-a (5 GiB, the least recently "
+        "used): over the torch environments' budget of 4 GiB ($RELEASE_TORCH_ENV_BUDGET)",
+        "the torch environments hold 6 GiB, over the torch environments' budget of 4 GiB "
+        "($RELEASE_TORCH_ENV_BUDGET): 1 of them in use by builds now",
+    ]
+    quiet = envcache.Pruned(deleted=(), in_use=(), remaining=0)
+    assert pruned_notes(quiet, budget) == []
