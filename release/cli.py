@@ -26,6 +26,7 @@ COMMANDS: tuple[str, ...] = (
     "build",
     "publish",
     "verify",
+    "audit",
     "plan",
     "pins",
     "gpu-gate",

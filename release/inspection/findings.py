@@ -30,8 +30,8 @@ RULES: tuple[Rule, ...] = (
         scope="wheel",
     ),
     Rule(
-        id="metadata",
-        checks="METADATA's Name and Version and WHEEL's tags say what the filename says",
+        id="filename",
+        checks="the filename's name, version and tags are METADATA's and WHEEL's",
         scope="wheel",
     ),
     Rule(

@@ -48,15 +48,16 @@ def duplicates(page: str, files: Sequence[ListedFile]) -> list[Finding]:
     return found
 
 
-def hash_mismatch(page: str, listed: ListedFile, served_sha256: str) -> Finding | None:
-    """The link's sha256 against the sha256 of the bytes served at its URL."""
+def hash_mismatch(where: str, listed: ListedFile, served_sha256: str) -> Finding | None:
+    """The sha256 a link carries (`where` says whose: "the page URL", "the #sha256= of
+    argument 1") against the sha256 of the bytes served at its URL."""
     if listed.sha256 is None or listed.sha256 == served_sha256:
         return None
     return finding(
         "hash",
         listed.name,
         listed.url,
-        f"{page} lists sha256 {listed.sha256[:SHOWN_HASH]}..., the bytes served are "
+        f"{where} says sha256 {listed.sha256[:SHOWN_HASH]}..., the bytes served are "
         f"{served_sha256[:SHOWN_HASH]}...",
     )
 
@@ -166,17 +167,18 @@ def unindexed_variants(project: str, wheels: Sequence[ListedWheel]) -> list[Find
     return found
 
 
-def listed_wheel(project: str, listed: ListedFile, page: str) -> ListedWheel | None:
-    """The ListedWheel of a link, or None for a file that is not a wheel of one Linux arch."""
+def listed_wheel(filename: str, page: str) -> ListedWheel | None:
+    """The ListedWheel of a wheel `page` lists, or None for a file that is not a wheel of
+    one Linux arch."""
     try:
-        name = wheel_name(listed.name)
+        name = wheel_name(filename)
     except NotAWheel:
         return None
     arches = {tag_arch(tag.platform) for tag in name.tags} - {None}
     if len(arches) != 1:
         return None
     return ListedWheel(
-        project=project,
+        project=str(name.project),
         version=Version(name.version.public),
         label=name.version.local,
         arch=str(arches.pop()),
@@ -200,4 +202,45 @@ def stray_links(
         if name.version.public == Version(version).public:
             detail = f"{page} links a wheel of {version} that the release does not have"
             found.append(finding("stray-link", listed.name, listed.url, detail))
+    return found
+
+
+@dataclass(frozen=True, kw_only=True)
+class ListedDeviceCode:
+    """The device code a listed wheel was found to hold."""
+
+    wheel: ListedWheel
+    filename: str
+    url: str
+    sms: tuple[str, ...]
+    ptx: tuple[str, ...]
+
+
+def device_code_gaps(project: str, listed: Sequence[ListedDeviceCode]) -> list[Finding]:
+    """A wheel without an SM or PTX target that another arch's wheel of the same version and
+    variant holds (sglang#29317: an aarch64 cu130 wheel without sm121 code)."""
+    groups: dict[tuple[Version, str | None], list[ListedDeviceCode]] = {}
+    for one in listed:
+        groups.setdefault((one.wheel.version, one.wheel.label), []).append(one)
+    found = []
+    for (version, label), wheels in sorted(
+        groups.items(), key=lambda kv: (kv[0][0], kv[0][1] or "")
+    ):
+        for one in wheels:
+            for other in wheels:
+                if other.wheel.arch == one.wheel.arch:
+                    continue
+                lacking = [f"sm_{s}" for s in other.sms if s not in one.sms]
+                lacking += [f"compute_{p}" for p in other.ptx if p not in one.ptx]
+                if lacking:
+                    found.append(
+                        finding(
+                            "device-code",
+                            one.filename,
+                            one.url,
+                            f"no {', '.join(lacking)} code, which the {other.wheel.arch} wheel "
+                            f"of {project} {variant_name(version, label)} holds",
+                        )
+                    )
+                    break
     return found

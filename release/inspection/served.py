@@ -6,7 +6,8 @@ The rules (release.inspection.findings) it applies to one wheel:
 
 - `archive`: a wheel filename, a zip whose every member reads back, one .dist-info, RECORD's
   hashes and sizes (release.wheelfile);
-- `metadata`: METADATA's Name and Version, and WHEEL's tags, say what the filename says;
+- `filename`: the filename's name, version and tags are METADATA's and WHEEL's (pip refuses
+  a wheel whose versions differ, uv installs it);
 - `manylinux`: every ELF file is of the tag's machine and asks no GLIBC, GLIBCXX, CXXABI or
   GCC version beyond the manylinux tag (release.inspection.symbols, auditwheel's policy);
 - `cuda-major` and `torch`: the CUDA libraries it NEEDs against its label, each other and
@@ -154,7 +155,7 @@ def inspect_served(
     if facts.unreadable is not None or facts.dist_info is None:
         return result(found("archive", [f"the wheel {facts.unreadable}"]), {"archive"})
     findings = found(
-        "metadata",
+        "filename",
         identity_problems(name.project, name.version, facts.metadata_name, facts.metadata_version)
         + tag_problems(facts.wheel_tags, name.tags),
     )
@@ -171,7 +172,7 @@ def inspect_served(
         )
     for rule, detail in native.problems:
         findings += found(rule, [detail])
-    checked = {"archive", "metadata", *native.checked}
+    checked = {"archive", "filename", *native.checked}
     if list_fatbin is None or list_elf is None:
         return result(findings, checked, unchecked=native.unchecked)
     members = scan(source, list_fatbin=list_fatbin, list_elf=list_elf)

@@ -56,11 +56,11 @@ def test_a_listed_hash_that_is_not_the_served_bytes() -> None:
     found = hash_mismatch(PAGE, link, "b" * 64)
     assert found is not None
     assert (found.rule, found.url) == ("hash", link.url)
-    assert found.detail == f"{PAGE} lists sha256 {'a' * 12}..., the bytes served are {'b' * 12}..."
+    assert found.detail == f"{PAGE} says sha256 {'a' * 12}..., the bytes served are {'b' * 12}..."
 
 
 def wheels_of(*names: str) -> list[object]:
-    found = [listed_wheel("k3-kernels", listed(name), PAGE) for name in names]
+    found = [listed_wheel(name, PAGE) for name in names]
     assert all(found)
     return found  # type: ignore[return-value]
 

@@ -25,7 +25,7 @@ def test_a_clean_wheel_has_no_finding_and_says_what_ran(tmp_path: Path) -> None:
     wheel = make_wheel(tmp_path, members={"k3_kernels/libk3_host.so": library})
     served = inspect_served(wheel.name, wheel, url=URL)
     assert served.findings == ()
-    assert served.checked == {"archive", "metadata", "manylinux", "cuda-major", "torch"}
+    assert served.checked == {"archive", "filename", "manylinux", "cuda-major", "torch"}
     same = inspect_served(wheel.name, wheel.read_bytes(), url=URL)
     assert same.findings == ()
     assert same.checked == served.checked
@@ -59,7 +59,7 @@ def test_a_cu130_wheel_needing_libcudart_12(tmp_path: Path) -> None:
 def test_filename_and_metadata_versions_that_disagree(tmp_path: Path) -> None:
     wheel = make_wheel(tmp_path, version="0.1.0", metadata_version="0.1.0.post1")
     assert rules(wheel) == [
-        ("metadata", "METADATA Version is '0.1.0.post1', the filename says 0.1.0")
+        ("filename", "METADATA Version is '0.1.0.post1', the filename says 0.1.0")
     ]
 
 
