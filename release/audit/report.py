@@ -6,7 +6,7 @@ check, and its `--json` document with that document's JSON Schema (`release audi
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from release.inspection.findings import RULES, Finding
@@ -33,7 +33,6 @@ class AuditReport:
     unchecked: tuple[Unchecked, ...] = ()
     not_reached: tuple[str, ...] = ()  # wheel URLs the total time limit left unread
     seconds: float = 0.0
-    notes: tuple[str, ...] = field(default=())
 
     @property
     def ok(self) -> bool:

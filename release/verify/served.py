@@ -27,6 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from release.credentials import secret_values
+from release.inspection.cudalibs import TorchCuda
 from release.inspection.findings import Finding
 from release.inspection.indexrules import duplicates, hash_mismatch, stray_links
 from release.inspection.served import inspect_served
@@ -72,11 +73,26 @@ class _Getter:
         )  # fmt: skip
 
 
+class _TorchIndexes:
+    """One `TorchCuda` per torch index (each reads its torch page once), made as asked."""
+
+    def __init__(self, get: _Getter) -> None:
+        self.get = get
+        self.lock = threading.Lock()
+        self.made: dict[str, TorchCuda] = {}
+
+    def lookup(self, index: str) -> TorchCuda:
+        with self.lock:
+            if index not in self.made:
+                self.made[index] = torch_cuda_lookup(self.get, index)
+            return self.made[index]
+
+
 def _wheel_checks(
-    file: PublishedFile, cell: Cell | None, get: _Getter, scratch: Path
+    file: PublishedFile, cell: Cell | None, get: _Getter, scratch: Path, torch: _TorchIndexes
 ) -> tuple[list[Check], str | None]:
     """The inspection of one wheel as served, and the sha256 of what was served."""
-    path = scratch / f"{threading.get_ident()}-{file.filename}"
+    path = scratch / f"{threading.get_ident()}.whl"  # a worker reads one wheel at a time
     torch_index = cell.torch_index if cell is not None and cell.torch_index else PYPI_SIMPLE
     try:
         got = get(file.url, into=path)
@@ -88,7 +104,7 @@ def _wheel_checks(
         served = inspect_served(
             file.filename, path, url=file.url,
             cell_major=cell.cuda.major if cell is not None else None,
-            torch_cuda=torch_cuda_lookup(get, torch_index),
+            torch_cuda=torch.lookup(torch_index),
         )  # fmt: skip
     finally:
         path.unlink(missing_ok=True)
@@ -177,9 +193,11 @@ def served_checks(
         tempfile.TemporaryDirectory(prefix="release-verify-served-") as scratch,
     ):
         get = _Getter(client, settings, secrets)
+        torch = _TorchIndexes(get)
         reads = list(
             pool.map(
-                lambda f: _wheel_checks(f, _cell_of(matrix, f), get, Path(scratch)), published.files
+                lambda f: _wheel_checks(f, _cell_of(matrix, f), get, Path(scratch), torch),
+                published.files,
             )
         )
         served = {
