@@ -188,8 +188,8 @@ class _Reader:
             got = http.fetch(
                 self.client, url, into=path, policy=policy, deadline=Deadline(left, self.clock)
             )
-            if not got.ok:
-                return _Read(url=url, download=got)
+            if not got.ok:  # cut short by the audit's own limit: unread, not the index's fault
+                return _Read(url=url, download=None if self.deadline.remaining() <= 0 else got)
             list_fatbin, list_elf = self.listers or (None, None)
             served = inspect_served(
                 filename, path, url=url, list_fatbin=list_fatbin, list_elf=list_elf,

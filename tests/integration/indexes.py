@@ -16,6 +16,7 @@ import html
 import json
 import subprocess
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -29,7 +30,11 @@ ELF = Path(__file__).resolve().parents[1] / "data" / "elf"
 
 
 class _StaticIndex(SimpleHTTPRequestHandler):
+    wheel_delay = 0.0  # seconds before answering for a wheel (a slow host)
+
     def send_head(self):  # type: ignore[no-untyped-def]  # the base class's own signature
+        if self.path.endswith(".whl") and self.wheel_delay:
+            time.sleep(self.wheel_delay)
         local = Path(self.translate_path(self.path))
         wants_json = SIMPLE_JSON in self.headers.get("Accept", "")
         if self.path.endswith("/") and wants_json and (local / "index.json").is_file():
@@ -59,10 +64,17 @@ class _Body:
         pass
 
 
+class _Server(ThreadingHTTPServer):
+    def handle_error(self, request: object, client_address: object) -> None:
+        pass  # a client that gave up on a slow answer (the time-limit tests) is no error here
+
+
 @contextmanager
-def static_server(root: Path) -> Iterator[str]:
-    """`root` served on a free port of 127.0.0.1; yields its base URL (ending in /)."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(_StaticIndex, directory=str(root)))
+def static_server(root: Path, *, wheel_delay: float = 0.0) -> Iterator[str]:
+    """`root` served on a free port of 127.0.0.1, each wheel after `wheel_delay` seconds;
+    yields its base URL (ending in /)."""
+    handler = type("_Delayed", (_StaticIndex,), {"wheel_delay": wheel_delay})
+    server = _Server(("127.0.0.1", 0), partial(handler, directory=str(root)))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

@@ -303,3 +303,15 @@ def test_a_line_that_is_not_a_url_is_refused_with_its_place(tmp_path: Path) -> N
     secret = release("https://user:hunter2@example.invalid/simple/")
     assert secret.returncode == 2
     assert "hunter2" not in secret.stderr + secret.stdout
+
+
+def test_wheels_the_total_time_limit_leaves_unread_are_named_with_exit_9(served: Served) -> None:
+    """A host slower than --timeout: nothing found, nothing silently skipped."""
+    with static_server(served.root, wheel_delay=2.0) as url:
+        done = release(f"{url}clean/k3-kernels/", "--timeout", "1", "--concurrency", "1",
+                       "--no-torch-index", "--json")  # fmt: skip
+    assert done.returncode == 9, done.stderr
+    document = json.loads(done.stdout)
+    assert document["findings"] == []
+    assert len(document["not_reached"]) == document["files"] == 4
+    assert "error: 4 of 4 wheels not read within --timeout 1 s" in done.stderr
