@@ -119,6 +119,7 @@ def test_a_wheel_the_build_let_through_fails_verify_by_its_rule(
     )
     assert "error: 1 of " in err
     assert f"first: manylinux {CU129}" in err
+    assert "hint: the wheel as served breaks that rule (docs/verify.md#the-rules)" in err
 
 
 def test_a_page_listing_a_wheel_twice_or_one_the_release_lacks_fails(
