@@ -76,6 +76,8 @@ INPUT_PATHS = {
     "--cuda-home",
     "--pages-repo",
     "--previous-manifest",
+    "--urls",  # audit: a list of wheel URLs it reads
+    "--cuobjdump",  # audit: the program that lists device code
 }
 
 
