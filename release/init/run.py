@@ -1,8 +1,8 @@
 """One `release init`: read the project's files (never run them), ask the index for the
 torch versions of a torch project (one small request), decide, render, check that the
-matrix loads, then write matrix.yaml and the caller workflow. Nothing is written when
-anything before the writes fails, and nothing is written over an existing file without
-`force`. The project's own files are only read.
+matrix loads, then write matrix.yaml and the caller workflow together (release.init.write).
+Nothing is written when anything before or during the writes fails, and nothing is written
+over an existing file without `force`. The project's own files are only read.
 """
 
 from __future__ import annotations
@@ -17,17 +17,18 @@ from packaging.version import Version
 from release import __version__
 from release.backends import backend_for
 from release.errors import ConfigError, FileError
-from release.fsutil import write_atomic
 from release.init.decide import Decision, decide
 from release.init.detect import TorchLookup, backend_of
 from release.init.render import TORCH_TODO, render_matrix, render_workflow
 from release.init.toolref import tool_commit
 from release.init.torchindex import torch_releases
+from release.init.values import workflow_text_problem
+from release.init.write import write_together
 from release.matrix import matrix_from_text
 from release.project import read_project_files, reading
 from release.remote import httpclient as http
 from release.remote.retry import RetryPolicy
-from release.remote.simple_index import ACCEPT, parse_project_page, project_page_url
+from release.remote.simple_index import ACCEPT, parse_project_page
 
 PYPI_SIMPLE = "https://pypi.org/simple/"
 MATRIX = "matrix.yaml"
@@ -73,6 +74,7 @@ def init_project(settings: InitSettings, torch_source: TorchSource | None = None
     root = repository_root(directory)
     matrix_path = directory / MATRIX
     workflow_path = root / WORKFLOW
+    matrix_in_workflow = workflow_matrix(matrix_path, root)
     existing = [p for p in (matrix_path, workflow_path) if p.exists()]
     if existing and not settings.force:
         raise FileError(
@@ -95,20 +97,32 @@ def init_project(settings: InitSettings, torch_source: TorchSource | None = None
     matrix_text = render_matrix(decision, __version__)
     check_loads(matrix_text, matrix_path)
     workflow_text = render_workflow(
-        __version__,
-        matrix_path.relative_to(root).as_posix(),
-        tool_commit(),
-        settings.pypi_token_secret,
+        __version__, matrix_in_workflow, tool_commit(), settings.pypi_token_secret
     )
-    written = []
-    for path, text, what in (
-        (matrix_path, matrix_text, "the release matrix"),
-        (workflow_path, workflow_text, "the release workflow, a caller of the tool's reusable one"),
-    ):
-        replaced = path.exists()
-        write_atomic(path, text.encode())
-        written.append(Written(path=path, what=what, replaced=replaced))
-    return InitOutcome(directory=directory, decision=decision, written=tuple(written))
+    written = tuple(
+        Written(path=path, what=what, replaced=path.exists())
+        for path, what in (
+            (matrix_path, "the release matrix"),
+            (workflow_path, "the release workflow, a caller of the tool's reusable one"),
+        )
+    )
+    write_together([(matrix_path, matrix_text.encode()), (workflow_path, workflow_text.encode())])
+    return InitOutcome(directory=directory, decision=decision, written=written)
+
+
+def workflow_matrix(matrix_path: Path, root: Path) -> str:
+    """matrix.yaml's path as the workflow names it (from the repository's root); a
+    ConfigError naming it where a workflow must not hold it."""
+    path = matrix_path.relative_to(root).as_posix()
+    problem = workflow_text_problem(path)
+    if problem is None:
+        return path
+    said = path if path.isprintable() else repr(path)
+    raise ConfigError(
+        [f"the matrix's path {said} cannot be written into {WORKFLOW}: {problem}"],
+        hint="rename the directory DIR (or write the workflow by hand, docs/ci.md); nothing "
+        "was written",
+    )
 
 
 def repository_root(directory: Path) -> Path:
@@ -140,9 +154,15 @@ def shown_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
 
+def torch_page(index_url: str) -> str:
+    """The index's torch page: `torch/` under its path, its query (if any) kept."""
+    parts = urlsplit(index_url)
+    return urlunsplit(parts._replace(path=parts.path.rstrip("/") + "/torch/", fragment=""))
+
+
 def ask_index(index_url: str) -> TorchLookup:
     """The torch releases `index_url` has: one request for its torch page."""
-    page = project_page_url(index_url, "torch")
+    page = torch_page(index_url)
     shown = shown_url(index_url)
     with http.client() as client:
         got = http.fetch(client, page, keep=True, accept=ACCEPT, policy=INDEX_POLICY)
