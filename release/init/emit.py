@@ -23,7 +23,7 @@ from typing import Any
 
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
-from ruamel.yaml.scalarstring import DoubleQuotedScalarString
+from ruamel.yaml.scalarstring import DoubleQuotedScalarString, ScalarString
 
 WIDTH = 92  # of a wrapped comment
 SLOT = "slot"
@@ -112,7 +112,25 @@ def _fill_slots(node: Any, values: Mapping[str, Any], used: set[str]) -> None:
         if isinstance(chosen, Absent):
             del node[key]
         else:
-            node[key] = chosen
+            node[key] = _faithful(chosen)
+
+
+def _faithful(value: Any) -> Any:
+    """`value` with every plain string that holds a character YAML reads as a break or
+    cannot print written in double quotes, where each is escaped (ruamel.yaml's single-quoted
+    and plain styles fold a NEL)."""
+    if isinstance(value, str) and not isinstance(value, ScalarString) and _needs_escapes(value):
+        return quoted(value)
+    if isinstance(value, dict):
+        for key in list(value):
+            value[key] = _faithful(value[key])
+    elif isinstance(value, list):
+        value[:] = [_faithful(item) for item in value]
+    return value
+
+
+def _needs_escapes(text: str) -> bool:
+    return any(_unsafe(char) or char in "\x85\xa0" or not char.isprintable() for char in text)
 
 
 def _slot_name(value: Any) -> str | None:

@@ -226,3 +226,12 @@ def _workflow_values() -> dict[str, Any]:
 
 def _workflow_comments() -> dict[str, str]:
     return {"docs_url": "d", "tool_version": "0.4.2", "publisher": "p", "pin_note": ""}
+
+
+@pytest.mark.parametrize("path", ["a\x85b/matrix.yaml", "\u2028 x/matrix.yaml", "é\xa0/m.yaml"])
+def test_the_emitter_carries_even_what_init_refuses_for_a_workflow(path: str) -> None:
+    """Beneath the refusals: a value with a NEL or a line separator (which ruamel.yaml's
+    plain and single-quoted styles fold) is written in double quotes and reads back as
+    itself."""
+    document = rt_load(render_workflow("0.4.2", path, "f" * 40))
+    assert document["jobs"]["build"]["with"]["matrix"] == path
