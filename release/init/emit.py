@@ -110,9 +110,25 @@ def _fill_slots(node: Any, values: Mapping[str, Any], used: set[str]) -> None:
         used.add(name)
         chosen = values[name]
         if isinstance(chosen, Absent):
-            del node[key]
+            _drop(node, key)
         else:
             node[key] = _faithful(chosen)
+
+
+def _drop(mapping: dict[Any, Any], key: Any) -> None:
+    """`key` left out of `mapping`, the comment lines above it kept above the next key
+    (ruamel.yaml keeps the lines after a `{...}` as the next key's)."""
+    keys = list(mapping)
+    comments = mapping.ca.items if isinstance(mapping, CommentedMap) else {}
+    above = comments.pop(key, [None, None])[1]
+    del mapping[key]
+    if not above:
+        return
+    following = keys[keys.index(key) + 1 :]
+    if not following:
+        raise ValueError(f"a template's comment above {key!r} has no key after it to go above")
+    slot = comments.setdefault(following[0], [None, None, None, None])
+    slot[1] = [*above, *(slot[1] or [])]
 
 
 def _faithful(value: Any) -> Any:
