@@ -64,12 +64,12 @@ def stable_abi_in(index: SourceIndex, file: str) -> StableAbi | None:
     literal = isinstance(define, ast.Constant) and match is not None
     assignments = _assignments(index)
     holders = _holders(assignments, define)
+    by_name = _by_name(assignments)
     reaches = tuple(
         compiler
         for compiler in COMPILERS
         if any(
-            _reaches(assignments, value, define, holders)
-            for value in _compile_args(index, compiler)
+            _reaches(by_name, value, define, holders) for value in _compile_args(index, compiler)
         )
     )
     guard = _guard(index, define)
@@ -166,16 +166,23 @@ def _text(node: ast.AST) -> str:
     return ""
 
 
-_Assignments = dict[str, list[ast.AST]]  # a name: every value assigned (or added) to it
+_Assignments = list[tuple[str, ast.AST]]  # (a name, a value assigned or added to it)
 
 
 def _assignments(index: SourceIndex) -> _Assignments:
-    """Every assignment of the file, by the name assigned, in the order of the walk."""
-    found: _Assignments = {}
+    """Every assignment of the file, in the order of the walk."""
+    found: _Assignments = []
     for node in index.of_kinds(ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Call):
         target, value = _assignment(node)
         if target is not None and value is not None:
-            found.setdefault(target, []).append(value)
+            found.append((target, value))
+    return found
+
+
+def _by_name(assignments: _Assignments) -> dict[str, list[ast.AST]]:
+    found: dict[str, list[ast.AST]] = {}
+    for target, value in assignments:
+        found.setdefault(target, []).append(value)
     return found
 
 
@@ -184,8 +191,8 @@ def _holders(assignments: _Assignments, define: ast.expr) -> set[str]:
     extended or added to with one (to a depth of three names)."""
     holders: set[str] = set()
     for _ in range(3):
-        for target, values in assignments.items():
-            if any(_holds(value, define, holders) for value in values):
+        for target, value in assignments:
+            if _holds(value, define, holders):
                 holders.add(target)
     return holders
 
@@ -224,7 +231,7 @@ def _compile_args(index: SourceIndex, compiler: str) -> list[ast.expr]:
 
 
 def _reaches(
-    assignments: _Assignments, value: ast.expr, define: ast.expr, holders: set[str]
+    assignments: dict[str, list[ast.AST]], value: ast.expr, define: ast.expr, holders: set[str]
 ) -> bool:
     if _holds(value, define, holders):
         return True
