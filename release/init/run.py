@@ -7,7 +7,8 @@ over an existing file without `force`. The project's own files are only read.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -18,7 +19,7 @@ from release import __version__
 from release.backends import backend_for
 from release.errors import ConfigError, FileError
 from release.init.decide import Decision, decide
-from release.init.detect import TorchLookup, backend_of
+from release.init.detect import Finding, TorchLookup, backend_of
 from release.init.render import TORCH_TODO, render_matrix, render_workflow
 from release.init.toolref import tool_commit
 from release.init.torchindex import torch_releases
@@ -95,7 +96,7 @@ def init_project(settings: InitSettings, torch_source: TorchSource | None = None
             lookup = (torch_source or ask_index)(index)
     decision = decide(read, backend, lookup, torch_index=settings.torch_index)
     matrix_text = render_matrix(decision, __version__)
-    check_loads(matrix_text, matrix_path)
+    check_loads(matrix_text, matrix_path, decision.found)
     workflow_text = render_workflow(
         __version__, matrix_in_workflow, tool_commit(), settings.pypi_token_secret
     )
@@ -134,16 +135,48 @@ def repository_root(directory: Path) -> Path:
     return directory
 
 
-def check_loads(text: str, path: Path) -> None:
+def check_loads(text: str, path: Path, found: Sequence[Finding] = ()) -> None:
     """The matrix as written must load (a TODO torch aside, which is refused at its line
-    until it is replaced); otherwise nothing is written."""
+    until it is replaced); otherwise nothing is written. A value the loader refuses is said
+    with where init read it (a setup.py line); only one init made up itself is init's bug."""
     try:
         matrix_from_text(text.replace(TORCH_TODO, '"0.0"'), path, named=("project", Version("0")))
     except ConfigError as error:
+        origin = refused_finding(error.problems[0], found)
+        if origin is not None:
+            finding, message = origin
+            raise ConfigError(
+                [
+                    f"{finding.source}: matrix.yaml cannot take {finding.key} {finding.value}: "
+                    + message
+                ],
+                hint="nothing was written; change the project file there, or write matrix.yaml "
+                "by hand (docs/matrix.md)",
+            ) from None
         raise ConfigError(
             [f"release init: the matrix for {path.parent} does not load: {error.problems[0]}"],
             hint="nothing was written; this is release init's bug, please report it",
         ) from None
+
+
+_LOADER_PROBLEM = re.compile(r"^[^:]*:\d+:\d+: (?P<path>\S+): (?P<message>.*)$")
+_FOUND_KEYS = ("abi3", "python", "sms", "ptx", "torch")
+
+
+def refused_finding(problem: str, found: Sequence[Finding]) -> tuple[Finding, str] | None:
+    """The value init read from the project that the loader's `problem` is about (by its
+    key path), and the loader's message."""
+    match = _LOADER_PROBLEM.match(problem)
+    if match is None:
+        return None
+    keys = [k for k in re.split(r'[.\[\]"]+', match.group("path")) if k]
+    if "env" in keys[:-1]:
+        name = keys[keys.index("env") + 1]
+        wanted = [f for f in found if f.key == "build.env" and f.value.startswith(f"{name}=")]
+    else:
+        key = next((k for k in reversed(keys) if k in _FOUND_KEYS), None)
+        wanted = [f for f in found if f.key == key]
+    return (wanted[0], match.group("message")) if wanted else None
 
 
 def shown_url(url: str) -> str:

@@ -235,3 +235,42 @@ def test_the_emitter_carries_even_what_init_refuses_for_a_workflow(path: str) ->
     itself."""
     document = rt_load(render_workflow("0.4.2", path, "f" * 40))
     assert document["jobs"]["build"]["with"]["matrix"] == path
+
+
+LIMITED_SETUP = """\
+from setuptools import setup
+from torch.utils.cpp_extension import BuildExtension, CUDAExtension
+
+FLOOR = "cp3" + "10"
+setup(
+    name="t-ops",
+    version="0.1.0",
+    ext_modules=[
+        CUDAExtension(
+            "t_ops._C",
+            ["csrc/ops.cu"],
+            py_limited_api=True,
+            extra_compile_args={"cxx": ["-DPy_LIMITED_API=0x0A0B0000"]},
+        )
+    ],
+    cmdclass={"build_ext": BuildExtension},
+    options={"bdist_wheel": {"py_limited_api": FLOOR}},
+)
+"""
+
+
+def test_a_project_value_the_matrix_refuses_is_named_by_its_line_not_called_a_bug(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """F2b's class: whatever value of the project the loader refuses (here an abi3 floor of
+    10.11 from a -DPy_LIMITED_API define) is said with the setup.py line init read it at,
+    never "this is release init's bug"; nothing is written."""
+    (tmp_path / "pyproject.toml").write_text(TORCH_PYPROJECT)
+    (tmp_path / "setup.py").write_text(LIMITED_SETUP)
+    assert main(["init", str(tmp_path), "--offline"]) == 2
+    error, hint = capsys.readouterr().err.splitlines()
+    assert error.startswith(
+        "error: setup.py:13: -DPy_LIMITED_API=0x0A0B0000: matrix.yaml cannot take abi3 10.11: "
+    )
+    assert "bug" not in hint
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pyproject.toml", "setup.py"]
