@@ -11,9 +11,12 @@ from dataclasses import dataclass, replace
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
+from release.backends.rules import env_problem
+from release.errors import ConfigError, shown
 from release.init.detect import Finding, Note, TorchLookup, note_of
 from release.init.torchindex import newest_allowed
-from release.project import PyProject, Reading, Said, SetupPy
+from release.init.values import env_value_problem
+from release.project import EnvRead, PyProject, Reading, Said, SetupPy
 from release.project.stableabi import stable_abi_crossing, stable_abi_note
 
 CPYTHONS = ("3.9", "3.10", "3.11", "3.12", "3.13", "3.14")  # offline: the Python list's range
@@ -50,7 +53,7 @@ def force_cuda(
     changes: list[Note] = []
     for gate in setup_py.gates if setup_py else ():
         if gate.forced_by:
-            switch = gate.forced_by[0]
+            switch = writable(gate.forced_by[0])
             env.setdefault(switch.name, switch.on)
             found.append(
                 Finding(
@@ -94,7 +97,7 @@ def force_build(
             '"TRUE": return super().run()`, then set it in build.env',
         )
         return (), [], [change]
-    env = {read.name: read.on for read in prebuilt.forced_by}
+    env = {read.name: read.on for read in map(writable, prebuilt.forced_by)}
     found = [
         Finding(
             key="build.env",
@@ -105,6 +108,21 @@ def force_build(
         for read in prebuilt.forced_by
     ]
     return tuple(sorted(env.items())), found, []
+
+
+def writable(switch: EnvRead) -> EnvRead:
+    """`switch` as build.env will carry it; a ConfigError at its line where the matrix
+    could not (a name that is no variable's, or a credential's; a value with a NUL)."""
+    problem = env_problem(switch.name, "torch") or env_value_problem(switch.on)
+    if problem is None:
+        return switch
+    raise ConfigError(
+        [
+            f"{switch.place}: the switch {shown(switch.name)}={shown(switch.on)} cannot be "
+            f"build.env: {problem}"
+        ],
+        hint="release init writes nothing; set build.env in matrix.yaml by hand (docs/matrix.md)",
+    )
 
 
 def stable_abi(setup_py: SetupPy | None) -> tuple[list[Finding], list[Note]]:
