@@ -24,10 +24,16 @@ from release.building.torchpin import pinned, stable_target_version, torch_requi
 from release.credentials import without_credentials
 from release.inspection.devicecode import JIT_FIRST, holds_device_code
 from release.inspection.limitedapi import limited_api_auditor
+from release.inspection.runtimelibs import (
+    installed_distributions,
+    library_dirs,
+    marker_environment,
+    wheel_requirements,
+)
 from release.inspection.torchabi import abi_problems, torch_exports
 from release.inspection.torchaudit import TOOL, torch_abi_auditor
 from release.matrix import Cell
-from release.toolchain.buildenv import provision_environment
+from release.toolchain.buildenv import cell_targets, provision_environment
 from release.toolchain.provision import Progress
 from release.toolchain.torchenv import TorchEnv
 from release.wheelfile import NotAWheel, wheel_name
@@ -100,11 +106,13 @@ def certify_torch(
     # torch-abi-audit holds a stable-ABI build to the stable API; where it is not installed
     # (Python 3.10) torchabi's own check of torch's C++ symbols stands in
     audited = torch_abi_auditor(python, clean)(data, target) if target is not None else None
+    beside = dependency_library_dirs(data, cell, torch_env)
     problems = abi_problems(
         data,
-        torch_exports(torch_env.lib_dirs),
+        torch_exports((*torch_env.lib_dirs, *(d for dirs in beside.values() for d in dirs))),
         stable=target is not None and audited is None,
         torch_label=torch_env.torch_version,
+        beside=list(beside),
     )
     if problems or audited:
         failures = [f"ABI check: {'; '.join(problems)}"] if problems else []
@@ -121,6 +129,25 @@ def certify_torch(
     except ValueError as error:
         raise CellFailure(str(error)) from None
     return wheel
+
+
+def dependency_library_dirs(
+    wheel_data: bytes, cell: Cell, torch_env: TorchEnv
+) -> dict[str, tuple[Path, ...]]:
+    """Where the libraries of the wheel's runtime dependencies lie in the torch environment
+    (its build installed them there: build.requires), by distribution: the wheel loads
+    beside them as beside torch (libtvm_ffi.so of apache-tvm-ffi). torch's own libraries
+    and those of its CUDA wheels (torch_env.lib_dirs) are not among them."""
+    if torch_env.site_packages is None:
+        return {}
+    markers = marker_environment(cell_targets(cell).python or "", cell.arch)
+    installed = installed_distributions(torch_env.site_packages)
+    torch_dirs = {d.resolve() for d in torch_env.lib_dirs}
+    return {
+        name: dirs
+        for name, dirs in library_dirs(wheel_requirements(wheel_data), installed, markers).items()
+        if not {d.resolve() for d in dirs} <= torch_dirs
+    }
 
 
 @dataclass(frozen=True)

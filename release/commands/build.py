@@ -124,10 +124,14 @@ def per_target(sizes: Sequence[tuple[str, int]]) -> str:
 def _describe(result: CellResult) -> str:
     if result.ok and result.report is not None:
         origin = "cached" if result.from_cache else "built"
+        device = (
+            "no device code"
+            if result.cell.host_only
+            else f"sm {' '.join(result.report.sms)}; ptx {' '.join(result.report.ptx) or '-'}"
+        )
         return (
             f"ok {result.cell.id} {origin} in {result.seconds:.1f} s: {result.report.filename} "
-            f"({result.report.size / 2**20:.2f} MiB; sm {' '.join(result.report.sms)}; "
-            f"ptx {' '.join(result.report.ptx) or '-'})"
+            f"({result.report.size / 2**20:.2f} MiB; {device})"
             + (f"\n   device code: {per_target(result.report.device_bytes)}"
                if result.report.device_bytes else "")
             + (f"\n   {result.compile_cache.line()}" if result.compile_cache else "")
