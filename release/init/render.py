@@ -54,11 +54,19 @@ def fill(name: str, values: Mapping[str, str], comments: Mapping[str, str]) -> s
 
 
 def render_workflow(
-    tool_version: str, matrix: str, commit: str | None, token_secret: str | None = None
+    tool_version: str,
+    matrix: str,
+    commit: str | None,
+    token_secret: str | None = None,
+    *,
+    destination_token_secret: str | None = None,
 ) -> str:
     """.github/workflows/release.yml: the caller of the tool's reusable workflows and of its
     publish action, each pinned to `commit` (the release's tag where it is not known), with
-    PyPI's trusted publishing or, given `token_secret`, that repository secret's API token."""
+    PyPI's trusted publishing or, given `token_secret`, that repository secret's API token;
+    given `destination_token_secret`, that secret is the token of a destination in another
+    repository (matrix.yaml's token-secret), for the publish action and the jobs that read
+    the destinations."""
     if token_secret is None:
         publisher = (
             "PyPI: trusted publishing. Add a trusted publisher to the PyPI project: this "
@@ -73,7 +81,23 @@ def render_workflow(
             "attestations only from trusted publishing: its wheels' provenance is their GitHub "
             "build provenance (docs/ci.md)."
         )
-        publish_with = f"\n        with:\n          pypi-token: ${{{{ secrets.{token_secret} }}}}"
+        publish_with = f"\n          pypi-token: ${{{{ secrets.{token_secret} }}}}"
+    reader_token = ""
+    if destination_token_secret is not None:
+        secret = f"${{{{ secrets.{destination_token_secret} }}}}"
+        publish_with += (
+            f"\n          token: {secret}\n          token-secret: {destination_token_secret}"
+        )
+        reader_token = (
+            f"\n      token-secret: {destination_token_secret}"
+            f"\n    secrets:\n      destination-token: {secret}"
+        )
+        publisher += (
+            f" A destination in another repository (matrix.yaml's token-secret) is written "
+            f"with the token in the repository secret {destination_token_secret}."
+        )
+    if publish_with:
+        publish_with = "\n        with:" + publish_with
     pin_note = (
         ""
         if commit is not None
@@ -88,6 +112,7 @@ def render_workflow(
             "docs_url": docs_url(tool_version, "ci.md"),
             "ref": commit or f"v{tool_version}",
             "publish_with": publish_with,
+            "reader_token": reader_token,
         },
         {"publisher": publisher, "pin_note": pin_note},
     )

@@ -45,6 +45,8 @@ class InitSettings:
     torch_index: str | None = None  # where the cells' torch comes from; None: PyPI
     offline: bool = False  # ask no index: the torch pin is left a TODO
     pypi_token_secret: str | None = None  # None: PyPI's trusted publishing
+    # the secret of a destination in another repository (matrix.yaml's token-secret)
+    destination_token_secret: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -101,6 +103,7 @@ def init_project(settings: InitSettings, torch_source: TorchSource | None = None
         matrix_path.relative_to(root).as_posix(),
         tool_commit(),
         settings.pypi_token_secret,
+        destination_token_secret=settings.destination_token_secret,
     )
     written = []
     for path, text, what in (
