@@ -88,6 +88,12 @@ class PackagePages:
         return cls(project=name, pages=pages)
 
 
+def commit_message(pages: PackagePages, version: str) -> str:
+    """The commit's message: the project, its version and the labels it lists, as
+    sgl-project's own scripts name theirs (`update sgl-deep-gemm whl index for v0.1.4`)."""
+    return f"{pages.project} {version}: index pages ({', '.join(sorted(pages.pages))})"
+
+
 @dataclass(frozen=True, kw_only=True)
 class IndexChange:
     """What one publish does to the branch: paths from the repository's root."""
@@ -422,14 +428,14 @@ def push_pages(
     pages: PackagePages,
     *,
     root_pages: RootPages,
-    message: str,
+    version: str,
     environ: Mapping[str, str],
     runner: proc.Runner = proc.run,
     attempts: int = ATTEMPTS,
     sleep: Callable[[float], None] = time.sleep,
 ) -> IndexPush:
-    """Commit `pages` to the target's branch as one commit (`message`: it names the project
-    and its version) and push it; see the module doc. Raises PublishError, with the branch
+    """Commit `pages` (of the project's release `version`) to the target's branch as one
+    commit and push it; see the module doc. Raises PublishError, with the branch
     as it was, when git cannot reach it or every attempt's push is refused."""
     with tempfile.TemporaryDirectory(prefix="release-git-index-") as tmp:
         work, scratch = Path(tmp) / "repo", Path(tmp) / "scratch"
@@ -446,7 +452,7 @@ def push_pages(
                 git,
                 pages=pages,
                 root_pages=root_pages,
-                message=message,
+                message=commit_message(pages, version),
                 identity=identity,
                 scratch=scratch,
             )

@@ -152,7 +152,7 @@ def publish(
         target,
         PackagePages.from_rendered(rendered(version), PROJECT),
         root_pages=roots,
-        message=f"sgl-deep-gemm {version}: index pages (cu129, cu130)",
+        version=version,
         environ=environ or clean_env(),
         runner=runner,
         sleep=lambda _: None,
