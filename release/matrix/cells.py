@@ -1,6 +1,7 @@
 """A CUDA version of matrix.yaml and the cells it expands to: its settings (its own, else the
-defaults'), the rules on them, its destination, and one cell per CPU architecture that the
-exclusions leave and its backend can build. release.matrix.load runs these for each version.
+defaults'), the rules on them, its destinations (release.matrix.copies), and one cell per CPU
+architecture that the exclusions leave and its backend can build, built for its first copy.
+release.matrix.load runs these for each version.
 """
 
 from __future__ import annotations

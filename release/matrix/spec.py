@@ -266,8 +266,9 @@ class CudaSpec(WheelSettings):
     destination: str | list[str | CopySpec] = field(
         default="",
         metadata={
-            "doc": "a name under destinations, or a list of copies of the same build, each a "
-            "name or {name, local-label}: one wheel is built and relabelled for each copy"
+            "doc": "a name under destinations, or a list of copies of one build, each a name "
+            "or {name, local-label}: the wheel is built for the first and relabelled for "
+            "each other"
         },
     )
     local_label: str | None = optional(
