@@ -34,6 +34,7 @@ from release.toolchain import BUILD_TOOL_PINS, ToolchainPlan
 from release.toolchain.buildenv import cell_targets, environment_of, environment_python
 
 NVCC_HOST_CC = "g++ from PATH, driven by nvcc"  # cmake and torch: nvcc picks the host compiler
+HOST_ONLY_CC = "g++ from PATH (the build's own: no device code, nvcc runs nothing)"
 
 # The inputs that name where the provisioned nvcc is: PyPI's nvcc has no path before
 # it is installed.
@@ -146,7 +147,7 @@ def doctor_rows(cells: Sequence[Cell], plans: Mapping[str, ToolchainPlan]) -> li
 def _compilers(cell: Cell, plan: ToolchainPlan, row: BackendRow) -> tuple[str, str]:
     """(device compiler, host C compiler) as a dry run names them."""
     if backend_for(cell.build.backend).needs_nvcc:
-        return row.device, NVCC_HOST_CC
+        return row.device, HOST_ONLY_CC if cell.host_only else NVCC_HOST_CC
     device = (
         f"nvcc from {plan.cuda_home}"
         if plan.device is None
