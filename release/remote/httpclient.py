@@ -173,13 +173,17 @@ def fetch(
     sleep: retry.Sleep = time.sleep,
     clock: retry.Clock = time.monotonic,
     secrets: Iterable[str] = (),
+    byte_range: tuple[int, int] | None = None,
 ) -> Download:
     """GET `url` (redirects followed), hashing the body as it streams; retried per the
-    module doc. Never raises for the server's sake: the last answer or failure comes back."""
+    module doc. Never raises for the server's sake: the last answer or failure comes back.
+    `byte_range` (first, last) asks for those bytes only: 206 is the server's yes."""
     policy = policy or retry.RetryPolicy(attempts=5, initial_delay=1.0, total=300.0)
     deadline = deadline or retry.Deadline(policy.total, clock)
     hidden = tuple(secrets)
     headers = {"Accept": accept} if accept else {}
+    if byte_range is not None:
+        headers["Range"] = f"bytes={byte_range[0]}-{byte_range[1]}"
     retried = TRANSIENT_STATUSES | frozenset(retry_statuses)
 
     def attempt(_: int) -> Download:

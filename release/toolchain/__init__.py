@@ -21,6 +21,9 @@ Its modules:
 - `provision`: Provisioning, the edge: `provision` installs a plan's pinned wheels into the
   cache once (pip --target into a temp dir, then a rename) and probes every tool's real version,
   through a `proc.Runner`; a pip too old for it stops before any download.
+- `torchbuilds`: The torch releases of a cell's torch index, each with the CUDA it is built for
+  (from its local label or its METADATA's requirements), and the torch a stable-ABI cell builds
+  against by default: the oldest it admits on the cell's CUDA major.
 - `torchenv`: A torch cell's build environment: a venv of the cell's CPython holding exactly the
   pinned torch (never whatever the index serves) and the project's other build requirements, and
   a CUDA_HOME assembled from PyPI's nvcc and the CUDA library headers and link names that
