@@ -142,6 +142,9 @@ class Cell:
     torch_index: str | None = None  # where that torch comes from (None: pip's index)
     python: str | None = None  # the CPython of a cp3X-cp3X cell ("3.11")
     abi3: str | None = None  # the Py_LIMITED_API floor of a cp3X-abi3 cell ("3.10")
+    # a stable-ABI torch cell built against a newer torch than the oldest its wheel admits,
+    # on purpose (matrix.yaml's torch-build: newer)
+    newer_torch: bool = False
     compress_mode: str | None = None  # nvcc's --compress-mode (None: the backend's own)
     excluded_sms: tuple[GpuTarget, ...] = ()  # what matrix.yaml's exclude removed from sms
     # the image with the CUDA toolkit it builds in where PyPI has no nvcc for its CUDA
@@ -341,6 +344,7 @@ def cell_dict(cell: Cell) -> dict[str, Any]:
         **({"torch_index": cell.torch_index} if cell.torch_index is not None else {}),
         **({"python": cell.python} if cell.python is not None else {}),
         **({"abi3": cell.abi3} if cell.abi3 is not None else {}),
+        **({"torch_build": "newer"} if cell.newer_torch else {}),
         **({"compress_mode": cell.compress_mode} if cell.compress_mode is not None else {}),
         **({"excluded_sms": [str(s) for s in cell.excluded_sms]} if cell.excluded_sms else {}),
         **({"toolkit_image": cell.toolkit_image} if cell.toolkit_image is not None else {}),

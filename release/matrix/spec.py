@@ -24,6 +24,9 @@ DestinationKind = Literal["pypi", "github", "s3"]
 Fallout = Literal["archive", "delete"]  # what happens to a nightly commit past `keep`
 # nvcc's --compress-mode (CUDA 12.8 on): how the fatbin's device code is compressed
 CompressMode = Literal["default", "size", "speed", "balance", "none"]
+# which torch a stable-ABI torch cell may build against: the oldest its wheel admits, or a
+# newer one on purpose
+TorchBuildChoice = Literal["oldest", "newer"]
 RELEASE_VERSION = r"[0-9]+(\.[0-9]+)*"
 PYTHON_VERSION = r"3\.[0-9]{1,2}"
 
@@ -204,6 +207,11 @@ class WheelSettings:
     abi3: PythonSpec | None = optional(
         'torch backend: the py_limited_api floor ("3.10"): one cp310-abi3 wheel per cell '
         "instead of one per Python"
+    )
+    torch_build: TorchBuildChoice | None = optional(
+        "torch backend, a libtorch stable-ABI build: oldest (default): `torch` must be the "
+        "oldest torch its wheel admits on the cell's CUDA major; newer: `torch` names a newer "
+        "one on purpose"
     )
     compress_mode: CompressMode | None = optional(
         "nvcc's --compress-mode for the fatbins (CUDA 12.8 and later): size for the "
