@@ -10,23 +10,34 @@ check against the pinned torch, and the torch requirement its METADATA must stat
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 
+from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from release.backends import EnvironmentSpec
 from release.building.settings import CellFailure
 from release.building.torchpin import pinned, stable_target_version, torch_requirement
 from release.credentials import without_credentials
+from release.errors import ToolchainError
 from release.inspection.devicecode import holds_device_code
 from release.inspection.limitedapi import limited_api_auditor
 from release.inspection.torchabi import abi_problems, torch_exports
 from release.inspection.torchaudit import TOOL, torch_abi_auditor
+from release.inspection.torchcuda import other_cuda_problems
 from release.matrix import Cell
-from release.toolchain.buildenv import provision_environment
+from release.toolchain.buildenv import cell_targets, provision_environment
 from release.toolchain.provision import Progress
+from release.toolchain.torchbuilds import (
+    IndexTorches,
+    NoTorchForCuda,
+    build_torch_problem,
+    oldest_admitted,
+    read_index_torches,
+)
 from release.toolchain.torchenv import TorchEnv
 from release.wheelfile import NotAWheel, wheel_name
 
@@ -58,6 +69,35 @@ def tags_problem(filename: str, cell: Cell) -> str | None:
     return f"the build made a {built} wheel, the cell is {wanted} ({remedy})"
 
 
+IndexReader = Callable[[Cell, Version], IndexTorches]
+
+
+def index_torches(cell: Cell, target: Version) -> IndexTorches:
+    """The torch releases from `target` on that the cell's torch index has for its arch and
+    Python, each with the CUDA it is built for (release.toolchain.torchbuilds)."""
+    python = cell_targets(cell).python
+    return read_index_torches(cell.torch_index, cell.arch, SpecifierSet(f">={target}"),
+                              python=python)  # fmt: skip
+
+
+def stable_pin(
+    cell: Cell, built_with: Version, target: Version, torches: IndexTorches
+) -> Requirement:
+    """What a stable-ABI wheel of `cell` built against `built_with` requires: `torch>=` the
+    oldest torch it admits on the cell's CUDA major (TORCH_TARGET_VERSION raised to the
+    first torch the index has for that major). Raises CellFailure where the build's torch
+    is not that one and matrix.yaml does not say a newer one is on purpose, or the index
+    has no torch for the cell's CUDA."""
+    try:
+        oldest = oldest_admitted(torches, target, cell.cuda.major)
+    except NoTorchForCuda as error:
+        raise CellFailure(f"the wheel's torch requirement cannot be decided: {error}") from None
+    problem = build_torch_problem(oldest, built_with, cell.newer_torch)
+    if problem is not None:
+        raise CellFailure(problem)
+    return torch_requirement(built_with, oldest.version)
+
+
 def certify_torch(
     wheel: Path,
     cell: Cell,
@@ -66,6 +106,7 @@ def certify_torch(
     log: Path,
     python: str = sys.executable,
     env: Mapping[str, str] | None = None,
+    read_index: IndexReader = index_torches,
 ) -> Path:
     """The torch checks of a freshly built wheel, then its METADATA pinned to the torch it
     was built against (rewritten in place). Raises CellFailure. Which SMs the device code
@@ -73,7 +114,9 @@ def certify_torch(
     build (TORCH_TARGET_VERSION on its compile lines) is also held to the stable API by
     torch-abi-audit (release.inspection.torchaudit). Where either fails for an abi3 cell,
     its limited API (the inspection's abi3audit, run by `python`) is audited too, so that
-    the message names both."""
+    the message names both. A stable-ABI wheel's requirement starts at the oldest torch it
+    admits on the cell's CUDA major (`stable_pin`, from the releases `read_index` gives),
+    and no torch it admits may be built for another CUDA major."""
     data = wheel.read_bytes()
     if not holds_device_code(data):
         raise CellFailure(CPU_ONLY)
@@ -99,12 +142,23 @@ def certify_torch(
             if limited:
                 failures.append("abi3audit: " + "; ".join(limited))
         raise CellFailure("; ".join(failures))
-    requirement = torch_requirement(Version(torch_env.torch_version), target)
+    built_with = Version(Version(torch_env.torch_version).public)
+    torches = None
+    requirement = torch_requirement(built_with, None)
+    if target is not None:
+        try:
+            torches = read_index(cell, target)
+        except ToolchainError as error:
+            raise CellFailure(error.message) from None
+        requirement = stable_pin(cell, built_with, target, torches)
     try:
-        built_with = Version(Version(torch_env.torch_version).public)
-        wheel.write_bytes(pinned(wheel.name, data, requirement, built_with=built_with))
+        data = pinned(wheel.name, data, requirement, built_with=built_with)
     except ValueError as error:
         raise CellFailure(str(error)) from None
+    elsewhere = other_cuda_problems(data, torches, cell.cuda) if torches is not None else []
+    if elsewhere:
+        raise CellFailure("; ".join(elsewhere))
+    wheel.write_bytes(data)
     return wheel
 
 

@@ -29,7 +29,7 @@ from release.backends import DEFAULT_BACKEND
 from release.building.compare import Comparison, compare
 from release.building.compilecache import CacheStats
 from release.building.excluded import ExcludedSm, excluded_sms
-from release.building.preview import planned
+from release.building.preview import planned, refused_torches
 from release.building.sdist import build_sdist, from_the_sdist
 from release.building.settings import (
     SETTING_COLUMNS,
@@ -175,6 +175,11 @@ def run(args: argparse.Namespace) -> int:
     sdist_of = _sdist_cell(args, matrix, cells, output)
     if args.dry_run:
         return _dry_run(given, plan_toolchains(given), output)
+    refused = refused_torches(given.cells)
+    if refused:
+        raise ConfigError(
+            refused, hint="`release build --dry-run` says which torch each cell builds against"
+        )
     with ExitStack() as stack:
         out = stack.enter_context(_out_dir(args, args.compare))
         fresh = (
@@ -484,6 +489,8 @@ def _dry_run(settings: BuildSettings, plans: Mapping[str, ToolchainPlan], output
             output.line(f"{cell.cell}: builds against {cell.against[1]}")
         if cell.stable_abi is not None:
             output.line(f"{cell.cell}: {cell.stable_abi}")
+        if cell.stable_torch is not None:
+            output.line(f"{cell.cell}: stable ABI, built against {cell.stable_torch}")
         for warning in cell.warnings:
             output.warning(warning, title=f"release build {cell.cell}")
     return 0

@@ -81,7 +81,7 @@ def decide(
         return replace(
             decision, found=tuple(found), changes=tuple(changes), undecided=tuple(undecided)
         )
-    pin = torch_pin(read.pyproject, lookup)
+    pin = torch_pin(read.pyproject, lookup, read.setup_py)
     axis = python_axis(read, pin)
     env, switches, gates = force_cuda(read.setup_py)
     forced, builds, downloads = force_build(read.setup_py)

@@ -22,6 +22,7 @@ from release.project import CMakeLists, Gencode, Place, PyProject, Reading, Setu
 from release.project.archchanges import arch_list_changes, gencode_change
 from release.project.places import ProjectChange
 from release.targets import CudaVersion, GpuTarget, target_problem
+from release.toolchain.torchbuilds import IndexTorches
 
 CUDA = CudaVersion(13, 0)  # the CUDA version whose whole toolchain comes from PyPI
 DEFAULT_SMS = tuple(GpuTarget(n) for n in (75, 80, 86, 89, 90, 100))
@@ -51,11 +52,15 @@ class Note:
 
 @dataclass(frozen=True, kw_only=True)
 class TorchLookup:
-    """The torch versions an index has (`releases`), or why they are not known."""
+    """The torch versions an index has (`releases`), or why they are not known; for a
+    stable-ABI project also the CUDA each is built for from its target on (`built_for`), or
+    why that is not known (`built_for_failure`)."""
 
     index_url: str
     releases: Mapping[Version, TorchRelease] | None
     failure: str | None = None
+    built_for: IndexTorches | None = None
+    built_for_failure: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

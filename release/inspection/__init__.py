@@ -10,6 +10,8 @@ Its modules:
 - `limitedapi`: An abi3 wheel keeps to the limited API of its floor.
 - `torchabi`: The ABI check of a torch extension wheel.
 - `torchaudit`: A libtorch stable-ABI wheel held to the stable ABI by torch-abi-audit.
+- `torchcuda`: A torch wheel's own `Requires-Dist: torch` against the torch releases of its
+  index: one that admits a torch built for another CUDA major than the wheel's is refused.
 - `verdict`: auditwheel's verdict on a built wheel (`auditwheel_problems` of `auditwheel show`).
 - `wheel`: Wheel inspection: a wheel counts as built only when everything about it is what its
   cell asked for.

@@ -21,13 +21,16 @@ import shutil
 import subprocess
 import sys
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
 
+from release.building.torchpin import pinned
 from release.cli import main
-from release.records.manifest import read_manifest
+from release.fsutil import sha256_file
+from release.records.manifest import read_manifest, write_manifest
 from release.toolchain.torchenv import TorchEnv
 from tests.full.shared_builds import (
     TORCH,
@@ -101,11 +104,12 @@ def torch_requirements(wheel: Path) -> list[str]:
     return [r for r in metadata(wheel).get_all("Requires-Dist") or [] if r.startswith("torch")]
 
 
-def test_a_stable_abi_wheel_needs_torch_from_its_target_version_on(
+def test_a_stable_abi_wheel_needs_torch_from_the_first_of_its_cuda_major_on(
     torch_stable: TorchBuild,
 ) -> None:
-    # the project says a bare `torch`; the build's TORCH_TARGET_VERSION says 2.10
-    assert torch_requirements(torch_stable.wheel) == ["torch>=2.10"]
+    # the project says a bare `torch`; the build's TORCH_TARGET_VERSION says 2.10, and
+    # PyPI's torch 2.10.0 is built for CUDA 12.8: its 2.11.0 is the first on CUDA 13
+    assert torch_requirements(torch_stable.wheel) == ["torch>=2.11"]
 
 
 def test_a_regular_abi_wheel_needs_the_torch_minor_it_was_built_against(
@@ -278,6 +282,24 @@ sys.exit(pytest.main(["-q", "-p", "no:cacheprovider", tests]))
 """
 
 
+def pinned_to_its_torch(built: TorchBuild, where: Path) -> Path:
+    """A copy of `built`'s dist/ whose wheel requires torch==2.14.* (its manifest entry made
+    again): the gate then runs it beside the torch it was built against only. The torches a
+    stable-ABI wheel is run beside, the oldest and the newest it admits (PyPI's 2.11.0 and
+    its newest), are gigabytes each, and this machine's pip is capped at 2.14.1;
+    tests/integration/test_torch_builds.py holds the gate's plan for them."""
+    dist = where / "dist"
+    shutil.copytree(built.dist, dist)
+    wheel = dist / TORCH_WHEEL
+    wheel.write_bytes(pinned(wheel.name, wheel.read_bytes(), Requirement("torch==2.14.*")))
+    manifest = read_manifest(dist / "manifest.json")
+    entries = tuple(
+        replace(e, size=wheel.stat().st_size, sha256=sha256_file(wheel)) for e in manifest.wheels
+    )
+    write_manifest(replace(manifest, wheels=entries), dist / "manifest.json")
+    return dist
+
+
 def test_the_gpu_gate_runs_the_projects_own_tests_beside_the_pinned_torch(
     torch_stable: TorchBuild, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -296,19 +318,22 @@ def test_the_gpu_gate_runs_the_projects_own_tests_beside_the_pinned_torch(
     text = torch_stable.matrix.read_text(encoding="utf-8")
     (tmp_path / "matrix.yaml").write_text(text + gate, encoding="utf-8")
     cache = cache_copy(torch_stable.cache, tmp_path / "cache")  # for the PTX-only build
+    dist = pinned_to_its_torch(torch_stable, tmp_path)
     os.environ["SOURCE_DATE_EPOCH"] = TORCH_EPOCH
     try:
         code = main(
             ["gpu-gate", "--matrix", str(tmp_path / "matrix.yaml"), "--runner",
-             "self-hosted/h200", "--dist", str(torch_stable.dist),
-             "--cache-dir", str(cache), "--json"]
+             "self-hosted/h200", "--dist", str(dist), "--cache-dir", str(cache), "--json"]
         )  # fmt: skip
     finally:
         del os.environ["SOURCE_DATE_EPOCH"]
     captured = capsys.readouterr()
     assert code == 0, captured.err[-4000:]
     runs = json.loads(captured.out)["runs"]
-    assert [(r["build"], r["ok"]) for r in runs] == [("cubin", True), ("ptx", True)]
+    assert [(r["build"], r["torch"], r["ok"]) for r in runs] == [
+        ("cubin", "2.14.1", True),
+        ("ptx", "2.14.1", True),
+    ]
     assert "probe: torch 2.14.1+cu130 from " in captured.err
     assert " passed" in captured.err
 
