@@ -63,7 +63,7 @@ class GateStep:
         return f"{self.run.name}{beside}"
 
 
-IndexReader = Callable[[Cell, SpecifierSet], IndexTorches]
+AdmittedReader = Callable[[Cell, SpecifierSet], IndexTorches]
 
 
 def read_admitted(cell: Cell, specifier: SpecifierSet) -> IndexTorches:
@@ -121,7 +121,7 @@ def wheel_requirement(wheel: Path) -> Requirement | None:
 
 
 def plan_steps(
-    runs: Sequence[GateRun], wheels: Mapping[str, Path], read_index: IndexReader = read_admitted
+    runs: Sequence[GateRun], wheels: Mapping[str, Path], read_index: AdmittedReader = read_admitted
 ) -> list[GateStep]:
     """Each run once per torch it runs beside (a cell without torch: once as it is). The
     torches of a cell are decided from its wheel in dist/ (`wheels`, by cell id), for its
@@ -144,7 +144,7 @@ def plan_steps(
 
 
 def _decide(
-    cell: Cell, torch: Version, wheel: Path | None, read_index: IndexReader
+    cell: Cell, torch: Version, wheel: Path | None, read_index: AdmittedReader
 ) -> tuple[Beside, ...] | str:
     requirement = wheel_requirement(wheel) if wheel is not None and wheel.is_file() else None
     torches = None
