@@ -1,7 +1,9 @@
 """What a wheel built in a torch environment goes through besides the checks every wheel
 gets (the manylinux verdict leaves torch's own libraries out for it, as for every torch
 cell): any device code at all (a quietly CPU-only build stops here, explained), the ABI
-check against the pinned torch, and the torch requirement its METADATA must state.
+check against the pinned torch, and the torch requirement its METADATA must state (for a
+stable-ABI wheel: from the oldest torch it admits on its cell's CUDA major, read from the
+cell's torch index, and admitting no torch of another CUDA major).
 `TorchBuildEnv` is a provisioned torch venv as the build stage holds it
 (release.building.settings.BuildEnv): the pipeline asks it to `certify` a wheel, and
 `build_environment` is how the stage provisions one.

@@ -156,6 +156,18 @@ def torch_venv(torch_environment: TorchEnv, tmp_path_factory: pytest.TempPathFac
     return python
 
 
+# The session's stable wheel is built against torch 2.14.1 on purpose (shared_builds.py), so
+# its `total` is issue 53's failure (test_a_stable_wheel_built_against_a_newer_torch_...):
+# the tests of the other ops leave it out.
+NOT_TOTAL = ("-k", "not total")
+TOTAL = """
+import torch, k3_torch_ops
+for dtype in (torch.float64, torch.float32):
+    out = k3_torch_ops.total(torch.arange(4.0, dtype=dtype))
+    print(list(out.shape), str(out.dtype))
+"""
+
+
 @pytest.mark.parametrize("flavour", ["torch_stable", "torch_regular"], ids=["stable", "regular"])
 def test_installed_beside_torch_its_own_tests_run_the_op_on_the_cpu(
     flavour: str, request: pytest.FixtureRequest, torch_venv: str, tmp_path: Path
@@ -176,12 +188,35 @@ def test_installed_beside_torch_its_own_tests_run_the_op_on_the_cpu(
     tests = tmp_path / "tests"
     shutil.copytree(FIXTURE / "tests", tests)
     ran = subprocess.run(
-        [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tests)],
+        [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *NOT_TOTAL, str(tests)],
         capture_output=True, text=True, check=False, cwd=tmp_path,
     )  # fmt: skip
     assert ran.returncode == 0, ran.stdout[-3000:]
     assert " passed" in ran.stdout
     assert "test_matches_torch[float32-cpu] SKIPPED" not in ran.stdout
+
+
+def test_a_stable_wheel_built_against_a_newer_torch_gets_a_view_of_nothing_wrong(
+    torch_stable: TorchBuild, torch_venv: str
+) -> None:
+    """Issue 53 on the CPU, beside the very torch it was built against: compiled against
+    torch 2.14.1's headers (TORCH_TARGET_VERSION 2.10), `torch::stable::view(result, {})`
+    calls the `view(Tensor, ScalarType)` overload those headers add (its `{}` is
+    ScalarType::Byte), so `total` returns its result's bytes as uint8, not a 0-dim tensor.
+    Built against a torch without that overload (2.13.0 and older, as a stable-ABI cell
+    builds by default: its oldest admitted torch, 2.11.0) it gives the scalar. Only running
+    the wheel shows it: every static check passes."""
+    install = subprocess.run(
+        [torch_venv, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+         "--no-deps", "--force-reinstall", str(torch_stable.wheel)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert install.returncode == 0, install.stderr[-3000:]
+    ran = subprocess.run(
+        [torch_venv, "-W", "ignore", "-c", TOTAL], capture_output=True, text=True, check=False
+    )
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    assert ran.stdout.split("\n")[:2] == ["[8] torch.uint8", "[4] torch.uint8"]
 
 
 def test_a_cpu_only_build_fails_the_cell_and_says_why(
@@ -278,7 +313,8 @@ here = pathlib.Path(k3_torch_ops.__file__).resolve()
 assert pathlib.Path(sys.prefix) in here.parents, f"{here} is not the venv's wheel"
 print(f"probe: torch {torch.__version__} from {pathlib.Path(torch.__file__).parent}")
 print(f"probe: {here}")
-sys.exit(pytest.main(["-q", "-p", "no:cacheprovider", tests]))
+# the session's stable wheel's `total` is issue 53's failure: see NOT_TOTAL
+sys.exit(pytest.main(["-q", "-p", "no:cacheprovider", "-k", "not total", tests]))
 """
 
 
