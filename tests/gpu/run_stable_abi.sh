@@ -34,14 +34,12 @@ for wheel in "$@"; do
     "$python" -m zipfile -e "$wheel" "$run/site"
     cp "$root/tests/gpu/test_fixture_torch_ops.py" "$root/tests/fixtures/torch_ops/tests/test_ops.py" "$run/"
     echo
-    echo "=== $(basename "$wheel")"
+    echo "=== $wheel"
     grep -h '^Requires-Dist: torch' "$run"/site/*.dist-info/METADATA || true
-    (
-        cd "$run"
-        K3_TORCH_OPS_WHEEL="$wheel" "$python" -m pytest -c /dev/null -p no:cacheprovider -s -v \
-            -W ignore::pytest.PytestUnknownMarkWarning test_fixture_torch_ops.py
-        PYTHONPATH="$run/site${PYTHONPATH:+:$PYTHONPATH}" "$python" -m pytest -c /dev/null \
-            -p no:cacheprovider -v test_ops.py
-    ) || status=1
+    (cd "$run" && K3_TORCH_OPS_WHEEL="$wheel" "$python" -m pytest -c /dev/null \
+        -p no:cacheprovider -s -v -W ignore::pytest.PytestUnknownMarkWarning \
+        test_fixture_torch_ops.py) || status=1
+    (cd "$run" && PYTHONPATH="$run/site${PYTHONPATH:+:$PYTHONPATH}" "$python" -m pytest \
+        -c /dev/null -p no:cacheprovider -v test_ops.py) || status=1
 done
 exit $status
