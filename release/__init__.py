@@ -2,6 +2,8 @@
 
 Its modules:
 
+- `audit/`: `release audit`: the checks verify applies to a release's wheels and index, against
+  any simple index or list of wheel URLs, with no matrix and no credentials.
 - `backends/`: The build systems a cell can be built with, and what each receives.
 - `building/`: The build stage: one cell pipeline (PEP 517 build, repair, relabel, inspect), the
   caches, --compare, and the GPU gate.
@@ -41,6 +43,8 @@ Its modules:
   hidden.
 - `errors`: The one error family: every error a user can cause, with its exit code and a hint.
 - `fsutil`: Small filesystem edges shared by every command.
+- `github_names`: What this program takes from outside as a GitHub address: a repository's
+  OWNER/NAME and a REST API's base URL, checked by one rule each wherever they come in.
 - `proc`: The one way this program runs a subprocess.
 - `targets`: The targets a release builds for: CPU architectures, and GPU targets (SM numbers
   with their `a`/`f` suffixes) with what each CUDA version can build.

@@ -9,12 +9,14 @@ import os
 import re
 import signal
 import sys
+import traceback
 from collections.abc import Sequence
 from typing import cast
 
 from release import __version__, proc
-from release.commands.parsing.arguments import Command, add_command, parents
-from release.console import Annotation, Output
+from release.commands.parsing.arguments import Command, Parser, UsageError, add_command, parents
+from release.console import Annotation, Failure, Output
+from release.credentials import mask, secret_values
 from release.errors import ConfigError, FileError, ReleaseError
 
 # The commands in the order `release --help` lists them; `gpu-gate` is release.commands.gpu_gate.
@@ -26,6 +28,7 @@ COMMANDS: tuple[str, ...] = (
     "build",
     "publish",
     "verify",
+    "audit",
     "plan",
     "pins",
     "gpu-gate",
@@ -62,7 +65,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     command is a choice, but only the one `argv` names has its options)."""
     needed = needed_commands(argv)
     shared = parents()
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="release",
         description="Build, publish and verify the wheel matrix of a CUDA kernel project.",
     )
@@ -77,40 +80,117 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    parser = build_parser(argv)
-    try:
-        args = parser.parse_args(argv)
-    except ReleaseError as error:  # an output path the command could not write (options.py)
-        _print_error(error)
-        return error.exit_code
-    proc.reset()
+    """Run `release argv`; its exit code. Every way a command ends goes through here: what
+    it printed is masked (release.console), an error is one line and a hint on stderr, and
+    with --json (or --json-file) one document comes out, failures included."""
+    argv = sys.argv[1:] if argv is None else list(argv)
     environ = os.environ
-    output = Output(environ, command=args.command)
+    try:
+        args = build_parser(argv).parse_args(argv)
+    except UsageError as error:
+        return _refused(argv, error.lines(), Failure(message=error.message, hint=None, exit_code=2))
+    except ReleaseError as error:  # an output path the command could not write (options.py)
+        return _refused(argv, error.lines(), failure_of(error))
+    output = Output(
+        environ,
+        json_mode=getattr(args, "json", False),  # every command takes the shared output options
+        json_file=getattr(args, "json_file", None),
+        command=args.command,
+    )
+    proc.reset()
     output.mask_secrets()
     _log_progress_to_stderr()
+    code, failure = _run(args, output)
+    if code == BROKEN_PIPE:
+        return code  # stdout is gone: no document can reach it
+    return _finish(output, code, failure)
+
+
+BROKEN_PIPE = 128 + signal.SIGPIPE
+
+
+def failure_of(error: ReleaseError) -> Failure:
+    return Failure(message=error.message, hint=error.hint, exit_code=error.exit_code)
+
+
+def _run(args: argparse.Namespace, output: Output) -> tuple[int, Failure | None]:
+    """The command's exit code, and how it failed where it did (printed on stderr)."""
     try:
         with proc.interruptible():
-            code: int = args.func(args)
+            code: int = args.func(args, output)
     except ReleaseError as error:
-        _print_error(error)
+        _print_error(error.lines(), output)
         for annotation in error_annotations(error, f"release {args.command}"):
             output.annotate(annotation)
-        return error.exit_code
+        return error.exit_code, failure_of(error)
     except BrokenPipeError:
         # The reader went away (`release matrix | head`): stop quietly, as `yes | head` does.
         _silence_stdout()
-        return 128 + signal.SIGPIPE
+        return BROKEN_PIPE, None
     except OSError as error:
-        failure = FileError.of(error)
-        _print_error(failure)
-        return failure.exit_code
+        file_failure = FileError.of(error)
+        _print_error(file_failure.lines(), output)
+        return file_failure.exit_code, failure_of(file_failure)
     except KeyboardInterrupt:
         proc.stop_all()
         number = proc.last_signal()
-        print(f"error: interrupted by {signal.Signals(number).name}", file=sys.stderr)
-        return 128 + number
+        message = f"interrupted by {signal.Signals(number).name}"
+        _print_error([f"error: {message}"], output)
+        return 128 + number, Failure(message=message, hint=None, exit_code=128 + number)
+    except Exception as error:  # a bug: its traceback, masked, and the document
+        message = f"a bug in release {args.command}: {type(error).__name__}: {error}"
+        trace = "".join(traceback.format_exception(error)).splitlines()
+        _print_error([*trace, f"error: {message}", f"hint: {BUG_HINT}"], output)
+        return 1, Failure(message=message, hint=BUG_HINT, exit_code=1)
+    if code != 0:
+        return code, Failure(message=f"release {args.command} failed", hint=None, exit_code=code)
+    return 0, None
+
+
+BUG_HINT = "this is release's bug, not yours: please report it with the traceback above"
+
+
+def _finish(output: Output, code: int, failure: Failure | None) -> int:
+    """Write the command's document; a --json-file that cannot be written is the command's
+    failure (its document then goes to stdout alone)."""
+    try:
+        output.finish(failure)
+    except BrokenPipeError:
+        _silence_stdout()
+        return BROKEN_PIPE
+    except (OSError, ReleaseError) as error:
+        problem = error if isinstance(error, ReleaseError) else FileError.of(error, "write")
+        _print_error(problem.lines(), output)
+        output.json_file = None
+        output.finish(failure_of(problem))
+        return problem.exit_code
     return code
+
+
+def _refused(argv: Sequence[str], lines: Sequence[str], failure: Failure) -> int:
+    """A command line refused before its command ran: the error, and its document where
+    the line asks for JSON on stdout."""
+    output = Output(os.environ, json_mode=asks_json(argv), command=named_command(argv))
+    _print_error(lines, output)
+    try:
+        output.finish(failure)
+    except BrokenPipeError:
+        _silence_stdout()
+    return failure.exit_code
+
+
+def named_command(argv: Sequence[str]) -> str:
+    """The command `argv` names, or "" (the first word is not one)."""
+    words = [arg for arg in argv if not arg.startswith("-")]
+    return words[0] if words and words[0] in COMMANDS else ""
+
+
+def asks_json(argv: Sequence[str]) -> bool:
+    """Whether `argv` asks for its document on stdout (`--json`, `matrix --format json`),
+    read from the words alone, for a command line the parser refused."""
+    words = list(argv[: argv.index("--")] if "--" in argv else argv)
+    pairs = zip(words, [*words[1:], ""], strict=True)
+    return "--json" in words or "--format=json" in words or ("--format", "json") in pairs
 
 
 _POSITION = re.compile(r"^(?P<file>[^\s:]+):(?P<line>\d+):(?P<col>\d+): (?P<message>.*)$")
@@ -148,11 +228,12 @@ def error_annotations(error: ReleaseError, title: str) -> list[Annotation]:
 
 
 class _Stderr(logging.Handler):
-    """Log records as plain lines on whatever sys.stderr is when they come."""
+    """Log records as plain lines on whatever sys.stderr is when they come, masked."""
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            print(self.format(record), file=sys.stderr, flush=True)
+            text = mask(self.format(record), secret_values(os.environ))
+            print(text, file=sys.stderr, flush=True)
         except (OSError, ValueError):
             self.handleError(record)
 
@@ -166,10 +247,10 @@ def _log_progress_to_stderr() -> None:
         logger.propagate = False
 
 
-def _print_error(error: ReleaseError) -> None:
+def _print_error(lines: Sequence[str], output: Output) -> None:
     try:
-        for line in error.lines():
-            print(line, file=sys.stderr)
+        for line in lines:
+            print(output.safe(line), file=sys.stderr)
     except BrokenPipeError:
         pass
 

@@ -9,7 +9,11 @@
   `::group::` folds around long logs; `::add-mask::` for every secret at start; a Markdown
   step summary appended to `$GITHUB_STEP_SUMMARY`.
 - One JSON document per command (`--json` to stdout, `--json-file PATH`), each with its
-  `schema` version and `command`, written atomically.
+  `schema` version and `command`, written atomically when the command ends (`finish`), and
+  on every failure too: `"ok": false` and the `error` (message, hint, exit code).
+- Nothing it shows or writes carries a secret: every line, table cell, annotation, step
+  summary and document string is masked (release.credentials.mask: the environment's
+  secret values, and the credentials of every URL), whatever the caller passed.
 - Progress of long work: a rich progress display on a terminal, plain periodic lines in
   CI and when piped.
 """
@@ -25,7 +29,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from release.credentials import add_mask_lines
+from release.credentials import add_mask_lines, mask, secret_values
 from release.fsutil import json_text, write_atomic
 
 if TYPE_CHECKING:
@@ -132,6 +136,29 @@ def escape_property(text: str) -> str:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Failure:
+    """How a command ended when it failed: what its --json document says in `error`."""
+
+    message: str
+    hint: str | None
+    exit_code: int
+
+    def as_json(self) -> dict[str, Any]:
+        return {"message": self.message, "hint": self.hint, "exit_code": self.exit_code}
+
+
+def masked_json(value: Any, secrets: Sequence[str]) -> Any:
+    """`value` (JSON data) with every string masked."""
+    if isinstance(value, str):
+        return mask(value, secrets)
+    if isinstance(value, Mapping):
+        return {mask(str(k), secrets): masked_json(v, secrets) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [masked_json(v, secrets) for v in value]
+    return value
+
+
+@dataclass(frozen=True, kw_only=True)
 class Annotation:
     """One `::error` / `::warning`: where (as far as known) and what."""
 
@@ -177,6 +204,12 @@ class Output:
         self.command = command
         self.stdout = stdout or sys.stdout
         self.stderr = stderr or sys.stderr
+        self.secrets = secret_values(environ)
+        self._document: dict[str, Any] | None = None
+
+    def safe(self, text: str) -> str:
+        """`text` as it may be shown: secrets and the credentials of URLs masked."""
+        return mask(text, self.secrets)
 
     @cached_property
     def err(self) -> Console:
@@ -190,8 +223,10 @@ class Output:
     # - human output -
 
     def table(self, columns: Sequence[str], rows: Sequence[Sequence[str]], title: str) -> None:
+        # masked before rich folds a long value across lines, where a mask could not see it
+        rows = [[self.safe(value) for value in row] for row in rows]
         with self.out.capture() as captured:
-            self.out.print(table(columns, rows, title, width=self.out.width))
+            self.out.print(table(columns, rows, self.safe(title), width=self.out.width))
         # rich pads each line to the table's width: drop the padding, keep the layout
         lines = [line.rstrip() for line in captured.get().splitlines()]
         self.out.file.write("\n".join(lines) + "\n")
@@ -199,17 +234,17 @@ class Output:
 
     def line(self, text: str) -> None:
         """A line of the report (stdout, or stderr under --json)."""
-        self.out.print(text, soft_wrap=True, markup=False)
+        self.out.print(self.safe(text), soft_wrap=True, markup=False)
 
     def note(self, text: str) -> None:
         """A line about the work in progress: always stderr."""
-        print(text, file=self.stderr, flush=True)
+        print(self.safe(text), file=self.stderr, flush=True)
 
     # - GitHub Actions -
 
     def annotate(self, annotation: Annotation) -> None:
         if self.actions:
-            print(annotation.command(), file=self.stderr, flush=True)
+            print(self.safe(annotation.command()), file=self.stderr, flush=True)
 
     def warning(self, text: str, **where: Any) -> None:
         self.note(f"warning: {text}")
@@ -236,14 +271,38 @@ class Output:
         path = self.environ.get("GITHUB_STEP_SUMMARY")
         if path:
             with Path(path).open("a", encoding="utf-8") as handle:
-                handle.write(markdown + "\n")
+                handle.write(self.safe(markdown) + "\n")
+
+    def write_file(self, path: Path, text: str) -> None:
+        """A report file the user asked for (`--markdown`), masked, written atomically."""
+        write_atomic(path, self.safe(text).encode())
 
     # - the machine document -
 
     def document(self, data: Mapping[str, Any]) -> None:
-        """The command's JSON document: to stdout with --json, to --json-file."""
-        full = {"schema": DOCUMENT_SCHEMA, "command": self.command, **data}
-        text = json_text(full)
+        """The command's JSON document, written by `finish` (to stdout with --json, to
+        --json-file): one per command, so a second is a bug."""
+        if self._document is not None:
+            raise RuntimeError(f"release {self.command} made a second JSON document")
+        self._document = {"schema": DOCUMENT_SCHEMA, "command": self.command, **data}
+
+    @property
+    def documented(self) -> bool:
+        return self._document is not None
+
+    def finish(self, failure: Failure | None) -> None:
+        """Write the command's one document: as it made it, or with `"ok": false` and the
+        `error` of `failure` in it (the whole document, where it failed before making one).
+        A command that ends well without a document (`matrix --format github`) writes none.
+        An OSError of --json-file comes back to the caller, having written nothing."""
+        if not self.json_mode and self.json_file is None:
+            return
+        full = dict(self._document or {"schema": DOCUMENT_SCHEMA, "command": self.command})
+        if failure is not None:
+            full |= {"ok": False, "error": failure.as_json()}
+        elif self._document is None:
+            return
+        text = json_text(masked_json(full, self.secrets))
         if self.json_file is not None:
             write_atomic(self.json_file, text.encode())
         if self.json_mode:

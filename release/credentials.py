@@ -1,12 +1,16 @@
 """The one list of secrets: which values must never be shown, and how they are hidden.
 
 Every message, log line, report and exception text that can carry a value from the
-environment or a server goes through `mask`. A secret is the value of a variable named
-in SECRET_VARIABLES or whose name says it is one (`*TOKEN*`, `*PASSWORD*`, `*SECRET*`,
-`*API_KEY*`, `*CREDENTIAL*`, in any case), and any credentials written into a URL
-(`https://user:pass@host/`). The same names are kept out of every child process that needs
-no credentials of ours, and refused in matrix.yaml's build `env`.
-On GitHub Actions `add_mask_lines` asks the runner to hide the same values in the log.
+environment or a server goes through `mask`; the console, the error printer and the
+subprocess runner apply it to everything they show or write, whatever the caller did. A
+secret is the value of a variable named in SECRET_VARIABLES or whose name says it is one
+(`*TOKEN*`, `*PASSWORD*`, `*SECRET*`, `*API_KEY*`, `*CREDENTIAL*`, in any case), and the
+credentials any URL in a text carries (`redact`): its userinfo (`user:pass@`, `token@`) and
+the values of its query keys that name a credential (`token`, `access_token`, `key`,
+`api_key`, `secret`, `password`, `passwd`, `pwd`, `auth`, `sig`, `signature`,
+`X-Amz-Signature`, `X-Amz-Credential`, ..., in any case). The same names are kept out of
+every child process that needs no credentials of ours, and refused in matrix.yaml's build
+`env`. On GitHub Actions `add_mask_lines` asks the runner to hide the same values in the log.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 MASK = "***"
 MIN_LENGTH = 4  # shorter values would mask ordinary text
@@ -31,7 +35,22 @@ SECRET_NAME_PARTS = ("TOKEN", "PASSWORD", "SECRET", "API_KEY", "CREDENTIAL")
 # Variables no child process needs: the credentials of this program, and files that
 # would hand credentials to every server a child talks to.
 CREDENTIAL_VARIABLES = (*SECRET_VARIABLES, "TWINE_USERNAME", "NETRC")
-_URL_CREDENTIALS = re.compile(r"(?<=://)[^/@\s:]+:[^/@\s]+@")
+# A URL's userinfo: after `://`, everything up to the authority's last `@` (a password may
+# hold one); the authority ends at `/`, `?`, `#`, white space or a quote.
+_USERINFO = re.compile(r"(?<=://)[^/?#\s'\"<>\\]*@")
+# A query parameter anywhere in a text: `?key=value`, `&key=value` (`;` too, as `&amp;`).
+_QUERY_PARAMETER = re.compile(
+    r"(?P<lead>[?&;](?P<key>[A-Za-z0-9_.%~+-]+)=)(?P<value>[^&;#\s'\"<>]+)"
+)
+# Query keys whose values are credentials: these whole keys, and any key holding one of the
+# parts (compared upper-case, `-` read as `_`: `X-Amz-Signature`, `AWSAccessKeyId`).
+CREDENTIAL_QUERY_KEYS = frozenset(
+    {"KEY", "SIG", "AUTH", "AUTHORIZATION", "PWD", "PASS", "PASSWD", "CODE", "SESSION"}
+)
+CREDENTIAL_QUERY_PARTS = (
+    *("TOKEN", "PASSWORD", "PASSWD", "SECRET", "API_KEY", "APIKEY", "ACCESS_KEY", "ACCESSKEY"),
+    *("CREDENTIAL", "SIGNATURE", "PRIVATE_KEY"),
+)
 
 
 def is_secret_name(name: str) -> bool:
@@ -46,12 +65,36 @@ def secret_values(env: Mapping[str, str]) -> tuple[str, ...]:
     return tuple(sorted(found, key=len, reverse=True))
 
 
+def is_credential_query_key(key: str) -> bool:
+    """Whether a URL's query parameter `key` carries a credential (see the module doc)."""
+    name = unquote(key).upper().replace("-", "_")
+    return name in CREDENTIAL_QUERY_KEYS or any(part in name for part in CREDENTIAL_QUERY_PARTS)
+
+
+def _masked_parameter(match: re.Match[str]) -> str:
+    if is_credential_query_key(match["key"]):
+        return match["lead"] + MASK
+    return match[0]
+
+
+def redact(text: str) -> str:
+    """`text` with the credentials of every URL in it replaced by ***: the userinfo
+    (`https://***@host/`) and the values of credential query keys (`?token=***`). A URL
+    nested in another's query (an S3 `endpoint=`) is redacted too."""
+    return _QUERY_PARAMETER.sub(_masked_parameter, _USERINFO.sub(MASK + "@", text))
+
+
+def has_credentials(url: str) -> bool:
+    """Whether `url` carries a credential that `redact` would hide."""
+    return redact(url) != url
+
+
 def mask(text: str, secrets: Iterable[str]) -> str:
-    """`text` with every secret value, and any credentials in a URL, replaced by ***."""
+    """`text` with every secret value replaced by ***, and every URL in it redacted."""
     for secret in sorted(set(secrets), key=len, reverse=True):
         if len(secret) >= MIN_LENGTH:
             text = text.replace(secret, MASK)
-    return _URL_CREDENTIALS.sub(MASK + "@", text)
+    return redact(text)
 
 
 def without_credentials(env: Mapping[str, str]) -> dict[str, str]:

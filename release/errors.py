@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from release.credentials import redact
+
 
 @dataclass(frozen=True)
 class Location:
@@ -23,7 +25,8 @@ class Location:
 
 class ReleaseError(Exception):
     """A problem the user can fix. `message` is one line; `hint` says how to fix it;
-    `locations` say where in which file, when that is known."""
+    `locations` say where in which file, when that is known. No credential of a URL is
+    ever part of one: its texts are redacted as it is made."""
 
     exit_code = 1
 
@@ -34,10 +37,14 @@ class ReleaseError(Exception):
         hint: str | None = None,
         locations: Sequence[Location] = (),
     ) -> None:
+        message = redact(message)
         super().__init__(message)
         self.message = message
-        self.hint = hint
-        self.locations = tuple(locations)
+        self.hint = redact(hint) if hint is not None else None
+        self.locations = tuple(
+            Location(where.file, where.line, where.column, redact(where.message))
+            for where in locations
+        )
 
     def lines(self) -> list[str]:
         out = [f"error: {line}" for line in self.message.splitlines() or [""]]
@@ -51,8 +58,9 @@ SHOWN_CHARS = 40  # a user's value quoted in a message is cut to this
 
 
 def shown(value: object) -> str:
-    """`repr(value)`, cut short: messages never carry an unbounded value."""
-    text = repr(value)
+    """`repr(value)`, cut short: messages never carry an unbounded value, nor the
+    credentials of a URL (redacted before the cut, which could leave half of one)."""
+    text = redact(repr(value))
     return text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 3] + "..."
 
 
@@ -69,7 +77,7 @@ class ConfigError(ReleaseError):
         hint: str | None = None,
         locations: Sequence[Location] = (),
     ) -> None:
-        self.problems = tuple(problems)
+        self.problems = tuple(redact(problem) for problem in problems)
         shown = list(self.problems[:MAX_SHOWN_PROBLEMS])
         if len(self.problems) > MAX_SHOWN_PROBLEMS:
             shown.append(f"... and {len(self.problems) - MAX_SHOWN_PROBLEMS} more problems")

@@ -1,4 +1,8 @@
-"""Small filesystem edges shared by every command."""
+"""Small filesystem edges shared by every command, and the one reader of JSON and TOML
+documents: every one the tool reads, from disk, a server or a tool's report, goes through
+`json_document` or `toml_document` (`read_json` for a file), which bound its size and depth
+and read it as UTF-8, so that no document can end a command in a RecursionError or a
+UnicodeDecodeError: what is wrong is one line that names where the document came from."""
 
 from __future__ import annotations
 
@@ -7,12 +11,18 @@ import hashlib
 import json
 import os
 import re
+import sys
 import tempfile
 import threading
 from pathlib import Path
 from typing import Any
 
 from release.errors import ConfigError, FileError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
 
 _umask_lock = threading.Lock()
 
@@ -69,17 +79,136 @@ def _naming(error: OSError, path: Path) -> OSError:
     return type(error)(error.errno, error.strerror or str(error), str(path))
 
 
+# ---------------------------------------------------------------- JSON and TOML documents
+
+# The largest document read: a manifest of a thousand wheels is about 1 MB, PyPI's JSON page
+# of a project with ten thousand files about 5 MB.
+MAX_DOCUMENT_BYTES = 64 * 2**20
+# The deepest nesting read (a Sigstore bundle in GitHub's attestations answer is about 8):
+# what is handed on can be walked, dumped and validated recursively without a RecursionError.
+MAX_DOCUMENT_DEPTH = 64
+_BOM = "\ufeff"
+
+
+class UnreadableDocument(ValueError):
+    """A JSON or TOML document that cannot be read: larger than MAX_DOCUMENT_BYTES, not
+    UTF-8, nested deeper than MAX_DOCUMENT_DEPTH, or not JSON (TOML). `where` names the file
+    or URL, `reason` says what is wrong in one line; the message is both."""
+
+    def __init__(self, where: str, reason: str) -> None:
+        super().__init__(f"{where}: {reason}")
+        self.where = where
+        self.reason = reason
+
+
+def utf8_text(data: bytes | str, where: str) -> str:
+    """`data` as text: UnreadableDocument where it is larger than MAX_DOCUMENT_BYTES or is
+    not UTF-8 (naming the first bad byte's line and column)."""
+    if len(data) > MAX_DOCUMENT_BYTES:
+        raise UnreadableDocument(where, f"larger than {MAX_DOCUMENT_BYTES // 2**20} MiB")
+    if isinstance(data, str):
+        return data
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise not_utf8(where, error) from None
+
+
+def not_utf8(where: str, error: UnicodeDecodeError) -> UnreadableDocument:
+    """What a UnicodeDecodeError of a whole document says: the byte, its line and column."""
+    data = bytes(error.object)
+    line_start = data.rfind(b"\n", 0, error.start) + 1
+    line = data.count(b"\n", 0, error.start) + 1
+    column = error.start - line_start + 1
+    byte = data[error.start]
+    return UnreadableDocument(
+        where, f"not UTF-8 (byte 0x{byte:02x} at line {line}, column {column})"
+    )
+
+
+def _too_deep(document: object) -> bool:
+    """Whether `document` nests lists and objects deeper than MAX_DOCUMENT_DEPTH; walked a
+    level at a time, never recursively."""
+    level = [document] if isinstance(document, (dict, list)) else []
+    depth = 0
+    while level:
+        depth += 1
+        if depth > MAX_DOCUMENT_DEPTH:
+            return True
+        level = [
+            child
+            for value in level
+            for child in (value.values() if isinstance(value, dict) else value)
+            if isinstance(child, (dict, list))
+        ]
+    return False
+
+
+def _nested(where: str) -> UnreadableDocument:
+    return UnreadableDocument(where, f"nested too deep: more than {MAX_DOCUMENT_DEPTH} levels")
+
+
+def _no_constant(name: str) -> object:
+    raise ValueError(f"{name} is not JSON")
+
+
+def json_document(data: bytes | str, where: str) -> Any:
+    """The JSON document `data` (a UTF-8 byte order mark before it is ignored, as RFC 8259
+    lets a reader do); UnreadableDocument naming `where` for anything else: too large, not
+    UTF-8, nested too deep, not JSON (NaN and Infinity included)."""
+    text = utf8_text(data, where).removeprefix(_BOM)
+    try:
+        document = json.loads(text, parse_constant=_no_constant)
+    except RecursionError:  # deeper than the interpreter's stack, so deeper than the limit
+        raise _nested(where) from None
+    except json.JSONDecodeError as error:
+        reason = f"not JSON: {error.msg} (at line {error.lineno}, column {error.colno})"
+        raise UnreadableDocument(where, reason) from None
+    except ValueError as error:  # an integer of too many digits, NaN
+        raise UnreadableDocument(where, f"not JSON: {error}") from None
+    if _too_deep(document):
+        raise _nested(where)
+    return document
+
+
+def toml_document(data: bytes | str, where: str) -> dict[str, Any]:
+    """The TOML document `data`; UnreadableDocument naming `where` for anything else: too
+    large, not UTF-8, nested too deep, not TOML (tomllib's reason, with its line), or a
+    byte order mark first (which tomllib, and so pip and build, refuse)."""
+    text = utf8_text(data, where)
+    if text.startswith(_BOM):
+        raise UnreadableDocument(where, "not TOML: it starts with a byte order mark")
+    try:
+        document: dict[str, Any] = tomllib.loads(text)
+    except RecursionError:
+        raise _nested(where) from None
+    except tomllib.TOMLDecodeError as error:
+        raise UnreadableDocument(where, f"not TOML: {error}") from None
+    if _too_deep(document):
+        raise _nested(where)
+    return document
+
+
+def read_document(path: Path) -> bytes:
+    """The bytes of the file at `path`, at most one more than MAX_DOCUMENT_BYTES (so that
+    `json_document` and `toml_document` refuse a larger one without reading it all)."""
+    with path.open("rb") as handle:
+        return handle.read(MAX_DOCUMENT_BYTES + 1)
+
+
 def read_json(path: Path, what: str, missing_hint: str) -> Any:
     """The JSON document at `path`: a FileError that names the file (and, for a missing
     one, `missing_hint`) where it cannot be read, a ConfigError where it is no JSON."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        data = read_document(path)
     except FileNotFoundError:
         raise FileError(f"{path}: no such file", hint=missing_hint) from None
     except OSError as error:
         raise FileError.of(error, f"read the {what}") from None
-    except ValueError as error:
-        raise ConfigError([f"{path}: not a readable {what}: {error}"]) from None
+    try:
+        return json_document(data, str(path))
+    except UnreadableDocument as error:
+        raise ConfigError([f"{path}: not a readable {what}: {error.reason}"]) from None
 
 
 def json_text(document: object, *, sort_keys: bool = False) -> str:

@@ -19,6 +19,12 @@ ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 FULL_TIER = ROOT / "tests" / "full"
 
+# The full tier provisions torch environments of several torch releases (5 GB each) into one
+# cache: within the default budget (release.toolchain.envcache) a later build would prune
+# one an earlier one made and a later test downloads it again. Unless the run says
+# otherwise, it keeps them all; the budget's own tests give theirs.
+os.environ.setdefault("RELEASE_TORCH_ENV_BUDGET", "none")
+
 # Checks that take a minute from a fresh clone (mypy --strict has no cache there) start as
 # soon as collection selects them, in a process of their own beside the workers; the test
 # itself then reads the result (`early_result`).

@@ -20,7 +20,8 @@ Its modules:
 - `cmake_project`: CMake-driven PEP 517 projects (scikit-build-core and others).
 - `contract`: csrc's own backend: the RELEASE_* contract of csrc/BUILDING.md.
 - `nvcc`: What the backends that drive nvcc (cmake, torch) share.
-- `recipe`: The `build:` section of matrix.yaml and the recipe a CUDA version builds with.
+- `recipe`: The `build:` section of matrix.yaml and the recipe a CUDA version builds with,
+  and the CUDA libraries it may name.
 - `registry`: The backends by name, and the inputs of one cell's build by whichever backend it
   names.
 - `rules`: The rules a `build:` section follows, whatever its backend.
@@ -37,25 +38,30 @@ from release.backends.base import (
     EnvironmentPaths,
     EnvironmentSpec,
     NvccToolkit,
+    pyproject_table,
     read_build_backend,
     with_path,
 )
 from release.backends.nvcc import NVCC_HINT, PLACEMENT_HINT
 from release.backends.recipe import (
+    CUDA_LIBRARY_NAMES,
     DEFAULT_BACKEND,
     BuildRecipe,
     BuildSpec,
+    CudaLibraryName,
     merge,
 )
 from release.backends.registry import backend_for, build_inputs
 from release.backends.rules import (
     nvcc_problem,
     placement_problem,
+    prepare_problems,
     spec_problems,
     targets_problem,
 )
 
 __all__ = [
+    "CUDA_LIBRARY_NAMES",
     "DEFAULT_BACKEND",
     "NVCC_HINT",
     "PLACEMENT_HINT",
@@ -65,6 +71,7 @@ __all__ = [
     "BuildSpec",
     "BuildTools",
     "CellTargets",
+    "CudaLibraryName",
     "EnvironmentPaths",
     "EnvironmentSpec",
     "NvccToolkit",
@@ -73,6 +80,8 @@ __all__ = [
     "merge",
     "nvcc_problem",
     "placement_problem",
+    "prepare_problems",
+    "pyproject_table",
     "read_build_backend",
     "spec_problems",
     "targets_problem",

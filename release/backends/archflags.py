@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
+from release.fsutil import json_document
 from release.targets import GpuTarget
 
 GENCODE = ("-gencode", "--generate-code")
@@ -243,7 +244,7 @@ class Stop:
     @classmethod
     def from_json(cls, text: str) -> Stop:
         """ValueError where `text` is not a stop record."""
-        data = json.loads(text)
+        data = json_document(text, "the stop record")
 
         def request(item: dict[str, list[str]]) -> ArchRequest:
             return ArchRequest(

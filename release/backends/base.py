@@ -6,7 +6,6 @@ and of the place it builds in (`BuildContext`), and what it gives the PEP 517 bu
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,12 +13,9 @@ from typing import Protocol
 
 from release.backends.archflags import ArchHints
 from release.backends.recipe import BackendName, BuildRecipe
+from release.errors import ConfigError
+from release.fsutil import UnreadableDocument, toml_document
 from release.targets import GpuTarget
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -31,6 +27,9 @@ class NvccToolkit:
     # PyPI's nvcc wheels keep libcudart_static.a and libcudadevrt.a in lib/, where nvcc's
     # profile (-L.../lib64) does not look: the linker needs LIBRARY_PATH to find them.
     library_dir: Path | None = None
+    # False for the CUDA_HOME of a cell without device code whose CUDA has no nvcc on PyPI
+    # (12.9): its headers and libraries, and a bin/nvcc that says why it cannot compile
+    has_nvcc: bool = True
 
     @property
     def nvcc(self) -> Path:
@@ -52,7 +51,8 @@ class BuildInputs:
     env: Mapping[str, str]
     config_settings: Mapping[str, str]
     path: tuple[Path, ...] = ()
-    files: Mapping[Path, str] = field(default_factory=dict)  # written before the build runs
+    # written before the build runs; a text that starts with `#!` is written executable
+    files: Mapping[Path, str] = field(default_factory=dict)
 
     def config_args(self) -> list[str]:
         return [f"-C{key}={value}" for key, value in sorted(self.config_settings.items())]
@@ -191,13 +191,6 @@ class Backend(Protocol):
         """What to do when auditwheel finds only linux_* for its wheel ("" for nothing)."""
         ...
 
-    @property
-    def provided_libraries(self) -> tuple[str, ...]:
-        """fnmatch patterns of the shared libraries its wheels need and may not bundle,
-        because their users get them with something else (torch's own libraries): the
-        manylinux verdict and the inspection leave them out."""
-        ...
-
     def environment(self, cell: CellTargets) -> EnvironmentSpec | None:
         """The build environment of its own the cell builds in (None: an isolated PEP 517
         environment of the tool's Python)."""
@@ -235,11 +228,45 @@ def with_path(env: Mapping[str, str], first: Sequence[Path]) -> dict[str, str]:
     return out
 
 
-def read_build_backend(pyproject_text: str) -> str | None:
-    """[build-system] build-backend of a pyproject.toml's text (None if it names none)."""
-    try:
-        data = tomllib.loads(pyproject_text)
-    except tomllib.TOMLDecodeError:
-        return None
-    backend = data.get("build-system", {}).get("build-backend")
+SETUPTOOLS_BACKENDS = frozenset({"setuptools.build_meta", "setuptools.build_meta:__legacy__"})
+SCIKIT_BUILD_CORE = "scikit_build_core.build"
+
+
+def setuptools_config(build_dir: Path) -> str:
+    """DIST_EXTRA_CONFIG: setuptools' build/ and egg-info/ in the cell's own directory."""
+    return f"[build]\nbuild_base = {build_dir}\n\n[egg_info]\negg_base = {build_dir}\n"
+
+
+def out_of_tree_inputs(
+    build_backend: str | None, build_dir: Path | None
+) -> tuple[dict[str, str], dict[str, str], dict[Path, str]]:
+    """(variables, config settings, files) that keep a build's own files in the cell's
+    `build_dir`, never in the project's checkout: setuptools' build/ and egg-info (a project
+    that names no backend gets setuptools' legacy one) through DIST_EXTRA_CONFIG, and
+    scikit-build-core's build directory (a project's own `build-dir` may name one in the
+    checkout). Nothing where the build has no directory of its own (a dry run)."""
+    if build_dir is None:
+        return {}, {}, {}
+    if build_backend is None or build_backend in SETUPTOOLS_BACKENDS:
+        config = build_dir / "setup.cfg"
+        return {"DIST_EXTRA_CONFIG": str(config)}, {}, {config: setuptools_config(build_dir)}
+    if build_backend == SCIKIT_BUILD_CORE:
+        return {}, {"build-dir": str(build_dir / "cmake")}, {}
+    return {}, {}, {}
+
+
+def read_build_backend(pyproject: str | bytes) -> str | None:
+    """[build-system] build-backend of a pyproject.toml's text (None if it names none);
+    ConfigError naming the file where it is no TOML (never read as naming none)."""
+    system = pyproject_table(pyproject).get("build-system")
+    backend = system.get("build-backend") if isinstance(system, dict) else None
     return backend if isinstance(backend, str) else None
+
+
+def pyproject_table(pyproject: str | bytes) -> dict[str, object]:
+    """A pyproject.toml's text read by release.fsutil's bounded reader; ConfigError naming
+    the file (and tomllib's line) where it is not TOML."""
+    try:
+        return toml_document(pyproject, "pyproject.toml")
+    except UnreadableDocument as error:
+        raise ConfigError([str(error)], hint="fix pyproject.toml") from None

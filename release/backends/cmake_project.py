@@ -2,15 +2,31 @@
 CMAKE_CUDA_ARCHITECTURES (also as CUDAARCHS and in CMAKE_ARGS), CMAKE_CUDA_COMPILER /
 CUDACXX / CUDA_HOME / CUDAToolkit_ROOT, CMAKE_BUILD_PARALLEL_LEVEL; cmake and ninja from
 PyPI first on PATH; the local label by rewriting the built wheel.
+
+Built here, every CUDA step goes through the compile wrapper (release.toolchain.nvccwrap),
+whoever runs nvcc: CMAKE_CUDA_COMPILER is a script of the cell's that runs nvcc through
+it (so a custom command that runs ${CMAKE_CUDA_COMPILER}, and a device link, go through
+it too), and a CMake file included at the project's first project() puts the wrapper in
+front of every target's CUDA compiler launcher, the project's own included (a compile
+cache such as sccache, in front of the wrapper, would write objects the wrapper never
+sees: sccache runs nvcc's parts itself, and a cache hit runs nothing).
 """
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 from pathlib import Path
 
 from release.backends.archflags import ArchHints
-from release.backends.base import BuildContext, BuildInputs, CellTargets, NvccToolkit
+from release.backends.base import (
+    SCIKIT_BUILD_CORE,
+    BuildContext,
+    BuildInputs,
+    CellTargets,
+    NvccToolkit,
+    out_of_tree_inputs,
+)
 from release.backends.nvcc import (
     CHECK_VARIABLES,
     NVCC_TAG_REMEDY,
@@ -23,7 +39,7 @@ from release.backends.nvcc import (
 from release.backends.recipe import BackendName
 from release.targets import GpuTarget
 
-SCIKIT_BUILD_BACKEND = "scikit_build_core.build"
+SCIKIT_BUILD_BACKEND = SCIKIT_BUILD_CORE
 
 ARCH_HINTS = ArchHints(
     variable="CMAKE_CUDA_ARCHITECTURES",
@@ -39,6 +55,86 @@ ARCH_HINTS = ArchHints(
     arch_file="CMakeLists.txt",
     gencode_sits="beside",
 )
+
+
+# in the cell's build directory: the compiler script and the file that wraps the launchers
+COMPILER_SCRIPT = "nvcc-wrapper/nvcc"
+LAUNCHERS_FILE = "release-cuda-launchers.cmake"
+
+NVCC_SCRIPT = """\
+#!/bin/sh
+# nvcc of a CMake cell's build (written by cuda-wheel-release): release.toolchain.nvccwrap
+# under the Python the build names in RELEASE_NVCC_PYTHON, else nvcc itself
+real=%(real)s
+if [ -z "${RELEASE_NVCC_PYTHON:-}" ]; then
+  exec "$real" "$@"
+fi
+exec "$RELEASE_NVCC_PYTHON" -I -m release.toolchain.nvccwrap launch "$real" "$@"
+"""
+
+# Included at the first project() (CMAKE_PROJECT_TOP_LEVEL_INCLUDES); its deferred call
+# runs once the top-level CMakeLists.txt is read, every target made.
+LAUNCHERS_CMAKE = """\
+# Written by cuda-wheel-release: every CUDA compile of the project's targets goes through
+# its compile wrapper first, in front of any compiler launcher the project sets itself.
+if(CMAKE_VERSION VERSION_LESS 3.19)
+  return()
+endif()
+set(_release_cuda_wrapper %(wrapper)s)
+function(_release_wrap_cuda_launchers directory)
+  get_property(targets DIRECTORY "${directory}" PROPERTY BUILDSYSTEM_TARGETS)
+  list(LENGTH _release_cuda_wrapper count)
+  foreach(target IN LISTS targets)
+    get_target_property(type "${target}" TYPE)
+    if(type MATCHES "^(STATIC|SHARED|MODULE|OBJECT)_LIBRARY$|^EXECUTABLE$")
+      get_target_property(launcher "${target}" CUDA_COMPILER_LAUNCHER)
+      if(NOT launcher)
+        set(launcher "")
+      endif()
+      list(SUBLIST launcher 0 ${count} head)
+      if(NOT "${head}" STREQUAL "${_release_cuda_wrapper}")
+        set_property(TARGET "${target}" PROPERTY
+          CUDA_COMPILER_LAUNCHER ${_release_cuda_wrapper} ${launcher})
+      endif()
+    endif()
+  endforeach()
+  get_property(subdirectories DIRECTORY "${directory}" PROPERTY SUBDIRECTORIES)
+  foreach(subdirectory IN LISTS subdirectories)
+    _release_wrap_cuda_launchers("${subdirectory}")
+  endforeach()
+endfunction()
+cmake_language(DEFER DIRECTORY "${CMAKE_SOURCE_DIR}"
+  CALL _release_wrap_cuda_launchers "${CMAKE_SOURCE_DIR}")
+"""
+
+
+def cmake_bracket(text: str) -> str:
+    """`text` as a CMake bracket argument (taken as it is: no `;`, `$` or `\\` read)."""
+    level = 1
+    while f"]{'=' * level}]" in text:
+        level += 1
+    return f"[{'=' * level}[{text}]{'=' * level}]"
+
+
+def wrapper_command(checker: Path) -> list[str]:
+    """The compile wrapper's command line, before the line it launches."""
+    return [str(checker), "-I", "-m", WRAPPER_MODULE, "launch"]
+
+
+def wrapped_compiler_files(
+    nvcc: Path, checker: Path, build_dir: Path
+) -> tuple[Path, Path, dict[Path, str]]:
+    """(the compiler script, the launchers file, both with their texts) in `build_dir`."""
+    script, launchers = build_dir / COMPILER_SCRIPT, build_dir / LAUNCHERS_FILE
+    wrapper = " ".join(cmake_bracket(word) for word in wrapper_command(checker))
+    return (
+        script,
+        launchers,
+        {
+            script: NVCC_SCRIPT % {"real": shlex.quote(str(nvcc))},
+            launchers: LAUNCHERS_CMAKE % {"wrapper": wrapper},
+        },
+    )
 
 
 def cmake_architectures(sms: Sequence[GpuTarget], ptx: GpuTarget | None) -> str:
@@ -58,6 +154,8 @@ def cmake_inputs(
     jobs: int,
     build_backend: str | None,
     compress_mode: str | None = None,
+    compiler: Path | None = None,
+    includes: Path | None = None,
 ) -> tuple[dict[str, str], dict[str, str]]:
     """(environment, config settings) of a CMake-driven build.
 
@@ -69,13 +167,21 @@ def cmake_inputs(
     CMake ignores CUDA_HOME: CUDACXX / CMAKE_CUDA_COMPILER name nvcc. The compress mode
     goes to CUDAFLAGS, which CMake's first configure takes as CMAKE_CUDA_FLAGS (a
     -DCMAKE_CUDA_FLAGS would replace the flags the project's own CUDAFLAGS give).
+    The CUDA compiler is `compiler` where one is named (the cell's compiler script), and
+    `includes` is the file CMake includes at the first project().
     """
     architectures = cmake_architectures(sms, ptx)
+    nvcc = compiler or toolkit.nvcc
+    # a cell without device code (device-code: none) names no architectures: an empty
+    # CMAKE_CUDA_ARCHITECTURES is an error in a project that enables CUDA
+    cmake_args = [f"-DCMAKE_CUDA_ARCHITECTURES={architectures}"] if architectures else []
+    cmake_args.append(f"-DCMAKE_CUDA_COMPILER={nvcc}")
+    if includes is not None:
+        cmake_args.append(f"-DCMAKE_PROJECT_TOP_LEVEL_INCLUDES={includes}")
     env = {
-        "CUDAARCHS": architectures,
-        "CMAKE_ARGS": f"-DCMAKE_CUDA_ARCHITECTURES={architectures} "
-        f"-DCMAKE_CUDA_COMPILER={toolkit.nvcc}",
-        "CUDACXX": str(toolkit.nvcc),
+        **({"CUDAARCHS": architectures} if architectures else {}),
+        "CMAKE_ARGS": " ".join(cmake_args),
+        "CUDACXX": str(nvcc),
         "CUDA_HOME": str(toolkit.root),
         "CUDAToolkit_ROOT": str(toolkit.root),
         "CMAKE_BUILD_PARALLEL_LEVEL": str(jobs),
@@ -85,9 +191,11 @@ def cmake_inputs(
     settings = {}
     if build_backend == SCIKIT_BUILD_BACKEND:
         settings = {
-            "cmake.define.CMAKE_CUDA_ARCHITECTURES": architectures,
-            "cmake.define.CMAKE_CUDA_COMPILER": str(toolkit.nvcc),
+            **({"cmake.define.CMAKE_CUDA_ARCHITECTURES": architectures} if architectures else {}),
+            "cmake.define.CMAKE_CUDA_COMPILER": str(nvcc),
         }
+        if includes is not None:
+            settings["cmake.define.CMAKE_PROJECT_TOP_LEVEL_INCLUDES"] = str(includes)
     return env, settings
 
 
@@ -100,9 +208,8 @@ def launcher_inputs(launcher: Path | None, checker: Path | None = None) -> dict[
     if launcher is not None:
         env = {f"CMAKE_{lang}_COMPILER_LAUNCHER": str(launcher) for lang in ("C", "CXX", "CUDA")}
     if checker is not None:
-        wrapper = [str(checker), "-I", "-m", WRAPPER_MODULE, "launch"]
         env["CMAKE_CUDA_COMPILER_LAUNCHER"] = ";".join(
-            [*wrapper, *([str(launcher)] if launcher is not None else [])]
+            [*wrapper_command(checker), *([str(launcher)] if launcher is not None else [])]
         )
     return env
 
@@ -122,6 +229,7 @@ class CmakeBackend:
             "CMAKE_CXX_COMPILER_LAUNCHER",
             "CMAKE_CUDA_COMPILER_LAUNCHER",
             "RELEASE_NVCC_SOURCE_ROOT",
+            "DIST_EXTRA_CONFIG",
             *CHECK_VARIABLES,
         }
     )
@@ -130,6 +238,7 @@ class CmakeBackend:
             "cmake.define.CMAKE_CUDA_ARCHITECTURES",
             "cmake.define.CMAKE_CUDA_COMPILER",
             "cmake.define.CUDAToolkit_ROOT",
+            "cmake.define.CMAKE_PROJECT_TOP_LEVEL_INCLUDES",
         }
     )
     torch_axes = False
@@ -137,7 +246,6 @@ class CmakeBackend:
     labels_by_rewriting = True
     tag_remedy = NVCC_TAG_REMEDY
     arch_hints: ArchHints | None = ARCH_HINTS
-    provided_libraries: tuple[str, ...] = ()
 
     def environment(self, cell: CellTargets) -> None:
         return None  # an isolated PEP 517 environment of the tool's Python
@@ -155,6 +263,18 @@ class CmakeBackend:
 
     def inputs(self, cell: CellTargets, context: BuildContext) -> BuildInputs:
         toolkit = require_toolkit(context, self.name, cell.cuda)
+        checks = check_inputs(cell.sms, cell.ptx, cell.cuda, context)
+        # no nvcc to run (a CUDA_HOME of headers and libraries): CMake is named its bin/nvcc
+        # itself, which FindCUDAToolkit runs and takes the toolkit's root from, and which
+        # says why it cannot compile to a project that enables CUDA
+        checker = context.tool_python if checks and toolkit.has_nvcc else None
+        compiler = includes = None
+        files: dict[Path, str] = {}
+        if checker is not None and context.build_dir is not None:
+            compiler, includes, files = wrapped_compiler_files(
+                toolkit.nvcc, checker, context.build_dir
+            )
+            checks |= {"RELEASE_NVCC_SCRIPT": str(compiler), "RELEASE_NVCC_REAL": str(toolkit.nvcc)}
         env, settings = cmake_inputs(
             cell.sms,
             cell.ptx,
@@ -162,20 +282,29 @@ class CmakeBackend:
             jobs=context.jobs,
             build_backend=cell.build_backend,
             compress_mode=cell.compress_mode,
+            compiler=compiler,
+            includes=includes,
         )
-        checks = check_inputs(cell.sms, cell.ptx, cell.cuda, context)
         env.update(checks)
         if checks and context.project_dir is not None:
             env["RELEASE_NVCC_SOURCE_ROOT"] = str(context.project_dir)
-        checker = context.tool_python if checks else None
         env.update(launcher_inputs(context.compile_launcher, checker))
-        return BuildInputs(env=env, config_settings=settings, path=context.tools.path)
+        # the build's own files (setuptools' build/ and egg-info, CMake's) stay out of the
+        # checkout, in the cell's build directory
+        tree_env, tree_settings, tree_files = out_of_tree_inputs(
+            cell.build_backend, context.build_dir
+        )
+        env.update(tree_env)
+        settings.update(tree_settings)
+        files = {**files, **tree_files}
+        return BuildInputs(env=env, config_settings=settings, path=context.tools.path, files=files)
 
     def describe(self, cell: CellTargets, build_tools: str) -> tuple[str, str]:
         return (
             f"PyPI {build_tools}; host g++ from PATH",
             "CMAKE_CUDA_ARCHITECTURES / CUDAARCHS "
-            f"{cmake_architectures(cell.sms, cell.ptx)}, CUDACXX, CUDA_HOME, CUDAToolkit_ROOT, "
+            f"{cmake_architectures(cell.sms, cell.ptx) or '(none: no device code)'}, CUDACXX, "
+            "CUDA_HOME, CUDAToolkit_ROOT, "
             "CMAKE_BUILD_PARALLEL_LEVEL"
             + "".join(f", CUDAFLAGS {flag}" for flag in compress_flags(cell.compress_mode))
             + "; label by rewriting the wheel",

@@ -39,7 +39,6 @@ class ContractBackend:
     tag_remedy = ""
 
     arch_hints: ArchHints | None = None  # csrc's fatbins are compiled from the cell's targets alone
-    provided_libraries: tuple[str, ...] = ()
 
     def environment(self, cell: CellTargets) -> None:
         return None  # an isolated PEP 517 environment of the tool's Python

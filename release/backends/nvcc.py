@@ -81,6 +81,8 @@ CHECK_VARIABLES = frozenset(
         "RELEASE_ARCH_STOP",
         "RELEASE_NVCC_PYTHON",
         "RELEASE_COMPILE_RECORDS",
+        "RELEASE_NVCC_SCRIPT",
+        "RELEASE_NVCC_REAL",
     }
 )
 

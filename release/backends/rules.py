@@ -1,15 +1,23 @@
 """The rules a `build:` section follows, whatever its backend: the matrix sets no variable
 or config setting the backend gets from the cell, no credential and no SOURCE_DATE_EPOCH;
-and the cell's targets are ones its backend can build.
+a prepare step is the release's, its paths inside the repository and apart from the
+project's sources; its build requirements are PEP 508 requirements (a torch cell's
+torch is its pin), and CUDA libraries go to the backends that get a CUDA_HOME; and the
+cell's targets are ones its backend can build.
 """
 
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Sequence
+from pathlib import PurePosixPath
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
 
 from release.backends.nvcc import cross_problem, missing_nvcc
-from release.backends.recipe import BackendName, BuildSpec
+from release.backends.recipe import BackendName, BuildSpec, PrepareSpec
 from release.backends.registry import backend_for
 from release.credentials import is_secret_name
 from release.errors import shown
@@ -19,7 +27,8 @@ from release.yamlspec import join_path
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-def _env_problem(name: str, backend: BackendName) -> str | None:
+def env_problem(name: str, backend: BackendName) -> str | None:
+    """Why `name` cannot be a variable of a `build:` section's env for `backend`."""
     if not _ENV_NAME.match(name):
         return f"{shown(name)} is not an environment variable name"
     if name in backend_for(backend).owned_env:
@@ -44,7 +53,7 @@ def spec_problems(spec: BuildSpec, backend: BackendName, path: str) -> list[tupl
     if spec.compile_jobs is not None and spec.compile_jobs < 1:
         problems.append((join_path(path, "compile-jobs"), "must be 1 or more"))
     for name in spec.env or {}:
-        problem = _env_problem(name, backend)
+        problem = env_problem(name, backend)
         if problem is not None:
             problems.append((join_path(join_path(path, "env"), name), problem))
     chosen = backend_for(backend)
@@ -57,7 +66,86 @@ def spec_problems(spec: BuildSpec, backend: BackendName, path: str) -> list[tupl
             problems.append((key, message))
         elif (problem := chosen.setting_problem(name, value)) is not None:
             problems.append((key, problem))
+    for index, text in enumerate(spec.requires or ()):
+        problem = _requirement_problem(text, backend)
+        if problem is not None:
+            problems.append((join_path(join_path(path, "requires"), index), problem))
+    if spec.cuda_libraries and not chosen.needs_nvcc:
+        problems.append(
+            (
+                join_path(path, "cuda-libraries"),
+                f"the {backend} backend gets no CUDA_HOME (csrc's contract brings its own "
+                "NVRTC): cuda-libraries are for cmake and torch cells",
+            )
+        )
     return problems
+
+
+def prepare_problems(
+    prepare: PrepareSpec, path: str, *, project: str | None
+) -> list[tuple[str, str]]:
+    """(key path, message) for each rule the prepare step at `path` breaks: it is the
+    release's (`project` is the matrix's `project:`; None for a CUDA version's `build`),
+    its command splits into words, its files are inside matrix.yaml's directory, and its
+    output is neither the project's sources nor holds the version file."""
+    if project is None:
+        return [(path, "a prepare step is the release's: move it to the top-level build")]
+    problems: list[tuple[str, str]] = []
+    try:
+        words = shlex.split(prepare.command)
+    except ValueError as error:
+        words, problems = [], [(join_path(path, "command"), f"cannot be split: {error}")]
+    if not words and not problems:
+        problems.append((join_path(path, "command"), "is empty: name the command to run"))
+    paths = {"version-file": prepare.version_file, "output": prepare.output}
+    for key, value in paths.items():
+        problem = _inside_problem(value) if value is not None else None
+        if problem is not None:
+            problems.append((join_path(path, key), problem))
+    if problems or prepare.output is None:
+        return problems
+    output = PurePosixPath(prepare.output)
+    sources = PurePosixPath(project)
+    if output == sources or output in sources.parents:
+        problems.append(
+            (
+                join_path(path, "output"),
+                f"{prepare.output} holds the project ({project}), and release empties it "
+                "before the command: name the directory the command stages into",
+            )
+        )
+    if prepare.version_file is not None and output in PurePosixPath(prepare.version_file).parents:
+        problems.append(
+            (
+                join_path(path, "version-file"),
+                f"{prepare.version_file} is inside the output {prepare.output}, which release "
+                "empties before the command: name the file the command reads the version from",
+            )
+        )
+    return problems
+
+
+def _inside_problem(value: str) -> str | None:
+    """Why `value` is not a path inside matrix.yaml's directory (relative, no `..`)."""
+    pure = PurePosixPath(value)
+    if not value or pure.is_absolute() or ".." in pure.parts or pure == PurePosixPath("."):
+        return (
+            f"{shown(value)} is not a path inside matrix.yaml's directory (write it relative "
+            "to it, without ..)"
+        )
+    return None
+
+
+def _requirement_problem(text: str, backend: BackendName) -> str | None:
+    """Why `text` cannot be a build requirement of a `backend` cell."""
+    try:
+        requirement = Requirement(text)
+    except InvalidRequirement as error:
+        why = str(error).splitlines()[0]  # packaging adds the text and a caret below
+        return f"{shown(text)} is not a PEP 508 requirement ({why})"
+    if backend_for(backend).torch_axes and canonicalize_name(requirement.name) == "torch":
+        return "a torch cell builds against its pinned torch (torch:): remove it here"
+    return None
 
 
 def targets_problem(

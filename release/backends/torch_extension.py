@@ -16,7 +16,13 @@ from pathlib import Path
 from packaging.version import Version
 
 from release.backends.archflags import ArchHints
-from release.backends.base import BuildContext, BuildInputs, CellTargets, NvccToolkit
+from release.backends.base import (
+    BuildContext,
+    BuildInputs,
+    CellTargets,
+    NvccToolkit,
+    setuptools_config,
+)
 from release.backends.nvcc import (
     CHECK_VARIABLES,
     NVCC_TAG_REMEDY,
@@ -44,40 +50,6 @@ ARCH_HINTS = ArchHints(
     arch_file="setup.py",
     gencode_sits="instead of",
     literal_source="setup.py",
-)
-
-
-# fnmatch patterns against the sonames of DT_NEEDED (auditwheel's --exclude), from what
-# torch 2.14.1+cu130's wheel and its nvidia-*/cuda-toolkit dependencies hold, with the CUDA
-# major left open (cu12 torch brings libcudart.so.12, cu13 libcudart.so.13): a torch
-# extension needs them and gets them with torch, so they are never bundled.
-TORCH_PROVIDED: tuple[str, ...] = (
-    # torch/lib
-    "libtorch.so*",
-    "libtorch_*.so*",  # _cpu, _cuda, _python, _cuda_linalg, _global_deps, _nvshmem
-    "libc10.so*",
-    "libc10_*.so*",  # libc10_cuda
-    "libcaffe2_nvrtc.so*",
-    "libshm.so*",
-    # libtorch_cpu.so needs torch's own copy: a second OpenMP runtime in one process is
-    # the known cause of hangs and wrong thread counts.
-    "libgomp.so.1",
-    # the CUDA libraries torch's CUDA wheels depend on
-    "libcudart.so*",
-    "libcublas*.so*",  # libcublas, libcublasLt
-    "libcufft*.so*",  # libcufft, libcufftw
-    "libcurand.so*",
-    "libcusolver*.so*",  # libcusolver, libcusolverMg
-    "libcusparse*.so*",  # libcusparse, libcusparseLt
-    "libnvrtc*.so*",  # libnvrtc, libnvrtc-builtins
-    "libnvJitLink.so*",
-    "libcupti.so*",
-    "libcufile*.so*",
-    "libnvToolsExt.so*",  # nvidia-nvtx-cu12 (cu12 torch)
-    "libnvtx3interop.so*",  # cuda-toolkit[nvtx] (cu13 torch)
-    "libcudnn*.so*",
-    "libnccl.so*",
-    "libnvshmem_host.so*",
 )
 
 
@@ -182,9 +154,11 @@ def torch_arch_list(sms: Sequence[GpuTarget], ptx: GpuTarget | None) -> str:
 def torch_inputs(
     sms: Sequence[GpuTarget], ptx: GpuTarget | None, toolkit: NvccToolkit, *, jobs: int
 ) -> dict[str, str]:
-    """The environment of a setuptools build with torch's CUDAExtension."""
+    """The environment of a setuptools build with torch's CUDAExtension; a cell without
+    device code (device-code: none) gets no TORCH_CUDA_ARCH_LIST."""
+    arch_list = torch_arch_list(sms, ptx)
     return {
-        "TORCH_CUDA_ARCH_LIST": torch_arch_list(sms, ptx),
+        **({"TORCH_CUDA_ARCH_LIST": arch_list} if arch_list else {}),
         "CUDA_HOME": str(toolkit.root),
         "MAX_JOBS": str(jobs),
         "NVCC_THREADS": "1" if jobs < 4 else "2",
@@ -207,11 +181,6 @@ def prefix_maps(context: BuildContext) -> list[str]:
         for path, name in named
         if path is not None and not any(c.isspace() for c in str(path))
     ]
-
-
-def setuptools_config(build_dir: Path) -> str:
-    """DIST_EXTRA_CONFIG: build/ and egg-info/ in the cell's own directory."""
-    return f"[build]\nbuild_base = {build_dir}\n\n[egg_info]\negg_base = {build_dir}\n"
 
 
 def reproducible_inputs(context: BuildContext) -> tuple[dict[str, str], dict[Path, str]]:
@@ -262,7 +231,6 @@ class TorchBackend:
     labels_by_rewriting = True
     tag_remedy = NVCC_TAG_REMEDY
     arch_hints: ArchHints | None = ARCH_HINTS
-    provided_libraries = TORCH_PROVIDED
 
     def environment(self, cell: CellTargets) -> TorchEnvSpec | None:
         return torch_env_of(cell)
@@ -293,7 +261,7 @@ class TorchBackend:
 
     def describe(self, cell: CellTargets, build_tools: str) -> tuple[str, str]:
         try:
-            arch_list = torch_arch_list(cell.sms, cell.ptx)
+            arch_list = torch_arch_list(cell.sms, cell.ptx) or "(none: no device code)"
         except ValueError as error:
             arch_list = f"(cannot: {error})"
         return (

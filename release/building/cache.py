@@ -5,7 +5,9 @@ One root (`--cache-dir`, else release.toolchain.cacheroot's `default_cache_dir`)
 `device/` (device code, compiled and keyed by csrc's build backend) and `wheels/`
 (finished wheels, keyed by `wheel_cache_key`: sources, toolchain identity, cell, build
 recipe, timestamp; never a path); `release build --compare` keeps the toolchains and
-gives device/ and wheels/ an empty directory.
+gives device/ and wheels/ an empty directory. `cache_usage` measures each part for
+`release doctor` (the torch environments among the toolchains apart: release.toolchain.envcache
+keeps them within their budget).
 
 The wheel cache checks every entry against its sha256 when it is read. An entry is a
 directory named by the wheel's cache key holding the wheel and `<wheel>.sha256`. The wheel
@@ -20,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import json
+import os
 import shutil
 import zlib
 from collections.abc import Iterable, Mapping
@@ -29,15 +32,20 @@ from pathlib import Path
 from release import __version__
 from release.fsutil import write_atomic
 from release.matrix import Cell
+from release.toolchain import envcache
+from release.toolchain.cacheroot import toolchain_cache
 
 SKIPPED_PARTS = frozenset({"build", "dist", "__pycache__", ".pytest_cache", ".mypy_cache"})
 
 
 def source_digest(files: Iterable[tuple[str, bytes]]) -> str:
-    """A digest of a source tree given as (relative path, bytes) pairs."""
+    """A digest of a source tree given as (relative path, bytes) pairs. A path is hashed as
+    the bytes the filesystem holds (`os.fsencode`), so that a file name that is not UTF-8
+    (its undecodable bytes kept as surrogates) keys the same tree the same on every machine,
+    and a UTF-8 one as it always has."""
     digest = hashlib.sha256()
     for name, data in sorted(files):
-        digest.update(name.encode() + b"\0" + hashlib.sha256(data).digest())
+        digest.update(os.fsencode(name) + b"\0" + hashlib.sha256(data).digest())
     return digest.hexdigest()
 
 
@@ -88,10 +96,23 @@ def wheel_cache_key(
             "build": [cell.build.backend, cell.build.env, cell.build.config_settings],
             # only where set, so that the keys of wheels built before it stay as they were
             **({"compress_mode": cell.compress_mode} if cell.compress_mode else {}),
+            **({"device_code": cell.device_code} if cell.host_only else {}),
+            **({"prepare": _prepare_key(cell)} if cell.build.prepare else {}),
+            **({"requires": list(cell.build.requires)} if cell.build.requires else {}),
+            **(
+                {"cuda_libraries": list(cell.build.cuda_libraries)}
+                if cell.build.cuda_libraries
+                else {}
+            ),
         },
         sort_keys=True,
     )
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+
+def _prepare_key(cell: Cell) -> list[str | None]:
+    prepare = cell.build.prepare
+    return [prepare.command, prepare.version_file, prepare.output] if prepare else []
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -131,3 +152,47 @@ class WheelCache:
     def _damaged(self, key: str, path: Path, reason: str) -> Lookup:
         shutil.rmtree(self.entry(key), ignore_errors=True)
         return Lookup(data=None, damage=f"the cached wheel {path} was damaged: {reason}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class CachePart:
+    """One part of the cache, measured: what it is, where, its bytes on disk, and how many
+    entries it holds where that is told (the torch environments)."""
+
+    part: str
+    path: Path
+    size: int
+    count: int | None = None
+
+    def document(self) -> dict[str, object]:
+        return {
+            "part": self.part,
+            "path": str(self.path),
+            "bytes": self.size,
+            **({"entries": self.count} if self.count is not None else {}),
+        }
+
+
+def cache_usage(root: Path, compile_root: Path) -> list[CachePart]:
+    """The cache under `root` (and the local compile cache at `compile_root`) by part:
+    the toolchains without the torch environments, the torch environments, the finished
+    wheels, the compile cache and csrc's device code."""
+    toolchains = toolchain_cache(root)
+    environments = envcache.environments(toolchains)
+    in_environments = sum(e.size for e in environments)
+    return [
+        CachePart(
+            part="toolchains",
+            path=toolchains,
+            size=max(0, envcache.size_of(toolchains) - in_environments),
+        ),
+        CachePart(
+            part="torch environments",
+            path=toolchains,
+            size=in_environments,
+            count=len(environments),
+        ),
+        CachePart(part="wheels", path=root / "wheels", size=envcache.size_of(root / "wheels")),
+        CachePart(part="compile cache", path=compile_root, size=envcache.size_of(compile_root)),
+        CachePart(part="device code", path=root / "device", size=envcache.size_of(root / "device")),
+    ]

@@ -14,7 +14,6 @@ misses are its own.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -28,6 +27,7 @@ from pathlib import Path
 
 from release import proc
 from release.credentials import without_credentials
+from release.fsutil import json_document
 from release.matrix.compilecache import CompileCache
 
 # sccache counts each part of an nvcc compile apart (cudafe++, cicc, ptxas) beside the
@@ -108,8 +108,8 @@ def parse_stats(text: str, storage: str, fallback: str | None) -> CacheStats:
     """`sccache --show-stats --stats-format=json` as `CacheStats`; zero counts where the
     text is not sccache's JSON (the cell still built: only its report is poorer)."""
     try:
-        stats = json.loads(text).get("stats", {})
-    except (json.JSONDecodeError, AttributeError):
+        stats = json_document(text, "sccache's statistics").get("stats", {})
+    except (ValueError, AttributeError):
         return CacheStats(storage=storage, fallback=fallback)
     if not isinstance(stats, dict):
         return CacheStats(storage=storage, fallback=fallback)

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from release import proc
 from release.backends import targets_problem, with_path
-from release.building.gatetorch import AdmittedReader, Beside, GateStep, plan_steps, read_admitted
+from release.building.gatetorch import AdmittedReader, Beside, GateStep, plan_steps
 from release.building.settings import BuildEnv, BuildSettings, CellResult
 from release.building.stage import BuildEvents, prepare, run_build
 from release.matrix import Cell, GateRun, GpuGate, GpuRunner
@@ -159,7 +159,7 @@ def gate_plan(
     *,
     manifest: Manifest,
     dist: Path,
-    read_index: AdmittedReader = read_admitted,
+    read_index: AdmittedReader | None = None,
 ) -> list[GateStep]:
     """What the gate runs on `runner`: each run of its cells, once per torch a torch cell's
     wheel is tested beside (release.building.gatetorch)."""

@@ -22,10 +22,10 @@ from packaging.version import Version
 
 from release.building.torchpin import torch_requirement, within
 from release.errors import ToolchainError
-from release.inspection.torchcuda import torch_requirements
+from release.inspection.cudalibs import torch_requirements
+from release.inspection.torchcuda import IndexTorches, TorchIndexes
 from release.matrix import Cell, GateRun
 from release.toolchain.buildenv import cell_targets
-from release.toolchain.torchbuilds import IndexTorches, read_index_torches
 from release.wheelfile import read_wheel
 
 
@@ -66,10 +66,13 @@ class GateStep:
 AdmittedReader = Callable[[Cell, SpecifierSet], IndexTorches]
 
 
-def read_admitted(cell: Cell, specifier: SpecifierSet) -> IndexTorches:
-    """The releases of the cell's torch index that `specifier` admits."""
-    return read_index_torches(cell.torch_index, cell.arch, specifier,
-                              python=cell_targets(cell).python)  # fmt: skip
+def read_admitted(
+    cell: Cell, specifier: SpecifierSet, indexes: TorchIndexes | None = None
+) -> IndexTorches:
+    """The releases of the cell's torch index that `specifier` admits, read through the
+    gate's `indexes` (each index once; None: a reader of its own)."""
+    index = (indexes or TorchIndexes()).of(cell.torch_index)
+    return index.releases(cell.arch, specifier, python=cell_targets(cell).python)
 
 
 def one_series(requirement: Requirement | None, torch: Version) -> bool:
@@ -113,19 +116,21 @@ def besides(
     return (first, last)
 
 
-def wheel_requirement(wheel: Path) -> Requirement | None:
-    """The wheel's own `Requires-Dist: torch` (the first, outside extras)."""
-    metadata = read_wheel(wheel).metadata
-    found = torch_requirements(metadata) if metadata is not None else []
+def wheel_requirement(wheel: Path, arch: str) -> Requirement | None:
+    """The wheel's own `Requires-Dist: torch` that applies on Linux `arch` (the first,
+    outside extras)."""
+    found = torch_requirements(read_wheel(wheel).requires_dist, arch)
     return found[0] if found else None
 
 
 def plan_steps(
-    runs: Sequence[GateRun], wheels: Mapping[str, Path], read_index: AdmittedReader = read_admitted
+    runs: Sequence[GateRun], wheels: Mapping[str, Path], read_index: AdmittedReader | None = None
 ) -> list[GateStep]:
     """Each run once per torch it runs beside (a cell without torch: once as it is). The
     torches of a cell are decided from its wheel in dist/ (`wheels`, by cell id), for its
-    runs as built and PTX-only alike."""
+    runs as built and PTX-only alike; each torch index is read once (`read_admitted`)."""
+    indexes = TorchIndexes()
+    reader = read_index or (lambda cell, specifier: read_admitted(cell, specifier, indexes))
     decided: dict[str, tuple[Beside, ...] | str] = {}
     steps = []
     for run in runs:
@@ -134,7 +139,7 @@ def plan_steps(
             steps.append(GateStep(run=run))
             continue
         if cell.id not in decided:
-            decided[cell.id] = _decide(cell, cell.torch, wheels.get(cell.id), read_index)
+            decided[cell.id] = _decide(cell, cell.torch, wheels.get(cell.id), reader)
         found = decided[cell.id]
         if isinstance(found, str):
             steps.append(GateStep(run=run, problem=found))
@@ -146,7 +151,9 @@ def plan_steps(
 def _decide(
     cell: Cell, torch: Version, wheel: Path | None, read_index: AdmittedReader
 ) -> tuple[Beside, ...] | str:
-    requirement = wheel_requirement(wheel) if wheel is not None and wheel.is_file() else None
+    requirement = None
+    if wheel is not None and wheel.is_file():
+        requirement = wheel_requirement(wheel, cell.arch)
     torches = None
     try:
         if requirement is not None and not one_series(requirement, torch):

@@ -8,11 +8,12 @@ set it) and exact platform tag, the inspection, and the wheel cache. `build_cell
 
 from __future__ import annotations
 
+import io
 import shutil
 import tempfile
 import time
 import zipfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -25,14 +26,14 @@ from release.backends import (
     build_inputs,
     with_path,
 )
-from release.backends.archflags import (
-    Stop,
-    cell_request,
-    matrix_targets,
-    stop_in_log,
-    stop_message,
+from release.backends.compiled import (
+    foreign_code_problem,
+    foreign_device_code,
+    may_hold_device_code,
+    recorded_digests,
+    recorded_origins,
 )
-from release.backends.compiled import foreign_code_problem, foreign_device_code
+from release.building.archstop import arch_failure, logged_cause
 from release.building.cache import recipe, wheel_cache_key
 from release.building.compilecache import (
     CacheStats,
@@ -40,28 +41,36 @@ from release.building.compilecache import (
     sccache_binary,
     start_server,
 )
+from release.building.diagnose import failure_cause
 from release.building.jobs import killed_for_memory, memory_remedy
-from release.building.relabel import RelabelError, rewrite_version
+from release.building.preparestep import maybe_prepared, reproduce_line, step_of
+from release.building.relabel import RelabelError, as_platlib, rewrite_version
+from release.building.runtimedeps import libraries_verdict
 from release.building.settings import BuildEnv, BuildSettings, CellFailure, CellResult
 from release.building.torchcell import tags_problem
 from release.credentials import without_credentials
 from release.errors import BuildError
 from release.fsutil import write_atomic
 from release.inspection.devicecode import is_shared_object
-from release.inspection.verdict import inspected, manylinux_verdict
+from release.inspection.verdict import inspected
 from release.inspection.wheel import WheelReport, budget_warning
 from release.matrix import Cell
 from release.matrix.compilecache import CompileCache
-from release.targets import target_problem
-from release.toolchain import Toolchain
-from release.toolchain.buildenv import cell_targets
+from release.toolchain import Toolchain, frontend
+from release.toolchain.buildenv import cell_targets, cuda_home_of
 
 # ---------------------------------------------------------------- pure core
 
 
-def build_command(python: str, project: Path, outdir: Path, *, isolated: bool = True) -> list[str]:
+def build_command(
+    python: str, project: Path, outdir: Path, *, isolated: bool = True, requires: Sequence[str] = ()
+) -> list[str]:
     """The PEP 517 build; a torch cell's runs in its torch environment, without isolation,
-    so that it compiles against exactly the pinned torch."""
+    so that it compiles against exactly the pinned torch (which holds the matrix's build
+    requirements too). An isolated build with build requirements of the matrix's goes
+    through release.toolchain.frontend, which adds them to the isolated environment."""
+    if isolated and requires:
+        return frontend.command(python, project, outdir, requires)
     isolation = [] if isolated else ["--no-isolation"]
     return [python, "-m", "build", "--wheel", *isolation, "--outdir", str(outdir), str(project)]
 
@@ -75,16 +84,19 @@ def retag_command(python: str, wheel: Path, cell: Cell) -> list[str]:
 
 
 def nvcc_toolkit(toolchain: Toolchain) -> NvccToolkit | None:
-    """The provisioned nvcc as a backend sees it (None where the toolchain has none); PyPI's
-    keeps its static libraries in lib/."""
-    if toolchain.plan.device_compiler != "nvcc" or toolchain.cuda_home is None:
+    """The CUDA_HOME a cmake or torch cell builds with, as a backend sees it (None where the
+    toolchain has none): nvcc's tree, or the one made of it and the cell's CUDA libraries
+    (without nvcc where PyPI has none: release.toolchain.cudahome). PyPI's nvcc keeps its
+    static libraries in lib/."""
+    root = cuda_home_of(toolchain)
+    if root is None:
         return None
-    root = toolchain.cuda_home
     from_pypi = toolchain.plan.device is not None
     return NvccToolkit(
         root=root,
         version=toolchain.device_version,
         library_dir=root / "lib" if from_pypi and (root / "lib").is_dir() else None,
+        has_nvcc=toolchain.plan.device_compiler == "nvcc",
     )
 
 
@@ -206,23 +218,28 @@ def certify(
     log: Path,
     runner: proc.Runner = proc.run,
     environment: BuildEnv | None = None,
+    scratch_root: Path | None = None,
 ) -> tuple[Path, WheelReport]:
     """What makes a freshly built wheel count as built: the cell's interpreter and ABI
-    tags, auditwheel's verdict (with the backend's own environment's checks, where it
-    built in one: release.building.torchcell), the cell's
-    version (rewritten where its backend cannot set it), exactly the cell's platform tag,
-    and the inspection. Raises CellFailure; returns the final wheel (beside `wheel`) and
-    its report."""
+    tags, the backend's own environment's checks where it built in one
+    (release.building.torchcell), auditwheel's verdict with the libraries of the wheel's
+    runtime dependencies left out (`libraries_verdict`: looked up in that environment,
+    else in a scratch site under `scratch_root`), the cell's version (rewritten where its
+    backend cannot set it), exactly the cell's platform tag (a pure wheel that holds a
+    shared object marked a platform wheel: `platlib`), and the inspection. Raises
+    CellFailure; returns the final wheel (beside `wheel`) and its report."""
     backend = backend_for(cell.build.backend)
     mistagged = tags_problem(wheel.name, cell)
     if mistagged is not None:
         raise CellFailure(mistagged)
     # A cell built in an environment of its backend's own (a torch cell's pinned torch) is
-    # checked against it: its device code, the manylinux verdict without the environment's
-    # libraries, the ABI check, the pin.
-    verdict = manylinux_verdict(
-        wheel, manylinux=cell.manylinux, arch=cell.arch, provided=backend.provided_libraries
-    )
+    # checked against it: its device code, the ABI check, the pin.
+    if environment is not None:
+        wheel = environment.certify(wheel, cell, log=log, python=python, env=env)
+    verdict = libraries_verdict(
+        wheel, cell, environment=environment, scratch_root=scratch_root,
+        python=python, env=env, log=log, runner=runner,
+    )  # fmt: skip
     if verdict.problems:
         raise CellFailure(
             "; ".join(
@@ -230,11 +247,11 @@ def certify(
                 for p in verdict.problems
             )
         )
-    if environment is not None:
-        wheel = environment.certify(wheel, cell, log=log, python=python, env=env)
     if backend.labels_by_rewriting or cell.version.dev is not None:
         # no backend sets a nightly's dev version: every backend's wheel gets it rewritten
         wheel = relabelled(wheel, cell)
+    if wheel.name.endswith("-any.whl"):
+        wheel = platlib(wheel)
     if wheel.name != cell.wheel_filename:
         retagged = runner(retag_command(python, wheel, cell), env=env, log=log)
         wheel = wheel.parent / cell.wheel_filename
@@ -253,25 +270,20 @@ def certify(
     return wheel, report
 
 
-def logged_cause(log: Path, cell: Cell) -> str | None:
-    """Where the build log shows compile lines with the project's own arch flags (a build
-    whose compiles the wrapper did not see): the cause and the two ways out, for the
-    inspection's message."""
-    hints = backend_for(cell.build.backend).arch_hints
-    if hints is None:
-        return None
+def platlib(wheel: Path) -> Path:
+    """A pure wheel that holds a shared object (a library the project built outside its
+    build backend and ships as package data) made the platform wheel its cell's tag says
+    it is (release.building.relabel.as_platlib), in place; any other wheel as it is."""
+    data = wheel.read_bytes()
     try:
-        text = log.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return None
-    stop = stop_in_log(text, cell_request(cell.sms, cell.ptx), cuda_major=cell.cuda.major)
-    if stop is None:
-        return None
-    return (
-        f"the build log shows the project's own arch flags ({stop.source} compiled with "
-        f"{' '.join(stop.flags)}: {stop.asked.describe()}): {hints.cause}; set the cell's "
-        f"targets to what the project builds ({matrix_targets(stop.asked)}), or {hints.honour}"
-    )
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            native = any(is_shared_object(name) for name in archive.namelist())
+        rewritten = as_platlib(data) if native else data
+    except (zipfile.BadZipFile, RelabelError):
+        return wheel  # the inspection says what is wrong with it
+    if rewritten != data:
+        wheel.write_bytes(rewritten)
+    return wheel
 
 
 Work = Callable[[], tuple[Path, WheelReport, bool, tuple[str, ...]]]
@@ -319,35 +331,6 @@ def outcome(
 # ---------------------------------------------------------------- edge: one cell
 
 
-def arch_failure(stop_record: Path, cell: Cell) -> CellFailure | None:
-    """The cell's failure where its compile wrapper stopped the build (the record it wrote
-    at `stop_record`), with the cause and the two ways out."""
-    hints = backend_for(cell.build.backend).arch_hints
-    try:
-        stop = Stop.from_json(stop_record.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if hints is None:
-        return None
-    return CellFailure(stop_message(stop, hints, remedy_problem=remedy_problem(stop, cell)))
-
-
-def remedy_problem(stop: Stop, cell: Cell) -> str | None:
-    """Why the matrix cannot give the cell exactly the targets the project builds."""
-    if stop.asked.unknown:
-        return f"{', '.join(stop.asked.unknown)} names no list of targets"
-    if len(stop.asked.ptx) > 1:
-        return "a cell holds one PTX target, the project's flags give " + ", ".join(
-            t.compute for t in sorted(stop.asked.ptx)
-        )
-    ptx = min(stop.asked.ptx) if stop.asked.ptx else None
-    sms = sorted(stop.asked.cubins)
-    problems = [target_problem(t, cell.cuda) for t in [*sms, *([ptx] if ptx else [])]]
-    problems.append(backend_for(cell.build.backend).targets_problem(sms, ptx))
-    found = [p for p in problems if p is not None]
-    return "; ".join(dict.fromkeys(found)) if found else None
-
-
 def _one_wheel(
     command: list[str],
     env: Mapping[str, str],
@@ -373,12 +356,15 @@ def _one_wheel(
         what = proc.failure("the PEP 517 build", built, detail=False)
         if killed_for_memory(built.output, built.returncode):
             what += f": {memory_remedy(jobs)}"
+        elif (cause := failure_cause(built.output.splitlines())) is not None:
+            what += f": {cause}"
         raise CellFailure(what, proc.tail(built.output))
     wheels = sorted(outdir.glob("*.whl"))
     if len(wheels) != 1:
         raise CellFailure(f"the build produced {len(wheels)} wheels, expected 1")
-    if compile_records is not None:
-        _held_to_compiles(wheels[0], compile_records)
+    problem = held_to_compiles(wheels[0], compile_records) if compile_records else None
+    if problem is not None:
+        raise CellFailure(problem)
     return wheels[0]
 
 
@@ -389,24 +375,30 @@ def _records_of(inputs: BuildInputs) -> Path | None:
     return Path(recorded) if recorded else None
 
 
-def _held_to_compiles(wheel: Path, records: Path) -> None:
-    """Fail the cell where the wheel's shared objects hold device code that no compile of
-    this build wrote (release.backends.compiled); a wheel that is not a zip is left to
-    the inspection, which says so."""
-    recorded = frozenset(path.name for path in records.iterdir()) if records.is_dir() else ()
+def held_to_compiles(wheel: Path, records: Path) -> str | None:
+    """The cell's failure where a member of the wheel (a shared object, an object, a
+    static library, a fatbin or cubin file, whatever its name) holds device code that no
+    step of this build made (release.backends.compiled); None where all of it is this
+    build's, or the wheel is not a zip (the inspection says so)."""
+    recorded = recorded_digests(records)
     try:
         with zipfile.ZipFile(wheel) as archive:
             members = [
                 (info.filename, archive.read(info))
                 for info in archive.infolist()
-                if is_shared_object(info.filename)
+                if _may_hold_device_code(archive, info)
             ]
     except (zipfile.BadZipFile, OSError):
-        return
-    found = foreign_device_code(members, frozenset(recorded))
-    problem = foreign_code_problem(found, recorded=len(recorded))
-    if problem is not None:
-        raise CellFailure(problem)
+        return None
+    found = foreign_device_code(members, recorded)
+    return foreign_code_problem(found, recorded=len(recorded), origins=recorded_origins(records))
+
+
+def _may_hold_device_code(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> bool:
+    if info.is_dir():
+        return False
+    with archive.open(info) as stream:
+        return may_hold_device_code(stream.read(8))
 
 
 def _cached_wheel(
@@ -440,6 +432,48 @@ def _cached_wheel(
         server.stop()
 
 
+def write_files(files: Mapping[Path, str]) -> None:
+    """The files a backend's build reads, each in its place; a text that starts with `#!`
+    executable (a script the build runs: the cmake cell's nvcc)."""
+    for path, text in files.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        if text.startswith("#!"):
+            path.chmod(0o755)
+
+
+def _built_now(
+    cell: Cell,
+    toolchain: Toolchain,
+    settings: BuildSettings,
+    *,
+    command: list[str],
+    env: Mapping[str, str],
+    outdir: Path,
+    log: Path,
+    staging: Path,
+    stats: list[CacheStats],
+    stop_record: Path,
+    compile_records: Path | None,
+) -> Path:
+    """The cell's one wheel from its PEP 517 build, through the compile cache where its
+    compiles go through it."""
+    jobs = settings.compile_jobs_of(cell).jobs
+    if through_compile_cache(cell, toolchain):
+        return _cached_wheel(
+            command, env, outdir, log, jobs=jobs, cache=settings.compile_cache,
+            local_dir=staging / "no-compile-cache"
+            if settings.compile_cache.storage == "none"
+            else settings.compile_dir_of(cell),
+            environ=settings.environ, stats=stats, stop_record=stop_record, cell=cell,
+            compile_records=compile_records,
+        )  # fmt: skip
+    return _one_wheel(
+        command, env, outdir, log, jobs=jobs, stop_record=stop_record, cell=cell,
+        compile_records=compile_records,
+    )  # fmt: skip
+
+
 def build_cell(
     cell: Cell, toolchain: Toolchain, settings: BuildSettings, sources: str
 ) -> CellResult:
@@ -461,10 +495,13 @@ def build_cell(
     environment = settings.environments.get(cell.id)
     python = str(environment.python) if environment is not None else settings.python
     env = cell_environment(inputs, base=settings.environ, python=python, epoch=settings.epoch)
+    step = step_of(settings.matrix, cell, own=(settings.out, settings.cache_dir, settings.work_dir))
+    built = step.build_dir if step is not None else settings.matrix.project.path
     command = [
-        *build_command(python, settings.matrix.project.path, outdir, isolated=environment is None),
+        *build_command(python, built, outdir, isolated=environment is None,
+                       requires=cell.build.requires),
         *inputs.config_args(),
-    ]
+    ]  # fmt: skip
     identity = {**toolchain.identity, "build_tools": " ".join(settings.build_tools.versions)}
     if environment is not None:
         identity.update(environment.cache_identity())
@@ -481,27 +518,16 @@ def build_cell(
             )
         else:
             log.unlink(missing_ok=True)
-            for path, text in inputs.files.items():
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(text, encoding="utf-8")
-            jobs = settings.compile_jobs_of(cell).jobs
-            if through_compile_cache(cell, toolchain):
-                wheel = _cached_wheel(
-                    command, env, outdir, log, jobs=jobs, cache=settings.compile_cache,
-                    local_dir=staging / "no-compile-cache"
-                    if settings.compile_cache.storage == "none"
-                    else settings.compile_dir_of(cell),
-                    environ=settings.environ, stats=stats, stop_record=stop_record, cell=cell,
-                    compile_records=compile_records,
-                )  # fmt: skip
-            else:
-                wheel = _one_wheel(
-                    command, env, outdir, log, jobs=jobs, stop_record=stop_record, cell=cell,
+            write_files(inputs.files)
+            with maybe_prepared(step, str(cell.version), env=env, log=log):
+                wheel = _built_now(
+                    cell, toolchain, settings, command=command, env=env, outdir=outdir, log=log,
+                    staging=staging, stats=stats, stop_record=stop_record,
                     compile_records=compile_records,
                 )  # fmt: skip
             candidate, report = certify(
                 wheel, cell, toolchain, python=settings.python, env=env, log=log,
-                environment=environment,
+                environment=environment, scratch_root=settings.runtime_dir,
             )  # fmt: skip
             data = candidate.read_bytes()
             cache.put(key, cell.wheel_filename, data)
@@ -510,7 +536,7 @@ def build_cell(
         near = budget_warning(report, cell)
         return final, report, lookup.data is not None, (*warnings, *([near] if near else []))
 
-    reproduce = proc.reproduce_command(command, env, None, parent=settings.environ)
+    reproduce = reproduce_line(step, str(cell.version), command, env, parent=settings.environ)
     try:
         summary = toolchain_summary(toolchain)
         if environment is not None:
@@ -535,7 +561,10 @@ def record_cell(
     def work() -> tuple[Path, WheelReport, bool, tuple[str, ...]]:
         copy = staging / wheel.name
         shutil.copyfile(wheel, copy)
-        candidate, report = certify(copy, cell, toolchain, python=settings.python, env=env, log=log)
+        candidate, report = certify(
+            copy, cell, toolchain, python=settings.python, env=env, log=log,
+            scratch_root=settings.runtime_dir,
+        )  # fmt: skip
         final = settings.out / candidate.name
         write_atomic(final, candidate.read_bytes())
         return final, report, False, ()

@@ -26,16 +26,17 @@ from release.backends import (
 )
 from release.backends.archflags import LiteralFlags, cell_request, literal_warning
 from release.building.pipeline import build_command
+from release.building.preparestep import step_of
 from release.building.settings import BuildSettings
-from release.building.torchcell import IndexReader, index_torches
+from release.building.torchcell import IndexReader, index_torches, run_reader
 from release.errors import ToolchainError
+from release.inspection.stabletorch import NoTorchForCuda, build_torch_problem, oldest_admitted
 from release.matrix import Cell
 from release.project.archchanges import torch_arch_changes
 from release.project.setuppy import SetupPy, read_setup_py
 from release.project.stableabi import StableAbi, stable_abi_note, stable_abi_warning
 from release.toolchain import BUILD_TOOL_PINS, ToolchainPlan
 from release.toolchain.buildenv import cell_targets, environment_of, environment_python
-from release.toolchain.torchbuilds import NoTorchForCuda, build_torch_problem, oldest_admitted
 
 NVCC_HOST_CC = "g++ from PATH, driven by nvcc"  # cmake and torch: nvcc picks the host compiler
 
@@ -102,16 +103,23 @@ class BackendRow:
 def _device(cell: Cell, plan: ToolchainPlan, missing: str | None) -> str:
     if missing is not None:
         return f"MISSING: {missing}; {NVCC_HINT.format(cuda=cell.cuda)}"
+    named = plan.libraries_text()
+    libraries = f"; {named}" if named else ""
     if plan.device is None:
-        return f"nvcc from {plan.cuda_home}"
-    return f"{plan.device_compiler} (PyPI {', '.join(plan.device.requirements)})"
+        return f"nvcc from {plan.cuda_home}{libraries}"
+    if plan.device_compiler != "nvcc" and backend_for(cell.build.backend).needs_nvcc:
+        # a cell without device code: its CUDA_HOME holds the libraries alone
+        return f"none (no device code, no nvcc){libraries}"
+    return f"{plan.device_compiler} (PyPI {', '.join(plan.device.requirements)}){libraries}"
 
 
 def doctor_row(cell: Cell, plan: ToolchainPlan) -> BackendRow:
     """The cell's backend, the device compiler and build tools it will use, where it
     builds, and what it receives from `release`."""
     backend = backend_for(cell.build.backend)
-    missing = nvcc_problem(backend.name, str(cell.cuda), plan.device_compiler)
+    missing = (
+        None if cell.host_only else nvcc_problem(backend.name, str(cell.cuda), plan.device_compiler)
+    )
     elsewhere = placement_problem(backend.name, cell.arch, plan.host_arch)
     builds = "here"
     if elsewhere is not None:
@@ -124,6 +132,8 @@ def doctor_row(cell: Cell, plan: ToolchainPlan) -> BackendRow:
     if recipe.env or recipe.config_settings:
         names = [k for k, _ in recipe.env] + [f"-C{k}" for k, _ in recipe.config_settings]
         receives += f"; from the matrix: {', '.join(names)}"
+    if recipe.requires:
+        receives += f"; build requirements from the matrix: {', '.join(recipe.requires)}"
     return BackendRow(
         cell=cell.id,
         backend=recipe.backend,
@@ -174,11 +184,14 @@ class PlannedCell:
     stable_abi: str | None = None
     stable_torch: str | None = None  # the torch a stable-ABI cell builds against, and why
     warnings: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()  # what its wheel is held to besides every wheel's checks
+    prepare: str | None = None  # the release's prepare step, as it would run for the cell
 
     def document(self) -> dict[str, Any]:
         """The cell in `release build --dry-run --json`."""
         return {
             **(dict([self.against]) if self.against is not None else {}),
+            **({"notes": list(self.notes)} if self.notes else {}),
             **({"stable_abi": self.stable_abi} if self.stable_abi is not None else {}),
             **({"stable_torch": self.stable_torch} if self.stable_torch is not None else {}),
             **({"warnings": list(self.warnings)} if self.warnings else {}),
@@ -190,6 +203,7 @@ class PlannedCell:
             "host_cc": self.host_cc,
             "inputs": dict(self.inputs),
             "config_settings": dict(self.config_settings),
+            **({"prepare": self.prepare} if self.prepare is not None else {}),
             "command": list(self.command),
         }
 
@@ -269,16 +283,19 @@ def planned(settings: BuildSettings, cell: Cell, plan: ToolchainPlan) -> Planned
     if spec is not None:  # it builds in its backend's own environment, without isolation
         python = str(environment_python(spec, settings.toolchain_dir))
         against = spec.preview(settings.toolchain_dir / spec.dirname)
+    step = step_of(settings.matrix, cell)
+    built = step.build_dir if step is not None else settings.matrix.project.path
     command = build_command(
-        python, settings.matrix.project.path, settings.out, isolated=spec is None
+        python, built, settings.out, isolated=spec is None, requires=cell.build.requires
     )
     env = {**inputs.env, "SOURCE_DATE_EPOCH": str(settings.epoch)}
     read = project_setup_py(cell)
     abi = read[1].stable_abi if read is not None else None
     crossed = stable_abi_warning(abi) if abi is not None else None
-    torch = stable_torch(cell, abi)
+    torch = stable_torch(cell, abi, run_reader(settings.torch_indexes))
     refused = torch.warning(cell)
     return PlannedCell(
+        notes=cell_notes(cell),
         against=against,
         stable_abi=stable_abi_note(abi) if abi is not None else None,
         stable_torch=torch.said,
@@ -296,7 +313,27 @@ def planned(settings: BuildSettings, cell: Cell, plan: ToolchainPlan) -> Planned
         inputs=dict(sorted(env.items())),
         config_settings=dict(sorted(inputs.config_settings.items())),
         command=(*command, *inputs.config_args()),
+        prepare=step.describe(str(cell.version)) if step is not None else None,
     )
+
+
+HOST_ONLY_NOTE = (
+    "no device code (device-code: none): its wheel must hold no fatbin, cubin or PTX file "
+    "and no shared object with a fatbin section"
+)
+PY3_NONE_NOTE = (
+    "one py3-none wheel (python: any) built with Python {python}: its shared objects must "
+    "use no Python C-API"
+)
+
+
+def cell_notes(cell: Cell) -> tuple[str, ...]:
+    """What the dry run says the cell's wheel is held to besides every wheel's checks: no
+    device code at all, no Python C-API for a py3-none torch wheel."""
+    notes = [HOST_ONLY_NOTE] if cell.host_only else []
+    if cell.torch is not None and cell.abi_tag == "none":
+        notes.append(PY3_NONE_NOTE.format(python=cell_targets(cell).python))
+    return tuple(notes)
 
 
 def project_setup_py(cell: Cell) -> tuple[Path, SetupPy] | None:

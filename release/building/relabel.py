@@ -10,6 +10,11 @@ the same for any version that differs from the built one only in its local label
 dev part (a nightly: `0.1.1` built, `0.1.1.dev1733212345+cu129` published); the release,
 its epoch and its pre- and post-release parts may never change.
 
+`as_platlib` marks a wheel whose build made it pure (`py3-none-any`, `Root-Is-Purelib:
+true`) but that holds a shared object (a library the project built beside its build
+backend and ships as package data) as the platform wheel it is once it carries the cell's
+platform tag: WHEEL's `Root-Is-Purelib: false`, and RECORD's row for WHEEL.
+
 Pure and deterministic: the same wheel bytes give the same output bytes. Members keep
 their order, dates, modes and compression; members that do not change keep their content.
 """
@@ -210,3 +215,26 @@ def _copy_info(info: zipfile.ZipInfo, name: str) -> zipfile.ZipInfo:
     copy.comment = info.comment
     copy.extra = info.extra
     return copy
+
+
+_PURELIB = re.compile(rb"^Root-Is-Purelib:[ \t]*true[ \t]*$", re.IGNORECASE | re.MULTILINE)
+
+
+def as_platlib(data: bytes) -> bytes:
+    """The wheel `data` with WHEEL's `Root-Is-Purelib: true` made `false` (and RECORD's row
+    for WHEEL updated); the same bytes where it says no such thing."""
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        tops = {name.split("/", 1)[0] for name in archive.namelist()}
+        dist_infos = sorted(top for top in tops if top.endswith(".dist-info"))
+        if len(dist_infos) != 1:
+            raise RelabelError(f"the wheel has {len(dist_infos)} .dist-info folders, not 1")
+        wheel_name, record_name = f"{dist_infos[0]}/WHEEL", f"{dist_infos[0]}/RECORD"
+        try:
+            wheel, record = archive.read(wheel_name), archive.read(record_name)
+        except KeyError as missing:
+            raise RelabelError(f"the wheel has no {missing.args[0]}") from None
+        platlib = _PURELIB.sub(b"Root-Is-Purelib: false", wheel)
+        if platlib == wheel:
+            return data
+        new_record = rewritten_record(record, {}, (wheel_name, platlib))
+        return rewritten_wheel(archive, {}, {wheel_name: platlib, record_name: new_record})

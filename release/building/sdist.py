@@ -5,20 +5,21 @@ gives the same bytes: members sorted by name, dated SOURCE_DATE_EPOCH (none late
 0:0 with no names, modes 0644 or 0755, and a gzip header without a time or a file name.
 Backends differ in what they fix (setuptools keeps the files' own times, a tarfile-written
 gzip header has the time of the build); the members' names and contents are the backend's.
+Before it is written it is checked as plan, publish and verify check it
+(release.records.sdistfile), and no member may have come through a symlink out of the
+project (`linked_out`): a backend follows links, and would ship what they point to.
 """
 
 from __future__ import annotations
 
 import gzip
 import io
+import os
 import tarfile
 import tempfile
 from collections.abc import Mapping
 from dataclasses import replace
-from email.parser import HeaderParser
-from pathlib import Path
-
-from packaging.utils import canonicalize_name
+from pathlib import Path, PurePosixPath
 
 from release import proc
 from release.building.pipeline import build_command
@@ -34,6 +35,7 @@ from release.records.manifest import (
     sdist_cell_of,
     sdist_filename,
 )
+from release.records.sdistfile import sdist_archive_problems
 from release.toolchain.projectmeta import hook_environment
 
 # ---------------------------------------------------------------- pure core
@@ -69,23 +71,31 @@ def normalised(raw: bytes, epoch: int) -> bytes:
     return packed.getvalue()
 
 
-def pkg_info_problems(raw: bytes, filename: str, project: str, version: str) -> list[str]:
-    """Why the sdist `raw` is not `project` `version` as PEP 625 and core metadata say."""
-    base = filename.removesuffix(".tar.gz")
+def linked_out(raw: bytes, project: Path) -> str | None:
+    """Which member of the sdist `raw` (checked by `sdist_archive_problems`) the build took from
+    outside `project` through a symlink in it (a linked directory's files, or a linked
+    file), naming the link; None where none was. A member the build made (PKG-INFO) is not
+    in the tree, and a link that stays inside the project is followed as any backend does."""
     with tarfile.open(fileobj=io.BytesIO(raw), mode="r:gz") as tar:
         names = tar.getnames()
-        if f"{base}/PKG-INFO" not in names:
-            return [f"{filename}: no {base}/PKG-INFO (PEP 625: one top directory {base}/)"]
-        found = tar.extractfile(f"{base}/PKG-INFO")
-        text = found.read().decode("utf-8", "replace") if found is not None else ""
-    headers = HeaderParser().parsestr(text)
-    problems = [f"{filename}: {n} is outside {base}/" for n in names if n.split("/")[0] != base]
-    name, got = headers.get("Name"), headers.get("Version")
-    if name is None or canonicalize_name(name) != canonicalize_name(project):
-        problems.append(f"{filename}: PKG-INFO Name is {name!r}, the matrix's project {project}")
-    if got != version:
-        problems.append(f"{filename}: PKG-INFO Version is {got!r}, the release is {version}")
-    return problems[:3]
+    root = project.resolve()
+    outside: dict[Path, bool] = {}
+    for name in names:
+        here = project
+        for part in PurePosixPath(name).parts[1:]:
+            here = here / part
+            if here not in outside:
+                outside[here] = here.is_symlink() and not _inside(here, root)
+            if outside[here]:
+                return f"{name} is {here} -> {os.readlink(here)}, a symlink out of {project}"
+    return None
+
+
+def _inside(link: Path, root: Path) -> bool:
+    try:
+        return link.resolve().is_relative_to(root)
+    except (OSError, RuntimeError):  # a loop: nothing was read through it
+        return True
 
 
 # ---------------------------------------------------------------- edge: the build
@@ -133,9 +143,16 @@ def build_sdist(settings: BuildSettings, cell: Cell, log: Path) -> SdistEntry:
                 hint="give the project's backend a PEP 625 sdist name (setuptools 69.3+)",
             )
         raw = found[0].read_bytes()
-    problems = pkg_info_problems(raw, filename, project.name, version)
+    problems = sdist_archive_problems(raw, filename, project.name, version)
     if problems:
         raise BuildError("; ".join(problems), hint="the sdist is not this release's")
+    link = linked_out(raw, project.path)
+    if link is not None:
+        raise BuildError(
+            f"{filename}: {link}",
+            hint="an sdist holds the project's own files: copy what the link points to into "
+            "the project, or leave it out of the sdist",
+        )
     try:
         data = normalised(raw, settings.epoch)
     except (ValueError, tarfile.TarError, OSError, EOFError) as error:

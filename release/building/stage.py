@@ -11,7 +11,6 @@ compiles the device code and the others find it in the cache.
 
 from __future__ import annotations
 
-import json
 import sys
 import threading
 import time
@@ -31,7 +30,7 @@ from release.backends import (
     nvcc_problem,
     placement_problem,
 )
-from release.building.cache import project_files, source_digest
+from release.building.cache import source_digest
 from release.building.pipeline import (
     build_cell,
     cell_inputs,
@@ -39,12 +38,13 @@ from release.building.pipeline import (
     record_cell,
     through_compile_cache,
 )
+from release.building.preparestep import build_sources
 from release.building.settings import BuildEnv, BuildSettings, CellResult
 from release.building.torchcell import build_environment
 from release.credentials import without_credentials
 from release.downstream.nccl import override_files, write_override_files
 from release.errors import BuildError, ToolchainError
-from release.fsutil import sha256_file
+from release.fsutil import json_document, sha256_file
 from release.inspection.wheel import WheelReport
 from release.matrix import Cell
 from release.records.dist import Reconciled, reconcile, stray_wheels
@@ -62,13 +62,13 @@ from release.toolchain import (
     Progress,
     Toolchain,
     ToolchainPlan,
+    envcache,
     host_machine,
     host_platform,
     install_pinset,
     provision,
-    resolve,
 )
-from release.toolchain.buildenv import environment_of
+from release.toolchain.buildenv import cell_plan, environment_of
 from release.toolchain.torchenv import find_python
 
 CellProgress = Callable[[str, Cell, CellResult | None], None]
@@ -112,10 +112,12 @@ def schedule(cells: Sequence[Cell]) -> list[list[Cell]]:
 
 
 def buildable_problem(cell: Cell, plan: ToolchainPlan) -> ToolchainError | None:
-    """Why the cell cannot build here with `plan` (its remedy in the hint), or None."""
+    """Why the cell cannot build here with `plan` (its remedy in the hint), or None. A cell
+    that compiles no device code needs no nvcc: its CUDA_HOME of headers and libraries
+    comes from PyPI for any CUDA version."""
     backend = backend_for(cell.build.backend)
     missing = nvcc_problem(backend.name, str(cell.cuda), plan.device_compiler)
-    if missing is not None:
+    if missing is not None and not cell.host_only:
         return ToolchainError(f"{cell.id}: {missing}", hint=NVCC_HINT.format(cuda=cell.cuda))
     elsewhere = placement_problem(backend.name, cell.arch, plan.host_arch)
     if elsewhere is not None:
@@ -159,12 +161,7 @@ def manifest_entry(cell: Cell, report: WheelReport, toolchain: Mapping[str, str]
 
 def plan_toolchains(settings: BuildSettings) -> dict[str, ToolchainPlan]:
     return {
-        cell.id: resolve(
-            str(cell.cuda),
-            cell.arch,
-            cuda_home=settings.cuda_home,
-            cache_dir=settings.toolchain_dir,
-        )
+        cell.id: cell_plan(cell, cuda_home=settings.cuda_home, cache_dir=settings.toolchain_dir)
         for cell in settings.cells
     }
 
@@ -242,7 +239,9 @@ def prepare(
 ) -> tuple[BuildSettings, dict[str, Toolchain]]:
     """Every selected cell's toolchain, provisioned (and the build tools, in the returned
     settings), after checking that every cell builds here: nothing is downloaded for a
-    build that could not finish."""
+    build that could not finish. The torch environments are then pruned to their budget,
+    never one this build (or another) uses."""
+    budget = envcache.budget_of(settings.environ)
     plans = plan_toolchains(settings)
     check_cells(settings.cells, plans)
     for cell in settings.cells:
@@ -265,7 +264,27 @@ def prepare(
         settings = replace(settings, build_tools=tools)
     for cell_id, environment in environments.items():
         events.note(f"{cell_id}: {environment.identity}")
+    if environments:
+        for line in pruned_notes(envcache.prune(settings.toolchain_dir, budget.size), budget):
+            events.note(line)
     return replace(settings, environments=environments), toolchains
+
+
+def pruned_notes(pruned: envcache.Pruned, budget: envcache.Budget) -> list[str]:
+    """What a prune of the torch environments says: each one deleted, and where the rest
+    stay over the budget because builds use them."""
+    over = f"the torch environments' budget of {budget.describe()} ({budget.source})"
+    lines = [
+        f"pruned the torch environment {e.path.name} ({envcache.shown_size(e.size)}, the "
+        f"least recently used): over {over}"
+        for e in pruned.deleted
+    ]
+    if pruned.in_use:
+        lines.append(
+            f"the torch environments hold {envcache.shown_size(pruned.remaining)}, over "
+            f"{over}: {len(pruned.in_use)} of them in use by builds now"
+        )
+    return lines
 
 
 def provision_environments(
@@ -290,6 +309,7 @@ def provision_environments(
                 python=settings.python,
                 env=without_credentials(settings.environ),
                 progress=progress,
+                torch_indexes=settings.torch_indexes,
             )
         out[cell.id] = made[spec]
     return out
@@ -310,7 +330,7 @@ def build_cells(
     then holds what finished, for the caller to record."""
     settings.out.mkdir(parents=True, exist_ok=True)
     settings.device_log.unlink(missing_ok=True)
-    sources = source_digest(project_files(settings.matrix.project.path))
+    sources = source_digest(build_sources(settings.matrix))
     stop = threading.Event()
     lock = threading.Lock()
 
@@ -349,7 +369,7 @@ def device_warnings(device_log: Path) -> list[str]:
     out = []
     for line in lines:
         try:
-            record = json.loads(line)
+            record = json_document(line, str(device_log))
         except ValueError:
             continue
         if isinstance(record, dict) and record.get("action") == "discarded":

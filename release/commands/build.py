@@ -46,6 +46,7 @@ from release.building.stage import (
     run_build,
     schedule,
 )
+from release.building.torchcell import run_reader
 from release.commands.parsing import arguments, buildopts, common
 from release.commands.parsing.options import WholeNumber
 from release.console import Annotation, Output, markdown_table
@@ -124,10 +125,14 @@ def per_target(sizes: Sequence[tuple[str, int]]) -> str:
 def _describe(result: CellResult) -> str:
     if result.ok and result.report is not None:
         origin = "cached" if result.from_cache else "built"
+        device = (
+            "no device code"
+            if result.cell.host_only
+            else f"sm {' '.join(result.report.sms)}; ptx {' '.join(result.report.ptx) or '-'}"
+        )
         return (
             f"ok {result.cell.id} {origin} in {result.seconds:.1f} s: {result.report.filename} "
-            f"({result.report.size / 2**20:.2f} MiB; sm {' '.join(result.report.sms)}; "
-            f"ptx {' '.join(result.report.ptx) or '-'})"
+            f"({result.report.size / 2**20:.2f} MiB; {device})"
             + (f"\n   device code: {per_target(result.report.device_bytes)}"
                if result.report.device_bytes else "")
             + (f"\n   {result.compile_cache.line()}" if result.compile_cache else "")
@@ -151,8 +156,7 @@ def _out_dir(args: argparse.Namespace, reference: Path | None) -> Iterator[Path]
     yield out
 
 
-def run(args: argparse.Namespace) -> int:
-    output = common.output_for(args, "build")
+def run(args: argparse.Namespace, output: Output) -> int:
     environ = dict(os.environ)
     loaded = common.load(args.matrix, output, cache_dir=args.cache_dir)
     matrix = common.channel_matrix(loaded, args.channel, environ)
@@ -175,7 +179,7 @@ def run(args: argparse.Namespace) -> int:
     sdist_of = _sdist_cell(args, matrix, cells, output)
     if args.dry_run:
         return _dry_run(given, plan_toolchains(given), output)
-    refused = refused_torches(given.cells)
+    refused = refused_torches(given.cells, run_reader(given.torch_indexes))
     if refused:
         raise ConfigError(
             refused, hint="`release build --dry-run` says which torch each cell builds against"
@@ -484,6 +488,8 @@ def _dry_run(settings: BuildSettings, plans: Mapping[str, ToolchainPlan], output
     for cell in cells:
         shown = " ".join(f"{k}={shlex.quote(v)}" for k, v in cell.inputs.items())
         how = "" if cell.backend == DEFAULT_BACKEND else f"{cell.backend} backend, {cell.builds}: "
+        if cell.prepare is not None:
+            output.line(f"{cell.cell}: first, the prepare step {cell.prepare}")
         output.line(f"{cell.cell}: {how}{shown} {shlex.join(cell.command)}")
         if cell.against is not None:
             output.line(f"{cell.cell}: builds against {cell.against[1]}")
@@ -491,6 +497,8 @@ def _dry_run(settings: BuildSettings, plans: Mapping[str, ToolchainPlan], output
             output.line(f"{cell.cell}: {cell.stable_abi}")
         if cell.stable_torch is not None:
             output.line(f"{cell.cell}: stable ABI, built against {cell.stable_torch}")
+        for note in cell.notes:
+            output.line(f"{cell.cell}: {note}")
         for warning in cell.warnings:
             output.warning(warning, title=f"release build {cell.cell}")
     return 0

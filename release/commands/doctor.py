@@ -2,7 +2,8 @@
 inspector that a build would use, and where each comes from.
 
 `release doctor`: per CUDA version and arch, which tools a build will use and from where;
-per cell, what its build backend will use and receive, and whether it builds here.
+per cell, what its build backend will use and receive, and whether it builds here; what the
+cache holds, by part, and the torch environments' budget.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from release.building import preview
+from release.building.cache import CachePart, cache_usage
 from release.building.settings import SETTING_COLUMNS, SETTING_KEYS, GivenOptions
 from release.commands.parsing import arguments, buildopts, common
 from release.console import Output
@@ -24,11 +26,12 @@ from release.toolchain import (
     PinSet,
     Toolchain,
     ToolchainPlan,
+    envcache,
     present_dirs,
     provision,
-    resolve,
     zig_target,
 )
+from release.toolchain.buildenv import cell_plan
 from release.toolchain.cacheroot import toolchain_cache
 
 HELP = "show the toolchain of every CUDA version and arch"
@@ -142,8 +145,7 @@ def _host_cc(plan: ToolchainPlan, tc: Toolchain | None, present: frozenset[Path]
     )
 
 
-def run(args: argparse.Namespace) -> int:
-    out = common.output_for(args, "doctor")
+def run(args: argparse.Namespace, out: Output) -> int:
     matrix = common.load(args.matrix, out, cache_dir=args.cache_dir)
     cells = matrix.select(cuda=args.cuda, arch=args.arch)
     layered = buildopts.layered_from(
@@ -151,9 +153,7 @@ def run(args: argparse.Namespace) -> int:
     )
     root = toolchain_cache(layered.cache_dir.value)
     cuda_home = layered.cuda_home.value
-    by_cell = {
-        c.id: resolve(str(c.cuda), c.arch, cuda_home=cuda_home, cache_dir=root) for c in cells
-    }
+    by_cell = {c.id: cell_plan(c, cuda_home=cuda_home, cache_dir=root) for c in cells}
     plans = list(dict.fromkeys(by_cell.values()))
     toolchains = None
     if args.provision:
@@ -167,12 +167,19 @@ def run(args: argparse.Namespace) -> int:
             w for c in cells for w in preview.arch_warnings(c, preview.project_setup_py(c))
         )
     )
+    compile_root = layered.compile_cache.value.dir or layered.cache_dir.value / "compile"
+    usage = cache_usage(layered.cache_dir.value, compile_root)
+    budget = envcache.budget_of(os.environ)
     out.document(
         {
             "cache": str(root),
             "toolchains": [dict(zip(DoctorRow.KEYS, r.cells(), strict=True)) for r in rows],
             "backends": [dict(zip(backend_keys, r.cells(), strict=True)) for r in backends],
             "settings": [dict(zip(SETTING_KEYS, row, strict=True)) for row in settings],
+            "cache_usage": {
+                "parts": [part.document() for part in usage],
+                "torch_environments_budget": {"budget": budget.size, "source": budget.source},
+            },
             **({"warnings": warnings} if warnings else {}),
         }
     )
@@ -183,7 +190,24 @@ def run(args: argparse.Namespace) -> int:
         list(preview.BackendRow.COLUMNS), [list(r.cells()) for r in backends], "build backends"
     )
     out.table(list(SETTING_COLUMNS), [list(row) for row in settings], "settings")
+    out.table(
+        ["part", "size", "where"],
+        [usage_row(part, budget) for part in usage],
+        f"cache in {layered.cache_dir.value}",
+    )
     return 0
+
+
+def usage_row(part: CachePart, budget: envcache.Budget) -> list[str]:
+    """A part of the cache as doctor's table shows it."""
+    size = envcache.shown_size(part.size)
+    if part.count is not None:
+        plural = "" if part.count == 1 else "s"
+        size += (
+            f" in {part.count} environment{plural} (budget {budget.describe()}, "
+            f"{budget.source}; the least recently used pruned first)"
+        )
+    return [part.part, size, str(part.path)]
 
 
 def provision_with_progress(

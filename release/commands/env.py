@@ -36,6 +36,7 @@ from release.building.stage import (
     require_success,
 )
 from release.commands.parsing import arguments, buildopts, common
+from release.console import Output
 from release.errors import ConfigError
 from release.fsutil import write_atomic
 from release.matrix import Cell
@@ -112,8 +113,7 @@ class _Notes(BuildEvents):
         print(message, file=sys.stderr)
 
 
-def run(args: argparse.Namespace) -> int:
-    output = common.output_for(args, "env")
+def run(args: argparse.Namespace, output: Output) -> int:
     matrix = common.load(args.matrix, output, cache_dir=args.cache_dir)
     cell = matrix.select(cuda=[args.cuda], arch=[args.arch])[0]
     recorded = find_wheel(args.record, cell) if args.record is not None else None

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import argparse
 import os
+from typing import Any
 
 from release.building.gate import GateResult, gate_plan, run_gate
 from release.building.gatetorch import GateStep
 from release.building.settings import Sourced
 from release.commands.parsing import arguments, buildopts, common
-from release.console import Annotation, markdown_table
+from release.console import Annotation, Output, markdown_table
 from release.errors import BuildError, ConfigError
 from release.records.dist import load_dist
 
@@ -73,8 +74,41 @@ def _step_json(step: GateStep) -> dict[str, str]:
     return {"torch": str(step.beside.torch), "torch_why": step.beside.why}
 
 
-def run(args: argparse.Namespace) -> int:
-    output = common.output_for(args, "gpu-gate")
+def _plan_document(runner: str, steps: list[GateStep]) -> dict[str, Any]:
+    """The --json document of --dry-run: each run, and the torch it runs beside."""
+    runs = [
+        {
+            "cell": step.run.cell.id,
+            "build": step.run.build,
+            "name": step.name,
+            **_step_json(step),
+            **({"problem": step.problem} if step.problem else {}),
+        }
+        for step in steps
+    ]
+    return {"runner": runner, "dry_run": True, "runs": runs}
+
+
+def _results_document(runner: str, results: list[GateResult]) -> dict[str, Any]:
+    """The --json document of the runs made."""
+    runs = [
+        {
+            "cell": r.run.cell.id,
+            "build": r.run.build,
+            **_step_json(GateStep(run=r.run, beside=r.beside)),
+            "expect_arch": r.run.expect_arch,
+            "ok": r.ok,
+            "seconds": round(r.seconds, 2),
+            "wheel": r.wheel,
+            "command": r.command,
+            "detail": r.detail,
+        }
+        for r in results
+    ]
+    return {"runner": runner, "ok": all(r.ok for r in results), "runs": runs}
+
+
+def run(args: argparse.Namespace, output: Output) -> int:
     matrix = common.load(args.matrix, output, cache_dir=args.cache_dir)
     gate = matrix.gpu_gate
     if gate is None:
@@ -104,22 +138,7 @@ def run(args: argparse.Namespace) -> int:
     output.note(f"GPU gate on {runner.name} (sm {sms}): {len(steps)} runs")
     output.note("\n".join(plan_lines(steps)))
     if args.dry_run:
-        output.document(
-            {
-                "runner": runner.name,
-                "dry_run": True,
-                "runs": [
-                    {
-                        "cell": step.run.cell.id,
-                        "build": step.run.build,
-                        "name": step.name,
-                        **_step_json(step),
-                        **({"problem": step.problem} if step.problem else {}),
-                    }
-                    for step in steps
-                ],
-            }
-        )
+        output.document(_plan_document(runner.name, steps))
         return 0
     results = run_gate(
         gate,
@@ -137,26 +156,7 @@ def run(args: argparse.Namespace) -> int:
         if not result.ok:
             output.annotate(Annotation(message=result.detail, title=f"GPU gate {result.name}"))
     failed = [r for r in results if not r.ok]
-    output.document(
-        {
-            "runner": runner.name,
-            "ok": not failed,
-            "runs": [
-                {
-                    "cell": r.run.cell.id,
-                    "build": r.run.build,
-                    **_step_json(GateStep(run=r.run, beside=r.beside)),
-                    "expect_arch": r.run.expect_arch,
-                    "ok": r.ok,
-                    "seconds": round(r.seconds, 2),
-                    "wheel": r.wheel,
-                    "command": r.command,
-                    "detail": r.detail,
-                }
-                for r in results
-            ],
-        }
-    )
+    output.document(_results_document(runner.name, results))
     title = f"GPU gate on {runner.name}: {len(results) - len(failed)}/{len(results)} runs passed"
     output.table(GATE_COLUMNS, _rows(results), title)
     output.summary(f"## {title}\n\n" + markdown_table(GATE_COLUMNS, _rows(results)))

@@ -16,13 +16,13 @@ import argparse
 import re
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
-from release.commands.parsing import arguments, common
+from release.commands.parsing import arguments
 from release.commands.parsing.options import ExistingDir
 from release.console import Output
 from release.init.detect import Note
 from release.init.run import PYPI_SIMPLE, InitOutcome, InitSettings, init_project
+from release.init.values import index_url_problem
 
 HELP = "write a commented matrix.yaml and the release workflow for a kernel project"
 SHARED: tuple[arguments.Shared, ...] = ("output",)
@@ -74,21 +74,16 @@ def secret_name(text: str) -> str:
 
 
 def index_url(text: str) -> str:
-    """argparse type of --torch-index: an http(s) URL without credentials (matrix.yaml
-    holds it)."""
-    parts = urlsplit(text)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an http(s) URL")
-    if parts.username or parts.password:
-        raise argparse.ArgumentTypeError(
-            "the URL holds credentials, which matrix.yaml would hold too "
-            "(give pip them through netrc or a keyring)"
-        )
-    return text if text.endswith("/") else text + "/"
+    """argparse type of --torch-index: an http(s) URL, kept exactly as given (matrix.yaml
+    holds it), with no whitespace, control character or credential. The message never
+    quotes the URL: it may hold the credential."""
+    problem = index_url_problem(text)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem)
+    return text
 
 
-def run(args: argparse.Namespace) -> int:
-    out = common.output_for(args, "init")
+def run(args: argparse.Namespace, out: Output) -> int:
     outcome = init_project(
         InitSettings(
             directory=args.directory,

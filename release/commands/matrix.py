@@ -11,7 +11,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from release.commands.parsing import arguments, common
+from release.console import Output
 from release.errors import ConfigError
+from release.fsutil import UnreadableDocument, json_document
 from release.matrix import (
     Cell,
     Matrix,
@@ -105,6 +107,7 @@ def cell_entry(cell: Cell) -> dict[str, str | int | bool]:
         "cuda_home": where.cuda_home,
         **torch_fields(cell),
         **({"compress_mode": cell.compress_mode} if cell.compress_mode else {}),
+        **({"device_code": cell.device_code} if cell.host_only else {}),
     }
 
 
@@ -120,9 +123,9 @@ def runner_labels(text: str, names: Sequence[str]) -> dict[str, list[str]]:
     labels (a string or a list of strings)."""
     option = "--runner-labels"
     try:
-        given = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise ConfigError([f"{option}: not JSON ({error.msg} at {error.pos})"]) from None
+        given = json_document(text, option)
+    except UnreadableDocument as error:
+        raise ConfigError([str(error)]) from None
     if not isinstance(given, dict):
         raise ConfigError([f"{option}: a JSON object of runner names to labels, not {given!r:.40}"])
     problems: list[str] = []
@@ -167,6 +170,22 @@ def gate_matrix(
     }
 
 
+class _Format(argparse.Action):
+    """`--format json` is `--json`: set while the line is parsed, so that the command's
+    output (and its document on failure) is JSON from the start."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        setattr(namespace, self.dest, values)
+        if values == "json":
+            namespace.json = True
+
+
 HELP = "show the cells of the release matrix"
 SHARED: tuple[arguments.Shared, ...] = ("matrix", "cells", "output")
 
@@ -174,6 +193,7 @@ SHARED: tuple[arguments.Shared, ...] = ("matrix", "cells", "output")
 def add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--format",
+        action=_Format,
         choices=("table", "json", "github", "gpu"),
         default="table",
         help="github: the `strategy.matrix` of an Actions job; gpu: that of the GPU gate job, "
@@ -197,10 +217,7 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def run(args: argparse.Namespace) -> int:
-    if args.format == "json":
-        args.json = True
-    out = common.output_for(args, "matrix")
+def run(args: argparse.Namespace, out: Output) -> int:
     if args.schema:
         print(json.dumps(matrix_json_schema(), indent=2))
         return 0
@@ -225,7 +242,7 @@ def run(args: argparse.Namespace) -> int:
         [
             str(c.cuda),
             c.arch,
-            " ".join(str(s) for s in c.sms),
+            "no device code" if c.host_only else " ".join(str(s) for s in c.sms),
             str(c.ptx) if c.ptx else "-",
             c.local_label or "-",
             c.wheel_filename,

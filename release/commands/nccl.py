@@ -11,6 +11,7 @@ import argparse
 from pathlib import Path
 
 from release.commands.parsing import arguments, common
+from release.console import Output
 from release.downstream.nccl import (
     DEFAULT_INDEX_URL,
     check_pins_exist,
@@ -38,8 +39,7 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--index-url", default=DEFAULT_INDEX_URL, help="index for --check")
 
 
-def run(args: argparse.Namespace) -> int:
-    out = common.output_for(args, "nccl")
+def run(args: argparse.Namespace, out: Output) -> int:
     matrix = common.load(args.matrix, out)
     pins = matrix.nccl_pins(matrix.select(cuda=args.cuda))
     require_pins(pins)

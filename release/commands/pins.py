@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 
 from release.commands.parsing import arguments, common
+from release.console import Output
 from release.downstream.requirement_files import install_lines, pin_files
 from release.fsutil import write_atomic
 from release.records.dist import load_dist
@@ -30,8 +31,7 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def run(args: argparse.Namespace) -> int:
-    output = common.output_for(args, "pins")
+def run(args: argparse.Namespace, output: Output) -> int:
     manifest = load_dist(args.dist, missing_ok=True)
     published = with_overrides(
         read_record(args.dist / RECORD_NAME, manifest), common.parse_overrides(args.index_url)

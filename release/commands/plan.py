@@ -63,9 +63,7 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--repository-url", metavar="URL", help="PyPI upload URL, as for `release publish`"
     )
-    parser.add_argument(
-        "--github-api-url", metavar="URL", help="GitHub REST API base, as for `release publish`"
-    )
+    arguments.add_github_api_url_option(parser, "GitHub REST API base, as for `release publish`")
     parser.add_argument(
         "--previous-manifest",
         metavar="FILE",
@@ -220,8 +218,7 @@ def _sdist_json(row: PlanRow) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def run(args: argparse.Namespace) -> int:
-    out = common.output_for(args, "plan")
+def run(args: argparse.Namespace, out: Output) -> int:
     matrix = common.load(args.matrix, out, cache_dir=args.cache_dir)
     environ = dict(os.environ)
     if args.channel == "nightly":

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from release.commands.parsing import arguments, common
+from release.commands.parsing.options import public_url
 from release.console import Advance, Output, markdown_table
 from release.errors import IncompleteError, ReleaseError
 from release.publish.decide import Action, CompanionDecision, FileDecision
@@ -206,13 +207,12 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--index-base-url",
+        type=public_url,
         metavar="URL",
         help="where the index is served (default: the destination's index-url)",
     )
-    parser.add_argument(
-        "--github-api-url",
-        metavar="URL",
-        help="GitHub REST API base (default: the destination's, api.github.com)",
+    arguments.add_github_api_url_option(
+        parser, "GitHub REST API base (default: the destination's, api.github.com)"
     )
     parser.add_argument(
         "--pages-branch",
@@ -240,8 +240,7 @@ def settings_from(args: argparse.Namespace) -> PublishSettings:
     )
 
 
-def run(args: argparse.Namespace) -> int:
-    out = common.output_for(args, "publish")
+def run(args: argparse.Namespace, out: Output) -> int:
     environ = dict(os.environ)
     if args.channel == "nightly":
         return run_nightly(args, out, environ)

@@ -10,13 +10,18 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 from typing import Any
 
 from release.commands.parsing import arguments, common
-from release.commands.parsing.options import Seconds, WholeNumber
+from release.commands.parsing.options import (
+    Seconds,
+    WholeNumber,
+    github_repository,
+)
 from release.console import Annotation, Output, markdown_table
 from release.errors import VerifyError
+from release.github_names import api_url_problem, repository_problem
+from release.inspection.findings import RULES
 from release.verify.checks import (
     DEFAULT_CONCURRENCY,
     RELEASE_WORKFLOW,
@@ -30,7 +35,8 @@ CONCURRENCY = WholeNumber(1, 64)
 ATTEMPTS = WholeNumber(1, 100)
 TIMEOUT = Seconds(most=86400.0)  # a day: past that, a propagation delay is an outage
 LATEST = WholeNumber(1, 1000)
-_REPOSITORY = re.compile(r"[A-Za-z0-9-]{1,39}/[A-Za-z0-9._-]{1,100}")
+REPOSITORY = "a GitHub repository's OWNER/REPO"
+API_URL = "a GitHub API base URL"
 VERIFY_COLUMNS = ("result", "check", "subject", "detail", "URL")
 PROVENANCE_HINT = (
     "attest each file in the release workflow (actions/attest-build-provenance; PyPI trusted "
@@ -38,12 +44,12 @@ PROVENANCE_HINT = (
     "that signs for it with --provenance-signer-workflow)"
 )
 
-
-def repository_name(text: str) -> str:
-    """OWNER/REPO, as GitHub names a repository."""
-    if not _REPOSITORY.fullmatch(text):
-        raise argparse.ArgumentTypeError(f"{text!r} is not OWNER/REPO")
-    return text
+# the rules a wheel as served breaks (release.verify.served): publishing again cannot fix them
+INSPECTION_RULES = frozenset(r.id for r in RULES if r.scope == "wheel") - {"download"}
+INSPECTION_HINT = (
+    "the wheel as served breaks that rule (docs/verify.md#the-rules); the bytes under a "
+    "published filename cannot change: fix the build and release the fix"
+)
 
 
 def signer_workflow(text: str) -> str:
@@ -116,7 +122,7 @@ def add_provenance_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--provenance-repository",
-        type=repository_name,
+        type=github_repository,
         metavar="OWNER/REPO",
         help="the repository whose workflow signed, where the matrix names no GitHub "
         "destination (default: $GITHUB_REPOSITORY, the repository a workflow runs in)",
@@ -168,9 +174,7 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help=f"verify the newest N published releases ({LATEST.accepted}; the scheduled URL watch)",
     )
-    parser.add_argument(
-        "--github-api-url", metavar="URL", help="GitHub REST API base, as for `release publish`"
-    )
+    arguments.add_github_api_url_option(parser, "GitHub REST API base, as for `release publish`")
     parser.add_argument(
         "--index-base-url",
         metavar="URL",
@@ -184,8 +188,10 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     arguments.add_markdown_option(parser, "write it as Markdown")
 
 
-def run(args: argparse.Namespace) -> int:
-    out = common.output_for(args, "verify")
+def run(args: argparse.Namespace, out: Output) -> int:
+    environ = dict(os.environ)
+    if args.github_api_url is None:  # the signer's GitHub, where no destination names one
+        common.checked_variable(environ, "GITHUB_API_URL", api_url_problem, API_URL)
     target = VerifyTarget(
         dist=args.dist,
         matrix=args.matrix,
@@ -205,16 +211,15 @@ def run(args: argparse.Namespace) -> int:
         provenance_workflow=args.provenance_workflow,
         provenance_signer_workflow=args.provenance_signer_workflow,
         provenance_repository=args.provenance_repository
-        or os.environ.get("GITHUB_REPOSITORY")
-        or None,
+        or common.checked_variable(environ, "GITHUB_REPOSITORY", repository_problem, REPOSITORY),
     )
     if args.channel == "nightly":
         from release.nightly.verify import verify_channel  # noqa: PLC0415  # boto3: nightly only
 
-        report = verify_channel(common.load(args.matrix, out), dict(os.environ), settings)
+        report = verify_channel(common.load(args.matrix, out), environ, settings)
         print_verify(out, report)
     else:
-        outcome = verify_release(target, settings, dict(os.environ))
+        outcome = verify_release(target, settings, environ)
         for one in outcome.reports:
             print_verify(out, one)
         report = outcome.report
@@ -234,6 +239,8 @@ def run(args: argparse.Namespace) -> int:
             f"{first.check} {first.subject}: {first.detail}",
             hint=PROVENANCE_HINT
             if first.check == "provenance"
+            else INSPECTION_HINT
+            if first.check in INSPECTION_RULES
             else f"re-run `{again}` to finish a partial publish, then verify again",
         )
     return 0

@@ -1,6 +1,8 @@
 """The matrix `release init` writes for a project: every value with where it was read, what
 the project must change before it builds, and what could not be decided (release.init.detect
-and release.init.torchaxes read each value). Pure.
+and release.init.torchaxes read each value). Where a script stages the published
+distribution from a subdirectory, the matrix releases that one: `project:` names the
+subdirectory and `build.prepare` runs the script. Pure.
 """
 
 from __future__ import annotations
@@ -10,10 +12,13 @@ from dataclasses import dataclass, replace
 from packaging.version import Version
 
 from release.backends import backend_for
-from release.backends.recipe import BackendName
-from release.init.detect import Finding, Note, TorchLookup, targets_of
+from release.backends.recipe import BackendName, PrepareSpec
+from release.init.detect import Finding, Native, Note, TorchLookup, native_of, targets_of
 from release.init.torchaxes import force_build, force_cuda, python_axis, stable_abi, torch_pin
-from release.project import Naming, Reading, naming
+from release.project import Naming, Reading, Said, naming, reading
+from release.project.layout import Layout
+from release.project.native import NativeBuild
+from release.project.staging import Staged
 from release.targets import GpuTarget
 
 # Per backend: the CPU arches a GitHub-hosted x86_64 runner builds, and the manylinux level
@@ -40,6 +45,12 @@ class Decision:
     torch: Version | None = None  # a torch project's pin; None: a TODO
     torch_index: str | None = None  # where that torch comes from, if not pip's index
     build_env: tuple[tuple[str, str], ...] = ()
+    project: str = "."  # the directory of the distribution released, from matrix.yaml's
+    prepare: PrepareSpec | None = None  # the script that stages it
+    device_code: str | None = None  # "none": no sms and ptx
+    python_any: bool = False
+    cuda_libraries: tuple[str, ...] = ()
+    requires: tuple[str, ...] = ()  # build.requires
     found: tuple[Finding, ...] = ()
     changes: tuple[Note, ...] = ()
     undecided: tuple[Note, ...] = ()
@@ -51,14 +62,22 @@ def decide(
     lookup: TorchLookup | None,
     *,
     torch_index: str | None = None,
+    layout: Layout | None = None,
 ) -> Decision:
-    """The matrix for the project `read` describes, built by `backend` (name, why)."""
+    """The matrix for the project `read` describes (`layout`: what else init read of its
+    repository), built by `backend` (name, why)."""
     name, source = backend
-    named = naming(read)
-    found = [Finding(key="backend", value=name, source=source), *_naming_findings(named)]
-    undecided = _naming_notes(named)
+    layout = layout or Layout(native=NativeBuild())
+    staged = layout.staged
+    named = _staged_naming(layout) if staged is not None else naming(read)
+    found = [Finding(key="backend", value=name, source=source)]
+    found += _staged_findings(read, layout) + _naming_findings(named)
+    undecided = _naming_notes(named) + _staged_notes(staged)
+    native = native_of(read, layout, name)
     targets = targets_of(read, name)
-    found += targets.found
+    if native.device_code is None:
+        found += targets.found
+    found += native.found
     changes = list(targets.changes)
     undecided += targets.undecided
     decision = Decision(
@@ -68,6 +87,12 @@ def decide(
         manylinux=MANYLINUX[name],
         sms=targets.sms,
         ptx=targets.ptx,
+        project=staged.directory if staged is not None else ".",
+        prepare=_prepare(staged),
+        device_code=native.device_code,
+        cuda_libraries=native.cuda_libraries,
+        requires=native.requires,
+        build_env=native.build_env,
     )
     if name == "cmake" and (read.cmakelists is None or read.cmakelists.cuda is None):
         undecided.append(
@@ -81,25 +106,149 @@ def decide(
         return replace(
             decision, found=tuple(found), changes=tuple(changes), undecided=tuple(undecided)
         )
-    pin = torch_pin(read.pyproject, lookup, read.setup_py)
+    return _torch_decision(
+        read, lookup, decision, native, torch_index=torch_index, notes=(found, changes, undecided)
+    )
+
+
+def _torch_decision(
+    read: Reading,
+    lookup: TorchLookup | None,
+    decision: Decision,
+    native: Native,
+    *,
+    torch_index: str | None,
+    notes: tuple[list[Finding], list[Note], list[Note]],
+) -> Decision:
+    found, changes, undecided = notes
+    pyproject = read.pyproject
+    pin = torch_pin(pyproject, lookup, native.standard, read.setup_py)
     axis = python_axis(read, pin)
     env, switches, gates = force_cuda(read.setup_py)
     forced, builds, downloads = force_build(read.setup_py)
+    off = dict(decision.build_env)  # a local-version switch stays off, whatever else it does
+    if any(name not in off for name, _ in forced):
+        forced = tuple(item for item in forced if item[0] not in off)
+        builds = [f for f in builds if f.value.split("=")[0] not in off]
     abi, crossed = stable_abi(read.setup_py)
-    found += [*([pin.found] if pin.found else []), axis.found, *switches, *builds, *abi]
+    found += [*([pin.found] if pin.found else []), *switches, *builds, *abi]
+    if not native.python_any:
+        found.append(axis.found)
     changes += [*gates, *downloads, *crossed]
-    undecided += [*pin.undecided, *axis.undecided]
+    undecided += [*pin.undecided, *([] if native.python_any else axis.undecided)]
     return replace(
         decision,
-        abi3=axis.abi3,
-        python=axis.python,
+        abi3=None if native.python_any else axis.abi3,
+        python=() if native.python_any else axis.python,
+        python_any=native.python_any,
         torch=pin.version,
         torch_index=torch_index,
-        build_env=tuple(sorted({**dict(env), **dict(forced)}.items())),
+        build_env=tuple(sorted({**dict(env), **dict(forced), **dict(decision.build_env)}.items())),
         found=tuple(found),
         changes=tuple(changes),
         undecided=tuple(undecided),
     )
+
+
+def _prepare(staged: Staged | None) -> PrepareSpec | None:
+    if staged is None:
+        return None
+    return PrepareSpec(
+        command=staged.command, version_file=staged.version_file, output=staged.output
+    )
+
+
+def _staged_naming(layout: Layout) -> Naming:
+    """The staged distribution's name and version (its version file's, where its files
+    compute it), with places under the root."""
+    staged, files = layout.staged, layout.staged_files
+    if staged is None or files is None:
+        return Naming(name=None, version=None)
+    named = naming(reading(files), layout.version)
+
+    def under(said: Said | None) -> Said | None:
+        if said is None:
+            return None
+        where = replace(said.place, file=f"{staged.directory}/{said.place.file}")
+        return replace(said, place=where, via=None)
+
+    return Naming(name=under(named.name), version=under(named.version), problem=named.problem)
+
+
+def _staged_findings(read: Reading, layout: Layout) -> list[Finding]:
+    staged = layout.staged
+    if staged is None:
+        return []
+    root = naming(read).name
+    instead = f", not the root's {root.value} ({root.source()})" if root and root.value else ""
+    out = [
+        Finding(
+            key="project",
+            value=staged.directory,
+            source=f"{staged.copies}: copies {staged.directory}/pyproject.toml to stage it: "
+            f"{staged.name.value} is the distribution published{instead}",
+        ),
+        Finding(
+            key="build.prepare",
+            value=staged.command,
+            source=f"{staged.copies}: {staged.script} stages {staged.output or '?'}/, which the "
+            "PEP 517 build then builds",
+        ),
+    ]
+    if staged.version_file is not None:
+        source = staged.version_from
+        how = (
+            f"{staged.directory}/{source.place}: its version is the staged {source.value}, "
+            if source is not None
+            else ""
+        )
+        out.append(
+            Finding(
+                key="build.prepare.version-file",
+                value=staged.version_file,
+                source=f"{how}which {staged.script} writes from {staged.version_file}: the "
+                "release workflow writes the tag's version there, and each cell's prepare "
+                "step its own",
+            )
+        )
+    return out
+
+
+def _staged_notes(staged: Staged | None) -> list[Note]:
+    """What to check of the staging script under `release build`."""
+    notes = []
+    if staged is not None and staged.output is None:
+        notes.append(
+            Note(
+                place=str(staged.copies),
+                text=f"where {staged.script} stages {staged.directory}/pyproject.toml to is "
+                "computed",
+                fix="write that directory as build.prepare's output in matrix.yaml",
+            )
+        )
+    if staged is not None and staged.version_file is None:
+        notes.append(
+            Note(
+                place=str(staged.copies),
+                text=f"no file {staged.script} reads {staged.name.value}'s version from was found",
+                fix="write it as build.prepare's version-file in matrix.yaml",
+            )
+        )
+    own = [p for p in (staged.installs, staged.builds) if p is not None] if staged else []
+    if staged is not None and own:
+        lines = " and ".join(str(p) for p in own)
+        notes.append(
+            Note(
+                place=lines,
+                text=f"{staged.script} installs into the Python it runs with and builds a "
+                "wheel of its own: under `release build` the step runs in the cell's build "
+                "environment (a torch cell's pinned torch venv), and release builds the "
+                "staged directory itself",
+                fix=f"end {staged.script} after staging when RELEASE_PREPARE is set, e.g. "
+                f'`[[ -n "${{RELEASE_PREPARE:-}}" ]] && exit 0` before line {own[0].line}',
+            )
+        )
+    return notes
 
 
 def _naming_findings(named: Naming) -> list[Finding]:

@@ -1,7 +1,10 @@
 """What `release init` reads from a project's files (release.project): the backend and the
 GPU targets, each with where it was read, what needs a change before the project builds,
-and what could not be decided; and the records those take (`Finding`, `Note`). A torch
-project's own axes are release.init.torchaxes'. Pure.
+and what could not be decided; what its native code is (`native_of`: a JIT-first project's
+`device-code: none`, `python: any` for an extension without Python C-API, the CUDA
+libraries it links, its C++ standard, a local-version switch on by default); and the
+records those take (`Finding`, `Note`). A torch project's own axes are
+release.init.torchaxes'. Pure.
 """
 
 from __future__ import annotations
@@ -10,6 +13,8 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from release.backends import backend_for
@@ -18,16 +23,20 @@ from release.backends.base import Backend
 from release.backends.recipe import BackendName
 from release.errors import ConfigError
 from release.init.torchindex import TorchRelease
-from release.project import CMakeLists, Gencode, Place, PyProject, Reading, SetupPy, naming
+from release.inspection.torchcuda import IndexTorches
+from release.project import CMakeLists, Gencode, Place, PyProject, Reading, Said, SetupPy, naming
 from release.project.archchanges import arch_list_changes, gencode_change
+from release.project.layout import Layout
+from release.project.native import CUDA_LIBRARIES, TORCH_LIBRARIES, python_binding
 from release.project.places import ProjectChange
+from release.project.pyproject import read_pyproject
 from release.targets import CudaVersion, GpuTarget, target_problem
-from release.toolchain.torchbuilds import IndexTorches
 
 CUDA = CudaVersion(13, 0)  # the CUDA version whose whole toolchain comes from PyPI
 DEFAULT_SMS = tuple(GpuTarget(n) for n in (75, 80, 86, 89, 90, 100))
 DEFAULT_PTX = GpuTarget(100)
 CONTRACT_VARIABLE = "RELEASE_SMS"  # what a backend of csrc's contract reads (csrc/BUILDING.md)
+TORCH_MODULES = frozenset({"torch", "torchvision", "torchaudio"})  # the torch backend's own
 _TORCH_ENTRY = re.compile(r"^(\d+)\.(\d)([af]?)(\+PTX)?$")
 
 
@@ -75,9 +84,11 @@ class Targets:
 # - the backend -
 
 
-def backend_of(read: Reading) -> tuple[BackendName, str]:
+def backend_of(read: Reading, layout: Layout | None = None) -> tuple[BackendName, str]:
     """The backend that builds the project, and why; a ConfigError where none fits, or
-    where a build file says something the matrix loader would refuse (at its line)."""
+    where a build file says something the matrix loader would refuse (at its line). A
+    CMakeLists.txt whose own first lines say an IDE alone reads it is not the build where
+    setup.py or pyproject.toml is the PEP 517 entry point."""
     pyproject, setup_py, cmake = read.pyproject, read.setup_py, read.cmakelists
     if pyproject is not None or setup_py is not None or read.setup_cfg is not None:
         problem = naming(read).problem
@@ -94,13 +105,37 @@ def backend_of(read: Reading) -> tuple[BackendName, str]:
     skbuild = _scikit_build(pyproject)
     if skbuild is not None:
         return "cmake", skbuild
-    if cmake is not None and cmake.cuda is not None:
+    entry = pyproject is not None or setup_py is not None
+    ide_only = cmake.ide_only if cmake is not None and entry else None
+    if cmake is not None and cmake.cuda is not None and ide_only is None:
         return "cmake", f"{cmake.cuda}: CMakeLists.txt enables CUDA"
-    raise ConfigError(
+    torch = layout.native.linked(TORCH_LIBRARIES) if layout is not None else []
+    if torch:
+        aside = f" ({ide_only.place} is for an IDE only: {ide_only.value})" if ide_only else ""
+        return "torch", (
+            f"{torch[0].place}: links libtorch (-l{torch[0].value}): its cells build beside an "
+            f"exact torch{aside}"
+        )
+    raise _no_backend(read, layout)
+
+
+def _no_backend(read: Reading, layout: Layout | None) -> ConfigError:
+    above = layout.staged_above if layout is not None else None
+    if above is not None:
+        top = read.directory.parents[len(above.directory.split("/")) - 1]
+        return ConfigError(
+            [
+                f"{read.directory}: {above.name.value} is the distribution {above.script} "
+                f"stages from this directory ({above.copies}), with the rest of {top}"
+            ],
+            hint=f"run release init {top}: it writes project: {above.directory} and "
+            f"build.prepare for {above.script}",
+        )
+    return ConfigError(
         [
             f"{read.directory}: no build system release knows: no setup.py with torch's "
-            "CUDAExtension, no scikit-build-core or CMakeLists.txt with CUDA, no in-tree "
-            f"backend reading {CONTRACT_VARIABLE}"
+            "CUDAExtension or linking libtorch, no scikit-build-core or CMakeLists.txt with "
+            f"CUDA, no in-tree backend reading {CONTRACT_VARIABLE}"
         ],
         hint="run release init in the kernel project's directory, or write matrix.yaml by "
         "hand (docs/matrix.md)",
@@ -307,3 +342,159 @@ def parse_cmake_architectures(
 
 def _listed(targets: Sequence[GpuTarget]) -> str:
     return " ".join(str(t) for t in targets)
+
+
+# - native code -
+
+
+@dataclass(frozen=True, kw_only=True)
+class Native:
+    """What init decides from the project's native code (each with its finding)."""
+
+    device_code: str | None = None  # "none": a JIT-first project
+    python_any: bool = False  # one py3-none wheel a cell: no Python C-API
+    cuda_libraries: tuple[str, ...] = ()
+    requires: tuple[str, ...] = ()  # build requirements its build imports
+    standard: Said | None = None  # the C++ standard its flags give (a year)
+    build_env: tuple[tuple[str, str], ...] = ()
+    found: tuple[Finding, ...] = ()
+
+
+def native_of(read: Reading, layout: Layout, backend: BackendName) -> Native:
+    """A JIT-first project (an extension whose translation units hold no .cu file and that
+    links NVRTC or ships CUDA headers as package data) has `device-code: none`; a torch
+    extension whose units bind to no Python C-API builds `python: any`; the CUDA libraries
+    it links are build.cuda-libraries; a local-version switch on by default is set off."""
+    found: list[Finding] = []
+    units = [u.value for u in layout.native.units if u.value]
+    # every source the build names is known (no f-string or glob names one), none is a .cu
+    known = not layout.native.computed_units
+    host_only = known and bool(units) and not any(u.endswith(".cu") for u in units)
+    jit = _jit_first(layout, host_only)
+    if jit is not None:
+        found.append(Finding(key="device-code", value="none", source=jit))
+    python_any = backend == "torch" and host_only and _no_python_api(layout, units, found)
+    libraries = _cuda_libraries(read, layout)
+    if libraries:
+        first = libraries[0]
+        flags = ", ".join(
+            f"-l{s.value}" if s.place.file != "CMakeLists.txt" else f"CUDA::{s.value}"
+            for s in libraries
+        )
+        found.append(
+            Finding(
+                key="build.cuda-libraries",
+                value=" ".join(s.value or "" for s in libraries),
+                source=f"{first.place}: {flags}: the toolchain's CUDA_HOME gets each, with "
+                "its headers and link, from PyPI's wheels of the cell's CUDA",
+            )
+        )
+    requires = _build_requires(read, layout)
+    found += [
+        Finding(
+            key="build.requires",
+            value=needed.value or "",
+            source=f"{module.place}: the build imports {module.value}, which {needed.value} "
+            f"({needed.place}) provides as a dependency and no build requirement names",
+        )
+        for module, needed in requires
+    ]
+    switch = layout.local_version
+    env: tuple[tuple[str, str], ...] = ()
+    if switch is not None:
+        env = ((switch.name, switch.off),)
+        found.append(
+            Finding(
+                key="build.env",
+                value=f"{switch.name}={switch.off}",
+                source=f"{switch.place}: {switch.name} defaults to {switch.default}, and "
+                f"{switch.function}() then adds a local label ({switch.label}) to the version: "
+                "a release's version has none",
+            )
+        )
+    return Native(
+        device_code="none" if jit is not None else None,
+        python_any=python_any,
+        cuda_libraries=tuple(s.value or "" for s in libraries),
+        requires=tuple(needed.value or "" for _, needed in requires),
+        standard=layout.native.standard,
+        build_env=env,
+        found=tuple(found),
+    )
+
+
+def _jit_first(layout: Layout, host_only: bool) -> str | None:
+    """Why the project's wheel holds no device code, or None."""
+    if not host_only:
+        return None
+    nvrtc = layout.native.linked({"nvrtc"})
+    why = [f"links NVRTC ({nvrtc[0].place}: -lnvrtc)"] if nvrtc else []
+    if layout.cuda_headers:
+        header = layout.cuda_headers[0]
+        why.append(f"ships CUDA headers as package data ({header.place}: {header.value})")
+    if not why:
+        return None
+    named = ", ".join(u.value or "" for u in layout.native.units)
+    return (
+        f"{layout.native.units[0].place}: its extension compiles {named}, no .cu file, and "
+        f"{' and '.join(why)}: it compiles its kernels at run time"
+    )
+
+
+def _no_python_api(layout: Layout, units: Sequence[str], found: list[Finding]) -> bool:
+    """Whether every named translation unit was read and none binds to Python (the units
+    only: a header they include is not followed; the built wheel's inspection has the
+    last word)."""
+    texts = dict(layout.units)
+    if any(u not in texts for u in units):
+        return False
+    if any(python_binding(texts[u], u) is not None for u in units):
+        return False
+    found.append(
+        Finding(
+            key="python",
+            value="any",
+            source=f"{', '.join(units)}: no Python C-API (no Python.h, pybind11, nanobind, "
+            "torch/extension.h or torch/python.h, no module init or TORCH_LIBRARY): one "
+            "py3-none wheel a cell, built with one CPython",
+        )
+    )
+    return True
+
+
+def _cuda_libraries(read: Reading, layout: Layout) -> list[Said]:
+    """The CUDA libraries the build links: setup.py's and the staging script's `-l` flags
+    and `libraries=`, a CMakeLists.txt's CUDA:: targets (not an IDE-only one's)."""
+    found = layout.native.linked(CUDA_LIBRARIES)
+    cmake = read.cmakelists
+    if cmake is not None and cmake.ide_only is None:
+        named = {s.value for s in found}
+        found += [s for s in cmake.cuda_libraries if s.value in CUDA_LIBRARIES - named]
+    return found
+
+
+def _build_requires(read: Reading, layout: Layout) -> list[tuple[Said, Said]]:
+    """(import, requirement) for each module the build's Python imports (setup.py, the
+    staging script) that a runtime dependency of the project provides (`tvm_ffi` from
+    `apache-tvm-ffi`) and that its build-system requires leave out; torch is the torch
+    backend's own."""
+    staged = layout.staged_files.text("pyproject.toml") if layout.staged_files else None
+    pyprojects = [p for p in (read.pyproject, read_pyproject(staged) if staged else None) if p]
+    dependencies = [*layout.native.requirements, *(d for p in pyprojects for d in p.dependencies)]
+    declared = {canonicalize_name(r.requirement.name) for p in pyprojects for r in p.requires}
+    out: dict[str, tuple[Said, Said]] = {}
+    for module in layout.native.imports:
+        name = module.value or ""
+        if name in TORCH_MODULES or name in out:
+            continue
+        for said in dependencies:
+            try:
+                requirement = Requirement(said.value or "")
+            except InvalidRequirement:
+                continue
+            canonical = canonicalize_name(requirement.name)
+            provides = canonical.replace("-", "_")
+            if canonical not in declared and (provides == name or provides.endswith(f"_{name}")):
+                out[name] = (module, said)
+                break
+    return list(out.values())

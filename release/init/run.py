@@ -1,13 +1,14 @@
 """One `release init`: read the project's files (never run them), ask the index for the
 torch versions of a torch project (one small request), decide, render, check that the
-matrix loads, then write matrix.yaml and the caller workflow. Nothing is written when
-anything before the writes fails, and nothing is written over an existing file without
-`force`. The project's own files are only read.
+matrix loads, then write matrix.yaml and the caller workflow together (release.init.write).
+Nothing is written when anything before or during the writes fails, and nothing is written
+over an existing file without `force`. The project's own files are only read.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -18,18 +19,20 @@ from packaging.version import Version
 from release import __version__
 from release.backends import backend_for
 from release.errors import ConfigError, FileError, ToolchainError
-from release.fsutil import write_atomic
 from release.init.decide import Decision, decide
-from release.init.detect import TorchLookup, backend_of
+from release.init.detect import Finding, TorchLookup, backend_of
 from release.init.render import TORCH_TODO, render_matrix, render_workflow
 from release.init.toolref import tool_commit
 from release.init.torchindex import torch_releases
+from release.init.values import workflow_text_problem
+from release.init.write import write_together
+from release.inspection.torchcuda import TorchIndex
 from release.matrix import matrix_from_text
 from release.project import Reading, read_project_files, reading
+from release.project.layout import read_layout
 from release.remote import httpclient as http
 from release.remote.retry import RetryPolicy
-from release.remote.simple_index import ACCEPT, parse_project_page, project_page_url
-from release.toolchain.torchbuilds import read_index_torches
+from release.remote.simple_index import ACCEPT, parse_project_page
 
 PYPI_SIMPLE = "https://pypi.org/simple/"
 MATRIX = "matrix.yaml"
@@ -75,6 +78,7 @@ def init_project(settings: InitSettings, torch_source: TorchSource | None = None
     root = repository_root(directory)
     matrix_path = directory / MATRIX
     workflow_path = root / WORKFLOW
+    matrix_in_workflow = workflow_matrix(matrix_path, root)
     existing = [p for p in (matrix_path, workflow_path) if p.exists()]
     if existing and not settings.force:
         raise FileError(
@@ -82,8 +86,9 @@ def init_project(settings: InitSettings, torch_source: TorchSource | None = None
             f"{'exists' if len(existing) == 1 else 'exist'}: release init replaces nothing",
             hint=f"pass --force to write over {'it' if len(existing) == 1 else 'them'}",
         )
-    read = reading(read_project_files(directory))
-    backend = backend_of(read)
+    files = read_project_files(directory)
+    read, layout = reading(files), read_layout(files)
+    backend = backend_of(read, layout)
     lookup = None
     if backend_for(backend[0]).torch_axes:
         index = settings.torch_index or PYPI_SIMPLE
@@ -96,24 +101,36 @@ def init_project(settings: InitSettings, torch_source: TorchSource | None = None
             target = stable_target(read)
             if target is not None and lookup.releases is not None:
                 lookup = with_built_for(lookup, index, target)
-    decision = decide(read, backend, lookup, torch_index=settings.torch_index)
+    decision = decide(read, backend, lookup, torch_index=settings.torch_index, layout=layout)
     matrix_text = render_matrix(decision, __version__)
-    check_loads(matrix_text, matrix_path)
+    check_loads(matrix_text, matrix_path, decision.found)
     workflow_text = render_workflow(
-        __version__,
-        matrix_path.relative_to(root).as_posix(),
-        tool_commit(),
-        settings.pypi_token_secret,
+        __version__, matrix_in_workflow, tool_commit(), settings.pypi_token_secret
     )
-    written = []
-    for path, text, what in (
-        (matrix_path, matrix_text, "the release matrix"),
-        (workflow_path, workflow_text, "the release workflow, a caller of the tool's reusable one"),
-    ):
-        replaced = path.exists()
-        write_atomic(path, text.encode())
-        written.append(Written(path=path, what=what, replaced=replaced))
-    return InitOutcome(directory=directory, decision=decision, written=tuple(written))
+    written = tuple(
+        Written(path=path, what=what, replaced=path.exists())
+        for path, what in (
+            (matrix_path, "the release matrix"),
+            (workflow_path, "the release workflow, a caller of the tool's reusable one"),
+        )
+    )
+    write_together([(matrix_path, matrix_text.encode()), (workflow_path, workflow_text.encode())])
+    return InitOutcome(directory=directory, decision=decision, written=written)
+
+
+def workflow_matrix(matrix_path: Path, root: Path) -> str:
+    """matrix.yaml's path as the workflow names it (from the repository's root); a
+    ConfigError naming it where a workflow must not hold it."""
+    path = matrix_path.relative_to(root).as_posix()
+    problem = workflow_text_problem(path)
+    if problem is None:
+        return path
+    said = path if path.isprintable() else repr(path)
+    raise ConfigError(
+        [f"the matrix's path {said} cannot be written into {WORKFLOW}: {problem}"],
+        hint="rename the directory DIR (or write the workflow by hand, docs/ci.md); nothing "
+        "was written",
+    )
 
 
 def repository_root(directory: Path) -> Path:
@@ -125,16 +142,48 @@ def repository_root(directory: Path) -> Path:
     return directory
 
 
-def check_loads(text: str, path: Path) -> None:
+def check_loads(text: str, path: Path, found: Sequence[Finding] = ()) -> None:
     """The matrix as written must load (a TODO torch aside, which is refused at its line
-    until it is replaced); otherwise nothing is written."""
+    until it is replaced); otherwise nothing is written. A value the loader refuses is said
+    with where init read it (a setup.py line); only one init made up itself is init's bug."""
     try:
         matrix_from_text(text.replace(TORCH_TODO, '"0.0"'), path, named=("project", Version("0")))
     except ConfigError as error:
+        origin = refused_finding(error.problems[0], found)
+        if origin is not None:
+            finding, message = origin
+            raise ConfigError(
+                [
+                    f"{finding.source}: matrix.yaml cannot take {finding.key} {finding.value}: "
+                    + message
+                ],
+                hint="nothing was written; change the project file there, or write matrix.yaml "
+                "by hand (docs/matrix.md)",
+            ) from None
         raise ConfigError(
             [f"release init: the matrix for {path.parent} does not load: {error.problems[0]}"],
             hint="nothing was written; this is release init's bug, please report it",
         ) from None
+
+
+_LOADER_PROBLEM = re.compile(r"^[^:]*:\d+:\d+: (?P<path>\S+): (?P<message>.*)$")
+_FOUND_KEYS = ("abi3", "python", "sms", "ptx", "torch")
+
+
+def refused_finding(problem: str, found: Sequence[Finding]) -> tuple[Finding, str] | None:
+    """The value init read from the project that the loader's `problem` is about (by its
+    key path), and the loader's message."""
+    match = _LOADER_PROBLEM.match(problem)
+    if match is None:
+        return None
+    keys = [k for k in re.split(r'[.\[\]"]+', match.group("path")) if k]
+    if "env" in keys[:-1]:
+        name = keys[keys.index("env") + 1]
+        wanted = [f for f in found if f.key == "build.env" and f.value.startswith(f"{name}=")]
+    else:
+        key = next((k for k in reversed(keys) if k in _FOUND_KEYS), None)
+        wanted = [f for f in found if f.key == key]
+    return (wanted[0], match.group("message")) if wanted else None
 
 
 def shown_url(url: str) -> str:
@@ -154,17 +203,23 @@ def stable_target(read: Reading) -> Version | None:
 
 def with_built_for(lookup: TorchLookup, index_url: str, target: Version) -> TorchLookup:
     """`lookup` with the CUDA each torch from `target` on is built for (one small file a
-    release, release.toolchain.torchbuilds), or why that is not known."""
+    release, release.inspection.torchcuda), or why that is not known."""
     try:
-        torches = read_index_torches(index_url, TORCH_ARCH, SpecifierSet(f">={target}"))
+        torches = TorchIndex(index_url).releases(TORCH_ARCH, SpecifierSet(f">={target}"))
     except ToolchainError as error:
         return replace(lookup, built_for_failure=error.message)
     return replace(lookup, built_for=torches)
 
 
+def torch_page(index_url: str) -> str:
+    """The index's torch page: `torch/` under its path, its query (if any) kept."""
+    parts = urlsplit(index_url)
+    return urlunsplit(parts._replace(path=parts.path.rstrip("/") + "/torch/", fragment=""))
+
+
 def ask_index(index_url: str) -> TorchLookup:
     """The torch releases `index_url` has: one request for its torch page."""
-    page = project_page_url(index_url, "torch")
+    page = torch_page(index_url)
     shown = shown_url(index_url)
     with http.client() as client:
         got = http.fetch(client, page, keep=True, accept=ACCEPT, policy=INDEX_POLICY)

@@ -12,10 +12,11 @@ None of them: None, and the caller pins the release's tag with a note to pin its
 
 from __future__ import annotations
 
-import json
 import re
 from importlib import metadata, resources
 from pathlib import Path
+
+from release.fsutil import json_document
 
 DISTRIBUTION = "cuda-wheel-release"
 _COMMIT = re.compile(r"[0-9a-f]{40}")
@@ -45,7 +46,7 @@ def commit_of_direct_url(raw: str | None) -> str | None:
     """The commit of a PEP 610 direct_url.json that records a VCS install, else None (a
     local directory, an archive, an editable install)."""
     try:
-        data = json.loads(raw) if raw else None
+        data = json_document(raw, "direct_url.json") if raw else None
     except ValueError:
         return None
     vcs = data.get("vcs_info") if isinstance(data, dict) else None

@@ -39,9 +39,24 @@ from release.inspection.fatbin import (
 from release.targets import GpuTarget
 
 DEVICE_SECTIONS = frozenset({".nv_fatbin", "__nv_relfatbin"})
+DEVICE_CODE_FILES = (".fatbin", ".cubin", ".ptx")
+FATBIN_MAGIC = b"\x50\xed\x55\xba"  # the first bytes of a fatbin (and of .nv_fatbin)
+ELF_MAGIC = b"\x7fELF"
+
+# The two reasons a wheel that should carry device code carries none, with the way out of
+# each: a build that skipped CUDA, and a project that carries none by design.
+SKIPPED_CUDA = (
+    "the build skipped CUDA (a project that compiles its kernels only where it finds a GPU "
+    "builds without them on a release builder): set the project's force-CUDA switch in the "
+    'matrix\'s build.env (FORCE_CUDA: "1" in most projects)'
+)
+JIT_FIRST = (
+    "the project compiles its kernels at run time and carries no device code (a JIT-first "
+    "project): declare device-code: none for the cell in matrix.yaml"
+)
 NO_DEVICE_CODE = (
     "the wheel holds no device code (no fatbin file, and no shared object with a .nv_fatbin "
-    "section): no GPU code would ever run"
+    f"section). Either {SKIPPED_CUDA}; or {JIT_FIRST}"
 )
 
 ElfLister = Callable[[str, bytes], FatbinContents]
@@ -83,15 +98,54 @@ def holds_device_code(data: bytes) -> bool:
         )
 
 
-def scan(
-    data: bytes, *, list_fatbin: FatbinLister, list_elf: ElfLister
-) -> tuple[MemberDeviceCode, ...]:
-    """Every member of the wheel `data` that holds device code, in archive order, with what
-    it holds: `*.fatbin` files through `list_fatbin`, shared objects with a device-code
-    section through `list_elf`. Shared objects without device code (csrc's host library)
-    are not listed."""
-    found: list[MemberDeviceCode] = []
+def device_code_kind(name: str, data: bytes) -> str | None:
+    """What device code the wheel member `name` (bytes `data`) is or holds: a fatbin, cubin
+    or PTX file (by its name or its first bytes: a fatbin's magic, an ELF file of machine
+    EM_CUDA), or an ELF file with a device-code section; None where it holds none."""
+    suffix = next((s for s in DEVICE_CODE_FILES if name.endswith(s)), None)
+    if suffix is not None:
+        return f"a {suffix[1:]} file"
+    if data.startswith(FATBIN_MAGIC):
+        return "a fatbin"
+    if not data.startswith(ELF_MAGIC):
+        return None
+    try:
+        machine = ELFFile(io.BytesIO(data)).header["e_machine"]
+    except (ELFError, ValueError, OSError):
+        return None
+    if machine == "EM_CUDA":
+        return "a cubin"
+    sections = device_sections(data)
+    return f"device code in its {' and '.join(sections)} section" if sections else None
+
+
+def host_only_problems(data: bytes) -> list[str]:
+    """Where the wheel `data`, whose cell declares `device-code: none`, holds device code
+    after all: each member that does, named."""
+    problems: list[str] = []
     with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        for info in archive.infolist():
+            if info.is_dir():
+                continue
+            kind = device_code_kind(info.filename, archive.read(info))
+            if kind is not None:
+                problems.append(
+                    f"{info.filename} holds {kind}, and the cell declares device-code: none "
+                    "(the build compiled CUDA kernels into the wheel: list the SMs it builds "
+                    "under sms instead, or leave the kernels out of the build)"
+                )
+    return problems
+
+
+def scan(
+    data: bytes | Path, *, list_fatbin: FatbinLister, list_elf: ElfLister
+) -> tuple[MemberDeviceCode, ...]:
+    """Every member of the wheel `data` (its bytes, or its file) that holds device code, in
+    archive order, with what it holds: `*.fatbin` files through `list_fatbin`, shared
+    objects with a device-code section through `list_elf`. Shared objects without device
+    code (csrc's host library) are not listed."""
+    found: list[MemberDeviceCode] = []
+    with zipfile.ZipFile(io.BytesIO(data) if isinstance(data, bytes) else data) as archive:
         for info in archive.infolist():
             name = info.filename
             if name.endswith(".fatbin"):

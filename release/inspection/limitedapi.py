@@ -11,7 +11,6 @@ runs it on a copy of the wheel through release.proc.
 
 from __future__ import annotations
 
-import json
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -19,6 +18,7 @@ from pathlib import Path
 from packaging.version import InvalidVersion, Version
 
 from release import proc
+from release.fsutil import json_document
 
 LimitedApiAudit = Callable[[str, bytes], list[str]]
 """(the wheel's filename, its bytes) -> its limited-API problems."""
@@ -42,7 +42,7 @@ def limited_api_problems(report: str, floor: str) -> list[str]:
     LISTED_PER_OBJECT symbols per shared object and kind): a symbol outside the limited
     API, or one the limited API gained after `floor` ("3.10"), with the version."""
     try:
-        specs = json.loads(report)["specs"]
+        specs = json_document(report, "abi3audit's report")["specs"]
         objects = [item for spec in specs.values() for item in spec.get("wheel", [])]
     except (ValueError, KeyError, TypeError, AttributeError):
         return [f"abi3audit gave no report: {proc.one_line_tail(report)}"]

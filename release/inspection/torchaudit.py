@@ -19,7 +19,6 @@ Pure: `audit_command`, `audit_problems` (its JSON report). Edge: `torch_abi_audi
 from __future__ import annotations
 
 import io
-import json
 import tempfile
 import zipfile
 from collections.abc import Callable, Mapping
@@ -29,6 +28,7 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from release import proc
+from release.fsutil import json_document
 from release.inspection.devicecode import is_shared_object
 from release.inspection.limitedapi import capped
 
@@ -62,7 +62,7 @@ def audit_problems(report: str, target: Version, root: str = "") -> list[str]:
     `target` (the TORCH_TARGET_VERSION the wheel will require). Paths are shown relative
     to `root`."""
     try:
-        libraries = _libraries(json.loads(report))
+        libraries = _libraries(json_document(report, f"{TOOL}'s report"))
     except (ValueError, TypeError, AttributeError):
         return [f"{TOOL} gave no report: {proc.one_line_tail(report)}"]
     if not libraries:

@@ -31,7 +31,6 @@ from release.matrix.load import (
     matrix_json_schema,
     parse_yaml,
     read_project,
-    repository_problem,
 )
 from release.matrix.model import (
     GATE_PLACEHOLDERS,
@@ -85,6 +84,5 @@ __all__ = [
     "nightly_version",
     "parse_yaml",
     "read_project",
-    "repository_problem",
     "require_nightly",
 ]

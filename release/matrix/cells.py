@@ -16,10 +16,12 @@ from release.matrix.rules import check_label, check_targets, cuda_build
 from release.matrix.spec import (
     CudaSpec,
     DestinationSpec,
+    DeviceCode,
     ExcludeSpec,
     ManylinuxSpec,
     MatrixSpec,
     PtxSpec,
+    PythonAxisSpec,
     PythonSpec,
     TorchSpec,
     VersionSpec,
@@ -74,7 +76,7 @@ class _Settings:
     nccl: VersionSpec | None
     torch: TorchSpec | None
     torch_path: str
-    python: PythonSpec | None
+    python: PythonAxisSpec | None
     python_path: str
     abi3: PythonSpec | None
     abi3_path: str
@@ -82,6 +84,7 @@ class _Settings:
     torch_build_path: str
     compress_mode: str | None
     compress_mode_path: str
+    device_code: DeviceCode
 
 
 def _settings(
@@ -99,11 +102,23 @@ def _settings(
     abi3, abi3_path = _setting("abi3", entry, defaults, cuda_path)
     torch_build, torch_build_path = _setting("torch_build", entry, defaults, cuda_path)
     compress_mode, compress_mode_path = _setting("compress_mode", entry, defaults, cuda_path)
+    device_code, device_code_path = _setting("device_code", entry, defaults, cuda_path)
+    if device_code == "none":
+        given = [
+            ("sms", sms, sms_path),
+            ("ptx", ptx_spec, ptx_path),
+            ("compress-mode", compress_mode, compress_mode_path),
+        ]
+        _device_code_problems(key, device_code_path, given, loader)
+        sms, ptx_spec, compress_mode = [], None, None
     for name, value in (("arches", arches), ("sms", sms), ("manylinux", manylinux)):
         if value is None:
             loader.problem(
                 join_path(cuda_path, name),
-                f"no {name!r} for CUDA {key} (set it here or under defaults)",
+                f"no {name!r} for CUDA {key} (set it here or under defaults, or declare "
+                "device-code: none for a wheel without device code)"
+                if name == "sms"
+                else f"no {name!r} for CUDA {key} (set it here or under defaults)",
             )
     if arches is None or sms is None or manylinux is None:
         return None
@@ -129,7 +144,34 @@ def _settings(
         torch_build_path=torch_build_path,
         compress_mode=compress_mode,
         compress_mode_path=compress_mode_path,
+        device_code=device_code or "fatbin",
     )
+
+
+def _device_code_problems(
+    key: str,
+    device_code_path: str,
+    given: Sequence[tuple[str, object, str]],
+    loader: DocumentLoader,
+) -> None:
+    """A CUDA version whose wheels carry no device code takes no GPU targets: each of
+    `given` (name, value, key path) that is set is reported where it is set."""
+    for name, value, path in given:
+        if value is None:
+            continue
+        inherited = path.startswith("defaults") != device_code_path.startswith("defaults")
+        where = f"for CUDA {key}: " if inherited else ""
+        if not inherited:
+            remedy = f"remove {name}"
+        elif path.startswith("defaults"):
+            remedy = f"set {name} under the CUDA versions that build device code"
+        else:
+            remedy = f"remove {name} here, or set device-code: fatbin here"
+        loader.problem(
+            path,
+            f"{where}{name} is for device code, and device-code: none (at "
+            f"{device_code_path}) says the wheels carry none ({remedy})",
+        )
 
 
 def cuda_versions(specs: Mapping[str, CudaSpec], loader: DocumentLoader) -> dict[str, CudaVersion]:
@@ -294,13 +336,11 @@ def _arch_cells(
         ptx = ptx_spec.target if ptx_spec is not None else max(cell_sms, default=None)
         if ptx is not None and ptx.suffix:
             ptx = GpuTarget(ptx.number)
-        if not cell_sms and ptx is None:
-            loader.problem(
-                settings.sms_path,
-                f"the exclusions leave CUDA {settings.key} {arch} with no SM and no PTX",
-            )
+        host_only = settings.device_code == "none"
+        if not cell_sms and ptx is None and not host_only:
+            loader.problem(settings.sms_path, _no_targets(settings.key, arch, excluded))
             continue
-        unbuildable = targets_problem(recipe.backend, sorted(cell_sms), ptx)
+        unbuildable = None if host_only else targets_problem(recipe.backend, sorted(cell_sms), ptx)
         if unbuildable is not None:
             # one report per CUDA version, at the key its targets come from
             if not unbuildable_reported:
@@ -325,12 +365,24 @@ def _arch_cells(
                 abi3=axis.abi3,
                 newer_torch=settings.torch_build == "newer" and axis.torch is not None,
                 compress_mode=settings.compress_mode,
+                device_code=settings.device_code,
                 excluded_sms=tuple(sorted(excluded)),
                 toolkit_image=_toolkit_image(entry, arch),
             )
             for axis in axes
         ]
     return cells
+
+
+def _no_targets(key: str, arch: str, excluded: Sequence[GpuTarget]) -> str:
+    """Why a cell that carries device code has no target, with the way out."""
+    if excluded:
+        return f"the exclusions leave CUDA {key} {arch} with no SM and no PTX"
+    return (
+        f"CUDA {key} {arch} has no SM and no PTX: list the SMs to build, or, for wheels "
+        "without device code (a JIT-first project that compiles its kernels at run time), "
+        "declare device-code: none instead of sms and ptx"
+    )
 
 
 def _toolkit_image(entry: CudaSpec, arch: str) -> str | None:

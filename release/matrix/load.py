@@ -9,6 +9,7 @@ anything. Every problem is reported at once as
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -18,7 +19,9 @@ from packaging.version import Version
 from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
+from release.credentials import has_credentials
 from release.errors import ConfigError, Location, shown
+from release.github_names import api_url_problem, repository_problem
 from release.matrix.cells import (
     check_excludes,
     check_unused_excludes,
@@ -40,7 +43,7 @@ from release.matrix.model import (
 from release.matrix.nightly import nightly_channel, s3_destination
 from release.matrix.rules import check_cells, gpu_gate, release_build
 from release.matrix.spec import DestinationSpec, MatrixSpec
-from release.project import Naming, naming, read_project_files, reading
+from release.project import Naming, naming, read_project_files, read_version_file, reading
 from release.yamlspec import (
     DocumentLoader,
     bounds_problem,
@@ -51,19 +54,29 @@ from release.yamlspec import (
 
 PYPI_DEFAULT_MAX_MIB = 100
 GITHUB_ASSET_MAX_MIB = 2048
-# GitHub's rules: an owner is 1-39 letters, digits and single inner hyphens; a repository
-# name is 1-100 of letters, digits, '.', '_' and '-', and neither '.' nor '..'.
-_OWNER_RE = re.compile(r"^[A-Za-z0-9](?:-?[A-Za-z0-9]){0,38}$")
-_REPO_NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,100}$")
 
 
 # --- Loading. ---
 
 
-def read_project(path: Path) -> Naming:
+def read_project(path: Path, version_file: Path | None = None) -> Naming:
     """The kernel project's name and version as its files say them, read statically
-    (release.project): literals, or where each is computed."""
-    return naming(reading(read_project_files(path)))
+    (release.project): literals, or where each is computed; a computed version from a
+    prepare step's `version_file`."""
+    said = None
+    if version_file is not None:
+        said = read_version_file(version_file, os.path.relpath(version_file, path))
+    return naming(reading(read_project_files(path)), said)
+
+
+def _version_file(spec: MatrixSpec, root: Path) -> Path | None:
+    """The prepare step's version-file, where it names one inside `root` (the rules say
+    what is wrong with one that does not)."""
+    prepare = spec.build.prepare if spec.build is not None else None
+    named = prepare.version_file if prepare is not None else None
+    if not named or Path(named).is_absolute() or ".." in Path(named).parts:
+        return None
+    return root / named
 
 
 # Names a project whose files compute its name or version (`Naming` says where), given the
@@ -125,7 +138,7 @@ def matrix_from_text(
     if spec is not None:
         project_dir = (path.parent / spec.project).resolve()
         if named is None:
-            said = read_project(project_dir)
+            said = read_project(project_dir, _version_file(spec, path.parent.resolve()))
             named = said.static
             if said.problem is not None:
                 loader.problem("project", said.problem)
@@ -203,13 +216,24 @@ def _shared_problems(name: str, spec: DestinationSpec, loader: DocumentLoader) -
                     join_path(path, yaml_key),
                     f"{yaml_key!r} is only for {kind} destinations (remove it)",
                 )
-    for key in ("repository_url", "index_url", "api_url"):
+    for key in ("repository_url", "index_url"):
         url = getattr(spec, key)
         if url is not None and not re.match(r"^https?://[^/\s]+", url):
             loader.problem(
                 join_path(path, key.replace("_", "-")),
                 f"{shown(url)} is not an http(s) URL",
             )
+        elif url is not None and has_credentials(url):
+            loader.problem(
+                join_path(path, key.replace("_", "-")),
+                f"{shown(url)} holds credentials, which dist/manifest.json would hold too "
+                "(give them in TWINE_* or a netrc)",
+            )
+    if spec.api_url is not None and api_url_problem(spec.api_url):
+        loader.problem(
+            join_path(path, "api-url"),
+            f"{shown(spec.api_url)} is not a GitHub API base URL ({api_url_problem(spec.api_url)})",
+        )
     for key in ("max_file_size_mib", "max_project_size_gib", "max_growth_percent"):
         value = getattr(spec, key)
         if value is not None and value <= 0:
@@ -271,18 +295,6 @@ def _destinations(
             max_growth_percent=spec.max_growth_percent,
         )
     return out
-
-
-def repository_problem(repository: str) -> str | None:
-    """Why `repository` is not a GitHub `owner/name`, with the rule it breaks; or None."""
-    owner, slash, name = repository.partition("/")
-    if not slash or "/" in name:
-        return "write owner/name"
-    if not _OWNER_RE.match(owner):
-        return "the owner is 1-39 letters, digits or single inner hyphens"
-    if not _REPO_NAME_RE.match(name) or name in (".", ".."):
-        return "the name is 1-100 letters, digits, '.', '_' or '-', and not '.' or '..'"
-    return None
 
 
 def _slash(url: str) -> str:

@@ -18,7 +18,7 @@ from packaging.version import Version
 from release.backends import BuildRecipe, backend_for
 from release.errors import ConfigError
 from release.matrix.compilecache import CompileCache
-from release.matrix.spec import Fallout
+from release.matrix.spec import DeviceCode, Fallout
 from release.targets import Arch, CudaVersion, GpuTarget
 
 
@@ -146,6 +146,8 @@ class Cell:
     # on purpose (matrix.yaml's torch-build: newer)
     newer_torch: bool = False
     compress_mode: str | None = None  # nvcc's --compress-mode (None: the backend's own)
+    # "none": the wheel carries no device code (no sms, no ptx: a JIT-first project)
+    device_code: DeviceCode = "fatbin"
     excluded_sms: tuple[GpuTarget, ...] = ()  # what matrix.yaml's exclude removed from sms
     # the image with the CUDA toolkit it builds in where PyPI has no nvcc for its CUDA
     # version (cuda[...].toolkit-image of its arch; None: the tool's own pin)
@@ -161,6 +163,11 @@ class Cell:
         if self.python is not None and self.abi3 is None:
             parts.append(self.python_tag)
         return "-".join(parts)
+
+    @property
+    def host_only(self) -> bool:
+        """Its wheel carries no device code (`device-code: none`)."""
+        return self.device_code == "none"
 
     @property
     def python_tag(self) -> str:
@@ -242,6 +249,9 @@ class GateRun:
         )
 
 
+_GATE_BUILDS: tuple[Literal["cubin", "ptx"], ...] = ("cubin", "ptx")
+
+
 @dataclass(frozen=True, kw_only=True)
 class GpuGate:
     """The GPU tests every release runs before publishing (see matrix_spec.GpuGateSpec)."""
@@ -257,12 +267,14 @@ class GpuGate:
         raise ConfigError([f"no GPU runner {name!r} in gpu-gate (runners: {known})"])
 
     def runs(self, runner: GpuRunner, cells: Sequence[Cell]) -> tuple[GateRun, ...]:
-        """What `runner` tests: every cell of its CPU arch, as built and PTX-only."""
+        """What `runner` tests: every cell of its CPU arch, as built and (where it carries
+        device code) PTX-only."""
         return tuple(
             GateRun(cell=cell, build=build)
             for cell in cells
             if cell.arch == runner.arch
-            for build in ("cubin", "ptx")
+            # a wheel without device code has no PTX to build alone
+            for build in _GATE_BUILDS[: 1 if cell.host_only else 2]
         )
 
     def command_line(self, run: GateRun, wheel: Path) -> list[str]:
@@ -346,6 +358,7 @@ def cell_dict(cell: Cell) -> dict[str, Any]:
         **({"abi3": cell.abi3} if cell.abi3 is not None else {}),
         **({"torch_build": "newer"} if cell.newer_torch else {}),
         **({"compress_mode": cell.compress_mode} if cell.compress_mode is not None else {}),
+        **({"device_code": cell.device_code} if cell.host_only else {}),
         **({"excluded_sms": [str(s) for s in cell.excluded_sms]} if cell.excluded_sms else {}),
         **({"toolkit_image": cell.toolkit_image} if cell.toolkit_image is not None else {}),
     }

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 
 from packaging.version import InvalidVersion, Version
 
-from release.backends import BuildRecipe, BuildSpec, merge, spec_problems
+from release.backends import BuildRecipe, BuildSpec, merge, prepare_problems, spec_problems
 from release.errors import shown
 from release.matrix.model import GATE_PLACEHOLDERS, Cell, GpuGate, GpuRunner, PypiDestination
 from release.matrix.spec import MatrixSpec, PtxSpec
@@ -119,6 +119,11 @@ def release_build(spec: MatrixSpec, loader: DocumentLoader) -> None:
     if spec.build is not None:
         for key, message in spec_problems(spec.build, merge(spec.build, None).backend, "build"):
             loader.problem(key, message)
+        if spec.build.prepare is not None:
+            for key, message in prepare_problems(
+                spec.build.prepare, "build.prepare", project=spec.project
+            ):
+                loader.problem(key, message)
 
 
 def cuda_build(
@@ -131,6 +136,11 @@ def cuda_build(
         where = join_path(cuda_path, "build")
         for key, message in spec_problems(entry, recipe.backend, where):
             loader.problem(key, message)
+        if entry.prepare is not None:
+            for key, message in prepare_problems(
+                entry.prepare, join_path(where, "prepare"), project=None
+            ):
+                loader.problem(key, message)
     return recipe
 
 

@@ -27,6 +27,9 @@ CompressMode = Literal["default", "size", "speed", "balance", "none"]
 # which torch a stable-ABI torch cell may build against: the oldest its wheel admits, or a
 # newer one on purpose
 TorchBuildChoice = Literal["oldest", "newer"]
+# what device code a cell's wheel carries: fatbins (cubins and PTX in its shared objects or
+# as files), or none at all (a JIT-first project compiles its kernels at run time)
+DeviceCode = Literal["fatbin", "none"]
 RELEASE_VERSION = r"[0-9]+(\.[0-9]+)*"
 PYTHON_VERSION = r"3\.[0-9]{1,2}"
 
@@ -133,25 +136,52 @@ class PythonSpec:
 
     @classmethod
     def from_yaml(cls, value: object) -> PythonSpec:
-        items = value if isinstance(value, list) else [value]
-        if not items:
-            raise ValueError("an empty list: name at least one CPython version")
-        out: list[str] = []
-        for item in items:
-            if not isinstance(item, str) or not re.fullmatch(PYTHON_VERSION, item):
-                raise ValueError(
-                    f'expected a quoted CPython version like "3.11", got {shown(item)} '
-                    "(YAML reads 3.10 unquoted as the number 3.1)"
-                )
-            if item in out:
-                raise ValueError(f"Python {item} is listed more than once")
-            out.append(item)
-        return cls(tuple(out))
+        return cls(_pythons(value))
 
     @classmethod
     def yaml_schema(cls) -> dict[str, Any]:
         one = {"type": "string", "pattern": f"^{PYTHON_VERSION}$"}
         return {"anyOf": [one, {"type": "array", "items": one, "minItems": 1}]}
+
+
+@dataclass(frozen=True)
+class PythonAxisSpec:
+    """A torch cell's Pythons: CPython versions (`"3.11"`, or a list of them), a cp3X-cp3X
+    wheel each, or `any`: one py3-none wheel for an extension that uses no Python C-API."""
+
+    versions: tuple[str, ...]  # empty for `any`
+
+    @property
+    def any(self) -> bool:
+        return not self.versions
+
+    @classmethod
+    def from_yaml(cls, value: object) -> PythonAxisSpec:
+        if isinstance(value, str) and value.strip() == "any":
+            return cls(())
+        return cls(_pythons(value))
+
+    @classmethod
+    def yaml_schema(cls) -> dict[str, Any]:
+        return {"anyOf": [*PythonSpec.yaml_schema()["anyOf"], {"const": "any"}]}
+
+
+def _pythons(value: object) -> tuple[str, ...]:
+    """CPython versions: one quoted `"3.11"` or a list of them, none repeated."""
+    items = value if isinstance(value, list) else [value]
+    if not items:
+        raise ValueError("an empty list: name at least one CPython version")
+    out: list[str] = []
+    for item in items:
+        if not isinstance(item, str) or not re.fullmatch(PYTHON_VERSION, item):
+            raise ValueError(
+                f'expected a quoted CPython version like "3.11", got {shown(item)} '
+                "(YAML reads 3.10 unquoted as the number 3.1)"
+            )
+        if item in out:
+            raise ValueError(f"Python {item} is listed more than once")
+        out.append(item)
+    return tuple(out)
 
 
 IMAGE_BY_DIGEST = r"[a-z0-9][a-z0-9._/:-]*@sha256:[0-9a-f]{64}"
@@ -201,8 +231,9 @@ class WheelSettings:
     torch: TorchSpec | None = optional(
         "torch backend: the exact torch version(s) to build against, a cell each"
     )
-    python: PythonSpec | None = optional(
-        'torch backend: CPython versions, a cp3X-cp3X cell each ("3.11")'
+    python: PythonAxisSpec | None = optional(
+        'torch backend: CPython versions, a cp3X-cp3X cell each ("3.11"), or any: one '
+        "py3-none wheel for an extension that uses no Python C-API"
     )
     abi3: PythonSpec | None = optional(
         'torch backend: the py_limited_api floor ("3.10"): one cp310-abi3 wheel per cell '
@@ -212,6 +243,11 @@ class WheelSettings:
         "torch backend, a libtorch stable-ABI build: oldest (default): `torch` must be the "
         "oldest torch its wheel admits on the cell's CUDA major; newer: `torch` names a newer "
         "one on purpose"
+    )
+    device_code: DeviceCode | None = optional(
+        "the device code the wheels carry: fatbin (cubins for sms, PTX for ptx; the "
+        "default) or none (a JIT-first project that compiles its kernels at run time: no "
+        "sms and no ptx, and the inspection proves the wheel holds no device code)"
     )
     compress_mode: CompressMode | None = optional(
         "nvcc's --compress-mode for the fatbins (CUDA 12.8 and later): size for the "

@@ -16,7 +16,7 @@ from release.backends import backend_for
 from release.backends.recipe import BackendName
 from release.errors import shown
 from release.matrix.model import Destination, PypiDestination
-from release.matrix.spec import CudaSpec, PythonSpec, TorchSpec
+from release.matrix.spec import CudaSpec, PythonAxisSpec, PythonSpec, TorchSpec
 from release.yamlspec import DocumentLoader, join_path
 
 
@@ -32,7 +32,7 @@ class TorchSettings(Protocol):
     @property
     def torch_path(self) -> str: ...
     @property
-    def python(self) -> PythonSpec | None: ...
+    def python(self) -> PythonAxisSpec | None: ...
     @property
     def python_path(self) -> str: ...
     @property
@@ -47,7 +47,8 @@ class TorchSettings(Protocol):
 
 @dataclass(frozen=True, kw_only=True)
 class TorchAxis:
-    """One point of a torch cell's own axes: its torch, its Python or abi3 floor."""
+    """One point of a torch cell's own axes: its torch, its Python or abi3 floor (neither:
+    `python: any`, a py3-none wheel)."""
 
     torch: Version | None = None
     python: str | None = None
@@ -113,8 +114,16 @@ def _torch_points(
         loader.problem(
             settings.path,
             f"CUDA {settings.key}'s torch cells need `python:` (a cp3X-cp3X wheel per CPython, "
-            'e.g. ["3.11", "3.12"]) or `abi3:` (one cp3X-abi3 wheel for a py_limited_api '
+            'e.g. ["3.11", "3.12"], or `any`: one py3-none wheel for an extension that uses '
+            "no Python C-API) or `abi3:` (one cp3X-abi3 wheel for a py_limited_api "
             'extension, e.g. "3.10")',
+        )
+        ok = False
+    if settings.python is not None and settings.python.any and settings.abi3 is not None:
+        loader.problem(
+            settings.python_path,
+            "python: any builds one py3-none wheel, abi3 one cp3X-abi3 wheel: keep the one "
+            "the extension is (any: it uses no Python C-API; abi3: the limited API)",
         )
         ok = False
     if settings.abi3 is not None and len(settings.abi3.versions) != 1:
@@ -141,8 +150,11 @@ def _torch_points(
     if not _torch_label_ok(settings, entry, destination, versions, loader) or not ok:
         return None
     abi3 = settings.abi3.versions[0] if settings.abi3 is not None else None
+    # `python: any` is one point without a Python: the py3-none wheel
     pythons: tuple[str | None, ...] = (
-        settings.python.versions if settings.python is not None else (None,)
+        settings.python.versions
+        if settings.python is not None and settings.python.versions
+        else (None,)
     )
     return [TorchAxis(torch=t, python=p, abi3=abi3) for t in versions for p in pythons]
 

@@ -28,6 +28,7 @@ from typing import Any, Literal
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
 from release.errors import PublishError
+from release.fsutil import UnreadableDocument, json_document
 
 STATE_SCHEMA = 1
 MAX_STATE_BYTES = 16 * 2**20  # about 200,000 kept commits: far past matrix.yaml's keep limit
@@ -186,9 +187,9 @@ def from_bytes(data: bytes, where: str, *, project: str | None = None) -> Nightl
         reason = f"{len(data)} bytes, more than the {MAX_STATE_BYTES} a state may have"
         raise PublishError(f"{where} is not a nightly state ({reason})", hint=_RESTORE)
     try:
-        state = _state(json.loads(data))
-    except (ValueError, TypeError, KeyError, RecursionError) as error:
-        reason = "nested too deep" if isinstance(error, RecursionError) else str(error)[:200]
+        state = _state(json_document(data, where))
+    except (ValueError, TypeError, KeyError) as error:
+        reason = error.reason if isinstance(error, UnreadableDocument) else str(error)[:200]
         raise PublishError(f"{where} is not a nightly state ({reason})", hint=_RESTORE) from None
     if project is not None:
         require_project(state, project, where)

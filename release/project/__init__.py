@@ -1,6 +1,7 @@
 """A kernel project's build files, read statically (never run): setup.py with `ast`,
-pyproject.toml and setup.cfg, CMakeLists.txt. `read_project_files` is the edge (it reads
-the files); the rest is pure. The matrix loader takes the project's name and version from
+pyproject.toml and setup.cfg, CMakeLists.txt, and for `release init` the scripts and
+sources around them. `read_project_files` and `read_layout` are the edges (they read the
+files); the rest is pure. The matrix loader takes the project's name and version from
 here (`naming`), and `release init` everything else.
 
 Its modules:
@@ -11,13 +12,26 @@ Its modules:
   its GPU targets.
 - `files`: A kernel project's files, read once (`read_project_files`, the edge), and what they
   say together (pure).
+- `layout`: What `release init` reads of a repository besides its build files (`read_layout`,
+  the edge): scripts, subdirectory distributions, the staged one, the translation units named.
+- `localversion`: A setup.py whose version function adds a local label when a variable is on,
+  and whose default turns it on (DeepGEMM's DG_USE_LOCAL_VERSION).
+- `native`: What a setup.py or a staging script says of the native code it builds: units,
+  libraries, C++ standard, package data, imports; and which unit binds to Python.
 - `places`: Where a project file says something: a `Place` (file and line), and a `Said` value,
   the literal a file gives or the expression that computes it.
 - `pyproject`: What a pyproject.toml and a setup.cfg say.
+- `pysource`: A Python file of a kernel project as the readers take it: its bytes decoded as
+  Python decodes them (PEP 263's coding declaration, a UTF-8 BOM, else UTF-8), and its syntax
+  tree walked once into an index (`SourceIndex`), so that every question
+  release.project.setuppy and release.project.stableabi ask costs time linear in the file's
+  size.
 - `setuppy`: What a setup.py says without running it, read with `ast` (as cibuildwheel reads its
   python_requires, cibuildwheel/projectfiles.py).
 - `stableabi`: Whether a setup.py builds for libtorch's stable ABI: its TORCH_TARGET_VERSION,
   the torch release it names, and which compilers the define reaches.
+- `staging`: Which distribution a repository publishes when it is not the root's: a
+  subdirectory's pyproject.toml staged by a script at the root.
 """
 
 from __future__ import annotations
@@ -30,6 +44,7 @@ from release.project.files import (
     Reading,
     naming,
     read_project_files,
+    read_version_file,
     reading,
 )
 from release.project.places import Place, Said
@@ -67,5 +82,6 @@ __all__ = [
     "read_pyproject",
     "read_setup_cfg",
     "read_setup_py",
+    "read_version_file",
     "reading",
 ]

@@ -1,7 +1,10 @@
 """What a CMakeLists.txt says without running CMake: whether it builds CUDA (`project(...
 CUDA)`, `enable_language(CUDA)`), the CMAKE_CUDA_ARCHITECTURES it sets (a default, or an
-override of the one the build passes), per-target CUDA_ARCHITECTURES, and literal
-`-gencode` flags. Pure: text in, a `CMakeLists` out.
+override of the one the build passes), per-target CUDA_ARCHITECTURES, literal `-gencode`
+flags, the CUDA libraries it links (`CUDA::nvrtc`), and whether its own first comment
+lines say it is there for an IDE's indexing only (DeepGEMM's: "just for CMake-based IDE
+(e.g. CLion) indexing, the real compilation is done via JIT"). Pure: text in, a
+`CMakeLists` out.
 
 The commands are read as CMake writes them: `name(arguments)` over any number of lines,
 `#` comments and `#[[ ]]` bracket comments dropped, quoted arguments kept whole.
@@ -12,13 +15,18 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from release.project.places import Place
+from release.project.places import Place, Said
 from release.project.setuppy import BARE_FLAGS, GENCODE, Gencode, gencode_targets
 
 CMAKELISTS = "CMakeLists.txt"
 ARCHITECTURES = "CMAKE_CUDA_ARCHITECTURES"
 _COMMAND = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*\(")
 _ARGUMENT = re.compile(r'"((?:[^"\\]|\\.)*)"|([^\s()"]+)')
+# what a comment says of a CMakeLists.txt that only an IDE reads
+_IDE_ONLY = re.compile(
+    r"\b(IDEs?|CLion|clangd|indexing|code[- ]completion|not (?:used )?(?:for|to) build\w*)\b",
+    re.IGNORECASE,
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -45,6 +53,8 @@ class CMakeLists:
     architectures: tuple[ArchitecturesSet, ...]
     target_architectures: tuple[Place, ...]  # set_target_properties(... CUDA_ARCHITECTURES)
     gencode: tuple[Gencode, ...]
+    ide_only: Said | None = None  # the first comment line that says an IDE alone reads it
+    cuda_libraries: tuple[Said, ...] = ()  # CUDA::X targets linked (X: nvrtc, cublasLt, ...)
 
 
 def commands(text: str) -> list[Command]:
@@ -103,6 +113,7 @@ def read_cmakelists(text: str, file: str = CMAKELISTS) -> CMakeLists:
     sets: list[ArchitecturesSet] = []
     targets: list[Place] = []
     gencode: list[Gencode] = []
+    libraries: list[Said] = []
     conditions: list[tuple[str, ...]] = []
     for command in commands(text):
         place = Place(file=file, line=command.line)
@@ -120,6 +131,12 @@ def read_cmakelists(text: str, file: str = CMAKELISTS) -> CMakeLists:
             "CUDA_ARCHITECTURES" in words
         ):
             targets.append(place)
+        if command.name == "target_link_libraries":
+            libraries += [
+                Said(place=place, value=w.removeprefix("CUDA::"))
+                for w in words
+                if w.startswith("CUDA::")
+            ]
         for word in words:
             if GENCODE.search(word) and word not in BARE_FLAGS:
                 cubins, ptx = gencode_targets(word)
@@ -129,7 +146,22 @@ def read_cmakelists(text: str, file: str = CMAKELISTS) -> CMakeLists:
         architectures=tuple(sets),
         target_architectures=tuple(targets),
         gencode=tuple(gencode),
+        ide_only=_ide_only(text, file),
+        cuda_libraries=tuple(libraries),
     )
+
+
+def _ide_only(text: str, file: str) -> Said | None:
+    """The first of the comment lines before the first command that says the file is
+    there for an IDE (indexing, clangd, CLion) or not for building."""
+    for number, line in enumerate(text.splitlines(), start=1):
+        stripped = line.strip()
+        if stripped and not stripped.startswith("#"):
+            return None
+        match = _IDE_ONLY.search(stripped)
+        if match:
+            return Said(place=Place(file=file, line=number), value=stripped.lstrip("# "))
+    return None
 
 
 def _architectures(

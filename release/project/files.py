@@ -6,7 +6,9 @@ Name and version come from pyproject.toml's [project] where it has them; a versi
 `dynamic` from setup.py's setup(version=...), setup.cfg, or an `attr:` whose module sets
 it as a literal (setuptools reads `attr:` the same way before it imports anything); a
 project without [project] from setup.py's setup() and setup.cfg's [metadata]. What is
-computed is said with its place, for the build backend to answer.
+computed is said with its place, for the build backend to answer. A release whose prepare
+step writes the version into a file (matrix.yaml's `build.prepare.version-file`) reads a
+computed version from that file (`read_version_file`).
 """
 
 from __future__ import annotations
@@ -19,9 +21,10 @@ from pathlib import Path
 from packaging.utils import InvalidName, canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from release.errors import FileError, shown
+from release.errors import ConfigError, FileError, shown
+from release.fsutil import not_utf8
 from release.project.cmakelists import CMAKELISTS, CMakeLists, read_cmakelists
-from release.project.places import Said
+from release.project.places import Place, Said
 from release.project.pyproject import (
     PYPROJECT,
     SETUP_CFG,
@@ -30,6 +33,7 @@ from release.project.pyproject import (
     read_pyproject,
     read_setup_cfg,
 )
+from release.project.pysource import decode_python
 from release.project.setuppy import SetupPy, read_setup_py
 
 SETUP_PY = "setup.py"
@@ -41,6 +45,7 @@ class ProjectFiles:
 
     directory: Path
     texts: dict[str, str | None] = field(default_factory=dict)
+    setup_py: SetupPy | None = None  # setup.py read once, where `read_project_files` read it
 
     def text(self, name: str) -> str | None:
         return self.texts.get(name)
@@ -110,18 +115,20 @@ def read_project_files(directory: Path) -> ProjectFiles:
     pyproject = read_pyproject(texts[PYPROJECT] or "") if texts[PYPROJECT] else None
     setup_cfg = read_setup_cfg(texts[SETUP_CFG] or "") if texts[SETUP_CFG] else None
     setup_text = texts[SETUP_PY]
-    version_file = read_setup_py(setup_text).version_file if setup_text else None
+    setup_py = read_setup_py(setup_text) if setup_text is not None else None
+    version_file = setup_py.version_file if setup_py else None
     extra = [version_file.path] if version_file else []
     for candidate in _backend_modules(pyproject) + _attr_modules(pyproject, setup_cfg) + extra:
         if candidate not in texts:
             texts[candidate] = _read(directory / candidate)
-    return ProjectFiles(directory=directory, texts=texts)
+    return ProjectFiles(directory=directory, texts=texts, setup_py=setup_py)
 
 
 def _read(path: Path) -> str | None:
     """The file's text; None where it does not exist. Anything but a regular file (a
     directory, a FIFO, which a blocking open would wait on forever, a symlink loop) or an
-    unreadable one is a FileError naming it, checked before it is opened."""
+    unreadable one is a FileError naming it, checked before it is opened. A Python file is
+    decoded as Python decodes it (PEP 263), or refused naming its line."""
     try:
         mode = os.stat(path).st_mode
     except (FileNotFoundError, NotADirectoryError):
@@ -134,8 +141,12 @@ def _read(path: Path) -> str | None:
             hint="a project's build files are plain files; replace it with one",
         )
     try:
+        if path.suffix == ".py":
+            return decode_python(path.read_bytes(), str(path))
         return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
+    except UnicodeDecodeError as error:
+        if path.name in (PYPROJECT, SETUP_CFG):  # every build frontend reads them as UTF-8
+            raise ConfigError([str(not_utf8(str(path), error))], hint="save it as UTF-8") from None
         return ""
     except OSError as error:
         raise FileError.of(error, "read the project file") from None
@@ -187,7 +198,9 @@ def reading(files: ProjectFiles) -> Reading:
         if text is not None:
             version_module = (candidate, read_setup_py(text, candidate))
             break
-    setup_py = read_setup_py(setup_text) if setup_text is not None else None
+    setup_py = files.setup_py
+    if setup_py is None and setup_text is not None:
+        setup_py = read_setup_py(setup_text)
     found = setup_py.version_file if setup_py is not None else None
     version_text = files.text(found.path) if found is not None else None
     return Reading(
@@ -206,8 +219,23 @@ def reading(files: ProjectFiles) -> Reading:
     )
 
 
-def naming(read: Reading) -> Naming:
-    """The project's name and version (see the module doc), each checked (PEP 508, PEP 440)."""
+def read_version_file(path: Path, shown_as: str) -> Said:
+    """The version a prepare step's version-file holds (its text without surrounding
+    whitespace, as a staging script reads it), at `shown_as`; an absent file says so in
+    its expression (no value)."""
+    text = _read(path)
+    if text is None:
+        return Said(place=Place(file=shown_as), expression="no such file")
+    value = text.strip()
+    if not value:
+        return Said(place=Place(file=shown_as, line=1), expression="an empty file")
+    return Said(place=Place(file=shown_as, line=1), value=value, expression="version-file")
+
+
+def naming(read: Reading, version_file: Said | None = None) -> Naming:
+    """The project's name and version (see the module doc), each checked (PEP 508, PEP 440);
+    where the files compute the version (or name none), a prepare step's `version_file`
+    (read_version_file) gives it."""
     pyproject, setup_py, setup_cfg = read.pyproject, read.setup_py, read.setup_cfg
     if pyproject is None and setup_py is None and setup_cfg is None:
         return Naming(
@@ -230,6 +258,16 @@ def naming(read: Reading) -> Naming:
     else:
         name = from_setup[0] if from_setup else None
         version = _setup_version(read)
+    if version_file is not None and (version is None or not version.literal):
+        if not version_file.literal:
+            where = version_file.place.at(read.directory)
+            problem = (
+                f"{where}: {version_file.expression}: the prepare step's version-file is "
+                "where the release's version is read from (write the version there, as the "
+                "release workflow does from the tag)"
+            )
+            return Naming(name=name, version=None, problem=problem)
+        version = version_file
     return Naming(name=name, version=version, problem=_invalid(read.directory, name, version))
 
 

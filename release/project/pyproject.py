@@ -8,17 +8,12 @@ from __future__ import annotations
 
 import configparser
 import re
-import sys
 from dataclasses import dataclass
 
 from packaging.requirements import InvalidRequirement, Requirement
 
+from release.fsutil import UnreadableDocument, toml_document
 from release.project.places import Place, Said, ini_line, toml_line
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
 
 PYPROJECT = "pyproject.toml"
 SETUP_CFG = "setup.cfg"
@@ -44,6 +39,9 @@ class PyProject:
     pythons: tuple[str, ...]  # the Python 3.X classifiers
     version_attr: Said | None  # [tool.setuptools.dynamic] version = {attr = "pkg.__version__"}
     problem: str | None = None
+    version_from: Said | None = None  # [tool.setuptools.dynamic] version = {file = "pkg/VERSION"}
+    package_data: tuple[Said, ...] = ()  # [tool.setuptools.package-data]: "pkg/include/**/*"
+    dependencies: tuple[Said, ...] = ()  # [project] dependencies
 
     def requirement(self, name: str) -> BuildRequirement | None:
         """The build requirement on `name` (canonical compare), if any."""
@@ -65,9 +63,9 @@ class SetupCfg:
 
 def read_pyproject(text: str) -> PyProject:
     try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as error:
-        return _broken(f"{PYPROJECT}: not TOML: {error}")
+        data = toml_document(text, PYPROJECT)
+    except UnreadableDocument as error:
+        return _broken(str(error))
     system = _table(data.get("build-system"))
     project = _table(data.get("project"))
     for key in ("name", "version"):
@@ -100,6 +98,13 @@ def read_pyproject(text: str) -> PyProject:
         requires_python=_said(text, "project", "requires-python", project.get("requires-python")),
         pythons=_classifier_pythons(project.get("classifiers")),
         version_attr=_version_attr(text, data),
+        version_from=_version_from(text, data),
+        package_data=_package_data(text, data),
+        dependencies=tuple(
+            Said(place=_at(toml_line(text, "project", "dependencies", needle=d)), value=d)
+            for d in _list(project.get("dependencies"))
+            if isinstance(d, str)
+        ),
     )
 
 
@@ -154,6 +159,27 @@ def _version_attr(text: str, data: dict[str, object]) -> Said | None:
     if not isinstance(attr, str):
         return None
     return Said(place=_at(toml_line(text, "tool.setuptools.dynamic", "version")), value=attr)
+
+
+def _version_from(text: str, data: dict[str, object]) -> Said | None:
+    tool = _table(_table(_table(data.get("tool")).get("setuptools")).get("dynamic"))
+    found = _table(tool.get("version")).get("file")
+    if isinstance(found, list) and len(found) == 1:
+        found = found[0]
+    if not isinstance(found, str):
+        return None
+    return Said(place=_at(toml_line(text, "tool.setuptools.dynamic", "version")), value=found)
+
+
+def _package_data(text: str, data: dict[str, object]) -> tuple[Said, ...]:
+    """Each pattern of [tool.setuptools.package-data], under its package's directory."""
+    table = _table(_table(_table(data.get("tool")).get("setuptools")).get("package-data"))
+    found = []
+    for package, patterns in table.items():
+        place = _at(toml_line(text, "tool.setuptools.package-data", package))
+        base = package.replace(".", "/") + "/" if package not in ("", "*") else ""
+        found += [Said(place=place, value=base + p) for p in _list(patterns) if isinstance(p, str)]
+    return tuple(found)
 
 
 def _classifier_pythons(classifiers: object) -> tuple[str, ...]:

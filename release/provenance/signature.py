@@ -56,6 +56,8 @@ from sigstore.errors import CertValidationError, Error, VerificationError
 from sigstore.models import Bundle, TrustedRoot
 from sigstore.verify import Verifier
 
+from release.fsutil import json_document
+
 GITHUB = "https://github.com/"
 GITHUB_ACTIONS_ISSUER = "https://token.actions.githubusercontent.com"
 PUBLIC_GOOD_TUF = "https://tuf-repo-cdn.sigstore.dev"  # sigstore-python's DEFAULT_TUF_URL
@@ -282,7 +284,7 @@ def check_bundle(bundle: Bundle, expected: ExpectedSigner) -> Checked:
     if kind != IN_TOTO:
         return Checked(problem=reason(f"its envelope holds {kind}, not an in-toto statement"))
     try:
-        statement = json.loads(payload)
+        statement = json_document(payload, "the signed statement")
     except ValueError:
         return Checked(problem="its signed statement is not JSON")
     if not isinstance(statement, dict):

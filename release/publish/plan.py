@@ -44,7 +44,8 @@ from release.records.manifest import (
     read_manifests,
     sdist_filename,
 )
-from release.toolchain import present_dirs, resolve
+from release.toolchain import ToolchainPlan, present_dirs
+from release.toolchain.buildenv import cell_plan, environment_of
 
 
 class State(enum.Enum):
@@ -250,7 +251,7 @@ def toolchain_verdicts(
     out: dict[str, ToolchainVerdict] = {}
     for cell in cells:
         try:
-            plan = resolve(str(cell.cuda), cell.arch, cuda_home=cuda_home, cache_dir=cache)
+            plan = cell_plan(cell, cuda_home=cuda_home, cache_dir=cache)
         except ToolchainError as error:
             out[cell.id] = ToolchainVerdict(ok=False, text=f"missing: {error.message}")
             continue
@@ -262,10 +263,22 @@ def toolchain_verdicts(
             continue
         present = present_dirs([plan])
         state = "provisioned" if plan.install_dir(plan.device) in present else "from PyPI"
-        out[cell.id] = ToolchainVerdict(
-            ok=True, text=f"{plan.device_compiler} {', '.join(plan.device.requirements)} ({state})"
-        )
+        text = f"{plan.device_compiler} {', '.join(plan.device.requirements)} ({state})"
+        if cell.host_only and plan.device_compiler != "nvcc" and plan.libraries is not None:
+            text = "none (no device code, no nvcc)"  # what it builds with is its CUDA_HOME
+        out[cell.id] = ToolchainVerdict(ok=True, text=_with_environment(text, cell, plan, cache))
     return out
+
+
+def _with_environment(text: str, cell: Cell, plan: ToolchainPlan, cache: Path) -> str:
+    """A verdict's text with the cell's CUDA_HOME of its libraries and the build
+    environment of its own (a torch cell's torch, from its index), where it has them."""
+    named = plan.libraries_text()
+    spec = environment_of(cell)
+    extra = [named] if named else []
+    if spec is not None:
+        extra.append(spec.preview(cache / spec.dirname)[1])
+    return "; ".join([text, *extra])
 
 
 def built_entries(dist: Path) -> Mapping[str, WheelEntry]:
@@ -285,7 +298,10 @@ def sdist_row(factory: PublisherFactory, cell: Cell, dist: Path) -> PlanRow:
     name = sdist_filename(cell.project.name, str(cell.project.version))
     manifest = built_manifest(dist)
     sdist = manifest.sdist if manifest is not None else None
-    built = sdist is not None and sdist.filename == name
+    # the sdist this destination gets (the manifest may send its sdist elsewhere)
+    built = (
+        sdist is not None and sdist.filename == name and sdist.destination.name == destination.name
+    )
     url = ""
     try:
         publisher = factory(destination)

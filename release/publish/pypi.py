@@ -37,6 +37,7 @@ from packaging.utils import (
     parse_wheel_filename,
 )
 from twine.commands.check import check
+from twine.exceptions import InvalidDistribution
 from twine.package import PackageFile
 from twine.settings import Settings
 
@@ -53,6 +54,7 @@ from release.publish.decide import (
     RemoteFile,
 )
 from release.records.manifest import DestinationRef, Manifest, WheelEntry
+from release.records.published import SDIST_PURPOSE
 from release.remote.httpclient import (
     Client,
     OriginAuth,
@@ -217,7 +219,9 @@ def twine_check(wheel: Path) -> str | None:
     """Why `twine check` fails the file (its long description would not render on PyPI,
     which refuses such an upload), or None. Not --strict: PyPI takes a file without a
     long description or its content type, as PyTorch's extension template makes them.
-    twine reports through its logger; those records are the reason."""
+    twine reports through its logger; those records are the reason. A file whose metadata
+    twine cannot read at all (an sdist's PKG-INFO it refuses) is a reason too, never a
+    traceback."""
     records: list[str] = []
 
     class Collect(logging.Handler):
@@ -230,6 +234,8 @@ def twine_check(wheel: Path) -> str | None:
     try:
         with contextlib.redirect_stdout(io.StringIO()):
             failed = check([str(wheel)], strict=False)
+    except InvalidDistribution as error:
+        return str(error).splitlines()[0] if str(error) else "twine cannot read it"
     finally:
         logger.removeHandler(handler)
     if not failed:
@@ -487,7 +493,6 @@ class PypiPublisher:
 
 SDIST_SUFFIX = ".tar.gz"
 _DISTRIBUTIONS = (".whl", SDIST_SUFFIX)
-SDIST_PURPOSE = "sdist"
 
 
 def _project(name: str) -> str:

@@ -12,4 +12,7 @@ Its modules:
 - `release_manifest`: `release-manifest.json`: the sha256 of every built file, published as a
   release asset by `release publish` and read back by `release verify --tag` when no dist/ is at
   hand.
+- `sdistfile`: What the release's sdist must be (a gzip'd tar of files under one base directory,
+  its PKG-INFO naming the release), checked alike after `release build --sdist` and wherever
+  plan, publish and verify read it.
 """

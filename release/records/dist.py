@@ -27,7 +27,8 @@ from release.records.manifest import (
     WheelEntry,
     read_manifests,
 )
-from release.wheelfile import WheelFacts, read_wheel
+from release.records.sdistfile import sdist_archive_problems
+from release.wheelfile import WheelFacts, identity_problems, read_wheel
 
 
 def manifest_paths(dist: Path) -> list[Path]:
@@ -69,18 +70,8 @@ def entry_problems(manifest: Manifest, entry: WheelEntry, facts: WheelFacts | No
         return [*problems, f"{name}: {facts.unreadable}"]
     if facts.size != entry.size:
         problems.append(f"{name} is {facts.size} bytes, the manifest says {entry.size}")
-    if facts.metadata_name is None or canonicalize_name(facts.metadata_name) != project:
-        problems.append(f"{name}: METADATA Name is {facts.metadata_name!r}")
-    if facts.metadata_version is None or _version(facts.metadata_version) != version:
-        problems.append(f"{name}: METADATA Version is {facts.metadata_version!r}")
-    return problems
-
-
-def _version(text: str) -> Version | None:
-    try:
-        return Version(text)
-    except InvalidVersion:
-        return None
+    identity = identity_problems(project, version, facts.metadata_name, facts.metadata_version)
+    return problems + [f"{name}: {problem}" for problem in identity]
 
 
 def wheel_problem(entry: WheelEntry | SdistEntry, wheel: Path) -> str | None:
@@ -122,7 +113,9 @@ def dist_problems(
 
 def sdist_problems(manifest: Manifest, dist: Path, *, missing_ok: bool = False) -> list[str]:
     """How the sdist in `dist` differs from the manifest's entry (none without one): its
-    name and version are the release's (PEP 625), its size and sha256 the recorded ones."""
+    name and version are the release's (PEP 625), it goes where wheels of the release go
+    (publish sends it with them, verify checks it there), its size and sha256 are the
+    recorded ones, and it is an sdist of the release (`sdist_archive_problems`)."""
     sdist = manifest.sdist
     if sdist is None:
         return []
@@ -130,11 +123,30 @@ def sdist_problems(manifest: Manifest, dist: Path, *, missing_ok: bool = False) 
     expected = f"{name}-{manifest.version}.tar.gz"
     if sdist.filename != expected or sdist.version != manifest.version:
         return [f"{sdist.filename}: the manifest releases {expected}"]
+    destination = sdist_destination_problem(manifest)
+    if destination is not None:
+        return [destination]
     path = dist / sdist.filename
     if missing_ok and not path.exists():
         return []
     problem = wheel_problem(sdist, path)
-    return [problem] if problem is not None else []
+    if problem is not None:
+        return [problem]
+    return sdist_archive_problems(
+        path.read_bytes(), sdist.filename, manifest.project, sdist.version
+    )
+
+
+def sdist_destination_problem(manifest: Manifest) -> str | None:
+    """Why the manifest's sdist goes where none of its wheels go, if it does: publish sends
+    it with its destination's wheels, and verify checks it there."""
+    sdist = manifest.sdist
+    if sdist is None or sdist.destination in {w.destination for w in manifest.wheels}:
+        return None
+    return (
+        f"{MANIFEST_NAME}: the sdist {sdist.filename} goes to {sdist.destination.name!r}, "
+        "where none of the release's wheels go (publish sends it with them)"
+    )
 
 
 def load_dist(dist: Path, *, missing_ok: bool = False) -> Manifest:

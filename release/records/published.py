@@ -8,7 +8,6 @@ are recorded with the sha256 of the bytes that were sent.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -16,7 +15,7 @@ from typing import Any
 
 from release.credentials import mask
 from release.errors import ConfigError, shown
-from release.fsutil import json_text, read_json, write_atomic
+from release.fsutil import json_document, json_text, read_document, read_json, write_atomic
 from release.records.manifest import SHA256_HEX, Manifest, WheelEntry
 from release.records.release_manifest import ReleaseWheel
 
@@ -52,12 +51,18 @@ class PublishedCompanion:
     purpose: str
 
 
+SDIST_PURPOSE = "sdist"
+
+
 @dataclass(frozen=True, kw_only=True)
 class Published:
     project: str
     version: str
     files: tuple[PublishedFile, ...]
     companions: tuple[PublishedCompanion, ...] = field(default=())
+    # what the manifest records for a destination the record lists files of, and the record
+    # lacks: publish sends it with them, so it was never published (verify fails it)
+    unlisted: tuple[str, ...] = field(default=())
 
 
 def _url(value: object) -> bool:
@@ -98,6 +103,7 @@ def read_record(path: Path, manifest: Manifest) -> Published:
             )
         )
     companions = _companions(data.get("companions", []), path, problems)
+    problems += _sdist_problems(companions, manifest, path)
     if problems:
         raise ConfigError(problems, hint="the record and the manifest are from different builds")
     if not files:
@@ -107,7 +113,33 @@ def read_record(path: Path, manifest: Manifest) -> Published:
         version=manifest.version,
         files=tuple(files),
         companions=tuple(companions),
+        unlisted=_unlisted_sdist(manifest, files, companions),
     )
+
+
+def _sdist_problems(
+    companions: Sequence[PublishedCompanion], manifest: Manifest, path: Path
+) -> list[str]:
+    """An sdist the record lists is the manifest's, with its size and sha256."""
+    sdist = manifest.sdist
+    recorded = (sdist.filename, sdist.sha256, sdist.size) if sdist is not None else None
+    return [
+        f"{path}: the sdist {c.filename} is not the one the manifest records"
+        for c in companions
+        if c.purpose == SDIST_PURPOSE and (c.filename, c.sha256, c.size) != recorded
+    ]
+
+
+def _unlisted_sdist(
+    manifest: Manifest, files: Sequence[PublishedFile], companions: Sequence[PublishedCompanion]
+) -> tuple[str, ...]:
+    """The manifest's sdist, where the record lists wheels of its destination but not it."""
+    sdist = manifest.sdist
+    if sdist is None or sdist.destination.name not in {f.destination for f in files}:
+        return ()
+    if any(c.purpose == SDIST_PURPOSE and c.filename == sdist.filename for c in companions):
+        return ()
+    return (sdist.filename,)
 
 
 def _companions(raw_list: object, path: Path, problems: list[str]) -> list[PublishedCompanion]:
@@ -172,7 +204,7 @@ def write_record(
     previous_companions: dict[str, Any] = {}
     if path.exists():
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = json_document(read_document(path), str(path))
         except (OSError, ValueError):
             data = None
         if isinstance(data, dict) and (data.get("project"), data.get("version")) == (

@@ -10,12 +10,11 @@ give the same bytes, whoever builds them (keys sorted, wheels by filename).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Collection
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from release.fsutil import json_text
+from release.fsutil import json_document, json_text
 from release.records.manifest import Manifest, WheelEntry
 
 RELEASE_MANIFEST = "release-manifest.json"
@@ -76,7 +75,7 @@ def _wheel_json(wheel: ReleaseWheel) -> dict[str, Any]:
 def parse_release_manifest(data: bytes) -> list[ReleaseWheel]:
     """The wheels of a `release-manifest.json`; ValueError when it is not one (a missing
     key is a KeyError, a size that is not a number the error of `int`)."""
-    document = json.loads(data)
+    document = json_document(data, RELEASE_MANIFEST)
     if not isinstance(document, dict) or not isinstance(document.get("wheels"), list):
         raise ValueError("not a release manifest")
     out = []
@@ -101,7 +100,7 @@ def parse_release_manifest(data: bytes) -> list[ReleaseWheel]:
 
 def release_manifest_version(data: bytes) -> str:
     """The version a `release-manifest.json` records; ValueError when it records none."""
-    document = json.loads(data)
+    document = json_document(data, RELEASE_MANIFEST)
     version = document.get("version") if isinstance(document, dict) else None
     if not isinstance(version, str):
         raise ValueError("it records no version")

@@ -36,10 +36,12 @@ from release.remote.github_model import (
     AssetInfo,
     ReleaseInfo,
     RequestStats,
+    checked_api_url,
     choose_release,
     json_list,
     json_of,
     message_of,
+    owner_and_name,
     parse_asset,
     parse_release,
     status_of,
@@ -159,7 +161,7 @@ class GithubClient:
         clock: Clock = time.time,
         command: str = "release publish",
     ) -> None:
-        self.api_url = api_url.rstrip("/")
+        self.api_url = checked_api_url(api_url)
         self.command = command
         self.policy = policy or RetryPolicy()
         self._token = token if token else None
@@ -293,7 +295,7 @@ class GithubClient:
         (`starter`, `new`) outside the models' `Literal["uploaded", "open"]`, and a release
         listing carries its assets."""
         gh = self._client()
-        owner, repo = repository.split("/", 1)
+        owner, repo = owner_and_name(repository)
         request = list_of(self.rest().repos)
 
         def pages() -> list[Any]:
@@ -379,7 +381,7 @@ class GithubClient:
     def find_release(self, repository: str, tag: str) -> ReleaseInfo | None:
         """The release of the tag: the published one by tag (one request), else a draft
         from the release list (drafts are 404 by tag)."""
-        owner, repo = repository.split("/", 1)
+        owner, repo = owner_and_name(repository)
         rest = self.rest()
         response = self.request(
             f"look up the release {tag}",
@@ -393,7 +395,7 @@ class GithubClient:
     def repository_web(self, repository: str) -> str | None:
         """The web origin of the repository's `html_url` (`<web>/<owner>/<repo>`): where its
         release pages and downloads are; None where the answer has no such URL."""
-        owner, repo = repository.split("/", 1)
+        owner, repo = owner_and_name(repository)
         rest = self.rest()
         response = self.request(
             f"read the repository {repository}", lambda: rest.repos.get(owner, repo)
@@ -444,7 +446,7 @@ class GithubClient:
         return out
 
     def get_release(self, repository: str, release_id: int) -> ReleaseInfo:
-        owner, repo = repository.split("/", 1)
+        owner, repo = owner_and_name(repository)
         rest = self.rest()
         response = self.request(
             f"read the release {release_id}",
@@ -465,7 +467,7 @@ class GithubClient:
         self, repository: str, tag: str, *, draft: bool, target_commitish: str | None
     ) -> Response[Any]:
         """One attempt at creating the release; 422 comes back as an answer."""
-        owner, repo = repository.split("/", 1)
+        owner, repo = owner_and_name(repository)
         rest = self.rest()
         return self.send(
             f"create the release {tag}",
@@ -482,7 +484,7 @@ class GithubClient:
 
     def update_release(self, repository: str, release_id: int, **fields: Any) -> Response[Any]:
         """One attempt at changing a release; 422 comes back as an answer."""
-        owner, repo = repository.split("/", 1)
+        owner, repo = owner_and_name(repository)
         rest = self.rest()
         return self.send(
             f"update the release {release_id}",
@@ -491,7 +493,7 @@ class GithubClient:
         )
 
     def delete_asset(self, repository: str, asset: AssetInfo) -> None:
-        owner, repo = repository.split("/", 1)
+        owner, repo = owner_and_name(repository)
         rest = self.rest()
         self.request(
             f"delete {asset.name}",
@@ -501,7 +503,7 @@ class GithubClient:
 
     def rename_asset(self, repository: str, asset: AssetInfo, name: str) -> Response[Any]:
         """One attempt at renaming an asset; 422 (the name is taken) comes back."""
-        owner, repo = repository.split("/", 1)
+        owner, repo = owner_and_name(repository)
         rest = self.rest()
         return self.send(
             f"rename {asset.name} to {name}",
@@ -569,7 +571,7 @@ class GithubClient:
     def attestations(self, repository: str, sha256: str) -> list[Mapping[str, Any]] | None:
         """The Sigstore bundles the repository holds for a sha256 (GitHub's attestations
         API, first page of 100); None where it holds none (404)."""
-        owner, repo = repository.split("/", 1)
+        owner, repo = owner_and_name(repository)
         rest = self.rest()
         response = self.request(
             f"list the attestations of sha256:{sha256[:12]}",

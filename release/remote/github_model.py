@@ -10,7 +10,9 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-from release.errors import PublishError
+from release.errors import ConfigError, PublishError, shown
+from release.fsutil import UnreadableDocument, json_document
+from release.github_names import api_url_problem, repository_problem
 
 _KEPT_BY_GITHUB = re.compile(r"[A-Za-z0-9._+-]")
 
@@ -103,6 +105,27 @@ def parse_asset(data: object, what: str = "") -> AssetInfo:
     )
 
 
+def owner_and_name(repository: str) -> tuple[str, str]:
+    """`owner/name` split in two; a ConfigError for what is not a GitHub repository's name
+    (`a`, `a/..`: a request path built from it would name another endpoint)."""
+    problem = repository_problem(repository)
+    if problem is not None:
+        raise ConfigError([f"{shown(repository)} is not a GitHub repository ({problem})"])
+    owner, name = repository.split("/", 1)
+    return owner, name
+
+
+def checked_api_url(api_url: str) -> str:
+    """`api_url` without its trailing `/`; a ConfigError for what is not a REST API base."""
+    problem = api_url_problem(api_url)
+    if problem is not None:
+        raise ConfigError(
+            [f"GitHub API URL {shown(api_url)}: {problem}"],
+            hint="check `api-url` in matrix.yaml, --github-api-url and GITHUB_API_URL",
+        )
+    return api_url.rstrip("/")
+
+
 GITHUB_API = "https://api.github.com"  # github.com's REST API, where nothing names another
 
 
@@ -173,12 +196,15 @@ def choose_release(releases: Sequence[ReleaseInfo], tag: str) -> ReleaseInfo | N
 
 
 def json_of(response: Any, what: str) -> Any:
-    """A 2xx answer's JSON (a githubkit Response); PublishError naming the request if none."""
+    """A 2xx answer's JSON (a githubkit Response), read by release.fsutil's bounded reader;
+    PublishError naming the request if none (too large, too deep, not JSON)."""
+    path = response.raw_request.url.path
     try:
-        return response.json()
-    except ValueError:
-        path = response.raw_request.url.path
-        raise PublishError(f"GitHub answered `{what}` ({path}) with no JSON") from None
+        return json_document(response.content, f"GitHub's answer to `{what}`")
+    except UnreadableDocument as error:
+        raise PublishError(
+            f"GitHub answered `{what}` ({path}) with no JSON it can read ({error.reason})"
+        ) from None
 
 
 def json_list(response: Any, what: str) -> list[Any]:
@@ -193,8 +219,8 @@ def json_list(response: Any, what: str) -> list[Any]:
 def message_of(response: Any) -> str:
     """What a GitHub error answer (a githubkit Response) says: its message and error codes."""
     try:
-        data = response.json()
-    except ValueError:
+        data = json_document(response.content, "GitHub's error answer")
+    except UnreadableDocument:
         return str(response.text)[:200].strip()
     if isinstance(data, Mapping):
         message = str(data.get("message") or "")

@@ -13,9 +13,9 @@ import io
 import re
 import zipfile
 from collections.abc import Callable
+from typing import Protocol
 
 from release.remote import httpclient as http
-from release.remote.retry import RetryPolicy
 
 BLOCK = 256 * 1024  # the least a request asks for: the end of a wheel holds its directory
 _CONTENT_RANGE = re.compile(r"bytes\s+\d+-\d+/(\d+)")
@@ -70,10 +70,18 @@ class RangeReader(io.RawIOBase):
         return data[first - start : end - start]
 
 
-def _size_of(client: http.Client, url: str) -> int:
+class RangeGet(Protocol):
+    """A GET of `url`'s bytes `byte_range` (first, last), the body kept: the caller's client,
+    credentials, retries and deadline (release.remote.httpclient.fetch, which leaves the
+    body of a 200 unread)."""
+
+    def __call__(self, url: str, *, keep: bool, byte_range: tuple[int, int]) -> http.Download: ...
+
+
+def _size_of(get: RangeGet, url: str) -> int:
     """The wheel's size from a one-byte range request; LazyWheelError where the server
     does not take range requests."""
-    probe = http.first_byte(client, url)
+    probe = get(url, keep=True, byte_range=(0, 0))
     if probe.error is not None or probe.status != 206:
         why = probe.error or f"answers a range request with HTTP {probe.status}"
         raise LazyWheelError(f"its server {why}")
@@ -83,16 +91,14 @@ def _size_of(client: http.Client, url: str) -> int:
     return int(match.group(1))
 
 
-def remote_wheel_metadata(
-    client: http.Client, url: str, *, policy: RetryPolicy | None = None
-) -> bytes:
-    """The `.dist-info/METADATA` of the wheel at `url`, read with range requests (the first
-    one asks for one byte: a server that ignores ranges never sends the wheel). Raises
-    LazyWheelError."""
-    total = _size_of(client, url)
+def remote_wheel_metadata(get: RangeGet, url: str) -> bytes:
+    """The `.dist-info/METADATA` of the wheel at `url`, read with range requests through
+    `get` (the first one asks for one byte: a server that ignores ranges never sends the
+    wheel). Raises LazyWheelError."""
+    total = _size_of(get, url)
 
     def read_range(first: int, end: int) -> bytes:
-        got = http.fetch(client, url, keep=True, policy=policy, byte_range=(first, end - 1))
+        got = get(url, keep=True, byte_range=(first, end - 1))
         if got.status != 206 or got.body is None or len(got.body) != end - first:
             why = got.error or f"HTTP {got.status}"
             raise LazyWheelError(f"a range request for bytes {first}-{end - 1} failed ({why})")

@@ -7,11 +7,21 @@ Its modules:
   own that a backend asks for (`environment_of`).
 - `cacheroot`: Where the cache lives: one root (`--cache-dir`, else `default_cache_dir`) with
   the provisioned toolchains under `toolchains/`.
+- `cudahome`: The CUDA_HOME of a cmake or torch cell whose plan has CUDA libraries: the
+  toolkit's nvcc tree with the headers, libraries and unversioned link names of the CUDA
+  libraries it names (build.cuda-libraries); without nvcc where PyPI has none and the cell
+  compiles no device code.
+- `envcache`: The torch environments kept within a size budget ($RELEASE_TORCH_ENV_BUDGET):
+  held in use by each process that builds with one, pruned least recently used first, never
+  one in use.
+- `frontend`: The PEP 517 frontend of a cell whose isolated build gets the matrix's
+  build.requires besides the project's own (`python -m release.toolchain.frontend`).
 - `nvccwrap`: The program every CUDA compile of a torch or CMake cell goes through (`python -m
   release.toolchain.nvccwrap`).
 - `pins`: Every tool pin in one file: the PyPI packages each CUDA version's device compiler
-  comes from, the host C compiler (zig), the fatbin inspector, the build tools of nvcc-driven
-  backends (cmake, ninja), and the oldest pip that provisioning works with.
+  comes from, the CUDA libraries a cell's CUDA_HOME gets, the host C compiler (zig), the
+  fatbin inspector, the build tools of nvcc-driven backends (cmake, ninja), and the oldest
+  pip that provisioning works with.
 - `placement`: Where a cell builds in GitHub Actions: the runner and, where one is needed, the
   container (`release matrix --format github` gives both per cell).
 - `plan`: The toolchain of a cell, pure: which pinned package sets a (CUDA version, CPU arch)
@@ -21,13 +31,10 @@ Its modules:
 - `provision`: Provisioning, the edge: `provision` installs a plan's pinned wheels into the
   cache once (pip --target into a temp dir, then a rename) and probes every tool's real version,
   through a `proc.Runner`; a pip too old for it stops before any download.
-- `torchbuilds`: The torch releases of a cell's torch index, each with the CUDA it is built for
-  (from its local label or its METADATA's requirements), and the torch a stable-ABI cell builds
-  against by default: the oldest it admits on the cell's CUDA major.
 - `torchenv`: A torch cell's build environment: a venv of the cell's CPython holding exactly the
-  pinned torch (never whatever the index serves) and the project's other build requirements, and
-  a CUDA_HOME assembled from PyPI's nvcc and the CUDA library headers and link names that
-  torch's own nvidia-* wheels bring.
+  pinned torch (never whatever the index serves) and the project's other build requirements
+  (with the matrix's build.requires), and a CUDA_HOME assembled from the toolchain's and the
+  CUDA library headers and link names that torch's own nvidia-* wheels bring.
 """
 
 from __future__ import annotations

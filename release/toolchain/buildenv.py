@@ -1,8 +1,9 @@
-"""What a cell's backend is told of it (`cell_targets`), the build environment of its own
+"""What a cell's backend is told of it (`cell_targets`), the plan of its toolchain
+(`cell_plan`: with the CUDA libraries its CUDA_HOME gets), the build environment of its own
 that a backend asks for (`environment_of`: a torch cell's pinned torch in a venv), and that
 environment provisioned into the toolchain cache (`provision_environment`). The build stage,
-the dry run, the GPU gate and the project's naming go through here, so that none of them
-asks what kind of cell it has.
+the dry run, doctor, the GPU gate and the project's naming go through here, so that none of
+them asks what kind of cell it has.
 """
 
 from __future__ import annotations
@@ -14,14 +15,17 @@ from pathlib import Path
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from release.backends import CellTargets, EnvironmentSpec, backend_for, read_build_backend
+from release.backends import (
+    CellTargets,
+    EnvironmentSpec,
+    backend_for,
+    pyproject_table,
+    read_build_backend,
+)
+from release.fsutil import read_document
 from release.matrix import Cell
+from release.toolchain.plan import Toolchain, ToolchainPlan, resolve
 from release.toolchain.torchenv import provision_torch_env, venv_python
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
 
 # how a build environment is made (one kind today: a torch venv); the build stage's view of
 # one, with its checks, is release.building.settings.BuildEnv
@@ -34,13 +38,11 @@ def frontend_requirement() -> str:
     return f"build=={metadata.version('build')}"
 
 
-def build_requirements(pyproject_text: str) -> tuple[str, ...]:
-    """The project's [build-system] requires other than torch (which a torch cell pins)."""
-    try:
-        data = tomllib.loads(pyproject_text)
-    except tomllib.TOMLDecodeError:
-        return ()
-    requires = data.get("build-system", {}).get("requires", ["setuptools"])
+def build_requirements(pyproject: str | bytes) -> tuple[str, ...]:
+    """The project's [build-system] requires other than torch (which a torch cell pins);
+    ConfigError where pyproject.toml is no TOML."""
+    system = pyproject_table(pyproject).get("build-system", {})
+    requires = system.get("requires", ["setuptools"]) if isinstance(system, dict) else []
     kept = []
     for text in requires if isinstance(requires, list) else []:
         try:
@@ -57,7 +59,7 @@ def cell_targets(cell: Cell) -> CellTargets:
     """What the cell's backend is told of it, with what its project's pyproject.toml says
     (the PEP 517 backend, the other build requirements: the one file this reads)."""
     pyproject = cell.project.path / "pyproject.toml"
-    text = pyproject.read_text(encoding="utf-8") if pyproject.is_file() else ""
+    text = read_document(pyproject) if pyproject.is_file() else b""
     return CellTargets(
         cuda=str(cell.cuda),
         arch=cell.arch,
@@ -71,9 +73,33 @@ def cell_targets(cell: Cell) -> CellTargets:
         torch_index=cell.torch_index,
         # the CPython the cell builds with: its own, else (abi3) this one
         python=cell.python or f"{sys.version_info.major}.{sys.version_info.minor}",
-        build_requires=build_requirements(text),
+        # the project's own, then the matrix's build.requires
+        build_requires=(*build_requirements(text), *cell.build.requires),
         frontend=frontend_requirement(),
     )
+
+
+def cell_plan(cell: Cell, *, cuda_home: Path | None, cache_dir: Path) -> ToolchainPlan:
+    """The toolchain plan of `cell` (`cuda_home`: a system toolkit, else PyPI's); a cmake
+    or torch cell's CUDA_HOME gets the CUDA libraries its matrix names."""
+    in_cuda_home = backend_for(cell.build.backend).needs_nvcc
+    return resolve(
+        str(cell.cuda),
+        cell.arch,
+        cuda_home=cuda_home,
+        cache_dir=cache_dir,
+        cuda_libraries=cell.build.cuda_libraries if in_cuda_home else (),
+        builds_in_cuda_home=in_cuda_home,
+    )
+
+
+def cuda_home_of(toolchain: Toolchain) -> Path | None:
+    """The CUDA_HOME a cmake or torch cell builds with: the one made of the toolkit and the
+    cell's CUDA libraries (without nvcc where PyPI has none), else nvcc's own tree; None
+    where the toolchain has neither."""
+    if toolchain.build_home is not None:
+        return toolchain.build_home
+    return toolchain.cuda_home if toolchain.plan.device_compiler == "nvcc" else None
 
 
 def environment_of(cell: Cell) -> EnvironmentSpec | None:

@@ -20,10 +20,20 @@ first such compile records itself at RELEASE_ARCH_STOP (the build watches for it
 the whole build), prints one line and exits EXIT_STOPPED; any compile after it exits so
 too without compiling.
 
-Where the build names RELEASE_COMPILE_RECORDS, the compile runs as a child and, once it
-succeeds, the fatbins of the object it wrote are recorded there
-(release.backends.compiled): the build then holds its wheel's device code to them. The
-pure parts are `rewritten`, `output_of` and release.backends.archflags.
+A CMake cell's CMAKE_CUDA_COMPILER is a script of the cell's (RELEASE_NVCC_SCRIPT) that
+runs `launch REAL ARGS...`: a compile launcher of the project's own and a custom command
+that runs ${CMAKE_CUDA_COMPILER} go through the wrapper too. Where the wrapper launches a
+line that names the script, it runs REAL (RELEASE_NVCC_REAL) in its place: a compile
+cache then sees nvcc itself, and no compile goes through the wrapper twice.
+
+Where the build names RELEASE_COMPILE_RECORDS, the step runs as a child and, once it
+succeeds and has written its output, the device code the output holds that none of its
+inputs holds is recorded there, where every piece its inputs hold is recorded already
+(release.backends.compiled); else which input brought an unrecorded piece is noted. A
+compile records what it made, a device link what it linked from recorded objects, and a
+link of a prebuilt object nothing: the build then holds its wheel's device code to the
+records. The pure parts are `rewritten`, `output_of`, `step_of`, `swapped` and
+release.backends.archflags.
 """
 
 from __future__ import annotations
@@ -33,11 +43,19 @@ import re
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from release import proc
-from release.backends.archflags import EXIT_STOPPED, Stop, from_cmake, stop_line, stop_of
-from release.backends.compiled import digests
+from release.backends.archflags import (
+    EXIT_STOPPED,
+    NOT_A_COMPILE,
+    Stop,
+    from_cmake,
+    stop_line,
+    stop_of,
+)
+from release.backends.compiled import ORIGINS, Piece, pieces, recorded_digests, step_record
 
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9._/+-]+")
 
@@ -96,30 +114,178 @@ def output_of(args: Sequence[str]) -> str | None:
     return None
 
 
+WRITES_NOTHING = NOT_A_COMPILE | {"-dryrun"}  # nvcc takes long options with one dash too
+
+
+@dataclass(frozen=True, kw_only=True)
+class Step:
+    """What an nvcc line writes and reads: its output, the files it names (sources,
+    objects, static libraries, fatbins, cubins: any of them may be an input), and the
+    libraries it links by name (`-lNAME`) with the directories it names for them."""
+
+    output: str
+    named: tuple[str, ...]
+    libraries: tuple[str, ...] = ()
+    library_dirs: tuple[str, ...] = ()
+
+
+def _option_values(args: Sequence[str], short: str, long: str) -> list[str]:
+    """The values of an option given as `-xV`, `-x V`, `--long V` or `--long=V`."""
+    values = []
+    for index, arg in enumerate(args):
+        following = args[index + 1] if index + 1 < len(args) else None
+        if arg in (short, long) and following is not None:
+            values.append(following)
+        elif arg.startswith(f"{long}="):
+            values.append(arg.split("=", 1)[1])
+        elif arg.startswith(short) and len(arg) > len(short) and not arg.startswith("--"):
+            values.append(arg[len(short) :])
+    return values
+
+
+def step_of(args: Sequence[str]) -> Step | None:
+    """The step the nvcc arguments `args` describe (None: one that writes no output, a
+    dry run or a preprocessing, or one whose output it does not name)."""
+    output = output_of(args)
+    if output is None or any(arg in WRITES_NOTHING for arg in args):
+        return None
+    values = {"-o", "--output-file", "-l", "--library", "-L", "--library-path"}
+    named = [
+        arg
+        for previous, arg in zip(["", *args], args, strict=False)
+        if previous not in values and not arg.startswith("-") and arg != output
+    ]
+    return Step(
+        output=output,
+        named=tuple(dict.fromkeys(named)),
+        libraries=tuple(_option_values(args, "-l", "--library")),
+        library_dirs=tuple(_option_values(args, "-L", "--library-path")),
+    )
+
+
+def compiler_index(command: Sequence[str], real: str | None) -> int:
+    """Where the compiler sits in a launched line: REAL, else the first word named nvcc
+    (0 where neither is in it)."""
+    for index, word in enumerate(command):
+        if word == real or word.rsplit("/", 1)[-1] == "nvcc":
+            return index
+    return 0
+
+
+def swapped(command: Sequence[str], *, script: str | None, real: str | None) -> list[str]:
+    """The launched line with the cell's compiler script replaced by the nvcc it runs."""
+    if not script or not real:
+        return list(command)
+    return [real if word == script else word for word in command]
+
+
+def origin_name(path: str, *, root: str | None, cwd: str) -> str:
+    """How a message names an input: its path inside the project where it lies there,
+    else its absolute path."""
+    absolute = path if path.startswith("/") else f"{cwd}/{path}"
+    if root and absolute.startswith(f"{root}/"):
+        return absolute[len(root) + 1 :]
+    return absolute
+
+
 # ---------------------------------------------------------------- edge
 
 
-def record_fatbins(output: Path, records: Path) -> None:
-    """One empty file per fatbin of the object at `output`, named by its sha256, in
-    `records` (nothing where the compile wrote no ELF file with device code)."""
+def _stamp(path: Path) -> tuple[int, int, int] | None:
     try:
-        found = digests(output.read_bytes())
+        status = path.stat()
     except OSError:
+        return None
+    return status.st_ino, status.st_mtime_ns, status.st_size
+
+
+def _held(path: Path, *, shared: bool = False) -> tuple[Piece, ...] | None:
+    """The device code of the file at `path`; None where it cannot be read as such."""
+    try:
+        return pieces(path.read_bytes(), shared=shared)
+    except OSError:
+        return None
+
+
+def _library_files(step: Step, cwd: str) -> list[Path]:
+    """The static libraries the step's `-lNAME`s name in its own `-L` directories (a
+    shared library there is linked, not copied; a name found in none is the toolkit's
+    or the system's)."""
+    found = []
+    for name in step.libraries:
+        for directory in step.library_dirs:
+            shared, static = (
+                Path(cwd, directory, f"lib{name}.so"),
+                Path(cwd, directory, f"lib{name}.a"),
+            )
+            if shared.is_file():
+                break
+            if static.is_file():
+                found.append(static)
+                break
+    return found
+
+
+def record_step(step: Step, records: Path, cwd: str, root: str | None) -> None:
+    """Record the device code the step's output holds that it made (see the module's
+    docstring); note, per unrecorded digest, which of its inputs brought it."""
+    output = _held(Path(cwd, step.output), shared=True)  # an absolute path stays as it is
+    if not output:
         return
-    if not found:
-        return
+    inputs: dict[str, tuple[Piece, ...]] = {}
+    for path in [*(Path(cwd, name) for name in step.named), *_library_files(step, cwd)]:
+        if not path.is_file():
+            continue
+        held = _held(path)
+        if held is None:
+            return  # an input it cannot read: nothing of the output is vouched for
+        inputs[str(path)] = held
+    recorded = recorded_digests(records)
+    decided = step_record(output, inputs.values(), recorded)
     records.mkdir(parents=True, exist_ok=True)
-    for digest in found:
+    for digest in decided.made:
         (records / digest).touch()
+    if decided.foreign:
+        _note_origins(decided.foreign, inputs, records / ORIGINS, step, cwd=cwd, root=root)
 
 
-def _run_and_record(command: Sequence[str], records: Path, cwd: str) -> int:
-    """Run the compile as a child; once it succeeds, record what it wrote."""
+def _note_origins(
+    foreign: Sequence[str],
+    inputs: Mapping[str, Sequence[Piece]],
+    origins: Path,
+    step: Step,
+    *,
+    cwd: str,
+    root: str | None,
+) -> None:
+    """One note per digest in `origins`: which input brought it, and what the step wrote.
+    Each appears whole (written aside, then moved in place)."""
+    origins.mkdir(parents=True, exist_ok=True)
+    wrote = origin_name(step.output, root=root, cwd=cwd)
+    for digest in foreign:
+        path = next(p for p, held in inputs.items() if any(x.digest == digest for x in held))
+        note = (
+            f"{origin_name(path, root=root, cwd=cwd)}, an input of the nvcc step that wrote {wrote}"
+        )
+        handle, aside = tempfile.mkstemp(dir=origins, prefix=".note-")
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            stream.write(note + "\n")
+        os.replace(aside, origins / digest)
+
+
+def _run_and_record(
+    command: Sequence[str], args: Sequence[str], records: Path, cwd: str, root: str | None
+) -> int:
+    """Run the step as a child; once it succeeds having written its output, record what
+    it made (`args`: the nvcc arguments of `command`)."""
+    step = step_of(args)
+    before = _stamp(Path(cwd, step.output)) if step is not None else None
     sys.stdout.flush()
     code = proc.passthrough(command)
-    output = output_of(command)
-    if code == 0 and output is not None:
-        record_fatbins(Path(cwd, output), records)  # an absolute `output` stays as it is
+    if code == 0 and step is not None:
+        after = _stamp(Path(cwd, step.output))
+        if after is not None and after != before:
+            record_step(step, records, cwd, root)
     return code
 
 
@@ -178,7 +344,9 @@ def main(argv: Sequence[str], env: Mapping[str, str]) -> int:
         return 2
     cwd = _working_directory(env)
     if argv[0] == "launch":
-        command = list(argv[1:])
+        real = env.get("RELEASE_NVCC_REAL") or None
+        command = swapped(argv[1:], script=env.get("RELEASE_NVCC_SCRIPT"), real=real)
+        args = command[compiler_index(command, real) + 1 :]
         code = _stopped(command, env, cwd)
     else:
         real, args = argv[1], list(argv[2:])
@@ -194,7 +362,8 @@ def main(argv: Sequence[str], env: Mapping[str, str]) -> int:
         return code
     records = env.get("RELEASE_COMPILE_RECORDS")
     if records:
-        return _run_and_record(command, Path(records), cwd)
+        root = env.get("RELEASE_NVCC_SOURCE_ROOT") or None
+        return _run_and_record(command, args, Path(records), cwd, root)
     sys.stdout.flush()
     os.execvp(command[0], command)  # noqa: S606  # a compiler wrapper: the compile is the point
     return 0  # not reached: execvp replaces this process or raises

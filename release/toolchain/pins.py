@@ -1,6 +1,7 @@
 """Every tool pin in one file: the PyPI packages each CUDA version's device compiler comes
-from, the host C compiler (zig), the fatbin inspector, the build tools of nvcc-driven
-backends (cmake, ninja), and the oldest pip that provisioning works with. CI's and the
+from, the CUDA libraries a cell's CUDA_HOME gets (build.cuda-libraries), the host C
+compiler (zig), the fatbin inspector, the build tools of nvcc-driven backends (cmake,
+ninja), and the oldest pip that provisioning works with. CI's and the
 release workflow's toolchain caches are keyed by this file's hash.
 
 CUDA 13.x builds with the full nvcc from PyPI wheels; CUDA 12.x has no nvcc on PyPI, so
@@ -62,6 +63,74 @@ KNOWN_CUDA: Mapping[str, CudaPins] = {
         ),
     ),
 }
+
+# The CUDA libraries a cmake or torch cell's CUDA_HOME gets from PyPI (matrix.yaml's
+# build.cuda-libraries names them as the linker does: -lnvrtc is `nvrtc`;
+# release.backends.recipe.CUDA_LIBRARY_NAMES): per CUDA version, the wheels of each library
+# with those its shared objects need at link time (cusolver links cublas, cusparse and
+# nvJitLink), at the versions the `cuda-toolkit` metapackage of that CUDA release pins in its
+# extras (13.0: cuda-toolkit==13.0.2, the Update 2 of KNOWN_CUDA's nvcc; 12.9:
+# cuda-toolkit==12.9.1, the `-cu12` names). `cudart` comes with every set, with the headers
+# its own headers include: crt/ (CUDA 13 ships it in nvidia-cuda-crt, CUDA 12 in
+# nvidia-cuda-nvcc-cu12, whose wheel holds ptxas and those headers but no nvcc) and CCCL's
+# nv/target (cuda_fp16.h includes it; CUDA 13 keeps CCCL under include/cccl/, as its
+# toolkit does).
+_CUDA_13_0_LIBRARIES = {
+    "cudart": (
+        "nvidia-cuda-runtime==13.0.96",
+        "nvidia-cuda-crt==13.0.88",
+        "nvidia-cuda-cccl==13.0.85",
+    ),
+    "nvrtc": ("nvidia-cuda-nvrtc==13.0.88",),
+    "cublas": ("nvidia-cublas==13.1.0.3",),
+    "cublasLt": ("nvidia-cublas==13.1.0.3",),
+    "cufft": ("nvidia-cufft==12.0.0.61", "nvidia-nvjitlink==13.0.88"),
+    "cufftw": ("nvidia-cufft==12.0.0.61", "nvidia-nvjitlink==13.0.88"),
+    "curand": ("nvidia-curand==10.4.0.35",),
+    "cusolver": (
+        "nvidia-cusolver==12.0.4.66",
+        "nvidia-cublas==13.1.0.3",
+        "nvidia-cusparse==12.6.3.3",
+        "nvidia-nvjitlink==13.0.88",
+    ),
+    "cusparse": ("nvidia-cusparse==12.6.3.3", "nvidia-nvjitlink==13.0.88"),
+    "nvJitLink": ("nvidia-nvjitlink==13.0.88",),
+    "nvfatbin": ("nvidia-nvfatbin==13.0.85",),
+    "cufile": ("nvidia-cufile==1.15.1.6",),
+    "nvjpeg": ("nvidia-nvjpeg==13.0.1.86",),
+    "cccl": ("nvidia-cuda-cccl==13.0.85",),  # headers only: thrust, cub, libcu++
+}
+_CUDA_12_9_LIBRARIES = {
+    "cudart": (
+        "nvidia-cuda-runtime-cu12==12.9.79",
+        "nvidia-cuda-nvcc-cu12==12.9.86",
+        "nvidia-cuda-cccl-cu12==12.9.27",
+    ),
+    "nvrtc": ("nvidia-cuda-nvrtc-cu12==12.9.86",),
+    "cublas": ("nvidia-cublas-cu12==12.9.1.4",),
+    "cublasLt": ("nvidia-cublas-cu12==12.9.1.4",),
+    "cufft": ("nvidia-cufft-cu12==11.4.1.4", "nvidia-nvjitlink-cu12==12.9.86"),
+    "cufftw": ("nvidia-cufft-cu12==11.4.1.4", "nvidia-nvjitlink-cu12==12.9.86"),
+    "curand": ("nvidia-curand-cu12==10.3.10.19",),
+    "cusolver": (
+        "nvidia-cusolver-cu12==11.7.5.82",
+        "nvidia-cublas-cu12==12.9.1.4",
+        "nvidia-cusparse-cu12==12.5.10.65",
+        "nvidia-nvjitlink-cu12==12.9.86",
+    ),
+    "cusparse": ("nvidia-cusparse-cu12==12.5.10.65", "nvidia-nvjitlink-cu12==12.9.86"),
+    "nvJitLink": ("nvidia-nvjitlink-cu12==12.9.86",),
+    "nvfatbin": ("nvidia-nvfatbin-cu12==12.9.82",),
+    "cufile": ("nvidia-cufile-cu12==1.14.1.1",),
+    "nvjpeg": ("nvidia-nvjpeg-cu12==12.4.0.76",),
+    "cccl": ("nvidia-cuda-cccl-cu12==12.9.27",),
+}
+CUDA_LIBRARY_PINS: Mapping[str, Mapping[str, tuple[Pin, ...]]] = {
+    cuda: {library: _pins(*specs) for library, specs in table.items()}
+    for cuda, table in (("12.9", _CUDA_12_9_LIBRARIES), ("13.0", _CUDA_13_0_LIBRARIES))
+}
+RUNTIME_LIBRARY = "cudart"  # in every CUDA_HOME a cell's libraries make
+
 ZIG_PINS = _pins("ziglang==0.17.1")
 # cuobjdump is on PyPI from 13.2 on; it lists the cubins and PTX of 12.9 and 13.x fatbins.
 INSPECTOR_PINS = _pins("nvidia-cuda-cuobjdump==13.2.86")

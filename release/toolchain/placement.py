@@ -6,7 +6,9 @@
   (nvcc drives the build machine's host compiler and does not cross-compile; the
   container's old glibc keeps the wheel installable where its manylinux level says);
 - cells of an nvcc-driven backend (cmake, torch) of a CUDA version PyPI has no nvcc for
-  (12.9) on the runner of their arch, in an image that carries that toolkit, by digest.
+  (12.9) on the runner of their arch, in an image that carries that toolkit, by digest;
+  unless they compile no device code (`device-code: none`): their CUDA_HOME of headers and
+  libraries comes from PyPI like the rest of the toolchain.
 """
 
 from __future__ import annotations
@@ -32,10 +34,13 @@ class Placement:
 
 
 def needs_toolkit_image(cell: Cell) -> bool:
-    """The cell's backend drives nvcc, and PyPI has none for its CUDA version."""
+    """The cell's backend drives nvcc, it compiles device code, and PyPI has no nvcc for
+    its CUDA version."""
     known = KNOWN_CUDA.get(str(cell.cuda))
-    return backend_for(cell.build.backend).needs_nvcc and (
-        known is None or known.compiler != "nvcc"
+    return (
+        backend_for(cell.build.backend).needs_nvcc
+        and not cell.host_only
+        and (known is None or known.compiler != "nvcc")
     )
 
 

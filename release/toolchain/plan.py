@@ -1,8 +1,8 @@
 """The toolchain of a cell, pure: which pinned package sets a (CUDA version, CPU arch)
-needs (`toolchain_spec`), the plan for one cell (`resolve`; `cuda_home` selects a system
-toolkit instead), the RELEASE_* build environment (`Toolchain.build_env`), what a
-toolchain is independent of where it lives (`Toolchain.identity`), and the parsers of
-tool output.
+needs (`toolchain_spec`), the CUDA libraries a cell's CUDA_HOME gets (`library_pinset`),
+the plan for one cell (`resolve`; `cuda_home` selects a system toolkit instead), the
+RELEASE_* build environment (`Toolchain.build_env`), what a toolchain is independent of
+where it lives (`Toolchain.identity`), and the parsers of tool output.
 """
 
 from __future__ import annotations
@@ -19,9 +19,11 @@ from release import proc
 from release.errors import ToolchainError
 from release.targets import ARCHES
 from release.toolchain.pins import (
+    CUDA_LIBRARY_PINS,
     GLIBC_TARGET,
     INSPECTOR_PINS,
     KNOWN_CUDA,
+    RUNTIME_LIBRARY,
     ZIG_PINS,
     DeviceCompiler,
     PinSet,
@@ -70,12 +72,30 @@ def toolchain_spec(cuda: str, host_arch: str) -> ToolchainSpec:
     )
 
 
+def library_pinset(cuda: str, host_arch: str, names: Sequence[str]) -> PinSet:
+    """The wheels of the CUDA libraries `names` (and of the runtime, which every CUDA_HOME
+    holds) for CUDA `cuda`, as one package set."""
+    known = CUDA_LIBRARY_PINS.get(cuda)
+    if known is None:
+        raise ToolchainError(
+            f"no PyPI wheels of CUDA libraries are known for CUDA {cuda!r} "
+            f"(known: {', '.join(CUDA_LIBRARY_PINS)})",
+            hint="pick a known CUDA version, or point --cuda-home / CUDA_HOME at a toolkit",
+        )
+    wanted = dict.fromkeys((RUNTIME_LIBRARY, *names))
+    pins = sorted({pin for name in wanted for pin in known[name]})
+    return PinSet(f"cuda-{cuda}-libraries", tuple(pins), host_platform(host_arch))
+
+
 @dataclass(frozen=True)
 class ToolchainPlan:
     """What a cell will build with, and where each tool comes from. Nothing is probed yet.
 
     `device` is None when a system toolkit (`cuda_home`) is used; `host_cc` is None when
-    a system C compiler (`system_cc`) is used.
+    a system C compiler (`system_cc`) is used. `libraries` are the wheels of the CUDA
+    libraries (`library_names`) that the CUDA_HOME of a cmake or torch cell gets besides
+    the toolkit (None: the toolkit's own tree is its CUDA_HOME); with an NVRTC device
+    compiler, that CUDA_HOME has no nvcc.
     """
 
     cuda: str
@@ -88,13 +108,25 @@ class ToolchainPlan:
     system_cc: tuple[str, ...] | None
     inspector: PinSet
     cache_dir: Path
+    libraries: PinSet | None = None
+    library_names: tuple[str, ...] = ()
 
     def install_dir(self, pinset: PinSet) -> Path:
         return self.cache_dir / pinset.dirname
 
     @property
     def pinsets(self) -> tuple[PinSet, ...]:
-        return tuple(p for p in (self.device, self.host_cc, self.inspector) if p is not None)
+        sets = (self.device, self.host_cc, self.inspector, self.libraries)
+        return tuple(p for p in sets if p is not None)
+
+    def libraries_text(self) -> str | None:
+        """What the CUDA_HOME made of its libraries holds, for people (None: no such one)."""
+        if self.libraries is None:
+            return None
+        return (
+            f"CUDA_HOME with {', '.join(self.library_names) or 'the runtime'} (PyPI "
+            f"{', '.join(self.libraries.requirements)})"
+        )
 
 
 def resolve(
@@ -105,11 +137,15 @@ def resolve(
     cache_dir: Path,
     host_arch: str | None = None,
     system_cc: Sequence[str] | None = None,
+    cuda_libraries: Sequence[str] = (),
+    builds_in_cuda_home: bool = False,
 ) -> ToolchainPlan:
     """Decide the toolchain of one cell. A system toolkit (`cuda_home`) wins over PyPI.
 
     `host_arch` defaults to this machine's; `system_cc` replaces zig with a C compiler
-    command (it must target `target_arch`).
+    command (it must target `target_arch`). A cell that `builds_in_cuda_home` (cmake,
+    torch) gets the wheels of its `cuda_libraries` for that CUDA_HOME, and where PyPI has
+    no nvcc for its CUDA version, a CUDA_HOME of those libraries (and the runtime) alone.
     """
     host_arch = host_arch or host_machine()
     if not re.fullmatch(r"\d{1,2}\.\d{1,2}", cuda):
@@ -127,6 +163,10 @@ def resolve(
         spec = toolchain_spec(cuda, host_arch)
         device, compiler = spec.packages, spec.device_compiler
     cc = tuple(system_cc) if system_cc else None
+    names = tuple(dict.fromkeys(cuda_libraries))
+    libraries = None
+    if builds_in_cuda_home and cuda_home is None and (names or compiler != "nvcc"):
+        libraries = library_pinset(cuda, host_arch, names)
     return ToolchainPlan(
         cuda=cuda,
         target_arch=target_arch,
@@ -138,6 +178,8 @@ def resolve(
         system_cc=cc,
         inspector=PinSet("cuobjdump", INSPECTOR_PINS, platform_tag),
         cache_dir=cache_dir,
+        libraries=libraries,
+        library_names=names if libraries is not None else (),
     )
 
 
@@ -163,6 +205,9 @@ class Toolchain:
     cuobjdump: Path
     inspector_version: str
     installed: tuple[str, ...] = field(default=())  # cache dirs this provision filled
+    # the CUDA_HOME a cmake or torch cell builds with where the plan has `libraries` (the
+    # toolkit with those libraries, or those libraries alone: release.toolchain.cudahome)
+    build_home: Path | None = None
 
     @property
     def identity(self) -> dict[str, str]:
@@ -174,11 +219,14 @@ class Toolchain:
             if self.plan.host_cc is not None
             else f"{Path(self.cc[0]).name} {self.cc_version}"
         )
-        return {
+        identity = {
             "device_compiler": f"{self.plan.device_compiler} {self.device_version}",
             "device_packages": " ".join(device),
             "host_cc": host_cc,
         }
+        if self.plan.libraries is not None:  # only where set: other keys stay as they were
+            identity["cuda_libraries"] = " ".join(self.plan.libraries.requirements)
+        return identity
 
     def build_env(self) -> dict[str, str]:
         """The RELEASE_* inputs of the csrc build (csrc/BUILDING.md) for this toolchain."""

@@ -33,15 +33,20 @@ from packaging.version import InvalidVersion, Version
 from release import proc
 from release.backends.torch_extension import torch_arch_list
 from release.errors import ConfigError
-from release.fsutil import write_atomic
+from release.fsutil import json_document, read_document, write_atomic
 from release.matrix import Cell, Matrix
 from release.matrix.load import MetadataSource
 from release.project import Naming
 from release.project.pyproject import read_pyproject
 from release.resources import script
-from release.toolchain.buildenv import environment_of, provision_environment
+from release.toolchain.buildenv import (
+    cell_plan,
+    cuda_home_of,
+    environment_of,
+    provision_environment,
+)
 from release.toolchain.cacheroot import default_cache_dir, toolchain_cache
-from release.toolchain.plan import host_machine, resolve
+from release.toolchain.plan import host_machine
 from release.toolchain.provision import Progress, provision
 
 # The build-requirement plugins whose version is the checkout's tag, as setuptools-scm says it.
@@ -143,7 +148,7 @@ def _checkout(project: Path, runner: proc.Runner, env: Mapping[str, str]) -> tup
 
 def _cached(path: Path) -> ProjectMetadata | None:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json_document(read_document(path), str(path))
         return ProjectMetadata(name=str(data["name"]), version=Version(str(data["version"])))
     except (OSError, ValueError, KeyError, TypeError, InvalidVersion):
         return None  # absent or damaged: asked again
@@ -164,8 +169,8 @@ def _hook_python(
     if cell is None or spec is None:
         return python, True, hook_environment(next(iter(matrix.cells), None), None)
     toolchains = toolchain_cache(cache_dir)
-    plan = resolve(str(cell.cuda), cell.arch, cuda_home=None, cache_dir=toolchains)
-    toolkit = provision(plan, python=python, env=env, progress=progress).cuda_home
+    plan = cell_plan(cell, cuda_home=None, cache_dir=toolchains)
+    toolkit = cuda_home_of(provision(plan, python=python, env=env, progress=progress))
     if toolkit is None:
         raise ConfigError([f"{cell.id}: the {cell.build.backend} backend needs nvcc"])
     environment = provision_environment(
@@ -310,7 +315,7 @@ def _answer(ran: proc.Completed) -> Mapping[str, object] | None:
         return None
     for line in reversed(ran.output.strip().splitlines()):
         try:
-            data = json.loads(line)
+            data = json_document(line, "the hook's answer")
         except ValueError:
             continue
         if isinstance(data, dict):

@@ -1,6 +1,7 @@
 """Provisioning, the edge: `provision` installs a plan's pinned wheels into the cache once
-(pip --target into a temp dir, then a rename) and probes every tool's real version,
-through a `proc.Runner`; a pip too old for it stops before any download.
+(pip --target into a temp dir, then a rename), probes every tool's real version, through a
+`proc.Runner`, and assembles the CUDA_HOME of the plan's CUDA libraries
+(release.toolchain.cudahome); a pip too old for it stops before any download.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from packaging.version import InvalidVersion, Version
 from release import proc
 from release.errors import ToolchainError
 from release.resources import script
-from release.toolchain.pins import PIP_FLOOR, PinSet
+from release.toolchain import cudahome
+from release.toolchain.pins import PIP_FLOOR, RUNTIME_LIBRARY, PinSet
 from release.toolchain.plan import (
     Toolchain,
     ToolchainPlan,
@@ -392,6 +394,15 @@ def provision(
     device = _device_compiler(plan, checked, python=python)
     cc, cc_version = _host_cc(plan, checked)
     cuobjdump, inspector_version = _inspector(plan, checked)
+    build_home = None
+    if plan.libraries is not None:
+        build_home = cudahome.assemble(
+            plan.cache_dir,
+            cuda=plan.cuda,
+            toolkit=device.cuda_home if plan.device_compiler == "nvcc" else None,
+            libraries=plan.install_dir(plan.libraries),
+            names=(RUNTIME_LIBRARY, *plan.library_names),
+        )
     return Toolchain(
         plan=plan,
         device_version=device.version,
@@ -404,4 +415,5 @@ def provision(
         cuobjdump=cuobjdump,
         inspector_version=inspector_version,
         installed=installed,
+        build_home=build_home,
     )

@@ -1,8 +1,11 @@
 """A torch cell's build environment: a venv of the cell's CPython holding exactly the pinned
-torch (never whatever the index serves) and the project's other build requirements, and a
-CUDA_HOME assembled from PyPI's nvcc and the CUDA library headers and link names that
-torch's own nvidia-* wheels bring. Made once per (torch, CUDA, arch, Python) in the
-toolchain cache, checked when read back.
+torch (never whatever the index serves) and the project's other build requirements (its
+own and the matrix's build.requires), and a CUDA_HOME assembled from the toolchain's (PyPI's
+nvcc, or the CUDA_HOME of the cell's CUDA libraries: release.toolchain.cudahome) and the
+CUDA library headers and link names that torch's own nvidia-* wheels bring. Made once per
+(torch, CUDA, arch, Python, index, requirements) in the toolchain cache, checked when read
+back, one CUDA_HOME per toolchain; held in use while a process builds with it
+(release.toolchain.envcache), which keeps it from being pruned.
 
 The pure core names the environment and judges what torch reports; the edge installs and
 probes it through a `proc.Runner`.
@@ -11,6 +14,7 @@ probes it through a `proc.Runner`.
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
 import shlex
@@ -27,7 +31,9 @@ from release import proc
 from release.backends.base import EnvironmentPaths, EnvironmentSpec
 from release.backends.torch_extension import CXX_WRAPPER_PATH, TorchEnvSpec
 from release.errors import ToolchainError
+from release.fsutil import json_document, read_document
 from release.resources import script
+from release.toolchain import envcache
 from release.toolchain.provision import Progress, check_pip_install, pip_config, pip_progress
 
 if sys.version_info >= (3, 11):
@@ -38,9 +44,10 @@ else:  # pragma: no cover
 MARKER = ".complete"
 
 # What the venv's torch says of itself, as JSON on one line.
-# Bumped whenever assemble_cuda_home makes a different CUDA_HOME; an environment recorded
-# with another layout gets its CUDA_HOME made again (not its venv).
-CUDA_HOME_LAYOUT = 4
+# Bumped whenever assemble_cuda_home makes a different CUDA_HOME: each layout (and each
+# toolchain) gets a CUDA_HOME of its own in the environment (`cuda_home_dir`), made again
+# without its venv.
+CUDA_HOME_LAYOUT = 5
 
 # nvcc as a torch cell's build runs it: release.toolchain.nvccwrap (names that depend on
 # the sources only, the compile cache, the cell's targets held to every compile) under the
@@ -198,11 +205,19 @@ def _link_entries(
             target.symlink_to(entry)
 
 
-def assemble_cuda_home(root: Path, toolkit: Path, site: Path, cuda: str) -> Path:
-    """CUDA_HOME for torch's cpp_extension: PyPI's nvcc (bin, nvvm), its include and lib,
-    the headers and libraries of torch's nvidia-* wheels it lacks (ATen includes
-    cublas_v2.h, cusparse.h, ...), and the link name libcudart.so (torch links -lcudart)."""
-    home = root / "cuda-home"
+def cuda_home_dir(root: Path, toolkit: Path) -> Path:
+    """The CUDA_HOME of the environment at `root` made from the toolchain's `toolkit`: one
+    for each toolkit and layout, so that a build with another one never changes it."""
+    key = hashlib.sha256(f"{toolkit}\0{CUDA_HOME_LAYOUT}".encode()).hexdigest()[:16]
+    return root / "cuda-homes" / key / "cuda-home"
+
+
+def assemble_cuda_home(home: Path, toolkit: Path, site: Path, cuda: str) -> Path:
+    """CUDA_HOME for torch's cpp_extension at `home`: the toolchain's (PyPI's nvcc: bin,
+    nvvm, include and lib; or the CUDA_HOME of the cell's CUDA libraries), the headers and
+    libraries of torch's nvidia-* wheels it lacks (ATen includes cublas_v2.h, cusparse.h,
+    ...), and the link name libcudart.so (torch links -lcudart). Its marker is written
+    last."""
     shutil.rmtree(home, ignore_errors=True)
     (home / "include").mkdir(parents=True)
     (home / "lib").mkdir()
@@ -230,6 +245,7 @@ def assemble_cuda_home(root: Path, toolkit: Path, site: Path, cuda: str) -> Path
     if not (home / "lib" / "libcudart.so").exists() and runtime:
         (home / "lib" / "libcudart.so").symlink_to(runtime[0].name)
     (home / "lib64").symlink_to("lib")  # for torch releases that look in lib64/ only
+    (home / MARKER).write_text(f"{CUDA_HOME_LAYOUT}\n", encoding="utf-8")
     return home
 
 
@@ -240,7 +256,7 @@ def venv_python(root: Path) -> Path:
 def _read_back(root: Path, spec: TorchEnvSpec) -> Mapping[str, object] | None:
     """What the marker records, if the venv it describes is still there and is the spec's."""
     try:
-        recorded = json.loads((root / MARKER).read_text(encoding="utf-8"))
+        recorded = json_document(read_document(root / MARKER), str(root / MARKER))
     except (OSError, ValueError):
         return None
     if not isinstance(recorded, dict):
@@ -252,13 +268,7 @@ def _read_back(root: Path, spec: TorchEnvSpec) -> Mapping[str, object] | None:
     return recorded
 
 
-def _current(root: Path, recorded: Mapping[str, object]) -> bool:
-    """Whether the recorded environment's CUDA_HOME is the one this version makes."""
-    nvcc = root / "cuda-home" / "bin" / "nvcc"
-    return recorded.get("cuda_home_layout") == CUDA_HOME_LAYOUT and nvcc.is_file()
-
-
-def _torch_env(root: Path, reported: Mapping[str, object]) -> TorchEnv:
+def _torch_env(root: Path, reported: Mapping[str, object], cuda_home: Path) -> TorchEnv:
     site = Path(str(reported.get("site", "")))
     lib = Path(str(reported.get("lib", "")))
     nvidia_libs = tuple(sorted(site.glob("nvidia/*/lib")))
@@ -270,7 +280,7 @@ def _torch_env(root: Path, reported: Mapping[str, object]) -> TorchEnv:
         torch_version=str(reported.get("version")),
         torch_cuda=str(reported.get("cuda")),
         lib_dirs=(lib, *nvidia_libs),
-        cuda_home=root / "cuda-home",
+        cuda_home=cuda_home,
         limited_api=limited if isinstance(limited, str) else None,
         python_include=Path(include) if isinstance(include, str) else None,
         site_packages=site if site.is_dir() else None,
@@ -287,19 +297,23 @@ def provision_torch_env(
     env: Mapping[str, str],
     progress: Progress | None = None,
 ) -> TorchEnv:
-    """The cell's torch environment in `cache_dir` (made once; a damaged one is made again).
-    `python` is the tool's own (its pip installs into the venv); `toolkit` is the root of
-    PyPI's nvcc."""
+    """The cell's torch environment in `cache_dir` (made once; a damaged one is made again),
+    held in use by this process from now on (release.toolchain.envcache). `python` is the
+    tool's own (its pip installs into the venv); `toolkit` is the toolchain's CUDA_HOME
+    (PyPI's nvcc, or the one of the cell's CUDA libraries)."""
     if not isinstance(spec, TorchEnvSpec):
         raise TypeError(f"no provisioning for a {type(spec).__name__}")
     root = cache_dir / spec.dirname
+    envcache.hold(cache_dir, spec.dirname)
     with _locked(cache_dir / f"{spec.dirname}.lock"):
         recorded = _read_back(root, spec)
-        if recorded is not None and _current(root, recorded):
-            return _torch_env(root, recorded)
         if recorded is None:
             _install(spec, root, runner=runner, python=python, env=env, progress=progress)
-        return _finish(spec, root, toolkit, runner=runner, env=env)
+            recorded = _probe(spec, root, runner=runner, env=env)
+        home = cuda_home_dir(root, toolkit)
+        if not (home / MARKER).is_file():
+            assemble_cuda_home(home, toolkit, Path(str(recorded["site"])), spec.cuda)
+        return _torch_env(root, recorded, home)
 
 
 def _install(
@@ -326,7 +340,12 @@ def _install(
         f"{spec.python} on {spec.arch}"
     )
     for command in install_commands(spec, python, venv_python(root)):
-        requirements = command[command.index("raw") + 1 :]
+        tail = command[command.index("raw") + 1 :]
+        # what it installs, without the index it names (that is in the hint)
+        requirements = [
+            arg for i, arg in enumerate(tail)
+            if arg != "--index-url" and (i == 0 or tail[i - 1] != "--index-url")
+        ]  # fmt: skip
         result = runner(
             command, env=env, separate_stderr=True, on_line=pip_progress(spec.label, progress)
         )
@@ -336,21 +355,19 @@ def _install(
         )  # fmt: skip
 
 
-def _finish(
-    spec: TorchEnvSpec, root: Path, toolkit: Path, *, runner: proc.Runner, env: Mapping[str, str]
-) -> TorchEnv:
-    """Probe the venv's torch, judge it, assemble CUDA_HOME, and write the marker last."""
+def _probe(
+    spec: TorchEnvSpec, root: Path, *, runner: proc.Runner, env: Mapping[str, str]
+) -> Mapping[str, object]:
+    """Probe the venv's torch, judge it, and write the marker last."""
     (root / MARKER).unlink(missing_ok=True)
     probed = runner(
         [str(venv_python(root)), str(script("torch_probe.py"))], env=env, separate_stderr=True
     )
     if not probed.ok:
         raise ToolchainError(proc.failure(f"importing torch {spec.torch}", probed))
-    reported = json.loads(probed.output.strip().splitlines()[-1])
+    reported = json_document(probed.output.strip().splitlines()[-1], "the torch probe")
     problem = torch_problem(spec, reported)
     if problem is not None:
         raise ToolchainError(problem)
-    assemble_cuda_home(root, toolkit, Path(reported["site"]), spec.cuda)
-    recorded = {**reported, "cuda_home_layout": CUDA_HOME_LAYOUT}
-    (root / MARKER).write_text(json.dumps(recorded, sort_keys=True) + "\n", encoding="utf-8")
-    return _torch_env(root, recorded)
+    (root / MARKER).write_text(json.dumps(reported, sort_keys=True) + "\n", encoding="utf-8")
+    return dict(reported)

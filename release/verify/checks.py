@@ -20,14 +20,13 @@ returns a `VerifyReport`; the command turns failures into a VerifyError.
 
 from __future__ import annotations
 
-import json
 import sys
 import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit
@@ -42,9 +41,11 @@ from release.credentials import (
     mask,
     secret_values,
 )
+from release.fsutil import json_document, read_document
 from release.provenance.attestation import checked_provenance
 from release.provenance.signature import PUBLIC_GOOD, Checked, ExpectedSigner, reason
-from release.records.published import Published, PublishedFile
+from release.records.published import SDIST_PURPOSE, Published, PublishedFile
+from release.records.sdistfile import sdist_archive_problems
 from release.remote import httpclient as http_edge
 from release.remote.httpclient import (
     Client,
@@ -375,11 +376,29 @@ Get = Callable[..., Download]
 def _download_checks(published: Published, pool: ThreadPoolExecutor, get: Get) -> list[Check]:
     subjects = [(f.filename, f.url, f.size, f.sha256) for f in published.files]
     subjects += [(c.filename, c.url, c.size, c.sha256) for c in published.companions]
-    fetched = list(pool.map(get, [url for _, url, _, _ in subjects]))
-    return [
-        download_check(name, url, size, sha256, got)
-        for (name, url, size, sha256), got in zip(subjects, fetched, strict=True)
+    sdists = {c.filename for c in published.companions if c.purpose == SDIST_PURPOSE}
+    fetched = list(pool.map(lambda s: get(s[1], keep=s[0] in sdists), subjects))
+    checks = []
+    for (name, url, size, sha256), got in zip(subjects, fetched, strict=True):
+        check = download_check(name, url, size, sha256, got)
+        checks.append(sdist_check(check, got, published) if name in sdists and check.ok else check)
+    return checks + [
+        Check(subject=name, check="download", ok=False, detail=UNLISTED)
+        for name in published.unlisted
     ]
+
+
+UNLISTED = "never published: the publish record lacks it, though it lists the wheels it goes with"
+
+
+def sdist_check(check: Check, got: Download, published: Published) -> Check:
+    """The download check of an sdist whose bytes are the built ones, failed where they are
+    not an sdist of the release (release.records.sdistfile: its members, its PKG-INFO)."""
+    body = got.body or b""
+    problems = sdist_archive_problems(body, check.subject, published.project, published.version)
+    if not problems:
+        return check
+    return replace(check, ok=False, detail=f"not the release's sdist: {problems[0]}")
 
 
 def _index_checks(
@@ -448,7 +467,7 @@ def _sdists_of(
     """The sdist, on the PyPI page of the default variant's wheels (the one it goes to)."""
     if not any(f.kind == "pypi" and f.local_label is None for f in files):
         return []
-    return [c for c in published.companions if c.purpose == "sdist"]
+    return [c for c in published.companions if c.purpose == SDIST_PURPOSE]
 
 
 def _pip_checks(
@@ -493,7 +512,7 @@ def _pip_checks(
                 return Check(
                     subject=file.filename, check="pip", ok=False, detail=detail, url=file.index_url
                 )
-            picked = picked_filename(json.loads(report.read_text(encoding="utf-8")))
+            picked = picked_filename(json_document(read_document(report), "pip's report"))
             ok = picked == file.filename
             detail = f"picks {picked}" if ok else f"picks {picked}, expected {file.filename}"
             return Check(

@@ -32,7 +32,7 @@ from packaging.utils import canonicalize_name
 from release.errors import ConfigError, PublishError
 from release.provenance.attestation import attests, checked_provenance, repository_of_url
 from release.provenance.signature import Checked, ExpectedSigner, check_bundle_json, reason
-from release.records.published import Published, PublishedFile
+from release.records.published import SDIST_PURPOSE, Published, PublishedFile
 from release.remote.github import GithubClient
 from release.remote.httpclient import Download, origin_of
 from release.verify.checks import (
@@ -152,7 +152,7 @@ def provenance_checks(
     checks = [_file_check(file, asking) for file in published.files]
     for companion in published.companions:
         subject = Subject(companion.filename, companion.sha256, companion.url)
-        if companion.purpose == "sdist":  # a PyPI file: PEP 740 there, else GitHub's
+        if companion.purpose == SDIST_PURPOSE:  # a PyPI file: PEP 740 there, else GitHub's
             checks.append(_sdist_check(subject, asking))
             continue
         checks.append(_companion_check(subject, sources, required=required))

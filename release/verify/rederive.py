@@ -20,7 +20,12 @@ from release.errors import ConfigError, VerifyError
 from release.matrix import GithubDestination, Matrix, PypiDestination
 from release.provenance.attestation import PROVENANCE_SUFFIX
 from release.records.manifest import sdist_filename
-from release.records.published import Published, PublishedCompanion, PublishedFile
+from release.records.published import (
+    SDIST_PURPOSE,
+    Published,
+    PublishedCompanion,
+    PublishedFile,
+)
 from release.records.release_manifest import (
     RELEASE_MANIFEST,
     ReleaseWheel,
@@ -187,7 +192,7 @@ def _pypi_sdist(
     return [
         PublishedCompanion(
             filename=name, sha256=item.sha256, size=item.size if item.size is not None else -1,
-            url=item.url, of="release", purpose="sdist",
+            url=item.url, of="release", purpose=SDIST_PURPOSE,
         )
     ]  # fmt: skip
 

@@ -39,6 +39,7 @@ from release.verify.provenance import (
     unknown_destinations,
 )
 from release.verify.rederive import latest_tags, published_from_tag
+from release.verify.served import served_checks
 
 COMMAND = "release verify"
 
@@ -91,6 +92,9 @@ def verify_release(
             unknown_destinations(one, matrix.destinations)
         signer = expected_signer(matrix, one.version, settings) if matrix else None
         report = verify(one, environ, settings, signer=signer)
+        report = replace(
+            report, checks=report.checks + tuple(served_checks(one, matrix, environ, settings))
+        )
         if settings.provenance:
             checks = provenance_of(one, matrix, target, settings, environ)
             report = replace(report, checks=report.checks + tuple(checks))

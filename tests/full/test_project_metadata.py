@@ -175,7 +175,8 @@ def test_another_project_is_asked_in_an_isolated_environment_and_its_failure_is_
     assert f"{plain / 'setup.py'}: no static [project] name and version" in line
     assert "plain-kernels needs PLAIN_HOME set" in line
     assert "Traceback" not in failed.stderr
-    assert failed.stdout == ""
+    document = json.loads(failed.stdout)  # --json's one document, which says it failed
+    assert (document["ok"], document["error"]["exit_code"]) == (False, 2)
 
     # the matrix's build.env reaches the metadata step as it reaches the build
     guarded = (

@@ -41,7 +41,7 @@ def toolkit(release_cache: Path) -> Path:
 def cuda_home(toolkit: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("torch-env")
     (root / "site").mkdir()  # no torch here: the wrapper does not need one
-    return assemble_cuda_home(root, toolkit, root / "site", "13.0")
+    return assemble_cuda_home(root / "cuda-home", toolkit, root / "site", "13.0")
 
 
 def checkout(where: Path) -> Path:

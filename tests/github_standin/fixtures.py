@@ -1,7 +1,7 @@
 """pytest fixtures of the stand-in GitHub.
 
 Import them into a conftest.py (``from tests.github_standin.fixtures import
-github_standin``); tests/integration/conftest.py does.
+github_standin``); tests/integration/conftest.py and tests/full/conftest.py do.
 """
 
 from __future__ import annotations

@@ -38,7 +38,8 @@ Usage::
         gh.request_log                         # tuple[LoggedRequest]
 
 As a pytest fixture (function-scoped, fresh state, repository ``DEFAULT_REPO`` =
-``k3-org/k3-kernels`` already added); ``tests/integration/conftest.py`` re-exports it::
+``k3-org/k3-kernels`` already added); the conftest.py of tests/integration and tests/full
+re-export it::
 
     from tests.github_standin.fixtures import github_standin  # in a conftest.py
 

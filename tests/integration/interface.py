@@ -67,6 +67,7 @@ SECONDS = "<seconds>"
 CPUS = "<cpu_count>"
 
 TIMING_KEYS = frozenset({"seconds"})  # wall-clock fields of the documents: zeroed
+MEASURED_KEYS = frozenset({"bytes", "entries"})  # what the cache holds on this disk: zeroed
 # wall-clock time inside a message: "gave up at the retry limit after 5 attempts in 15 s"
 ELAPSED = re.compile(r"(\battempts? in )\d+(?:\.\d+)? s\b")
 PARALLEL_KEYS = frozenset({"RELEASE_JOBS"})  # os.cpu_count() // --jobs: the machine's
@@ -79,8 +80,8 @@ DROPPED = frozenset(
     {"CI", "CUDA_HOME", "SOURCE_DATE_EPOCH", "COLUMNS", "NO_COLOR", "FORCE_COLOR", "NO_PROXY"}
 )
 COMMANDS = (
-    "init", "matrix", "nccl", "doctor", "build", "publish", "verify", "plan", "pins", "gpu-gate",
-    "env",
+    "init", "matrix", "nccl", "doctor", "build", "publish", "verify", "audit", "plan", "pins",
+    "gpu-gate", "env",
 )  # fmt: skip
 
 Tier = Literal["fast", "full"]
@@ -234,6 +235,13 @@ INVOCATIONS = (
         "verify-tag-unreachable",
         ("verify", "--tag", "k3-kernels-v0.1.0", "--json", "--github-api-url", UNREACHABLE),
     ),
+    # audit: its document's schema, an index out of reach (exit 7), a line that is no URL
+    Invocation("audit-schema", ("audit", "--schema"), stdout="text"),
+    Invocation(
+        "audit-unreachable",
+        ("audit", f"{UNREACHABLE}/simple/k3-kernels/", "--attempts", "1", "--json"),
+    ),
+    Invocation("audit-not-a-url", ("audit", "ftp://example.invalid/k3_kernels.whl", "--json")),
     Invocation("pins-no-record", ("pins", "--dist", f"{TMP}/dist", "--json")),
     Invocation("pins-no-dist", ("pins", "--dist", f"{TMP}/nodist", "--json")),
 )
@@ -261,7 +269,8 @@ def normalise(value: Any, places: Placeholders, *, key: str | None = None) -> An
       repository root, each as given and resolved; the unreachable API URL) becomes its
       placeholder, in every string, the longest first;
     - timing: a `seconds` field (anywhere) becomes 0, and the wall-clock time of a retry
-      message ("after 5 attempts in 15 s") becomes `<seconds>`;
+      message ("after 5 attempts in 15 s") becomes `<seconds>`; a `bytes` or `entries`
+      field (what a part of the cache holds on this disk) becomes 0;
     - a `RELEASE_JOBS` value equal to this machine's CPU count becomes `<cpu_count>`
       (another value is kept: it would be a change).
 
@@ -272,7 +281,11 @@ def normalise(value: Any, places: Placeholders, *, key: str | None = None) -> An
         return {k: normalise(v, places, key=k) for k, v in value.items()}
     if isinstance(value, list):
         return [normalise(v, places) for v in value]
-    if key in TIMING_KEYS and isinstance(value, int | float) and not isinstance(value, bool):
+    if (
+        key in TIMING_KEYS | MEASURED_KEYS
+        and isinstance(value, int | float)
+        and not isinstance(value, bool)
+    ):
         return 0
     if key in PARALLEL_KEYS and value == str(os.cpu_count()):
         return CPUS

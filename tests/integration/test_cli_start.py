@@ -36,6 +36,7 @@ VERSION_MODULES = frozenset(
         "release.credentials",
         "release.errors",
         "release.fsutil",
+        "release.github_names",
         "release.proc",
         "release.targets",
     }

@@ -24,7 +24,9 @@ from typing import Any
 
 import pytest
 from packaging.version import Version
+from ruamel.yaml import YAML
 
+from release.cli import main
 from tests.integration.torchindex import CUDA12, CUDA13, metadata_of
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -350,3 +352,53 @@ def test_a_directory_no_backend_fits_is_one_line_and_nothing_written(tmp_path: P
     assert bad.returncode == 2
     assert "the URL holds credentials" in bad.stderr
     assert "u:p" not in bad.stderr
+
+
+# Directory names YAML and GitHub Actions read as something (issue 49, F1): each a project
+# inside one repository, so that the workflow names it.
+HOSTILE_NAMES = [
+    "x: y", "a #b", "{a}", "[x]", "*s", "&a", "!t", "- d", "`b` $(id)", "'q\"", "%p |>",
+    "é 日本 \U0001f600", "${HOME}", "? @x, ~", "null",
+]  # fmt: skip
+
+
+def test_the_workflow_written_for_a_hostile_directory_name_is_actionlint_and_zizmor_clean(
+    tmp_path: Path,
+) -> None:
+    """F1: for each name, the workflow reads back with the name exactly and no expression
+    but the tool's, and the real actionlint and zizmor find nothing in it; a name holding
+    `${{` or a newline is refused, nothing written."""
+    workflows = []  # written in-process; one run of each linter for them all
+    for number, name in enumerate(HOSTILE_NAMES):
+        root = tmp_path / f"repo{number}"
+        project = copy(FIXTURES / "cmake_kernels", root / name)
+        (root / ".git").mkdir()
+        assert main(["init", str(project)]) == 0, name
+        workflow = root / ".github" / "workflows" / "release.yml"
+        jobs = YAML(typ="safe").load(workflow.read_text(encoding="utf-8"))["jobs"]
+        assert jobs["build"]["with"]["matrix"] == jobs["verify"]["with"]["matrix"]
+        assert jobs["build"]["with"]["matrix"] == f"{name}/matrix.yaml"
+        workflows.append(workflow)
+    bin_dir = Path(sys.executable).parent
+    linted = subprocess.run(
+        [str(bin_dir / "actionlint"), "-shellcheck=", "-pyflakes=", "-format", "{{json .}}"]
+        + [str(w) for w in workflows],
+        capture_output=True, text=True, check=False, cwd=tmp_path,
+    )  # fmt: skip
+    assert linted.returncode == 0, linted.stdout + linted.stderr
+    audited = subprocess.run(
+        [str(bin_dir / "zizmor"), "--offline", "--format", "json", *map(str, workflows)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert json.loads(audited.stdout) == [], audited.stdout
+    assert audited.returncode == 0, audited.stderr
+    for refused in ("${{ github.event.head_commit.message }}", "a\nb"):
+        root = tmp_path / "refused"
+        project = copy(FIXTURES / "cmake_kernels", root / refused)
+        (root / ".git").mkdir()
+        done = release(tmp_path, "init", str(project))
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.startswith("error: the matrix's path ")
+        assert not (root / ".github").exists()
+        assert not (project / "matrix.yaml").exists()
+        shutil.rmtree(root)

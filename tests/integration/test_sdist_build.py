@@ -110,6 +110,24 @@ def test_compare_rebuilds_the_sdists_cell_out_of_the_unpacked_sdist(tmp_path: Pa
         from_the_sdist(settings, reference, sdist.parent, tmp_path / "z")
 
 
+def test_a_file_linked_from_out_of_the_project_stops_the_sdist(tmp_path: Path) -> None:
+    """Issue 49, F5: csrc's backend reads a file through its symlink, as backends do; one
+    that points out of the project (a private key) is refused by name, nothing written."""
+    key = tmp_path / "home" / ".ssh" / "id_rsa"
+    key.parent.mkdir(parents=True)
+    key.write_text("-----BEGIN OPENSSH PRIVATE KEY-----\n")
+    where = checkout(tmp_path / "a", EPOCH)
+    link = where / "csrc" / "tools" / "deploy_key"
+    link.symlink_to(key)
+    with pytest.raises(BuildError) as caught:
+        built(where, tmp_path)
+    assert caught.value.message == (
+        f"k3_kernels-0.1.0.tar.gz: k3_kernels-0.1.0/tools/deploy_key is {link} -> {key}, "
+        f"a symlink out of {where / 'csrc'}"
+    )
+    assert not list((where / "dist").glob("*.tar.gz"))
+
+
 ONE_CELL = """project: csrc
 defaults: {arches: [x86_64], sms: [90], manylinux: "2_28"}
 cuda:

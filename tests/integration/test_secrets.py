@@ -1,9 +1,11 @@
 """Credentials never appear in output, logs, reports, the publish record or exceptions,
 in failing runs (wrong password: 403 from pypiserver; bad token: 401 from the stand-in)
-and in succeeding ones."""
+and in succeeding ones; nor do the credentials of a URL given on the command line (issue
+49: verify's table and --json, init's torch index, the subprocess runner's logs)."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import subprocess
@@ -12,12 +14,17 @@ from pathlib import Path
 
 import pytest
 
+from release import proc
 from release.cli import main
 from release.errors import PublishError
 from release.publish.run import PublishSettings, publish
 from tests.github_standin import GitHubStandIn
+from tests.integration.test_init import FIXTURES, copy, index
+from tests.integration.test_init import release as release_at
 from tests.integration.test_publish_e2e import both
 from tests.pypi_server import PypiServer
+
+__all__ = ["index"]  # the stand-in torch index, a fixture of test_init's
 
 BAD_GITHUB = "ghp_SECRETSECRETSECRETSECRETSECRET0123"
 BAD_PYPI = "pypi-AgEIcHlwaS5vcmcSECRETSECRETSECRET0123456789"
@@ -114,3 +121,88 @@ def test_succeeding_runs_leak_no_credential(  # noqa: PLR0917  # pytest fixtures
     assert_absent(
         [pypiserver.password, github_standin.token], out, err, caplog.text, files_text(tmp_path)
     )
+
+
+URL_SECRET = "url-S3cr3t-0042"
+
+
+def everything_written(root: Path, *, leaving_out: tuple[Path, ...] = ()) -> str:
+    return "\n".join(
+        path.read_text(encoding="utf-8", errors="replace")
+        for path in sorted(root.rglob("*"))
+        if path.is_file() and path not in leaving_out
+    )
+
+
+def test_verify_shows_an_index_url_without_its_credentials(
+    pypiserver: PypiServer, github_standin: GitHubStandIn, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """F26: `verify --index-url pypi=http://u:SECRET@host/simple/` showed the password in
+    its table and in --json's `url`. The URL keeps working (pip gets it whole); what is
+    shown and written has `***` where its credentials were."""
+    release = both(tmp_path, pypiserver, github_standin)
+    for key, value in pypiserver.env().items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("GITHUB_TOKEN", github_standin.token)
+    assert main(["publish", "--dist", str(release.dist)]) == 0
+    capsys.readouterr()
+    monkeypatch.delenv("TWINE_PASSWORD")  # the password reaches verify in the URL alone
+    summary = tmp_path / "reports" / "summary.md"
+    summary.parent.mkdir()
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    private = pypiserver.index_url.replace(
+        "http://", f"http://{pypiserver.username}:{pypiserver.password}@"
+    )
+    tokened = f"{pypiserver.index_url}?token={URL_SECRET}"
+    reports = tmp_path / "reports"
+    for override, secret in ((private, pypiserver.password), (tokened, URL_SECRET)):
+        code = main(["verify", "--dist", str(release.dist), "--no-provenance", "--attempts", "1",
+                     "--index-url", f"pypi={override}", "--json", "--json-file",
+                     str(reports / "v.json"), "--markdown", str(reports / "v.md")])  # fmt: skip
+        out, err = capsys.readouterr()
+        document = json.loads(out)
+        assert secret not in out + err + everything_written(reports)
+        pip = [c for c in document["checks"] if c["check"] == "pip" and "+" not in c["subject"]]
+        assert pip, document["checks"]
+        shown = override.replace(pypiserver.password, "").replace(URL_SECRET, "")
+        shown = shown.replace(f"{pypiserver.username}:@", "***@").replace("token=", "token=***")
+        assert {c["url"] for c in pip} == {shown}
+        assert shown in err  # the table
+        assert code == document["error"]["exit_code"]  # downloads need TWINE_*: 401
+        if secret == pypiserver.password:  # the credentials reached pip: it resolved the wheel
+            assert all(c["ok"] for c in pip), pip
+
+
+def test_init_shows_the_torch_index_without_its_token(tmp_path: Path, index: str) -> None:
+    """F28, what is printed: the index init asks, as every message, table and the --json
+    document name it. (matrix.yaml refusing a credential is the other half of F28.)"""
+    project = copy(FIXTURES / "torch_ops", tmp_path / "ops")
+    report = tmp_path / "init.json"
+    tokened = f"{index}?token={URL_SECRET}"
+    done = release_at(tmp_path, "init", str(project), "--torch-index", tokened, "--json",
+                      "--json-file", str(report))  # fmt: skip
+    assert "Traceback" not in done.stderr
+    assert URL_SECRET not in done.stdout + done.stderr
+    leaving_out = (project / "matrix.yaml",)  # where it is refused, or holds the URL as given
+    assert URL_SECRET not in everything_written(tmp_path, leaving_out=leaving_out)
+    assert json.loads(done.stdout) == json.loads(report.read_text())
+    assert "token=***" in done.stdout + done.stderr
+
+
+def test_the_subprocess_runner_logs_and_returns_no_url_credential(tmp_path: Path) -> None:
+    """release.proc masks what a child prints, the command it logs and the line to
+    reproduce it: `token@` and `?token=` as well as `user:password@`."""
+    urls = [
+        f"https://{URL_SECRET}@h/simple/",
+        f"https://h/simple/?token={URL_SECRET}",
+        f"https://u:{URL_SECRET}@h/",
+        f"s3://b/p?endpoint=http://u:{URL_SECRET}@minio",
+    ]
+    log = tmp_path / "child.log"
+    cmd = ["sh", "-c", 'for u in "$@"; do echo "$u"; echo "$u" >&2; done', "sh", *urls]
+    done = proc.run(cmd, env=dict(os.environ), log=log, separate_stderr=True)
+    assert done.ok
+    assert done.output.count("***") == len(urls)
+    again = proc.reproduce_command(cmd, {"PIP_INDEX_URL": urls[0]}, tmp_path, parent={})
+    assert URL_SECRET not in done.output + done.stderr + log.read_text() + again

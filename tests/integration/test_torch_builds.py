@@ -32,16 +32,16 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from release.building.settings import CellFailure
-from release.building.torchcell import index_torches, stable_pin
-from release.inspection.torchcuda import other_cuda_problems
+from release.building.torchcell import index_torches, other_cuda_problems, stable_pin
+from release.errors import ToolchainError
+from release.inspection.torchcuda import IndexTorches, TorchIndex
 from release.matrix import Cell, load_matrix
 from release.records.manifest import Manifest, WheelEntry, write_manifest
-from release.targets import CudaVersion
-from release.toolchain.torchbuilds import read_index_torches
-from tests.integration.torchindex import CUDA13, TorchIndex, pypi_like, serving
+from tests.integration.torchindex import CUDA13, StandInIndex, pypi_like, serving
 
 RELEASE = Path(sys.executable).with_name("release")
-ELF = Path(__file__).resolve().parents[1] / "data" / "elf" / "x86_64-needs-cudart.so"
+# a real shared object that NEEDs libc10.so and libnvrtc.so.13 (tests/data/elf/README)
+ELF = Path(__file__).resolve().parents[1] / "data" / "elf" / "x86_64-needs-runtime-libs.so"
 AT_LEAST = SpecifierSet(">=2.10")
 
 STABLE_SETUP = """\
@@ -88,7 +88,7 @@ gpu-gate:
 
 
 @pytest.fixture(scope="module")
-def pypi() -> Iterator[TorchIndex]:
+def pypi() -> Iterator[StandInIndex]:
     with serving(pypi_like()) as index:
         yield index
 
@@ -118,9 +118,16 @@ def release(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
 # - reading the index
 
 
-def test_each_release_is_read_with_its_cuda_from_pep_658_metadata(pypi: TorchIndex) -> None:
+def releases_of(
+    index_url: str, arch: str, asked: SpecifierSet, python: str | None = None
+) -> IndexTorches:
+    """What a fresh reader of `index_url` says (each test asks its own index anew)."""
+    return TorchIndex(index_url).releases(arch, asked, python=python)
+
+
+def test_each_release_is_read_with_its_cuda_from_pep_658_metadata(pypi: StandInIndex) -> None:
     pypi.requests.clear()
-    torches = read_index_torches(pypi.url, "x86_64", AT_LEAST, python="3.11")
+    torches = releases_of(pypi.url, "x86_64", AT_LEAST, "3.11")
     assert [(str(b.version), str(b.built_for)) for b in torches.builds] == [
         ("2.10.0", "CUDA 12.8"),
         ("2.11.0", "CUDA 13.0"),
@@ -143,7 +150,7 @@ def test_without_announced_metadata_the_wheel_is_read_by_ranges_never_whole(
 ) -> None:
     with serving(pypi_like(announce_metadata=False)) as index:
         index.json_page = json_page
-        torches = read_index_torches(index.url, "x86_64", SpecifierSet(">=2.10,<2.12"))
+        torches = releases_of(index.url, "x86_64", SpecifierSet(">=2.10,<2.12"))
     assert [(str(b.version), b.built_for.major) for b in torches.builds] == [
         ("2.10.0", 12),
         ("2.11.0", 13),
@@ -156,12 +163,25 @@ def test_without_announced_metadata_the_wheel_is_read_by_ranges_never_whole(
     assert index.served_wheel_bytes < len(next(iter(index.wheels.values())))
 
 
+def test_a_server_that_ignores_ranges_is_said_as_such_after_one_request() -> None:
+    index = pypi_like(announce_metadata=False)
+    index.ignores_ranges = True
+    with serving(index) as served, pytest.raises(ToolchainError) as raised:
+        releases_of(served.url, "x86_64", SpecifierSet("==2.11.0"), "3.11")
+    assert raised.value.message == (
+        "cannot read the METADATA of torch-2.11.0-cp311-cp311-manylinux_2_28_x86_64.whl on its "
+        "index: the index announces no PEP 658 metadata file for it, and its server answers a "
+        "range request with HTTP 200"
+    )
+    assert [r for p, r in index.requests if p.endswith(".whl")] == ["bytes=0-0"]
+
+
 def test_a_pytorch_shaped_index_says_the_cuda_in_its_labels() -> None:
-    cu129 = TorchIndex(announce_metadata=False)
+    cu129 = StandInIndex(announce_metadata=False)
     for version in ("2.9.1+cu129", "2.10.0+cu129", "2.11.0+cu129"):
         cu129.add(version, CUDA13)  # the label decides, whatever the METADATA says
     with serving(cu129) as index:
-        torches = read_index_torches(index.url, "x86_64", AT_LEAST)
+        torches = releases_of(index.url, "x86_64", AT_LEAST)
     assert [(str(b.version), b.built_for.version) for b in torches.builds] == [
         ("2.10.0", "12.9"),
         ("2.11.0", "12.9"),
@@ -171,7 +191,7 @@ def test_a_pytorch_shaped_index_says_the_cuda_in_its_labels() -> None:
 
 
 def test_an_index_without_torch_is_a_toolchain_error_naming_it(tmp_path: Path) -> None:
-    with serving(TorchIndex()) as index:
+    with serving(StandInIndex()) as index:
         project = stable_project(tmp_path / "p", index.url, "2.11.0")
         done = release(tmp_path, "build", "--matrix", str(project / "matrix.yaml"), "--dry-run")
     assert done.returncode == 0, done.stderr
@@ -185,7 +205,7 @@ def test_an_index_without_torch_is_a_toolchain_error_naming_it(tmp_path: Path) -
 
 
 def test_a_cuda_13_wheel_with_target_2_10_requires_torch_2_11(
-    pypi: TorchIndex, tmp_path: Path
+    pypi: StandInIndex, tmp_path: Path
 ) -> None:
     cell = cell_of(stable_project(tmp_path / "p", pypi.url, "2.11.0"))
     torches = index_torches(cell, Version("2.10"))
@@ -194,7 +214,7 @@ def test_a_cuda_13_wheel_with_target_2_10_requires_torch_2_11(
 
 
 def test_a_build_against_a_newer_torch_fails_unless_matrix_yaml_says_so(
-    pypi: TorchIndex, tmp_path: Path
+    pypi: StandInIndex, tmp_path: Path
 ) -> None:
     cell = cell_of(stable_project(tmp_path / "default", pypi.url, "2.14.1"))
     torches = index_torches(cell, Version("2.10"))
@@ -215,7 +235,7 @@ def test_a_build_against_a_newer_torch_fails_unless_matrix_yaml_says_so(
 
 
 def test_the_dry_run_says_which_torch_and_why_and_the_build_refuses_before_provisioning(
-    pypi: TorchIndex, tmp_path: Path
+    pypi: StandInIndex, tmp_path: Path
 ) -> None:
     project = stable_project(tmp_path / "p", pypi.url, "2.14.1")
     matrix = str(project / "matrix.yaml")
@@ -250,7 +270,7 @@ def test_the_dry_run_says_which_torch_and_why_and_the_build_refuses_before_provi
 
 
 def test_init_pins_the_oldest_torch_a_stable_abi_wheel_admits(
-    pypi: TorchIndex, tmp_path: Path
+    pypi: StandInIndex, tmp_path: Path
 ) -> None:
     project = stable_project(tmp_path / "p", pypi.url, "unused")
     (project / "matrix.yaml").unlink()
@@ -268,16 +288,21 @@ def test_init_pins_the_oldest_torch_a_stable_abi_wheel_admits(
 # - the refusal
 
 
-def test_a_wheel_whose_requirement_admits_torch_2_10_is_refused(pypi: TorchIndex) -> None:
-    torches = read_index_torches(pypi.url, "x86_64", AT_LEAST)
-    library = ELF.read_bytes().replace(b"libcudart.so.12", b"libcudart.so.13")
-    problems = other_cuda_problems(wheel_bytes("torch>=2.10", library), torches, CudaVersion(13, 0))
+def test_a_wheel_whose_requirement_admits_torch_2_10_is_refused(
+    pypi: StandInIndex, tmp_path: Path
+) -> None:
+    """The inspection's `torch` rule (release.inspection.cudalibs), as the build applies it
+    to a stable-ABI wheel against its cell's index."""
+    cell = cell_of(stable_project(tmp_path / "p", pypi.url, "2.11.0"))
+    torches = index_torches(cell, Version("2.10"))
+    library = ELF.read_bytes()
+    problems = other_cuda_problems(wheel_bytes("torch>=2.10", library), cell, torches)
     assert problems == [
-        f"torch>=2.10 admits torch 2.10.0, built for CUDA 12.8 on {pypi.url}: this wheel "
-        "needs libcudart.so.13, so pip would install a torch it cannot load beside"
+        f"requires torch>=2.10, which admits torch 2.10.0 (CUDA 12) on {pypi.url}; "
+        "stable_ops/_C.abi3.so needs libnvrtc.so.13"
     ]
     fine = wheel_bytes("torch>=2.11", library)
-    assert other_cuda_problems(fine, torches, CudaVersion(13, 0)) == []
+    assert other_cuda_problems(fine, cell, torches) == []
 
 
 # - the GPU gate's plan
@@ -331,7 +356,7 @@ def gate_plan(tmp_path: Path, project: Path, dist: Path) -> dict[str, Any]:
 
 
 def test_the_gate_runs_a_stable_abi_wheel_beside_its_oldest_and_newest_torch(
-    pypi: TorchIndex, tmp_path: Path
+    pypi: StandInIndex, tmp_path: Path
 ) -> None:
     project = stable_project(tmp_path / "p", pypi.url, "2.11.0")
     plan = gate_plan(tmp_path, project, dist_of(project, "torch>=2.11"))
@@ -348,7 +373,7 @@ def test_the_gate_runs_a_stable_abi_wheel_beside_its_oldest_and_newest_torch(
 
 
 def test_the_gate_runs_a_regular_wheel_beside_its_pinned_torch(
-    pypi: TorchIndex, tmp_path: Path
+    pypi: StandInIndex, tmp_path: Path
 ) -> None:
     project = stable_project(tmp_path / "p", pypi.url, "2.14.1")
     plan = gate_plan(tmp_path, project, dist_of(project, "torch==2.14.*"))

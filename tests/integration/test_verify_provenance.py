@@ -25,7 +25,7 @@ from release.remote.httpclient import fetch
 from release.verify.checks import Check, VerifySettings
 from release.verify.provenance import GITHUB_ROUTE, ProvenanceSources, provenance_checks
 from release.verify.run import VerifyTarget, provenance_of
-from tests.github_standin import DEFAULT_REPO, GitHubStandIn
+from tests.github_standin import DEFAULT_REPO, Fault, GitHubStandIn
 from tests.integration.test_github_answers import release_env
 from tests.integration.test_publish_e2e import serve
 from tests.integration.test_verify import (
@@ -140,6 +140,30 @@ def test_a_record_entry_whose_destination_the_matrix_does_not_name_is_an_error(
         f"{MODELS}: its destination 'cu130' is not in the matrix (it names github, pypi)"
     )
     assert github_standin.request_log == ()  # refused before anything was asked
+
+
+DEEP = "[" * 980 + "]" * 980
+
+
+@pytest.mark.parametrize("required", [False, True], ids=["not-required", "required"])
+def test_an_attestations_answer_nested_980_deep_is_one_failed_check(
+    github_standin: GitHubStandIn, required: bool
+) -> None:
+    """Issue 49, F14: GitHub's answer is read by the bounded reader (release.fsutil): one
+    line of why, never a RecursionError, whether provenance is required or not."""
+    github_standin.faults.add(
+        Fault(path=r"/attestations/", status=200, count=10,
+              body='{"attestations": [{"bundle": ' + DEEP + "}]}",
+              headers={"content-type": "application/json"})
+    )  # fmt: skip
+    wheel = attested_file(github_standin, DEFAULT_REPO, recorded(f"{MODELS}.sigstore"))
+    settings = replace(FAST, require_provenance=required)
+    check = checks_of(github_standin, release_of(wheel), DEFAULT_REPO, settings)[MODELS]
+    assert not check.ok
+    assert check.detail.startswith(
+        "provenance not read: GitHub answered `list the attestations of sha256:"
+    )
+    assert check.detail.endswith("(nested too deep: more than 64 levels)")
 
 
 def test_a_pypi_file_without_pep740_uses_its_github_build_provenance_and_says_so(

@@ -5,7 +5,7 @@ holds that METADATA and answers HTTP range requests. The METADATA is PyPI's own 
 2.10.0 (CUDA 12.8: `nvidia-cuda-runtime-cu12==12.8.90`) and 2.11.0 (CUDA 13:
 `cuda-toolkit[...]==13.0.2`), its description left out (tests/data/torch_index), given to
 the other releases with their version. It records each request (its path and Range
-header) and the wheel bytes it served.
+header) and the wheel bytes it served; it can ignore range requests, as some servers do.
 """
 
 from __future__ import annotations
@@ -56,12 +56,13 @@ def wheel_of(version: str, metadata: bytes) -> bytes:
 
 
 @dataclass
-class TorchIndex:
+class StandInIndex:
     """What the stand-in serves: files by name, and whether the page announces PEP 658."""
 
     url: str = ""  # its simple index root, `http://127.0.0.1:PORT/simple/`
     announce_metadata: bool = True
     json_page: bool = True  # False: the PEP 503 HTML page, whatever the client accepts
+    ignores_ranges: bool = False  # True: a wheel is answered whole (200), Range or not
     wheels: dict[str, bytes] = field(default_factory=dict)
     metadata: dict[str, bytes] = field(default_factory=dict)
     requests: list[tuple[str, str | None]] = field(default_factory=list)  # (path, Range)
@@ -101,7 +102,7 @@ class TorchIndex:
         return f"<html><body>\n{anchors}</body></html>\n".encode(), "text/html"
 
 
-def _handler(index: TorchIndex) -> type[BaseHTTPRequestHandler]:
+def _handler(index: StandInIndex) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             index.requests.append((self.path, self.headers.get("Range")))
@@ -120,7 +121,7 @@ def _handler(index: TorchIndex) -> type[BaseHTTPRequestHandler]:
 
         def _wheel(self, data: bytes) -> None:
             wanted = re.fullmatch(r"bytes=(\d+)-(\d+)", self.headers.get("Range", ""))
-            if wanted is None:
+            if wanted is None or index.ignores_ranges:
                 index.served_wheel_bytes += len(data)
                 self._send(200, data)
                 return
@@ -150,7 +151,7 @@ def _handler(index: TorchIndex) -> type[BaseHTTPRequestHandler]:
 
 
 @contextmanager
-def serving(index: TorchIndex) -> Iterator[TorchIndex]:
+def serving(index: StandInIndex) -> Iterator[StandInIndex]:
     """`index` served on a free port of 127.0.0.1, its `url` set, until the block ends."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(index))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -163,10 +164,10 @@ def serving(index: TorchIndex) -> Iterator[TorchIndex]:
         server.server_close()
 
 
-def pypi_like(*, announce_metadata: bool = True) -> TorchIndex:
+def pypi_like(*, announce_metadata: bool = True) -> StandInIndex:
     """PyPI's torch releases 2.9.1 to 2.14.1 (2.9.1 and 2.10.0 on CUDA 12.8, the others on
     CUDA 13), with or without PEP 658 metadata announced."""
-    index = TorchIndex(announce_metadata=announce_metadata)
+    index = StandInIndex(announce_metadata=announce_metadata)
     for version, template in PYPI_LIKE:
         index.add(version, template)
     return index

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from release.backends import BuildInputs
-from release.building.cache import WheelCache, wheel_cache_key
+from release.building.cache import WheelCache, project_files, source_digest, wheel_cache_key
 from release.building.compare import compare, first_difference
 from release.building.pipeline import cell_environment
 from release.building.settings import DEFAULT_EPOCH, parse_epoch
@@ -167,6 +167,28 @@ def test_the_wheel_cache_key_depends_on_content_not_on_paths() -> None:
         for mode in (None, "size", "none")
     }
     assert len(modes) == 3  # a changed compress-mode is never served the other mode's wheel
+
+
+def test_a_file_name_that_is_not_utf8_is_keyed_by_its_bytes(tmp_path: Path) -> None:
+    """Issue 49, F4: a project file named b"\\xff.cu" ended every `release build` in a
+    UnicodeEncodeError. Its name is hashed as the bytes on disk: another file of other
+    bytes keys another tree, and the UTF-8 names hash as they did."""
+    trees = []
+    for raw in (b"\xff.cu", b"\xfe.cu"):
+        tree = tmp_path / f"{raw[0]:x}"
+        (tree / "kernels").mkdir(parents=True)
+        (tree / "kernels" / "a.cu").write_bytes(b"__global__ void a() {}\n")
+        with open(os.fsencode(tree / "kernels") + b"/" + raw, "wb") as handle:
+            handle.write(b"x")
+        trees.append(source_digest(project_files(tree)))
+    assert trees[0] != trees[1]
+    names = [name for name, _ in project_files(tmp_path / "ff")]
+    assert names == ["kernels/a.cu", "kernels/\udcff.cu"]
+    utf8 = [("kernels/a.cu", b"x"), ("kernels/é.cu", b"y")]
+    digest = hashlib.sha256()
+    for name, data in utf8:
+        digest.update(name.encode() + b"\0" + hashlib.sha256(data).digest())
+    assert source_digest(utf8) == digest.hexdigest()  # the keys of every tree so far
 
 
 def test_the_build_gets_the_timestamp_and_no_credentials() -> None:

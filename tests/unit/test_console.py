@@ -170,3 +170,56 @@ def test_colour_follows_no_color_and_force_color() -> None:
     piped = io.StringIO()
     make_console(piped, {}).print("[red]x[/red]")
     assert "\x1b[" not in piped.getvalue()
+
+
+SECRET = "S3cr3t-Val-0042"
+URL = f"https://user:{SECRET}@index.example/simple/?token={SECRET}"
+
+
+@pytest.mark.parametrize("columns", ["60", "200"])  # stacked, and a table
+def test_nothing_the_console_shows_or_writes_carries_a_secret(columns: str, tmp_path: Path) -> None:
+    """The last line of defence (issue 49): whatever a command hands the console, the
+    credentials of a URL and the environment's secret values come out as ***: lines,
+    notes, warnings, tables (before rich folds a long value), annotations, the step
+    summary, a --markdown file and the --json document."""
+    summary = tmp_path / "summary.md"
+    environ = {"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(summary),
+               "MY_TOKEN": "env-token-4711", "COLUMNS": columns}  # fmt: skip
+    stdout, stderr = io.StringIO(), io.StringIO()
+    output = Output(
+        environ, json_mode=True, json_file=tmp_path / "doc.json", command="verify",
+        stdout=stdout, stderr=stderr,
+    )  # fmt: skip
+    both = f"{URL} env-token-4711"
+    output.line(both)
+    output.note(both)
+    output.warning(both, title="t")
+    output.table(["check", "URL"], [["pip", URL + "x" * 80], ["download", both]], both)
+    output.annotate(Annotation(message=both, title="release verify"))
+    output.summary(both)
+    output.write_file(tmp_path / "report.md", both)
+    output.document({"checks": [{"url": URL, "detail": both}], both: [both]})
+    output.finish(None)
+    shown = stdout.getvalue() + stderr.getvalue()
+    written = "".join(p.read_text() for p in tmp_path.iterdir())
+    for text in (shown, written):
+        assert SECRET not in text
+        assert "env-token-4711" not in text
+    document = json.loads(stdout.getvalue())
+    assert document["checks"] == [
+        {"url": "https://***@index.example/simple/?token=***",
+         "detail": "https://***@index.example/simple/?token=*** ***"},
+    ]  # fmt: skip
+
+
+def test_a_document_is_written_once_when_the_command_ends(tmp_path: Path) -> None:
+    stdout = io.StringIO()
+    output = Output({}, json_mode=True, json_file=tmp_path / "d.json", stdout=stdout)
+    output.document({"cells": []})
+    assert stdout.getvalue() == ""
+    assert not (tmp_path / "d.json").exists()
+    with pytest.raises(RuntimeError):
+        output.document({"cells": []})
+    output.finish(None)
+    assert json.loads(stdout.getvalue()) == {"schema": 1, "command": "", "cells": []}
+    assert json.loads((tmp_path / "d.json").read_text()) == json.loads(stdout.getvalue())

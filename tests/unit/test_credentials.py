@@ -1,5 +1,6 @@
 """The one secret-name policy: the names whose values are masked, kept from child processes
-and refused in matrix.yaml's build `env` are the same names."""
+and refused in matrix.yaml's build `env` are the same names; and the one URL redactor, which
+hides the credentials of any URL in a text."""
 
 from __future__ import annotations
 
@@ -9,11 +10,15 @@ import pytest
 
 from release.credentials import (
     SECRET_VARIABLES,
+    has_credentials,
+    is_credential_query_key,
     is_secret_name,
+    mask,
+    redact,
     secret_values,
     without_credentials,
 )
-from release.errors import ConfigError
+from release.errors import ConfigError, Location, shown
 from release.matrix import load_matrix
 
 PROJECT = Path(__file__).resolve().parents[1] / "data" / "matrix" / "project"
@@ -76,3 +81,106 @@ def test_the_matrix_refuses_the_same_names_in_a_build_env(tmp_path: Path, name: 
 @pytest.mark.parametrize("name", ["MAX_JOBS", "SGL_KERNEL_ENABLE_SM90A"])
 def test_the_matrix_takes_other_names(tmp_path: Path, name: str) -> None:
     assert load_matrix(matrix_with_build_env(tmp_path, name)).cells
+
+
+# --- The one URL redactor (issue 49): userinfo and credential query values, in any text. ---
+
+SECRET = "S3cr3t-Val-0042"
+REDACTED = {
+    f"redis://:{SECRET}@h": "redis://***@h",
+    f"https://user:{SECRET}@host/simple/": "https://***@host/simple/",
+    f"https://{SECRET}@host/simple/": "https://***@host/simple/",  # a token as the user
+    f"https://u:p@{SECRET}@host/": "https://***@host/",  # an `@` in the password
+    f"https://h/simple/?token={SECRET}": "https://h/simple/?token=***",
+    f"https://h/x?a=1&Access_Token={SECRET}&b=2": "https://h/x?a=1&Access_Token=***&b=2",
+    f"https://h/o?X-Amz-Credential={SECRET}&X-Amz-Signature={SECRET}&X-Amz-Date=20250101":
+        "https://h/o?X-Amz-Credential=***&X-Amz-Signature=***&X-Amz-Date=20250101",
+    f"https://h/blob?sv=2024&sig={SECRET}": "https://h/blob?sv=2024&sig=***",
+    f"https://h/?key={SECRET}&api_key={SECRET}&pwd={SECRET}&passwd={SECRET}":
+        "https://h/?key=***&api_key=***&pwd=***&passwd=***",
+    f"https://h/?secret={SECRET}&password={SECRET}&auth={SECRET}&signature={SECRET}":
+        "https://h/?secret=***&password=***&auth=***&signature=***",
+    f"s3://bucket/p?endpoint=http://u:{SECRET}@minio:9000&region=r":
+        "s3://bucket/p?endpoint=http://***@minio:9000&region=r",
+    f"pip install --index-url 'https://u:{SECRET}@h/simple/' k3":
+        "pip install --index-url 'https://***@h/simple/' k3",
+    f'{{"url": "https://h/simple/?token={SECRET}"}}': '{"url": "https://h/simple/?token=***"}',
+}  # fmt: skip
+KEPT = (
+    "https://github.com/o/r/releases/download/v1/k3_kernels-0.1.0+cu129-py3-none-any.whl",
+    "https://files.pythonhosted.org/packages/ab/k3.whl#sha256=" + "0" * 64,
+    "https://github.com/o/r/.github/workflows/release.yml@refs/tags/v1",
+    "http://[::1]:8080/simple/?page=2&region=us-east-1",
+    "uses: actions/checkout@v4 and mail me@example.com",
+)
+
+
+@pytest.mark.parametrize("text", REDACTED)
+def test_a_url_s_credentials_are_redacted_wherever_it_stands(text: str) -> None:
+    assert redact(text) == REDACTED[text]
+    assert SECRET not in mask(text, ())
+    assert has_credentials(text)
+
+
+@pytest.mark.parametrize("text", KEPT)
+def test_a_url_without_credentials_is_left_as_it_is(text: str) -> None:
+    assert redact(text) == text
+    assert not has_credentials(text)
+
+
+@pytest.mark.parametrize(
+    "key", ["token", "TOKEN", "id_token", "X-Amz-Security-Token", "AWSAccessKeyId", "client_secret"]
+)
+def test_credential_query_keys_are_recognised_in_any_case(key: str) -> None:
+    assert is_credential_query_key(key)
+
+
+@pytest.mark.parametrize("key", ["page", "region", "endpoint", "format", "version", "name"])
+def test_other_query_keys_are_not(key: str) -> None:
+    assert not is_credential_query_key(key)
+
+
+def test_a_value_quoted_in_a_message_is_redacted_before_it_is_cut() -> None:
+    """`shown` cuts a long value: a cut before the `@` would leave a password no URL rule
+    can find, so the redaction comes first."""
+    long_secret = "P" * 60
+    text = shown(f"s3://bucket/p?endpoint=http://user:{long_secret}@minio:9000")
+    assert "PPPP" not in text
+    assert text.startswith("'s3://bucket/p?endpoint=http://***@")
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "  pypi: {kind: pypi, repository-url: 'https://u:S3cr3t-Val@test.pypi.org/legacy/'}\n",
+        "  pypi: {kind: pypi, repository-url: 'https://h/legacy/?token=S3cr3t-Val'}\n",
+    ],
+)
+def test_the_matrix_refuses_a_url_with_credentials(tmp_path: Path, line: str) -> None:
+    """dist/manifest.json records the destination's URLs: a credential in one would be
+    written there, so matrix.yaml refuses it (credentials come from the environment)."""
+    matrix = matrix_with_build_env(tmp_path, "MAX_JOBS")
+    text = matrix.read_text().replace("  pypi: {kind: pypi}\n", line)
+    matrix.write_text(text)
+    with pytest.raises(ConfigError) as raised:
+        load_matrix(matrix)
+    (problem,) = raised.value.problems
+    assert "destinations.pypi.repository-url: " in problem
+    assert "holds credentials" in problem
+    assert "S3cr3t-Val" not in problem
+
+
+def test_an_error_never_carries_a_url_s_credentials() -> None:
+    """Whatever a raise put in it: the message, each problem, the hint and the locations of
+    an error (what tracebacks, logs and callers see) are redacted as it is made."""
+    url = "https://u:S3cr3t-Val@h/simple/?token=S3cr3t-Val"
+    error = ConfigError(
+        [f"first {url}", f"second {url}"],
+        hint=f"try {url}",
+        locations=[Location("matrix.yaml", 3, 1, f"at {url}")],
+    )
+    texts = [str(error), repr(error), error.message, error.hint or "", *error.problems]
+    texts += [where.message for where in error.locations]
+    for text in texts:
+        assert "S3cr3t-Val" not in text
+    assert error.problems[0] == "first https://***@h/simple/?token=***"

@@ -13,6 +13,7 @@ from release.inspection.devicecode import (
     coverage_problems,
     device_sections,
     found_targets,
+    host_only_problems,
     parse_fatbin_headers,
     scan,
 )
@@ -22,6 +23,7 @@ from release.targets import GpuTarget
 DATA = Path(__file__).parent.parent / "data"
 DEVICE_SO = DATA / "elf-device" / "x86_64-nv_fatbin.so"
 HOST_SO = DATA / "elf" / "x86_64-glibc2.28.so"
+CUBIN = DATA / "elf-device" / "tiny-sm_90.cubin"
 SHIPPED = [GpuTarget.parse(s) for s in (75, 80, 86, 89, 90, 100)]
 FULL = FatbinContents(sms=("75", "80", "86", "89", "90", "100"), ptx=("100",))
 
@@ -123,3 +125,41 @@ def test_ptx_of_another_target_fails() -> None:
         [member(FatbinContents(sms=FULL.sms, ptx=("90",)))], SHIPPED, GpuTarget(100)
     )
     assert problems == ["pkg/libfxk.so has PTX compute_90, the cell asks for compute_100"]
+
+
+def test_a_wheel_declared_without_device_code_holds_none_of_any_kind() -> None:
+    host = HOST_SO.read_bytes()
+    assert host_only_problems(wheel({"pkg/_C.so": host, "pkg/include/k.cuh": b"__global__"})) == []
+    found = host_only_problems(
+        wheel(
+            {
+                "pkg/_C.so": host,
+                "pkg/libops.so.1": DEVICE_SO.read_bytes(),
+                "pkg/kernels/k.cubin": b"",
+                "pkg/kernels/tiny.bin": CUBIN.read_bytes(),
+                "pkg/kernels/k.ptx": b".version 9.0\n.target sm_90\n",
+                "pkg/kernels/all.dat": b"\x50\xed\x55\xba\x01\x00",
+                "pkg/kernels/k.fatbin": b"",
+            }
+        )
+    )
+    assert [line.split(", and the cell")[0] for line in found] == [
+        "pkg/libops.so.1 holds device code in its .nv_fatbin section",
+        "pkg/kernels/k.cubin holds a cubin file",
+        "pkg/kernels/tiny.bin holds a cubin",
+        "pkg/kernels/k.ptx holds a ptx file",
+        "pkg/kernels/all.dat holds a fatbin",
+        "pkg/kernels/k.fatbin holds a fatbin file",
+    ]
+    assert found[0].endswith(
+        ", and the cell declares device-code: none (the build compiled CUDA kernels into the "
+        "wheel: list the SMs it builds under sms instead, or leave the kernels out of the build)"
+    )
+
+
+def test_no_device_code_names_both_causes_with_a_remedy_each() -> None:
+    (problem,) = coverage_problems([], SHIPPED, GpuTarget(100))
+    assert "Either the build skipped CUDA" in problem
+    assert "set the project's force-CUDA switch in the matrix's build.env" in problem
+    assert "compiles its kernels at run time and carries no device code" in problem
+    assert problem.endswith("declare device-code: none for the cell in matrix.yaml")

@@ -13,8 +13,8 @@ from packaging.requirements import Requirement
 from packaging.version import Version
 
 from release.building.gatetorch import Beside, besides
+from release.inspection.torchcuda import BuiltFor, IndexTorches, TorchBuild
 from release.matrix import load_matrix
-from release.toolchain.torchbuilds import BuiltFor, IndexTorches, TorchBuild
 
 DATA = Path(__file__).parent.parent / "data"
 CELL = next(c for c in load_matrix(DATA / "matrix" / "build" / "torch-and-cmake.yaml").cells

@@ -14,13 +14,16 @@ from release.init.decide import decide
 from release.init.detect import (
     TorchLookup,
     backend_of,
+    native_of,
     parse_cmake_architectures,
     parse_torch_arch_list,
     targets_of,
 )
-from release.init.torchaxes import force_build, force_cuda
+from release.init.torchaxes import force_build, force_cuda, torch_pin
 from release.init.torchindex import TorchRelease
 from release.project import ProjectFiles, Reading, read_project_files, reading
+from release.project.layout import Layout
+from release.project.native import NativeBuild, native_of_setup_py
 from release.project.setuppy import read_setup_py
 from release.targets import GpuTarget
 
@@ -287,3 +290,79 @@ def test_a_docstring_or_a_path_holding_gencode_leaves_a_literal_arch_list_in_cha
     assert (targets(found.sms), str(found.ptx)) == (["80", "90"], "90")
     assert found.found[0].source == "setup.py:3: TORCH_CUDA_ARCH_LIST 8.0;9.0+PTX"
     assert found.changes == ()
+
+
+# - a JIT-first project, its C++ standard, an IDE-only CMakeLists.txt (issue 51) -
+
+HOST_ONLY = """\
+import os
+from setuptools import setup
+FLAGS = ['-std=c++17']
+LDFLAGS = ['-lcudart', '-lnvrtc', '-ltorch', '-lc10']
+SOURCES = [os.path.join(os.path.dirname(__file__), 'csrc', 'api.cpp')]
+setup(name='jit', version='1.0', package_data={'jit': ['include/**/*']})
+"""
+IDE_CMAKE = "# for CLion's indexing only\nproject(jit LANGUAGES CXX CUDA)\n"
+
+
+def layout_of(units: dict[str, str], setup_py: str = HOST_ONLY) -> Layout:
+    """What init reads of the repository besides its build files: `setup_py`'s native code,
+    the texts of the units there are, and the CUDA headers it ships (none)."""
+    return Layout(native=native_of_setup_py(setup_py), units=tuple(units.items()))
+
+
+def test_an_ide_only_cmakelists_is_not_the_build_where_setup_py_links_torch() -> None:
+    read = read_texts(setup_py=HOST_ONLY, CMakeLists_txt=IDE_CMAKE)
+    assert backend_of(read, layout_of({})) == (
+        "torch",
+        "setup.py:4: links libtorch (-ltorch): its cells build beside an exact torch "
+        "(CMakeLists.txt:1 is for an IDE only: for CLion's indexing only)",
+    )
+    nothing = read_texts(setup_py="from setuptools import setup\nsetup(name='x')\n",
+                         CMakeLists_txt=IDE_CMAKE)  # fmt: skip
+    with pytest.raises(ConfigError, match="no build system release knows"):
+        backend_of(nothing, Layout(native=NativeBuild()))
+    # without a PEP 517 entry point the CMakeLists.txt is all there is
+    alone = read_texts(CMakeLists_txt=IDE_CMAKE)
+    assert backend_of(alone)[0] == "cmake"
+
+
+def test_host_only_units_that_link_nvrtc_have_no_device_code_and_no_python_api() -> None:
+    read = read_texts(setup_py=HOST_ONLY)
+    native = native_of(read, layout_of({"csrc/api.cpp": "#include <nvrtc.h>\n"}), "torch")
+    assert (native.device_code, native.python_any, native.cuda_libraries) == (
+        "none",
+        True,
+        ("cudart", "nvrtc"),
+    )
+    bound = native_of(read, layout_of({"csrc/api.cpp": "PYBIND11_MODULE(_C, m) {}\n"}), "torch")
+    assert (bound.device_code, bound.python_any) == ("none", False)
+    unread = native_of(read, layout_of({}), "torch")  # the unit is not there: no guess
+    assert unread.python_any is False
+    device = HOST_ONLY.replace("'api.cpp')", "'api.cpp'), 'csrc/kernel.cu'")
+    with_cu = native_of(read, layout_of({"csrc/api.cpp": ""}, setup_py=device), "torch")
+    assert (with_cu.device_code, with_cu.python_any) == (None, False)
+    neither = HOST_ONLY.replace("'-lnvrtc', ", "")
+    plain = native_of(read, layout_of({"csrc/api.cpp": ""}, setup_py=neither), "torch")
+    assert plain.device_code is None  # no NVRTC, no CUDA headers: nothing says JIT
+
+
+def test_the_torch_pin_compiles_the_projects_cxx_standard() -> None:
+    lookup = TorchLookup(
+        index_url="http://index.example/simple/",
+        releases={
+            Version(v): TorchRelease(version=Version(v), pythons=("3.11",))
+            for v in ("2.13.0", "2.13.1", "2.14.0", "2.15.0")
+        },
+    )
+    cxx17 = native_of_setup_py(HOST_ONLY).standard
+    pin = torch_pin(None, lookup, cxx17)
+    assert pin.version == Version("2.13.1")
+    assert pin.found is not None
+    assert pin.found.source == (
+        "the newest torch on http://index.example/simple/ that no build requirement and the "
+        "project's C++17 (setup.py:3: -std=c++17; torch 2.14 and later need C++20) allows"
+    )
+    cxx20 = native_of_setup_py("F = ['-std=c++20']\n").standard
+    assert torch_pin(None, lookup, cxx20).version == Version("2.15.0")
+    assert torch_pin(None, lookup).version == Version("2.15.0")

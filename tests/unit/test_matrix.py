@@ -312,6 +312,23 @@ def test_matrix_table_shows_the_excluded_sms_and_compress_mode_columns(
     assert "compress:    size\n" in x86_64
 
 
+def test_cells_without_device_code_say_so_in_every_listing(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = str(DATA / "good" / "host-only.yaml")
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["matrix", "--matrix", path]) == 0
+    rows = capsys.readouterr().out.split("\n\n")
+    cell = next(r for r in rows if "CUDA:        13.0" in r and "aarch64" in r)
+    assert "SMs:         no device code\nPTX:         -\n" in cell
+    assert main(["matrix", "--matrix", path, "--json"]) == 0
+    cells = json.loads(capsys.readouterr().out)["cells"]
+    assert [(c["sms"], c["ptx"], c["device_code"]) for c in cells] == [([], None, "none")] * 2
+    assert main(["matrix", "--matrix", path, "--format", "github"]) == 0
+    include = json.loads(capsys.readouterr().out)["include"]
+    assert [(e["sms"], e["device_code"]) for e in include] == [("", "none")] * 2
+
+
 def torch_matrix(tmp_path: Path, minors: int) -> Path:
     """A torch project's matrix of `minors` torch versions x 4 Pythons x 2 arches."""
     (tmp_path / "proj").mkdir()

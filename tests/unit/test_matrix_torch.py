@@ -140,3 +140,79 @@ def test_a_torch_matrix_gate_may_leave_the_wheel_out_as_it_is_installed_for_it()
     with pytest.raises(ConfigError) as caught:
         matrix_from_text(mixed + GATE, FIXTURE / "matrix.yaml")
     assert any("must name the wheel as {wheel}" in p for p in caught.value.problems)
+
+
+# A JIT-first torch project's matrix: no GPU targets at all (HEAD's defaults name some).
+HOST_ONLY = f"""\
+project: {FIXTURE}
+build: {{backend: torch}}
+defaults:
+  arches: [x86_64, aarch64]
+  manylinux: "2_28"
+  device-code: none
+destinations:
+  pypi: {{kind: pypi}}
+  gh: {{kind: github, repository: k3-project/k3-torch-ops}}
+cuda:
+"""
+
+
+def test_python_any_makes_one_py3_none_wheel_per_cuda_version_and_arch() -> None:
+    matrix = matrix_from_text(
+        HOST_ONLY
+        + '  "13.0": {destination: pypi, torch: "2.14.1", python: any}\n'
+        + '  "12.9": {destination: gh, local-label: cu129, torch: "2.11.0", python: any}\n',
+        FIXTURE / "matrix.yaml",
+    )
+    assert [(c.id, c.wheel_filename) for c in matrix.cells] == [
+        ("13.0-x86_64-torch2.14.1", "k3_torch_ops-0.1.0-py3-none-manylinux_2_28_x86_64.whl"),
+        ("13.0-aarch64-torch2.14.1", "k3_torch_ops-0.1.0-py3-none-manylinux_2_28_aarch64.whl"),
+        (
+            "12.9-x86_64-torch2.11.0",
+            "k3_torch_ops-0.1.0+cu129-py3-none-manylinux_2_28_x86_64.whl",
+        ),
+        (
+            "12.9-aarch64-torch2.11.0",
+            "k3_torch_ops-0.1.0+cu129-py3-none-manylinux_2_28_aarch64.whl",
+        ),
+    ]
+    cell = matrix.cells[0]
+    assert (cell.python, cell.abi3, cell.sms, cell.ptx) == (None, None, (), None)
+    assert cell.host_only
+    shown = cell_dict(cell)
+    assert shown["device_code"] == "none"
+    assert "python" not in shown
+    assert "abi3" not in shown
+
+
+def test_python_any_with_an_abi3_floor_is_refused() -> None:
+    found = problems('  "13.0": {destination: pypi, torch: "2.14.1", python: any, abi3: "3.10"}\n')
+    assert 'cuda["13.0"].python: python: any builds one py3-none wheel, abi3 one' in found
+
+
+def test_the_missing_python_names_python_any() -> None:
+    assert "or `any`: one py3-none wheel" in problems(
+        '  "13.0": {destination: pypi, torch: "2.14.1"}\n'
+    )
+
+
+def test_a_cuda_version_without_device_code_takes_no_gpu_targets_from_the_defaults() -> None:
+    found = problems(
+        '  "13.0": {destination: pypi, torch: "2.14.1", python: any, device-code: none}\n'
+    )
+    # HEAD's defaults give sms and ptx, which a CUDA version without device code cannot take
+    assert "defaults.sms: for CUDA 13.0: sms is for device code, and device-code: none" in found
+    assert "defaults.ptx: for CUDA 13.0: ptx is for device code" in found
+
+
+def test_a_host_only_cell_is_gated_as_built_only() -> None:
+    matrix = matrix_from_text(
+        HOST_ONLY + '  "13.0": {destination: pypi, torch: "2.14.1", python: any}\n' + GATE,
+        FIXTURE / "matrix.yaml",
+    )
+    assert matrix.gpu_gate is not None
+    runner = matrix.gpu_gate.runners[0]
+    runs = matrix.gpu_gate.runs(runner, matrix.cells)
+    assert [(r.cell.id, r.build, r.expect_arch) for r in runs] == [
+        ("13.0-x86_64-torch2.14.1", "cubin", "")
+    ]

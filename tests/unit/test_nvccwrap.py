@@ -3,9 +3,24 @@ a torch cell's objects independent of the checkout), and the stop a compile make
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 from release.backends.archflags import cell_request, to_cmake
+from release.backends.compiled import pieces, recorded_digests, recorded_origins
 from release.targets import GpuTarget
-from release.toolchain.nvccwrap import checked, output_of, rewritten
+from release.toolchain.nvccwrap import (
+    Step,
+    checked,
+    compiler_index,
+    output_of,
+    record_step,
+    rewritten,
+    step_of,
+    swapped,
+)
+
+ELF_DEVICE = Path(__file__).resolve().parents[1] / "data" / "elf-device"
 
 NAMED = ["-frandom-seed=csrc/a.cu", "-Xcudafe", "--orig_src_path_name=csrc/a.cu"]
 
@@ -63,3 +78,111 @@ def test_the_object_a_compile_writes_is_read_from_its_output_flag() -> None:
     assert output_of(["-odir", "objs", "-c", "a.cu"]) is None
     assert output_of(["--version"]) is None
     assert output_of(["-c", "a.cu", "-o"]) is None
+
+
+def test_a_steps_output_and_inputs_are_read_from_its_line() -> None:
+    assert step_of(["-c", "k.cu", "-o", "k.o", "-I", "inc", "-Xcompiler", "-fPIC"]) == Step(
+        output="k.o", named=("k.cu", "inc")
+    )
+    assert step_of(["-shared", "-o", "x.so", "pre.o", "-Lthird", "-l", "pre", "-lcudart"]) == Step(
+        output="x.so", named=("pre.o",), libraries=("pre", "cudart"), library_dirs=("third",)
+    )
+    assert step_of(["-dlink", "--output-file=d.o", "a.o", "--library-path=l"]) == Step(
+        output="d.o", named=("a.o",), library_dirs=("l",)
+    )
+    # lines that write nothing (sccache's dry run of a compile, a preprocessing)
+    assert step_of(["-x", "cu", "-o", "k.o", "-c", "k.cu", "--dryrun", "--keep"]) is None
+    assert step_of(["-c", "k.cu", "-E", "-o", "k.ii"]) is None
+    assert step_of(["-c", "k.cu", "-dryrun", "-o", "k.o"]) is None
+    assert step_of(["-c", "k.cu"]) is None
+
+
+def test_a_launched_line_runs_nvcc_where_it_names_the_cells_compiler_script() -> None:
+    line = ["/s/sccache", "/b/nvcc-wrapper/nvcc", "-c", "k.cu", "-o", "k.o"]
+    assert swapped(line, script="/b/nvcc-wrapper/nvcc", real="/t/bin/nvcc") == [
+        "/s/sccache", "/t/bin/nvcc", "-c", "k.cu", "-o", "k.o"
+    ]  # fmt: skip
+    assert swapped(line, script=None, real="/t/bin/nvcc") == line
+    assert compiler_index(["/s/sccache", "/t/bin/nvcc", "-c"], "/t/bin/nvcc") == 1
+    assert compiler_index(["ccache", "/elsewhere/nvcc", "-c"], None) == 1
+    assert compiler_index(["/t/bin/nvcc", "-c"], None) == 0
+
+
+def copied(where: Path, *names: str) -> None:
+    for name in names:
+        shutil.copy(ELF_DEVICE / name, where / name)
+
+
+def test_a_compile_records_the_fatbins_of_the_object_it_wrote(tmp_path: Path) -> None:
+    copied(tmp_path, "rdc-a.cu", "rdc-a.o")
+    records = tmp_path / "records"
+    step = step_of(["-rdc=true", "-c", "rdc-a.cu", "-o", "rdc-a.o"])
+    assert step is not None
+    record_step(step, records, str(tmp_path), None)
+    (piece,) = pieces((tmp_path / "rdc-a.o").read_bytes()) or ()
+    assert recorded_digests(records) == {piece.digest}
+
+
+def test_a_link_of_a_prebuilt_object_records_nothing_and_notes_whence_it_came(
+    tmp_path: Path,
+) -> None:
+    # F18: `nvcc -shared -o prebuilt.so third_party/prebuilt.o` through the wrapper: the
+    # shared object holds the object's fatbin, copied; no compile of this build wrote it
+    copied(tmp_path, "prebuilt.so")
+    (tmp_path / "third_party").mkdir()
+    copied(tmp_path / "third_party", "prebuilt.o")
+    records = tmp_path / "records"
+    step = step_of(["-shared", "-o", "prebuilt.so", "third_party/prebuilt.o"])
+    assert step is not None
+    record_step(step, records, str(tmp_path), str(tmp_path))
+    assert recorded_digests(records) == frozenset()
+    (prebuilt,) = pieces((tmp_path / "third_party" / "prebuilt.o").read_bytes()) or ()
+    wrote = "an input of the nvcc step that wrote prebuilt.so"
+    assert recorded_origins(records) == {prebuilt.digest: f"third_party/prebuilt.o, {wrote}"}
+
+
+def test_a_link_beside_relocatable_objects_records_nothing_where_one_input_is_prebuilt(
+    tmp_path: Path,
+) -> None:
+    copied(tmp_path, "rdc-a.o", "rdc-b.o", "rdc-dlink.o", "prebuilt.o", "rdc-prebuilt.so")
+    records = tmp_path / "records"
+    records.mkdir()
+    for name in ("rdc-a.o", "rdc-b.o", "rdc-dlink.o"):
+        for piece in pieces((tmp_path / name).read_bytes()) or ():
+            (records / piece.digest).touch()
+    before = recorded_digests(records)
+    line = ["-shared", "-o", "rdc-prebuilt.so", "rdc-a.o", "rdc-b.o", "rdc-dlink.o", "prebuilt.o"]
+    step = step_of(line)
+    assert step is not None
+    record_step(step, records, str(tmp_path), None)
+    assert recorded_digests(records) == before
+    assert len(recorded_origins(records)) == 1
+
+
+def test_a_prebuilt_static_library_named_by_l_is_an_input(tmp_path: Path) -> None:
+    copied(tmp_path, "rdc-prebuilt.so")
+    (tmp_path / "lib").mkdir()
+    copied(tmp_path / "lib", "libprebuilt.a")
+    step = step_of(["-shared", "-o", "rdc-prebuilt.so", "-Llib", "-lprebuilt"])
+    assert step is not None
+    records = tmp_path / "records"
+    record_step(step, records, str(tmp_path), str(tmp_path))
+    assert recorded_digests(records) == frozenset()
+    assert list(recorded_origins(records).values()) == [
+        "lib/libprebuilt.a, an input of the nvcc step that wrote rdc-prebuilt.so"
+    ]
+
+
+def test_a_device_link_of_recorded_objects_records_its_own_fatbin(tmp_path: Path) -> None:
+    copied(tmp_path, "rdc-a.o", "rdc-b.o", "rdc-dlink.o")
+    records = tmp_path / "records"
+    records.mkdir()
+    for name in ("rdc-a.o", "rdc-b.o"):
+        for piece in pieces((tmp_path / name).read_bytes()) or ():
+            (records / piece.digest).touch()
+    step = step_of(["-dlink", "-Xcompiler", "-fPIC", "-o", "rdc-dlink.o", "rdc-a.o", "rdc-b.o"])
+    assert step is not None
+    record_step(step, records, str(tmp_path), None)
+    (dlink,) = pieces((tmp_path / "rdc-dlink.o").read_bytes()) or ()
+    assert dlink.digest in recorded_digests(records)
+    assert recorded_origins(records) == {}

@@ -4,14 +4,19 @@ inspection's message gains where a build log shows the project's own arch flags.
 
 from __future__ import annotations
 
+import hashlib
+import zipfile
 from pathlib import Path
 
 from release.backends.archflags import ArchRequest, Stop, cell_request
-from release.building.pipeline import arch_failure, logged_cause, remedy_problem
+from release.backends.compiled import pieces
+from release.building.archstop import arch_failure, logged_cause, remedy_problem
+from release.building.pipeline import build_command, held_to_compiles, write_files
 from release.matrix import Cell, load_matrix
 from release.targets import GpuTarget as T
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "torch_gencode"
+ELF_DEVICE = Path(__file__).resolve().parents[1] / "data" / "elf-device"
 OWN = "-gencode=arch=compute_80,code=sm_80 -gencode=arch=compute_90,code=[sm_90,compute_90]"
 
 
@@ -82,3 +87,55 @@ def test_the_inspections_message_gains_the_cause_from_the_build_log(tmp_path: Pa
     assert logged_cause(log, cell) is not None  # still other targets than the cell's
     log.write_text("c++ -c a.cpp\n", encoding="utf-8")
     assert logged_cause(log, cell) is None
+
+
+def test_every_member_of_the_wheel_is_held_to_the_records(tmp_path: Path) -> None:
+    # F17: a prebuilt fatbin shipped as package data beside a shared object built here
+    wheel, records = tmp_path / "pkg-1.0-py3-none-linux_x86_64.whl", tmp_path / "records"
+    records.mkdir()
+    for piece in pieces((ELF_DEVICE / "x86_64-nv_fatbin.so").read_bytes()) or ():
+        (records / piece.digest).touch()
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr("pkg/__init__.py", "")
+        archive.write(ELF_DEVICE / "x86_64-nv_fatbin.so", "pkg/_C.so")
+        archive.writestr("pkg/data/", "")
+        archive.write(ELF_DEVICE / "prebuilt.fatbin", "pkg/data/kernels.fatbin")
+    problem = held_to_compiles(wheel, records)
+    assert problem is not None
+    # the file is one fatbin (tests/data/elf-device/README): its sha256 names it
+    digest = hashlib.sha256((ELF_DEVICE / "prebuilt.fatbin").read_bytes()).hexdigest()
+    assert problem.startswith(
+        "the wheel holds device code that no compile of this build wrote: "
+        f"pkg/data/kernels.fatbin (1 of 1 fatbins: fatbin file {digest[:12]}, no compile "
+        "here made it)"
+    ), problem
+    assert "pkg/_C.so" not in problem
+    # the same fatbin, written by a compile of this build
+    (piece,) = pieces((ELF_DEVICE / "prebuilt.fatbin").read_bytes()) or ()
+    (records / piece.digest).touch()
+    assert held_to_compiles(wheel, records) is None
+
+
+def test_a_backends_script_is_written_executable_its_other_files_not(tmp_path: Path) -> None:
+    script, config = tmp_path / "b" / "nvcc-wrapper" / "nvcc", tmp_path / "b" / "setup.cfg"
+    write_files({script: "#!/bin/sh\nexec true\n", config: "[build]\n"})
+    assert script.stat().st_mode & 0o111 == 0o111
+    assert config.stat().st_mode & 0o111 == 0
+    assert config.read_text(encoding="utf-8") == "[build]\n"
+
+
+def test_an_isolated_build_with_the_matrixs_requirements_goes_through_the_frontend() -> None:
+    """`python -m build` cannot add requirements to its isolated environment;
+    release.toolchain.frontend (pypa/build's library API) can. A torch cell's build runs
+    in its environment, which holds them already."""
+    plain = build_command("/py", Path("/src"), Path("/out"))
+    assert plain == ["/py", "-m", "build", "--wheel", "--outdir", "/out", "/src"]
+    extra = build_command("/py", Path("/src"), Path("/out"), requires=("tvm-ffi==0.1.9", "ninja"))
+    assert extra == [
+        "/py", "-m", "release.toolchain.frontend", "--requires", "tvm-ffi==0.1.9",
+        "--requires", "ninja", "--outdir", "/out", "/src",
+    ]  # fmt: skip
+    in_environment = build_command(
+        "/venv/python", Path("/src"), Path("/out"), isolated=False, requires=("ninja",)
+    )
+    assert in_environment[:5] == ["/venv/python", "-m", "build", "--wheel", "--no-isolation"]

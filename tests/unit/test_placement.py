@@ -214,3 +214,26 @@ cuda:
     assert entries[1]["container"] == "quay.io/pypa/manylinux_2_28_aarch64:2025.11.11-1"
     # one entry per cell otherwise: a job per cell would build its whole arch four times
     assert len(github_matrix(cells)["include"]) == 8
+
+
+def test_a_12_9_cell_without_device_code_needs_no_toolkit_image(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Its CUDA_HOME of headers and libraries comes from PyPI, like the rest of its
+    toolchain: the runner of its arch, no container on x86_64, whatever the images' pins."""
+    unpinned = {k: replace(v, digest=None) for k, v in pins.CUDA_TOOLKIT_IMAGES.items()}
+    monkeypatch.setattr("release.toolchain.placement.CUDA_TOOLKIT_IMAGES", unpinned)
+    project = FIXTURES / "cmake_kernels"
+    text = f"""\
+project: {project}
+build: {{backend: cmake}}
+defaults: {{arches: [x86_64, aarch64], device-code: none, manylinux: "2_28"}}
+destinations: {{pypi: {{kind: pypi}}}}
+cuda:
+  "12.9": {{destination: pypi}}
+"""
+    cells = {c.arch: c for c in matrix_from_text(text, project / "matrix.yaml").cells}
+    assert placement(cells["x86_64"]).container == ""
+    assert placement(cells["x86_64"]).cuda_home == ""
+    aarch64 = placement(cells["aarch64"])
+    assert aarch64.container == "quay.io/pypa/manylinux_2_28_aarch64:2025.11.11-1"

@@ -51,3 +51,30 @@ def test_cuda_architectures_defaults_overrides_and_flags() -> None:
     ]
     assert read_cmakelists("project(x LANGUAGES CXX)\n").cuda is None
     assert str(read_cmakelists("project(x)\nenable_language(CUDA)\n").cuda) == "CMakeLists.txt:2"
+
+
+IDE_ONLY = """\
+# NOTES: current just for CMake-based IDE (e.g. CLion) indexing, the real compilation is done
+cmake_minimum_required(VERSION 3.10)
+project(deep_gemm LANGUAGES CXX CUDA)
+target_link_libraries(_C PRIVATE ${TORCH_LIBRARIES} CUDA::nvrtc CUDA::cublasLt torch_python)
+"""
+
+
+def test_a_cmakelists_that_says_it_is_for_an_ide_is_told_apart() -> None:
+    read = read_cmakelists(IDE_ONLY)
+    assert read.cuda is not None
+    assert read.ide_only is not None
+    assert str(read.ide_only.place) == "CMakeLists.txt:1"
+    assert read.ide_only.value is not None
+    assert read.ide_only.value.startswith("NOTES: current just for CMake-based IDE")
+    assert [(str(s.place), s.value) for s in read.cuda_libraries] == [
+        ("CMakeLists.txt:4", "nvrtc"),
+        ("CMakeLists.txt:4", "cublasLt"),
+    ]
+    for comment in ("# Used by clangd only", "# not for building: see setup.py"):
+        assert read_cmakelists(f"{comment}\nproject(x CUDA)\n").ide_only is not None
+    # a build's own CMakeLists.txt, and a later comment, say nothing of the kind
+    assert read_cmakelists(CMAKELISTS).ide_only is None
+    assert read_cmakelists("project(x CUDA)\n# for the IDE\n").ide_only is None
+    assert read_cmakelists("# builds the index kernels\nproject(x CUDA)\n").ide_only is None

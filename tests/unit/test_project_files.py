@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from release.errors import FileError
-from release.project import Naming, naming, read_project_files, reading
+from release.errors import ConfigError, FileError
+from release.project import Naming, naming, read_project_files, read_version_file, reading
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
@@ -191,3 +191,83 @@ def test_a_project_file_that_is_not_a_regular_file_is_a_file_error_never_a_hang(
     with pytest.raises(FileError, match=r"pyproject\.toml: Too many levels of symbolic links"):
         read_project_files(tmp_path)
     assert FileError.exit_code == 8
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "reason"),
+    [
+        (
+            "pyproject.toml",
+            b'[project]\nname = "k3"\ndescription = "caf\xe9"\n',
+            "not UTF-8 (byte 0xe9 at line 3, column 19)",
+        ),
+        (
+            "setup.cfg",
+            b"[metadata]\nname = k3\nauthor = \xff\n",
+            "not UTF-8 (byte 0xff at line 3, column 10)",
+        ),
+    ],
+    ids=["pyproject", "setup-cfg"],
+)
+def test_a_build_file_that_is_not_utf8_is_named_with_its_line(
+    tmp_path: Path, name: str, data: bytes, reason: str
+) -> None:
+    """Issue 49, F23: never read as empty ("no build system"); pip and build read both files
+    as UTF-8 and would fail on it later."""
+    (tmp_path / name).write_bytes(data)
+    with pytest.raises(ConfigError) as caught:
+        read_project_files(tmp_path)
+    assert caught.value.message == f"{tmp_path / name}: {reason}"
+
+
+SUBDIRECTORY = (
+    '[project]\nname = "sgl-tiny"\ndynamic = ["version"]\n\n'
+    '[tool.setuptools.dynamic]\nversion = {file = "tiny/VERSION"}\n'
+)
+
+
+def test_a_prepare_steps_version_file_gives_a_computed_version(tmp_path: Path) -> None:
+    project = tmp_path / "sgl_tiny"
+    project.mkdir()
+    (project / "pyproject.toml").write_text(SUBDIRECTORY, encoding="utf-8")
+    read = reading(read_project_files(project))
+    (project / "VERSION").write_text(" 0.1.5.post1\n", encoding="utf-8")
+    said = naming(read, read_version_file(project / "VERSION", "VERSION"))
+    assert said.static is not None
+    assert (said.static[0], str(said.static[1])) == ("sgl-tiny", "0.1.5.post1")
+    assert said.version is not None
+    assert said.version.source() == "VERSION:1"
+    # without one, the version stays dynamic: the build backend would be asked
+    assert naming(read).static is None
+
+
+def test_a_missing_or_empty_version_file_is_the_problem_at_its_path(tmp_path: Path) -> None:
+    project = tmp_path / "sgl_tiny"
+    project.mkdir()
+    (project / "pyproject.toml").write_text(SUBDIRECTORY, encoding="utf-8")
+    read = reading(read_project_files(project))
+    missing = naming(read, read_version_file(tmp_path / "VERSION", "../VERSION"))
+    assert missing.problem == (
+        f"{project / '../VERSION'}: no such file: the prepare step's version-file is where the "
+        "release's version is read from (write the version there, as the release workflow "
+        "does from the tag)"
+    )
+    (project / "VERSION").write_text("\n", encoding="utf-8")
+    empty = naming(read, read_version_file(project / "VERSION", "VERSION"))
+    assert empty.problem is not None
+    assert empty.problem.startswith(f"{project / 'VERSION'}:1: an empty file: ")
+    (project / "VERSION").write_text("v1 beta\n", encoding="utf-8")
+    bad = naming(read, read_version_file(project / "VERSION", "VERSION"))
+    assert bad.problem == f"{project / 'VERSION'}:1: version 'v1 beta' is not PEP 440"
+
+
+def test_a_literal_version_wins_over_a_version_file(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "tiny"\nversion = "2.0.0"\n', encoding="utf-8"
+    )
+    (tmp_path / "VERSION").write_text("9.9.9\n", encoding="utf-8")
+    said = naming(
+        reading(read_project_files(tmp_path)), read_version_file(tmp_path / "VERSION", "VERSION")
+    )
+    assert said.static is not None
+    assert str(said.static[1]) == "2.0.0"

@@ -93,3 +93,38 @@ def test_a_name_or_version_that_is_not_a_string_is_a_problem_at_its_line() -> No
     assert read.problem == "pyproject.toml:2: [project] name must be a string, not int 3"
     read = read_pyproject('[project]\nname = "x"\nversion = 1.5\n')
     assert read.problem == "pyproject.toml:3: [project] version must be a string, not float 1.5"
+
+
+STAGED = """\
+[project]
+name = "sgl-deep-gemm"
+dynamic = ["version"]
+dependencies = [
+    "apache-tvm-ffi==0.1.9",
+]
+
+[tool.setuptools.dynamic]
+version = {file = "deep_gemm/VERSION"}
+
+[tool.setuptools.package-data]
+deep_gemm = [
+    "VERSION",
+    "include/deep_gemm/**/*",
+]
+"""
+
+
+def test_a_staged_pyproject_says_its_version_file_package_data_and_dependencies() -> None:
+    read = read_pyproject(STAGED)
+    assert read.version_from is not None
+    assert (str(read.version_from.place), read.version_from.value) == (
+        "pyproject.toml:9",
+        "deep_gemm/VERSION",
+    )
+    assert [(str(d.place), d.value) for d in read.package_data] == [
+        ("pyproject.toml:12", "deep_gemm/VERSION"),
+        ("pyproject.toml:12", "deep_gemm/include/deep_gemm/**/*"),
+    ]
+    assert [(str(d.place), d.value) for d in read.dependencies] == [
+        ("pyproject.toml:5", "apache-tvm-ffi==0.1.9")
+    ]

@@ -7,7 +7,9 @@ import base64
 import hashlib
 import io
 import json
+import sys
 import zipfile
+from dataclasses import replace
 from pathlib import Path
 
 import jsonschema
@@ -17,14 +19,14 @@ from ruamel.yaml import YAML
 from release.backends import BuildRecipe
 from release.building.pipeline import relabelled
 from release.building.preview import TOOLKIT_INPUTS, doctor_rows, planned_inputs
-from release.building.stage import buildable_problem, check_cells
+from release.building.stage import buildable_problem, check_cells, pruned_notes
 from release.cli import main
 from release.errors import ConfigError, ToolchainError
 from release.inspection.devicecode import NO_DEVICE_CODE
 from release.inspection.fatbin import FatbinContents
 from release.inspection.wheel import inspect_wheel
 from release.matrix import Cell, load_matrix, matrix_json_schema
-from release.toolchain import ToolchainPlan, resolve
+from release.toolchain import ToolchainPlan, envcache, resolve
 from release.yamlspec import as_plain
 
 TESTS = Path(__file__).resolve().parents[1]
@@ -196,6 +198,26 @@ def test_a_dry_run_shows_what_each_backend_receives(
     assert list(tmp_path.iterdir()) == [], "a dry run provisions nothing"
 
 
+def test_a_dry_run_says_what_a_jit_first_torch_cells_wheel_is_held_to(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
+    matrix = str(BUILD / "torch-jit.yaml")
+    args = ["build", "--matrix", matrix, "--dry-run", "--json", "--cache-dir", str(tmp_path)]
+    assert main(args) == 0
+    (cell,) = json.loads(capsys.readouterr().out)["cells"]
+    assert cell["wheel"] == "k3_kernels-0.1.0-py3-none-manylinux_2_28_x86_64.whl"
+    assert "TORCH_CUDA_ARCH_LIST" not in cell["inputs"]
+    python = f"{sys.version_info.major}.{sys.version_info.minor}"
+    assert cell["torch"].startswith(f"torch 2.14.1 for Python {python}, from pip index")
+    assert cell["notes"] == [
+        "no device code (device-code: none): its wheel must hold no fatbin, cubin or PTX file "
+        "and no shared object with a fatbin section",
+        f"one py3-none wheel (python: any) built with Python {python}: its shared objects "
+        "must use no Python C-API",
+    ]
+
+
 def test_doctor_shows_per_cell_what_its_backend_uses_and_receives() -> None:
     cells = load_matrix(BUILD / "torch-and-cmake.yaml").cells
     plans = {c.id: plan(c) for c in cells}
@@ -279,6 +301,19 @@ def test_a_shared_object_holding_the_cells_targets_passes_and_the_trap_fails() -
     assert "fixture_kernels/libfxk.so has no cubin for sm_80" in trapped.problems[0]
 
 
+def test_a_cell_without_device_code_is_held_to_none_instead_of_its_targets() -> None:
+    (cell,) = load_matrix(FIXTURE).cells
+    host_only = replace(cell, sms=(), ptx=None, device_code="none")
+    name, data = fixture_wheel(host_only)
+    assert inspect_wheel(name, data, host_only, list_fatbin=no_fatbin).problems == ()
+    name, data = fixture_wheel(host_only, library=DEVICE_SO)
+    (problem,) = inspect_wheel(name, data, host_only, list_fatbin=no_fatbin).problems
+    assert problem.startswith(
+        "fixture_kernels/libfxk.so holds device code in its .nv_fatbin section, and the cell "
+        "declares device-code: none"
+    )
+
+
 def test_relabelled_gives_the_wheel_the_cells_version(tmp_path: Path) -> None:
     text = FIXTURE.read_text().replace(
         "destination: pypi\n", "destination: github\n    local-label: cu129\n", 1
@@ -296,3 +331,102 @@ def test_relabelled_gives_the_wheel_the_cells_version(tmp_path: Path) -> None:
     assert labelled.name == cell.wheel_filename
     assert not (tmp_path / name).exists()
     assert relabelled(labelled, cell) == labelled
+
+
+# ---------------------------------------------------------------- build.requires, cuda-libraries
+
+
+def test_build_requires_and_cuda_libraries_merge_per_cuda_version() -> None:
+    """A CUDA version's requirement replaces the release's of the same distribution; its
+    libraries add to the release's."""
+    cells = {str(c.cuda): c for c in load_matrix(BUILD / "torch-jit-libraries.yaml").cells}
+    assert cells["13.0"].build.requires == ("apache-tvm-ffi==0.1.8", "ninja")
+    assert cells["13.0"].build.cuda_libraries == ("nvrtc", "cublas", "cublasLt")
+    assert cells["12.9"].build.requires == ("apache-tvm-ffi==0.1.9", "ninja")
+    assert cells["12.9"].build.cuda_libraries == ("nvrtc", "cublas")
+
+
+def test_an_unknown_cuda_library_is_refused_at_its_line_naming_the_known_ones() -> None:
+    with pytest.raises(ConfigError) as raised:
+        load_matrix(BUILD / "bad-libraries.yaml")
+    (problem,) = raised.value.problems
+    assert problem.startswith(
+        "bad-libraries.yaml:4:27: build.cuda-libraries[1]: 'cublaslt' is not one of 'cudart', "
+        "'nvrtc', 'cublas', 'cublasLt',"
+    )
+    assert problem.endswith("did you mean 'cublasLt'?")
+
+
+def test_build_requirements_are_pep_508_and_never_a_torch_cells_torch() -> None:
+    with pytest.raises(ConfigError) as raised:
+        load_matrix(BUILD / "bad-requires.yaml")
+    invalid, torch = raised.value.problems
+    assert invalid.startswith(
+        "bad-requires.yaml:4:39: build.requires[1]: 'not a requirement!' is not a PEP 508 "
+        "requirement ("
+    )
+    assert "\n" not in invalid
+    assert torch == (
+        "bad-requires.yaml:4:61: build.requires[2]: a torch cell builds against its pinned "
+        "torch (torch:): remove it here"
+    )
+
+
+def test_cuda_libraries_are_for_the_backends_that_build_in_a_cuda_home() -> None:
+    with pytest.raises(ConfigError) as raised:
+        load_matrix(BUILD / "release-libraries.yaml")
+    (problem,) = raised.value.problems
+    assert problem.startswith('release-libraries.yaml:9:13: cuda["13.0"].build.cuda-libraries: ')
+    assert "cuda-libraries are for cmake and torch cells" in problem
+
+
+def cell_plan_of(cell: Cell) -> ToolchainPlan:
+    return resolve(
+        str(cell.cuda), cell.arch, cuda_home=None, cache_dir=CACHE, host_arch="x86_64",
+        cuda_libraries=cell.build.cuda_libraries, builds_in_cuda_home=True,
+    )  # fmt: skip
+
+
+def test_a_12_9_torch_cell_without_device_code_builds_here_without_nvcc() -> None:
+    """PyPI has no nvcc for 12.9; a cell that compiles no device code needs none."""
+    cells = {str(c.cuda): c for c in load_matrix(BUILD / "torch-jit-libraries.yaml").cells}
+    cell = cells["12.9"]
+    assert buildable_problem(cell, cell_plan_of(cell)) is None
+    fatbin = replace(cell, device_code="fatbin")
+    assert "PyPI has no nvcc for CUDA 12.9" in not_buildable(fatbin, plan(fatbin)).message
+
+
+def test_doctor_says_a_cell_without_nvcc_builds_with_its_libraries() -> None:
+    cells = load_matrix(BUILD / "torch-jit-libraries.yaml").cells
+    rows = {r.cell: r for r in doctor_rows(cells, {c.id: cell_plan_of(c) for c in cells})}
+    no_nvcc = rows["12.9-x86_64-torch2.11.0"]
+    assert no_nvcc.builds == "here"
+    assert no_nvcc.device.startswith(
+        "none (no device code, no nvcc); CUDA_HOME with nvrtc, cublas (PyPI "
+    )
+    assert "nvidia-cuda-nvrtc-cu12==12.9.86" in no_nvcc.device
+    assert "build requirements from the matrix: apache-tvm-ffi==0.1.9, ninja" in no_nvcc.receives
+    with_nvcc = rows["13.0-x86_64-torch2.11.0"]
+    assert with_nvcc.device.startswith("nvcc (PyPI nvidia-cuda-nvcc==13.0.88")
+    assert "CUDA_HOME with nvrtc, cublas, cublasLt (PyPI " in with_nvcc.device
+
+
+def test_the_build_says_which_torch_environment_it_pruned_and_why() -> None:
+    gone = envcache.Environment(
+        path=Path("/c/torch-2.11.0-cu130-py3.11-a"), size=5 * 2**30, last_used=1
+    )
+    busy = envcache.Environment(
+        path=Path("/c/torch-2.14.1-cu130-py3.11-b"), size=6 * 2**30, last_used=2
+    )
+    budget = envcache.Budget(size=4 * 2**30, source="$RELEASE_TORCH_ENV_BUDGET")
+    notes = pruned_notes(
+        envcache.Pruned(deleted=(gone,), in_use=(busy,), remaining=6 * 2**30), budget
+    )
+    assert notes == [
+        "pruned the torch environment torch-2.11.0-cu130-py3.11-a (5 GiB, the least recently "
+        "used): over the torch environments' budget of 4 GiB ($RELEASE_TORCH_ENV_BUDGET)",
+        "the torch environments hold 6 GiB, over the torch environments' budget of 4 GiB "
+        "($RELEASE_TORCH_ENV_BUDGET): 1 of them in use by builds now",
+    ]
+    quiet = envcache.Pruned(deleted=(), in_use=(), remaining=0)
+    assert pruned_notes(quiet, budget) == []

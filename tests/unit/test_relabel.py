@@ -8,13 +8,21 @@ import csv
 import hashlib
 import io
 import zipfile
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from packaging.version import Version
 
-from release.building.relabel import RelabelError, labelled_version, relabel, rewrite_version
+from release.building.pipeline import platlib
+from release.building.relabel import (
+    RelabelError,
+    as_platlib,
+    labelled_version,
+    relabel,
+    rewrite_version,
+)
 from release.inspection.wheel import check_record
 from release.wheelfile import wheel_facts
 
@@ -40,16 +48,18 @@ def make_wheel(
     data_dir: bool = False,
     extra: dict[str, bytes] | None = None,
     record_ending: str = "\n",
+    wheel: bytes = WHEEL,
+    library: bool = True,
 ) -> bytes:
     """A wheel as scikit-build-core lays it out: package, then .dist-info, RECORD last."""
     files: dict[str, tuple[bytes, int]] = {
         "fixture_kernels/__init__.py": (b"from x import y\n", 0o644),
-        "fixture_kernels/libfxk.so": (b"\x7fELF" + bytes(64), 0o755),
+        **({"fixture_kernels/libfxk.so": (b"\x7fELF" + bytes(64), 0o755)} if library else {}),
     }
     if data_dir:
         files["fixture_cmake_kernels-0.2.0.data/scripts/fxk-info"] = (b"#!python\n", 0o755)
     files[f"{info}/METADATA"] = (metadata, 0o644)
-    files[f"{info}/WHEEL"] = (WHEEL, 0o644)
+    files[f"{info}/WHEEL"] = (wheel, 0o644)
     for name, content in (extra or {}).items():
         files[name] = (content, 0o644)
     rows = [f"{name},{digest(content)},{len(content)}" for name, (content, _) in files.items()]
@@ -234,3 +244,27 @@ def test_a_nightly_gets_its_dev_version_by_rewriting() -> None:
 def test_the_release_part_is_never_rewritten(target: str) -> None:
     with pytest.raises(RelabelError, match="never the release"):
         rewrite_version(NAME, make_wheel(), Version(target))
+
+
+PURE = WHEEL.replace(b"Root-Is-Purelib: false", b"Root-Is-Purelib: true").replace(
+    b"py3-none-linux_x86_64", b"py3-none-any"
+)
+
+
+def test_a_pure_wheel_holding_a_shared_object_becomes_a_platform_wheel(tmp_path: Path) -> None:
+    """DeepGEMM's staged pyproject: its prebuilt _C.so is package data of a pure wheel."""
+    pure = make_wheel(wheel=PURE)
+    data = as_platlib(pure)
+    assert read(data, f"{INFO}/WHEEL") == PURE.replace(b"Purelib: true", b"Purelib: false")
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        assert check_record(archive, INFO) == []
+    assert [read(data, m.filename) for m in members(data)][:3] == [
+        read(pure, m.filename) for m in members(pure)
+    ][:3]
+    assert as_platlib(data) == data
+    path = tmp_path / "fixture_cmake_kernels-0.2.0-py3-none-any.whl"
+    path.write_bytes(pure)
+    assert platlib(path).read_bytes() == data
+    no_library = make_wheel(wheel=PURE, library=False)
+    path.write_bytes(no_library)
+    assert platlib(path).read_bytes() == no_library, "a pure wheel without one stays pure"

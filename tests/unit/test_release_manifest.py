@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from release.fsutil import UnreadableDocument
 from release.matrix import load_matrix
 from release.records.manifest import Manifest, WheelEntry
 from release.records.release_manifest import (
@@ -98,7 +99,7 @@ def test_missing_arch_and_a_label_that_is_no_string_are_tolerated() -> None:
 @pytest.mark.parametrize(
     ("data", "error", "message"),
     [
-        (b"{", json.JSONDecodeError, "Expecting property name"),
+        (b"{", UnreadableDocument, "Expecting property name"),
         (b"[]", ValueError, "not a release manifest"),
         (b'{"wheels": {}}', ValueError, "not a release manifest"),
         (b'{"wheels": [1]}', ValueError, "a wheel is not an object"),

@@ -1,5 +1,5 @@
 """The sdist's pure parts: the fixed metadata that makes two builds give the same bytes,
-the checks of its name and PKG-INFO, which cell builds it, and its manifest section."""
+which cell builds it, and its manifest section (what it must hold: test_sdistfile.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from release.building.sdist import normalised, pkg_info_problems
+from release.building.sdist import linked_out, normalised
 from release.building.stage import kept_sdist
 from release.matrix import load_matrix
 from release.records.manifest import (
@@ -21,7 +21,6 @@ from release.records.manifest import (
     SdistEntry,
     from_json,
     sdist_cell_of,
-    sdist_filename,
     to_json,
 )
 
@@ -83,20 +82,6 @@ def test_a_link_in_an_sdist_is_refused() -> None:
         tar.addfile(link)
     with pytest.raises(ValueError, match=r"k3_kernels-0\.1\.0/etc: not a file or a directory"):
         normalised(raw.getvalue(), EPOCH)
-
-
-def test_pkg_info_must_name_the_release() -> None:
-    name = sdist_filename("k3-kernels", "0.1.0")
-    assert name == "k3_kernels-0.1.0.tar.gz"
-    good = tarball(FILES, gzip_time=0)
-    assert pkg_info_problems(good, name, "k3-kernels", "0.1.0") == []
-    assert pkg_info_problems(good, name, "k3-kernels", "0.2.0") == [
-        "k3_kernels-0.1.0.tar.gz: PKG-INFO Version is '0.1.0', the release is 0.2.0"
-    ]
-    flat = tarball([("PKG-INFO", PKG_INFO, EPOCH, 0o644)], gzip_time=0)
-    assert pkg_info_problems(flat, name, "k3-kernels", "0.1.0") == [
-        f"{name}: no k3_kernels-0.1.0/PKG-INFO (PEP 625: one top directory k3_kernels-0.1.0/)"
-    ]
 
 
 def test_the_default_variants_first_cell_builds_it_and_a_labelled_matrix_has_none() -> None:
@@ -170,3 +155,43 @@ def test_a_build_of_other_cells_keeps_the_versions_intact_sdist(tmp_path: Path) 
     assert kept_sdist(earlier, replace(now, version="0.2.0"), tmp_path) is None
     (tmp_path / SDIST.filename).write_bytes(data[:-1] + b"\1")
     assert kept_sdist(earlier, now, tmp_path) is None  # changed since: left out
+
+
+def linked_project(tmp_path: Path) -> Path:
+    """A project whose `pkg/keys` links to a directory outside it, `pkg/key.pem` to a file
+    outside it, and `pkg/same` to its own `pkg/inner`."""
+    outside = tmp_path / "home" / ".ssh"
+    outside.mkdir(parents=True)
+    (outside / "id_rsa").write_text("-----BEGIN OPENSSH PRIVATE KEY-----\n")
+    project = tmp_path / "project"
+    (project / "pkg" / "inner").mkdir(parents=True)
+    (project / "pkg" / "inner" / "a.py").write_text("")
+    (project / "pkg" / "keys").symlink_to(outside, target_is_directory=True)
+    (project / "pkg" / "key.pem").symlink_to(outside / "id_rsa")
+    (project / "pkg" / "same").symlink_to("inner", target_is_directory=True)
+    return project
+
+
+@pytest.mark.parametrize(
+    ("member", "link"),
+    [("pkg/keys/id_rsa", "pkg/keys"), ("pkg/key.pem", "pkg/key.pem")],
+    ids=["directory", "file"],
+)
+def test_a_member_taken_through_a_symlink_out_of_the_project_names_the_link(
+    tmp_path: Path, member: str, link: str
+) -> None:
+    """Issue 49, F5: a backend follows links; what they point to outside is refused."""
+    project = linked_project(tmp_path)
+    members = [*FILES, (f"k3_kernels-0.1.0/{member}", b"key", EPOCH, 0o600)]
+    found = linked_out(tarball(members, gzip_time=0), project)
+    target = tmp_path / "home" / ".ssh" / ("id_rsa" if link.endswith(".pem") else "")
+    assert found == (
+        f"k3_kernels-0.1.0/{member} is {project / link} -> {str(target).rstrip('/')}, "
+        f"a symlink out of {project}"
+    )
+
+
+def test_links_inside_the_project_and_files_the_build_made_are_no_problem(tmp_path: Path) -> None:
+    project = linked_project(tmp_path)
+    members = [*FILES, ("k3_kernels-0.1.0/pkg/same/a.py", b"", EPOCH, 0o644)]
+    assert linked_out(tarball(members, gzip_time=0), project) is None

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from release.backends import CUDA_LIBRARY_NAMES
 from release.commands.doctor import doctor_rows
 from release.errors import ToolchainError
 from release.inspection.fatbin import parse_cuobjdump_listing
@@ -24,6 +26,7 @@ from release.toolchain import (
     resolve,
     toolchain_spec,
 )
+from release.toolchain.pins import CUDA_LIBRARY_PINS
 
 CACHE = Path("/cache")
 
@@ -252,3 +255,99 @@ def test_doctor_rows_say_what_is_used_and_from_where() -> None:
     assert rows[1].device.source == "system toolkit /usr/local/cuda"
     with_probe = doctor_rows([pypi], toolchains={("12.9", "aarch64"): _toolchain("aarch64")})
     assert with_probe[0].inspector.name == "cuobjdump 13.2.86"
+
+
+# ---------------------------------------------------------------- CUDA libraries (issue 51)
+
+
+def test_every_known_cuda_version_pins_every_cuda_library_the_matrix_may_name() -> None:
+    assert set(CUDA_LIBRARY_PINS) == set(KNOWN_CUDA)
+    for cuda, libraries in CUDA_LIBRARY_PINS.items():
+        assert set(libraries) == set(CUDA_LIBRARY_NAMES), cuda
+        suffix = "-cu12" if cuda.startswith("12.") else ""
+        for name, pins in libraries.items():
+            assert pins, (cuda, name)
+            assert all(p.name.startswith("nvidia-") and p.name.endswith(suffix) for p in pins)
+
+
+def test_the_runtime_of_the_libraries_is_the_one_of_the_device_compiler() -> None:
+    """One CUDA release: the library wheels' runtime and NVRTC are the device pins'."""
+    for cuda, known in KNOWN_CUDA.items():
+        device = {p.name: p.version for p in known.pins}
+        libraries = {p.name: p.version for ps in CUDA_LIBRARY_PINS[cuda].values() for p in ps}
+        shared = set(device) & set(libraries)
+        assert shared, cuda
+        assert {n: libraries[n] for n in shared} == {n: device[n] for n in shared}
+
+
+def test_a_cell_that_builds_in_a_cuda_home_gets_its_libraries_and_the_runtime() -> None:
+    plan = resolve(
+        "13.0", "x86_64", cuda_home=None, cache_dir=CACHE, host_arch="x86_64",
+        cuda_libraries=("nvrtc", "cublasLt", "cublas"), builds_in_cuda_home=True,
+    )  # fmt: skip
+    assert plan.libraries is not None
+    assert plan.library_names == ("nvrtc", "cublasLt", "cublas")
+    assert set(plan.libraries.requirements) == {
+        "nvidia-cublas==13.1.0.3",
+        "nvidia-cuda-nvrtc==13.0.88",
+        "nvidia-cuda-runtime==13.0.96",
+        "nvidia-cuda-crt==13.0.88",
+        "nvidia-cuda-cccl==13.0.85",
+    }
+    assert plan.libraries in plan.pinsets  # provisioned with the rest
+    assert plan.device_compiler == "nvcc"
+
+
+def test_a_library_brings_the_wheels_it_links_against() -> None:
+    plan = resolve(
+        "12.9", "x86_64", cuda_home=None, cache_dir=CACHE, host_arch="x86_64",
+        cuda_libraries=("cusolver",), builds_in_cuda_home=True,
+    )  # fmt: skip
+    assert plan.libraries is not None
+    assert {
+        "nvidia-cusolver-cu12==11.7.5.82",
+        "nvidia-cublas-cu12==12.9.1.4",
+        "nvidia-cusparse-cu12==12.5.10.65",
+        "nvidia-nvjitlink-cu12==12.9.86",
+    } <= set(plan.libraries.requirements)
+
+
+def test_cuda_12_9_without_nvcc_gets_a_cuda_home_of_the_runtime_alone() -> None:
+    plan = resolve(
+        "12.9", "x86_64", cuda_home=None, cache_dir=CACHE, host_arch="x86_64",
+        builds_in_cuda_home=True,
+    )  # fmt: skip
+    assert plan.device_compiler == "nvrtc"
+    assert plan.libraries is not None
+    assert plan.library_names == ()
+    assert set(plan.libraries.requirements) == {
+        "nvidia-cuda-runtime-cu12==12.9.79",
+        "nvidia-cuda-nvcc-cu12==12.9.86",  # the crt/ headers, and ptxas: no nvcc
+        "nvidia-cuda-cccl-cu12==12.9.27",
+    }
+
+
+def test_no_library_set_where_the_toolkit_is_the_cuda_home() -> None:
+    plain = resolve("13.0", "x86_64", cuda_home=None, cache_dir=CACHE, host_arch="x86_64")
+    assert plain.libraries is None
+    csrc = resolve(
+        "12.9", "x86_64", cuda_home=None, cache_dir=CACHE, host_arch="x86_64",
+        cuda_libraries=("nvrtc",), builds_in_cuda_home=False,
+    )  # fmt: skip
+    assert csrc.libraries is None
+    system = resolve(
+        "12.9", "x86_64", cuda_home=Path("/opt/cuda-12.9"), cache_dir=CACHE,
+        host_arch="x86_64", cuda_libraries=("nvrtc",), builds_in_cuda_home=True,
+    )  # fmt: skip
+    assert system.libraries is None
+
+
+def test_the_libraries_are_part_of_the_toolchains_identity_only_where_named() -> None:
+    plain = _toolchain("x86_64")
+    assert "cuda_libraries" not in plain.identity
+    plan = resolve(
+        "12.9", "x86_64", cuda_home=None, cache_dir=CACHE, host_arch="x86_64",
+        cuda_libraries=("nvrtc",), builds_in_cuda_home=True,
+    )  # fmt: skip
+    named = replace(plain, plan=plan)
+    assert "nvidia-cuda-nvrtc-cu12==12.9.86" in named.identity["cuda_libraries"]

@@ -1,28 +1,26 @@
 """The manylinux verdict (release/inspection/verdict.py): auditwheel's policy on real ELF
-files in a wheel, what its answer means for a cell, and which libraries count as torch's
-(a torch cell's wheels may need them and never bundle them)."""
+files in a wheel, what its answer means for a cell, and the libraries it needs that nothing
+provides (not the wheel, not the policy, not its runtime dependencies), each named."""
 
 from __future__ import annotations
 
 import zipfile
-from fnmatch import fnmatch
 from pathlib import Path
 
-import pytest
-
-from release.backends.torch_extension import TORCH_PROVIDED
 from release.inspection.verdict import manylinux_verdict, verdict_problems
 from release.wheelfile import record_hash
 
 ELF = Path(__file__).resolve().parents[1] / "data" / "elf"
 
 
-def wheel_of(directory: Path, library: str, arch: str) -> Path:
-    """A wheel whose one shared object is tests/data/elf/`library`."""
+def wheel_of(directory: Path, library: str, arch: str, *, beside: str | None = None) -> Path:
+    """A wheel whose one shared object is tests/data/elf/`library` (and, named `beside`, a
+    copy of a glibc 2.28 library of the arch)."""
     path = directory / f"ext-0.1.0-py3-none-linux_{arch}.whl"
     info = "ext-0.1.0.dist-info"
     members = {
         "ext/_lib.so": (ELF / library).read_bytes(),
+        **({f"ext/{beside}": (ELF / f"{arch}-glibc2.28.so").read_bytes()} if beside else {}),
         f"{info}/METADATA": b"Metadata-Version: 2.1\nName: ext\nVersion: 0.1.0\n",
         f"{info}/WHEEL": (
             f"Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: py3-none-linux_{arch}\n"
@@ -59,70 +57,50 @@ def test_a_glibc_228_library_of_either_machine_fits_its_own_arch(tmp_path: Path)
 def test_linking_a_cuda_library_is_refused_unless_it_is_provided(tmp_path: Path) -> None:
     wheel = wheel_of(tmp_path, "x86_64-needs-cudart.so", "x86_64")
     assert manylinux_verdict(wheel, manylinux="2_28", arch="x86_64").problems == (
-        "auditwheel: the wheel is only linux_x86_64, not manylinux_2_28_x86_64",
-        "auditwheel: the wheel needs shared libraries outside manylinux: libcudart.so.12",
+        "ext/_lib.so needs libcudart.so.12, which nothing provides: not the wheel, not the "
+        "manylinux_2_28_x86_64 policy, not a distribution its Requires-Dist reaches (none) "
+        "(add the distribution that ships it to the project's dependencies, bundle it in the "
+        "wheel, or link it statically)",
     )
-    provided = manylinux_verdict(wheel, manylinux="2_28", arch="x86_64", provided=TORCH_PROVIDED)
+    provided = manylinux_verdict(
+        wheel, manylinux="2_28", arch="x86_64", provided={"libcudart.so.12"}
+    )
     assert provided.external_libraries == ()
+    assert provided.problems == ()
 
 
-# the sonames of torch 2.14.1+cu130's torch/lib and of the nvidia/*/lib libraries an
-# extension links (readelf -d ... | grep SONAME), and those of a cu12 torch
-TORCH_SONAMES = (
-    "libc10.so",
-    "libc10_cuda.so",
-    "libcaffe2_nvrtc.so",
-    "libgomp.so.1",
-    "libshm.so",
-    "libtorch.so",
-    "libtorch_cpu.so",
-    "libtorch_cuda.so",
-    "libtorch_cuda_linalg.so",
-    "libtorch_global_deps.so",
-    "libtorch_nvshmem.so",
-    "libtorch_python.so",
-    "libcublas.so.13",
-    "libcublasLt.so.13",
-    "libcudart.so.13",
-    "libcufft.so.12",
-    "libcufile.so.0",
-    "libcupti.so.13",
-    "libcurand.so.10",
-    "libcusolver.so.12",
-    "libcusparse.so.12",
-    "libcusparseLt.so.0",
-    "libnvJitLink.so.13",
-    "libnvrtc.so.13",
-    "libnvrtc-builtins.so.13.0",
-    "libnvtx3interop.so.1",
-    "libcudnn.so.9",
-    "libcudnn_ops.so.9",
-    "libnccl.so.2",
-    "libnvshmem_host.so.3",
-    "libcudart.so.12",
-    "libnvToolsExt.so.1",
-)
-NOT_TORCHS = (
-    "libcuda.so.1",  # the driver: the system's, not torch's
-    "libplanted.so",
-    "libz.so.1",
-    "libopenblas.so.0",
-    "libpython3.11.so.1.0",
-    "libstdc++.so.6",
-    "libomp.so",
-    "libtorchvision.so",  # torchvision's and torchaudio's are not torch's
-    "libtorchaudio.so",
-)
+def test_each_library_nothing_provides_is_named_and_nothing_else(tmp_path: Path) -> None:
+    """DeepGEMM's shape: torch's, CUDA's and apache-tvm-ffi's libraries come with the
+    wheel's runtime dependencies; libnobody.so.1 with nothing."""
+    wheel = wheel_of(tmp_path, "x86_64-needs-runtime-libs.so", "x86_64")
+    alone = manylinux_verdict(wheel, manylinux="2_28", arch="x86_64")
+    assert alone.platform_tag == "linux_x86_64"
+    assert alone.external_libraries == (
+        "libc10.so",
+        "libnobody.so.1",
+        "libnvrtc.so.13",
+        "libtvm_ffi.so",
+    )
+    verdict = manylinux_verdict(
+        wheel,
+        manylinux="2_28",
+        arch="x86_64",
+        provided={"libc10.so", "libnvrtc.so.13", "libtvm_ffi.so", "libcudart.so.13"},
+        dependencies=("torch", "apache-tvm-ffi", "cuda-toolkit", "nvidia-cuda-nvrtc"),
+    )
+    assert verdict.external_libraries == ("libnobody.so.1",)
+    # the tag drops to linux_x86_64 for that library alone: no glibc problem is said
+    assert verdict.problems == (
+        "ext/_lib.so needs libnobody.so.1, which nothing provides: not the wheel, not the "
+        "manylinux_2_28_x86_64 policy, not a distribution its Requires-Dist reaches (torch, "
+        "apache-tvm-ffi, cuda-toolkit, nvidia-cuda-nvrtc) (add the distribution that ships "
+        "it to the project's dependencies, bundle it in the wheel, or link it statically)",
+    )
 
 
-@pytest.mark.parametrize("soname", TORCH_SONAMES)
-def test_torchs_libraries_are_provided(soname: str) -> None:
-    assert any(fnmatch(soname, pattern) for pattern in TORCH_PROVIDED)
-
-
-@pytest.mark.parametrize("soname", NOT_TORCHS)
-def test_other_libraries_are_not(soname: str) -> None:
-    assert not any(fnmatch(soname, pattern) for pattern in TORCH_PROVIDED)
+def test_a_library_the_wheel_holds_is_its_own(tmp_path: Path) -> None:
+    wheel = wheel_of(tmp_path, "x86_64-needs-cudart.so", "x86_64", beside="libcudart.so.12")
+    assert manylinux_verdict(wheel, manylinux="2_28", arch="x86_64").problems == ()
 
 
 def test_a_wheel_at_or_below_the_cells_manylinux_passes() -> None:
@@ -136,13 +114,25 @@ def test_a_wheel_above_the_cells_manylinux_is_refused() -> None:
     ]
 
 
-def test_a_linux_wheel_is_refused_with_the_libraries_it_needs() -> None:
+def test_a_linux_wheel_is_refused_with_each_library_it_needs() -> None:
     found = verdict_problems(
-        "linux_x86_64", ("libplanted.so", "libz.so.1"), manylinux="2_28", arch="x86_64"
+        "linux_x86_64",
+        ("libcuda.so.1", "libz.so.1"),
+        manylinux="2_28",
+        arch="x86_64",
+        needed_by={"libz.so.1": "pkg/_C.so"},
+        dependencies=[f"dist{n}" for n in range(8)],
     )
     assert found == [
         "auditwheel: the wheel is only linux_x86_64, not manylinux_2_28_x86_64",
-        "auditwheel: the wheel needs shared libraries outside manylinux: libplanted.so, libz.so.1",
+        "the wheel needs libcuda.so.1, which nothing provides: not the wheel, not the "
+        "manylinux_2_28_x86_64 policy, not a distribution its Requires-Dist reaches (dist0, "
+        "dist1, dist2, dist3, dist4, dist5 and 2 more) (libcuda is the driver's: dlopen it "
+        "instead of linking)",
+        "pkg/_C.so needs libz.so.1, which nothing provides: not the wheel, not the "
+        "manylinux_2_28_x86_64 policy, not a distribution its Requires-Dist reaches (dist0, "
+        "dist1, dist2, dist3, dist4, dist5 and 2 more) (add the distribution that ships it "
+        "to the project's dependencies, bundle it in the wheel, or link it statically)",
     ]
 
 

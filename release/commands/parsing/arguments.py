@@ -12,10 +12,14 @@ import argparse
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, NoReturn, Protocol, TypeVar
 
-from release.commands.parsing.options import OutputDir, OutputFile
+from release.commands.parsing.options import OutputDir, OutputFile, github_api_url
+from release.credentials import redact
 from release.targets import ARCHES
+
+if TYPE_CHECKING:
+    from release.console import Output
 
 T = TypeVar("T")
 
@@ -29,6 +33,30 @@ def options_from(kind: type[T], args: argparse.Namespace, **given: Any) -> T:
     return kind(**{**taken, **given})
 
 
+class UsageError(SystemExit):
+    """A command line argparse refuses: exit 2, with the usage and one line, which `main`
+    prints (and puts in the --json document). A SystemExit, as argparse's own, for callers
+    of `parse_args` other than `main`."""
+
+    def __init__(self, message: str, *, usage: str, prog: str) -> None:
+        super().__init__(2)
+        self.message = message
+        self.usage = usage
+        self.prog = prog
+
+    def lines(self) -> list[str]:
+        return [*self.usage.splitlines(), f"{self.prog}: error: {self.message}"]
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse's parser whose usage errors echo no credential: every value quoted in one
+    (`invalid choice: 'redis://:SECRET@h'`, a type's message) has its URLs redacted, and
+    the error is raised (`UsageError`) for `main` to print, not printed here."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(redact(message), usage=self.format_usage(), prog=self.prog)
+
+
 @dataclass(frozen=True)
 class Parents:
     """Options several commands share: `matrix` (--matrix), `output` (--json, --json-file),
@@ -40,7 +68,7 @@ class Parents:
 
 
 def parents() -> Parents:
-    matrix = argparse.ArgumentParser(add_help=False)
+    matrix = Parser(add_help=False)
     matrix.add_argument(
         "--matrix",
         type=Path,
@@ -48,7 +76,7 @@ def parents() -> Parents:
         metavar="PATH",
         help="the release matrix (default: ./matrix.yaml)",
     )
-    output = argparse.ArgumentParser(add_help=False)
+    output = Parser(add_help=False)
     output.add_argument(
         "--json",
         action="store_true",
@@ -60,7 +88,7 @@ def parents() -> Parents:
         "also write that document to PATH (its directory must exist)",
         metavar="PATH",
     )
-    cells = argparse.ArgumentParser(add_help=False)
+    cells = Parser(add_help=False)
     cells.add_argument(
         "--cuda",
         action="append",
@@ -93,7 +121,10 @@ class Command(Protocol):
 
     def add_options(self, parser: argparse.ArgumentParser) -> None: ...
 
-    def run(self, args: argparse.Namespace) -> int: ...
+    def run(self, args: argparse.Namespace, out: Output) -> int:
+        """What the command does; `out` is where all it shows goes, its one --json document
+        included (`Output.document`), which `main` writes when the command ends."""
+        ...
 
 
 def add_command(subparsers: Any, command: Command, shared: Parents) -> None:
@@ -136,6 +167,11 @@ def add_dist_option(parser: argparse.ArgumentParser, what: str, *, written: bool
 def add_index_url_overrides(parser: argparse.ArgumentParser, what: str) -> None:
     """`--index-url NAME=URL`, repeatable, as `parse_overrides` reads it; `what` is its help."""
     parser.add_argument("--index-url", action="append", default=[], metavar="NAME=URL", help=what)
+
+
+def add_github_api_url_option(parser: argparse.ArgumentParser, what: str) -> None:
+    """`--github-api-url URL`, checked as a GitHub REST API base; `what` is its help."""
+    parser.add_argument("--github-api-url", type=github_api_url, metavar="URL", help=what)
 
 
 def add_markdown_option(parser: argparse.ArgumentParser, what: str) -> None:

@@ -2,29 +2,18 @@
 
 from __future__ import annotations
 
-import argparse
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from release import proc
 from release.commands.parsing.options import output_dir_problem
 from release.console import Output
-from release.credentials import without_credentials
-from release.errors import ConfigError, FileError
-from release.fsutil import write_atomic
+from release.credentials import redact, without_credentials
+from release.errors import ConfigError, FileError, shown
 from release.matrix import Commit, Matrix, load_matrix, nightly_matrix, require_nightly
 from release.toolchain.projectmeta import asking_the_backend
-
-
-def output_for(args: argparse.Namespace, command: str) -> Output:
-    return Output(
-        os.environ,
-        json_mode=args.json,  # every command takes the shared output options
-        json_file=args.json_file,
-        command=command,
-    )
 
 
 def write_report(
@@ -34,7 +23,7 @@ def write_report(
     given and in the GitHub step summary."""
     out.document(document)
     if file is not None:
-        write_atomic(file, markdown.encode())
+        out.write_file(file, markdown)
     out.summary(markdown)
 
 
@@ -60,6 +49,24 @@ def output_dir(path: Path, option: str) -> Path:
     return resolved
 
 
+def checked_variable(
+    environ: Mapping[str, str], name: str, problem: Callable[[str], str | None], what: str
+) -> str | None:
+    """The variable `name` where set (None where unset or empty); a ConfigError naming it
+    where `problem` finds it is not `what`: a value from the environment is checked as the
+    option it stands in for is."""
+    value = environ.get(name)
+    if not value:
+        return None
+    why = problem(value)
+    if why is not None:
+        raise ConfigError(
+            [f"{name}={shown(value)} is not {what} ({why})"],
+            hint=f"set {name} to {what}, or unset it",
+        )
+    return value
+
+
 def parse_overrides(values: list[str]) -> dict[str, str]:
     """`--index-url NAME=URL` options (NAME: a destination or a local label)."""
     out = {}
@@ -67,7 +74,8 @@ def parse_overrides(values: list[str]) -> dict[str, str]:
     for value in values:
         name, sep, url = value.partition("=")
         if not sep or not name or not url.startswith(("http://", "https://")):
-            problems.append(f"--index-url {value!r}: write NAME=URL (NAME: a destination or label)")
+            given = redact(repr(value))
+            problems.append(f"--index-url {given}: write NAME=URL (NAME: a destination or label)")
             continue
         out[name] = url if url.endswith("/") else url + "/"
     if problems:

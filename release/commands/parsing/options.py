@@ -1,6 +1,7 @@
-"""The argparse types of every numeric and every output-path option, in one place.
+"""The argparse types of every numeric, output-path and GitHub-address option, in one place.
 
-A number out of range is argparse's usage error (exit 2), naming the option and what it
+A number out of range, or a GitHub repository or API URL that is not one
+(release.github_names), is argparse's usage error (exit 2), naming the option and what it
 takes. An output path that cannot be written is a FileError (exit 8) naming the option and
 the path as given, raised while the command line is parsed: before anything runs, so that
 nothing is half-done when it fails.
@@ -14,7 +15,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from release.credentials import has_credentials
 from release.errors import SHOWN_CHARS, FileError, shown
+from release.github_names import api_url_problem, repository_problem
 
 PATH_HINT = "give a path whose directory exists and is writable"
 
@@ -84,13 +87,42 @@ def output_file_problem(path: Path) -> str | None:
     if path.exists() and not path.is_file():
         return "is not a regular file (for stdout, use --json)"
     parent = path.parent
-    if not parent.exists():  # created by the writer, as `mkdir -p` would
-        return output_dir_problem(parent)
+    if not parent.exists():  # the help says it must: a typo in it would lose the file
+        return f"its directory {parent} does not exist"
     if not parent.is_dir():
         return f"{parent} is not a directory"
     if not os.access(parent, os.W_OK | os.X_OK):
         return f"its directory {parent} is not writable by this user"
     return None
+
+
+def github_repository(text: str) -> str:
+    """argparse type: a GitHub repository, OWNER/REPO."""
+    problem = repository_problem(text)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(f"{shown(text)} is not OWNER/REPO ({problem})")
+    return text
+
+
+def github_api_url(text: str) -> str:
+    """argparse type: a GitHub REST API base URL (https://api.github.com,
+    https://HOST/api/v3)."""
+    problem = api_url_problem(text)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(f"{shown(text)} is not a GitHub API base URL ({problem})")
+    return text
+
+
+def public_url(text: str) -> str:
+    """argparse type: an http(s) URL that the files written for users name (the index's
+    pages, published.json, requirement files): no credential, which they would hold too."""
+    if not text.startswith(("http://", "https://")):
+        raise argparse.ArgumentTypeError(f"{shown(text)} is not an http(s) URL")
+    if has_credentials(text):
+        raise argparse.ArgumentTypeError(
+            f"{shown(text)} holds credentials, which the files written would hold too"
+        )
+    return text
 
 
 def output_dir_problem(path: Path) -> str | None:

@@ -1,0 +1,72 @@
+"""Where a cell's build stopped for, or shows, GPU targets other than the cell's: the
+failure the compile wrapper's stop record makes (`arch_failure`), whether the matrix can give
+the cell the targets the project builds (`remedy_problem`), and the arch flags a build log
+shows where the wrapper saw no compile (`logged_cause`), each with the cause and the two ways
+out (release.backends.archflags words them).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from release.backends import backend_for
+from release.backends.archflags import (
+    Stop,
+    cell_request,
+    matrix_targets,
+    stop_in_log,
+    stop_message,
+)
+from release.building.settings import CellFailure
+from release.matrix import Cell
+from release.targets import target_problem
+
+
+def logged_cause(log: Path, cell: Cell) -> str | None:
+    """Where the build log shows compile lines with the project's own arch flags (a build
+    whose compiles the wrapper did not see): the cause and the two ways out, for the
+    inspection's message."""
+    hints = backend_for(cell.build.backend).arch_hints
+    if hints is None:
+        return None
+    try:
+        text = log.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    stop = stop_in_log(text, cell_request(cell.sms, cell.ptx), cuda_major=cell.cuda.major)
+    if stop is None:
+        return None
+    return (
+        f"the build log shows the project's own arch flags ({stop.source} compiled with "
+        f"{' '.join(stop.flags)}: {stop.asked.describe()}): {hints.cause}; set the cell's "
+        f"targets to what the project builds ({matrix_targets(stop.asked)}), or {hints.honour}"
+    )
+
+
+def arch_failure(stop_record: Path, cell: Cell) -> CellFailure | None:
+    """The cell's failure where its compile wrapper stopped the build (the record it wrote
+    at `stop_record`), with the cause and the two ways out."""
+    hints = backend_for(cell.build.backend).arch_hints
+    try:
+        stop = Stop.from_json(stop_record.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if hints is None:
+        return None
+    return CellFailure(stop_message(stop, hints, remedy_problem=remedy_problem(stop, cell)))
+
+
+def remedy_problem(stop: Stop, cell: Cell) -> str | None:
+    """Why the matrix cannot give the cell exactly the targets the project builds."""
+    if stop.asked.unknown:
+        return f"{', '.join(stop.asked.unknown)} names no list of targets"
+    if len(stop.asked.ptx) > 1:
+        return "a cell holds one PTX target, the project's flags give " + ", ".join(
+            t.compute for t in sorted(stop.asked.ptx)
+        )
+    ptx = min(stop.asked.ptx) if stop.asked.ptx else None
+    sms = sorted(stop.asked.cubins)
+    problems = [target_problem(t, cell.cuda) for t in [*sms, *([ptx] if ptx else [])]]
+    problems.append(backend_for(cell.build.backend).targets_problem(sms, ptx))
+    found = [p for p in problems if p is not None]
+    return "; ".join(dict.fromkeys(found)) if found else None

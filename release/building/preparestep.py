@@ -1,0 +1,306 @@
+"""A release's prepare step (matrix.yaml's `build.prepare`): a command each cell runs
+before its PEP 517 build, such as a script that stages the published distribution from a
+subdirectory (sgl-project's build_sgl_deep_gemm.sh stages build/ from sgl_deep_gemm/).
+
+What it guarantees, cell by cell:
+
+- the command runs from matrix.yaml's directory (the repository root), without a shell,
+  in the cell's build environment: the variables the PEP 517 build gets, its Python first
+  on PATH (a torch cell's torch venv), CUDA_HOME where the backend sets one, and
+  RELEASE_PREPARE=1 (a script that also builds or installs on its own skips that under
+  release, which builds the staged directory itself);
+- where it fails, the cell's one line says why, read from its log as a PEP 517 build's is
+  (release.building.diagnose: a staging script that compiles the host library meets the
+  same missing module, library or C++ standard);
+- before it, the declared output is emptied (nothing of an earlier run reaches the
+  wheel) and the cell's version is written into the version file;
+- after the cell's build, failed or not, the version file gets its own bytes back (it is
+  removed where it did not exist) and the output is removed: the checkout is left as it
+  was found;
+- what `git status` lists outside the declared output, the version file and release's own
+  outputs (dist/ with the cell's log, the caches) is the same after the command as before
+  it (the files it lists hashed too): a command that writes elsewhere fails the cell,
+  naming the paths. Paths the repository's .gitignore ignores
+  are the project's own build products and are not checked; outside a git checkout
+  nothing is;
+- the staged pyproject.toml names the matrix's project: the wheel built is the release's;
+- cells with a prepare step run it and their build one at a time (they share the output).
+
+The same commit gives the same bytes: the wheel cache's key covers every file under
+matrix.yaml's directory (`step_sources`: not only the project's), the command and the
+version, and the output starts empty.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shlex
+import shutil
+import threading
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.utils import canonicalize_name
+
+from release import proc
+from release.building.cache import SKIPPED_PARTS, project_files
+from release.building.diagnose import failure_cause
+from release.building.settings import CellFailure
+from release.matrix import Cell, Matrix
+from release.project import read_pyproject
+
+_ONE_AT_A_TIME = threading.Lock()  # cells with a prepare step share its output
+PREPARING = "RELEASE_PREPARE"  # set for the command: it runs as release's prepare step
+
+
+@dataclass(frozen=True, kw_only=True)
+class PrepareStep:
+    root: Path  # matrix.yaml's directory: where the command runs
+    command: str
+    version_file: Path | None
+    output: Path | None
+    project: Path  # the project's directory: built where there is no output
+    name: str  # the project's name, which the staged pyproject.toml must have
+    own: tuple[Path, ...] = ()  # where release itself writes (dist/, its logs, the caches)
+
+    @property
+    def words(self) -> list[str]:
+        return shlex.split(self.command)
+
+    @property
+    def build_dir(self) -> Path:
+        """What the PEP 517 build builds after the command."""
+        return self.output or self.project
+
+    def describe(self, version: str) -> str:
+        """The step as a dry run says it."""
+        wrote = (
+            f", after writing {version} into {self._shown(self.version_file)}"
+            if self.version_file is not None
+            else ""
+        )
+        staged = f"; it stages {self._shown(self.output)}/, which" if self.output else "; then"
+        return (
+            f"runs `{self.command}` in {self.root} with the cell's build environment{wrote}"
+            f"{staged} the PEP 517 build builds"
+        )
+
+    def _shown(self, path: Path | None) -> str:
+        return path.relative_to(self.root).as_posix() if path is not None else ""
+
+
+def step_of(matrix: Matrix, cell: Cell, *, own: Iterable[Path | None] = ()) -> PrepareStep | None:
+    """The cell's prepare step, or None where the release has none; `own`: the directories
+    release itself writes during it (the cell's log in dist/), which the checkout's check
+    leaves out."""
+    spec = cell.build.prepare
+    if spec is None:
+        return None
+    root = matrix.path.parent.resolve()
+    return PrepareStep(
+        root=root,
+        command=spec.command,
+        version_file=root / spec.version_file if spec.version_file else None,
+        output=root / spec.output if spec.output else None,
+        project=matrix.project.path,
+        name=matrix.project.name,
+        own=tuple(p.resolve() for p in own if p is not None),
+    )
+
+
+def step_sources(step: PrepareStep) -> Iterator[tuple[str, bytes]]:
+    """What a wheel built through the step depends on in the checkout, as (path, bytes):
+    every file under matrix.yaml's directory (a staging script reaches past the project),
+    without hidden files and directories (.git), build outputs, the declared output and
+    the version file (the cell's version is written there)."""
+    skipped = {p for p in (step.output, step.version_file) if p is not None}
+    for path in sorted(step.root.rglob("*")):
+        relative = path.relative_to(step.root)
+        if any(part.startswith(".") for part in relative.parts) or path.suffix == ".pyc":
+            continue
+        if SKIPPED_PARTS.intersection(relative.parts) or not path.is_file():
+            continue
+        if path in skipped or skipped.intersection(path.parents):
+            continue
+        yield relative.as_posix(), path.read_bytes()
+
+
+def build_sources(matrix: Matrix) -> Iterable[tuple[str, bytes]]:
+    """The sources the wheel cache keys the matrix's wheels by: the step's where the
+    release has one, else the project's."""
+    step = step_of(matrix, matrix.cells[0]) if matrix.cells else None
+    return step_sources(step) if step is not None else project_files(matrix.project.path)
+
+
+def reproduce_line(
+    step: PrepareStep | None,
+    version: str,
+    build: Sequence[str],
+    env: Mapping[str, str],
+    *,
+    parent: Mapping[str, str],
+) -> str:
+    """The shell line that re-runs the PEP 517 build `build`, after the step where the
+    release has one (the version written first)."""
+    built = proc.reproduce_command(build, env, None, parent=parent)
+    if step is None:
+        return built
+    wrote = (
+        f"printf '%s\\n' {shlex.quote(version)} > {shlex.quote(str(step.version_file))} && "
+        if step.version_file is not None
+        else ""
+    )
+    command = proc.reproduce_command(step.words, {**env, PREPARING: "1"}, step.root, parent=parent)
+    return f"{wrote}{command} && {built}"
+
+
+# ---------------------------------------------------------------- edge
+
+
+def maybe_prepared(
+    step: PrepareStep | None, version: str, *, env: Mapping[str, str], log: Path
+) -> AbstractContextManager[Path | None]:
+    """`prepared` where the cell has a step; else nothing happens."""
+    if step is None:
+        return nullcontext()
+    return prepared(step, version, env=env, log=log)
+
+
+@contextmanager
+def prepared(
+    step: PrepareStep, version: str, *, env: Mapping[str, str], log: Path
+) -> Iterator[Path]:
+    """Run the step for a cell of `version` (see the module doc) and give the directory its
+    PEP 517 build builds; on leaving, put the checkout back. Raises CellFailure."""
+    with _ONE_AT_A_TIME:
+        saved = _saved(step.version_file)
+        try:
+            before = _status(step, env)
+            if step.output is not None:
+                shutil.rmtree(step.output, ignore_errors=True)
+            if step.version_file is not None:
+                step.version_file.parent.mkdir(parents=True, exist_ok=True)
+                step.version_file.write_text(version + "\n", encoding="utf-8")
+            done = proc.run(step.words, env={**env, PREPARING: "1"}, log=log, cwd=step.root)
+            if not done.ok:
+                cause = failure_cause(done.output.splitlines())
+                raise CellFailure(
+                    f"the prepare step `{step.command}` failed (exit {done.returncode})"
+                    + (f": {cause}" if cause else ""),
+                    proc.tail(done.output),
+                )
+            _held_to_outputs(step, before, _status(step, env))
+            _check_staged(step)
+            yield step.build_dir
+        finally:
+            _restore(step.version_file, saved)
+            if step.output is not None:
+                shutil.rmtree(step.output, ignore_errors=True)
+
+
+def _saved(path: Path | None) -> bytes | None:
+    if path is None:
+        return None
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
+
+
+def _restore(path: Path | None, saved: bytes | None) -> None:
+    if path is None:
+        return
+    if saved is None:
+        path.unlink(missing_ok=True)
+    else:
+        path.write_bytes(saved)
+
+
+Status = dict[str, str]  # path (relative to the checkout's top) -> its entry and digest
+
+
+def _status(step: PrepareStep, env: Mapping[str, str]) -> tuple[Path, Status] | None:
+    """What `git status` lists of the checkout the step runs in, with each listed file's
+    digest; None outside a git checkout (or without git)."""
+    top = proc.run(
+        ["git", "rev-parse", "--show-toplevel"], env=env, cwd=step.root, separate_stderr=True
+    )
+    if not top.ok or not top.output.strip():
+        return None
+    toplevel = Path(top.output.strip().splitlines()[-1])
+    listed = proc.run(
+        ["git", "status", "--porcelain=v1", "-z", "--untracked-files=all"],
+        env=env,
+        cwd=step.root,
+        separate_stderr=True,
+    )
+    if not listed.ok:
+        return None
+    return toplevel, dict(_entries(toplevel, listed.output))
+
+
+def _entries(toplevel: Path, output: str) -> Iterable[tuple[str, str]]:
+    fields = iter(output.split("\0"))
+    for field in fields:
+        if len(field) < 4:
+            continue
+        code, path = field[:2], field[3:]
+        if "R" in code or "C" in code:
+            next(fields, None)  # the source of a rename or a copy
+        file = toplevel / path
+        digest = hashlib.sha256(file.read_bytes()).hexdigest() if file.is_file() else "-"
+        yield path, f"{code} {digest}"
+
+
+def _held_to_outputs(
+    step: PrepareStep, before: tuple[Path, Status] | None, after: tuple[Path, Status] | None
+) -> None:
+    """Fail the cell where the command changed the checkout outside its declared output."""
+    if before is None or after is None:
+        return
+    toplevel, old = before
+    new = after[1]
+    declared = [p for p in (step.output, step.version_file, *step.own) if p is not None]
+
+    def is_declared(path: str) -> bool:
+        file = toplevel / path
+        return any(p == file or p in file.parents for p in declared)
+
+    changed = [
+        path
+        for path in sorted(set(old) | set(new))
+        if old.get(path) != new.get(path) and not is_declared(path)
+    ]
+    if changed:
+        listed = ", ".join(changed[:5]) + (f" and {len(changed) - 5} more" if changed[5:] else "")
+        raise CellFailure(
+            f"the prepare step `{step.command}` changed the checkout outside its declared "
+            f"output: {listed} (write only under build.prepare's output, or let .gitignore "
+            "name what the command builds)"
+        )
+
+
+def _check_staged(step: PrepareStep) -> None:
+    """The output the command staged is a project, and where its pyproject.toml names one,
+    the release's."""
+    if step.output is None:
+        return
+    pyproject = step.output / "pyproject.toml"
+    if not pyproject.is_file() and not (step.output / "setup.py").is_file():
+        raise CellFailure(
+            f"the prepare step `{step.command}` staged no pyproject.toml (nor setup.py) in "
+            f"{step.output}: build.prepare's output is the directory it stages the "
+            "distribution in"
+        )
+    try:
+        said = read_pyproject(pyproject.read_text(encoding="utf-8")).name
+    except (OSError, UnicodeDecodeError):
+        said = None
+    staged = said.value if said is not None else None
+    if staged is not None and canonicalize_name(staged) != canonicalize_name(step.name):
+        raise CellFailure(
+            f"{pyproject}: the staged distribution is {staged}, the release's "
+            f"project is {step.name} (stage the pyproject.toml of `project:`)"
+        )

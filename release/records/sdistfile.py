@@ -1,0 +1,71 @@
+"""What the release's sdist must be, checked alike wherever it is read: after `release build
+--sdist` builds it, when plan, publish and verify read it from dist/ (`records.dist.load_dist`),
+and when verify downloads it. A gzip'd tar whose members are all files or directories under
+one base directory, `{name}-{version}/` (PEP 625): none absolute, none through `..`, no link,
+none twice; and whose `{base}/PKG-INFO` names the release's project and version. Pure: bytes
+in, problems out.
+"""
+
+from __future__ import annotations
+
+import io
+import tarfile
+import zlib
+from collections import Counter
+from email.parser import HeaderParser
+from pathlib import PurePosixPath
+
+from packaging.utils import canonicalize_name
+
+SHOWN_PROBLEMS = 3
+MAX_PKG_INFO_BYTES = 2**20  # core metadata with a long description is some 100 KB
+
+
+def member_problem(name: str, base: str) -> str | None:
+    """Why the member `name` lies outside `base/`, if it does."""
+    path = PurePosixPath(name)
+    if path.is_absolute() or ".." in path.parts or not path.parts or path.parts[0] != base:
+        return f"{name[:120]!r} is outside {base}/"
+    return None
+
+
+def sdist_archive_problems(data: bytes, filename: str, project: str, version: str) -> list[str]:
+    """Why the sdist `data`, named `filename`, is not `project` `version`'s (at most
+    SHOWN_PROBLEMS, each naming the file); none where it is."""
+    base = filename.removesuffix(".tar.gz")
+    try:
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
+            members = tar.getmembers()
+            info = next((m for m in members if m.name == f"{base}/PKG-INFO"), None)
+            handle = tar.extractfile(info) if info is not None and info.isfile() else None
+            pkg_info = handle.read(MAX_PKG_INFO_BYTES) if handle is not None else None
+    except (tarfile.TarError, OSError, EOFError, zlib.error) as error:
+        return [f"{filename}: not a gzip'd tar archive ({error})"]
+    problems = [
+        f"{filename}: member {m.name[:120]!r} is a link or a device, not a file or a directory"
+        for m in members
+        if not (m.isfile() or m.isdir())
+    ]
+    problems += [f"{filename}: member {p}" for m in members if (p := member_problem(m.name, base))]
+    counted = Counter(m.name for m in members)
+    problems += [
+        f"{filename}: member {n[:120]!r} is there {k} times" for n, k in counted.items() if k > 1
+    ]
+    if pkg_info is None:
+        problems.append(f"{filename}: no {base}/PKG-INFO (PEP 625: one top directory {base}/)")
+    else:
+        problems += _pkg_info_problems(pkg_info, filename, project, version)
+    return problems[:SHOWN_PROBLEMS]
+
+
+def _pkg_info_problems(data: bytes, filename: str, project: str, version: str) -> list[str]:
+    headers = HeaderParser().parsestr(data.decode("utf-8", "replace"))
+    name, got = headers.get("Name"), headers.get("Version")
+    problems = []
+    if headers.get("Metadata-Version") is None:  # required, as Name and Version are
+        problems.append(f"{filename}: PKG-INFO has no Metadata-Version")
+    if name is None or canonicalize_name(name) != canonicalize_name(project):
+        problems.append(f"{filename}: PKG-INFO Name is {name!r:.60}, the release's is {project}")
+    if got != version:
+        problems.append(f"{filename}: PKG-INFO Version is {got!r:.60}, the release is {version}")
+    return problems

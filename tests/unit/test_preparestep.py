@@ -1,0 +1,80 @@
+"""release.building.preparestep's pure parts: the step of a cell as the matrix declares it,
+what the dry run says of it, the line that re-runs it, and the files a wheel built through
+it is keyed by (every file under matrix.yaml's directory, not only the project's)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from release.building.preparestep import build_sources, reproduce_line, step_of, step_sources
+from release.matrix import load_matrix
+
+MATRIX = """\
+project: sub
+build:
+  prepare: {command: "bash stage.sh --fast", version-file: sub/VERSION, output: staged}
+defaults: {arches: [x86_64], manylinux: "2_28", sms: [80], ptx: 80}
+cuda:
+  "12.9": {destination: gh, local-label: cu129}
+destinations:
+  gh: {kind: github, repository: o/r}
+"""
+
+
+def checkout(root: Path) -> Path:
+    files = {
+        "matrix.yaml": MATRIX,
+        "stage.sh": "cp -r sub staged\n",
+        "sub/pyproject.toml": '[project]\nname = "sub-dist"\ndynamic = ["version"]\n',
+        "sub/VERSION": "1.0\n",
+        "csrc/api.cpp": "int x;\n",
+        "staged/pyproject.toml": "left from an earlier run\n",
+        "build/lib/x.py": "",
+        ".git/HEAD": "ref: refs/heads/main\n",
+    }
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    return root / "matrix.yaml"
+
+
+def test_the_step_of_a_cell_and_what_the_dry_run_says(tmp_path: Path) -> None:
+    matrix = load_matrix(checkout(tmp_path))
+    (cell,) = matrix.cells
+    step = step_of(matrix, cell)
+    assert step is not None
+    assert (step.words, step.build_dir, step.name) == (
+        ["bash", "stage.sh", "--fast"],
+        tmp_path / "staged",
+        "sub-dist",
+    )
+    assert step.describe(str(cell.version)) == (
+        f"runs `bash stage.sh --fast` in {tmp_path} with the cell's build environment, after "
+        "writing 1.0+cu129 into sub/VERSION; it stages staged/, which the PEP 517 build builds"
+    )
+    line = reproduce_line(step, "1.0+cu129", ["python", "-m", "build", "staged"], {"A": "1"},
+                          parent={})  # fmt: skip
+    assert line == (
+        f"printf '%s\\n' 1.0+cu129 > {tmp_path / 'sub' / 'VERSION'} && cd {tmp_path} && "
+        "A=1 RELEASE_PREPARE=1 bash stage.sh --fast && A=1 python -m build staged"
+    )
+    assert reproduce_line(None, "1.0", ["python", "-m", "build"], {}, parent={}) == (
+        "python -m build"
+    )
+
+
+def test_a_wheel_through_the_step_is_keyed_by_the_whole_checkout(tmp_path: Path) -> None:
+    matrix = load_matrix(checkout(tmp_path))
+    step = step_of(matrix, matrix.cells[0])
+    assert step is not None
+    # not the declared output, the version file (the cell's version is written there),
+    # build outputs or hidden directories
+    assert [name for name, _ in step_sources(step)] == [
+        "csrc/api.cpp",
+        "matrix.yaml",
+        "stage.sh",
+        "sub/pyproject.toml",
+    ]
+    assert [name for name, _ in build_sources(matrix)] == [
+        "csrc/api.cpp", "matrix.yaml", "stage.sh", "sub/pyproject.toml"
+    ]  # fmt: skip
