@@ -78,7 +78,7 @@ def decide(
     if native.device_code is None:
         found += targets.found
     found += native.found
-    changes = list(targets.changes)
+    changes = [*targets.changes, *native.changes]
     undecided += targets.undecided
     decision = Decision(
         backend=name,

@@ -13,6 +13,7 @@ wrapped as `#` lines at its indent, or nothing where it is empty. Pure.
 
 from __future__ import annotations
 
+import copy
 import io
 import re
 import textwrap
@@ -113,8 +114,8 @@ def _fill_slots(node: Any, values: Mapping[str, Any], used: set[str]) -> None:
         chosen = values[name]
         if isinstance(chosen, Absent):
             _drop(node, key)
-        else:
-            node[key] = _faithful(chosen)
+        else:  # a copy each time: one object in two slots would be written as an alias
+            node[key] = _faithful(copy.deepcopy(chosen))
 
 
 def _drop(mapping: dict[Any, Any], key: Any) -> None:

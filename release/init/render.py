@@ -31,11 +31,19 @@ def docs_url(version: str, page: str = "matrix.md") -> str:
 
 
 def render_workflow(
-    tool_version: str, matrix: str, commit: str | None, token_secret: str | None = None
+    tool_version: str,
+    matrix: str,
+    commit: str | None,
+    token_secret: str | None = None,
+    *,
+    destination_token_secret: str | None = None,
 ) -> str:
     """.github/workflows/release.yml: the caller of the tool's reusable workflows and of its
     publish action, each pinned to `commit` (the release's tag where it is not known), with
-    PyPI's trusted publishing or, given `token_secret`, that repository secret's API token."""
+    PyPI's trusted publishing or, given `token_secret`, that repository secret's API token;
+    given `destination_token_secret`, that secret is the token of a destination in another
+    repository (matrix.yaml's token-secret), for the publish action and the jobs that read
+    the destinations."""
     if token_secret is None:
         publisher = (
             "PyPI: trusted publishing. Add a trusted publisher to the PyPI project: this "
@@ -50,8 +58,20 @@ def render_workflow(
             "attestations only from trusted publishing: its wheels' provenance is their GitHub "
             "build provenance (docs/ci.md)."
         )
-        # the one expression init writes: the secret's name is an identifier (its option's type)
+        # the expressions init writes: a secret's name is an identifier (its option's type)
         publish_with = {"pypi-token": f"${{{{ secrets.{token_secret} }}}}"}
+    reader_token: Any = ABSENT
+    reader_secrets: Any = ABSENT
+    if destination_token_secret is not None:
+        secret = f"${{{{ secrets.{destination_token_secret} }}}}"
+        given = {} if publish_with is ABSENT else dict(publish_with)
+        publish_with = {**given, "token": secret, "token-secret": destination_token_secret}
+        reader_token = destination_token_secret
+        reader_secrets = {"destination-token": secret}
+        publisher += (
+            " A destination in another repository (matrix.yaml's token-secret) is written "
+            f"with the token in the repository secret {destination_token_secret}."
+        )
     pin_note = (
         ""
         if commit is not None
@@ -68,6 +88,8 @@ def render_workflow(
             "matrix": matrix,
             "tool_version": quoted(tool_version),
             "publish_with": publish_with,
+            "reader_token_secret": reader_token,
+            "reader_secrets": reader_secrets,
         },
         {
             "matrix": matrix,

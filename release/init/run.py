@@ -49,6 +49,8 @@ class InitSettings:
     torch_index: str | None = None  # where the cells' torch comes from; None: PyPI
     offline: bool = False  # ask no index: the torch pin is left a TODO
     pypi_token_secret: str | None = None  # None: PyPI's trusted publishing
+    # the secret of a destination in another repository (matrix.yaml's token-secret)
+    destination_token_secret: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -105,7 +107,11 @@ def init_project(settings: InitSettings, torch_source: TorchSource | None = None
     matrix_text = render_matrix(decision, __version__)
     check_loads(matrix_text, matrix_path, decision.found)
     workflow_text = render_workflow(
-        __version__, matrix_in_workflow, tool_commit(), settings.pypi_token_secret
+        __version__,
+        matrix_in_workflow,
+        tool_commit(),
+        settings.pypi_token_secret,
+        destination_token_secret=settings.destination_token_secret,
     )
     written = tuple(
         Written(path=path, what=what, replaced=path.exists())

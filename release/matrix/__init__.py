@@ -4,8 +4,13 @@ cells it expands to. Import from here.
 Its modules:
 
 - `cells`: A CUDA version of matrix.yaml and the cells it expands to.
+- `copies`: Where a CUDA version's wheels go: its `destination`, one name (with the version's
+  `local-label`) or a list of copies, each a name or `{name, local-label}`.
 - `compilecache`: Where the compiles of a build keep their objects: matrix.yaml's `compile-
   cache:`, or `--compile-cache` / RELEASE_COMPILE_CACHE, which replace it.
+- `gitindex`: The git-index destinations of matrix.yaml, and the keys of a github destination
+  that reach past its own repository: `token-secret` (the token that writes there) and `index`
+  (the git-index destination that lists its wheels).
 - `load`: matrix.yaml: validation and expansion into cells.
 - `model`: The validated release matrix: the cells `release` builds, each with everything it is
   built with and where its wheel goes.
@@ -37,9 +42,11 @@ from release.matrix.model import (
     PYPI_DEFAULT_PROJECT_GIB,
     Cell,
     Commit,
+    Copy,
     Destination,
     GateRun,
     GithubDestination,
+    GitIndexDestination,
     GpuGate,
     GpuRunner,
     Matrix,
@@ -48,6 +55,7 @@ from release.matrix.model import (
     PypiDestination,
     S3Destination,
     cell_dict,
+    copy_dict,
     nccl_package,
     nccl_requirement,
 )
@@ -62,9 +70,11 @@ __all__ = [
     "SCHEMA_ID",
     "Cell",
     "Commit",
+    "Copy",
     "Destination",
     "Fallout",
     "GateRun",
+    "GitIndexDestination",
     "GithubDestination",
     "GpuGate",
     "GpuRunner",
@@ -75,6 +85,7 @@ __all__ = [
     "S3Destination",
     "T",
     "cell_dict",
+    "copy_dict",
     "load_matrix",
     "matrix_from_text",
     "matrix_json_schema",

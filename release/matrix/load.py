@@ -30,12 +30,14 @@ from release.matrix.cells import (
 )
 from release.matrix.compilecache import from_spec as compile_cache_from_spec
 from release.matrix.compilecache import spec_problems as compile_cache_problems
+from release.matrix.gitindex import check_token_secret, git_index, link_indexes
 from release.matrix.model import (
     PYPI_DEFAULT_PROJECT_GIB,
     S3_OBJECT_MAX_MIB,
     Cell,
     Destination,
     GithubDestination,
+    GitIndexDestination,
     Matrix,
     Project,
     PypiDestination,
@@ -196,26 +198,37 @@ def matrix_json_schema() -> dict[str, Any]:
 # --- Rules. ---
 
 
-_ONLY = {
-    "pypi": ("repository_url",),
-    "github": ("api_url", "repository", "tag"),
-    "s3": ("bucket", "endpoint", "prefix", "region"),
+# the keys only some kinds take, with those kinds
+_ONLY: dict[str, tuple[str, ...]] = {
+    "repository_url": ("pypi",),
+    "api_url": ("github",),
+    "tag": ("github",),
+    "index": ("github",),
+    "repository": ("github", "git-index"),
+    "token_secret": ("github", "git-index"),
+    "url": ("git-index",),
+    "branch": ("git-index",),
+    "directory": ("git-index",),
+    **dict.fromkeys(("bucket", "endpoint", "prefix", "region"), ("s3",)),
+    # a git index holds pages, not wheels
+    **dict.fromkeys(
+        ("max_file_size_mib", "max_project_size_gib", "max_growth_percent"),
+        ("pypi", "github", "s3"),
+    ),
 }
 
 
 def _shared_problems(name: str, spec: DestinationSpec, loader: DocumentLoader) -> None:
     """Keys of another kind, URLs that are not URLs, limits that are not positive."""
     path = join_path("destinations", name)
-    for kind, keys in _ONLY.items():
-        if spec.kind == kind:
-            continue
-        for key in keys:
-            if getattr(spec, key) is not None:
-                yaml_key = key.replace("_", "-")
-                loader.problem(
-                    join_path(path, yaml_key),
-                    f"{yaml_key!r} is only for {kind} destinations (remove it)",
-                )
+    for key, kinds in _ONLY.items():
+        if spec.kind not in kinds and getattr(spec, key) is not None:
+            yaml_key = key.replace("_", "-")
+            named = ", ".join(kinds[:-1]) + f" and {kinds[-1]}" if len(kinds) > 1 else kinds[0]
+            loader.problem(
+                join_path(path, yaml_key),
+                f"{yaml_key!r} is only for {named} destinations (remove it)",
+            )
     for key in ("repository_url", "index_url"):
         url = getattr(spec, key)
         if url is not None and not re.match(r"^https?://[^/\s]+", url):
@@ -242,59 +255,72 @@ def _shared_problems(name: str, spec: DestinationSpec, loader: DocumentLoader) -
 
 def _destinations(
     specs: Mapping[str, DestinationSpec], loader: DocumentLoader
-) -> dict[str, Destination]:
+) -> tuple[dict[str, Destination], dict[str, GitIndexDestination]]:
+    """The destinations wheels go to, and the git indexes that list some of them."""
     out: dict[str, Destination] = {}
+    indexes: dict[str, GitIndexDestination] = {}
     for name, spec in specs.items():
-        path = join_path("destinations", name)
         _shared_problems(name, spec, loader)
-        project_gib = spec.max_project_size_gib
-        if spec.kind == "pypi":
-            limit = spec.max_file_size_mib or PYPI_DEFAULT_MAX_MIB
-            out[name] = PypiDestination(
-                name=name,
-                repository_url=spec.repository_url or "https://upload.pypi.org/legacy/",
-                index_url=_slash(spec.index_url or "https://pypi.org/simple/"),
-                max_file_size=limit * 1024 * 1024,
-                max_project_size=(project_gib or PYPI_DEFAULT_PROJECT_GIB) * 2**30,
-                max_growth_percent=spec.max_growth_percent,
-            )
+        if spec.kind == "git-index":
+            indexes[name] = git_index(name, spec, loader)
             continue
-        if spec.kind == "s3":
-            limit = spec.max_file_size_mib or S3_OBJECT_MAX_MIB
-            s3 = s3_destination(name, spec, limit * 1024 * 1024, loader)
-            if s3 is not None:
-                out[name] = s3
-            continue
-        if spec.repository is None:
-            loader.problem(
-                join_path(path, "repository"),
-                "required key 'repository' is missing for a github destination (owner/name)",
-            )
-            continue
-        if repository_problem(spec.repository):
-            loader.problem(
-                join_path(path, "repository"),
-                f"{shown(spec.repository)} is not a GitHub repository "
-                f"({repository_problem(spec.repository)})",
-            )
-        template = spec.tag or "v{version}"
-        if "{version}" not in template or re.search(r"\{(?!version\})", template):
-            loader.problem(
-                join_path(path, "tag"),
-                f"{shown(template)} must contain {{version}} and no other placeholder",
-            )
-        limit = spec.max_file_size_mib or GITHUB_ASSET_MAX_MIB
-        out[name] = GithubDestination(
+        destination = _destination(name, spec, loader)
+        if destination is not None:
+            out[name] = destination
+    github = {n: d for n, d in out.items() if isinstance(d, GithubDestination)}
+    linked, indexes = link_indexes(github, indexes, specs, loader)
+    return {n: linked.get(n, d) for n, d in out.items()}, indexes
+
+
+def _destination(name: str, spec: DestinationSpec, loader: DocumentLoader) -> Destination | None:
+    """A pypi, s3 or github destination; None (reported) where it cannot be one."""
+    path = join_path("destinations", name)
+    project_gib = spec.max_project_size_gib
+    if spec.kind == "pypi":
+        limit = spec.max_file_size_mib or PYPI_DEFAULT_MAX_MIB
+        return PypiDestination(
             name=name,
-            repository=spec.repository,
-            tag_template=template,
-            api_url=(spec.api_url or "https://api.github.com").rstrip("/"),
-            index_url=_slash(spec.index_url) if spec.index_url else None,
+            repository_url=spec.repository_url or "https://upload.pypi.org/legacy/",
+            index_url=_slash(spec.index_url or "https://pypi.org/simple/"),
             max_file_size=limit * 1024 * 1024,
-            max_project_size=project_gib * 2**30 if project_gib else None,
+            max_project_size=(project_gib or PYPI_DEFAULT_PROJECT_GIB) * 2**30,
             max_growth_percent=spec.max_growth_percent,
         )
-    return out
+    if spec.kind == "s3":
+        limit = spec.max_file_size_mib or S3_OBJECT_MAX_MIB
+        return s3_destination(name, spec, limit * 1024 * 1024, loader)
+    if spec.repository is None:
+        loader.problem(
+            join_path(path, "repository"),
+            "required key 'repository' is missing for a github destination (owner/name)",
+        )
+        return None
+    if repository_problem(spec.repository):
+        loader.problem(
+            join_path(path, "repository"),
+            f"{shown(spec.repository)} is not a GitHub repository "
+            f"({repository_problem(spec.repository)})",
+        )
+    template = spec.tag or "v{version}"
+    if "{version}" not in template or re.search(r"\{(?!version\})", template):
+        loader.problem(
+            join_path(path, "tag"),
+            f"{shown(template)} must contain {{version}} and no other placeholder",
+        )
+    check_token_secret(name, spec, loader)
+    limit = spec.max_file_size_mib or GITHUB_ASSET_MAX_MIB
+    return GithubDestination(
+        name=name,
+        repository=spec.repository,
+        tag_template=template,
+        api_url=(spec.api_url or "https://api.github.com").rstrip("/"),
+        index_url=_slash(spec.index_url) if spec.index_url else None,
+        max_file_size=limit * 1024 * 1024,
+        max_project_size=project_gib * 2**30 if project_gib else None,
+        max_growth_percent=spec.max_growth_percent,
+        token_secret=spec.token_secret,
+        index=spec.index,
+    )
 
 
 def _slash(url: str) -> str:
@@ -304,7 +330,7 @@ def _slash(url: str) -> str:
 def _validate(
     spec: MatrixSpec, project: Project, path: Path, loader: DocumentLoader
 ) -> Matrix | None:
-    destinations = _destinations(spec.destinations, loader)
+    destinations, indexes = _destinations(spec.destinations, loader)
     release_build(spec, loader)
     excludes = spec.exclude or []
     if not spec.cuda:
@@ -320,6 +346,7 @@ def _validate(
             key=key,
             cuda=cuda,
             destinations=destinations,
+            indexes=indexes,
             used=used_excludes,
             loader=loader,
         )
@@ -336,6 +363,7 @@ def _validate(
         project=project,
         cells=tuple(cells),
         destinations=destinations,
+        indexes=indexes,
         gpu_gate=gate,
         compile_cache=compile_cache_from_spec(spec.compile_cache, path.parent),
         nightly=nightly_channel(spec.nightly, destinations, loader),

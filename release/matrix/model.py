@@ -60,6 +60,13 @@ class GithubDestination:
     max_project_size: int | None = None
     max_growth_percent: int | None = None
 
+    # the variable (and repository secret) holding the token that writes here; None:
+    # GITHUB_TOKEN, the job's own
+    token_secret: str | None = None
+    # the git-index destination that lists its wheels (None: the index on GitHub Pages at
+    # index_url); index_url is then that index's
+    index: str | None = None
+
     kind: Literal["github"] = "github"
 
     def tag(self, version: Version) -> str:
@@ -89,6 +96,37 @@ class S3Destination:
 
 
 Destination = PypiDestination | GithubDestination | S3Destination
+
+DEFAULT_INDEX_BRANCH = "gh-pages"  # the branch GitHub Pages serves a repository from
+
+
+@dataclass(frozen=True, kw_only=True)
+class GitIndexDestination:
+    """A directory of a git repository holding the pip index of github destinations' wheels
+    (a folder per local label, `cu130/<project>/`, beside other projects' pages), served at
+    `index_url`: sgl-project/whl's layout. Each publish is one commit on `branch`. Not a
+    place wheels go, so no cell names it: `Matrix.indexes` holds it."""
+
+    name: str
+    url: str  # the remote git talks to: https://github.com/OWNER/NAME.git or matrix.yaml's
+    repository: str | None  # OWNER/NAME where it is on GitHub
+    branch: str
+    directory: str  # "" for the repository's root, else a relative path without a slash
+    index_url: str  # where `directory` is served, ending in "/"
+    token_secret: str | None  # None: GITHUB_TOKEN
+    lists: tuple[str, ...]  # the github destinations whose wheels it lists
+
+    kind: Literal["git-index"] = "git-index"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Copy:
+    """One place a cell's wheel is published: a destination and the local label the wheel
+    carries there. A cell builds one wheel, its first copy's; each other copy is that
+    wheel relabelled (release.building.relabel), never a build of its own."""
+
+    destination: Destination
+    local_label: str | None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -152,6 +190,21 @@ class Cell:
     # the image with the CUDA toolkit it builds in where PyPI has no nvcc for its CUDA
     # version (cuda[...].toolkit-image of its arch; None: the tool's own pin)
     toolkit_image: str | None = None
+    # the copies after the first (`destination` and `local_label` are the first's, the
+    # wheel the build makes): the same wheel relabelled for each of these
+    relabelled: tuple[Copy, ...] = ()
+
+    @property
+    def copies(self) -> tuple[Copy, ...]:
+        """Every place its wheel goes: the built copy first, then the relabelled ones."""
+        return (Copy(destination=self.destination, local_label=self.local_label), *self.relabelled)
+
+    def as_copy(self, copy: Copy) -> Cell:
+        """The cell as `copy` publishes it: that copy's destination, label, version and
+        wheel filename, with no other copy."""
+        return replace(
+            self, destination=copy.destination, local_label=copy.local_label, relabelled=()
+        )
 
     @property
     def id(self) -> str:
@@ -295,6 +348,8 @@ class Matrix:
     cells: tuple[Cell, ...]
     destinations: Mapping[str, Destination]
     gpu_gate: GpuGate | None = None
+    # the git-index destinations, which list github destinations' wheels (none is a cell's)
+    indexes: Mapping[str, GitIndexDestination] = field(default_factory=dict)
     compile_cache: CompileCache = field(default_factory=CompileCache)
     nightly: Nightly | None = None
     commit: Commit | None = None  # set on the nightly matrix of one commit only
@@ -361,4 +416,18 @@ def cell_dict(cell: Cell) -> dict[str, Any]:
         **({"device_code": cell.device_code} if cell.host_only else {}),
         **({"excluded_sms": [str(s) for s in cell.excluded_sms]} if cell.excluded_sms else {}),
         **({"toolkit_image": cell.toolkit_image} if cell.toolkit_image is not None else {}),
+        # a cell published to more than one place: every copy, the built one first
+        **({"copies": [copy_dict(cell, c) for c in cell.copies]} if cell.relabelled else {}),
+    }
+
+
+def copy_dict(cell: Cell, copy: Copy) -> dict[str, Any]:
+    """One copy of a cell's wheel as plain JSON-able data."""
+    seen = cell.as_copy(copy)
+    return {
+        "destination": copy.destination.name,
+        "destination_kind": copy.destination.kind,
+        "local_label": copy.local_label,
+        "version": str(seen.version),
+        "wheel": seen.wheel_filename,
     }

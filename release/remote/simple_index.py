@@ -1,6 +1,6 @@
 """Reading a project page of any PEP 503 (HTML) / PEP 691 (JSON) simple index: PyPI,
-pypiserver, the index this tool writes. Pure: pages in, `ListedFile`s out; fetching them is
-release.remote.httpclient's.
+pypiserver, the index this tool writes, and the projects a root page lists. Pure: pages in,
+`ListedFile`s (or names) out; fetching them is release.remote.httpclient's.
 """
 
 from __future__ import annotations
@@ -203,6 +203,36 @@ def parse_index_page(body: bytes, content_type: str, page_url: str) -> IndexPage
         projects=tuple((f.name, f.url if f.url.endswith("/") else f.url + "/") for f in files),
         root=True,
     )
+
+
+def root_html_projects(text: str) -> set[str]:
+    """The projects a PEP 503 root page links, by canonical name: each link's last path
+    segment (`sgl-deep-gemm/`), whatever its text says."""
+    parser = _AnchorParser()
+    parser.feed(text)
+    parser.close()
+    names = set()
+    for attrs, _ in parser.anchors:
+        href = urldefrag(attrs.get("href") or "")[0].rstrip("/")
+        name = href.rsplit("/", 1)[-1]
+        if name:
+            names.add(str(canonicalize_name(name)))
+    return names
+
+
+def root_json_projects(body: bytes) -> set[str]:
+    """The projects a PEP 691 root page lists, by canonical name; ValueError for a page that
+    is not one."""
+    try:
+        data = json_document(body, "the page")
+    except UnreadableDocument as error:
+        raise ValueError(f"not a PEP 691 root page ({error.reason})") from None
+    projects = data.get("projects") if isinstance(data, dict) else None
+    if not isinstance(projects, list) or not all(
+        isinstance(p, dict) and isinstance(p.get("name"), str) for p in projects
+    ):
+        raise ValueError("not a PEP 691 root page (no 'projects' list of names)")
+    return {str(canonicalize_name(p["name"])) for p in projects}
 
 
 def project_page_url(index_url: str, project: str) -> str:

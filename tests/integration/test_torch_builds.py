@@ -37,6 +37,7 @@ from release.errors import ToolchainError
 from release.inspection.torchcuda import IndexTorches, TorchIndex
 from release.matrix import Cell, load_matrix
 from release.records.manifest import Manifest, WheelEntry, write_manifest
+from release.remote import httpclient as http
 from tests.integration.torchindex import CUDA13, StandInIndex, pypi_like, serving
 
 RELEASE = Path(sys.executable).with_name("release")
@@ -174,6 +175,12 @@ def test_a_server_that_ignores_ranges_is_said_as_such_after_one_request() -> Non
         "range request with HTTP 200"
     )
     assert [r for p, r in index.requests if p.endswith(".whl")] == ["bytes=0-0"]
+    # what the probe got: the 200's headers, its body (the whole wheel) left unread
+    wheel = "/files/torch-2.11.0-cp311-cp311-manylinux_2_28_x86_64.whl"
+    with serving(index) as served, http.client() as client:
+        probe = http.fetch(client, served.url.removesuffix("/simple/") + wheel, keep=True,
+                           byte_range=(0, 0))  # fmt: skip
+    assert (probe.status, probe.body, probe.size) == (200, None, 0)
 
 
 def test_a_pytorch_shaped_index_says_the_cuda_in_its_labels() -> None:

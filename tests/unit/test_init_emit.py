@@ -221,6 +221,8 @@ def _workflow_values() -> dict[str, Any]:
         "matrix": "m.yaml",
         "tool_version": jobs["build"]["with"]["tool-version"],
         "publish_with": ABSENT,
+        "reader_token_secret": ABSENT,
+        "reader_secrets": ABSENT,
     }
 
 
