@@ -40,7 +40,7 @@ from release.inspection.indexrules import (
     unindexed_variants,
 )
 from release.inspection.served import ServedWheel, inspect_served
-from release.inspection.torchcuda import PYPI_SIMPLE, torch_cuda_lookup
+from release.inspection.torchcuda import PYPI_SIMPLE, TorchIndex
 from release.remote import httpclient as http
 from release.remote.httpclient import Download
 from release.remote.retry import Deadline, RetryPolicy
@@ -147,7 +147,7 @@ class _Reader:
         self._numbers = itertools.count()
         self._lock = threading.Lock()
         self.torch_cuda = (
-            torch_cuda_lookup(self.small, settings.torch_index) if settings.torch_index else None
+            TorchIndex(settings.torch_index, self.small).cuda_of if settings.torch_index else None
         )
         env = without_credentials(environ)
         self.listers = (
@@ -156,13 +156,20 @@ class _Reader:
             else None
         )
 
-    def small(self, url: str, *, keep: bool = False, accept: str | None = None) -> Download:
-        """A page or a metadata file, held in memory."""
+    def small(
+        self,
+        url: str,
+        *,
+        keep: bool = False,
+        accept: str | None = None,
+        byte_range: tuple[int, int] | None = None,
+    ) -> Download:
+        """A page, a metadata file or a range of a wheel's bytes, held in memory."""
         left = max(min(PAGE_TIMEOUT_S, self.deadline.remaining()), 0.001)
         policy = RetryPolicy(attempts=self.settings.attempts, initial_delay=1.0, total=left)
         return http.fetch(
             self.client, url, keep=keep, accept=accept, policy=policy,
-            deadline=Deadline(left, self.clock),
+            deadline=Deadline(left, self.clock), byte_range=byte_range,
         )  # fmt: skip
 
     def page(self, url: str) -> tuple[tuple[ListedFile, ...], tuple[tuple[str, str], ...]] | str:

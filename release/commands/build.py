@@ -29,7 +29,7 @@ from release.backends import DEFAULT_BACKEND
 from release.building.compare import Comparison, compare
 from release.building.compilecache import CacheStats
 from release.building.excluded import ExcludedSm, excluded_sms
-from release.building.preview import planned
+from release.building.preview import planned, refused_torches
 from release.building.sdist import build_sdist, from_the_sdist
 from release.building.settings import (
     SETTING_COLUMNS,
@@ -46,6 +46,7 @@ from release.building.stage import (
     run_build,
     schedule,
 )
+from release.building.torchcell import run_reader
 from release.commands.parsing import arguments, buildopts, common
 from release.commands.parsing.options import WholeNumber
 from release.console import Annotation, Output, markdown_table
@@ -178,6 +179,11 @@ def run(args: argparse.Namespace, output: Output) -> int:
     sdist_of = _sdist_cell(args, matrix, cells, output)
     if args.dry_run:
         return _dry_run(given, plan_toolchains(given), output)
+    refused = refused_torches(given.cells, run_reader(given.torch_indexes))
+    if refused:
+        raise ConfigError(
+            refused, hint="`release build --dry-run` says which torch each cell builds against"
+        )
     with ExitStack() as stack:
         out = stack.enter_context(_out_dir(args, args.compare))
         fresh = (
@@ -489,6 +495,8 @@ def _dry_run(settings: BuildSettings, plans: Mapping[str, ToolchainPlan], output
             output.line(f"{cell.cell}: builds against {cell.against[1]}")
         if cell.stable_abi is not None:
             output.line(f"{cell.cell}: {cell.stable_abi}")
+        if cell.stable_torch is not None:
+            output.line(f"{cell.cell}: stable ABI, built against {cell.stable_torch}")
         for note in cell.notes:
             output.line(f"{cell.cell}: {note}")
         for warning in cell.warnings:

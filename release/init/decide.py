@@ -122,7 +122,7 @@ def _torch_decision(
 ) -> Decision:
     found, changes, undecided = notes
     pyproject = read.pyproject
-    pin = torch_pin(pyproject, lookup, native.standard)
+    pin = torch_pin(pyproject, lookup, native.standard, read.setup_py)
     axis = python_axis(read, pin)
     env, switches, gates = force_cuda(read.setup_py)
     forced, builds, downloads = force_build(read.setup_py)

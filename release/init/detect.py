@@ -23,6 +23,7 @@ from release.backends.base import Backend
 from release.backends.recipe import BackendName
 from release.errors import ConfigError
 from release.init.torchindex import TorchRelease
+from release.inspection.torchcuda import IndexTorches
 from release.project import CMakeLists, Gencode, Place, PyProject, Reading, Said, SetupPy, naming
 from release.project.archchanges import arch_list_changes, gencode_change
 from release.project.layout import Layout
@@ -60,11 +61,15 @@ class Note:
 
 @dataclass(frozen=True, kw_only=True)
 class TorchLookup:
-    """The torch versions an index has (`releases`), or why they are not known."""
+    """The torch versions an index has (`releases`), or why they are not known; for a
+    stable-ABI project also the CUDA each is built for from its target on (`built_for`), or
+    why that is not known (`built_for_failure`)."""
 
     index_url: str
     releases: Mapping[Version, TorchRelease] | None
     failure: str | None = None
+    built_for: IndexTorches | None = None
+    built_for_failure: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
+from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from release import __version__
 from release.backends import backend_for
-from release.errors import ConfigError, FileError
+from release.errors import ConfigError, FileError, ToolchainError
 from release.init.decide import Decision, decide
 from release.init.detect import Finding, TorchLookup, backend_of
 from release.init.render import TORCH_TODO, render_matrix, render_workflow
@@ -25,8 +26,9 @@ from release.init.toolref import tool_commit
 from release.init.torchindex import torch_releases
 from release.init.values import workflow_text_problem
 from release.init.write import write_together
+from release.inspection.torchcuda import TorchIndex
 from release.matrix import matrix_from_text
-from release.project import read_project_files, reading
+from release.project import Reading, read_project_files, reading
 from release.project.layout import read_layout
 from release.remote import httpclient as http
 from release.remote.retry import RetryPolicy
@@ -98,6 +100,9 @@ def init_project(settings: InitSettings, torch_source: TorchSource | None = None
             )
         else:
             lookup = (torch_source or ask_index)(index)
+            target = stable_target(read)
+            if target is not None and lookup.releases is not None:
+                lookup = with_built_for(lookup, index, target)
     decision = decide(read, backend, lookup, torch_index=settings.torch_index, layout=layout)
     matrix_text = render_matrix(decision, __version__)
     check_loads(matrix_text, matrix_path, decision.found)
@@ -193,6 +198,23 @@ def shown_url(url: str) -> str:
     host = parts.hostname or ""
     netloc = f"{host}:{parts.port}" if parts.port else host
     return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+def stable_target(read: Reading) -> Version | None:
+    """The TORCH_TARGET_VERSION release of a stable-ABI project whose define holds
+    unconditionally (None: not such a project)."""
+    abi = read.setup_py.stable_abi if read.setup_py else None
+    return abi.target if abi is not None and abi.condition is None else None
+
+
+def with_built_for(lookup: TorchLookup, index_url: str, target: Version) -> TorchLookup:
+    """`lookup` with the CUDA each torch from `target` on is built for (one small file a
+    release, release.inspection.torchcuda), or why that is not known."""
+    try:
+        torches = TorchIndex(index_url).releases(TORCH_ARCH, SpecifierSet(f">={target}"))
+    except ToolchainError as error:
+        return replace(lookup, built_for_failure=error.message)
+    return replace(lookup, built_for=torches)
 
 
 def torch_page(index_url: str) -> str:

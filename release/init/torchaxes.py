@@ -13,10 +13,11 @@ from packaging.version import Version
 
 from release.backends.rules import env_problem
 from release.errors import ConfigError, shown
-from release.init.detect import Finding, Note, TorchLookup, note_of
+from release.init.detect import CUDA, Finding, Note, TorchLookup, note_of
 from release.init.torchindex import newest_allowed
 from release.init.values import env_value_problem
-from release.project import EnvRead, PyProject, Reading, Said, SetupPy
+from release.inspection.stabletorch import NoTorchForCuda, oldest_admitted
+from release.project import EnvRead, Place, PyProject, Reading, Said, SetupPy
 from release.project.stableabi import stable_abi_crossing, stable_abi_note
 
 CPYTHONS = ("3.9", "3.10", "3.11", "3.12", "3.13", "3.14")  # offline: the Python list's range
@@ -264,12 +265,19 @@ def _python_list(read: Reading, torch: TorchPin) -> tuple[tuple[str, ...], str]:
 
 
 def torch_pin(
-    pyproject: PyProject | None, lookup: TorchLookup | None, standard: Said | None = None
+    pyproject: PyProject | None,
+    lookup: TorchLookup | None,
+    standard: Said | None = None,
+    setup_py: SetupPy | None = None,
 ) -> TorchPin:
-    """The exact torch the cells build against: the newest the index has that the build
-    requirement allows, and that compiles the project's C++ `standard` (a year, where its
-    flags give one: torch 2.14 and later need C++20); a TODO where the index was not asked
-    or has none."""
+    """The exact torch the cells build against: for a libtorch stable-ABI project (its
+    define unconditional), the oldest its wheel admits on the cells' CUDA major
+    (`stable_pin`); else the newest the index has that the build requirement allows, and
+    that compiles the project's C++ `standard` (a year, where its flags give one: torch 2.14
+    and later need C++20); a TODO where the index was not asked or has none."""
+    abi = setup_py.stable_abi if setup_py else None
+    if abi is not None and abi.target is not None and abi.condition is None and lookup:
+        return stable_pin(abi.target, abi.place, lookup)
     required = pyproject.requirement("torch") if pyproject else None
     specifier = required.requirement.specifier if required else SpecifierSet()
     place = str(required.place) if required else ("pyproject.toml" if pyproject else "setup.py")
@@ -304,3 +312,29 @@ def torch_pin(
             source=f"the newest torch on {lookup.index_url} that {wanted} allows",
         ),
     )
+
+
+def stable_pin(target: Version, place: Place, lookup: TorchLookup) -> TorchPin:
+    """The torch a stable-ABI project's cells build against: the oldest its wheel admits
+    on CUDA 13 (release.inspection.stabletorch), or a TODO saying why it is not known."""
+    todo = "write the exact torch version to build against on matrix.yaml's TODO line"
+    why = lookup.built_for_failure or lookup.failure or "the index was not asked"
+    if lookup.built_for is not None and lookup.releases is not None:
+        try:
+            oldest = oldest_admitted(lookup.built_for, target, CUDA.major)
+        except NoTorchForCuda as error:
+            why = str(error)
+        else:
+            release = lookup.releases.get(oldest.version)
+            return TorchPin(
+                version=oldest.version,
+                pythons=release.pythons if release is not None else (),
+                found=Finding(key="torch", value=str(oldest.version), source=oldest.reason),
+            )
+    note = Note(
+        place=str(place),
+        text=f"no exact torch pinned: the oldest torch a stable-ABI wheel admits is not "
+        f"known ({why})",
+        fix=todo,
+    )
+    return TorchPin(version=None, pythons=(), found=None, undecided=(note,))

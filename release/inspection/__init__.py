@@ -19,10 +19,13 @@ Its modules:
   installed distributions' RECORD files.
 - `served`: A wheel inspected from its bytes alone, with no build context (verify, audit).
 - `symbols`: Runtime symbol versions against the wheel's manylinux tag (auditwheel's policy).
-- `torchcuda`: Which CUDA major each torch release a requirement admits is built for, as a
-  torch index's metadata says.
+- `stabletorch`: The torch a libtorch stable-ABI cell builds against by default and its
+  wheel's requirement starts at: the oldest it admits on the cell's CUDA major.
 - `torchabi`: The ABI check of a torch extension wheel.
 - `torchaudit`: A libtorch stable-ABI wheel held to the stable ABI by torch-abi-audit.
+- `torchcuda`: Which CUDA each torch release of an index is built for, as the index says (its
+  label, else its METADATA's requirements, from the PEP 658 file or range requests), read
+  once a run.
 - `verdict`: auditwheel's verdict on a built wheel (`auditwheel_problems` of `auditwheel show`).
 - `wheel`: Wheel inspection: a wheel counts as built only when everything about it is what its
   cell asked for.

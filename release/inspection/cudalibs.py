@@ -139,7 +139,7 @@ class TorchCudaAnswer:
 
 TorchCuda = Callable[[Requirement, str | None], TorchCudaAnswer]
 """(torch requirement, the wheel's arch) -> what the torch index says of the releases it
-admits (release.inspection.torchcuda.torch_cuda_lookup)."""
+admits (release.inspection.torchcuda.TorchIndex.cuda_of)."""
 
 
 def torch_problems(

@@ -80,6 +80,8 @@ class _Settings:
     python_path: str
     abi3: PythonSpec | None
     abi3_path: str
+    torch_build: str | None
+    torch_build_path: str
     compress_mode: str | None
     compress_mode_path: str
     device_code: DeviceCode
@@ -98,6 +100,7 @@ def _settings(
     torch, torch_path = _setting("torch", entry, defaults, cuda_path)
     python, python_path = _setting("python", entry, defaults, cuda_path)
     abi3, abi3_path = _setting("abi3", entry, defaults, cuda_path)
+    torch_build, torch_build_path = _setting("torch_build", entry, defaults, cuda_path)
     compress_mode, compress_mode_path = _setting("compress_mode", entry, defaults, cuda_path)
     device_code, device_code_path = _setting("device_code", entry, defaults, cuda_path)
     if device_code == "none":
@@ -137,6 +140,8 @@ def _settings(
         python_path=python_path,
         abi3=abi3,
         abi3_path=abi3_path,
+        torch_build=torch_build,
+        torch_build_path=torch_build_path,
         compress_mode=compress_mode,
         compress_mode_path=compress_mode_path,
         device_code=device_code or "fatbin",
@@ -329,6 +334,7 @@ def _arch_cells(
                 torch_index=entry.torch_index if axis.torch is not None else None,
                 python=axis.python,
                 abi3=axis.abi3,
+                newer_torch=settings.torch_build == "newer" and axis.torch is not None,
                 compress_mode=settings.compress_mode,
                 device_code=settings.device_code,
                 excluded_sms=tuple(sorted(excluded)),

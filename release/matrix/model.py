@@ -180,6 +180,9 @@ class Cell:
     torch_index: str | None = None  # where that torch comes from (None: pip's index)
     python: str | None = None  # the CPython of a cp3X-cp3X cell ("3.11")
     abi3: str | None = None  # the Py_LIMITED_API floor of a cp3X-abi3 cell ("3.10")
+    # a stable-ABI torch cell built against a newer torch than the oldest its wheel admits,
+    # on purpose (matrix.yaml's torch-build: newer)
+    newer_torch: bool = False
     compress_mode: str | None = None  # nvcc's --compress-mode (None: the backend's own)
     # "none": the wheel carries no device code (no sms, no ptx: a JIT-first project)
     device_code: DeviceCode = "fatbin"
@@ -408,6 +411,7 @@ def cell_dict(cell: Cell) -> dict[str, Any]:
         **({"torch_index": cell.torch_index} if cell.torch_index is not None else {}),
         **({"python": cell.python} if cell.python is not None else {}),
         **({"abi3": cell.abi3} if cell.abi3 is not None else {}),
+        **({"torch_build": "newer"} if cell.newer_torch else {}),
         **({"compress_mode": cell.compress_mode} if cell.compress_mode is not None else {}),
         **({"device_code": cell.device_code} if cell.host_only else {}),
         **({"excluded_sms": [str(s) for s in cell.excluded_sms]} if cell.excluded_sms else {}),

@@ -25,6 +25,9 @@ DestinationKind = Literal["pypi", "github", "s3", "git-index"]
 Fallout = Literal["archive", "delete"]  # what happens to a nightly commit past `keep`
 # nvcc's --compress-mode (CUDA 12.8 on): how the fatbin's device code is compressed
 CompressMode = Literal["default", "size", "speed", "balance", "none"]
+# which torch a stable-ABI torch cell may build against: the oldest its wheel admits, or a
+# newer one on purpose
+TorchBuildChoice = Literal["oldest", "newer"]
 # what device code a cell's wheel carries: fatbins (cubins and PTX in its shared objects or
 # as files), or none at all (a JIT-first project compiles its kernels at run time)
 DeviceCode = Literal["fatbin", "none"]
@@ -236,6 +239,11 @@ class WheelSettings:
     abi3: PythonSpec | None = optional(
         'torch backend: the py_limited_api floor ("3.10"): one cp310-abi3 wheel per cell '
         "instead of one per Python"
+    )
+    torch_build: TorchBuildChoice | None = optional(
+        "torch backend, a libtorch stable-ABI build: oldest (default): `torch` must be the "
+        "oldest torch its wheel admits on the cell's CUDA major; newer: `torch` names a newer "
+        "one on purpose"
     )
     device_code: DeviceCode | None = optional(
         "the device code the wheels carry: fatbin (cubins for sms, PTX for ptx; the "

@@ -40,6 +40,10 @@ class TorchSettings(Protocol):
     def abi3(self) -> PythonSpec | None: ...
     @property
     def abi3_path(self) -> str: ...
+    @property
+    def torch_build(self) -> str | None: ...
+    @property
+    def torch_build_path(self) -> str: ...
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -78,6 +82,7 @@ def torch_axes(
             ("torch", settings.torch, settings.torch_path),
             ("python", settings.python, settings.python_path),
             ("abi3", settings.abi3, settings.abi3_path),
+            ("torch-build", settings.torch_build, settings.torch_build_path),
             ("torch-index", entry.torch_index, join_path(settings.path, "torch-index")),
         )
         if value is not None

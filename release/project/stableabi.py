@@ -46,7 +46,8 @@ class StableAbi:
 
     @property
     def requirement(self) -> str | None:
-        """What the wheel will require: `torch>=X.Y` of the target."""
+        """What the wheel will require at least: `torch>=X.Y` of the target (the build raises
+        it to the first torch of the cell's CUDA major: release.inspection.stabletorch)."""
         return f"torch>={self.target}" if self.target is not None else None
 
 
@@ -118,7 +119,9 @@ def stable_abi_note(abi: StableAbi) -> str:
         note += f" (where the condition at {abi.condition} holds)"
     if abi.requirement is not None:
         note += (
-            f": one wheel a platform for every torch from it (its wheel requires {abi.requirement})"
+            ": one wheel a platform for every torch from it (its wheel requires "
+            f"{abi.requirement}, or from the first torch of its cell's CUDA major on the torch "
+            "index)"
         )
     return note
 

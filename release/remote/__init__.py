@@ -13,6 +13,8 @@ Its modules:
   names and URLs.
 - `httpclient`: The one HTTP edge: the httpx client every stage uses, credentials scoped to the
   origins they belong to, and downloads that are hashed as they stream, with bounded retries.
+- `lazywheel`: The METADATA of a wheel on a server, read with a few HTTP range requests (the
+  zip's central directory and the one member) instead of downloading the wheel.
 - `retry`: Retrying a remote call with backoff, under a bound on the total time an operation
   takes.
 - `s3`: The one S3 edge: AWS S3, Cloudflare R2 and MinIO through boto3, the maintained client.

@@ -177,15 +177,20 @@ def fetch(
     sleep: retry.Sleep = time.sleep,
     clock: retry.Clock = time.monotonic,
     secrets: Iterable[str] = (),
+    byte_range: tuple[int, int] | None = None,
 ) -> Download:
     """GET `url` (redirects followed), hashing the body as it streams; retried per the
     module doc. `keep` holds the body in memory; `into` writes it to that file instead
-    (each attempt from the start), so that a large file is never held whole. Never raises
-    for the server's sake: the last answer or failure comes back."""
+    (each attempt from the start), so that a large file is never held whole. `byte_range`
+    (first, last) asks for those bytes only: 206 is the server's yes, and a 200 (a server
+    that ignores ranges) comes back with its headers alone, the whole file left unread.
+    Never raises for the server's sake: the last answer or failure comes back."""
     policy = policy or retry.RetryPolicy(attempts=5, initial_delay=1.0, total=300.0)
     deadline = deadline or retry.Deadline(policy.total, clock)
     hidden = tuple(secrets)
     headers = {"Accept": accept} if accept else {}
+    if byte_range is not None:
+        headers["Range"] = f"bytes={byte_range[0]}-{byte_range[1]}"
     retried = TRANSIENT_STATUSES | frozenset(retry_statuses)
 
     def attempt(_: int) -> Download:
@@ -198,7 +203,12 @@ def fetch(
                 http.stream("GET", url, headers=headers, timeout=_capped(http, left)) as response,
                 into.open("wb") if into is not None else contextlib.nullcontext() as sink,
             ):
-                got = _streamed(response, deadline, policy.total, keep=keep, sink=sink)
+                if byte_range is not None and response.status_code == 200:
+                    got = Download(
+                        status=200, url=str(response.url), headers=dict(response.headers)
+                    )
+                else:
+                    got = _streamed(response, deadline, policy.total, keep=keep, sink=sink)
         except httpx.HTTPError as error:
             failed = Download(
                 status=None, url=url, error=mask(f"{type(error).__name__}: {error}", hidden)

@@ -27,11 +27,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from release.credentials import secret_values
-from release.inspection.cudalibs import TorchCuda
 from release.inspection.findings import Finding
 from release.inspection.indexrules import duplicates, hash_mismatch, stray_links
 from release.inspection.served import inspect_served
-from release.inspection.torchcuda import PYPI_SIMPLE, torch_cuda_lookup
+from release.inspection.torchcuda import TorchIndexes
 from release.matrix import Cell, Matrix
 from release.records.published import Published, PublishedFile
 from release.remote import httpclient as http
@@ -65,35 +64,26 @@ class _Getter:
         self.deadline = Deadline(settings.deadline_s, time.monotonic)
 
     def __call__(
-        self, url: str, *, keep: bool = False, accept: str | None = None, into: Path | None = None
+        self,
+        url: str,
+        *,
+        keep: bool = False,
+        accept: str | None = None,
+        into: Path | None = None,
+        byte_range: tuple[int, int] | None = None,
     ) -> Download:
         return http.fetch(
             self.client, url, keep=keep, accept=accept, into=into, policy=self.policy,
-            deadline=self.deadline, secrets=self.secrets,
+            deadline=self.deadline, secrets=self.secrets, byte_range=byte_range,
         )  # fmt: skip
 
 
-class _TorchIndexes:
-    """One `TorchCuda` per torch index (each reads its torch page once), made as asked."""
-
-    def __init__(self, get: _Getter) -> None:
-        self.get = get
-        self.lock = threading.Lock()
-        self.made: dict[str, TorchCuda] = {}
-
-    def lookup(self, index: str) -> TorchCuda:
-        with self.lock:
-            if index not in self.made:
-                self.made[index] = torch_cuda_lookup(self.get, index)
-            return self.made[index]
-
-
 def _wheel_checks(
-    file: PublishedFile, cell: Cell | None, get: _Getter, scratch: Path, torch: _TorchIndexes
+    file: PublishedFile, cell: Cell | None, get: _Getter, scratch: Path, torch: TorchIndexes
 ) -> tuple[list[Check], str | None]:
     """The inspection of one wheel as served, and the sha256 of what was served."""
     path = scratch / f"{threading.get_ident()}.whl"  # a worker reads one wheel at a time
-    torch_index = cell.torch_index if cell is not None and cell.torch_index else PYPI_SIMPLE
+    torch_index = cell.torch_index if cell is not None else None  # None: PyPI's
     try:
         got = get(file.url, into=path)
         if not got.ok:
@@ -104,7 +94,7 @@ def _wheel_checks(
         served = inspect_served(
             file.filename, path, url=file.url,
             cell_major=cell.cuda.major if cell is not None else None,
-            torch_cuda=torch.lookup(torch_index),
+            torch_cuda=torch.of(torch_index).cuda_of,
         )  # fmt: skip
     finally:
         path.unlink(missing_ok=True)
@@ -193,7 +183,7 @@ def served_checks(
         tempfile.TemporaryDirectory(prefix="release-verify-served-") as scratch,
     ):
         get = _Getter(client, settings, secrets)
-        torch = _TorchIndexes(get)
+        torch = TorchIndexes(get)
         reads = list(
             pool.map(
                 lambda f: _wheel_checks(f, _cell_of(matrix, f), get, Path(scratch), torch),

@@ -87,6 +87,11 @@ def test_requirements_of_torch_apply_by_their_markers() -> None:
     assert torch_requirements(lines, "aarch64") == []
 
 
+def test_only_requirements_outside_extras_count() -> None:
+    lines = ["torch>=2.11", 'torch>=2.0; extra == "old"', "numpy"]
+    assert [str(r) for r in torch_requirements(lines, "x86_64")] == ["torch>=2.11"]
+
+
 def test_a_torch_pinned_to_another_cuda_is_found() -> None:
     elfs = [lib("k/_C.so", "libc10.so", "libcudart.so.13")]
     problems, _ = torch_problems(
