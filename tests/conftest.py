@@ -36,13 +36,6 @@ EARLY: dict[str, tuple[str, ...]] = {
 RUN_DIR = "K3_TEST_RUN_DIR"
 _early: list[subprocess.Popen[bytes]] = []
 
-# Each full-tier fixture that one session builds once: the tests that use it run on one
-# xdist worker (their group), so that no other worker builds it again.
-SHARED_BUILDS = {
-    "shipped_build": "shipped-build",
-    "torch_cache": "torch-builds",
-}
-
 # Runs a command with its output in a file, then writes its exit code beside it (the
 # worker that reads the result is not the process that started it).
 _WRAPPER = """
@@ -60,23 +53,18 @@ def _is_worker(config: pytest.Config) -> bool:
     return hasattr(config, "workerinput")
 
 
-def _plain_id(nodeid: str) -> str:
-    """A node id without the `@group` suffix pytest-xdist's loadgroup gives it."""
-    return nodeid.split("@", 1)[0]
-
-
 def run_dir() -> Path:
     """The run's directory shared by the controller and its workers."""
     return Path(os.environ[RUN_DIR])
 
 
 def _early_files(nodeid: str) -> tuple[Path, Path]:
-    stem = _plain_id(nodeid).replace("/", "_").replace(":", "_")
+    stem = nodeid.replace("/", "_").replace(":", "_")
     return run_dir() / f"{stem}.out", run_dir() / f"{stem}.rc"
 
 
 def _start_early(nodeids: Sequence[str]) -> None:
-    for nodeid in map(_plain_id, nodeids):
+    for nodeid in nodeids:
         command = EARLY.get(nodeid)
         if command is None or _early_files(nodeid)[0].exists():
             continue
@@ -100,17 +88,12 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Refuses a `slow` mark outside tests/full and a test without it inside (the folder is
-    the tier: docs/testing.md), and gives every test its xdist group: its module, or the
-    shared build it uses."""
+    the tier: docs/testing.md)."""
     misplaced = []
     for item in items:
         inside = FULL_TIER in item.path.parents
         if inside != (item.get_closest_marker("slow") is not None):
             misplaced.append(item.nodeid)
-        fixtures = getattr(item, "fixturenames", ())
-        shared = [group for name, group in SHARED_BUILDS.items() if name in fixtures]
-        group = shared[0] if shared else item.path.relative_to(ROOT).as_posix()
-        item.add_marker(pytest.mark.xdist_group(group))
     if misplaced:
         raise pytest.UsageError(
             "the folder is the tier: a test in tests/full/ carries `pytestmark = "
@@ -145,7 +128,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 def early_result(request: pytest.FixtureRequest) -> Iterator[tuple[int, str]]:
     """The exit code and output of the test's EARLY command: started at collection, or
     run now where collection did not start it (the test named on its own, say)."""
-    nodeid = _plain_id(request.node.nodeid)
+    nodeid = request.node.nodeid
     out, rc = _early_files(nodeid)
     if not out.exists():
         command = EARLY[nodeid]

@@ -18,11 +18,14 @@ What these made is read, never changed: a test that builds into a cache takes a 
 
 from __future__ import annotations
 
+import fcntl
+import json
 import os
 import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +36,7 @@ from release.building.stage import BuildEvents, prepare
 from release.matrix import load_matrix
 from release.toolchain import host_machine
 from release.toolchain.torchenv import TorchEnv
+from tests.conftest import run_dir
 from tests.integration.interface import Workspace, workspace_at
 
 REPO = Path(__file__).resolve().parents[2]
@@ -79,6 +83,26 @@ def torch_matrix(abi: str, *, sms: tuple[str, ...] = (ONE_SM,), ptx: str = "none
     return TORCH_MATRIX.format(
         project=TORCH_FIXTURE, env=env, sms=", ".join(sms), ptx=ptx, torch=TORCH
     )
+
+
+@contextmanager
+def made_once(name: str) -> Iterator[tuple[Path, bool]]:
+    """A directory of the run that all its xdist workers share (tests/conftest.py's
+    run_dir), and whether this process is to make it: the first to ask makes it holding a
+    lock, any other waits for it and then finds it made (a maker that failed half-way
+    leaves it to be made again)."""
+    where = run_dir() / "shared" / name
+    where.parent.mkdir(parents=True, exist_ok=True)
+    with open(where.parent / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        made = where.parent / f"{name}.made"
+        if made.exists():
+            yield where, False
+            return
+        shutil.rmtree(where, ignore_errors=True)
+        where.mkdir()
+        yield where, True
+        made.touch()
 
 
 def linked_cache(where: Path, release_cache: Path) -> Path:
@@ -130,26 +154,39 @@ class ShippedBuild:
 
 
 @pytest.fixture(scope="session")
-def shipped_build(
-    release_cache: Path, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[ShippedBuild]:
+def shipped_build(release_cache: Path) -> Iterator[ShippedBuild]:
     """`release build` of matrix.yaml in the repository root, from a cache with the
     session's toolchains but no device code or wheels, so that what its device log and
-    `--json` document say is about this build."""
-    tmp = tmp_path_factory.mktemp("shipped")
-    linked_cache(tmp / "cache", release_cache)
-    with workspace_at(tmp, release_cache) as workspace:
-        workspace.run("build")
+    `--json` document say is about this build. Made once a run: a worker that comes second
+    reads what the first made (its result kept beside it as JSON)."""
+    with made_once("shipped") as (tmp, first):
+        if first:
+            linked_cache(tmp / "cache", release_cache)
+            with workspace_at(tmp, release_cache) as workspace:
+                result = workspace.run("build")
+            (tmp / "build-result.json").write_text(
+                json.dumps(
+                    {"args": result.args, "returncode": result.returncode,
+                     "stdout": result.stdout, "stderr": result.stderr}
+                ),
+                encoding="utf-8",
+            )  # fmt: skip
+    recorded = json.loads((tmp / "build-result.json").read_text(encoding="utf-8"))
+    with workspace_at(tmp, release_cache, fresh=False) as workspace:
+        workspace.results["build"] = subprocess.CompletedProcess(**recorded)
         yield ShippedBuild(workspace)
 
 
 @pytest.fixture(scope="session")
-def torch_cache(release_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def torch_cache(release_cache: Path) -> Path:
     """The torch builds' cache: their own device code, wheels and compile cache (so that a
     build of this session is never served from an earlier one's), the session's toolchains."""
     if host_machine() != "x86_64":
         pytest.skip("the torch fixture's matrix is an x86_64 one")
-    return linked_cache(tmp_path_factory.mktemp("torch") / "cache", release_cache)
+    with made_once("torch-cache") as (where, first):
+        if first:
+            linked_cache(where / "cache", release_cache)
+    return where / "cache"
 
 
 @pytest.fixture(scope="session")
@@ -182,6 +219,11 @@ class TorchBuild:
     dist: Path
     cache: Path  # the session's `torch_cache`: copy it to build into it
 
+    @classmethod
+    def at(cls, where: Path, abi: str, cache: Path) -> TorchBuild:
+        """The flavour `build_torch_flavour` built in `where`."""
+        return cls(abi=abi, matrix=where / "matrix.yaml", dist=where / "dist", cache=cache)
+
     @property
     def wheel(self) -> Path:
         return self.dist / TORCH_WHEEL
@@ -210,7 +252,7 @@ def build_torch_flavour(
         env={**os.environ, "SOURCE_DATE_EPOCH": TORCH_EPOCH},
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    built = TorchBuild(abi=abi, matrix=matrix, dist=where / "dist", cache=cache)
+    built = TorchBuild.at(where, abi, cache)
     assert built.wheel.is_file(), sorted(p.name for p in built.dist.iterdir())
     kept = os.environ.get("RELEASE_FIXTURE_WHEELHOUSE")
     if kept:
@@ -220,20 +262,24 @@ def build_torch_flavour(
 
 
 @pytest.fixture(scope="session")
-def torch_stable(
-    torch_environment: TorchEnv, torch_cache: Path, tmp_path_factory: pytest.TempPathFactory
-) -> TorchBuild:
+def torch_stable(torch_environment: TorchEnv, torch_cache: Path) -> TorchBuild:
     """The stable flavour (libtorch's stable ABI, TORCH_TARGET_VERSION 2.10), for the SMs
     of COVERED_SMS and PTX of the highest."""
-    where = tmp_path_factory.mktemp("torch-stable")
-    return build_torch_flavour("stable", COVERED_SMS, COVERED_SMS[-1], torch_cache, where)
+    with made_once("torch-stable") as (where, first):
+        if first:
+            build_torch_flavour("stable", COVERED_SMS, COVERED_SMS[-1], torch_cache, where)
+    return TorchBuild(
+        abi="stable", matrix=where / "matrix.yaml", dist=where / "dist", cache=torch_cache
+    )
 
 
 @pytest.fixture(scope="session")
-def torch_regular(
-    torch_environment: TorchEnv, torch_cache: Path, tmp_path_factory: pytest.TempPathFactory
-) -> TorchBuild:
+def torch_regular(torch_environment: TorchEnv, torch_cache: Path) -> TorchBuild:
     """The regular flavour (ATen and TORCH_LIBRARY: loads beside its torch only), for one
     SM and no PTX."""
-    where = tmp_path_factory.mktemp("torch-regular")
-    return build_torch_flavour("regular", (ONE_SM,), "none", torch_cache, where)
+    with made_once("torch-regular") as (where, first):
+        if first:
+            build_torch_flavour("regular", (ONE_SM,), "none", torch_cache, where)
+    return TorchBuild(
+        abi="regular", matrix=where / "matrix.yaml", dist=where / "dist", cache=torch_cache
+    )

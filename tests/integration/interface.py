@@ -399,16 +399,19 @@ gpu-gate:
 
 
 @contextmanager
-def workspace_at(tmp: Path, cache: Path) -> Iterator[Workspace]:
-    """The two matrix copies in `tmp`, and a port of 127.0.0.1 held bound but not
-    listening: every connection to it is refused."""
-    shipped = (REPO / "matrix.yaml").read_text(encoding="utf-8")
-    assert "\ndefaults:\n" in shipped
-    _copy_matrix(tmp / "bad", shipped.replace("\ndefaults:\n", "\ndefaults:\n  arch: [x86_64]\n"))
-    _copy_matrix(tmp / "gate", shipped + GPU_GATE)
-    shutil.copytree(
-        REPO / "csrc", tmp / "init-csrc", ignore=shutil.ignore_patterns("build", "__pycache__")
-    )
+def workspace_at(tmp: Path, cache: Path, *, fresh: bool = True) -> Iterator[Workspace]:
+    """The two matrix copies in `tmp` (made there unless `fresh` is False: another process
+    made them), and a port of 127.0.0.1 held bound but not listening: every connection to
+    it is refused."""
+    if fresh:
+        shipped = (REPO / "matrix.yaml").read_text(encoding="utf-8")
+        assert "\ndefaults:\n" in shipped
+        bad = shipped.replace("\ndefaults:\n", "\ndefaults:\n  arch: [x86_64]\n")
+        _copy_matrix(tmp / "bad", bad)
+        _copy_matrix(tmp / "gate", shipped + GPU_GATE)
+        shutil.copytree(
+            REPO / "csrc", tmp / "init-csrc", ignore=shutil.ignore_patterns("build", "__pycache__")
+        )
     with socket.socket() as held:
         held.bind(("127.0.0.1", 0))
         port = held.getsockname()[1]
