@@ -58,6 +58,7 @@ from release.matrix import Cell
 from release.matrix.compilecache import CompileCache
 from release.toolchain import Toolchain, frontend
 from release.toolchain.buildenv import cell_targets, cuda_home_of
+from release.wheelfile import WheelName
 
 # ---------------------------------------------------------------- pure core
 
@@ -179,8 +180,7 @@ def relabelled(wheel: Path, cell: Cell) -> Path:
     """The wheel with the cell's version (its local label, a nightly's dev part): rewritten
     beside the original, which is removed; the same path where the version is already the
     cell's."""
-    stem_version = wheel.name.split("-")[1]
-    if stem_version == str(cell.version):
+    if WheelName.parse(wheel.name).version == cell.version:
         return wheel
     try:
         result = rewrite_version(wheel.name, wheel.read_bytes(), cell.version)

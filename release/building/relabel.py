@@ -27,10 +27,9 @@ import re
 import zipfile
 from dataclasses import dataclass
 
-from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from release.wheelfile import record_hash, version_or_none
+from release.wheelfile import NotAWheel, WheelName, record_hash, version_or_none
 
 
 class RelabelError(ValueError):
@@ -100,9 +99,9 @@ def relabel(filename: str, data: bytes, label: str | None) -> Relabelled:
     RelabelError for a wheel that cannot be rewritten (not a wheel, no or two .dist-info
     folders, a METADATA that disagrees with the filename, a signed RECORD)."""
     try:
-        version = parse_wheel_filename(filename)[1]
-    except InvalidWheelFilename as error:
-        raise RelabelError(f"{filename}: {error}") from None
+        version = WheelName.parse(filename).version
+    except NotAWheel as error:
+        raise RelabelError(f"{filename}: {error.detail}") from None
     try:
         new_version = labelled_version(version, label)
     except InvalidVersion:
@@ -131,17 +130,16 @@ def rewrite_version(filename: str, data: bytes, new_version: Version) -> Relabel
     """The wheel `filename` (bytes `data`) with version `new_version`, which differs from
     the built one in its local label and dev part only (`version_change_problem`)."""
     try:
-        _, version, build, _ = parse_wheel_filename(filename)
-    except InvalidWheelFilename as error:
-        raise RelabelError(f"{filename}: {error}") from None
-    if build:
+        wheel = WheelName.parse(filename)
+    except NotAWheel as error:
+        raise RelabelError(f"{filename}: {error.detail}") from None
+    version = wheel.version
+    if wheel.build:
         raise RelabelError(f"{filename}: a wheel with a build tag cannot be relabelled")
     problem = version_change_problem(version, new_version)
     if problem is not None:
         raise RelabelError(problem)
-    stem = filename[: -len(".whl")]
-    dist_part, version_part, tags = stem.split("-", 2)
-    new_filename = f"{dist_part}-{new_version}-{tags}.whl"
+    new_filename = wheel.with_version(new_version).filename
     try:
         archive = zipfile.ZipFile(io.BytesIO(data))
     except zipfile.BadZipFile:
@@ -183,7 +181,7 @@ def rewrite_version(filename: str, data: bytes, new_version: Version) -> Relabel
     return Relabelled(
         filename=new_filename,
         data=new_data,
-        old_version=version_part,
+        old_version=str(version),
         new_version=str(new_version),
     )
 

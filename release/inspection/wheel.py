@@ -27,12 +27,7 @@ from dataclasses import dataclass, field
 from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 from packaging.tags import Tag
-from packaging.utils import (
-    InvalidWheelFilename,
-    canonicalize_name,
-    canonicalize_version,
-    parse_wheel_filename,
-)
+from packaging.utils import canonicalize_name, canonicalize_version
 from packaging.version import Version
 
 from release.errors import shown
@@ -51,7 +46,7 @@ from release.inspection.limitedapi import LimitedApiAudit
 from release.inspection.pythonapi import python_api_problems
 from release.matrix import Cell
 from release.targets import ELF_MACHINES
-from release.wheelfile import record_hash, version_or_none, zip_problem
+from release.wheelfile import NotAWheel, WheelName, record_hash, version_or_none, zip_problem
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -141,10 +136,11 @@ def inspect_wheel(
     if filename != cell.wheel_filename:
         problems.append(f"the wheel is named {filename}, the cell expects {cell.wheel_filename}")
     try:
-        name, version, _, tags = parse_wheel_filename(filename)
-    except InvalidWheelFilename as error:
-        problems.append(f"invalid wheel filename: {error}")
+        wheel = WheelName.parse(filename)
+    except NotAWheel as error:
+        problems.append(f"invalid wheel filename: {error.detail}")
         return report(sms=(), ptx=())
+    name, version, tags = wheel.project, wheel.version, wheel.tags
     if version != cell.version:
         problems.append(f"the filename's version is {version}, the cell's is {cell.version}")
     if (version.local or None) != cell.local_label:

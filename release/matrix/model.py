@@ -12,7 +12,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from release.backends import BuildRecipe, backend_for
@@ -20,6 +19,7 @@ from release.errors import ConfigError
 from release.matrix.compilecache import CompileCache
 from release.matrix.spec import DeviceCode, Fallout
 from release.targets import Arch, CudaVersion, GpuTarget
+from release.wheelfile import WheelName
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -27,11 +27,6 @@ class Project:
     name: str
     version: Version
     path: Path
-
-    @property
-    def wheel_name(self) -> str:
-        """The distribution name as it appears in wheel filenames (`k3_kernels`)."""
-        return canonicalize_name(self.name).replace("-", "_")
 
 
 PYPI_DEFAULT_PROJECT_GIB = 10  # PyPI's project size limit unless it raised the project's
@@ -187,9 +182,18 @@ class Cell:
         return f"manylinux_{self.manylinux}_{self.arch}"
 
     @property
+    def wheel_name(self) -> WheelName:
+        return WheelName.compose(
+            self.project.name,
+            self.version,
+            python=self.python_tag,
+            abi=self.abi_tag,
+            platform=self.platform_tag,
+        )
+
+    @property
     def wheel_filename(self) -> str:
-        tags = f"{self.python_tag}-{self.abi_tag}-{self.platform_tag}"
-        return f"{self.project.wheel_name}-{self.version}-{tags}.whl"
+        return self.wheel_name.filename
 
 
 # what a gpu-gate command may name in braces; {torch} is a torch cell's torch (empty for

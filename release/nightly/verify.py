@@ -16,8 +16,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from packaging.utils import parse_wheel_filename
-
 from release.credentials import s3_credentials, secret_values
 from release.errors import PublishError
 from release.matrix import Matrix, Nightly, S3Destination, require_nightly
@@ -65,6 +63,7 @@ from release.verify.checks import (
     metadata_check,
     verify,
 )
+from release.wheelfile import WheelName
 
 ONCE = RetryPolicy(attempts=2, initial_delay=1.0, total=60.0)
 
@@ -145,7 +144,7 @@ def verify_commit(
 
 
 def _arch(filename: str) -> str:
-    platform = sorted(t.platform for t in parse_wheel_filename(filename)[3])[0]
+    platform = sorted(t.platform for t in WheelName.parse(filename).tags)[0]
     return platform.split("_", 3)[-1] if platform.startswith("manylinux_") else platform
 
 

@@ -28,6 +28,7 @@ from release.records.release_manifest import (
     release_manifest_version,
 )
 from release.remote.github import GithubClient
+from release.wheelfile import WheelName
 
 NO_PREVIOUS = "no previous release"
 
@@ -66,8 +67,7 @@ def match_key(
     filename: str, *, destination: str, arch: str, local_label: str | None
 ) -> tuple[str, ...]:
     """What a wheel has in common with its counterpart of another version."""
-    parts = filename.removesuffix(".whl").split("-")
-    return (destination, arch, local_label or "", parts[0], *parts[2:])
+    return (destination, arch, local_label or "", *WheelName.parse(filename).unversioned)
 
 
 def growth_by_wheel(entries: Sequence[WheelEntry], previous: PreviousRelease) -> dict[str, Growth]:

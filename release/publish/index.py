@@ -26,13 +26,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.utils import canonicalize_name
 
 from release.fsutil import current_umask, json_text, write_atomic
 from release.provenance.attestation import PROVENANCE_SUFFIX, provenance_problem
 from release.remote.github import GithubClient
 from release.remote.github_model import AssetInfo, parse_asset, parse_release
-from release.wheelfile import WHEEL_SUFFIX, NotAWheel, wheel_facts, wheel_name
+from release.wheelfile import WHEEL_SUFFIX, NotAWheel, WheelName, wheel_facts
 
 API_VERSION = "1.3"  # 1.3: PEP 740's provenance links
 METADATA_SUFFIX = ".metadata"
@@ -52,11 +52,11 @@ class IndexFile:
 
     @property
     def project(self) -> str:
-        return canonicalize_name(parse_wheel_filename(self.filename)[0])
+        return WheelName.parse(self.filename).project
 
     @property
     def label(self) -> str | None:
-        return parse_wheel_filename(self.filename)[1].local
+        return WheelName.parse(self.filename).local_label
 
 
 def index_problems(files: Sequence[IndexFile]) -> list[str]:
@@ -65,9 +65,9 @@ def index_problems(files: Sequence[IndexFile]) -> list[str]:
     seen: dict[str, str] = {}
     for file in files:
         try:
-            version = parse_wheel_filename(file.filename)[1]
-        except InvalidWheelFilename as error:
-            problems.append(f"{file.filename}: not a wheel filename ({error})")
+            version = WheelName.parse(file.filename).version
+        except NotAWheel as error:
+            problems.append(f"{file.filename}: not a wheel filename ({error.detail})")
             continue
         if version.local is None:
             problems.append(f"{file.filename}: has no local label, so it belongs on PyPI")
@@ -138,7 +138,7 @@ def project_page(project: str, files: Sequence[IndexFile]) -> tuple[bytes, bytes
     filename order. Deterministic."""
     ordered = sorted(files, key=lambda f: f.filename)
     html_page = _html_page(f"Links for {project}", [_anchor(f) for f in ordered])
-    versions = sorted({str(parse_wheel_filename(f.filename)[1]) for f in ordered})
+    versions = sorted({str(WheelName.parse(f.filename).version) for f in ordered})
     json_page = _json_bytes(
         {
             "meta": {"api-version": API_VERSION},
@@ -257,7 +257,7 @@ def collect(
             if not name.endswith(WHEEL_SUFFIX):
                 continue
             try:
-                wheel = wheel_name(name)
+                wheel = WheelName.parse(name)
             except NotAWheel as why:
                 skipped.append(f"left out {repository}@{release.tag} asset {name}: {why}")
                 continue

@@ -31,10 +31,8 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from packaging.utils import (
-    InvalidWheelFilename,
     canonicalize_name,
     parse_sdist_filename,
-    parse_wheel_filename,
 )
 from twine.commands.check import check
 from twine.exceptions import InvalidDistribution
@@ -64,7 +62,7 @@ from release.remote.httpclient import (
 )
 from release.remote.retry import RetryPolicy
 from release.remote.simple_index import ACCEPT, ListedFile, parse_project_page, project_page_url
-from release.wheelfile import WheelFacts, read_wheel
+from release.wheelfile import NotAWheel, WheelFacts, WheelName, read_wheel
 
 log = logging.getLogger("release.publish.pypi")
 
@@ -122,9 +120,10 @@ def pypi_refusals(
     """Every reason PyPI would reject this file at upload (`weighs_most`: the targets whose
     device code weighs most, for a file over the limit). Pure."""
     try:
-        name, version, _, tags = parse_wheel_filename(filename)
-    except InvalidWheelFilename as error:
-        return [f"not a valid wheel filename ({error})"]
+        wheel = WheelName.parse(filename)
+    except NotAWheel as error:
+        return [f"not a valid wheel filename ({error.detail})"]
+    name, version, tags = wheel.project, wheel.version, wheel.tags
     reasons = []
     if version.local is not None:
         reasons.append(f"local version {version} (PyPI accepts no local versions)")
@@ -373,7 +372,7 @@ class PypiPublisher:
     def final_url(self, name: str) -> str:
         host = urlsplit(self.index_url).hostname
         project = canonicalize_name(_project(name))
-        python_tag = "source" if name.endswith(SDIST_SUFFIX) else name.rsplit("-", 3)[1]
+        python_tag = "source" if name.endswith(SDIST_SUFFIX) else WheelName.parse(name).python
         if host in ("pypi.org", "test.pypi.org"):
             files = "files" if host == "pypi.org" else "test-files"
             # PyPI's stable redirecting URL for a file (its real URL has a content hash)
@@ -498,7 +497,7 @@ _DISTRIBUTIONS = (".whl", SDIST_SUFFIX)
 def _project(name: str) -> str:
     if name.endswith(SDIST_SUFFIX):
         return str(parse_sdist_filename(name)[0])
-    return str(parse_wheel_filename(name)[0])
+    return WheelName.parse(name).project
 
 
 def sdist_companions(manifest: Manifest, destination: str, dist: Path) -> list[Companion]:

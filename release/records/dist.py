@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from release.errors import ConfigError, FileError
@@ -28,7 +28,7 @@ from release.records.manifest import (
     read_manifests,
 )
 from release.records.sdistfile import sdist_archive_problems
-from release.wheelfile import WheelFacts, read_wheel
+from release.wheelfile import NotAWheel, WheelFacts, WheelName, read_wheel
 
 
 def manifest_paths(dist: Path) -> list[Path]:
@@ -50,9 +50,10 @@ def entry_problems(manifest: Manifest, entry: WheelEntry, facts: WheelFacts | No
     Pure: the digest is checked by the caller."""
     name = entry.filename
     try:
-        project, version, _, _ = parse_wheel_filename(name)
-    except InvalidWheelFilename as error:
-        return [f"{name}: not a wheel filename ({error})"]
+        wheel = WheelName.parse(name)
+    except NotAWheel as error:
+        return [f"{name}: not a wheel filename ({error.detail})"]
+    project, version = wheel.project, wheel.version
     problems = []
     if project != canonicalize_name(manifest.project):
         problems.append(f"{name}: the manifest is for {manifest.project}")

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.utils import canonicalize_name
 
 from release.errors import ConfigError
 from release.fsutil import json_text, read_json, write_atomic
@@ -28,6 +28,7 @@ from release.matrix import (
     S3Destination,
     nccl_requirement,
 )
+from release.wheelfile import is_wheel_name
 
 SCHEMA_VERSION = 1
 MANIFEST_NAME = "manifest.json"
@@ -269,9 +270,7 @@ def _strings(data: Mapping[str, Any], key: str, where: str) -> tuple[str, ...]:
 def _filename(data: Mapping[str, Any], where: str) -> str:
     """A wheel filename, and nothing that could name a file outside the dist directory."""
     name: str = _require(data, "filename", str, where)
-    try:
-        parse_wheel_filename(name)
-    except InvalidWheelFilename:
+    if not is_wheel_name(name):
         raise ValueError(f"{where}.filename: {name[:80]!r} is not a wheel filename") from None
     if "/" in name or "\\" in name or name.startswith("."):
         raise ValueError(f"{where}.filename: {name[:80]!r} is not a plain file name")

@@ -31,8 +31,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
-from packaging.utils import parse_wheel_filename
-
 import release.records.published as published_record
 from release import proc
 from release.credentials import (
@@ -57,6 +55,7 @@ from release.remote.httpclient import (
 )
 from release.remote.retry import Deadline, RetryPolicy
 from release.remote.simple_index import ACCEPT, ListedFile, parse_project_page, project_page_url
+from release.wheelfile import WheelName
 
 DEFAULT_CONCURRENCY = 16  # GitHub allows 100 concurrent requests; stay well under
 PIP_CONCURRENCY = 2
@@ -486,7 +485,7 @@ def _pip_checks(
         root = Path(tmp)
 
         def one(index: int, file: PublishedFile) -> Check:
-            tags = parse_wheel_filename(file.filename)[3]
+            tags = WheelName.parse(file.filename).tags
             work = root / f"cell-{index}"
             work.mkdir()
             report = work / "report.json"

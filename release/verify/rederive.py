@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from release.errors import ConfigError, VerifyError
@@ -36,6 +36,7 @@ from release.remote.github_model import AssetInfo
 from release.remote.httpclient import Client, fetch
 from release.remote.retry import RetryPolicy
 from release.remote.simple_index import ACCEPT, ListedFile, parse_project_page, project_page_url
+from release.wheelfile import NotAWheel, WheelName
 
 
 def version_of_tag(template: str, tag: str) -> Version:
@@ -155,10 +156,11 @@ def _wheel_asset(
     index_base: str | None,
 ) -> PublishedFile | None:
     try:
-        dist, version, _, _ = parse_wheel_filename(name)
-    except InvalidWheelFilename:
+        wheel = WheelName.parse(name)
+    except NotAWheel:
         return None
-    if canonicalize_name(dist) != canonicalize_name(project):
+    version = wheel.version
+    if wheel.project != canonicalize_name(project):
         return None
     recorded = built.get(name)
     sha256 = recorded.sha256 if recorded else asset.sha256
@@ -224,8 +226,8 @@ def _pypi_files(
     out = []
     for name, item in sorted(listed.items()):
         try:
-            _, file_version, _, _ = parse_wheel_filename(name)
-        except InvalidWheelFilename:
+            file_version = WheelName.parse(name).version
+        except NotAWheel:
             continue
         if file_version != version:
             continue
