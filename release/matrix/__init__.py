@@ -6,6 +6,9 @@ Its modules:
 - `cells`: A CUDA version of matrix.yaml and the cells it expands to.
 - `compilecache`: Where the compiles of a build keep their objects: matrix.yaml's `compile-
   cache:`, or `--compile-cache` / RELEASE_COMPILE_CACHE, which replace it.
+- `destination`: The destinations of matrix.yaml: each kind's value, with the facts the rules
+  and the manifest ask of it, how its entry loads, and the table the loader dispatches through
+  (`KINDS`).
 - `load`: matrix.yaml: validation and expansion into cells.
 - `model`: The validated release matrix: the cells `release` builds, each with everything it is
   built with and where its wheel goes.
@@ -22,9 +25,19 @@ Its modules:
 from __future__ import annotations
 
 from release.matrix.cells import T
-from release.matrix.load import (
+from release.matrix.destination import (
     GITHUB_ASSET_MAX_MIB,
+    KINDS,
     PYPI_DEFAULT_MAX_MIB,
+    PYPI_DEFAULT_PROJECT_GIB,
+    BaseDestination,
+    Destination,
+    GithubDestination,
+    PypiDestination,
+    S3Destination,
+    kinds_text,
+)
+from release.matrix.load import (
     SCHEMA_ID,
     load_matrix,
     matrix_from_text,
@@ -34,19 +47,14 @@ from release.matrix.load import (
 )
 from release.matrix.model import (
     GATE_PLACEHOLDERS,
-    PYPI_DEFAULT_PROJECT_GIB,
     Cell,
     Commit,
-    Destination,
     GateRun,
-    GithubDestination,
     GpuGate,
     GpuRunner,
     Matrix,
     Nightly,
     Project,
-    PypiDestination,
-    S3Destination,
     cell_dict,
     nccl_package,
     nccl_requirement,
@@ -57,9 +65,11 @@ from release.matrix.spec import Fallout
 __all__ = [
     "GATE_PLACEHOLDERS",
     "GITHUB_ASSET_MAX_MIB",
+    "KINDS",
     "PYPI_DEFAULT_MAX_MIB",
     "PYPI_DEFAULT_PROJECT_GIB",
     "SCHEMA_ID",
+    "BaseDestination",
     "Cell",
     "Commit",
     "Destination",
@@ -75,6 +85,7 @@ __all__ = [
     "S3Destination",
     "T",
     "cell_dict",
+    "kinds_text",
     "load_matrix",
     "matrix_from_text",
     "matrix_json_schema",

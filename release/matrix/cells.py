@@ -11,7 +11,8 @@ from typing import Any, TypeVar
 
 from release.backends import BuildRecipe, targets_problem
 from release.errors import shown
-from release.matrix.model import Cell, Destination, Project, PypiDestination, S3Destination
+from release.matrix.destination import Destination
+from release.matrix.model import Cell, Project
 from release.matrix.rules import check_label, check_targets, cuda_build
 from release.matrix.spec import (
     CudaSpec,
@@ -264,19 +265,10 @@ def _check_destination(
             destination_path,
             f"unknown destination {shown(entry.destination)}{hint} (defined: {known})",
         )
-    elif isinstance(destination, PypiDestination) and entry.local_label:
-        loader.problem(
-            join_path(cuda_path, "local-label"),
-            f"PyPI rejects local versions (+{entry.local_label}): publish this variant to "
-            "a github destination, or drop the label to make it the default variant",
-        )
-    elif isinstance(destination, S3Destination):
-        loader.problem(
-            destination_path,
-            f"{entry.destination!r} is an s3 destination, which holds the nightly channel: "
-            "send releases to a pypi or github destination and name it under "
-            "nightly.destination",
-        )
+    elif destination is not None:
+        refused = destination.cuda_problem(entry.local_label)
+        if refused is not None:
+            loader.problem(join_path(cuda_path, refused[0]), refused[1])
 
 
 def _cell_sms(

@@ -21,7 +21,7 @@ from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
 from release.credentials import has_credentials
 from release.errors import ConfigError, Location, shown
-from release.github_names import api_url_problem, repository_problem
+from release.github_names import api_url_problem
 from release.matrix.cells import (
     check_excludes,
     check_unused_excludes,
@@ -30,17 +30,9 @@ from release.matrix.cells import (
 )
 from release.matrix.compilecache import from_spec as compile_cache_from_spec
 from release.matrix.compilecache import spec_problems as compile_cache_problems
-from release.matrix.model import (
-    PYPI_DEFAULT_PROJECT_GIB,
-    S3_OBJECT_MAX_MIB,
-    Cell,
-    Destination,
-    GithubDestination,
-    Matrix,
-    Project,
-    PypiDestination,
-)
-from release.matrix.nightly import nightly_channel, s3_destination
+from release.matrix.destination import KINDS, Destination
+from release.matrix.model import Cell, Matrix, Project
+from release.matrix.nightly import nightly_channel
 from release.matrix.rules import check_cells, gpu_gate, release_build
 from release.matrix.spec import DestinationSpec, MatrixSpec
 from release.project import Naming, naming, read_project_files, read_version_file, reading
@@ -51,10 +43,6 @@ from release.yamlspec import (
     json_schema,
     load_document,
 )
-
-PYPI_DEFAULT_MAX_MIB = 100
-GITHUB_ASSET_MAX_MIB = 2048
-
 
 # --- Loading. ---
 
@@ -196,26 +184,20 @@ def matrix_json_schema() -> dict[str, Any]:
 # --- Rules. ---
 
 
-_ONLY = {
-    "pypi": ("repository_url",),
-    "github": ("api_url", "repository", "tag"),
-    "s3": ("bucket", "endpoint", "prefix", "region"),
-}
-
-
 def _shared_problems(name: str, spec: DestinationSpec, loader: DocumentLoader) -> None:
     """Keys of another kind, URLs that are not URLs, limits that are not positive."""
     path = join_path("destinations", name)
-    for kind, keys in _ONLY.items():
-        if spec.kind == kind:
-            continue
-        for key in keys:
-            if getattr(spec, key) is not None:
-                yaml_key = key.replace("_", "-")
-                loader.problem(
-                    join_path(path, yaml_key),
-                    f"{yaml_key!r} is only for {kind} destinations (remove it)",
-                )
+    owners: dict[str, list[str]] = {}
+    for kind, value_type in KINDS.items():
+        for key in value_type.KEYS:
+            owners.setdefault(key, []).append(kind)
+    for key, kinds in owners.items():
+        if key not in KINDS[spec.kind].KEYS and getattr(spec, key) is not None:
+            yaml_key = key.replace("_", "-")
+            loader.problem(
+                join_path(path, yaml_key),
+                f"{yaml_key!r} is only for {' or '.join(kinds)} destinations (remove it)",
+            )
     for key in ("repository_url", "index_url"):
         url = getattr(spec, key)
         if url is not None and not re.match(r"^https?://[^/\s]+", url):
@@ -243,62 +225,14 @@ def _shared_problems(name: str, spec: DestinationSpec, loader: DocumentLoader) -
 def _destinations(
     specs: Mapping[str, DestinationSpec], loader: DocumentLoader
 ) -> dict[str, Destination]:
+    """Each entry of `destinations:`, loaded by its kind's value type (`KINDS`)."""
     out: dict[str, Destination] = {}
     for name, spec in specs.items():
-        path = join_path("destinations", name)
         _shared_problems(name, spec, loader)
-        project_gib = spec.max_project_size_gib
-        if spec.kind == "pypi":
-            limit = spec.max_file_size_mib or PYPI_DEFAULT_MAX_MIB
-            out[name] = PypiDestination(
-                name=name,
-                repository_url=spec.repository_url or "https://upload.pypi.org/legacy/",
-                index_url=_slash(spec.index_url or "https://pypi.org/simple/"),
-                max_file_size=limit * 1024 * 1024,
-                max_project_size=(project_gib or PYPI_DEFAULT_PROJECT_GIB) * 2**30,
-                max_growth_percent=spec.max_growth_percent,
-            )
-            continue
-        if spec.kind == "s3":
-            limit = spec.max_file_size_mib or S3_OBJECT_MAX_MIB
-            s3 = s3_destination(name, spec, limit * 1024 * 1024, loader)
-            if s3 is not None:
-                out[name] = s3
-            continue
-        if spec.repository is None:
-            loader.problem(
-                join_path(path, "repository"),
-                "required key 'repository' is missing for a github destination (owner/name)",
-            )
-            continue
-        if repository_problem(spec.repository):
-            loader.problem(
-                join_path(path, "repository"),
-                f"{shown(spec.repository)} is not a GitHub repository "
-                f"({repository_problem(spec.repository)})",
-            )
-        template = spec.tag or "v{version}"
-        if "{version}" not in template or re.search(r"\{(?!version\})", template):
-            loader.problem(
-                join_path(path, "tag"),
-                f"{shown(template)} must contain {{version}} and no other placeholder",
-            )
-        limit = spec.max_file_size_mib or GITHUB_ASSET_MAX_MIB
-        out[name] = GithubDestination(
-            name=name,
-            repository=spec.repository,
-            tag_template=template,
-            api_url=(spec.api_url or "https://api.github.com").rstrip("/"),
-            index_url=_slash(spec.index_url) if spec.index_url else None,
-            max_file_size=limit * 1024 * 1024,
-            max_project_size=project_gib * 2**30 if project_gib else None,
-            max_growth_percent=spec.max_growth_percent,
-        )
+        destination = KINDS[spec.kind].load(name, spec, loader)
+        if destination is not None:
+            out[name] = destination
     return out
-
-
-def _slash(url: str) -> str:
-    return url if url.endswith("/") else url + "/"
 
 
 def _validate(

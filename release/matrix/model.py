@@ -17,6 +17,7 @@ from packaging.version import Version
 from release.backends import BuildRecipe, backend_for
 from release.errors import ConfigError
 from release.matrix.compilecache import CompileCache
+from release.matrix.destination import Destination, S3Destination
 from release.matrix.spec import DeviceCode, Fallout
 from release.targets import Arch, CudaVersion, GpuTarget
 from release.wheelfile import WheelName
@@ -27,63 +28,6 @@ class Project:
     name: str
     version: Version
     path: Path
-
-
-PYPI_DEFAULT_PROJECT_GIB = 10  # PyPI's project size limit unless it raised the project's
-
-
-@dataclass(frozen=True, kw_only=True)
-class PypiDestination:
-    name: str
-    repository_url: str
-    index_url: str
-    max_file_size: int
-    max_project_size: int = PYPI_DEFAULT_PROJECT_GIB * 2**30
-    max_growth_percent: int | None = None
-
-    kind: Literal["pypi"] = "pypi"
-
-
-@dataclass(frozen=True, kw_only=True)
-class GithubDestination:
-    name: str
-    repository: str
-    tag_template: str
-    api_url: str
-    index_url: str | None
-    max_file_size: int
-    max_project_size: int | None = None
-    max_growth_percent: int | None = None
-
-    kind: Literal["github"] = "github"
-
-    def tag(self, version: Version) -> str:
-        return self.tag_template.format(version=version.public)
-
-
-S3_OBJECT_MAX_MIB = 5 * 1024  # the most one S3 PutObject takes (AWS, R2 and MinIO alike)
-
-
-@dataclass(frozen=True, kw_only=True)
-class S3Destination:
-    """S3-compatible object storage (AWS S3, Cloudflare R2, MinIO) holding the nightly
-    channel: `/{commit}/` per commit and `/nightly/`, under `prefix` of `bucket`, served to
-    pip at `index_url`."""
-
-    name: str
-    bucket: str
-    prefix: str  # "" or ending in "/"
-    endpoint: str | None  # None: AWS
-    region: str
-    index_url: str  # where `prefix` is served over HTTP, ending in "/"
-    max_file_size: int = S3_OBJECT_MAX_MIB * 2**20
-    max_project_size: int | None = None
-    max_growth_percent: int | None = None
-
-    kind: Literal["s3"] = "s3"
-
-
-Destination = PypiDestination | GithubDestination | S3Destination
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -15,7 +15,7 @@ from packaging.version import Version
 from release.backends import backend_for
 from release.backends.recipe import BackendName
 from release.errors import shown
-from release.matrix.model import Destination, PypiDestination
+from release.matrix.destination import Destination
 from release.matrix.spec import CudaSpec, PythonAxisSpec, PythonSpec, TorchSpec
 from release.yamlspec import DocumentLoader, join_path
 
@@ -164,13 +164,9 @@ def _torch_label_ok(
     """Several torch versions of one CUDA version need `{torch}` in its label, and never
     go to PyPI (one torch per release there)."""
     label_path = join_path(settings.path, "local-label")
-    if len(versions) > 1 and isinstance(destination, PypiDestination):
-        loader.problem(
-            settings.torch_path,
-            f"CUDA {settings.key} sends {len(versions)} torch versions to PyPI, which takes one "
-            "torch per release: send one there, the others to a github destination with "
-            "{torch} in their local-label",
-        )
+    refused = destination.torch_problem(len(versions), settings.key) if destination else None
+    if refused is not None:
+        loader.problem(settings.torch_path, refused)
         return False
     if len(versions) > 1 and TORCH_PLACEHOLDER not in (entry.local_label or ""):
         loader.problem(

@@ -11,23 +11,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from packaging.utils import canonicalize_name
 
 from release.errors import ConfigError
 from release.fsutil import json_text, read_json, write_atomic
-from release.matrix import (
-    PYPI_DEFAULT_PROJECT_GIB,
-    Cell,
-    Commit,
-    GithubDestination,
-    PypiDestination,
-    S3Destination,
-    nccl_requirement,
-)
+from release.matrix import KINDS, Cell, Commit, kinds_text, nccl_requirement
 from release.wheelfile import is_wheel_name
 
 SCHEMA_VERSION = 1
@@ -39,7 +31,7 @@ class DestinationRef:
     """Where a wheel goes, as recorded in the manifest."""
 
     name: str
-    kind: Literal["pypi", "github", "s3"]
+    kind: str  # a kind of release.matrix.KINDS
     index_url: str | None
     max_file_size: int
     max_project_size: int | None = None  # what the project may hold there; None: no limit
@@ -54,31 +46,16 @@ class DestinationRef:
 
     @classmethod
     def of(cls, cell: Cell) -> DestinationRef:
+        """The cell's destination as the manifest records it: what every destination has,
+        and what its kind records of itself for this release (its tag, its bucket...)."""
         destination = cell.destination
-        if not isinstance(destination, (PypiDestination, GithubDestination, S3Destination)):
-            raise TypeError(f"unknown destination type {type(destination).__name__}")
-        ref = cls(
+        return cls(
             name=destination.name,
             kind=destination.kind,
             index_url=destination.index_url,
             max_file_size=destination.max_file_size,
             max_project_size=destination.max_project_size,
-        )
-        if isinstance(destination, PypiDestination):
-            return replace(ref, repository_url=destination.repository_url)
-        if isinstance(destination, S3Destination):
-            return replace(
-                ref,
-                bucket=destination.bucket,
-                prefix=destination.prefix,
-                endpoint=destination.endpoint,
-                region=destination.region,
-            )
-        return replace(
-            ref,
-            repository=destination.repository,
-            tag=destination.tag(cell.project.version),
-            api_url=destination.api_url,
+            **destination.recorded(cell.project.version),
         )
 
 
@@ -150,7 +127,7 @@ def sdist_cell_of(cells: Iterable[Cell]) -> Cell | None:
     """The cell whose build makes the release's sdist and whose destination gets it: the
     first of the default variant (no local label, a PyPI destination); None where every
     PyPI cell has a local label (an sdist has none, and PyPI takes one a version)."""
-    return next((c for c in cells if c.local_label is None and c.destination.kind == "pypi"), None)
+    return next((c for c in cells if c.local_label is None and c.destination.TAKES_SDIST), None)
 
 
 def sdist_filename(project: str, version: str) -> str:
@@ -287,28 +264,29 @@ def _destination(raw: Mapping[str, Any], where: str) -> DestinationRef:
     dest = _require(raw, "destination", dict, where)
     where = f"{where}.destination"
     kind = dest.get("kind")
-    if kind not in ("pypi", "github", "s3"):
-        raise ValueError(f"{where}.kind: {str(kind)[:20]!r} is not pypi, github or s3")
+    value_type = KINDS.get(kind) if isinstance(kind, str) else None
+    if value_type is None:
+        raise ValueError(f"{where}.kind: {str(kind)[:20]!r} is not {kinds_text()}")
     destination = DestinationRef(
         name=_require(dest, "name", str, where),
-        kind=kind,
+        kind=str(kind),
         max_file_size=_require(dest, "max_file_size", int, where),
-        max_project_size=_project_limit(dest, kind, where),
+        max_project_size=_project_limit(dest, value_type.DEFAULT_PROJECT_SIZE, where),
         **{k: _optional(dest, k, where) for k in _DESTINATION_TEXT},
     )
-    if kind == "github" and not (destination.repository and destination.tag):
-        raise ValueError(f"{where}: github needs repository and tag")
-    if kind == "s3" and not (destination.bucket and destination.index_url):
-        raise ValueError(f"{where}: s3 needs bucket and index_url")
+    needs = value_type.RECORD_NEEDS
+    if not all(getattr(destination, key) for key in needs):
+        raise ValueError(f"{where}: {kind} needs {' and '.join(needs)}")
     return destination
 
 
-def _project_limit(dest: Mapping[str, Any], kind: str, where: str) -> int | None:
-    """The project size limit; a manifest written before it was recorded gets PyPI's."""
+def _project_limit(dest: Mapping[str, Any], default: int | None, where: str) -> int | None:
+    """The project size limit; a manifest written before it was recorded gets its kind's
+    default (PyPI's)."""
     if "max_project_size" in dest:
         limit: int = _require(dest, "max_project_size", int, where)
         return limit
-    return PYPI_DEFAULT_PROJECT_GIB * 2**30 if kind == "pypi" else None
+    return default
 
 
 def _digest_and_size(raw: dict[str, object], where: str) -> tuple[str, int]:
@@ -405,7 +383,7 @@ def _sdist(raw: object) -> SdistEntry | None:
         raise ValueError(f"{where}.filename: {name[:80]!r} is not an sdist filename")
     sha256, size = _digest_and_size(raw, where)
     destination = _destination(raw, where)
-    if destination.kind != "pypi":
+    if not KINDS[destination.kind].TAKES_SDIST:
         raise ValueError(f"{where}.destination.kind: an sdist goes to PyPI only")
     return SdistEntry(
         filename=name,
