@@ -27,7 +27,7 @@ from urllib.parse import unquote
 import httpx
 
 from release.credentials import Secret
-from release.publish.index import IndexFile, collect, render_index, write_index
+from release.destinations.index import IndexFile, collect, render_index, write_index
 from release.publish.run import PublishSettings, publish
 from release.records.published import Published, PublishedFile
 from release.remote.github import GithubClient

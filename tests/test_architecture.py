@@ -27,7 +27,7 @@ EDGES: dict[str, set[str]] = {
     "subprocess": {"release.proc"},
     "httpx": {"release.remote.httpclient", "release.remote.github"},
     "githubkit": {"release.remote.github"},
-    "twine": {"release.publish.pypi"},
+    "twine": {"release.destinations.pypi_publisher"},
     "boto3": {"release.remote.s3"},
     "botocore": {"release.remote.s3"},
     "pypi_attestations": {"release.provenance.attestation"},

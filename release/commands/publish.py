@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 from release.commands.parsing import arguments, common
 from release.commands.parsing.options import public_url
 from release.console import Advance, Output, markdown_table
+from release.destinations.decide import Action, CompanionDecision, FileDecision
 from release.errors import IncompleteError, ReleaseError
-from release.publish.decide import Action, CompanionDecision, FileDecision
 from release.publish.run import PublishOutcome, PublishSettings, publish
 from release.records.published import Published
 from release.verify.checks import VerifySettings

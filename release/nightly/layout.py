@@ -17,7 +17,7 @@ front of them) serves it as is. Links are relative (`../../<commit>/<wheel>#sha2
 so the pages work under whatever host serves the prefix, and a `/nightly/` page links the
 immutable files of its commit: no page ever links a file that is not uploaded, and moving
 /nightly/ copies no wheel. Each page carries `#sha256=` on every link, the `.metadata`
-digest (PEP 658/714) and Requires-Python, rendered by release.publish.index.
+digest (PEP 658/714) and Requires-Python, rendered by release.destinations.index.
 
 Pure: keys and URLs; the pages are rendered by release.nightly.pages.
 """

@@ -5,7 +5,7 @@ Order matters, as in a release (release.publish.run):
 1. the dist: a nightly build (its manifest names the commit), checked against its wheels;
 2. the version order: the nightly's version must sort above the latest final release on
    each destination of the release (read-only requests), or nothing is uploaded (exit 5);
-3. the plan, through the publisher seam's one decision (release.publish.decide): what the
+3. the plan, through the publisher seam's one decision (release.destinations.decide): what the
    commit's directory holds already (nothing, or on a re-run what a HEAD finds);
 4. stage: the commit registered in the channel's state, its wheels and `.metadata`, then
    its pages, under `/<commit>/` (release.nightly.publisher);
@@ -26,6 +26,7 @@ from pathlib import Path
 from packaging.version import Version
 
 from release.credentials import s3_credentials, secret_values
+from release.destinations.decide import Action, PublishPlan, plan_for
 from release.errors import ConfigError, ConflictError, PublishError, VerifyError
 from release.matrix import Commit, Matrix, Nightly, require_nightly
 from release.nightly.finals import Finals, read_finals
@@ -39,7 +40,6 @@ from release.nightly.promotion import (
 )
 from release.nightly.publisher import Clock, S3Publisher, Uploaded
 from release.nightly.state import Pointer, Pruning
-from release.publish.decide import Action, PublishPlan, plan_for
 from release.publish.run import sidecar
 from release.records.dist import load_dist
 from release.records.manifest import DestinationRef, Manifest

@@ -16,6 +16,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from release.destinations.decide import (
+    Action,
+    CompanionDecision,
+    FileDecision,
+    RemoteFile,
+    plan_for,
+)
+from release.destinations.pypi_publisher import sdist_companions
 from release.downstream.nccl import OverrideFile, override_files
 from release.errors import (
     ConfigError,
@@ -26,7 +34,6 @@ from release.errors import (
     ToolchainError,
 )
 from release.matrix import Cell, GpuGate, GpuRunner
-from release.publish.decide import Action, CompanionDecision, FileDecision, RemoteFile, plan_for
 from release.publish.growth import (
     NO_PREVIOUS,
     Growth,
@@ -34,7 +41,6 @@ from release.publish.growth import (
     growth_by_wheel,
     growth_problem,
 )
-from release.publish.pypi import sdist_companions
 from release.publish.run import PublisherFactory
 from release.records.dist import load_dist, manifest_paths
 from release.records.manifest import (

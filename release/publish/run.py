@@ -28,10 +28,8 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from release.credentials import github_token, secret_values
-from release.errors import ConfigError, ConflictError, PublishError
-from release.provenance.attestation import PROVENANCE_SUFFIX, attestation_path, github_provenance
-from release.publish import pypi as pypi_files
-from release.publish.decide import (
+from release.destinations import pypi_publisher as pypi_files
+from release.destinations.decide import (
     Action,
     Companion,
     CompanionDecision,
@@ -40,10 +38,12 @@ from release.publish.decide import (
     PublishPlan,
     plan_for,
 )
-from release.publish.github import GithubPublisher
-from release.publish.index import IndexFile, collect, render_index, write_index
+from release.destinations.github_publisher import GithubPublisher
+from release.destinations.index import IndexFile, collect, render_index, write_index
+from release.destinations.pypi_publisher import PypiPublisher
+from release.errors import ConfigError, ConflictError, PublishError
+from release.provenance.attestation import PROVENANCE_SUFFIX, attestation_path, github_provenance
 from release.publish.pages import commit_pages
-from release.publish.pypi import PypiPublisher
 from release.records.dist import load_dist
 from release.records.manifest import DestinationRef, Manifest, WheelEntry
 from release.records.published import (

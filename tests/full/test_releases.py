@@ -20,9 +20,9 @@ import pytest
 
 from release.cli import main
 from release.credentials import IndexCredentials
+from release.destinations.decide import Publisher
+from release.destinations.pypi_publisher import PypiPublisher, UploadAnswer, twine_upload
 from release.errors import PublishError
-from release.publish.decide import Publisher
-from release.publish.pypi import PypiPublisher, UploadAnswer, twine_upload
 from release.publish.run import PublishSettings, default_factory, publish
 from release.records.manifest import DestinationRef
 from release.remote.httpclient import client as http_client

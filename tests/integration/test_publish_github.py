@@ -20,9 +20,9 @@ import httpx
 import pytest
 
 from release.credentials import Secret
+from release.destinations.decide import Action, FileDecision, plan_for
+from release.destinations.github_publisher import GithubPublisher
 from release.errors import ConflictError, PublishError
-from release.publish.decide import Action, FileDecision, plan_for
-from release.publish.github import GithubPublisher
 from release.records.manifest import DestinationRef, WheelEntry
 from release.remote.github import GithubClient, GithubUnreachable
 from release.remote.retry import RetryPolicy

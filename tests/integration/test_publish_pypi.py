@@ -16,9 +16,9 @@ import pytest
 
 from release.cli import main
 from release.credentials import IndexCredentials
+from release.destinations.decide import Action, plan_for
+from release.destinations.pypi_publisher import PypiPublisher, UploadAnswer, twine_upload
 from release.errors import PublishError
-from release.publish.decide import Action, plan_for
-from release.publish.pypi import PypiPublisher, UploadAnswer, twine_upload
 from release.publish.run import PublishSettings, publish
 from release.records.manifest import Manifest, write_manifest
 from tests.integration.wheels import (

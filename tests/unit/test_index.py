@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from release.publish.index import IndexFile, render_index, write_index
+from release.destinations.index import IndexFile, render_index, write_index
 from release.remote.simple_index import parse_project_page, parse_simple_html, parse_simple_json
 
 BASE = "https://github.com/k3-org/k3-kernels/releases/download"

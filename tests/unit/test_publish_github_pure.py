@@ -17,9 +17,9 @@ from githubkit.exception import RequestError, RequestFailed
 from hypothesis import given
 from hypothesis import strategies as st
 
+from release.destinations.decide import Action, FileDecision, PublishPlan
+from release.destinations.github_publisher import GithubPublisher
 from release.errors import ConflictError, PublishError
-from release.publish.decide import Action, FileDecision, PublishPlan
-from release.publish.github import GithubPublisher
 from release.records.dist import wheel_problem
 from release.records.manifest import DestinationRef, WheelEntry
 from release.remote.github import SECONDARY_LIMIT_WAIT, classify

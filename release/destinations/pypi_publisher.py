@@ -40,10 +40,7 @@ from twine.package import PackageFile
 from twine.settings import Settings
 
 from release.credentials import IndexCredentials, index_credentials, mask, secret_values
-from release.errors import ConflictError, PublishError
-from release.inspection.wheel import heaviest
-from release.provenance.attestation import attestation_refusal, attestations_for
-from release.publish.decide import (
+from release.destinations.decide import (
     Action,
     Companion,
     CompanionDecision,
@@ -51,6 +48,9 @@ from release.publish.decide import (
     PublishPlan,
     RemoteFile,
 )
+from release.errors import ConflictError, PublishError
+from release.inspection.wheel import heaviest
+from release.provenance.attestation import attestation_refusal, attestations_for
 from release.records.manifest import DestinationRef, Manifest, WheelEntry
 from release.records.published import SDIST_PURPOSE
 from release.remote.httpclient import (
@@ -64,7 +64,7 @@ from release.remote.retry import RetryPolicy
 from release.remote.simple_index import ACCEPT, ListedFile, parse_project_page, project_page_url
 from release.wheelfile import NotAWheel, WheelFacts, WheelName, read_wheel
 
-log = logging.getLogger("release.publish.pypi")
+log = logging.getLogger("release.destinations.pypi_publisher")
 
 # PyPI's platform tag allow-list (warehouse/forklift/legacy.py), as of 2026-11.
 _ALLOWED_PLATFORMS = frozenset(

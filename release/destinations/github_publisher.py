@@ -24,16 +24,16 @@ from dataclasses import replace
 from pathlib import Path
 
 from release.credentials import Secret
-from release.errors import ConflictError, PublishError
-from release.inspection.wheel import heaviest
-from release.provenance.attestation import attestation_refusal
-from release.publish.decide import (
+from release.destinations.decide import (
     Action,
     CompanionDecision,
     FileDecision,
     PublishPlan,
     RemoteFile,
 )
+from release.errors import ConflictError, PublishError
+from release.inspection.wheel import heaviest
+from release.provenance.attestation import attestation_refusal
 from release.records.manifest import WheelEntry
 from release.remote.github import (
     GITHUB_ASSET_LIMIT,
