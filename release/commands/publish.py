@@ -20,6 +20,7 @@ from release.commands.parsing import arguments, common
 from release.commands.parsing.options import public_url
 from release.console import Advance, Output, markdown_table
 from release.destinations.decide import Action, CompanionDecision, FileDecision
+from release.destinations.reach import Reach
 from release.errors import IncompleteError, ReleaseError
 from release.publish.run import PublishOutcome, PublishSettings, publish
 from release.records.published import Published
@@ -232,11 +233,19 @@ def add_options(parser: argparse.ArgumentParser) -> None:
 
 
 def settings_from(args: argparse.Namespace) -> PublishSettings:
-    return arguments.options_from(
-        PublishSettings,
-        args,
+    return arguments.options_from(PublishSettings, args, only=tuple(args.only))
+
+
+def reach_from(args: argparse.Namespace, environ: Mapping[str, str]) -> Reach:
+    """How this publish reaches its destinations: the environment's credentials, and the
+    command line's URLs where given."""
+    return Reach(
+        environ,
         command="release publish --dry-run" if args.dry_run else "release publish",
-        only=tuple(args.only),
+        github_api_url=args.github_api_url,
+        repository_url=args.repository_url,
+        index_base_url=args.index_base_url,
+        read_only=args.dry_run,
     )
 
 
@@ -275,7 +284,7 @@ def run(args: argparse.Namespace, out: Output) -> int:
 
     try:
         with progress:
-            outcome = publish(settings, environ, show_plan=show)
+            outcome = publish(settings, reach_from(args, environ), show_plan=show)
     except ReleaseError:
         if shown:
             report(shown[-1])
@@ -377,9 +386,16 @@ def run_nightly(args: argparse.Namespace, out: Output, environ: Mapping[str, str
 
     matrix = common.load(args.matrix, out)
     verifying = VerifySettings(pip=False, provenance=False)
+    reach = Reach(
+        environ,
+        command="release publish --channel nightly",
+        github_api_url=args.github_api_url,
+        repository_url=args.repository_url,
+        read_only=args.dry_run,
+    )
 
     def gate(published: Published) -> Sequence[str]:
-        report = verify_commit(published, environ, verifying)
+        report = verify_commit(published, reach, verifying)
         return [f"{c.check} {c.subject}: {c.detail}" for c in report.failed]
 
     shown: list[NightlyOutcome] = []
@@ -391,12 +407,7 @@ def run_nightly(args: argparse.Namespace, out: Output, environ: Mapping[str, str
         title = f"{outcome.manifest.project} {outcome.manifest.version}: nightly publish plan"
         out.table(NIGHTLY_COLUMNS, rows, title + (" (dry run)" if args.dry_run else ""))
 
-    settings = NightlySettings(
-        dist=args.dist,
-        dry_run=args.dry_run,
-        github_api_url=args.github_api_url,
-        repository_url=args.repository_url,
-    )
+    settings = NightlySettings(dist=args.dist, dry_run=args.dry_run)
 
     def report(outcome: NightlyOutcome) -> None:
         lines = _outcome_lines(outcome, dry_run=args.dry_run)
@@ -412,7 +423,7 @@ def run_nightly(args: argparse.Namespace, out: Output, environ: Mapping[str, str
                             args.markdown)  # fmt: skip
 
     try:
-        outcome = publish_nightly(settings, matrix, environ, gate=gate, show_plan=show)
+        outcome = publish_nightly(settings, matrix, reach, gate=gate, show_plan=show)
     except ReleaseError:
         if shown:
             out.document(nightly_json(shown[-1], dry_run=args.dry_run))

@@ -39,7 +39,7 @@ from twine.exceptions import InvalidDistribution
 from twine.package import PackageFile
 from twine.settings import Settings
 
-from release.credentials import IndexCredentials, index_credentials, mask, secret_values
+from release.credentials import IndexCredentials, mask
 from release.destinations.decide import (
     Action,
     Companion,
@@ -48,6 +48,7 @@ from release.destinations.decide import (
     PublishPlan,
     RemoteFile,
 )
+from release.destinations.reach import IndexLogin, Reach
 from release.errors import ConflictError, PublishError
 from release.inspection.wheel import heaviest
 from release.provenance.attestation import attestation_refusal, attestations_for
@@ -55,10 +56,7 @@ from release.records.manifest import DestinationRef, Manifest, WheelEntry
 from release.records.published import SDIST_PURPOSE
 from release.remote.httpclient import (
     Client,
-    OriginAuth,
-    client,
     fetch,
-    index_logins,
 )
 from release.remote.retry import RetryPolicy
 from release.remote.simple_index import ACCEPT, ListedFile, parse_project_page, project_page_url
@@ -256,8 +254,7 @@ class PypiPublisher:
         self,
         destination: DestinationRef,
         *,
-        environ: Mapping[str, str],
-        repository_url: str | None = None,
+        reach: Reach,
         index_url: str | None = None,
         http: Client | None = None,
         uploader: Uploader = twine_upload,
@@ -269,25 +266,27 @@ class PypiPublisher:
         self.on_upload = on_upload
         self.name = destination.name
         self.destination = destination
-        self.repository_url = (
-            repository_url or destination.repository_url or "https://upload.pypi.org/legacy/"
-        )
+        self.repository_url = reach.upload_url(destination.repository_url)
         if index_url:
             self.index_url = index_url
-        elif repository_url:
-            self.index_url = default_index_url(repository_url)
+        elif reach.repository_url:
+            self.index_url = default_index_url(reach.repository_url)
         else:
             self.index_url = destination.index_url or default_index_url(self.repository_url)
-        self.creds = index_credentials(environ, self.repository_url)
-        self.secrets = secret_values(environ)
-        logins = index_logins(environ, [(self.repository_url, [self.index_url])])
-        self.http = http or client(auth=OriginAuth(basic=logins))
+        self.creds = reach.index_credentials(self.repository_url)
+        self.secrets = reach.secrets
+        self.http = http or reach.http(reach.origin_auth(indexes=[self.login]))
         self.uploader = uploader
         self.twine_checks = twine_checks
         self.sleep = sleep
         self.propagation_attempts = propagation_attempts
         self._facts: dict[Path, WheelFacts] = {}
         self._listed: dict[str, dict[str, ListedFile]] = {}  # what `existing` read, by project
+
+    @property
+    def login(self) -> IndexLogin:
+        """Its upload URL, whose credentials also read its index's origin."""
+        return self.repository_url, [self.index_url]
 
     # - read-only -
 

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
-from packaging.version import Version
+from packaging.version import InvalidVersion, Version
 
 from release.errors import shown
 from release.github_names import repository_problem
@@ -145,6 +145,17 @@ class GithubDestination(BaseDestination):
 
     def tag(self, version: Version) -> str:
         return self.tag_template.format(version=version.public)
+
+    def version_of_tag(self, tag: str) -> Version | None:
+        """The version `tag` names under the tag template (`v{version}`), or None."""
+        head, _, tail = self.tag_template.partition("{version}")
+        match = re.fullmatch(re.escape(head) + "(.+)" + re.escape(tail), tag)
+        if match is None:
+            return None
+        try:
+            return Version(match.group(1))
+        except InvalidVersion:
+            return None
 
     def recorded(self, version: Version) -> Recorded:
         return {"repository": self.repository, "tag": self.tag(version), "api_url": self.api_url}

@@ -23,7 +23,7 @@ from release.destinations.decide import (
     RemoteFile,
     plan_for,
 )
-from release.destinations.pypi_publisher import sdist_companions
+from release.destinations.registry import kind_of
 from release.downstream.nccl import OverrideFile, override_files
 from release.errors import (
     ConfigError,
@@ -34,13 +34,7 @@ from release.errors import (
     ToolchainError,
 )
 from release.matrix import Cell, GpuGate, GpuRunner
-from release.publish.growth import (
-    NO_PREVIOUS,
-    Growth,
-    PreviousRelease,
-    growth_by_wheel,
-    growth_problem,
-)
+from release.publish.growth import NO_PREVIOUS, Growth, growth_by_wheel, growth_problem
 from release.publish.run import PublisherFactory
 from release.records.dist import load_dist, manifest_paths
 from release.records.manifest import (
@@ -50,6 +44,7 @@ from release.records.manifest import (
     read_manifests,
     sdist_filename,
 )
+from release.records.release_manifest import PreviousRelease
 from release.toolchain import ToolchainPlan, present_dirs
 from release.toolchain.buildenv import cell_plan, environment_of
 
@@ -312,7 +307,8 @@ def sdist_row(factory: PublisherFactory, cell: Cell, dist: Path) -> PlanRow:
     try:
         publisher = factory(destination)
         if manifest is not None and built:
-            companions = sdist_companions(manifest, destination.name, dist)
+            kind = kind_of(destination.kind)
+            companions = kind.companions(manifest, destination.name, [], dist)
             (decided,) = plan_for(
                 publisher, [], dist, replace=False, companions=companions
             ).companions

@@ -125,15 +125,14 @@ def make_publisher(
     token: str | None = None,
     policy: RetryPolicy | None = None,
 ) -> GithubPublisher:
-    return GithubPublisher(
-        repository=DEFAULT_REPO,
-        tag=TAG,
+    client = GithubClient(
         api_url=api_url or standin.api_url,
-        token=token or standin.token,
+        token=Secret(token or standin.token),
         policy=policy or RetryPolicy(attempts=4, total=3600.0, request_timeout=30.0),
         sleep=fake_time.sleep,
         clock=fake_time.clock,
     )
+    return GithubPublisher(repository=DEFAULT_REPO, tag=TAG, client=client)
 
 
 def publish(

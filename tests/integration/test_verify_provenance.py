@@ -15,6 +15,7 @@ import pytest
 
 from release.cli import main
 from release.credentials import github_token
+from release.destinations.reach import Reach
 from release.errors import ConfigError
 from release.matrix import load_matrix
 from release.provenance.signature import ExpectedSigner
@@ -268,8 +269,12 @@ def test_a_pypi_only_projects_files_are_checked_in_the_repository_its_workflow_r
     github_standin.add_repo(MODELS_REPO)
     github_standin.add_attestation(MODELS_REPO, recorded(f"{MODELS}.sigstore"))
     matrix = load_matrix(pypi_only_matrix(tmp_path))
-    target = VerifyTarget(matrix=tmp_path / "matrix.yaml", github_api_url=github_standin.api_url)
-    environ = {"GITHUB_TOKEN": github_standin.token}
+    target = VerifyTarget(matrix=tmp_path / "matrix.yaml")
+    environ = Reach(
+        {"GITHUB_TOKEN": github_standin.token},
+        command="release verify",
+        github_api_url=github_standin.api_url,
+    )
     required = replace(FAST, require_provenance=True)
     (tmp_path / "pypi").mkdir()
     with serve(tmp_path / "pypi") as base:  # an index with no integrity API: 404
