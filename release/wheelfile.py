@@ -151,6 +151,11 @@ class WheelName:
 _PACKAGING_REASON = re.compile(r"Invalid wheel filename \((?P<reason>[^)]*)\)")
 
 
+def wheel_name(filename: str) -> WheelName:
+    """`WheelName.parse(filename)`: the parts of a name from outside (NotAWheel says why)."""
+    return WheelName.parse(filename)
+
+
 def is_wheel_name(filename: str) -> bool:
     """Whether `filename` is a valid wheel filename."""
     try:

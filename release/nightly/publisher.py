@@ -1,5 +1,5 @@
 """The s3 publisher: one commit's nightly on S3-compatible storage, behind the `Publisher`
-seam of release.destinations.decide.
+seam of release.destinations.base.
 
 `stage` makes the commit's files present under `/<commit>/` and links nothing new from
 `/nightly/`: it registers the commit in the channel's state (compare-and-swap), uploads

@@ -35,8 +35,6 @@ from release.verify.provenance import (
 )
 from release.verify.rederive import published_from_tag
 
-COMMAND = "release verify"
-
 
 @dataclass(frozen=True, kw_only=True)
 class VerifyTarget:
