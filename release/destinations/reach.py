@@ -11,6 +11,7 @@ Nothing below a command reads the environment for a client or a credential.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 from release.credentials import (
@@ -61,7 +62,6 @@ class Reach:
         self.read_only = read_only
         self.secrets = secret_values(environ)
         self.github_token: Secret | None = github_token(environ)
-        self.s3_keys: S3Credentials | None = s3_credentials(environ)
         self._github: dict[tuple[str, RetryPolicy | None], GithubClient] = {}
 
     def __repr__(self) -> str:
@@ -115,9 +115,15 @@ class Reach:
         the index credentials for the origins each index serves, sent only when asked."""
         token = self.github_token
         tokens = dict.fromkeys(bearer, token) if token else {}
-        return OriginAuth(bearer=tokens, basic=self.index_logins(indexes))
+        logins = list(indexes)
+        return OriginAuth(bearer=tokens, basic=self.index_logins(logins) if logins else {})
 
     # -- S3-compatible storage (the nightly channel) ---------------------------------------
+
+    @cached_property
+    def s3_keys(self) -> S3Credentials | None:
+        """The environment's keys of S3-compatible storage, read where a command asks."""
+        return s3_credentials(self.environ)
 
     def s3(self, bucket: Bucket) -> S3Store:
         """A client of `bucket` with the environment's keys (anonymous without: reads)."""

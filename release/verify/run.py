@@ -9,6 +9,7 @@ manifest), or, for `--tag` / `--latest`, from the destinations themselves
 from __future__ import annotations
 
 from collections.abc import Mapping
+from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -23,7 +24,7 @@ from release.provenance.signature import ExpectedSigner
 from release.records.dist import load_dist
 from release.records.published import RECORD_NAME, Published, read_record, with_overrides
 from release.remote.github import GithubClient, GithubUnreachable
-from release.remote.httpclient import Download, fetch
+from release.remote.httpclient import Client, Download, fetch
 from release.remote.retry import RetryPolicy
 from release.verify.checks import Check, VerifyReport, VerifySettings, verify
 from release.verify.provenance import (
@@ -68,23 +69,37 @@ class VerifyOutcome:
 
 def verify_release(target: VerifyTarget, settings: VerifySettings, reach: Reach) -> VerifyOutcome:
     """Every check of every release `target` names, reaching the destinations through
-    `reach`; failed checks are in the reports, the caller decides what they mean."""
-    releases = published_releases(target, reach)
-    reports = []
-    for release in releases:
-        one = with_overrides(release, target.overrides)
-        matrix = None
-        if settings.provenance and target.matrix.is_file():
+    `reach`; failed checks are in the reports, the caller decides what they mean. The
+    matrix is read once, and one client with its indexes' credentials serves the reads of
+    the destinations and of the attestations."""
+    with ExitStack() as stack:
+        matrix = load_matrix(target.matrix, named_statically) if target.from_destinations else None
+        http = _index_client(matrix, reach, stack)
+        releases = published_releases(target, reach, matrix=matrix, http=http)
+        if settings.provenance and matrix is None and target.matrix.is_file():
             matrix = load_matrix(target.matrix, named_statically)
-        if matrix is not None:  # before any request: a wrong matrix is no partial report
-            unknown_destinations(one, matrix.destinations)
-        signer = expected_signer(matrix, one.version, settings) if matrix else None
-        report = verify(one, reach, settings, signer=signer)
-        if settings.provenance:
-            checks = provenance_of(one, matrix, target, settings, reach)
-            report = replace(report, checks=report.checks + tuple(checks))
-        reports.append(report)
+            http = _index_client(matrix, reach, stack)
+        if not (settings.provenance and target.matrix.is_file()):
+            matrix = None  # provenance is compared with the matrix only
+        reports = []
+        for release in releases:
+            one = with_overrides(release, target.overrides)
+            if matrix is not None:  # before any request: a wrong matrix is no partial report
+                unknown_destinations(one, matrix.destinations)
+            signer = expected_signer(matrix, one.version, settings) if matrix else None
+            report = verify(one, reach, settings, signer=signer)
+            if settings.provenance:
+                checks = provenance_of(one, matrix, target, settings, reach, http=http)
+                report = replace(report, checks=report.checks + tuple(checks))
+            reports.append(report)
     return VerifyOutcome(reports=tuple(reports))
+
+
+def _index_client(matrix: Matrix | None, reach: Reach, stack: ExitStack) -> Client | None:
+    """One client with the credentials of the matrix's indexes, closed with `stack`."""
+    if matrix is None:
+        return None
+    return stack.enter_context(reach.http(index_auth(matrix.destinations.values(), reach)))
 
 
 def expected_signer(
@@ -120,9 +135,12 @@ def provenance_of(
     target: VerifyTarget,
     settings: VerifySettings,
     reach: Reach,
+    *,
+    http: Client | None = None,
 ) -> list[Check]:
     """The provenance checks of one release: the matrix names this repository and the API
-    of each GitHub destination; without a matrix nothing can be compared."""
+    of each GitHub destination; without a matrix nothing can be compared. `http` is the
+    run's client with the indexes' credentials (one is made where none is given)."""
     if matrix is None:
         detail = f"provenance not checked: no {target.matrix} names this repository (--matrix)"
         ok = not provenance_required(published, settings)
@@ -143,7 +161,9 @@ def provenance_of(
     policy = RetryPolicy(
         attempts=settings.attempts, initial_delay=settings.backoff_s, total=settings.deadline_s
     )
-    with reach.http(index_auth(matrix.destinations.values(), reach)) as client:
+    with ExitStack() as stack:
+        client = http or _index_client(matrix, reach, stack)
+        assert client is not None  # noqa: S101  # a matrix makes one
 
         def get(url: str) -> Download:
             return fetch(
@@ -167,15 +187,24 @@ def named_statically(provisional: Matrix, naming: Naming) -> tuple[str, Version]
     return naming.name.value, Version("0")
 
 
-def published_releases(target: VerifyTarget, reach: Reach) -> list[Published]:
-    """What was published: the record in dist/, or each release named by tag or count."""
+def published_releases(
+    target: VerifyTarget,
+    reach: Reach,
+    *,
+    matrix: Matrix | None = None,
+    http: Client | None = None,
+) -> list[Published]:
+    """What was published: the record in dist/, or each release named by tag or count
+    (read with `matrix` and `http`, the run's, where given)."""
     if not target.from_destinations:
         manifest = load_dist(target.dist, missing_ok=True)
         return [read_record(target.dist / RECORD_NAME, manifest)]
-    matrix = load_matrix(target.matrix, named_statically)
+    matrix = matrix or load_matrix(target.matrix, named_statically)
     try:
         tags = tags_to_verify(matrix, target, reach)
-        with reach.http(index_auth(matrix.destinations.values(), reach)) as client:
+        with ExitStack() as stack:
+            client = http or _index_client(matrix, reach, stack)
+            assert client is not None  # noqa: S101  # a matrix makes one
             return [
                 published_from_tag(matrix, tag, reach=reach, http=client)
                 for tag in dict.fromkeys(tags)
