@@ -2,6 +2,8 @@
 
 Its modules:
 
+- `audit/`: `release audit`: the checks verify applies to a release's wheels and index, against
+  any simple index or list of wheel URLs, with no matrix and no credentials.
 - `backends/`: The build systems a cell can be built with, and what each receives.
 - `building/`: The build stage: one cell pipeline (PEP 517 build, repair, relabel, inspect), the
   caches, --compare, and the GPU gate.

@@ -28,6 +28,7 @@ COMMANDS: tuple[str, ...] = (
     "build",
     "publish",
     "verify",
+    "audit",
     "plan",
     "pins",
     "gpu-gate",

@@ -4,8 +4,9 @@ Every message, log line, report and exception text that can carry a value from t
 environment or a server goes through `mask`; the console, the error printer and the
 subprocess runner apply it to everything they show or write, whatever the caller did. A
 secret is the value of a variable named in SECRET_VARIABLES or whose name says it is one
-(`*TOKEN*`, `*PASSWORD*`, `*SECRET*`, `*API_KEY*`, `*CREDENTIAL*`, in any case), and the
-credentials any URL in a text carries (`redact`): its userinfo (`user:pass@`, `token@`) and
+(`*TOKEN*`, `*PASSWORD*`, `*SECRET*`, `*API_KEY*`, `*CREDENTIAL*`, or a word `PAT` between
+underscores: `GH_PAT_X`; in any case), and the credentials any URL in a text carries
+(`redact`): its userinfo (`user:pass@`, `token@`) and
 the values of its query keys that name a credential (`token`, `access_token`, `key`,
 `api_key`, `secret`, `password`, `passwd`, `pwd`, `auth`, `sig`, `signature`,
 `X-Amz-Signature`, `X-Amz-Credential`, ..., in any case). The same names are kept out of
@@ -32,6 +33,9 @@ SECRET_VARIABLES = (
     "AWS_ACCESS_KEY_ID",  # S3 keys: the compile cache's (sccache's) and the nightly channel's
 )
 SECRET_NAME_PARTS = ("TOKEN", "PASSWORD", "SECRET", "API_KEY", "CREDENTIAL")
+# a word of a name between underscores: a personal access token (GH_PAT_FOR_WHL_RELEASE,
+# sgl-project's), never PATH or PATCH
+SECRET_NAME_WORDS = ("PAT",)
 # Variables no child process needs: the credentials of this program, and files that
 # would hand credentials to every server a child talks to.
 CREDENTIAL_VARIABLES = (*SECRET_VARIABLES, "TWINE_USERNAME", "NETRC")
@@ -56,7 +60,11 @@ CREDENTIAL_QUERY_PARTS = (
 def is_secret_name(name: str) -> bool:
     """Whether the variable `name` holds a secret: the one policy of this project."""
     upper = name.upper()
-    return upper in SECRET_VARIABLES or any(part in upper for part in SECRET_NAME_PARTS)
+    return (
+        upper in SECRET_VARIABLES
+        or any(part in upper for part in SECRET_NAME_PARTS)
+        or any(word in SECRET_NAME_WORDS for word in upper.split("_"))
+    )
 
 
 def secret_values(env: Mapping[str, str]) -> tuple[str, ...]:

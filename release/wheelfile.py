@@ -16,12 +16,14 @@ gives None.
 from __future__ import annotations
 
 import base64
+import csv
 import email.parser
 import hashlib
 import io
 import re
 import zipfile
 import zlib
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -37,7 +39,7 @@ from packaging.utils import (
 )
 from packaging.version import InvalidVersion, Version
 
-from release.errors import FileError
+from release.errors import FileError, shown
 
 WHEEL_SUFFIX = ".whl"
 
@@ -151,11 +153,6 @@ class WheelName:
 _PACKAGING_REASON = re.compile(r"Invalid wheel filename \((?P<reason>[^)]*)\)")
 
 
-def wheel_name(filename: str) -> WheelName:
-    """`WheelName.parse(filename)`: the parts of a name from outside (NotAWheel says why)."""
-    return WheelName.parse(filename)
-
-
 def is_wheel_name(filename: str) -> bool:
     """Whether `filename` is a valid wheel filename."""
     try:
@@ -188,6 +185,7 @@ class WheelFacts:
     has_wheel_file: bool = False
     metadata_problems: tuple[str, ...] = ()
     requires_python: str | None = None
+    requires_dist: tuple[str, ...] = ()  # METADATA's Requires-Dist lines
     metadata: bytes | None = None  # the METADATA file's bytes (the PEP 658 sidecar)
     wheel_tags: tuple[str, ...] = ()  # the WHEEL file's `Tag:` lines
     root_is_purelib: str | None = None
@@ -198,6 +196,87 @@ def record_hash(data: bytes) -> str:
     base64 without padding."""
     digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=")
     return "sha256=" + digest.decode()
+
+
+def identity_problems(
+    project: NormalizedName,
+    version: Version,
+    metadata_name: str | None,
+    metadata_version: str | None,
+) -> list[str]:
+    """Where METADATA's Name and Version do not say what the filename says: the name as
+    PEP 503 normalises it, the version by PEP 440 equality (`1.0` is `1.0.0`). pip refuses
+    such a wheel; uv installs it."""
+    problems = []
+    if metadata_name is None or canonicalize_name(metadata_name) != project:
+        problems.append(f"METADATA Name is {shown(metadata_name)}, the filename says {project}")
+    if metadata_version is None or version_or_none(metadata_version) != version:
+        problems.append(
+            f"METADATA Version is {shown(metadata_version)}, the filename says {version}"
+        )
+    return problems
+
+
+def tag_problems(tag_lines: Iterable[str], tags: frozenset[Tag]) -> list[str]:
+    """Where the WHEEL file's `Tag:` lines are not the filename's tags."""
+    problems: list[str] = []
+    wheel_tags: set[Tag] = set()
+    for text in tag_lines:
+        parts = text.strip().split("-")
+        if len(parts) != 3 or not all(parts):
+            problems.append(f"WHEEL has the tag {shown(text.strip())}, not python-abi-platform")
+            continue
+        wheel_tags.add(Tag(*parts))
+    if wheel_tags != set(tags):
+        problems.append(
+            f"WHEEL tags {sorted(str(t) for t in wheel_tags)} differ from the filename's "
+            f"{sorted(str(t) for t in tags)}"
+        )
+    return problems
+
+
+def record_problems(archive: zipfile.ZipFile, dist_info: str) -> list[str]:
+    """Where RECORD does not list every member with its hash and size; each member is
+    hashed as it streams out of the archive, never held whole."""
+    try:
+        record_text = archive.read(f"{dist_info}/RECORD").decode(errors="replace")
+    except KeyError:
+        return [f"{dist_info}/RECORD is missing"]
+    problems: list[str] = []
+    listed: dict[str, tuple[str, str]] = {}
+    for row in csv.reader(io.StringIO(record_text)):
+        if not row:
+            continue
+        if len(row) != 3:
+            problems.append(f"RECORD row {shown(row)} does not have 3 fields")
+            continue
+        listed[row[0]] = (row[1], row[2])
+    names = {i.filename for i in archive.infolist() if not i.is_dir()}
+    for name in sorted(names - set(listed)):
+        problems.append(f"{name} is in the wheel but not in RECORD")
+    for name, (digest, size) in sorted(listed.items()):
+        if name == f"{dist_info}/RECORD":
+            continue
+        if name not in names:
+            problems.append(f"RECORD lists {name}, which is not in the wheel")
+            continue
+        hashed, length = _streamed_hash(archive, name)
+        if digest != hashed:
+            problems.append(f"RECORD hash of {name} is wrong")
+        if size != str(length):
+            problems.append(f"RECORD size of {name} is {size}, the file has {length} bytes")
+    return problems
+
+
+def _streamed_hash(archive: zipfile.ZipFile, name: str) -> tuple[str, int]:
+    """A member's hash as RECORD writes it, and its size, read in chunks."""
+    digest = hashlib.sha256()
+    size = 0
+    with archive.open(name) as member:
+        while chunk := member.read(1 << 20):
+            digest.update(chunk)
+            size += len(chunk)
+    return "sha256=" + base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode(), size
 
 
 def wheel_facts(data: bytes) -> WheelFacts:
@@ -307,6 +386,7 @@ def _read(source: Path | io.BytesIO, size: int) -> WheelFacts:
         metadata_version=headers.get("Version"),
         metadata_problems=tuple(problems),
         requires_python=headers.get("Requires-Python"),
+        requires_dist=tuple(str(line) for line in headers.get_all("Requires-Dist") or []),
     )
 
 

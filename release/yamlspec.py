@@ -3,7 +3,8 @@
 The dataclasses themselves are the specification: their type hints drive both the loader
 (`load_document`) and the JSON Schema (`json_schema`), so the two cannot disagree.
 Supported field types: str, int, bool, Literal[...], list[T], dict[str, T], T | None,
-nested dataclasses, and scalar classes that define `from_yaml` and `yaml_schema`.
+nested dataclasses, scalar classes that define `from_yaml` and `yaml_schema`, and unions of
+types written in different shapes (`str | list[T]`: a scalar, a list, a mapping).
 
 Every problem found is collected (with the key path and the position in the file) before
 anything is raised; unknown keys get a "did you mean".
@@ -183,6 +184,31 @@ def _key_text(key: object) -> str:
     return float_text(key) if isinstance(key, float) else str(key)
 
 
+# A union of several types (`str | list[CopySpec]`) is loaded as the one of its types whose
+# YAML shape the node has: so no two of its types may share a shape.
+_SHAPE_NAMES = {"scalar": "a string", "list": "a list", "mapping": "a mapping"}
+
+
+def _shape_of(annotation: Any) -> str:
+    """The YAML shape a type of a union is written in: a scalar, a list or a mapping."""
+    origin = get_origin(annotation)
+    if origin is list:
+        return "list"
+    if origin is dict or (dataclasses.is_dataclass(annotation) and isinstance(annotation, type)):
+        return "mapping"
+    if annotation is str:
+        return "scalar"
+    raise TypeError(f"unsupported type in a union: {annotation!r}")
+
+
+def _node_shape(node: object) -> str:
+    if isinstance(node, list):
+        return "list"
+    if isinstance(node, dict):
+        return "mapping"
+    return "scalar" if isinstance(node, str) else "other"
+
+
 class _Missing:
     pass
 
@@ -244,11 +270,16 @@ class DocumentLoader:
         origin = get_origin(annotation)
         if origin in (typing.Union, types.UnionType):
             options = [a for a in get_args(annotation) if a is not type(None)]
-            if node is None:
+            if node is None and len(options) < len(get_args(annotation)):
                 return None
             if len(options) == 1:
                 return self.load(options[0], node, path)
-            raise TypeError(f"unsupported union {annotation!r}")
+            chosen = next((o for o in options if _shape_of(o) == _node_shape(node)), None)
+            if chosen is None:
+                said = " or ".join(_SHAPE_NAMES[_shape_of(o)] for o in options)
+                self.problem(path, f"expected {said}, got {_type_name(node)}")
+                return MISSING
+            return self.load(chosen, node, path)
         if origin is Literal:
             choices = get_args(annotation)
             if node in choices:
@@ -381,8 +412,10 @@ def json_schema(annotation: Any) -> dict[str, Any]:
     if origin in (typing.Union, types.UnionType):
         options = [a for a in get_args(annotation) if a is not type(None)]
         allows_null = len(options) < len(get_args(annotation))
-        inner = json_schema(options[0])
-        return {"anyOf": [inner, {"type": "null"}]} if allows_null else inner
+        shapes = [json_schema(o) for o in options]
+        if len(shapes) == 1 and not allows_null:
+            return shapes[0]
+        return {"anyOf": [*shapes, *([{"type": "null"}] if allows_null else [])]}
     if origin is Literal:
         return {"enum": list(get_args(annotation))}
     if origin is list:

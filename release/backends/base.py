@@ -27,6 +27,9 @@ class NvccToolkit:
     # PyPI's nvcc wheels keep libcudart_static.a and libcudadevrt.a in lib/, where nvcc's
     # profile (-L.../lib64) does not look: the linker needs LIBRARY_PATH to find them.
     library_dir: Path | None = None
+    # False for the CUDA_HOME of a cell without device code whose CUDA has no nvcc on PyPI
+    # (12.9): its headers and libraries, and a bin/nvcc that says why it cannot compile
+    has_nvcc: bool = True
 
     @property
     def nvcc(self) -> Path:

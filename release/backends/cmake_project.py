@@ -264,7 +264,10 @@ class CmakeBackend:
     def inputs(self, cell: CellTargets, context: BuildContext) -> BuildInputs:
         toolkit = require_toolkit(context, self.name, cell.cuda)
         checks = check_inputs(cell.sms, cell.ptx, cell.cuda, context)
-        checker = context.tool_python if checks else None
+        # no nvcc to run (a CUDA_HOME of headers and libraries): CMake is named its bin/nvcc
+        # itself, which FindCUDAToolkit runs and takes the toolkit's root from, and which
+        # says why it cannot compile to a project that enables CUDA
+        checker = context.tool_python if checks and toolkit.has_nvcc else None
         compiler = includes = None
         files: dict[Path, str] = {}
         if checker is not None and context.build_dir is not None:

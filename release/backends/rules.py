@@ -27,7 +27,8 @@ from release.yamlspec import join_path
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-def _env_problem(name: str, backend: BackendName) -> str | None:
+def env_problem(name: str, backend: BackendName) -> str | None:
+    """Why `name` cannot be a variable of a `build:` section's env for `backend`."""
     if not _ENV_NAME.match(name):
         return f"{shown(name)} is not an environment variable name"
     if name in backend_for(backend).owned_env:
@@ -52,7 +53,7 @@ def spec_problems(spec: BuildSpec, backend: BackendName, path: str) -> list[tupl
     if spec.compile_jobs is not None and spec.compile_jobs < 1:
         problems.append((join_path(path, "compile-jobs"), "must be 1 or more"))
     for name in spec.env or {}:
-        problem = _env_problem(name, backend)
+        problem = env_problem(name, backend)
         if problem is not None:
             problems.append((join_path(join_path(path, "env"), name), problem))
     chosen = backend_for(backend)

@@ -23,6 +23,9 @@ Its modules:
 - `gate`: The GPU gate: the project's GPU test command, on a runner with a GPU, against each
   wheel of dist/ as built and against a PTX-only build of it for its lowest SM (so the code path
   of the oldest GPU runs on the runner's newer one), before anything is published.
+- `gatetorch`: Which torch each GPU gate run of a torch cell's wheel runs beside, and why: a
+  regular wheel beside the torch it was built against, a libtorch stable-ABI wheel beside the
+  oldest and the newest torch it admits on its cell's index for its CUDA major.
 - `jobs`: How many compiles a cell's build runs at once (MAX_JOBS, CMAKE_BUILD_PARALLEL_LEVEL,
   NVCC_THREADS, csrc's RELEASE_JOBS).
 - `pipeline`: The one road of a cell, whatever its backend.

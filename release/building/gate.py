@@ -8,10 +8,12 @@ cmake or torch cell, the same build tools). A torch cell's "PTX-only" build keep
 lowest SM's cubin beside its PTX (TORCH_CUDA_ARCH_LIST has no PTX-only entry); on a runner
 whose GPU is of a newer major, that cubin cannot load and the PTX runs.
 
-A torch cell's command runs in a fresh venv where its wheel lies beside exactly the cell's
-pinned torch (the torch environment its build used, reached through a .pth file, never
-copied): `python` and `pip` on PATH are that venv's, so the project's own tests import
-the installed wheel and that torch.
+A torch cell's command runs in a fresh venv where its wheel lies beside exactly one torch
+(a torch environment, reached through a .pth file, never copied): `python` and `pip` on PATH
+are that venv's, so the project's own tests import the installed wheel and that torch. Which
+torch (release.building.gatetorch): a regular wheel's pinned torch, the environment its
+build used; a stable-ABI wheel's oldest and newest admitted torch, each a run of its own,
+installed from the cell's torch index into an environment provisioned as a build's.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from pathlib import Path
 
 from release import proc
 from release.backends import targets_problem, with_path
+from release.building.gatetorch import AdmittedReader, Beside, GateStep, plan_steps
 from release.building.settings import BuildEnv, BuildSettings, CellResult
 from release.building.stage import BuildEvents, prepare, run_build
 from release.matrix import Cell, GateRun, GpuGate, GpuRunner
@@ -41,9 +44,14 @@ class GateResult:
     command: str
     detail: str = ""  # why it failed: the build's error or the last lines of the tests
     output: str = ""
+    beside: Beside | None = None  # the torch a torch cell's wheel ran beside
+
+    @property
+    def name(self) -> str:
+        return GateStep(run=self.run, beside=self.beside).name
 
 
-Started = Callable[[GateRun], None]
+Started = Callable[[GateStep], None]
 
 
 def _wheel_of(
@@ -96,11 +104,11 @@ def build_ptx_only(runs: Sequence[GateRun], settings: BuildSettings) -> dict[str
     return results
 
 
-def environments_for(runs: Sequence[GateRun], settings: BuildSettings) -> dict[str, BuildEnv]:
-    """The build environment of each cell the runs test whose backend builds in one of its
-    own (a torch cell's pinned torch), by cell id: provisioned as its build would, so found
-    in the cache where the build ran here."""
-    tested = {run.cell.id: run.cell for run in runs}.values()
+def environments_for(steps: Sequence[GateStep], settings: BuildSettings) -> dict[str, BuildEnv]:
+    """The build environment of each cell the steps test whose backend builds in one of its
+    own (a torch cell's torch, the one each step runs beside), by cell id: provisioned as
+    its build would, so found in the cache where the build ran here."""
+    tested = {step.cell.id: step.cell for step in steps if step.problem is None}.values()
     cells = tuple(cell for cell in tested if environment_of(cell) is not None)
     if not cells:
         return {}
@@ -144,10 +152,24 @@ def beside_its_environment(
     return {**with_path(environ, [venv / "bin"]), "VIRTUAL_ENV": str(venv)}
 
 
-def run_gate(
+def gate_plan(
     gate: GpuGate,
     runner: GpuRunner,
     cells: Sequence[Cell],
+    *,
+    manifest: Manifest,
+    dist: Path,
+    read_index: AdmittedReader | None = None,
+) -> list[GateStep]:
+    """What the gate runs on `runner`: each run of its cells, once per torch a torch cell's
+    wheel is tested beside (release.building.gatetorch)."""
+    runs = gate.runs(runner, cells)
+    return plan_steps(runs, wheels_for(runs, manifest, dist), read_index)
+
+
+def run_gate(
+    gate: GpuGate,
+    steps: Sequence[GateStep],
     *,
     manifest: Manifest,
     dist: Path,
@@ -156,47 +178,58 @@ def run_gate(
     cwd: Path,
     started: Started,
 ) -> list[GateResult]:
-    """Run the gate's command once per run of `runner`; every run, even after a failure,
-    so the report shows the whole picture."""
-    runs = gate.runs(runner, cells)
+    """Run the gate's command once per step of `gate_plan`; every step, even after a
+    failure, so the report shows the whole picture."""
+    runs = tuple(dict.fromkeys(step.run for step in steps))
     built = wheels_for(runs, manifest, dist)
     results = []
     with tempfile.TemporaryDirectory(prefix="release-gpu-gate-") as tmp:
         ptx = build_ptx_only(runs, replace(settings, out=Path(tmp)))
-        environments = environments_for(runs, settings)
-        for number, run in enumerate(runs):
-            started(run)
-            start = time.monotonic()
-            found = _wheel_of(run, ptx, built, dist)
-            if isinstance(found, GateResult):
-                results.append(found)
-                continue
-            wheel = found
-            words = gate.command_line(run, wheel)
-            env: Mapping[str, str] | str = environ
-            if run.cell.id in environments:
-                where = Path(tmp) / f"run-{number}"
-                env = beside_its_environment(wheel, environments[run.cell.id], where, environ)
-            if isinstance(env, str):
-                results.append(
-                    GateResult(
-                        run=run, ok=False, seconds=time.monotonic() - start, wheel=wheel.name,
-                        command=shlex.join(words), detail=env,
-                    )
-                )  # fmt: skip
-                continue
-            done = proc.run(words, env=env, cwd=cwd)
+        environments = environments_for(steps, settings)
+        for number, step in enumerate(steps):
+            started(step)
+            found = _wheel_of(step.run, ptx, built, dist)
+            environment = environments.get(step.cell.id)
+            where = Path(tmp) / f"run-{number}"
             results.append(
-                GateResult(
-                    run=run,
-                    ok=done.ok,
-                    seconds=time.monotonic() - start,
-                    wheel=wheel.name,
-                    command=shlex.join(words),
-                    detail=""
-                    if done.ok
-                    else f"exit {done.returncode}: {proc.one_line_tail(done.output)}",
-                    output=done.output,
-                )
+                _run_step(gate, step, found, environment, where=where, environ=environ, cwd=cwd)
             )
     return results
+
+
+def _run_step(
+    gate: GpuGate,
+    step: GateStep,
+    found: Path | GateResult,
+    environment: BuildEnv | None,
+    *,
+    where: Path,
+    environ: Mapping[str, str],
+    cwd: Path,
+) -> GateResult:
+    """One step: the command on the wheel `found` (or its failed result), in the venv that
+    holds it beside `environment` where the cell builds in one of its own."""
+    run, start = step.run, time.monotonic()
+    if isinstance(found, GateResult):
+        return replace(found, beside=step.beside)
+    wheel = found
+    words = gate.command_line(replace(run, cell=step.cell), wheel)
+    env: Mapping[str, str] | str = step.problem or environ
+    if step.problem is None and environment is not None:
+        env = beside_its_environment(wheel, environment, where, environ)
+    if isinstance(env, str):
+        return GateResult(
+            run=run, ok=False, seconds=time.monotonic() - start, wheel=wheel.name,
+            command=shlex.join(words), detail=env, beside=step.beside,
+        )  # fmt: skip
+    done = proc.run(words, env=env, cwd=cwd)
+    return GateResult(
+        run=run,
+        ok=done.ok,
+        seconds=time.monotonic() - start,
+        wheel=wheel.name,
+        command=shlex.join(words),
+        detail="" if done.ok else f"exit {done.returncode}: {proc.one_line_tail(done.output)}",
+        output=done.output,
+        beside=step.beside,
+    )

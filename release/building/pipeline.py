@@ -97,6 +97,7 @@ def nvcc_toolkit(toolchain: Toolchain) -> NvccToolkit | None:
         root=root,
         version=toolchain.device_version,
         library_dir=root / "lib" if from_pypi and (root / "lib").is_dir() else None,
+        has_nvcc=toolchain.plan.device_compiler == "nvcc",
     )
 
 

@@ -9,6 +9,9 @@ What it guarantees, cell by cell:
   on PATH (a torch cell's torch venv), CUDA_HOME where the backend sets one, and
   RELEASE_PREPARE=1 (a script that also builds or installs on its own skips that under
   release, which builds the staged directory itself);
+- where it fails, the cell's one line says why, read from its log as a PEP 517 build's is
+  (release.building.diagnose: a staging script that compiles the host library meets the
+  same missing module, library or C++ standard);
 - before it, the declared output is emptied (nothing of an earlier run reaches the
   wheel) and the cell's version is written into the version file;
 - after the cell's build, failed or not, the version file gets its own bytes back (it is
@@ -43,6 +46,7 @@ from packaging.utils import canonicalize_name
 
 from release import proc
 from release.building.cache import SKIPPED_PARTS, project_files
+from release.building.diagnose import failure_cause
 from release.building.settings import CellFailure
 from release.matrix import Cell, Matrix
 from release.project import read_pyproject
@@ -181,8 +185,10 @@ def prepared(
                 step.version_file.write_text(version + "\n", encoding="utf-8")
             done = proc.run(step.words, env={**env, PREPARING: "1"}, log=log, cwd=step.root)
             if not done.ok:
+                cause = failure_cause(done.output.splitlines())
                 raise CellFailure(
-                    f"the prepare step `{step.command}` failed (exit {done.returncode})",
+                    f"the prepare step `{step.command}` failed (exit {done.returncode})"
+                    + (f": {cause}" if cause else ""),
                     proc.tail(done.output),
                 )
             _held_to_outputs(step, before, _status(step, env))

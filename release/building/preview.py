@@ -1,7 +1,9 @@
 """What a build would do, known before anything is provisioned: per cell its backend, the
 device and host compilers, where it builds, what it receives (`release build --dry-run`)
-and the doctor's backend rows. Plans in, records out; the only thing read is each
-project's pyproject.toml (its PEP 517 backend), and nothing is provisioned or run.
+and the doctor's backend rows. Plans in, records out; what is read is each project's
+pyproject.toml (its PEP 517 backend) and setup.py, and for a stable-ABI torch cell the torch
+releases of its index (which torch it must build against: `stable_torch`); nothing is
+provisioned or run.
 """
 
 from __future__ import annotations
@@ -26,14 +28,18 @@ from release.backends.archflags import LiteralFlags, cell_request, literal_warni
 from release.building.pipeline import build_command
 from release.building.preparestep import step_of
 from release.building.settings import BuildSettings
+from release.building.torchcell import IndexReader, index_torches, run_reader
+from release.errors import ToolchainError
+from release.inspection.stabletorch import NoTorchForCuda, build_torch_problem, oldest_admitted
 from release.matrix import Cell
 from release.project.archchanges import torch_arch_changes
 from release.project.setuppy import SetupPy, read_setup_py
-from release.project.stableabi import stable_abi_note, stable_abi_warning
+from release.project.stableabi import StableAbi, stable_abi_note, stable_abi_warning
 from release.toolchain import BUILD_TOOL_PINS, ToolchainPlan
 from release.toolchain.buildenv import cell_targets, environment_of, environment_python
 
 NVCC_HOST_CC = "g++ from PATH, driven by nvcc"  # cmake and torch: nvcc picks the host compiler
+HOST_ONLY_CC = "g++ from PATH (the build's own: no device code, nvcc runs nothing)"
 
 # The inputs that name where the provisioned nvcc is: PyPI's nvcc has no path before
 # it is installed.
@@ -146,7 +152,7 @@ def doctor_rows(cells: Sequence[Cell], plans: Mapping[str, ToolchainPlan]) -> li
 def _compilers(cell: Cell, plan: ToolchainPlan, row: BackendRow) -> tuple[str, str]:
     """(device compiler, host C compiler) as a dry run names them."""
     if backend_for(cell.build.backend).needs_nvcc:
-        return row.device, NVCC_HOST_CC
+        return row.device, HOST_ONLY_CC if cell.host_only else NVCC_HOST_CC
     device = (
         f"nvcc from {plan.cuda_home}"
         if plan.device is None
@@ -177,6 +183,7 @@ class PlannedCell:
     command: tuple[str, ...]
     against: tuple[str, str] | None = None
     stable_abi: str | None = None
+    stable_torch: str | None = None  # the torch a stable-ABI cell builds against, and why
     warnings: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()  # what its wheel is held to besides every wheel's checks
     prepare: str | None = None  # the release's prepare step, as it would run for the cell
@@ -187,6 +194,7 @@ class PlannedCell:
             **(dict([self.against]) if self.against is not None else {}),
             **({"notes": list(self.notes)} if self.notes else {}),
             **({"stable_abi": self.stable_abi} if self.stable_abi is not None else {}),
+            **({"stable_torch": self.stable_torch} if self.stable_torch is not None else {}),
             **({"warnings": list(self.warnings)} if self.warnings else {}),
             "cell": self.cell,
             "wheel": self.wheel,
@@ -199,6 +207,65 @@ class PlannedCell:
             **({"prepare": self.prepare} if self.prepare is not None else {}),
             "command": list(self.command),
         }
+
+
+@dataclass(frozen=True, kw_only=True)
+class StableTorch:
+    """What is said of the torch a stable-ABI torch cell builds against: which and why, or
+    why that is not known, and why the build refuses matrix.yaml's torch (if it does)."""
+
+    said: str | None = None
+    unknown: str | None = None
+    refused: str | None = None
+    where: str = ""  # the condition its define holds under, said beside each
+
+    def warning(self, cell: Cell) -> str | None:
+        """The dry run's warning of the cell, if any."""
+        if self.unknown is not None:
+            what = "the torch a stable-ABI build must use is not known"
+            return f"{cell.id}: {what}{self.where}: {self.unknown}"
+        if self.refused is not None:
+            return f"{cell.id}: the build will fail{self.where}: {self.refused}"
+        return None
+
+
+def stable_torch(
+    cell: Cell, abi: StableAbi | None, read_index: IndexReader = index_torches
+) -> StableTorch:
+    """The torch a stable-ABI torch cell builds against (the oldest its wheel admits on the
+    cell's CUDA major, read from its index), and whether the build refuses matrix.yaml's
+    (an empty record: not such a cell, or its target is computed)."""
+    if abi is None or abi.target is None or cell.torch is None:
+        return StableTorch()
+    where = f" (where the condition at {abi.condition} holds)" if abi.condition else ""
+    try:
+        torches = read_index(cell, abi.target)
+        oldest = oldest_admitted(torches, abi.target, cell.cuda.major)
+    except (ToolchainError, NoTorchForCuda) as error:
+        why = error.message if isinstance(error, ToolchainError) else str(error)
+        return StableTorch(unknown=why, where=where)
+    said = oldest.said()
+    if cell.torch != oldest.version and cell.newer_torch:
+        said = f"torch {cell.torch}, newer on purpose (torch-build: newer) than {said}"
+    refused = build_torch_problem(oldest, cell.torch, cell.newer_torch)
+    return StableTorch(said=said + where, refused=refused, where=where)
+
+
+def refused_torches(cells: Sequence[Cell], read_index: IndexReader = index_torches) -> list[str]:
+    """What stops a build before anything is provisioned: a stable-ABI cell (setup.py's
+    define holds unconditionally) whose matrix.yaml torch is not the oldest its wheel
+    admits, without torch-build: newer. Where the index cannot be read, the build's own
+    check after the compile says so."""
+    refused = []
+    for cell in cells:
+        read = project_setup_py(cell)
+        abi = read[1].stable_abi if read is not None else None
+        if abi is None or abi.condition is not None:
+            continue
+        found = stable_torch(cell, abi, read_index)
+        if found.refused is not None:
+            refused.append(f"{cell.id}: {found.refused}")
+    return refused
 
 
 def planned(settings: BuildSettings, cell: Cell, plan: ToolchainPlan) -> PlannedCell:
@@ -226,11 +293,18 @@ def planned(settings: BuildSettings, cell: Cell, plan: ToolchainPlan) -> Planned
     read = project_setup_py(cell)
     abi = read[1].stable_abi if read is not None else None
     crossed = stable_abi_warning(abi) if abi is not None else None
+    torch = stable_torch(cell, abi, run_reader(settings.torch_indexes))
+    refused = torch.warning(cell)
     return PlannedCell(
         notes=cell_notes(cell),
         against=against,
         stable_abi=stable_abi_note(abi) if abi is not None else None,
-        warnings=(*arch_warnings(cell, read), *([crossed] if crossed else [])),
+        stable_torch=torch.said,
+        warnings=(
+            *arch_warnings(cell, read),
+            *([crossed] if crossed else []),
+            *([refused] if refused else []),
+        ),
         cell=cell.id,
         wheel=cell.wheel_filename,
         backend=cell.build.backend,

@@ -5,21 +5,23 @@ and names every other library the wheel needs that nothing provides.
 - A cell built in an environment of its backend's own (a torch cell's venv) looks them up
   there: what its build linked against is installed in it.
 - An isolated PEP 517 build's environment is gone when its wheel is checked: the wheel's
-  Requires-Dist is installed by pip (with what it requires in turn, binary wheels for the
-  cell's platform) into a scratch site in the cache, once per distinct set of
+  Requires-Dist is installed by pip (with what it requires in turn, binary wheels a
+  machine of the cell's platform installs, older manylinux levels included) into a scratch
+  site in the cache, once per distinct set of
   requirements, the same downloads a user's `pip install` of the wheel makes. That is
   asked only of a wheel that needs a library the wheel and the manylinux policy do not
   provide.
 
-Pure: `scratch_key`, `scratch_command`. Edge: `runtime_libraries` (reads a site-packages
-directory, runs pip through release.proc) and `libraries_verdict`, auditwheel's verdict
-with what they provide left out.
+Pure: `scratch_key`, `compatible_platforms`, `scratch_command`. Edge: `runtime_libraries`
+(reads a site-packages directory, runs pip through release.proc) and `libraries_verdict`,
+auditwheel's verdict with what they provide left out.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -57,15 +59,35 @@ def scratch_key(requirements: Sequence[str], platform_tag: str, python: str) -> 
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
+_MANYLINUX = re.compile(r"^manylinux_(?P<major>[0-9]+)_(?P<minor>[0-9]+)_(?P<arch>.+)$")
+# PEP 600's names of the manylinux levels before it, by glibc minor
+_LEGACY = {17: "manylinux2014", 12: "manylinux2010", 5: "manylinux1"}
+
+
+def compatible_platforms(platform_tag: str) -> list[str]:
+    """The platform tags of the wheels a machine of `platform_tag` installs, newest first:
+    for `manylinux_2_N_<arch>` every glibc 2 level down to the oldest manylinux of the arch
+    (PEP 600), with the legacy names of 2_17, 2_12 and 2_5; any other tag alone. pip
+    takes each --platform as it is given."""
+    match = _MANYLINUX.match(platform_tag)
+    if match is None or match["major"] != "2":
+        return [platform_tag]
+    arch = match["arch"]
+    oldest = 5 if arch in ("x86_64", "i686") else 17
+    minors = range(int(match["minor"]), oldest - 1, -1)
+    tags = [f"manylinux_2_{minor}_{arch}" for minor in minors]
+    return tags + [f"{_LEGACY[minor]}_{arch}" for minor in minors if minor in _LEGACY]
+
+
 def scratch_command(
     python: str, target: Path, platform_tag: str, requirements: Sequence[str]
 ) -> list[str]:
-    """pip installs `requirements` and what they require into `target`: binary wheels for
-    `platform_tag` only, nothing compiled, no scripts."""
+    """pip installs `requirements` and what they require into `target`: binary wheels a
+    machine of `platform_tag` installs only, nothing compiled, no scripts."""
+    platforms = [word for tag in compatible_platforms(platform_tag) for word in ("--platform", tag)]
     return [
         python, "-m", "pip", "install", "--disable-pip-version-check", "--no-compile",
-        "--only-binary", ":all:", "--platform", platform_tag, "--target", str(target),
-        *requirements,
+        "--only-binary", ":all:", *platforms, "--target", str(target), *requirements,
     ]  # fmt: skip
 
 

@@ -26,6 +26,7 @@ from release.building.compilecache import CacheStats
 from release.building.jobs import CompileJobs, compile_jobs
 from release.credentials import without_credentials
 from release.errors import ConfigError
+from release.inspection.torchcuda import TorchIndexes
 from release.inspection.wheel import WheelReport
 from release.matrix import Cell, Matrix
 from release.matrix.compilecache import CompileCache, parse_compile_cache
@@ -238,6 +239,8 @@ class BuildSettings:
     memory: int | None = None  # bytes available to the build; None: not known
     compile_cache: CompileCache = field(default_factory=CompileCache)  # matrix's or command's
     sources: tuple[tuple[str, str, str], ...] = ()  # (setting, value, source): Layered.rows
+    # the torch indexes a stable-ABI cell reads (which torch, its requirement), once a run
+    torch_indexes: TorchIndexes = field(default_factory=TorchIndexes, compare=False, repr=False)
 
     def compile_jobs_of(self, cell: Cell) -> CompileJobs:
         """Compiles the cell's build runs at once, and why that many."""

@@ -309,6 +309,7 @@ def provision_environments(
                 python=settings.python,
                 env=without_credentials(settings.environ),
                 progress=progress,
+                torch_indexes=settings.torch_indexes,
             )
         out[cell.id] = made[spec]
     return out

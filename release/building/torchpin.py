@@ -136,6 +136,12 @@ def _allowed(specs: Iterable[Specifier]) -> _Interval:
     return interval
 
 
+def within(requirement: Requirement, pin: Requirement) -> bool:
+    """Whether every version `requirement` allows is one `pin` allows (`!=` read as
+    allowing all: see `_interval`)."""
+    return _allowed(requirement.specifier).within(_allowed(pin.specifier))
+
+
 def _still_bounds(spec: Specifier, pinned_to: _Interval) -> bool:
     """Whether the project's `spec` still removes versions the pin allows."""
     if spec.operator == "!=":

@@ -4,6 +4,8 @@ Its modules:
 
 - `parsing/`: The parser side every command shares: arguments, options, build options and
   the edges several commands share.
+- `audit`: Download every wheel of a simple index or of a list of wheel URLs and inspect each
+  from the bytes served; check the pages whole (`release audit`).
 - `build`: Build, repair and inspect one wheel per selected cell; write dist/manifest.json and
   the NCCL override files.
 - `doctor`: Show, per CUDA version and arch, the device compiler, the host C compiler and the

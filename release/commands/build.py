@@ -29,7 +29,7 @@ from release.backends import DEFAULT_BACKEND
 from release.building.compare import Comparison, compare
 from release.building.compilecache import CacheStats
 from release.building.excluded import ExcludedSm, excluded_sms
-from release.building.preview import planned
+from release.building.preview import planned, refused_torches
 from release.building.sdist import build_sdist, from_the_sdist
 from release.building.settings import (
     SETTING_COLUMNS,
@@ -46,6 +46,7 @@ from release.building.stage import (
     run_build,
     schedule,
 )
+from release.building.torchcell import run_reader
 from release.commands.parsing import arguments, buildopts, common
 from release.commands.parsing.options import WholeNumber
 from release.console import Annotation, Output, markdown_table
@@ -124,10 +125,14 @@ def per_target(sizes: Sequence[tuple[str, int]]) -> str:
 def _describe(result: CellResult) -> str:
     if result.ok and result.report is not None:
         origin = "cached" if result.from_cache else "built"
+        device = (
+            "no device code"
+            if result.cell.host_only
+            else f"sm {' '.join(result.report.sms)}; ptx {' '.join(result.report.ptx) or '-'}"
+        )
         return (
             f"ok {result.cell.id} {origin} in {result.seconds:.1f} s: {result.report.filename} "
-            f"({result.report.size / 2**20:.2f} MiB; sm {' '.join(result.report.sms)}; "
-            f"ptx {' '.join(result.report.ptx) or '-'})"
+            f"({result.report.size / 2**20:.2f} MiB; {device})"
             + (f"\n   device code: {per_target(result.report.device_bytes)}"
                if result.report.device_bytes else "")
             + (f"\n   {result.compile_cache.line()}" if result.compile_cache else "")
@@ -174,6 +179,11 @@ def run(args: argparse.Namespace, output: Output) -> int:
     sdist_of = _sdist_cell(args, matrix, cells, output)
     if args.dry_run:
         return _dry_run(given, plan_toolchains(given), output)
+    refused = refused_torches(given.cells, run_reader(given.torch_indexes))
+    if refused:
+        raise ConfigError(
+            refused, hint="`release build --dry-run` says which torch each cell builds against"
+        )
     with ExitStack() as stack:
         out = stack.enter_context(_out_dir(args, args.compare))
         fresh = (
@@ -485,6 +495,8 @@ def _dry_run(settings: BuildSettings, plans: Mapping[str, ToolchainPlan], output
             output.line(f"{cell.cell}: builds against {cell.against[1]}")
         if cell.stable_abi is not None:
             output.line(f"{cell.cell}: {cell.stable_abi}")
+        if cell.stable_torch is not None:
+            output.line(f"{cell.cell}: stable ABI, built against {cell.stable_torch}")
         for note in cell.notes:
             output.line(f"{cell.cell}: {note}")
         for warning in cell.warnings:

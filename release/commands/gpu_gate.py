@@ -1,6 +1,8 @@
 """On a GPU runner named in matrix.yaml's gpu-gate: run its test command against each wheel of
 --dist for the runner's CPU arch as built, then against a PTX-only build of it for its lowest
-SM. Exit 4 if any run fails.
+SM; a torch cell's wheel beside each torch it is tested with (a stable-ABI wheel: the oldest
+and the newest it admits). Exit 4 if any run fails. --dry-run says the runs and their
+torches, and runs nothing.
 
 `release gpu-gate`: the GPU tests of matrix.yaml's `gpu-gate`, run on this machine (one of
 the named GPU runners) against the built wheels and a PTX-only build of each.
@@ -10,13 +12,14 @@ from __future__ import annotations
 
 import argparse
 import os
+from typing import Any
 
-from release.building.gate import GateResult, run_gate
+from release.building.gate import GateResult, gate_plan, run_gate
+from release.building.gatetorch import GateStep
 from release.building.settings import Sourced
 from release.commands.parsing import arguments, buildopts, common
 from release.console import Annotation, Output, markdown_table
 from release.errors import BuildError, ConfigError
-from release.matrix import GateRun
 from release.records.dist import load_dist
 
 GATE_COLUMNS = ("run", "result", "time", "wheel", "detail")
@@ -38,14 +41,71 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         "the built wheels and their manifest (default: dist)",
     )
     parser.add_argument("--cuda", action="append", default=[], metavar="X.Y")
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="say the runs and the torch each runs beside (read from the wheels and their "
+        "torch index); build and run nothing",
+    )
     arguments.add_toolchain_options(parser)
 
 
 def _rows(results: list[GateResult]) -> list[list[str]]:
     return [
-        [r.run.name, "ok" if r.ok else "FAILED", f"{r.seconds:.1f} s", r.wheel, r.detail or "-"]
+        [r.name, "ok" if r.ok else "FAILED", f"{r.seconds:.1f} s", r.wheel, r.detail or "-"]
         for r in results
     ]
+
+
+def plan_lines(steps: list[GateStep]) -> list[str]:
+    """The gate's plan as it prints it: each run, and the torch it runs beside and why."""
+    return [
+        f"- {step.name}"
+        + (f" ({step.beside.why})" if step.beside is not None else "")
+        + (f": cannot run: {step.problem}" if step.problem is not None else "")
+        for step in steps
+    ]
+
+
+def _step_json(step: GateStep) -> dict[str, str]:
+    """What the --json document says of a run's torch (nothing for a cell without one)."""
+    if step.beside is None:
+        return {}
+    return {"torch": str(step.beside.torch), "torch_why": step.beside.why}
+
+
+def _plan_document(runner: str, steps: list[GateStep]) -> dict[str, Any]:
+    """The --json document of --dry-run: each run, and the torch it runs beside."""
+    runs = [
+        {
+            "cell": step.run.cell.id,
+            "build": step.run.build,
+            "name": step.name,
+            **_step_json(step),
+            **({"problem": step.problem} if step.problem else {}),
+        }
+        for step in steps
+    ]
+    return {"runner": runner, "dry_run": True, "runs": runs}
+
+
+def _results_document(runner: str, results: list[GateResult]) -> dict[str, Any]:
+    """The --json document of the runs made."""
+    runs = [
+        {
+            "cell": r.run.cell.id,
+            "build": r.run.build,
+            **_step_json(GateStep(run=r.run, beside=r.beside)),
+            "expect_arch": r.run.expect_arch,
+            "ok": r.ok,
+            "seconds": round(r.seconds, 2),
+            "wheel": r.wheel,
+            "command": r.command,
+            "detail": r.detail,
+        }
+        for r in results
+    ]
+    return {"runner": runner, "ok": all(r.ok for r in results), "runs": runs}
 
 
 def run(args: argparse.Namespace, output: Output) -> int:
@@ -70,14 +130,19 @@ def run(args: argparse.Namespace, output: Output) -> int:
         recorded=Sourced(manifest.source_date_epoch, f"the timestamp of {args.dist}/manifest.json"),
     )
 
-    def started(gate_run: GateRun) -> None:
-        output.note(f"... {gate_run.name}")
+    def started(step: GateStep) -> None:
+        output.note(f"... {step.name}")
 
-    output.note(f"GPU gate on {runner.name} (sm {' '.join(str(s) for s in runner.sms)})")
+    steps = gate_plan(gate, runner, cells, manifest=manifest, dist=args.dist.resolve())
+    sms = " ".join(str(s) for s in runner.sms)
+    output.note(f"GPU gate on {runner.name} (sm {sms}): {len(steps)} runs")
+    output.note("\n".join(plan_lines(steps)))
+    if args.dry_run:
+        output.document(_plan_document(runner.name, steps))
+        return 0
     results = run_gate(
         gate,
-        runner,
-        cells,
+        steps,
         manifest=manifest,
         dist=args.dist.resolve(),
         settings=settings,
@@ -86,37 +151,19 @@ def run(args: argparse.Namespace, output: Output) -> int:
         started=started,
     )
     for result in results:
-        with output.group(f"{result.run.name}: test output"):
+        with output.group(f"{result.name}: test output"):
             output.note(f"$ {result.command}\n{result.output}" if result.command else result.detail)
         if not result.ok:
-            output.annotate(Annotation(message=result.detail, title=f"GPU gate {result.run.name}"))
+            output.annotate(Annotation(message=result.detail, title=f"GPU gate {result.name}"))
     failed = [r for r in results if not r.ok]
-    output.document(
-        {
-            "runner": runner.name,
-            "ok": not failed,
-            "runs": [
-                {
-                    "cell": r.run.cell.id,
-                    "build": r.run.build,
-                    "expect_arch": r.run.expect_arch,
-                    "ok": r.ok,
-                    "seconds": round(r.seconds, 2),
-                    "wheel": r.wheel,
-                    "command": r.command,
-                    "detail": r.detail,
-                }
-                for r in results
-            ],
-        }
-    )
+    output.document(_results_document(runner.name, results))
     title = f"GPU gate on {runner.name}: {len(results) - len(failed)}/{len(results)} runs passed"
     output.table(GATE_COLUMNS, _rows(results), title)
     output.summary(f"## {title}\n\n" + markdown_table(GATE_COLUMNS, _rows(results)))
     if failed:
         raise BuildError(
             f"the GPU gate failed on {runner.name}: "
-            + "; ".join(f"{r.run.name}: {r.detail}" for r in failed[:3]),
+            + "; ".join(f"{r.name}: {r.detail}" for r in failed[:3]),
             hint="nothing is published until every GPU run passes; "
             "the group of each run above holds its test output",
         )

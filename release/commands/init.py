@@ -16,13 +16,14 @@ import argparse
 import re
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from release.commands.parsing import arguments
 from release.commands.parsing.options import ExistingDir
 from release.console import Output
 from release.init.detect import Note
 from release.init.run import PYPI_SIMPLE, InitOutcome, InitSettings, init_project
+from release.init.values import index_url_problem
+from release.matrix.gitindex import token_secret_problem
 
 HELP = "write a commented matrix.yaml and the release workflow for a kernel project"
 SHARED: tuple[arguments.Shared, ...] = ("output",)
@@ -61,6 +62,16 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         help="the workflow publishes to PyPI with the API token in this repository secret "
         "(default: PyPI's trusted publishing, no token)",
     )
+    parser.add_argument(
+        "--destination-token-secret",
+        type=destination_secret_name,
+        default=None,
+        metavar="NAME",
+        help="a destination in another repository (matrix.yaml's token-secret: NAME) is "
+        "written with the token in this repository secret: the workflow passes it to the "
+        "publish action and to the jobs that read the destinations (default: the job's own "
+        "token only)",
+    )
 
 
 def secret_name(text: str) -> str:
@@ -73,18 +84,23 @@ def secret_name(text: str) -> str:
     return text
 
 
+def destination_secret_name(text: str) -> str:
+    """argparse type of --destination-token-secret: a name matrix.yaml's token-secret
+    takes."""
+    problem = token_secret_problem(text)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem)
+    return text
+
+
 def index_url(text: str) -> str:
-    """argparse type of --torch-index: an http(s) URL without credentials (matrix.yaml
-    holds it)."""
-    parts = urlsplit(text)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an http(s) URL")
-    if parts.username or parts.password:
-        raise argparse.ArgumentTypeError(
-            "the URL holds credentials, which matrix.yaml would hold too "
-            "(give pip them through netrc or a keyring)"
-        )
-    return text if text.endswith("/") else text + "/"
+    """argparse type of --torch-index: an http(s) URL, kept exactly as given (matrix.yaml
+    holds it), with no whitespace, control character or credential. The message never
+    quotes the URL: it may hold the credential."""
+    problem = index_url_problem(text)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem)
+    return text
 
 
 def run(args: argparse.Namespace, out: Output) -> int:
@@ -95,6 +111,7 @@ def run(args: argparse.Namespace, out: Output) -> int:
             torch_index=args.torch_index,
             offline=args.offline,
             pypi_token_secret=args.pypi_token_secret,
+            destination_token_secret=args.destination_token_secret,
         )
     )
     out.document(init_json(outcome))

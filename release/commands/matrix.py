@@ -238,35 +238,50 @@ def run(args: argparse.Namespace, out: Output) -> int:
             "cells": [cell_dict(c) for c in cells],
         }
     )
+    out.table(*table(matrix, cells))
+    return 0
+
+
+def table(matrix: Matrix, cells: Sequence[Cell]) -> tuple[list[str], list[list[str]], str]:
+    """`release matrix`'s table: its headers, a row per copy of each cell, its title."""
+    # a row per copy: a cell published to several places shows its wheel in each
+    copies = [(c, c.as_copy(copy), n) for c in cells for n, copy in enumerate(c.copies)]
+    row_cells = [c for c, _, _ in copies]
     rows = [
         [
             str(c.cuda),
             c.arch,
             "no device code" if c.host_only else " ".join(str(s) for s in c.sms),
             str(c.ptx) if c.ptx else "-",
-            c.local_label or "-",
-            c.wheel_filename,
-            f"{c.destination.name} ({c.destination.kind})",
+            seen.local_label or "-",
+            seen.wheel_filename,
+            f"{seen.destination.name} ({seen.destination.kind})",
             nccl_requirement(c.cuda.major, c.nccl) if c.nccl else "-",
         ]
-        for c in cells
+        for c, seen, _ in copies
     ]
     headers = ["CUDA", "arch", "SMs", "PTX", "label", "wheel", "destination", "NCCL"]
+    if any(n for _, _, n in copies):
+        at = headers.index("wheel") + 1
+        headers.insert(at, "copy")
+        for row, (_, _, n) in zip(rows, copies, strict=True):
+            row.insert(at, "relabelled" if n else "built")
     if any(c.torch is not None for c in cells):
         headers.insert(2, "torch")
-        for row, cell in zip(rows, cells, strict=True):
+        for row, cell in zip(rows, row_cells, strict=True):
             row.insert(2, str(cell.torch) if cell.torch is not None else "-")
     # columns only a matrix that uses the setting gets, like torch's
     if any(c.excluded_sms for c in cells):
         at = headers.index("SMs") + 1
         headers.insert(at, "excluded")
-        for row, cell in zip(rows, cells, strict=True):
+        for row, cell in zip(rows, row_cells, strict=True):
             row.insert(at, " ".join(str(s) for s in cell.excluded_sms) or "-")
     if any(c.compress_mode for c in cells):
         at = headers.index("PTX") + 1
         headers.insert(at, "compress")
-        for row, cell in zip(rows, cells, strict=True):
+        for row, cell in zip(rows, row_cells, strict=True):
             row.insert(at, cell.compress_mode or "-")
     title = f"{matrix.project.name} {matrix.project.version}: {len(cells)} cells"
-    out.table(headers, rows, title)
-    return 0
+    if len(copies) > len(cells):
+        title += f", {len(copies)} wheels (each built once and relabelled for its other copies)"
+    return headers, rows, title

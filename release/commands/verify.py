@@ -22,6 +22,7 @@ from release.console import Annotation, Output, markdown_table
 from release.destinations.reach import Reach
 from release.errors import VerifyError
 from release.github_names import api_url_problem, repository_problem
+from release.inspection.findings import RULES
 from release.verify.checks import (
     DEFAULT_CONCURRENCY,
     RELEASE_WORKFLOW,
@@ -42,6 +43,13 @@ PROVENANCE_HINT = (
     "attest each file in the release workflow (actions/attest-build-provenance; PyPI trusted "
     "publishing), or name that workflow with --provenance-workflow (and a reusable workflow "
     "that signs for it with --provenance-signer-workflow)"
+)
+
+# the rules a wheel as served breaks (release.verify.served): publishing again cannot fix them
+INSPECTION_RULES = frozenset(r.id for r in RULES if r.scope == "wheel") - {"download"}
+INSPECTION_HINT = (
+    "the wheel as served breaks that rule (docs/verify.md#the-rules); the bytes under a "
+    "published filename cannot change: fix the build and release the fix"
 )
 
 
@@ -237,6 +245,8 @@ def run(args: argparse.Namespace, out: Output) -> int:
             f"{first.check} {first.subject}: {first.detail}",
             hint=PROVENANCE_HINT
             if first.check == "provenance"
+            else INSPECTION_HINT
+            if first.check in INSPECTION_RULES
             else f"re-run `{again}` to finish a partial publish, then verify again",
         )
     return 0

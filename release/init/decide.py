@@ -78,7 +78,7 @@ def decide(
     if native.device_code is None:
         found += targets.found
     found += native.found
-    changes = list(targets.changes)
+    changes = [*targets.changes, *native.changes]
     undecided += targets.undecided
     decision = Decision(
         backend=name,
@@ -122,7 +122,7 @@ def _torch_decision(
 ) -> Decision:
     found, changes, undecided = notes
     pyproject = read.pyproject
-    pin = torch_pin(pyproject, lookup, native.standard)
+    pin = torch_pin(pyproject, lookup, native.standard, read.setup_py)
     axis = python_axis(read, pin)
     env, switches, gates = force_cuda(read.setup_py)
     forced, builds, downloads = force_build(read.setup_py)

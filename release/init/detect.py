@@ -23,6 +23,7 @@ from release.backends.base import Backend
 from release.backends.recipe import BackendName
 from release.errors import ConfigError
 from release.init.torchindex import TorchRelease
+from release.inspection.torchcuda import IndexTorches
 from release.project import CMakeLists, Gencode, Place, PyProject, Reading, Said, SetupPy, naming
 from release.project.archchanges import arch_list_changes, gencode_change
 from release.project.layout import Layout
@@ -60,11 +61,15 @@ class Note:
 
 @dataclass(frozen=True, kw_only=True)
 class TorchLookup:
-    """The torch versions an index has (`releases`), or why they are not known."""
+    """The torch versions an index has (`releases`), or why they are not known; for a
+    stable-ABI project also the CUDA each is built for from its target on (`built_for`), or
+    why that is not known (`built_for_failure`)."""
 
     index_url: str
     releases: Mapping[Version, TorchRelease] | None
     failure: str | None = None
+    built_for: IndexTorches | None = None
+    built_for_failure: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -353,6 +358,7 @@ class Native:
     standard: Said | None = None  # the C++ standard its flags give (a year)
     build_env: tuple[tuple[str, str], ...] = ()
     found: tuple[Finding, ...] = ()
+    changes: tuple[Note, ...] = ()  # what the project must change for what init decided
 
 
 def native_of(read: Reading, layout: Layout, backend: BackendName) -> Native:
@@ -369,6 +375,7 @@ def native_of(read: Reading, layout: Layout, backend: BackendName) -> Native:
     if jit is not None:
         found.append(Finding(key="device-code", value="none", source=jit))
     python_any = backend == "torch" and host_only and _no_python_api(layout, units, found)
+    changes = _python_headers(layout) if python_any else []
     libraries = _cuda_libraries(read, layout)
     if libraries:
         first = libraries[0]
@@ -415,7 +422,39 @@ def native_of(read: Reading, layout: Layout, backend: BackendName) -> Native:
         standard=layout.native.standard,
         build_env=env,
         found=tuple(found),
+        changes=tuple(changes),
     )
+
+
+def _python_headers(layout: Layout) -> list[Note]:
+    """A change for each of the project's own headers, reached from its units, that binds to
+    Python (a Python.h, pybind11 or torch/python.h include): it brings the Python C-API into
+    the library that a py3-none wheel may not hold, whatever of it the code uses (every
+    inline function of those headers the library keeps names the interpreter's symbols)."""
+    included_by = {path: by for path, _, by in layout.headers}
+    notes = []
+    for path, text, _ in layout.headers:
+        said = python_binding(text, path)
+        if said is None:
+            continue
+        chain, at = [], path
+        while at in included_by:
+            at = included_by[at]
+            chain.append(at)
+        route = " through ".join(
+            [chain[-1], ", ".join(chain[-2::-1])] if len(chain) > 1 else [chain[-1]]
+        )
+        notes.append(
+            Note(
+                place=str(said.place),
+                text=f"includes {said.value}, reached from {route}: it brings the Python C-API "
+                "into the library, which a py3-none wheel (python: any) may not use, and the "
+                "build's inspection refuses the wheel",
+                fix="drop the include where the file uses nothing of it, or build one wheel per "
+                'Python instead (python: ["3.X", ...] in matrix.yaml)',
+            )
+        )
+    return notes
 
 
 def _jit_first(layout: Layout, host_only: bool) -> str | None:

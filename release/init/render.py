@@ -1,32 +1,24 @@
 """matrix.yaml and the caller workflow as `release init` writes them: the templates under
-release/init/templates (package data) filled with a `Decision`. Pure (the templates are
-read from the installed package).
-
-A template line that holds nothing but `${name}` is a comment placeholder where `name` is
-one of the rendered comments: it becomes that text wrapped as `#` lines at the line's
-indent (or nothing, for an empty one). Every other `${name}` is a plain substitution.
+release/init/templates (package data) with a `Decision`'s values put into their slots and
+dumped by ruamel.yaml (release.init.emit), each value with a comment saying where it was
+read. Pure (the templates are read from the installed package).
 """
 
 from __future__ import annotations
 
-import json
-import re
-import textwrap
 from collections.abc import Mapping, Sequence
-from importlib import resources
-from string import Template
+from typing import Any
 
-from ruamel.yaml import YAML
-
-from release.backends import backend_for
+from release.backends import DEFAULT_BACKEND, backend_for
 from release.init.decide import Decision
 from release.init.detect import Finding, Note
+from release.init.emit import ABSENT, commented, emit, flow, quoted
+from release.targets import GpuTarget
 from release.toolchain.pins import CUDA_TOOLKIT_IMAGES
 
 REPOSITORY = "k3-project/cuda-wheel-release"  # the tool's own repository
 TORCH_TODO = "TODO-the-exact-torch-version"  # refused at its line until it is replaced
-WIDTH = 92
-_COMMENT_LINE = re.compile(r"^( *)\$\{(\w+)\}$", re.MULTILINE)
+ENV_EXAMPLE = 'The project\'s own switches, such as a force-CUDA one:\nenv: {FORCE_CUDA: "1"}'
 
 
 def schema_url(version: str) -> str:
@@ -38,27 +30,20 @@ def docs_url(version: str, page: str = "matrix.md") -> str:
     return f"https://github.com/{REPOSITORY}/blob/v{version}/docs/{page}"
 
 
-def fill(name: str, values: Mapping[str, str], comments: Mapping[str, str]) -> str:
-    """The template `name` with its comment lines and values filled in."""
-    text = resources.files("release.init").joinpath("templates").joinpath(name).read_text("utf-8")
-
-    def comment(match: re.Match[str]) -> str:
-        indent, key = match.group(1), match.group(2)
-        if key not in comments:
-            return match.group(0)
-        said = comments[key]
-        return _wrapped(said, f"{indent}# ").replace("$", "$$") if said else "\x00"
-
-    text = _COMMENT_LINE.sub(comment, text).replace("\x00\n", "")
-    return Template(text).substitute(values)
-
-
 def render_workflow(
-    tool_version: str, matrix: str, commit: str | None, token_secret: str | None = None
+    tool_version: str,
+    matrix: str,
+    commit: str | None,
+    token_secret: str | None = None,
+    *,
+    destination_token_secret: str | None = None,
 ) -> str:
     """.github/workflows/release.yml: the caller of the tool's reusable workflows and of its
     publish action, each pinned to `commit` (the release's tag where it is not known), with
-    PyPI's trusted publishing or, given `token_secret`, that repository secret's API token."""
+    PyPI's trusted publishing or, given `token_secret`, that repository secret's API token;
+    given `destination_token_secret`, that secret is the token of a destination in another
+    repository (matrix.yaml's token-secret), for the publish action and the jobs that read
+    the destinations."""
     if token_secret is None:
         publisher = (
             "PyPI: trusted publishing. Add a trusted publisher to the PyPI project: this "
@@ -66,189 +51,216 @@ def render_workflow(
             "instead: `release init --pypi-token-secret NAME`, or give the step "
             "`with: {pypi-token: ${{ secrets.NAME }}}`."
         )
-        publish_with = ""
+        publish_with: Any = ABSENT
     else:
         publisher = (
             f"PyPI: the API token in the repository secret {token_secret}. PyPI takes PEP 740 "
             "attestations only from trusted publishing: its wheels' provenance is their GitHub "
             "build provenance (docs/ci.md)."
         )
-        publish_with = f"\n        with:\n          pypi-token: ${{{{ secrets.{token_secret} }}}}"
+        # the expressions init writes: a secret's name is an identifier (its option's type)
+        publish_with = {"pypi-token": f"${{{{ secrets.{token_secret} }}}}"}
+    reader_token: Any = ABSENT
+    reader_secrets: Any = ABSENT
+    if destination_token_secret is not None:
+        secret = f"${{{{ secrets.{destination_token_secret} }}}}"
+        given = {} if publish_with is ABSENT else dict(publish_with)
+        publish_with = {**given, "token": secret, "token-secret": destination_token_secret}
+        reader_token = destination_token_secret
+        reader_secrets = {"destination-token": secret}
+        publisher += (
+            " A destination in another repository (matrix.yaml's token-secret) is written "
+            f"with the token in the repository secret {destination_token_secret}."
+        )
     pin_note = (
         ""
         if commit is not None
         else f"TODO: pin each `uses:` by the commit of tag v{tool_version} (zizmor: "
         "unpinned-uses): this copy of the tool does not know it."
     )
-    return fill(
+    ref = commit or f"v{tool_version}"
+    return emit(
         "release.yml",
         {
-            "tool_version": tool_version,
+            "build_uses": f"{REPOSITORY}/.github/workflows/wheels.yml@{ref}",
+            "publish_uses": f"{REPOSITORY}/actions/publish@{ref}",
+            "verify_uses": f"{REPOSITORY}/.github/workflows/wheels-verify.yml@{ref}",
+            "matrix": matrix,
+            "tool_version": quoted(tool_version),
+            "publish_with": publish_with,
+            "reader_token_secret": reader_token,
+            "reader_secrets": reader_secrets,
+        },
+        {
             "matrix": matrix,
             "docs_url": docs_url(tool_version, "ci.md"),
-            "ref": commit or f"v{tool_version}",
-            "publish_with": publish_with,
+            "tool_version": tool_version,
+            "publisher": publisher,
+            "pin_note": pin_note,
         },
-        {"publisher": publisher, "pin_note": pin_note},
     )
 
 
 def render_matrix(decision: Decision, tool_version: str) -> str:
     """matrix.yaml for `decision`, every detected value with a comment saying its source."""
     found = {f.key: f for f in decision.found}
-    values = {
+    values: dict[str, Any] = {
+        "arches": flow(list(decision.arches)),
+        "manylinux": quoted(decision.manylinux),
+    }
+    comments = {
         "schema_url": schema_url(tool_version),
         "docs_url": docs_url(tool_version),
         "tool_version": tool_version,
         "name": decision.name,
-        "arches": ", ".join(decision.arches),
-        "sms": ", ".join(str(t) for t in decision.sms),
-        "ptx": str(decision.ptx) if decision.ptx is not None else "none",
-        "manylinux": decision.manylinux,
-        **_staging(decision),
-    }
-    comments = {
         "notes": _notes(decision.changes, decision.undecided),
         "naming_from": _naming_from(found),
         "backend_from": _from(found, "backend"),
-        "sms_from": _from(found, "sms"),
-        "ptx_from": _from(found, "ptx"),
     }
+    targets_values, targets_comments = _targets(decision, found)
+    values.update(targets_values)
+    comments.update(targets_comments)
+    if decision.backend != DEFAULT_BACKEND:
+        staging_values, staging_comments = _staging(decision, found)
+        values.update(staging_values)
+        comments.update(staging_comments)
     if backend_for(decision.backend).needs_nvcc:
-        values["toolkit_image"] = _toolkit_image(decision)
+        comments["toolkit_image"] = _toolkit_image(decision)
     if backend_for(decision.backend).torch_axes:
         torch_values, torch_comments = _torch(decision, found)
         values.update(torch_values)
         comments.update(torch_comments)
-        values["targets"] = _targets(decision, found)
-    return fill(f"matrix-{decision.backend}.yaml", values, comments)
+    return emit(f"matrix-{decision.backend}.yaml", values, comments)
 
 
-def _staging(decision: Decision) -> dict[str, str]:
-    """`project:`'s value and the build section's prepare step, build requirements and CUDA
-    libraries (issue 51's keys: lines at the build section's indent, each ending in a
-    newline, or nothing)."""
-    lines: list[str] = []
+def _targets(
+    decision: Decision, found: Mapping[str, Finding]
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """The defaults' GPU targets, sms and ptx with where each was read; for a wheel without
+    device code (a JIT-first project), `device-code: none` and why instead."""
+    ptx_said = "PTX for GPUs newer than the list" + (
+        " (torch adds it to one of the SMs)." if backend_for(decision.backend).torch_axes else "."
+    )
+    if decision.device_code is not None:
+        values: dict[str, Any] = {"sms": ABSENT, "ptx": ABSENT, "device_code": "none"}
+        comments = {"sms_from": "", "ptx_from": ""}
+        said = "The wheel carries no device code: its kernels are compiled at run time."
+        comments["device_code_from"] = f"{said}\n{_from(found, 'device-code')}"
+    else:
+        values = {
+            "sms": flow([_target(t) for t in decision.sms]),
+            "ptx": _target(decision.ptx) if decision.ptx is not None else "none",
+        }
+        comments = {
+            "sms_from": f"GPU architectures with a cubin each.\n{_from(found, 'sms')}".strip(),
+            "ptx_from": f"{ptx_said}\n{_from(found, 'ptx')}".strip(),
+        }
+        if decision.backend != DEFAULT_BACKEND:
+            values["device_code"], comments["device_code_from"] = ABSENT, ""
+    return values, comments
+
+
+def _staging(
+    decision: Decision, found: Mapping[str, Finding]
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """`project:` and the build section's prepare step, build requirements and CUDA
+    libraries (absent where the project needs none), each with where it was read."""
+    values: dict[str, Any] = {
+        "project": decision.project,
+        "prepare": ABSENT,
+        "requires": flow([quoted(r) for r in decision.requires]) if decision.requires else ABSENT,
+        "cuda_libraries": flow(list(decision.cuda_libraries))
+        if decision.cuda_libraries
+        else ABSENT,
+    }
+    comments = {
+        "prepare_from": _from(found, "build.prepare") if decision.prepare else "",
+        "requires_from": _from(found, "build.requires") if decision.requires else "",
+        "cuda_libraries_from": _from(found, "build.cuda-libraries")
+        if decision.cuda_libraries
+        else "",
+    }
     prepare = decision.prepare
     if prepare is not None:
-        lines.append(_wrapped(f"From {_found_source(decision, 'build.prepare')}.", "  # "))
-        lines += ["  prepare:", f"    command: {_scalar(prepare.command)}"]
+        entries: list[tuple[str, Any, str]] = [("command", prepare.command, "")]
         if prepare.version_file is not None:
-            said = _found_source(decision, "build.prepare.version-file")
-            lines.append(_wrapped(f"From {said}.", "    # "))
-            lines.append(f"    version-file: {_scalar(prepare.version_file)}")
+            said = _from(found, "build.prepare.version-file")
+            entries.append(("version-file", prepare.version_file, said))
         if prepare.output is not None:
-            lines.append(f"    output: {_scalar(prepare.output)}")
-    if decision.requires:
-        lines.append(_wrapped(f"From {_found_source(decision, 'build.requires')}.", "  # "))
-        lines.append(f"  requires: [{', '.join(json.dumps(r) for r in decision.requires)}]")
-    if decision.cuda_libraries:
-        lines.append(_wrapped(f"From {_found_source(decision, 'build.cuda-libraries')}.", "  # "))
-        lines.append(f"  cuda-libraries: [{', '.join(decision.cuda_libraries)}]")
-    return {
-        "project": _scalar(decision.project),
-        "prepare": "".join(f"{line}\n" for line in lines),
-    }
+            entries.append(("output", prepare.output, ""))
+        values["prepare"] = commented(entries, indent=4)
+    return values, comments
 
 
-def _targets(decision: Decision, found: Mapping[str, Finding]) -> str:
-    """The defaults' GPU targets: sms and ptx with where each was read, or, for a wheel
-    without device code, `device-code: none` and why."""
-    if decision.device_code is not None:
-        return "\n".join(
-            [
-                "  # The wheel carries no device code: its kernels are compiled at run time.",
-                _wrapped(_from(found, "device-code"), "  # "),
-                f"  device-code: {decision.device_code}",
-            ]
-        )
-    return "\n".join(
-        [
-            "  # GPU architectures with a cubin each.",
-            *([_wrapped(_from(found, "sms"), "  # ")] if "sms" in found else []),
-            f"  sms: [{', '.join(str(t) for t in decision.sms)}]",
-            "  # PTX for GPUs newer than the list (torch adds it to one of the SMs).",
-            *([_wrapped(_from(found, "ptx"), "  # ")] if "ptx" in found else []),
-            f"  ptx: {decision.ptx if decision.ptx is not None else 'none'}",
-        ]
-    )
-
-
-def _found_source(decision: Decision, key: str) -> str:
-    return next((f.source for f in decision.found if f.key == key), "the project")
-
-
-def _scalar(text: str) -> str:
-    """`text` as a plain YAML scalar where it reads back as that string, else quoted."""
-    plain = re.fullmatch(r"[A-Za-z0-9_./][A-Za-z0-9_./ -]*", text) and not text.endswith(" ")
-    if plain and YAML(typ="safe").load(text) == text:
-        return text
-    return json.dumps(text)
+def _target(target: GpuTarget) -> int | str:
+    """An SM as the matrix spells it: 90, or 90a with its suffix."""
+    return target.number if not target.suffix else str(target)
 
 
 def _torch(
     decision: Decision, found: Mapping[str, Finding]
-) -> tuple[dict[str, str], dict[str, str]]:
+) -> tuple[dict[str, Any], dict[str, str]]:
+    values: dict[str, Any] = {"abi3": ABSENT, "python": ABSENT}
     if decision.python_any:
-        python_line = "python: any"
+        values["python"] = "any"
         python_from = _from(found, "python")
     elif decision.abi3 is not None:
         tag = f"cp{decision.abi3.replace('.', '')}-abi3"
-        python_line = f'abi3: "{decision.abi3}"'
+        values["abi3"] = quoted(decision.abi3)
         python_from = f"A py_limited_api extension: one {tag} wheel a cell. {_from(found, 'abi3')}"
     else:
-        python_line = "python: [" + ", ".join(f'"{p}"' for p in decision.python) + "]"
+        values["python"] = flow([quoted(p) for p in decision.python])
         python_from = "A wheel per CPython, each built with python3.X from PATH. " + _from(
             found, "python"
         )
     if decision.torch is not None:
-        torch, torch_from = f'"{decision.torch}"', _from(found, "torch")
+        values["torch"], torch_from = quoted(str(decision.torch)), _from(found, "torch")
     else:
-        torch = TORCH_TODO
+        values["torch"] = TORCH_TODO
         torch_from = "TODO: no exact torch was found (the notes at the top say why): write it here."
-    values = {
-        "python_line": python_line,
-        "torch": torch,
-        "torch_index": f"    torch-index: {decision.torch_index}\n" if decision.torch_index else "",
-        "build_env": _build_env(decision),
+    values["torch_index"] = decision.torch_index if decision.torch_index else ABSENT
+    values["env"] = _build_env(decision)
+    comments = {
+        "python_from": python_from,
+        "torch_from": torch_from,
+        "env_example": "" if decision.build_env else ENV_EXAMPLE,
     }
-    return values, {"python_from": python_from, "torch_from": torch_from}
+    return values, comments
 
 
 def _toolkit_image(decision: Decision) -> str:
     """The commented toolkit-image lines of a 12.9 cell: the PyPA's manylinux CUDA image of
     each arch at the matrix's level, with where its digest comes from (the tool pins none:
     release/toolchain/pins.py says why)."""
-    lines = ["  #   toolkit-image:"]
+    lines = ["  toolkit-image:"]
     images = []
     for arch in decision.arches:
         image = CUDA_TOOLKIT_IMAGES.get(("12.9", arch, decision.manylinux))
         if image is None:
             continue
         images.append(image)
-        lines.append(f"  #     {arch}: {image.name}@sha256:<64 hex>")
+        lines.append(f"    {arch}: {image.name}@sha256:<64 hex>")
     if not images:
         return ""
     said = [
-        "  #   # each digest (per arch): docker buildx imagetools inspect",
-        f"  #   #   {images[0].name}:{images[0].tag}",
+        "  # each digest (per arch): docker buildx imagetools inspect",
+        f"  #   {images[0].name}:{images[0].tag}",
     ]
-    return "\n".join([*said, *lines]) + "\n"
+    return "\n".join([*said, *lines])
 
 
-def _build_env(decision: Decision) -> str:
+def _build_env(decision: Decision) -> Any:
+    """build.env: each switch with where it was read, above it."""
     if not decision.build_env:
-        return (
-            "  # The project's own switches, such as a force-CUDA one:\n"
-            '  # env: {FORCE_CUDA: "1"}\n'
-        )
+        return ABSENT
     switches = {f.value: f.source for f in decision.found if f.key == "build.env"}
-    lines = ["  env:"]
-    for name, value in decision.build_env:
-        source = switches.get(f"{name}={value}", "")
-        lines.append(_wrapped(f"From {source}.", "    # "))
-        lines.append(f'    {name}: "{value}"')
-    return "\n".join(lines).replace("$", "$$") + "\n"
+    return commented(
+        [
+            (name, quoted(value), f"From {switches.get(f'{name}={value}', '')}.")
+            for name, value in decision.build_env
+        ],
+        indent=4,
+    )
 
 
 def _from(found: Mapping[str, Finding], key: str) -> str:
@@ -284,24 +296,3 @@ def _notes(changes: Sequence[Note], undecided: Sequence[Note]) -> str:
             where = f"{note.place}: " if note.place else ""
             lines.append(f"- {where}{note.text}" + (f". Fix: {note.fix}." if note.fix else "."))
     return "\n".join([*lines, "", ""]) if lines else ""
-
-
-def _wrapped(text: str, prefix: str) -> str:
-    """`text` as comment lines: each paragraph line wrapped, `- ` items hanging."""
-    out = []
-    for line in text.splitlines():
-        if not line:
-            out.append(prefix.rstrip())
-            continue
-        hanging = "  " if line.startswith("- ") else ""
-        out.append(
-            textwrap.fill(
-                line,
-                width=WIDTH,
-                initial_indent=prefix,
-                subsequent_indent=prefix + hanging,
-                break_long_words=False,
-                break_on_hyphens=False,
-            )
-        )
-    return "\n".join(out)

@@ -1,34 +1,38 @@
 """One `release init`: read the project's files (never run them), ask the index for the
 torch versions of a torch project (one small request), decide, render, check that the
-matrix loads, then write matrix.yaml and the caller workflow. Nothing is written when
-anything before the writes fails, and nothing is written over an existing file without
-`force`. The project's own files are only read.
+matrix loads, then write matrix.yaml and the caller workflow together (release.init.write).
+Nothing is written when anything before or during the writes fails, and nothing is written
+over an existing file without `force`. The project's own files are only read.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
+from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from release import __version__
 from release.backends import backend_for
-from release.errors import ConfigError, FileError
-from release.fsutil import write_atomic
+from release.errors import ConfigError, FileError, ToolchainError
 from release.init.decide import Decision, decide
-from release.init.detect import TorchLookup, backend_of
+from release.init.detect import Finding, TorchLookup, backend_of
 from release.init.render import TORCH_TODO, render_matrix, render_workflow
 from release.init.toolref import tool_commit
 from release.init.torchindex import torch_releases
+from release.init.values import workflow_text_problem
+from release.init.write import write_together
+from release.inspection.torchcuda import TorchIndex
 from release.matrix import matrix_from_text
-from release.project import read_project_files, reading
+from release.project import Reading, read_project_files, reading
 from release.project.layout import read_layout
 from release.remote import httpclient as http
 from release.remote.retry import RetryPolicy
-from release.remote.simple_index import ACCEPT, parse_project_page, project_page_url
+from release.remote.simple_index import ACCEPT, parse_project_page
 
 PYPI_SIMPLE = "https://pypi.org/simple/"
 MATRIX = "matrix.yaml"
@@ -45,6 +49,8 @@ class InitSettings:
     torch_index: str | None = None  # where the cells' torch comes from; None: PyPI
     offline: bool = False  # ask no index: the torch pin is left a TODO
     pypi_token_secret: str | None = None  # None: PyPI's trusted publishing
+    # the secret of a destination in another repository (matrix.yaml's token-secret)
+    destination_token_secret: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -74,6 +80,7 @@ def init_project(settings: InitSettings, torch_source: TorchSource | None = None
     root = repository_root(directory)
     matrix_path = directory / MATRIX
     workflow_path = root / WORKFLOW
+    matrix_in_workflow = workflow_matrix(matrix_path, root)
     existing = [p for p in (matrix_path, workflow_path) if p.exists()]
     if existing and not settings.force:
         raise FileError(
@@ -93,24 +100,43 @@ def init_project(settings: InitSettings, torch_source: TorchSource | None = None
             )
         else:
             lookup = (torch_source or ask_index)(index)
+            target = stable_target(read)
+            if target is not None and lookup.releases is not None:
+                lookup = with_built_for(lookup, index, target)
     decision = decide(read, backend, lookup, torch_index=settings.torch_index, layout=layout)
     matrix_text = render_matrix(decision, __version__)
-    check_loads(matrix_text, matrix_path)
+    check_loads(matrix_text, matrix_path, decision.found)
     workflow_text = render_workflow(
         __version__,
-        matrix_path.relative_to(root).as_posix(),
+        matrix_in_workflow,
         tool_commit(),
         settings.pypi_token_secret,
+        destination_token_secret=settings.destination_token_secret,
     )
-    written = []
-    for path, text, what in (
-        (matrix_path, matrix_text, "the release matrix"),
-        (workflow_path, workflow_text, "the release workflow, a caller of the tool's reusable one"),
-    ):
-        replaced = path.exists()
-        write_atomic(path, text.encode())
-        written.append(Written(path=path, what=what, replaced=replaced))
-    return InitOutcome(directory=directory, decision=decision, written=tuple(written))
+    written = tuple(
+        Written(path=path, what=what, replaced=path.exists())
+        for path, what in (
+            (matrix_path, "the release matrix"),
+            (workflow_path, "the release workflow, a caller of the tool's reusable one"),
+        )
+    )
+    write_together([(matrix_path, matrix_text.encode()), (workflow_path, workflow_text.encode())])
+    return InitOutcome(directory=directory, decision=decision, written=written)
+
+
+def workflow_matrix(matrix_path: Path, root: Path) -> str:
+    """matrix.yaml's path as the workflow names it (from the repository's root); a
+    ConfigError naming it where a workflow must not hold it."""
+    path = matrix_path.relative_to(root).as_posix()
+    problem = workflow_text_problem(path)
+    if problem is None:
+        return path
+    said = path if path.isprintable() else repr(path)
+    raise ConfigError(
+        [f"the matrix's path {said} cannot be written into {WORKFLOW}: {problem}"],
+        hint="rename the directory DIR (or write the workflow by hand, docs/ci.md); nothing "
+        "was written",
+    )
 
 
 def repository_root(directory: Path) -> Path:
@@ -122,16 +148,48 @@ def repository_root(directory: Path) -> Path:
     return directory
 
 
-def check_loads(text: str, path: Path) -> None:
+def check_loads(text: str, path: Path, found: Sequence[Finding] = ()) -> None:
     """The matrix as written must load (a TODO torch aside, which is refused at its line
-    until it is replaced); otherwise nothing is written."""
+    until it is replaced); otherwise nothing is written. A value the loader refuses is said
+    with where init read it (a setup.py line); only one init made up itself is init's bug."""
     try:
         matrix_from_text(text.replace(TORCH_TODO, '"0.0"'), path, named=("project", Version("0")))
     except ConfigError as error:
+        origin = refused_finding(error.problems[0], found)
+        if origin is not None:
+            finding, message = origin
+            raise ConfigError(
+                [
+                    f"{finding.source}: matrix.yaml cannot take {finding.key} {finding.value}: "
+                    + message
+                ],
+                hint="nothing was written; change the project file there, or write matrix.yaml "
+                "by hand (docs/matrix.md)",
+            ) from None
         raise ConfigError(
             [f"release init: the matrix for {path.parent} does not load: {error.problems[0]}"],
             hint="nothing was written; this is release init's bug, please report it",
         ) from None
+
+
+_LOADER_PROBLEM = re.compile(r"^[^:]*:\d+:\d+: (?P<path>\S+): (?P<message>.*)$")
+_FOUND_KEYS = ("abi3", "python", "sms", "ptx", "torch")
+
+
+def refused_finding(problem: str, found: Sequence[Finding]) -> tuple[Finding, str] | None:
+    """The value init read from the project that the loader's `problem` is about (by its
+    key path), and the loader's message."""
+    match = _LOADER_PROBLEM.match(problem)
+    if match is None:
+        return None
+    keys = [k for k in re.split(r'[.\[\]"]+', match.group("path")) if k]
+    if "env" in keys[:-1]:
+        name = keys[keys.index("env") + 1]
+        wanted = [f for f in found if f.key == "build.env" and f.value.startswith(f"{name}=")]
+    else:
+        key = next((k for k in reversed(keys) if k in _FOUND_KEYS), None)
+        wanted = [f for f in found if f.key == key]
+    return (wanted[0], match.group("message")) if wanted else None
 
 
 def shown_url(url: str) -> str:
@@ -142,9 +200,32 @@ def shown_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
 
+def stable_target(read: Reading) -> Version | None:
+    """The TORCH_TARGET_VERSION release of a stable-ABI project whose define holds
+    unconditionally (None: not such a project)."""
+    abi = read.setup_py.stable_abi if read.setup_py else None
+    return abi.target if abi is not None and abi.condition is None else None
+
+
+def with_built_for(lookup: TorchLookup, index_url: str, target: Version) -> TorchLookup:
+    """`lookup` with the CUDA each torch from `target` on is built for (one small file a
+    release, release.inspection.torchcuda), or why that is not known."""
+    try:
+        torches = TorchIndex(index_url).releases(TORCH_ARCH, SpecifierSet(f">={target}"))
+    except ToolchainError as error:
+        return replace(lookup, built_for_failure=error.message)
+    return replace(lookup, built_for=torches)
+
+
+def torch_page(index_url: str) -> str:
+    """The index's torch page: `torch/` under its path, its query (if any) kept."""
+    parts = urlsplit(index_url)
+    return urlunsplit(parts._replace(path=parts.path.rstrip("/") + "/torch/", fragment=""))
+
+
 def ask_index(index_url: str) -> TorchLookup:
     """The torch releases `index_url` has: one request for its torch page."""
-    page = project_page_url(index_url, "torch")
+    page = torch_page(index_url)
     shown = shown_url(index_url)
     with http.client() as client:
         got = http.fetch(client, page, keep=True, accept=ACCEPT, policy=INDEX_POLICY)

@@ -11,9 +11,13 @@ from dataclasses import dataclass, replace
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from release.init.detect import Finding, Note, TorchLookup, note_of
+from release.backends.rules import env_problem
+from release.errors import ConfigError, shown
+from release.init.detect import CUDA, Finding, Note, TorchLookup, note_of
 from release.init.torchindex import newest_allowed
-from release.project import PyProject, Reading, Said, SetupPy
+from release.init.values import env_value_problem
+from release.inspection.stabletorch import NoTorchForCuda, oldest_admitted
+from release.project import EnvRead, Place, PyProject, Reading, Said, SetupPy
 from release.project.stableabi import stable_abi_crossing, stable_abi_note
 
 CPYTHONS = ("3.9", "3.10", "3.11", "3.12", "3.13", "3.14")  # offline: the Python list's range
@@ -50,7 +54,7 @@ def force_cuda(
     changes: list[Note] = []
     for gate in setup_py.gates if setup_py else ():
         if gate.forced_by:
-            switch = gate.forced_by[0]
+            switch = writable(gate.forced_by[0])
             env.setdefault(switch.name, switch.on)
             found.append(
                 Finding(
@@ -94,7 +98,7 @@ def force_build(
             '"TRUE": return super().run()`, then set it in build.env',
         )
         return (), [], [change]
-    env = {read.name: read.on for read in prebuilt.forced_by}
+    env = {read.name: read.on for read in map(writable, prebuilt.forced_by)}
     found = [
         Finding(
             key="build.env",
@@ -105,6 +109,21 @@ def force_build(
         for read in prebuilt.forced_by
     ]
     return tuple(sorted(env.items())), found, []
+
+
+def writable(switch: EnvRead) -> EnvRead:
+    """`switch` as build.env will carry it; a ConfigError at its line where the matrix
+    could not (a name that is no variable's, or a credential's; a value with a NUL)."""
+    problem = env_problem(switch.name, "torch") or env_value_problem(switch.on)
+    if problem is None:
+        return switch
+    raise ConfigError(
+        [
+            f"{switch.place}: the switch {shown(switch.name)}={shown(switch.on)} cannot be "
+            f"build.env: {problem}"
+        ],
+        hint="release init writes nothing; set build.env in matrix.yaml by hand (docs/matrix.md)",
+    )
 
 
 def stable_abi(setup_py: SetupPy | None) -> tuple[list[Finding], list[Note]]:
@@ -246,12 +265,19 @@ def _python_list(read: Reading, torch: TorchPin) -> tuple[tuple[str, ...], str]:
 
 
 def torch_pin(
-    pyproject: PyProject | None, lookup: TorchLookup | None, standard: Said | None = None
+    pyproject: PyProject | None,
+    lookup: TorchLookup | None,
+    standard: Said | None = None,
+    setup_py: SetupPy | None = None,
 ) -> TorchPin:
-    """The exact torch the cells build against: the newest the index has that the build
-    requirement allows, and that compiles the project's C++ `standard` (a year, where its
-    flags give one: torch 2.14 and later need C++20); a TODO where the index was not asked
-    or has none."""
+    """The exact torch the cells build against: for a libtorch stable-ABI project (its
+    define unconditional), the oldest its wheel admits on the cells' CUDA major
+    (`stable_pin`); else the newest the index has that the build requirement allows, and
+    that compiles the project's C++ `standard` (a year, where its flags give one: torch 2.14
+    and later need C++20); a TODO where the index was not asked or has none."""
+    abi = setup_py.stable_abi if setup_py else None
+    if abi is not None and abi.target is not None and abi.condition is None and lookup:
+        return stable_pin(abi.target, abi.place, lookup)
     required = pyproject.requirement("torch") if pyproject else None
     specifier = required.requirement.specifier if required else SpecifierSet()
     place = str(required.place) if required else ("pyproject.toml" if pyproject else "setup.py")
@@ -286,3 +312,29 @@ def torch_pin(
             source=f"the newest torch on {lookup.index_url} that {wanted} allows",
         ),
     )
+
+
+def stable_pin(target: Version, place: Place, lookup: TorchLookup) -> TorchPin:
+    """The torch a stable-ABI project's cells build against: the oldest its wheel admits
+    on CUDA 13 (release.inspection.stabletorch), or a TODO saying why it is not known."""
+    todo = "write the exact torch version to build against on matrix.yaml's TODO line"
+    why = lookup.built_for_failure or lookup.failure or "the index was not asked"
+    if lookup.built_for is not None and lookup.releases is not None:
+        try:
+            oldest = oldest_admitted(lookup.built_for, target, CUDA.major)
+        except NoTorchForCuda as error:
+            why = str(error)
+        else:
+            release = lookup.releases.get(oldest.version)
+            return TorchPin(
+                version=oldest.version,
+                pythons=release.pythons if release is not None else (),
+                found=Finding(key="torch", value=str(oldest.version), source=oldest.reason),
+            )
+    note = Note(
+        place=str(place),
+        text=f"no exact torch pinned: the oldest torch a stable-ABI wheel admits is not "
+        f"known ({why})",
+        fix=todo,
+    )
+    return TorchPin(version=None, pythons=(), found=None, undecided=(note,))

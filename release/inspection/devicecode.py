@@ -138,14 +138,14 @@ def host_only_problems(data: bytes) -> list[str]:
 
 
 def scan(
-    data: bytes, *, list_fatbin: FatbinLister, list_elf: ElfLister
+    data: bytes | Path, *, list_fatbin: FatbinLister, list_elf: ElfLister
 ) -> tuple[MemberDeviceCode, ...]:
-    """Every member of the wheel `data` that holds device code, in archive order, with what
-    it holds: `*.fatbin` files through `list_fatbin`, shared objects with a device-code
-    section through `list_elf`. Shared objects without device code (csrc's host library)
-    are not listed."""
+    """Every member of the wheel `data` (its bytes, or its file) that holds device code, in
+    archive order, with what it holds: `*.fatbin` files through `list_fatbin`, shared
+    objects with a device-code section through `list_elf`. Shared objects without device
+    code (csrc's host library) are not listed."""
     found: list[MemberDeviceCode] = []
-    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+    with zipfile.ZipFile(io.BytesIO(data) if isinstance(data, bytes) else data) as archive:
         for info in archive.infolist():
             name = info.filename
             if name.endswith(".fatbin"):

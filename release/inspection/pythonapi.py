@@ -8,24 +8,28 @@ Pure: `python_api_problems` over the wheel's bytes.
 
 from __future__ import annotations
 
-from release.inspection.limitedapi import capped
 from release.inspection.torchabi import PYTHON_PREFIXES, shared_objects
 
+SHOWN = 5  # symbols named in a message, the rest counted
+
 PY3_NONE_REMEDY = (
-    "a py3-none wheel loads in every CPython and may use no Python C-API (build one wheel "
-    "per Python, python: [...], or for the limited API, abi3:)"
+    "a py3-none wheel loads in every CPython and may use none of it (an include of Python.h, "
+    "pybind11 or torch/python.h brings its symbols, used or not: drop it, or build one wheel "
+    "per Python, python: [...], or keep to the limited API, abi3:)"
 )
 
 
 def python_api_problems(wheel_data: bytes) -> list[str]:
-    """Each shared object of the wheel `wheel_data` that leaves a Python C-API symbol
-    undefined, with the symbols (at most LISTED_PER_OBJECT of them, then how many more)."""
+    """Each shared object of the wheel `wheel_data` that leaves Python C-API symbols
+    undefined, on one line with the first SHOWN of them and how many there are."""
     problems: list[str] = []
     for member in shared_objects(wheel_data):
         names = sorted(s.name for s in member.undefined if s.name.startswith(PYTHON_PREFIXES))
-        problems += capped(
-            member.name,
-            [f"undefined symbol {name} of the Python C-API: {PY3_NONE_REMEDY}" for name in names],
-            "more of the Python C-API",
+        if not names:
+            continue
+        shown = ", ".join(names[:SHOWN]) + (", ..." if len(names) > SHOWN else "")
+        count = f"{len(names)} symbol{'' if len(names) == 1 else 's'}"
+        problems.append(
+            f"{member.name} uses {count} of the Python C-API ({shown}): {PY3_NONE_REMEDY}"
         )
     return problems

@@ -5,7 +5,8 @@ with nvidia-cuda-runtime). Which distribution provides which soname is read from
 installed distributions' RECORD files, never from a list: the distributions the wheel's
 Requires-Dist reaches, with their own requirements, markers evaluated for the cell.
 
-Pure: `wheel_requirements`, `marker_environment`, `reached`, `provided_by`. Edge:
+Pure: `wheel_requirements`, `marker_environment`, `reached`, `provided_by`,
+`library_dirs`. Edge:
 `installed_distributions` reads a site-packages directory (importlib.metadata).
 """
 
@@ -27,12 +28,13 @@ from release.wheelfile import wheel_facts
 
 @dataclass(frozen=True, kw_only=True)
 class Installed:
-    """An installed distribution as this reads it: its name, its requirements (Requires-Dist)
-    and the file names of the shared libraries its RECORD lists."""
+    """An installed distribution as this reads it: its name, its requirements (Requires-Dist),
+    the file names of the shared libraries its RECORD lists and the directories they lie in."""
 
     name: str
     requires: tuple[str, ...]
     libraries: frozenset[str]
+    library_dirs: frozenset[Path] = frozenset()
 
 
 def installed_distributions(site_packages: Path) -> dict[str, Installed]:
@@ -42,9 +44,12 @@ def installed_distributions(site_packages: Path) -> dict[str, Installed]:
         name = dist.metadata["Name"]
         if not name or canonicalize_name(name) in found:
             continue  # a second copy of a name is not what the loader finds first
-        libraries = frozenset(file.name for file in dist.files or () if is_shared_object(file.name))
+        files = [file for file in dist.files or () if is_shared_object(file.name)]
         found[canonicalize_name(name)] = Installed(
-            name=name, requires=tuple(dist.requires or ()), libraries=libraries
+            name=name,
+            requires=tuple(dist.requires or ()),
+            libraries=frozenset(file.name for file in files),
+            library_dirs=frozenset(Path(str(dist.locate_file(file))).parent for file in files),
         )
     return found
 
@@ -117,3 +122,16 @@ def provided_by(
         for library in sorted(dist.libraries):
             provided.setdefault(library, dist.name)
     return provided
+
+
+def library_dirs(
+    requirements: Sequence[str], installed: Mapping[str, Installed], env: Mapping[str, str]
+) -> dict[str, tuple[Path, ...]]:
+    """The directories of the shared libraries of each distribution `requirements` reach
+    that has any, by its name: where the loader finds what a wheel that requires them
+    leaves undefined (libtvm_ffi.so's symbols beside apache-tvm-ffi)."""
+    return {
+        dist.name: tuple(sorted(dist.library_dirs))
+        for dist in reached(requirements, installed, env)
+        if dist.library_dirs
+    }

@@ -9,7 +9,9 @@ another torch than the one it loads in. A symbol counts as resolved when
 - it is a CPython C-API symbol (`Py*`, `_Py*`): the interpreter that loads the extension
   defines it;
 - another shared object of the same wheel defines it;
-- or torch's libraries (and the CUDA libraries its wheels bring) export it.
+- or torch's libraries (and the CUDA libraries its wheels bring) export it, or those of the
+  wheel's other runtime dependencies installed beside that torch (libtvm_ffi.so of
+  apache-tvm-ffi), which the caller adds to the exports and names.
 
 A wheel built for libtorch's stable ABI must in addition take only C symbols from torch: a
 C++-mangled torch symbol (`c10::`, `at::`, `torch::`) ties it to the C++ ABI of the one
@@ -157,9 +159,12 @@ def symbol_problems(
     stable: bool,
     torch_label: str,
     demangle: Callable[[str], str],
+    beside: Sequence[str] = (),
 ) -> list[str]:
     """The problems of `objects` (one wheel's shared objects) loaded beside torch's
-    `exports`, one line each, at most LISTED_PER_OBJECT symbols per object and kind."""
+    `exports`, one line each, at most LISTED_PER_OBJECT symbols per object and kind.
+    `beside`: the other distributions whose libraries `exports` holds too, named in the
+    messages."""
     problems: list[str] = []
     for member in objects:
         if member.unreadable is not None:
@@ -175,7 +180,9 @@ def symbol_problems(
                 missing.append(symbol.name)
             elif stable and is_torch_cxx_symbol(symbol.name, demangle):
                 cxx.append(symbol.name)
-        exported = f"not exported by torch {torch_label}'s libraries"
+        exported = f"not exported by torch {torch_label}'s libraries" + (
+            f" nor by those of {', '.join(beside)}" if beside else ""
+        )
         problems += _listed(
             member.name, missing, exported, f"more undefined symbols {exported}", demangle
         )
@@ -204,17 +211,24 @@ def _listed(
 
 
 def abi_problems(
-    wheel_data: bytes, exports: frozenset[str], *, stable: bool, torch_label: str
+    wheel_data: bytes,
+    exports: frozenset[str],
+    *,
+    stable: bool,
+    torch_label: str,
+    beside: Sequence[str] = (),
 ) -> list[str]:
     """What keeps the wheel `wheel_data` from loading beside the torch whose libraries
     export `exports` (`torch_exports`); `stable` holds it to libtorch's stable ABI too.
-    `torch_label` names that torch in the messages ("2.14.1+cu130")."""
+    `torch_label` names that torch in the messages ("2.14.1+cu130"); `beside` the other
+    distributions whose libraries `exports` holds too ("apache-tvm-ffi")."""
     return symbol_problems(
         shared_objects(wheel_data),
         exports,
         stable=stable,
         torch_label=torch_label,
         demangle=demangled,
+        beside=beside,
     )
 
 

@@ -5,8 +5,11 @@ Checked: the filename, METADATA and WHEEL tags agree; the local label is exactly
 every fatbin file and every shared object with device code (release.inspection.devicecode) holds a
 cubin for exactly the cell's SMs and PTX for exactly its target (a cell of `device-code:
 none`: no member holds any device code); every shared library is
-an ELF of the platform's machine (which libraries and symbol versions it may need is the
-manylinux policy's, judged by auditwheel: release.inspection.verdict); RECORD hashes and
+an ELF of the platform's machine that asks no runtime symbol version beyond the wheel's
+manylinux tag, needs CUDA libraries of the cell's CUDA major only, and requires torch where
+it links torch's libraries (release.inspection.served: the checks `release verify` and
+`release audit` apply to any wheel as served; which libraries it may need is the manylinux
+policy's, judged by auditwheel: release.inspection.verdict); RECORD hashes and
 sizes are right; an abi3 wheel keeps to the limited
 API of its floor (abi3audit, passed in), a py3-none one uses no Python C-API
 (release.inspection.pythonapi); the size fits the destination. The
@@ -16,7 +19,6 @@ in (cuobjdump runs at the edge).
 
 from __future__ import annotations
 
-import csv
 import email.parser
 import hashlib
 import io
@@ -24,13 +26,10 @@ import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from elftools.common.exceptions import ELFError
-from elftools.elf.elffile import ELFFile
 from packaging.tags import Tag
-from packaging.utils import canonicalize_name, canonicalize_version
+from packaging.utils import NormalizedName, canonicalize_name
 from packaging.version import Version
 
-from release.errors import shown
 from release.fsutil import json_document
 from release.inspection.devicecode import (
     ElfLister,
@@ -41,12 +40,21 @@ from release.inspection.devicecode import (
     host_only_problems,
     scan,
 )
+from release.inspection.elffacts import machine_problem, read_member
 from release.inspection.fatbin import FatbinContents, FatbinLister
 from release.inspection.limitedapi import LimitedApiAudit
 from release.inspection.pythonapi import python_api_problems
+from release.inspection.served import native_checks
 from release.matrix import Cell
-from release.targets import ELF_MACHINES
-from release.wheelfile import NotAWheel, WheelName, record_hash, version_or_none, zip_problem
+from release.wheelfile import (
+    NotAWheel,
+    WheelName,
+    identity_problems,
+    record_problems,
+    tag_problems,
+    version_or_none,
+    zip_problem,
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -66,46 +74,14 @@ class WheelReport:
 
 
 def check_record(archive: zipfile.ZipFile, dist_info: str) -> list[str]:
-    problems: list[str] = []
-    try:
-        record_text = archive.read(f"{dist_info}/RECORD").decode()
-    except KeyError:
-        return [f"{dist_info}/RECORD is missing"]
-    listed: dict[str, tuple[str, str]] = {}
-    for row in csv.reader(io.StringIO(record_text)):
-        if not row:
-            continue
-        if len(row) != 3:
-            problems.append(f"RECORD row {row!r} does not have 3 fields")
-            continue
-        listed[row[0]] = (row[1], row[2])
-    names = {i.filename for i in archive.infolist() if not i.is_dir()}
-    for name in sorted(names - set(listed)):
-        problems.append(f"{name} is in the wheel but not in RECORD")
-    for name, (digest, size) in sorted(listed.items()):
-        if name == f"{dist_info}/RECORD":
-            continue
-        if name not in names:
-            problems.append(f"RECORD lists {name}, which is not in the wheel")
-            continue
-        data = archive.read(name)
-        if digest != record_hash(data):
-            problems.append(f"RECORD hash of {name} is wrong")
-        if size != str(len(data)):
-            problems.append(f"RECORD size of {name} is {size}, the file has {len(data)} bytes")
-    return problems
+    """RECORD's hashes and sizes against the members (release.wheelfile.record_problems)."""
+    return record_problems(archive, dist_info)
 
 
 def check_elf(name: str, data: bytes, *, arch: str) -> list[str]:
     """Whether one shared library is an ELF file of the wheel platform's machine."""
-    try:
-        elf = ELFFile(io.BytesIO(data))
-    except ELFError as error:
-        return [f"{name} is not an ELF file ({error})"]
-    machine = elf.header["e_machine"]
-    if machine != ELF_MACHINES[arch]:
-        return [f"{name} is built for {machine}, the wheel's platform is {arch}"]
-    return []
+    problem = machine_problem(read_member(name, data), arch)
+    return [] if problem is None else [problem]
 
 
 def inspect_wheel(
@@ -156,9 +132,15 @@ def inspect_wheel(
             return report(sms=(), ptx=())
         problems += _check_metadata(archive, dist_info, name, version, tags)
         problems += check_record(archive, dist_info)
-        for info in archive.infolist():
-            if info.filename.endswith(".so") or ".so." in info.filename:
-                problems += check_elf(info.filename, archive.read(info), arch=cell.arch)
+        native = native_checks(
+            archive,
+            tags=tags,
+            arch=cell.arch,
+            label=cell.local_label,
+            requires_dist=_requires_dist(archive, dist_info),
+            cell_major=cell.cuda.major,
+        )
+        problems += [detail for _, detail in native.problems]
         build_info = _build_info(archive)
     if cell.abi3 is not None and audit_limited_api is not None:
         problems += [f"abi3audit: {p}" for p in audit_limited_api(filename, data)]
@@ -225,42 +207,32 @@ def _dist_info(archive: zipfile.ZipFile, name: str, version: Version) -> str | N
 def _check_metadata(
     archive: zipfile.ZipFile,
     dist_info: str,
-    name: str,
+    name: NormalizedName,
     version: Version,
     tags: frozenset[Tag],
 ) -> list[str]:
-    problems: list[str] = []
     try:
         metadata = email.parser.BytesParser().parsebytes(archive.read(f"{dist_info}/METADATA"))
     except KeyError:
         return [f"{dist_info}/METADATA is missing"]
-    meta_name = metadata.get("Name", "")
-    meta_version = metadata.get("Version", "")
-    if canonicalize_name(meta_name) != name:
-        problems.append(f"METADATA Name is {meta_name!r}, the filename says {name}")
-    if canonicalize_version(meta_version) != canonicalize_version(version):
-        problems.append(f"METADATA Version is {meta_version!r}, the filename says {version}")
+    problems = identity_problems(name, version, metadata.get("Name"), metadata.get("Version"))
     try:
         wheel = email.parser.BytesParser().parsebytes(archive.read(f"{dist_info}/WHEEL"))
     except KeyError:
         return [*problems, f"{dist_info}/WHEEL is missing"]
-    wheel_tags: set[Tag] = set()
-    for text in wheel.get_all("Tag") or []:
-        parts = text.strip().split("-")
-        if len(parts) != 3 or not all(parts):
-            problems.append(
-                f"WHEEL has the tag {shown(str(text).strip())}, not python-abi-platform"
-            )
-            continue
-        wheel_tags.add(Tag(*parts))
-    if wheel_tags != set(tags):
-        problems.append(
-            f"WHEEL tags {sorted(str(t) for t in wheel_tags)} differ from the filename's "
-            f"{sorted(str(t) for t in tags)}"
-        )
+    problems += tag_problems([str(t) for t in wheel.get_all("Tag") or []], tags)
     if wheel.get("Root-Is-Purelib", "").strip().lower() != "false":
         problems.append("WHEEL says Root-Is-Purelib: true for a wheel with native code")
     return problems
+
+
+def _requires_dist(archive: zipfile.ZipFile, dist_info: str) -> tuple[str, ...]:
+    try:
+        metadata = archive.read(f"{dist_info}/METADATA")
+    except KeyError:
+        return ()
+    headers = email.parser.BytesParser().parsebytes(metadata, headersonly=True)
+    return tuple(str(line) for line in headers.get_all("Requires-Dist") or [])
 
 
 def _build_info(archive: zipfile.ZipFile) -> Mapping[str, object]:

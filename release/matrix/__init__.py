@@ -4,11 +4,16 @@ cells it expands to. Import from here.
 Its modules:
 
 - `cells`: A CUDA version of matrix.yaml and the cells it expands to.
+- `copies`: Where a CUDA version's wheels go: its `destination`, one name (with the version's
+  `local-label`) or a list of copies, each a name or `{name, local-label}`.
 - `compilecache`: Where the compiles of a build keep their objects: matrix.yaml's `compile-
   cache:`, or `--compile-cache` / RELEASE_COMPILE_CACHE, which replace it.
 - `destination`: The destinations of matrix.yaml: each kind's value, with the facts the rules
   and the manifest ask of it, how its entry loads, and the table the loader dispatches through
   (`KINDS`).
+- `gitindex`: The git-index destinations of matrix.yaml, and the keys of a github destination
+  that reach past its own repository: `token-secret` (the token that writes there) and `index`
+  (the git-index destination that lists its wheels).
 - `load`: matrix.yaml: validation and expansion into cells.
 - `model`: The validated release matrix: the cells `release` builds, each with everything it is
   built with and where its wheel goes.
@@ -33,6 +38,7 @@ from release.matrix.destination import (
     BaseDestination,
     Destination,
     GithubDestination,
+    GitIndexDestination,
     PypiDestination,
     S3Destination,
     kinds_text,
@@ -49,6 +55,7 @@ from release.matrix.model import (
     GATE_PLACEHOLDERS,
     Cell,
     Commit,
+    Copy,
     GateRun,
     GpuGate,
     GpuRunner,
@@ -56,6 +63,7 @@ from release.matrix.model import (
     Nightly,
     Project,
     cell_dict,
+    copy_dict,
     nccl_package,
     nccl_requirement,
 )
@@ -72,9 +80,11 @@ __all__ = [
     "BaseDestination",
     "Cell",
     "Commit",
+    "Copy",
     "Destination",
     "Fallout",
     "GateRun",
+    "GitIndexDestination",
     "GithubDestination",
     "GpuGate",
     "GpuRunner",
@@ -85,6 +95,7 @@ __all__ = [
     "S3Destination",
     "T",
     "cell_dict",
+    "copy_dict",
     "kinds_text",
     "load_matrix",
     "matrix_from_text",

@@ -1,6 +1,7 @@
 """A CUDA version of matrix.yaml and the cells it expands to: its settings (its own, else the
-defaults'), the rules on them, its destination, and one cell per CPU architecture that the
-exclusions leave and its backend can build. release.matrix.load runs these for each version.
+defaults'), the rules on them, its destinations (release.matrix.copies), and one cell per CPU
+architecture that the exclusions leave and its backend can build, built for its first copy.
+release.matrix.load runs these for each version.
 """
 
 from __future__ import annotations
@@ -10,13 +11,12 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from release.backends import BuildRecipe, targets_problem
-from release.errors import shown
-from release.matrix.destination import Destination
-from release.matrix.model import Cell, Project
+from release.matrix.copies import CopyEntry, check_copies, copy_entries
+from release.matrix.destination import Destination, GitIndexDestination
+from release.matrix.model import Cell, Copy, Project
 from release.matrix.rules import check_label, check_targets, cuda_build
 from release.matrix.spec import (
     CudaSpec,
-    DestinationSpec,
     DeviceCode,
     ExcludeSpec,
     ManylinuxSpec,
@@ -81,6 +81,8 @@ class _Settings:
     python_path: str
     abi3: PythonSpec | None
     abi3_path: str
+    torch_build: str | None
+    torch_build_path: str
     compress_mode: str | None
     compress_mode_path: str
     device_code: DeviceCode
@@ -99,6 +101,7 @@ def _settings(
     torch, torch_path = _setting("torch", entry, defaults, cuda_path)
     python, python_path = _setting("python", entry, defaults, cuda_path)
     abi3, abi3_path = _setting("abi3", entry, defaults, cuda_path)
+    torch_build, torch_build_path = _setting("torch_build", entry, defaults, cuda_path)
     compress_mode, compress_mode_path = _setting("compress_mode", entry, defaults, cuda_path)
     device_code, device_code_path = _setting("device_code", entry, defaults, cuda_path)
     if device_code == "none":
@@ -138,6 +141,8 @@ def _settings(
         python_path=python_path,
         abi3=abi3,
         abi3_path=abi3_path,
+        torch_build=torch_build,
+        torch_build_path=torch_build_path,
         compress_mode=compress_mode,
         compress_mode_path=compress_mode_path,
         device_code=device_code or "fatbin",
@@ -246,31 +251,6 @@ def _check_wheel_settings(settings: _Settings, cuda: CudaVersion, loader: Docume
         loader.problem(settings.arches_path, f"{arch} is listed more than once")
 
 
-def _check_destination(
-    key: str,
-    entry: CudaSpec,
-    defined: Mapping[str, DestinationSpec],
-    destination: Destination | None,
-    loader: DocumentLoader,
-) -> None:
-    """A CUDA version's destination: named, defined, and one that takes its label."""
-    cuda_path = join_path("cuda", key)
-    destination_path = join_path(cuda_path, "destination")
-    if not entry.destination:
-        loader.problem(destination_path, f"required key 'destination' is missing for {key}")
-    elif entry.destination not in defined:
-        hint = did_you_mean(entry.destination, list(defined))
-        known = ", ".join(defined) or "none"
-        loader.problem(
-            destination_path,
-            f"unknown destination {shown(entry.destination)}{hint} (defined: {known})",
-        )
-    elif destination is not None:
-        refused = destination.cuda_problem(entry.local_label)
-        if refused is not None:
-            loader.problem(join_path(cuda_path, refused[0]), refused[1])
-
-
 def _cell_sms(
     key: str,
     arch: str,
@@ -304,14 +284,15 @@ def _arch_cells(
     entry: CudaSpec,
     settings: _Settings,
     recipe: BuildRecipe,
-    destination: Destination,
+    copies: Sequence[tuple[CopyEntry, Destination]],
     excludes: Sequence[ExcludeSpec],
     used: set[int],
     axes: Sequence[TorchAxis],
     loader: DocumentLoader,
 ) -> list[Cell]:
     """A CUDA version's cells, one per CPU architecture that the exclusions leave and its
-    backend can build, times its torch axes."""
+    backend can build, times its torch axes; each built once for its first copy and
+    relabelled for the others."""
     cells: list[Cell] = []
     unbuildable_reported = False
     for arch in dict.fromkeys(settings.arches):
@@ -341,8 +322,12 @@ def _arch_cells(
                 arch=arch,
                 sms=tuple(sorted(cell_sms)),
                 ptx=ptx,
-                local_label=torch_label(entry.local_label, axis.torch),
-                destination=destination,
+                local_label=torch_label(copies[0][0].local_label, axis.torch),
+                destination=copies[0][1],
+                relabelled=tuple(
+                    Copy(destination=d, local_label=torch_label(c.local_label, axis.torch))
+                    for c, d in copies[1:]
+                ),
                 nccl=settings.nccl.version if settings.nccl is not None else None,
                 manylinux=str(settings.manylinux),
                 build=recipe,
@@ -350,6 +335,7 @@ def _arch_cells(
                 torch_index=entry.torch_index if axis.torch is not None else None,
                 python=axis.python,
                 abi3=axis.abi3,
+                newer_torch=settings.torch_build == "newer" and axis.torch is not None,
                 compress_mode=settings.compress_mode,
                 device_code=settings.device_code,
                 excluded_sms=tuple(sorted(excluded)),
@@ -385,11 +371,12 @@ def version_cells(
     key: str,
     cuda: CudaVersion,
     destinations: Mapping[str, Destination],
+    indexes: Mapping[str, GitIndexDestination],
     used: set[int],
     loader: DocumentLoader,
 ) -> list[Cell]:
     """The cells of one CUDA version, after the rules on its settings, targets, build, local
-    label and destination; none where any of those is wrong."""
+    labels and destinations; none where any of those is wrong."""
     entry = spec.cuda[key]
     settings = _settings(key, entry, spec.defaults or WheelSettings(), loader)
     if settings is None:
@@ -405,16 +392,22 @@ def version_cells(
     )
     _check_wheel_settings(settings, cuda, loader)
     recipe = cuda_build(spec.build, entry.build, settings.path, loader)
-    destination = destinations.get(entry.destination)
-    axes = torch_axes(settings, entry, recipe.backend, destination, loader)
-    label = entry.local_label
-    if axes and axes[0].torch is not None:
-        label = torch_label(label, axes[0].torch)
-    elif axes is None and label is not None:
-        label = label.replace(TORCH_PLACEHOLDER, "0.0")  # its torch is reported already
-    label_ok = check_label(label, join_path(settings.path, "local-label"), loader)
-    _check_destination(key, entry, spec.destinations, destination, loader)
-    if not ok or not label_ok or destination is None or axes is None:
+    entries = copy_entries(key, entry, loader)
+    named = [(c, destinations.get(c.name)) for c in entries]
+    axes = torch_axes(settings, entry, recipe.backend, named, loader)
+    # every copy's label is checked, each problem reported
+    labels = [
+        check_label(_label_to_check(c.local_label, axes), c.label_path, loader) for c in entries
+    ]
+    labels_ok = all(labels)
+    copies = check_copies(
+        entries,
+        defined=spec.destinations,
+        destinations=destinations,
+        indexes=indexes,
+        loader=loader,
+    )
+    if not ok or not labels_ok or not copies or axes is None:
         return []
     return _arch_cells(
         project=project,
@@ -422,9 +415,19 @@ def version_cells(
         entry=entry,
         settings=settings,
         recipe=recipe,
-        destination=destination,
+        copies=copies,
         excludes=spec.exclude or [],
         used=used,
         axes=axes,
         loader=loader,
     )
+
+
+def _label_to_check(label: str | None, axes: Sequence[TorchAxis] | None) -> str | None:
+    """A copy's label as a wheel carries it: with its first torch put in (or a stand-in
+    where the torch settings are wrong, which are reported already)."""
+    if axes and axes[0].torch is not None:
+        return torch_label(label, axes[0].torch)
+    if axes is None and label is not None:
+        return label.replace(TORCH_PLACEHOLDER, "0.0")
+    return label

@@ -20,6 +20,7 @@ from packaging.version import InvalidVersion, Version
 from release.errors import shown
 from release.github_names import repository_problem
 from release.matrix.compilecache import PREFIX, s3_problems, with_slash
+from release.matrix.gitindex import check_token_secret, index_place
 from release.matrix.spec import DestinationSpec
 from release.yamlspec import DocumentLoader, join_path
 
@@ -29,6 +30,8 @@ GITHUB_ASSET_MAX_MIB = 2048
 S3_OBJECT_MAX_MIB = 5 * 1024  # the most one S3 PutObject takes (AWS, R2 and MinIO alike)
 
 Recorded = Mapping[str, str | None]  # what dist/manifest.json records of a destination
+# the keys of the kinds that hold wheels (a git index holds pages)
+WHEEL_KEYS = ("max_file_size_mib", "max_project_size_gib", "max_growth_percent")
 
 
 class BaseDestination:
@@ -82,7 +85,7 @@ class PypiDestination(BaseDestination):
 
     kind: Literal["pypi"] = "pypi"
 
-    KEYS: ClassVar[tuple[str, ...]] = ("repository_url",)
+    KEYS: ClassVar[tuple[str, ...]] = ("repository_url", *WHEEL_KEYS)
     DEFAULT_PROJECT_SIZE: ClassVar[int | None] = PYPI_DEFAULT_PROJECT_GIB * 2**30
     TAKES_SDIST: ClassVar[bool] = True
 
@@ -137,11 +140,27 @@ class GithubDestination(BaseDestination):
     max_file_size: int
     max_project_size: int | None = None
     max_growth_percent: int | None = None
+    # the variable (and repository secret) holding the token that writes here; None:
+    # GITHUB_TOKEN, the job's own
+    token_secret: str | None = None
+    # the git-index destination that lists its wheels (None: the index on GitHub Pages at
+    # index_url); index_url is then that index's
+    index: str | None = None
 
     kind: Literal["github"] = "github"
 
-    KEYS: ClassVar[tuple[str, ...]] = ("api_url", "repository", "tag")
+    KEYS: ClassVar[tuple[str, ...]] = (
+        "api_url", "repository", "tag", "token_secret", "index", *WHEEL_KEYS
+    )  # fmt: skip
     RECORD_NEEDS: ClassVar[tuple[str, ...]] = ("repository", "tag")
+
+    def cuda_problem(self, local_label: str | None) -> tuple[str, str] | None:
+        if self.index is None or local_label:
+            return None
+        return "destination", (
+            f"{self.name!r} is listed by the git index {self.index!r}, one folder per "
+            "local label: give this copy a local-label (e.g. cu130)"
+        )
 
     def tag(self, version: Version) -> str:
         return self.tag_template.format(version=version.public)
@@ -158,7 +177,13 @@ class GithubDestination(BaseDestination):
             return None
 
     def recorded(self, version: Version) -> Recorded:
-        return {"repository": self.repository, "tag": self.tag(version), "api_url": self.api_url}
+        return {
+            "repository": self.repository,
+            "tag": self.tag(version),
+            "api_url": self.api_url,
+            "token_secret": self.token_secret,
+            "index": self.index,
+        }
 
     @classmethod
     def load(
@@ -183,6 +208,7 @@ class GithubDestination(BaseDestination):
                 join_path(path, "tag"),
                 f"{shown(template)} must contain {{version}} and no other placeholder",
             )
+        check_token_secret(name, spec, loader)
         limit = spec.max_file_size_mib or GITHUB_ASSET_MAX_MIB
         project_gib = spec.max_project_size_gib
         return cls(
@@ -194,6 +220,8 @@ class GithubDestination(BaseDestination):
             max_file_size=limit * 1024 * 1024,
             max_project_size=project_gib * 2**30 if project_gib else None,
             max_growth_percent=spec.max_growth_percent,
+            token_secret=spec.token_secret,
+            index=spec.index,
         )
 
 
@@ -215,7 +243,7 @@ class S3Destination(BaseDestination):
 
     kind: Literal["s3"] = "s3"
 
-    KEYS: ClassVar[tuple[str, ...]] = ("bucket", "endpoint", "prefix", "region")
+    KEYS: ClassVar[tuple[str, ...]] = ("bucket", "endpoint", "prefix", "region", *WHEEL_KEYS)
     RECORD_NEEDS: ClassVar[tuple[str, ...]] = ("bucket", "index_url")
 
     def cuda_problem(self, local_label: str | None) -> tuple[str, str] | None:
@@ -280,15 +308,74 @@ class S3Destination(BaseDestination):
         )
 
 
+@dataclass(frozen=True, kw_only=True)
+class GitIndexDestination(BaseDestination):
+    """A directory of a git repository holding the pip index of github destinations' wheels
+    (a folder per local label, `cu130/<project>/`, beside other projects' pages), served at
+    `index_url`: sgl-project/whl's layout. Each publish is one commit on `branch`. Not a
+    place wheels go, so no cell names it: `Matrix.indexes` holds it."""
+
+    name: str
+    url: str  # the remote git talks to: https://github.com/OWNER/NAME.git or matrix.yaml's
+    repository: str | None  # OWNER/NAME where it is on GitHub
+    branch: str
+    directory: str  # "" for the repository's root, else a relative path without a slash
+    index_url: str  # where `directory` is served, ending in "/"
+    token_secret: str | None  # None: GITHUB_TOKEN
+    lists: tuple[str, ...]  # the github destinations whose wheels it lists
+
+    kind: Literal["git-index"] = "git-index"
+
+    KEYS: ClassVar[tuple[str, ...]] = ("url", "repository", "branch", "directory", "token_secret")
+
+    def cuda_problem(self, local_label: str | None) -> tuple[str, str] | None:
+        listed = f" ({', '.join(repr(n) for n in self.lists)})" if self.lists else ""
+        return "destination", (
+            f"{self.name!r} is a git-index destination, which lists the wheels of a github "
+            f"destination: send them to the github destination it lists{listed}"
+        )
+
+    @classmethod
+    def load(cls, name: str, spec: DestinationSpec, loader: DocumentLoader) -> GitIndexDestination:
+        """Its entry (the destinations it lists are linked once every destination is
+        loaded: release.matrix.gitindex.link_indexes)."""
+        url, repository, branch, directory = index_place(name, spec, loader)
+        index_url = spec.index_url or ""
+        return cls(
+            name=name,
+            url=url,
+            repository=repository,
+            branch=branch,
+            directory=directory,
+            index_url=slash(index_url),
+            token_secret=spec.token_secret,
+            lists=(),
+        )
+
+
+# where a release's wheels go: the kinds a CUDA version may name
 Destination = PypiDestination | GithubDestination | S3Destination
 DestinationType = type[PypiDestination] | type[GithubDestination] | type[S3Destination]
 
-# kind -> its value type: the one table the loader and the manifest's reader dispatch through
+# kind -> its value type: the tables the loader and the manifest's reader dispatch through,
+# the kinds wheels go to and the kinds that list another's wheels
 KINDS: Mapping[str, DestinationType] = {
     "pypi": PypiDestination,
     "github": GithubDestination,
     "s3": S3Destination,
 }
+INDEX_KINDS: Mapping[str, type[GitIndexDestination]] = {
+    "git-index": GitIndexDestination,
+}
+
+
+def key_owners() -> dict[str, list[str]]:
+    """Each key some kinds own, with those kinds (in the tables' order)."""
+    owners: dict[str, list[str]] = {}
+    for kind, value_type in [*KINDS.items(), *INDEX_KINDS.items()]:
+        for key in value_type.KEYS:
+            owners.setdefault(key, []).append(kind)
+    return owners
 
 
 def kinds_text() -> str:

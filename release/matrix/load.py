@@ -30,7 +30,14 @@ from release.matrix.cells import (
 )
 from release.matrix.compilecache import from_spec as compile_cache_from_spec
 from release.matrix.compilecache import spec_problems as compile_cache_problems
-from release.matrix.destination import KINDS, Destination
+from release.matrix.destination import (
+    INDEX_KINDS,
+    KINDS,
+    Destination,
+    GitIndexDestination,
+    key_owners,
+)
+from release.matrix.gitindex import link_indexes
 from release.matrix.model import Cell, Matrix, Project
 from release.matrix.nightly import nightly_channel
 from release.matrix.rules import check_cells, gpu_gate, release_build
@@ -187,16 +194,13 @@ def matrix_json_schema() -> dict[str, Any]:
 def _shared_problems(name: str, spec: DestinationSpec, loader: DocumentLoader) -> None:
     """Keys of another kind, URLs that are not URLs, limits that are not positive."""
     path = join_path("destinations", name)
-    owners: dict[str, list[str]] = {}
-    for kind, value_type in KINDS.items():
-        for key in value_type.KEYS:
-            owners.setdefault(key, []).append(kind)
-    for key, kinds in owners.items():
-        if key not in KINDS[spec.kind].KEYS and getattr(spec, key) is not None:
+    for key, kinds in key_owners().items():
+        if spec.kind not in kinds and getattr(spec, key) is not None:
             yaml_key = key.replace("_", "-")
+            named = ", ".join(kinds[:-1]) + f" and {kinds[-1]}" if len(kinds) > 1 else kinds[0]
             loader.problem(
                 join_path(path, yaml_key),
-                f"{yaml_key!r} is only for {' or '.join(kinds)} destinations (remove it)",
+                f"{yaml_key!r} is only for {named} destinations (remove it)",
             )
     for key in ("repository_url", "index_url"):
         url = getattr(spec, key)
@@ -224,21 +228,26 @@ def _shared_problems(name: str, spec: DestinationSpec, loader: DocumentLoader) -
 
 def _destinations(
     specs: Mapping[str, DestinationSpec], loader: DocumentLoader
-) -> dict[str, Destination]:
-    """Each entry of `destinations:`, loaded by its kind's value type (`KINDS`)."""
+) -> tuple[dict[str, Destination], dict[str, GitIndexDestination]]:
+    """The destinations wheels go to, and the git indexes that list some of them."""
     out: dict[str, Destination] = {}
+    indexes: dict[str, GitIndexDestination] = {}
     for name, spec in specs.items():
         _shared_problems(name, spec, loader)
+        index_kind = INDEX_KINDS.get(spec.kind)
+        if index_kind is not None:
+            indexes[name] = index_kind.load(name, spec, loader)
+            continue
         destination = KINDS[spec.kind].load(name, spec, loader)
         if destination is not None:
             out[name] = destination
-    return out
+    return link_indexes(out, indexes, specs, loader)
 
 
 def _validate(
     spec: MatrixSpec, project: Project, path: Path, loader: DocumentLoader
 ) -> Matrix | None:
-    destinations = _destinations(spec.destinations, loader)
+    destinations, indexes = _destinations(spec.destinations, loader)
     release_build(spec, loader)
     excludes = spec.exclude or []
     if not spec.cuda:
@@ -254,6 +263,7 @@ def _validate(
             key=key,
             cuda=cuda,
             destinations=destinations,
+            indexes=indexes,
             used=used_excludes,
             loader=loader,
         )
@@ -270,6 +280,7 @@ def _validate(
         project=project,
         cells=tuple(cells),
         destinations=destinations,
+        indexes=indexes,
         gpu_gate=gate,
         compile_cache=compile_cache_from_spec(spec.compile_cache, path.parent),
         nightly=nightly_channel(spec.nightly, destinations, loader),

@@ -17,7 +17,7 @@ from packaging.version import Version
 from release.backends import BuildRecipe, backend_for
 from release.errors import ConfigError
 from release.matrix.compilecache import CompileCache
-from release.matrix.destination import Destination, S3Destination
+from release.matrix.destination import Destination, GitIndexDestination, S3Destination
 from release.matrix.spec import DeviceCode, Fallout
 from release.targets import Arch, CudaVersion, GpuTarget
 from release.wheelfile import WheelName
@@ -28,6 +28,16 @@ class Project:
     name: str
     version: Version
     path: Path
+
+
+@dataclass(frozen=True, kw_only=True)
+class Copy:
+    """One place a cell's wheel is published: a destination and the local label the wheel
+    carries there. A cell builds one wheel, its first copy's; each other copy is that
+    wheel relabelled (release.building.relabel), never a build of its own."""
+
+    destination: Destination
+    local_label: str | None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -81,6 +91,9 @@ class Cell:
     torch_index: str | None = None  # where that torch comes from (None: pip's index)
     python: str | None = None  # the CPython of a cp3X-cp3X cell ("3.11")
     abi3: str | None = None  # the Py_LIMITED_API floor of a cp3X-abi3 cell ("3.10")
+    # a stable-ABI torch cell built against a newer torch than the oldest its wheel admits,
+    # on purpose (matrix.yaml's torch-build: newer)
+    newer_torch: bool = False
     compress_mode: str | None = None  # nvcc's --compress-mode (None: the backend's own)
     # "none": the wheel carries no device code (no sms, no ptx: a JIT-first project)
     device_code: DeviceCode = "fatbin"
@@ -88,6 +101,21 @@ class Cell:
     # the image with the CUDA toolkit it builds in where PyPI has no nvcc for its CUDA
     # version (cuda[...].toolkit-image of its arch; None: the tool's own pin)
     toolkit_image: str | None = None
+    # the copies after the first (`destination` and `local_label` are the first's, the
+    # wheel the build makes): the same wheel relabelled for each of these
+    relabelled: tuple[Copy, ...] = ()
+
+    @property
+    def copies(self) -> tuple[Copy, ...]:
+        """Every place its wheel goes: the built copy first, then the relabelled ones."""
+        return (Copy(destination=self.destination, local_label=self.local_label), *self.relabelled)
+
+    def as_copy(self, copy: Copy) -> Cell:
+        """The cell as `copy` publishes it: that copy's destination, label, version and
+        wheel filename, with no other copy."""
+        return replace(
+            self, destination=copy.destination, local_label=copy.local_label, relabelled=()
+        )
 
     @property
     def id(self) -> str:
@@ -240,6 +268,8 @@ class Matrix:
     cells: tuple[Cell, ...]
     destinations: Mapping[str, Destination]
     gpu_gate: GpuGate | None = None
+    # the git-index destinations, which list github destinations' wheels (none is a cell's)
+    indexes: Mapping[str, GitIndexDestination] = field(default_factory=dict)
     compile_cache: CompileCache = field(default_factory=CompileCache)
     nightly: Nightly | None = None
     commit: Commit | None = None  # set on the nightly matrix of one commit only
@@ -301,8 +331,23 @@ def cell_dict(cell: Cell) -> dict[str, Any]:
         **({"torch_index": cell.torch_index} if cell.torch_index is not None else {}),
         **({"python": cell.python} if cell.python is not None else {}),
         **({"abi3": cell.abi3} if cell.abi3 is not None else {}),
+        **({"torch_build": "newer"} if cell.newer_torch else {}),
         **({"compress_mode": cell.compress_mode} if cell.compress_mode is not None else {}),
         **({"device_code": cell.device_code} if cell.host_only else {}),
         **({"excluded_sms": [str(s) for s in cell.excluded_sms]} if cell.excluded_sms else {}),
         **({"toolkit_image": cell.toolkit_image} if cell.toolkit_image is not None else {}),
+        # a cell published to more than one place: every copy, the built one first
+        **({"copies": [copy_dict(cell, c) for c in cell.copies]} if cell.relabelled else {}),
+    }
+
+
+def copy_dict(cell: Cell, copy: Copy) -> dict[str, Any]:
+    """One copy of a cell's wheel as plain JSON-able data."""
+    seen = cell.as_copy(copy)
+    return {
+        "destination": copy.destination.name,
+        "destination_kind": copy.destination.kind,
+        "local_label": copy.local_label,
+        "version": str(seen.version),
+        "wheel": seen.wheel_filename,
     }

@@ -168,12 +168,15 @@ def check_label(label: str | None, path: str, loader: DocumentLoader) -> bool:
 def check_cells(
     cells: list[Cell], keys: Mapping[CudaVersion, str], filename: str, loader: DocumentLoader
 ) -> None:
-    """Rules across cells: one filename per release (whatever the destinations), one NCCL
-    pin per CUDA major."""
-    by_file: dict[str, list[Cell]] = defaultdict(list)
+    """Rules across cells: one filename per release (whatever the destinations: the copies
+    of one cell may share one, being one build), one NCCL pin per CUDA major."""
+    by_file: dict[str, dict[str, Cell]] = defaultdict(dict)
     for cell in cells:
-        by_file[cell.wheel_filename].append(cell)
-    for wheel, same in by_file.items():
+        for copy in cell.copies:
+            copied = cell.as_copy(copy)
+            by_file[copied.wheel_filename].setdefault(cell.id, copied)
+    for wheel, of_cells in by_file.items():
+        same = list(of_cells.values())
         first = {str(c.cuda): c for c in reversed(same)}
         if len(first) < len(same) and len(first) == 1:
             loader.problem(

@@ -20,10 +20,14 @@ from release.matrix.compilecache import CompileCacheSpec
 from release.targets import Arch, GpuTarget
 from release.yamlspec import optional
 
-DestinationKind = Literal["pypi", "github", "s3"]
+# git-index: a directory of a git repository that lists a github destination's wheels
+DestinationKind = Literal["pypi", "github", "s3", "git-index"]
 Fallout = Literal["archive", "delete"]  # what happens to a nightly commit past `keep`
 # nvcc's --compress-mode (CUDA 12.8 on): how the fatbin's device code is compressed
 CompressMode = Literal["default", "size", "speed", "balance", "none"]
+# which torch a stable-ABI torch cell may build against: the oldest its wheel admits, or a
+# newer one on purpose
+TorchBuildChoice = Literal["oldest", "newer"]
 # what device code a cell's wheel carries: fatbins (cubins and PTX in its shared objects or
 # as files), or none at all (a JIT-first project compiles its kernels at run time)
 DeviceCode = Literal["fatbin", "none"]
@@ -236,6 +240,11 @@ class WheelSettings:
         'torch backend: the py_limited_api floor ("3.10"): one cp310-abi3 wheel per cell '
         "instead of one per Python"
     )
+    torch_build: TorchBuildChoice | None = optional(
+        "torch backend, a libtorch stable-ABI build: oldest (default): `torch` must be the "
+        "oldest torch its wheel admits on the cell's CUDA major; newer: `torch` names a newer "
+        "one on purpose"
+    )
     device_code: DeviceCode | None = optional(
         "the device code the wheels carry: fatbin (cubins for sms, PTX for ptx; the "
         "default) or none (a JIT-first project that compiles its kernels at run time: no "
@@ -249,11 +258,30 @@ class WheelSettings:
 
 
 @dataclass(frozen=True)
+class CopySpec:
+    """One copy of a CUDA version's wheels: where it goes and its local label there."""
+
+    name: str = field(metadata={"doc": "a name under destinations"})
+    local_label: str | None = optional(
+        "PEP 440 local version label of the wheels of this copy, e.g. cu130 (none for PyPI)"
+    )
+
+
+@dataclass(frozen=True)
 class CudaSpec(WheelSettings):
     """The wheels of one CUDA version."""
 
-    destination: str = field(default="", metadata={"doc": "a name under destinations"})
-    local_label: str | None = optional("PEP 440 local version label, e.g. cu129")
+    destination: str | list[str | CopySpec] = field(
+        default="",
+        metadata={
+            "doc": "a name under destinations, or a list of copies of one build, each a name "
+            "or {name, local-label}: the wheel is built for the first and relabelled for "
+            "each other"
+        },
+    )
+    local_label: str | None = optional(
+        "PEP 440 local version label, e.g. cu129 (with a list of copies: each copy's own)"
+    )
     build: BuildSpec | None = optional("this CUDA version's build, over the release's")
     torch_index: str | None = optional(
         "the index this CUDA version's torch comes from "
@@ -273,9 +301,25 @@ class DestinationSpec:
     kind: DestinationKind
     repository_url: str | None = optional("pypi: upload URL")
     index_url: str | None = optional("the simple index pip installs from")
-    repository: str | None = optional("github: owner/name")
+    repository: str | None = optional("github, git-index: owner/name")
     tag: str | None = optional("github: tag template, v{version}")
     api_url: str | None = optional("github: REST API base URL (GitHub Enterprise)")
+    token_secret: str | None = optional(
+        "github, git-index: the repository secret, and the environment variable the tool "
+        "reads, holding the token that writes there (default: GITHUB_TOKEN, the job's own)"
+    )
+    index: str | None = optional(
+        "github: the git-index destination that lists its wheels (default: the index on "
+        "GitHub Pages at index-url)"
+    )
+    url: str | None = optional(
+        "git-index: the git repository's URL, for one not on github.com (instead of repository)"
+    )
+    branch: str | None = optional("git-index: the branch the index is committed to (gh-pages)")
+    directory: str | None = optional(
+        "git-index: the directory of the repository the index is in, one folder per local "
+        'label under it (default ".": the root)'
+    )
     max_file_size_mib: int | None = optional("largest file the destination accepts, MiB")
     max_project_size_gib: int | None = optional(
         "the most a project may hold there, GiB (pypi default 10; github: no limit)"

@@ -15,6 +15,7 @@ from packaging.version import Version
 from release.backends import backend_for
 from release.backends.recipe import BackendName
 from release.errors import shown
+from release.matrix.copies import CopyEntry
 from release.matrix.destination import Destination
 from release.matrix.spec import CudaSpec, PythonAxisSpec, PythonSpec, TorchSpec
 from release.yamlspec import DocumentLoader, join_path
@@ -39,6 +40,10 @@ class TorchSettings(Protocol):
     def abi3(self) -> PythonSpec | None: ...
     @property
     def abi3_path(self) -> str: ...
+    @property
+    def torch_build(self) -> str | None: ...
+    @property
+    def torch_build_path(self) -> str: ...
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -65,17 +70,19 @@ def torch_axes(
     settings: TorchSettings,
     entry: CudaSpec,
     backend: BackendName,
-    destination: Destination | None,
+    copies: Sequence[tuple[CopyEntry, Destination | None]],
     loader: DocumentLoader,
 ) -> list[TorchAxis] | None:
     """The torch x Python points of a CUDA version (one empty point for other backends), or
-    None (reported) where its torch settings are wrong."""
+    None (reported) where its torch settings are wrong. `copies` are where its wheels go
+    (with the destination of each that is defined), whose labels the torch versions need."""
     given = [
         (name, path)
         for name, value, path in (
             ("torch", settings.torch, settings.torch_path),
             ("python", settings.python, settings.python_path),
             ("abi3", settings.abi3, settings.abi3_path),
+            ("torch-build", settings.torch_build, settings.torch_build_path),
             ("torch-index", entry.torch_index, join_path(settings.path, "torch-index")),
         )
         if value is not None
@@ -87,13 +94,13 @@ def torch_axes(
                 f"{name!r} is for the torch backend; CUDA {settings.key} builds with {backend}",
             )
         return [TorchAxis()] if not given else None
-    return _torch_points(settings, entry, destination, loader)
+    return _torch_points(settings, entry, copies, loader)
 
 
 def _torch_points(
     settings: TorchSettings,
     entry: CudaSpec,
-    destination: Destination | None,
+    copies: Sequence[tuple[CopyEntry, Destination | None]],
     loader: DocumentLoader,
 ) -> list[TorchAxis] | None:
     ok = True
@@ -142,7 +149,7 @@ def _torch_points(
         )
         ok = False
     versions = settings.torch.versions if settings.torch is not None else ()
-    if not _torch_label_ok(settings, entry, destination, versions, loader) or not ok:
+    if not _torch_label_ok(settings, copies, versions, loader) or not ok:
         return None
     abi3 = settings.abi3.versions[0] if settings.abi3 is not None else None
     # `python: any` is one point without a Python: the py3-none wheel
@@ -156,25 +163,33 @@ def _torch_points(
 
 def _torch_label_ok(
     settings: TorchSettings,
-    entry: CudaSpec,
-    destination: Destination | None,
+    copies: Sequence[tuple[CopyEntry, Destination | None]],
     versions: Sequence[Version],
     loader: DocumentLoader,
 ) -> bool:
-    """Several torch versions of one CUDA version need `{torch}` in its label, and never
-    go to PyPI (one torch per release there)."""
-    label_path = join_path(settings.path, "local-label")
-    refused = destination.torch_problem(len(versions), settings.key) if destination else None
-    if refused is not None:
-        loader.problem(settings.torch_path, refused)
+    """Several torch versions of one CUDA version need `{torch}` in the label of each of
+    its copies, and never go to PyPI (one torch per release there)."""
+    if len(versions) < 2:
+        return True
+    refused = [
+        problem
+        for _, destination in copies
+        if destination is not None
+        and (problem := destination.torch_problem(len(versions), settings.key)) is not None
+    ]
+    if refused:
+        loader.problem(settings.torch_path, refused[0])
         return False
-    if len(versions) > 1 and TORCH_PLACEHOLDER not in (entry.local_label or ""):
+    ok = True
+    for copy, _ in copies:
+        if TORCH_PLACEHOLDER in (copy.local_label or ""):
+            continue
         loader.problem(
-            label_path if entry.local_label else settings.torch_path,
+            copy.label_path if copy.local_label else settings.torch_path,
             f"CUDA {settings.key} builds torch {', '.join(map(str, versions))}, whose wheels "
             f"would share one filename: put {{torch}} in its local-label "
             f"(cu{settings.key.replace('.', '')}torch{{torch}} -> 0.1.0+cu"
             f"{settings.key.replace('.', '')}torch{versions[0].major}.{versions[0].minor})",
         )
-        return False
-    return True
+        ok = False
+    return ok

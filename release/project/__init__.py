@@ -21,6 +21,11 @@ Its modules:
 - `places`: Where a project file says something: a `Place` (file and line), and a `Said` value,
   the literal a file gives or the expression that computes it.
 - `pyproject`: What a pyproject.toml and a setup.cfg say.
+- `pysource`: A Python file of a kernel project as the readers take it: its bytes decoded as
+  Python decodes them (PEP 263's coding declaration, a UTF-8 BOM, else UTF-8), and its syntax
+  tree walked once into an index (`SourceIndex`), so that every question
+  release.project.setuppy and release.project.stableabi ask costs time linear in the file's
+  size.
 - `setuppy`: What a setup.py says without running it, read with `ast` (as cibuildwheel reads its
   python_requires, cibuildwheel/projectfiles.py).
 - `stableabi`: Whether a setup.py builds for libtorch's stable ABI: its TORCH_TARGET_VERSION,

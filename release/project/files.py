@@ -33,6 +33,7 @@ from release.project.pyproject import (
     read_pyproject,
     read_setup_cfg,
 )
+from release.project.pysource import decode_python
 from release.project.setuppy import SetupPy, read_setup_py
 
 SETUP_PY = "setup.py"
@@ -44,6 +45,7 @@ class ProjectFiles:
 
     directory: Path
     texts: dict[str, str | None] = field(default_factory=dict)
+    setup_py: SetupPy | None = None  # setup.py read once, where `read_project_files` read it
 
     def text(self, name: str) -> str | None:
         return self.texts.get(name)
@@ -113,18 +115,20 @@ def read_project_files(directory: Path) -> ProjectFiles:
     pyproject = read_pyproject(texts[PYPROJECT] or "") if texts[PYPROJECT] else None
     setup_cfg = read_setup_cfg(texts[SETUP_CFG] or "") if texts[SETUP_CFG] else None
     setup_text = texts[SETUP_PY]
-    version_file = read_setup_py(setup_text).version_file if setup_text else None
+    setup_py = read_setup_py(setup_text) if setup_text is not None else None
+    version_file = setup_py.version_file if setup_py else None
     extra = [version_file.path] if version_file else []
     for candidate in _backend_modules(pyproject) + _attr_modules(pyproject, setup_cfg) + extra:
         if candidate not in texts:
             texts[candidate] = _read(directory / candidate)
-    return ProjectFiles(directory=directory, texts=texts)
+    return ProjectFiles(directory=directory, texts=texts, setup_py=setup_py)
 
 
 def _read(path: Path) -> str | None:
     """The file's text; None where it does not exist. Anything but a regular file (a
     directory, a FIFO, which a blocking open would wait on forever, a symlink loop) or an
-    unreadable one is a FileError naming it, checked before it is opened."""
+    unreadable one is a FileError naming it, checked before it is opened. A Python file is
+    decoded as Python decodes it (PEP 263), or refused naming its line."""
     try:
         mode = os.stat(path).st_mode
     except (FileNotFoundError, NotADirectoryError):
@@ -137,6 +141,8 @@ def _read(path: Path) -> str | None:
             hint="a project's build files are plain files; replace it with one",
         )
     try:
+        if path.suffix == ".py":
+            return decode_python(path.read_bytes(), str(path))
         return path.read_text(encoding="utf-8")
     except UnicodeDecodeError as error:
         if path.name in (PYPROJECT, SETUP_CFG):  # every build frontend reads them as UTF-8
@@ -192,7 +198,9 @@ def reading(files: ProjectFiles) -> Reading:
         if text is not None:
             version_module = (candidate, read_setup_py(text, candidate))
             break
-    setup_py = read_setup_py(setup_text) if setup_text is not None else None
+    setup_py = files.setup_py
+    if setup_py is None and setup_text is not None:
+        setup_py = read_setup_py(setup_text)
     found = setup_py.version_file if setup_py is not None else None
     version_text = files.text(found.path) if found is not None else None
     return Reading(

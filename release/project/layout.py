@@ -10,6 +10,8 @@ script or a source is left out.
 from __future__ import annotations
 
 import os
+import posixpath
+from collections import deque
 from dataclasses import dataclass, replace
 from itertools import islice
 from pathlib import Path
@@ -23,7 +25,13 @@ from release.project.files import (
     reading,
 )
 from release.project.localversion import LocalVersionSwitch, local_version_switch
-from release.project.native import NativeBuild, merged, native_of_script, native_of_setup_py
+from release.project.native import (
+    NativeBuild,
+    merged,
+    native_of_script,
+    native_of_setup_py,
+    quoted_includes,
+)
 from release.project.places import Place, Said
 from release.project.pyproject import PYPROJECT, read_pyproject
 from release.project.staging import (
@@ -37,6 +45,7 @@ from release.project.staging import (
 MAX_TEXT = 1 << 20  # a build script or a translation unit is well under 1 MiB
 MAX_SCRIPTS = 40
 MAX_UNITS = 40
+MAX_HEADERS = 400  # the project's own headers followed from its units
 MAX_GLOBBED = 5000  # files looked at per package-data pattern
 CUDA_SOURCES = (".cuh", ".cu")
 # directories that hold other projects' code or the build's output, never the one published
@@ -50,6 +59,9 @@ NOT_PUBLISHED = frozenset(
 class Layout:
     native: NativeBuild  # setup.py's and the staging script's, together
     units: tuple[tuple[str, str], ...] = ()  # (path, text) of each named unit that is there
+    # (path, text, the file that includes it) of the project's own headers the units reach
+    # through `#include "..."`, each beside the file that names it
+    headers: tuple[tuple[str, str, str], ...] = ()
     cuda_headers: tuple[Said, ...] = ()  # package-data patterns that match a .cuh or .cu file
     staged: Staged | None = None
     staged_files: ProjectFiles | None = None  # the staged subdirectory's build files
@@ -80,9 +92,11 @@ def read_layout(files: ProjectFiles) -> Layout:
     if staged is not None and staged.version_file is not None:
         path = root / staged.version_file
         version = read_version_file(path, os.path.relpath(path, root / staged.directory))
+    units = _units(root, native)
     return Layout(
         native=native,
-        units=tuple(_units(root, native)),
+        units=tuple(units),
+        headers=tuple(_headers(root, units)),
         cuda_headers=tuple(p for p in patterns if _ships_cuda(root, p.value or "")),
         staged=staged,
         staged_files=staged_files,
@@ -132,6 +146,26 @@ def _units(root: Path, native: NativeBuild) -> list[tuple[str, str]]:
         text = _text(root / (unit.value or ""))
         if text is not None:
             out.append((unit.value or "", text))
+    return out
+
+
+def _headers(root: Path, units: list[tuple[str, str]]) -> list[tuple[str, str, str]]:
+    """The project's own headers the units include, and those they include, breadth first
+    (each once; a name that leaves the repository or is not a file is passed over)."""
+    seen = {path for path, _ in units}
+    queue = deque(units)
+    out: list[tuple[str, str, str]] = []
+    while queue and len(out) < MAX_HEADERS:
+        path, text = queue.popleft()
+        for name in quoted_includes(text):
+            target = posixpath.normpath(posixpath.join(posixpath.dirname(path), name))
+            if target in seen or target.startswith("../") or posixpath.isabs(target):
+                continue
+            seen.add(target)
+            header = _text(root / target)
+            if header is not None:
+                out.append((target, header, path))
+                queue.append((target, header))
     return out
 
 

@@ -165,6 +165,20 @@ def native_of_script(text: str, file: str) -> NativeBuild:
     )
 
 
+_QUOTED_INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"\n]+)"')
+
+
+def quoted_includes(text: str) -> list[str]:
+    """The files a C or C++ source includes with `#include "name"` (the project's own, found
+    beside it), in order; lines commented out with // are not read."""
+    found = []
+    for line in text.splitlines():
+        match = _QUOTED_INCLUDE.match(line)
+        if match:
+            found.append(match.group(1))
+    return found
+
+
 def python_binding(text: str, file: str) -> Said | None:
     """The first line of a translation unit that binds it to Python (see _PYTHON)."""
     for number, line in enumerate(text.splitlines(), start=1):

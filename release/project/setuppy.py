@@ -11,11 +11,20 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 from release.project.places import Place, Said
+from release.project.pysource import (
+    SourceIndex,
+    dict_item,
+    in_file_order,
+    module_assignments,
+    named,
+    start,
+    string_of,
+)
 from release.project.stableabi import StableAbi, stable_abi_in
 
 ARCH_LIST = "TORCH_CUDA_ARCH_LIST"
@@ -33,6 +42,7 @@ BARE_FLAGS = frozenset({"-gencode", "--generate-code"})  # their targets are the
 _CODE = re.compile(r"code=\[?([A-Za-z0-9_,]+)\]?")
 _ARCH_SM = re.compile(r"-arch=sm_(\d+[af]?)")
 _PATH_PART = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+_LIMITED_DEFINE = re.compile(r"-DPy_LIMITED_API=(0x[0-9A-Fa-f]{8})")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -142,7 +152,7 @@ def read_setup_py(text: str, file: str = "setup.py") -> SetupPy:
     except (SyntaxError, ValueError) as error:
         line = getattr(error, "lineno", None)
         return _empty(f"{Place(file=file, line=line)}: not Python: {error}")
-    reader = _Reader(tree, text, file)
+    reader = _Reader(SourceIndex(tree, text), file)
     setup_call = reader.setup_call()
     keywords = {k.arg: k.value for k in setup_call.keywords if k.arg} if setup_call else {}
     return SetupPy(
@@ -160,7 +170,7 @@ def read_setup_py(text: str, file: str = "setup.py") -> SetupPy:
         constants=tuple(reader.constants()),
         version_file=reader.version_file(keywords.get("version")),
         prebuilt=reader.prebuilt(),
-        stable_abi=stable_abi_in(tree, file),
+        stable_abi=stable_abi_in(reader.index, file),
     )
 
 
@@ -219,21 +229,21 @@ def gencode_targets(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
 
 
 class _Reader:
-    def __init__(self, tree: ast.Module, text: str, file: str) -> None:
-        self.tree = tree
-        self.text = text
+    """Every question of the file asked of one index of its nodes (never a walk of the
+    whole tree per question): linear in the file's size."""
+
+    def __init__(self, index: SourceIndex, file: str) -> None:
+        self.index = index
+        self.tree = index.tree
         self.file = file
-        self.parents: dict[int, ast.AST] = {}
-        for node in ast.walk(tree):
-            for child in ast.iter_child_nodes(node):
-                self.parents[id(child)] = node
-        self.assignments = _module_assignments(tree)
+        self.parents = index.parents
+        self.assignments = module_assignments(index.tree)
 
     def place(self, node: ast.AST) -> Place:
         return Place(file=self.file, line=getattr(node, "lineno", None))
 
     def source(self, node: ast.AST) -> str:
-        return ast.get_source_segment(self.text, node) or ast.unparse(node)
+        return self.index.segment(node) or ast.unparse(node)
 
     # - values -
 
@@ -270,7 +280,7 @@ class _Reader:
         (a path of literal parts, after a base directory) and reads `__version__` from it
         (with a regex or `ast`): the `get_package_version()` of flash-attention's kind."""
         call = self.constant(node.id) if isinstance(node, ast.Name) else node
-        if isinstance(call, ast.Call) and _named(call.func, "str") and call.args:
+        if isinstance(call, ast.Call) and named(call.func, "str") and call.args:
             call = call.args[0]
         if node is None or not isinstance(call, ast.Call) or not isinstance(call.func, ast.Name):
             return None
@@ -323,26 +333,29 @@ class _Reader:
 
     def setup_call(self) -> ast.Call | None:
         calls = [
-            n for n in ast.walk(self.tree) if isinstance(n, ast.Call) and _named(n.func, "setup")
+            n for n in self.index.of(ast.Call) if isinstance(n, ast.Call) and named(n.func, "setup")
         ]
         return calls[0] if len(calls) == 1 else None
 
     def first_use(self, name: str) -> Place | None:
-        uses = [n for n in ast.walk(self.tree) if _named(n, name)]
+        uses: list[ast.AST] = [
+            n for n in self.index.of(ast.Name) if isinstance(n, ast.Name) and n.id == name
+        ]
+        uses += [
+            n
+            for n in self.index.of(ast.Attribute)
+            if isinstance(n, ast.Attribute) and n.attr == name
+        ]
         calls = [n for n in uses if isinstance(self.parents.get(id(n)), ast.Call)]
         chosen = sorted(calls or uses, key=lambda n: getattr(n, "lineno", 0))
         return self.place(chosen[0]) if chosen else None
 
-    def walk(self) -> list[ast.AST]:
-        """Every node, in the order of the file."""
-        return sorted(
-            ast.walk(self.tree),
-            key=lambda n: (getattr(n, "lineno", 0), getattr(n, "col_offset", 0)),
-        )
-
     def limited_api(self) -> LimitedApi | None:
-        for node in self.walk():
-            if isinstance(node, ast.keyword) and node.arg == "py_limited_api":
+        found = [
+            n for n in self.index.of(ast.keyword) if getattr(n, "arg", None) == "py_limited_api"
+        ]
+        for node in in_file_order(found):
+            if isinstance(node, ast.keyword):
                 return self._limited(node.value)
         return None
 
@@ -359,34 +372,38 @@ class _Reader:
         return LimitedApi(place=place, on=None, expression=self.source(value))
 
     def bdist_wheel_floor(self) -> Said | None:
-        for node in self.walk():
-            if not isinstance(node, ast.Dict):
-                continue
-            options = _dict_item(node, "bdist_wheel")
-            if isinstance(options, ast.Dict):
-                floor = _dict_item(options, "py_limited_api")
-                if floor is not None:
-                    return self.said(floor)
-        return None
+        floors = []
+        for node in self.index.of(ast.Dict):
+            options = dict_item(node, "bdist_wheel") if isinstance(node, ast.Dict) else None
+            floor = dict_item(options, "py_limited_api") if isinstance(options, ast.Dict) else None
+            if floor is not None:
+                floors.append(floor)
+        first = next(iter(in_file_order(floors)), None)
+        return self.said(first) if first is not None else None
 
     def limited_api_define(self) -> Said | None:
-        for node in self.walk():
-            if isinstance(node, ast.Constant) and isinstance(node.value, str):
-                match = re.search(r"-DPy_LIMITED_API=(0x[0-9A-Fa-f]{8})", node.value)
-                if match:
-                    return Said(place=self.place(node), value=match.group(1))
-        return None
+        found = [
+            (n, match)
+            for n in self.index.of(ast.Constant)
+            if isinstance(n, ast.Constant)
+            and isinstance(n.value, str)
+            and (match := _LIMITED_DEFINE.search(n.value))
+        ]
+        if not found:
+            return None
+        node, match = min(found, key=lambda pair: start(pair[0]))
+        return Said(place=self.place(node), value=match.group(1))
 
     # - the environment and the CUDA gates -
 
     def env_reads(self) -> Iterator[EnvRead]:
-        for node in ast.walk(self.tree):
+        for node in self.index.of_kinds(ast.Call, ast.Subscript):
             name = _env_name(node)
             if name is not None:
                 yield EnvRead(name=name, place=self.place(node))
 
     def gates(self) -> Iterator[CudaGate]:
-        for node in ast.walk(self.tree):
+        for node in self.index.of(ast.Call):
             if isinstance(node, ast.Call) and _is_cuda_available(node.func):
                 yield CudaGate(place=self.place(node), forced_by=tuple(self._forcing(node)))
 
@@ -412,11 +429,13 @@ class _Reader:
 
     def prebuilt(self) -> PrebuiltDownload | None:
         """The first class based on bdist_wheel whose run() downloads."""
-        for node in self.walk():
-            if not isinstance(node, ast.ClassDef) or not any(
-                "bdist_wheel" in self.source(base) for base in node.bases
-            ):
-                continue
+        commands = [
+            node
+            for node in self.index.of(ast.ClassDef)
+            if isinstance(node, ast.ClassDef)
+            and any("bdist_wheel" in self.source(base) for base in node.bases)
+        ]
+        for node in in_file_order(commands):
             for run in node.body:
                 if not isinstance(run, ast.FunctionDef) or run.name != "run":
                     continue
@@ -433,9 +452,9 @@ class _Reader:
     # - GPU targets -
 
     def gencode(self) -> Iterator[Gencode]:
-        for node in ast.walk(self.tree):
+        for node in self.index.of_kinds(ast.JoinedStr, ast.Constant):
             if isinstance(node, ast.JoinedStr):
-                text = "".join(_string(v) or "0" for v in node.values)
+                text = "".join(string_of(v) or "0" for v in node.values)
                 if is_flag(text):
                     yield Gencode(place=self.place(node), text=self.source(node), cubins=(), ptx=())
             elif (
@@ -449,30 +468,30 @@ class _Reader:
                 yield Gencode(place=self.place(node), text=node.value, cubins=cubins, ptx=ptx)
 
     def arch_list(self) -> Iterator[ArchListDefault]:
-        for node in ast.walk(self.tree):
+        for node in self.index.of_kinds(ast.Call, ast.Assign):
             found = self._arch_list_default(node)
             if found is not None:
                 yield found
 
     def _arch_list_default(self, node: ast.AST) -> ArchListDefault | None:
-        if isinstance(node, ast.Call) and node.args and _string(node.args[0]) == ARCH_LIST:
+        if isinstance(node, ast.Call) and node.args and string_of(node.args[0]) == ARCH_LIST:
             func = node.func
             default = node.args[1] if len(node.args) > 1 else None
             setdefault = isinstance(func, ast.Attribute) and func.attr == "setdefault"
             if default is not None and (setdefault or _env_name(node) == ARCH_LIST):
                 return ArchListDefault(
-                    place=self.place(node), value=_string(default), overrides=False
+                    place=self.place(node), value=string_of(default), overrides=False
                 )
         if isinstance(node, ast.Assign):
             for target in node.targets:
                 if (
                     isinstance(target, ast.Subscript)
                     and _is_environ(target.value)
-                    and _string(target.slice) == ARCH_LIST
+                    and string_of(target.slice) == ARCH_LIST
                 ):
                     return ArchListDefault(
                         place=self.place(node),
-                        value=_string(node.value),
+                        value=string_of(node.value),
                         overrides=not self._guarded(node),
                     )
         return None
@@ -482,61 +501,15 @@ class _Reader:
         parent = self.parents.get(id(node))
         while parent is not None:
             if isinstance(parent, ast.If) and any(
-                _string(n) == ARCH_LIST for n in ast.walk(parent.test)
+                string_of(n) == ARCH_LIST for n in ast.walk(parent.test)
             ):
                 return True
             parent = self.parents.get(id(parent))
         return False
 
 
-def _module_assignments(tree: ast.Module) -> Mapping[str, tuple[tuple[ast.expr, bool], ...]]:
-    """Every assignment of a name outside functions and classes: its value, and whether it
-    is unconditional (straight in the module's body)."""
-    found: dict[str, list[tuple[ast.expr, bool]]] = {}
-
-    def visit(body: list[ast.stmt], unconditional: bool) -> None:
-        for statement in body:
-            if isinstance(statement, ast.Assign):
-                for target in statement.targets:
-                    if isinstance(target, ast.Name):
-                        found.setdefault(target.id, []).append((statement.value, unconditional))
-            elif isinstance(statement, ast.AnnAssign) and statement.value is not None:
-                if isinstance(statement.target, ast.Name):
-                    found.setdefault(statement.target.id, []).append(
-                        (statement.value, unconditional)
-                    )
-            elif isinstance(statement, (ast.If, ast.For, ast.While, ast.Try, ast.With)):
-                for field in ("body", "orelse", "finalbody"):
-                    visit(getattr(statement, field, []), unconditional=False)
-                for handler in getattr(statement, "handlers", []):
-                    visit(handler.body, unconditional=False)
-
-    visit(tree.body, unconditional=True)
-    return {name: tuple(values) for name, values in found.items()}
-
-
-def _named(node: ast.AST, name: str) -> bool:
-    """`name` or `anything.name`."""
-    return (isinstance(node, ast.Name) and node.id == name) or (
-        isinstance(node, ast.Attribute) and node.attr == name
-    )
-
-
-def _string(node: ast.AST | None) -> str | None:
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        return node.value
-    return None
-
-
-def _dict_item(node: ast.Dict, key: str) -> ast.expr | None:
-    for k, v in zip(node.keys, node.values, strict=True):
-        if _string(k) == key:
-            return v
-    return None
-
-
 def _is_environ(node: ast.AST) -> bool:
-    return _named(node, "environ")
+    return named(node, "environ")
 
 
 def _is_cuda_available(func: ast.AST) -> bool:
@@ -544,7 +517,7 @@ def _is_cuda_available(func: ast.AST) -> bool:
     return (
         isinstance(func, ast.Attribute)
         and func.attr == "is_available"
-        and _named(func.value, "cuda")
+        and named(func.value, "cuda")
     )
 
 
@@ -568,14 +541,14 @@ def _env_name(node: ast.AST) -> str | None:
     if isinstance(node, ast.Call) and node.args:
         func = node.func
         reads = isinstance(func, ast.Attribute) and func.attr == "get" and _is_environ(func.value)
-        if reads or _named(func, "getenv"):
-            return _string(node.args[0])
+        if reads or named(func, "getenv"):
+            return string_of(node.args[0])
     if (
         isinstance(node, ast.Subscript)
         and _is_environ(node.value)
         and isinstance(node.ctx, ast.Load)
     ):
-        return _string(node.slice)
+        return string_of(node.slice)
     return None
 
 
@@ -586,9 +559,9 @@ def _on_value(operand: ast.AST, read: ast.AST) -> str:
         if not isinstance(node, ast.Compare) or not any(n is read for n in ast.walk(node.left)):
             continue
         op, right = node.ops[0], node.comparators[0]
-        if isinstance(op, ast.Eq) and _string(right) is not None:
-            return _string(right) or "1"
+        if isinstance(op, ast.Eq) and string_of(right) is not None:
+            return string_of(right) or "1"
         if isinstance(op, ast.In) and isinstance(right, (ast.Tuple, ast.List, ast.Set)):
-            values = [_string(e) for e in right.elts]
+            values = [string_of(e) for e in right.elts]
             return next((v for v in values if v), "1")
     return "1"

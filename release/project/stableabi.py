@@ -5,7 +5,8 @@ names they are built from). A define that reaches one compiler and not the other
 half use torch API newer than the target: the wheel then claims `torch>=X.Y` and breaks
 beside X.Y. `release init` and `release build --dry-run` say this with `stable_abi_note`.
 
-Pure: a parsed setup.py in, a `StableAbi` (or None) out.
+Pure: a parsed setup.py's index (release.project.pysource) in, a `StableAbi` (or None) out,
+in time linear in the file's size.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from packaging.version import Version
 
 from release.project.places import Place, ProjectChange
+from release.project.pysource import SourceIndex, in_file_order
 
 DEFINE = "TORCH_TARGET_VERSION"
 _FLAG = re.compile(r"-D\s*TORCH_TARGET_VERSION\b")
@@ -44,29 +46,34 @@ class StableAbi:
 
     @property
     def requirement(self) -> str | None:
-        """What the wheel will require: `torch>=X.Y` of the target."""
+        """What the wheel will require at least: `torch>=X.Y` of the target (the build raises
+        it to the first torch of the cell's CUDA major: release.inspection.stabletorch)."""
         return f"torch>={self.target}" if self.target is not None else None
 
 
-def stable_abi_in(tree: ast.Module, file: str) -> StableAbi | None:
+def stable_abi_in(index: SourceIndex, file: str) -> StableAbi | None:
     """The first TORCH_TARGET_VERSION define of a parsed setup.py (None: none), as
     release.project.setuppy's `read_setup_py` reads it."""
-    macro = _define_macro(tree)
+    macro = _define_macro(index)
     if macro is not None:
         line, target = macro
         return StableAbi(place=Place(file=file, line=line), target=target, reaches=COMPILERS)
-    define = next((n for n in _walk(tree) if _FLAG.search(_text(n))), None)
+    define = next(iter(_defines(index)), None)
     if define is None:
         return None
     match = _VALUE.search(_text(define))
     literal = isinstance(define, ast.Constant) and match is not None
-    holders = _holders(tree, define)
+    assignments = _assignments(index)
+    holders = _holders(assignments, define)
+    by_name = _by_name(assignments)
     reaches = tuple(
         compiler
         for compiler in COMPILERS
-        if any(_reaches(tree, value, define, holders) for value in _compile_args(tree, compiler))
+        if any(
+            _reaches(by_name, value, define, holders) for value in _compile_args(index, compiler)
+        )
     )
-    guard = _guard(tree, define)
+    guard = _guard(index, define)
     return StableAbi(
         place=Place(file=file, line=define.lineno),
         target=target_version(match.group(1)) if literal and match else None,
@@ -75,21 +82,21 @@ def stable_abi_in(tree: ast.Module, file: str) -> StableAbi | None:
     )
 
 
-def _guard(tree: ast.Module, node: ast.AST) -> ast.If | None:
-    """The innermost `if` whose body holds `node`."""
-    guards = [
-        candidate
-        for candidate in ast.walk(tree)
-        if isinstance(candidate, ast.If)
-        and any(n is node for part in candidate.body for n in ast.walk(part))
-    ]
-    return max(guards, key=lambda guard: guard.lineno, default=None)
+def _guard(index: SourceIndex, node: ast.AST) -> ast.If | None:
+    """The innermost `if` whose body holds `node`: up from it, the first `if` it is in the
+    body of (not the test, not the `else`)."""
+    child, parent = node, index.parents.get(id(node))
+    while parent is not None:
+        if isinstance(parent, ast.If) and any(part is child for part in parent.body):
+            return parent
+        child, parent = parent, index.parents.get(id(parent))
+    return None
 
 
-def _define_macro(tree: ast.Module) -> tuple[int, Version | None] | None:
+def _define_macro(index: SourceIndex) -> tuple[int, Version | None] | None:
     """`define_macros=[("TORCH_TARGET_VERSION", "0x...")]`: setuptools passes it to every
     compile, the C++ and the CUDA ones alike. (line, target) of the first."""
-    for node in ast.walk(tree):
+    for node in index.of(ast.Tuple):
         if (
             isinstance(node, ast.Tuple)
             and len(node.elts) == 2
@@ -112,7 +119,9 @@ def stable_abi_note(abi: StableAbi) -> str:
         note += f" (where the condition at {abi.condition} holds)"
     if abi.requirement is not None:
         note += (
-            f": one wheel a platform for every torch from it (its wheel requires {abi.requirement})"
+            ": one wheel a platform for every torch from it (its wheel requires "
+            f"{abi.requirement}, or from the first torch of its cell's CUDA major on the torch "
+            "index)"
         )
     return note
 
@@ -140,18 +149,16 @@ def stable_abi_warning(abi: StableAbi) -> str | None:
     return f"{crossing.place}: {crossing.text}" if crossing is not None else None
 
 
-def _walk(tree: ast.AST) -> list[ast.expr]:
+def _defines(index: SourceIndex) -> list[ast.expr]:
+    """The strings (f-strings whole) that pass the define, in the order of the file."""
     strings = [
         n
-        for n in ast.walk(tree)
+        for n in index.of_kinds(ast.JoinedStr, ast.Constant)
         if isinstance(n, ast.JoinedStr)
         or (isinstance(n, ast.Constant) and isinstance(n.value, str))
     ]
     inner = {id(v) for n in strings if isinstance(n, ast.JoinedStr) for v in n.values}
-    return sorted(
-        (n for n in strings if id(n) not in inner),
-        key=lambda n: (n.lineno, n.col_offset),
-    )
+    return in_file_order(n for n in strings if id(n) not in inner and _FLAG.search(_text(n)))
 
 
 def _text(node: ast.AST) -> str:
@@ -162,14 +169,33 @@ def _text(node: ast.AST) -> str:
     return ""
 
 
-def _holders(tree: ast.Module, define: ast.expr) -> set[str]:
+_Assignments = list[tuple[str, ast.AST]]  # (a name, a value assigned or added to it)
+
+
+def _assignments(index: SourceIndex) -> _Assignments:
+    """Every assignment of the file, in the order of the walk."""
+    found: _Assignments = []
+    for node in index.of_kinds(ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Call):
+        target, value = _assignment(node)
+        if target is not None and value is not None:
+            found.append((target, value))
+    return found
+
+
+def _by_name(assignments: _Assignments) -> dict[str, list[ast.AST]]:
+    found: dict[str, list[ast.AST]] = {}
+    for target, value in assignments:
+        found.setdefault(target, []).append(value)
+    return found
+
+
+def _holders(assignments: _Assignments, define: ast.expr) -> set[str]:
     """The names that hold the define: assigned a value that holds it, or appended,
     extended or added to with one (to a depth of three names)."""
     holders: set[str] = set()
     for _ in range(3):
-        for node in ast.walk(tree):
-            target, value = _assignment(node)
-            if target is not None and value is not None and _holds(value, define, holders):
+        for target, value in assignments:
+            if _holds(value, define, holders):
                 holders.add(target)
     return holders
 
@@ -196,24 +222,25 @@ def _holds(value: ast.AST, define: ast.expr, holders: set[str]) -> bool:
     )
 
 
-def _compile_args(tree: ast.Module, compiler: str) -> list[ast.expr]:
+def _compile_args(index: SourceIndex, compiler: str) -> list[ast.expr]:
     """The values of the `compiler` key of every dict in the file (extra_compile_args)."""
     return [
         value
-        for node in ast.walk(tree)
+        for node in index.of(ast.Dict)
         if isinstance(node, ast.Dict)
         for key, value in zip(node.keys, node.values, strict=True)
         if isinstance(key, ast.Constant) and key.value == compiler
     ]
 
 
-def _reaches(tree: ast.Module, value: ast.expr, define: ast.expr, holders: set[str]) -> bool:
+def _reaches(
+    assignments: dict[str, list[ast.AST]], value: ast.expr, define: ast.expr, holders: set[str]
+) -> bool:
     if _holds(value, define, holders):
         return True
     names = {n.id for n in ast.walk(value) if isinstance(n, ast.Name)}
     return any(
         _holds(assigned, define, holders)
-        for node in ast.walk(tree)
-        for target, assigned in [_assignment(node)]
-        if target in names and assigned is not None
+        for name in names
+        for assigned in assignments.get(name, ())
     )

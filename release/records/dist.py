@@ -28,7 +28,7 @@ from release.records.manifest import (
     read_manifests,
 )
 from release.records.sdistfile import sdist_archive_problems
-from release.wheelfile import NotAWheel, WheelFacts, WheelName, read_wheel
+from release.wheelfile import NotAWheel, WheelFacts, WheelName, identity_problems, read_wheel
 
 
 def manifest_paths(dist: Path) -> list[Path]:
@@ -71,18 +71,8 @@ def entry_problems(manifest: Manifest, entry: WheelEntry, facts: WheelFacts | No
         return [*problems, f"{name}: {facts.unreadable}"]
     if facts.size != entry.size:
         problems.append(f"{name} is {facts.size} bytes, the manifest says {entry.size}")
-    if facts.metadata_name is None or canonicalize_name(facts.metadata_name) != project:
-        problems.append(f"{name}: METADATA Name is {facts.metadata_name!r}")
-    if facts.metadata_version is None or _version(facts.metadata_version) != version:
-        problems.append(f"{name}: METADATA Version is {facts.metadata_version!r}")
-    return problems
-
-
-def _version(text: str) -> Version | None:
-    try:
-        return Version(text)
-    except InvalidVersion:
-        return None
+    identity = identity_problems(project, version, facts.metadata_name, facts.metadata_version)
+    return problems + [f"{name}: {problem}" for problem in identity]
 
 
 def wheel_problem(entry: WheelEntry | SdistEntry, wheel: Path) -> str | None:

@@ -20,6 +20,7 @@ from packaging.utils import canonicalize_name
 from release.errors import ConfigError
 from release.fsutil import json_text, read_json, write_atomic
 from release.matrix import KINDS, Cell, Commit, kinds_text, nccl_requirement
+from release.matrix.gitindex import token_secret_problem
 from release.wheelfile import is_wheel_name
 
 SCHEMA_VERSION = 1
@@ -39,6 +40,10 @@ class DestinationRef:
     repository: str | None = None  # github: owner/name
     tag: str | None = None  # github: the release tag for this version
     api_url: str | None = None  # github: REST API base
+    # github: the variable holding the token that writes there (None: GITHUB_TOKEN), and
+    # the git-index destination that lists its wheels (None: an index on Pages)
+    token_secret: str | None = None
+    index: str | None = None
     bucket: str | None = None  # s3: the bucket, its key prefix, its API and region
     prefix: str | None = None
     endpoint: str | None = None
@@ -255,7 +260,7 @@ def _filename(data: Mapping[str, Any], where: str) -> str:
 
 
 _DESTINATION_TEXT = (
-    *("repository_url", "repository", "tag", "api_url", "index_url"),
+    *("repository_url", "repository", "tag", "api_url", "index_url", "token_secret", "index"),
     *("bucket", "prefix", "endpoint", "region"),
 )
 
@@ -277,6 +282,9 @@ def _destination(raw: Mapping[str, Any], where: str) -> DestinationRef:
     needs = value_type.RECORD_NEEDS
     if not all(getattr(destination, key) for key in needs):
         raise ValueError(f"{where}: {kind} needs {' and '.join(needs)}")
+    secret = destination.token_secret
+    if secret is not None and (problem := token_secret_problem(secret)) is not None:
+        raise ValueError(f"{where}.token_secret: {problem}")
     return destination
 
 

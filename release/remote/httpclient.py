@@ -15,11 +15,14 @@ resolve is not retried, since no wait will fix it.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import socket
 import time
 from collections.abc import Collection, Generator, Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO
 
 import httpx
 
@@ -166,6 +169,7 @@ def fetch(
     url: str,
     *,
     keep: bool = False,
+    into: Path | None = None,
     accept: str | None = None,
     retry_statuses: Collection[int] = (),
     policy: retry.RetryPolicy | None = None,
@@ -173,13 +177,20 @@ def fetch(
     sleep: retry.Sleep = time.sleep,
     clock: retry.Clock = time.monotonic,
     secrets: Iterable[str] = (),
+    byte_range: tuple[int, int] | None = None,
 ) -> Download:
     """GET `url` (redirects followed), hashing the body as it streams; retried per the
-    module doc. Never raises for the server's sake: the last answer or failure comes back."""
+    module doc. `keep` holds the body in memory; `into` writes it to that file instead
+    (each attempt from the start), so that a large file is never held whole. `byte_range`
+    (first, last) asks for those bytes only: 206 is the server's yes, and a 200 (a server
+    that ignores ranges) comes back with its headers alone, the whole file left unread.
+    Never raises for the server's sake: the last answer or failure comes back."""
     policy = policy or retry.RetryPolicy(attempts=5, initial_delay=1.0, total=300.0)
     deadline = deadline or retry.Deadline(policy.total, clock)
     hidden = tuple(secrets)
     headers = {"Accept": accept} if accept else {}
+    if byte_range is not None:
+        headers["Range"] = f"bytes={byte_range[0]}-{byte_range[1]}"
     retried = TRANSIENT_STATUSES | frozenset(retry_statuses)
 
     def attempt(_: int) -> Download:
@@ -188,26 +199,16 @@ def fetch(
             raise _Retry(retry.TryAgain(reason="no time left"), Download(
                 status=None, url=url, error="no time left"))  # fmt: skip
         try:
-            with http.stream("GET", url, headers=headers, timeout=_capped(http, left)) as response:
-                digest = hashlib.sha256()
-                size = 0
-                chunks = []
-                for chunk in response.iter_bytes():
-                    if deadline.remaining() <= 0:
-                        raise httpx.ReadTimeout(f"the {policy.total:.0f} s deadline passed")
-                    digest.update(chunk)
-                    size += len(chunk)
-                    if keep:
-                        chunks.append(chunk)
-                got = Download(
-                    status=response.status_code,
-                    size=size,
-                    sha256=digest.hexdigest(),
-                    url=str(response.url),
-                    content_type=response.headers.get("content-type", ""),
-                    body=b"".join(chunks) if keep else None,
-                    headers=dict(response.headers),
-                )
+            with (
+                http.stream("GET", url, headers=headers, timeout=_capped(http, left)) as response,
+                into.open("wb") if into is not None else contextlib.nullcontext() as sink,
+            ):
+                if byte_range is not None and response.status_code == 200:
+                    got = Download(
+                        status=200, url=str(response.url), headers=dict(response.headers)
+                    )
+                else:
+                    got = _streamed(response, deadline, policy.total, keep=keep, sink=sink)
         except httpx.HTTPError as error:
             failed = Download(
                 status=None, url=url, error=mask(f"{type(error).__name__}: {error}", hidden)
@@ -236,6 +237,38 @@ def fetch(
         )
     except retry.RetryExhausted:
         return last[0] if last else Download(status=None, url=url, error="no time left")
+
+
+def _streamed(
+    response: httpx.Response,
+    deadline: retry.Deadline,
+    total: float,
+    *,
+    keep: bool,
+    sink: BinaryIO | None,
+) -> Download:
+    """The body of `response` hashed as it streams, held (`keep`) or written to `sink`."""
+    digest = hashlib.sha256()
+    size = 0
+    chunks = []
+    for chunk in response.iter_bytes():
+        if deadline.remaining() <= 0:
+            raise httpx.ReadTimeout(f"the {total:.0f} s deadline passed")
+        digest.update(chunk)
+        size += len(chunk)
+        if keep:
+            chunks.append(chunk)
+        if sink is not None:
+            sink.write(chunk)
+    return Download(
+        status=response.status_code,
+        size=size,
+        sha256=digest.hexdigest(),
+        url=str(response.url),
+        content_type=response.headers.get("content-type", ""),
+        body=b"".join(chunks) if keep else None,
+        headers=dict(response.headers),
+    )
 
 
 def _capped(http: httpx.Client, left: float) -> httpx.Timeout:

@@ -1,6 +1,6 @@
 """Reading a project page of any PEP 503 (HTML) / PEP 691 (JSON) simple index: PyPI,
-pypiserver, the index this tool writes. Pure: pages in, `ListedFile`s out; fetching them is
-release.remote.httpclient's.
+pypiserver, the index this tool writes, and the projects a root page lists. Pure: pages in,
+`ListedFile`s (or names) out; fetching them is release.remote.httpclient's.
 """
 
 from __future__ import annotations
@@ -66,12 +66,13 @@ def _joined(page_url: str, link: object) -> str | None:
     return urljoin(page_url, link) if isinstance(link, str) and link else None
 
 
-def parse_simple_html(text: str, page_url: str) -> dict[str, ListedFile]:
-    """The files of a PEP 503 project page, by filename (the anchor text)."""
+def html_files(text: str, page_url: str) -> list[ListedFile]:
+    """Every link of a PEP 503 project page, in page order, a filename listed twice kept
+    twice (the anchor text is the filename)."""
     parser = _AnchorParser()
     parser.feed(text)
     parser.close()
-    out: dict[str, ListedFile] = {}
+    out: list[ListedFile] = []
     for attrs, name in parser.anchors:
         href = attrs.get("href")
         if not href or not name:
@@ -79,25 +80,33 @@ def parse_simple_html(text: str, page_url: str) -> dict[str, ListedFile]:
         url, fragment = urldefrag(urljoin(page_url, href))
         hash_name = fragment.split("=", 1)[0] if "=" in fragment else None
         core = attrs.get("data-core-metadata") or attrs.get("data-dist-info-metadata") or ""
-        out[name] = ListedFile(
-            name=name,
-            url=url,
-            sha256=_digest(fragment),
-            size=None,
-            hash_name=hash_name,
-            requires_python=attrs.get("data-requires-python"),
-            metadata_sha256=_digest(core),
-            provenance_url=_joined(page_url, attrs.get("data-provenance")),
-            yanked="data-yanked" in attrs,
+        out.append(
+            ListedFile(
+                name=name,
+                url=url,
+                sha256=_digest(fragment),
+                size=None,
+                hash_name=hash_name,
+                requires_python=attrs.get("data-requires-python"),
+                metadata_sha256=_digest(core),
+                provenance_url=_joined(page_url, attrs.get("data-provenance")),
+                yanked="data-yanked" in attrs,
+            )
         )
     return out
 
 
-def parse_simple_json(data: object, page_url: str) -> dict[str, ListedFile]:
-    """The files of a PEP 691 project page, by filename. Raises ValueError when malformed."""
+def parse_simple_html(text: str, page_url: str) -> dict[str, ListedFile]:
+    """The files of a PEP 503 project page, by filename (the anchor text)."""
+    return {listed.name: listed for listed in html_files(text, page_url)}
+
+
+def json_files(data: object, page_url: str) -> list[ListedFile]:
+    """Every file of a PEP 691 project page, in page order, a filename listed twice kept
+    twice. Raises ValueError when malformed."""
     if not isinstance(data, dict) or not isinstance(data.get("files"), list):
         raise ValueError("not a PEP 691 project page (no 'files' list)")
-    out: dict[str, ListedFile] = {}
+    out: list[ListedFile] = []
     for raw in data["files"]:
         if not isinstance(raw, dict):
             raise ValueError("a 'files' entry is not an object")
@@ -109,30 +118,116 @@ def parse_simple_json(data: object, page_url: str) -> dict[str, ListedFile]:
         core = raw.get("core-metadata", raw.get("dist-info-metadata"))
         metadata = core.get("sha256") if isinstance(core, dict) else None
         requires = raw.get("requires-python")
-        out[name] = ListedFile(
-            name=name,
-            url=urljoin(page_url, url),
-            sha256=sha256.lower() if isinstance(sha256, str) else None,
-            size=size if isinstance(size, int) and not isinstance(size, bool) else None,
-            hash_name="sha256" if isinstance(sha256, str) else next(iter(hashes), None),
-            requires_python=requires if isinstance(requires, str) else None,
-            metadata_sha256=metadata if isinstance(metadata, str) else None,
-            provenance_url=_joined(page_url, raw.get("provenance")),
-            yanked=bool(raw.get("yanked")),
+        out.append(
+            ListedFile(
+                name=name,
+                url=urljoin(page_url, url),
+                sha256=sha256.lower() if isinstance(sha256, str) else None,
+                size=size if isinstance(size, int) and not isinstance(size, bool) else None,
+                hash_name="sha256" if isinstance(sha256, str) else next(iter(hashes), None),
+                requires_python=requires if isinstance(requires, str) else None,
+                metadata_sha256=metadata if isinstance(metadata, str) else None,
+                provenance_url=_joined(page_url, raw.get("provenance")),
+                yanked=bool(raw.get("yanked")),
+            )
         )
     return out
+
+
+def parse_simple_json(data: object, page_url: str) -> dict[str, ListedFile]:
+    """The files of a PEP 691 project page, by filename. Raises ValueError when malformed."""
+    return {listed.name: listed for listed in json_files(data, page_url)}
+
+
+def _json_document(body: bytes) -> object:
+    try:
+        return json_document(body, "the page")
+    except UnreadableDocument as error:
+        raise ValueError(f"not a PEP 691 project page ({error.reason})") from None
+
+
+def _is_json(content_type: str) -> bool:
+    return content_type.split(";", maxsplit=1)[0].strip() == SIMPLE_JSON
 
 
 def parse_project_page(body: bytes, content_type: str, page_url: str) -> dict[str, ListedFile]:
     """A project page in whichever format the server chose; ValueError for any page that
     is not one (however deep, large or mistyped)."""
-    if content_type.split(";", maxsplit=1)[0].strip() == SIMPLE_JSON:
-        try:
-            data = json_document(body, "the page")
-        except UnreadableDocument as error:
-            raise ValueError(f"not a PEP 691 project page ({error.reason})") from None
-        return parse_simple_json(data, page_url)
-    return parse_simple_html(body.decode("utf-8", errors="replace"), page_url)
+    return {listed.name: listed for listed in project_files(body, content_type, page_url)}
+
+
+def project_files(body: bytes, content_type: str, page_url: str) -> list[ListedFile]:
+    """`parse_project_page`'s files in page order, a filename listed twice kept twice."""
+    if _is_json(content_type):
+        return json_files(_json_document(body), page_url)
+    return html_files(body.decode("utf-8", errors="replace"), page_url)
+
+
+DISTRIBUTION_SUFFIXES = (".whl", ".tar.gz", ".zip", ".tar.bz2", ".tgz", ".egg")
+
+
+@dataclass(frozen=True, kw_only=True)
+class IndexPage:
+    """A page of a simple index: a project page's files, or a root page's projects (name,
+    project page URL)."""
+
+    files: tuple[ListedFile, ...] = ()
+    projects: tuple[tuple[str, str], ...] = ()
+    root: bool = False
+
+
+def parse_index_page(body: bytes, content_type: str, page_url: str) -> IndexPage:
+    """A root page (PEP 691 `projects`; HTML whose links name no distribution file) or a
+    project page; ValueError for JSON that is neither."""
+    if _is_json(content_type):
+        data = _json_document(body)
+        if isinstance(data, dict) and isinstance(data.get("projects"), list):
+            names = [p.get("name") for p in data["projects"] if isinstance(p, dict)]
+            return IndexPage(
+                projects=tuple(
+                    (name, project_page_url(page_url, name)) for name in names
+                    if isinstance(name, str) and name
+                ),
+                root=True,
+            )  # fmt: skip
+        return IndexPage(files=tuple(json_files(data, page_url)))
+    files = html_files(body.decode("utf-8", errors="replace"), page_url)
+    if not files or any(f.name.endswith(DISTRIBUTION_SUFFIXES) for f in files):
+        return IndexPage(files=tuple(files))
+    return IndexPage(
+        projects=tuple((f.name, f.url if f.url.endswith("/") else f.url + "/") for f in files),
+        root=True,
+    )
+
+
+def root_html_projects(text: str) -> set[str]:
+    """The projects a PEP 503 root page links, by canonical name: each link's last path
+    segment (`sgl-deep-gemm/`), whatever its text says."""
+    parser = _AnchorParser()
+    parser.feed(text)
+    parser.close()
+    names = set()
+    for attrs, _ in parser.anchors:
+        href = urldefrag(attrs.get("href") or "")[0].rstrip("/")
+        name = href.rsplit("/", 1)[-1]
+        if name:
+            names.add(str(canonicalize_name(name)))
+    return names
+
+
+def root_json_projects(body: bytes) -> set[str]:
+    """The projects a PEP 691 root page lists, by canonical name; ValueError for a page that
+    is not one."""
+    try:
+        data = json_document(body, "the page")
+    except UnreadableDocument as error:
+        raise ValueError(f"not a PEP 691 root page ({error.reason})") from None
+    projects = data.get("projects") if isinstance(data, dict) else None
+    if not isinstance(projects, list) or not all(
+        isinstance(p, dict) and isinstance(p.get("name"), str) for p in projects
+    ):
+        raise ValueError("not a PEP 691 root page (no 'projects' list of names)")
+    return {str(canonicalize_name(p["name"])) for p in projects}
 
 
 def project_page_url(index_url: str, project: str) -> str:

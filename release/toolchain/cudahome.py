@@ -24,7 +24,7 @@ from pathlib import Path
 
 from release.errors import ToolchainError
 
-LAYOUT = 1  # bumped whenever `assemble` makes a different tree
+LAYOUT = 2  # bumped whenever `assemble` makes a different tree
 
 # What bin/nvcc of a CUDA_HOME without nvcc says (release.building.diagnose reads it back
 # from a build's log): the cause, the remedy, and exit status 1.
@@ -35,9 +35,16 @@ NO_NVCC_LINE = (
     "this cell with a CUDA {cuda} toolkit (release build --cuda-home), or compile no .cu "
     "file for it"
 )
+# Asked its version (CMake's FindCUDAToolkit asks every nvcc it finds, in a project that
+# compiles no CUDA too, and reads stdout only), it answers on stdout: on stderr, the line
+# would reach the log of every such build and read as its cause where it fails otherwise.
 NO_NVCC = """\
 #!/bin/sh
 # nvcc of a CUDA_HOME without one (written by cuda-wheel-release)
+if [ "$#" -eq 1 ] && [ "$1" = "--version" ]; then
+  echo {line}
+  exit 1
+fi
 echo {line} >&2
 exit 1
 """

@@ -10,4 +10,6 @@ Its modules:
 - `rederive`: What a release published, re-derived from the destinations alone, for `release
   verify --tag` and `--latest` (the scheduled URL watch).
 - `run`: One `release verify`: find what was published, then check it (release.verify.checks).
+- `served`: Every wheel of the release inspected again from the bytes served, every index page
+  of it read whole, the matrix's variants all there.
 """

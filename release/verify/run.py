@@ -35,6 +35,7 @@ from release.verify.provenance import (
     unknown_destinations,
 )
 from release.verify.rederive import published_from_tag
+from release.verify.served import served_checks
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -88,6 +89,8 @@ def verify_release(target: VerifyTarget, settings: VerifySettings, reach: Reach)
                 unknown_destinations(one, matrix.destinations)
             signer = expected_signer(matrix, one.version, settings) if matrix else None
             report = verify(one, reach, settings, signer=signer)
+            served = served_checks(one, matrix, reach, settings)
+            report = replace(report, checks=report.checks + tuple(served))
             if settings.provenance:
                 checks = provenance_of(one, matrix, target, settings, reach, http=http)
                 report = replace(report, checks=report.checks + tuple(checks))

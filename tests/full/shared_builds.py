@@ -44,7 +44,10 @@ TORCH_CELL = f"13.0-x86_64-torch{TORCH}"
 TORCH_CLI = "import sys; from release.cli import main; sys.exit(main(sys.argv[1:]))"
 
 # A torch project's matrix of one x86_64 cell, for str.format: {env} is build.env's flow
-# mapping (the torch fixture's: K3_TORCH_ABI and K3_TORCH_UNPINNED).
+# mapping (the torch fixture's: K3_TORCH_ABI and K3_TORCH_UNPINNED). The stable flavour
+# builds against torch 2.14.1, the torch on this machine's disk, on purpose (torch-build:
+# newer): the oldest its wheel admits on CUDA 13 is PyPI's 2.11.0, which a stable-ABI build
+# takes by default (its wheel still requires torch>=2.11, read from PyPI's torch page).
 TORCH_MATRIX = """\
 project: {project}
 build:
@@ -59,6 +62,7 @@ cuda:
   "13.0":
     destination: pypi
     torch: "{torch}"
+    torch-build: newer
     abi3: "3.10"
 destinations:
   pypi: {{kind: pypi}}

@@ -90,5 +90,5 @@ def test_a_host_only_file_links_the_cuda_libraries_of_the_cuda_home(
         assert nvcc.returncode == 0
         assert "release 13.0" in nvcc.stdout
     else:
-        assert nvcc.returncode == 1
-        assert nvcc.stderr.startswith("release: no nvcc: PyPI has no nvcc for CUDA 12.9")
+        assert nvcc.returncode == 1  # asked its version, it answers on stdout
+        assert nvcc.stdout.startswith("release: no nvcc: PyPI has no nvcc for CUDA 12.9")

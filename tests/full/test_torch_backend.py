@@ -21,13 +21,16 @@ import shutil
 import subprocess
 import sys
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
 
+from release.building.torchpin import pinned
 from release.cli import main
-from release.records.manifest import read_manifest
+from release.fsutil import sha256_file
+from release.records.manifest import read_manifest, write_manifest
 from release.toolchain.torchenv import TorchEnv
 from tests.full.shared_builds import (
     TORCH,
@@ -101,11 +104,12 @@ def torch_requirements(wheel: Path) -> list[str]:
     return [r for r in metadata(wheel).get_all("Requires-Dist") or [] if r.startswith("torch")]
 
 
-def test_a_stable_abi_wheel_needs_torch_from_its_target_version_on(
+def test_a_stable_abi_wheel_needs_torch_from_the_first_of_its_cuda_major_on(
     torch_stable: TorchBuild,
 ) -> None:
-    # the project says a bare `torch`; the build's TORCH_TARGET_VERSION says 2.10
-    assert torch_requirements(torch_stable.wheel) == ["torch>=2.10"]
+    # the project says a bare `torch`; the build's TORCH_TARGET_VERSION says 2.10, and
+    # PyPI's torch 2.10.0 is built for CUDA 12.8: its 2.11.0 is the first on CUDA 13
+    assert torch_requirements(torch_stable.wheel) == ["torch>=2.11"]
 
 
 def test_a_regular_abi_wheel_needs_the_torch_minor_it_was_built_against(
@@ -152,6 +156,18 @@ def torch_venv(torch_environment: TorchEnv, tmp_path_factory: pytest.TempPathFac
     return python
 
 
+# The session's stable wheel is built against torch 2.14.1 on purpose (shared_builds.py), so
+# its `total` is issue 53's failure (test_a_stable_wheel_built_against_a_newer_torch_...):
+# the tests of the other ops leave it out.
+NOT_TOTAL = ("-k", "not total")
+TOTAL = """
+import torch, k3_torch_ops
+for dtype in (torch.float64, torch.float32):
+    out = k3_torch_ops.total(torch.arange(4.0, dtype=dtype))
+    print(list(out.shape), str(out.dtype))
+"""
+
+
 @pytest.mark.parametrize("flavour", ["torch_stable", "torch_regular"], ids=["stable", "regular"])
 def test_installed_beside_torch_its_own_tests_run_the_op_on_the_cpu(
     flavour: str, request: pytest.FixtureRequest, torch_venv: str, tmp_path: Path
@@ -172,12 +188,35 @@ def test_installed_beside_torch_its_own_tests_run_the_op_on_the_cpu(
     tests = tmp_path / "tests"
     shutil.copytree(FIXTURE / "tests", tests)
     ran = subprocess.run(
-        [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tests)],
+        [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *NOT_TOTAL, str(tests)],
         capture_output=True, text=True, check=False, cwd=tmp_path,
     )  # fmt: skip
     assert ran.returncode == 0, ran.stdout[-3000:]
     assert " passed" in ran.stdout
     assert "test_matches_torch[float32-cpu] SKIPPED" not in ran.stdout
+
+
+def test_a_stable_wheel_built_against_a_newer_torch_gets_a_view_of_nothing_wrong(
+    torch_stable: TorchBuild, torch_venv: str
+) -> None:
+    """Issue 53 on the CPU, beside the very torch it was built against: compiled against
+    torch 2.14.1's headers (TORCH_TARGET_VERSION 2.10), `torch::stable::view(result, {})`
+    calls the `view(Tensor, ScalarType)` overload those headers add (its `{}` is
+    ScalarType::Byte), so `total` returns its result's bytes as uint8, not a 0-dim tensor.
+    Built against a torch without that overload (2.13.0 and older, as a stable-ABI cell
+    builds by default: its oldest admitted torch, 2.11.0) it gives the scalar. Only running
+    the wheel shows it: every static check passes."""
+    install = subprocess.run(
+        [torch_venv, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+         "--no-deps", "--force-reinstall", str(torch_stable.wheel)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert install.returncode == 0, install.stderr[-3000:]
+    ran = subprocess.run(
+        [torch_venv, "-W", "ignore", "-c", TOTAL], capture_output=True, text=True, check=False
+    )
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    assert ran.stdout.split("\n")[:2] == ["[8] torch.uint8", "[4] torch.uint8"]
 
 
 def test_a_cpu_only_build_fails_the_cell_and_says_why(
@@ -274,8 +313,27 @@ here = pathlib.Path(k3_torch_ops.__file__).resolve()
 assert pathlib.Path(sys.prefix) in here.parents, f"{here} is not the venv's wheel"
 print(f"probe: torch {torch.__version__} from {pathlib.Path(torch.__file__).parent}")
 print(f"probe: {here}")
-sys.exit(pytest.main(["-q", "-p", "no:cacheprovider", tests]))
+# the session's stable wheel's `total` is issue 53's failure: see NOT_TOTAL
+sys.exit(pytest.main(["-q", "-p", "no:cacheprovider", "-k", "not total", tests]))
 """
+
+
+def pinned_to_its_torch(built: TorchBuild, where: Path) -> Path:
+    """A copy of `built`'s dist/ whose wheel requires torch==2.14.* (its manifest entry made
+    again): the gate then runs it beside the torch it was built against only. The torches a
+    stable-ABI wheel is run beside, the oldest and the newest it admits (PyPI's 2.11.0 and
+    its newest), are gigabytes each, and this machine's pip is capped at 2.14.1;
+    tests/integration/test_torch_builds.py holds the gate's plan for them."""
+    dist = where / "dist"
+    shutil.copytree(built.dist, dist)
+    wheel = dist / TORCH_WHEEL
+    wheel.write_bytes(pinned(wheel.name, wheel.read_bytes(), Requirement("torch==2.14.*")))
+    manifest = read_manifest(dist / "manifest.json")
+    entries = tuple(
+        replace(e, size=wheel.stat().st_size, sha256=sha256_file(wheel)) for e in manifest.wheels
+    )
+    write_manifest(replace(manifest, wheels=entries), dist / "manifest.json")
+    return dist
 
 
 def test_the_gpu_gate_runs_the_projects_own_tests_beside_the_pinned_torch(
@@ -296,19 +354,22 @@ def test_the_gpu_gate_runs_the_projects_own_tests_beside_the_pinned_torch(
     text = torch_stable.matrix.read_text(encoding="utf-8")
     (tmp_path / "matrix.yaml").write_text(text + gate, encoding="utf-8")
     cache = cache_copy(torch_stable.cache, tmp_path / "cache")  # for the PTX-only build
+    dist = pinned_to_its_torch(torch_stable, tmp_path)
     os.environ["SOURCE_DATE_EPOCH"] = TORCH_EPOCH
     try:
         code = main(
             ["gpu-gate", "--matrix", str(tmp_path / "matrix.yaml"), "--runner",
-             "self-hosted/h200", "--dist", str(torch_stable.dist),
-             "--cache-dir", str(cache), "--json"]
+             "self-hosted/h200", "--dist", str(dist), "--cache-dir", str(cache), "--json"]
         )  # fmt: skip
     finally:
         del os.environ["SOURCE_DATE_EPOCH"]
     captured = capsys.readouterr()
     assert code == 0, captured.err[-4000:]
     runs = json.loads(captured.out)["runs"]
-    assert [(r["build"], r["ok"]) for r in runs] == [("cubin", True), ("ptx", True)]
+    assert [(r["build"], r["torch"], r["ok"]) for r in runs] == [
+        ("cubin", "2.14.1", True),
+        ("ptx", "2.14.1", True),
+    ]
     assert "probe: torch 2.14.1+cu130 from " in captured.err
     assert " passed" in captured.err
 

@@ -1,8 +1,12 @@
 """The torch fixture's wheel (tests/fixtures/torch_ops, built by `release`'s torch backend;
-its stable-ABI flavour is one wheel for every torch from 2.10) on a GPU: its CUDA kernel is
+its stable-ABI flavour is one wheel for every torch it admits) on a GPU: its CUDA kernel is
 registered, and `scaled_add` on CUDA gives what its CPU kernel and torch's own
 `a + alpha * b` give on the CPU, for both dtypes it takes, for contiguous, strided,
-empty and many-block tensors.
+empty and many-block tensors. The stable flavour's `total` (a reduction whose kernels
+return `torch::stable::view(result, {})`) must give a 0-dim tensor on CUDA as on the CPU,
+equal to torch's own `a.sum()`: a wheel built against a newer torch's headers than the one
+it loads beside returned a [1, 4] tensor there (issue 53), and this is the check that sees
+it.
 
 Needs torch with a CUDA GPU and k3_torch_ops: installed, or the wheel that
 K3_TORCH_OPS_WHEEL names, unpacked here on sys.path (so that one wheel can be tried beside
@@ -93,6 +97,31 @@ def test_cuda_matches_the_cpu_kernel_and_torch(
     assert on_gpu.dtype == a.dtype
     torch.testing.assert_close(on_gpu.cpu(), on_cpu)
     torch.testing.assert_close(on_gpu.cpu(), a + alpha * b)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("shape", [(3, 1000), (1,), (4097, 1031), (0,)],
+                         ids=["small", "one", "many-blocks", "empty"])  # fmt: skip
+def test_total_on_cuda_is_the_scalar_the_cpu_op_and_torch_give(
+    shape: tuple[int, ...], dtype: str
+) -> None:
+    if not k3.has_op("total"):
+        pytest.skip("the regular flavour has no total op")
+    generator = torch.Generator().manual_seed(sum(shape) + 7)
+    a = torch.randn(*shape, generator=generator, dtype=getattr(torch, dtype))
+    on_cpu = k3.total(a)
+    on_gpu = k3.total(a.cuda())
+    torch.cuda.synchronize()
+    print(f"\ntotal of {list(shape)} {dtype}: CUDA shape {list(on_gpu.shape)}, "
+          f"CPU op shape {list(on_cpu.shape)}, torch.sum shape {list(a.sum().shape)}")  # fmt: skip
+    assert on_gpu.device.type == "cuda"
+    assert on_gpu.shape == torch.Size([]), f"CUDA total has shape {list(on_gpu.shape)}"
+    assert on_cpu.shape == torch.Size([]), f"CPU total has shape {list(on_cpu.shape)}"
+    assert on_gpu.dtype == a.dtype
+    reference = a.double().sum().to(a.dtype)
+    tolerance = {"atol": 1e-3 * max(1.0, a.numel() ** 0.5), "rtol": 1e-4}
+    torch.testing.assert_close(on_gpu.cpu(), on_cpu, **tolerance)
+    torch.testing.assert_close(on_gpu.cpu(), reference, **tolerance)
 
 
 def test_a_dtype_it_does_not_take_is_refused_on_cuda_too() -> None:

@@ -80,8 +80,8 @@ DROPPED = frozenset(
     {"CI", "CUDA_HOME", "SOURCE_DATE_EPOCH", "COLUMNS", "NO_COLOR", "FORCE_COLOR", "NO_PROXY"}
 )
 COMMANDS = (
-    "init", "matrix", "nccl", "doctor", "build", "publish", "verify", "plan", "pins", "gpu-gate",
-    "env",
+    "init", "matrix", "nccl", "doctor", "build", "publish", "verify", "audit", "plan", "pins",
+    "gpu-gate", "env",
 )  # fmt: skip
 
 Tier = Literal["fast", "full"]
@@ -235,6 +235,13 @@ INVOCATIONS = (
         "verify-tag-unreachable",
         ("verify", "--tag", "k3-kernels-v0.1.0", "--json", "--github-api-url", UNREACHABLE),
     ),
+    # audit: its document's schema, an index out of reach (exit 7), a line that is no URL
+    Invocation("audit-schema", ("audit", "--schema"), stdout="text"),
+    Invocation(
+        "audit-unreachable",
+        ("audit", f"{UNREACHABLE}/simple/k3-kernels/", "--attempts", "1", "--json"),
+    ),
+    Invocation("audit-not-a-url", ("audit", "ftp://example.invalid/k3_kernels.whl", "--json")),
     Invocation("pins-no-record", ("pins", "--dist", f"{TMP}/dist", "--json")),
     Invocation("pins-no-dist", ("pins", "--dist", f"{TMP}/nodist", "--json")),
 )

@@ -129,9 +129,13 @@ class Player:
     def called(
         self, name: str, path: Path, job: dict[str, Any], context: dict[str, Any]
     ) -> dict[str, Any]:
-        declared = triggers(load(path))["workflow_call"]["inputs"]
+        called = triggers(load(path))["workflow_call"]
+        declared = called["inputs"]
         inputs = {f"inputs.{k}": spec.get("default") for k, spec in declared.items()}
         inputs |= {f"inputs.{k}": typed(v, context) for k, v in job.get("with", {}).items()}
+        # the secrets it declares: those the caller passes, the others empty
+        inputs |= {f"secrets.{k}": "" for k in called.get("secrets", {})}
+        inputs |= {f"secrets.{k}": typed(v, context) for k, v in job.get("secrets", {}).items()}
         inner = self.run.with_values(inputs)
         for called_job, result in inner.jobs(path).items():
             self.played.results[f"{name}/{called_job}"] = result
@@ -221,6 +225,28 @@ def test_a_first_tag_runs_every_stage_through_the_files_init_writes(
         assert (upload["TWINE_API_KEY"], sign["TOKEN_UPLOAD"]) == ("", "false")
     else:
         assert (upload["TWINE_API_KEY"], sign["TOKEN_UPLOAD"]) == (TOKEN, "true")
+
+
+def test_a_destination_in_another_repository_gets_its_token_where_it_is_read_and_written(
+    stub_dir: Path, tmp_path: Path
+) -> None:
+    """`release init --destination-token-secret GH_PAT_FOR_WHL_RELEASE`: the secret reaches
+    the publish action's upload step with its name, and the steps of the reusable workflows
+    that read the destinations (plan, verify), and no other step."""
+    name, token = "GH_PAT_FOR_WHL_RELEASE", "github_pat_sampleWhlToken0000"
+    caller = init_caller(tmp_path, "--destination-token-secret", name)
+    run = FIRST_TAG.with_values({f"secrets.{name}": token})
+    played = Player(run, stub_dir, tmp_path / "run").play(caller)
+    assert played.ran() == RELEASED
+    holding = {
+        job: [e["DESTINATION_TOKEN_SECRET"] for e in envs if e.get("DESTINATION_TOKEN") == token]
+        for job, envs in played.envs.items()
+    }
+    assert {job: names for job, names in holding.items() if names} == {
+        "build/plan": [name],
+        "publish": [name],
+        "verify/verify": [name],
+    }
 
 
 def test_a_manual_run_of_the_caller_is_a_dry_run_and_publishes_nothing(

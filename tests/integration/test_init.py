@@ -9,6 +9,7 @@ loader refuses at its line.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -22,6 +23,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from packaging.version import Version
+from ruamel.yaml import YAML
+
+from release.cli import main
+from tests.integration.torchindex import CUDA12, CUDA13, metadata_of
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -38,18 +44,35 @@ TORCH_WHEELS = [
 ]
 
 
+def _metadata(name: str) -> bytes:
+    """PyPI's METADATA of the torch release `name` is a wheel of (tests/integration/torchindex:
+    up to 2.10 on CUDA 12.8, from 2.11 on CUDA 13)."""
+    version = name.split("-")[1]
+    return metadata_of(version, CUDA12 if Version(version) < Version("2.11") else CUDA13)
+
+
 class _Index(BaseHTTPRequestHandler):
-    """A PEP 691 simple index with one project, torch; it counts the requests."""
+    """A PEP 691 simple index with one project, torch, and the PEP 658 metadata of its
+    wheels; it counts the requests."""
 
     requests: list[str] = []  # noqa: RUF012 (one list shared by the server's handlers)
 
     def do_GET(self) -> None:
         type(self).requests.append(self.path)
+        named = self.path.removeprefix("/files/").removesuffix(".metadata")
+        if self.path.endswith(".metadata") and named in dict(TORCH_WHEELS):
+            metadata = _metadata(named)
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(metadata)))
+            self.end_headers()
+            self.wfile.write(metadata)
+            return
         if self.path != "/simple/torch/":
             self.send_error(404)
             return
         files = [
             {"filename": name, "url": f"/files/{name}", "hashes": {"sha256": "0" * 64},
+             "core-metadata": {"sha256": hashlib.sha256(_metadata(name)).hexdigest()},
              "yanked": yanked}
             for name, yanked in TORCH_WHEELS
         ]  # fmt: skip
@@ -230,7 +253,8 @@ def test_init_and_the_dry_run_say_a_project_is_stable_abi_and_where_nvcc_misses_
     document = init(tmp_path, project, "--torch-index", index)
     note = (
         "setup.py:4: libtorch's stable ABI, TORCH_TARGET_VERSION torch 2.10: one wheel a "
-        "platform for every torch from it (its wheel requires torch>=2.10)"
+        "platform for every torch from it (its wheel requires torch>=2.10, "
+        "or from the first torch of its cell's CUDA major on the torch index)"
     )
     assert detected(document)["torch ABI"] == ("stable", note)
     (change,) = document["changes"]
@@ -240,9 +264,10 @@ def test_init_and_the_dry_run_say_a_project_is_stable_abi_and_where_nvcc_misses_
     )
     (cell,) = dry_run(tmp_path, project)["cells"]
     # the dry run's document keeps its order: what the cell builds against, its notes, then it
-    assert list(cell)[:4] == ["torch", "stable_abi", "warnings", "cell"]
-    assert cell["torch"].startswith("torch 2.")
+    assert list(cell)[:5] == ["torch", "stable_abi", "stable_torch", "warnings", "cell"]
+    assert cell["torch"].startswith("torch 2.11.0 ")  # the oldest its wheel admits on CUDA 13
     assert cell["stable_abi"] == note
+    assert cell["stable_torch"].startswith("torch 2.11.0: the oldest torch >= 2.10")
     assert cell["warnings"] == [f"setup.py:4: {change['text']}"]
     assert not (tmp_path / "cache").exists()
 
@@ -327,3 +352,53 @@ def test_a_directory_no_backend_fits_is_one_line_and_nothing_written(tmp_path: P
     assert bad.returncode == 2
     assert "the URL holds credentials" in bad.stderr
     assert "u:p" not in bad.stderr
+
+
+# Directory names YAML and GitHub Actions read as something (issue 49, F1): each a project
+# inside one repository, so that the workflow names it.
+HOSTILE_NAMES = [
+    "x: y", "a #b", "{a}", "[x]", "*s", "&a", "!t", "- d", "`b` $(id)", "'q\"", "%p |>",
+    "é 日本 \U0001f600", "${HOME}", "? @x, ~", "null",
+]  # fmt: skip
+
+
+def test_the_workflow_written_for_a_hostile_directory_name_is_actionlint_and_zizmor_clean(
+    tmp_path: Path,
+) -> None:
+    """F1: for each name, the workflow reads back with the name exactly and no expression
+    but the tool's, and the real actionlint and zizmor find nothing in it; a name holding
+    `${{` or a newline is refused, nothing written."""
+    workflows = []  # written in-process; one run of each linter for them all
+    for number, name in enumerate(HOSTILE_NAMES):
+        root = tmp_path / f"repo{number}"
+        project = copy(FIXTURES / "cmake_kernels", root / name)
+        (root / ".git").mkdir()
+        assert main(["init", str(project)]) == 0, name
+        workflow = root / ".github" / "workflows" / "release.yml"
+        jobs = YAML(typ="safe").load(workflow.read_text(encoding="utf-8"))["jobs"]
+        assert jobs["build"]["with"]["matrix"] == jobs["verify"]["with"]["matrix"]
+        assert jobs["build"]["with"]["matrix"] == f"{name}/matrix.yaml"
+        workflows.append(workflow)
+    bin_dir = Path(sys.executable).parent
+    linted = subprocess.run(
+        [str(bin_dir / "actionlint"), "-shellcheck=", "-pyflakes=", "-format", "{{json .}}"]
+        + [str(w) for w in workflows],
+        capture_output=True, text=True, check=False, cwd=tmp_path,
+    )  # fmt: skip
+    assert linted.returncode == 0, linted.stdout + linted.stderr
+    audited = subprocess.run(
+        [str(bin_dir / "zizmor"), "--offline", "--format", "json", *map(str, workflows)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert json.loads(audited.stdout) == [], audited.stdout
+    assert audited.returncode == 0, audited.stderr
+    for refused in ("${{ github.event.head_commit.message }}", "a\nb"):
+        root = tmp_path / "refused"
+        project = copy(FIXTURES / "cmake_kernels", root / refused)
+        (root / ".git").mkdir()
+        done = release(tmp_path, "init", str(project))
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.startswith("error: the matrix's path ")
+        assert not (root / ".github").exists()
+        assert not (project / "matrix.yaml").exists()
+        shutil.rmtree(root)

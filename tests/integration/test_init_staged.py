@@ -4,9 +4,10 @@ from sgl_k3_jit/, not the root setup.py's k3_jit; its IDE-only CMakeLists.txt is
 build system; it compiles no .cu file and links NVRTC and ships CUDA headers (device-code:
 none), its host library binds to no Python C-API (python: any), it links cudart and nvrtc,
 imports tvm_ffi at build time, adds +<git sha> to its version unless K3_USE_LOCAL_VERSION=0,
-and compiles as C++17 (a torch older than 2.14). The matrix loads, and the dry run shows
-the prepare step; init changes none of the project's files and provisions nothing. The
-torch versions come from a stand-in simple index on 127.0.0.1.
+and compiles as C++20 (the newest torch; as C++17, as DeepGEMM does, a torch older than
+2.14). The matrix loads, and the dry run shows the prepare step; init changes none of the
+project's files and provisions nothing. The torch versions come from a stand-in simple
+index on 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -128,10 +129,8 @@ def test_the_distribution_a_script_stages_is_released_as_it_is_shipped(
         "has none",
     )
     assert found["torch"] == (
-        "2.13.0",  # not 2.14.0: ATen of torch 2.14 needs C++20
-        f"the newest torch on {index} that no build requirement and the project's C++17 "
-        f"(setup.py:{line_of(setup, '-std=c++17')}: -std=c++17; torch 2.14 and later need "
-        "C++20) allows",
+        "2.14.0",  # the project compiles as C++20, which ATen of torch 2.14 needs
+        f"the newest torch on {index} that no build requirement allows",
     )
     assert "sms" not in found
     assert "abi3" not in found
@@ -148,14 +147,14 @@ def test_the_distribution_a_script_stages_is_released_as_it_is_shipped(
         '    K3_USE_LOCAL_VERSION: "0"\n',
         "  device-code: none\n",
         "  python: any\n",
-        '    torch: "2.13.0"\n',
+        '    torch: "2.14.0"\n',
     ):
         assert line in text
     assert "\n  sms:" not in text
     assert "\n  ptx:" not in text
 
     (cell,) = dry_run(checkout.parent, checkout)["cells"]
-    assert cell["cell"] == "13.0-x86_64-torch2.13.0"
+    assert cell["cell"] == "13.0-x86_64-torch2.14.0"
     assert cell["wheel"] == "sgl_k3_jit-0.1.0-py3-none-manylinux_2_34_x86_64.whl"
     assert cell["prepare"].startswith(f"runs `bash build_sgl_k3_jit.sh` in {checkout} ")
     assert cell["command"][-1] == str(checkout / "build")
@@ -177,11 +176,26 @@ def test_the_report_says_each_value_and_where_it_was_read(checkout: Path, index:
         ("python", "any"),
         ("build.cuda-libraries", "cudart nvrtc"),
         ("build.env", "K3_USE_LOCAL_VERSION=0"),
-        ("torch", "2.13.0"),
+        ("torch", "2.14.0"),
     ):
         at = lines.index(f"key:   {key}")
         assert lines[at + 1] == f"value: {value}"
         assert lines[at + 2].startswith("from:  ")
+
+
+def test_a_project_that_compiles_as_cxx17_gets_a_torch_older_than_2_14(
+    checkout: Path, index: str
+) -> None:
+    setup = checkout / "setup.py"
+    setup.write_text(setup.read_text().replace('"-std=c++20"', '"-std=c++17"'))
+    found = detected(init(checkout.parent, checkout, "--torch-index", index))
+    assert found["torch"] == (
+        "2.13.0",  # not 2.14.0: ATen of torch 2.14 needs C++20
+        f"the newest torch on {index} that no build requirement and the project's C++17 "
+        f"(setup.py:{line_of(setup, '-std=c++17')}: -std=c++17; torch 2.14 and later need "
+        "C++20) allows",
+    )
+    assert '    torch: "2.13.0"\n' in (checkout / "matrix.yaml").read_text()
 
 
 def test_init_in_the_subdirectory_says_where_to_run_it(checkout: Path) -> None:

@@ -79,7 +79,7 @@ with open(os.path.join(into, "tiny", "seen.json"), "w") as out:
     json.dump(seen, out)
 if os.environ.get("K3_FAIL"):
     print("compiling _C.so")
-    print("error: cannot find -lnvrtc", file=sys.stderr)
+    print(os.environ["K3_FAIL"], file=sys.stderr)
     sys.exit(3)
 if os.environ.get("K3_LITTER"):
     open("tiny/generated.py", "w").write("X = 1\\n")
@@ -175,18 +175,48 @@ def test_the_step_stages_the_cells_version_and_leaves_the_checkout_as_found(
     assert git(checkout, "status", "--porcelain", "--ignored") == status
 
 
-def test_a_failing_command_is_one_line_with_its_logs_tail(checkout: Path, tmp_path: Path) -> None:
+ATEN = (
+    "/venv/site-packages/torch/include/ATen/ATen.h:5:2: error: #error C++20 or later "
+    "compatible compiler is required to use ATen."
+)
+
+
+@pytest.mark.parametrize(
+    ("printed", "cause"),
+    [
+        # the step compiles the project's host library (build_sgl_deep_gemm.sh's _C.so), so
+        # its log is read for the cause as a PEP 517 build's is
+        (
+            "/usr/bin/ld: cannot find -lnvrtc: No such file or directory",
+            ": the linker cannot find -lnvrtc (the CUDA_HOME of the build has no link name "
+            "for nvrtc: add nvrtc to build.cuda-libraries in matrix.yaml)",
+        ),
+        (
+            ATEN,
+            ": C++20 or later compatible compiler is required to use ATen (torch 2.14 and "
+            "later require C++20 and the project compiles as an older standard: pin a torch "
+            "release before 2.14 in matrix.yaml's torch, or compile the project as C++20: "
+            "-std=c++20)",
+        ),
+        ("nothing this knows", ""),
+    ],
+)
+def test_a_failing_command_is_one_line_with_its_cause_and_its_logs_tail(
+    checkout: Path, tmp_path: Path, printed: str, cause: str
+) -> None:
     matrix = load_matrix(checkout / "matrix.yaml")
     cell = matrix.cells[0]
     step = step_of(matrix, cell)
     assert step is not None
     with (
         pytest.raises(CellFailure) as failed,
-        prepared(step, "1.2.3", env=environment(K3_FAIL="1"), log=tmp_path / "log"),
+        prepared(step, "1.2.3", env=environment(K3_FAIL=printed), log=tmp_path / "log"),
     ):
         pytest.fail("the build ran after a failed prepare step")
-    assert failed.value.error == "the prepare step `python3 stage.py --into staged` failed (exit 3)"
-    assert failed.value.tail.splitlines()[-2:] == ["compiling _C.so", "error: cannot find -lnvrtc"]
+    assert failed.value.error == (
+        f"the prepare step `python3 stage.py --into staged` failed (exit 3){cause}"
+    )
+    assert failed.value.tail.splitlines()[-2:] == ["compiling _C.so", printed]
     assert (checkout / "tiny_src" / "VERSION").read_text() == "1.2.3\n"
     assert not (checkout / "staged").exists()
 

@@ -175,20 +175,25 @@ def test_verify_shows_an_index_url_without_its_credentials(
             assert all(c["ok"] for c in pip), pip
 
 
-def test_init_shows_the_torch_index_without_its_token(tmp_path: Path, index: str) -> None:
-    """F28, what is printed: the index init asks, as every message, table and the --json
-    document name it. (matrix.yaml refusing a credential is the other half of F28.)"""
+def test_init_refuses_a_torch_index_with_a_token_and_shows_it_nowhere(
+    tmp_path: Path, index: str
+) -> None:
+    """F28: a credential in --torch-index is refused while the command line is parsed (the
+    environment is where it goes), and the token is in no output, document or file."""
     project = copy(FIXTURES / "torch_ops", tmp_path / "ops")
     report = tmp_path / "init.json"
     tokened = f"{index}?token={URL_SECRET}"
     done = release_at(tmp_path, "init", str(project), "--torch-index", tokened, "--json",
                       "--json-file", str(report))  # fmt: skip
+    assert done.returncode == 2
     assert "Traceback" not in done.stderr
     assert URL_SECRET not in done.stdout + done.stderr
-    leaving_out = (project / "matrix.yaml",)  # where it is refused, or holds the URL as given
-    assert URL_SECRET not in everything_written(tmp_path, leaving_out=leaving_out)
-    assert json.loads(done.stdout) == json.loads(report.read_text())
-    assert "token=***" in done.stdout + done.stderr
+    assert URL_SECRET not in everything_written(tmp_path)
+    assert not (project / "matrix.yaml").exists()
+    document = json.loads(done.stdout)
+    assert document["ok"] is False
+    assert "--torch-index" in document["error"]["message"]
+    assert "put the credential in the environment" in document["error"]["message"]
 
 
 def test_the_subprocess_runner_logs_and_returns_no_url_credential(tmp_path: Path) -> None:

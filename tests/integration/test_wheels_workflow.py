@@ -32,10 +32,13 @@ from tests.integration.workflows import (
     ROOT,
     SAMPLES,
     STUB_DIGEST,
+    TAG_PUSH,
     TOOL_RELEASE,
     TOOL_REPOSITORY,
     WHEELS,
     WHEELS_VERIFY,
+    Run,
+    Step,
     allowed,
     job_steps,
     load,
@@ -57,8 +60,9 @@ INPUTS = {
     "gpu-runner-labels": ("string", "", False),
     "retention-days": ("number", 7, False),
     "channel": ("string", "release", False),
+    "token-secret": ("string", "", False),
 }
-SECRETS = ("aws-access-key-id", "aws-secret-access-key")
+SECRETS = ("aws-access-key-id", "aws-secret-access-key", "destination-token")
 
 
 @pytest.fixture(scope="module")
@@ -158,6 +162,46 @@ def test_a_caller_resolves_to_these_files_and_grants_what_their_jobs_need(
         assert jobs["build"]["with"]["tool-version"] == __version__
 
 
+def test_an_init_caller_with_a_destination_token_hands_it_to_the_action_and_the_readers(
+    tmp_path: Path,
+) -> None:
+    """`release init --destination-token-secret GH_PAT_FOR_WHL_RELEASE` (sgl-project's
+    secret for sgl-project/whl): the publish action gets the secret and its name, the
+    build's and the verify's reusable workflows the same for their reads, nothing more."""
+    path = tmp_path / "release.yml"
+    path.write_text(
+        render_workflow(
+            __version__, "matrix.yaml", COMMIT, "PYPI_API_TOKEN",
+            destination_token_secret=SECRET_NAME,
+        ),
+        encoding="utf-8",
+    )  # fmt: skip
+    jobs = check_caller(path)
+    secret = f"${{{{ secrets.{SECRET_NAME} }}}}"
+    (action,) = [s for s in jobs["publish"]["steps"] if s.get("id") == "publish"]
+    assert action["with"] == {
+        "pypi-token": "${{ secrets.PYPI_API_TOKEN }}",
+        "token": secret,
+        "token-secret": SECRET_NAME,
+    }
+    assert set(action["with"]) <= set(load(PUBLISH_ACTION)["inputs"])
+    for name in ("build", "verify"):
+        assert jobs[name]["with"]["token-secret"] == SECRET_NAME, name
+        assert jobs[name]["secrets"] == {"destination-token": secret}, name
+    assert "secrets: inherit" not in path.read_text(encoding="utf-8")
+    linted = subprocess.run(
+        [str(BIN / "actionlint"), "-shellcheck=", "-pyflakes=", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert linted.returncode == 0, linted.stdout + linted.stderr
+    audited = subprocess.run(
+        [str(BIN / "zizmor"), "--offline", str(path)], capture_output=True, text=True, check=False
+    )
+    assert audited.returncode == 0, audited.stdout + audited.stderr
+
+
 @pytest.mark.parametrize("caller", ["another-project", "this-repo"])
 def test_a_nightly_caller_resolves_to_wheels_yml_with_the_nightly_channel(caller: str) -> None:
     """On a push to main and on a schedule, with the channel's S3 keys passed by name; the
@@ -243,7 +287,7 @@ def test_a_called_workflow_refuses_a_tool_version_of_another_release(
     run_step(check, stub_dir, tmp_path, env={"TOOL_VERSION": "9.9.9"}, check=False)
 
 
-def test_the_inputs_are_the_five_a_caller_gives_and_every_secret_is_optional() -> None:
+def test_the_inputs_are_the_six_a_caller_gives_and_every_secret_is_optional() -> None:
     declared = triggers(load(WHEELS))["workflow_call"]
     assert set(declared) == {"inputs", "outputs", "secrets"}
     found = {
@@ -391,6 +435,110 @@ def test_verify_requires_provenance_signed_from_the_callers_workflow(
     assert (args.command, args.dist, args.require_provenance) == ("verify", Path("dist"), True)
     assert args.provenance_workflow == ".github/workflows/release.yml"
     assert args.provenance_signer_workflow is None
+
+
+# --- A destination in another repository: its token, in the variable token-secret names. ---
+
+SECRET_NAME = "GH_PAT_FOR_WHL_RELEASE"  # sgl-project's, for sgl-project/whl
+OTHER_TOKEN = "github_pat_" + "0therRep0" * 4
+SEEN = ("GITHUB_TOKEN", SECRET_NAME, "DESTINATION_TOKEN")
+ENV_STUB = """#!{python}
+import json, os, sys
+with open(os.environ["STUB_LOG"], "a", encoding="utf-8") as log:
+    seen = {{name: os.environ.get(name) for name in {names!r}}}
+    log.write(json.dumps([os.path.basename(sys.argv[0]), *sys.argv[1:], seen]) + "\\n")
+"""
+
+
+@pytest.fixture(scope="module")
+def env_stub_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The stubs, with a `release` that records the variables a token could be in."""
+    directory = make_stubs(tmp_path_factory.mktemp("env-stubs"))
+    (directory / "release").write_text(ENV_STUB.format(python=sys.executable, names=SEEN))
+    return directory
+
+
+def release_environment(step: Step, stubs: Path, tmp: Path, run: Run) -> dict[str, Any]:
+    """What `release` saw of the token variables when `step` called it (once)."""
+    (call,) = [c for c in run_step(step, stubs, tmp, run=run) if c[0] == "release"]
+    seen: object = call[-1]  # the stub logs it after the arguments
+    assert isinstance(seen, dict)
+    return seen
+
+
+def test_the_publish_action_hands_the_other_repositorys_token_to_its_variable(
+    env_stub_dir: Path, tmp_path: Path
+) -> None:
+    (upload,) = [s for s in steps(PUBLISH_ACTION) if "release publish" in s.run]
+    given = TAG_PUSH.with_values({"inputs.token": OTHER_TOKEN, "inputs.token-secret": SECRET_NAME})
+    assert release_environment(upload, env_stub_dir, tmp_path, given) == {
+        "GITHUB_TOKEN": SAMPLES["github.token"],
+        SECRET_NAME: OTHER_TOKEN,
+        "DESTINATION_TOKEN": None,
+    }
+    assert OTHER_TOKEN not in upload.run
+    # without one, release sees the job's token alone
+    assert release_environment(upload, env_stub_dir, tmp_path, TAG_PUSH) == {
+        "GITHUB_TOKEN": SAMPLES["github.token"],
+        SECRET_NAME: None,
+        "DESTINATION_TOKEN": None,
+    }
+    declared = load(PUBLISH_ACTION)["inputs"]
+    assert (declared["token"]["default"], declared["token-secret"]["default"]) == ("", "")
+
+
+@pytest.mark.parametrize(
+    ("values", "said"),
+    [
+        ({"inputs.token": OTHER_TOKEN}, "give token and token-secret together"),
+        ({"inputs.token-secret": SECRET_NAME}, "give token and token-secret together"),
+        ({"inputs.token": OTHER_TOKEN, "inputs.token-secret": "PATH"}, "is not a secret's name"),
+        ({"inputs.token": OTHER_TOKEN, "inputs.token-secret": "A-B"}, "is not a secret's name"),
+    ],
+)
+def test_the_publish_action_refuses_half_a_token_or_a_name_it_cannot_set(
+    env_stub_dir: Path, tmp_path: Path, values: dict[str, str], said: str
+) -> None:
+    (upload,) = [s for s in steps(PUBLISH_ACTION) if "release publish" in s.run]
+    env = {"STUB_LOG": str(tmp_path / "calls.jsonl")}
+    filled = {k: TAG_PUSH.with_values(values).fill(v) for k, v in upload.data["env"].items()}
+    done = subprocess.run(
+        ["/bin/bash", "--noprofile", "--norc", "-e", "-o", "pipefail", "-c", upload.run],
+        env={"PATH": str(env_stub_dir), **env, **filled},
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert said in done.stdout
+    assert OTHER_TOKEN not in done.stdout + done.stderr
+    assert not (tmp_path / "calls.jsonl").exists(), "release publish never ran"
+
+
+@pytest.mark.parametrize(
+    ("workflow", "job", "words"),
+    [
+        (WHEELS, "plan", "release plan"),
+        (WHEELS, "publish-dry-run", "release publish --dist dist --dry-run"),
+        (WHEELS_VERIFY, "verify", "release verify"),
+    ],
+)
+def test_the_jobs_that_read_the_destinations_get_the_token_in_its_variable(
+    env_stub_dir: Path, tmp_path: Path, workflow: Path, job: str, words: str
+) -> None:
+    (step,) = [s for s in job_steps(workflow, job) if words in s.run]
+    given = TAG_PUSH.with_values(
+        {"secrets.destination-token": OTHER_TOKEN, "inputs.token-secret": SECRET_NAME}
+    )
+    assert release_environment(step, env_stub_dir, tmp_path, given)[SECRET_NAME] == OTHER_TOKEN
+    assert release_environment(step, env_stub_dir, tmp_path, TAG_PUSH)[SECRET_NAME] is None
+    # a fork's pull request has no secrets: the job's own token reads
+    forked = TAG_PUSH.with_values({"inputs.token-secret": SECRET_NAME})
+    assert release_environment(step, env_stub_dir, tmp_path, forked)[SECRET_NAME] is None
+    # no job that builds sees it
+    for other in (s for s in steps(workflow) if s.job not in ("plan", "publish-dry-run", "verify")):
+        assert "destination-token" not in json.dumps(other.data), other.where
 
 
 # --- Provenance: PEP 740 attestations for PyPI, GitHub artifact attestations for all. ---

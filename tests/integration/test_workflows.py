@@ -298,11 +298,16 @@ def test_jobs_that_can_write_install_only_from_hash_locked_files(
             if install is not None:
                 assert hash_locked(install), f"{step.where}: {call}"
                 checked.append(step.where)
-    # the publish jobs install the tool; the index and the tool's own publish jobs install
-    # nothing (deploy-pages, gh-action-pypi-publish and gh only)
-    assert checked == [
-        "wheels.yml: publish-nightly step 3 (Install the tool (hash-locked, nothing resolved))",
+    # the publish jobs install the tool, and so do the jobs that read the destinations with
+    # the token of one in another repository (destination-token: plan, the dry run,
+    # verify); the index and the tool's own publish jobs install nothing (deploy-pages,
+    # gh-action-pypi-publish and gh only)
+    assert sorted(checked) == [
         "action.yml: publish step 2 (Install the tool (hash-locked, nothing resolved))",
+        "wheels-verify.yml: verify step 4 (Install the tool (hash-locked, nothing resolved))",
+        "wheels.yml: plan step 6 (Install the tool (hash-locked, nothing resolved))",
+        "wheels.yml: publish-dry-run step 3 (Install the tool (hash-locked, nothing resolved))",
+        "wheels.yml: publish-nightly step 3 (Install the tool (hash-locked, nothing resolved))",
     ]
 
 

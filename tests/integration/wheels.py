@@ -15,7 +15,7 @@ import io
 import json
 import tarfile
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -70,8 +70,12 @@ def make_wheel(
     description_type: str | None = "text/markdown",
     description: str | None = None,
     requires_python: str = ">=3.9",
+    members: Mapping[str, bytes] | None = None,
+    requires_dist: Sequence[str] = (),
 ) -> Path:
-    """Write a wheel into `directory` and return its path. `payload` changes its bytes."""
+    """Write a wheel into `directory` and return its path. `payload` changes its bytes;
+    `members` are more files in it (shared objects: `k3_kernels/_C.so`), `requires_dist`
+    its METADATA's Requires-Dist lines."""
     dist_info = f"{MODULE}-{version}.dist-info"
     metadata = (
         "Metadata-Version: 2.4\n"
@@ -80,6 +84,7 @@ def make_wheel(
         "Summary: CUDA kernels (release tool test wheel)\n"
         "License-Expression: Apache-2.0\n"
         f"Requires-Python: {requires_python}\n"
+        + "".join(f"Requires-Dist: {line}\n" for line in requires_dist)
         + (f"Description-Content-Type: {description_type}\n" if description_type else "")
         + "\n"
         f"{DESCRIPTION if description is None else description}"
@@ -88,6 +93,7 @@ def make_wheel(
         f"{MODULE}/__init__.py": (
             f'__version__ = "{version}"\nVARIANT = "{platform}"\n'.encode() + payload
         ),
+        **(members or {}),
         f"{dist_info}/METADATA": metadata.encode(),
         f"{dist_info}/WHEEL": (
             "Wheel-Version: 1.0\nGenerator: release-tests\nRoot-Is-Purelib: false\n"

@@ -71,6 +71,10 @@ SAMPLES: dict[str, Any] = {
     "inputs.index": True,
     "secrets.aws-access-key-id": "",
     "secrets.aws-secret-access-key": "",
+    # a destination in another repository: none, unless a run says so
+    "inputs.token": "",
+    "inputs.token-secret": "",
+    "secrets.destination-token": "",
     "matrix.cuda": "12.9",
     "matrix.arch": "aarch64",
     "matrix.id": "12.9-aarch64",

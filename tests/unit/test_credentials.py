@@ -35,12 +35,17 @@ SECRET_NAMES = (
     "api_key_2",
     "GOOGLE_APPLICATION_CREDENTIALS",
     "credential",
+    "GH_PAT_FOR_WHL_RELEASE",  # sgl-project's, a personal access token
+    "pat",
 )
-ORDINARY_NAMES = ("PATH", "HOME", "CUDA_HOME", "MAX_JOBS", "TWINE_USERNAME", "API", "KEY", "TOK")
+ORDINARY_NAMES = (
+    *("PATH", "HOME", "CUDA_HOME", "MAX_JOBS", "TWINE_USERNAME", "API", "KEY", "TOK"),
+    *("LD_LIBRARY_PATH", "PATCH_LEVEL", "COMPAT"),
+)
 
 
 @pytest.mark.parametrize("name", SECRET_NAMES)
-def test_a_name_with_token_password_secret_api_key_or_credential_is_a_secret(name: str) -> None:
+def test_a_name_with_token_password_secret_api_key_credential_or_pat_is_a_secret(name: str) -> None:
     assert is_secret_name(name)
     env = {name: "value-1234", "PATH": "/bin"}
     assert secret_values(env) == ("value-1234",)

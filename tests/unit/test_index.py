@@ -8,7 +8,14 @@ from pathlib import Path
 import pytest
 
 from release.destinations.index import IndexFile, render_index, write_index
-from release.remote.simple_index import parse_project_page, parse_simple_html, parse_simple_json
+from release.remote.simple_index import (
+    SIMPLE_JSON,
+    parse_index_page,
+    parse_project_page,
+    parse_simple_html,
+    parse_simple_json,
+    project_files,
+)
 
 BASE = "https://github.com/k3-org/k3-kernels/releases/download"
 SHA_A = "a" * 64
@@ -153,3 +160,40 @@ def test_write_index_replaces_the_directory_and_drops_stale_files(tmp_path: Path
     assert not (out / "cu129" / "old").exists()
     assert (out / "cu129" / "k3-kernels" / "index.html").is_file()
     assert [p.name for p in tmp_path.iterdir()] == ["site"]
+
+
+def test_a_filename_listed_twice_is_kept_twice_in_page_order() -> None:
+    name = "k3_kernels-0.1.0-py3-none-any.whl"
+    html = f'<a href="{name}#sha256={SHA_A}">{name}</a><a href="{name}#sha256={SHA_B}">{name}</a>'
+    listed = project_files(html.encode(), "text/html", "https://idx.test/k3-kernels/")
+    assert [f.sha256 for f in listed] == [SHA_A, SHA_B]
+    assert (
+        parse_project_page(html.encode(), "text/html", "https://idx.test/k3-kernels/")[name].sha256
+        == SHA_B
+    )  # by filename, the last listing stands
+    document = {
+        "files": [{"filename": name, "url": name, "hashes": {"sha256": s}} for s in (SHA_A, SHA_B)]
+    }
+    as_json = project_files(
+        json.dumps(document).encode(), SIMPLE_JSON, "https://idx.test/k3-kernels/"
+    )
+    assert [f.sha256 for f in as_json] == [SHA_A, SHA_B]
+
+
+def test_a_root_page_names_its_projects_in_html_and_json() -> None:
+    root = "https://idx.test/simple/"
+    html = b'<a href="k3-kernels/">k3-kernels</a><a href="/simple/other/">Other</a>'
+    page = parse_index_page(html, "text/html", root)
+    assert page.root
+    assert page.projects == (
+        ("k3-kernels", "https://idx.test/simple/k3-kernels/"),
+        ("Other", "https://idx.test/simple/other/"),
+    )
+    document = {"meta": {"api-version": "1.1"}, "projects": [{"name": "K3_Kernels"}]}
+    page = parse_index_page(json.dumps(document).encode(), SIMPLE_JSON, root)
+    assert page.projects == (("K3_Kernels", "https://idx.test/simple/k3-kernels/"),)
+    project = parse_index_page(
+        b'<a href="x.whl">k3_kernels-0.1.0-py3-none-any.whl</a>', "text/html", root
+    )
+    assert not project.root
+    assert [f.name for f in project.files] == ["k3_kernels-0.1.0-py3-none-any.whl"]

@@ -157,3 +157,24 @@ def test_the_12_9_block_names_the_pypa_cuda_image_by_digest_for_each_arch(where:
     left = with_cell(cell)
     with pytest.raises(ConfigError):
         matrix_from_text(left, where / "matrix.yaml", named=("p", Version("1")))
+
+
+def test_a_python_list_keeps_the_comment_above_it(tmp_path: Path) -> None:
+    """Where the abi3 slot is left out, the comment above it stays, above `python:`."""
+    (tmp_path / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools>=77", "torch>=2.10"]\n'
+        'build-backend = "setuptools.build_meta"\n'
+    )
+    (tmp_path / "setup.py").write_text(
+        "from setuptools import setup\n"
+        "from torch.utils.cpp_extension import BuildExtension, CUDAExtension\n"
+        'setup(name="t-ops", version="0.1.0", ext_modules=[CUDAExtension("t._C", ["a.cu"])],\n'
+        '      cmdclass={"build_ext": BuildExtension})\n'
+    )
+    text = render_matrix(decided(tmp_path), __version__)
+    assert (
+        '  manylinux: "2_34"\n'
+        "  # A wheel per CPython, each built with python3.X from PATH. From the CPythons torch "
+        '2.11.0\n  # has wheels for.\n  python: ["3.10"]\n'
+    ) in text
+    assert "abi3" not in text.split("\ncuda:")[0]

@@ -256,3 +256,9 @@ def test_an_abi3_wheel_is_held_to_the_limited_api_of_its_floor() -> None:
     name, data = make_wheel(plain)
     inspect_wheel(name, data, plain, list_fatbin=lister(contents), audit_limited_api=audit)
     assert len(audited) == 1
+
+
+def test_the_build_holds_its_wheels_to_the_cells_cuda_major() -> None:
+    """The same rule verify and audit apply to a served wheel (release.inspection.served)."""
+    problems = inspect(CELLS["13.0-x86_64"], library=(ELF / "x86_64-needs-cudart.so").read_bytes())
+    assert problems == ["k3_kernels/libk3_host.so needs libcudart.so.12; the cell is CUDA 13"]

@@ -11,6 +11,7 @@ from typing import get_args
 import pytest
 
 from release.destinations.registry import KINDS as STAGE_KINDS
+from release.matrix.destination import INDEX_KINDS
 from release.matrix.destination import KINDS as MATRIX_KINDS
 from release.matrix.spec import DestinationKind
 
@@ -124,7 +125,8 @@ def test_the_recipe_names_files_that_exist() -> None:
 
 
 def test_every_kind_is_registered_on_both_sides_and_has_its_module() -> None:
-    assert list(get_args(DestinationKind)) == list(MATRIX_KINDS) == list(STAGE_KINDS)
+    assert list(get_args(DestinationKind)) == [*MATRIX_KINDS, *INDEX_KINDS]
+    assert list(MATRIX_KINDS) == list(STAGE_KINDS)
     for name, kind in STAGE_KINDS.items():
         assert kind.name == name
         assert MATRIX_KINDS[name].__dataclass_fields__["kind"].default == name

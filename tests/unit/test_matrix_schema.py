@@ -74,6 +74,8 @@ scalars = st.one_of(
             "2.30.7",
             "",
             "v{version}",
+            "git-index",
+            "WHL_TOKEN",
         ]
     ),
 )
@@ -100,6 +102,10 @@ KEYS = [
     "github",
     "cuda ",
     "smss",
+    "name",
+    "token-secret",
+    "index",
+    "branch",
 ]
 documents = st.recursive(
     scalars,
@@ -174,6 +180,10 @@ near_valid = st.fixed_dictionaries(
             st.one_of(
                 settings_values.map(lambda d: {**d, "destination": "pypi"}),
                 settings_values.map(lambda d: {**d, "destination": "gh", "local-label": "cu1"}),
+                settings_values.map(
+                    lambda d: {**d, "destination": ["pypi", {"name": "gh", "local-label": "cu1"}]}
+                ),
+                st.just({"destination": [{"nam": "gh"}, 3]}),
                 st.just({"destination": "pypi", "labl": "x"}),
             ),
             max_size=2,

@@ -30,11 +30,11 @@ def test_the_fixture_stages_sgl_k3_jit_and_builds_host_code_only() -> None:
     assert (layout.version.value, str(layout.version.place)) == ("0.1.0", "VERSION:1")
     assert [u for u, _ in layout.units] == ["csrc/jit_api.cpp"]
     assert [(str(h.place), h.value) for h in layout.cuda_headers] == [
-        ("setup.py:96", "k3_jit/include/k3_jit/**/*"),
+        ("setup.py:98", "k3_jit/include/k3_jit/**/*"),
         ("sgl_k3_jit/pyproject.toml:23", "k3_jit/include/k3_jit/**/*"),
     ]
     assert layout.native.standard is not None
-    assert layout.native.standard.value == "17"
+    assert layout.native.standard.value == "20"
     assert layout.local_version is not None
     assert layout.local_version.name == "K3_USE_LOCAL_VERSION"
     assert layout.staged_above is None

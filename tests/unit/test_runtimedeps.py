@@ -8,7 +8,11 @@ from __future__ import annotations
 import zipfile
 from pathlib import Path
 
-from release.building.runtimedeps import libraries_verdict, scratch_command
+from release.building.runtimedeps import (
+    compatible_platforms,
+    libraries_verdict,
+    scratch_command,
+)
 from release.building.torchcell import TorchBuildEnv
 from release.matrix import load_matrix
 from release.wheelfile import record_hash
@@ -92,8 +96,24 @@ def test_a_torch_cells_wheel_is_held_to_what_its_environment_provides(tmp_path: 
 
 
 def test_the_scratch_site_takes_binary_wheels_for_the_cells_platform_only(tmp_path: Path) -> None:
+    # pip takes each --platform as it is (a manylinux_2_28 one does not take the
+    # manylinux_2_17 or manylinux2010 wheels a user's pip installs there): every level
+    # PEP 600 says the cell's runs, and the legacy names of the old ones
+    older = [f"manylinux_2_{minor}_x86_64" for minor in range(27, 4, -1)]
+    legacy = ["manylinux2014_x86_64", "manylinux2010_x86_64", "manylinux1_x86_64"]
+    platforms = [
+        word for tag in ["manylinux_2_28_x86_64", *older, *legacy] for word in ("--platform", tag)
+    ]
     assert scratch_command("python3", tmp_path, JIT.platform_tag, ["torch==2.14.*"]) == [
         "python3", "-m", "pip", "install", "--disable-pip-version-check", "--no-compile",
-        "--only-binary", ":all:", "--platform", "manylinux_2_28_x86_64",
+        "--only-binary", ":all:", *platforms,
         "--target", str(tmp_path), "torch==2.14.*",
     ]  # fmt: skip
+
+
+def test_the_platforms_a_manylinux_tag_runs() -> None:
+    assert compatible_platforms("manylinux_2_34_aarch64") == [
+        *(f"manylinux_2_{minor}_aarch64" for minor in range(34, 16, -1)),
+        "manylinux2014_aarch64",
+    ]
+    assert compatible_platforms("linux_x86_64") == ["linux_x86_64"]

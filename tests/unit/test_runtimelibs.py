@@ -14,6 +14,7 @@ import pytest
 
 from release.inspection.runtimelibs import (
     installed_distributions,
+    library_dirs,
     marker_environment,
     provided_by,
     reached,
@@ -98,6 +99,18 @@ def test_the_libraries_of_what_the_requirements_reach_are_provided(site: Path) -
         "nvidia-cuda-runtime",
         "nvidia-cuda-nvrtc",
     ]
+
+
+def test_where_the_libraries_of_what_the_requirements_reach_lie(site: Path) -> None:
+    installed = installed_distributions(site)
+    assert library_dirs(["apache-tvm-ffi==0.1.9", "torch"], installed, X86_64) == {
+        "apache-tvm-ffi": (site / "tvm_ffi" / "lib",),
+        "torch": (site / "torch" / "lib",),
+        "nvidia-cuda-runtime": (site / "nvidia" / "cu13" / "lib",),
+        "nvidia-cuda-nvrtc": (site / "nvidia" / "cu13" / "lib",),
+    }
+    # cuda-toolkit, reached, holds no library
+    assert library_dirs(["unrelated"], installed, X86_64) == {"unrelated": (site / "unrelated",)}
 
 
 def test_markers_are_the_cells_and_extras_reach_only_what_they_name(site: Path) -> None:

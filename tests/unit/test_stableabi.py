@@ -51,7 +51,8 @@ def test_a_define_on_the_cxx_flags_alone_is_found_and_warned_of() -> None:
     assert abi.requirement == "torch>=2.10"
     assert stable_abi_note(abi) == (
         "setup.py:3: libtorch's stable ABI, TORCH_TARGET_VERSION torch 2.10: one wheel a "
-        "platform for every torch from it (its wheel requires torch>=2.10)"
+        "platform for every torch from it (its wheel requires torch>=2.10, "
+        "or from the first torch of its cell's CUDA major on the torch index)"
     )
     warning = stable_abi_warning(abi)
     assert warning is not None
@@ -76,14 +77,26 @@ def test_a_define_on_both_or_in_define_macros_is_not_warned_of() -> None:
     assert (abi.target, abi.reaches) == (Version("2.11"), ("cxx", "nvcc"))
 
 
-def test_a_computed_define_under_a_condition_is_said_so() -> None:
-    text = (ROOT / "tests" / "fixtures" / "torch_ops" / "setup.py").read_text()
-    abi = stable_abi_of(text)
+FIXTURE = (ROOT / "tests" / "fixtures" / "torch_ops" / "setup.py").read_text()
+LITERAL = '"-DTORCH_TARGET_VERSION=0x020a000000000000"'
+
+
+def test_the_fixtures_define_under_a_condition_is_said_so() -> None:
+    abi = stable_abi_of(FIXTURE)
     assert abi is not None
-    assert abi.target is None  # an f-string of STABLE_TARGET
+    assert abi.target == Version("2.10")
     assert abi.reaches == ("cxx", "nvcc")  # through `defines`, and `nvcc` built from it
     assert abi.condition is not None
-    assert 'if abi == "stable":' in text.splitlines()[(abi.condition.line or 0) - 1]
+    assert 'if abi == "stable":' in FIXTURE.splitlines()[(abi.condition.line or 0) - 1]
+    assert "torch 2.10 (where the condition at setup.py:" in stable_abi_note(abi)
+
+
+def test_a_computed_define_is_said_so() -> None:
+    assert LITERAL in FIXTURE
+    computed = 'f"-DTORCH_TARGET_VERSION=0x{STABLE_TARGET[0]:02x}{STABLE_TARGET[1]:02x}" + 12 * "0"'
+    abi = stable_abi_of(FIXTURE.replace(LITERAL, computed))
+    assert abi is not None
+    assert (abi.target, abi.reaches) == (None, ("cxx", "nvcc"))
     assert "a computed torch release (where the condition at setup.py:" in stable_abi_note(abi)
 
 

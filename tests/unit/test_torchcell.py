@@ -136,3 +136,53 @@ def test_a_jit_first_py3_none_wheel_is_abi_checked_beside_its_torch_and_pinned(
         "ABI check: k3_kernels/_C.so: undefined symbol stand_in_libnobody_so_1: not exported "
         "by torch 2.14.1+cu130's libraries"
     )
+
+
+def site_with_tvm_ffi(root: Path) -> Path:
+    """A site-packages directory where pip installed apache-tvm-ffi (its libtvm_ffi.so the
+    stand-in) and torch (its libraries in torch/lib), as a torch cell's build.requires does."""
+    site = root / "site-packages"
+    for name, files in (
+        ("apache_tvm_ffi-0.1.9", {"tvm_ffi/lib/libtvm_ffi.so": "libtvm_ffi.so"}),
+        (
+            "torch-2.14.1",
+            {"torch/lib/libc10.so": "libc10.so", "torch/lib/libnvrtc.so.13": "libnvrtc.so.13"},
+        ),
+    ):
+        info = site / f"{name}.dist-info"
+        info.mkdir(parents=True)
+        project, version = name.split("-")
+        (info / "METADATA").write_text(
+            f"Metadata-Version: 2.1\nName: {project.replace('_', '-')}\nVersion: {version}\n"
+        )
+        (info / "RECORD").write_text("".join(f"{path},,\n" for path in files))
+        for path, stand_in in files.items():
+            (site / path).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(STAND_INS / stand_in, site / path)
+    return site
+
+
+def test_what_a_runtime_dependency_installed_beside_torch_exports_resolves(
+    tmp_path: Path,
+) -> None:
+    """libtvm_ffi.so lies in apache-tvm-ffi's own folder, not in torch's: the wheel, which
+    requires apache-tvm-ffi, loads beside both."""
+    log = tmp_path / "build.log"
+    log.write_text("g++ -c csrc/jit_api.cpp -std=c++20\n")
+    site = site_with_tvm_ffi(tmp_path)
+    (site / "torch" / "lib" / "libnobody.so.1").write_bytes(
+        (STAND_INS / "libnobody.so.1").read_bytes()
+    )
+    environment = replace(
+        torch_env(tmp_path / "env", []), lib_dirs=(site / "torch" / "lib",), site_packages=site
+    )
+    pinned = certify_torch(jit_wheel(tmp_path), JIT, environment, log=log)
+    assert wheel_requirements(pinned.read_bytes()) == ("apache-tvm-ffi==0.1.9", "torch==2.14.*")
+
+    (site / "torch" / "lib" / "libnobody.so.1").unlink()
+    with pytest.raises(CellFailure) as failed:
+        certify_torch(jit_wheel(tmp_path), JIT, environment, log=log)
+    assert failed.value.error == (
+        "ABI check: k3_kernels/_C.so: undefined symbol stand_in_libnobody_so_1: not exported "
+        "by torch 2.14.1+cu130's libraries nor by those of apache-tvm-ffi"
+    )

@@ -1,0 +1,302 @@
+"""One `release audit`: any PEP 503/691 index's pages and wheels, checked by the inspection a
+wheel as served goes through (release.inspection.served) and the index rules
+(release.inspection.indexrules), with no matrix and no credentials.
+
+Bounded on a huge index: project pages are read one at a time, each parsed once into its
+links and its body dropped; a page's wheels are read by at most `concurrency` workers, each
+downloading one wheel into a scratch file, inspecting it member by member and deleting it
+before the next, so that no more than `concurrency` wheels are ever on disk and none in
+memory. A wheel's download (its retries included) has `file_timeout_s`, the whole audit
+`timeout_s`: the wheels that limit leaves unread are named, never silently skipped.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from release.audit.report import AuditReport, Unchecked
+from release.audit.sources import Source
+from release.credentials import without_credentials
+from release.inspection.devicecode import elf_lister
+from release.inspection.fatbin import lister
+from release.inspection.findings import Finding, finding
+from release.inspection.indexrules import (
+    ListedDeviceCode,
+    ListedWheel,
+    device_code_gaps,
+    duplicates,
+    hash_mismatch,
+    listed_wheel,
+    missing_arches,
+    unindexed_variants,
+)
+from release.inspection.served import ServedWheel, inspect_served
+from release.inspection.torchcuda import PYPI_SIMPLE, TorchIndex
+from release.remote import httpclient as http
+from release.remote.httpclient import Download
+from release.remote.retry import Deadline, RetryPolicy
+from release.remote.simple_index import ACCEPT, ListedFile, parse_index_page, project_page_url
+
+DEFAULT_CONCURRENCY = 4  # wheels read at once, each on disk until inspected
+DEFAULT_FILE_TIMEOUT_S = 600.0  # one wheel's download, retries included
+DEFAULT_TIMEOUT_S = 3600.0  # the whole audit
+DEFAULT_ATTEMPTS = 3
+PAGE_TIMEOUT_S = 120.0  # one index page or torch metadata file
+
+_LOG = logging.getLogger("release.audit")
+
+
+@dataclass(frozen=True, kw_only=True)
+class AuditSettings:
+    concurrency: int = DEFAULT_CONCURRENCY
+    file_timeout_s: float = DEFAULT_FILE_TIMEOUT_S
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    attempts: int = DEFAULT_ATTEMPTS
+    projects: tuple[str, ...] = ()  # read only these projects' pages of each root index
+    torch_index: str | None = PYPI_SIMPLE  # where a torch requirement's CUDA is read; None: not
+    cuobjdump: Path | None = None  # lists device code where given
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Read:
+    """One wheel URL as read: None where the time limit left it unread."""
+
+    url: str
+    download: Download | None
+    served: ServedWheel | None = None
+
+
+@dataclass
+class _Tally:
+    """What the audit has found so far (kept by the one thread that reads results)."""
+
+    findings: list[Finding] = field(default_factory=list)
+    checked: Counter[str] = field(default_factory=Counter)
+    unchecked: list[Unchecked] = field(default_factory=list)
+    not_reached: list[str] = field(default_factory=list)
+    pages: list[str] = field(default_factory=list)
+    files: int = 0
+    wheels: dict[str, list[ListedWheel]] = field(default_factory=dict)
+    device: dict[str, list[ListedDeviceCode]] = field(default_factory=dict)
+
+    def read(self, read: _Read, filename: str, hashes: Sequence[tuple[str, ListedFile]]) -> None:
+        """A wheel's findings; `hashes` are the (page, link) listings of its URL."""
+        self.files += 1
+        if read.download is None:
+            self.not_reached.append(read.url)
+            return
+        self.checked["download"] += 1
+        if not read.download.ok or read.served is None:
+            why = read.download.error or f"HTTP {read.download.status}"
+            self.findings.append(
+                finding("download", filename, read.url, f"does not download: {why}")
+            )
+            return
+        for page, listed in hashes:
+            if listed.sha256 is not None:
+                self.checked["hash"] += 1
+                wrong = hash_mismatch(page, listed, read.download.sha256)
+                self.findings += [wrong] if wrong is not None else []
+        served = read.served
+        self.findings += served.findings
+        self.checked.update(served.checked)
+        self.unchecked += [Unchecked(rule=r, file=filename, why=w) for r, w in served.unchecked]
+        wheel = listed_wheel(filename, read.url)
+        if served.device_listed and wheel is not None:
+            self.device.setdefault(wheel.project, []).append(
+                ListedDeviceCode(
+                    wheel=wheel, filename=filename, url=read.url, sms=served.sms, ptx=served.ptx
+                )
+            )
+
+    def index_rules(self) -> None:
+        """The rules across a project's wheels, every page of it together."""
+        for project, wheels in sorted(self.wheels.items()):
+            self.checked["missing-arch"] += len(wheels)
+            self.checked["unindexed-variant"] += len(wheels)
+            self.findings += missing_arches(project, wheels)
+            self.findings += unindexed_variants(project, wheels)
+        for project, device in sorted(self.device.items()):
+            self.findings += device_code_gaps(project, device)
+
+
+class _Reader:
+    """The audit's reads: pages, and wheels into scratch files, under its time limits."""
+
+    def __init__(
+        self,
+        *,
+        client: http.Client,
+        settings: AuditSettings,
+        deadline: Deadline,
+        scratch: Path,
+        environ: Mapping[str, str],
+        clock: Callable[[], float],
+    ) -> None:
+        self.client, self.settings, self.deadline = client, settings, deadline
+        self.scratch, self.clock = scratch, clock
+        self._numbers = itertools.count()
+        self._lock = threading.Lock()
+        self.torch_cuda = (
+            TorchIndex(settings.torch_index, self.small).cuda_of if settings.torch_index else None
+        )
+        env = without_credentials(environ)
+        self.listers = (
+            (lister(settings.cuobjdump, env), elf_lister(settings.cuobjdump, env))
+            if settings.cuobjdump is not None
+            else None
+        )
+
+    def small(
+        self,
+        url: str,
+        *,
+        keep: bool = False,
+        accept: str | None = None,
+        byte_range: tuple[int, int] | None = None,
+    ) -> Download:
+        """A page, a metadata file or a range of a wheel's bytes, held in memory."""
+        left = max(min(PAGE_TIMEOUT_S, self.deadline.remaining()), 0.001)
+        policy = RetryPolicy(attempts=self.settings.attempts, initial_delay=1.0, total=left)
+        return http.fetch(
+            self.client, url, keep=keep, accept=accept, policy=policy,
+            deadline=Deadline(left, self.clock), byte_range=byte_range,
+        )  # fmt: skip
+
+    def page(self, url: str) -> tuple[tuple[ListedFile, ...], tuple[tuple[str, str], ...]] | str:
+        """A page's links and (for a root index) its projects, or why it could not be read."""
+        got = self.small(url, keep=True, accept=ACCEPT)
+        if not got.ok or got.body is None:
+            return f"the page does not load: {got.error or f'HTTP {got.status}'}"
+        try:
+            page = parse_index_page(got.body, got.content_type, url)
+        except ValueError as error:
+            return f"not a simple index page ({error})"
+        return page.files, page.projects
+
+    def wheel(self, url: str, filename: str) -> _Read:
+        """The wheel at `url` downloaded into a scratch file, inspected, and deleted."""
+        if self.deadline.remaining() <= 0:
+            return _Read(url=url, download=None)
+        left = min(self.settings.file_timeout_s, self.deadline.remaining())
+        policy = RetryPolicy(attempts=self.settings.attempts, initial_delay=1.0, total=left)
+        with self._lock:
+            path = self.scratch / f"{next(self._numbers)}.whl"
+        try:
+            got = http.fetch(
+                self.client, url, into=path, policy=policy, deadline=Deadline(left, self.clock)
+            )
+            if not got.ok:  # cut short by the audit's own limit: unread, not the index's fault
+                return _Read(url=url, download=None if self.deadline.remaining() <= 0 else got)
+            list_fatbin, list_elf = self.listers or (None, None)
+            served = inspect_served(
+                filename, path, url=url, list_fatbin=list_fatbin, list_elf=list_elf,
+                torch_cuda=self.torch_cuda,
+            )  # fmt: skip
+            return _Read(url=url, download=got, served=served)
+        finally:
+            path.unlink(missing_ok=True)
+
+
+def _pages_of(
+    source: Source, reader: _Reader, tally: _Tally
+) -> Iterator[tuple[str, tuple[ListedFile, ...]]]:
+    """The project pages a source names, each with its links; a page that cannot be read
+    is a `download` finding."""
+    if reader.settings.projects:
+        urls = [project_page_url(source.url, name) for name in reader.settings.projects]
+    else:
+        urls = [source.url]
+    for url in urls:
+        read = reader.page(url)
+        tally.checked["download"] += 1
+        if isinstance(read, str):
+            tally.findings.append(finding("download", url, url, read))
+            continue
+        files, projects = read
+        if not projects:
+            yield url, files
+            continue
+        for _, project_url in projects:  # a root index: every project it lists
+            inner = reader.page(project_url)
+            tally.checked["download"] += 1
+            if isinstance(inner, str):
+                tally.findings.append(finding("download", project_url, project_url, inner))
+            else:
+                yield project_url, inner[0]
+
+
+def _audit_page(
+    page: str, files: Sequence[ListedFile], reader: _Reader, pool: ThreadPoolExecutor, tally: _Tally
+) -> None:
+    tally.pages.append(page)
+    tally.checked["duplicate"] += len(files)
+    tally.findings += duplicates(page, files)
+    by_url: dict[str, list[ListedFile]] = {}
+    for listed in files:
+        if not listed.name.endswith(".whl"):
+            continue
+        by_url.setdefault(listed.url, []).append(listed)
+        wheel = listed_wheel(listed.name, page)
+        if wheel is not None:
+            tally.wheels.setdefault(wheel.project, []).append(wheel)
+    _LOG.info("release audit: %s: %d wheel%s", page, len(by_url), "" if len(by_url) == 1 else "s")
+    reads = pool.map(lambda item: reader.wheel(item[0], item[1][0].name), by_url.items())
+    for listings, read in zip(by_url.values(), reads, strict=True):
+        tally.read(read, listings[0].name, [(page, listed) for listed in listings])
+
+
+def audit(
+    sources: Sequence[Source],
+    settings: AuditSettings,
+    environ: Mapping[str, str],
+    *,
+    clock: Callable[[], float] = time.monotonic,
+) -> AuditReport:
+    """Every page and wheel `sources` name, audited; findings are in the report, the caller
+    decides what they mean."""
+    start = clock()
+    deadline = Deadline(settings.timeout_s, clock)
+    tally = _Tally()
+    with (
+        http.client(concurrency=settings.concurrency) as client,
+        ThreadPoolExecutor(max_workers=settings.concurrency) as pool,
+        tempfile.TemporaryDirectory(prefix="release-audit-") as scratch,
+    ):
+        reader = _Reader(
+            client=client, settings=settings, deadline=deadline, scratch=Path(scratch),
+            environ=environ, clock=clock,
+        )  # fmt: skip
+        for source in sources:
+            if source.kind == "page":
+                for page, files in _pages_of(source, reader, tally):
+                    _audit_page(page, files, reader, pool, tally)
+        given = [s for s in sources if s.kind == "wheel"]
+        reads = pool.map(lambda s: reader.wheel(s.url, s.filename), given)
+        for one, read in zip(given, reads, strict=True):
+            pinned = ListedFile(
+                name=one.filename, url=one.url, sha256=one.sha256, size=None,
+                hash_name="sha256" if one.sha256 else None, requires_python=None,
+                metadata_sha256=None,
+            )  # fmt: skip
+            tally.read(read, one.filename, [(f"the #sha256= of {one.given}", pinned)])
+    tally.index_rules()
+    return AuditReport(
+        sources=tuple(s.url for s in sources),
+        pages=tuple(tally.pages),
+        files=tally.files,
+        findings=tuple(tally.findings),
+        checked=dict(tally.checked),
+        unchecked=tuple(tally.unchecked),
+        not_reached=tuple(tally.not_reached),
+        seconds=clock() - start,
+    )

@@ -1,0 +1,79 @@
+"""What `release audit` reads: index pages (a project's page, or a root index whose
+projects it reads) and wheel URLs, from its arguments and a `--urls FILE` of one URL a line.
+
+A URL whose path ends in `.whl` is a wheel (its `#sha256=` fragment, where it has one, is
+the hash a consumer pins); any other is an index page. A line that is not an http(s) URL
+is refused with its file:line before anything is asked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+from urllib.parse import unquote, urldefrag, urlsplit
+
+from release.errors import ConfigError, FileError, shown
+
+MAX_URLS_FILE = 16 * 2**20  # a --urls file of more is not a list someone keeps by hand
+
+
+@dataclass(frozen=True, kw_only=True)
+class Source:
+    url: str  # without its fragment
+    kind: Literal["page", "wheel"]
+    sha256: str | None = None  # a wheel URL's #sha256= fragment
+    given: str  # where it was given: "argument 2", "urls.txt:3"
+
+    @property
+    def filename(self) -> str:
+        return unquote(urlsplit(self.url).path.rsplit("/", 1)[-1])
+
+
+def source(text: str, given: str) -> Source | str:
+    """The source `text` names, or why it names none."""
+    url, fragment = urldefrag(text.strip())
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        return f"{given}: {shown(text.strip())} is not an http(s) URL"
+    if parts.username is not None or parts.password is not None:  # the URL is not repeated
+        return f"{given}: a URL with credentials in it; release audit sends none"
+    if parts.path.endswith(".whl"):
+        sha256 = fragment[len("sha256=") :].lower() if fragment.startswith("sha256=") else None
+        return Source(url=url, kind="wheel", sha256=sha256, given=given)
+    page = url if parts.path.endswith("/") or parts.query else url + "/"
+    return Source(url=page, kind="page", given=given)
+
+
+def sources(urls: Sequence[str], urls_file: Path | None) -> list[Source]:
+    """The arguments, then the lines of `urls_file` (blank lines and `#` comments skipped);
+    ConfigError naming every one that is not a URL, or where none is given."""
+    lines = [(text, f"argument {n}") for n, text in enumerate(urls, 1)]
+    if urls_file is not None:
+        try:
+            if urls_file.stat().st_size > MAX_URLS_FILE:
+                raise ConfigError([f"--urls {urls_file}: over {MAX_URLS_FILE // 2**20} MiB"])
+            text = urls_file.read_text(encoding="utf-8")
+        except OSError as error:
+            raise FileError.of(error, "read --urls") from None
+        except UnicodeDecodeError:
+            raise ConfigError([f"--urls {urls_file}: not UTF-8 text"]) from None
+        for number, line in enumerate(text.splitlines(), 1):
+            if line.strip() and not line.lstrip().startswith("#"):
+                lines.append((line, f"{urls_file}:{number}"))
+    found: dict[str, Source] = {}  # a URL given twice is read once
+    problems: list[str] = []
+    for text, given in lines:
+        one = source(text, given)
+        if isinstance(one, str):
+            problems.append(one)
+        else:
+            found.setdefault(one.url, one)
+    if problems:
+        raise ConfigError(problems, hint="give index page URLs and wheel URLs (http or https)")
+    if not found:
+        raise ConfigError(
+            ["nothing to audit"], hint="give an index or wheel URL, or --urls FILE (one a line)"
+        )
+    return list(found.values())

@@ -1,0 +1,93 @@
+"""What one ELF file of a wheel says it needs at load time, read with pyelftools: its
+machine, the libraries it NEEDs, the symbol versions it asks of them (auditwheel's own
+reading, `elf_find_versioned_symbols`: the versions of the dynamic loader left out) and its
+device-code sections.
+
+`elf_facts` reads from a seekable stream, section by section, so a shared object of a
+gigabyte is never held in memory whole; `wheel_elfs` copies each shared object of an open
+wheel to one scratch file at a time and reads it there.
+"""
+
+from __future__ import annotations
+
+import io
+import shutil
+import tempfile
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from auditwheel.elfutils import elf_find_versioned_symbols  # type: ignore[import-untyped]
+from elftools.common.exceptions import ELFError
+from elftools.elf.dynamic import DynamicSection
+from elftools.elf.elffile import ELFFile
+
+from release.inspection.devicecode import DEVICE_SECTIONS, is_shared_object
+from release.targets import ELF_MACHINES
+
+
+@dataclass(frozen=True, kw_only=True)
+class ElfFacts:
+    member: str  # its path inside the wheel
+    machine: str = ""  # e_machine as pyelftools names it: EM_X86_64
+    needed: tuple[str, ...] = ()  # DT_NEEDED, in order
+    symbol_versions: tuple[tuple[str, str], ...] = ()  # (library, GLIBC_2.34), sorted
+    device_sections: tuple[str, ...] = ()
+    unreadable: str | None = None  # why it is not an ELF file
+
+
+def elf_facts(member: str, stream: BinaryIO) -> ElfFacts:
+    """The facts of the ELF file in `stream` (named `member` in messages)."""
+    try:
+        elf = ELFFile(stream)
+        needed = tuple(
+            str(tag.needed)  # type: ignore[attr-defined]  # pyelftools sets it with setattr
+            for section in elf.iter_sections()
+            if isinstance(section, DynamicSection)
+            for tag in section.iter_tags("DT_NEEDED")
+        )
+        versions = tuple(sorted({(str(lib), str(v)) for lib, v in elf_find_versioned_symbols(elf)}))
+        sections = tuple(sorted(DEVICE_SECTIONS.intersection(s.name for s in elf.iter_sections())))
+        machine = str(elf.header["e_machine"])
+    except (ELFError, ValueError, OSError, EOFError, KeyError) as error:
+        return ElfFacts(member=member, unreadable=f"is not an ELF file ({error})")
+    return ElfFacts(
+        member=member,
+        machine=machine,
+        needed=needed,
+        symbol_versions=versions,
+        device_sections=sections,
+    )
+
+
+def machine_problem(facts: ElfFacts, arch: str) -> str | None:
+    """Why the ELF file is not one of `arch`'s machine (None: it is, or `arch` is one this
+    tool does not know the machine of)."""
+    if facts.unreadable is not None:
+        return f"{facts.member} {facts.unreadable}"
+    wanted = ELF_MACHINES.get(arch)
+    if wanted is None or facts.machine == wanted:
+        return None
+    return f"{facts.member} is built for {facts.machine}, the wheel's platform is {arch}"
+
+
+def read_member(member: str, data: bytes) -> ElfFacts:
+    """`elf_facts` of a member's bytes already in memory."""
+    return elf_facts(member, io.BytesIO(data))
+
+
+def wheel_elfs(archive: zipfile.ZipFile) -> Iterator[ElfFacts]:
+    """The facts of every shared object (`*.so`, `*.so.*`) of `archive`, in archive order,
+    each copied to a scratch file of its own and read there (one at a time on disk)."""
+    with tempfile.TemporaryDirectory(prefix="release-elf-") as tmp:
+        scratch = Path(tmp) / "member"
+        for info in archive.infolist():
+            if info.is_dir() or not is_shared_object(info.filename):
+                continue
+            with archive.open(info) as source, scratch.open("wb") as target:
+                shutil.copyfileobj(source, target, 1 << 20)
+            with scratch.open("rb") as stream:
+                yield elf_facts(info.filename, stream)
+            scratch.unlink()

@@ -1,0 +1,169 @@
+"""The git-index destinations of matrix.yaml, and the keys of a github destination that
+reach past its own repository: `token-secret` (the token that writes there) and `index`
+(the git-index destination that lists its wheels).
+
+A git-index destination is a directory of a git repository holding the pip index of
+github destinations' wheels, one folder per local label, beside other projects' pages:
+sgl-project/whl's `cu129/`, `cu130/` on its gh-pages branch, served at
+https://docs.sglang.io/whl/. release.matrix.load runs these while it loads the
+destinations.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import PurePosixPath
+from typing import TYPE_CHECKING
+
+from release.credentials import has_credentials, is_secret_name
+from release.errors import shown
+from release.github_names import repository_problem
+from release.matrix.spec import DestinationSpec
+from release.yamlspec import DocumentLoader, join_path
+
+if TYPE_CHECKING:  # the value types, whose module loads these keys through this one
+    from release.matrix.destination import Destination, GitIndexDestination
+
+DEFAULT_INDEX_BRANCH = "gh-pages"  # the branch GitHub Pages serves a repository from
+DEFAULT_TOKEN_VARIABLE = "GITHUB_TOKEN"  # noqa: S105 (a variable's name, not a secret)
+_VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# what git takes as a remote here: a URL of a transport, scp-like user@host:path, or a path
+_GIT_URL = re.compile(r"(?:(?:https?|ssh|git|file)://\S+|[\w.-]+@[\w.-]+:\S+|/\S*)")
+# git check-ref-format's rules, for one branch name
+_BAD_BRANCH = re.compile(
+    r"(^[-/.])|(\.\.)|(//)|(@\{)|([/.]$)|(\.lock$)|([\s~^:?*\[\\\x00-\x1f\x7f])"
+)
+
+
+def token_secret_problem(name: str) -> str | None:
+    """Why `name` cannot name the repository secret (and environment variable) holding a
+    destination's token; None when it can."""
+    if not _VARIABLE.fullmatch(name):
+        return (
+            f"{shown(name)} is not an environment variable's name (letters, digits and _, "
+            "not starting with a digit)"
+        )
+    if name.upper().startswith("GITHUB_") and name != DEFAULT_TOKEN_VARIABLE:
+        return f"{name}: GitHub refuses secret names that start with GITHUB_"
+    if not is_secret_name(name):
+        return (
+            f"{name} does not say it holds a secret, so its value would not be hidden in "
+            "output: name it with TOKEN, PAT, SECRET, PASSWORD, CREDENTIAL or API_KEY in it "
+            "(WHL_TOKEN)"
+        )
+    return None
+
+
+def check_token_secret(name: str, spec: DestinationSpec, loader: DocumentLoader) -> None:
+    if spec.token_secret is not None and (problem := token_secret_problem(spec.token_secret)):
+        loader.problem(join_path(join_path("destinations", name), "token-secret"), problem)
+
+
+def _directory(value: str | None, path: str, loader: DocumentLoader) -> str:
+    """The index's directory in the repository: "" for its root, else a relative path."""
+    text = (value or ".").strip()
+    parts = [p for p in PurePosixPath(text).parts if p != "."]
+    if text.startswith("/") or "\\" in text or any(p in {"..", ".git"} for p in parts):
+        loader.problem(
+            path,
+            f"{shown(text)} is not a directory inside the repository (a relative path "
+            'without .. or .git, e.g. "." or "whl")',
+        )
+    return "/".join(parts)
+
+
+def _remote(name: str, spec: DestinationSpec, loader: DocumentLoader) -> tuple[str, str | None]:
+    """The URL git talks to, and the OWNER/NAME on GitHub where the index is there."""
+    path = join_path("destinations", name)
+    if (spec.repository is None) == (spec.url is None):
+        loader.problem(
+            path,
+            "a git-index destination names its repository: repository (OWNER/NAME on "
+            "github.com) or url (any git URL), one of them",
+        )
+        return "", None
+    if spec.repository is not None:
+        if problem := repository_problem(spec.repository):
+            loader.problem(
+                join_path(path, "repository"),
+                f"{shown(spec.repository)} is not a GitHub repository ({problem})",
+            )
+        return f"https://github.com/{spec.repository}.git", spec.repository
+    url = spec.url or ""
+    if has_credentials(url):
+        loader.problem(
+            join_path(path, "url"),
+            f"{shown(url)} holds credentials, which logs would show: give the token in the "
+            "variable token-secret names",
+        )
+    elif not _GIT_URL.fullmatch(url):
+        loader.problem(
+            join_path(path, "url"),
+            f"{shown(url)} is not a git URL (https://HOST/PATH.git, ssh://..., "
+            "user@host:path, file:///path or /path)",
+        )
+    return url, None
+
+
+def index_place(
+    name: str, spec: DestinationSpec, loader: DocumentLoader
+) -> tuple[str, str | None, str, str]:
+    """Where a git-index destination is, as matrix.yaml writes it: the URL git talks to,
+    the OWNER/NAME on GitHub where it is there, its branch, and its directory ("" for the
+    root); each wrong key reported."""
+    path = join_path("destinations", name)
+    url, repository = _remote(name, spec, loader)
+    branch = spec.branch or DEFAULT_INDEX_BRANCH
+    if _BAD_BRANCH.search(branch):
+        loader.problem(join_path(path, "branch"), f"{shown(branch)} is not a branch name")
+    if spec.index_url is None:
+        loader.problem(
+            join_path(path, "index-url"),
+            "required key 'index-url' is missing for a git-index destination (where its "
+            "directory is served: https://OWNER.github.io/NAME/)",
+        )
+    check_token_secret(name, spec, loader)
+    return url, repository, branch, _directory(spec.directory, join_path(path, "directory"), loader)
+
+
+def link_indexes(
+    destinations: Mapping[str, Destination],
+    indexes: Mapping[str, GitIndexDestination],
+    specs: Mapping[str, DestinationSpec],
+    loader: DocumentLoader,
+) -> tuple[dict[str, Destination], dict[str, GitIndexDestination]]:
+    """Each destination with its `index` (a github destination's: whose URL becomes its
+    index URL) and each git index with the destinations it lists; an `index` that is not a
+    git-index destination, and a git index that lists nothing, are reported."""
+    linked = dict(destinations)
+    lists: dict[str, list[str]] = {name: [] for name in indexes}
+    for name, destination in destinations.items():
+        index = specs[name].index
+        if index is None or "index" not in destination.KEYS:
+            continue
+        path = join_path(join_path("destinations", name), "index")
+        if index not in indexes:
+            known = ", ".join(indexes) or "none"
+            loader.problem(
+                path,
+                f"{shown(index)} is not a git-index destination (git-index destinations: {known})",
+            )
+            continue
+        if specs[name].index_url is not None:
+            loader.problem(
+                join_path(join_path("destinations", name), "index-url"),
+                f"its wheels are listed by {index!r}, whose index-url pip "
+                "installs them from (remove it here)",
+            )
+        lists[index].append(name)
+        linked[name] = replace(destination, index_url=indexes[index].index_url)
+    for name in indexes:
+        if not lists[name]:
+            loader.problem(
+                join_path("destinations", name),
+                "no github destination names it as its index, so it would list nothing "
+                f"(write index: {name} in the github destination whose wheels it lists)",
+            )
+    return linked, {n: replace(d, lists=tuple(lists[n])) for n, d in indexes.items()}

@@ -1,0 +1,193 @@
+"""Fixture indexes on 127.0.0.1: a static HTTP server serving a directory (as a static host,
+GitHub Pages or S3 serves a pip index), and the PEP 503 pages and real wheels that make
+each broken case of issue 54's table.
+
+The server answers a directory's URL with its `index.html`, or with its `index.json` as
+`application/vnd.pypi.simple.v1+json` when the request asks for PEP 691 JSON and the
+directory has one (what a static host does with an Accept map). Each wheel's shared
+objects are real ELF files: tests/data/elf's, or ones gcc compiles here in well under a
+second (`compiled`), linked against stand-in sonames (libcudart.so.13, libc10.so).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import json
+import subprocess
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import partial
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+from release.remote.simple_index import SIMPLE_JSON
+
+ELF = Path(__file__).resolve().parents[1] / "data" / "elf"
+
+
+class _StaticIndex(SimpleHTTPRequestHandler):
+    wheel_delay = 0.0  # seconds before answering for a wheel (a slow host)
+
+    def send_head(self):  # type: ignore[no-untyped-def]  # the base class's own signature
+        if self.path.endswith(".whl") and self.wheel_delay:
+            time.sleep(self.wheel_delay)
+        local = Path(self.translate_path(self.path))
+        wants_json = SIMPLE_JSON in self.headers.get("Accept", "")
+        if self.path.endswith("/") and wants_json and (local / "index.json").is_file():
+            body = (local / "index.json").read_bytes()
+            self.send_response(200)
+            self.send_header("Content-Type", SIMPLE_JSON)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            return _Body(body)
+        return super().send_head()
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+class _Body:
+    """A body `SimpleHTTPRequestHandler.copyfile` can read and close."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def read(self, size: int = -1) -> bytes:
+        data, self.data = self.data, b""
+        return data
+
+    def close(self) -> None:
+        pass
+
+
+class _Server(ThreadingHTTPServer):
+    def handle_error(self, request: object, client_address: object) -> None:
+        pass  # a client that gave up on a slow answer (the time-limit tests) is no error here
+
+
+@contextmanager
+def static_server(root: Path, *, wheel_delay: float = 0.0) -> Iterator[str]:
+    """`root` served on a free port of 127.0.0.1, each wheel after `wheel_delay` seconds;
+    yields its base URL (ending in /)."""
+    handler = type("_Delayed", (_StaticIndex,), {"wheel_delay": wheel_delay})
+    server = _Server(("127.0.0.1", 0), partial(handler, directory=str(root)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Link:
+    """One anchor of a project page: a filename, where it points and the hash it states."""
+
+    name: str
+    href: str
+    sha256: str | None
+    metadata_sha256: str | None = None
+
+
+def link_to(wheel: Path, page_dir: Path, *, sha: str | None = None) -> Link:
+    """A link from the page in `page_dir` to `wheel`, with the wheel's own sha256 unless
+    `sha` says another."""
+    href = Path(*[".."] * len(page_dir.relative_to(wheel.parent.parent).parts), wheel.parent.name)
+    return Link(
+        name=wheel.name, href=f"{href.as_posix()}/{wheel.name}", sha256=sha or sha256(wheel)
+    )
+
+
+def write_page(page_dir: Path, links: Sequence[Link]) -> Path:
+    """A PEP 503 project page in `page_dir`/index.html listing `links` in order."""
+    page_dir.mkdir(parents=True, exist_ok=True)
+    anchors = []
+    for link in links:
+        fragment = f"#sha256={link.sha256}" if link.sha256 else ""
+        core = (
+            f' data-core-metadata="sha256={link.metadata_sha256}"' if link.metadata_sha256 else ""
+        )
+        anchors.append(
+            f'<a href="{html.escape(link.href + fragment)}"{core}>{html.escape(link.name)}</a><br>'
+        )
+    text = "<!DOCTYPE html>\n<html><body>\n" + "\n".join(anchors) + "\n</body></html>\n"
+    (page_dir / "index.html").write_text(text, encoding="utf-8")
+    return page_dir / "index.html"
+
+
+def write_json_page(page_dir: Path, project: str, links: Sequence[Link]) -> Path:
+    """A PEP 691 project page in `page_dir`/index.json listing `links` in order."""
+    page_dir.mkdir(parents=True, exist_ok=True)
+    files = [
+        {
+            "filename": link.name,
+            "url": link.href,
+            "hashes": {"sha256": link.sha256} if link.sha256 else {},
+        }
+        for link in links
+    ]
+    document = {"meta": {"api-version": "1.1"}, "name": project, "files": files}
+    (page_dir / "index.json").write_text(json.dumps(document), encoding="utf-8")
+    return page_dir / "index.json"
+
+
+def write_root(root_dir: Path, projects: Sequence[str]) -> None:
+    """A PEP 503 root page in `root_dir` naming `projects`."""
+    anchors = "\n".join(f'<a href="{p}/">{p}</a><br>' for p in projects)
+    (root_dir / "index.html").write_text(f"<html><body>\n{anchors}\n</body></html>\n")
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """Shared objects gcc made for the cases: real ELF files of this machine."""
+
+    glibcxx: bytes  # asks GLIBCXX_3.4.21 (std::__cxx11 strings)
+    cudart13: bytes  # NEEDs libcudart.so.13
+    torch_cuda13: bytes  # NEEDs libc10.so and libcudart.so.13
+    plain: bytes  # NEEDs libc only
+
+
+def compiled(directory: Path) -> Compiled:
+    """The shared objects of `Compiled`, each a gcc or g++ call of well under a second."""
+    directory.mkdir(parents=True, exist_ok=True)
+    sources = {
+        "glibcxx.cpp": '#include <string>\nextern "C" const char* k3_name(int n) '
+        "{ static std::string s; s = std::to_string(n); return s.c_str(); }\n",
+        "stub.c": "int k3_stub(void) { return 0; }\n",
+        "user.c": "int k3_stub(void);\nint k3_use(void) { return k3_stub(); }\n",
+    }
+    for name, text in sources.items():
+        (directory / name).write_text(text)
+
+    def run(*argv: str) -> None:
+        subprocess.run(argv, cwd=directory, check=True, capture_output=True)
+
+    run("g++", "-shared", "-fPIC", "-O0", "-o", "glibcxx.so", "glibcxx.cpp")
+    for soname in ("libcudart.so.13", "libc10.so"):
+        run("gcc", "-shared", "-fPIC", f"-Wl,-soname,{soname}", "-o", soname, "stub.c")
+    run("gcc", "-shared", "-fPIC", "-o", "cudart13.so", "user.c", "-L.", "-l:libcudart.so.13")
+    run(
+        "gcc", "-shared", "-fPIC", "-o", "torch13.so", "user.c", "-L.", "-Wl,--no-as-needed",
+        "-l:libc10.so", "-l:libcudart.so.13",
+    )  # fmt: skip
+    run("gcc", "-shared", "-fPIC", "-o", "plain.so", "stub.c")
+    return Compiled(
+        glibcxx=(directory / "glibcxx.so").read_bytes(),
+        cudart13=(directory / "cudart13.so").read_bytes(),
+        torch_cuda13=(directory / "torch13.so").read_bytes(),
+        plain=(directory / "plain.so").read_bytes(),
+    )
+
+
+def host_library(arch: str) -> bytes:
+    """A small real library of `arch` that fits manylinux_2_28 (tests/data/elf)."""
+    return (ELF / f"{arch}-glibc2.28.so").read_bytes()

@@ -1,0 +1,52 @@
+"""What `release audit` reads: URLs from its arguments and a --urls file, refused with their
+place when they are not http(s) URLs, and never repeated when they carry credentials."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from release.audit.sources import sources
+from release.errors import ConfigError
+
+WHEEL = "https://files.test/whl/k3_kernels-0.1.0+cu129-py3-none-manylinux_2_28_x86_64.whl"
+
+
+def test_pages_and_wheels_with_their_pinned_hash(tmp_path: Path) -> None:
+    urls = tmp_path / "pins.txt"
+    urls.write_text(f"# pinned by URL\n\n  {WHEEL}#sha256={'A' * 64}  \nhttps://idx.test/simple\n")
+    found = sources(["https://idx.test/cu129/k3-kernels/", "https://idx.test/simple/"], urls)
+    assert [(s.kind, s.url, s.given) for s in found] == [
+        ("page", "https://idx.test/cu129/k3-kernels/", "argument 1"),
+        ("page", "https://idx.test/simple/", "argument 2"),  # given twice: read once
+        ("wheel", WHEEL, f"{urls}:3"),
+    ]
+    assert found[2].sha256 == "a" * 64
+    assert found[2].filename == WHEEL.rsplit("/", 1)[1]
+
+
+def test_every_line_that_is_not_a_url_is_named(tmp_path: Path) -> None:
+    urls = tmp_path / "pins.txt"
+    urls.write_text("ftp://x/y.whl\nnot a url\n")
+    with pytest.raises(ConfigError) as refused:
+        sources(["file:///etc/passwd"], urls)
+    assert refused.value.problems == (
+        "argument 1: 'file:///etc/passwd' is not an http(s) URL",
+        f"{urls}:1: 'ftp://x/y.whl' is not an http(s) URL",
+        f"{urls}:2: 'not a url' is not an http(s) URL",
+    )
+
+
+def test_a_url_with_credentials_is_refused_without_repeating_them() -> None:
+    with pytest.raises(ConfigError) as refused:
+        sources(["https://user:hunter2@idx.test/simple/"], None)
+    assert "hunter2" not in refused.value.message
+    assert refused.value.problems == (
+        "argument 1: a URL with credentials in it; release audit sends none",
+    )
+
+
+def test_nothing_to_audit() -> None:
+    with pytest.raises(ConfigError, match="nothing to audit"):
+        sources([], None)

@@ -1,0 +1,49 @@
+"""What an ELF file of a wheel needs at load time, read from real ELF files (tests/data)."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from pathlib import Path
+
+from release.inspection.elffacts import elf_facts, machine_problem, read_member, wheel_elfs
+
+DATA = Path(__file__).parent.parent / "data"
+
+
+def test_needed_libraries_and_symbol_versions_are_read() -> None:
+    facts = read_member("a.so", (DATA / "elf" / "x86_64-glibc2.34.so").read_bytes())
+    assert facts.machine == "EM_X86_64"
+    assert facts.needed == ("libc.so.6",)
+    assert facts.symbol_versions == (("libc.so.6", "GLIBC_2.34"),)
+    cudart = read_member("b.so", (DATA / "elf" / "x86_64-needs-cudart.so").read_bytes())
+    assert "libcudart.so.12" in cudart.needed
+
+
+def test_device_sections_and_another_machine() -> None:
+    device = read_member("d.so", (DATA / "elf-device" / "x86_64-nv_fatbin.so").read_bytes())
+    assert device.device_sections == (".nv_fatbin",)
+    arm = read_member("k/lib.so", (DATA / "elf" / "aarch64-glibc2.28.so").read_bytes())
+    assert machine_problem(arm, "aarch64") is None
+    assert machine_problem(arm, "x86_64") == (
+        "k/lib.so is built for EM_AARCH64, the wheel's platform is x86_64"
+    )
+
+
+def test_a_file_that_is_not_elf_says_so() -> None:
+    facts = elf_facts("x.so", io.BytesIO(b"not an ELF file at all"))
+    assert facts.unreadable is not None
+    assert facts.unreadable.startswith("is not an ELF file")
+    assert machine_problem(facts, "x86_64") == f"x.so {facts.unreadable}"
+
+
+def test_every_shared_object_of_a_wheel_in_archive_order() -> None:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("k/a.so", (DATA / "elf" / "x86_64-glibc2.28.so").read_bytes())
+        archive.writestr("k/readme.txt", b"text")
+        archive.writestr("k/b.so.1", (DATA / "elf" / "x86_64-needs-cudart.so").read_bytes())
+    with zipfile.ZipFile(buffer) as archive:
+        found = list(wheel_elfs(archive))
+    assert [f.member for f in found] == ["k/a.so", "k/b.so.1"]
+    assert "libcudart.so.12" in found[1].needed

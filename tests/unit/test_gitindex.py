@@ -1,0 +1,175 @@
+"""The git index's pure core (release.remote.gitindex): this project's pages merged into the
+files a branch already holds, other projects' pages never written or deleted, the label's
+root kept listing exactly the project folders it holds; and the environment git gets, with
+the token as a header for the remote's origin only. The edge, against real repositories,
+is tests/integration/test_gitindex.py."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import pytest
+
+from release.credentials import Secret
+from release.destinations.index import IndexFile, render_index, root_page
+from release.remote.gitindex import (
+    GitIndexTarget,
+    PackagePages,
+    git_environment,
+    merge_pages,
+    pages_to_read,
+)
+
+PROJECT = "sgl-deep-gemm"
+WHEEL = "sgl_deep_gemm-0.1.4+{label}-py3-none-manylinux2014_x86_64.whl"
+# another project's pages as another tool writes them (sglang's scripts: no DOCTYPE, CRLF
+# here, no newline at the end), and the label's root as it lists them
+OTHERS = {
+    "index.html": b"<h1>Wheels</h1>\n<a href='cu130/'>cu130</a>",
+    "README.md": b"# whl\n",
+    "cu130/index.html": b'<!DOCTYPE html>\n<a href="sgl-kernel/">sgl-kernel</a>\n',
+    "cu130/sgl-kernel/index.html": b'<a href="https://h/k.whl#sha256=00">k.whl</a><br>\r\n',
+    "nightly/cu129/sglang/index.html": b"<a href='s.whl'>s.whl</a>",
+}
+
+
+def rendered(*labels: str) -> dict[str, bytes]:
+    files = [
+        IndexFile(
+            filename=WHEEL.format(label=label),
+            url=f"https://github.com/sgl-project/whl/releases/download/v0.1.4/{WHEEL.format(label=label)}",
+            sha256=label[-1] * 64,
+        )
+        for label in labels
+    ]
+    return render_index(files)
+
+
+def roots(label: str, names: Sequence[str]) -> Mapping[str, bytes]:
+    html, json = root_page(f"Simple index ({label})", names)
+    return {"index.html": html, "index.json": json}
+
+
+def merged(
+    tree: Mapping[str, bytes], pages: PackagePages, directory: str = ""
+) -> tuple[dict[str, bytes], tuple[str, ...]]:
+    """The branch's files after the merge, and what it deleted."""
+    read = {p: tree[p] for p in pages_to_read(tree, pages, directory)}
+    change = merge_pages(tree, read, pages, directory=directory, root_pages=roots)
+    after = {p: d for p, d in tree.items() if p not in change.deletes}
+    return {**after, **change.writes}, change.deletes
+
+
+def test_a_projects_pages_are_its_folders_under_each_label() -> None:
+    pages = PackagePages.from_rendered(rendered("cu129", "cu130"), "SGL_Deep.Gemm")
+    assert pages.project == PROJECT
+    assert {label: sorted(files) for label, files in pages.pages.items()} == {
+        "cu129": ["index.html", "index.json"],
+        "cu130": ["index.html", "index.json"],
+    }
+    with_nccl = render_index([], {"nccl/cu12.txt": b"nvidia-nccl-cu12==2.30.7\n"})
+    with pytest.raises(ValueError, match=r"nccl/cu12.txt: not a page of sgl-deep-gemm"):
+        PackagePages.from_rendered({**rendered("cu130"), **with_nccl}, PROJECT)
+    with pytest.raises(ValueError, match=r"cu130/sgl-kernel/index.html: not a page of"):
+        PackagePages.from_rendered({"cu130/sgl-kernel/index.html": b""}, PROJECT)
+    with pytest.raises(ValueError, match=r"'\.\.' cannot be a folder"):
+        PackagePages.from_rendered({f"../{PROJECT}/index.html": b""}, PROJECT)
+
+
+def test_other_projects_pages_are_never_written_or_deleted() -> None:
+    pages = PackagePages.from_rendered(rendered("cu129", "cu130"), PROJECT)
+    after, deleted = merged(OTHERS, pages)
+    assert deleted == ()
+    for path, data in OTHERS.items():
+        if path != "cu130/index.html":
+            assert after[path] == data, path
+    assert after[f"cu130/{PROJECT}/index.html"] == rendered("cu130")[f"cu130/{PROJECT}/index.html"]
+    # the roots of both labels list every project folder they hold, other projects' too
+    assert b'href="sgl-kernel/"' in after["cu130/index.html"]
+    assert b'href="sgl-deep-gemm/"' in after["cu130/index.html"]
+    assert b"sgl-kernel" not in after["cu129/index.html"]
+    assert set(after) - set(OTHERS) == {
+        "cu129/index.html", "cu129/index.json",
+        f"cu129/{PROJECT}/index.html", f"cu129/{PROJECT}/index.json",
+        "cu130/index.json", f"cu130/{PROJECT}/index.html", f"cu130/{PROJECT}/index.json",
+    }  # fmt: skip
+
+
+def test_a_root_that_lists_exactly_the_folders_stays_as_it_is() -> None:
+    in_sync = {
+        **OTHERS,
+        "cu130/index.html": b'<a href="sgl-kernel/">a</a>\n<a href="./Sgl_Deep_Gemm/">b</a>',
+        f"cu130/{PROJECT}/index.html": b"old",
+    }
+    after, _ = merged(in_sync, PackagePages.from_rendered(rendered("cu130"), PROJECT))
+    assert after["cu130/index.html"] == in_sync["cu130/index.html"]
+    assert "cu130/index.json" not in after
+    # one listing a project whose folder is gone, or a JSON root that lists another set,
+    # is rewritten
+    stale = {**in_sync, "cu130/index.html": in_sync["cu130/index.html"] + b'<a href="x/">x</a>'}
+    after, _ = merged(stale, PackagePages.from_rendered(rendered("cu130"), PROJECT))
+    assert b'href="x/"' not in after["cu130/index.html"]
+    odd_json = {**in_sync, "cu130/index.json": b'{"projects": [{"name": "sgl-kernel"}]}'}
+    after, _ = merged(odd_json, PackagePages.from_rendered(rendered("cu130"), PROJECT))
+    assert (
+        after["cu130/index.json"] == roots("cu130", ["sgl-deep-gemm", "sgl-kernel"])["index.json"]
+    )
+
+
+def test_the_projects_folder_is_replaced_whole_in_the_labels_it_has_pages_for() -> None:
+    before = {
+        **OTHERS,
+        f"cu130/{PROJECT}/index.html": b"appended twice",
+        f"cu130/{PROJECT}/stale.html": b"left by an older tool",
+        f"cu128/{PROJECT}/index.html": b"a label this release set has no wheel for",
+    }
+    after, deleted = merged(before, PackagePages.from_rendered(rendered("cu130"), PROJECT))
+    assert deleted == (f"cu130/{PROJECT}/stale.html",)
+    assert after[f"cu130/{PROJECT}/index.html"].startswith(b"<!DOCTYPE html>")
+    assert after[f"cu128/{PROJECT}/index.html"] == before[f"cu128/{PROJECT}/index.html"]
+    assert "cu128/index.html" not in after, "a label it writes nothing to is not touched"
+
+
+def test_the_index_may_be_a_directory_of_the_repository() -> None:
+    before = {f"whl/{path}": data for path, data in OTHERS.items()} | {"index.html": b"site"}
+    pages = PackagePages.from_rendered(rendered("cu130"), PROJECT)
+    after, _ = merged(before, pages, directory="whl")
+    assert after["index.html"] == b"site"
+    assert f"whl/cu130/{PROJECT}/index.json" in after
+    assert b"sgl-kernel" in after["whl/cu130/index.html"]
+    with pytest.raises(ValueError, match="not a directory inside the repository"):
+        merged(before, pages, directory="../up")
+
+
+def test_the_token_reaches_git_as_a_header_of_the_remotes_origin_only() -> None:
+    token = "ghp_" + "s3cr3t" * 6
+    environ = {
+        "PATH": "/usr/bin",
+        "HOME": "/home/u",
+        "GH_PAT_FOR_WHL_RELEASE": token,
+        "GITHUB_TOKEN": "ghs_jobtoken0000",
+        "GIT_TRACE_CURL": "1",
+        "GIT_DIR": "/elsewhere",
+        "GIT_CONFIG_KEY_0": "credential.helper",
+    }
+    target = GitIndexTarget(
+        url="https://github.com/sgl-project/whl.git",
+        branch="gh-pages",
+        directory="",
+        token=Secret(token),
+    )
+    env, secrets = git_environment(environ, target)
+    assert env["GIT_CONFIG_COUNT"] == "1"
+    assert env["GIT_CONFIG_KEY_0"] == "http.https://github.com/.extraheader"
+    assert env["GIT_CONFIG_VALUE_0"].startswith("Authorization: basic ")
+    assert env["GIT_TERMINAL_PROMPT"] == "0"
+    for name in ("GH_PAT_FOR_WHL_RELEASE", "GITHUB_TOKEN", "GIT_TRACE_CURL", "GIT_DIR"):
+        assert name not in env
+    assert token in secrets
+    assert all(token not in value for value in env.values()), "only its base64, in the header"
+    assert env["GIT_CONFIG_VALUE_0"].removeprefix("Authorization: basic ") in secrets
+    # a path on disk gets no header, and nothing without a token
+    on_disk = GitIndexTarget(url="/srv/whl.git", branch="b", directory="", token=Secret(token))
+    assert "GIT_CONFIG_COUNT" not in git_environment(environ, on_disk)[0]
+    anonymous = GitIndexTarget(url=target.url, branch="b", directory="")
+    assert git_environment(environ, anonymous)[1] == ()
