@@ -8,7 +8,10 @@ RECORD's paths and METADATA's hash and size updated, and the filename built from
 version. WHEEL moves with its folder; its content names no version. `rewrite_version` does
 the same for any version that differs from the built one only in its local label and its
 dev part (a nightly: `0.1.1` built, `0.1.1.dev1733212345+cu129` published); the release,
-its epoch and its pre- and post-release parts may never change.
+its epoch and its pre- and post-release parts may never change. `copies_of` relabels a
+cell's wheel for each of its other copies (a CUDA version published to several places:
+sgl-project's CUDA 13.0 plain on PyPI and `+cu130` on a GitHub release): one build, a file
+per copy.
 
 `as_platlib` marks a wheel whose build made it pure (`py3-none-any`, `Root-Is-Purelib:
 true`) but that holds a shared object (a library the project built beside its build
@@ -22,6 +25,7 @@ their order, dates, modes and compression; members that do not change keep their
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import re
 import zipfile
@@ -29,6 +33,7 @@ from dataclasses import dataclass
 
 from packaging.version import InvalidVersion, Version
 
+from release.matrix import Cell
 from release.wheelfile import NotAWheel, WheelName, record_hash, version_or_none
 
 
@@ -42,6 +47,14 @@ class Relabelled:
     data: bytes
     old_version: str
     new_version: str
+
+    @property
+    def size(self) -> int:
+        return len(self.data)
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.data).hexdigest()
 
 
 def labelled_version(version: Version, label: str | None) -> Version:
@@ -107,6 +120,17 @@ def relabel(filename: str, data: bytes, label: str | None) -> Relabelled:
     except InvalidVersion:
         raise RelabelError(f"{label!r} is not a valid local version label") from None
     return rewrite_version(filename, data, new_version)
+
+
+def copies_of(cell: Cell, filename: str, data: bytes) -> list[tuple[Cell, Relabelled]]:
+    """The wheel `filename` (bytes `data`) the cell's build made, relabelled for each of its
+    other copies (matrix.yaml's list of destinations), with the cell as that copy publishes
+    it: one build, a file per copy. RelabelError where the wheel cannot be rewritten."""
+    out = []
+    for copy in cell.relabelled:
+        seen = cell.as_copy(copy)
+        out.append((seen, rewrite_version(filename, data, seen.version)))
+    return out
 
 
 def version_change_problem(built: Version, target: Version) -> str | None:

@@ -95,8 +95,9 @@ def print_applied(out: Output, outcome: PublishOutcome) -> None:
     out.table(PLAN_COLUMNS, applied_rows(outcome), "published")
     for index in outcome.indexes:
         where = index.url or "(no index URL configured)"
+        commit = f" (commit {index.commit[:12]})" if index.commit else ""
         out.line(
-            f"index {index.label}: {len(index.files)} files, written to {index.directory}, "
+            f"index {index.label}: {len(index.files)} files, written to {index.where}{commit}, "
             f"served at {where}"
         )
     if outcome.record is not None:
@@ -139,7 +140,13 @@ def publish_json(outcome: PublishOutcome, *, dry_run: bool) -> dict[str, Any]:
         "companions": [companion(c) for p in outcome.plans for c in p.plan.companions],
         "applied": [decision(d) for d in outcome.applied],
         "indexes": [
-            {"label": i.label, "url": i.url, "directory": str(i.directory), "files": len(i.files)}
+            {
+                "label": i.label,
+                "url": i.url,
+                "directory": i.where,
+                "files": len(i.files),
+                **({"commit": i.commit} if i.commit else {}),
+            }
             for i in outcome.indexes
         ],
     }

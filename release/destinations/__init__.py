@@ -10,6 +10,8 @@ Its modules:
 - `companions`: What is published beside the wheels: `.metadata`, `.provenance`, the NCCL
   files, release-manifest.json.
 - `decide`: The one decision of what publishing does with each file.
+- `git_index`: The git-index kind: a directory of a git repository listing a github
+  destination's wheels beside other projects' pages, written as one commit.
 - `github`: The GitHub Releases kind.
 - `github_publisher`: GitHub Releases: one release per tag, assets uploaded to a draft,
   verified, then published.

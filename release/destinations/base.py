@@ -26,7 +26,7 @@ from release.destinations.index import IndexFile
 from release.destinations.reach import IndexLogin, Reach
 from release.errors import PublishError
 from release.matrix import KINDS, Destination
-from release.records.manifest import DestinationRef, Manifest, WheelEntry
+from release.records.manifest import DestinationRef, IndexRef, Manifest, WheelEntry
 from release.records.published import PublishedCompanion, PublishedFile
 from release.records.release_manifest import PreviousRelease, ReleaseWheel
 from release.remote.github import GithubClient
@@ -108,6 +108,15 @@ class Rederiving:
 
 
 @dataclass(frozen=True, kw_only=True)
+class IndexWritten:
+    """Where a kind that lists other destinations' wheels wrote their index pages."""
+
+    where: str  # for the user: the remote, branch and directory
+    commit: str | None = None  # the commit the pages are in, where it keeps them in git
+    changed: bool = True  # False: it held these pages already
+
+
+@dataclass(frozen=True, kw_only=True)
 class Rederived:
     files: tuple[PublishedFile, ...] = ()
     companions: tuple[PublishedCompanion, ...] = ()
@@ -158,6 +167,20 @@ class DestinationKind(Protocol):
 
     def index_base(self, destination: DestinationRef, reach: Reach) -> str | None:
         """Where that index is served (`--index-base-url`, else its `index-url`)."""
+        ...
+
+    def push_index(
+        self,
+        index: IndexRef,
+        tree: Mapping[str, bytes],
+        reach: Reach,
+        *,
+        project: str,
+        version: str,
+    ) -> IndexWritten:
+        """A kind that lists other destinations' wheels (a github destination's `index`):
+        write `tree`, `project`'s pages of the variants' index (`<label>/<project>/...`),
+        for its release `version` (PublishError: it cannot; nothing half-written)."""
         ...
 
     # -- plan: growth ---------------------------------------------------------------------
@@ -271,6 +294,17 @@ class KindBase:
         base = reach.index_base_url or destination.index_url
         return None if base is None else base.rstrip("/") + "/"
 
+    def push_index(
+        self,
+        index: IndexRef,
+        tree: Mapping[str, bytes],
+        reach: Reach,
+        *,
+        project: str,
+        version: str,
+    ) -> IndexWritten:
+        raise PublishError(f"{index.name}: {self.name} destinations list no other's wheels")
+
     def keeps_releases(self, destination: Destination) -> str | None:
         return None
 
@@ -281,7 +315,8 @@ class KindBase:
 
     @property
     def takes_sdist(self) -> bool:
-        return KINDS[self.name].TAKES_SDIST
+        value_type = KINDS.get(self.name)
+        return value_type is not None and value_type.TAKES_SDIST
 
     def file_auth(self, files: Sequence[PublishedFile], reach: Reach) -> OriginAuth:
         return OriginAuth()

@@ -62,11 +62,12 @@ class GithubKind(KindBase):
     def publisher(
         self, destination: DestinationRef, reach: Reach, on_upload: Uploaded | None = None
     ) -> Publisher:
-        reach.require_github_token(destination.name)  # a dry run reads public releases
+        # a dry run reads public releases
+        reach.require_github_token(destination.name, destination.token_secret)
         return GithubPublisher(
             repository=destination.repository or "",
             tag=destination.tag or "",
-            client=reach.github(destination.api_url),
+            client=reach.github(destination.api_url, token_secret=destination.token_secret),
             name=destination.name,
             on_upload=on_upload,
         )
@@ -96,7 +97,7 @@ class GithubKind(KindBase):
         self, destination: DestinationRef, reach: Reach, project: str
     ) -> tuple[list[IndexFile], list[str]]:
         repository = destination.repository or ""
-        client = reach.github(destination.api_url)
+        client = reach.github(destination.api_url, token_secret=destination.token_secret)
         with client.session(f"{repository} (index)"):
             return collect(client, repository, project)
 
@@ -110,7 +111,7 @@ class GithubKind(KindBase):
     ) -> PreviousRelease | None:
         if not isinstance(destination, GithubDestination):
             return None
-        return previous_on_github(reach.github(destination.api_url), destination, version)
+        return previous_on_github(_client(destination, reach), destination, version)
 
     # -- verify ---------------------------------------------------------------------------
 
@@ -131,7 +132,7 @@ class GithubKind(KindBase):
     ) -> tuple[GithubClient, str] | None:
         if not isinstance(destination, GithubDestination):
             return None
-        return reach.github(destination.api_url), destination.repository
+        return _client(destination, reach), destination.repository
 
     def release_version(self, destination: Destination, tag: str) -> Version | None:
         if not isinstance(destination, GithubDestination):
@@ -148,14 +149,14 @@ class GithubKind(KindBase):
     def latest_tags(self, destination: Destination, reach: Reach, count: int) -> list[str] | None:
         if not isinstance(destination, GithubDestination):
             return None
-        return latest_tags(reach.github(destination.api_url), destination.repository, count)
+        return latest_tags(_client(destination, reach), destination.repository, count)
 
     def rederive(self, destination: Destination, release: Rederiving) -> Rederived:
         """The assets of the tag's release: its wheels (with what its release-manifest.json
         says was built, else GitHub's digests) and the files beside them."""
         if not isinstance(destination, GithubDestination):
             return Rederived()
-        client = release.reach.github(destination.api_url)
+        client = _client(destination, release.reach)
         repository, tag = destination.repository, release.tag
         files: list[PublishedFile] = []
         companions: list[PublishedCompanion] = []
@@ -198,7 +199,7 @@ class GithubKind(KindBase):
         """The versions its published releases' tags name."""
         if not isinstance(destination, GithubDestination):
             return ()
-        client = reach.github(destination.api_url, policy=policy)
+        client = _client(destination, reach, policy)
         with client.session(f"{destination.repository} (its latest release)"):
             releases = client.published_releases(destination.repository)
         versions = [destination.version_of_tag(r.tag) for r, _ in releases]
@@ -206,6 +207,13 @@ class GithubKind(KindBase):
 
 
 GITHUB = GithubKind()
+
+
+def _client(
+    destination: GithubDestination, reach: Reach, policy: RetryPolicy | None = None
+) -> GithubClient:
+    """The command's client of the destination's API, with its token-secret's token."""
+    return reach.github(destination.api_url, policy=policy, token_secret=destination.token_secret)
 
 
 # --- What the index lists: every published wheel of the repository. ---

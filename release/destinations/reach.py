@@ -62,21 +62,34 @@ class Reach:
         self.read_only = read_only
         self.secrets = secret_values(environ)
         self.github_token: Secret | None = github_token(environ)
-        self._github: dict[tuple[str, RetryPolicy | None], GithubClient] = {}
+        self._github: dict[tuple[str, RetryPolicy | None, str | None], GithubClient] = {}
 
     def __repr__(self) -> str:
         return f"Reach(command={self.command!r}, github_api_url={self.github_api_url!r})"
 
     # -- GitHub ---------------------------------------------------------------------------
 
-    def github(self, api_url: str | None, *, policy: RetryPolicy | None = None) -> GithubClient:
+    def token(self, token_secret: str | None = None) -> Secret | None:
+        """The token in the variable `token_secret` names (a destination's `token-secret`),
+        else the job's own (GITHUB_TOKEN), if the environment has one."""
+        value = self.environ.get(token_secret) if token_secret else None
+        return Secret(value) if value else self.github_token
+
+    def github(
+        self,
+        api_url: str | None,
+        *,
+        policy: RetryPolicy | None = None,
+        token_secret: str | None = None,
+    ) -> GithubClient:
         """The command's client of the GitHub at `api_url` (`--github-api-url` instead, where
-        given), with the environment's token if there is one; made on first use."""
+        given), with the token of `token_secret` (`token`) if there is one; made on first
+        use, one per API URL, retry policy and token."""
         url = self.github_api_url or api_url or GITHUB_API
-        key = (url.rstrip("/"), policy)
+        key = (url.rstrip("/"), policy, token_secret)
         if key not in self._github:
             self._github[key] = GithubClient(
-                api_url=url, token=self.github_token, policy=policy, command=self.command
+                api_url=url, token=self.token(token_secret), policy=policy, command=self.command
             )
         return self._github[key]
 
@@ -85,10 +98,20 @@ class Reach:
         GitHub destination): `--github-api-url`, else GITHUB_API_URL, else api.github.com."""
         return self.github(self.github_api_url or self.environ.get("GITHUB_API_URL"))
 
-    def require_github_token(self, name: str) -> None:
-        """PublishError where the GitHub destination `name` would be written without a
-        token (a command that only reads asks public releases anonymously)."""
-        if self.github_token is None and not self.read_only:
+    def require_github_token(self, name: str, token_secret: str | None = None) -> None:
+        """PublishError where the destination `name` would be written without its token:
+        the variable its `token_secret` names, else GITHUB_TOKEN (a command that only reads
+        asks public releases with the job's token or anonymously)."""
+        if self.read_only:
+            return
+        if token_secret and not self.environ.get(token_secret):
+            raise PublishError(
+                f"{name}: no {token_secret} in the environment (its token-secret)",
+                hint=f"export {token_secret} with a token that may write there (a workflow: "
+                f"actions/publish's `token: ${{{{ secrets.{token_secret} }}}}` and "
+                f"`token-secret: {token_secret}`)",
+            )
+        if self.github_token is None and not token_secret:
             raise PublishError(
                 f"{name}: no GITHUB_TOKEN in the environment",
                 hint="export GITHUB_TOKEN (a workflow job: permissions: contents: write)",

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from release.destinations.base import DestinationKind
+from release.destinations.git_index import GIT_INDEX
 from release.destinations.github import GITHUB
 from release.destinations.pypi import PYPI
 from release.destinations.reach import Reach
@@ -15,7 +16,7 @@ from release.destinations.s3 import S3
 from release.matrix import Destination
 from release.remote.httpclient import OriginAuth
 
-KINDS: Mapping[str, DestinationKind] = {kind.name: kind for kind in (PYPI, GITHUB, S3)}
+KINDS: Mapping[str, DestinationKind] = {kind.name: kind for kind in (PYPI, GITHUB, S3, GIT_INDEX)}
 
 
 def kind_of(name: str) -> DestinationKind:

@@ -32,6 +32,7 @@ from __future__ import annotations
 from release.matrix.cells import T
 from release.matrix.destination import (
     GITHUB_ASSET_MAX_MIB,
+    INDEX_KINDS,
     KINDS,
     PYPI_DEFAULT_MAX_MIB,
     PYPI_DEFAULT_PROJECT_GIB,
@@ -39,6 +40,7 @@ from release.matrix.destination import (
     Destination,
     GithubDestination,
     GitIndexDestination,
+    IndexDestination,
     PypiDestination,
     S3Destination,
     kinds_text,
@@ -73,6 +75,7 @@ from release.matrix.spec import Fallout
 __all__ = [
     "GATE_PLACEHOLDERS",
     "GITHUB_ASSET_MAX_MIB",
+    "INDEX_KINDS",
     "KINDS",
     "PYPI_DEFAULT_MAX_MIB",
     "PYPI_DEFAULT_PROJECT_GIB",
@@ -88,6 +91,7 @@ __all__ = [
     "GithubDestination",
     "GpuGate",
     "GpuRunner",
+    "IndexDestination",
     "Matrix",
     "Nightly",
     "Project",

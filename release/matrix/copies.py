@@ -5,7 +5,8 @@ The copies of one CUDA version are one build: its first copy's wheel is built, a
 other copy is that wheel relabelled (sgl-project's sgl-deep-gemm: CUDA 13.0 plain on PyPI
 and `+cu130` on a GitHub release that a committed index lists). The rules here hold each
 copy: a defined destination that takes wheels, no label on PyPI, a label where a git index
-lists it (one folder per label), and no two copies of one filename at one destination.
+lists it (one folder per label), and no two copies of one filename (a label per copy: the
+manifest records one file per name).
 release.matrix.cells runs them for each CUDA version.
 """
 
@@ -15,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from release.errors import shown
-from release.matrix.destination import Destination, GitIndexDestination
+from release.matrix.destination import Destination, IndexDestination
 from release.matrix.spec import CopySpec, CudaSpec, DestinationSpec
 from release.yamlspec import DocumentLoader, did_you_mean, join_path
 
@@ -76,13 +77,14 @@ def check_copies(
     *,
     defined: Mapping[str, DestinationSpec],
     destinations: Mapping[str, Destination],
-    indexes: Mapping[str, GitIndexDestination],
+    indexes: Mapping[str, IndexDestination],
     loader: DocumentLoader,
 ) -> list[tuple[CopyEntry, Destination]] | None:
     """Each copy with its destination, or None where any copy is wrong (each reported)."""
     out: list[tuple[CopyEntry, Destination]] = []
     ok = True
     seen: dict[tuple[str, str | None], CopyEntry] = {}
+    labels: dict[str | None, CopyEntry] = {}
     for copy in copies:
         problem = _copy_problem(copy, defined, destinations, indexes)
         if problem is not None:
@@ -99,6 +101,17 @@ def check_copies(
             )
             ok = False
             continue
+        same_file = labels.setdefault(copy.local_label, copy)
+        if same_file is not copy:
+            label = f"+{copy.local_label}" if copy.local_label else "without a label"
+            loader.problem(
+                copy.label_path if copy.local_label else copy.path,
+                f"{copy.name!r} {label} would be the very file of the copy for "
+                f"{same_file.name!r}: each copy of one build is its own file, a label per "
+                "copy (give this one another local-label)",
+            )
+            ok = False
+            continue
         destination = destinations.get(copy.name)
         if destination is None:  # defined, but its own problems are reported
             ok = False
@@ -111,7 +124,7 @@ def _copy_problem(
     copy: CopyEntry,
     defined: Mapping[str, DestinationSpec],
     destinations: Mapping[str, Destination],
-    indexes: Mapping[str, GitIndexDestination],
+    indexes: Mapping[str, IndexDestination],
 ) -> tuple[str, str] | None:
     """What is wrong with one copy (its key path and the message), or None: a name not
     defined, or what its destination's kind says of the copy (release.matrix.destination:

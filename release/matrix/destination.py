@@ -327,6 +327,7 @@ class GitIndexDestination(BaseDestination):
     kind: Literal["git-index"] = "git-index"
 
     KEYS: ClassVar[tuple[str, ...]] = ("url", "repository", "branch", "directory", "token_secret")
+    RECORD_NEEDS: ClassVar[tuple[str, ...]] = ("url", "branch")
 
     def cuda_problem(self, local_label: str | None) -> tuple[str, str] | None:
         listed = f" ({', '.join(repr(n) for n in self.lists)})" if self.lists else ""
@@ -334,6 +335,15 @@ class GitIndexDestination(BaseDestination):
             f"{self.name!r} is a git-index destination, which lists the wheels of a github "
             f"destination: send them to the github destination it lists{listed}"
         )
+
+    def recorded(self, version: Version) -> Recorded:
+        return {
+            "url": self.url,
+            "repository": self.repository,
+            "branch": self.branch,
+            "directory": self.directory,
+            "token_secret": self.token_secret,
+        }
 
     @classmethod
     def load(cls, name: str, spec: DestinationSpec, loader: DocumentLoader) -> GitIndexDestination:
@@ -364,7 +374,10 @@ KINDS: Mapping[str, DestinationType] = {
     "github": GithubDestination,
     "s3": S3Destination,
 }
-INDEX_KINDS: Mapping[str, type[GitIndexDestination]] = {
+# a destination that lists other destinations' wheels (a cell names none): the value types
+# of INDEX_KINDS
+IndexDestination = GitIndexDestination
+INDEX_KINDS: Mapping[str, type[IndexDestination]] = {
     "git-index": GitIndexDestination,
 }
 

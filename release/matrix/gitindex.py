@@ -24,7 +24,7 @@ from release.matrix.spec import DestinationSpec
 from release.yamlspec import DocumentLoader, join_path
 
 if TYPE_CHECKING:  # the value types, whose module loads these keys through this one
-    from release.matrix.destination import Destination, GitIndexDestination
+    from release.matrix.destination import Destination, IndexDestination
 
 DEFAULT_INDEX_BRANCH = "gh-pages"  # the branch GitHub Pages serves a repository from
 DEFAULT_TOKEN_VARIABLE = "GITHUB_TOKEN"  # noqa: S105 (a variable's name, not a secret)
@@ -130,10 +130,10 @@ def index_place(
 
 def link_indexes(
     destinations: Mapping[str, Destination],
-    indexes: Mapping[str, GitIndexDestination],
+    indexes: Mapping[str, IndexDestination],
     specs: Mapping[str, DestinationSpec],
     loader: DocumentLoader,
-) -> tuple[dict[str, Destination], dict[str, GitIndexDestination]]:
+) -> tuple[dict[str, Destination], dict[str, IndexDestination]]:
     """Each destination with its `index` (a github destination's: whose URL becomes its
     index URL) and each git index with the destinations it lists; an `index` that is not a
     git-index destination, and a git index that lists nothing, are reported."""

@@ -34,7 +34,7 @@ from release.matrix.destination import (
     INDEX_KINDS,
     KINDS,
     Destination,
-    GitIndexDestination,
+    IndexDestination,
     key_owners,
 )
 from release.matrix.gitindex import link_indexes
@@ -228,10 +228,10 @@ def _shared_problems(name: str, spec: DestinationSpec, loader: DocumentLoader) -
 
 def _destinations(
     specs: Mapping[str, DestinationSpec], loader: DocumentLoader
-) -> tuple[dict[str, Destination], dict[str, GitIndexDestination]]:
+) -> tuple[dict[str, Destination], dict[str, IndexDestination]]:
     """The destinations wheels go to, and the git indexes that list some of them."""
     out: dict[str, Destination] = {}
-    indexes: dict[str, GitIndexDestination] = {}
+    indexes: dict[str, IndexDestination] = {}
     for name, spec in specs.items():
         _shared_problems(name, spec, loader)
         index_kind = INDEX_KINDS.get(spec.kind)

@@ -17,7 +17,7 @@ from packaging.version import Version
 from release.backends import BuildRecipe, backend_for
 from release.errors import ConfigError
 from release.matrix.compilecache import CompileCache
-from release.matrix.destination import Destination, GitIndexDestination, S3Destination
+from release.matrix.destination import Destination, IndexDestination, S3Destination
 from release.matrix.spec import DeviceCode, Fallout
 from release.targets import Arch, CudaVersion, GpuTarget
 from release.wheelfile import WheelName
@@ -269,7 +269,7 @@ class Matrix:
     destinations: Mapping[str, Destination]
     gpu_gate: GpuGate | None = None
     # the git-index destinations, which list github destinations' wheels (none is a cell's)
-    indexes: Mapping[str, GitIndexDestination] = field(default_factory=dict)
+    indexes: Mapping[str, IndexDestination] = field(default_factory=dict)
     compile_cache: CompileCache = field(default_factory=CompileCache)
     nightly: Nightly | None = None
     commit: Commit | None = None  # set on the nightly matrix of one commit only

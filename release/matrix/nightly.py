@@ -64,7 +64,8 @@ def require_nightly(matrix: Matrix) -> Nightly:
 
 def nightly_matrix(matrix: Matrix, commit: Commit) -> Matrix:
     """The matrix of `commit`'s nightly: the project at its nightly version, every cell
-    sent to the channel's destination; ConfigError where the matrix has no channel."""
+    sent to the channel's destination (once: a cell published to several places sends its
+    built copy); ConfigError where the matrix has no channel."""
     nightly = require_nightly(matrix)
     problem = commit_problem(commit)
     if problem is not None:
@@ -72,7 +73,9 @@ def nightly_matrix(matrix: Matrix, commit: Commit) -> Matrix:
     version = nightly_version(matrix.project.version, commit.time)
     project = replace(matrix.project, version=version)
     destination = nightly.destination
-    cells = tuple(replace(c, project=project, destination=destination) for c in matrix.cells)
+    cells = tuple(
+        replace(c, project=project, destination=destination, relabelled=()) for c in matrix.cells
+    )
     return replace(matrix, project=project, cells=cells, commit=commit)
 
 

@@ -45,7 +45,8 @@ def read_finals(matrix: Matrix, reach: Reach, *, http: Client | None = None) -> 
     is the release's, not a nightly's), as each destination's kind reads its releases."""
     by_destination: dict[str, list[Cell]] = {}
     for cell in matrix.cells:
-        by_destination.setdefault(cell.destination.name, []).append(cell)
+        for copy in cell.copies:  # each place a cell's wheel goes, with its label there
+            by_destination.setdefault(copy.destination.name, []).append(cell.as_copy(copy))
     releases: list[FinalRelease] = []
     not_asked: list[str] = []
     own = http is None

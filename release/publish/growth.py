@@ -126,10 +126,8 @@ def find_previous(
         given = read_previous(manifest)
         return given, f"previous release: {given.version} ({given.source})"
     version = cells[0].project.version
-    keeper = next(
-        (c.destination for c in cells if kind_of(c.destination.kind).keeps_releases(c.destination)),
-        None,
-    )
+    places = [copy.destination for c in cells for copy in c.copies]
+    keeper = next((d for d in places if kind_of(d.kind).keeps_releases(d)), None)
     if keeper is None:
         return None, (
             f"{NO_PREVIOUS} (no GitHub destination to find it on; "

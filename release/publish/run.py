@@ -82,8 +82,9 @@ class DestinationPlan:
 class IndexOutcome:
     label: str
     url: str | None  # where pip finds it: <index base>/<label>/
-    directory: Path
+    where: str  # where it was written: its directory, or a git index's remote and folder
     files: tuple[IndexFile, ...]
+    commit: str | None = None  # the commit it is in, on a git index
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -392,25 +393,56 @@ def _regenerate_indexes(
 ) -> tuple[tuple[IndexOutcome, ...], list[str]]:
     """The indexes written, and the assets named like wheels they left out, said why: the
     index lists what each destination's kind says it lists of it (every GitHub release of
-    the repository), regenerated whole; nothing is written where no kind lists anything."""
-    sources: dict[str, DestinationRef] = {}
+    the repository), regenerated whole; nothing is written where no kind lists anything.
+    The destinations a git index lists (their `index`) go there, one commit; the others to
+    `--index-dir` (and `--pages-branch`)."""
+    groups: dict[str | None, dict[str, DestinationRef]] = {}
     for item in outcome.plans:
         source = kind_of(item.destination.kind).index_source(item.destination, reach)
         if source is not None:
-            sources.setdefault(source, item.destination)
-    if not sources:
-        return (), []
-    files: dict[str, IndexFile] = {}
+            groups.setdefault(item.destination.index, {}).setdefault(source, item.destination)
+    indexes: list[IndexOutcome] = []
     left_out: list[str] = []
-    for destination in sources.values():
-        kind = kind_of(destination.kind)
-        found, skipped = kind.index_files(destination, reach, outcome.manifest.project)
-        files.update((file.filename, file) for file in found)
-        left_out += skipped
+    refs = {i.name: i for i in outcome.manifest.indexes}
+    for listed_by, sources in groups.items():
+        files: dict[str, IndexFile] = {}
+        for destination in sources.values():
+            kind = kind_of(destination.kind)
+            found, skipped = kind.index_files(destination, reach, outcome.manifest.project)
+            files.update((file.filename, file) for file in found)
+            left_out += skipped
+        first = next(iter(sources.values()))
+        base = kind_of(first.kind).index_base(first, reach)
+        if listed_by is None:
+            where = _write_pages(files, outcome.manifest, settings, reach)
+            indexes += _outcomes(files, outcome.manifest, base, where=str(where), local=True)
+        else:
+            index = refs[listed_by]
+            written = kind_of(index.kind).push_index(
+                index, _rendered(files), reach,
+                project=outcome.manifest.project, version=outcome.manifest.version,
+            )  # fmt: skip
+            indexes += _outcomes(
+                files, outcome.manifest, base, where=written.where, commit=written.commit
+            )
+    return tuple(indexes), left_out
+
+
+def _rendered(
+    files: Mapping[str, IndexFile], extra: Mapping[str, bytes] | None = None
+) -> dict[str, bytes]:
     try:
-        tree = render_index(list(files.values()), nccl_tree(outcome.manifest, settings.dist))
+        return render_index(list(files.values()), extra)
     except ValueError as error:
         raise PublishError(f"cannot build the index: {error}") from None
+
+
+def _write_pages(
+    files: Mapping[str, IndexFile], manifest: Manifest, settings: PublishSettings, reach: Reach
+) -> Path:
+    """The index of `files` with the NCCL pins, written to `--index-dir` (and committed to
+    `--pages-branch`); the directory."""
+    tree = _rendered(files, nccl_tree(manifest, settings.dist))
     directory = settings.index_dir or settings.dist / "index"
     write_index(tree, directory)
     if settings.pages_branch:
@@ -418,26 +450,37 @@ def _regenerate_indexes(
             directory,
             repo=settings.pages_repo or Path.cwd(),
             branch=settings.pages_branch,
-            message=f"index for {outcome.manifest.project} {outcome.manifest.version}",
+            message=f"index for {manifest.project} {manifest.version}",
             environ=reach.environ,
             push_remote=settings.pages_remote,
         )
-    first = next(iter(sources.values()))
-    base = kind_of(first.kind).index_base(first, reach)
+    return directory
+
+
+def _outcomes(
+    files: Mapping[str, IndexFile],
+    manifest: Manifest,
+    base: str | None,
+    *,
+    where: str,
+    local: bool = False,
+    commit: str | None = None,
+) -> list[IndexOutcome]:
+    """One outcome per label of `files`, with this project's files under it."""
     labels = sorted({f.label or "" for f in files.values()})
-    project = canonicalize_name(outcome.manifest.project)
-    indexes = tuple(
+    project = canonicalize_name(manifest.project)
+    return [
         IndexOutcome(
             label=label,
             url=f"{base}{label}/" if base else None,
-            directory=directory / label,
+            where=str(Path(where) / label) if local else where.replace("<label>", label),
             files=tuple(
                 sorted(
                     (f for f in files.values() if f.label == label and f.project == project),
                     key=lambda f: f.filename,
                 )
             ),
+            commit=commit,
         )
         for label in labels
-    )
-    return indexes, left_out
+    ]

@@ -199,13 +199,14 @@ def reconcile(
     )
     for entry in previous.wheels if previous is not None else ():
         cell = cells.get(entry.cell)
+        copy = _copy_named(cell, entry.filename) if cell is not None else None
         if not same_release:
             dropped.append(f"{entry.filename}: another version ({entry.version})")
         elif entry.cell in tried:
             continue
-        elif cell is None or cell.wheel_filename != entry.filename:
+        elif copy is None:
             dropped.append(f"{entry.filename}: the matrix no longer has this cell")
-        elif DestinationRef.of(cell) != entry.destination:
+        elif DestinationRef.of(copy) != entry.destination:
             dropped.append(f"{entry.filename}: the matrix sends it elsewhere now")
         elif not intact(entry):
             dropped.append(f"{entry.filename}: the wheel in dist/ is missing or changed")
@@ -220,6 +221,14 @@ def reconcile(
     )
     return Reconciled(
         manifest=manifest, kept=tuple(e.filename for e in kept), dropped=tuple(dropped)
+    )
+
+
+def _copy_named(cell: Cell, filename: str) -> Cell | None:
+    """The copy of `cell` (as that copy publishes it) whose wheel is `filename`, if any."""
+    return next(
+        (seen for copy in cell.copies if (seen := cell.as_copy(copy)).wheel_filename == filename),
+        None,
     )
 
 

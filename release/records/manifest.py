@@ -16,10 +16,19 @@ from pathlib import Path
 from typing import Any
 
 from packaging.utils import canonicalize_name
+from packaging.version import Version
 
 from release.errors import ConfigError
 from release.fsutil import json_text, read_json, write_atomic
-from release.matrix import KINDS, Cell, Commit, kinds_text, nccl_requirement
+from release.matrix import (
+    INDEX_KINDS,
+    KINDS,
+    Cell,
+    Commit,
+    IndexDestination,
+    kinds_text,
+    nccl_requirement,
+)
 from release.matrix.gitindex import token_secret_problem
 from release.wheelfile import is_wheel_name
 
@@ -62,6 +71,37 @@ class DestinationRef:
             max_project_size=destination.max_project_size,
             **destination.recorded(cell.project.version),
         )
+
+
+@dataclass(frozen=True, kw_only=True)
+class IndexRef:
+    """A destination that lists other destinations' wheels (a git index: the `index` of a
+    github destination), as the manifest records it: what publish needs to write it."""
+
+    name: str
+    kind: str  # a kind of release.matrix.INDEX_KINDS
+    index_url: str  # where pip reads it
+    url: str | None = None  # git-index: the remote, its branch and the directory in it
+    repository: str | None = None
+    branch: str | None = None
+    directory: str | None = None
+    token_secret: str | None = None  # the variable holding the token that writes there
+
+    @classmethod
+    def of(cls, index: IndexDestination, version: Version) -> IndexRef:
+        return cls(
+            name=index.name, kind=index.kind, index_url=index.index_url, **index.recorded(version)
+        )
+
+
+def index_refs(
+    indexes: Mapping[str, IndexDestination], wheels: Iterable[WheelEntry], version: str
+) -> tuple[IndexRef, ...]:
+    """The indexes that list the destinations of `wheels`, as the manifest records them."""
+    named = {w.destination.index for w in wheels if w.destination.index is not None}
+    return tuple(
+        IndexRef.of(indexes[name], Version(version)) for name in sorted(named) if name in indexes
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -149,6 +189,7 @@ class Manifest:
     source_date_epoch: int | None = None  # the timestamp the wheels were built with
     commit: Commit | None = None  # a nightly build's commit; None for a release
     sdist: SdistEntry | None = None  # `release build --sdist`; not a wheel, not in `wheels`
+    indexes: tuple[IndexRef, ...] = ()  # the indexes that list some of its destinations
 
     def by_filename(self) -> dict[str, WheelEntry]:
         return {w.filename: w for w in self.wheels}
@@ -165,6 +206,7 @@ class Manifest:
             )
         cells = {w.cell for w in other.wheels}
         wheels = tuple(w for w in self.wheels if w.cell not in cells) + other.wheels
+        indexes = {i.name: i for i in (*self.indexes, *other.indexes)}
         files = tuple(sorted(set(self.nccl_files) | set(other.nccl_files)))
         epoch = other.source_date_epoch
         if epoch is None:
@@ -177,6 +219,7 @@ class Manifest:
             source_date_epoch=epoch,
             commit=self.commit or other.commit,
             sdist=other.sdist or self.sdist,
+            indexes=tuple(indexes[name] for name in sorted(indexes)),
         )
 
 
@@ -211,11 +254,17 @@ def to_json(manifest: Manifest) -> dict[str, Any]:
         ],
         # only where one was built, so that a manifest of wheels alone stays as it was
         **({"sdist": _sdist_json(manifest.sdist)} if manifest.sdist else {}),
+        # only where a destination is listed by one, likewise
+        **({"indexes": [_ref_json(i) for i in manifest.indexes]} if manifest.indexes else {}),
     }
 
 
 def _destination_json(destination: DestinationRef) -> dict[str, Any]:
     return {k: v for k, v in vars(destination).items() if v is not None or k in ("index_url",)}
+
+
+def _ref_json(index: IndexRef) -> dict[str, Any]:
+    return {k: v for k, v in vars(index).items() if v is not None}
 
 
 def _sdist_json(sdist: SdistEntry) -> dict[str, Any]:
@@ -365,6 +414,7 @@ def from_json(data: object) -> Manifest:
     if len(set(names)) != len(names):
         twice = sorted({n for n in names if names.count(n) > 1})
         raise ValueError(f"manifest: {twice[0]} is listed more than once")
+    indexes = _indexes(data.get("indexes"), wheels)
     return Manifest(
         project=_require(data, "project", str, "manifest"),
         version=_require(data, "version", str, "manifest"),
@@ -373,7 +423,49 @@ def from_json(data: object) -> Manifest:
         source_date_epoch=epoch,
         commit=commit,
         sdist=_sdist(data.get("sdist")),
+        indexes=indexes,
     )
+
+
+def _indexes(raw: object, wheels: Iterable[WheelEntry]) -> tuple[IndexRef, ...]:
+    """The `indexes` section: one entry of a kind that lists wheels for each `index` a
+    wheel's destination names."""
+    if raw is None:
+        raw = []
+    if not isinstance(raw, list):
+        raise ValueError("manifest.indexes: not a list")
+    found: dict[str, IndexRef] = {}
+    for number, item in enumerate(raw):
+        where = f"manifest.indexes[{number}]"
+        if not isinstance(item, dict):
+            raise ValueError(f"{where}: not an object")
+        kind = item.get("kind")
+        value_type = INDEX_KINDS.get(kind) if isinstance(kind, str) else None
+        if value_type is None:
+            raise ValueError(f"{where}.kind: {str(kind)[:20]!r} is not {' or '.join(INDEX_KINDS)}")
+        index = IndexRef(
+            name=_require(item, "name", str, where),
+            kind=str(kind),
+            index_url=_require(item, "index_url", str, where),
+            **{k: _optional(item, k, where) for k in _INDEX_TEXT},
+        )
+        if not all(getattr(index, key) is not None for key in value_type.RECORD_NEEDS):
+            raise ValueError(f"{where}: {kind} needs {' and '.join(value_type.RECORD_NEEDS)}")
+        secret = index.token_secret
+        if secret is not None and (problem := token_secret_problem(secret)) is not None:
+            raise ValueError(f"{where}.token_secret: {problem}")
+        found[index.name] = index
+    for wheel in wheels:
+        named = wheel.destination.index
+        if named is not None and named not in found:
+            raise ValueError(
+                f"{wheel.filename}: its destination is listed by {named[:40]!r}, which "
+                "manifest.indexes does not record"
+            )
+    return tuple(found[name] for name in sorted(found))
+
+
+_INDEX_TEXT = ("url", "repository", "branch", "directory", "token_secret")
 
 
 _SDIST_NAME = re.compile(r"^[A-Za-z0-9_.]+-[A-Za-z0-9_.!]+\.tar\.gz$")

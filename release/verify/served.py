@@ -44,11 +44,16 @@ def _failed(found: Finding) -> Check:
     return Check(subject=found.file, check=found.rule, ok=False, detail=found.detail, url=found.url)
 
 
+def _copies(matrix: Matrix) -> list[Cell]:
+    """Each cell as each of its copies publishes it (a cell sent to several places)."""
+    return [c.as_copy(copy) for c in matrix.cells for copy in c.copies]
+
+
 def _cell_of(matrix: Matrix | None, file: PublishedFile) -> Cell | None:
     if matrix is None:
         return None
     return next(
-        (c for c in matrix.cells if c.local_label == file.local_label and c.arch == file.arch),
+        (c for c in _copies(matrix) if c.local_label == file.local_label and c.arch == file.arch),
         None,
     )
 
@@ -145,7 +150,7 @@ def missing_variants(published: Published, matrix: Matrix | None) -> list[Check]
         return []
     have = {(f.local_label, f.arch) for f in published.files}
     wanted = sorted(
-        {(c.local_label, c.arch) for c in matrix.cells}, key=lambda p: (p[0] or "", p[1])
+        {(c.local_label, c.arch) for c in _copies(matrix)}, key=lambda p: (p[0] or "", p[1])
     )
     checks = []
     for label, arch in wanted:

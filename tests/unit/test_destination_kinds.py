@@ -14,7 +14,7 @@ from release.destinations.reach import Reach
 from release.destinations.registry import KINDS, find_kind, kind_of
 from release.errors import ConfigError, PublishError
 from release.matrix import GithubDestination, PypiDestination, S3Destination
-from release.records.manifest import WheelEntry
+from release.records.manifest import IndexRef, WheelEntry
 from release.records.published import PublishedFile
 from tests.integration.wheels import github_destination, pypi_destination
 
@@ -55,7 +55,7 @@ def published(kind: str, url: str, index_url: str | None = None) -> PublishedFil
 
 
 def test_each_kind_is_found_by_its_name_and_an_unknown_one_is_none() -> None:
-    assert [kind_of(name).name for name in KINDS] == ["pypi", "github", "s3"]
+    assert [kind_of(name).name for name in KINDS] == ["pypi", "github", "s3", "git-index"]
     assert find_kind("gitlab") is None
 
 
@@ -64,6 +64,7 @@ def test_only_pypi_refuses_replace_and_takes_the_sdist() -> None:
         "pypi": (False, True),
         "github": (True, False),
         "s3": (True, False),
+        "git-index": (True, False),
     }
 
 
@@ -72,6 +73,7 @@ def test_where_verify_reads_each_kinds_listing_and_attestations() -> None:
         "pypi": ("listing", ProvenanceRoute.PYPI),
         "github": ("index", ProvenanceRoute.GITHUB),
         "s3": ("index", None),
+        "git-index": ("index", None),
     }
 
 
@@ -144,3 +146,28 @@ def test_downloads_get_the_token_on_github_and_index_credentials_on_pypi() -> No
     )  # fmt: skip
     assert kind_of("github").index_login(GITHUB, with_keys) is None
     assert kind_of("s3").index_login(S3, with_keys) is None
+
+
+def test_a_github_destination_with_a_token_secret_is_written_with_that_token_only() -> None:
+    ref = replace(github_destination(API), name="whl", token_secret="WHL_TOKEN")
+    only_own = Reach({"GITHUB_TOKEN": "ghp_" + "d4" * 18}, command="release publish")
+    with pytest.raises(PublishError, match="whl: no WHL_TOKEN in the environment"):
+        kind_of("github").publisher(ref, only_own)
+    whl = "ghp_" + "e5" * 18
+    publisher = kind_of("github").publisher(ref, Reach({"WHL_TOKEN": whl}, command="x"))
+    assert whl not in publisher.client.scrub(whl)  # type: ignore[attr-defined]
+
+
+def test_only_a_git_index_takes_an_index_and_it_takes_no_release() -> None:
+    index = IndexRef(
+        name="whl-index", kind="git-index", index_url="https://x.example/", url="/srv/whl.git",
+        branch="gh-pages", directory="",
+    )  # fmt: skip
+    for name in ("pypi", "github", "s3"):
+        with pytest.raises(PublishError, match=f"whl-index: {name} destinations list no other"):
+            kind_of(name).push_index(index, {}, reach(), project="k3-kernels", version="0.1.0")
+    ref = replace(github_destination(API), kind="git-index", name="whl-index")
+    with pytest.raises(PublishError, match="whl-index: git-index destinations take no release"):
+        kind_of("git-index").publisher(ref, reach())
+    with pytest.raises(PublishError, match="whl-index: cannot write the index: no page of"):
+        kind_of("git-index").push_index(index, {}, reach(), project="k3-kernels", version="0.1.0")

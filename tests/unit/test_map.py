@@ -84,6 +84,7 @@ RECIPE = re.compile(r"^- \*\*A new destination\*\*.*?(?=^- \*\*|^## )", re.MULTI
 # modules name the s3 value type as the type of the channel's store
 CHANNEL = {"matrix/model.py", "nightly/verify.py"}
 DESTINATIONS = PACKAGE / "destinations"
+VALUE_TYPES = {**MATRIX_KINDS, **INDEX_KINDS}
 
 
 def recipe_files() -> set[str]:
@@ -125,11 +126,11 @@ def test_the_recipe_names_files_that_exist() -> None:
 
 
 def test_every_kind_is_registered_on_both_sides_and_has_its_module() -> None:
-    assert list(get_args(DestinationKind)) == [*MATRIX_KINDS, *INDEX_KINDS]
-    assert list(MATRIX_KINDS) == list(STAGE_KINDS)
+    value_types = {**MATRIX_KINDS, **INDEX_KINDS}
+    assert list(get_args(DestinationKind)) == list(value_types) == list(STAGE_KINDS)
     for name, kind in STAGE_KINDS.items():
         assert kind.name == name
-        assert MATRIX_KINDS[name].__dataclass_fields__["kind"].default == name
+        assert value_types[name].__dataclass_fields__["kind"].default == name
         assert type(kind).__module__ == f"release.destinations.{name.replace('-', '_')}"
 
 
@@ -142,7 +143,7 @@ def test_a_kind_is_named_only_in_the_files_the_recipe_names(kind: str) -> None:
     module = type(stage).__module__
     stem = module.rsplit(".", 1)[1]
     helpers = {f"release.destinations.{p.stem}" for p in DESTINATIONS.glob(f"{stem}_*.py")}
-    symbols = {MATRIX_KINDS[kind].__name__, type(stage).__name__, module, *helpers}
+    symbols = {VALUE_TYPES[kind].__name__, type(stage).__name__, module, *helpers}
     own = {f"{m.removeprefix('release.').replace('.', '/')}.py" for m in (module, *helpers)}
     own |= {"destinations/__init__.py", "matrix/__init__.py", "destinations/registry.py"}
     allowed = recipe_files() | own | (CHANNEL if kind == "s3" else set())

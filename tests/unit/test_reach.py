@@ -74,3 +74,30 @@ def test_secrets_stay_out_of_its_repr() -> None:
     reach = Reach({"GITHUB_TOKEN": TOKEN, "TWINE_PASSWORD": "hunter2"}, command="x")
     assert TOKEN not in repr(reach)
     assert "hunter2" not in repr(reach)
+
+
+def test_a_destinations_token_secret_gets_a_client_of_its_own_with_that_token() -> None:
+    whl = "ghp_" + "w1" * 18
+    reach = Reach({"GITHUB_TOKEN": TOKEN, "WHL_TOKEN": whl}, command="release publish")
+    own = reach.github(API)
+    other = reach.github(API, token_secret="WHL_TOKEN")
+    assert other is not own
+    assert reach.github(API, token_secret="WHL_TOKEN") is other
+    # each client holds (and masks) its own token only
+    assert (TOKEN in own.scrub(TOKEN), whl in own.scrub(whl)) == (False, True)
+    assert (TOKEN in other.scrub(TOKEN), whl in other.scrub(whl)) == (True, False)
+    assert reach.token("WHL_TOKEN") is not None
+    assert reach.token("WHL_TOKEN").reveal() == whl  # type: ignore[union-attr]
+    # a secret the environment lacks: reading falls back to the job's own token
+    assert reach.token("MISSING_TOKEN").reveal() == TOKEN  # type: ignore[union-attr]
+
+
+def test_writing_with_a_token_secret_needs_that_variable_not_github_token() -> None:
+    with pytest.raises(PublishError) as caught:
+        Reach({"GITHUB_TOKEN": TOKEN}, command="release publish").require_github_token(
+            "whl", "WHL_TOKEN"
+        )
+    assert caught.value.message == "whl: no WHL_TOKEN in the environment (its token-secret)"
+    assert "token-secret: WHL_TOKEN" in (caught.value.hint or "")
+    Reach({"WHL_TOKEN": TOKEN}, command="release publish").require_github_token("whl", "WHL_TOKEN")
+    Reach({}, command="release plan", read_only=True).require_github_token("whl", "WHL_TOKEN")
