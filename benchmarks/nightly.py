@@ -37,6 +37,7 @@ sys.path.insert(0, str(REPO))
 
 from packaging.version import Version  # noqa: E402
 
+from release.destinations.reach import Reach  # noqa: E402
 from release.errors import PublishError  # noqa: E402
 from release.nightly.finals import read_finals  # noqa: E402
 from tests.github_standin import DEFAULT_REPO, GitHubStandIn  # noqa: E402
@@ -133,7 +134,7 @@ def run(
         print(f"pinned in {where}: {version_of(number)}: kept {listed}, its index HTTP "
               f"{page.status_code}")  # fmt: skip
         pinned_pruned += int(not listed or page.status_code != 200)
-    finals = read_finals(matrix, environ=channel.env())
+    finals = read_finals(matrix, Reach(channel.env(), command="release plan --channel nightly"))
     latest = max(f.version for f in finals.releases)
     published = {Version(version_of(n)) for n in range(1, kept + 13)} | {
         Version(v) for v in reader.versions

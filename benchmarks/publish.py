@@ -27,7 +27,9 @@ from urllib.parse import unquote
 import httpx
 
 from release.credentials import Secret
-from release.publish.index import IndexFile, collect, render_index, write_index
+from release.destinations.github import collect
+from release.destinations.index import IndexFile, render_index, write_index
+from release.destinations.reach import Reach
 from release.publish.run import PublishSettings, publish
 from release.records.published import Published, PublishedFile
 from release.remote.github import GithubClient
@@ -60,11 +62,11 @@ def second_publish(root: Path) -> None:
             )  # fmt: skip
             env = {**os.environ, **server.env(), "GITHUB_TOKEN": gh.token}
             settings = PublishSettings(dist=release.dist, index_dir=root / "site")
-            publish(settings, env)
+            publish(settings, Reach(env, command="release publish"))
             pypi_files = len(list(server.packages.iterdir()))
             gh.clear_log()
             before = {p.name: p.stat().st_mtime_ns for p in server.packages.iterdir()}
-            outcome = publish(settings, env)
+            outcome = publish(settings, Reach(env, command="release publish"))
             writes = [r for r in gh.request_log if r.method not in ("GET", "HEAD")]
             uploaded = sum(r.body_length for r in writes)
             after = {p.name: p.stat().st_mtime_ns for p in server.packages.iterdir()}
@@ -118,8 +120,8 @@ def verify_many(assets: int) -> None:
             start = time.perf_counter()
             with client:
                 report = verify(
-                    published, env, VerifySettings(concurrency=concurrency, pip=False),
-                    http=client,
+                    published, Reach(env, command="release verify"),
+                    VerifySettings(concurrency=concurrency, pip=False), http=client,
                 )  # fmt: skip
             timings[concurrency] = time.perf_counter() - start
             assert not report.failed, report.failed[:3]
@@ -138,7 +140,10 @@ def resolver_bytes(root: Path, wheel_mib: int) -> None:
             payload=os.urandom(wheel_mib * 2**20),
         )  # fmt: skip
         site = root / "resolve-site"
-        publish(PublishSettings(dist=release.dist, index_dir=site), {"GITHUB_TOKEN": gh.token})
+        publish(
+            PublishSettings(dist=release.dist, index_dir=site),
+            Reach({"GITHUB_TOKEN": gh.token}, command="release publish"),
+        )
         (release_id,) = [r.id for r in gh.releases(DEFAULT_REPO)]
         sizes = {a.name: a.size for a in gh.assets(release_id)}
         plain = root / "resolve-plain"

@@ -9,6 +9,8 @@ Its modules:
   caches, --compare, and the GPU gate.
 - `commands/`: One module per command: each parses its arguments, calls a stage's entry
   point, and prints.
+- `destinations/`: Where a release goes: everything the stages ask of a destination, one module
+  per kind.
 - `downstream/`: Files for the users of a release: NCCL override files and hash-pinned
   requirement files.
 - `init/`: `release init`: a commented matrix.yaml and the release workflow for a kernel
@@ -23,8 +25,9 @@ Its modules:
   pyproject.toml and setup.cfg, CMakeLists.txt.
 - `provenance/`: Provenance: PEP 740 attestations and GitHub's build-provenance bundles of the
   files a release publishes, and whether their Sigstore signatures hold.
-- `publish/`: Publishing the manifest's wheels: PyPI (twine), GitHub Releases (githubkit), a pip
-  index.
+- `publish/`: Publishing the manifest's wheels to their destinations (release.destinations: PyPI,
+  GitHub Releases), the pip index of the GitHub-hosted variants on GitHub Pages, and `release
+  plan`.
 - `records/`: The files the stages hand on: dist/manifest.json and the dist directory beside it,
   published.json, release-manifest.json.
 - `remote/`: Talking to servers: the HTTP client, retries, the GitHub REST client and its model,

@@ -5,9 +5,12 @@ dist/ check before plan, publish and verify, PyPI's refusal rules, and the PEP 6
 `.metadata` sidecar. `wheel_facts` works on bytes; `read_wheel` on a file; `record_hash` is
 the hash of a member as RECORD writes it.
 
-The parsers of what comes from outside (a filename, a version a wheel states) never raise
-packaging's errors: `wheel_name` and `readable_wheel` raise NotAWheel, which says why in a
-few words for the caller to put beside the path or URL; `version_or_none` gives None.
+A wheel's filename has one owner, `WheelName`: every module composes, parses, relabels and
+retags a name through it, so that a change to the name (a variant label, a build tag) is one
+change here. The parsers of what comes from outside (a filename, a version a wheel states)
+never raise packaging's errors: `WheelName.parse` and `readable_wheel` raise NotAWheel, which
+says why in a few words for the caller to put beside the path or URL; `version_or_none`
+gives None.
 """
 
 from __future__ import annotations
@@ -21,12 +24,12 @@ import re
 import zipfile
 import zlib
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from packaging.metadata import ExceptionGroup as MetadataErrors
 from packaging.metadata import InvalidMetadata, Metadata
-from packaging.tags import Tag
+from packaging.tags import Tag, parse_tag
 from packaging.utils import (
     BuildTag,
     InvalidWheelFilename,
@@ -43,35 +46,120 @@ WHEEL_SUFFIX = ".whl"
 
 class NotAWheel(ValueError):
     """Why a file or a filename is not a wheel, in a few words (its `str()`), without the
-    name: the caller says which path, asset or link it is."""
+    name: the caller says which path, asset or link it is. `detail` is the longer text
+    where there is one (packaging's message on a filename)."""
+
+    def __init__(self, reason: str, *, detail: str | None = None) -> None:
+        super().__init__(reason)
+        self.detail = detail or reason
 
 
 @dataclass(frozen=True, kw_only=True)
 class WheelName:
-    """The parts of a wheel filename: `{project}-{version}(-{build})?-{tags}.whl`."""
+    """A wheel's filename, the one place it is composed and taken apart:
+    `{distribution}-{version}(-{build})?-{python}-{abi}-{platform}.whl` (PEP 427). The tag
+    parts keep their spelling in the name (a compressed tag set: `manylinux_2_28_x86_64.
+    manylinux2014_x86_64`); `tags` expands them. A local label or a build tag is a change
+    of this value (`relabelled`, `with_version`, `retagged`, `with_build`), never of a
+    string."""
 
-    project: NormalizedName
+    distribution: str  # as the filename spells it: k3_kernels
     version: Version
-    build: BuildTag
-    tags: frozenset[Tag]
+    python: str
+    abi: str
+    platform: str
+    build: BuildTag = ()
+
+    @classmethod
+    def parse(cls, filename: str) -> WheelName:
+        """The parts of `filename`; NotAWheel where it is not a .whl file, or says which
+        part of the name is wrong (in packaging's words: `invalid version`, `wrong number
+        of parts`, ...; its whole message is the error's `detail`)."""
+        if not filename.endswith(WHEEL_SUFFIX):
+            raise NotAWheel(f"not a {WHEEL_SUFFIX} file")
+        try:
+            _, version, build, _ = parse_wheel_filename(filename)
+        except InvalidWheelFilename as error:
+            found = _PACKAGING_REASON.match(str(error))
+            reason = found["reason"] if found else str(error).split(":", 1)[0].lower()
+            raise NotAWheel(f"not a valid wheel filename ({reason})", detail=str(error)) from None
+        parts = filename[: -len(WHEEL_SUFFIX)].split("-")
+        python, abi, platform = parts[-3:]
+        return cls(
+            distribution=parts[0], version=version, python=python, abi=abi, platform=platform,
+            build=build,
+        )  # fmt: skip
+
+    @classmethod
+    def compose(
+        cls, project: str, version: Version, *, python: str, abi: str, platform: str
+    ) -> WheelName:
+        """The name of a wheel of `project` (any spelling: `k3-kernels`) at `version`."""
+        distribution = canonicalize_name(project).replace("-", "_")
+        return cls(
+            distribution=distribution, version=version, python=python, abi=abi, platform=platform
+        )
+
+    @property
+    def filename(self) -> str:
+        build = f"-{self.build[0]}{self.build[1]}" if self.build else ""
+        tags = f"{self.python}-{self.abi}-{self.platform}"
+        return f"{self.distribution}-{self.version}{build}-{tags}{WHEEL_SUFFIX}"
+
+    def __str__(self) -> str:
+        return self.filename
+
+    @property
+    def project(self) -> NormalizedName:
+        """The distribution's normalized name (`k3-kernels`)."""
+        return canonicalize_name(self.distribution)
+
+    @property
+    def tags(self) -> frozenset[Tag]:
+        return parse_tag(f"{self.python}-{self.abi}-{self.platform}")
+
+    @property
+    def platforms(self) -> tuple[str, ...]:
+        """Its platform tags, in the name's order."""
+        return tuple(self.platform.split("."))
+
+    @property
+    def local_label(self) -> str | None:
+        return self.version.local
+
+    @property
+    def unversioned(self) -> tuple[str, ...]:
+        """What stays the same from one version of this wheel to the next: the
+        distribution, the build tag and the python, abi and platform tags."""
+        build = (f"{self.build[0]}{self.build[1]}",) if self.build else ()
+        return (self.distribution, *build, self.python, self.abi, self.platform)
+
+    def with_version(self, version: Version) -> WheelName:
+        return replace(self, version=version)
+
+    def relabelled(self, label: str | None) -> WheelName:
+        """This wheel with the local label `label` (None: the plain version)."""
+        public = self.version.public
+        return self.with_version(Version(f"{public}+{label}" if label else public))
+
+    def retagged(self, platform: str) -> WheelName:
+        """This wheel with the platform tag(s) `platform` (`manylinux_2_28_x86_64`)."""
+        return replace(self, platform=platform)
+
+    def with_build(self, build: BuildTag) -> WheelName:
+        return replace(self, build=build)
 
 
 _PACKAGING_REASON = re.compile(r"Invalid wheel filename \((?P<reason>[^)]*)\)")
 
 
-def wheel_name(filename: str) -> WheelName:
-    """The parts of `filename`; NotAWheel where it is not a .whl file, or says which part
-    of the name is wrong (in packaging's words: `invalid version`, `wrong number of
-    parts`, ...)."""
-    if not filename.endswith(WHEEL_SUFFIX):
-        raise NotAWheel(f"not a {WHEEL_SUFFIX} file")
+def is_wheel_name(filename: str) -> bool:
+    """Whether `filename` is a valid wheel filename."""
     try:
-        project, version, build, tags = parse_wheel_filename(filename)
-    except InvalidWheelFilename as error:
-        found = _PACKAGING_REASON.match(str(error))
-        reason = found["reason"] if found else str(error).split(":", 1)[0].lower()
-        raise NotAWheel(f"not a valid wheel filename ({reason})") from None
-    return WheelName(project=project, version=version, build=build, tags=tags)
+        WheelName.parse(filename)
+    except NotAWheel:
+        return False
+    return True
 
 
 def version_or_none(text: str) -> Version | None:
@@ -239,7 +327,7 @@ def readable_wheel(path: Path) -> tuple[WheelName, WheelFacts]:
     read back, or has not exactly one .dist-info; FileError where it cannot be read at all."""
     if not path.is_file():
         raise NotAWheel("not a file" if path.exists() else "no such file or directory")
-    name = wheel_name(path.name)
+    name = WheelName.parse(path.name)
     try:
         with path.open("rb"):
             pass

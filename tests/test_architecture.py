@@ -27,7 +27,7 @@ EDGES: dict[str, set[str]] = {
     "subprocess": {"release.proc"},
     "httpx": {"release.remote.httpclient", "release.remote.github"},
     "githubkit": {"release.remote.github"},
-    "twine": {"release.publish.pypi"},
+    "twine": {"release.destinations.pypi_publisher"},
     "boto3": {"release.remote.s3"},
     "botocore": {"release.remote.s3"},
     "pypi_attestations": {"release.provenance.attestation"},
@@ -81,6 +81,87 @@ def test_the_edge_check_sees_what_it_must() -> None:
     assert touches(ast.parse(code)) == {"subprocess", "githubkit", "os.environ"}
     assert touches(ast.parse("from os import getenv\n")) == {"os.environ"}
     assert touches(ast.parse("import httpx.auth\n")) == {"httpx"}
+
+
+# Who builds a client of a destination or reads a credential from the environment: one Reach
+# per command (release.destinations.reach), which the stages and the kinds ask. Each name
+# with the module that defines it, and the modules that may call it.
+REACHES: dict[str, tuple[str, set[str]]] = {
+    "GithubClient": ("release.remote.github", {"release.destinations.reach"}),
+    "github_token": ("release.credentials", {"release.destinations.reach"}),
+    "index_credentials": (
+        "release.credentials",
+        {"release.destinations.reach", "release.remote.httpclient"},
+    ),
+    "index_logins": ("release.remote.httpclient", {"release.destinations.reach"}),
+    "s3_credentials": ("release.credentials", {"release.destinations.reach"}),
+}
+
+
+def calls_of(tree: ast.AST, name: str, home: str) -> bool:
+    """Whether a module's code calls `name` of module `home`: imported by name and called,
+    or called through an import of `home` (`httpclient.index_logins(...)`)."""
+    direct: set[str] = set()
+    aliases: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module == home:
+            direct |= {a.asname or a.name for a in node.names if a.name == name}
+        elif isinstance(node, ast.ImportFrom) and node.module == home.rpartition(".")[0]:
+            leaf = home.rpartition(".")[2]
+            aliases |= {a.asname or a.name for a in node.names if a.name == leaf}
+        elif isinstance(node, ast.Import):
+            aliases |= {a.asname or a.name for a in node.names if a.name == home}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if isinstance(func, ast.Name) and func.id in direct:
+            return True
+        if (  # a constructor of its own: `GithubClient.from_environment(...)`
+            isinstance(func, ast.Attribute)
+            and isinstance(func.value, ast.Name)
+            and func.value.id in direct
+        ):
+            return True
+        if (
+            isinstance(func, ast.Attribute)
+            and func.attr == name
+            and isinstance(func.value, ast.Name)
+            and func.value.id in aliases
+        ):
+            return True
+    return False
+
+
+@pytest.mark.parametrize("name", sorted(REACHES))
+def test_clients_and_credentials_are_built_by_the_commands_reach_only(name: str) -> None:
+    home, allowed = REACHES[name]
+    users = {
+        module
+        for module, path in modules()
+        if module != home and calls_of(ast.parse(path.read_text()), name, home)
+    }
+    assert users <= allowed, f"{name} is called outside {sorted(allowed)}: {sorted(users)}"
+    assert users, f"nobody calls {name}: update REACHES"
+
+
+def test_the_call_check_sees_what_it_must() -> None:
+    code = (
+        "from release.remote.github import GithubClient\n"
+        "from release.remote import httpclient\n"
+        "GithubClient(api_url=u, token=None)\n"
+        "httpclient.index_logins(e, [])\n"
+        "reach.index_logins([])\n"
+    )
+    tree = ast.parse(code)
+    assert calls_of(tree, "GithubClient", "release.remote.github")
+    assert calls_of(tree, "index_logins", "release.remote.httpclient")
+    assert not calls_of(
+        ast.parse("reach.index_logins([])\n"), "index_logins", "release.remote.httpclient"
+    )
+    assert not calls_of(ast.parse("x: GithubClient\n"), "GithubClient", "release.remote.github")
+    made = "from release.remote.github import GithubClient\nGithubClient.from_environment(u, e)\n"
+    assert calls_of(ast.parse(made), "GithubClient", "release.remote.github")
 
 
 def test_no_module_is_over_600_lines() -> None:

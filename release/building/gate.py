@@ -80,11 +80,17 @@ def _wheel_of(
 
 
 def wheels_for(runs: Sequence[GateRun], manifest: Manifest, dist: Path) -> dict[str, Path]:
-    """The dist/ wheel of each cell the runs test, by cell id (checked by `load_dist`)."""
-    entries = {entry.cell: entry for entry in manifest.wheels}
-    return {
-        run.cell.id: dist / entries[run.cell.id].filename for run in runs if run.cell.id in entries
-    }
+    """The dist/ wheel of each cell the runs test, by cell id (checked by `load_dist`): the
+    one its build made, of a cell published to several places."""
+    entries: dict[str, str] = {}
+    for entry in manifest.wheels:
+        if entry.cell not in entries or entry.filename == _built_name(runs, entry.cell):
+            entries[entry.cell] = entry.filename
+    return {run.cell.id: dist / entries[run.cell.id] for run in runs if run.cell.id in entries}
+
+
+def _built_name(runs: Sequence[GateRun], cell_id: str) -> str | None:
+    return next((r.cell.wheel_filename for r in runs if r.cell.id == cell_id), None)
 
 
 def build_ptx_only(runs: Sequence[GateRun], settings: BuildSettings) -> dict[str, CellResult]:

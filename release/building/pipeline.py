@@ -44,9 +44,9 @@ from release.building.compilecache import (
 from release.building.diagnose import failure_cause
 from release.building.jobs import killed_for_memory, memory_remedy
 from release.building.preparestep import maybe_prepared, reproduce_line, step_of
-from release.building.relabel import RelabelError, as_platlib, rewrite_version
+from release.building.relabel import RelabelError, as_platlib, copies_of, rewrite_version
 from release.building.runtimedeps import libraries_verdict
-from release.building.settings import BuildEnv, BuildSettings, CellFailure, CellResult
+from release.building.settings import BuildEnv, BuildSettings, CellFailure, CellResult, CopiedWheel
 from release.building.torchcell import tags_problem
 from release.credentials import without_credentials
 from release.errors import BuildError
@@ -58,6 +58,7 @@ from release.matrix import Cell
 from release.matrix.compilecache import CompileCache
 from release.toolchain import Toolchain, frontend
 from release.toolchain.buildenv import cell_targets, cuda_home_of
+from release.wheelfile import WheelName
 
 # ---------------------------------------------------------------- pure core
 
@@ -180,8 +181,7 @@ def relabelled(wheel: Path, cell: Cell) -> Path:
     """The wheel with the cell's version (its local label, a nightly's dev part): rewritten
     beside the original, which is removed; the same path where the version is already the
     cell's."""
-    stem_version = wheel.name.split("-")[1]
-    if stem_version == str(cell.version):
+    if WheelName.parse(wheel.name).version == cell.version:
         return wheel
     try:
         result = rewrite_version(wheel.name, wheel.read_bytes(), cell.version)
@@ -191,6 +191,23 @@ def relabelled(wheel: Path, cell: Cell) -> Path:
     target.write_bytes(result.data)
     wheel.unlink()
     return target
+
+
+def relabelled_copies(cell: Cell, wheel: Path, report: WheelReport) -> tuple[CopiedWheel, ...]:
+    """The cell's final wheel relabelled for each of its other copies (`copies_of`),
+    written beside it, each with the built wheel's report under its own name and sha256."""
+    try:
+        copies = copies_of(cell, wheel.name, wheel.read_bytes() if cell.relabelled else b"")
+    except RelabelError as error:
+        raise CellFailure(f"cannot relabel the wheel for a copy: {error}", report=report) from None
+    for _, result in copies:
+        write_atomic(wheel.parent / result.filename, result.data)
+    return tuple(
+        CopiedWheel(
+            cell=seen, report=replace(report, filename=r.filename, size=r.size, sha256=r.sha256)
+        )
+        for seen, r in copies
+    )
 
 
 def checked_report(
@@ -302,6 +319,7 @@ def outcome(
     the cache, and warnings) and turn its success or CellFailure into the cell's result."""
     try:
         wheel, report, from_cache, warnings = work()
+        copies = relabelled_copies(cell, wheel, report)
     except CellFailure as failure:
         return CellResult(
             cell=cell,
@@ -325,6 +343,7 @@ def outcome(
         reproduce=reproduce,
         toolchain=toolchain,
         warnings=warnings,
+        copies=copies,
     )
 
 

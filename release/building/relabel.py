@@ -8,7 +8,10 @@ RECORD's paths and METADATA's hash and size updated, and the filename built from
 version. WHEEL moves with its folder; its content names no version. `rewrite_version` does
 the same for any version that differs from the built one only in its local label and its
 dev part (a nightly: `0.1.1` built, `0.1.1.dev1733212345+cu129` published); the release,
-its epoch and its pre- and post-release parts may never change.
+its epoch and its pre- and post-release parts may never change. `copies_of` relabels a
+cell's wheel for each of its other copies (a CUDA version published to several places:
+sgl-project's CUDA 13.0 plain on PyPI and `+cu130` on a GitHub release): one build, a file
+per copy.
 
 `as_platlib` marks a wheel whose build made it pure (`py3-none-any`, `Root-Is-Purelib:
 true`) but that holds a shared object (a library the project built beside its build
@@ -22,15 +25,16 @@ their order, dates, modes and compression; members that do not change keep their
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import re
 import zipfile
 from dataclasses import dataclass
 
-from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from release.wheelfile import record_hash, version_or_none
+from release.matrix import Cell
+from release.wheelfile import NotAWheel, WheelName, record_hash, version_or_none
 
 
 class RelabelError(ValueError):
@@ -43,6 +47,14 @@ class Relabelled:
     data: bytes
     old_version: str
     new_version: str
+
+    @property
+    def size(self) -> int:
+        return len(self.data)
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.data).hexdigest()
 
 
 def labelled_version(version: Version, label: str | None) -> Version:
@@ -100,14 +112,25 @@ def relabel(filename: str, data: bytes, label: str | None) -> Relabelled:
     RelabelError for a wheel that cannot be rewritten (not a wheel, no or two .dist-info
     folders, a METADATA that disagrees with the filename, a signed RECORD)."""
     try:
-        version = parse_wheel_filename(filename)[1]
-    except InvalidWheelFilename as error:
-        raise RelabelError(f"{filename}: {error}") from None
+        version = WheelName.parse(filename).version
+    except NotAWheel as error:
+        raise RelabelError(f"{filename}: {error.detail}") from None
     try:
         new_version = labelled_version(version, label)
     except InvalidVersion:
         raise RelabelError(f"{label!r} is not a valid local version label") from None
     return rewrite_version(filename, data, new_version)
+
+
+def copies_of(cell: Cell, filename: str, data: bytes) -> list[tuple[Cell, Relabelled]]:
+    """The wheel `filename` (bytes `data`) the cell's build made, relabelled for each of its
+    other copies (matrix.yaml's list of destinations), with the cell as that copy publishes
+    it: one build, a file per copy. RelabelError where the wheel cannot be rewritten."""
+    out = []
+    for copy in cell.relabelled:
+        seen = cell.as_copy(copy)
+        out.append((seen, rewrite_version(filename, data, seen.version)))
+    return out
 
 
 def version_change_problem(built: Version, target: Version) -> str | None:
@@ -131,17 +154,16 @@ def rewrite_version(filename: str, data: bytes, new_version: Version) -> Relabel
     """The wheel `filename` (bytes `data`) with version `new_version`, which differs from
     the built one in its local label and dev part only (`version_change_problem`)."""
     try:
-        _, version, build, _ = parse_wheel_filename(filename)
-    except InvalidWheelFilename as error:
-        raise RelabelError(f"{filename}: {error}") from None
-    if build:
+        wheel = WheelName.parse(filename)
+    except NotAWheel as error:
+        raise RelabelError(f"{filename}: {error.detail}") from None
+    version = wheel.version
+    if wheel.build:
         raise RelabelError(f"{filename}: a wheel with a build tag cannot be relabelled")
     problem = version_change_problem(version, new_version)
     if problem is not None:
         raise RelabelError(problem)
-    stem = filename[: -len(".whl")]
-    dist_part, version_part, tags = stem.split("-", 2)
-    new_filename = f"{dist_part}-{new_version}-{tags}.whl"
+    new_filename = wheel.with_version(new_version).filename
     try:
         archive = zipfile.ZipFile(io.BytesIO(data))
     except zipfile.BadZipFile:
@@ -183,7 +205,7 @@ def rewrite_version(filename: str, data: bytes, new_version: Version) -> Relabel
     return Relabelled(
         filename=new_filename,
         data=new_data,
-        old_version=version_part,
+        old_version=str(version),
         new_version=str(new_version),
     )
 

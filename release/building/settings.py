@@ -287,6 +287,16 @@ class BuildSettings:
 
 
 @dataclass(frozen=True, kw_only=True)
+class CopiedWheel:
+    """The cell's wheel relabelled for one of its other copies (matrix.yaml's list of
+    destinations): `cell` as that copy publishes it, and the report of the built wheel with
+    this file's name, size and sha256."""
+
+    cell: Cell
+    report: WheelReport
+
+
+@dataclass(frozen=True, kw_only=True)
 class CellResult:
     cell: Cell
     ok: bool
@@ -301,6 +311,7 @@ class CellResult:
     toolchain: Mapping[str, str] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
     compile_cache: CacheStats | None = None  # None: no compile ran (the wheel cache)
+    copies: tuple[CopiedWheel, ...] = ()  # the wheel relabelled for its other copies
 
 
 class CellFailure(Exception):

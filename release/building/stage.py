@@ -53,6 +53,7 @@ from release.records.manifest import (
     Manifest,
     SdistEntry,
     WheelEntry,
+    index_refs,
     read_manifest,
     write_manifest,
 )
@@ -384,9 +385,10 @@ def write_outputs(settings: BuildSettings, results: Sequence[CellResult]) -> Rec
     """dist/manifest.json and the NCCL files: the wheels built now, plus same-version
     entries of cells this build did not attempt (see `reconcile`)."""
     built = [
-        manifest_entry(r.cell, r.report, r.toolchain)
+        manifest_entry(cell, report, r.toolchain)
         for r in results
         if r.ok and r.report is not None
+        for cell, report in ((r.cell, r.report), *((c.cell, c.report) for c in r.copies))
     ]
     path = settings.out / MANIFEST_NAME
     previous = read_manifest(path) if path.is_file() else None
@@ -420,6 +422,7 @@ def write_outputs(settings: BuildSettings, results: Sequence[CellResult]) -> Rec
         outcome.manifest,
         nccl_files=tuple(f.name for f in files),
         sdist=kept_sdist(previous, outcome.manifest, settings.out),
+        indexes=index_refs(settings.matrix.indexes, outcome.manifest.wheels, str(project.version)),
     )
     write_manifest(manifest, path)
     return replace(outcome, manifest=manifest)

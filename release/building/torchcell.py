@@ -47,7 +47,7 @@ from release.matrix import Cell
 from release.toolchain.buildenv import cell_targets, provision_environment
 from release.toolchain.provision import Progress
 from release.toolchain.torchenv import TorchEnv
-from release.wheelfile import NotAWheel, wheel_facts, wheel_name
+from release.wheelfile import NotAWheel, WheelName, wheel_facts
 
 CPU_ONLY = (
     "the wheel holds no device code: its shared objects have no cubin and no PTX, so the "
@@ -63,7 +63,7 @@ def tags_problem(filename: str, cell: Cell) -> str | None:
     """The build's interpreter and ABI tags against the cell's, with the remedy; a filename
     that is not a wheel's says so."""
     try:
-        tag = min(wheel_name(filename).tags, key=str)
+        tag = min(WheelName.parse(filename).tags, key=str)
     except NotAWheel as why:
         return f"{filename}: {why}"
     built = f"{tag.interpreter}-{tag.abi}"

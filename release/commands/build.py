@@ -36,6 +36,7 @@ from release.building.settings import (
     SETTING_KEYS,
     BuildSettings,
     CellResult,
+    CopiedWheel,
     Sourced,
 )
 from release.building.stage import (
@@ -136,6 +137,10 @@ def _describe(result: CellResult) -> str:
             + (f"\n   device code: {per_target(result.report.device_bytes)}"
                if result.report.device_bytes else "")
             + (f"\n   {result.compile_cache.line()}" if result.compile_cache else "")
+            + "".join(
+                f"\n   relabelled for {c.cell.destination.name}: {c.report.filename}"
+                for c in result.copies
+            )
         )  # fmt: skip
     return f"FAILED {result.cell.id} after {result.seconds:.1f} s: {result.error}"
 
@@ -318,18 +323,24 @@ def _cache_cell(stats: CacheStats | None) -> str:
 
 
 def _cell_rows(results: Sequence[CellResult]) -> list[list[str]]:
-    return [
-        [
-            r.cell.id,
-            "ok" if r.ok else "FAILED",
-            f"{r.seconds:.1f} s" + (" (cached)" if r.from_cache else ""),
-            r.report.filename if r.report else "-",
-            f"{r.report.size / 2**20:.2f} MiB" if r.report else "-",
-            per_target(r.report.device_bytes) if r.report and r.report.device_bytes else "-",
-            _cache_cell(r.compile_cache),
-        ]
-        for r in results
-    ]
+    """A row per cell, and one per copy its wheel was relabelled for."""
+    rows = []
+    for r in results:
+        rows.append(
+            [
+                r.cell.id,
+                "ok" if r.ok else "FAILED",
+                f"{r.seconds:.1f} s" + (" (cached)" if r.from_cache else ""),
+                r.report.filename if r.report else "-",
+                f"{r.report.size / 2**20:.2f} MiB" if r.report else "-",
+                per_target(r.report.device_bytes) if r.report and r.report.device_bytes else "-",
+                _cache_cell(r.compile_cache),
+            ]
+        )
+        for c in r.copies:
+            size = f"{c.report.size / 2**20:.2f} MiB"
+            rows.append([r.cell.id, "relabelled", "-", c.report.filename, size, "-", "-"])
+    return rows
 
 
 def _report(
@@ -365,6 +376,8 @@ def _report(
                     "log": str(r.log) if r.log else None,
                     # only cells an exclusion removed an SM from, so the others stay as they were
                     **_excluded_of(r.cell, excluded),
+                    # only cells relabelled for other destinations, likewise
+                    **({"copies": [_copy_json(c) for c in r.copies]} if r.copies else {}),
                 }
                 for r in results
             ],
@@ -394,6 +407,16 @@ def _report(
         + markdown_table(CELL_COLUMNS, _cell_rows(results))
         + (f"\nExcluded by matrix.yaml:\n{notes}\n" if notes else "")
     )
+
+
+def _copy_json(copy: CopiedWheel) -> dict[str, Any]:
+    return {
+        "destination": copy.cell.destination.name,
+        "local_label": copy.cell.local_label,
+        "wheel": copy.report.filename,
+        "sha256": copy.report.sha256,
+        "size": copy.report.size,
+    }
 
 
 def _sdist_json(sdist: SdistEntry) -> dict[str, Any]:

@@ -41,7 +41,7 @@ from release.errors import ConfigError
 from release.fsutil import write_atomic
 from release.matrix import Cell
 from release.targets import ARCHES
-from release.wheelfile import NotAWheel, readable_wheel
+from release.wheelfile import NotAWheel, WheelName, readable_wheel
 
 HELP = "provision one cell's toolchain and print its build inputs"
 SHARED: tuple[arguments.Shared, ...] = ("matrix", "output")
@@ -86,15 +86,25 @@ def dotenv_text(inputs: Mapping[str, str]) -> str:
 RECORD_HINT = "give the .whl file the builder made, or the directory holding it"
 
 
+def _same_release(filename: str, wanted: WheelName) -> bool:
+    """Whether `filename` names a wheel of `wanted`'s distribution and version."""
+    try:
+        found = WheelName.parse(filename)
+    except NotAWheel:
+        return False
+    return (found.distribution, found.version) == (wanted.distribution, wanted.version)
+
+
 def find_wheel(path: Path, cell: Cell) -> Path:
     """The cell's wheel: `path` itself, or the one wheel of the cell in directory `path`.
     ConfigError naming the path where it is not a readable wheel, before anything is
     provisioned or written."""
     wheel = path
     if path.is_dir():
-        prefix = f"{cell.project.wheel_name}-{cell.version}-"
-        found = sorted(p for p in path.glob("*.whl") if p.name.startswith(prefix))
-        arch = [p for p in found if p.name.endswith(f"_{cell.arch}.whl")]
+        wanted = cell.wheel_name
+        prefix = f"{wanted.distribution}-{wanted.version}-"
+        found = sorted(p for p in path.glob("*.whl") if _same_release(p.name, wanted))
+        arch = [p for p in found if WheelName.parse(p.name).platform.endswith(f"_{cell.arch}")]
         if len(arch) != 1:
             names = ", ".join(p.name for p in found) or "none"
             raise ConfigError(

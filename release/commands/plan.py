@@ -23,8 +23,9 @@ from typing import TYPE_CHECKING, Any
 from release.building.settings import GivenOptions
 from release.commands.parsing import arguments, buildopts, common
 from release.console import Output, markdown_table
+from release.destinations.reach import Reach
 from release.matrix import Matrix
-from release.publish.growth import find_previous, github_client
+from release.publish.growth import find_previous
 from release.publish.plan import (
     NO_GPU_GATE,
     GateLine,
@@ -35,9 +36,8 @@ from release.publish.plan import (
     make_plan,
     toolchain_verdicts,
 )
-from release.publish.run import PublishSettings, default_factory
+from release.publish.run import default_factory
 from release.records.manifest import sdist_cell_of
-from release.remote import httpclient as http
 from release.toolchain.cacheroot import toolchain_cache
 
 if TYPE_CHECKING:
@@ -228,29 +228,25 @@ def run(args: argparse.Namespace, out: Output) -> int:
         GivenOptions(cache_dir=args.cache_dir, cuda_home=args.cuda_home), environ
     )
     verdicts = toolchain_verdicts(cells, cuda_home=cuda_home, cache=toolchain_cache(cache_dir))
-    settings = PublishSettings(
-        dist=args.dist,
-        dry_run=True,
-        repository_url=args.repository_url,
-        github_api_url=args.github_api_url,
+    reach = Reach(
+        environ,
         command="release plan",
+        github_api_url=args.github_api_url,
+        repository_url=args.repository_url,
+        read_only=True,
     )
-    github = github_client(
-        cells, api_url=args.github_api_url, environ=environ, command=settings.command
+    previous, previous_note = find_previous(cells, manifest=args.previous_manifest, reach=reach)
+    plan = make_plan(
+        cells,
+        dist=args.dist,
+        verdicts=verdicts,
+        factory=default_factory(reach),
+        expect_tag=args.expect_tag,
+        gate=matrix.gpu_gate,
+        previous=previous,
+        previous_note=previous_note,
+        sdist=sdist if (sdist := sdist_cell_of(matrix.cells)) in cells else None,
     )
-    previous, previous_note = find_previous(cells, manifest=args.previous_manifest, client=github)
-    with http.client() as client:
-        plan = make_plan(
-            cells,
-            dist=args.dist,
-            verdicts=verdicts,
-            factory=default_factory(settings, environ, client, github),
-            expect_tag=args.expect_tag,
-            gate=matrix.gpu_gate,
-            previous=previous,
-            previous_note=previous_note,
-            sdist=sdist if (sdist := sdist_cell_of(matrix.cells)) in cells else None,
-        )
     out.table(COLUMNS, table_rows(plan), f"{plan.project} {plan.version}: release plan")
     for line in plan.nccl:
         out.line(f"NCCL: {line.name}: {line.requirement} ({line.purpose})")
@@ -347,14 +343,14 @@ def run_nightly(
     from release.nightly.plan import make_nightly_plan, nightly_failure  # noqa: PLC0415
 
     nightly = common.channel_matrix(release, "nightly", environ)
-    plan = make_nightly_plan(
-        release,
-        nightly,
-        dist=args.dist,
-        environ=environ,
+    reach = Reach(
+        environ,
+        command="release plan --channel nightly",
         github_api_url=args.github_api_url,
         repository_url=args.repository_url,
+        read_only=True,
     )
+    plan = make_nightly_plan(release, nightly, dist=args.dist, reach=reach)
     rows = [
         [r.cell, r.wheel, "not built" if r.size is None else f"{r.size / 2**20:.2f} MiB",
          plan.destination, r.state + (f": {r.reason}" if r.reason else ""), r.url]

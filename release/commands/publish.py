@@ -19,8 +19,9 @@ from typing import TYPE_CHECKING, Any
 from release.commands.parsing import arguments, common
 from release.commands.parsing.options import public_url
 from release.console import Advance, Output, markdown_table
+from release.destinations.decide import Action, CompanionDecision, FileDecision
+from release.destinations.reach import Reach
 from release.errors import IncompleteError, ReleaseError
-from release.publish.decide import Action, CompanionDecision, FileDecision
 from release.publish.run import PublishOutcome, PublishSettings, publish
 from release.records.published import Published
 from release.verify.checks import VerifySettings
@@ -94,8 +95,9 @@ def print_applied(out: Output, outcome: PublishOutcome) -> None:
     out.table(PLAN_COLUMNS, applied_rows(outcome), "published")
     for index in outcome.indexes:
         where = index.url or "(no index URL configured)"
+        commit = f" (commit {index.commit[:12]})" if index.commit else ""
         out.line(
-            f"index {index.label}: {len(index.files)} files, written to {index.directory}, "
+            f"index {index.label}: {len(index.files)} files, written to {index.where}{commit}, "
             f"served at {where}"
         )
     if outcome.record is not None:
@@ -138,7 +140,13 @@ def publish_json(outcome: PublishOutcome, *, dry_run: bool) -> dict[str, Any]:
         "companions": [companion(c) for p in outcome.plans for c in p.plan.companions],
         "applied": [decision(d) for d in outcome.applied],
         "indexes": [
-            {"label": i.label, "url": i.url, "directory": str(i.directory), "files": len(i.files)}
+            {
+                "label": i.label,
+                "url": i.url,
+                "directory": i.where,
+                "files": len(i.files),
+                **({"commit": i.commit} if i.commit else {}),
+            }
             for i in outcome.indexes
         ],
     }
@@ -232,11 +240,19 @@ def add_options(parser: argparse.ArgumentParser) -> None:
 
 
 def settings_from(args: argparse.Namespace) -> PublishSettings:
-    return arguments.options_from(
-        PublishSettings,
-        args,
+    return arguments.options_from(PublishSettings, args, only=tuple(args.only))
+
+
+def reach_from(args: argparse.Namespace, environ: Mapping[str, str]) -> Reach:
+    """How this publish reaches its destinations: the environment's credentials, and the
+    command line's URLs where given."""
+    return Reach(
+        environ,
         command="release publish --dry-run" if args.dry_run else "release publish",
-        only=tuple(args.only),
+        github_api_url=args.github_api_url,
+        repository_url=args.repository_url,
+        index_base_url=args.index_base_url,
+        read_only=args.dry_run,
     )
 
 
@@ -275,7 +291,7 @@ def run(args: argparse.Namespace, out: Output) -> int:
 
     try:
         with progress:
-            outcome = publish(settings, environ, show_plan=show)
+            outcome = publish(settings, reach_from(args, environ), show_plan=show)
     except ReleaseError:
         if shown:
             report(shown[-1])
@@ -377,9 +393,16 @@ def run_nightly(args: argparse.Namespace, out: Output, environ: Mapping[str, str
 
     matrix = common.load(args.matrix, out)
     verifying = VerifySettings(pip=False, provenance=False)
+    reach = Reach(
+        environ,
+        command="release publish --channel nightly",
+        github_api_url=args.github_api_url,
+        repository_url=args.repository_url,
+        read_only=args.dry_run,
+    )
 
     def gate(published: Published) -> Sequence[str]:
-        report = verify_commit(published, environ, verifying)
+        report = verify_commit(published, reach, verifying)
         return [f"{c.check} {c.subject}: {c.detail}" for c in report.failed]
 
     shown: list[NightlyOutcome] = []
@@ -391,12 +414,7 @@ def run_nightly(args: argparse.Namespace, out: Output, environ: Mapping[str, str
         title = f"{outcome.manifest.project} {outcome.manifest.version}: nightly publish plan"
         out.table(NIGHTLY_COLUMNS, rows, title + (" (dry run)" if args.dry_run else ""))
 
-    settings = NightlySettings(
-        dist=args.dist,
-        dry_run=args.dry_run,
-        github_api_url=args.github_api_url,
-        repository_url=args.repository_url,
-    )
+    settings = NightlySettings(dist=args.dist, dry_run=args.dry_run)
 
     def report(outcome: NightlyOutcome) -> None:
         lines = _outcome_lines(outcome, dry_run=args.dry_run)
@@ -412,7 +430,7 @@ def run_nightly(args: argparse.Namespace, out: Output, environ: Mapping[str, str
                             args.markdown)  # fmt: skip
 
     try:
-        outcome = publish_nightly(settings, matrix, environ, gate=gate, show_plan=show)
+        outcome = publish_nightly(settings, matrix, reach, gate=gate, show_plan=show)
     except ReleaseError:
         if shown:
             out.document(nightly_json(shown[-1], dry_run=args.dry_run))

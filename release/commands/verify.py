@@ -19,6 +19,7 @@ from release.commands.parsing.options import (
     github_repository,
 )
 from release.console import Annotation, Output, markdown_table
+from release.destinations.reach import Reach
 from release.errors import VerifyError
 from release.github_names import api_url_problem, repository_problem
 from release.inspection.findings import RULES
@@ -197,9 +198,14 @@ def run(args: argparse.Namespace, out: Output) -> int:
         matrix=args.matrix,
         tags=tuple(args.tag),
         latest=args.latest,
+        overrides=common.parse_overrides(args.index_url),
+    )
+    reach = Reach(
+        environ,
+        command="release verify",
         github_api_url=args.github_api_url,
         index_base_url=args.index_base_url,
-        overrides=common.parse_overrides(args.index_url),
+        read_only=True,
     )
     settings = VerifySettings(
         concurrency=args.concurrency,
@@ -216,10 +222,10 @@ def run(args: argparse.Namespace, out: Output) -> int:
     if args.channel == "nightly":
         from release.nightly.verify import verify_channel  # noqa: PLC0415  # boto3: nightly only
 
-        report = verify_channel(common.load(args.matrix, out), environ, settings)
+        report = verify_channel(common.load(args.matrix, out), reach, settings)
         print_verify(out, report)
     else:
-        outcome = verify_release(target, settings, environ)
+        outcome = verify_release(target, settings, reach)
         for one in outcome.reports:
             print_verify(out, one)
         report = outcome.report

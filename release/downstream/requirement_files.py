@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from release.records.published import Published, PublishedFile
+from release.wheelfile import WheelName
 
 MACHINES = {"x86_64": "x86_64", "aarch64": "aarch64"}
 
@@ -30,8 +31,12 @@ def variant_of(file: PublishedFile) -> str:
     return file.local_label or "default"
 
 
+def _version(file: PublishedFile) -> str:
+    return str(WheelName.parse(file.filename).version)
+
+
 def _requirement(published: Published, files: Sequence[PublishedFile]) -> str:
-    version = files[0].filename.split("-")[1]
+    version = _version(files[0])
     name = published.project
     hashes = "".join(f" \\\n    --hash=sha256:{f.sha256}" for f in files)
     return f"{name}=={version}{hashes}\n"
@@ -44,7 +49,7 @@ def pin_files(published: Published) -> list[PinFile]:
         variants.setdefault(variant_of(file), []).append(file)
     out = []
     for variant, files in sorted(variants.items()):
-        version = files[0].filename.split("-")[1]
+        version = _version(files[0])
         index = files[0].index_url
         where = "its index" if variant != "default" else "PyPI"
         head = (
@@ -85,9 +90,7 @@ def install_lines(published: Published) -> list[str]:
     """The install commands for each variant, for the README and the step summary."""
     lines = []
     for variant, index in sorted({(variant_of(f), f.index_url) for f in published.files}):
-        version = next(
-            f.filename.split("-")[1] for f in published.files if variant_of(f) == variant
-        )
+        version = next(_version(f) for f in published.files if variant_of(f) == variant)
         requirement = f"{published.project}=={version}"
         if variant == "default":
             lines.append(f"pip install {requirement}")

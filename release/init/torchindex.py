@@ -9,10 +9,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from packaging.specifiers import SpecifierSet
-from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import Version
 
 from release.remote.simple_index import ListedFile
+from release.wheelfile import NotAWheel, WheelName
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -30,9 +30,10 @@ def torch_releases(files: Mapping[str, ListedFile], arch: str) -> dict[Version, 
         if listed.yanked or not name.endswith(".whl"):
             continue
         try:
-            _, version, _, tags = parse_wheel_filename(name)
-        except InvalidWheelFilename:
+            wheel = WheelName.parse(name)
+        except NotAWheel:
             continue
+        version, tags = wheel.version, wheel.tags
         for tag in tags:
             if "linux" in tag.platform and tag.platform.endswith(arch):
                 found = pythons.setdefault(Version(version.public), set())

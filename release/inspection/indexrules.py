@@ -21,7 +21,7 @@ from packaging.version import Version
 from release.inspection.findings import Finding, finding
 from release.inspection.symbols import tag_arch
 from release.remote.simple_index import ListedFile
-from release.wheelfile import NotAWheel, wheel_name
+from release.wheelfile import NotAWheel, WheelName
 
 SHOWN_HASH = 12
 
@@ -171,7 +171,7 @@ def listed_wheel(filename: str, page: str) -> ListedWheel | None:
     """The ListedWheel of a wheel `page` lists, or None for a file that is not a wheel of
     one Linux arch."""
     try:
-        name = wheel_name(filename)
+        name = WheelName.parse(filename)
     except NotAWheel:
         return None
     arches = {tag_arch(tag.platform) for tag in name.tags} - {None}
@@ -196,7 +196,7 @@ def stray_links(
         if listed.name in have:
             continue
         try:
-            name = wheel_name(listed.name)
+            name = WheelName.parse(listed.name)
         except NotAWheel:
             continue
         if name.version.public == Version(version).public:

@@ -37,12 +37,12 @@ from release.inspection.symbols import known_policy, symbol_problems, tag_arch
 from release.targets import ELF_MACHINES
 from release.wheelfile import (
     NotAWheel,
+    WheelName,
     identity_problems,
     read_wheel,
     record_problems,
     tag_problems,
     wheel_facts,
-    wheel_name,
     zip_problem,
 )
 
@@ -145,7 +145,7 @@ def inspect_served(
         )  # fmt: skip
 
     try:
-        name = wheel_name(filename)
+        name = WheelName.parse(filename)
     except NotAWheel as error:
         return result(found("archive", [f"{filename}: {error}"]), {"archive"})
     damage = zip_problem(source)

@@ -34,7 +34,7 @@ from urllib.parse import urlsplit, urlunsplit
 from packaging.markers import UndefinedEnvironmentName
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
-from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from release.errors import ToolchainError
@@ -49,6 +49,7 @@ from release.remote.simple_index import (
     parse_project_page,
     project_page_url,
 )
+from release.wheelfile import NotAWheel, WheelName
 
 PYPI_SIMPLE = "https://pypi.org/simple/"
 # the index page (PyPI's torch page is about 300 KB) and one small file per release
@@ -228,10 +229,11 @@ def _releases(files: Mapping[str, ListedFile], arch: str | None) -> dict[Version
         if listed.yanked or not name.endswith(".whl"):
             continue
         try:
-            _, version, build, tags = parse_wheel_filename(name)
-        except InvalidWheelFilename:
+            wheel = WheelName.parse(name)
+        except NotAWheel:
             continue
-        for tag in tags:
+        version, build = wheel.version, wheel.build
+        for tag in wheel.tags:
             linux = tag_arch(tag.platform)
             if linux is not None and (arch is None or linux == arch):
                 entry = (build, listed, version.local, tag.interpreter)

@@ -27,12 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from packaging.tags import Tag
-from packaging.utils import (
-    InvalidWheelFilename,
-    NormalizedName,
-    canonicalize_name,
-    parse_wheel_filename,
-)
+from packaging.utils import NormalizedName, canonicalize_name
 from packaging.version import Version
 
 from release.fsutil import json_document
@@ -52,6 +47,8 @@ from release.inspection.pythonapi import python_api_problems
 from release.inspection.served import native_checks
 from release.matrix import Cell
 from release.wheelfile import (
+    NotAWheel,
+    WheelName,
     identity_problems,
     record_problems,
     tag_problems,
@@ -115,10 +112,11 @@ def inspect_wheel(
     if filename != cell.wheel_filename:
         problems.append(f"the wheel is named {filename}, the cell expects {cell.wheel_filename}")
     try:
-        name, version, _, tags = parse_wheel_filename(filename)
-    except InvalidWheelFilename as error:
-        problems.append(f"invalid wheel filename: {error}")
+        wheel = WheelName.parse(filename)
+    except NotAWheel as error:
+        problems.append(f"invalid wheel filename: {error.detail}")
         return report(sms=(), ptx=())
+    name, version, tags = wheel.project, wheel.version, wheel.tags
     if version != cell.version:
         problems.append(f"the filename's version is {version}, the cell's is {cell.version}")
     if (version.local or None) != cell.local_label:

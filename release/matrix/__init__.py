@@ -8,6 +8,9 @@ Its modules:
   `local-label`) or a list of copies, each a name or `{name, local-label}`.
 - `compilecache`: Where the compiles of a build keep their objects: matrix.yaml's `compile-
   cache:`, or `--compile-cache` / RELEASE_COMPILE_CACHE, which replace it.
+- `destination`: The destinations of matrix.yaml: each kind's value, with the facts the rules
+  and the manifest ask of it, how its entry loads, and the table the loader dispatches through
+  (`KINDS`).
 - `gitindex`: The git-index destinations of matrix.yaml, and the keys of a github destination
   that reach past its own repository: `token-secret` (the token that writes there) and `index`
   (the git-index destination that lists its wheels).
@@ -27,9 +30,22 @@ Its modules:
 from __future__ import annotations
 
 from release.matrix.cells import T
-from release.matrix.load import (
+from release.matrix.destination import (
     GITHUB_ASSET_MAX_MIB,
+    INDEX_KINDS,
+    KINDS,
     PYPI_DEFAULT_MAX_MIB,
+    PYPI_DEFAULT_PROJECT_GIB,
+    BaseDestination,
+    Destination,
+    GithubDestination,
+    GitIndexDestination,
+    IndexDestination,
+    PypiDestination,
+    S3Destination,
+    kinds_text,
+)
+from release.matrix.load import (
     SCHEMA_ID,
     load_matrix,
     matrix_from_text,
@@ -39,21 +55,15 @@ from release.matrix.load import (
 )
 from release.matrix.model import (
     GATE_PLACEHOLDERS,
-    PYPI_DEFAULT_PROJECT_GIB,
     Cell,
     Commit,
     Copy,
-    Destination,
     GateRun,
-    GithubDestination,
-    GitIndexDestination,
     GpuGate,
     GpuRunner,
     Matrix,
     Nightly,
     Project,
-    PypiDestination,
-    S3Destination,
     cell_dict,
     copy_dict,
     nccl_package,
@@ -65,9 +75,12 @@ from release.matrix.spec import Fallout
 __all__ = [
     "GATE_PLACEHOLDERS",
     "GITHUB_ASSET_MAX_MIB",
+    "INDEX_KINDS",
+    "KINDS",
     "PYPI_DEFAULT_MAX_MIB",
     "PYPI_DEFAULT_PROJECT_GIB",
     "SCHEMA_ID",
+    "BaseDestination",
     "Cell",
     "Commit",
     "Copy",
@@ -78,6 +91,7 @@ __all__ = [
     "GithubDestination",
     "GpuGate",
     "GpuRunner",
+    "IndexDestination",
     "Matrix",
     "Nightly",
     "Project",
@@ -86,6 +100,7 @@ __all__ = [
     "T",
     "cell_dict",
     "copy_dict",
+    "kinds_text",
     "load_matrix",
     "matrix_from_text",
     "matrix_json_schema",

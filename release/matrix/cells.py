@@ -12,7 +12,8 @@ from typing import Any, TypeVar
 
 from release.backends import BuildRecipe, targets_problem
 from release.matrix.copies import CopyEntry, check_copies, copy_entries
-from release.matrix.model import Cell, Copy, Destination, GitIndexDestination, Project
+from release.matrix.destination import Destination, IndexDestination
+from release.matrix.model import Cell, Copy, Project
 from release.matrix.rules import check_label, check_targets, cuda_build
 from release.matrix.spec import (
     CudaSpec,
@@ -370,7 +371,7 @@ def version_cells(
     key: str,
     cuda: CudaVersion,
     destinations: Mapping[str, Destination],
-    indexes: Mapping[str, GitIndexDestination],
+    indexes: Mapping[str, IndexDestination],
     used: set[int],
     loader: DocumentLoader,
 ) -> list[Cell]:

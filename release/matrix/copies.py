@@ -5,7 +5,8 @@ The copies of one CUDA version are one build: its first copy's wheel is built, a
 other copy is that wheel relabelled (sgl-project's sgl-deep-gemm: CUDA 13.0 plain on PyPI
 and `+cu130` on a GitHub release that a committed index lists). The rules here hold each
 copy: a defined destination that takes wheels, no label on PyPI, a label where a git index
-lists it (one folder per label), and no two copies of one filename at one destination.
+lists it (one folder per label), and no two copies of one filename (a label per copy: the
+manifest records one file per name).
 release.matrix.cells runs them for each CUDA version.
 """
 
@@ -15,13 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from release.errors import shown
-from release.matrix.model import (
-    Destination,
-    GithubDestination,
-    GitIndexDestination,
-    PypiDestination,
-    S3Destination,
-)
+from release.matrix.destination import Destination, IndexDestination
 from release.matrix.spec import CopySpec, CudaSpec, DestinationSpec
 from release.yamlspec import DocumentLoader, did_you_mean, join_path
 
@@ -82,13 +77,14 @@ def check_copies(
     *,
     defined: Mapping[str, DestinationSpec],
     destinations: Mapping[str, Destination],
-    indexes: Mapping[str, GitIndexDestination],
+    indexes: Mapping[str, IndexDestination],
     loader: DocumentLoader,
 ) -> list[tuple[CopyEntry, Destination]] | None:
     """Each copy with its destination, or None where any copy is wrong (each reported)."""
     out: list[tuple[CopyEntry, Destination]] = []
     ok = True
     seen: dict[tuple[str, str | None], CopyEntry] = {}
+    labels: dict[str | None, CopyEntry] = {}
     for copy in copies:
         problem = _copy_problem(copy, defined, destinations, indexes)
         if problem is not None:
@@ -105,6 +101,17 @@ def check_copies(
             )
             ok = False
             continue
+        same_file = labels.setdefault(copy.local_label, copy)
+        if same_file is not copy:
+            label = f"+{copy.local_label}" if copy.local_label else "without a label"
+            loader.problem(
+                copy.label_path if copy.local_label else copy.path,
+                f"{copy.name!r} {label} would be the very file of the copy for "
+                f"{same_file.name!r}: each copy of one build is its own file, a label per "
+                "copy (give this one another local-label)",
+            )
+            ok = False
+            continue
         destination = destinations.get(copy.name)
         if destination is None:  # defined, but its own problems are reported
             ok = False
@@ -117,34 +124,18 @@ def _copy_problem(
     copy: CopyEntry,
     defined: Mapping[str, DestinationSpec],
     destinations: Mapping[str, Destination],
-    indexes: Mapping[str, GitIndexDestination],
+    indexes: Mapping[str, IndexDestination],
 ) -> tuple[str, str] | None:
-    """What is wrong with one copy (its key path and the message), or None."""
+    """What is wrong with one copy (its key path and the message), or None: a name not
+    defined, or what its destination's kind says of the copy (release.matrix.destination:
+    `cuda_problem`)."""
     if copy.name not in defined:
         hint = did_you_mean(copy.name, list(defined))
         known = ", ".join(defined) or "none"
         return copy.path, f"unknown destination {shown(copy.name)}{hint} (defined: {known})"
-    if defined[copy.name].kind == "git-index":
-        listed = indexes[copy.name].lists if copy.name in indexes else ()
-        which = f" ({', '.join(repr(n) for n in listed)})" if listed else ""
-        return copy.path, (
-            f"{copy.name!r} is a git-index destination, which lists the wheels of a github "
-            f"destination: send them to the github destination it lists{which}"
-        )
-    destination = destinations.get(copy.name)
-    if isinstance(destination, PypiDestination) and copy.local_label:
-        return copy.label_path, (
-            f"PyPI rejects local versions (+{copy.local_label}): publish this variant to "
-            "a github destination, or drop the label to make it the default variant"
-        )
-    if isinstance(destination, S3Destination):
-        return copy.path, (
-            f"{copy.name!r} is an s3 destination, which holds the nightly channel: send "
-            "releases to a pypi or github destination and name it under nightly.destination"
-        )
-    if isinstance(destination, GithubDestination) and destination.index and not copy.local_label:
-        return copy.path, (
-            f"{copy.name!r} is listed by the git index {destination.index!r}, one folder per "
-            "local label: give this copy a local-label (e.g. cu130)"
-        )
-    return None
+    target = destinations.get(copy.name) or indexes.get(copy.name)
+    refused = target.cuda_problem(copy.local_label) if target is not None else None
+    if refused is None:
+        return None
+    key, why = refused
+    return (copy.label_path if key == "local-label" else copy.path), why

@@ -15,14 +15,18 @@ import re
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import PurePosixPath
+from typing import TYPE_CHECKING
 
 from release.credentials import has_credentials, is_secret_name
 from release.errors import shown
 from release.github_names import repository_problem
-from release.matrix.model import DEFAULT_INDEX_BRANCH, GithubDestination, GitIndexDestination
 from release.matrix.spec import DestinationSpec
 from release.yamlspec import DocumentLoader, join_path
 
+if TYPE_CHECKING:  # the value types, whose module loads these keys through this one
+    from release.matrix.destination import Destination, IndexDestination
+
+DEFAULT_INDEX_BRANCH = "gh-pages"  # the branch GitHub Pages serves a repository from
 DEFAULT_TOKEN_VARIABLE = "GITHUB_TOKEN"  # noqa: S105 (a variable's name, not a secret)
 _VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # what git takes as a remote here: a URL of a transport, scp-like user@host:path, or a path
@@ -103,9 +107,12 @@ def _remote(name: str, spec: DestinationSpec, loader: DocumentLoader) -> tuple[s
     return url, None
 
 
-def git_index(name: str, spec: DestinationSpec, loader: DocumentLoader) -> GitIndexDestination:
-    """A git-index destination as matrix.yaml writes it (the destinations it lists are
-    linked after every destination is loaded: `link_indexes`)."""
+def index_place(
+    name: str, spec: DestinationSpec, loader: DocumentLoader
+) -> tuple[str, str | None, str, str]:
+    """Where a git-index destination is, as matrix.yaml writes it: the URL git talks to,
+    the OWNER/NAME on GitHub where it is there, its branch, and its directory ("" for the
+    root); each wrong key reported."""
     path = join_path("destinations", name)
     url, repository = _remote(name, spec, loader)
     branch = spec.branch or DEFAULT_INDEX_BRANCH
@@ -118,52 +125,40 @@ def git_index(name: str, spec: DestinationSpec, loader: DocumentLoader) -> GitIn
             "directory is served: https://OWNER.github.io/NAME/)",
         )
     check_token_secret(name, spec, loader)
-    index_url = spec.index_url or ""
-    return GitIndexDestination(
-        name=name,
-        url=url,
-        repository=repository,
-        branch=branch,
-        directory=_directory(spec.directory, join_path(path, "directory"), loader),
-        index_url=index_url if index_url.endswith("/") else index_url + "/",
-        token_secret=spec.token_secret,
-        lists=(),
-    )
+    return url, repository, branch, _directory(spec.directory, join_path(path, "directory"), loader)
 
 
 def link_indexes(
-    github: Mapping[str, GithubDestination],
-    indexes: Mapping[str, GitIndexDestination],
+    destinations: Mapping[str, Destination],
+    indexes: Mapping[str, IndexDestination],
     specs: Mapping[str, DestinationSpec],
     loader: DocumentLoader,
-) -> tuple[dict[str, GithubDestination], dict[str, GitIndexDestination]]:
-    """Each github destination with its `index` (whose URL becomes its index URL) and each
-    git index with the github destinations it lists; an `index` that is not a git-index
-    destination, and a git index that lists nothing, are reported."""
-    linked = dict(github)
+) -> tuple[dict[str, Destination], dict[str, IndexDestination]]:
+    """Each destination with its `index` (a github destination's: whose URL becomes its
+    index URL) and each git index with the destinations it lists; an `index` that is not a
+    git-index destination, and a git index that lists nothing, are reported."""
+    linked = dict(destinations)
     lists: dict[str, list[str]] = {name: [] for name in indexes}
-    for name, destination in github.items():
-        if destination.index is None:
+    for name, destination in destinations.items():
+        index = specs[name].index
+        if index is None or "index" not in destination.KEYS:
             continue
         path = join_path(join_path("destinations", name), "index")
-        target = specs.get(destination.index)
-        if target is None or target.kind != "git-index":
-            known = ", ".join(n for n, s in specs.items() if s.kind == "git-index") or "none"
+        if index not in indexes:
+            known = ", ".join(indexes) or "none"
             loader.problem(
                 path,
-                f"{shown(destination.index)} is not a git-index destination (git-index "
-                f"destinations: {known})",
+                f"{shown(index)} is not a git-index destination (git-index destinations: {known})",
             )
             continue
         if specs[name].index_url is not None:
             loader.problem(
                 join_path(join_path("destinations", name), "index-url"),
-                f"its wheels are listed by {destination.index!r}, whose index-url pip "
+                f"its wheels are listed by {index!r}, whose index-url pip "
                 "installs them from (remove it here)",
             )
-        if destination.index in indexes:
-            lists[destination.index].append(name)
-            linked[name] = replace(destination, index_url=indexes[destination.index].index_url)
+        lists[index].append(name)
+        linked[name] = replace(destination, index_url=indexes[index].index_url)
     for name in indexes:
         if not lists[name]:
             loader.problem(

@@ -21,7 +21,7 @@ from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
 from release.credentials import has_credentials
 from release.errors import ConfigError, Location, shown
-from release.github_names import api_url_problem, repository_problem
+from release.github_names import api_url_problem
 from release.matrix.cells import (
     check_excludes,
     check_unused_excludes,
@@ -30,19 +30,16 @@ from release.matrix.cells import (
 )
 from release.matrix.compilecache import from_spec as compile_cache_from_spec
 from release.matrix.compilecache import spec_problems as compile_cache_problems
-from release.matrix.gitindex import check_token_secret, git_index, link_indexes
-from release.matrix.model import (
-    PYPI_DEFAULT_PROJECT_GIB,
-    S3_OBJECT_MAX_MIB,
-    Cell,
+from release.matrix.destination import (
+    INDEX_KINDS,
+    KINDS,
     Destination,
-    GithubDestination,
-    GitIndexDestination,
-    Matrix,
-    Project,
-    PypiDestination,
+    IndexDestination,
+    key_owners,
 )
-from release.matrix.nightly import nightly_channel, s3_destination
+from release.matrix.gitindex import link_indexes
+from release.matrix.model import Cell, Matrix, Project
+from release.matrix.nightly import nightly_channel
 from release.matrix.rules import check_cells, gpu_gate, release_build
 from release.matrix.spec import DestinationSpec, MatrixSpec
 from release.project import Naming, naming, read_project_files, read_version_file, reading
@@ -53,10 +50,6 @@ from release.yamlspec import (
     json_schema,
     load_document,
 )
-
-PYPI_DEFAULT_MAX_MIB = 100
-GITHUB_ASSET_MAX_MIB = 2048
-
 
 # --- Loading. ---
 
@@ -198,30 +191,10 @@ def matrix_json_schema() -> dict[str, Any]:
 # --- Rules. ---
 
 
-# the keys only some kinds take, with those kinds
-_ONLY: dict[str, tuple[str, ...]] = {
-    "repository_url": ("pypi",),
-    "api_url": ("github",),
-    "tag": ("github",),
-    "index": ("github",),
-    "repository": ("github", "git-index"),
-    "token_secret": ("github", "git-index"),
-    "url": ("git-index",),
-    "branch": ("git-index",),
-    "directory": ("git-index",),
-    **dict.fromkeys(("bucket", "endpoint", "prefix", "region"), ("s3",)),
-    # a git index holds pages, not wheels
-    **dict.fromkeys(
-        ("max_file_size_mib", "max_project_size_gib", "max_growth_percent"),
-        ("pypi", "github", "s3"),
-    ),
-}
-
-
 def _shared_problems(name: str, spec: DestinationSpec, loader: DocumentLoader) -> None:
     """Keys of another kind, URLs that are not URLs, limits that are not positive."""
     path = join_path("destinations", name)
-    for key, kinds in _ONLY.items():
+    for key, kinds in key_owners().items():
         if spec.kind not in kinds and getattr(spec, key) is not None:
             yaml_key = key.replace("_", "-")
             named = ", ".join(kinds[:-1]) + f" and {kinds[-1]}" if len(kinds) > 1 else kinds[0]
@@ -255,76 +228,20 @@ def _shared_problems(name: str, spec: DestinationSpec, loader: DocumentLoader) -
 
 def _destinations(
     specs: Mapping[str, DestinationSpec], loader: DocumentLoader
-) -> tuple[dict[str, Destination], dict[str, GitIndexDestination]]:
+) -> tuple[dict[str, Destination], dict[str, IndexDestination]]:
     """The destinations wheels go to, and the git indexes that list some of them."""
     out: dict[str, Destination] = {}
-    indexes: dict[str, GitIndexDestination] = {}
+    indexes: dict[str, IndexDestination] = {}
     for name, spec in specs.items():
         _shared_problems(name, spec, loader)
-        if spec.kind == "git-index":
-            indexes[name] = git_index(name, spec, loader)
+        index_kind = INDEX_KINDS.get(spec.kind)
+        if index_kind is not None:
+            indexes[name] = index_kind.load(name, spec, loader)
             continue
-        destination = _destination(name, spec, loader)
+        destination = KINDS[spec.kind].load(name, spec, loader)
         if destination is not None:
             out[name] = destination
-    github = {n: d for n, d in out.items() if isinstance(d, GithubDestination)}
-    linked, indexes = link_indexes(github, indexes, specs, loader)
-    return {n: linked.get(n, d) for n, d in out.items()}, indexes
-
-
-def _destination(name: str, spec: DestinationSpec, loader: DocumentLoader) -> Destination | None:
-    """A pypi, s3 or github destination; None (reported) where it cannot be one."""
-    path = join_path("destinations", name)
-    project_gib = spec.max_project_size_gib
-    if spec.kind == "pypi":
-        limit = spec.max_file_size_mib or PYPI_DEFAULT_MAX_MIB
-        return PypiDestination(
-            name=name,
-            repository_url=spec.repository_url or "https://upload.pypi.org/legacy/",
-            index_url=_slash(spec.index_url or "https://pypi.org/simple/"),
-            max_file_size=limit * 1024 * 1024,
-            max_project_size=(project_gib or PYPI_DEFAULT_PROJECT_GIB) * 2**30,
-            max_growth_percent=spec.max_growth_percent,
-        )
-    if spec.kind == "s3":
-        limit = spec.max_file_size_mib or S3_OBJECT_MAX_MIB
-        return s3_destination(name, spec, limit * 1024 * 1024, loader)
-    if spec.repository is None:
-        loader.problem(
-            join_path(path, "repository"),
-            "required key 'repository' is missing for a github destination (owner/name)",
-        )
-        return None
-    if repository_problem(spec.repository):
-        loader.problem(
-            join_path(path, "repository"),
-            f"{shown(spec.repository)} is not a GitHub repository "
-            f"({repository_problem(spec.repository)})",
-        )
-    template = spec.tag or "v{version}"
-    if "{version}" not in template or re.search(r"\{(?!version\})", template):
-        loader.problem(
-            join_path(path, "tag"),
-            f"{shown(template)} must contain {{version}} and no other placeholder",
-        )
-    check_token_secret(name, spec, loader)
-    limit = spec.max_file_size_mib or GITHUB_ASSET_MAX_MIB
-    return GithubDestination(
-        name=name,
-        repository=spec.repository,
-        tag_template=template,
-        api_url=(spec.api_url or "https://api.github.com").rstrip("/"),
-        index_url=_slash(spec.index_url) if spec.index_url else None,
-        max_file_size=limit * 1024 * 1024,
-        max_project_size=project_gib * 2**30 if project_gib else None,
-        max_growth_percent=spec.max_growth_percent,
-        token_secret=spec.token_secret,
-        index=spec.index,
-    )
-
-
-def _slash(url: str) -> str:
-    return url if url.endswith("/") else url + "/"
+    return link_indexes(out, indexes, specs, loader)
 
 
 def _validate(

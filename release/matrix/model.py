@@ -12,14 +12,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from release.backends import BuildRecipe, backend_for
 from release.errors import ConfigError
 from release.matrix.compilecache import CompileCache
+from release.matrix.destination import Destination, IndexDestination, S3Destination
 from release.matrix.spec import DeviceCode, Fallout
 from release.targets import Arch, CudaVersion, GpuTarget
+from release.wheelfile import WheelName
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -27,96 +28,6 @@ class Project:
     name: str
     version: Version
     path: Path
-
-    @property
-    def wheel_name(self) -> str:
-        """The distribution name as it appears in wheel filenames (`k3_kernels`)."""
-        return canonicalize_name(self.name).replace("-", "_")
-
-
-PYPI_DEFAULT_PROJECT_GIB = 10  # PyPI's project size limit unless it raised the project's
-
-
-@dataclass(frozen=True, kw_only=True)
-class PypiDestination:
-    name: str
-    repository_url: str
-    index_url: str
-    max_file_size: int
-    max_project_size: int = PYPI_DEFAULT_PROJECT_GIB * 2**30
-    max_growth_percent: int | None = None
-
-    kind: Literal["pypi"] = "pypi"
-
-
-@dataclass(frozen=True, kw_only=True)
-class GithubDestination:
-    name: str
-    repository: str
-    tag_template: str
-    api_url: str
-    index_url: str | None
-    max_file_size: int
-    max_project_size: int | None = None
-    max_growth_percent: int | None = None
-
-    # the variable (and repository secret) holding the token that writes here; None:
-    # GITHUB_TOKEN, the job's own
-    token_secret: str | None = None
-    # the git-index destination that lists its wheels (None: the index on GitHub Pages at
-    # index_url); index_url is then that index's
-    index: str | None = None
-
-    kind: Literal["github"] = "github"
-
-    def tag(self, version: Version) -> str:
-        return self.tag_template.format(version=version.public)
-
-
-S3_OBJECT_MAX_MIB = 5 * 1024  # the most one S3 PutObject takes (AWS, R2 and MinIO alike)
-
-
-@dataclass(frozen=True, kw_only=True)
-class S3Destination:
-    """S3-compatible object storage (AWS S3, Cloudflare R2, MinIO) holding the nightly
-    channel: `/{commit}/` per commit and `/nightly/`, under `prefix` of `bucket`, served to
-    pip at `index_url`."""
-
-    name: str
-    bucket: str
-    prefix: str  # "" or ending in "/"
-    endpoint: str | None  # None: AWS
-    region: str
-    index_url: str  # where `prefix` is served over HTTP, ending in "/"
-    max_file_size: int = S3_OBJECT_MAX_MIB * 2**20
-    max_project_size: int | None = None
-    max_growth_percent: int | None = None
-
-    kind: Literal["s3"] = "s3"
-
-
-Destination = PypiDestination | GithubDestination | S3Destination
-
-DEFAULT_INDEX_BRANCH = "gh-pages"  # the branch GitHub Pages serves a repository from
-
-
-@dataclass(frozen=True, kw_only=True)
-class GitIndexDestination:
-    """A directory of a git repository holding the pip index of github destinations' wheels
-    (a folder per local label, `cu130/<project>/`, beside other projects' pages), served at
-    `index_url`: sgl-project/whl's layout. Each publish is one commit on `branch`. Not a
-    place wheels go, so no cell names it: `Matrix.indexes` holds it."""
-
-    name: str
-    url: str  # the remote git talks to: https://github.com/OWNER/NAME.git or matrix.yaml's
-    repository: str | None  # OWNER/NAME where it is on GitHub
-    branch: str
-    directory: str  # "" for the repository's root, else a relative path without a slash
-    index_url: str  # where `directory` is served, ending in "/"
-    token_secret: str | None  # None: GITHUB_TOKEN
-    lists: tuple[str, ...]  # the github destinations whose wheels it lists
-
-    kind: Literal["git-index"] = "git-index"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -243,9 +154,18 @@ class Cell:
         return f"manylinux_{self.manylinux}_{self.arch}"
 
     @property
+    def wheel_name(self) -> WheelName:
+        return WheelName.compose(
+            self.project.name,
+            self.version,
+            python=self.python_tag,
+            abi=self.abi_tag,
+            platform=self.platform_tag,
+        )
+
+    @property
     def wheel_filename(self) -> str:
-        tags = f"{self.python_tag}-{self.abi_tag}-{self.platform_tag}"
-        return f"{self.project.wheel_name}-{self.version}-{tags}.whl"
+        return self.wheel_name.filename
 
 
 # what a gpu-gate command may name in braces; {torch} is a torch cell's torch (empty for
@@ -349,7 +269,7 @@ class Matrix:
     destinations: Mapping[str, Destination]
     gpu_gate: GpuGate | None = None
     # the git-index destinations, which list github destinations' wheels (none is a cell's)
-    indexes: Mapping[str, GitIndexDestination] = field(default_factory=dict)
+    indexes: Mapping[str, IndexDestination] = field(default_factory=dict)
     compile_cache: CompileCache = field(default_factory=CompileCache)
     nightly: Nightly | None = None
     commit: Commit | None = None  # set on the nightly matrix of one commit only

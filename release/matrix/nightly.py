@@ -1,5 +1,5 @@
-"""The nightly channel of matrix.yaml: its s3 destination, its retention keys, and what a
-commit's nightly builds.
+"""The nightly channel of matrix.yaml: its destination (one that can hold the channel: an
+s3 one), its retention keys, and what a commit's nightly builds.
 
 A nightly is the release matrix built from one commit under a PEP 440 dev version computed
 from that commit alone (`X.Y.Z.devN`, N the committer time), so every runner gives the same
@@ -21,16 +21,10 @@ from dataclasses import replace
 from packaging.version import InvalidVersion, Version
 
 from release.errors import ConfigError, shown
-from release.matrix.compilecache import PREFIX, s3_problems, with_slash
-from release.matrix.model import (
-    DEFAULT_KEEP,
-    Commit,
-    Destination,
-    Matrix,
-    Nightly,
-    S3Destination,
-)
-from release.matrix.spec import DestinationSpec, NightlySpec
+from release.matrix.compilecache import with_slash
+from release.matrix.destination import Destination
+from release.matrix.model import DEFAULT_KEEP, Commit, Matrix, Nightly
+from release.matrix.spec import NightlySpec
 from release.yamlspec import DocumentLoader, join_path
 
 MIN_KEEP = 2  # the commit /nightly/ held before this one is still being downloaded from
@@ -70,7 +64,8 @@ def require_nightly(matrix: Matrix) -> Nightly:
 
 def nightly_matrix(matrix: Matrix, commit: Commit) -> Matrix:
     """The matrix of `commit`'s nightly: the project at its nightly version, every cell
-    sent to the channel's destination; ConfigError where the matrix has no channel."""
+    sent to the channel's destination (once: a cell published to several places sends its
+    built copy); ConfigError where the matrix has no channel."""
     nightly = require_nightly(matrix)
     problem = commit_problem(commit)
     if problem is not None:
@@ -78,54 +73,13 @@ def nightly_matrix(matrix: Matrix, commit: Commit) -> Matrix:
     version = nightly_version(matrix.project.version, commit.time)
     project = replace(matrix.project, version=version)
     destination = nightly.destination
-    cells = tuple(replace(c, project=project, destination=destination) for c in matrix.cells)
+    cells = tuple(
+        replace(c, project=project, destination=destination, relabelled=()) for c in matrix.cells
+    )
     return replace(matrix, project=project, cells=cells, commit=commit)
 
 
 # --- The rules. ---
-
-
-def s3_destination(
-    name: str, spec: DestinationSpec, max_file_size: int, loader: DocumentLoader
-) -> S3Destination | None:
-    """An s3 destination (its `kind: s3` entry), or None where it is wrong (reported)."""
-    path = join_path("destinations", name)
-    if spec.bucket is None:
-        loader.problem(
-            join_path(path, "bucket"), "required key 'bucket' is missing for an s3 destination"
-        )
-        return None
-    before = len(loader.problems)
-    for key, message in s3_problems(spec.bucket, spec.endpoint, spec.region):
-        loader.problem(join_path(path, "bucket" if key == "storage" else key), message)
-    prefix = spec.prefix or ""
-    if prefix.startswith("/") or not PREFIX.match(prefix) or ".." in prefix.split("/"):
-        loader.problem(
-            join_path(path, "prefix"),
-            f"{shown(prefix)}: letters, digits and ._-/ only, not starting with /",
-        )
-    if len(loader.problems) > before:
-        return None
-    prefix = with_slash(prefix)
-    endpoint = spec.endpoint.rstrip("/") if spec.endpoint else None
-    region = spec.region or "auto"
-    if spec.index_url is not None:
-        index_url = spec.index_url if spec.index_url.endswith("/") else spec.index_url + "/"
-    elif endpoint is not None:
-        index_url = f"{endpoint}/{spec.bucket}/{prefix}"  # path-style, as MinIO serves it
-    else:
-        index_url = f"https://{spec.bucket}.s3.amazonaws.com/{prefix}"
-    return S3Destination(
-        name=name,
-        bucket=spec.bucket,
-        prefix=prefix,
-        endpoint=endpoint,
-        region=region,
-        index_url=index_url,
-        max_file_size=max_file_size,
-        max_project_size=spec.max_project_size_gib * 2**30 if spec.max_project_size_gib else None,
-        max_growth_percent=spec.max_growth_percent,
-    )
 
 
 def nightly_channel(
@@ -139,12 +93,12 @@ def nightly_channel(
     if not spec.destination:
         loader.problem("nightly.destination", "required key 'destination' is missing")
     elif spec.destination not in destinations:
-        known = ", ".join(n for n, d in destinations.items() if d.kind == "s3") or "none"
+        known = ", ".join(n for n, d in destinations.items() if d.channel) or "none"
         loader.problem(
             "nightly.destination",
             f"unknown destination {shown(spec.destination)} (s3 destinations: {known})",
         )
-    elif not isinstance(destination, S3Destination):
+    elif destination is None or destination.channel is None:
         loader.problem(
             "nightly.destination",
             f"{spec.destination!r} is a {destination.kind if destination else '?'} "
@@ -168,10 +122,11 @@ def nightly_channel(
             )
     if archive == NIGHTLY_DIR or _COMMIT_SHA.match(archive.rstrip("/")):
         loader.problem("nightly.archive-prefix", f"{archive!r} is where the channel lives")
-    if len(loader.problems) > before or not isinstance(destination, S3Destination):
+    store = destination.channel if destination is not None else None
+    if len(loader.problems) > before or store is None:
         return None
     return Nightly(
-        destination=destination,
+        destination=store,
         keep=keep,
         keep_list=pins,
         keep_list_object=spec.keep_list_object,

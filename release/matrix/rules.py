@@ -13,7 +13,7 @@ from packaging.version import InvalidVersion, Version
 
 from release.backends import BuildRecipe, BuildSpec, merge, prepare_problems, spec_problems
 from release.errors import shown
-from release.matrix.model import GATE_PLACEHOLDERS, Cell, GpuGate, GpuRunner, PypiDestination
+from release.matrix.model import GATE_PLACEHOLDERS, Cell, GpuGate, GpuRunner
 from release.matrix.spec import MatrixSpec, PtxSpec
 from release.targets import CudaVersion, GpuTarget, target_problem
 from release.yamlspec import DocumentLoader, Position, join_path
@@ -199,12 +199,8 @@ def check_cells(
                 f"CUDA {versions} both produce {wheel}, for {named}: one release cannot "
                 "hold two files of one name (give each variant its own local-label)"
             )
-        elif isinstance(ordered[0].destination, PypiDestination):
-            message = (
-                f"CUDA {versions} both send {wheel} to PyPI: only one variant per version "
-                "and platform can go to PyPI (give the others a local-label and a github "
-                "destination)"
-            )
+        elif (twin := ordered[0].destination.twin_problem(versions, wheel)) is not None:
+            message = twin
         else:
             message = (
                 f"CUDA {versions} would both publish {wheel} to {destinations[0]!r} "

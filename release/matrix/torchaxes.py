@@ -16,7 +16,7 @@ from release.backends import backend_for
 from release.backends.recipe import BackendName
 from release.errors import shown
 from release.matrix.copies import CopyEntry
-from release.matrix.model import Destination, PypiDestination
+from release.matrix.destination import Destination
 from release.matrix.spec import CudaSpec, PythonAxisSpec, PythonSpec, TorchSpec
 from release.yamlspec import DocumentLoader, join_path
 
@@ -171,13 +171,14 @@ def _torch_label_ok(
     its copies, and never go to PyPI (one torch per release there)."""
     if len(versions) < 2:
         return True
-    if any(isinstance(destination, PypiDestination) for _, destination in copies):
-        loader.problem(
-            settings.torch_path,
-            f"CUDA {settings.key} sends {len(versions)} torch versions to PyPI, which takes one "
-            "torch per release: send one there, the others to a github destination with "
-            "{torch} in their local-label",
-        )
+    refused = [
+        problem
+        for _, destination in copies
+        if destination is not None
+        and (problem := destination.torch_problem(len(versions), settings.key)) is not None
+    ]
+    if refused:
+        loader.problem(settings.torch_path, refused[0])
         return False
     ok = True
     for copy, _ in copies:

@@ -1,8 +1,8 @@
 """The nightly channel: each commit's wheels on an S3 destination under `/<commit>/`, and
 `/nightly/` moved to the newest complete, verified commit (docs/nightly.md). `release plan`,
 `release publish` and `release verify` reach it with `--channel nightly`; it calls into
-release.publish (the publisher seam's decision, the index pages) and release.verify (the
-download and index checks) and owns the rest:
+release.destinations (the publisher seam's decision, the index pages, the kinds' final
+releases) and release.verify (the download and index checks) and owns the rest:
 
 - `plan`: `release plan --channel nightly`, asked read-only and without credentials.
 - `publish`: one `release publish --channel nightly`, from the dist to /nightly/ moved.

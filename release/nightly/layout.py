@@ -17,7 +17,7 @@ front of them) serves it as is. Links are relative (`../../<commit>/<wheel>#sha2
 so the pages work under whatever host serves the prefix, and a `/nightly/` page links the
 immutable files of its commit: no page ever links a file that is not uploaded, and moving
 /nightly/ copies no wheel. Each page carries `#sha256=` on every link, the `.metadata`
-digest (PEP 658/714) and Requires-Python, rendered by release.publish.index.
+digest (PEP 658/714) and Requires-Python, rendered by release.destinations.index.
 
 Pure: keys and URLs; the pages are rendered by release.nightly.pages.
 """
@@ -26,9 +26,10 @@ from __future__ import annotations
 
 from urllib.parse import quote
 
-from packaging.utils import canonicalize_name, parse_wheel_filename
+from packaging.utils import canonicalize_name
 
 from release.nightly.state import Shape
+from release.wheelfile import WheelName
 
 STATE_KEY = "state.json"
 NIGHTLY_DIR = "nightly/"
@@ -82,7 +83,7 @@ def link(page: str, commit: str, filename: str) -> str:
 
 
 def label_of(filename: str) -> str:
-    return parse_wheel_filename(filename)[1].local or ""
+    return WheelName.parse(filename).local_label or ""
 
 
 def commit_keys(prefix: str, commit: str, time: int, shape: Shape, project: str) -> list[str]:

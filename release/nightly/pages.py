@@ -5,7 +5,7 @@ Links are relative (`../../<commit>/<wheel>#sha256=...`), so the pages work unde
 host serves the prefix, and a /nightly/ page links the immutable files of its commit: no
 page links a file that is not uploaded, and moving /nightly/ copies no wheel. Every link
 carries `#sha256=`, the `.metadata` digest (PEP 658/714) and Requires-Python, rendered by
-release.publish.index (PEP 503 HTML and PEP 691 JSON).
+release.destinations.index (PEP 503 HTML and PEP 691 JSON).
 
 Pure: page bytes and headers.
 """
@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from packaging.utils import canonicalize_name
 
+from release.destinations.index import IndexFile, project_page, root_page
 from release.nightly.layout import (
     HTML_TYPE,
     IMMUTABLE,
@@ -31,7 +32,6 @@ from release.nightly.layout import (
     page_dir,
 )
 from release.nightly.state import NightlyFile
-from release.publish.index import IndexFile, project_page, root_page
 from release.remote.simple_index import SIMPLE_JSON
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from packaging.version import Version
 
-from release.credentials import secret_values
+from release.destinations.reach import Reach
 from release.errors import ConflictError, IncompleteError, PublishError, ReleaseError
 from release.matrix import Commit, Matrix, Nightly
 from release.matrix.nightly import keep_list_problem
@@ -99,12 +99,11 @@ def nightly_failure(plan: NightlyPlan) -> ReleaseError | None:
 
 
 def read_channel(
-    client: Client, nightly: Nightly, project: str, environ: Mapping[str, str]
+    client: Client, nightly: Nightly, project: str, secrets: Sequence[str]
 ) -> tuple[NightlyState | None, list[str], str | None]:
-    """(state, the bucket's pins, why not asked) read over HTTP from where it is served;
-    a channel with no state yet is an empty one."""
+    """(state, the bucket's pins, why not asked) read over HTTP from where it is served
+    (`secrets` masked in what it says); a channel with no state yet is an empty one."""
     base = nightly.destination.index_url
-    secrets = secret_values(environ)
     got = http_edge.fetch(client, base + STATE_KEY, keep=True, policy=ASKING, secrets=secrets)
     if got.status == 404:
         state = NightlyState(project=project)
@@ -213,9 +212,7 @@ def make_nightly_plan(
     nightly_matrix: Matrix,
     *,
     dist: Path,
-    environ: Mapping[str, str],
-    github_api_url: str | None = None,
-    repository_url: str | None = None,
+    reach: Reach,
     http: Client | None = None,
     now: float | None = None,
 ) -> NightlyPlan:
@@ -233,9 +230,11 @@ def make_nightly_plan(
     entries = [built.get(c.wheel_filename) or unbuilt_entry(c) for c in nightly_matrix.cells]
     version = str(nightly_matrix.project.version)
     own = http is None
-    client = http or http_edge.client()
+    client = http or reach.http()
     try:
-        state, bucket_pins, not_asked = read_channel(client, nightly, release.project.name, environ)
+        state, bucket_pins, not_asked = read_channel(
+            client, nightly, release.project.name, reach.secrets
+        )
         rows = _rows(
             entries,
             built=built,
@@ -244,9 +243,7 @@ def make_nightly_plan(
             client=client,
             base=nightly.destination.index_url,
         )
-        finals = read_finals(
-            release, environ=environ, github_api_url=github_api_url, repository_url=repository_url
-        )
+        finals = read_finals(release, reach)
     finally:
         if own:
             client.close()

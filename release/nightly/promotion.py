@@ -40,6 +40,7 @@ from release.nightly.state import (
     Uploading,
 )
 from release.records.manifest import WheelEntry
+from release.wheelfile import WheelName
 
 ABANDONED_AFTER = 24 * 3600  # seconds a registration may wait for its run to complete it
 
@@ -51,10 +52,12 @@ def shape_of(entries: Sequence[WheelEntry], version: str) -> Shape:
         raise ValueError(f"{version} is not a nightly version")
     wheels = []
     for entry in entries:
-        name, file_version, rest = entry.filename.split("-", 2)
+        wheel = WheelName.parse(entry.filename)
+        file_version = str(wheel.version)
         if not file_version.startswith(version):
             raise ValueError(f"{entry.filename} is not of version {version}")
-        wheels.append(f"{name}-{VERSION_FIELD}{file_version[len(version) :]}-{rest}")
+        field = f"-{VERSION_FIELD}{file_version[len(version) :]}-"
+        wheels.append(wheel.filename.replace(f"-{file_version}-", field, 1))
     return Shape(base=base, wheels=tuple(sorted(wheels)))
 
 

@@ -5,7 +5,7 @@ Order matters, as in a release (release.publish.run):
 1. the dist: a nightly build (its manifest names the commit), checked against its wheels;
 2. the version order: the nightly's version must sort above the latest final release on
    each destination of the release (read-only requests), or nothing is uploaded (exit 5);
-3. the plan, through the publisher seam's one decision (release.publish.decide): what the
+3. the plan, through the publisher seam's one decision (release.destinations.decide): what the
    commit's directory holds already (nothing, or on a re-run what a HEAD finds);
 4. stage: the commit registered in the channel's state, its wheels and `.metadata`, then
    its pages, under `/<commit>/` (release.nightly.publisher);
@@ -19,13 +19,15 @@ Order matters, as in a release (release.publish.run):
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from packaging.version import Version
 
-from release.credentials import s3_credentials, secret_values
+from release.destinations.companions import sidecar
+from release.destinations.decide import Action, PublishPlan, plan_for
+from release.destinations.reach import Reach
 from release.errors import ConfigError, ConflictError, PublishError, VerifyError
 from release.matrix import Commit, Matrix, Nightly, require_nightly
 from release.nightly.finals import Finals, read_finals
@@ -39,8 +41,6 @@ from release.nightly.promotion import (
 )
 from release.nightly.publisher import Clock, S3Publisher, Uploaded
 from release.nightly.state import Pointer, Pruning
-from release.publish.decide import Action, PublishPlan, plan_for
-from release.publish.run import sidecar
 from release.records.dist import load_dist
 from release.records.manifest import DestinationRef, Manifest
 from release.records.published import (
@@ -60,8 +60,6 @@ StoreFactory = Callable[[Bucket], S3Store]
 class NightlySettings:
     dist: Path
     dry_run: bool = False
-    github_api_url: str | None = None
-    repository_url: str | None = None
     on_upload: Uploaded | None = None
 
 
@@ -213,7 +211,7 @@ def published_of(publisher: S3Publisher, plan: PublishPlan) -> Published:
 def publish_nightly(
     settings: NightlySettings,
     matrix: Matrix,
-    environ: Mapping[str, str],
+    reach: Reach,
     *,
     gate: Gate,
     store_factory: StoreFactory | None = None,
@@ -224,13 +222,9 @@ def publish_nightly(
     """The whole run (see the module doc); a re-run finishes what an interrupted one left."""
     manifest = load_dist(settings.dist)
     commit, nightly = nightly_dist(manifest, matrix, settings.dist)
-    finals = finals or read_finals(
-        matrix, environ=environ, github_api_url=settings.github_api_url,
-        repository_url=settings.repository_url,
-    )  # fmt: skip
+    finals = finals or read_finals(matrix, reach)
     require_order(manifest.version, finals)
-    keys = s3_credentials(environ)
-    if keys is None and not settings.dry_run:
+    if reach.s3_keys is None and not settings.dry_run:
         raise PublishError(
             f"{nightly.destination.name}: no AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY in "
             "the environment",
@@ -238,7 +232,7 @@ def publish_nightly(
             "the bucket without them",
         )
     bucket = bucket_of(manifest.wheels[0].destination)
-    store = store_factory(bucket) if store_factory else S3Store(bucket, keys)
+    store = store_factory(bucket) if store_factory else reach.s3(bucket)
     publisher = publisher_for(manifest, nightly, commit, store, settings=settings, clock=clock)
     plan = plan_for(
         publisher,
@@ -270,7 +264,7 @@ def publish_nightly(
         manifest,
         list(published.files),
         list(published.companions),
-        secret_values(environ),
+        reach.secrets,
     )
     promotion = publisher.promotion
     return replace(

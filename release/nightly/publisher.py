@@ -1,5 +1,5 @@
 """The s3 publisher: one commit's nightly on S3-compatible storage, behind the `Publisher`
-seam of release.publish.decide.
+seam of release.destinations.base.
 
 `stage` makes the commit's files present under `/<commit>/` and links nothing new from
 `/nightly/`: it registers the commit in the channel's state (compare-and-swap), uploads
@@ -26,6 +26,8 @@ from pathlib import Path
 
 from packaging.version import Version
 
+from release.destinations.decide import Action, FileDecision, PublishPlan, RemoteFile
+from release.destinations.index import requires_python_of
 from release.errors import ConflictError, PublishError
 from release.matrix import Commit
 from release.matrix.nightly import keep_list_problem
@@ -62,8 +64,6 @@ from release.nightly.state import (
     from_bytes,
     to_bytes,
 )
-from release.publish.decide import Action, FileDecision, PublishPlan, RemoteFile
-from release.publish.index import requires_python_of
 from release.records.manifest import DestinationRef, WheelEntry
 from release.remote.s3 import Precondition, S3Store
 

@@ -25,10 +25,11 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.utils import canonicalize_name
 
 from release.errors import PublishError
 from release.fsutil import UnreadableDocument, json_document
+from release.wheelfile import NotAWheel, WheelName
 
 STATE_SCHEMA = 1
 MAX_STATE_BYTES = 16 * 2**20  # about 200,000 kept commits: far past matrix.yaml's keep limit
@@ -63,7 +64,7 @@ class Shape:
         """The local labels of its wheels ("" for the default variant), sorted."""
         found = set()
         for name in self.wheel_names(1):
-            found.add(parse_wheel_filename(name)[1].local or "")
+            found.add(WheelName.parse(name).local_label or "")
         return tuple(sorted(found))
 
 
@@ -207,7 +208,7 @@ def require_project(state: NightlyState, project: str, where: str) -> None:
     wheel name of its shapes (another project's state is never acted on)."""
     wanted = canonicalize_name(project)
     found = {canonicalize_name(state.project)} | {
-        canonicalize_name(parse_wheel_filename(name)[0])
+        WheelName.parse(name).project
         for shape in state.shapes.values()
         for name in shape.wheel_names(1)
     }
@@ -321,8 +322,8 @@ def _shape(raw: object, key: str) -> Shape:
         if VERSION_FIELD not in name or "/" in name:
             raise ValueError(f"{key}.wheels: {name[:40]!r} is not a wheel filename template")
         try:
-            parse_wheel_filename(name.replace(VERSION_FIELD, "0.dev1"))
-        except InvalidWheelFilename:
+            WheelName.parse(name.replace(VERSION_FIELD, "0.dev1"))
+        except NotAWheel:
             raise ValueError(f"{key}.wheels: {name[:40]!r} is not a wheel filename") from None
     return Shape(base=_str(data.get("base"), f"{key}.base"), wheels=wheels)
 

@@ -16,9 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from packaging.utils import parse_wheel_filename
-
-from release.credentials import s3_credentials, secret_values
+from release.destinations.reach import Reach
 from release.errors import PublishError
 from release.matrix import Matrix, Nightly, S3Destination, require_nightly
 from release.nightly.layout import (
@@ -48,7 +46,7 @@ from release.records.published import Published, PublishedCompanion, PublishedFi
 from release.remote import httpclient as http_edge
 from release.remote.httpclient import Client
 from release.remote.retry import RetryPolicy
-from release.remote.s3 import Bucket, S3Store
+from release.remote.s3 import Bucket
 from release.remote.simple_index import (
     ACCEPT,
     SIMPLE_JSON,
@@ -65,6 +63,7 @@ from release.verify.checks import (
     metadata_check,
     verify,
 )
+from release.wheelfile import WheelName
 
 ONCE = RetryPolicy(attempts=2, initial_delay=1.0, total=60.0)
 
@@ -120,7 +119,7 @@ def _exact(
 
 def verify_commit(
     published: Published,
-    environ: Mapping[str, str],
+    reach: Reach,
     settings: VerifySettings,
     *,
     http: Client | None = None,
@@ -131,10 +130,10 @@ def verify_commit(
     files under another index)."""
     settings = replace(settings, provenance=False)
     own = http is None
-    client = http or http_edge.client(concurrency=settings.concurrency)
+    client = http or reach.http(concurrency=settings.concurrency)
     try:
-        get = getter(client, settings, secret_values(environ))
-        report = verify(published, environ, settings, get=get)
+        get = getter(client, settings, reach.secrets)
+        report = verify(published, reach, settings, get=get)
         extra = exact_checks(published, get)
         for other in also:
             extra += exact_checks(other, get)
@@ -145,7 +144,7 @@ def verify_commit(
 
 
 def _arch(filename: str) -> str:
-    platform = sorted(t.platform for t in parse_wheel_filename(filename)[3])[0]
+    platform = sorted(t.platform for t in WheelName.parse(filename).tags)[0]
     return platform.split("_", 3)[-1] if platform.startswith("manylinux_") else platform
 
 
@@ -190,7 +189,7 @@ def _failed(project: str, detail: str, url: str) -> VerifyReport:
 
 def verify_channel(
     matrix: Matrix,
-    environ: Mapping[str, str],
+    reach: Reach,
     settings: VerifySettings,
     *,
     http: Client | None = None,
@@ -200,9 +199,9 @@ def verify_channel(
     destination = require_nightly(matrix).destination
     state_url = destination.index_url + STATE_KEY
     own = http is None
-    client = http or http_edge.client(concurrency=settings.concurrency)
+    client = http or reach.http(concurrency=settings.concurrency)
     try:
-        got = getter(client, settings, secret_values(environ))(state_url, keep=True)
+        got = getter(client, settings, reach.secrets)(state_url, keep=True)
         if not got.ok or got.body is None:
             why = "nothing published yet" if got.status == 404 else got.error or f"{got.status}"
             return _failed(matrix.project.name, f"the channel's state: {why}", state_url)
@@ -216,10 +215,10 @@ def verify_channel(
         project = matrix.project.name
         published = pointer_published(pointer, destination, project, NIGHTLY_DIR)
         own_index = pointer_published(pointer, destination, project, f"{pointer.commit}/")
-        report = verify_commit(published, environ, settings, http=client, also=[own_index])
+        report = verify_commit(published, reach, settings, http=client, also=[own_index])
         checks = [*report.checks, *_generation_checks(published, pointer, client, settings)]
         checks += kept_checks(state, destination, project, client)
-        checks += unexplained_checks(state, require_nightly(matrix), project, environ)
+        checks += unexplained_checks(state, require_nightly(matrix), project, reach)
     finally:
         if own:
             client.close()
@@ -334,20 +333,19 @@ def explained_keys(state: NightlyState, nightly: Nightly, project: str) -> set[s
 
 
 def unexplained_checks(
-    state: NightlyState, nightly: Nightly, project: str, environ: Mapping[str, str]
+    state: NightlyState, nightly: Nightly, project: str, reach: Reach
 ) -> list[Check]:
     """The objects under the prefix the state cannot explain (nothing is deleted): a
     listing, with the bucket's keys from the environment; without them, not listed."""
     destination = nightly.destination
-    keys = s3_credentials(environ)
     subject = f"s3://{destination.bucket}/{destination.prefix}"
-    if keys is None:
+    if reach.s3_keys is None:
         detail = "not listed: no AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY in the environment"
         return [Check(subject=subject, check="objects", ok=True, detail=detail)]
     bucket = Bucket(name=destination.bucket, endpoint=destination.endpoint,
                     region=destination.region)  # fmt: skip
     try:
-        listed = S3Store(bucket, keys).list(destination.prefix)
+        listed = reach.s3(bucket).list(destination.prefix)
     except PublishError as error:
         return [Check(subject=subject, check="objects", ok=False, detail=error.message)]
     archive = destination.prefix + nightly.archive_prefix

@@ -4,39 +4,31 @@ Pure core: a wheel is matched to the previous release's by what stays the same f
 version to the next (destination, arch, local label and the filename without its version:
 the distribution and the python, abi and platform tags); its growth in bytes and percent;
 the wheels over a destination's `max-growth-percent`. Edge: the previous release's
-`release-manifest.json`, from a file (`--previous-manifest`) or from the GitHub destination
-(the highest published version below this one whose release has one).
+`release-manifest.json`, from a file (`--previous-manifest`) or from the first destination
+of the cells whose kind keeps each release's (GitHub: the highest published version below
+this one whose release has one).
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from packaging.version import InvalidVersion, Version
-
+from release.destinations.reach import Reach
+from release.destinations.registry import kind_of
 from release.errors import ConfigError, FileError, PublishError
 from release.inspection.budget import size_text
-from release.matrix import Cell, GithubDestination
+from release.matrix import Cell
 from release.records.manifest import WheelEntry
 from release.records.release_manifest import (
     RELEASE_MANIFEST,
-    ReleaseWheel,
-    parse_release_manifest,
-    release_manifest_version,
+    PreviousRelease,
+    previous_release,
 )
-from release.remote.github import GithubClient
+from release.wheelfile import WheelName
 
 NO_PREVIOUS = "no previous release"
-
-
-@dataclass(frozen=True, kw_only=True)
-class PreviousRelease:
-    version: str
-    source: str  # where its release-manifest.json came from
-    wheels: tuple[ReleaseWheel, ...]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -66,8 +58,7 @@ def match_key(
     filename: str, *, destination: str, arch: str, local_label: str | None
 ) -> tuple[str, ...]:
     """What a wheel has in common with its counterpart of another version."""
-    parts = filename.removesuffix(".whl").split("-")
-    return (destination, arch, local_label or "", parts[0], *parts[2:])
+    return (destination, arch, local_label or "", *WheelName.parse(filename).unversioned)
 
 
 def growth_by_wheel(entries: Sequence[WheelEntry], previous: PreviousRelease) -> dict[str, Growth]:
@@ -116,7 +107,7 @@ def read_previous(path: Path) -> PreviousRelease:
     except OSError as error:
         raise FileError.of(error, "read --previous-manifest") from None
     try:
-        return _previous(data, source=str(path))
+        return previous_release(data, source=str(path))
     except (ValueError, KeyError, TypeError) as error:
         raise ConfigError(
             [f"--previous-manifest {path}: not a {RELEASE_MANIFEST} ({error})"],
@@ -124,92 +115,32 @@ def read_previous(path: Path) -> PreviousRelease:
         ) from None
 
 
-def _previous(data: bytes, *, source: str) -> PreviousRelease:
-    return PreviousRelease(
-        version=release_manifest_version(data),
-        source=source,
-        wheels=tuple(parse_release_manifest(data)),
-    )
-
-
-def tag_version(template: str, tag: str) -> Version | None:
-    """The version a tag names under a tag template (`v{version}`), or None."""
-    head, _, tail = template.partition("{version}")
-    match = re.fullmatch(re.escape(head) + "(.+)" + re.escape(tail), tag)
-    if match is None:
-        return None
-    try:
-        return Version(match.group(1))
-    except InvalidVersion:
-        return None
-
-
-def previous_on_github(
-    client: GithubClient, destination: GithubDestination, version: Version
-) -> PreviousRelease | None:
-    """The highest published version below `version` whose GitHub release holds a
-    release-manifest.json (read-only requests); None when there is none."""
-    repository = destination.repository
-    with client.session(f"{repository} (previous release)"):
-        found = []
-        for release, assets in client.published_releases(repository):
-            released = tag_version(destination.tag_template, release.tag)
-            asset = next(
-                (a for a in assets if a.name == RELEASE_MANIFEST and a.state == "uploaded"), None
-            )
-            if released is not None and released < Version(version.public) and asset:
-                found.append((released, release.tag, asset))
-        if not found:
-            return None
-        released, tag, asset = max(found, key=lambda item: item[0])
-        data = client.download_asset(asset)
-    source = f"{RELEASE_MANIFEST} of the GitHub release {tag} of {repository}"
-    try:
-        return _previous(data, source=source)
-    except (ValueError, KeyError, TypeError) as error:
-        raise PublishError(f"{source} is unreadable ({error})") from None
-
-
-def github_destination(cells: Sequence[Cell]) -> GithubDestination | None:
-    return next(
-        (c.destination for c in cells if isinstance(c.destination, GithubDestination)), None
-    )
-
-
-def github_client(
-    cells: Sequence[Cell], *, api_url: str | None, environ: Mapping[str, str], command: str
-) -> GithubClient | None:
-    """The client of the cells' GitHub destination (anonymous without a token), for every
-    read of one run; None where no cell goes to GitHub."""
-    github = github_destination(cells)
-    if github is None:
-        return None
-    return GithubClient.from_environment(api_url or github.api_url, environ, command=command)
-
-
 def find_previous(
-    cells: Sequence[Cell], *, manifest: Path | None, client: GithubClient | None
+    cells: Sequence[Cell], *, manifest: Path | None, reach: Reach
 ) -> tuple[PreviousRelease | None, str]:
     """The previous release and a line saying what it is, or why there is none: from
-    `manifest` when given, else from the cells' GitHub destination through `client`; a
-    GitHub that cannot be asked leaves the plan without growth, saying so."""
+    `manifest` when given, else from the first destination of the cells whose kind keeps
+    each release's release-manifest.json (GitHub); one that cannot be asked leaves the
+    plan without growth, saying so."""
     if manifest is not None:
         given = read_previous(manifest)
         return given, f"previous release: {given.version} ({given.source})"
     version = cells[0].project.version
-    github = github_destination(cells)
-    if github is None or client is None:
+    places = [copy.destination for c in cells for copy in c.copies]
+    keeper = next((d for d in places if kind_of(d.kind).keeps_releases(d)), None)
+    if keeper is None:
         return None, (
             f"{NO_PREVIOUS} (no GitHub destination to find it on; "
             f"--previous-manifest FILE gives its {RELEASE_MANIFEST})"
         )
+    kind = kind_of(keeper.kind)
     try:
-        previous = previous_on_github(client, github, version)
+        previous = kind.previous_release(keeper, version, reach)
     except PublishError as error:
         return None, f"previous release not read, no growth shown: {error.message}"
     if previous is None:
         return None, (
-            f"{NO_PREVIOUS} (no published release of {github.repository} below "
+            f"{NO_PREVIOUS} (no published release of {kind.keeps_releases(keeper)} below "
             f"{version.public} has a {RELEASE_MANIFEST})"
         )
     return previous, f"previous release: {previous.version} ({previous.source})"

@@ -16,6 +16,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from release.destinations.decide import (
+    Action,
+    CompanionDecision,
+    FileDecision,
+    RemoteFile,
+    plan_for,
+)
+from release.destinations.registry import kind_of
 from release.downstream.nccl import OverrideFile, override_files
 from release.errors import (
     ConfigError,
@@ -26,15 +34,7 @@ from release.errors import (
     ToolchainError,
 )
 from release.matrix import Cell, GpuGate, GpuRunner
-from release.publish.decide import Action, CompanionDecision, FileDecision, RemoteFile, plan_for
-from release.publish.growth import (
-    NO_PREVIOUS,
-    Growth,
-    PreviousRelease,
-    growth_by_wheel,
-    growth_problem,
-)
-from release.publish.pypi import sdist_companions
+from release.publish.growth import NO_PREVIOUS, Growth, growth_by_wheel, growth_problem
 from release.publish.run import PublisherFactory
 from release.records.dist import load_dist, manifest_paths
 from release.records.manifest import (
@@ -44,6 +44,7 @@ from release.records.manifest import (
     read_manifests,
     sdist_filename,
 )
+from release.records.release_manifest import PreviousRelease
 from release.toolchain import ToolchainPlan, present_dirs
 from release.toolchain.buildenv import cell_plan, environment_of
 
@@ -156,7 +157,14 @@ def unbuilt_state(remote: RemoteFile | None) -> tuple[State, str]:
 
 def tag_problems(cells: Sequence[Cell], version: str, tag: str) -> list[str]:
     """Why a pushed tag does not release this matrix's version, if it does not."""
-    tags = sorted({t for c in cells if (t := DestinationRef.of(c).tag) is not None})
+    tags = sorted(
+        {
+            t
+            for c in cells
+            for copy in c.copies
+            if (t := DestinationRef.of(c.as_copy(copy)).tag) is not None
+        }
+    )
     if tags:
         return [
             f"--expect-tag {tag}: the GitHub release of version {version} is tagged {t}"
@@ -306,7 +314,8 @@ def sdist_row(factory: PublisherFactory, cell: Cell, dist: Path) -> PlanRow:
     try:
         publisher = factory(destination)
         if manifest is not None and built:
-            companions = sdist_companions(manifest, destination.name, dist)
+            kind = kind_of(destination.kind)
+            companions = kind.companions(manifest, destination.name, [], dist)
             (decided,) = plan_for(
                 publisher, [], dist, replace=False, companions=companions
             ).companions
@@ -351,23 +360,25 @@ def make_plan(
     grown = growth_by_wheel(list(built.values()), previous) if previous is not None else {}
     too_grown: list[str] = []
     over_budget: list[str] = []
-    entries = {c.id: built.get(c.wheel_filename) or unbuilt_entry(c) for c in cells}
+    # a row per copy: a cell published to several places is one build, a wheel per place
+    copies = [c.as_copy(copy) for c in cells for copy in c.copies]
+    entries = {c.wheel_filename: built.get(c.wheel_filename) or unbuilt_entry(c) for c in copies}
     by_destination: dict[str, list[Cell]] = {}
-    for cell in cells:
-        by_destination.setdefault(entries[cell.id].destination.name, []).append(cell)
+    for copy in copies:
+        by_destination.setdefault(entries[copy.wheel_filename].destination.name, []).append(copy)
     rows: dict[str, PlanRow] = {}
     for group in by_destination.values():
-        destination = entries[group[0].id].destination
+        group_entries = [entries[c.wheel_filename] for c in group]
+        destination = group_entries[0].destination
         try:
-            found, budget = _ask(factory, destination, [entries[c.id] for c in group], built, dist)
+            found, budget = _ask(factory, destination, group_entries, built, dist)
             over_budget += [budget] if budget else []
         except PublishError as error:
             reason = error.message + (f" ({error.hint})" if error.hint else "")
-            found = {entries[c.id].filename: (State.NOT_ASKED, reason, "") for c in group}
-        for cell in group:
-            entry = entries[cell.id]
+            found = {e.filename: (State.NOT_ASKED, reason, "") for e in group_entries}
+        for cell, entry in zip(group, group_entries, strict=True):
             state, reason, url = found[entry.filename]
-            rows[cell.id] = PlanRow(
+            rows[entry.filename] = PlanRow(
                 cell=cell.id,
                 wheel=entry.filename,
                 built=entry.filename in built,
@@ -395,7 +406,7 @@ def make_plan(
     return ReleasePlan(
         project=project.name,
         version=str(project.version),
-        rows=tuple(rows[c.id] for c in cells),
+        rows=tuple(rows[c.wheel_filename] for c in copies),
         nccl=tuple(nccl),
         problems=tuple(tag_problems(cells, str(project.version), expect_tag) if expect_tag else ()),
         gate=gate_lines(gate, cells),

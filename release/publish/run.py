@@ -18,7 +18,6 @@ Order matters and is the whole point of this module:
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -27,23 +26,22 @@ from pathlib import Path
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from release.credentials import github_token, secret_values
-from release.errors import ConfigError, ConflictError, PublishError
-from release.provenance.attestation import PROVENANCE_SUFFIX, attestation_path, github_provenance
-from release.publish import pypi as pypi_files
-from release.publish.decide import (
+from release.destinations.base import Publisher, Uploaded
+from release.destinations.companions import release_files
+from release.destinations.decide import (
     Action,
     Companion,
     CompanionDecision,
     FileDecision,
-    Publisher,
     PublishPlan,
     plan_for,
 )
-from release.publish.github import GithubPublisher
-from release.publish.index import IndexFile, collect, render_index, write_index
+from release.destinations.index import IndexFile, render_index, write_index
+from release.destinations.reach import Reach
+from release.destinations.registry import kind_of
+from release.errors import ConfigError, ConflictError, PublishError
+from release.provenance.attestation import attestation_path
 from release.publish.pages import commit_pages
-from release.publish.pypi import PypiPublisher
 from release.records.dist import load_dist
 from release.records.manifest import DestinationRef, Manifest, WheelEntry
 from release.records.published import (
@@ -52,12 +50,6 @@ from release.records.published import (
     PublishedFile,
     write_record,
 )
-from release.records.release_manifest import RELEASE_MANIFEST, release_manifest_bytes
-from release.remote import httpclient as http_edge
-from release.remote.github import GithubClient
-from release.remote.github_model import GITHUB_API
-from release.remote.httpclient import Client
-from release.wheelfile import read_wheel
 
 log = logging.getLogger("release.publish")
 
@@ -66,22 +58,18 @@ COMPANIONS_DIR = "companions"
 
 @dataclass(frozen=True, kw_only=True)
 class PublishSettings:
+    """What to publish and where the index goes; how the destinations are reached (their
+    clients, credentials and URL overrides) is the command's Reach."""
+
     dist: Path
     dry_run: bool = False
     replace: bool = False
     only: tuple[str, ...] = ()
-    repository_url: str | None = None
     index_dir: Path | None = None
-    index_base_url: str | None = None
-    github_api_url: str | None = None
     pages_repo: Path | None = None
     pages_branch: str | None = None
     pages_remote: str | None = None
-    command: str = "release publish"
     on_upload: Uploaded | None = None  # after each file sent: its name and size
-
-
-Uploaded = Callable[[str, int], None]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -94,8 +82,9 @@ class DestinationPlan:
 class IndexOutcome:
     label: str
     url: str | None  # where pip finds it: <index base>/<label>/
-    directory: Path
+    where: str  # where it was written: its directory, or a git index's remote and folder
     files: tuple[IndexFile, ...]
+    commit: str | None = None  # the commit it is in, on a git index
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -140,65 +129,6 @@ class PublishOutcome:
 PublisherFactory = Callable[[DestinationRef], Publisher]
 
 
-# --- What is published beside the wheels. ---
-
-
-def sidecar(entry: WheelEntry, dist: Path) -> Companion:
-    """The PEP 658 `<wheel>.metadata`: the wheel's METADATA, byte for byte."""
-    facts = read_wheel(dist / entry.filename)
-    if facts.metadata is None:
-        raise ConfigError(
-            [f"{dist / entry.filename}: no METADATA to publish as {entry.filename}.metadata"],
-            hint="rebuild with `release build`",
-        )
-    return _companion(f"{entry.filename}.metadata", facts.metadata, entry.filename, "PEP 658")
-
-
-def wheel_companions(entry: WheelEntry, dist: Path) -> list[Companion]:
-    """What a GitHub release holds beside a wheel: its `.metadata`, its `.provenance`."""
-    return [sidecar(entry, dist), *provenance_sidecar(entry, dist)]
-
-
-def provenance_sidecar(entry: WheelEntry, dist: Path) -> list[Companion]:
-    """The PEP 740 `<wheel>.provenance` of a wheel signed in the publish job (none for a
-    wheel without a readable attestation: the plan refuses one that does not match)."""
-    data = github_provenance(dist / entry.filename)
-    if data is None:
-        return []
-    name = entry.filename + PROVENANCE_SUFFIX
-    return [_companion(name, data, entry.filename, "PEP 740 provenance")]
-
-
-def release_files(manifest: Manifest, dist: Path) -> list[Companion]:
-    """The NCCL files of the build and a manifest of every built file's sha256 (what
-    `release verify --tag` checks against when no dist is at hand)."""
-    out = []
-    for name in manifest.nccl_files:
-        path = dist / name
-        try:
-            data = path.read_bytes()
-        except OSError as error:
-            raise ConfigError(
-                [f"{path}: {error.strerror} (the manifest lists it)"],
-                hint="rebuild with `release build`",
-            ) from None
-        out.append(_companion(name, data, "release", "NCCL pin"))
-    attested = [
-        w.filename for w in manifest.wheels if attestation_path(dist / w.filename).is_file()
-    ]
-    out.append(
-        _companion(
-            RELEASE_MANIFEST, release_manifest_bytes(manifest, attested), "release", "manifest"
-        )
-    )
-    return out
-
-
-def _companion(name: str, data: bytes, of: str, purpose: str) -> Companion:
-    sha256 = hashlib.sha256(data).hexdigest()
-    return Companion(filename=name, data=data, sha256=sha256, of=of, purpose=purpose)
-
-
 def select(manifest: Manifest, only: Sequence[str]) -> dict[str, list[WheelEntry]]:
     """The manifest's wheels by destination name, filtered by `--only` (a kind or a name)."""
     groups: dict[str, list[WheelEntry]] = {}
@@ -206,18 +136,15 @@ def select(manifest: Manifest, only: Sequence[str]) -> dict[str, list[WheelEntry
         groups.setdefault(entry.destination.name, []).append(entry)
     if not only:
         return groups
-    known = set(groups) | {e[0].destination.kind for e in groups.values()}
+    named = {name: {name, entries[0].destination.kind} for name, entries in groups.items()}
+    known = set().union(*named.values())
     unknown = [o for o in only if o not in known]
     if unknown:
         raise ConfigError(
             [f"--only {o}: no destination or kind of that name" for o in unknown],
             hint=f"the manifest has: {', '.join(sorted(known))}",
         )
-    return {
-        name: entries
-        for name, entries in groups.items()
-        if name in only or entries[0].destination.kind in only
-    }
+    return {name: entries for name, entries in groups.items() if named[name] & set(only)}
 
 
 # --- Planning. ---
@@ -231,16 +158,16 @@ def plan_destination(
     replace: bool,
     companions: Sequence[Companion] = (),
 ) -> PublishPlan:
-    """`plan_for`, where PyPI never takes other bytes under a used filename: --replace
-    cannot apply there."""
-    kind = entries[0].destination.kind if entries else ""
+    """`plan_for`, where a kind that never takes other bytes under a used filename (PyPI)
+    leaves --replace without effect."""
+    can_replace = kind_of(entries[0].destination.kind).can_replace if entries else True
     return plan_for(
         publisher,
         entries,
         dist,
         replace=replace,
         companions=companions,
-        can_replace=kind != "pypi",
+        can_replace=can_replace,
     )
 
 
@@ -255,10 +182,8 @@ def build_plans(
         try:
             publisher = factory(destination)
             publishers[name] = publisher
-            companions = (
-                [c for e in entries for c in wheel_companions(e, settings.dist)] + extras
-                if publisher.stages
-                else pypi_files.sdist_companions(manifest, name, settings.dist)
+            companions = kind_of(destination.kind).companions(
+                manifest, name, entries, settings.dist, extras
             )
             plan = plan_destination(
                 publisher, entries, settings.dist, replace=settings.replace, companions=companions
@@ -338,49 +263,11 @@ def blocked_error(plans: Sequence[DestinationPlan]) -> PublishError:
 # --- The destinations, by kind. ---
 
 
-def default_factory(
-    settings: PublishSettings,
-    environ: Mapping[str, str],
-    http: Client,
-    github_client: GithubClient | None = None,
-) -> PublisherFactory:
-    """Publishers by destination kind (a registry, one entry per kind); a GitHub
-    destination of `github_client`'s API goes through that client."""
-
-    def pypi(destination: DestinationRef) -> Publisher:
-        return PypiPublisher(
-            destination,
-            environ=environ,
-            repository_url=settings.repository_url,
-            on_upload=settings.on_upload,
-        )
-
-    def github(destination: DestinationRef) -> Publisher:
-        token = github_token(environ)  # a dry run reads public releases anonymously
-        if token is None and not settings.dry_run:
-            raise PublishError(
-                f"{destination.name}: no GITHUB_TOKEN in the environment",
-                hint="export GITHUB_TOKEN (a workflow job: permissions: contents: write)",
-            )
-        api_url = settings.github_api_url or destination.api_url or GITHUB_API
-        client = (
-            github_client
-            if github_client is not None and github_client.api_url == api_url.rstrip("/")
-            else GithubClient.from_environment(api_url, environ, command=settings.command)
-        )
-        return GithubPublisher(
-            repository=destination.repository or "",
-            tag=destination.tag or "",
-            api_url=api_url,
-            client=client,
-            name=destination.name,
-            on_upload=settings.on_upload,
-        )
-
-    kinds: dict[str, PublisherFactory] = {"pypi": pypi, "github": github}
+def default_factory(reach: Reach, on_upload: Uploaded | None = None) -> PublisherFactory:
+    """Each destination's publisher, made by its kind (release.destinations.registry)."""
 
     def make(destination: DestinationRef) -> Publisher:
-        return kinds[destination.kind](destination)
+        return kind_of(destination.kind).publisher(destination, reach, on_upload)
 
     return make
 
@@ -388,20 +275,9 @@ def default_factory(
 # --- The publish record. ---
 
 
-def index_base(destination: DestinationRef, settings: PublishSettings) -> str | None:
-    base = settings.index_base_url or destination.index_url
-    return None if base is None else base.rstrip("/") + "/"
-
-
-def index_url_for(
-    entry: WheelEntry, settings: PublishSettings, pypi_index: str | None
-) -> str | None:
-    if entry.destination.kind == "pypi":
-        return pypi_index
-    base = index_base(entry.destination, settings)
-    if base is None or entry.local_label is None:
-        return None
-    return f"{base}{entry.local_label}/"
+def index_url_for(entry: WheelEntry, publisher: Publisher, reach: Reach) -> str | None:
+    """The index pip finds a published wheel in, as its kind says."""
+    return kind_of(entry.destination.kind).index_url(entry, publisher, reach)
 
 
 def published_file(
@@ -429,43 +305,36 @@ def published_companion(decision: CompanionDecision) -> PublishedCompanion:
 
 def publish(
     settings: PublishSettings,
-    environ: Mapping[str, str],
+    reach: Reach,
     *,
     factory: PublisherFactory | None = None,
-    http: Client | None = None,
     show_plan: Callable[[PublishOutcome], None] | None = None,
 ) -> PublishOutcome:
     """Plan, check, stage, commit, index. Raises ConflictError/PublishError when blocked
     (after the plan was shown) or when a destination fails; a re-run finishes what is
-    missing."""
+    missing. `reach` is how the command reaches the destinations (release.destinations.
+    reach); `factory` replaces their kinds' publishers."""
     manifest = load_dist(settings.dist)
-    own = http is None
-    client = http or http_edge.client()
-    try:
-        make = factory or default_factory(settings, environ, client)
-        plans, publishers = build_plans(manifest, settings, make)
-        outcome = PublishOutcome(manifest=manifest, plans=plans)
-        if show_plan is not None:
-            show_plan(outcome)
-        if outcome.blocked:
-            if any(p.plan.frozen and p.plan.blocked for p in plans):
-                raise frozen_error(plans, manifest.version, replace=settings.replace)
-            raise blocked_error(plans)
-        if settings.dry_run:
-            return outcome
-        return _apply(outcome, settings, environ, publishers)
-    finally:
-        if own:
-            client.close()
+    make = factory or default_factory(reach, settings.on_upload)
+    plans, publishers = build_plans(manifest, settings, make)
+    outcome = PublishOutcome(manifest=manifest, plans=plans)
+    if show_plan is not None:
+        show_plan(outcome)
+    if outcome.blocked:
+        if any(p.plan.frozen and p.plan.blocked for p in plans):
+            raise frozen_error(plans, manifest.version, replace=settings.replace)
+        raise blocked_error(plans)
+    if settings.dry_run:
+        return outcome
+    return _apply(outcome, settings, reach, publishers)
 
 
 def _apply(
     outcome: PublishOutcome,
     settings: PublishSettings,
-    environ: Mapping[str, str],
+    reach: Reach,
     publishers: Mapping[str, Publisher],
 ) -> PublishOutcome:
-    secrets = secret_values(environ)
     record_path = settings.dist / RECORD_NAME
     staged = [p for p in outcome.plans if publishers[p.destination.name].stages]
     direct = [p for p in outcome.plans if not publishers[p.destination.name].stages]
@@ -483,27 +352,26 @@ def _apply(
         ]
         applied.extend(done_files)
         companions.extend(done_companions)
-        pypi_index = publisher.index_url
         write_record(
             record_path,
             outcome.manifest,
             [
                 published_file(
                     d,
-                    index_url_for(d.entry, settings, pypi_index),
+                    index_url_for(d.entry, publisher, reach),
                     attested=attestation_path(settings.dist / d.entry.filename).is_file(),
                 )
                 for d in done_files
             ],
             [published_companion(c) for c in done_companions],
-            secrets,
+            reach.secrets,
         )
     if companions:
         write_index(
             {c.companion.filename: c.companion.data for c in companions},
             settings.dist / COMPANIONS_DIR,
         )
-    indexes, left_out = _regenerate_indexes(outcome, settings, environ)
+    indexes, left_out = _regenerate_indexes(outcome, settings, reach)
     notes += [f"index: {line}" for line in left_out]
     return replace(
         outcome,
@@ -521,37 +389,60 @@ def nccl_tree(manifest: Manifest, dist: Path) -> dict[str, bytes]:
 
 
 def _regenerate_indexes(
-    outcome: PublishOutcome, settings: PublishSettings, environ: Mapping[str, str]
+    outcome: PublishOutcome, settings: PublishSettings, reach: Reach
 ) -> tuple[tuple[IndexOutcome, ...], list[str]]:
-    """The indexes written, and the assets named like wheels they left out, said why."""
-    github = [p.destination for p in outcome.plans if p.destination.kind == "github"]
-    if not github:
-        return (), []
-    files: dict[str, IndexFile] = {}
+    """The indexes written, and the assets named like wheels they left out, said why: the
+    index lists what each destination's kind says it lists of it (every GitHub release of
+    the repository), regenerated whole; nothing is written where no kind lists anything.
+    The destinations a git index lists (their `index`) go there, one commit; the others to
+    `--index-dir` (and `--pages-branch`)."""
+    groups: dict[str | None, dict[str, DestinationRef]] = {}
+    for item in outcome.plans:
+        source = kind_of(item.destination.kind).index_source(item.destination, reach)
+        if source is not None:
+            groups.setdefault(item.destination.index, {}).setdefault(source, item.destination)
+    indexes: list[IndexOutcome] = []
     left_out: list[str] = []
-    seen: set[tuple[str, str]] = set()
-    for destination in github:
-        api_url = settings.github_api_url or destination.api_url or GITHUB_API
-        key = (destination.repository or "", api_url)
-        if key in seen:
-            continue
-        seen.add(key)
-        publisher = GithubPublisher(
-            repository=destination.repository or "",
-            tag=destination.tag or "",
-            api_url=api_url,
-            client=GithubClient.from_environment(api_url, environ, command=settings.command),
-        )
-        with publisher.client.session(f"{destination.repository} (index)"):
-            found, skipped = collect(
-                publisher.client, destination.repository or "", outcome.manifest.project
+    refs = {i.name: i for i in outcome.manifest.indexes}
+    for listed_by, sources in groups.items():
+        files: dict[str, IndexFile] = {}
+        for destination in sources.values():
+            kind = kind_of(destination.kind)
+            found, skipped = kind.index_files(destination, reach, outcome.manifest.project)
+            files.update((file.filename, file) for file in found)
+            left_out += skipped
+        first = next(iter(sources.values()))
+        base = kind_of(first.kind).index_base(first, reach)
+        if listed_by is None:
+            where = _write_pages(files, outcome.manifest, settings, reach)
+            indexes += _outcomes(files, outcome.manifest, base, where=str(where), local=True)
+        else:
+            index = refs[listed_by]
+            written = kind_of(index.kind).push_index(
+                index, _rendered(files), reach,
+                project=outcome.manifest.project, version=outcome.manifest.version,
+            )  # fmt: skip
+            indexes += _outcomes(
+                files, outcome.manifest, base, where=written.where, commit=written.commit
             )
-        files.update((file.filename, file) for file in found)
-        left_out += skipped
+    return tuple(indexes), left_out
+
+
+def _rendered(
+    files: Mapping[str, IndexFile], extra: Mapping[str, bytes] | None = None
+) -> dict[str, bytes]:
     try:
-        tree = render_index(list(files.values()), nccl_tree(outcome.manifest, settings.dist))
+        return render_index(list(files.values()), extra)
     except ValueError as error:
         raise PublishError(f"cannot build the index: {error}") from None
+
+
+def _write_pages(
+    files: Mapping[str, IndexFile], manifest: Manifest, settings: PublishSettings, reach: Reach
+) -> Path:
+    """The index of `files` with the NCCL pins, written to `--index-dir` (and committed to
+    `--pages-branch`); the directory."""
+    tree = _rendered(files, nccl_tree(manifest, settings.dist))
     directory = settings.index_dir or settings.dist / "index"
     write_index(tree, directory)
     if settings.pages_branch:
@@ -559,25 +450,37 @@ def _regenerate_indexes(
             directory,
             repo=settings.pages_repo or Path.cwd(),
             branch=settings.pages_branch,
-            message=f"index for {outcome.manifest.project} {outcome.manifest.version}",
-            environ=environ,
+            message=f"index for {manifest.project} {manifest.version}",
+            environ=reach.environ,
             push_remote=settings.pages_remote,
         )
-    base = index_base(github[0], settings)
+    return directory
+
+
+def _outcomes(
+    files: Mapping[str, IndexFile],
+    manifest: Manifest,
+    base: str | None,
+    *,
+    where: str,
+    local: bool = False,
+    commit: str | None = None,
+) -> list[IndexOutcome]:
+    """One outcome per label of `files`, with this project's files under it."""
     labels = sorted({f.label or "" for f in files.values()})
-    project = canonicalize_name(outcome.manifest.project)
-    indexes = tuple(
+    project = canonicalize_name(manifest.project)
+    return [
         IndexOutcome(
             label=label,
             url=f"{base}{label}/" if base else None,
-            directory=directory / label,
+            where=str(Path(where) / label) if local else where.replace("<label>", label),
             files=tuple(
                 sorted(
                     (f for f in files.values() if f.label == label and f.project == project),
                     key=lambda f: f.filename,
                 )
             ),
+            commit=commit,
         )
         for label in labels
-    )
-    return indexes, left_out
+    ]

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from release.errors import ConfigError, FileError
@@ -28,7 +28,7 @@ from release.records.manifest import (
     read_manifests,
 )
 from release.records.sdistfile import sdist_archive_problems
-from release.wheelfile import WheelFacts, identity_problems, read_wheel
+from release.wheelfile import NotAWheel, WheelFacts, WheelName, identity_problems, read_wheel
 
 
 def manifest_paths(dist: Path) -> list[Path]:
@@ -50,9 +50,10 @@ def entry_problems(manifest: Manifest, entry: WheelEntry, facts: WheelFacts | No
     Pure: the digest is checked by the caller."""
     name = entry.filename
     try:
-        project, version, _, _ = parse_wheel_filename(name)
-    except InvalidWheelFilename as error:
-        return [f"{name}: not a wheel filename ({error})"]
+        wheel = WheelName.parse(name)
+    except NotAWheel as error:
+        return [f"{name}: not a wheel filename ({error.detail})"]
+    project, version = wheel.project, wheel.version
     problems = []
     if project != canonicalize_name(manifest.project):
         problems.append(f"{name}: the manifest is for {manifest.project}")
@@ -198,13 +199,14 @@ def reconcile(
     )
     for entry in previous.wheels if previous is not None else ():
         cell = cells.get(entry.cell)
+        copy = _copy_named(cell, entry.filename) if cell is not None else None
         if not same_release:
             dropped.append(f"{entry.filename}: another version ({entry.version})")
         elif entry.cell in tried:
             continue
-        elif cell is None or cell.wheel_filename != entry.filename:
+        elif copy is None:
             dropped.append(f"{entry.filename}: the matrix no longer has this cell")
-        elif DestinationRef.of(cell) != entry.destination:
+        elif DestinationRef.of(copy) != entry.destination:
             dropped.append(f"{entry.filename}: the matrix sends it elsewhere now")
         elif not intact(entry):
             dropped.append(f"{entry.filename}: the wheel in dist/ is missing or changed")
@@ -219,6 +221,14 @@ def reconcile(
     )
     return Reconciled(
         manifest=manifest, kept=tuple(e.filename for e in kept), dropped=tuple(dropped)
+    )
+
+
+def _copy_named(cell: Cell, filename: str) -> Cell | None:
+    """The copy of `cell` (as that copy publishes it) whose wheel is `filename`, if any."""
+    return next(
+        (seen for copy in cell.copies if (seen := cell.as_copy(copy)).wheel_filename == filename),
+        None,
     )
 
 

@@ -11,23 +11,26 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.utils import canonicalize_name
+from packaging.version import Version
 
 from release.errors import ConfigError
 from release.fsutil import json_text, read_json, write_atomic
 from release.matrix import (
-    PYPI_DEFAULT_PROJECT_GIB,
+    INDEX_KINDS,
+    KINDS,
     Cell,
     Commit,
-    GithubDestination,
-    PypiDestination,
-    S3Destination,
+    IndexDestination,
+    kinds_text,
     nccl_requirement,
 )
+from release.matrix.gitindex import token_secret_problem
+from release.wheelfile import is_wheel_name
 
 SCHEMA_VERSION = 1
 MANIFEST_NAME = "manifest.json"
@@ -38,7 +41,7 @@ class DestinationRef:
     """Where a wheel goes, as recorded in the manifest."""
 
     name: str
-    kind: Literal["pypi", "github", "s3"]
+    kind: str  # a kind of release.matrix.KINDS
     index_url: str | None
     max_file_size: int
     max_project_size: int | None = None  # what the project may hold there; None: no limit
@@ -46,6 +49,10 @@ class DestinationRef:
     repository: str | None = None  # github: owner/name
     tag: str | None = None  # github: the release tag for this version
     api_url: str | None = None  # github: REST API base
+    # github: the variable holding the token that writes there (None: GITHUB_TOKEN), and
+    # the git-index destination that lists its wheels (None: an index on Pages)
+    token_secret: str | None = None
+    index: str | None = None
     bucket: str | None = None  # s3: the bucket, its key prefix, its API and region
     prefix: str | None = None
     endpoint: str | None = None
@@ -53,32 +60,48 @@ class DestinationRef:
 
     @classmethod
     def of(cls, cell: Cell) -> DestinationRef:
+        """The cell's destination as the manifest records it: what every destination has,
+        and what its kind records of itself for this release (its tag, its bucket...)."""
         destination = cell.destination
-        if not isinstance(destination, (PypiDestination, GithubDestination, S3Destination)):
-            raise TypeError(f"unknown destination type {type(destination).__name__}")
-        ref = cls(
+        return cls(
             name=destination.name,
             kind=destination.kind,
             index_url=destination.index_url,
             max_file_size=destination.max_file_size,
             max_project_size=destination.max_project_size,
+            **destination.recorded(cell.project.version),
         )
-        if isinstance(destination, PypiDestination):
-            return replace(ref, repository_url=destination.repository_url)
-        if isinstance(destination, S3Destination):
-            return replace(
-                ref,
-                bucket=destination.bucket,
-                prefix=destination.prefix,
-                endpoint=destination.endpoint,
-                region=destination.region,
-            )
-        return replace(
-            ref,
-            repository=destination.repository,
-            tag=destination.tag(cell.project.version),
-            api_url=destination.api_url,
+
+
+@dataclass(frozen=True, kw_only=True)
+class IndexRef:
+    """A destination that lists other destinations' wheels (a git index: the `index` of a
+    github destination), as the manifest records it: what publish needs to write it."""
+
+    name: str
+    kind: str  # a kind of release.matrix.INDEX_KINDS
+    index_url: str  # where pip reads it
+    url: str | None = None  # git-index: the remote, its branch and the directory in it
+    repository: str | None = None
+    branch: str | None = None
+    directory: str | None = None
+    token_secret: str | None = None  # the variable holding the token that writes there
+
+    @classmethod
+    def of(cls, index: IndexDestination, version: Version) -> IndexRef:
+        return cls(
+            name=index.name, kind=index.kind, index_url=index.index_url, **index.recorded(version)
         )
+
+
+def index_refs(
+    indexes: Mapping[str, IndexDestination], wheels: Iterable[WheelEntry], version: str
+) -> tuple[IndexRef, ...]:
+    """The indexes that list the destinations of `wheels`, as the manifest records them."""
+    named = {w.destination.index for w in wheels if w.destination.index is not None}
+    return tuple(
+        IndexRef.of(indexes[name], Version(version)) for name in sorted(named) if name in indexes
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -149,7 +172,7 @@ def sdist_cell_of(cells: Iterable[Cell]) -> Cell | None:
     """The cell whose build makes the release's sdist and whose destination gets it: the
     first of the default variant (no local label, a PyPI destination); None where every
     PyPI cell has a local label (an sdist has none, and PyPI takes one a version)."""
-    return next((c for c in cells if c.local_label is None and c.destination.kind == "pypi"), None)
+    return next((c for c in cells if c.local_label is None and c.destination.TAKES_SDIST), None)
 
 
 def sdist_filename(project: str, version: str) -> str:
@@ -166,6 +189,7 @@ class Manifest:
     source_date_epoch: int | None = None  # the timestamp the wheels were built with
     commit: Commit | None = None  # a nightly build's commit; None for a release
     sdist: SdistEntry | None = None  # `release build --sdist`; not a wheel, not in `wheels`
+    indexes: tuple[IndexRef, ...] = ()  # the indexes that list some of its destinations
 
     def by_filename(self) -> dict[str, WheelEntry]:
         return {w.filename: w for w in self.wheels}
@@ -182,6 +206,7 @@ class Manifest:
             )
         cells = {w.cell for w in other.wheels}
         wheels = tuple(w for w in self.wheels if w.cell not in cells) + other.wheels
+        indexes = {i.name: i for i in (*self.indexes, *other.indexes)}
         files = tuple(sorted(set(self.nccl_files) | set(other.nccl_files)))
         epoch = other.source_date_epoch
         if epoch is None:
@@ -194,6 +219,7 @@ class Manifest:
             source_date_epoch=epoch,
             commit=self.commit or other.commit,
             sdist=other.sdist or self.sdist,
+            indexes=tuple(indexes[name] for name in sorted(indexes)),
         )
 
 
@@ -228,11 +254,17 @@ def to_json(manifest: Manifest) -> dict[str, Any]:
         ],
         # only where one was built, so that a manifest of wheels alone stays as it was
         **({"sdist": _sdist_json(manifest.sdist)} if manifest.sdist else {}),
+        # only where a destination is listed by one, likewise
+        **({"indexes": [_ref_json(i) for i in manifest.indexes]} if manifest.indexes else {}),
     }
 
 
 def _destination_json(destination: DestinationRef) -> dict[str, Any]:
     return {k: v for k, v in vars(destination).items() if v is not None or k in ("index_url",)}
+
+
+def _ref_json(index: IndexRef) -> dict[str, Any]:
+    return {k: v for k, v in vars(index).items() if v is not None}
 
 
 def _sdist_json(sdist: SdistEntry) -> dict[str, Any]:
@@ -269,9 +301,7 @@ def _strings(data: Mapping[str, Any], key: str, where: str) -> tuple[str, ...]:
 def _filename(data: Mapping[str, Any], where: str) -> str:
     """A wheel filename, and nothing that could name a file outside the dist directory."""
     name: str = _require(data, "filename", str, where)
-    try:
-        parse_wheel_filename(name)
-    except InvalidWheelFilename:
+    if not is_wheel_name(name):
         raise ValueError(f"{where}.filename: {name[:80]!r} is not a wheel filename") from None
     if "/" in name or "\\" in name or name.startswith("."):
         raise ValueError(f"{where}.filename: {name[:80]!r} is not a plain file name")
@@ -279,7 +309,7 @@ def _filename(data: Mapping[str, Any], where: str) -> str:
 
 
 _DESTINATION_TEXT = (
-    *("repository_url", "repository", "tag", "api_url", "index_url"),
+    *("repository_url", "repository", "tag", "api_url", "index_url", "token_secret", "index"),
     *("bucket", "prefix", "endpoint", "region"),
 )
 
@@ -288,28 +318,32 @@ def _destination(raw: Mapping[str, Any], where: str) -> DestinationRef:
     dest = _require(raw, "destination", dict, where)
     where = f"{where}.destination"
     kind = dest.get("kind")
-    if kind not in ("pypi", "github", "s3"):
-        raise ValueError(f"{where}.kind: {str(kind)[:20]!r} is not pypi, github or s3")
+    value_type = KINDS.get(kind) if isinstance(kind, str) else None
+    if value_type is None:
+        raise ValueError(f"{where}.kind: {str(kind)[:20]!r} is not {kinds_text()}")
     destination = DestinationRef(
         name=_require(dest, "name", str, where),
-        kind=kind,
+        kind=str(kind),
         max_file_size=_require(dest, "max_file_size", int, where),
-        max_project_size=_project_limit(dest, kind, where),
+        max_project_size=_project_limit(dest, value_type.DEFAULT_PROJECT_SIZE, where),
         **{k: _optional(dest, k, where) for k in _DESTINATION_TEXT},
     )
-    if kind == "github" and not (destination.repository and destination.tag):
-        raise ValueError(f"{where}: github needs repository and tag")
-    if kind == "s3" and not (destination.bucket and destination.index_url):
-        raise ValueError(f"{where}: s3 needs bucket and index_url")
+    needs = value_type.RECORD_NEEDS
+    if not all(getattr(destination, key) for key in needs):
+        raise ValueError(f"{where}: {kind} needs {' and '.join(needs)}")
+    secret = destination.token_secret
+    if secret is not None and (problem := token_secret_problem(secret)) is not None:
+        raise ValueError(f"{where}.token_secret: {problem}")
     return destination
 
 
-def _project_limit(dest: Mapping[str, Any], kind: str, where: str) -> int | None:
-    """The project size limit; a manifest written before it was recorded gets PyPI's."""
+def _project_limit(dest: Mapping[str, Any], default: int | None, where: str) -> int | None:
+    """The project size limit; a manifest written before it was recorded gets its kind's
+    default (PyPI's)."""
     if "max_project_size" in dest:
         limit: int = _require(dest, "max_project_size", int, where)
         return limit
-    return PYPI_DEFAULT_PROJECT_GIB * 2**30 if kind == "pypi" else None
+    return default
 
 
 def _digest_and_size(raw: dict[str, object], where: str) -> tuple[str, int]:
@@ -380,6 +414,7 @@ def from_json(data: object) -> Manifest:
     if len(set(names)) != len(names):
         twice = sorted({n for n in names if names.count(n) > 1})
         raise ValueError(f"manifest: {twice[0]} is listed more than once")
+    indexes = _indexes(data.get("indexes"), wheels)
     return Manifest(
         project=_require(data, "project", str, "manifest"),
         version=_require(data, "version", str, "manifest"),
@@ -388,7 +423,49 @@ def from_json(data: object) -> Manifest:
         source_date_epoch=epoch,
         commit=commit,
         sdist=_sdist(data.get("sdist")),
+        indexes=indexes,
     )
+
+
+def _indexes(raw: object, wheels: Iterable[WheelEntry]) -> tuple[IndexRef, ...]:
+    """The `indexes` section: one entry of a kind that lists wheels for each `index` a
+    wheel's destination names."""
+    if raw is None:
+        raw = []
+    if not isinstance(raw, list):
+        raise ValueError("manifest.indexes: not a list")
+    found: dict[str, IndexRef] = {}
+    for number, item in enumerate(raw):
+        where = f"manifest.indexes[{number}]"
+        if not isinstance(item, dict):
+            raise ValueError(f"{where}: not an object")
+        kind = item.get("kind")
+        value_type = INDEX_KINDS.get(kind) if isinstance(kind, str) else None
+        if value_type is None:
+            raise ValueError(f"{where}.kind: {str(kind)[:20]!r} is not {' or '.join(INDEX_KINDS)}")
+        index = IndexRef(
+            name=_require(item, "name", str, where),
+            kind=str(kind),
+            index_url=_require(item, "index_url", str, where),
+            **{k: _optional(item, k, where) for k in _INDEX_TEXT},
+        )
+        if not all(getattr(index, key) is not None for key in value_type.RECORD_NEEDS):
+            raise ValueError(f"{where}: {kind} needs {' and '.join(value_type.RECORD_NEEDS)}")
+        secret = index.token_secret
+        if secret is not None and (problem := token_secret_problem(secret)) is not None:
+            raise ValueError(f"{where}.token_secret: {problem}")
+        found[index.name] = index
+    for wheel in wheels:
+        named = wheel.destination.index
+        if named is not None and named not in found:
+            raise ValueError(
+                f"{wheel.filename}: its destination is listed by {named[:40]!r}, which "
+                "manifest.indexes does not record"
+            )
+    return tuple(found[name] for name in sorted(found))
+
+
+_INDEX_TEXT = ("url", "repository", "branch", "directory", "token_secret")
 
 
 _SDIST_NAME = re.compile(r"^[A-Za-z0-9_.]+-[A-Za-z0-9_.!]+\.tar\.gz$")
@@ -406,7 +483,7 @@ def _sdist(raw: object) -> SdistEntry | None:
         raise ValueError(f"{where}.filename: {name[:80]!r} is not an sdist filename")
     sha256, size = _digest_and_size(raw, where)
     destination = _destination(raw, where)
-    if destination.kind != "pypi":
+    if not KINDS[destination.kind].TAKES_SDIST:
         raise ValueError(f"{where}.destination.kind: an sdist goes to PyPI only")
     return SdistEntry(
         filename=name,

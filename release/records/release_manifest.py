@@ -98,6 +98,25 @@ def parse_release_manifest(data: bytes) -> list[ReleaseWheel]:
     return out
 
 
+@dataclass(frozen=True, kw_only=True)
+class PreviousRelease:
+    """A release before this one, as its release-manifest.json says it was built."""
+
+    version: str
+    source: str  # where its release-manifest.json came from
+    wheels: tuple[ReleaseWheel, ...]
+
+
+def previous_release(data: bytes, *, source: str) -> PreviousRelease:
+    """The release a `release-manifest.json` records; ValueError (KeyError, TypeError) when
+    it is not one."""
+    return PreviousRelease(
+        version=release_manifest_version(data),
+        source=source,
+        wheels=tuple(parse_release_manifest(data)),
+    )
+
+
 def release_manifest_version(data: bytes) -> str:
     """The version a `release-manifest.json` records; ValueError when it records none."""
     document = json_document(data, RELEASE_MANIFEST)

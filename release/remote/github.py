@@ -30,7 +30,7 @@ from githubkit.exception import RequestError, RequestFailed
 from githubkit.utils import UNSET
 from pydantic import ValidationError
 
-from release.credentials import Secret, github_token
+from release.credentials import Secret
 from release.errors import PublishError
 from release.remote.github_model import (
     AssetInfo,
@@ -175,19 +175,6 @@ class GithubClient:
         # what this client gave up on: a later operation of the same run is not asked again
         # (each would wait through the whole retry policy once more)
         self._gave_up: str | None = None
-
-    @classmethod
-    def from_environment(
-        cls,
-        api_url: str,
-        environ: Mapping[str, str],
-        *,
-        command: str,
-        policy: RetryPolicy | None = None,
-    ) -> GithubClient:
-        """How publish, plan, verify and the nightly channel reach the GitHub at `api_url`:
-        with the environment's token (release.credentials.github_token), anonymous without."""
-        return cls(api_url=api_url, token=github_token(environ), policy=policy, command=command)
 
     def __repr__(self) -> str:
         return (

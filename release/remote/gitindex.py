@@ -2,7 +2,7 @@
 sgl-project/whl's layout (`cu129/`, `cu130/` on its gh-pages branch, each holding one
 folder per project and a root page listing them, served by GitHub Pages).
 
-The core is pure: `merge_pages` takes this project's pages (release.publish.index's
+The core is pure: `merge_pages` takes this project's pages (release.destinations.index's
 `render_index` tree, read by `PackagePages.from_rendered`), the files the branch holds under
 the directory and the root pages among them, and says what to write and delete. This
 project's folder of each label it has pages for is replaced whole (never appended to); the

@@ -9,16 +9,11 @@ from dataclasses import dataclass
 from html.parser import HTMLParser
 from urllib.parse import urldefrag, urljoin
 
-from packaging.utils import (
-    InvalidSdistFilename,
-    InvalidWheelFilename,
-    canonicalize_name,
-    parse_sdist_filename,
-    parse_wheel_filename,
-)
+from packaging.utils import InvalidSdistFilename, canonicalize_name, parse_sdist_filename
 from packaging.version import Version
 
 from release.fsutil import UnreadableDocument, json_document
+from release.wheelfile import NotAWheel, WheelName
 
 SIMPLE_JSON = "application/vnd.pypi.simple.v1+json"
 SIMPLE_HTML = "application/vnd.pypi.simple.v1+html"
@@ -245,9 +240,9 @@ def versions_listed(files: dict[str, ListedFile]) -> set[Version]:
     for name in files:
         try:
             if name.endswith(".whl"):
-                found.add(parse_wheel_filename(name)[1])
+                found.add(WheelName.parse(name).version)
             else:
                 found.add(parse_sdist_filename(name)[1])
-        except (InvalidWheelFilename, InvalidSdistFilename):
+        except (NotAWheel, InvalidSdistFilename):
             continue
     return found

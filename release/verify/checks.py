@@ -31,32 +31,26 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
-from packaging.utils import parse_wheel_filename
-
 import release.records.published as published_record
 from release import proc
-from release.credentials import (
-    github_token,
-    isolated_env,
-    mask,
-    secret_values,
-)
+from release.credentials import isolated_env, mask
+from release.destinations.reach import Reach, merged
+from release.destinations.registry import find_kind
 from release.fsutil import json_document, read_document
 from release.provenance.attestation import checked_provenance
 from release.provenance.signature import PUBLIC_GOOD, Checked, ExpectedSigner, reason
 from release.records.published import SDIST_PURPOSE, Published, PublishedFile
 from release.records.sdistfile import sdist_archive_problems
-from release.remote import httpclient as http_edge
 from release.remote.httpclient import (
     Client,
     Download,
     OriginAuth,
     fetch,
-    index_logins,
     origin_of,
 )
 from release.remote.retry import Deadline, RetryPolicy
 from release.remote.simple_index import ACCEPT, ListedFile, parse_project_page, project_page_url
+from release.wheelfile import WheelName
 
 DEFAULT_CONCURRENCY = 16  # GitHub allows 100 concurrent requests; stay well under
 PIP_CONCURRENCY = 2
@@ -244,15 +238,18 @@ def picked_filename(report: object) -> str | None:
 # --- Credentials scoped to their origins. ---
 
 
-def origin_auth(published: Published, environ: Mapping[str, str]) -> OriginAuth:
-    """The GitHub token for the GitHub-hosted files' origin; the index credentials for the
-    PyPI files' and indexes' origins, sent only when those ask."""
-    token = github_token(environ)
-    github = [f for f in published.files if f.kind == "github"]
-    bearer = {origin_of(file.url): token for file in github} if token else {}
-    pypi = [f for f in published.files if f.kind == "pypi"]
-    indexes = [(f.index_url or f.url, [f.url, f.index_url]) for f in pypi]
-    return OriginAuth(bearer=bearer, basic=index_logins(environ, indexes))
+def origin_auth(published: Published, reach: Reach) -> OriginAuth:
+    """The credentials each destination kind says its files take, by origin: the GitHub
+    token for the GitHub-hosted files' origin; the index credentials for the PyPI files'
+    and indexes' origins, sent only when those ask."""
+    by_kind: dict[str, list[PublishedFile]] = {}
+    for file in published.files:
+        by_kind.setdefault(file.kind, []).append(file)
+    return merged(
+        kind.file_auth(files, reach)
+        for name, files in by_kind.items()
+        if (kind := find_kind(name)) is not None
+    )
 
 
 def with_credentials(url: str, auth: OriginAuth) -> str:
@@ -326,7 +323,7 @@ def getter(
 
 def verify(
     published: Published,
-    environ: Mapping[str, str],
+    reach: Reach,
     settings: VerifySettings,
     *,
     http: Client | None = None,
@@ -338,12 +335,12 @@ def verify(
     """Every check of `published`; `signer` is who must have signed the provenance objects
     the indexes link (None: they are not checked, and say so); `get` (from `getter`) lets a
     caller run more checks on what was fetched without asking again."""
-    auth = origin_auth(published, environ)
-    secrets = (*secret_values(environ), *auth.secrets)
+    auth = origin_auth(published, reach)
+    secrets = (*reach.secrets, *auth.secrets)
     own = http is None and get is None
     client = http
     if get is None:
-        client = http or http_edge.client(auth=auth, concurrency=settings.concurrency)
+        client = http or reach.http(auth, concurrency=settings.concurrency)
         get = getter(client, settings, secrets, sleep)
     fetched = get
     checks: list[Check] = []
@@ -361,7 +358,7 @@ def verify(
                 python=python,
                 secrets=secrets,
                 settings=settings,
-                environ=environ,
+                environ=reach.environ,
                 sleep=sleep,
             )
     finally:
@@ -420,7 +417,7 @@ def _index_checks(
     links: list[tuple[str, ListedFile]] = []
     for page, files in pages.items():
         got = fetched[page]
-        what = "listing" if files[0].kind == "pypi" else "index"
+        what = _index_check(files[0].kind)
         if not got.ok or got.body is None:
             detail = f"index page: {got.error or f'HTTP {got.status}'}"
             checks += [
@@ -461,11 +458,25 @@ def _index_checks(
     return checks
 
 
+def _index_check(kind: str) -> str:
+    """`listing` where the index page is the destination's own listing (PyPI's), `index`
+    where it is an index of links to files hosted elsewhere."""
+    found = find_kind(kind)
+    return found.index_check if found is not None else "index"
+
+
+def takes_sdist(file: PublishedFile) -> bool:
+    """Whether the release's sdist is published beside `file`: a wheel of the default
+    variant on the kind of destination the sdist goes to (PyPI)."""
+    kind = find_kind(file.kind)
+    return kind is not None and kind.takes_sdist and file.local_label is None
+
+
 def _sdists_of(
     published: Published, files: Sequence[PublishedFile]
 ) -> list[published_record.PublishedCompanion]:
     """The sdist, on the PyPI page of the default variant's wheels (the one it goes to)."""
-    if not any(f.kind == "pypi" and f.local_label is None for f in files):
+    if not any(takes_sdist(f) for f in files):
         return []
     return [c for c in published.companions if c.purpose == SDIST_PURPOSE]
 
@@ -486,7 +497,7 @@ def _pip_checks(
         root = Path(tmp)
 
         def one(index: int, file: PublishedFile) -> Check:
-            tags = parse_wheel_filename(file.filename)[3]
+            tags = WheelName.parse(file.filename).tags
             work = root / f"cell-{index}"
             work.mkdir()
             report = work / "report.json"

@@ -29,6 +29,8 @@ from urllib.parse import quote
 
 from packaging.utils import canonicalize_name
 
+from release.destinations.base import ProvenanceRoute
+from release.destinations.registry import find_kind
 from release.errors import ConfigError, PublishError
 from release.provenance.attestation import attests, checked_provenance, repository_of_url
 from release.provenance.signature import Checked, ExpectedSigner, check_bundle_json, reason
@@ -41,6 +43,7 @@ from release.verify.checks import (
     Check,
     VerifySettings,
     provenance_verdict,
+    takes_sdist,
 )
 
 __all__ = ["RELEASE_WORKFLOW", "ExpectedSigner", "provenance_check", "provenance_checks"]
@@ -112,7 +115,8 @@ def integrity_url(file: PublishedFile, project: str, version: str) -> str:
 @dataclass(frozen=True, kw_only=True)
 class ProvenanceSources:
     """Where to ask and what to expect: who must have signed (None where no matrix names
-    this repository), and per GitHub destination name its client and repository."""
+    this repository), and per destination name whose files' attestations GitHub holds its
+    client and repository (its kind's `attestation_source`)."""
 
     expected: ExpectedSigner | None
     github: Mapping[str, tuple[GithubClient, str]]
@@ -173,7 +177,7 @@ class _Asking:
 def _sdist_check(subject: Subject, asking: _Asking) -> Check:
     """The sdist, on the default variant's PyPI beside its wheels: read as they are."""
     files = asking.published.files
-    pypi = next((f for f in files if f.kind == "pypi" and f.local_label is None), None)
+    pypi = next((f for f in files if takes_sdist(f)), None)
     if asking.sources.expected is None or pypi is None:
         return _not_checked(subject, NO_SIGNER, required=asking.required, url=subject.url)
     file = replace(pypi, filename=subject.filename, sha256=subject.sha256, url=subject.url)
@@ -199,10 +203,12 @@ def _file_check(file: PublishedFile, asking: _Asking) -> Check:
     expected, required = asking.sources.expected, asking.required
     if expected is None:
         return _not_checked(subject, NO_SIGNER, required=required)
-    if file.kind == "github":
+    kind = find_kind(file.kind)
+    route = kind.attestations if kind is not None else None
+    if route is ProvenanceRoute.GITHUB:
         client, repository = asking.sources.github[file.destination]
         return _github_check(subject, client, repository, expected, required=required)
-    if file.kind == "pypi":
+    if route is ProvenanceRoute.PYPI:
         return _pypi_check(subject, file, asking)
     detail = f"provenance not checked: a {file.kind} destination serves no attestations"
     return _not_checked(subject, detail, required=required, url=file.url)

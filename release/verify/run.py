@@ -2,33 +2,29 @@
 
 What was published comes from the publish record in `--dist` (checked against its
 manifest), or, for `--tag` / `--latest`, from the destinations themselves
-(release.verify.rederive): the GitHub clients and the index credentials that needs are
-made here, from the environment the command hands in.
+(release.verify.rederive). Every client and credential comes from the command's Reach
+(release.destinations.reach), built once from its environment.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
-from release.credentials import secret_values
+from release.destinations.reach import Reach
+from release.destinations.registry import index_auth, kind_of
 from release.errors import ConfigError, IncompleteError, PublishError, VerifyError
-from release.matrix import GithubDestination, Matrix, PypiDestination, load_matrix
+from release.matrix import Matrix, load_matrix
 from release.project import Naming
 from release.provenance.signature import ExpectedSigner
 from release.records.dist import load_dist
 from release.records.published import RECORD_NAME, Published, read_record, with_overrides
-from release.remote import httpclient as http
 from release.remote.github import GithubClient, GithubUnreachable
-from release.remote.github_model import GITHUB_API
-from release.remote.httpclient import (
-    Download,
-    OriginAuth,
-    index_logins,
-)
+from release.remote.httpclient import Client, Download, fetch
 from release.remote.retry import RetryPolicy
 from release.verify.checks import Check, VerifyReport, VerifySettings, verify
 from release.verify.provenance import (
@@ -38,10 +34,8 @@ from release.verify.provenance import (
     provenance_required,
     unknown_destinations,
 )
-from release.verify.rederive import latest_tags, published_from_tag
+from release.verify.rederive import published_from_tag
 from release.verify.served import served_checks
-
-COMMAND = "release verify"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -53,8 +47,6 @@ class VerifyTarget:
     matrix: Path = Path("matrix.yaml")
     tags: tuple[str, ...] = ()
     latest: int | None = None  # the newest N published releases
-    github_api_url: str | None = None  # replaces the matrix's GitHub API URLs
-    index_base_url: str | None = None  # replaces the matrix's index URL
     overrides: Mapping[str, str] = field(default_factory=dict)  # --index-url NAME=URL
 
     @property
@@ -76,40 +68,53 @@ class VerifyOutcome:
         )
 
 
-def verify_release(
-    target: VerifyTarget, settings: VerifySettings, environ: Mapping[str, str]
-) -> VerifyOutcome:
-    """Every check of every release `target` names; failed checks are in the reports, the
-    caller decides what they mean."""
-    releases = published_releases(target, environ)
-    reports = []
-    for release in releases:
-        one = with_overrides(release, target.overrides)
-        matrix = None
-        if settings.provenance and target.matrix.is_file():
+def verify_release(target: VerifyTarget, settings: VerifySettings, reach: Reach) -> VerifyOutcome:
+    """Every check of every release `target` names, reaching the destinations through
+    `reach`; failed checks are in the reports, the caller decides what they mean. The
+    matrix is read once, and one client with its indexes' credentials serves the reads of
+    the destinations and of the attestations."""
+    with ExitStack() as stack:
+        matrix = load_matrix(target.matrix, named_statically) if target.from_destinations else None
+        http = _index_client(matrix, reach, stack)
+        releases = published_releases(target, reach, matrix=matrix, http=http)
+        if settings.provenance and matrix is None and target.matrix.is_file():
             matrix = load_matrix(target.matrix, named_statically)
-        if matrix is not None:  # before any request: a wrong matrix is no partial report
-            unknown_destinations(one, matrix.destinations)
-        signer = expected_signer(matrix, one.version, settings) if matrix else None
-        report = verify(one, environ, settings, signer=signer)
-        report = replace(
-            report, checks=report.checks + tuple(served_checks(one, matrix, environ, settings))
-        )
-        if settings.provenance:
-            checks = provenance_of(one, matrix, target, settings, environ)
-            report = replace(report, checks=report.checks + tuple(checks))
-        reports.append(report)
+            http = _index_client(matrix, reach, stack)
+        if not (settings.provenance and target.matrix.is_file()):
+            matrix = None  # provenance is compared with the matrix only
+        reports = []
+        for release in releases:
+            one = with_overrides(release, target.overrides)
+            if matrix is not None:  # before any request: a wrong matrix is no partial report
+                unknown_destinations(one, matrix.destinations)
+            signer = expected_signer(matrix, one.version, settings) if matrix else None
+            report = verify(one, reach, settings, signer=signer)
+            served = served_checks(one, matrix, reach, settings)
+            report = replace(report, checks=report.checks + tuple(served))
+            if settings.provenance:
+                checks = provenance_of(one, matrix, target, settings, reach, http=http)
+                report = replace(report, checks=report.checks + tuple(checks))
+            reports.append(report)
     return VerifyOutcome(reports=tuple(reports))
+
+
+def _index_client(matrix: Matrix | None, reach: Reach, stack: ExitStack) -> Client | None:
+    """One client with the credentials of the matrix's indexes, closed with `stack`."""
+    if matrix is None:
+        return None
+    return stack.enter_context(reach.http(index_auth(matrix.destinations.values(), reach)))
 
 
 def expected_signer(
     matrix: Matrix, version: str, settings: VerifySettings
 ) -> ExpectedSigner | None:
-    """Who must have signed a release's attestations: the workflow of the matrix's (first)
-    GitHub repository, run at the release's tag; without a GitHub destination, that of
-    `provenance_repository` at `v` and the version, or None where none is named."""
-    github = [d for d in matrix.destinations.values() if isinstance(d, GithubDestination)]
-    if not github:
+    """Who must have signed a release's attestations: the workflow of the repository of the
+    matrix's first destination that names one (GitHub), run at the release's tag; without
+    one, that of `provenance_repository` at `v` and the version, or None where none is
+    named."""
+    named = (kind_of(d.kind).signer(d, version) for d in matrix.destinations.values())
+    found = next((signer for signer in named if signer is not None), None)
+    if found is None:
         if settings.provenance_repository is None:
             return None
         return ExpectedSigner(  # the caller's tag: `v` and the version (release init's trigger)
@@ -118,12 +123,9 @@ def expected_signer(
             ref=f"refs/tags/v{version}",
             signer_workflow=settings.provenance_signer_workflow,
         )
-    try:
-        ref: str | None = f"refs/tags/{github[0].tag(Version(version))}"
-    except InvalidVersion:
-        ref = None  # then any tag
+    repository, ref = found
     return ExpectedSigner(
-        repository=github[0].repository,
+        repository=repository,
         workflow=settings.provenance_workflow,
         ref=ref,
         signer_workflow=settings.provenance_signer_workflow,
@@ -135,39 +137,41 @@ def provenance_of(
     matrix: Matrix | None,
     target: VerifyTarget,
     settings: VerifySettings,
-    environ: Mapping[str, str],
+    reach: Reach,
+    *,
+    http: Client | None = None,
 ) -> list[Check]:
     """The provenance checks of one release: the matrix names this repository and the API
-    of each GitHub destination; without a matrix nothing can be compared."""
+    of each GitHub destination; without a matrix nothing can be compared. `http` is the
+    run's client with the indexes' credentials (one is made where none is given)."""
     if matrix is None:
         detail = f"provenance not checked: no {target.matrix} names this repository (--matrix)"
         ok = not provenance_required(published, settings)
         subjects = [f.filename for f in published.files]
         subjects += [c.filename for c in published.companions]
         return [Check(subject=name, check="provenance", ok=ok, detail=detail) for name in subjects]
-    clients = github_clients(matrix, api_url=target.github_api_url, environ=environ)
-    github = {
-        d.name: (clients[d.api_url], d.repository)
+    github: dict[str, tuple[GithubClient, str]] = {
+        d.name: source
         for d in matrix.destinations.values()
-        if isinstance(d, GithubDestination)
+        if (source := kind_of(d.kind).attestation_source(d, reach)) is not None
     }
     expected = expected_signer(matrix, published.version, settings)
     if expected is not None and not github:  # a PyPI-only project: its own repository's API
-        api_url = target.github_api_url or environ.get("GITHUB_API_URL") or GITHUB_API
-        signer = GithubClient.from_environment(api_url, environ, command=COMMAND)
-        github[f"{expected.repository} (the signer)"] = (signer, expected.repository)
+        github[f"{expected.repository} (the signer)"] = (reach.signer_github(), expected.repository)
     sources = ProvenanceSources(
         expected=expected, github=github, destinations=frozenset(matrix.destinations)
     )
     policy = RetryPolicy(
         attempts=settings.attempts, initial_delay=settings.backoff_s, total=settings.deadline_s
     )
-    with http.client(auth=index_auth(matrix, environ)) as client:
+    with ExitStack() as stack:
+        client = http or _index_client(matrix, reach, stack)
+        assert client is not None  # noqa: S101  # a matrix makes one
 
         def get(url: str) -> Download:
-            return http.fetch(
+            return fetch(
                 client, url, keep=True, accept=INTEGRITY_ACCEPT, policy=policy,
-                secrets=secret_values(environ),
+                secrets=reach.secrets,
             )  # fmt: skip
 
         return provenance_checks(published, sources, settings, get)
@@ -186,20 +190,26 @@ def named_statically(provisional: Matrix, naming: Naming) -> tuple[str, Version]
     return naming.name.value, Version("0")
 
 
-def published_releases(target: VerifyTarget, environ: Mapping[str, str]) -> list[Published]:
-    """What was published: the record in dist/, or each release named by tag or count."""
+def published_releases(
+    target: VerifyTarget,
+    reach: Reach,
+    *,
+    matrix: Matrix | None = None,
+    http: Client | None = None,
+) -> list[Published]:
+    """What was published: the record in dist/, or each release named by tag or count
+    (read with `matrix` and `http`, the run's, where given)."""
     if not target.from_destinations:
         manifest = load_dist(target.dist, missing_ok=True)
         return [read_record(target.dist / RECORD_NAME, manifest)]
-    matrix = load_matrix(target.matrix, named_statically)
-    clients = github_clients(matrix, api_url=target.github_api_url, environ=environ)
+    matrix = matrix or load_matrix(target.matrix, named_statically)
     try:
-        tags = tags_to_verify(matrix, target, clients)
-        with http.client(auth=index_auth(matrix, environ)) as client:
+        tags = tags_to_verify(matrix, target, reach)
+        with ExitStack() as stack:
+            client = http or _index_client(matrix, reach, stack)
+            assert client is not None  # noqa: S101  # a matrix makes one
             return [
-                published_from_tag(
-                    matrix, tag, github=clients, http=client, index_base=target.index_base_url
-                )
+                published_from_tag(matrix, tag, reach=reach, http=client)
                 for tag in dict.fromkeys(tags)
             ]
     except GithubUnreachable as error:
@@ -212,38 +222,20 @@ def published_releases(target: VerifyTarget, environ: Mapping[str, str]) -> list
         raise VerifyError(error.message, hint=error.hint) from None
 
 
-def github_clients(
-    matrix: Matrix, *, api_url: str | None, environ: Mapping[str, str]
-) -> dict[str, GithubClient]:
-    """A client per GitHub API URL of the matrix (keyed by the matrix's URL, talking to
-    `api_url` where given), with the token of the environment if there is one."""
-    return {
-        d.api_url: GithubClient.from_environment(api_url or d.api_url, environ, command=COMMAND)
-        for d in matrix.destinations.values()
-        if isinstance(d, GithubDestination)
-    }
-
-
-def tags_to_verify(
-    matrix: Matrix, target: VerifyTarget, clients: Mapping[str, GithubClient]
-) -> list[str]:
-    """The tags given, then those of the newest `latest` releases of the first GitHub
-    destination; VerifyError when that leaves none."""
+def tags_to_verify(matrix: Matrix, target: VerifyTarget, reach: Reach) -> list[str]:
+    """The tags given, then those of the newest `latest` releases of the first destination
+    that tags its releases (GitHub); VerifyError when that leaves none."""
     tags = list(target.tags)
     if target.latest:
-        first = next(
-            (d for d in matrix.destinations.values() if isinstance(d, GithubDestination)), None
+        found = (
+            kind_of(d.kind).latest_tags(d, reach, target.latest)
+            for d in matrix.destinations.values()
+            if kind_of(d.kind).keeps_releases(d)
         )
-        if first is None:
+        latest = next(found, None)
+        if latest is None:
             raise ConfigError(["--latest: the matrix has no github destination"])
-        tags += latest_tags(clients[first.api_url], first.repository, target.latest)
+        tags += latest
     if not tags:
         raise VerifyError("no published release to verify", hint="publish one first")
     return tags
-
-
-def index_auth(matrix: Matrix, environ: Mapping[str, str]) -> OriginAuth:
-    """The upload credentials of each PyPI destination, for its index's origin."""
-    pypi = [d for d in matrix.destinations.values() if isinstance(d, PypiDestination)]
-    indexes = [(d.repository_url, [d.index_url]) for d in pypi]
-    return OriginAuth(basic=index_logins(environ, indexes))

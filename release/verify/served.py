@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from release.credentials import secret_values
+from release.destinations.reach import Reach
 from release.inspection.findings import Finding
 from release.inspection.indexrules import duplicates, hash_mismatch, stray_links
 from release.inspection.served import inspect_served
@@ -44,11 +44,16 @@ def _failed(found: Finding) -> Check:
     return Check(subject=found.file, check=found.rule, ok=False, detail=found.detail, url=found.url)
 
 
+def _copies(matrix: Matrix) -> list[Cell]:
+    """Each cell as each of its copies publishes it (a cell sent to several places)."""
+    return [c.as_copy(copy) for c in matrix.cells for copy in c.copies]
+
+
 def _cell_of(matrix: Matrix | None, file: PublishedFile) -> Cell | None:
     if matrix is None:
         return None
     return next(
-        (c for c in matrix.cells if c.local_label == file.local_label and c.arch == file.arch),
+        (c for c in _copies(matrix) if c.local_label == file.local_label and c.arch == file.arch),
         None,
     )
 
@@ -145,7 +150,7 @@ def missing_variants(published: Published, matrix: Matrix | None) -> list[Check]
         return []
     have = {(f.local_label, f.arch) for f in published.files}
     wanted = sorted(
-        {(c.local_label, c.arch) for c in matrix.cells}, key=lambda p: (p[0] or "", p[1])
+        {(c.local_label, c.arch) for c in _copies(matrix)}, key=lambda p: (p[0] or "", p[1])
     )
     checks = []
     for label, arch in wanted:
@@ -167,18 +172,19 @@ def missing_variants(published: Published, matrix: Matrix | None) -> list[Check]
 def served_checks(
     published: Published,
     matrix: Matrix | None,
-    environ: Mapping[str, str],
+    reach: Reach,
     settings: VerifySettings,
 ) -> list[Check]:
-    """Every check of the module doc, for one release."""
-    auth = origin_auth(published, environ)
-    secrets = (*secret_values(environ), *auth.secrets)
+    """Every check of the module doc, for one release, with the credentials `reach` gives
+    each destination kind's files."""
+    auth = origin_auth(published, reach)
+    secrets = (*reach.secrets, *auth.secrets)
     pages = sorted(
         {project_page_url(f.index_url, published.project) for f in published.files if f.index_url}
     )
     checks: list[Check] = []
     with (
-        http.client(auth=auth, concurrency=settings.concurrency) as client,
+        reach.http(auth, concurrency=settings.concurrency) as client,
         ThreadPoolExecutor(max_workers=settings.concurrency) as pool,
         tempfile.TemporaryDirectory(prefix="release-verify-served-") as scratch,
     ):

@@ -20,12 +20,12 @@ import pytest
 
 from release.cli import main
 from release.credentials import IndexCredentials
+from release.destinations.base import Publisher
+from release.destinations.pypi_publisher import PypiPublisher, UploadAnswer, twine_upload
+from release.destinations.reach import Reach
 from release.errors import PublishError
-from release.publish.decide import Publisher
-from release.publish.pypi import PypiPublisher, UploadAnswer, twine_upload
 from release.publish.run import PublishSettings, default_factory, publish
 from release.records.manifest import DestinationRef
-from release.remote.httpclient import client as http_client
 from tests.github_standin import DEFAULT_REPO, GitHubStandIn
 from tests.integration.test_publish_e2e import serve
 from tests.integration.test_releases import (
@@ -56,7 +56,10 @@ def test_three_releases_share_one_index_and_resolve_through_their_metadata(
     site = tmp_path / "site"
     for version in VERSIONS:
         release = with_nccl(github_release(tmp_path, github_standin, version))
-        publish(PublishSettings(dist=release.dist, index_dir=site), env)
+        publish(
+            PublishSettings(dist=release.dist, index_dir=site),
+            Reach(env, command="release publish"),
+        )
 
     page = json.loads((site / "cu129" / "k3-kernels" / "index.json").read_text())
     files = {f["filename"]: f for f in page["files"]}
@@ -123,13 +126,15 @@ def test_pypi_down_after_the_draft_leaves_nothing_public_and_a_rerun_publishes(
         pypiserver.stop()  # after the plan and the GitHub draft, before PyPI has anything
         return twine_upload(wheel, repository_url, creds)
 
+    reach = Reach(env, command="release publish")
+
     def factory(destination: DestinationRef) -> Publisher:
         if destination.kind == "pypi":
-            return PypiPublisher(destination, environ=env, uploader=pypi_goes_down)
-        return default_factory(settings, env, http_client())(destination)
+            return PypiPublisher(destination, reach=reach, uploader=pypi_goes_down)
+        return default_factory(reach)(destination)
 
     with pytest.raises(PublishError):
-        publish(settings, env, factory=factory)
+        publish(settings, reach, factory=factory)
     assert pypi_uploads, "PyPI was never asked"
     (draft,) = github_standin.releases(DEFAULT_REPO)
     assert draft.draft, "the GitHub release went public while PyPI was missing its files"
@@ -137,7 +142,7 @@ def test_pypi_down_after_the_draft_leaves_nothing_public_and_a_rerun_publishes(
     assert {w.name for w in release.wheels if "+cu129" in w.name} <= names
 
     pypiserver.start()
-    publish(settings, env)
+    publish(settings, Reach(env, command="release publish"))
     (public,) = github_standin.releases(DEFAULT_REPO)
     assert not public.draft
     assert public.id == draft.id
@@ -162,7 +167,9 @@ def test_the_url_watch_verifies_a_tag_with_no_dist_and_names_what_stopped_resolv
     sdist = "k3_kernels-0.1.0.tar.gz"
     env = {**pypiserver.env(), "GITHUB_TOKEN": github_standin.token}
     site = tmp_path / "site"
-    publish(PublishSettings(dist=release.dist, index_dir=site), env)
+    publish(
+        PublishSettings(dist=release.dist, index_dir=site), Reach(env, command="release publish")
+    )
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     summary = tmp_path / "summary.md"
@@ -204,7 +211,9 @@ def test_pins_install_with_pip_and_uv_and_by_url(
     )
     env = {**pypiserver.env(), "GITHUB_TOKEN": github_standin.token}
     site = tmp_path / "site"
-    publish(PublishSettings(dist=release.dist, index_dir=site), env)
+    publish(
+        PublishSettings(dist=release.dist, index_dir=site), Reach(env, command="release publish")
+    )
     private = pypiserver.index_url.replace(
         "http://", f"http://{pypiserver.username}:{pypiserver.password}@"
     )

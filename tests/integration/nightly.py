@@ -27,6 +27,7 @@ import pytest
 from packaging.utils import parse_wheel_filename
 
 from release.credentials import s3_credentials
+from release.destinations.reach import Reach
 from release.matrix import Commit, Matrix, load_matrix, nightly_matrix
 from release.nightly.finals import Finals
 from release.nightly.layout import commit_keys
@@ -218,15 +219,15 @@ class Channel:
         """`release publish --channel nightly` of commit `number`, in this process (its gate
         as the command's); `finals` None asks the release's destinations, as the command
         does; `matrix` and `store` are reused where given (a benchmark's thousand runs)."""
-        environ = self.env()
+        reach = Reach(self.env(), command="release publish --channel nightly")
         verifying = VerifySettings(pip=False, provenance=False)
         return publish_nightly(
             NightlySettings(dist=self.dist(number, matrix=matrix)),
             matrix or self.matrix,
-            environ,
+            reach,
             gate=lambda published: [
                 f"{c.check} {c.subject}: {c.detail}"
-                for c in verify_commit(published, environ, verifying).failed
+                for c in verify_commit(published, reach, verifying).failed
             ],
             finals=finals,
             store_factory=(lambda _: store) if store is not None else None,

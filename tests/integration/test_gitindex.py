@@ -19,8 +19,8 @@ import pytest
 
 from release import proc
 from release.credentials import Secret
+from release.destinations.index import IndexFile, render_index, root_page
 from release.errors import PublishError
-from release.publish.index import IndexFile, render_index, root_page
 from release.remote.gitindex import GitIndexTarget, PackagePages, push_pages
 
 GIT = shutil.which("git") or "git"  # git from PATH, as the product runs it

@@ -7,7 +7,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from release.publish.index import IndexFile, render_index, write_index
+from release.destinations.index import IndexFile, render_index, write_index
 from release.publish.pages import commit_pages
 
 ENV = {

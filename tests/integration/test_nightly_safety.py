@@ -16,6 +16,7 @@ from dataclasses import replace
 import pytest
 
 from release.credentials import s3_credentials
+from release.destinations.reach import Reach
 from release.errors import PublishError
 from release.matrix.nightly import nightly_matrix
 from release.nightly.layout import STATE_KEY
@@ -351,7 +352,7 @@ def test_plan_of_a_published_commit_finds_its_files_identical(make_channel: Make
         channel.matrix,
         nightly_matrix(channel.matrix, commit_of(1)),
         dist=channel.root / "dist-1",
-        environ=channel.env(),
+        reach=Reach(channel.env(), command="release plan --channel nightly", read_only=True),
     )
     assert plan.rows
     assert {row.state for row in plan.rows} == {"identical"}, plan.rows

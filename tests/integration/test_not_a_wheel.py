@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from release.cli import main
+from release.destinations.reach import Reach
 from release.fsutil import sha256_file
 from release.publish.run import PublishSettings, publish
 from release.records.manifest import Manifest, write_manifest
@@ -179,7 +180,8 @@ def test_a_release_asset_named_like_a_wheel_that_is_not_one_is_left_out_of_the_i
     )
     site = tmp_path / "site"
     publish(
-        PublishSettings(dist=release.dist, index_dir=site), {"GITHUB_TOKEN": github_standin.token}
+        PublishSettings(dist=release.dist, index_dir=site),
+        Reach({"GITHUB_TOKEN": github_standin.token}, command="release publish"),
     )
     (published,) = github_standin.releases(DEFAULT_REPO)
     stray = BAD_VERSION.replace("0.1.x", "0.1.x+cu129")
@@ -208,7 +210,7 @@ def published_on_github(gh: GitHubStandIn, tmp_path: Path) -> int:
     )
     publish(
         PublishSettings(dist=release.dist, index_dir=tmp_path / "site"),
-        {"GITHUB_TOKEN": gh.token},
+        Reach({"GITHUB_TOKEN": gh.token}, command="release publish"),
     )
     (published,) = gh.releases(DEFAULT_REPO)
     return published.id

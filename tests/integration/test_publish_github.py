@@ -20,9 +20,9 @@ import httpx
 import pytest
 
 from release.credentials import Secret
+from release.destinations.decide import Action, FileDecision, plan_for
+from release.destinations.github_publisher import GithubPublisher
 from release.errors import ConflictError, PublishError
-from release.publish.decide import Action, FileDecision, plan_for
-from release.publish.github import GithubPublisher
 from release.records.manifest import DestinationRef, WheelEntry
 from release.remote.github import GithubClient, GithubUnreachable
 from release.remote.retry import RetryPolicy
@@ -125,15 +125,14 @@ def make_publisher(
     token: str | None = None,
     policy: RetryPolicy | None = None,
 ) -> GithubPublisher:
-    return GithubPublisher(
-        repository=DEFAULT_REPO,
-        tag=TAG,
+    client = GithubClient(
         api_url=api_url or standin.api_url,
-        token=token or standin.token,
+        token=Secret(token or standin.token),
         policy=policy or RetryPolicy(attempts=4, total=3600.0, request_timeout=30.0),
         sleep=fake_time.sleep,
         clock=fake_time.clock,
     )
+    return GithubPublisher(repository=DEFAULT_REPO, tag=TAG, client=client)
 
 
 def publish(

@@ -16,9 +16,10 @@ import pytest
 
 from release.cli import main
 from release.credentials import IndexCredentials
+from release.destinations.decide import Action, plan_for
+from release.destinations.pypi_publisher import PypiPublisher, UploadAnswer, twine_upload
+from release.destinations.reach import Reach
 from release.errors import PublishError
-from release.publish.decide import Action, plan_for
-from release.publish.pypi import PypiPublisher, UploadAnswer, twine_upload
 from release.publish.run import PublishSettings, publish
 from release.records.manifest import Manifest, write_manifest
 from tests.integration.wheels import (
@@ -52,7 +53,8 @@ class CountingRunner:
 
 
 def publisher(server: PypiServer, runner: CountingRunner, env: Mapping[str, str]) -> PypiPublisher:
-    return PypiPublisher(pypi_destination(server.url), environ=env, uploader=runner)
+    reach = Reach(env, command="release publish")
+    return PypiPublisher(pypi_destination(server.url), reach=reach, uploader=runner)
 
 
 def test_uploads_then_a_rerun_uploads_nothing(pypiserver: PypiServer, tmp_path: Path) -> None:
@@ -195,17 +197,17 @@ def test_pypiserver_stopped_mid_run_then_a_rerun_converges(
 
     def factory(destination: object) -> PypiPublisher:
         return PypiPublisher(
-            pypi_destination(pypiserver.url), environ=pypiserver.env(), uploader=runner,
-            propagation_attempts=2,
+            pypi_destination(pypiserver.url), reach=Reach(pypiserver.env(), command="publish"),
+            uploader=runner, propagation_attempts=2,
         )  # fmt: skip
 
     with pytest.raises(PublishError) as failure:
-        publish(settings, pypiserver.env(), factory=factory)
+        publish(settings, Reach(pypiserver.env(), command="release publish"), factory=factory)
     assert "k3_kernels-0.1.0-py3-none-manylinux_2_28_" in failure.value.message
     assert not pypiserver.running
 
     pypiserver.start()
-    outcome = publish(settings, pypiserver.env(), factory=factory)
+    outcome = publish(settings, Reach(pypiserver.env(), command="release publish"), factory=factory)
     reasons = sorted(d.reason for d in outcome.applied)
     assert reasons == ["same sha256", "uploaded"]
     assert pypiserver.files() == {w.name: w.read_bytes() for w in release.wheels}
@@ -292,7 +294,7 @@ def test_a_wheel_goes_with_its_attestation_and_one_without_goes_as_before(
     attested, plain = release.wheels
     attestation = attestation_for(attested)
     env = {"TWINE_USERNAME": "anyone", "TWINE_PASSWORD": "unchecked-here"}
-    outcome = publish(PublishSettings(dist=release.dist), env)
+    outcome = publish(PublishSettings(dist=release.dist), Reach(env, command="release publish"))
     assert [d.reason for d in outcome.applied] == ["uploaded", "uploaded"]
     assert {p.name for p in server.packages.iterdir()} == {attested.name, plain.name}
     sent = server.fields(attested.name)

@@ -15,6 +15,7 @@ from typing import Any
 
 import httpx
 
+from release.destinations.reach import Reach
 from release.downstream.nccl import override_files, write_override_files
 from release.publish.run import PublishSettings, publish
 from release.records.manifest import Manifest, write_manifest
@@ -70,7 +71,10 @@ def test_replace_on_a_published_release_keeps_the_url_serving(
 ) -> None:
     env = {"GITHUB_TOKEN": github_standin.token}
     old = github_release(tmp_path / "old", github_standin, "0.1.0", payload=b"old")
-    publish(PublishSettings(dist=old.dist, index_dir=tmp_path / "site"), env)
+    publish(
+        PublishSettings(dist=old.dist, index_dir=tmp_path / "site"),
+        Reach(env, command="release publish"),
+    )
     new = github_release(tmp_path / "new", github_standin, "0.1.0", payload=b"new bytes")
     (wheel,) = new.wheels
     url = f"{github_standin.web_url}/{DEFAULT_REPO}/releases/download/v0.1.0/{wheel.name}"
@@ -87,7 +91,10 @@ def test_replace_on_a_published_release_keeps_the_url_serving(
     poller.start()
     try:
         github_standin.clear_log()
-        publish(PublishSettings(dist=new.dist, index_dir=tmp_path / "site", replace=True), env)
+        publish(
+            PublishSettings(dist=new.dist, index_dir=tmp_path / "site", replace=True),
+            Reach(env, command="release publish"),
+        )
     finally:
         stop.set()
         poller.join()
@@ -113,24 +120,31 @@ def test_bytes_that_rot_under_a_right_digest_are_found_and_replaced(
     env = {"GITHUB_TOKEN": github_standin.token}
     release = github_release(tmp_path, github_standin, "0.1.0")
     settings = PublishSettings(dist=release.dist, index_dir=tmp_path / "site")
-    publish(settings, env)
+    publish(settings, Reach(env, command="release publish"))
     (published,) = github_standin.releases(DEFAULT_REPO)
     (wheel,) = release.wheels
     asset = next(a for a in github_standin.assets(published.id) if a.name == wheel.name)
     github_standin.state.corrupt_storage(asset.id, b"x" * asset.size)
 
     record = read_record(release.dist / "published.json", release.manifest)
-    report = verify(record, env, FAST)
+    report = verify(record, Reach(env, command="release verify"), FAST)
     assert {(c.check, c.subject) for c in report.failed} >= {("download", wheel.name)}
 
-    untouched = publish(settings, env)  # GitHub's digest says identical: nothing to do
+    untouched = publish(
+        settings, Reach(env, command="release publish")
+    )  # GitHub's digest says identical: nothing to do
     assert [d.action.value for d in untouched.applied] == ["identical"]
     replaced = publish(
-        PublishSettings(dist=release.dist, index_dir=tmp_path / "site", replace=True), env
+        PublishSettings(dist=release.dist, index_dir=tmp_path / "site", replace=True),
+        Reach(env, command="release publish"),
     )
     assert [d.action.value for d in replaced.applied] == ["replace"]
     assert (
-        verify(read_record(release.dist / "published.json", release.manifest), env, FAST).failed
+        verify(
+            read_record(release.dist / "published.json", release.manifest),
+            Reach(env, command="release verify"),
+            FAST,
+        ).failed
         == ()
     )
 
@@ -139,8 +153,10 @@ def test_nccl_files_and_the_release_manifest_are_release_assets(
     github_standin: GitHubStandIn, tmp_path: Path
 ) -> None:
     release = with_nccl(github_release(tmp_path, github_standin, "0.1.0"))
-    publish(PublishSettings(dist=release.dist, index_dir=tmp_path / "site"),
-            {"GITHUB_TOKEN": github_standin.token})  # fmt: skip
+    publish(
+        PublishSettings(dist=release.dist, index_dir=tmp_path / "site"),
+        Reach({"GITHUB_TOKEN": github_standin.token}, command="release publish"),
+    )
     (published,) = github_standin.releases(DEFAULT_REPO)
     assets = {a.name: a.data for a in github_standin.assets(published.id)}
     for name in release.manifest.nccl_files:

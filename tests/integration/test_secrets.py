@@ -16,6 +16,7 @@ import pytest
 
 from release import proc
 from release.cli import main
+from release.destinations.reach import Reach
 from release.errors import PublishError
 from release.publish.run import PublishSettings, publish
 from tests.github_standin import GitHubStandIn
@@ -76,7 +77,7 @@ def test_failing_runs_leak_no_credential(  # noqa: PLR0917  # pytest fixtures
 
     env = {"TWINE_API_KEY": BAD_PYPI, "GITHUB_TOKEN": BAD_GITHUB}
     with pytest.raises(PublishError) as failure:
-        publish(PublishSettings(dist=release.dist), env)
+        publish(PublishSettings(dist=release.dist), Reach(env, command="release publish"))
     assert_absent(
         secrets, out, err, out2, err2, caplog.text, files_text(tmp_path),
         str(failure.value), repr(failure.value), failure.value.hint or "",

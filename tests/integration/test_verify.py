@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from release.credentials import github_token
+from release.destinations.reach import Reach
 from release.provenance.signature import ExpectedSigner
 from release.publish.run import PublishSettings, publish
 from release.records.manifest import read_manifest
@@ -34,7 +35,10 @@ QUICK = RetryPolicy(initial_delay=0.01)  # every try of an outage, without its w
 def published(tmp_path: Path, pypi: PypiServer, gh: GitHubStandIn) -> Path:
     release = both(tmp_path, pypi, gh, arches=("x86_64", "aarch64"))
     env = {**pypi.env(), "GITHUB_TOKEN": gh.token}
-    publish(PublishSettings(dist=release.dist, index_dir=tmp_path / "site"), env)
+    publish(
+        PublishSettings(dist=release.dist, index_dir=tmp_path / "site"),
+        Reach(env, command="release publish"),
+    )
     return release.dist
 
 
@@ -52,7 +56,13 @@ def test_a_good_publish_verifies_and_the_token_never_reaches_storage(
     dist = published(tmp_path, pypiserver, github_standin)
     github_standin.clear_log()
     with record_served(tmp_path, dist) as record:
-        report = verify(record, {**pypiserver.env(), "GITHUB_TOKEN": github_standin.token}, FAST)
+        report = verify(
+            record,
+            Reach(
+                {**pypiserver.env(), "GITHUB_TOKEN": github_standin.token}, command="release verify"
+            ),
+            FAST,
+        )
     assert report.failed == ()
     downloads = [c for c in report.checks if c.check == "download"]
     assert len([c for c in downloads if c.subject.endswith(".whl")]) == 4
@@ -79,7 +89,7 @@ def test_other_bytes_at_the_url_fail_download_and_listing(
     victim = next(pypiserver.packages.glob("*x86_64.whl"))
     victim.write_bytes(victim.read_bytes() + b"tampered")
     with record_served(tmp_path, dist) as record:
-        report = verify(record, pypiserver.env(), FAST)
+        report = verify(record, Reach(pypiserver.env(), command="release verify"), FAST)
     failed = {(c.check, c.subject) for c in report.failed}
     assert failed == {("download", victim.name), ("listing", victim.name)}
 
@@ -93,7 +103,9 @@ def test_a_missing_file_fails_after_bounded_retries(
     sleeps: list[float] = []
     settings = VerifySettings(attempts=3, backoff_s=0.01, deadline_s=30, pip=False)
     with record_served(tmp_path, dist) as record:
-        report = verify(record, pypiserver.env(), settings, sleep=sleeps.append)
+        report = verify(
+            record, Reach(pypiserver.env(), command="release verify"), settings, sleep=sleeps.append
+        )
     (download,) = [c for c in report.failed if c.check == "download"]
     assert download.detail == "HTTP 404"
     assert sleeps.count(0.01) >= 1

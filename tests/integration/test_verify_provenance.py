@@ -15,6 +15,7 @@ import pytest
 
 from release.cli import main
 from release.credentials import github_token
+from release.destinations.reach import Reach
 from release.errors import ConfigError
 from release.matrix import load_matrix
 from release.provenance.signature import ExpectedSigner
@@ -268,25 +269,29 @@ def test_a_pypi_only_projects_files_are_checked_in_the_repository_its_workflow_r
     github_standin.add_repo(MODELS_REPO)
     github_standin.add_attestation(MODELS_REPO, recorded(f"{MODELS}.sigstore"))
     matrix = load_matrix(pypi_only_matrix(tmp_path))
-    target = VerifyTarget(matrix=tmp_path / "matrix.yaml", github_api_url=github_standin.api_url)
-    environ = {"GITHUB_TOKEN": github_standin.token}
+    target = VerifyTarget(matrix=tmp_path / "matrix.yaml")
+    reach = Reach(
+        {"GITHUB_TOKEN": github_standin.token},
+        command="release verify",
+        github_api_url=github_standin.api_url,
+    )
     required = replace(FAST, require_provenance=True)
     (tmp_path / "pypi").mkdir()
     with serve(tmp_path / "pypi") as base:  # an index with no integrity API: 404
         on_pypi = replace(pypi_file(base), filename=MODELS, sha256=MODELS_SHA256)
         release = replace(release_of(on_pypi), version=MODELS_REF.removeprefix("refs/tags/v"))
         named = replace(required, provenance_repository=MODELS_REPO)
-        (check,) = provenance_of(release, matrix, target, named, environ)
+        (check,) = provenance_of(release, matrix, target, named, reach)
         assert (check.ok, check.detail) == (
             True,
             f"provenance: {MODELS_REPO} .github/workflows/release.yml@{MODELS_REF}, signature "
             f"verified (Sigstore public-good) [{GITHUB_ROUTE}]",
         )
         later = replace(release, version="9")  # the caller's tag would be v9: refused
-        (refused,) = provenance_of(later, matrix, target, named, environ)
+        (refused,) = provenance_of(later, matrix, target, named, reach)
         assert not refused.ok
         assert f"signed at {MODELS_REF}, not refs/tags/v9" in refused.detail
-        (unnamed,) = provenance_of(release, matrix, target, required, environ)
+        (unnamed,) = provenance_of(release, matrix, target, required, reach)
         assert not unnamed.ok
 
 

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from release.cli import main
+from release.destinations.reach import Reach
 from release.publish.run import PublishSettings, publish
 from release.records.manifest import write_manifest
 from tests.github_standin import GitHubStandIn
@@ -52,7 +53,8 @@ def published(
     if library is not None:
         release = with_library(release, CU129, library)
     env = {**pypi.env(), "GITHUB_TOKEN": gh.token}
-    publish(PublishSettings(dist=release.dist, index_dir=tmp_path / "site"), env)
+    reach = Reach(env, command="release publish")
+    publish(PublishSettings(dist=release.dist, index_dir=tmp_path / "site"), reach)
     with serve(tmp_path / "site") as base:
         yield release.dist, base
 

@@ -397,3 +397,27 @@ def test_atomic_writes_are_0644_under_the_usual_umask(tmp_path: Path) -> None:
     finally:
         os.umask(old)
     assert (tmp_path / "f").stat().st_mode & 0o777 == 0o644
+
+
+def test_a_filtered_build_keeps_every_copy_of_a_cell_it_did_not_attempt() -> None:
+    """A cell published to several places has an entry per copy, one cell id: a build of
+    other cells keeps them all, a build of that cell replaces them all."""
+    matrix = load_matrix(REPO / "tests" / "data" / "matrix" / "good" / "sgl-layout.yaml")
+    cells = {c.id: c for c in matrix.cells}
+    copies = [c.as_copy(copy) for c in matrix.cells for copy in c.copies]
+    wheels = [entry_for(c, cell_wheel(c)) for c in copies]
+    assert [w.cell for w in wheels].count("13.0-x86_64") == 2
+    previous = Manifest(project="k3-kernels", version="0.1.0", wheels=tuple(wheels))
+
+    def rebuilt(attempted: list[str]) -> Reconciled:
+        built = [w for w in wheels if w.cell in attempted]
+        return reconcile(
+            previous, built, project="k3-kernels", version="0.1.0", attempted=attempted,
+            cells=cells, intact=lambda entry: True, epoch=DEFAULT_EPOCH,
+        )  # fmt: skip
+
+    out = rebuilt(["12.9-x86_64"])
+    assert out.dropped == ()
+    assert sorted(out.kept) == sorted(w.filename for w in wheels if w.cell != "12.9-x86_64")
+    assert {w.filename for w in out.manifest.wheels} == {w.filename for w in wheels}
+    assert "k3_kernels-0.1.0+cu130-py3-none-manylinux_2_28_x86_64.whl" in out.kept

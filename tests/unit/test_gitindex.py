@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 import pytest
 
 from release.credentials import Secret
-from release.publish.index import IndexFile, render_index, root_page
+from release.destinations.index import IndexFile, render_index, root_page
 from release.remote.gitindex import (
     GitIndexTarget,
     PackagePages,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from release.publish.index import IndexFile, render_index, write_index
+from release.destinations.index import IndexFile, render_index, write_index
 from release.remote.simple_index import (
     SIMPLE_JSON,
     parse_index_page,

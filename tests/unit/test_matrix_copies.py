@@ -141,9 +141,12 @@ def test_a_list_of_one_is_the_destination_it_names() -> None:
     assert [cell_dict(c) for c in listed.cells] == [cell_dict(c) for c in matrix.cells]
 
 
-def test_copies_may_share_a_filename_at_two_destinations_but_two_builds_may_not(
+def test_two_copies_of_one_file_and_two_builds_of_one_filename_are_refused(
     tmp_path: Path,
 ) -> None:
+    """The manifest, the publish record and verify hold one file per name: a copy is its
+    own file, so two copies of one build with one label (PyPI and a mirror) are refused
+    where they are written, as two builds of one filename are."""
     head = (
         "project: ../project\n"
         'defaults: {arches: [x86_64], manylinux: "2_28", sms: [80]}\n'
@@ -151,15 +154,23 @@ def test_copies_may_share_a_filename_at_two_destinations_but_two_builds_may_not(
         "  pypi: {kind: pypi}\n"
         "  mirror: {kind: github, repository: o/mirror}\n"
         "cuda:\n"
-        '  "13.0": {destination: [pypi, mirror]}\n'
     )
     (tmp_path / "project").symlink_to(DATA / "project")
     path = tmp_path / "release" / "matrix.yaml"
     path.parent.mkdir()
-    path.write_text(head, encoding="utf-8")
-    (cell,) = load_matrix(path).cells
-    assert {cell.as_copy(c).wheel_filename for c in cell.copies} == {cell.wheel_filename}
-    path.write_text(head + '  "12.9": {destination: mirror}\n', encoding="utf-8")
+    path.write_text(head + '  "13.0": {destination: [pypi, mirror]}\n', encoding="utf-8")
+    with pytest.raises(ConfigError) as caught:
+        load_matrix(path)
+    assert list(caught.value.problems) == [
+        "matrix.yaml:7:32: cuda[\"13.0\"].destination[1]: 'mirror' without a label would be "
+        "the very file of the copy for 'pypi': each copy of one build is its own file, a label "
+        "per copy (give this one another local-label)"
+    ]
+    path.write_text(
+        head + '  "13.0": {destination: [pypi, {name: mirror, local-label: cu130}]}\n'
+        '  "12.9": {destination: mirror}\n',
+        encoding="utf-8",
+    )
     with pytest.raises(ConfigError) as caught:
         load_matrix(path)
     (problem,) = caught.value.problems

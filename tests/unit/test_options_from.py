@@ -15,7 +15,7 @@ from release.matrix.compilecache import CompileCache
 from release.publish.run import PublishSettings
 
 # fields a command gives itself rather than taking them from its parser
-GIVEN: dict[type, set[str]] = {PublishSettings: {"command", "only", "on_upload"}}
+GIVEN: dict[type, set[str]] = {PublishSettings: {"only", "on_upload"}}
 
 
 TOOLCHAIN = {"cache_dir", "cuda_home"}  # all env and gpu-gate take of BuildOptions
@@ -65,7 +65,8 @@ def test_what_a_command_gives_itself_wins_over_an_option_of_the_same_name() -> N
     line = ["publish", "--dist", "somewhere", "--dry-run"]
     args = build_parser(line).parse_args(line)
     assert args.command == "publish"  # argparse's own dest for the subcommand
-    settings = arguments.options_from(PublishSettings, args, command="release publish --dry-run")
-    assert settings.command == "release publish --dry-run"
+    assert args.only == []
+    settings = arguments.options_from(PublishSettings, args, only=("pypi",))
+    assert settings.only == ("pypi",)
     assert settings.dist == Path("somewhere")
     assert settings.dry_run is True

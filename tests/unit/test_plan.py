@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from release.commands.plan import markdown, summary
+from release.destinations.decide import RemoteFile, decide
 from release.downstream.nccl import override_files
 from release.errors import ConfigError, ConflictError, PublishError, ToolchainError
 from release.matrix import Cell, load_matrix
-from release.publish.decide import RemoteFile, decide
 from release.publish.plan import (
     PlanRow,
     ReleasePlan,

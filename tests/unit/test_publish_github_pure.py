@@ -17,12 +17,13 @@ from githubkit.exception import RequestError, RequestFailed
 from hypothesis import given
 from hypothesis import strategies as st
 
+from release.credentials import Secret
+from release.destinations.decide import Action, FileDecision, PublishPlan
+from release.destinations.github_publisher import GithubPublisher
 from release.errors import ConflictError, PublishError
-from release.publish.decide import Action, FileDecision, PublishPlan
-from release.publish.github import GithubPublisher
 from release.records.dist import wheel_problem
 from release.records.manifest import DestinationRef, WheelEntry
-from release.remote.github import SECONDARY_LIMIT_WAIT, classify
+from release.remote.github import SECONDARY_LIMIT_WAIT, GithubClient, classify
 from release.remote.github_model import (
     RequestStats,
     asset_name_problem,
@@ -149,9 +150,8 @@ def entry(
 
 
 def publisher(api_url: str = "https://api.github.com") -> GithubPublisher:
-    return GithubPublisher(
-        repository="k3-org/k3-kernels", tag="v0.1.0", api_url=api_url, token=TOKEN
-    )
+    client = GithubClient(api_url=api_url, token=Secret(TOKEN))
+    return GithubPublisher(repository="k3-org/k3-kernels", tag="v0.1.0", client=client)
 
 
 # -- parsing ------------------------------------------------------------------------------
@@ -451,7 +451,7 @@ def test_the_token_is_not_in_repr_or_str() -> None:
 def test_a_repository_must_be_owner_slash_name() -> None:
     for bad in ("k3-kernels", "k3-org/", "/k3", "a/b/c"):
         with pytest.raises(PublishError, match="owner/name"):
-            GithubPublisher(repository=bad, tag="v1", api_url="https://api.github.com", token=TOKEN)
+            GithubPublisher(repository=bad, tag="v1", client=publisher().client)
 
 
 def test_writes_are_requests_other_than_get_and_head() -> None:

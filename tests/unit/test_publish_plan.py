@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from release.credentials import index_credentials, mask
+from release.destinations.decide import Action, FileDecision, PublishPlan, RemoteFile, verdict
+from release.destinations.pypi_publisher import default_index_url, platform_allowed, pypi_refusals
 from release.errors import ConfigError, ConflictError, PublishError
-from release.publish.decide import Action, FileDecision, PublishPlan, RemoteFile, verdict
-from release.publish.pypi import default_index_url, platform_allowed, pypi_refusals
 from release.publish.run import (
     DestinationPlan,
     blocked_error,

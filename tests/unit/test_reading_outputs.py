@@ -111,6 +111,57 @@ def test_the_well_formed_entry_reads(tmp_path: Path) -> None:
     assert json.loads(path.read_text())["wheels"][0]["device_bytes"] == sized["device_bytes"]
 
 
+LISTED_WHEEL = {
+    **GOOD_WHEEL,
+    "filename": "k3_kernels-0.1.0+cu130-py3-none-manylinux_2_28_x86_64.whl",
+    "version": "0.1.0+cu130",
+    "local_label": "cu130",
+    "destination": {
+        "name": "whl", "kind": "github", "max_file_size": 100, "repository": "sgl-project/whl",
+        "tag": "v0.1.0", "api_url": "https://api.github.com", "token_secret": "WHL_TOKEN",
+        "index": "whl-index", "index_url": "https://sgl-project.github.io/whl/",
+    },
+}  # fmt: skip
+GIT_INDEX = {
+    "name": "whl-index", "kind": "git-index", "index_url": "https://sgl-project.github.io/whl/",
+    "url": "https://github.com/sgl-project/whl.git", "repository": "sgl-project/whl",
+    "branch": "gh-pages", "directory": "", "token_secret": "WHL_TOKEN",
+}  # fmt: skip
+
+
+def test_the_index_that_lists_a_destination_is_recorded_beside_its_wheels(tmp_path: Path) -> None:
+    """What publish needs to write a git index comes with the release: the manifest's
+    `indexes`, one for each `index` a wheel's destination names, each checked."""
+    path = tmp_path / "manifest.json"
+    document = {
+        "schema": 1, "project": "k3-kernels", "version": "0.1.0",
+        "wheels": [GOOD_WHEEL, LISTED_WHEEL], "indexes": [GIT_INDEX],
+    }  # fmt: skip
+    path.write_text(json.dumps(document))
+    manifest = read_manifest(path)
+    ((index),) = manifest.indexes
+    assert (index.name, index.url, index.branch, index.directory) == (
+        "whl-index", "https://github.com/sgl-project/whl.git", "gh-pages", "",
+    )  # fmt: skip
+    assert manifest.wheels[1].destination.token_secret == "WHL_TOKEN"
+    write_manifest(manifest, path)
+    assert json.loads(path.read_text())["indexes"] == [GIT_INDEX]
+    for broken, problem in [
+        ({**document, "indexes": []}, "its destination is listed by 'whl-index', which "
+         "manifest.indexes does not record"),
+        ({**document, "indexes": [{**GIT_INDEX, "kind": "github"}]}, "manifest.indexes[0].kind: "
+         "'github' is not git-index"),
+        ({**document, "indexes": [{**GIT_INDEX, "branch": None}]}, "manifest.indexes[0]: "
+         "git-index needs url and branch"),
+        ({**document, "indexes": [{**GIT_INDEX, "token_secret": "WHL"}]}, "manifest.indexes[0]."
+         "token_secret: WHL does not say it holds a secret"),
+    ]:  # fmt: skip
+        path.write_text(json.dumps(broken))
+        with pytest.raises(ConfigError) as caught:
+            read_manifest(path)
+        assert problem in caught.value.message
+
+
 @pytest.mark.parametrize(
     "files",
     [

@@ -19,13 +19,17 @@ from release.building.pipeline import platlib
 from release.building.relabel import (
     RelabelError,
     as_platlib,
+    copies_of,
     labelled_version,
     relabel,
     rewrite_version,
 )
 from release.inspection.wheel import check_record
+from release.matrix import load_matrix
 from release.wheelfile import wheel_facts
+from tests.integration import wheels as integration_wheels
 
+SGL = Path(__file__).parent.parent / "data" / "matrix" / "good" / "sgl-layout.yaml"
 NAME = "fixture_cmake_kernels-0.2.0-py3-none-linux_x86_64.whl"
 INFO = "fixture_cmake_kernels-0.2.0.dist-info"
 DATE = (2023, 11, 14, 22, 13, 20)
@@ -268,3 +272,29 @@ def test_a_pure_wheel_holding_a_shared_object_becomes_a_platform_wheel(tmp_path:
     no_library = make_wheel(wheel=PURE, library=False)
     path.write_bytes(no_library)
     assert platlib(path).read_bytes() == no_library, "a pure wheel without one stays pure"
+
+
+def test_each_other_copy_of_a_cell_is_its_wheel_relabelled(tmp_path: Path) -> None:
+    """sgl-project's CUDA 13.0: built once, plain for PyPI; its copy for the GitHub release
+    is that wheel as +cu130, every member but the version's the same bytes."""
+    cell = load_matrix(SGL).cells[0]
+    built = integration_wheels.make_wheel(tmp_path, version=str(cell.version))
+    assert built.name == cell.wheel_filename
+    ((copy, result),) = copies_of(cell, built.name, built.read_bytes())
+    assert (copy.id, copy.destination.name, copy.local_label) == (cell.id, "whl", "cu130")
+    assert result.filename == copy.wheel_filename
+    assert result.filename == "k3_kernels-0.1.0+cu130-py3-none-manylinux_2_28_x86_64.whl"
+    facts = wheel_facts(result.data)
+    assert (facts.dist_info, facts.metadata_version) == (
+        "k3_kernels-0.1.0+cu130.dist-info",
+        "0.1.0+cu130",
+    )
+    built_sha256 = hashlib.sha256(built.read_bytes()).hexdigest()
+    assert result.sha256 == hashlib.sha256(result.data).hexdigest() != built_sha256
+    assert read(result.data, "k3_kernels/__init__.py") == read(
+        built.read_bytes(), "k3_kernels/__init__.py"
+    )
+    with zipfile.ZipFile(io.BytesIO(result.data)) as archive:
+        assert check_record(archive, "k3_kernels-0.1.0+cu130.dist-info") == []
+    cu129 = load_matrix(SGL).cells[2]
+    assert copies_of(cu129, cu129.wheel_filename, b"not read: no other copy") == []

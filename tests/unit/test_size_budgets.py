@@ -8,6 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
 
 from release.errors import ConfigError, FileError, PublishError
 from release.inspection.budget import (
@@ -20,17 +21,15 @@ from release.inspection.budget import (
 from release.matrix import GithubDestination, PypiDestination, load_matrix
 from release.publish.growth import (
     Growth,
-    PreviousRelease,
     growth_by_wheel,
     growth_problem,
     match_key,
     read_previous,
-    tag_version,
 )
 from release.publish.plan import ReleasePlan, failure
 from release.publish.run import DestinationPlan, blocked_error, plan_destination
 from release.records.manifest import Manifest, WheelEntry, from_json, to_json
-from release.records.release_manifest import ReleaseWheel, release_manifest_bytes
+from release.records.release_manifest import PreviousRelease, ReleaseWheel, release_manifest_bytes
 from tests.integration.wheels import entry_for, github_destination, make_wheel, pypi_destination
 from tests.unit.test_publish_plan import FakeDestination
 
@@ -252,6 +251,14 @@ def test_a_plan_over_a_growth_limit_fails_as_a_refused_plan() -> None:
     assert error.hint
     assert "max-growth-percent" in error.hint
     assert failure(replace(plan, too_grown=())) is None
+
+
+def tag_version(template: str, tag: str) -> Version | None:
+    destination = GithubDestination(
+        name="github", repository="k3-org/k3", tag_template=template,
+        api_url="https://api.github.com", index_url=None, max_file_size=1,
+    )  # fmt: skip
+    return destination.version_of_tag(tag)
 
 
 def test_tag_versions_follow_the_tag_template() -> None:

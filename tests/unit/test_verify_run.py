@@ -1,5 +1,5 @@
-"""The verify stage's wiring, without a request: which GitHub clients, which tags, which
-index credentials `release verify --tag` / `--latest` works with."""
+"""The verify stage's wiring, without a request: which tags, which index credentials and
+which signer `release verify --tag` / `--latest` works with."""
 
 from __future__ import annotations
 
@@ -7,41 +7,29 @@ from pathlib import Path
 
 import pytest
 
+from release.destinations.reach import Reach
+from release.destinations.registry import index_auth
 from release.errors import ConfigError, VerifyError
 from release.matrix import GithubDestination, load_matrix
 from release.provenance.signature import ExpectedSigner
 from release.verify.checks import VerifySettings
-from release.verify.run import (
-    VerifyTarget,
-    expected_signer,
-    github_clients,
-    index_auth,
-    named_statically,
-    tags_to_verify,
-)
+from release.verify.run import VerifyTarget, expected_signer, named_statically, tags_to_verify
 
 REPO = Path(__file__).resolve().parents[2]
 MATRIX = load_matrix(REPO / "matrix.yaml")
 
 
-def test_a_client_per_github_api_url_keyed_by_the_matrixs_url() -> None:
-    (url,) = {d.api_url for d in MATRIX.destinations.values() if isinstance(d, GithubDestination)}
-    clients = github_clients(MATRIX, api_url=None, environ={})
-    assert list(clients) == [url]
-    assert clients[url].api_url == url.rstrip("/")
-    assert clients[url].command == "release verify"
-    elsewhere = github_clients(MATRIX, api_url="http://127.0.0.1:1/api/", environ={})
-    assert elsewhere[url].api_url == "http://127.0.0.1:1/api"
+def reach(environ: dict[str, str] | None = None) -> Reach:
+    return Reach(environ or {}, command="release verify", read_only=True)
 
 
 def test_the_tags_given_are_verified_and_none_at_all_is_an_error() -> None:
-    clients = github_clients(MATRIX, api_url=None, environ={})
     target = VerifyTarget(tags=("v0.1.0", "v0.1.0"))
     assert target.from_destinations
-    assert tags_to_verify(MATRIX, target, clients) == ["v0.1.0", "v0.1.0"]
+    assert tags_to_verify(MATRIX, target, reach()) == ["v0.1.0", "v0.1.0"]
     assert not VerifyTarget().from_destinations
     with pytest.raises(VerifyError, match="no published release to verify"):
-        tags_to_verify(MATRIX, VerifyTarget(tags=()), clients)
+        tags_to_verify(MATRIX, VerifyTarget(tags=()), reach())
 
 
 def test_latest_needs_a_github_destination(tmp_path: Path) -> None:
@@ -57,13 +45,13 @@ def test_latest_needs_a_github_destination(tmp_path: Path) -> None:
     )
     loaded = load_matrix(matrix)
     with pytest.raises(ConfigError) as raised:
-        tags_to_verify(loaded, VerifyTarget(latest=1), {})
+        tags_to_verify(loaded, VerifyTarget(latest=1), reach())
     assert raised.value.problems == ("--latest: the matrix has no github destination",)
 
 
 def test_index_credentials_go_to_the_pypi_index_origin_only() -> None:
-    assert index_auth(MATRIX, {}).basic == {}
-    auth = index_auth(MATRIX, {"TWINE_API_KEY": "pypi-key-1234"})
+    assert index_auth(MATRIX.destinations.values(), reach()).basic == {}
+    auth = index_auth(MATRIX.destinations.values(), reach({"TWINE_API_KEY": "pypi-key-1234"}))
     (origin,) = auth.basic
     assert origin == "https://pypi.org"
     assert auth.basic[origin].username == "__token__"

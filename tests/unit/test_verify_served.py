@@ -38,3 +38,21 @@ def test_a_variant_the_matrix_names_and_the_release_lacks() -> None:
     )
     assert missing_variants(whole, MATRIX) == []
     assert missing_variants(release, None) == []
+
+
+def test_each_copy_of_a_cell_is_a_variant_the_release_must_have() -> None:
+    """sgl-project's layout: CUDA 13.0 plain and +cu130 (one build, two places), 12.9
+    +cu129: a release without the +cu130 copies misses them."""
+    sgl = load_matrix(Path(__file__).parent.parent / "data" / "matrix" / "good" / "sgl-layout.yaml")
+    plain_and_cu129 = tuple(wheel(label, arch) for label in (None, "cu129") for arch in ARCHES)
+    release = Published(project="k3-kernels", version="0.1.0", files=plain_and_cu129)
+    assert [c.subject for c in missing_variants(release, sgl)] == [
+        "k3-kernels 0.1.0 +cu130 aarch64", "k3-kernels 0.1.0 +cu130 x86_64",
+    ]  # fmt: skip
+    whole = (*plain_and_cu129, *(wheel("cu130", arch) for arch in ARCHES))
+    assert (
+        missing_variants(Published(project="k3-kernels", version="0.1.0", files=whole), sgl) == []
+    )
+
+
+ARCHES = ("x86_64", "aarch64")

@@ -12,10 +12,11 @@ from packaging.version import Version
 
 from release.wheelfile import (
     NotAWheel,
+    WheelName,
+    is_wheel_name,
     readable_wheel,
     record_hash,
     version_or_none,
-    wheel_name,
     zip_problem,
 )
 
@@ -60,9 +61,50 @@ def a_wheel() -> bytes:
 
 
 def test_a_wheel_name_gives_its_parts() -> None:
-    name = wheel_name(GOOD_NAME)
+    name = WheelName.parse(GOOD_NAME)
     assert (name.project, str(name.version), name.build) == ("k3-kernels", "0.1.0+cu129", ())
     assert [str(t) for t in name.tags] == ["py3-none-manylinux_2_28_x86_64"]
+    assert (name.distribution, name.local_label) == ("k3_kernels", "cu129")
+
+
+@pytest.mark.parametrize(
+    "filename",
+    [
+        GOOD_NAME,
+        "k3_kernels-0.1.0-1-cp312-cp312-manylinux_2_28_aarch64.whl",
+        "k3_kernels-0.1.0-py3-none-manylinux_2_28_x86_64.manylinux2014_x86_64.whl",
+        "k3_kernels-0.1.1.dev1733212345+cu129-cp310-abi3-manylinux_2_28_x86_64.whl",
+    ],
+)
+def test_a_parsed_name_composes_back_to_itself(filename: str) -> None:
+    assert WheelName.parse(filename).filename == filename
+    assert is_wheel_name(filename)
+
+
+def test_a_name_is_composed_from_any_spelling_of_the_project() -> None:
+    name = WheelName.compose(
+        "K3.Kernels",
+        Version("0.1.0+cu129"),
+        python="py3",
+        abi="none",
+        platform="manylinux_2_28_x86_64",
+    )
+    assert name.filename == GOOD_NAME
+
+
+def test_relabel_retag_and_a_build_tag_change_one_part_each() -> None:
+    name = WheelName.parse(GOOD_NAME)
+    assert name.relabelled("cu130").filename == (
+        "k3_kernels-0.1.0+cu130-py3-none-manylinux_2_28_x86_64.whl"
+    )
+    assert name.relabelled(None).filename == "k3_kernels-0.1.0-py3-none-manylinux_2_28_x86_64.whl"
+    assert name.retagged("manylinux_2_34_x86_64").platforms == ("manylinux_2_34_x86_64",)
+    assert name.with_build((2, "")).filename == (
+        "k3_kernels-0.1.0+cu129-2-py3-none-manylinux_2_28_x86_64.whl"
+    )
+    assert name.with_build((2, "")).unversioned == (
+        "k3_kernels", "2", "py3", "none", "manylinux_2_28_x86_64"
+    )  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -82,8 +124,9 @@ def test_a_wheel_name_gives_its_parts() -> None:
 )
 def test_a_name_that_is_not_a_wheels_says_why(filename: str, why: str) -> None:
     with pytest.raises(NotAWheel) as caught:
-        wheel_name(filename)
+        WheelName.parse(filename)
     assert str(caught.value) == why
+    assert not is_wheel_name(filename)
 
 
 def test_a_version_that_is_not_pep_440_is_none() -> None:

@@ -18,22 +18,20 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import time
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import replace
 from pathlib import Path
 
-from release.credentials import Secret
-from release.errors import ConflictError, PublishError
-from release.inspection.wheel import heaviest
-from release.provenance.attestation import attestation_refusal
-from release.publish.decide import (
+from release.destinations.decide import (
     Action,
     CompanionDecision,
     FileDecision,
     PublishPlan,
     RemoteFile,
 )
+from release.errors import ConflictError, PublishError
+from release.inspection.wheel import heaviest
+from release.provenance.attestation import attestation_refusal
 from release.records.manifest import WheelEntry
 from release.remote.github import (
     GITHUB_ASSET_LIMIT,
@@ -53,7 +51,7 @@ from release.remote.github_model import (
     web_base,
     web_base_of_release,
 )
-from release.remote.retry import Clock, RetryPolicy, Sleep
+from release.remote.retry import RetryPolicy
 
 log = logging.getLogger(__name__)
 
@@ -67,26 +65,20 @@ class GithubPublisher:
     """The GitHub Releases destination of one repository and tag (see the module doc)."""
 
     stages = True
-    index_url: str | None = None  # the index of GitHub-hosted wheels is publish/index.py's
+    index_url: str | None = None  # the index of GitHub-hosted wheels is the kind's (index)
 
     def __init__(
         self,
         *,
         repository: str,
         tag: str,
-        api_url: str,
-        token: str | Secret | None = None,
-        policy: RetryPolicy | None = None,
-        sleep: Sleep = time.sleep,
-        clock: Clock = time.time,
+        client: GithubClient,
         name: str = "github",
         target_commitish: str | None = None,
-        command: str = "release publish",
         on_upload: Callable[[str, int], None] | None = None,
-        client: GithubClient | None = None,
     ) -> None:
-        """`client`, where given, is the run's client of `api_url`, shared with the run's
-        other GitHub reads (otherwise one is made from `token`, `policy`, `sleep`...)."""
+        """`client` is the command's client of the repository's GitHub
+        (release.destinations.reach), shared with the command's other GitHub requests."""
         self.on_upload = on_upload
         owner, _, repo = repository.partition("/")
         if not owner or not repo or "/" in repo:
@@ -94,12 +86,9 @@ class GithubPublisher:
         self.name = name
         self.repository = repository
         self.tag = tag
-        self.api_url = api_url.rstrip("/")
+        self.api_url = client.api_url
         self.target_commitish = target_commitish
-        secret = token if isinstance(token, Secret) or token is None else Secret(token)
-        self.client = client or GithubClient(
-            api_url=api_url, token=secret, policy=policy, sleep=sleep, clock=clock, command=command
-        )
+        self.client = client
         self._seen: ReleaseInfo | None = None
         self._web: str | None = None  # the web origin GitHub gave the repository's html_url
 

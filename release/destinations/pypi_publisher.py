@@ -31,21 +31,16 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from packaging.utils import (
-    InvalidWheelFilename,
     canonicalize_name,
     parse_sdist_filename,
-    parse_wheel_filename,
 )
 from twine.commands.check import check
 from twine.exceptions import InvalidDistribution
 from twine.package import PackageFile
 from twine.settings import Settings
 
-from release.credentials import IndexCredentials, index_credentials, mask, secret_values
-from release.errors import ConflictError, PublishError
-from release.inspection.wheel import heaviest
-from release.provenance.attestation import attestation_refusal, attestations_for
-from release.publish.decide import (
+from release.credentials import IndexCredentials, mask
+from release.destinations.decide import (
     Action,
     Companion,
     CompanionDecision,
@@ -53,20 +48,21 @@ from release.publish.decide import (
     PublishPlan,
     RemoteFile,
 )
+from release.destinations.reach import IndexLogin, Reach
+from release.errors import ConflictError, PublishError
+from release.inspection.wheel import heaviest
+from release.provenance.attestation import attestation_refusal, attestations_for
 from release.records.manifest import DestinationRef, Manifest, WheelEntry
 from release.records.published import SDIST_PURPOSE
 from release.remote.httpclient import (
     Client,
-    OriginAuth,
-    client,
     fetch,
-    index_logins,
 )
 from release.remote.retry import RetryPolicy
 from release.remote.simple_index import ACCEPT, ListedFile, parse_project_page, project_page_url
-from release.wheelfile import WheelFacts, read_wheel
+from release.wheelfile import NotAWheel, WheelFacts, WheelName, read_wheel
 
-log = logging.getLogger("release.publish.pypi")
+log = logging.getLogger("release.destinations.pypi_publisher")
 
 # PyPI's platform tag allow-list (warehouse/forklift/legacy.py), as of 2026-11.
 _ALLOWED_PLATFORMS = frozenset(
@@ -122,9 +118,10 @@ def pypi_refusals(
     """Every reason PyPI would reject this file at upload (`weighs_most`: the targets whose
     device code weighs most, for a file over the limit). Pure."""
     try:
-        name, version, _, tags = parse_wheel_filename(filename)
-    except InvalidWheelFilename as error:
-        return [f"not a valid wheel filename ({error})"]
+        wheel = WheelName.parse(filename)
+    except NotAWheel as error:
+        return [f"not a valid wheel filename ({error.detail})"]
+    name, version, tags = wheel.project, wheel.version, wheel.tags
     reasons = []
     if version.local is not None:
         reasons.append(f"local version {version} (PyPI accepts no local versions)")
@@ -257,8 +254,7 @@ class PypiPublisher:
         self,
         destination: DestinationRef,
         *,
-        environ: Mapping[str, str],
-        repository_url: str | None = None,
+        reach: Reach,
         index_url: str | None = None,
         http: Client | None = None,
         uploader: Uploader = twine_upload,
@@ -270,25 +266,27 @@ class PypiPublisher:
         self.on_upload = on_upload
         self.name = destination.name
         self.destination = destination
-        self.repository_url = (
-            repository_url or destination.repository_url or "https://upload.pypi.org/legacy/"
-        )
+        self.repository_url = reach.upload_url(destination.repository_url)
         if index_url:
             self.index_url = index_url
-        elif repository_url:
-            self.index_url = default_index_url(repository_url)
+        elif reach.repository_url:
+            self.index_url = default_index_url(reach.repository_url)
         else:
             self.index_url = destination.index_url or default_index_url(self.repository_url)
-        self.creds = index_credentials(environ, self.repository_url)
-        self.secrets = secret_values(environ)
-        logins = index_logins(environ, [(self.repository_url, [self.index_url])])
-        self.http = http or client(auth=OriginAuth(basic=logins))
+        self.creds = reach.index_credentials(self.repository_url)
+        self.secrets = reach.secrets
+        self.http = http or reach.http(reach.origin_auth(indexes=[self.login]))
         self.uploader = uploader
         self.twine_checks = twine_checks
         self.sleep = sleep
         self.propagation_attempts = propagation_attempts
         self._facts: dict[Path, WheelFacts] = {}
         self._listed: dict[str, dict[str, ListedFile]] = {}  # what `existing` read, by project
+
+    @property
+    def login(self) -> IndexLogin:
+        """Its upload URL, whose credentials also read its index's origin."""
+        return self.repository_url, [self.index_url]
 
     # - read-only -
 
@@ -373,7 +371,7 @@ class PypiPublisher:
     def final_url(self, name: str) -> str:
         host = urlsplit(self.index_url).hostname
         project = canonicalize_name(_project(name))
-        python_tag = "source" if name.endswith(SDIST_SUFFIX) else name.rsplit("-", 3)[1]
+        python_tag = "source" if name.endswith(SDIST_SUFFIX) else WheelName.parse(name).python
         if host in ("pypi.org", "test.pypi.org"):
             files = "files" if host == "pypi.org" else "test-files"
             # PyPI's stable redirecting URL for a file (its real URL has a content hash)
@@ -498,7 +496,7 @@ _DISTRIBUTIONS = (".whl", SDIST_SUFFIX)
 def _project(name: str) -> str:
     if name.endswith(SDIST_SUFFIX):
         return str(parse_sdist_filename(name)[0])
-    return str(parse_wheel_filename(name)[0])
+    return WheelName.parse(name).project
 
 
 def sdist_companions(manifest: Manifest, destination: str, dist: Path) -> list[Companion]:

@@ -1,4 +1,5 @@
-"""The publisher seam and the one decision of what publishing does with each file.
+"""The one decision of what publishing does with each file, through the publisher seam
+(release.destinations.base.Publisher).
 
 `decide` is the whole policy, used by `release plan`, `release publish --dry-run` and
 `release publish` alike: a file the destination lacks is uploaded, the same bytes are
@@ -8,24 +9,25 @@ destination rule is refused before anything is sent anywhere, as is, as a whole,
 that would take the project past the destination's size limit. Companions (the PEP 658
 `.metadata` of a wheel, the NCCL files, the release manifest) follow the same rule.
 
-A `Publisher` is one destination; `stage` makes every file present without making
-anything public that was not (a GitHub draft), `commit` makes it public (PyPI uploads,
-publishing the draft). `release publish` stages every destination that can, then commits
-those that cannot stage, then the staged ones: nothing goes public until every destination
-holds its files.
+`plan_for` asks a destination's publisher what it holds (read-only) and decides every
+file; `release publish` then stages every destination that can, commits those that cannot
+stage, then the staged ones: nothing goes public until every destination holds its files.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING
 
 from release.inspection.budget import ProjectLoad, project_refusal
 from release.records.dist import wheel_problem
 from release.records.manifest import WheelEntry
+
+if TYPE_CHECKING:
+    from release.destinations.base import Publisher
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -173,51 +175,6 @@ def decide_companion(
         frozen=frozen,
     )
     return CompanionDecision(companion=companion, action=action, reason=reason, url=where)
-
-
-class Publisher(Protocol):
-    """One destination. Implementations: PyPI (twine) and GitHub Releases (githubkit)."""
-
-    name: str
-    stages: bool  # whether `stage` can hold files without making them public
-
-    @property
-    def frozen(self) -> str | None:
-        """Why the destination takes no new or other bytes at all, as `existing` found it
-        (a published immutable GitHub release); None where it takes them."""
-        ...
-
-    @property
-    def index_url(self) -> str | None:
-        """The simple index that lists what this destination published, if one does."""
-        ...
-
-    def existing(self, files: Mapping[str, int], *, rehash: bool) -> Mapping[str, RemoteFile]:
-        """What the destination already has under these filenames (name -> built size;
-        read-only requests); with `rehash`, sha256 from the bytes, whatever the
-        destination reports."""
-        ...
-
-    def refusal(self, entry: WheelEntry, wheel: Path) -> str | None:
-        """Why the destination would reject this file, checked before any upload."""
-        ...
-
-    def held_bytes(self, excluding: Collection[str]) -> int | None:
-        """What the destination holds of the project besides the files named, as the last
-        `existing` read it (no further request); None when that cannot be learnt cheaply."""
-        ...
-
-    def final_url(self, name: str) -> str:
-        """Where a file will be downloadable once published."""
-        ...
-
-    def stage(self, plan: PublishPlan, dist: Path) -> list[str]:
-        """Make every file of the plan present, publicly nothing new; what was done."""
-        ...
-
-    def commit(self, plan: PublishPlan, dist: Path) -> tuple[FileDecision, ...]:
-        """Make the plan public; the decisions with the final URLs the destination gives."""
-        ...
 
 
 def plan_for(

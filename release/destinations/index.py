@@ -1,9 +1,9 @@
 """The pip index of the GitHub-hosted variants: PEP 503 HTML and PEP 691 JSON.
 
-The index is a function of everything published, never of one run: `collect` reads every
-published release of the repository and takes each file's sha256, size, Requires-Python
-and PEP 658 metadata from the published assets themselves (the `<wheel>.metadata` sidecar,
-or the wheel where a release has none). `render_index` is pure: from that full set it
+The index is a function of everything published, never of one run: each destination kind
+says what the index lists of it (`index_files`: every published release of a GitHub
+repository, with each file's sha256, size, Requires-Python and PEP 658 metadata taken from
+the published assets themselves). `render_index` is pure: from that full set it
 renders one tree per local label (`cu129/index.html`, `cu129/<project>/index.html`,
 `cu129/<project>/index.json`), plus the NCCL pins under `nccl/`. Links point at the files
 where they are hosted (GitHub `browser_download_url`), carry `#sha256=`, an escaped
@@ -16,7 +16,6 @@ rendered tree into a directory atomically.
 from __future__ import annotations
 
 import email.parser
-import hashlib
 import html
 import os
 import shutil
@@ -26,13 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
-
 from release.fsutil import current_umask, json_text, write_atomic
-from release.provenance.attestation import PROVENANCE_SUFFIX, provenance_problem
-from release.remote.github import GithubClient
-from release.remote.github_model import AssetInfo, parse_asset, parse_release
-from release.wheelfile import WHEEL_SUFFIX, NotAWheel, wheel_facts, wheel_name
+from release.wheelfile import NotAWheel, WheelName
 
 API_VERSION = "1.3"  # 1.3: PEP 740's provenance links
 METADATA_SUFFIX = ".metadata"
@@ -52,11 +46,11 @@ class IndexFile:
 
     @property
     def project(self) -> str:
-        return canonicalize_name(parse_wheel_filename(self.filename)[0])
+        return WheelName.parse(self.filename).project
 
     @property
     def label(self) -> str | None:
-        return parse_wheel_filename(self.filename)[1].local
+        return WheelName.parse(self.filename).local_label
 
 
 def index_problems(files: Sequence[IndexFile]) -> list[str]:
@@ -65,9 +59,9 @@ def index_problems(files: Sequence[IndexFile]) -> list[str]:
     seen: dict[str, str] = {}
     for file in files:
         try:
-            version = parse_wheel_filename(file.filename)[1]
-        except InvalidWheelFilename as error:
-            problems.append(f"{file.filename}: not a wheel filename ({error})")
+            version = WheelName.parse(file.filename).version
+        except NotAWheel as error:
+            problems.append(f"{file.filename}: not a wheel filename ({error.detail})")
             continue
         if version.local is None:
             problems.append(f"{file.filename}: has no local label, so it belongs on PyPI")
@@ -138,7 +132,7 @@ def project_page(project: str, files: Sequence[IndexFile]) -> tuple[bytes, bytes
     filename order. Deterministic."""
     ordered = sorted(files, key=lambda f: f.filename)
     html_page = _html_page(f"Links for {project}", [_anchor(f) for f in ordered])
-    versions = sorted({str(parse_wheel_filename(f.filename)[1]) for f in ordered})
+    versions = sorted({str(WheelName.parse(f.filename).version) for f in ordered})
     json_page = _json_bytes(
         {
             "meta": {"api-version": API_VERSION},
@@ -221,91 +215,7 @@ def write_index(tree: Mapping[str, bytes], directory: Path) -> None:
         raise
 
 
-# --- Everything published, read back from GitHub. ---
-
-
 def requires_python_of(metadata: bytes) -> str | None:
     headers = email.parser.BytesParser().parsebytes(metadata, headersonly=True)
     value = headers.get("Requires-Python")
     return str(value) if value is not None else None
-
-
-def collect(
-    client: GithubClient, repository: str, project: str
-) -> tuple[list[IndexFile], list[str]]:
-    """Every wheel with a local label on every published release of `repository` (inside
-    one client session): the full set the index is regenerated from. Each file's
-    attributes come from what is published: the digest (or the download) for sha256, the
-    `.metadata` sidecar (or the wheel itself) for Requires-Python. Other assets (sidecars,
-    NCCL files, the release manifest) are not the index's; an asset named like a wheel
-    whose name is not a valid wheel filename is left out too, and said in the second list
-    (pip could not install it)."""
-    files: dict[str, IndexFile] = {}
-    skipped: list[str] = []
-    for data in client.list_releases_json(repository):
-        release = parse_release(data)
-        if release.draft:
-            continue
-        raw_assets = data.get("assets")
-        listed = (
-            [parse_asset(a) for a in raw_assets]
-            if isinstance(raw_assets, list)
-            else client.list_assets(repository, release)
-        )
-        assets = {a.name: a for a in listed if a.state == "uploaded"}
-        for name, asset in sorted(assets.items()):
-            if not name.endswith(WHEEL_SUFFIX):
-                continue
-            try:
-                wheel = wheel_name(name)
-            except NotAWheel as why:
-                skipped.append(f"left out {repository}@{release.tag} asset {name}: {why}")
-                continue
-            if wheel.project != canonicalize_name(project) or not wheel.version.local:
-                continue
-            files[name] = _index_file(
-                client,
-                asset,
-                assets.get(name + METADATA_SUFFIX),
-                assets.get(name + PROVENANCE_SUFFIX),
-            )
-    return list(files.values()), skipped
-
-
-def _index_file(
-    client: GithubClient,
-    wheel: AssetInfo,
-    sidecar: AssetInfo | None,
-    provenance: AssetInfo | None,
-) -> IndexFile:
-    if sidecar is not None:
-        metadata = client.download_asset(sidecar)
-        metadata_sha256: str | None = hashlib.sha256(metadata).hexdigest()
-        if sidecar.sha256 is not None and sidecar.sha256 != metadata_sha256:
-            metadata_sha256 = None  # bytes that do not match their digest: do not point at them
-        sha256 = client.asset_sha256(wheel)
-    else:
-        data = client.download_asset(wheel)
-        sha256 = hashlib.sha256(data).hexdigest()
-        metadata = wheel_facts(data).metadata or b""
-        metadata_sha256 = None
-    return IndexFile(
-        filename=wheel.name,
-        url=wheel.browser_download_url,
-        sha256=sha256,
-        size=wheel.size,
-        requires_python=requires_python_of(metadata) if metadata else None,
-        metadata_sha256=metadata_sha256,
-        provenance_url=_provenance_url(client, provenance, sha256),
-    )
-
-
-def _provenance_url(client: GithubClient, asset: AssetInfo | None, sha256: str) -> str | None:
-    """Where the wheel's provenance object is hosted, when it is one that attests the wheel's
-    bytes (a link to anything else would be a false promise)."""
-    if asset is None:
-        return None
-    body = client.download_asset(asset)
-    if asset.sha256 is not None and asset.sha256 != hashlib.sha256(body).hexdigest():
-        return None
-    return asset.browser_download_url if provenance_problem(body, sha256) is None else None

@@ -1,0 +1,171 @@
+"""How one command reaches its destinations: every client and credential it uses, built
+from the environment the command hands in, each once, and the command line's overrides of
+where a destination is (`--github-api-url`, `--repository-url`, `--index-base-url`).
+
+A command makes one `Reach` and hands it down; the stages and the destination kinds ask it
+for a GitHub client (one per API URL for the whole command, so that a GitHub this run gave
+up on is not asked again by the next step), for index credentials and for what to mask.
+Nothing below a command reads the environment for a client or a credential.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+from release.credentials import (
+    IndexCredentials,
+    S3Credentials,
+    Secret,
+    github_token,
+    index_credentials,
+    s3_credentials,
+    secret_values,
+)
+from release.errors import PublishError
+from release.remote import httpclient
+from release.remote.github import GithubClient
+from release.remote.github_model import GITHUB_API
+from release.remote.httpclient import BasicCredentials, Client, OriginAuth, index_logins
+from release.remote.retry import RetryPolicy
+
+if TYPE_CHECKING:
+    from release.remote.s3 import Bucket, S3Store
+
+PYPI_UPLOAD = "https://upload.pypi.org/legacy/"
+
+# an index's upload URL (whose credentials the environment gives) and the URLs it serves
+IndexLogin = tuple[str, Sequence[str | None]]
+
+
+class Reach:
+    """The clients and credentials of one command (see the module doc)."""
+
+    def __init__(
+        self,
+        environ: Mapping[str, str],
+        *,
+        command: str,
+        github_api_url: str | None = None,
+        repository_url: str | None = None,
+        index_base_url: str | None = None,
+        read_only: bool = False,
+    ) -> None:
+        """`read_only`: a plan or a dry run, which reads public destinations anonymously
+        where the environment has no token."""
+        self.environ = environ  # the command's environment, for the processes it runs
+        self.command = command
+        self.github_api_url = github_api_url
+        self.repository_url = repository_url
+        self.index_base_url = index_base_url
+        self.read_only = read_only
+        self.secrets = secret_values(environ)
+        self.github_token: Secret | None = github_token(environ)
+        self._github: dict[tuple[str, RetryPolicy | None, str | None], GithubClient] = {}
+
+    def __repr__(self) -> str:
+        return f"Reach(command={self.command!r}, github_api_url={self.github_api_url!r})"
+
+    # -- GitHub ---------------------------------------------------------------------------
+
+    def token(self, token_secret: str | None = None) -> Secret | None:
+        """The token in the variable `token_secret` names (a destination's `token-secret`),
+        else the job's own (GITHUB_TOKEN), if the environment has one."""
+        value = self.environ.get(token_secret) if token_secret else None
+        return Secret(value) if value else self.github_token
+
+    def github(
+        self,
+        api_url: str | None,
+        *,
+        policy: RetryPolicy | None = None,
+        token_secret: str | None = None,
+    ) -> GithubClient:
+        """The command's client of the GitHub at `api_url` (`--github-api-url` instead, where
+        given), with the token of `token_secret` (`token`) if there is one; made on first
+        use, one per API URL, retry policy and token."""
+        url = self.github_api_url or api_url or GITHUB_API
+        key = (url.rstrip("/"), policy, token_secret)
+        if key not in self._github:
+            self._github[key] = GithubClient(
+                api_url=url, token=self.token(token_secret), policy=policy, command=self.command
+            )
+        return self._github[key]
+
+    def signer_github(self) -> GithubClient:
+        """The GitHub a workflow runs on (the signer of a project whose matrix names no
+        GitHub destination): `--github-api-url`, else GITHUB_API_URL, else api.github.com."""
+        return self.github(self.github_api_url or self.environ.get("GITHUB_API_URL"))
+
+    def require_github_token(self, name: str, token_secret: str | None = None) -> None:
+        """PublishError where the destination `name` would be written without its token:
+        the variable its `token_secret` names, else GITHUB_TOKEN (a command that only reads
+        asks public releases with the job's token or anonymously)."""
+        if self.read_only:
+            return
+        if token_secret and not self.environ.get(token_secret):
+            raise PublishError(
+                f"{name}: no {token_secret} in the environment (its token-secret)",
+                hint=f"export {token_secret} with a token that may write there (a workflow: "
+                f"actions/publish's `token: ${{{{ secrets.{token_secret} }}}}` and "
+                f"`token-secret: {token_secret}`)",
+            )
+        if self.github_token is None and not token_secret:
+            raise PublishError(
+                f"{name}: no GITHUB_TOKEN in the environment",
+                hint="export GITHUB_TOKEN (a workflow job: permissions: contents: write)",
+            )
+
+    # -- package indexes ------------------------------------------------------------------
+
+    def upload_url(self, configured: str | None) -> str:
+        """Where a PyPI destination takes uploads: `--repository-url`, else its own."""
+        return self.repository_url or configured or PYPI_UPLOAD
+
+    def index_credentials(self, upload_url: str) -> IndexCredentials | None:
+        """The environment's upload credentials for the index at `upload_url`."""
+        return index_credentials(self.environ, upload_url)
+
+    def index_logins(self, indexes: Iterable[IndexLogin]) -> dict[str, BasicCredentials]:
+        """The basic credentials of each index, by the origins it serves."""
+        return index_logins(self.environ, indexes)
+
+    def origin_auth(
+        self, *, bearer: Iterable[str] = (), indexes: Iterable[IndexLogin] = ()
+    ) -> OriginAuth:
+        """The GitHub token for the origins `bearer` (where the environment has one), and
+        the index credentials for the origins each index serves, sent only when asked."""
+        token = self.github_token
+        tokens = dict.fromkeys(bearer, token) if token else {}
+        logins = list(indexes)
+        return OriginAuth(bearer=tokens, basic=self.index_logins(logins) if logins else {})
+
+    # -- S3-compatible storage (the nightly channel) ---------------------------------------
+
+    @cached_property
+    def s3_keys(self) -> S3Credentials | None:
+        """The environment's keys of S3-compatible storage, read where a command asks."""
+        return s3_credentials(self.environ)
+
+    def s3(self, bucket: Bucket) -> S3Store:
+        """A client of `bucket` with the environment's keys (anonymous without: reads)."""
+        from release.remote.s3 import S3Store  # noqa: PLC0415  # boto3: the nightly channel only
+
+        return S3Store(bucket, self.s3_keys)
+
+    # -- HTTP -----------------------------------------------------------------------------
+
+    def http(self, auth: OriginAuth | None = None, *, concurrency: int = 16) -> Client:
+        """A new HTTP client with `auth` (the caller closes it)."""
+        return httpclient.client(auth=auth, concurrency=concurrency)
+
+
+def merged(auths: Iterable[OriginAuth]) -> OriginAuth:
+    """One OriginAuth of several (a later one's origin wins)."""
+    bearer: dict[str, Secret] = {}
+    basic: dict[str, BasicCredentials] = {}
+    for auth in auths:
+        bearer.update(auth.bearer)
+        basic.update(auth.basic)
+    return OriginAuth(bearer=bearer, basic=basic)
