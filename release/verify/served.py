@@ -145,12 +145,16 @@ def _page_checks(
 
 
 def missing_variants(published: Published, matrix: Matrix | None) -> list[Check]:
-    """A (local label, arch) the matrix's cells name that the release has no wheel of."""
+    """A (local label, arch) the matrix's cells name that the release has no wheel of, at
+    each destination the release published to (one it sent nothing, `publish --only`
+    another, holds it to nothing; a partial upload to one it did is found)."""
     if matrix is None:
         return []
     have = {(f.local_label, f.arch) for f in published.files}
+    sent_to = {f.destination for f in published.files}
     wanted = sorted(
-        {(c.local_label, c.arch) for c in _copies(matrix)}, key=lambda p: (p[0] or "", p[1])
+        {(c.local_label, c.arch) for c in _copies(matrix) if c.destination.name in sent_to},
+        key=lambda p: (p[0] or "", p[1]),
     )
     checks = []
     for label, arch in wanted:
