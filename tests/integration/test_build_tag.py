@@ -257,6 +257,10 @@ def test_a_rebuild_goes_as_the_next_build_of_its_name_beside_the_old_bytes(
     assert {f["filename"] for f in page["files"]} == {CU129, build(CU129, 1), build(CU129, 2)}
 
 
-def test_build_tag_and_replace_are_one_choice(capsys: pytest.CaptureFixture[str]) -> None:
+def test_build_tag_and_replace_are_one_choice_and_a_nightly_takes_no_build_tag(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     assert main(["publish", "--build-tag", "--replace"]) == 2
     assert "not allowed with argument" in capsys.readouterr().err
+    assert main(["publish", "--channel", "nightly", "--build-tag"]) == 2
+    assert "--build-tag: a nightly's version is new with every commit" in capsys.readouterr().err
