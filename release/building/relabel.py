@@ -24,7 +24,6 @@ their order, dates, modes and compression; members that do not change keep their
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import io
 import re
@@ -34,7 +33,13 @@ from dataclasses import dataclass
 from packaging.version import InvalidVersion, Version
 
 from release.matrix import Cell
-from release.wheelfile import NotAWheel, WheelName, record_hash, version_or_none
+from release.wheelfile import (
+    NotAWheel,
+    WheelName,
+    rewritten_record,
+    rewritten_wheel,
+    version_or_none,
+)
 
 
 class RelabelError(ValueError):
@@ -75,36 +80,6 @@ def _metadata_with_version(metadata: bytes, version: str) -> bytes:
         raise RelabelError("METADATA has no Version header")
     start, end = match.span("value")
     return metadata[:start] + version.encode() + metadata[end:]
-
-
-def rewritten_record(record: bytes, renames: dict[str, str], metadata: tuple[str, bytes]) -> bytes:
-    """RECORD with renamed paths (`renames`: old top-level folder -> new) and METADATA's
-    new hash and size (`metadata`: its new path and bytes). Rows that do not change keep
-    their text; changed rows are written as the csv module writes them."""
-    out: list[str] = []
-    for line in record.decode("utf-8").splitlines(keepends=True):
-        body = line.rstrip("\r\n")
-        ending = line[len(body) :]
-        rows = list(csv.reader([body])) if body else []
-        if not rows or len(rows[0]) != 3:
-            out.append(line)
-            continue
-        path, digest, size = rows[0]
-        new_path = _renamed(path, renames)
-        if new_path == metadata[0]:
-            digest, size = record_hash(metadata[1]), str(len(metadata[1]))
-        if (new_path, digest, size) == (path, rows[0][1], rows[0][2]):
-            out.append(line)
-            continue
-        buffer = io.StringIO()
-        csv.writer(buffer, lineterminator="").writerow([new_path, digest, size])
-        out.append(buffer.getvalue() + ending)
-    return "".join(out).encode("utf-8")
-
-
-def _renamed(name: str, renames: dict[str, str]) -> str:
-    top, slash, rest = name.partition("/")
-    return renames.get(top, top) + slash + rest if slash else renames.get(name, name)
 
 
 def relabel(filename: str, data: bytes, label: str | None) -> Relabelled:
@@ -208,35 +183,6 @@ def rewrite_version(filename: str, data: bytes, new_version: Version) -> Relabel
         old_version=str(version),
         new_version=str(new_version),
     )
-
-
-def rewritten_wheel(
-    archive: zipfile.ZipFile, renames: dict[str, str], contents: dict[str, bytes]
-) -> bytes:
-    """`archive`'s members in their order, renamed by `renames`, with the new `contents`
-    of those it names (by their new names) and the old content of the others."""
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w") as out:
-        for info in archive.infolist():
-            new_name = _renamed(info.filename, renames)
-            content = contents.get(new_name)
-            out.writestr(
-                _copy_info(info, new_name), archive.read(info) if content is None else content
-            )
-    return buffer.getvalue()
-
-
-def _copy_info(info: zipfile.ZipInfo, name: str) -> zipfile.ZipInfo:
-    """A ZipInfo for `name` with everything of `info` a reader can see kept: date, modes,
-    compression, the system that made it, the comment and extra fields."""
-    copy = zipfile.ZipInfo(name, date_time=info.date_time)
-    copy.compress_type = info.compress_type
-    copy.external_attr = info.external_attr
-    copy.internal_attr = info.internal_attr
-    copy.create_system = info.create_system
-    copy.comment = info.comment
-    copy.extra = info.extra
-    return copy
 
 
 _PURELIB = re.compile(rb"^Root-Is-Purelib:[ \t]*true[ \t]*$", re.IGNORECASE | re.MULTILINE)

@@ -24,8 +24,8 @@ from packaging.specifiers import Specifier
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from release.building.relabel import rewritten_record, rewritten_wheel
 from release.project.stableabi import target_version
+from release.wheelfile import rewritten_record, rewritten_wheel
 
 
 class TorchPinError(ValueError):

@@ -65,6 +65,12 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     )
     arguments.add_github_api_url_option(parser, "GitHub REST API base, as for `release publish`")
     parser.add_argument(
+        "--build-tag",
+        action="store_true",
+        help="show a wheel whose name a destination holds other bytes under as "
+        "`release publish --build-tag` sends it: the next build of that name (NAME-1-...whl)",
+    )
+    parser.add_argument(
         "--previous-manifest",
         metavar="FILE",
         type=Path,
@@ -103,7 +109,10 @@ def _growth(row: PlanRow, plan: ReleasePlan) -> str:
 
 
 def _state(row: PlanRow) -> str:
-    return row.state.value + (f": {row.reason}" if row.reason else "")
+    reason = row.reason
+    if row.published_as and row.published_as not in reason:  # published under a build tag
+        reason = "; ".join(filter(None, (f"as {row.published_as}", reason)))
+    return row.state.value + (f": {reason}" if reason else "")
 
 
 def table_rows(plan: ReleasePlan) -> list[list[str]]:
@@ -182,6 +191,9 @@ def to_json(plan: ReleasePlan) -> dict[str, Any]:
                     "bytes": r.growth.bytes,
                     "percent": None if r.growth.percent is None else round(r.growth.percent, 2),
                 },
+                # only for a wheel going (or gone) under a build tag, so that other documents
+                # stay as they were
+                **({"published_as": r.published_as} if r.published_as else {}),
             }
             for r in plan.rows
         ],
@@ -246,6 +258,7 @@ def run(args: argparse.Namespace, out: Output) -> int:
         previous=previous,
         previous_note=previous_note,
         sdist=sdist if (sdist := sdist_cell_of(matrix.cells)) in cells else None,
+        build_tag=args.build_tag,
     )
     out.table(COLUMNS, table_rows(plan), f"{plan.project} {plan.version}: release plan")
     for line in plan.nccl:

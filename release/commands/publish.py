@@ -21,7 +21,7 @@ from release.commands.parsing.options import public_url
 from release.console import Advance, Output, markdown_table
 from release.destinations.decide import Action, CompanionDecision, FileDecision
 from release.destinations.reach import Reach
-from release.errors import IncompleteError, ReleaseError
+from release.errors import ConfigError, IncompleteError, ReleaseError
 from release.publish.run import PublishOutcome, PublishSettings, publish
 from release.records.published import Published
 from release.verify.checks import VerifySettings
@@ -54,12 +54,17 @@ def _companion_row(decision: CompanionDecision, name: str, kind: str) -> list[st
 
 
 def applied_rows(outcome: PublishOutcome) -> list[list[str]]:
-    return [_row(d, d.entry.destination.name, d.entry.destination.kind) for d in outcome.applied]
-
-
-def _row(decision: FileDecision, name: str, kind: str) -> list[str]:
     return [
-        decision.entry.filename,
+        _row(d, d.entry.destination.name, d.entry.destination.kind, built=False)
+        for d in outcome.applied
+    ]
+
+
+def _row(decision: FileDecision, name: str, kind: str, *, built: bool = True) -> list[str]:
+    """A decision's row; `built`: the file as built (a rebuild under its built name, whose
+    reason says the name it goes as), else as published."""
+    return [
+        (decision.rebuilt_from if built else None) or decision.entry.filename,
         f"{name} ({kind})",
         decision.action.value,
         decision.reason,
@@ -115,6 +120,8 @@ def publish_json(outcome: PublishOutcome, *, dry_run: bool) -> dict[str, Any]:
             "url": d.url,
             "sha256": d.entry.sha256,
             "size": d.entry.size,
+            # only on a rebuild published under a build tag, so other documents stay as they were
+            **({"rebuilt_from": d.rebuilt_from} if d.rebuilt_from else {}),
         }
 
     def companion(c: CompanionDecision) -> dict[str, Any]:
@@ -193,7 +200,14 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="print the plan with final URLs; read-only requests only",
     )
-    parser.add_argument(
+    rebuilt = parser.add_mutually_exclusive_group()
+    rebuilt.add_argument(
+        "--build-tag",
+        action="store_true",
+        help="publish a wheel whose name a destination holds other bytes under as the next "
+        "build of that name (NAME-1-...whl), leaving the old bytes where they are",
+    )
+    rebuilt.add_argument(
         "--replace",
         action="store_true",
         help="replace GitHub assets that hold other bytes (never on PyPI)",
@@ -391,6 +405,11 @@ def run_nightly(args: argparse.Namespace, out: Output, environ: Mapping[str, str
     from release.nightly.publish import NightlySettings, publish_nightly  # noqa: PLC0415
     from release.nightly.verify import verify_commit  # noqa: PLC0415
 
+    if args.build_tag:
+        raise ConfigError(
+            ["--build-tag: a nightly's version is new with every commit and takes no build tag"],
+            hint="drop --build-tag with --channel nightly",
+        )
     matrix = common.load(args.matrix, out)
     verifying = VerifySettings(pip=False, provenance=False)
     reach = Reach(

@@ -7,6 +7,8 @@ Its modules:
 - `base`: The `DestinationKind` protocol each kind implements (plan, stage, commit, what
   verify checks and where, a release re-derived from it, growth, the nightly channel's
   finals) and the `Publisher` a kind makes for one destination.
+- `buildtag`: A rebuilt wheel published as the next build of its name, beside the bytes a
+  destination holds under that name (`--build-tag`).
 - `companions`: What is published beside the wheels: `.metadata`, `.provenance`, the NCCL
   files, release-manifest.json.
 - `decide`: The one decision of what publishing does with each file.

@@ -6,6 +6,7 @@ before publishing; each is decided like a wheel (release.destinations.decide).
 from __future__ import annotations
 
 import hashlib
+from dataclasses import replace
 from pathlib import Path
 
 from release.destinations.decide import Companion
@@ -59,11 +60,8 @@ def release_files(manifest: Manifest, dist: Path) -> list[Companion]:
     attested = [
         w.filename for w in manifest.wheels if attestation_path(dist / w.filename).is_file()
     ]
-    out.append(
-        companion(
-            RELEASE_MANIFEST, release_manifest_bytes(manifest, attested), "release", "manifest"
-        )
-    )
+    data = release_manifest_bytes(manifest, attested)
+    out.append(replace(companion(RELEASE_MANIFEST, data, "release", "manifest"), record=True))
     return out
 
 

@@ -12,6 +12,8 @@ that would take the project past the destination's size limit. Companions (the P
 `plan_for` asks a destination's publisher what it holds (read-only) and decides every
 file; `release publish` then stages every destination that can, commits those that cannot
 stage, then the staged ones: nothing goes public until every destination holds its files.
+With `--build-tag`, a CONFLICT wheel is decided again as the next build of its name
+(release.destinations.buildtag): its decision then says which name it was built under.
 """
 
 from __future__ import annotations
@@ -56,6 +58,9 @@ class FileDecision:
     action: Action
     reason: str
     url: str  # where the file will be (or is) downloadable once published
+    # the name it was built under, where `entry` is that wheel as the next build of its name
+    # (`--build-tag`: the destination holds other bytes under the built name)
+    rebuilt_from: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -69,6 +74,9 @@ class Companion:
     of: str  # the wheel it describes, or "release"
     purpose: str  # "PEP 658 metadata", "NCCL uv override", ...
     refusal: str | None = None  # why its destination would reject it (the sdist on PyPI)
+    # a record of the whole release (release-manifest.json), written again where build tags
+    # change what it lists
+    record: bool = False
 
     @property
     def size(self) -> int:
@@ -185,11 +193,14 @@ def plan_for(
     replace: bool,
     companions: Sequence[Companion] = (),
     can_replace: bool = True,
+    rewrite_records: bool = False,
 ) -> PublishPlan:
     """Ask the destination (read-only) and decide every file and companion. A wheel in
     `dist` that is not the built one is refused; `replace` re-hashes what the destination
     holds from its bytes (an asset whose reported digest is right while its bytes are not
-    is then found) and replaces what differs where the destination allows it."""
+    is then found) and replaces what differs where the destination allows it;
+    `rewrite_records` replaces a record of the release (`Companion.record`) that differs,
+    and nothing else (the wheels of `entries` carry build tags the record must list)."""
     files = {e.filename: e.size for e in entries} | {c.filename: c.size for c in companions}
     remote = publisher.existing(files, rehash=replace and can_replace)
     frozen = publisher.frozen
@@ -225,7 +236,7 @@ def plan_for(
             decide_companion(
                 c,
                 remote.get(c.filename),
-                replace=replace and can_replace,
+                replace=(replace or (rewrite_records and c.record)) and can_replace,
                 url=publisher.final_url(c.filename),
                 frozen=frozen,
             )

@@ -220,7 +220,8 @@ class GithubPublisher:
                         f"{name}: {self.where} holds other bytes under this name "
                         f"(sha256 {(current.sha256 or 'unknown')[:12]}..., built "
                         f"{_sha256(data)[:12]}...)",
-                        hint="pass --replace to replace it, or bump the version",
+                        hint="plan again: --build-tag publishes it as the next build of its "
+                        "name, --replace replaces it; or bump the version",
                     )
                 if release.draft:  # nobody downloads from a draft: replace in place
                     self.client.delete_asset(self.repository, current)
@@ -287,7 +288,8 @@ class GithubPublisher:
         raise error(
             f"refusing to publish to {self.where}: the plan is blocked by "
             + ", ".join(conflicts + refused),
-            hint="resolve the conflicts (or pass --replace) and the refusals, then plan again",
+            hint="resolve the conflicts (--build-tag, or --replace) and the refusals, then plan "
+            "again",
         )
 
     @staticmethod

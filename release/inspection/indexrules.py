@@ -189,8 +189,12 @@ def listed_wheel(filename: str, page: str) -> ListedWheel | None:
 def stray_links(
     page: str, files: Sequence[ListedFile], version: str, release_files: Iterable[str]
 ) -> list[Finding]:
-    """Links of `page` to a wheel of the release's `version` that the release lacks."""
+    """Links of `page` to a wheel of the release's `version` that the release lacks. An
+    earlier build of a wheel the release published under a build tag (`NAME` beside
+    `NAME-1-...`: `publish --build-tag` leaves the old bytes where they were) is the
+    release's."""
     have = set(release_files)
+    newest = _newest_builds(have)
     found = []
     for listed in files:
         if listed.name in have:
@@ -199,10 +203,26 @@ def stray_links(
             name = WheelName.parse(listed.name)
         except NotAWheel:
             continue
+        if name.build < newest.get(name.with_build(()).filename, ()):
+            continue
         if name.version.public == Version(version).public:
             detail = f"{page} links a wheel of {version} that the release does not have"
             found.append(finding("stray-link", listed.name, listed.url, detail))
     return found
+
+
+def _newest_builds(names: Iterable[str]) -> dict[str, tuple[int, str]]:
+    """The build tag of each wheel of `names` that has one, by its name without it."""
+    out: dict[str, tuple[int, str]] = {}
+    for filename in names:
+        try:
+            name = WheelName.parse(filename)
+        except NotAWheel:
+            continue
+        if name.build:
+            key = name.with_build(()).filename
+            out[key] = max(out.get(key, name.build), name.build)
+    return out
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -2,20 +2,24 @@
 what the destination already holds under its name.
 
 Pure core: the state of one file from the publisher seam's decision (`built_state`, the
-same `decide` as `release publish`) or, for a cell not built yet, from what the
-destination lists (`unbuilt_state`); each built wheel's growth since the previous
-release (release.publish.growth); the verdict (`failure`). `make_plan` asks: the wheels
-in dist/ (checked against their manifest), the toolchain cache, and read-only requests to
-each destination through the publishers. The command renders the plan.
+same `decide` as `release publish`, and with `--build-tag` the same next build of a CONFLICT
+wheel's name) or, for a cell not built yet, from what the destination lists
+(`unbuilt_state`); each built wheel's growth since the previous release
+(release.publish.growth); the verdict (`failure`). `make_plan` asks: the wheels in dist/
+(checked against their manifest; a wheel an earlier `publish --build-tag` gave a build tag
+is its cell's), the toolchain cache, and read-only requests to each destination through
+the publishers. The command renders the plan.
 """
 
 from __future__ import annotations
 
 import enum
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from release.destinations.buildtag import with_build_tags
 from release.destinations.decide import (
     Action,
     CompanionDecision,
@@ -47,6 +51,7 @@ from release.records.manifest import (
 from release.records.release_manifest import PreviousRelease
 from release.toolchain import ToolchainPlan, present_dirs
 from release.toolchain.buildenv import cell_plan, environment_of
+from release.wheelfile import WheelName
 
 
 class State(enum.Enum):
@@ -77,6 +82,7 @@ class PlanRow:
     reason: str
     toolchain: ToolchainVerdict
     growth: Growth | None = None  # against the previous release's wheel, where one matches
+    published_as: str | None = None  # its name with a build tag, where it goes (or went) so
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -134,7 +140,8 @@ def unbuilt_entry(cell: Cell) -> WheelEntry:
 
 
 def built_state(decision: FileDecision | CompanionDecision) -> tuple[State, str]:
-    """A built file's state, from the publisher seam's decision (never with --replace)."""
+    """A built file's state, from the publisher seam's decision (never with --replace); a
+    rebuild going as the next build of its name says so (`upload as NAME-1-...`)."""
     states = {
         Action.UPLOAD: State.NEW,
         Action.SKIP: State.IDENTICAL,
@@ -143,6 +150,9 @@ def built_state(decision: FileDecision | CompanionDecision) -> tuple[State, str]
         Action.REPLACE: State.CONFLICT,
     }
     state = states[decision.action]
+    if isinstance(decision, FileDecision) and decision.rebuilt_from:
+        upload = "upload " if decision.action is Action.UPLOAD else ""
+        return state, upload + decision.reason
     reason = "" if decision.reason in ("new", "same sha256") else decision.reason
     return state, reason
 
@@ -194,8 +204,10 @@ def failure(plan: ReleasePlan) -> ReleaseError | None:
     if conflicts:
         return ConflictError(
             "; ".join(parts),
-            hint="a destination holds other bytes under the same filename: bump the version "
-            "before tagging (GitHub assets can be replaced with `release publish --replace`)",
+            hint="a destination holds other bytes under the same filename: `release publish "
+            "--build-tag` publishes a rebuilt wheel as the next build of its name (NAME-1-...whl; "
+            "`release plan --build-tag` shows it), or bump the version before tagging "
+            "(`release publish --replace` overwrites GitHub assets under their URLs)",
         )
     if missing:
         return ToolchainError(
@@ -227,20 +239,34 @@ def failure(plan: ReleasePlan) -> ReleaseError | None:
     return None
 
 
+Found = tuple[State, str, str, str | None]  # state, reason, URL, the name it goes as
+
+
 def _ask(
     factory: PublisherFactory,
     destination: DestinationRef,
     entries: Sequence[WheelEntry],
     built: Mapping[str, WheelEntry],
     dist: Path,
-) -> tuple[dict[str, tuple[State, str, str]], str | None]:
-    """(state, reason, URL) of each file at one destination, from read-only requests: the
-    built ones through the publisher seam's decision, the others by what is listed; and
-    why the destination refuses the built ones as a whole (its project size limit)."""
+    *,
+    scratch: Path | None = None,
+) -> tuple[dict[str, Found], str | None]:
+    """(state, reason, URL, the name it goes as) of each file at one destination, from
+    read-only requests: the built ones through the publisher seam's decision (with a
+    `scratch` directory: a CONFLICT wheel as the next build of its name, `--build-tag`),
+    the others by what is listed; and why the destination refuses the built ones as a whole
+    (its project size limit)."""
     publisher = factory(destination)
     ready = [e for e in entries if e.filename in built]
     decided = plan_for(publisher, ready, dist, replace=False)
-    out = {d.entry.filename: (*built_state(d), d.url) for d in decided.decisions}
+    if scratch is not None:
+        decided = with_build_tags(publisher, decided, dist, scratch)[0]
+    out: dict[str, Found] = {
+        d.rebuilt_from or d.entry.filename: (
+            *built_state(d), d.url, d.entry.filename if d.rebuilt_from else None,
+        )
+        for d in decided.decisions
+    }  # fmt: skip
     waiting = {e.filename: 0 for e in entries if e.filename not in built}
     remote = publisher.existing(waiting, rehash=False) if waiting else {}
     for name in waiting:
@@ -248,7 +274,8 @@ def _ask(
         state, reason = unbuilt_state(listed)
         if state is State.ABSENT and publisher.frozen:
             state, reason = State.REFUSED, f"{publisher.frozen}: it cannot be added"
-        out[name] = (state, reason, publisher.final_url(name) if listed is None else listed.url)
+        url = publisher.final_url(name) if listed is None else listed.url
+        out[name] = (state, reason, url, None)
     return out, decided.budget
 
 
@@ -294,6 +321,17 @@ def built_entries(dist: Path) -> Mapping[str, WheelEntry]:
     if not any(dist.glob("manifest*.json")):
         return {}
     return load_dist(dist).by_filename()
+
+
+def by_built_name(built: Mapping[str, WheelEntry]) -> dict[str, WheelEntry]:
+    """`built` by the names their cells give them: a wheel `publish --build-tag` gave a
+    build tag (`NAME-1-...`) under its name without one."""
+    out = dict(built)
+    for name, entry in built.items():
+        wheel = WheelName.parse(name)
+        if wheel.build:
+            out.setdefault(wheel.with_build(()).filename, entry)
+    return out
 
 
 SDIST_TOOLCHAIN = ToolchainVerdict(ok=True, text="none: an sdist compiles nothing")
@@ -352,17 +390,41 @@ def make_plan(
     previous: PreviousRelease | None = None,
     previous_note: str = NO_PREVIOUS,
     sdist: Cell | None = None,
+    build_tag: bool = False,
 ) -> ReleasePlan:
     """The plan; `previous` (with `previous_note` saying what it is, or why there is none)
     is what each built wheel's growth is measured against; `sdist` is the cell whose
-    build makes the release's sdist, where it is among `cells`."""
+    build makes the release's sdist, where it is among `cells`; `build_tag` decides a
+    CONFLICT wheel as `release publish --build-tag` does."""
+    with tempfile.TemporaryDirectory(prefix="release-plan-") as scratch:
+        return _make_plan(
+            cells, dist=dist, verdicts=verdicts, factory=factory, expect_tag=expect_tag,
+            gate=gate, previous=previous, previous_note=previous_note, sdist=sdist,
+            scratch=Path(scratch) if build_tag else None,
+        )  # fmt: skip
+
+
+def _make_plan(
+    cells: Sequence[Cell],
+    *,
+    dist: Path,
+    verdicts: Mapping[str, ToolchainVerdict],
+    factory: PublisherFactory,
+    expect_tag: str | None,
+    gate: GpuGate | None,
+    previous: PreviousRelease | None,
+    previous_note: str,
+    sdist: Cell | None,
+    scratch: Path | None,
+) -> ReleasePlan:
     built = built_entries(dist)
     grown = growth_by_wheel(list(built.values()), previous) if previous is not None else {}
     too_grown: list[str] = []
     over_budget: list[str] = []
     # a row per copy: a cell published to several places is one build, a wheel per place
     copies = [c.as_copy(copy) for c in cells for copy in c.copies]
-    entries = {c.wheel_filename: built.get(c.wheel_filename) or unbuilt_entry(c) for c in copies}
+    named = by_built_name(built)
+    entries = {c.wheel_filename: named.get(c.wheel_filename) or unbuilt_entry(c) for c in copies}
     by_destination: dict[str, list[Cell]] = {}
     for copy in copies:
         by_destination.setdefault(entries[copy.wheel_filename].destination.name, []).append(copy)
@@ -371,16 +433,18 @@ def make_plan(
         group_entries = [entries[c.wheel_filename] for c in group]
         destination = group_entries[0].destination
         try:
-            found, budget = _ask(factory, destination, group_entries, built, dist)
+            found, budget = _ask(factory, destination, group_entries, built, dist, scratch=scratch)
             over_budget += [budget] if budget else []
         except PublishError as error:
             reason = error.message + (f" ({error.hint})" if error.hint else "")
-            found = {e.filename: (State.NOT_ASKED, reason, "") for e in group_entries}
+            found = {e.filename: (State.NOT_ASKED, reason, "", None) for e in group_entries}
         for cell, entry in zip(group, group_entries, strict=True):
-            state, reason, url = found[entry.filename]
-            rows[entry.filename] = PlanRow(
+            state, reason, url, going_as = found[entry.filename]
+            if entry.filename != cell.wheel_filename:  # built, and given a build tag
+                going_as = going_as or entry.filename
+            rows[cell.wheel_filename] = PlanRow(
                 cell=cell.id,
-                wheel=entry.filename,
+                wheel=cell.wheel_filename,
                 built=entry.filename in built,
                 size=entry.size if entry.filename in built else None,
                 destination=f"{destination.name} ({destination.kind})",
@@ -389,6 +453,7 @@ def make_plan(
                 reason=reason,
                 toolchain=verdicts[cell.id],
                 growth=grown.get(entry.filename),
+                published_as=going_as,
             )
             growth = grown.get(entry.filename)
             problem = None

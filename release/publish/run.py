@@ -14,12 +14,20 @@ Order matters and is the whole point of this module:
    pins under `nccl/`; write `<dist>/published.json` after each destination, and the
    companion files as published to `<dist>/companions/` (what the workflow attests
    beside the wheels and the index).
+
+With `--build-tag`, step 2 decides each CONFLICT wheel again as the next build of its name
+(release.destinations.buildtag) and plans every destination again with those wheels (their
+`.metadata`, and release-manifest.json listing them); once nothing is blocked, the
+build-tagged wheels take their originals' places in dist/ and its manifests before step 4,
+so that what is uploaded, recorded and verified is what dist/ says.
 """
 
 from __future__ import annotations
 
 import logging
+import tempfile
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -27,6 +35,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from release.destinations.base import Publisher, Uploaded
+from release.destinations.buildtag import Rebuilt, marked, with_build_tags
 from release.destinations.companions import release_files
 from release.destinations.decide import (
     Action,
@@ -42,7 +51,7 @@ from release.destinations.registry import kind_of
 from release.errors import ConfigError, ConflictError, PublishError
 from release.provenance.attestation import attestation_path
 from release.publish.pages import commit_pages
-from release.records.dist import load_dist
+from release.records.dist import load_dist, write_rebuilt
 from release.records.manifest import DestinationRef, Manifest, WheelEntry
 from release.records.published import (
     RECORD_NAME,
@@ -64,6 +73,7 @@ class PublishSettings:
     dist: Path
     dry_run: bool = False
     replace: bool = False
+    build_tag: bool = False  # a CONFLICT wheel goes as the next build of its name
     only: tuple[str, ...] = ()
     index_dir: Path | None = None
     pages_repo: Path | None = None
@@ -157,6 +167,7 @@ def plan_destination(
     *,
     replace: bool,
     companions: Sequence[Companion] = (),
+    rewrite_records: bool = False,
 ) -> PublishPlan:
     """`plan_for`, where a kind that never takes other bytes under a used filename (PyPI)
     leaves --replace without effect."""
@@ -168,12 +179,20 @@ def plan_destination(
         replace=replace,
         companions=companions,
         can_replace=can_replace,
+        rewrite_records=rewrite_records,
     )
 
 
 def build_plans(
-    manifest: Manifest, settings: PublishSettings, factory: PublisherFactory
+    manifest: Manifest,
+    settings: PublishSettings,
+    factory: PublisherFactory,
+    *,
+    rebuilt: Mapping[str, Rebuilt] | None = None,
 ) -> tuple[tuple[DestinationPlan, ...], dict[str, Publisher]]:
+    """Every destination's plan; `rebuilt` (by their build-tagged names) are the wheels of
+    `manifest` that are rebuilds: their decisions say so, and a record of the release that
+    lists them is written again."""
     plans = []
     publishers: dict[str, Publisher] = {}
     extras = release_files(manifest, settings.dist)
@@ -186,14 +205,76 @@ def build_plans(
                 manifest, name, entries, settings.dist, extras
             )
             plan = plan_destination(
-                publisher, entries, settings.dist, replace=settings.replace, companions=companions
-            )
+                publisher, entries, settings.dist, replace=settings.replace,
+                companions=companions, rewrite_records=bool(rebuilt),
+            )  # fmt: skip
+            if rebuilt:
+                plan = replace(plan, decisions=tuple(_said(d, rebuilt) for d in plan.decisions))
         except PublishError as error:
             if not settings.dry_run:
                 raise
             plan = not_asked(entries, error)
         plans.append(DestinationPlan(destination=destination, plan=plan))
     return tuple(plans), publishers
+
+
+def _said(decision: FileDecision, rebuilt: Mapping[str, Rebuilt]) -> FileDecision:
+    wheel = rebuilt.get(decision.entry.filename)
+    return decision if wheel is None else marked(decision, wheel.built)
+
+
+def rebuild_plans(
+    manifest: Manifest,
+    plans: Sequence[DestinationPlan],
+    publishers: Mapping[str, Publisher],
+    settings: PublishSettings,
+    scratch: Path,
+) -> tuple[Manifest, tuple[DestinationPlan, ...], dict[str, Rebuilt]]:
+    """`--build-tag`: each CONFLICT wheel as the next build of its name (written into
+    `scratch`), and every destination planned again with them: the manifest as it will be
+    published, the plans, and the rebuilt wheels by the names they were built under. The
+    same manifest and plans where nothing is a CONFLICT."""
+    rebuilt: dict[str, Rebuilt] = {}
+    for item in plans:
+        publisher = publishers.get(item.destination.name)
+        if publisher is not None and item.plan.with_action(Action.CONFLICT):
+            rebuilt.update(with_build_tags(publisher, item.plan, settings.dist, scratch)[1])
+    if not rebuilt:
+        return manifest, tuple(plans), {}
+    wheels = tuple(
+        rebuilt[w.filename].entry if w.filename in rebuilt else w for w in manifest.wheels
+    )
+    published = replace(manifest, wheels=wheels)
+    view = dist_view(settings.dist, scratch / "dist", [w.path for w in rebuilt.values()])
+    tagged = {w.entry.filename: w for w in rebuilt.values()}
+    again, _ = build_plans(published, replace(settings, dist=view), _asked(plans, publishers),
+                           rebuilt=tagged)  # fmt: skip
+    return published, again, rebuilt
+
+
+def _asked(
+    plans: Sequence[DestinationPlan], publishers: Mapping[str, Publisher]
+) -> PublisherFactory:
+    """The publishers the first plans made, asked again; a destination a dry run could not
+    ask stays not asked, for the same reason."""
+    unasked = {p.destination.name: p.plan.decisions[0].reason for p in plans if p.plan.unasked}
+
+    def make(destination: DestinationRef) -> Publisher:
+        if destination.name in unasked:
+            raise PublishError(unasked[destination.name])
+        return publishers[destination.name]
+
+    return make
+
+
+def dist_view(dist: Path, view: Path, extra: Sequence[Path]) -> Path:
+    """A directory that reads as `dist` with the files `extra` added (links to each), for
+    planning a publish that has not changed dist/ yet."""
+    view.mkdir()
+    for path in [*extra, *dist.iterdir()]:
+        if not (view / path.name).exists():
+            (view / path.name).symlink_to(path.resolve())
+    return view
 
 
 def not_asked(entries: Sequence[WheelEntry], error: PublishError) -> PublishPlan:
@@ -232,11 +313,12 @@ def frozen_error(plans: Sequence[DestinationPlan], version: str, *, replace: boo
     )
 
 
-def blocked_error(plans: Sequence[DestinationPlan]) -> PublishError:
-    conflicts = [d.entry.filename for p in plans for d in p.plan.with_action(Action.CONFLICT)]
-    conflicts += [
-        c.companion.filename for p in plans for c in p.plan.companions_with(Action.CONFLICT)
-    ]
+def blocked_error(plans: Sequence[DestinationPlan], *, build_tag: bool = False) -> PublishError:
+    wheels = [d.entry.filename for p in plans for d in p.plan.with_action(Action.CONFLICT)]
+    files = [c.companion for p in plans for c in p.plan.companions_with(Action.CONFLICT)]
+    conflicts = wheels + [c.filename for c in files]
+    # a record of the release differs because the wheels do: --build-tag writes it again
+    others = [c.filename for c in files if not c.record]
     refused = [d for p in plans for d in p.plan.with_action(Action.REFUSED)]
     budgets = [p.plan.budget for p in plans if p.plan.budget]
     parts = []
@@ -250,14 +332,32 @@ def blocked_error(plans: Sequence[DestinationPlan]) -> PublishError:
             "" if parts else ": nothing was uploaded"
         )
     if conflicts:
-        return ConflictError(
-            message,
-            hint="a destination holds other bytes under the same filename; bump the version, "
-            "or pass --replace to overwrite GitHub assets (PyPI never allows it)",
-        )
+        return ConflictError(message, hint=conflict_hint(wheels, others, build_tag=build_tag))
     if budgets and not refused:
         return PublishError(message, hint="make the release smaller, or raise the limit (above)")
     return PublishError(message, hint="fix the refused files (reasons above) and rebuild")
+
+
+def conflict_hint(wheels: Sequence[str], others: Sequence[str], *, build_tag: bool) -> str:
+    """What to do about CONFLICTs: a rebuilt wheel can go under the next build tag of its
+    name (`--build-tag`), any other file cannot (it has no build tag), and nothing can on
+    a wheel `--build-tag` could not rewrite."""
+    if wheels and not others and not build_tag:
+        return (
+            "a destination holds other bytes under these wheels' names: pass --build-tag to "
+            "publish each rebuilt wheel as the next build of its name (NAME-1-...whl) beside "
+            "the old bytes, or bump the version (--replace overwrites GitHub assets under "
+            "their URLs instead; PyPI never allows it)"
+        )
+    if build_tag:
+        return (
+            f"--build-tag gives rebuilt wheels a new name; {', '.join([*others, *wheels])} "
+            "cannot take one (reasons above): bump the version"
+        )
+    return (
+        "a destination holds other bytes under the same filename; bump the version, "
+        "or pass --replace to overwrite GitHub assets (PyPI never allows it)"
+    )
 
 
 # --- The destinations, by kind. ---
@@ -317,15 +417,21 @@ def publish(
     manifest = load_dist(settings.dist)
     make = factory or default_factory(reach, settings.on_upload)
     plans, publishers = build_plans(manifest, settings, make)
-    outcome = PublishOutcome(manifest=manifest, plans=plans)
-    if show_plan is not None:
-        show_plan(outcome)
-    if outcome.blocked:
-        if any(p.plan.frozen and p.plan.blocked for p in plans):
-            raise frozen_error(plans, manifest.version, replace=settings.replace)
-        raise blocked_error(plans)
-    if settings.dry_run:
-        return outcome
+    with ExitStack() as scratch:
+        rebuilt: dict[str, Rebuilt] = {}
+        if settings.build_tag:
+            where = Path(scratch.enter_context(tempfile.TemporaryDirectory(prefix="release-")))
+            manifest, plans, rebuilt = rebuild_plans(manifest, plans, publishers, settings, where)
+        outcome = PublishOutcome(manifest=manifest, plans=plans)
+        if show_plan is not None:
+            show_plan(outcome)
+        if outcome.blocked:
+            if any(p.plan.frozen and p.plan.blocked for p in plans):
+                raise frozen_error(plans, manifest.version, replace=settings.replace)
+            raise blocked_error(plans, build_tag=settings.build_tag)
+        if settings.dry_run:
+            return outcome
+        write_rebuilt(settings.dist, {w.built: (w.entry, w.path) for w in rebuilt.values()})
     return _apply(outcome, settings, reach, publishers)
 
 

@@ -4,20 +4,22 @@ Plan, publish and verify start here: `load_dist` reads the manifest (or the mani
 several build jobs, merged) and checks every entry against its wheel before anything else
 happens: the filename's project and version against the manifest's, the wheel's METADATA
 against its filename, and size and sha256 against what the build recorded. A dist that
-fails is refused as a whole, with every problem named.
+fails is refused as a whole, with every problem named. `write_rebuilt` is the one change
+publish makes to it: a wheel published under a build tag takes the place of the one it
+was rewritten from.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from release.errors import ConfigError, FileError
-from release.fsutil import sha256_file
+from release.fsutil import sha256_file, write_atomic
 from release.matrix import Cell, Commit
 from release.records.manifest import (
     MANIFEST_NAME,
@@ -25,7 +27,9 @@ from release.records.manifest import (
     Manifest,
     SdistEntry,
     WheelEntry,
+    read_manifest,
     read_manifests,
+    write_manifest,
 )
 from release.records.sdistfile import sdist_archive_problems
 from release.wheelfile import NotAWheel, WheelFacts, WheelName, identity_problems, read_wheel
@@ -163,6 +167,26 @@ def load_dist(dist: Path, *, missing_ok: bool = False) -> Manifest:
             "`release build`, or restore the dist directory",
         )
     return manifest
+
+
+def write_rebuilt(dist: Path, rebuilt: Mapping[str, tuple[WheelEntry, Path]]) -> None:
+    """dist/ with each wheel `rebuilt` names (by its filename) replaced by its rebuild as
+    published (`publish --build-tag`: its entry, and the file holding its bytes): the
+    rebuild's file written, every manifest that listed the wheel naming the rebuild
+    instead, then the wheel removed, so that dist/ holds what its manifests list."""
+    if not rebuilt:
+        return
+    for entry, source in rebuilt.values():
+        write_atomic(dist / entry.filename, source.read_bytes())
+    for path in manifest_paths(dist):
+        manifest = read_manifest(path)
+        if any(w.filename in rebuilt for w in manifest.wheels):
+            wheels = tuple(
+                rebuilt[w.filename][0] if w.filename in rebuilt else w for w in manifest.wheels
+            )
+            write_manifest(replace(manifest, wheels=wheels), path)
+    for name in rebuilt:
+        (dist / name).unlink(missing_ok=True)
 
 
 @dataclass(frozen=True, kw_only=True)

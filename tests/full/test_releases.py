@@ -2,9 +2,10 @@
 parts check).
 
 Releases over time and their consumers, against pypiserver and the stand-in GitHub:
-several versions in one index (PEP 658 metadata for every file), the order that keeps
-everything private until every destination holds its files, `--replace` without a
-missing URL, and bytes that rot under a correct digest.
+several versions in one index (PEP 658 metadata for every file), read by pip and uv as a
+static host serves it (HTML) and as a host that routes by Accept serves it (PEP 691 JSON),
+the order that keeps everything private until every destination holds its files,
+`--replace` without a missing URL, and bytes that rot under a correct digest.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import sys
 from pathlib import Path
 from urllib.parse import unquote
 
+import httpx
 import pytest
 
 from release.cli import main
@@ -27,6 +29,7 @@ from release.errors import PublishError
 from release.publish.run import PublishSettings, default_factory, publish
 from release.records.manifest import DestinationRef
 from tests.github_standin import DEFAULT_REPO, GitHubStandIn
+from tests.integration.indexes import Served, static_server
 from tests.integration.test_publish_e2e import serve
 from tests.integration.test_releases import (
     BIN,
@@ -259,3 +262,50 @@ def test_pins_install_with_pip_and_uv_and_by_url(
         )  # fmt: skip
     assert refused.returncode != 0
     assert "THESE PACKAGES DO NOT MATCH THE HASHES" in refused.stderr
+
+
+def test_a_host_that_routes_by_accept_serves_pep_691_json_which_pip_and_uv_read(
+    github_standin: GitHubStandIn, tmp_path: Path
+) -> None:
+    """The same tree, served by a host that answers a project's URL with `index.json` when
+    the request asks for PEP 691 JSON (what docs/publish.md's nginx map does): pip and uv
+    both ask for it first, read it, and take each wheel's METADATA from its PEP 658 sidecar
+    (the JSON's `core-metadata`) instead of the wheel. A request for HTML gets the HTML."""
+    env = {"GITHUB_TOKEN": github_standin.token}
+    site = tmp_path / "site"
+    release = github_release(tmp_path, github_standin, "0.1.0")
+    publish(PublishSettings(dist=release.dist, index_dir=site), Reach(env, command="publish"))
+    served: list[Served] = []
+    github_standin.clear_log()
+    with static_server(site, served=served) as base:
+        index = f"{base}cu129/"
+        done = subprocess.run(
+            [sys.executable, "-m", "pip", "--isolated", "--disable-pip-version-check",
+             "install", "--dry-run", "--ignore-installed", "--no-deps", "--no-cache-dir",
+             "--only-binary=:all:", "--python-version", "3.12", "--platform",
+             "manylinux_2_28_x86_64", "--target", str(tmp_path / "t"), "--index-url", index,
+             f"{PROJECT}==0.1.0+cu129"],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        pip = [s for s in served if s.page]
+        pip_requests = web_requests(github_standin)
+        served.clear()
+        github_standin.clear_log()
+        done = subprocess.run(
+            [str(BIN / "uv"), "pip", "compile", "-", "--index-url", index, "--no-header",
+             "--python-version", "3.12", "--python-platform", "x86_64-manylinux_2_28", "--quiet"],
+            input=f"{PROJECT}==0.1.0+cu129\n", capture_output=True, text=True, check=False,
+            env={"PATH": str(BIN), "UV_NO_CACHE": "1", "HOME": str(tmp_path)},
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        uv = [s for s in served if s.page]
+        uv_requests = web_requests(github_standin)
+        html = httpx.get(f"{index}k3-kernels/", headers={"Accept": "text/html"})
+    assert html.headers["content-type"].startswith("text/html")
+    for answers in (pip, uv):
+        assert [(s.path, s.page) for s in answers] == [("/cu129/k3-kernels/", "index.json")]
+        assert answers[0].accept.startswith("application/vnd.pypi.simple.v1+json")
+    for requests in (pip_requests, uv_requests):
+        assert requests, "the resolver fetched nothing from the release"
+        assert all(path.endswith(".whl.metadata") for path in requests), requests

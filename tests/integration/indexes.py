@@ -29,18 +29,39 @@ from release.remote.simple_index import SIMPLE_JSON
 ELF = Path(__file__).resolve().parents[1] / "data" / "elf"
 
 
+@dataclass(frozen=True)
+class Served:
+    """One answer of the static server: the path asked for, the Accept header sent, and
+    the file of the directory answered with (`index.json` or `index.html`) where it was one."""
+
+    path: str
+    accept: str
+    page: str | None
+
+
 class _StaticIndex(SimpleHTTPRequestHandler):
     wheel_delay = 0.0  # seconds before answering for a wheel (a slow host)
+    served: list[Served] | None = None
 
     def send_head(self):  # type: ignore[no-untyped-def]  # the base class's own signature
         if self.path.endswith(".whl") and self.wheel_delay:
             time.sleep(self.wheel_delay)
         local = Path(self.translate_path(self.path))
-        wants_json = SIMPLE_JSON in self.headers.get("Accept", "")
-        if self.path.endswith("/") and wants_json and (local / "index.json").is_file():
+        accept = self.headers.get("Accept", "")
+        wants_json = SIMPLE_JSON in accept
+        directory = self.path.split("?", 1)[0].endswith("/")
+        page = None
+        if directory and wants_json and (local / "index.json").is_file():
+            page = "index.json"
+        elif directory and (local / "index.html").is_file():
+            page = "index.html"
+        if self.served is not None:
+            self.served.append(Served(path=self.path, accept=accept, page=page))
+        if page == "index.json":
             body = (local / "index.json").read_bytes()
             self.send_response(200)
             self.send_header("Content-Type", SIMPLE_JSON)
+            self.send_header("Vary", "Accept")
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             return _Body(body)
@@ -70,10 +91,12 @@ class _Server(ThreadingHTTPServer):
 
 
 @contextmanager
-def static_server(root: Path, *, wheel_delay: float = 0.0) -> Iterator[str]:
-    """`root` served on a free port of 127.0.0.1, each wheel after `wheel_delay` seconds;
-    yields its base URL (ending in /)."""
-    handler = type("_Delayed", (_StaticIndex,), {"wheel_delay": wheel_delay})
+def static_server(
+    root: Path, *, wheel_delay: float = 0.0, served: list[Served] | None = None
+) -> Iterator[str]:
+    """`root` served on a free port of 127.0.0.1, each wheel after `wheel_delay` seconds,
+    each answer appended to `served` where given; yields its base URL (ending in /)."""
+    handler = type("_Delayed", (_StaticIndex,), {"wheel_delay": wheel_delay, "served": served})
     server = _Server(("127.0.0.1", 0), partial(handler, directory=str(root)))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

@@ -1,6 +1,7 @@
 """The artifacts' trust rules, without a build: cache entries are verified on read, the
 manifest of dist/ is exactly one build, cache keys hold no paths, files get the umask's
-mode, and a rebuild that differs names the first member that does."""
+mode, a rebuild that differs names the first member that does, and one published under a
+build tag takes its original's place in dist/."""
 
 from __future__ import annotations
 
@@ -22,10 +23,18 @@ from release.building.settings import DEFAULT_EPOCH, parse_epoch
 from release.errors import ConfigError
 from release.fsutil import current_umask, write_atomic
 from release.matrix import Cell, load_matrix
-from release.records.dist import Reconciled, dist_problems, entry_problems, reconcile
-from release.records.manifest import Manifest, WheelEntry
+from release.records.dist import (
+    Reconciled,
+    dist_problems,
+    entry_problems,
+    load_dist,
+    reconcile,
+    write_rebuilt,
+)
+from release.records.manifest import Manifest, WheelEntry, read_manifest, write_manifest
 from release.toolchain.cacheroot import default_cache_dir, toolchain_cache
-from release.wheelfile import wheel_facts
+from release.wheelfile import wheel_facts, with_build_tag
+from tests.integration import wheels
 
 REPO = Path(__file__).resolve().parents[2]
 MATRIX = load_matrix(REPO / "matrix.yaml")
@@ -421,3 +430,35 @@ def test_a_filtered_build_keeps_every_copy_of_a_cell_it_did_not_attempt() -> Non
     assert sorted(out.kept) == sorted(w.filename for w in wheels if w.cell != "12.9-x86_64")
     assert {w.filename for w in out.manifest.wheels} == {w.filename for w in wheels}
     assert "k3_kernels-0.1.0+cu130-py3-none-manylinux_2_28_x86_64.whl" in out.kept
+
+
+def test_a_rebuild_published_under_a_build_tag_takes_its_originals_place_in_dist(
+    tmp_path: Path,
+) -> None:
+    """dist/ of two build jobs (a manifest each): the rebuild's file written, only the
+    manifest that listed the original rewritten, the original gone; dist/ checks whole."""
+    dist = tmp_path / "dist"
+    destination = wheels.pypi_destination("http://127.0.0.1:1/")
+    x86, arm = (
+        wheels.make_wheel(dist, platform=f"manylinux_2_28_{arch}") for arch in ("x86_64", "aarch64")
+    )
+    for manifest_name, wheel in (("manifest-x86_64.json", x86), ("manifest-aarch64.json", arm)):
+        manifest = Manifest(project="k3-kernels", version="0.1.0",
+                            wheels=(wheels.entry_for(wheel, destination),))  # fmt: skip
+        write_manifest(manifest, dist / manifest_name)
+    untouched = (dist / "manifest-x86_64.json").read_bytes()
+    name, data = with_build_tag(arm.name, arm.read_bytes(), 1)
+    source = tmp_path / name.filename
+    source.write_bytes(data)
+    rebuild = dataclasses.replace(
+        wheels.entry_for(arm, destination), filename=name.filename, size=len(data),
+        sha256=hashlib.sha256(data).hexdigest(),
+    )  # fmt: skip
+    write_rebuilt(dist, {arm.name: (rebuild, source)})
+    assert sorted(p.name for p in dist.glob("*.whl")) == sorted([x86.name, name.filename])
+    assert (dist / "manifest-x86_64.json").read_bytes() == untouched
+    (written,) = read_manifest(dist / "manifest-aarch64.json").wheels
+    assert (written.filename, written.size, written.sha256, written.cell) == (
+        rebuild.filename, rebuild.size, rebuild.sha256, rebuild.cell,
+    )  # fmt: skip
+    assert {w.filename for w in load_dist(dist).wheels} == {x86.name, name.filename}

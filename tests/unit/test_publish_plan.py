@@ -8,7 +8,15 @@ from pathlib import Path
 import pytest
 
 from release.credentials import index_credentials, mask
-from release.destinations.decide import Action, FileDecision, PublishPlan, RemoteFile, verdict
+from release.destinations.decide import (
+    Action,
+    Companion,
+    CompanionDecision,
+    FileDecision,
+    PublishPlan,
+    RemoteFile,
+    verdict,
+)
 from release.destinations.pypi_publisher import default_index_url, platform_allowed, pypi_refusals
 from release.errors import ConfigError, ConflictError, PublishError
 from release.publish.run import (
@@ -283,3 +291,34 @@ def test_replace_on_an_immutable_release_names_it_and_a_new_version(tmp_path: Pa
 )
 def test_the_version_after_a_frozen_one_is_its_next_post_release(version: str, after: str) -> None:
     assert next_version(version) == after
+
+
+def test_a_conflict_of_wheels_alone_names_build_tag_and_what_it_cannot_rename(
+    tmp_path: Path,
+) -> None:
+    entry = entry_for(make_wheel(tmp_path), PYPI)
+    wheel = FileDecision(entry=entry, action=Action.CONFLICT, reason="r", url="u")
+
+    def plans(*companions: Companion) -> list[DestinationPlan]:
+        decided = tuple(
+            CompanionDecision(companion=c, action=Action.CONFLICT, reason="r", url="u")
+            for c in companions
+        )
+        plan = PublishPlan(decisions=(wheel,), companions=decided)
+        return [DestinationPlan(destination=PYPI, plan=plan)]
+
+    record = Companion(filename="release-manifest.json", data=b"{}", sha256="0" * 64,
+                       of="release", purpose="manifest", record=True)  # fmt: skip
+    nccl = Companion(filename="cu12.txt", data=b"x", sha256="1" * 64, of="release",
+                     purpose="NCCL pin")  # fmt: skip
+    # the release manifest differs because the wheels do: --build-tag writes it again
+    for blocked in (plans(), plans(record)):
+        assert str(blocked_error(blocked).hint).startswith(
+            "a destination holds other bytes under these wheels' names: pass --build-tag to "
+            "publish each rebuilt wheel as the next build of its name (NAME-1-...whl)"
+        )
+    assert "--build-tag" not in str(blocked_error(plans(nccl)).hint)
+    assert blocked_error(plans(nccl), build_tag=True).hint == (
+        f"--build-tag gives rebuilt wheels a new name; cu12.txt, {entry.filename} cannot take "
+        "one (reasons above): bump the version"
+    )

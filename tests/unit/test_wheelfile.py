@@ -1,24 +1,32 @@
 """release.wheelfile: the one RECORD hash, pinned to known digests; what a name or a file
-from outside that is not a wheel is refused with."""
+from outside that is not a wheel is refused with; a wheel given a build tag."""
 
 from __future__ import annotations
 
+import hashlib
 import io
 import zipfile
 from pathlib import Path
 
 import pytest
+from packaging.utils import parse_wheel_filename
 from packaging.version import Version
 
 from release.wheelfile import (
     NotAWheel,
     WheelName,
+    identity_problems,
     is_wheel_name,
     readable_wheel,
     record_hash,
+    record_problems,
+    tag_problems,
     version_or_none,
+    wheel_facts,
+    with_build_tag,
     zip_problem,
 )
+from tests.integration import wheels as integration_wheels
 
 
 @pytest.mark.parametrize(
@@ -102,8 +110,9 @@ def test_relabel_retag_and_a_build_tag_change_one_part_each() -> None:
     assert name.with_build((2, "")).filename == (
         "k3_kernels-0.1.0+cu129-2-py3-none-manylinux_2_28_x86_64.whl"
     )
-    assert name.with_build((2, "")).unversioned == (
-        "k3_kernels", "2", "py3", "none", "manylinux_2_28_x86_64"
+    # a build tag numbers the rebuilds of one version: the next version's wheel has none
+    assert name.with_build((2, "")).unversioned == name.unversioned == (
+        "k3_kernels", "py3", "none", "manylinux_2_28_x86_64"
     )  # fmt: skip
 
 
@@ -190,3 +199,94 @@ def test_a_readable_wheel_gives_its_name_and_facts(tmp_path: Path) -> None:
     path.write_bytes(a_wheel())
     name, facts = readable_wheel(path)
     assert str(name.version) == facts.metadata_version == "0.1.0+cu129"
+
+
+# -- a rebuilt wheel as the next build of its name ------------------------------------------
+
+
+def built_wheel(tmp_path: Path, *, wheel_file: bytes | None = None) -> tuple[str, bytes]:
+    """A complete wheel as the integration tests' builder makes it (RECORD with hashes,
+    deflated members with fixed dates and modes), its WHEEL file `wheel_file` if given."""
+    path = integration_wheels.make_wheel(tmp_path, version="0.1.0+cu129", payload=b"#x\n")
+    data = path.read_bytes()
+    if wheel_file is None:
+        return path.name, data
+    info = "k3_kernels-0.1.0+cu129.dist-info"
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        members = {i.filename: archive.read(i) for i in archive.infolist()}
+    members[f"{info}/WHEEL"] = wheel_file
+    rows = [
+        f"{n},{record_hash(d)},{len(d)}" for n, d in members.items() if not n.endswith("RECORD")
+    ]
+    members[f"{info}/RECORD"] = ("\n".join([*rows, f"{info}/RECORD,,"]) + "\n").encode()
+    return path.name, zip_bytes(members, zipfile.ZIP_DEFLATED)
+
+
+def test_a_build_tag_changes_the_name_the_wheel_file_and_its_record_row_only(
+    tmp_path: Path,
+) -> None:
+    filename, data = built_wheel(tmp_path)
+    name, tagged = with_build_tag(filename, data, 1)
+    assert name.filename == "k3_kernels-0.1.0+cu129-1-py3-none-manylinux_2_28_x86_64.whl"
+    _, version, build, tags = parse_wheel_filename(name.filename)  # packaging reads it back
+    assert (str(version), build) == ("0.1.0+cu129", (1, ""))
+    assert tags == WheelName.parse(filename).tags
+    info = "k3_kernels-0.1.0+cu129.dist-info"
+    with (
+        zipfile.ZipFile(io.BytesIO(data)) as before,
+        zipfile.ZipFile(io.BytesIO(tagged)) as after,
+    ):
+        assert after.read(f"{info}/WHEEL") == before.read(f"{info}/WHEEL") + b"Build: 1\n"
+        assert record_problems(after, info) == []  # RECORD names WHEEL's new hash and size
+        changed = {f"{info}/WHEEL", f"{info}/RECORD"}
+        for old, new in zip(before.infolist(), after.infolist(), strict=True):
+            assert (new.filename, new.date_time, new.external_attr, new.compress_type) == (
+                old.filename, old.date_time, old.external_attr, old.compress_type,
+            )  # fmt: skip
+            if new.filename not in changed:
+                assert after.read(new) == before.read(old)
+    facts = wheel_facts(tagged)
+    assert identity_problems(name.project, name.version, facts.metadata_name,
+                             facts.metadata_version) == []  # fmt: skip
+    assert tag_problems(facts.wheel_tags, name.tags) == []
+
+
+def test_the_same_wheel_and_number_give_the_same_bytes_and_a_new_number_its_line(
+    tmp_path: Path,
+) -> None:
+    filename, data = built_wheel(tmp_path)
+    name, tagged = with_build_tag(filename, data, 1)
+    assert with_build_tag(filename, data, 1) == (name, tagged)
+    second, again = with_build_tag(name.filename, tagged, 2)
+    assert second.filename == "k3_kernels-0.1.0+cu129-2-py3-none-manylinux_2_28_x86_64.whl"
+    wheel = zipfile.ZipFile(io.BytesIO(again)).read("k3_kernels-0.1.0+cu129.dist-info/WHEEL")
+    assert wheel.count(b"Build:") == 1
+    assert wheel.endswith(b"Build: 2\n")
+    assert hashlib.sha256(again).digest() != hashlib.sha256(tagged).digest()
+
+
+def test_a_build_line_takes_the_wheel_files_own_line_ending(tmp_path: Path) -> None:
+    crlf = (
+        b"Wheel-Version: 1.0\r\nRoot-Is-Purelib: false\r\nTag: py3-none-manylinux_2_28_x86_64\r\n"
+    )
+    filename, data = built_wheel(tmp_path, wheel_file=crlf)
+    _, tagged = with_build_tag(filename, data, 3)
+    wheel = zipfile.ZipFile(io.BytesIO(tagged)).read("k3_kernels-0.1.0+cu129.dist-info/WHEEL")
+    assert wheel == crlf + b"Build: 3\r\n"
+
+
+@pytest.mark.parametrize(
+    ("members", "why"),
+    [
+        ({"a.dist-info/WHEEL": b"", "a.dist-info/RECORD": b"", "a.dist-info/RECORD.jws": b"{}"},
+         "its RECORD is signed: a new build tag would void the signature"),
+        ({"a.dist-info/RECORD": b""}, "has no a.dist-info/WHEEL"),
+        ({"x.py": b""}, "has 0 .dist-info directories, not 1"),
+    ],
+)  # fmt: skip
+def test_a_wheel_that_cannot_take_a_build_tag_says_why(members: dict[str, bytes], why: str) -> None:
+    with pytest.raises(NotAWheel) as caught:
+        with_build_tag(GOOD_NAME, zip_bytes(members), 1)
+    assert str(caught.value) == why
+    with pytest.raises(NotAWheel, match="not a zip archive"):
+        with_build_tag(GOOD_NAME, b"not a zip", 1)
