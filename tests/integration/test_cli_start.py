@@ -5,7 +5,8 @@ imports (`python -X importtime`), never from a time.
 command's `--help` and usage error that and the command's own module, never its stage (a
 command imports its stage when it runs); `release matrix` the matrix and the terminal, never
 the publishing side (githubkit, pydantic, sigstore, twine, httpx) or the build side
-(auditwheel, ELF reading). benchmarks/cli_start.py measures what that saves.
+(auditwheel, ELF reading); `release plan` githubkit (it asks GitHub) but nothing that signs,
+checks a signature or uploads. benchmarks/cli_start.py measures what that saves.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from pathlib import Path
 import pytest
 
 from release.cli import COMMANDS
+from tests.github_standin import GitHubStandIn
+from tests.pypi_server import PypiServer
 
 REPO = Path(__file__).resolve().parents[2]
 RELEASE = Path(sys.executable).with_name("release")
@@ -148,3 +151,37 @@ def test_a_usage_error_loads_the_commands_options_only(command: str) -> None:
 
 def test_release_help_loads_every_commands_options_and_no_stage() -> None:
     loads_the_parser_side_only(imported("--help"), "release --help")
+
+
+# What only signing, checking a signature, uploading to PyPI or the nightly channel's S3 use
+SIGNING_OR_UPLOADING = frozenset(
+    {"pypi_attestations", "sigstore.models", "sigstore.verify", "twine", "docutils", "boto3"}
+)
+
+
+def test_a_plan_asks_github_and_pypi_but_loads_nothing_that_signs_or_uploads(
+    tmp_path: Path,
+    pypiserver: PypiServer,
+    github_standin: GitHubStandIn,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`release plan` of the shipped matrix makes a GitHub client (githubkit) and reads the
+    PyPI index; it checks no attestation (there is none) and uploads nothing, so sigstore's
+    verifier, pypi-attestations, twine (and docutils through it) and boto3 stay unloaded."""
+    github_standin.add_repo("k3-project/k3-kernels")
+    for name, value in {**pypiserver.env(), "GITHUB_TOKEN": github_standin.token}.items():
+        monkeypatch.setenv(name, value)
+    for name in ("GITHUB_ACTIONS", "GITHUB_STEP_SUMMARY", "TWINE_API_KEY", "GH_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    modules = imported(
+        "plan",
+        "--json",
+        "--dist", str(tmp_path / "dist"),
+        "--cache-dir", str(tmp_path / "cache"),
+        "--github-api-url", github_standin.api_url,
+        "--repository-url", pypiserver.url,
+    )  # fmt: skip
+    assert "githubkit" in modules  # it asked GitHub what the release holds
+    assert github_standin.request_log, "the plan asked the stand-in GitHub nothing"
+    loaded = {m for m in modules if {m, m.split(".")[0]} & SIGNING_OR_UPLOADING}
+    assert loaded == set(), f"release plan imports {sorted(loaded)}"
