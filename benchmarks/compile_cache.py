@@ -38,10 +38,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from release.building.events import BuildEvents  # noqa: E402
 from release.building.jobs import compile_jobs  # noqa: E402
 from release.building.pipeline import build_cell  # noqa: E402
 from release.building.settings import BuildSettings, CellResult  # noqa: E402
-from release.building.stage import BuildEvents, prepare  # noqa: E402
+from release.building.stage import prepare  # noqa: E402
 from release.matrix import load_matrix  # noqa: E402
 from release.matrix.compilecache import CompileCache, parse_compile_cache  # noqa: E402
 from tests.s3_server import S3Server, free_port  # noqa: E402

@@ -44,6 +44,8 @@ Its modules:
 - `console`: Where every command's output goes, from one place.
 - `credentials`: The one list of secrets: which values must never be shown, and how they are
   hidden.
+- `defaults`: The defaults that a command's `--help` shows and its stage applies, importing
+  nothing, so that `--help` loads no stage.
 - `errors`: The one error family: every error a user can cause, with its exit code and a hint.
 - `fsutil`: Small filesystem edges shared by every command.
 - `github_names`: What this program takes from outside as a GitHub address: a repository's

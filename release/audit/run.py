@@ -26,6 +26,13 @@ from pathlib import Path
 from release.audit.report import AuditReport, Unchecked
 from release.audit.sources import Source
 from release.credentials import without_credentials
+from release.defaults import (
+    AUDIT_ATTEMPTS,
+    AUDIT_CONCURRENCY,
+    AUDIT_FILE_TIMEOUT_S,
+    AUDIT_TIMEOUT_S,
+    PYPI_SIMPLE,
+)
 from release.inspection.devicecode import elf_lister
 from release.inspection.fatbin import lister
 from release.inspection.findings import Finding, finding
@@ -40,16 +47,12 @@ from release.inspection.indexrules import (
     unindexed_variants,
 )
 from release.inspection.served import ServedWheel, inspect_served
-from release.inspection.torchcuda import PYPI_SIMPLE, TorchIndex
+from release.inspection.torchcuda import TorchIndex
 from release.remote import httpclient as http
 from release.remote.httpclient import Download
 from release.remote.retry import Deadline, RetryPolicy
 from release.remote.simple_index import ACCEPT, ListedFile, parse_index_page, project_page_url
 
-DEFAULT_CONCURRENCY = 4  # wheels read at once, each on disk until inspected
-DEFAULT_FILE_TIMEOUT_S = 600.0  # one wheel's download, retries included
-DEFAULT_TIMEOUT_S = 3600.0  # the whole audit
-DEFAULT_ATTEMPTS = 3
 PAGE_TIMEOUT_S = 120.0  # one index page or torch metadata file
 
 _LOG = logging.getLogger("release.audit")
@@ -57,10 +60,10 @@ _LOG = logging.getLogger("release.audit")
 
 @dataclass(frozen=True, kw_only=True)
 class AuditSettings:
-    concurrency: int = DEFAULT_CONCURRENCY
-    file_timeout_s: float = DEFAULT_FILE_TIMEOUT_S
-    timeout_s: float = DEFAULT_TIMEOUT_S
-    attempts: int = DEFAULT_ATTEMPTS
+    concurrency: int = AUDIT_CONCURRENCY
+    file_timeout_s: float = AUDIT_FILE_TIMEOUT_S
+    timeout_s: float = AUDIT_TIMEOUT_S
+    attempts: int = AUDIT_ATTEMPTS
     projects: tuple[str, ...] = ()  # read only these projects' pages of each root index
     torch_index: str | None = PYPI_SIMPLE  # where a torch requirement's CUDA is read; None: not
     cuobjdump: Path | None = None  # lists device code where given

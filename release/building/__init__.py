@@ -17,6 +17,9 @@ Its modules:
   log: a module the build environment lacks (build.requires), libraries the linker cannot
   find or headers the compiler cannot (build.cuda-libraries), a C++ standard older than
   torch's headers require, else the first compiler error.
+- `events`: What the build stage tells whoever runs it (`BuildEvents`): progress lines,
+  warnings, the toolchain downloads, each cell's start and end; silent unless a command says
+  otherwise.
 - `excluded`: What matrix.yaml's `exclude` saved: for each SM an exclusion removed from a built
   cell, the bytes that SM's device code weighs in a sibling cell of the same build that holds it
   (the same CUDA version first, whose device code is the same; else the same CPU arch).

@@ -27,9 +27,10 @@ from pathlib import Path
 
 from release import proc
 from release.backends import targets_problem, with_path
+from release.building.events import BuildEvents
 from release.building.gatetorch import AdmittedReader, Beside, GateStep, plan_steps
 from release.building.settings import BuildEnv, BuildSettings, CellResult
-from release.building.stage import BuildEvents, prepare, run_build
+from release.building.stage import prepare, run_build
 from release.matrix import Cell, GateRun, GpuGate, GpuRunner
 from release.records.manifest import Manifest
 from release.toolchain.buildenv import environment_of

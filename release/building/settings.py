@@ -25,6 +25,7 @@ from release.building.cache import WheelCache
 from release.building.compilecache import CacheStats
 from release.building.jobs import CompileJobs, compile_jobs
 from release.credentials import without_credentials
+from release.defaults import COMPILE_CACHE_VARIABLE
 from release.errors import ConfigError
 from release.inspection.torchcuda import TorchIndexes
 from release.inspection.wheel import WheelReport
@@ -33,7 +34,6 @@ from release.matrix.compilecache import CompileCache, parse_compile_cache
 from release.toolchain.cacheroot import cache_root, toolchain_cache
 
 DEFAULT_EPOCH = 315532800  # 1980-01-01, the earliest date a zip file can hold
-COMPILE_CACHE_VARIABLE = "RELEASE_COMPILE_CACHE"
 
 T = TypeVar("T")
 

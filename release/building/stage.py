@@ -2,7 +2,7 @@
 cannot build here, provision the toolchains and build tools once) and `run_build` (every
 cell through release.building.pipeline, side by side per CUDA version, then dist/'s manifest
 and NCCL files). `release build`, the GPU gate and `release env` call these; what they
-print comes through `BuildEvents`.
+print comes through `BuildEvents` (release.building.events).
 
 Device code depends on the CUDA version, not on the CPU arch: all cells share one device
 cache, and the cells of one CUDA version build one after another so that the first
@@ -14,9 +14,8 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -31,6 +30,7 @@ from release.backends import (
     placement_problem,
 )
 from release.building.cache import source_digest
+from release.building.events import BuildEvents, CellProgress
 from release.building.pipeline import (
     build_cell,
     cell_inputs,
@@ -71,34 +71,6 @@ from release.toolchain import (
 )
 from release.toolchain.buildenv import cell_plan, environment_of
 from release.toolchain.torchenv import find_python
-
-CellProgress = Callable[[str, Cell, CellResult | None], None]
-"""("start" or "done", the cell, its result when done)."""
-
-
-class BuildEvents:
-    """What the stage tells whoever runs it; this one says nothing (the GPU gate's)."""
-
-    def note(self, message: str) -> None:
-        """A line of progress for a person."""
-
-    def warning(self, message: str) -> None:
-        """Something the user should act on; the build goes on."""
-
-    @contextmanager
-    def downloads(self) -> Iterator[Progress]:
-        """Around provisioning: gets (what, bytes done, bytes in all) of each download."""
-        yield lambda what, done, total: None
-
-    def cells(self, total: int) -> AbstractContextManager[CellProgress]:
-        """Around the cells' builds: hears each cell start and finish."""
-        return _silent_cells()
-
-
-@contextmanager
-def _silent_cells() -> Iterator[CellProgress]:
-    yield lambda event, cell, result: None
-
 
 # ---------------------------------------------------------------- pure core
 

@@ -14,22 +14,22 @@ import argparse
 import json
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from release.audit.report import AuditReport, audit_json, audit_schema, finding_rows, summary_rows
-from release.audit.run import (
-    DEFAULT_ATTEMPTS,
-    DEFAULT_CONCURRENCY,
-    DEFAULT_FILE_TIMEOUT_S,
-    DEFAULT_TIMEOUT_S,
-    AuditSettings,
-    audit,
-)
-from release.audit.sources import sources
 from release.commands.parsing import arguments, common
 from release.commands.parsing.options import Seconds, WholeNumber
 from release.console import Annotation, Output, markdown_table
+from release.defaults import (
+    AUDIT_ATTEMPTS,
+    AUDIT_CONCURRENCY,
+    AUDIT_FILE_TIMEOUT_S,
+    AUDIT_TIMEOUT_S,
+    PYPI_SIMPLE,
+)
 from release.errors import ConfigError, IncompleteError, VerifyError, shown
-from release.inspection.torchcuda import PYPI_SIMPLE
+
+if TYPE_CHECKING:
+    from release.audit.report import AuditReport
 
 HELP = "inspect every wheel of any index or list of wheel URLs, as served (no matrix)"
 SHARED: tuple[arguments.Shared, ...] = ("output",)
@@ -62,23 +62,23 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         help="read only this project's page of each URL, a root index (repeatable)",
     )
     parser.add_argument(
-        "--concurrency", type=CONCURRENCY, default=DEFAULT_CONCURRENCY, metavar="N",
+        "--concurrency", type=CONCURRENCY, default=AUDIT_CONCURRENCY, metavar="N",
         help=f"wheels read at once, each on disk until inspected ({CONCURRENCY.accepted}; "
-        f"default {DEFAULT_CONCURRENCY})",
+        f"default {AUDIT_CONCURRENCY})",
     )  # fmt: skip
     parser.add_argument(
-        "--file-timeout", type=TIMEOUT, default=DEFAULT_FILE_TIMEOUT_S, metavar="SECONDS",
+        "--file-timeout", type=TIMEOUT, default=AUDIT_FILE_TIMEOUT_S, metavar="SECONDS",
         help=f"bound on one wheel's download, retries included ({TIMEOUT.accepted}; "
-        f"default {DEFAULT_FILE_TIMEOUT_S:g})",
+        f"default {AUDIT_FILE_TIMEOUT_S:g})",
     )  # fmt: skip
     parser.add_argument(
-        "--timeout", type=TIMEOUT, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
+        "--timeout", type=TIMEOUT, default=AUDIT_TIMEOUT_S, metavar="SECONDS",
         help="bound on the whole audit; the wheels it leaves unread are named, exit 9 "
-        f"({TIMEOUT.accepted}; default {DEFAULT_TIMEOUT_S:g})",
+        f"({TIMEOUT.accepted}; default {AUDIT_TIMEOUT_S:g})",
     )  # fmt: skip
     parser.add_argument(
-        "--attempts", type=ATTEMPTS, default=DEFAULT_ATTEMPTS, metavar="N",
-        help=f"tries per URL ({ATTEMPTS.accepted}; default {DEFAULT_ATTEMPTS})",
+        "--attempts", type=ATTEMPTS, default=AUDIT_ATTEMPTS, metavar="N",
+        help=f"tries per URL ({ATTEMPTS.accepted}; default {AUDIT_ATTEMPTS})",
     )  # fmt: skip
     parser.add_argument(
         "--torch-index", default=PYPI_SIMPLE, metavar="URL",
@@ -101,6 +101,8 @@ def add_options(parser: argparse.ArgumentParser) -> None:
 
 
 def print_audit(out: Output, report: AuditReport) -> None:
+    from release.audit.report import finding_rows, summary_rows
+
     title = (
         f"audit: {report.files} wheels on {len(report.pages)} pages, "
         f"{len(report.findings)} findings"
@@ -115,6 +117,8 @@ def print_audit(out: Output, report: AuditReport) -> None:
 
 
 def audit_markdown(report: AuditReport) -> str:
+    from release.audit.report import finding_rows, summary_rows
+
     status = "no finding" if report.ok else f"{len(report.findings)} findings"
     text = f"## Audit of {report.files} wheels: {status}\n\n"
     text += markdown_table(SUMMARY_COLUMNS, summary_rows(report))
@@ -124,6 +128,10 @@ def audit_markdown(report: AuditReport) -> str:
 
 
 def run(args: argparse.Namespace, out: Output) -> int:
+    from release.audit.report import audit_json, audit_schema
+    from release.audit.run import AuditSettings, audit
+    from release.audit.sources import sources
+
     if args.schema:
         print(json.dumps(audit_schema(), indent=2))
         return 0

@@ -23,49 +23,26 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from release.backends import DEFAULT_BACKEND
-from release.building.compare import Comparison, compare
-from release.building.compilecache import CacheStats
-from release.building.excluded import ExcludedSm, excluded_sms
-from release.building.preview import planned, refused_torches
-from release.building.sdist import build_sdist, from_the_sdist
-from release.building.settings import (
-    SETTING_COLUMNS,
-    SETTING_KEYS,
-    BuildSettings,
-    CellResult,
-    CopiedWheel,
-    Sourced,
-)
-from release.building.stage import (
-    BuildEvents,
-    CellProgress,
-    plan_toolchains,
-    require_success,
-    run_build,
-    schedule,
-)
-from release.building.torchcell import run_reader
-from release.commands.parsing import arguments, buildopts, common
+from release.building.events import BuildEvents
+from release.commands.parsing import arguments, common
 from release.commands.parsing.options import WholeNumber
 from release.console import Annotation, Output, markdown_table
+from release.defaults import COMPILE_CACHE_VARIABLE
 from release.errors import BuildError, ConfigError
-from release.inspection.budget import project_refusal, project_warning, release_loads
-from release.matrix import Cell, Matrix
-from release.matrix.compilecache import CompileCache
-from release.records.dist import Reconciled
-from release.records.manifest import (
-    MANIFEST_NAME,
-    Manifest,
-    SdistEntry,
-    read_manifest,
-    sdist_cell_of,
-    sdist_filename,
-    write_manifest,
-)
-from release.toolchain import Progress, ToolchainPlan
+
+if TYPE_CHECKING:
+    from release.building.compare import Comparison
+    from release.building.compilecache import CacheStats
+    from release.building.events import CellProgress
+    from release.building.excluded import ExcludedSm
+    from release.building.settings import BuildSettings, CellResult, CopiedWheel
+    from release.matrix import Cell, Matrix
+    from release.matrix.compilecache import CompileCache
+    from release.records.dist import Reconciled
+    from release.records.manifest import Manifest, SdistEntry
+    from release.toolchain import Progress, ToolchainPlan
 
 JOBS = WholeNumber(1, 64)  # CUDA versions side by side: a matrix has a handful
 COMPILE_JOBS = WholeNumber(1, 1024)  # past this, make and ninja fork until the machine stops
@@ -93,7 +70,7 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         "matrix.yaml's build.compile-jobs, else from the CPUs and the memory available, "
         "3 GiB a compile)",
     )
-    buildopts.add_compile_cache_option(parser)
+    add_compile_cache_option(parser)
     arguments.add_channel_option(
         parser,
         "the commit's build under its dev version X.Y.Z.devN (N: the commit's time), every "
@@ -116,6 +93,30 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         "MANIFEST records an sdist, lying beside it, of a selected cell: rebuilt out of it",
     )
     arguments.add_toolchain_options(parser)
+
+
+def add_compile_cache_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--compile-cache",
+        type=compile_cache_spec,
+        default=None,
+        metavar="STORAGE",
+        help="where the cmake and torch backends' compiles and csrc's nvcc compiles (sccache) "
+        "keep their objects, over "
+        f"{COMPILE_CACHE_VARIABLE} and matrix.yaml's compile-cache: none, local, local:DIR, "
+        "github-actions or s3://BUCKET/PREFIX?endpoint=URL&region=R (S3 keys from "
+        "AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY)",
+    )
+
+
+def compile_cache_spec(text: str) -> CompileCache:
+    """argparse type of --compile-cache."""
+    from release.matrix.compilecache import parse_compile_cache
+
+    try:
+        return parse_compile_cache(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def per_target(sizes: Sequence[tuple[str, int]]) -> str:
@@ -162,6 +163,15 @@ def _out_dir(args: argparse.Namespace, reference: Path | None) -> Iterator[Path]
 
 
 def run(args: argparse.Namespace, output: Output) -> int:
+    from release.building.preview import refused_torches
+    from release.building.sdist import from_the_sdist
+    from release.building.settings import Sourced
+    from release.building.stage import plan_toolchains, require_success, run_build
+    from release.building.torchcell import run_reader
+    from release.commands.parsing import buildopts
+    from release.matrix.compilecache import CompileCache
+    from release.records.manifest import read_manifest
+
     environ = dict(os.environ)
     loaded = common.load(args.matrix, output, cache_dir=args.cache_dir)
     matrix = common.channel_matrix(loaded, args.channel, environ)
@@ -219,6 +229,8 @@ def _sdist_cell(
     args: argparse.Namespace, matrix: Matrix, cells: Sequence[Cell], output: Output
 ) -> Cell | None:
     """With --sdist, the cell whose build also builds the sdist, where it is selected."""
+    from release.records.manifest import sdist_cell_of
+
     if not args.sdist:
         return None
     if args.channel == "nightly" or args.compare is not None:
@@ -244,6 +256,9 @@ def with_sdist(
     settings: BuildSettings, outputs: Reconciled, cell: Cell | None, output: Output
 ) -> SdistEntry | None:
     """Build the sdist (with its cell's wheel built) and record it in dist/manifest.json."""
+    from release.building.sdist import build_sdist
+    from release.records.manifest import MANIFEST_NAME, sdist_filename, write_manifest
+
     manifest = outputs.manifest
     if cell is None or cell.id not in {w.cell for w in manifest.wheels}:
         return None
@@ -352,6 +367,9 @@ def _report(
     *,
     sdist: SdistEntry | None = None,
 ) -> None:
+    from release.building.excluded import excluded_sms
+    from release.inspection.budget import project_refusal, project_warning, release_loads
+
     cells = settings.cells
     excluded = excluded_sms(results)
     output.document(
@@ -437,6 +455,9 @@ def _report_comparison(
     *,
     from_sdist: str | None = None,
 ) -> int:
+    from release.building.compare import compare
+    from release.building.stage import require_success
+
     assert args.compare is not None  # noqa: S101  # only called with --compare
     beside = args.compare.resolve().parent
     entries = reference.by_filename()
@@ -490,6 +511,11 @@ def _report_comparison(
 
 
 def _dry_run(settings: BuildSettings, plans: Mapping[str, ToolchainPlan], output: Output) -> int:
+    from release.backends import DEFAULT_BACKEND
+    from release.building.preview import planned
+    from release.building.settings import SETTING_COLUMNS, SETTING_KEYS
+    from release.building.stage import schedule
+
     cells = [
         planned(settings, cell, plans[cell.id])
         for group in schedule(settings.cells)

@@ -15,24 +15,15 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from release.building import preview
-from release.building.cache import CachePart, cache_usage
-from release.building.settings import SETTING_COLUMNS, SETTING_KEYS, GivenOptions
-from release.commands.parsing import arguments, buildopts, common
+from release.commands.parsing import arguments, common
 from release.console import Output
 from release.credentials import without_credentials
-from release.toolchain import (
-    PinSet,
-    Toolchain,
-    ToolchainPlan,
-    envcache,
-    present_dirs,
-    provision,
-    zig_target,
-)
-from release.toolchain.buildenv import cell_plan
-from release.toolchain.cacheroot import toolchain_cache
+
+if TYPE_CHECKING:
+    from release.building.cache import CachePart
+    from release.toolchain import PinSet, Toolchain, ToolchainPlan, envcache
 
 HELP = "show the toolchain of every CUDA version and arch"
 SHARED: tuple[arguments.Shared, ...] = ("matrix", "cells", "output")
@@ -135,6 +126,8 @@ def _device(plan: ToolchainPlan, tc: Toolchain | None, present: frozenset[Path])
 
 
 def _host_cc(plan: ToolchainPlan, tc: Toolchain | None, present: frozenset[Path]) -> Tool:
+    from release.toolchain import zig_target
+
     if plan.host_cc is None:
         cc_cmd = shlex.join(plan.system_cc or ())
         return Tool(f"{cc_cmd} {tc.cc_version}" if tc else cc_cmd, "system")
@@ -146,6 +139,14 @@ def _host_cc(plan: ToolchainPlan, tc: Toolchain | None, present: frozenset[Path]
 
 
 def run(args: argparse.Namespace, out: Output) -> int:
+    from release.building import preview
+    from release.building.cache import cache_usage
+    from release.building.settings import SETTING_COLUMNS, SETTING_KEYS, GivenOptions
+    from release.commands.parsing import buildopts
+    from release.toolchain import envcache, present_dirs
+    from release.toolchain.buildenv import cell_plan
+    from release.toolchain.cacheroot import toolchain_cache
+
     matrix = common.load(args.matrix, out, cache_dir=args.cache_dir)
     cells = matrix.select(cuda=args.cuda, arch=args.arch)
     layered = buildopts.layered_from(
@@ -200,6 +201,8 @@ def run(args: argparse.Namespace, out: Output) -> int:
 
 def usage_row(part: CachePart, budget: envcache.Budget) -> list[str]:
     """A part of the cache as doctor's table shows it."""
+    from release.toolchain import envcache
+
     size = envcache.shown_size(part.size)
     if part.count is not None:
         plural = "" if part.count == 1 else "s"
@@ -214,6 +217,8 @@ def provision_with_progress(
     plans: Sequence[ToolchainPlan], out: Output
 ) -> dict[tuple[str, str], Toolchain]:
     """Provision every plan, showing the downloads (bytes) as they go."""
+    from release.toolchain import provision
+
     environ = without_credentials(os.environ)
     done: dict[tuple[str, str], Toolchain] = {}
     with out.progress("toolchains", total=None, unit="bytes") as advance:

@@ -27,21 +27,18 @@ import shlex
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from release.building.stage import (
-    BuildEvents,
-    cell_inputs_for,
-    prepare,
-    record_wheel,
-    require_success,
-)
-from release.commands.parsing import arguments, buildopts, common
+from release.building.events import BuildEvents
+from release.commands.parsing import arguments, common
 from release.console import Output
 from release.errors import ConfigError
 from release.fsutil import write_atomic
-from release.matrix import Cell
 from release.targets import ARCHES
-from release.wheelfile import NotAWheel, WheelName, readable_wheel
+
+if TYPE_CHECKING:
+    from release.matrix import Cell
+    from release.wheelfile import WheelName
 
 HELP = "provision one cell's toolchain and print its build inputs"
 SHARED: tuple[arguments.Shared, ...] = ("matrix", "output")
@@ -88,6 +85,8 @@ RECORD_HINT = "give the .whl file the builder made, or the directory holding it"
 
 def _same_release(filename: str, wanted: WheelName) -> bool:
     """Whether `filename` names a wheel of `wanted`'s distribution and version."""
+    from release.wheelfile import NotAWheel, WheelName
+
     try:
         found = WheelName.parse(filename)
     except NotAWheel:
@@ -99,6 +98,8 @@ def find_wheel(path: Path, cell: Cell) -> Path:
     """The cell's wheel: `path` itself, or the one wheel of the cell in directory `path`.
     ConfigError naming the path where it is not a readable wheel, before anything is
     provisioned or written."""
+    from release.wheelfile import NotAWheel, WheelName, readable_wheel
+
     wheel = path
     if path.is_dir():
         wanted = cell.wheel_name
@@ -124,6 +125,9 @@ class _Notes(BuildEvents):
 
 
 def run(args: argparse.Namespace, output: Output) -> int:
+    from release.building.stage import cell_inputs_for, prepare, record_wheel, require_success
+    from release.commands.parsing import buildopts
+
     matrix = common.load(args.matrix, output, cache_dir=args.cache_dir)
     cell = matrix.select(cuda=[args.cuda], arch=[args.arch])[0]
     recorded = find_wheel(args.record, cell) if args.record is not None else None

@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from release.building.gate import GateResult, gate_plan, run_gate
-from release.building.gatetorch import GateStep
-from release.building.settings import Sourced
-from release.commands.parsing import arguments, buildopts, common
+from release.commands.parsing import arguments, common
 from release.console import Annotation, Output, markdown_table
 from release.errors import BuildError, ConfigError
-from release.records.dist import load_dist
+
+if TYPE_CHECKING:
+    from release.building.gate import GateResult
+    from release.building.gatetorch import GateStep
 
 GATE_COLUMNS = ("run", "result", "time", "wheel", "detail")
 
@@ -91,6 +91,8 @@ def _plan_document(runner: str, steps: list[GateStep]) -> dict[str, Any]:
 
 def _results_document(runner: str, results: list[GateResult]) -> dict[str, Any]:
     """The --json document of the runs made."""
+    from release.building.gatetorch import GateStep
+
     runs = [
         {
             "cell": r.run.cell.id,
@@ -109,6 +111,11 @@ def _results_document(runner: str, results: list[GateResult]) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace, output: Output) -> int:
+    from release.building.gate import gate_plan, run_gate
+    from release.building.settings import Sourced
+    from release.commands.parsing import buildopts
+    from release.records.dist import load_dist
+
     matrix = common.load(args.matrix, output, cache_dir=args.cache_dir)
     gate = matrix.gpu_gate
     if gate is None:

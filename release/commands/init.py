@@ -15,15 +15,16 @@ from __future__ import annotations
 import argparse
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from release.commands.parsing import arguments
 from release.commands.parsing.options import ExistingDir
 from release.console import Output
-from release.init.detect import Note
-from release.init.run import PYPI_SIMPLE, InitOutcome, InitSettings, init_project
-from release.init.values import index_url_problem
-from release.matrix.gitindex import token_secret_problem
+from release.defaults import PYPI_SIMPLE
+
+if TYPE_CHECKING:
+    from release.init.detect import Note
+    from release.init.run import InitOutcome
 
 HELP = "write a commented matrix.yaml and the release workflow for a kernel project"
 SHARED: tuple[arguments.Shared, ...] = ("output",)
@@ -87,6 +88,8 @@ def secret_name(text: str) -> str:
 def destination_secret_name(text: str) -> str:
     """argparse type of --destination-token-secret: a name matrix.yaml's token-secret
     takes."""
+    from release.matrix.gitindex import token_secret_problem
+
     problem = token_secret_problem(text)
     if problem is not None:
         raise argparse.ArgumentTypeError(problem)
@@ -97,6 +100,8 @@ def index_url(text: str) -> str:
     """argparse type of --torch-index: an http(s) URL, kept exactly as given (matrix.yaml
     holds it), with no whitespace, control character or credential. The message never
     quotes the URL: it may hold the credential."""
+    from release.init.values import index_url_problem
+
     problem = index_url_problem(text)
     if problem is not None:
         raise argparse.ArgumentTypeError(problem)
@@ -104,6 +109,8 @@ def index_url(text: str) -> str:
 
 
 def run(args: argparse.Namespace, out: Output) -> int:
+    from release.init.run import InitSettings, init_project
+
     outcome = init_project(
         InitSettings(
             directory=args.directory,

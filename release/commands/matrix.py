@@ -8,20 +8,15 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from release.commands.parsing import arguments, common
 from release.console import Output
 from release.errors import ConfigError
 from release.fsutil import UnreadableDocument, json_document
-from release.matrix import (
-    Cell,
-    Matrix,
-    cell_dict,
-    matrix_json_schema,
-    nccl_requirement,
-)
-from release.toolchain.placement import placement
+
+if TYPE_CHECKING:
+    from release.matrix import Cell, Matrix
 
 GITHUB_JOB_LIMIT = 256  # jobs one `strategy.matrix` may generate (GitHub Actions' limit)
 
@@ -73,6 +68,8 @@ def cuda_entry(group: Sequence[Cell]) -> dict[str, str]:
 def runner_entry(group: Sequence[Cell]) -> dict[str, str]:
     """One runner's cells: the build recipe, manylinux level and so the placement are the
     CUDA version's, shared by its cells of one arch."""
+    from release.toolchain.placement import placement
+
     first = group[0]
     where = placement(first)
     pythons = dict.fromkeys(c.python or c.abi3 for c in group if c.python or c.abi3)
@@ -90,6 +87,8 @@ def runner_entry(group: Sequence[Cell]) -> dict[str, str]:
 
 
 def cell_entry(cell: Cell) -> dict[str, str | int | bool]:
+    from release.toolchain.placement import placement
+
     where = placement(cell)
     return {
         "id": cell.id,
@@ -218,6 +217,8 @@ def add_options(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, out: Output) -> int:
+    from release.matrix import cell_dict, matrix_json_schema
+
     if args.schema:
         print(json.dumps(matrix_json_schema(), indent=2))
         return 0
@@ -244,6 +245,8 @@ def run(args: argparse.Namespace, out: Output) -> int:
 
 def table(matrix: Matrix, cells: Sequence[Cell]) -> tuple[list[str], list[list[str]], str]:
     """`release matrix`'s table: its headers, a row per copy of each cell, its title."""
+    from release.matrix import nccl_requirement
+
     # a row per copy: a cell published to several places shows its wheel in each
     copies = [(c, c.as_copy(copy), n) for c in cells for n, copy in enumerate(c.copies)]
     row_cells = [c for c, _, _ in copies]

@@ -12,15 +12,8 @@ from pathlib import Path
 
 from release.commands.parsing import arguments, common
 from release.console import Output
-from release.downstream.nccl import (
-    DEFAULT_INDEX_URL,
-    check_pins_exist,
-    override_files,
-    require_pins,
-    write_override_files,
-)
+from release.defaults import PYPI_SIMPLE
 from release.errors import ConfigError
-from release.remote import httpclient as http
 
 HELP = "write the NCCL pin files for each CUDA major"
 SHARED: tuple[arguments.Shared, ...] = ("matrix", "output")
@@ -36,10 +29,18 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="ask the package index that each pinned version exists before writing",
     )
-    parser.add_argument("--index-url", default=DEFAULT_INDEX_URL, help="index for --check")
+    parser.add_argument("--index-url", default=PYPI_SIMPLE, help="index for --check")
 
 
 def run(args: argparse.Namespace, out: Output) -> int:
+    from release.downstream.nccl import (
+        check_pins_exist,
+        override_files,
+        require_pins,
+        write_override_files,
+    )
+    from release.remote import httpclient as http
+
     matrix = common.load(args.matrix, out)
     pins = matrix.nccl_pins(matrix.select(cuda=args.cuda))
     require_pins(pins)

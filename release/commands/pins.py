@@ -11,10 +11,7 @@ import argparse
 
 from release.commands.parsing import arguments, common
 from release.console import Output
-from release.downstream.requirement_files import install_lines, pin_files
 from release.fsutil import write_atomic
-from release.records.dist import load_dist
-from release.records.published import RECORD_NAME, read_record, with_overrides
 
 HELP = "write hash-pinned requirement files for each variant of a publish"
 SHARED: tuple[arguments.Shared, ...] = ("output",)
@@ -32,6 +29,10 @@ def add_options(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, output: Output) -> int:
+    from release.downstream.requirement_files import install_lines, pin_files
+    from release.records.dist import load_dist
+    from release.records.published import RECORD_NAME, read_record, with_overrides
+
     manifest = load_dist(args.dist, missing_ok=True)
     published = with_overrides(
         read_record(args.dist / RECORD_NAME, manifest), common.parse_overrides(args.index_url)

@@ -20,28 +20,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from release.building.settings import GivenOptions
-from release.commands.parsing import arguments, buildopts, common
+from release.commands.parsing import arguments, common
 from release.console import Output, markdown_table
-from release.destinations.reach import Reach
-from release.matrix import Matrix
-from release.publish.growth import find_previous
-from release.publish.plan import (
-    NO_GPU_GATE,
-    GateLine,
-    PlanRow,
-    ReleasePlan,
-    State,
-    failure,
-    make_plan,
-    toolchain_verdicts,
-)
-from release.publish.run import default_factory
-from release.records.manifest import sdist_cell_of
-from release.toolchain.cacheroot import toolchain_cache
 
 if TYPE_CHECKING:
+    from release.matrix import Matrix
     from release.nightly.plan import NightlyPlan
+    from release.publish.plan import GateLine, PlanRow, ReleasePlan
 
 COLUMNS = ("cell", "wheel", "size", "growth", "destination", "state", "final URL", "toolchain")
 
@@ -87,6 +72,8 @@ def add_options(parser: argparse.ArgumentParser) -> None:
 
 
 def summary(plan: ReleasePlan) -> str:
+    from release.publish.plan import State
+
     counts: dict[str, int] = {}
     for row in plan.rows:
         counts[row.state.value] = counts.get(row.state.value, 0) + 1
@@ -132,6 +119,8 @@ def table_rows(plan: ReleasePlan) -> list[list[str]]:
 
 
 def markdown(plan: ReleasePlan) -> str:
+    from release.publish.plan import NO_GPU_GATE
+
     lines = [
         f"## Release plan: {plan.project} {plan.version}",
         "",
@@ -167,6 +156,8 @@ def _sms(line: GateLine) -> str:
 
 
 def to_json(plan: ReleasePlan) -> dict[str, Any]:
+    from release.publish.plan import failure
+
     return {
         "project": plan.project,
         "version": plan.version,
@@ -231,6 +222,15 @@ def _sdist_json(row: PlanRow) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace, out: Output) -> int:
+    from release.building.settings import GivenOptions
+    from release.commands.parsing import buildopts
+    from release.destinations.reach import Reach
+    from release.publish.growth import find_previous
+    from release.publish.plan import NO_GPU_GATE, failure, make_plan, toolchain_verdicts
+    from release.publish.run import default_factory
+    from release.records.manifest import sdist_cell_of
+    from release.toolchain.cacheroot import toolchain_cache
+
     matrix = common.load(args.matrix, out, cache_dir=args.cache_dir)
     environ = dict(os.environ)
     if args.channel == "nightly":
@@ -282,7 +282,7 @@ NIGHTLY_COLUMNS = ("cell", "wheel", "size", "destination", "state", "URL")
 
 
 def nightly_json(plan: NightlyPlan) -> dict[str, Any]:
-    from release.nightly.plan import nightly_failure  # noqa: PLC0415
+    from release.nightly.plan import nightly_failure
 
     return {
         "project": plan.project,
@@ -328,7 +328,7 @@ def nightly_json(plan: NightlyPlan) -> dict[str, Any]:
 
 
 def nightly_text(plan: NightlyPlan) -> list[str]:
-    from release.nightly.finals import finals_lines  # noqa: PLC0415
+    from release.nightly.finals import finals_lines
 
     pointer = plan.pointer
     now = f"{pointer.version} ({pointer.commit[:12]})" if pointer else "nothing yet"
@@ -353,7 +353,8 @@ def run_nightly(
     args: argparse.Namespace, out: Output, release: Matrix, environ: Mapping[str, str]
 ) -> int:
     """`release plan --channel nightly` (boto3 is imported for the nightly channel only)."""
-    from release.nightly.plan import make_nightly_plan, nightly_failure  # noqa: PLC0415
+    from release.destinations.reach import Reach
+    from release.nightly.plan import make_nightly_plan, nightly_failure
 
     nightly = common.channel_matrix(release, "nightly", environ)
     reach = Reach(

@@ -19,15 +19,14 @@ from typing import TYPE_CHECKING, Any
 from release.commands.parsing import arguments, common
 from release.commands.parsing.options import public_url
 from release.console import Advance, Output, markdown_table
-from release.destinations.decide import Action, CompanionDecision, FileDecision
-from release.destinations.reach import Reach
 from release.errors import ConfigError, IncompleteError, ReleaseError
-from release.publish.run import PublishOutcome, PublishSettings, publish
-from release.records.published import Published
-from release.verify.checks import VerifySettings
 
 if TYPE_CHECKING:
+    from release.destinations.decide import CompanionDecision, FileDecision
+    from release.destinations.reach import Reach
     from release.nightly.publish import NightlyOutcome
+    from release.publish.run import PublishOutcome, PublishSettings
+    from release.records.published import Published
 
 PLAN_COLUMNS = ("file", "destination", "action", "reason", "final URL")
 
@@ -73,6 +72,8 @@ def _row(decision: FileDecision, name: str, kind: str, *, built: bool = True) ->
 
 
 def plan_summary(outcome: PublishOutcome) -> str:
+    from release.destinations.decide import Action
+
     counts: dict[str, int] = {}
     for item in outcome.plans:
         for d in item.plan.decisions:
@@ -254,12 +255,16 @@ def add_options(parser: argparse.ArgumentParser) -> None:
 
 
 def settings_from(args: argparse.Namespace) -> PublishSettings:
+    from release.publish.run import PublishSettings
+
     return arguments.options_from(PublishSettings, args, only=tuple(args.only))
 
 
 def reach_from(args: argparse.Namespace, environ: Mapping[str, str]) -> Reach:
     """How this publish reaches its destinations: the environment's credentials, and the
     command line's URLs where given."""
+    from release.destinations.reach import Reach
+
     return Reach(
         environ,
         command="release publish --dry-run" if args.dry_run else "release publish",
@@ -271,6 +276,8 @@ def reach_from(args: argparse.Namespace, environ: Mapping[str, str]) -> Reach:
 
 
 def run(args: argparse.Namespace, out: Output) -> int:
+    from release.publish.run import publish
+
     environ = dict(os.environ)
     if args.channel == "nightly":
         return run_nightly(args, out, environ)
@@ -371,7 +378,7 @@ def nightly_json(outcome: NightlyOutcome, *, dry_run: bool) -> dict[str, Any]:
 
 
 def _outcome_lines(outcome: NightlyOutcome, *, dry_run: bool) -> list[str]:
-    from release.nightly.finals import finals_lines  # noqa: PLC0415
+    from release.nightly.finals import finals_lines
 
     lines = finals_lines(outcome.finals)
     version = outcome.manifest.version
@@ -402,8 +409,10 @@ def _outcome_lines(outcome: NightlyOutcome, *, dry_run: bool) -> list[str]:
 
 def run_nightly(args: argparse.Namespace, out: Output, environ: Mapping[str, str]) -> int:
     """`release publish --channel nightly` (boto3 is imported for the nightly channel only)."""
-    from release.nightly.publish import NightlySettings, publish_nightly  # noqa: PLC0415
-    from release.nightly.verify import verify_commit  # noqa: PLC0415
+    from release.destinations.reach import Reach
+    from release.nightly.publish import NightlySettings, publish_nightly
+    from release.nightly.verify import verify_commit
+    from release.verify.checks import VerifySettings
 
     if args.build_tag:
         raise ConfigError(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from release.commands.parsing import arguments, common
 from release.commands.parsing.options import (
@@ -19,18 +19,13 @@ from release.commands.parsing.options import (
     github_repository,
 )
 from release.console import Annotation, Output, markdown_table
-from release.destinations.reach import Reach
+from release.defaults import RELEASE_WORKFLOW, VERIFY_CONCURRENCY
 from release.errors import VerifyError
 from release.github_names import api_url_problem, repository_problem
 from release.inspection.findings import RULES
-from release.verify.checks import (
-    DEFAULT_CONCURRENCY,
-    RELEASE_WORKFLOW,
-    VerifyReport,
-    VerifySettings,
-    report_json,
-)
-from release.verify.run import VerifyTarget, verify_release
+
+if TYPE_CHECKING:
+    from release.verify.checks import VerifyReport
 
 CONCURRENCY = WholeNumber(1, 64)
 ATTEMPTS = WholeNumber(1, 100)
@@ -91,6 +86,8 @@ def verify_markdown(report: VerifyReport) -> str:
 
 
 def verify_json(report: VerifyReport) -> dict[str, Any]:
+    from release.verify.checks import report_json
+
     return report_json(report)
 
 
@@ -141,9 +138,9 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--concurrency",
         type=CONCURRENCY,
-        default=DEFAULT_CONCURRENCY,
+        default=VERIFY_CONCURRENCY,
         metavar="N",
-        help=f"parallel requests ({CONCURRENCY.accepted}; default {DEFAULT_CONCURRENCY})",
+        help=f"parallel requests ({CONCURRENCY.accepted}; default {VERIFY_CONCURRENCY})",
     )
     parser.add_argument(
         "--attempts",
@@ -190,6 +187,10 @@ def add_options(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, out: Output) -> int:
+    from release.destinations.reach import Reach
+    from release.verify.checks import VerifySettings
+    from release.verify.run import VerifyTarget, verify_release
+
     environ = dict(os.environ)
     if args.github_api_url is None:  # the signer's GitHub, where no destination names one
         common.checked_variable(environ, "GITHUB_API_URL", api_url_problem, API_URL)
@@ -220,7 +221,7 @@ def run(args: argparse.Namespace, out: Output) -> int:
         or common.checked_variable(environ, "GITHUB_REPOSITORY", repository_problem, REPOSITORY),
     )
     if args.channel == "nightly":
-        from release.nightly.verify import verify_channel  # noqa: PLC0415  # boto3: nightly only
+        from release.nightly.verify import verify_channel  # boto3: nightly only
 
         report = verify_channel(common.load(args.matrix, out), reach, settings)
         print_verify(out, report)

@@ -14,6 +14,9 @@ when the index then shows the same sha256.
 
 PyPI cannot hold a file without publishing it: this publisher does not stage, and
 `release publish` uploads here only after every staging destination holds its files.
+
+twine is imported where it checks or uploads a file (and docutils, through its check,
+only there), so that a plan or a dry run loads neither.
 """
 
 from __future__ import annotations
@@ -34,10 +37,6 @@ from packaging.utils import (
     canonicalize_name,
     parse_sdist_filename,
 )
-from twine.commands.check import check
-from twine.exceptions import InvalidDistribution
-from twine.package import PackageFile
-from twine.settings import Settings
 
 from release.credentials import IndexCredentials, mask
 from release.destinations.decide import (
@@ -187,6 +186,9 @@ def twine_upload(wheel: Path, repository_url: str, creds: IndexCredentials) -> U
     """One upload through twine's Repository (which also retries 5xx itself), with the
     wheel's PEP 740 attestation when one lies beside it (checked by `refusal` before any
     upload). twine's own lines go to stderr, so that stdout stays a command's report."""
+    from twine.package import PackageFile
+    from twine.settings import Settings
+
     password = creds.password.reveal() if creds.password else None
     with contextlib.redirect_stdout(sys.stderr):
         settings = Settings(
@@ -219,6 +221,9 @@ def twine_check(wheel: Path) -> str | None:
     twine reports through its logger; those records are the reason. A file whose metadata
     twine cannot read at all (an sdist's PKG-INFO it refuses) is a reason too, never a
     traceback."""
+    from twine.commands.check import check
+    from twine.exceptions import InvalidDistribution
+
     records: list[str] = []
 
     class Collect(logging.Handler):

@@ -30,8 +30,6 @@ from release.remote import simple_index
 from release.remote.httpclient import Client, fetch
 from release.remote.retry import RetryPolicy
 
-DEFAULT_INDEX_URL = "https://pypi.org/simple/"
-
 
 @dataclass(frozen=True, kw_only=True)
 class OverrideFile:

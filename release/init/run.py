@@ -18,6 +18,7 @@ from packaging.version import Version
 
 from release import __version__
 from release.backends import backend_for
+from release.defaults import PYPI_SIMPLE
 from release.errors import ConfigError, FileError, ToolchainError
 from release.init.decide import Decision, decide
 from release.init.detect import Finding, TorchLookup, backend_of
@@ -34,7 +35,6 @@ from release.remote import httpclient as http
 from release.remote.retry import RetryPolicy
 from release.remote.simple_index import ACCEPT, parse_project_page
 
-PYPI_SIMPLE = "https://pypi.org/simple/"
 MATRIX = "matrix.yaml"
 WORKFLOW = Path(".github") / "workflows" / "release.yml"
 # one small page (about 400 KB for torch on PyPI): a short budget, so offline is said soon

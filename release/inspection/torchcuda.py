@@ -37,6 +37,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+from release.defaults import PYPI_SIMPLE
 from release.errors import ToolchainError
 from release.inspection.cudalibs import TorchCudaAnswer
 from release.inspection.symbols import tag_arch
@@ -51,7 +52,6 @@ from release.remote.simple_index import (
 )
 from release.wheelfile import NotAWheel, WheelName
 
-PYPI_SIMPLE = "https://pypi.org/simple/"
 # the index page (PyPI's torch page is about 300 KB) and one small file per release
 INDEX_POLICY = RetryPolicy(attempts=3, initial_delay=1.0, total=120.0, request_timeout=30.0)
 

@@ -17,6 +17,9 @@ client (`pypi-attestations verify attestation`) checks the signature against it.
 Every reader here takes hostile bytes (PyPI's integrity API, a Release asset, a file in
 dist/): what pydantic, pypi-attestations, sigstore and json raise on them comes back as a
 one-line reason (release.provenance.signature.reason), never as an exception.
+
+pypi-attestations and cryptography are imported where an attestation is read, made or
+checked, so that a publish with no attestation beside its wheels, and a plan, load neither.
 """
 
 from __future__ import annotations
@@ -24,18 +27,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from cryptography import x509
-from pypi_attestations import (
-    Attestation,
-    AttestationBundle,
-    AttestationError,
-    AttestationType,
-    GitHubPublisher,
-    Provenance,
-)
 from sigstore.errors import Error as SigstoreError
 
 from release.provenance.signature import (
@@ -48,6 +42,9 @@ from release.provenance.signature import (
     error_text,
     reason,
 )
+
+if TYPE_CHECKING:
+    from pypi_attestations import Attestation
 
 SUFFIX = ".publish.attestation"
 PROVENANCE_SUFFIX = ".provenance"  # the PEP 740 provenance object beside a GitHub-hosted wheel
@@ -90,6 +87,8 @@ def _signer_identity(uri: str) -> Identity | None:
 def certificate_identities(der: bytes) -> list[Identity]:
     """What a Fulcio certificate's extensions name: the source repository with the build
     signer's workflow."""
+    from cryptography import x509
+
     claims = claims_of(x509.load_der_x509_certificate(der))
     signer = _signer_identity(claims[BUILD_SIGNER_URI]) if BUILD_SIGNER_URI in claims else None
     if signer is None:
@@ -130,6 +129,8 @@ def attestation_path(wheel: Path) -> Path:
 def subject_problem(filename: str, sha256: str, document: bytes) -> str | None:
     """Why `document` is not a PEP 740 publish attestation of exactly this file, or None.
     Pure."""
+    from pypi_attestations import Attestation, AttestationType
+
     try:
         attestation = Attestation.model_validate_json(document)
     except HOSTILE as error:
@@ -215,6 +216,8 @@ class ProvenanceEntry:
 
 def read_provenance(body: bytes) -> list[ProvenanceEntry] | str:
     """The attestations of a PEP 740 provenance object, or why it is not one."""
+    from pypi_attestations import GitHubPublisher, Provenance
+
     try:
         provenance = Provenance.model_validate_json(body)
     except HOSTILE as error:
@@ -244,6 +247,8 @@ def read_provenance(body: bytes) -> list[ProvenanceEntry] | str:
 def signer_of(document: bytes) -> Identity | str:
     """Who signed a publish attestation, as its Fulcio certificate names it (source
     repository and workflow), or why it names nobody."""
+    from pypi_attestations import Attestation
+
     try:
         attestation = Attestation.model_validate_json(document)
         identities = certificate_identities(attestation.verification_material.certificate)
@@ -258,6 +263,8 @@ def provenance_object(document: bytes, signer: Identity) -> bytes:
     """The PEP 740 provenance object of one publish attestation: one bundle whose GitHub
     publisher is its signer, the workflow named by its file name as PyPI names it.
     Deterministic, so a re-run plans it as identical."""
+    from pypi_attestations import Attestation, AttestationBundle, GitHubPublisher, Provenance
+
     attestation = Attestation.model_validate_json(document)
     publisher = GitHubPublisher(
         repository=signer.repository, workflow=signer.workflow.rsplit("/", 1)[-1]
@@ -271,6 +278,8 @@ def provenance_object(document: bytes, signer: Identity) -> bytes:
 def check_attestation(attestation: Attestation, expected: ExpectedSigner) -> Checked:
     """A PEP 740 attestation's signature, certificate and log entry, verified against
     `expected` (release.provenance.signature)."""
+    from pypi_attestations import AttestationError
+
     try:
         bundle = attestation.to_bundle()
     except SigstoreError as error:

@@ -30,6 +30,10 @@ and PyPI's trusted publishing read Fulcio's certificate extensions
 - Build Config URI: the workflow that run started from (`--provenance-workflow`);
 - Build Signer URI: the workflow whose job signed: the same one, or the reusable workflow
   that workflow calls (`--provenance-signer-workflow`, gh's `--signer-workflow`).
+
+sigstore's models and verifier, cryptography and pydantic are imported where a bundle or a
+certificate is read (only sigstore's errors, which import nothing heavy, at the top), so
+that a command that checks no attestation loads none of them.
 """
 
 from __future__ import annotations
@@ -40,23 +44,17 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from cryptography import x509
-from cryptography.x509.verification import (
-    Criticality,
-    ExtensionPolicy,
-    PolicyBuilder,
-    Store,
-)
-from cryptography.x509.verification import VerificationError as X509VerificationError
-from pydantic import ValidationError
 from sigstore.errors import CertValidationError, Error, VerificationError
-from sigstore.models import Bundle, TrustedRoot
-from sigstore.verify import Verifier
 
 from release.fsutil import json_document
+
+if TYPE_CHECKING:
+    from cryptography import x509
+    from sigstore.models import Bundle, TrustedRoot
+    from sigstore.verify import Verifier
 
 GITHUB = "https://github.com/"
 GITHUB_ACTIONS_ISSUER = "https://token.actions.githubusercontent.com"
@@ -97,6 +95,8 @@ def reason(text: str, limit: int = REASON_LIMIT) -> str:
 def error_text(error: BaseException) -> str:
     """What an exception says, for a reason: a pydantic error's first location and message
     (also where it is the cause of sigstore's), else its first line, else its type."""
+    from pydantic import ValidationError
+
     cause = error if isinstance(error, ValidationError) else error.__cause__ or error.__context__
     if isinstance(cause, ValidationError) and cause.errors():
         first = cause.errors()[0]
@@ -150,6 +150,8 @@ def _der_utf8(value: bytes) -> str:
 
 def claims_of(certificate: x509.Certificate) -> dict[str, str]:
     """The Fulcio extensions of a certificate, by dotted OID, as text."""
+    from cryptography import x509
+
     claims: dict[str, str] = {}
     for extension in certificate.extensions:
         value = extension.value
@@ -258,6 +260,8 @@ class SignerPolicy:
 @functools.cache
 def public_good_root() -> TrustedRoot:
     """The public-good trust root that sigstore-python ships."""
+    from sigstore.models import TrustedRoot
+
     embedded = resources.files("sigstore._store") / quote(PUBLIC_GOOD_TUF, safe="")
     with resources.as_file(embedded / "trusted_root.json") as path:
         return TrustedRoot.from_file(str(path))
@@ -266,6 +270,8 @@ def public_good_root() -> TrustedRoot:
 @functools.cache
 def public_good() -> Verifier:
     """A verifier on that trust root."""
+    from sigstore.verify import Verifier
+
     return Verifier(trusted_root=public_good_root())
 
 
@@ -312,6 +318,8 @@ def check_bundle_json(document: Mapping[str, Any], expected: ExpectedSigner) -> 
     unverified, whatever it claims."""
     if timestamp_only(document):
         return Checked(problem=UNVERIFIED_GITHUB, verifiable=False)
+    from sigstore.models import Bundle
+
     try:
         bundle = Bundle.from_json(json.dumps(document))
     except Error as error:
@@ -353,6 +361,15 @@ def _certificate_reason(certificate: x509.Certificate) -> str:
 def _issued_by_fulcio(certificate: x509.Certificate) -> bool:
     """Whether `certificate` chains to the trust root's Fulcio at its own start of
     validity (sigstore-python's chain policy: code signing, not client auth)."""
+    from cryptography import x509
+    from cryptography.x509.verification import (
+        Criticality,
+        ExtensionPolicy,
+        PolicyBuilder,
+        Store,
+    )
+    from cryptography.x509.verification import VerificationError as X509VerificationError
+
     fulcio = public_good_root().get_fulcio_certs()
     ca = ExtensionPolicy.webpki_defaults_ca().may_be_present(
         x509.ExtendedKeyUsage, Criticality.NON_CRITICAL, None

@@ -11,6 +11,10 @@ The token is held as a `Secret` and scrubbed from every message; without one the
 reads public repositories anonymously (a token only raises the rate limit).
 
 The pure part (parsing GitHub's JSON, URLs, names, the retry classifier) comes first.
+
+githubkit (and pydantic, its models') is imported where a client is made (`session`) and
+where what it raised or answered is read, so that a command that makes no GitHub request
+loads neither.
 """
 
 from __future__ import annotations
@@ -22,13 +26,9 @@ import time
 from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import httpx
-from githubkit import GitHub, Response, TokenAuthStrategy, UnauthAuthStrategy
-from githubkit.exception import RequestError, RequestFailed
-from githubkit.utils import UNSET
-from pydantic import ValidationError
 
 from release.credentials import Secret
 from release.errors import PublishError
@@ -58,6 +58,9 @@ from release.remote.retry import (
     TryAgain,
     call_with_retries,
 )
+
+if TYPE_CHECKING:
+    from githubkit import GitHub, Response
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -95,6 +98,8 @@ def classify(error: Exception, now: float) -> TryAgain | None:
     """
     if isinstance(error, Reconcile):
         return TryAgain(reason=error.reason, after=error.after)
+    from githubkit.exception import RequestError, RequestFailed
+
     if isinstance(error, RequestFailed):
         response = error.response
         status = response.status_code
@@ -206,6 +211,8 @@ class GithubClient:
                 f"GitHub {where}: not asked, this run gave up on GitHub already: {self._gave_up}",
                 hint=f"re-running `{self.command}` resumes where this run stopped",
             )
+        from githubkit import GitHub, TokenAuthStrategy, UnauthAuthStrategy
+
         self._deadline = Deadline(self.policy.total, self._clock)
         auth: Any = TokenAuthStrategy(self._token.reveal()) if self._token else UnauthAuthStrategy()
         self._gh = GitHub(
@@ -319,6 +326,8 @@ class GithubClient:
     def attempt(self, what: str, call: Callable[[], T]) -> T:
         """One attempt. Transient failures propagate for the retry loop to classify; a
         refusal comes back to `send` (`_Accepted`); every other failure is a PublishError."""
+        from githubkit.exception import RequestError, RequestFailed
+
         try:
             return call()
         except RequestFailed as error:
@@ -382,6 +391,8 @@ class GithubClient:
     def repository_web(self, repository: str) -> str | None:
         """The web origin of the repository's `html_url` (`<web>/<owner>/<repo>`): where its
         release pages and downloads are; None where the answer has no such URL."""
+        from pydantic import ValidationError
+
         owner, repo = owner_and_name(repository)
         rest = self.rest()
         response = self.request(
@@ -454,6 +465,8 @@ class GithubClient:
         self, repository: str, tag: str, *, draft: bool, target_commitish: str | None
     ) -> Response[Any]:
         """One attempt at creating the release; 422 comes back as an answer."""
+        from githubkit.utils import UNSET
+
         owner, repo = owner_and_name(repository)
         rest = self.rest()
         return self.send(

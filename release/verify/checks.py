@@ -34,6 +34,7 @@ from urllib.parse import quote, unquote, urlsplit
 import release.records.published as published_record
 from release import proc
 from release.credentials import isolated_env, mask
+from release.defaults import RELEASE_WORKFLOW, VERIFY_CONCURRENCY
 from release.destinations.reach import Reach, merged
 from release.destinations.registry import find_kind
 from release.fsutil import json_document, read_document
@@ -52,10 +53,8 @@ from release.remote.retry import Deadline, RetryPolicy
 from release.remote.simple_index import ACCEPT, ListedFile, parse_project_page, project_page_url
 from release.wheelfile import WheelName
 
-DEFAULT_CONCURRENCY = 16  # GitHub allows 100 concurrent requests; stay well under
 PIP_CONCURRENCY = 2
 PROPAGATION_STATUSES = frozenset({404})  # a new file may take a moment to appear
-RELEASE_WORKFLOW = ".github/workflows/release.yml"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -80,7 +79,7 @@ class VerifyReport:
 
 @dataclass(frozen=True, kw_only=True)
 class VerifySettings:
-    concurrency: int = DEFAULT_CONCURRENCY
+    concurrency: int = VERIFY_CONCURRENCY
     attempts: int = 5
     deadline_s: float = 300.0
     backoff_s: float = 1.0

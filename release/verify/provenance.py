@@ -39,14 +39,13 @@ from release.remote.github import GithubClient
 from release.remote.httpclient import Download, origin_of
 from release.verify.checks import (
     NO_SIGNER,
-    RELEASE_WORKFLOW,
     Check,
     VerifySettings,
     provenance_verdict,
     takes_sdist,
 )
 
-__all__ = ["RELEASE_WORKFLOW", "ExpectedSigner", "provenance_check", "provenance_checks"]
+__all__ = ["ExpectedSigner", "provenance_check", "provenance_checks"]
 
 INTEGRITY_ACCEPT = "application/vnd.pypi.integrity.v1+json"
 

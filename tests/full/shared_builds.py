@@ -31,8 +31,9 @@ from pathlib import Path
 
 import pytest
 
+from release.building.events import BuildEvents
 from release.building.settings import BuildSettings
-from release.building.stage import BuildEvents, prepare
+from release.building.stage import prepare
 from release.matrix import load_matrix
 from release.toolchain import host_machine
 from release.toolchain.torchenv import TorchEnv

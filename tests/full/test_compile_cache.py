@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 
 from release.building.compilecache import CacheStats
+from release.building.events import BuildEvents
 from release.building.pipeline import build_cell
 from release.building.settings import BuildSettings, CellResult
-from release.building.stage import BuildEvents, prepare
+from release.building.stage import prepare
 from release.matrix import load_matrix
 from release.matrix.compilecache import CompileCache, parse_compile_cache
 from release.toolchain import host_machine

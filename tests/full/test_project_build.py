@@ -25,9 +25,10 @@ import pytest
 from elftools.elf.elffile import ELFFile
 
 from release import proc
+from release.building.events import BuildEvents
 from release.building.pipeline import build_cell, build_command, cell_environment, cell_inputs
 from release.building.settings import BuildSettings
-from release.building.stage import BuildEvents, prepare
+from release.building.stage import prepare
 from release.cli import main
 from release.inspection.devicecode import elf_lister, scan
 from release.inspection.fatbin import FatbinLister, list_file, lister

@@ -1,11 +1,11 @@
 """The one road from a command line to the settings of a build (build, env, gpu-gate) and
 of the commands that read the toolchains (doctor, plan): the options typed once, the
 precedence of every layered setting written once (release/building/settings.py: the command
-line, the environment, matrix.yaml, this machine), each value with its source."""
+line, the environment, matrix.yaml, this machine), each value with its source. A command
+imports it when it runs, never for its `--help` (it stands on the build stage's settings)."""
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,7 +13,6 @@ from pathlib import Path
 from release import proc
 from release.building.jobs import available_memory, cpus
 from release.building.settings import (
-    COMPILE_CACHE_VARIABLE,
     BuildSettings,
     GivenOptions,
     Layered,
@@ -24,7 +23,6 @@ from release.building.settings import (
     toolchain_paths,
 )
 from release.matrix import Cell, Matrix
-from release.matrix.compilecache import CompileCache, parse_compile_cache
 
 
 def this_machine() -> Machine:
@@ -88,25 +86,3 @@ def settings_from(
         memory=settings.machine.memory,
         sources=settings.rows(),
     )
-
-
-def add_compile_cache_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--compile-cache",
-        type=compile_cache_spec,
-        default=None,
-        metavar="STORAGE",
-        help="where the cmake and torch backends' compiles and csrc's nvcc compiles (sccache) "
-        "keep their objects, over "
-        f"{COMPILE_CACHE_VARIABLE} and matrix.yaml's compile-cache: none, local, local:DIR, "
-        "github-actions or s3://BUCKET/PREFIX?endpoint=URL&region=R (S3 keys from "
-        "AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY)",
-    )
-
-
-def compile_cache_spec(text: str) -> CompileCache:
-    """argparse type of --compile-cache."""
-    try:
-        return parse_compile_cache(text)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None

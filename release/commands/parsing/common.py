@@ -1,19 +1,21 @@
-"""Options and edges several commands share."""
+"""Options and edges several commands share. The matrix and the toolchain are imported
+where a command loads one, so that a command's `--help` loads neither."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from release import proc
 from release.commands.parsing.options import output_dir_problem
 from release.console import Output
 from release.credentials import redact, without_credentials
 from release.errors import ConfigError, FileError, shown
-from release.matrix import Commit, Matrix, load_matrix, nightly_matrix, require_nightly
-from release.toolchain.projectmeta import asking_the_backend
+
+if TYPE_CHECKING:
+    from release.matrix import Commit, Matrix
 
 
 def write_report(
@@ -32,6 +34,9 @@ def load(path: Path, out: Output, *, cache_dir: Path | None = None) -> Matrix:
     they are computed, its build backend is asked (once per commit, in `cache_dir`: the
     command's --cache-dir, where it has one), and `out` says so, and what that installs,
     before anything is."""
+    from release.matrix import load_matrix
+    from release.toolchain.projectmeta import asking_the_backend
+
     return load_matrix(path, asking_the_backend(cache_dir, dict(os.environ), out.note))
 
 
@@ -86,6 +91,8 @@ def parse_overrides(values: list[str]) -> dict[str, str]:
 def head_commit(project: Path, environ: Mapping[str, str]) -> Commit:
     """The commit a nightly of `project` is built from: HEAD (its id and committer time),
     with no change to the project's tracked files; ConfigError otherwise."""
+    from release.matrix import Commit
+
     env = without_credentials(environ)
     done = proc.run(
         ["git", "-C", str(project), "log", "-1", "--format=%H %ct"], env=env, separate_stderr=True
@@ -115,5 +122,7 @@ def channel_matrix(matrix: Matrix, channel: str, environ: Mapping[str, str]) -> 
     """The matrix a command works on: as released, or the nightly of the project's HEAD."""
     if channel != "nightly":
         return matrix
+    from release.matrix import nightly_matrix, require_nightly
+
     require_nightly(matrix)
     return nightly_matrix(matrix, head_commit(matrix.project.path, environ))

@@ -1,0 +1,20 @@
+"""The defaults that a command's `--help` shows and its stage applies, held here and
+importing nothing, so that `release COMMAND --help` and a usage error load no stage: each
+command imports its stage only when it runs (release/commands/)."""
+
+from __future__ import annotations
+
+PYPI_SIMPLE = "https://pypi.org/simple/"  # PyPI's simple index, where no other is named
+
+# `release verify`
+VERIFY_CONCURRENCY = 16  # GitHub allows 100 concurrent requests; stay well under
+RELEASE_WORKFLOW = ".github/workflows/release.yml"  # the workflow an attestation must name
+
+# `release audit`
+AUDIT_CONCURRENCY = 4  # wheels read at once, each on disk until inspected
+AUDIT_FILE_TIMEOUT_S = 600.0  # one wheel's download, retries included
+AUDIT_TIMEOUT_S = 3600.0  # the whole audit
+AUDIT_ATTEMPTS = 3
+
+# `release build --compile-cache`, over matrix.yaml's compile-cache (release/building/settings)
+COMPILE_CACHE_VARIABLE = "RELEASE_COMPILE_CACHE"
