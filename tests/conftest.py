@@ -80,7 +80,14 @@ def _start_early(nodeids: Sequence[str]) -> None:
             out.unlink()
 
 
+# What a terminal says about itself changes how `release` lays out its text (a table
+# stacks and folds to COLUMNS): every test starts from a pipe, whatever ran pytest.
+TERMINAL_SETTINGS = ("COLUMNS", "LINES", "NO_COLOR", "FORCE_COLOR")
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    for name in TERMINAL_SETTINGS:
+        os.environ.pop(name, None)
     if not _is_worker(config):
         os.environ[RUN_DIR] = tempfile.mkdtemp(prefix="k3-tests-")
 
