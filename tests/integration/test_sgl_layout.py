@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import venv
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -318,14 +318,14 @@ def test_sgl_projects_layout_is_planned_published_verified_and_installed(
         assert (wheel, "pip") in seen
 
     # a user's pip: +cu129 and +cu130 from the committed index, the plain one from PyPI
-    python = make_pip(layout.tmp / "venv")
+    user = layout.tmp / "user"
     for label, wheel in (("cu129", CU129), ("cu130", CU130)):
-        installed = pip_install(python, f"{layout.served}{label}/", f"{PROJECT}==0.1.0+{label}")
+        installed = pip_install(user, f"{layout.served}{label}/", f"{PROJECT}==0.1.0+{label}")
         assert installed == wheel
     private = layout.pypi.index_url.replace(
         "http://", f"http://{layout.pypi.username}:{layout.pypi.password}@"
     )
-    assert pip_install(python, private, f"{PROJECT}==0.1.0") == PLAIN
+    assert pip_install(user, private, f"{PROJECT}==0.1.0") == PLAIN
 
     # a re-run changes nothing anywhere
     code, again, err = publish(layout, capsys)
@@ -334,18 +334,14 @@ def test_sgl_projects_layout_is_planned_published_verified_and_installed(
     assert git("rev-parse", BRANCH, cwd=layout.bare) == tip
 
 
-def make_pip(where: Path) -> Path:
-    venv.EnvBuilder(with_pip=True).create(where)
-    return where / "bin" / "python"
-
-
-def pip_install(python: Path, index_url: str, requirement: str) -> str:
-    """The wheel `pip install` picks from `index_url` for `requirement` (installed)."""
-    target = python.parent.parent / "target" / requirement.replace("=", "_")
+def pip_install(where: Path, index_url: str, requirement: str) -> str:
+    """The wheel `pip install` picks from `index_url` for `requirement`, installed by pip
+    as a user runs it (--isolated: no configuration of this machine's) into `where`."""
+    target = where / requirement.replace("=", "_")
     report = target.parent / f"{target.name}.json"
     target.parent.mkdir(parents=True, exist_ok=True)
     done = subprocess.run(
-        [str(python), "-m", "pip", "--isolated", "install", "--no-deps", "--no-cache-dir",
+        [sys.executable, "-m", "pip", "--isolated", "install", "--no-deps", "--no-cache-dir",
          "--target", str(target), "--report", str(report), "--index-url", index_url,
          requirement],
         check=False, capture_output=True, text=True,
