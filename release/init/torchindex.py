@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
+from release.inspection.torchcuda import cpythons, page_releases
 from release.remote.simple_index import ListedFile
-from release.wheelfile import NotAWheel, WheelName
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -25,23 +25,9 @@ def torch_releases(files: Mapping[str, ListedFile], arch: str) -> dict[Version, 
     """The releases a torch project page lists Linux `arch` wheels for (yanked files left
     out), each with the CPython versions of those wheels. A local label is dropped
     (PyTorch's index says 2.9.1+cu129): `torch==2.9.1` installs it from there."""
-    pythons: dict[Version, set[str]] = {}
-    for name, listed in files.items():
-        if listed.yanked or not name.endswith(".whl"):
-            continue
-        try:
-            wheel = WheelName.parse(name)
-        except NotAWheel:
-            continue
-        version, tags = wheel.version, wheel.tags
-        for tag in tags:
-            if "linux" in tag.platform and tag.platform.endswith(arch):
-                found = pythons.setdefault(Version(version.public), set())
-                if tag.interpreter.startswith("cp3") and tag.interpreter[3:].isdigit():
-                    found.add(f"3.{tag.interpreter[3:]}")
     return {
-        v: TorchRelease(version=v, pythons=tuple(sorted(p, key=lambda x: int(x[2:]))))
-        for v, p in pythons.items()
+        version: TorchRelease(version=version, pythons=cpythons(release))
+        for version, release in page_releases(files, arch).items()
     }
 
 

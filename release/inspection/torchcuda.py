@@ -221,7 +221,7 @@ class _Release:
     files: tuple[_Wheel, ...]  # in the order pip prefers the last
 
 
-def _releases(files: Mapping[str, ListedFile], arch: str | None) -> dict[Version, _Release]:
+def page_releases(files: Mapping[str, ListedFile], arch: str | None) -> dict[Version, _Release]:
     """The Linux wheels (of `arch`, None: any) of a torch page by public version (yanked
     ones left out)."""
     found: dict[Version, list[_Wheel]] = {}
@@ -245,7 +245,8 @@ def _releases(files: Mapping[str, ListedFile], arch: str | None) -> dict[Version
     }
 
 
-def _pythons(release: _Release) -> tuple[str, ...]:
+def cpythons(release: _Release) -> tuple[str, ...]:
+    """The CPythons a release has wheels for ("3.10", ...), oldest first."""
     kept = {
         f"3.{interpreter[3:]}"
         for _, _, _, interpreter in release.files
@@ -320,13 +321,13 @@ class TorchIndex:
         any), each with the CUDA it is built for (read from the file of `python`'s wheels,
         where named). Raises ToolchainError where the index cannot be read."""
         builds = []
-        for version, release in sorted(_releases(self._files(), arch).items()):
+        for version, release in sorted(page_releases(self._files(), arch).items()):
             if not _admits(asked, version):
                 continue
             listed, label = _representative(release, python)
             built_for = cuda_of_label(label) or self._metadata_cuda(listed, arch, python)
             builds.append(
-                TorchBuild(version=version, built_for=built_for, pythons=_pythons(release))
+                TorchBuild(version=version, built_for=built_for, pythons=cpythons(release))
             )
         return IndexTorches(index_url=self.shown, arch=arch, builds=tuple(builds))
 
