@@ -17,12 +17,13 @@ import json
 import subprocess
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from socketserver import BaseRequestHandler
 
 from release.remote.simple_index import SIMPLE_JSON
 
@@ -91,13 +92,10 @@ class _Server(ThreadingHTTPServer):
 
 
 @contextmanager
-def static_server(
-    root: Path, *, wheel_delay: float = 0.0, served: list[Served] | None = None
-) -> Iterator[str]:
-    """`root` served on a free port of 127.0.0.1, each wheel after `wheel_delay` seconds,
-    each answer appended to `served` where given; yields its base URL (ending in /)."""
-    handler = type("_Delayed", (_StaticIndex,), {"wheel_delay": wheel_delay, "served": served})
-    server = _Server(("127.0.0.1", 0), partial(handler, directory=str(root)))
+def serve(handler: Callable[..., BaseRequestHandler]) -> Iterator[str]:
+    """`handler` answering on a free port of 127.0.0.1 in a thread until the block ends;
+    yields the base URL (ending in /)."""
+    server = _Server(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -105,6 +103,17 @@ def static_server(
     finally:
         server.shutdown()
         server.server_close()
+
+
+@contextmanager
+def static_server(
+    root: Path, *, wheel_delay: float = 0.0, served: list[Served] | None = None
+) -> Iterator[str]:
+    """`root` served on a free port of 127.0.0.1, each wheel after `wheel_delay` seconds,
+    each answer appended to `served` where given; yields its base URL (ending in /)."""
+    handler = type("_Delayed", (_StaticIndex,), {"wheel_delay": wheel_delay, "served": served})
+    with serve(partial(handler, directory=str(root))) as url:
+        yield url
 
 
 def sha256(path: Path) -> str:

@@ -16,9 +16,8 @@ import shutil
 import socket
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +26,7 @@ from packaging.version import Version
 from ruamel.yaml import YAML
 
 from release.cli import main
+from tests.integration.indexes import serve
 from tests.integration.torchindex import CUDA12, CUDA13, metadata_of
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -89,12 +89,8 @@ class _Index(BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def index() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Index)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/simple/"
-    server.shutdown()
-    server.server_close()
+    with serve(_Index) as url:
+        yield url + "simple/"
 
 
 def copy(source: Path, where: Path) -> Path:

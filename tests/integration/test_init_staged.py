@@ -15,13 +15,13 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
 
+from tests.integration.indexes import serve
 from tests.integration.test_init import FIXTURES, detected, dry_run, init, line_of, release, tree
 
 GIT = shutil.which("git") or "git"
@@ -53,12 +53,8 @@ class _Index(BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def index() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Index)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/simple/"
-    server.shutdown()
-    server.server_close()
+    with serve(_Index) as url:
+        yield url + "simple/"
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ the files is tests/full/test_nccl_installers.py)."""
 from __future__ import annotations
 
 import http.server
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import ClassVar
@@ -12,6 +11,7 @@ from typing import ClassVar
 import pytest
 
 from release.cli import main
+from tests.integration.indexes import serve
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -50,12 +50,8 @@ def simple_index() -> Iterator[str]:
         "/simple/nvidia-nccl-cu12/": f"<html><body>{files}</body></html>",
         "/simple/nvidia-nccl-cu13/": f"<html><body>{old_cu13}</body></html>",
     }
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Index)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/simple/"
-    server.shutdown()
-    server.server_close()
+    with serve(_Index) as url:
+        yield url + "simple/"
 
 
 def nccl_check(out: Path, index_url: str, *extra: str) -> int:

@@ -13,9 +13,8 @@ import os
 import shutil
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -24,6 +23,7 @@ import pytest
 from release.errors import ToolchainError
 from release.matrix import load_matrix
 from release.toolchain.buildenv import environment_of, provision_environment
+from tests.integration.indexes import serve
 
 RELEASE = Path(sys.executable).with_name("release")
 PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
@@ -63,12 +63,8 @@ class _Index(BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def index() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Index)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/simple/"
-    server.shutdown()
-    server.server_close()
+    with serve(_Index) as url:
+        yield url + "simple/"
 
 
 MATRIX = """\

@@ -15,13 +15,14 @@ import io
 import json
 import re
 import sys
-import threading
 import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
+
+from tests.integration.indexes import serve
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "torch_index"
 CUDA12 = (DATA / "torch-2.10.0.METADATA").read_text(encoding="utf-8")
@@ -153,15 +154,9 @@ def _handler(index: StandInIndex) -> type[BaseHTTPRequestHandler]:
 @contextmanager
 def serving(index: StandInIndex) -> Iterator[StandInIndex]:
     """`index` served on a free port of 127.0.0.1, its `url` set, until the block ends."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(index))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    index.url = f"http://127.0.0.1:{server.server_address[1]}/simple/"
-    try:
+    with serve(_handler(index)) as url:
+        index.url = url + "simple/"
         yield index
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def pypi_like(*, announce_metadata: bool = True) -> StandInIndex:
