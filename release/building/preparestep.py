@@ -40,7 +40,7 @@ import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from packaging.utils import canonicalize_name
 
@@ -271,7 +271,7 @@ def _held_to_outputs(
     changed = [
         path
         for path in sorted(set(old) | set(new))
-        if old.get(path) != new.get(path) and not is_declared(path)
+        if old.get(path) != new.get(path) and not is_declared(path) and not _is_bytecode(path)
     ]
     if changed:
         listed = ", ".join(changed[:5]) + (f" and {len(changed) - 5} more" if changed[5:] else "")
@@ -280,6 +280,13 @@ def _held_to_outputs(
             f"output: {listed} (write only under build.prepare's output, or let .gitignore "
             "name what the command builds)"
         )
+
+
+def _is_bytecode(path: str) -> bool:
+    """A cache Python writes of any module it imports (`__pycache__/x.cpython-311.pyc`,
+    unless PYTHONDONTWRITEBYTECODE says not to): the interpreter's, never the command's."""
+    parts = PurePosixPath(path).parts
+    return "__pycache__" in parts[:-1] and parts[-1].endswith(".pyc")
 
 
 def _check_staged(step: PrepareStep) -> None:

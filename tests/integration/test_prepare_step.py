@@ -83,6 +83,9 @@ if os.environ.get("K3_FAIL"):
     sys.exit(3)
 if os.environ.get("K3_LITTER"):
     open("tiny/generated.py", "w").write("X = 1\\n")
+if os.environ.get("K3_IMPORT"):
+    sys.path.insert(0, os.getcwd())
+    import tiny  # Python caches its bytecode in tiny/__pycache__/
 """
 
 
@@ -240,6 +243,22 @@ def test_a_command_that_writes_outside_its_output_fails_naming_the_path(
     # what it staged and the version are put back all the same
     assert not (checkout / "staged").exists()
     assert (checkout / "tiny_src" / "VERSION").read_text() == "1.2.3\n"
+
+
+def test_the_bytecode_python_caches_of_an_imported_module_is_not_a_change(
+    checkout: Path, tmp_path: Path
+) -> None:
+    """A command that imports a module of the checkout, where nothing tells Python not to
+    write its bytecode (no PYTHONDONTWRITEBYTECODE, as on most machines) and .gitignore does
+    not name __pycache__/: the cache is the interpreter's, and the cell goes on."""
+    matrix = load_matrix(checkout / "matrix.yaml")
+    step = step_of(matrix, matrix.cells[0])
+    assert step is not None
+    env = environment(K3_IMPORT="1")
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    with prepared(step, "1.2.3", env=env, log=tmp_path / "log"):
+        assert list((checkout / "tiny" / "__pycache__").glob("__init__.*.pyc"))
+        assert (checkout / "staged" / "tiny" / "VERSION").read_text() == "1.2.3\n"
 
 
 def test_a_staged_distribution_of_another_name_fails_the_cell(
