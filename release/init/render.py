@@ -224,8 +224,31 @@ def _torch(
         "python_from": python_from,
         "torch_from": torch_from,
         "env_example": "" if decision.build_env else ENV_EXAMPLE,
+        **_cuda_said(decision),
     }
     return values, comments
+
+
+def _cuda_said(decision: Decision) -> dict[str, str]:
+    """What the 13.0 cell and the commented 12.9 one need: nvcc for a wheel with device
+    code; only PyPI's headers and libraries of that CUDA for one without, whose 12.9 cell
+    then needs no toolkit image."""
+    if decision.device_code == "none":
+        return {
+            "cuda13_said": "The default variant: the plain version, on PyPI. The wheel carries "
+            "no device code: CUDA 13.0's headers and libraries come from PyPI.",
+            "cuda129_said": "A CUDA 12.9 variant: no device code, so CUDA 12.9's headers and "
+            "libraries come from PyPI's -cu12 wheels (no 12.9 toolkit or nvcc is needed), "
+            "and its torch from PyTorch's cu129 index:",
+            "toolkit_image": "",
+        }
+    return {
+        "cuda13_said": "The default variant: the plain version, on PyPI; nvcc 13.0 comes from "
+        "PyPI.",
+        "cuda129_said": "A CUDA 12.9 variant needs a 12.9 toolkit (--cuda-home here; PyPI has "
+        "no nvcc 12.9) and a cu129 torch from PyTorch's index. In GitHub Actions it builds in "
+        "the PyPA's manylinux CUDA image of each arch, by digest:",
+    }
 
 
 def _toolkit_image(decision: Decision) -> str:

@@ -24,6 +24,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from packaging.version import InvalidVersion, Version
 
@@ -147,6 +148,23 @@ def torch_problem(spec: TorchEnvSpec, reported: Mapping[str, object]) -> str | N
     return None
 
 
+def torch_pin(spec: TorchEnvSpec) -> str:
+    """The requirement that installs the cell's torch. From PyPI (no torch-index named, or
+    PyPI's own), whose files carry no local label, it is `===`: the exact version string, so
+    that a `2.13.0+cpu` from pip's other sources (a find-links folder, an extra index of
+    PyTorch's CPU builds), which `==2.13.0` admits and pip ranks above `2.13.0`, cannot stand
+    in for it. A named index's builds carry their label (`2.9.1+cu129`): `==` there."""
+    if spec.index_url is None or _is_pypi(spec.index_url):
+        release = (*spec.torch.release, 0, 0)[: max(3, len(spec.torch.release))]
+        return f"torch==={'.'.join(map(str, release))}"  # as torch spells it: 2.13 is 2.13.0
+    return f"torch=={spec.torch}"
+
+
+def _is_pypi(url: str) -> bool:
+    host = (urlsplit(url).hostname or "").lower()
+    return host in ("pypi.org", "test.pypi.org")
+
+
 def install_commands(spec: TorchEnvSpec, pip_python: str, target: Path) -> list[list[str]]:
     """pip runs of the tool's own pip into the venv (`--python`): torch alone first, from its
     index where one is named (so that no other index can serve a torch of the same
@@ -156,7 +174,7 @@ def install_commands(spec: TorchEnvSpec, pip_python: str, target: Path) -> list[
         "--disable-pip-version-check", "--only-binary=torch", "--progress-bar", "raw",
     ]  # fmt: skip
     index = ["--index-url", spec.index_url] if spec.index_url else []
-    pin = f"torch=={spec.torch}"
+    pin = torch_pin(spec)
     return [
         [*base, *index, pin],
         [*base, pin, *spec.requirements, spec.frontend],

@@ -148,6 +148,12 @@ def test_the_distribution_a_script_stages_is_released_as_it_is_shipped(
         assert line in text
     assert "\n  sms:" not in text
     assert "\n  ptx:" not in text
+    # no device code: neither CUDA version's cell asks for nvcc, nor 12.9's for a toolkit image
+    assert "nvcc 13.0 comes from PyPI" not in text
+    assert "toolkit-image" not in text
+    assert "-cu12 wheels (no 12.9 toolkit or nvcc is needed)" in " ".join(
+        line.strip().removeprefix("# ") for line in text.splitlines()
+    )
 
     (cell,) = dry_run(checkout.parent, checkout)["cells"]
     assert cell["cell"] == "13.0-x86_64-torch2.14.0"
