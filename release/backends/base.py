@@ -127,7 +127,9 @@ class BuildContext:
     device_log: Path | None = None
     environment: EnvironmentPaths | None = None  # the backend's own, where it asks for one
     # Where the sources and the build's own files lie on this machine: what the objects
-    # of a backend that keeps machine paths out of them must not depend on.
+    # of a backend that keeps machine paths out of them must not depend on. The sources'
+    # directory is the project's, or matrix.yaml's where a prepare step stages the project
+    # from there (its script compiles files outside the project: DeepGEMM's csrc/).
     project_dir: Path | None = None
     build_dir: Path | None = None
     # sccache, which every compile of a backend that `uses_compile_cache` goes through

@@ -191,6 +191,7 @@ def reproducible_inputs(context: BuildContext) -> tuple[dict[str, str], dict[Pat
     maps = prefix_maps(context)
     env = {
         "CPPFLAGS": " ".join(maps),
+        "RELEASE_CXX_FLAGS": " ".join(maps),  # CUDA_HOME's c++ wrapper adds them
         "NVCC_APPEND_FLAGS": " ".join(f"-Xcompiler={m}" for m in maps),
     }
     if context.project_dir is not None:
@@ -222,6 +223,7 @@ class TorchBackend:
             "DIST_EXTRA_CONFIG",
             "RELEASE_NVCC_SOURCE_ROOT",
             "RELEASE_COMPILE_LAUNCHER",
+            "RELEASE_CXX_FLAGS",
             *CHECK_VARIABLES,
         }
     )

@@ -43,7 +43,7 @@ from release.building.compilecache import (
 )
 from release.building.diagnose import failure_cause
 from release.building.jobs import killed_for_memory, memory_remedy
-from release.building.preparestep import maybe_prepared, reproduce_line, step_of
+from release.building.preparestep import maybe_prepared, reproduce_line, sources_dir, step_of
 from release.building.relabel import RelabelError, as_platlib, copies_of, rewrite_version
 from release.building.runtimedeps import libraries_verdict
 from release.building.settings import BuildEnv, BuildSettings, CellFailure, CellResult, CopiedWheel
@@ -133,7 +133,7 @@ def cell_inputs(
         device_cache=settings.device_cache,
         device_log=settings.device_log,
         environment=environment.paths() if environment is not None else None,
-        project_dir=cell.project.path,
+        project_dir=sources_dir(settings.matrix, cell),
         build_dir=build_dir,
         compile_launcher=launcher,
         tool_python=Path(settings.python) if through_cache else None,

@@ -110,6 +110,14 @@ def step_of(matrix: Matrix, cell: Cell, *, own: Iterable[Path | None] = ()) -> P
     )
 
 
+def sources_dir(matrix: Matrix, cell: Cell) -> Path:
+    """The directory whose files the cell compiles: the project's, or, where a prepare
+    step stages it, matrix.yaml's, where that step runs (and the files it compiles lie)."""
+    if cell.build.prepare is not None:
+        return matrix.path.parent.resolve()
+    return cell.project.path
+
+
 def step_sources(step: PrepareStep) -> Iterator[tuple[str, bytes]]:
     """What a wheel built through the step depends on in the checkout, as (path, bytes):
     every file under matrix.yaml's directory (a staging script reaches past the project),

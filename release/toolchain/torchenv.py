@@ -48,7 +48,7 @@ MARKER = ".complete"
 # Bumped whenever assemble_cuda_home makes a different CUDA_HOME: each layout (and each
 # toolchain) gets a CUDA_HOME of its own in the environment (`cuda_home_dir`), made again
 # without its venv.
-CUDA_HOME_LAYOUT = 5
+CUDA_HOME_LAYOUT = 6
 
 # nvcc as a torch cell's build runs it: release.toolchain.nvccwrap (names that depend on
 # the sources only, the compile cache, the cell's targets held to every compile) under the
@@ -65,11 +65,14 @@ exec "$RELEASE_NVCC_PYTHON" -I -m release.toolchain.nvccwrap nvcc "$real" "$@"
 """
 
 # The host C++ compiler through the compile cache: torch's cpp_extension runs $CXX, and
-# accepts a wrapper whose path names g++.
+# accepts a wrapper whose path names g++. Every compile through it gets the cell's prefix
+# maps (RELEASE_CXX_FLAGS), also one whose build system reads no CPPFLAGS (torch's and
+# tvm_ffi's JIT builders, run by a prepare step).
 CXX_WRAPPER = """\
 #!/bin/sh
-# c++ through the compile cache (written by cuda-wheel-release)
-exec "${RELEASE_COMPILE_LAUNCHER:?}" c++ "$@"
+# c++ through the compile cache, with the cell's flags (written by cuda-wheel-release)
+set -f
+exec "${RELEASE_COMPILE_LAUNCHER:?}" c++ ${RELEASE_CXX_FLAGS-} "$@"
 """
 
 # ---------------------------------------------------------------- pure core

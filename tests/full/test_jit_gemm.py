@@ -206,6 +206,18 @@ def test_one_py3_none_wheel_of_the_published_distribution_at_the_written_version
     assert line.endswith(f"{GEMM_WHEEL} ({size:.2f} MiB; no device code)")
 
 
+def test_its_library_holds_no_path_of_this_machine(gemm: Built) -> None:
+    """The staging script compiles _C.so with tvm_ffi's own builder, which reads no CPPFLAGS:
+    the prefix maps reach it through CUDA_HOME's c++ wrapper, so that the same commit gives
+    the same bytes in any checkout and cache."""
+    with zipfile.ZipFile(gemm.wheel(GEMM_WHEEL)) as archive:
+        library = archive.read("k3_jit/_C.so")
+    assert b"csrc/jit_api.cpp" in library  # its __FILE__, as the checkout names it
+    for path in {gemm.checkout, gemm.checkout.resolve(), gemm.cache, gemm.cache.resolve(),
+                 (gemm.cache / "toolchains").resolve()}:  # fmt: skip
+        assert str(path).encode() not in library
+
+
 def test_its_requirements_pin_torch_and_name_apache_tvm_ffi(gemm: Built) -> None:
     data = gemm.wheel(GEMM_WHEEL).read_bytes()
     assert wheel_requirements(data) == ("apache-tvm-ffi==0.1.9", "torch==2.14.*")
