@@ -176,11 +176,16 @@ def prefix_maps(context: BuildContext) -> list[str]:
         (environment.python_include if environment else None, "python-include"),
         (context.build_dir, "build"),
     ]
-    return [
-        f"-ffile-prefix-map={path}={name}"
-        for path, name in named
-        if path is not None and not any(c.isspace() for c in str(path))
-    ]
+    maps = []
+    for path, name in named:
+        if path is None:
+            continue
+        # a compiler may see either spelling of a path behind a link (a cache whose
+        # toolchains are linked from elsewhere, a checkout under a linked home)
+        for spelling in dict.fromkeys((str(path), str(path.resolve()))):
+            if not any(c.isspace() for c in spelling):
+                maps.append(f"-ffile-prefix-map={spelling}={name}")
+    return maps
 
 
 def reproducible_inputs(context: BuildContext) -> tuple[dict[str, str], dict[Path, str]]:
