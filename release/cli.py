@@ -250,7 +250,7 @@ def _log_progress_to_stderr() -> None:
 def _print_error(lines: Sequence[str], output: Output) -> None:
     try:
         for line in lines:
-            print(output.safe(line), file=sys.stderr)
+            print(output.shown(line), file=sys.stderr)
     except BrokenPipeError:
         pass
 

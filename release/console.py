@@ -20,6 +20,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -127,6 +128,13 @@ def markdown_table(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> str
 # --- GitHub Actions workflow commands. ---
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # but line feed and tab
+
+
+def _escaped(match: re.Match[str]) -> str:
+    return match.group().encode("unicode_escape").decode("ascii")
+
+
 def escape_data(text: str) -> str:
     return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
 
@@ -211,6 +219,12 @@ class Output:
         """`text` as it may be shown: secrets and the credentials of URLs masked."""
         return mask(text, self.secrets)
 
+    def shown(self, text: str) -> str:
+        """`safe(text)` for a terminal: a control character (an escape sequence, a carriage
+        return, a bell) that a served file's name or a page's text brought is written as
+        its escape, so that it can neither recolour nor rewrite what the terminal shows."""
+        return _CONTROL.sub(_escaped, self.safe(text))
+
     @cached_property
     def err(self) -> Console:
         return make_console(self.stderr, self.environ)
@@ -224,7 +238,7 @@ class Output:
 
     def table(self, columns: Sequence[str], rows: Sequence[Sequence[str]], title: str) -> None:
         # masked before rich folds a long value across lines, where a mask could not see it
-        rows = [[self.safe(value) for value in row] for row in rows]
+        rows = [[self.shown(value) for value in row] for row in rows]
         with self.out.capture() as captured:
             self.out.print(table(columns, rows, self.safe(title), width=self.out.width))
         # rich pads each line to the table's width: drop the padding, keep the layout
@@ -234,11 +248,11 @@ class Output:
 
     def line(self, text: str) -> None:
         """A line of the report (stdout, or stderr under --json)."""
-        self.out.print(self.safe(text), soft_wrap=True, markup=False)
+        self.out.print(self.shown(text), soft_wrap=True, markup=False)
 
     def note(self, text: str) -> None:
         """A line about the work in progress: always stderr."""
-        print(self.safe(text), file=self.stderr, flush=True)
+        print(self.shown(text), file=self.stderr, flush=True)
 
     # - GitHub Actions -
 

@@ -42,6 +42,8 @@ CREDENTIAL_VARIABLES = (*SECRET_VARIABLES, "TWINE_USERNAME", "NETRC")
 # A URL's userinfo: after `://`, everything up to the authority's last `@` (a password may
 # hold one); the authority ends at `/`, `?`, `#`, white space or a quote.
 _USERINFO = re.compile(r"(?<=://)[^/?#\s'\"<>\\]*@")
+# `user:password@host` where no `://` leads to it (a mistyped `http//u:p@h`, `http:/u:p@h`)
+_BARE_USERINFO = re.compile(r"(?<![\w.~%+-])[\w.~%+-]+:[^\s/?#'\"<>\\@]+@(?=[\w\[])")
 # A query parameter anywhere in a text: `?key=value`, `&key=value` (`;` too, as `&amp;`).
 _QUERY_PARAMETER = re.compile(
     r"(?P<lead>[?&;](?P<key>[A-Za-z0-9_.%~+-]+)=)(?P<value>[^&;#\s'\"<>]+)"
@@ -89,7 +91,8 @@ def redact(text: str) -> str:
     """`text` with the credentials of every URL in it replaced by ***: the userinfo
     (`https://***@host/`) and the values of credential query keys (`?token=***`). A URL
     nested in another's query (an S3 `endpoint=`) is redacted too."""
-    return _QUERY_PARAMETER.sub(_masked_parameter, _USERINFO.sub(MASK + "@", text))
+    text = _BARE_USERINFO.sub(MASK + "@", _USERINFO.sub(MASK + "@", text))
+    return _QUERY_PARAMETER.sub(_masked_parameter, text)
 
 
 def has_credentials(url: str) -> bool:

@@ -32,6 +32,7 @@ import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import BinaryIO
 
 from packaging.metadata import ExceptionGroup as MetadataErrors
 from packaging.metadata import InvalidMetadata, Metadata
@@ -48,6 +49,12 @@ from packaging.version import InvalidVersion, Version
 from release.errors import FileError, shown
 
 WHEEL_SUFFIX = ".whl"
+# What a wheel may hold before it is refused unread: members (torch's wheels hold about
+# 15,000), and the bytes of a .dist-info file read whole (METADATA, WHEEL, RECORD): a zip
+# of a million entries or a METADATA that inflates to gigabytes is damage, not a wheel.
+MAX_MEMBERS = 200_000
+MAX_DIST_INFO_FILE = 64 * 2**20
+LISTED_RECORD_PROBLEMS = 20
 
 
 class NotAWheel(ValueError):
@@ -245,9 +252,25 @@ def record_problems(archive: zipfile.ZipFile, dist_info: str) -> list[str]:
     """Where RECORD does not list every member with its hash and size; each member is
     hashed as it streams out of the archive, never held whole."""
     try:
-        record_text = archive.read(f"{dist_info}/RECORD").decode(errors="replace")
+        record_text = _member(archive, {f"{dist_info}/RECORD"}, f"{dist_info}/RECORD")
     except KeyError:
         return [f"{dist_info}/RECORD is missing"]
+    except ValueError as error:
+        return [str(error)]
+    return _record_problems(archive, dist_info, (record_text or b"").decode(errors="replace"))
+
+
+def _record_problems(archive: zipfile.ZipFile, dist_info: str, record_text: str) -> list[str]:
+    """`record_problems` of the RECORD `record_text`, the first LISTED_RECORD_PROBLEMS
+    said and the rest counted."""
+    problems = _all_record_problems(archive, dist_info, record_text)
+    if len(problems) <= LISTED_RECORD_PROBLEMS:
+        return problems
+    more = len(problems) - LISTED_RECORD_PROBLEMS
+    return [*problems[:LISTED_RECORD_PROBLEMS], f"and {more} more RECORD problems"]
+
+
+def _all_record_problems(archive: zipfile.ZipFile, dist_info: str, record_text: str) -> list[str]:
     problems: list[str] = []
     listed: dict[str, tuple[str, str]] = {}
     for row in csv.reader(io.StringIO(record_text)):
@@ -316,15 +339,44 @@ def zip_problem(source: Path | bytes) -> str | None:
     """Why `source` (a file, or its bytes) is not a zip archive whose every member reads
     back whole, or None: `not a zip archive`, or `a damaged zip archive (why)`."""
     try:
+        with io.BytesIO(source) if isinstance(source, bytes) else source.open("rb") as stream:
+            members = _member_count(stream)
+        if members is not None and members > MAX_MEMBERS:
+            return (
+                f"a zip archive of {members} members, more than the {MAX_MEMBERS} a wheel may hold"
+            )
         archive = zipfile.ZipFile(io.BytesIO(source) if isinstance(source, bytes) else source)
     except (zipfile.BadZipFile, EOFError, ValueError, OSError):
         return "not a zip archive"
     with archive:
         try:
             bad = archive.testzip()
-        except _MEMBER_ERRORS as error:
+        except (*_MEMBER_ERRORS, OSError) as error:
             return f"a damaged zip archive ({error})"
+        for info in archive.infolist():
+            parts = info.filename.split("/")
+            if info.filename.startswith("/") or ".." in parts or "\\" in info.filename:
+                return f"a zip archive whose member {shown(info.filename)} lies outside it"
     return None if bad is None else f"a damaged zip archive ({bad} does not read back)"
+
+
+def _member_count(stream: BinaryIO) -> int | None:
+    """The entries a zip's end record says its central directory holds (ZIP64's where the
+    plain record defers to it), read before zipfile reads that directory whole; None where
+    there is no end record."""
+    end = stream.seek(0, io.SEEK_END)
+    tail_size = min(end, 22 + 0xFFFF + 20 + 56)
+    stream.seek(end - tail_size)
+    tail = stream.read(tail_size)
+    at = tail.rfind(b"PK\x05\x06")
+    if at < 0 or at + 12 > len(tail):
+        return None
+    entries = int.from_bytes(tail[at + 10 : at + 12], "little")
+    if entries == 0xFFFF:
+        record = tail.rfind(b"PK\x06\x06", 0, at)
+        if record >= 0 and record + 40 <= at:
+            entries = int.from_bytes(tail[record + 32 : record + 40], "little")
+    return entries
 
 
 def readable_wheel(path: Path) -> tuple[WheelName, WheelFacts]:
@@ -388,16 +440,28 @@ def _read(source: Path | io.BytesIO, size: int) -> WheelFacts:
         **facts,  # type: ignore[arg-type]
         has_metadata=True,
         metadata=metadata,
-        metadata_name=headers.get("Name"),
-        metadata_version=headers.get("Version"),
+        metadata_name=_text(headers.get("Name")),
+        metadata_version=_text(headers.get("Version")),
         metadata_problems=tuple(problems),
         requires_python=headers.get("Requires-Python"),
         requires_dist=tuple(str(line) for line in headers.get_all("Requires-Dist") or []),
     )
 
 
+def _text(value: object) -> str | None:
+    """A header's value as text: email gives a Header object, not a str, for bytes that
+    are not ASCII (each undecodable byte becomes U+FFFD)."""
+    return None if value is None else str(value)
+
+
 def _member(archive: zipfile.ZipFile, present: set[str], name: str) -> bytes | None:
-    return archive.read(name) if name in present else None
+    """The .dist-info file `name`, read whole (ValueError past MAX_DIST_INFO_FILE: zipfile
+    reads a member no further than the size its entry declares)."""
+    if name not in present:
+        return None
+    if archive.getinfo(name).file_size > MAX_DIST_INFO_FILE:
+        raise ValueError(f"{name} is over {MAX_DIST_INFO_FILE // 2**20} MiB")
+    return archive.read(name)
 
 
 # --- Writing a wheel changed after its build. ---

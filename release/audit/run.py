@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from release.audit.report import AuditReport, Unchecked
 from release.audit.sources import Source
@@ -54,6 +55,19 @@ from release.remote.retry import Deadline, RetryPolicy
 from release.remote.simple_index import ACCEPT, ListedFile, parse_index_page, project_page_url
 
 PAGE_TIMEOUT_S = 120.0  # one index page or torch metadata file
+# a wheel bigger than this is not read (GitHub's release assets stop at 2 GiB, PyPI's files
+# well below): a body that never ends fills no disk
+WHEEL_SIZE_LIMIT = 4 * 2**30
+CREDENTIALS_IN_LINK = "the link carries credentials (user:password@): release audit sends none"
+
+
+def _with_credentials(url: str) -> bool:
+    try:
+        parts = urlsplit(url)
+        return parts.username is not None or parts.password is not None
+    except ValueError:
+        return False
+
 
 _LOG = logging.getLogger("release.audit")
 
@@ -168,6 +182,8 @@ class _Reader:
         byte_range: tuple[int, int] | None = None,
     ) -> Download:
         """A page, a metadata file or a range of a wheel's bytes, held in memory."""
+        if _with_credentials(url):
+            return Download(status=None, url=url, error=CREDENTIALS_IN_LINK)
         left = max(min(PAGE_TIMEOUT_S, self.deadline.remaining()), 0.001)
         policy = RetryPolicy(attempts=self.settings.attempts, initial_delay=1.0, total=left)
         return http.fetch(
@@ -190,14 +206,19 @@ class _Reader:
         """The wheel at `url` downloaded into a scratch file, inspected, and deleted."""
         if self.deadline.remaining() <= 0:
             return _Read(url=url, download=None)
+        if _with_credentials(url):
+            return _Read(
+                url=url, download=Download(status=None, url=url, error=CREDENTIALS_IN_LINK)
+            )
         left = min(self.settings.file_timeout_s, self.deadline.remaining())
         policy = RetryPolicy(attempts=self.settings.attempts, initial_delay=1.0, total=left)
         with self._lock:
             path = self.scratch / f"{next(self._numbers)}.whl"
         try:
             got = http.fetch(
-                self.client, url, into=path, policy=policy, deadline=Deadline(left, self.clock)
-            )
+                self.client, url, into=path, policy=policy, deadline=Deadline(left, self.clock),
+                max_bytes=WHEEL_SIZE_LIMIT,
+            )  # fmt: skip
             if not got.ok:  # cut short by the audit's own limit: unread, not the index's fault
                 return _Read(url=url, download=None if self.deadline.remaining() <= 0 else got)
             list_fatbin, list_elf = self.listers or (None, None)

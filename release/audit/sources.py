@@ -14,9 +14,11 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import unquote, urldefrag, urlsplit
 
+from release.credentials import redact
 from release.errors import ConfigError, FileError, shown
 
 MAX_URLS_FILE = 16 * 2**20  # a --urls file of more is not a list someone keeps by hand
+MAX_URL = 8192  # longer than any server takes (httpx itself refuses 65,536)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -33,10 +35,16 @@ class Source:
 
 def source(text: str, given: str) -> Source | str:
     """The source `text` names, or why it names none."""
-    url, fragment = urldefrag(text.strip())
-    parts = urlsplit(url)
+    try:
+        url, fragment = urldefrag(text.strip())
+        parts = urlsplit(url)
+        _ = parts.port  # a port that is not a number raises here
+    except ValueError as error:  # an unclosed [IPv6 host, a port out of range
+        return f"{given}: {shown(text.strip())} is not a URL ({redact(str(error))})"
     if parts.scheme not in ("http", "https") or not parts.netloc:
         return f"{given}: {shown(text.strip())} is not an http(s) URL"
+    if len(url) > MAX_URL:
+        return f"{given}: a URL of {len(url)} characters, over the {MAX_URL} one may have"
     if parts.username is not None or parts.password is not None:  # the URL is not repeated
         return f"{given}: a URL with credentials in it; release audit sends none"
     if parts.path.endswith(".whl"):

@@ -48,6 +48,7 @@ def elf_facts(member: str, stream: BinaryIO) -> ElfFacts:
             if isinstance(section, DynamicSection)
             for tag in section.iter_tags("DT_NEEDED")
         )
+        _check_version_sections(elf)
         versions = tuple(sorted({(str(lib), str(v)) for lib, v in elf_find_versioned_symbols(elf)}))
         sections = tuple(sorted(DEVICE_SECTIONS.intersection(s.name for s in elf.iter_sections())))
         machine = str(elf.header["e_machine"])
@@ -60,6 +61,23 @@ def elf_facts(member: str, stream: BinaryIO) -> ElfFacts:
         symbol_versions=versions,
         device_sections=sections,
     )
+
+
+def _check_version_sections(elf: ELFFile) -> None:
+    """ValueError where a symbol-version section claims more entries than its bytes hold:
+    its reader would walk an entry that points back at itself (vn_next 0) without end."""
+    for section in elf.iter_sections():
+        if section["sh_type"] not in ("SHT_GNU_verneed", "SHT_GNU_verdef"):
+            continue
+        limit = section["sh_size"] // 8 + 1  # no entry nor auxiliary is under 8 bytes
+        if section["sh_info"] > limit:
+            raise ValueError(f"{section.name} claims {section['sh_info']} entries")
+        walked = 0
+        for _, auxiliaries in section.iter_versions():  # type: ignore[attr-defined]
+            for _ in auxiliaries:
+                walked += 1
+                if walked > limit:
+                    raise ValueError(f"{section.name}'s entries do not end")
 
 
 def machine_problem(facts: ElfFacts, arch: str) -> str | None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import math
 import socket
 import time
 from collections.abc import Collection, Generator, Iterable, Mapping
@@ -34,6 +35,10 @@ USER_AGENT = f"cuda-wheel-release/{__version__}"
 Client = httpx.Client  # the type stages take; only this module makes one
 DEFAULT_TIMEOUT = httpx.Timeout(60.0, connect=10.0)
 TRANSIENT_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
+# A body held in memory (a page, a metadata file) is cut off past this many bytes, as
+# decoded: a page that inflates to gigabytes (Content-Encoding: gzip) or never ends is
+# refused, never held.
+KEPT_BODY_LIMIT = 64 * 2**20
 
 
 def origin_of(url: str | httpx.URL) -> str:
@@ -159,9 +164,21 @@ class _Retry(Exception):
 def _retry_after(headers: Mapping[str, str]) -> float | None:
     try:
         value = headers.get("retry-after")
-        return float(value) if value is not None else None
+        seconds = float(value) if value is not None else None
     except ValueError:
         return None
+    return seconds if seconds is not None and math.isfinite(seconds) and seconds >= 0 else None
+
+
+class _TooLarge(Exception):
+    """A body past its limit: not worth trying again."""
+
+
+def _not_asked(error: Exception, secrets: tuple[str, ...]) -> str:
+    """Why a GET failed without an answer worth trying again."""
+    if isinstance(error, _TooLarge):
+        return str(error)
+    return mask(f"not a URL that can be asked: {error}", secrets)
 
 
 def fetch(
@@ -178,9 +195,11 @@ def fetch(
     clock: retry.Clock = time.monotonic,
     secrets: Iterable[str] = (),
     byte_range: tuple[int, int] | None = None,
+    max_bytes: int | None = None,
 ) -> Download:
     """GET `url` (redirects followed), hashing the body as it streams; retried per the
-    module doc. `keep` holds the body in memory; `into` writes it to that file instead
+    module doc, but a body past `max_bytes` (KEPT_BODY_LIMIT if held) and a URL httpx
+    cannot send fail at once. `keep` holds the body in memory; `into` writes it to that file instead
     (each attempt from the start), so that a large file is never held whole. `byte_range`
     (first, last) asks for those bytes only: 206 is the server's yes, and a 200 (a server
     that ignores ranges) comes back with its headers alone, the whole file left unread.
@@ -192,6 +211,7 @@ def fetch(
     if byte_range is not None:
         headers["Range"] = f"bytes={byte_range[0]}-{byte_range[1]}"
     retried = TRANSIENT_STATUSES | frozenset(retry_statuses)
+    limit = max_bytes if max_bytes is not None else (KEPT_BODY_LIMIT if keep else None)
 
     def attempt(_: int) -> Download:
         left = deadline.remaining()
@@ -208,7 +228,11 @@ def fetch(
                         status=200, url=str(response.url), headers=dict(response.headers)
                     )
                 else:
-                    got = _streamed(response, deadline, policy.total, keep=keep, sink=sink)
+                    got = _streamed(
+                        response, deadline, policy.total, keep=keep, sink=sink, limit=limit
+                    )
+        except (_TooLarge, httpx.InvalidURL, httpx.UnsupportedProtocol, ValueError) as error:
+            return Download(status=None, url=url, error=_not_asked(error, hidden))
         except httpx.HTTPError as error:
             failed = Download(
                 status=None, url=url, error=mask(f"{type(error).__name__}: {error}", hidden)
@@ -246,8 +270,10 @@ def _streamed(
     *,
     keep: bool,
     sink: BinaryIO | None,
+    limit: int | None = None,
 ) -> Download:
-    """The body of `response` hashed as it streams, held (`keep`) or written to `sink`."""
+    """The body of `response` hashed as it streams, held (`keep`) or written to `sink`;
+    _TooLarge past `limit` bytes as decoded."""
     digest = hashlib.sha256()
     size = 0
     chunks = []
@@ -256,6 +282,8 @@ def _streamed(
             raise httpx.ReadTimeout(f"the {total:.0f} s deadline passed")
         digest.update(chunk)
         size += len(chunk)
+        if limit is not None and size > limit:
+            raise _TooLarge(f"the body is larger than {limit // 2**20} MiB as decoded")
         if keep:
             chunks.append(chunk)
         if sink is not None:

@@ -47,6 +47,24 @@ def test_a_url_with_credentials_is_refused_without_repeating_them() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("url", "why"),
+    [
+        ("http://[::1/simple/", "is not a URL (Invalid IPv6 URL)"),
+        ("http://idx.test:abc/simple/", "is not a URL (Port could not be cast"),
+        ("http://idx.test:99999/simple/", "is not a URL (Port out of range"),
+        ("http://idx.test/" + "a" * 9000, "a URL of 9016 characters, over the 8192"),
+    ],
+)
+def test_a_url_that_cannot_be_asked_is_refused_in_one_line(url: str, why: str) -> None:
+    with pytest.raises(ConfigError) as refused:
+        sources([url], None)
+    (problem,) = refused.value.problems
+    assert problem.startswith("argument 1: ")
+    assert why in problem
+    assert len(problem) < 200
+
+
 def test_nothing_to_audit() -> None:
     with pytest.raises(ConfigError, match="nothing to audit"):
         sources([], None)

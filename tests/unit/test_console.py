@@ -95,6 +95,19 @@ def test_a_group_folds_in_actions(tmp_path: Path) -> None:
     ]
 
 
+def test_a_control_character_from_outside_is_shown_as_its_escape() -> None:
+    stdout, stderr = io.StringIO(), io.StringIO()
+    output = Output({}, stderr=stderr, stdout=stdout)
+    name = "k3-1.0-\x1b[31mRED\x1b]0;TITLE\x07\r-py3-none-any.whl"
+    output.note(f"archive {name}: not a valid wheel filename")
+    output.line(f"file: {name}")
+    shown = "k3-1.0-\\x1b[31mRED\\x1b]0;TITLE\\x07\\r-py3-none-any.whl"
+    assert stderr.getvalue() == f"archive {shown}: not a valid wheel filename\n"
+    assert shown in stdout.getvalue()
+    assert "\x1b" not in stdout.getvalue() + stderr.getvalue()
+    assert output.shown("two\nlines\tand a tab") == "two\nlines\tand a tab"
+
+
 def test_the_step_summary_is_appended(tmp_path: Path) -> None:
     summary = tmp_path / "summary.md"
     summary.write_text("earlier\n")

@@ -110,6 +110,10 @@ REDACTED = {
     f"pip install --index-url 'https://u:{SECRET}@h/simple/' k3":
         "pip install --index-url 'https://***@h/simple/' k3",
     f'{{"url": "https://h/simple/?token={SECRET}"}}': '{"url": "https://h/simple/?token=***"}',
+    # a mistyped scheme leaves no :// before the userinfo
+    f"http//u:{SECRET}@h/simple/": "http//***@h/simple/",
+    f"'http:/u:{SECRET}@h/simple/' is not a URL": "'http:/***@h/simple/' is not a URL",
+    f"u:{SECRET}@[::1]/x": "***@[::1]/x",
 }  # fmt: skip
 KEPT = (
     "https://github.com/o/r/releases/download/v1/k3_kernels-0.1.0+cu129-py3-none-any.whl",

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import io
+import struct
 import zipfile
 from pathlib import Path
+
+import pytest
 
 from release.inspection.elffacts import elf_facts, machine_problem, read_member, wheel_elfs
 
@@ -47,3 +50,27 @@ def test_every_shared_object_of_a_wheel_in_archive_order() -> None:
         found = list(wheel_elfs(archive))
     assert [f.member for f in found] == ["k/a.so", "k/b.so.1"]
     assert "libcudart.so.12" in found[1].needed
+
+
+def looping_versions(count: int) -> bytes:
+    """x86_64-glibc2.28.so whose .gnu.version_r claims `count` entries and whose first
+    entry and auxiliary each point back at themselves (vn_next, vna_next 0)."""
+    data = bytearray((DATA / "elf" / "x86_64-glibc2.28.so").read_bytes())
+    table = struct.unpack_from("<Q", data, 0x28)[0]
+    for index in range(struct.unpack_from("<H", data, 0x3C)[0]):
+        header = table + index * 64
+        if struct.unpack_from("<I", data, header + 4)[0] == 0x6FFFFFFE:  # SHT_GNU_verneed
+            start = struct.unpack_from("<Q", data, header + 0x18)[0]
+            struct.pack_into("<I", data, header + 0x2C, count)  # sh_info: the entries
+            struct.pack_into("<H", data, start + 2, 0xFFFF)  # vn_cnt
+            struct.pack_into("<I", data, start + 12, 0)  # vn_next
+            aux = start + struct.unpack_from("<I", data, start + 8)[0]
+            struct.pack_into("<I", data, aux + 12, 0)  # vna_next
+    return bytes(data)
+
+
+@pytest.mark.parametrize("count", [0xFFFFFFFF, 1])
+def test_a_version_section_whose_entries_loop_is_not_read_without_end(count: int) -> None:
+    facts = read_member("demo/_lib.so", looping_versions(count))
+    assert facts.unreadable is not None
+    assert facts.unreadable.startswith("is not an ELF file (.gnu.version_r")

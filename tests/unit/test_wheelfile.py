@@ -290,3 +290,41 @@ def test_a_wheel_that_cannot_take_a_build_tag_says_why(members: dict[str, bytes]
     assert str(caught.value) == why
     with pytest.raises(NotAWheel, match="not a zip archive"):
         with_build_tag(GOOD_NAME, b"not a zip", 1)
+
+
+def test_a_zip_that_claims_more_members_than_a_wheel_may_hold_is_refused_unread() -> None:
+    # ZIP64's end record, claiming 300,000 entries: zipfile would read them all first
+    zip64 = (
+        b"PK\x06\x06" + (44).to_bytes(8, "little") + bytes(4) + bytes(8) + bytes(8)
+        + (300_000).to_bytes(8, "little") + bytes(16)
+    )  # fmt: skip
+    locator = b"PK\x06\x07" + bytes(16)
+    plain = b"PK\x05\x06" + bytes(4) + b"\xff\xff" + b"\xff\xff" + bytes(10)
+    assert zip_problem(zip64 + locator + plain) == (
+        "a zip archive of 300000 members, more than the 200000 a wheel may hold"
+    )
+
+
+@pytest.mark.parametrize("member", ["../../../lib/evil.so", "/lib/evil.so", "a/../../b.py"])
+def test_a_member_named_outside_the_archive_is_damage(member: str) -> None:
+    data = zip_bytes({"k3/__init__.py": b"", member: b"x"})
+    assert zip_problem(data) == f"a zip archive whose member {member!r} lies outside it"
+
+
+def test_a_dist_info_file_past_its_limit_is_not_read_whole() -> None:
+    info = "k3-0.1.0.dist-info"
+    bomb = zip_bytes(
+        {f"{info}/METADATA": b"Name: k3\n" + bytes(65 * 2**20), f"{info}/WHEEL": b""},
+        zipfile.ZIP_DEFLATED,
+    )
+    assert len(bomb) < 2**20
+    facts = wheel_facts(bomb)
+    assert facts.unreadable == f"not a readable zip file ({info}/METADATA is over 64 MiB)"
+    with zipfile.ZipFile(io.BytesIO(bomb)) as archive:
+        assert record_problems(archive, info) == [f"{info}/RECORD is missing"]
+
+
+def test_a_metadata_value_that_is_not_text_is_read_as_text() -> None:
+    info = "k3-0.1.0.dist-info"
+    facts = wheel_facts(zip_bytes({f"{info}/METADATA": b"Name: k3\nVersion: \xff\xfe\n"}))
+    assert facts.metadata_version == "\ufffd\ufffd"

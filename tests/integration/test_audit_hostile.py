@@ -1,0 +1,132 @@
+"""`release audit` against hostile servers on 127.0.0.1: a page that inflates to gigabytes or
+never ends is cut off as decoded and refused, never held; a link carrying credentials is not
+asked (its password never sent); a Retry-After that is no number is not waited on; a link
+httpx cannot ask is a finding; a body past its limit leaves no file larger than the limit."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+
+from release.audit.run import AuditSettings, audit
+from release.audit.sources import sources
+from release.remote import httpclient as http
+from release.remote.retry import RetryPolicy
+from tests.integration.indexes import serve
+
+RELEASE = Path(sys.executable).with_name("release")
+BOMB = gzip.compress(b"<html><body>" + bytes(80 * 2**20), compresslevel=1)  # 80 MiB decoded
+CHUNK = b"a" * 2**20
+
+
+class _Hostile(BaseHTTPRequestHandler):
+    authorizations: ClassVar[list[str]] = []
+
+    def do_GET(self) -> None:
+        if header := self.headers.get("Authorization"):
+            self.authorizations.append(header)
+        if self.path == "/bomb/":
+            self._send(BOMB, "text/html", encoding="gzip")
+        elif self.path == "/endless/" or self.path.endswith("endless-1.0-py3-none-any.whl"):
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            try:
+                while True:
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(CHUNK), CHUNK))
+            except OSError:
+                pass
+        elif self.path == "/userinfo/":
+            port = self.server.server_address[1]  # type: ignore[index]
+            link = f"http://u:hunter2@127.0.0.1:{port}/files/k3-1.0-py3-none-any.whl"
+            self._send(f'<a href="{link}">k3-1.0-py3-none-any.whl</a>'.encode(), "text/html")
+        elif self.path == "/toolong/":
+            name = "k3-1.0-py3-none-any.whl"
+            self._send(f'<a href="/{"a" * 70000}/{name}">{name}</a>'.encode(), "text/html")
+        elif self.path == "/busy/":
+            self.send_response(429)
+            self.send_header("Retry-After", "nan")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+        else:
+            self.send_error(404)
+
+    def _send(self, body: bytes, content_type: str, encoding: str | None = None) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", content_type)
+        if encoding:
+            self.send_header("Content-Encoding", encoding)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def hostile() -> Iterator[str]:
+    with serve(_Hostile) as url:
+        yield url
+
+
+def one_finding(url: str) -> tuple[str, str]:
+    report = audit(sources([url], None), AuditSettings(torch_index=None, attempts=2), {})
+    ((rule, detail),) = [(f.rule, f.detail) for f in report.findings]
+    return rule, detail
+
+
+@pytest.mark.parametrize("page", ["bomb/", "endless/"])
+def test_a_page_past_its_limit_as_decoded_is_refused(hostile: str, page: str) -> None:
+    assert one_finding(hostile + page) == (
+        "download",
+        "the page does not load: the body is larger than 64 MiB as decoded",
+    )
+
+
+def test_a_link_that_carries_credentials_is_not_asked(hostile: str) -> None:
+    _Hostile.authorizations.clear()
+    rule, detail = one_finding(hostile + "userinfo/")
+    assert (rule, detail) == (
+        "download",
+        "does not download: the link carries credentials (user:password@): release audit "
+        "sends none",
+    )
+    assert _Hostile.authorizations == []
+
+
+def test_a_link_httpx_cannot_ask_is_a_finding(hostile: str) -> None:
+    rule, detail = one_finding(hostile + "toolong/")
+    assert rule == "download"
+    assert detail == "does not download: not a URL that can be asked: URL too long"
+
+
+def test_a_retry_after_that_is_no_number_is_not_waited_on(hostile: str) -> None:
+    done = subprocess.run(
+        [str(RELEASE), "audit", hostile + "busy/", "--no-torch-index", "--json"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 7, done.stderr
+    assert "Traceback" not in done.stderr
+    document = json.loads(done.stdout)
+    assert [f["detail"] for f in document["findings"]] == ["the page does not load: HTTP 429"]
+
+
+def test_a_body_past_its_limit_leaves_no_more_than_the_limit(hostile: str, tmp_path: Path) -> None:
+    into = tmp_path / "endless.whl"
+    with http.client() as client:
+        got = http.fetch(
+            client, hostile + "endless-1.0-py3-none-any.whl", into=into, max_bytes=4 * 2**20,
+            policy=RetryPolicy(attempts=1, initial_delay=0.0, total=60.0),
+        )  # fmt: skip
+    assert got.error == "the body is larger than 4 MiB as decoded"
+    assert into.stat().st_size <= 5 * 2**20
