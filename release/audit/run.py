@@ -242,6 +242,9 @@ def _pages_of(
         urls = [source.url]
     for url in urls:
         read = reader.page(url)
+        if isinstance(read, str) and reader.deadline.remaining() <= 0:
+            tally.not_reached.append(url)  # the audit's own limit, not the index's fault
+            continue
         tally.checked["download"] += 1
         if isinstance(read, str):
             tally.findings.append(finding("download", url, url, read))
@@ -252,6 +255,9 @@ def _pages_of(
             continue
         for _, project_url in projects:  # a root index: every project it lists
             inner = reader.page(project_url)
+            if isinstance(inner, str) and reader.deadline.remaining() <= 0:
+                tally.not_reached.append(project_url)
+                continue
             tally.checked["download"] += 1
             if isinstance(inner, str):
                 tally.findings.append(finding("download", project_url, project_url, inner))

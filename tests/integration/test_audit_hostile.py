@@ -9,6 +9,7 @@ import gzip
 import json
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
@@ -52,6 +53,12 @@ class _Hostile(BaseHTTPRequestHandler):
         elif self.path == "/toolong/":
             name = "k3-1.0-py3-none-any.whl"
             self._send(f'<a href="/{"a" * 70000}/{name}">{name}</a>'.encode(), "text/html")
+        elif self.path == "/stall/":
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", "1000")
+            self.end_headers()
+            time.sleep(20)
         elif self.path == "/busy/":
             self.send_response(429)
             self.send_header("Retry-After", "nan")
@@ -130,3 +137,14 @@ def test_a_body_past_its_limit_leaves_no_more_than_the_limit(hostile: str, tmp_p
         )  # fmt: skip
     assert got.error == "the body is larger than 4 MiB as decoded"
     assert into.stat().st_size <= 5 * 2**20
+
+
+def test_a_page_the_audits_own_time_limit_cuts_short_is_unread_not_a_finding(
+    hostile: str,
+) -> None:
+    report = audit(
+        sources([hostile + "stall/"], None),
+        AuditSettings(torch_index=None, attempts=1, timeout_s=2.0), {},
+    )  # fmt: skip
+    assert report.findings == ()
+    assert report.not_reached == (hostile + "stall/",)
