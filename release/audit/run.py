@@ -45,6 +45,7 @@ from release.inspection.indexrules import (
     hash_mismatch,
     listed_wheel,
     missing_arches,
+    size_mismatch,
     unindexed_variants,
 )
 from release.inspection.served import ServedWheel, inspect_served
@@ -123,6 +124,8 @@ class _Tally:
                 self.checked["hash"] += 1
                 wrong = hash_mismatch(page, listed, read.download.sha256)
                 self.findings += [wrong] if wrong is not None else []
+            sized = size_mismatch(page, listed, read.download.size)
+            self.findings += [sized] if sized is not None else []
         served = read.served
         self.findings += served.findings
         self.checked.update(served.checked)

@@ -62,6 +62,16 @@ def hash_mismatch(where: str, listed: ListedFile, served_sha256: str) -> Finding
     )
 
 
+def size_mismatch(where: str, listed: ListedFile, served_size: int) -> Finding | None:
+    """The size a PEP 691 page gives a file (PEP 700) against the bytes served."""
+    if listed.size is None or listed.size == served_size:
+        return None
+    return finding(
+        "hash", listed.name, listed.url,
+        f"{where} says {listed.size} bytes, the bytes served are {served_size}",
+    )  # fmt: skip
+
+
 @dataclass(frozen=True, kw_only=True)
 class ListedWheel:
     """A wheel of a project as some page lists it: its public version, variant (local

@@ -3,12 +3,15 @@ to files a release lacks."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from release.inspection.findings import Finding
 from release.inspection.indexrules import (
     duplicates,
     hash_mismatch,
     listed_wheel,
     missing_arches,
+    size_mismatch,
     stray_links,
     unindexed_variants,
 )
@@ -57,6 +60,18 @@ def test_a_listed_hash_that_is_not_the_served_bytes() -> None:
     assert found is not None
     assert (found.rule, found.url) == ("hash", link.url)
     assert found.detail == f"{PAGE} says sha256 {'a' * 12}..., the bytes served are {'b' * 12}..."
+
+
+def test_a_listed_size_that_is_not_the_served_bytes() -> None:
+    link = replace(listed(wheel("0.1.0", "x86_64")), size=4096)
+    assert size_mismatch(PAGE, link, 4096) is None
+    assert size_mismatch(PAGE, listed(link.name), 10) is None  # no size listed
+    found = size_mismatch(PAGE, link, 10)
+    assert found is not None
+    assert (found.rule, found.detail) == (
+        "hash",
+        f"{PAGE} says 4096 bytes, the bytes served are 10",
+    )
 
 
 def wheels_of(*names: str) -> list[object]:
