@@ -65,7 +65,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         id="hash",
-        checks="each link's sha256, and the size a PEP 691 page gives, are those of the bytes served",
+        checks="each link's sha256 and a PEP 691 page's size are those of the bytes served",
         scope="index",
     ),
     Rule(

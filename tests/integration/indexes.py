@@ -17,11 +17,11 @@ import json
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler, SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from socketserver import BaseRequestHandler
 
@@ -83,6 +83,24 @@ class _Body:
         return data
 
     def close(self) -> None:
+        pass
+
+
+class QuietHandler(BaseHTTPRequestHandler):
+    """A stand-in server's handler: it logs nothing and answers a body in one call."""
+
+    def send_body(
+        self, body: bytes, content_type: str, headers: Mapping[str, str] | None = None
+    ) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", content_type)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
         pass
 
 

@@ -11,7 +11,6 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import ClassVar
 
@@ -21,21 +20,21 @@ from release.audit.run import AuditSettings, audit
 from release.audit.sources import sources
 from release.remote import httpclient as http
 from release.remote.retry import RetryPolicy
-from tests.integration.indexes import serve
+from tests.integration.indexes import QuietHandler, serve
 
 RELEASE = Path(sys.executable).with_name("release")
 BOMB = gzip.compress(b"<html><body>" + bytes(80 * 2**20), compresslevel=1)  # 80 MiB decoded
 CHUNK = b"a" * 2**20
 
 
-class _Hostile(BaseHTTPRequestHandler):
+class _Hostile(QuietHandler):
     authorizations: ClassVar[list[str]] = []
 
     def do_GET(self) -> None:
         if header := self.headers.get("Authorization"):
             self.authorizations.append(header)
         if self.path == "/bomb/":
-            self._send(BOMB, "text/html", encoding="gzip")
+            self.send_body(BOMB, "text/html", {"Content-Encoding": "gzip"})
         elif self.path == "/endless/" or self.path.endswith("endless-1.0-py3-none-any.whl"):
             self.send_response(200)
             self.send_header("Content-Type", "text/html")
@@ -49,10 +48,10 @@ class _Hostile(BaseHTTPRequestHandler):
         elif self.path == "/userinfo/":
             port = self.server.server_address[1]  # type: ignore[index]
             link = f"http://u:hunter2@127.0.0.1:{port}/files/k3-1.0-py3-none-any.whl"
-            self._send(f'<a href="{link}">k3-1.0-py3-none-any.whl</a>'.encode(), "text/html")
+            self.send_body(f'<a href="{link}">k3-1.0-py3-none-any.whl</a>'.encode(), "text/html")
         elif self.path == "/toolong/":
             name = "k3-1.0-py3-none-any.whl"
-            self._send(f'<a href="/{"a" * 70000}/{name}">{name}</a>'.encode(), "text/html")
+            self.send_body(f'<a href="/{"a" * 70000}/{name}">{name}</a>'.encode(), "text/html")
         elif self.path == "/stall/":
             self.send_response(200)
             self.send_header("Content-Type", "text/html")
@@ -66,18 +65,6 @@ class _Hostile(BaseHTTPRequestHandler):
             self.end_headers()
         else:
             self.send_error(404)
-
-    def _send(self, body: bytes, content_type: str, encoding: str | None = None) -> None:
-        self.send_response(200)
-        self.send_header("Content-Type", content_type)
-        if encoding:
-            self.send_header("Content-Encoding", encoding)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,6 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -23,7 +22,7 @@ import pytest
 from release.errors import ToolchainError
 from release.matrix import load_matrix
 from release.toolchain.buildenv import environment_of, provision_environment
-from tests.integration.indexes import serve
+from tests.integration.indexes import QuietHandler, serve
 
 RELEASE = Path(sys.executable).with_name("release")
 PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
@@ -36,7 +35,7 @@ WHEELS = [
 ]
 
 
-class _Index(BaseHTTPRequestHandler):
+class _Index(QuietHandler):
     """PyTorch's cu129 index as pip sees it: one project, torch; no file behind a link.
     It records every path asked for."""
 
@@ -50,15 +49,9 @@ class _Index(BaseHTTPRequestHandler):
         links = "".join(
             f'<a href="/files/{name}#sha256={"0" * 64}">{name}</a>\n' for name in WHEELS
         )
-        body = f"<!DOCTYPE html><html><body>\n{links}</body></html>\n".encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "text/html")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
+        self.send_body(
+            f"<!DOCTYPE html><html><body>\n{links}</body></html>\n".encode(), "text/html"
+        )
 
 
 @pytest.fixture(scope="module")
