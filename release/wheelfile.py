@@ -249,21 +249,16 @@ def tag_problems(tag_lines: Iterable[str], tags: frozenset[Tag]) -> list[str]:
 
 
 def record_problems(archive: zipfile.ZipFile, dist_info: str) -> list[str]:
-    """Where RECORD does not list every member with its hash and size; each member is
-    hashed as it streams out of the archive, never held whole."""
+    """Where RECORD does not list every member with its hash and size, the first
+    LISTED_RECORD_PROBLEMS said and the rest counted; each member is hashed as it streams
+    out of the archive, never held whole."""
     try:
-        record_text = _member(archive, {f"{dist_info}/RECORD"}, f"{dist_info}/RECORD")
+        record = _dist_info_file(archive, f"{dist_info}/RECORD")
     except KeyError:
         return [f"{dist_info}/RECORD is missing"]
     except ValueError as error:
         return [str(error)]
-    return _record_problems(archive, dist_info, (record_text or b"").decode(errors="replace"))
-
-
-def _record_problems(archive: zipfile.ZipFile, dist_info: str, record_text: str) -> list[str]:
-    """`record_problems` of the RECORD `record_text`, the first LISTED_RECORD_PROBLEMS
-    said and the rest counted."""
-    problems = _all_record_problems(archive, dist_info, record_text)
+    problems = _all_record_problems(archive, dist_info, record.decode(errors="replace"))
     if len(problems) <= LISTED_RECORD_PROBLEMS:
         return problems
     more = len(problems) - LISTED_RECORD_PROBLEMS
@@ -455,10 +450,13 @@ def _text(value: object) -> str | None:
 
 
 def _member(archive: zipfile.ZipFile, present: set[str], name: str) -> bytes | None:
-    """The .dist-info file `name`, read whole (ValueError past MAX_DIST_INFO_FILE: zipfile
-    reads a member no further than the size its entry declares)."""
-    if name not in present:
-        return None
+    return _dist_info_file(archive, name) if name in present else None
+
+
+def _dist_info_file(archive: zipfile.ZipFile, name: str) -> bytes:
+    """The .dist-info file `name`, read whole: KeyError where it is absent, ValueError past
+    MAX_DIST_INFO_FILE (zipfile reads a member no further than the size its entry
+    declares)."""
     if archive.getinfo(name).file_size > MAX_DIST_INFO_FILE:
         raise ValueError(f"{name} is over {MAX_DIST_INFO_FILE // 2**20} MiB")
     return archive.read(name)

@@ -22,10 +22,9 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlsplit
 
 from release.audit.report import AuditReport, Unchecked
-from release.audit.sources import Source
+from release.audit.sources import Source, has_userinfo
 from release.credentials import without_credentials
 from release.defaults import (
     AUDIT_ATTEMPTS,
@@ -60,14 +59,6 @@ PAGE_TIMEOUT_S = 120.0  # one index page or torch metadata file
 # well below): a body that never ends fills no disk
 WHEEL_SIZE_LIMIT = 4 * 2**30
 CREDENTIALS_IN_LINK = "the link carries credentials (user:password@): release audit sends none"
-
-
-def _with_credentials(url: str) -> bool:
-    try:
-        parts = urlsplit(url)
-        return parts.username is not None or parts.password is not None
-    except ValueError:
-        return False
 
 
 _LOG = logging.getLogger("release.audit")
@@ -185,7 +176,7 @@ class _Reader:
         byte_range: tuple[int, int] | None = None,
     ) -> Download:
         """A page, a metadata file or a range of a wheel's bytes, held in memory."""
-        if _with_credentials(url):
+        if has_userinfo(url):
             return Download(status=None, url=url, error=CREDENTIALS_IN_LINK)
         left = max(min(PAGE_TIMEOUT_S, self.deadline.remaining()), 0.001)
         policy = RetryPolicy(attempts=self.settings.attempts, initial_delay=1.0, total=left)
@@ -209,7 +200,7 @@ class _Reader:
         """The wheel at `url` downloaded into a scratch file, inspected, and deleted."""
         if self.deadline.remaining() <= 0:
             return _Read(url=url, download=None)
-        if _with_credentials(url):
+        if has_userinfo(url):
             return _Read(
                 url=url, download=Download(status=None, url=url, error=CREDENTIALS_IN_LINK)
             )
@@ -244,28 +235,33 @@ def _pages_of(
     else:
         urls = [source.url]
     for url in urls:
-        read = reader.page(url)
-        if isinstance(read, str) and reader.deadline.remaining() <= 0:
-            tally.not_reached.append(url)  # the audit's own limit, not the index's fault
-            continue
-        tally.checked["download"] += 1
-        if isinstance(read, str):
-            tally.findings.append(finding("download", url, url, read))
+        read = _page(url, reader, tally)
+        if read is None:
             continue
         files, projects = read
         if not projects:
             yield url, files
             continue
         for _, project_url in projects:  # a root index: every project it lists
-            inner = reader.page(project_url)
-            if isinstance(inner, str) and reader.deadline.remaining() <= 0:
-                tally.not_reached.append(project_url)
-                continue
-            tally.checked["download"] += 1
-            if isinstance(inner, str):
-                tally.findings.append(finding("download", project_url, project_url, inner))
-            else:
+            inner = _page(project_url, reader, tally)
+            if inner is not None:
                 yield project_url, inner[0]
+
+
+def _page(
+    url: str, reader: _Reader, tally: _Tally
+) -> tuple[tuple[ListedFile, ...], tuple[tuple[str, str], ...]] | None:
+    """The page's links and projects; None where it could not be read: a `download` finding,
+    or unread where the audit's own time limit cut it short (not the index's fault)."""
+    read = reader.page(url)
+    if isinstance(read, str) and reader.deadline.remaining() <= 0:
+        tally.not_reached.append(url)
+        return None
+    tally.checked["download"] += 1
+    if isinstance(read, str):
+        tally.findings.append(finding("download", url, url, read))
+        return None
+    return read
 
 
 def _audit_page(

@@ -33,6 +33,16 @@ class Source:
         return unquote(urlsplit(self.url).path.rsplit("/", 1)[-1])
 
 
+def has_userinfo(url: str) -> bool:
+    """Whether `url` names a user or password (`https://user:password@host/`), which audit
+    never sends; a URL too broken to split has none to send."""
+    try:
+        parts = urlsplit(url)
+        return parts.username is not None or parts.password is not None
+    except ValueError:
+        return False
+
+
 def source(text: str, given: str) -> Source | str:
     """The source `text` names, or why it names none."""
     try:
@@ -45,7 +55,7 @@ def source(text: str, given: str) -> Source | str:
         return f"{given}: {shown(text.strip())} is not an http(s) URL"
     if len(url) > MAX_URL:
         return f"{given}: a URL of {len(url)} characters, over the {MAX_URL} one may have"
-    if parts.username is not None or parts.password is not None:  # the URL is not repeated
+    if has_userinfo(url):  # the URL is not repeated
         return f"{given}: a URL with credentials in it; release audit sends none"
     if parts.path.endswith(".whl"):
         sha256 = fragment[len("sha256=") :].lower() if fragment.startswith("sha256=") else None

@@ -124,8 +124,10 @@ def render_matrix(decision: Decision, tool_version: str) -> str:
         staging_values, staging_comments = _staging(decision, found)
         values.update(staging_values)
         comments.update(staging_comments)
-    if backend_for(decision.backend).needs_nvcc:
-        comments["toolkit_image"] = _toolkit_image(decision)
+    if backend_for(decision.backend).needs_nvcc:  # a cell without device code needs none
+        comments["toolkit_image"] = (
+            _toolkit_image(decision) if decision.device_code != "none" else ""
+        )
     if backend_for(decision.backend).torch_axes:
         torch_values, torch_comments = _torch(decision, found)
         values.update(torch_values)
@@ -240,7 +242,6 @@ def _cuda_said(decision: Decision) -> dict[str, str]:
             "cuda129_said": "A CUDA 12.9 variant: no device code, so CUDA 12.9's headers and "
             "libraries come from PyPI's -cu12 wheels (no 12.9 toolkit or nvcc is needed), "
             "and its torch from PyTorch's cu129 index:",
-            "toolkit_image": "",
         }
     return {
         "cuda13_said": "The default variant: the plain version, on PyPI; nvcc 13.0 comes from "
