@@ -4,6 +4,7 @@ downward (import-linter's contracts in pyproject.toml), and no module too big to
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import subprocess
 import sys
@@ -45,11 +46,23 @@ def modules() -> Iterator[tuple[str, Path]]:
         yield name, path
 
 
+@functools.cache
+def parsed(path: Path) -> ast.Module:
+    """A module's tree, parsed once a run: the checks below ask for each many times."""
+    return ast.parse(path.read_text(encoding="utf-8"))
+
+
+@functools.cache
+def nodes(tree: ast.AST) -> tuple[ast.AST, ...]:
+    """Every node of `tree` (ast.walk's order), walked once a tree."""
+    return tuple(ast.walk(tree))
+
+
 def touches(tree: ast.AST) -> set[str]:
     """The outside things a module's code touches: imported top-level packages of EDGES,
     and reads of os.environ / os.getenv."""
     found: set[str] = set()
-    for node in ast.walk(tree):
+    for node in nodes(tree):
         if isinstance(node, ast.Import):
             found |= {alias.name.split(".")[0] for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -68,7 +81,7 @@ def touches(tree: ast.AST) -> set[str]:
 
 @pytest.mark.parametrize("edge", sorted(EDGES))
 def test_each_outside_thing_has_its_one_module(edge: str) -> None:
-    users = {name for name, path in modules() if edge in touches(ast.parse(path.read_text()))}
+    users = {name for name, path in modules() if edge in touches(parsed(path))}
     allowed = EDGES[edge]
     if edge == "os.environ":
         users = {u for u in users if not u.startswith(ENVIRONMENT_READERS_PREFIX)}
@@ -103,7 +116,7 @@ def calls_of(tree: ast.AST, name: str, home: str) -> bool:
     or called through an import of `home` (`httpclient.index_logins(...)`)."""
     direct: set[str] = set()
     aliases: set[str] = set()
-    for node in ast.walk(tree):
+    for node in nodes(tree):
         if isinstance(node, ast.ImportFrom) and node.module == home:
             direct |= {a.asname or a.name for a in node.names if a.name == name}
         elif isinstance(node, ast.ImportFrom) and node.module == home.rpartition(".")[0]:
@@ -111,7 +124,7 @@ def calls_of(tree: ast.AST, name: str, home: str) -> bool:
             aliases |= {a.asname or a.name for a in node.names if a.name == leaf}
         elif isinstance(node, ast.Import):
             aliases |= {a.asname or a.name for a in node.names if a.name == home}
-    for node in ast.walk(tree):
+    for node in nodes(tree):
         if not isinstance(node, ast.Call):
             continue
         func = node.func
@@ -139,7 +152,7 @@ def test_clients_and_credentials_are_built_by_the_commands_reach_only(name: str)
     users = {
         module
         for module, path in modules()
-        if module != home and calls_of(ast.parse(path.read_text()), name, home)
+        if module != home and calls_of(parsed(path), name, home)
     }
     assert users <= allowed, f"{name} is called outside {sorted(allowed)}: {sorted(users)}"
     assert users, f"nobody calls {name}: update REACHES"
@@ -220,6 +233,6 @@ def test_no_function_is_over_80_lines() -> None:
     long = [
         found
         for _, path in modules()
-        for found in too_long(ast.parse(path.read_text()), str(path.relative_to(ROOT)))
+        for found in too_long(parsed(path), str(path.relative_to(ROOT)))
     ]
     assert long == [], f"functions over {limit} lines (split them): " + ", ".join(long)

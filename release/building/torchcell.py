@@ -40,7 +40,7 @@ from release.inspection.runtimelibs import (
     wheel_requirements,
 )
 from release.inspection.stabletorch import NoTorchForCuda, build_torch_problem, oldest_admitted
-from release.inspection.torchabi import abi_problems, torch_exports
+from release.inspection.torchabi import abi_problems, runtime_exports, torch_exports
 from release.inspection.torchaudit import TOOL, torch_abi_auditor
 from release.inspection.torchcuda import IndexTorches, TorchIndexes
 from release.matrix import Cell
@@ -172,7 +172,8 @@ def certify_torch(
     beside = dependency_library_dirs(data, cell, torch_env)
     problems = abi_problems(
         data,
-        torch_exports((*torch_env.lib_dirs, *(d for dirs in beside.values() for d in dirs))),
+        torch_exports((*torch_env.lib_dirs, *(d for dirs in beside.values() for d in dirs)))
+        | runtime_exports(),
         stable=target is not None and audited is None,
         torch_label=torch_env.torch_version,
         beside=list(beside),

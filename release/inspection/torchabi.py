@@ -11,7 +11,9 @@ another torch than the one it loads in. A symbol counts as resolved when
 - another shared object of the same wheel defines it;
 - or torch's libraries (and the CUDA libraries its wheels bring) export it, or those of the
   wheel's other runtime dependencies installed beside that torch (libtvm_ffi.so of
-  apache-tvm-ffi), which the caller adds to the exports and names.
+  apache-tvm-ffi), which the caller adds to the exports and names; or, for a symbol that
+  asks no version (`dlopen` of an object linked against a libdl.so stub), the C and C++
+  runtime itself (`runtime_exports`), as the dynamic loader takes it from there.
 
 A wheel built for libtorch's stable ABI must in addition take only C symbols from torch: a
 C++-mangled torch symbol (`c10::`, `at::`, `torch::`) ties it to the C++ ABI of the one
@@ -21,8 +23,9 @@ build that links libc10 takes them from there, unversioned.
 
 Pure: `read_shared_object`, `shared_objects`, `is_torch_cxx_symbol`, `symbol_problems`,
 `abi_problems`, `defined_dynamic_symbols`. Edge:
-`torch_exports` reads the libraries of an installed torch (and keeps what it read), and
-`demangled` calls libstdc++'s demangler.
+`torch_exports` reads the libraries of an installed torch (and keeps what it read),
+`runtime_exports` those of this machine's C and C++ runtime, and `demangled` calls
+libstdc++'s demangler.
 """
 
 from __future__ import annotations
@@ -48,6 +51,16 @@ from release.inspection.devicecode import is_shared_object
 
 RUNTIME_VERSION_PREFIXES = ("GLIBC_", "GLIBCXX_", "CXXABI_", "GCC_")
 PYTHON_PREFIXES = ("Py", "_Py")
+# The C and C++ runtime's libraries of auditwheel's policy (every manylinux tag allows them)
+RUNTIME_LIBRARIES = (
+    "libc.so.6",
+    "libm.so.6",
+    "libdl.so.2",
+    "libpthread.so.0",
+    "librt.so.1",
+    "libstdc++.so.6",
+    "libgcc_s.so.1",
+)
 LISTED_PER_OBJECT = 5
 
 # A mangled name in namespace std (the `St` prefix or one of the standard substitutions
@@ -232,21 +245,40 @@ def abi_problems(
     )
 
 
-def torch_exports(torch_lib_dirs: Sequence[Path]) -> frozenset[str]:
+def torch_exports(
+    torch_lib_dirs: Sequence[Path], *, only: frozenset[str] | None = None
+) -> frozenset[str]:
     """The defined dynamic symbols of every shared library directly in `torch_lib_dirs`
-    (torch/lib and the nvidia/*/lib folders of torch's CUDA wheels). Reading them takes
-    seconds (libtorch_cpu.so alone has 75k), so the answer is kept for as long as no
-    library's path, size or mtime changes."""
+    (torch/lib and the nvidia/*/lib folders of torch's CUDA wheels), or of those named in
+    `only`. Reading them takes seconds (libtorch_cpu.so alone has 75k), so the answer is
+    kept for as long as no library's path, size or mtime changes."""
     libraries = sorted(
         {
             path.resolve()
             for directory in torch_lib_dirs
             for path in _listing(directory)
-            if path.is_file() and is_shared_object(path.name)
+            if (only is None or path.name in only)
+            and path.is_file()
+            and is_shared_object(path.name)
         }
     )
     key = tuple((str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in libraries)
     return _exports_of(key)
+
+
+def runtime_exports(maps: Path = Path("/proc/self/maps")) -> frozenset[str]:
+    """The symbols the C and C++ runtime's libraries (RUNTIME_LIBRARIES) define, read from
+    the directory that holds the C library this process runs with; none where `maps` names
+    no libc.so.6 (not Linux, a static interpreter)."""
+    try:
+        lines = maps.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return frozenset()
+    paths = (line.split(maxsplit=5)[-1] for line in lines if line.count(" ") >= 5)
+    libc = next((Path(p) for p in paths if Path(p).name == "libc.so.6"), None)
+    if libc is None:
+        return frozenset()
+    return torch_exports([libc.parent], only=frozenset(RUNTIME_LIBRARIES))
 
 
 def _listing(directory: Path) -> Iterable[Path]:

@@ -48,7 +48,7 @@ from release.remote.github_model import (
     upload_endpoint,
     web_base_of_repository,
 )
-from release.remote.httpclient import unresolvable
+from release.remote.httpclient import tls_context, unresolvable
 from release.remote.retry import (
     Clock,
     Deadline,
@@ -222,6 +222,7 @@ class GithubClient:
             http_cache=False,
             timeout=self.policy.request_timeout,
             user_agent="cuda-wheel-release (githubkit)",
+            ssl_verify=tls_context(),
             event_hooks={"request": [self._count]},
         )
         try:

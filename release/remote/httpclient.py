@@ -16,9 +16,11 @@ resolve is not retried, since no wait will fix it.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import math
 import socket
+import ssl
 import time
 from collections.abc import Collection, Generator, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -105,6 +107,13 @@ class OriginAuth(httpx.Auth):
         return tuple(v for v in values if v)
 
 
+@functools.cache
+def tls_context() -> ssl.SSLContext:
+    """The TLS settings of every client of a process (certifi's CA bundle, or SSL_CERT_FILE's
+    and SSL_CERT_DIR's): loading them costs some 25 ms a client otherwise."""
+    return httpx.create_ssl_context()
+
+
 def client(
     *,
     auth: httpx.Auth | None = None,
@@ -114,6 +123,7 @@ def client(
     """The HTTP client of a command: redirects followed, bounded connections."""
     return httpx.Client(
         auth=auth,
+        verify=tls_context(),
         timeout=timeout,
         follow_redirects=True,
         limits=httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency),

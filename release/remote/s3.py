@@ -12,6 +12,8 @@ reads no profile, no instance metadata and no other source of keys.
 
 from __future__ import annotations
 
+import functools
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -21,6 +23,8 @@ import boto3
 import botocore
 import botocore.config
 import botocore.exceptions
+import botocore.loaders
+import botocore.session
 
 if TYPE_CHECKING:
     from mypy_boto3_s3.client import S3Client
@@ -104,6 +108,29 @@ def etag_of(value: object) -> str:
     return str(value or "").strip('"')
 
 
+_LOADER_LOCK = threading.Lock()
+
+
+@functools.cache
+def _model_loader() -> botocore.loaders.Loader:
+    """botocore's reader of its service models, one a process: a session of its own reads
+    and parses them again for each client (some 150 ms of JSON)."""
+    loader: botocore.loaders.Loader = botocore.session.Session().get_component("data_loader")
+    return loader
+
+
+def _session() -> boto3.session.Session:
+    """A session of its own (no state shared between stores) on the process's model reader."""
+    core = botocore.session.Session()
+    with _LOADER_LOCK:
+        loader = _model_loader()
+        core.register_component("data_loader", loader)
+        session = boto3.session.Session(botocore_session=core)
+        # each boto3 session adds its own data folder to the reader's search path once more
+        loader.search_paths[:] = list(dict.fromkeys(loader.search_paths))
+    return session
+
+
 class S3Store:
     """The objects of one bucket, through one boto3 client."""
 
@@ -134,7 +161,7 @@ class S3Store:
             signature_version=None if keys else botocore.UNSIGNED,
             user_agent_extra="cuda-wheel-release",
         )
-        self._client: S3Client = boto3.session.Session().client(
+        self._client: S3Client = _session().client(
             "s3",
             endpoint_url=bucket.endpoint,
             aws_access_key_id=keys.access_key.reveal() if keys else None,

@@ -35,6 +35,7 @@ from release.nightly.publish import NightlyOutcome, NightlySettings, publish_nig
 from release.nightly.state import NightlyState, from_bytes, to_bytes
 from release.nightly.verify import verify_commit
 from release.records.manifest import Manifest, write_manifest
+from release.remote.httpclient import tls_context
 from release.remote.s3 import Bucket, S3Store
 from release.remote.simple_index import parse_project_page
 from release.verify.checks import VerifySettings
@@ -253,7 +254,7 @@ class Channel:
         return set(self.s3.keys(self.bucket))
 
     def get(self, url: str) -> httpx.Response:
-        return httpx.get(url, timeout=30)
+        return httpx.get(url, timeout=30, verify=tls_context())
 
 
 def oracle(channel: Channel, *, whole: Collection[str] = ()) -> list[str]:
@@ -274,7 +275,7 @@ def oracle(channel: Channel, *, whole: Collection[str] = ()) -> list[str]:
         if missing:
             problems.append(f"kept {kept.commit[:12]} misses {len(missing)}: {missing[0]}")
     reader = PollingReader(channel)
-    with httpx.Client(timeout=30) as client:
+    with httpx.Client(timeout=30, verify=tls_context()) as client:
         for label in reader.labels:
             page = channel.nightly_url(label) + "k3-kernels/"
             for url in (page, page + "index.json"):
@@ -375,6 +376,8 @@ class PollingReader:
             self.straddled += 1
 
     def run(self, stop: threading.Event) -> None:
-        with httpx.Client(timeout=30, headers={"User-Agent": self.agent}) as client:
+        with httpx.Client(
+            timeout=30, headers={"User-Agent": self.agent}, verify=tls_context()
+        ) as client:
             while not stop.is_set():
                 self.poll(client)

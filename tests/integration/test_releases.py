@@ -79,16 +79,18 @@ def test_replace_on_a_published_release_keeps_the_url_serving(
     (wheel,) = new.wheels
     url = f"{github_standin.web_url}/{DEFAULT_REPO}/releases/download/v0.1.0/{wheel.name}"
     seen: list[tuple[int, str]] = []
-    stop = threading.Event()
+    stop, polling = threading.Event(), threading.Event()
 
     def poll() -> None:
         with httpx.Client(follow_redirects=True) as client:
             while not stop.is_set():
                 answer = client.get(url)
                 seen.append((answer.status_code, hashlib.sha256(answer.content).hexdigest()))
+                polling.set()
 
     poller = threading.Thread(target=poll)
     poller.start()
+    assert polling.wait(30)  # the URL is read before the replacement starts
     try:
         github_standin.clear_log()
         publish(

@@ -18,6 +18,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from release.remote.httpclient import tls_context
+
 SERVE = Path(__file__).with_name("serve.py")
 ACCESS_KEY = "AKIAK3CACHETEST0001"
 SECRET_KEY = "s3-Secr3t-7f1d2c9b8a"  # the test server's key, nothing else
@@ -130,7 +132,9 @@ class S3Server:
         token = ""
         while True:
             params = {"list-type": "2", **({"continuation-token": token} if token else {})}
-            listed = httpx.get(f"{self.endpoint}/{bucket}", params=params, timeout=10)
+            listed = httpx.get(
+                f"{self.endpoint}/{bucket}", params=params, timeout=10, verify=tls_context()
+            )
             listed.raise_for_status()
             found += re.findall(r"<Key>([^<]+)</Key>", listed.text)
             more = re.search(r"<NextContinuationToken>([^<]+)</NextContinuationToken>", listed.text)

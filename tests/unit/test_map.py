@@ -4,6 +4,7 @@ docs/architecture.md names only folders, modules and paths that exist (issue 41)
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from pathlib import Path
 from typing import get_args
@@ -111,13 +112,18 @@ def identifiers(tree: ast.AST) -> set[str]:
     return found
 
 
+@functools.cache
+def identifiers_by_module() -> dict[str, frozenset[str]]:
+    """`identifiers` of each module of release/ by its path there, read once a run."""
+    return {
+        str(path.relative_to(PACKAGE)): frozenset(identifiers(ast.parse(path.read_text())))
+        for path in PACKAGE.rglob("*.py")
+    }
+
+
 def naming(symbols: set[str]) -> set[str]:
     """The modules of release/ whose code names one of `symbols`."""
-    return {
-        str(path.relative_to(PACKAGE))
-        for path in PACKAGE.rglob("*.py")
-        if identifiers(ast.parse(path.read_text())) & symbols
-    }
+    return {module for module, named in identifiers_by_module().items() if named & symbols}
 
 
 def test_the_recipe_names_files_that_exist() -> None:

@@ -15,6 +15,7 @@ from release.inspection.torchabi import (
     demangled,
     is_torch_cxx_symbol,
     read_shared_object,
+    runtime_exports,
     shared_objects,
     symbol_problems,
 )
@@ -81,6 +82,23 @@ def test_a_wheel_passes_when_torch_exports_what_its_object_needs() -> None:
 def test_runtime_versions_resolve_whatever_torch_exports() -> None:
     data = wheel({"pkg/lib/libk.so.1": (ELF / "x86_64-glibc2.34.so").read_bytes()})
     assert abi_problems(data, frozenset(), stable=True, torch_label=LABEL) == []
+
+
+def test_an_unversioned_symbol_of_the_c_runtime_resolves_beside_the_runtime() -> None:
+    # sgl-deep-gemm 0.1.5.post1's _C.so asks dlopen and dlsym with no version
+    ext = obj("pkg/_C.so", ("dlopen", None), ("dlsym", None), ("k_missing", None))
+    runtime = runtime_exports()
+    assert {"dlopen", "dlsym", "memcpy", "__cxa_throw", "_Unwind_Resume"} <= runtime
+    assert problems(ext, exports=runtime) == [
+        "pkg/_C.so: undefined symbol k_missing: not exported by torch 2.14.1+cu130's libraries"
+    ]
+
+
+def test_no_runtime_exports_where_the_process_maps_no_c_library(tmp_path: Path) -> None:
+    maps = tmp_path / "maps"
+    maps.write_text("7f00-7f01 r-xp 00000000 08:01 1 /opt/lib/libfoo.so\n", encoding="utf-8")
+    assert runtime_exports(maps) == frozenset()
+    assert runtime_exports(tmp_path / "absent") == frozenset()
 
 
 def test_a_member_named_like_a_library_that_is_not_elf_is_a_problem() -> None:
