@@ -12,6 +12,7 @@ memory. A wheel's download (its retries included) has `file_timeout_s`, the whol
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import logging
 import tempfile
@@ -37,6 +38,7 @@ from release.inspection.devicecode import elf_lister
 from release.inspection.fatbin import lister
 from release.inspection.findings import Finding, finding
 from release.inspection.indexrules import (
+    CHECKED_HASHES,
     ListedDeviceCode,
     ListedWheel,
     device_code_gaps,
@@ -82,6 +84,7 @@ class _Read:
     url: str
     download: Download | None
     served: ServedWheel | None = None
+    digests: Mapping[str, str] = field(default_factory=dict)  # other than sha256, as asked
 
 
 @dataclass
@@ -110,10 +113,11 @@ class _Tally:
                 finding("download", filename, read.url, f"does not download: {why}")
             )
             return
+        digests = {**read.digests, "sha256": read.download.sha256}
         for page, listed in hashes:
-            if listed.sha256 is not None:
+            if listed.hash_name in digests and (listed.sha256 or listed.digest):
                 self.checked["hash"] += 1
-                wrong = hash_mismatch(page, listed, read.download.sha256)
+                wrong = hash_mismatch(page, listed, digests)
                 self.findings += [wrong] if wrong is not None else []
             sized = size_mismatch(page, listed, read.download.size)
             self.findings += [sized] if sized is not None else []
@@ -196,8 +200,9 @@ class _Reader:
             return f"not a simple index page ({error})"
         return page.files, page.projects
 
-    def wheel(self, url: str, filename: str) -> _Read:
-        """The wheel at `url` downloaded into a scratch file, inspected, and deleted."""
+    def wheel(self, url: str, filename: str, hashes: frozenset[str] = frozenset()) -> _Read:
+        """The wheel at `url` downloaded into a scratch file, inspected, and deleted; its
+        `hashes` other than sha256 (md5, sha512: what its links carry) read from that file."""
         if self.deadline.remaining() <= 0:
             return _Read(url=url, download=None)
         if has_userinfo(url):
@@ -220,9 +225,22 @@ class _Reader:
                 filename, path, url=url, list_fatbin=list_fatbin, list_elf=list_elf,
                 torch_cuda=self.torch_cuda,
             )  # fmt: skip
-            return _Read(url=url, download=got, served=served)
+            return _Read(url=url, download=got, served=served, digests=_digests(path, hashes))
         finally:
             path.unlink(missing_ok=True)
+
+
+def _digests(path: Path, names: frozenset[str]) -> dict[str, str]:
+    """The hex digests `names` (pip's hashes other than sha256) of the file at `path`."""
+    wanted = sorted(names & set(CHECKED_HASHES) - {"sha256"})
+    if not wanted:
+        return {}
+    digests = {name: hashlib.new(name) for name in wanted}
+    with path.open("rb") as stream:
+        while chunk := stream.read(2**20):
+            for digest in digests.values():
+                digest.update(chunk)
+    return {name: digest.hexdigest() for name, digest in digests.items()}
 
 
 def _pages_of(
@@ -279,7 +297,12 @@ def _audit_page(
         if wheel is not None:
             tally.wheels.setdefault(wheel.project, []).append(wheel)
     _LOG.info("release audit: %s: %d wheel%s", page, len(by_url), "" if len(by_url) == 1 else "s")
-    reads = pool.map(lambda item: reader.wheel(item[0], item[1][0].name), by_url.items())
+    reads = pool.map(
+        lambda item: reader.wheel(
+            item[0], item[1][0].name, frozenset(one.hash_name or "" for one in item[1])
+        ),
+        by_url.items(),
+    )
     for listings, read in zip(by_url.values(), reads, strict=True):
         tally.read(read, listings[0].name, [(page, listed) for listed in listings])
 

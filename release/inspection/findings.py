@@ -65,7 +65,8 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         id="hash",
-        checks="each link's sha256 and a PEP 691 page's size are those of the bytes served",
+        checks="each link's hash (sha256, or md5... as pip checks) and a PEP 691 page's size "
+        "are those of the bytes served",
         scope="index",
     ),
     Rule(

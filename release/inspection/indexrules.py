@@ -48,17 +48,24 @@ def duplicates(page: str, files: Sequence[ListedFile]) -> list[Finding]:
     return found
 
 
-def hash_mismatch(where: str, listed: ListedFile, served_sha256: str) -> Finding | None:
-    """The sha256 a link carries (`where` says whose: "the page URL", "the #sha256= of
-    argument 1") against the sha256 of the bytes served at its URL."""
-    if listed.sha256 is None or listed.sha256 == served_sha256:
+# the hashes pip checks a link's fragment with (pip._internal.utils.hashes)
+CHECKED_HASHES = ("sha256", "sha384", "sha512", "sha224", "sha1", "md5")
+
+
+def hash_mismatch(where: str, listed: ListedFile, served: Mapping[str, str]) -> Finding | None:
+    """The hash a link carries (`where` says whose: "the page URL", "the #sha256= of
+    argument 1") against the same hash of the bytes served at its URL (`served`: hex
+    digests by hash name); None where they agree or `served` lacks that hash."""
+    name = listed.hash_name
+    stated = listed.sha256 if name == "sha256" else listed.digest
+    got = served.get(name) if name is not None else None
+    if stated is None or got is None or stated == got:
         return None
     return finding(
         "hash",
         listed.name,
         listed.url,
-        f"{where} says sha256 {listed.sha256[:SHOWN_HASH]}..., the bytes served are "
-        f"{served_sha256[:SHOWN_HASH]}...",
+        f"{where} says {name} {stated[:SHOWN_HASH]}..., the bytes served are {got[:SHOWN_HASH]}...",
     )
 
 

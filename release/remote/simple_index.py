@@ -6,6 +6,7 @@ pypiserver, the index this tool writes, and the projects a root page lists. Pure
 from __future__ import annotations
 
 from dataclasses import dataclass
+from email.message import Message
 from html.parser import HTMLParser
 from urllib.parse import urldefrag, urljoin
 
@@ -34,6 +35,7 @@ class ListedFile:
     metadata_sha256: str | None
     provenance_url: str | None = None  # PEP 740
     yanked: bool = False  # PEP 592: installers skip it unless pinned to it
+    digest: str | None = None  # the value of the `hash_name` hash (sha256's is `sha256`)
 
 
 class _AnchorParser(HTMLParser):
@@ -63,7 +65,30 @@ def _digest(fragment: str, prefix: str = "sha256=") -> str | None:
 
 
 def _joined(page_url: str, link: object) -> str | None:
-    return urljoin(page_url, link) if isinstance(link, str) and link else None
+    return _resolved(page_url, link) if isinstance(link, str) and link else None
+
+
+def _resolved(page_url: str, link: str) -> str:
+    """`link` against the page's URL; a link too broken to join (`http://[::1`) as it is
+    written, so that its one file fails to download instead of the whole page to parse."""
+    try:
+        return urljoin(page_url, link)
+    except ValueError:
+        return link
+
+
+def _page_text(body: bytes, content_type: str) -> str:
+    """A page's text in the charset its Content-Type names (UTF-8 by default, as pip reads
+    it); ValueError for bytes that are not text in it."""
+    message = Message()
+    message["content-type"] = content_type
+    charset = message.get_content_charset() or "utf-8"
+    try:
+        return body.decode(charset)
+    except LookupError:
+        raise ValueError(f"an unknown charset {charset[:40]!r}") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"not {charset[:40]} text") from None
 
 
 def html_files(text: str, page_url: str) -> list[ListedFile]:
@@ -77,8 +102,8 @@ def html_files(text: str, page_url: str) -> list[ListedFile]:
         href = attrs.get("href")
         if not href or not name:
             continue
-        url, fragment = urldefrag(urljoin(page_url, href))
-        hash_name = fragment.split("=", 1)[0] if "=" in fragment else None
+        url, fragment = urldefrag(_resolved(page_url, href))
+        hash_name, _, digest = fragment.partition("=") if "=" in fragment else (None, "", "")
         core = attrs.get("data-core-metadata") or attrs.get("data-dist-info-metadata") or ""
         out.append(
             ListedFile(
@@ -91,6 +116,7 @@ def html_files(text: str, page_url: str) -> list[ListedFile]:
                 metadata_sha256=_digest(core),
                 provenance_url=_joined(page_url, attrs.get("data-provenance")),
                 yanked="data-yanked" in attrs,
+                digest=digest.lower() or None,
             )
         )
     return out
@@ -113,7 +139,11 @@ def json_files(data: object, page_url: str) -> list[ListedFile]:
         name, url, hashes = raw.get("filename"), raw.get("url"), raw.get("hashes")
         if not isinstance(name, str) or not isinstance(url, str) or not isinstance(hashes, dict):
             raise ValueError("a 'files' entry lacks filename, url or hashes")
-        sha256 = hashes.get("sha256")
+        hash_name = "sha256" if "sha256" in hashes else next(iter(hashes), None)
+        digest = hashes.get(hash_name) if hash_name is not None else None
+        if hash_name is not None and not isinstance(digest, str):
+            raise ValueError(f"{name[:120]!r}: its {hash_name[:40]!r} hash is not a string")
+        sha256 = digest if hash_name == "sha256" else None
         size = raw.get("size")
         core = raw.get("core-metadata", raw.get("dist-info-metadata"))
         metadata = core.get("sha256") if isinstance(core, dict) else None
@@ -121,14 +151,15 @@ def json_files(data: object, page_url: str) -> list[ListedFile]:
         out.append(
             ListedFile(
                 name=name,
-                url=urljoin(page_url, url),
+                url=_resolved(page_url, url),
                 sha256=sha256.lower() if isinstance(sha256, str) else None,
                 size=size if isinstance(size, int) and not isinstance(size, bool) else None,
-                hash_name="sha256" if isinstance(sha256, str) else next(iter(hashes), None),
+                hash_name=hash_name,
                 requires_python=requires if isinstance(requires, str) else None,
                 metadata_sha256=metadata if isinstance(metadata, str) else None,
                 provenance_url=_joined(page_url, raw.get("provenance")),
                 yanked=bool(raw.get("yanked")),
+                digest=digest.lower() if isinstance(digest, str) else None,
             )
         )
     return out
@@ -160,7 +191,7 @@ def project_files(body: bytes, content_type: str, page_url: str) -> list[ListedF
     """`parse_project_page`'s files in page order, a filename listed twice kept twice."""
     if _is_json(content_type):
         return json_files(_json_document(body), page_url)
-    return html_files(body.decode("utf-8", errors="replace"), page_url)
+    return html_files(_page_text(body, content_type), page_url)
 
 
 DISTRIBUTION_SUFFIXES = (".whl", ".tar.gz", ".zip", ".tar.bz2", ".tgz", ".egg")
@@ -191,7 +222,7 @@ def parse_index_page(body: bytes, content_type: str, page_url: str) -> IndexPage
                 root=True,
             )  # fmt: skip
         return IndexPage(files=tuple(json_files(data, page_url)))
-    files = html_files(body.decode("utf-8", errors="replace"), page_url)
+    files = html_files(_page_text(body, content_type), page_url)
     if not files or any(f.name.endswith(DISTRIBUTION_SUFFIXES) for f in files):
         return IndexPage(files=tuple(files))
     return IndexPage(

@@ -134,7 +134,7 @@ def _page_checks(
     twice = {f.file for f in found}
     for listed in files:
         if listed.name in twice and listed.name in served:
-            wrong = hash_mismatch(page, listed, served[listed.name])
+            wrong = hash_mismatch(page, listed, {"sha256": served[listed.name]})
             found += [wrong] if wrong is not None else []
     names = [f.filename for f in published.files] + [c.filename for c in published.companions]
     found += stray_links(page, files, published.version, names)

@@ -146,6 +146,7 @@ class Link:
     href: str
     sha256: str | None
     metadata_sha256: str | None = None
+    fragment: str | None = None  # the link's fragment as written, in place of #sha256=
 
 
 def link_to(wheel: Path, page_dir: Path, *, sha: str | None = None) -> Link:
@@ -163,6 +164,7 @@ def write_page(page_dir: Path, links: Sequence[Link]) -> Path:
     anchors = []
     for link in links:
         fragment = f"#sha256={link.sha256}" if link.sha256 else ""
+        fragment = f"#{link.fragment}" if link.fragment is not None else fragment
         core = (
             f' data-core-metadata="sha256={link.metadata_sha256}"' if link.metadata_sha256 else ""
         )

@@ -4,11 +4,12 @@ found, with its rule, file and URL, and a clean index gives nothing."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,10 @@ def wheel(case: Path, version: str, arch: str = "x86_64", **kwargs: Any) -> Path
     platform = kwargs.pop("platform", f"manylinux_2_28_{arch}")
     members = kwargs.pop("members", {"k3_kernels/libk3_host.so": host_library(arch)})
     return make_wheel(case / "files", version=version, platform=platform, members=members, **kwargs)
+
+
+def md5_of(path: Path) -> str:
+    return hashlib.md5(path.read_bytes()).hexdigest()  # noqa: S324  # what the page states
 
 
 def page(case: Path, wheels: list[Path], variant: str = "") -> None:
@@ -130,6 +135,15 @@ def build_cases(root: Path, built: Compiled) -> dict[str, Case]:
         expected=(("duplicate", first.name), ("hash", first.name)),
     )
 
+    # a page that states md5 (pip checks it), right for one wheel and not for the other
+    case = root / "md5"
+    right, wrong = wheel(case, "0.1.0"), wheel(case, "0.2.0")
+    page_dir = case / "k3-kernels"
+    links = [replace(link_to(w, page_dir), sha256=None, fragment=f"md5={md5}")
+             for w, md5 in ((right, md5_of(right)), (wrong, md5_of(right)))]  # fmt: skip
+    write_page(page_dir, links)
+    cases["md5"] = Case(pages=("md5/k3-kernels/",), expected=(("hash", wrong.name),))
+
     # ANOLISA#3289: a partial upload leaving a release without one arch's wheel
     case = root / "partial"
     wheels = [wheel(case, v, a) for v in ("0.1.0", "0.2.0", "0.3.0") for a in ("x86_64", "aarch64")]
@@ -198,8 +212,8 @@ def audited(served: Served, *urls: str, **settings: Any) -> list[Finding]:
     return list(report.findings)
 
 
-CASES = ("clean", "retagged", "glibc", "relabelled", "duplicated", "partial", "mismatched",
-         "unindexed", "torch")  # fmt: skip
+CASES = ("clean", "retagged", "glibc", "relabelled", "duplicated", "md5", "partial",
+         "mismatched", "unindexed", "torch")  # fmt: skip
 
 
 @pytest.mark.parametrize("name", CASES)

@@ -49,6 +49,21 @@ class _Hostile(QuietHandler):
             port = self.server.server_address[1]  # type: ignore[index]
             link = f"http://u:hunter2@127.0.0.1:{port}/files/k3-1.0-py3-none-any.whl"
             self.send_body(f'<a href="{link}">k3-1.0-py3-none-any.whl</a>'.encode(), "text/html")
+        elif self.path == "/latin/":  # latin-1 bytes served as UTF-8 (the default)
+            self.send_body(
+                b'<a href="k3-1.0-py3-none-any.whl">k3-1.0-py3-none-any.wh\xecl</a>', "text/html"
+            )
+        elif self.path == "/intsha/":
+            entry = {"filename": "k3-1.0-py3-none-any.whl", "url": "k3-1.0-py3-none-any.whl",
+                     "hashes": {"sha256": 12345}}  # fmt: skip
+            body = json.dumps({"meta": {"api-version": "1.1"}, "name": "k3", "files": [entry]})
+            self.send_body(body.encode(), "application/vnd.pypi.simple.v1+json")
+        elif self.path == "/badhref/":  # one link not a URL: the other is still read
+            port = self.server.server_address[1]  # type: ignore[index]
+            links = (f'<a href="http://[::1/k3-2.0-py3-none-any.whl">k3-2.0-py3-none-any.whl</a>'
+                     f'<a href="http://127.0.0.1:{port}/gone/k3-1.0-py3-none-any.whl">'
+                     "k3-1.0-py3-none-any.whl</a>")  # fmt: skip
+            self.send_body(links.encode(), "text/html")
         elif self.path == "/toolong/":
             name = "k3-1.0-py3-none-any.whl"
             self.send_body(f'<a href="/{"a" * 70000}/{name}">{name}</a>'.encode(), "text/html")
@@ -102,6 +117,30 @@ def test_a_link_httpx_cannot_ask_is_a_finding(hostile: str) -> None:
     rule, detail = one_finding(hostile + "toolong/")
     assert rule == "download"
     assert detail == "does not download: not a URL that can be asked: URL too long"
+
+
+def test_a_page_that_is_not_text_in_its_charset_is_unreadable_not_empty(hostile: str) -> None:
+    assert one_finding(hostile + "latin/") == (
+        "download",
+        "not a simple index page (not utf-8 text)",
+    )
+
+
+def test_a_pep_691_hash_that_is_not_a_string_makes_the_page_unreadable(hostile: str) -> None:
+    assert one_finding(hostile + "intsha/") == (
+        "download",
+        "not a simple index page ('k3-1.0-py3-none-any.whl': its 'sha256' hash is not a string)",
+    )
+
+
+def test_a_link_too_broken_to_join_fails_alone(hostile: str) -> None:
+    report = audit(sources([hostile + "badhref/"], None), AuditSettings(torch_index=None), {})
+    found = sorted((f.rule, f.file, f.detail.split(":")[0]) for f in report.findings)
+    assert found == [
+        ("download", "k3-1.0-py3-none-any.whl", "does not download"),  # the 404, read
+        ("download", "k3-2.0-py3-none-any.whl", "does not download"),
+    ]
+    assert "not a URL" in next(f.detail for f in report.findings if "2.0" in f.file)
 
 
 def test_a_retry_after_that_is_no_number_is_not_waited_on(hostile: str) -> None:

@@ -130,11 +130,21 @@ def test_content_type_picks_the_parser() -> None:
         body.encode(), "application/vnd.pypi.simple.v1+json", "https://x/simple/a/"
     )
     assert listed["a.whl"].url == "https://x/simple/a/a.whl"
-    html = b'<a href="../../packages/a.whl#md5=abc">a.whl</a>'
+    html = b'<a href="../../packages/a.whl#md5=ABC">a.whl</a>'
     (legacy,) = parse_project_page(html, "text/html", "https://x/simple/a/").values()
     assert legacy.url == "https://x/packages/a.whl"
     assert legacy.sha256 is None
-    assert legacy.hash_name == "md5"
+    assert (legacy.hash_name, legacy.digest) == ("md5", "abc")
+
+
+def test_a_page_is_read_in_the_charset_its_content_type_names() -> None:
+    html = '<a href="a.whl">a.whl</a><!-- caf\u00e9 -->'.encode("latin-1")
+    page = "https://x/simple/a/"
+    assert list(parse_project_page(html, "text/html; charset=ISO-8859-1", page)) == ["a.whl"]
+    with pytest.raises(ValueError, match="not utf-8 text"):
+        parse_project_page(html, "text/html", page)
+    with pytest.raises(ValueError, match="unknown charset"):
+        parse_project_page(html, "text/html; charset=k3-nonesuch", page)
 
 
 def test_a_yanked_file_is_marked_in_both_formats() -> None:

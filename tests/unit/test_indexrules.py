@@ -54,12 +54,21 @@ def test_a_filename_listed_twice_with_other_hashes_as_sgl_project_whl_had() -> N
 
 def test_a_listed_hash_that_is_not_the_served_bytes() -> None:
     link = listed(wheel("0.1.0", "x86_64"), "a" * 64)
-    assert hash_mismatch(PAGE, link, "a" * 64) is None
-    assert hash_mismatch(PAGE, listed(link.name, None), "b" * 64) is None  # nothing listed
-    found = hash_mismatch(PAGE, link, "b" * 64)
+    assert hash_mismatch(PAGE, link, {"sha256": "a" * 64}) is None
+    assert hash_mismatch(PAGE, listed(link.name, None), {"sha256": "b" * 64}) is None  # none
+    found = hash_mismatch(PAGE, link, {"sha256": "b" * 64})
     assert found is not None
     assert (found.rule, found.url) == ("hash", link.url)
     assert found.detail == f"{PAGE} says sha256 {'a' * 12}..., the bytes served are {'b' * 12}..."
+
+
+def test_a_listed_md5_is_held_to_the_md5_of_the_bytes_served() -> None:
+    link = replace(listed(wheel("0.1.0", "x86_64"), None), hash_name="md5", digest="c" * 32)
+    assert hash_mismatch(PAGE, link, {"sha256": "b" * 64, "md5": "c" * 32}) is None
+    assert hash_mismatch(PAGE, link, {"sha256": "b" * 64}) is None  # md5 not read
+    found = hash_mismatch(PAGE, link, {"sha256": "b" * 64, "md5": "d" * 32})
+    assert found is not None
+    assert found.detail == f"{PAGE} says md5 {'c' * 12}..., the bytes served are {'d' * 12}..."
 
 
 def test_a_listed_size_that_is_not_the_served_bytes() -> None:
