@@ -48,6 +48,7 @@ def elf_facts(member: str, stream: BinaryIO) -> ElfFacts:
             if isinstance(section, DynamicSection)
             for tag in section.iter_tags("DT_NEEDED")
         )
+        _check_loadable(elf, stream)
         _check_version_sections(elf)
         versions = tuple(sorted({(str(lib), str(v)) for lib, v in elf_find_versioned_symbols(elf)}))
         sections = tuple(sorted(DEVICE_SECTIONS.intersection(s.name for s in elf.iter_sections())))
@@ -61,6 +62,23 @@ def elf_facts(member: str, stream: BinaryIO) -> ElfFacts:
         symbol_versions=versions,
         device_sections=sections,
     )
+
+
+def _check_loadable(elf: ELFFile, stream: BinaryIO) -> None:
+    """ValueError where the dynamic loader could not map the file: not a shared object or
+    an executable (a relocatable object named .so), or a program header table or a
+    loadable segment that lies past the end of the file (a truncated copy)."""
+    header = elf.header
+    if header["e_type"] not in ("ET_DYN", "ET_EXEC"):
+        raise ValueError(f"{header['e_type']}: not a shared object the loader can map")
+    size = stream.seek(0, io.SEEK_END)
+    if header["e_phnum"] == 0:
+        raise ValueError("no program headers: not a shared object the loader can map")
+    if header["e_phoff"] + header["e_phnum"] * header["e_phentsize"] > size:
+        raise ValueError("its program headers lie past the end of the file")
+    for segment in elf.iter_segments():
+        if segment["p_type"] == "PT_LOAD" and segment["p_offset"] + segment["p_filesz"] > size:
+            raise ValueError("a loadable segment lies past the end of the file")
 
 
 def _check_version_sections(elf: ELFFile) -> None:

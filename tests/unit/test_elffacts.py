@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import struct
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -38,6 +39,25 @@ def test_a_file_that_is_not_elf_says_so() -> None:
     assert facts.unreadable is not None
     assert facts.unreadable.startswith("is not an ELF file")
     assert machine_problem(facts, "x86_64") == f"x.so {facts.unreadable}"
+
+
+@pytest.mark.parametrize(
+    ("patch", "why"),
+    [
+        # the first PT_LOAD (program header 1, at 64 + 56) claims a megabyte: p_filesz
+        (lambda data: data[:152] + struct.pack("<Q", 2**20) + data[160:], "a loadable segment"),
+        (lambda data: data[:16] + struct.pack("<H", 1) + data[18:], "ET_REL: not a shared object"),
+        (lambda data: data[:32] + struct.pack("<Q", 2**40) + data[40:], "program headers lie past"),
+    ],
+    ids=["truncated", "relocatable", "headers-past-the-end"],
+)
+def test_a_file_the_loader_could_not_map_is_not_a_shared_object(
+    patch: Callable[[bytes], bytes], why: str
+) -> None:
+    data = (DATA / "elf" / "x86_64-glibc2.34.so").read_bytes()
+    facts = read_member("k/_C.so", patch(data))
+    assert facts.unreadable is not None
+    assert why in facts.unreadable
 
 
 def test_every_shared_object_of_a_wheel_in_archive_order() -> None:
