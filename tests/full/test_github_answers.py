@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from release.remote import httpclient
+from release.remote.github import GithubClient
 from tests.integration.test_github_answers import SERVER_ERROR, check_answers
 
 pytestmark = pytest.mark.slow
@@ -31,5 +33,13 @@ def test_a_server_error_on_each_endpoint_ends_the_command_after_its_retries(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
+    # the backoff between tries is recorded, not spent (the clients' waits are injectable:
+    # some 4 minutes of sleeping otherwise); the deadline still counts the time each try took
+    waits: list[float] = []
+    for function in (GithubClient.__init__, httpclient.fetch):
+        assert function.__kwdefaults__ is not None
+        monkeypatch.setitem(function.__kwdefaults__, "sleep", waits.append)
     seen = check_answers(command, {"500": SERVER_ERROR}, tmp_path, monkeypatch, capsys)
     assert seen
+    assert waits, "the 500s were not retried"
+    assert max(waits) > min(waits)  # backed off, not retried at one pace
