@@ -59,12 +59,13 @@ os.replace(rc + ".part", rc)
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """`-n auto`: two workers a core for the fast tier, whose tests mostly wait (on a
     subprocess, a local server, a retry's backoff), so that one worker's wait is another's
-    work (on 2 cores, 4 workers ran it in 159 s where 2 took 194 s); one a core for a run of
-    the full tier alone, whose compilers keep every core busy."""
+    work (on 2 cores, 4 workers ran it in 159 s where 2 took 194 s); one a core and one
+    more for a run of the full tier alone, whose compilers keep every core busy but whose
+    downloads and installs leave them idle at times (3 workers: 16:50, 2: 17:30-18:10)."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     paths = [Path(a.split("::")[0]).resolve() for a in config.args]
     full_only = bool(paths) and all(p.is_relative_to(FULL_TIER) for p in paths)
-    return (cores or 1) * (1 if full_only else 2)
+    return (cores or 1) + 1 if full_only else (cores or 1) * 2
 
 
 def _is_worker(config: pytest.Config) -> bool:
