@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import gzip
 import json
+import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,6 +31,7 @@ CHUNK = b"a" * 2**20
 
 class _Hostile(QuietHandler):
     authorizations: ClassVar[list[str]] = []
+    stalled = threading.Event()  # a wheel's download is being held
 
     def do_GET(self) -> None:
         if header := self.headers.get("Authorization"):
@@ -64,6 +67,17 @@ class _Hostile(QuietHandler):
                      f'<a href="http://127.0.0.1:{port}/gone/k3-1.0-py3-none-any.whl">'
                      "k3-1.0-py3-none-any.whl</a>")  # fmt: skip
             self.send_body(links.encode(), "text/html")
+        elif self.path == "/stallwheel/":
+            name = "stalled-1.0-py3-none-any.whl"
+            self.send_body(f'<a href="/files/{name}">{name}</a>'.encode(), "text/html")
+        elif self.path == "/files/stalled-1.0-py3-none-any.whl":
+            self.send_response(200)
+            self.send_header("Content-Length", "100000")
+            self.end_headers()
+            self.wfile.write(b"PK")
+            self.wfile.flush()
+            self.stalled.set()
+            time.sleep(90)  # past the client's 60 s read timeout
         elif self.path == "/toolong/":
             name = "k3-1.0-py3-none-any.whl"
             self.send_body(f'<a href="/{"a" * 70000}/{name}">{name}</a>'.encode(), "text/html")
@@ -152,6 +166,25 @@ def test_a_retry_after_that_is_no_number_is_not_waited_on(hostile: str) -> None:
     assert "Traceback" not in done.stderr
     document = json.loads(done.stdout)
     assert [f["detail"] for f in document["findings"]] == ["the page does not load: HTTP 429"]
+
+
+def test_an_audit_stopped_while_a_server_stalls_a_download_ends_at_once(hostile: str) -> None:
+    """SIGTERM (a cancelled CI job) while a wheel's bytes are held: the command ends at once
+    with 128 + 15 and says so, instead of waiting out the download's read timeout."""
+    _Hostile.stalled.clear()
+    run = subprocess.Popen(
+        [str(RELEASE), "audit", hostile + "stallwheel/", "--no-torch-index"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert _Hostile.stalled.wait(60)
+        run.send_signal(signal.SIGTERM)
+        _, stderr = run.communicate(timeout=30)  # not the 60 s a stalled read would hold
+    finally:
+        run.kill()
+        run.wait()
+    assert run.returncode == 128 + signal.SIGTERM
+    assert stderr.splitlines()[-1] == "error: interrupted by SIGTERM"
 
 
 def test_a_body_past_its_limit_leaves_no_more_than_the_limit(hostile: str, tmp_path: Path) -> None:
