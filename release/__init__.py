@@ -55,6 +55,8 @@ Its modules:
   with their `a`/`f` suffixes) with what each CUDA version can build.
 - `wheelfile`: What a wheel says about itself: its .dist-info, METADATA (read with `packaging`)
   and WHEEL.
+- `workers`: Threads that read from servers for a command, which a stopped command leaves
+  behind at once.
 - `yamlspec`: Typed loading of YAML documents into frozen dataclasses, with file:line:col
   errors.
 """

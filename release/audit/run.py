@@ -12,21 +12,16 @@ memory. A wheel's download (its retries included) has `file_timeout_s`, the whol
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import hashlib
 import itertools
 import logging
-import queue
 import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import Future
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
 
 from release.audit.report import AuditReport, Unchecked
 from release.audit.sources import Source, has_userinfo
@@ -59,6 +54,7 @@ from release.remote import httpclient as http
 from release.remote.httpclient import Download
 from release.remote.retry import Deadline, RetryPolicy
 from release.remote.simple_index import ACCEPT, ListedFile, parse_index_page, project_page_url
+from release.workers import Workers
 
 PAGE_TIMEOUT_S = 120.0  # one index page or torch metadata file
 # a wheel bigger than this is not read (GitHub's release assets stop at 2 GiB, PyPI's files
@@ -68,44 +64,6 @@ CREDENTIALS_IN_LINK = "the link carries credentials (user:password@): release au
 
 
 _LOG = logging.getLogger("release.audit")
-_In = TypeVar("_In")
-_Out = TypeVar("_Out")
-
-
-class _Workers:
-    """`count` daemon threads that run the wheels' reads. An interrupted audit (^C, a CI
-    job cancelled: SIGTERM) ends at once: a ThreadPoolExecutor's threads are waited for
-    at exit, and a download a server stalls holds its thread for the read timeout (60 s)."""
-
-    def __init__(self, count: int) -> None:
-        self._tasks: queue.SimpleQueue[tuple[Future[Any], Callable[[], Any]] | None] = (
-            queue.SimpleQueue()
-        )
-        self._threads = [threading.Thread(target=self._work, daemon=True) for _ in range(count)]
-        for thread in self._threads:
-            thread.start()
-
-    def _work(self) -> None:
-        while (task := self._tasks.get()) is not None:
-            future, call = task
-            try:
-                future.set_result(call())
-            except BaseException as error:  # the caller's to raise, as Future.result does
-                future.set_exception(error)
-
-    def map(self, function: Callable[[_In], _Out], items: Iterable[_In]) -> Iterator[_Out]:
-        """`function` of each item, run by the threads, in the items' order."""
-        futures: list[Future[_Out]] = []
-        for item in items:
-            future: Future[_Out] = Future()
-            self._tasks.put((future, functools.partial(function, item)))
-            futures.append(future)
-        return (future.result() for future in futures)
-
-    def close(self) -> None:
-        """The threads end once the reads queued before are done."""
-        for _ in self._threads:
-            self._tasks.put(None)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -325,7 +283,7 @@ def _page(
 
 
 def _audit_page(
-    page: str, files: Sequence[ListedFile], reader: _Reader, pool: _Workers, tally: _Tally
+    page: str, files: Sequence[ListedFile], reader: _Reader, pool: Workers, tally: _Tally
 ) -> None:
     tally.pages.append(page)
     tally.checked["duplicate"] += len(files)
@@ -363,7 +321,7 @@ def audit(
     tally = _Tally()
     with (
         http.client(concurrency=settings.concurrency) as client,
-        contextlib.closing(_Workers(settings.concurrency)) as pool,
+        Workers(settings.concurrency) as pool,
         tempfile.TemporaryDirectory(prefix="release-audit-") as scratch,
     ):
         reader = _Reader(

@@ -52,6 +52,7 @@ from release.remote.httpclient import (
 from release.remote.retry import Deadline, RetryPolicy
 from release.remote.simple_index import ACCEPT, ListedFile, parse_project_page, project_page_url
 from release.wheelfile import WheelName
+from release.workers import Workers
 
 PIP_CONCURRENCY = 2
 PROPAGATION_STATUSES = frozenset({404})  # a new file may take a moment to appear
@@ -347,7 +348,7 @@ def verify(
     fetched = get
     checks: list[Check] = []
     try:
-        with ThreadPoolExecutor(max_workers=settings.concurrency) as pool:
+        with Workers(settings.concurrency) as pool:
             checks += _download_checks(published, pool, fetched)
             checks += _index_checks(
                 published, pool, fetched, settings=settings if settings.provenance else None,
@@ -372,7 +373,7 @@ def verify(
 Get = Callable[..., Download]
 
 
-def _download_checks(published: Published, pool: ThreadPoolExecutor, get: Get) -> list[Check]:
+def _download_checks(published: Published, pool: Workers, get: Get) -> list[Check]:
     subjects = [(f.filename, f.url, f.size, f.sha256) for f in published.files]
     subjects += [(c.filename, c.url, c.size, c.sha256) for c in published.companions]
     sdists = {c.filename for c in published.companions if c.purpose == SDIST_PURPOSE}
@@ -402,7 +403,7 @@ def sdist_check(check: Check, got: Download, published: Published) -> Check:
 
 def _index_checks(
     published: Published,
-    pool: ThreadPoolExecutor,
+    pool: Workers,
     get: Get,
     *,
     settings: VerifySettings | None,  # None: no provenance checks

@@ -23,7 +23,6 @@ import tempfile
 import threading
 import time
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from release.destinations.reach import Reach
@@ -38,6 +37,7 @@ from release.remote.httpclient import Download
 from release.remote.retry import Deadline, RetryPolicy
 from release.remote.simple_index import ACCEPT, project_files, project_page_url
 from release.verify.checks import Check, VerifySettings, origin_auth
+from release.workers import Workers
 
 
 def _failed(found: Finding) -> Check:
@@ -189,7 +189,7 @@ def served_checks(
     checks: list[Check] = []
     with (
         reach.http(auth, concurrency=settings.concurrency) as client,
-        ThreadPoolExecutor(max_workers=settings.concurrency) as pool,
+        Workers(settings.concurrency) as pool,
         tempfile.TemporaryDirectory(prefix="release-verify-served-") as scratch,
     ):
         get = _Getter(client, settings, secrets)

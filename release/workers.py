@@ -1,0 +1,63 @@
+"""Threads that read from servers for a command: `Workers`, daemon threads that run calls
+in the order given.
+
+A command stopped (^C, the SIGTERM of a cancelled CI job) while a server stalls a download
+ends at once: a ThreadPoolExecutor's threads are waited for at exit, and a stalled read
+holds its thread for the client's read timeout (60 s). For calls that only wait on a
+server: a thread left behind at exit is killed with the process.
+"""
+
+from __future__ import annotations
+
+import functools
+import queue
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future
+from typing import Any, TypeVar
+
+_In = TypeVar("_In")
+_Out = TypeVar("_Out")
+
+
+class Workers:
+    """`count` daemon threads; `close` (or the `with` block's end) lets them end once the
+    calls queued before are done."""
+
+    def __init__(self, count: int) -> None:
+        self._tasks: queue.SimpleQueue[tuple[Future[Any], Callable[[], Any]] | None] = (
+            queue.SimpleQueue()
+        )
+        self._threads = [
+            threading.Thread(target=self._work, daemon=True) for _ in range(max(1, count))
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def _work(self) -> None:
+        while (task := self._tasks.get()) is not None:
+            future, call = task
+            try:
+                future.set_result(call())
+            except BaseException as error:  # the caller's to raise, as Future.result does
+                future.set_exception(error)
+
+    def map(self, function: Callable[[_In], _Out], items: Iterable[_In]) -> Iterator[_Out]:
+        """`function` of each item, run by the threads, in the items' order (a call's
+        exception raised where its result is due)."""
+        futures: list[Future[_Out]] = []
+        for item in items:
+            future: Future[_Out] = Future()
+            self._tasks.put((future, functools.partial(function, item)))
+            futures.append(future)
+        return (future.result() for future in futures)
+
+    def close(self) -> None:
+        for _ in self._threads:
+            self._tasks.put(None)
+
+    def __enter__(self) -> Workers:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
