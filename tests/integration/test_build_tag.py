@@ -28,6 +28,7 @@ from release.matrix import load_matrix
 from release.records.manifest import DestinationRef, Manifest, read_manifest, write_manifest
 from release.records.release_manifest import RELEASE_MANIFEST, parse_release_manifest
 from tests.github_standin import DEFAULT_REPO, GitHubStandIn
+from tests.integration.jobenv import publish_job_env
 from tests.integration.test_publish_e2e import serve
 from tests.integration.wheels import PROJECT, VERSION, entry_for, make_wheel
 from tests.pypi_server import PypiServer
@@ -58,11 +59,7 @@ def setup(
     github_standin: GitHubStandIn,
     monkeypatch: pytest.MonkeyPatch,
 ) -> Setup:
-    for name in ("GITHUB_ACTIONS", "GITHUB_STEP_SUMMARY", "TWINE_API_KEY", "GH_TOKEN"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("GITHUB_TOKEN", github_standin.token)
-    for name, value in pypiserver.env().items():
-        monkeypatch.setenv(name, value)
+    publish_job_env(monkeypatch, pypiserver, github_standin.token)
     (tmp_path / "project").mkdir()
     (tmp_path / "project" / "pyproject.toml").write_text(
         f'[project]\nname = "{PROJECT}"\nversion = "{VERSION}"\n', encoding="utf-8"

@@ -20,6 +20,7 @@ import pytest
 
 from release.cli import COMMANDS
 from tests.github_standin import GitHubStandIn
+from tests.integration.jobenv import publish_job_env
 from tests.pypi_server import PypiServer
 
 REPO = Path(__file__).resolve().parents[2]
@@ -169,10 +170,7 @@ def test_a_plan_asks_github_and_pypi_but_loads_nothing_that_signs_or_uploads(
     PyPI index; it checks no attestation (there is none) and uploads nothing, so sigstore's
     verifier, pypi-attestations, twine (and docutils through it) and boto3 stay unloaded."""
     github_standin.add_repo("k3-project/k3-kernels")
-    for name, value in {**pypiserver.env(), "GITHUB_TOKEN": github_standin.token}.items():
-        monkeypatch.setenv(name, value)
-    for name in ("GITHUB_ACTIONS", "GITHUB_STEP_SUMMARY", "TWINE_API_KEY", "GH_TOKEN"):
-        monkeypatch.delenv(name, raising=False)
+    publish_job_env(monkeypatch, pypiserver, github_standin.token)
     modules = imported(
         "plan",
         "--json",

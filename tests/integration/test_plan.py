@@ -29,6 +29,7 @@ from release.records.manifest import (
 )
 from release.records.release_manifest import RELEASE_MANIFEST, release_manifest_bytes
 from tests.github_standin import DEFAULT_REPO, GitHubStandIn
+from tests.integration.jobenv import publish_job_env
 from tests.integration.wheels import PROJECT, VERSION, entry_for, make_sdist, make_wheel
 from tests.pypi_server import PypiServer
 
@@ -91,11 +92,7 @@ def setup(
     github_standin: GitHubStandIn,
     monkeypatch: pytest.MonkeyPatch,
 ) -> Setup:
-    for name in ("GITHUB_ACTIONS", "GITHUB_STEP_SUMMARY", "TWINE_API_KEY", "GH_TOKEN"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("GITHUB_TOKEN", github_standin.token)
-    for name, value in pypiserver.env().items():
-        monkeypatch.setenv(name, value)
+    publish_job_env(monkeypatch, pypiserver, github_standin.token)
     return Setup(
         matrix=write_matrix(tmp_path, pypiserver, github_standin),
         dist=tmp_path / "dist",

@@ -34,6 +34,7 @@ from release.matrix import load_matrix
 from release.records.manifest import Manifest, index_refs, write_manifest
 from tests.github_standin import DEFAULT_REPO, GitHubStandIn
 from tests.integration.indexes import static_server
+from tests.integration.jobenv import publish_job_env
 from tests.integration.wheels import PROJECT, VERSION, make_wheel
 from tests.pypi_server import PypiServer
 
@@ -186,11 +187,7 @@ def layout(
     """The stand-ins in sgl-project's layout, and the environment of its publish job: the
     job's own token may not write (push: false), the whl token may."""
     github_standin.add_repo(WHL)
-    for name in ("GITHUB_ACTIONS", "GITHUB_STEP_SUMMARY", "TWINE_API_KEY", "GH_TOKEN"):
-        monkeypatch.delenv(name, raising=False)
-    for name, value in pypiserver.env().items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.setenv("GITHUB_TOKEN", github_standin.add_token("sglang-ci", push=False))
+    publish_job_env(monkeypatch, pypiserver, github_standin.add_token("sglang-ci", push=False))
     monkeypatch.setenv(SECRET, github_standin.token)
     bare = seeded(tmp_path / "whl.git", tmp_path / "seed")
     site = tmp_path / "site"
