@@ -71,22 +71,12 @@ class _Hostile(QuietHandler):
             name = "stalled-1.0-py3-none-any.whl"
             self.send_body(f'<a href="/files/{name}">{name}</a>'.encode(), "text/html")
         elif self.path == "/files/stalled-1.0-py3-none-any.whl":
-            self.send_response(200)
-            self.send_header("Content-Length", "100000")
-            self.end_headers()
-            self.wfile.write(b"PK")
-            self.wfile.flush()
-            self.stalled.set()
-            time.sleep(90)  # past the client's 60 s read timeout
+            self.hold("application/octet-stream", b"PK", 90)  # past the 60 s read timeout
         elif self.path == "/toolong/":
             name = "k3-1.0-py3-none-any.whl"
             self.send_body(f'<a href="/{"a" * 70000}/{name}">{name}</a>'.encode(), "text/html")
         elif self.path == "/stall/":
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html")
-            self.send_header("Content-Length", "1000")
-            self.end_headers()
-            time.sleep(20)
+            self.hold("text/html", b"", 20)
         elif self.path == "/busy/":
             self.send_response(429)
             self.send_header("Retry-After", "nan")
@@ -94,6 +84,17 @@ class _Hostile(QuietHandler):
             self.end_headers()
         else:
             self.send_error(404)
+
+    def hold(self, content_type: str, start: bytes, seconds: float) -> None:
+        """An answer that promises more bytes than `start` and holds the rest back."""
+        self.send_response(200)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(start) + 100_000))
+        self.end_headers()
+        self.wfile.write(start)
+        self.wfile.flush()
+        self.stalled.set()
+        time.sleep(seconds)
 
 
 @pytest.fixture(scope="module")
