@@ -17,7 +17,7 @@ from release.cli import main
 from release.matrix import load_matrix
 from release.records.manifest import DestinationRef, Manifest, write_manifest
 from tests.github_standin import DEFAULT_REPO, GitHubStandIn, LoggedRequest
-from tests.integration.wheels import PROJECT, VERSION, entry_for, make_wheel
+from tests.integration.wheels import PROJECT, VERSION, entry_for, make_wheel, write_release
 
 TAG = "release/v0.1.0+cu129"
 QUOTED_TAG = "release/v0.1.0%2Bcu129"  # what GitHub puts in html_url / browser_download_url
@@ -26,12 +26,8 @@ ARM = f"k3_kernels-{VERSION}+cu129-py3-none-manylinux_2_28_aarch64.whl"
 
 
 def write_matrix(root: Path, standin: GitHubStandIn) -> Path:
-    (root / "project").mkdir(parents=True)
-    (root / "project" / "pyproject.toml").write_text(
-        f'[project]\nname = "{PROJECT}"\nversion = "{VERSION}"\n', encoding="utf-8"
-    )
-    path = root / "matrix.yaml"
-    path.write_text(
+    return write_release(
+        root,
         f"""project: project
 defaults:
   arches: [x86_64, aarch64]
@@ -47,9 +43,7 @@ destinations:
     tag: "release/v{{version}}+cu129"
     api-url: "{standin.api_url}"
 """,
-        encoding="utf-8",
     )
-    return path
 
 
 def host_of(url: str) -> str:

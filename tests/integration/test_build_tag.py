@@ -30,7 +30,7 @@ from release.records.release_manifest import RELEASE_MANIFEST, parse_release_man
 from tests.github_standin import DEFAULT_REPO, GitHubStandIn
 from tests.integration.jobenv import publish_job_env
 from tests.integration.test_publish_e2e import serve
-from tests.integration.wheels import PROJECT, VERSION, entry_for, make_wheel
+from tests.integration.wheels import PROJECT, VERSION, entry_for, make_wheel, write_release
 from tests.pypi_server import PypiServer
 
 BIN = Path(sys.executable).parent
@@ -60,12 +60,8 @@ def setup(
     monkeypatch: pytest.MonkeyPatch,
 ) -> Setup:
     publish_job_env(monkeypatch, pypiserver, github_standin.token)
-    (tmp_path / "project").mkdir()
-    (tmp_path / "project" / "pyproject.toml").write_text(
-        f'[project]\nname = "{PROJECT}"\nversion = "{VERSION}"\n', encoding="utf-8"
-    )
-    matrix = tmp_path / "matrix.yaml"
-    matrix.write_text(
+    matrix = write_release(
+        tmp_path,
         f"""project: project
 defaults: {{arches: [x86_64], sms: [90], ptx: 90, manylinux: "2_28"}}
 cuda:
@@ -75,7 +71,6 @@ destinations:
   pypi: {{kind: pypi, repository-url: "{pypiserver.url}", index-url: "{pypiserver.index_url}"}}
   github: {{kind: github, repository: {DEFAULT_REPO}, api-url: "{github_standin.api_url}"}}
 """,
-        encoding="utf-8",
     )
     return Setup(root=tmp_path, matrix=matrix, standin=github_standin, pypi=pypiserver)
 

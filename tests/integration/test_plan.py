@@ -30,7 +30,14 @@ from release.records.manifest import (
 from release.records.release_manifest import RELEASE_MANIFEST, release_manifest_bytes
 from tests.github_standin import DEFAULT_REPO, GitHubStandIn
 from tests.integration.jobenv import publish_job_env
-from tests.integration.wheels import PROJECT, VERSION, entry_for, make_sdist, make_wheel
+from tests.integration.wheels import (
+    PROJECT,
+    VERSION,
+    entry_for,
+    make_sdist,
+    make_wheel,
+    write_release,
+)
 from tests.pypi_server import PypiServer
 
 X86_CU129 = "k3_kernels-0.1.0+cu129-py3-none-manylinux_2_28_x86_64.whl"
@@ -46,12 +53,8 @@ class Setup:
 
 
 def write_matrix(root: Path, pypi: PypiServer, standin: GitHubStandIn) -> Path:
-    (root / "project").mkdir(parents=True)
-    (root / "project" / "pyproject.toml").write_text(
-        f'[project]\nname = "{PROJECT}"\nversion = "{VERSION}"\n', encoding="utf-8"
-    )
-    path = root / "matrix.yaml"
-    path.write_text(
+    return write_release(
+        root,
         f"""project: project
 defaults:
   arches: [x86_64, aarch64]
@@ -66,9 +69,7 @@ destinations:
   pypi: {{kind: pypi, repository-url: "{pypi.url}", index-url: "{pypi.index_url}"}}
   github: {{kind: github, repository: {DEFAULT_REPO}, api-url: "{standin.api_url}"}}
 """,
-        encoding="utf-8",
     )
-    return path
 
 
 def build_dist(matrix: Path, dist: Path) -> None:

@@ -35,7 +35,7 @@ from release.records.manifest import Manifest, index_refs, write_manifest
 from tests.github_standin import DEFAULT_REPO, GitHubStandIn
 from tests.integration.indexes import static_server
 from tests.integration.jobenv import publish_job_env
-from tests.integration.wheels import PROJECT, VERSION, make_wheel
+from tests.integration.wheels import PROJECT, VERSION, make_wheel, write_release
 from tests.pypi_server import PypiServer
 
 GIT = shutil.which("git") or "git"
@@ -192,13 +192,8 @@ def layout(
     bare = seeded(tmp_path / "whl.git", tmp_path / "seed")
     site = tmp_path / "site"
     site.mkdir()
-    (tmp_path / "project").mkdir()
-    (tmp_path / "project" / "pyproject.toml").write_text(
-        f'[project]\nname = "{PROJECT}"\nversion = "{VERSION}"\n', encoding="utf-8"
-    )
     with static_server(site) as served:
-        matrix = tmp_path / "matrix.yaml"
-        matrix.write_text(matrix_text(pypiserver, github_standin, bare, served), encoding="utf-8")
+        matrix = write_release(tmp_path, matrix_text(pypiserver, github_standin, bare, served))
         dist = tmp_path / "dist"
         build_dist(matrix, dist)
         yield Layout(

@@ -49,6 +49,18 @@ MANYLINUX = "manylinux_2_28"
 DESCRIPTION = "# k3-kernels\n\nTest wheel of the release tool's integration tests.\n"
 
 
+def write_release(root: Path, matrix_yaml: str) -> Path:
+    """A release of the stand-in project in `root`: project/pyproject.toml (PROJECT at
+    VERSION, nothing to compile) and matrix.yaml holding `matrix_yaml`; the matrix's path."""
+    (root / "project").mkdir(parents=True, exist_ok=True)
+    (root / "project" / "pyproject.toml").write_text(
+        f'[project]\nname = "{PROJECT}"\nversion = "{VERSION}"\n', encoding="utf-8"
+    )
+    matrix = root / "matrix.yaml"
+    matrix.write_text(matrix_yaml, encoding="utf-8")
+    return matrix
+
+
 def _record_hash(data: bytes) -> str:
     digest = hashlib.sha256(data).digest()
     return "sha256=" + base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
