@@ -7,7 +7,6 @@ git server that asks for it, on no command line and in no message."""
 from __future__ import annotations
 
 import base64
-import shutil
 import subprocess
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -22,39 +21,9 @@ from release.credentials import Secret
 from release.destinations.index import IndexFile, render_index, root_page
 from release.errors import PublishError
 from release.remote.gitindex import GitIndexTarget, PackagePages, push_pages
+from tests.integration.gitremote import BRANCH, GIT, OTHERS, clean_env, git, seeded, tree_of
 
-GIT = shutil.which("git") or "git"  # git from PATH, as the product runs it
 PROJECT = "sgl-deep-gemm"
-BRANCH = "gh-pages"
-IDENTITY = {
-    "GIT_AUTHOR_NAME": "other-bot",
-    "GIT_AUTHOR_EMAIL": "other@example.org",
-    "GIT_COMMITTER_NAME": "other-bot",
-    "GIT_COMMITTER_EMAIL": "other@example.org",
-}
-# another project's pages as its own scripts write them: no DOCTYPE, a CRLF, a byte that is
-# not UTF-8, no newline at the end; the label's root lists it
-OTHERS = {
-    "index.html": b'<h1>Kernel wheels</h1>\n<a href="cu130/">cu130</a><br>\n',
-    "README.md": b"# wheels\n",
-    "cu130/index.html": b'<!DOCTYPE html>\n<a href="acme-kernel/">acme-kernel</a>\n',
-    "cu130/acme-kernel/index.html": (
-        b'<a href="https://h.example/acme_kernel-1.0+cu130-cp310-abi3-linux_x86_64.whl'
-        b"#sha256=" + b"0" * 64 + b'">acme_kernel-1.0+cu130</a><br>\r\n<!-- \xff -->'
-    ),
-    "nightly/cu129/acme/index.html": b"<a href='a.whl'>a.whl</a>",
-}
-
-
-def git(*args: str, cwd: Path | None = None, env: Mapping[str, str] | None = None) -> str:
-    done = subprocess.run(
-        [GIT, *args], cwd=cwd, capture_output=True, check=True, env={**clean_env(), **(env or {})}
-    )
-    return done.stdout.decode("utf-8", errors="replace").strip()
-
-
-def clean_env() -> dict[str, str]:
-    return {"PATH": "/usr/bin:/bin", "HOME": "/nonexistent", "LC_ALL": "C", **IDENTITY}
 
 
 def commit_files(remote: Path, files: Mapping[str, bytes], message: str, work: Path) -> str:
@@ -74,27 +43,7 @@ def commit_files(remote: Path, files: Mapping[str, bytes], message: str, work: P
 @pytest.fixture
 def remote(tmp_path: Path) -> Path:
     """A bare repository whose gh-pages branch holds another project's pages."""
-    bare = tmp_path / "whl.git"
-    git("init", "--quiet", "--bare", f"--initial-branch={BRANCH}", str(bare))
-    seed = tmp_path / "seed"
-    git("init", "--quiet", f"--initial-branch={BRANCH}", str(seed))
-    for path, data in OTHERS.items():
-        (seed / path).parent.mkdir(parents=True, exist_ok=True)
-        (seed / path).write_bytes(data)
-    git("add", "--all", cwd=seed)
-    git("commit", "--quiet", "-m", "acme-kernel 1.0", cwd=seed)
-    git("push", "--quiet", str(bare), BRANCH, cwd=seed)
-    return bare
-
-
-def tree_of(remote: Path, ref: str = BRANCH) -> dict[str, bytes]:
-    paths = git("ls-tree", "-r", "--name-only", ref, cwd=remote).splitlines()
-    return {
-        p: subprocess.run(
-            [GIT, "cat-file", "blob", f"{ref}:{p}"], cwd=remote, capture_output=True, check=True
-        ).stdout
-        for p in paths
-    }
+    return seeded(tmp_path / "whl.git", tmp_path / "seed")
 
 
 def rendered(version: str = "0.1.4") -> dict[str, bytes]:

@@ -13,7 +13,6 @@ release in a state a re-run completes, one line)."""
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -33,66 +32,17 @@ from release.inspection.wheel import WheelReport
 from release.matrix import load_matrix
 from release.records.manifest import Manifest, index_refs, write_manifest
 from tests.github_standin import DEFAULT_REPO, GitHubStandIn
+from tests.integration.gitremote import BRANCH, OTHERS, git, seeded, tree_of
 from tests.integration.indexes import static_server
 from tests.integration.jobenv import publish_job_env
 from tests.integration.wheels import PROJECT, VERSION, make_wheel, write_release
 from tests.pypi_server import PypiServer
 
-GIT = shutil.which("git") or "git"
-BRANCH = "gh-pages"
 WHL = "sgl-project/whl"
 SECRET = "GH_PAT_FOR_WHL_RELEASE"  # the name sgl-project's workflow gives the whl token
 PLAIN = "k3_kernels-0.1.0-py3-none-manylinux_2_28_x86_64.whl"
 CU130 = "k3_kernels-0.1.0+cu130-py3-none-manylinux_2_28_x86_64.whl"
 CU129 = "k3_kernels-0.1.0+cu129-py3-none-manylinux_2_28_x86_64.whl"
-# another package's pages as its own scripts wrote them (no DOCTYPE, a CRLF, a byte that is
-# not UTF-8, no newline at the end); the cu130 root lists it
-OTHERS = {
-    "index.html": b'<h1>sgl wheels</h1>\n<a href="cu130/">cu130</a><br>\n',
-    "README.md": b"# whl\n",
-    "cu130/index.html": b'<!DOCTYPE html>\n<a href="acme-kernel/">acme-kernel</a>\n',
-    "cu130/acme-kernel/index.html": (
-        b'<a href="https://h.example/acme_kernel-1.0+cu130-cp310-abi3-linux_x86_64.whl'
-        b"#sha256=" + b"0" * 64 + b'">acme_kernel-1.0+cu130</a><br>\r\n<!-- \xff -->'
-    ),
-}
-IDENTITY = {
-    "GIT_AUTHOR_NAME": "other-bot",
-    "GIT_AUTHOR_EMAIL": "other@example.org",
-    "GIT_COMMITTER_NAME": "other-bot",
-    "GIT_COMMITTER_EMAIL": "other@example.org",
-}
-
-
-def git(*args: str, cwd: Path | None = None) -> str:
-    env = {"PATH": "/usr/bin:/bin", "HOME": "/nonexistent", "LC_ALL": "C", **IDENTITY}
-    done = subprocess.run([GIT, *args], cwd=cwd, capture_output=True, check=True, env=env)
-    return done.stdout.decode("utf-8", errors="replace").strip()
-
-
-def tree_of(bare: Path) -> dict[str, bytes]:
-    """Every file of the branch, with its bytes."""
-    paths = git("ls-tree", "-r", "--name-only", BRANCH, cwd=bare).splitlines()
-    return {
-        path: subprocess.run(
-            [GIT, "cat-file", "blob", f"{BRANCH}:{path}"], cwd=bare, capture_output=True,
-            check=True,
-        ).stdout
-        for path in paths
-    }  # fmt: skip
-
-
-def seeded(bare: Path, seed: Path) -> Path:
-    """A bare repository whose gh-pages branch holds the other package's pages."""
-    git("init", "--quiet", "--bare", f"--initial-branch={BRANCH}", str(bare))
-    git("init", "--quiet", f"--initial-branch={BRANCH}", str(seed))
-    for path, data in OTHERS.items():
-        (seed / path).parent.mkdir(parents=True, exist_ok=True)
-        (seed / path).write_bytes(data)
-    git("add", "--all", cwd=seed)
-    git("commit", "--quiet", "-m", "acme-kernel 1.0", cwd=seed)
-    git("push", "--quiet", str(bare), BRANCH, cwd=seed)
-    return bare
 
 
 def matrix_text(pypi: PypiServer, gh: GitHubStandIn, bare: Path, served: str) -> str:
