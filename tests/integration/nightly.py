@@ -20,7 +20,7 @@ import shutil
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -205,11 +205,15 @@ class Channel:
         argv = [*args, "--matrix", str(self.matrix_path)]
         stdout, stderr = io.StringIO(), io.StringIO()
         with (
-            environment(env or self.env()),
-            working_directory(self.matrix_path.parent),
+            pytest.MonkeyPatch.context() as patch,
             contextlib.redirect_stdout(stdout),
             contextlib.redirect_stderr(stderr),
         ):
+            for name in list(os.environ):
+                patch.delenv(name)
+            for name, value in (env or self.env()).items():
+                patch.setenv(name, value)
+            patch.chdir(self.matrix_path.parent)
             code = main(argv)
         return subprocess.CompletedProcess(
             [str(RELEASE), *argv], code, stdout.getvalue(), stderr.getvalue()
@@ -265,29 +269,6 @@ class Channel:
 
     def get(self, url: str) -> httpx.Response:
         return httpx.get(url, timeout=30, verify=tls_context())
-
-
-@contextlib.contextmanager
-def environment(env: Mapping[str, str]) -> Iterator[None]:
-    """os.environ is `env` alone for the block, then what it was."""
-    saved = dict(os.environ)
-    os.environ.clear()
-    os.environ.update(env)
-    try:
-        yield
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
-
-
-@contextlib.contextmanager
-def working_directory(directory: Path) -> Iterator[None]:
-    before = Path.cwd()
-    os.chdir(directory)
-    try:
-        yield
-    finally:
-        os.chdir(before)
 
 
 def oracle(channel: Channel, *, whole: Collection[str] = ()) -> list[str]:
