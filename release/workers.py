@@ -22,12 +22,14 @@ _Out = TypeVar("_Out")
 
 class Workers:
     """`count` daemon threads; `close` (or the `with` block's end) lets them end once the
-    calls queued before are done."""
+    calls queued before are done. A `with` block left by an exception (^C) starts none of
+    the calls still queued."""
 
     def __init__(self, count: int) -> None:
         self._tasks: queue.SimpleQueue[tuple[Future[Any], Callable[[], Any]] | None] = (
             queue.SimpleQueue()
         )
+        self._stopping = threading.Event()
         self._threads = [
             threading.Thread(target=self._work, daemon=True) for _ in range(max(1, count))
         ]
@@ -37,6 +39,8 @@ class Workers:
     def _work(self) -> None:
         while (task := self._tasks.get()) is not None:
             future, call = task
+            if self._stopping.is_set() or not future.set_running_or_notify_cancel():
+                continue
             try:
                 future.set_result(call())
             except BaseException as error:  # the caller's to raise, as Future.result does
@@ -59,5 +63,7 @@ class Workers:
     def __enter__(self) -> Workers:
         return self
 
-    def __exit__(self, *_: object) -> None:
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        if kind is not None:
+            self._stopping.set()
         self.close()

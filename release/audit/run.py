@@ -322,7 +322,8 @@ def audit(
     with (
         http.client(concurrency=settings.concurrency) as client,
         Workers(settings.concurrency) as pool,
-        tempfile.TemporaryDirectory(prefix="release-audit-") as scratch,
+        # a read a stopped command leaves running (release.workers) may still write there
+        tempfile.TemporaryDirectory(prefix="release-audit-", ignore_cleanup_errors=True) as scratch,
     ):
         reader = _Reader(
             client=client, settings=settings, deadline=deadline, scratch=Path(scratch),

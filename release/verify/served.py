@@ -190,7 +190,10 @@ def served_checks(
     with (
         reach.http(auth, concurrency=settings.concurrency) as client,
         Workers(settings.concurrency) as pool,
-        tempfile.TemporaryDirectory(prefix="release-verify-served-") as scratch,
+        # a read a stopped command leaves running (release.workers) may still write there
+        tempfile.TemporaryDirectory(
+            prefix="release-verify-served-", ignore_cleanup_errors=True
+        ) as scratch,
     ):
         get = _Getter(client, settings, secrets)
         torch = TorchIndexes(get)
