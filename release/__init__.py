@@ -46,6 +46,8 @@ Its modules:
   hidden.
 - `defaults`: The defaults that a command's `--help` shows and its stage applies, importing
   nothing, so that `--help` loads no stage.
+- `elfread`: What reading a damaged or hostile ELF file raises, in one tuple for every reader
+  of one.
 - `errors`: The one error family: every error a user can cause, with its exit code and a hint.
 - `fsutil`: Small filesystem edges shared by every command.
 - `github_names`: What this program takes from outside as a GitHub address: a repository's
@@ -57,8 +59,11 @@ Its modules:
   and WHEEL.
 - `workers`: Threads that read from servers for a command, which a stopped command leaves
   behind at once.
+- `writing`: Files a command writes together, all or nothing (init's two, pins', nccl's).
 - `yamlspec`: Typed loading of YAML documents into frozen dataclasses, with file:line:col
   errors.
+- `ziparchive`: A zip archive from outside as it is read before anything inside it is trusted:
+  whether every member reads back, and the bounds past which one is refused unread.
 """
 
 __version__ = "0.1.0"

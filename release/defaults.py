@@ -6,6 +6,10 @@ from __future__ import annotations
 
 PYPI_SIMPLE = "https://pypi.org/simple/"  # PyPI's simple index, where no other is named
 
+# a wheel bigger than this is not read by verify or audit (GitHub's release assets stop at
+# 2 GiB, PyPI's files well below): a body that never ends fills no disk
+WHEEL_SIZE_LIMIT = 4 * 2**30
+
 # `release verify`
 VERIFY_CONCURRENCY = 16  # GitHub allows 100 concurrent requests; stay well under
 RELEASE_WORKFLOW = ".github/workflows/release.yml"  # the workflow an attestation must name

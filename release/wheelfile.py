@@ -28,11 +28,9 @@ import hashlib
 import io
 import re
 import zipfile
-import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import BinaryIO
 
 from packaging.metadata import ExceptionGroup as MetadataErrors
 from packaging.metadata import InvalidMetadata, Metadata
@@ -44,16 +42,18 @@ from packaging.utils import (
     canonicalize_name,
     parse_wheel_filename,
 )
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from release.errors import FileError, shown
+from release.ziparchive import MEMBER_ERRORS, zip_problem
 
 WHEEL_SUFFIX = ".whl"
-# What a wheel may hold before it is refused unread: members (torch's wheels hold about
-# 15,000), and the bytes of a .dist-info file read whole (METADATA, WHEEL, RECORD): a zip
-# of a million entries or a METADATA that inflates to gigabytes is damage, not a wheel.
-MAX_MEMBERS = 200_000
-MAX_DIST_INFO_FILE = 64 * 2**20
+# The bytes of a .dist-info file read whole (METADATA, WHEEL, RECORD): a METADATA that
+# inflates to gigabytes is damage, not a wheel.
+MAX_DIST_INFO_FILE = 64 * 2**20  # RECORD (torch's is about 2 MiB), read as CSV rows
+# METADATA and WHEEL, parsed as e-mail headers (about ten times their size in memory, in
+# each of audit's workers); the longest real ones, a README as the description, are < 1 MiB
+MAX_HEADERS_FILE = 8 * 2**20
 LISTED_RECORD_PROBLEMS = 20
 
 
@@ -90,11 +90,16 @@ class WheelName:
         of parts`, ...; its whole message is the error's `detail`)."""
         if not filename.endswith(WHEEL_SUFFIX):
             raise NotAWheel(f"not a {WHEEL_SUFFIX} file")
+        if not filename.isprintable() or " " in filename:
+            raise NotAWheel("not a valid wheel filename (a space or a control character)")
         try:
             _, version, build, _ = parse_wheel_filename(filename)
         except InvalidWheelFilename as error:
             found = _PACKAGING_REASON.match(str(error))
             reason = found["reason"] if found else str(error).split(":", 1)[0].lower()
+            raise NotAWheel(f"not a valid wheel filename ({reason})", detail=str(error)) from None
+        except ValueError as error:  # int() of a number of more digits than Python converts
+            reason = "a number too long to read"
             raise NotAWheel(f"not a valid wheel filename ({reason})", detail=str(error)) from None
         parts = filename[: -len(WHEEL_SUFFIX)].split("-")
         python, abi, platform = parts[-3:]
@@ -180,7 +185,7 @@ def version_or_none(text: str) -> Version | None:
     where it is not one."""
     try:
         return Version(text)
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or a number of more digits than Python converts
         return None
 
 
@@ -268,13 +273,16 @@ def record_problems(archive: zipfile.ZipFile, dist_info: str) -> list[str]:
 def _all_record_problems(archive: zipfile.ZipFile, dist_info: str, record_text: str) -> list[str]:
     problems: list[str] = []
     listed: dict[str, tuple[str, str]] = {}
-    for row in csv.reader(io.StringIO(record_text)):
-        if not row:
-            continue
-        if len(row) != 3:
-            problems.append(f"RECORD row {shown(row)} does not have 3 fields")
-            continue
-        listed[row[0]] = (row[1], row[2])
+    try:
+        for row in csv.reader(io.StringIO(record_text)):
+            if not row:
+                continue
+            if len(row) != 3:
+                problems.append(f"RECORD row {shown(row)} does not have 3 fields")
+                continue
+            listed[row[0]] = (row[1], row[2])
+    except csv.Error as error:  # a field over the csv module's limit, a bare carriage return
+        return [f"{dist_info}/RECORD is not CSV ({error})"]
     names = {i.filename for i in archive.infolist() if not i.is_dir()}
     for name in sorted(names - set(listed)):
         problems.append(f"{name} is in the wheel but not in RECORD")
@@ -318,62 +326,6 @@ def read_wheel(path: Path) -> WheelFacts:
     return _read(path, size)
 
 
-# What reading members of a zip raises on damaged bytes: a CRC that does not match, a deflate
-# stream that does not inflate, a member cut short, a method or encryption zipfile cannot read.
-_MEMBER_ERRORS = (
-    zipfile.BadZipFile,
-    zlib.error,
-    EOFError,
-    ValueError,
-    NotImplementedError,
-    RuntimeError,
-)
-
-
-def zip_problem(source: Path | bytes) -> str | None:
-    """Why `source` (a file, or its bytes) is not a zip archive whose every member reads
-    back whole, or None: `not a zip archive`, or `a damaged zip archive (why)`."""
-    try:
-        with io.BytesIO(source) if isinstance(source, bytes) else source.open("rb") as stream:
-            members = _member_count(stream)
-        if members is not None and members > MAX_MEMBERS:
-            return (
-                f"a zip archive of {members} members, more than the {MAX_MEMBERS} a wheel may hold"
-            )
-        archive = zipfile.ZipFile(io.BytesIO(source) if isinstance(source, bytes) else source)
-    except (zipfile.BadZipFile, EOFError, ValueError, OSError):
-        return "not a zip archive"
-    with archive:
-        try:
-            bad = archive.testzip()
-        except (*_MEMBER_ERRORS, OSError) as error:
-            return f"a damaged zip archive ({error})"
-        for info in archive.infolist():
-            parts = info.filename.split("/")
-            if info.filename.startswith("/") or ".." in parts or "\\" in info.filename:
-                return f"a zip archive whose member {shown(info.filename)} lies outside it"
-    return None if bad is None else f"a damaged zip archive ({bad} does not read back)"
-
-
-def _member_count(stream: BinaryIO) -> int | None:
-    """The entries a zip's end record says its central directory holds (ZIP64's where the
-    plain record defers to it), read before zipfile reads that directory whole; None where
-    there is no end record."""
-    end = stream.seek(0, io.SEEK_END)
-    tail_size = min(end, 22 + 0xFFFF + 20 + 56)
-    stream.seek(end - tail_size)
-    tail = stream.read(tail_size)
-    at = tail.rfind(b"PK\x05\x06")
-    if at < 0 or at + 12 > len(tail):
-        return None
-    entries = int.from_bytes(tail[at + 10 : at + 12], "little")
-    if entries == 0xFFFF:
-        record = tail.rfind(b"PK\x06\x06", 0, at)
-        if record >= 0 and record + 40 <= at:
-            entries = int.from_bytes(tail[record + 32 : record + 40], "little")
-    return entries
-
-
 def readable_wheel(path: Path) -> tuple[WheelName, WheelFacts]:
     """The wheel file at `path`, named and read in place. NotAWheel where it is not a
     file, not a .whl file, not a valid wheel filename, not a zip archive whose members all
@@ -410,7 +362,7 @@ def _read(source: Path | io.BytesIO, size: int) -> WheelFacts:
             metadata = _member(archive, present, f"{dist_info}/METADATA")
             wheel = _member(archive, present, f"{dist_info}/WHEEL")
             has_record = f"{dist_info}/RECORD" in present
-    except (zipfile.BadZipFile, OSError, EOFError, ValueError) as error:
+    except (*MEMBER_ERRORS, OSError) as error:
         return WheelFacts(size=size, unreadable=f"not a readable zip file ({error})")
     wheel_headers = email.parser.BytesParser().parsebytes(wheel or b"", headersonly=True)
     facts = {
@@ -418,8 +370,8 @@ def _read(source: Path | io.BytesIO, size: int) -> WheelFacts:
         "dist_info": dist_info,
         "has_record": has_record,
         "has_wheel_file": wheel is not None,
-        "wheel_tags": tuple(t.strip() for t in wheel_headers.get_all("Tag") or []),
-        "root_is_purelib": wheel_headers.get("Root-Is-Purelib"),
+        "wheel_tags": tuple(str(t).strip() for t in wheel_headers.get_all("Tag") or []),
+        "root_is_purelib": _text(wheel_headers.get("Root-Is-Purelib")),
     }
     if metadata is None:
         return WheelFacts(**facts)  # type: ignore[arg-type]
@@ -431,6 +383,8 @@ def _read(source: Path | io.BytesIO, size: int) -> WheelFacts:
         problems.append(str(error))
     except MetadataErrors as group:
         problems.extend(str(e) for e in group.exceptions)
+    except ValueError as error:  # a version number of more digits than Python converts
+        problems.append(f"METADATA does not read ({error})")
     return WheelFacts(
         **facts,  # type: ignore[arg-type]
         has_metadata=True,
@@ -450,15 +404,14 @@ def _text(value: object) -> str | None:
 
 
 def _member(archive: zipfile.ZipFile, present: set[str], name: str) -> bytes | None:
-    return _dist_info_file(archive, name) if name in present else None
+    return _dist_info_file(archive, name, MAX_HEADERS_FILE) if name in present else None
 
 
-def _dist_info_file(archive: zipfile.ZipFile, name: str) -> bytes:
+def _dist_info_file(archive: zipfile.ZipFile, name: str, most: int = MAX_DIST_INFO_FILE) -> bytes:
     """The .dist-info file `name`, read whole: KeyError where it is absent, ValueError past
-    MAX_DIST_INFO_FILE (zipfile reads a member no further than the size its entry
-    declares)."""
-    if archive.getinfo(name).file_size > MAX_DIST_INFO_FILE:
-        raise ValueError(f"{name} is over {MAX_DIST_INFO_FILE // 2**20} MiB")
+    `most` bytes (zipfile reads a member no further than the size its entry declares)."""
+    if archive.getinfo(name).file_size > most:
+        raise ValueError(f"{name} is over {most // 2**20} MiB")
     return archive.read(name)
 
 

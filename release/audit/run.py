@@ -32,6 +32,7 @@ from release.defaults import (
     AUDIT_FILE_TIMEOUT_S,
     AUDIT_TIMEOUT_S,
     PYPI_SIMPLE,
+    WHEEL_SIZE_LIMIT,
 )
 from release.inspection.devicecode import elf_lister
 from release.inspection.fatbin import lister
@@ -57,9 +58,6 @@ from release.remote.simple_index import ACCEPT, ListedFile, parse_index_page, pr
 from release.workers import Workers
 
 PAGE_TIMEOUT_S = 120.0  # one index page or torch metadata file
-# a wheel bigger than this is not read (GitHub's release assets stop at 2 GiB, PyPI's files
-# well below): a body that never ends fills no disk
-WHEEL_SIZE_LIMIT = 4 * 2**30
 CREDENTIALS_IN_LINK = "the link carries credentials (user:password@): release audit sends none"
 
 

@@ -5,10 +5,12 @@ and of the place it builds in (`BuildContext`), and what it gives the PEP 517 bu
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Protocol
 
 from release.backends.archflags import ArchHints
@@ -265,10 +267,12 @@ def read_build_backend(pyproject: str | bytes) -> str | None:
     return backend if isinstance(backend, str) else None
 
 
-def pyproject_table(pyproject: str | bytes) -> dict[str, object]:
-    """A pyproject.toml's text read by release.fsutil's bounded reader; ConfigError naming
-    the file (and tomllib's line) where it is not TOML."""
+@functools.lru_cache(maxsize=4)
+def pyproject_table(pyproject: str | bytes) -> Mapping[str, object]:
+    """A pyproject.toml's text read by release.fsutil's bounded reader, once per text (a dry
+    run asks it of each cell's backend and build environment: a 3 MB file took 50 s);
+    ConfigError naming the file (and tomllib's line) where it is not TOML."""
     try:
-        return toml_document(pyproject, "pyproject.toml")
+        return MappingProxyType(toml_document(pyproject, "pyproject.toml"))
     except UnreadableDocument as error:
         raise ConfigError([str(error)], hint="fix pyproject.toml") from None

@@ -32,8 +32,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import arpy  # type: ignore[import-untyped]
-from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
+
+from release.elfread import ELF_READ_ERRORS
 
 # fatBinaryHeader of CUDA's fatbinary.h: magic, version, header size, size after the header
 FATBIN_HEADER = struct.Struct("<IHHQ")
@@ -60,7 +61,6 @@ CARRIED_CAUSE = (
     "object, .fatbin or .cubin) linked or shipped as it is: build it from its sources in "
     "the project's build, or drop it"
 )
-_ERRORS = (ELFError, ValueError, OSError, struct.error, OverflowError, LookupError, TypeError)
 
 
 @dataclass(frozen=True)
@@ -113,7 +113,7 @@ def _elf_pieces(data: bytes, *, shared: bool) -> tuple[Piece, ...] | None:
             for section in elf.iter_sections()
             if section.name in DEVICE_SECTIONS
         ]
-    except _ERRORS:
+    except ELF_READ_ERRORS:
         return ()  # pyelftools on a damaged file: no section it can read
     found: list[Piece] = []
     for name, section in sections:
@@ -129,7 +129,7 @@ def _archive_pieces(data: bytes) -> tuple[Piece, ...] | None:
     try:
         with arpy.Archive(fileobj=io.BytesIO(data)) as archive:
             members = [(header.name, archive.open(header).read()) for header in archive.infolist()]
-    except (arpy.ArchiveFormatError, *_ERRORS):
+    except (arpy.ArchiveFormatError, *ELF_READ_ERRORS):
         return None
     for name, member in members:
         held = pieces(member, shared=False)

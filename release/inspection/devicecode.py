@@ -25,10 +25,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 
 from release import proc
+from release.elfread import ELF_READ_ERRORS
 from release.inspection.fatbin import (
     FatbinContents,
     FatbinLister,
@@ -82,7 +82,7 @@ def device_sections(data: bytes) -> tuple[str, ...]:
     try:
         elf = ELFFile(io.BytesIO(data))
         names = [section.name for section in elf.iter_sections()]
-    except (ELFError, ValueError, OSError):
+    except ELF_READ_ERRORS:
         return ()
     return tuple(sorted(DEVICE_SECTIONS.intersection(names)))
 
@@ -111,7 +111,7 @@ def device_code_kind(name: str, data: bytes) -> str | None:
         return None
     try:
         machine = ELFFile(io.BytesIO(data)).header["e_machine"]
-    except (ELFError, ValueError, OSError):
+    except ELF_READ_ERRORS:
         return None
     if machine == "EM_CUDA":
         return "a cubin"

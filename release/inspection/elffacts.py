@@ -20,12 +20,13 @@ from pathlib import Path
 from typing import BinaryIO
 
 from auditwheel.elfutils import elf_find_versioned_symbols  # type: ignore[import-untyped]
-from elftools.common.exceptions import ELFError
 from elftools.elf.dynamic import DynamicSection
 from elftools.elf.elffile import ELFFile
 
+from release.elfread import ELF_READ_ERRORS
 from release.inspection.devicecode import DEVICE_SECTIONS, is_shared_object
 from release.targets import ELF_MACHINES
+from release.ziparchive import inflation_problem
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -53,8 +54,8 @@ def elf_facts(member: str, stream: BinaryIO) -> ElfFacts:
         versions = tuple(sorted({(str(lib), str(v)) for lib, v in elf_find_versioned_symbols(elf)}))
         sections = tuple(sorted(DEVICE_SECTIONS.intersection(s.name for s in elf.iter_sections())))
         machine = str(elf.header["e_machine"])
-    except (ELFError, ValueError, OSError, EOFError, KeyError) as error:
-        return ElfFacts(member=member, unreadable=f"is not an ELF file ({error})")
+    except ELF_READ_ERRORS as error:
+        return ElfFacts(member=member, unreadable=f"is not an ELF file ({_why(error)})")
     return ElfFacts(
         member=member,
         machine=machine,
@@ -81,9 +82,23 @@ def _check_loadable(elf: ELFFile, stream: BinaryIO) -> None:
             raise ValueError("a loadable segment lies past the end of the file")
 
 
+def _why(error: Exception) -> str:
+    """An error of a reader as a message says it (an assert of pyelftools has no text)."""
+    return str(error) or f"its reader's {type(error).__name__} on its headers"
+
+
+# the symbol-version sections auditwheel's reading finds by name, with the type each must be
+_VERSION_SECTIONS = {".gnu.version_r": "SHT_GNU_verneed", ".gnu.version_d": "SHT_GNU_verdef"}
+
+
 def _check_version_sections(elf: ELFFile) -> None:
-    """ValueError where a symbol-version section claims more entries than its bytes hold:
-    its reader would walk an entry that points back at itself (vn_next 0) without end."""
+    """ValueError where a symbol-version section is of another type than its name says, or
+    claims more entries than its bytes hold: its reader would walk an entry that points
+    back at itself (vn_next 0) without end."""
+    for name, kind in _VERSION_SECTIONS.items():
+        named = elf.get_section_by_name(name)
+        if named is not None and named["sh_type"] != kind:
+            raise ValueError(f"{name} is a section of type {named['sh_type']}, not {kind}")
     for section in elf.iter_sections():
         if section["sh_type"] not in ("SHT_GNU_verneed", "SHT_GNU_verdef"):
             continue
@@ -116,11 +131,16 @@ def read_member(member: str, data: bytes) -> ElfFacts:
 
 def wheel_elfs(archive: zipfile.ZipFile) -> Iterator[ElfFacts]:
     """The facts of every shared object (`*.so`, `*.so.*`) of `archive`, in archive order,
-    each copied to a scratch file of its own and read there (one at a time on disk)."""
+    each copied to a scratch file of its own and read there (one at a time on disk); one
+    that `inflation_problem` refuses is unreadable, uncopied."""
     with tempfile.TemporaryDirectory(prefix="release-elf-") as tmp:
         scratch = Path(tmp) / "member"
         for info in archive.infolist():
             if info.is_dir() or not is_shared_object(info.filename):
+                continue
+            refused = inflation_problem(info)
+            if refused is not None:
+                yield ElfFacts(member=info.filename, unreadable=f"is not read: it {refused}")
                 continue
             with archive.open(info) as source, scratch.open("wb") as target:
                 shutil.copyfileobj(source, target, 1 << 20)

@@ -15,7 +15,7 @@ import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from release import proc
 from release.fsutil import json_document
@@ -33,7 +33,7 @@ def audit_command(python: str, wheel: Path, floor: str) -> list[str]:
 def _after(added: str, floor: str) -> bool:
     try:
         return Version(added) > Version(floor)
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or a number of more digits than int() reads
         return True
 
 

@@ -20,6 +20,7 @@ The wheel is read from a file (or bytes) member by member: nothing holds it whol
 
 from __future__ import annotations
 
+import hashlib
 import io
 import zipfile
 from collections.abc import Sequence
@@ -43,8 +44,8 @@ from release.wheelfile import (
     record_problems,
     tag_problems,
     wheel_facts,
-    zip_problem,
 )
+from release.ziparchive import zip_problem
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -119,6 +120,7 @@ class ServedWheel:
     sms: tuple[str, ...] = ()
     ptx: tuple[str, ...] = ()
     device_listed: bool = False  # the fatbins were listed (a lister was given)
+    metadata_sha256: str | None = None  # of its METADATA, where it has one to read
 
 
 def inspect_served(
@@ -153,7 +155,8 @@ def inspect_served(
         return result(found("archive", [f"the file is {damage}"]), {"archive"})
     facts = wheel_facts(source) if isinstance(source, bytes) else read_wheel(source)
     if facts.unreadable is not None or facts.dist_info is None:
-        return result(found("archive", [f"the wheel {facts.unreadable}"]), {"archive"})
+        return result(found("archive", [f"the wheel: {facts.unreadable}"]), {"archive"})
+    metadata = hashlib.sha256(facts.metadata).hexdigest() if facts.metadata else None
     findings = found(
         "filename",
         identity_problems(name.project, name.version, facts.metadata_name, facts.metadata_version)
@@ -174,7 +177,7 @@ def inspect_served(
         findings += found(rule, [detail])
     checked = {"archive", "filename", *native.checked}
     if list_fatbin is None or list_elf is None:
-        return result(findings, checked, unchecked=native.unchecked)
+        return result(findings, checked, unchecked=native.unchecked, metadata_sha256=metadata)
     members = scan(source, list_fatbin=list_fatbin, list_elf=list_elf)
     if members:
         checked.add("device-code")
@@ -184,5 +187,11 @@ def inspect_served(
     )
     sms, ptx = found_targets(members)
     return result(
-        findings, checked, unchecked=native.unchecked, sms=sms, ptx=ptx, device_listed=True
+        findings,
+        checked,
+        unchecked=native.unchecked,
+        sms=sms,
+        ptx=ptx,
+        device_listed=True,
+        metadata_sha256=metadata,
     )

@@ -41,12 +41,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from elftools.common.exceptions import ELFError
 from elftools.elf.dynamic import DynamicSection
 from elftools.elf.elffile import ELFFile
 from elftools.elf.gnuversions import GNUVerNeedSection, GNUVerSymSection
 from elftools.elf.sections import SymbolTableSection
 
+from release.elfread import ELF_READ_ERRORS
 from release.inspection.devicecode import is_shared_object
 
 RUNTIME_VERSION_PREFIXES = ("GLIBC_", "GLIBCXX_", "CXXABI_", "GCC_")
@@ -103,7 +103,7 @@ def read_shared_object(name: str, data: bytes) -> SharedObject:
             if isinstance(section, DynamicSection)
             for tag in section.iter_tags("DT_NEEDED")
         )
-    except (ELFError, ValueError, OSError, EOFError) as error:
+    except ELF_READ_ERRORS as error:
         return SharedObject(
             name=name, needed=(), undefined=(), defined=frozenset(), unreadable=str(error)
         )
@@ -292,7 +292,7 @@ def _exports_of(libraries: tuple[tuple[str, int, int], ...]) -> frozenset[str]:
         with open(path, "rb") as stream:
             try:
                 names.update(defined_dynamic_symbols(ELFFile(stream)))
-            except (ELFError, ValueError, EOFError, struct.error):
+            except ELF_READ_ERRORS:
                 continue  # a linker script or other non-ELF file named like a library
     return frozenset(names)
 

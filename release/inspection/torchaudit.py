@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from release import proc
 from release.fsutil import json_document
@@ -95,7 +95,7 @@ def audit_problems(report: str, target: Version, root: str = "") -> list[str]:
 def _version(text: object) -> Version | None:
     try:
         return Version(str(text)) if text else None
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or a number of more digits than int() reads
         return None
 
 

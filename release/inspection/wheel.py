@@ -53,8 +53,8 @@ from release.wheelfile import (
     record_problems,
     tag_problems,
     version_or_none,
-    zip_problem,
 )
+from release.ziparchive import zip_problem
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -16,6 +16,8 @@ from collections.abc import Callable
 from typing import Protocol
 
 from release.remote import httpclient as http
+from release.wheelfile import MAX_HEADERS_FILE
+from release.ziparchive import MEMBER_ERRORS
 
 BLOCK = 256 * 1024  # the least a request asks for: the end of a wheel holds its directory
 _CONTENT_RANGE = re.compile(r"bytes\s+\d+-\d+/(\d+)")
@@ -86,7 +88,7 @@ def _size_of(get: RangeGet, url: str) -> int:
         why = probe.error or f"answers a range request with HTTP {probe.status}"
         raise LazyWheelError(f"its server {why}")
     match = _CONTENT_RANGE.match(probe.headers.get("content-range", ""))
-    if match is None:
+    if match is None or len(match.group(1)) > 18:  # no wheel is an exabyte
         raise LazyWheelError("its server gives no size in Content-Range")
     return int(match.group(1))
 
@@ -113,6 +115,8 @@ def remote_wheel_metadata(get: RangeGet, url: str) -> bytes:
             ]
             if len(names) != 1:
                 raise LazyWheelError(f"the wheel has {len(names)} .dist-info/METADATA files")
-            return archive.read(names[0])
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError) as error:
+            if archive.getinfo(names[0]).file_size > MAX_HEADERS_FILE:
+                raise LazyWheelError(f"its METADATA is over {MAX_HEADERS_FILE // 2**20} MiB")
+            return archive.read(names[0])  # read no further than the size it declares
+    except (*MEMBER_ERRORS, zipfile.LargeZipFile, OSError) as error:
         raise LazyWheelError(f"its bytes are not a readable zip ({error})") from None

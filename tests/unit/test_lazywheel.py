@@ -7,7 +7,16 @@ from __future__ import annotations
 import io
 import zipfile
 
-from release.remote.lazywheel import BLOCK, RangeReader
+import pytest
+
+from release.remote.httpclient import Download
+from release.remote.lazywheel import (
+    BLOCK,
+    LazyWheelError,
+    RangeGet,
+    RangeReader,
+    remote_wheel_metadata,
+)
 
 
 def big_wheel() -> bytes:
@@ -49,3 +58,45 @@ def test_a_small_file_is_one_range() -> None:
     assert reader.read(3) == b"234"
     assert reader.read(0) == b""
     assert asked == [(0, 10)]
+
+
+def served_by_ranges(data: bytes, *, total: str | None = None) -> RangeGet:
+    """A RangeGet answering from `data` as a server that takes range requests does
+    (`total`: the size its Content-Range says instead of the real one)."""
+
+    def get(url: str, *, keep: bool, byte_range: tuple[int, int]) -> Download:
+        first, last = byte_range
+        size = total if total is not None else str(len(data))
+        return Download(
+            status=206,
+            body=data[first : last + 1],
+            headers={"content-range": f"bytes {first}-{last}/{size}"},
+        )
+
+    return get
+
+
+def test_a_metadata_past_its_bound_is_not_read() -> None:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("torch-2.11.0.dist-info/METADATA", b"Name: torch\n" + bytes(9 * 2**20))
+    get = served_by_ranges(buffer.getvalue())
+    with pytest.raises(LazyWheelError, match=r"^its METADATA is over 8 MiB$"):
+        remote_wheel_metadata(get, "http://files.test/torch.whl")
+
+
+@pytest.mark.parametrize("total", ["9" * 5000, "9" * 19])
+def test_a_size_no_wheel_has_is_no_size(total: str) -> None:
+    get = served_by_ranges(big_wheel(), total=total)
+    with pytest.raises(LazyWheelError, match=r"no size in Content-Range"):
+        remote_wheel_metadata(get, "http://files.test/torch.whl")
+
+
+def test_a_zip_asking_a_newer_zip_version_is_not_readable() -> None:
+    data = bytearray(big_wheel())
+    central = data.find(b"PK\x01\x02")
+    while central >= 0:
+        data[central + 6 : central + 8] = (100).to_bytes(2, "little")  # version needed: 10.0
+        central = data.find(b"PK\x01\x02", central + 1)
+    with pytest.raises(LazyWheelError, match=r"not a readable zip"):
+        remote_wheel_metadata(served_by_ranges(bytes(data)), "http://files.test/torch.whl")

@@ -1,0 +1,98 @@
+"""A zip archive from outside (a wheel a server gave, a file of dist/) as it is read
+before anything inside it is trusted: whether it is one at all, whether every member reads
+back whole, and the bounds past which a member or the archive is refused unread (members,
+a member's inflated size, its inflation: a zip bomb is damage, not a wheel). Pure: bytes or a
+path in, a reason or None out.
+"""
+
+from __future__ import annotations
+
+import io
+import zipfile
+import zlib
+from pathlib import Path
+from typing import BinaryIO
+
+from release.errors import shown
+
+# torch's wheels hold about 15,000 members: a zip of a million entries is damage
+MAX_MEMBERS = 200_000
+# A member is read (CRC-checked, copied to scratch as a shared object) no larger than this
+# (the largest of CUDA's own libraries, libcublasLt.so.13, is 517 MiB), nor one over 64 MiB
+# that inflates more than MOST_INFLATION times its stored size (real libraries, fatbins
+# included, 2 to 10 times): a member declaring more is a zip bomb that would take minutes
+# and fill the disk, not a file of a wheel.
+MOST_MEMBER_SIZE = 4 * 2**30
+MOST_INFLATION = 500
+
+
+# What reading members of a zip raises on damaged bytes: a CRC that does not match, a deflate
+# stream that does not inflate, a member cut short, a method or encryption zipfile cannot read.
+MEMBER_ERRORS = (
+    zipfile.BadZipFile,
+    zlib.error,
+    EOFError,
+    ValueError,
+    NotImplementedError,
+    RuntimeError,
+)
+
+
+def inflation_problem(info: zipfile.ZipInfo) -> str | None:
+    """Why the member `info` is not read (MOST_MEMBER_SIZE, MOST_INFLATION), or None."""
+    if info.file_size > MOST_MEMBER_SIZE:
+        return f"inflates to {info.file_size} bytes, more than a wheel's file may"
+    stored = max(info.compress_size, 1)
+    if info.file_size > 64 * 2**20 and info.file_size > MOST_INFLATION * stored:
+        return f"inflates {info.file_size // stored} times its stored size (a zip bomb)"
+    return None
+
+
+def zip_problem(source: Path | bytes) -> str | None:
+    """Why `source` (a file, or its bytes) is not a zip archive whose every member reads
+    back whole, or None: `not a zip archive`, or `a damaged zip archive (why)`."""
+    try:
+        with io.BytesIO(source) if isinstance(source, bytes) else source.open("rb") as stream:
+            members = _member_count(stream)
+        if members is not None and members > MAX_MEMBERS:
+            return (
+                f"a zip archive of {members} members, more than the {MAX_MEMBERS} a wheel may hold"
+            )
+        archive = zipfile.ZipFile(io.BytesIO(source) if isinstance(source, bytes) else source)
+    except (*MEMBER_ERRORS, OSError):  # NotImplementedError: "zip file version 10.0"
+        return "not a zip archive"
+    with archive:
+        for info in archive.infolist():
+            refused = inflation_problem(info)
+            if refused is not None:
+                return f"a zip archive whose member {shown(info.filename)} {refused}"
+        try:
+            bad = archive.testzip()
+        except (*MEMBER_ERRORS, OSError) as error:
+            return f"a damaged zip archive ({error})"
+        for info in archive.infolist():
+            if not info.filename:
+                return "a zip archive with a member of no name"
+            parts = info.filename.split("/")
+            if info.filename.startswith("/") or ".." in parts or "\\" in info.filename:
+                return f"a zip archive whose member {shown(info.filename)} lies outside it"
+    return None if bad is None else f"a damaged zip archive ({bad} does not read back)"
+
+
+def _member_count(stream: BinaryIO) -> int | None:
+    """The entries a zip's end record says its central directory holds (ZIP64's where the
+    plain record defers to it), read before zipfile reads that directory whole; None where
+    there is no end record."""
+    end = stream.seek(0, io.SEEK_END)
+    tail_size = min(end, 22 + 0xFFFF + 20 + 56)
+    stream.seek(end - tail_size)
+    tail = stream.read(tail_size)
+    at = tail.rfind(b"PK\x05\x06")
+    if at < 0 or at + 12 > len(tail):
+        return None
+    entries = int.from_bytes(tail[at + 10 : at + 12], "little")
+    if entries == 0xFFFF:
+        record = tail.rfind(b"PK\x06\x06", 0, at)
+        if record >= 0 and record + 40 <= at:
+            entries = int.from_bytes(tail[record + 32 : record + 40], "little")
+    return entries
