@@ -40,10 +40,12 @@ SECRET_NAME_WORDS = ("PAT",)
 # would hand credentials to every server a child talks to.
 CREDENTIAL_VARIABLES = (*SECRET_VARIABLES, "TWINE_USERNAME", "NETRC")
 # A URL's userinfo: after `://`, everything up to the authority's last `@` (a password may
-# hold one); the authority ends at `/`, `?`, `#`, white space or a quote.
-_USERINFO = re.compile(r"(?<=://)[^/?#\s'\"<>\\]*@")
+# hold one); the authority ends at `/`, `?`, `#` or white space. A quote, `<`, `>` or `\` does
+# not end it: urllib reads `https://u:p'q@h` as the password `p'q`, so a URL quoted in a text
+# may lose a little more than its userinfo, but no password is shown in part.
+_USERINFO = re.compile(r"(?<=://)[^/?#\s]*@")
 # `user:password@host` where no `://` leads to it (a mistyped `http//u:p@h`, `http:/u:p@h`)
-_BARE_USERINFO = re.compile(r"(?<![\w.~%+-])[\w.~%+-]+:[^\s/?#'\"<>\\@]+@(?=[\w\[])")
+_BARE_USERINFO = re.compile(r"(?<![\w.~%+-])[\w.~%+-]+:[^\s/?#@]+@(?=[\w\[])")
 # A query parameter anywhere in a text: `?key=value`, `&key=value` (`;` too, as `&amp;`).
 _QUERY_PARAMETER = re.compile(
     r"(?P<lead>[?&;](?P<key>[A-Za-z0-9_.%~+-]+)=)(?P<value>[^&;#\s'\"<>]+)"
@@ -93,6 +95,20 @@ def redact(text: str) -> str:
     nested in another's query (an S3 `endpoint=`) is redacted too."""
     text = _BARE_USERINFO.sub(MASK + "@", _USERINFO.sub(MASK + "@", text))
     return _QUERY_PARAMETER.sub(_masked_parameter, text)
+
+
+def written_url_problem(url: object) -> str | None:
+    """Why `url` cannot be written into a file a user installs from (a pin, a requirement
+    line), or None: it must be an http(s) URL, with no white space or control character (a
+    newline would add a line of its own: `--index-url https://evil/`) and no credentials
+    (the file is shared, and this program never writes one)."""
+    if not isinstance(url, str) or not url.startswith(("https://", "http://")):
+        return "is not an http(s) URL"
+    if any(c.isspace() or not c.isprintable() for c in url):
+        return "holds white space or a control character"
+    if has_credentials(url):
+        return "holds credentials, which no file written may hold"
+    return None
 
 
 def has_credentials(url: str) -> bool:

@@ -83,6 +83,8 @@ def bounds_problem(text: str, filename: str) -> str | None:
         elif isinstance(event, ScalarEvent):
             if len(event.value) > MAX_SCALAR_CHARS:
                 return f"{where(event)}: a value longer than {MAX_SCALAR_CHARS} characters"
+            if "\0" in event.value:  # no path, name or command can hold one
+                return f"{where(event)}: a value holding a NUL character"
             if event.anchor is not None:
                 anchored[event.anchor] = 1
             add(1)

@@ -15,12 +15,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from release.errors import shown
 from release.github_names import repository_problem
 from release.matrix.compilecache import PREFIX, s3_problems, with_slash
-from release.matrix.gitindex import check_token_secret, index_place
+from release.matrix.gitindex import check_token_secret, index_place, is_ref_name
 from release.matrix.spec import DestinationSpec
 from release.yamlspec import DocumentLoader, join_path
 
@@ -173,7 +173,7 @@ class GithubDestination(BaseDestination):
             return None
         try:
             return Version(match.group(1))
-        except InvalidVersion:
+        except ValueError:  # InvalidVersion, or a number of more digits than int() reads
             return None
 
     def recorded(self, version: Version) -> Recorded:
@@ -203,10 +203,17 @@ class GithubDestination(BaseDestination):
                 f"({repository_problem(spec.repository)})",
             )
         template = spec.tag or "v{version}"
-        if "{version}" not in template or re.search(r"\{(?!version\})", template):
+        others = template.replace("{version}", "")
+        if template.count("{version}") != 1 or "{" in others or "}" in others:
             loader.problem(
                 join_path(path, "tag"),
-                f"{shown(template)} must contain {{version}} and no other placeholder",
+                f"{shown(template)} must contain {{version}} once and no other brace",
+            )
+        elif not is_ref_name(template.replace("{version}", "1.2.3")):
+            loader.problem(
+                join_path(path, "tag"),
+                f"{shown(template)} does not make a git tag (no space, control character, "
+                "~ ^ : ? * [ \\, .., @{, or / or . at either end)",
             )
         check_token_secret(name, spec, loader)
         limit = spec.max_file_size_mib or GITHUB_ASSET_MAX_MIB

@@ -31,10 +31,13 @@ DEFAULT_TOKEN_VARIABLE = "GITHUB_TOKEN"  # noqa: S105 (a variable's name, not a 
 _VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # what git takes as a remote here: a URL of a transport, scp-like user@host:path, or a path
 _GIT_URL = re.compile(r"(?:(?:https?|ssh|git|file)://\S+|[\w.-]+@[\w.-]+:\S+|/\S*)")
-# git check-ref-format's rules, for one branch name
-_BAD_BRANCH = re.compile(
-    r"(^[-/.])|(\.\.)|(//)|(@\{)|([/.]$)|(\.lock$)|([\s~^:?*\[\\\x00-\x1f\x7f])"
-)
+# git check-ref-format's rules, for one branch or tag name
+_BAD_REF = re.compile(r"(^[-/.])|(\.\.)|(//)|(@\{)|([/.]$)|(\.lock$)|([\s~^:?*\[\\\x00-\x1f\x7f])")
+
+
+def is_ref_name(name: str) -> bool:
+    """Whether git takes `name` as a branch's or a tag's name (git check-ref-format)."""
+    return bool(name) and _BAD_REF.search(name) is None
 
 
 def token_secret_problem(name: str) -> str | None:
@@ -116,7 +119,7 @@ def index_place(
     path = join_path("destinations", name)
     url, repository = _remote(name, spec, loader)
     branch = spec.branch or DEFAULT_INDEX_BRANCH
-    if _BAD_BRANCH.search(branch):
+    if not is_ref_name(branch):
         loader.problem(join_path(path, "branch"), f"{shown(branch)} is not a branch name")
     if spec.index_url is None:
         loader.problem(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,7 @@ from release.matrix.rules import check_cells, gpu_gate, release_build
 from release.matrix.spec import DestinationSpec, MatrixSpec
 from release.project import Naming, naming, read_project_files, read_version_file, reading
 from release.yamlspec import (
+    MAX_DOCUMENT_BYTES,
     DocumentLoader,
     bounds_problem,
     join_path,
@@ -86,7 +88,9 @@ def parse_yaml(text: str, filename: str) -> object:
     try:
         too_big = bounds_problem(text, filename)
         if too_big is not None:
-            raise ConfigError([too_big], hint="a release matrix is a few KB; check the file")
+            raise ConfigError(
+                [too_big], hint="a release matrix is a few KB of text: check the file"
+            )
         return yaml.load(text)
     except MarkedYAMLError as error:
         mark = error.problem_mark
@@ -109,13 +113,21 @@ def load_matrix(path: Path, metadata: MetadataSource | None = None) -> Matrix:
     names a project whose files compute them (release.toolchain.projectmeta asks its build
     backend); without it such a project is an error."""
     try:
-        text = path.read_text(encoding="utf-8")
+        if not stat.S_ISREG(path.stat().st_mode):  # a FIFO would block, /dev/zero never end
+            raise ConfigError([f"{path}: not a regular file"], hint="give the matrix file")
+        with path.open("rb") as stream:
+            data = stream.read(MAX_DOCUMENT_BYTES + 1)
+        if len(data) > MAX_DOCUMENT_BYTES:
+            raise ConfigError(
+                [f"{path}: larger than {MAX_DOCUMENT_BYTES // 1024} KiB (a matrix is a few KB)"]
+            )
+        text = data.decode("utf-8")
     except FileNotFoundError:
         raise ConfigError(
             [f"{path}: no such file"],
             hint="run from the release's root directory or pass --matrix PATH",
         ) from None
-    except (OSError, UnicodeDecodeError) as error:
+    except (OSError, UnicodeDecodeError, ValueError) as error:
         raise ConfigError([f"{path}: cannot read: {error}"]) from None
     return matrix_from_text(text, path, metadata)
 
@@ -131,7 +143,12 @@ def matrix_from_text(
     spec, loader = load_document(MatrixSpec, document)
     project: Project | None = None
     if spec is not None:
-        project_dir = (path.parent / spec.project).resolve()
+        try:
+            project_dir = (path.parent / spec.project).resolve()
+        except (OSError, RuntimeError) as error:  # RuntimeError: a symlink loop (Python 3.11)
+            loader.problem("project", f"{shown(spec.project)} does not resolve: {error}")
+            spec = None
+    if spec is not None:
         if named is None:
             said = read_project(project_dir, _version_file(spec, path.parent.resolve()))
             named = said.static

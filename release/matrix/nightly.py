@@ -18,7 +18,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import replace
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from release.errors import ConfigError, shown
 from release.matrix.compilecache import with_slash
@@ -139,7 +139,7 @@ def keep_list_problem(text: str) -> str | None:
     """Why `text` cannot name a nightly in a keep-list, if it cannot."""
     try:
         version = Version(text)
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or a number of more digits than int() reads
         return f"{shown(text)} is not a PEP 440 version"
     if version.dev is None:
         return f"{text} is not a nightly version (X.Y.Z.devN)"

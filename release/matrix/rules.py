@@ -9,7 +9,7 @@ import re
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from release.backends import BuildRecipe, BuildSpec, merge, prepare_problems, spec_problems
 from release.errors import shown
@@ -149,7 +149,7 @@ def check_label(label: str | None, path: str, loader: DocumentLoader) -> bool:
         return True
     try:
         local = Version(f"0+{label}").local
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or a number of more digits than int() reads
         loader.problem(
             path,
             f"{shown(label)} is not a valid PEP 440 local version label "

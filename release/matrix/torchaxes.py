@@ -14,6 +14,7 @@ from packaging.version import Version
 
 from release.backends import backend_for
 from release.backends.recipe import BackendName
+from release.credentials import has_credentials
 from release.errors import shown
 from release.matrix.copies import CopyEntry
 from release.matrix.destination import Destination
@@ -146,6 +147,13 @@ def _torch_points(
         loader.problem(
             join_path(settings.path, "torch-index"),
             f"{shown(entry.torch_index)} is not an http(s) URL of a package index",
+        )
+        ok = False
+    elif entry.torch_index is not None and has_credentials(entry.torch_index):
+        loader.problem(
+            join_path(settings.path, "torch-index"),
+            f"{shown(entry.torch_index)} holds credentials, which matrix.yaml (committed) and "
+            "every build log would hold too: name an index that needs none",
         )
         ok = False
     versions = settings.torch.versions if settings.torch is not None else ()

@@ -4,10 +4,12 @@ hides the credentials of any URL in a text."""
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import pytest
 
+from release.commands.parsing.common import parse_overrides
 from release.credentials import (
     SECRET_VARIABLES,
     has_credentials,
@@ -17,6 +19,7 @@ from release.credentials import (
     redact,
     secret_values,
     without_credentials,
+    written_url_problem,
 )
 from release.errors import ConfigError, Location, shown
 from release.matrix import load_matrix
@@ -114,6 +117,11 @@ REDACTED = {
     f"http//u:{SECRET}@h/simple/": "http//***@h/simple/",
     f"'http:/u:{SECRET}@h/simple/' is not a URL": "'http:/***@h/simple/' is not a URL",
     f"u:{SECRET}@[::1]/x": "***@[::1]/x",
+    # urllib reads each as a password that holds the quote, `<`, `>` or backslash
+    f"https://u:{SECRET}\\q@h/simple/": "https://***@h/simple/",
+    f"https://u:{SECRET}'q@h/": "https://***@h/",
+    f'https://u:{SECRET}"<q>@h/': "https://***@h/",
+    f"http//u:{SECRET}'q@h/": "http//***@h/",
 }  # fmt: skip
 KEPT = (
     "https://github.com/o/r/releases/download/v1/k3_kernels-0.1.0+cu129-py3-none-any.whl",
@@ -193,3 +201,23 @@ def test_an_error_never_carries_a_url_s_credentials() -> None:
     for text in texts:
         assert "S3cr3t-Val" not in text
     assert error.problems[0] == "first https://***@h/simple/?token=***"
+
+
+@pytest.mark.parametrize(
+    ("url", "said"),
+    [
+        ("https://h/simple/", None),
+        ("ftp://h/x", "is not an http(s) URL"),
+        ("https://h/x\n--index-url https://evil/", "white space or a control character"),
+        ("https://h/x y", "white space or a control character"),
+        (f"https://u:{SECRET}@h/simple/", "holds credentials"),
+        (f"https://h/simple/?token={SECRET}", "holds credentials"),
+    ],
+)
+def test_a_url_written_into_a_requirement_file_is_plain(url: str, said: str | None) -> None:
+    problem = written_url_problem(url)
+    assert problem is None if said is None else problem is not None and said in problem
+    refused = said is not None and said != "holds credentials"
+    with pytest.raises(ConfigError) if refused else contextlib.nullcontext():
+        # a private index's credentials, given on the line, are the user's to write
+        assert parse_overrides([f"cu129={url}"]) == {"cu129": url}

@@ -216,3 +216,21 @@ def test_a_host_only_cell_is_gated_as_built_only() -> None:
     assert [(r.cell.id, r.build, r.expect_arch) for r in runs] == [
         ("13.0-x86_64-torch2.14.1", "cubin", "")
     ]
+
+
+@pytest.mark.parametrize(
+    "index",
+    ["https://u:pass@h.example/whl", "https://u:pa\\\\ss@h.example/whl", "https://h/?token=t"],
+)
+def test_a_torch_index_holding_credentials_is_refused(index: str) -> None:
+    said = problems(
+        '  "12.9":\n'
+        "    destination: gh\n"
+        "    local-label: cu129\n"
+        '    torch: "2.11.0"\n'
+        '    python: "3.12"\n'
+        f'    torch-index: "{index}"\n'
+    )
+    assert "torch-index: " in said
+    assert "holds credentials" in said
+    assert "pass" not in said.replace("password", "")
