@@ -17,7 +17,7 @@ from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from release.destinations.base import (
     KindBase,
@@ -124,7 +124,7 @@ class GithubKind(KindBase):
             return None
         try:
             return destination.repository, f"refs/tags/{destination.tag(Version(version))}"
-        except InvalidVersion:
+        except ValueError:  # InvalidVersion, or a number of more digits than int() reads
             return destination.repository, None  # then any tag
 
     def attestation_source(

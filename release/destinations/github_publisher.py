@@ -33,13 +33,10 @@ from release.errors import ConflictError, PublishError
 from release.inspection.wheel import heaviest
 from release.provenance.attestation import attestation_refusal
 from release.records.manifest import WheelEntry
-from release.remote.github import (
-    GITHUB_ASSET_LIMIT,
-    GithubClient,
-    Reconcile,
-)
+from release.remote.github import GITHUB_ASSET_LIMIT, GithubClient
 from release.remote.github_model import (
     AssetInfo,
+    Reconcile,
     ReleaseInfo,
     RequestStats,
     asset_name_problem,

@@ -88,8 +88,13 @@ class Reach:
         url = self.github_api_url or api_url or GITHUB_API
         key = (url.rstrip("/"), policy, token_secret)
         if key not in self._github:
+            variable = token_secret if token_secret and self.environ.get(token_secret) else None
             self._github[key] = GithubClient(
-                api_url=url, token=self.token(token_secret), policy=policy, command=self.command
+                api_url=url,
+                token=self.token(token_secret),
+                token_variable=variable or "GITHUB_TOKEN",
+                policy=policy,
+                command=self.command,
             )
         return self._github[key]
 

@@ -19,13 +19,13 @@ loads neither.
 
 from __future__ import annotations
 
-import hashlib
+import functools
 import logging
-import re
 import time
 from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import httpx
@@ -34,16 +34,21 @@ from release.credentials import Secret
 from release.errors import PublishError
 from release.remote.github_model import (
     AssetInfo,
+    PageWalk,
+    Reconcile,
     ReleaseInfo,
     RequestStats,
     checked_api_url,
     choose_release,
+    header_seconds,
     json_list,
     json_of,
     message_of,
     owner_and_name,
     parse_asset,
     parse_release,
+    refusal_of,
+    sha256_of,
     status_of,
     upload_endpoint,
     web_base_of_repository,
@@ -78,17 +83,23 @@ _TRANSIENT = (
     httpx.RemoteProtocolError,
     httpx.ProxyError,
 )
-PERMISSION_HINT = (
-    "the token needs `contents: write` on {repo} (a workflow job: `permissions: contents: "
-    "write`; a fine-grained token: Contents read and write)"
-)
 
 
-def _seconds(value: str | None) -> float | None:
-    try:
-        return float(value) if value is not None else None
-    except ValueError:
-        return None
+@functools.cache
+def _github_class() -> type[GitHub[Any]]:
+    """githubkit's GitHub, reading a rate limit's wait by `classify`'s rules: githubkit's own
+    int() of `retry-after` and `x-ratelimit-reset` raises on an HTTP date (which RFC 9110
+    allows), a decimal or a reset past time_t, before the answer reaches `classify`."""
+    from githubkit import GitHub
+
+    class Tolerant(GitHub[Any]):
+        def _extract_retry_after(self, response: Response[Any]) -> timedelta:
+            try:
+                return super()._extract_retry_after(response)
+            except (ValueError, OverflowError):
+                return timedelta(seconds=60)  # githubkit's own default; `classify` decides
+
+    return Tolerant
 
 
 def classify(error: Exception, now: float) -> TryAgain | None:
@@ -109,10 +120,10 @@ def classify(error: Exception, now: float) -> TryAgain | None:
             return None
         headers = response.headers
         message = message_of(response)
-        retry_after = _seconds(headers.get("retry-after"))
+        retry_after = header_seconds(headers.get("retry-after"))
         if retry_after is not None:
             return TryAgain(reason=f"{status_of(response)}: {message}", after=retry_after)
-        reset = _seconds(headers.get("x-ratelimit-reset"))
+        reset = header_seconds(headers.get("x-ratelimit-reset"))
         if headers.get("x-ratelimit-remaining") == "0" and reset is not None:
             wait = max(reset - now, 0.0) + 1.0
             return TryAgain(reason=f"rate limit exceeded, it resets in {wait:.0f} s", after=wait)
@@ -129,15 +140,6 @@ def classify(error: Exception, now: float) -> TryAgain | None:
         name = type(error.exc).__name__
         return TryAgain(reason=f"connection failed ({name}{': ' + detail if detail else ''})")
     return None
-
-
-class Reconcile(Exception):
-    """An attempt that must look at GitHub's state again before the next one."""
-
-    def __init__(self, reason: str, *, after: float | None = 0.0) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.after = after
 
 
 # -- the client ------------------------------------------------------------------------
@@ -161,6 +163,7 @@ class GithubClient:
         *,
         api_url: str,
         token: Secret | None,
+        token_variable: str = "GITHUB_TOKEN",  # noqa: S107 (a variable's name)
         policy: RetryPolicy | None = None,
         sleep: Sleep = time.sleep,
         clock: Clock = time.time,
@@ -170,6 +173,7 @@ class GithubClient:
         self.command = command
         self.policy = policy or RetryPolicy()
         self._token = token if token else None
+        self.token_variable = token_variable  # where the token came from, as errors say
         self._sleep = sleep
         self._clock = clock
         self._gh: GitHub[Any] | None = None
@@ -211,11 +215,11 @@ class GithubClient:
                 f"GitHub {where}: not asked, this run gave up on GitHub already: {self._gave_up}",
                 hint=f"re-running `{self.command}` resumes where this run stopped",
             )
-        from githubkit import GitHub, TokenAuthStrategy, UnauthAuthStrategy
+        from githubkit import TokenAuthStrategy, UnauthAuthStrategy
 
         self._deadline = Deadline(self.policy.total, self._clock)
         auth: Any = TokenAuthStrategy(self._token.reveal()) if self._token else UnauthAuthStrategy()
-        self._gh = GitHub(
+        self._gh = _github_class()(
             auth,
             base_url=self.api_url,
             auto_retry=False,
@@ -294,10 +298,20 @@ class GithubClient:
         request = list_of(self.rest().repos)
 
         def pages() -> list[Any]:
+            walk = PageWalk()
+
+            def page(response: Response[Any]) -> list[Any]:
+                if (problem := walk.step(str(response.url))) is not None:
+                    raise PublishError(
+                        self.scrub(f"cannot {what} at {self.api_url}: {problem}"),
+                        hint="check the API URL, or try again later",
+                    )
+                return json_list(response, what)
+
             return list(
                 gh.rest.paginate(
                     request,
-                    map_func=lambda r: json_list(r, what),
+                    map_func=page,
                     owner=owner,
                     repo=repo,
                     per_page=PER_PAGE,
@@ -345,33 +359,14 @@ class GithubClient:
             ) from None
 
     def refusal(self, what: str, response: Response[Any]) -> PublishError:
-        status = response.status_code
-        message = self.scrub(message_of(response))
-        repo = self._repository_of(str(response.url))
-        if status == 401:
-            return PublishError(
-                f"GitHub rejected the token (GITHUB_TOKEN) at {self.api_url}: {message}",
-                hint="set GITHUB_TOKEN to a valid, unexpired token; "
-                + PERMISSION_HINT.format(repo=repo),
-            )
-        if status == 403:
-            hint = (
-                "set GITHUB_TOKEN: this needs a token"
-                if self.anonymous
-                else PERMISSION_HINT.format(repo=repo)
-            )
-            return PublishError(f"GitHub refused to {what} on {repo}: {message}", hint=hint)
-        if status == 404:
-            return PublishError(
-                f"GitHub answered 404 to {what}: {repo} does not exist at "
-                f"{self.api_url}, or the token cannot see it",
-                hint="check `repository` and `api-url` in matrix.yaml and the token's access",
-            )
-        return PublishError(f"GitHub answered {status_of(response)} to {what}: {message}")
-
-    def _repository_of(self, url: str) -> str:
-        match = re.search(r"/repos/([^/]+/[^/]+)", url)
-        return match.group(1) if match else "the repository"
+        return refusal_of(
+            what,
+            status=status_of(response),
+            message=self.scrub(message_of(response)),
+            url=str(response.url),
+            api_url=self.api_url,
+            token_variable=None if self.anonymous else self.token_variable,
+        )
 
     # -- releases and assets --------------------------------------------------------------
 
@@ -539,7 +534,7 @@ class GithubClient:
         PublishError unless they are the size and digest GitHub lists for it."""
         gh = self._client()
         data = self.retrying(f"download {asset.name}", lambda retry: self._download(gh, asset))
-        if check and (len(data) != asset.size or asset.sha256 not in (None, _sha256(data))):
+        if check and (len(data) != asset.size or asset.sha256 not in (None, sha256_of(data))):
             listed = f"{asset.size} bytes, digest {str(asset.sha256)[:12]}"
             raise PublishError(
                 f"GitHub served other bytes for {asset.name} ({listed} listed)",
@@ -563,7 +558,7 @@ class GithubClient:
             return asset.sha256
         known = self._hashed.get((asset.id, asset.size))
         if known is None:
-            known = _sha256(self.download_asset(asset, check=False))
+            known = sha256_of(self.download_asset(asset, check=False))
             self._hashed[(asset.id, asset.size)] = known
         return known
 
@@ -594,7 +589,3 @@ class _Accepted(Exception):  # not an error: a refusal `send` may accept
     def __init__(self, response: Response[Any]) -> None:
         super().__init__(response.status_code)
         self.response = response
-
-
-def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()

@@ -4,6 +4,8 @@ URLs. Pure: GitHub's JSON in, frozen records out; release.remote.github does the
 
 from __future__ import annotations
 
+import hashlib
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -237,3 +239,83 @@ def message_of(response: Any) -> str:
 def status_of(response: Any) -> str:
     reason = response.reason_phrase
     return f"{response.status_code} {reason}" if reason else str(response.status_code)
+
+
+PERMISSION_HINT = (
+    "the token needs `contents: write` on {repo} (a workflow job: `permissions: contents: "
+    "write`; a fine-grained token: Contents read and write)"
+)
+# pages of one list read at the most (100,000 releases or assets): a `Link: rel="next"` that
+# loops, or a list that never ends, is GitHub's fault and ends the list instead of the run
+MAX_PAGES = 1000
+
+
+class PageWalk:
+    """The pages of one paginated list, as they are read."""
+
+    def __init__(self) -> None:
+        self.seen: set[str] = set()
+
+    def step(self, url: str) -> str | None:
+        """Why the list stops at the page `url` (its next link came back to a page it gave,
+        or it passed MAX_PAGES), or None."""
+        if url in self.seen:
+            return f'the list\'s `Link: rel="next"` comes back to a page it gave ({url})'
+        if len(self.seen) >= MAX_PAGES:
+            return f"the list does not end: {MAX_PAGES} pages read"
+        self.seen.add(url)
+        return None
+
+
+def header_seconds(value: str | None) -> float | None:
+    """A header's number of seconds (`retry-after`, `x-ratelimit-reset`); None where it
+    is none: an HTTP date, `nan`, a negative number."""
+    try:
+        seconds = float(value) if value is not None else None
+    except ValueError:
+        return None
+    return seconds if seconds is not None and math.isfinite(seconds) and seconds >= 0 else None
+
+
+class Reconcile(Exception):
+    """An attempt that must look at GitHub's state again before the next one."""
+
+    def __init__(self, reason: str, *, after: float | None = 0.0) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.after = after
+
+
+def sha256_of(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def refusal_of(
+    what: str, *, status: str, message: str, url: str, api_url: str, token_variable: str | None
+) -> PublishError:
+    """The error of a request GitHub refused for good (`status`: `403 Forbidden`), naming
+    the token's variable (None: the request went without one) and the repository of `url`."""
+    found = re.search(r"/repos/([^/]+/[^/]+)", url)
+    repo = found.group(1) if found else "the repository"
+    code = status.split(" ", 1)[0]
+    if code == "401":
+        variable = token_variable or "GITHUB_TOKEN"
+        return PublishError(
+            f"GitHub rejected the token ({variable}) at {api_url}: {message}",
+            hint=f"set {variable} to a valid, unexpired token; "
+            + PERMISSION_HINT.format(repo=repo),
+        )
+    if code == "403":
+        hint = (
+            "set GITHUB_TOKEN: this needs a token"
+            if token_variable is None
+            else PERMISSION_HINT.format(repo=repo)
+        )
+        return PublishError(f"GitHub refused to {what} on {repo}: {message}", hint=hint)
+    if code == "404":
+        return PublishError(
+            f"GitHub answered 404 to {what}: {repo} does not exist at {api_url}, or the "
+            "token cannot see it",
+            hint="check `repository` and `api-url` in matrix.yaml and the token's access",
+        )
+    return PublishError(f"GitHub answered {status} to {what}: {message}")

@@ -157,12 +157,15 @@ def merge_pages(
     *,
     directory: str,
     root_pages: RootPages,
+    others: Mapping[str, str] | None = None,
 ) -> IndexChange:
     """The change that puts `pages` into a branch whose files are `listing` (paths from the
     repository's root; `read` holds the bytes of those `pages_to_read` names): this
     project's folder of each of its labels replaced whole, and that label's root rewritten
     by `root_pages` where it does not list exactly the project folders the label will hold.
-    Nothing else is written or deleted."""
+    Nothing else is written or deleted: ValueError where an entry of the branch that is not
+    this project's (a file, a symlink or a submodule in `others`: path -> what it is, or a
+    folder) stands where a page or a folder of one goes, which writing would replace."""
     if any(p == ".." or p.startswith(".git") for p in PurePosixPath(directory).parts):
         raise ValueError(f"{directory!r}: not a directory inside the repository")
     writes: dict[str, bytes] = {}
@@ -172,13 +175,47 @@ def merge_pages(
         folder = _join(label_dir, pages.project)
         for name, data in sorted(files.items()):
             writes[_join(folder, name)] = data
-        deletes += sorted(p for p in listing if p.startswith(folder + "/") and p not in writes)
+        entries = [*listing, *(others or {})]
+        deletes += sorted(p for p in entries if p.startswith(folder + "/") and p not in writes)
         holds = {**_projects_in(listing, label_dir), pages.project: pages.project}
         html, json = _join(label_dir, ROOT_HTML), _join(label_dir, ROOT_JSON)
         if not _root_in_sync(read, html, json, set(holds)):
             for name, data in root_pages(label, sorted(holds.values())).items():
                 writes[_join(label_dir, name)] = data
-    return IndexChange(writes=writes, deletes=tuple(deletes))
+    change = IndexChange(writes=writes, deletes=tuple(deletes))
+    own = [_join(directory, label, pages.project) for label in pages.pages]
+    blocked = _in_the_way(listing, others or {}, change, own)
+    if blocked is not None:
+        raise ValueError(blocked)
+    return change
+
+
+def _in_the_way(
+    listing: Collection[str], others: Mapping[str, str], change: IndexChange, own: Sequence[str]
+) -> str | None:
+    """Why writing `change` would replace an entry that is not this project's (in its own
+    folders `own`, everything is replaced whole): a file, symlink or submodule where a
+    folder of a written page goes, or anything under a path a page is written to."""
+    entries = {**dict.fromkeys(listing, "a file"), **others}
+
+    def ours(path: str) -> bool:
+        return any(path == folder or path.startswith(folder + "/") for folder in own)
+
+    for path in sorted(change.writes):
+        parts = path.split("/")
+        for depth in range(1, len(parts)):
+            above = "/".join(parts[:depth])
+            if above in entries and not ours(above):
+                return (
+                    f"{above} is {entries[above]} on the branch, where the index's folder "
+                    f"{above}/ goes: writing {path} would replace it"
+                )
+        below = next((p for p in entries if p.startswith(path + "/") and not ours(p)), None)
+        if below is not None:
+            return (
+                f"{path} is a folder on the branch (it holds {below}): writing it would replace it"
+            )
+    return None
 
 
 # --- The edge: git. ---
@@ -331,19 +368,62 @@ def _fetch(git: _Git) -> str | None:
     return git("rev-parse", "--verify", FETCHED, what="reading the branch").output.strip()
 
 
-def _listing(git: _Git, tip: str | None) -> dict[str, str]:
-    """The files under the directory at `tip`: path -> blob id."""
+_ENTRY_KINDS = {"120000": "a symlink", "160000": "a submodule"}
+
+
+def _listing(git: _Git, tip: str | None) -> tuple[dict[str, str], dict[str, str]]:
+    """The entries under the directory at `tip`: the files (path -> blob id), and every
+    other entry (path -> what it is: a symlink, a submodule). Paths come C-quoted where
+    they hold anything unusual (a carriage return, a byte past ASCII), so that no byte is
+    lost to a text decoding; PublishError for a path that is not UTF-8."""
     if tip is None:
-        return {}
+        return {}, {}
     where = [git.target.directory] if git.target.directory else []
-    done = git("ls-tree", "-r", "-z", "--full-tree", tip, "--", *where, what="listing the tree")
-    out: dict[str, str] = {}
-    for entry in done.output.split("\0"):
-        head, _, path = entry.partition("\t")
+    done = git(
+        "-c", "core.quotePath=true", "ls-tree", "-r", "--full-tree", tip, "--", *where,
+        what="listing the tree",
+    )  # fmt: skip
+    files: dict[str, str] = {}
+    others: dict[str, str] = {}
+    for line in done.output.split("\n"):
+        head, _, quoted = line.partition("\t")
         fields = head.split()
-        if len(fields) == 3 and fields[1] == "blob":
-            out[path] = fields[2]
-    return out
+        if len(fields) != 3:
+            continue
+        try:
+            path = unquoted_path(quoted)
+        except ValueError:
+            raise PublishError(
+                f"{git.target.shown}: the branch holds {quoted}, a path that is not UTF-8",
+                hint="rename it in the index's repository: its pages are listed by name",
+            ) from None
+        if fields[1] == "blob" and fields[0] in ("100644", "100755"):
+            files[path] = fields[2]
+        else:
+            others[path] = _ENTRY_KINDS.get(fields[0], f"a {fields[1]}")
+    return files, others
+
+
+_C_ESCAPES = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, '"': 34, "\\": 92}
+
+
+def unquoted_path(text: str) -> str:
+    """A path as git prints it with core.quotePath (`"a\\rb\\303\\251"`: C escapes, octal
+    bytes) as the text it stands for; ValueError where its bytes are not UTF-8."""
+    if len(text) < 2 or not (text.startswith('"') and text.endswith('"')):
+        return text
+    body, out, at = text[1:-1], bytearray(), 0
+    while at < len(body):
+        if body[at] != "\\":
+            out += body[at].encode()
+            at += 1
+        elif body[at + 1 : at + 2] in _C_ESCAPES:
+            out.append(_C_ESCAPES[body[at + 1]])
+            at += 2
+        else:
+            out.append(int(body[at + 1 : at + 4], 8) & 0xFF)
+            at += 4
+    return out.decode("utf-8")
 
 
 def _new_tree(git: _Git, tip: str | None, change: IndexChange, scratch: Path) -> str:
@@ -400,14 +480,26 @@ def _attempt(
 ) -> tuple[IndexPush | None, proc.Completed | None]:
     """One fetch, merge and push: the outcome, or the push that was refused."""
     tip = _fetch(git)
-    listing = _listing(git, tip)
+    listing, others = _listing(git, tip)
     read = {
         path: git("cat-file", "blob", listing[path], what="reading a root page").output.encode()
         for path in pages_to_read(listing, pages, git.target.directory)
     }
-    change = merge_pages(
-        listing, read, pages, directory=git.target.directory, root_pages=root_pages
-    )
+    try:
+        change = merge_pages(
+            listing,
+            read,
+            pages,
+            directory=git.target.directory,
+            root_pages=root_pages,
+            others=others,
+        )
+    except ValueError as error:
+        raise PublishError(
+            f"{git.target.shown}: nothing was pushed: {error}",
+            hint="release replaces nothing but this project's own pages: move that entry "
+            "out of the way in the index's repository",
+        ) from None
     tree = _new_tree(git, tip, change, scratch)
     if tip is not None and git("rev-parse", f"{tip}^{{tree}}", what="").output.strip() == tree:
         return IndexPush(commit=tip, changed=False, attempts=0), None

@@ -22,7 +22,7 @@ import math
 import socket
 import ssl
 import time
-from collections.abc import Collection, Generator, Iterable, Mapping
+from collections.abc import Collection, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
@@ -207,13 +207,11 @@ def fetch(
     byte_range: tuple[int, int] | None = None,
     max_bytes: int | None = None,
 ) -> Download:
-    """GET `url` (redirects followed), hashing the body as it streams; retried per the
-    module doc, but a body past `max_bytes` (KEPT_BODY_LIMIT if held) and a URL httpx
-    cannot send fail at once. `keep` holds the body in memory; `into` writes it to that file instead
-    (each attempt from the start), so that a large file is never held whole. `byte_range`
-    (first, last) asks for those bytes only: 206 is the server's yes, and a 200 (a server
-    that ignores ranges) comes back with its headers alone, the whole file left unread.
-    Never raises for the server's sake: the last answer or failure comes back."""
+    """GET `url` (redirects followed), hashing the body as it streams; retried per the module
+    doc, but a body past `max_bytes` (KEPT_BODY_LIMIT if held), a URL httpx cannot send and a
+    file `into` that cannot be written fail at once. `keep` holds the body; `into` writes it
+    there (each attempt from the start). `byte_range` (first, last) asks for those bytes: a
+    200 (ranges ignored) comes back with its headers alone. Never raises for the server's."""
     policy = policy or retry.RetryPolicy(attempts=5, initial_delay=1.0, total=300.0)
     deadline = deadline or retry.Deadline(policy.total, clock)
     hidden = tuple(secrets)
@@ -252,6 +250,8 @@ def fetch(
             raise _Retry(
                 retry.TryAgain(reason=failed.error or "connection failed"), failed
             ) from None
+        except OSError as error:  # the file `into` names: a full disk, a directory gone
+            return _unwritten(url, into, error, hidden)
         if got.status in retried:
             reason = f"HTTP {got.status}"
             raise _Retry(retry.TryAgain(reason=reason, after=_retry_after(got.headers)), got)
@@ -271,6 +271,12 @@ def fetch(
         )
     except retry.RetryExhausted:
         return last[0] if last else Download(status=None, url=url, error="no time left")
+
+
+def _unwritten(url: str, into: Path | None, error: OSError, hidden: Sequence[str]) -> Download:
+    where = f" into {into}" if into is not None else ""
+    why = f"cannot write the download{where}: {error.strerror or error}"
+    return Download(status=None, url=url, error=mask(why, hidden))
 
 
 def _streamed(

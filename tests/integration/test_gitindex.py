@@ -300,3 +300,21 @@ def test_the_token_goes_as_a_header_on_no_command_line(
     assert message.startswith(f"git index {url} ({BRANCH}): reading the branch failed")
     assert "wrongT0ken" not in message
     assert git("rev-parse", BRANCH, cwd=remote) == outcome.commit
+
+
+def test_a_symlink_where_a_label_goes_is_refused_and_the_branch_is_as_it_was(
+    remote: Path, tmp_path: Path
+) -> None:
+    """An alias a maintainer keeps (cu129 -> cu130) stood where this project's cu129/ goes:
+    `git update-index --replace` replaced it, exit 0."""
+    work = tmp_path / "maintainer"
+    git("clone", "--quiet", "--branch", BRANCH, str(remote), str(work))
+    (work / "cu129").symlink_to("cu130")
+    git("add", "--all", cwd=work)
+    git("commit", "--quiet", "-m", "alias", cwd=work)
+    git("push", "--quiet", "origin", BRANCH, cwd=work)
+    tip = git("rev-parse", BRANCH, cwd=remote)
+    with pytest.raises(PublishError) as caught:
+        publish(remote)
+    assert "nothing was pushed: cu129 is a symlink on the branch" in str(caught.value)
+    assert git("rev-parse", BRANCH, cwd=remote) == tip

@@ -738,3 +738,79 @@ def test_a_client_that_gave_up_on_github_does_not_ask_again_in_the_same_run(
     )
     assert github_standin.token not in second.value.message
     assert second.value.hint == "re-running `release plan` resumes where this run stopped"
+
+
+def reading_client(standin: GitHubStandIn, fake_time: FakeTime, **more: object) -> GithubClient:
+    return GithubClient(
+        api_url=standin.api_url,
+        token=Secret(standin.token),
+        policy=RetryPolicy(attempts=3, total=3600.0),
+        sleep=fake_time.sleep,
+        clock=fake_time.clock,
+        **more,  # type: ignore[arg-type]
+    )
+
+
+def test_a_list_whose_next_page_loops_ends_in_one_error(
+    github_standin: GitHubStandIn, fake_time: FakeTime
+) -> None:
+    """A `Link: rel="next"` back to a page already read: asked forever (85,000 requests a
+    minute) before the list kept the URLs it read."""
+    github_standin.faults.add(
+        Fault(
+            method="GET",
+            path=r"/releases$",
+            status=200,
+            body=b"[]",
+            headers={
+                "Link": f"<{github_standin.api_url}/repos/{DEFAULT_REPO}/releases?page=1>; "
+                'rel="next"'
+            },
+            count=10**6,
+        )
+    )
+    client = reading_client(github_standin, fake_time)
+    with pytest.raises(PublishError) as failed, client.session("(releases)"):
+        client.list_releases(DEFAULT_REPO)
+    assert "comes back to a page it gave" in failed.value.message
+    assert len(github_standin.request_log) <= 3
+
+
+@pytest.mark.parametrize(
+    ("headers", "waits"),
+    [
+        ({"retry-after": "Wed, 21 Oct 2099 07:28:00 GMT"}, True),  # RFC 9110 allows a date
+        ({"retry-after": "1.5"}, True),
+        ({"x-ratelimit-remaining": "0", "x-ratelimit-reset": "9" * 20}, False),  # past time_t
+    ],
+)
+def test_a_rate_limit_header_githubkit_cannot_read_is_a_wait_not_a_bug(
+    github_standin: GitHubStandIn, fake_time: FakeTime, headers: dict[str, str], waits: bool
+) -> None:
+    """githubkit's own reading of these raised ValueError or OverflowError: "a bug"."""
+    body = {"message": "You have exceeded a secondary rate limit."}
+    github_standin.faults.add(
+        Fault(method="GET", path=r"/releases$", status=429, headers=headers, body=body)
+    )
+    client = reading_client(github_standin, fake_time)
+    if waits:
+        with client.session("(releases)"):
+            assert client.list_releases(DEFAULT_REPO) == []
+        assert len(fake_time.sleeps) == 1
+        return
+    with pytest.raises(GithubUnreachable, match=r"rate limit"), client.session("(releases)"):
+        client.list_releases(DEFAULT_REPO)  # a reset past any bound: refused, not waited
+
+
+def test_a_rejected_token_is_named_by_the_variable_it_came_from(
+    github_standin: GitHubStandIn, fake_time: FakeTime
+) -> None:
+    github_standin.faults.add(
+        Fault(method="GET", path=r"/releases$", status=401, body={"message": "Bad credentials"})
+    )
+    client = reading_client(github_standin, fake_time, token_variable="WHL_TOKEN")
+    with pytest.raises(PublishError) as refused, client.session("(releases)"):
+        client.list_releases(DEFAULT_REPO)
+    assert refused.value.message.startswith("GitHub rejected the token (WHL_TOKEN) at ")
+    assert refused.value.hint is not None
+    assert refused.value.hint.startswith("set WHL_TOKEN to a valid")

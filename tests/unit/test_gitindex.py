@@ -6,6 +6,7 @@ is tests/integration/test_gitindex.py."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 
 import pytest
@@ -18,6 +19,7 @@ from release.remote.gitindex import (
     git_environment,
     merge_pages,
     pages_to_read,
+    unquoted_path,
 )
 
 PROJECT = "sgl-deep-gemm"
@@ -139,6 +141,53 @@ def test_the_index_may_be_a_directory_of_the_repository() -> None:
     assert b"sgl-kernel" in after["whl/cu130/index.html"]
     with pytest.raises(ValueError, match="not a directory inside the repository"):
         merged(before, pages, directory="../up")
+
+
+@pytest.mark.parametrize(
+    ("others", "files", "said"),
+    [
+        # an alias a maintainer keeps (cu129 -> cu130), a file, a submodule where a label goes
+        ({"cu129": "a symlink"}, {}, "cu129 is a symlink on the branch, where the index's folder"),
+        ({}, {"cu129": b"x"}, "cu129 is a file on the branch, where the index's folder cu129/"),
+        ({"cu129": "a submodule"}, {}, "cu129 is a submodule on the branch"),
+        # a folder where a label's root page goes
+        ({}, {"cu130/index.html/keep": b""}, "cu130/index.html is a folder on the branch"),
+    ],
+)
+def test_what_another_keeps_in_the_way_of_a_page_is_refused_not_replaced(
+    others: dict[str, str], files: dict[str, bytes], said: str
+) -> None:
+    tree = {**OTHERS, **files}
+    pages = PackagePages.from_rendered(rendered("cu129", "cu130"), PROJECT)
+    read = {p: tree[p] for p in pages_to_read(tree, pages, "")}
+    with pytest.raises(ValueError, match=re.escape(said)):
+        merge_pages(tree, read, pages, directory="", root_pages=roots, others=others)
+
+
+def test_in_the_projects_own_folder_everything_is_replaced() -> None:
+    tree = {**OTHERS, f"cu130/{PROJECT}/index.html/old": b""}
+    others = {f"cu130/{PROJECT}/link": "a symlink"}
+    pages = PackagePages.from_rendered(rendered("cu130"), PROJECT)
+    read = {p: tree[p] for p in pages_to_read(tree, pages, "")}
+    change = merge_pages(tree, read, pages, directory="", root_pages=roots, others=others)
+    assert set(change.deletes) == {f"cu130/{PROJECT}/index.html/old", f"cu130/{PROJECT}/link"}
+
+
+@pytest.mark.parametrize(
+    ("printed", "path"),
+    [
+        ("cu130/plain/index.html", "cu130/plain/index.html"),
+        ('"cu130/old\\rfile"', "cu130/old\rfile"),
+        ('"cu130/caf\\303\\251/a \\"q\\" \\\\"', 'cu130/caf\u00e9/a "q" \\'),
+    ],
+)
+def test_a_path_git_quoted_reads_back_byte_for_byte(printed: str, path: str) -> None:
+    assert unquoted_path(printed) == path
+
+
+def test_a_path_that_is_not_utf8_is_refused() -> None:
+    with pytest.raises(UnicodeDecodeError):
+        unquoted_path('"cu130/\\377"')
 
 
 def test_the_token_reaches_git_as_a_header_of_the_remotes_origin_only() -> None:
