@@ -13,6 +13,7 @@ what must change before the project builds, and what it could not decide.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from release.commands.parsing import arguments
 from release.commands.parsing.options import ExistingDir
 from release.console import Output
+from release.credentials import secret_values
 from release.defaults import PYPI_SIMPLE
 
 if TYPE_CHECKING:
@@ -119,6 +121,7 @@ def run(args: argparse.Namespace, out: Output) -> int:
             offline=args.offline,
             pypi_token_secret=args.pypi_token_secret,
             destination_token_secret=args.destination_token_secret,
+            hidden=secret_values(os.environ),
         )
     )
     out.document(init_json(outcome))

@@ -3,7 +3,7 @@ from its files read statically (release.project). `detect` reads the backend and
 targets, `torchaxes` a torch project's switch, Python axis and torch pin (the torch from
 an index page: `torchindex`), `decide` makes the matrix of them, `render` puts its values
 into the templates' slots, which `emit` dumps through ruamel.yaml (`values` says what no
-written file may hold), `run` writes both files together (`write`).
+written file may hold), `run` writes both files together (release.writing).
 
 Its modules:
 
@@ -16,7 +16,7 @@ Its modules:
   read.
 - `run`: One `release init`: read the project's files (never run them), ask the index for the
   torch versions of a torch project (one small request), decide, render, check that the matrix
-  loads, then write matrix.yaml and the caller workflow together (release.init.write).
+  loads, then write matrix.yaml and the caller workflow together (release.writing).
 - `toolref`: The commit the written caller pins the tool's workflows and action by: the one
   the tool's wheel records, else a git install's (PEP 610), else the checkout's.
 - `torchaxes`: What `release init` takes from a torch project besides its backend and targets
@@ -26,7 +26,4 @@ Its modules:
 - `values`: What `release init` refuses to write, and why: the text of a value that the YAML
   emitter could carry but that a workflow or a matrix must not (release.init.emit carries the
   rest exactly).
-- `write`: `release init`'s files written all or nothing (the edge): each is staged as a
-  temporary file next to its destination, with every directory it needs made first, and only
-  when all are staged are they moved in place.
 """

@@ -252,7 +252,11 @@ def _staged_notes(staged: Staged | None) -> list[Note]:
 
 
 def _naming_findings(named: Naming) -> list[Finding]:
-    out = []
+    """The name and version read, each where it is a name or a version (a version file
+    that holds anything else is the naming's problem, and its text is written nowhere)."""
+    out: list[Finding] = []
+    if named.problem is not None:
+        return out
     for key, said in (("name", named.name), ("version", named.version)):
         if said is not None and said.value is not None:
             out.append(Finding(key=key, value=said.value, source=said.source()))

@@ -37,7 +37,7 @@ DEFAULT_SMS = tuple(GpuTarget(n) for n in (75, 80, 86, 89, 90, 100))
 DEFAULT_PTX = GpuTarget(100)
 CONTRACT_VARIABLE = "RELEASE_SMS"  # what a backend of csrc's contract reads (csrc/BUILDING.md)
 TORCH_MODULES = frozenset({"torch", "torchvision", "torchaudio"})  # the torch backend's own
-_TORCH_ENTRY = re.compile(r"^(\d+)\.(\d)([af]?)(\+PTX)?$")
+_TORCH_ENTRY = re.compile(r"^(\d{1,2})\.(\d)([af]?)(\+PTX)?$")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -231,9 +231,12 @@ def _cmake_targets(cmake: CMakeLists, backend: Backend, hints: ArchHints) -> Tar
 def _gencode_targets(
     flags: Sequence[Gencode], backend: Backend, hints: ArchHints, changes: list[Note]
 ) -> Targets:
-    cubins = [GpuTarget.parse(sm) for flag in flags for sm in flag.cubins]
-    ptx = [GpuTarget.parse(p) for flag in flags for p in flag.ptx]
     changes.append(note_of(gencode_change(flags, (hints.variable, hints.gencode_sits))))
+    try:
+        cubins = [GpuTarget.parse(sm) for flag in flags for sm in flag.cubins]
+        ptx = [GpuTarget.parse(p) for flag in flags for p in flag.ptx]
+    except ValueError as error:  # sm_1000, sm_5: the flags name no target nvcc builds
+        return _default_targets(f"the -gencode flags do not read: {error}", changes=changes)
     if not cubins:
         return _default_targets("the -gencode flags are computed", changes=changes)
     highest_ptx = max(ptx, default=None)

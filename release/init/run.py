@@ -1,6 +1,6 @@
 """One `release init`: read the project's files (never run them), ask the index for the
 torch versions of a torch project (one small request), decide, render, check that the
-matrix loads, then write matrix.yaml and the caller workflow together (release.init.write).
+matrix loads, then write matrix.yaml and the caller workflow together (release.writing).
 Nothing is written when anything before or during the writes fails, and nothing is written
 over an existing file without `force`. The project's own files are only read.
 """
@@ -18,6 +18,7 @@ from packaging.version import Version
 
 from release import __version__
 from release.backends import backend_for
+from release.credentials import mask
 from release.defaults import PYPI_SIMPLE
 from release.errors import ConfigError, FileError, ToolchainError
 from release.init.decide import Decision, decide
@@ -26,7 +27,6 @@ from release.init.render import TORCH_TODO, render_matrix, render_workflow
 from release.init.toolref import tool_commit
 from release.init.torchindex import torch_releases
 from release.init.values import workflow_text_problem
-from release.init.write import write_together
 from release.inspection.torchcuda import TorchIndex
 from release.matrix import matrix_from_text
 from release.project import Reading, read_project_files, reading
@@ -34,6 +34,7 @@ from release.project.layout import read_layout
 from release.remote import httpclient as http
 from release.remote.retry import RetryPolicy
 from release.remote.simple_index import ACCEPT, parse_project_page
+from release.writing import write_together
 
 MATRIX = "matrix.yaml"
 WORKFLOW = Path(".github") / "workflows" / "release.yml"
@@ -51,6 +52,9 @@ class InitSettings:
     pypi_token_secret: str | None = None  # None: PyPI's trusted publishing
     # the secret of a destination in another repository (matrix.yaml's token-secret)
     destination_token_secret: str | None = None
+    # the environment's secret values, written into no file (a version file that is a link
+    # to /proc/self/environ read them all)
+    hidden: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -104,7 +108,7 @@ def init_project(settings: InitSettings, torch_source: TorchSource | None = None
             if target is not None and lookup.releases is not None:
                 lookup = with_built_for(lookup, index, target)
     decision = decide(read, backend, lookup, torch_index=settings.torch_index, layout=layout)
-    matrix_text = render_matrix(decision, __version__)
+    matrix_text = mask(render_matrix(decision, __version__), settings.hidden)
     check_loads(matrix_text, matrix_path, decision.found)
     workflow_text = render_workflow(
         __version__,
@@ -113,6 +117,7 @@ def init_project(settings: InitSettings, torch_source: TorchSource | None = None
         settings.pypi_token_secret,
         destination_token_secret=settings.destination_token_secret,
     )
+    workflow_text = mask(workflow_text, settings.hidden)
     written = tuple(
         Written(path=path, what=what, replaced=path.exists())
         for path, what in (

@@ -62,6 +62,7 @@ def commands(text: str) -> list[Command]:
     clean = _without_comments(text)
     found: list[Command] = []
     position = 0
+    line, counted = 1, 0  # the line of `counted`, the offset lines are counted up to
     while (match := _COMMAND.search(clean, position)) is not None:
         start, depth, index = match.end(), 1, match.end()
         quoted = False
@@ -78,10 +79,14 @@ def commands(text: str) -> list[Command]:
         arguments = tuple(
             m.group(1) if m.group(1) is not None else m.group(2) for m in _ARGUMENT.finditer(body)
         )
-        line = clean.count("\n", 0, match.start()) + 1
+        line += clean.count("\n", counted, match.start())
+        counted = match.start()
         found.append(Command(name=match.group(1).lower(), arguments=arguments, line=line))
         position = index
     return found
+
+
+_BRACKET_COMMENT = re.compile(r"#\[(=*)\[")
 
 
 def _without_comments(text: str) -> str:
@@ -93,7 +98,7 @@ def _without_comments(text: str) -> str:
         if char == '"' and (index == 0 or text[index - 1] != "\\"):
             quoted = not quoted
         if char == "#" and not quoted:
-            bracket = re.match(r"#\[(=*)\[", text[index:])
+            bracket = _BRACKET_COMMENT.match(text, index)
             if bracket:
                 close = text.find(f"]{bracket.group(1)}]", index)
                 end = len(text) if close < 0 else close + len(bracket.group(1)) + 2

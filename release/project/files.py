@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from packaging.utils import InvalidName, canonicalize_name
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from release.errors import ConfigError, FileError, shown
 from release.fsutil import not_utf8
@@ -37,6 +37,9 @@ from release.project.pysource import decode_python
 from release.project.setuppy import SetupPy, read_setup_py
 
 SETUP_PY = "setup.py"
+# A build file is read no further: setup.py files of 25 MB are read in seconds; one of a
+# gigabyte (or a link to /dev/zero's kin in /proc, whose size says 0) is not a build file.
+MAX_PROJECT_FILE = 64 * 2**20
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -141,9 +144,17 @@ def _read(path: Path) -> str | None:
             hint="a project's build files are plain files; replace it with one",
         )
     try:
+        with path.open("rb") as stream:
+            data = stream.read(MAX_PROJECT_FILE + 1)
+        if len(data) > MAX_PROJECT_FILE:
+            raise FileError(
+                f"cannot read the project file {path}: larger than "
+                f"{MAX_PROJECT_FILE // 2**20} MiB, which no build file is",
+                hint="a project's build files are source text; replace it with one",
+            )
         if path.suffix == ".py":
-            return decode_python(path.read_bytes(), str(path))
-        return path.read_text(encoding="utf-8")
+            return decode_python(data, str(path))
+        return data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
     except UnicodeDecodeError as error:
         if path.name in (PYPROJECT, SETUP_CFG):  # every build frontend reads them as UTF-8
             raise ConfigError([str(not_utf8(str(path), error))], hint="save it as UTF-8") from None
@@ -335,7 +346,7 @@ def _invalid(directory: Path, name: Said | None, version: Said | None) -> str | 
     if version is not None and version.value is not None:
         try:
             Version(version.value)
-        except InvalidVersion:
+        except ValueError:  # InvalidVersion, or a number of more digits than Python converts
             return f"{version.place.at(directory)}: version {shown(version.value)} is not PEP 440"
     return None
 

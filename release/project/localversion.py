@@ -12,6 +12,7 @@ import ast
 from dataclasses import dataclass
 
 from release.project.places import Place
+from release.project.pysource import parse_python
 
 OFF_CANDIDATES = ("0", "", "false", "False", "no", "off")
 
@@ -36,9 +37,8 @@ class _Unknown(Exception):
 def local_version_switch(text: str, file: str = "setup.py") -> LocalVersionSwitch | None:
     """The switch of the module doc where setup()'s version function has one that is on
     by default; None otherwise (or where the file does not parse)."""
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError):
+    tree = parse_python(text)
+    if tree is None:
         return None
     constants = {
         t.id: node.value

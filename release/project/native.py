@@ -14,6 +14,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from release.project.places import Place, Said
+from release.project.pysource import parse_python, unparsed
 
 SOURCE_SUFFIXES = (".cu", ".cpp", ".cc", ".cxx", ".c")
 # the CUDA libraries a project may link, as `-l` names them and matrix.yaml's
@@ -33,10 +34,12 @@ _IMPORT = re.compile(r"^\s*(?:import\s+([\w., ]+?)\s*(?:#.*)?$|from\s+([\w.]+)\s
 # A translation unit that binds to Python: the C-API, pybind11, nanobind, torch's Python
 # bindings (torch/extension.h and torch/python.h include Python.h), a module init, and
 # torch's op registration (torch's extension docs build those as py_limited_api wheels).
+# (Each repetition is bounded, so that a line of 10 MB is read in time linear in its length.)
 _PYTHON = re.compile(
-    r"#\s*include\s*[<\"](Python\.h|pybind11/[^>\"]*|nanobind/[^>\"]*|torch/extension\.h|"
-    r"torch/python\.h)[>\"]|\b(PYBIND11_MODULE|NB_MODULE|PyInit_\w+|PyModule_Create\w*|"
-    r"TORCH_LIBRARY(?:_FRAGMENT|_IMPL)?)\s*\("
+    r"#[ \t]{0,64}include[ \t]{0,64}[<\"](Python\.h|pybind11/[^>\"\n]{0,255}|"
+    r"nanobind/[^>\"\n]{0,255}|torch/extension\.h|torch/python\.h)[>\"]|"
+    r"\b(PYBIND11_MODULE|NB_MODULE|PyInit_\w{1,255}|PyModule_Create\w{0,64}|"
+    r"TORCH_LIBRARY(?:_FRAGMENT|_IMPL)?)[ \t]{0,64}\("
 )
 
 
@@ -88,17 +91,17 @@ def _unique(found: Iterable[Said]) -> Iterator[Said]:
 
 def native_of_setup_py(text: str, file: str = "setup.py") -> NativeBuild:
     """What a setup.py's string literals and setup() say (nothing, where it does not parse)."""
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError):
+    tree = parse_python(text)
+    if tree is None:
         return NativeBuild()
     parents = {id(c): n for n in ast.walk(tree) for c in ast.iter_child_nodes(n)}
+    lists = _named_lists(tree)
     units, libraries, standards, data, imports, requirements = [], [], [], [], [], []
     computed = []
     for node in ast.walk(tree):
         place = Place(file=file, line=getattr(node, "lineno", None))
         if isinstance(node, ast.JoinedStr) and _names_source(node):
-            computed.append(Said(place=place, expression=ast.unparse(node)))
+            computed.append(Said(place=place, expression=unparsed(node)))
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             imports += [Said(place=place, value=m) for m in _imported(node)]
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
@@ -116,11 +119,11 @@ def native_of_setup_py(text: str, file: str = "setup.py") -> NativeBuild:
             elif (year := _year(value)) is not None:
                 standards.append(Said(place=place, value=str(year), expression=value))
         elif isinstance(node, ast.keyword) and node.arg == "libraries":
-            libraries += [Said(place=place, value=v) for v in _strings(node.value)]
+            libraries += _said(node.value, lists, file)
         elif isinstance(node, ast.keyword) and node.arg == "package_data":
-            data += list(_package_data(node.value, file))
+            data += list(_package_data(node.value, file, lists))
         elif isinstance(node, ast.keyword) and node.arg == "install_requires":
-            requirements += [Said(place=place, value=v) for v in _strings(node.value)]
+            requirements += _said(node.value, lists, file)
     ordered = [s for _, s in sorted(units, key=lambda u: (u[1].place.line or 0, u[0]))]
     return NativeBuild(
         units=tuple(_unique(ordered)),
@@ -215,15 +218,84 @@ def _year(flag: str) -> int | None:
     return _YEARS.get(match.group(1)) if match else None
 
 
-def _strings(node: ast.expr) -> list[str]:
-    if isinstance(node, (ast.List, ast.Tuple)):
-        return [
-            e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)
-        ]
-    return []
+Strings = dict[str, list[ast.Constant]]
+_MOST_HELD = 1000  # strings a name is read to hold: `a += a` thirty times is not 2**30 of them
 
 
-def _package_data(node: ast.expr, file: str) -> Iterator[Said]:
+def _named_lists(tree: ast.Module) -> Strings:
+    """The string literals each module-level name holds, where a list or tuple of them is
+    assigned to it (`build_libraries = ['cudart', 'nvrtc']`) and what is added to it anywhere
+    (`+=`, `.append`, `.extend`, `.insert`): a conditional addition counts, since init asks
+    what the build may link or need, not what one run of it does."""
+    lists: Strings = {}
+    target: ast.expr
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, value = node.targets[0], node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            target, value = node.target, node.value
+        else:
+            continue
+        if isinstance(target, ast.Name) and isinstance(value, (ast.List, ast.Tuple)):
+            lists[target.id] = _constants(value, lists)
+    for added_to in ast.walk(tree):
+        if (
+            isinstance(added_to, ast.AugAssign)
+            and isinstance(added_to.op, ast.Add)
+            and isinstance(added_to.target, ast.Name)
+            and added_to.target.id in lists
+        ):
+            held = lists[added_to.target.id]
+            held += _constants(added_to.value, lists)[: _MOST_HELD - len(held)]
+        elif (
+            isinstance(added_to, ast.Call)
+            and isinstance(added_to.func, ast.Attribute)
+            and isinstance(added_to.func.value, ast.Name)
+            and added_to.func.value.id in lists
+            and added_to.func.attr in ("append", "extend", "insert")
+            and added_to.args
+        ):
+            added = added_to.args[-1]
+            held = lists[added_to.func.value.id]
+            held += (
+                _constants(ast.List(elts=[added]), lists)
+                if added_to.func.attr != "extend"
+                else _constants(added, lists)
+            )[: _MOST_HELD - len(held)]
+    return lists
+
+
+def _constants(node: ast.expr, lists: Strings) -> list[ast.Constant]:
+    """The string literals a list, a tuple, a name of `lists` or a sum of them holds, at
+    most _MOST_HELD (a sum of thousands of terms is walked without recursion)."""
+    out: list[ast.Constant] = []
+    pending = [node]
+    while pending and len(out) < _MOST_HELD:
+        here = pending.pop()
+        if isinstance(here, (ast.List, ast.Tuple)):
+            for element in here.elts:
+                if len(out) >= _MOST_HELD:
+                    break
+                if isinstance(element, ast.Constant) and isinstance(element.value, str):
+                    out.append(element)
+                elif isinstance(element, ast.Starred):
+                    out += _constants(element.value, lists)
+        elif isinstance(here, ast.Name):
+            out += lists.get(here.id, ())
+        elif isinstance(here, ast.BinOp) and isinstance(here.op, ast.Add):
+            pending += [here.right, here.left]  # the left one is taken first
+    return out[:_MOST_HELD]
+
+
+def _said(node: ast.expr, lists: Strings, file: str) -> list[Said]:
+    """Each string `node` holds, with the line it is written on."""
+    return [
+        Said(place=Place(file=file, line=c.lineno), value=str(c.value))
+        for c in _constants(node, lists)
+    ]
+
+
+def _package_data(node: ast.expr, file: str, lists: Strings) -> Iterator[Said]:
     if not isinstance(node, ast.Dict):
         return
     for key, value in zip(node.keys, node.values, strict=True):
@@ -231,7 +303,7 @@ def _package_data(node: ast.expr, file: str) -> Iterator[Said]:
             continue
         base = key.value.replace(".", "/") + "/" if key.value not in ("", "*") else ""
         place = Place(file=file, line=key.lineno)
-        yield from (Said(place=place, value=base + p) for p in _strings(value))
+        yield from (Said(place=place, value=base + str(c.value)) for c in _constants(value, lists))
 
 
 def _joined(leaf: ast.Constant, parent: ast.AST | None) -> str | None:

@@ -5,6 +5,7 @@ file must change and how. Pure."""
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,27 +45,51 @@ class Said:
         return f"{self.place} ({self.expression}, {self.via})" if self.via else str(self.place)
 
 
-_TABLE = re.compile(r"^\s*\[\[?\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
+# a table's header: `[name]`, `[[name]]`, a comment after it (no nested quantifiers: a line
+# of `[` and 60,000 spaces is read in time linear in its length)
+_TABLE = re.compile(r"^\s*\[\[?([^\]]*)\]\]?\s*(#.*)?$")
 
 
 def toml_line(text: str, table: str, key: str, needle: str | None = None) -> int | None:
     """The line where `key` is set in `[table]` of a TOML text (`needle`: the first line at
     or after it that holds that text, for an entry of a multi-line array), or None."""
+    start, found = _toml_scan(text, table, key, [needle] if needle is not None else [])
+    if needle is None:
+        return start
+    return found[0] if found else None
+
+
+def toml_lines(text: str, table: str, key: str, needles: Sequence[str]) -> list[int | None]:
+    """`toml_line` of each of `needles` (the entries of one array, in its order), read in one
+    pass: each from the line the one before it was found on; one not found is placed at the
+    key's line."""
+    start, found = _toml_scan(text, table, key, needles)
+    return [*found, *[start] * (len(needles) - len(found))]
+
+
+def _toml_scan(
+    text: str, table: str, key: str, needles: Sequence[str]
+) -> tuple[int | None, list[int]]:
+    """The key's line, and the lines of the leading needles found in order after it."""
     current = ""
-    start = None
+    start: int | None = None
+    found: list[int] = []
     key_line = re.compile(rf"^\s*[\"']?{re.escape(key)}[\"']?\s*=")
     for number, line in enumerate(text.splitlines(), start=1):
-        header = _TABLE.match(line)
+        header = _TABLE.match(line) if line.lstrip().startswith("[") else None
         if header:
             if start is not None:
                 break
-            current = header.group(1).replace('"', "").replace("'", "")
+            current = header.group(1).strip().replace('"', "").replace("'", "")
             continue
         if start is None and current == table and key_line.match(line):
             start = number
-        if start is not None and (needle is None or needle in line):
-            return number
-    return None
+        if start is not None:
+            while len(found) < len(needles) and needles[len(found)] in line:
+                found.append(number)
+            if len(found) == len(needles):
+                break
+    return start, found
 
 
 def ini_line(text: str, section: str, key: str) -> int | None:

@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from packaging.requirements import InvalidRequirement, Requirement
 
 from release.fsutil import UnreadableDocument, toml_document
-from release.project.places import Place, Said, ini_line, toml_line
+from release.project.places import Place, Said, ini_line, toml_line, toml_lines
 
 PYPROJECT = "pyproject.toml"
 SETUP_CFG = "setup.cfg"
 SCIKIT_BUILD = "scikit-build-core"
-_PYTHON_CLASSIFIER = re.compile(r"^Programming Language :: Python :: (3\.\d+)$")
+_PYTHON_CLASSIFIER = re.compile(r"^Programming Language :: Python :: (3\.\d{1,3})$")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -75,16 +75,20 @@ def read_pyproject(text: str) -> PyProject:
                 f"{PYPROJECT}{f':{line}' if line else ''}: [project] {key} must be a string, "
                 f"not {type(project[key]).__name__} {project[key]!r}"
             )
-    requires = []
+    parsed = []
     for entry in _list(system.get("requires")):
         if not isinstance(entry, str):
             continue
         try:
-            requirement = Requirement(entry)
+            parsed.append(Requirement(entry))
         except InvalidRequirement:
             continue
-        line = toml_line(text, "build-system", "requires", needle=requirement.name)
-        requires.append(BuildRequirement(requirement=requirement, place=_at(line)))
+    lines = toml_lines(text, "build-system", "requires", [r.name for r in parsed])
+    requires = [
+        BuildRequirement(requirement=r, place=_at(line))
+        for r, line in zip(parsed, lines, strict=True)
+    ]
+    dependencies = [d for d in _list(project.get("dependencies")) if isinstance(d, str)]
     backend = system.get("build-backend")
     paths = _list(system.get("backend-path"))
     dynamic = _list(project.get("dynamic"))
@@ -101,9 +105,12 @@ def read_pyproject(text: str) -> PyProject:
         version_from=_version_from(text, data),
         package_data=_package_data(text, data),
         dependencies=tuple(
-            Said(place=_at(toml_line(text, "project", "dependencies", needle=d)), value=d)
-            for d in _list(project.get("dependencies"))
-            if isinstance(d, str)
+            Said(place=_at(line), value=d)
+            for d, line in zip(
+                dependencies,
+                toml_lines(text, "project", "dependencies", dependencies),
+                strict=True,
+            )
         ),
     )
 

@@ -38,6 +38,11 @@ def decode_python(data: bytes, file: str) -> str:
         encoding = "utf-8"  # no declaration: its first lines are not UTF-8, said below
     try:
         text = data.decode(encoding)
+    except LookupError:  # a codec that is no text encoding: rot13, hex, zlib_codec
+        raise ConfigError(
+            [f"{file}: {encoding} is not a text encoding"],
+            hint="declare an encoding Python knows (PEP 263)",
+        ) from None
     except UnicodeDecodeError as error:
         line = data.count(b"\n", 0, error.start) + 1
         raise ConfigError(
@@ -45,6 +50,24 @@ def decode_python(data: bytes, file: str) -> str:
             hint="save it as UTF-8, or declare its encoding on its first lines (PEP 263)",
         ) from None
     return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def parse_python(text: str) -> ast.Module | None:
+    """The syntax tree of `text`, or None where Python would not compile it: a syntax error,
+    a NUL, or an expression nested past the parser's recursion limit (`L+L+...` of a few
+    thousand terms), which is the file's fault, not a bug of the reader."""
+    try:
+        return ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+
+def unparsed(node: ast.AST) -> str:
+    """`node`'s source as ast writes it, or a placeholder where it nests too deep to write."""
+    try:
+        return ast.unparse(node)
+    except RecursionError:
+        return "(an expression nested too deep to show)"
 
 
 class SourceIndex:

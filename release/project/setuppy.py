@@ -24,6 +24,7 @@ from release.project.pysource import (
     named,
     start,
     string_of,
+    unparsed,
 )
 from release.project.stableabi import StableAbi, stable_abi_in
 
@@ -149,7 +150,7 @@ def read_setup_py(text: str, file: str = "setup.py") -> SetupPy:
     but its `problem`."""
     try:
         tree = ast.parse(text)
-    except (SyntaxError, ValueError) as error:
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as error:
         line = getattr(error, "lineno", None)
         return _empty(f"{Place(file=file, line=line)}: not Python: {error}")
     reader = _Reader(SourceIndex(tree, text), file)
@@ -243,7 +244,7 @@ class _Reader:
         return Place(file=self.file, line=getattr(node, "lineno", None))
 
     def source(self, node: ast.AST) -> str:
-        return self.index.segment(node) or ast.unparse(node)
+        return self.index.segment(node) or unparsed(node)
 
     # - values -
 

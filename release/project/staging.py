@@ -156,6 +156,9 @@ def _variables(lines: Sequence[str]) -> dict[str, str]:
     return found
 
 
+_MOST_EXPANDED = 4096  # characters of a path a script's variables expand to
+
+
 def _expand(text: str, variables: Mapping[str, str], depth: int = 0) -> str | None:
     if depth > 8:
         return None
@@ -166,7 +169,9 @@ def _expand(text: str, variables: Mapping[str, str], depth: int = 0) -> str | No
         return variables.get(match.group(1) or match.group(2), "\0")
 
     expanded = _VARIABLE.sub(value, text)
-    return None if "\0" in expanded else _expand(expanded, variables, depth + 1)
+    if "\0" in expanded or len(expanded) > _MOST_EXPANDED:  # `A=$A$A` a dozen times: a bomb
+        return None
+    return _expand(expanded, variables, depth + 1)
 
 
 def _destination(line: str, variables: Mapping[str, str]) -> str | None:

@@ -1,4 +1,4 @@
-"""release.init.write through `release init`: both files are staged, and moved in place only
+"""release.writing through `release init`: both files are staged, and moved in place only
 when both are written; where the workflow's directory cannot be made or written, nothing of
 the user's is written or replaced, `--force` or not (issue 49: F21). init runs in-process
 (`release.cli.main`): no process, no socket.

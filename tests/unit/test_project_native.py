@@ -87,6 +87,43 @@ def test_a_setup_py_names_its_units_libraries_standard_data_and_imports() -> Non
     ]
 
 
+NAMED = """\
+import os
+from setuptools import setup
+build_libraries = ['cudart', 'nvrtc']
+base_requires: list[str] = ['apache-tvm-ffi==0.1.9']
+if os.getenv('WITH_BLAS'):
+    build_libraries.append('cublas')
+    build_libraries += ['cublasLt']
+data = ('include/**/*',)
+setup(
+    libraries=build_libraries,
+    install_requires=base_requires + ['numpy'],
+    package_data={'pkg': [*data, '*.cuh']},
+)
+"""
+
+
+def test_a_keyword_naming_a_module_level_list_reads_what_the_list_holds() -> None:
+    # `libraries=build_libraries` (DeepGEMM's setup.py): each string where it is written,
+    # what a branch adds to the list included
+    read = native_of_setup_py(NAMED)
+    assert [(lib.value, lib.place.line) for lib in read.libraries] == [
+        ("cudart", 3), ("nvrtc", 3), ("cublas", 6), ("cublasLt", 7)
+    ]  # fmt: skip
+    assert [(r.value, r.place.line) for r in read.requirements] == [
+        ("apache-tvm-ffi==0.1.9", 4), ("numpy", 11)
+    ]  # fmt: skip
+    assert [d.value for d in read.package_data] == ["pkg/include/**/*", "pkg/*.cuh"]
+
+
+def test_a_list_added_to_itself_is_read_in_bounded_time() -> None:
+    doubled = "a = ['-lcudart']\n" + "a += a\n" * 40 + "setup(libraries=a + a)\n"
+    read = native_of_setup_py(doubled)
+    assert 1 <= len(read.libraries) <= 2 * 1000 + 40
+    assert read.linked({"cudart"})[0].place.line == 1
+
+
 def test_a_staging_scripts_quoted_strings_and_heredoc_imports_are_read() -> None:
     read = native_of_script(SCRIPT, "build_x.sh")
     assert [(str(u.place), u.value) for u in read.units] == [
