@@ -22,7 +22,7 @@ from release.console import Annotation, Output, markdown_table
 from release.defaults import RELEASE_WORKFLOW, VERIFY_CONCURRENCY
 from release.errors import VerifyError
 from release.github_names import api_url_problem, repository_problem
-from release.inspection.findings import RULES
+from release.inspection.findings import RULES, one_line
 
 if TYPE_CHECKING:
     from release.verify.checks import VerifyReport
@@ -235,15 +235,17 @@ def run(args: argparse.Namespace, out: Output) -> int:
         for check in report.failed:
             out.annotate(
                 Annotation(
-                    message=f"{check.check} {check.subject}: {check.detail} ({check.url or '-'})",
+                    message=one_line(
+                        f"{check.check} {check.subject}: {check.detail} ({check.url or '-'})"
+                    ),
                     title=f"release verify: {check.check}",
                 )
             )
         first = report.failed[0]
         again = "release publish" + (" --channel nightly" if args.channel == "nightly" else "")
+        said = one_line(f"{first.check} {first.subject}: {first.detail}")  # a key with a newline
         raise VerifyError(
-            f"{len(report.failed)} of {len(report.checks)} checks failed; first: "
-            f"{first.check} {first.subject}: {first.detail}",
+            f"{len(report.failed)} of {len(report.checks)} checks failed; first: {said}",
             hint=PROVENANCE_HINT
             if first.check == "provenance"
             else INSPECTION_HINT

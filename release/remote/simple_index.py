@@ -156,7 +156,7 @@ def json_files(data: object, page_url: str) -> list[ListedFile]:
                 size=size if isinstance(size, int) and not isinstance(size, bool) else None,
                 hash_name=hash_name,
                 requires_python=requires if isinstance(requires, str) else None,
-                metadata_sha256=metadata if isinstance(metadata, str) else None,
+                metadata_sha256=metadata.lower() if isinstance(metadata, str) else None,
                 provenance_url=_joined(page_url, raw.get("provenance")),
                 yanked=bool(raw.get("yanked")),
                 digest=digest.lower() if isinstance(digest, str) else None,

@@ -226,16 +226,22 @@ def pip_command(
     ]  # fmt: skip
 
 
-def picked_filename(report: object) -> str | None:
-    """The file `pip install --report` chose (the first install item's URL basename)."""
+def picked_file(report: object) -> tuple[str | None, str | None]:
+    """The file `pip install --report` chose (the first install item's URL basename), and
+    the sha256 pip reports of the bytes it took (None where it reports none)."""
     if not isinstance(report, dict):
-        return None
+        return None, None
     items = report.get("install")
     if not isinstance(items, list) or not items or not isinstance(items[0], dict):
-        return None
+        return None, None
     info = items[0].get("download_info")
-    url = info.get("url", "") if isinstance(info, dict) else ""
-    return unquote(str(url).rsplit("/", 1)[-1].split("#", 1)[0]) or None
+    info = info if isinstance(info, dict) else {}
+    url = info.get("url", "")
+    name = unquote(str(url).rsplit("/", 1)[-1].split("#", 1)[0]) or None
+    archive = info.get("archive_info")
+    hashes = archive.get("hashes") if isinstance(archive, dict) else None
+    sha256 = hashes.get("sha256") if isinstance(hashes, dict) else None
+    return name, sha256.lower() if isinstance(sha256, str) else None
 
 
 # --- Credentials scoped to their origins. ---
@@ -526,9 +532,11 @@ def _pip_checks(
                 return Check(
                     subject=file.filename, check="pip", ok=False, detail=detail, url=file.index_url
                 )
-            picked = picked_filename(json_document(read_document(report), "pip's report"))
-            ok = picked == file.filename
+            picked, sha256 = picked_file(json_document(read_document(report), "pip's report"))
+            ok = picked == file.filename and sha256 in (None, file.sha256)
             detail = f"picks {picked}" if ok else f"picks {picked}, expected {file.filename}"
+            if picked == file.filename and not ok:  # another file of that name, served to pip
+                detail = f"picks {picked} of sha256 {sha256}, built {file.sha256}"
             return Check(
                 subject=file.filename, check="pip", ok=ok, detail=detail, url=file.index_url
             )

@@ -8,6 +8,7 @@ manifest), or, for `--tag` / `--latest`, from the destinations themselves
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
@@ -88,8 +89,11 @@ def verify_release(target: VerifyTarget, settings: VerifySettings, reach: Reach)
             if matrix is not None:  # before any request: a wrong matrix is no partial report
                 unknown_destinations(one, matrix.destinations)
             signer = expected_signer(matrix, one.version, settings) if matrix else None
+            started = time.monotonic()
             report = verify(one, reach, settings, signer=signer)
-            served = served_checks(one, matrix, reach, settings)
+            # the second look gets what is left of the release's --timeout, not one of its own
+            left = max(settings.deadline_s - (time.monotonic() - started), 0.001)
+            served = served_checks(one, matrix, reach, replace(settings, deadline_s=left))
             report = replace(report, checks=report.checks + tuple(served))
             if settings.provenance:
                 checks = provenance_of(one, matrix, target, settings, reach, http=http)

@@ -11,7 +11,10 @@ served, with the inspection `release audit` applies to anyone's wheels
   provision (the build listed it, and the sha256 ties the bytes to that);
 - each index page the release's files are listed on: a filename listed twice (every
   listing's hash against the bytes served: the listing and index checks read one), a link
-  to a wheel of the release's version that the release does not have;
+  to a wheel of the release's version that the release does not have; each link to one of
+  the release's wheels downloaded where it is not the URL already checked (a page, PyPI's
+  included, may link other bytes under the built hash: pip takes its link), and its PEP 658
+  `.metadata` held to the METADATA of the wheel as served (pip resolves from it alone);
 - the matrix's variants: each (local label, arch) of its cells has a wheel in the release.
 
 `served_checks` is the one call release.verify.run makes.
@@ -22,9 +25,10 @@ from __future__ import annotations
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from release.defaults import WHEEL_SIZE_LIMIT
 from release.destinations.reach import Reach
 from release.inspection.findings import Finding
 from release.inspection.indexrules import duplicates, hash_mismatch, stray_links
@@ -35,7 +39,7 @@ from release.records.published import Published, PublishedFile
 from release.remote import httpclient as http
 from release.remote.httpclient import Download
 from release.remote.retry import Deadline, RetryPolicy
-from release.remote.simple_index import ACCEPT, project_files, project_page_url
+from release.remote.simple_index import ACCEPT, ListedFile, project_files, project_page_url
 from release.verify.checks import Check, VerifySettings, origin_auth
 from release.workers import Workers
 
@@ -76,26 +80,31 @@ class _Getter:
         accept: str | None = None,
         into: Path | None = None,
         byte_range: tuple[int, int] | None = None,
+        max_bytes: int | None = None,
     ) -> Download:
         return http.fetch(
             self.client, url, keep=keep, accept=accept, into=into, policy=self.policy,
             deadline=self.deadline, secrets=self.secrets, byte_range=byte_range,
+            max_bytes=max_bytes,
         )  # fmt: skip
 
 
 def _wheel_checks(
     file: PublishedFile, cell: Cell | None, get: _Getter, scratch: Path, torch: TorchIndexes
-) -> tuple[list[Check], str | None]:
-    """The inspection of one wheel as served, and the sha256 of what was served."""
+) -> tuple[list[Check], str | None, str | None]:
+    """The inspection of one wheel as served, the sha256 of what was served and that of
+    its METADATA (None where it has none to read)."""
     path = scratch / f"{threading.get_ident()}.whl"  # a worker reads one wheel at a time
     torch_index = cell.torch_index if cell is not None else None  # None: PyPI's
     try:
-        got = get(file.url, into=path)
+        # no more than the built size (a gzip bomb, a body that never ends fills no disk)
+        most = file.size if file.size >= 0 else WHEEL_SIZE_LIMIT
+        got = get(file.url, into=path, max_bytes=most)
         if not got.ok:
             why = got.error or f"HTTP {got.status}"
             detail = f"not inspected again: it does not download ({why})"
             check = Check(subject=file.filename, check="inspection", ok=False, detail=detail)
-            return [check], None
+            return [check], None, None
         served = inspect_served(
             file.filename, path, url=file.url,
             cell_major=cell.cuda.major if cell is not None else None,
@@ -116,11 +125,53 @@ def _wheel_checks(
         checks.append(
             Check(subject=file.filename, check="inspection", ok=True, detail=detail, url=file.url)
         )
-    return checks, got.sha256
+    return checks, got.sha256, served.metadata_sha256
+
+
+def _link_checks(
+    page: str, files: Sequence[ListedFile], published: Published, metadata: Mapping[str, str],
+    get: _Getter,
+) -> list[Check]:  # fmt: skip
+    """The failures of the page's links to the release's wheels: other bytes at a link that
+    is not the URL the download check read, a `.metadata` that is not the served wheel's."""
+    ours = {f.filename: f for f in published.files}
+    failed = []
+    for listed in files:
+        file = ours.get(listed.name)
+        if file is None:
+            continue
+        subject = f"{page} -> {listed.name}"
+        if listed.url != file.url:
+            got = get(listed.url)
+            if not got.ok or got.sha256 != file.sha256:
+                detail = f"the page links other bytes: {_why(got)}, built {file.sha256}"
+                failed.append(
+                    Check(subject=subject, check="index", ok=False, detail=detail, url=listed.url)
+                )
+        expected = metadata.get(listed.name)
+        if listed.metadata_sha256 is not None and expected is not None:
+            got = get(listed.url + ".metadata")
+            if not got.ok or got.sha256 != expected:
+                detail = f"not the served wheel's METADATA: {_why(got)}, the wheel's {expected}"
+                url = listed.url + ".metadata"
+                failed.append(
+                    Check(subject=subject, check="metadata", ok=False, detail=detail, url=url)
+                )
+    return failed
+
+
+def _why(got: Download) -> str:
+    if got.ok:
+        return f"sha256 {got.sha256}"
+    return got.error or f"HTTP {got.status}"
 
 
 def _page_checks(
-    page: str, published: Published, served: Mapping[str, str], get: _Getter
+    page: str,
+    published: Published,
+    served: Mapping[str, str],
+    metadata: Mapping[str, str],
+    get: _Getter,
 ) -> list[Check]:
     """One index page read whole."""
     got = get(page, keep=True, accept=ACCEPT)
@@ -138,8 +189,9 @@ def _page_checks(
             found += [wrong] if wrong is not None else []
     names = [f.filename for f in published.files] + [c.filename for c in published.companions]
     found += stray_links(page, files, published.version, names)
-    if found:
-        return [_failed(one) for one in found]
+    links = _link_checks(page, files, published, metadata, get)
+    if found or links:
+        return [_failed(one) for one in found] + links
     detail = "read whole: no filename listed twice, no link to a wheel the release lacks"
     return [Check(subject=page, check="index-page", ok=True, detail=detail, url=page)]
 
@@ -204,10 +256,15 @@ def served_checks(
             )
         )
         served = {
-            f.filename: sha for f, (_, sha) in zip(published.files, reads, strict=True) if sha
+            f.filename: sha for f, (_, sha, _) in zip(published.files, reads, strict=True) if sha
         }
-        for wheel_checks, _ in reads:
+        metadata = {
+            f.filename: sha
+            for f, (_, served_sha, sha) in zip(published.files, reads, strict=True)
+            if sha and served_sha == f.sha256  # the METADATA of the built bytes alone
+        }
+        for wheel_checks, _, _ in reads:
             checks += wheel_checks
         for page in pages:
-            checks += _page_checks(page, published, served, get)
+            checks += _page_checks(page, published, served, metadata, get)
     return checks + missing_variants(published, matrix)

@@ -207,3 +207,16 @@ def test_a_root_page_names_its_projects_in_html_and_json() -> None:
     )
     assert not project.root
     assert [f.name for f in project.files] == ["k3_kernels-0.1.0-py3-none-any.whl"]
+
+
+def test_a_json_pages_metadata_hash_is_read_in_any_case() -> None:
+    """PEP 691's hashes are hex; an upper-case one named the file's lower-case hash wrong."""
+    upper = "F33A" * 16
+    body = json.dumps(
+        {"files": [{"filename": "a.whl", "url": "a.whl", "hashes": {"sha256": SHA_A},
+                    "core-metadata": {"sha256": upper}}]}
+    )  # fmt: skip
+    listed = parse_project_page(
+        body.encode(), "application/vnd.pypi.simple.v1+json", "https://x/simple/a/"
+    )
+    assert listed["a.whl"].metadata_sha256 == upper.lower()

@@ -12,7 +12,7 @@ from release.destinations.registry import index_auth
 from release.errors import ConfigError, VerifyError
 from release.matrix import GithubDestination, load_matrix
 from release.provenance.signature import ExpectedSigner
-from release.verify.checks import VerifySettings
+from release.verify.checks import VerifySettings, picked_file
 from release.verify.run import VerifyTarget, expected_signer, named_statically, tags_to_verify
 
 REPO = Path(__file__).resolve().parents[2]
@@ -112,3 +112,24 @@ def test_verify_reads_the_matrixnamed_statically_and_never_asks_the_build_backen
     (problem,) = raised.value.problems
     assert f"{project / 'setup.py'}:2: the name is computed (NAME)" in problem
     assert "release verify reads the project's name from its files" in problem
+
+
+def test_pips_report_gives_the_file_it_took_and_the_sha256_of_its_bytes() -> None:
+    """A server that answers pip alone with other bytes under the release's filename: the
+    name matched, and the check passed on it."""
+    report = {
+        "install": [
+            {
+                "download_info": {
+                    "url": "https://h/simple/k3/k3-0.1.0-py3-none-any.whl#sha256=" + "a" * 64,
+                    "archive_info": {"hashes": {"sha256": "B" * 64}},
+                }
+            }
+        ]
+    }
+    assert picked_file(report) == ("k3-0.1.0-py3-none-any.whl", "b" * 64)
+    assert picked_file({"install": [{"download_info": {"url": "https://h/x.whl"}}]}) == (
+        "x.whl",
+        None,
+    )
+    assert picked_file({"install": "no"}) == (None, None)
