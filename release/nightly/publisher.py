@@ -57,6 +57,7 @@ from release.nightly.promotion import (
     with_roots,
 )
 from release.nightly.state import (
+    MAX_STATE_BYTES,
     NightlyFile,
     NightlyState,
     Pruning,
@@ -73,6 +74,7 @@ CAS_ATTEMPTS = 20  # compare-and-swap rounds before giving up on a busy state
 CONDITIONAL_ATTEMPTS = 3  # creations refused (409) while nothing is there, before giving up
 MAX_NOTES = 10  # keep-list lines named one by one; the rest are counted
 MAX_PAGE_BYTES = 4 * 2**20  # a /nightly/ page read back that is larger is not this tool's
+MAX_KEEP_LIST_BYTES = 16 * 2**20  # of a keep-list object, lines past it are not read
 _LINKED = re.compile(rb"(?<![0-9a-f])([0-9a-f]{40})/")
 Uploaded = Callable[[str, int], None]
 Clock = Callable[[], float]
@@ -148,7 +150,7 @@ class S3Publisher:
         """The channel's state (one GET, kept for the run unless `again`)."""
         if self._read is None or again:
             key = self.prefix + STATE_KEY
-            stored = self.store.get(key)
+            stored = self.store.get(key, most=MAX_STATE_BYTES)
             if stored is None:
                 self._read = Read(state=NightlyState(project=self.project), etag=None)
             else:
@@ -429,7 +431,7 @@ class S3Publisher:
                 commit = known.get(key)
                 served |= {commit} if commit else set()
                 continue
-            stored = self.store.get(key)
+            stored = self.store.get(key, most=MAX_PAGE_BYTES)
             if stored is None:
                 continue  # gone since the listing
             if len(stored.data) > MAX_PAGE_BYTES:
@@ -498,11 +500,18 @@ class S3Publisher:
     def _read_pins(self) -> list[str]:
         if self.keep_list_object is None:
             return []
-        stored = self.store.get(self.prefix + self.keep_list_object)
+        stored = self.store.get(self.prefix + self.keep_list_object, most=MAX_KEEP_LIST_BYTES)
         if stored is None:
             return []
+        data = stored.data
+        if len(data) > MAX_KEEP_LIST_BYTES:
+            data = data[: data.rfind(b"\n", 0, MAX_KEEP_LIST_BYTES) + 1]
+            self.notes.append(
+                f"{self.keep_list_object}: past {MAX_KEEP_LIST_BYTES // 2**20} MiB: the rest "
+                "is not read"
+            )
         pins, ignored = [], 0
-        for number, line in enumerate(stored.data.decode("utf-8", "replace").splitlines(), 1):
+        for number, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
             text = line.split("#", 1)[0].strip()
             if not text:
                 continue
@@ -538,4 +547,6 @@ class S3Publisher:
 
 def _generation(metadata: Mapping[str, str]) -> int:
     value = metadata.get(GENERATION, "")
-    return int(value) if value.isdigit() else -1
+    # ASCII digits, no more than a counter holds (`²` is a digit to isdigit, 5000 of them
+    # are past int()'s limit): anything else is a page this channel did not write
+    return int(value) if value.isascii() and value.isdigit() and len(value) <= 18 else -1

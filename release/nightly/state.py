@@ -29,7 +29,7 @@ from packaging.utils import canonicalize_name
 
 from release.errors import PublishError
 from release.fsutil import UnreadableDocument, json_document
-from release.wheelfile import NotAWheel, WheelName
+from release.wheelfile import NotAWheel, WheelName, is_wheel_name
 
 STATE_SCHEMA = 1
 MAX_STATE_BYTES = 16 * 2**20  # about 200,000 kept commits: far past matrix.yaml's keep limit
@@ -207,11 +207,15 @@ def require_project(state: NightlyState, project: str, where: str) -> None:
     """PublishError unless `state` is `project`'s in this layout: its project and every
     wheel name of its shapes (another project's state is never acted on)."""
     wanted = canonicalize_name(project)
-    found = {canonicalize_name(state.project)} | {
-        WheelName.parse(name).project
-        for shape in state.shapes.values()
-        for name in shape.wheel_names(1)
-    }
+    try:
+        found = {canonicalize_name(state.project)} | {
+            WheelName.parse(name).project
+            for shape in state.shapes.values()
+            for name in shape.wheel_names(1)
+        }
+    except NotAWheel as error:  # a shape whose base is no version
+        reason = f"a wheel name of its shapes is {error}"
+        raise PublishError(f"{where} is not a nightly state ({reason})", hint=_RESTORE) from None
     others = sorted(found - {wanted})
     if others:
         raise PublishError(
@@ -334,9 +338,12 @@ def _pointer(raw: object) -> Pointer:
     for index, item in enumerate(_list(data.get("files"), "nightly.files")):
         f = _dict(item, f"nightly.files[{index}]")
         requires = f.get("requires_python")
+        filename = _str(f.get("filename"), f"nightly.files[{index}].filename")
+        if not is_wheel_name(filename):
+            raise ValueError(f"nightly.files[{index}].filename is not a wheel's name")
         files.append(
             NightlyFile(
-                filename=_str(f.get("filename"), f"nightly.files[{index}].filename"),
+                filename=filename,
                 sha256=_str(f.get("sha256"), f"nightly.files[{index}].sha256", _HEX64),
                 size=_int(f.get("size"), f"nightly.files[{index}].size"),
                 metadata_sha256=_str(

@@ -18,6 +18,7 @@ from dataclasses import replace
 
 from release.destinations.reach import Reach
 from release.errors import PublishError
+from release.inspection.findings import one_line
 from release.matrix import Matrix, Nightly, S3Destination, require_nightly
 from release.nightly.layout import (
     GENERATION,
@@ -352,7 +353,7 @@ def unexplained_checks(
     known = explained_keys(state, nightly, project)
     strays = sorted(k for k in listed if k not in known and not k.startswith(archive))
     checks = [
-        Check(subject=key, check="objects", ok=False, url=url_of(destination.index_url,
+        Check(subject=one_line(key), check="objects", ok=False, url=url_of(destination.index_url,
               key[len(destination.prefix):]),
               detail="not explained by the channel's state (left as it is)")
         for key in strays[:MAX_UNEXPLAINED]

@@ -24,6 +24,7 @@ import botocore
 import botocore.config
 import botocore.exceptions
 import botocore.loaders
+import botocore.parsers
 import botocore.session
 
 if TYPE_CHECKING:
@@ -99,6 +100,17 @@ class Stored:
     data: bytes = b""
 
 
+# The objects a command reads whole (a channel's state, a /nightly/ page, a keep-list) are
+# read no further: one a bucket's other writer made huge costs no memory past it.
+MAX_OBJECT_READ = 64 * 2**20
+
+
+class UnreadableAnswer(botocore.exceptions.BotoCoreError):
+    """An answer botocore could not parse, as one of its own errors."""
+
+    fmt = "the answer does not parse: {reason}"
+
+
 class Precondition(Exception):
     """A conditional write whose condition did not hold (412, or If-Match on a key that is
     not there): another writer got there first."""
@@ -172,11 +184,16 @@ class S3Store:
 
     # --- reads ---
 
-    def get(self, key: str) -> Stored | None:
+    def get(self, key: str, *, most: int = MAX_OBJECT_READ) -> Stored | None:
+        """The object `key`, its body read to `most` bytes and one more (so that a caller's
+        own bound sees an object past it without holding all of it); None where there is
+        none."""
         try:
             answer, data = self._call(
                 "GET", key,
-                lambda: _read_body(self._client.get_object(Bucket=self.bucket.name, Key=key)),
+                lambda: _read_body(
+                    self._client.get_object(Bucket=self.bucket.name, Key=key), most + 1
+                ),
             )  # fmt: skip
         except botocore.exceptions.ClientError as error:
             if _status(error) == 404 and _code(error) != "NoSuchBucket":
@@ -285,9 +302,11 @@ class S3Store:
                 )
 
     def list(self, prefix: str) -> dict[str, str]:
-        """Every object under `prefix`: its key and ETag (ListObjectsV2, page by page)."""
+        """Every object under `prefix`: its key and ETag (ListObjectsV2, page by page; a
+        continuation token given twice ends it in a PublishError, not a loop)."""
         found: dict[str, str] = {}
         token: str | None = None
+        tokens: set[str] = set()
         while True:
             try:
                 answer = self._call("LIST", prefix, self._listing(prefix, token))
@@ -298,6 +317,13 @@ class S3Store:
             token = answer.get("NextContinuationToken")
             if not answer.get("IsTruncated") or not token:
                 return found
+            if token in tokens:
+                raise PublishError(
+                    f"{self.bucket.describe()}: LIST {prefix} does not end: the server gives "
+                    "a continuation token it gave before",
+                    hint="the S3 server's listing is broken; check the endpoint",
+                )
+            tokens.add(token)
 
     def _deleting(self, batch: Sequence[str]) -> Callable[[], DeleteObjectsOutputTypeDef]:
         objects: list[ObjectIdentifierTypeDef] = [{"Key": k} for k in batch]
@@ -327,10 +353,18 @@ class S3Store:
                 return retry.TryAgain(reason=f"{type(error).__name__}: {error}")
             return None
 
+        def once() -> T:
+            try:
+                return operation()
+            except (ValueError, botocore.parsers.ResponseParserError) as error:
+                # botocore's parser on an answer it cannot read (a `Last-Modified: yesterday`,
+                # XML that is no S3 answer): the server's fault, said as the others are
+                raise UnreadableAnswer(reason=str(error)[:200]) from None
+
         policy = self.limits.policy
         try:
             return retry.call_with_retries(
-                lambda _: operation(), classify=classify, policy=policy,
+                lambda _: once(), classify=classify, policy=policy,
                 deadline=retry.Deadline(policy.total, time.monotonic), sleep=self._sleep,
                 what=f"{verb} {key}",
             )  # fmt: skip
@@ -362,11 +396,13 @@ class S3Store:
         return PublishError(message, hint=hint)
 
 
-def _read_body(answer: T) -> tuple[T, bytes]:
-    """The GetObject answer and its body, read in the same attempt (a body cut short is
-    retried with the request)."""
+def _read_body(answer: T, most: int) -> tuple[T, bytes]:
+    """The GetObject answer and its body (`most` bytes at the most), read in the same attempt
+    (a body cut short is retried with the request)."""
     body = answer["Body"]  # type: ignore[index]
-    return answer, body.read()
+    data: bytes = body.read(most)
+    body.close()
+    return answer, data
 
 
 def _code(error: botocore.exceptions.ClientError) -> str:

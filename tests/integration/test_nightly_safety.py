@@ -356,3 +356,17 @@ def test_plan_of_a_published_commit_finds_its_files_identical(make_channel: Make
     )
     assert plan.rows
     assert {row.state for row in plan.rows} == {"identical"}, plan.rows
+
+
+def test_an_object_read_whole_is_read_no_further_than_its_bound(
+    make_channel: MakeChannel, s3_server: S3Server
+) -> None:
+    """A state, page or keep-list another writer made huge was read whole into memory
+    before its size was judged."""
+    channel = make_channel(version="0.1.1")
+    channel.put(PREFIX + "huge.txt", b"0.1.1.dev1\n" * 400_000, "text/plain")  # 4.4 MB
+    bucket = Bucket(name=channel.bucket, endpoint=s3_server.endpoint, region="auto")
+    store = S3Store(bucket, s3_credentials(channel.env()))
+    stored = store.get(PREFIX + "huge.txt", most=1000)
+    assert stored is not None
+    assert len(stored.data) == 1001  # one past the bound: the caller sees it is over

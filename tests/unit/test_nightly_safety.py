@@ -12,7 +12,10 @@ import pytest
 from packaging.version import Version
 
 from release.errors import PublishError
+from release.matrix.nightly import keep_list_problem
+from release.nightly.layout import GENERATION
 from release.nightly.promotion import Retention, completed, deletions, registered, settled
+from release.nightly.publisher import _generation
 from release.nightly.state import (
     MAX_STATE_BYTES,
     NightlyState,
@@ -184,3 +187,29 @@ def test_an_s3_calls_total_deadline_is_its_attempts_and_waits() -> None:
 def test_keep_list_state_bytes_stay_json() -> None:
     state = channel(1, 2, 3)
     assert json.loads(to_bytes(state))["pruning"][0]["commit"] == commit(1).sha
+
+
+def test_a_state_whose_names_are_no_wheels_is_refused_in_one_line() -> None:
+    """A shape whose base is no version, a pointer file that is no wheel: both passed the
+    state's reading and broke later, on parsing the name (`a bug in release`)."""
+    state = channel(1, 2)
+    broken = Shape(base="not a version", wheels=state.shapes[next(iter(state.shapes))].wheels)
+    shaped = replace(state, shapes={**state.shapes, broken.id: broken})
+    with pytest.raises(PublishError, match=r"state.json is not a nightly state \(a wheel name"):
+        from_bytes(to_bytes(shaped), "state.json", project="k3-kernels")
+    data = json.loads(to_bytes(channel(1, 2)))
+    data["nightly"]["files"][0]["filename"] = "index.html"
+    with pytest.raises(PublishError, match=r"filename is not a wheel's name"):
+        from_bytes(json.dumps(data).encode(), "state.json", project="k3-kernels")
+
+
+@pytest.mark.parametrize("pin", ["0.1.0.dev" + "9" * 5000, "0.1.0.dev²"])
+def test_a_keep_list_pin_past_int_is_a_problem_not_a_bug(pin: str) -> None:
+    assert keep_list_problem(pin) is not None
+
+
+@pytest.mark.parametrize(
+    ("generation", "read"), [("7", 7), ("²", -1), ("9" * 5000, -1), ("", -1), ("-3", -1)]
+)
+def test_a_pages_generation_is_a_counter_or_none(generation: str, read: int) -> None:
+    assert _generation({GENERATION: generation}) == read
