@@ -15,6 +15,7 @@ from typing import cast
 
 from release import __version__, proc
 from release.commands.parsing.arguments import Command, Parser, UsageError, add_command, parents
+from release.commands.parsing.options import paths_unchecked
 from release.console import Annotation, Failure, Output
 from release.credentials import mask, secret_values
 from release.errors import ConfigError, FileError, ReleaseError
@@ -90,6 +91,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as error:
         return _refused(argv, error.lines(), Failure(message=error.message, hint=None, exit_code=2))
     except ReleaseError as error:  # an output path the command could not write (options.py)
+        with paths_unchecked():  # an unknown option before it is the usage error to say
+            try:
+                build_parser(argv).parse_args(argv)
+            except UsageError as usage:
+                said = Failure(message=usage.message, hint=None, exit_code=2)
+                return _refused(argv, usage.lines(), said)
         return _refused(argv, error.lines(), failure_of(error))
     output = Output(
         environ,

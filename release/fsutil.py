@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import re
+import stat
 import sys
 import tempfile
 import threading
@@ -191,7 +192,10 @@ def toml_document(data: bytes | str, where: str) -> dict[str, Any]:
 
 def read_document(path: Path) -> bytes:
     """The bytes of the file at `path`, at most one more than MAX_DOCUMENT_BYTES (so that
-    `json_document` and `toml_document` refuse a larger one without reading it all)."""
+    `json_document` and `toml_document` refuse a larger one without reading it all); an
+    OSError naming it where it is no regular file (a FIFO would block the read forever)."""
+    if not stat.S_ISREG(os.stat(path).st_mode):
+        raise OSError(errno.EINVAL, "not a regular file", str(path))
     with path.open("rb") as handle:
         return handle.read(MAX_DOCUMENT_BYTES + 1)
 

@@ -30,7 +30,7 @@ import re
 import zipfile
 from dataclasses import dataclass
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from release.matrix import Cell
 from release.wheelfile import (
@@ -92,7 +92,7 @@ def relabel(filename: str, data: bytes, label: str | None) -> Relabelled:
         raise RelabelError(f"{filename}: {error.detail}") from None
     try:
         new_version = labelled_version(version, label)
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or a number of more digits than int() reads
         raise RelabelError(f"{label!r} is not a valid local version label") from None
     return rewrite_version(filename, data, new_version)
 

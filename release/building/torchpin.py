@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import Specifier
 from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from release.project.stableabi import target_version
 from release.wheelfile import rewritten_record, rewritten_wheel
@@ -112,7 +112,9 @@ def _interval(spec: Specifier) -> _Interval:
         return _Interval((Version(text[:-2] + ".dev0"), True), (_next_dev(prefix), False))
     try:
         version = Version(text)
-    except InvalidVersion:  # an `===` of something that is no version
+    except (
+        ValueError
+    ):  # an `===` of something that is no version (InvalidVersion, or digits past int())
         return _Interval()
     if operator in ("==", "==="):
         return _Interval((version, True), (version, True))

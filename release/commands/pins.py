@@ -11,7 +11,6 @@ import argparse
 
 from release.commands.parsing import arguments, common
 from release.console import Output
-from release.fsutil import write_atomic
 
 HELP = "write hash-pinned requirement files for each variant of a publish"
 SHARED: tuple[arguments.Shared, ...] = ("output",)
@@ -32,15 +31,16 @@ def run(args: argparse.Namespace, output: Output) -> int:
     from release.downstream.requirement_files import install_lines, pin_files
     from release.records.dist import load_dist
     from release.records.published import RECORD_NAME, read_record, with_overrides
+    from release.writing import write_together
 
     manifest = load_dist(args.dist, missing_ok=True)
     published = with_overrides(
-        read_record(args.dist / RECORD_NAME, manifest), common.parse_overrides(args.index_url)
+        read_record(args.dist / RECORD_NAME, manifest),
+        common.parse_overrides(args.index_url),
     )
     out = common.output_dir(args.out or args.dist / "pins", "--out")
     files = pin_files(published)
-    for file in files:
-        write_atomic(out / file.name, file.text.encode())
+    write_together([(out / file.name, file.text.encode()) for file in files])  # or none
     lines = install_lines(published)
     output.document(
         {

@@ -24,11 +24,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from release.errors import ConfigError, PublishError
-from release.fsutil import write_atomic
 from release.matrix import nccl_package, nccl_requirement
 from release.remote import simple_index
 from release.remote.httpclient import Client, fetch
 from release.remote.retry import RetryPolicy
+from release.writing import write_together
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -93,12 +93,8 @@ def override_files(pins: Mapping[int, object]) -> list[OverrideFile]:
 
 
 def write_override_files(files: list[OverrideFile], out_dir: Path) -> list[Path]:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    written = []
-    for file in files:
-        path = out_dir / file.name
-        write_atomic(path, file.text.encode())
-        written.append(path)
+    written = [out_dir / file.name for file in files]
+    write_together([(path, file.text.encode()) for path, file in zip(written, files, strict=True)])
     return written
 
 

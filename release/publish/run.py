@@ -32,7 +32,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from release.destinations.base import Publisher, Uploaded
 from release.destinations.buildtag import Rebuilt, marked, with_build_tags
@@ -292,7 +292,7 @@ def next_version(version: str) -> str:
     what to release when the published one cannot change."""
     try:
         parsed = Version(version)
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or a number of more digits than int() reads
         return "a new version"
     pre = "".join(str(part) for part in parsed.pre) if parsed.pre else ""
     return f"{parsed.base_version}{pre}.post{(parsed.post or 0) + 1}"

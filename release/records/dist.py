@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from release.errors import ConfigError, FileError
 from release.fsutil import sha256_file, write_atomic
@@ -63,7 +63,7 @@ def entry_problems(manifest: Manifest, entry: WheelEntry, facts: WheelFacts | No
         problems.append(f"{name}: the manifest is for {manifest.project}")
     try:
         public = Version(manifest.version)
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or a number of more digits than int() reads
         return [f"the manifest's version {manifest.version[:40]!r} is not PEP 440"]
     if version.public != str(public):
         problems.append(f"{name}: version {version}, the manifest releases {manifest.version}")

@@ -18,8 +18,10 @@ from typing import Any
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+from release.credentials import has_credentials
 from release.errors import ConfigError
 from release.fsutil import json_text, read_json, write_atomic
+from release.github_names import repository_problem
 from release.matrix import (
     INDEX_KINDS,
     KINDS,
@@ -334,6 +336,20 @@ def _destination(raw: Mapping[str, Any], where: str) -> DestinationRef:
     secret = destination.token_secret
     if secret is not None and (problem := token_secret_problem(secret)) is not None:
         raise ValueError(f"{where}.token_secret: {problem}")
+    for key in ("max_file_size", "max_project_size"):
+        size = getattr(destination, key)
+        if size is not None and not 0 < size < 2**63:
+            raise ValueError(f"{where}.{key}: {str(size)[:20]} is not a size")
+    for key in _DESTINATION_TEXT:
+        text = getattr(destination, key)
+        if text is not None and (not text.isprintable() or len(text) > 4096):
+            raise ValueError(f"{where}.{key}: {text[:20]!r}... holds a control character")
+    if destination.repository and (problem := repository_problem(destination.repository)):
+        raise ValueError(f"{where}.repository: {destination.repository[:40]!r}: {problem}")
+    for key in ("api_url", "index_url", "repository_url", "endpoint"):
+        url = getattr(destination, key)
+        if url is not None and has_credentials(url):
+            raise ValueError(f"{where}.{key}: holds credentials, which no record may hold")
     return destination
 
 

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from release.credentials import mask
+from release.credentials import mask, written_url_problem
 from release.errors import ConfigError, shown
 from release.fsutil import json_document, json_text, read_document, read_json, write_atomic
 from release.records.manifest import SHA256_HEX, Manifest, WheelEntry
@@ -65,15 +65,12 @@ class Published:
     unlisted: tuple[str, ...] = field(default=())
 
 
-def _url(value: object) -> bool:
-    return isinstance(value, str) and value.startswith(("https://", "http://"))
-
-
 def read_record(path: Path, manifest: Manifest) -> Published:
     """The publish record, checked against the manifest (the manifest's sha256 wins)."""
     data = read_json(path, "publish record", "run `release publish` first (it writes it)")
     built = manifest.by_filename()
-    files = []
+    files: list[PublishedFile] = []
+    seen: set[str] = set()
     problems = []
     raw_files = data.get("files") if isinstance(data, dict) else None
     if not isinstance(raw_files, list):
@@ -90,12 +87,16 @@ def read_record(path: Path, manifest: Manifest) -> Published:
         if not isinstance(name, str) or name not in built:
             problems.append(f"{where}: {shown(name)} is not in the manifest")
             continue
-        if not _url(url):
-            problems.append(f"{where}.url: {shown(url)} is not an http(s) URL")
+        if (bad := written_url_problem(url)) is not None:
+            problems.append(f"{where}.url: {shown(url)} {bad}")
             continue
-        if index_url is not None and not _url(index_url):
-            problems.append(f"{where}.index_url: {shown(index_url)} is not an http(s) URL")
+        if index_url is not None and (bad := written_url_problem(index_url)) is not None:
+            problems.append(f"{where}.index_url: {shown(index_url)} {bad}")
             continue
+        if name in seen:
+            problems.append(f"{where}: {name} is listed twice")
+            continue
+        seen.add(name)
         attested = raw.get("attested") is True
         files.append(
             PublishedFile.from_entry(
@@ -153,8 +154,8 @@ def _companions(raw_list: object, path: Path, problems: list[str]) -> list[Publi
             problems.append(f"{where}: not an object")
             continue
         name, url, sha256, size = (raw.get(k) for k in ("filename", "url", "sha256", "size"))
-        if not isinstance(name, str) or "/" in name or not _url(url):
-            problems.append(f"{where}: needs a file name and an http(s) URL")
+        if not isinstance(name, str) or "/" in name or written_url_problem(url) is not None:
+            problems.append(f"{where}: needs a file name and an http(s) URL (no credentials)")
             continue
         if not isinstance(sha256, str) or not SHA256_HEX.match(sha256):
             problems.append(f"{where}.sha256: not 64 hex digits")

@@ -13,6 +13,7 @@ deletes.
 from __future__ import annotations
 
 import fcntl
+import math
 import os
 import re
 import shutil
@@ -44,7 +45,10 @@ def parse_size(text: str) -> int | None:
     match = _SIZE.match(text)
     if match is None or match[2].lower() not in _UNITS:
         raise ValueError(f"{text!r} is not a size (write e.g. 16GiB, 500MB, or none)")
-    return int(float(match[1]) * _UNITS[match[2].lower()])
+    size = float(match[1]) * _UNITS[match[2].lower()]
+    if not math.isfinite(size) or size > 2**63:  # 400 nines: past any disk, and past int()
+        raise ValueError(f"{text[:40]!r} is not a size (write e.g. 16GiB, 500MB, or none)")
+    return int(size)
 
 
 def shown_size(size: int) -> str:

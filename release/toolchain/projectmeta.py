@@ -284,7 +284,7 @@ def vcs_version(project: Path, name: str, env: Mapping[str, str]) -> Version | N
         return None
     try:
         return Version(computed)
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or a number of more digits than int() reads
         problem = f"{pyproject}: setuptools-scm's version {computed!r} is not PEP 440"
         raise ConfigError([problem]) from None
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from release import proc
 from release.errors import ToolchainError
@@ -54,7 +54,7 @@ def pip_problem(version: str | None) -> str | None:
     try:
         if Version(version) >= Version(PIP_FLOOR):
             return None
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or a number of more digits than int() reads
         return f"has a pip whose version cannot be read ({version!r})"
     return f"has pip {version}, older than {PIP_FLOOR}, the oldest that provisioning works with"
 

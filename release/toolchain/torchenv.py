@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from release import proc
 from release.backends.base import EnvironmentPaths, EnvironmentSpec
@@ -130,7 +130,7 @@ def torch_problem(spec: TorchEnvSpec, reported: Mapping[str, object]) -> str | N
     build for another CUDA major (checked before anything is compiled)."""
     try:
         version = Version(str(reported.get("version")))
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or a number of more digits than int() reads
         return f"torch reports an unreadable version {reported.get('version')!r}"
     if Version(version.public) != spec.torch:
         return f"the index gave torch {version}, not the pinned {spec.torch}"

@@ -259,7 +259,8 @@ def test_a_file_the_writer_cannot_replace_names_that_file(
     (out / "cu12.txt").mkdir(parents=True)  # passes --out's check; fails the write
     code, err = fails_cleanly(["nccl", "--matrix", MATRIX, "--out", str(out)], tmp_path, capsys)
     assert code == 8
-    assert err[0] == f"error: {out / 'cu12.txt'}: Is a directory"
+    assert err[0] == f"error: cannot write {out / 'cu12.txt'}: it is not a regular file"
+    assert sorted(p.name for p in out.iterdir()) == ["cu12.txt"]  # all or nothing: no other
 
 
 def in_a_missing_directory(tmp: Path) -> Path:
@@ -547,3 +548,25 @@ def test_init_takes_a_destination_token_secret_matrix_yaml_would_take(
     )
     args = build_parser().parse_args(["init", "--destination-token-secret", "GH_PAT_FOR_WHL"])
     assert args.destination_token_secret == "GH_PAT_FOR_WHL"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        ["init", "--workflow", "/no/such/dir"],  # the value taken as init's DIR
+        ["init", "/no/such/dir", "--bogus"],
+        ["nccl", "--out", "/dev/null/x", "--bogus"],
+    ],
+)
+def test_an_unknown_option_is_said_before_a_path_it_made_wrong(
+    line: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A mistyped option whose value argparse then takes as a path: the option is the
+    error, not the path."""
+    code = main([*line, "--json"])
+    out, err = capsys.readouterr()
+    assert code == 2, err
+    document = one_failure_document(out, err, line[0], code)
+    assert document["error"]["message"].startswith("unrecognized arguments: "), err
+    assert "no such directory" not in err
+    assert "not a directory" not in err

@@ -38,6 +38,12 @@ def test_a_budget_is_a_size_or_none(text: str, size: int | None) -> None:
     assert parse_size(text) == size
 
 
+@pytest.mark.parametrize("text", ["9" * 400, "1e999", "nan GiB"])
+def test_a_size_past_any_disk_is_no_size(text: str) -> None:
+    with pytest.raises(ValueError, match=r"is not a size"):
+        parse_size(text)
+
+
 def test_a_budget_that_is_no_size_is_a_config_error_naming_the_variable() -> None:
     with pytest.raises(ConfigError) as caught:
         budget_of({"RELEASE_TORCH_ENV_BUDGET": "twenty gigs"})

@@ -3,6 +3,7 @@ alias bombs, deep nesting, huge lists, long values, and more problems than anyon
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from release.errors import MAX_SHOWN_PROBLEMS, SHOWN_CHARS, ConfigError
-from release.matrix import matrix_from_text
+from release.matrix import load_matrix, matrix_from_text
 from release.yamlspec import MAX_DEPTH, MAX_ITEMS, MAX_VALUES
 
 PROJECT = Path(__file__).parent.parent / "data" / "matrix" / "project"
@@ -140,3 +141,55 @@ def test_any_nesting_and_aliasing_loads_or_fails_cleanly(
         assert len(failure.lines()) <= MAX_SHOWN_PROBLEMS + 2
         for line in failure.lines():
             assert len(line) < LONGEST_LINE
+
+
+def test_a_nul_in_any_value_is_refused_where_it_stands() -> None:
+    error = load(f'{HEAD}build:\n  prepare: {{command: x, version-file: "a\\0b"}}\n')
+    assert error.problems == ("matrix.yaml:5:39: a value holding a NUL character",)
+
+
+@pytest.mark.parametrize(
+    ("tag", "said"),
+    [
+        ("v{version}}", "must contain {version} once and no other brace"),
+        ("v{version}-{version}", "must contain {version} once and no other brace"),
+        ("v{version}\\x1b[2J", "does not make a git tag"),
+        ("v{version} rc", "does not make a git tag"),
+        ("v{version}.lock", "does not make a git tag"),
+    ],
+)
+def test_a_tag_template_git_cannot_tag_is_refused(tag: str, said: str) -> None:
+    destinations = f'destinations:\n  gh: {{kind: github, repository: o/r, tag: "{tag}"}}\n'
+    text = f"project: ../project\n{destinations}cuda:\n  '13.0': {{destination: gh}}\n"
+    error = load(text)
+    assert [p for p in error.problems if said in p], error.problems
+
+
+def test_a_matrix_file_that_is_no_regular_file_is_refused_unread(tmp_path: Path) -> None:
+    fifo = tmp_path / "fifo.yaml"
+    os.mkfifo(fifo)  # a blocking read would wait for a writer forever
+    zero = tmp_path / "zero.yaml"
+    zero.symlink_to("/dev/zero")  # a read would never end
+    for path in (fifo, zero):
+        with pytest.raises(ConfigError) as caught:
+            load_matrix(path)
+        assert caught.value.problems == (f"{path}: not a regular file",)
+
+
+def test_a_project_that_does_not_resolve_is_a_problem_of_project(tmp_path: Path) -> None:
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    rest = HEAD.split("\n", 1)[1]
+    with pytest.raises(ConfigError) as caught:
+        matrix_from_text(f"project: loop\n{rest}cuda: {{}}\n", tmp_path / "m.yaml")
+    assert caught.value.problems[0].startswith("m.yaml:1:10: project: 'loop' does not resolve")
+
+
+def test_a_version_of_more_digits_than_python_converts_is_not_pep_440(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "pyproject.toml").write_text(
+        f'[project]\nname = "k3"\nversion = "{"1" * 5000}"\n', encoding="utf-8"
+    )
+    error = load(HEAD.replace("../project", str(project)) + "cuda: {}\n")
+    assert "pyproject.toml:3: version '1111" in error.message
+    assert "is not PEP 440" in error.message

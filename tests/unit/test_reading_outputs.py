@@ -4,6 +4,7 @@ that names the file, never a traceback."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -62,6 +63,7 @@ GOOD_WHEEL = {
     "toolchain": {},
     "destination": {"name": "pypi", "kind": "pypi", "max_file_size": 100, "index_url": None},
 }
+GH = {"name": "gh", "kind": "github", "max_file_size": 100, "repository": "o/r", "tag": "v1"}
 HOSTILE: dict[str, tuple[str, object]] = {
     "filename-path": ("filename", "../../k3_kernels-0.1.0-py3-none-any.whl"),
     "filename-not-a-wheel": ("filename", "setup.py"),
@@ -77,6 +79,12 @@ HOSTILE: dict[str, tuple[str, object]] = {
     "device-bytes-label": ("device_bytes", {"../x": 1}),
     "device-bytes-negative": ("device_bytes", {"sm_90": -1}),
     "device-bytes-bool": ("device_bytes", {"sm_90": True}),
+    # each was accepted, and failed later at its use (publish: "not asked", exit 9)
+    "destination-repository": ("destination", {**GH, "repository": "a"}),
+    "destination-size": ("destination", {**GH, "max_file_size": -5}),
+    "destination-size-huge": ("destination", {**GH, "max_file_size": 10**500}),
+    "destination-tag-newline": ("destination", {**GH, "tag": "v1\nx"}),
+    "destination-api-credentials": ("destination", {**GH, "api_url": "https://u:p@api/"}),
 }
 
 
@@ -170,8 +178,28 @@ def test_the_index_that_lists_a_destination_is_recorded_beside_its_wheels(tmp_pa
         [{"filename": GOOD_WHEEL["filename"], "url": {"x": 1}}],
         [{"filename": GOOD_WHEEL["filename"], "url": "file:///etc/passwd"}],
         [{"filename": GOOD_WHEEL["filename"], "url": "https://x/", "index_url": 5}],
+        # what pins would write into a requirement file: a credential, a line of its own
+        [{"filename": GOOD_WHEEL["filename"], "url": "https://u:SECRETSENTINEL@x/a.whl"}],
+        [{"filename": GOOD_WHEEL["filename"], "url": "https://x/a.whl?token=SECRETSENTINEL"}],
+        [{"filename": GOOD_WHEEL["filename"], "url": "https://x/a.whl\n--index-url https://e/"}],
+        [{"filename": GOOD_WHEEL["filename"], "url": "https://x/", "index_url": "https://x/ y"}],
+        [
+            {"filename": GOOD_WHEEL["filename"], "url": "https://x/a.whl"},
+            {"filename": GOOD_WHEEL["filename"], "url": "https://y/a.whl"},
+        ],
     ],
-    ids=["files-object", "file-list", "url-object", "url-file", "index-number"],
+    ids=[
+        "files-object",
+        "file-list",
+        "url-object",
+        "url-file",
+        "index-number",
+        "url-userinfo",
+        "url-token",
+        "url-newline",
+        "index-space",
+        "listed-twice",
+    ],
 )
 def test_a_malformed_publish_record_is_a_config_error(files: object, tmp_path: Path) -> None:
     manifest_path = tmp_path / "manifest.json"
@@ -185,3 +213,11 @@ def test_a_malformed_publish_record_is_a_config_error(files: object, tmp_path: P
     with pytest.raises(ConfigError) as caught:
         read_record(record, read_manifest(manifest_path))
     assert str(record) in caught.value.message
+    assert "SECRETSENTINEL" not in caught.value.message
+
+
+def test_a_record_that_is_no_regular_file_is_refused_unread(tmp_path: Path) -> None:
+    fifo = tmp_path / "published.json"
+    os.mkfifo(fifo)  # a read would wait for a writer forever
+    with pytest.raises(FileError, match=r"not a regular file"):
+        read_record(fifo, EMPTY)

@@ -73,7 +73,10 @@ def checked_variable(
 
 
 def parse_overrides(values: list[str]) -> dict[str, str]:
-    """`--index-url NAME=URL` options (NAME: a destination or a local label)."""
+    """`--index-url NAME=URL` options (NAME: a destination or a local label). A URL holds
+    no white space or control character (pins writes it into a file, where a newline would
+    add a line of its own); it may hold a private index's credentials, which verify sends
+    where they are asked and pins writes where the user asked for them, both showing `***`."""
     out = {}
     problems = []
     for value in values:
@@ -82,7 +85,13 @@ def parse_overrides(values: list[str]) -> dict[str, str]:
             given = redact(repr(value))
             problems.append(f"--index-url {given}: write NAME=URL (NAME: a destination or label)")
             continue
-        out[name] = url if url.endswith("/") else url + "/"
+        if any(c.isspace() or not c.isprintable() for c in url):
+            problems.append(
+                f"--index-url {redact(repr(value))}: the URL holds white space or a control "
+                "character"
+            )
+            continue
+        out[name] = url if url.endswith("/") or "?" in url else url + "/"  # a query kept whole
     if problems:
         raise ConfigError(problems)
     return out

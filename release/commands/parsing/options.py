@@ -12,6 +12,9 @@ from __future__ import annotations
 import argparse
 import math
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +23,20 @@ from release.errors import SHOWN_CHARS, FileError, shown
 from release.github_names import api_url_problem, repository_problem
 
 PATH_HINT = "give a path whose directory exists and is writable"
+
+# Off while the command line is parsed again to find a usage error (an unknown option) that
+# a path's FileError, raised as argparse converts it, came before: the usage error is said.
+_PATHS_CHECKED: ContextVar[bool] = ContextVar("paths_checked", default=True)
+
+
+@contextmanager
+def paths_unchecked() -> Iterator[None]:
+    """The output-path types take any path, for as long as the block runs."""
+    token = _PATHS_CHECKED.set(False)
+    try:
+        yield
+    finally:
+        _PATHS_CHECKED.reset(token)
 
 
 def _as_given(text: str) -> str:
@@ -153,7 +170,9 @@ class ExistingDir:
     def __call__(self, text: str) -> Path:
         path = Path(text)
         problem = None
-        if not path.exists():
+        if not _PATHS_CHECKED.get():
+            pass
+        elif not path.exists():
             problem = "no such directory"
         elif not path.is_dir():
             problem = "is a file, not a directory"
@@ -175,7 +194,7 @@ class OutputFile:
 
     def __call__(self, text: str) -> Path:
         path = Path(text)
-        problem = output_file_problem(path)
+        problem = output_file_problem(path) if _PATHS_CHECKED.get() else None
         if problem is not None:
             raise FileError(f"{self.option} {_path_as_given(text)}: {problem}", hint=PATH_HINT)
         return path
@@ -190,7 +209,7 @@ class OutputDir:
 
     def __call__(self, text: str) -> Path:
         path = Path(text)
-        problem = output_dir_problem(path)
+        problem = output_dir_problem(path) if _PATHS_CHECKED.get() else None
         if problem is not None:
             raise FileError(
                 f"{self.option} {_path_as_given(text)}: {problem}",
