@@ -377,8 +377,10 @@ def native_of(read: Reading, layout: Layout, backend: BackendName) -> Native:
     jit = _jit_first(layout, host_only)
     if jit is not None:
         found.append(Finding(key="device-code", value="none", source=jit))
-    python_any = backend == "torch" and host_only and _no_python_api(layout, units, found)
+    python_any = backend == "torch" and host_only and _no_python_api(layout, units)
     changes = _python_headers(layout) if python_any else []
+    if python_any:
+        found.append(_python_any(units, headers_bind=bool(changes)))
     libraries = _cuda_libraries(read, layout)
     if libraries:
         first = libraries[0]
@@ -478,25 +480,30 @@ def _jit_first(layout: Layout, host_only: bool) -> str | None:
     )
 
 
-def _no_python_api(layout: Layout, units: Sequence[str], found: list[Finding]) -> bool:
-    """Whether every named translation unit was read and none binds to Python (the units
-    only: a header they include is not followed; the built wheel's inspection has the
-    last word)."""
+def _no_python_api(layout: Layout, units: Sequence[str]) -> bool:
+    """Whether every named translation unit was read and none binds to Python itself (the
+    headers they include are `_python_headers`' part)."""
     texts = dict(layout.units)
     if any(u not in texts for u in units):
         return False
-    if any(python_binding(texts[u], u) is not None for u in units):
-        return False
-    found.append(
-        Finding(
-            key="python",
-            value="any",
-            source=f"{', '.join(units)}: no Python C-API (no Python.h, pybind11, nanobind, "
-            "torch/extension.h or torch/python.h, no module init or TORCH_LIBRARY): one "
-            "py3-none wheel a cell, built with one CPython",
-        )
+    return not any(python_binding(texts[u], u) is not None for u in units)
+
+
+def _python_any(units: Sequence[str], headers_bind: bool) -> Finding:
+    """python: any, and why: the units bind to no Python C-API; where a header they include
+    does, the value stands once that change is made (init lists it under "needs a change")."""
+    unless = (
+        ", once the headers they include bind to none either (needs a change)"
+        if headers_bind
+        else ""
     )
-    return True
+    return Finding(
+        key="python",
+        value="any",
+        source=f"{', '.join(units)}: no Python C-API (no Python.h, pybind11, nanobind, "
+        "torch/extension.h or torch/python.h, no module init or TORCH_LIBRARY): one "
+        f"py3-none wheel a cell, built with one CPython{unless}",
+    )
 
 
 def _cuda_libraries(read: Reading, layout: Layout) -> list[Said]:

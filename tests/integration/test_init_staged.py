@@ -232,3 +232,37 @@ def test_a_script_that_builds_and_installs_on_its_own_is_told_how_to_stop_under_
         "end build_sgl_k3_jit.sh after staging when RELEASE_PREPARE is set, e.g. "
         f'`[[ -n "${{RELEASE_PREPARE:-}}" ]] && exit 0` before line {installs}'
     )
+
+
+def test_a_header_that_binds_to_python_is_a_change_before_one_wheel_serves_every_python(
+    checkout: Path, index: str
+) -> None:
+    # sgl-project's DeepGEMM (dev, 2176dff): csrc/apis/mega.hpp reaches two headers that
+    # include torch/python.h, whose inline functions name the interpreter's symbols
+    (checkout / "csrc" / "apis").mkdir()
+    (checkout / "csrc" / "apis" / "moe.hpp").write_text('#pragma once\n#include "moe_impl.hpp"\n')
+    (checkout / "csrc" / "apis" / "moe_impl.hpp").write_text(
+        "#pragma once\n\n#include <torch/python.h>\n"
+    )
+    unit = checkout / "csrc" / "jit_api.cpp"
+    text = unit.read_text()
+    unit.write_text(
+        text.replace("#include <nvrtc.h>\n", '#include <nvrtc.h>\n#include "apis/moe.hpp"\n', 1)
+    )
+    document = init(checkout.parent, checkout, "--torch-index", index)
+    (change,) = document["changes"]
+    assert change["place"] == "csrc/apis/moe_impl.hpp:3"
+    assert change["text"] == (
+        "includes torch/python.h, reached from csrc/jit_api.cpp through csrc/apis/moe.hpp: it "
+        "brings the Python C-API into the library, which a py3-none wheel (python: any) may "
+        "not use, and the build's inspection refuses the wheel"
+    )
+    assert change["fix"].endswith(
+        'build one wheel per Python instead (python: ["3.X", ...] in matrix.yaml)'
+    )
+    python = detected(document)["python"]
+    assert python[0] == "any"
+    assert python[1].endswith(
+        "one py3-none wheel a cell, built with one CPython, once the headers they include "
+        "bind to none either (needs a change)"
+    )
