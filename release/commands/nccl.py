@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from release.commands.parsing import arguments, common
+from release.commands.parsing import arguments, common, options
 from release.console import Output
 from release.defaults import PYPI_SIMPLE
 from release.errors import ConfigError
@@ -29,7 +29,9 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="ask the package index that each pinned version exists before writing",
     )
-    parser.add_argument("--index-url", default=PYPI_SIMPLE, help="index for --check")
+    parser.add_argument(
+        "--index-url", default=PYPI_SIMPLE, type=options.asked_url, help="index for --check"
+    )
 
 
 def run(args: argparse.Namespace, out: Output) -> int:

@@ -511,6 +511,28 @@ def test_a_github_variable_that_is_not_one_is_a_configuration_error_naming_it(
     assert json.loads(out)["error"]["exit_code"] == 2
 
 
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [("notaurl", "is not an http(s) URL"), ("ftp://h/simple/", "is not an http(s) URL"),
+     ("http://[::1", "is not a URL: its host or port cannot be read"),
+     (f"https://u:{SECRET}@h:x/", "is not a URL: its host or port cannot be read"),
+     ("https://h/simple/\nx", "holds white space or a control character"),
+     ("http:///simple/", "names no host")],
+)  # fmt: skip
+def test_an_index_nccl_asks_that_is_no_url_is_a_usage_error(
+    value: str, said: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`nccl --check --index-url notaurl` was asked of the network and ended in exit 5,
+    "check the network"; a private index's credentials stay allowed, and hidden."""
+    out = tmp_path / "out"
+    assert main(["nccl", "--check", "--index-url", value, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.splitlines()[-1].startswith("release nccl: error: argument --index-url: ")
+    assert err.splitlines()[-1].endswith(said)
+    assert SECRET not in err
+    assert not out.exists()
+
+
 # --- Files written for users never hold a credential: it is refused where it comes in. ---
 
 

@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from release.credentials import has_credentials
 from release.errors import SHOWN_CHARS, FileError, shown
@@ -139,6 +140,26 @@ def public_url(text: str) -> str:
         raise argparse.ArgumentTypeError(
             f"{shown(text)} holds credentials, which the files written would hold too"
         )
+    return text
+
+
+def asked_url(text: str) -> str:
+    """argparse type: an http(s) URL the command only asks (`nccl --check`'s index), never
+    writes: a private index's credentials may be in it (shown as ***), but not white space,
+    a control character or a port that is no number."""
+    if not text.startswith(("http://", "https://")):
+        raise argparse.ArgumentTypeError(f"{shown(text)} is not an http(s) URL")
+    if any(c.isspace() or not c.isprintable() for c in text):
+        raise argparse.ArgumentTypeError(f"{shown(text)} holds white space or a control character")
+    try:
+        parts = urlsplit(text)
+        parts.port  # noqa: B018  (reading it checks it)
+    except ValueError:  # its message would repeat the URL's parts, unredacted
+        raise argparse.ArgumentTypeError(
+            f"{shown(text)} is not a URL: its host or port cannot be read"
+        ) from None
+    if not parts.hostname:
+        raise argparse.ArgumentTypeError(f"{shown(text)} names no host")
     return text
 
 
