@@ -177,6 +177,17 @@ def test_the_call_check_sees_what_it_must() -> None:
     assert calls_of(ast.parse(made), "GithubClient", "release.remote.github")
 
 
+def test_the_wheel_s_name_is_parsed_by_wheelname_only() -> None:
+    """One owner of the wheel's name (release.wheelfile.WheelName: compose, parse, relabel,
+    retag), so that a variant label or a build tag is one change."""
+    users = {
+        module
+        for module, path in modules()
+        if calls_of(parsed(path), "parse_wheel_filename", "packaging.utils")
+    }
+    assert users == {"release.wheelfile"}
+
+
 def test_no_module_is_over_600_lines() -> None:
     long = {
         name: count
