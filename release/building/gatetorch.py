@@ -151,9 +151,9 @@ def plan_steps(
 def _decide(
     cell: Cell, torch: Version, wheel: Path | None, read_index: AdmittedReader
 ) -> tuple[Beside, ...] | str:
-    requirement = None
-    if wheel is not None and wheel.is_file():
-        requirement = wheel_requirement(wheel, cell.arch)
+    if wheel is None or not wheel.is_file():  # its requirement decides: never guess one
+        return f"the dist's manifest records no wheel of {cell.id}: build it first"
+    requirement = wheel_requirement(wheel, cell.arch)
     torches = None
     try:
         if requirement is not None and not one_series(requirement, torch):

@@ -146,6 +146,13 @@ def run(args: argparse.Namespace, output: Output) -> int:
     output.note("\n".join(plan_lines(steps)))
     if args.dry_run:
         output.document(_plan_document(runner.name, steps))
+        cannot = [step for step in steps if step.problem is not None]
+        if cannot:
+            raise BuildError(
+                f"the GPU gate on {runner.name} cannot make {len(cannot)} of its "
+                f"{len(steps)} runs: {cannot[0].name}: {cannot[0].problem}",
+                hint="the plan above says why for each",
+            )
         return 0
     results = run_gate(
         gate,

@@ -391,3 +391,28 @@ def test_the_gate_runs_a_regular_wheel_beside_its_pinned_torch(
         )
         for build in ("cubin", "ptx (compute_90)")
     ]
+
+
+def test_the_gate_s_plan_fails_where_the_dist_holds_no_wheel_of_a_cell(
+    pypi: StandInIndex, tmp_path: Path
+) -> None:
+    """A dist built from another matrix (its cell 13.0-x86_64-torch2.14.1, a file of the
+    same name) was planned beside torch 2.11.0 with a requirement the plan made up; the
+    torch a run needs is read from its cell's wheel or not said at all."""
+    other = stable_project(tmp_path / "other", pypi.url, "2.14.1")
+    dist = dist_of(other, "torch>=2.11")
+    project = stable_project(tmp_path / "p", pypi.url, "2.11.0")
+    done = release(
+        tmp_path, "gpu-gate", "--matrix", str(project / "matrix.yaml"), "--runner", "h100",
+        "--dist", str(dist), "--dry-run", "--json",
+    )  # fmt: skip
+    assert done.returncode == 4, done.stderr
+    said = "the dist's manifest records no wheel of 13.0-x86_64-torch2.11.0: build it first"
+    runs = json.loads(done.stdout)["runs"]
+    assert [(r["name"], r.get("torch"), r["problem"]) for r in runs] == [
+        (f"13.0-x86_64-torch2.11.0 {build}", None, said) for build in ("cubin", "ptx (compute_90)")
+    ]
+    assert done.stderr.splitlines()[-2] == (
+        "error: the GPU gate on h100 cannot make 2 of its 2 runs: 13.0-x86_64-torch2.11.0 "
+        f"cubin: {said}"
+    )
