@@ -94,7 +94,8 @@ def doctor_rows(
     """One row per (CUDA, arch): what each tool is and where it comes from.
 
     `toolchains` (keyed by (cuda, target arch)) adds the versions the tools reported;
-    without it the pinned versions are shown. `present` are the cache dirs that exist.
+    without it the pinned versions are shown. `present` are the cache dirs that exist and
+    the system toolkits that hold bin/nvcc (`present_dirs`).
     """
     rows = []
     for plan in plans:
@@ -117,7 +118,8 @@ def doctor_rows(
 def _device(plan: ToolchainPlan, tc: Toolchain | None, present: frozenset[Path]) -> Tool:
     if plan.device is None:
         version = tc.device_version if tc else f"CUDA {plan.cuda} expected"
-        return Tool(f"nvcc {version}", f"system toolkit {plan.cuda_home}")
+        missing = "" if plan.cuda_home in present else ": no bin/nvcc there, a build stops"
+        return Tool(f"nvcc {version}", f"system toolkit {plan.cuda_home}{missing}")
     pinned = plan.device.pins[0].version
     return Tool(
         f"{plan.device_compiler} {tc.device_version if tc else pinned}",

@@ -278,10 +278,12 @@ def host_machine() -> str:
 
 
 def present_dirs(plans: Sequence[ToolchainPlan]) -> frozenset[Path]:
-    """The cache dirs of these plans that hold a complete install (for `doctor_rows`)."""
+    """The cache dirs of these plans that hold a complete install, and the system toolkits
+    they name that hold bin/nvcc (for `doctor_rows`)."""
+    toolkits = {p.cuda_home for p in plans if p.cuda_home is not None}
     return frozenset(
         plan.install_dir(p)
         for plan in plans
         for p in plan.pinsets
         if (plan.install_dir(p) / ".complete").is_file()
-    )
+    ) | {home for home in toolkits if (home / "bin" / "nvcc").is_file()}

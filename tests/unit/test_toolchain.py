@@ -245,7 +245,8 @@ def test_doctor_rows_say_what_is_used_and_from_where() -> None:
         "13.0", "x86_64", cuda_home=Path("/usr/local/cuda"), cache_dir=CACHE, host_arch="x86_64"
     )
     assert pypi.device is not None
-    rows = doctor_rows([pypi, system], present=frozenset({pypi.install_dir(pypi.device)}))
+    present = frozenset({pypi.install_dir(pypi.device), Path("/usr/local/cuda")})
+    rows = doctor_rows([pypi, system], present=present)
     assert rows[0].cells()[:3] == ("12.9", "aarch64", "nvrtc 12.9.86")
     assert "nvidia-cuda-nvrtc-cu12==12.9.86" in rows[0].device.source
     assert rows[0].device.source.startswith("PyPI")
@@ -253,6 +254,11 @@ def test_doctor_rows_say_what_is_used_and_from_where() -> None:
     assert "not yet installed" in rows[0].host_cc.source
     assert rows[0].host_cc.name == "zig 0.17.1 cc -target aarch64-linux-gnu.2.28"
     assert rows[1].device.source == "system toolkit /usr/local/cuda"
+    # a CUDA_HOME with no bin/nvcc (a file, a typo) is said before a build stops on it
+    (missing,) = doctor_rows([system], present=frozenset())
+    assert missing.device.source == (
+        "system toolkit /usr/local/cuda: no bin/nvcc there, a build stops"
+    )
     with_probe = doctor_rows([pypi], toolchains={("12.9", "aarch64"): _toolchain("aarch64")})
     assert with_probe[0].inspector.name == "cuobjdump 13.2.86"
 
