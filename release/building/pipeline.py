@@ -13,7 +13,8 @@ import shutil
 import tempfile
 import time
 import zipfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import replace
 from pathlib import Path
 
@@ -420,32 +421,25 @@ def _may_hold_device_code(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> bo
         return may_hold_device_code(stream.read(8))
 
 
-def _cached_wheel(
-    command: list[str],
-    env: Mapping[str, str],
-    outdir: Path,
-    log: Path,
-    *,
-    jobs: int,
+@contextmanager
+def _compile_server(
     cache: CompileCache,
+    *,
     local_dir: Path,
     environ: Mapping[str, str],
+    log: Path,
     stats: list[CacheStats],
-    stop_record: Path | None = None,
-    cell: Cell | None = None,
-    compile_records: Path | None = None,
-) -> Path:
-    """`_one_wheel` with its compiles through a compile-cache server of the cell's own,
-    whose hits and misses go to `stats`."""
+) -> Iterator[dict[str, str]]:
+    """A compile-cache server of the cell's own for as long as the cell compiles (its
+    prepare step and its PEP 517 build alike: a compile with no server to find would start
+    one of its own, uncounted, on no storage of the matrix's, and leave it running); gives
+    the compiles' client environment, and its hits and misses go to `stats`."""
     try:
         server = start_server(cache, local_dir=local_dir, environ=environ, log=log)
     except CompileCacheError as error:
         raise CellFailure(f"the compile cache: {error}") from None
     try:
-        return _one_wheel(
-            command, {**env, **server.client_env}, outdir, log, jobs=jobs,
-            stop_record=stop_record, cell=cell, compile_records=compile_records,
-        )  # fmt: skip
+        yield server.client_env
     finally:
         stats.append(server.stats())
         server.stop()
@@ -461,36 +455,28 @@ def write_files(files: Mapping[Path, str]) -> None:
             path.chmod(0o755)
 
 
-def _built_now(
+def _compiles_through(
     cell: Cell,
     toolchain: Toolchain,
     settings: BuildSettings,
     *,
-    command: list[str],
-    env: Mapping[str, str],
-    outdir: Path,
-    log: Path,
     staging: Path,
+    log: Path,
     stats: list[CacheStats],
-    stop_record: Path,
-    compile_records: Path | None,
-) -> Path:
-    """The cell's one wheel from its PEP 517 build, through the compile cache where its
-    compiles go through it."""
-    jobs = settings.compile_jobs_of(cell).jobs
-    if through_compile_cache(cell, toolchain):
-        return _cached_wheel(
-            command, env, outdir, log, jobs=jobs, cache=settings.compile_cache,
-            local_dir=staging / "no-compile-cache"
-            if settings.compile_cache.storage == "none"
-            else settings.compile_dir_of(cell),
-            environ=settings.environ, stats=stats, stop_record=stop_record, cell=cell,
-            compile_records=compile_records,
-        )  # fmt: skip
-    return _one_wheel(
-        command, env, outdir, log, jobs=jobs, stop_record=stop_record, cell=cell,
-        compile_records=compile_records,
-    )  # fmt: skip
+) -> AbstractContextManager[dict[str, str]]:
+    """The compile cache's server for the cell, where its compiles go through one (the
+    client environment they need), else nothing."""
+    if not through_compile_cache(cell, toolchain):
+        return nullcontext({})
+    return _compile_server(
+        settings.compile_cache,
+        local_dir=staging / "no-compile-cache"
+        if settings.compile_cache.storage == "none"
+        else settings.compile_dir_of(cell),
+        environ=settings.environ,
+        log=log,
+        stats=stats,
+    )
 
 
 def build_cell(
@@ -538,12 +524,17 @@ def build_cell(
         else:
             log.unlink(missing_ok=True)
             write_files(inputs.files)
-            with maybe_prepared(step, str(cell.version), env=env, log=log):
-                wheel = _built_now(
-                    cell, toolchain, settings, command=command, env=env, outdir=outdir, log=log,
-                    staging=staging, stats=stats, stop_record=stop_record,
-                    compile_records=compile_records,
-                )  # fmt: skip
+            server = _compiles_through(
+                cell, toolchain, settings, staging=staging, log=log, stats=stats
+            )
+            with server as client_env:
+                compiling = {**env, **client_env}
+                with maybe_prepared(step, str(cell.version), env=compiling, log=log):
+                    wheel = _one_wheel(
+                        command, compiling, outdir, log,
+                        jobs=settings.compile_jobs_of(cell).jobs, stop_record=stop_record,
+                        cell=cell, compile_records=compile_records,
+                    )  # fmt: skip
             candidate, report = certify(
                 wheel, cell, toolchain, python=settings.python, env=env, log=log,
                 environment=environment, scratch_root=settings.runtime_dir,

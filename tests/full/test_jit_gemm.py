@@ -206,6 +206,19 @@ def test_one_py3_none_wheel_of_the_published_distribution_at_the_written_version
     assert line.endswith(f"{GEMM_WHEEL} ({size:.2f} MiB; no device code)")
 
 
+def test_the_staging_script_s_compile_goes_through_the_cell_s_compile_cache(
+    gemm: Built,
+) -> None:
+    """Its one compile (_C.so, by the prepare step) finds the cell's compile-cache server:
+    it is counted, on the matrix's storage. Started after the prepare step, the server was
+    not there for it, so sccache's client started one of its own, uncounted and on no
+    storage of the matrix's, and left it running after the build."""
+    cache = gemm.built_cell["compile_cache"]
+    assert isinstance(cache, dict)
+    assert cache["hits"] + cache["misses"] == 1, cache
+    assert cache["storage"].startswith("local directory")
+
+
 def test_its_library_holds_no_path_of_this_machine(gemm: Built) -> None:
     """The staging script compiles _C.so with tvm_ffi's own builder, which reads no CPPFLAGS:
     the prefix maps reach it through CUDA_HOME's c++ wrapper, so that the same commit gives
