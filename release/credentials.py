@@ -97,18 +97,31 @@ def redact(text: str) -> str:
     return _QUERY_PARAMETER.sub(_masked_parameter, text)
 
 
-def written_url_problem(url: object) -> str | None:
-    """Why `url` cannot be written into a file a user installs from (a pin, a requirement
-    line), or None: it must be an http(s) URL, with no white space or control character (a
-    newline would add a line of its own: `--index-url https://evil/`) and no credentials
-    (the file is shared, and this program never writes one)."""
+def spaced_or_unprintable(text: str) -> bool:
+    """Whether `text` holds white space or a control character: in a URL, a newline would
+    add a line of its own to a file it is written into, and urlsplit drops some of them."""
+    return any(c.isspace() or not c.isprintable() for c in text)
+
+
+def url_shape_problem(url: object) -> str | None:
+    """Why `url` is not an http(s) URL free of white space and control characters, or
+    None."""
     if not isinstance(url, str) or not url.startswith(("https://", "http://")):
         return "is not an http(s) URL"
-    if any(c.isspace() or not c.isprintable() for c in url):
+    if spaced_or_unprintable(url):
         return "holds white space or a control character"
-    if has_credentials(url):
-        return "holds credentials, which no file written may hold"
     return None
+
+
+def written_url_problem(url: object) -> str | None:
+    """Why `url` cannot be written into a file a user installs from (a pin, a requirement
+    line), or None: `url_shape_problem` (a newline would add a line of its own:
+    `--index-url https://evil/`), or credentials (the file is shared, and this program never
+    writes one)."""
+    problem = url_shape_problem(url)
+    if problem is None and isinstance(url, str) and has_credentials(url):
+        return "holds credentials, which no file written may hold"
+    return problem
 
 
 def has_credentials(url: str) -> bool:

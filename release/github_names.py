@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from urllib.parse import urlsplit
 
-from release.credentials import has_credentials
+from release.credentials import has_credentials, spaced_or_unprintable
 
 # GitHub's rules: an owner is 1-39 letters, digits and single inner hyphens; a repository
 # name is 1-100 of letters, digits, '.', '_' and '-', and neither '.' nor '..'. fullmatch,
@@ -40,7 +40,7 @@ def api_url_problem(url: str) -> str | None:
     (the token comes from GITHUB_TOKEN), no query and no fragment; or None."""
     if has_credentials(url):
         return "it holds credentials: give the token in GITHUB_TOKEN instead"
-    if not url.isprintable() or any(char.isspace() for char in url):
+    if spaced_or_unprintable(url):
         return "white space or control characters in it"  # urlsplit would drop some
     try:
         parts = urlsplit(url)

@@ -14,7 +14,7 @@ import tempfile
 import time
 import zipfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -56,7 +56,6 @@ from release.inspection.devicecode import is_shared_object
 from release.inspection.verdict import inspected
 from release.inspection.wheel import WheelReport, budget_warning
 from release.matrix import Cell
-from release.matrix.compilecache import CompileCache
 from release.toolchain import Toolchain, frontend
 from release.toolchain.buildenv import cell_targets, cuda_home_of
 from release.wheelfile import WheelName
@@ -421,30 +420,6 @@ def _may_hold_device_code(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> bo
         return may_hold_device_code(stream.read(8))
 
 
-@contextmanager
-def _compile_server(
-    cache: CompileCache,
-    *,
-    local_dir: Path,
-    environ: Mapping[str, str],
-    log: Path,
-    stats: list[CacheStats],
-) -> Iterator[dict[str, str]]:
-    """A compile-cache server of the cell's own for as long as the cell compiles (its
-    prepare step and its PEP 517 build alike: a compile with no server to find would start
-    one of its own, uncounted, on no storage of the matrix's, and leave it running); gives
-    the compiles' client environment, and its hits and misses go to `stats`."""
-    try:
-        server = start_server(cache, local_dir=local_dir, environ=environ, log=log)
-    except CompileCacheError as error:
-        raise CellFailure(f"the compile cache: {error}") from None
-    try:
-        yield server.client_env
-    finally:
-        stats.append(server.stats())
-        server.stop()
-
-
 def write_files(files: Mapping[Path, str]) -> None:
     """The files a backend's build reads, each in its place; a text that starts with `#!`
     executable (a script the build runs: the cmake cell's nvcc)."""
@@ -455,6 +430,7 @@ def write_files(files: Mapping[Path, str]) -> None:
             path.chmod(0o755)
 
 
+@contextmanager
 def _compiles_through(
     cell: Cell,
     toolchain: Toolchain,
@@ -463,20 +439,28 @@ def _compiles_through(
     staging: Path,
     log: Path,
     stats: list[CacheStats],
-) -> AbstractContextManager[dict[str, str]]:
-    """The compile cache's server for the cell, where its compiles go through one (the
-    client environment they need), else nothing."""
+) -> Iterator[dict[str, str]]:
+    """A compile-cache server of the cell's own for as long as the cell compiles (its
+    prepare step and its PEP 517 build alike: a compile with no server to find would start
+    one of its own, uncounted, on no storage of the matrix's, and leave it running), where
+    its compiles go through one; gives the compiles' client environment (none without), and
+    its hits and misses go to `stats`."""
     if not through_compile_cache(cell, toolchain):
-        return nullcontext({})
-    return _compile_server(
-        settings.compile_cache,
-        local_dir=staging / "no-compile-cache"
-        if settings.compile_cache.storage == "none"
-        else settings.compile_dir_of(cell),
-        environ=settings.environ,
-        log=log,
-        stats=stats,
+        yield {}
+        return
+    cache = settings.compile_cache
+    local_dir = (
+        staging / "no-compile-cache" if cache.storage == "none" else settings.compile_dir_of(cell)
     )
+    try:
+        server = start_server(cache, local_dir=local_dir, environ=settings.environ, log=log)
+    except CompileCacheError as error:
+        raise CellFailure(f"the compile cache: {error}") from None
+    try:
+        yield server.client_env
+    finally:
+        stats.append(server.stats())
+        server.stop()
 
 
 def build_cell(

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from release import proc
 from release.commands.parsing.options import output_dir_problem
 from release.console import Output
-from release.credentials import redact, without_credentials
+from release.credentials import redact, spaced_or_unprintable, without_credentials
 from release.errors import ConfigError, FileError, shown
 
 if TYPE_CHECKING:
@@ -85,7 +85,7 @@ def parse_overrides(values: list[str]) -> dict[str, str]:
             given = redact(repr(value))
             problems.append(f"--index-url {given}: write NAME=URL (NAME: a destination or label)")
             continue
-        if any(c.isspace() or not c.isprintable() for c in url):
+        if spaced_or_unprintable(url):
             problems.append(
                 f"--index-url {redact(repr(value))}: the URL holds white space or a control "
                 "character"

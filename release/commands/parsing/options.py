@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from release.credentials import has_credentials
+from release.credentials import has_credentials, url_shape_problem
 from release.errors import SHOWN_CHARS, FileError, shown
 from release.github_names import api_url_problem, repository_problem
 
@@ -147,10 +147,9 @@ def asked_url(text: str) -> str:
     """argparse type: an http(s) URL the command only asks (`nccl --check`'s index), never
     writes: a private index's credentials may be in it (shown as ***), but not white space,
     a control character or a port that is no number."""
-    if not text.startswith(("http://", "https://")):
-        raise argparse.ArgumentTypeError(f"{shown(text)} is not an http(s) URL")
-    if any(c.isspace() or not c.isprintable() for c in text):
-        raise argparse.ArgumentTypeError(f"{shown(text)} holds white space or a control character")
+    problem = url_shape_problem(text)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(f"{shown(text)} {problem}")
     try:
         parts = urlsplit(text)
         parts.port  # noqa: B018  (reading it checks it)
