@@ -48,6 +48,11 @@ class Completed:
 
 
 _lock = threading.Lock()
+# Held while a child is started, which inherits this process's working directory: a reader
+# that chdir()s the whole process elsewhere for a while (auditwheel, into a temporary
+# directory it then removes) holds it too, so that no child of another thread starts in a
+# directory about to vanish (`python -m build` then fails at os.getcwd()).
+WORKING_DIRECTORY = threading.Lock()
 _running: set[subprocess.Popen[str]] = set()
 _stopped = threading.Event()
 
@@ -137,17 +142,18 @@ class Runner:
                 return Completed(returncode=EXIT_STOPPED, output="stopped", seconds=0.0, log=log)
             child: subprocess.Popen[str] | None
             try:
-                child = subprocess.Popen(
-                    list(cmd),
-                    env=dict(env),
-                    cwd=cwd,
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE if separate_stderr else subprocess.STDOUT,
-                    text=True,
-                    errors="replace",
-                    start_new_session=True,
-                )
+                with WORKING_DIRECTORY:
+                    child = subprocess.Popen(
+                        list(cmd),
+                        env=dict(env),
+                        cwd=cwd,
+                        stdin=subprocess.DEVNULL,
+                        stdout=subprocess.PIPE,
+                        stderr=subprocess.PIPE if separate_stderr else subprocess.STDOUT,
+                        text=True,
+                        errors="replace",
+                        start_new_session=True,
+                    )
             except OSError as error:
                 child = None
                 output = f"cannot run {cmd[0]}: {error.strerror or error}"

@@ -11,7 +11,6 @@ import glob
 import logging
 import re
 import sys
-import threading
 import zipfile
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from pathlib import Path, PurePosixPath
 from auditwheel import error as auditwheel_error  # type: ignore[import-untyped]
 from auditwheel import wheel_abi
 
+from release import proc
 from release.credentials import without_credentials
 from release.inspection.devicecode import elf_lister
 from release.inspection.fatbin import FatbinLister, lister
@@ -131,9 +131,6 @@ def verdict_problems(
     return problems
 
 
-_AUDITWHEEL = threading.Lock()
-
-
 def manylinux_verdict(
     wheel: Path,
     *,
@@ -153,10 +150,10 @@ def manylinux_verdict(
     exclude = frozenset(glob.escape(name) for name in left_out)
     # auditwheel reads a wheel unpacked into a temporary directory it chdir()s into, which
     # is the whole process's working directory: cells built side by side (--jobs) ask one at
-    # a time. It keeps its reading of a wheel by path: a rebuilt wheel at the same path would
-    # be answered from the old one.
+    # a time, and start no child meanwhile (proc.WORKING_DIRECTORY). It keeps its reading
+    # of a wheel by path: a rebuilt wheel at the same path would be answered from the old one.
     try:
-        with _AUDITWHEEL:
+        with proc.WORKING_DIRECTORY:
             wheel_abi.get_wheel_elfdata.cache_clear()
             info = wheel_abi.analyze_wheel_abi(
                 None, None, wheel, exclude, disable_isa_ext_check=False, allow_graft=False
