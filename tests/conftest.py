@@ -56,6 +56,30 @@ os.replace(rc + ".part", rc)
 """
 
 
+# The full tier's modules that keep a worker busy longest, longest first (seconds of one
+# worker on 2 cores, 3 workers): a run of the full tier alone hands them out in this order,
+# then the others in collection order. pytest-xdist's own order (most tests first) handed
+# test_first_tag_build.py, one test of 290 s, out last: the run ended 270 s after the
+# other workers had nothing left (1102 s instead of about 940).
+LONGEST_FIRST = (
+    "test_torch_backend.py",  # 615: both torch flavours, their rebuilds and plantings
+    "test_first_tag_build.py",  # 287: the template built, reproduced, published, installed
+    "test_newcomer.py",  # 267: the README's build from an empty cache, the floors' build
+    "test_reproducible.py",  # 225: the shipped build (first to ask makes it), a rebuild
+    "test_build.py",  # 189
+    "test_project_build.py",  # 161
+    "test_jit_gemm.py",  # 135
+    "test_interface_unchanged.py",  # 120: `build --compare` of the shipped matrix
+    "test_torch_older.py",  # 110
+    "test_nightly_build.py",  # 94
+)
+
+
+def _full_tier_only(config: pytest.Config) -> bool:
+    paths = [Path(a.split("::")[0]).resolve() for a in config.args]
+    return bool(paths) and all(p.is_relative_to(FULL_TIER) for p in paths)
+
+
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """`-n auto`: two workers a core for the fast tier, whose tests mostly wait (on a
     subprocess, a local server, a retry's backoff), so that one worker's wait is another's
@@ -63,9 +87,7 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     more for a run of the full tier alone, whose compilers keep every core busy but whose
     downloads and installs leave them idle at times (3 workers: 16:50, 2: 17:30-18:10)."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    paths = [Path(a.split("::")[0]).resolve() for a in config.args]
-    full_only = bool(paths) and all(p.is_relative_to(FULL_TIER) for p in paths)
-    return (cores or 1) + 1 if full_only else (cores or 1) * 2
+    return (cores or 1) + 1 if _full_tier_only(config) else (cores or 1) * 2
 
 
 def _is_worker(config: pytest.Config) -> bool:
@@ -109,17 +131,25 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ.pop(name, None)
     if not _is_worker(config):
         os.environ[RUN_DIR] = tempfile.mkdtemp(prefix="k3-tests-")
+        if _full_tier_only(config) and hasattr(config.option, "loadscopereorder"):
+            config.option.loadscopereorder = False  # LONGEST_FIRST's order, not xdist's
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Refuses a `slow` mark outside tests/full and a test without it inside (the folder is
-    the tier: docs/testing.md)."""
+    the tier: docs/testing.md); puts the full tier's LONGEST_FIRST modules first."""
     misplaced = []
     for item in items:
         inside = FULL_TIER in item.path.parents
         if inside != (item.get_closest_marker("slow") is not None):
             misplaced.append(item.nodeid)
+    rank = {name: index for index, name in enumerate(LONGEST_FIRST)}
+    items.sort(
+        key=lambda item: (
+            rank.get(item.path.name, len(rank)) if item.path.parent == FULL_TIER else len(rank)
+        )
+    )
     if misplaced:
         raise pytest.UsageError(
             "the folder is the tier: a test in tests/full/ carries `pytestmark = "

@@ -9,7 +9,7 @@ import ast
 import sys
 from pathlib import Path
 
-from tests.conftest import FULL_TIER, ROOT
+from tests.conftest import FULL_TIER, LONGEST_FIRST, ROOT
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -90,3 +90,10 @@ def test_the_plain_command_runs_the_fast_folders_and_ci_the_full_one() -> None:
     assert "slow" not in " ".join(options["addopts"])  # the folder selects, not a -m
     ci = (ROOT / ".ci" / "run").read_text()
     assert ".venv/bin/pytest tests/full\n" in ci
+
+
+def test_the_full_tiers_longest_first_order_names_its_modules() -> None:
+    """A renamed module would drop out of the order silently and be handed out last."""
+    assert len(set(LONGEST_FIRST)) == len(LONGEST_FIRST)
+    missing = [name for name in LONGEST_FIRST if not (FULL_TIER / name).is_file()]
+    assert not missing, f"LONGEST_FIRST (tests/conftest.py) names no module here: {missing}"
