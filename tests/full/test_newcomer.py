@@ -85,8 +85,8 @@ def readme_build(build_command: str, tmp_path: Path) -> tuple[Path, Path]:
     it here in a copy of the checkout."""
     ran = os.environ.get(README_BUILD)
     if ran:
-        project, cache = ran.split(":", 1)
-        return Path(project), Path(cache)
+        checkout, _, ran_cache = ran.partition(":")
+        return Path(checkout), Path(ran_cache)
     project = checkout_copy(tmp_path / "clone")
     cache = tmp_path / "cache"
     done = subprocess.run(
