@@ -64,7 +64,7 @@ os.replace(rc + ".part", rc)
 LONGEST_FIRST = (
     "test_torch_backend.py",  # 615: both torch flavours, their rebuilds and plantings
     "test_first_tag_build.py",  # 287: the template built, reproduced, published, installed
-    "test_newcomer.py",  # 267: the README's build from an empty cache, the floors' build
+    "test_newcomer.py",  # 267: the README's build (not in CI: .ci/run's), the floors' build
     "test_reproducible.py",  # 225: the shipped build (first to ask makes it), a rebuild
     "test_build.py",  # 189
     "test_project_build.py",  # 161
@@ -138,18 +138,16 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Refuses a `slow` mark outside tests/full and a test without it inside (the folder is
-    the tier: docs/testing.md); puts the full tier's LONGEST_FIRST modules first."""
+    the tier: docs/testing.md); in a run of the full tier alone, puts its LONGEST_FIRST
+    modules first."""
     misplaced = []
     for item in items:
         inside = FULL_TIER in item.path.parents
         if inside != (item.get_closest_marker("slow") is not None):
             misplaced.append(item.nodeid)
-    rank = {name: index for index, name in enumerate(LONGEST_FIRST)}
-    items.sort(
-        key=lambda item: (
-            rank.get(item.path.name, len(rank)) if item.path.parent == FULL_TIER else len(rank)
-        )
-    )
+    if _full_tier_only(config):
+        rank = {name: index for index, name in enumerate(LONGEST_FIRST)}
+        items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
     if misplaced:
         raise pytest.UsageError(
             "the folder is the tier: a test in tests/full/ carries `pytestmark = "
