@@ -5,7 +5,8 @@ pyproject.toml doing the same work (uv's lowest-direct resolution installs exact
 Both download the toolchains from PyPI: this is the path every new user takes first, and
 nothing else in the suite starts from a pip this old or a cache this empty. In CI the
 README's build command is .ci/run's main job, run from an empty cache in the clean clone:
-the first test reads what it made instead of running it again (RELEASE_TEST_README_BUILD).
+the first test reads what it made instead of running it again (RELEASE_TEST_README_CHECKOUT
+and RELEASE_TEST_README_CACHE).
 """
 
 from __future__ import annotations
@@ -74,18 +75,21 @@ def pip_version(python: Path) -> Version:
     return Version(out.split()[1])
 
 
-# Set by .ci/run to "CHECKOUT:CACHE" once it has run the README's build command in CHECKOUT
-# (the clean clone CI tests) from the empty cache CACHE: its main job is this test's build.
-README_BUILD = "RELEASE_TEST_README_BUILD"
+# Set by .ci/run once it has run the README's build command in the checkout the first names
+# (the clean clone CI tests) from the empty cache the second names: its main job is this
+# test's build. Two variables, so that neither path's characters (a colon) matter.
+README_CHECKOUT = "RELEASE_TEST_README_CHECKOUT"
+README_CACHE = "RELEASE_TEST_README_CACHE"
 
 
 def readme_build(build_command: str, tmp_path: Path) -> tuple[Path, Path]:
     """Where the README's build command ran from an empty cache, and that cache: .ci/run's
     main job where it ran it (the same command, so not built a second time), else a run of
     it here in a copy of the checkout."""
-    ran = os.environ.get(README_BUILD)
-    if ran:
-        checkout, _, ran_cache = ran.partition(":")
+    checkout, ran_cache = os.environ.get(README_CHECKOUT), os.environ.get(README_CACHE)
+    if checkout or ran_cache:
+        assert checkout, f"{README_CACHE} is set without {README_CHECKOUT}"
+        assert ran_cache, f"{README_CHECKOUT} is set without {README_CACHE}"
         return Path(checkout), Path(ran_cache)
     project = checkout_copy(tmp_path / "clone")
     cache = tmp_path / "cache"

@@ -92,7 +92,8 @@ def test_the_plain_command_runs_the_fast_folders_and_ci_the_full_one() -> None:
     assert ".venv/bin/pytest tests/full\n" in ci
     # the main job runs from an empty cache of its own, which the newcomer's test then reads
     assert 'RELEASE_CACHE_DIR="$newcomer_cache" bash -euo pipefail -c "${commands[0]}"' in ci
-    assert 'RELEASE_TEST_README_BUILD="$PWD:$newcomer_cache"' in ci
+    assert 'RELEASE_TEST_README_CHECKOUT="$PWD" ' in ci
+    assert 'RELEASE_TEST_README_CACHE="$newcomer_cache" \\\n' in ci
 
 
 def test_the_full_tiers_longest_first_order_names_its_modules() -> None:
