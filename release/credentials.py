@@ -215,10 +215,32 @@ def index_credentials(env: Mapping[str, str], repository_url: str) -> IndexCrede
             source="TWINE_USERNAME/TWINE_PASSWORD",
         )
     in_actions = env.get("GITHUB_ACTIONS") == "true"
-    host = urlsplit(repository_url).hostname or ""
-    if in_actions and env.get("ACTIONS_ID_TOKEN_REQUEST_URL") and host.endswith("pypi.org"):
+    if in_actions and env.get("ACTIONS_ID_TOKEN_REQUEST_URL") and is_pypi_url(repository_url):
         return IndexCredentials(username=TOKEN_USERNAME, password=None, source="trusted publishing")
     return None
+
+
+# The hosts of PyPI and TestPyPI, exactly: a PyPI token and a trusted publisher's OIDC
+# token are good there alone (twine asks the upload URL's host for the OIDC audience), so
+# they are sent to no other host, whatever a manifest names (`evilpypi.org` is another).
+PYPI_HOSTS = frozenset({"pypi.org", "upload.pypi.org", "test.pypi.org"})
+# every API token PyPI or TestPyPI issues (a macaroon) starts so
+PYPI_TOKEN_PREFIX = "pypi-"  # noqa: S105  # a prefix, not a password
+
+
+def is_pypi_url(url: str) -> bool:
+    """Whether `url` is an https URL of PyPI's or TestPyPI's own hosts."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+    except ValueError:
+        return False
+    return parts.scheme == "https" and host is not None and host in PYPI_HOSTS
+
+
+def is_pypi_token(secret: Secret | None) -> bool:
+    """Whether `secret` is an API token PyPI issued (good at PyPI alone)."""
+    return secret is not None and secret.reveal().startswith(PYPI_TOKEN_PREFIX)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -122,12 +122,19 @@ def _start_early(nodeids: Sequence[str]) -> None:
 
 
 # What a terminal says about itself changes how `release` lays out its text (a table
-# stacks and folds to COLUMNS): every test starts from a pipe, whatever ran pytest.
+# stacks and folds to COLUMNS): every test starts from a pipe, whatever ran pytest. And
+# a workflow job's runner changes what `release` does (annotations, a step summary, where
+# a token may go, trusted publishing): every test starts outside one, whatever ran it,
+# and a test of a job sets the job's variables itself.
 TERMINAL_SETTINGS = ("COLUMNS", "LINES", "NO_COLOR", "FORCE_COLOR")
+RUNNER_SETTINGS = (
+    *("GITHUB_ACTIONS", "GITHUB_API_URL", "GITHUB_SERVER_URL", "GITHUB_STEP_SUMMARY"),
+    *("ACTIONS_ID_TOKEN_REQUEST_URL", "ACTIONS_ID_TOKEN_REQUEST_TOKEN"),
+)
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    for name in TERMINAL_SETTINGS:
+    for name in (*TERMINAL_SETTINGS, *RUNNER_SETTINGS):
         os.environ.pop(name, None)
     if not _is_worker(config):
         os.environ[RUN_DIR] = tempfile.mkdtemp(prefix="k3-tests-")

@@ -54,7 +54,7 @@ class GitIndexKind(KindBase):
             url=index.url or "",
             branch=index.branch or "",
             directory=index.directory or "",
-            token=reach.token(index.token_secret),
+            token=reach.token_for(index.url or "", index.token_secret),
         )
         pushed = push_pages(
             target, pages, root_pages=root_pages, version=version, environ=reach.environ

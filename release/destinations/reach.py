@@ -20,6 +20,9 @@ from release.credentials import (
     Secret,
     github_token,
     index_credentials,
+    is_pypi_token,
+    is_pypi_url,
+    redact,
     s3_credentials,
     secret_values,
 )
@@ -27,13 +30,20 @@ from release.errors import PublishError
 from release.remote import httpclient
 from release.remote.github import GithubClient
 from release.remote.github_model import GITHUB_API
-from release.remote.httpclient import BasicCredentials, Client, OriginAuth, index_logins
+from release.remote.httpclient import (
+    BasicCredentials,
+    Client,
+    OriginAuth,
+    index_logins,
+    origin_or_none,
+)
 from release.remote.retry import RetryPolicy
 
 if TYPE_CHECKING:
     from release.remote.s3 import Bucket, S3Store
 
 PYPI_UPLOAD = "https://upload.pypi.org/legacy/"
+GITHUB_SERVER = "https://github.com"
 
 # an index's upload URL (whose credentials the environment gives) and the URLs it serves
 IndexLogin = tuple[str, Sequence[str | None]]
@@ -91,12 +101,44 @@ class Reach:
             variable = token_secret if token_secret and self.environ.get(token_secret) else None
             self._github[key] = GithubClient(
                 api_url=url,
-                token=self.token(token_secret),
+                token=self.token_for(url, token_secret),
                 token_variable=variable or "GITHUB_TOKEN",
                 policy=policy,
                 command=self.command,
             )
         return self._github[key]
+
+    def token_for(self, url: str, token_secret: str | None = None) -> Secret | None:
+        """`token(token_secret)`, to be sent to `url`; PublishError where a workflow job's
+        token would go to a GitHub other than the job's own (see `trusted_github`)."""
+        token = self.token(token_secret)
+        trusted = self.trusted_github()
+        if token is None or trusted is None or origin_or_none(url) in trusted:
+            return token
+        variable = token_secret if token_secret and self.environ.get(token_secret) else None
+        raise PublishError(
+            f"{redact(url)} is not this job's GitHub ({', '.join(sorted(trusted))}): "
+            f"{variable or 'GITHUB_TOKEN'} is sent to the job's own GitHub alone",
+            hint="a manifest names its GitHub as matrix.yaml did at `release build`; one that "
+            "names another was changed since (rebuild it). A destination on another GitHub "
+            "is reached with --github-api-url",
+        )
+
+    def trusted_github(self) -> frozenset[str] | None:
+        """The origins a GitHub token may go to in a workflow job: the runner's own GitHub
+        (GITHUB_API_URL, GITHUB_SERVER_URL, which the runner sets and no file of the run
+        can change), and `--github-api-url`. None outside a workflow: the caller's files
+        are the caller's own. In a job, a manifest is another job's output, written
+        beside the project's build (its code), so what it names is not trusted with a
+        token."""
+        if self.environ.get("GITHUB_ACTIONS") != "true":
+            return None
+        urls = (
+            self.environ.get("GITHUB_API_URL") or GITHUB_API,
+            self.environ.get("GITHUB_SERVER_URL") or GITHUB_SERVER,
+            self.github_api_url,
+        )
+        return frozenset(origin for url in urls if url and (origin := origin_or_none(url)))
 
     def signer_github(self) -> GithubClient:
         """The GitHub a workflow runs on (the signer of a project whose matrix names no
@@ -129,8 +171,19 @@ class Reach:
         return self.repository_url or configured or PYPI_UPLOAD
 
     def index_credentials(self, upload_url: str) -> IndexCredentials | None:
-        """The environment's upload credentials for the index at `upload_url`."""
-        return index_credentials(self.environ, upload_url)
+        """The environment's upload credentials for the index at `upload_url`; PublishError
+        where they are a PyPI token and `upload_url` is not PyPI's (the token would reach
+        another server, which could upload as the project with it)."""
+        creds = index_credentials(self.environ, upload_url)
+        if creds is not None and is_pypi_token(creds.password) and not is_pypi_url(upload_url):
+            raise PublishError(
+                f"{creds.source} holds a PyPI token, and the upload URL {redact(upload_url)} "
+                "is not PyPI's: a PyPI token is sent to PyPI alone",
+                hint="check the manifest's repository_url (`release build` writes matrix.yaml's "
+                "there; a manifest changed since is not to be trusted) and --repository-url; "
+                "another index takes its own credentials (TWINE_USERNAME, TWINE_PASSWORD)",
+            )
+        return creds
 
     def index_logins(self, indexes: Iterable[IndexLogin]) -> dict[str, BasicCredentials]:
         """The basic credentials of each index, by the origins it serves."""
@@ -142,7 +195,12 @@ class Reach:
         """The GitHub token for the origins `bearer` (where the environment has one), and
         the index credentials for the origins each index serves, sent only when asked."""
         token = self.github_token
-        tokens = dict.fromkeys(bearer, token) if token else {}
+        trusted = self.trusted_github()
+        tokens = {
+            origin: token
+            for origin in bearer
+            if token and (trusted is None or origin.lower() in trusted)
+        }
         logins = list(indexes)
         return OriginAuth(bearer=tokens, basic=self.index_logins(logins) if logins else {})
 

@@ -30,7 +30,7 @@ from typing import BinaryIO
 import httpx
 
 from release import __version__
-from release.credentials import Secret, index_credentials, mask
+from release.credentials import Secret, index_credentials, is_pypi_token, is_pypi_url, mask
 from release.remote import retry
 
 USER_AGENT = f"cuda-wheel-release/{__version__}"
@@ -50,6 +50,14 @@ def origin_of(url: str | httpx.URL) -> str:
     return f"{parsed.scheme}://{parsed.host}{port}".lower()
 
 
+def origin_or_none(url: str) -> str | None:
+    """`origin_of(url)`, or None for a value no request could go to."""
+    try:
+        return origin_of(url)
+    except httpx.InvalidURL:
+        return None
+
+
 @dataclass(frozen=True)
 class BasicCredentials:
     username: str
@@ -67,8 +75,9 @@ def index_logins(
         creds = index_credentials(environ, upload_url)
         if creds is None or creds.password is None:
             continue
+        pypi_only = is_pypi_token(creds.password)  # good at PyPI alone: shown to none else
         for url in urls:
-            if url:
+            if url and (is_pypi_url(url) or not pypi_only):
                 basic[origin_of(url)] = BasicCredentials(creds.username, creds.password)
     return basic
 

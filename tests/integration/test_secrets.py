@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -20,6 +21,7 @@ from release.destinations.reach import Reach
 from release.errors import PublishError
 from release.publish.run import PublishSettings, publish
 from tests.github_standin import GitHubStandIn
+from tests.integration.indexes import QuietHandler, serve
 from tests.integration.test_init import FIXTURES, copy, index
 from tests.integration.test_init import release as release_at
 from tests.integration.test_publish_e2e import both
@@ -30,6 +32,7 @@ __all__ = ["index"]  # the stand-in torch index, a fixture of test_init's
 BAD_GITHUB = "ghp_SECRETSECRETSECRETSECRETSECRET0123"
 BAD_PYPI = "pypi-AgEIcHlwaS5vcmcSECRETSECRETSECRET0123456789"
 BAD_PASSWORD = "twine-password-SECRET-4711"
+BAD_KEY = "index-api-key-SECRET-0815"  # an API key of an index that is not PyPI
 
 
 def files_text(tmp_path: Path) -> str:
@@ -57,9 +60,9 @@ def test_failing_runs_leak_no_credential(  # noqa: PLR0917  # pytest fixtures
 ) -> None:  # fmt: skip
     caplog.set_level(logging.DEBUG)
     release = both(tmp_path, pypiserver, github_standin)
-    secrets = [BAD_GITHUB, BAD_PYPI, BAD_PASSWORD]
+    secrets = [BAD_GITHUB, BAD_PYPI, BAD_PASSWORD, BAD_KEY]
 
-    monkeypatch.setenv("TWINE_API_KEY", BAD_PYPI)
+    monkeypatch.setenv("TWINE_API_KEY", BAD_KEY)
     monkeypatch.setenv("GITHUB_TOKEN", github_standin.token)
     code = main(["publish", "--dist", str(release.dist), "--only", "pypi", *reports(tmp_path)])
     assert code == PublishError.exit_code
@@ -212,3 +215,66 @@ def test_the_subprocess_runner_logs_and_returns_no_url_credential(tmp_path: Path
     assert done.output.count("***") == len(urls)
     again = proc.reproduce_command(cmd, {"PIP_INDEX_URL": urls[0]}, tmp_path, parent={})
     assert URL_SECRET not in done.output + done.stderr + log.read_text() + again
+
+
+class _Recorder(QuietHandler):
+    """A server a changed manifest names: it records the credentials it is sent."""
+
+    seen: ClassVar[list[str]] = []
+
+    def answer(self) -> None:
+        self.seen.extend(v for k, v in self.headers.items() if k.lower() == "authorization")
+        self.send_response(401)
+        self.send_header("WWW-Authenticate", 'Basic realm="x"')
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    do_GET = do_POST = do_PUT = answer  # http.server's names
+
+
+def _changed(release_dist: Path, kind: str, key: str, value: str) -> None:
+    """The manifest as a build job's project code could leave it: every `kind` wheel's
+    destination `key` pointed elsewhere."""
+    path = release_dist / "manifest.json"
+    manifest = json.loads(path.read_text())
+    for wheel in manifest["wheels"]:
+        if wheel["destination"]["kind"] == kind:
+            wheel["destination"][key] = value
+    path.write_text(json.dumps(manifest))
+
+
+def test_a_manifest_changed_after_the_build_sends_no_credential_elsewhere(
+    pypiserver: PypiServer, github_standin: GitHubStandIn, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """The publish job downloads the manifest another job wrote beside the project's build:
+    its GitHub API and upload URL are not trusted with the job's token or a PyPI token.
+    Nothing is sent there, nothing is uploaded anywhere, and the error says why."""
+    _Recorder.seen.clear()
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_API_URL", github_standin.api_url)
+    monkeypatch.setenv("GITHUB_SERVER_URL", github_standin.web_url)
+    monkeypatch.setenv("GITHUB_TOKEN", github_standin.token)
+    with serve(_Recorder) as elsewhere:
+        release = both(tmp_path, pypiserver, github_standin)
+        _changed(release.dist, "github", "api_url", elsewhere.rstrip("/"))
+        for key, value in pypiserver.env().items():
+            monkeypatch.setenv(key, value)
+        assert main(["publish", "--dist", str(release.dist)]) == PublishError.exit_code
+        _, err = capsys.readouterr()
+        assert f"{elsewhere.rstrip('/')} is not this job's GitHub" in err
+        assert "GITHUB_TOKEN is sent to the job's own GitHub alone" in err
+
+        release = both(tmp_path / "b", pypiserver, github_standin)
+        _changed(release.dist, "pypi", "repository_url", elsewhere)
+        monkeypatch.delenv("TWINE_PASSWORD")
+        monkeypatch.setenv("TWINE_API_KEY", BAD_PYPI)
+        assert main(["publish", "--dist", str(release.dist)]) == PublishError.exit_code
+        _, err = capsys.readouterr()
+        assert "TWINE_API_KEY holds a PyPI token, and the upload URL" in err
+    assert _Recorder.seen == []
+    assert pypiserver.files() == {}
+    assert github_standin.releases("k3-org/k3-kernels") == ()
+    # `::add-mask::VALUE` asks the runner to hide VALUE in the log: the one line that holds it
+    shown = [line for line in err.splitlines() if not line.startswith("::add-mask::")]
+    assert_absent([github_standin.token, BAD_PYPI], "\n".join(shown))

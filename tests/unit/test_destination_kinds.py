@@ -138,7 +138,10 @@ def test_downloads_get_the_token_on_github_and_index_credentials_on_pypi() -> No
     on_pypi = published("pypi", "https://files.example.com/x.whl", "https://pypi.org/simple/")
     pypi = kind_of("pypi").file_auth([on_pypi], with_keys)
     assert pypi.bearer == {}
-    assert sorted(pypi.basic) == ["https://files.example.com", "https://pypi.org"]
+    assert sorted(pypi.basic) == ["https://pypi.org"]  # a PyPI token: shown to PyPI alone
+    index_key = Reach({"TWINE_API_KEY": "index-key-5678"}, command="x")
+    on_index = kind_of("pypi").file_auth([on_pypi], index_key)
+    assert sorted(on_index.basic) == ["https://files.example.com", "https://pypi.org"]
     s3 = kind_of("s3").file_auth([published("s3", "https://k3.example.com/x.whl")], with_keys)
     assert (s3.bearer, s3.basic) == ({}, {})
     assert kind_of("pypi").index_login(PYPI, with_keys) == (

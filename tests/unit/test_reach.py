@@ -101,3 +101,84 @@ def test_writing_with_a_token_secret_needs_that_variable_not_github_token() -> N
     assert "token-secret: WHL_TOKEN" in (caught.value.hint or "")
     Reach({"WHL_TOKEN": TOKEN}, command="release publish").require_github_token("whl", "WHL_TOKEN")
     Reach({}, command="release plan", read_only=True).require_github_token("whl", "WHL_TOKEN")
+
+
+# --- A credential goes only where it is good: a manifest is another job's output. ---
+
+JOB = {"GITHUB_ACTIONS": "true", "GITHUB_API_URL": "https://api.github.com",
+       "GITHUB_SERVER_URL": "https://github.com", "GITHUB_TOKEN": TOKEN}  # fmt: skip
+ELSEWHERE = "https://api.github.example.net"
+
+
+def test_in_a_workflow_job_a_github_token_goes_to_the_jobs_own_github_alone() -> None:
+    """A manifest whose `api_url` was changed after the build (by code the build ran) would
+    receive the job's token with every request."""
+    reach = Reach(JOB, command="release publish")
+    assert not reach.github("https://api.github.com").anonymous
+    with pytest.raises(PublishError) as refused:
+        reach.github(ELSEWHERE)
+    assert refused.value.message == (
+        f"{ELSEWHERE} is not this job's GitHub (https://api.github.com, https://github.com): "
+        "GITHUB_TOKEN is sent to the job's own GitHub alone"
+    )
+    assert TOKEN not in "\n".join(refused.value.lines())
+    # another repository's token (a destination's token-secret) is held to the same
+    with pytest.raises(PublishError, match="GH_PAT_WHL is sent to the job's own GitHub"):
+        Reach({**JOB, "GH_PAT_WHL": "ghp_other"}, command="x").token_for(
+            ELSEWHERE + "/o/r.git", "GH_PAT_WHL"
+        )
+
+
+def test_the_command_line_and_a_machine_outside_a_workflow_name_any_github() -> None:
+    on_the_line = Reach(JOB, command="release publish", github_api_url=ELSEWHERE)
+    assert on_the_line.github("https://ignored.example").api_url == ELSEWHERE
+    assert not on_the_line.github(None).anonymous
+    outside = Reach({"GITHUB_TOKEN": TOKEN}, command="release publish")
+    assert not outside.github(ELSEWHERE).anonymous  # the caller's own files
+    ghes = Reach({**JOB, "GITHUB_API_URL": API, "GITHUB_SERVER_URL": "https://ghe.example.com"},
+                 command="x")  # fmt: skip
+    assert not ghes.github(API).anonymous  # a GitHub Enterprise runner's own
+
+
+def test_in_a_workflow_job_a_file_download_gets_the_token_on_the_jobs_github_alone() -> None:
+    auth = Reach(JOB, command="release verify").origin_auth(
+        bearer=["https://github.com", "https://evil.example"]
+    )
+    assert list(auth.bearer) == ["https://github.com"]
+
+
+def test_a_pypi_token_is_sent_to_pypi_alone() -> None:
+    reach = Reach({"TWINE_API_KEY": "pypi-AgEIcHlwaS5vcmc-0123"}, command="release publish")
+    assert reach.index_credentials("https://upload.pypi.org/legacy/") is not None
+    assert reach.index_credentials("https://test.pypi.org/legacy/") is not None
+    elsewheres = (
+        "https://evilpypi.org/legacy/",
+        "http://upload.pypi.org/legacy/",
+        "https://upload.pypi.org.evil.example/legacy/",
+        "http://127.0.0.1:9/",
+    )
+    for elsewhere in elsewheres:
+        with pytest.raises(PublishError) as refused:
+            reach.index_credentials(elsewhere)
+        assert "TWINE_API_KEY holds a PyPI token" in refused.value.message
+        assert "pypi-AgEI" not in "\n".join(refused.value.lines())
+    # read with the same token, an index page elsewhere is asked without it
+    auth = reach.origin_auth(
+        indexes=[("https://upload.pypi.org/legacy/", ["https://evil.example/simple/"])]
+    )
+    assert auth.basic == {}
+    # another index's own key goes to it
+    key = Reach({"TWINE_API_KEY": "index-key-0123"}, command="x")
+    assert key.index_credentials("http://127.0.0.1:9/") is not None
+
+
+def test_trusted_publishing_asks_pypis_own_hosts_alone() -> None:
+    """twine asks the upload URL's host for the OIDC audience and sends it the job's OIDC
+    token: another host could trade it for an upload token at PyPI."""
+    job = {"GITHUB_ACTIONS": "true", "ACTIONS_ID_TOKEN_REQUEST_URL": "https://x/token"}
+    reach = Reach(job, command="release publish")
+    trusted = reach.index_credentials("https://upload.pypi.org/legacy/")
+    assert trusted is not None
+    assert trusted.source == "trusted publishing"
+    assert reach.index_credentials("https://evilpypi.org/legacy/") is None
+    assert reach.index_credentials("http://upload.pypi.org/legacy/") is None
