@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from packaging.utils import canonicalize_name
-from packaging.version import Version
+from packaging.version import InvalidVersion, Version
 
-from release.credentials import has_credentials
+from release.credentials import has_credentials, url_shape_problem
 from release.errors import ConfigError
 from release.fsutil import json_text, read_json, write_atomic
 from release.github_names import repository_problem
@@ -31,8 +31,8 @@ from release.matrix import (
     kinds_text,
     nccl_requirement,
 )
-from release.matrix.gitindex import token_secret_problem
-from release.wheelfile import is_wheel_name
+from release.matrix.gitindex import is_ref_name, token_secret_problem
+from release.wheelfile import WheelName, is_wheel_name
 
 SCHEMA_VERSION = 1
 MANIFEST_NAME = "manifest.json"
@@ -346,8 +346,12 @@ def _destination(raw: Mapping[str, Any], where: str) -> DestinationRef:
             raise ValueError(f"{where}.{key}: {text[:20]!r}... holds a control character")
     if destination.repository and (problem := repository_problem(destination.repository)):
         raise ValueError(f"{where}.repository: {destination.repository[:40]!r}: {problem}")
+    if destination.tag is not None and not is_ref_name(destination.tag):
+        raise ValueError(f"{where}.tag: {destination.tag[:40]!r} is not a git tag's name")
     for key in ("api_url", "index_url", "repository_url", "endpoint"):
         url = getattr(destination, key)
+        if url is not None and (problem := url_shape_problem(url)):
+            raise ValueError(f"{where}.{key}: {url[:40]!r} {problem}")
         if url is not None and has_credentials(url):
             raise ValueError(f"{where}.{key}: holds credentials, which no record may hold")
     return destination
@@ -380,7 +384,7 @@ def _wheel(raw: object, where: str) -> WheelEntry:
     if not all(isinstance(v, str | int | float) for v in toolchain.values()):
         raise ValueError(f"{where}.toolchain: values must be strings")
     sha256, size = _digest_and_size(raw, where)
-    return WheelEntry(
+    entry = WheelEntry(
         cell=_require(raw, "cell", str, where),
         cuda=_require(raw, "cuda", str, where),
         arch=_require(raw, "arch", str, where),
@@ -396,6 +400,40 @@ def _wheel(raw: object, where: str) -> WheelEntry:
         nccl=_optional(raw, "nccl", where),
         device_bytes=_device_bytes(raw, where),
     )
+    _check_wheel_fields(entry, where)
+    return entry
+
+
+_CUDA = re.compile(r"^[0-9]{1,3}\.[0-9]{1,3}$")
+_ARCH = re.compile(r"^[a-z0-9_]{1,32}$")
+_TARGET = re.compile(r"^[0-9]{2,3}[af]?$")  # an SM or a PTX target as the records write it
+
+
+def _check_wheel_fields(entry: WheelEntry, where: str) -> None:
+    """What a wheel's entry says of itself that its filename also says agrees with it, and
+    the rest has the shape the build writes (a path, a URL or a line of text in a CUDA
+    version, an arch or an SM would reach file names, URLs and messages)."""
+    name = WheelName.parse(entry.filename)
+    try:
+        version = Version(entry.version)
+    except InvalidVersion:
+        raise ValueError(f"{where}.version: {entry.version[:40]!r} is not a version") from None
+    if version != name.version:
+        raise ValueError(
+            f"{where}.version: {entry.version[:40]} is not its filename's {name.version}"
+        )
+    if entry.local_label != name.version.local:
+        raise ValueError(
+            f"{where}.local_label: {str(entry.local_label)[:40]} is not its filename's "
+            f"{name.version.local}"
+        )
+    if not _CUDA.match(entry.cuda):
+        raise ValueError(f"{where}.cuda: {entry.cuda[:20]!r} is not a CUDA version (13.0)")
+    if not _ARCH.match(entry.arch):
+        raise ValueError(f"{where}.arch: {entry.arch[:20]!r} is not a CPU architecture")
+    for target in (*entry.sms, *([entry.ptx] if entry.ptx is not None else [])):
+        if not _TARGET.match(target):
+            raise ValueError(f"{where}: {target[:20]!r} is not an SM (90, 90a, 100f)")
 
 
 def _device_bytes(raw: Mapping[str, Any], where: str) -> tuple[tuple[str, int], ...]:
@@ -431,8 +469,13 @@ def from_json(data: object) -> Manifest:
         twice = sorted({n for n in names if names.count(n) > 1})
         raise ValueError(f"manifest: {twice[0]} is listed more than once")
     indexes = _indexes(data.get("indexes"), wheels)
+    project: str = _require(data, "project", str, "manifest")
+    for number, wheel in enumerate(wheels):
+        distribution = WheelName.parse(wheel.filename).distribution
+        if canonicalize_name(distribution) != canonicalize_name(project):
+            raise ValueError(f"wheels[{number}].filename: not a wheel of {project[:40]}")
     return Manifest(
-        project=_require(data, "project", str, "manifest"),
+        project=project,
         version=_require(data, "version", str, "manifest"),
         wheels=wheels,
         nccl_files=files,
@@ -467,6 +510,12 @@ def _indexes(raw: object, wheels: Iterable[WheelEntry]) -> tuple[IndexRef, ...]:
         )
         if not all(getattr(index, key) is not None for key in value_type.RECORD_NEEDS):
             raise ValueError(f"{where}: {kind} needs {' and '.join(value_type.RECORD_NEEDS)}")
+        if index.branch is not None and not is_ref_name(index.branch):
+            raise ValueError(f"{where}.branch: {index.branch[:40]!r} is not a git branch's name")
+        if index.directory and any(part in ("", ".", "..") for part in index.directory.split("/")):
+            raise ValueError(f"{where}.directory: {index.directory[:40]!r} is not a relative path")
+        if problem := url_shape_problem(index.index_url):
+            raise ValueError(f"{where}.index_url: {index.index_url[:40]!r} {problem}")
         secret = index.token_secret
         if secret is not None and (problem := token_secret_problem(secret)) is not None:
             raise ValueError(f"{where}.token_secret: {problem}")

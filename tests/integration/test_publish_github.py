@@ -108,7 +108,7 @@ def make_dist(
                 local_label="cu129",
                 size=len(data),
                 sha256=hashlib.sha256(data).hexdigest(),
-                sms=("sm_90",),
+                sms=("90",),
                 ptx="compute_90",
                 toolchain={},
                 destination=destination,

@@ -170,8 +170,8 @@ def entry_for(wheel: Path, destination: DestinationRef, *, cuda: str = "13.0") -
         local_label=label,
         size=wheel.stat().st_size,
         sha256=sha256_file(wheel),
-        sms=("sm_75", "sm_90"),
-        ptx="compute_100",
+        sms=("75", "90"),
+        ptx="100",
         toolchain={"nvcc": cuda},
         destination=destination,
     )

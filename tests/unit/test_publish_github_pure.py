@@ -134,7 +134,7 @@ def entry(
         local_label="cu129",
         size=len(data),
         sha256=hashlib.sha256(data).hexdigest(),
-        sms=("sm_90",),
+        sms=("90",),
         ptx=None,
         toolchain={},
         destination=DestinationRef(

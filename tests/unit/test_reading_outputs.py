@@ -63,6 +63,7 @@ GOOD_WHEEL = {
     "toolchain": {},
     "destination": {"name": "pypi", "kind": "pypi", "max_file_size": 100, "index_url": None},
 }
+PYPI = {"name": "pypi", "kind": "pypi", "max_file_size": 100, "index_url": None}
 GH = {"name": "gh", "kind": "github", "max_file_size": 100, "repository": "o/r", "tag": "v1"}
 HOSTILE: dict[str, tuple[str, object]] = {
     "filename-path": ("filename", "../../k3_kernels-0.1.0-py3-none-any.whl"),
@@ -85,6 +86,19 @@ HOSTILE: dict[str, tuple[str, object]] = {
     "destination-size-huge": ("destination", {**GH, "max_file_size": 10**500}),
     "destination-tag-newline": ("destination", {**GH, "tag": "v1\nx"}),
     "destination-api-credentials": ("destination", {**GH, "api_url": "https://u:p@api/"}),
+    # each was accepted, and reached a request path, a file or a message as it was
+    "destination-tag-traversal": ("destination", {**GH, "tag": "../../../user/repos"}),
+    "destination-tag-query": ("destination", {**GH, "tag": "v1?x=1"}),
+    "destination-api-not-http": ("destination", {**GH, "api_url": "file:///etc"}),
+    "destination-upload-not-http": ("destination", {**PYPI, "repository_url": "javascript:x"}),
+    "version-not-the-filenames": ("version", "9.9.9"),
+    "version-not-a-version": ("version", "../x"),
+    "label-not-the-filenames": ("local_label", "cu129"),
+    "cuda-not-a-version": ("cuda", "13.0/../../x"),
+    "arch-a-path": ("arch", "x86_64/../y"),
+    "sms-not-an-sm": ("sms", ["sm_90", "../x"]),
+    "ptx-not-an-sm": ("ptx", "compute_90\n"),
+    "filename-another-project": ("filename", "other-0.1.0-py3-none-manylinux_2_28_x86_64.whl"),
 }
 
 
