@@ -209,7 +209,9 @@ def _follow(
     reader = None
     if child.stderr is not None:
         stderr_pipe = child.stderr
-        reader = threading.Thread(target=lambda: errors.append(stderr_pipe.read()), daemon=True)
+        reader = threading.Thread(
+            target=_unsignalled(lambda: errors.append(stderr_pipe.read())), daemon=True
+        )
         reader.start()
     lines = []
     with child.stdout:
@@ -236,7 +238,19 @@ def _watch(
                     _end(child)
                 return
 
-    threading.Thread(target=watch, daemon=True).start()
+    threading.Thread(target=_unsignalled(watch), daemon=True).start()
+
+
+def _unsignalled(target: Callable[[], None]) -> Callable[[], None]:
+    """`target`, run with SIGINT and SIGTERM blocked in its thread, which starts no
+    process (a child would inherit the mask): Linux then hands those signals to a thread
+    that takes them, and the main thread, blocked waiting for a child, ends at once."""
+
+    def run() -> None:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+        target()
+
+    return run
 
 
 def _append_log(log: Path, command: str, output: str, code: int, seconds: float) -> None:

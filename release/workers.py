@@ -4,7 +4,8 @@ in the order given.
 A command stopped (^C, the SIGTERM of a cancelled CI job) while a server stalls a download
 ends at once: a ThreadPoolExecutor's threads are waited for at exit, and a stalled read
 holds its thread for the client's read timeout (60 s). For calls that only wait on a
-server: a thread left behind at exit is killed with the process.
+server: a thread left behind at exit is killed with the process. A result is waited for
+in short steps, so that the signal is handled whichever thread the kernel gave it to.
 """
 
 from __future__ import annotations
@@ -18,6 +19,23 @@ from typing import Any, TypeVar
 
 _In = TypeVar("_In")
 _Out = TypeVar("_Out")
+
+
+# How often a thread waiting for a result runs Python: a signal the kernel handed to a
+# worker thread (Linux picks any thread of the process that does not block it) runs its
+# handler only where the main thread runs Python, and an untimed wait never would.
+_WAKE_S = 0.2
+
+
+def result(future: Future[_Out]) -> _Out:
+    """`future.result()`, waited for in steps, so that a signal is handled while waiting
+    (every wait of the main thread for a thread's work goes through here)."""
+    while True:
+        try:
+            return future.result(timeout=_WAKE_S)
+        except TimeoutError:
+            if future.done():  # the call's own TimeoutError, or it ended just now
+                return future.result()
 
 
 class Workers:
@@ -54,7 +72,7 @@ class Workers:
             future: Future[_Out] = Future()
             self._tasks.put((future, functools.partial(function, item)))
             futures.append(future)
-        return (future.result() for future in futures)
+        return (result(future) for future in futures)
 
     def close(self) -> None:
         for _ in self._threads:

@@ -19,7 +19,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from release import proc
+from release import proc, workers
 from release.backends import (
     NVCC_HINT,
     PLACEMENT_HINT,
@@ -323,7 +323,7 @@ def build_cells(
     futures: list[Future[None]] = [pool.submit(run_group, g) for g in schedule(settings.cells)]
     try:
         for future in futures:
-            future.result()
+            workers.result(future)
     except BaseException:
         stop.set()
         proc.stop_all()

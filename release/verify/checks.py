@@ -32,7 +32,7 @@ from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
 import release.records.published as published_record
-from release import proc
+from release import proc, workers
 from release.credentials import isolated_env, mask
 from release.defaults import RELEASE_WORKFLOW, VERIFY_CONCURRENCY
 from release.destinations.reach import Reach, merged
@@ -542,7 +542,8 @@ def _pip_checks(
             )
 
         with ThreadPoolExecutor(max_workers=PIP_CONCURRENCY) as pool:
-            return list(pool.map(lambda pair: one(*pair), enumerate(cells)))
+            asked = [pool.submit(one, number, cell) for number, cell in enumerate(cells)]
+            return [workers.result(future) for future in asked]
 
 
 def report_json(report: VerifyReport) -> dict[str, Any]:

@@ -5,6 +5,7 @@ before; a child that finishes first is left alone."""
 from __future__ import annotations
 
 import os
+import signal
 import time
 from pathlib import Path
 
@@ -41,3 +42,19 @@ def test_a_child_that_finishes_first_is_not_stopped(tmp_path: Path) -> None:
     assert done.returncode == 0
     assert done.output.strip() == "done"
     assert asked  # it was asked while the child ran
+
+
+def test_the_watching_thread_leaves_sigterm_and_sigint_to_the_main_thread() -> None:
+    """A process-directed signal goes to a thread that does not block it: the watcher
+    blocks both, so that one never lands where nothing handles it while the main thread
+    sits waiting for the child."""
+    masks: list[set[int | signal.Signals]] = []
+
+    def record() -> bool:
+        masks.append(signal.pthread_sigmask(signal.SIG_BLOCK, []))
+        return False
+
+    proc.run(["sh", "-c", "sleep 0.5"], env=dict(os.environ), stop_when=record)
+    assert masks
+    assert {signal.SIGTERM, signal.SIGINT} <= masks[0]
+    assert signal.SIGTERM not in signal.pthread_sigmask(signal.SIG_BLOCK, [])

@@ -4,10 +4,13 @@ where its result is due (as ThreadPoolExecutor.map), and nothing queued started 
 
 from __future__ import annotations
 
+import signal
 import threading
+import time
 
 import pytest
 
+from release import proc
 from release.workers import Workers
 
 
@@ -50,3 +53,32 @@ def test_a_block_left_by_an_exception_starts_nothing_still_queued() -> None:
         thread.join(10)
         assert not thread.is_alive()
     assert started == [0]
+
+
+def test_a_signal_a_worker_thread_received_still_stops_the_waiting_command() -> None:
+    """Linux hands a process's SIGTERM to any thread that does not block it: where it was a
+    worker held in a stalled read, the main thread, waiting for that call's result, must
+    still run the handler (proc.interruptible's: KeyboardInterrupt) at once, instead of
+    when the read gives up."""
+    held = threading.Event()
+    worker: list[int] = []
+
+    def stalled(_: int) -> int:
+        worker.append(threading.get_ident())
+        held.wait(30)
+        return 0
+
+    def signal_the_worker() -> None:
+        while not worker:
+            threading.Event().wait(0.01)
+        signal.pthread_kill(worker[0], signal.SIGTERM)
+
+    start = time.monotonic()
+    with proc.interruptible(), Workers(1) as pool:
+        threading.Thread(target=signal_the_worker, daemon=True).start()
+        results = pool.map(stalled, [0])
+        with pytest.raises(KeyboardInterrupt):
+            next(results)
+    held.set()
+    assert proc.last_signal() == signal.SIGTERM
+    assert time.monotonic() - start < 20  # not the 30 s the stalled call holds its thread
