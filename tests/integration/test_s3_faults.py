@@ -1,0 +1,143 @@
+"""The S3 edge (release/remote/s3.py) and the nightly channel on it, against answers moto
+cannot give: a fault-injecting proxy on 127.0.0.1 (tests/s3_server/faults.py) in front of
+the real moto server breaks one kind of answer at a time. Each failure must end in one
+line of the error family (exit 5 from publish, a failed check from verify), naming the
+call and the key, with no credential and no traceback; nothing half-written, nothing lost:
+the oracle (tests/integration/nightly.py) reads the bucket afterwards. Waits between
+attempts are recorded, not slept, except where a test runs the command itself."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+
+import pytest
+
+from release.credentials import s3_credentials
+from release.errors import PublishError
+from release.nightly.layout import STATE_KEY
+from release.remote.s3 import Bucket, S3Store
+from tests.integration.nightly import (
+    PREFIX,
+    Channel,
+    MakeChannel,
+    commit_of,
+    make_channel,
+    oracle,
+)
+from tests.s3_server import s3_server
+from tests.s3_server.faults import Fault, FaultProxy, s3_faults
+
+__all__ = ["make_channel", "s3_faults", "s3_server"]
+
+LIST = r"\?list-type=2"  # a ListObjectsV2 request's target
+
+
+def through(channel: Channel, proxy: FaultProxy, sleeps: list[float]) -> S3Store:
+    """The channel's bucket as the command reaches it, through the proxy, its waits
+    recorded in `sleeps`."""
+    bucket = Bucket(name=channel.bucket, endpoint=proxy.endpoint, region="auto")
+    return S3Store(bucket, s3_credentials(channel.env()), sleep=sleeps.append)
+
+
+def failed(call: Callable[[], object]) -> PublishError:
+    """The PublishError `call` ends in: one line."""
+    with pytest.raises(PublishError) as raised:
+        call()
+    assert "\n" not in raised.value.message
+    assert raised.value.exit_code == 5
+    return raised.value
+
+
+def first_page(target: str) -> str:
+    """A listing's request as moto is asked it: its continuation token left out."""
+    return re.sub(r"&continuation-token=[^&]*", "", target)
+
+
+def looping(body: bytes) -> bytes:
+    """moto's (last) page of a listing, said to go on with the same token again."""
+    body = body.replace(b"<IsTruncated>false</IsTruncated>", b"<IsTruncated>true</IsTruncated>")
+    token = b"<NextContinuationToken>again</NextContinuationToken>"
+    return body.replace(b"</ListBucketResult>", token + b"</ListBucketResult>")
+
+
+def version(number: int) -> str:
+    return f"0.1.1.dev{commit_of(number).time}"
+
+
+def test_a_listing_whose_continuation_token_repeats_ends_in_one_error(
+    make_channel: MakeChannel, s3_faults: FaultProxy
+) -> None:
+    """A server that answers every page of a listing with the token it gave before: the
+    listing ends at the repeat (two requests) instead of asking forever, in publish's
+    read-back of nightly/ and in verify's `objects` check."""
+    channel = make_channel(keep=2, version="0.1.1")
+    channel.publish_in_process(1)
+    sleeps: list[float] = []
+    store = through(channel, s3_faults, sleeps)
+    loop = s3_faults.add(
+        Fault(method="GET", path=LIST, action="rewrite", target=first_page, rewrite=looping,
+              count=20)
+    )  # fmt: skip
+    error = failed(lambda: store.list(PREFIX))
+    assert f"LIST {PREFIX} does not end: the server gives a continuation token" in error.message
+    assert s3_faults.fired(loop) == 2
+    s3_faults.clear()
+    channel.publish_in_process(2)
+    loop = s3_faults.add(
+        Fault(method="GET", path=LIST, action="rewrite", target=first_page, rewrite=looping,
+              count=20)
+    )  # fmt: skip
+    error = failed(lambda: channel.publish_in_process(3, store=store))  # prunes: lists nightly/
+    assert f"LIST {PREFIX}nightly/ does not end" in error.message
+    assert s3_faults.fired(loop) == 2
+    assert sleeps == []
+    s3_faults.clear()
+    assert oracle(channel, whole=[commit_of(n).sha for n in (2, 3)]) == []
+
+
+def one_error(output: str) -> str:
+    """The one `error:` line a run printed (and no traceback)."""
+    assert "Traceback" not in output, output
+    errors = [line for line in output.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, output
+    return errors[0]
+
+
+def test_an_answer_whose_last_modified_does_not_parse_fails_as_the_call_it_answered(
+    make_channel: MakeChannel, s3_faults: FaultProxy
+) -> None:
+    """`Last-Modified: yesterday` on the state's GET, and a listing's `<LastModified>`
+    that is no time: botocore's parser raised a ValueError, which left the command as "a
+    bug in release" with a traceback. Each is now one line naming the call (publish:
+    exit 5, nothing uploaded; verify: its `objects` check failed, exit 7)."""
+    channel = make_channel(version="0.1.1")
+    channel.publish_in_process(1)
+    channel.reach_through(s3_faults.endpoint)
+    before = channel.object_keys()
+    s3_faults.add(
+        Fault(method="GET", path=STATE_KEY, action="rewrite",
+              headers={"Last-Modified": "yesterday"}, count=10)
+    )  # fmt: skip
+    done = channel.publish(2, "--json")
+    assert done.returncode == 5, done.stderr
+    line = one_error(done.stderr)
+    assert f"GET {PREFIX}{STATE_KEY} failed: UnreadableAnswer: the answer does not parse" in line
+    assert 'Invalid timestamp "yesterday"' in line
+    assert channel.object_keys() == before
+    s3_faults.clear()
+    s3_faults.add(
+        Fault(method="GET", path=LIST, action="rewrite", count=10, rewrite=lambda body: re.sub(
+            rb"<LastModified>[^<]*</LastModified>", b"<LastModified>yesterday</LastModified>",
+            body))
+    )  # fmt: skip
+    verified = channel.release("verify", "--channel", "nightly", "--no-pip", "--json")
+    assert verified.returncode == 7, verified.stderr
+    assert "Traceback" not in verified.stderr
+    objects = [c for c in json.loads(verified.stdout)["checks"] if c["check"] == "objects"]
+    assert [c["ok"] for c in objects] == [False]
+    detail = objects[0]["detail"]
+    assert f"LIST {PREFIX} failed: UnreadableAnswer: the answer does not parse" in detail
+    s3_faults.clear()
+    assert oracle(channel, whole=[commit_of(1).sha]) == []
