@@ -348,7 +348,11 @@ class S3Store:
                 if status >= 500 or status == 429:
                     return retry.TryAgain(reason=f"HTTP {status} {_code(error)}")
                 return None
-            transient = (botocore.exceptions.ConnectionError, botocore.exceptions.HTTPClientError)
+            transient = (
+                botocore.exceptions.ConnectionError,
+                botocore.exceptions.HTTPClientError,
+                botocore.exceptions.IncompleteReadError,  # a body cut short
+            )
             if isinstance(error, transient):
                 return retry.TryAgain(reason=f"{type(error).__name__}: {error}")
             return None
@@ -398,10 +402,17 @@ class S3Store:
 
 def _read_body(answer: T, most: int) -> tuple[T, bytes]:
     """The GetObject answer and its body (`most` bytes at the most), read in the same attempt
-    (a body cut short is retried with the request)."""
+    (a body cut short is retried with the request). A body that ends before its
+    Content-Length (the server closed the connection in order) is cut short too: botocore
+    checks the length only of a body read to its end, never of one read up to a bound."""
     body = answer["Body"]  # type: ignore[index]
     data: bytes = body.read(most)
     body.close()
+    expected = answer.get("ContentLength")  # type: ignore[attr-defined]
+    if isinstance(expected, int) and len(data) < min(expected, most):
+        raise botocore.exceptions.IncompleteReadError(
+            actual_bytes=len(data), expected_bytes=expected
+        )
     return answer, data
 
 

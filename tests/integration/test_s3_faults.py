@@ -141,3 +141,39 @@ def test_an_answer_whose_last_modified_does_not_parse_fails_as_the_call_it_answe
     assert f"LIST {PREFIX} failed: UnreadableAnswer: the answer does not parse" in detail
     s3_faults.clear()
     assert oracle(channel, whole=[commit_of(1).sha]) == []
+
+
+def test_a_body_cut_short_is_read_again_never_taken_for_the_whole_object(
+    make_channel: MakeChannel, s3_faults: FaultProxy
+) -> None:
+    """A GET whose server closes the connection in order before the Content-Length it
+    announced: botocore checks no length of a body read up to a bound, so the first bytes
+    were taken for the object. A state cut short was "not a nightly state" (its hint:
+    remove it); a keep-list cut short lost its pins, and the pinned commit was deleted.
+    Now the read is retried, and one always cut short fails as the GET it is (exit 5)."""
+    channel = make_channel(keep=2, version="0.1.1")
+    channel.publish_in_process(1)
+    sleeps: list[float] = []
+    store = through(channel, s3_faults, sleeps)
+    s3_faults.add(Fault(method="GET", path=STATE_KEY, action="truncate", send_bytes=20))
+    channel.publish_in_process(2, store=store)  # the second read is whole
+    assert sleeps == [1.0]
+    cut = Fault(method="GET", path=STATE_KEY, action="truncate", send_bytes=20, count=10)
+    s3_faults.add(cut)
+    before = channel.object_keys()
+    error = failed(lambda: channel.publish_in_process(3, store=store))
+    assert f"GET {PREFIX}{STATE_KEY} failed: IncompleteReadError: 20 read" in error.message
+    assert "not a nightly state" not in error.message
+    assert s3_faults.fired(cut) == 3
+    assert channel.object_keys() == before
+    s3_faults.clear()
+    pins = f"# pinned by hand, one a line{' ' * 100}\n{version(1)}\n".encode()
+    channel.put(PREFIX + "keep-list.txt", pins, "text/plain")
+    s3_faults.add(Fault(method="GET", path="keep-list.txt", action="truncate", send_bytes=50,
+                        count=10))  # fmt: skip
+    error = failed(lambda: channel.publish_in_process(3, store=store))
+    assert f"GET {PREFIX}keep-list.txt failed: IncompleteReadError" in error.message
+    s3_faults.clear()
+    channel.publish_in_process(3, store=store)
+    assert channel.state().kept_commit(commit_of(1).sha) is not None  # pinned: kept
+    assert oracle(channel, whole=[commit_of(n).sha for n in (1, 2, 3)]) == []
