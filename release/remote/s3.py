@@ -15,16 +15,18 @@ from __future__ import annotations
 import functools
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
 import boto3
 import botocore
+import botocore.awsrequest
 import botocore.config
 import botocore.exceptions
 import botocore.loaders
 import botocore.parsers
+import botocore.response
 import botocore.session
 
 if TYPE_CHECKING:
@@ -103,6 +105,11 @@ class Stored:
 # The objects a command reads whole (a channel's state, a /nightly/ page, a keep-list) are
 # read no further: one a bucket's other writer made huge costs no memory past it.
 MAX_OBJECT_READ = 64 * 2**20
+# Every other answer's body (a listing, a write's or a deletion's answer, an error document)
+# is read no further: the longest S3 gives, a page of 1,000 keys of 1,024 bytes, is under
+# 2 MiB, and botocore would hold a longer one whole (several times over as it parses it).
+MAX_ANSWER = 16 * 2**20
+CHUNK = 64 * 2**10
 
 
 class UnreadableAnswer(botocore.exceptions.BotoCoreError):
@@ -180,6 +187,32 @@ class S3Store:
             aws_secret_access_key=keys.secret_key.reveal() if keys else None,
             aws_session_token=keys.session_token.reveal() if keys and keys.session_token else None,
             config=config,
+        )
+        # botocore reads an answer whole before it looks at it: each request is sent here
+        # through the client's own session instead, and its answer read to MAX_ANSWER
+        self._http = self._client._endpoint.http_session  # type: ignore[attr-defined]
+        # a before-send handler's answer is used in place of sending (the stubs say None)
+        self._client.meta.events.register("before-send.s3", self._send)  # type: ignore[arg-type]
+
+    def _send(
+        self, request: botocore.awsrequest.AWSPreparedRequest, **_: object
+    ) -> botocore.awsrequest.AWSResponse:
+        """`request` sent as botocore sends it, its answer's body left unread where it is an
+        object's (`get` reads that, to its bound) and read here to MAX_ANSWER otherwise."""
+        wanted = request.stream_output
+        request.stream_output = True  # the session then leaves the body unread
+        try:
+            answer: botocore.awsrequest.AWSResponse = self._http.send(request)
+        finally:
+            request.stream_output = wanted
+        if wanted and answer.status_code < 300:
+            return answer
+        data = _answer_body(answer)
+        return botocore.awsrequest.AWSResponse(
+            answer.url,
+            answer.status_code,
+            answer.headers,  # type: ignore[arg-type]
+            _Read(data),
         )
 
     # --- reads ---
@@ -414,6 +447,38 @@ def _read_body(answer: T, most: int) -> tuple[T, bytes]:
             actual_bytes=len(data), expected_bytes=expected
         )
     return answer, data
+
+
+class _Read:
+    """An answer's body as read, where botocore's AWSResponse reads it from."""
+
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+
+    def stream(self, **_: object) -> Iterator[bytes]:
+        yield self._data
+
+
+def _answer_body(answer: botocore.awsrequest.AWSResponse) -> bytes:
+    """An answer's body, read to MAX_ANSWER; UnreadableAnswer past it. A failure of the
+    connection is an HTTPClientError (tried again), as botocore's session says it."""
+    body = botocore.response.StreamingBody(answer.raw, None)  # type: ignore[arg-type]
+    parts: list[bytes] = []
+    size = 0
+    try:
+        for part in body.iter_chunks(CHUNK):
+            size += len(part)
+            if size > MAX_ANSWER:
+                body.close()
+                raise UnreadableAnswer(
+                    reason=f"more than {MAX_ANSWER // 2**20} MiB, longer than any S3 answer"
+                )
+            parts.append(part)
+    except botocore.exceptions.BotoCoreError:
+        raise
+    except Exception as error:  # what urllib3 raises, mapped as botocore's session maps it
+        raise botocore.exceptions.HTTPClientError(error=error) from None
+    return b"".join(parts)
 
 
 def _code(error: botocore.exceptions.ClientError) -> str:

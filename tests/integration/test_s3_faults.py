@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import tracemalloc
 from collections.abc import Callable
 
 import pytest
@@ -27,7 +28,7 @@ from tests.integration.nightly import (
     oracle,
 )
 from tests.s3_server import s3_server
-from tests.s3_server.faults import Fault, FaultProxy, s3_faults
+from tests.s3_server.faults import SLOW_DOWN, Fault, FaultProxy, s3_faults
 
 __all__ = ["make_channel", "s3_faults", "s3_server"]
 
@@ -177,3 +178,95 @@ def test_a_body_cut_short_is_read_again_never_taken_for_the_whole_object(
     channel.publish_in_process(3, store=store)
     assert channel.state().kept_commit(commit_of(1).sha) is not None  # pinned: kept
     assert oracle(channel, whole=[commit_of(n).sha for n in (1, 2, 3)]) == []
+
+
+STORM_STEPS = {
+    "the state's read": ("GET", STATE_KEY, 0),
+    "the state's registration": ("PUT", STATE_KEY, 0),
+    "a wheel's upload": ("PUT", r"\.whl$", 0),
+    "the state's completion": ("PUT", STATE_KEY, 1),
+    "a /nightly/ page": ("PUT", r"/nightly/", 0),
+    "the read-back of nightly/": ("GET", LIST, 0),
+    "the pruning's deletion": ("POST", r"\?delete", 0),
+}
+
+
+@pytest.mark.parametrize("step", list(STORM_STEPS))
+def test_a_slowdown_storm_at_each_step_is_bounded_and_loses_nothing(
+    make_channel: MakeChannel, s3_faults: FaultProxy, step: str
+) -> None:
+    """503 SlowDown to every try of one step of a publish (keep 2: the run prunes): three
+    attempts with waits of 1 s and 2 s, then one line naming the call (exit 5); every
+    commit the state keeps is whole, /nightly/ serves one whole commit, and a re-run
+    finishes the publish."""
+    method, path, skip = STORM_STEPS[step]
+    channel = make_channel(keep=2, version="0.1.1")
+    channel.publish_in_process(1)
+    channel.publish_in_process(2)
+    sleeps: list[float] = []
+    store = through(channel, s3_faults, sleeps)
+    storm = s3_faults.add(
+        Fault(method=method, path=path, status=503, body=SLOW_DOWN, count=100, skip=skip)
+    )
+    error = failed(lambda: channel.publish_in_process(3, store=store))
+    assert " failed: HTTP 503 SlowDown (3 attempts in " in error.message
+    assert s3_faults.fired(storm) == 3
+    assert sleeps == [1.0, 2.0]
+    assert oracle(channel, whole=[commit_of(2).sha]) == []
+    s3_faults.clear()
+    channel.publish_in_process(3, store=store)
+    state = channel.state()
+    assert state.nightly is not None
+    assert state.nightly.commit == commit_of(3).sha
+    assert state.pruning == ()
+    assert oracle(channel, whole=[commit_of(n).sha for n in (2, 3)]) == []
+
+
+def peak_bytes(call: Callable[[], object]) -> int:
+    """The most memory Python held at once while `call` ran (its own allocations and the
+    proxy's, which runs in this process)."""
+    tracemalloc.start()
+    try:
+        call()
+    finally:
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    return peak
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "status", "call"),
+    [
+        ("GET", LIST, 200, "list"),
+        ("PUT", "huge", 500, "put"),
+        ("GET", "huge", 503, "get"),
+    ],
+)
+def test_an_answer_past_any_s3_answers_size_is_refused_unread(  # noqa: PLR0917  # parametrized
+    make_channel: MakeChannel, s3_faults: FaultProxy, method: str, path: str, status: int,
+    call: str,
+) -> None:  # fmt: skip
+    """A listing, a PUT's answer and a GET's error answer of 100 MiB: botocore read each
+    whole into memory, three times over with the retries. An answer other than an
+    object's body is now read to 16 MiB and no further, and refused in one line."""
+    channel = make_channel(version="0.1.1")
+    sleeps: list[float] = []
+    store = through(channel, s3_faults, sleeps)
+    huge = s3_faults.add(
+        Fault(method=method, path=path, action="huge", status=status, size=100 * 2**20, count=3)
+    )
+    calls: dict[str, Callable[[], object]] = {
+        "list": lambda: store.list(PREFIX),
+        "put": lambda: store.put(
+            PREFIX + "huge", b"x", content_type="text/plain", cache_control=""
+        ),
+        "get": lambda: store.get(PREFIX + "huge"),
+    }
+    errors: list[PublishError] = []
+    peak = peak_bytes(lambda: errors.append(failed(calls[call])))
+    assert "failed: UnreadableAnswer: the answer does not parse: more than 16 MiB" in (
+        errors[0].message
+    )
+    assert s3_faults.fired(huge) == 1
+    assert sleeps == []
+    assert peak < 48 * 2**20, peak

@@ -24,7 +24,7 @@ and query (`path`), fires `count` times (the first matching armed fault fires), 
     as ``"reset"``, but the connection is closed in order (FIN) after `send_bytes`: an
     answer shorter than its `Content-Length`, with no error on the socket.
 ``"huge"``
-    answer 200 with a body of `size` bytes (made as it is sent; a client that stops
+    answer `status` with a body of `size` bytes (made as it is sent; a client that stops
     reading costs the proxy nothing) and `headers`.
 ``"hold"``
     read the request and answer nothing until :meth:`FaultProxy.release` (or 300 s), then
@@ -264,7 +264,7 @@ class _Handler(BaseHTTPRequestHandler):
             if fault.action == "reset":
                 self._reset()
         elif fault.action == "huge":
-            self._head(200, "OK", list(fault.headers.items()), fault.size)
+            self._head(fault.status, "Huge", list(fault.headers.items()), fault.size)
             with contextlib.suppress(OSError):
                 for part in _zeros(fault.size):
                     self.wfile.write(part)
