@@ -345,6 +345,10 @@ class S3Store:
                 answer = self._call("LIST", prefix, self._listing(prefix, token))
             except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError) as error:
                 raise self._failure("LIST", prefix, error) from None
+            if "IsTruncated" not in answer:  # every page of S3, R2 and MinIO says it
+                # well-formed XML of something else (a portal's page) parses as no objects
+                why = "not a ListObjectsV2 answer (no IsTruncated)"
+                raise self._failure("LIST", prefix, UnreadableAnswer(reason=why))
             for item in answer.get("Contents") or []:
                 found[str(item.get("Key"))] = etag_of(item.get("ETag"))
             token = answer.get("NextContinuationToken")

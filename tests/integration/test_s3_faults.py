@@ -28,7 +28,7 @@ from tests.integration.nightly import (
     oracle,
 )
 from tests.s3_server import s3_server
-from tests.s3_server.faults import SLOW_DOWN, Fault, FaultProxy, s3_faults
+from tests.s3_server.faults import ACCESS_DENIED, SLOW_DOWN, Fault, FaultProxy, s3_faults
 
 __all__ = ["make_channel", "s3_faults", "s3_server"]
 
@@ -270,3 +270,36 @@ def test_an_answer_past_any_s3_answers_size_is_refused_unread(  # noqa: PLR0917 
     assert s3_faults.fired(huge) == 1
     assert sleeps == []
     assert peak < 48 * 2**20, peak
+
+
+def test_a_listing_answered_by_something_else_is_refused_and_deletes_nothing(
+    make_channel: MakeChannel, s3_faults: FaultProxy
+) -> None:
+    """A 200 to a listing that is well-formed XML but no ListObjectsV2 answer (a portal's
+    or a CDN's page): botocore read it as an empty listing. Publish then saw no /nightly/
+    page linking anything and deleted the commit the pages still served (their moves had
+    failed); verify's `objects` check passed on "every one of the 0 objects". Now it is
+    one error naming the LIST, and nothing is deleted."""
+    channel = make_channel(keep=2, version="0.1.1")
+    channel.publish_in_process(2)
+    sleeps: list[float] = []
+    store = through(channel, s3_faults, sleeps)
+    s3_faults.add(Fault(method="PUT", path="/nightly/k3-kernels", status=403, body=ACCESS_DENIED,
+                        count=100))  # fmt: skip
+    for number in (3, 4):
+        error = failed(lambda: channel.publish_in_process(number, store=store))  # noqa: B023
+        assert "HTTP 403 AccessDenied" in error.message
+    s3_faults.clear()
+    page = b'<?xml version="1.0"?>\n<html><body>Down for maintenance</body></html>'
+    s3_faults.add(Fault(method="GET", path=LIST, status=200, body=page, count=100))
+    error = failed(lambda: channel.publish_in_process(1, store=store))
+    assert f"LIST {PREFIX}nightly/ failed: UnreadableAnswer" in error.message
+    assert "not a ListObjectsV2 answer" in error.message
+    assert channel.get(channel.index_url + f"{commit_of(2).sha}/cu129/k3-kernels/").is_success
+    assert oracle(channel) == []
+    channel.reach_through(s3_faults.endpoint)
+    verified = channel.release("verify", "--channel", "nightly", "--no-pip", "--json")
+    objects = [c for c in json.loads(verified.stdout)["checks"] if c["check"] == "objects"]
+    assert [c["ok"] for c in objects] == [False]
+    assert "not a ListObjectsV2 answer" in objects[0]["detail"]
+    assert sleeps == []
