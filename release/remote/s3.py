@@ -13,6 +13,7 @@ reads no profile, no instance metadata and no other source of keys.
 from __future__ import annotations
 
 import functools
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
     )
 
 from release.credentials import S3Credentials, mask
-from release.errors import PublishError
+from release.errors import PublishError, shown
 from release.remote import retry
 
 DELETE_BATCH = 1000  # the most keys one DeleteObjects request takes
@@ -383,7 +384,7 @@ class S3Store:
             if isinstance(error, botocore.exceptions.ClientError):
                 status = _status(error)
                 if status >= 500 or status == 429:
-                    return retry.TryAgain(reason=f"HTTP {status} {_code(error)}")
+                    return retry.TryAgain(reason=_said(error))
                 return None
             transient = (
                 botocore.exceptions.ConnectionError,
@@ -424,8 +425,7 @@ class S3Store:
 
     def _failure(self, verb: str, key: str, error: Exception) -> PublishError:
         if isinstance(error, botocore.exceptions.ClientError):
-            code = error.response.get("Error", {}).get("Code", "?")
-            why = f"HTTP {_status(error)} {code}"
+            why = _said(error)
         else:
             why = f"{type(error).__name__}: {error}"
         message = mask(f"{self.bucket.describe()}: {verb} {key} failed: {why}", self._secrets)
@@ -483,6 +483,18 @@ def _answer_body(answer: botocore.awsrequest.AWSResponse) -> bytes:
     except Exception as error:  # what urllib3 raises, mapped as botocore's session maps it
         raise botocore.exceptions.HTTPClientError(error=error) from None
     return b"".join(parts)
+
+
+def _said(error: botocore.exceptions.ClientError) -> str:
+    """`HTTP 403 AccessDenied`: the status and the error code the server gave; a code that
+    is none of S3's (a newline, a text) is quoted and cut short, so it stays on its line."""
+    status, code = _status(error), _code(error)
+    if not code or code == str(status):  # botocore's code for an answer without one
+        return f"HTTP {status}"
+    return f"HTTP {status} {code if _S3_CODE.fullmatch(code) else shown(code)}"
+
+
+_S3_CODE = re.compile(r"[A-Za-z0-9.]{1,64}")
 
 
 def _code(error: botocore.exceptions.ClientError) -> str:

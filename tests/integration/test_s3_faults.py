@@ -27,8 +27,15 @@ from tests.integration.nightly import (
     make_channel,
     oracle,
 )
-from tests.s3_server import s3_server
-from tests.s3_server.faults import ACCESS_DENIED, SLOW_DOWN, Fault, FaultProxy, s3_faults
+from tests.s3_server import ACCESS_KEY, SECRET_KEY, s3_server
+from tests.s3_server.faults import (
+    ACCESS_DENIED,
+    SLOW_DOWN,
+    Fault,
+    FaultProxy,
+    error_document,
+    s3_faults,
+)
 
 __all__ = ["make_channel", "s3_faults", "s3_server"]
 
@@ -303,3 +310,94 @@ def test_a_listing_answered_by_something_else_is_refused_and_deletes_nothing(
     assert [c["ok"] for c in objects] == [False]
     assert "not a ListObjectsV2 answer" in objects[0]["detail"]
     assert sleeps == []
+
+
+SESSION_TOKEN = "FwoGZXIvYXdzEJr-session-T0ken-5e6f"  # a test's, nothing else
+
+
+def test_no_output_error_or_document_shows_a_credential(
+    make_channel: MakeChannel, s3_faults: FaultProxy
+) -> None:
+    """A server that says the request's credentials back (the access key and the session
+    token are on the wire; the secret key is not, but is tried too) in an error's code
+    and message, in a header botocore cannot parse, and in a listing's error; an endpoint
+    and an index-url with userinfo. Nothing printed, no --json document, no error's text
+    and no file written holds one, and each failure is one line."""
+    channel = make_channel(version="0.1.1")
+    channel.publish_in_process(1)
+    channel.reach_through(s3_faults.endpoint)
+    secrets = (ACCESS_KEY, SECRET_KEY, SESSION_TOKEN, "user-pass-9f1e")
+    env = channel.env(AWS_SESSION_TOKEN=SESSION_TOKEN)
+    dist = str(channel.dist(2))
+    said = error_document(
+        f"AccessDenied\nerror: {ACCESS_KEY}", f"{SECRET_KEY} {SESSION_TOKEN} refused"
+    )
+    outputs = []
+    s3_faults.add(Fault(method="GET", path=STATE_KEY, status=403, body=said))
+    s3_faults.add(Fault(method="GET", path=STATE_KEY, action="rewrite",
+                        headers={"Last-Modified": f"{SESSION_TOKEN} {ACCESS_KEY}"}))  # fmt: skip
+    s3_faults.add(Fault(method="GET", path=LIST, status=403, body=said))
+    for args in (
+        ("publish", "--channel", "nightly", "--dist", dist, "--json"),
+        ("publish", "--channel", "nightly", "--dist", dist, "--json"),
+        ("verify", "--channel", "nightly", "--no-pip", "--json"),
+    ):
+        done = channel.release(*args, env=env)
+        assert done.returncode == (7 if args[0] == "verify" else 5), done.stderr
+        assert "Traceback" not in done.stderr
+        document = json.loads(done.stdout)
+        if args[0] == "publish":
+            assert one_error(done.stderr) == f"error: {document['error']['message']}"
+            assert "\n" not in document["error"]["message"]
+        outputs.append(done.stdout + done.stderr)
+    assert "AccessDenied" in outputs[0]
+    assert "does not parse" in outputs[1]
+    text = channel.matrix_path.read_text(encoding="utf-8")
+    for old, new in (
+        (f"endpoint: {s3_faults.endpoint}", f"endpoint: http://{ACCESS_KEY}:user-pass-9f1e@"
+                                            f"{s3_faults.endpoint[len('http://'):]}"),
+        (f"index-url: {channel.index_url}",
+         f"index-url: {channel.index_url.replace('://', '://u:user-pass-9f1e@')}"),
+    ):  # fmt: skip
+        assert old in text
+        channel.matrix_path.write_text(text.replace(old, new), encoding="utf-8")
+        refused = channel.release(
+            "publish", "--channel", "nightly", "--dist", dist, "--json", env=env
+        )
+        assert refused.returncode == 2, refused.stderr
+        assert "***@" in refused.stderr
+        outputs.append(refused.stdout + refused.stderr)
+    written = "\n".join(
+        p.read_text(encoding="utf-8", errors="replace")
+        for p in channel.root.rglob("*")
+        if p.is_file() and p != channel.matrix_path
+    )
+    for secret in secrets:
+        assert not any(secret in output for output in outputs), secret
+        assert secret not in written, secret
+
+
+def test_a_gateway_storm_ends_the_command_in_one_line_and_its_exit_code(
+    make_channel: MakeChannel, s3_faults: FaultProxy
+) -> None:
+    """`release publish --channel nightly` as users run it (its waits slept: 3 s), against
+    502s whose body is a gateway's HTML page: three attempts, then one line with the
+    status said once (it read "HTTP 502 502"), exit 5 in the --json document too, and
+    nothing written."""
+    channel = make_channel(version="0.1.1")
+    channel.publish_in_process(1)
+    channel.reach_through(s3_faults.endpoint)
+    before = channel.object_keys()
+    storm = s3_faults.add(
+        Fault(method="GET", path=STATE_KEY, status=502, body=b"<html>Bad Gateway</html>",
+              count=100)
+    )  # fmt: skip
+    done = channel.publish(2, "--json")
+    assert done.returncode == 5, done.stderr
+    line = one_error(done.stderr)
+    assert f"GET {PREFIX}{STATE_KEY} failed: HTTP 502 (3 attempts in " in line
+    document = json.loads(done.stdout)
+    assert document["error"]["exit_code"] == 5
+    assert f"error: {document['error']['message']}" == line
+    assert s3_faults.fired(storm) == 3
+    assert channel.object_keys() == before
