@@ -429,11 +429,21 @@ class S3Store:
         else:
             why = f"{type(error).__name__}: {error}"
         message = mask(f"{self.bucket.describe()}: {verb} {key} failed: {why}", self._secrets)
-        hint = (
-            "check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY and the bucket's permissions"
-            if "AccessDenied" in why or "Forbidden" in why or "403" in why
-            else "check the destination's endpoint and bucket, then run the command again"
-        )
+        region = _region_named(error)
+        if region is not None:
+            hint = (
+                f"the bucket answers from region {region}: set `region: {region}` on the "
+                "destination in matrix.yaml"
+            )
+        elif why.startswith("HTTP 301"):
+            hint = (
+                "the server redirects to another endpoint or region: check the "
+                "destination's endpoint and region"
+            )
+        elif "AccessDenied" in why or "Forbidden" in why or "403" in why:
+            hint = "check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY and the bucket's permissions"
+        else:
+            hint = "check the destination's endpoint and bucket, then run the command again"
         return PublishError(message, hint=hint)
 
 
@@ -495,6 +505,17 @@ def _said(error: botocore.exceptions.ClientError) -> str:
 
 
 _S3_CODE = re.compile(r"[A-Za-z0-9.]{1,64}")
+_REGION = re.compile(r"[a-z]{2,}(-[a-z0-9]+){1,4}")  # eu-west-1, us-gov-east-1, cn-north-1
+
+
+def _region_named(error: Exception) -> str | None:
+    """The bucket's region as an answer to a request sent to another region names it (a
+    301 PermanentRedirect's `x-amz-bucket-region`, a 400's `<Region>`), where it is one."""
+    if not isinstance(error, botocore.exceptions.ClientError) or _status(error) not in (301, 400):
+        return None
+    headers = error.response.get("ResponseMetadata", {}).get("HTTPHeaders", {})
+    named = error.response.get("Error", {}).get("Region") or headers.get("x-amz-bucket-region")
+    return named if isinstance(named, str) and _REGION.fullmatch(named) else None
 
 
 def _code(error: botocore.exceptions.ClientError) -> str:

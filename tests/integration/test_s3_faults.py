@@ -401,3 +401,48 @@ def test_a_gateway_storm_ends_the_command_in_one_line_and_its_exit_code(
     assert f"error: {document['error']['message']}" == line
     assert s3_faults.fired(storm) == 3
     assert channel.object_keys() == before
+
+
+REDIRECT = error_document(
+    "PermanentRedirect",
+    "The bucket you are attempting to access must be addressed using the specified endpoint.",
+    Endpoint="s3.eu-west-1.amazonaws.com",
+)
+WRONG_REGION = error_document(
+    "AuthorizationHeaderMalformed",
+    "The authorization header is malformed; the region 'auto' is wrong; expecting 'eu-west-1'",
+    Region="eu-west-1",
+)
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "headers", "hint"),
+    [
+        (301, REDIRECT, {"x-amz-bucket-region": "eu-west-1"}, "region: eu-west-1"),
+        (400, WRONG_REGION, {}, "region: eu-west-1"),
+        (301, REDIRECT, {}, "the server redirects to another endpoint or region"),
+        (301, REDIRECT, {"x-amz-bucket-region": "eu-west-1 `rm -rf /`"}, "endpoint"),
+    ],
+)
+def test_a_bucket_in_another_region_is_one_line_whose_hint_names_the_region(  # noqa: PLR0917  # parametrized
+    make_channel: MakeChannel, s3_faults: FaultProxy, status: int, body: bytes,
+    headers: dict[str, str], hint: str,
+) -> None:  # fmt: skip
+    """S3's answers to a request sent to the wrong region (a 301 PermanentRedirect with
+    the bucket's region in a header, a 400 naming it in the document): the error was one
+    line with the hint "check the destination's endpoint and bucket"; the hint now names
+    the region to set, where the answer names one that is a region's name (botocore's own
+    redirect refuses one that is not, as an answer that does not parse)."""
+    channel = make_channel(version="0.1.1")
+    channel.reach_through(s3_faults.endpoint)
+    s3_faults.add(
+        Fault(method="GET", path=STATE_KEY, status=status, body=body, headers=headers, count=10)
+    )
+    done = channel.publish(1)
+    assert done.returncode == 5, done.stderr
+    assert f"GET {PREFIX}{STATE_KEY} failed: " in one_error(done.stderr)
+    hints = [line for line in done.stderr.splitlines() if line.startswith("hint:")]
+    assert len(hints) == 1
+    assert hint in hints[0]
+    assert "rm -rf" not in hints[0]  # a region named by the server is named only as a region
+    assert channel.object_keys() == set()
