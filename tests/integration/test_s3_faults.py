@@ -18,7 +18,7 @@ import pytest
 from release.credentials import s3_credentials
 from release.errors import PublishError
 from release.nightly.layout import STATE_KEY
-from release.remote.s3 import Bucket, S3Store
+from release.remote.s3 import Bucket, Limits, S3Store
 from tests.integration.nightly import (
     PREFIX,
     Channel,
@@ -446,3 +446,78 @@ def test_a_bucket_in_another_region_is_one_line_whose_hint_names_the_region(  # 
     assert hint in hints[0]
     assert "rm -rf" not in hints[0]  # a region named by the server is named only as a region
     assert channel.object_keys() == set()
+
+
+@pytest.mark.parametrize("status", [301, 302, 307])
+def test_a_redirect_to_another_host_is_never_followed_with_the_keys(
+    make_channel: MakeChannel, s3_faults: FaultProxy, status: int
+) -> None:
+    """An answer that sends the signed request elsewhere (`Location:` another server on
+    127.0.0.1): the other server is asked nothing, and the run ends in one line."""
+    channel = make_channel(version="0.1.1")
+    channel.reach_through(s3_faults.endpoint)
+    elsewhere = FaultProxy(channel.s3.endpoint).start()
+    try:
+        location = f"{elsewhere.endpoint}/{channel.bucket}/{PREFIX}{STATE_KEY}"
+        s3_faults.add(Fault(method="GET", path=STATE_KEY, status=status, count=10,
+                            headers={"Location": location}))  # fmt: skip
+        done = channel.publish(1)
+        assert done.returncode == 5, done.stderr
+        assert f"GET {PREFIX}{STATE_KEY} failed: HTTP {status}" in one_error(done.stderr)
+        assert elsewhere.requests == []
+    finally:
+        elsewhere.stop()
+
+
+@pytest.mark.parametrize(("method", "path", "call"), [("GET", STATE_KEY, "get"),
+                                                      ("GET", LIST, "list")])  # fmt: skip
+def test_an_answer_that_stalls_mid_body_is_given_up_on_at_the_calls_bound(
+    make_channel: MakeChannel, s3_faults: FaultProxy, method: str, path: str, call: str
+) -> None:
+    """A server that sends its status, headers and a little of the body, then nothing: an
+    object's body (read by `get`) and a listing (read to its bound by the store) each end
+    when a read waits past the read timeout, once the call's attempts are spent (a store
+    with short limits here; docs/nightly.md states the shipped ones)."""
+    channel = make_channel(version="0.1.1")
+    channel.publish_in_process(1)
+    sleeps: list[float] = []
+    bucket = Bucket(name=channel.bucket, endpoint=s3_faults.endpoint, region="auto")
+    limits = Limits(connect=1.0, read=1.0, attempts=2, first_wait=0.5)
+    store = S3Store(bucket, s3_credentials(channel.env()), limits=limits, sleep=sleeps.append)
+    s3_faults.add(Fault(method=method, path=path, action="hold", send_bytes=10, count=2))
+    calls: dict[str, Callable[[], object]] = {
+        "get": lambda: store.get(PREFIX + STATE_KEY),
+        "list": lambda: store.list(PREFIX),
+    }
+    try:
+        error = failed(calls[call])
+    finally:
+        s3_faults.clear()
+    assert "ReadTimeoutError" in error.message
+    assert "(2 attempts in" in error.message
+    assert "a call has at most 4 s" in error.message
+    assert sleeps == [0.5]
+
+
+def test_a_connection_reset_mid_answer_is_tried_again_and_a_landed_write_is_success(
+    make_channel: MakeChannel, s3_faults: FaultProxy
+) -> None:
+    """The connection reset (RST) part way through the state's body, a listing's, and
+    the answer to a wheel's PUT that moto had stored: each call is tried again once; the
+    wheel's second PUT is refused (412: it is there) and read back as the build's bytes."""
+    channel = make_channel(keep=2, version="0.1.1")
+    channel.publish_in_process(1)
+    channel.publish_in_process(2)
+    sleeps: list[float] = []
+    store = through(channel, s3_faults, sleeps)
+    resets = [
+        s3_faults.add(Fault(method="GET", path=STATE_KEY, action="reset", send_bytes=30)),
+        s3_faults.add(Fault(method="GET", path=LIST, action="reset", send_bytes=30)),
+        s3_faults.add(Fault(method="PUT", path=r"\.whl$", action="reset")),
+    ]
+    done = channel.publish_in_process(3, store=store)
+    assert [s3_faults.fired(reset) for reset in resets] == [1, 1, 1]
+    assert sleeps == [1.0, 1.0, 1.0]
+    assert done.promoted is True
+    assert [p.commit for p in done.pruned] == [commit_of(1).sha]
+    assert oracle(channel, whole=[commit_of(n).sha for n in (2, 3)]) == []

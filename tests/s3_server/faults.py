@@ -19,7 +19,8 @@ and query (`path`), fires `count` times (the first matching armed fault fires), 
     made to loop, a `Last-Modified` that does not parse).
 ``"reset"``
     ask moto, send its status and headers (its `Content-Length` whole) and `send_bytes` of
-    its body, then reset the connection (RST): a body cut off mid-way.
+    its body, then reset the connection (RST): a body cut off mid-way; with `send_bytes`
+    0, reset it before the status (the answer to a request moto carried out, lost whole).
 ``"truncate"``
     as ``"reset"``, but the connection is closed in order (FIN) after `send_bytes`: an
     answer shorter than its `Content-Length`, with no error on the socket.
@@ -255,6 +256,9 @@ class _Handler(BaseHTTPRequestHandler):
             replaced = {k.lower() for k in fault.headers}
             kept = [(k, v) for k, v in kept if k.lower() not in replaced]
             self._send(status, reason, [*kept, *fault.headers.items()], data)
+        elif fault.action == "reset" and not fault.send_bytes:
+            proxy.forward(self.command, self.path, headers, body)
+            self._reset()
         elif fault.action in ("reset", "truncate"):
             status, reason, kept, data = proxy.forward(self.command, self.path, headers, body)
             self._head(status, reason, kept, len(data))
