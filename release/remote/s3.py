@@ -329,9 +329,15 @@ class S3Store:
             errors = answer.get("Errors") or []
             if errors:
                 first = errors[0]
+                key, code = str(first.get("Key", "")), str(first.get("Code", ""))
+                # both are the server's text: each said on this line, no credential in it
+                said = code if _S3_CODE.fullmatch(code) else shown(code)
                 raise PublishError(
-                    f"{self.bucket.describe()}: {len(errors)} of {len(batch)} deletions "
-                    f"failed; first {first.get('Key')}: {first.get('Code')}",
+                    mask(
+                        f"{self.bucket.describe()}: {len(errors)} of {len(batch)} deletions "
+                        f"failed; first {_one_line(key)}: {said}",
+                        self._secrets,
+                    ),
                     hint="run the same command again: the deletion is repeated",
                 )
 
@@ -516,6 +522,11 @@ def _region_named(error: Exception) -> str | None:
     headers = error.response.get("ResponseMetadata", {}).get("HTTPHeaders", {})
     named = error.response.get("Error", {}).get("Region") or headers.get("x-amz-bucket-region")
     return named if isinstance(named, str) and _REGION.fullmatch(named) else None
+
+
+def _one_line(text: str) -> str:
+    """`text` with each character that is not printable escaped (`\\n`)."""
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
 
 
 def _code(error: botocore.exceptions.ClientError) -> str:

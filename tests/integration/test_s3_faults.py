@@ -521,3 +521,38 @@ def test_a_connection_reset_mid_answer_is_tried_again_and_a_landed_write_is_succ
     assert done.promoted is True
     assert [p.commit for p in done.pruned] == [commit_of(1).sha]
     assert oracle(channel, whole=[commit_of(n).sha for n in (2, 3)]) == []
+
+
+def test_a_deletions_failures_are_one_line_with_no_credential(
+    make_channel: MakeChannel, s3_faults: FaultProxy
+) -> None:
+    """A DeleteObjects answer listing a failure whose key and code are the server's text
+    (a newline, the request's access key): the error said them as given, unmasked in the
+    exception's text and on two `error:` lines. Now one line, the key escaped and the
+    code quoted, the key masked; the commit that was to be pruned stays proposed and whole,
+    and the next run prunes it."""
+    channel = make_channel(keep=2, version="0.1.1")
+    channel.publish_in_process(1)
+    channel.publish_in_process(2)
+    said = (
+        f'<?xml version="1.0" encoding="UTF-8"?><DeleteResult><Error><Key>{PREFIX}x\n'
+        f"error: forged</Key><Code>{ACCESS_KEY}\nerror: forged</Code><Message>no</Message>"
+        "</Error></DeleteResult>"
+    ).encode()
+    s3_faults.add(Fault(method="POST", path=r"\?delete", status=200, body=said, count=10))
+    sleeps: list[float] = []
+    error = failed(lambda: channel.publish_in_process(3, store=through(channel, s3_faults, sleeps)))
+    assert "1 of 12 deletions failed; first k3-kernels/x\\nerror: forged: '***" in error.message
+    assert ACCESS_KEY not in error.message
+    assert [p.commit for p in channel.state().pruning] == [commit_of(1).sha]
+    assert channel.get(channel.index_url + f"{commit_of(1).sha}/cu129/k3-kernels/").is_success
+    assert oracle(channel, whole=[commit_of(n).sha for n in (2, 3)]) == []
+    channel.reach_through(s3_faults.endpoint)
+    done = channel.publish(3, "--json")
+    assert done.returncode == 5
+    assert one_error(done.stderr) == f"error: {json.loads(done.stdout)['error']['message']}"
+    assert ACCESS_KEY not in done.stdout + done.stderr
+    s3_faults.clear()
+    channel.publish_in_process(4)
+    assert channel.state().pruning == ()
+    assert oracle(channel, whole=[commit_of(n).sha for n in (3, 4)]) == []
