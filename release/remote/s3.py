@@ -398,7 +398,7 @@ class S3Store:
                 botocore.exceptions.IncompleteReadError,  # a body cut short
             )
             if isinstance(error, transient):
-                return retry.TryAgain(reason=f"{type(error).__name__}: {error}")
+                return retry.TryAgain(reason=_one_line(f"{type(error).__name__}: {error}"))
             return None
 
         def once() -> T:
@@ -406,8 +406,9 @@ class S3Store:
                 return operation()
             except (ValueError, botocore.parsers.ResponseParserError) as error:
                 # botocore's parser on an answer it cannot read (a `Last-Modified: yesterday`,
-                # XML that is no S3 answer): the server's fault, said as the others are
-                raise UnreadableAnswer(reason=str(error)[:200]) from None
+                # XML that is no S3 answer): the server's fault, said as the others are, on
+                # one line (the parser quotes the server's text)
+                raise UnreadableAnswer(reason=_one_line(str(error)[:200])) from None
 
         policy = self.limits.policy
         try:
@@ -433,7 +434,7 @@ class S3Store:
         if isinstance(error, botocore.exceptions.ClientError):
             why = _said(error)
         else:
-            why = f"{type(error).__name__}: {error}"
+            why = _one_line(f"{type(error).__name__}: {error}")
         message = mask(f"{self.bucket.describe()}: {verb} {key} failed: {why}", self._secrets)
         region = _region_named(error)
         if region is not None:

@@ -556,3 +556,18 @@ def test_a_deletions_failures_are_one_line_with_no_credential(
     channel.publish_in_process(4)
     assert channel.state().pruning == ()
     assert oracle(channel, whole=[commit_of(n).sha for n in (3, 4)]) == []
+
+
+def test_an_unparsable_answers_reason_is_one_line_with_no_credential(
+    make_channel: MakeChannel, s3_faults: FaultProxy
+) -> None:
+    """A listing whose `<LastModified>` holds a newline and the request's access key:
+    botocore's parser quotes the value, and the error was two lines."""
+    channel = make_channel(version="0.1.1")
+    channel.publish_in_process(1)
+    bad = f"<LastModified>yester\nerror: {ACCESS_KEY}</LastModified>".encode()
+    s3_faults.add(Fault(method="GET", path=LIST, action="rewrite", rewrite=lambda body: re.sub(
+        rb"<LastModified>[^<]*</LastModified>", bad, body)))  # fmt: skip
+    error = failed(lambda: through(channel, s3_faults, []).list(PREFIX))
+    assert f"LIST {PREFIX} failed: UnreadableAnswer: the answer does not parse" in error.message
+    assert "yester\\nerror: ***" in error.message
