@@ -181,14 +181,23 @@ class S3Store:
             signature_version=None if keys else botocore.UNSIGNED,
             user_agent_extra="cuda-wheel-release",
         )
-        self._client: S3Client = _session().client(
-            "s3",
-            endpoint_url=bucket.endpoint,
-            aws_access_key_id=keys.access_key.reveal() if keys else None,
-            aws_secret_access_key=keys.secret_key.reveal() if keys else None,
-            aws_session_token=keys.session_token.reveal() if keys and keys.session_token else None,
-            config=config,
-        )
+        token = keys.session_token if keys else None
+        try:
+            self._client: S3Client = _session().client(
+                "s3",
+                endpoint_url=bucket.endpoint,
+                aws_access_key_id=keys.access_key.reveal() if keys else None,
+                aws_secret_access_key=keys.secret_key.reveal() if keys else None,
+                aws_session_token=token.reveal() if token else None,
+                config=config,
+            )
+        except (ValueError, botocore.exceptions.BotoCoreError) as error:
+            # an endpoint that is no URL (`http://[::1`), a region botocore takes for none
+            why = _one_line(f"{type(error).__name__}: {error}")
+            raise PublishError(
+                mask(f"{bucket.describe()}: no S3 client can be made for it: {why}", self._secrets),
+                hint="check the destination's endpoint and region",
+            ) from None
         # botocore reads an answer whole before it looks at it: each request is sent here
         # through the client's own session instead, and its answer read to MAX_ANSWER
         self._http = self._client._endpoint.http_session  # type: ignore[attr-defined]
