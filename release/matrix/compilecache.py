@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Literal, get_args
 from urllib.parse import parse_qsl, urlsplit
 
+from release.credentials import has_credentials
 from release.errors import shown
 from release.yamlspec import optional
 
@@ -23,7 +24,8 @@ Storage = Literal["local", "s3", "github-actions", "none"]
 STORAGES: tuple[Storage, ...] = get_args(Storage)
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 PREFIX = re.compile(r"^[A-Za-z0-9._/-]*$")
-_REGION = re.compile(r"^[a-z0-9-]{1,40}$")
+_REGION = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?$")  # as botocore takes one
+_HOST_URL = re.compile(r"^https?://[^/\s?#@]+/?$")
 
 
 @dataclass(frozen=True)
@@ -91,11 +93,29 @@ def s3_problems(
         problems.append(("storage", "storage s3 needs a bucket: add bucket: NAME"))
     elif not _BUCKET.match(bucket):
         problems.append(("bucket", f"{shown(bucket)} is not an S3 bucket name"))
-    if endpoint is not None and not re.match(r"^https?://[^/\s?#@]+/?$", endpoint):
+    if endpoint is not None and has_credentials(endpoint):
+        problems.append(
+            ("endpoint", f"{shown(endpoint)} holds credentials: the keys go in "
+             "AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY")
+        )  # fmt: skip
+    elif endpoint is not None and not _is_host_url(endpoint):
         problems.append(("endpoint", f"{shown(endpoint)} is not an http(s) URL of a host"))
     if region is not None and not _REGION.match(region):
         problems.append(("region", f"{shown(region)} is not a region name"))
     return problems
+
+
+def _is_host_url(url: str) -> bool:
+    """`http(s)://HOST[:PORT][/]`, as a URL parser reads it (`http://[::1` and a port past
+    65535 match the shape but are no URL)."""
+    if not _HOST_URL.match(url):
+        return False
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018  # ValueError where the port is none
+    except ValueError:
+        return False
+    return bool(parts.hostname)
 
 
 def from_spec(spec: CompileCacheSpec | None, base: Path) -> CompileCache:
