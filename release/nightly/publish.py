@@ -28,7 +28,7 @@ from packaging.version import Version
 from release.destinations.companions import sidecar
 from release.destinations.decide import Action, PublishPlan, plan_for
 from release.destinations.reach import Reach
-from release.errors import ConfigError, ConflictError, PublishError, VerifyError
+from release.errors import ConfigError, ConflictError, PublishError, VerifyError, shown
 from release.matrix import Commit, Matrix, Nightly, require_nightly
 from release.nightly.finals import Finals, read_finals
 from release.nightly.layout import label_of
@@ -42,7 +42,7 @@ from release.nightly.promotion import (
 from release.nightly.publisher import Clock, S3Publisher, Uploaded
 from release.nightly.state import Pointer, Pruning
 from release.records.dist import load_dist
-from release.records.manifest import DestinationRef, Manifest
+from release.records.manifest import MANIFEST_NAME, DestinationRef, Manifest
 from release.records.published import (
     RECORD_NAME,
     Published,
@@ -106,6 +106,17 @@ def nightly_dist(manifest: Manifest, matrix: Matrix, dist: Path) -> tuple[Commit
              f"goes to {wanted!r}"],
             hint="build again with `release build --channel nightly` from this matrix",
         )  # fmt: skip
+    channel = nightly.destination
+    for key in ("bucket", "prefix", "endpoint", "region", "index_url"):
+        recorded = {getattr(w.destination, key) for w in manifest.wheels}
+        if recorded != {getattr(channel, key)}:
+            shown_key = key.replace("_", "-")
+            raise ConfigError(
+                [f"{dist / MANIFEST_NAME}: built for the channel's {shown_key} "
+                 f"{shown(sorted(map(str, recorded))[0])}; {matrix.path.name}'s is "
+                 f"{shown(getattr(channel, key))}: the dist goes where matrix.yaml says"],
+                hint="build again with `release build --channel nightly` from this matrix",
+            )  # fmt: skip
     return manifest.commit, nightly
 
 

@@ -571,3 +571,39 @@ def test_an_unparsable_answers_reason_is_one_line_with_no_credential(
     error = failed(lambda: through(channel, s3_faults, []).list(PREFIX))
     assert f"LIST {PREFIX} failed: UnreadableAnswer: the answer does not parse" in error.message
     assert "yester\\nerror: ***" in error.message
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("endpoint", "http://[::1"),
+        ("prefix", "../../"),
+        ("bucket", "another-bucket"),
+        ("region", "eu-west-1"),
+        ("index_url", "https://wheels.example/elsewhere/"),
+    ],
+)
+def test_a_dist_built_for_another_place_is_refused_before_anything_is_written(
+    make_channel: MakeChannel, key: str, value: str
+) -> None:
+    """A dist whose manifest.json records another bucket, prefix, endpoint, region or
+    index-url for the channel than matrix.yaml says (edited, or built from another
+    matrix): publish went where the manifest said, unchecked (`http://[::1` broke the S3
+    client; `../../` made a second channel beside the first, whose verify then failed; a
+    region published), while plan and verify read the matrix's. Now refused (exit 2) in
+    one line naming the file, before anything is asked or written."""
+    channel = make_channel(version="0.1.1")
+    channel.publish_in_process(1)
+    dist = channel.dist(2)
+    manifest = dist / "manifest.json"
+    data = json.loads(manifest.read_text(encoding="utf-8"))
+    for wheel in data["wheels"]:
+        wheel["destination"][key] = value
+    manifest.write_text(json.dumps(data), encoding="utf-8")
+    before = channel.object_keys()
+    done = channel.release("publish", "--channel", "nightly", "--dist", str(dist), "--json")
+    assert done.returncode == 2, done.stderr
+    line = one_error(done.stderr)
+    assert f"{manifest}: built for the channel's {key.replace('_', '-')} " in line
+    assert "matrix.yaml's is " in line
+    assert channel.object_keys() == before
