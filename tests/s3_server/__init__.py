@@ -1,6 +1,7 @@
 """A real S3 API on 127.0.0.1 (moto's S3, from PyPI) for the compile cache and the nightly
 channel: `serve.py` runs it with conditional writes made atomic, a request log and faults
-(its docstring says why and how)."""
+(its docstring says why and how); `faults.py` is a proxy a test puts in front of it for
+the answers moto cannot give."""
 
 from __future__ import annotations
 
