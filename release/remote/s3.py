@@ -245,7 +245,7 @@ class S3Store:
         except botocore.exceptions.BotoCoreError as error:
             raise self._failure("GET", key, error) from None
         return Stored(
-            etag=etag_of(answer.get("ETag")),
+            etag=self._etag("GET", key, answer.get("ETag")),
             size=len(data),
             metadata=dict(answer.get("Metadata") or {}),
             data=data,
@@ -263,7 +263,7 @@ class S3Store:
         except botocore.exceptions.BotoCoreError as error:
             raise self._failure("HEAD", key, error) from None
         return Stored(
-            etag=etag_of(answer.get("ETag")),
+            etag=self._etag("HEAD", key, answer.get("ETag")),
             size=int(answer.get("ContentLength") or 0),
             metadata=dict(answer.get("Metadata") or {}),
         )
@@ -306,7 +306,16 @@ class S3Store:
             raise self._failure("PUT", key, error) from None
         except botocore.exceptions.BotoCoreError as error:
             raise self._failure("PUT", key, error) from None
-        return etag_of(answer.get("ETag"))
+        return self._etag("PUT", key, answer.get("ETag"))
+
+    def _etag(self, verb: str, key: str, said: object) -> str:
+        """The ETag an answer gives; S3, R2 and MinIO give one to every GET, HEAD and PUT, and
+        the compare-and-swap writes name it: an answer without one is not theirs (a portal's
+        page, a cache that drops it)."""
+        etag = etag_of(said)
+        if not etag:
+            raise self._failure(verb, key, UnreadableAnswer(reason="no ETag: not an S3 answer"))
+        return etag
 
     def copy(self, source: str, target: str) -> bool:
         """A server-side copy of `source` to `target` (metadata kept); False where `source`

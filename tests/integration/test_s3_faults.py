@@ -12,6 +12,7 @@ import json
 import re
 import tracemalloc
 from collections.abc import Callable
+from dataclasses import replace
 
 import pytest
 
@@ -607,3 +608,47 @@ def test_a_dist_built_for_another_place_is_refused_before_anything_is_written(
     assert f"{manifest}: built for the channel's {key.replace('_', '-')} " in line
     assert "matrix.yaml's is " in line
     assert channel.object_keys() == before
+
+
+@pytest.mark.parametrize(
+    ("fault", "verb"),
+    [
+        (Fault(method="GET", path=STATE_KEY, action="rewrite", headers={"ETag": ""}), "GET"),
+        (Fault(method="PUT", path=STATE_KEY, status=200, body=b"<html>Saved</html>"), "PUT"),
+        (
+            Fault(
+                method="HEAD",
+                path=r"/k3-kernels/(index\.json)?$",
+                action="rewrite",
+                headers={"ETag": ""},
+            ),
+            "HEAD",
+        ),
+    ],
+    ids=["get", "put", "head"],
+)
+def test_an_answer_without_an_etag_is_no_s3_answer(
+    make_channel: MakeChannel, s3_faults: FaultProxy, fault: Fault, verb: str
+) -> None:
+    """Every S3 answer to a GET, HEAD or PUT carries the object's ETag, which the channel's
+    compare-and-swap writes name. Without one, a state read was written against `If-Match:
+    ""` 20 times before "other runs are publishing at the same time"; a PUT answered by
+    something else (200, an HTML page) counted as a write that was never made; a re-run's
+    HEAD of a commit page read as another page than the commit's, a CONFLICT (exit 6).
+    Now each is one line naming the call (exit 5), before anything depends on it."""
+    channel = make_channel(version="0.1.1")
+    channel.publish_in_process(1)
+    sleeps: list[float] = []
+    store = through(channel, s3_faults, sleeps)
+    if verb == "HEAD":  # a run stopped before the commit's completion: the re-run asks
+        s3_faults.add(Fault(method="PUT", path=STATE_KEY, status=403, body=ACCESS_DENIED,
+                            skip=1))  # fmt: skip
+        failed(lambda: channel.publish_in_process(2, store=store))
+        s3_faults.clear()
+    armed = s3_faults.add(replace(fault, count=100))
+    error = failed(lambda: channel.publish_in_process(2, store=store))
+    assert f"{verb} {PREFIX}" in error.message
+    assert "failed: UnreadableAnswer: the answer does not parse: no ETag" in error.message
+    assert s3_faults.fired(armed) == 1  # not tried again, nor written against
+    assert sleeps == []
+    assert oracle(channel, whole=[commit_of(1).sha]) == []
