@@ -298,10 +298,10 @@ class GithubClient:
         request = list_of(self.rest().repos)
 
         def pages() -> list[Any]:
-            walk = PageWalk()
+            walk = PageWalk(self.api_url)
 
             def page(response: Response[Any]) -> list[Any]:
-                if (problem := walk.step(str(response.url))) is not None:
+                if problem := walk.step(str(response.url), response.headers.get("link")):
                     raise PublishError(
                         self.scrub(f"cannot {what} at {self.api_url}: {problem}"),
                         hint="check the API URL, or try again later",

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlsplit
 
+from release.credentials import redact
 from release.errors import ConfigError, PublishError, shown
 from release.fsutil import UnreadableDocument, json_document
 from release.github_names import api_url_problem, repository_problem
@@ -250,21 +251,49 @@ PERMISSION_HINT = (
 MAX_PAGES = 1000
 
 
-class PageWalk:
-    """The pages of one paginated list, as they are read."""
+# githubkit's reading of a page's next link (githubkit/rest/paginator.py NEXT_LINK_PATTERN)
+_NEXT_LINK = re.compile(r'<([^<>]+)>;\s*rel="next"')
 
-    def __init__(self) -> None:
+
+def next_link_problem(link: str | None, api_url: str) -> str | None:
+    """Why a page's `Link` header must not be followed (None where it names no next page,
+    or one under `api_url`): githubkit's paginator asks the next page with the token, so a
+    next page on another host, or outside the API's path, would be sent the token."""
+    found = _NEXT_LINK.search(link or "")
+    if found is None:
+        return None
+    target = found.group(1)
+    parts, api = urlsplit(target), urlsplit(api_url)
+    if not parts.scheme and not parts.netloc:
+        return None  # relative: githubkit asks it under the API base
+    base = api.path.rstrip("/") + "/"
+    same_origin = (parts.scheme.lower(), parts.netloc.lower()) == (
+        api.scheme.lower(),
+        api.netloc.lower(),
+    )
+    if same_origin and (parts.path + "/").startswith(base):
+        return None
+    target = redact(target) if len(target) <= 200 else redact(target)[:197] + "..."
+    return f'the list\'s `Link: rel="next"` leads off {api_url}, to {target}'
+
+
+class PageWalk:
+    """The pages of one paginated list of the API at `api_url`, as they are read."""
+
+    def __init__(self, api_url: str) -> None:
+        self.api_url = api_url
         self.seen: set[str] = set()
 
-    def step(self, url: str) -> str | None:
-        """Why the list stops at the page `url` (its next link came back to a page it gave,
-        or it passed MAX_PAGES), or None."""
+    def step(self, url: str, link: str | None = None) -> str | None:
+        """Why the list stops at the page `url` whose `Link` header is `link` (its next
+        link came back to a page it gave or leads off the API, or it passed MAX_PAGES), or
+        None. Asked before the next page is: githubkit requests it after."""
         if url in self.seen:
             return f'the list\'s `Link: rel="next"` comes back to a page it gave ({url})'
         if len(self.seen) >= MAX_PAGES:
             return f"the list does not end: {MAX_PAGES} pages read"
         self.seen.add(url)
-        return None
+        return next_link_problem(link, self.api_url)
 
 
 def header_seconds(value: str | None) -> float | None:

@@ -29,6 +29,7 @@ from release.remote.github_model import (
     asset_name_problem,
     choose_release,
     download_url,
+    next_link_problem,
     parse_asset,
     parse_release,
     sha256_of_digest,
@@ -266,6 +267,54 @@ def test_a_tag_with_a_slash_and_a_plus_is_quoted_as_github_does() -> None:
         "https://ghe.example.com/k3-org/k3-kernels/releases/download/"
         f"release/v0.1.0%2Bcu129/{WHEEL}"
     )
+
+
+NEXT = 'rel="next"'
+
+
+PAGE_2 = "/repositories/7/releases?page=2"
+
+
+@pytest.mark.parametrize(
+    ("api", "link"),
+    [
+        ("https://api.github.com", f"<https://api.github.com{PAGE_2}>; {NEXT}"),
+        ("https://API.github.com/", f"<https://api.github.com{PAGE_2}>; {NEXT}"),
+        ("https://ghe.example.com/api/v3", f"<https://ghe.example.com/api/v3{PAGE_2}>; {NEXT}"),
+        ("https://api.github.com", f"<{PAGE_2}>; {NEXT}"),  # relative: under the API base
+        ("https://api.github.com", '<https://evil.example/x>; rel="prev"'),  # no next page
+        ("https://api.github.com", None),
+    ],
+)
+def test_a_next_page_under_the_api_is_followed(api: str, link: str | None) -> None:
+    assert next_link_problem(link, api) is None
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        "https://evil.example/repositories/7/releases?page=2",  # another host
+        "http://api.github.com/repositories/7/releases?page=2",  # http: another origin
+        "https://api.github.com:8443/repositories/7/releases",  # another port
+        "https://api.github.com.evil.example/repositories/7/releases",
+        "https://ghe.example.com/other/api/v3/repositories/7/releases",  # off the API's path
+        "https://ghe.example.com/api/v3x/repositories/7/releases",
+        "ftp://ghe.example.com/api/v3/repositories/7/releases",
+    ],
+)
+def test_a_next_page_off_the_api_is_not_followed_with_the_token(target: str) -> None:
+    api = "https://ghe.example.com/api/v3" if "ghe" in target else "https://api.github.com"
+    problem = next_link_problem(f'<{api}/repositories/7/releases?page=1>; rel="prev", '
+                                f'<{target}>; {NEXT}', api)  # fmt: skip
+    assert problem == f'the list\'s `Link: rel="next"` leads off {api}, to {target}'
+
+
+def test_a_next_page_with_credentials_in_it_is_named_without_them() -> None:
+    problem = next_link_problem(
+        '<https://u:pw@evil.example/x>; rel="next"', "https://api.github.com"
+    )
+    assert problem is not None
+    assert "pw" not in problem
 
 
 def test_download_urls_keep_the_plus_of_a_local_version() -> None:
