@@ -564,9 +564,10 @@ class GithubClient:
 
     # -- artifact attestations ------------------------------------------------------------
 
-    def attestations(self, repository: str, sha256: str) -> list[Mapping[str, Any]] | None:
-        """The Sigstore bundles the repository holds for a sha256 (GitHub's attestations
-        API, first page of 100); None where it holds none (404)."""
+    def attestations(self, repository: str, sha256: str) -> list[object] | None:
+        """The items of GitHub's attestations API the repository holds for a sha256 (first
+        page of 100), each as GitHub's JSON, whatever it is: an item that is no object is
+        the reader's to refuse, never left out; None where it holds none (404)."""
         owner, repo = owner_and_name(repository)
         rest = self.rest()
         response = self.request(
@@ -580,7 +581,7 @@ class GithubClient:
         items = data.get("attestations") if isinstance(data, Mapping) else None
         if not isinstance(items, list):
             raise PublishError(f"GitHub answered `{what}` on {repository} with no list")
-        return [item for item in items if isinstance(item, Mapping)]
+        return items
 
 
 class _Accepted(Exception):  # not an error: a refusal `send` may accept

@@ -67,11 +67,11 @@ def predicate_workflow(statement: Mapping[str, Any]) -> tuple[str, str] | None:
     return repository_of_url(repository), path
 
 
-def check_github_attestation(
-    item: Mapping[str, Any], sha256: str, expected: ExpectedSigner
-) -> Checked:
+def check_github_attestation(item: object, sha256: str, expected: ExpectedSigner) -> Checked:
     """One item of GitHub's attestations API, `{"bundle": <Sigstore bundle>, ...}`: its
-    signature and signer verified, then its statement read."""
+    signature and signer verified, then its statement read. Anything else is refused."""
+    if not isinstance(item, Mapping):
+        return Checked(problem="unreadable attestation: the item is not an object")
     bundle = item.get("bundle")
     if not isinstance(bundle, Mapping):
         return Checked(problem="unreadable bundle: the item holds no bundle object")

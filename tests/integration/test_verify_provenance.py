@@ -167,6 +167,24 @@ def test_an_attestations_answer_nested_980_deep_is_one_failed_check(
     assert check.detail.endswith("(nested too deep: more than 64 levels)")
 
 
+@pytest.mark.parametrize("items", [[1], ["bundle"], [None], [[{"bundle": {}}]]], ids=str)
+def test_an_attestation_that_is_no_object_is_refused_not_taken_for_none(
+    github_standin: GitHubStandIn, items: list[object]
+) -> None:
+    """GitHub answered 200 with attestations that are not objects: they were dropped, and the
+    file passed as "no provenance" where provenance is not required. An answer that holds
+    something is never read as holding nothing."""
+    github_standin.faults.add(
+        Fault(path=r"/attestations/", status=200, body={"attestations": items}, count=10)
+    )
+    wheel = attested_file(github_standin, DEFAULT_REPO, recorded(f"{MODELS}.sigstore"))
+    check = checks_of(github_standin, release_of(wheel), DEFAULT_REPO)[MODELS]
+    assert (check.ok, check.detail) == (
+        False,
+        "provenance refused: unreadable attestation: the item is not an object",
+    )
+
+
 def test_a_pypi_file_without_pep740_uses_its_github_build_provenance_and_says_so(
     github_standin: GitHubStandIn, tmp_path: Path
 ) -> None:

@@ -290,6 +290,17 @@ def test_random_bundles_of_the_attestations_api(document: Any) -> None:
 
 
 @SETTINGS
+@given(JSON)
+def test_random_items_of_the_attestations_api(item: Any) -> None:
+    """An item that is no object is refused as one, never read as no attestation."""
+    checked = check_github_attestation(item, MODELS_SHA256, MODELS_SIGNER)
+    assert_answers(checked)
+    assert checked.problem is not None
+    if not isinstance(item, dict):
+        assert checked.problem == "unreadable attestation: the item is not an object"
+
+
+@SETTINGS
 @given(st.one_of(JSON, mutations(provenance())).map(lambda d: json.dumps(d).encode()) | st.binary())
 def test_random_provenance_objects(body: bytes) -> None:
     for checked in checked_provenance(body, SDIST_SHA256, SDIST_SIGNER):
