@@ -16,6 +16,12 @@ A :class:`Fault` matches requests by method, a regular expression searched in th
     read ``read_bytes`` of the request body (half of it when ``None``), then close the
     socket without an answer. ``leave_state`` works as for ``"status"``.
 
+A ``"status"`` answer can also come the way a hostile or failing server sends it:
+``hold`` seconds before anything is sent (a server that stalls), its body sent ``repeat``
+times over as one answer (Content-Length says the whole: a huge answer, streamed without
+being held), ``trickle`` seconds before each repetition (a server that trickles). What
+went out of such a body before the client hung up is :meth:`FaultSet.sent`.
+
 The helpers at the bottom build the rate-limit answers GitHub gives, in the primary form
 and the three secondary forms.
 """
@@ -62,6 +68,12 @@ class Fault:
     """Whether the usual x-ratelimit-* headers go with the answer (``headers`` win)."""
     reset_in: int | None = None
     """When set, ``x-ratelimit-reset`` is this many seconds after the moment of the answer."""
+    hold: float = 0.0
+    """Seconds the answer waits before its first byte (a ``"status"`` answer)."""
+    repeat: int = 1
+    """How many times over the body is sent, as one answer (a ``"status"`` answer)."""
+    trickle: float = 0.0
+    """Seconds before each repetition of the body (a ``"status"`` answer)."""
 
     def matches(self, method: str, path: str, origin: str) -> bool:
         return (
@@ -85,6 +97,7 @@ class FaultSet:
         self._lock = threading.Lock()
         self._armed: list[tuple[Fault, list[int]]] = []
         self._fired: list[Fault] = []
+        self._sent: dict[int, int] = {}
 
     def add(self, fault: Fault) -> Fault:
         if fault.count < 1:
@@ -113,6 +126,16 @@ class FaultSet:
         """How many more times ``fault`` will fire (0 once it is spent)."""
         with self._lock:
             return sum(left[0] for armed, left in self._armed if armed is fault)
+
+    def count_sent(self, fault: Fault, size: int) -> None:
+        with self._lock:
+            self._sent[id(fault)] = self._sent.get(id(fault), 0) + size
+
+    def sent(self, fault: Fault) -> int:
+        """The bytes of ``fault``'s bodies that went out, over all its firings (a client
+        that hangs up early stops one)."""
+        with self._lock:
+            return self._sent.get(id(fault), 0)
 
     @property
     def fired(self) -> tuple[Fault, ...]:

@@ -63,7 +63,9 @@ Public API of :class:`GitHubStandIn`:
   headers with the Authorization value masked, body_length read, status, fault).
 - ``faults``: a :class:`FaultSet`; ``faults.add(Fault(method="POST", path=r"/assets$",
   origin="uploads", action="store_then", status=502))``. Actions ``"status"``,
-  ``"store_then"``, ``"reset"``; ``count`` firings; see ``faults.py``. Helpers:
+  ``"store_then"``, ``"reset"``; ``count`` firings; a ``"status"`` answer that stalls
+  (``hold``), is huge (``repeat``) or trickles (``trickle``), and ``faults.sent(fault)``,
+  what of it went out before the client hung up; see ``faults.py``. Helpers:
   ``primary_rate_limit``, ``rate_limit_429_retry_after``, ``secondary_403_retry_after``,
   ``secondary_403_message``, ``secondary_429_bare``, ``server_errors``.
 
@@ -395,6 +397,10 @@ class _Handler(BaseHTTPRequestHandler):
         if fault is not None and fault.action == "status":
             self._leave_partial(fault, request)
             answer = standin._fault_answer(fault, request)
+            if fault.hold or fault.repeat != 1 or fault.trickle:
+                standin._log(request, body_length=len(body), status=answer.status, fault=fault)
+                self._send_slowly(answer, fault)
+                return
         else:
             answer = standin._handle(request)
             if fault is not None and fault.action == "store_then":
@@ -434,6 +440,31 @@ class _Handler(BaseHTTPRequestHandler):
         if not head_only and answer.status not in (204, 304):
             self.wfile.write(answer.body)
 
+    def _send_slowly(self, answer: _Answer, fault: Fault) -> None:
+        """`answer` as `fault` says: after `hold` seconds, its body `repeat` times over,
+        `trickle` seconds before each; what went out before the client hung up is counted.
+        A stopping stand-in cuts every wait short."""
+        stopping = self.server.standin._stopping
+        if stopping.wait(fault.hold):
+            return
+        self.send_response(answer.status)
+        for key, value in answer.headers.items():
+            if key.lower() != "content-length":
+                self.send_header(key, value)
+        self.send_header("Content-Length", str(len(answer.body) * fault.repeat))
+        self.close_connection = True
+        self.send_header("Connection", "close")
+        try:
+            self.end_headers()
+            for _ in range(fault.repeat):
+                if stopping.wait(fault.trickle):
+                    return
+                self.wfile.write(answer.body)
+                self.wfile.flush()
+                self.server.standin.faults.count_sent(fault, len(answer.body))
+        except OSError:  # the client hung up: what it took is counted
+            return
+
 
 def _page_numbers(request: _Request) -> tuple[int, int]:
     def number(name: str, default: int) -> int:
@@ -468,6 +499,7 @@ class GitHubStandIn:
         self._signing_key = secrets.token_bytes(32)
         self._signed_url_ttl = signed_url_ttl
         self._log_lock = threading.Lock()
+        self._stopping = threading.Event()  # set while stopping: a held answer ends
         self._log_entries: list[LoggedRequest] = []
         self._conn_lock = threading.Lock()
         self._connections: dict[socket.socket, threading.Thread] = {}
@@ -479,6 +511,7 @@ class GitHubStandIn:
     def start(self) -> GitHubStandIn:
         if self._servers:
             return self
+        self._stopping.clear()
         for origin, shown in _ENTERPRISE_ORIGINS if self.enterprise else _GITHUB_ORIGINS:
             server = _Server(self, origin, self._host, shown)
             thread = threading.Thread(
@@ -493,6 +526,7 @@ class GitHubStandIn:
         return self
 
     def stop(self) -> None:
+        self._stopping.set()
         for server in self._servers.values():
             server.shutdown()
         with self._conn_lock:
