@@ -53,7 +53,7 @@ from release.remote.github_model import (
     upload_endpoint,
     web_base_of_repository,
 )
-from release.remote.httpclient import tls_context, unresolvable
+from release.remote.httpclient import AnswerRefused, StreamedAnswers, tls_context, unresolvable
 from release.remote.retry import (
     Clock,
     Deadline,
@@ -181,6 +181,8 @@ class GithubClient:
         self._methods: Counter[str] = Counter()
         self._bytes_uploaded = 0
         self._hashed: dict[tuple[int, int], str] = {}
+        hint = "is the API URL (`api-url` in matrix.yaml, --github-api-url) GitHub's?"
+        self._answers = StreamedAnswers(deadline=lambda: self._deadline, who="GitHub", hint=hint)
         # what this client gave up on: a later operation of the same run is not asked again
         # (each would wait through the whole retry policy once more)
         self._gave_up: str | None = None
@@ -227,7 +229,7 @@ class GithubClient:
             timeout=self.policy.request_timeout,
             user_agent="cuda-wheel-release (githubkit)",
             ssl_verify=tls_context(),
-            event_hooks={"request": [self._count]},
+            event_hooks=self._answers.hooks(self._count),
         )
         try:
             with self._gh:
@@ -354,7 +356,8 @@ class GithubClient:
                 raise
             raise PublishError(
                 self.scrub(f"cannot {what} at {self.api_url}: {error.exc}"),
-                hint="check the GitHub API URL (`api-url` in matrix.yaml, --github-api-url) "
+                hint=getattr(error.exc, "hint", None)  # AnswerRefused's
+                or "check the GitHub API URL (`api-url` in matrix.yaml, --github-api-url) "
                 "and the network",
             ) from None
 
@@ -543,12 +546,17 @@ class GithubClient:
         return data
 
     def _download(self, gh: GitHub[Any], asset: AssetInfo) -> bytes:
-        response = self.send(
-            f"download {asset.name}",
-            lambda: gh.request(
-                "GET", asset.url, headers={**API_HEADERS, "Accept": "application/octet-stream"}
-            ),
+        more = AnswerRefused(  # read no further than the size GitHub lists for it
+            f"GitHub served more than the {asset.size} bytes it lists for {asset.name}",
+            "its storage serves what the API does not list: re-run, then re-upload it",
         )
+        with self._answers.reading(asset.size, more):
+            response = self.send(
+                f"download {asset.name}",
+                lambda: gh.request(
+                    "GET", asset.url, headers={**API_HEADERS, "Accept": "application/octet-stream"}
+                ),
+            )
         return response.content
 
     def asset_sha256(self, asset: AssetInfo, *, trust_digest: bool = True) -> str:
@@ -565,9 +573,8 @@ class GithubClient:
     # -- artifact attestations ------------------------------------------------------------
 
     def attestations(self, repository: str, sha256: str) -> list[object] | None:
-        """The items of GitHub's attestations API the repository holds for a sha256 (first
-        page of 100), each as GitHub's JSON, whatever it is: an item that is no object is
-        the reader's to refuse, never left out; None where it holds none (404)."""
+        """The items of GitHub's attestations API for a sha256 (first page of 100), whatever
+        each is (one that is no object is refused, never left out); None for none (404)."""
         owner, repo = owner_and_name(repository)
         rest = self.rest()
         response = self.request(

@@ -6,6 +6,10 @@ basic credentials only to that index, and only once it asks (401). Redirects are
 own, which drops `Authorization` when a redirect leaves the origin (a release asset's
 download goes to a storage host that must never see the token).
 
+`StreamedAnswers` are the event hooks of a client that holds whole answers (githubkit's):
+each answer is read as it streams in, unencoded, no further than a limit and no later than
+a deadline.
+
 `fetch` retries what is worth retrying (connection failures, 5xx, 429, and the statuses
 a caller names, such as 404 while a new file propagates) under one `RetryPolicy` and one
 deadline, which is a total: each attempt's connect and read timeouts are cut to the time
@@ -22,10 +26,10 @@ import math
 import socket
 import ssl
 import time
-from collections.abc import Collection, Generator, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import httpx
 
@@ -153,6 +157,106 @@ def unresolvable(error: BaseException) -> bool:
             return True
         current = current.__cause__ or current.__context__
     return False
+
+
+class AnswerRefused(Exception):
+    """An answer refused as it streams in (too large, encoded as it was not asked): never
+    worth another try. Its message says why, its `hint` what to do."""
+
+    def __init__(self, message: str, hint: str) -> None:
+        super().__init__(message)
+        self.hint = hint
+
+
+class _Bounded(httpx.SyncByteStream):
+    """A body as it streams in, read no further than `limit` (bytes, the refusal past them)
+    and no later than `deadline`."""
+
+    def __init__(
+        self,
+        stream: httpx.SyncByteStream,
+        *,
+        limit: tuple[int, AnswerRefused],
+        deadline: retry.Deadline,
+    ) -> None:
+        self._stream = stream
+        self._limit = limit
+        self._deadline = deadline
+
+    def __iter__(self) -> Iterator[bytes]:
+        size, (limit, too_large) = 0, self._limit
+        for chunk in self._stream:
+            size += len(chunk)
+            if size > limit:
+                raise AnswerRefused(str(too_large), too_large.hint)
+            if self._deadline.remaining() <= 0:
+                raise httpx.ReadTimeout(f"the {self._deadline.total:.0f} s deadline passed")
+            yield chunk
+
+    def close(self) -> None:
+        self._stream.close()
+
+
+@dataclass(kw_only=True)
+class StreamedAnswers:
+    """The event hooks of a client that holds whole answers before anyone looks at them
+    (githubkit's), so that an answer is cut off as it streams in or never. Each request asks
+    its answer unencoded (a body's size is then its size on the wire: no gzip of gigabytes)
+    and has every timeout cut to the time `deadline()` leaves (a server that stalls ends at
+    the deadline); each answer, redirects included, is refused if encoded anyway, and its
+    body read no further than `most` bytes (what the JSON reader takes; a 200 `reading` a
+    given size: that size) and no later than the deadline (a server that trickles ends there
+    too). `who` answered; `hint` says what to do about an answer refused. Without a deadline,
+    nothing is cut."""
+
+    deadline: Callable[[], retry.Deadline | None]
+    who: str
+    hint: str
+    most: int = KEPT_BODY_LIMIT
+    _exactly: tuple[int, AnswerRefused] | None = None
+
+    def hooks(self, *before: Callable[[httpx.Request], None]) -> dict[str, list[Any]]:
+        """httpx's `event_hooks`, after the request hooks `before`."""
+        return {"request": [*before, self.on_request], "response": [self.on_response]}
+
+    @contextlib.contextmanager
+    def reading(self, size: int, refusal: AnswerRefused) -> Iterator[None]:
+        """A 200 answer inside the block is read no further than `size` (an asset's
+        download: the size listed for it), past which `refusal` is raised."""
+        self._exactly = (size, refusal)
+        try:
+            yield
+        finally:
+            self._exactly = None
+
+    def on_request(self, request: httpx.Request) -> None:
+        request.headers["Accept-Encoding"] = "identity"
+        deadline = self.deadline()
+        if deadline is not None:
+            left = max(deadline.remaining(), 0.001)
+            timeouts = request.extensions.get("timeout", {})
+            request.extensions["timeout"] = {
+                phase: left if value is None else min(value, left)
+                for phase, value in timeouts.items()
+            }
+
+    def on_response(self, response: httpx.Response) -> None:
+        encoding = response.headers.get("content-encoding", "").strip().lower()
+        if encoding not in ("", "identity"):
+            raise AnswerRefused(
+                f"{self.who} answered in the encoding {encoding[:40]!r}, which was not asked for",
+                self.hint,
+            )
+        deadline = self.deadline()
+        if deadline is None:
+            return
+        limit = self._exactly if self._exactly and response.status_code == 200 else None
+        too_large = f"{self.who}'s answer is larger than {self.most // 2**20} MiB"
+        response.stream = _Bounded(
+            response.stream,  # type: ignore[arg-type]  # httpx's own sync stream
+            limit=limit or (self.most, AnswerRefused(too_large, self.hint)),
+            deadline=deadline,
+        )
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,25 +1,30 @@
 """A GitHub server that answers with hostile material at the HTTP level, against the one
 GitHub client (release.remote.github) and `release plan`, which reads GitHub through it:
 a paginated list whose `Link: rel="next"` leads to another host (the token must not follow
-it).
+it), an answer larger than any GitHub gives (read no further than 64 MiB, an asset's download
+no further than its listed size), an answer that
+trickles in (read no longer than the operation's time).
 
 Each ends in one line naming what was asked and why it stopped, with the command's exit
 code, one `--json` document and no traceback; the other host sees no request."""
 
 from __future__ import annotations
 
+import gzip
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
+import httpx
 import pytest
 
 from release.cli import main
 from release.credentials import Secret
 from release.errors import PublishError
-from release.remote.github import GithubClient
+from release.fsutil import MAX_DOCUMENT_BYTES
+from release.remote.github import GithubClient, GithubUnreachable
 from release.remote.retry import RetryPolicy
 from tests.github_standin import DEFAULT_REPO, Fault, GitHubStandIn
 from tests.integration.indexes import QuietHandler, serve
@@ -94,3 +99,90 @@ def test_plan_asks_no_other_host_for_the_next_page_and_says_why_it_stopped(
     assert f"leads off {api}, to {elsewhere}steal" in document["error"]["message"]
     assert "Traceback" not in err
     assert token not in out + err
+
+
+def attestations_client(standin: GitHubStandIn, policy: RetryPolicy = QUICK) -> GithubClient:
+    return GithubClient(api_url=standin.api_url, token=Secret(standin.token), policy=policy)
+
+
+def test_an_answer_larger_than_github_gives_is_read_no_further_than_64_mib(
+    github_standin: GitHubStandIn,
+) -> None:
+    """githubkit reads an answer whole before anything looks at it: 400 MiB of answer took
+    828 MB of memory, and one that never ends takes all there is."""
+    huge = github_standin.faults.add(
+        Fault(method="GET", path=r"/attestations/", status=200, body=b" " * 2**20, repeat=200)
+    )
+    client = attestations_client(github_standin)
+    with pytest.raises(PublishError) as failed, client.session(f"{DEFAULT_REPO} attestations"):
+        client.attestations(DEFAULT_REPO, "ab" * 32)
+    assert failed.value.message == (
+        f"cannot list the attestations of sha256:abababababab at {github_standin.api_url}: "
+        f"GitHub's answer is larger than {MAX_DOCUMENT_BYTES // 2**20} MiB"
+    )
+    # what the client read, and the socket buffers besides: far from the 200 MiB sent whole
+    assert github_standin.faults.sent(huge) < MAX_DOCUMENT_BYTES + 16 * 2**20
+
+
+def test_an_answer_encoded_as_it_was_not_asked_is_refused_unread(
+    github_standin: GitHubStandIn,
+) -> None:
+    """The client asks for answers unencoded; 200 KiB of gzip inflating to 200 MiB was
+    inflated whole in memory, then refused by the JSON reader."""
+    bomb = gzip.compress(b" " * 200 * 2**20)
+    github_standin.faults.add(
+        Fault(method="GET", path=r"/attestations/", status=200, body=bomb,
+              headers={"Content-Encoding": "gzip", "content-type": "application/json"})
+    )  # fmt: skip
+    client = attestations_client(github_standin)
+    with pytest.raises(PublishError) as failed, client.session(f"{DEFAULT_REPO} attestations"):
+        client.attestations(DEFAULT_REPO, "ab" * 32)
+    assert failed.value.message == (
+        f"cannot list the attestations of sha256:abababababab at {github_standin.api_url}: "
+        "GitHub answered in the encoding 'gzip', which was not asked for"
+    )
+    (asked,) = github_standin.request_log
+    assert asked.header("accept-encoding") == "identity"
+
+
+def test_an_answer_that_trickles_in_ends_at_the_operations_time_bound(
+    github_standin: GitHubStandIn,
+) -> None:
+    """A byte every tenth of a second never passes a read timeout: the answer was read
+    until the server stopped, whatever the retry policy's total said."""
+    slow = github_standin.faults.add(
+        Fault(method="GET", path=r"/attestations/", status=200, body=b"[", repeat=300, trickle=0.1)
+    )
+    client = attestations_client(github_standin, RetryPolicy(attempts=2, total=1.0))
+    with pytest.raises(GithubUnreachable) as failed, client.session(f"{DEFAULT_REPO} attestations"):
+        client.attestations(DEFAULT_REPO, "ab" * 32)
+    assert "gave up at the time bound" in failed.value.message
+    assert "deadline passed" in failed.value.message
+    assert github_standin.faults.sent(slow) < 300
+
+
+def test_an_asset_download_is_read_no_further_than_the_size_github_lists(
+    github_standin: GitHubStandIn,
+) -> None:
+    """Storage serving more than the API lists was read whole, then found other bytes."""
+    created = httpx.post(
+        f"{github_standin.api_url}/repos/{DEFAULT_REPO}/releases",
+        headers={"Authorization": f"Bearer {github_standin.token}"},
+        json={"tag_name": "v0.1.0", "draft": False},
+    )
+    github_standin.add_asset(created.json()["id"], "cu12.txt", b"nvidia-nccl-cu12==2.30.7\n")
+    huge = github_standin.faults.add(
+        Fault(origin="storage", path=r"^/objects/", status=200, body=b"x" * 2**20, repeat=200)
+    )
+    client = attestations_client(github_standin)
+    with client.session(f"{DEFAULT_REPO}@v0.1.0"):
+        release = client.find_release(DEFAULT_REPO, "v0.1.0")
+        assert release is not None
+        (asset,) = client.list_assets(DEFAULT_REPO, release)
+    with pytest.raises(PublishError) as failed, client.session(f"{DEFAULT_REPO}@v0.1.0"):
+        client.download_asset(asset)
+    assert failed.value.message == (
+        f"cannot download cu12.txt at {github_standin.api_url}: GitHub served more than the "
+        "25 bytes it lists for cu12.txt"
+    )
+    assert github_standin.faults.sent(huge) < 16 * 2**20
