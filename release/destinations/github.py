@@ -34,6 +34,7 @@ from release.destinations.github_publisher import GithubPublisher
 from release.destinations.index import METADATA_SUFFIX, IndexFile, requires_python_of
 from release.destinations.reach import Reach
 from release.errors import ConfigError, PublishError, VerifyError
+from release.fsutil import MAX_DOCUMENT_BYTES
 from release.matrix import Destination, GithubDestination
 from release.provenance.attestation import PROVENANCE_SUFFIX, provenance_problem
 from release.records.manifest import DestinationRef, Manifest, WheelEntry
@@ -172,7 +173,7 @@ class GithubKind(KindBase):
             manifest = assets.get(RELEASE_MANIFEST)
             if manifest is not None:
                 where = f"{RELEASE_MANIFEST} of {repository}@{tag}"
-                for wheel in release_manifest(client.download_asset(manifest), where):
+                for wheel in release_manifest(_manifest_bytes(client, manifest, where), where):
                     release.built[wheel.filename] = wheel
             base = release.reach.index_base_url or destination.index_url
             for name, asset in sorted(assets.items()):
@@ -374,6 +375,20 @@ def latest_tags(client: GithubClient, repository: str, count: int) -> list[str]:
     return [r.tag for r in releases[:count]]
 
 
+def _manifest_bytes(client: GithubClient, asset: AssetInfo, named: str) -> bytes:
+    """A release's release-manifest.json (the asset `named`); a PublishError, before any
+    request, where GitHub lists it larger than a JSON document is read (its listed size
+    bounds the download, and the listing is the server's word)."""
+    if asset.size > MAX_DOCUMENT_BYTES:
+        raise PublishError(
+            f"GitHub lists {named} at {asset.size / 2**20:.1f} MiB, more than the "
+            f"{MAX_DOCUMENT_BYTES // 2**20} MiB a {RELEASE_MANIFEST} is read to",
+            hint="check that asset of the release: the release-manifest.json this tool writes "
+            "is far smaller",
+        )
+    return client.download_asset(asset)
+
+
 # --- The previous release, for growth. ---
 
 
@@ -395,7 +410,7 @@ def previous_on_github(
         if not found:
             return None
         released, tag, asset = max(found, key=lambda item: item[0])
-        data = client.download_asset(asset)
+        data = _manifest_bytes(client, asset, f"{RELEASE_MANIFEST} of {repository}@{tag}")
     source = f"{RELEASE_MANIFEST} of the GitHub release {tag} of {repository}"
     try:
         return previous_release(data, source=source)

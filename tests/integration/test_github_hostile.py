@@ -3,7 +3,8 @@ GitHub client (release.remote.github) and `release plan`, which reads GitHub thr
 a paginated list whose `Link: rel="next"` leads to another host (the token must not follow
 it), an answer larger than any GitHub gives (read no further than 64 MiB, an asset's download
 no further than its listed size), an answer that
-trickles in (read no longer than the operation's time).
+trickles in (read no longer than the operation's time), and a previous release whose
+release-manifest.json is listed larger than any JSON document is read (not downloaded).
 
 Each ends in one line naming what was asked and why it stopped, with the command's exit
 code, one `--json` document and no traceback; the other host sees no request."""
@@ -186,3 +187,30 @@ def test_an_asset_download_is_read_no_further_than_the_size_github_lists(
         "25 bytes it lists for cu12.txt"
     )
     assert github_standin.faults.sent(huge) < 16 * 2**20
+
+
+def test_plan_downloads_no_previous_release_manifest_larger_than_a_document_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Its listed size bounded the download, and the listing is the server's word: a
+    release-manifest.json listed at 65 MiB was read whole, then refused by the JSON reader."""
+    with release_env(tmp_path, monkeypatch) as (gh, common):
+        created = httpx.post(
+            f"{gh.api_url}/repos/{DEFAULT_REPO}/releases",
+            headers={"Authorization": f"Bearer {gh.token}"},
+            json={"tag_name": "release/v0.0.1+cu129", "draft": False},
+        )
+        asset = gh.add_asset(created.json()["id"], "release-manifest.json", b" " * 65 * 2**20)
+        gh.clear_log()
+        code = main(["plan", *common, "--cache-dir", str(tmp_path / "cache"), "--json"])
+        downloads = [e for e in gh.request_log if e.path.endswith(f"/assets/{asset.id}")]
+    out, err = capsys.readouterr()
+    assert code == 0  # a plan without growth, which says why
+    assert downloads == []
+    note = json.loads(out)["previous_note"]
+    assert note == (
+        "previous release not read, no growth shown: GitHub lists release-manifest.json of "
+        f"{DEFAULT_REPO}@release/v0.0.1+cu129 at 65.0 MiB, more than the 64 MiB a "
+        "release-manifest.json is read to"
+    )
+    assert "Traceback" not in err
