@@ -188,6 +188,7 @@ def add_options(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, out: Output) -> int:
     from release.destinations.reach import Reach
+    from release.remote.retry import RetryPolicy
     from release.verify.checks import VerifySettings
     from release.verify.run import VerifyTarget, verify_release
 
@@ -201,13 +202,6 @@ def run(args: argparse.Namespace, out: Output) -> int:
         latest=args.latest,
         overrides=common.parse_overrides(args.index_url),
     )
-    reach = Reach(
-        environ,
-        command="release verify",
-        github_api_url=args.github_api_url,
-        index_base_url=args.index_base_url,
-        read_only=True,
-    )
     settings = VerifySettings(
         concurrency=args.concurrency,
         attempts=args.attempts,
@@ -219,6 +213,17 @@ def run(args: argparse.Namespace, out: Output) -> int:
         provenance_signer_workflow=args.provenance_signer_workflow,
         provenance_repository=args.provenance_repository
         or common.checked_variable(environ, "GITHUB_REPOSITORY", repository_problem, REPOSITORY),
+    )
+    reach = Reach(
+        environ,
+        command="release verify",
+        github_api_url=args.github_api_url,
+        index_base_url=args.index_base_url,
+        read_only=True,
+        # every GitHub read (the attestations, a release by --tag) within --timeout too
+        github_policy=RetryPolicy(
+            attempts=settings.attempts, initial_delay=settings.backoff_s, total=settings.deadline_s
+        ),
     )
     if args.channel == "nightly":
         from release.nightly.verify import verify_channel  # boto3: nightly only

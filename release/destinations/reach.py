@@ -61,15 +61,19 @@ class Reach:
         repository_url: str | None = None,
         index_base_url: str | None = None,
         read_only: bool = False,
+        github_policy: RetryPolicy | None = None,
     ) -> None:
         """`read_only`: a plan or a dry run, which reads public destinations anonymously
-        where the environment has no token."""
+        where the environment has no token. `github_policy`: the retries and time bound of
+        the command's GitHub clients where a caller names none (verify's `--attempts` and
+        `--timeout`), else the client's own."""
         self.environ = environ  # the command's environment, for the processes it runs
         self.command = command
         self.github_api_url = github_api_url
         self.repository_url = repository_url
         self.index_base_url = index_base_url
         self.read_only = read_only
+        self.github_policy = github_policy
         self.secrets = secret_values(environ)
         self.github_token: Secret | None = github_token(environ)
         self._github: dict[tuple[str, RetryPolicy | None, str | None], GithubClient] = {}
@@ -93,9 +97,11 @@ class Reach:
         token_secret: str | None = None,
     ) -> GithubClient:
         """The command's client of the GitHub at `api_url` (`--github-api-url` instead, where
-        given), with the token of `token_secret` (`token`) if there is one; made on first
-        use, one per API URL, retry policy and token."""
+        given), with the token of `token_secret` (`token`) if there is one, under `policy`
+        (else the command's `github_policy`); made on first use, one per API URL, retry
+        policy and token."""
         url = self.github_api_url or api_url or GITHUB_API
+        policy = policy or self.github_policy
         key = (url.rstrip("/"), policy, token_secret)
         if key not in self._github:
             variable = token_secret if token_secret and self.environ.get(token_secret) else None

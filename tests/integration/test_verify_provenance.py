@@ -339,3 +339,31 @@ def test_the_sdist_is_checked_on_the_pypi_route_beside_the_wheels(
             False,
             "no provenance",
         )
+
+
+def test_a_stalled_attestations_api_ends_at_verifys_timeout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The attestations API was asked with the GitHub client's own policy (5 tries of up to
+    120 s each, 900 s in all), whatever `--timeout` said: an answer held 8 s was waited for,
+    file after file. `--timeout 1`: the first gives up at once, the rest are not asked."""
+    with release_env(tmp_path, monkeypatch) as (gh, common):
+        assert main(["publish", *common, "--index-dir", str(tmp_path / "site")]) == 0
+        gh.faults.add(Fault(method="GET", path=r"/attestations/", status=404, hold=8, count=99))
+        capsys.readouterr()
+        code = main(["verify", *common, "--no-pip", "--timeout", "1", "--attempts", "2", "--json"])
+        token = gh.token
+    out, err = capsys.readouterr()
+    assert code == 7
+    document = json.loads(out)
+    assert document["ok"] is False
+    provenance = [c for c in document["checks"] if c["check"] == "provenance"]
+    first, *rest = provenance
+    assert first["detail"].startswith(
+        "provenance not read: GitHub k3-org/k3-kernels attestations: "
+    )
+    assert "gave up at the time bound" in first["detail"]
+    assert rest
+    assert all("this run gave up on GitHub already" in c["detail"] for c in rest)
+    assert "Traceback" not in err
+    assert token not in out + err
