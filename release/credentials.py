@@ -113,15 +113,28 @@ def url_shape_problem(url: object) -> str | None:
     return None
 
 
+# where pip reads a link's hash: the first `[#&]NAME=` anywhere in it, query included
+# (pip/_internal/models/link.py, LinkHash._hash_url_fragment_re)
+_PIP_HASH = re.compile(r"[#&](sha1|sha224|sha256|sha384|sha512|md5)=")
+
+
 def written_url_problem(url: object) -> str | None:
     """Why `url` cannot be written into a file a user installs from (a pin, a requirement
     line), or None: `url_shape_problem` (a newline would add a line of its own:
-    `--index-url https://evil/`), or credentials (the file is shared, and this program never
-    writes one)."""
+    `--index-url https://evil/`), credentials (the file is shared, and this program never
+    writes one), a hash pip would read from it (`?x&sha256=...&`: pip checks the first
+    `[#&]sha256=` of a link, so a pin's own `#sha256=` after it would not count), or a
+    fragment (where the pin's `#sha256=` goes)."""
     problem = url_shape_problem(url)
-    if problem is None and isinstance(url, str) and has_credentials(url):
+    if problem is not None or not isinstance(url, str):
+        return problem
+    if has_credentials(url):
         return "holds credentials, which no file written may hold"
-    return problem
+    if found := _PIP_HASH.search(url):
+        return f"names a hash pip would check instead of the pin's ({found.group()})"
+    if "#" in url:
+        return "holds a fragment (#...), where a pin's own #sha256= goes"
+    return None
 
 
 def has_credentials(url: str) -> bool:

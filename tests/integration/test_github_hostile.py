@@ -3,8 +3,10 @@ GitHub client (release.remote.github) and `release plan`, which reads GitHub thr
 a paginated list whose `Link: rel="next"` leads to another host (the token must not follow
 it), an answer larger than any GitHub gives (read no further than 64 MiB, an asset's download
 no further than its listed size), an answer that
-trickles in (read no longer than the operation's time), and a previous release whose
-release-manifest.json is listed larger than any JSON document is read (not downloaded).
+trickles in (read no longer than the operation's time), a previous release whose
+release-manifest.json is listed larger than any JSON document is read (not downloaded), and
+a download URL that names a hash in its query, which `release pins` must not write into a
+pin (pip would check that hash instead of the pin's).
 
 Each ends in one line naming what was asked and why it stopped, with the command's exit
 code, one `--json` document and no traceback; the other host sees no request."""
@@ -25,11 +27,12 @@ from release.cli import main
 from release.credentials import Secret
 from release.errors import PublishError
 from release.fsutil import MAX_DOCUMENT_BYTES
+from release.records.published import RECORD_NAME
 from release.remote.github import GithubClient, GithubUnreachable
 from release.remote.retry import RetryPolicy
 from tests.github_standin import DEFAULT_REPO, Fault, GitHubStandIn
 from tests.integration.indexes import QuietHandler, serve
-from tests.integration.test_github_answers import release_env
+from tests.integration.test_github_answers import argv, release_env
 
 QUICK = RetryPolicy(attempts=2, initial_delay=0.0, total=60.0)
 
@@ -213,4 +216,42 @@ def test_plan_downloads_no_previous_release_manifest_larger_than_a_document_is_r
         f"{DEFAULT_REPO}@release/v0.0.1+cu129 at 65.0 MiB, more than the 64 MiB a "
         "release-manifest.json is read to"
     )
+    assert "Traceback" not in err
+
+
+def test_pins_writes_no_pin_whose_url_names_another_hash(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A release's assets listed with `browser_download_url`s that name a sha256 in their
+    query: a re-run of publish finds them identical and records those URLs, and pins wrote
+    `NAME @ URL?z&sha256=EVIL&z#sha256=BUILT`, where pip takes the first `[#&]sha256=`
+    (pip/_internal/models/link.py): the hash it checks the download against is EVIL.
+    pins writes nothing instead, naming the record entry, exit 2."""
+    evil = "e" * 64
+    with release_env(tmp_path, monkeypatch) as (gh, common):
+        assert main(argv("publish", common, tmp_path)) == 0
+        (release,) = gh.releases(DEFAULT_REPO)
+        listed = httpx.get(
+            f"{gh.api_url}/repos/{DEFAULT_REPO}/releases/{release.id}/assets",
+            headers={"Authorization": f"Bearer {gh.token}"},
+        ).json()
+        for asset in listed:
+            asset["browser_download_url"] += f"?z&sha256={evil}&z"
+        gh.faults.add(
+            Fault(method="GET", path=r"/releases/\d+/assets$", status=200, count=100,
+                  body=json.dumps(listed), headers={"content-type": "application/json"})
+        )  # fmt: skip
+        assert main(["publish", *common, "--index-dir", str(tmp_path / "again")]) == 0
+    dist = Path(common[3])
+    recorded = json.loads((dist / RECORD_NAME).read_text())["files"]
+    assert all(f"&sha256={evil}&" in entry["url"] for entry in recorded)  # as GitHub said
+    capsys.readouterr()
+    assert main(["pins", "--dist", str(dist), "--json"]) == 2
+    out, err = capsys.readouterr()
+    assert not (dist / "pins").exists() or not any((dist / "pins").iterdir())
+    document = json.loads(out)
+    assert document["ok"] is False
+    message = document["error"]["message"]
+    assert f"{dist / RECORD_NAME}: files[0].url: " in message
+    assert "names a hash pip would check instead of the pin's (&sha256=)" in message
     assert "Traceback" not in err

@@ -221,3 +221,24 @@ def test_a_url_written_into_a_requirement_file_is_plain(url: str, said: str | No
     with pytest.raises(ConfigError) if refused else contextlib.nullcontext():
         # a private index's credentials, given on the line, are the user's to write
         assert parse_overrides([f"cu129={url}"]) == {"cu129": url}
+
+
+@pytest.mark.parametrize(
+    ("url", "said"),
+    [
+        ("https://h/x.whl?z&sha256=" + "e" * 64 + "&z", "names a hash pip would check"),
+        ("https://h/x.whl?a=1&md5=00", "names a hash pip would check instead of the pin's (&md5=)"),
+        (
+            "https://h/x.whl#sha512=00",
+            "names a hash pip would check instead of the pin's (#sha512=",
+        ),
+        ("https://h/x.whl#egg=k3", "holds a fragment (#...), where a pin's own #sha256= goes"),
+        ("https://h/x.whl?sha256=00", None),  # pip reads `[#&]sha256=`: not `?sha256=`
+        ("https://h/x.whl?a=1&b=2", None),
+    ],
+)
+def test_a_url_written_into_a_pin_names_no_other_hash(url: str, said: str | None) -> None:
+    """pip checks a download against the first `[#&]NAME=` of its link, query included:
+    a pin `NAME @ URL#sha256=BUILT` whose URL names another hash would check that one."""
+    problem = written_url_problem(url)
+    assert problem is None if said is None else problem is not None and said in problem
