@@ -106,7 +106,14 @@ def read_record(path: Path, manifest: Manifest) -> Published:
     companions = _companions(data.get("companions", []), path, problems)
     problems += _sdist_problems(companions, manifest, path)
     if problems:
-        raise ConfigError(problems, hint="the record and the manifest are from different builds")
+        urls = any(p.startswith(f"{path}: files[") and "url: " in p for p in problems)
+        raise ConfigError(
+            problems,
+            hint="its URLs are the destinations' answers when `release publish` ran: check "
+            "the release's files there, then run `release publish` again to rewrite it"
+            if urls
+            else "the record and the manifest are from different builds",
+        )
     if not files:
         raise ConfigError([f"{path}: lists no files"], hint="run `release publish` first")
     return Published(

@@ -254,4 +254,8 @@ def test_pins_writes_no_pin_whose_url_names_another_hash(
     message = document["error"]["message"]
     assert f"{dist / RECORD_NAME}: files[0].url: " in message
     assert "names a hash pip would check instead of the pin's (&sha256=)" in message
+    assert document["error"]["hint"] == (
+        "its URLs are the destinations' answers when `release publish` ran: check the "
+        "release's files there, then run `release publish` again to rewrite it"
+    )
     assert "Traceback" not in err
