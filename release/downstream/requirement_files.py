@@ -96,6 +96,10 @@ def install_lines(published: Published) -> list[str]:
             lines.append(f"pip install {requirement}")
             lines.append(f"uv pip install {requirement}")
             continue
+        if index is None:  # a variant no index lists: each platform's wheel by its URL
+            lines.append(f"pip install -r {variant}-urls.txt")
+            lines.append(f"uv pip install -r {variant}-urls.txt")
+            continue
         lines.append(f"pip install {requirement} --index-url {index} --extra-index-url "
                      "https://pypi.org/simple/")  # fmt: skip
         lines.append(
