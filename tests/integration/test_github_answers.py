@@ -85,19 +85,30 @@ def release_env(
         yield standin, ["--matrix", str(matrix), "--dist", str(tmp_path / "dist")]
 
 
-def argv(command: str, common: list[str], tmp_path: Path) -> list[str]:
+def argv(command: str, common: list[str], tmp_path: Path, attempts: int = 1) -> list[str]:
+    """`command`'s arguments; verify's `--attempts` (its GitHub reads' too) is `attempts`."""
     if command == "plan":
         return ["plan", *common, "--cache-dir", str(tmp_path / "cache")]
     if command == "publish":
         return ["publish", *common, "--index-dir", str(tmp_path / "site")]
     if command == "verify --tag":
-        return ["verify", common[0], common[1], "--tag", TAG, "--no-pip", "--attempts", "1"]
-    return ["verify", *common, "--no-pip", "--attempts", "1"]
+        return [
+            "verify",
+            common[0],
+            common[1],
+            "--tag",
+            TAG,
+            "--no-pip",
+            "--attempts",
+            str(attempts),
+        ]
+    return ["verify", *common, "--no-pip", "--attempts", str(attempts)]
 
 
-def run(command: str, root: Path, monkeypatch: pytest.MonkeyPatch, fault: Fault | None) -> tuple[
-    int, GitHubStandIn, set[Endpoint]
-]:  # fmt: skip
+def run(
+    command: str, root: Path, monkeypatch: pytest.MonkeyPatch, fault: Fault | None,
+    attempts: int = 1,
+) -> tuple[int, GitHubStandIn, set[Endpoint]]:  # fmt: skip
     """`command` against a fresh stand-in (a publish first, for verify), with `fault` armed
     for the command itself: its exit code and the endpoints it called."""
     root.mkdir()
@@ -107,7 +118,7 @@ def run(command: str, root: Path, monkeypatch: pytest.MonkeyPatch, fault: Fault 
             standin.clear_log()
         if fault is not None:
             standin.faults.add(fault)
-        code = main(argv(command, common, root))
+        code = main(argv(command, common, root, attempts))
         called = {
             Endpoint(e.method, e.origin, pattern(e.path), e.path)
             for e in standin.request_log
@@ -151,13 +162,15 @@ def check_answers(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
+    *,
+    attempts: int = 1,
 ) -> list[tuple[str, str, int, str]]:
     seen = []
     for number, endpoint in enumerate(endpoints(command, tmp_path, monkeypatch)):
         for name, answer in answers.items():
             capsys.readouterr()
             root = tmp_path / f"{number}-{name}"
-            code, standin, _ = run(command, root, monkeypatch, endpoint.fault(answer))
+            code, standin, _ = run(command, root, monkeypatch, endpoint.fault(answer), attempts)
             err = capsys.readouterr().err
             where = f"{command} {endpoint.method} {endpoint.path} answered {name}"
             assert code in EXITS[command] | ({0} if name == "404" else set()), (where, code, err)
