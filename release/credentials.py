@@ -143,10 +143,14 @@ def has_credentials(url: str) -> bool:
 
 
 def mask(text: str, secrets: Iterable[str]) -> str:
-    """`text` with every secret value replaced by ***, and every URL in it redacted."""
+    """`text` with every secret value replaced by ***, in any case (a server that echoes a
+    password may lower-case it: a charset, a header it folds), and every URL in it
+    redacted."""
     for secret in sorted(set(secrets), key=len, reverse=True):
         if len(secret) >= MIN_LENGTH:
             text = text.replace(secret, MASK)
+            if secret.lower() in text.lower() or secret.upper() in text.upper():
+                text = re.sub(re.escape(secret), MASK, text, flags=re.IGNORECASE)
     return redact(text)
 
 

@@ -33,11 +33,15 @@ import httpx
 from release.credentials import Secret
 from release.errors import PublishError
 from release.remote.github_model import (
+    ATTESTATIONS_PAGE as PAGE,
+)
+from release.remote.github_model import (
     AssetInfo,
     PageWalk,
     Reconcile,
     ReleaseInfo,
     RequestStats,
+    attestation_items,
     checked_api_url,
     choose_release,
     header_seconds,
@@ -579,16 +583,13 @@ class GithubClient:
         rest = self.rest()
         response = self.request(
             f"list the attestations of sha256:{sha256[:12]}",
-            lambda: rest.repos.list_attestations(owner, repo, f"sha256:{sha256}", per_page=100),
+            lambda: rest.repos.list_attestations(owner, repo, f"sha256:{sha256}", per_page=PAGE),
             accept=(404,),
         )
         if response.status_code == 404:
             return None
-        data = json_of(response, what := f"list the attestations of sha256:{sha256[:12]}")
-        items = data.get("attestations") if isinstance(data, Mapping) else None
-        if not isinstance(items, list):
-            raise PublishError(f"GitHub answered `{what}` on {repository} with no list")
-        return items
+        what = f"list the attestations of sha256:{sha256[:12]}"
+        return attestation_items(json_of(response, what), f"`{what}` on {repository}")
 
 
 class _Accepted(Exception):  # not an error: a refusal `send` may accept

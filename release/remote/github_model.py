@@ -348,3 +348,19 @@ def refusal_of(
             hint="check `repository` and `api-url` in matrix.yaml and the token's access",
         )
     return PublishError(f"GitHub answered {status} to {what}: {message}")
+
+
+ATTESTATIONS_PAGE = 100  # the most attestations one answer is asked for (and may hold)
+
+
+def attestation_items(data: object, what: str) -> list[object]:
+    """The items of an attestations answer to `what`, whatever each is; PublishError where
+    it holds no list, or more than the page asked for (each costs a signature check)."""
+    items = data.get("attestations") if isinstance(data, Mapping) else None
+    if not isinstance(items, list):
+        raise PublishError(f"GitHub answered {what} with no list")
+    if len(items) > ATTESTATIONS_PAGE:
+        raise PublishError(
+            f"GitHub answered {what} with {len(items)} items for a page of {ATTESTATIONS_PAGE}"
+        )
+    return items

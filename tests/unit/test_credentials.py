@@ -242,3 +242,14 @@ def test_a_url_written_into_a_pin_names_no_other_hash(url: str, said: str | None
     a pin `NAME @ URL#sha256=BUILT` whose URL names another hash would check that one."""
     problem = written_url_problem(url)
     assert problem is None if said is None else problem is not None and said in problem
+
+
+def test_a_secret_echoed_in_another_case_is_masked_too() -> None:
+    """A server that folds what it echoes (a charset, a header value) must not show the
+    password a request carried."""
+    secret = "Pw-Upl0ad-3f9C"
+    text = f"bad charset {secret.lower()!r}; header {secret.upper()}; as sent {secret}"
+    masked = mask(text, [secret])
+    assert secret.lower() not in masked.lower()
+    assert masked == "bad charset '***'; header ***; as sent ***"
+    assert mask("short pw", ["pw"]) == "short pw"  # too short to tell from text
