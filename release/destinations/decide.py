@@ -19,6 +19,7 @@ With `--build-tag`, a CONFLICT wheel is decided again as the next build of its n
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -116,6 +117,9 @@ class PublishPlan:
         return bool(self.with_action(Action.NOT_ASKED))
 
 
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
 def verdict(
     sha256: str,
     size: int,
@@ -140,6 +144,8 @@ def verdict(
         return Action.SKIP, "same sha256" + (f" ({frozen})" if frozen else ""), remote.url
     if remote.sha256 is None:
         reason = "exists, and the destination reports no sha256 to compare"
+    elif not _SHA256.fullmatch(remote.sha256):  # the server's text: cut short, quoted
+        reason = f"exists, and the destination lists {remote.sha256[:16]!r}, which is no sha256"
     else:
         reason = f"exists with sha256 {remote.sha256[:12]}..., built {sha256[:12]}..."
     if frozen is not None:

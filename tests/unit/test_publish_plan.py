@@ -268,6 +268,13 @@ def test_an_immutable_destination_takes_nothing_new_nor_other_bytes() -> None:
     assert verdict("b" * 64, 3, None, refusal=None, replace=True, url="new")[0] is Action.UPLOAD
 
 
+def test_a_listed_sha256_that_is_none_is_said_so_not_shown_as_other_bytes() -> None:
+    listed = RemoteFile(name="w", size=3, sha256="not-a-digest\n" * 9, url="u")
+    action, reason, _ = verdict("b" * 64, 3, listed, refusal=None, replace=False, url="new")
+    assert action is Action.CONFLICT  # the name is taken, whatever its bytes
+    assert reason == "exists, and the destination lists 'not-a-digest\\nnot', which is no sha256"
+
+
 def test_replace_on_an_immutable_release_names_it_and_a_new_version(tmp_path: Path) -> None:
     entries = [entry_for(make_wheel(tmp_path), github_destination("http://x"))]
     remote = {entries[0].filename: RemoteFile(name="w", size=None, sha256="0" * 64, url="u")}
