@@ -64,6 +64,15 @@ def shown(value: object) -> str:
     return text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 3] + "..."
 
 
+def one_line(text: str) -> str:
+    """`text` with each character that is not printable escaped (`\\n`): a name a server
+    lists (`x-1.0-py3-none-any&#10;.whl`), a server's error code or a reader's message stays
+    on its line."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
+
+
 class ConfigError(ReleaseError):
     """matrix.yaml (or a command-line option) is invalid. Carries every problem found;
     prints the first MAX_SHOWN_PROBLEMS of them."""

@@ -20,9 +20,9 @@ from release.commands.parsing.options import (
 )
 from release.console import Annotation, Output, markdown_table
 from release.defaults import RELEASE_WORKFLOW, VERIFY_CONCURRENCY
-from release.errors import VerifyError
+from release.errors import VerifyError, one_line
 from release.github_names import api_url_problem, repository_problem
-from release.inspection.findings import RULES, one_line
+from release.inspection.findings import RULES
 
 if TYPE_CHECKING:
     from release.verify.checks import VerifyReport

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from release.errors import one_line
+
 
 @dataclass(frozen=True, kw_only=True)
 class Rule:
@@ -110,11 +112,3 @@ def finding(rule: str, file: str, url: str, detail: str) -> Finding:
     if rule not in RULE_IDS:
         raise ValueError(f"no rule {rule!r}")
     return Finding(rule=rule, file=one_line(file), url=one_line(url), detail=one_line(detail))
-
-
-def one_line(text: str) -> str:
-    """`text` with each character that is not printable escaped (`\\n`): a name a server
-    lists (`x-1.0-py3-none-any&#10;.whl`) or a reader's message stays on its line."""
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)

@@ -17,8 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from release.destinations.reach import Reach
-from release.errors import PublishError
-from release.inspection.findings import one_line
+from release.errors import PublishError, one_line
 from release.matrix import Matrix, Nightly, S3Destination, require_nightly
 from release.nightly.layout import (
     GENERATION,

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     )
 
 from release.credentials import S3Credentials, mask
-from release.errors import PublishError, shown
+from release.errors import PublishError, one_line, shown
 from release.remote import retry
 
 DELETE_BATCH = 1000  # the most keys one DeleteObjects request takes
@@ -193,7 +193,7 @@ class S3Store:
             )
         except (ValueError, botocore.exceptions.BotoCoreError) as error:
             # an endpoint that is no URL (`http://[::1`), a region botocore takes for none
-            why = _one_line(f"{type(error).__name__}: {error}")
+            why = one_line(f"{type(error).__name__}: {error}")
             raise PublishError(
                 mask(f"{bucket.describe()}: no S3 client can be made for it: {why}", self._secrets),
                 hint="check the destination's endpoint and region",
@@ -353,7 +353,7 @@ class S3Store:
                 raise PublishError(
                     mask(
                         f"{self.bucket.describe()}: {len(errors)} of {len(batch)} deletions "
-                        f"failed; first {_one_line(key)}: {said}",
+                        f"failed; first {one_line(key)}: {said}",
                         self._secrets,
                     ),
                     hint="run the same command again: the deletion is repeated",
@@ -416,7 +416,7 @@ class S3Store:
                 botocore.exceptions.IncompleteReadError,  # a body cut short
             )
             if isinstance(error, transient):
-                return retry.TryAgain(reason=_one_line(f"{type(error).__name__}: {error}"))
+                return retry.TryAgain(reason=one_line(f"{type(error).__name__}: {error}"))
             return None
 
         def once() -> T:
@@ -426,7 +426,7 @@ class S3Store:
                 # botocore's parser on an answer it cannot read (a `Last-Modified: yesterday`,
                 # XML that is no S3 answer): the server's fault, said as the others are, on
                 # one line (the parser quotes the server's text)
-                raise UnreadableAnswer(reason=_one_line(str(error)[:200])) from None
+                raise UnreadableAnswer(reason=one_line(str(error)[:200])) from None
 
         policy = self.limits.policy
         try:
@@ -452,7 +452,7 @@ class S3Store:
         if isinstance(error, botocore.exceptions.ClientError):
             why = _said(error)
         else:
-            why = _one_line(f"{type(error).__name__}: {error}")
+            why = one_line(f"{type(error).__name__}: {error}")
         message = mask(f"{self.bucket.describe()}: {verb} {key} failed: {why}", self._secrets)
         region = _region_named(error)
         if region is not None:
@@ -541,11 +541,6 @@ def _region_named(error: Exception) -> str | None:
     headers = error.response.get("ResponseMetadata", {}).get("HTTPHeaders", {})
     named = error.response.get("Error", {}).get("Region") or headers.get("x-amz-bucket-region")
     return named if isinstance(named, str) and _REGION.fullmatch(named) else None
-
-
-def _one_line(text: str) -> str:
-    """`text` with each character that is not printable escaped (`\\n`)."""
-    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
 
 
 def _code(error: botocore.exceptions.ClientError) -> str:
