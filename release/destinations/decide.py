@@ -19,7 +19,6 @@ With `--build-tag`, a CONFLICT wheel is decided again as the next build of its n
 from __future__ import annotations
 
 import enum
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from release.inspection.budget import ProjectLoad, project_refusal
 from release.records.dist import wheel_problem
-from release.records.manifest import WheelEntry
+from release.records.manifest import SHA256_HEX, WheelEntry
 
 if TYPE_CHECKING:
     from release.destinations.base import Publisher
@@ -117,9 +116,6 @@ class PublishPlan:
         return bool(self.with_action(Action.NOT_ASKED))
 
 
-_SHA256 = re.compile(r"[0-9a-f]{64}")
-
-
 def verdict(
     sha256: str,
     size: int,
@@ -144,7 +140,7 @@ def verdict(
         return Action.SKIP, "same sha256" + (f" ({frozen})" if frozen else ""), remote.url
     if remote.sha256 is None:
         reason = "exists, and the destination reports no sha256 to compare"
-    elif not _SHA256.fullmatch(remote.sha256):  # the server's text: cut short, quoted
+    elif not SHA256_HEX.match(remote.sha256):  # the server's text: cut short, quoted
         reason = f"exists, and the destination lists {remote.sha256[:16]!r}, which is no sha256"
     else:
         reason = f"exists with sha256 {remote.sha256[:12]}..., built {sha256[:12]}..."
