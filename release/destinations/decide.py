@@ -140,7 +140,7 @@ def verdict(
         return Action.SKIP, "same sha256" + (f" ({frozen})" if frozen else ""), remote.url
     if remote.sha256 is None:
         reason = "exists, and the destination reports no sha256 to compare"
-    elif not SHA256_HEX.match(remote.sha256):  # the server's text: cut short, quoted
+    elif not SHA256_HEX.fullmatch(remote.sha256):  # the server's text: cut short, quoted
         reason = f"exists, and the destination lists {remote.sha256[:16]!r}, which is no sha256"
     else:
         reason = f"exists with sha256 {remote.sha256[:12]}..., built {sha256[:12]}..."

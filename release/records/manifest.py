@@ -273,7 +273,7 @@ def _sdist_json(sdist: SdistEntry) -> dict[str, Any]:
     return {**asdict(sdist), "destination": _destination_json(sdist.destination)}
 
 
-SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")  # a sha256 as every record writes it
+SHA256_HEX = re.compile(r"[0-9a-f]{64}")  # a sha256 as every record writes it (fullmatch)
 _TARGET_LABEL = re.compile(r"^(sm|ptx)_[0-9]{2,3}[af]?$")
 _NCCL_FILE = re.compile(r"^cu[0-9]{1,3}(-constraints|-reinstall)?\.txt$")
 
@@ -369,7 +369,7 @@ def _project_limit(dest: Mapping[str, Any], default: int | None, where: str) -> 
 def _digest_and_size(raw: dict[str, object], where: str) -> tuple[str, int]:
     """A file's `sha256` (64 lower-case hex digits) and `size` (not negative)."""
     sha256: str = _require(raw, "sha256", str, where)
-    if not SHA256_HEX.match(sha256):
+    if not SHA256_HEX.fullmatch(sha256):
         raise ValueError(f"{where}.sha256: not 64 lower-case hex digits")
     size: int = _require(raw, "size", int, where)
     if size < 0:

@@ -164,7 +164,7 @@ def _companions(raw_list: object, path: Path, problems: list[str]) -> list[Publi
         if not isinstance(name, str) or "/" in name or written_url_problem(url) is not None:
             problems.append(f"{where}: needs a file name and an http(s) URL (no credentials)")
             continue
-        if not isinstance(sha256, str) or not SHA256_HEX.match(sha256):
+        if not isinstance(sha256, str) or not SHA256_HEX.fullmatch(sha256):
             problems.append(f"{where}.sha256: not 64 hex digits")
             continue
         if not isinstance(size, int) or isinstance(size, bool) or size < 0:

@@ -70,6 +70,7 @@ HOSTILE: dict[str, tuple[str, object]] = {
     "filename-not-a-wheel": ("filename", "setup.py"),
     "sms-not-strings": ("sms", [80, {"x": 1}]),
     "sha256-short": ("sha256", "abc"),
+    "sha256-newline": ("sha256", "a" * 64 + "\n"),  # `$` of a pattern matched before it
     "size-negative": ("size", -1),
     "size-string": ("size", "10"),
     "toolchain-nested": ("toolchain", {"a": {"b": 1}}),
