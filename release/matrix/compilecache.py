@@ -22,10 +22,10 @@ from release.yamlspec import optional
 
 Storage = Literal["local", "s3", "github-actions", "none"]
 STORAGES: tuple[Storage, ...] = get_args(Storage)
-_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
-PREFIX = re.compile(r"^[A-Za-z0-9._/-]*$")
-_REGION = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?$")  # as botocore takes one
-_HOST_URL = re.compile(r"^https?://[^/\s?#@]+/?$")
+_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
+PREFIX = re.compile(r"[A-Za-z0-9._/-]*")
+_REGION = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?")  # as botocore takes one
+_HOST_URL = re.compile(r"https?://[^/\s?#@]+/?")
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,7 @@ def spec_problems(spec: CompileCacheSpec) -> list[tuple[str, str]]:
             problems.append((key, f"{key!r} is only for storage {owner} (remove it)"))
     if storage == "s3":
         problems += [(k, m) for k, m in s3_problems(spec.bucket, spec.endpoint, spec.region)]
-        if spec.prefix is not None and not PREFIX.match(spec.prefix):
+        if spec.prefix is not None and not PREFIX.fullmatch(spec.prefix):
             problems.append(("prefix", f"{shown(spec.prefix)}: letters, digits, ._-/ only"))
     return problems
 
@@ -91,7 +91,7 @@ def s3_problems(
     problems = []
     if bucket is None:
         problems.append(("storage", "storage s3 needs a bucket: add bucket: NAME"))
-    elif not _BUCKET.match(bucket):
+    elif not _BUCKET.fullmatch(bucket):
         problems.append(("bucket", f"{shown(bucket)} is not an S3 bucket name"))
     if endpoint is not None and has_credentials(endpoint):
         problems.append(
@@ -100,7 +100,7 @@ def s3_problems(
         )  # fmt: skip
     elif endpoint is not None and not _is_host_url(endpoint):
         problems.append(("endpoint", f"{shown(endpoint)} is not an http(s) URL of a host"))
-    if region is not None and not _REGION.match(region):
+    if region is not None and not _REGION.fullmatch(region):
         problems.append(("region", f"{shown(region)} is not a region name"))
     return problems
 
@@ -108,7 +108,7 @@ def s3_problems(
 def _is_host_url(url: str) -> bool:
     """`http(s)://HOST[:PORT][/]`, as a URL parser reads it (`http://[::1` and a port past
     65535 match the shape but are no URL)."""
-    if not _HOST_URL.match(url):
+    if not _HOST_URL.fullmatch(url):
         return False
     try:
         parts = urlsplit(url)
@@ -156,7 +156,7 @@ def parse_compile_cache(text: str) -> CompileCache:
         raise ValueError(f"unknown parameter {unknown[0]!r} (endpoint and region are known)")
     bucket, prefix = parts.netloc, parts.path.lstrip("/")
     problems = s3_problems(bucket, query.get("endpoint"), query.get("region"))
-    if not PREFIX.match(prefix):
+    if not PREFIX.fullmatch(prefix):
         problems.append(("prefix", f"{shown(prefix)}: letters, digits, ._-/ only"))
     if problems:
         raise ValueError(f"{problems[0][0]}: {problems[0][1]}")

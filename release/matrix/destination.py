@@ -285,7 +285,7 @@ class S3Destination(BaseDestination):
         for key, message in s3_problems(spec.bucket, spec.endpoint, spec.region):
             loader.problem(join_path(path, "bucket" if key == "storage" else key), message)
         prefix = spec.prefix or ""
-        if prefix.startswith("/") or not PREFIX.match(prefix) or ".." in prefix.split("/"):
+        if prefix.startswith("/") or not PREFIX.fullmatch(prefix) or ".." in prefix.split("/"):
             loader.problem(
                 join_path(path, "prefix"),
                 f"{shown(prefix)}: letters, digits and ._-/ only, not starting with /",

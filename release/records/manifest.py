@@ -274,8 +274,8 @@ def _sdist_json(sdist: SdistEntry) -> dict[str, Any]:
 
 
 SHA256_HEX = re.compile(r"[0-9a-f]{64}")  # a sha256 as every record writes it (fullmatch)
-_TARGET_LABEL = re.compile(r"^(sm|ptx)_[0-9]{2,3}[af]?$")
-_NCCL_FILE = re.compile(r"^cu[0-9]{1,3}(-constraints|-reinstall)?\.txt$")
+_TARGET_LABEL = re.compile(r"(sm|ptx)_[0-9]{2,3}[af]?")
+_NCCL_FILE = re.compile(r"cu[0-9]{1,3}(-constraints|-reinstall)?\.txt")
 
 
 def _require(data: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
@@ -404,9 +404,9 @@ def _wheel(raw: object, where: str) -> WheelEntry:
     return entry
 
 
-_CUDA = re.compile(r"^[0-9]{1,3}\.[0-9]{1,3}$")
-_ARCH = re.compile(r"^[a-z0-9_]{1,32}$")
-_TARGET = re.compile(r"^[0-9]{2,3}[af]?$")  # an SM or a PTX target as the records write it
+_CUDA = re.compile(r"[0-9]{1,3}\.[0-9]{1,3}")
+_ARCH = re.compile(r"[a-z0-9_]{1,32}")
+_TARGET = re.compile(r"[0-9]{2,3}[af]?")  # an SM or a PTX target as the records write it
 
 
 def _check_wheel_fields(entry: WheelEntry, where: str) -> None:
@@ -427,12 +427,12 @@ def _check_wheel_fields(entry: WheelEntry, where: str) -> None:
             f"{where}.local_label: {str(entry.local_label)[:40]} is not its filename's "
             f"{name.version.local}"
         )
-    if not _CUDA.match(entry.cuda):
+    if not _CUDA.fullmatch(entry.cuda):
         raise ValueError(f"{where}.cuda: {entry.cuda[:20]!r} is not a CUDA version (13.0)")
-    if not _ARCH.match(entry.arch):
+    if not _ARCH.fullmatch(entry.arch):
         raise ValueError(f"{where}.arch: {entry.arch[:20]!r} is not a CPU architecture")
     for target in (*entry.sms, *([entry.ptx] if entry.ptx is not None else [])):
-        if not _TARGET.match(target):
+        if not _TARGET.fullmatch(target):
             raise ValueError(f"{where}: {target[:20]!r} is not an SM (90, 90a, 100f)")
 
 
@@ -441,7 +441,7 @@ def _device_bytes(raw: Mapping[str, Any], where: str) -> tuple[tuple[str, int], 
     if not isinstance(found, dict):
         raise ValueError(f"{where}.device_bytes: not an object")
     for label, size in found.items():
-        if not _TARGET_LABEL.match(str(label)):
+        if not _TARGET_LABEL.fullmatch(str(label)):
             raise ValueError(f"{where}.device_bytes: {str(label)[:20]!r} is not sm_N or ptx_N")
         if not isinstance(size, int) or isinstance(size, bool) or size < 0:
             raise ValueError(f"{where}.device_bytes.{label}: not a number of bytes")
@@ -458,7 +458,7 @@ def from_json(data: object) -> Manifest:
     wheels = tuple(_wheel(raw, f"wheels[{index}]") for index, raw in enumerate(raw_wheels))
     files = _strings(data, "nccl_files", "manifest") if "nccl_files" in data else ()
     for name in files:
-        if not _NCCL_FILE.match(name):
+        if not _NCCL_FILE.fullmatch(name):
             raise ValueError(f"manifest.nccl_files: {name[:40]!r} is not an NCCL file name")
     epoch = data.get("source_date_epoch")
     if epoch is not None and (not isinstance(epoch, int) or isinstance(epoch, bool) or epoch < 0):
@@ -533,7 +533,7 @@ def _indexes(raw: object, wheels: Iterable[WheelEntry]) -> tuple[IndexRef, ...]:
 _INDEX_TEXT = ("url", "repository", "branch", "directory", "token_secret")
 
 
-_SDIST_NAME = re.compile(r"^[A-Za-z0-9_.]+-[A-Za-z0-9_.!]+\.tar\.gz$")
+_SDIST_NAME = re.compile(r"[A-Za-z0-9_.]+-[A-Za-z0-9_.!]+\.tar\.gz")
 
 
 def _sdist(raw: object) -> SdistEntry | None:
@@ -544,7 +544,7 @@ def _sdist(raw: object) -> SdistEntry | None:
     if not isinstance(raw, dict):
         raise ValueError(f"{where}: not an object")
     name: str = _require(raw, "filename", str, where)
-    if not _SDIST_NAME.match(name) or name.startswith("."):
+    if not _SDIST_NAME.fullmatch(name) or name.startswith("."):
         raise ValueError(f"{where}.filename: {name[:80]!r} is not an sdist filename")
     sha256, size = _digest_and_size(raw, where)
     destination = _destination(raw, where)

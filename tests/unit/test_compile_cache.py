@@ -58,6 +58,9 @@ def test_the_one_line_form_names_each_storage(text: str, expected: CompileCache)
         ("s3://Bad_Bucket/p", "is not an S3 bucket name"),
         ("s3://k3-cache/p?endpoint=ftp://host", "is not an http(s) URL"),
         ("s3://k3-cache/p q", "letters, digits"),
+        # a trailing newline (matched by a pattern's `$` before it)
+        ("s3://k3-cache/p?region=eu-west-1%0A", "is not a region name"),
+        ("s3://k3-cache/p?endpoint=http://h%0A", "is not an http(s) URL"),
     ],
 )
 def test_a_wrong_storage_says_what_is_wrong(text: str, says: str) -> None:
