@@ -142,7 +142,7 @@ def join_path(parent: str, key: object) -> str:
     text = str(key)
     if len(text) > SHOWN_CHARS:
         text = text[: SHOWN_CHARS - 3] + "..."
-    if not _PLAIN_KEY.match(text):
+    if not _PLAIN_KEY.fullmatch(text):
         return f'{parent}["{text}"]'
     return f"{parent}.{text}" if parent else text
 

@@ -29,7 +29,7 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 def env_problem(name: str, backend: BackendName) -> str | None:
     """Why `name` cannot be a variable of a `build:` section's env for `backend`."""
-    if not _ENV_NAME.match(name):
+    if not _ENV_NAME.fullmatch(name):
         return f"{shown(name)} is not an environment variable name"
     if name in backend_for(backend).owned_env:
         return (

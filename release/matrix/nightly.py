@@ -45,7 +45,7 @@ def nightly_version(version: Version, commit_time: int) -> Version:
 
 def commit_problem(commit: Commit) -> str | None:
     """Why `commit` cannot name a nightly, if it cannot."""
-    if not _COMMIT_SHA.match(commit.sha):
+    if not _COMMIT_SHA.fullmatch(commit.sha):
         return f"{shown(commit.sha)} is not a full commit id (40 lower-case hex digits)"
     if commit.time <= 0:
         return f"the commit time {commit.time} is not a time after 1970"
@@ -114,13 +114,13 @@ def nightly_channel(
     pins = _keep_list(spec.keep_list or [], loader)
     archive = with_slash(spec.archive_prefix or "archive/")
     for key, value in (("keep-list-object", spec.keep_list_object), ("archive-prefix", archive)):
-        if value is not None and (not _KEY.match(value) or ".." in value.split("/")):
+        if value is not None and (not _KEY.fullmatch(value) or ".." in value.split("/")):
             loader.problem(
                 join_path("nightly", key),
                 f"{shown(value)}: a key under the prefix (letters, digits and ._-/, "
                 "not starting with /)",
             )
-    if archive == NIGHTLY_DIR or _COMMIT_SHA.match(archive.rstrip("/")):
+    if archive == NIGHTLY_DIR or _COMMIT_SHA.fullmatch(archive.rstrip("/")):
         loader.problem("nightly.archive-prefix", f"{archive!r} is where the channel lives")
     store = destination.channel if destination is not None else None
     if len(loader.problems) > before or store is None:

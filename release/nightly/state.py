@@ -233,7 +233,7 @@ def _int(value: object, key: str) -> int:
 
 
 def _str(value: object, key: str, pattern: re.Pattern[str] | None = None) -> str:
-    if not isinstance(value, str) or (pattern is not None and not pattern.match(value)):
+    if not isinstance(value, str) or (pattern is not None and not pattern.fullmatch(value)):
         raise ValueError(f"{key}: not a valid value")
     return value
 

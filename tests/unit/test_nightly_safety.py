@@ -213,3 +213,13 @@ def test_a_keep_list_pin_past_int_is_a_problem_not_a_bug(pin: str) -> None:
 )
 def test_a_pages_generation_is_a_counter_or_none(generation: str, read: int) -> None:
     assert _generation({GENERATION: generation}) == read
+
+
+def test_a_state_whose_commit_ends_in_a_newline_is_refused() -> None:
+    """A pattern's `$` matches before a trailing newline: the commit is matched whole."""
+    state = channel(1, 2)
+    sha = state.kept[0].commit
+    data = to_bytes(state).replace(f'"{sha}"'.encode(), f'"{sha}\\n"'.encode(), 1)
+    assert data != to_bytes(state)
+    with pytest.raises(PublishError, match=r"state\.json is not a nightly state"):
+        from_bytes(data, "state.json", project="k3-kernels")
