@@ -104,15 +104,19 @@ class Reach:
         policy = policy or self.github_policy
         key = (url.rstrip("/"), policy, token_secret)
         if key not in self._github:
-            variable = token_secret if token_secret and self.environ.get(token_secret) else None
             self._github[key] = GithubClient(
                 api_url=url,
                 token=self.token_for(url, token_secret),
-                token_variable=variable or "GITHUB_TOKEN",
+                token_variable=self.token_variable(token_secret),
                 policy=policy,
                 command=self.command,
             )
         return self._github[key]
+
+    def token_variable(self, token_secret: str | None) -> str:
+        """The variable `token(token_secret)` reads: `token_secret` where it is set, else
+        GITHUB_TOKEN."""
+        return token_secret if token_secret and self.environ.get(token_secret) else "GITHUB_TOKEN"
 
     def token_for(self, url: str, token_secret: str | None = None) -> Secret | None:
         """`token(token_secret)`, to be sent to `url`; PublishError where a workflow job's
@@ -121,10 +125,9 @@ class Reach:
         trusted = self.trusted_github()
         if token is None or trusted is None or origin_or_none(url) in trusted:
             return token
-        variable = token_secret if token_secret and self.environ.get(token_secret) else None
         raise PublishError(
             f"{redact(url)} is not this job's GitHub ({', '.join(sorted(trusted))}): "
-            f"{variable or 'GITHUB_TOKEN'} is sent to the job's own GitHub alone",
+            f"{self.token_variable(token_secret)} is sent to the job's own GitHub alone",
             hint="a manifest names its GitHub as matrix.yaml did at `release build`; one that "
             "names another was changed since (rebuild it). A destination on another GitHub "
             "is reached with --github-api-url",
