@@ -236,8 +236,7 @@ class StreamedAnswers:
             left = max(deadline.remaining(), 0.001)
             timeouts = request.extensions.get("timeout", {})
             request.extensions["timeout"] = {
-                phase: left if value is None else min(value, left)
-                for phase, value in timeouts.items()
+                phase: _cap(value, left) for phase, value in timeouts.items()
             }
 
     def on_response(self, response: httpx.Response) -> None:
@@ -432,16 +431,17 @@ def _capped(http: httpx.Client, left: float) -> httpx.Timeout:
     """The client's timeouts, none longer than the `left` seconds of the call's deadline:
     a call with retries ends within its policy's total (connect + read, and the waits)."""
     configured = http.timeout
-
-    def cap(value: float | None) -> float:
-        return left if value is None else min(value, left)
-
     return httpx.Timeout(
-        connect=cap(configured.connect),
-        read=cap(configured.read),
-        write=cap(configured.write),
-        pool=cap(configured.pool),
+        connect=_cap(configured.connect, left),
+        read=_cap(configured.read, left),
+        write=_cap(configured.write, left),
+        pool=_cap(configured.pool, left),
     )
+
+
+def _cap(value: float | None, left: float) -> float:
+    """A timeout (None: none) no longer than the `left` seconds of a deadline."""
+    return left if value is None else min(value, left)
 
 
 def first_byte(http: httpx.Client, url: str, *, secrets: Iterable[str] = ()) -> Download:
