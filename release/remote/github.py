@@ -33,9 +33,7 @@ import httpx
 from release.credentials import Secret
 from release.errors import PublishError
 from release.remote.github_model import (
-    ATTESTATIONS_PAGE as PAGE,
-)
-from release.remote.github_model import (
+    ATTESTATIONS_PAGE,
     AssetInfo,
     PageWalk,
     Reconcile,
@@ -236,7 +234,7 @@ class GithubClient:
             event_hooks=self._answers.hooks(self._count),
         )
         try:
-            with self._gh:
+            with self._gh, self._gh.get_sync_client() as http, self._answers.sockets_of(http):
                 yield
         except RetryExhausted as error:
             self._gave_up = self.scrub(str(error))
@@ -580,15 +578,15 @@ class GithubClient:
         """The items of GitHub's attestations API for a sha256 (first page of 100), whatever
         each is (one that is no object is refused, never left out); None for none (404)."""
         owner, repo = owner_and_name(repository)
-        rest = self.rest()
+        what, digest = f"list the attestations of sha256:{sha256[:12]}", f"sha256:{sha256}"
+        listing = self.rest().repos.list_attestations
         response = self.request(
-            f"list the attestations of sha256:{sha256[:12]}",
-            lambda: rest.repos.list_attestations(owner, repo, f"sha256:{sha256}", per_page=PAGE),
+            what,
+            lambda: listing(owner, repo, digest, per_page=ATTESTATIONS_PAGE),
             accept=(404,),
         )
         if response.status_code == 404:
             return None
-        what = f"list the attestations of sha256:{sha256[:12]}"
         return attestation_items(json_of(response, what), f"`{what}` on {repository}")
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import html
 import json
+import queue
 import subprocess
 import threading
 import time
@@ -24,6 +25,7 @@ from functools import partial
 from http.server import BaseHTTPRequestHandler, SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from socketserver import BaseRequestHandler
+from typing import ClassVar
 
 from release.remote.simple_index import SIMPLE_JSON
 
@@ -102,6 +104,38 @@ class QuietHandler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: object) -> None:
         pass
+
+
+class TricklingHeaders(QuietHandler):
+    """Any GET: a status line, then one header a byte every `pause` seconds (well within any
+    read timeout), `count` bytes in all, then an empty answer. A server that never lets a
+    read time out."""
+
+    count: ClassVar[int] = 400
+    pause: ClassVar[float] = 0.05
+    _sent: ClassVar[queue.SimpleQueue[int]] = queue.SimpleQueue()
+
+    def do_GET(self) -> None:
+        sent = 0
+        try:
+            self.wfile.write(b"HTTP/1.1 200 OK\r\nX-Slow: ")
+            for _ in range(self.count):
+                self.wfile.write(b"a")
+                self.wfile.flush()
+                sent += 1
+                time.sleep(self.pause)
+            self.wfile.write(b"\r\nContent-Type: text/html\r\nContent-Length: 0\r\n\r\n")
+        except OSError:  # the client hung up
+            pass
+        finally:
+            self.close_connection = True
+            self._sent.put(sent)
+
+    @classmethod
+    def sent_before_hangup(cls) -> int:
+        """How many header bytes the next answer got out before the client hung up (or all
+        of them): the server notices a hang-up at its next write."""
+        return cls._sent.get(timeout=30)
 
 
 class _Server(ThreadingHTTPServer):

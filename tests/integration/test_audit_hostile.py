@@ -1,7 +1,8 @@
 """`release audit` against hostile servers on 127.0.0.1: a page that inflates to gigabytes or
 never ends is cut off as decoded and refused, never held; a link carrying credentials is not
 asked (its password never sent); a Retry-After that is no number is not waited on; a link
-httpx cannot ask is a finding; a body past its limit leaves no file larger than the limit."""
+httpx cannot ask is a finding; a body past its limit leaves no file larger than the limit;
+headers that trickle in a byte at a time end at the audit's time limit."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from release.audit.run import AuditSettings, audit
 from release.audit.sources import sources
 from release.remote import httpclient as http
 from release.remote.retry import RetryPolicy
-from tests.integration.indexes import QuietHandler, serve
+from tests.integration.indexes import QuietHandler, TricklingHeaders, serve
 
 RELEASE = Path(sys.executable).with_name("release")
 BOMB = gzip.compress(b"<html><body>" + bytes(80 * 2**20), compresslevel=1)  # 80 MiB decoded
@@ -208,3 +209,14 @@ def test_a_page_the_audits_own_time_limit_cuts_short_is_unread_not_a_finding(
     )  # fmt: skip
     assert report.findings == ()
     assert report.not_reached == (hostile + "stall/",)
+
+
+def test_headers_that_trickle_in_end_at_the_audits_time_limit() -> None:
+    """A byte every 50 ms never lets a read time out: the headers were read for as long as
+    the server sent them (20 s here, or forever), whatever the audit's limit said."""
+    with serve(TricklingHeaders) as url:
+        report = audit(
+            sources([url], None), AuditSettings(torch_index=None, attempts=1, timeout_s=2.0), {}
+        )
+        assert report.not_reached == (url,)
+        assert 0 < TricklingHeaders.sent_before_hangup() < TricklingHeaders.count

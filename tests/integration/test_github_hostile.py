@@ -2,8 +2,8 @@
 GitHub client (release.remote.github) and `release plan`, which reads GitHub through it:
 a paginated list whose `Link: rel="next"` leads to another host (the token must not follow
 it), an answer larger than any GitHub gives (read no further than 64 MiB, an asset's download
-no further than its listed size), an answer that
-trickles in (read no longer than the operation's time), a previous release whose
+no further than its listed size), an answer or its
+headers that trickle in (read no longer than the operation's time), a previous release whose
 release-manifest.json is listed larger than any JSON document is read (not downloaded), and
 a download URL that names a hash in its query, which `release pins` must not write into a
 pin (pip would check that hash instead of the pin's).
@@ -31,7 +31,7 @@ from release.records.published import RECORD_NAME
 from release.remote.github import GithubClient, GithubUnreachable
 from release.remote.retry import RetryPolicy
 from tests.github_standin import DEFAULT_REPO, Fault, GitHubStandIn
-from tests.integration.indexes import QuietHandler, serve
+from tests.integration.indexes import QuietHandler, TricklingHeaders, serve
 from tests.integration.test_github_answers import argv, release_env
 
 QUICK = RetryPolicy(attempts=2, initial_delay=0.0, total=60.0)
@@ -163,6 +163,21 @@ def test_an_answer_that_trickles_in_ends_at_the_operations_time_bound(
     assert "gave up at the time bound" in failed.value.message
     assert "deadline passed" in failed.value.message
     assert github_standin.faults.sent(slow) < 300
+
+
+def test_headers_that_trickle_in_end_at_the_operations_time_bound() -> None:
+    """A byte every 50 ms never lets a read time out: githubkit's request read the headers
+    for as long as the server sent them, whatever the retry policy's total said."""
+    with serve(TricklingHeaders) as url:
+        client = GithubClient(
+            api_url=url.rstrip("/"),
+            token=Secret("t0ken"),
+            policy=RetryPolicy(attempts=1, total=1.0),
+        )
+        with pytest.raises(GithubUnreachable) as failed, client.session("o/r attestations"):
+            client.attestations("o/r", "ab" * 32)
+        assert 0 < TricklingHeaders.sent_before_hangup() < TricklingHeaders.count
+    assert "deadline passed" in failed.value.message
 
 
 def test_an_asset_download_is_read_no_further_than_the_size_github_lists(
