@@ -22,6 +22,7 @@ only there), so that a plan or a dry run loads neither.
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import logging
 import os
@@ -31,6 +32,7 @@ import time
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from packaging.utils import (
@@ -181,11 +183,23 @@ class UploadAnswer:
 Uploader = Callable[[Path, str, IndexCredentials], UploadAnswer]
 """(wheel, repository URL, credentials) -> the index's answer."""
 
+# (connect, each read) seconds of an upload's requests: twine sends with none, so an index
+# that takes the body and never answers held `release publish` until the job's own limit.
+# An index hashes and stores a large file before it answers (PyPI: seconds to a minute).
+UPLOAD_TIMEOUT = (10.0, 300.0)
 
-def twine_upload(wheel: Path, repository_url: str, creds: IndexCredentials) -> UploadAnswer:
+
+def twine_upload(
+    wheel: Path,
+    repository_url: str,
+    creds: IndexCredentials,
+    *,
+    timeout: tuple[float, float] = UPLOAD_TIMEOUT,
+) -> UploadAnswer:
     """One upload through twine's Repository (which also retries 5xx itself), with the
     wheel's PEP 740 attestation when one lies beside it (checked by `refusal` before any
-    upload). twine's own lines go to stderr, so that stdout stays a command's report."""
+    upload), each of its requests within `timeout`. twine's own lines go to stderr, so that
+    stdout stays a command's report."""
     from twine.package import PackageFile
     from twine.settings import Settings
 
@@ -200,6 +214,8 @@ def twine_upload(wheel: Path, repository_url: str, creds: IndexCredentials) -> U
             config_file=os.devnull,
         )
         repository = settings.create_repository()
+        for adapter in repository.session.adapters.values():
+            adapter.send = functools.partial(_send_within, adapter.send, timeout)  # type: ignore[method-assign]
         try:
             package = PackageFile.from_filename(str(wheel), comment=None)
             attestations = attestations_for(wheel)
@@ -212,6 +228,15 @@ def twine_upload(wheel: Path, repository_url: str, creds: IndexCredentials) -> U
         finally:
             repository.close()
     return UploadAnswer(status=response.status_code, reason=str(response.reason or ""))
+
+
+def _send_within(
+    send: Callable[..., Any], bound: tuple[float, float], request: Any, **options: Any
+) -> Any:
+    """A requests adapter's `send`, its timeout `bound` where the caller gave none."""
+    if options.get("timeout") is None:
+        options["timeout"] = bound
+    return send(request, **options)
 
 
 def twine_check(wheel: Path) -> str | None:

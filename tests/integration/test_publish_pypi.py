@@ -6,10 +6,13 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
+from typing import ClassVar
 
 import httpx
 import pytest
@@ -22,6 +25,7 @@ from release.destinations.reach import Reach
 from release.errors import PublishError
 from release.publish.run import PublishSettings, publish
 from release.records.manifest import Manifest, write_manifest
+from tests.integration.indexes import QuietHandler, serve
 from tests.integration.wheels import (
     PROJECT,
     VERSION,
@@ -327,3 +331,40 @@ def test_an_attestation_of_other_bytes_stops_publish_before_any_upload(
     )
     assert "Traceback" not in err
     assert pypiserver.files() == {}
+
+
+class _TakesUploadsAndNeverAnswers(QuietHandler):
+    released = threading.Event()  # set when the test is done with the server
+    bodies: ClassVar[list[int]] = []
+
+    def do_GET(self) -> None:
+        self.send_error(404)  # no project page yet
+
+    def do_POST(self) -> None:
+        self.bodies.append(len(self.rfile.read(int(self.headers["Content-Length"]))))
+        self.released.wait(120)
+
+
+def test_an_index_that_takes_the_upload_and_never_answers_fails_it_in_one_line(
+    tmp_path: Path,
+) -> None:
+    """twine sends with no timeout: the upload waited for as long as the index held its
+    answer back (forever here), and `release publish` with it."""
+    _TakesUploadsAndNeverAnswers.released.clear()
+    with serve(_TakesUploadsAndNeverAnswers) as url:
+        release = make_release(tmp_path / "dist", pypi=pypi_destination(url))
+        reach = Reach({"TWINE_USERNAME": "u", "TWINE_PASSWORD": "hunter2"}, command="publish")
+        uploader = partial(twine_upload, timeout=(10.0, 1.0))
+        pub = PypiPublisher(pypi_destination(url), reach=reach, uploader=uploader)
+        plan = plan_for(pub, release.manifest.wheels, release.dist, replace=False)
+        try:
+            with pytest.raises(PublishError) as failed:
+                pub.apply(plan, release.dist)
+        finally:
+            _TakesUploadsAndNeverAnswers.released.set()
+    (wheel,) = release.wheels
+    assert _TakesUploadsAndNeverAnswers.bodies[0] > wheel.stat().st_size  # it was all sent
+    assert failed.value.message.startswith(f"{wheel.name}: upload to pypi failed: ")
+    assert "timed out" in failed.value.message
+    assert "\n" not in failed.value.message
+    assert "hunter2" not in failed.value.message
