@@ -586,10 +586,16 @@ def _cap(value: float | None, left: float) -> float:
 def first_byte(http: httpx.Client, url: str, *, secrets: Iterable[str] = ()) -> Download:
     """GET `url`'s first byte (Range: bytes=0-0), once: its status (206, or 200 from a
     server that ignores ranges) and headers, the object's size in Content-Range. What a
-    HEAD tells, from stores that let anyone GET but not HEAD. Never raises for the server's
-    sake."""
+    HEAD tells, from stores that let anyone GET but not HEAD. Within the client's connect
+    and read timeouts added up, however the answer trickles in. Never raises for the
+    server's sake."""
+    timeouts = http.timeout
+    total = sum(t for t in (timeouts.connect, timeouts.read) if t is not None) or 70.0
     try:
-        with http.stream("GET", url, headers={"Range": "bytes=0-0"}) as response:
+        with (
+            reads_end_by(retry.Deadline(total, time.monotonic)),
+            http.stream("GET", url, headers={"Range": "bytes=0-0"}) as response,
+        ):
             return Download(
                 status=response.status_code, url=str(response.url), headers=dict(response.headers)
             )

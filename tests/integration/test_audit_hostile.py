@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import ClassVar
 
+import httpx
 import pytest
 
 from release.audit.run import AuditSettings, audit
@@ -220,3 +221,13 @@ def test_headers_that_trickle_in_end_at_the_audits_time_limit() -> None:
         )
         assert report.not_reached == (url,)
         assert 0 < TricklingHeaders.sent_before_hangup() < TricklingHeaders.count
+
+
+def test_a_first_byte_probe_ends_within_its_timeouts_however_its_headers_trickle() -> None:
+    """The nightly channel's probe of a wheel (one GET of its first byte, no retries) read
+    trickling headers as long as they came, each byte well within the read timeout."""
+    with serve(TricklingHeaders) as url, http.client(timeout=httpx.Timeout(1.0)) as client:
+        got = http.first_byte(client, url)
+        assert 0 < TricklingHeaders.sent_before_hangup() < TricklingHeaders.count
+    assert got.status is None
+    assert got.error == "ReadTimeout: the 2 s deadline passed"
