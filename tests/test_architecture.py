@@ -27,6 +27,7 @@ MAX_LINES = 600
 EDGES: dict[str, set[str]] = {
     "subprocess": {"release.proc"},
     "httpx": {"release.remote.httpclient", "release.remote.github"},
+    "httpcore": {"release.remote.socket_deadline"},
     "githubkit": {"release.remote.github"},
     "twine": {"release.destinations.pypi_publisher"},
     "boto3": {"release.remote.s3"},

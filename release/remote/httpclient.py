@@ -18,14 +18,13 @@ resolve is not retried, since no wait will fix it.
 
 A timeout bounds one read, so a server that trickles its status line and headers a byte
 within each would hold a request forever: the clients made here read and write through
-`_DeadlineBackend`, whose every socket operation is cut to the time the deadline
-`reads_end_by` set for the thread leaves.
+`DeadlineBackend` (release.remote.socket_deadline), whose every socket operation is cut to
+the time the deadline `reads_end_by` set for the thread leaves.
 """
 
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import functools
 import hashlib
 import math
@@ -35,16 +34,15 @@ import time
 from collections.abc import Callable, Collection, Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO, TypeVar
+from typing import Any, BinaryIO
 
-import httpcore
 import httpx
 
 from release import __version__
 from release.credentials import Secret, index_credentials, is_pypi_token, is_pypi_url, mask
 from release.remote import retry
+from release.remote.socket_deadline import DeadlineBackend, reads_end_by
 
-_T = TypeVar("_T")
 USER_AGENT = f"cuda-wheel-release/{__version__}"
 Client = httpx.Client  # the type stages take; only this module makes one
 DEFAULT_TIMEOUT = httpx.Timeout(60.0, connect=10.0)
@@ -155,112 +153,9 @@ def client(
     )
 
 
-_READS_END: contextvars.ContextVar[retry.Deadline | None] = contextvars.ContextVar(
-    "reads_end", default=None
-)
-
-
-@contextlib.contextmanager
-def reads_end_by(deadline: retry.Deadline | None) -> Iterator[None]:
-    """Inside the block, this thread's requests through a client made here (or passed
-    through `within_deadlines`) read, write and connect no later than `deadline`."""
-    token = _READS_END.set(deadline)
-    try:
-        yield
-    finally:
-        _READS_END.reset(token)
-
-
-def _within(
-    operation: Callable[[float | None], _T],
-    timeout: float | None,
-    late: type[httpcore.TimeoutException],
-) -> _T:
-    """`operation(timeout)`, its timeout cut to the time this thread's deadline leaves; a
-    timeout the cut caused (or no time left) is `late`, saying the deadline passed."""
-    deadline = _READS_END.get()
-    left = deadline.remaining() if deadline is not None else math.inf
-    if timeout is not None and timeout < left:
-        return operation(timeout)
-    passed = f"the {deadline.total:.0f} s deadline passed" if deadline is not None else ""
-    if left <= 0:
-        raise late(passed)
-    try:
-        return operation(None if math.isinf(left) else left)
-    except httpcore.TimeoutException:
-        if deadline is None:
-            raise
-        raise late(passed) from None
-
-
-class _DeadlineStream(httpcore.NetworkStream):
-    def __init__(self, stream: httpcore.NetworkStream) -> None:
-        self._stream = stream
-
-    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        return _within(lambda t: self._stream.read(max_bytes, t), timeout, httpcore.ReadTimeout)
-
-    def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        _within(lambda t: self._stream.write(buffer, t), timeout, httpcore.WriteTimeout)
-
-    def close(self) -> None:
-        self._stream.close()
-
-    def start_tls(
-        self,
-        ssl_context: ssl.SSLContext,
-        server_hostname: str | None = None,
-        timeout: float | None = None,
-    ) -> httpcore.NetworkStream:
-        return _DeadlineStream(
-            _within(
-                lambda t: self._stream.start_tls(ssl_context, server_hostname, t),
-                timeout,
-                httpcore.ConnectTimeout,
-            )
-        )
-
-    def get_extra_info(self, info: str) -> Any:
-        return self._stream.get_extra_info(info)
-
-
-class _DeadlineBackend(httpcore.NetworkBackend):
-    """httpcore's network backend, its streams cut to the thread's deadline."""
-
-    def __init__(self, backend: httpcore.NetworkBackend) -> None:
-        self._backend = backend
-
-    def connect_tcp(
-        self,
-        host: str,
-        port: int,
-        timeout: float | None = None,
-        local_address: str | None = None,
-        socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
-    ) -> httpcore.NetworkStream:
-        def connect(t: float | None) -> httpcore.NetworkStream:
-            return self._backend.connect_tcp(host, port, t, local_address, socket_options)
-
-        return _DeadlineStream(_within(connect, timeout, httpcore.ConnectTimeout))
-
-    def connect_unix_socket(
-        self,
-        path: str,
-        timeout: float | None = None,
-        socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
-    ) -> httpcore.NetworkStream:
-        def connect(t: float | None) -> httpcore.NetworkStream:
-            return self._backend.connect_unix_socket(path, t, socket_options)
-
-        return _DeadlineStream(_within(connect, timeout, httpcore.ConnectTimeout))
-
-    def sleep(self, seconds: float) -> None:
-        self._backend.sleep(seconds)
-
-
 def within_deadlines(http: httpx.Client) -> httpx.Client:
     """`http`, its connection pools (its own and each proxy's) reading through
-    `_DeadlineBackend`. httpx offers no public way to hand its pools a network backend
+    `DeadlineBackend`. httpx offers no public way to hand its pools a network backend
     (a `transport` of one's own would lose the proxies the environment names), so this
     reaches the attributes httpx and httpcore have kept since httpx 0.23: a release that
     renames them fails here, at a client's making, never silently."""
@@ -270,8 +165,8 @@ def within_deadlines(http: httpx.Client) -> httpx.Client:
             continue
         pool = transport._pool  # type: ignore[attr-defined]
         backend = pool._network_backend
-        if not isinstance(backend, _DeadlineBackend):
-            pool._network_backend = _DeadlineBackend(backend)
+        if not isinstance(backend, DeadlineBackend):
+            pool._network_backend = DeadlineBackend(backend)
     return http
 
 
