@@ -157,7 +157,7 @@ def within_deadlines(http: httpx.Client) -> httpx.Client:
     """`http`, its connection pools (its own and each proxy's) reading through
     `DeadlineBackend`. httpx offers no public way to hand its pools a network backend
     (a `transport` of one's own would lose the proxies the environment names), so this
-    reaches the attributes httpx and httpcore have kept since httpx 0.23: a release that
+    reaches the private attributes httpx 0.28 and httpcore 1.0 hold them in: a release that
     renames them fails here, at a client's making, never silently."""
     transports = [http._transport, *http._mounts.values()]
     for transport in transports:
