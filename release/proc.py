@@ -4,7 +4,13 @@
 with `timeout`, and never raises for the child's sake: a program that cannot start is exit
 127, a timeout exit 124. Every child runs in a process session of its own and is
 registered while it runs, so that `stop_all` (on SIGINT or SIGTERM) ends it and everything
-it started within a second, and no new child starts until `reset`.
+it started within a few seconds, and no new child starts until `reset`.
+
+A child's process group is ended as a terminal's ^C would begin: SIGINT first, on which a
+Python program (the PEP 517 frontend, which makes its isolated build environment in TMPDIR)
+removes what it made, where SIGTERM ends it without (each interrupted build left its
+`build-env-*` behind); then SIGTERM, for what ignores SIGINT (a shell's background jobs) or
+still runs; then SIGKILL where the child itself outlives both.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ EXIT_CANNOT_RUN = 127
 EXIT_TIMEOUT = 124
 EXIT_STOPPED = 130
 STOP_GRACE_SECONDS = 0.5
+INTERRUPT_GRACE_SECONDS = 2.0  # how long a group has after SIGINT, before SIGTERM
 WATCH_SECONDS = 0.2  # how often `stop_when` is asked
 # how long a child that `stop_when` stops may take to end by itself (a build tool prints
 # the failed command and exits) before it is ended
@@ -264,28 +271,30 @@ def _signal_group(child: subprocess.Popen[str], signum: int) -> None:
         os.killpg(child.pid, signum)
 
 
-def _end(child: subprocess.Popen[str]) -> None:
-    _signal_group(child, signal.SIGTERM)
-    try:
-        child.wait(STOP_GRACE_SECONDS)
-    except subprocess.TimeoutExpired:
-        _signal_group(child, signal.SIGKILL)
+def _end(*children: subprocess.Popen[str]) -> None:
+    """Each child's group ended as the module doc says: SIGINT, SIGTERM, then SIGKILL."""
+    for signum, grace in (
+        (signal.SIGINT, INTERRUPT_GRACE_SECONDS),
+        (signal.SIGTERM, STOP_GRACE_SECONDS),
+    ):
+        for child in children:
+            _signal_group(child, signum)
+        deadline = time.monotonic() + grace
+        for child in children:
+            with suppress(subprocess.TimeoutExpired):
+                child.wait(max(0.0, deadline - time.monotonic()))
+    for child in children:
+        if child.poll() is None:
+            _signal_group(child, signal.SIGKILL)
 
 
 def stop_all() -> None:
-    """End every running child and its descendants (SIGTERM, then SIGKILL after
-    STOP_GRACE_SECONDS); no new child starts until `reset`."""
+    """End every running child and its descendants (`_end`); no new child starts until
+    `reset`."""
     with _lock:
         _stopped.set()
         children = list(_running)
-    for child in children:
-        _signal_group(child, signal.SIGTERM)
-    deadline = time.monotonic() + STOP_GRACE_SECONDS
-    for child in children:
-        try:
-            child.wait(max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            _signal_group(child, signal.SIGKILL)
+    _end(*children)
 
 
 def stopped() -> bool:

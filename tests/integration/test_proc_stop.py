@@ -1,11 +1,13 @@
 """release.proc's `stop_when`: a child is ended, with what it started, as soon as the
 predicate says so (as the build ends when its compile wrapper records a stop), and not
-before; a child that finishes first is left alone."""
+before; a child that finishes first is left alone; a Python child removes what it made
+before it ends (SIGINT first, as `stop_all` ends every child on ^C or SIGTERM)."""
 
 from __future__ import annotations
 
 import os
 import signal
+import sys
 import time
 from pathlib import Path
 
@@ -58,3 +60,24 @@ def test_the_watching_thread_leaves_sigterm_and_sigint_to_the_main_thread() -> N
     assert masks
     assert {signal.SIGTERM, signal.SIGINT} <= masks[0]
     assert signal.SIGTERM not in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+
+
+def test_a_stopped_python_child_removes_what_it_made_before_it_ends(tmp_path: Path) -> None:
+    """pypa build makes its isolated environment in TMPDIR and removes it on its way out:
+    ended by SIGTERM it never did, and each interrupted `release build` left its
+    `build-env-*` directories in /tmp."""
+    made, ready = tmp_path / "build-env-x", tmp_path / "ready"
+    program = (
+        "import pathlib, shutil, time\n"
+        f"made = pathlib.Path({str(made)!r})\n"
+        "made.mkdir()\n"
+        f"pathlib.Path({str(ready)!r}).touch()\n"
+        "try:\n"
+        "    time.sleep(60)\n"
+        "finally:\n"
+        "    shutil.rmtree(made)\n"
+    )
+    done = proc.run([sys.executable, "-c", program], env=dict(os.environ), stop_when=ready.exists)
+    assert done.returncode != 0
+    assert ready.exists()
+    assert not made.exists()
