@@ -20,6 +20,7 @@ import signal
 import socket
 import sys
 import sysconfig
+import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -217,6 +218,7 @@ class CompileCacheServer:
     storage: str
     fallback: str | None
     env: Mapping[str, str]
+    scratch: Path  # the server's TMPDIR, removed by `stop`
 
     @property
     def client_env(self) -> dict[str, str]:
@@ -238,6 +240,7 @@ class CompileCacheServer:
         left alive, it would go on with the compiles its killed clients had asked for."""
         done = proc.run([str(self.binary), "--stop-server"], env=self.env, timeout=60)
         end_compiles_of(self.port, server=not done.ok)
+        shutil.rmtree(self.scratch, ignore_errors=True)
 
 
 def end_compiles_of(port: int, *, server: bool) -> None:
@@ -266,6 +269,24 @@ def end_compiles_of(port: int, *, server: bool) -> None:
         time.sleep(0.05)
 
 
+# sccache's server reports its start through a Unix socket in its TMPDIR, whose path may
+# be 107 bytes at most: under a TMPDIR longer than this, `--start-server` fails
+# ("path must be shorter than SUN_LEN"), and with it every compile cache.
+SERVER_TMPDIR_MOST = 88
+
+
+def _server_scratch() -> Path:
+    """A directory of the server's own for its TMPDIR (each nvcc compile's sccache_nvcc*
+    directory goes there, and `stop` removes it: a compile the server is made to drop, in a
+    build stopped by a signal, left its directory behind), short enough for its socket:
+    under the temporary directory where that is short enough, else under /tmp."""
+    prefix = "release-sccache-"
+    for root in (tempfile.gettempdir(), "/tmp"):  # noqa: S108 (the short fallback)
+        if len(root) + len(prefix) + 9 <= SERVER_TMPDIR_MOST and os.access(root, os.W_OK):
+            return Path(tempfile.mkdtemp(prefix=prefix, dir=root))
+    return Path(tempfile.mkdtemp(prefix=prefix))
+
+
 class CompileCacheError(Exception):
     """sccache could not start even on a local directory."""
 
@@ -288,7 +309,9 @@ def start_server(
     failure = ""
     for attempt in attempts:
         port = _free_port()
-        env = server_env(attempt, port=port, local_dir=local_dir, environ=environ)
+        scratch = _server_scratch()
+        env = {**server_env(attempt, port=port, local_dir=local_dir, environ=environ),
+               "TMPDIR": str(scratch)}  # fmt: skip
         done = proc.run([str(binary), "--start-server"], env=env, log=log, timeout=120)
         if done.returncode == 0:
             fallback = None
@@ -299,7 +322,8 @@ def start_server(
                 )
             return CompileCacheServer(
                 binary=binary, port=port, local_dir=local_dir, storage=cache.describe(),
-                fallback=fallback, env=env,
+                fallback=fallback, env=env, scratch=scratch,
             )  # fmt: skip
+        shutil.rmtree(scratch, ignore_errors=True)
         failure = startup_problem(done.output)
     raise CompileCacheError(f"sccache did not start on {local_dir}: {failure}")
