@@ -321,13 +321,15 @@ def outcome(
         wheel, report, from_cache, warnings = work()
         copies = relabelled_copies(cell, wheel, report)
     except CellFailure as failure:
+        stopped = proc.stopped()
         return CellResult(
             cell=cell,
             ok=False,
             seconds=time.monotonic() - start,
             report=failure.report,
-            error=failure.error if not proc.stopped() else "stopped by a signal",
-            log_tail=failure.tail,
+            error=failure.error if not stopped else "stopped by a signal",
+            log_tail=failure.tail if not stopped else "",
+            stopped=stopped,
             log=log,
             reproduce=reproduce,
             toolchain=toolchain,

@@ -312,6 +312,9 @@ class CellResult:
     warnings: tuple[str, ...] = ()
     compile_cache: CacheStats | None = None  # None: no compile ran (the wheel cache)
     copies: tuple[CopiedWheel, ...] = ()  # the wheel relabelled for its other copies
+    # stopped by a signal: its log then ends in what its children did about that (a Python
+    # program's KeyboardInterrupt traceback), which the report leaves unshown
+    stopped: bool = False
 
 
 class CellFailure(Exception):

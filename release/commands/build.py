@@ -311,6 +311,8 @@ class _Events(BuildEvents):
         with output.group(f"{cell.id}: build log"):
             if result.from_cache:
                 output.note(f"{cell.wheel_filename}: from the wheel cache, not built")
+            elif result.stopped:
+                output.note(f"stopped by a signal; what it had done is in {result.log}")
             elif result.log is not None and result.log.is_file():
                 output.note(result.log.read_text(encoding="utf-8", errors="replace"))
         if not result.ok:

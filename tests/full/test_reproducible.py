@@ -312,12 +312,16 @@ def test_a_signal_stops_the_build_ends_its_children_and_keeps_dist_consistent(
     one_sm: OneSm, release_cache: Path, signum: signal.Signals, tmp_path: Path
 ) -> None:
     """The whole matrix (its four cells, for one SM) from empty caches, stopped while it
-    compiles."""
+    compiles; its TMPDIR is left empty (each stopped build left the PEP 517 frontend's
+    build-env-*, csrc's k3-nvcc-* and sccache's sccache_nvcc* there)."""
     cache = linked_cache(tmp_path / "cache", release_cache)
     out = tmp_path / "dist"
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
     marker = str(tmp_path)
     with subprocess.Popen(
         [RELEASE, "build", "--out", str(out), "--cache-dir", str(cache)],
+        env={**os.environ, "TMPDIR": str(scratch)},
         cwd=one_sm.checkout,
         stderr=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
@@ -342,6 +346,7 @@ def test_a_signal_stops_the_build_ends_its_children_and_keeps_dist_consistent(
     assert f"interrupted by {signum.name}" in rest
     assert "Traceback" not in rest
     assert live_processes(marker) == []
+    assert sorted(p.name for p in scratch.iterdir()) == []
     assert [p.name for p in out.iterdir() if p.name.startswith(".")] == []
     wheels = {p.name for p in out.glob("*.whl")}
     listed = (
