@@ -20,7 +20,7 @@ Its modules:
 - `s3`: The one S3 edge: AWS S3, Cloudflare R2 and MinIO through boto3, the maintained client.
 - `socket_deadline`: httpcore's network backend with a deadline: each socket operation
   (connect, TLS, each read and write) of a request has its timeout cut to the time the
-  thread's deadline leaves (`reads_end_by`), and a timeout the cut caused says the deadline
+  thread's deadline leaves (`retry.bounded_by`), and a timeout the cut caused says the deadline
   passed.
 - `simple_index`: Reading a project page of any PEP 503 (HTML) / PEP 691 (JSON) simple index:
   PyPI, pypiserver, the index this tool writes, and the projects a root page lists.

@@ -19,7 +19,7 @@ resolve is not retried, since no wait will fix it.
 A timeout bounds one read, so a server that trickles its status line and headers a byte
 within each would hold a request forever: the clients made here read and write through
 `DeadlineBackend` (release.remote.socket_deadline), whose every socket operation is cut to
-the time the deadline `reads_end_by` set for the thread leaves.
+the time the deadline `retry.bounded_by` set for the thread leaves.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ import httpx
 from release import __version__
 from release.credentials import Secret, index_credentials, is_pypi_token, is_pypi_url, mask
 from release.remote import retry
-from release.remote.socket_deadline import DeadlineBackend, reads_end_by
+from release.remote.socket_deadline import DeadlineBackend
 
 USER_AGENT = f"cuda-wheel-release/{__version__}"
 Client = httpx.Client  # the type stages take; only this module makes one
@@ -140,7 +140,7 @@ def client(
     timeout: httpx.Timeout = DEFAULT_TIMEOUT,
 ) -> httpx.Client:
     """The HTTP client of a command: redirects followed, bounded connections, each socket
-    operation within the deadline `reads_end_by` set."""
+    operation within the deadline `retry.bounded_by` set."""
     return within_deadlines(
         httpx.Client(
             auth=auth,
@@ -260,7 +260,7 @@ class StreamedAnswers:
         """Inside the block, `http` connects, reads and writes no later than the deadline:
         a server that trickles its status line and headers ends there too."""
         within_deadlines(http)
-        with reads_end_by(self.deadline()):
+        with retry.bounded_by(self.deadline()):
             yield
 
     def on_request(self, request: httpx.Request) -> None:
@@ -373,7 +373,7 @@ def fetch(
                 status=None, url=url, error="no time left"))  # fmt: skip
         try:
             with (
-                reads_end_by(deadline),
+                retry.bounded_by(deadline),
                 http.stream("GET", url, headers=headers, timeout=_capped(http, left)) as response,
                 into.open("wb") if into is not None else contextlib.nullcontext() as sink,
             ):
@@ -488,7 +488,7 @@ def first_byte(http: httpx.Client, url: str, *, secrets: Iterable[str] = ()) -> 
     total = sum(t for t in (timeouts.connect, timeouts.read) if t is not None) or 70.0
     try:
         with (
-            reads_end_by(retry.Deadline(total, time.monotonic)),
+            retry.bounded_by(retry.Deadline(total, time.monotonic)),
             http.stream("GET", url, headers={"Range": "bytes=0-0"}) as response,
         ):
             return Download(

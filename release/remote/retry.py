@@ -6,12 +6,17 @@ failure is not worth another try, the attempts run out, or the next wait would p
 deadline. What counts as a transient failure, and how long the server asked us to wait,
 is the caller's to say through a classifier returning a `TryAgain`. Sleeping and the
 clock are parameters, so tests run the waits without spending them.
+
+`bounded_by` makes a deadline the thread's own for a block, so that the reads below the
+call (a socket's, a body's, which no caller's argument reaches) end by it too (`current`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -91,6 +96,26 @@ class Deadline:
 
     def remaining(self) -> float:
         return self.total - self.elapsed()
+
+
+_THREADS_DEADLINE: contextvars.ContextVar[Deadline | None] = contextvars.ContextVar(
+    "deadline", default=None
+)
+
+
+@contextlib.contextmanager
+def bounded_by(deadline: Deadline | None) -> Iterator[None]:
+    """Inside the block, `deadline` is this thread's (`current`); None: none."""
+    token = _THREADS_DEADLINE.set(deadline)
+    try:
+        yield
+    finally:
+        _THREADS_DEADLINE.reset(token)
+
+
+def current() -> Deadline | None:
+    """The deadline the innermost `bounded_by` block of this thread set, if any."""
+    return _THREADS_DEADLINE.get()
 
 
 class RetryExhausted(Exception):

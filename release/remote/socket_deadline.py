@@ -1,17 +1,16 @@
 """httpcore's network backend with a deadline: each socket operation (connect, TLS, each read
 and write) of a request has its timeout cut to the time the thread's deadline leaves
-(`reads_end_by`), and a timeout the cut caused says the deadline passed. A timeout bounds one
-read, so without it a server that trickles its status line and headers a byte within each
-read holds a request forever. release.remote.httpclient hands it to its clients' pools.
+(`retry.bounded_by`), and a timeout the cut caused says the deadline passed. A timeout
+bounds one read, so without it a server that trickles its status line and headers a byte
+within each read holds a request forever. release.remote.httpclient hands it to its
+clients' pools.
 """
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import math
 import ssl
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 import httpcore
@@ -21,22 +20,6 @@ from release.remote import retry
 _T = TypeVar("_T")
 
 
-_READS_END: contextvars.ContextVar[retry.Deadline | None] = contextvars.ContextVar(
-    "reads_end", default=None
-)
-
-
-@contextlib.contextmanager
-def reads_end_by(deadline: retry.Deadline | None) -> Iterator[None]:
-    """Inside the block, this thread's sockets made by a DeadlineBackend connect, read and
-    write no later than `deadline`."""
-    token = _READS_END.set(deadline)
-    try:
-        yield
-    finally:
-        _READS_END.reset(token)
-
-
 def _within(
     operation: Callable[[float | None], _T],
     timeout: float | None,
@@ -44,7 +27,7 @@ def _within(
 ) -> _T:
     """`operation(timeout)`, its timeout cut to the time this thread's deadline leaves; a
     timeout the cut caused (or no time left) is `late`, saying the deadline passed."""
-    deadline = _READS_END.get()
+    deadline = retry.current()
     left = deadline.remaining() if deadline is not None else math.inf
     if timeout is not None and timeout < left:
         return operation(timeout)
