@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import boto3
 import botocore
@@ -215,6 +215,14 @@ class S3Store:
             answer: botocore.awsrequest.AWSResponse = self._http.send(request)
         finally:
             request.stream_output = wanted
+        deadline = retry.current()
+        if deadline is not None:  # a body that trickles in ends at the call's bound too
+            answer = botocore.awsrequest.AWSResponse(
+                answer.url,
+                answer.status_code,
+                answer.headers,  # type: ignore[arg-type]
+                _Timed(answer.raw, deadline),
+            )
         if wanted and answer.status_code < 300:
             return answer
         data = _answer_body(answer)
@@ -429,12 +437,13 @@ class S3Store:
                 raise UnreadableAnswer(reason=one_line(str(error)[:200])) from None
 
         policy = self.limits.policy
+        deadline = retry.Deadline(policy.total, time.monotonic)
         try:
-            return retry.call_with_retries(
-                lambda _: once(), classify=classify, policy=policy,
-                deadline=retry.Deadline(policy.total, time.monotonic), sleep=self._sleep,
-                what=f"{verb} {key}",
-            )  # fmt: skip
+            with retry.bounded_by(deadline):  # each body's read too (`_send`)
+                return retry.call_with_retries(
+                    lambda _: once(), classify=classify, policy=policy, deadline=deadline,
+                    sleep=self._sleep, what=f"{verb} {key}",
+                )  # fmt: skip
         except retry.RetryExhausted as spent:
             message = mask(
                 f"{self.bucket.describe()}: {verb} {key} failed: {spent.last} "
@@ -486,6 +495,39 @@ def _read_body(answer: T, most: int) -> tuple[T, bytes]:
             actual_bytes=len(data), expected_bytes=expected
         )
     return answer, data
+
+
+class DeadlinePassed(botocore.exceptions.HTTPClientError):
+    """A body still coming in when its call's time was up."""
+
+    fmt = "the {total:.0f} s deadline of the call passed while its answer came in"
+
+
+class _Timed:
+    """An answer's body as it comes in (urllib3's), read no later than `deadline`: each read
+    takes what has arrived (`read1`), so that a body that trickles in, a byte within each
+    socket timeout, still ends at the call's bound. What botocore's StreamingBody reads."""
+
+    def __init__(self, raw: Any, deadline: retry.Deadline) -> None:
+        self._raw = raw
+        self._deadline = deadline
+
+    def read(self, amt: int | None = None) -> bytes:
+        parts: list[bytes] = []
+        got = 0
+        while amt is None or got < amt:
+            if self._deadline.remaining() <= 0:
+                self._raw.close()  # its connection, which no one will read to its end
+                raise DeadlinePassed(total=self._deadline.total)
+            part: bytes = self._raw.read1(CHUNK if amt is None else min(CHUNK, amt - got))
+            if not part:
+                break
+            parts.append(part)
+            got += len(part)
+        return b"".join(parts)
+
+    def __getattr__(self, name: str) -> Any:  # close, readable, stream, ...: urllib3's
+        return getattr(self._raw, name)
 
 
 class _Read:

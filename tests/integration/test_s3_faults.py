@@ -32,6 +32,7 @@ from tests.s3_server import ACCESS_KEY, SECRET_KEY, s3_server
 from tests.s3_server.faults import (
     ACCESS_DENIED,
     SLOW_DOWN,
+    TRICKLE_S,
     Fault,
     FaultProxy,
     error_document,
@@ -498,6 +499,29 @@ def test_an_answer_that_stalls_mid_body_is_given_up_on_at_the_calls_bound(
     assert "(2 attempts in" in error.message
     assert "a call has at most 4 s" in error.message
     assert sleeps == [0.5]
+
+
+def test_an_object_that_trickles_in_is_given_up_on_at_the_calls_bound(
+    make_channel: MakeChannel, s3_faults: FaultProxy
+) -> None:
+    """A byte of the body every 50 ms never lets a socket read time out: `get` read the
+    state for as long as the server sent it (seconds here, hours for a larger object),
+    whatever the call's bound said."""
+    channel = make_channel(version="0.1.1")
+    channel.publish_in_process(1)
+    bucket = Bucket(name=channel.bucket, endpoint=s3_faults.endpoint, region="auto")
+    limits = Limits(connect=1.0, read=1.0, attempts=2, first_wait=0.5)
+    store = S3Store(bucket, s3_credentials(channel.env()), limits=limits, sleep=lambda _: None)
+    state = store.get(PREFIX + STATE_KEY)
+    assert state is not None
+    assert state.size * TRICKLE_S > 4 * limits.total  # trickled whole, it would take longer
+    s3_faults.add(Fault(method="GET", path=re.escape(STATE_KEY), action="trickle", count=2))
+    try:
+        error = failed(lambda: store.get(PREFIX + STATE_KEY))
+    finally:
+        s3_faults.clear()
+    assert "deadline of the call passed while its answer came in" in error.message
+    assert "a call has at most 4 s" in error.message
 
 
 def test_a_connection_reset_mid_answer_is_tried_again_and_a_landed_write_is_success(

@@ -31,6 +31,10 @@ and query (`path`), fires `count` times (the first matching armed fault fires), 
     read the request and answer nothing until :meth:`FaultProxy.release` (or 300 s), then
     close the connection; with `send_bytes`, ask moto first and send its status, headers
     and that much of its body before holding (a body that stalls mid-way).
+``"trickle"``
+    ask moto, send its status and headers, then its body a byte every `TRICKLE_S`
+    seconds, each well within any read timeout (a body that never stalls and never ends
+    in time).
 
 `FaultProxy.requests` is every request the proxy saw (method, path with its query, and
 the fault that fired, if any).
@@ -44,6 +48,7 @@ import re
 import socket
 import struct
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -54,8 +59,9 @@ import pytest
 
 from tests.s3_server import S3Server
 
-Action = Literal["status", "rewrite", "reset", "truncate", "huge", "hold"]
+Action = Literal["status", "rewrite", "reset", "truncate", "huge", "hold", "trickle"]
 HOLD_LIMIT = 300.0  # seconds a held request waits at most
+TRICKLE_S = 0.05
 CHUNK = 64 * 1024
 # headers that belong to one connection, not to the request or answer
 HOP_BY_HOP = frozenset(
@@ -267,6 +273,14 @@ class _Handler(BaseHTTPRequestHandler):
                 self.wfile.flush()
             if fault.action == "reset":
                 self._reset()
+        elif fault.action == "trickle":
+            status, reason, kept, data = proxy.forward(self.command, self.path, headers, body)
+            self._head(status, reason, kept, len(data))
+            with contextlib.suppress(OSError):
+                for at in range(len(data)):
+                    self.wfile.write(data[at : at + 1])
+                    self.wfile.flush()
+                    time.sleep(TRICKLE_S)
         elif fault.action == "huge":
             self._head(fault.status, "Huge", list(fault.headers.items()), fault.size)
             with contextlib.suppress(OSError):
