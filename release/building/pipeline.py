@@ -465,6 +465,13 @@ def _compiles_through(
         server.stop()
 
 
+def _own_tmpdir() -> tempfile.TemporaryDirectory[str]:
+    """The TMPDIR of a cell's build (its prepare step too), removed with the cell: what a
+    compiler ended by a signal leaves there (cicc's `*.lgenfe.bc`) goes with it, never into
+    the user's. Not in the reproduce line, which runs with the user's."""
+    return tempfile.TemporaryDirectory(prefix="release-build-", ignore_cleanup_errors=True)
+
+
 def build_cell(
     cell: Cell, toolchain: Toolchain, settings: BuildSettings, sources: str
 ) -> CellResult:
@@ -513,8 +520,8 @@ def build_cell(
             server = _compiles_through(
                 cell, toolchain, settings, staging=staging, log=log, stats=stats
             )
-            with server as client_env:
-                compiling = {**env, **client_env}
+            with server as client_env, _own_tmpdir() as tmpdir:
+                compiling = {**env, **client_env, "TMPDIR": tmpdir}
                 with maybe_prepared(step, str(cell.version), env=compiling, log=log):
                     wheel = _one_wheel(
                         command, compiling, outdir, log,

@@ -76,6 +76,9 @@ def cli(project: Path, argv: list[str], env: dict[str, str]) -> subprocess.Compl
     )  # fmt: skip
 
 
+# The whole first tag, two cold builds among its jobs: about 290 s alone, and up to 600 s
+# (the tier's hang guard) beside the full tier's other builds on 2 cores. Its guard is its own.
+@pytest.mark.timeout(900)
 def test_a_first_tag_of_the_extension_template_builds_publishes_verifies_and_installs(
     torch_environment: TorchEnv,
     *,
