@@ -478,14 +478,18 @@ def _cap(value: float | None, left: float) -> float:
     return left if value is None else min(value, left)
 
 
+def _connect_and_read(timeouts: httpx.Timeout) -> float:
+    """The longest a request can wait on the network by `timeouts` (0: none bound it)."""
+    return sum(t for t in (timeouts.connect, timeouts.read) if t is not None)
+
+
 def first_byte(http: httpx.Client, url: str, *, secrets: Iterable[str] = ()) -> Download:
     """GET `url`'s first byte (Range: bytes=0-0), once: its status (206, or 200 from a
     server that ignores ranges) and headers, the object's size in Content-Range. What a
     HEAD tells, from stores that let anyone GET but not HEAD. Within the client's connect
     and read timeouts added up, however the answer trickles in. Never raises for the
     server's sake."""
-    timeouts = http.timeout
-    total = sum(t for t in (timeouts.connect, timeouts.read) if t is not None) or 70.0
+    total = _connect_and_read(http.timeout) or _connect_and_read(DEFAULT_TIMEOUT)
     try:
         with (
             retry.bounded_by(retry.Deadline(total, time.monotonic)),

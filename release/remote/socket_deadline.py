@@ -8,7 +8,6 @@ clients' pools.
 
 from __future__ import annotations
 
-import math
 import ssl
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
@@ -28,17 +27,17 @@ def _within(
     """`operation(timeout)`, its timeout cut to the time this thread's deadline leaves; a
     timeout the cut caused (or no time left) is `late`, saying the deadline passed."""
     deadline = retry.current()
-    left = deadline.remaining() if deadline is not None else math.inf
+    if deadline is None:
+        return operation(timeout)
+    left = deadline.remaining()
     if timeout is not None and timeout < left:
         return operation(timeout)
-    passed = f"the {deadline.total:.0f} s deadline passed" if deadline is not None else ""
+    passed = f"the {deadline.total:.0f} s deadline passed"
     if left <= 0:
         raise late(passed)
     try:
-        return operation(None if math.isinf(left) else left)
+        return operation(left)
     except httpcore.TimeoutException:
-        if deadline is None:
-            raise
         raise late(passed) from None
 
 
