@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -31,6 +32,14 @@ sys.dont_write_bytecode = False
 # one an earlier one made and a later test downloads it again. Unless the run says
 # otherwise, it keeps them all; the budget's own tests give theirs.
 os.environ.setdefault("RELEASE_TORCH_ENV_BUDGET", "none")
+
+# Property tests assert what a value does, never how fast: a hypothesis deadline or its
+# too-slow health check is a timing assertion, which a loaded machine fails (a 2 ms example
+# took 354 ms beside the other workers). Each test's own settings add to these.
+settings.register_profile(
+    "suite", deadline=None, suppress_health_check=[HealthCheck.too_slow], print_blob=True
+)
+settings.load_profile("suite")
 
 # Checks that take a minute from a fresh clone (mypy --strict has no cache there) start as
 # soon as collection selects them, in a process of their own beside the workers; the test

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from release.errors import PublishError
@@ -279,7 +279,7 @@ def assert_answers(checked: Checked) -> None:
     one_line(detail.removeprefix("provenance refused: "))
 
 
-SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=150)
 
 
 @SETTINGS

@@ -169,7 +169,7 @@ def test_a_step_records_what_it_made_only_from_recorded_inputs() -> None:
 ELF = Path("/bin/true").read_bytes()  # any ELF file: the reader must not fail on a damaged one
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(st.lists(st.tuples(st.integers(0, len(ELF) - 1), st.integers(0, 255)), max_size=60))
 def test_a_damaged_shared_object_is_read_or_refused_never_a_crash(
     changes: list[tuple[int, int]],

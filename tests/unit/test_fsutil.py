@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from release.errors import ConfigError
@@ -51,7 +51,6 @@ def test_json_it_can_read_reads_as_json_does(value: object) -> None:
     assert json_document(json.dumps(value).encode(), WHERE) == value
 
 
-@settings(suppress_health_check=[HealthCheck.too_slow])
 @given(st.binary(max_size=300) | st.text(max_size=300).map(str.encode))
 def test_any_bytes_are_a_document_or_one_line_naming_where(data: bytes) -> None:
     for read in (json_document, toml_document):
@@ -67,7 +66,7 @@ def test_any_bytes_are_a_document_or_one_line_naming_where(data: bytes) -> None:
 NESTINGS = [("[", "]"), ('{"a":', "}"), ('[1, {"a":', "}]"), ('{"b": [0,', "]}")]
 
 
-@settings(suppress_health_check=[HealthCheck.too_slow], max_examples=40)
+@settings(max_examples=40)
 @given(st.integers(min_value=MAX_DOCUMENT_DEPTH + 1, max_value=300_000), st.sampled_from(NESTINGS))
 def test_json_nested_deeper_than_the_limit_is_refused_at_any_depth(
     depth: int, nesting: tuple[str, str]

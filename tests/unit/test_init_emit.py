@@ -117,7 +117,6 @@ def cmake_project(where: Path) -> Path:
 
 @settings(
     max_examples=50,
-    deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 @given(name=NAMES)

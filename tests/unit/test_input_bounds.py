@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from release.errors import MAX_SHOWN_PROBLEMS, SHOWN_CHARS, ConfigError
@@ -114,7 +114,7 @@ nested = st.recursive(
 )
 
 
-@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@settings(max_examples=150)
 @given(
     depth=st.integers(0, 120),
     fanout=st.integers(1, 12),

@@ -9,7 +9,7 @@ from typing import Any
 
 import jsonschema
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from ruamel.yaml import YAML
 
@@ -123,7 +123,7 @@ def dump(document: Any) -> str:
     return stream.getvalue()
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300)
 @given(document=documents)
 def test_any_yaml_either_loads_or_raises_config_error(document: Any, tmp_path_factory: Any) -> None:
     root = tmp_path_factory.getbasetemp() / "prop"
@@ -141,7 +141,7 @@ def test_any_yaml_either_loads_or_raises_config_error(document: Any, tmp_path_fa
         assert all(p.startswith("matrix.yaml") for p in problems)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(text=st.text(max_size=200))
 def test_any_text_either_loads_or_raises_config_error(text: str, tmp_path_factory: Any) -> None:
     try:
@@ -153,7 +153,7 @@ def test_any_text_either_loads_or_raises_config_error(text: str, tmp_path_factor
     assert problems
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300)
 @given(document=documents)
 def test_schema_and_loader_agree_on_shape(document: Any) -> None:
     text = dump(document)
@@ -196,7 +196,7 @@ near_valid = st.fixed_dictionaries(
 )
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300)
 @given(document=near_valid)
 def test_schema_and_loader_agree_on_near_valid_documents(document: Any) -> None:
     text = dump(document)

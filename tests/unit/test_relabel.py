@@ -222,7 +222,7 @@ def test_wheels_that_cannot_be_relabelled(
         relabel(name, wheel, label)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 @given(label=st.from_regex(r"[a-z][a-z0-9]{0,6}(\.[a-z0-9]{1,4}){0,2}", fullmatch=True))
 def test_any_label_gives_a_wheel_whose_metadata_agrees_with_its_name(label: str) -> None:
     result = relabel(NAME, make_wheel(data_dir=True), label)
