@@ -89,6 +89,10 @@ MAX_DOCUMENT_BYTES = 64 * 2**20
 # what is handed on can be walked, dumped and validated recursively without a RecursionError.
 MAX_DOCUMENT_DEPTH = 64
 _BOM = "\ufeff"
+# A UTF-16 surrogate on its own: what a JSON `\ud800` or a YAML "\ud800" escape decodes to,
+# which is no character and which no UTF-8 text (a file, a terminal) can carry.
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
 class UnreadableDocument(ValueError):
@@ -169,7 +173,24 @@ def json_document(data: bytes | str, where: str) -> Any:
         raise UnreadableDocument(where, f"not JSON: {error}") from None
     if _too_deep(document):
         raise _nested(where)
+    if _SURROGATE_ESCAPE.search(text) and any(map(LONE_SURROGATE.search, _strings(document))):
+        raise UnreadableDocument(where, "a string holds a lone surrogate (\\uD800-\\uDFFF)")
     return document
+
+
+def _strings(document: object) -> list[str]:
+    """Every string of a JSON `document`, keys included; walked a level at a time."""
+    found: list[str] = []
+    level = [document]
+    while level:
+        found.extend(value for value in level if isinstance(value, str))
+        level = [
+            child
+            for value in level
+            if isinstance(value, (dict, list))
+            for child in ([*value.keys(), *value.values()] if isinstance(value, dict) else value)
+        ]
+    return found
 
 
 def toml_document(data: bytes | str, where: str) -> dict[str, Any]:

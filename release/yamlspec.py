@@ -33,6 +33,7 @@ from ruamel.yaml.events import (
 from ruamel.yaml.scalarfloat import ScalarFloat
 
 from release.errors import SHOWN_CHARS, shown
+from release.fsutil import LONE_SURROGATE
 
 T = TypeVar("T")
 
@@ -85,6 +86,8 @@ def bounds_problem(text: str, filename: str) -> str | None:
                 return f"{where(event)}: a value longer than {MAX_SCALAR_CHARS} characters"
             if "\0" in event.value:  # no path, name or command can hold one
                 return f"{where(event)}: a value holding a NUL character"
+            if LONE_SURROGATE.search(event.value):  # "\ud800" in YAML: no character, no UTF-8
+                return f"{where(event)}: a value holding a lone surrogate (\\uD800-\\uDFFF)"
             if event.anchor is not None:
                 anchored[event.anchor] = 1
             add(1)

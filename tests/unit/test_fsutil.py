@@ -140,6 +140,23 @@ def test_what_is_not_json_says_why(text: str, reason: str) -> None:
     assert refusal(json_document, text).reason.startswith(reason)
 
 
+@pytest.mark.parametrize(
+    "text", [r'{"name": "w\ud800hl"}', r'[1, {"\udfff": 2}]', r'["\ude00\ud83d"]']
+)
+def test_a_lone_surrogate_escape_is_refused_not_carried_into_a_file_or_terminal(
+    text: str,
+) -> None:
+    # json.loads decodes it to a str no UTF-8 output can encode: publish --dry-run of a
+    # manifest holding one ended in a UnicodeEncodeError traceback
+    assert refusal(json_document, text).reason == (
+        "a string holds a lone surrogate (\\uD800-\\uDFFF)"
+    )
+
+
+def test_a_surrogate_pair_and_an_escaped_backslash_are_text() -> None:
+    assert json_document(r'["\ud83d\ude00", "\\ud800"]', WHERE) == ["\U0001f600", "\\ud800"]
+
+
 def test_toml_syntax_names_tomllib_line() -> None:
     error = refusal(toml_document, "[project]\nname = 'k'\n~\n")
     assert error.reason == "not TOML: Invalid statement (at line 3, column 1)"

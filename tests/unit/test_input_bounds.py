@@ -148,6 +148,14 @@ def test_a_nul_in_any_value_is_refused_where_it_stands() -> None:
     assert error.problems == ("matrix.yaml:5:39: a value holding a NUL character",)
 
 
+def test_a_lone_surrogate_in_any_value_is_refused_where_it_stands() -> None:
+    # YAML's "\ud800" escape: every command that showed the value ended in a traceback
+    error = load(f'{HEAD}build:\n  prepare: {{command: "b\\ud800.sh", version-file: V}}\n')
+    assert error.problems == (
+        "matrix.yaml:5:22: a value holding a lone surrogate (\\uD800-\\uDFFF)",
+    )
+
+
 @pytest.mark.parametrize(
     ("tag", "said"),
     [
