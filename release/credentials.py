@@ -6,10 +6,10 @@ subprocess runner apply it to everything they show or write, whatever the caller
 secret is the value of a variable named in SECRET_VARIABLES or whose name says it is one
 (`*TOKEN*`, `*PASSWORD*`, `*SECRET*`, `*API_KEY*`, `*CREDENTIAL*`, or a word `PAT` between
 underscores: `GH_PAT_X`; in any case), and the credentials any URL in a text carries
-(`redact`): its userinfo (`user:pass@`, `token@`) and
-the values of its query keys that name a credential (`token`, `access_token`, `key`,
-`api_key`, `secret`, `password`, `passwd`, `pwd`, `auth`, `sig`, `signature`,
-`X-Amz-Signature`, `X-Amz-Credential`, ..., in any case). The same names are kept out of
+(`redact`): its userinfo (`user:pass@`, `token@`) and the values of its query keys that
+name a credential (`token`, `access_token`, `key`, `api_key`, `secret`, `password`,
+`passwd`, `passphrase`, `pwd`, `auth`, `jwt`, `sig`, `signature`, `X-Amz-Signature`,
+`X-Amz-Credential`, ..., in any case). The same names are kept out of
 every child process that needs no credentials of ours, and refused in matrix.yaml's build
 `env`. On GitHub Actions `add_mask_lines` asks the runner to hide the same values in the log.
 """
@@ -40,10 +40,12 @@ SECRET_NAME_WORDS = ("PAT",)
 # would hand credentials to every server a child talks to.
 CREDENTIAL_VARIABLES = (*SECRET_VARIABLES, "TWINE_USERNAME", "NETRC")
 # A URL's userinfo: after `://`, everything up to the authority's last `@` (a password may
-# hold one); the authority ends at `/`, `?`, `#` or white space. A quote, `<`, `>` or `\` does
-# not end it: urllib reads `https://u:p'q@h` as the password `p'q`, so a URL quoted in a text
-# may lose a little more than its userinfo, but no password is shown in part.
-_USERINFO = re.compile(r"(?<=://)[^/?#\s]*@")
+# hold one); the authority ends at `/` or white space. A `?` or `#` before the `@` does not
+# end it either (`http://u:p#ss@h` is a password urllib cannot parse, and an error shows it
+# whole), nor does a quote, `<`, `>` or `\` (urllib reads `https://u:p'q@h` as the password
+# `p'q`): a URL in a text may lose a little more than its userinfo, but no password is shown
+# in part.
+_USERINFO = re.compile(r"(?<=://)[^/\s]*@")
 # `user:password@host` where no `://` leads to it (a mistyped `http//u:p@h`, `http:/u:p@h`)
 _BARE_USERINFO = re.compile(r"(?<![\w.~%+-])[\w.~%+-]+:[^\s/?#@]+@(?=[\w\[])")
 # A query parameter anywhere in a text: `?key=value`, `&key=value` (`;` too, as `&amp;`).
@@ -57,7 +59,7 @@ CREDENTIAL_QUERY_KEYS = frozenset(
 )
 CREDENTIAL_QUERY_PARTS = (
     *("TOKEN", "PASSWORD", "PASSWD", "SECRET", "API_KEY", "APIKEY", "ACCESS_KEY", "ACCESSKEY"),
-    *("CREDENTIAL", "SIGNATURE", "PRIVATE_KEY"),
+    *("CREDENTIAL", "SIGNATURE", "PRIVATE_KEY", "PASSPHRASE", "JWT", "BEARER"),
 )
 
 

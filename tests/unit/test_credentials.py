@@ -122,6 +122,12 @@ REDACTED = {
     f"https://u:{SECRET}'q@h/": "https://***@h/",
     f'https://u:{SECRET}"<q>@h/': "https://***@h/",
     f"http//u:{SECRET}'q@h/": "http//***@h/",
+    # a `#` or `?` in a password, unescaped: urllib cannot parse the URL, and the error about
+    # it showed the password
+    f"http://user:p#{SECRET}@127.0.0.1:8765/p/": "http://***@127.0.0.1:8765/p/",
+    f"https://u:{SECRET}?x@h/simple/": "https://***@h/simple/",
+    f"https://h/w.whl?jwt={SECRET}&passphrase={SECRET}&Bearer={SECRET}":
+        "https://h/w.whl?jwt=***&passphrase=***&Bearer=***",
 }  # fmt: skip
 KEPT = (
     "https://github.com/o/r/releases/download/v1/k3_kernels-0.1.0+cu129-py3-none-any.whl",
