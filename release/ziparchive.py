@@ -8,6 +8,7 @@ path in, a reason or None out.
 from __future__ import annotations
 
 import io
+import lzma
 import zipfile
 import zlib
 from pathlib import Path
@@ -27,10 +28,12 @@ MOST_INFLATION = 500
 
 
 # What reading members of a zip raises on damaged bytes: a CRC that does not match, a deflate
-# stream that does not inflate, a member cut short, a method or encryption zipfile cannot read.
+# stream that does not inflate, a member cut short, a method or encryption zipfile cannot read,
+# an LZMA member whose properties do not decode (a bzip2 one raises OSError).
 MEMBER_ERRORS = (
     zipfile.BadZipFile,
     zlib.error,
+    lzma.LZMAError,
     EOFError,
     ValueError,
     NotImplementedError,

@@ -158,6 +158,15 @@ def test_zip_problems_name_a_non_zip_and_a_damaged_member() -> None:
     assert str(zip_problem(broken)).startswith("a damaged zip archive (")
 
 
+@pytest.mark.parametrize("method", [zipfile.ZIP_LZMA, zipfile.ZIP_BZIP2])
+def test_a_member_whose_compressed_stream_does_not_decode_is_damage(method: int) -> None:
+    # an LZMA member's properties that do not decode raised LZMAError, a traceback in audit
+    packed = bytearray(zip_bytes({"k3_kernels/lib.so": bytes(range(256)) * 64}, method))
+    start = packed.index(b"k3_kernels/lib.so") + len("k3_kernels/lib.so")
+    packed[start : start + 9] = b"\x00\x00\x00\x00garba"
+    assert str(zip_problem(bytes(packed))).startswith("a damaged zip archive (")
+
+
 @pytest.mark.parametrize(
     ("name", "content", "why"),
     [
