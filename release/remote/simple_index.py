@@ -60,6 +60,18 @@ class _AnchorParser(HTMLParser):
             self._open = None
 
 
+def _anchors(text: str) -> list[tuple[dict[str, str | None], str]]:
+    """The `<a>` elements of a page: their attributes and text, in page order. The text is
+    fed and never closed: at the end of its input, the parser of Python before 3.11.13
+    (CPython gh-135462) reads each `<` of a tag left open as text and scans the rest of the
+    page again from the next one, so a page of 8,000 `<a href='x'` took 32 s (quadratic); fed
+    only, a tag left open ends the parse at its `<` after one scan, as the fixed parser
+    ignores it: to the parser, the rest of the page is that tag's attributes."""
+    parser = _AnchorParser()
+    parser.feed(text)
+    return parser.anchors
+
+
 def _digest(fragment: str, prefix: str = "sha256=") -> str | None:
     return fragment[len(prefix) :].lower() if fragment.startswith(prefix) else None
 
@@ -94,11 +106,8 @@ def _page_text(body: bytes, content_type: str) -> str:
 def html_files(text: str, page_url: str) -> list[ListedFile]:
     """Every link of a PEP 503 project page, in page order, a filename listed twice kept
     twice (the anchor text is the filename)."""
-    parser = _AnchorParser()
-    parser.feed(text)
-    parser.close()
     out: list[ListedFile] = []
-    for attrs, name in parser.anchors:
+    for attrs, name in _anchors(text):
         href = attrs.get("href")
         if not href or not name:
             continue
@@ -234,11 +243,8 @@ def parse_index_page(body: bytes, content_type: str, page_url: str) -> IndexPage
 def root_html_projects(text: str) -> set[str]:
     """The projects a PEP 503 root page links, by canonical name: each link's last path
     segment (`sgl-deep-gemm/`), whatever its text says."""
-    parser = _AnchorParser()
-    parser.feed(text)
-    parser.close()
     names = set()
-    for attrs, _ in parser.anchors:
+    for attrs, _ in _anchors(text):
         href = urldefrag(attrs.get("href") or "")[0].rstrip("/")
         name = href.rsplit("/", 1)[-1]
         if name:
