@@ -29,8 +29,9 @@ if TYPE_CHECKING:  # the value types, whose module loads these keys through this
 DEFAULT_INDEX_BRANCH = "gh-pages"  # the branch GitHub Pages serves a repository from
 DEFAULT_TOKEN_VARIABLE = "GITHUB_TOKEN"  # noqa: S105 (a variable's name, not a secret)
 _VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-# what git takes as a remote here: a URL of a transport, scp-like user@host:path, or a path
-_GIT_URL = re.compile(r"(?:(?:https?|ssh|git|file)://\S+|[\w.-]+@[\w.-]+:\S+|/\S*)")
+# what git takes as a remote here: a URL of a transport, scp-like user@host:path, or a path;
+# no host or user starting with `-`, which ssh would read as an option (-oProxyCommand=...)
+_GIT_URL = re.compile(r"(?:(?:https?|ssh|git|file)://(?!-)\S+|[\w.][\w.-]*@[\w.][\w.-]*:\S+|/\S*)")
 # git check-ref-format's rules, for one branch or tag name
 _BAD_REF = re.compile(r"(^[-/.])|(\.\.)|(//)|(@\{)|([/.]$)|(\.lock$)|([\s~^:?*\[\\\x00-\x1f\x7f])")
 
@@ -67,14 +68,9 @@ def check_token_secret(name: str, spec: DestinationSpec, loader: DocumentLoader)
 def _directory(value: str | None, path: str, loader: DocumentLoader) -> str:
     """The index's directory in the repository: "" for its root, else a relative path."""
     text = (value or ".").strip()
-    parts = [p for p in PurePosixPath(text).parts if p != "."]
-    if text.startswith("/") or "\\" in text or any(p in {"..", ".git"} for p in parts):
-        loader.problem(
-            path,
-            f"{shown(text)} is not a directory inside the repository (a relative path "
-            'without .. or .git, e.g. "." or "whl")',
-        )
-    return "/".join(parts)
+    if problem := index_directory_problem(text):
+        loader.problem(path, problem)
+    return "/".join(p for p in PurePosixPath(text).parts if p != ".")
 
 
 def _remote(name: str, spec: DestinationSpec, loader: DocumentLoader) -> tuple[str, str | None]:
@@ -95,19 +91,38 @@ def _remote(name: str, spec: DestinationSpec, loader: DocumentLoader) -> tuple[s
             )
         return f"https://github.com/{spec.repository}.git", spec.repository
     url = spec.url or ""
-    if has_credentials(url):
-        loader.problem(
-            join_path(path, "url"),
-            f"{shown(url)} holds credentials, which logs would show: give the token in the "
-            "variable token-secret names",
-        )
-    elif not _GIT_URL.fullmatch(url):
-        loader.problem(
-            join_path(path, "url"),
-            f"{shown(url)} is not a git URL (https://HOST/PATH.git, ssh://..., "
-            "user@host:path, file:///path or /path)",
-        )
+    if problem := git_url_problem(url):
+        loader.problem(join_path(path, "url"), problem)
     return url, None
+
+
+def git_url_problem(url: str) -> str | None:
+    """Why git must not be given `url` as a git-index destination's remote; None when it may
+    (matrix.yaml's `url`, and the manifest's record of it)."""
+    if has_credentials(url):
+        return (
+            f"{shown(url)} holds credentials, which logs would show: give the token in the "
+            "variable token-secret names"
+        )
+    if not _GIT_URL.fullmatch(url):
+        return (
+            f"{shown(url)} is not a git URL (https://HOST/PATH.git, ssh://..., "
+            "user@host:path, file:///path or /path)"
+        )
+    return None
+
+
+def index_directory_problem(text: str) -> str | None:
+    """Why `text` is not an index's directory inside its repository; None when it is."""
+    parts = [p for p in PurePosixPath(text).parts if p != "."]
+    if text.startswith("/") or "\\" in text or any(p in {"..", ".git"} for p in parts):
+        return (
+            f"{shown(text)} is not a directory inside the repository (a relative path "
+            'without .. or .git, e.g. "." or "whl")'
+        )
+    if any(not c.isprintable() for c in text):
+        return f"{shown(text)} holds a control character, which no directory name may"
+    return None
 
 
 def index_place(

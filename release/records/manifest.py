@@ -31,7 +31,12 @@ from release.matrix import (
     kinds_text,
     nccl_requirement,
 )
-from release.matrix.gitindex import is_ref_name, token_secret_problem
+from release.matrix.gitindex import (
+    git_url_problem,
+    index_directory_problem,
+    is_ref_name,
+    token_secret_problem,
+)
 from release.wheelfile import WheelName, is_wheel_name
 
 SCHEMA_VERSION = 1
@@ -512,8 +517,15 @@ def _indexes(raw: object, wheels: Iterable[WheelEntry]) -> tuple[IndexRef, ...]:
             raise ValueError(f"{where}: {kind} needs {' and '.join(value_type.RECORD_NEEDS)}")
         if index.branch is not None and not is_ref_name(index.branch):
             raise ValueError(f"{where}.branch: {index.branch[:40]!r} is not a git branch's name")
-        if index.directory and any(part in ("", ".", "..") for part in index.directory.split("/")):
+        if index.directory and (
+            any(part in ("", ".", "..") for part in index.directory.split("/"))
+            or index_directory_problem(index.directory)
+        ):
             raise ValueError(f"{where}.directory: {index.directory[:40]!r} is not a relative path")
+        if index.url is not None and (problem := git_url_problem(index.url)):
+            raise ValueError(f"{where}.url: {problem}")
+        if index.repository is not None and (problem := repository_problem(index.repository)):
+            raise ValueError(f"{where}.repository: {index.repository[:40]!r} {problem}")
         if problem := url_shape_problem(index.index_url):
             raise ValueError(f"{where}.index_url: {index.index_url[:40]!r} {problem}")
         secret = index.token_secret

@@ -360,11 +360,13 @@ def _fetch(git: _Git) -> str | None:
     """The branch's tip, fetched alone (depth 1), or None where the remote has no such
     branch yet (the first commit makes it)."""
     branch = f"refs/heads/{git.target.branch}"
-    listed = git("ls-remote", git.target.url, branch, what="reading the branch")
+    listed = git("ls-remote", "--", git.target.url, branch, what="reading the branch")
     if not any(line.endswith(f"\t{branch}") for line in listed.output.splitlines()):
         return None
     refspec = f"+{branch}:{FETCHED}"
-    git("fetch", "--depth=1", "--no-tags", git.target.url, refspec, what="fetching the branch")
+    git(
+        "fetch", "--depth=1", "--no-tags", "--", git.target.url, refspec, what="fetching the branch"
+    )
     return git("rev-parse", "--verify", FETCHED, what="reading the branch").output.strip()
 
 
@@ -509,7 +511,9 @@ def _attempt(
     ).output.strip()
     ref = f"{commit}:refs/heads/{git.target.branch}"
     # --no-verify: no pre-push hook of the caller's; the remote's own hooks run as ever
-    pushed = git("push", "--no-verify", "--porcelain", git.target.url, ref, what="", check=False)
+    pushed = git(
+        "push", "--no-verify", "--porcelain", "--", git.target.url, ref, what="", check=False
+    )
     if not pushed.ok:
         return None, pushed
     return IndexPush(commit=commit, changed=True, attempts=0, paths=change.paths), None

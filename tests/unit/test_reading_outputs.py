@@ -181,6 +181,20 @@ def test_the_index_that_lists_a_destination_is_recorded_beside_its_wheels(tmp_pa
          "git-index needs url and branch"),
         ({**document, "indexes": [{**GIT_INDEX, "token_secret": "WHL"}]}, "manifest.indexes[0]."
          "token_secret: WHL does not say it holds a secret"),
+        # what git would read as an option, another transport, or a credential: the manifest
+        # is held to matrix.yaml's rules (git ran `--upload-pack=touch X;true`)
+        ({**document, "indexes": [{**GIT_INDEX, "url": "--upload-pack=touch X;true"}]},
+         "manifest.indexes[0].url: '--upload-pack=touch X;true' is not a git URL"),
+        ({**document, "indexes": [{**GIT_INDEX, "url": "ext::sh -c id"}]},
+         "manifest.indexes[0].url: 'ext::sh -c id' is not a git URL"),
+        ({**document, "indexes": [{**GIT_INDEX, "url": "ssh://-oProxyCommand=id/x"}]},
+         "manifest.indexes[0].url: 'ssh://-oProxyCommand=id/x' is not a git URL"),
+        ({**document, "indexes": [{**GIT_INDEX, "url": "https://u:hunter22@h/w.git"}]},
+         "manifest.indexes[0].url: 'https://***@h/w.git' holds credentials"),
+        ({**document, "indexes": [{**GIT_INDEX, "directory": ".git"}]},
+         "manifest.indexes[0].directory: '.git' is not a relative path"),
+        ({**document, "indexes": [{**GIT_INDEX, "repository": "a/.."}]},
+         "manifest.indexes[0].repository: 'a/..'"),
     ]:  # fmt: skip
         path.write_text(json.dumps(broken))
         with pytest.raises(ConfigError) as caught:
