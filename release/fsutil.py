@@ -247,3 +247,14 @@ def sha256_file(path: Path) -> str:
         for chunk in iter(lambda: handle.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def linked_part(root: Path, path: Path) -> Path | None:
+    """The first path from `root` down to `path` (itself included) that is a symbolic link,
+    or None: a path under `root` that matrix.yaml names must stay under it."""
+    current = root
+    for part in path.relative_to(root).parts:
+        current = current / part
+        if current.is_symlink():
+            return current
+    return None

@@ -133,6 +133,8 @@ def _inside_problem(value: str) -> str | None:
             f"{shown(value)} is not a path inside matrix.yaml's directory (write it relative "
             "to it, without ..)"
         )
+    if ".git" in pure.parts:
+        return f"{shown(value)} is inside .git, git's own directory: name a path of the checkout"
     return None
 
 

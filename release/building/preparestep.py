@@ -12,6 +12,9 @@ What it guarantees, cell by cell:
 - where it fails, the cell's one line says why, read from its log as a PEP 517 build's is
   (release.building.diagnose: a staging script that compiles the host library meets the
   same missing module, library or C++ standard);
+- before anything is emptied or written, the output and the version file are refused
+  where a symbolic link leads to them, where they overlap what release writes itself,
+  and, in a git checkout, an output that holds tracked files (`_check_places`);
 - before it, the declared output is emptied (nothing of an earlier run reaches the
   wheel) and the cell's version is written into the version file;
 - after the cell's build, failed or not, the version file gets its own bytes back (it is
@@ -48,6 +51,7 @@ from release import proc
 from release.building.cache import SKIPPED_PARTS, project_files
 from release.building.diagnose import failure_cause
 from release.building.settings import CellFailure
+from release.fsutil import linked_part
 from release.matrix import Cell, Matrix
 from release.project import read_pyproject
 
@@ -183,6 +187,7 @@ def prepared(
     """Run the step for a cell of `version` (see the module doc) and give the directory its
     PEP 517 build builds; on leaving, put the checkout back. Raises CellFailure."""
     with _ONE_AT_A_TIME:
+        _check_places(step, env)
         saved = _saved(step.version_file)
         try:
             before = _status(step, env)
@@ -206,6 +211,54 @@ def prepared(
             _restore(step.version_file, saved)
             if step.output is not None:
                 shutil.rmtree(step.output, ignore_errors=True)
+
+
+def _check_places(step: PrepareStep, env: Mapping[str, str]) -> None:
+    """Refuse, before anything is emptied or written, an output or version file that the
+    step would reach through a symbolic link (out of the checkout: release deleted a
+    directory outside it), that holds or lies in what release writes itself (dist/, the
+    caches), or an output that holds files git tracks (the sources, which release would
+    delete before the command)."""
+    for key, path in (("output", step.output), ("version-file", step.version_file)):
+        if path is None:
+            continue
+        if link := linked_part(step.root, path):
+            raise CellFailure(
+                f"build.prepare.{key} {_relative(step, path)} is reached through the symbolic "
+                f"link {_relative(step, link)}, and release writes there: name a path of the "
+                "checkout itself"
+            )
+        for own in step.own:
+            if own == path or own in path.parents or path in own.parents:
+                raise CellFailure(
+                    f"build.prepare.{key} {_relative(step, path)} overlaps {own}, where "
+                    "release writes itself: name another path"
+                )
+    version_file = step.version_file
+    if version_file is not None and version_file.exists() and not version_file.is_file():
+        raise CellFailure(
+            f"build.prepare.version-file {_relative(step, version_file)} is not a regular "
+            "file: name the file the command reads the version from"
+        )
+    if step.output is not None and step.output.exists():
+        tracked = proc.run(
+            ["git", "ls-files", "-z", "--", str(step.output)],
+            env=env,
+            cwd=step.root,
+            separate_stderr=True,
+        )
+        files = [f for f in tracked.output.split("\0") if f] if tracked.ok else []
+        if files:
+            listed = ", ".join(files[:3]) + (f" and {len(files) - 3} more" if files[3:] else "")
+            raise CellFailure(
+                f"build.prepare.output {_relative(step, step.output)} holds files git tracks "
+                f"({listed}), and release empties it before the command: name the directory "
+                "the command stages into"
+            )
+
+
+def _relative(step: PrepareStep, path: Path) -> str:
+    return path.relative_to(step.root).as_posix() if path.is_relative_to(step.root) else str(path)
 
 
 def _saved(path: Path | None) -> bytes | None:

@@ -22,6 +22,7 @@ from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
 from release.credentials import has_credentials
 from release.errors import ConfigError, Location, shown
+from release.fsutil import linked_part
 from release.github_names import api_url_problem
 from release.matrix.cells import (
     check_excludes,
@@ -150,7 +151,17 @@ def matrix_from_text(
             spec = None
     if spec is not None:
         if named is None:
-            said = read_project(project_dir, _version_file(spec, path.parent.resolve()))
+            root = path.parent.resolve()
+            version_file = _version_file(spec, root)
+            if version_file is not None and (link := linked_part(root, version_file)):
+                loader.problem(
+                    "build.prepare.version-file",
+                    f"is reached through the symbolic link {link.relative_to(root).as_posix()}, "
+                    "and release reads and writes the version there: name a file of the "
+                    "checkout itself",
+                )
+                version_file = None
+            said = read_project(project_dir, version_file)
             named = said.static
             if said.problem is not None:
                 loader.problem("project", said.problem)

@@ -25,6 +25,7 @@ from release.backends import BuildInputs
 from release.building.pipeline import build_command, cell_environment
 from release.building.preparestep import prepared, step_of
 from release.building.settings import CellFailure
+from release.errors import ConfigError
 from release.matrix import Matrix, load_matrix
 
 GIT = shutil.which("git") or "git"
@@ -323,3 +324,76 @@ def test_what_release_writes_itself_in_the_checkout_is_not_the_commands(checkout
         prepared(bare, "1.2.3", env=environment(), log=log),
     ):
         pytest.fail("the log was taken for the command's")
+
+
+def matrix_with(checkout: Path, **prepare: str) -> Matrix:
+    text = MATRIX
+    for key, value in prepare.items():
+        old = {"output": "output: staged", "version_file": "version-file: tiny_src/VERSION"}[key]
+        text = text.replace(old, old.split(":")[0] + ": " + value)
+    (checkout / "matrix.yaml").write_text(text)
+    return load_matrix(checkout / "matrix.yaml")
+
+
+def refused_unchanged(checkout: Path, matrix: Matrix, tmp_path: Path) -> str:
+    """The cell's step refused before anything was emptied or written: its error."""
+    before = {
+        p: p.read_bytes() for p in checkout.rglob("*") if p.is_file() and ".git" not in p.parts
+    }
+    step = step_of(matrix, matrix.cells[0], own=[checkout / "dist"])
+    assert step is not None
+    with (
+        pytest.raises(CellFailure) as failed,
+        prepared(step, "9.9.9", env=environment(), log=tmp_path / "log"),
+    ):
+        pytest.fail("the command ran")
+    after = {
+        p: p.read_bytes() for p in checkout.rglob("*") if p.is_file() and ".git" not in p.parts
+    }
+    assert after == before
+    return failed.value.error
+
+
+def test_an_output_that_holds_tracked_files_is_refused_before_it_is_emptied(
+    checkout: Path, tmp_path: Path
+) -> None:
+    # an output naming the sources: release emptied it before the command (the sources gone)
+    error = refused_unchanged(checkout, matrix_with(checkout, output="tiny"), tmp_path)
+    assert error == (
+        "build.prepare.output tiny holds files git tracks (tiny/__init__.py), and release "
+        "empties it before the command: name the directory the command stages into"
+    )
+
+
+def test_an_output_or_version_file_through_a_symlink_is_refused_untouched(
+    checkout: Path, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside"
+    (outside / "sub").mkdir(parents=True)
+    (outside / "sub" / "keep.txt").write_text("not the checkout's\n")
+    (outside / "VERSION").write_text("0.0.1\n")
+    (checkout / "escape").symlink_to(outside)
+    matrix = matrix_with(checkout, output="escape/sub")
+    error = refused_unchanged(checkout, matrix, tmp_path)
+    assert error == (
+        "build.prepare.output escape/sub is reached through the symbolic link escape, and "
+        "release writes there: name a path of the checkout itself"
+    )
+    assert (outside / "sub" / "keep.txt").read_text() == "not the checkout's\n"
+    (checkout / "tiny_src" / "VERSION").unlink()
+    (checkout / "tiny_src" / "VERSION").symlink_to(outside / "VERSION")
+    with pytest.raises(ConfigError) as refused:
+        load_matrix(checkout / "matrix.yaml")
+    assert (
+        "build.prepare.version-file: is reached through the symbolic link tiny_src/VERSION, "
+        "and release reads and writes the version there"
+    ) in refused.value.message
+    assert (outside / "VERSION").read_text() == "0.0.1\n"
+
+
+def test_an_output_in_what_release_writes_itself_is_refused(checkout: Path, tmp_path: Path) -> None:
+    error = refused_unchanged(checkout, matrix_with(checkout, output="dist/stage"), tmp_path)
+    assert error.startswith("build.prepare.output dist/stage overlaps ")
+    with pytest.raises(ConfigError) as refused:
+        matrix_with(checkout, output=".git/stage")
+    assert "build.prepare.output: '.git/stage' is inside .git" in refused.value.message
