@@ -43,6 +43,13 @@ MAX_DEPTH = 32
 MAX_VALUES = 20_000  # scalars and collections, every alias expanded
 MAX_ITEMS = 1_000  # entries of one list or mapping
 MAX_SCALAR_CHARS = 4_096
+# What no name, path, command or version holds, and what would act when shown: line breaks
+# (a CI log reads `::error::` at a line's start), terminal escapes, bidi and invisible format
+# characters. A tab is kept, and one line break at the end (a YAML block scalar's).
+_UNSHOWN = re.compile(
+    "[\x01-\x08\x0a-\x1f\x7f-\x9f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e"
+    "\u2060-\u206f\ufeff\ufff9-\ufffb]"
+)
 
 
 def bounds_problem(text: str, filename: str) -> str | None:
@@ -88,6 +95,12 @@ def bounds_problem(text: str, filename: str) -> str | None:
                 return f"{where(event)}: a value holding a NUL character"
             if LONE_SURROGATE.search(event.value):  # "\ud800" in YAML: no character, no UTF-8
                 return f"{where(event)}: a value holding a lone surrogate (\\uD800-\\uDFFF)"
+            if found := _UNSHOWN.search(event.value.removesuffix("\n")):
+                return (
+                    f"{where(event)}: a value holding the control character "
+                    f"{ascii(found.group())[1:-1]} (a line break, or what a terminal or a "
+                    "CI log acts on: it would be shown as part of a message)"
+                )
             if event.anchor is not None:
                 anchored[event.anchor] = 1
             add(1)

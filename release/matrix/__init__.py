@@ -43,6 +43,7 @@ from release.matrix.destination import (
     IndexDestination,
     PypiDestination,
     S3Destination,
+    destination_name_problem,
     kinds_text,
 )
 from release.matrix.load import (
@@ -100,6 +101,7 @@ __all__ = [
     "T",
     "cell_dict",
     "copy_dict",
+    "destination_name_problem",
     "kinds_text",
     "load_matrix",
     "matrix_from_text",

@@ -398,6 +398,21 @@ def key_owners() -> dict[str, list[str]]:
     return owners
 
 
+# a destination's name reaches messages, the manifest and the workflow's job names
+_DESTINATION_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
+def destination_name_problem(name: str) -> str | None:
+    """Why `name` cannot name a destination (letters, digits, `.`, `_` and `-`, starting
+    with a letter or digit, at most 64); None when it can."""
+    if _DESTINATION_NAME.fullmatch(name):
+        return None
+    return (
+        f"{shown(name)} is not a destination's name (letters, digits, ., _ and -, starting "
+        "with a letter or a digit, at most 64)"
+    )
+
+
 def kinds_text() -> str:
     """`pypi, github or s3`."""
     names = list(KINDS)

@@ -37,6 +37,7 @@ from release.matrix.destination import (
     KINDS,
     Destination,
     IndexDestination,
+    destination_name_problem,
     key_owners,
 )
 from release.matrix.gitindex import link_indexes
@@ -90,7 +91,8 @@ def parse_yaml(text: str, filename: str) -> object:
         too_big = bounds_problem(text, filename)
         if too_big is not None:
             raise ConfigError(
-                [too_big], hint="a release matrix is a few KB of text: check the file"
+                [too_big],
+                hint="a release matrix is a few KB of plain text: fix what the line shows",
             )
         return yaml.load(text)
     except MarkedYAMLError as error:
@@ -222,6 +224,8 @@ def matrix_json_schema() -> dict[str, Any]:
 def _shared_problems(name: str, spec: DestinationSpec, loader: DocumentLoader) -> None:
     """Keys of another kind, URLs that are not URLs, limits that are not positive."""
     path = join_path("destinations", name)
+    if problem := destination_name_problem(name):
+        loader.problem(path, problem)
     for key, kinds in key_owners().items():
         if spec.kind not in kinds and getattr(spec, key) is not None:
             yaml_key = key.replace("_", "-")

@@ -28,6 +28,7 @@ from release.matrix import (
     Cell,
     Commit,
     IndexDestination,
+    destination_name_problem,
     kinds_text,
     nccl_requirement,
 )
@@ -335,6 +336,8 @@ def _destination(raw: Mapping[str, Any], where: str) -> DestinationRef:
         max_project_size=_project_limit(dest, value_type.DEFAULT_PROJECT_SIZE, where),
         **{k: _optional(dest, k, where) for k in _DESTINATION_TEXT},
     )
+    if problem := destination_name_problem(destination.name):
+        raise ValueError(f"{where}.name: {problem}")
     needs = value_type.RECORD_NEEDS
     if not all(getattr(destination, key) for key in needs):
         raise ValueError(f"{where}: {kind} needs {' and '.join(needs)}")
@@ -513,6 +516,8 @@ def _indexes(raw: object, wheels: Iterable[WheelEntry]) -> tuple[IndexRef, ...]:
             index_url=_require(item, "index_url", str, where),
             **{k: _optional(item, k, where) for k in _INDEX_TEXT},
         )
+        if problem := destination_name_problem(index.name):
+            raise ValueError(f"{where}.name: {problem}")
         if not all(getattr(index, key) is not None for key in value_type.RECORD_NEEDS):
             raise ValueError(f"{where}: {kind} needs {' and '.join(value_type.RECORD_NEEDS)}")
         if index.branch is not None and not is_ref_name(index.branch):

@@ -157,11 +157,52 @@ def test_a_lone_surrogate_in_any_value_is_refused_where_it_stands() -> None:
 
 
 @pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        ('"x\\n::error title=forged::FORGED"', "\\n"),  # a CI log's workflow command
+        ('"x\\r"', "\\r"),
+        ('"bash \\e[2J.sh"', "\\x1b"),
+        ('"b\\u202egnp.sh"', "\\u202e"),  # right-to-left override: shown reversed
+        ('"b\\u2028x"', "\\u2028"),
+        ('"a\\u200bb"', "\\u200b"),
+    ],
+)
+def test_a_control_character_in_any_value_is_refused_where_it_stands(
+    value: str, shown: str
+) -> None:
+    # every command printed such a value raw: a newline started a line of its own
+    error = load(f"{HEAD}build:\n  prepare: {{command: {value}, version-file: V}}\n")
+    (problem,) = error.problems
+    assert problem.startswith(
+        f"matrix.yaml:5:22: a value holding the control character {shown} (a line break"
+    )
+
+
+def test_a_tab_and_a_block_scalars_final_line_break_are_text() -> None:
+    error = load(
+        f"{HEAD}build:\n  prepare:\n    command: >\n      bash\tx.sh\n    version-file: V\n"
+    )
+    assert not any("control character" in p for p in error.problems)
+
+
+@pytest.mark.parametrize("name", ["w\\u00e9", "-w", "a b", "${{ github.token }}", "x" * 65])
+def test_a_destination_name_is_letters_digits_and_dot_dash_underscore(name: str) -> None:
+    destinations = f'destinations:\n  "{name}": {{kind: pypi}}\n'
+    cuda = f"cuda:\n  '13.0': {{destination: '{name}'}}\n"
+    error = load(
+        f"project: ../project\ndefaults: {{arches: [x86_64], sms: [80]}}\n{destinations}{cuda}"
+    )
+    assert any(
+        "is not a destination's name (letters, digits, ., _ and -" in p for p in error.problems
+    ), error.problems
+
+
+@pytest.mark.parametrize(
     ("tag", "said"),
     [
         ("v{version}}", "must contain {version} once and no other brace"),
         ("v{version}-{version}", "must contain {version} once and no other brace"),
-        ("v{version}\\x1b[2J", "does not make a git tag"),
+        ("v{version}\\x1b[2J", "the control character \\x1b"),
         ("v{version} rc", "does not make a git tag"),
         ("v{version}.lock", "does not make a git tag"),
     ],

@@ -103,6 +103,9 @@ HOSTILE: dict[str, tuple[str, object]] = {
     "sms-not-an-sm": ("sms", ["sm_90", "../x"]),
     "ptx-not-an-sm": ("ptx", "compute_90\n"),
     "filename-another-project": ("filename", "other-0.1.0-py3-none-manylinux_2_28_x86_64.whl"),
+    # a name publish --dry-run printed raw: a line of its own in a CI log
+    "destination-name-newline": ("destination", {**PYPI, "name": "w\n::error::x"}),
+    "destination-name-escape": ("destination", {**GH, "name": "\x1b[2Jgh"}),
 }
 
 
