@@ -19,7 +19,7 @@ from packaging.utils import canonicalize_name
 from release.backends.nvcc import cross_problem, missing_nvcc
 from release.backends.recipe import BackendName, BuildSpec, PrepareSpec
 from release.backends.registry import backend_for
-from release.credentials import is_secret_name
+from release.credentials import has_credentials, is_secret_name
 from release.errors import shown
 from release.targets import GpuTarget
 from release.yamlspec import join_path
@@ -52,8 +52,10 @@ def spec_problems(spec: BuildSpec, backend: BackendName, path: str) -> list[tupl
     problems: list[tuple[str, str]] = []
     if spec.compile_jobs is not None and spec.compile_jobs < 1:
         problems.append((join_path(path, "compile-jobs"), "must be 1 or more"))
-    for name in spec.env or {}:
+    for name, value in (spec.env or {}).items():
         problem = env_problem(name, backend)
+        if problem is None and has_credentials(value):
+            problem = f"{shown(value)} {_COMMITTED}"
         if problem is not None:
             problems.append((join_path(join_path(path, "env"), name), problem))
     chosen = backend_for(backend)
@@ -66,10 +68,16 @@ def spec_problems(spec: BuildSpec, backend: BackendName, path: str) -> list[tupl
             problems.append((key, message))
         elif (problem := chosen.setting_problem(name, value)) is not None:
             problems.append((key, problem))
+    seen: set[str] = set()
     for index, text in enumerate(spec.requires or ()):
-        problem = _requirement_problem(text, backend)
+        problem = _requirement_problem(text, backend, seen)
         if problem is not None:
             problems.append((join_path(join_path(path, "requires"), index), problem))
+    libraries = spec.cuda_libraries or []
+    for index, library in enumerate(libraries):
+        if library in libraries[:index]:
+            key = join_path(join_path(path, "cuda-libraries"), index)
+            problems.append((key, f"{shown(library)} is listed twice"))
     if spec.cuda_libraries and not chosen.needs_nvcc:
         problems.append(
             (
@@ -138,15 +146,34 @@ def _inside_problem(value: str) -> str | None:
     return None
 
 
-def _requirement_problem(text: str, backend: BackendName) -> str | None:
-    """Why `text` cannot be a build requirement of a `backend` cell."""
+# matrix.yaml is committed: a credential in it is published with the repository
+_COMMITTED = (
+    "holds credentials, and matrix.yaml is committed: give them in the environment release "
+    "runs in (a CI secret: pip reads PIP_INDEX_URL, PIP_EXTRA_INDEX_URL and a netrc)"
+)
+
+
+def _requirement_problem(text: str, backend: BackendName, seen: set[str]) -> str | None:
+    """Why `text` cannot be a build requirement of a `backend` cell, after those whose
+    names `seen` holds (which it adds to)."""
     try:
         requirement = Requirement(text)
     except InvalidRequirement as error:
         why = str(error).splitlines()[0]  # packaging adds the text and a caret below
         return f"{shown(text)} is not a PEP 508 requirement ({why})"
-    if backend_for(backend).torch_axes and canonicalize_name(requirement.name) == "torch":
+    name = canonicalize_name(requirement.name)
+    if name in seen:
+        return f"{requirement.name} is required twice: keep one requirement of it"
+    seen.add(name)
+    if backend_for(backend).torch_axes and name == "torch":
         return "a torch cell builds against its pinned torch (torch:): remove it here"
+    if requirement.url is not None and has_credentials(requirement.url):
+        return f"{shown(text)} {_COMMITTED}"
+    if requirement.url is not None and requirement.url.startswith("file:"):
+        return (
+            f"{shown(text)} names a file of this machine, which no other machine that "
+            "rebuilds the release has: name a release on an index"
+        )
     return None
 
 
