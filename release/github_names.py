@@ -31,6 +31,8 @@ def repository_problem(repository: str) -> str | None:
         return "the owner is 1-39 letters, digits or single inner hyphens"
     if not _NAME.fullmatch(name) or name in (".", ".."):
         return "the name is 1-100 letters, digits, '.', '_' or '-', and not '.' or '..'"
+    if name.lower().endswith(".git"):
+        return "the name without .git (GitHub names no repository so: write owner/name)"
     return None
 
 

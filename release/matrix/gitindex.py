@@ -37,8 +37,9 @@ _BAD_REF = re.compile(r"(^[-/.])|(\.\.)|(//)|(@\{)|([/.]$)|(\.lock$)|([\s~^:?*\[
 
 
 def is_ref_name(name: str) -> bool:
-    """Whether git takes `name` as a branch's or a tag's name (git check-ref-format)."""
-    return bool(name) and _BAD_REF.search(name) is None
+    """Whether git takes `name` as a branch's or a tag's name (git check-ref-format, and
+    `git branch`, which refuses HEAD)."""
+    return bool(name) and name not in ("@", "HEAD") and _BAD_REF.search(name) is None
 
 
 def token_secret_problem(name: str) -> str | None:
@@ -115,7 +116,7 @@ def git_url_problem(url: str) -> str | None:
 def index_directory_problem(text: str) -> str | None:
     """Why `text` is not an index's directory inside its repository; None when it is."""
     parts = [p for p in PurePosixPath(text).parts if p != "."]
-    if text.startswith("/") or "\\" in text or any(p in {"..", ".git"} for p in parts):
+    if text.startswith("/") or "\\" in text or any(p.lower() in {"..", ".git"} for p in parts):
         return (
             f"{shown(text)} is not a directory inside the repository (a relative path "
             'without .. or .git, e.g. "." or "whl")'
@@ -133,7 +134,7 @@ def index_place(
     root); each wrong key reported."""
     path = join_path("destinations", name)
     url, repository = _remote(name, spec, loader)
-    branch = spec.branch or DEFAULT_INDEX_BRANCH
+    branch = spec.branch if spec.branch is not None else DEFAULT_INDEX_BRANCH
     if not is_ref_name(branch):
         loader.problem(join_path(path, "branch"), f"{shown(branch)} is not a branch name")
     if spec.index_url is None:

@@ -94,3 +94,10 @@ def test_matrix_yaml_refuses_an_api_url_that_is_not_one(tmp_path: Path, text: st
     assert "destinations.gh.api-url: " in problem
     assert "is not a GitHub API base URL" in problem
     assert "tok@" not in problem
+
+
+def test_a_name_with_git_s_suffix_is_not_a_repository() -> None:
+    # `repository: o/whl.git` made https://github.com/o/whl.git.git
+    assert repository_problem("sgl-project/whl.git") == (
+        "the name without .git (GitHub names no repository so: write owner/name)"
+    )
