@@ -52,6 +52,13 @@ _UNSHOWN = re.compile(
 )
 
 
+def unshown_character(value: str) -> str | None:
+    """The first character of `value` that matrix.yaml refuses in a value (_UNSHOWN), as
+    it is escaped (`\\n`, `\\u2028`), or None."""
+    found = _UNSHOWN.search(value.removesuffix("\n"))
+    return ascii(found.group())[1:-1] if found else None
+
+
 def bounds_problem(text: str, filename: str) -> str | None:
     """Why a YAML document is too large or too deep to load, judged from its parse events
     (which the parser produces without recursion); None when it is within the bounds.
@@ -95,11 +102,11 @@ def bounds_problem(text: str, filename: str) -> str | None:
                 return f"{where(event)}: a value holding a NUL character"
             if LONE_SURROGATE.search(event.value):  # "\ud800" in YAML: no character, no UTF-8
                 return f"{where(event)}: a value holding a lone surrogate (\\uD800-\\uDFFF)"
-            if found := _UNSHOWN.search(event.value.removesuffix("\n")):
+            if found := unshown_character(event.value):
                 return (
-                    f"{where(event)}: a value holding the control character "
-                    f"{ascii(found.group())[1:-1]} (a line break, or what a terminal or a "
-                    "CI log acts on: it would be shown as part of a message)"
+                    f"{where(event)}: a value holding the control character {found} (a line "
+                    "break, or what a terminal or a CI log acts on: it would be shown as part "
+                    "of a message)"
                 )
             if event.anchor is not None:
                 anchored[event.anchor] = 1

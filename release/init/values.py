@@ -9,6 +9,8 @@ from __future__ import annotations
 import unicodedata
 from urllib.parse import parse_qsl, urlsplit
 
+from release.yamlspec import unshown_character
+
 EXPRESSION = "${{"  # what GitHub Actions evaluates wherever a workflow's string holds it
 # Query keys that carry a credential (a token, an API key, a signed URL's signature).
 CREDENTIAL_KEY_PARTS = ("token", "key", "secret", "password", "passwd", "auth", "sig", "credential")
@@ -69,5 +71,10 @@ def index_url_problem(text: str) -> str | None:
 
 
 def env_value_problem(value: str) -> str | None:
-    """Why `value` cannot be a build.env value: an environment variable holds no NUL."""
-    return "it holds a NUL character, which no environment variable can" if "\0" in value else None
+    """Why `value` cannot be a build.env value: an environment variable holds no NUL, and
+    matrix.yaml no line break or other control character."""
+    if "\0" in value:
+        return "it holds a NUL character, which no environment variable can"
+    if found := unshown_character(value):
+        return f"it holds the control character {found}, which matrix.yaml refuses in a value"
+    return None

@@ -17,7 +17,7 @@ from dataclasses import replace
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
-from release.credentials import has_credentials, is_secret_name
+from release.credentials import has_credentials, is_secret_name, url_shape_problem
 from release.errors import shown
 from release.github_names import repository_problem
 from release.matrix.spec import DestinationSpec
@@ -110,6 +110,30 @@ def git_url_problem(url: str) -> str | None:
             f"{shown(url)} is not a git URL (https://HOST/PATH.git, ssh://..., "
             "user@host:path, file:///path or /path)"
         )
+    return None
+
+
+def recorded_index_problem(record: Mapping[str, str | None]) -> tuple[str, str] | None:
+    """The key and the problem of a git index as the manifest records it (`index_url`,
+    `url`, `repository`, `branch`, `directory`, `token_secret`), held to matrix.yaml's rules
+    (git would read a url of `--upload-pack=CMD` as its option); None where each is sound."""
+    index_url, url, repository = record["index_url"] or "", record["url"], record["repository"]
+    branch, directory, token_secret = record["branch"], record["directory"], record["token_secret"]
+    if problem := url_shape_problem(index_url):
+        return "index_url", f"{index_url[:40]!r} {problem}"
+    if token_secret is not None and (problem := token_secret_problem(token_secret)):
+        return "token_secret", problem
+    if branch is not None and not is_ref_name(branch):
+        return "branch", f"{branch[:40]!r} is not a git branch's name"
+    parts = (directory or ".").split("/")
+    if directory and (
+        any(p in ("", ".", "..") for p in parts) or index_directory_problem(directory)
+    ):
+        return "directory", f"{directory[:40]!r} is not a relative path"
+    if url is not None and (problem := git_url_problem(url)):
+        return "url", problem
+    if repository is not None and (problem := repository_problem(repository)):
+        return "repository", f"{repository[:40]!r} {problem}"
     return None
 
 

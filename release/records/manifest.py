@@ -32,12 +32,7 @@ from release.matrix import (
     kinds_text,
     nccl_requirement,
 )
-from release.matrix.gitindex import (
-    git_url_problem,
-    index_directory_problem,
-    is_ref_name,
-    token_secret_problem,
-)
+from release.matrix.gitindex import is_ref_name, recorded_index_problem, token_secret_problem
 from release.wheelfile import WheelName, is_wheel_name
 
 SCHEMA_VERSION = 1
@@ -520,22 +515,9 @@ def _indexes(raw: object, wheels: Iterable[WheelEntry]) -> tuple[IndexRef, ...]:
             raise ValueError(f"{where}.name: {problem}")
         if not all(getattr(index, key) is not None for key in value_type.RECORD_NEEDS):
             raise ValueError(f"{where}: {kind} needs {' and '.join(value_type.RECORD_NEEDS)}")
-        if index.branch is not None and not is_ref_name(index.branch):
-            raise ValueError(f"{where}.branch: {index.branch[:40]!r} is not a git branch's name")
-        if index.directory and (
-            any(part in ("", ".", "..") for part in index.directory.split("/"))
-            or index_directory_problem(index.directory)
-        ):
-            raise ValueError(f"{where}.directory: {index.directory[:40]!r} is not a relative path")
-        if index.url is not None and (problem := git_url_problem(index.url)):
-            raise ValueError(f"{where}.url: {problem}")
-        if index.repository is not None and (problem := repository_problem(index.repository)):
-            raise ValueError(f"{where}.repository: {index.repository[:40]!r} {problem}")
-        if problem := url_shape_problem(index.index_url):
-            raise ValueError(f"{where}.index_url: {index.index_url[:40]!r} {problem}")
-        secret = index.token_secret
-        if secret is not None and (problem := token_secret_problem(secret)) is not None:
-            raise ValueError(f"{where}.token_secret: {problem}")
+        record = {key: getattr(index, key) for key in ("index_url", *_INDEX_TEXT)}
+        if wrong := recorded_index_problem(record):
+            raise ValueError(f"{where}.{wrong[0]}: {wrong[1]}")
         found[index.name] = index
     for wheel in wheels:
         named = wheel.destination.index

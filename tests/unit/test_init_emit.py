@@ -164,7 +164,7 @@ def torch_project(where: Path, name: str, value: str) -> Path:
 
 
 @pytest.mark.parametrize(
-    "value", ["${HOME}", "$HOME", "$$", 'a"b', "a'b", "x: y", "a #b", "\\n", "\t1\u2028"]
+    "value", ["${HOME}", "$HOME", "$$", 'a"b', "a'b", "x: y", "a #b", "\\n", "\t1"]
 )
 def test_a_switch_value_is_written_as_the_project_says_it(
     tmp_path: Path, value: str, capsys: pytest.CaptureFixture[str]
@@ -183,6 +183,7 @@ def test_a_switch_value_is_written_as_the_project_says_it(
         ("FORCE CUDA", "1", "'FORCE CUDA' is not an environment variable name"),
         ("MY_TOKEN", "1", "MY_TOKEN looks like a credential"),
         ("FORCE_CUDA", "a\0b", "it holds a NUL character"),
+        ("FORCE_CUDA", "\t1\u2028", "it holds the control character \\u2028"),
     ],
 )
 def test_a_switch_build_env_cannot_carry_is_refused_at_its_line(
