@@ -55,11 +55,11 @@ _QUERY_PARAMETER = re.compile(
 # Query keys whose values are credentials: these whole keys, and any key holding one of the
 # parts (compared upper-case, `-` read as `_`: `X-Amz-Signature`, `AWSAccessKeyId`).
 CREDENTIAL_QUERY_KEYS = frozenset(
-    {"KEY", "SIG", "AUTH", "AUTHORIZATION", "PWD", "PASS", "PASSWD", "CODE", "SESSION"}
+    {"KEY", "SIG", "AUTH", "AUTHORIZATION", "PW", "PWD", "PASS", "PASSWD", "CODE", "SESSION"}
 )
 CREDENTIAL_QUERY_PARTS = (
     *("TOKEN", "PASSWORD", "PASSWD", "SECRET", "API_KEY", "APIKEY", "ACCESS_KEY", "ACCESSKEY"),
-    *("CREDENTIAL", "SIGNATURE", "PRIVATE_KEY", "PASSPHRASE", "JWT", "BEARER"),
+    *("CREDENTIAL", "SIGNATURE", "PRIVATE_KEY", "PASSPHRASE", "JWT", "BEARER", "HMAC"),
 )
 
 

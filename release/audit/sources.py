@@ -70,9 +70,12 @@ def sources(urls: Sequence[str], urls_file: Path | None) -> list[Source]:
     lines = [(text, f"argument {n}") for n, text in enumerate(urls, 1)]
     if urls_file is not None:
         try:
-            if urls_file.stat().st_size > MAX_URLS_FILE:
+            # read, not stat'd: a pipe or /dev/zero has no size, and would never end
+            with urls_file.open("rb") as stream:
+                data = stream.read(MAX_URLS_FILE + 1)
+            if len(data) > MAX_URLS_FILE:
                 raise ConfigError([f"--urls {urls_file}: over {MAX_URLS_FILE // 2**20} MiB"])
-            text = urls_file.read_text(encoding="utf-8")
+            text = data.decode("utf-8")
         except OSError as error:
             raise FileError.of(error, "read --urls") from None
         except UnicodeDecodeError:

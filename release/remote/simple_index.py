@@ -187,7 +187,9 @@ def _json_document(body: bytes) -> object:
 
 
 def _is_json(content_type: str) -> bool:
-    return content_type.split(";", maxsplit=1)[0].strip() == SIMPLE_JSON
+    """Whether a page's Content-Type is PEP 691's JSON: a media type is matched in any case
+    (RFC 9110), as pip matches it."""
+    return content_type.split(";", maxsplit=1)[0].strip().lower() == SIMPLE_JSON
 
 
 def parse_project_page(body: bytes, content_type: str, page_url: str) -> dict[str, ListedFile]:

@@ -128,6 +128,8 @@ REDACTED = {
     f"https://u:{SECRET}?x@h/simple/": "https://***@h/simple/",
     f"https://h/w.whl?jwt={SECRET}&passphrase={SECRET}&Bearer={SECRET}":
         "https://h/w.whl?jwt=***&passphrase=***&Bearer=***",
+    f"https://h/simple/x/?pw={SECRET}&hmac={SECRET}&X-Hmac-Sha256={SECRET}":
+        "https://h/simple/x/?pw=***&hmac=***&X-Hmac-Sha256=***",
 }  # fmt: skip
 KEPT = (
     "https://github.com/o/r/releases/download/v1/k3_kernels-0.1.0+cu129-py3-none-any.whl",

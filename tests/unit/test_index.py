@@ -138,6 +138,14 @@ def test_content_type_picks_the_parser() -> None:
     assert (legacy.hash_name, legacy.digest) == ("md5", "abc")
 
 
+def test_the_json_media_type_is_matched_in_any_case() -> None:
+    name = "k3_kernels-0.1.0-py3-none-any.whl"
+    document = {"files": [{"filename": name, "url": name, "hashes": {"sha256": SHA_A}}]}
+    for content_type in ("Application/VND.PYPI.SIMPLE.V1+JSON", f"{SIMPLE_JSON.upper()}; q=1"):
+        listed = project_files(json.dumps(document).encode(), content_type, "https://idx.test/k/")
+        assert [(f.name, f.sha256) for f in listed] == [(name, SHA_A)]
+
+
 def test_a_page_is_read_in_the_charset_its_content_type_names() -> None:
     html = '<a href="a.whl">a.whl</a><!-- caf\u00e9 -->'.encode("latin-1")
     page = "https://x/simple/a/"
