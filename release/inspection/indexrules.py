@@ -13,6 +13,7 @@ newer one, or for the version before the newest but not the newest.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -111,12 +112,17 @@ def _pages(wheels: Iterable[ListedWheel]) -> dict[tuple[str | None, Version | No
 
 
 def _expected_arches(
-    variants: Mapping[str | None, Mapping[Version, set[str]]], label: str | None, version: Version
+    variants: Mapping[str | None, Mapping[Version, set[str]]],
+    label: str | None,
+    versions: Sequence[Version],
+    at: int,
+    shipped_by: Mapping[str, int],
 ) -> dict[str, str]:
-    """arch -> why `version` of `label` should have a wheel of it (see the module doc)."""
+    """arch -> why `versions[at]` of `label` should have a wheel of it (see the module doc);
+    `versions` are the label's, in order, and `shipped_by` counts its versions with a wheel
+    of each arch (precomputed: a page of 20,000 versions took minutes done per version)."""
     arches = variants[label]
-    versions = sorted(arches)
-    at = versions.index(version)
+    version = versions[at]
     expected: dict[str, str] = {}
     if 0 < at < len(versions) - 1:
         before, after = versions[at - 1], versions[at + 1]
@@ -128,12 +134,13 @@ def _expected_arches(
         before = versions[at - 1]
         for arch in arches[before]:
             expected[arch] = f"{variant_name(before, label)}, the version before, has one"
-    shipped = {a for v, found in arches.items() if v != version for a in found}
+    own = arches[version]
     for other, other_arches in variants.items():
         if other == label or version not in other_arches:
             continue
         for arch in other_arches[version]:
-            if arch in shipped or len(versions) == 1:
+            shipped = shipped_by.get(arch, 0) - (arch in own) > 0  # by another version
+            if shipped or len(versions) == 1:
                 expected.setdefault(arch, f"{variant_name(version, other)} has one")
     return expected
 
@@ -144,8 +151,11 @@ def missing_arches(project: str, wheels: Sequence[ListedWheel]) -> list[Finding]
     pages = _pages(wheels)
     found = []
     for label, arches in sorted(variants.items(), key=lambda kv: kv[0] or ""):
-        for version in sorted(arches):
-            for arch, why in sorted(_expected_arches(variants, label, version).items()):
+        versions = sorted(arches)
+        shipped_by = Counter(arch for found_arches in arches.values() for arch in found_arches)
+        for at, version in enumerate(versions):
+            expected = _expected_arches(variants, label, versions, at, shipped_by)
+            for arch, why in sorted(expected.items()):
                 if arch not in arches[version]:
                     found.append(
                         finding(
