@@ -33,6 +33,7 @@ CHUNK = b"a" * 2**20
 
 class _Hostile(QuietHandler):
     authorizations: ClassVar[list[str]] = []
+    root_projects_asked: ClassVar[list[str]] = []
     stalled = threading.Event()  # a wheel's download is being held
 
     def do_GET(self) -> None:
@@ -78,6 +79,12 @@ class _Hostile(QuietHandler):
             name = "k3-1.0-py3-none-any.whl"
             self.send_body(f'<a href="/{"a" * 70000}/{name}">{name}</a>'.encode(), "text/html")
         elif self.path == "/stall/":
+            self.hold("text/html", b"", 20)
+        elif self.path == "/stallroot/":  # a root index of 30 projects, each page stalls
+            links = "".join(f'<a href="/stallroot/p{n}/">p{n}</a>' for n in range(30))
+            self.send_body(links.encode(), "text/html")
+        elif self.path.startswith("/stallroot/p"):
+            self.root_projects_asked.append(self.path)
             self.hold("text/html", b"", 20)
         elif self.path == "/busy/":
             self.send_response(429)
@@ -210,6 +217,18 @@ def test_a_page_the_audits_own_time_limit_cuts_short_is_unread_not_a_finding(
     )  # fmt: skip
     assert report.findings == ()
     assert report.not_reached == (hostile + "stall/",)
+
+
+def test_no_page_is_asked_for_once_the_audits_time_limit_has_passed(hostile: str) -> None:
+    """A root index's project pages after the limit were each still asked for, with a
+    millisecond to answer (a root of a million projects: an hour of requests)."""
+    report = audit(
+        sources([hostile + "stallroot/"], None),
+        AuditSettings(torch_index=None, attempts=1, timeout_s=2.0), {},
+    )  # fmt: skip
+    assert report.findings == ()
+    assert report.not_reached == tuple(f"{hostile}stallroot/p{n}/" for n in range(30))
+    assert _Hostile.root_projects_asked == ["/stallroot/p0/"]
 
 
 def test_headers_that_trickle_in_end_at_the_audits_time_limit() -> None:
