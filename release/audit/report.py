@@ -117,7 +117,11 @@ def audit_schema() -> dict[str, Any]:
     # alone where it made none (a URL refused, a page unreachable)
     error = {
         "type": "object",
-        "properties": {"message": _TEXT, "hint": _TEXT, "exit_code": _COUNT},
+        "properties": {
+            "message": _TEXT,
+            "hint": {"type": ["string", "null"], "description": "null where there is none"},
+            "exit_code": _COUNT,
+        },
         "required": ["message", "hint", "exit_code"],
         "additionalProperties": False,
     }

@@ -50,3 +50,12 @@ def test_the_json_document_keeps_its_schema() -> None:
     document["findings"][0]["rule"] = "no-such-rule"
     with pytest.raises(jsonschema.ValidationError):  # a rule that does not exist
         jsonschema.validate(document, audit_schema())
+
+
+def test_an_error_document_with_or_without_a_hint_keeps_the_schema() -> None:
+    # a usage error has no hint: `"hint": null` failed the schema that said "a string"
+    for hint in (None, "give an index or wheel URL"):
+        error = {"message": "argument --timeout: ...", "hint": hint, "exit_code": 2}
+        jsonschema.validate(
+            {"schema": 1, "command": "audit", "ok": False, "error": error}, audit_schema()
+        )
