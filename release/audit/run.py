@@ -45,6 +45,7 @@ from release.inspection.indexrules import (
     duplicates,
     hash_mismatch,
     listed_wheel,
+    metadata_mismatch,
     missing_arches,
     size_mismatch,
     unindexed_variants,
@@ -119,6 +120,10 @@ class _Tally:
                 self.findings += [wrong] if wrong is not None else []
             sized = size_mismatch(page, listed, read.download.size)
             self.findings += [sized] if sized is not None else []
+            if listed.metadata_sha256 is not None and read.served is not None:
+                self.checked["hash"] += 1
+                lied = metadata_mismatch(page, listed, read.served.metadata_sha256)
+                self.findings += [lied] if lied is not None else []
         served = read.served
         self.findings += served.findings
         self.checked.update(served.checked)

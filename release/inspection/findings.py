@@ -67,8 +67,8 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         id="hash",
-        checks="each link's hash (sha256, or md5... as pip checks) and a PEP 691 page's size "
-        "are those of the bytes served",
+        checks="each link's hash (sha256, or md5... as pip checks), its PEP 658 metadata's "
+        "sha256 and a PEP 691 page's size are those of the bytes served",
         scope="index",
     ),
     Rule(

@@ -70,6 +70,19 @@ def hash_mismatch(where: str, listed: ListedFile, served: Mapping[str, str]) -> 
     )
 
 
+def metadata_mismatch(where: str, listed: ListedFile, served: str | None) -> Finding | None:
+    """The sha256 a link gives its PEP 658 metadata file (what pip resolves from before it
+    downloads the wheel) against that of the METADATA the wheel served holds (`served`)."""
+    stated = listed.metadata_sha256
+    if stated is None or served is None or stated == served:
+        return None
+    return finding(
+        "hash", listed.name, listed.url,
+        f"{where} says its METADATA (PEP 658) has sha256 {stated[:SHOWN_HASH]}..., the "
+        f"wheel's METADATA has {served[:SHOWN_HASH]}... (pip resolves from the listed one)",
+    )  # fmt: skip
+
+
 def size_mismatch(where: str, listed: ListedFile, served_size: int) -> Finding | None:
     """The size a PEP 691 page gives a file (PEP 700) against the bytes served."""
     if listed.size is None or listed.size == served_size:

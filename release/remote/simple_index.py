@@ -5,6 +5,7 @@ pypiserver, the index this tool writes, and the projects a root page lists. Pure
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from email.message import Message
 from html.parser import HTMLParser
@@ -72,6 +73,11 @@ def _anchors(text: str) -> list[tuple[dict[str, str | None], str]]:
     return parser.anchors
 
 
+# the hash pip checks a link by: the first `#name=` or `&name=` of its fragment, up to the
+# next & (pip/_internal/models/link.py): `#sha256=X&md5=Y` is sha256 X
+_LINK_HASH = re.compile(r"[#&](sha1|sha224|sha256|sha384|sha512|md5)=([^&]*)")
+
+
 def _digest(fragment: str, prefix: str = "sha256=") -> str | None:
     return fragment[len(prefix) :].lower() if fragment.startswith(prefix) else None
 
@@ -112,13 +118,14 @@ def html_files(text: str, page_url: str) -> list[ListedFile]:
         if not href or not name:
             continue
         url, fragment = urldefrag(_resolved(page_url, href))
-        hash_name, _, digest = fragment.partition("=") if "=" in fragment else (None, "", "")
+        stated = _LINK_HASH.search("#" + fragment)
+        hash_name, digest = stated.groups() if stated else (None, "")
         core = attrs.get("data-core-metadata") or attrs.get("data-dist-info-metadata") or ""
         out.append(
             ListedFile(
                 name=name,
                 url=url,
-                sha256=_digest(fragment),
+                sha256=digest.lower() if hash_name == "sha256" else None,
                 size=None,
                 hash_name=hash_name,
                 requires_python=attrs.get("data-requires-python"),

@@ -8,6 +8,7 @@ import hashlib
 import json
 import subprocess
 import sys
+import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -45,6 +46,12 @@ def wheel(case: Path, version: str, arch: str = "x86_64", **kwargs: Any) -> Path
     platform = kwargs.pop("platform", f"manylinux_2_28_{arch}")
     members = kwargs.pop("members", {"k3_kernels/libk3_host.so": host_library(arch)})
     return make_wheel(case / "files", version=version, platform=platform, members=members, **kwargs)
+
+
+def metadata_sha256(path: Path) -> str:
+    with zipfile.ZipFile(path) as archive:
+        (name,) = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
+        return hashlib.sha256(archive.read(name)).hexdigest()
 
 
 def md5_of(path: Path) -> str:
@@ -144,6 +151,15 @@ def build_cases(root: Path, built: Compiled) -> dict[str, Case]:
     write_page(page_dir, links)
     cases["md5"] = Case(pages=("md5/k3-kernels/",), expected=(("hash", wrong.name),))
 
+    # a PEP 658 metadata hash that is not the wheel's METADATA's: pip resolves from a lie
+    case = root / "metadata"
+    honest, lying = wheel(case, "0.1.0"), wheel(case, "0.2.0")
+    page_dir = case / "k3-kernels"
+    links = [replace(link_to(w, page_dir), metadata_sha256=m)
+             for w, m in ((honest, metadata_sha256(honest)), (lying, "d" * 64))]  # fmt: skip
+    write_page(page_dir, links)
+    cases["metadata"] = Case(pages=("metadata/k3-kernels/",), expected=(("hash", lying.name),))
+
     # ANOLISA#3289: a partial upload leaving a release without one arch's wheel
     case = root / "partial"
     wheels = [wheel(case, v, a) for v in ("0.1.0", "0.2.0", "0.3.0") for a in ("x86_64", "aarch64")]
@@ -212,8 +228,8 @@ def audited(served: Served, *urls: str, **settings: Any) -> list[Finding]:
     return list(report.findings)
 
 
-CASES = ("clean", "retagged", "glibc", "relabelled", "duplicated", "md5", "partial",
-         "mismatched", "unindexed", "torch")  # fmt: skip
+CASES = ("clean", "retagged", "glibc", "relabelled", "duplicated", "md5", "metadata",
+         "partial", "mismatched", "unindexed", "torch")  # fmt: skip
 
 
 @pytest.mark.parametrize("name", CASES)

@@ -138,6 +138,16 @@ def test_content_type_picks_the_parser() -> None:
     assert (legacy.hash_name, legacy.digest) == ("md5", "abc")
 
 
+def test_a_links_hash_is_the_first_pip_checks() -> None:
+    # `#sha256=X&md5=Y`: pip checks sha256 X; audit read the sha256 as `X&md5=Y` and found
+    # a mismatch pip does not
+    name = "k3_kernels-0.1.0-py3-none-any.whl"
+    page = f'<a href="{name}#sha256={SHA_A}&md5=x">{name}</a><a href="b#egg=k3">b</a>'
+    first, other = project_files(page.encode(), "text/html", "https://idx.test/k/")
+    assert (first.hash_name, first.sha256, first.digest) == ("sha256", SHA_A, SHA_A)
+    assert (other.hash_name, other.sha256, other.digest) == (None, None, None)
+
+
 def test_the_json_media_type_is_matched_in_any_case() -> None:
     name = "k3_kernels-0.1.0-py3-none-any.whl"
     document = {"files": [{"filename": name, "url": name, "hashes": {"sha256": SHA_A}}]}
