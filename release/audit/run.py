@@ -219,7 +219,7 @@ class _Reader:
         try:
             got = http.fetch(
                 self.client, url, into=path, policy=policy, deadline=Deadline(left, self.clock),
-                max_bytes=WHEEL_SIZE_LIMIT,
+                max_bytes=WHEEL_SIZE_LIMIT, identity=True,
             )  # fmt: skip
             if not got.ok:  # cut short by the audit's own limit: unread, not the index's fault
                 return _Read(url=url, download=None if self.deadline.remaining() <= 0 else got)

@@ -352,17 +352,22 @@ def fetch(
     secrets: Iterable[str] = (),
     byte_range: tuple[int, int] | None = None,
     max_bytes: int | None = None,
+    identity: bool = False,
 ) -> Download:
     """GET `url` (redirects followed), hashing the body as it streams; retried per the module
     doc, but a body past `max_bytes` (KEPT_BODY_LIMIT if held), a URL httpx cannot send and a
     file `into` that cannot be written fail at once. `keep` holds the body; `into` writes it
     there (each attempt from the start). `byte_range` (first, last) asks for those bytes: a
-    200 (ranges ignored) comes back with its headers alone. Never raises for the server's."""
+    200 (ranges ignored) comes back with its headers alone. `identity` asks for the bytes as
+    stored, as pip does for a file it installs, and refuses an answer in another encoding
+    before reading it (6 MB of gzip decoded to 6 GiB on disk). Never raises for the
+    server's."""
     policy = policy or retry.RetryPolicy(attempts=5, initial_delay=1.0, total=300.0)
     deadline = deadline or retry.Deadline(policy.total, clock)
     hidden = tuple(secrets)
     headers = {"Accept": accept} if accept else {}
     headers |= {"Range": f"bytes={byte_range[0]}-{byte_range[1]}"} if byte_range else {}
+    headers |= {"Accept-Encoding": "identity"} if identity else {}
     retried = TRANSIENT_STATUSES | frozenset(retry_statuses)
     limit = max_bytes if max_bytes is not None else (KEPT_BODY_LIMIT if keep else None)
 
@@ -377,6 +382,12 @@ def fetch(
                 http.stream("GET", url, headers=headers, timeout=_capped(http, left)) as response,
                 into.open("wb") if into is not None else contextlib.nullcontext() as sink,
             ):
+                encoding = response.headers.get("content-encoding", "identity").strip().lower()
+                if identity and encoding != "identity":
+                    refused = f"answered in the encoding {encoding[:40]!r}, which was not asked for"
+                    return Download(
+                        status=response.status_code, url=str(response.url), error=refused
+                    )
                 if byte_range is not None and response.status_code == 200:
                     got = Download(
                         status=200, url=str(response.url), headers=dict(response.headers)

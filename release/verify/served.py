@@ -85,7 +85,7 @@ class _Getter:
         return http.fetch(
             self.client, url, keep=keep, accept=accept, into=into, policy=self.policy,
             deadline=self.deadline, secrets=self.secrets, byte_range=byte_range,
-            max_bytes=max_bytes,
+            max_bytes=max_bytes, identity=into is not None,  # a file, as stored: as pip asks
         )  # fmt: skip
 
 

@@ -80,6 +80,11 @@ class _Hostile(QuietHandler):
             self.send_body(f'<a href="/{"a" * 70000}/{name}">{name}</a>'.encode(), "text/html")
         elif self.path == "/stall/":
             self.hold("text/html", b"", 20)
+        elif self.path == "/gzipwheel/":
+            name = "gz-1.0-py3-none-any.whl"
+            self.send_body(f'<a href="/files/{name}">{name}</a>'.encode(), "text/html")
+        elif self.path == "/files/gz-1.0-py3-none-any.whl":  # 80 MiB as decoded, unasked
+            self.send_body(BOMB, "application/octet-stream", {"Content-Encoding": "gzip"})
         elif self.path == "/stallroot/":  # a root index of 30 projects, each page stalls
             links = "".join(f'<a href="/stallroot/p{n}/">p{n}</a>' for n in range(30))
             self.send_body(links.encode(), "text/html")
@@ -217,6 +222,15 @@ def test_a_page_the_audits_own_time_limit_cuts_short_is_unread_not_a_finding(
     )  # fmt: skip
     assert report.findings == ()
     assert report.not_reached == (hostile + "stall/",)
+
+
+def test_a_wheel_in_an_encoding_not_asked_for_is_refused_unread(hostile: str) -> None:
+    # a wheel is asked for as stored (pip's Accept-Encoding: identity); gzip an index sent
+    # anyway was inflated to scratch before the limit refused it (6 GiB from 6 MB)
+    assert one_finding(hostile + "gzipwheel/") == (
+        "download",
+        "does not download: answered in the encoding 'gzip', which was not asked for",
+    )
 
 
 def test_no_page_is_asked_for_once_the_audits_time_limit_has_passed(hostile: str) -> None:
