@@ -54,6 +54,9 @@ MAX_DIST_INFO_FILE = 64 * 2**20  # RECORD (torch's is about 2 MiB), read as CSV 
 # METADATA and WHEEL, parsed as e-mail headers (about ten times their size in memory, in
 # each of audit's workers); the longest real ones, a README as the description, are < 1 MiB
 MAX_HEADERS_FILE = 8 * 2**20
+# ... and header lines, each an object of its own there (2 million empty ones in 8 MiB took
+# 530 MB to parse): torch's METADATA has about 60, a package of many extras a few hundred
+MAX_HEADER_LINES = 10_000
 LISTED_RECORD_PROBLEMS = 20
 
 
@@ -364,6 +367,11 @@ def _read(source: Path | io.BytesIO, size: int) -> WheelFacts:
             has_record = f"{dist_info}/RECORD" in present
     except (*MEMBER_ERRORS, OSError) as error:
         return WheelFacts(size=size, unreadable=f"not a readable zip file ({error})")
+    for what, text in (("METADATA", metadata), ("WHEEL", wheel)):
+        if text and text.split(b"\n\n", 1)[0].count(b"\n") > MAX_HEADER_LINES:
+            return WheelFacts(
+                size=size, unreadable=f"its {what} has more than {MAX_HEADER_LINES} header lines"
+            )
     wheel_headers = email.parser.BytesParser().parsebytes(wheel or b"", headersonly=True)
     facts = {
         "size": size,

@@ -333,6 +333,20 @@ def test_a_dist_info_file_past_its_limit_is_not_read_whole() -> None:
         assert record_problems(archive, info) == [f"{info}/RECORD is missing"]
 
 
+@pytest.mark.parametrize("member", ["METADATA", "WHEEL"])
+def test_a_dist_info_file_of_more_header_lines_than_any_real_one_is_not_parsed(
+    member: str,
+) -> None:
+    # 2 million empty headers in 8 MiB took 530 MB to parse, in each of audit's workers
+    info = "k3-0.1.0.dist-info"
+    many = b"Name: k3\n" + b"X:\n" * 10_001
+    members = {f"{info}/METADATA": b"Name: k3\nVersion: 0.1.0\n", f"{info}/WHEEL": b""}
+    facts = wheel_facts(zip_bytes({**members, f"{info}/{member}": many}, zipfile.ZIP_DEFLATED))
+    assert facts.unreadable == f"its {member} has more than 10000 header lines"
+    below = b"Name: k3\nVersion: 0.1.0\n" + b"Classifier: x\n" * 9_000
+    assert wheel_facts(zip_bytes({**members, f"{info}/METADATA": below})).unreadable is None
+
+
 def test_a_metadata_value_that_is_not_text_is_read_as_text() -> None:
     info = "k3-0.1.0.dist-info"
     facts = wheel_facts(zip_bytes({f"{info}/METADATA": b"Name: k3\nVersion: \xff\xfe\n"}))
