@@ -25,6 +25,10 @@ MAX_MEMBERS = 200_000
 # and fill the disk, not a file of a wheel.
 MOST_MEMBER_SIZE = 4 * 2**30
 MOST_INFLATION = 500
+# The same of the whole archive: members each under the bound, many of them (200 of 60 MiB
+# in a 12 MB wheel) took minutes to read back. torch's wheel inflates to about 2 GiB, 3 to
+# 5 times its size.
+MOST_ARCHIVE_SIZE = 16 * 2**30
 
 
 # What reading members of a zip raises on damaged bytes: a CRC that does not match, a deflate
@@ -69,6 +73,15 @@ def zip_problem(source: Path | bytes) -> str | None:
             refused = inflation_problem(info)
             if refused is not None:
                 return f"a zip archive whose member {shown(info.filename)} {refused}"
+        inflated = sum(info.file_size for info in archive.infolist())
+        stored = max(sum(info.compress_size for info in archive.infolist()), 1)
+        if inflated > MOST_ARCHIVE_SIZE or (
+            inflated > 256 * 2**20 and inflated > MOST_INFLATION * stored
+        ):
+            return (
+                f"a zip archive whose members inflate to {inflated} bytes, "
+                f"{inflated // stored} times their stored size (a zip bomb)"
+            )
         try:
             bad = archive.testzip()
         except (*MEMBER_ERRORS, OSError) as error:
