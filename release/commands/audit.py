@@ -15,6 +15,7 @@ import json
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 from release.commands.parsing import arguments, common
 from release.commands.parsing.options import Seconds, WholeNumber
@@ -165,9 +166,11 @@ def run(args: argparse.Namespace, out: Output) -> int:
             hint=f"each rule and what fixes it: {DOCS}",
         )
     if report.not_reached:
+        pages = sum(1 for url in report.not_reached if not urlsplit(url).path.endswith(".whl"))
+        wheels = len(report.not_reached) - pages
+        unread = f"{wheels} of {report.files} wheels" + (f" and {pages} pages" if pages else "")
         raise IncompleteError(
-            f"{len(report.not_reached)} of {report.files} wheels not read within --timeout "
-            f"{args.timeout:g} s; the rest had no finding",
+            f"{unread} not read within --timeout {args.timeout:g} s; the rest had no finding",
             hint="raise --timeout or --concurrency, or audit fewer projects (--project)",
         )
     return 0
