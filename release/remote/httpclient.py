@@ -337,6 +337,19 @@ def _not_asked(error: Exception, secrets: tuple[str, ...]) -> str:
     return mask(f"not a URL that can be asked: {error}", secrets)
 
 
+def _unread(response: httpx.Response, *, identity: bool, ranged: bool) -> Download | None:
+    """What an answer is without its body: one in an encoding `identity` refuses (asked for
+    the bytes as stored), or a 200 to a range request (ranges ignored: its headers say what
+    it would send); None where its body is to be read."""
+    encoding = response.headers.get("content-encoding", "identity").strip().lower()
+    if identity and encoding != "identity":
+        refused = f"answered in the encoding {encoding[:40]!r}, which was not asked for"
+        return Download(status=response.status_code, url=str(response.url), error=refused)
+    if ranged and response.status_code == 200:
+        return Download(status=200, url=str(response.url), headers=dict(response.headers))
+    return None
+
+
 def fetch(
     http: httpx.Client,
     url: str,
@@ -359,9 +372,7 @@ def fetch(
     file `into` that cannot be written fail at once. `keep` holds the body; `into` writes it
     there (each attempt from the start). `byte_range` (first, last) asks for those bytes: a
     200 (ranges ignored) comes back with its headers alone. `identity` asks for the bytes as
-    stored, as pip does for a file it installs, and refuses an answer in another encoding
-    before reading it (6 MB of gzip decoded to 6 GiB on disk). Never raises for the
-    server's."""
+    stored, as pip does for a file, and refuses another one unread. Never raises for an answer."""
     policy = policy or retry.RetryPolicy(attempts=5, initial_delay=1.0, total=300.0)
     deadline = deadline or retry.Deadline(policy.total, clock)
     hidden = tuple(secrets)
@@ -382,20 +393,10 @@ def fetch(
                 http.stream("GET", url, headers=headers, timeout=_capped(http, left)) as response,
                 into.open("wb") if into is not None else contextlib.nullcontext() as sink,
             ):
-                encoding = response.headers.get("content-encoding", "identity").strip().lower()
-                if identity and encoding != "identity":
-                    refused = f"answered in the encoding {encoding[:40]!r}, which was not asked for"
-                    return Download(
-                        status=response.status_code, url=str(response.url), error=refused
-                    )
-                if byte_range is not None and response.status_code == 200:
-                    got = Download(
-                        status=200, url=str(response.url), headers=dict(response.headers)
-                    )
-                else:
-                    got = _streamed(
-                        response, deadline, policy.total, keep=keep, sink=sink, limit=limit
-                    )
+                got = _unread(response, identity=identity, ranged=byte_range is not None)
+                got = got or _streamed(
+                    response, deadline, policy.total, keep=keep, sink=sink, limit=limit
+                )
         except (_TooLarge, httpx.InvalidURL, httpx.UnsupportedProtocol, ValueError) as error:
             return Download(status=None, url=url, error=_not_asked(error, hidden))
         except httpx.HTTPError as error:
