@@ -249,12 +249,16 @@ def _check_places(step: PrepareStep, env: Mapping[str, str]) -> None:
         )
         files = [f for f in tracked.output.split("\0") if f] if tracked.ok else []
         if files:
-            listed = ", ".join(files[:3]) + (f" and {len(files) - 3} more" if files[3:] else "")
             raise CellFailure(
                 f"build.prepare.output {_relative(step, step.output)} holds files git tracks "
-                f"({listed}), and release empties it before the command: name the directory "
-                "the command stages into"
+                f"({_listed(files, 3)}), and release empties it before the command: name the "
+                "directory the command stages into"
             )
+
+
+def _listed(paths: Sequence[str], most: int) -> str:
+    """`a, b and 3 more`: the first `most` of `paths`, and how many more there are."""
+    return ", ".join(paths[:most]) + (f" and {len(paths) - most} more" if paths[most:] else "")
 
 
 def _relative(step: PrepareStep, path: Path) -> str:
@@ -335,11 +339,10 @@ def _held_to_outputs(
         if old.get(path) != new.get(path) and not is_declared(path) and not _is_bytecode(path)
     ]
     if changed:
-        listed = ", ".join(changed[:5]) + (f" and {len(changed) - 5} more" if changed[5:] else "")
         raise CellFailure(
             f"the prepare step `{step.command}` changed the checkout outside its declared "
-            f"output: {listed} (write only under build.prepare's output, or let .gitignore "
-            "name what the command builds)"
+            f"output: {_listed(changed, 5)} (write only under build.prepare's output, or let "
+            ".gitignore name what the command builds)"
         )
 
 

@@ -175,28 +175,30 @@ def test_the_index_that_lists_a_destination_is_recorded_beside_its_wheels(tmp_pa
     assert manifest.wheels[1].destination.token_secret == "WHL_TOKEN"
     write_manifest(manifest, path)
     assert json.loads(path.read_text())["indexes"] == [GIT_INDEX]
+
+    def index_with(**changed: str | None) -> dict[str, object]:
+        return {**document, "indexes": [{**GIT_INDEX, **changed}]}
+
     for broken, problem in [
         ({**document, "indexes": []}, "its destination is listed by 'whl-index', which "
          "manifest.indexes does not record"),
-        ({**document, "indexes": [{**GIT_INDEX, "kind": "github"}]}, "manifest.indexes[0].kind: "
-         "'github' is not git-index"),
-        ({**document, "indexes": [{**GIT_INDEX, "branch": None}]}, "manifest.indexes[0]: "
-         "git-index needs url and branch"),
-        ({**document, "indexes": [{**GIT_INDEX, "token_secret": "WHL"}]}, "manifest.indexes[0]."
-         "token_secret: WHL does not say it holds a secret"),
+        (index_with(kind="github"), "manifest.indexes[0].kind: 'github' is not git-index"),
+        (index_with(branch=None), "manifest.indexes[0]: git-index needs url and branch"),
+        (index_with(token_secret="WHL"), "manifest.indexes[0].token_secret: WHL does not say it "
+         "holds a secret"),
         # what git would read as an option, another transport, or a credential: the manifest
         # is held to matrix.yaml's rules (git ran `--upload-pack=touch X;true`)
-        ({**document, "indexes": [{**GIT_INDEX, "url": "--upload-pack=touch X;true"}]},
+        (index_with(url="--upload-pack=touch X;true"),
          "manifest.indexes[0].url: '--upload-pack=touch X;true' is not a git URL"),
-        ({**document, "indexes": [{**GIT_INDEX, "url": "ext::sh -c id"}]},
+        (index_with(url="ext::sh -c id"),
          "manifest.indexes[0].url: 'ext::sh -c id' is not a git URL"),
-        ({**document, "indexes": [{**GIT_INDEX, "url": "ssh://-oProxyCommand=id/x"}]},
+        (index_with(url="ssh://-oProxyCommand=id/x"),
          "manifest.indexes[0].url: 'ssh://-oProxyCommand=id/x' is not a git URL"),
-        ({**document, "indexes": [{**GIT_INDEX, "url": "https://u:hunter22@h/w.git"}]},
+        (index_with(url="https://u:hunter22@h/w.git"),
          "manifest.indexes[0].url: 'https://***@h/w.git' holds credentials"),
-        ({**document, "indexes": [{**GIT_INDEX, "directory": ".git"}]},
+        (index_with(directory=".git"),
          "manifest.indexes[0].directory: '.git' is not a relative path"),
-        ({**document, "indexes": [{**GIT_INDEX, "repository": "a/.."}]},
+        (index_with(repository="a/.."),
          "manifest.indexes[0].repository: 'a/..'"),
     ]:  # fmt: skip
         path.write_text(json.dumps(broken))
