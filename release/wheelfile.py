@@ -368,7 +368,8 @@ def _read(source: Path | io.BytesIO, size: int) -> WheelFacts:
     except (*MEMBER_ERRORS, OSError) as error:
         return WheelFacts(size=size, unreadable=f"not a readable zip file ({error})")
     for what, text in (("METADATA", metadata), ("WHEEL", wheel)):
-        block = (text or b"").split(b"\n\n", 1)[0]  # a folded line (a Description's) is one
+        # the header block (CRLF or LF); a folded line, a long Description's, is one header
+        block = (text or b"").replace(b"\r\n", b"\n").split(b"\n\n", 1)[0]
         if block.count(b"\n") - block.count(b"\n ") - block.count(b"\n\t") > MAX_HEADER_LINES:
             return WheelFacts(
                 size=size, unreadable=f"its {what} has more than {MAX_HEADER_LINES} header lines"

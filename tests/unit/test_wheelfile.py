@@ -384,6 +384,8 @@ def test_a_dist_info_file_of_more_header_lines_than_any_real_one_is_not_parsed(
     # an old wheel's README folded into its Description header: one header, however long
     folded = b"Name: k3\nVersion: 0.1.0\nDescription: k3\n" + b"        |a line\n" * 20_000
     assert wheel_facts(zip_bytes({**members, f"{info}/METADATA": folded})).unreadable is None
+    crlf = b"Name: k3\r\nVersion: 0.1.0\r\n\r\n" + b"a README line\r\n" * 20_000
+    assert wheel_facts(zip_bytes({**members, f"{info}/METADATA": crlf})).unreadable is None
 
 
 def test_a_metadata_value_that_is_not_text_is_read_as_text() -> None:
