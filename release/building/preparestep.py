@@ -229,7 +229,10 @@ def _check_places(step: PrepareStep, env: Mapping[str, str]) -> None:
                 "checkout itself"
             )
         for own in step.own:
-            if own == path or own in path.parents or path in own.parents:
+            # the output holds it (emptied with it), or lies in it (dist/x: a directory of
+            # the checkout release writes; a cache above the checkout holds everything)
+            inside_own = own in path.parents and step.root in own.parents
+            if own == path or path in own.parents or inside_own:
                 raise CellFailure(
                     f"build.prepare.{key} {_relative(step, path)} overlaps {own}, where "
                     "release writes itself: name another path"

@@ -397,3 +397,12 @@ def test_an_output_in_what_release_writes_itself_is_refused(checkout: Path, tmp_
     with pytest.raises(ConfigError) as refused:
         matrix_with(checkout, output=".git/stage")
     assert "build.prepare.output: '.git/stage' is inside .git" in refused.value.message
+
+
+def test_a_cache_above_the_checkout_is_no_overlap(checkout: Path, tmp_path: Path) -> None:
+    # a cache (or a --work-dir) that holds the whole checkout holds its output too
+    matrix = load_matrix(checkout / "matrix.yaml")
+    step = step_of(matrix, matrix.cells[0], own=[tmp_path, checkout / "dist"])
+    assert step is not None
+    with prepared(step, "1.2.3", env=environment(), log=tmp_path / "log") as built:
+        assert built == checkout / "staged"
