@@ -43,11 +43,12 @@ MAX_DEPTH = 32
 MAX_VALUES = 20_000  # scalars and collections, every alias expanded
 MAX_ITEMS = 1_000  # entries of one list or mapping
 MAX_SCALAR_CHARS = 4_096
-# What no name, path, command or version holds, and what would act when shown: line breaks
-# (a CI log reads `::error::` at a line's start), terminal escapes, bidi and invisible format
-# characters. A tab is kept, and one line break at the end (a YAML block scalar's).
+# What would act when a value is shown: a carriage return and the other C0 and C1 controls
+# (a terminal escape), bidi and invisible format characters, the Unicode line separators. A
+# tab and a line feed are kept: a command may quote a script of several lines (`sh -c '...'`
+# in a literal block); names and paths refuse them where they are checked.
 _UNSHOWN = re.compile(
-    "[\x01-\x08\x0a-\x1f\x7f-\x9f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e"
+    "[\x01-\x08\x0b-\x1f\x7f-\x9f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e"
     "\u2060-\u206f\ufeff\ufff9-\ufffb]"
 )
 
@@ -55,7 +56,7 @@ _UNSHOWN = re.compile(
 def unshown_character(value: str) -> str | None:
     """The first character of `value` that matrix.yaml refuses in a value (_UNSHOWN), as
     it is escaped (`\\n`, `\\u2028`), or None."""
-    found = _UNSHOWN.search(value.removesuffix("\n"))
+    found = _UNSHOWN.search(value)
     return ascii(found.group())[1:-1] if found else None
 
 
@@ -102,11 +103,13 @@ def bounds_problem(text: str, filename: str) -> str | None:
                 return f"{where(event)}: a value holding a NUL character"
             if LONE_SURROGATE.search(event.value):  # "\ud800" in YAML: no character, no UTF-8
                 return f"{where(event)}: a value holding a lone surrogate (\\uD800-\\uDFFF)"
-            if found := unshown_character(event.value):
+            # ruamel marks each fold of a folded (>) block scalar with \a in its parse
+            # events; YAML allows no such character in a block scalar, so it is only that
+            folded = event.value.replace("\a", "") if event.style == ">" else event.value
+            if found := unshown_character(folded):
                 return (
-                    f"{where(event)}: a value holding the control character {found} (a line "
-                    "break, or what a terminal or a CI log acts on: it would be shown as part "
-                    "of a message)"
+                    f"{where(event)}: a value holding the control character {found} (what a "
+                    "terminal or a CI log acts on: it would be shown as part of a message)"
                 )
             if event.anchor is not None:
                 anchored[event.anchor] = 1

@@ -141,6 +141,8 @@ def _inside_problem(value: str) -> str | None:
             f"{shown(value)} is not a path inside matrix.yaml's directory (write it relative "
             "to it, without ..)"
         )
+    if any(not c.isprintable() for c in value):
+        return f"{shown(value)} holds a line break or another control character, as no path may"
     if ".git" in pure.parts:
         return f"{shown(value)} is inside .git, git's own directory: name a path of the checkout"
     return None
