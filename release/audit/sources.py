@@ -43,6 +43,9 @@ def has_userinfo(url: str) -> bool:
         return False
 
 
+PAGE_FILES = (".html", ".htm", ".json")
+
+
 def source(text: str, given: str) -> Source | str:
     """The source `text` names, or why it names none."""
     try:
@@ -60,7 +63,9 @@ def source(text: str, given: str) -> Source | str:
     if parts.path.endswith(".whl"):
         sha256 = fragment[len("sha256=") :].lower() if fragment.startswith("sha256=") else None
         return Source(url=url, kind="wheel", sha256=sha256, given=given)
-    page = url if parts.path.endswith("/") or parts.query else url + "/"
+    # a directory's URL gets its `/` (PEP 503); a file's (a static host's index.html) is kept
+    named_file = parts.path.rsplit("/", 1)[-1].endswith(PAGE_FILES)
+    page = url if parts.path.endswith("/") or parts.query or named_file else url + "/"
     return Source(url=page, kind="page", given=given)
 
 

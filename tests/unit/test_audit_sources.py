@@ -26,6 +26,25 @@ def test_pages_and_wheels_with_their_pinned_hash(tmp_path: Path) -> None:
     assert found[2].filename == WHEEL.rsplit("/", 1)[1]
 
 
+@pytest.mark.parametrize(
+    ("given", "asked"),
+    [
+        ("https://idx.test/simple/k3-kernels", "https://idx.test/simple/k3-kernels/"),
+        (
+            "https://idx.test/simple/k3-kernels/index.html",
+            "https://idx.test/simple/k3-kernels/index.html",
+        ),
+        ("https://idx.test/cu129/index.json", "https://idx.test/cu129/index.json"),
+        ("https://idx.test/simple/k3.html-pages", "https://idx.test/simple/k3.html-pages/"),
+    ],
+)
+def test_a_directory_gets_its_slash_and_a_named_page_file_is_asked_as_given(
+    given: str, asked: str
+) -> None:
+    (found,) = sources([given], None)
+    assert (found.kind, found.url) == ("page", asked)
+
+
 def test_every_line_that_is_not_a_url_is_named(tmp_path: Path) -> None:
     urls = tmp_path / "pins.txt"
     urls.write_text("ftp://x/y.whl\nnot a url\n")
