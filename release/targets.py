@@ -36,8 +36,13 @@ class CudaVersion:
     def parse(cls, text: str) -> CudaVersion:
         match = re.fullmatch(r"([0-9]{1,2})\.([0-9]{1,2})", text)
         if match is None:
-            raise ValueError(f"{shown(text)} is not a CUDA version of the form MAJOR.MINOR")
-        return cls(int(match.group(1)), int(match.group(2)))
+            raise ValueError(
+                f'{shown(text)} is not a CUDA version of the form MAJOR.MINOR (e.g. "12.9")'
+            )
+        version = cls(int(match.group(1)), int(match.group(2)))
+        if str(version) != text:  # "13.00", "12.09": a key that reads as another's
+            raise ValueError(f"{shown(text)} is CUDA {version}: write it {str(version)!r}")
+        return version
 
     def __str__(self) -> str:
         return f"{self.major}.{self.minor}"

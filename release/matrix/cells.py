@@ -176,20 +176,15 @@ def _device_code_problems(
 
 
 def cuda_versions(specs: Mapping[str, CudaSpec], loader: DocumentLoader) -> dict[str, CudaVersion]:
-    """The CUDA versions of the matrix by their key; a key that is not one, or that repeats
-    another's version, is reported and left out."""
+    """The CUDA versions of the matrix by their key; a key that is not one in its one
+    spelling ("13.0", never "13.00": two keys are never one version) is reported and left
+    out."""
     versions: dict[str, CudaVersion] = {}
     for key in specs:
         try:
-            version = CudaVersion.parse(key)
+            versions[key] = CudaVersion.parse(key)
         except ValueError as error:
-            loader.problem(join_path("cuda", key), f'{error} (e.g. "12.9")')
-            continue
-        twin = next((k for k, v in versions.items() if v == version), None)
-        if twin is not None:
-            loader.problem(join_path("cuda", key), f"CUDA {version} is already listed as {twin!r}")
-            continue
-        versions[key] = version
+            loader.problem(join_path("cuda", key), str(error))
     return versions
 
 

@@ -32,7 +32,7 @@ TorchBuildChoice = Literal["oldest", "newer"]
 # as files), or none at all (a JIT-first project compiles its kernels at run time)
 DeviceCode = Literal["fatbin", "none"]
 RELEASE_VERSION = r"[0-9]+(\.[0-9]+)*"
-PYTHON_VERSION = r"3\.[0-9]{1,2}"
+PYTHON_VERSION = r"3\.(?:0|[1-9][0-9]?)"  # 3.12, never 3.012 or 3.09
 
 
 @dataclass(frozen=True)
@@ -174,6 +174,9 @@ def _pythons(value: object) -> tuple[str, ...]:
         raise ValueError("an empty list: name at least one CPython version")
     out: list[str] = []
     for item in items:
+        if isinstance(item, str) and re.fullmatch(r"3\.0[0-9]+", item):
+            minor = int(item[2:])
+            raise ValueError(f'{shown(item)} is Python 3.{minor}: write it "3.{minor}"')
         if not isinstance(item, str) or not re.fullmatch(PYTHON_VERSION, item):
             raise ValueError(
                 f'expected a quoted CPython version like "3.11", got {shown(item)} '
