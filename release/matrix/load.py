@@ -166,7 +166,8 @@ def matrix_from_text(
             said = read_project(project_dir, version_file)
             named = said.static
             if said.problem is not None:
-                loader.problem("project", said.problem)
+                where = "build.prepare.version-file" if said.in_version_file else "project"
+                loader.problem(where, said.problem)
             elif named is None and metadata is not None:
                 provisional = matrix_from_text(text, path, named=PROVISIONAL)
                 return matrix_from_text(text, path, named=metadata(provisional, said))

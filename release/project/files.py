@@ -76,6 +76,8 @@ class Naming:
     name: Said | None
     version: Said | None
     problem: str | None = None
+    # the problem is the prepare step's version-file's (matrix.yaml names that key)
+    in_version_file: bool = False
 
     @property
     def static(self) -> tuple[str, Version] | None:
@@ -277,9 +279,17 @@ def naming(read: Reading, version_file: Said | None = None) -> Naming:
                 "where the release's version is read from (write the version there, as the "
                 "release workflow does from the tag)"
             )
-            return Naming(name=name, version=None, problem=problem)
+            return Naming(name=name, version=None, problem=problem, in_version_file=True)
         version = version_file
-    return Naming(name=name, version=version, problem=_invalid(read.directory, name, version))
+    invalid = _invalid(read.directory, name, version)
+    return Naming(
+        name=name,
+        version=version,
+        problem=invalid,
+        in_version_file=invalid is not None
+        and version is version_file
+        and _invalid(read.directory, name, None) is None,
+    )
 
 
 def _dynamic_version(read: Reading) -> Said | None:

@@ -95,6 +95,40 @@ def test_missing_file_names_the_remedy(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
+    ("held", "problem"),
+    [
+        (None, "sgl_tiny/VERSION: no such file: the prepare step's version-file is where"),
+        ("\n", "sgl_tiny/VERSION:1: an empty file: "),
+        ("v1 beta\n", "sgl_tiny/VERSION:1: version 'v1 beta' is not PEP 440"),
+    ],
+)
+def test_a_version_files_problem_is_reported_at_its_key(
+    tmp_path: Path, held: str | None, problem: str
+) -> None:
+    project = tmp_path / "sgl_tiny"
+    project.mkdir()
+    (project / "pyproject.toml").write_text(
+        '[project]\nname = "sgl-tiny"\ndynamic = ["version"]\n', encoding="utf-8"
+    )
+    if held is not None:
+        (project / "VERSION").write_text(held, encoding="utf-8")
+    (tmp_path / "matrix.yaml").write_text(
+        "project: sgl_tiny\n"
+        "build:\n"
+        "  prepare: {command: bash stage.sh, version-file: sgl_tiny/VERSION, output: build}\n"
+        'defaults: {arches: [x86_64], manylinux: "2_28", sms: [80]}\n'
+        'cuda: {"13.0": {destination: pypi}}\n'
+        "destinations: {pypi: {kind: pypi}}\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(ConfigError) as caught:
+        load_matrix(tmp_path / "matrix.yaml")
+    (reported,) = caught.value.problems
+    assert reported.startswith("matrix.yaml:3:51: build.prepare.version-file: "), reported
+    assert f"{tmp_path}/{problem}" in reported
+
+
+@pytest.mark.parametrize(
     ("text", "number", "suffix"),
     [("90a", 90, "a"), ("sm_100f", 100, "f"), ("compute_75", 75, ""), (" 120 ", 120, "")],
 )
