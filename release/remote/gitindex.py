@@ -25,6 +25,7 @@ a URL or in a log), and every message and log is masked.
 from __future__ import annotations
 
 import base64
+import re
 import tempfile
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -285,9 +286,13 @@ def git_environment(
         return env, (target.token.reveal(),)
     token = target.token.reveal()
     basic = base64.b64encode(f"x-access-token:{token}".encode()).decode()
-    env["GIT_CONFIG_COUNT"] = "1"
+    env["GIT_CONFIG_COUNT"] = "2"
     env["GIT_CONFIG_KEY_0"] = f"http.{parts.scheme}://{parts.netloc}/.extraheader"
     env["GIT_CONFIG_VALUE_0"] = f"Authorization: basic {basic}"
+    # git sends a URL's extra header on to wherever the remote redirects (another host
+    # included): a remote that redirects gets no request of ours after its answer
+    env["GIT_CONFIG_KEY_1"] = "http.followRedirects"
+    env["GIT_CONFIG_VALUE_1"] = "false"
     return env, (token, basic)
 
 
@@ -331,9 +336,13 @@ class _Git:
             else f"{what} failed (exit {done.returncode}): "
             + proc.one_line_tail(done.stderr + done.output, 2)
         )
+        redirected = re.search(r"returned error: 30[12378]\b", done.stderr + done.output)
         return PublishError(
             f"git index {self.target.shown}: {said}",
-            hint="check the git-index destination's url and branch, and that its token-secret "
+            hint="the remote redirects elsewhere, where its token is not sent: write the URL "
+            "it redirects to as the git-index destination's url"
+            if redirected
+            else "check the git-index destination's url and branch, and that its token-secret "
             "variable holds a token that may push there (contents: write)",
         )
 

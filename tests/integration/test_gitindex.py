@@ -302,6 +302,43 @@ def test_the_token_goes_as_a_header_on_no_command_line(
     assert git("rev-parse", BRANCH, cwd=remote) == outcome.commit
 
 
+def test_a_remote_that_redirects_to_another_host_gets_no_token_there(
+    git_server: tuple[str, str, list[str]], remote: Path
+) -> None:
+    url, token, seen = git_server
+    elsewhere = url.replace("127.0.0.1", "localhost")  # another origin, the same server
+    asked: list[str] = []
+
+    def redirect(environ: dict[str, Any], start: Callable[..., Any]) -> Iterable[bytes]:
+        asked.append(environ.get("HTTP_AUTHORIZATION", ""))
+        query = environ.get("QUERY_STRING", "")
+        start(
+            "302 Found",
+            [
+                (
+                    "Location",
+                    elsewhere + environ["PATH_INFO"][len("/x") :] + (f"?{query}" if query else ""),
+                )
+            ],
+        )
+        return [b""]
+
+    server = make_server("127.0.0.1", 0, redirect, handler_class=_Quiet)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    before = git("rev-parse", BRANCH, cwd=remote)
+    try:
+        with pytest.raises(PublishError) as caught:
+            publish(f"http://127.0.0.1:{server.server_port}/x", token=token)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert asked, "the remote was asked"
+    assert seen == [], "the host it redirects to was never asked, with or without the token"
+    assert "returned error: 302" in str(caught.value)
+    assert caught.value.hint is not None and "redirects" in caught.value.hint
+    assert git("rev-parse", BRANCH, cwd=remote) == before
+
+
 def test_a_symlink_where_a_label_goes_is_refused_and_the_branch_is_as_it_was(
     remote: Path, tmp_path: Path
 ) -> None:
