@@ -75,7 +75,15 @@ def is_secret_name(name: str) -> bool:
 
 def secret_values(env: Mapping[str, str]) -> tuple[str, ...]:
     """The values in `env` that must never be shown, longest first."""
-    found = {v for k, v in env.items() if len(v) >= MIN_LENGTH and is_secret_name(k)}
+    found = {
+        piece
+        for name, value in env.items()
+        if is_secret_name(name)
+        # the value, and each line of it without its white space: a message may quote a
+        # token with a line break (`b'token ghp_...\\n'`) or a line of it
+        for piece in (value, *(line.strip() for line in value.splitlines()))
+        if len(piece) >= MIN_LENGTH
+    }
     return tuple(sorted(found, key=len, reverse=True))
 
 

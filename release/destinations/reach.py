@@ -26,7 +26,7 @@ from release.credentials import (
     s3_credentials,
     secret_values,
 )
-from release.errors import PublishError
+from release.errors import ConfigError, PublishError
 from release.remote import httpclient
 from release.remote.github import GithubClient
 from release.remote.github_model import GITHUB_API
@@ -47,6 +47,17 @@ GITHUB_SERVER = "https://github.com"
 
 # an index's upload URL (whose credentials the environment gives) and the URLs it serves
 IndexLogin = tuple[str, Sequence[str | None]]
+
+
+def _check_token(name: str, value: str | None) -> None:
+    """ConfigError where the variable `name` holds a token with white space or a control
+    character in it (a secret pasted with its line end): no token has one, and an HTTP
+    header cannot carry a line break."""
+    if value and any(c.isspace() or not c.isprintable() for c in value):
+        raise ConfigError(
+            [f"{name} holds white space or a line break, which no token has"],
+            hint=f"set {name} again without them (a secret saved with its line end, say)",
+        )
 
 
 class Reach:
@@ -75,6 +86,8 @@ class Reach:
         self.read_only = read_only
         self.github_policy = github_policy
         self.secrets = secret_values(environ)
+        for name in ("GITHUB_TOKEN", "GH_TOKEN"):
+            _check_token(name, environ.get(name))
         self.github_token: Secret | None = github_token(environ)
         self._github: dict[tuple[str, RetryPolicy | None, str | None], GithubClient] = {}
 
@@ -87,6 +100,8 @@ class Reach:
         """The token in the variable `token_secret` names (a destination's `token-secret`),
         else the job's own (GITHUB_TOKEN), if the environment has one."""
         value = self.environ.get(token_secret) if token_secret else None
+        if token_secret:
+            _check_token(token_secret, value)
         return Secret(value) if value else self.github_token
 
     def github(

@@ -127,6 +127,29 @@ def test_succeeding_runs_leak_no_credential(  # noqa: PLR0917  # pytest fixtures
     )
 
 
+@pytest.mark.parametrize("variable", ["GITHUB_TOKEN", "GH_TOKEN"])
+@pytest.mark.parametrize("end", ["\n", "\r\n", " "])
+def test_a_token_saved_with_its_line_end_is_refused_in_one_line_and_shown_nowhere(  # noqa: PLR0917
+    pypiserver: PypiServer, github_standin: GitHubStandIn, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str], variable: str, end: str,
+) -> None:  # fmt: skip
+    release = both(tmp_path, pypiserver, github_standin)
+    env = {**os.environ, **pypiserver.env(), variable: github_standin.token + end}
+    env.pop("GITHUB_TOKEN" if variable == "GH_TOKEN" else "GH_TOKEN", None)
+    done = subprocess.run(
+        [str(Path(sys.executable).with_name("release")), "publish", "--dist", str(release.dist)],
+        env=env, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines()[0] == (
+        f"error: {variable} holds white space or a line break, which no token has"
+    )
+    assert "Traceback" not in done.stderr
+    assert_absent([github_standin.token], done.stdout, done.stderr, files_text(tmp_path))
+    assert github_standin.releases("k3-org/k3-kernels") == ()
+    assert pypiserver.files() == {}
+
+
 URL_SECRET = "url-S3cr3t-0042"
 
 

@@ -12,6 +12,7 @@ import pytest
 from release.commands.parsing.common import parse_overrides
 from release.credentials import (
     SECRET_VARIABLES,
+    add_mask_lines,
     has_credentials,
     is_credential_query_key,
     is_secret_name,
@@ -261,3 +262,16 @@ def test_a_secret_echoed_in_another_case_is_masked_too() -> None:
     assert secret.lower() not in masked.lower()
     assert masked == "bad charset '***'; header ***; as sent ***"
     assert mask("short pw", ["pw"]) == "short pw"  # too short to tell from text
+
+
+def test_a_secret_with_a_line_break_is_masked_as_a_message_quotes_it() -> None:
+    token = "ghp_" + "LineEnd" * 5
+    env = {"GH_PAT_FOR_WHL_RELEASE": f"{token}\r\n", "OTHER_SECRET": "line-one\nline-two"}
+    quoted = f"Illegal header value b'token {token}\\r\\n'; then line-one and line-two"
+    shown = mask(quoted, secret_values(env))
+    assert token not in shown
+    assert "line-one" not in shown
+    assert "line-two" not in shown
+    lines = set(add_mask_lines({**env, "GITHUB_ACTIONS": "true"}))
+    assert {f"::add-mask::{token}", "::add-mask::line-one", "::add-mask::line-two"} <= lines
+    assert not any("\n" in line for line in lines)
