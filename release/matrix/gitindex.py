@@ -97,10 +97,14 @@ def _remote(name: str, spec: DestinationSpec, loader: DocumentLoader) -> tuple[s
     return url, None
 
 
+_SSH_USER = re.compile(r"^ssh://[A-Za-z0-9_][A-Za-z0-9._-]*@(?=[A-Za-z0-9\[])")
+
+
 def git_url_problem(url: str) -> str | None:
     """Why git must not be given `url` as a git-index destination's remote; None when it may
     (matrix.yaml's `url`, and the manifest's record of it)."""
-    if has_credentials(url):
+    # ssh's user name (`ssh://git@host/...`, as `git@host:path`) is no credential
+    if has_credentials(_SSH_USER.sub("ssh://", url, count=1)):
         return (
             f"{shown(url)} holds credentials, which logs would show: give the token in the "
             "variable token-secret names"

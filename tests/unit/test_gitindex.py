@@ -13,6 +13,7 @@ import pytest
 
 from release.credentials import Secret
 from release.destinations.index import IndexFile, render_index, root_page
+from release.matrix.gitindex import git_url_problem
 from release.remote.gitindex import (
     GitIndexTarget,
     PackagePages,
@@ -208,8 +209,9 @@ def test_the_token_reaches_git_as_a_header_of_the_remotes_origin_only() -> None:
         token=Secret(token),
     )
     env, secrets = git_environment(environ, target)
-    assert env["GIT_CONFIG_COUNT"] == "1"
+    assert env["GIT_CONFIG_COUNT"] == "2"
     assert env["GIT_CONFIG_KEY_0"] == "http.https://github.com/.extraheader"
+    assert (env["GIT_CONFIG_KEY_1"], env["GIT_CONFIG_VALUE_1"]) == ("http.followRedirects", "false")
     assert env["GIT_CONFIG_VALUE_0"].startswith("Authorization: basic ")
     assert env["GIT_TERMINAL_PROMPT"] == "0"
     for name in ("GH_PAT_FOR_WHL_RELEASE", "GITHUB_TOKEN", "GIT_TRACE_CURL", "GIT_DIR"):
@@ -222,3 +224,33 @@ def test_the_token_reaches_git_as_a_header_of_the_remotes_origin_only() -> None:
     assert "GIT_CONFIG_COUNT" not in git_environment(environ, on_disk)[0]
     anonymous = GitIndexTarget(url=target.url, branch="b", directory="")
     assert git_environment(environ, anonymous)[1] == ()
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "ssh://git@github.com/sgl-project/whl.git",
+        "ssh://deploy_bot@git.example.org:2222/whl.git",
+        "git@github.com:sgl-project/whl.git",
+        "https://github.com/sgl-project/whl.git",
+        "file:///srv/whl.git",
+    ],
+)
+def test_a_git_url_with_ssh_s_user_name_alone_is_taken(url: str) -> None:
+    assert git_url_problem(url) is None
+
+
+@pytest.mark.parametrize(
+    ("url", "said"),
+    [
+        ("ssh://git:hunter22@github.com/w.git", "holds credentials"),
+        ("https://git@github.com/w.git", "holds credentials"),  # a token as https's user
+        ("ssh://git@-oProxyCommand=id/w.git", "holds credentials"),
+        ("ssh://-oProxyCommand=id/w.git", "is not a git URL"),
+    ],
+)
+def test_a_password_or_an_https_user_is_refused(url: str, said: str) -> None:
+    problem = git_url_problem(url)
+    assert problem is not None
+    assert said in problem
+    assert "hunter22" not in problem
