@@ -38,7 +38,7 @@ from packaging.utils import canonicalize_name
 from release import proc
 from release.credentials import Secret, redact, without_credentials
 from release.errors import PublishError
-from release.remote.simple_index import root_html_projects, root_json_projects
+from release.remote.simple_index import root_html_links, root_html_projects, root_json_projects
 
 ROOT_HTML = "index.html"
 ROOT_JSON = "index.json"
@@ -111,19 +111,45 @@ def _join(*parts: str) -> str:
     return "/".join(p for p in parts if p)
 
 
+# the files that make a folder of a label a project's page (PEP 503 HTML, as a static host
+# serves a directory; PEP 691 JSON alone)
+_PROJECT_PAGES = (ROOT_HTML, "index.htm", ROOT_JSON)
+
+
 def _projects_in(listing: Collection[str], label_dir: str) -> dict[str, str]:
-    """The project folders of a label's folder (those holding an index.html), canonical
-    name -> folder name."""
+    """The project folders of a label's folder (those holding a page: _PROJECT_PAGES),
+    canonical name -> folder name."""
     prefix = label_dir + "/" if label_dir else ""
     found: dict[str, str] = {}
-    for path in listing:
+    for path in sorted(listing):
         rest = path[len(prefix) :] if path.startswith(prefix) else None
         if rest is None:
             continue
         parts = rest.split("/")
-        if len(parts) == 2 and parts[1] == ROOT_HTML:
+        if len(parts) == 2 and parts[1] in _PROJECT_PAGES:
             found.setdefault(str(canonicalize_name(parts[0])), parts[0])
     return found
+
+
+def _listed_elsewhere(read: Mapping[str, bytes], html: str, holds: set[str]) -> str | None:
+    """A link of a label's root page to a page elsewhere (another host, an absolute path
+    or a folder above: `https://mirror.example/cu130/omega/`, `/omega/`, `../omega/`) that
+    rewriting the root, which lists the label's folders, would drop; None where there is
+    none. A relative link to a folder the label no longer holds is stale, and goes."""
+    if html not in read:
+        return None
+    links = root_html_links(read[html].decode("utf-8", errors="replace"))
+    elsewhere = sorted(
+        href
+        for name, href in links.items()
+        if name not in holds and (urlsplit(href).netloc or href.startswith(("/", "../")))
+    )
+    if not elsewhere:
+        return None
+    return (
+        f"{html} links {', '.join(elsewhere[:3])}{' ...' if len(elsewhere) > 3 else ''}, a page "
+        "elsewhere: rewriting it to list the label's folders would drop that link"
+    )
 
 
 def pages_to_read(listing: Collection[str], pages: PackagePages, directory: str) -> list[str]:
@@ -181,6 +207,9 @@ def merge_pages(
         holds = {**_projects_in(listing, label_dir), pages.project: pages.project}
         html, json = _join(label_dir, ROOT_HTML), _join(label_dir, ROOT_JSON)
         if not _root_in_sync(read, html, json, set(holds)):
+            dropped = _listed_elsewhere(read, html, set(holds))
+            if dropped is not None:
+                raise ValueError(dropped)
             for name, data in root_pages(label, sorted(holds.values())).items():
                 writes[_join(label_dir, name)] = data
     change = IndexChange(writes=writes, deletes=tuple(deletes))
@@ -203,6 +232,8 @@ def _in_the_way(
         return any(path == folder or path.startswith(folder + "/") for folder in own)
 
     for path in sorted(change.writes):
+        if path in others and not ours(path):
+            return f"{path} is {others[path]} on the branch: writing it would replace it"
         parts = path.split("/")
         for depth in range(1, len(parts)):
             above = "/".join(parts[:depth])

@@ -249,16 +249,21 @@ def parse_index_page(body: bytes, content_type: str, page_url: str) -> IndexPage
     )
 
 
-def root_html_projects(text: str) -> set[str]:
-    """The projects a PEP 503 root page links, by canonical name: each link's last path
-    segment (`sgl-deep-gemm/`), whatever its text says."""
-    names = set()
+def root_html_links(text: str) -> dict[str, str]:
+    """The projects a PEP 503 root page links, by canonical name (each link's last path
+    segment, `sgl-deep-gemm/`, whatever its text says) -> the link as written."""
+    links: dict[str, str] = {}
     for attrs, _ in _anchors(text):
-        href = urldefrag(attrs.get("href") or "")[0].rstrip("/")
-        name = href.rsplit("/", 1)[-1]
+        href = attrs.get("href") or ""
+        name = urldefrag(href)[0].rstrip("/").rsplit("/", 1)[-1]
         if name:
-            names.add(str(canonicalize_name(name)))
-    return names
+            links.setdefault(str(canonicalize_name(name)), href)
+    return links
+
+
+def root_html_projects(text: str) -> set[str]:
+    """The projects a PEP 503 root page links, by canonical name (root_html_links)."""
+    return set(root_html_links(text))
 
 
 def root_json_projects(body: bytes) -> set[str]:

@@ -119,6 +119,39 @@ def test_a_root_that_lists_exactly_the_folders_stays_as_it_is() -> None:
     )
 
 
+def test_a_folder_with_a_json_or_htm_page_alone_stays_listed_in_the_rewritten_root() -> None:
+    before = {
+        **OTHERS,
+        "cu130/zeta/index.json": b'{"meta": {"api-version": "1.1"}, "files": []}',
+        "cu130/beta/index.htm": b"<a href='b.whl'>b.whl</a>",
+    }
+    after, _ = merged(before, PackagePages.from_rendered(rendered("cu130"), PROJECT))
+    for name in ("sgl-kernel", "zeta", "beta", PROJECT):
+        assert f'href="{name}/"'.encode() in after["cu130/index.html"], name
+
+
+@pytest.mark.parametrize(
+    "href", ["https://mirror.example/cu130/omega/", "/cu130-mirror/omega/", "../mirror/omega/"]
+)
+def test_a_root_that_links_a_page_elsewhere_is_never_rewritten_without_it(href: str) -> None:
+    before = {
+        **OTHERS,
+        "cu130/index.html": OTHERS["cu130/index.html"] + f'<a href="{href}">o</a>'.encode(),
+    }
+    with pytest.raises(ValueError, match=r"cu130/index.html links .*omega/, a page elsewhere"):
+        merged(before, PackagePages.from_rendered(rendered("cu130"), PROJECT))
+
+
+def test_a_root_page_that_is_a_symlink_is_not_replaced() -> None:
+    pages = PackagePages.from_rendered(rendered("cu130"), PROJECT)
+    listing = {p: d for p, d in OTHERS.items() if p != "cu130/index.html"}
+    with pytest.raises(ValueError, match=r"cu130/index.html is a symlink on the branch"):
+        merge_pages(
+            listing, {}, pages, directory="", root_pages=roots,
+            others={"cu130/index.html": "a symlink"},
+        )  # fmt: skip
+
+
 def test_the_projects_folder_is_replaced_whole_in_the_labels_it_has_pages_for() -> None:
     before = {
         **OTHERS,
