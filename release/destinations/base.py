@@ -169,6 +169,14 @@ class DestinationKind(Protocol):
         """Where that index is served (`--index-base-url`, else its `index-url`)."""
         ...
 
+    def check_index(
+        self, index: IndexRef, labels: Collection[str], reach: Reach, *, project: str
+    ) -> None:
+        """A kind that lists other destinations' wheels, before anything of the release is
+        published: PublishError where `push_index` of `project`'s pages of `labels` would
+        fail for a reason known now (its remote, its token, an entry in the way)."""
+        ...
+
     def push_index(
         self,
         index: IndexRef,
@@ -293,6 +301,11 @@ class KindBase:
     def index_base(self, destination: DestinationRef, reach: Reach) -> str | None:
         base = reach.index_base_url or destination.index_url
         return None if base is None else base.rstrip("/") + "/"
+
+    def check_index(
+        self, index: IndexRef, labels: Collection[str], reach: Reach, *, project: str
+    ) -> None:
+        raise PublishError(f"{index.name}: {self.name} destinations list no other's wheels")
 
     def push_index(
         self,

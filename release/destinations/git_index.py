@@ -12,14 +12,17 @@ the github destination's index: its `index-url` is this one's (release.matrix.gi
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
+
+from packaging.utils import canonicalize_name
 
 from release.destinations.base import IndexWritten, KindBase
 from release.destinations.index import root_page
 from release.destinations.reach import Reach
 from release.errors import PublishError
 from release.records.manifest import IndexRef
-from release.remote.gitindex import GitIndexTarget, PackagePages, push_pages
+from release.remote.gitindex import GitIndexTarget, check_pages, push_pages
+from release.remote.gitpages import PROJECT_PAGES, PackagePages
 
 
 def root_pages(label: str, projects: Sequence[str]) -> Mapping[str, bytes]:
@@ -31,6 +34,28 @@ def root_pages(label: str, projects: Sequence[str]) -> Mapping[str, bytes]:
 
 class GitIndexKind(KindBase):
     name = "git-index"
+
+    def check_index(
+        self, index: IndexRef, labels: Collection[str], reach: Reach, *, project: str
+    ) -> None:
+        """Before anything of the release is published: the token is there and may go to
+        the remote, git reaches the branch, and nothing that is not `project`'s stands where
+        its pages of `labels` go (PublishError naming it; nothing is pushed)."""
+        pages = PackagePages(
+            project=str(canonicalize_name(project)),
+            pages={label: dict.fromkeys(PROJECT_PAGES, b"") for label in labels},
+        )
+        check_pages(self._target(index, reach), pages, root_pages=root_pages, environ=reach.environ)
+
+    def _target(self, index: IndexRef, reach: Reach) -> GitIndexTarget:
+        if index.token_secret:
+            reach.require_github_token(index.name, index.token_secret)
+        return GitIndexTarget(
+            url=index.url or "",
+            branch=index.branch or "",
+            directory=index.directory or "",
+            token=reach.token_for(index.url or "", index.token_secret),
+        )
 
     def push_index(
         self,
@@ -44,18 +69,11 @@ class GitIndexKind(KindBase):
         """One commit of `tree`'s pages of `project` on the index's branch, pushed (fetched
         again and re-applied where another commit won the race; the branch as it was where
         every push is refused: PublishError)."""
-        if index.token_secret:
-            reach.require_github_token(index.name, index.token_secret)
+        target = self._target(index, reach)
         try:
             pages = PackagePages.from_rendered(tree, project)
         except ValueError as error:
             raise PublishError(f"{index.name}: cannot write the index: {error}") from None
-        target = GitIndexTarget(
-            url=index.url or "",
-            branch=index.branch or "",
-            directory=index.directory or "",
-            token=reach.token_for(index.url or "", index.token_secret),
-        )
         pushed = push_pages(
             target, pages, root_pages=root_pages, version=version, environ=reach.environ
         )

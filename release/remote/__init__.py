@@ -7,6 +7,9 @@ Its modules:
   pages: sgl-project/whl's layout (`cu129/`, `cu130/` on its gh-pages branch, each holding one
   folder per project and a root page listing them, served by GitHub Pages).
 
+- `gitpages`: The pure core of a pip index committed to a git repository
+  (release.remote.gitindex runs git): what a project's pages change on the branch, writing or
+  deleting nothing that is not the project's own.
 - `github`: The one GitHub REST client: githubkit with this program's retry policy, pagination,
   digests, and every call the publisher, the plan, the index and verify make.
 - `github_model`: What GitHub's REST API returns, as this program reads it: releases, assets,

@@ -2,14 +2,8 @@
 sgl-project/whl's layout (`cu129/`, `cu130/` on its gh-pages branch, each holding one
 folder per project and a root page listing them, served by GitHub Pages).
 
-The core is pure: `merge_pages` takes this project's pages (release.destinations.index's
-`render_index` tree, read by `PackagePages.from_rendered`), the files the branch holds under
-the directory and the root pages among them, and says what to write and delete. This
-project's folder of each label it has pages for is replaced whole (never appended to); the
-root page of that label is rewritten, in the caller's format, only where it does not list
-exactly the project folders the label holds, so that it stays in sync; nothing else is ever
-written or deleted: other projects' pages, other labels, the directory's own landing page
-and every file outside the directory stay as they are, byte for byte.
+The core is pure (release.remote.gitpages): `merge_pages` says what this project's pages
+change on the branch, writing or deleting nothing that is not its own.
 
 The edge, `push_pages`, does it with git (release.proc): it fetches the branch's tip alone
 (depth 1), builds the new tree from the fetched one with a temporary index (no checkout, so
@@ -28,229 +22,25 @@ import base64
 import re
 import tempfile
 import time
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from urllib.parse import urlsplit
-
-from packaging.utils import canonicalize_name
 
 from release import proc
 from release.credentials import Secret, redact, without_credentials
 from release.errors import PublishError
-from release.remote.simple_index import root_html_links, root_html_projects, root_json_projects
+from release.remote.gitpages import (
+    IndexChange,
+    PackagePages,
+    RootPages,
+    commit_message,
+    merge_pages,
+    pages_to_read,
+)
 
-ROOT_HTML = "index.html"
-ROOT_JSON = "index.json"
 ATTEMPTS = 4  # pushes, each after a fresh fetch
 BACKOFF_SECONDS = 1.0  # before the second attempt; doubled after each
-# The pages of one label's root, given the project folders it holds: files by name
-# (index.html, and index.json where the caller writes PEP 691 too).
-RootPages = Callable[[str, Sequence[str]], Mapping[str, bytes]]
-
-
-# --- The core: pages in, the change out. ---
-
-
-def _segment_problem(name: str) -> str | None:
-    if not name or name in {".", ".."} or name.startswith(".git") or "/" in name or "\\" in name:
-        return f"{name!r} cannot be a folder of an index"
-    return None
-
-
-@dataclass(frozen=True, kw_only=True)
-class PackagePages:
-    """One project's pages of an index: for each local label, the files of its folder
-    `<label>/<project>/` (index.html, index.json)."""
-
-    project: str  # canonical: the folder's name
-    pages: Mapping[str, Mapping[str, bytes]]  # label -> file name -> bytes
-
-    @classmethod
-    def from_rendered(cls, tree: Mapping[str, bytes], project: str) -> PackagePages:
-        """This project's pages from a rendered index tree (`<label>/<project>/<file>`);
-        its label roots are left out (`merge_pages` keeps each in sync with its folder).
-        ValueError for any other file, or one of another project: a shared index takes
-        a project's own pages only."""
-        name = str(canonicalize_name(project))
-        pages: dict[str, dict[str, bytes]] = {}
-        for path, data in sorted(tree.items()):
-            parts = path.split("/")
-            if len(parts) == 2 and parts[1] in (ROOT_HTML, ROOT_JSON):
-                continue
-            if len(parts) != 3 or parts[1] != name:
-                raise ValueError(f"{path}: not a page of {name} under a label's folder")
-            problem = _segment_problem(parts[0]) or _segment_problem(parts[2])
-            if problem is not None:
-                raise ValueError(f"{path}: {problem}")
-            pages.setdefault(parts[0], {})[parts[2]] = data
-        if not pages:
-            raise ValueError(f"no page of {name} to publish")
-        return cls(project=name, pages=pages)
-
-
-def commit_message(pages: PackagePages, version: str) -> str:
-    """The commit's message: the project, its version and the labels it lists, as
-    sgl-project's own scripts name theirs (`update sgl-deep-gemm whl index for v0.1.4`)."""
-    return f"{pages.project} {version}: index pages ({', '.join(sorted(pages.pages))})"
-
-
-@dataclass(frozen=True, kw_only=True)
-class IndexChange:
-    """What one publish does to the branch: paths from the repository's root."""
-
-    writes: Mapping[str, bytes]
-    deletes: tuple[str, ...] = ()
-
-    @property
-    def paths(self) -> tuple[str, ...]:
-        return (*sorted(self.writes), *self.deletes)
-
-
-def _join(*parts: str) -> str:
-    return "/".join(p for p in parts if p)
-
-
-# the files that make a folder of a label a project's page (PEP 503 HTML, as a static host
-# serves a directory; PEP 691 JSON alone)
-_PROJECT_PAGES = (ROOT_HTML, "index.htm", ROOT_JSON)
-
-
-def _projects_in(listing: Collection[str], label_dir: str) -> dict[str, str]:
-    """The project folders of a label's folder (those holding a page: _PROJECT_PAGES),
-    canonical name -> folder name."""
-    prefix = label_dir + "/" if label_dir else ""
-    found: dict[str, str] = {}
-    for path in sorted(listing):
-        rest = path[len(prefix) :] if path.startswith(prefix) else None
-        if rest is None:
-            continue
-        parts = rest.split("/")
-        if len(parts) == 2 and parts[1] in _PROJECT_PAGES:
-            found.setdefault(str(canonicalize_name(parts[0])), parts[0])
-    return found
-
-
-def _listed_elsewhere(read: Mapping[str, bytes], html: str, holds: set[str]) -> str | None:
-    """A link of a label's root page to a page elsewhere (another host, an absolute path
-    or a folder above: `https://mirror.example/cu130/omega/`, `/omega/`, `../omega/`) that
-    rewriting the root, which lists the label's folders, would drop; None where there is
-    none. A relative link to a folder the label no longer holds is stale, and goes."""
-    if html not in read:
-        return None
-    links = root_html_links(read[html].decode("utf-8", errors="replace"))
-    elsewhere = sorted(
-        href
-        for name, href in links.items()
-        if name not in holds and (urlsplit(href).netloc or href.startswith(("/", "../")))
-    )
-    if not elsewhere:
-        return None
-    return (
-        f"{html} links {', '.join(elsewhere[:3])}{' ...' if len(elsewhere) > 3 else ''}, a page "
-        "elsewhere: rewriting it to list the label's folders would drop that link"
-    )
-
-
-def pages_to_read(listing: Collection[str], pages: PackagePages, directory: str) -> list[str]:
-    """The files `merge_pages` reads: the root pages of the labels it writes, where the
-    branch has them."""
-    return sorted(
-        path
-        for label in pages.pages
-        for path in (_join(directory, label, ROOT_HTML), _join(directory, label, ROOT_JSON))
-        if path in listing
-    )
-
-
-def _root_in_sync(read: Mapping[str, bytes], html: str, json: str, holds: set[str]) -> bool:
-    """Whether a label's root pages (those there are) list exactly the folders it holds."""
-    if html not in read:
-        return False
-    if root_html_projects(read[html].decode("utf-8", errors="replace")) != holds:
-        return False
-    if json not in read:
-        return True
-    try:
-        return root_json_projects(read[json]) == holds
-    except ValueError:
-        return False
-
-
-def merge_pages(
-    listing: Collection[str],
-    read: Mapping[str, bytes],
-    pages: PackagePages,
-    *,
-    directory: str,
-    root_pages: RootPages,
-    others: Mapping[str, str] | None = None,
-) -> IndexChange:
-    """The change that puts `pages` into a branch whose files are `listing` (paths from the
-    repository's root; `read` holds the bytes of those `pages_to_read` names): this
-    project's folder of each of its labels replaced whole, and that label's root rewritten
-    by `root_pages` where it does not list exactly the project folders the label will hold.
-    Nothing else is written or deleted: ValueError where an entry of the branch that is not
-    this project's (a file, a symlink or a submodule in `others`: path -> what it is, or a
-    folder) stands where a page or a folder of one goes, which writing would replace."""
-    if any(p == ".." or p.startswith(".git") for p in PurePosixPath(directory).parts):
-        raise ValueError(f"{directory!r}: not a directory inside the repository")
-    writes: dict[str, bytes] = {}
-    deletes: list[str] = []
-    for label, files in sorted(pages.pages.items()):
-        label_dir = _join(directory, label)
-        folder = _join(label_dir, pages.project)
-        for name, data in sorted(files.items()):
-            writes[_join(folder, name)] = data
-        entries = [*listing, *(others or {})]
-        deletes += sorted(p for p in entries if p.startswith(folder + "/") and p not in writes)
-        holds = {**_projects_in(listing, label_dir), pages.project: pages.project}
-        html, json = _join(label_dir, ROOT_HTML), _join(label_dir, ROOT_JSON)
-        if not _root_in_sync(read, html, json, set(holds)):
-            dropped = _listed_elsewhere(read, html, set(holds))
-            if dropped is not None:
-                raise ValueError(dropped)
-            for name, data in root_pages(label, sorted(holds.values())).items():
-                writes[_join(label_dir, name)] = data
-    change = IndexChange(writes=writes, deletes=tuple(deletes))
-    own = [_join(directory, label, pages.project) for label in pages.pages]
-    blocked = _in_the_way(listing, others or {}, change, own)
-    if blocked is not None:
-        raise ValueError(blocked)
-    return change
-
-
-def _in_the_way(
-    listing: Collection[str], others: Mapping[str, str], change: IndexChange, own: Sequence[str]
-) -> str | None:
-    """Why writing `change` would replace an entry that is not this project's (in its own
-    folders `own`, everything is replaced whole): a file, symlink or submodule where a
-    folder of a written page goes, or anything under a path a page is written to."""
-    entries = {**dict.fromkeys(listing, "a file"), **others}
-
-    def ours(path: str) -> bool:
-        return any(path == folder or path.startswith(folder + "/") for folder in own)
-
-    for path in sorted(change.writes):
-        if path in others and not ours(path):
-            return f"{path} is {others[path]} on the branch: writing it would replace it"
-        parts = path.split("/")
-        for depth in range(1, len(parts)):
-            above = "/".join(parts[:depth])
-            if above in entries and not ours(above):
-                return (
-                    f"{above} is {entries[above]} on the branch, where the index's folder "
-                    f"{above}/ goes: writing {path} would replace it"
-                )
-        below = next((p for p in entries if p.startswith(path + "/") and not ours(p)), None)
-        if below is not None:
-            return (
-                f"{path} is a folder on the branch (it holds {below}): writing it would replace it"
-            )
-    return None
-
-
-# --- The edge: git. ---
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -511,16 +301,11 @@ def _identity(git: _Git, environ: Mapping[str, str]) -> dict[str, str]:
     }
 
 
-def _attempt(
-    git: _Git,
-    *,
-    pages: PackagePages,
-    root_pages: RootPages,
-    message: str,
-    identity: Mapping[str, str],
-    scratch: Path,
-) -> tuple[IndexPush | None, proc.Completed | None]:
-    """One fetch, merge and push: the outcome, or the push that was refused."""
+def _change(
+    git: _Git, pages: PackagePages, root_pages: RootPages
+) -> tuple[str | None, IndexChange]:
+    """The branch's tip, fetched, and the change that puts `pages` on it (PublishError:
+    something not this project's is in the way, and nothing is pushed)."""
     tip = _fetch(git)
     listing, others = _listing(git, tip)
     read = {
@@ -542,6 +327,20 @@ def _attempt(
             hint="release replaces nothing but this project's own pages: move that entry "
             "out of the way in the index's repository",
         ) from None
+    return tip, change
+
+
+def _attempt(
+    git: _Git,
+    *,
+    pages: PackagePages,
+    root_pages: RootPages,
+    message: str,
+    identity: Mapping[str, str],
+    scratch: Path,
+) -> tuple[IndexPush | None, proc.Completed | None]:
+    """One fetch, merge and push: the outcome, or the push that was refused."""
+    tip, change = _change(git, pages, root_pages)
     tree = _new_tree(git, tip, change, scratch)
     if tip is not None and git("rev-parse", f"{tip}^{{tree}}", what="").output.strip() == tree:
         return IndexPush(commit=tip, changed=False, attempts=0), None
@@ -557,6 +356,27 @@ def _attempt(
     if not pushed.ok:
         return None, pushed
     return IndexPush(commit=commit, changed=True, attempts=0, paths=change.paths), None
+
+
+def check_pages(
+    target: GitIndexTarget,
+    pages: PackagePages,
+    *,
+    root_pages: RootPages,
+    environ: Mapping[str, str],
+    runner: proc.Runner = proc.run,
+) -> None:
+    """What `push_pages` would find, found before anything of the release is published:
+    the branch reached and its tip fetched, and the merge of `pages` worked out (its
+    pages' bytes do not matter, their paths do); nothing is committed or pushed.
+    PublishError as `push_pages` raises it: git cannot reach the branch, or an entry that
+    is not this project's is in the way."""
+    with tempfile.TemporaryDirectory(prefix="release-git-index-") as tmp:
+        work = Path(tmp) / "repo"
+        work.mkdir()
+        git = _Git(work, target, environ, runner)
+        git("init", "--quiet", what="making a scratch repository")
+        _change(git, pages, root_pages)
 
 
 def push_pages(

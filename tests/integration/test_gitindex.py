@@ -20,7 +20,8 @@ from release import proc
 from release.credentials import Secret
 from release.destinations.index import IndexFile, render_index, root_page
 from release.errors import PublishError
-from release.remote.gitindex import GitIndexTarget, PackagePages, push_pages
+from release.remote.gitindex import GitIndexTarget, push_pages
+from release.remote.gitpages import PackagePages
 from tests.integration.gitremote import BRANCH, GIT, OTHERS, clean_env, git, seeded, tree_of
 
 PROJECT = "sgl-deep-gemm"
@@ -335,7 +336,8 @@ def test_a_remote_that_redirects_to_another_host_gets_no_token_there(
     assert asked, "the remote was asked"
     assert seen == [], "the host it redirects to was never asked, with or without the token"
     assert "returned error: 302" in str(caught.value)
-    assert caught.value.hint is not None and "redirects" in caught.value.hint
+    assert caught.value.hint is not None
+    assert "redirects" in caught.value.hint
     assert git("rev-parse", BRANCH, cwd=remote) == before
 
 

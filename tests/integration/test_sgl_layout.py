@@ -389,3 +389,28 @@ def test_without_the_other_repositorys_token_nothing_is_published(
     assert layout.pypi.files() == {}
     assert layout.gh.releases(WHL) == ()
     assert git("rev-parse", BRANCH, cwd=layout.bare) == tip
+
+
+def test_an_entry_in_the_way_on_the_index_branch_stops_publish_before_any_upload(
+    layout: Layout, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What the push would find in the way is found first: a release public on PyPI and
+    GitHub without its index, which no re-run could complete, is never left behind."""
+    seed = layout.tmp / "alias"
+    git("clone", "--quiet", "--branch", BRANCH, str(layout.bare), str(seed))
+    (seed / "cu129").symlink_to("cu130")  # another package's alias where our label goes
+    git("add", "cu129", cwd=seed)
+    git("commit", "--quiet", "-m", "alias cu129 to cu130", cwd=seed)
+    git("push", "--quiet", "origin", BRANCH, cwd=seed)
+    tip, before = git("rev-parse", BRANCH, cwd=layout.bare), tree_of(layout.bare)
+    capsys.readouterr()
+    code = main(["publish", "--dist", str(layout.dist), "--matrix", str(layout.matrix)])
+    err = capsys.readouterr().err
+    assert code == PublishError.exit_code
+    (line,) = [e for e in err.splitlines() if e.startswith("error:")]
+    assert line.endswith("cu129 is a symlink on the branch, where the index's folder cu129/ "
+                         "goes: writing cu129/index.html would replace it")  # fmt: skip
+    assert f"nothing of {PROJECT} {VERSION} was uploaded anywhere" in err
+    assert layout.pypi.files() == {}
+    assert layout.gh.releases(WHL) == ()
+    assert (git("rev-parse", BRANCH, cwd=layout.bare), tree_of(layout.bare)) == (tip, before)

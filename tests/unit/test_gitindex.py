@@ -14,14 +14,8 @@ import pytest
 from release.credentials import Secret
 from release.destinations.index import IndexFile, render_index, root_page
 from release.matrix.gitindex import git_url_problem
-from release.remote.gitindex import (
-    GitIndexTarget,
-    PackagePages,
-    git_environment,
-    merge_pages,
-    pages_to_read,
-    unquoted_path,
-)
+from release.remote.gitindex import GitIndexTarget, git_environment, unquoted_path
+from release.remote.gitpages import PackagePages, merge_pages, pages_to_read
 
 PROJECT = "sgl-deep-gemm"
 WHEEL = "sgl_deep_gemm-0.1.4+{label}-py3-none-manylinux2014_x86_64.whl"

@@ -259,7 +259,9 @@ def test_a_missing_or_empty_version_file_is_the_problem_at_its_path(tmp_path: Pa
     (project / "VERSION").write_text("v1 beta\n", encoding="utf-8")
     bad = naming(read, read_version_file(project / "VERSION", "VERSION"))
     assert bad.problem == f"{project / 'VERSION'}:1: version 'v1 beta' is not PEP 440"
-    assert missing.in_version_file and empty.in_version_file and bad.in_version_file
+    assert missing.in_version_file
+    assert empty.in_version_file
+    assert bad.in_version_file
 
 
 def test_a_literal_version_wins_over_a_version_file(tmp_path: Path) -> None:
