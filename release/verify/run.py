@@ -78,17 +78,20 @@ def verify_release(target: VerifyTarget, settings: VerifySettings, reach: Reach)
         matrix = load_matrix(target.matrix, named_statically) if target.from_destinations else None
         http = _index_client(matrix, reach, stack)
         releases = published_releases(target, reach, matrix=matrix, http=http)
-        if settings.provenance and matrix is None and target.matrix.is_file():
+        if matrix is None and target.matrix.is_file():
+            # what the release is held to: each variant the matrix names, and provenance
             matrix = load_matrix(target.matrix, named_statically)
             http = _index_client(matrix, reach, stack)
-        if not (settings.provenance and target.matrix.is_file()):
-            matrix = None  # provenance is compared with the matrix only
         reports = []
         for release in releases:
             one = with_overrides(release, target.overrides)
             if matrix is not None:  # before any request: a wrong matrix is no partial report
                 unknown_destinations(one, matrix.destinations)
-            signer = expected_signer(matrix, one.version, settings) if matrix else None
+            signer = (
+                expected_signer(matrix, one.version, settings)
+                if matrix and settings.provenance
+                else None
+            )
             started = time.monotonic()
             report = verify(one, reach, settings, signer=signer)
             # the second look gets what is left of the release's --timeout, not one of its own

@@ -414,3 +414,23 @@ def test_an_entry_in_the_way_on_the_index_branch_stops_publish_before_any_upload
     assert layout.pypi.files() == {}
     assert layout.gh.releases(WHL) == ()
     assert (git("rev-parse", BRANCH, cwd=layout.bare), tree_of(layout.bare)) == (tip, before)
+
+
+def test_a_copy_the_matrix_names_and_the_release_lacks_fails_verify_without_provenance(
+    layout: Layout, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The matrix holds the release to each variant whether or not provenance is checked:
+    a dist that lost its `+cu130` copy publishes what it has, and verify names the copy."""
+    manifest = layout.dist / "manifest.json"
+    data = json.loads(manifest.read_text())
+    data["wheels"] = [w for w in data["wheels"] if w["filename"] != CU130]
+    manifest.write_text(json.dumps(data))
+    (layout.dist / CU130).unlink()
+    code, _, err = publish(layout, capsys)
+    assert code == 0, err
+    layout.checkout()
+    code, report, _ = verify(layout, capsys)
+    assert code == 7
+    failed = [(c["check"], c["subject"]) for c in report["checks"] if not c["ok"]]
+    assert [check for check, _ in failed] == ["missing-variant"], failed
+    assert "cu130" in failed[0][1]
