@@ -49,6 +49,7 @@ from release.remote.github_model import (
     web_base_of_release,
 )
 from release.remote.retry import RetryPolicy
+from release.wheelfile import WheelName
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +57,14 @@ log = logging.getLogger(__name__)
 def staging_name(name: str, sha256: str) -> str:
     """The temporary name new bytes for `name` are uploaded under before the swap."""
     return f"{name}.{sha256[:12]}.part"
+
+
+def _project_of(name: str) -> str | None:
+    """The project a wheel's file name belongs to, or None for any other file."""
+    try:
+        return str(WheelName.parse(name).project) if name.endswith(".whl") else None
+    except ValueError:
+        return None
 
 
 class GithubPublisher:
@@ -87,6 +96,7 @@ class GithubPublisher:
         self.target_commitish = target_commitish
         self.client = client
         self._seen: ReleaseInfo | None = None
+        self._foreign: str | None = None  # a wheel of another project the release holds
         self._web: str | None = None  # the web origin GitHub gave the repository's html_url
 
     def __repr__(self) -> str:
@@ -127,7 +137,10 @@ class GithubPublisher:
                 self._web = self.client.repository_web(self.repository)
                 return {}
             found: dict[str, RemoteFile] = {}
+            ours = {_project_of(name) for name in files} - {None}
             for asset in self.client.list_assets(self.repository, release):
+                if self._foreign is None and _project_of(asset.name) not in (None, *ours):
+                    self._foreign = asset.name
                 if asset.name not in files:
                     continue
                 found[asset.name] = RemoteFile(
@@ -151,6 +164,14 @@ class GithubPublisher:
             self.tag,
         ):
             return f"belongs to {destination.name}, not the GitHub release {self.where}"
+        if self._foreign is not None:
+            # a tag two projects of one repository share (sgl-project/whl's v0.1.0): adding
+            # to the other's release, or replacing its release-manifest.json, is never ours
+            project = WheelName.parse(entry.filename).project
+            return (
+                f"the release {self.where} is another project's (it holds {self._foreign}): "
+                f'give {destination.name} a tag of its own (tag: "{project}-v{{version}}")'
+            )
         problem = asset_name_problem(entry.filename) or attestation_refusal(
             wheel, entry.sha256, repository=self.repository
         )

@@ -322,7 +322,10 @@ def blocked_error(plans: Sequence[DestinationPlan], *, build_tag: bool = False) 
             "" if parts else ": nothing was uploaded"
         )
     if conflicts:
-        return ConflictError(message, hint=conflict_hint(wheels, others, build_tag=build_tag))
+        hint = conflict_hint(wheels, others, build_tag=build_tag)
+        if refused:  # fixed first: neither --replace nor --build-tag takes a refused file
+            hint = "fix the refused files first (reasons above) and rebuild"
+        return ConflictError(message, hint=hint)
     if budgets and not refused:
         return PublishError(message, hint="make the release smaller, or raise the limit (above)")
     return PublishError(message, hint="fix the refused files (reasons above) and rebuild")

@@ -434,3 +434,38 @@ def test_a_copy_the_matrix_names_and_the_release_lacks_fails_verify_without_prov
     failed = [(c["check"], c["subject"]) for c in report["checks"] if not c["ok"]]
     assert [check for check, _ in failed] == ["missing-variant"], failed
     assert "cu130" in failed[0][1]
+
+
+def test_a_tag_another_project_released_in_the_shared_repository_is_never_added_to(
+    layout: Layout, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """sgl-project/whl holds several packages' releases: one that already released v0.1.0
+    there keeps its release as it was, --replace or not, and the plan says why."""
+    state = layout.gh.state
+    owner, name = WHL.split("/")
+    bot = state.user("whl-bot")
+    other = state.create_release(state.repo(owner, name, bot, ""), bot, {"tag_name": "v0.1.0"})
+    acme = make_wheel(layout.tmp / "acme", version="0.1.0+cu130")
+    acme_name = acme.name.replace("k3_kernels", "acme_kernels")
+    layout.gh.add_asset(other.id, acme_name, acme.read_bytes())
+    layout.gh.add_asset(other.id, "release-manifest.json", b'{"project": "acme-kernels"}')
+    held = {a.name: a.data for a in layout.gh.assets(other.id)}
+
+    code, plan, _ = run_json(capsys, "plan", "--matrix", str(layout.matrix), "--dist",
+                             str(layout.dist))  # fmt: skip
+    assert code == PublishError.exit_code
+    refused = {c["wheel"]: c["reason"] for c in plan["cells"] if c["state"] == "refused"}
+    assert set(refused) == {CU129, CU130}
+    assert all(
+        r.startswith(f"the release {WHL}@v0.1.0 is another project's (it holds {acme_name})")
+        for r in refused.values()
+    ), refused
+    for extra in ([], ["--replace"]):
+        capsys.readouterr()
+        code = main(["publish", "--dist", str(layout.dist), "--matrix", str(layout.matrix),
+                     *extra])  # fmt: skip
+        err = capsys.readouterr().err
+        assert code != 0
+        assert "--replace" not in err.split("hint:")[-1]
+        assert {a.name: a.data for a in layout.gh.assets(other.id)} == held
+        assert layout.pypi.files() == {}

@@ -232,6 +232,7 @@ def test_blocked_plans_name_the_error_class(tmp_path: Path) -> None:
     error = blocked_error(both)
     assert isinstance(error, ConflictError)
     assert error.message == "1 CONFLICT and 1 refused: nothing was uploaded"
+    assert error.hint == "fix the refused files first (reasons above) and rebuild"
     plain = blocked_error(only_refused)
     assert type(plain) is PublishError
 
