@@ -225,10 +225,11 @@ def run(args: argparse.Namespace, out: Output) -> int:
     from release.building.settings import GivenOptions
     from release.commands.parsing import buildopts
     from release.destinations.reach import Reach
+    from release.destinations.registry import kind_of
     from release.publish.growth import find_previous
     from release.publish.plan import NO_GPU_GATE, failure, make_plan, toolchain_verdicts
     from release.publish.run import default_factory
-    from release.records.manifest import sdist_cell_of
+    from release.records.manifest import IndexRef, sdist_cell_of
     from release.toolchain.cacheroot import toolchain_cache
 
     matrix = common.load(args.matrix, out, cache_dir=args.cache_dir)
@@ -259,6 +260,10 @@ def run(args: argparse.Namespace, out: Output) -> int:
         previous_note=previous_note,
         sdist=sdist if (sdist := sdist_cell_of(matrix.cells)) in cells else None,
         build_tag=args.build_tag,
+        indexes=[IndexRef.of(i, matrix.project.version) for i in matrix.indexes.values()],
+        index_check=lambda index, labels, project: kind_of(index.kind).check_index(
+            index, labels, reach, project=project
+        ),
     )
     out.table(COLUMNS, table_rows(plan), f"{plan.project} {plan.version}: release plan")
     for line in plan.nccl:

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import enum
 import tempfile
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from release.destinations.buildtag import with_build_tags
@@ -43,12 +43,14 @@ from release.publish.run import PublisherFactory
 from release.records.dist import load_dist, manifest_paths
 from release.records.manifest import (
     DestinationRef,
+    IndexRef,
     Manifest,
     WheelEntry,
     read_manifests,
     sdist_filename,
 )
 from release.records.release_manifest import PreviousRelease
+from release.remote.gitindex import InTheWay
 from release.toolchain import ToolchainPlan, present_dirs
 from release.toolchain.buildenv import cell_plan, environment_of
 from release.wheelfile import WheelName
@@ -379,6 +381,11 @@ def built_manifest(dist: Path) -> Manifest | None:
     return read_manifests(manifest_paths(dist))
 
 
+# asks an index that lists destinations (a git index) whether `project`'s pages of the
+# labels can go there: PublishError (InTheWay: something of another's is in the way) if not
+IndexCheck = Callable[[IndexRef, Sequence[str], str], None]
+
+
 def make_plan(
     cells: Sequence[Cell],
     *,
@@ -391,17 +398,53 @@ def make_plan(
     previous_note: str = NO_PREVIOUS,
     sdist: Cell | None = None,
     build_tag: bool = False,
+    indexes: Sequence[IndexRef] = (),
+    index_check: IndexCheck | None = None,
 ) -> ReleasePlan:
     """The plan; `previous` (with `previous_note` saying what it is, or why there is none)
     is what each built wheel's growth is measured against; `sdist` is the cell whose
     build makes the release's sdist, where it is among `cells`; `build_tag` decides a
-    CONFLICT wheel as `release publish --build-tag` does."""
+    CONFLICT wheel as `release publish --build-tag` does; `index_check` asks each of
+    `indexes` (the git indexes the destinations name) whether it can take the pages, as
+    publish does before its first upload: the rows of the destinations one cannot list
+    are refused (or not asked, where it could not be reached)."""
     with tempfile.TemporaryDirectory(prefix="release-plan-") as scratch:
-        return _make_plan(
+        plan = _make_plan(
             cells, dist=dist, verdicts=verdicts, factory=factory, expect_tag=expect_tag,
             gate=gate, previous=previous, previous_note=previous_note, sdist=sdist,
             scratch=Path(scratch) if build_tag else None,
         )  # fmt: skip
+    if index_check is None or not indexes:
+        return plan
+    return _with_index_answers(plan, cells, indexes, index_check)
+
+
+def _with_index_answers(
+    plan: ReleasePlan, cells: Sequence[Cell], indexes: Sequence[IndexRef], check: IndexCheck
+) -> ReleasePlan:
+    listed: dict[str, list[Cell]] = {}
+    for cell in (c.as_copy(copy) for c in cells for copy in c.copies):
+        if (listed_by := DestinationRef.of(cell).index) is not None:
+            listed.setdefault(listed_by, []).append(cell)
+    answers: dict[str, tuple[State, str]] = {}
+    for index in indexes:
+        copies = listed.get(index.name, [])
+        labels = sorted({c.local_label for c in copies if c.local_label})
+        if not labels:
+            continue
+        try:
+            check(index, labels, plan.project)
+        except PublishError as error:
+            state = State.REFUSED if isinstance(error, InTheWay) else State.NOT_ASKED
+            said = f"its index {index.name}: {error.message}"
+            answers |= {c.wheel_filename: (state, said) for c in copies}
+    rows = tuple(
+        replace(r, state=answers[r.wheel][0], reason=answers[r.wheel][1])
+        if r.wheel in answers and r.state is not State.CONFLICT
+        else r
+        for r in plan.rows
+    )
+    return replace(plan, rows=rows)
 
 
 def _make_plan(

@@ -39,6 +39,12 @@ from release.remote.gitpages import (
     pages_to_read,
 )
 
+
+class InTheWay(PublishError):
+    """The branch holds something that is not the project's where its pages go: nothing is
+    pushed (as against a branch git could not reach)."""
+
+
 ATTEMPTS = 4  # pushes, each after a fresh fetch
 BACKOFF_SECONDS = 1.0  # before the second attempt; doubled after each
 
@@ -322,7 +328,7 @@ def _change(
             others=others,
         )
     except ValueError as error:
-        raise PublishError(
+        raise InTheWay(
             f"{git.target.shown}: nothing was pushed: {error}",
             hint="release replaces nothing but this project's own pages: move that entry "
             "out of the way in the index's repository",

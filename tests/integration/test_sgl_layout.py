@@ -403,6 +403,17 @@ def test_an_entry_in_the_way_on_the_index_branch_stops_publish_before_any_upload
     git("commit", "--quiet", "-m", "alias cu129 to cu130", cwd=seed)
     git("push", "--quiet", "origin", BRANCH, cwd=seed)
     tip, before = git("rev-parse", BRANCH, cwd=layout.bare), tree_of(layout.bare)
+    code, plan, _ = run_json(capsys, "plan", "--matrix", str(layout.matrix), "--dist",
+                             str(layout.dist))  # fmt: skip
+    assert code == PublishError.exit_code
+    states = {c["wheel"]: (c["state"], c["reason"]) for c in plan["cells"]}
+    assert states[PLAIN][0] == "new"
+    for wheel in (CU129, CU130):
+        state, reason = states[wheel]
+        assert state == "refused"
+        assert reason.startswith("its index whl-index: ")
+        assert reason.endswith("cu129 is a symlink on the branch, where the index's folder "
+                               "cu129/ goes: writing cu129/index.html would replace it")  # fmt: skip
     capsys.readouterr()
     code = main(["publish", "--dist", str(layout.dist), "--matrix", str(layout.matrix)])
     err = capsys.readouterr().err
