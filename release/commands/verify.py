@@ -198,6 +198,7 @@ def run(args: argparse.Namespace, out: Output) -> int:
     target = VerifyTarget(
         dist=args.dist,
         matrix=args.matrix,
+        matrix_given=args.matrix_given,
         tags=tuple(args.tag),
         latest=args.latest,
         overrides=common.parse_overrides(args.index_url),

@@ -46,6 +46,7 @@ class VerifyTarget:
 
     dist: Path = Path("dist")
     matrix: Path = Path("matrix.yaml")
+    matrix_given: bool = False  # named on the command line (--matrix), not found by default
     tags: tuple[str, ...] = ()
     latest: int | None = None  # the newest N published releases
     overrides: Mapping[str, str] = field(default_factory=dict)  # --index-url NAME=URL
@@ -78,8 +79,10 @@ def verify_release(target: VerifyTarget, settings: VerifySettings, reach: Reach)
         matrix = load_matrix(target.matrix, named_statically) if target.from_destinations else None
         http = _index_client(matrix, reach, stack)
         releases = published_releases(target, reach, matrix=matrix, http=http)
-        if matrix is None and target.matrix.is_file():
+        held = settings.provenance or target.matrix_given
+        if matrix is None and held and target.matrix.is_file():
             # what the release is held to: each variant the matrix names, and provenance
+            # (with --no-provenance, a matrix named on the command line only)
             matrix = load_matrix(target.matrix, named_statically)
             http = _index_client(matrix, reach, stack)
         reports = []

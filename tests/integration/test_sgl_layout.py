@@ -412,8 +412,10 @@ def test_an_entry_in_the_way_on_the_index_branch_stops_publish_before_any_upload
         state, reason = states[wheel]
         assert state == "refused"
         assert reason.startswith("its index whl-index: ")
-        assert reason.endswith("cu129 is a symlink on the branch, where the index's folder "
-                               "cu129/ goes: writing cu129/index.html would replace it")  # fmt: skip
+        assert reason.endswith(
+            "cu129 is a symlink on the branch, where the index's folder cu129/ goes: writing "
+            "cu129/index.html would replace it"
+        )
     capsys.readouterr()
     code = main(["publish", "--dist", str(layout.dist), "--matrix", str(layout.matrix)])
     err = capsys.readouterr().err

@@ -67,15 +67,32 @@ class Parents:
     cells: argparse.ArgumentParser
 
 
+class _Given(argparse.Action):
+    """Stores the value, and that it was given (`matrix_given`): a command may hold what it
+    reads to a matrix named on the command line that it would not look for by default."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        setattr(namespace, self.dest, values)
+        setattr(namespace, f"{self.dest}_given", True)
+
+
 def parents() -> Parents:
     matrix = Parser(add_help=False)
     matrix.add_argument(
         "--matrix",
         type=Path,
         default=Path("matrix.yaml"),
+        action=_Given,
         metavar="PATH",
         help="the release matrix (default: ./matrix.yaml)",
     )
+    matrix.set_defaults(matrix_given=False)
     output = Parser(add_help=False)
     output.add_argument(
         "--json",
