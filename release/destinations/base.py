@@ -54,6 +54,13 @@ class Publisher(Protocol):
         ...
 
     @property
+    def taken(self) -> str | None:
+        """Why the place this release goes is another project's, as `existing` found it
+        (a GitHub release at the tag that holds another project's wheels); None where it
+        is free or this project's."""
+        ...
+
+    @property
     def index_url(self) -> str | None:
         """The simple index that lists what this destination published, if one does."""
         ...

@@ -97,6 +97,7 @@ class GithubPublisher:
         self.client = client
         self._seen: ReleaseInfo | None = None
         self._foreign: str | None = None  # a wheel of another project the release holds
+        self._project = "PROJECT"  # this project's name, as the wheels asked about say
         self._web: str | None = None  # the web origin GitHub gave the repository's html_url
 
     def __repr__(self) -> str:
@@ -124,6 +125,17 @@ class GithubPublisher:
             return f"the release {self.where} is immutable"
         return None
 
+    @property
+    def taken(self) -> str | None:
+        # a tag two projects of one repository share (sgl-project/whl's v0.1.0): adding to
+        # the other's release, or replacing its release-manifest.json, is never this one's
+        if self._foreign is None:
+            return None
+        return (
+            f"the release {self.where} is another project's (it holds {self._foreign}): "
+            f'give {self.name} a tag of its own (tag: "{self._project}-v{{version}}")'
+        )
+
     # -- Publisher protocol -------------------------------------------------------------
 
     def existing(self, files: Mapping[str, int], *, rehash: bool = False) -> dict[str, RemoteFile]:
@@ -138,6 +150,7 @@ class GithubPublisher:
                 return {}
             found: dict[str, RemoteFile] = {}
             ours = {_project_of(name) for name in files} - {None}
+            self._project = min((p for p in ours if p), default="PROJECT")
             for asset in self.client.list_assets(self.repository, release):
                 if self._foreign is None and _project_of(asset.name) not in (None, *ours):
                     self._foreign = asset.name
@@ -164,14 +177,8 @@ class GithubPublisher:
             self.tag,
         ):
             return f"belongs to {destination.name}, not the GitHub release {self.where}"
-        if self._foreign is not None:
-            # a tag two projects of one repository share (sgl-project/whl's v0.1.0): adding
-            # to the other's release, or replacing its release-manifest.json, is never ours
-            project = WheelName.parse(entry.filename).project
-            return (
-                f"the release {self.where} is another project's (it holds {self._foreign}): "
-                f'give {destination.name} a tag of its own (tag: "{project}-v{{version}}")'
-            )
+        if self.taken is not None:
+            return self.taken
         problem = asset_name_problem(entry.filename) or attestation_refusal(
             wheel, entry.sha256, repository=self.repository
         )

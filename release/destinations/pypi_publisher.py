@@ -279,6 +279,7 @@ class PypiPublisher:
 
     stages = False
     frozen: str | None = None  # PyPI takes new files; replace never applies (run.py)
+    taken: str | None = None  # a project's name is its own there
 
     def __init__(
         self,

@@ -143,6 +143,10 @@ class S3Publisher:
         return None
 
     @property
+    def taken(self) -> str | None:
+        return None  # the bucket's commits are this project's alone
+
+    @property
     def index_url(self) -> str | None:
         return None
 

@@ -276,6 +276,8 @@ def _ask(
         state, reason = unbuilt_state(listed)
         if state is State.ABSENT and publisher.frozen:
             state, reason = State.REFUSED, f"{publisher.frozen}: it cannot be added"
+        elif state is State.ABSENT and publisher.taken:
+            state, reason = State.REFUSED, publisher.taken
         url = publisher.final_url(name) if listed is None else listed.url
         out[name] = (state, reason, url, None)
     return out, decided.budget

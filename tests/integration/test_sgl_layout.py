@@ -464,15 +464,18 @@ def test_a_tag_another_project_released_in_the_shared_repository_is_never_added_
     layout.gh.add_asset(other.id, "release-manifest.json", b'{"project": "acme-kernels"}')
     held = {a.name: a.data for a in layout.gh.assets(other.id)}
 
-    code, plan, _ = run_json(capsys, "plan", "--matrix", str(layout.matrix), "--dist",
-                             str(layout.dist))  # fmt: skip
-    assert code == PublishError.exit_code
-    refused = {c["wheel"]: c["reason"] for c in plan["cells"] if c["state"] == "refused"}
-    assert set(refused) == {CU129, CU130}
-    assert all(
-        r.startswith(f"the release {WHL}@v0.1.0 is another project's (it holds {acme_name})")
-        for r in refused.values()
-    ), refused
+    (layout.tmp / "unbuilt").mkdir()
+    for dist in (layout.dist, layout.tmp / "unbuilt"):  # after the build, and before it
+        code, plan, _ = run_json(capsys, "plan", "--matrix", str(layout.matrix), "--dist",
+                                 str(dist))  # fmt: skip
+        assert code == PublishError.exit_code
+        refused = {c["wheel"]: c["reason"] for c in plan["cells"] if c["state"] == "refused"}
+        assert set(refused) == {CU129, CU130}
+        assert all(
+            r == f"the release {WHL}@v0.1.0 is another project's (it holds {acme_name}): give "
+            'whl a tag of its own (tag: "k3-kernels-v{version}")'
+            for r in refused.values()
+        ), refused
     for extra in ([], ["--replace"]):
         capsys.readouterr()
         code = main(["publish", "--dist", str(layout.dist), "--matrix", str(layout.matrix),

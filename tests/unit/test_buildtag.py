@@ -105,6 +105,7 @@ class Holding:
         self.files = dict(files)
         self.digests = digests
         self.frozen = frozen
+        self.taken: str | None = None
         self.refused = dict(refused or {})
         self.asked: list[set[str]] = []
 

@@ -163,6 +163,7 @@ class FakeDestination:
 
     stages = False
     index_url = None
+    taken = None
 
     def __init__(
         self,
