@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from release.fsutil import current_umask, json_text, write_atomic
 from release.wheelfile import NotAWheel, WheelName
@@ -147,7 +148,7 @@ def project_page(project: str, files: Sequence[IndexFile]) -> tuple[bytes, bytes
 def root_page(title: str, projects: Sequence[str]) -> tuple[bytes, bytes]:
     """The PEP 503 HTML and PEP 691 JSON root pages listing `projects`."""
     names = sorted(projects)
-    links = [f'<a href="{html.escape(p)}/">{html.escape(p)}</a><br>' for p in names]
+    links = [f'<a href="{html.escape(quote(p))}/">{html.escape(p)}</a><br>' for p in names]
     return _html_page(title, links), _json_bytes(
         {"meta": {"api-version": API_VERSION}, "projects": [{"name": p} for p in names]}
     )

@@ -14,14 +14,15 @@ directory stay as they are, byte for byte.
 
 from __future__ import annotations
 
+from codecs import BOM_UTF16_BE, BOM_UTF16_LE, BOM_UTF32_BE, BOM_UTF32_LE
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urljoin, urlsplit
 
-from packaging.utils import canonicalize_name
+from packaging.utils import InvalidName, canonicalize_name
 
-from release.remote.simple_index import root_html_links, root_html_projects, root_json_projects
+from release.remote.simple_index import page_links, root_json_projects
 
 ROOT_HTML = "index.html"
 ROOT_JSON = "index.json"
@@ -98,39 +99,85 @@ def _join(*parts: str) -> str:
 _PROJECT_PAGES = (ROOT_HTML, "index.htm", ROOT_JSON)
 
 
-def _projects_in(listing: Collection[str], label_dir: str) -> dict[str, str]:
-    """The project folders of a label's folder (those holding a page: _PROJECT_PAGES),
-    canonical name -> folder name."""
+def _projects_in(
+    listing: Collection[str], others: Mapping[str, str], label_dir: str
+) -> dict[str, str]:
+    """The project folders of a label's folder, canonical name -> folder name: those holding
+    a page (_PROJECT_PAGES), and another project's alias (a symlink: `zeta -> ../cu129/zeta`).
+    A folder whose name is no project's name (PEP 508: `a#b`, `sp ace`) is no project's."""
     prefix = label_dir + "/" if label_dir else ""
     found: dict[str, str] = {}
-    for path in sorted(listing):
+    for path in sorted([*listing, *(p for p, kind in others.items() if kind == "a symlink")]):
         rest = path[len(prefix) :] if path.startswith(prefix) else None
         if rest is None:
             continue
         parts = rest.split("/")
-        if len(parts) == 2 and parts[1] in _PROJECT_PAGES:
-            found.setdefault(str(canonicalize_name(parts[0])), parts[0])
+        paged = len(parts) == 2 and parts[1] in _PROJECT_PAGES
+        if paged or (len(parts) == 1 and others.get(path) == "a symlink"):
+            try:
+                name = str(canonicalize_name(parts[0], validate=True))
+            except InvalidName:
+                continue
+            found.setdefault(name, parts[0])
     return found
 
 
-def _listed_elsewhere(read: Mapping[str, bytes], html: str, holds: set[str]) -> str | None:
-    """A link of a label's root page to a page elsewhere (another host, an absolute path
-    or a folder above: `https://mirror.example/cu130/omega/`, `/omega/`, `../omega/`) that
-    rewriting the root, which lists the label's folders, would drop; None where there is
-    none. A relative link to a folder the label no longer holds is stale, and goes."""
+# links that name no page (a root page may hold them beside its projects')
+_NOT_PAGES = ("javascript:", "mailto:", "data:", "#")
+_HERE = "http://label.invalid/here/"  # a label's root, to read its relative links against
+
+
+def _decoded(data: bytes) -> str:
+    """A page's text: by its byte order mark where it has one (UTF-16, UTF-32), else UTF-8."""
+    for mark, codec in ((BOM_UTF32_LE, "utf-32"), (BOM_UTF32_BE, "utf-32"),
+                        (BOM_UTF16_LE, "utf-16"), (BOM_UTF16_BE, "utf-16")):  # fmt: skip
+        if data.startswith(mark):
+            return data.decode(codec, errors="replace")
+    return data.decode("utf-8-sig", errors="replace")
+
+
+def root_links(data: bytes) -> tuple[set[str], list[str]]:
+    """A label's root page: the folders beside it its links name, as written (`K3_Kernels`
+    of `./K3_Kernels/`), and its links to pages elsewhere, as written: another host, an
+    absolute path, a folder above or deeper (after the percent-decoding and backslashes a
+    browser reads: `%2e%2e/x/`, `\\\\host\\x`), or any link under a `<base href>`."""
+    links, base = page_links(_decoded(data))
+    folders: set[str] = set()
+    elsewhere: list[str] = []
+    for href in links:
+        read = unquote(href.strip()).replace("\\", "/")
+        if not read or read.lower().startswith(_NOT_PAGES):
+            continue
+        resolved = urlsplit(urljoin(_HERE, read))
+        here = urlsplit(_HERE)
+        rest = resolved.path.removeprefix(here.path)
+        if (
+            base is None
+            and (resolved.scheme, resolved.netloc) == (here.scheme, here.netloc)
+            and resolved.path.startswith(here.path)
+        ):
+            name = rest.removesuffix(ROOT_HTML).rstrip("/")
+            if "/" not in name:
+                if name:  # "" is the root itself
+                    folders.add(name)
+                continue
+        elsewhere.append(href)
+    return folders, elsewhere
+
+
+def _listed_elsewhere(read: Mapping[str, bytes], html: str) -> str | None:
+    """Links of a label's root page to pages elsewhere (root_links), which rewriting the
+    root to list the label's folders would drop; None where there is none. A link to a
+    folder the label no longer holds is stale, and goes."""
     if html not in read:
         return None
-    links = root_html_links(read[html].decode("utf-8", errors="replace"))
-    elsewhere = sorted(
-        href
-        for name, href in links.items()
-        if name not in holds and (urlsplit(href).netloc or href.startswith(("/", "../")))
-    )
+    _, elsewhere = root_links(read[html])
     if not elsewhere:
         return None
+    shown = ", ".join(repr(h[:80]) for h in elsewhere[:3]) + (" ..." if len(elsewhere) > 3 else "")
     return (
-        f"{html} links {', '.join(elsewhere[:3])}{' ...' if len(elsewhere) > 3 else ''}, a page "
-        "elsewhere: rewriting it to list the label's folders would drop that link"
+        f"{html} links {shown}, a page elsewhere: rewriting it to list the label's folders "
+        "would drop that link"
     )
 
 
@@ -145,16 +192,17 @@ def pages_to_read(listing: Collection[str], pages: PackagePages, directory: str)
     )
 
 
-def _root_in_sync(read: Mapping[str, bytes], html: str, json: str, holds: set[str]) -> bool:
-    """Whether a label's root pages (those there are) list exactly the folders it holds."""
-    if html not in read:
-        return False
-    if root_html_projects(read[html].decode("utf-8", errors="replace")) != holds:
+def _root_in_sync(
+    read: Mapping[str, bytes], html: str, json: str, holds: Mapping[str, str]
+) -> bool:
+    """Whether a label's root pages (those there are) link exactly the folders it holds, by
+    their names as written (a host serves `K3_Kernels/` and `k3-kernels/` apart)."""
+    if html not in read or root_links(read[html])[0] != set(holds.values()):
         return False
     if json not in read:
         return True
     try:
-        return root_json_projects(read[json]) == holds
+        return root_json_projects(read[json]) == set(holds)
     except ValueError:
         return False
 
@@ -186,10 +234,10 @@ def merge_pages(
             writes[_join(folder, name)] = data
         entries = [*listing, *(others or {})]
         deletes += sorted(p for p in entries if p.startswith(folder + "/") and p not in writes)
-        holds = {**_projects_in(listing, label_dir), pages.project: pages.project}
+        holds = {**_projects_in(listing, others or {}, label_dir), pages.project: pages.project}
         html, json = _join(label_dir, ROOT_HTML), _join(label_dir, ROOT_JSON)
-        if not _root_in_sync(read, html, json, set(holds)):
-            dropped = _listed_elsewhere(read, html, set(holds))
+        if not _root_in_sync(read, html, json, holds):
+            dropped = _listed_elsewhere(read, html)
             if dropped is not None:
                 raise ValueError(dropped)
             for name, data in root_pages(label, sorted(holds.values())).items():

@@ -45,8 +45,11 @@ class _AnchorParser(HTMLParser):
         self.anchors: list[tuple[dict[str, str | None], str]] = []
         self._open: dict[str, str | None] | None = None
         self._text: list[str] = []
+        self.base: str | None = None  # a <base href>: what every relative link is read against
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "base" and self.base is None:
+            self.base = dict(attrs).get("href")
         if tag == "a":
             self._open = dict(attrs)
             self._text = []
@@ -249,21 +252,23 @@ def parse_index_page(body: bytes, content_type: str, page_url: str) -> IndexPage
     )
 
 
-def root_html_links(text: str) -> dict[str, str]:
-    """The projects a PEP 503 root page links, by canonical name (each link's last path
-    segment, `sgl-deep-gemm/`, whatever its text says) -> the link as written."""
-    links: dict[str, str] = {}
-    for attrs, _ in _anchors(text):
-        href = attrs.get("href") or ""
-        name = urldefrag(href)[0].rstrip("/").rsplit("/", 1)[-1]
-        if name:
-            links.setdefault(str(canonicalize_name(name)), href)
-    return links
+def page_links(text: str) -> tuple[list[str], str | None]:
+    """Every link of a page as written (`href`, in page order), and its `<base href>`."""
+    parser = _AnchorParser()
+    parser.feed(text)
+    return [attrs.get("href") or "" for attrs, _ in parser.anchors], parser.base
 
 
 def root_html_projects(text: str) -> set[str]:
-    """The projects a PEP 503 root page links, by canonical name (root_html_links)."""
-    return set(root_html_links(text))
+    """The projects a PEP 503 root page links, by canonical name: each link's last path
+    segment (`sgl-deep-gemm/`), whatever its text says."""
+    names = set()
+    for attrs, _ in _anchors(text):
+        href = urldefrag(attrs.get("href") or "")[0].rstrip("/")
+        name = href.rsplit("/", 1)[-1]
+        if name:
+            names.add(str(canonicalize_name(name)))
+    return names
 
 
 def root_json_projects(body: bytes) -> set[str]:

@@ -95,14 +95,19 @@ def test_other_projects_pages_are_never_written_or_deleted() -> None:
 def test_a_root_that_lists_exactly_the_folders_stays_as_it_is() -> None:
     in_sync = {
         **OTHERS,
-        "cu130/index.html": b'<a href="sgl-kernel/">a</a>\n<a href="./Sgl_Deep_Gemm/">b</a>',
+        "cu130/index.html": b'<a href="sgl-kernel/">a</a>\n<a href="./sgl-deep-gemm/">b</a>',
         f"cu130/{PROJECT}/index.html": b"old",
     }
     after, _ = merged(in_sync, PackagePages.from_rendered(rendered("cu130"), PROJECT))
     assert after["cu130/index.html"] == in_sync["cu130/index.html"]
     assert "cu130/index.json" not in after
-    # one listing a project whose folder is gone, or a JSON root that lists another set,
-    # is rewritten
+    # one linking a folder by another spelling (a host serves K3_Kernels/ and k3-kernels/
+    # apart), one listing a project whose folder is gone, or a JSON root that lists another
+    # set, is rewritten
+    spelt = {**in_sync, "cu130/index.html": b'<a href="sgl-kernel/">a</a><a href="Sgl_Deep_Gemm/">'}
+    after, _ = merged(spelt, PackagePages.from_rendered(rendered("cu130"), PROJECT))
+    assert b'href="sgl-deep-gemm/"' in after["cu130/index.html"]
+    assert b"Sgl_Deep_Gemm" not in after["cu130/index.html"]
     stale = {**in_sync, "cu130/index.html": in_sync["cu130/index.html"] + b'<a href="x/">x</a>'}
     after, _ = merged(stale, PackagePages.from_rendered(rendered("cu130"), PROJECT))
     assert b'href="x/"' not in after["cu130/index.html"]
@@ -125,15 +130,78 @@ def test_a_folder_with_a_json_or_htm_page_alone_stays_listed_in_the_rewritten_ro
 
 
 @pytest.mark.parametrize(
-    "href", ["https://mirror.example/cu130/omega/", "/cu130-mirror/omega/", "../mirror/omega/"]
+    "href",
+    [
+        "https://mirror.example/cu130/omega/",
+        "/cu130-mirror/omega/",
+        "../mirror/omega/",
+        "https:/mirror.example/cu130/omega/",
+        "\\\\mirror.example\\cu130\\omega/",
+        "./../cu129/omega/",
+        "x/../../cu129/omega/",
+        "%2e%2e/cu129/omega/",
+        "deeper/omega/",
+        "https://mirror.example/cu130/sgl-kernel/",  # a folder of that name is here too
+    ],
 )
 def test_a_root_that_links_a_page_elsewhere_is_never_rewritten_without_it(href: str) -> None:
     before = {
         **OTHERS,
         "cu130/index.html": OTHERS["cu130/index.html"] + f'<a href="{href}">o</a>'.encode(),
     }
-    with pytest.raises(ValueError, match=r"cu130/index.html links .*omega/, a page elsewhere"):
+    with pytest.raises(
+        ValueError, match=r"cu130/index.html links .*(omega|sgl-kernel)/', a page elsewhere"
+    ):
         merged(before, PackagePages.from_rendered(rendered("cu130"), PROJECT))
+
+
+@pytest.mark.parametrize(
+    "page",
+    [
+        b'<base href="https://mirror.example/cu130/"><a href="sgl-kernel/">k</a><a href="omega/">o</a>',
+        ('<a href="sgl-kernel/">k</a><a href="https://mirror.example/omega/">o</a>').encode(
+            "utf-16"
+        ),
+    ],
+)
+def test_a_root_read_against_a_base_or_in_utf16_still_keeps_its_links_elsewhere(
+    page: bytes,
+) -> None:
+    before = {**OTHERS, "cu130/index.html": page}
+    with pytest.raises(ValueError, match=r"a page elsewhere"):
+        merged(before, PackagePages.from_rendered(rendered("cu130"), PROJECT))
+
+
+def test_a_root_linking_our_folder_elsewhere_is_not_in_sync() -> None:
+    """The root links the project by the right name, to another host: not its folder."""
+    before = {
+        **OTHERS,
+        "cu130/index.html": OTHERS["cu130/index.html"]
+        + f'<a href="https://evil.example/{PROJECT}/">x</a>'.encode(),
+        f"cu130/{PROJECT}/index.html": b"old",
+    }
+    with pytest.raises(ValueError, match=r"evil.example.*a page elsewhere"):
+        merged(before, PackagePages.from_rendered(rendered("cu130"), PROJECT))
+
+
+def test_an_alias_folder_stays_listed_and_a_folder_that_names_no_project_is_none() -> None:
+    pages = PackagePages.from_rendered(rendered("cu130"), PROJECT)
+    listing = {
+        **OTHERS,
+        "cu130/a#b/index.html": b"",
+        "cu130/sp ace/index.html": b"",
+        "cu130/we\rird/index.html": b"",
+    }
+    change = merge_pages(
+        listing, {"cu130/index.html": OTHERS["cu130/index.html"]}, pages, directory="",
+        root_pages=roots, others={"cu130/zeta": "a symlink"},
+    )  # fmt: skip
+    root = change.writes["cu130/index.html"]
+    assert b'href="zeta/"' in root
+    assert b'href="sgl-kernel/"' in root
+    for odd in (b"a#b", b"sp ace", b"we\rird"):
+        assert odd not in root
+        assert odd not in change.writes["cu130/index.json"]
 
 
 def test_a_root_page_that_is_a_symlink_is_not_replaced() -> None:
