@@ -39,7 +39,13 @@ _BAD_REF = re.compile(r"(^[-/.])|(\.\.)|(//)|(@\{)|([/.]$)|(\.lock$)|([\s~^:?*\[
 def is_ref_name(name: str) -> bool:
     """Whether git takes `name` as a branch's or a tag's name (git check-ref-format, and
     `git branch`, which refuses HEAD)."""
-    return bool(name) and name not in ("@", "HEAD") and _BAD_REF.search(name) is None
+    # `refs/heads/x` would name refs/heads/refs/heads/x: a name is the branch's own
+    return (
+        bool(name)
+        and name not in ("@", "HEAD")
+        and not name.startswith("refs/")
+        and _BAD_REF.search(name) is None
+    )
 
 
 def token_secret_problem(name: str) -> str | None:
@@ -144,10 +150,13 @@ def recorded_index_problem(record: Mapping[str, str | None]) -> tuple[str, str] 
 def index_directory_problem(text: str) -> str | None:
     """Why `text` is not an index's directory inside its repository; None when it is."""
     parts = [p for p in PurePosixPath(text).parts if p != "."]
-    if text.startswith("/") or "\\" in text or any(p.lower() in {"..", ".git"} for p in parts):
+    # .git, and git's own files beside it (.gitmodules, .gitattributes): never an index's
+    if text.startswith("/") or "\\" in text or any(
+        p == ".." or p.lower().startswith(".git") for p in parts
+    ):
         return (
             f"{shown(text)} is not a directory inside the repository (a relative path "
-            'without .. or .git, e.g. "." or "whl")'
+            'without .. or a .git name, e.g. "." or "whl")'
         )
     if any(not c.isprintable() for c in text):
         return f"{shown(text)} holds a control character, which no directory name may"

@@ -231,7 +231,7 @@ def _listing(git: _Git, tip: str | None) -> tuple[dict[str, str], dict[str, str]
         try:
             path = unquoted_path(quoted)
         except ValueError:
-            raise PublishError(
+            raise InTheWay(
                 f"{git.target.shown}: the branch holds {quoted}, a path that is not UTF-8",
                 hint="rename it in the index's repository: its pages are listed by name",
             ) from None
