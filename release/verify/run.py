@@ -14,6 +14,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from release.destinations.reach import Reach
@@ -89,6 +90,14 @@ def verify_release(target: VerifyTarget, settings: VerifySettings, reach: Reach)
         for release in releases:
             one = with_overrides(release, target.overrides)
             if matrix is not None:  # before any request: a wrong matrix is no partial report
+                if canonicalize_name(matrix.project.name) != canonicalize_name(one.project):
+                    raise ConfigError(
+                        [
+                            f"{target.matrix} releases {matrix.project.name}, and the release "
+                            f"verified is {one.project} {one.version}"
+                        ],
+                        hint="give --matrix the matrix.yaml this release was published with",
+                    )
                 unknown_destinations(one, matrix.destinations)
             signer = (
                 expected_signer(matrix, one.version, settings)

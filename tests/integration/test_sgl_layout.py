@@ -485,3 +485,27 @@ def test_a_tag_another_project_released_in_the_shared_repository_is_never_added_
         assert "--replace" not in err.split("hint:")[-1]
         assert {a.name: a.data for a in layout.gh.assets(other.id)} == held
         assert layout.pypi.files() == {}
+
+
+def test_verify_against_another_projects_matrix_is_refused_before_any_request(
+    layout: Layout, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = publish(layout, capsys)
+    assert code == 0, err
+    other = layout.tmp / "other"
+    (other / "project").mkdir(parents=True)
+    (other / "project" / "pyproject.toml").write_text(
+        '[project]\nname = "zz-other"\nversion = "0.1.0"\n', encoding="utf-8"
+    )
+    (other / "matrix.yaml").write_text(layout.matrix.read_text(), encoding="utf-8")
+    layout.gh.clear_log()
+    capsys.readouterr()
+    code = main(["verify", "--dist", str(layout.dist), "--matrix", str(other / "matrix.yaml"),
+                 "--no-provenance"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.splitlines()[0] == (
+        f"error: {other / 'matrix.yaml'} releases zz-other, and the release verified is "
+        f"{PROJECT} {VERSION}"
+    )
+    assert layout.gh.request_log == ()
