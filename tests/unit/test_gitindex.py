@@ -158,7 +158,8 @@ def test_a_root_that_links_a_page_elsewhere_is_never_rewritten_without_it(href: 
 @pytest.mark.parametrize(
     "page",
     [
-        b'<base href="https://mirror.example/cu130/"><a href="sgl-kernel/">k</a><a href="omega/">o</a>',
+        b'<base href="https://mirror.example/cu130/">'
+        b'<a href="sgl-kernel/">k</a><a href="omega/">o</a>',
         ('<a href="sgl-kernel/">k</a><a href="https://mirror.example/omega/">o</a>').encode(
             "utf-16"
         ),
