@@ -17,10 +17,13 @@ Every request goes through release.remote.github's client and its retry policy.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import replace
 from pathlib import Path
+
+from packaging.utils import canonicalize_name, parse_sdist_filename
 
 from release.destinations.decide import (
     Action,
@@ -33,6 +36,7 @@ from release.errors import ConflictError, PublishError
 from release.inspection.wheel import heaviest
 from release.provenance.attestation import attestation_refusal
 from release.records.manifest import WheelEntry
+from release.records.release_manifest import RELEASE_MANIFEST
 from release.remote.github import GITHUB_ASSET_LIMIT, GithubClient
 from release.remote.github_model import (
     AssetInfo,
@@ -59,12 +63,20 @@ def staging_name(name: str, sha256: str) -> str:
     return f"{name}.{sha256[:12]}.part"
 
 
+MAX_RECORD_BYTES = 1 << 20  # a release-manifest.json read to learn whose release it is
+
+
 def _project_of(name: str) -> str | None:
-    """The project a wheel's file name belongs to, or None for any other file."""
+    """The project a wheel's or an sdist's file name belongs to, or None for any other
+    file (or a name that parses as neither)."""
     try:
-        return str(WheelName.parse(name).project) if name.endswith(".whl") else None
-    except ValueError:
+        if name.endswith(".whl"):
+            return str(WheelName.parse(name).project)
+        if name.endswith(".tar.gz"):
+            return str(parse_sdist_filename(name)[0])
+    except ValueError:  # packaging's InvalidSdistFilename, NotAWheel
         return None
+    return None
 
 
 class GithubPublisher:
@@ -152,7 +164,7 @@ class GithubPublisher:
             ours = {_project_of(name) for name in files} - {None}
             self._project = min((p for p in ours if p), default="PROJECT")
             for asset in self.client.list_assets(self.repository, release):
-                if self._foreign is None and _project_of(asset.name) not in (None, *ours):
+                if self._foreign is None and self._foreign_file(asset, ours):
                     self._foreign = asset.name
                 if asset.name not in files:
                     continue
@@ -164,6 +176,20 @@ class GithubPublisher:
                     state=asset.state,
                 )
             return found
+
+    def _foreign_file(self, asset: AssetInfo, ours: Collection[str | None]) -> bool:
+        """Whether `asset` is another project's: a wheel or sdist of another name, or a
+        release-manifest.json naming another project (read: it is small)."""
+        if asset.name != RELEASE_MANIFEST or not ours:
+            return _project_of(asset.name) not in (None, *ours)
+        if asset.state != "uploaded" or asset.size > MAX_RECORD_BYTES:
+            return False
+        try:
+            said = json.loads(self.client.download_asset(asset))
+        except (ValueError, PublishError):  # not JSON, or unreadable: decided as a file
+            return False
+        project = said.get("project") if isinstance(said, dict) else None
+        return isinstance(project, str) and str(canonicalize_name(project)) not in ours
 
     def held_bytes(self, excluding: Collection[str]) -> int | None:
         """GitHub limits assets, not repositories: a limit set in matrix.yaml counts this

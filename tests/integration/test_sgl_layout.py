@@ -449,8 +449,21 @@ def test_a_copy_the_matrix_names_and_the_release_lacks_fails_verify_without_prov
     assert "cu130" in failed[0][1]
 
 
+ACME_WHEEL = "acme_kernels-0.1.0+cu130-py3-none-manylinux_2_28_x86_64.whl"
+ACME_MANIFEST = b'{"project": "acme-kernels"}'
+
+
+@pytest.mark.parametrize(
+    ("its_files", "named"),
+    [
+        ({ACME_WHEEL: b"wheel", "release-manifest.json": ACME_MANIFEST}, ACME_WHEEL),
+        ({"release-manifest.json": ACME_MANIFEST}, "release-manifest.json"),
+        ({"acme_kernels-0.1.0.tar.gz": b"sdist"}, "acme_kernels-0.1.0.tar.gz"),
+    ],
+    ids=["wheels", "its-manifest-alone", "its-sdist-alone"],
+)
 def test_a_tag_another_project_released_in_the_shared_repository_is_never_added_to(
-    layout: Layout, capsys: pytest.CaptureFixture[str]
+    layout: Layout, capsys: pytest.CaptureFixture[str], its_files: dict[str, bytes], named: str
 ) -> None:
     """sgl-project/whl holds several packages' releases: one that already released v0.1.0
     there keeps its release as it was, --replace or not, and the plan says why."""
@@ -458,10 +471,9 @@ def test_a_tag_another_project_released_in_the_shared_repository_is_never_added_
     owner, name = WHL.split("/")
     bot = state.user("whl-bot")
     other = state.create_release(state.repo(owner, name, bot, ""), bot, {"tag_name": "v0.1.0"})
-    acme = make_wheel(layout.tmp / "acme", version="0.1.0+cu130")
-    acme_name = acme.name.replace("k3_kernels", "acme_kernels")
-    layout.gh.add_asset(other.id, acme_name, acme.read_bytes())
-    layout.gh.add_asset(other.id, "release-manifest.json", b'{"project": "acme-kernels"}')
+    for file, data in its_files.items():
+        layout.gh.add_asset(other.id, file, data)
+    acme_name = named
     held = {a.name: a.data for a in layout.gh.assets(other.id)}
 
     (layout.tmp / "unbuilt").mkdir()
