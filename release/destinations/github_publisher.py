@@ -17,7 +17,6 @@ Every request goes through release.remote.github's client and its retry policy.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import replace
@@ -33,6 +32,7 @@ from release.destinations.decide import (
     RemoteFile,
 )
 from release.errors import ConflictError, PublishError
+from release.fsutil import UnreadableDocument, json_document
 from release.inspection.wheel import heaviest
 from release.provenance.attestation import attestation_refusal
 from release.records.manifest import WheelEntry
@@ -185,8 +185,8 @@ class GithubPublisher:
         if asset.state != "uploaded" or asset.size > MAX_RECORD_BYTES:
             return False
         try:
-            said = json.loads(self.client.download_asset(asset))
-        except (ValueError, PublishError):  # not JSON, or unreadable: decided as a file
+            said = json_document(self.client.download_asset(asset), asset.name)
+        except (UnreadableDocument, PublishError):  # not JSON, or unreadable: a file alone
             return False
         project = said.get("project") if isinstance(said, dict) else None
         return isinstance(project, str) and str(canonicalize_name(project)) not in ours
