@@ -300,6 +300,8 @@ class GithubPublisher:
                     f"the release {self.where} is gone after staging",
                     hint="re-run `release publish`",
                 )
+            if release.draft:  # what a failure from here on says was done before it
+                done.append("its files uploaded to the draft (not public yet)")
             files = self._files(plan, dist)
             assets = {a.name: a for a in self.client.list_assets(self.repository, release)}
             for name, action in self._wanted(plan).items():

@@ -814,3 +814,15 @@ def test_a_rejected_token_is_named_by_the_variable_it_came_from(
     assert refused.value.message.startswith("GitHub rejected the token (WHL_TOKEN) at ")
     assert refused.value.hint is not None
     assert refused.value.hint.startswith("set WHL_TOKEN to a valid")
+
+
+def test_publishing_the_draft_given_up_on_says_its_files_are_on_the_draft(
+    github_standin: GitHubStandIn, tmp_path: Path
+) -> None:
+    dist, entries = make_dist(tmp_path, [X86], api_url=github_standin.api_url)
+    github_standin.faults.add(server_errors(method="PATCH", origin="api", count=10_000))
+    fake_time = FakeTime(time.time())
+    with pytest.raises(PublishError) as failure:
+        publish(make_publisher(github_standin, fake_time), entries, dist)
+    assert "(done so far: its files uploaded to the draft (not public yet))" in str(failure.value)
+    assert the_release(github_standin).draft
