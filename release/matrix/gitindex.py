@@ -151,8 +151,10 @@ def index_directory_problem(text: str) -> str | None:
     """Why `text` is not an index's directory inside its repository; None when it is."""
     parts = [p for p in PurePosixPath(text).parts if p != "."]
     # .git, and git's own files beside it (.gitmodules, .gitattributes): never an index's
-    if text.startswith("/") or "\\" in text or any(
-        p == ".." or p.lower().startswith(".git") for p in parts
+    if (
+        text.startswith("/")
+        or "\\" in text
+        or any(p == ".." or p.lower().startswith(".git") for p in parts)
     ):
         return (
             f"{shown(text)} is not a directory inside the repository (a relative path "
