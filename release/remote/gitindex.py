@@ -161,7 +161,7 @@ class _Git:
             f"{what}: {refusal}"
             if refusal is not None
             else f"{what} failed (exit {done.returncode}): "
-            + proc.one_line_tail(done.stderr + done.output, 2)
+            + proc.one_line_tail(_without_advice(done.stderr + done.output), 2)
         )
         redirected = re.search(r"returned error: 30[12378]\b", done.stderr + done.output)
         return PublishError(
@@ -172,6 +172,15 @@ class _Git:
             else "check the git-index destination's url and branch, and that its token-secret "
             "variable holds a token that may push there (contents: write)",
         )
+
+
+# what git says after any failure to reach a remote, which would hide the cause before it
+# (`ssh: connect to host ...: Connection refused`, `'/x' does not appear to be a git repository`)
+_ADVICE = ("Please make sure you have the correct access rights", "and the repository exists.")
+
+
+def _without_advice(text: str) -> str:
+    return "\n".join(line for line in text.splitlines() if line.strip() not in _ADVICE)
 
 
 def _refusal(done: proc.Completed) -> str | None:

@@ -209,13 +209,16 @@ def test_a_branch_that_does_not_exist_yet_is_made_by_the_first_commit(tmp_path: 
     ]  # fmt: skip
 
 
-def test_a_remote_git_cannot_reach_fails_in_one_line(tmp_path: Path) -> None:
+def test_a_remote_git_cannot_reach_fails_in_one_line_that_says_why(tmp_path: Path) -> None:
     with pytest.raises(PublishError) as caught:
         publish(tmp_path / "missing.git")
     assert str(caught.value).startswith(
         f"git index file://{tmp_path}/missing.git ({BRANCH}): reading the branch failed"
     )
     assert "\n" not in str(caught.value)
+    # the cause, not git's advice after it
+    assert "does not appear to be a git repository" in str(caught.value)
+    assert "correct access rights" not in str(caught.value)
 
 
 # --- Over HTTP, with the token the server asks for. ---
