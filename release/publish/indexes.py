@@ -19,6 +19,7 @@ from release.destinations.registry import kind_of
 from release.errors import PublishError
 from release.publish.pages import commit_pages
 from release.records.manifest import DestinationRef, Manifest
+from release.remote.gitindex import InTheWay
 
 if TYPE_CHECKING:
     from release.publish.run import PublishOutcome, PublishSettings
@@ -33,10 +34,14 @@ class IndexOutcome:
     commit: str | None = None  # the commit it is in, on a git index
 
 
-def check_indexes(outcome: PublishOutcome, reach: Reach) -> None:
+def check_indexes(
+    outcome: PublishOutcome, reach: Reach, *, dry_run: bool = False
+) -> dict[str, PublishError]:
     """Each index that lists a destination of the plan (a git index), asked before the
-    first upload whether its pages can be written there (PublishError where they cannot:
-    the release stays unpublished, rather than public without its index)."""
+    first upload whether its pages can be written there: PublishError where they cannot
+    (the release stays unpublished, rather than public without its index). A dry run
+    gets back, by index name, the ones it could not reach, to show as not asked; what is
+    in the way fails it too."""
     labels: dict[str, set[str]] = {}
     for item in outcome.plans:
         if item.destination.index is not None:
@@ -44,6 +49,7 @@ def check_indexes(outcome: PublishOutcome, reach: Reach) -> None:
                 d.entry.local_label for d in item.plan.decisions if d.entry.local_label
             )
     manifest = outcome.manifest
+    unreached: dict[str, PublishError] = {}
     for index in manifest.indexes:
         if not labels.get(index.name):
             continue
@@ -52,9 +58,13 @@ def check_indexes(outcome: PublishOutcome, reach: Reach) -> None:
                 index, sorted(labels[index.name]), reach, project=manifest.project
             )
         except PublishError as error:
+            if dry_run and not isinstance(error, InTheWay):
+                unreached[index.name] = error
+                continue
             unsent = f"nothing of {manifest.project} {manifest.version} was uploaded anywhere"
             hint = f"{error.hint}; {unsent}" if error.hint else unsent
             raise PublishError(error.message, hint=hint) from None
+    return unreached
 
 
 def nccl_tree(manifest: Manifest, dist: Path) -> dict[str, bytes]:

@@ -416,13 +416,22 @@ def publish(
             where = Path(scratch.enter_context(tempfile.TemporaryDirectory(prefix="release-")))
             manifest, plans, rebuilt = rebuild_plans(manifest, plans, publishers, settings, where)
         outcome = PublishOutcome(manifest=manifest, plans=plans)
+        unreached = check_indexes(outcome, reach, dry_run=settings.dry_run)
+        outcome = replace(
+            outcome,
+            plans=tuple(
+                replace(p, plan=not_asked([d.entry for d in p.plan.decisions], error))
+                if (error := unreached.get(p.destination.index or "")) is not None
+                else p
+                for p in outcome.plans
+            ),
+        )
         if show_plan is not None:
             show_plan(outcome)
         if outcome.blocked:
             if any(p.plan.frozen and p.plan.blocked for p in plans):
                 raise frozen_error(plans, manifest.version, replace=settings.replace)
             raise blocked_error(plans, build_tag=settings.build_tag)
-        check_indexes(outcome, reach)
         if settings.dry_run:
             return outcome
         write_rebuilt(settings.dist, {w.built: (w.entry, w.path) for w in rebuilt.values()})

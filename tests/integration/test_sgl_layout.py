@@ -521,3 +521,23 @@ def test_verify_against_another_projects_matrix_is_refused_before_any_request(
         f"{PROJECT} {VERSION}"
     )
     assert layout.gh.request_log == ()
+
+
+def test_a_dry_run_that_cannot_reach_the_git_index_says_so_and_exits_9(
+    layout: Layout, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As for any destination a dry run cannot ask: its destinations are not asked (exit 9),
+    where a publish would stop before its first upload (exit 5)."""
+    layout.bare.rename(layout.tmp / "moved.git")
+    code, report, _ = run_json(
+        capsys, "publish", "--dist", str(layout.dist), "--matrix", str(layout.matrix),
+        "--dry-run",
+    )  # fmt: skip
+    assert code == 9
+    (whl,) = [line for line in report["not_asked"] if line.startswith("whl: ")]
+    assert "reading the branch failed" in whl
+    capsys.readouterr()
+    code = main(["publish", "--dist", str(layout.dist), "--matrix", str(layout.matrix)])
+    assert code == PublishError.exit_code
+    assert layout.pypi.files() == {}
+    assert layout.gh.releases(WHL) == ()
