@@ -136,7 +136,11 @@ def _decoded(data: bytes) -> str:
     return data.decode("utf-8-sig", errors="replace")
 
 
-def root_links(data: bytes) -> tuple[set[str], list[str]]:
+# a root page's folders its links name, and its links to pages elsewhere (root_links)
+RootLinks = tuple[set[str], list[str]]
+
+
+def root_links(data: bytes) -> RootLinks:
     """A label's root page: the folders beside it its links name, as written (`K3_Kernels`
     of `./K3_Kernels/`), and its links to pages elsewhere, as written: another host, an
     absolute path, a folder above or deeper (after the percent-decoding and backslashes a
@@ -165,13 +169,12 @@ def root_links(data: bytes) -> tuple[set[str], list[str]]:
     return folders, elsewhere
 
 
-def _listed_elsewhere(read: Mapping[str, bytes], html: str) -> str | None:
-    """Links of a label's root page to pages elsewhere (root_links), which rewriting the
-    root to list the label's folders would drop; None where there is none. A link to a
-    folder the label no longer holds is stale, and goes."""
-    if html not in read:
-        return None
-    _, elsewhere = root_links(read[html])
+def _listed_elsewhere(html: str, links: RootLinks | None) -> str | None:
+    """Links of a label's root page `html` to pages elsewhere (`links`: its root_links,
+    None where there is no such page), which rewriting the root to list the label's folders
+    would drop; None where there is none. A link to a folder the label no longer holds is
+    stale, and goes."""
+    elsewhere = links[1] if links is not None else []
     if not elsewhere:
         return None
     shown = ", ".join(repr(h[:80]) for h in elsewhere[:3]) + (" ..." if len(elsewhere) > 3 else "")
@@ -193,11 +196,12 @@ def pages_to_read(listing: Collection[str], pages: PackagePages, directory: str)
 
 
 def _root_in_sync(
-    read: Mapping[str, bytes], html: str, json: str, holds: Mapping[str, str]
+    links: RootLinks | None, read: Mapping[str, bytes], json: str, holds: Mapping[str, str]
 ) -> bool:
-    """Whether a label's root pages (those there are) link exactly the folders it holds, by
-    their names as written (a host serves `K3_Kernels/` and `k3-kernels/` apart)."""
-    if html not in read or root_links(read[html])[0] != set(holds.values()):
+    """Whether a label's root pages (those there are: `links`, the HTML page's root_links)
+    link exactly the folders it holds, by their names as written (a host serves
+    `K3_Kernels/` and `k3-kernels/` apart)."""
+    if links is None or links[0] != set(holds.values()):
         return False
     if json not in read:
         return True
@@ -236,8 +240,9 @@ def merge_pages(
         deletes += sorted(p for p in entries if p.startswith(folder + "/") and p not in writes)
         holds = {**_projects_in(listing, others or {}, label_dir), pages.project: pages.project}
         html, json = _join(label_dir, ROOT_HTML), _join(label_dir, ROOT_JSON)
-        if not _root_in_sync(read, html, json, holds):
-            dropped = _listed_elsewhere(read, html)
+        links = root_links(read[html]) if html in read else None  # one parse of a big page
+        if not _root_in_sync(links, read, json, holds):
+            dropped = _listed_elsewhere(html, links)
             if dropped is not None:
                 raise ValueError(dropped)
             for name, data in root_pages(label, sorted(holds.values())).items():
