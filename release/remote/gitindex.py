@@ -373,6 +373,17 @@ def _attempt(
     return IndexPush(commit=commit, changed=True, attempts=0, paths=change.paths), None
 
 
+def _scratch_repository(
+    tmp: Path, target: GitIndexTarget, environ: Mapping[str, str], runner: proc.Runner
+) -> _Git:
+    """git in an empty repository made in `tmp`, talking to `target`."""
+    work = tmp / "repo"
+    work.mkdir()
+    git = _Git(work, target, environ, runner)
+    git("init", "--quiet", what="making a scratch repository")
+    return git
+
+
 def check_pages(
     target: GitIndexTarget,
     pages: PackagePages,
@@ -387,11 +398,7 @@ def check_pages(
     PublishError as `push_pages` raises it: git cannot reach the branch, or an entry that
     is not this project's is in the way."""
     with tempfile.TemporaryDirectory(prefix="release-git-index-") as tmp:
-        work = Path(tmp) / "repo"
-        work.mkdir()
-        git = _Git(work, target, environ, runner)
-        git("init", "--quiet", what="making a scratch repository")
-        _change(git, pages, root_pages)
+        _change(_scratch_repository(Path(tmp), target, environ, runner), pages, root_pages)
 
 
 def push_pages(
@@ -409,11 +416,9 @@ def push_pages(
     commit and push it; see the module doc. Raises PublishError, with the branch
     as it was, when git cannot reach it or every attempt's push is refused."""
     with tempfile.TemporaryDirectory(prefix="release-git-index-") as tmp:
-        work, scratch = Path(tmp) / "repo", Path(tmp) / "scratch"
-        work.mkdir()
+        git = _scratch_repository(Path(tmp), target, environ, runner)
+        scratch = Path(tmp) / "scratch"
         scratch.mkdir()
-        git = _Git(work, target, environ, runner)
-        git("init", "--quiet", what="making a scratch repository")
         identity = _identity(git, environ)
         refused: proc.Completed | None = None
         for attempt in range(1, attempts + 1):
