@@ -22,7 +22,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import replace
 from pathlib import Path
 
-from packaging.utils import canonicalize_name, parse_sdist_filename
+from packaging.utils import canonicalize_name
 
 from release.destinations.decide import (
     Action,
@@ -37,6 +37,7 @@ from release.inspection.wheel import heaviest
 from release.provenance.attestation import attestation_refusal
 from release.records.manifest import WheelEntry
 from release.records.release_manifest import RELEASE_MANIFEST
+from release.records.sdistfile import SDIST_SUFFIX, project_of
 from release.remote.github import GITHUB_ASSET_LIMIT, GithubClient
 from release.remote.github_model import (
     AssetInfo,
@@ -53,7 +54,6 @@ from release.remote.github_model import (
     web_base_of_release,
 )
 from release.remote.retry import RetryPolicy
-from release.wheelfile import WheelName
 
 log = logging.getLogger(__name__)
 
@@ -69,14 +69,12 @@ MAX_RECORD_BYTES = 1 << 20  # a release-manifest.json read to learn whose releas
 def _project_of(name: str) -> str | None:
     """The project a wheel's or an sdist's file name belongs to, or None for any other
     file (or a name that parses as neither)."""
+    if not name.endswith((".whl", SDIST_SUFFIX)):
+        return None
     try:
-        if name.endswith(".whl"):
-            return str(WheelName.parse(name).project)
-        if name.endswith(".tar.gz"):
-            return str(parse_sdist_filename(name)[0])
+        return project_of(name)
     except ValueError:  # packaging's InvalidSdistFilename, NotAWheel
         return None
-    return None
 
 
 class GithubPublisher:
@@ -108,8 +106,8 @@ class GithubPublisher:
         self.target_commitish = target_commitish
         self.client = client
         self._seen: ReleaseInfo | None = None
-        self._foreign: str | None = None  # a wheel of another project the release holds
-        self._project = "PROJECT"  # this project's name, as the wheels asked about say
+        self._foreign: str | None = None  # a file of another project the release holds
+        self._project = "PROJECT"  # this project's name, as the files asked about say
         self._web: str | None = None  # the web origin GitHub gave the repository's html_url
 
     def __repr__(self) -> str:
@@ -161,8 +159,8 @@ class GithubPublisher:
                 self._web = self.client.repository_web(self.repository)
                 return {}
             found: dict[str, RemoteFile] = {}
-            ours = {_project_of(name) for name in files} - {None}
-            self._project = min((p for p in ours if p), default="PROJECT")
+            ours = {p for name in files if (p := _project_of(name))}
+            self._project = min(ours, default="PROJECT")
             for asset in self.client.list_assets(self.repository, release):
                 if self._foreign is None and self._foreign_file(asset, ours):
                     self._foreign = asset.name
@@ -177,7 +175,7 @@ class GithubPublisher:
                 )
             return found
 
-    def _foreign_file(self, asset: AssetInfo, ours: Collection[str | None]) -> bool:
+    def _foreign_file(self, asset: AssetInfo, ours: Collection[str]) -> bool:
         """Whether `asset` is another project's: a wheel or sdist of another name, or a
         release-manifest.json naming another project (read: it is small)."""
         if asset.name != RELEASE_MANIFEST or not ours:

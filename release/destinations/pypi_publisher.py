@@ -35,10 +35,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from packaging.utils import (
-    canonicalize_name,
-    parse_sdist_filename,
-)
+from packaging.utils import canonicalize_name
 
 from release.credentials import IndexCredentials, mask
 from release.destinations.decide import (
@@ -55,6 +52,7 @@ from release.inspection.wheel import heaviest
 from release.provenance.attestation import attestation_refusal, attestations_for
 from release.records.manifest import DestinationRef, Manifest, WheelEntry
 from release.records.published import SDIST_PURPOSE
+from release.records.sdistfile import SDIST_SUFFIX, project_of
 from release.remote.httpclient import (
     Client,
     fetch,
@@ -351,9 +349,7 @@ class PypiPublisher:
 
     def existing(self, files: Mapping[str, int], *, rehash: bool = False) -> dict[str, RemoteFile]:
         out: dict[str, RemoteFile] = {}
-        projects = {
-            canonicalize_name(_project(name)) for name in files if name.endswith(_DISTRIBUTIONS)
-        }
+        projects = {project_of(name) for name in files if name.endswith(_DISTRIBUTIONS)}
         for project in sorted(projects):
             self._listed[project] = self.listed(project)
             out.update(
@@ -401,7 +397,7 @@ class PypiPublisher:
 
     def final_url(self, name: str) -> str:
         host = urlsplit(self.index_url).hostname
-        project = canonicalize_name(_project(name))
+        project = project_of(name)
         python_tag = "source" if name.endswith(SDIST_SUFFIX) else WheelName.parse(name).python
         if host in ("pypi.org", "test.pypi.org"):
             files = "files" if host == "pypi.org" else "test-files"
@@ -520,14 +516,7 @@ class PypiPublisher:
         return remote
 
 
-SDIST_SUFFIX = ".tar.gz"
 _DISTRIBUTIONS = (".whl", SDIST_SUFFIX)
-
-
-def _project(name: str) -> str:
-    if name.endswith(SDIST_SUFFIX):
-        return str(parse_sdist_filename(name)[0])
-    return WheelName.parse(name).project
 
 
 def sdist_companions(manifest: Manifest, destination: str, dist: Path) -> list[Companion]:

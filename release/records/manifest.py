@@ -33,6 +33,7 @@ from release.matrix import (
     nccl_requirement,
 )
 from release.matrix.gitindex import is_ref_name, recorded_index_problem, token_secret_problem
+from release.records.sdistfile import SDIST_SUFFIX
 from release.wheelfile import WheelName, is_wheel_name
 
 SCHEMA_VERSION = 1
@@ -180,7 +181,7 @@ def sdist_cell_of(cells: Iterable[Cell]) -> Cell | None:
 
 def sdist_filename(project: str, version: str) -> str:
     """PEP 625's name: `k3_kernels-0.1.0.tar.gz`."""
-    return f"{canonicalize_name(project).replace('-', '_')}-{version}.tar.gz"
+    return f"{canonicalize_name(project).replace('-', '_')}-{version}{SDIST_SUFFIX}"
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -4,6 +4,9 @@ and when verify downloads it. A gzip'd tar whose members are all files or direct
 one base directory, `{name}-{version}/` (PEP 625): none absolute, none through `..`, no link,
 none twice; and whose `{base}/PKG-INFO` names the release's project and version. Pure: bytes
 in, problems out.
+
+`project_of` reads the project a distribution's file name (an sdist's, or a wheel's) names,
+for the publishers that sort what a destination holds by project.
 """
 
 from __future__ import annotations
@@ -15,8 +18,11 @@ from collections import Counter
 from email.parser import HeaderParser
 from pathlib import PurePosixPath
 
-from packaging.utils import canonicalize_name
+from packaging.utils import NormalizedName, canonicalize_name, parse_sdist_filename
 
+from release.wheelfile import WheelName
+
+SDIST_SUFFIX = ".tar.gz"
 SHOWN_PROBLEMS = 3
 MAX_PKG_INFO_BYTES = 2**20  # core metadata with a long description is some 100 KB
 
@@ -32,7 +38,7 @@ def member_problem(name: str, base: str) -> str | None:
 def sdist_archive_problems(data: bytes, filename: str, project: str, version: str) -> list[str]:
     """Why the sdist `data`, named `filename`, is not `project` `version`'s (at most
     SHOWN_PROBLEMS, each naming the file); none where it is."""
-    base = filename.removesuffix(".tar.gz")
+    base = filename.removesuffix(SDIST_SUFFIX)
     try:
         with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
             members = tar.getmembers()
@@ -69,3 +75,11 @@ def _pkg_info_problems(data: bytes, filename: str, project: str, version: str) -
     if got != version:
         problems.append(f"{filename}: PKG-INFO Version is {got!r:.60}, the release is {version}")
     return problems
+
+
+def project_of(filename: str) -> NormalizedName:
+    """The project a wheel's or an sdist's (PEP 625) file name names; ValueError (NotAWheel,
+    packaging's InvalidSdistFilename) for a name that is neither."""
+    if filename.endswith(SDIST_SUFFIX):
+        return parse_sdist_filename(filename)[0]
+    return WheelName.parse(filename).project
