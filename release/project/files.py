@@ -281,14 +281,16 @@ def naming(read: Reading, version_file: Said | None = None) -> Naming:
             )
             return Naming(name=name, version=None, problem=problem, in_version_file=True)
         version = version_file
-    invalid = _invalid(read.directory, name, version)
+    # the name's problem first, then the version's: one from the version-file is its own
+    of_name, of_version = (
+        _invalid(read.directory, name, None),
+        _invalid(read.directory, None, version),
+    )
     return Naming(
         name=name,
         version=version,
-        problem=invalid,
-        in_version_file=invalid is not None
-        and version is version_file
-        and _invalid(read.directory, name, None) is None,
+        problem=of_name or of_version,
+        in_version_file=of_name is None and of_version is not None and version is version_file,
     )
 
 
