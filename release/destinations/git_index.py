@@ -21,7 +21,7 @@ from release.destinations.index import root_page
 from release.destinations.reach import Reach
 from release.errors import PublishError
 from release.records.manifest import IndexRef
-from release.remote.gitindex import GitIndexTarget, check_pages, push_pages
+from release.remote.gitindex import GitIndexTarget, carries_token, check_pages, push_pages
 from release.remote.gitpages import PROJECT_PAGES, PackagePages
 
 
@@ -50,11 +50,15 @@ class GitIndexKind(KindBase):
     def _target(self, index: IndexRef, reach: Reach) -> GitIndexTarget:
         if index.token_secret:
             reach.require_github_token(index.name, index.token_secret)
+        url = index.url or ""
         return GitIndexTarget(
-            url=index.url or "",
+            url=url,
             branch=index.branch or "",
             directory=index.directory or "",
-            token=reach.token_for(index.url or "", index.token_secret),
+            # the job's trust of a remote matters only where the token goes to it
+            token=reach.token_for(url, index.token_secret)
+            if carries_token(url)
+            else reach.token(index.token_secret),
         )
 
     def push_index(

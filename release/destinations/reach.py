@@ -50,12 +50,16 @@ IndexLogin = tuple[str, Sequence[str | None]]
 
 
 def _check_token(name: str, value: str | None) -> None:
-    """ConfigError where the variable `name` holds a token with white space or a control
-    character in it (a secret pasted with its line end): no token has one, and an HTTP
-    header cannot carry a line break."""
-    if value and any(c.isspace() or not c.isprintable() for c in value):
+    """ConfigError where the variable `name` holds a token with white space, a control
+    character or a letter outside ASCII in it (a secret pasted with its line end, or with
+    a typographic quote): no token has one, an HTTP header cannot carry a line break, and
+    one outside ASCII would fail at the server in words that do not name the variable."""
+    if value and any(c.isspace() or not c.isprintable() or not c.isascii() for c in value):
         raise ConfigError(
-            [f"{name} holds white space or a line break, which no token has"],
+            [
+                f"{name} holds white space, a line break or a letter outside ASCII,"
+                " which no token has"
+            ],
             hint=f"set {name} again without them (a secret saved with its line end, say)",
         )
 

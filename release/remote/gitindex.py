@@ -92,6 +92,13 @@ _GIT_VARIABLES = (
 )
 
 
+def carries_token(url: str) -> bool:
+    """Whether git sends a token to the remote at `url`: over HTTP(S) alone (ssh has its
+    own keys; a path or file: URL is this machine's)."""
+    parts = urlsplit(url)
+    return parts.scheme in ("http", "https") and bool(parts.netloc)
+
+
 def git_environment(
     environ: Mapping[str, str], target: GitIndexTarget
 ) -> tuple[dict[str, str], tuple[str, ...]]:
@@ -108,9 +115,9 @@ def git_environment(
     env["LC_ALL"] = "C"  # git's messages in English, which the errors quote
     if target.token is None:
         return env, ()
-    parts = urlsplit(target.url)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
+    if not carries_token(target.url):
         return env, (target.token.reveal(),)
+    parts = urlsplit(target.url)
     token = target.token.reveal()
     basic = base64.b64encode(f"x-access-token:{token}".encode()).decode()
     env["GIT_CONFIG_COUNT"] = "2"

@@ -128,7 +128,7 @@ def test_succeeding_runs_leak_no_credential(  # noqa: PLR0917  # pytest fixtures
 
 
 @pytest.mark.parametrize("variable", ["GITHUB_TOKEN", "GH_TOKEN"])
-@pytest.mark.parametrize("end", ["\n", "\r\n", " "])
+@pytest.mark.parametrize("end", ["\n", "\r\n", " ", "\u201d"])
 def test_a_token_saved_with_its_line_end_is_refused_in_one_line_and_shown_nowhere(  # noqa: PLR0917
     pypiserver: PypiServer, github_standin: GitHubStandIn, tmp_path: Path,
     capsys: pytest.CaptureFixture[str], variable: str, end: str,
@@ -142,7 +142,8 @@ def test_a_token_saved_with_its_line_end_is_refused_in_one_line_and_shown_nowher
     )  # fmt: skip
     assert done.returncode == 2, done.stderr
     assert done.stderr.splitlines()[0] == (
-        f"error: {variable} holds white space or a line break, which no token has"
+        f"error: {variable} holds white space, a line break or a letter outside ASCII, "
+        "which no token has"
     )
     assert "Traceback" not in done.stderr
     assert_absent([github_standin.token], done.stdout, done.stderr, files_text(tmp_path))

@@ -391,6 +391,22 @@ def test_without_the_other_repositorys_token_nothing_is_published(
     assert git("rev-parse", BRANCH, cwd=layout.bare) == tip
 
 
+def test_in_a_workflow_job_a_git_index_at_a_path_is_pushed_though_no_github_is_there(
+    layout: Layout, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In a job, a token goes only to the runner's own GitHub. A git index at a path of
+    this machine gets no token (git sends one over HTTP alone), so it is no other GitHub:
+    publish pushes it. Before, it was refused as 'not this job's GitHub'."""
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_API_URL", layout.gh.api_url)
+    monkeypatch.setenv("GITHUB_SERVER_URL", layout.gh.web_url)
+    tip = git("rev-parse", BRANCH, cwd=layout.bare)
+    code, _, err = publish(layout, capsys)
+    assert code == 0, err
+    assert git("rev-parse", BRANCH, cwd=layout.bare) != tip
+    assert set(whl_assets(layout.gh)) >= {CU129, CU130}
+
+
 def test_an_entry_in_the_way_on_the_index_branch_stops_publish_before_any_upload(
     layout: Layout, capsys: pytest.CaptureFixture[str]
 ) -> None:
