@@ -46,6 +46,11 @@ CREDENTIAL_VARIABLES = (*SECRET_VARIABLES, "TWINE_USERNAME", "NETRC")
 # `p'q`): a URL in a text may lose a little more than its userinfo, but no password is shown
 # in part.
 _USERINFO = re.compile(r"(?<=://)[^/\s]*@")
+# A password with a raw `/` (`https://u:pa/ss@h`): urllib ends the authority at the `/` and
+# cannot parse the URL, and the error about it would show the password's first part. Where
+# the authority holds a `:` and an `@` follows before white space or a quote, everything up
+# to that `@` is masked (a port and an `@` in the path lose the host: `h:8080/x@y`).
+_SLASHED_USERINFO = re.compile(r"(?<=://)[^/\s@]*:[^\s\"'<>]*@")
 # `user:password@host` where no `://` leads to it (a mistyped `http//u:p@h`, `http:/u:p@h`)
 _BARE_USERINFO = re.compile(r"(?<![\w.~%+-])[\w.~%+-]+:[^\s/?#@]+@(?=[\w\[])")
 # A query parameter anywhere in a text: `?key=value`, `&key=value` (`;` too, as `&amp;`).
@@ -103,7 +108,8 @@ def redact(text: str) -> str:
     """`text` with the credentials of every URL in it replaced by ***: the userinfo
     (`https://***@host/`) and the values of credential query keys (`?token=***`). A URL
     nested in another's query (an S3 `endpoint=`) is redacted too."""
-    text = _BARE_USERINFO.sub(MASK + "@", _USERINFO.sub(MASK + "@", text))
+    text = _SLASHED_USERINFO.sub(MASK + "@", _USERINFO.sub(MASK + "@", text))
+    text = _BARE_USERINFO.sub(MASK + "@", text)
     return _QUERY_PARAMETER.sub(_masked_parameter, text)
 
 

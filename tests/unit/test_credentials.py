@@ -127,6 +127,10 @@ REDACTED = {
     # it showed the password
     f"http://user:p#{SECRET}@127.0.0.1:8765/p/": "http://***@127.0.0.1:8765/p/",
     f"https://u:{SECRET}?x@h/simple/": "https://***@h/simple/",
+    # a `/` in a password, unescaped: urllib ends the authority there
+    f"https://u:pa/{SECRET}@h/simple/": "https://***@h/simple/",
+    f"error: 'http://u:{SECRET}/x@h:8080/p/' is not a URL":
+        "error: 'http://***@h:8080/p/' is not a URL",
     f"https://h/w.whl?jwt={SECRET}&passphrase={SECRET}&Bearer={SECRET}":
         "https://h/w.whl?jwt=***&passphrase=***&Bearer=***",
     f"https://h/simple/x/?pw={SECRET}&hmac={SECRET}&X-Hmac-Sha256={SECRET}":
