@@ -27,6 +27,7 @@ import email.parser
 import hashlib
 import io
 import re
+import string
 import zipfile
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
@@ -95,6 +96,9 @@ class WheelName:
             raise NotAWheel(f"not a {WHEEL_SUFFIX} file")
         if not filename.isprintable() or " " in filename:
             raise NotAWheel("not a valid wheel filename (a space or a control character)")
+        if odd := next((c for c in filename if c not in _NAME_CHARACTERS), None):
+            # packaging takes any tag text: a name is put into paths, commands and pages
+            raise NotAWheel(f"not a valid wheel filename (a character no wheel name has: {odd!r})")
         try:
             _, version, build, _ = parse_wheel_filename(filename)
         except InvalidWheelFilename as error:
@@ -171,6 +175,9 @@ class WheelName:
         return replace(self, build=build)
 
 
+# PEP 427's parts: a name and version escaped to [A-Za-z0-9_.] (a local label's +, an
+# epoch's !), tags of [A-Za-z0-9_.], joined by -
+_NAME_CHARACTERS = frozenset(string.ascii_letters + string.digits + "_.+!-")
 _PACKAGING_REASON = re.compile(r"Invalid wheel filename \((?P<reason>[^)]*)\)")
 
 

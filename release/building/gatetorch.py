@@ -21,8 +21,8 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from release.building.torchpin import torch_requirement, within
-from release.errors import ToolchainError
-from release.inspection.cudalibs import torch_requirements
+from release.errors import ToolchainError, shown
+from release.inspection.cudalibs import joined_torch_requirement, unparsed_requirements
 from release.inspection.torchcuda import IndexTorches, TorchIndexes
 from release.matrix import Cell, GateRun
 from release.toolchain.buildenv import cell_targets
@@ -116,11 +116,28 @@ def besides(
     return (first, last)
 
 
-def wheel_requirement(wheel: Path, arch: str) -> Requirement | None:
-    """The wheel's own `Requires-Dist: torch` that applies on Linux `arch` (the first,
-    outside extras)."""
-    found = torch_requirements(read_wheel(wheel).requires_dist, arch)
-    return found[0] if found else None
+def wheel_requirement(wheel: Path, arch: str) -> Requirement:
+    """The wheel's own requirement on torch on Linux `arch`: every `Requires-Dist: torch`
+    line that applies (outside extras), joined. ValueError where its METADATA holds a line
+    pip refuses, names torch by a URL, or requires no torch: a torch cell's wheel is
+    released requiring the torch it loads beside, and without one the gate cannot know
+    which torch to run it beside."""
+    requires_dist = read_wheel(wheel).requires_dist
+    if unparsed := unparsed_requirements(requires_dist):
+        raise ValueError(
+            f"{wheel.name}: METADATA's Requires-Dist {shown(unparsed[0])} is not PEP 508 "
+            "(pip refuses to install the wheel)"
+        )
+    try:
+        requirement = joined_torch_requirement(requires_dist, arch)
+    except ValueError as error:
+        raise ValueError(f"{wheel.name}: METADATA's {error}") from None
+    if requirement is None:
+        raise ValueError(
+            f"{wheel.name} requires no torch on Linux {arch}: a torch cell's wheel requires "
+            "the torch it loads beside (build it with release build)"
+        )
+    return requirement
 
 
 def plan_steps(
@@ -153,10 +170,20 @@ def _decide(
 ) -> tuple[Beside, ...] | str:
     if wheel is None or not wheel.is_file():  # its requirement decides: never guess one
         return f"the dist's manifest records no wheel of {cell.id}: build it first"
-    requirement = wheel_requirement(wheel, cell.arch)
+    try:
+        requirement = wheel_requirement(wheel, cell.arch)
+    except ValueError as error:
+        return str(error)
+    if one_series(requirement, torch) and not requirement.specifier.contains(
+        torch, prereleases=True
+    ):
+        return (
+            f"{wheel.name} requires {requirement}, which does not admit torch {torch}, the "
+            "one it was built against: no torch is known to load it"
+        )
     torches = None
     try:
-        if requirement is not None and not one_series(requirement, torch):
+        if not one_series(requirement, torch):
             torches = read_index(cell, requirement.specifier)
         return besides(cell, torch, requirement, torches)
     except ToolchainError as error:

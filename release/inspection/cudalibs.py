@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from packaging.markers import UndefinedEnvironmentName
 from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
@@ -119,6 +120,33 @@ def torch_requirements(requires_dist: Sequence[str], arch: str | None) -> list[R
     return found
 
 
+def joined_torch_requirement(requires_dist: Sequence[str], arch: str | None) -> Requirement | None:
+    """The one requirement on torch a plain install on Linux `arch` holds the wheel to:
+    every `Requires-Dist: torch` line that applies, their specifiers joined as pip joins
+    them (`torch>=2.11` and `torch<2.13`: `torch<2.13,>=2.11`); None where none applies.
+    ValueError where one names torch by a URL, which pins no version."""
+    found = torch_requirements(requires_dist, arch)
+    if not found:
+        return None
+    joined = SpecifierSet()
+    for requirement in found:
+        if requirement.url:
+            raise ValueError(f"Requires-Dist {str(requirement)!r} names torch by a URL")
+        joined &= requirement.specifier
+    return Requirement(f"torch{joined}")
+
+
+def unparsed_requirements(requires_dist: Sequence[str]) -> list[str]:
+    """The `Requires-Dist` lines that are not PEP 508 (pip refuses to install the wheel)."""
+    unparsed = []
+    for line in requires_dist:
+        try:
+            Requirement(line)
+        except InvalidRequirement:
+            unparsed.append(line)
+    return unparsed
+
+
 def pinned_cuda(requirement: Requirement) -> int | None:
     """The CUDA major an `==X.Y.Z+cuNNN` pin of the requirement names, or None."""
     for spec in requirement.specifier:
@@ -158,6 +186,10 @@ def torch_problems(
         return [], None
     member, soname = sorted(linked.items())[0]
     requirements = torch_requirements(requires_dist, arch)
+    if len(requirements) > 1 and not any(r.url for r in requirements):
+        # pip holds the wheel to all of them at once: `torch<2.13` alone admits a torch of
+        # CUDA 12 that `torch>=2.11` beside it leaves out
+        requirements = [r for r in [joined_torch_requirement(requires_dist, arch)] if r]
     if not requirements:
         return [
             (member, f"{member} needs {soname}, and METADATA requires no torch: pip installs "

@@ -6,6 +6,7 @@ and release.matrix.cells run them."""
 from __future__ import annotations
 
 import re
+import shlex
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 
@@ -42,13 +43,34 @@ def gpu_gate(spec: MatrixSpec, loader: DocumentLoader, cells: Sequence[Cell]) ->
             f"unknown placeholder {{{shown(unknown[0])[1:-1]}}} "
             "(use {wheel}, {expect_arch}, {torch})",
         )
+    try:
+        shlex.split(gate.command)
+    except ValueError as error:  # an unclosed quote: the run would stop there, not the load
+        loader.problem("gpu-gate.command", f"the command cannot be split into words ({error})")
     if not gate.runners:
         loader.problem("gpu-gate.runners", "no runner: name at least one, or drop gpu-gate")
     runners = []
+    named: dict[str, int] = {}
     for index, runner in enumerate(gate.runners):
         path = join_path(join_path("gpu-gate.runners", index), "labels")
         if not runner.labels or not all(label.strip() for label in runner.labels):
             loader.problem(path, "name the runner's labels, as `runs-on` takes them")
+        elif odd := next((label for label in runner.labels if _odd_label(label)), None):
+            # a line break would print a line of its own (an Actions workflow command),
+            # and the runner's name joins its labels with `/`
+            loader.problem(
+                path,
+                f"the label {shown(odd)} holds white space, a control character or a /, "
+                "which a runner's label does not",
+            )
+        name = "/".join(runner.labels)
+        if name in named:
+            loader.problem(
+                path,
+                f"runner {index} has the labels of runner {named[name]} ({shown(name)}): "
+                "the gate's jobs find a runner by its labels, so each names another one",
+            )
+        named.setdefault(name, index)
         if not runner.sms:
             loader.problem(
                 join_path(join_path("gpu-gate.runners", index), "sms"),
@@ -63,6 +85,10 @@ def gpu_gate(spec: MatrixSpec, loader: DocumentLoader, cells: Sequence[Cell]) ->
             GpuRunner(labels=tuple(runner.labels), sms=tuple(runner.sms), arch=runner.arch)
         )
     return GpuGate(runners=tuple(runners), command=gate.command)
+
+
+def _odd_label(label: str) -> bool:
+    return "/" in label or any(c.isspace() or not c.isprintable() for c in label)
 
 
 def check_targets(

@@ -315,12 +315,16 @@ def test_a_wheel_whose_requirement_admits_torch_2_10_is_refused(
 # - the GPU gate's plan
 
 
-def wheel_bytes(requires: str, library: bytes = b"") -> bytes:
+def wheel_bytes(requires: str | tuple[str, ...], library: bytes = b"") -> bytes:
     dist_info = "stable_ops-0.2.0.dist-info"
+    lines = "".join(
+        f"Requires-Dist: {line}\n"
+        for line in ((requires,) if isinstance(requires, str) else requires)
+    )
     files = {
         "stable_ops/_C.abi3.so": library,
         f"{dist_info}/METADATA": (
-            f"Metadata-Version: 2.4\nName: stable-ops\nVersion: 0.2.0\nRequires-Dist: {requires}\n"
+            f"Metadata-Version: 2.4\nName: stable-ops\nVersion: 0.2.0\n{lines}"
         ).encode(),
         f"{dist_info}/WHEEL": (
             b"Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: false\n"
@@ -336,7 +340,7 @@ def wheel_bytes(requires: str, library: bytes = b"") -> bytes:
     return buffer.getvalue()
 
 
-def dist_of(project: Path, requires: str) -> Path:
+def dist_of(project: Path, requires: str | tuple[str, ...]) -> Path:
     cell = cell_of(project)
     dist = project / "dist"
     dist.mkdir()
@@ -391,6 +395,51 @@ def test_the_gate_runs_a_regular_wheel_beside_its_pinned_torch(
         )
         for build in ("cubin", "ptx (compute_90)")
     ]
+
+
+def test_the_gate_runs_a_wheel_beside_what_all_its_torch_lines_admit_together(
+    pypi: StandInIndex, tmp_path: Path
+) -> None:
+    """pip holds a wheel to every `Requires-Dist: torch` line at once: with `torch<2.13`
+    beside `torch>=2.11` it was planned beside 2.14.1 (only the first line was read)."""
+    project = stable_project(tmp_path / "p", pypi.url, "2.11.0")
+    plan = gate_plan(tmp_path, project, dist_of(project, ("torch>=2.11", "torch<2.13")))
+    assert {(r["torch"], r["torch_why"]) for r in plan["runs"]} == {
+        (
+            torch,
+            f"the {which} torch the wheel's torch<2.13,>=2.11 admits on {pypi.url}, built for "
+            "CUDA 13.0",
+        )
+        for torch, which in (("2.11.0", "oldest"), ("2.12.0", "newest"))
+    }
+
+
+@pytest.mark.parametrize(
+    ("requires", "problem"),
+    [
+        (("torch>=2.11,<2.11",), "requires torch<2.11,>=2.11, which does not admit torch 2.11.0"),
+        (("torch==2.11.*,!=2.11.0",), "requires torch!=2.11.0,==2.11.*, which does not admit"),
+        (("torch===2.11",), "requires torch===2.11, which does not admit torch 2.11.0"),
+        (("numpy",), "requires no torch on Linux x86_64"),
+        (('torch>=2.11; sys_platform == "win32"',), "requires no torch on Linux x86_64"),
+        (("torch>=2.11+cu130",), "METADATA's Requires-Dist 'torch>=2.11+cu130' is not PEP 508"),
+        (("torch @ https://h/torch.whl",), "'torch @ https://h/torch.whl' names torch by a URL"),
+    ],
+)
+def test_the_gate_plans_no_torch_that_the_wheel_does_not_admit(
+    pypi: StandInIndex, tmp_path: Path, requires: tuple[str, ...], problem: str
+) -> None:
+    """Each was planned beside 2.11.0 (or 2.14.1), exit 0, though the wheel's requirement
+    admits neither, or there is none (said as `the wheel requires torch==2.11.*`)."""
+    project = stable_project(tmp_path / "p", pypi.url, "2.11.0")
+    done = release(
+        tmp_path, "gpu-gate", "--matrix", str(project / "matrix.yaml"), "--runner", "h100",
+        "--dist", str(dist_of(project, requires)), "--dry-run", "--json",
+    )  # fmt: skip
+    assert done.returncode == 4, done.stderr
+    runs = json.loads(done.stdout)["runs"]
+    assert all(problem in r["problem"] and r.get("torch") is None for r in runs), runs
+    assert "Traceback" not in done.stderr
 
 
 def test_the_gate_s_plan_fails_where_the_dist_holds_no_wheel_of_a_cell(

@@ -131,6 +131,23 @@ def test_relabel_retag_and_a_build_tag_change_one_part_each() -> None:
             "k3_kernels-0.1.0-x1-py3-none-any.whl",
             "not a valid wheel filename (invalid build number)",
         ),
+        # packaging takes any tag text; a name goes into commands ({wheel}), paths, pages
+        (
+            "k3-0.1.0-py3-none-x$(touch${IFS}pwned).whl",
+            "not a valid wheel filename (a character no wheel name has: '$')",
+        ),
+        (
+            "k3-0.1.0-py3-none-any;id.whl",
+            "not a valid wheel filename (a character no wheel name has: ';')",
+        ),
+        (
+            "k3-0.1.0-py3-none-a`id`.whl",
+            "not a valid wheel filename (a character no wheel name has: '`')",
+        ),
+        (
+            "k3-0.1.0-py3-none-\u00e9.whl",
+            "not a valid wheel filename (a character no wheel name has: '\u00e9')",
+        ),
     ],
 )
 def test_a_name_that_is_not_a_wheels_says_why(filename: str, why: str) -> None:
