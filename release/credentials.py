@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
 MASK = "***"
+CUT = "..."  # what ends a value shown cut short
 MIN_LENGTH = 4  # shorter values would mask ordinary text
 SECRET_VARIABLES = (
     "GITHUB_TOKEN",
@@ -53,9 +54,10 @@ _USERINFO = re.compile(r"(?<=://)[^/\s]*@")
 _SLASHED_USERINFO = re.compile(r"(?<=://)[^/\s@]*:[^\s\"'<>]*@")
 # `user:password@host` where no `://` leads to it (a mistyped `http//u:p@h`, `http:/u:p@h`)
 _BARE_USERINFO = re.compile(r"(?<![\w.~%+-])[\w.~%+-]+:[^\s/?#@]+@(?=[\w\[])")
-# A query parameter anywhere in a text: `?key=value`, `&key=value` (`;` too, as `&amp;`).
+# A query parameter anywhere in a text: `?key=value`, `&key=value` (`;` too, as `&amp;`),
+# and a fragment's (`#token=value`: never sent, but written and shown with the URL).
 _QUERY_PARAMETER = re.compile(
-    r"(?P<lead>[?&;](?P<key>[A-Za-z0-9_.%~+-]+)=)(?P<value>[^&;#\s'\"<>]+)"
+    r"(?P<lead>[?&;#](?P<key>[A-Za-z0-9_.%~+-]+)=)(?P<value>[^&;#\s'\"<>]+)"
 )
 # Query keys whose values are credentials: these whole keys, and any key holding one of the
 # parts (compared upper-case, `-` read as `_`: `X-Amz-Signature`, `AWSAccessKeyId`).
@@ -162,12 +164,35 @@ def mask(text: str, secrets: Iterable[str]) -> str:
     """`text` with every secret value replaced by ***, in any case (a server that echoes a
     password may lower-case it: a charset, a header it folds), and every URL in it
     redacted."""
-    for secret in sorted(set(secrets), key=len, reverse=True):
-        if len(secret) >= MIN_LENGTH:
-            text = text.replace(secret, MASK)
-            if secret.lower() in text.lower() or secret.upper() in text.upper():
-                text = re.sub(re.escape(secret), MASK, text, flags=re.IGNORECASE)
-    return redact(text)
+    secrets = sorted({s for s in secrets if len(s) >= MIN_LENGTH}, key=len, reverse=True)
+    for secret in secrets:
+        text = text.replace(secret, MASK)
+        if secret.lower() in text.lower() or secret.upper() in text.upper():
+            text = re.sub(re.escape(secret), MASK, text, flags=re.IGNORECASE)
+    return redact(_cut_secrets_masked(text, secrets))
+
+
+def _cut_secrets_masked(text: str, secrets: Iterable[str]) -> str:
+    """`text` with the beginning of a secret that a value cut short ends in masked: a
+    message shows a long value as its first characters and `...` (release.errors.shown),
+    which may stop inside a secret, where its whole value no longer matches."""
+    if CUT not in text:
+        return text
+    pieces = text.split(CUT)
+    for index, piece in enumerate(pieces[:-1]):
+        for secret in secrets:
+            length = next(
+                (
+                    n
+                    for n in range(len(secret) - 1, MIN_LENGTH - 1, -1)
+                    if piece.endswith(secret[:n])
+                ),
+                0,
+            )
+            if length:
+                pieces[index] = piece[:-length] + MASK
+                break
+    return CUT.join(pieces)
 
 
 def without_credentials(env: Mapping[str, str]) -> dict[str, str]:

@@ -11,6 +11,7 @@ import pytest
 
 from release.commands.parsing.common import parse_overrides
 from release.credentials import (
+    MIN_LENGTH,
     SECRET_VARIABLES,
     add_mask_lines,
     has_credentials,
@@ -101,6 +102,7 @@ REDACTED = {
     f"https://{SECRET}@host/simple/": "https://***@host/simple/",  # a token as the user
     f"https://u:p@{SECRET}@host/": "https://***@host/",  # an `@` in the password
     f"https://h/simple/?token={SECRET}": "https://h/simple/?token=***",
+    f"https://h/simple/#token={SECRET}": "https://h/simple/#token=***",
     f"https://h/x?a=1&Access_Token={SECRET}&b=2": "https://h/x?a=1&Access_Token=***&b=2",
     f"https://h/o?X-Amz-Credential={SECRET}&X-Amz-Signature={SECRET}&X-Amz-Date=20250101":
         "https://h/o?X-Amz-Credential=***&X-Amz-Signature=***&X-Amz-Date=20250101",
@@ -279,3 +281,14 @@ def test_a_secret_with_a_line_break_is_masked_as_a_message_quotes_it() -> None:
     lines = set(add_mask_lines({**env, "GITHUB_ACTIONS": "true"}))
     assert {f"::add-mask::{token}", "::add-mask::line-one", "::add-mask::line-two"} <= lines
     assert not any("\n" in line for line in lines)
+
+
+def test_a_secret_in_a_value_cut_short_is_masked_from_its_first_character() -> None:
+    """A version file holding GITHUB_TOKEN's value was quoted by its first 36 characters and
+    `...` (errors.shown): the whole value no longer matched, and the token showed in part."""
+    token = "ghp_PROBEsecret0123456789abcdefghijklmnop"
+    message = f"matrix.yaml:5:19: version {shown(token + 'x' * 100)} is not PEP 440"
+    masked = mask(message, [token])
+    assert token[:MIN_LENGTH] not in masked
+    assert masked.startswith("matrix.yaml:5:19: version '***...")
+    assert mask("Installing build dependencies ... done", [token]).endswith("... done")
