@@ -34,6 +34,7 @@ from release.building.stage import prepare, run_build
 from release.matrix import Cell, GateRun, GpuGate, GpuRunner
 from release.records.manifest import Manifest
 from release.toolchain.buildenv import environment_of
+from release.wheelfile import NotAWheel, WheelName
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -82,16 +83,27 @@ def _wheel_of(
 
 def wheels_for(runs: Sequence[GateRun], manifest: Manifest, dist: Path) -> dict[str, Path]:
     """The dist/ wheel of each cell the runs test, by cell id (checked by `load_dist`): the
-    one its build made, of a cell published to several places."""
+    one its build made, of a cell published to several places. A manifest entry whose
+    name is not its cell's wheel (another arch, project or version; a rebuild's build tag
+    and a copy's local label aside) is not taken: the manifest is another job's output."""
+    cells = {run.cell.id: run.cell for run in runs}
     entries: dict[str, str] = {}
     for entry in manifest.wheels:
-        if entry.cell not in entries or entry.filename == _built_name(runs, entry.cell):
+        cell = cells.get(entry.cell)
+        if cell is None or not _names_a_wheel_of(entry.filename, cell):
+            continue
+        if entry.cell not in entries or entry.filename == cell.wheel_filename:
             entries[entry.cell] = entry.filename
     return {run.cell.id: dist / entries[run.cell.id] for run in runs if run.cell.id in entries}
 
 
-def _built_name(runs: Sequence[GateRun], cell_id: str) -> str | None:
-    return next((r.cell.wheel_filename for r in runs if r.cell.id == cell_id), None)
+def _names_a_wheel_of(filename: str, cell: Cell) -> bool:
+    try:
+        name = WheelName.parse(filename)
+    except NotAWheel:
+        return False
+    own = WheelName.parse(cell.wheel_filename)
+    return name.unversioned == own.unversioned and name.version.public == own.version.public
 
 
 def build_ptx_only(runs: Sequence[GateRun], settings: BuildSettings) -> dict[str, CellResult]:

@@ -64,6 +64,7 @@ class GateStep:
 
 
 AdmittedReader = Callable[[Cell, SpecifierSet], IndexTorches]
+_NO_WHEEL = "the dist's manifest records no wheel of {}: build it first"
 
 
 def read_admitted(
@@ -153,7 +154,10 @@ def plan_steps(
     for run in runs:
         cell = run.cell
         if cell.torch is None:
-            steps.append(GateStep(run=run))
+            wheel = wheels.get(cell.id)
+            # the PTX-only wheel is the gate's own build; the wheel as built is dist/'s
+            missing = run.build == "cubin" and (wheel is None or not wheel.is_file())
+            steps.append(GateStep(run=run, problem=_NO_WHEEL.format(cell.id) if missing else None))
             continue
         if cell.id not in decided:
             decided[cell.id] = _decide(cell, cell.torch, wheels.get(cell.id), reader)
@@ -169,7 +173,7 @@ def _decide(
     cell: Cell, torch: Version, wheel: Path | None, read_index: AdmittedReader
 ) -> tuple[Beside, ...] | str:
     if wheel is None or not wheel.is_file():  # its requirement decides: never guess one
-        return f"the dist's manifest records no wheel of {cell.id}: build it first"
+        return _NO_WHEEL.format(cell.id)
     try:
         requirement = wheel_requirement(wheel, cell.arch)
     except ValueError as error:

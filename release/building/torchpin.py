@@ -42,7 +42,9 @@ def torch_requirement(torch_version: Version, stable_target: Version | None) -> 
     return Requirement(f"torch>={major}.{minor}" + (f".{micro}" if micro else ""))
 
 
-_TARGET_DEFINE = re.compile(r"-D\s*TORCH_TARGET_VERSION=(0[xX][0-9a-fA-F]+|[0-9]+)")
+_TARGET_DEFINE = re.compile(
+    r"-D\s*TORCH_TARGET_VERSION=(0[xX][0-9a-fA-F]+|[0-9]+)[uUlL]*(?![0-9A-Za-z_.])"
+)
 
 
 def stable_target_version(build_log: str) -> Version | None:
@@ -53,6 +55,11 @@ def stable_target_version(build_log: str) -> Version | None:
     found: dict[Version, str] = {}
     for match in _TARGET_DEFINE.finditer(build_log):
         version = target_version(match.group(1))
+        if version is None:
+            raise ValueError(
+                f"the build compiled with TORCH_TARGET_VERSION={match.group(1)}, which is not "
+                "a C integer of 64 bits (a leading 0 makes it octal)"
+            )
         found.setdefault(version, match.group(1))
     if len(found) > 1:
         values = " and ".join(f"{raw} ({version})" for version, raw in sorted(found.items()))

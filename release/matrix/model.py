@@ -252,7 +252,10 @@ class GpuGate:
 
     def command_line(self, run: GateRun, wheel: Path) -> list[str]:
         """The command's words with {wheel}, {expect_arch} and {torch} put in; a placeholder
-        stays one word whatever its value holds (spaces, quotes), as no shell reads it."""
+        stays one word whatever its value holds (spaces, quotes), as the command runs with
+        no shell. One that hands a word to a shell (`sh -c '... {wheel}'`) gets the values
+        as they are: a wheel's name holds no character a shell reads (WheelName refuses
+        one), a torch version is PEP 440's, and the dist directory is the caller's."""
         torch = str(run.cell.torch) if run.cell.torch is not None else ""
         values = {"wheel": str(wheel), "expect_arch": run.expect_arch, "torch": torch}
         return [

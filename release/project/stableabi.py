@@ -22,17 +22,37 @@ from release.project.pysource import SourceIndex, in_file_order
 
 DEFINE = "TORCH_TARGET_VERSION"
 _FLAG = re.compile(r"-D\s*TORCH_TARGET_VERSION\b")
-_VALUE = re.compile(r"TORCH_TARGET_VERSION=(0[xX][0-9a-fA-F]+|[0-9]+)")
+# the value as C reads a literal: digits, an integer suffix (ULL), then no letter or digit
+_VALUE = re.compile(r"TORCH_TARGET_VERSION=(0[xX][0-9a-fA-F]+|[0-9]+)[uUlL]*(?![0-9A-Za-z_.])")
 _NUMBER = re.compile(r"0[xX][0-9a-fA-F]+|[0-9]+")
 COMPILERS = ("cxx", "nvcc")
 
 
-def target_version(value: str) -> Version:
+def target_version(value: str) -> Version | None:
     """The torch release a TORCH_TARGET_VERSION value names: torch's TORCH_ABI_VERSION
-    layout, major in the top byte, then minor, then patch (`0x020A000000000000` is 2.10)."""
-    number = int(value, 0)
+    layout, major in the top byte, then minor, then patch (`0x020A000000000000` is 2.10).
+    None where the value is not a C integer literal of 64 bits (`0020...` is octal to C,
+    and holds digits octal has not; one of more digits does not fit a uint64_t)."""
+    number = _c_integer(value)
+    if number is None:
+        return None
     major, minor, patch = (number >> 56) & 0xFF, (number >> 48) & 0xFF, (number >> 40) & 0xFF
     return Version(f"{major}.{minor}" + (f".{patch}" if patch else ""))
+
+
+def _c_integer(text: str) -> int | None:
+    """`text` read as C reads an integer literal without suffix (hex `0x`, octal `0`,
+    decimal), or None where it is none or does not fit 64 bits."""
+    try:
+        if text[:2] in ("0x", "0X"):
+            number = int(text[2:], 16)
+        elif text.startswith("0"):
+            number = int(text, 8)
+        else:
+            number = int(text, 10)
+    except ValueError:  # 8 or 9 in an octal literal, or more digits than Python reads
+        return None
+    return number if number < 1 << 64 else None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -58,11 +78,15 @@ def stable_abi_in(index: SourceIndex, file: str) -> StableAbi | None:
     if macro is not None:
         line, target = macro
         return StableAbi(place=Place(file=file, line=line), target=target, reaches=COMPILERS)
-    define = next(iter(_defines(index)), None)
+    defines = _defines(index)
+    define = next(iter(defines), None)
     if define is None:
         return None
     match = _VALUE.search(_text(define))
-    literal = isinstance(define, ast.Constant) and match is not None
+    # the compiler takes the last of two defines, and the build reads what it compiled
+    # with; here, two values (or one C cannot read) name no target
+    values = {found.group(1) for d in defines if (found := _VALUE.search(_text(d)))}
+    literal = isinstance(define, ast.Constant) and match is not None and len(values) == 1
     assignments = _assignments(index)
     holders = _holders(assignments, define)
     by_name = _by_name(assignments)

@@ -15,6 +15,7 @@ import zipfile
 from collections.abc import Callable
 from typing import Protocol
 
+from release.errors import shown
 from release.remote import httpclient as http
 from release.wheelfile import MAX_HEADERS_FILE
 from release.ziparchive import MEMBER_ERRORS
@@ -84,9 +85,10 @@ def _size_of(get: RangeGet, url: str) -> int:
     """The wheel's size from a one-byte range request; LazyWheelError where the server
     does not take range requests."""
     probe = get(url, keep=True, byte_range=(0, 0))
-    if probe.error is not None or probe.status != 206:
-        why = probe.error or f"answers a range request with HTTP {probe.status}"
-        raise LazyWheelError(f"its server {why}")
+    if probe.error is not None:
+        raise LazyWheelError(f"asking its link {shown(url)} fails ({probe.error})")
+    if probe.status != 206:
+        raise LazyWheelError(f"its server answers a range request with HTTP {probe.status}")
     match = _CONTENT_RANGE.match(probe.headers.get("content-range", ""))
     if match is None or len(match.group(1)) > 18:  # no wheel is an exabyte
         raise LazyWheelError("its server gives no size in Content-Range")

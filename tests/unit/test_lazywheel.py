@@ -100,3 +100,17 @@ def test_a_zip_asking_a_newer_zip_version_is_not_readable() -> None:
         central = data.find(b"PK\x01\x02", central + 1)
     with pytest.raises(LazyWheelError, match=r"not a readable zip"):
         remote_wheel_metadata(served_by_ranges(bytes(data)), "http://files.test/torch.whl")
+
+
+def test_a_link_that_cannot_be_asked_is_named_in_a_sentence() -> None:
+    """A `javascript:` link on an index page read "its server not a URL that can be
+    asked: ..."."""
+
+    def get(url: str, *, keep: bool, byte_range: tuple[int, int]) -> Download:
+        return Download(status=None, error="not a URL that can be asked: no scheme")
+
+    with pytest.raises(LazyWheelError) as caught:
+        remote_wheel_metadata(get, "javascript:alert(1)")
+    assert str(caught.value) == (
+        "asking its link 'javascript:alert(1)' fails (not a URL that can be asked: no scheme)"
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from packaging.version import Version
 
 from release.project.setuppy import read_setup_py
@@ -103,3 +104,30 @@ def test_a_computed_define_is_said_so() -> None:
 def test_no_define_or_no_python_is_none() -> None:
     assert stable_abi_of(CXX_ONLY.replace("-DTORCH_TARGET_VERSION", "-DOTHER")) is None
     assert stable_abi_of("def (:\n") is None
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "0020a000000000000",  # a leading 0 is octal to C, which has no 8 or 9: a traceback
+        "0x1020a000000000000",  # more than 64 bits: it was read as 2.10
+        "9" * 40,  # read as 185.245.96
+        "f" * 5000,
+    ],
+)
+def test_a_value_that_is_no_c_integer_of_64_bits_names_no_release(value: str) -> None:
+    assert target_version(value) is None
+    found = stable_abi_of(CXX_ONLY.replace("0x020a000000000000", value))
+    assert found is not None
+    assert found.target is None
+
+
+def test_two_defines_of_other_values_name_no_target() -> None:
+    """The compiler takes the last; the first was planned (2.10 for a 2.9 build)."""
+    two = CXX_ONLY.replace('"-O3", ', '"-O3", "-DTORCH_TARGET_VERSION=0x0209000000000000", ')
+    found = stable_abi_of(two)
+    assert found is not None
+    assert found.target is None
+    same = CXX_ONLY.replace('"-O3", ', '"-O3", "-DTORCH_TARGET_VERSION=0x020a000000000000", ')
+    assert (found := stable_abi_of(same)) is not None
+    assert found.target == Version("2.10")
