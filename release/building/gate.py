@@ -19,6 +19,7 @@ installed from the cell's torch index into an environment provisioned as a build
 from __future__ import annotations
 
 import shlex
+import string
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -216,6 +217,20 @@ def run_gate(
     return results
 
 
+_PLAIN = frozenset(string.ascii_letters + string.digits + "_./+!-")
+
+
+def _plain_path(wheel: Path, where: Path) -> Path:
+    """`wheel`, or a link to it in the run's own directory where its path holds a character
+    a shell reads (`--dist 'd$(x)'`): a command may hand {wheel} to `sh -c`."""
+    if all(c in _PLAIN for c in str(wheel)):
+        return wheel
+    link = where / "wheel" / wheel.name  # a wheel's name holds none (WheelName)
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(wheel.resolve())
+    return link
+
+
 def _run_step(
     gate: GpuGate,
     step: GateStep,
@@ -232,7 +247,7 @@ def _run_step(
     if isinstance(found, GateResult):
         return replace(found, beside=step.beside)
     wheel = found
-    words = gate.command_line(replace(run, cell=step.cell), wheel)
+    words = gate.command_line(replace(run, cell=step.cell), _plain_path(wheel, where))
     env: Mapping[str, str] | str = step.problem or environ
     if step.problem is None and environment is not None:
         env = beside_its_environment(wheel, environment, where, environ)
