@@ -17,9 +17,11 @@ What it guarantees, cell by cell:
   and, in a git checkout, an output that holds tracked files (`_check_places`);
 - before it, the declared output is emptied (nothing of an earlier run reaches the
   wheel) and the cell's version is written into the version file;
+- after the command, neither the output nor the version file is reached through a symbolic
+  link it made (the build would build, and release write, outside the checkout);
 - after the cell's build, failed or not, the version file gets its own bytes back (it is
-  removed where it did not exist) and the output is removed: the checkout is left as it
-  was found;
+  removed where it did not exist) and the output is removed, never through a symbolic
+  link (a link there is removed itself): the checkout is left as it was found;
 - what `git status` lists outside the declared output, the version file and release's own
   outputs (dist/ with the cell's log, the caches) is the same after the command as before
   it (the files it lists hashed too): a command that writes elsewhere fails the cell,
@@ -37,6 +39,7 @@ version, and the output starts empty.
 from __future__ import annotations
 
 import hashlib
+import os
 import shlex
 import shutil
 import threading
@@ -192,11 +195,12 @@ def prepared(
         try:
             before = _status(step, env)
             if step.output is not None:
-                shutil.rmtree(step.output, ignore_errors=True)
+                _remove(step.root, step.output)
             if step.version_file is not None:
                 step.version_file.parent.mkdir(parents=True, exist_ok=True)
-                step.version_file.write_text(version + "\n", encoding="utf-8")
+                _write_unfollowed(step.version_file, (version + "\n").encode())
             done = proc.run(step.words, env={**env, PREPARING: "1"}, log=log, cwd=step.root)
+            _check_unlinked(step)
             if not done.ok:
                 cause = failure_cause(done.output.splitlines())
                 raise CellFailure(
@@ -208,9 +212,9 @@ def prepared(
             _check_staged(step)
             yield step.build_dir
         finally:
-            _restore(step.version_file, saved)
+            _restore(step.root, step.version_file, saved)
             if step.output is not None:
-                shutil.rmtree(step.output, ignore_errors=True)
+                _remove(step.root, step.output)
 
 
 def _check_places(step: PrepareStep, env: Mapping[str, str]) -> None:
@@ -277,13 +281,54 @@ def _saved(path: Path | None) -> bytes | None:
         return None
 
 
-def _restore(path: Path | None, saved: bytes | None) -> None:
+def _restore(root: Path, path: Path | None, saved: bytes | None) -> None:
+    """Put the version file's own bytes back (or remove it), never through a symbolic
+    link the command made: the link goes, and a regular file takes its place."""
     if path is None:
         return
+    if (link := linked_part(root, path)) is not None:
+        link.unlink()
+    if path.is_dir():
+        shutil.rmtree(path, ignore_errors=True)
     if saved is None:
         path.unlink(missing_ok=True)
     else:
-        path.write_bytes(saved)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _write_unfollowed(path, saved)
+
+
+def _write_unfollowed(path: Path, data: bytes) -> None:
+    """Write `data` into the regular file `path`; a symbolic link there is refused
+    (ELOOP), never followed."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o666)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+
+
+def _remove(root: Path, path: Path) -> None:
+    """Remove the output, never through a symbolic link: where the command made a part of
+    its path one, the link itself goes (rmtree through it deleted a directory outside the
+    checkout)."""
+    if (link := linked_part(root, path)) is not None:
+        link.unlink()
+    elif path.is_dir():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def _check_unlinked(step: PrepareStep) -> None:
+    """Fail the cell where the command made the output or the version file, or a directory
+    above it, a symbolic link: the build would build, and release write, outside the
+    checkout."""
+    for key, path in (("output", step.output), ("version-file", step.version_file)):
+        if path is not None and (link := linked_part(step.root, path)) is not None:
+            raise CellFailure(
+                f"the prepare step `{step.command}` made {_relative(step, link)} a symbolic "
+                f"link, through which build.prepare.{key} {_relative(step, path)} is reached: "
+                "release neither builds nor writes through a link (stage into a directory of "
+                "the checkout itself)"
+            )
 
 
 Status = dict[str, str]  # path (relative to the checkout's top) -> its entry and digest
