@@ -17,6 +17,9 @@ What it guarantees, cell by cell:
   and, in a git checkout, an output that holds tracked files (`_check_places`);
 - before it, the declared output is emptied (nothing of an earlier run reaches the
   wheel) and the cell's version is written into the version file;
+- what the command writes into release's own output (dist/: a file under the cell's wheel
+  name would pass for the build's) is removed and fails the cell; release writes its
+  wheels there while no command runs (`writing_dist`);
 - after the command, neither the output nor the version file is reached through a symbolic
   link it made (the build would build, and release write, outside the checkout);
 - after the cell's build, failed or not, the version file gets its own bytes back (it is
@@ -42,6 +45,7 @@ import hashlib
 import os
 import shlex
 import shutil
+import stat
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -71,6 +75,7 @@ class PrepareStep:
     project: Path  # the project's directory: built where there is no output
     name: str  # the project's name, which the staged pyproject.toml must have
     own: tuple[Path, ...] = ()  # where release itself writes (dist/, its logs, the caches)
+    dist: Path | None = None  # release's output (--out), which the command must not write
 
     @property
     def words(self) -> list[str]:
@@ -98,10 +103,12 @@ class PrepareStep:
         return path.relative_to(self.root).as_posix() if path is not None else ""
 
 
-def step_of(matrix: Matrix, cell: Cell, *, own: Iterable[Path | None] = ()) -> PrepareStep | None:
+def step_of(
+    matrix: Matrix, cell: Cell, *, own: Iterable[Path | None] = (), dist: Path | None = None
+) -> PrepareStep | None:
     """The cell's prepare step, or None where the release has none; `own`: the directories
     release itself writes during it (the cell's log in dist/), which the checkout's check
-    leaves out."""
+    leaves out; `dist`: release's output, where what the command writes is removed."""
     spec = cell.build.prepare
     if spec is None:
         return None
@@ -114,6 +121,7 @@ def step_of(matrix: Matrix, cell: Cell, *, own: Iterable[Path | None] = ()) -> P
         project=matrix.project.path,
         name=matrix.project.name,
         own=tuple(p.resolve() for p in own if p is not None),
+        dist=dist.resolve() if dist is not None else None,
     )
 
 
@@ -199,8 +207,16 @@ def prepared(
             if step.version_file is not None:
                 step.version_file.parent.mkdir(parents=True, exist_ok=True)
                 _write_unfollowed(step.version_file, (version + "\n").encode())
+            in_dist = _dist_entries(step.dist)
             done = proc.run(step.words, env={**env, PREPARING: "1"}, log=log, cwd=step.root)
+            planted = _remove_planted(step.dist, in_dist)
             _check_unlinked(step)
+            if planted:
+                shown = _listed([_relative(step, p) for p in planted], 5)
+                raise CellFailure(
+                    f"the prepare step `{step.command}` wrote into release's own output "
+                    f"(--out): {shown} (removed: stage only into build.prepare's output)"
+                )
             if not done.ok:
                 cause = failure_cause(done.output.splitlines())
                 raise CellFailure(
@@ -215,6 +231,62 @@ def prepared(
             _restore(step.root, step.version_file, saved)
             if step.output is not None:
                 _remove(step.root, step.output)
+
+
+def writing_dist(step: PrepareStep | None) -> AbstractContextManager[object]:
+    """Held while release writes a wheel into dist/ beside the cells of a release with a
+    prepare step: no command runs meanwhile, so what appears in dist/ during one is its."""
+    return _ONE_AT_A_TIME if step is not None else nullcontext()
+
+
+Entries = dict[str, tuple[int, ...]]  # path under dist/ -> what says it is the same entry
+
+
+def _dist_entries(dist: Path | None) -> Entries:
+    """Each entry of dist/ (itself as `.`), without release's scratch: the hidden
+    staging directories and temporary files at its top, and the cells' logs/."""
+    if dist is None or not os.path.lexists(dist):
+        return {}
+    found = {".": _identity(dist)}
+    if dist.is_symlink() or not dist.is_dir():
+        return found
+    for top, dirs, files in os.walk(dist):
+        where = Path(top)
+        if where == dist:
+            dirs[:] = [d for d in dirs if not d.startswith(".") and d != "logs"]
+        for name in (*dirs, *files):
+            if where == dist and name.startswith("."):
+                continue
+            found[(where / name).relative_to(dist).as_posix()] = _identity(where / name)
+    return found
+
+
+def _identity(path: Path) -> tuple[int, ...]:
+    status = path.lstat()
+    if stat.S_ISDIR(status.st_mode):  # its time changes as release adds its logs/
+        return (status.st_mode, status.st_ino)
+    return (status.st_mode, status.st_ino, status.st_size, status.st_mtime_ns)
+
+
+def _remove_planted(dist: Path | None, before: Entries) -> list[Path]:
+    """Remove what appeared or changed in dist/ since `before` (a wheel under the cell's
+    own name would be taken for the build's), never through a link; what was removed."""
+    if dist is None:
+        return []
+    after = _dist_entries(dist)
+    removed: list[Path] = []
+    for name in sorted(p for p, same in after.items() if before.get(p) != same):
+        target = dist / name
+        if any(gone == target or gone in target.parents for gone in removed):
+            continue
+        if target.is_symlink() or not target.is_dir():
+            target.unlink(missing_ok=True)
+        elif name != ".":
+            shutil.rmtree(target, ignore_errors=True)
+        else:
+            continue  # dist/ made anew: its entries are listed after it
+        removed.append(target)
+    return removed
 
 
 def _check_places(step: PrepareStep, env: Mapping[str, str]) -> None:

@@ -33,12 +33,12 @@ def hostile(checkout: Path, script: str, **keys: str) -> Matrix:
     return load_matrix(checkout / "matrix.yaml")
 
 
-def failed_step(matrix: Matrix, tmp_path: Path) -> str:
-    step = step_of(matrix, matrix.cells[0])
+def failed_step(matrix: Matrix, log: Path, dist: Path | None = None) -> str:
+    step = step_of(matrix, matrix.cells[0], own=[dist], dist=dist)
     assert step is not None
     with (
         pytest.raises(CellFailure) as failed,
-        prepared(step, "1.2.3", env=environment(), log=tmp_path / "log"),
+        prepared(step, "1.2.3", env=environment(), log=log),
     ):
         pytest.fail("the build ran")
     return failed.value.error
@@ -55,7 +55,7 @@ def test_an_output_whose_parent_the_command_links_out_is_never_removed_through(
         f"shutil.rmtree('out', ignore_errors=True); os.symlink({str(victim)!r}, 'out')",
         output="out/staged",
     )
-    assert failed_step(matrix, tmp_path) == (
+    assert failed_step(matrix, tmp_path / "log") == (
         "the prepare step `python3 hostile.py` made out a symbolic link, through which "
         "build.prepare.output out/staged is reached: release neither builds nor writes "
         "through a link (stage into a directory of the checkout itself)"
@@ -75,7 +75,7 @@ def test_a_version_file_the_command_links_out_is_put_back_as_a_file_not_written_
         f"{STAGED}\n"
         f"os.remove('tiny_src/VERSION'); os.symlink({str(outside)!r}, 'tiny_src/VERSION')",
     )
-    assert failed_step(matrix, tmp_path) == (
+    assert failed_step(matrix, tmp_path / "log") == (
         "the prepare step `python3 hostile.py` made tiny_src/VERSION a symbolic link, "
         "through which build.prepare.version-file tiny_src/VERSION is reached: release "
         "neither builds nor writes through a link (stage into a directory of the checkout "
@@ -97,10 +97,32 @@ def test_an_output_the_command_makes_a_link_to_another_project_is_not_built(
         checkout,
         f"shutil.rmtree('staged', ignore_errors=True); os.symlink({str(other)!r}, 'staged')",
     )
-    assert failed_step(matrix, tmp_path).startswith(
+    assert failed_step(matrix, tmp_path / "log").startswith(
         "the prepare step `python3 hostile.py` made staged a symbolic link, through which "
         "build.prepare.output staged is reached"
     )
     assert sorted(p.name for p in other.iterdir()) == ["pyproject.toml"]
     assert not (checkout / "staged").is_symlink()
     assert not (checkout / "staged").exists()
+
+
+def test_a_file_the_command_writes_into_releases_output_is_removed_and_fails_the_cell(
+    checkout: Path,
+) -> None:
+    dist = checkout / "dist"
+    (dist / "logs").mkdir(parents=True)
+    (dist / "earlier.whl").write_bytes(b"built before")
+    wheel = "tiny_staged-1.2.3-py3-none-manylinux_2_28_x86_64.whl"
+    matrix = hostile(
+        checkout,
+        f"{STAGED}\nos.makedirs('dist/sub', exist_ok=True)\n"
+        f"open('dist/{wheel}', 'w').write('fake')\nopen('dist/sub/x', 'w').write('x')",
+    )
+    # the cell's log is written into dist/logs/ as the command ends: release's, not the command's
+    error = failed_step(matrix, dist / "logs" / "13.0-x86_64.log", dist)
+    assert error == (
+        "the prepare step `python3 hostile.py` wrote into release's own output (--out): "
+        f"dist/sub, dist/{wheel} (removed: stage only into build.prepare's output)"
+    )
+    assert sorted(p.name for p in dist.iterdir()) == ["earlier.whl", "logs"]
+    assert (dist / "earlier.whl").read_bytes() == b"built before"
