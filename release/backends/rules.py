@@ -105,6 +105,8 @@ def prepare_problems(
         words, problems = [], [(join_path(path, "command"), f"cannot be split: {error}")]
     if not words and not problems:
         problems.append((join_path(path, "command"), "is empty: name the command to run"))
+    if prepare.timeout is not None and prepare.timeout < 1:
+        problems.append((join_path(path, "timeout"), "must be 1 (second) or more"))
     paths = {"version-file": prepare.version_file, "output": prepare.output}
     for key, value in paths.items():
         problem = _inside_problem(value) if value is not None else None

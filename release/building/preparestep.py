@@ -9,6 +9,9 @@ What it guarantees, cell by cell:
   on PATH (a torch cell's torch venv), CUDA_HOME where the backend sets one, and
   RELEASE_PREPARE=1 (a script that also builds or installs on its own skips that under
   release, which builds the staged directory itself);
+- the step is over when the command's process exits: what it left running in its process
+  group (a background job that holds its output) is ended then; a command that runs past
+  build.prepare.timeout (default DEFAULT_TIMEOUT seconds) is stopped and fails the cell;
 - where it fails, the cell's one line says why, read from its log as a PEP 517 build's is
   (release.building.diagnose: a staging script that compiles the host library meets the
   same missing module, library or C++ standard);
@@ -64,6 +67,7 @@ from release.project import read_pyproject
 
 _ONE_AT_A_TIME = threading.Lock()  # cells with a prepare step share its output
 PREPARING = "RELEASE_PREPARE"  # set for the command: it runs as release's prepare step
+DEFAULT_TIMEOUT = 3600  # seconds the command may run, where build.prepare.timeout says none
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -76,6 +80,7 @@ class PrepareStep:
     name: str  # the project's name, which the staged pyproject.toml must have
     own: tuple[Path, ...] = ()  # where release itself writes (dist/, its logs, the caches)
     dist: Path | None = None  # release's output (--out), which the command must not write
+    timeout: int = DEFAULT_TIMEOUT  # seconds: build.prepare.timeout
 
     @property
     def words(self) -> list[str]:
@@ -122,6 +127,7 @@ def step_of(
         name=matrix.project.name,
         own=tuple(p.resolve() for p in own if p is not None),
         dist=dist.resolve() if dist is not None else None,
+        timeout=spec.timeout or DEFAULT_TIMEOUT,
     )
 
 
@@ -208,7 +214,10 @@ def prepared(
                 step.version_file.parent.mkdir(parents=True, exist_ok=True)
                 _write_unfollowed(step.version_file, (version + "\n").encode())
             in_dist = _dist_entries(step.dist)
-            done = proc.run(step.words, env={**env, PREPARING: "1"}, log=log, cwd=step.root)
+            done = proc.run(
+                step.words, env={**env, PREPARING: "1"}, log=log, cwd=step.root,
+                timeout=step.timeout, until_exit=True,
+            )  # fmt: skip
             planted = _remove_planted(step.dist, in_dist)
             _check_unlinked(step)
             if planted:
@@ -216,6 +225,13 @@ def prepared(
                 raise CellFailure(
                     f"the prepare step `{step.command}` wrote into release's own output "
                     f"(--out): {shown} (removed: stage only into build.prepare's output)"
+                )
+            if done.timed_out:
+                raise CellFailure(
+                    f"the prepare step `{step.command}` did not end within "
+                    f"build.prepare.timeout ({step.timeout} s) and was stopped: raise the "
+                    "timeout, or find what it waits for in its log",
+                    proc.tail(done.output),
                 )
             if not done.ok:
                 cause = failure_cause(done.output.splitlines())

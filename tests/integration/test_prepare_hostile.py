@@ -6,6 +6,7 @@ nothing outside the checkout is touched. The tiny checkout is test_prepare_step'
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -26,8 +27,9 @@ def hostile(checkout: Path, script: str, **keys: str) -> Matrix:
     build.prepare's `keys` (output=...) replaced."""
     text = MATRIX.replace("command: python3 stage.py --into staged", "command: python3 hostile.py")
     for key, value in keys.items():
-        old = {"output": "output: staged"}[key]
-        text = text.replace(old, f"output: {value}")
+        old = {"output": "output: staged", "timeout": "output: staged"}[key]
+        new = f"output: staged\n    timeout: {value}" if key == "timeout" else f"output: {value}"
+        text = text.replace(old, new)
     (checkout / "matrix.yaml").write_text(text)
     (checkout / "hostile.py").write_text(f"import os, shutil, sys\n{script}\n")
     return load_matrix(checkout / "matrix.yaml")
@@ -126,3 +128,41 @@ def test_a_file_the_command_writes_into_releases_output_is_removed_and_fails_the
     )
     assert sorted(p.name for p in dist.iterdir()) == ["earlier.whl", "logs"]
     assert (dist / "earlier.whl").read_bytes() == b"built before"
+
+
+def test_the_step_is_over_when_the_command_exits_and_what_it_left_running_is_ended(
+    checkout: Path, tmp_path: Path
+) -> None:
+    pid_file = tmp_path / "pid"
+    hostile(
+        checkout,
+        f"{STAGED}\nchild = subprocess.Popen(['sleep', '300'])\n"
+        f"open({str(pid_file)!r}, 'w').write(str(child.pid))\nprint('script done')",
+    )
+    matrix = load_matrix(checkout / "matrix.yaml")
+    step = step_of(matrix, matrix.cells[0])
+    assert step is not None
+    start = time.monotonic()
+    with prepared(step, "1.2.3", env=environment(), log=tmp_path / "log") as built:
+        assert built == checkout / "staged"
+    assert time.monotonic() - start < 30
+    assert "script done" in (tmp_path / "log").read_text()
+    status = Path(f"/proc/{pid_file.read_text()}/status")
+    # gone, or a zombie its new parent has yet to reap
+    assert not status.exists() or "State:\tZ" in status.read_text()
+
+
+def test_a_command_past_its_timeout_is_stopped_and_fails_the_cell_naming_the_key(
+    checkout: Path, tmp_path: Path
+) -> None:
+    matrix = hostile(
+        checkout, "import time; print('waiting', flush=True); time.sleep(300)", timeout="1"
+    )
+    start = time.monotonic()
+    error = failed_step(matrix, tmp_path / "log")
+    assert time.monotonic() - start < 30
+    assert error == (
+        "the prepare step `python3 hostile.py` did not end within build.prepare.timeout (1 s) "
+        "and was stopped: raise the timeout, or find what it waits for in its log"
+    )
+    assert "waiting" in (tmp_path / "log").read_text()
