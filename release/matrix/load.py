@@ -168,6 +168,8 @@ def matrix_from_text(
             if said.problem is not None:
                 where = "build.prepare.version-file" if said.in_version_file else "project"
                 loader.problem(where, said.problem)
+            elif named is None and loader.problems:
+                pass  # the build backend is not asked of a matrix already refused
             elif named is None and metadata is not None:
                 provisional = matrix_from_text(text, path, named=PROVISIONAL)
                 return matrix_from_text(text, path, named=metadata(provisional, said))
