@@ -4,6 +4,7 @@ matrix already refused. The checkout is test_preparestep's (a dynamic version)."
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -43,3 +44,32 @@ def test_a_linked_version_file_is_the_problem_and_the_backend_is_not_asked(
         "sub/VERSION, and release reads and writes the version there: name a file of the "
         "checkout itself"
     ]
+
+
+def test_a_version_file_that_is_not_a_regular_file_is_a_problem_at_its_key(
+    tmp_path: Path,
+) -> None:
+    matrix = checkout(tmp_path)
+    version = tmp_path / "sub" / "VERSION"
+    version.unlink()
+    version.mkdir()
+    (problem,) = refused(matrix, [])
+    assert problem == (
+        f"matrix.yaml:3:60: build.prepare.version-file: {version}: not a regular file: the "
+        "prepare step's version-file is where the release's version is read from (write the "
+        "version there, as the release workflow does from the tag)"
+    )
+    version.rmdir()
+    os.mkfifo(version)
+    (problem,) = refused(matrix, [])
+    assert f"build.prepare.version-file: {version}: not a regular file: " in problem
+
+
+def test_a_version_file_that_is_not_utf8_says_so_not_empty(tmp_path: Path) -> None:
+    matrix = checkout(tmp_path)
+    (tmp_path / "sub" / "VERSION").write_bytes(b"1.0\xff\n")
+    (problem,) = refused(matrix, [])
+    assert problem.startswith(
+        f"matrix.yaml:3:60: build.prepare.version-file: {tmp_path / 'sub' / 'VERSION'}: not "
+        "UTF-8 (byte 0xff at line 1, column 4): "
+    )
