@@ -283,7 +283,7 @@ def _validate(
     spec: MatrixSpec, project: Project, path: Path, loader: DocumentLoader
 ) -> Matrix | None:
     destinations, indexes = _destinations(spec.destinations, loader)
-    release_build(spec, loader)
+    release_build(spec, loader, matrix_name=path.name)
     excludes = spec.exclude or []
     if not spec.cuda:
         loader.problem("cuda", "the matrix is empty: add at least one CUDA version")
