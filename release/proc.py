@@ -27,6 +27,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
+from typing import IO
 
 from release.credentials import mask, secret_values
 
@@ -48,6 +49,7 @@ class Completed:
     seconds: float
     log: Path | None = None
     stderr: str = ""  # only with separate_stderr
+    timed_out: bool = False  # ended at its `timeout` (returncode EXIT_TIMEOUT)
 
     @property
     def ok(self) -> bool:
@@ -135,15 +137,19 @@ class Runner:
         secrets: Iterable[str] = (),
         on_line: Callable[[str], None] | None = None,
         stop_when: Callable[[], bool] | None = None,
+        until_exit: bool = False,
     ) -> Completed:
         """Run `cmd` to its end (or its timeout, or `stop_all`); see the module doc.
         `on_line` sees each line of stdout as it comes (masked), for progress displays.
         `stop_when` is asked every WATCH_SECONDS while it runs: once it says so, the child
         and everything it started is ended as `stop_all` ends them, unless it ends by
-        itself within STOP_WHEN_GRACE_SECONDS."""
+        itself within STOP_WHEN_GRACE_SECONDS. With `until_exit`, the run is over when the
+        child itself exits, not when its output ends: what it left running in its group (a
+        background job that holds stdout) is ended then."""
         hidden = (*secret_values(env), *secrets)
         start = time.monotonic()
         stderr_text = ""
+        timed_out = False
         with _lock:
             if _stopped.is_set():
                 return Completed(returncode=EXIT_STOPPED, output="stopped", seconds=0.0, log=log)
@@ -173,18 +179,23 @@ class Runner:
             if stop_when is not None:
                 _watch(child, stop_when, finished)
             try:
-                if on_line is not None and child.stdout is not None:
+                if until_exit:
+                    stdout, stderr = _until_exit(child, timeout)
+                elif on_line is not None and child.stdout is not None:
                     stdout, stderr = _follow(
                         child, lambda line: on_line(mask(line, hidden)), timeout
                     )
                 else:
                     stdout, stderr = child.communicate(timeout=timeout)
                 code = child.returncode
-            except subprocess.TimeoutExpired:
-                _end(child)
-                stdout, stderr = child.communicate()
+            except subprocess.TimeoutExpired as expired:
+                if until_exit:  # _until_exit has ended the group and read what it wrote
+                    stdout, stderr = str(expired.output or ""), str(expired.stderr or "")
+                else:
+                    _end(child)
+                    stdout, stderr = child.communicate()
                 stdout = (stdout or "") + f"\n(timed out after {timeout:.0f} s)"
-                code = EXIT_TIMEOUT
+                code, timed_out = EXIT_TIMEOUT, True
             finally:
                 finished.set()
                 with _lock:
@@ -199,8 +210,9 @@ class Runner:
         if log is not None:
             _append_log(log, mask(shlex.join(cmd), hidden), output + stderr_text, code, seconds)
         return Completed(
-            returncode=code, output=output, seconds=seconds, log=log, stderr=stderr_text
-        )
+            returncode=code, output=output, seconds=seconds, log=log, stderr=stderr_text,
+            timed_out=timed_out,
+        )  # fmt: skip
 
 
 run = Runner()
@@ -230,6 +242,59 @@ def _follow(
         child.stderr.close()
     child.wait(timeout=timeout)
     return "".join(lines), "".join(errors)
+
+
+def _until_exit(child: subprocess.Popen[str], timeout: float | None) -> tuple[str, str]:
+    """Read the child's pipes on threads until the child itself exits (or `timeout`: then
+    TimeoutExpired, with what it wrote), then end what it left in its group and take
+    what the pipes held by then."""
+    pipes = [p for p in (child.stdout, child.stderr) if p is not None]
+    read: list[list[bytes]] = [[] for _ in pipes]
+    readers = []
+    for pipe, chunks in zip(pipes, read, strict=True):
+
+        def drain(fd: int = pipe.fileno(), chunks: list[bytes] = chunks) -> None:
+            while data := os.read(fd, 65536):
+                chunks.append(data)
+
+        readers.append(threading.Thread(target=_unsignalled(drain), daemon=True))
+        readers[-1].start()
+    try:
+        child.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _end(child)
+        _end_left(child)
+        output = _joined(pipes, readers, read)
+        raise subprocess.TimeoutExpired(child.args, timeout or 0, *output) from None
+    _end_left(child)
+    return _joined(pipes, readers, read)
+
+
+def _joined(
+    pipes: Sequence[IO[str]], readers: Sequence[threading.Thread], read: list[list[bytes]]
+) -> tuple[str, str]:
+    """What each pipe's reader read, once it reached the end (or STOP_GRACE_SECONDS
+    later: a process that left the group may hold a pipe open, which then stays open)."""
+    for pipe, reader in zip(pipes, readers, strict=True):
+        reader.join(STOP_GRACE_SECONDS)
+        if not reader.is_alive():
+            pipe.close()
+    texts = [b"".join(chunks).decode(errors="replace") for chunks in read]
+    return texts[0], texts[1] if len(texts) > 1 else ""
+
+
+def _end_left(child: subprocess.Popen[str]) -> None:
+    """End what the exited child left running in its group: SIGTERM (a shell's background
+    job ignores SIGINT), then SIGKILL where something still runs after STOP_GRACE_SECONDS."""
+    _signal_group(child, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_GRACE_SECONDS
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(child.pid, 0)
+        except (ProcessLookupError, PermissionError):
+            return
+        time.sleep(0.02)
+    _signal_group(child, signal.SIGKILL)
 
 
 def _watch(

@@ -126,6 +126,9 @@ class PrepareSpec:
         "distribution in: its pyproject.toml is what the PEP 517 build builds; release "
         "empties it before the command and removes it after the build (default: the project)"
     )
+    timeout: int | None = optional(
+        "seconds the command may run before it is stopped and the cell fails (default: 3600)"
+    )
 
 
 def requirement_key(text: str) -> str:

@@ -24,6 +24,7 @@ from release.errors import shown
 from release.targets import GpuTarget
 from release.yamlspec import join_path
 
+DEFAULT_DIST = "dist"  # release's output where --out says none
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -90,7 +91,7 @@ def spec_problems(spec: BuildSpec, backend: BackendName, path: str) -> list[tupl
 
 
 def prepare_problems(
-    prepare: PrepareSpec, path: str, *, project: str | None
+    prepare: PrepareSpec, path: str, *, project: str | None, matrix_name: str = "matrix.yaml"
 ) -> list[tuple[str, str]]:
     """(key path, message) for each rule the prepare step at `path` breaks: it is the
     release's (`project` is the matrix's `project:`; None for a CUDA version's `build`),
@@ -105,6 +106,8 @@ def prepare_problems(
         words, problems = [], [(join_path(path, "command"), f"cannot be split: {error}")]
     if not words and not problems:
         problems.append((join_path(path, "command"), "is empty: name the command to run"))
+    if prepare.timeout is not None and prepare.timeout < 1:
+        problems.append((join_path(path, "timeout"), "must be 1 (second) or more"))
     paths = {"version-file": prepare.version_file, "output": prepare.output}
     for key, value in paths.items():
         problem = _inside_problem(value) if value is not None else None
@@ -122,6 +125,7 @@ def prepare_problems(
                 "before the command: name the directory the command stages into",
             )
         )
+    problems.extend(_output_overlap(prepare, path, matrix_name))
     if prepare.version_file is not None and output in PurePosixPath(prepare.version_file).parents:
         problems.append(
             (
@@ -131,6 +135,22 @@ def prepare_problems(
             )
         )
     return problems
+
+
+def _output_overlap(prepare: PrepareSpec, path: str, matrix_name: str) -> list[tuple[str, str]]:
+    """The output where it is release's default output (dist/, which --out may move: that
+    overlap is the build's to see), the version file or the matrix file itself."""
+    output = PurePosixPath(prepare.output or ".")
+    dist = PurePosixPath(DEFAULT_DIST)
+    if output == dist or dist in output.parents:
+        why = f"{prepare.output} is in {DEFAULT_DIST}/, where release writes its wheels"
+    elif prepare.version_file is not None and output == PurePosixPath(prepare.version_file):
+        why = f"{prepare.output} is the version file, which release writes the version into"
+    elif output == PurePosixPath(matrix_name):
+        why = f"{prepare.output} is {matrix_name} itself"
+    else:
+        return []
+    return [(join_path(path, "output"), f"{why}: name the directory the command stages into")]
 
 
 def _inside_problem(value: str) -> str | None:

@@ -44,7 +44,13 @@ from release.building.compilecache import (
 )
 from release.building.diagnose import failure_cause
 from release.building.jobs import killed_for_memory, memory_remedy
-from release.building.preparestep import maybe_prepared, reproduce_line, sources_dir, step_of
+from release.building.preparestep import (
+    maybe_prepared,
+    reproduce_line,
+    sources_dir,
+    step_of,
+    writing_dist,
+)
 from release.building.relabel import RelabelError, as_platlib, copies_of, rewrite_version
 from release.building.runtimedeps import libraries_verdict
 from release.building.settings import BuildEnv, BuildSettings, CellFailure, CellResult, CopiedWheel
@@ -493,7 +499,8 @@ def build_cell(
     environment = settings.environments.get(cell.id)
     python = str(environment.python) if environment is not None else settings.python
     env = cell_environment(inputs, base=settings.environ, python=python, epoch=settings.epoch)
-    step = step_of(settings.matrix, cell, own=(settings.out, settings.cache_dir, settings.work_dir))
+    own = (settings.out, settings.cache_dir, settings.work_dir)
+    step = step_of(settings.matrix, cell, own=own, dist=settings.out)
     built = step.build_dir if step is not None else settings.matrix.project.path
     command = [
         *build_command(python, built, outdir, isolated=environment is None,
@@ -535,7 +542,8 @@ def build_cell(
             data = candidate.read_bytes()
             cache.put(key, cell.wheel_filename, data)
         final = settings.out / cell.wheel_filename
-        write_atomic(final, data)
+        with writing_dist(step):
+            write_atomic(final, data)
         near = budget_warning(report, cell)
         return final, report, lookup.data is not None, (*warnings, *([near] if near else []))
 

@@ -9,6 +9,9 @@ What it guarantees, cell by cell:
   on PATH (a torch cell's torch venv), CUDA_HOME where the backend sets one, and
   RELEASE_PREPARE=1 (a script that also builds or installs on its own skips that under
   release, which builds the staged directory itself);
+- the step is over when the command's process exits: what it left running in its process
+  group (a background job that holds its output) is ended then; a command that runs past
+  build.prepare.timeout (default DEFAULT_TIMEOUT seconds) is stopped and fails the cell;
 - where it fails, the cell's one line says why, read from its log as a PEP 517 build's is
   (release.building.diagnose: a staging script that compiles the host library meets the
   same missing module, library or C++ standard);
@@ -17,9 +20,14 @@ What it guarantees, cell by cell:
   and, in a git checkout, an output that holds tracked files (`_check_places`);
 - before it, the declared output is emptied (nothing of an earlier run reaches the
   wheel) and the cell's version is written into the version file;
+- what the command writes into release's own output (dist/: a file under the cell's wheel
+  name would pass for the build's) is removed and fails the cell; release writes its
+  wheels there while no command runs (`writing_dist`);
+- after the command, neither the output nor the version file is reached through a symbolic
+  link it made (the build would build, and release write, outside the checkout);
 - after the cell's build, failed or not, the version file gets its own bytes back (it is
-  removed where it did not exist) and the output is removed: the checkout is left as it
-  was found;
+  removed where it did not exist) and the output is removed, never through a symbolic
+  link (a link there is removed itself): the checkout is left as it was found;
 - what `git status` lists outside the declared output, the version file and release's own
   outputs (dist/ with the cell's log, the caches) is the same after the command as before
   it (the files it lists hashed too): a command that writes elsewhere fails the cell,
@@ -37,8 +45,10 @@ version, and the output starts empty.
 from __future__ import annotations
 
 import hashlib
+import os
 import shlex
 import shutil
+import stat
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -57,6 +67,7 @@ from release.project import read_pyproject
 
 _ONE_AT_A_TIME = threading.Lock()  # cells with a prepare step share its output
 PREPARING = "RELEASE_PREPARE"  # set for the command: it runs as release's prepare step
+DEFAULT_TIMEOUT = 3600  # seconds the command may run, where build.prepare.timeout says none
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -68,6 +79,8 @@ class PrepareStep:
     project: Path  # the project's directory: built where there is no output
     name: str  # the project's name, which the staged pyproject.toml must have
     own: tuple[Path, ...] = ()  # where release itself writes (dist/, its logs, the caches)
+    dist: Path | None = None  # release's output (--out), which the command must not write
+    timeout: int = DEFAULT_TIMEOUT  # seconds: build.prepare.timeout
 
     @property
     def words(self) -> list[str]:
@@ -95,10 +108,12 @@ class PrepareStep:
         return path.relative_to(self.root).as_posix() if path is not None else ""
 
 
-def step_of(matrix: Matrix, cell: Cell, *, own: Iterable[Path | None] = ()) -> PrepareStep | None:
+def step_of(
+    matrix: Matrix, cell: Cell, *, own: Iterable[Path | None] = (), dist: Path | None = None
+) -> PrepareStep | None:
     """The cell's prepare step, or None where the release has none; `own`: the directories
     release itself writes during it (the cell's log in dist/), which the checkout's check
-    leaves out."""
+    leaves out; `dist`: release's output, where what the command writes is removed."""
     spec = cell.build.prepare
     if spec is None:
         return None
@@ -111,6 +126,8 @@ def step_of(matrix: Matrix, cell: Cell, *, own: Iterable[Path | None] = ()) -> P
         project=matrix.project.path,
         name=matrix.project.name,
         own=tuple(p.resolve() for p in own if p is not None),
+        dist=dist.resolve() if dist is not None else None,
+        timeout=spec.timeout or DEFAULT_TIMEOUT,
     )
 
 
@@ -192,11 +209,30 @@ def prepared(
         try:
             before = _status(step, env)
             if step.output is not None:
-                shutil.rmtree(step.output, ignore_errors=True)
+                _remove(step.root, step.output)
             if step.version_file is not None:
                 step.version_file.parent.mkdir(parents=True, exist_ok=True)
-                step.version_file.write_text(version + "\n", encoding="utf-8")
-            done = proc.run(step.words, env={**env, PREPARING: "1"}, log=log, cwd=step.root)
+                _write_unfollowed(step.version_file, (version + "\n").encode())
+            in_dist = _dist_entries(step.dist)
+            done = proc.run(
+                step.words, env={**env, PREPARING: "1"}, log=log, cwd=step.root,
+                timeout=step.timeout, until_exit=True,
+            )  # fmt: skip
+            planted = _remove_planted(step.dist, in_dist)
+            _check_unlinked(step)
+            if planted:
+                shown = _listed([_relative(step, p) for p in planted], 5)
+                raise CellFailure(
+                    f"the prepare step `{step.command}` wrote into release's own output "
+                    f"(--out): {shown} (removed: stage only into build.prepare's output)"
+                )
+            if done.timed_out:
+                raise CellFailure(
+                    f"the prepare step `{step.command}` did not end within "
+                    f"build.prepare.timeout ({step.timeout} s) and was stopped: raise the "
+                    "timeout, or find what it waits for in its log",
+                    proc.tail(done.output),
+                )
             if not done.ok:
                 cause = failure_cause(done.output.splitlines())
                 raise CellFailure(
@@ -208,9 +244,65 @@ def prepared(
             _check_staged(step)
             yield step.build_dir
         finally:
-            _restore(step.version_file, saved)
+            _restore(step.root, step.version_file, saved)
             if step.output is not None:
-                shutil.rmtree(step.output, ignore_errors=True)
+                _remove(step.root, step.output)
+
+
+def writing_dist(step: PrepareStep | None) -> AbstractContextManager[object]:
+    """Held while release writes a wheel into dist/ beside the cells of a release with a
+    prepare step: no command runs meanwhile, so what appears in dist/ during one is its."""
+    return _ONE_AT_A_TIME if step is not None else nullcontext()
+
+
+Entries = dict[str, tuple[int, ...]]  # path under dist/ -> what says it is the same entry
+
+
+def _dist_entries(dist: Path | None) -> Entries:
+    """Each entry of dist/ (itself as `.`), without release's scratch: the hidden
+    staging directories and temporary files at its top, and the cells' logs/."""
+    if dist is None or not os.path.lexists(dist):
+        return {}
+    found = {".": _identity(dist)}
+    if dist.is_symlink() or not dist.is_dir():
+        return found
+    for top, dirs, files in os.walk(dist):
+        where = Path(top)
+        if where == dist:
+            dirs[:] = [d for d in dirs if not d.startswith(".") and d != "logs"]
+        for name in (*dirs, *files):
+            if where == dist and name.startswith("."):
+                continue
+            found[(where / name).relative_to(dist).as_posix()] = _identity(where / name)
+    return found
+
+
+def _identity(path: Path) -> tuple[int, ...]:
+    status = path.lstat()
+    if stat.S_ISDIR(status.st_mode):  # its time changes as release adds its logs/
+        return (status.st_mode, status.st_ino)
+    return (status.st_mode, status.st_ino, status.st_size, status.st_mtime_ns)
+
+
+def _remove_planted(dist: Path | None, before: Entries) -> list[Path]:
+    """Remove what appeared or changed in dist/ since `before` (a wheel under the cell's
+    own name would be taken for the build's), never through a link; what was removed."""
+    if dist is None:
+        return []
+    after = _dist_entries(dist)
+    removed: list[Path] = []
+    for name in sorted(p for p, same in after.items() if before.get(p) != same):
+        target = dist / name
+        if any(gone == target or gone in target.parents for gone in removed):
+            continue
+        if target.is_symlink() or not target.is_dir():
+            target.unlink(missing_ok=True)
+        elif name != ".":
+            shutil.rmtree(target, ignore_errors=True)
+        else:
+            continue  # dist/ made anew: its entries are listed after it
+        removed.append(target)
+    return removed
 
 
 def _check_places(step: PrepareStep, env: Mapping[str, str]) -> None:
@@ -277,13 +369,54 @@ def _saved(path: Path | None) -> bytes | None:
         return None
 
 
-def _restore(path: Path | None, saved: bytes | None) -> None:
+def _restore(root: Path, path: Path | None, saved: bytes | None) -> None:
+    """Put the version file's own bytes back (or remove it), never through a symbolic
+    link the command made: the link goes, and a regular file takes its place."""
     if path is None:
         return
+    if (link := linked_part(root, path)) is not None:
+        link.unlink()
+    if path.is_dir():
+        shutil.rmtree(path, ignore_errors=True)
     if saved is None:
         path.unlink(missing_ok=True)
     else:
-        path.write_bytes(saved)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _write_unfollowed(path, saved)
+
+
+def _write_unfollowed(path: Path, data: bytes) -> None:
+    """Write `data` into the regular file `path`; a symbolic link there is refused
+    (ELOOP), never followed."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o666)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+
+
+def _remove(root: Path, path: Path) -> None:
+    """Remove the output, never through a symbolic link: where the command made a part of
+    its path one, the link itself goes (rmtree through it deleted a directory outside the
+    checkout)."""
+    if (link := linked_part(root, path)) is not None:
+        link.unlink()
+    elif path.is_dir():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def _check_unlinked(step: PrepareStep) -> None:
+    """Fail the cell where the command made the output or the version file, or a directory
+    above it, a symbolic link: the build would build, and release write, outside the
+    checkout."""
+    for key, path in (("output", step.output), ("version-file", step.version_file)):
+        if path is not None and (link := linked_part(step.root, path)) is not None:
+            raise CellFailure(
+                f"the prepare step `{step.command}` made {_relative(step, link)} a symbolic "
+                f"link, through which build.prepare.{key} {_relative(step, path)} is reached: "
+                "release neither builds nor writes through a link (stage into a directory of "
+                "the checkout itself)"
+            )
 
 
 Status = dict[str, str]  # path (relative to the checkout's top) -> its entry and digest

@@ -218,12 +218,18 @@ def _staged_notes(staged: Staged | None) -> list[Note]:
     """What to check of the staging script under `release build`."""
     notes = []
     if staged is not None and staged.output is None:
+        unfit = staged.output_unfit
         notes.append(
             Note(
                 place=str(staged.copies),
                 text=f"where {staged.script} stages {staged.directory}/pyproject.toml to is "
-                "computed",
-                fix="write that directory as build.prepare's output in matrix.yaml",
+                + (f"not a place release can empty and remove: {unfit}" if unfit else "computed"),
+                fix=(
+                    "stage into a directory of the checkout of its own and write it as "
+                    "build.prepare's output in matrix.yaml"
+                    if unfit
+                    else "write that directory as build.prepare's output in matrix.yaml"
+                ),
             )
         )
     if staged is not None and staged.version_file is None:

@@ -1,7 +1,9 @@
 """A py3-none wheel promises every CPython: its shared objects use no Python C-API, as an
 abi3 wheel's keep to the limited API (release.inspection.limitedapi). A C-API symbol it
 leaves undefined (`Py*`, `_Py*`) binds it to the CPython it was built with, or fails to
-load in the others (`undefined symbol: PyUnicode_AsUTF8`).
+load in the others (`undefined symbol: PyUnicode_AsUTF8`). Nor does one export a CPython
+extension module's entry point (`PyInit_<name>`): whatever it calls, `import` runs it as a
+module of the CPython it was written for.
 
 Pure: `python_api_problems` over the wheel's bytes.
 """
@@ -32,4 +34,19 @@ def python_api_problems(wheel_data: bytes) -> list[str]:
         problems.append(
             f"{member.name} uses {count} of the Python C-API ({shown}): {PY3_NONE_REMEDY}"
         )
+    return problems + _entry_point_problems(wheel_data)
+
+
+def _entry_point_problems(wheel_data: bytes) -> list[str]:
+    """Each shared object that exports a CPython extension module's entry point."""
+    problems: list[str] = []
+    for member in shared_objects(wheel_data):
+        entries = sorted(name for name in member.defined if name.startswith("PyInit_"))
+        if entries:
+            problems.append(
+                f"{member.name} exports {', '.join(entries[:SHOWN])}, a CPython extension "
+                "module's entry point, which binds it to the CPython it was built for, in a "
+                "py3-none wheel (python: any): build one wheel per Python (python: [...]), "
+                "keep to the limited API (abi3:), or export no PyInit_ function"
+            )
     return problems

@@ -168,6 +168,8 @@ def matrix_from_text(
             if said.problem is not None:
                 where = "build.prepare.version-file" if said.in_version_file else "project"
                 loader.problem(where, said.problem)
+            elif named is None and loader.problems:
+                pass  # the build backend is not asked of a matrix already refused
             elif named is None and metadata is not None:
                 provisional = matrix_from_text(text, path, named=PROVISIONAL)
                 return matrix_from_text(text, path, named=metadata(provisional, said))
@@ -281,7 +283,7 @@ def _validate(
     spec: MatrixSpec, project: Project, path: Path, loader: DocumentLoader
 ) -> Matrix | None:
     destinations, indexes = _destinations(spec.destinations, loader)
-    release_build(spec, loader)
+    release_build(spec, loader, matrix_name=path.name)
     excludes = spec.exclude or []
     if not spec.cuda:
         loader.problem("cuda", "the matrix is empty: add at least one CUDA version")

@@ -140,14 +140,16 @@ def check_targets(
     return len(loader.problems) == before
 
 
-def release_build(spec: MatrixSpec, loader: DocumentLoader) -> None:
+def release_build(
+    spec: MatrixSpec, loader: DocumentLoader, *, matrix_name: str = "matrix.yaml"
+) -> None:
     """The release's `build` section, held to the backend it names."""
     if spec.build is not None:
         for key, message in spec_problems(spec.build, merge(spec.build, None).backend, "build"):
             loader.problem(key, message)
         if spec.build.prepare is not None:
             for key, message in prepare_problems(
-                spec.build.prepare, "build.prepare", project=spec.project
+                spec.build.prepare, "build.prepare", project=spec.project, matrix_name=matrix_name
             ):
                 loader.problem(key, message)
 

@@ -235,10 +235,25 @@ def reading(files: ProjectFiles) -> Reading:
 def read_version_file(path: Path, shown_as: str) -> Said:
     """The version a prepare step's version-file holds (its text without surrounding
     whitespace, as a staging script reads it), at `shown_as`; an absent file says so in
-    its expression (no value)."""
-    text = _read(path)
-    if text is None:
+    its expression (no value), as do one that is not a regular file and one that is not
+    UTF-8 (its first bad byte)."""
+    try:
+        regular = stat.S_ISREG(os.stat(path).st_mode)
+    except (FileNotFoundError, NotADirectoryError):
         return Said(place=Place(file=shown_as), expression="no such file")
+    except OSError as error:
+        raise FileError.of(error, "read the version file") from None
+    if not regular:  # a directory, a FIFO (a blocking read would wait forever)
+        return Said(place=Place(file=shown_as), expression="not a regular file")
+    try:
+        with path.open("rb") as stream:
+            data = stream.read(MAX_PROJECT_FILE + 1)
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        reason = not_utf8(shown_as, error).reason
+        return Said(place=Place(file=shown_as), expression=reason)
+    except OSError as error:
+        raise FileError.of(error, "read the version file") from None
     value = text.strip()
     if not value:
         return Said(place=Place(file=shown_as, line=1), expression="an empty file")

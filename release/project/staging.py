@@ -51,6 +51,7 @@ class Staged:
     script: str
     copies: Place  # where the script copies the pyproject.toml
     output: str | None  # where it copies it to
+    output_unfit: str | None = None  # why where it copies it to cannot be the output
     version_file: str | None  # the file it reads the version from
     version_from: Said | None  # the staged pyproject's dynamic version file
     builds: Place | None = None  # a line that builds a wheel itself
@@ -95,7 +96,9 @@ def _staged_by(sub: Subproject, script: Script, exists: frozenset[str]) -> Stage
     if copies is None or sub.pyproject.name is None:
         return None
     number, line = copies
-    output = _destination(line, variables)
+    output, unfit = _destination(line, variables)
+    if output is not None and (unfit := _unfit_output(output, sub.directory)) is not None:
+        output = None
     name = sub.pyproject.name
     # a script that tests RELEASE_PREPARE (release's prepare step sets it) skips its own
     # build and installs under release
@@ -106,6 +109,7 @@ def _staged_by(sub: Subproject, script: Script, exists: frozenset[str]) -> Stage
         script=script.path,
         copies=Place(file=script.path, line=number),
         output=output,
+        output_unfit=unfit,
         version_file=_version_file(sub, script.text, exists),
         version_from=sub.pyproject.version_from,
         builds=None if guarded else _first(script, _BUILDS),
@@ -145,7 +149,7 @@ def _variables(lines: Sequence[str]) -> dict[str, str]:
         value = match.group(2).strip()
         if "$(" in value or "`" in value:  # a command's output: the root's, or unknown
             if _SCRIPT_DIR.search(value):
-                found[match.group(1)] = ""
+                found[match.group(1)] = _ROOT
             continue
         try:
             words = shlex.split(value, comments=True)
@@ -174,21 +178,42 @@ def _expand(text: str, variables: Mapping[str, str], depth: int = 0) -> str | No
     return _expand(expanded, variables, depth + 1)
 
 
-def _destination(line: str, variables: Mapping[str, str]) -> str | None:
-    """The directory a `cp ... DEST` line copies to, relative to the root."""
+_ROOT = "\x01"  # what a variable of the script's own directory (the root) expands to
+
+
+def _destination(line: str, variables: Mapping[str, str]) -> tuple[str | None, str | None]:
+    """The directory a `cp ... DEST` line copies to, relative to the root; else None, with
+    why it cannot be the output where that is known (None: computed)."""
     try:
         words = shlex.split(line, comments=True)
     except ValueError:
-        return None
+        return None, None
     if len(words) < 3:
-        return None
+        return None, None
     expanded = _expand(words[-1], variables)
     if expanded is None or "$" in expanded or "`" in expanded:
-        return None
-    parts = [p for p in PurePosixPath(expanded.lstrip("/")).parts if p not in (".", "")]
-    if not parts or ".." in parts:
-        return None
-    return "/".join(parts)
+        return None, None
+    if expanded.startswith("/"):
+        where = expanded.rstrip("/") or "/"
+        return None, f"it stages into {where}, an absolute path outside the checkout"
+    expanded = expanded.removeprefix(_ROOT).lstrip("/")
+    parts = [p for p in PurePosixPath(expanded).parts if p not in (".", "")]
+    if not parts or ".." in parts or _ROOT in expanded:
+        return None, None
+    return "/".join(parts), None
+
+
+def _unfit_output(output: str, project: str) -> str | None:
+    """Why `output` (relative to the root) cannot be build.prepare's output, which release
+    empties before the command and removes after the build."""
+    path, sources = PurePosixPath(output), PurePosixPath(project)
+    if ".git" in path.parts:
+        return f"it stages into {output}, inside .git, git's own directory"
+    if path == sources or path in sources.parents:
+        return f"it stages into {output}, which holds the project's sources ({project})"
+    if path.parts[0] == "dist":
+        return f"it stages into {output}, in dist/, where release writes its wheels"
+    return None
 
 
 def _first(script: Script, pattern: re.Pattern[str]) -> Place | None:

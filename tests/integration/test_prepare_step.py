@@ -392,8 +392,20 @@ def test_an_output_or_version_file_through_a_symlink_is_refused_untouched(
 
 
 def test_an_output_in_what_release_writes_itself_is_refused(checkout: Path, tmp_path: Path) -> None:
-    error = refused_unchanged(checkout, matrix_with(checkout, output="dist/stage"), tmp_path)
-    assert error.startswith("build.prepare.output dist/stage overlaps ")
+    # dist/, release's default output, is refused at load; --out elsewhere, by the build
+    with pytest.raises(ConfigError) as refused:
+        matrix_with(checkout, output="dist/stage")
+    assert (
+        "build.prepare.output: dist/stage is in dist/, where release writes its wheels"
+    ) in refused.value.message
+    matrix = matrix_with(checkout, output="out/stage")
+    step = step_of(matrix, matrix.cells[0], own=[checkout / "out"])
+    assert step is not None
+    with (
+        pytest.raises(CellFailure, match=r"^build\.prepare\.output out/stage overlaps "),
+        prepared(step, "9.9.9", env=environment(), log=tmp_path / "log"),
+    ):
+        pytest.fail("the command ran")
     with pytest.raises(ConfigError) as refused:
         matrix_with(checkout, output=".git/stage")
     assert "build.prepare.output: '.git/stage' is inside .git" in refused.value.message

@@ -89,3 +89,28 @@ def test_no_staged_distribution_where_the_names_agree_or_no_script_copies_it() -
     assert staged_distribution("deep_gemm", [SUB], SCRIPTS, frozenset()) is None
     two = [Script(path="a.sh", text=SCRIPT), Script(path="b.sh", text=SCRIPT)]
     assert staged_distribution("deep_gemm", [SUB], two, frozenset()) is None  # which one?
+
+
+def test_an_output_release_cannot_empty_is_left_undecided_with_why() -> None:
+    def staged_into(build_dir: str) -> tuple[str | None, str | None]:
+        script = SCRIPT.replace('BUILD_DIR="${ROOT_DIR}/build"', f'BUILD_DIR="{build_dir}"')
+        staged = staged_distribution(
+            "deep_gemm", [SUB], [Script(path="b.sh", text=script)], frozenset()
+        )
+        assert staged is not None
+        return staged.output, staged.output_unfit
+
+    # a literal absolute path is not the root's: never rewritten into one under it
+    assert staged_into("/srv/abs/out") == (
+        None, "it stages into /srv/abs/out, an absolute path outside the checkout"
+    )  # fmt: skip
+    assert staged_into("${ROOT_DIR}/sgl_deep_gemm") == (
+        None, "it stages into sgl_deep_gemm, which holds the project's sources (sgl_deep_gemm)"
+    )  # fmt: skip
+    assert staged_into("${ROOT_DIR}/.git/stage") == (
+        None, "it stages into .git/stage, inside .git, git's own directory"
+    )  # fmt: skip
+    assert staged_into("dist") == (
+        None, "it stages into dist, in dist/, where release writes its wheels"
+    )  # fmt: skip
+    assert staged_into("${ROOT_DIR}/out/build") == ("out/build", None)

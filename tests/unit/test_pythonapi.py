@@ -19,6 +19,7 @@ from release.wheelfile import record_hash
 DATA = Path(__file__).resolve().parents[1] / "data"
 PYTHON_API_SO = DATA / "elf" / "x86_64-python-api.so"
 HOST_SO = DATA / "elf" / "x86_64-glibc2.28.so"
+PYINIT_SO = DATA / "elf" / "x86_64-pyinit.so"
 CELL = load_matrix(DATA / "matrix" / "build" / "torch-jit.yaml").cells[0]
 
 
@@ -52,6 +53,16 @@ def test_a_library_calling_the_python_c_api_is_named_with_its_symbols() -> None:
         f"{remedy}",
     ]
     assert python_api_problems(wheel(HOST_SO)[1]) == []
+
+
+def test_a_library_exporting_an_extension_modules_entry_point_is_named() -> None:
+    # PyInit__C uses no symbol of Python's, yet `import` takes the library for a module
+    assert python_api_problems(wheel(PYINIT_SO)[1]) == [
+        "k3_kernels/_C.so exports PyInit__C, a CPython extension module's entry point, which "
+        "binds it to the CPython it was built for, in a py3-none wheel (python: any): build "
+        "one wheel per Python (python: [...]), keep to the limited API (abi3:), or export no "
+        "PyInit_ function"
+    ]
 
 
 def no_lister(name: str, data: bytes) -> FatbinContents:

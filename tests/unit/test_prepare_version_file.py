@@ -1,0 +1,75 @@
+"""A prepare step's version-file as matrix.yaml's load reads it: what is wrong with it is
+one problem at `build.prepare.version-file` (exit 2), and no build backend is asked of a
+matrix already refused. The checkout is test_preparestep's (a dynamic version)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from packaging.version import Version
+
+from release.errors import ConfigError
+from release.matrix import Matrix, load_matrix
+from release.project import Naming
+from tests.unit.test_preparestep import checkout
+
+
+def refused(matrix: Path, asked: list[str] | None = None) -> list[str]:
+    def metadata(provisional: Matrix, said: Naming) -> tuple[str, Version]:
+        assert asked is not None
+        asked.append(str(provisional.path))
+        raise AssertionError("the build backend was asked")
+
+    with pytest.raises(ConfigError) as error:
+        load_matrix(matrix, metadata if asked is not None else None)
+    assert error.value.exit_code == 2
+    return list(error.value.problems)
+
+
+def test_a_linked_version_file_is_the_problem_and_the_backend_is_not_asked(
+    tmp_path: Path,
+) -> None:
+    matrix = checkout(tmp_path)
+    outside = tmp_path.parent / f"{tmp_path.name}-VERSION"
+    outside.write_text("9.9.9\n")
+    (tmp_path / "sub" / "VERSION").unlink()
+    (tmp_path / "sub" / "VERSION").symlink_to(outside)
+    asked: list[str] = []
+    problems = refused(matrix, asked)
+    assert asked == []
+    assert problems == [
+        "matrix.yaml:3:60: build.prepare.version-file: is reached through the symbolic link "
+        "sub/VERSION, and release reads and writes the version there: name a file of the "
+        "checkout itself"
+    ]
+
+
+def test_a_version_file_that_is_not_a_regular_file_is_a_problem_at_its_key(
+    tmp_path: Path,
+) -> None:
+    matrix = checkout(tmp_path)
+    version = tmp_path / "sub" / "VERSION"
+    version.unlink()
+    version.mkdir()
+    (problem,) = refused(matrix, [])
+    assert problem == (
+        f"matrix.yaml:3:60: build.prepare.version-file: {version}: not a regular file: the "
+        "prepare step's version-file is where the release's version is read from (write the "
+        "version there, as the release workflow does from the tag)"
+    )
+    version.rmdir()
+    os.mkfifo(version)
+    (problem,) = refused(matrix, [])
+    assert f"build.prepare.version-file: {version}: not a regular file: " in problem
+
+
+def test_a_version_file_that_is_not_utf8_says_so_not_empty(tmp_path: Path) -> None:
+    matrix = checkout(tmp_path)
+    (tmp_path / "sub" / "VERSION").write_bytes(b"1.0\xff\n")
+    (problem,) = refused(matrix, [])
+    assert problem.startswith(
+        f"matrix.yaml:3:60: build.prepare.version-file: {tmp_path / 'sub' / 'VERSION'}: not "
+        "UTF-8 (byte 0xff at line 1, column 4): "
+    )
