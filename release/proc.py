@@ -153,28 +153,13 @@ class Runner:
         with _lock:
             if _stopped.is_set():
                 return Completed(returncode=EXIT_STOPPED, output="stopped", seconds=0.0, log=log)
-            child: subprocess.Popen[str] | None
-            try:
-                with WORKING_DIRECTORY:
-                    child = subprocess.Popen(
-                        list(cmd),
-                        env=dict(env),
-                        cwd=cwd,
-                        stdin=subprocess.DEVNULL,
-                        stdout=subprocess.PIPE,
-                        stderr=subprocess.PIPE if separate_stderr else subprocess.STDOUT,
-                        text=True,
-                        errors="replace",
-                        start_new_session=True,
-                    )
-            except OSError as error:
-                child = None
-                output = f"cannot run {cmd[0]}: {error.strerror or error}"
-            else:
-                _running.add(child)
-        if child is None:
-            code = EXIT_CANNOT_RUN
+            started = _start(cmd, env, cwd, separate_stderr=separate_stderr)
+            if not isinstance(started, str):
+                _running.add(started)
+        if isinstance(started, str):
+            code, output = EXIT_CANNOT_RUN, started
         else:
+            child = started
             finished = threading.Event()
             if stop_when is not None:
                 _watch(child, stop_when, finished)
@@ -216,6 +201,27 @@ class Runner:
 
 
 run = Runner()
+
+
+def _start(
+    cmd: Sequence[str], env: Mapping[str, str], cwd: Path | None, *, separate_stderr: bool
+) -> subprocess.Popen[str] | str:
+    """The child running `cmd` in a session of its own, or why it cannot run."""
+    try:
+        with WORKING_DIRECTORY:
+            return subprocess.Popen(
+                list(cmd),
+                env=dict(env),
+                cwd=cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE if separate_stderr else subprocess.STDOUT,
+                text=True,
+                errors="replace",
+                start_new_session=True,
+            )
+    except OSError as error:
+        return f"cannot run {cmd[0]}: {error.strerror or error}"
 
 
 def _follow(
