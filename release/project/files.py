@@ -372,9 +372,17 @@ def _invalid(directory: Path, name: Said | None, version: Said | None) -> str | 
             )
     if version is not None and version.value is not None:
         try:
-            Version(version.value)
+            parsed = Version(version.value)
         except ValueError:  # InvalidVersion, or a number of more digits than Python converts
             return f"{version.place.at(directory)}: version {shown(version.value)} is not PEP 440"
+        if parsed.local is not None:
+            # the cells' versions are its public part, each labelled by its destination:
+            # the release would say one version and ship another
+            return (
+                f"{version.place.at(directory)}: version {shown(version.value)} has a local "
+                f"label (+{parsed.local}), which matrix.yaml gives each copy (`local-label:`): "
+                f"write {parsed.public}"
+            )
     return None
 
 

@@ -73,3 +73,15 @@ def test_a_version_file_that_is_not_utf8_says_so_not_empty(tmp_path: Path) -> No
         f"matrix.yaml:3:60: build.prepare.version-file: {tmp_path / 'sub' / 'VERSION'}: not "
         "UTF-8 (byte 0xff at line 1, column 4): "
     )
+
+
+def test_a_version_with_a_local_label_is_refused_naming_the_public_one(tmp_path: Path) -> None:
+    """`1.0+cu130` was the release's version in its header, and `1.0` every cell's."""
+    matrix = checkout(tmp_path)
+    (tmp_path / "sub" / "VERSION").write_text("1.0+cu130\n")
+    (problem,) = refused(matrix, [])
+    assert problem == (
+        f"matrix.yaml:3:60: build.prepare.version-file: {tmp_path / 'sub' / 'VERSION'}:1: "
+        "version '1.0+cu130' has a local label (+cu130), which matrix.yaml gives each copy "
+        "(`local-label:`): write 1.0"
+    )
