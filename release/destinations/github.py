@@ -33,7 +33,7 @@ from release.destinations.decide import Companion
 from release.destinations.github_publisher import GithubPublisher
 from release.destinations.index import METADATA_SUFFIX, IndexFile, requires_python_of
 from release.destinations.reach import Reach
-from release.errors import ConfigError, PublishError, VerifyError
+from release.errors import ConfigError, PublishError, VerifyError, one_line
 from release.fsutil import MAX_DOCUMENT_BYTES
 from release.matrix import Destination, GithubDestination
 from release.provenance.attestation import PROVENANCE_SUFFIX, provenance_problem
@@ -249,7 +249,7 @@ def collect(
             try:
                 wheel = WheelName.parse(name)
             except NotAWheel as why:
-                skipped.append(f"left out {repository}@{release.tag} asset {name}: {why}")
+                skipped.append(one_line(f"left out {repository}@{release.tag} asset {name}: {why}"))
                 continue
             if wheel.project != canonicalize_name(project) or not wheel.version.local:
                 continue

@@ -467,7 +467,7 @@ class GithubPublisher:
             asset = parse_asset(json_of(response, what := f"upload {name}"), what)
             if asset.name != name:
                 raise PublishError(
-                    f"GitHub stored {name} as {asset.name}",
+                    f"GitHub stored {name} as {asset.shown}",
                     hint="rename the wheel to letters, digits and ._+- only",
                 )
             if asset.size != len(data) or asset.sha256 not in (None, digest):
