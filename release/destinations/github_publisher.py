@@ -106,6 +106,7 @@ class GithubPublisher:
         self.target_commitish = target_commitish
         self.client = client
         self._seen: ReleaseInfo | None = None
+        self._held: tuple[str, ...] = ()  # every whole asset of the release, as `existing` read it
         self._foreign: str | None = None  # a file of another project the release holds
         self._project = "PROJECT"  # this project's name, as the files asked about say
         self._web: str | None = None  # the web origin GitHub gave the repository's html_url
@@ -153,6 +154,7 @@ class GithubPublisher:
         with self.client.session(self.where):
             release = self.client.find_release(self.repository, self.tag)
             self._seen = release
+            self._held = ()
             if release is None:
                 # where the release will be: the host of the repository's web page, which
                 # on a GitHub Enterprise Server need not be the API's
@@ -161,7 +163,9 @@ class GithubPublisher:
             found: dict[str, RemoteFile] = {}
             ours = {p for name in files if (p := _project_of(name))}
             self._project = min(ours, default="PROJECT")
-            for asset in self.client.list_assets(self.repository, release):
+            assets = self.client.list_assets(self.repository, release)
+            self._held = tuple(a.name for a in assets if a.state == "uploaded")
+            for asset in assets:
                 if self._foreign is None and self._foreign_file(asset, ours):
                     self._foreign = asset.name
                 if asset.name not in files:
@@ -188,6 +192,9 @@ class GithubPublisher:
             return False
         project = said.get("project") if isinstance(said, dict) else None
         return isinstance(project, str) and str(canonicalize_name(project)) not in ours
+
+    def held_files(self) -> Collection[str]:
+        return self._held
 
     def held_bytes(self, excluding: Collection[str]) -> int | None:
         """GitHub limits assets, not repositories: a limit set in matrix.yaml counts this
