@@ -229,8 +229,9 @@ def collect(
     `.metadata` sidecar (or the wheel itself) for Requires-Python. Other assets (sidecars,
     NCCL files, the release manifest) are not the index's; an asset named like a wheel
     whose name is not a valid wheel filename is left out too, and said in the second list
-    (pip could not install it)."""
-    files: dict[str, IndexFile] = {}
+    (pip could not install it). A name two releases hold is listed as often as it is held:
+    the index (release.destinations.index.one_per_name) says whether the bytes differ."""
+    files: list[IndexFile] = []
     skipped: list[str] = []
     for data in client.list_releases_json(repository):
         release = parse_release(data)
@@ -253,13 +254,15 @@ def collect(
                 continue
             if wheel.project != canonicalize_name(project) or not wheel.version.local:
                 continue
-            files[name] = _index_file(
-                client,
-                asset,
-                assets.get(name + METADATA_SUFFIX),
-                assets.get(name + PROVENANCE_SUFFIX),
+            files.append(
+                _index_file(
+                    client,
+                    asset,
+                    assets.get(name + METADATA_SUFFIX),
+                    assets.get(name + PROVENANCE_SUFFIX),
+                )
             )
-    return list(files.values()), skipped
+    return files, skipped
 
 
 def _index_file(

@@ -31,7 +31,7 @@ from release.destinations.decide import (
     PublishPlan,
     RemoteFile,
 )
-from release.errors import ConflictError, PublishError
+from release.errors import ConflictError, PublishError, one_line
 from release.fsutil import UnreadableDocument, json_document
 from release.inspection.wheel import heaviest
 from release.provenance.attestation import attestation_refusal
@@ -54,6 +54,7 @@ from release.remote.github_model import (
     web_base_of_release,
 )
 from release.remote.retry import RetryPolicy
+from release.wheelfile import WHEEL_SUFFIX
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +109,7 @@ class GithubPublisher:
         self._seen: ReleaseInfo | None = None
         self._held: tuple[str, ...] = ()  # every whole asset of the release, as `existing` read it
         self._foreign: str | None = None  # a file of another project the release holds
+        self._elsewhere: dict[str, list[AssetInfo]] | None = None  # wheels of other releases
         self._project = "PROJECT"  # this project's name, as the files asked about say
         self._web: str | None = None  # the web origin GitHub gave the repository's html_url
 
@@ -221,6 +223,31 @@ class GithubPublisher:
             return f"{entry.size} bytes is over the {limit}-byte limit of {destination.name}" + (
                 f" (heaviest device code: {weighs})" if weighs else ""
             )
+        return self._held_elsewhere(entry)
+
+    def _held_elsewhere(self, entry: WheelEntry) -> str | None:
+        """Why a wheel cannot go where another published release of the repository holds
+        other bytes under its name: the index lists every release's wheels, one file per
+        name, and would have to drop one of the two (the same bytes are listed once)."""
+        if not entry.filename.endswith(WHEEL_SUFFIX):
+            return None
+        if self._elsewhere is None:
+            self._elsewhere = {}
+            with self.client.session(f"{self.repository} (its other releases)"):
+                for release, assets in self.client.published_releases(self.repository):
+                    if release.tag == self.tag:
+                        continue
+                    for asset in assets:
+                        if asset.state == "uploaded" and asset.name.endswith(WHEEL_SUFFIX):
+                            self._elsewhere.setdefault(asset.name, []).append(asset)
+        for other in self._elsewhere.get(entry.filename, ()):
+            if self._sha256_of(other, entry.size) != entry.sha256:
+                return one_line(
+                    f"another release of {self.repository} holds other bytes under this name, "
+                    f"{other.browser_download_url}, and the index lists one file per name "
+                    f"(this one would be {self.final_url(entry.filename)}): delete or rename "
+                    "that asset, or release a new version"
+                )
         return None
 
     def final_url(self, name: str) -> str:
