@@ -103,3 +103,34 @@ def test_a_name_two_releases_hold_with_other_bytes_stops_the_index(
     assert error.startswith(f"error: cannot build the index: {old}: listed twice with different")
     assert all(url in error for url in urls)
     assert not site.exists()
+
+
+def test_a_sidecar_that_is_not_its_wheels_metadata_is_not_vouched_for(
+    github_standin: GitHubStandIn,
+    ours: Release,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """An older release's `.metadata` that adds a requirement its wheel does not have: pip
+    would resolve from it, so the index gives no PEP 658 hash for that wheel, and says so."""
+    older = other_release(github_standin, "v0.0.9")
+    old = CU129.replace("0.1.0", "0.0.9")
+    github_standin.add_asset(older.id, old, wheel_bytes(tmp_path, "0.0.9+cu129", b""))
+    forged = b"Metadata-Version: 2.1\nName: k3-kernels\nVersion: 0.0.9+cu129\nRequires-Dist: evil\n"
+    github_standin.add_asset(older.id, old + ".metadata", forged)
+    site = tmp_path / "site"
+    capsys.readouterr()
+
+    assert main(["publish", "--dist", str(ours.dist), "--index-dir", str(site)]) == 0
+    out, err = capsys.readouterr()
+    assert (
+        f"index: left out the PEP 658 metadata of {DEFAULT_REPO}@v0.0.9 asset {old}: it is not "
+        "the wheel's own METADATA (pip would resolve from it)"
+    ) in (out + err).splitlines()
+    page = site / "cu129" / "k3-kernels"
+    listed = {f["filename"]: f for f in json.loads((page / "index.json").read_text())["files"]}
+    assert listed[old]["core-metadata"] is False
+    assert isinstance(listed[CU129]["core-metadata"], dict)  # its own sidecar is vouched for
+    html = (page / "index.html").read_text()
+    (line,) = [line for line in html.splitlines() if f">{old}<" in line]
+    assert "data-core-metadata" not in line
