@@ -43,11 +43,9 @@ from release.inspection.indexrules import (
     ListedWheel,
     device_code_gaps,
     duplicates,
-    hash_mismatch,
     listed_wheel,
-    metadata_mismatch,
+    listing_findings,
     missing_arches,
-    size_mismatch,
     unindexed_variants,
 )
 from release.inspection.served import ServedWheel, inspect_served
@@ -116,14 +114,12 @@ class _Tally:
         for page, listed in hashes:
             if listed.hash_name in digests and (listed.sha256 or listed.digest):
                 self.checked["hash"] += 1
-                wrong = hash_mismatch(page, listed, digests)
-                self.findings += [wrong] if wrong is not None else []
-            sized = size_mismatch(page, listed, read.download.size)
-            self.findings += [sized] if sized is not None else []
-            if listed.metadata_sha256 is not None and read.served is not None:
+            if listed.metadata_sha256 is not None:
                 self.checked["hash"] += 1
-                lied = metadata_mismatch(page, listed, read.served.metadata_sha256)
-                self.findings += [lied] if lied is not None else []
+            self.findings += listing_findings(
+                page, listed, digests=digests, size=read.download.size,
+                metadata_sha256=read.served.metadata_sha256,
+            )  # fmt: skip
         served = read.served
         self.findings += served.findings
         self.checked.update(served.checked)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from release.commands.parsing import arguments, common
 from release.commands.parsing.options import public_url
 from release.console import Advance, Output, markdown_table
-from release.errors import ConfigError, IncompleteError, ReleaseError
+from release.errors import ConfigError, IncompleteError, ReleaseError, one_line
 
 if TYPE_CHECKING:
     from release.destinations.decide import CompanionDecision, FileDecision
@@ -96,8 +96,8 @@ def print_plan(out: Output, outcome: PublishOutcome, *, dry_run: bool) -> None:
 
 
 def print_applied(out: Output, outcome: PublishOutcome) -> None:
-    for note in outcome.notes:
-        out.line(note)
+    for note in outcome.notes:  # each one line: a name a server gave stays on it
+        out.line(one_line(note))
     out.table(PLAN_COLUMNS, applied_rows(outcome), "published")
     for index in outcome.indexes:
         where = index.url or "(no index URL configured)"
@@ -399,7 +399,7 @@ def _outcome_lines(outcome: NightlyOutcome, *, dry_run: bool) -> list[str]:
         shape = shapes.get(pruned.shape)
         version = shape.version(pruned.time) if shape else "?"
         lines.append(f"{verb} {version} ({pruned.commit[:12]}, {pruned.action})")
-    lines += list(outcome.notes)
+    lines += [one_line(note) for note in outcome.notes]
     for label in outcome.labels:
         nightly = outcome.index_url(label, nightly=True)
         pinned = outcome.index_url(label, nightly=False)

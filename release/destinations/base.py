@@ -71,6 +71,12 @@ class Publisher(Protocol):
         destination reports."""
         ...
 
+    def held_files(self) -> Collection[str]:
+        """The name of every file the destination holds whole (a failed upload's leftover
+        not), however spelled, as the last `existing` read them (no further request): what
+        a rebuild's build tag must sort above."""
+        ...
+
     def refusal(self, entry: WheelEntry, wheel: Path) -> str | None:
         """Why the destination would reject this file, checked before any upload."""
         ...

@@ -5,8 +5,11 @@ place: whoever pinned the old URL and its sha256 keeps getting exactly those byt
 Where a destination holds other bytes under a wheel's filename (a CONFLICT), the wheel is
 rewritten as build N of that name (`k3_kernels-0.1.0-1-py3-none-....whl`: the filename's
 build tag and WHEEL's `Build:` line, by release.wheelfile.with_build_tag), N one above the
-highest build of that name the destination holds (pip and uv install the highest build tag
-of a version: the new bytes must sort above every older build), and decided as any file is:
+highest build the destination holds of the same wheel (pip and uv install the highest build
+tag of a version: the new bytes must sort above every older build). The same wheel is
+compared by value, never by spelling: its normalised project name, its version as PEP 440
+reads it (`0.1+cu129` is `0.1.0+cu129`) and a tag in common, with each build tag as pip
+reads it (`-07-` is 7, `-5a-` is (5, "a"), above 5). It is decided as any file is:
 uploaded, or identical where the destination already holds these very bytes under a build of
 the name (a re-run from the same build: the rewrite is deterministic), or refused.
 
@@ -18,7 +21,7 @@ check it as they check a wheel in dist/.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -53,26 +56,49 @@ def rebuilt_reason(tagged: str, built: str, reason: str) -> str:
 
 
 def next_build(
-    held: Mapping[int, RemoteFile], sha256_of: Callable[[int], str], *, after: int = 0
+    held: Mapping[int, RemoteFile],
+    sha256_of: Callable[[int], str],
+    *,
+    after: int = 0,
+    above: int = 0,
 ) -> tuple[int, bool]:
     """(N, identical): the build number to publish under and whether the destination holds
     these bytes under it already. `held` is what it holds under each build number of the
     name, `sha256_of(N)` the sha256 of the wheel rewritten as build N, `after` the build
-    number the wheel was built with (0: none). The highest build holding the same bytes
-    wins; else one above the highest build holding any (a failed upload's leftover holds
-    none)."""
+    number the wheel was built with (0: none), `above` the number of the highest build of
+    the same wheel held under any spelling (`held_builds`). The highest build holding the
+    same bytes wins; else one above the highest build holding any (a failed upload's
+    leftover holds none); past MAX_BUILD, a PublishError: a new version is the answer."""
     for number in sorted(held, reverse=True):
         remote = held[number]
         if remote.state == "uploaded" and remote.sha256 == sha256_of(number):
             return number, True
     taken = [number for number, remote in held.items() if remote.state == "uploaded"]
-    number = max(taken, default=after) + 1
-    if number > MAX_BUILD:
+    highest = max([*taken, after, above])
+    if highest >= MAX_BUILD:
         raise PublishError(
-            f"build {number} of one wheel's name: the destination holds builds up to {number - 1}",
+            f"a rebuild must go above build {highest} of its wheel, which the destination "
+            f"holds, and {MAX_BUILD} is the last build number this tool gives",
             hint="release a new version",
         )
-    return number, False
+    return highest + 1, False
+
+
+def held_builds(wheel: WheelName, held: Iterable[str]) -> int:
+    """The number of the highest build of `wheel` among the files `held` (0: none), each
+    name read by value: the same project, the same version and a tag in common is the same
+    wheel to pip, which then installs the highest build tag, whatever the spelling. A build
+    `5a` sorts above 5 and below 6: 5 is returned, and the next build is 6."""
+    numbers = [0]
+    for name in held:
+        try:
+            other = WheelName.parse(name)
+        except NotAWheel:
+            continue
+        same = other.project == wheel.project and other.version == wheel.version
+        if same and other.tags & wheel.tags and other.build:
+            numbers.append(other.build[0])
+    return max(numbers)
 
 
 def rebuilt_decision(
@@ -98,7 +124,8 @@ def rebuilt_decision(
             sized = {tagged.name(n): len(tagged.data(n)) for n in unknown}
             again = publisher.existing(sized, rehash=False)
             held.update({candidates[file]: remote for file, remote in again.items()})
-        number, _ = next_build(held, tagged.sha256, after=after)
+        above = held_builds(name, publisher.held_files())
+        number, _ = next_build(held, tagged.sha256, after=after, above=above)
         path = scratch / tagged.name(number)
         path.write_bytes(tagged.data(number))
     except (NotAWheel, OSError) as why:

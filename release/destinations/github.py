@@ -13,7 +13,7 @@ command's client of its API (release.destinations.reach).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
@@ -33,7 +33,7 @@ from release.destinations.decide import Companion
 from release.destinations.github_publisher import GithubPublisher
 from release.destinations.index import METADATA_SUFFIX, IndexFile, requires_python_of
 from release.destinations.reach import Reach
-from release.errors import ConfigError, PublishError, VerifyError
+from release.errors import ConfigError, PublishError, VerifyError, one_line
 from release.fsutil import MAX_DOCUMENT_BYTES
 from release.matrix import Destination, GithubDestination
 from release.provenance.attestation import PROVENANCE_SUFFIX, provenance_problem
@@ -48,7 +48,8 @@ from release.records.release_manifest import (
 )
 from release.remote.github import GithubClient
 from release.remote.github_model import GITHUB_API, AssetInfo, parse_asset, parse_release
-from release.remote.httpclient import Client, OriginAuth, origin_of
+from release.remote.httpclient import Client, Download, OriginAuth, fetch, origin_of
+from release.remote.lazywheel import LazyWheelError, remote_wheel_metadata
 from release.remote.retry import RetryPolicy
 from release.wheelfile import WHEEL_SUFFIX, NotAWheel, WheelName, wheel_facts
 
@@ -99,8 +100,13 @@ class GithubKind(KindBase):
     ) -> tuple[list[IndexFile], list[str]]:
         repository = destination.repository or ""
         client = reach.github(destination.api_url, token_secret=destination.token_secret)
-        with client.session(f"{repository} (index)"):
-            return collect(client, repository, project)
+        with reach.http() as downloads, client.session(f"{repository} (index)"):
+
+            def get(url: str, *, keep: bool, byte_range: tuple[int, int]) -> Download:
+                return fetch(downloads, url, keep=keep, byte_range=byte_range,
+                             policy=client.policy, secrets=reach.secrets)  # fmt: skip
+
+            return collect(client, repository, project, lambda url: remote_wheel_metadata(get, url))
 
     # -- plan: growth ---------------------------------------------------------------------
 
@@ -221,7 +227,10 @@ def _client(
 
 
 def collect(
-    client: GithubClient, repository: str, project: str
+    client: GithubClient,
+    repository: str,
+    project: str,
+    wheel_metadata: Callable[[str], bytes],
 ) -> tuple[list[IndexFile], list[str]]:
     """Every wheel with a local label on every published release of `repository` (inside
     one client session): the full set the index is regenerated from. Each file's
@@ -229,8 +238,13 @@ def collect(
     `.metadata` sidecar (or the wheel itself) for Requires-Python. Other assets (sidecars,
     NCCL files, the release manifest) are not the index's; an asset named like a wheel
     whose name is not a valid wheel filename is left out too, and said in the second list
-    (pip could not install it)."""
-    files: dict[str, IndexFile] = {}
+    (pip could not install it). A `.metadata` sidecar is vouched for (PEP 658) only where
+    it is the wheel's own METADATA, read from the wheel served at its download URL by
+    `wheel_metadata` (range requests: release.remote.lazywheel); one that is not, or whose
+    wheel cannot be read so, is left out with a line of the second list, and pip reads the
+    wheel's METADATA from the wheel. A name two releases hold is listed as often as it is
+    held: the index (release.destinations.index.one_per_name) says whether the bytes differ."""
+    files: list[IndexFile] = []
     skipped: list[str] = []
     for data in client.list_releases_json(repository):
         release = parse_release(data)
@@ -249,17 +263,26 @@ def collect(
             try:
                 wheel = WheelName.parse(name)
             except NotAWheel as why:
-                skipped.append(f"left out {repository}@{release.tag} asset {name}: {why}")
+                skipped.append(one_line(f"left out {repository}@{release.tag} asset {name}: {why}"))
                 continue
             if wheel.project != canonicalize_name(project) or not wheel.version.local:
                 continue
-            files[name] = _index_file(
+            file, unvouched = _index_file(
                 client,
                 asset,
                 assets.get(name + METADATA_SUFFIX),
                 assets.get(name + PROVENANCE_SUFFIX),
+                wheel_metadata,
             )
-    return list(files.values()), skipped
+            files.append(file)
+            if unvouched is not None:
+                skipped.append(
+                    one_line(
+                        f"left out the PEP 658 metadata of {repository}@{release.tag} asset "
+                        f"{name}: {unvouched}"
+                    )
+                )
+    return files, skipped
 
 
 def _index_file(
@@ -267,13 +290,22 @@ def _index_file(
     wheel: AssetInfo,
     sidecar: AssetInfo | None,
     provenance: AssetInfo | None,
-) -> IndexFile:
+    wheel_metadata: Callable[[str], bytes],
+) -> tuple[IndexFile, str | None]:
+    """The wheel as the index lists it, and why its sidecar is left out (None: it is not,
+    or there is none)."""
+    why: str | None = None
     if sidecar is not None:
         metadata = client.download_asset(sidecar)
         metadata_sha256: str | None = hashlib.sha256(metadata).hexdigest()
         if sidecar.sha256 is not None and sidecar.sha256 != metadata_sha256:
             metadata_sha256 = None  # bytes that do not match their digest: do not point at them
         sha256 = client.asset_sha256(wheel)
+        own, why = _own_metadata(wheel, wheel_metadata)
+        if why is None and own != metadata:
+            why = "it is not the wheel's own METADATA (pip would resolve from it)"
+        if why is not None:
+            metadata, metadata_sha256 = own, None
     else:
         data = client.download_asset(wheel)
         sha256 = hashlib.sha256(data).hexdigest()
@@ -287,7 +319,17 @@ def _index_file(
         requires_python=requires_python_of(metadata) if metadata else None,
         metadata_sha256=metadata_sha256,
         provenance_url=_provenance_url(client, provenance, sha256),
-    )
+    ), why
+
+
+def _own_metadata(
+    wheel: AssetInfo, wheel_metadata: Callable[[str], bytes]
+) -> tuple[bytes, str | None]:
+    """The wheel's METADATA as served, or why it cannot be read."""
+    try:
+        return wheel_metadata(wheel.browser_download_url), None
+    except LazyWheelError as error:
+        return b"", f"its wheel's METADATA cannot be read to compare ({error})"
 
 
 def _provenance_url(client: GithubClient, asset: AssetInfo | None, sha256: str) -> str | None:

@@ -31,7 +31,7 @@ from release.destinations.decide import (
     PublishPlan,
     RemoteFile,
 )
-from release.errors import ConflictError, PublishError
+from release.errors import ConflictError, PublishError, one_line
 from release.fsutil import UnreadableDocument, json_document
 from release.inspection.wheel import heaviest
 from release.provenance.attestation import attestation_refusal
@@ -54,6 +54,7 @@ from release.remote.github_model import (
     web_base_of_release,
 )
 from release.remote.retry import RetryPolicy
+from release.wheelfile import WHEEL_SUFFIX
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +107,9 @@ class GithubPublisher:
         self.target_commitish = target_commitish
         self.client = client
         self._seen: ReleaseInfo | None = None
+        self._held: tuple[str, ...] = ()  # every whole asset of the release, as `existing` read it
         self._foreign: str | None = None  # a file of another project the release holds
+        self._elsewhere: dict[str, list[AssetInfo]] | None = None  # wheels of other releases
         self._project = "PROJECT"  # this project's name, as the files asked about say
         self._web: str | None = None  # the web origin GitHub gave the repository's html_url
 
@@ -153,6 +156,7 @@ class GithubPublisher:
         with self.client.session(self.where):
             release = self.client.find_release(self.repository, self.tag)
             self._seen = release
+            self._held = ()
             if release is None:
                 # where the release will be: the host of the repository's web page, which
                 # on a GitHub Enterprise Server need not be the API's
@@ -161,7 +165,9 @@ class GithubPublisher:
             found: dict[str, RemoteFile] = {}
             ours = {p for name in files if (p := _project_of(name))}
             self._project = min(ours, default="PROJECT")
-            for asset in self.client.list_assets(self.repository, release):
+            assets = self.client.list_assets(self.repository, release)
+            self._held = tuple(a.name for a in assets if a.state == "uploaded")
+            for asset in assets:
                 if self._foreign is None and self._foreign_file(asset, ours):
                     self._foreign = asset.name
                 if asset.name not in files:
@@ -189,6 +195,9 @@ class GithubPublisher:
         project = said.get("project") if isinstance(said, dict) else None
         return isinstance(project, str) and str(canonicalize_name(project)) not in ours
 
+    def held_files(self) -> Collection[str]:
+        return self._held
+
     def held_bytes(self, excluding: Collection[str]) -> int | None:
         """GitHub limits assets, not repositories: a limit set in matrix.yaml counts this
         release's files only."""
@@ -214,6 +223,31 @@ class GithubPublisher:
             return f"{entry.size} bytes is over the {limit}-byte limit of {destination.name}" + (
                 f" (heaviest device code: {weighs})" if weighs else ""
             )
+        return self._held_elsewhere(entry)
+
+    def _held_elsewhere(self, entry: WheelEntry) -> str | None:
+        """Why a wheel cannot go where another published release of the repository holds
+        other bytes under its name: the index lists every release's wheels, one file per
+        name, and would have to drop one of the two (the same bytes are listed once)."""
+        if not entry.filename.endswith(WHEEL_SUFFIX):
+            return None
+        if self._elsewhere is None:
+            self._elsewhere = {}
+            with self.client.session(f"{self.repository} (its other releases)"):
+                for release, assets in self.client.published_releases(self.repository):
+                    if release.tag == self.tag:
+                        continue
+                    for asset in assets:
+                        if asset.state == "uploaded" and asset.name.endswith(WHEEL_SUFFIX):
+                            self._elsewhere.setdefault(asset.name, []).append(asset)
+        for other in self._elsewhere.get(entry.filename, ()):
+            if self._sha256_of(other, entry.size) != entry.sha256:
+                return one_line(
+                    f"another release of {self.repository} holds other bytes under this name, "
+                    f"{other.browser_download_url}, and the index lists one file per name "
+                    f"(this one would be {self.final_url(entry.filename)}): delete or rename "
+                    "that asset, or release a new version"
+                )
         return None
 
     def final_url(self, name: str) -> str:
@@ -467,7 +501,7 @@ class GithubPublisher:
             asset = parse_asset(json_of(response, what := f"upload {name}"), what)
             if asset.name != name:
                 raise PublishError(
-                    f"GitHub stored {name} as {asset.name}",
+                    f"GitHub stored {name} as {asset.shown}",
                     hint="rename the wheel to letters, digits and ._+- only",
                 )
             if asset.size != len(data) or asset.sha256 not in (None, digest):

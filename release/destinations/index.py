@@ -57,7 +57,7 @@ class IndexFile:
 def index_problems(files: Sequence[IndexFile]) -> list[str]:
     """Why these files cannot form one index: bad names, a name twice with two hashes."""
     problems = []
-    seen: dict[str, str] = {}
+    seen: dict[str, IndexFile] = {}
     for file in files:
         try:
             version = WheelName.parse(file.filename).version
@@ -68,13 +68,29 @@ def index_problems(files: Sequence[IndexFile]) -> list[str]:
             problems.append(f"{file.filename}: has no local label, so it belongs on PyPI")
         if len(file.sha256) != 64:
             problems.append(f"{file.filename}: sha256 {file.sha256!r} is not a hex digest")
-        previous = seen.setdefault(file.filename, file.sha256)
-        if previous != file.sha256:
+        previous = seen.setdefault(file.filename, file)
+        if previous.sha256 != file.sha256:
             problems.append(
-                f"{file.filename}: listed twice with different sha256 "
-                f"({previous[:12]}..., {file.sha256[:12]}...)"
+                f"{file.filename}: listed twice with different sha256, "
+                f"{previous.url} ({previous.sha256[:12]}...) and {file.url} "
+                f"({file.sha256[:12]}...)"
             )
     return problems
+
+
+def one_per_name(files: Iterable[IndexFile]) -> dict[str, IndexFile]:
+    """`files` by filename, the first of each name kept: ValueError where a name is held
+    with other bytes twice (`index_problems`), which no index can list truthfully (pip
+    takes one file per name, and which one it got would be the host's choice). The same
+    bytes held twice are listed once."""
+    files = list(files)
+    problems = index_problems(files)
+    if problems:
+        raise ValueError("; ".join(problems))
+    unique: dict[str, IndexFile] = {}
+    for file in files:
+        unique.setdefault(file.filename, file)
+    return unique
 
 
 def _html_page(title: str, body: Iterable[str]) -> bytes:
@@ -160,10 +176,7 @@ def render_index(
     """Every file of the index tree, by relative path, with `extra` files (the NCCL pins)
     added as they are. Deterministic; raises ValueError on a set of files that cannot form
     an index (see `index_problems`)."""
-    problems = index_problems(files)
-    if problems:
-        raise ValueError("; ".join(problems))
-    unique = {f.filename: f for f in files}
+    unique = one_per_name(files)
     by_label: dict[str, dict[str, list[IndexFile]]] = {}
     for file in unique.values():
         label = file.label or ""

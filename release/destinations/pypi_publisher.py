@@ -361,6 +361,10 @@ class PypiPublisher:
             )
         return out
 
+    def held_files(self) -> Collection[str]:
+        """Every file the project pages list (a page lists each spelling of the name)."""
+        return [name for page in self._listed.values() for name in page]
+
     def held_bytes(self, excluding: Collection[str]) -> int | None:
         """The sizes the project pages list (PEP 691/700 JSON gives them; an HTML page
         does not: then None)."""

@@ -93,6 +93,27 @@ def size_mismatch(where: str, listed: ListedFile, served_size: int) -> Finding |
     )  # fmt: skip
 
 
+def listing_findings(
+    where: str,
+    listed: ListedFile,
+    *,
+    digests: Mapping[str, str],
+    size: int,
+    metadata_sha256: str | None = None,
+) -> list[Finding]:
+    """One listing held to the bytes served at its URL, by the `hash` rule: the hash it
+    carries (against `digests`, the hex digests of those bytes by hash name; one it lacks is
+    not compared), the size a PEP 691 page gives (PEP 700) against `size`, and the sha256 it
+    gives its PEP 658 metadata against `metadata_sha256` (that of the wheel's own METADATA;
+    None: not compared). `release audit` and `release verify` both ask it."""
+    found = [
+        hash_mismatch(where, listed, digests),
+        size_mismatch(where, listed, size),
+        metadata_mismatch(where, listed, metadata_sha256),
+    ]
+    return [one for one in found if one is not None]
+
+
 @dataclass(frozen=True, kw_only=True)
 class ListedWheel:
     """A wheel of a project as some page lists it: its public version, variant (local

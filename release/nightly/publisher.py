@@ -189,6 +189,10 @@ class S3Publisher:
             )
         return None
 
+    def held_files(self) -> Collection[str]:
+        """A commit's files are this build's alone: nothing of another spelling is held."""
+        return ()
+
     def held_bytes(self, excluding: Collection[str]) -> int | None:
         return None
 

@@ -6,17 +6,17 @@ whether each index that lists a destination (a git index) can take its pages
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from packaging.utils import canonicalize_name
 
-from release.destinations.index import IndexFile, render_index, write_index
+from release.destinations.index import IndexFile, one_per_name, render_index, write_index
 from release.destinations.reach import Reach
 from release.destinations.registry import kind_of
-from release.errors import PublishError
+from release.errors import PublishError, one_line
 from release.publish.pages import commit_pages
 from release.records.manifest import DestinationRef, Manifest
 from release.remote.gitindex import InTheWay
@@ -89,12 +89,13 @@ def regenerate_indexes(
     left_out: list[str] = []
     refs = {i.name: i for i in outcome.manifest.indexes}
     for listed_by, sources in groups.items():
-        files: dict[str, IndexFile] = {}
+        held: list[IndexFile] = []
         for destination in sources.values():
             kind = kind_of(destination.kind)
             found, skipped = kind.index_files(destination, reach, outcome.manifest.project)
-            files.update((file.filename, file) for file in found)
+            held += found
             left_out += skipped
+        files = _one_per_name(held)
         first = next(iter(sources.values()))
         base = kind_of(first.kind).index_base(first, reach)
         if listed_by is None:
@@ -110,6 +111,19 @@ def regenerate_indexes(
                 files, outcome.manifest, base, where=written.where, commit=written.commit
             )
     return tuple(indexes), left_out
+
+
+def _one_per_name(held: Sequence[IndexFile]) -> dict[str, IndexFile]:
+    """Every file the destinations hold, one per name, before any page is written: a name
+    held twice with other bytes stops the index (exit 5), naming both URLs."""
+    try:
+        return one_per_name(held)
+    except ValueError as error:
+        raise PublishError(
+            one_line(f"cannot build the index: {error}"),
+            hint="pip takes one file per name: delete or rename one of the two assets, then "
+            "run release publish again (it uploads nothing twice)",
+        ) from None
 
 
 def _rendered(

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 import httpx
 
 from release.credentials import Secret
-from release.errors import PublishError
+from release.errors import PublishError, one_line
 from release.remote.github_model import (
     ATTESTATIONS_PAGE,
     AssetInfo,
@@ -497,7 +497,7 @@ class GithubClient:
         owner, repo = owner_and_name(repository)
         rest = self.rest()
         self.request(
-            f"delete {asset.name}",
+            f"delete {asset.shown}",
             lambda: rest.repos.delete_release_asset(owner, repo, asset.id),
             accept=(404,),
         )
@@ -507,7 +507,7 @@ class GithubClient:
         owner, repo = owner_and_name(repository)
         rest = self.rest()
         return self.send(
-            f"rename {asset.name} to {name}",
+            f"rename {asset.shown} to {one_line(name)}",
             lambda: rest.repos.update_release_asset(owner, repo, asset.id, name=name),
             accept=(422,),
         )
@@ -538,23 +538,23 @@ class GithubClient:
         """An asset's bytes, through the API (drafts included), retried; with `check`, a
         PublishError unless they are the size and digest GitHub lists for it."""
         gh = self._client()
-        data = self.retrying(f"download {asset.name}", lambda retry: self._download(gh, asset))
+        data = self.retrying(f"download {asset.shown}", lambda retry: self._download(gh, asset))
         if check and (len(data) != asset.size or asset.sha256 not in (None, sha256_of(data))):
             listed = f"{asset.size} bytes, digest {str(asset.sha256)[:12]}"
             raise PublishError(
-                f"GitHub served other bytes for {asset.name} ({listed} listed)",
+                f"GitHub served other bytes for {asset.shown} ({listed} listed)",
                 hint="its storage serves what the API does not list: re-run, then re-upload it",
             )
         return data
 
     def _download(self, gh: GitHub[Any], asset: AssetInfo) -> bytes:
         more = AnswerRefused(  # read no further than the size GitHub lists for it
-            f"GitHub served more than the {asset.size} bytes it lists for {asset.name}",
+            f"GitHub served more than the {asset.size} bytes it lists for {asset.shown}",
             "its storage serves what the API does not list: re-run, then re-upload it",
         )
         with self._answers.reading(asset.size, more):
             response = self.send(
-                f"download {asset.name}",
+                f"download {asset.shown}",
                 lambda: gh.request(
                     "GET", asset.url, headers={**API_HEADERS, "Accept": "application/octet-stream"}
                 ),

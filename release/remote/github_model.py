@@ -13,7 +13,7 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 from release.credentials import redact
-from release.errors import ConfigError, PublishError, shown
+from release.errors import ConfigError, PublishError, one_line, shown
 from release.fsutil import UnreadableDocument, json_document
 from release.github_names import api_url_problem, repository_problem
 
@@ -40,6 +40,12 @@ class AssetInfo:
     sha256: str | None  # from `digest`, None where the server reports none
     url: str
     browser_download_url: str
+
+    @property
+    def shown(self) -> str:
+        """The name as a message shows it: the server chose it, so a line break or another
+        control character in it is escaped and it stays on its line."""
+        return one_line(self.name)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -196,6 +196,11 @@ def _json_document(body: bytes) -> object:
         raise ValueError(f"not a PEP 691 project page ({error.reason})") from None
 
 
+def form_of(content_type: str) -> str:
+    """What form of a page a Content-Type says it is: "PEP 691 JSON" or "HTML"."""
+    return "PEP 691 JSON" if _is_json(content_type) else "HTML"
+
+
 def _is_json(content_type: str) -> bool:
     """Whether a page's Content-Type is PEP 691's JSON: a media type is matched in any case
     (RFC 9110), as pip matches it."""

@@ -26,12 +26,14 @@ import tempfile
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from release.defaults import WHEEL_SIZE_LIMIT
 from release.destinations.reach import Reach
+from release.errors import one_line
 from release.inspection.findings import Finding
-from release.inspection.indexrules import duplicates, hash_mismatch, stray_links
+from release.inspection.indexrules import duplicates, listing_findings, stray_links
 from release.inspection.served import inspect_served
 from release.inspection.torchcuda import TorchIndexes
 from release.matrix import Cell, Matrix
@@ -39,7 +41,13 @@ from release.records.published import Published, PublishedFile
 from release.remote import httpclient as http
 from release.remote.httpclient import Download
 from release.remote.retry import Deadline, RetryPolicy
-from release.remote.simple_index import ACCEPT, ListedFile, project_files, project_page_url
+from release.remote.simple_index import (
+    ACCEPT,
+    ListedFile,
+    form_of,
+    project_files,
+    project_page_url,
+)
 from release.verify.checks import Check, VerifySettings, origin_auth
 from release.workers import Workers
 
@@ -89,11 +97,21 @@ class _Getter:
         )  # fmt: skip
 
 
+@dataclass(frozen=True)
+class _Served:
+    """What one wheel's second download found: its checks, and the sha256 and size of the
+    bytes served and the sha256 of their METADATA (None where it was not read)."""
+
+    checks: list[Check]
+    sha256: str | None = None
+    size: int | None = None
+    metadata_sha256: str | None = None
+
+
 def _wheel_checks(
     file: PublishedFile, cell: Cell | None, get: _Getter, scratch: Path, torch: TorchIndexes
-) -> tuple[list[Check], str | None, str | None]:
-    """The inspection of one wheel as served, the sha256 of what was served and that of
-    its METADATA (None where it has none to read)."""
+) -> _Served:
+    """The inspection of one wheel as served (see `_Served`)."""
     path = scratch / f"{threading.get_ident()}.whl"  # a worker reads one wheel at a time
     torch_index = cell.torch_index if cell is not None else None  # None: PyPI's
     try:
@@ -104,7 +122,7 @@ def _wheel_checks(
             why = got.error or f"HTTP {got.status}"
             detail = f"not inspected again: it does not download ({why})"
             check = Check(subject=file.filename, check="inspection", ok=False, detail=detail)
-            return [check], None, None
+            return _Served([check])
         served = inspect_served(
             file.filename, path, url=file.url,
             cell_major=cell.cuda.major if cell is not None else None,
@@ -125,7 +143,7 @@ def _wheel_checks(
         checks.append(
             Check(subject=file.filename, check="inspection", ok=True, detail=detail, url=file.url)
         )
-    return checks, got.sha256, served.metadata_sha256
+    return _Served(checks, got.sha256, got.size, served.metadata_sha256)
 
 
 def _link_checks(
@@ -166,34 +184,135 @@ def _why(got: Download) -> str:
     return got.error or f"HTTP {got.status}"
 
 
+HTML_ACCEPT = "text/html"  # what a client that asks for no PEP 691 JSON is served
+
+
+@dataclass(frozen=True)
+class _Form:
+    """A project page as served for one Accept header: its body and its files."""
+
+    name: str  # "PEP 691 JSON" or "HTML", by its Content-Type
+    body: bytes
+    files: list[ListedFile]
+
+
+def _read_form(page: str, accept: str, get: _Getter) -> _Form | None:
+    got = get(page, keep=True, accept=accept)
+    if not got.ok or got.body is None:
+        return None  # the listing and index checks name a page that does not load
+    try:
+        return _Form(
+            form_of(got.content_type), got.body, project_files(got.body, got.content_type, page)
+        )
+    except ValueError:
+        return None  # likewise an unreadable one
+
+
 def _page_checks(
     page: str,
     published: Published,
-    served: Mapping[str, str],
+    served: Mapping[str, _Served],
     metadata: Mapping[str, str],
     get: _Getter,
 ) -> list[Check]:
-    """One index page read whole."""
-    got = get(page, keep=True, accept=ACCEPT)
-    if not got.ok or got.body is None:
-        return []  # the listing and index checks name a page that does not load
-    try:
-        files = project_files(got.body, got.content_type, page)
-    except ValueError:
-        return []  # likewise an unreadable one
+    """One index page read whole, in each form it is served in: as asked with PEP 691's
+    Accept (what pip and uv ask) and as text/html (what the rest ask), once where the host
+    serves the same body for both. Each form is checked whole, and they must agree."""
+    first = _read_form(page, ACCEPT, get)
+    if first is None:
+        return []
+    forms = [first]
+    other = _read_form(page, HTML_ACCEPT, get)
+    if other is not None and other.body != first.body:
+        forms.append(other)
+    failed: list[Check] = []
+    for number, form in enumerate(forms):
+        failed += _form_checks(
+            page, form, published=published, served=served, metadata=metadata, get=get,
+            first=number == 0,
+        )  # fmt: skip
+    if len(forms) == 2:
+        failed += _disagreements(page, forms[0], forms[1])
+    if failed:
+        return failed
+    read = " and ".join(f"its {form.name}" for form in forms) if len(forms) == 2 else "whole"
+    detail = f"read {read}: no filename listed twice, no link to a wheel the release lacks"
+    return [Check(subject=page, check="index-page", ok=True, detail=detail, url=page)]
+
+
+def _form_checks(
+    page: str,
+    form: _Form,
+    *,
+    published: Published,
+    served: Mapping[str, _Served],
+    metadata: Mapping[str, str],
+    get: _Getter,
+    first: bool,
+) -> list[Check]:
+    """One form of a page checked whole. Every listing of the release's wheels is held to
+    the bytes served (a PEP 691 size too); in the first form, whose single listings the
+    listing and index checks compare, only a name listed twice has its hash compared here."""
+    files = form.files
     found = duplicates(page, files)
     twice = {f.file for f in found}
     for listed in files:
-        if listed.name in twice and listed.name in served:
-            wrong = hash_mismatch(page, listed, {"sha256": served[listed.name]})
-            found += [wrong] if wrong is not None else []
+        wheel = served.get(listed.name)
+        if wheel is None or wheel.sha256 is None or wheel.size is None:
+            continue
+        digests = {"sha256": wheel.sha256} if listed.name in twice or not first else {}
+        found += listing_findings(page, listed, digests=digests, size=wheel.size)
     names = [f.filename for f in published.files] + [c.filename for c in published.companions]
     found += stray_links(page, files, published.version, names)
-    links = _link_checks(page, files, published, metadata, get)
-    if found or links:
-        return [_failed(one) for one in found] + links
-    detail = "read whole: no filename listed twice, no link to a wheel the release lacks"
-    return [Check(subject=page, check="index-page", ok=True, detail=detail, url=page)]
+    if not first:
+        found = [replace(f, detail=f"{f.detail} (its {form.name} form)") for f in found]
+    return [_failed(one) for one in found] + _link_checks(page, files, published, metadata, get)
+
+
+def _said(files: Sequence[ListedFile]) -> dict[str, set[tuple[object, ...]]]:
+    """What a form says of each filename: its URL, hashes, Requires-Python, yank."""
+    said: dict[str, set[tuple[object, ...]]] = {}
+    for f in files:
+        facts = (f.url, f.sha256, f.metadata_sha256, f.requires_python, f.yanked)
+        said.setdefault(f.name, set()).add(facts)
+    return said
+
+
+def _disagreements(page: str, one: _Form, other: _Form) -> list[Check]:
+    """Where two forms of one page say other things: a client is given one or the other by
+    its Accept header (pip and uv the JSON, the rest the HTML), so both must list the same
+    files with the same URLs, hashes and attributes."""
+    a, b = _said(one.files), _said(other.files)
+    failed = []
+    for name in sorted(set(a) | set(b)):
+        if a.get(name) == b.get(name):
+            continue
+        if name not in b or name not in a:
+            has, lacks = (one, other) if name in a else (other, one)
+            detail = f"the {has.name} form lists it, the {lacks.name} form does not"
+        else:
+            detail = (
+                f"the {one.name} and {other.name} forms list it differently (URL, sha256, "
+                f"PEP 658 metadata, Requires-Python or yank): {_facts(a[name])} against "
+                f"{_facts(b[name])}"
+            )
+        failed.append(
+            Check(
+                subject=one_line(f"{page} -> {name}"),
+                check="index-page",
+                ok=False,
+                detail=one_line(f"{detail}; which form a client gets depends on its Accept header"),
+                url=page,
+            )
+        )
+    return failed
+
+
+def _facts(facts: set[tuple[object, ...]]) -> str:
+    return "; ".join(
+        ", ".join(str(part)[:64] for part in one if part not in (None, False))
+        for one in sorted(facts, key=repr)
+    )
 
 
 def missing_variants(published: Published, matrix: Matrix | None) -> list[Check]:
@@ -255,16 +374,15 @@ def served_checks(
                 published.files,
             )
         )
-        served = {
-            f.filename: sha for f, (_, sha, _) in zip(published.files, reads, strict=True) if sha
-        }
+        served = {f.filename: read for f, read in zip(published.files, reads, strict=True)}
         metadata = {
-            f.filename: sha
-            for f, (_, served_sha, sha) in zip(published.files, reads, strict=True)
-            if sha and served_sha == f.sha256  # the METADATA of the built bytes alone
+            f.filename: read.metadata_sha256
+            for f, read in zip(published.files, reads, strict=True)
+            # the METADATA of the built bytes alone
+            if read.metadata_sha256 and read.sha256 == f.sha256
         }
-        for wheel_checks, _, _ in reads:
-            checks += wheel_checks
+        for read in reads:
+            checks += read.checks
         for page in pages:
             checks += _page_checks(page, published, served, metadata, get)
     return checks + missing_variants(published, matrix)

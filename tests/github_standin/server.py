@@ -182,6 +182,9 @@ _ENTERPRISE_ORIGINS: tuple[tuple[str, str | None], ...] = (
 )
 
 
+_RANGE = re.compile(r"bytes=(?P<first>\d{1,18})-(?P<last>\d{0,18})")
+
+
 @dataclass(frozen=True, kw_only=True)
 class LoggedRequest:
     """One request as the stand-in saw it. ``status`` is None when the socket was reset."""
@@ -1144,13 +1147,18 @@ class GitHubStandIn:
                     b"<Message>The specified blob does not exist.</Message></Error>"
                 ),
             )
-        return _Answer(
-            status=200,
-            body=asset.data,
-            headers={
-                "Content-Type": "application/octet-stream",
-                "Content-Disposition": f"attachment; filename={asset.name}",
-                "ETag": '"' + hashlib.md5(asset.data, usedforsecurity=False).hexdigest() + '"',
-                "Last-Modified": asset.updated_at.strftime("%a, %d %b %Y %H:%M:%S GMT"),
-            },
-        )
+        headers = {
+            "Content-Type": "application/octet-stream",
+            "Content-Disposition": f"attachment; filename={asset.name}",
+            "ETag": '"' + hashlib.md5(asset.data, usedforsecurity=False).hexdigest() + '"',
+            "Last-Modified": asset.updated_at.strftime("%a, %d %b %Y %H:%M:%S GMT"),
+            "Accept-Ranges": "bytes",
+        }
+        size = len(asset.data)
+        ranged = _RANGE.fullmatch(request.header("range") or "")
+        if ranged is not None and int(ranged["first"]) < size:  # as Azure blob storage answers
+            first = int(ranged["first"])
+            last = min(int(ranged["last"] or size - 1), size - 1)
+            headers["Content-Range"] = f"bytes {first}-{last}/{size}"
+            return _Answer(status=206, body=asset.data[first : last + 1], headers=headers)
+        return _Answer(status=200, body=asset.data, headers=headers)

@@ -30,7 +30,15 @@ from release.records.release_manifest import RELEASE_MANIFEST, parse_release_man
 from tests.github_standin import DEFAULT_REPO, GitHubStandIn
 from tests.integration.jobenv import publish_job_env
 from tests.integration.test_publish_e2e import serve
-from tests.integration.wheels import PROJECT, VERSION, entry_for, make_wheel, write_release
+from tests.integration.wheels import (
+    PROJECT,
+    VERSION,
+    entry_for,
+    github_destination,
+    make_release,
+    make_wheel,
+    write_release,
+)
 from tests.pypi_server import PypiServer
 
 BIN = Path(sys.executable).parent
@@ -256,3 +264,45 @@ def test_build_tag_and_replace_are_one_choice_and_a_nightly_takes_no_build_tag(
     assert "not allowed with argument" in capsys.readouterr().err
     assert main(["publish", "--channel", "nightly", "--build-tag"]) == 2
     assert "--build-tag: a nightly's version is new with every commit" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("held", ["07", "5a", "1000"])
+def test_a_rebuild_goes_above_every_build_the_release_holds_whatever_its_spelling(
+    github_standin: GitHubStandIn,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    held: str,
+) -> None:
+    """pip installs the highest build of a version by value: `-07-` is build 7, `-5a-` is
+    above 5, and `K3_Kernels-0.1-...` is the same wheel. A rebuild goes above them, or, past
+    the last build number, is refused before anything is uploaded."""
+    monkeypatch.setenv("GITHUB_TOKEN", github_standin.token)
+    destination = github_destination(github_standin.api_url)
+    first = make_release(tmp_path / "first", pypi=None, github=destination)
+    assert main(["publish", "--dist", str(first.dist), "--index-dir", str(tmp_path / "s")]) == 0
+    (release,) = github_standin.releases(DEFAULT_REPO)
+    other = (
+        build(CU129, 0).replace("-0-", f"-{held}-").replace("k3_kernels-0.1.0", "K3_Kernels-0.1")
+    )
+    github_standin.add_asset(release.id, other, (first.dist / CU129).read_bytes())
+    rebuilt = make_release(tmp_path / "rebuilt", pypi=None, github=destination, payload=b"#2\n")
+    before = set(assets_of(github_standin))
+
+    code = main(["publish", "--dist", str(rebuilt.dist), "--build-tag", "--index-dir",
+                 str(tmp_path / "s")])  # fmt: skip
+    err = capsys.readouterr().err
+    sent = set(assets_of(github_standin)) - before
+    if held == "1000":
+        assert code == 5
+        assert "error: a rebuild must go above build 1000 of its wheel" in err
+        assert "hint: release a new version" in err
+        assert sent == set()
+    else:
+        assert code == 0, err
+        assert build(CU129, {"07": 8, "5a": 6}[held]) in sent
+
+
+def assets_of(standin: GitHubStandIn) -> dict[str, bytes]:
+    (release,) = standin.releases(DEFAULT_REPO)
+    return {a.name: a.data for a in standin.assets(release.id)}

@@ -203,6 +203,37 @@ def test_a_release_asset_named_like_a_wheel_that_is_not_one_is_left_out_of_the_i
     assert [f["filename"] for f in page["files"]] == [w.name for w in release.wheels]
 
 
+def test_an_asset_name_with_line_breaks_is_shown_escaped_on_one_line(
+    github_standin: GitHubStandIn,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A name the server gives cannot start a line of its own: a line `::error::...` would be
+    a GitHub Actions workflow command."""
+    monkeypatch.setenv("GITHUB_TOKEN", github_standin.token)
+    release = make_release(
+        tmp_path / "dist", pypi=None, github=github_destination(github_standin.api_url)
+    )
+    site = tmp_path / "site"
+    publish(
+        PublishSettings(dist=release.dist, index_dir=site),
+        Reach({"GITHUB_TOKEN": github_standin.token}, command="release publish"),
+    )
+    (published,) = github_standin.releases(DEFAULT_REPO)
+    github_standin.add_asset(published.id, "evil\n::error::forged line\nerror: x.whl", b"x")
+    capsys.readouterr()
+
+    assert main(["publish", "--dist", str(release.dist), "--index-dir", str(site)]) == 0
+    out, err = capsys.readouterr()
+    lines = (out + err).splitlines()
+    assert (
+        f"index: left out {DEFAULT_REPO}@v0.1.0 asset evil\\n::error::forged line\\nerror: x.whl: "
+        "not a valid wheel filename (a space or a control character)"
+    ) in lines
+    assert not any(line.startswith(("::error::", "error: x")) for line in lines)
+
+
 def published_on_github(gh: GitHubStandIn, tmp_path: Path) -> int:
     """A cu129 release published to the stand-in; its release id."""
     release = make_release(

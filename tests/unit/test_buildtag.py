@@ -13,6 +13,7 @@ import pytest
 
 from release.destinations.buildtag import (
     MAX_BUILD,
+    held_builds,
     next_build,
     rebuilt_reason,
     with_build_tags,
@@ -20,7 +21,7 @@ from release.destinations.buildtag import (
 from release.destinations.decide import Action, FileDecision, PublishPlan, RemoteFile
 from release.errors import PublishError
 from release.records.manifest import WheelEntry
-from release.wheelfile import with_build_tag
+from release.wheelfile import WheelName, with_build_tag
 from tests.integration.wheels import entry_for, make_wheel, pypi_destination
 
 NAME = "k3_kernels-0.1.0-py3-none-manylinux_2_28_x86_64.whl"
@@ -71,6 +72,40 @@ def test_past_the_last_build_asked_for_a_new_version_is_the_answer() -> None:
     with pytest.raises(PublishError) as caught:
         next_build({MAX_BUILD: held("0" * 64)}, rewritten)
     assert caught.value.hint == "release a new version"
+
+
+@pytest.mark.parametrize(
+    ("names", "expected"),
+    [
+        ([build(1000)], 1000),  # past the names asked for one by one
+        ([build(5).replace("-5-", "-5a-")], 5),  # (5, "a"): above 5, below 6
+        ([build(7).replace("-7-", "-07-")], 7),  # pip reads build 7
+        ([build(5).replace("k3_kernels", "K3_Kernels")], 5),  # the same project
+        ([build(5).replace("0.1.0", "0.1")], 5),  # the same version
+        ([build(5).replace("k3_kernels", "k3.kernels")], 5),
+        ([build(3), build(9), NAME], 9),
+        ([build(5).replace("0.1.0", "0.1.1")], 0),  # another version
+        ([build(5).replace("x86_64", "aarch64")], 0),  # no tag in common
+        ([build(5).replace("k3_kernels", "k4_kernels")], 0),
+        ([NAME, "k3_kernels-0.1.0-abc-py3-none-manylinux_2_28_x86_64.whl", "x.txt"], 0),
+    ],
+)
+def test_the_builds_held_are_read_by_value_whatever_their_spelling(
+    names: list[str], expected: int
+) -> None:
+    assert held_builds(WheelName.parse(NAME), names) == expected
+
+
+def test_the_next_build_goes_above_the_highest_held_by_value() -> None:
+    assert next_build({}, rewritten, above=5) == (6, False)
+    assert next_build({1: held("0" * 64)}, rewritten, above=7) == (8, False)
+
+
+def test_above_the_last_build_number_a_new_version_is_the_answer() -> None:
+    with pytest.raises(PublishError) as caught:
+        next_build({}, rewritten, above=1000)
+    assert caught.value.hint == "release a new version"
+    assert "above build 1000" in caught.value.message
 
 
 def test_the_reason_says_the_name_it_goes_as_and_why() -> None:
@@ -124,6 +159,9 @@ class Holding:
 
     def refusal(self, entry: WheelEntry, wheel: Path) -> str | None:
         return self.refused.get(entry.filename)
+
+    def held_files(self) -> Collection[str]:
+        return list(self.files)
 
     def held_bytes(self, excluding: Collection[str]) -> int | None:
         return None
@@ -189,6 +227,22 @@ def test_without_digests_the_bytes_of_the_same_size_are_compared(tmp_path: Path)
     made, _ = decided(destination, decision, tmp_path)
     assert (made.action, made.entry.filename) == (Action.SKIP, build(2))
     assert destination.asked[1] == {build(1), build(2)}  # asked again, with their sizes
+
+
+@pytest.mark.parametrize("spelled", ["-5a-", "-05-"])
+def test_a_build_held_under_another_spelling_is_gone_above(tmp_path: Path, spelled: str) -> None:
+    decision, _ = conflict(tmp_path / "dist")
+    other = build(5).replace("-5-", spelled).replace("k3_kernels", "K3_Kernels")
+    made, _ = decided(Holding({NAME: b"old", other: b"older"}), decision, tmp_path)
+    assert (made.action, made.entry.filename) == (Action.UPLOAD, build(6))
+
+
+def test_a_build_past_the_last_number_held_stops_the_rebuild(tmp_path: Path) -> None:
+    decision, _ = conflict(tmp_path / "dist")
+    with pytest.raises(PublishError) as caught:
+        decided(Holding({NAME: b"old", build(1000): b"older"}), decision, tmp_path)
+    assert caught.value.exit_code == 5
+    assert caught.value.hint == "release a new version"
 
 
 def test_other_bytes_under_build_1_make_it_build_2(tmp_path: Path) -> None:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
 
-from release.destinations.index import IndexFile, render_index, write_index
+from release.destinations.index import IndexFile, one_per_name, render_index, write_index
 from release.remote.simple_index import (
     SIMPLE_JSON,
     parse_index_page,
@@ -108,6 +109,17 @@ def test_pep691_json_reads_back_the_same_files() -> None:
 def test_the_same_filename_with_two_hashes_is_an_error_not_two_links() -> None:
     with pytest.raises(ValueError, match="listed twice with different sha256"):
         render_index([cu129("x86_64", SHA_A), cu129("x86_64", SHA_B)])
+
+
+def test_a_name_held_twice_with_other_bytes_names_both_urls_the_same_bytes_once() -> None:
+    first = replace(cu129("x86_64", SHA_A), url="https://h/v0.1.0/w.whl")
+    other = replace(cu129("x86_64", SHA_B), url="https://h/v0.0.9/w.whl")
+    with pytest.raises(ValueError, match="listed twice with different sha256") as caught:
+        one_per_name([first, other])
+    assert "https://h/v0.1.0/w.whl (" in str(caught.value)
+    assert "https://h/v0.0.9/w.whl (" in str(caught.value)
+    same = replace(first, url="https://h/v0.0.9/w.whl")
+    assert one_per_name([first, same]) == {first.filename: first}  # the first kept
 
 
 def test_a_file_without_a_local_label_does_not_belong_in_the_index() -> None:

@@ -184,6 +184,9 @@ class FakeDestination:
     def refusal(self, entry: WheelEntry, wheel: Path) -> str | None:
         return self.refused.get(entry.filename)
 
+    def held_files(self) -> Collection[str]:
+        return list(self.remote)
+
     def held_bytes(self, excluding: Collection[str]) -> int | None:
         return self.held
 
