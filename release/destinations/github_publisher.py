@@ -109,7 +109,9 @@ class GithubPublisher:
         self._seen: ReleaseInfo | None = None
         self._held: tuple[str, ...] = ()  # every whole asset of the release, as `existing` read it
         self._foreign: str | None = None  # a file of another project the release holds
-        self._elsewhere: dict[str, list[AssetInfo]] | None = None  # wheels of other releases
+        # the wheels asked about that other published releases hold, with their sha256
+        self._elsewhere: dict[str, list[tuple[AssetInfo, str | None]]] = {}
+        self._other_releases: list[tuple[ReleaseInfo, tuple[AssetInfo, ...]]] | None = None
         self._project = "PROJECT"  # this project's name, as the files asked about say
         self._web: str | None = None  # the web origin GitHub gave the repository's html_url
 
@@ -157,6 +159,7 @@ class GithubPublisher:
             release = self.client.find_release(self.repository, self.tag)
             self._seen = release
             self._held = ()
+            self._elsewhere = self._held_elsewhere(files)
             if release is None:
                 # where the release will be: the host of the repository's web page, which
                 # on a GitHub Enterprise Server need not be the API's
@@ -180,6 +183,29 @@ class GithubPublisher:
                     state=asset.state,
                 )
             return found
+
+    def _held_elsewhere(
+        self, files: Mapping[str, int]
+    ) -> dict[str, list[tuple[AssetInfo, str | None]]]:
+        """The wheels of `files` that the repository's other published releases hold, each
+        with its sha256 (hashed where the size could be the same bytes); the releases are
+        listed once a command."""
+        wheels = {name: size for name, size in files.items() if name.endswith(WHEEL_SUFFIX)}
+        if not wheels:
+            return {}
+        if self._other_releases is None:
+            self._other_releases = [
+                (release, assets)
+                for release, assets in self.client.published_releases(self.repository)
+                if release.tag != self.tag
+            ]
+        held: dict[str, list[tuple[AssetInfo, str | None]]] = {}
+        for _, assets in self._other_releases:
+            for asset in assets:
+                if asset.state == "uploaded" and asset.name in wheels:
+                    sha256 = self._sha256_of(asset, wheels[asset.name])
+                    held.setdefault(asset.name, []).append((asset, sha256))
+        return held
 
     def _foreign_file(self, asset: AssetInfo, ours: Collection[str]) -> bool:
         """Whether `asset` is another project's: a wheel or sdist of another name, or a
@@ -223,25 +249,11 @@ class GithubPublisher:
             return f"{entry.size} bytes is over the {limit}-byte limit of {destination.name}" + (
                 f" (heaviest device code: {weighs})" if weighs else ""
             )
-        return self._held_elsewhere(entry)
-
-    def _held_elsewhere(self, entry: WheelEntry) -> str | None:
-        """Why a wheel cannot go where another published release of the repository holds
-        other bytes under its name: the index lists every release's wheels, one file per
-        name, and would have to drop one of the two (the same bytes are listed once)."""
-        if not entry.filename.endswith(WHEEL_SUFFIX):
-            return None
-        if self._elsewhere is None:
-            self._elsewhere = {}
-            with self.client.session(f"{self.repository} (its other releases)"):
-                for release, assets in self.client.published_releases(self.repository):
-                    if release.tag == self.tag:
-                        continue
-                    for asset in assets:
-                        if asset.state == "uploaded" and asset.name.endswith(WHEEL_SUFFIX):
-                            self._elsewhere.setdefault(asset.name, []).append(asset)
-        for other in self._elsewhere.get(entry.filename, ()):
-            if self._sha256_of(other, entry.size) != entry.sha256:
+        # another published release holding other bytes under the name (read by
+        # `existing`): the index lists every release's wheels, one file per name, and would
+        # have to drop one of the two (the same bytes are listed once)
+        for other, sha256 in self._elsewhere.get(entry.filename, ()):
+            if sha256 != entry.sha256:
                 return one_line(
                     f"another release of {self.repository} holds other bytes under this name, "
                     f"{other.browser_download_url}, and the index lists one file per name "

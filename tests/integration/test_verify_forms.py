@@ -23,7 +23,7 @@ Edit = Callable[[str], str]
 
 
 def anchor(text: str) -> str:
-    return next(a for a in re.findall(r"<a [^>]*>[^<]*</a>", text) if f">{CU129}<" in a)
+    return next(str(a) for a in re.findall(r"<a [^>]*>[^<]*</a>", text) if f">{CU129}<" in a)
 
 
 def duplicated(text: str) -> str:
