@@ -151,13 +151,6 @@ def matrix_from_text(
         except (OSError, RuntimeError) as error:  # RuntimeError: a symlink loop (Python 3.11)
             loader.problem("project", f"{shown(spec.project)} does not resolve: {error}")
             spec = None
-    if spec is not None and (out := _link_out(path.parent, spec.project)) is not None:
-        loader.problem(
-            "project",
-            f"{shown(spec.project)} is reached through the symbolic link {out}, which leads "
-            "out of matrix.yaml's directory: name the project's directory itself",
-        )
-        spec = None
     if spec is not None:
         if named is None:
             root = path.parent.resolve()
@@ -211,18 +204,6 @@ def matrix_from_text(
             ],
         )
     return matrix
-
-
-def _link_out(directory: Path, project: str) -> str | None:
-    """The symbolic link through which `project`, written as a path inside `directory`,
-    leads out of it (the release would be read and built from files the checkout does not
-    hold), or None. A path written outside it (`../project`) says so itself."""
-    root = directory.resolve()
-    written = Path(os.path.normpath(root / project))
-    if not written.is_relative_to(root) or written.resolve().is_relative_to(root):
-        return None
-    link = linked_part(root, written)
-    return link.relative_to(root).as_posix() if link is not None else None
 
 
 SCHEMA_ID = "https://raw.githubusercontent.com/k3-project/k3-kernels/main/schema/matrix.schema.json"
