@@ -27,8 +27,10 @@ from release.fsutil import sha256_file
 from release.publish.run import PublishSettings, publish
 from release.records.manifest import Manifest, write_manifest
 from tests.github_standin import DEFAULT_REPO, GitHubStandIn
+from tests.github_standin import Release as StandInRelease
 from tests.integration.wheels import (
     PROJECT,
+    Release,
     entry_for,
     github_destination,
     make_release,
@@ -168,12 +170,10 @@ def test_a_dist_with_what_is_not_a_wheel_is_refused_in_one_line(
 # --- GitHub release assets: the index leaves out what pip could not install, and says so. ---
 
 
-def test_a_release_asset_named_like_a_wheel_that_is_not_one_is_left_out_of_the_index(
-    github_standin: GitHubStandIn,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-) -> None:
+def published_once(
+    github_standin: GitHubStandIn, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[Release, Path, StandInRelease]:
+    """A release published to the stand-in with its index in tmp_path/site."""
     monkeypatch.setenv("GITHUB_TOKEN", github_standin.token)
     release = make_release(
         tmp_path / "dist", pypi=None, github=github_destination(github_standin.api_url)
@@ -184,6 +184,16 @@ def test_a_release_asset_named_like_a_wheel_that_is_not_one_is_left_out_of_the_i
         Reach({"GITHUB_TOKEN": github_standin.token}, command="release publish"),
     )
     (published,) = github_standin.releases(DEFAULT_REPO)
+    return release, site, published
+
+
+def test_a_release_asset_named_like_a_wheel_that_is_not_one_is_left_out_of_the_index(
+    github_standin: GitHubStandIn,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    release, site, published = published_once(github_standin, tmp_path, monkeypatch)
     stray = BAD_VERSION.replace("0.1.x", "0.1.x+cu129")
     github_standin.add_asset(
         published.id, stray, (tmp_path / "dist" / release.wheels[0].name).read_bytes()
@@ -211,16 +221,7 @@ def test_an_asset_name_with_line_breaks_is_shown_escaped_on_one_line(
 ) -> None:
     """A name the server gives cannot start a line of its own: a line `::error::...` would be
     a GitHub Actions workflow command."""
-    monkeypatch.setenv("GITHUB_TOKEN", github_standin.token)
-    release = make_release(
-        tmp_path / "dist", pypi=None, github=github_destination(github_standin.api_url)
-    )
-    site = tmp_path / "site"
-    publish(
-        PublishSettings(dist=release.dist, index_dir=site),
-        Reach({"GITHUB_TOKEN": github_standin.token}, command="release publish"),
-    )
-    (published,) = github_standin.releases(DEFAULT_REPO)
+    release, site, published = published_once(github_standin, tmp_path, monkeypatch)
     github_standin.add_asset(published.id, "evil\n::error::forged line\nerror: x.whl", b"x")
     capsys.readouterr()
 
