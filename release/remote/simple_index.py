@@ -170,7 +170,9 @@ def json_files(data: object, page_url: str) -> list[ListedFile]:
         out.append(
             ListedFile(
                 name=name,
-                url=_resolved(page_url, url),
+                # as in html_files, and as pip reads it (`url_without_fragment`): a
+                # `#sha256=` after the URL is not part of where the file is
+                url=urldefrag(_resolved(page_url, url))[0],
                 sha256=sha256.lower() if isinstance(sha256, str) else None,
                 size=size if isinstance(size, int) and not isinstance(size, bool) else None,
                 hash_name=hash_name,

@@ -28,7 +28,11 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from urllib.parse import unquote
 
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+from release.credentials import redact
 from release.defaults import WHEEL_SIZE_LIMIT
 from release.destinations.reach import Reach
 from release.errors import one_line
@@ -185,6 +189,7 @@ def _why(got: Download) -> str:
 
 
 HTML_ACCEPT = "text/html"  # what a client that asks for no PEP 691 JSON is served
+ANY_ACCEPT = "*/*"  # what a client that names no type is served (requests' default)
 
 
 @dataclass(frozen=True)
@@ -200,10 +205,9 @@ def _read_form(page: str, accept: str, get: _Getter) -> _Form | None:
     got = get(page, keep=True, accept=accept)
     if not got.ok or got.body is None:
         return None  # the listing and index checks name a page that does not load
+    name = form_of(got.content_type) + (f" (Accept: {accept})" if accept == ANY_ACCEPT else "")
     try:
-        return _Form(
-            form_of(got.content_type), got.body, project_files(got.body, got.content_type, page)
-        )
+        return _Form(name, got.body, project_files(got.body, got.content_type, page))
     except ValueError:
         return None  # likewise an unreadable one
 
@@ -216,26 +220,27 @@ def _page_checks(
     get: _Getter,
 ) -> list[Check]:
     """One index page read whole, in each form it is served in: as asked with PEP 691's
-    Accept (what pip and uv ask) and as text/html (what the rest ask), once where the host
-    serves the same body for both. Each form is checked whole, and they must agree."""
+    Accept (what pip and uv ask), as text/html (browsers) and with */* (a client that names
+    no type), each body once. Each form is checked whole, and they must agree."""
     first = _read_form(page, ACCEPT, get)
     if first is None:
         return []
     forms = [first]
-    other = _read_form(page, HTML_ACCEPT, get)
-    if other is not None and other.body != first.body:
-        forms.append(other)
+    for accept in (HTML_ACCEPT, ANY_ACCEPT):
+        other = _read_form(page, accept, get)
+        if other is not None and all(other.body != form.body for form in forms):
+            forms.append(other)
     failed: list[Check] = []
     for number, form in enumerate(forms):
         failed += _form_checks(
             page, form, published=published, served=served, metadata=metadata, get=get,
             first=number == 0,
         )  # fmt: skip
-    if len(forms) == 2:
-        failed += _disagreements(page, forms[0], forms[1])
+    for other in forms[1:]:
+        failed += _disagreements(page, forms[0], other)
     if failed:
         return failed
-    read = " and ".join(f"its {form.name}" for form in forms) if len(forms) == 2 else "whole"
+    read = " and ".join(f"its {form.name}" for form in forms) if len(forms) > 1 else "whole"
     detail = f"read {read}: no filename listed twice, no link to a wheel the release lacks"
     return [Check(subject=page, check="index-page", ok=True, detail=detail, url=page)]
 
@@ -269,13 +274,28 @@ def _form_checks(
     return [_failed(one) for one in found] + _link_checks(page, files, published, metadata, get)
 
 
+_FACTS = ("URL", "sha256", "PEP 658 metadata", "Requires-Python", "yank")
+
+
 def _said(files: Sequence[ListedFile]) -> dict[str, set[tuple[object, ...]]]:
-    """What a form says of each filename: its URL, hashes, Requires-Python, yank."""
+    """What a form says of each filename (_FACTS), each as a client reads it: the URL
+    percent-decoded (`%2B` is `+`), Requires-Python as a specifier set (`>= 3.9` is
+    `>=3.9`)."""
     said: dict[str, set[tuple[object, ...]]] = {}
     for f in files:
-        facts = (f.url, f.sha256, f.metadata_sha256, f.requires_python, f.yanked)
+        facts = (unquote(f.url), f.sha256, f.metadata_sha256, _specifier(f.requires_python),
+                 f.yanked)  # fmt: skip
         said.setdefault(f.name, set()).add(facts)
     return said
+
+
+def _specifier(text: str | None) -> object:
+    if text is None:
+        return None
+    try:
+        return SpecifierSet(text)
+    except InvalidSpecifier:
+        return text.strip()
 
 
 def _disagreements(page: str, one: _Form, other: _Form) -> list[Check]:
@@ -292,9 +312,8 @@ def _disagreements(page: str, one: _Form, other: _Form) -> list[Check]:
             detail = f"the {has.name} form lists it, the {lacks.name} form does not"
         else:
             detail = (
-                f"the {one.name} and {other.name} forms list it differently (URL, sha256, "
-                f"PEP 658 metadata, Requires-Python or yank): {_facts(a[name])} against "
-                f"{_facts(b[name])}"
+                f"the {one.name} and {other.name} forms list it differently: "
+                f"{_differing(a[name], b[name])}"
             )
         failed.append(
             Check(
@@ -308,11 +327,24 @@ def _disagreements(page: str, one: _Form, other: _Form) -> list[Check]:
     return failed
 
 
-def _facts(facts: set[tuple[object, ...]]) -> str:
+def _differing(one: set[tuple[object, ...]], other: set[tuple[object, ...]]) -> str:
+    """What differs between two forms' facts of a name: each fact that differs, with both
+    values (a name listed once in each), or how often each lists it."""
+    if len(one) != 1 or len(other) != 1:
+        return f"{len(one)} listing(s) against {len(other)}"
+    (a,), (b,) = one, other
     return "; ".join(
-        ", ".join(str(part)[:64] for part in one if part not in (None, False))
-        for one in sorted(facts, key=repr)
+        f"{fact} {_whole(x)} against {_whole(y)}"
+        for fact, x, y in zip(_FACTS, a, b, strict=True)
+        if x != y
     )
+
+
+def _whole(value: object) -> str:
+    """A fact of a listing quoted whole (a sha256 cut to 40 characters hides where it
+    differs), its credentials redacted, within 300 characters."""
+    text = redact(repr(str(value)))
+    return text if len(text) <= 300 else text[:297] + "..."
 
 
 def missing_variants(published: Published, matrix: Matrix | None) -> list[Check]:

@@ -125,3 +125,47 @@ def test_a_pep691_size_that_is_not_the_bytes_served_fails(
     assert (bad["check"], bad["subject"]) == ("hash", CU129)
     assert bad["detail"].endswith("cu129/k3-kernels/ says 1 bytes, the bytes served are "
                                   f"{(tmp_path / 'dist' / CU129).stat().st_size}")  # fmt: skip
+
+
+def json_edited(page: Path, change: Callable[[dict[str, Any]], None]) -> None:
+    data = json.loads((page / "index.json").read_text())
+    for file in data["files"]:
+        if file["filename"] == CU129:
+            change(file)
+    (page / "index.json").write_text(json.dumps(data))
+
+
+def plus_encoded(file: dict[str, Any]) -> None:
+    file["url"] = file["url"].replace("+", "%2B")
+
+
+def hash_fragment(file: dict[str, Any]) -> None:
+    file["url"] += "#sha256=" + file["hashes"]["sha256"]
+
+
+def spaced_requires_python(file: dict[str, Any]) -> None:
+    file["requires-python"] = file["requires-python"].replace(">=", ">= ")
+
+
+@pytest.mark.parametrize(
+    "change",
+    [plus_encoded, hash_fragment, spaced_requires_python],
+    ids=["url-%2B", "url-#sha256", "requires-python->=-space"],
+)
+def test_forms_that_say_the_same_in_other_spellings_pass(
+    verify_site: Verified, change: Callable[[dict[str, Any]], None]
+) -> None:
+    """pip reads each as the other form says it: a false failure stops a good release (the
+    JSON's `#sha256=` also sent its metadata check to the wheel itself)."""
+    code, checks = verify_site(lambda page: json_edited(page, change))
+    assert code == 0, [c for c in checks if not c["ok"]]
+
+
+def test_a_disagreement_shows_the_fact_that_differs_whole(verify_site: Verified) -> None:
+    def other_python(file: dict[str, Any]) -> None:
+        file["requires-python"] = ">=3.12"
+
+    code, checks = verify_site(lambda page: json_edited(page, other_python))
+    assert code == 7
+    (bad,) = [c for c in checks if c["check"] == "index-page" and not c["ok"]]
+    assert "Requires-Python '>=3.12' against '>=3.9'" in bad["detail"]
