@@ -333,7 +333,10 @@ def _unsignalled(target: Callable[[], None]) -> Callable[[], None]:
 
 def _append_log(log: Path, command: str, output: str, code: int, seconds: float) -> None:
     log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("a", encoding="utf-8") as handle:
+    if log.is_symlink():  # made by a command it logs: release writes its log, not the link's
+        log.unlink()
+    fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o666)
+    with os.fdopen(fd, "a", encoding="utf-8") as handle:
         handle.write(f"$ {command}\n{output}\n[exit {code} after {seconds:.1f} s]\n")
 
 

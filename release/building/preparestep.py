@@ -214,11 +214,13 @@ def prepared(
                 step.version_file.parent.mkdir(parents=True, exist_ok=True)
                 _write_unfollowed(step.version_file, (version + "\n").encode())
             in_dist = _dist_entries(step.dist)
+            links_before = _links_in(step.dist)
             done = proc.run(
                 step.words, env={**env, PREPARING: "1"}, log=log, cwd=step.root,
                 timeout=step.timeout, until_exit=True,
             )  # fmt: skip
             planted = _remove_planted(step.dist, in_dist)
+            planted += _remove_new_links(step.dist, links_before)
             _check_unlinked(step)
             if planted:
                 shown = _listed([_relative(step, p) for p in planted], 5)
@@ -275,6 +277,27 @@ def _dist_entries(dist: Path | None) -> Entries:
                 continue
             found[(where / name).relative_to(dist).as_posix()] = _identity(where / name)
     return found
+
+
+def _links_in(dist: Path | None) -> set[Path]:
+    """Every symbolic link under dist/, release's own scratch included (the cells' staging
+    folders, logs/): one the command makes there would have release build or log through
+    it, outside the checkout."""
+    if dist is None or not dist.is_dir() or dist.is_symlink():
+        return set()
+    found: set[Path] = set()
+    for top, dirs, files in os.walk(dist):
+        paths = (Path(top) / name for name in (*dirs, *files))
+        found.update(path for path in paths if path.is_symlink())
+    return found
+
+
+def _remove_new_links(dist: Path | None, before: set[Path]) -> list[Path]:
+    """Remove the links the command made under dist/ (`_links_in`); what was removed."""
+    made = sorted(_links_in(dist) - before)
+    for link in made:
+        link.unlink(missing_ok=True)
+    return made
 
 
 def _identity(path: Path) -> tuple[int, ...]:
@@ -386,9 +409,11 @@ def _restore(root: Path, path: Path | None, saved: bytes | None) -> None:
 
 
 def _write_unfollowed(path: Path, data: bytes) -> None:
-    """Write `data` into the regular file `path`; a symbolic link there is refused
-    (ELOOP), never followed."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o666)
+    """Write `data` as a new regular file at `path`: what is there goes first, so that
+    neither a symbolic link nor a hard link to a file outside the checkout (an inode the
+    command shares with it) is written through."""
+    path.unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
     with os.fdopen(fd, "wb") as handle:
         handle.write(data)
 

@@ -89,6 +89,28 @@ def test_a_version_file_the_command_links_out_is_put_back_as_a_file_not_written_
     assert version.read_text() == "1.2.3\n"
 
 
+def test_a_version_file_the_command_hard_links_out_is_never_written_through(
+    checkout: Path, tmp_path: Path
+) -> None:
+    """A hard link shares the file's inode: the restore truncated it, and the file outside
+    the checkout held the cell's version."""
+    outside = tmp_path / "outside.txt"
+    outside.write_text("ORIGINAL\n")
+    matrix = hostile(
+        checkout,
+        f"{STAGED}\nos.remove('tiny_src/VERSION'); os.link({str(outside)!r}, 'tiny_src/VERSION')",
+    )
+    step = step_of(matrix, matrix.cells[0])
+    assert step is not None
+    version = checkout / "tiny_src" / "VERSION"
+    saved = version.read_bytes()
+    with prepared(step, "1.2.3", env=environment(), log=tmp_path / "log"):
+        pass
+    assert outside.read_text() == "ORIGINAL\n"
+    assert version.read_bytes() == saved
+    assert version.stat().st_ino != outside.stat().st_ino
+
+
 def test_an_output_the_command_makes_a_link_to_another_project_is_not_built(
     checkout: Path, tmp_path: Path
 ) -> None:
@@ -128,6 +150,34 @@ def test_a_file_the_command_writes_into_releases_output_is_removed_and_fails_the
     )
     assert sorted(p.name for p in dist.iterdir()) == ["earlier.whl", "logs"]
     assert (dist / "earlier.whl").read_bytes() == b"built before"
+
+
+def test_links_the_command_makes_in_releases_own_scratch_are_never_written_through(
+    checkout: Path, tmp_path: Path
+) -> None:
+    """The cell's staging folder and its log, linked out of the checkout by the command:
+    the build would have built, and the log been appended, outside."""
+    dist = checkout / "dist"
+    (dist / "logs").mkdir(parents=True)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "log").write_text("ORIGINAL\n")
+    log = dist / "logs" / "13.0-x86_64.log"
+    matrix = hostile(
+        checkout,
+        f"{STAGED}\nos.symlink({str(outside)!r}, 'dist/.13.0-x86_64.staging')\n"
+        f"os.symlink({str(outside / 'log')!r}, 'dist/logs/13.0-x86_64.log')",
+    )
+    error = failed_step(matrix, log, dist)
+    # the log's link went as the command's output was logged (proc never follows one)
+    assert error == (
+        "the prepare step `python3 hostile.py` wrote into release's own output (--out): "
+        "dist/.13.0-x86_64.staging (removed: stage only into build.prepare's output)"
+    )
+    assert (outside / "log").read_text() == "ORIGINAL\n"
+    assert sorted(p.name for p in outside.iterdir()) == ["log"]
+    assert not (dist / ".13.0-x86_64.staging").exists()
+    assert not log.is_symlink()
 
 
 def test_the_step_is_over_when_the_command_exits_and_what_it_left_running_is_ended(
