@@ -16,6 +16,7 @@ every child process that needs no credentials of ours, and refused in matrix.yam
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -83,13 +84,15 @@ def is_secret_name(name: str) -> bool:
 def secret_values(env: Mapping[str, str]) -> tuple[str, ...]:
     """The values in `env` that must never be shown, longest first."""
     found = {
-        piece
+        shown
         for name, value in env.items()
         if is_secret_name(name)
         # the value, and each line of it without its white space: a message may quote a
         # token with a line break (`b'token ghp_...\\n'`) or a line of it
         for piece in (value, *(line.strip() for line in value.splitlines()))
-        if len(piece) >= MIN_LENGTH
+        # and as a message quotes it: repr's and JSON's escapes (`pa\\ss` for `pa\ss`)
+        for shown in (piece, repr(piece)[1:-1], json.dumps(piece)[1:-1])
+        if len(shown) >= MIN_LENGTH
     }
     return tuple(sorted(found, key=len, reverse=True))
 

@@ -117,12 +117,12 @@ def besides(
     return (first, last)
 
 
-def wheel_requirement(wheel: Path, arch: str) -> Requirement:
-    """The wheel's own requirement on torch on Linux `arch`: every `Requires-Dist: torch`
-    line that applies (outside extras), joined. ValueError where its METADATA holds a line
-    pip refuses, names torch by a URL, or requires no torch: a torch cell's wheel is
-    released requiring the torch it loads beside, and without one the gate cannot know
-    which torch to run it beside."""
+def wheel_requirement(wheel: Path, arch: str, python: str | None = None) -> Requirement:
+    """The wheel's own requirement on torch on Linux `arch` under Python `python`: every
+    `Requires-Dist: torch` line that applies (outside extras), joined. ValueError where
+    its METADATA holds a line pip refuses, names torch by a URL, or requires no torch: a
+    torch cell's wheel is released requiring the torch it loads beside, and without one
+    the gate cannot know which torch to run it beside."""
     requires_dist = read_wheel(wheel).requires_dist
     if unparsed := unparsed_requirements(requires_dist):
         raise ValueError(
@@ -130,7 +130,7 @@ def wheel_requirement(wheel: Path, arch: str) -> Requirement:
             "(pip refuses to install the wheel)"
         )
     try:
-        requirement = joined_torch_requirement(requires_dist, arch)
+        requirement = joined_torch_requirement(requires_dist, arch, python)
     except ValueError as error:
         raise ValueError(f"{wheel.name}: METADATA's {error}") from None
     if requirement is None:
@@ -175,7 +175,8 @@ def _decide(
     if wheel is None or not wheel.is_file():  # its requirement decides: never guess one
         return _NO_WHEEL.format(cell.id)
     try:
-        requirement = wheel_requirement(wheel, cell.arch)
+        # the markers as pip reads them where the wheel installs: the cell's Python
+        requirement = wheel_requirement(wheel, cell.arch, cell_targets(cell).python)
     except ValueError as error:
         return str(error)
     if one_series(requirement, torch) and not requirement.specifier.contains(

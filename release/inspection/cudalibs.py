@@ -97,12 +97,17 @@ def links_torch(elfs: Sequence[ElfFacts]) -> dict[str, str]:
     return found
 
 
-def torch_requirements(requires_dist: Sequence[str], arch: str | None) -> list[Requirement]:
+def torch_requirements(
+    requires_dist: Sequence[str], arch: str | None, python: str | None = None
+) -> list[Requirement]:
     """The `Requires-Dist: torch` lines that apply to a plain install on Linux `arch`
-    (markers evaluated there, no extra); one that does not parse is left out."""
+    under Python `python` (`3.10`; None: this one's), markers evaluated there, no extra;
+    one that does not parse is left out."""
     environment = {"extra": "", "sys_platform": "linux", "platform_system": "Linux"}
     if arch:
         environment["platform_machine"] = arch
+    if python:
+        environment |= {"python_version": python, "python_full_version": f"{python}.0"}
     found = []
     for line in requires_dist:
         try:
@@ -120,12 +125,14 @@ def torch_requirements(requires_dist: Sequence[str], arch: str | None) -> list[R
     return found
 
 
-def joined_torch_requirement(requires_dist: Sequence[str], arch: str | None) -> Requirement | None:
+def joined_torch_requirement(
+    requires_dist: Sequence[str], arch: str | None, python: str | None = None
+) -> Requirement | None:
     """The one requirement on torch a plain install on Linux `arch` holds the wheel to:
     every `Requires-Dist: torch` line that applies, their specifiers joined as pip joins
     them (`torch>=2.11` and `torch<2.13`: `torch<2.13,>=2.11`); None where none applies.
     ValueError where one names torch by a URL, which pins no version."""
-    found = torch_requirements(requires_dist, arch)
+    found = torch_requirements(requires_dist, arch, python)
     if not found:
         return None
     joined = SpecifierSet()

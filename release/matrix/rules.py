@@ -63,12 +63,14 @@ def gpu_gate(spec: MatrixSpec, loader: DocumentLoader, cells: Sequence[Cell]) ->
                 f"the label {shown(odd)} holds white space, a control character or a /, "
                 "which a runner's label does not",
             )
-        name = "/".join(runner.labels)
+        # runs-on takes a set of labels, in any order and case
+        name = "/".join(sorted(label.lower() for label in runner.labels))
         if name in named:
             loader.problem(
                 path,
-                f"runner {index} has the labels of runner {named[name]} ({shown(name)}): "
-                "the gate's jobs find a runner by its labels, so each names another one",
+                f"runner {index} has the labels of runner {named[name]} ({shown(name)}, in "
+                "any order and case): the gate's jobs find a runner by its labels, so each "
+                "names another one",
             )
         named.setdefault(name, index)
         if not runner.sms:

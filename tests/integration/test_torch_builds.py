@@ -414,6 +414,19 @@ def test_the_gate_runs_a_wheel_beside_what_all_its_torch_lines_admit_together(
     }
 
 
+def test_the_gate_reads_the_wheels_markers_for_the_cells_python(
+    pypi: StandInIndex, tmp_path: Path
+) -> None:
+    """A cell for Python 3.10: its wheel's `python_version < "3.11"` line is the one pip
+    applies there, whatever Python release runs (it was read for the tool's own)."""
+    project = stable_project(tmp_path / "p", pypi.url, "2.11.0")
+    matrix = project / "matrix.yaml"
+    matrix.write_text(matrix.read_text().replace('abi3: "3.10"', 'python: ["3.10"]'))
+    requires = ('torch==2.11.*; python_version < "3.11"', 'torch>=2.12; python_version >= "3.11"')
+    plan = gate_plan(tmp_path, project, dist_of(project, requires))
+    assert {r["torch"] for r in plan["runs"]} == {"2.11.0"}
+
+
 @pytest.mark.parametrize(
     ("requires", "problem"),
     [

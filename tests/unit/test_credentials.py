@@ -5,6 +5,7 @@ hides the credentials of any URL in a text."""
 from __future__ import annotations
 
 import contextlib
+import json
 from pathlib import Path
 
 import pytest
@@ -292,3 +293,14 @@ def test_a_secret_in_a_value_cut_short_is_masked_from_its_first_character() -> N
     assert token[:MIN_LENGTH] not in masked
     assert masked.startswith("matrix.yaml:5:19: version '***...")
     assert mask("Installing build dependencies ... done", [token]).endswith("... done")
+
+
+def test_a_secret_quoted_with_escapes_is_masked_as_quoted() -> None:
+    """A password holding a backslash showed whole in a message that quotes it with repr
+    (`'pa\\\\ss0rd-Zq'`): the value as written no longer matched."""
+    secret = "pa\\ss0rd-Zq"
+    for quoted in (repr(secret), json.dumps(secret)):
+        message = f"error: version {quoted} is not PEP 440"
+        assert mask(message, secret_values({"DB_PASSWORD": secret})) == (
+            f"error: version {quoted[0]}***{quoted[-1]} is not PEP 440"
+        )
