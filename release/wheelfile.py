@@ -159,6 +159,16 @@ class WheelName:
         rebuilds of one version: the next version's wheel starts without one)."""
         return (self.distribution, self.python, self.abi, self.platform)
 
+    def is_pip_same(self, other: WheelName) -> bool:
+        """Whether pip takes `other` for a build of this wheel, whatever the spelling: the
+        same project, the same version by value and a tag in common (it then installs the
+        highest build tag)."""
+        return (
+            other.project == self.project
+            and other.version == self.version
+            and bool(other.tags & self.tags)
+        )
+
     def with_version(self, version: Version) -> WheelName:
         return replace(self, version=version)
 

@@ -95,8 +95,7 @@ def held_builds(wheel: WheelName, held: Iterable[str]) -> int:
             other = WheelName.parse(name)
         except NotAWheel:
             continue
-        same = other.project == wheel.project and other.version == wheel.version
-        if same and other.tags & wheel.tags and other.build:
+        if other.build and wheel.is_pip_same(other):
             numbers.append(other.build[0])
     return max(numbers)
 

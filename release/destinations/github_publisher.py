@@ -54,7 +54,7 @@ from release.remote.github_model import (
     web_base_of_release,
 )
 from release.remote.retry import RetryPolicy
-from release.wheelfile import WHEEL_SUFFIX
+from release.wheelfile import NotAWheel, WheelName
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +65,13 @@ def staging_name(name: str, sha256: str) -> str:
 
 
 MAX_RECORD_BYTES = 1 << 20  # a release-manifest.json read to learn whose release it is
+
+
+def _wheel_name(filename: str) -> WheelName | None:
+    try:
+        return WheelName.parse(filename)
+    except NotAWheel:
+        return None
 
 
 def _project_of(name: str) -> str | None:
@@ -190,21 +197,29 @@ class GithubPublisher:
         """The wheels of `files` that the repository's other published releases hold, each
         with its sha256 (hashed where the size could be the same bytes); the releases are
         listed once a command."""
-        wheels = {name: size for name, size in files.items() if name.endswith(WHEEL_SUFFIX)}
+        wheels = {
+            name: (size, parsed)
+            for name, size in files.items()
+            if (parsed := _wheel_name(name)) is not None
+        }
         if not wheels:
             return {}
         if self._other_releases is None:
-            self._other_releases = [
-                (release, assets)
-                for release, assets in self.client.published_releases(self.repository)
-                if release.tag != self.tag
-            ]
+            self._other_releases = self.client.published_releases(self.repository)
         held: dict[str, list[tuple[AssetInfo, str | None]]] = {}
-        for _, assets in self._other_releases:
+        for release, assets in self._other_releases:
             for asset in assets:
-                if asset.state == "uploaded" and asset.name in wheels:
-                    sha256 = self._sha256_of(asset, wheels[asset.name])
-                    held.setdefault(asset.name, []).append((asset, sha256))
+                # this release's own files are the plan's to weigh (a CONFLICT, which
+                # --build-tag publishes as the next build above every one it holds)
+                other = _wheel_name(asset.name) if asset.state == "uploaded" else None
+                if other is None or release.tag == self.tag:
+                    continue
+                for name, (size, wheel) in wheels.items():
+                    # the same wheel to pip under any spelling, of a build pip ranks level
+                    # with ours or above
+                    if wheel.is_pip_same(other) and other.build >= wheel.build:
+                        sha256 = self._sha256_of(asset, size)
+                        held.setdefault(name, []).append((asset, sha256))
         return held
 
     def _foreign_file(self, asset: AssetInfo, ours: Collection[str]) -> bool:
@@ -255,9 +270,9 @@ class GithubPublisher:
         for other, sha256 in self._elsewhere.get(entry.filename, ()):
             if sha256 != entry.sha256:
                 return one_line(
-                    f"another release of {self.repository} holds other bytes under this name, "
-                    f"{other.browser_download_url}, and the index lists one file per name "
-                    f"(this one would be {self.final_url(entry.filename)}): delete or rename "
+                    f"{self.repository} already holds other bytes under this name, or one pip "
+                    f"takes for it: {other.browser_download_url}, which the index would list "
+                    f"beside this one ({self.final_url(entry.filename)}): delete or rename "
                     "that asset, or release a new version"
                 )
         return None

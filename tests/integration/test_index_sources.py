@@ -61,12 +61,39 @@ def test_a_wheel_an_older_release_holds_other_bytes_of_is_refused_before_any_upl
     download = f"{github_standin.web_url}/{DEFAULT_REPO}/releases/download"
     assert wheel["action"] == "refused"
     assert wheel["reason"] == (
-        f"another release of {DEFAULT_REPO} holds other bytes under this name, "
-        f"{download}/v0.0.9/{CU129}, and the index lists one file per name (this one would be "
-        f"{download}/v0.1.0/{CU129}): delete or rename that asset, or release a new version"
+        f"{DEFAULT_REPO} already holds other bytes under this name, or one pip takes for it: "
+        f"{download}/v0.0.9/{CU129}, which the index would list beside this one "
+        f"({download}/v0.1.0/{CU129}): delete or rename that asset, or release a new version"
     )
     assert published(github_standin) == {"v0.0.9": [CU129]}
     assert not site.exists()
+
+
+@pytest.mark.parametrize(
+    "spelling",
+    [
+        CU129.replace("0.1.0+", "0.1.0.0+"),  # the same version to pip
+        CU129.replace("k3_kernels", "K3_Kernels"),
+        CU129.replace("+cu129-", "+cu129-5-"),  # a build pip ranks above ours
+        CU129.replace("manylinux_2_28_x86_64", "manylinux_2_28_x86_64.manylinux2014_x86_64"),
+    ],
+    ids=["0.1.0.0", "K3_Kernels", "build-5", "compressed-tags"],
+)
+def test_a_name_pip_takes_for_the_wheel_held_with_other_bytes_is_refused(
+    github_standin: GitHubStandIn, ours: Release, tmp_path: Path, spelling: str
+) -> None:
+    """pip installs any spelling of the same wheel, the highest build first: with exit 0,
+    the index listed both, and pip installed the other bytes."""
+    tag = "v0.0.9"
+    held = other_release(github_standin, tag)
+    github_standin.add_asset(held.id, spelling, wheel_bytes(tmp_path, "0.1.0+cu129", b"#x\n"))
+    report = tmp_path / "report.json"
+    args = ["publish", "--dist", str(ours.dist), "--json-file", str(report)]
+    assert main(args) == 5
+    (wheel,) = [d for d in json.loads(report.read_text())["plan"] if d["filename"] == CU129]
+    assert wheel["action"] == "refused"
+    assert f"/{tag}/{spelling}, which the index would list beside this one" in wheel["reason"]
+    assert published(github_standin) == {tag: [spelling]}
 
 
 def test_the_same_bytes_in_two_releases_are_listed_once(
