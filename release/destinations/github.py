@@ -301,7 +301,7 @@ def _index_file(
         if sidecar.sha256 is not None and sidecar.sha256 != metadata_sha256:
             metadata_sha256 = None  # bytes that do not match their digest: do not point at them
         sha256 = client.asset_sha256(wheel)
-        own, why = _own_metadata(wheel, wheel_metadata)
+        own, why = _own_metadata(client, wheel, wheel_metadata)
         if why is None and own != metadata:
             why = "it is not the wheel's own METADATA (pip would resolve from it)"
         if why is not None:
@@ -323,13 +323,22 @@ def _index_file(
 
 
 def _own_metadata(
-    wheel: AssetInfo, wheel_metadata: Callable[[str], bytes]
+    client: GithubClient, wheel: AssetInfo, wheel_metadata: Callable[[str], bytes]
 ) -> tuple[bytes, str | None]:
-    """The wheel's METADATA as served, or why it cannot be read."""
+    """The wheel's METADATA as served (read with range requests; where the storage takes
+    none, or the repository is private, from the whole wheel as the API downloads it), or
+    why it cannot be read."""
     try:
         return wheel_metadata(wheel.browser_download_url), None
-    except LazyWheelError as error:
-        return b"", f"its wheel's METADATA cannot be read to compare ({error})"
+    except LazyWheelError:
+        pass
+    try:
+        found = wheel_facts(client.download_asset(wheel)).metadata
+    except PublishError as error:
+        return b"", f"its wheel's METADATA cannot be read to compare ({error.message})"
+    if found is None:
+        return b"", "its wheel holds no METADATA to compare"
+    return found, None
 
 
 def _provenance_url(client: GithubClient, asset: AssetInfo | None, sha256: str) -> str | None:

@@ -161,3 +161,21 @@ def test_a_sidecar_that_is_not_its_wheels_metadata_is_not_vouched_for(
     html = (page / "index.html").read_text()
     (line,) = [line for line in html.splitlines() if f">{old}<" in line]
     assert "data-core-metadata" not in line
+
+
+def test_a_sidecar_whose_wheel_storage_takes_no_ranges_is_checked_from_the_whole_wheel(
+    github_standin: GitHubStandIn, ours: Release, tmp_path: Path
+) -> None:
+    """Where the wheel's METADATA could not be read by range, the index lost its PEP 658
+    attribute and its Requires-Python; the whole wheel is read instead."""
+    assert main(["publish", "--dist", str(ours.dist), "--index-dir", str(tmp_path / "a")]) == 0
+    github_standin.ranges = False
+    assert main(["publish", "--dist", str(ours.dist), "--index-dir", str(tmp_path / "b")]) == 0
+    pages = [
+        json.loads((tmp_path / site / "cu129" / "k3-kernels" / "index.json").read_text())
+        for site in ("a", "b")
+    ]
+    assert pages[1] == pages[0]
+    (listed,) = [f for f in pages[1]["files"] if f["filename"] == CU129]
+    assert listed["requires-python"] == ">=3.9"
+    assert "core-metadata" in listed
