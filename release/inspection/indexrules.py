@@ -266,7 +266,7 @@ def stray_links(
             continue
         if name.build < newest.get(name.with_build(()).filename, ()):
             continue
-        if name.version.public == Version(version).public:
+        if Version(name.version.public) == Version(Version(version).public):  # 0.1.0.0 too
             detail = f"{page} links a wheel of {version} that the release does not have"
             found.append(finding("stray-link", listed.name, listed.url, detail))
     return found

@@ -170,3 +170,11 @@ def test_a_link_to_a_wheel_of_the_release_that_it_does_not_have() -> None:
     ]
     found = stray_links(PAGE, files, "0.2.0", [ours])
     assert [(f.rule, f.file) for f in found] == [("stray-link", wheel("0.2.0+cu129", "aarch64"))]
+
+
+def test_a_link_to_another_spelling_of_the_release_s_version_is_a_stray() -> None:
+    """pip reads 0.2.0.0 as 0.2.0: a link spelled so was compared as a string, and passed."""
+    ours = wheel("0.2.0+cu129", "x86_64")
+    spelled = wheel("0.2.0.0+cu129", "x86_64")
+    found = stray_links(PAGE, [listed(ours), listed(spelled)], "0.2.0", [ours])
+    assert [(f.rule, f.file) for f in found] == [("stray-link", spelled)]
