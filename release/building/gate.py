@@ -32,6 +32,7 @@ from release.building.events import BuildEvents
 from release.building.gatetorch import AdmittedReader, Beside, GateStep, plan_steps
 from release.building.settings import BuildEnv, BuildSettings, CellResult
 from release.building.stage import prepare, run_build
+from release.errors import shown
 from release.matrix import Cell, GateRun, GpuGate, GpuRunner
 from release.records.manifest import Manifest
 from release.toolchain.buildenv import environment_of
@@ -220,15 +221,26 @@ def run_gate(
 _PLAIN = frozenset(string.ascii_letters + string.digits + "_./+!-")
 
 
-def _plain_path(wheel: Path, where: Path) -> Path:
+def _plain_path(wheel: Path, where: Path) -> Path | str:
     """`wheel`, or a link to it in the run's own directory where its path holds a character
-    a shell reads (`--dist 'd$(x)'`): a command may hand {wheel} to `sh -c`."""
-    if all(c in _PLAIN for c in str(wheel)):
+    a shell reads (`--dist 'd$(x)'`): a command may hand {wheel} to `sh -c`. Why neither
+    is plain, where the run's directory is not (TMPDIR holds such a character)."""
+    if _is_plain(wheel):
         return wheel
     link = where / "wheel" / wheel.name  # a wheel's name holds none (WheelName)
+    if not _is_plain(link):
+        return (
+            f"the wheel's path {shown(str(wheel))} and the gate's scratch directory "
+            f"{shown(str(where))} hold a character a shell reads, which the command could "
+            "run: set --dist and TMPDIR to plain paths"
+        )
     link.parent.mkdir(parents=True, exist_ok=True)
     link.symlink_to(wheel.resolve())
     return link
+
+
+def _is_plain(path: Path) -> bool:
+    return all(c in _PLAIN for c in str(path))
 
 
 def _run_step(
@@ -247,9 +259,13 @@ def _run_step(
     if isinstance(found, GateResult):
         return replace(found, beside=step.beside)
     wheel = found
-    words = gate.command_line(replace(run, cell=step.cell), _plain_path(wheel, where))
-    env: Mapping[str, str] | str = step.problem or environ
-    if step.problem is None and environment is not None:
+    given = _plain_path(wheel, where)
+    problem = step.problem or (given if isinstance(given, str) else None)
+    words = gate.command_line(
+        replace(run, cell=step.cell), wheel if isinstance(given, str) else given
+    )
+    env: Mapping[str, str] | str = problem or environ
+    if problem is None and environment is not None:
         env = beside_its_environment(wheel, environment, where, environ)
     if isinstance(env, str):
         return GateResult(
