@@ -196,6 +196,9 @@ def _destination(line: str, variables: Mapping[str, str]) -> tuple[str | None, s
     if expanded.startswith("/"):
         where = expanded.rstrip("/") or "/"
         return None, f"it stages into {where}, an absolute path outside the checkout"
+    if expanded.startswith("~"):  # the shell's home directory, not a folder named ~
+        where = expanded.rstrip("/")
+        return None, f"it stages into {where}, under a home directory outside the checkout"
     expanded = expanded.removeprefix(_ROOT).lstrip("/")
     parts = [p for p in PurePosixPath(expanded).parts if p not in (".", "")]
     if not parts or ".." in parts or _ROOT in expanded:
@@ -213,6 +216,8 @@ def _unfit_output(output: str, project: str) -> str | None:
         return f"it stages into {output}, which holds the project's sources ({project})"
     if path.parts[0] == "dist":
         return f"it stages into {output}, in dist/, where release writes its wheels"
+    if output == "matrix.yaml":
+        return f"it stages into {output}, the file that declares the release"
     return None
 
 

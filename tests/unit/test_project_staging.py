@@ -113,4 +113,12 @@ def test_an_output_release_cannot_empty_is_left_undecided_with_why() -> None:
     assert staged_into("dist") == (
         None, "it stages into dist, in dist/, where release writes its wheels"
     )  # fmt: skip
+    # the shell's ~ is a home directory; matrix.yaml is what init writes (it said "this is
+    # release init's bug" when the matrix it wrote did not load)
+    assert staged_into("~/stage") == (
+        None, "it stages into ~/stage, under a home directory outside the checkout"
+    )  # fmt: skip
+    assert staged_into("${ROOT_DIR}/matrix.yaml") == (
+        None, "it stages into matrix.yaml, the file that declares the release"
+    )  # fmt: skip
     assert staged_into("${ROOT_DIR}/out/build") == ("out/build", None)
