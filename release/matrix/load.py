@@ -180,16 +180,7 @@ def matrix_from_text(
                     "[project] or setup.py, or let a command that asks the build backend read "
                     "this matrix)",
                 )
-        if named is not None and named[1].local is not None:
-            # the backend's answer, as release.project refuses a literal: the cells build
-            # the public version, each labelled by its destination
-            loader.problem(
-                "project",
-                f"the build backend gives version {named[1]}, which has a local label "
-                f"(+{named[1].local}) that matrix.yaml gives each copy (`local-label:`): "
-                f"make it give {named[1].public}",
-            )
-        elif named is not None:
+        if named is not None:
             project = Project(name=named[0], version=named[1], path=project_dir)
     matrix = None
     if spec is not None and project is not None:

@@ -86,28 +86,3 @@ def test_a_version_with_a_local_label_is_refused_naming_the_public_one(tmp_path:
         "(`local-label:`): write 1.0"
     )
 
-
-def test_a_version_the_backend_gives_with_a_local_label_is_refused(tmp_path: Path) -> None:
-    """setuptools' `version = {file = ...}` holding 0.1.0+cu130: `release matrix` said
-    0.1.0+cu130, and the dry run planned 0.1.0 wheels."""
-    (tmp_path / "pyproject.toml").write_text(
-        '[project]\nname = "tiny"\ndynamic = ["version"]\n'
-        '[tool.setuptools.dynamic]\nversion = {file = "VERSION"}\n'
-    )
-    matrix = tmp_path / "matrix.yaml"
-    matrix.write_text(
-        'project: .\ncuda: {"13.0": {destination: pypi}}\n'
-        'defaults: {arches: [x86_64], sms: [90], manylinux: "2_28"}\n'
-        "destinations: {pypi: {kind: pypi}}\n"
-    )
-
-    def metadata(provisional: Matrix, said: Naming) -> tuple[str, Version]:
-        return "tiny", Version("0.1.0+cu130")
-
-    with pytest.raises(ConfigError) as error:
-        load_matrix(matrix, metadata)
-    assert list(error.value.problems) == [
-        "matrix.yaml:1:10: project: the build backend gives version 0.1.0+cu130, which has a "
-        "local label (+cu130) that matrix.yaml gives each copy (`local-label:`): make it give "
-        "0.1.0"
-    ]
