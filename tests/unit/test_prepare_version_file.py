@@ -85,4 +85,3 @@ def test_a_version_with_a_local_label_is_refused_naming_the_public_one(tmp_path:
         "version '1.0+cu130' has a local label (+cu130), which matrix.yaml gives each copy "
         "(`local-label:`): write 1.0"
     )
-
