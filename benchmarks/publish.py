@@ -34,7 +34,6 @@ from release.publish.run import PublishSettings, publish
 from release.records.published import Published, PublishedFile
 from release.remote import httpclient
 from release.remote.github import GithubClient
-from release.remote.lazywheel import remote_wheel_metadata
 from release.verify.checks import VerifySettings, verify
 from tests.github_standin import DEFAULT_REPO, GitHubStandIn
 from tests.integration.test_publish_e2e import serve
@@ -183,13 +182,7 @@ def resolver_bytes(root: Path, wheel_mib: int) -> None:
 def release_files(api_url: str, token: str) -> list[IndexFile]:
     client = GithubClient(api_url=api_url, token=Secret(token))
     with httpclient.client() as downloads, client.session("benchmark"):
-
-        def get(url: str, *, keep: bool, byte_range: tuple[int, int]) -> httpclient.Download:
-            return httpclient.fetch(downloads, url, keep=keep, byte_range=byte_range)
-
-        files, _ = collect(
-            client, DEFAULT_REPO, "k3-kernels", lambda url: remote_wheel_metadata(get, url)
-        )
+        files, _ = collect(client, DEFAULT_REPO, "k3-kernels", downloads)
     return files
 
 

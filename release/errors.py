@@ -57,11 +57,11 @@ MAX_SHOWN_PROBLEMS = 50
 SHOWN_CHARS = 40  # a user's value quoted in a message is cut to this
 
 
-def shown(value: object) -> str:
-    """`repr(value)`, cut short: messages never carry an unbounded value, nor the
-    credentials of a URL (redacted before the cut, which could leave half of one)."""
+def shown(value: object, limit: int = SHOWN_CHARS) -> str:
+    """`repr(value)`, cut to `limit` characters: messages never carry an unbounded value,
+    nor the credentials of a URL (redacted before the cut, which could leave half of one)."""
     text = redact(repr(value))
-    return text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 3] + "..."
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def one_line(text: str) -> str:

@@ -96,7 +96,7 @@ class WheelName:
             raise NotAWheel(f"not a {WHEEL_SUFFIX} file")
         if not filename.isprintable() or " " in filename:
             raise NotAWheel("not a valid wheel filename (a space or a control character)")
-        if odd := next((c for c in filename if c not in _NAME_CHARACTERS), None):
+        if odd := next((c for c in filename if c not in WHEEL_NAME_CHARACTERS), None):
             # packaging takes any tag text: a name is put into paths, commands and pages
             raise NotAWheel(f"not a valid wheel filename (a character no wheel name has: {odd!r})")
         try:
@@ -187,7 +187,7 @@ class WheelName:
 
 # PEP 427's parts: a name and version escaped to [A-Za-z0-9_.] (a local label's +, an
 # epoch's !), tags of [A-Za-z0-9_.], joined by -
-_NAME_CHARACTERS = frozenset(string.ascii_letters + string.digits + "_.+!-")
+WHEEL_NAME_CHARACTERS = frozenset(string.ascii_letters + string.digits + "_.+!-")
 _PACKAGING_REASON = re.compile(r"Invalid wheel filename \((?P<reason>[^)]*)\)")
 
 
@@ -198,6 +198,14 @@ def is_wheel_name(filename: str) -> bool:
     except NotAWheel:
         return False
     return True
+
+
+def wheel_name_or_none(filename: str) -> WheelName | None:
+    """`filename`'s parts, or None where it is not a valid wheel filename."""
+    try:
+        return WheelName.parse(filename)
+    except NotAWheel:
+        return None
 
 
 def version_or_none(text: str) -> Version | None:

@@ -19,7 +19,6 @@ installed from the cell's torch index into an environment provisioned as a build
 from __future__ import annotations
 
 import shlex
-import string
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -36,7 +35,7 @@ from release.errors import shown
 from release.matrix import Cell, GateRun, GpuGate, GpuRunner
 from release.records.manifest import Manifest
 from release.toolchain.buildenv import environment_of
-from release.wheelfile import NotAWheel, WheelName
+from release.wheelfile import WHEEL_NAME_CHARACTERS, wheel_name_or_none
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -100,12 +99,12 @@ def wheels_for(runs: Sequence[GateRun], manifest: Manifest, dist: Path) -> dict[
 
 
 def _names_a_wheel_of(filename: str, cell: Cell) -> bool:
-    try:
-        name = WheelName.parse(filename)
-    except NotAWheel:
-        return False
-    own = WheelName.parse(cell.wheel_filename)
-    return name.unversioned == own.unversioned and name.version.public == own.version.public
+    name, own = wheel_name_or_none(filename), cell.wheel_name
+    return (
+        name is not None
+        and name.unversioned == own.unversioned
+        and name.version.public == own.version.public
+    )
 
 
 def build_ptx_only(runs: Sequence[GateRun], settings: BuildSettings) -> dict[str, CellResult]:
@@ -218,7 +217,7 @@ def run_gate(
     return results
 
 
-_PLAIN = frozenset(string.ascii_letters + string.digits + "_./+!-")
+_PLAIN = WHEEL_NAME_CHARACTERS | {"/"}  # a path of such names
 
 
 def _plain_path(wheel: Path, where: Path) -> Path | str:

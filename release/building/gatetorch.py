@@ -76,22 +76,22 @@ def read_admitted(
     return index.releases(cell.arch, specifier, python=cell_targets(cell).python)
 
 
-def one_series(requirement: Requirement | None, torch: Version) -> bool:
+def one_series(requirement: Requirement, torch: Version) -> bool:
     """Whether a wheel built against `torch` that requires `requirement` loads beside that
-    torch's series only (no requirement: read as the regular ABI's pin)."""
-    return requirement is None or within(requirement, torch_requirement(torch, None))
+    torch's series only."""
+    return within(requirement, torch_requirement(torch, None))
 
 
 def besides(
-    cell: Cell, torch: Version, requirement: Requirement | None, torches: IndexTorches | None
+    cell: Cell, torch: Version, requirement: Requirement, torches: IndexTorches | None
 ) -> tuple[Beside, ...]:
     """The torches the wheel of torch cell `cell`, built against `torch`, is tested beside
     (see the module doc); `torches`, the index's releases the requirement admits, is needed
     for a requirement wider than one series only. Raises ValueError where the index has
     none of the cell's CUDA major."""
-    if one_series(requirement, torch) or torches is None or requirement is None:
-        said = requirement or torch_requirement(torch, None)
-        return (Beside(torch=torch, why=f"built against it; the wheel requires {said}"),)
+    if torches is None or one_series(requirement, torch):
+        why = f"built against it; the wheel requires {requirement}"
+        return (Beside(torch=torch, why=why),)
     python = cell_targets(cell).python
     admitted = [
         b
@@ -179,17 +179,14 @@ def _decide(
         requirement = wheel_requirement(wheel, cell.arch, cell_targets(cell).python)
     except ValueError as error:
         return str(error)
-    if one_series(requirement, torch) and not requirement.specifier.contains(
-        torch, prereleases=True
-    ):
+    series = one_series(requirement, torch)
+    if series and not requirement.specifier.contains(torch, prereleases=True):
         return (
             f"{wheel.name} requires {requirement}, which does not admit torch {torch}, the "
             "one it was built against: no torch is known to load it"
         )
-    torches = None
     try:
-        if not one_series(requirement, torch):
-            torches = read_index(cell, requirement.specifier)
+        torches = None if series else read_index(cell, requirement.specifier)
         return besides(cell, torch, requirement, torches)
     except ToolchainError as error:
         return f"the torches {requirement} admits are not known: {error.message}"

@@ -30,7 +30,7 @@ from release.destinations.decide import Action, FileDecision, PublishPlan, Remot
 from release.errors import PublishError
 from release.records.dist import wheel_problem
 from release.records.manifest import WheelEntry
-from release.wheelfile import NotAWheel, WheelName, with_build_tag
+from release.wheelfile import NotAWheel, WheelName, wheel_name_or_none, with_build_tag
 
 if TYPE_CHECKING:
     from release.destinations.base import Publisher
@@ -91,11 +91,8 @@ def held_builds(wheel: WheelName, held: Iterable[str]) -> int:
     `5a` sorts above 5 and below 6: 5 is returned, and the next build is 6."""
     numbers = [0]
     for name in held:
-        try:
-            other = WheelName.parse(name)
-        except NotAWheel:
-            continue
-        if other.build and wheel.is_pip_same(other):
+        other = wheel_name_or_none(name)
+        if other is not None and other.build and wheel.is_pip_same(other):
             numbers.append(other.build[0])
     return max(numbers)
 

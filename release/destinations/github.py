@@ -101,12 +101,7 @@ class GithubKind(KindBase):
         repository = destination.repository or ""
         client = reach.github(destination.api_url, token_secret=destination.token_secret)
         with reach.http() as downloads, client.session(f"{repository} (index)"):
-
-            def get(url: str, *, keep: bool, byte_range: tuple[int, int]) -> Download:
-                return fetch(downloads, url, keep=keep, byte_range=byte_range,
-                             policy=client.policy, secrets=reach.secrets)  # fmt: skip
-
-            return collect(client, repository, project, lambda url: remote_wheel_metadata(get, url))
+            return collect(client, repository, project, downloads, secrets=reach.secrets)
 
     # -- plan: growth ---------------------------------------------------------------------
 
@@ -230,7 +225,9 @@ def collect(
     client: GithubClient,
     repository: str,
     project: str,
-    wheel_metadata: Callable[[str], bytes],
+    downloads: Client,
+    *,
+    secrets: Sequence[str] = (),
 ) -> tuple[list[IndexFile], list[str]]:
     """Every wheel with a local label on every published release of `repository` (inside
     one client session): the full set the index is regenerated from. Each file's
@@ -240,10 +237,18 @@ def collect(
     whose name is not a valid wheel filename is left out too, and said in the second list
     (pip could not install it). A `.metadata` sidecar is vouched for (PEP 658) only where
     it is the wheel's own METADATA, read from the wheel served at its download URL by
-    `wheel_metadata` (range requests: release.remote.lazywheel); one that is not, or whose
+    range requests through `downloads` (release.remote.lazywheel); one that is not, or whose
     wheel cannot be read so, is left out with a line of the second list, and pip reads the
     wheel's METADATA from the wheel. A name two releases hold is listed as often as it is
     held: the index (release.destinations.index.one_per_name) says whether the bytes differ."""
+
+    def get(url: str, *, keep: bool, byte_range: tuple[int, int]) -> Download:
+        return fetch(downloads, url, keep=keep, byte_range=byte_range, policy=client.policy,
+                     secrets=secrets)  # fmt: skip
+
+    def wheel_metadata(url: str) -> bytes:
+        return remote_wheel_metadata(get, url)
+
     files: list[IndexFile] = []
     skipped: list[str] = []
     for data in client.list_releases_json(repository):

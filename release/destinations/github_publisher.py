@@ -54,7 +54,7 @@ from release.remote.github_model import (
     web_base_of_release,
 )
 from release.remote.retry import RetryPolicy
-from release.wheelfile import NotAWheel, WheelName
+from release.wheelfile import wheel_name_or_none
 
 log = logging.getLogger(__name__)
 
@@ -65,13 +65,6 @@ def staging_name(name: str, sha256: str) -> str:
 
 
 MAX_RECORD_BYTES = 1 << 20  # a release-manifest.json read to learn whose release it is
-
-
-def _wheel_name(filename: str) -> WheelName | None:
-    try:
-        return WheelName.parse(filename)
-    except NotAWheel:
-        return None
 
 
 def _project_of(name: str) -> str | None:
@@ -200,7 +193,7 @@ class GithubPublisher:
         wheels = {
             name: (size, parsed)
             for name, size in files.items()
-            if (parsed := _wheel_name(name)) is not None
+            if (parsed := wheel_name_or_none(name)) is not None
         }
         if not wheels:
             return {}
@@ -211,7 +204,7 @@ class GithubPublisher:
             for asset in assets:
                 # this release's own files are the plan's to weigh (a CONFLICT, which
                 # --build-tag publishes as the next build above every one it holds)
-                other = _wheel_name(asset.name) if asset.state == "uploaded" else None
+                other = wheel_name_or_none(asset.name) if asset.state == "uploaded" else None
                 if other is None or release.tag == self.tag:
                     continue
                 for name, (size, wheel) in wheels.items():

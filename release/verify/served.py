@@ -32,10 +32,9 @@ from urllib.parse import unquote
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
-from release.credentials import redact
 from release.defaults import WHEEL_SIZE_LIMIT
 from release.destinations.reach import Reach
-from release.errors import one_line
+from release.errors import one_line, shown
 from release.inspection.findings import Finding
 from release.inspection.indexrules import duplicates, listing_findings, stray_links
 from release.inspection.served import inspect_served
@@ -275,6 +274,7 @@ def _form_checks(
 
 
 _FACTS = ("URL", "sha256", "PEP 658 metadata", "Requires-Python", "yank")
+_WHOLE = 300  # characters a fact is quoted in
 
 
 def _said(files: Sequence[ListedFile]) -> dict[str, set[tuple[object, ...]]]:
@@ -334,17 +334,11 @@ def _differing(one: set[tuple[object, ...]], other: set[tuple[object, ...]]) -> 
         return f"{len(one)} listing(s) against {len(other)}"
     (a,), (b,) = one, other
     return "; ".join(
-        f"{fact} {_whole(x)} against {_whole(y)}"
+        # quoted whole: a sha256 cut to 40 characters hides where it differs
+        f"{fact} {shown(str(x), _WHOLE)} against {shown(str(y), _WHOLE)}"
         for fact, x, y in zip(_FACTS, a, b, strict=True)
         if x != y
     )
-
-
-def _whole(value: object) -> str:
-    """A fact of a listing quoted whole (a sha256 cut to 40 characters hides where it
-    differs), its credentials redacted, within 300 characters."""
-    text = redact(repr(str(value)))
-    return text if len(text) <= 300 else text[:297] + "..."
 
 
 def missing_variants(published: Published, matrix: Matrix | None) -> list[Check]:
