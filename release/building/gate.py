@@ -182,9 +182,16 @@ def gate_plan(
     read_index: AdmittedReader | None = None,
 ) -> list[GateStep]:
     """What the gate runs on `runner`: each run of its cells, once per torch a torch cell's
-    wheel is tested beside (release.building.gatetorch)."""
+    wheel is tested beside (release.building.gatetorch); a run whose code a GPU of the
+    runner's cannot run is one that cannot be made."""
     runs = gate.runs(runner, cells)
-    return plan_steps(runs, wheels_for(runs, manifest, dist), read_index)
+    steps = plan_steps(runs, wheels_for(runs, manifest, dist), read_index)
+    return [
+        replace(step, problem=problem)
+        if step.problem is None and (problem := step.run.unrunnable_on(runner))
+        else step
+        for step in steps
+    ]
 
 
 def run_gate(
@@ -204,7 +211,8 @@ def run_gate(
     built = wheels_for(runs, manifest, dist)
     results = []
     with tempfile.TemporaryDirectory(prefix="release-gpu-gate-") as tmp:
-        ptx = build_ptx_only(runs, replace(settings, out=Path(tmp)))
+        makeable = tuple(dict.fromkeys(step.run for step in steps if step.problem is None))
+        ptx = build_ptx_only(makeable, replace(settings, out=Path(tmp)))
         environments = environments_for(steps, settings)
         for number, step in enumerate(steps):
             started(step)

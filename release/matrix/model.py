@@ -221,6 +221,36 @@ class GateRun:
             f" (compute_{self.lowest.number})" if self.build == "ptx" else ""
         )
 
+    def unrunnable_on(self, runner: GpuRunner) -> str | None:
+        """Why no GPU of one of the runner's SMs runs the code this run loads, or None. A
+        driver loads a cubin on a GPU of its major at or above its SM (an `a` cubin on its
+        own SM only) and JIT-compiles PTX for a GPU at or above its compute target."""
+        cell = self.built_cell
+        if cell.host_only:
+            return None
+        for gpu in runner.sms:
+            if not any(_cubin_runs(sm, gpu) for sm in cell.sms) and not (
+                cell.ptx is not None and _ptx_runs(cell.ptx, gpu)
+            ):
+                code = ", ".join(
+                    [sm.sm for sm in cell.sms] + ([cell.ptx.compute] if cell.ptx else [])
+                )
+                return (
+                    f"a GPU of SM {gpu.number} runs none of its code ({code}): give the runner "
+                    "a GPU the cell builds for, or the cell an SM or PTX target this GPU runs"
+                )
+        return None
+
+
+def _cubin_runs(sm: GpuTarget, gpu: GpuTarget) -> bool:
+    if sm.suffix == "a":
+        return sm.number == gpu.number
+    return sm.number // 10 == gpu.number // 10 and sm.number <= gpu.number
+
+
+def _ptx_runs(ptx: GpuTarget, gpu: GpuTarget) -> bool:
+    return _cubin_runs(ptx, gpu) if ptx.suffix else ptx.number <= gpu.number
+
 
 _GATE_BUILDS: tuple[Literal["cubin", "ptx"], ...] = ("cubin", "ptx")
 
