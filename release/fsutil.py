@@ -15,6 +15,7 @@ import stat
 import sys
 import tempfile
 import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -258,3 +259,35 @@ def linked_part(root: Path, path: Path) -> Path | None:
         if current.is_symlink():
             return current
     return None
+
+
+def tree_files(root: Path, *, pruned: Callable[[str], bool]) -> Iterator[tuple[str, Path]]:
+    """Every file under `root` as (path relative to it, POSIX; path), in name order,
+    through links to directories as a compiler or a backend goes through them (a link to a
+    directory it is already under is not followed again). A directory whose name `pruned`
+    says is left out is not entered. What cannot be listed is left out, as rglob does."""
+    yield from _walk(root, "", frozenset(), pruned)
+
+
+def _walk(
+    directory: Path, relative: str, above: frozenset[tuple[int, int]], pruned: Callable[[str], bool]
+) -> Iterator[tuple[str, Path]]:
+    try:
+        facts = directory.stat()
+        with os.scandir(directory) as listing:
+            entries = sorted(listing, key=lambda entry: entry.name)
+    except OSError:
+        return
+    identity = (facts.st_dev, facts.st_ino)
+    if identity in above:
+        return
+    for entry in entries:
+        path, name = directory / entry.name, f"{relative}{entry.name}"
+        try:
+            is_dir, is_file = entry.is_dir(), entry.is_file()
+        except OSError:
+            continue
+        if is_dir and not pruned(entry.name):
+            yield from _walk(path, f"{name}/", above | {identity}, pruned)
+        elif is_file:
+            yield name, path

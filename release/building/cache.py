@@ -27,10 +27,10 @@ import shutil
 import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from release import __version__
-from release.fsutil import write_atomic
+from release.fsutil import tree_files, write_atomic
 from release.matrix import Cell
 from release.toolchain import envcache
 from release.toolchain.cacheroot import toolchain_cache
@@ -50,14 +50,15 @@ def source_digest(files: Iterable[tuple[str, bytes]]) -> str:
 
 
 def project_files(project: Path) -> Iterable[tuple[str, bytes]]:
-    """The project's sources as (relative path, bytes), without build outputs and caches."""
-    for path in sorted(project.rglob("*")):
-        relative = path.relative_to(project)
-        if not path.is_file() or SKIPPED_PARTS.intersection(relative.parts):
+    """The project's sources as (relative path, bytes), without build outputs and caches;
+    a linked directory's files under the link's name (the build reads them there)."""
+    for name, path in tree_files(project, pruned=SKIPPED_PARTS.__contains__):
+        relative = PurePosixPath(name)
+        if SKIPPED_PARTS.intersection(relative.parts):
             continue
         if relative.name.startswith(".") or path.suffix == ".pyc":
             continue
-        yield relative.as_posix(), path.read_bytes()
+        yield name, path.read_bytes()
 
 
 def recipe() -> dict[str, str]:

@@ -61,7 +61,7 @@ from release import proc
 from release.building.cache import SKIPPED_PARTS, project_files
 from release.building.diagnose import failure_cause
 from release.building.settings import CellFailure
-from release.fsutil import linked_part
+from release.fsutil import linked_part, tree_files
 from release.matrix import Cell, Matrix
 from release.project import read_pyproject
 
@@ -145,15 +145,19 @@ def step_sources(step: PrepareStep) -> Iterator[tuple[str, bytes]]:
     without hidden files and directories (.git), build outputs, the declared output and
     the version file (the cell's version is written there)."""
     skipped = {p for p in (step.output, step.version_file) if p is not None}
-    for path in sorted(step.root.rglob("*")):
-        relative = path.relative_to(step.root)
+
+    def pruned(name: str) -> bool:
+        return name.startswith(".") or name in SKIPPED_PARTS
+
+    for name, path in tree_files(step.root, pruned=pruned):
+        relative = PurePosixPath(name)
         if any(part.startswith(".") for part in relative.parts) or path.suffix == ".pyc":
             continue
-        if SKIPPED_PARTS.intersection(relative.parts) or not path.is_file():
+        if SKIPPED_PARTS.intersection(relative.parts):
             continue
         if path in skipped or skipped.intersection(path.parents):
             continue
-        yield relative.as_posix(), path.read_bytes()
+        yield name, path.read_bytes()
 
 
 def build_sources(matrix: Matrix) -> Iterable[tuple[str, bytes]]:

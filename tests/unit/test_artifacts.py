@@ -462,3 +462,24 @@ def test_a_rebuild_published_under_a_build_tag_takes_its_originals_place_in_dist
         rebuild.filename, rebuild.size, rebuild.sha256, rebuild.cell,
     )  # fmt: skip
     assert {w.filename for w in load_dist(dist).wheels} == {x86.name, name.filename}
+
+
+def test_a_projects_linked_directory_keys_its_wheel(tmp_path: Path) -> None:
+    """A project's csrc/cutlass linked to a checkout beside it: its headers were not hashed,
+    so an edit there was served the wheel built before it (the build reads through the
+    link). A link back up the tree is not followed again; build outputs stay out."""
+    project, cutlass = tmp_path / "project", tmp_path / "cutlass"
+    (project / "csrc").mkdir(parents=True)
+    (project / "csrc" / "k.cu").write_text("k\n")
+    (cutlass / "include" / "build").mkdir(parents=True)
+    (cutlass / "include" / "gemm.h").write_text("v1\n")
+    (cutlass / "include" / "build" / "out.o").write_text("o\n")
+    (project / "csrc" / "cutlass").symlink_to(cutlass)
+    (project / "csrc" / "up").symlink_to(project)
+    assert [name for name, _ in project_files(project)] == [
+        "csrc/cutlass/include/gemm.h",
+        "csrc/k.cu",
+    ]
+    before = source_digest(project_files(project))
+    (cutlass / "include" / "gemm.h").write_text("v2\n")
+    assert source_digest(project_files(project)) != before

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from release.building.cache import source_digest
 from release.building.preparestep import build_sources, reproduce_line, step_of, step_sources
 from release.matrix import load_matrix
 
@@ -78,3 +79,31 @@ def test_a_wheel_through_the_step_is_keyed_by_the_whole_checkout(tmp_path: Path)
     assert [name for name, _ in build_sources(matrix)] == [
         "csrc/api.cpp", "matrix.yaml", "stage.sh", "sub/pyproject.toml"
     ]  # fmt: skip
+
+
+def test_files_through_a_linked_directory_key_the_wheel(tmp_path: Path) -> None:
+    """A directory reached through a link (a vendored tree linked in, or the project itself)
+    was listed as a link and none of its files hashed: a change there was served the wheel
+    cached before it. A link to a directory above it is not followed again."""
+    root = tmp_path / "checkout"
+    root.mkdir()
+    checkout(root)
+    vendored = tmp_path / "vendored"
+    (vendored / "include").mkdir(parents=True)
+    (vendored / "include" / "gemm.cuh").write_text("v1\n")
+    (root / "csrc" / "third_party").symlink_to(vendored)
+    (root / "csrc" / "loop").symlink_to(root / "csrc")
+    matrix = load_matrix(root / "matrix.yaml")
+    step = step_of(matrix, matrix.cells[0])
+    assert step is not None
+    names = [name for name, _ in step_sources(step)]
+    assert names == [
+        "csrc/api.cpp",
+        "csrc/third_party/include/gemm.cuh",
+        "matrix.yaml",
+        "stage.sh",
+        "sub/pyproject.toml",
+    ]
+    before = source_digest(build_sources(matrix))
+    (vendored / "include" / "gemm.cuh").write_text("v2\n")
+    assert source_digest(build_sources(matrix)) != before
