@@ -10,7 +10,10 @@ A child's process group is ended as a terminal's ^C would begin: SIGINT first, o
 Python program (the PEP 517 frontend, which makes its isolated build environment in TMPDIR)
 removes what it made, where SIGTERM ends it without (each interrupted build left its
 `build-env-*` behind); then SIGTERM, for what ignores SIGINT (a shell's background jobs) or
-still runs; then SIGKILL where the child itself outlives both.
+still runs; then SIGKILL where the child itself outlives both. A run `until_exit` (a
+project's own staging command) also marks its child's environment, so that what it left
+running outside its group (a daemon started with `setsid`) is found by that mark and ended
+with it; only a process that drops its whole environment escapes the mark.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import signal
 import subprocess
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
@@ -35,6 +39,8 @@ EXIT_CANNOT_RUN = 127
 EXIT_TIMEOUT = 124
 EXIT_STOPPED = 130
 STOP_GRACE_SECONDS = 0.5
+# the variable that marks a run's descendants where it runs `until_exit`
+MARK_VARIABLE = "RELEASE_RUN_MARK"
 INTERRUPT_GRACE_SECONDS = 2.0  # how long a group has after SIGINT, before SIGTERM
 WATCH_SECONDS = 0.2  # how often `stop_when` is asked
 # how long a child that `stop_when` stops may take to end by itself (a build tool prints
@@ -63,6 +69,7 @@ _lock = threading.Lock()
 # directory about to vanish (`python -m build` then fails at os.getcwd()).
 WORKING_DIRECTORY = threading.Lock()
 _running: set[subprocess.Popen[str]] = set()
+_marks: dict[subprocess.Popen[str], str] = {}  # the mark of each run until_exit
 _stopped = threading.Event()
 
 
@@ -150,12 +157,16 @@ class Runner:
         start = time.monotonic()
         stderr_text = ""
         timed_out = False
+        mark = uuid.uuid4().hex if until_exit else None
         with _lock:
             if _stopped.is_set():
                 return Completed(returncode=EXIT_STOPPED, output="stopped", seconds=0.0, log=log)
-            started = _start(cmd, env, cwd, separate_stderr=separate_stderr)
+            marked = {**env, MARK_VARIABLE: mark} if mark else env
+            started = _start(cmd, marked, cwd, separate_stderr=separate_stderr)
             if not isinstance(started, str):
                 _running.add(started)
+                if mark:
+                    _marks[started] = mark
         if isinstance(started, str):
             code, output = EXIT_CANNOT_RUN, started
         else:
@@ -185,6 +196,9 @@ class Runner:
                 finished.set()
                 with _lock:
                     _running.discard(child)
+                    _marks.pop(child, None)
+                if mark:
+                    _end_marked(mark)
             output = stdout or ""
             stderr_text = stderr or ""
             if _stopped.is_set() and code != 0:
@@ -363,12 +377,52 @@ def _end(*children: subprocess.Popen[str]) -> None:
 
 
 def stop_all() -> None:
-    """End every running child and its descendants (`_end`); no new child starts until
-    `reset`."""
+    """End every running child and its descendants (`_end`), and what a marked child left
+    outside its group; no new child starts until `reset`."""
     with _lock:
         _stopped.set()
         children = list(_running)
+        marks = [_marks[c] for c in children if c in _marks]
     _end(*children)
+    for mark in marks:
+        _end_marked(mark)
+
+
+def _end_marked(mark: str) -> None:
+    """End every process whose environment holds `mark` (a run's descendants that left its
+    group: they inherited it): SIGTERM, then SIGKILL after STOP_GRACE_SECONDS."""
+    for signum in (signal.SIGTERM, signal.SIGKILL):
+        pids = marked_processes(mark)
+        for pid in pids:
+            with suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signum)
+        deadline = time.monotonic() + STOP_GRACE_SECONDS
+        while pids and time.monotonic() < deadline:
+            time.sleep(0.02)
+            pids = marked_processes(mark)
+        if not pids:
+            return
+
+
+def marked_processes(mark: str) -> list[int]:
+    """The processes (Linux's /proc; none elsewhere) whose environment holds `mark`; an
+    exited one that is not yet reaped has none and is not listed."""
+    needle = f"{MARK_VARIABLE}={mark}".encode()
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return []
+    found = []
+    for name in names:
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as handle:
+                if needle in handle.read().split(b"\0"):
+                    found.append(int(name))
+        except OSError:
+            continue
+    return found
 
 
 def stopped() -> bool:

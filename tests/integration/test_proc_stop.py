@@ -81,3 +81,36 @@ def test_a_stopped_python_child_removes_what_it_made_before_it_ends(tmp_path: Pa
     assert done.returncode != 0
     assert ready.exists()
     assert not made.exists()
+
+
+def _ended(pid: int) -> bool:
+    deadline = time.monotonic() + 5
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    stat = Path(f"/proc/{pid}/stat")
+    return not stat.exists() or stat.read_text().split()[2] == "Z"
+
+
+def test_a_daemon_a_run_until_exit_left_in_a_session_of_its_own_is_ended(
+    tmp_path: Path,
+) -> None:
+    """A staging command's `setsid sleep &` left its group, so the group's stop missed it
+    and it ran on beside the build (it could change what the step staged); it holds the
+    run's mark in its environment and is ended with the run, and a process of another
+    run's mark is left alone."""
+    pid_file = tmp_path / "daemon.pid"
+    other = proc.run(["sh", "-c", "setsid sleep 60 > /dev/null 2>&1 & echo $!; sleep 0.5"],
+                     env=dict(os.environ))  # fmt: skip
+    bystander = int(other.output.split()[-1])
+    try:
+        daemon = "setsid sleep 60 > /dev/null 2>&1 < /dev/null &"
+        script = f"{daemon} echo $! > {pid_file}; sleep 0.5; echo ok"
+        done = proc.run(["sh", "-c", script], env=dict(os.environ), until_exit=True)
+        assert done.returncode == 0
+        assert done.output.strip() == "ok"
+        daemon = int(pid_file.read_text())
+        assert _ended(daemon)
+        state = Path(f"/proc/{bystander}/stat").read_text().split()[2]
+        assert state != "Z", "a process of no mark of this run is not ended"
+    finally:
+        os.kill(bystander, signal.SIGKILL)
