@@ -265,29 +265,33 @@ def tree_files(root: Path, *, pruned: Callable[[str], bool]) -> Iterator[tuple[s
     """Every file under `root` as (path relative to it, POSIX; path), in name order,
     through links to directories as a compiler or a backend goes through them (a link to a
     directory it is already under is not followed again). A directory whose name `pruned`
-    says is left out is not entered. What cannot be listed is left out, as rglob does."""
-    yield from _walk(root, "", frozenset(), pruned)
-
-
-def _walk(
-    directory: Path, relative: str, above: frozenset[tuple[int, int]], pruned: Callable[[str], bool]
-) -> Iterator[tuple[str, Path]]:
-    try:
-        facts = directory.stat()
-        with os.scandir(directory) as listing:
-            entries = sorted(listing, key=lambda entry: entry.name)
-    except OSError:
-        return
-    identity = (facts.st_dev, facts.st_ino)
-    if identity in above:
-        return
-    for entry in entries:
-        path, name = directory / entry.name, f"{relative}{entry.name}"
+    says is left out is not entered. What cannot be listed is left out, as rglob does; a
+    tree of any depth is walked without recursion."""
+    # what is left to give, the next last: a file (above is None) or a directory to list,
+    # with its name relative to root and the directories it is under
+    pending: list[tuple[Path, str, frozenset[tuple[int, int]] | None]] = [(root, "", frozenset())]
+    while pending:
+        path, name, above = pending.pop()
+        if above is None:
+            yield name, path
+            continue
         try:
-            is_dir, is_file = entry.is_dir(), entry.is_file()
+            facts = path.stat()
+            with os.scandir(path) as listing:
+                entries = sorted(listing, key=lambda entry: entry.name)
         except OSError:
             continue
-        if is_dir and not pruned(entry.name):
-            yield from _walk(path, f"{name}/", above | {identity}, pruned)
-        elif is_file:
-            yield name, path
+        identity = (facts.st_dev, facts.st_ino)
+        if identity in above:
+            continue
+        below: list[tuple[Path, str, frozenset[tuple[int, int]] | None]] = []
+        for entry in entries:
+            try:
+                is_dir, is_file = entry.is_dir(), entry.is_file()
+            except OSError:
+                continue
+            if is_dir and not pruned(entry.name):
+                below.append((path / entry.name, f"{name}{entry.name}/", above | {identity}))
+            elif is_file:
+                below.append((path / entry.name, f"{name}{entry.name}", None))
+        pending.extend(reversed(below))

@@ -103,8 +103,8 @@ def test_a_daemon_a_run_until_exit_left_in_a_session_of_its_own_is_ended(
                      env=dict(os.environ))  # fmt: skip
     bystander = int(other.output.split()[-1])
     try:
-        daemon = "setsid sleep 60 > /dev/null 2>&1 < /dev/null &"
-        script = f"{daemon} echo $! > {pid_file}; sleep 0.5; echo ok"
+        started = "setsid sleep 60 > /dev/null 2>&1 < /dev/null &"
+        script = f"{started} echo $! > {pid_file}; sleep 0.5; echo ok"
         done = proc.run(["sh", "-c", script], env=dict(os.environ), until_exit=True)
         assert done.returncode == 0
         assert done.output.strip() == "ok"

@@ -483,3 +483,31 @@ def test_a_projects_linked_directory_keys_its_wheel(tmp_path: Path) -> None:
     before = source_digest(project_files(project))
     (cutlass / "include" / "gemm.h").write_text("v2\n")
     assert source_digest(project_files(project)) != before
+
+
+def test_a_tree_deeper_than_pythons_recursion_limit_is_keyed(tmp_path: Path) -> None:
+    """rglob walked a project 1,100 directories deep into a RecursionError (a traceback at
+    every build); the walk keeps no stack of calls."""
+    deep = tmp_path / "project"
+    deep.mkdir()
+    here = os.getcwd()
+    os.chdir(deep)
+    try:
+        for _ in range(1100):
+            os.mkdir("d")
+            os.chdir("d")
+        Path("k.cu").write_text("k\n")
+    finally:
+        os.chdir(here)
+    try:
+        ((name, data),) = project_files(deep)
+        assert (name.count("/"), data) == (1100, b"k\n")
+    finally:  # shutil.rmtree, which removes tmp_path, recurses as deep as the tree
+        os.chdir(deep)
+        for _ in range(1100):
+            os.chdir("d")
+        os.remove("k.cu")
+        for _ in range(1100):
+            os.chdir("..")
+            os.rmdir("d")
+        os.chdir(here)
