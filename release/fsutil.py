@@ -263,10 +263,14 @@ def linked_part(root: Path, path: Path) -> Path | None:
 
 def tree_files(root: Path, *, pruned: Callable[[str], bool]) -> Iterator[tuple[str, Path]]:
     """Every file under `root` as (path relative to it, POSIX; path), in name order,
-    through links to directories as a compiler or a backend goes through them (a link to a
-    directory it is already under is not followed again). A directory whose name `pruned`
-    says is left out is not entered. What cannot be listed is left out, as rglob does; a
-    tree of any depth is walked without recursion."""
+    through links to directories out of `root`, as a compiler or a backend goes through
+    them. A link to a directory in `root` is not followed: its files are given where they
+    lie (a staging script's `ln -s $ROOT/third-party/cutlass/include/cutlass` gives them
+    once, and the same whether or not an earlier run left the link), nor is one to a
+    directory it is already under. A directory whose name `pruned` says is left out is not
+    entered. What cannot be listed is left out, as rglob does; a tree of any depth is walked
+    without recursion."""
+    inside = _resolved(root)
     # what is left to give, the next last: a file (above is None) or a directory to list,
     # with its name relative to root and the directories it is under
     pending: list[tuple[Path, str, frozenset[tuple[int, int]] | None]] = [(root, "", frozenset())]
@@ -287,11 +291,25 @@ def tree_files(root: Path, *, pruned: Callable[[str], bool]) -> Iterator[tuple[s
         below: list[tuple[Path, str, frozenset[tuple[int, int]] | None]] = []
         for entry in entries:
             try:
-                is_dir, is_file = entry.is_dir(), entry.is_file()
+                is_dir, is_file, is_link = entry.is_dir(), entry.is_file(), entry.is_symlink()
             except OSError:
+                continue
+            if is_dir and is_link and _within(path / entry.name, inside):
                 continue
             if is_dir and not pruned(entry.name):
                 below.append((path / entry.name, f"{name}{entry.name}/", above | {identity}))
             elif is_file:
                 below.append((path / entry.name, f"{name}{entry.name}", None))
         pending.extend(reversed(below))
+
+
+def _resolved(path: Path) -> Path | None:
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):
+        return None
+
+
+def _within(link: Path, root: Path | None) -> bool:
+    target = _resolved(link)
+    return root is not None and target is not None and target.is_relative_to(root)
