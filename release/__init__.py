@@ -52,6 +52,8 @@ Its modules:
 - `fsutil`: Small filesystem edges shared by every command.
 - `github_names`: What this program takes from outside as a GitHub address: a repository's
   OWNER/NAME and a REST API's base URL, checked by one rule each wherever they come in.
+- `pep508`: The one reader of requirement text this tool did not write (a wheel's or an
+  index's METADATA, a project's files).
 - `proc`: The one way this program runs a subprocess.
 - `targets`: The targets a release builds for: CPU architectures, and GPU targets (SM numbers
   with their `a`/`f` suffixes) with what each CUDA version can build.

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import lzma
+import re
 import zipfile
 import zlib
 from pathlib import Path
@@ -55,6 +56,9 @@ def inflation_problem(info: zipfile.ZipInfo) -> str | None:
     return None
 
 
+_DRIVE = re.compile(r"[A-Za-z]:")  # C:/Windows/x.py: outside the archive where it unpacks
+
+
 def zip_problem(source: Path | bytes) -> str | None:
     """Why `source` (a file, or its bytes) is not a zip archive whose every member reads
     back whole, or None: `not a zip archive`, or `a damaged zip archive (why)`."""
@@ -86,12 +90,21 @@ def zip_problem(source: Path | bytes) -> str | None:
             bad = archive.testzip()
         except (*MEMBER_ERRORS, OSError) as error:
             return f"a damaged zip archive ({error})"
+        names: set[str] = set()
         for info in archive.infolist():
             if not info.filename:
                 return "a zip archive with a member of no name"
             parts = info.filename.split("/")
-            if info.filename.startswith("/") or ".." in parts or "\\" in info.filename:
+            if (
+                info.filename.startswith("/")
+                or ".." in parts
+                or "\\" in info.filename
+                or _DRIVE.match(info.filename)
+            ):
                 return f"a zip archive whose member {shown(info.filename)} lies outside it"
+            if info.filename in names:  # which of them a reader takes is the reader's choice
+                return f"a zip archive that holds {shown(info.filename)} twice"
+            names.add(info.filename)
     return None if bad is None else f"a damaged zip archive ({bad} does not read back)"
 
 

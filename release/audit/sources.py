@@ -48,6 +48,9 @@ PAGE_FILES = (".html", ".htm", ".json")
 
 def source(text: str, given: str) -> Source | str:
     """The source `text` names, or why it names none."""
+    odd = any(c.isspace() or not c.isprintable() for c in text.strip())
+    if odd and "@" in text:  # not repeated: no mask finds where a password with a space ends
+        return f"{given}: a URL holds no white space or control character (write a space as %20)"
     try:
         url, fragment = urldefrag(text.strip())
         parts = urlsplit(url)
@@ -56,6 +59,8 @@ def source(text: str, given: str) -> Source | str:
         return f"{given}: {shown(text.strip())} is not a URL ({redact(str(error))})"
     if parts.scheme not in ("http", "https") or not parts.netloc:
         return f"{given}: {shown(text.strip())} is not an http(s) URL"
+    if odd:
+        return f"{given}: {shown(text.strip())} holds white space or a control character"
     if len(url) > MAX_URL:
         return f"{given}: a URL of {len(url)} characters, over the {MAX_URL} one may have"
     if has_userinfo(url):  # the URL is not repeated

@@ -13,9 +13,10 @@ import shlex
 from collections.abc import Sequence
 from pathlib import PurePosixPath
 
-from packaging.requirements import InvalidRequirement, Requirement
+from packaging.requirements import InvalidRequirement
 from packaging.utils import canonicalize_name
 
+from release import pep508
 from release.backends.nvcc import cross_problem, missing_nvcc
 from release.backends.recipe import BackendName, BuildSpec, PrepareSpec
 from release.backends.registry import backend_for
@@ -179,7 +180,7 @@ def _requirement_problem(text: str, backend: BackendName, seen: set[str]) -> str
     """Why `text` cannot be a build requirement of a `backend` cell, after those whose
     names `seen` holds (which it adds to)."""
     try:
-        requirement = Requirement(text)
+        requirement = pep508.requirement(text)
     except InvalidRequirement as error:
         why = str(error).splitlines()[0]  # packaging adds the text and a caret below
         return f"{shown(text)} is not a PEP 508 requirement ({why})"

@@ -24,6 +24,7 @@ from packaging.specifiers import Specifier
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+from release import pep508
 from release.project.stableabi import target_version
 from release.wheelfile import rewritten_record, rewritten_wheel
 
@@ -194,7 +195,7 @@ def _torch_requirement_of(line: bytes) -> Requirement | None:
     if match is None:
         return None
     try:
-        requirement = Requirement(match.group("value").decode("utf-8").strip())
+        requirement = pep508.requirement(match.group("value").decode("utf-8").strip())
     except (InvalidRequirement, UnicodeDecodeError):
         return None
     if canonicalize_name(requirement.name) != "torch" or requirement.url is not None:

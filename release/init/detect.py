@@ -13,10 +13,11 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from packaging.requirements import InvalidRequirement, Requirement
+from packaging.requirements import InvalidRequirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+from release import pep508
 from release.backends import backend_for
 from release.backends.archflags import ArchHints
 from release.backends.base import Backend
@@ -533,7 +534,7 @@ def _build_requires(read: Reading, layout: Layout) -> list[tuple[Said, Said]]:
             continue
         for said in dependencies:
             try:
-                requirement = Requirement(said.value or "")
+                requirement = pep508.requirement(said.value or "")
             except InvalidRequirement:
                 continue
             canonical = canonicalize_name(requirement.name)

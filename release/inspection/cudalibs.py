@@ -27,12 +27,13 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+from release import pep508
 from release.inspection.elffacts import ElfFacts
 
 # the CUDA libraries whose soname major is the toolkit's major
 _TRACKS_TOOLKIT = re.compile(
     r"lib(?:cudart|cublas|cublasLt|nvrtc|nvrtc-builtins|nvJitLink|nvfatbin|cupti|nvjpeg"
-    r"|npp[a-z]*)\.so\.(?P<major>\d+)(?:\.\d+)*"
+    r"|npp[a-z]*)\.so\.(?P<major>[0-9]{1,9})(?:\.\d+)*"
 )
 _TORCH_LIBRARY = re.compile(r"lib(?:torch|c10)(?:_[a-z_]+)?\.so(?:\.\d+)*")
 _CUDA_LABEL = re.compile(r"cu(?P<digits>\d{3,4})")
@@ -111,7 +112,7 @@ def torch_requirements(
     found = []
     for line in requires_dist:
         try:
-            requirement = Requirement(line)
+            requirement = pep508.requirement(line)
         except InvalidRequirement:
             continue
         if canonicalize_name(requirement.name) != "torch":
@@ -148,7 +149,7 @@ def unparsed_requirements(requires_dist: Sequence[str]) -> list[str]:
     unparsed = []
     for line in requires_dist:
         try:
-            Requirement(line)
+            pep508.requirement(line)
         except InvalidRequirement:
             unparsed.append(line)
     return unparsed

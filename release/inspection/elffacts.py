@@ -67,14 +67,21 @@ def elf_facts(member: str, stream: BinaryIO) -> ElfFacts:
 
 def _check_loadable(elf: ELFFile, stream: BinaryIO) -> None:
     """ValueError where the dynamic loader could not map the file: not a shared object or
-    an executable (a relocatable object named .so), or a program header table or a
-    loadable segment that lies past the end of the file (a truncated copy)."""
+    an executable (a relocatable object named .so), program header entries of another size
+    than the loader reads, or a program header table or a loadable segment that lies past
+    the end of the file (a truncated copy)."""
     header = elf.header
     if header["e_type"] not in ("ET_DYN", "ET_EXEC"):
         raise ValueError(f"{header['e_type']}: not a shared object the loader can map")
     size = stream.seek(0, io.SEEK_END)
     if header["e_phnum"] == 0:
         raise ValueError("no program headers: not a shared object the loader can map")
+    entry = elf.structs.Elf_Phdr.sizeof()
+    if header["e_phentsize"] != entry:
+        raise ValueError(
+            f"program header entries of {header['e_phentsize']} bytes, where the loader "
+            f"reads {entry}: not a shared object the loader can map"
+        )
     if header["e_phoff"] + header["e_phnum"] * header["e_phentsize"] > size:
         raise ValueError("its program headers lie past the end of the file")
     for segment in elf.iter_segments():

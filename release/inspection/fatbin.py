@@ -30,8 +30,8 @@ class FatbinContents:
 FatbinLister = Callable[[str, bytes], FatbinContents]
 """(name inside the wheel, fatbin bytes) -> what it holds."""
 
-_ELF_RE = re.compile(r"^ELF file\s+\d+:\s*\S*?\bsm_(\d+[af]?)\.cubin\s*$", re.MULTILINE)
-_PTX_RE = re.compile(r"^PTX file\s+\d+:\s*\S*?\bsm_(\d+[af]?)\.ptx\s*$", re.MULTILINE)
+_ELF_RE = re.compile(r"^ELF file\s+\d+:\s*\S*?\bsm_([0-9]{1,4}[af]?)\.cubin\s*$", re.MULTILINE)
+_PTX_RE = re.compile(r"^PTX file\s+\d+:\s*\S*?\bsm_([0-9]{1,4}[af]?)\.ptx\s*$", re.MULTILINE)
 
 
 def target_key(target: str) -> tuple[int, str]:
@@ -50,7 +50,7 @@ def parse_cuobjdump_listing(output: str) -> FatbinContents:
     )
 
 
-_EXTRACTED = re.compile(r"\.sm_(\d+[af]?)\.(cubin|ptx)$")
+_EXTRACTED = re.compile(r"\.sm_([0-9]{1,4}[af]?)\.(cubin|ptx)$")
 
 
 def target_sizes(files: Mapping[str, int]) -> tuple[tuple[str, int], ...]:

@@ -22,6 +22,7 @@ from packaging.markers import default_environment
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
+from release import pep508
 from release.inspection.devicecode import is_shared_object
 from release.wheelfile import wheel_facts
 
@@ -95,7 +96,7 @@ def reached(
     while pending:
         text, from_extras = pending.pop(0)
         try:
-            requirement = Requirement(text)
+            requirement = pep508.requirement(text)
         except InvalidRequirement:
             continue
         if not _applies(requirement, from_extras, env):

@@ -5,7 +5,7 @@ inspection (release.inspection.wheel) applies the same functions with its cell's
 The rules (release.inspection.findings) it applies to one wheel:
 
 - `archive`: a wheel filename, a zip whose every member reads back, one .dist-info, RECORD's
-  hashes and sizes (release.wheelfile);
+  hashes and sizes (release.wheelfile), every Requires-Dist PEP 508 (release.pep508);
 - `filename`: the filename's name, version and tags are METADATA's and WHEEL's (pip refuses
   a wheel whose versions differ, uv installs it);
 - `manylinux`: every ELF file is of the tag's machine and asks no GLIBC, GLIBCXX, CXXABI or
@@ -29,7 +29,14 @@ from pathlib import Path
 
 from packaging.tags import Tag
 
-from release.inspection.cudalibs import TorchCuda, cuda_needs, cuda_problems, torch_problems
+from release.errors import shown
+from release.inspection.cudalibs import (
+    TorchCuda,
+    cuda_needs,
+    cuda_problems,
+    torch_problems,
+    unparsed_requirements,
+)
 from release.inspection.devicecode import ElfLister, found_targets, scan
 from release.inspection.elffacts import machine_problem, wheel_elfs
 from release.inspection.fatbin import FatbinLister
@@ -164,6 +171,13 @@ def inspect_served(
     )
     with zipfile.ZipFile(io.BytesIO(source) if isinstance(source, bytes) else source) as archive:
         findings += found("archive", record_problems(archive, facts.dist_info))
+        findings += found(
+            "archive",
+            [
+                f"METADATA's Requires-Dist {shown(line)} is not PEP 508: pip refuses the wheel"
+                for line in unparsed_requirements(facts.requires_dist)
+            ],
+        )
         native = native_checks(
             archive,
             tags=name.tags,

@@ -62,8 +62,13 @@ def policy_of(tag: str) -> Policy | None:
         return None
 
 
-def _version_key(version: str) -> tuple[tuple[int, str], ...]:
-    return tuple((int(p), "") if p.isdigit() else (-1, p) for p in re.split(r"[._]", version))
+def _version_key(version: str) -> tuple[tuple[int, int, str], ...]:
+    """Orders versions part by part, a number by its value (compared as digits: a symbol
+    version may hold more than int() reads, or a digit that is not an ASCII one)."""
+    return tuple(
+        (1, len(p.lstrip("0")), p.lstrip("0")) if p.isascii() and p.isdigit() else (0, 0, p)
+        for p in re.split(r"[._]", version)
+    )
 
 
 def too_new(facts: ElfFacts, policy: Policy) -> dict[str, list[str]]:

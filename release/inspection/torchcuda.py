@@ -37,6 +37,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+from release import pep508
 from release.defaults import PYPI_SIMPLE
 from release.errors import ToolchainError
 from release.inspection.cudalibs import TorchCudaAnswer
@@ -56,8 +57,8 @@ from release.wheelfile import NotAWheel, WheelName
 INDEX_POLICY = RetryPolicy(attempts=3, initial_delay=1.0, total=120.0, request_timeout=30.0)
 
 _RUNTIMES = frozenset({"nvidia-cuda-runtime", "cuda-toolkit"})  # and nvidia-cuda-runtime-cuNN
-_LABEL = re.compile(r"cu(\d+)(\d)")
-_CU_SUFFIX = re.compile(r"-cu(\d+)$")
+_LABEL = re.compile(r"cu([0-9]{1,3})([0-9])")
+_CU_SUFFIX = re.compile(r"-cu([0-9]{1,4})$")
 
 
 def shown_url(url: str) -> str:
@@ -125,7 +126,7 @@ def _runtime_cuda(requirement: Requirement) -> BuiltFor | None:
         return BuiltFor(major=major, version=f"{major}.{minor}", evidence=evidence)
     for spec in requirement.specifier:
         head = spec.version.split(".", 1)[0]
-        if spec.operator in ("==", "~=", ">=", "===") and head.isdigit():
+        if spec.operator in ("==", "~=", ">=", "===") and _small_number(head):
             return BuiltFor(major=int(head), version=head, evidence=evidence)
     return None
 
@@ -162,7 +163,7 @@ def cuda_of_metadata(metadata: bytes, arch: str | None, python: str | None = Non
     requirements = []
     for line in headers.get_all("Requires-Dist") or []:
         try:
-            requirements.append(Requirement(str(line)))
+            requirements.append(pep508.requirement(str(line)))
         except InvalidRequirement:
             continue
     return cuda_of_requirements(requirements, arch, python)
@@ -250,7 +251,7 @@ def cpythons(release: _Release) -> tuple[str, ...]:
     kept = {
         f"3.{interpreter[3:]}"
         for _, _, _, interpreter in release.files
-        if interpreter.startswith("cp3") and interpreter[3:].isdigit()
+        if interpreter.startswith("cp3") and _small_number(interpreter[3:])
     }
     return tuple(sorted(kept, key=lambda p: int(p[2:])))
 
@@ -417,3 +418,8 @@ class TorchIndexes:
             if url not in self._made:
                 self._made[url] = TorchIndex(url, self._get)
             return self._made[url]
+
+
+def _small_number(text: str) -> bool:
+    """Whether `text` is a number int() reads as one a CUDA or Python version holds."""
+    return text.isascii() and text.isdigit() and len(text) <= 4

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from packaging.requirements import InvalidRequirement, Requirement
 
+from release import pep508
 from release.fsutil import UnreadableDocument, toml_document
 from release.project.places import Place, Said, ini_line, toml_line, toml_lines
 
@@ -80,7 +81,7 @@ def read_pyproject(text: str) -> PyProject:
         if not isinstance(entry, str):
             continue
         try:
-            parsed.append(Requirement(entry))
+            parsed.append(pep508.requirement(entry))
         except InvalidRequirement:
             continue
     lines = toml_lines(text, "build-system", "requires", [r.name for r in parsed])

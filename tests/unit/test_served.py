@@ -103,3 +103,16 @@ def test_device_code_that_cuobjdump_cannot_read(tmp_path: Path) -> None:
     assert ok.device_listed
     assert (ok.sms, ok.ptx) == (("90", "100"), ("100",))
     assert "device-code" in ok.checked
+
+
+def test_a_requires_dist_line_pip_refuses(tmp_path: Path) -> None:
+    """A number of more digits than int() reads passed packaging's parse and ended the audit
+    in a ValueError; a line pip refuses is an archive finding, not a wheel that requires
+    nothing."""
+    line = "torch>=2." + "9" * 4400
+    wheel = make_wheel(tmp_path, requires_dist=[line, "numpy"])
+    ((rule, detail),) = rules(wheel)
+    assert rule == "archive"
+    assert detail.startswith("METADATA's Requires-Dist 'torch>=2.999")
+    assert detail.endswith("is not PEP 508: pip refuses the wheel")
+    assert rules(make_wheel(tmp_path / "ok", requires_dist=["torch>=2.11", "numpy"])) == []
