@@ -12,7 +12,9 @@
   one is named (sccache names its own temporary files: --objdir-as-tempdir is for nvcc
   alone).
 - `launch COMMAND...` is a CMake cell's CMAKE_CUDA_COMPILER_LAUNCHER: COMMAND (sccache and
-  nvcc, or nvcc) runs as it is.
+  nvcc, or nvcc) runs with the same names as a torch cell's where it runs nvcc itself
+  (another checkout built other bytes: the anonymous namespaces of the CMake fixture's
+  kernels were named after their absolute paths).
 
 Before either runs, a compile of one of the project's .cu files whose arch flags ask for
 other device code than the cell's (RELEASE_CELL_TARGETS, CMake's spelling) stops: the
@@ -73,20 +75,28 @@ def source_name(source: str, *, root: str, cwd: str) -> str:
 def rewritten(
     real: str, args: Sequence[str], *, root: str | None, cwd: str, launcher: str | None
 ) -> list[str]:
-    """The command a compile runs: REAL with names that depend on the sources only, through
-    `launcher` where one is named. A line without exactly one .cu file, or outside a build
-    that names the sources' `root`, runs as it is."""
+    """The command a compile runs: REAL with names that depend on the sources only
+    (`source_naming`), through `launcher` where one is named."""
     head = [launcher, real] if launcher else [real]
+    return [*head, *args, *source_naming(args, root=root, cwd=cwd, launched=bool(launcher))]
+
+
+def source_naming(args: Sequence[str], *, root: str | None, cwd: str, launched: bool) -> list[str]:
+    """What nvcc's arguments `args` get so that the compile's names depend on the sources
+    only: the one .cu file's path inside `root` as the name of its internal-linkage
+    entities and as the random seed, and (where no launcher names the temporary files)
+    the temporary files beside the object. Nothing for a line without exactly one .cu
+    file, or outside a build that names the sources' `root`."""
     sources = [arg for arg in args if arg.endswith(".cu")]
     if not root or len(sources) != 1:
-        return [*head, *args]
+        return []
     name = source_name(sources[0], root=root, cwd=cwd)
     if _PLAIN_NAME.fullmatch(name) is None:
-        return [*head, *args]
+        return []
     named = ["-frandom-seed=" + name, "-Xcudafe", "--orig_src_path_name=" + name]
-    if launcher is None and "-o" in args:
+    if not launched and "-o" in args:
         named.append("--objdir-as-tempdir")
-    return [*head, *args, *named]
+    return named
 
 
 def checked(command: Sequence[str], env: Mapping[str, str], cwd: str) -> Stop | None:
@@ -346,8 +356,12 @@ def main(argv: Sequence[str], env: Mapping[str, str]) -> int:
     if argv[0] == "launch":
         real = env.get("RELEASE_NVCC_REAL") or None
         command = swapped(argv[1:], script=env.get("RELEASE_NVCC_SCRIPT"), real=real)
-        args = command[compiler_index(command, real) + 1 :]
+        index = compiler_index(command, real)
+        args = command[index + 1 :]
         code = _stopped(command, env, cwd)
+        if real is not None and command[index] == real:  # nvcc itself, as a torch cell's
+            root = env.get("RELEASE_NVCC_SOURCE_ROOT") or None
+            command += source_naming(args, root=root, cwd=cwd, launched=index > 0)
     else:
         real, args = argv[1], list(argv[2:])
         code = _stopped(args, env, cwd)

@@ -10,6 +10,7 @@ test_fixture_cmake.py on a GPU machine).
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
@@ -439,3 +440,20 @@ def test_the_compress_mode_reaches_nvcc_through_cudaflags(
     # the same device code; nvcc's fatbinary stored it compressed only when asked to
     assert device_bytes["size"] == device_bytes["none"]
     assert sizes["none"] > 2 * sizes["size"], sizes
+
+
+def test_two_checkouts_of_the_project_build_the_same_bytes(
+    release_cache: Path, tmp_path: Path
+) -> None:
+    """The fixture's kernels hold anonymous namespaces, which nvcc names after the source's
+    absolute path: a CMake cell's compiles ran as they were, and a checkout elsewhere built
+    other bytes (the cache key holds no path, so a hit there served bytes its own build
+    would not make). Its compiles now get the names a torch cell's get."""
+    digests = []
+    for where in ("first", "second/deeper"):
+        project = tmp_path / where / "cmake_kernels"
+        shutil.copytree(FIXTURE, project, ignore=shutil.ignore_patterns("build", "dist"))
+        matrix, cell = variant(project, project.parent, "80", ptx="none")
+        wheel, _ = build_one(matrix, cell, release_cache, tmp_path / where / "out")
+        digests.append(hashlib.sha256(wheel.read_bytes()).hexdigest())
+    assert digests[0] == digests[1]
