@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import io
 import struct
+import zipfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -256,3 +257,29 @@ def recorded_origins(records: Path) -> dict[str, str]:
         for path in origins.iterdir()
         if path.is_file() and not path.name.startswith(".")
     }
+
+
+def held_to_compiles(wheel: Path, records: Path) -> str | None:
+    """The cell's failure where a member of the wheel (a shared object, an object, a
+    static library, a fatbin or cubin file, whatever its name) holds device code that no
+    step of this build made (release.backends.compiled); None where all of it is this
+    build's, or the wheel is not a zip (the inspection says so)."""
+    recorded = recorded_digests(records)
+    try:
+        with zipfile.ZipFile(wheel) as archive:
+            members = [
+                (info.filename, archive.read(info))
+                for info in archive.infolist()
+                if _member_may_hold_device_code(archive, info)
+            ]
+    except (zipfile.BadZipFile, OSError):
+        return None
+    found = foreign_device_code(members, recorded)
+    return foreign_code_problem(found, recorded=len(recorded), origins=recorded_origins(records))
+
+
+def _member_may_hold_device_code(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> bool:
+    if info.is_dir():
+        return False
+    with archive.open(info) as stream:
+        return may_hold_device_code(stream.read(8))

@@ -19,11 +19,13 @@ Nothing read from here is trusted by its name alone.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import importlib.metadata
 import json
 import os
 import shutil
+import stat
 import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -35,6 +37,8 @@ from release.matrix import Cell
 from release.toolchain import envcache
 from release.toolchain.cacheroot import toolchain_cache
 
+# no wheel this tool builds is near it: a bigger entry is damage, never read into memory
+MAX_CACHED_WHEEL = 4 * 2**30
 SKIPPED_PARTS = frozenset({"build", "dist", "__pycache__", ".pytest_cache", ".mypy_cache"})
 
 
@@ -130,15 +134,21 @@ class WheelCache:
         return self.root / key
 
     def get(self, key: str, filename: str) -> Lookup:
-        path = self.entry(key) / filename
+        """The entry's wheel, read back only as a regular file of at most MAX_CACHED_WHEEL
+        bytes whose sha256 is its sidecar's, through no link; a damaged entry (a link, a
+        FIFO, a file of another hash) is removed and said so."""
+        entry = self.entry(key)
+        if entry.is_symlink() or (entry.exists() and not entry.is_dir()):
+            return self._damaged(key, entry, "not a directory of the cache's own")
+        path = entry / filename
         try:
-            data = path.read_bytes()
+            data = _regular_file(path, MAX_CACHED_WHEEL)
         except FileNotFoundError:
             return Lookup(data=None)
         except OSError as error:
             return self._damaged(key, path, f"unreadable ({error.strerror or error})")
         try:
-            recorded = (self.entry(key) / f"{filename}.sha256").read_text(encoding="ascii")
+            recorded = _regular_file(entry / f"{filename}.sha256", 1024).decode("ascii")
         except (OSError, UnicodeDecodeError):
             return self._damaged(key, path, "its sha256 was never written")
         if hashlib.sha256(data).hexdigest() != recorded.strip():
@@ -147,12 +157,35 @@ class WheelCache:
 
     def put(self, key: str, filename: str, data: bytes) -> None:
         directory = self.entry(key)
+        if directory.is_symlink() or (directory.exists() and not directory.is_dir()):
+            self.discard(key)  # written through, a link would put the wheel elsewhere
         write_atomic(directory / filename, data)
         write_atomic(directory / f"{filename}.sha256", hashlib.sha256(data).hexdigest().encode())
 
+    def discard(self, key: str) -> None:
+        """Remove the entry: a link or a file in its place is unlinked, never followed."""
+        entry = self.entry(key)
+        if entry.is_symlink() or (entry.exists() and not entry.is_dir()):
+            entry.unlink(missing_ok=True)
+        else:
+            shutil.rmtree(entry, ignore_errors=True)
+
     def _damaged(self, key: str, path: Path, reason: str) -> Lookup:
-        shutil.rmtree(self.entry(key), ignore_errors=True)
+        self.discard(key)
         return Lookup(data=None, damage=f"the cached wheel {path} was damaged: {reason}")
+
+
+def _regular_file(path: Path, limit: int) -> bytes:
+    """The bytes of `path`, a regular file of at most `limit` bytes reached through no
+    link; OSError for anything else (a FIFO is not waited on, /dev/zero not read)."""
+    descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    with os.fdopen(descriptor, "rb") as stream:
+        facts = os.fstat(stream.fileno())
+        if not stat.S_ISREG(facts.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        if facts.st_size > limit:
+            raise OSError(errno.EFBIG, f"{facts.st_size} bytes, over the {limit} an entry may hold")
+        return stream.read()  # a file that grew since is then one of another hash
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -27,15 +27,9 @@ from release.backends import (
     build_inputs,
     with_path,
 )
-from release.backends.compiled import (
-    foreign_code_problem,
-    foreign_device_code,
-    may_hold_device_code,
-    recorded_digests,
-    recorded_origins,
-)
+from release.backends.compiled import held_to_compiles
 from release.building.archstop import arch_failure, logged_cause
-from release.building.cache import recipe, wheel_cache_key
+from release.building.cache import WheelCache, recipe, wheel_cache_key
 from release.building.compilecache import (
     CacheStats,
     CompileCacheError,
@@ -231,6 +225,35 @@ def checked_report(
     return report
 
 
+def _cached(
+    cache: WheelCache,
+    key: str,
+    cell: Cell,
+    toolchain: Toolchain,
+    env: Mapping[str, str],
+    *,
+    python: str,
+) -> tuple[tuple[bytes, WheelReport] | None, tuple[str, ...]]:
+    """The cell's wheel from the cache and its report, inspected as a built one is, and
+    what was wrong with the entry: a damaged one, or one the inspection refuses (another
+    cell's wheel under this key), is removed and built again."""
+    lookup = cache.get(key, cell.wheel_filename)
+    if lookup.damage is not None:
+        return None, (lookup.damage + "; building it again",)
+    if lookup.data is None:
+        return None, ()
+    try:
+        report = checked_report(
+            cell.wheel_filename, lookup.data, cell, toolchain, env, python=python
+        )
+    except CellFailure as failure:
+        cache.discard(key)
+        where = cache.entry(key) / cell.wheel_filename
+        why = "; ".join(failure.report.problems) if failure.report else failure.error
+        return None, (f"the cached wheel {where} fails its inspection ({why}); building it again",)
+    return (lookup.data, report), ()
+
+
 def certify(
     wheel: Path,
     cell: Cell,
@@ -402,32 +425,6 @@ def _records_of(inputs: BuildInputs) -> Path | None:
     return Path(recorded) if recorded else None
 
 
-def held_to_compiles(wheel: Path, records: Path) -> str | None:
-    """The cell's failure where a member of the wheel (a shared object, an object, a
-    static library, a fatbin or cubin file, whatever its name) holds device code that no
-    step of this build made (release.backends.compiled); None where all of it is this
-    build's, or the wheel is not a zip (the inspection says so)."""
-    recorded = recorded_digests(records)
-    try:
-        with zipfile.ZipFile(wheel) as archive:
-            members = [
-                (info.filename, archive.read(info))
-                for info in archive.infolist()
-                if _may_hold_device_code(archive, info)
-            ]
-    except (zipfile.BadZipFile, OSError):
-        return None
-    found = foreign_device_code(members, recorded)
-    return foreign_code_problem(found, recorded=len(recorded), origins=recorded_origins(records))
-
-
-def _may_hold_device_code(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> bool:
-    if info.is_dir():
-        return False
-    with archive.open(info) as stream:
-        return may_hold_device_code(stream.read(8))
-
-
 def write_files(files: Mapping[Path, str]) -> None:
     """The files a backend's build reads, each in its place; a text that starts with `#!`
     executable (a script the build runs: the cmake cell's nvcc)."""
@@ -514,13 +511,9 @@ def build_cell(
     cache = settings.wheel_cache
 
     def work() -> tuple[Path, WheelReport, bool, tuple[str, ...]]:
-        lookup = cache.get(key, cell.wheel_filename)
-        warnings = (lookup.damage + "; building it again",) if lookup.damage else ()
-        if lookup.data is not None:
-            data = lookup.data
-            report = checked_report(
-                cell.wheel_filename, data, cell, toolchain, env, python=settings.python
-            )
+        found, warnings = _cached(cache, key, cell, toolchain, env, python=settings.python)
+        if found is not None:
+            data, report = found
         else:
             log.unlink(missing_ok=True)
             write_files(inputs.files)
@@ -545,7 +538,7 @@ def build_cell(
         with writing_dist(step):
             write_atomic(final, data)
         near = budget_warning(report, cell)
-        return final, report, lookup.data is not None, (*warnings, *([near] if near else []))
+        return final, report, found is not None, (*warnings, *([near] if near else []))
 
     reproduce = reproduce_line(step, str(cell.version), command, env, parent=settings.environ)
     try:

@@ -10,6 +10,7 @@ consistent. Where the SM list is not what a test checks, it builds the matrix fo
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import shutil
@@ -287,6 +288,33 @@ def test_a_damaged_cache_entry_is_rebuilt_and_never_shipped(
     assert "warning: " in done.stderr
     assert "damaged" in done.stderr
     assert digests(out) == digests(one_sm.dist)
+
+
+def test_a_cached_wheel_its_inspection_refuses_is_removed_and_rebuilt(
+    one_sm: OneSm, tmp_path: Path
+) -> None:
+    """An entry whose sidecar matches a wheel the inspection refuses (another cell's wheel
+    under this key: here the cell's own without its library) failed every later build with
+    "inspection failed", naming no cache entry; it is removed and built again."""
+    cache = tmp_path / "cache"
+    shutil.copytree(one_sm.cache, cache, symlinks=True)
+    (cached,) = (cache / "wheels").rglob("*.whl")
+    kept = io.BytesIO()
+    with zipfile.ZipFile(cached) as whole, zipfile.ZipFile(kept, "w") as stripped:
+        for info in whole.infolist():
+            if not info.filename.endswith(".so"):
+                stripped.writestr(info, whole.read(info))
+    cached.write_bytes(kept.getvalue())
+    sidecar = cached.with_name(cached.name + ".sha256")
+    sidecar.write_text(hashlib.sha256(kept.getvalue()).hexdigest())
+    out = tmp_path / "dist"
+    args = ("--cuda", "13.0", "--arch", "x86_64", "--out", str(out), "--cache-dir", str(cache))
+    done = release(one_sm.checkout, "build", *args)
+    assert done.code == 0, done.stderr
+    assert f"the cached wheel {cached} fails its inspection failed" not in done.stderr
+    assert f"the cached wheel {cached} fails its inspection" in done.stderr
+    assert digests(out) == digests(one_sm.dist)
+    assert hashlib.sha256(cached.read_bytes()).hexdigest() == digests(one_sm.dist)[cached.name]
 
 
 def live_processes(marker: str) -> list[str]:

@@ -9,6 +9,7 @@ import dataclasses
 import hashlib
 import io
 import os
+import shutil
 import zipfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -16,7 +17,13 @@ from pathlib import Path
 import pytest
 
 from release.backends import BuildInputs
-from release.building.cache import WheelCache, project_files, source_digest, wheel_cache_key
+from release.building.cache import (
+    MAX_CACHED_WHEEL,
+    WheelCache,
+    project_files,
+    source_digest,
+    wheel_cache_key,
+)
 from release.building.compare import compare, first_difference
 from release.building.pipeline import cell_environment
 from release.building.settings import DEFAULT_EPOCH, parse_epoch
@@ -135,6 +142,62 @@ def test_a_damaged_cache_entry_is_reported_and_removed(cache: WheelCache, damage
     assert "a.whl was damaged" in found.damage
     assert not cache.entry("key").exists()
     assert cache.get("key", "a.whl") == type(found)(data=None)
+
+
+def fifo(path: Path) -> None:
+    path.unlink()
+    os.mkfifo(path)
+
+
+def to_dev_zero(path: Path) -> None:
+    path.unlink()
+    path.symlink_to("/dev/zero")
+
+
+def sparse(path: Path) -> None:
+    with path.open("r+b") as handle:
+        handle.truncate(MAX_CACHED_WHEEL + 1)  # no block of it is written
+
+
+def sparse_digest(path: Path) -> None:
+    sparse(path.with_name(path.name + ".sha256"))
+
+
+@pytest.mark.parametrize(
+    "damage", [fifo, to_dev_zero, sparse, sparse_digest], ids=lambda f: f.__name__
+)
+def test_what_is_no_file_of_the_caches_own_is_damage_never_read(
+    cache: WheelCache, damage: object
+) -> None:
+    """A FIFO hung the build (SIGTERM did not end it), /dev/zero and a sparse file of
+    100 GiB ended it in a MemoryError: each is a damaged entry, not opened for long or read."""
+    assert callable(damage)
+    damage(cache.entry("key") / "a.whl")
+    found = cache.get("key", "a.whl")
+    assert found.data is None
+    assert found.damage is not None
+    assert "a.whl was damaged" in found.damage
+    assert not cache.entry("key").exists()
+
+
+def test_an_entry_that_is_a_link_is_removed_and_never_written_through(
+    cache: WheelCache, tmp_path: Path
+) -> None:
+    """The new wheel was written through a linked entry, over a file outside the cache."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "a.whl").write_bytes(b"someone else's file")
+    shutil.rmtree(cache.entry("key"))
+    cache.entry("key").symlink_to(outside)
+    found = cache.get("key", "a.whl")
+    assert found.data is None
+    assert found.damage is not None
+    assert "not a directory of the cache's own" in found.damage
+    assert not cache.entry("key").is_symlink()
+    cache.entry("key").symlink_to(outside)
+    cache.put("key", "a.whl", b"the wheel's bytes")
+    assert (outside / "a.whl").read_bytes() == b"someone else's file"
+    assert cache.get("key", "a.whl").data == b"the wheel's bytes"
 
 
 def test_a_missing_entry_is_no_damage(tmp_path: Path) -> None:
