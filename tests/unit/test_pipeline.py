@@ -9,9 +9,9 @@ import zipfile
 from pathlib import Path
 
 from release.backends.archflags import ArchRequest, Stop, cell_request
-from release.backends.compiled import pieces
+from release.backends.compiled import held_to_compiles, pieces
 from release.building.archstop import arch_failure, logged_cause, remedy_problem
-from release.building.pipeline import build_command, held_to_compiles, write_files
+from release.building.pipeline import build_command, write_files
 from release.matrix import Cell, load_matrix
 from release.targets import GpuTarget as T
 
