@@ -393,9 +393,7 @@ def _read(source: Path | io.BytesIO, size: int) -> WheelFacts:
     except (*MEMBER_ERRORS, OSError) as error:
         return WheelFacts(size=size, unreadable=f"not a readable zip file ({error})")
     for what, text in (("METADATA", metadata), ("WHEEL", wheel)):
-        # the header block (CRLF or LF); a folded line, a long Description's, is one header
-        block = (text or b"").replace(b"\r\n", b"\n").split(b"\n\n", 1)[0]
-        if block.count(b"\n") - block.count(b"\n ") - block.count(b"\n\t") > MAX_HEADER_LINES:
+        if too_many_header_lines(text or b""):
             return WheelFacts(
                 size=size, unreadable=f"its {what} has more than {MAX_HEADER_LINES} header lines"
             )
@@ -430,6 +428,14 @@ def _read(source: Path | io.BytesIO, size: int) -> WheelFacts:
         requires_python=headers.get("Requires-Python"),
         requires_dist=tuple(str(line) for line in headers.get_all("Requires-Dist") or []),
     )
+
+
+def too_many_header_lines(text: bytes) -> bool:
+    """Whether a METADATA or WHEEL file has more than MAX_HEADER_LINES header lines, as the
+    email parser splits them: at CRLF, LF or a CR alone (a CR-only file of 2.8 million lines
+    counted as one by LF). A folded line, a long Description's, is one header."""
+    block = text.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n\n", 1)[0]
+    return block.count(b"\n") - block.count(b"\n ") - block.count(b"\n\t") > MAX_HEADER_LINES
 
 
 def _text(value: object) -> str | None:
