@@ -46,7 +46,7 @@ from packaging.utils import (
 from packaging.version import Version
 
 from release.errors import FileError, shown
-from release.ziparchive import MEMBER_ERRORS, zip_problem
+from release.ziparchive import MAX_MEMBERS, MEMBER_ERRORS, zip_problem
 
 WHEEL_SUFFIX = ".whl"
 # The bytes of a .dist-info file read whole (METADATA, WHEEL, RECORD): a METADATA that
@@ -285,26 +285,35 @@ def record_problems(archive: zipfile.ZipFile, dist_info: str) -> list[str]:
     """Where RECORD does not list every member with its hash and size, the first
     LISTED_RECORD_PROBLEMS said and the rest counted; each member is hashed as it streams
     out of the archive, never held whole."""
+    name = f"{dist_info}/RECORD"
     try:
-        record = _dist_info_file(archive, f"{dist_info}/RECORD")
+        if archive.getinfo(name).file_size > MAX_DIST_INFO_FILE:
+            return [f"{name} is over {MAX_DIST_INFO_FILE // 2**20} MiB"]
     except KeyError:
-        return [f"{dist_info}/RECORD is missing"]
-    except ValueError as error:
-        return [str(error)]
-    problems = _all_record_problems(archive, dist_info, record.decode(errors="replace"))
+        return [f"{name} is missing"]
+    # read as it inflates, a line at a time (held whole as text it took four times its size)
+    with archive.open(name) as raw:
+        text = io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline="\n")
+        problems = _all_record_problems(archive, dist_info, text)
     if len(problems) <= LISTED_RECORD_PROBLEMS:
         return problems
     more = len(problems) - LISTED_RECORD_PROBLEMS
     return [*problems[:LISTED_RECORD_PROBLEMS], f"and {more} more RECORD problems"]
 
 
-def _all_record_problems(archive: zipfile.ZipFile, dist_info: str, record_text: str) -> list[str]:
+def _all_record_problems(
+    archive: zipfile.ZipFile, dist_info: str, record: Iterable[str]
+) -> list[str]:
     problems: list[str] = []
     listed: dict[str, tuple[str, str]] = {}
+    rows = 0
     try:
-        for row in csv.reader(io.StringIO(record_text)):
+        for row in csv.reader(record):
             if not row:
                 continue
+            rows += 1
+            if rows > MAX_MEMBERS:  # a row a member, and a zip of more members is refused
+                return [f"{dist_info}/RECORD has more than {MAX_MEMBERS} rows"]
             if len(row) != 3:
                 problems.append(f"RECORD row {shown(row)} does not have 3 fields")
                 continue

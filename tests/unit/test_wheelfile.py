@@ -420,3 +420,18 @@ def test_a_metadata_value_that_is_not_text_is_read_as_text() -> None:
     info = "k3-0.1.0.dist-info"
     facts = wheel_facts(zip_bytes({f"{info}/METADATA": b"Name: k3\nVersion: \xff\xfe\n"}))
     assert facts.metadata_version == "\ufffd\ufffd"
+
+
+@pytest.mark.parametrize("row", [b"a\n", b"k3/absent.py,sha256=x,1\n"])
+def test_a_record_of_more_rows_than_a_wheel_has_members_is_not_read_on(row: bytes) -> None:
+    # 64 MiB of one-field rows (each a problem held) took 3.8 GB, 7 million rows listing
+    # absent files 2.5 GB
+    info = "k3-0.1.0.dist-info"
+    many = zip_bytes({f"{info}/RECORD": row * 200_001}, zipfile.ZIP_DEFLATED)
+    with zipfile.ZipFile(io.BytesIO(many)) as archive:
+        assert record_problems(archive, info) == [f"{info}/RECORD has more than 200000 rows"]
+    below = zip_bytes({f"{info}/RECORD": b"a\n" * 30}, zipfile.ZIP_DEFLATED)
+    with zipfile.ZipFile(io.BytesIO(below)) as archive:
+        found = record_problems(archive, info)
+    assert found[0] == "RECORD row ['a'] does not have 3 fields"
+    assert found[-1] == "and 11 more RECORD problems"  # RECORD itself is not listed
