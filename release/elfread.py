@@ -1,4 +1,5 @@
-"""What reading a damaged or hostile ELF file raises, in one tuple for every reader of one.
+"""What reading a damaged or hostile ELF file raises, in one tuple for every reader of one,
+and the DT_NEEDED list read within bounds (`needed_names`).
 
 pyelftools and auditwheel's reading of it take a file's headers at their word: besides
 ELFError, a section that is not what its name says (a `.gnu.version_r` of another type) is an
@@ -12,6 +13,10 @@ from __future__ import annotations
 import struct
 
 from elftools.common.exceptions import ELFError
+from elftools.common.utils import struct_parse
+from elftools.elf.dynamic import DynamicSection
+from elftools.elf.elffile import ELFFile
+from elftools.elf.sections import StringTableSection
 
 ELF_READ_ERRORS: tuple[type[Exception], ...] = (
     ELFError,
@@ -25,3 +30,47 @@ ELF_READ_ERRORS: tuple[type[Exception], ...] = (
     OverflowError,
     TypeError,
 )
+
+# What a DT_NEEDED list is read to, past which the file is refused: a real shared object has
+# fewer than 100 .dynamic entries (libtorch_cuda.so about 40), each soname far below
+# PATH_MAX. Read unbounded, 60,000 entries into one 60 KB string took 1.7 GB.
+MAX_DYNAMIC_ENTRIES = 10_000
+MAX_NEEDED = 1_000
+MAX_SONAME = 4096
+
+
+def needed_names(elf: ELFFile) -> tuple[str, ...]:
+    """The DT_NEEDED sonames of every `.dynamic` section of `elf`, in order, read within the
+    bounds above (ValueError past them), each name from its string table with no more
+    than MAX_SONAME bytes read."""
+    names: list[str] = []
+    entry = elf.structs.Elf_Dyn
+    for section in elf.iter_sections():
+        if not isinstance(section, DynamicSection) or section["sh_type"] == "SHT_NOBITS":
+            continue
+        strings = elf.get_section(section["sh_link"])
+        if not isinstance(strings, StringTableSection):
+            raise ValueError(f"{section.name} is linked to no string table")
+        count = section["sh_size"] // entry.sizeof()
+        if count > MAX_DYNAMIC_ENTRIES:
+            raise ValueError(f"{section.name} has {count} entries (at most {MAX_DYNAMIC_ENTRIES})")
+        for n in range(count):
+            tag = struct_parse(
+                entry, elf.stream, stream_pos=section["sh_offset"] + n * entry.sizeof()
+            )
+            if tag["d_tag"] == "DT_NULL":
+                break
+            if tag["d_tag"] != "DT_NEEDED":
+                continue
+            if len(names) == MAX_NEEDED:
+                raise ValueError(f"more than {MAX_NEEDED} DT_NEEDED entries")
+            names.append(_soname(elf, strings["sh_offset"] + tag["d_val"]))
+    return tuple(names)
+
+
+def _soname(elf: ELFFile, offset: int) -> str:
+    elf.stream.seek(offset)
+    name, end, _ = elf.stream.read(MAX_SONAME + 1).partition(b"\0")
+    if not end:
+        raise ValueError(f"a DT_NEEDED name is not ended within {MAX_SONAME} bytes")
+    return name.decode("utf-8", errors="replace")

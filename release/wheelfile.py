@@ -46,7 +46,7 @@ from packaging.utils import (
 from packaging.version import Version
 
 from release.errors import FileError, shown
-from release.ziparchive import MEMBER_ERRORS, zip_problem
+from release.ziparchive import MAX_MEMBERS, MEMBER_ERRORS, zip_problem
 
 WHEEL_SUFFIX = ".whl"
 # The bytes of a .dist-info file read whole (METADATA, WHEEL, RECORD): a METADATA that
@@ -285,26 +285,35 @@ def record_problems(archive: zipfile.ZipFile, dist_info: str) -> list[str]:
     """Where RECORD does not list every member with its hash and size, the first
     LISTED_RECORD_PROBLEMS said and the rest counted; each member is hashed as it streams
     out of the archive, never held whole."""
+    name = f"{dist_info}/RECORD"
     try:
-        record = _dist_info_file(archive, f"{dist_info}/RECORD")
+        if archive.getinfo(name).file_size > MAX_DIST_INFO_FILE:
+            return [f"{name} is over {MAX_DIST_INFO_FILE // 2**20} MiB"]
     except KeyError:
-        return [f"{dist_info}/RECORD is missing"]
-    except ValueError as error:
-        return [str(error)]
-    problems = _all_record_problems(archive, dist_info, record.decode(errors="replace"))
+        return [f"{name} is missing"]
+    # read as it inflates, a line at a time (held whole as text it took four times its size)
+    with archive.open(name) as raw:
+        text = io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline="\n")
+        problems = _all_record_problems(archive, dist_info, text)
     if len(problems) <= LISTED_RECORD_PROBLEMS:
         return problems
     more = len(problems) - LISTED_RECORD_PROBLEMS
     return [*problems[:LISTED_RECORD_PROBLEMS], f"and {more} more RECORD problems"]
 
 
-def _all_record_problems(archive: zipfile.ZipFile, dist_info: str, record_text: str) -> list[str]:
+def _all_record_problems(
+    archive: zipfile.ZipFile, dist_info: str, record: Iterable[str]
+) -> list[str]:
     problems: list[str] = []
     listed: dict[str, tuple[str, str]] = {}
+    rows = 0
     try:
-        for row in csv.reader(io.StringIO(record_text)):
+        for row in csv.reader(record):
             if not row:
                 continue
+            rows += 1
+            if rows > MAX_MEMBERS:  # a row a member, and a zip of more members is refused
+                return [f"{dist_info}/RECORD has more than {MAX_MEMBERS} rows"]
             if len(row) != 3:
                 problems.append(f"RECORD row {shown(row)} does not have 3 fields")
                 continue
@@ -393,9 +402,7 @@ def _read(source: Path | io.BytesIO, size: int) -> WheelFacts:
     except (*MEMBER_ERRORS, OSError) as error:
         return WheelFacts(size=size, unreadable=f"not a readable zip file ({error})")
     for what, text in (("METADATA", metadata), ("WHEEL", wheel)):
-        # the header block (CRLF or LF); a folded line, a long Description's, is one header
-        block = (text or b"").replace(b"\r\n", b"\n").split(b"\n\n", 1)[0]
-        if block.count(b"\n") - block.count(b"\n ") - block.count(b"\n\t") > MAX_HEADER_LINES:
+        if too_many_header_lines(text or b""):
             return WheelFacts(
                 size=size, unreadable=f"its {what} has more than {MAX_HEADER_LINES} header lines"
             )
@@ -430,6 +437,14 @@ def _read(source: Path | io.BytesIO, size: int) -> WheelFacts:
         requires_python=headers.get("Requires-Python"),
         requires_dist=tuple(str(line) for line in headers.get_all("Requires-Dist") or []),
     )
+
+
+def too_many_header_lines(text: bytes) -> bool:
+    """Whether a METADATA or WHEEL file has more than MAX_HEADER_LINES header lines, as the
+    email parser splits them: at CRLF, LF or a CR alone (a CR-only file of 2.8 million lines
+    counted as one by LF). A folded line, a long Description's, is one header."""
+    block = text.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n\n", 1)[0]
+    return block.count(b"\n") - block.count(b"\n ") - block.count(b"\n\t") > MAX_HEADER_LINES
 
 
 def _text(value: object) -> str | None:

@@ -38,6 +38,18 @@ def result(future: Future[_Out]) -> _Out:
                 return future.result()
 
 
+def result_within(future: Future[_Out], remaining: Callable[[], float]) -> _Out | None:
+    """`result(future)`, or None once `remaining()` is 0 or less and it has not ended."""
+    while True:
+        try:
+            return future.result(timeout=max(0.0, min(_WAKE_S, remaining())))
+        except TimeoutError:
+            if future.done():
+                return future.result()
+            if remaining() <= 0:
+                return None
+
+
 class Workers:
     """`count` daemon threads; `close` (or the `with` block's end) lets them end once the
     calls queued before are done. A `with` block left by an exception (^C) starts none of
@@ -73,6 +85,19 @@ class Workers:
             self._tasks.put((future, functools.partial(function, item)))
             futures.append(future)
         return (result(future) for future in futures)
+
+    def map_within(
+        self, function: Callable[[_In], _Out], items: Iterable[_In], remaining: Callable[[], float]
+    ) -> Iterator[_Out | None]:
+        """`map`, waited for only while `remaining()` (seconds) is above 0: a call still
+        running then is None, its thread left to end with the command (an inspection of a
+        hostile file does not wait on a server, and would run on past the time limit)."""
+        futures: list[Future[_Out]] = []
+        for item in items:
+            future: Future[_Out] = Future()
+            self._tasks.put((future, functools.partial(function, item)))
+            futures.append(future)
+        return (result_within(future, remaining) for future in futures)
 
     def close(self) -> None:
         for _ in self._threads:

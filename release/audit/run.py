@@ -7,7 +7,8 @@ links and its body dropped; a page's wheels are read by at most `concurrency` wo
 downloading one wheel into a scratch file, inspecting it member by member and deleting it
 before the next, so that no more than `concurrency` wheels are ever on disk and none in
 memory. A wheel's download (its retries included) has `file_timeout_s`, the whole audit
-`timeout_s`: the wheels that limit leaves unread are named, never silently skipped.
+`timeout_s`, its inspection included (one still running then is left to its thread): the
+wheels that limit leaves unread are named, never silently skipped.
 """
 
 from __future__ import annotations
@@ -301,13 +302,15 @@ def _audit_page(
         if wheel is not None:
             tally.wheels.setdefault(wheel.project, []).append(wheel)
     _LOG.info("release audit: %s: %d wheel%s", page, len(by_url), "" if len(by_url) == 1 else "s")
-    reads = pool.map(
+    reads = pool.map_within(
         lambda item: reader.wheel(
             item[0], item[1][0].name, frozenset(one.hash_name or "" for one in item[1])
         ),
         by_url.items(),
+        reader.deadline.remaining,
     )
-    for listings, read in zip(by_url.values(), reads, strict=True):
+    for (url, listings), done in zip(by_url.items(), reads, strict=True):
+        read = done or _Read(url=url, download=None)  # its inspection outran the time limit
         tally.read(read, listings[0].name, [(page, listed) for listed in listings])
 
 
@@ -338,8 +341,11 @@ def audit(
                 for page, files in _pages_of(source, reader, tally):
                     _audit_page(page, files, reader, pool, tally)
         given = [s for s in sources if s.kind == "wheel"]
-        reads = pool.map(lambda s: reader.wheel(s.url, s.filename), given)
-        for one, read in zip(given, reads, strict=True):
+        reads = pool.map_within(
+            lambda s: reader.wheel(s.url, s.filename), given, deadline.remaining
+        )
+        for one, done in zip(given, reads, strict=True):
+            read = done or _Read(url=one.url, download=None)
             pinned = ListedFile(
                 name=one.filename, url=one.url, sha256=one.sha256, size=None,
                 hash_name="sha256" if one.sha256 else None, requires_python=None,

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import io
 import re
+import shutil
 import tempfile
 import zipfile
 from collections.abc import Callable, Mapping, Sequence
@@ -42,6 +43,7 @@ DEVICE_SECTIONS = frozenset({".nv_fatbin", "__nv_relfatbin"})
 DEVICE_CODE_FILES = (".fatbin", ".cubin", ".ptx")
 FATBIN_MAGIC = b"\x50\xed\x55\xba"  # the first bytes of a fatbin (and of .nv_fatbin)
 ELF_MAGIC = b"\x7fELF"
+COPY_CHUNK = 2**20  # what `scan` holds of a member at once
 
 # The two reasons a wheel that should carry device code carries none, with the way out of
 # each: a build that skipped CUDA, and a project that carries none by design.
@@ -59,8 +61,9 @@ NO_DEVICE_CODE = (
     f"section). Either {SKIPPED_CUDA}; or {JIT_FIRST}"
 )
 
-ElfLister = Callable[[str, bytes], FatbinContents]
-"""(name inside the wheel, shared object bytes) -> what its embedded fatbins hold."""
+ElfLister = Callable[[str, Path], FatbinContents]
+"""(name inside the wheel, the shared object copied to a scratch file) -> what its embedded
+fatbins hold."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -77,11 +80,13 @@ def is_shared_object(name: str) -> bool:
     return base.endswith(".so") or ".so." in base
 
 
-def device_sections(data: bytes) -> tuple[str, ...]:
-    """The device-code sections of an ELF file (empty for anything else)."""
+def device_sections(data: bytes | Path) -> tuple[str, ...]:
+    """The device-code sections of an ELF file, its bytes or its path (empty for anything
+    else)."""
     try:
-        elf = ELFFile(io.BytesIO(data))
-        names = [section.name for section in elf.iter_sections()]
+        with io.BytesIO(data) if isinstance(data, bytes) else data.open("rb") as stream:
+            elf = ELFFile(stream)
+            names = [section.name for section in elf.iter_sections()]
     except ELF_READ_ERRORS:
         return ()
     return tuple(sorted(DEVICE_SECTIONS.intersection(names)))
@@ -143,22 +148,28 @@ def scan(
     """Every member of the wheel `data` (its bytes, or its file) that holds device code, in
     archive order, with what it holds: `*.fatbin` files through `list_fatbin`, shared
     objects with a device-code section through `list_elf`. Shared objects without device
-    code (csrc's host library) are not listed."""
+    code (csrc's host library) are not listed. Each member is streamed to a scratch file of
+    its own and listed there, never held in memory (a served fatbin may inflate to GiBs)."""
     found: list[MemberDeviceCode] = []
-    with zipfile.ZipFile(io.BytesIO(data) if isinstance(data, bytes) else data) as archive:
+    with (
+        zipfile.ZipFile(io.BytesIO(data) if isinstance(data, bytes) else data) as archive,
+        tempfile.TemporaryDirectory(prefix="release-member-") as tmp,
+    ):
         for info in archive.infolist():
             name = info.filename
-            if name.endswith(".fatbin"):
-                contents = list_fatbin(name, archive.read(info))
+            fatbin = name.endswith(".fatbin")
+            if not fatbin and not is_shared_object(name):
+                continue
+            path = Path(tmp) / Path(name).name
+            with archive.open(info) as member, path.open("wb") as copy:
+                shutil.copyfileobj(member, copy, COPY_CHUNK)
+            if fatbin:
+                contents = list_fatbin(name, path)
                 found.append(MemberDeviceCode(name=name, kind="fatbin", contents=contents))
-            elif is_shared_object(name):
-                member = archive.read(info)
-                if device_sections(member):
-                    found.append(
-                        MemberDeviceCode(
-                            name=name, kind="shared object", contents=list_elf(name, member)
-                        )
-                    )
+            elif device_sections(path):
+                contents = list_elf(name, path)
+                found.append(MemberDeviceCode(name=name, kind="shared object", contents=contents))
+            path.unlink()
     return tuple(found)
 
 
@@ -228,22 +239,18 @@ def header_command(cuobjdump: Path, path: Path) -> list[str]:
 def elf_lister(
     cuobjdump: Path, env: Mapping[str, str], runner: proc.Runner = proc.run
 ) -> ElfLister:
-    """An `ElfLister` that runs cuobjdump on a copy of each shared object."""
+    """An `ElfLister` that runs cuobjdump on each shared object's scratch copy."""
 
-    def list_elf(name: str, data: bytes) -> FatbinContents:
-        with tempfile.TemporaryDirectory(prefix="release-elf-") as tmp:
-            path = Path(tmp) / Path(name).name
-            path.write_bytes(data)
-            done = runner(header_command(cuobjdump, path), env=env, separate_stderr=True)
-            if done.returncode != 0:
-                detail = proc.one_line_tail(done.output + done.stderr)
-                return FatbinContents(sms=(), ptx=(), error=f"cuobjdump cannot read it: {detail}")
-            contents = parse_fatbin_headers(done.output)
-            if not contents.sms and not contents.ptx:
-                return FatbinContents(
-                    sms=(), ptx=(), error="cuobjdump finds no cubin and no PTX in its fatbin"
-                )
-            sizes = measured(path, cuobjdump=cuobjdump, env=env, runner=runner)
-        return replace(contents, sizes=sizes)
+    def list_elf(name: str, path: Path) -> FatbinContents:
+        done = runner(header_command(cuobjdump, path), env=env, separate_stderr=True)
+        if done.returncode != 0:
+            detail = proc.one_line_tail(done.output + done.stderr)
+            return FatbinContents(sms=(), ptx=(), error=f"cuobjdump cannot read it: {detail}")
+        contents = parse_fatbin_headers(done.output)
+        if not contents.sms and not contents.ptx:
+            return FatbinContents(
+                sms=(), ptx=(), error="cuobjdump finds no cubin and no PTX in its fatbin"
+            )
+        return replace(contents, sizes=measured(path, cuobjdump=cuobjdump, env=env, runner=runner))
 
     return list_elf

@@ -20,10 +20,9 @@ from pathlib import Path
 from typing import BinaryIO
 
 from auditwheel.elfutils import elf_find_versioned_symbols  # type: ignore[import-untyped]
-from elftools.elf.dynamic import DynamicSection
 from elftools.elf.elffile import ELFFile
 
-from release.elfread import ELF_READ_ERRORS
+from release.elfread import ELF_READ_ERRORS, needed_names
 from release.inspection.devicecode import DEVICE_SECTIONS, is_shared_object
 from release.targets import ELF_MACHINES
 from release.ziparchive import inflation_problem
@@ -43,12 +42,7 @@ def elf_facts(member: str, stream: BinaryIO) -> ElfFacts:
     """The facts of the ELF file in `stream` (named `member` in messages)."""
     try:
         elf = ELFFile(stream)
-        needed = tuple(
-            str(tag.needed)  # type: ignore[attr-defined]  # pyelftools sets it with setattr
-            for section in elf.iter_sections()
-            if isinstance(section, DynamicSection)
-            for tag in section.iter_tags("DT_NEEDED")
-        )
+        needed = needed_names(elf)
         _check_loadable(elf, stream)
         _check_version_sections(elf)
         versions = tuple(sorted({(str(lib), str(v)) for lib, v in elf_find_versioned_symbols(elf)}))

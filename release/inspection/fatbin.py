@@ -27,8 +27,8 @@ class FatbinContents:
     sizes: tuple[tuple[str, int], ...] = ()
 
 
-FatbinLister = Callable[[str, bytes], FatbinContents]
-"""(name inside the wheel, fatbin bytes) -> what it holds."""
+FatbinLister = Callable[[str, Path], FatbinContents]
+"""(name inside the wheel, the fatbin copied to a scratch file) -> what it holds."""
 
 _ELF_RE = re.compile(r"^ELF file\s+\d+:\s*\S*?\bsm_([0-9]{1,4}[af]?)\.cubin\s*$", re.MULTILINE)
 _PTX_RE = re.compile(r"^PTX file\s+\d+:\s*\S*?\bsm_([0-9]{1,4}[af]?)\.ptx\s*$", re.MULTILINE)
@@ -113,12 +113,9 @@ def list_file(
 
 
 def lister(cuobjdump: Path, env: Mapping[str, str], runner: proc.Runner = proc.run) -> FatbinLister:
-    """A `FatbinLister` that runs cuobjdump on each fatbin's bytes."""
+    """A `FatbinLister` that runs cuobjdump on each fatbin's scratch copy."""
 
-    def list_fatbin(name: str, data: bytes) -> FatbinContents:
-        with tempfile.TemporaryDirectory(prefix="release-fatbin-") as tmp:
-            path = Path(tmp) / Path(name).name
-            path.write_bytes(data)
-            return list_file(path, cuobjdump=cuobjdump, env=env, runner=runner)
+    def list_fatbin(name: str, path: Path) -> FatbinContents:
+        return list_file(path, cuobjdump=cuobjdump, env=env, runner=runner)
 
     return list_fatbin

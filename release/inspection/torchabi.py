@@ -41,12 +41,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from elftools.elf.dynamic import DynamicSection
 from elftools.elf.elffile import ELFFile
 from elftools.elf.gnuversions import GNUVerNeedSection, GNUVerSymSection
 from elftools.elf.sections import SymbolTableSection
 
-from release.elfread import ELF_READ_ERRORS
+from release.elfread import ELF_READ_ERRORS, needed_names
 from release.inspection.devicecode import is_shared_object
 
 RUNTIME_VERSION_PREFIXES = ("GLIBC_", "GLIBCXX_", "CXXABI_", "GCC_")
@@ -97,12 +96,7 @@ def read_shared_object(name: str, data: bytes) -> SharedObject:
         symbols = list(dynsym.iter_symbols()) if isinstance(dynsym, SymbolTableSection) else []
         versions = _needed_versions(elf)
         versym = elf.get_section_by_name(".gnu.version")
-        needed = tuple(
-            str(tag.needed)  # type: ignore[attr-defined]  # pyelftools sets it with setattr
-            for section in elf.iter_sections()
-            if isinstance(section, DynamicSection)
-            for tag in section.iter_tags("DT_NEEDED")
-        )
+        needed = needed_names(elf)
     except ELF_READ_ERRORS as error:
         return SharedObject(
             name=name, needed=(), undefined=(), defined=frozenset(), unreadable=str(error)

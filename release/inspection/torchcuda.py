@@ -51,7 +51,13 @@ from release.remote.simple_index import (
     parse_project_page,
     project_page_url,
 )
-from release.wheelfile import NotAWheel, WheelName
+from release.wheelfile import (
+    MAX_HEADER_LINES,
+    MAX_HEADERS_FILE,
+    NotAWheel,
+    WheelName,
+    too_many_header_lines,
+)
 
 # the index page (PyPI's torch page is about 300 KB) and one small file per release
 INDEX_POLICY = RetryPolicy(attempts=3, initial_delay=1.0, total=120.0, request_timeout=30.0)
@@ -377,6 +383,18 @@ class TorchIndex:
         return cuda_of_metadata(known, arch, python)
 
     def _metadata(self, listed: ListedFile) -> bytes:
+        """The METADATA of a listed wheel, bounded as a wheel's own is (MAX_HEADERS_FILE,
+        MAX_HEADER_LINES) before it is parsed. Raises ToolchainError."""
+        metadata = self._metadata_file(listed)
+        if len(metadata) > MAX_HEADERS_FILE:
+            problem = f"is over {MAX_HEADERS_FILE // 2**20} MiB"
+        elif too_many_header_lines(metadata):
+            problem = f"has more than {MAX_HEADER_LINES} header lines"
+        else:
+            return metadata
+        raise ToolchainError(f"the METADATA of {shown_url(listed.url)} {problem}")
+
+    def _metadata_file(self, listed: ListedFile) -> bytes:
         """The METADATA of a listed wheel: its PEP 658 file where the index announces one,
         else read out of the wheel with range requests. Raises ToolchainError."""
         shown = shown_url(listed.url)

@@ -25,6 +25,7 @@ import io
 import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from packaging.tags import Tag
 from packaging.utils import NormalizedName, canonicalize_name
@@ -189,7 +190,7 @@ def heaviest(sizes: Sequence[tuple[str, int]], count: int = 3) -> str:
     return ", ".join(f"{label} {n / 2**20:.1f} MiB" for label, n in ranked)
 
 
-def _unlisted(name: str, data: bytes) -> FatbinContents:
+def _unlisted(name: str, path: Path) -> FatbinContents:
     return FatbinContents(sms=(), ptx=(), error="holds device code, and no lister was given")
 
 

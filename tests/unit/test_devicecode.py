@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import io
+import tracemalloc
 import zipfile
 from pathlib import Path
 
@@ -62,8 +63,8 @@ def test_scan_lists_fatbins_and_shared_objects_with_device_code_only() -> None:
     )
     elf_calls: list[str] = []
 
-    def list_elf(name: str, member: bytes) -> FatbinContents:
-        assert member.startswith(b"\x7fELF")
+    def list_elf(name: str, member: Path) -> FatbinContents:
+        assert member.read_bytes().startswith(b"\x7fELF")
         elf_calls.append(name)
         return FULL
 
@@ -75,6 +76,34 @@ def test_scan_lists_fatbins_and_shared_objects_with_device_code_only() -> None:
     ]
     assert elf_calls == ["pkg/_ops.abi3.so", "pkg/libx.so.1"], "the host library is not listed"
     assert found_targets(members) == (FULL.sms, FULL.ptx)
+
+
+def test_scan_streams_each_member_to_its_lister_never_holding_it_whole() -> None:
+    # a served fatbin that inflated to 1 GiB was read whole into memory (2 GB peak)
+    size = 64 * 2**20
+    buffer = io.BytesIO()
+    with (
+        zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive,
+        archive.open("pkg/kernels.fatbin", "w", force_zip64=True) as member,
+    ):
+        member.write(b"\x50\xed\x55\xba")
+        for _ in range(size // 2**20):
+            member.write(bytes(2**20))
+    listed: list[int] = []
+
+    def list_fatbin(name: str, path: Path) -> FatbinContents:
+        listed.append(path.stat().st_size)
+        return FULL
+
+    tracemalloc.start()
+    try:
+        members = scan(buffer.getvalue(), list_fatbin=list_fatbin, list_elf=list_fatbin)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert [m.name for m in members] == ["pkg/kernels.fatbin"]
+    assert listed == [size + 4]
+    assert peak < 8 * 2**20, f"scan held {peak} bytes of a {size}-byte member at once"
 
 
 def member(contents: FatbinContents, name: str = "pkg/libfxk.so") -> MemberDeviceCode:

@@ -9,6 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from elftools.elf.dynamic import DynamicSection
+from elftools.elf.elffile import ELFFile
 
 from release.inspection.elffacts import elf_facts, machine_problem, read_member, wheel_elfs
 
@@ -94,3 +96,38 @@ def test_a_version_section_whose_entries_loop_is_not_read_without_end(count: int
     facts = read_member("demo/_lib.so", looping_versions(count))
     assert facts.unreadable is not None
     assert facts.unreadable.startswith("is not an ELF file (.gnu.version_r")
+
+
+def with_dynamic(
+    entries: list[tuple[int, int]], *, size: int | None = None, tail: bytes = b""
+) -> bytes:
+    """A real library whose .dynamic section is moved to the end of the file and holds
+    `entries` (d_tag, d_val) and a DT_NULL, after `tail` (its header says `size` bytes)."""
+    data = (DATA / "elf" / "x86_64-glibc2.34.so").read_bytes()
+    elf = ELFFile(io.BytesIO(data))
+    sections = [s.name for s in elf.iter_sections()]
+    header = elf.header["e_shoff"] + sections.index(".dynamic") * elf.header["e_shentsize"]
+    table = b"".join(struct.pack("<qQ", tag, value) for tag, value in [*entries, (0, 0)])
+    size = len(table) if size is None else size
+    changed = bytearray(data + tail + table + bytes(max(0, size - len(table))))
+    changed[header + 24 : header + 40] = struct.pack("<QQ", len(data) + len(tail), size)
+    return bytes(changed)
+
+
+def test_a_needed_list_past_any_real_ones_bounds_is_refused() -> None:
+    # 60,000 DT_NEEDED entries, each one byte further into one 60 KB string, took 1.7 GB
+    data = (DATA / "elf" / "x86_64-glibc2.34.so").read_bytes()
+    elf = ELFFile(io.BytesIO(data))
+    dynamic, strings = elf.get_section_by_name(".dynamic"), elf.get_section_by_name(".dynstr")
+    assert isinstance(dynamic, DynamicSection)
+    assert strings is not None
+    libc = next(t.entry.d_val for t in dynamic.iter_tags("DT_NEEDED"))
+    assert read_member("ok.so", with_dynamic([(1, libc)] * 1000)).needed == ("libc.so.6",) * 1000
+    many = read_member("k/_C.so", with_dynamic([(1, libc)] * 1001))
+    assert many.unreadable == "is not an ELF file (more than 1000 DT_NEEDED entries)"
+    long = read_member("k/_C.so", with_dynamic([], size=16 * 10_001))
+    assert long.unreadable == "is not an ELF file (.dynamic has 10001 entries (at most 10000))"
+    unended = with_dynamic([(1, len(data) - strings["sh_offset"])], tail=b"a" * 5000)
+    assert read_member("k/_C.so", unended).unreadable == (
+        "is not an ELF file (a DT_NEEDED name is not ended within 4096 bytes)"
+    )

@@ -67,8 +67,8 @@ def make_wheel(
 
 
 def lister(contents: FatbinContents) -> FatbinLister:
-    def list_fatbin(name: str, data: bytes) -> FatbinContents:
-        if not data.startswith(b"\x50\xed\x55\xba"):
+    def list_fatbin(name: str, path: Path) -> FatbinContents:
+        if not path.read_bytes().startswith(b"\x50\xed\x55\xba"):
             raise AssertionError(f"{name} is not the fatbin the test wrote")
         return contents
 

@@ -272,7 +272,7 @@ def fixture_wheel(
     return name, buffer.getvalue()
 
 
-def no_fatbin(name: str, data: bytes) -> FatbinContents:
+def no_fatbin(name: str, path: Path) -> FatbinContents:
     raise AssertionError(f"{name}: the wheel has no fatbin file")
 
 

@@ -65,7 +65,7 @@ def test_a_library_exporting_an_extension_modules_entry_point_is_named() -> None
     ]
 
 
-def no_lister(name: str, data: bytes) -> FatbinContents:
+def no_lister(name: str, path: Path) -> FatbinContents:
     raise AssertionError(f"{name}: a wheel without device code lists nothing")
 
 

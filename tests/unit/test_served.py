@@ -88,10 +88,10 @@ def test_what_is_not_a_wheel_or_is_damaged(tmp_path: Path) -> None:
 def test_device_code_that_cuobjdump_cannot_read(tmp_path: Path) -> None:
     wheel = make_wheel(tmp_path, members={"k3_kernels/device/k.fatbin": b"\x50\xed\x55\xba"})
 
-    def unreadable(name: str, data: bytes) -> FatbinContents:
+    def unreadable(name: str, path: Path) -> FatbinContents:
         return FatbinContents(sms=(), ptx=(), error="cuobjdump cannot read it: bad header")
 
-    def listed(name: str, data: bytes) -> FatbinContents:
+    def listed(name: str, path: Path) -> FatbinContents:
         return FatbinContents(sms=("90", "100"), ptx=("100",))
 
     served = inspect_served(wheel.name, wheel, url=URL, list_fatbin=unreadable, list_elf=unreadable)

@@ -244,6 +244,22 @@ def test_metadata_that_does_not_match_its_announced_sha256_is_refused() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("metadata", "problem"),
+    [
+        (b"Name: torch\n" + b"Requires-Dist: x\n" * 10_001, "has more than 10000 header lines"),
+        (b"Name: torch\n" + b"Requires-Dist: x\r" * 10_001, "has more than 10000 header lines"),
+        (b"Name: torch\n\n" + b"x" * 8 * 2**20, "is over 8 MiB"),
+    ],
+)
+def test_metadata_past_a_wheels_bounds_is_refused_unparsed(metadata: bytes, problem: str) -> None:
+    # 4 million Requires-Dist lines in a 64 MiB metadata file took 2 GB to parse
+    name = "torch-2.10.0-cp311-cp311-manylinux_2_28_x86_64.whl"
+    with pytest.raises(ToolchainError) as raised:
+        TorchIndex(INDEX, torch_page({name: metadata})).releases("x86_64", SpecifierSet(">=2.10"))
+    assert raised.value.message == f"the METADATA of {INDEX}files/{name} {problem}"
+
+
 def test_credentials_in_the_index_url_are_never_shown() -> None:
     index = TorchIndex("https://user:s3cret@pypi.example/simple/", Served())
     assert index.shown == INDEX

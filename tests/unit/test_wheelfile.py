@@ -398,6 +398,17 @@ def test_a_dist_info_file_of_more_header_lines_than_any_real_one_is_not_parsed(
     assert facts.unreadable == f"its {member} has more than 10000 header lines"
     below = b"Name: k3\nVersion: 0.1.0\n" + b"Classifier: x\n" * 9_000
     assert wheel_facts(zip_bytes({**members, f"{info}/METADATA": below})).unreadable is None
+
+
+@pytest.mark.parametrize("end", [b"\r", b"\r\n"])
+def test_header_lines_are_counted_at_any_line_end_the_parser_splits_at(end: bytes) -> None:
+    # a CR alone ends a header line for the email parser: 2.8 million of them in 8 MiB
+    # passed a cap that counted LF, and took 500 MB to parse
+    info = "k3-0.1.0.dist-info"
+    many = end.join([b"Name: k3", b"Version: 0.1.0", *[b"X:"] * 10_001]) + end
+    members = {f"{info}/METADATA": many, f"{info}/WHEEL": b""}
+    facts = wheel_facts(zip_bytes(members, zipfile.ZIP_DEFLATED))
+    assert facts.unreadable == "its METADATA has more than 10000 header lines"
     # an old wheel's README folded into its Description header: one header, however long
     folded = b"Name: k3\nVersion: 0.1.0\nDescription: k3\n" + b"        |a line\n" * 20_000
     assert wheel_facts(zip_bytes({**members, f"{info}/METADATA": folded})).unreadable is None
@@ -409,3 +420,18 @@ def test_a_metadata_value_that_is_not_text_is_read_as_text() -> None:
     info = "k3-0.1.0.dist-info"
     facts = wheel_facts(zip_bytes({f"{info}/METADATA": b"Name: k3\nVersion: \xff\xfe\n"}))
     assert facts.metadata_version == "\ufffd\ufffd"
+
+
+@pytest.mark.parametrize("row", [b"a\n", b"k3/absent.py,sha256=x,1\n"])
+def test_a_record_of_more_rows_than_a_wheel_has_members_is_not_read_on(row: bytes) -> None:
+    # 64 MiB of one-field rows (each a problem held) took 3.8 GB, 7 million rows listing
+    # absent files 2.5 GB
+    info = "k3-0.1.0.dist-info"
+    many = zip_bytes({f"{info}/RECORD": row * 200_001}, zipfile.ZIP_DEFLATED)
+    with zipfile.ZipFile(io.BytesIO(many)) as archive:
+        assert record_problems(archive, info) == [f"{info}/RECORD has more than 200000 rows"]
+    below = zip_bytes({f"{info}/RECORD": b"a\n" * 30}, zipfile.ZIP_DEFLATED)
+    with zipfile.ZipFile(io.BytesIO(below)) as archive:
+        found = record_problems(archive, info)
+    assert found[0] == "RECORD row ['a'] does not have 3 fields"
+    assert found[-1] == "and 11 more RECORD problems"  # RECORD itself is not listed

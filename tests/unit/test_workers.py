@@ -29,6 +29,26 @@ def test_results_come_in_the_items_order_and_an_error_where_it_is_due() -> None:
             next(results)
 
 
+def test_a_call_still_running_when_the_time_is_up_is_not_waited_for() -> None:
+    # an inspection of a hostile shared object (a million section headers) ran three
+    # minutes past audit's --timeout 20
+    left = [1.0]
+    stuck = threading.Event()
+
+    def runs(n: int) -> int:
+        if n == 1:
+            stuck.wait(60)  # a call that does not end by itself while the test runs
+        return n
+
+    with Workers(2) as pool:
+        results = pool.map_within(runs, [0, 1], lambda: left[0])
+        first = next(results)
+        left[0] = 0.0  # the time limit passes while the second call runs
+        second = next(results)
+    stuck.set()
+    assert (first, second) == (0, None)
+
+
 def test_a_block_left_by_an_exception_starts_nothing_still_queued() -> None:
     started: list[int] = []
     release = threading.Event()
