@@ -32,7 +32,14 @@ from release.records.manifest import (
     write_manifest,
 )
 from release.records.sdistfile import sdist_archive_problems
-from release.wheelfile import NotAWheel, WheelFacts, WheelName, identity_problems, read_wheel
+from release.wheelfile import (
+    NotAWheel,
+    WheelFacts,
+    WheelName,
+    identity_problems,
+    read_wheel,
+    tag_problems,
+)
 
 
 def manifest_paths(dist: Path) -> list[Path]:
@@ -76,7 +83,9 @@ def entry_problems(manifest: Manifest, entry: WheelEntry, facts: WheelFacts | No
     if facts.size != entry.size:
         problems.append(f"{name} is {facts.size} bytes, the manifest says {entry.size}")
     identity = identity_problems(project, version, facts.metadata_name, facts.metadata_version)
-    return problems + [f"{name}: {problem}" for problem in identity]
+    # a wheel renamed py3-none-any with its entry (its bytes unchanged) is another wheel
+    tags = tag_problems(facts.wheel_tags, wheel.tags)
+    return problems + [f"{name}: {problem}" for problem in (*identity, *tags)]
 
 
 def wheel_problem(entry: WheelEntry | SdistEntry, wheel: Path) -> str | None:

@@ -376,6 +376,22 @@ def test_metadata_that_disagrees_with_the_filename_is_caught(tmp_path: Path) -> 
     assert any("METADATA Version" in p for p in entry_problems(manifest, entry, facts))
 
 
+def test_a_wheel_renamed_with_its_entry_to_other_tags_is_caught(tmp_path: Path) -> None:
+    """The manylinux wheel renamed py3-none-any, its entry's filename edited (same bytes,
+    size and sha256): plan and publish --dry-run would upload it as the any wheel."""
+    cell = CELLS["13.0-x86_64"]
+    data = cell_wheel(cell)
+    renamed = cell.wheel_filename.rsplit("-", 1)[0].rsplit("-", 1)[0] + "-none-any.whl"
+    (tmp_path / renamed).write_bytes(data)
+    entry = dataclasses.replace(entry_for(cell, data), filename=renamed)
+    manifest = Manifest(project="k3-kernels", version="0.1.0", wheels=(entry,))
+    problems = dist_problems(manifest, tmp_path, manifest.wheels)
+    assert problems == [
+        f"{renamed}: WHEEL tags ['{cell.wheel_filename.split('-', 2)[2][:-4]}'] differ from the "
+        f"filename's ['{renamed.split('-', 2)[2][:-4]}']"
+    ]
+
+
 def test_other_bytes_under_the_filename_are_caught(tmp_path: Path) -> None:
     cell = CELLS["13.0-x86_64"]
     manifest = dist_with(tmp_path, cell, cell_wheel(cell))
