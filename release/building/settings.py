@@ -26,7 +26,7 @@ from release.building.compilecache import CacheStats
 from release.building.jobs import CompileJobs, compile_jobs
 from release.credentials import without_credentials
 from release.defaults import COMPILE_CACHE_VARIABLE
-from release.errors import ConfigError
+from release.errors import ConfigError, shown
 from release.inspection.torchcuda import TorchIndexes
 from release.inspection.wheel import WheelReport
 from release.matrix import Cell, Matrix
@@ -202,6 +202,12 @@ def toolchain_paths(
         (("--cuda-home", given.cuda_home), ("$CUDA_HOME", Path(home) if home else None)),
         Sourced[Path | None](None, "default"),
     )
+    for source, path in ((cache_dir.source, cache_dir.value), (cuda_home.source, cuda_home.value)):
+        if path is not None and not str(path).isprintable():
+            raise ConfigError(
+                [f"{source}: {shown(str(path))} holds a control character (a line break)"],
+                hint="the build tools that read the path (CMake) cut it there: name another",
+            )
     return Sourced(cache_dir.value.resolve(), cache_dir.source), cuda_home
 
 

@@ -113,6 +113,24 @@ def test_a_compile_cache_variable_that_is_not_one_names_the_variable(tmp_path: P
     assert caught.value.hint == "unset RELEASE_COMPILE_CACHE to use matrix.yaml's compile-cache"
 
 
+def test_a_cache_dir_or_cuda_home_with_a_line_break_names_where_it_came_from(
+    tmp_path: Path,
+) -> None:
+    """CMake cut RELEASE_CACHE_DIR at its line break: the cell failed as "the PEP 517 build
+    failed", the cause in CMake's log."""
+    matrix = shipped_matrix(tmp_path)
+    for given, environ, source in (
+        (GivenOptions(), {"RELEASE_CACHE_DIR": "/cache/a\nb"}, "$RELEASE_CACHE_DIR"),
+        (GivenOptions(cache_dir=Path("/cache/a\tb")), {}, "--cache-dir"),
+        (GivenOptions(), {"CUDA_HOME": "/usr/local/cuda\n"}, "$CUDA_HOME"),
+    ):
+        with pytest.raises(ConfigError) as caught:
+            layered(given, environ, matrix, MACHINE, epoch=EPOCH)
+        (problem,) = caught.value.problems
+        assert problem.startswith(f"{source}: ")
+        assert problem.endswith("holds a control character (a line break)")
+
+
 def test_the_epoch_is_the_environments_then_a_recorded_builds_then_the_last_commits() -> None:
     project = Path("/p")
     recorded = Sourced[int | None](1600000000, "the timestamp of dist/manifest.json")
