@@ -209,6 +209,13 @@ def install_pinset(
     marker = dest / ".complete"
     if marker.is_file():
         return False
+    if dest.is_symlink() or dest.exists():
+        # never one a provision is writing (each installs aside and renames it whole, its
+        # marker in it): a copy without it, or what an interrupted cleanup left
+        if dest.is_symlink() or not dest.is_dir():
+            dest.unlink()
+        else:
+            shutil.rmtree(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
     try:
@@ -256,13 +263,27 @@ def _installed_version(root: Path, prefix: str) -> str | None:
     return None
 
 
+_INCOMPLETE = (
+    "the toolchain cache is incomplete or damaged: delete that toolchain's directory under "
+    "toolchains/ and provision again"
+)
+# what nvcc runs beside itself; one missing there is looked for on PATH, which may hold another
+NVCC_PROGRAMS = ("bin/ptxas", "bin/fatbinary", "bin/nvlink", "bin/cudafe++", "nvvm/bin/cicc")
+
+
 def _one(paths: list[Path], what: str, where: Path) -> Path:
     if not paths:
-        raise ToolchainError(
-            f"{what} not found in {where}",
-            hint="the toolchain cache is incomplete: delete that directory and provision again",
-        )
+        raise ToolchainError(f"{what} not found in {where}", hint=_INCOMPLETE)
     return sorted(paths)[0]
+
+
+def _version_of(program: Path, what: str, checked: Checked, *, hint: str) -> str:
+    """The CUDA version `program --version` reports; an error naming the program where it
+    reports none."""
+    try:
+        return parse_release_version(checked([str(program), "--version"], what))
+    except ToolchainError as error:
+        raise ToolchainError(f"{program} --version: {error.message}", hint=hint) from None
 
 
 Checked = Callable[[Sequence[str], str], str]
@@ -307,7 +328,7 @@ def _system_nvcc(plan: ToolchainPlan, checked: Checked) -> _DeviceCompiler:
             f"{nvcc} does not exist",
             hint="--cuda-home / CUDA_HOME must be a CUDA toolkit root (with bin/nvcc)",
         )
-    version = parse_release_version(checked([str(nvcc), "--version"], "nvcc"))
+    version = _version_of(nvcc, "nvcc", checked, hint="--cuda-home / CUDA_HOME: a CUDA toolkit")
     check_cuda_version(plan, "nvcc", nvcc, version)
     return _DeviceCompiler(version=version, cuda_home=cuda_home)
 
@@ -315,7 +336,10 @@ def _system_nvcc(plan: ToolchainPlan, checked: Checked) -> _DeviceCompiler:
 def _pypi_nvcc(plan: ToolchainPlan, device: PinSet, checked: Checked) -> _DeviceCompiler:
     root = plan.install_dir(device)
     nvcc = _one(list(root.glob("nvidia/*/bin/nvcc")), "nvcc", root)
-    version = parse_release_version(checked([str(nvcc), "--version"], "nvcc"))
+    for program in NVCC_PROGRAMS:
+        if not (nvcc.parent.parent / program).is_file():
+            raise ToolchainError(f"{nvcc.parent.parent / program} not found", hint=_INCOMPLETE)
+    version = _version_of(nvcc, "nvcc", checked, hint=_INCOMPLETE)
     check_cuda_version(plan, "nvcc", nvcc, version)
     return _DeviceCompiler(version=version, cuda_home=nvcc.parent.parent)
 
@@ -371,7 +395,7 @@ def _inspector(plan: ToolchainPlan, checked: Checked) -> tuple[Path, str]:
     """cuobjdump from the plan's pins, and its CUDA version."""
     root = plan.install_dir(plan.inspector)
     cuobjdump = _one(list(root.glob("nvidia/*/bin/cuobjdump")), "cuobjdump", root)
-    version = parse_release_version(checked([str(cuobjdump), "--version"], "cuobjdump --version"))
+    version = _version_of(cuobjdump, "cuobjdump --version", checked, hint=_INCOMPLETE)
     return cuobjdump, version
 
 

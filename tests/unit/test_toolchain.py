@@ -357,3 +357,49 @@ def test_the_libraries_are_part_of_the_toolchains_identity_only_where_named() ->
     )  # fmt: skip
     named = replace(plain, plan=plan)
     assert "nvidia-cuda-nvrtc-cu12==12.9.86" in named.identity["cuda_libraries"]
+
+
+def test_a_toolchain_directory_without_its_marker_is_installed_again(tmp_path: Path) -> None:
+    """A copy of a toolchain without its `.complete` (`cp -r dir/*`) made every build fail
+    with "<a temporary directory>: Directory not empty", a path that no longer exists."""
+    plan = system_toolkit_plan(tmp_path, "13.0")
+    assert plan.inspector is not None
+    copied = plan.install_dir(plan.inspector)
+    (copied / "nvidia").mkdir(parents=True)
+    (copied / "nvidia" / "stale").write_text("")
+    outside = FakeOutside({"nvcc": "13.0.88", "cuobjdump": "13.2.86"})
+    done = provision(plan, outside, python="python", env={})
+    assert done.installed == (copied.name,)
+    assert not (copied / "nvidia" / "stale").exists()
+    assert (copied / ".complete").is_file()
+
+
+def test_a_cuobjdump_that_reports_no_version_is_named(tmp_path: Path) -> None:
+    plan = system_toolkit_plan(tmp_path, "13.0")
+    outside = FakeOutside({"nvcc": "13.0.88"})  # the provisioned cuobjdump prints no banner
+    with pytest.raises(ToolchainError) as info:
+        provision(plan, outside, python="python", env={})
+    assert info.value.message.startswith(str(tmp_path / "cache"))
+    assert "/bin/cuobjdump --version: cannot read a CUDA version from" in info.value.message
+    assert info.value.hint is not None
+    assert "delete that toolchain's directory" in info.value.hint
+
+
+def test_a_pypi_nvcc_missing_a_program_it_runs_is_incomplete(tmp_path: Path) -> None:
+    """With ptxas gone from the provisioned toolkit, nvcc ran the first ptxas on PATH."""
+    plan = resolve(
+        "13.0", "x86_64", cuda_home=None, cache_dir=tmp_path / "cache", host_arch="x86_64",
+        system_cc=["cc"],
+    )  # fmt: skip
+    assert plan.device is not None
+    home = plan.install_dir(plan.device) / "nvidia" / "cu13"
+    for program in ("bin/nvcc", "bin/fatbinary", "bin/nvlink", "bin/cudafe++", "nvvm/bin/cicc"):
+        (home / program).parent.mkdir(parents=True, exist_ok=True)
+        (home / program).write_text("")
+    for pinset in plan.pinsets:
+        plan.install_dir(pinset).mkdir(parents=True, exist_ok=True)
+        (plan.install_dir(pinset) / ".complete").write_text("[]\n")
+    outside = FakeOutside({"nvcc": "13.0.88", "cuobjdump": "13.0.85"})
+    with pytest.raises(ToolchainError) as info:
+        provision(plan, outside, python="python", env={})
+    assert info.value.message == f"{home / 'bin' / 'ptxas'} not found"
