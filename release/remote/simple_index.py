@@ -39,10 +39,21 @@ class ListedFile:
     digest: str | None = None  # the value of the `hash_name` hash (sha256's is `sha256`)
 
 
+# of distribution files on one project page: past any project's (PyPI's torch page lists
+# about 1,500), so that a page of a million links to one wheel is refused, not held
+MAX_PAGE_FILES = 50_000
+
+
+class _TooManyFiles(Exception):
+    pass
+
+
 class _AnchorParser(HTMLParser):
-    def __init__(self) -> None:
+    def __init__(self, files_at_most: int | None = None) -> None:
         super().__init__(convert_charrefs=True)
         self.anchors: list[tuple[dict[str, str | None], str]] = []
+        self._files_at_most = files_at_most
+        self._files = 0
         self._open: dict[str, str | None] | None = None
         self._text: list[str] = []
         self.base: str | None = None  # a <base href>: what every relative link is read against
@@ -60,8 +71,12 @@ class _AnchorParser(HTMLParser):
 
     def handle_endtag(self, tag: str) -> None:
         if tag == "a" and self._open is not None:
-            self.anchors.append((self._open, "".join(self._text).strip()))
+            text = "".join(self._text).strip()
+            self.anchors.append((self._open, text))
             self._open = None
+            self._files += text.endswith(DISTRIBUTION_SUFFIXES)  # a root page's links count none
+            if self._files_at_most is not None and self._files > self._files_at_most:
+                raise _TooManyFiles
 
 
 def _anchors(text: str) -> list[tuple[dict[str, str | None], str]]:
@@ -71,9 +86,15 @@ def _anchors(text: str) -> list[tuple[dict[str, str | None], str]]:
     page again from the next one, so a page of 8,000 `<a href='x'` took 32 s (quadratic); fed
     only, a tag left open ends the parse at its `<` after one scan, as the fixed parser
     ignores it: to the parser, the rest of the page is that tag's attributes."""
-    parser = _AnchorParser()
-    parser.feed(text)
+    parser = _AnchorParser(MAX_PAGE_FILES)
+    try:
+        parser.feed(text)
+    except _TooManyFiles:
+        raise ValueError(_TOO_MANY) from None
     return parser.anchors
+
+
+_TOO_MANY = f"a project page of more than {MAX_PAGE_FILES} files, past any project's"
 
 
 # the hash pip checks a link by: the first `#name=` or `&name=` of its fragment, up to the
@@ -151,6 +172,8 @@ def json_files(data: object, page_url: str) -> list[ListedFile]:
     twice. Raises ValueError when malformed."""
     if not isinstance(data, dict) or not isinstance(data.get("files"), list):
         raise ValueError("not a PEP 691 project page (no 'files' list)")
+    if len(data["files"]) > MAX_PAGE_FILES:
+        raise ValueError(_TOO_MANY)
     out: list[ListedFile] = []
     for raw in data["files"]:
         if not isinstance(raw, dict):

@@ -11,6 +11,7 @@ import pytest
 
 from release.destinations.index import IndexFile, one_per_name, render_index, write_index
 from release.remote.simple_index import (
+    MAX_PAGE_FILES,
     SIMPLE_JSON,
     parse_index_page,
     parse_project_page,
@@ -273,3 +274,22 @@ def test_a_tag_left_open_at_the_end_is_scanned_once_and_ignored(
     listed = project_files(page.encode(), "text/html", "https://idx.test/k3-kernels/")
     assert [(f.name, f.sha256) for f in listed] == [(name, SHA_A)]
     assert len(scans) == 2  # the link's tag, then the first one left open
+
+
+def test_a_project_page_of_more_files_than_any_projects_is_refused_unheld() -> None:
+    """A page of 1.1 million links to one wheel took 1 GB to hold; past MAX_PAGE_FILES
+    files the page is not a simple index page, in HTML and JSON. A root page's links to
+    projects are no files, however many."""
+    url = "https://idx.test/simple/k3/"
+    many = MAX_PAGE_FILES + 1
+    html = "".join(f'<a href="k3-{n}.whl">k3-{n}.whl</a>' for n in range(many))
+    with pytest.raises(ValueError, match=f"a project page of more than {MAX_PAGE_FILES} files"):
+        parse_project_page(html.encode(), "text/html", url)
+    files = [{"filename": f"k3-{n}.whl", "url": f"k3-{n}.whl", "hashes": {}} for n in range(many)]
+    body = json.dumps({"meta": {"api-version": "1.1"}, "name": "k3", "files": files}).encode()
+    with pytest.raises(ValueError, match=f"a project page of more than {MAX_PAGE_FILES} files"):
+        parse_project_page(body, SIMPLE_JSON, url)
+    root = "".join(f'<a href="/simple/p{n}/">p{n}</a>' for n in range(many))
+    page = parse_index_page(root.encode(), "text/html", "https://idx.test/simple/")
+    assert page.root
+    assert len(page.projects) == many
