@@ -315,7 +315,11 @@ def test_a_wheel_whose_requirement_admits_torch_2_10_is_refused(
 # - the GPU gate's plan
 
 
-def wheel_bytes(requires: str | tuple[str, ...], library: bytes = b"") -> bytes:
+def wheel_bytes(
+    requires: str | tuple[str, ...],
+    library: bytes = b"",
+    tag: str = "cp310-abi3-manylinux_2_34_x86_64",
+) -> bytes:
     dist_info = "stable_ops-0.2.0.dist-info"
     lines = "".join(
         f"Requires-Dist: {line}\n"
@@ -327,9 +331,8 @@ def wheel_bytes(requires: str | tuple[str, ...], library: bytes = b"") -> bytes:
             f"Metadata-Version: 2.4\nName: stable-ops\nVersion: 0.2.0\n{lines}"
         ).encode(),
         f"{dist_info}/WHEEL": (
-            b"Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: false\n"
-            b"Tag: cp310-abi3-manylinux_2_34_x86_64\n"
-        ),
+            f"Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: false\nTag: {tag}\n"
+        ).encode(),
     }
     record = "".join(f"{name},,\n" for name in (*files, f"{dist_info}/RECORD"))
     files[f"{dist_info}/RECORD"] = record.encode()
@@ -344,7 +347,8 @@ def dist_of(project: Path, requires: str | tuple[str, ...]) -> Path:
     cell = cell_of(project)
     dist = project / "dist"
     dist.mkdir()
-    data = wheel_bytes(requires)
+    # the WHEEL file's tag is the filename's (a cell for python: ["3.10"] is cp310-cp310)
+    data = wheel_bytes(requires, tag=cell.wheel_filename.removesuffix(".whl").split("-", 2)[2])
     (dist / cell.wheel_filename).write_bytes(data)
     entry = WheelEntry.of(
         cell, filename=cell.wheel_filename, size=len(data),
