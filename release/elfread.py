@@ -42,7 +42,59 @@ MAX_SONAME = 4096
 def needed_names(elf: ELFFile) -> tuple[str, ...]:
     """The DT_NEEDED sonames of every `.dynamic` section of `elf`, in order, read within the
     bounds above (ValueError past them), each name from its string table with no more
-    than MAX_SONAME bytes read."""
+    than MAX_SONAME bytes read. ValueError too where they are not what the loader reads
+    (`loader_needed`): the sections are what every reader of symbol versions reads, so a
+    file whose section headers are stripped, or whose `.dynamic` section is a decoy beside
+    the table the loader reads, cannot be checked, and is not taken as clean."""
+    named = _section_needed(elf)
+    loaded = loader_needed(elf)
+    if loaded is not None and elf.num_sections() == 0:
+        raise ValueError("no section headers (stripped): what it links cannot be checked")
+    if loaded is not None and loaded != named:
+        raise ValueError(
+            f"its .dynamic section names {list(named)[:4]}, the loader's table (PT_DYNAMIC) "
+            f"{list(loaded)[:4]}"
+        )
+    return named
+
+
+def loader_needed(elf: ELFFile) -> tuple[str, ...] | None:
+    """The DT_NEEDED sonames as the loader reads them: from the PT_DYNAMIC segment, each name
+    from DT_STRTAB's address mapped through a PT_LOAD segment; None without PT_DYNAMIC."""
+    dynamic = next((s for s in elf.iter_segments() if s["p_type"] == "PT_DYNAMIC"), None)
+    if dynamic is None:
+        return None
+    entry = elf.structs.Elf_Dyn
+    count = dynamic["p_filesz"] // entry.sizeof()
+    if count > MAX_DYNAMIC_ENTRIES:
+        raise ValueError(f"PT_DYNAMIC has {count} entries (at most {MAX_DYNAMIC_ENTRIES})")
+    tags: list[tuple[str, int]] = []
+    for n in range(count):
+        tag = struct_parse(entry, elf.stream, stream_pos=dynamic["p_offset"] + n * entry.sizeof())
+        if tag["d_tag"] == "DT_NULL":
+            break
+        tags.append((str(tag["d_tag"]), int(tag["d_val"])))
+    needed = [value for name, value in tags if name == "DT_NEEDED"]
+    if len(needed) > MAX_NEEDED:
+        raise ValueError(f"more than {MAX_NEEDED} DT_NEEDED entries")
+    if not needed:
+        return ()
+    address = next((value for name, value in tags if name == "DT_STRTAB"), None)
+    strings = _file_offset(elf, address) if address is not None else None
+    if strings is None:
+        raise ValueError("PT_DYNAMIC's DT_STRTAB lies in no loadable segment")
+    return tuple(_soname(elf, strings + value) for value in needed)
+
+
+def _file_offset(elf: ELFFile, address: int) -> int | None:
+    for segment in elf.iter_segments():
+        start = segment["p_vaddr"]
+        if segment["p_type"] == "PT_LOAD" and start <= address < start + segment["p_filesz"]:
+            return int(segment["p_offset"] + address - start)
+    return None
+
+
+def _section_needed(elf: ELFFile) -> tuple[str, ...]:
     names: list[str] = []
     entry = elf.structs.Elf_Dyn
     for section in elf.iter_sections():

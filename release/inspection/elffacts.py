@@ -31,7 +31,7 @@ from release.ziparchive import inflation_problem
 @dataclass(frozen=True, kw_only=True)
 class ElfFacts:
     member: str  # its path inside the wheel
-    machine: str = ""  # e_machine as pyelftools names it: EM_X86_64
+    machine: str = ""  # e_machine as pyelftools names it: EM_X86_64 (`EM_X86_64 (32-bit)`: x32)
     needed: tuple[str, ...] = ()  # DT_NEEDED, in order
     symbol_versions: tuple[tuple[str, str], ...] = ()  # (library, GLIBC_2.34), sorted
     device_sections: tuple[str, ...] = ()
@@ -42,12 +42,14 @@ def elf_facts(member: str, stream: BinaryIO) -> ElfFacts:
     """The facts of the ELF file in `stream` (named `member` in messages)."""
     try:
         elf = ELFFile(stream)
-        needed = needed_names(elf)
         _check_loadable(elf, stream)
+        needed = needed_names(elf)
         _check_version_sections(elf)
         versions = tuple(sorted({(str(lib), str(v)) for lib, v in elf_find_versioned_symbols(elf)}))
         sections = tuple(sorted(DEVICE_SECTIONS.intersection(s.name for s in elf.iter_sections())))
         machine = str(elf.header["e_machine"])
+        if elf.elfclass != 64:  # x32 is EM_X86_64 too, and no 64-bit Python loads it
+            machine += f" ({elf.elfclass}-bit)"
     except ELF_READ_ERRORS as error:
         return ElfFacts(member=member, unreadable=f"is not an ELF file ({_why(error)})")
     return ElfFacts(

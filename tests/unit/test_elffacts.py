@@ -101,16 +101,25 @@ def test_a_version_section_whose_entries_loop_is_not_read_without_end(count: int
 def with_dynamic(
     entries: list[tuple[int, int]], *, size: int | None = None, tail: bytes = b""
 ) -> bytes:
-    """A real library whose .dynamic section is moved to the end of the file and holds
-    `entries` (d_tag, d_val) and a DT_NULL, after `tail` (its header says `size` bytes)."""
+    """A real library whose .dynamic section, and the loader's table (PT_DYNAMIC) with it, is
+    moved to the end of the file and holds `entries` (d_tag, d_val), its DT_STRTAB and a
+    DT_NULL, after `tail` (both headers say `size` bytes)."""
     data = (DATA / "elf" / "x86_64-glibc2.34.so").read_bytes()
     elf = ELFFile(io.BytesIO(data))
     sections = [s.name for s in elf.iter_sections()]
     header = elf.header["e_shoff"] + sections.index(".dynamic") * elf.header["e_shentsize"]
-    table = b"".join(struct.pack("<qQ", tag, value) for tag, value in [*entries, (0, 0)])
+    dynamic = elf.get_section_by_name(".dynamic")
+    assert isinstance(dynamic, DynamicSection)
+    strtab = next(t.entry.d_val for t in dynamic.iter_tags("DT_STRTAB"))
+    rows = [*entries, (5, strtab), (0, 0)]  # 5: DT_STRTAB
+    table = b"".join(struct.pack("<qQ", tag, value) for tag, value in rows)
     size = len(table) if size is None else size
     changed = bytearray(data + tail + table + bytes(max(0, size - len(table))))
     changed[header + 24 : header + 40] = struct.pack("<QQ", len(data) + len(tail), size)
+    kinds = [s["p_type"] for s in elf.iter_segments()]
+    segment = elf.header["e_phoff"] + kinds.index("PT_DYNAMIC") * elf.header["e_phentsize"]
+    changed[segment + 8 : segment + 16] = struct.pack("<Q", len(data) + len(tail))  # p_offset
+    changed[segment + 32 : segment + 40] = struct.pack("<Q", size)  # p_filesz
     return bytes(changed)
 
 
@@ -130,4 +139,41 @@ def test_a_needed_list_past_any_real_ones_bounds_is_refused() -> None:
     unended = with_dynamic([(1, len(data) - strings["sh_offset"])], tail=b"a" * 5000)
     assert read_member("k/_C.so", unended).unreadable == (
         "is not an ELF file (a DT_NEEDED name is not ended within 4096 bytes)"
+    )
+
+
+def test_what_links_is_read_where_the_loader_reads_it() -> None:
+    """A library with its section headers stripped (sstrip), or a `.dynamic` section that is
+    a decoy beside the loader's table (PT_DYNAMIC), was read as linking nothing: a +cu129
+    wheel needing libcudart.so.13, or GLIBC_2.34 under manylinux_2_28, passed as clean."""
+    data = (DATA / "elf" / "x86_64-glibc2.34.so").read_bytes()
+    assert read_member("ok.so", data).needed == ("libc.so.6",)
+    stripped = data[:40] + struct.pack("<Q", 0) + data[48:60] + struct.pack("<HH", 0, 0) + data[64:]
+    assert read_member("k/_C.so", stripped).unreadable == (
+        "is not an ELF file (no section headers (stripped): what it links cannot be checked)"
+    )
+    elf = ELFFile(io.BytesIO(data))
+    dynamic = elf.get_section_by_name(".dynamic")
+    assert isinstance(dynamic, DynamicSection)
+    libc = next(t.entry.d_val for t in dynamic.iter_tags("DT_NEEDED"))
+    decoy = bytearray(with_dynamic([(1, libc), (1, libc)]))
+    kinds = [s["p_type"] for s in elf.iter_segments()]
+    segment = elf.header["e_phoff"] + kinds.index("PT_DYNAMIC") * elf.header["e_phentsize"]
+    decoy[segment : segment + 56] = data[segment : segment + 56]  # the loader's table as built
+    assert read_member("k/_C.so", bytes(decoy)).unreadable == (
+        "is not an ELF file (its .dynamic section names ['libc.so.6', 'libc.so.6'], the "
+        "loader's table (PT_DYNAMIC) ['libc.so.6'])"
+    )
+
+
+def test_a_32_bit_library_of_the_x86_64_machine_is_not_an_x86_64_one() -> None:
+    """An x32 library (ELFCLASS32, EM_X86_64) passed in an x86_64 wheel: no 64-bit Python
+    loads it."""
+    ident = b"\x7fELF" + bytes([1, 1, 1]) + bytes(9)  # ELFCLASS32, little-endian, version 1
+    header = ident + struct.pack("<HHIIIIIHHHHHH", 3, 62, 1, 0, 52, 0, 0, 52, 32, 1, 40, 0, 0)
+    load = struct.pack("<IIIIIIII", 1, 0, 0, 0, 84, 84, 5, 0x1000)  # one PT_LOAD of the file
+    facts = read_member("k/_c.so", header + load)
+    assert (facts.unreadable, facts.machine) == (None, "EM_X86_64 (32-bit)")
+    assert machine_problem(facts, "x86_64") == (
+        "k/_c.so is built for EM_X86_64 (32-bit), the wheel's platform is x86_64"
     )
