@@ -52,11 +52,10 @@ from release.remote.simple_index import (
     project_page_url,
 )
 from release.wheelfile import (
-    MAX_HEADER_LINES,
     MAX_HEADERS_FILE,
     NotAWheel,
     WheelName,
-    too_many_header_lines,
+    header_lines_problem,
 )
 
 # the index page (PyPI's torch page is about 300 KB) and one small file per release
@@ -386,11 +385,12 @@ class TorchIndex:
         """The METADATA of a listed wheel, bounded as a wheel's own is (MAX_HEADERS_FILE,
         MAX_HEADER_LINES) before it is parsed. Raises ToolchainError."""
         metadata = self._metadata_file(listed)
-        if len(metadata) > MAX_HEADERS_FILE:
-            problem = f"is over {MAX_HEADERS_FILE // 2**20} MiB"
-        elif too_many_header_lines(metadata):
-            problem = f"has more than {MAX_HEADER_LINES} header lines"
-        else:
+        problem = (
+            f"is over {MAX_HEADERS_FILE // 2**20} MiB"
+            if len(metadata) > MAX_HEADERS_FILE
+            else header_lines_problem(metadata)
+        )
+        if problem is None:
             return metadata
         raise ToolchainError(f"the METADATA of {shown_url(listed.url)} {problem}")
 

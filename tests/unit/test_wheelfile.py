@@ -416,6 +416,28 @@ def test_header_lines_are_counted_at_any_line_end_the_parser_splits_at(end: byte
     assert wheel_facts(zip_bytes({**members, f"{info}/METADATA": crlf})).unreadable is None
 
 
+def test_the_header_line_caps_count_the_last_line_and_folded_lines() -> None:
+    """10,001 header lines before the blank line passed (the last line's end is the blank
+    line's, and was not counted); 2.8 million folded lines were not counted at all and
+    took 340 MB a wheel to parse."""
+    info = "k3-0.1.0.dist-info"
+
+    def unreadable(metadata: bytes) -> str | None:
+        members = {f"{info}/METADATA": metadata, f"{info}/WHEEL": b""}
+        return wheel_facts(zip_bytes(members, zipfile.ZIP_DEFLATED)).unreadable
+
+    head = [b"Name: k3", b"Version: 0.1.0"]
+    assert unreadable(b"\n".join([*head, *[b"X:"] * 9_998]) + b"\n\nbody") is None
+    assert unreadable(b"\n".join([*head, *[b"X:"] * 9_999]) + b"\n\nbody") == (
+        "its METADATA has more than 10000 header lines"
+    )
+    readme = b"\n".join([*head, b"Description: k3", *[b"\t|a README line"] * 100_000])
+    assert unreadable(readme + b"\n\nbody") is None
+    assert unreadable(readme + b"\n more\n\nbody") == (
+        "its METADATA has more than 100000 lines folded into its headers"
+    )
+
+
 def test_a_metadata_value_that_is_not_text_is_read_as_text() -> None:
     info = "k3-0.1.0.dist-info"
     facts = wheel_facts(zip_bytes({f"{info}/METADATA": b"Name: k3\nVersion: \xff\xfe\n"}))
