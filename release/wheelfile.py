@@ -276,9 +276,9 @@ def tag_problems(tag_lines: Iterable[str], tags: frozenset[Tag]) -> list[str]:
             continue
         wheel_tags.add(Tag(*parts))
     if wheel_tags != set(tags):
+        found, named = sorted(str(t) for t in wheel_tags), sorted(str(t) for t in tags)
         problems.append(
-            f"WHEEL tags {sorted(str(t) for t in wheel_tags)} differ from the filename's "
-            f"{sorted(str(t) for t in tags)}"
+            f"WHEEL tags {shown(found, 200)} differ from the filename's {shown(named, 200)}"
         )
     return problems
 

@@ -11,6 +11,7 @@ import zlib
 from pathlib import Path
 
 import pytest
+from packaging.tags import Tag
 from packaging.utils import parse_wheel_filename
 from packaging.version import Version
 
@@ -457,3 +458,12 @@ def test_a_record_of_more_rows_than_a_wheel_has_members_is_not_read_on(row: byte
         found = record_problems(archive, info)
     assert found[0] == "RECORD row ['a'] does not have 3 fields"
     assert found[-1] == "and 11 more RECORD problems"  # RECORD itself is not listed
+
+
+def test_wheel_tags_that_differ_are_shown_cut_short() -> None:
+    """A WHEEL whose one Tag line held 11 MB was printed whole, in the finding, the error
+    line and the table."""
+    long = "py3-none-" + "x" * 1_000_000
+    (problem,) = tag_problems([long], frozenset({Tag("py3", "none", "any")}))
+    assert len(problem) < 500
+    assert problem.endswith("differ from the filename's ['py3-none-any']")
