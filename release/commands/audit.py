@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
@@ -137,8 +138,19 @@ def run(args: argparse.Namespace, out: Output) -> int:
         print(json.dumps(audit_schema(), indent=2))
         return 0
     given = sources(args.urls, args.urls_file)
+    problems = []
     if not args.torch_index.startswith(("http://", "https://")):
-        raise ConfigError([f"--torch-index {shown(args.torch_index)}: not an http(s) URL"])
+        problems.append(f"--torch-index {shown(args.torch_index)}: not an http(s) URL")
+    problems += [f"--project {shown(name)}: not a project name" for name in args.project
+                 if not name.strip()]  # fmt: skip
+    cuobjdump = args.cuobjdump
+    if cuobjdump is not None and "/" not in str(cuobjdump):
+        cuobjdump = Path(shutil.which(cuobjdump) or cuobjdump)  # a name: the one on PATH
+    if cuobjdump is not None and not (cuobjdump.is_file() and os.access(cuobjdump, os.X_OK)):
+        # else each wheel with device code got a finding, "cuobjdump cannot read it"
+        problems.append(f"--cuobjdump {cuobjdump}: not a program this user can run")
+    if problems:
+        raise ConfigError(problems)
     settings = AuditSettings(
         concurrency=args.concurrency,
         file_timeout_s=args.file_timeout,
@@ -146,7 +158,7 @@ def run(args: argparse.Namespace, out: Output) -> int:
         attempts=args.attempts,
         projects=tuple(args.project),
         torch_index=None if args.no_torch_index else args.torch_index,
-        cuobjdump=args.cuobjdump,
+        cuobjdump=cuobjdump,
     )
     report = audit(given, settings, dict(os.environ))
     print_audit(out, report)

@@ -592,3 +592,18 @@ def test_an_unknown_option_is_said_before_a_path_it_made_wrong(
     assert document["error"]["message"].startswith("unrecognized arguments: "), err
     assert "no such directory" not in err
     assert "not a directory" not in err
+
+
+def test_an_audit_option_naming_no_program_or_no_project_is_a_config_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--cuobjdump /nonexistent` gave every wheel with device code a finding ("cuobjdump
+    cannot read it"), exit 7, and `--project ''` asked for the root's own URL plus `/`."""
+    page = "http://127.0.0.1:9/simple/"
+    for option, value in (("--cuobjdump", "/nonexistent/cuobjdump"), ("--cuobjdump", str(tmp_path)),
+                          ("--cuobjdump", "no-such-program-here"), ("--project", "")):  # fmt: skip
+        code = main(["audit", page, option, value])
+        err = capsys.readouterr().err
+        assert code == 2, err
+        (line,) = [one for one in err.splitlines() if one.startswith("error:")]
+        assert line.startswith(f"error: {option} ")
