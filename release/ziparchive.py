@@ -102,10 +102,31 @@ def zip_problem(source: Path | bytes) -> str | None:
                 or _DRIVE.match(info.filename)
             ):
                 return f"a zip archive whose member {shown(info.filename)} lies outside it"
+            other = _unicode_path(info.extra)
+            if other is not None and other != info.filename:
+                return (
+                    f"a zip archive whose member {shown(info.filename)} is named "
+                    f"{shown(other)} in its Unicode Path field (unzip writes that name)"
+                )
             if info.filename in names:  # which of them a reader takes is the reader's choice
                 return f"a zip archive that holds {shown(info.filename)} twice"
             names.add(info.filename)
     return None if bad is None else f"a damaged zip archive ({bad} does not read back)"
+
+
+def _unicode_path(extra: bytes) -> str | None:
+    """The name an Info-ZIP Unicode Path extra field (0x7075) gives a member, which Python's
+    zipfile ignores and unzip and 7-Zip write instead; None without one."""
+    at = 0
+    while at + 4 <= len(extra):
+        kind, size = (
+            int.from_bytes(extra[at : at + 2], "little"),
+            int.from_bytes(extra[at + 2 : at + 4], "little"),
+        )
+        if kind == 0x7075 and size >= 5:
+            return extra[at + 9 : at + 4 + size].decode("utf-8", errors="replace")
+        at += 4 + size
+    return None
 
 
 def _member_count(stream: BinaryIO) -> int | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import zipfile
+import zlib
 from pathlib import Path
 
 import pytest
@@ -118,3 +119,24 @@ def test_a_url_argument_with_white_space_or_a_control_character_is_not_repeated(
         "argument 1: 'http://h/p/\\nerror: fake/' holds white space or a control character"
     )
     assert not isinstance(source("  https://pypi.org/simple/sgl-deep-gemm/ ", "argument 1"), str)
+
+
+def test_a_member_named_otherwise_in_its_unicode_path_field_is_damage() -> None:
+    """Python's zipfile ignores Info-ZIP's Unicode Path extra field; unzip and 7-Zip write
+    the name it holds: `k3/ok.py` that unzip writes as `../../evil.py` passed as clean."""
+
+    def zip_with(path_field: str) -> bytes:
+        name = path_field.encode()
+        field = b"\x01" + zlib.crc32(b"k3/ok.py").to_bytes(4, "little") + name
+        info = zipfile.ZipInfo("k3/ok.py")
+        info.extra = (0x7075).to_bytes(2, "little") + len(field).to_bytes(2, "little") + field
+        data = io.BytesIO()
+        with zipfile.ZipFile(data, "w") as archive:
+            archive.writestr(info, "x = 1\n")
+        return data.getvalue()
+
+    assert zip_problem(zip_with("../../evil.py")) == (
+        "a zip archive whose member 'k3/ok.py' is named '../../evil.py' in its Unicode Path "
+        "field (unzip writes that name)"
+    )
+    assert zip_problem(zip_with("k3/ok.py")) is None
