@@ -239,16 +239,18 @@ class CompileCacheServer:
         starts nothing, so `--stop-server` does not run and the server is killed instead:
         left alive, it would go on with the compiles its killed clients had asked for."""
         done = proc.run([str(self.binary), "--stop-server"], env=self.env, timeout=60)
-        end_compiles_of(self.port, server=not done.ok)
+        end_compiles_of(self.client_env, server=not done.ok)
         shutil.rmtree(self.scratch, ignore_errors=True)
 
 
-def end_compiles_of(port: int, *, server: bool) -> None:
-    """SIGKILL every process but this one that talks to the server on `port` (its
-    compiles and their children, which carry SCCACHE_SERVER_PORT), and the server itself
-    where `server`. Pass after pass until one finds none: a compiler killed in one pass
-    may have started a child after the pass listed the processes."""
-    marker = f"SCCACHE_SERVER_PORT={port}".encode()
+def end_compiles_of(client: Mapping[str, str], *, server: bool) -> None:
+    """SIGKILL every process but this one that talks to the server `client` (its
+    `client_env`) names: its compiles and their children, which carry both its
+    SCCACHE_SERVER_PORT and its SCCACHE_DIR (the cell's own directory: a process of
+    someone else's that exported the same port number is not one), and the server itself
+    where `server`. Pass after pass until one finds none: a compiler killed in one pass may
+    have started a child after the pass listed the processes."""
+    markers = [f"{name}={value}".encode() for name, value in sorted(client.items())]
     for _ in range(50):
         killed = 0
         for entry in Path("/proc").iterdir():
@@ -256,7 +258,7 @@ def end_compiles_of(port: int, *, server: bool) -> None:
                 continue
             try:
                 environ = (entry / "environ").read_bytes().split(b"\0")
-                if marker not in environ:
+                if not all(marker in environ for marker in markers):
                     continue  # not this server's
                 if b"SCCACHE_START_SERVER=1" in environ and not server:
                     continue  # the server, which `--stop-server` ended
