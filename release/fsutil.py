@@ -266,29 +266,31 @@ def tree_files(root: Path, *, pruned: Callable[[str], bool]) -> Iterator[tuple[s
     through links to directories out of `root`, as a compiler or a backend goes through
     them. A link to a directory in `root` is not followed: its files are given where they
     lie (a staging script's `ln -s $ROOT/third-party/cutlass/include/cutlass` gives them
-    once, and the same whether or not an earlier run left the link), nor is one to a
-    directory it is already under. A directory whose name `pruned` says is left out is not
-    entered. What cannot be listed is left out, as rglob does; a tree of any depth is walked
-    without recursion."""
+    once, and the same whether or not an earlier run left the link). Each directory is
+    entered once, under the first name that reaches it (links that reach one directory by
+    2**24 paths took forever; a loop ends there). A directory whose name `pruned` says is
+    left out is not entered. What cannot be listed is left out, as rglob does; a tree of
+    any depth is walked without recursion."""
     inside = _resolved(root)
-    # what is left to give, the next last: a file (above is None) or a directory to list,
-    # with its name relative to root and the directories it is under
-    pending: list[tuple[Path, str, frozenset[tuple[int, int]] | None]] = [(root, "", frozenset())]
+    seen: set[tuple[int, int]] = set()
+    # what is left to give, the next last: a file, or a directory to list (is_dir), with
+    # its name relative to root
+    pending: list[tuple[Path, str, bool]] = [(root, "", True)]
     while pending:
-        path, name, above = pending.pop()
-        if above is None:
+        path, name, is_directory = pending.pop()
+        if not is_directory:
             yield name, path
             continue
         try:
             facts = path.stat()
+            if (facts.st_dev, facts.st_ino) in seen:
+                continue
+            seen.add((facts.st_dev, facts.st_ino))
             with os.scandir(path) as listing:
                 entries = sorted(listing, key=lambda entry: entry.name)
         except OSError:
             continue
-        identity = (facts.st_dev, facts.st_ino)
-        if identity in above:
-            continue
-        below: list[tuple[Path, str, frozenset[tuple[int, int]] | None]] = []
+        below: list[tuple[Path, str, bool]] = []
         for entry in entries:
             try:
                 is_dir, is_file, is_link = entry.is_dir(), entry.is_file(), entry.is_symlink()
@@ -297,9 +299,9 @@ def tree_files(root: Path, *, pruned: Callable[[str], bool]) -> Iterator[tuple[s
             if is_dir and is_link and _within(path / entry.name, inside):
                 continue
             if is_dir and not pruned(entry.name):
-                below.append((path / entry.name, f"{name}{entry.name}/", above | {identity}))
+                below.append((path / entry.name, f"{name}{entry.name}/", True))
             elif is_file:
-                below.append((path / entry.name, f"{name}{entry.name}", None))
+                below.append((path / entry.name, f"{name}{entry.name}", False))
         pending.extend(reversed(below))
 
 

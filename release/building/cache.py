@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from release import __version__
+from release.errors import FileError
 from release.fsutil import tree_files, write_atomic
 from release.matrix import Cell
 from release.toolchain import envcache
@@ -42,27 +43,64 @@ MAX_CACHED_WHEEL = 4 * 2**30
 SKIPPED_PARTS = frozenset({"build", "dist", "__pycache__", ".pytest_cache", ".mypy_cache"})
 
 
-def source_digest(files: Iterable[tuple[str, bytes]]) -> str:
-    """A digest of a source tree given as (relative path, bytes) pairs. A path is hashed as
+# a source file larger than this is no source: a dataset or a disk image in the checkout
+MAX_SOURCE_FILE = 2**30
+
+
+def source_digest(files: Iterable[tuple[str, bytes | Path]]) -> str:
+    """A digest of a source tree given as (relative path, its bytes or its file) pairs,
+    each file hashed as it streams (a tree is never held in memory). A path is hashed as
     the bytes the filesystem holds (`os.fsencode`), so that a file name that is not UTF-8
     (its undecodable bytes kept as surrogates) keys the same tree the same on every machine,
-    and a UTF-8 one as it always has."""
+    and a UTF-8 one as it always has. FileError for a file that cannot be read whole."""
     digest = hashlib.sha256()
-    for name, data in sorted(files):
-        digest.update(os.fsencode(name) + b"\0" + hashlib.sha256(data).digest())
+    for name, data in sorted(files, key=lambda pair: pair[0]):
+        each = hashlib.sha256(data).digest() if isinstance(data, bytes) else _file_digest(data)
+        digest.update(os.fsencode(name) + b"\0" + each)
     return digest.hexdigest()
 
 
-def project_files(project: Path) -> Iterable[tuple[str, bytes]]:
-    """The project's sources as (relative path, bytes), without build outputs and caches;
-    a linked directory's files under the link's name (the build reads them there)."""
-    for name, path in tree_files(project, pruned=SKIPPED_PARTS.__contains__):
+def _file_digest(path: Path) -> bytes:
+    """The sha256 of a regular file's bytes, as many as its size says (a /proc file says 0
+    and is never read to an end it does not have)."""
+    try:
+        with path.open("rb") as stream:
+            facts = os.fstat(stream.fileno())
+            if not stat.S_ISREG(facts.st_mode):
+                return hashlib.sha256().digest()
+            if facts.st_size > MAX_SOURCE_FILE:
+                raise FileError(
+                    f"{path}: a file of {facts.st_size} bytes among the sources, over the "
+                    f"{MAX_SOURCE_FILE // 2**30} GiB a source file may have",
+                    hint="the wheel cache keys a build by every source file: move it out of "
+                    "the project, or out of matrix.yaml's directory where a prepare step "
+                    "stages the project",
+                )
+            digest = hashlib.sha256()
+            left = facts.st_size
+            while left > 0 and (chunk := stream.read(min(left, 2**20))):
+                digest.update(chunk)
+                left -= len(chunk)
+            return digest.digest()
+    except OSError as error:
+        raise FileError(f"{path}: cannot be read ({error.strerror or error})") from None
+
+
+def project_files(project: Path) -> Iterable[tuple[str, Path]]:
+    """The project's source files as (relative path, path), without build outputs, caches
+    and hidden directories (.git: two clones of one commit differ there); a linked
+    directory's files under the link's name (the build reads them there)."""
+
+    def pruned(name: str) -> bool:
+        return name.startswith(".") or name in SKIPPED_PARTS
+
+    for name, path in tree_files(project, pruned=pruned):
         relative = PurePosixPath(name)
         if SKIPPED_PARTS.intersection(relative.parts):
             continue
         if relative.name.startswith(".") or path.suffix == ".pyc":
             continue
-        yield name, path.read_bytes()
+        yield name, path
 
 
 def recipe() -> dict[str, str]:

@@ -139,7 +139,7 @@ def sources_dir(matrix: Matrix, cell: Cell) -> Path:
     return cell.project.path
 
 
-def step_sources(step: PrepareStep) -> Iterator[tuple[str, bytes]]:
+def step_sources(step: PrepareStep) -> Iterator[tuple[str, Path]]:
     """What a wheel built through the step depends on in the checkout, as (path, bytes):
     every file under matrix.yaml's directory (a staging script reaches past the project),
     without hidden files and directories (.git), build outputs, the declared output and
@@ -157,10 +157,10 @@ def step_sources(step: PrepareStep) -> Iterator[tuple[str, bytes]]:
             continue
         if path in skipped or skipped.intersection(path.parents):
             continue
-        yield name, path.read_bytes()
+        yield name, path
 
 
-def build_sources(matrix: Matrix) -> Iterable[tuple[str, bytes]]:
+def build_sources(matrix: Matrix) -> Iterable[tuple[str, Path]]:
     """The sources the wheel cache keys the matrix's wheels by: the step's where the
     release has one, else the project's."""
     step = step_of(matrix, matrix.cells[0]) if matrix.cells else None

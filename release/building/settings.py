@@ -202,13 +202,31 @@ def toolchain_paths(
         (("--cuda-home", given.cuda_home), ("$CUDA_HOME", Path(home) if home else None)),
         Sourced[Path | None](None, "default"),
     )
-    for source, path in ((cache_dir.source, cache_dir.value), (cuda_home.source, cuda_home.value)):
-        if path is not None and not str(path).isprintable():
+    resolved = cache_dir.value.resolve()
+    temporary = Path(environ["TMPDIR"]) if environ.get("TMPDIR") else None
+    for source, path in (
+        (cache_dir.source, cache_dir.value),
+        (cache_dir.source, resolved),  # a link to a directory whose name is odd
+        (cuda_home.source, cuda_home.value),
+        ("$TMPDIR", temporary),
+    ):
+        odd = _odd_in_path(path)
+        if odd is not None:
             raise ConfigError(
-                [f"{source}: {shown(str(path))} holds a control character (a line break)"],
-                hint="the build tools that read the path (CMake) cut it there: name another",
+                [f"{source}: {shown(str(path))} holds {odd}"],
+                hint="the build tools that read the path (CMake) cut or split it there: name "
+                "another",
             )
-    return Sourced(cache_dir.value.resolve(), cache_dir.source), cuda_home
+    return Sourced(resolved, cache_dir.source), cuda_home
+
+
+def _odd_in_path(path: Path | None) -> str | None:
+    """What in a path the build's tools cannot take: a control character (CMake cuts the
+    path at a line break) or a `;` (CMake's list separator)."""
+    text = str(path) if path is not None else ""
+    if not text.isprintable():
+        return "a control character"
+    return "a ';', CMake's list separator" if ";" in text else None
 
 
 def _compile_cache_of(environ: Mapping[str, str]) -> CompileCache | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import io
+import itertools
 import os
 import shutil
 import zipfile
@@ -19,6 +20,7 @@ import pytest
 from release.backends import BuildInputs
 from release.building.cache import (
     MAX_CACHED_WHEEL,
+    MAX_SOURCE_FILE,
     WheelCache,
     project_files,
     source_digest,
@@ -27,7 +29,7 @@ from release.building.cache import (
 from release.building.compare import compare, first_difference
 from release.building.pipeline import cell_environment
 from release.building.settings import DEFAULT_EPOCH, parse_epoch
-from release.errors import ConfigError
+from release.errors import ConfigError, FileError
 from release.fsutil import current_umask, write_atomic
 from release.matrix import Cell, load_matrix
 from release.records.dist import (
@@ -568,8 +570,8 @@ def test_a_tree_deeper_than_pythons_recursion_limit_is_keyed(tmp_path: Path) -> 
     finally:
         os.chdir(here)
     try:
-        ((name, data),) = project_files(deep)
-        assert (name.count("/"), data) == (1100, b"k\n")
+        ((name, path),) = project_files(deep)
+        assert (name.count("/"), path.read_bytes()) == (1100, b"k\n")
     finally:  # shutil.rmtree, which removes tmp_path, recurses as deep as the tree
         os.chdir(deep)
         for _ in range(1100):
@@ -579,3 +581,40 @@ def test_a_tree_deeper_than_pythons_recursion_limit_is_keyed(tmp_path: Path) -> 
             os.chdir("..")
             os.rmdir("d")
         os.chdir(here)
+
+
+def test_the_source_walk_is_bounded_by_the_tree_not_by_what_its_links_make_of_it(
+    tmp_path: Path,
+) -> None:
+    """Found by hostile trees: .git was hashed (two clones of one commit keyed two
+    wheels); 24 directories linked twice each to the next were walked by 2**24 paths; a
+    link to /proc/kmsg was read forever; a sparse file of 100 GiB ended the build in a
+    MemoryError, and a tree of large files was held in memory whole."""
+    project = tmp_path / "project"
+    (project / "csrc").mkdir(parents=True)
+    (project / "csrc" / "k.cu").write_text("k\n")
+    before = source_digest(project_files(project))
+    (project / ".git" / "objects").mkdir(parents=True)
+    (project / ".git" / "objects" / "pack").write_text("this clone's own\n")
+    assert source_digest(project_files(project)) == before
+    chain = [tmp_path / f"d{n}" for n in range(24)]
+    for here, after in itertools.pairwise(chain):
+        here.mkdir()
+        (here / "x").symlink_to(after, target_is_directory=True)
+        (here / "y").symlink_to(after, target_is_directory=True)
+    chain[-1].mkdir()
+    (chain[-1] / "leaf.h").write_text("leaf\n")
+    (project / "third_party").symlink_to(chain[0])
+    assert [name for name, _ in project_files(project)] == [
+        "csrc/k.cu", "third_party/" + "x/" * 23 + "leaf.h"
+    ]  # fmt: skip
+    (project / "third_party").unlink()
+    (project / "status").symlink_to("/proc/self/status")  # a size of 0, and an end
+    (project / "empty").write_text("")
+    same = [("status", Path("/proc/self/status"))]
+    assert source_digest(same) == source_digest([("status", project / "empty")])
+    with (project / "big.bin").open("wb") as handle:
+        handle.truncate(MAX_SOURCE_FILE + 1)  # sparse: no block of it is written
+    with pytest.raises(FileError) as refused:
+        source_digest(project_files(project))
+    assert refused.value.message.startswith(f"{project / 'big.bin'}: a file of ")

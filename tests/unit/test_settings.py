@@ -123,12 +123,29 @@ def test_a_cache_dir_or_cuda_home_with_a_line_break_names_where_it_came_from(
         (GivenOptions(), {"RELEASE_CACHE_DIR": "/cache/a\nb"}, "$RELEASE_CACHE_DIR"),
         (GivenOptions(cache_dir=Path("/cache/a\tb")), {}, "--cache-dir"),
         (GivenOptions(), {"CUDA_HOME": "/usr/local/cuda\n"}, "$CUDA_HOME"),
+        (GivenOptions(), {"TMPDIR": "/scratch/a\nb"}, "$TMPDIR"),
     ):
         with pytest.raises(ConfigError) as caught:
             layered(given, environ, matrix, MACHINE, epoch=EPOCH)
         (problem,) = caught.value.problems
         assert problem.startswith(f"{source}: ")
-        assert problem.endswith("holds a control character (a line break)")
+        assert problem.endswith("holds a control character")
+    # CMake's list separator split the cache's path; a link to a directory of an odd name
+    # passed the check of the path as given
+    with pytest.raises(ConfigError) as caught:
+        layered(GivenOptions(cache_dir=Path("/cache/c;d")), {}, matrix, MACHINE, epoch=EPOCH)
+    assert caught.value.problems == (
+        "--cache-dir: '/cache/c;d' holds a ';', CMake's list separator",
+    )
+    odd = tmp_path / "odd\nname"
+    odd.mkdir()
+    (tmp_path / "cache").symlink_to(odd)
+    given = GivenOptions(cache_dir=tmp_path / "cache")
+    with pytest.raises(ConfigError) as caught:
+        layered(given, {}, matrix, MACHINE, epoch=EPOCH)
+    (problem,) = caught.value.problems
+    assert problem.startswith("--cache-dir: ")
+    assert problem.endswith("... holds a control character")  # the path cut short
 
 
 def test_the_epoch_is_the_environments_then_a_recorded_builds_then_the_last_commits() -> None:
