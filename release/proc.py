@@ -13,7 +13,7 @@ removes what it made, where SIGTERM ends it without (each interrupted build left
 still runs; then SIGKILL where the child itself outlives both. A run `until_exit` (a
 project's own staging command) also marks its child's environment, so that what it left
 running outside its group (a daemon started with `setsid`) is found by that mark and ended
-with it; only a process that drops its whole environment escapes the mark.
+with it; a process that drops its environment, or that variable, escapes the mark.
 """
 
 from __future__ import annotations
