@@ -367,6 +367,30 @@ def test_a_zip_that_claims_more_members_than_a_wheel_may_hold_is_refused_unread(
     )
 
 
+def test_a_zip_whose_directory_holds_more_members_than_its_end_record_claims_is_refused() -> None:
+    # zipfile reads the directory by its size, not the count the end record claims: 3
+    # claimed over 1.5 million entries took 835 MB
+    entry = struct.pack("<IHHHHHHIIIHHHHHII", 0x02014B50, 20, 20, 0, 0, 0, 0, 0, 0, 0, 1, *[0] * 6)
+    directory = b"".join(entry + bytes([97 + n % 26]) for n in range(200_001))
+
+    def claiming(count: int, size: int) -> bytes:
+        return directory + struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, count, count, size, 0, 0)
+
+    assert zip_problem(claiming(3, len(directory))) == (
+        "a zip archive whose central directory holds more than 200000 members "
+        "(its end record says 3), more than a wheel may hold"
+    )
+    assert zip_problem(claiming(3, 65 * 2**20)) == (
+        f"a zip archive whose central directory is {65 * 2**20} bytes, "
+        "more than the 64 MiB a wheel's may be"
+    )
+    below = directory[: len(entry + b"a") * 200_000]  # as many as a wheel may hold
+    tail = struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, 3, 3, len(below), 0, 0)
+    problem = zip_problem(below + tail)  # read on (each name is there many times)
+    assert problem is not None
+    assert "central directory" not in problem
+
+
 @pytest.mark.parametrize("member", ["../../../lib/evil.so", "/lib/evil.so", "a/../../b.py"])
 def test_a_member_named_outside_the_archive_is_damage(member: str) -> None:
     data = zip_bytes({"k3/__init__.py": b"", member: b"x"})
