@@ -29,7 +29,7 @@ import io
 import re
 import string
 import zipfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -59,6 +59,9 @@ MAX_HEADERS_FILE = 8 * 2**20
 # 530 MB to parse): torch's METADATA has about 60, a package of many extras a few hundred
 MAX_HEADER_LINES = 10_000
 LISTED_RECORD_PROBLEMS = 20
+# RECORD's characters in a row, its lines together (a path is at most 4,096 bytes): the csv
+# module split one line of 67 million commas into as many fields, 866 MB
+MOST_RECORD_ROW = 16 * 2**10
 
 
 class NotAWheel(ValueError):
@@ -294,21 +297,31 @@ def record_problems(archive: zipfile.ZipFile, dist_info: str) -> list[str]:
     # read as it inflates, a line at a time (held whole as text it took four times its size)
     with archive.open(name) as raw:
         text = io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline="\n")
-        problems = _all_record_problems(archive, dist_info, text)
+        taken = [0]  # a row's characters so far
+        problems = _all_record_problems(archive, dist_info, _row_lines(text, taken), taken)
     if len(problems) <= LISTED_RECORD_PROBLEMS:
         return problems
     more = len(problems) - LISTED_RECORD_PROBLEMS
     return [*problems[:LISTED_RECORD_PROBLEMS], f"and {more} more RECORD problems"]
 
 
+def _row_lines(text: io.TextIOWrapper, taken: list[int]) -> Iterator[str]:
+    while line := text.readline(MOST_RECORD_ROW + 1):
+        taken[0] += len(line)
+        if taken[0] > MOST_RECORD_ROW:
+            raise csv.Error(f"a row of more than {MOST_RECORD_ROW} characters")
+        yield line
+
+
 def _all_record_problems(
-    archive: zipfile.ZipFile, dist_info: str, record: Iterable[str]
+    archive: zipfile.ZipFile, dist_info: str, record: Iterable[str], taken: list[int]
 ) -> list[str]:
     problems: list[str] = []
     listed: dict[str, tuple[str, str]] = {}
     rows = 0
     try:
         for row in csv.reader(record):
+            taken[0] = 0
             if not row:
                 continue
             rows += 1

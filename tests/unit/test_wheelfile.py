@@ -459,3 +459,19 @@ def test_a_record_of_more_rows_than_a_wheel_has_members_is_not_read_on(row: byte
         found = record_problems(archive, info)
     assert found[0] == "RECORD row ['a'] does not have 3 fields"
     assert found[-1] == "and 11 more RECORD problems"  # RECORD itself is not listed
+
+
+@pytest.mark.parametrize("record", [b"," * 2**20 + b"\n", b'"\n",' * 5_000 + b"\n"])
+def test_a_record_row_longer_than_any_real_one_is_not_split(record: bytes) -> None:
+    # one line of 67 million commas, under 64 MiB, took 866 MB split into empty fields; a
+    # row of quoted line breaks, each line short, is as long
+    info = "k3-0.1.0.dist-info"
+    with zipfile.ZipFile(io.BytesIO(zip_bytes({f"{info}/RECORD": record}, 8))) as archive:
+        assert record_problems(archive, info) == [
+            f"{info}/RECORD is not CSV (a row of more than 16384 characters)"
+        ]
+    path = f"k3/{'d' * 250}/" * 16 + "x.py"  # a path of 4 KiB is a row
+    row = f"{path},sha256=x,1\n".encode()
+    with zipfile.ZipFile(io.BytesIO(zip_bytes({f"{info}/RECORD": row}))) as archive:
+        found = record_problems(archive, info)
+    assert f"RECORD lists {path}, which is not in the wheel" in found
