@@ -26,6 +26,7 @@ import csv
 import email.parser
 import hashlib
 import io
+import math
 import re
 import string
 import zipfile
@@ -62,6 +63,9 @@ LISTED_RECORD_PROBLEMS = 20
 # RECORD's characters in a row, its lines together (a path is at most 4,096 bytes): the csv
 # module split one line of 67 million commas into as many fields, 866 MB
 MOST_RECORD_ROW = 16 * 2**10
+# A filename's tags, its compressed tag sets multiplied out (packaging makes each a Tag: 250
+# of each part took gigabytes); a real one has a few (py2.py3, two manylinux spellings)
+MOST_NAME_TAGS = 1_000
 
 
 class NotAWheel(ValueError):
@@ -102,6 +106,9 @@ class WheelName:
         if odd := next((c for c in filename if c not in WHEEL_NAME_CHARACTERS), None):
             # packaging takes any tag text: a name is put into paths, commands and pages
             raise NotAWheel(f"not a valid wheel filename (a character no wheel name has: {odd!r})")
+        tags = math.prod(p.count(".") + 1 for p in filename[:-4].split("-")[-3:])
+        if tags > MOST_NAME_TAGS:
+            raise NotAWheel(f"not a valid wheel filename ({tags} tags, more than {MOST_NAME_TAGS})")
         try:
             _, version, build, _ = parse_wheel_filename(filename)
         except InvalidWheelFilename as error:

@@ -157,6 +157,22 @@ def test_a_name_that_is_not_a_wheels_says_why(filename: str, why: str) -> None:
     assert not is_wheel_name(filename)
 
 
+def test_a_name_of_more_tags_than_any_wheels_is_refused_before_they_are_multiplied_out() -> None:
+    # packaging makes a Tag of each python x abi x platform: 250 of each (4 KB of name)
+    # took gigabytes; the name is refused first
+    def named(*counts: int) -> str:
+        parts = (".".join(f"{p}{n}" for n in range(c)) for p, c in zip("pax", counts, strict=True))
+        return "k3-0.1.0-" + "-".join(parts) + ".whl"
+
+    past = named(11, 10, 10)
+    for filename in (past, named(250, 250, 250)):  # 1,100 tags; 15.6 million
+        with pytest.raises(
+            NotAWheel, match=r"^not a valid wheel filename \(\d+ tags, more than 1000\)$"
+        ):
+            WheelName.parse(filename)
+    assert len(WheelName.parse(named(10, 10, 10)).tags) == 1000
+
+
 def test_a_version_that_is_not_pep_440_is_none() -> None:
     assert version_or_none("0.1.0+cu129") == Version("0.1.0+cu129")
     assert version_or_none("0.1.x") is None
