@@ -47,10 +47,10 @@ MAX_PAGE_FILES = 50_000
 # 64 MiB took 880 MB to hold)
 MAX_PAGE_LINKS = 1_000_000
 # of characters in one start tag: a real link is under 1,000 (a URL, its hash, PEP 658 and
-# 740 attributes), and the parser's scan of a tag and its list of the tag's attributes,
-# made before any handler sees it, take hundreds of bytes an attribute (one <div> of 15
-# million took 12 GB); a scan of 2 * MAX_TAG characters takes about 7 MB
-MAX_TAG = 16 * 2**10
+# 740 attributes), one whose URL is past httpx's 65,536 is that file's finding; the parser's
+# scan of a tag and its list of the tag's attributes, made before any handler sees it, take
+# hundreds of bytes an attribute (one <div> of 15 million took 12 GB)
+MAX_TAG = 128 * 2**10
 
 
 class _Link(NamedTuple):
