@@ -59,6 +59,8 @@ Its modules:
   with their `a`/`f` suffixes) with what each CUDA version can build.
 - `wheelfile`: What a wheel says about itself: its .dist-info, METADATA (read with `packaging`)
   and WHEEL.
+- `wheelrewrite`: One writer for a wheel changed after its build (relabelled, its torch pinned,
+  a build tag added).
 - `workers`: Threads that read from servers for a command, which a stopped command leaves
   behind at once.
 - `writing`: Files a command writes together, all or nothing (init's two, pins', nccl's).

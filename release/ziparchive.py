@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import lzma
 import re
+import struct
 import zipfile
 import zlib
 from pathlib import Path
@@ -30,6 +31,11 @@ MOST_INFLATION = 500
 # in a 12 MB wheel) took minutes to read back. torch's wheel inflates to about 2 GiB, 3 to
 # 5 times its size.
 MOST_ARCHIVE_SIZE = 16 * 2**30
+# A central directory is read whole, and an object made of each entry, before any member is:
+# torch's is about 2 MiB (15,000 members), one of 64 MiB could hold 1.4 million entries of
+# which the end record claims 3 (1.5 million took 835 MB)
+MOST_DIRECTORY_SIZE = 64 * 2**20
+_SMALLEST_ENTRY = 46  # a directory entry's fixed part: N bytes hold N // 46 entries at most
 
 
 # What reading members of a zip raises on damaged bytes: a CRC that does not match, a deflate
@@ -64,11 +70,9 @@ def zip_problem(source: Path | bytes) -> str | None:
     back whole, or None: `not a zip archive`, or `a damaged zip archive (why)`."""
     try:
         with io.BytesIO(source) if isinstance(source, bytes) else source.open("rb") as stream:
-            members = _member_count(stream)
-        if members is not None and members > MAX_MEMBERS:
-            return (
-                f"a zip archive of {members} members, more than the {MAX_MEMBERS} a wheel may hold"
-            )
+            refused = _directory_problem(stream)
+        if refused is not None:
+            return refused
         archive = zipfile.ZipFile(io.BytesIO(source) if isinstance(source, bytes) else source)
     except (*MEMBER_ERRORS, OSError):  # NotImplementedError: "zip file version 10.0"
         return "not a zip archive"
@@ -129,20 +133,67 @@ def _unicode_path(extra: bytes) -> str | None:
     return None
 
 
-def _member_count(stream: BinaryIO) -> int | None:
-    """The entries a zip's end record says its central directory holds (ZIP64's where the
-    plain record defers to it), read before zipfile reads that directory whole; None where
-    there is no end record."""
+def _directory_problem(stream: BinaryIO) -> str | None:
+    """Why a zip's central directory is not read (MAX_MEMBERS, MOST_DIRECTORY_SIZE), or None:
+    checked before zipfile reads that directory whole, by its size, and makes an object of
+    each entry it holds (an end record claiming 3 members over 1.5 million entries took
+    835 MB), whatever count the end record claims."""
+    end = _end_record(stream)
+    if end is None:
+        return None
+    at, entries, size = end
+    if entries > MAX_MEMBERS:
+        return f"a zip archive of {entries} members, more than the {MAX_MEMBERS} a wheel may hold"
+    if size > MOST_DIRECTORY_SIZE:
+        return (
+            f"a zip archive whose central directory is {size} bytes, "
+            f"more than the {MOST_DIRECTORY_SIZE // 2**20} MiB a wheel's may be"
+        )
+    if size > _SMALLEST_ENTRY * MAX_MEMBERS and at >= size:  # room for more entries than that
+        stream.seek(at - size)
+        if _entries(stream.read(size)) > MAX_MEMBERS:
+            return (
+                f"a zip archive whose central directory holds more than {MAX_MEMBERS} members "
+                f"(its end record says {entries}), more than a wheel may hold"
+            )
+    return None
+
+
+def _end_record(stream: BinaryIO) -> tuple[int, int, int] | None:
+    """Where a zip's central directory ends (the offset of its end record, ZIP64's where
+    the plain record defers to it), the entries the record claims and the directory's size
+    in bytes, as zipfile reads them; None where there is no end record."""
     end = stream.seek(0, io.SEEK_END)
     tail_size = min(end, 22 + 0xFFFF + 20 + 56)
     stream.seek(end - tail_size)
     tail = stream.read(tail_size)
     at = tail.rfind(b"PK\x05\x06")
-    if at < 0 or at + 12 > len(tail):
+    if at < 0 or at + 22 > len(tail):
         return None
     entries = int.from_bytes(tail[at + 10 : at + 12], "little")
-    if entries == 0xFFFF:
-        record = tail.rfind(b"PK\x06\x06", 0, at)
-        if record >= 0 and record + 40 <= at:
-            entries = int.from_bytes(tail[record + 32 : record + 40], "little")
-    return entries
+    size = int.from_bytes(tail[at + 12 : at + 16], "little")
+    # ZIP64's record, where a locator just before the plain one points at it (zipfile
+    # takes its numbers then, whatever the plain record says)
+    record = at - 20 - 56
+    if (
+        record >= 0
+        and tail[at - 20 : at - 16] == b"PK\x06\x07"
+        and tail[record : record + 4] == b"PK\x06\x06"
+    ):
+        entries = int.from_bytes(tail[record + 32 : record + 40], "little")
+        size = int.from_bytes(tail[record + 40 : record + 48], "little")
+        at = record
+    return end - tail_size + at, entries, size
+
+
+def _entries(directory: bytes) -> int:
+    """How many entries `directory` holds, walked as zipfile walks it, counted no further
+    than MAX_MEMBERS + 1 (and no further than its first that is not one: zipfile refuses it)."""
+    count = at = 0
+    while at + _SMALLEST_ENTRY <= len(directory) and count <= MAX_MEMBERS:
+        if directory[at : at + 4] != b"PK\x01\x02":
+            break
+        name, extra, comment = struct.unpack_from("<HHH", directory, at + 28)
+        at += _SMALLEST_ENTRY + name + extra + comment
+        count += 1
+    return count

@@ -33,13 +33,8 @@ from dataclasses import dataclass
 from packaging.version import Version
 
 from release.matrix import Cell
-from release.wheelfile import (
-    NotAWheel,
-    WheelName,
-    rewritten_record,
-    rewritten_wheel,
-    version_or_none,
-)
+from release.wheelfile import NotAWheel, WheelName, version_or_none
+from release.wheelrewrite import rewritten_record, rewritten_wheel
 
 
 class RelabelError(ValueError):

@@ -26,7 +26,7 @@ from packaging.version import Version
 
 from release import pep508
 from release.project.stableabi import target_version
-from release.wheelfile import rewritten_record, rewritten_wheel
+from release.wheelrewrite import rewritten_record, rewritten_wheel
 
 
 class TorchPinError(ValueError):

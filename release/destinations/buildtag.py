@@ -4,7 +4,7 @@ place: whoever pinned the old URL and its sha256 keeps getting exactly those byt
 
 Where a destination holds other bytes under a wheel's filename (a CONFLICT), the wheel is
 rewritten as build N of that name (`k3_kernels-0.1.0-1-py3-none-....whl`: the filename's
-build tag and WHEEL's `Build:` line, by release.wheelfile.with_build_tag), N one above the
+build tag and WHEEL's `Build:` line, by release.wheelrewrite.with_build_tag), N one above the
 highest build the destination holds of the same wheel (pip and uv install the highest build
 tag of a version: the new bytes must sort above every older build). The same wheel is
 compared by value, never by spelling: its normalised project name, its version as PEP 440
@@ -30,7 +30,8 @@ from release.destinations.decide import Action, FileDecision, PublishPlan, Remot
 from release.errors import PublishError
 from release.records.dist import wheel_problem
 from release.records.manifest import WheelEntry
-from release.wheelfile import NotAWheel, WheelName, wheel_name_or_none, with_build_tag
+from release.wheelfile import NotAWheel, WheelName, wheel_name_or_none
+from release.wheelrewrite import with_build_tag
 
 if TYPE_CHECKING:
     from release.destinations.base import Publisher

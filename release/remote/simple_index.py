@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass
 from email.message import Message
 from html.parser import HTMLParser
+from typing import NamedTuple
 from urllib.parse import urldefrag, urljoin
 
 from packaging.utils import InvalidSdistFilename, canonicalize_name, parse_sdist_filename
@@ -42,18 +43,49 @@ class ListedFile:
 # of distribution files on one project page: past any project's (PyPI's torch page lists
 # about 1,500), so that a page of a million links to one wheel is refused, not held
 MAX_PAGE_FILES = 50_000
+# of links on any page: PyPI's root page links about 700,000 projects (3.9 million links in
+# 64 MiB took 880 MB to hold)
+MAX_PAGE_LINKS = 1_000_000
+# of characters in one start tag: a real link is under 1,000 (a URL, its hash, PEP 658 and
+# 740 attributes), one whose URL is past httpx's 65,536 is that file's finding; the parser's
+# scan of a tag and its list of the tag's attributes, made before any handler sees it, take
+# hundreds of bytes an attribute (one <div> of 15 million took 12 GB)
+MAX_TAG = 128 * 2**10
 
 
-class _TooManyFiles(Exception):
-    pass
+class _Link(NamedTuple):
+    """An `<a>` of a page: its text and the attributes a simple index gives a link."""
+
+    text: str
+    href: str | None
+    core_metadata: str | None  # data-core-metadata, or PEP 658's first data-dist-info-metadata
+    requires_python: str | None
+    provenance: str | None
+    yanked: bool
+
+    @classmethod
+    def of(cls, attrs: dict[str, str | None], text: str) -> _Link:
+        core = attrs.get("data-core-metadata") or attrs.get("data-dist-info-metadata")
+        return cls(
+            text=text, href=attrs.get("href"), core_metadata=core,
+            requires_python=attrs.get("data-requires-python"),
+            provenance=attrs.get("data-provenance"), yanked="data-yanked" in attrs,
+        )  # fmt: skip
+
+
+class _Refused(Exception):
+    """A page the parser reads no further (its `str()` says why)."""
 
 
 class _AnchorParser(HTMLParser):
-    def __init__(self, files_at_most: int | None = None) -> None:
+    def __init__(self, files_at_most: int | None = None, *, bounded: bool = False) -> None:
         super().__init__(convert_charrefs=True)
-        self.anchors: list[tuple[dict[str, str | None], str]] = []
+        self.anchors: list[_Link] = []
         self._files_at_most = files_at_most
         self._files = 0
+        self._links = 0
+        self._bounded = bounded  # MAX_PAGE_LINKS and MAX_TAG
+        self._window = (0, "")  # where in the page, and a copy of the page from there
         self._open: dict[str, str | None] | None = None
         self._text: list[str] = []
         self.base: str | None = None  # a <base href>: what every relative link is read against
@@ -62,8 +94,33 @@ class _AnchorParser(HTMLParser):
         if tag == "base" and self.base is None:
             self.base = dict(attrs).get("href")
         if tag == "a":
+            self._links += 1
+            if self._bounded and self._links > MAX_PAGE_LINKS:
+                raise _Refused(f"a page of more than {MAX_PAGE_LINKS} links, past any index's")
             self._open = dict(attrs)
             self._text = []
+
+    def check_for_whole_start_tag(self, i: int) -> int:
+        """Where the start tag at `i` ends (-1: not in the page), asked before its
+        attributes are read. Bounded, the parser's own scan reads a copy of the page's
+        next 2 * MAX_TAG characters only (read whole, one tag of 15 million attributes
+        took gigabytes), and a tag longer than MAX_TAG is refused; one left open at the
+        end of the page (no > after it) ends the parse, as ever (see `_anchors`)."""
+        if not self._bounded:
+            return super().check_for_whole_start_tag(i)
+        start, window = self._window
+        if not start <= i < start + MAX_TAG or not window:  # each character copied twice
+            start, window = self._window = (i, self.rawdata[i : i + 2 * MAX_TAG])
+        page, self.rawdata = self.rawdata, window
+        try:
+            end = super().check_for_whole_start_tag(i - start)
+        finally:
+            self.rawdata = page
+        if end < 0 and (start + len(window) >= len(page) or page.find(">", i) < 0):
+            return end  # left open at the end of the page (no > after it)
+        if end < 0 or end - (i - start) > MAX_TAG:
+            raise _Refused(f"a tag of more than {MAX_TAG} characters")
+        return start + end
 
     def handle_data(self, data: str) -> None:
         if self._open is not None:
@@ -72,25 +129,25 @@ class _AnchorParser(HTMLParser):
     def handle_endtag(self, tag: str) -> None:
         if tag == "a" and self._open is not None:
             text = "".join(self._text).strip()
-            self.anchors.append((self._open, text))
+            self.anchors.append(_Link.of(self._open, text))
             self._open = None
             self._files += text.endswith(DISTRIBUTION_SUFFIXES)  # a root page's links count none
             if self._files_at_most is not None and self._files > self._files_at_most:
-                raise _TooManyFiles
+                raise _Refused(_TOO_MANY)
 
 
-def _anchors(text: str) -> list[tuple[dict[str, str | None], str]]:
+def _anchors(text: str) -> list[_Link]:
     """The `<a>` elements of a page: their attributes and text, in page order. The text is
     fed and never closed: at the end of its input, the parser of Python before 3.11.13
     (CPython gh-135462) reads each `<` of a tag left open as text and scans the rest of the
     page again from the next one, so a page of 8,000 `<a href='x'` took 32 s (quadratic); fed
     only, a tag left open ends the parse at its `<` after one scan, as the fixed parser
     ignores it: to the parser, the rest of the page is that tag's attributes."""
-    parser = _AnchorParser(MAX_PAGE_FILES)
+    parser = _AnchorParser(MAX_PAGE_FILES, bounded=True)
     try:
         parser.feed(text)
-    except _TooManyFiles:
-        raise ValueError(_TOO_MANY) from None
+    except _Refused as refused:
+        raise ValueError(str(refused)) from None
     return parser.anchors
 
 
@@ -137,14 +194,13 @@ def html_files(text: str, page_url: str) -> list[ListedFile]:
     """Every link of a PEP 503 project page, in page order, a filename listed twice kept
     twice (the anchor text is the filename)."""
     out: list[ListedFile] = []
-    for attrs, name in _anchors(text):
-        href = attrs.get("href")
+    for link in _anchors(text):
+        href, name = link.href, link.text
         if not href or not name:
             continue
         url, fragment = urldefrag(_resolved(page_url, href))
         stated = _LINK_HASH.search("#" + fragment)
         hash_name, digest = stated.groups() if stated else (None, "")
-        core = attrs.get("data-core-metadata") or attrs.get("data-dist-info-metadata") or ""
         out.append(
             ListedFile(
                 name=name,
@@ -152,10 +208,10 @@ def html_files(text: str, page_url: str) -> list[ListedFile]:
                 sha256=digest.lower() if hash_name == "sha256" else None,
                 size=None,
                 hash_name=hash_name,
-                requires_python=attrs.get("data-requires-python"),
-                metadata_sha256=_digest(core),
-                provenance_url=_joined(page_url, attrs.get("data-provenance")),
-                yanked="data-yanked" in attrs,
+                requires_python=link.requires_python,
+                metadata_sha256=_digest(link.core_metadata or ""),
+                provenance_url=_joined(page_url, link.provenance),
+                yanked=link.yanked,
                 digest=digest.lower() or None,
             )
         )
@@ -286,15 +342,15 @@ def page_links(text: str) -> tuple[list[str], str | None]:
     """Every link of a page as written (`href`, in page order), and its `<base href>`."""
     parser = _AnchorParser()
     parser.feed(text)
-    return [attrs.get("href") or "" for attrs, _ in parser.anchors], parser.base
+    return [link.href or "" for link in parser.anchors], parser.base
 
 
 def root_html_projects(text: str) -> set[str]:
     """The projects a PEP 503 root page links, by canonical name: each link's last path
     segment (`sgl-deep-gemm/`), whatever its text says."""
     names = set()
-    for attrs, _ in _anchors(text):
-        href = urldefrag(attrs.get("href") or "")[0].rstrip("/")
+    for link in _anchors(text):
+        href = urldefrag(link.href or "")[0].rstrip("/")
         name = href.rsplit("/", 1)[-1]
         if name:
             names.add(str(canonicalize_name(name)))

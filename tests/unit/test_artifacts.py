@@ -42,7 +42,8 @@ from release.records.dist import (
 )
 from release.records.manifest import Manifest, WheelEntry, read_manifest, write_manifest
 from release.toolchain.cacheroot import default_cache_dir, toolchain_cache
-from release.wheelfile import wheel_facts, with_build_tag
+from release.wheelfile import wheel_facts
+from release.wheelrewrite import with_build_tag
 from tests.integration import wheels
 
 REPO = Path(__file__).resolve().parents[2]

@@ -21,7 +21,8 @@ from release.destinations.buildtag import (
 from release.destinations.decide import Action, FileDecision, PublishPlan, RemoteFile
 from release.errors import PublishError
 from release.records.manifest import WheelEntry
-from release.wheelfile import WheelName, with_build_tag
+from release.wheelfile import WheelName
+from release.wheelrewrite import with_build_tag
 from tests.integration.wheels import entry_for, make_wheel, pypi_destination
 
 NAME = "k3_kernels-0.1.0-py3-none-manylinux_2_28_x86_64.whl"

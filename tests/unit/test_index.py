@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import tracemalloc
 from dataclasses import replace
 from html.parser import HTMLParser
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from release.destinations.index import IndexFile, one_per_name, render_index, write_index
+from release.remote import simple_index
 from release.remote.simple_index import (
     MAX_PAGE_FILES,
     SIMPLE_JSON,
@@ -293,3 +295,49 @@ def test_a_project_page_of_more_files_than_any_projects_is_refused_unheld() -> N
     page = parse_index_page(root.encode(), "text/html", "https://idx.test/simple/")
     assert page.root
     assert len(page.projects) == many
+
+
+def test_a_page_of_more_links_than_any_index_has_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """3.9 million links that name no file (the files' bound counts none of them) took
+    880 MB; a root page's projects are links too. PyPI's root page has about 700,000."""
+    assert simple_index.MAX_PAGE_LINKS == 1_000_000
+    monkeypatch.setattr(simple_index, "MAX_PAGE_LINKS", 100)
+    url = "https://idx.test/simple/"
+    for link in ('<a href="x">y</a>', '<a href="/simple/p/">p</a>', "<a>"):
+        with pytest.raises(ValueError, match=r"^a page of more than 100 links, past any index's$"):
+            parse_index_page((link * 101).encode(), "text/html", url)
+    page = parse_index_page(('<a href="/simple/p/">p</a>' * 100).encode(), "text/html", url)
+    assert page.root
+    assert len(page.projects) == 100
+
+
+@pytest.mark.parametrize(
+    ("tag", "rest"),
+    [
+        ("<div" + " a=b" * 1_000_000 + ">", "<p>"),  # 15 million of these took 12 GB
+        ("<a" + " a=b" * 1_000_000 + ' href="x">y</a>', ""),
+        # a quoted > that a scan for the first > would take for the tag's end
+        ("<a b'c d=\"'>\"" + " a=b" * 1_000_000 + ">", ""),
+    ],
+)
+def test_a_page_of_a_tag_longer_than_any_real_ones_is_refused_unparsed(tag: str, rest: str) -> None:
+    name = "k3_kernels-0.1.0-py3-none-any.whl"
+    page = (f'<a href="{name}">{name}</a>' + tag + rest + "x" * 100_000).encode()
+    tracemalloc.start()
+    try:
+        with pytest.raises(ValueError, match=r"^a tag of more than 131072 characters$"):
+            project_files(page, "text/html", "https://idx.test/k3-kernels/")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 80 * 2**20, f"{peak} bytes to read a page of {len(page)}"
+    left_open = f'<a href="{name}">{name}</a><div' + " a=b" * 1_000_000  # no > after it
+    assert [f.name for f in project_files(left_open.encode(), "text/html", "https://x/")] == [
+        name
+    ]  # ends the parse, as ever
+    many = "<a" + " a=b" * 30_000 + f' href="{name}">{name}</a>'  # 120 KB: no real link is
+    assert [f.name for f in project_files(many.encode(), "text/html", "https://idx.test/")] == [
+        name
+    ]

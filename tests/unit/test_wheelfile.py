@@ -26,8 +26,8 @@ from release.wheelfile import (
     tag_problems,
     version_or_none,
     wheel_facts,
-    with_build_tag,
 )
+from release.wheelrewrite import with_build_tag
 from release.ziparchive import zip_problem
 from tests.integration import wheels as integration_wheels
 
@@ -156,6 +156,22 @@ def test_a_name_that_is_not_a_wheels_says_why(filename: str, why: str) -> None:
         WheelName.parse(filename)
     assert str(caught.value) == why
     assert not is_wheel_name(filename)
+
+
+def test_a_name_of_more_tags_than_any_wheels_is_refused_before_they_are_multiplied_out() -> None:
+    # packaging makes a Tag of each python x abi x platform: 250 of each (4 KB of name)
+    # took gigabytes; the name is refused first
+    def named(*counts: int) -> str:
+        parts = (".".join(f"{p}{n}" for n in range(c)) for p, c in zip("pax", counts, strict=True))
+        return "k3-0.1.0-" + "-".join(parts) + ".whl"
+
+    past = named(11, 10, 10)
+    for filename in (past, named(250, 250, 250)):  # 1,100 tags; 15.6 million
+        with pytest.raises(
+            NotAWheel, match=r"^not a valid wheel filename \(\d+ tags, more than 1000\)$"
+        ):
+            WheelName.parse(filename)
+    assert len(WheelName.parse(named(10, 10, 10)).tags) == 1000
 
 
 def test_a_version_that_is_not_pep_440_is_none() -> None:
@@ -368,6 +384,30 @@ def test_a_zip_that_claims_more_members_than_a_wheel_may_hold_is_refused_unread(
     )
 
 
+def test_a_zip_whose_directory_holds_more_members_than_its_end_record_claims_is_refused() -> None:
+    # zipfile reads the directory by its size, not the count the end record claims: 3
+    # claimed over 1.5 million entries took 835 MB
+    entry = struct.pack("<IHHHHHHIIIHHHHHII", 0x02014B50, 20, 20, 0, 0, 0, 0, 0, 0, 0, 1, *[0] * 6)
+    directory = b"".join(entry + bytes([97 + n % 26]) for n in range(200_001))
+
+    def claiming(count: int, size: int) -> bytes:
+        return directory + struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, count, count, size, 0, 0)
+
+    assert zip_problem(claiming(3, len(directory))) == (
+        "a zip archive whose central directory holds more than 200000 members "
+        "(its end record says 3), more than a wheel may hold"
+    )
+    assert zip_problem(claiming(3, 65 * 2**20)) == (
+        f"a zip archive whose central directory is {65 * 2**20} bytes, "
+        "more than the 64 MiB a wheel's may be"
+    )
+    below = directory[: len(entry + b"a") * 200_000]  # as many as a wheel may hold
+    tail = struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, 3, 3, len(below), 0, 0)
+    problem = zip_problem(below + tail)  # read on (each name is there many times)
+    assert problem is not None
+    assert "central directory" not in problem
+
+
 @pytest.mark.parametrize("member", ["../../../lib/evil.so", "/lib/evil.so", "a/../../b.py"])
 def test_a_member_named_outside_the_archive_is_damage(member: str) -> None:
     data = zip_bytes({"k3/__init__.py": b"", member: b"x"})
@@ -467,3 +507,19 @@ def test_wheel_tags_that_differ_are_shown_cut_short() -> None:
     (problem,) = tag_problems([long], frozenset({Tag("py3", "none", "any")}))
     assert len(problem) < 500
     assert problem.endswith("differ from the filename's ['py3-none-any']")
+
+
+@pytest.mark.parametrize("record", [b"," * 2**20 + b"\n", b'"\n",' * 5_000 + b"\n"])
+def test_a_record_row_longer_than_any_real_one_is_not_split(record: bytes) -> None:
+    # one line of 67 million commas, under 64 MiB, took 866 MB split into empty fields; a
+    # row of quoted line breaks, each line short, is as long
+    info = "k3-0.1.0.dist-info"
+    with zipfile.ZipFile(io.BytesIO(zip_bytes({f"{info}/RECORD": record}, 8))) as archive:
+        assert record_problems(archive, info) == [
+            f"{info}/RECORD is not CSV (a row of more than 16384 characters)"
+        ]
+    path = f"k3/{'d' * 250}/" * 16 + "x.py"  # a path of 4 KiB is a row
+    row = f"{path},sha256=x,1\n".encode()
+    with zipfile.ZipFile(io.BytesIO(zip_bytes({f"{info}/RECORD": row}))) as archive:
+        found = record_problems(archive, info)
+    assert f"RECORD lists {path}, which is not in the wheel" in found
