@@ -70,7 +70,7 @@ def zip_problem(source: Path | bytes) -> str | None:
     back whole, or None: `not a zip archive`, or `a damaged zip archive (why)`."""
     try:
         with io.BytesIO(source) if isinstance(source, bytes) else source.open("rb") as stream:
-            refused = _directory_problem(stream)
+            refused = directory_problem(stream)
         if refused is not None:
             return refused
         archive = zipfile.ZipFile(io.BytesIO(source) if isinstance(source, bytes) else source)
@@ -133,7 +133,7 @@ def _unicode_path(extra: bytes) -> str | None:
     return None
 
 
-def _directory_problem(stream: BinaryIO) -> str | None:
+def directory_problem(stream: BinaryIO) -> str | None:
     """Why a zip's central directory is not read (MAX_MEMBERS, MOST_DIRECTORY_SIZE), or None:
     checked before zipfile reads that directory whole, by its size, and makes an object of
     each entry it holds (an end record claiming 3 members over 1.5 million entries took

@@ -18,7 +18,7 @@ from typing import Protocol
 from release.errors import shown
 from release.remote import httpclient as http
 from release.wheelfile import MAX_HEADERS_FILE
-from release.ziparchive import MEMBER_ERRORS
+from release.ziparchive import MEMBER_ERRORS, directory_problem
 
 BLOCK = 256 * 1024  # the least a request asks for: the end of a wheel holds its directory
 _CONTENT_RANGE = re.compile(r"bytes\s+\d+-\d+/(\d+)")
@@ -109,7 +109,11 @@ def remote_wheel_metadata(get: RangeGet, url: str) -> bytes:
         return got.body
 
     try:
-        with zipfile.ZipFile(RangeReader(read_range, total)) as archive:
+        reader = RangeReader(read_range, total)
+        refused = directory_problem(io.BufferedReader(reader))  # zipfile reads it whole
+        if refused is not None:
+            raise LazyWheelError(f"its bytes are {refused}")
+        with zipfile.ZipFile(reader) as archive:
             names = [
                 n
                 for n in archive.namelist()

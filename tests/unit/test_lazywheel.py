@@ -5,6 +5,7 @@ file and never for all of it."""
 from __future__ import annotations
 
 import io
+import struct
 import zipfile
 
 import pytest
@@ -114,3 +115,15 @@ def test_a_link_that_cannot_be_asked_is_named_in_a_sentence() -> None:
     assert str(caught.value) == (
         "asking its link 'javascript:alert(1)' fails (not a URL that can be asked: no scheme)"
     )
+
+
+def test_a_central_directory_past_a_wheels_is_not_read_through_ranges() -> None:
+    """A torch index's wheel whose end record claims 3 members over a directory of 200,001
+    entries: zipfile read the directory whole by its size, as it did from a file (835 MB
+    for 1.5 million entries)."""
+    entry = struct.pack("<IHHHHHHIIIHHHHHII", 0x02014B50, 20, 20, 0, 0, 0, 0, 0, 0, 0, 1, *[0] * 6)
+    directory = b"".join(entry + bytes([97 + n % 26]) for n in range(200_001))
+    end = struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, 3, 3, len(directory), 0, 0)
+    get = served_by_ranges(directory + end)
+    with pytest.raises(LazyWheelError, match=r"^its bytes are a zip archive whose central"):
+        remote_wheel_metadata(get, "http://files.test/torch.whl")
