@@ -100,25 +100,19 @@ def test_an_output_release_cannot_empty_is_left_undecided_with_why() -> None:
         assert staged is not None
         return staged.output, staged.output_unfit
 
-    # a literal absolute path is not the root's: never rewritten into one under it
-    assert staged_into("/srv/abs/out") == (
-        None, "it stages into /srv/abs/out, an absolute path outside the checkout"
-    )  # fmt: skip
-    assert staged_into("${ROOT_DIR}/sgl_deep_gemm") == (
-        None, "it stages into sgl_deep_gemm, which holds the project's sources (sgl_deep_gemm)"
-    )  # fmt: skip
-    assert staged_into("${ROOT_DIR}/.git/stage") == (
-        None, "it stages into .git/stage, inside .git, git's own directory"
-    )  # fmt: skip
-    assert staged_into("dist") == (
-        None, "it stages into dist, in dist/, where release writes its wheels"
-    )  # fmt: skip
-    # the shell's ~ is a home directory; matrix.yaml is what init writes (it said "this is
-    # release init's bug" when the matrix it wrote did not load)
-    assert staged_into("~/stage") == (
-        None, "it stages into ~/stage, under a home directory outside the checkout"
-    )  # fmt: skip
-    assert staged_into("${ROOT_DIR}/matrix.yaml") == (
-        None, "it stages into matrix.yaml, the file that declares the release"
-    )  # fmt: skip
+    unfit = {
+        # a literal absolute path is not the root's: never rewritten into one under it
+        "/srv/abs/out": "it stages into /srv/abs/out, an absolute path outside the checkout",
+        "${ROOT_DIR}/sgl_deep_gemm": (
+            "it stages into sgl_deep_gemm, which holds the project's sources (sgl_deep_gemm)"
+        ),
+        "${ROOT_DIR}/.git/stage": "it stages into .git/stage, inside .git, git's own directory",
+        "dist": "it stages into dist, in dist/, where release writes its wheels",
+        # the shell's ~ is a home directory; matrix.yaml is what init writes (it said "this
+        # is release init's bug" when the matrix it wrote did not load)
+        "~/stage": "it stages into ~/stage, under a home directory outside the checkout",
+        "${ROOT_DIR}/matrix.yaml": "it stages into matrix.yaml, the file that declares the release",
+    }
+    for build_dir, why in unfit.items():
+        assert staged_into(build_dir) == (None, why), build_dir
     assert staged_into("${ROOT_DIR}/out/build") == ("out/build", None)
