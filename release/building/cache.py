@@ -29,7 +29,7 @@ import stat
 import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from release import __version__
 from release.errors import FileError
@@ -95,10 +95,7 @@ def project_files(project: Path) -> Iterable[tuple[str, Path]]:
         return name.startswith(".") or name in SKIPPED_PARTS
 
     for name, path in tree_files(project, pruned=pruned):
-        relative = PurePosixPath(name)
-        if SKIPPED_PARTS.intersection(relative.parts):
-            continue
-        if relative.name.startswith(".") or path.suffix == ".pyc":
+        if pruned(path.name) or path.suffix == ".pyc":  # a file named `build` or `.x`
             continue
         yield name, path
 
@@ -176,7 +173,7 @@ class WheelCache:
         bytes whose sha256 is its sidecar's, through no link; a damaged entry (a link, a
         FIFO, a file of another hash) is removed and said so."""
         entry = self.entry(key)
-        if entry.is_symlink() or (entry.exists() and not entry.is_dir()):
+        if _not_own_directory(entry):
             return self._damaged(key, entry, "not a directory of the cache's own")
         path = entry / filename
         try:
@@ -195,7 +192,7 @@ class WheelCache:
 
     def put(self, key: str, filename: str, data: bytes) -> None:
         directory = self.entry(key)
-        if directory.is_symlink() or (directory.exists() and not directory.is_dir()):
+        if _not_own_directory(directory):
             self.discard(key)  # written through, a link would put the wheel elsewhere
         write_atomic(directory / filename, data)
         write_atomic(directory / f"{filename}.sha256", hashlib.sha256(data).hexdigest().encode())
@@ -203,7 +200,7 @@ class WheelCache:
     def discard(self, key: str) -> None:
         """Remove the entry: a link or a file in its place is unlinked, never followed."""
         entry = self.entry(key)
-        if entry.is_symlink() or (entry.exists() and not entry.is_dir()):
+        if _not_own_directory(entry):
             entry.unlink(missing_ok=True)
         else:
             shutil.rmtree(entry, ignore_errors=True)
@@ -211,6 +208,12 @@ class WheelCache:
     def _damaged(self, key: str, path: Path, reason: str) -> Lookup:
         self.discard(key)
         return Lookup(data=None, damage=f"the cached wheel {path} was damaged: {reason}")
+
+
+def _not_own_directory(entry: Path) -> bool:
+    """Whether something other than a directory of the cache's own holds the entry's place:
+    a link (to a directory or not), or a file."""
+    return entry.is_symlink() or (entry.exists() and not entry.is_dir())
 
 
 def _regular_file(path: Path, limit: int) -> bytes:

@@ -58,10 +58,10 @@ from pathlib import Path, PurePosixPath
 from packaging.utils import canonicalize_name
 
 from release import proc
-from release.building.cache import SKIPPED_PARTS, project_files
+from release.building.cache import project_files
 from release.building.diagnose import failure_cause
 from release.building.settings import CellFailure
-from release.fsutil import linked_part, tree_files
+from release.fsutil import linked_part
 from release.matrix import Cell, Matrix
 from release.project import read_pyproject
 
@@ -140,21 +140,12 @@ def sources_dir(matrix: Matrix, cell: Cell) -> Path:
 
 
 def step_sources(step: PrepareStep) -> Iterator[tuple[str, Path]]:
-    """What a wheel built through the step depends on in the checkout, as (path, bytes):
-    every file under matrix.yaml's directory (a staging script reaches past the project),
-    without hidden files and directories (.git), build outputs, the declared output and
-    the version file (the cell's version is written there)."""
+    """What a wheel built through the step depends on in the checkout, as (relative path,
+    path): every source file under matrix.yaml's directory (`project_files`: a staging
+    script reaches past the project), without the declared output and the version file
+    (the cell's version is written there)."""
     skipped = {p for p in (step.output, step.version_file) if p is not None}
-
-    def pruned(name: str) -> bool:
-        return name.startswith(".") or name in SKIPPED_PARTS
-
-    for name, path in tree_files(step.root, pruned=pruned):
-        relative = PurePosixPath(name)
-        if any(part.startswith(".") for part in relative.parts) or path.suffix == ".pyc":
-            continue
-        if SKIPPED_PARTS.intersection(relative.parts):
-            continue
+    for name, path in project_files(step.root):
         if path in skipped or skipped.intersection(path.parents):
             continue
         yield name, path
