@@ -64,19 +64,8 @@ def loader_needed(elf: ELFFile) -> tuple[str, ...] | None:
     dynamic = next((s for s in elf.iter_segments() if s["p_type"] == "PT_DYNAMIC"), None)
     if dynamic is None:
         return None
-    entry = elf.structs.Elf_Dyn
-    count = dynamic["p_filesz"] // entry.sizeof()
-    if count > MAX_DYNAMIC_ENTRIES:
-        raise ValueError(f"PT_DYNAMIC has {count} entries (at most {MAX_DYNAMIC_ENTRIES})")
-    tags: list[tuple[str, int]] = []
-    for n in range(count):
-        tag = struct_parse(entry, elf.stream, stream_pos=dynamic["p_offset"] + n * entry.sizeof())
-        if tag["d_tag"] == "DT_NULL":
-            break
-        tags.append((str(tag["d_tag"]), int(tag["d_val"])))
-    needed = [value for name, value in tags if name == "DT_NEEDED"]
-    if len(needed) > MAX_NEEDED:
-        raise ValueError(f"more than {MAX_NEEDED} DT_NEEDED entries")
+    tags = _dynamic_tags(elf, dynamic["p_offset"], dynamic["p_filesz"], "PT_DYNAMIC")
+    needed = _needed_values(tags)
     if not needed:
         return ()
     address = next((value for name, value in tags if name == "DT_STRTAB"), None)
@@ -96,28 +85,41 @@ def _file_offset(elf: ELFFile, address: int) -> int | None:
 
 def _section_needed(elf: ELFFile) -> tuple[str, ...]:
     names: list[str] = []
-    entry = elf.structs.Elf_Dyn
     for section in elf.iter_sections():
         if not isinstance(section, DynamicSection) or section["sh_type"] == "SHT_NOBITS":
             continue
         strings = elf.get_section(section["sh_link"])
         if not isinstance(strings, StringTableSection):
             raise ValueError(f"{section.name} is linked to no string table")
-        count = section["sh_size"] // entry.sizeof()
-        if count > MAX_DYNAMIC_ENTRIES:
-            raise ValueError(f"{section.name} has {count} entries (at most {MAX_DYNAMIC_ENTRIES})")
-        for n in range(count):
-            tag = struct_parse(
-                entry, elf.stream, stream_pos=section["sh_offset"] + n * entry.sizeof()
-            )
-            if tag["d_tag"] == "DT_NULL":
-                break
-            if tag["d_tag"] != "DT_NEEDED":
-                continue
-            if len(names) == MAX_NEEDED:
-                raise ValueError(f"more than {MAX_NEEDED} DT_NEEDED entries")
-            names.append(_soname(elf, strings["sh_offset"] + tag["d_val"]))
+        tags = _dynamic_tags(elf, section["sh_offset"], section["sh_size"], section.name)
+        needed = _needed_values(tags, already=len(names))
+        names += [_soname(elf, strings["sh_offset"] + value) for value in needed]
     return tuple(names)
+
+
+def _dynamic_tags(elf: ELFFile, offset: int, size: int, what: str) -> list[tuple[str, int]]:
+    """The (d_tag, d_val) entries of a dynamic table of `size` bytes at `offset`, up to its
+    DT_NULL; ValueError past MAX_DYNAMIC_ENTRIES (`what` names the table)."""
+    entry = elf.structs.Elf_Dyn
+    count = size // entry.sizeof()
+    if count > MAX_DYNAMIC_ENTRIES:
+        raise ValueError(f"{what} has {count} entries (at most {MAX_DYNAMIC_ENTRIES})")
+    tags: list[tuple[str, int]] = []
+    for n in range(count):
+        tag = struct_parse(entry, elf.stream, stream_pos=offset + n * entry.sizeof())
+        if tag["d_tag"] == "DT_NULL":
+            break
+        tags.append((str(tag["d_tag"]), int(tag["d_val"])))
+    return tags
+
+
+def _needed_values(tags: list[tuple[str, int]], *, already: int = 0) -> list[int]:
+    """The DT_NEEDED string offsets of `tags`; ValueError past MAX_NEEDED in all (`already`:
+    those of tables read before)."""
+    needed = [value for name, value in tags if name == "DT_NEEDED"]
+    if already + len(needed) > MAX_NEEDED:
+        raise ValueError(f"more than {MAX_NEEDED} DT_NEEDED entries")
+    return needed
 
 
 def _soname(elf: ELFFile, offset: int) -> str:
