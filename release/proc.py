@@ -405,23 +405,30 @@ def _end_marked(mark: str) -> None:
 
 
 def marked_processes(mark: str) -> list[int]:
-    """The processes (Linux's /proc; none elsewhere) whose environment holds `mark`; an
-    exited one that is not yet reaped has none and is not listed."""
-    needle = f"{MARK_VARIABLE}={mark}".encode()
+    """The processes whose environment holds the run's `mark`."""
+    return list(processes_holding({MARK_VARIABLE: mark}))
+
+
+def processes_holding(entries: Mapping[str, str]) -> dict[int, list[bytes]]:
+    """Each process but this one (Linux's /proc; none elsewhere) whose environment holds
+    every one of `entries` (NAME: value), with its whole environment; an exited one that is
+    not yet reaped has none and is not listed."""
+    wanted = [f"{name}={value}".encode() for name, value in entries.items()]
     try:
         names = os.listdir("/proc")
     except OSError:
-        return []
-    found = []
+        return {}
+    found = {}
     for name in names:
         if not name.isdigit() or int(name) == os.getpid():
             continue
         try:
             with open(f"/proc/{name}/environ", "rb") as handle:
-                if needle in handle.read().split(b"\0"):
-                    found.append(int(name))
+                environ = handle.read().split(b"\0")
         except OSError:
             continue
+        if all(entry in environ for entry in wanted):
+            found[int(name)] = environ
     return found
 
 

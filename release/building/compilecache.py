@@ -23,6 +23,7 @@ import sysconfig
 import tempfile
 import time
 from collections.abc import Mapping
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -250,22 +251,14 @@ def end_compiles_of(client: Mapping[str, str], *, server: bool) -> None:
     someone else's that exported the same port number is not one), and the server itself
     where `server`. Pass after pass until one finds none: a compiler killed in one pass may
     have started a child after the pass listed the processes."""
-    markers = [f"{name}={value}".encode() for name, value in sorted(client.items())]
     for _ in range(50):
         killed = 0
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit() or int(entry.name) == os.getpid():
-                continue
-            try:
-                environ = (entry / "environ").read_bytes().split(b"\0")
-                if not all(marker in environ for marker in markers):
-                    continue  # not this server's
-                if b"SCCACHE_START_SERVER=1" in environ and not server:
-                    continue  # the server, which `--stop-server` ended
-                os.kill(int(entry.name), signal.SIGKILL)
+        for pid, environ in proc.processes_holding(client).items():
+            if b"SCCACHE_START_SERVER=1" in environ and not server:
+                continue  # the server, which `--stop-server` ended
+            with suppress(OSError):  # gone already, or not ours
+                os.kill(pid, signal.SIGKILL)
                 killed += 1
-            except (OSError, ValueError):
-                continue  # gone already, or not ours
         if not killed:
             return
         time.sleep(0.05)
