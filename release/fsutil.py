@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import stat
 import sys
 import tempfile
@@ -248,6 +249,15 @@ def sha256_file(path: Path) -> str:
         for chunk in iter(lambda: handle.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def remove_unfollowed(path: Path) -> None:
+    """Remove what is at `path`, never through a link: a link or a file is unlinked, a
+    directory removed with what it holds (what cannot be removed is left)."""
+    if path.is_symlink() or not path.is_dir():
+        path.unlink(missing_ok=True)
+    else:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def linked_part(root: Path, path: Path) -> Path | None:

@@ -24,7 +24,6 @@ import hashlib
 import importlib.metadata
 import json
 import os
-import shutil
 import stat
 import zlib
 from collections.abc import Iterable, Mapping
@@ -33,7 +32,7 @@ from pathlib import Path
 
 from release import __version__
 from release.errors import FileError
-from release.fsutil import tree_files, write_atomic
+from release.fsutil import remove_unfollowed, tree_files, write_atomic
 from release.matrix import Cell
 from release.toolchain import envcache
 from release.toolchain.cacheroot import toolchain_cache
@@ -199,11 +198,7 @@ class WheelCache:
 
     def discard(self, key: str) -> None:
         """Remove the entry: a link or a file in its place is unlinked, never followed."""
-        entry = self.entry(key)
-        if _not_own_directory(entry):
-            entry.unlink(missing_ok=True)
-        else:
-            shutil.rmtree(entry, ignore_errors=True)
+        remove_unfollowed(self.entry(key))
 
     def _damaged(self, key: str, path: Path, reason: str) -> Lookup:
         self.discard(key)

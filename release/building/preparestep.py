@@ -61,7 +61,7 @@ from release import proc
 from release.building.cache import project_files
 from release.building.diagnose import failure_cause
 from release.building.settings import CellFailure
-from release.fsutil import linked_part
+from release.fsutil import linked_part, remove_unfollowed
 from release.matrix import Cell, Matrix
 from release.project import read_pyproject
 
@@ -313,12 +313,9 @@ def _remove_planted(dist: Path | None, before: Entries) -> list[Path]:
         target = dist / name
         if any(gone == target or gone in target.parents for gone in removed):
             continue
-        if target.is_symlink() or not target.is_dir():
-            target.unlink(missing_ok=True)
-        elif name != ".":
-            shutil.rmtree(target, ignore_errors=True)
-        else:
+        if name == "." and not target.is_symlink() and target.is_dir():
             continue  # dist/ made anew: its entries are listed after it
+        remove_unfollowed(target)
         removed.append(target)
     return removed
 
@@ -419,10 +416,8 @@ def _remove(root: Path, path: Path) -> None:
     checkout)."""
     if (link := linked_part(root, path)) is not None:
         link.unlink()
-    elif path.is_dir():
-        shutil.rmtree(path, ignore_errors=True)
     else:
-        path.unlink(missing_ok=True)
+        remove_unfollowed(path)
 
 
 def _check_unlinked(step: PrepareStep) -> None:

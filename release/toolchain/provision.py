@@ -19,6 +19,7 @@ from packaging.version import Version
 
 from release import proc
 from release.errors import ToolchainError
+from release.fsutil import remove_unfollowed
 from release.resources import script
 from release.toolchain import cudahome
 from release.toolchain.pins import PIP_FLOOR, RUNTIME_LIBRARY, PinSet
@@ -209,13 +210,9 @@ def install_pinset(
     marker = dest / ".complete"
     if marker.is_file():
         return False
-    if dest.is_symlink() or dest.exists():
-        # never one a provision is writing (each installs aside and renames it whole, its
-        # marker in it): a copy without it, or what an interrupted cleanup left
-        if dest.is_symlink() or not dest.is_dir():
-            dest.unlink()
-        else:
-            shutil.rmtree(dest)
+    # never one a provision is writing (each installs aside and renames it whole, its marker
+    # in it): a copy without it, or what an interrupted cleanup left
+    remove_unfollowed(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
     try:
