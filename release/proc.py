@@ -18,6 +18,8 @@ with it; a process that drops its environment, or that variable, escapes the mar
 
 from __future__ import annotations
 
+import codecs
+import io
 import os
 import re
 import shlex
@@ -26,6 +28,7 @@ import subprocess
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
@@ -46,6 +49,11 @@ WATCH_SECONDS = 0.2  # how often `stop_when` is asked
 # how long a child that `stop_when` stops may take to end by itself (a build tool prints
 # the failed command and exits) before it is ended
 STOP_WHEN_GRACE_SECONDS = 2.0
+# what a run keeps of each pipe of a child's output: its first bytes and, of these, its last
+# bytes; a reader of a listing or a table fails where output was left out (`left_out`)
+OUTPUT_KEPT_BYTES = 32 * 2**20
+OUTPUT_TAIL_BYTES = 2**20
+LINE_CHARACTERS = 2**16  # a longer line goes to `on_line` in pieces
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -56,6 +64,7 @@ class Completed:
     log: Path | None = None
     stderr: str = ""  # only with separate_stderr
     timed_out: bool = False  # ended at its `timeout` (returncode EXIT_TIMEOUT)
+    left_out: int = 0  # bytes of output not kept (OUTPUT_KEPT_BYTES): a reader of all of it fails
 
     @property
     def ok(self) -> bool:
@@ -68,8 +77,8 @@ _lock = threading.Lock()
 # directory it then removes) holds it too, so that no child of another thread starts in a
 # directory about to vanish (`python -m build` then fails at os.getcwd()).
 WORKING_DIRECTORY = threading.Lock()
-_running: set[subprocess.Popen[str]] = set()
-_marks: dict[subprocess.Popen[str], str] = {}  # the mark of each run until_exit
+_running: set[subprocess.Popen[bytes]] = set()
+_marks: dict[subprocess.Popen[bytes], str] = {}  # the mark of each run until_exit
 _stopped = threading.Event()
 
 
@@ -101,6 +110,14 @@ def rejected_arguments(output: str) -> str | None:
         if _REJECTED.search(line):
             return line.strip()
     return None
+
+
+def too_long(what: str, result: Completed) -> str | None:
+    """Why `result`'s output cannot be read whole (a listing, a table), or None: `what`
+    printed more than a run keeps."""
+    if not result.left_out:
+        return None
+    return f"{what} printed more than {OUTPUT_KEPT_BYTES // 2**20} MiB, more than is read"
 
 
 def failure(what: str, result: Completed, *, detail: bool = True) -> str:
@@ -167,6 +184,7 @@ class Runner:
                 _running.add(started)
                 if mark:
                     _marks[started] = mark
+        left_out = 0
         if isinstance(started, str):
             code, output = EXIT_CANNOT_RUN, started
         else:
@@ -174,23 +192,15 @@ class Runner:
             finished = threading.Event()
             if stop_when is not None:
                 _watch(child, stop_when, finished)
+            shown = None if on_line is None else (lambda line: on_line(mask(line, hidden)))
+            readers = _Reader.started(child, shown)
             try:
-                if until_exit:
-                    stdout, stderr = _until_exit(child, timeout)
-                elif on_line is not None and child.stdout is not None:
-                    stdout, stderr = _follow(
-                        child, lambda line: on_line(mask(line, hidden)), timeout
-                    )
-                else:
-                    stdout, stderr = child.communicate(timeout=timeout)
+                _wait(child, readers, timeout, until_exit=until_exit)
                 code = child.returncode
-            except subprocess.TimeoutExpired as expired:
-                if until_exit:  # _until_exit has ended the group and read what it wrote
-                    stdout, stderr = str(expired.output or ""), str(expired.stderr or "")
-                else:
-                    _end(child)
-                    stdout, stderr = child.communicate()
-                stdout = (stdout or "") + f"\n(timed out after {timeout:.0f} s)"
+            except subprocess.TimeoutExpired:
+                _end(child)
+                if until_exit:
+                    _end_left(child)
                 code, timed_out = EXIT_TIMEOUT, True
             finally:
                 finished.set()
@@ -199,8 +209,11 @@ class Runner:
                     _marks.pop(child, None)
                 if mark:
                     _end_marked(mark)
-            output = stdout or ""
-            stderr_text = stderr or ""
+            # a process that left the group may hold a pipe open: it then stays open
+            grace = STOP_GRACE_SECONDS if until_exit or timed_out else None
+            output, stderr_text, left_out = _Reader.collected(readers, grace)
+            if timed_out:
+                output += f"\n(timed out after {timeout:.0f} s)"
             if _stopped.is_set() and code != 0:
                 code = EXIT_STOPPED
         seconds = time.monotonic() - start
@@ -210,7 +223,7 @@ class Runner:
             _append_log(log, mask(shlex.join(cmd), hidden), output + stderr_text, code, seconds)
         return Completed(
             returncode=code, output=output, seconds=seconds, log=log, stderr=stderr_text,
-            timed_out=timed_out,
+            timed_out=timed_out, left_out=left_out,
         )  # fmt: skip
 
 
@@ -219,7 +232,7 @@ run = Runner()
 
 def _start(
     cmd: Sequence[str], env: Mapping[str, str], cwd: Path | None, *, separate_stderr: bool
-) -> subprocess.Popen[str] | str:
+) -> subprocess.Popen[bytes] | str:
     """The child running `cmd` in a session of its own, or why it cannot run."""
     try:
         with WORKING_DIRECTORY:
@@ -230,80 +243,130 @@ def _start(
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE if separate_stderr else subprocess.STDOUT,
-                text=True,
-                errors="replace",
                 start_new_session=True,
             )
     except OSError as error:
         return f"cannot run {cmd[0]}: {error.strerror or error}"
 
 
-def _follow(
-    child: subprocess.Popen[str], on_line: Callable[[str], None], timeout: float | None
-) -> tuple[str, str]:
-    """Read the child's stdout line by line (stderr beside it, on a thread, so that neither
-    pipe fills up), then wait for it; both pipes are closed after."""
-    assert child.stdout is not None  # noqa: S101  # the caller opened it
-    errors: list[str] = []
-    reader = None
-    if child.stderr is not None:
-        stderr_pipe = child.stderr
-        reader = threading.Thread(
-            target=_unsignalled(lambda: errors.append(stderr_pipe.read())), daemon=True
-        )
-        reader.start()
-    lines = []
-    with child.stdout:
-        for line in child.stdout:
-            lines.append(line)
-            on_line(line.rstrip("\n"))
-    if reader is not None and child.stderr is not None:
-        reader.join()
-        child.stderr.close()
-    child.wait(timeout=timeout)
-    return "".join(lines), "".join(errors)
+class _Reader:
+    """A thread that reads one of a child's pipes to its end (so that no pipe fills up and
+    blocks the child) and keeps what `_Kept` keeps of it; stdout's lines go to `on_line`,
+    decoded as text mode decodes them."""
+
+    def __init__(self, pipe: IO[bytes], on_line: Callable[[str], None] | None) -> None:
+        self.pipe = pipe
+        self.kept = _Kept()
+        self.on_line = on_line
+        self.thread = threading.Thread(target=_unsignalled(self._read), daemon=True)
+        self.thread.start()
+
+    @classmethod
+    def started(
+        cls, child: subprocess.Popen[bytes], on_line: Callable[[str], None] | None
+    ) -> list[_Reader]:
+        """A reader of stdout (with `on_line`), and one of stderr where it is apart."""
+        pipes = [p for p in (child.stdout, child.stderr) if p is not None]
+        return [cls(pipe, on_line if pipe is child.stdout else None) for pipe in pipes]
+
+    def _read(self) -> None:
+        lines = _text_decoder()
+        pending = ""
+        while data := os.read(self.pipe.fileno(), 65536):
+            self.kept.add(data)
+            if self.on_line is None:
+                continue
+            *complete, pending = (pending + lines.decode(data)).split("\n")
+            for line in complete:
+                self.on_line(line)
+            while len(pending) > LINE_CHARACTERS:  # a line with no end is shown in pieces
+                self.on_line(pending[:LINE_CHARACTERS])
+                pending = pending[LINE_CHARACTERS:]
+        if self.on_line is not None and (pending := pending + lines.decode(b"", final=True)):
+            self.on_line(pending)
+
+    @staticmethod
+    def collected(readers: Sequence[_Reader], grace: float | None) -> tuple[str, str, int]:
+        """stdout's text, stderr's (empty where it is not apart) and how many bytes of
+        theirs were left out, once each reader reached its pipe's end (or `grace` seconds
+        later); a pipe is closed once its reader is done."""
+        for reader in readers:
+            reader.thread.join(grace)
+            if not reader.thread.is_alive():
+                reader.pipe.close()
+        texts = [reader.kept.text() for reader in readers]
+        left_out = sum(reader.kept.left_out for reader in readers)
+        return texts[0], texts[1] if len(texts) > 1 else "", left_out
 
 
-def _until_exit(child: subprocess.Popen[str], timeout: float | None) -> tuple[str, str]:
-    """Read the child's pipes on threads until the child itself exits (or `timeout`: then
-    TimeoutExpired, with what it wrote), then end what it left in its group and take
-    what the pipes held by then."""
-    pipes = [p for p in (child.stdout, child.stderr) if p is not None]
-    read: list[list[bytes]] = [[] for _ in pipes]
-    readers = []
-    for pipe, chunks in zip(pipes, read, strict=True):
+class _Kept:
+    """What a run keeps of one pipe: its first bytes, up to OUTPUT_KEPT_BYTES in all with
+    its last OUTPUT_TAIL_BYTES (where a failing program says why); the bytes between are
+    counted, not held (a program that prints a gigabyte)."""
 
-        def drain(fd: int = pipe.fileno(), chunks: list[bytes] = chunks) -> None:
-            while data := os.read(fd, 65536):
-                chunks.append(data)
+    def __init__(self) -> None:
+        self.head = bytearray()
+        self.tail: deque[bytes] = deque()  # the chunks read last (a chunk is never copied whole)
+        self.tail_bytes = 0
+        self.left_out = 0
 
-        readers.append(threading.Thread(target=_unsignalled(drain), daemon=True))
-        readers[-1].start()
-    try:
-        child.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        _end(child)
+    def add(self, data: bytes) -> None:
+        room = OUTPUT_KEPT_BYTES - OUTPUT_TAIL_BYTES - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        if not data:
+            return
+        self.tail.append(data)
+        self.tail_bytes += len(data)
+        over = self.tail_bytes - OUTPUT_TAIL_BYTES
+        while over > 0:
+            first = self.tail.popleft()
+            if len(first) > over:
+                self.tail.appendleft(first[over:])
+            cut = min(len(first), over)
+            over -= cut
+            self.tail_bytes -= cut
+            self.left_out += cut
+
+    def text(self) -> str:
+        tail_bytes = b"".join(self.tail)
+        if not self.left_out:
+            return _text_decoder().decode(bytes(self.head) + tail_bytes, final=True)
+        head = _text_decoder().decode(bytes(self.head), final=True)
+        tail = _text_decoder().decode(tail_bytes, final=True)
+        return f"{head}\n[... {self.left_out} bytes of output left out ...]\n{tail}"
+
+
+def _text_decoder() -> io.IncrementalNewlineDecoder:
+    """UTF-8 (a byte that is not: U+FFFD) with \\r\\n and \\r read as \\n, as a text-mode
+    pipe reads it."""
+    utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    return io.IncrementalNewlineDecoder(utf8, translate=True)
+
+
+def _wait(
+    child: subprocess.Popen[bytes],
+    readers: Sequence[_Reader],
+    timeout: float | None,
+    *,
+    until_exit: bool,
+) -> None:
+    """Wait until the child has exited and its output has ended (TimeoutExpired past
+    `timeout`). With `until_exit`, the run is over when the child exits: what it left
+    running in its group is ended then, and so is the output."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    child.wait(timeout)
+    if until_exit:
         _end_left(child)
-        output = _joined(pipes, readers, read)
-        raise subprocess.TimeoutExpired(child.args, timeout or 0, *output) from None
-    _end_left(child)
-    return _joined(pipes, readers, read)
+        return
+    for reader in readers:
+        reader.thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        if reader.thread.is_alive():
+            raise subprocess.TimeoutExpired(child.args, timeout or 0)
 
 
-def _joined(
-    pipes: Sequence[IO[str]], readers: Sequence[threading.Thread], read: list[list[bytes]]
-) -> tuple[str, str]:
-    """What each pipe's reader read, once it reached the end (or STOP_GRACE_SECONDS
-    later: a process that left the group may hold a pipe open, which then stays open)."""
-    for pipe, reader in zip(pipes, readers, strict=True):
-        reader.join(STOP_GRACE_SECONDS)
-        if not reader.is_alive():
-            pipe.close()
-    texts = [b"".join(chunks).decode(errors="replace") for chunks in read]
-    return texts[0], texts[1] if len(texts) > 1 else ""
-
-
-def _end_left(child: subprocess.Popen[str]) -> None:
+def _end_left(child: subprocess.Popen[bytes]) -> None:
     """End what the exited child left running in its group: SIGTERM (a shell's background
     job ignores SIGINT), then SIGKILL where something still runs after STOP_GRACE_SECONDS."""
     _signal_group(child, signal.SIGTERM)
@@ -318,7 +381,7 @@ def _end_left(child: subprocess.Popen[str]) -> None:
 
 
 def _watch(
-    child: subprocess.Popen[str], stop_when: Callable[[], bool], finished: threading.Event
+    child: subprocess.Popen[bytes], stop_when: Callable[[], bool], finished: threading.Event
 ) -> None:
     """End `child` (its whole session) once `stop_when` says so, unless it finishes first
     or within STOP_WHEN_GRACE_SECONDS after."""
@@ -354,12 +417,12 @@ def _append_log(log: Path, command: str, output: str, code: int, seconds: float)
         handle.write(f"$ {command}\n{output}\n[exit {code} after {seconds:.1f} s]\n")
 
 
-def _signal_group(child: subprocess.Popen[str], signum: int) -> None:
+def _signal_group(child: subprocess.Popen[bytes], signum: int) -> None:
     with suppress(ProcessLookupError, PermissionError):
         os.killpg(child.pid, signum)
 
 
-def _end(*children: subprocess.Popen[str]) -> None:
+def _end(*children: subprocess.Popen[bytes]) -> None:
     """Each child's group ended as the module doc says: SIGINT, SIGTERM, then SIGKILL."""
     for signum, grace in (
         (signal.SIGINT, INTERRUPT_GRACE_SECONDS),

@@ -454,6 +454,11 @@ def _status(step: PrepareStep, env: Mapping[str, str]) -> tuple[Path, Status] | 
     )
     if not listed.ok:
         return None
+    if (too_long := proc.too_long("git status", listed)) is not None:
+        raise CellFailure(
+            f"the prepare step's checkout cannot be compared before and after: {too_long} "
+            "(let .gitignore name what is built or downloaded there)"
+        )
     return toplevel, dict(_entries(toplevel, listed.output))
 
 

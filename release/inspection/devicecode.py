@@ -246,6 +246,8 @@ def elf_lister(
         if done.returncode != 0:
             detail = proc.one_line_tail(done.output + done.stderr)
             return FatbinContents(sms=(), ptx=(), error=f"cuobjdump cannot read it: {detail}")
+        if (too_long := proc.too_long("cuobjdump", done)) is not None:
+            return FatbinContents(sms=(), ptx=(), error=too_long)
         contents = parse_fatbin_headers(done.output)
         if not contents.sms and not contents.ptx:
             return FatbinContents(

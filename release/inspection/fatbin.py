@@ -108,6 +108,8 @@ def list_file(
     if done.returncode != 0:
         detail = proc.one_line_tail(done.output + done.stderr)
         return FatbinContents(sms=(), ptx=(), error=f"cuobjdump cannot read it: {detail}")
+    if (too_long := proc.too_long("cuobjdump", done)) is not None:
+        return FatbinContents(sms=(), ptx=(), error=too_long)
     sizes = measured(path, cuobjdump=cuobjdump, env=env, runner=runner)
     return replace(parse_cuobjdump_listing(done.output), sizes=sizes)
 

@@ -98,6 +98,8 @@ def limited_api_auditor(
             done = runner(audit_command(python, wheel, floor), env=env, separate_stderr=True)
         if done.returncode not in (0, 1) or not done.output.strip():  # 1: it found some
             return [proc.failure("abi3audit", done)]
+        if (too_long := proc.too_long("abi3audit", done)) is not None:
+            return [too_long]
         return limited_api_problems(done.output, floor)
 
     return audit

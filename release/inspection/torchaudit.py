@@ -121,6 +121,8 @@ def torch_abi_auditor(
             return None
         if not done.output.strip():  # 1: a violation, 2: a library it could not read
             return [proc.failure(TOOL, done)]
+        if (too_long := proc.too_long(TOOL, done)) is not None:
+            return [too_long]
         return audit_problems(done.output, target, str(root))
 
     return audit

@@ -158,6 +158,8 @@ class _Git:
         )
         if check and not done.ok:
             raise self.error(what, done)
+        if (too_long := proc.too_long("git", done)) is not None:
+            raise PublishError(f"git index {self.target.shown}: {what}: {too_long}")
         return done
 
     def error(self, what: str, done: proc.Completed) -> PublishError:
