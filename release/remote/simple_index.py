@@ -43,9 +43,14 @@ class ListedFile:
 # of distribution files on one project page: past any project's (PyPI's torch page lists
 # about 1,500), so that a page of a million links to one wheel is refused, not held
 MAX_PAGE_FILES = 50_000
+# of values on a PEP 691 project page, counted before it is decoded: PyPI's JSON gives a file
+# a dozen (its hashes, core-metadata, size, upload-time ...); a page of 780,000 files of two
+# took 530 MB to decode before its files could be counted
+MAX_PAGE_VALUES = 20 * MAX_PAGE_FILES
 # of links on any page: PyPI's root page links about 700,000 projects (3.9 million links in
 # 64 MiB took 880 MB to hold)
 MAX_PAGE_LINKS = 1_000_000
+MAX_ROOT_VALUES = 4 * MAX_PAGE_LINKS  # a root page's project: `{"name": ..., "_last-serial": N}`
 # of characters in one start tag: a real link is under 1,000 (a URL, its hash, PEP 658 and
 # 740 attributes), one whose URL is past httpx's 65,536 is that file's finding; the parser's
 # scan of a tag and its list of the tag's attributes, made before any handler sees it, take
@@ -270,9 +275,9 @@ def parse_simple_json(data: object, page_url: str) -> dict[str, ListedFile]:
     return {listed.name: listed for listed in json_files(data, page_url)}
 
 
-def _json_document(body: bytes) -> object:
+def _json_document(body: bytes, values_at_most: int = MAX_PAGE_VALUES) -> object:
     try:
-        return json_document(body, "the page")
+        return json_document(body, "the page", values_at_most=values_at_most)
     except UnreadableDocument as error:
         raise ValueError(f"not a PEP 691 project page ({error.reason})") from None
 
@@ -318,7 +323,10 @@ def parse_index_page(body: bytes, content_type: str, page_url: str) -> IndexPage
     """A root page (PEP 691 `projects`; HTML whose links name no distribution file) or a
     project page; ValueError for JSON that is neither."""
     if _is_json(content_type):
-        data = _json_document(body)
+        # a root page's values are its projects' (PyPI's lists 750,000): bounded as its
+        # links are, where a key "projects" may be among them
+        may_be_root = b'"projects"' in body
+        data = _json_document(body, MAX_ROOT_VALUES if may_be_root else MAX_PAGE_VALUES)
         if isinstance(data, dict) and isinstance(data.get("projects"), list):
             names = [p.get("name") for p in data["projects"] if isinstance(p, dict)]
             return IndexPage(

@@ -17,6 +17,7 @@ from release.errors import ConfigError
 from release.fsutil import (
     MAX_DOCUMENT_BYTES,
     MAX_DOCUMENT_DEPTH,
+    MAX_DOCUMENT_VALUES,
     UnreadableDocument,
     json_document,
     read_json,
@@ -102,6 +103,30 @@ def test_toml_nested_too_deep_is_refused(text: str) -> None:
 def test_a_document_over_the_size_limit_is_refused_before_it_is_parsed(read: object) -> None:
     error = refusal(read, b" " * (MAX_DOCUMENT_BYTES + 1))
     assert error.reason == f"larger than {MAX_DOCUMENT_BYTES // 2**20} MiB"
+
+
+MANY = f"more than {MAX_DOCUMENT_VALUES:,} values, past any such document"
+
+
+@pytest.mark.parametrize(
+    ("read", "text"),
+    [
+        (json_document, "[" + "{}," * MAX_DOCUMENT_VALUES + "{}]"),  # 1.4 GB to parse
+        (json_document, '{"a": [' + '"ab",' * MAX_DOCUMENT_VALUES + "0]}"),
+        (toml_document, "a = 1\n" * (MAX_DOCUMENT_VALUES + 1)),
+        (toml_document, "a = [" + "{}," * MAX_DOCUMENT_VALUES + "]"),
+    ],
+    ids=["json-objects", "json-strings", "toml-keys", "toml-tables"],
+)
+def test_a_document_of_too_many_values_is_refused_before_it_is_parsed(
+    read: object, text: str
+) -> None:
+    assert refusal(read, text).reason == MANY
+
+
+def test_a_document_of_as_many_values_as_allowed_is_read() -> None:
+    text = "[" + "0," * (MAX_DOCUMENT_VALUES - 2) + "0]"
+    assert len(json_document(text, WHERE)) == MAX_DOCUMENT_VALUES - 1
 
 
 @pytest.mark.parametrize(
