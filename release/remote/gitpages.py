@@ -169,6 +169,17 @@ def root_links(data: bytes) -> RootLinks:
     return folders, elsewhere
 
 
+def _root_links(path: str, read: Mapping[str, bytes]) -> RootLinks | None:
+    """The `root_links` of the page at `path` on the branch, None where there is none;
+    ValueError naming it where it is past what a page may hold."""
+    if path not in read:
+        return None
+    try:
+        return root_links(read[path])
+    except ValueError as error:
+        raise ValueError(f"{path} on the branch is not a page release can read: {error}") from None
+
+
 def _listed_elsewhere(html: str, links: RootLinks | None) -> str | None:
     """Links of a label's root page `html` to pages elsewhere (`links`: its root_links,
     None where there is no such page), which rewriting the root to list the label's folders
@@ -240,7 +251,7 @@ def merge_pages(
         deletes += sorted(p for p in entries if p.startswith(folder + "/") and p not in writes)
         holds = {**_projects_in(listing, others or {}, label_dir), pages.project: pages.project}
         html, json = _join(label_dir, ROOT_HTML), _join(label_dir, ROOT_JSON)
-        links = root_links(read[html]) if html in read else None  # one parse of a big page
+        links = _root_links(html, read)  # one parse of a big page
         if not _root_in_sync(links, read, json, holds):
             dropped = _listed_elsewhere(html, links)
             if dropped is not None:

@@ -347,9 +347,13 @@ def parse_index_page(body: bytes, content_type: str, page_url: str) -> IndexPage
 
 
 def page_links(text: str) -> tuple[list[str], str | None]:
-    """Every link of a page as written (`href`, in page order), and its `<base href>`."""
-    parser = _AnchorParser()
-    parser.feed(text)
+    """Every link of a page as written (`href`, in page order), and its `<base href>`;
+    ValueError past a page's bounds (MAX_PAGE_LINKS, MAX_TAG), as a served page's."""
+    parser = _AnchorParser(bounded=True)
+    try:
+        parser.feed(text)
+    except _Refused as refused:
+        raise ValueError(str(refused)) from None
     return [link.href or "" for link in parser.anchors], parser.base
 
 

@@ -16,6 +16,7 @@ from release.destinations.index import IndexFile, render_index, root_page
 from release.matrix.gitindex import git_url_problem
 from release.remote.gitindex import GitIndexTarget, git_environment, unquoted_path
 from release.remote.gitpages import PackagePages, merge_pages, pages_to_read
+from release.remote.simple_index import MAX_TAG
 
 PROJECT = "sgl-deep-gemm"
 WHEEL = "sgl_deep_gemm-0.1.4+{label}-py3-none-manylinux2014_x86_64.whl"
@@ -170,6 +171,15 @@ def test_a_root_read_against_a_base_or_in_utf16_still_keeps_its_links_elsewhere(
 ) -> None:
     before = {**OTHERS, "cu130/index.html": page}
     with pytest.raises(ValueError, match=r"a page elsewhere"):
+        merged(before, PackagePages.from_rendered(rendered("cu130"), PROJECT))
+
+
+def test_a_root_past_a_pages_bounds_is_refused_naming_it() -> None:
+    """Another's root page on the branch is read within a served page's bounds (MAX_TAG,
+    MAX_PAGE_LINKS): one <div> of 15 million attributes took 12 GB to parse."""
+    before = {**OTHERS, "cu130/index.html": b"<div " + b"a " * (MAX_TAG // 2 + 1) + b">"}
+    said = f"a tag of more than {MAX_TAG} characters"
+    with pytest.raises(ValueError, match=f"cu130/index.html on the branch is not a page .*{said}"):
         merged(before, PackagePages.from_rendered(rendered("cu130"), PROJECT))
 
 
