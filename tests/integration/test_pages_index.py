@@ -15,6 +15,7 @@ from release.destinations.reach import Reach
 from release.errors import ConfigError, PublishError, ReleaseError
 from release.publish.run import PublishSettings, publish
 from tests.github_standin import DEFAULT_REPO, GitHubStandIn
+from tests.integration.gitremote import GIT
 from tests.integration.wheels import Release, github_destination, make_release
 
 ENV = {
@@ -31,7 +32,7 @@ def release_in(tmp_path: Path, gh: GitHubStandIn) -> Release:
 
 
 def git(*args: str) -> str:
-    done = subprocess.run(["git", *args], env=ENV, check=True, capture_output=True, text=True)
+    done = subprocess.run([GIT, *args], env=ENV, check=True, capture_output=True, text=True)
     return done.stdout.strip()
 
 
