@@ -88,9 +88,23 @@ def tail(text: str, lines: int = 25) -> str:
     return "\n".join(kept[-lines:])
 
 
+# the most characters of a program's line a message quotes (a remote's hook may print
+# megabytes on one line)
+EXCERPT_CHARS = 300
+
+
+def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
+    """`text` cut to `limit` characters, saying how many more there were."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text) - limit:,} more characters)"
+
+
 def one_line_tail(text: str, lines: int = 3) -> str:
-    """The last `lines` non-blank lines joined with ' | ', for one-line messages."""
-    return " | ".join(line.strip() for line in tail(text, lines).splitlines()) or "(no output)"
+    """The last `lines` non-blank lines, each cut to an `excerpt`, joined with ' | ', for
+    one-line messages."""
+    kept = (excerpt(line.strip()) for line in tail(text, lines).splitlines())
+    return " | ".join(kept) or "(no output)"
 
 
 # How programs say that they do not take their command line: optparse (pip), argparse

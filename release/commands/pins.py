@@ -30,14 +30,19 @@ def add_options(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, output: Output) -> int:
     from release.downstream.requirement_files import install_lines, pin_files
     from release.records.dist import load_dist
-    from release.records.published import RECORD_NAME, read_record, with_overrides
+    from release.records.published import (
+        RECORD_NAME,
+        check_overrides,
+        read_record,
+        with_overrides,
+    )
     from release.writing import write_together
 
+    overrides = common.parse_overrides(args.index_url, written=True)
     manifest = load_dist(args.dist, missing_ok=True)
-    published = with_overrides(
-        read_record(args.dist / RECORD_NAME, manifest),
-        common.parse_overrides(args.index_url),
-    )
+    record = read_record(args.dist / RECORD_NAME, manifest)
+    check_overrides(overrides, [record])
+    published = with_overrides(record, overrides)
     out = common.output_dir(args.out or args.dist / "pins", "--out")
     files = pin_files(published)
     write_together([(out / file.name, file.text.encode()) for file in files])  # or none

@@ -20,12 +20,13 @@ import html
 import os
 import shutil
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from release.errors import FileError
 from release.fsutil import current_umask, json_text, write_atomic
 from release.wheelfile import NotAWheel, WheelName
 
@@ -203,10 +204,72 @@ def _json_bytes(data: object) -> bytes:
 # --- Writing the tree. ---
 
 
-def write_index(tree: Mapping[str, bytes], directory: Path) -> None:
+PAGES = ("index.html", "index.json")
+NCCL_DIR = "nccl"
+# the most entries an index directory is looked through for one this tool never writes
+_MAX_LOOKED_AT = 1_000_000
+
+
+def is_index_path(relative: str) -> bool:
+    """Whether `relative` (POSIX) is a file `render_index` with the NCCL pins writes: a root
+    or label page, a project's page, or `nccl/<file>`."""
+    parts = relative.split("/")
+    if parts[0] == NCCL_DIR:
+        return len(parts) == 2
+    return len(parts) <= 3 and parts[-1] in PAGES
+
+
+def is_flat_file(relative: str) -> bool:
+    """Whether `relative` is a file directly in the directory (the companion files)."""
+    return "/" not in relative
+
+
+def foreign_entry(directory: Path, owned: Callable[[str], bool] = is_index_path) -> str | None:
+    """What in `directory` was not written by `write_index` of a tree whose paths `owned`
+    takes (a file of another path, a symbolic link, anything but a file or a folder), said
+    in a few words naming it; None where it holds nothing else, or is not there. The
+    directory itself a symbolic link is one too; nothing is followed."""
+    if directory.is_symlink():
+        return f"{directory} is a symbolic link"
+    if not directory.exists():
+        return None
+    if not directory.is_dir():
+        return f"{directory} is not a directory"
+    pending = [(directory, "")]
+    looked_at = 0
+    while pending:
+        folder, prefix = pending.pop()
+        with os.scandir(folder) as listing:
+            for entry in listing:
+                looked_at += 1
+                relative = f"{prefix}{entry.name}"
+                if looked_at > _MAX_LOOKED_AT:
+                    return f"{directory} holds more than {_MAX_LOOKED_AT:,} entries"
+                if entry.is_symlink():
+                    return f"{folder / entry.name} is a symbolic link"
+                if entry.is_dir(follow_symlinks=False):
+                    if not any(owned(f"{relative}/{name}") for name in (*PAGES, "x")):
+                        return f"{folder / entry.name} is a folder no index has"
+                    pending.append((Path(entry.path), f"{relative}/"))
+                elif not entry.is_file(follow_symlinks=False) or not owned(relative):
+                    return f"{folder / entry.name} is no file of an index"
+    return None
+
+
+def write_index(
+    tree: Mapping[str, bytes], directory: Path, *, owned: Callable[[str], bool] = is_index_path
+) -> None:
     """Replace `directory` with exactly `tree`: built in a sibling temp dir, then swapped in,
-    so a reader (or a crash) never sees half an index or a stale file from an older one."""
-    directory = directory.resolve()
+    so a reader (or a crash) never sees half an index or a stale file from an older one.
+    A directory holding anything but files `owned` takes (`foreign_entry`), or a symbolic
+    link, is never replaced: FileError naming it (what is replaced is deleted)."""
+    directory = Path(os.path.abspath(directory))  # the link itself, never where it leads
+    problem = foreign_entry(directory, owned)
+    if problem is not None:
+        raise FileError(
+            f"{problem}: release replaces the index directory whole",
+            hint="give a new or empty directory, or one holding only an index release wrote",
+        )
     directory.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".{directory.name}."))
     try:

@@ -15,6 +15,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from release.credentials import (
+    PYPI_TOKEN_PREFIX,
     IndexCredentials,
     S3Credentials,
     Secret,
@@ -53,7 +54,8 @@ def _check_token(name: str, value: str | None) -> None:
     """ConfigError where the variable `name` holds a token with white space, a control
     character or a letter outside ASCII in it (a secret pasted with its line end, or with
     a typographic quote): no token has one, an HTTP header cannot carry a line break, and
-    one outside ASCII would fail at the server in words that do not name the variable."""
+    one outside ASCII would fail at the server in words that do not name the variable.
+    A PyPI token (`pypi-...`) too: it goes to PyPI alone, never to GitHub as a bearer."""
     if value and any(c.isspace() or not c.isprintable() or not c.isascii() for c in value):
         raise ConfigError(
             [
@@ -61,6 +63,11 @@ def _check_token(name: str, value: str | None) -> None:
                 " which no token has"
             ],
             hint=f"set {name} again without them (a secret saved with its line end, say)",
+        )
+    if value and value.startswith(PYPI_TOKEN_PREFIX):
+        raise ConfigError(
+            [f"{name} holds a PyPI token (pypi-...), which is sent to PyPI alone, never to GitHub"],
+            hint=f"set {name} to a GitHub token",
         )
 
 

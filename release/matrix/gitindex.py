@@ -56,6 +56,11 @@ def token_secret_problem(name: str) -> str | None:
             f"{shown(name)} is not an environment variable's name (letters, digits and _, "
             "not starting with a digit)"
         )
+    if name.upper().startswith("TWINE_") or "PYPI" in name.upper():
+        return (
+            f"{name} names a PyPI credential, which is sent to PyPI alone: name the "
+            "variable holding the GitHub token (WHL_TOKEN)"
+        )
     if name.upper().startswith("GITHUB_") and name != DEFAULT_TOKEN_VARIABLE:
         return f"{name}: GitHub refuses secret names that start with GITHUB_"
     if not is_secret_name(name):

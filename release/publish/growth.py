@@ -18,6 +18,7 @@ from pathlib import Path
 from release.destinations.reach import Reach
 from release.destinations.registry import kind_of
 from release.errors import ConfigError, FileError, PublishError
+from release.fsutil import read_document
 from release.inspection.budget import size_text
 from release.matrix import Cell
 from release.records.manifest import WheelEntry
@@ -101,9 +102,10 @@ def growth_problem(
 
 
 def read_previous(path: Path) -> PreviousRelease:
-    """`--previous-manifest FILE`."""
+    """`--previous-manifest FILE`: a regular file, read as far as a document may be (a FIFO,
+    /dev/zero or a file of gigabytes is one line naming the option, never held whole)."""
     try:
-        data = path.read_bytes()
+        data = read_document(path)
     except OSError as error:
         raise FileError.of(error, "read --previous-manifest") from None
     try:

@@ -13,11 +13,17 @@ from typing import TYPE_CHECKING
 
 from packaging.utils import canonicalize_name
 
-from release.destinations.index import IndexFile, one_per_name, render_index, write_index
+from release.destinations.index import (
+    IndexFile,
+    foreign_entry,
+    one_per_name,
+    render_index,
+    write_index,
+)
 from release.destinations.reach import Reach
 from release.destinations.registry import kind_of
-from release.errors import PublishError, one_line
-from release.publish.pages import commit_pages
+from release.errors import ConfigError, PublishError, one_line
+from release.publish.pages import check_pages, commit_pages
 from release.records.manifest import DestinationRef, Manifest
 from release.remote.gitindex import InTheWay
 
@@ -65,6 +71,44 @@ def check_indexes(
             hint = f"{error.hint}; {unsent}" if error.hint else unsent
             raise PublishError(error.message, hint=hint) from None
     return unreached
+
+
+def check_pages_index(
+    destinations: Sequence[DestinationRef], settings: PublishSettings, reach: Reach
+) -> None:
+    """Where `destinations` (those published) put wheels in the index of `--index-dir`,
+    asked before anything is uploaded, a dry run included: ConfigError where that directory
+    is not one release may replace whole (it is, or holds, the dist directory or the
+    working directory; it holds anything an index never holds, or is a symbolic link), or
+    where `--pages-branch`, `--pages-repo` or `--pages-remote` would fail."""
+    if not any(
+        d.index is None and kind_of(d.kind).index_source(d, reach) is not None for d in destinations
+    ):
+        return
+    directory = settings.index_dir or settings.dist / "index"
+    option = "--index-dir" if settings.index_dir else "--index-dir (default <dist>/index)"
+    problem = _replaced_problem(directory, settings.dist)
+    if problem is not None:
+        raise ConfigError(
+            [one_line(f"{option} {directory}: {problem}")],
+            hint="release replaces the index directory whole, deleting what is in it: give a "
+            "new or empty directory, or one holding only an index release wrote",
+        )
+    if settings.pages_branch:
+        check_pages(
+            settings.pages_repo or Path.cwd(), branch=settings.pages_branch,
+            environ=reach.environ, push_remote=settings.pages_remote,
+        )  # fmt: skip
+
+
+def _replaced_problem(directory: Path, dist: Path) -> str | None:
+    """Why replacing `directory` whole would delete what is not an index's, or None."""
+    if not directory.is_symlink():
+        for what, kept in (("the dist directory", dist), ("the working directory", Path.cwd())):
+            if kept.resolve().is_relative_to(directory.resolve()):
+                is_it = "is" if kept.resolve() == directory.resolve() else "holds"
+                return f"{is_it} {what} ({kept})"
+    return foreign_entry(directory)
 
 
 def nccl_tree(manifest: Manifest, dist: Path) -> dict[str, bytes]:

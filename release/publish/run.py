@@ -44,12 +44,17 @@ from release.destinations.decide import (
     PublishPlan,
     plan_for,
 )
-from release.destinations.index import write_index
+from release.destinations.index import is_flat_file, write_index
 from release.destinations.reach import Reach
 from release.destinations.registry import kind_of
-from release.errors import ConfigError, ConflictError, PublishError
+from release.errors import ConfigError, ConflictError, PublishError, ReleaseError
 from release.provenance.attestation import attestation_path
-from release.publish.indexes import IndexOutcome, check_indexes, regenerate_indexes
+from release.publish.indexes import (
+    IndexOutcome,
+    check_indexes,
+    check_pages_index,
+    regenerate_indexes,
+)
 from release.records.dist import load_dist, write_rebuilt
 from release.records.manifest import DestinationRef, Manifest, WheelEntry
 from release.records.published import (
@@ -408,6 +413,8 @@ def publish(
     missing. `reach` is how the command reaches the destinations (release.destinations.
     reach); `factory` replaces their kinds' publishers."""
     manifest = load_dist(settings.dist)
+    selected = select(manifest, settings.only)
+    check_pages_index([e[0].destination for e in selected.values()], settings, reach)
     make = factory or default_factory(reach, settings.on_upload)
     plans, publishers = build_plans(manifest, settings, make)
     with ExitStack() as scratch:
@@ -444,18 +451,53 @@ def _apply(
     reach: Reach,
     publishers: Mapping[str, Publisher],
 ) -> PublishOutcome:
-    record_path = settings.dist / RECORD_NAME
     staged = [p for p in outcome.plans if publishers[p.destination.name].stages]
     direct = [p for p in outcome.plans if not publishers[p.destination.name].stages]
     notes: list[str] = []
     for item in staged:
         done = publishers[item.destination.name].stage(item.plan, settings.dist)
         notes += [f"{item.destination.name}: {line}" for line in done]
+    public: list[str] = []  # the destinations committed: public from then on
+    try:
+        return _commit(
+            [*direct, *staged], outcome, settings, reach, publishers, notes=notes, public=public
+        )
+    except ReleaseError as error:
+        if public:
+            error.hint = (f"{error.hint}; " if error.hint else "") + after_public(
+                outcome.manifest, public
+            )
+        raise
+
+
+def after_public(manifest: Manifest, public: Sequence[str]) -> str:
+    """What a failure after the first commit says: what is public, and how to finish."""
+    return (
+        f"{manifest.project} {manifest.version} is already public on {', '.join(public)}: "
+        "fix this and run release publish again, which uploads nothing twice and completes "
+        "the rest (the other destinations, published.json, the index)"
+    )
+
+
+def _commit(
+    items: Sequence[DestinationPlan],
+    outcome: PublishOutcome,
+    settings: PublishSettings,
+    reach: Reach,
+    publishers: Mapping[str, Publisher],
+    *,
+    notes: list[str],
+    public: list[str],
+) -> PublishOutcome:
+    """Each destination's commit (its name added to `public` once done), the record, the
+    companion files and the indexes."""
+    record_path = settings.dist / RECORD_NAME
     applied: list[FileDecision] = []
     companions: list[CompanionDecision] = []
-    for item in [*direct, *staged]:
+    for item in items:
         publisher = publishers[item.destination.name]
         done_files = publisher.commit(item.plan, settings.dist)
+        public.append(item.destination.name)
         done_companions = [
             replace(c, url=publisher.final_url(c.companion.filename)) for c in item.plan.companions
         ]
@@ -479,6 +521,7 @@ def _apply(
         write_index(
             {c.companion.filename: c.companion.data for c in companions},
             settings.dist / COMPANIONS_DIR,
+            owned=is_flat_file,
         )
     indexes, left_out = regenerate_indexes(outcome, settings, reach)
     notes += [f"index: {line}" for line in left_out]

@@ -199,6 +199,20 @@ def with_overrides(published: Published, overrides: Mapping[str, str]) -> Publis
     return replace(published, files=files)
 
 
+def check_overrides(overrides: Mapping[str, str], releases: Sequence[Published]) -> None:
+    """ConfigError naming each `--index-url NAME=URL` whose NAME is no destination or local
+    label of `releases` (an override that would change nothing), with the names there are."""
+    known = {f.destination for r in releases for f in r.files}
+    known |= {f.local_label for r in releases for f in r.files if f.local_label}
+    unknown = sorted(set(overrides) - known)
+    if unknown:
+        raise ConfigError(
+            [f"--index-url {shown(name)}=...: no destination or local label of that name"
+             for name in unknown],
+            hint=f"the release has: {', '.join(sorted(known)) or 'no files'}",
+        )  # fmt: skip
+
+
 def write_record(
     path: Path,
     manifest: Manifest,

@@ -198,9 +198,9 @@ def _refusal(done: proc.Completed) -> str | None:
     status = next((line for line in done.output.splitlines() if line.startswith("!")), None)
     if status is None:
         return None
-    reason = status.split("\t")[-1].strip()
+    reason = proc.excerpt(status.split("\t")[-1].strip())
     said = [
-        line.removeprefix("remote:").strip()
+        proc.excerpt(line.removeprefix("remote:").strip())
         for line in done.stderr.splitlines()
         if line.startswith("remote:") and line.removeprefix("remote:").strip()
     ]

@@ -24,7 +24,13 @@ from release.matrix import Matrix, load_matrix
 from release.project import Naming
 from release.provenance.signature import ExpectedSigner
 from release.records.dist import load_dist
-from release.records.published import RECORD_NAME, Published, read_record, with_overrides
+from release.records.published import (
+    RECORD_NAME,
+    Published,
+    check_overrides,
+    read_record,
+    with_overrides,
+)
 from release.remote.github import GithubClient, GithubUnreachable
 from release.remote.httpclient import Client, Download, fetch
 from release.remote.retry import RetryPolicy
@@ -86,6 +92,7 @@ def verify_release(target: VerifyTarget, settings: VerifySettings, reach: Reach)
             # (with --no-provenance, a matrix named on the command line only)
             matrix = load_matrix(target.matrix, named_statically)
             http = _index_client(matrix, reach, stack)
+        check_overrides(target.overrides, releases)
         reports = []
         for release in releases:
             one = with_overrides(release, target.overrides)

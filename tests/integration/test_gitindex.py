@@ -360,3 +360,15 @@ def test_a_symlink_where_a_label_goes_is_refused_and_the_branch_is_as_it_was(
         publish(remote)
     assert "nothing was pushed: cu129 is a symlink on the branch" in str(caught.value)
     assert git("rev-parse", BRANCH, cwd=remote) == tip
+
+
+def test_a_remote_that_prints_megabytes_is_quoted_in_a_short_excerpt(remote: Path) -> None:
+    hook = remote / "hooks" / "pre-receive"
+    hook.write_text('#!/bin/sh\nhead -c 3000000 /dev/zero | tr "\\0" "A" >&2\necho >&2\nexit 1\n')
+    hook.chmod(0o755)
+    with pytest.raises(PublishError) as caught:
+        publish(f"file://{remote}", Recording())
+    message = str(caught.value)
+    assert "\n" not in message
+    assert len(message) < 2000, len(message)
+    assert "A" * 300 + "... (" in message

@@ -10,7 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from release.destinations.index import IndexFile, one_per_name, render_index, write_index
+from release.destinations.index import (
+    IndexFile,
+    is_flat_file,
+    one_per_name,
+    render_index,
+    write_index,
+)
+from release.errors import FileError
 from release.remote import simple_index
 from release.remote.simple_index import (
     MAX_PAGE_FILES,
@@ -205,6 +212,24 @@ def test_write_index_replaces_the_directory_and_drops_stale_files(tmp_path: Path
     assert not (out / "cu129" / "old").exists()
     assert (out / "cu129" / "k3-kernels" / "index.html").is_file()
     assert [p.name for p in tmp_path.iterdir()] == ["site"]
+
+
+def test_write_index_never_replaces_a_link_or_a_directory_holding_other_files(
+    tmp_path: Path,
+) -> None:
+    mine = tmp_path / "userdocs"
+    mine.mkdir()
+    (mine / "precious.md").write_text("mine")
+    (tmp_path / "link").symlink_to(mine)
+    (tmp_path / "site" / "cu129" / "k3-kernels").mkdir(parents=True)
+    (tmp_path / "site" / "cu129" / "k3-kernels" / "notes.txt").write_text("mine")
+    for directory in (tmp_path / "link", mine, tmp_path / "site", tmp_path):
+        with pytest.raises(FileError, match="release replaces the index directory whole"):
+            write_index(render_index([cu129("x86_64")]), directory)
+    assert (mine / "precious.md").read_text() == "mine"
+    assert (tmp_path / "site" / "cu129" / "k3-kernels" / "notes.txt").is_file()
+    with pytest.raises(FileError, match="is a folder no index has"):
+        write_index({"a.json": b"{}"}, tmp_path / "site", owned=is_flat_file)
 
 
 def test_a_filename_listed_twice_is_kept_twice_in_page_order() -> None:

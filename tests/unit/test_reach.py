@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from release.destinations.reach import PYPI_UPLOAD, Reach
-from release.errors import PublishError
+from release.errors import ConfigError, PublishError
+from release.matrix.gitindex import token_secret_problem
 from release.remote.retry import RetryPolicy
 
 API = "https://ghe.example.com/api/v3"
@@ -182,3 +183,23 @@ def test_trusted_publishing_asks_pypis_own_hosts_alone() -> None:
     assert trusted.source == "trusted publishing"
     assert reach.index_credentials("https://evilpypi.org/legacy/") is None
     assert reach.index_credentials("http://upload.pypi.org/legacy/") is None
+
+
+@pytest.mark.parametrize(
+    "secret", ["TWINE_PASSWORD", "TWINE_API_KEY", "PYPI_API_TOKEN", "TEST_PYPI_TOKEN"]
+)
+def test_a_token_secret_naming_a_pypi_credential_is_refused(secret: str) -> None:
+    assert "sent to PyPI alone" in (token_secret_problem(secret) or "")
+    assert token_secret_problem("WHL_TOKEN") is None
+
+
+def test_a_pypi_token_is_never_a_github_token() -> None:
+    pypi = "pypi-AgEIcHlwaS5vcmc" + "x" * 40
+    reach = Reach({"GITHUB_TOKEN": TOKEN, "WHL_TOKEN": pypi}, command="release publish")
+    with pytest.raises(ConfigError) as caught:
+        reach.github(API, token_secret="WHL_TOKEN")
+    assert caught.value.message.startswith("WHL_TOKEN holds a PyPI token")
+    assert pypi not in str(caught.value.lines())
+    for name in ("GITHUB_TOKEN", "GH_TOKEN"):
+        with pytest.raises(ConfigError, match=f"{name} holds a PyPI token"):
+            Reach({name: pypi}, command="release publish")

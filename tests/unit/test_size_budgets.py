@@ -4,6 +4,7 @@ pure parts (the matrix keys, the budget, the plan's refusal, matching and growth
 from __future__ import annotations
 
 import json
+import tracemalloc
 from dataclasses import replace
 from pathlib import Path
 
@@ -266,6 +267,24 @@ def test_tag_versions_follow_the_tag_template() -> None:
     assert str(tag_version("release-{version}-final", "release-1.2-final")) == "1.2"
     assert tag_version("v{version}", "nightly") is None
     assert tag_version("v{version}", "vnot-a-version") is None
+
+
+def test_a_previous_manifest_is_read_within_a_documents_bound(tmp_path: Path) -> None:
+    huge = tmp_path / "huge.json"
+    with huge.open("wb") as handle:
+        handle.truncate(300 * 2**20)  # sparse: no disk, and 300 MiB if read whole
+    tracemalloc.start()
+    try:
+        with pytest.raises(ConfigError, match="larger than 64 MiB"):
+            read_previous(huge)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 100 * 2**20
+    with pytest.raises(FileError) as device:
+        read_previous(Path("/dev/null"))  # a FIFO, /dev/zero: never opened, never read
+    assert device.value.message.startswith("cannot read --previous-manifest /dev/null: ")
+    assert "not a regular file" in device.value.message
 
 
 def test_a_previous_manifest_that_is_not_one_is_a_one_line_error(tmp_path: Path) -> None:

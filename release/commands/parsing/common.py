@@ -11,7 +11,12 @@ from typing import TYPE_CHECKING, Any
 from release import proc
 from release.commands.parsing.options import output_dir_problem
 from release.console import Output
-from release.credentials import redact, spaced_or_unprintable, without_credentials
+from release.credentials import (
+    redact,
+    spaced_or_unprintable,
+    without_credentials,
+    written_url_problem,
+)
 from release.errors import ConfigError, FileError, shown
 
 if TYPE_CHECKING:
@@ -72,11 +77,11 @@ def checked_variable(
     return value
 
 
-def parse_overrides(values: list[str]) -> dict[str, str]:
+def parse_overrides(values: list[str], *, written: bool = False) -> dict[str, str]:
     """`--index-url NAME=URL` options (NAME: a destination or a local label). A URL holds
-    no white space or control character (pins writes it into a file, where a newline would
-    add a line of its own); it may hold a private index's credentials, which verify sends
-    where they are asked and pins writes where the user asked for them, both showing `***`."""
+    no white space or control character; it may hold a private index's credentials, which
+    verify sends where they are asked, showing `***`. One `written` into files users install
+    from (pins) is held to `written_url_problem`: no credentials, no hash or fragment."""
     out = {}
     problems = []
     for value in values:
@@ -90,6 +95,9 @@ def parse_overrides(values: list[str]) -> dict[str, str]:
                 f"--index-url {redact(repr(value))}: the URL holds white space or a control "
                 "character"
             )
+            continue
+        if written and (problem := written_url_problem(url)) is not None:
+            problems.append(f"--index-url {redact(repr(value))}: the URL {problem}")
             continue
         out[name] = url if url.endswith("/") or "?" in url else url + "/"  # a query kept whole
     if problems:
