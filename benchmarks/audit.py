@@ -6,9 +6,9 @@ versions 0.0.1, 0.0.2, ... with an x86_64 and an aarch64 wheel each; every wheel
 real one (tests/integration/wheels.py) holding a real ELF library of its arch
 (tests/data/elf) and `--payload` KiB of incompressible bytes, served by a static server on
 127.0.0.1 from this process. Each audit runs as the console script in a child process with
-its defaults (4 wheels at once, one scratch file each); its peak memory is the child's
-maximum resident set size (`os.wait4`'s rusage: ru_maxrss), its time the wall clock. The
-server's memory is this process's, not counted.
+its defaults (4 wheels at once, one scratch file each); its peak memory is the child's own
+high-water mark (tests/peak.py), its time the wall clock. The server's memory is this
+process's, not counted.
 
 Run from the repository root, in the venv the README's set-up makes:
     .venv/bin/python -m benchmarks.audit [--wheels 2000] [--small 200] [--payload 64]
@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -28,6 +27,7 @@ from pathlib import Path
 
 from tests.integration.indexes import host_library, link_to, static_server, write_page
 from tests.integration.wheels import make_wheel
+from tests.peak import run_measured
 
 BIN = Path(sys.executable).parent
 
@@ -55,19 +55,15 @@ def write_index(root: Path, wheels: int, payload_kib: int) -> int:
 
 def audited(base: str) -> tuple[float, float, dict[str, object]]:
     """(wall seconds, peak MiB, the --json document) of one `release audit` of the index."""
-    command = [str(BIN / "release"), "audit", f"{base}k3-kernels/", f"{base}cu129/k3-kernels/",
-               "--no-torch-index", "--json"]  # fmt: skip
+    command = ["audit", f"{base}k3-kernels/", f"{base}cu129/k3-kernels/", "--no-torch-index",
+               "--json"]  # fmt: skip
     start = time.monotonic()
-    with tempfile.TemporaryFile() as out:
-        child = subprocess.Popen(command, stdout=out, stderr=subprocess.DEVNULL)
-        _, status, usage = os.wait4(child.pid, 0)
-        child.returncode = os.waitstatus_to_exitcode(status)
-        wall = time.monotonic() - start
-        out.seek(0)
-        document = json.loads(out.read())
-    if child.returncode != 0:
-        raise SystemExit(f"release audit exited {child.returncode}: {document.get('findings')}")
-    return wall, usage.ru_maxrss / 1024, document  # ru_maxrss: KiB on Linux
+    done, peak = run_measured(command, capture_output=True)
+    wall = time.monotonic() - start
+    document = json.loads(done.stdout)
+    if done.returncode != 0:
+        raise SystemExit(f"release audit exited {done.returncode}: {document.get('findings')}")
+    return wall, peak, document
 
 
 def main() -> None:

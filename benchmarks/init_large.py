@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import ast
 import gc
-import resource
-import subprocess
 import sys
 import tempfile
 import time
@@ -27,6 +25,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from tests.peak import run_measured  # noqa: E402
 from tests.unit.test_project_pysource import PYPROJECT, big_setup_py  # noqa: E402
 
 RELEASE = Path(sys.executable).parent / "release"
@@ -34,19 +33,13 @@ SIZES_MB = (5, 10, 25)
 
 
 def init_once(project: Path) -> tuple[float, int]:
-    """Seconds of one `release init` in a fresh process, and the largest resident set of any
-    child so far (MB): the sizes go up, so it is this one's."""
+    """Seconds of one `release init` in a fresh process, and its peak memory (MiB)."""
     started = time.perf_counter()
-    done = subprocess.run(
-        [str(RELEASE), "init", "--offline", "--force", str(project)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    done, peak = run_measured(["init", "--offline", "--force", str(project)], capture_output=True)
     seconds = time.perf_counter() - started
     if done.returncode != 0:
         raise SystemExit(f"release init failed: {done.stderr}")
-    return seconds, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024
+    return seconds, round(peak)
 
 
 def parse_seconds(text: str) -> float:
