@@ -60,12 +60,38 @@ def unshown_character(value: str) -> str | None:
     return ascii(found.group())[1:-1] if found else None
 
 
+# The YAML versions ruamel reads; of another `%YAML` directive it fails an assert.
+_YAML_VERSIONS = ("1.1", "1.2")
+_DIRECTIVE = re.compile(r"%YAML(?:[ \t]+([^ \t#]*))?(?=[ \t]|$)")
+
+
+def directive_problem(text: str, filename: str) -> str | None:
+    """Why a `%YAML` directive of the document's prologue names a version ruamel cannot
+    read (any but 1.1 and 1.2), at its line; None when none does."""
+    for number, line in enumerate(text.splitlines(), start=1):
+        if line.startswith("%"):
+            found = _DIRECTIVE.match(line)
+            version = found.group(1) if found else None
+            if found and version not in _YAML_VERSIONS:
+                said = shown(version) if version else "no version"
+                return (
+                    f"{filename}:{number}:1: a %YAML directive of {said} "
+                    f"(YAML {' or '.join(_YAML_VERSIONS)} is read: remove the line)"
+                )
+        elif line.strip() and not line.lstrip().startswith("#"):
+            return None  # the prologue ends where the document begins
+    return None
+
+
 def bounds_problem(text: str, filename: str) -> str | None:
     """Why a YAML document is too large or too deep to load, judged from its parse events
     (which the parser produces without recursion); None when it is within the bounds.
-    Aliases count as often as they are expanded, so an alias bomb is caught here."""
+    Aliases count as often as they are expanded, so an alias bomb is caught here, and an
+    alias inside the collection it names (which ruamel cannot compose) too."""
     if len(text.encode("utf-8", errors="replace")) > MAX_DOCUMENT_BYTES:
         return f"{filename}: larger than {MAX_DOCUMENT_BYTES // 1024} KiB (a matrix is a few KB)"
+    if problem := directive_problem(text, filename):
+        return problem
     anchored: dict[str, int] = {}
     stack: list[tuple[int, str | None, int]] = []  # (values inside, anchor, items)
     total = 0
@@ -115,6 +141,11 @@ def bounds_problem(text: str, filename: str) -> str | None:
                 anchored[event.anchor] = 1
             add(1)
         elif isinstance(event, AliasEvent):
+            if any(open_anchor == event.anchor for _, open_anchor, _ in stack):
+                return (
+                    f"{where(event)}: the alias *{(event.anchor or '')[:SHOWN_CHARS]} is inside "
+                    "the collection it names (a recursive alias)"
+                )
             add(anchored.get(event.anchor or "", 1))
         else:
             continue

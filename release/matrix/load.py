@@ -19,10 +19,11 @@ from typing import Any
 from packaging.version import Version
 from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
+from ruamel.yaml.reader import ReaderError
 
 from release.credentials import has_credentials
-from release.errors import ConfigError, Location, shown
-from release.fsutil import linked_part
+from release.errors import ConfigError, Location, one_line, shown
+from release.fsutil import linked_part, undecodable_at
 from release.github_names import api_url_problem
 from release.matrix.cells import (
     check_excludes,
@@ -106,8 +107,25 @@ def parse_yaml(text: str, filename: str) -> object:
             message=message,
         )
         raise ConfigError([message], locations=[location]) from None
+    except ReaderError as error:  # a character YAML allows nowhere, by its offset
+        raise _located(filename, text, error.position, _reader_problem(error)) from None
     except YAMLError as error:
-        raise ConfigError([f"{filename}: invalid YAML: {error}"]) from None
+        raise ConfigError([f"{filename}: invalid YAML: {one_line(str(error))}"]) from None
+
+
+def _reader_problem(error: ReaderError) -> str:
+    """ruamel's reason, without the name it gives the text (`<unicode string>`)."""
+    if isinstance(error.character, int):
+        return f"invalid YAML: the character {ascii(chr(error.character))[1:-1]} ({error.reason})"
+    return f"invalid YAML: {one_line(str(error.reason))}"
+
+
+def _located(filename: str, text: str, offset: int, problem: str) -> ConfigError:
+    """A ConfigError at the line and column of `text`'s character `offset`."""
+    line = text.count("\n", 0, offset) + 1
+    column = offset - (text.rfind("\n", 0, offset) + 1) + 1
+    message = f"{filename}:{line}:{column}: {problem}"
+    return ConfigError([message], locations=[Location(filename, line, column, message)])
 
 
 def load_matrix(path: Path, metadata: MetadataSource | None = None) -> Matrix:
@@ -125,12 +143,18 @@ def load_matrix(path: Path, metadata: MetadataSource | None = None) -> Matrix:
                 [f"{path}: larger than {MAX_DOCUMENT_BYTES // 1024} KiB (a matrix is a few KB)"]
             )
         text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line, column = undecodable_at(error)
+        message = f"{path.name}:{line}:{column}: not UTF-8 (the byte 0x{data[error.start]:02x})"
+        raise ConfigError(
+            [message], locations=[Location(str(path), line, column, message)]
+        ) from None
     except FileNotFoundError:
         raise ConfigError(
             [f"{path}: no such file"],
             hint="run from the release's root directory or pass --matrix PATH",
         ) from None
-    except (OSError, UnicodeDecodeError, ValueError) as error:
+    except (OSError, ValueError) as error:
         raise ConfigError([f"{path}: cannot read: {error}"]) from None
     return matrix_from_text(text, path, metadata)
 
