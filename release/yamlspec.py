@@ -17,6 +17,7 @@ import difflib
 import re
 import types
 import typing
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, get_args, get_origin
@@ -44,9 +45,11 @@ MAX_VALUES = 20_000  # scalars and collections, every alias expanded
 MAX_ITEMS = 1_000  # entries of one list or mapping
 MAX_SCALAR_CHARS = 4_096
 # What would act when a value is shown: a carriage return and the other C0 and C1 controls
-# (a terminal escape), bidi and invisible format characters, the Unicode line separators. A
-# tab and a line feed are kept: a command may quote a script of several lines (`sh -c '...'`
-# in a literal block); names and paths refuse them where they are checked.
+# (a terminal escape), the Unicode line separators, and every format character (Unicode's
+# category Cf: bidi controls, zero-width characters, tag characters U+E0000-E007F, ...),
+# which would change or hide what is shown. A tab and a line feed are kept: a command may
+# quote a script of several lines (`sh -c '...'` in a literal block); names and paths refuse
+# them where they are checked.
 _UNSHOWN = re.compile(
     "[\x01-\x08\x0b-\x1f\x7f-\x9f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e"
     "\u2060-\u206f\ufeff\ufff9-\ufffb]"
@@ -54,10 +57,14 @@ _UNSHOWN = re.compile(
 
 
 def unshown_character(value: str) -> str | None:
-    """The first character of `value` that matrix.yaml refuses in a value (_UNSHOWN), as
-    it is escaped (`\\n`, `\\u2028`), or None."""
-    found = _UNSHOWN.search(value)
-    return ascii(found.group())[1:-1] if found else None
+    """The first character of `value` that matrix.yaml refuses in a value (_UNSHOWN, or a
+    format character), as it is escaped (`\\n`, `\\u2028`), or None."""
+    for character in value:
+        if _UNSHOWN.match(character) or (
+            character > "\x7f" and unicodedata.category(character) == "Cf"
+        ):
+            return ascii(character)[1:-1]
+    return None
 
 
 # The YAML versions ruamel reads; of another `%YAML` directive it fails an assert.

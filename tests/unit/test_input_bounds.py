@@ -164,6 +164,11 @@ def test_a_lone_surrogate_in_any_value_is_refused_where_it_stands() -> None:
         ('"b\\u202egnp.sh"', "\\u202e"),  # right-to-left override: shown reversed
         ('"b\\u2028x"', "\\u2028"),
         ('"a\\u200bb"', "\\u200b"),
+        # every other format character (Unicode's Cf) too: tag characters hide text
+        ('"a\\U000E0041b"', "\\U000e0041"),
+        ('"a\\u0600b"', "\\u0600"),
+        ('"a\\U000110BDb"', "\\U000110bd"),
+        ('"a\\U0001D173b"', "\\U0001d173"),
     ],
 )
 def test_a_control_character_in_any_value_is_refused_where_it_stands(
