@@ -86,11 +86,14 @@ class ConfigError(ReleaseError):
         hint: str | None = None,
         locations: Sequence[Location] = (),
     ) -> None:
-        self.problems = tuple(redact(problem) for problem in problems)
+        # a problem found once for each place a shared value is used (a default's SM, checked
+        # for every CUDA version) is one problem
+        self.problems = tuple(dict.fromkeys(redact(problem) for problem in problems))
         shown = list(self.problems[:MAX_SHOWN_PROBLEMS])
         if len(self.problems) > MAX_SHOWN_PROBLEMS:
             shown.append(f"... and {len(self.problems) - MAX_SHOWN_PROBLEMS} more problems")
-        super().__init__("\n".join(shown), hint=hint, locations=locations[:MAX_SHOWN_PROBLEMS])
+        located = tuple(dict.fromkeys(locations))
+        super().__init__("\n".join(shown), hint=hint, locations=located[:MAX_SHOWN_PROBLEMS])
 
 
 class ToolchainError(ReleaseError):

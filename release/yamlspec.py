@@ -367,12 +367,18 @@ class DocumentLoader:
                 self.problem(path, f"expected a mapping, got {_type_name(node)}")
                 return MISSING
             result: dict[str, Any] = {}
+            raw_keys: dict[str, object] = {}
             failed = False
             for raw_key, raw_value in node.items():
                 key = self.load_key(raw_key, node, path)
                 if key is MISSING:
                     failed = True
                     continue
+                if key in raw_keys:  # `12.9:` and `"12.9":`, keys to ruamel, are one here
+                    self._twice(node, raw_keys[key], raw_key, join_path(path, key))
+                    failed = True
+                    continue
+                raw_keys[key] = raw_key
                 value = self.load(value_type, raw_value, join_path(path, key))
                 failed = failed or value is MISSING
                 result[key] = value
@@ -403,6 +409,23 @@ class DocumentLoader:
             self.problem(path, f"expected a string, got {_type_name(node)}{remedy}")
             return MISSING
         raise TypeError(f"unsupported annotation {annotation!r}")
+
+    def _twice(self, node: Mapping[Any, Any], first: object, again: object, path: str) -> None:
+        """A problem at `again`, a key of `node` written as another YAML type than `first`
+        (a number, a string) which names the same key."""
+        position, before = None, None
+        if isinstance(node, CommentedMap):
+            position = self._key_position(node, again)
+            before = self._key_position(node, first)
+        said = f"line {before.line}" if before else "another line"
+        self.problems.append(
+            Problem(
+                position,
+                path,
+                f"this key is also written at {said} ({shown(first)} there, {shown(again)} "
+                "here: two spellings of one key; keep one)",
+            )
+        )
 
     def load_key(self, raw_key: object, node: Mapping[Any, Any], path: str) -> Any:
         if isinstance(raw_key, str):

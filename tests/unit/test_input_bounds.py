@@ -319,3 +319,14 @@ def test_a_byte_that_is_not_utf8_is_named_by_its_line(
         load_matrix(path)
     (problem,) = caught.value.problems
     assert problem.startswith(f"matrix.yaml:{where}: not UTF-8 (the byte 0x")
+
+
+def test_a_problem_of_a_default_shared_by_two_cuda_versions_is_printed_once() -> None:
+    # each CUDA version found it again: the same line was printed twice
+    error = load(
+        f"{HEAD}defaults: {{arches: [x86_64], manylinux: '2_5', sms: [75, 75]}}\n"
+        "cuda:\n  '13.0': {destination: pypi}\n  '12.9': {destination: pypi, local-label: a}\n"
+    )
+    assert error.problems.count("matrix.yaml:4:58: defaults.sms[1]: 75 is listed more than once")
+    assert len(error.problems) == len(set(error.problems)) == len(error.locations), error.problems
+    assert len(error.lines()) == len(set(error.lines()))
