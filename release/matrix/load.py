@@ -46,7 +46,14 @@ from release.matrix.model import Cell, Matrix, Project
 from release.matrix.nightly import nightly_channel
 from release.matrix.rules import check_cells, gpu_gate, release_build
 from release.matrix.spec import DestinationSpec, MatrixSpec
-from release.project import Naming, naming, read_project_files, read_version_file, reading
+from release.project import (
+    BUILD_FILES,
+    Naming,
+    naming,
+    read_project_files,
+    read_version_file,
+    reading,
+)
 from release.yamlspec import (
     MAX_DOCUMENT_BYTES,
     DocumentLoader,
@@ -77,6 +84,29 @@ def _version_file(spec: MatrixSpec, root: Path) -> Path | None:
     if not named or Path(named).is_absolute() or ".." in Path(named).parts:
         return None
     return root / named
+
+
+def _version_file_problem(
+    version_file: Path, root: Path, matrix: Path, project_dir: Path
+) -> str | None:
+    """Why release may not write the version over `version_file`: reached through a link,
+    or a file release reads its configuration from (matrix.yaml, the project's build files),
+    which the version would replace."""
+    if link := linked_part(root, version_file):
+        return (
+            f"is reached through the symbolic link {link.relative_to(root).as_posix()}, "
+            "and release reads and writes the version there: name a file of the checkout itself"
+        )
+    if version_file == matrix.resolve():
+        what = f"{matrix.name} itself"
+    elif version_file.parent == project_dir and version_file.name in BUILD_FILES:
+        what = f"the project's {version_file.name}"
+    else:
+        return None
+    return (
+        f"is {what}, which release reads, and writing the version would replace it: name "
+        "the file the command reads the version from"
+    )
 
 
 # Names a project whose files compute its name or version (`Naming` says where), given the
@@ -179,13 +209,10 @@ def matrix_from_text(
         if named is None:
             root = path.parent.resolve()
             version_file = _version_file(spec, root)
-            if version_file is not None and (link := linked_part(root, version_file)):
-                loader.problem(
-                    "build.prepare.version-file",
-                    f"is reached through the symbolic link {link.relative_to(root).as_posix()}, "
-                    "and release reads and writes the version there: name a file of the "
-                    "checkout itself",
-                )
+            if version_file is not None and (
+                problem := _version_file_problem(version_file, root, path, project_dir)
+            ):
+                loader.problem("build.prepare.version-file", problem)
                 version_file = None
             said = read_project(project_dir, version_file)
             named = said.static

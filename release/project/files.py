@@ -37,6 +37,7 @@ from release.project.pysource import decode_python
 from release.project.setuppy import SetupPy, read_setup_py
 
 SETUP_PY = "setup.py"
+BUILD_FILES = (PYPROJECT, SETUP_CFG, SETUP_PY, CMAKELISTS)  # what the project is read from
 # A build file is read no further: setup.py files of 25 MB are read in seconds; one of a
 # gigabyte (or a link to /dev/zero's kin in /proc, whose size says 0) is not a build file.
 MAX_PROJECT_FILE = 64 * 2**20
