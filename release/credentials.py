@@ -125,12 +125,20 @@ def spaced_or_unprintable(text: str) -> bool:
 
 
 def url_shape_problem(url: object) -> str | None:
-    """Why `url` is not an http(s) URL free of white space and control characters, or
-    None."""
+    """Why `url` is not an http(s) URL free of white space and control characters, whose
+    host and port a URL parser reads, or None: every URL the tool is given, as an option or
+    in matrix.yaml, is held to it."""
     if not isinstance(url, str) or not url.startswith(("https://", "http://")):
         return "is not an http(s) URL"
     if spaced_or_unprintable(url):
         return "holds white space or a control character"
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018  (reading it checks it)
+    except ValueError:  # its message would repeat the URL's parts, unredacted
+        return "is not a URL: its host or port cannot be read"
+    if not parts.hostname:
+        return "names no host"
     return None
 
 

@@ -10,7 +10,6 @@ anything. Every problem is reported at once as
 from __future__ import annotations
 
 import os
-import re
 import stat
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -21,7 +20,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.reader import ReaderError
 
-from release.credentials import has_credentials
+from release.credentials import has_credentials, url_shape_problem
 from release.errors import ConfigError, Location, one_line, shown
 from release.fsutil import linked_part, undecodable_at
 from release.github_names import api_url_problem
@@ -290,11 +289,8 @@ def _shared_problems(name: str, spec: DestinationSpec, loader: DocumentLoader) -
             )
     for key in ("repository_url", "index_url"):
         url = getattr(spec, key)
-        if url is not None and not re.match(r"^https?://[^/\s]+", url):
-            loader.problem(
-                join_path(path, key.replace("_", "-")),
-                f"{shown(url)} is not an http(s) URL",
-            )
+        if url is not None and (problem := url_shape_problem(url)):
+            loader.problem(join_path(path, key.replace("_", "-")), f"{shown(url)} {problem}")
         elif url is not None and has_credentials(url):
             loader.problem(
                 join_path(path, key.replace("_", "-")),
