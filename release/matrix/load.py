@@ -72,7 +72,11 @@ def read_project(path: Path, version_file: Path | None = None) -> Naming:
     said = None
     if version_file is not None:
         said = read_version_file(version_file, os.path.relpath(version_file, path))
-    return naming(reading(read_project_files(path)), said)
+    try:
+        files = read_project_files(path)
+    except ConfigError as error:  # a file past its bound, not UTF-8: a problem of `project:`
+        return Naming(name=None, version=None, problem="; ".join(error.problems))
+    return naming(reading(files), said)
 
 
 def _version_file(spec: MatrixSpec, root: Path) -> Path | None:
