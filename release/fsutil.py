@@ -82,6 +82,24 @@ def _naming(error: OSError, path: Path) -> OSError:
     return type(error)(error.errno, error.strerror or str(error), str(path))
 
 
+def output_dir_problem(path: Path) -> str | None:
+    """Why `path` cannot be (or be created as) a directory this user writes in, or None."""
+    if path.exists():
+        if not path.is_dir():
+            return "is a file, not a directory"
+        if not os.access(path, os.W_OK | os.X_OK):
+            return "not writable by this user"
+        return None
+    ancestor = path.absolute().parent
+    while not ancestor.exists():
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        return f"cannot be created: {ancestor} is not a directory"
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        return f"cannot be created: {ancestor} is not writable by this user"
+    return None
+
+
 # ---------------------------------------------------------------- JSON and TOML documents
 
 # The largest document read: a manifest of a thousand wheels is about 1 MB, PyPI's JSON page

@@ -21,7 +21,7 @@ from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.reader import ReaderError
 
 from release.credentials import has_credentials, url_shape_problem
-from release.errors import ConfigError, Location, one_line, shown
+from release.errors import ConfigError, Location, one_line, path_as_given, shown
 from release.fsutil import linked_part, undecodable_at
 from release.github_names import api_url_problem
 from release.matrix.cells import (
@@ -166,14 +166,15 @@ def load_matrix(path: Path, metadata: MetadataSource | None = None) -> Matrix:
     Nothing is run: the project's name and version are read from its files. `metadata`
     names a project whose files compute them (release.toolchain.projectmeta asks its build
     backend); without it such a project is an error."""
+    named = path_as_given(str(path))  # --matrix's value: one line, bounded
     try:
         if not stat.S_ISREG(path.stat().st_mode):  # a FIFO would block, /dev/zero never end
-            raise ConfigError([f"{path}: not a regular file"], hint="give the matrix file")
+            raise ConfigError([f"{named}: not a regular file"], hint="give the matrix file")
         with path.open("rb") as stream:
             data = stream.read(MAX_DOCUMENT_BYTES + 1)
         if len(data) > MAX_DOCUMENT_BYTES:
             raise ConfigError(
-                [f"{path}: larger than {MAX_DOCUMENT_BYTES // 1024} KiB (a matrix is a few KB)"]
+                [f"{named}: larger than {MAX_DOCUMENT_BYTES // 1024} KiB (a matrix is a few KB)"]
             )
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:
@@ -184,11 +185,14 @@ def load_matrix(path: Path, metadata: MetadataSource | None = None) -> Matrix:
         ) from None
     except FileNotFoundError:
         raise ConfigError(
-            [f"{path}: no such file"],
+            [f"{named}: no such file"],
             hint="run from the release's root directory or pass --matrix PATH",
         ) from None
-    except (OSError, ValueError) as error:
-        raise ConfigError([f"{path}: cannot read: {error}"]) from None
+    except OSError as error:  # its str() would name the path again, whole
+        reason = error.strerror or type(error).__name__
+        raise ConfigError([f"{named}: cannot read: {reason}"]) from None
+    except ValueError as error:  # a NUL in the path
+        raise ConfigError([f"{named}: cannot read: {error}"]) from None
     return matrix_from_text(text, path, metadata)
 
 

@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from release import proc
-from release.commands.parsing.options import output_dir_problem
 from release.console import Output
 from release.credentials import redact, spaced_or_unprintable, without_credentials
 from release.errors import ConfigError, FileError, shown
+from release.fsutil import output_dir_problem
 
 if TYPE_CHECKING:
     from release.matrix import Commit, Matrix
