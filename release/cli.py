@@ -14,7 +14,14 @@ from collections.abc import Sequence
 from typing import cast
 
 from release import __version__, proc
-from release.commands.parsing.arguments import Command, Parser, UsageError, add_command, parents
+from release.commands.parsing.arguments import (
+    Command,
+    Parser,
+    UsageError,
+    add_command,
+    json_file_problem,
+    parents,
+)
 from release.commands.parsing.options import paths_unchecked
 from release.console import Annotation, Failure, Output
 from release.credentials import mask, secret_values
@@ -98,6 +105,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 said = Failure(message=usage.message, hint=None, exit_code=2)
                 return _refused(argv, usage.lines(), said)
         return _refused(argv, error.lines(), failure_of(error))
+    if (overwrite := json_file_problem(args)) is not None:
+        return _refused(argv, overwrite.lines(), failure_of(overwrite))
     output = Output(
         environ,
         json_mode=getattr(args, "json", False),  # every command takes the shared output options

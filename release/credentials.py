@@ -109,10 +109,31 @@ def _masked_parameter(match: re.Match[str]) -> str:
     return match[0]
 
 
+# Tokens by the prefix their issuer gives them (GitHub's classic and fine-grained, PyPI's
+# macaroons, GitLab's): a value so shaped is a credential wherever it stands.
+_TOKEN_SHAPED = re.compile(r"\b(?:gh[pousr]_|github_pat_|pypi-AgE|glpat-)[A-Za-z0-9_-]{20,}")
+# a run of letters and digits of both cases, as long as a token and with no word's shape
+_RANDOM_RUN = re.compile(r"[A-Za-z0-9+/=_-]{32,}")
+
+
+def looks_like_token(text: str) -> bool:
+    """Whether `text` is a credential itself (a prefix a token's issuer gives it, or a long
+    run of random-looking letters and digits) rather than the name of one."""
+    if _TOKEN_SHAPED.search(text):
+        return True
+    return any(
+        any(c.islower() for c in run) and any(c.isupper() for c in run)
+        and any(c.isdigit() for c in run)
+        for run in _RANDOM_RUN.findall(text)
+    )  # fmt: skip
+
+
 def redact(text: str) -> str:
     """`text` with the credentials of every URL in it replaced by ***: the userinfo
     (`https://***@host/`) and the values of credential query keys (`?token=***`). A URL
-    nested in another's query (an S3 `endpoint=`) is redacted too."""
+    nested in another's query (an S3 `endpoint=`) is redacted too, and so is a token of a
+    known issuer's prefix (`ghp_...`) wherever it stands."""
+    text = _TOKEN_SHAPED.sub(MASK, text)
     text = _SLASHED_USERINFO.sub(MASK + "@", _USERINFO.sub(MASK + "@", text))
     text = _BARE_USERINFO.sub(MASK + "@", text)
     return _QUERY_PARAMETER.sub(_masked_parameter, text)
@@ -125,12 +146,20 @@ def spaced_or_unprintable(text: str) -> bool:
 
 
 def url_shape_problem(url: object) -> str | None:
-    """Why `url` is not an http(s) URL free of white space and control characters, or
-    None."""
+    """Why `url` is not an http(s) URL free of white space and control characters, whose
+    host and port a URL parser reads, or None: every URL the tool is given, as an option or
+    in matrix.yaml, is held to it."""
     if not isinstance(url, str) or not url.startswith(("https://", "http://")):
         return "is not an http(s) URL"
     if spaced_or_unprintable(url):
         return "holds white space or a control character"
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018  (reading it checks it)
+    except ValueError:  # its message would repeat the URL's parts, unredacted
+        return "is not a URL: its host or port cannot be read"
+    if not parts.hostname:
+        return "names no host"
     return None
 
 

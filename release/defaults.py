@@ -22,3 +22,7 @@ AUDIT_ATTEMPTS = 3
 
 # `release build --compile-cache`, over matrix.yaml's compile-cache (release/building/settings)
 COMPILE_CACHE_VARIABLE = "RELEASE_COMPILE_CACHE"
+
+# compiles one cell's build runs at once, as --compile-jobs or matrix.yaml's
+# build.compile-jobs asks: past the most, make and ninja fork until the machine stops
+COMPILE_JOBS_RANGE = (1, 1024)

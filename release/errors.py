@@ -64,6 +64,24 @@ def shown(value: object, limit: int = SHOWN_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+SHOWN_PATH_CHARS = 200  # a path quoted in a message is whole up to this (a cut path names
+# nothing), then cut: a value of 100,000 characters was echoed whole
+
+
+def as_given(text: str) -> str:
+    """A value the user typed (an option's), as a message quotes it: as typed when short
+    and printable, else `shown` (escaped on one line, cut to SHOWN_CHARS)."""
+    return text if text.isprintable() and len(text) <= SHOWN_CHARS else shown(text)
+
+
+def path_as_given(text: str) -> str:
+    """A path the user typed, as a message quotes it: as typed when printable and no
+    longer than SHOWN_PATH_CHARS, else `shown` to that length."""
+    if text.isprintable() and len(text) <= SHOWN_PATH_CHARS:
+        return text
+    return shown(text, SHOWN_PATH_CHARS)
+
+
 def one_line(text: str) -> str:
     """`text` with each character that is not printable escaped (`\\n`): a name a server
     lists (`x-1.0-py3-none-any&#10;.whl`), a server's error code or a reader's message stays
@@ -86,11 +104,15 @@ class ConfigError(ReleaseError):
         hint: str | None = None,
         locations: Sequence[Location] = (),
     ) -> None:
-        self.problems = tuple(redact(problem) for problem in problems)
+        # a problem found once for each place a shared value is used (a default's SM, checked
+        # for every CUDA version) is one problem
+        # each problem is one line of its own, whatever value it quotes (`--cuda $'12.9\n'`)
+        self.problems = tuple(dict.fromkeys(one_line(redact(problem)) for problem in problems))
         shown = list(self.problems[:MAX_SHOWN_PROBLEMS])
         if len(self.problems) > MAX_SHOWN_PROBLEMS:
             shown.append(f"... and {len(self.problems) - MAX_SHOWN_PROBLEMS} more problems")
-        super().__init__("\n".join(shown), hint=hint, locations=locations[:MAX_SHOWN_PROBLEMS])
+        located = tuple(dict.fromkeys(locations))
+        super().__init__("\n".join(shown), hint=hint, locations=located[:MAX_SHOWN_PROBLEMS])
 
 
 class ToolchainError(ReleaseError):

@@ -82,6 +82,24 @@ def _naming(error: OSError, path: Path) -> OSError:
     return type(error)(error.errno, error.strerror or str(error), str(path))
 
 
+def output_dir_problem(path: Path) -> str | None:
+    """Why `path` cannot be (or be created as) a directory this user writes in, or None."""
+    if path.exists():
+        if not path.is_dir():
+            return "is a file, not a directory"
+        if not os.access(path, os.W_OK | os.X_OK):
+            return "not writable by this user"
+        return None
+    ancestor = path.absolute().parent
+    while not ancestor.exists():
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        return f"cannot be created: {ancestor} is not a directory"
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        return f"cannot be created: {ancestor} is not writable by this user"
+    return None
+
+
 # ---------------------------------------------------------------- JSON and TOML documents
 
 # The largest document read: a manifest of a thousand wheels is about 1 MB, PyPI's JSON page
@@ -125,13 +143,19 @@ def utf8_text(data: bytes | str, where: str) -> str:
         raise not_utf8(where, error) from None
 
 
-def not_utf8(where: str, error: UnicodeDecodeError) -> UnreadableDocument:
-    """What a UnicodeDecodeError of a whole document says: the byte, its line and column."""
+def undecodable_at(error: UnicodeDecodeError) -> tuple[int, int]:
+    """The 1-based line and column (in characters, as an editor counts them) of the first
+    byte a UnicodeDecodeError of a whole document found not to be UTF-8."""
     data = bytes(error.object)
     line_start = data.rfind(b"\n", 0, error.start) + 1
     line = data.count(b"\n", 0, error.start) + 1
-    column = error.start - line_start + 1
-    byte = data[error.start]
+    return line, len(data[line_start : error.start].decode("utf-8")) + 1
+
+
+def not_utf8(where: str, error: UnicodeDecodeError) -> UnreadableDocument:
+    """What a UnicodeDecodeError of a whole document says: the byte, its line and column."""
+    line, column = undecodable_at(error)
+    byte = bytes(error.object)[error.start]
     return UnreadableDocument(
         where, f"not UTF-8 (byte 0x{byte:02x} at line {line}, column {column})"
     )

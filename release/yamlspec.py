@@ -17,6 +17,7 @@ import difflib
 import re
 import types
 import typing
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, get_args, get_origin
@@ -44,9 +45,11 @@ MAX_VALUES = 20_000  # scalars and collections, every alias expanded
 MAX_ITEMS = 1_000  # entries of one list or mapping
 MAX_SCALAR_CHARS = 4_096
 # What would act when a value is shown: a carriage return and the other C0 and C1 controls
-# (a terminal escape), bidi and invisible format characters, the Unicode line separators. A
-# tab and a line feed are kept: a command may quote a script of several lines (`sh -c '...'`
-# in a literal block); names and paths refuse them where they are checked.
+# (a terminal escape), the Unicode line separators, and every format character (Unicode's
+# category Cf: bidi controls, zero-width characters, tag characters U+E0000-E007F, ...),
+# which would change or hide what is shown. A tab and a line feed are kept: a command may
+# quote a script of several lines (`sh -c '...'` in a literal block); names and paths refuse
+# them where they are checked.
 _UNSHOWN = re.compile(
     "[\x01-\x08\x0b-\x1f\x7f-\x9f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e"
     "\u2060-\u206f\ufeff\ufff9-\ufffb]"
@@ -54,18 +57,48 @@ _UNSHOWN = re.compile(
 
 
 def unshown_character(value: str) -> str | None:
-    """The first character of `value` that matrix.yaml refuses in a value (_UNSHOWN), as
-    it is escaped (`\\n`, `\\u2028`), or None."""
-    found = _UNSHOWN.search(value)
-    return ascii(found.group())[1:-1] if found else None
+    """The first character of `value` that matrix.yaml refuses in a value (_UNSHOWN, or a
+    format character), as it is escaped (`\\n`, `\\u2028`), or None."""
+    for character in value:
+        if _UNSHOWN.match(character) or (
+            character > "\x7f" and unicodedata.category(character) == "Cf"
+        ):
+            return ascii(character)[1:-1]
+    return None
+
+
+# The YAML versions ruamel reads; of another `%YAML` directive it fails an assert.
+_YAML_VERSIONS = ("1.1", "1.2")
+_DIRECTIVE = re.compile(r"%YAML(?:[ \t]+([^ \t#]*))?(?=[ \t]|$)")
+
+
+def directive_problem(text: str, filename: str) -> str | None:
+    """Why a `%YAML` directive of the document's prologue names a version ruamel cannot
+    read (any but 1.1 and 1.2), at its line; None when none does."""
+    for number, line in enumerate(text.splitlines(), start=1):
+        if line.startswith("%"):
+            found = _DIRECTIVE.match(line)
+            version = found.group(1) if found else None
+            if found and version not in _YAML_VERSIONS:
+                said = shown(version) if version else "no version"
+                return (
+                    f"{filename}:{number}:1: a %YAML directive of {said} "
+                    f"(YAML {' or '.join(_YAML_VERSIONS)} is read: remove the line)"
+                )
+        elif line.strip() and not line.lstrip().startswith("#"):
+            return None  # the prologue ends where the document begins
+    return None
 
 
 def bounds_problem(text: str, filename: str) -> str | None:
     """Why a YAML document is too large or too deep to load, judged from its parse events
     (which the parser produces without recursion); None when it is within the bounds.
-    Aliases count as often as they are expanded, so an alias bomb is caught here."""
+    Aliases count as often as they are expanded, so an alias bomb is caught here, and an
+    alias inside the collection it names (which ruamel cannot compose) too."""
     if len(text.encode("utf-8", errors="replace")) > MAX_DOCUMENT_BYTES:
         return f"{filename}: larger than {MAX_DOCUMENT_BYTES // 1024} KiB (a matrix is a few KB)"
+    if problem := directive_problem(text, filename):
+        return problem
     anchored: dict[str, int] = {}
     stack: list[tuple[int, str | None, int]] = []  # (values inside, anchor, items)
     total = 0
@@ -115,6 +148,11 @@ def bounds_problem(text: str, filename: str) -> str | None:
                 anchored[event.anchor] = 1
             add(1)
         elif isinstance(event, AliasEvent):
+            if any(open_anchor == event.anchor for _, open_anchor, _ in stack):
+                return (
+                    f"{where(event)}: the alias *{(event.anchor or '')[:SHOWN_CHARS]} is inside "
+                    "the collection it names (a recursive alias)"
+                )
             add(anchored.get(event.anchor or "", 1))
         else:
             continue
@@ -329,12 +367,18 @@ class DocumentLoader:
                 self.problem(path, f"expected a mapping, got {_type_name(node)}")
                 return MISSING
             result: dict[str, Any] = {}
+            raw_keys: dict[str, object] = {}
             failed = False
             for raw_key, raw_value in node.items():
                 key = self.load_key(raw_key, node, path)
                 if key is MISSING:
                     failed = True
                     continue
+                if key in raw_keys:  # `12.9:` and `"12.9":`, keys to ruamel, are one here
+                    self._twice(node, raw_keys[key], raw_key, join_path(path, key))
+                    failed = True
+                    continue
+                raw_keys[key] = raw_key
                 value = self.load(value_type, raw_value, join_path(path, key))
                 failed = failed or value is MISSING
                 result[key] = value
@@ -365,6 +409,23 @@ class DocumentLoader:
             self.problem(path, f"expected a string, got {_type_name(node)}{remedy}")
             return MISSING
         raise TypeError(f"unsupported annotation {annotation!r}")
+
+    def _twice(self, node: Mapping[Any, Any], first: object, again: object, path: str) -> None:
+        """A problem at `again`, a key of `node` written as another YAML type than `first`
+        (a number, a string) which names the same key."""
+        position, before = None, None
+        if isinstance(node, CommentedMap):
+            position = self._key_position(node, again)
+            before = self._key_position(node, first)
+        said = f"line {before.line}" if before else "another line"
+        self.problems.append(
+            Problem(
+                position,
+                path,
+                f"this key is also written at {said} ({shown(first)} there, {shown(again)} "
+                "here: two spellings of one key; keep one)",
+            )
+        )
 
     def load_key(self, raw_key: object, node: Mapping[Any, Any], path: str) -> Any:
         if isinstance(raw_key, str):

@@ -21,6 +21,7 @@ from release.backends.nvcc import cross_problem, missing_nvcc
 from release.backends.recipe import BackendName, BuildSpec, PrepareSpec
 from release.backends.registry import backend_for
 from release.credentials import has_credentials, is_secret_name
+from release.defaults import COMPILE_JOBS_RANGE
 from release.errors import shown
 from release.targets import GpuTarget
 from release.yamlspec import join_path
@@ -52,8 +53,11 @@ def spec_problems(spec: BuildSpec, backend: BackendName, path: str) -> list[tupl
     """(key path, message) for each rule the `build` section at `path` breaks when built by
     `backend` (the backend in force there, which may come from the release's section)."""
     problems: list[tuple[str, str]] = []
-    if spec.compile_jobs is not None and spec.compile_jobs < 1:
-        problems.append((join_path(path, "compile-jobs"), "must be 1 or more"))
+    fewest, most = COMPILE_JOBS_RANGE  # --compile-jobs's range
+    if spec.compile_jobs is not None and not fewest <= spec.compile_jobs <= most:
+        problems.append(
+            (join_path(path, "compile-jobs"), f"must be a whole number from {fewest} to {most}")
+        )
     for name, value in (spec.env or {}).items():
         problem = env_problem(name, backend)
         if problem is None and has_credentials(value):

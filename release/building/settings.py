@@ -26,7 +26,8 @@ from release.building.compilecache import CacheStats
 from release.building.jobs import CompileJobs, compile_jobs
 from release.credentials import without_credentials
 from release.defaults import COMPILE_CACHE_VARIABLE
-from release.errors import ConfigError, shown
+from release.errors import ConfigError, FileError, path_as_given, shown
+from release.fsutil import output_dir_problem
 from release.inspection.torchcuda import TorchIndexes
 from release.inspection.wheel import WheelReport
 from release.matrix import Cell, Matrix
@@ -217,6 +218,12 @@ def toolchain_paths(
                 hint="the build tools that read the path (CMake) cut or split it there: name "
                 "another",
             )
+    if cache_dir.source.startswith("$") and (problem := output_dir_problem(cache_dir.value)):
+        # the variable is held to what --cache-dir is (OutputDir), a dry run included
+        raise FileError(
+            f"{cache_dir.source} {path_as_given(str(cache_dir.value))}: {problem}",
+            hint="give a directory, or a path where one can be created",
+        )
     return Sourced(resolved, cache_dir.source), cuda_home
 
 

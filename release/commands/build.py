@@ -29,7 +29,7 @@ from release.building.events import BuildEvents
 from release.commands.parsing import arguments, common
 from release.commands.parsing.options import WholeNumber
 from release.console import Annotation, Output, markdown_table
-from release.defaults import COMPILE_CACHE_VARIABLE
+from release.defaults import COMPILE_CACHE_VARIABLE, COMPILE_JOBS_RANGE
 from release.errors import BuildError, ConfigError
 
 if TYPE_CHECKING:
@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from release.toolchain import Progress, ToolchainPlan
 
 JOBS = WholeNumber(1, 64)  # CUDA versions side by side: a matrix has a handful
-COMPILE_JOBS = WholeNumber(1, 1024)  # past this, make and ninja fork until the machine stops
+COMPILE_JOBS = WholeNumber(*COMPILE_JOBS_RANGE)
 
 
 HELP = "build the wheels of the selected cells"

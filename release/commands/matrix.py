@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from release.commands.parsing import arguments, common
 from release.console import Output
@@ -119,7 +119,9 @@ def torch_fields(cell: Cell) -> dict[str, str]:
 
 def runner_labels(text: str, names: Sequence[str]) -> dict[str, list[str]]:
     """`--runner-labels`: a JSON object that gives gpu-gate runners, by name, other `runs-on`
-    labels (a string or a list of strings)."""
+    labels (a list of strings, held to matrix.yaml's rule for a runner's labels)."""
+    from release.matrix.rules import labels_problem
+
     option = "--runner-labels"
     try:
         given = json_document(text, option)
@@ -130,16 +132,13 @@ def runner_labels(text: str, names: Sequence[str]) -> dict[str, list[str]]:
     problems: list[str] = []
     labels: dict[str, list[str]] = {}
     for name, value in given.items():
-        listed = [value] if isinstance(value, str) else value
         if name not in names:
             known = ", ".join(names) or "none: matrix.yaml has no gpu-gate"
             problems.append(f"{option}: {name!r:.40} is not a gpu-gate runner (runners: {known})")
-        elif not (
-            isinstance(listed, list) and listed and all(isinstance(v, str) and v for v in listed)
-        ):
-            problems.append(f"{option}: {name}: give a label or a list of labels")
+        elif problem := labels_problem(value):  # matrix.yaml's rule for a runner's labels
+            problems.append(f"{option}: {name}: {problem}")
         else:
-            labels[name] = listed
+            labels[name] = list(cast("list[str]", value))
     if problems:
         raise ConfigError(
             problems, hint="runner names are what `release matrix --format gpu` lists"

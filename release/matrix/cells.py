@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from release.backends import BuildRecipe, targets_problem
+from release.errors import shown
 from release.matrix.copies import CopyEntry, check_copies, copy_entries
 from release.matrix.destination import Destination, IndexDestination
 from release.matrix.model import Cell, Copy, Project
@@ -404,7 +405,7 @@ def version_cells(
     )
     if not ok or not labels_ok or not copies or axes is None:
         return []
-    return _arch_cells(
+    cells = _arch_cells(
         project=project,
         cuda=cuda,
         entry=entry,
@@ -416,6 +417,39 @@ def version_cells(
         axes=axes,
         loader=loader,
     )
+    _check_filename_lengths(cells, copies, key, loader)
+    return cells
+
+
+NAME_MAX = 255  # the bytes of one file's name on Linux's filesystems
+
+
+def _check_filename_lengths(
+    cells: Sequence[Cell], copies: Sequence[tuple[CopyEntry, Destination]], key: str,
+    loader: DocumentLoader,
+) -> None:  # fmt: skip
+    """A wheel filename no filesystem can hold (past NAME_MAX bytes), at what made it long:
+    a copy's local label, else the project's name or version. Once per copy."""
+    reported: set[str] = set()
+    for cell in cells:
+        for (entry, _), copy in zip(copies, cell.copies, strict=True):
+            filename = cell.as_copy(copy).wheel_filename
+            if len(filename.encode()) <= NAME_MAX:
+                continue
+            parts = [
+                ("its local-label", entry.label_path, copy.local_label or ""),
+                ("the project's name", "project", cell.project.name),
+                ("the project's version", join_path("cuda", key), str(cell.project.version)),
+            ]
+            what, path, text = max(parts, key=lambda part: len(part[2].encode()))
+            if path in reported:
+                continue
+            reported.add(path)
+            loader.problem(
+                path,
+                f"the wheel {shown(filename)} would be {len(filename.encode())} bytes, past the "
+                f"{NAME_MAX} of a file's name, for {what} of {len(text)} characters: shorten it",
+            )
 
 
 def _label_to_check(label: str | None, axes: Sequence[TorchAxis] | None) -> str | None:

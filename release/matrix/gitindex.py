@@ -17,7 +17,12 @@ from dataclasses import replace
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
-from release.credentials import has_credentials, is_secret_name, url_shape_problem
+from release.credentials import (
+    has_credentials,
+    is_secret_name,
+    looks_like_token,
+    url_shape_problem,
+)
 from release.errors import shown
 from release.github_names import repository_problem
 from release.matrix.spec import DestinationSpec
@@ -50,7 +55,13 @@ def is_ref_name(name: str) -> bool:
 
 def token_secret_problem(name: str) -> str | None:
     """Why `name` cannot name the repository secret (and environment variable) holding a
-    destination's token; None when it can."""
+    destination's token; None when it can. A token pasted in its place is not shown."""
+    if looks_like_token(name):
+        return (
+            "looks like a token itself, not the name of the secret holding it: name the "
+            "secret (WHL_TOKEN), put the token there, and revoke this one (matrix.yaml is "
+            "committed)"
+        )
     if not _VARIABLE.fullmatch(name):
         return (
             f"{shown(name)} is not an environment variable's name (letters, digits and _, "

@@ -10,7 +10,6 @@ anything. Every problem is reported at once as
 from __future__ import annotations
 
 import os
-import re
 import stat
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -19,10 +18,11 @@ from typing import Any
 from packaging.version import Version
 from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
+from ruamel.yaml.reader import ReaderError
 
-from release.credentials import has_credentials
-from release.errors import ConfigError, Location, shown
-from release.fsutil import linked_part
+from release.credentials import has_credentials, url_shape_problem
+from release.errors import ConfigError, Location, one_line, path_as_given, shown
+from release.fsutil import linked_part, undecodable_at
 from release.github_names import api_url_problem
 from release.matrix.cells import (
     check_excludes,
@@ -45,7 +45,14 @@ from release.matrix.model import Cell, Matrix, Project
 from release.matrix.nightly import nightly_channel
 from release.matrix.rules import check_cells, gpu_gate, release_build
 from release.matrix.spec import DestinationSpec, MatrixSpec
-from release.project import Naming, naming, read_project_files, read_version_file, reading
+from release.project import (
+    BUILD_FILES,
+    Naming,
+    naming,
+    read_project_files,
+    read_version_file,
+    reading,
+)
 from release.yamlspec import (
     MAX_DOCUMENT_BYTES,
     DocumentLoader,
@@ -65,7 +72,11 @@ def read_project(path: Path, version_file: Path | None = None) -> Naming:
     said = None
     if version_file is not None:
         said = read_version_file(version_file, os.path.relpath(version_file, path))
-    return naming(reading(read_project_files(path)), said)
+    try:
+        files = read_project_files(path)
+    except ConfigError as error:  # a file past its bound, not UTF-8: a problem of `project:`
+        return Naming(name=None, version=None, problem="; ".join(error.problems))
+    return naming(reading(files), said)
 
 
 def _version_file(spec: MatrixSpec, root: Path) -> Path | None:
@@ -76,6 +87,29 @@ def _version_file(spec: MatrixSpec, root: Path) -> Path | None:
     if not named or Path(named).is_absolute() or ".." in Path(named).parts:
         return None
     return root / named
+
+
+def _version_file_problem(
+    version_file: Path, root: Path, matrix: Path, project_dir: Path
+) -> str | None:
+    """Why release may not write the version over `version_file`: reached through a link,
+    or a file release reads its configuration from (matrix.yaml, the project's build files),
+    which the version would replace."""
+    if link := linked_part(root, version_file):
+        return (
+            f"is reached through the symbolic link {link.relative_to(root).as_posix()}, "
+            "and release reads and writes the version there: name a file of the checkout itself"
+        )
+    if version_file == matrix.resolve():
+        what = f"{matrix.name} itself"
+    elif version_file.parent == project_dir and version_file.name in BUILD_FILES:
+        what = f"the project's {version_file.name}"
+    else:
+        return None
+    return (
+        f"is {what}, which release reads, and writing the version would replace it: name "
+        "the file the command reads the version from"
+    )
 
 
 # Names a project whose files compute its name or version (`Naming` says where), given the
@@ -106,8 +140,25 @@ def parse_yaml(text: str, filename: str) -> object:
             message=message,
         )
         raise ConfigError([message], locations=[location]) from None
+    except ReaderError as error:  # a character YAML allows nowhere, by its offset
+        raise _located(filename, text, error.position, _reader_problem(error)) from None
     except YAMLError as error:
-        raise ConfigError([f"{filename}: invalid YAML: {error}"]) from None
+        raise ConfigError([f"{filename}: invalid YAML: {one_line(str(error))}"]) from None
+
+
+def _reader_problem(error: ReaderError) -> str:
+    """ruamel's reason, without the name it gives the text (`<unicode string>`)."""
+    if isinstance(error.character, int):
+        return f"invalid YAML: the character {ascii(chr(error.character))[1:-1]} ({error.reason})"
+    return f"invalid YAML: {one_line(str(error.reason))}"
+
+
+def _located(filename: str, text: str, offset: int, problem: str) -> ConfigError:
+    """A ConfigError at the line and column of `text`'s character `offset`."""
+    line = text.count("\n", 0, offset) + 1
+    column = offset - (text.rfind("\n", 0, offset) + 1) + 1
+    message = f"{filename}:{line}:{column}: {problem}"
+    return ConfigError([message], locations=[Location(filename, line, column, message)])
 
 
 def load_matrix(path: Path, metadata: MetadataSource | None = None) -> Matrix:
@@ -115,23 +166,33 @@ def load_matrix(path: Path, metadata: MetadataSource | None = None) -> Matrix:
     Nothing is run: the project's name and version are read from its files. `metadata`
     names a project whose files compute them (release.toolchain.projectmeta asks its build
     backend); without it such a project is an error."""
+    named = path_as_given(str(path))  # --matrix's value: one line, bounded
     try:
         if not stat.S_ISREG(path.stat().st_mode):  # a FIFO would block, /dev/zero never end
-            raise ConfigError([f"{path}: not a regular file"], hint="give the matrix file")
+            raise ConfigError([f"{named}: not a regular file"], hint="give the matrix file")
         with path.open("rb") as stream:
             data = stream.read(MAX_DOCUMENT_BYTES + 1)
         if len(data) > MAX_DOCUMENT_BYTES:
             raise ConfigError(
-                [f"{path}: larger than {MAX_DOCUMENT_BYTES // 1024} KiB (a matrix is a few KB)"]
+                [f"{named}: larger than {MAX_DOCUMENT_BYTES // 1024} KiB (a matrix is a few KB)"]
             )
         text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line, column = undecodable_at(error)
+        message = f"{path.name}:{line}:{column}: not UTF-8 (the byte 0x{data[error.start]:02x})"
+        raise ConfigError(
+            [message], locations=[Location(str(path), line, column, message)]
+        ) from None
     except FileNotFoundError:
         raise ConfigError(
-            [f"{path}: no such file"],
+            [f"{named}: no such file"],
             hint="run from the release's root directory or pass --matrix PATH",
         ) from None
-    except (OSError, UnicodeDecodeError, ValueError) as error:
-        raise ConfigError([f"{path}: cannot read: {error}"]) from None
+    except OSError as error:  # its str() would name the path again, whole
+        reason = error.strerror or type(error).__name__
+        raise ConfigError([f"{named}: cannot read: {reason}"]) from None
+    except ValueError as error:  # a NUL in the path
+        raise ConfigError([f"{named}: cannot read: {error}"]) from None
     return matrix_from_text(text, path, metadata)
 
 
@@ -155,13 +216,10 @@ def matrix_from_text(
         if named is None:
             root = path.parent.resolve()
             version_file = _version_file(spec, root)
-            if version_file is not None and (link := linked_part(root, version_file)):
-                loader.problem(
-                    "build.prepare.version-file",
-                    f"is reached through the symbolic link {link.relative_to(root).as_posix()}, "
-                    "and release reads and writes the version there: name a file of the "
-                    "checkout itself",
-                )
+            if version_file is not None and (
+                problem := _version_file_problem(version_file, root, path, project_dir)
+            ):
+                loader.problem("build.prepare.version-file", problem)
                 version_file = None
             said = read_project(project_dir, version_file)
             named = said.static
@@ -239,11 +297,8 @@ def _shared_problems(name: str, spec: DestinationSpec, loader: DocumentLoader) -
             )
     for key in ("repository_url", "index_url"):
         url = getattr(spec, key)
-        if url is not None and not re.match(r"^https?://[^/\s]+", url):
-            loader.problem(
-                join_path(path, key.replace("_", "-")),
-                f"{shown(url)} is not an http(s) URL",
-            )
+        if url is not None and (problem := url_shape_problem(url)):
+            loader.problem(join_path(path, key.replace("_", "-")), f"{shown(url)} {problem}")
         elif url is not None and has_credentials(url):
             loader.problem(
                 join_path(path, key.replace("_", "-")),

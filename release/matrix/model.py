@@ -15,7 +15,7 @@ from typing import Any, Literal
 from packaging.version import Version
 
 from release.backends import BuildRecipe, backend_for
-from release.errors import ConfigError
+from release.errors import ConfigError, as_given
 from release.matrix.compilecache import CompileCache
 from release.matrix.destination import Destination, IndexDestination, S3Destination
 from release.matrix.spec import DeviceCode, Fallout
@@ -315,14 +315,16 @@ class Matrix:
         known_arch = sorted({c.arch for c in self.cells})
         for value in cuda:
             if value not in known_cuda:
+                given = as_given(value)  # short, one line: as typed
                 problems.append(
-                    f"--cuda {value}: no cell has CUDA {value} in {self.path.name} "
+                    f"--cuda {given}: no cell has CUDA {given} in {self.path.name} "
                     f"(it has {', '.join(known_cuda)})"
                 )
         for value in arch:
             if value not in known_arch:
+                given = as_given(value)
                 problems.append(
-                    f"--arch {value}: no cell has arch {value} in {self.path.name} "
+                    f"--arch {given}: no cell has arch {given} in {self.path.name} "
                     f"(it has {', '.join(known_arch)})"
                 )
         if problems:

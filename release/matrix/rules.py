@@ -53,16 +53,8 @@ def gpu_gate(spec: MatrixSpec, loader: DocumentLoader, cells: Sequence[Cell]) ->
     named: dict[str, int] = {}
     for index, runner in enumerate(gate.runners):
         path = join_path(join_path("gpu-gate.runners", index), "labels")
-        if not runner.labels or not all(label.strip() for label in runner.labels):
-            loader.problem(path, "name the runner's labels, as `runs-on` takes them")
-        elif odd := next((label for label in runner.labels if _odd_label(label)), None):
-            # a line break would print a line of its own (an Actions workflow command),
-            # and the runner's name joins its labels with `/`
-            loader.problem(
-                path,
-                f"the label {shown(odd)} holds white space, a control character or a /, "
-                "which a runner's label does not",
-            )
+        if problem := labels_problem(runner.labels):
+            loader.problem(path, problem)
         # runs-on takes a set of labels, in any order and case
         name = "/".join(sorted(label.lower() for label in runner.labels))
         if name in named:
@@ -87,6 +79,26 @@ def gpu_gate(spec: MatrixSpec, loader: DocumentLoader, cells: Sequence[Cell]) ->
             GpuRunner(labels=tuple(runner.labels), sms=tuple(runner.sms), arch=runner.arch)
         )
     return GpuGate(runners=tuple(runners), command=gate.command)
+
+
+def labels_problem(labels: object) -> str | None:
+    """Why `labels` are not a GPU runner's `runs-on` labels, or None: a list of strings, each
+    without white space, a control character or a / (a line break would print a line of its
+    own, an Actions workflow command; a runner's name joins its labels with `/`). matrix.yaml's
+    gpu-gate and `matrix --runner-labels` are held to it alike."""
+    if not (
+        isinstance(labels, list | tuple)
+        and labels
+        and all(isinstance(label, str) and label.strip() for label in labels)
+    ):
+        return "name the runner's labels, as `runs-on` takes them (a list of strings)"
+    odd = next((label for label in labels if _odd_label(label)), None)
+    if odd is not None:
+        return (
+            f"the label {shown(odd)} holds white space, a control character or a /, which a "
+            "runner's label does not"
+        )
+    return None
 
 
 def _odd_label(label: str) -> bool:

@@ -75,7 +75,14 @@ class ManylinuxSpec:
         match = re.fullmatch(r"(?:manylinux_)?([0-9]+)_([0-9]+)", text)
         if match is None:
             raise ValueError(f'{shown(text)} is not a manylinux level (write it like "2_28")')
-        return cls(int(match.group(1)), int(match.group(2)))
+        major, minor = match.groups()
+        if major.lstrip("0") != "2" or len(minor.lstrip("0")) > 2:
+            # every glibc is 2.x, and a minor of three digits is centuries away
+            raise ValueError(
+                f"{shown(text)} names no glibc (a manylinux level is 2_N, N under 100: "
+                'write it like "2_28")'
+            )
+        return cls(int(major), int(minor))
 
     @classmethod
     def yaml_schema(cls) -> dict[str, Any]:

@@ -5,7 +5,6 @@ asks for them while it expands a version into cells.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -14,7 +13,7 @@ from packaging.version import Version
 
 from release.backends import backend_for
 from release.backends.recipe import BackendName
-from release.credentials import has_credentials
+from release.credentials import has_credentials, url_shape_problem
 from release.errors import shown
 from release.matrix.copies import CopyEntry
 from release.matrix.destination import Destination
@@ -143,10 +142,10 @@ def _torch_points(
             "it with, or drop abi3 for a wheel per Python",
         )
         ok = False
-    if entry.torch_index is not None and not re.fullmatch(r"https?://\S+", entry.torch_index):
+    if entry.torch_index is not None and (problem := url_shape_problem(entry.torch_index)):
         loader.problem(
             join_path(settings.path, "torch-index"),
-            f"{shown(entry.torch_index)} is not an http(s) URL of a package index",
+            f"{shown(entry.torch_index)} {problem} (the URL of a package index)",
         )
         ok = False
     elif entry.torch_index is not None and has_credentials(entry.torch_index):

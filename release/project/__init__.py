@@ -38,6 +38,7 @@ from __future__ import annotations
 
 from release.project.cmakelists import ArchitecturesSet, CMakeLists, read_cmakelists
 from release.project.files import (
+    BUILD_FILES,
     SETUP_PY,
     Naming,
     ProjectFiles,
@@ -60,6 +61,7 @@ from release.project.setuppy import (
 )
 
 __all__ = [
+    "BUILD_FILES",
     "SETUP_PY",
     "ArchListDefault",
     "ArchitecturesSet",

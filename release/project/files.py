@@ -37,6 +37,7 @@ from release.project.pysource import decode_python
 from release.project.setuppy import SetupPy, read_setup_py
 
 SETUP_PY = "setup.py"
+BUILD_FILES = (PYPROJECT, SETUP_CFG, SETUP_PY, CMAKELISTS)  # what the project is read from
 # A build file is read no further: setup.py files of 25 MB are read in seconds; one of a
 # gigabyte (or a link to /dev/zero's kin in /proc, whose size says 0) is not a build file.
 MAX_PROJECT_FILE = 64 * 2**20
@@ -132,8 +133,9 @@ def read_project_files(directory: Path) -> ProjectFiles:
 def _read(path: Path) -> str | None:
     """The file's text; None where it does not exist. Anything but a regular file (a
     directory, a FIFO, which a blocking open would wait on forever, a symlink loop) or an
-    unreadable one is a FileError naming it, checked before it is opened. A Python file is
-    decoded as Python decodes it (PEP 263), or refused naming its line."""
+    unreadable one is a FileError naming it, checked before it is opened; one past
+    MAX_PROJECT_FILE is a ConfigError. A Python file is decoded as Python decodes it
+    (PEP 263), or refused naming its line."""
     try:
         mode = os.stat(path).st_mode
     except (FileNotFoundError, NotADirectoryError):
@@ -148,10 +150,9 @@ def _read(path: Path) -> str | None:
     try:
         with path.open("rb") as stream:
             data = stream.read(MAX_PROJECT_FILE + 1)
-        if len(data) > MAX_PROJECT_FILE:
-            raise FileError(
-                f"cannot read the project file {path}: larger than "
-                f"{MAX_PROJECT_FILE // 2**20} MiB, which no build file is",
+        if len(data) > MAX_PROJECT_FILE:  # a document past its bound: exit 2, as fsutil's
+            raise ConfigError(
+                [f"{path}: larger than {MAX_PROJECT_FILE // 2**20} MiB, which no build file is"],
                 hint="a project's build files are source text; replace it with one",
             )
         if path.suffix == ".py":

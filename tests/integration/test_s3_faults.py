@@ -601,7 +601,8 @@ def test_an_unparsable_answers_reason_is_one_line_with_no_credential(
 @pytest.mark.parametrize(
     ("key", "value"),
     [
-        ("endpoint", "http://[::1"),
+        # (`http://[::1`, no URL, is refused as the manifest is read: url_shape_problem)
+        ("endpoint", "https://elsewhere.example:9000"),
         ("prefix", "../../"),
         ("bucket", "another-bucket"),
         ("region", "eu-west-1"),

@@ -29,6 +29,7 @@ from release.backends import (
 from release.backends.cmake_project import cmake_architectures, cmake_bracket, cmake_inputs
 from release.backends.recipe import BACKEND_NAMES, BackendName
 from release.backends.torch_extension import torch_arch, torch_arch_list, torch_inputs
+from release.commands.build import COMPILE_JOBS
 from release.errors import ConfigError, ToolchainError
 from release.targets import GpuTarget
 
@@ -368,11 +369,15 @@ def test_a_pyproject_that_is_no_toml_is_an_error_not_no_backend(
     assert caught.value.message == f"pyproject.toml: {reason}"
 
 
-def test_compile_jobs_are_one_or_more() -> None:
-    assert spec_problems(BuildSpec(compile_jobs=0), "torch", "build") == [
-        ("build.compile-jobs", "must be 1 or more")
+@pytest.mark.parametrize("jobs", [0, -1, 1025, 10**20])
+def test_compile_jobs_are_held_to_the_range_of_the_option(jobs: int) -> None:
+    # 10**20 was passed on as RELEASE_JOBS: --compile-jobs stops at 1024
+    assert spec_problems(BuildSpec(compile_jobs=jobs), "torch", "build") == [
+        ("build.compile-jobs", "must be a whole number from 1 to 1024")
     ]
-    assert spec_problems(BuildSpec(compile_jobs=3), "torch", "build") == []
+    assert COMPILE_JOBS.accepted == "1 to 1024"
+    for fine in (1, 3, 1024):
+        assert spec_problems(BuildSpec(compile_jobs=fine), "torch", "build") == []
 
 
 def test_every_backend_passes_the_compress_mode_to_nvcc_before_the_matrixs_own_flags() -> None:

@@ -291,7 +291,8 @@ def test_a_secret_in_a_value_cut_short_is_masked_from_its_first_character() -> N
     message = f"matrix.yaml:5:19: version {shown(token + 'x' * 100)} is not PEP 440"
     masked = mask(message, [token])
     assert token[:MIN_LENGTH] not in masked
-    assert masked.startswith("matrix.yaml:5:19: version '***...")
+    # a token of GitHub's prefix is masked whole even before the cut
+    assert masked.startswith("matrix.yaml:5:19: version '***")
     assert mask("Installing build dependencies ... done", [token]).endswith("... done")
 
 
@@ -304,3 +305,22 @@ def test_a_secret_quoted_with_escapes_is_masked_as_quoted() -> None:
         assert mask(message, secret_values({"DB_PASSWORD": secret})) == (
             f"error: version {quoted[0]}***{quoted[-1]} is not PEP 440"
         )
+
+
+@pytest.mark.parametrize(
+    ("token", "prefix"),
+    [
+        ("ghp_" + "SEKRET" + "0" * 30, "ghp_"),
+        ("github_pat_11ABCDEFG0" + "x" * 60, "github_pat_"),
+        ("pypi-AgEIcHlwaS5vcmcCJDAwMDAwMDAw", "pypi-AgE"),
+        ("glpat-" + "x1Y2" * 5, "glpat-"),
+    ],
+)
+def test_a_token_of_a_known_issuer_is_masked_wherever_it_stands(token: str, prefix: str) -> None:
+    # a token pasted into any value of matrix.yaml was echoed by the message quoting it
+    said = redact(f"destinations.x.token-secret: '{token}' is not a name")
+    assert said == "destinations.x.token-secret: '***' is not a name"
+    assert prefix not in said
+    assert redact("ghp_short and pypi-nightly-destination-name") == (
+        "ghp_short and pypi-nightly-destination-name"
+    )

@@ -13,7 +13,7 @@ import pytest
 
 from release.credentials import Secret
 from release.destinations.index import IndexFile, render_index, root_page
-from release.matrix.gitindex import git_url_problem
+from release.matrix.gitindex import git_url_problem, token_secret_problem
 from release.remote.gitindex import GitIndexTarget, git_environment, unquoted_path
 from release.remote.gitpages import PackagePages, merge_pages, pages_to_read
 from release.remote.simple_index import MAX_TAG
@@ -360,3 +360,24 @@ def test_a_password_or_an_https_user_is_refused(url: str, said: str) -> None:
     assert problem is not None
     assert said in problem
     assert "hunter22" not in problem
+
+
+@pytest.mark.parametrize(
+    "pasted",
+    [
+        "ghp_" + "SEKRET" + "0" * 30,
+        "github_pat_11ABCDEFG0" + "x" * 60,
+        "gho_" + "a1B2" * 9,
+        "ghs_" + "a1B2" * 9,
+        "pypi-AgEIcHlwaS5vcmcCJDAwMDAwMDAw",
+        "glpat-" + "x1Y2" * 5,
+        "Zx8Kq2Lm9Vb4Nw7Rt5Yp3Hs6Jd1Fg0Ac",  # no prefix: 32 random letters and digits
+    ],
+)
+def test_a_token_pasted_as_token_secret_is_not_shown(pasted: str) -> None:
+    # the token was echoed: "ghp_... does not say it holds a secret"
+    problem = token_secret_problem(pasted)
+    assert problem is not None
+    assert problem.startswith("looks like a token itself, not the name of the secret")
+    assert pasted[:8] not in problem
+    assert token_secret_problem("GH_PAT_FOR_WHL_RELEASE") is None

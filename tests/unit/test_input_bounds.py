@@ -164,6 +164,11 @@ def test_a_lone_surrogate_in_any_value_is_refused_where_it_stands() -> None:
         ('"b\\u202egnp.sh"', "\\u202e"),  # right-to-left override: shown reversed
         ('"b\\u2028x"', "\\u2028"),
         ('"a\\u200bb"', "\\u200b"),
+        # every other format character (Unicode's Cf) too: tag characters hide text
+        ('"a\\U000E0041b"', "\\U000e0041"),
+        ('"a\\u0600b"', "\\u0600"),
+        ('"a\\U000110BDb"', "\\U000110bd"),
+        ('"a\\U0001D173b"', "\\U0001d173"),
     ],
 )
 def test_a_control_character_in_any_value_is_refused_where_it_stands(
@@ -250,3 +255,78 @@ def test_a_version_of_more_digits_than_python_converts_is_not_pep_440(tmp_path: 
     error = load(HEAD.replace("../project", str(project)) + "cuda: {}\n")
     assert "pyproject.toml:3: version '1111" in error.message
     assert "is not PEP 440" in error.message
+
+
+@pytest.mark.parametrize(
+    ("inside", "where"),
+    [("  <<: *d\n", "5:7"), ("  arches: *d\n", "5:11"), ("  arches: [x86_64, *d]\n", "5:20")],
+)
+def test_an_alias_inside_the_collection_it_names_is_refused_at_its_line(
+    inside: str, where: str
+) -> None:
+    # a merge key of its own anchor ended in ruamel's AttributeError, a traceback
+    error = load(f"{HEAD}defaults: &d\n{inside}cuda: {{}}\n")
+    said = "the alias *d is inside the collection it names (a recursive alias)"
+    assert error.problems == (f"matrix.yaml:{where}: {said}",)
+
+
+@pytest.mark.parametrize("directive", ["%YAML 1.0", "%YAML 1.3", "%YAML 2.0", "%YAML"])
+def test_a_yaml_directive_of_a_version_ruamel_cannot_read_is_refused_at_its_line(
+    directive: str,
+) -> None:
+    # 1.0 and 1.3 failed an assert in ruamel: a traceback
+    error = load(f"# a comment\n{directive}\n---\n{HEAD}cuda: {{}}\n")
+    (problem,) = error.problems
+    assert problem.startswith("matrix.yaml:2:1: a %YAML directive of ")
+
+
+def test_a_yaml_directive_of_1_1_or_1_2_is_read() -> None:
+    for version in ("1.1", "1.2"):
+        error = load(f"%YAML {version}\n---\n{HEAD}cuda: {{}}\n")
+        assert "directive" not in error.message
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        (f"{HEAD}# a \0 in a comment\ncuda: {{}}\n", "4:5: invalid YAML: the character \\x00"),
+        (f"{HEAD}# a \x9b in a comment\n", "4:5: invalid YAML: the character \\x9b"),
+        (f"{HEAD}cuda: {{'13.0': \0}}\n", "4:16: invalid YAML: the character \\x00"),
+    ],
+)
+def test_a_character_yaml_allows_nowhere_is_one_line_at_its_line(text: str, problem: str) -> None:
+    # ruamel's ReaderError was two lines, by offset, naming its "<unicode string>"
+    error = load(text)
+    assert error.problems == (f"matrix.yaml:{problem} (special characters are not allowed)",)
+    assert "unicode string" not in error.message
+
+
+@pytest.mark.parametrize(
+    ("data", "where"),
+    [
+        (f"{HEAD}cuda: {{}}\n".encode() + b"# \xff\xfe\n", "5:3"),
+        ("\ufeff".encode("utf-16-le") + f"{HEAD}cuda: {{}}\n".encode("utf-16-le"), "1:1"),
+        ("# é \xff\n".encode("latin-1").replace(b"\xe9", "é".encode()), "1:5"),
+    ],
+)
+def test_a_byte_that_is_not_utf8_is_named_by_its_line(
+    tmp_path: Path, data: bytes, where: str
+) -> None:
+    # the error said "position 1015", a byte offset
+    path = tmp_path / "matrix.yaml"
+    path.write_bytes(data)
+    with pytest.raises(ConfigError) as caught:
+        load_matrix(path)
+    (problem,) = caught.value.problems
+    assert problem.startswith(f"matrix.yaml:{where}: not UTF-8 (the byte 0x")
+
+
+def test_a_problem_of_a_default_shared_by_two_cuda_versions_is_printed_once() -> None:
+    # each CUDA version found it again: the same line was printed twice
+    error = load(
+        f"{HEAD}defaults: {{arches: [x86_64], manylinux: '2_5', sms: [75, 75]}}\n"
+        "cuda:\n  '13.0': {destination: pypi}\n  '12.9': {destination: pypi, local-label: a}\n"
+    )
+    assert error.problems.count("matrix.yaml:4:58: defaults.sms[1]: 75 is listed more than once")
+    assert len(error.problems) == len(set(error.problems)) == len(error.locations), error.problems
+    assert len(error.lines()) == len(set(error.lines()))

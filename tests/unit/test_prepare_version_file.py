@@ -85,3 +85,29 @@ def test_a_version_with_a_local_label_is_refused_naming_the_public_one(tmp_path:
         "version '1.0+cu130' has a local label (+cu130), which matrix.yaml gives each copy "
         "(`local-label:`): write 1.0"
     )
+
+
+@pytest.mark.parametrize(
+    ("named", "what"),
+    [
+        ("matrix.yaml", "matrix.yaml itself"),
+        ("./matrix.yaml", "matrix.yaml itself"),
+        ("sub/pyproject.toml", "the project's pyproject.toml"),
+        ("sub/setup.py", "the project's setup.py"),
+    ],
+)
+def test_a_version_file_release_reads_its_configuration_from_is_refused(
+    tmp_path: Path, named: str, what: str
+) -> None:
+    # the version was written over matrix.yaml before each build
+    matrix = checkout(tmp_path)
+    matrix.write_text(
+        matrix.read_text().replace("version-file: sub/VERSION", f"version-file: {named}")
+    )
+    before = matrix.read_text()
+    problems = refused(matrix)
+    assert problems == [
+        f"matrix.yaml:3:60: build.prepare.version-file: is {what}, which release reads, and "
+        "writing the version would replace it: name the file the command reads the version from"
+    ]
+    assert matrix.read_text() == before

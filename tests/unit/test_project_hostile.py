@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from release.cli import main
-from release.errors import ConfigError, FileError
+from release.errors import ConfigError
 from release.init.run import InitSettings, init_project
+from release.matrix import load_matrix
 from release.project import read_project_files
 from release.project.cmakelists import commands
 from release.project.native import native_of_setup_py
@@ -90,8 +91,29 @@ def test_a_build_file_past_its_bound_is_refused_unread(tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_text('[project]\nname = "k3"\nversion = "1"\n')
     with (tmp_path / "setup.py").open("wb") as sparse:
         sparse.truncate(65 * 2**20)  # a file of a gigabyte took 2 GB of memory to read
-    with pytest.raises(FileError, match=r"setup.py: larger than 64 MiB"):
+    with pytest.raises(ConfigError, match=r"setup.py: larger than 64 MiB"):
         read_project_files(tmp_path)
+
+
+def test_a_build_file_past_its_bound_is_a_problem_at_matrix_yamls_project_line(
+    tmp_path: Path,
+) -> None:
+    # exit 8 with no matrix.yaml:LINE:COL, where a too deep one was exit 2 at `project:`
+    project = tmp_path / "proj"
+    project.mkdir()
+    with (project / "pyproject.toml").open("wb") as sparse:
+        sparse.truncate(65 * 2**20)
+    matrix = tmp_path / "matrix.yaml"
+    matrix.write_text(
+        "destinations: {pypi: {kind: pypi}}\nproject: proj\ncuda: {'13.0': {destination: pypi}}\n"
+    )
+    with pytest.raises(ConfigError) as caught:
+        load_matrix(matrix)
+    assert caught.value.exit_code == 2
+    assert caught.value.problems == (
+        f"matrix.yaml:2:10: project: {project / 'pyproject.toml'}: larger than 64 MiB, which "
+        "no build file is",
+    )
 
 
 def test_init_writes_no_value_of_the_environments_secrets(

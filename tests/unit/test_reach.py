@@ -78,19 +78,20 @@ def test_secrets_stay_out_of_its_repr() -> None:
 
 
 def test_a_destinations_token_secret_gets_a_client_of_its_own_with_that_token() -> None:
-    whl = "ghp_" + "w1" * 18
-    reach = Reach({"GITHUB_TOKEN": TOKEN, "WHL_TOKEN": whl}, command="release publish")
+    # tokens of no issuer's prefix: redact masks a ghp_ token in any text, held or not
+    mine, whl = "own-" + "c3" * 18, "whl-" + "w1" * 18
+    reach = Reach({"GITHUB_TOKEN": mine, "WHL_TOKEN": whl}, command="release publish")
     own = reach.github(API)
     other = reach.github(API, token_secret="WHL_TOKEN")
     assert other is not own
     assert reach.github(API, token_secret="WHL_TOKEN") is other
     # each client holds (and masks) its own token only
-    assert (TOKEN in own.scrub(TOKEN), whl in own.scrub(whl)) == (False, True)
-    assert (TOKEN in other.scrub(TOKEN), whl in other.scrub(whl)) == (True, False)
+    assert (mine in own.scrub(mine), whl in own.scrub(whl)) == (False, True)
+    assert (mine in other.scrub(mine), whl in other.scrub(whl)) == (True, False)
     assert reach.token("WHL_TOKEN") is not None
     assert reach.token("WHL_TOKEN").reveal() == whl  # type: ignore[union-attr]
     # a secret the environment lacks: reading falls back to the job's own token
-    assert reach.token("MISSING_TOKEN").reveal() == TOKEN  # type: ignore[union-attr]
+    assert reach.token("MISSING_TOKEN").reveal() == mine  # type: ignore[union-attr]
 
 
 def test_writing_with_a_token_secret_needs_that_variable_not_github_token() -> None:

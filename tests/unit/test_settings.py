@@ -17,7 +17,7 @@ from release.building.settings import (
     layered,
     source_date_epoch,
 )
-from release.errors import ConfigError
+from release.errors import ConfigError, FileError
 from release.matrix import Matrix, matrix_from_text
 from release.matrix.compilecache import CompileCache
 from release.proc import Completed, Runner
@@ -69,14 +69,14 @@ def test_the_defaults_name_themselves(tmp_path: Path) -> None:
 
 def test_the_command_line_wins_over_the_environment_over_the_matrix(tmp_path: Path) -> None:
     matrix = shipped_matrix(tmp_path, "compile-cache: {storage: none}\n")
-    environ = {
-        "RELEASE_CACHE_DIR": "/env/cache",
-        "XDG_CACHE_HOME": "/xdg",
+    environ = {  # directories this user may create, as a cache dir from the environment is
+        "RELEASE_CACHE_DIR": str(tmp_path / "env/cache"),
+        "XDG_CACHE_HOME": str(tmp_path / "xdg"),
         "CUDA_HOME": "/env/cuda",
         "RELEASE_COMPILE_CACHE": "local:/env/compile",
     }
     from_env = layered(GivenOptions(), environ, matrix, MACHINE, epoch=EPOCH)
-    assert from_env.cache_dir == Sourced(Path("/env/cache"), "$RELEASE_CACHE_DIR")
+    assert from_env.cache_dir == Sourced(tmp_path / "env/cache", "$RELEASE_CACHE_DIR")
     assert from_env.cuda_home == Sourced(Path("/env/cuda"), "$CUDA_HOME")
     assert from_env.compile_cache.source == "$RELEASE_COMPILE_CACHE"
     assert from_env.compile_cache.value.dir == Path("/env/compile")
@@ -93,11 +93,12 @@ def test_the_command_line_wins_over_the_environment_over_the_matrix(tmp_path: Pa
     assert from_cli.compile_cache == Sourced(CompileCache(storage="none"), "--compile-cache")
     assert from_cli.compile_jobs == Sourced(3, "--compile-jobs")
 
-    from_matrix = layered(GivenOptions(), {"XDG_CACHE_HOME": "/xdg"}, matrix, MACHINE, epoch=EPOCH)
+    xdg = {"XDG_CACHE_HOME": str(tmp_path / "xdg")}
+    from_matrix = layered(GivenOptions(), xdg, matrix, MACHINE, epoch=EPOCH)
     assert from_matrix.compile_cache == Sourced(
         CompileCache(storage="none"), "matrix.yaml compile-cache"
     )
-    assert from_matrix.cache_dir == Sourced(Path("/xdg/cuda-wheel-release"), "$XDG_CACHE_HOME")
+    assert from_matrix.cache_dir == Sourced(tmp_path / "xdg/cuda-wheel-release", "$XDG_CACHE_HOME")
 
 
 def test_a_compile_cache_variable_that_is_not_one_names_the_variable(tmp_path: Path) -> None:
@@ -166,3 +167,26 @@ def test_the_epoch_is_the_environments_then_a_recorded_builds_then_the_last_comm
     assert source_date_epoch({}, project, git, recorded=unrecorded).source == (
         "the time of the last commit"
     )
+
+
+@pytest.mark.parametrize("variable", ["RELEASE_CACHE_DIR", "XDG_CACHE_HOME"])
+def test_a_cache_dir_from_the_environment_is_checked_as_the_option_is(
+    tmp_path: Path, variable: str
+) -> None:
+    # RELEASE_CACHE_DIR=/dev/null passed a dry run; --cache-dir /dev/null was exit 8
+    (tmp_path / "file").write_text("")
+    with pytest.raises(FileError) as caught:
+        layered(
+            GivenOptions(),
+            {variable: str(tmp_path / "file")},
+            shipped_matrix(tmp_path),
+            MACHINE,
+            epoch=EPOCH,
+        )
+    assert caught.value.exit_code == 8
+    if variable == "RELEASE_CACHE_DIR":
+        assert caught.value.message == (
+            f"$RELEASE_CACHE_DIR {tmp_path / 'file'}: is a file, not a directory"
+        )
+    else:
+        assert caught.value.message.startswith("$XDG_CACHE_HOME ")

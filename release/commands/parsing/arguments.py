@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal, NoReturn, Protocol, TypeVar
 
 from release.commands.parsing.options import OutputDir, OutputFile, github_api_url
 from release.credentials import redact
+from release.errors import ConfigError, path_as_given
 from release.targets import ARCHES
 
 if TYPE_CHECKING:
@@ -223,4 +224,25 @@ def add_channel_option(parser: argparse.ArgumentParser, what: str) -> None:
         choices=CHANNELS,
         default="release",
         help=f"release (default), or nightly: {what}",
+    )
+
+
+def json_file_problem(args: argparse.Namespace) -> ConfigError | None:
+    """A --json-file that is the file the command reads its configuration from (--matrix):
+    the document written at the end would replace the matrix. None where it is another."""
+    json_file, matrix = getattr(args, "json_file", None), getattr(args, "matrix", None)
+    if json_file is None or matrix is None:
+        return None
+    try:
+        same = Path(json_file).resolve() == Path(matrix).resolve()
+    except (OSError, RuntimeError):  # a name too long, a loop: the command says so itself
+        return None
+    if not same:
+        return None
+    return ConfigError(
+        [
+            f"--json-file {path_as_given(str(json_file))}: is the matrix the command reads "
+            "(--matrix), which the document would replace"
+        ],
+        hint="name another file for the JSON document",
     )

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from release import proc
-from release.commands.parsing.options import output_dir_problem
 from release.console import Output
 from release.credentials import (
     redact,
@@ -18,6 +17,7 @@ from release.credentials import (
     written_url_problem,
 )
 from release.errors import ConfigError, FileError, shown
+from release.fsutil import output_dir_problem
 
 if TYPE_CHECKING:
     from release.matrix import Commit, Matrix

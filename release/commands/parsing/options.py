@@ -17,10 +17,10 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit
 
 from release.credentials import has_credentials, url_shape_problem
-from release.errors import SHOWN_CHARS, FileError, shown
+from release.errors import FileError, as_given, path_as_given, shown
+from release.fsutil import output_dir_problem
 from release.github_names import api_url_problem, repository_problem
 
 PATH_HINT = "give a path whose directory exists and is writable"
@@ -38,17 +38,6 @@ def paths_unchecked() -> Iterator[None]:
         yield
     finally:
         _PATHS_CHECKED.reset(token)
-
-
-def _as_given(text: str) -> str:
-    """A number as a message quotes it: as typed when short and printable."""
-    return text if text.isprintable() and len(text) <= SHOWN_CHARS else shown(text)
-
-
-def _path_as_given(text: str) -> str:
-    """A path as a message quotes it: whole (a cut path names nothing), as typed when
-    printable."""
-    return text if text.isprintable() else repr(text)
 
 
 @dataclass(frozen=True)
@@ -69,7 +58,7 @@ class WholeNumber:
             value = None
         if value is None or not self.least <= value <= self.most:
             raise argparse.ArgumentTypeError(
-                f"must be a whole number from {self.accepted}, got {_as_given(text)}"
+                f"must be a whole number from {self.accepted}, got {as_given(text)}"
             )
         return value
 
@@ -91,8 +80,7 @@ class Seconds:
             value = math.nan
         if not 0 < value <= self.most:  # nan compares false: refused with the rest
             raise argparse.ArgumentTypeError(
-                f"must be a positive number of seconds, at most {self.most:g}, "
-                f"got {_as_given(text)}"
+                f"must be a positive number of seconds, at most {self.most:g}, got {as_given(text)}"
             )
         return value
 
@@ -100,6 +88,13 @@ class Seconds:
 def output_file_problem(path: Path) -> str | None:
     """Why `path` cannot take a file written atomically (a temporary file beside it, then
     renamed over it), or None."""
+    try:
+        return _output_file_problem(path)
+    except OSError as error:  # a name too long, a loop of links
+        return f"cannot be written: {error.strerror or type(error).__name__}"
+
+
+def _output_file_problem(path: Path) -> str | None:
     if path.is_dir():
         return "is a directory, not a file"
     if path.exists() and not path.is_file():
@@ -150,34 +145,7 @@ def asked_url(text: str) -> str:
     problem = url_shape_problem(text)
     if problem is not None:
         raise argparse.ArgumentTypeError(f"{shown(text)} {problem}")
-    try:
-        parts = urlsplit(text)
-        parts.port  # noqa: B018  (reading it checks it)
-    except ValueError:  # its message would repeat the URL's parts, unredacted
-        raise argparse.ArgumentTypeError(
-            f"{shown(text)} is not a URL: its host or port cannot be read"
-        ) from None
-    if not parts.hostname:
-        raise argparse.ArgumentTypeError(f"{shown(text)} names no host")
     return text
-
-
-def output_dir_problem(path: Path) -> str | None:
-    """Why `path` cannot be (or be created as) a directory this user writes in, or None."""
-    if path.exists():
-        if not path.is_dir():
-            return "is a file, not a directory"
-        if not os.access(path, os.W_OK | os.X_OK):
-            return "not writable by this user"
-        return None
-    ancestor = path.absolute().parent
-    while not ancestor.exists():
-        ancestor = ancestor.parent
-    if not ancestor.is_dir():
-        return f"cannot be created: {ancestor} is not a directory"
-    if not os.access(ancestor, os.W_OK | os.X_OK):
-        return f"cannot be created: {ancestor} is not writable by this user"
-    return None
 
 
 @dataclass(frozen=True)
@@ -200,7 +168,7 @@ class ExistingDir:
             problem = "not writable by this user"
         if problem is not None:
             raise FileError(
-                f"{self.option} {_path_as_given(text)}: {problem}",
+                f"{self.option} {path_as_given(text)}: {problem}",
                 hint="give the kernel project's directory",
             )
         return path
@@ -216,7 +184,7 @@ class OutputFile:
         path = Path(text)
         problem = output_file_problem(path) if _PATHS_CHECKED.get() else None
         if problem is not None:
-            raise FileError(f"{self.option} {_path_as_given(text)}: {problem}", hint=PATH_HINT)
+            raise FileError(f"{self.option} {path_as_given(text)}: {problem}", hint=PATH_HINT)
         return path
 
 
@@ -232,7 +200,7 @@ class OutputDir:
         problem = output_dir_problem(path) if _PATHS_CHECKED.get() else None
         if problem is not None:
             raise FileError(
-                f"{self.option} {_path_as_given(text)}: {problem}",
+                f"{self.option} {path_as_given(text)}: {problem}",
                 hint="give a directory, or a path where one can be created",
             )
         return path
