@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from release.commands.parsing import arguments, common
-from release.commands.parsing.options import Seconds, WholeNumber
+from release.commands.parsing.options import Seconds, WholeNumber, asked_url
 from release.console import Annotation, Output, markdown_table
 from release.defaults import (
     AUDIT_ATTEMPTS,
@@ -83,7 +83,7 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         help=f"tries per URL ({ATTEMPTS.accepted}; default {AUDIT_ATTEMPTS})",
     )  # fmt: skip
     parser.add_argument(
-        "--torch-index", default=PYPI_SIMPLE, metavar="URL",
+        "--torch-index", default=PYPI_SIMPLE, type=asked_url, metavar="URL",
         help="the index whose torch releases' metadata says which CUDA each is built for, "
         f"for a wheel without a CUDA label that links torch (default {PYPI_SIMPLE})",
     )  # fmt: skip
@@ -138,10 +138,7 @@ def run(args: argparse.Namespace, out: Output) -> int:
         print(json.dumps(audit_schema(), indent=2))
         return 0
     given = sources(args.urls, args.urls_file)
-    problems = []
-    if not args.torch_index.startswith(("http://", "https://")):
-        problems.append(f"--torch-index {shown(args.torch_index)}: not an http(s) URL")
-    problems += [f"--project {shown(name)}: not a project name" for name in args.project
+    problems = [f"--project {shown(name)}: not a project name" for name in args.project
                  if not name.strip()]  # fmt: skip
     cuobjdump = args.cuobjdump
     if cuobjdump is not None and "/" not in str(cuobjdump):

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from release.commands.parsing import arguments, common
+from release.commands.parsing.options import asked_url
 from release.console import Output, markdown_table
 
 if TYPE_CHECKING:
@@ -46,7 +47,10 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         help="fail unless TAG is the tag this matrix's version is released under",
     )
     parser.add_argument(
-        "--repository-url", metavar="URL", help="PyPI upload URL, as for `release publish`"
+        "--repository-url",
+        type=asked_url,
+        metavar="URL",
+        help="PyPI upload URL, as for `release publish`",
     )
     arguments.add_github_api_url_option(parser, "GitHub REST API base, as for `release publish`")
     parser.add_argument(

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from release.commands.parsing import arguments, common
-from release.commands.parsing.options import public_url
+from release.commands.parsing.options import asked_url, public_url
 from release.console import Advance, Output, markdown_table
 from release.errors import ConfigError, IncompleteError, ReleaseError, one_line
 
@@ -222,6 +222,7 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--repository-url",
+        type=asked_url,
         metavar="URL",
         help="PyPI upload URL (e.g. https://test.pypi.org/legacy/)",
     )

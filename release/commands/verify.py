@@ -16,6 +16,7 @@ from release.commands.parsing import arguments, common
 from release.commands.parsing.options import (
     Seconds,
     WholeNumber,
+    asked_url,
     github_repository,
 )
 from release.console import Annotation, Output, markdown_table
@@ -175,6 +176,7 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     arguments.add_github_api_url_option(parser, "GitHub REST API base, as for `release publish`")
     parser.add_argument(
         "--index-base-url",
+        type=asked_url,
         metavar="URL",
         help="where the index of the GitHub-hosted variants is served (default: the matrix's)",
     )

@@ -11,6 +11,7 @@ was rewritten from.
 
 from __future__ import annotations
 
+import stat
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -91,11 +92,14 @@ def entry_problems(manifest: Manifest, entry: WheelEntry, facts: WheelFacts | No
 def wheel_problem(entry: WheelEntry | SdistEntry, wheel: Path) -> str | None:
     """Why the file at `wheel` is not the one the manifest records (size, sha256), if not."""
     try:
-        size = wheel.stat().st_size
+        facts = wheel.stat()
     except FileNotFoundError:
         return f"{wheel} is missing (the manifest lists it)"
     except OSError as error:
         return f"{wheel} cannot be read: {error.strerror}"
+    if not stat.S_ISREG(facts.st_mode):  # a FIFO would never end its read
+        return f"{wheel} is not a file (a directory, a FIFO or a device): the manifest lists it"
+    size = facts.st_size
     if size != entry.size:
         return f"{wheel.name} is {size} bytes, the manifest says {entry.size}"
     digest = sha256_file(wheel)

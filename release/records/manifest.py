@@ -19,7 +19,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from release.credentials import has_credentials, url_shape_problem
-from release.errors import ConfigError
+from release.errors import ConfigError, shown
 from release.fsutil import json_text, read_json, write_atomic
 from release.github_names import repository_problem
 from release.matrix import (
@@ -347,7 +347,7 @@ def _destination(raw: Mapping[str, Any], where: str) -> DestinationRef:
     for key in _DESTINATION_TEXT:
         text = getattr(destination, key)
         if text is not None and (not text.isprintable() or len(text) > 4096):
-            raise ValueError(f"{where}.{key}: {text[:20]!r}... holds a control character")
+            raise ValueError(f"{where}.{key}: {shown(text, 24)} holds a control character")
     if destination.repository and (problem := repository_problem(destination.repository)):
         raise ValueError(f"{where}.repository: {destination.repository[:40]!r}: {problem}")
     if destination.tag is not None and not is_ref_name(destination.tag):
@@ -355,7 +355,7 @@ def _destination(raw: Mapping[str, Any], where: str) -> DestinationRef:
     for key in ("api_url", "index_url", "repository_url", "endpoint"):
         url = getattr(destination, key)
         if url is not None and (problem := url_shape_problem(url)):
-            raise ValueError(f"{where}.{key}: {url[:40]!r} {problem}")
+            raise ValueError(f"{where}.{key}: {shown(url, 40)} {problem}")
         if url is not None and has_credentials(url):
             raise ValueError(f"{where}.{key}: holds credentials, which no record may hold")
     return destination

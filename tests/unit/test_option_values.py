@@ -10,6 +10,7 @@ import pytest
 
 from release.cli import main
 from release.errors import ConfigError
+from tests.unit.test_cli_failures import subcommands
 
 REPO = Path(__file__).resolve().parents[2]
 MATRIX = str(REPO / "matrix.yaml")
@@ -76,3 +77,41 @@ def test_a_json_file_that_is_the_matrix_is_refused_and_the_matrix_kept(
         "which the document would replace"
     )
     assert (tmp_path / "matrix.yaml").read_bytes() == before
+
+
+def test_every_url_option_has_a_checked_type() -> None:
+    """`publish --repository-url` took any text: one with white space reached the network
+    step, and one whose password held a `#` showed the password as a port."""
+    unchecked = [
+        f"{command} {action.option_strings[0]}"
+        for command, parser in subcommands().items()
+        for action in parser._actions
+        if action.option_strings
+        and (action.metavar == "URL" or action.option_strings[0].endswith("-url"))
+        and action.metavar != "NAME=URL"  # read by release.commands.parsing's overrides
+        and action.type is None
+    ]
+    assert unchecked == []
+
+
+SECRET = "pypi-AgEIcHlwaS5vcmc"
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        f"http://__token__:{SECRET}#rest@127.0.0.1:9/",
+        f"http://__token__:{SECRET}?rest@127.0.0.1:9/",
+        "http://127.0.0.1:9/ x",
+        "http://127.0.0.1:9/\nx",
+    ],
+)
+@pytest.mark.parametrize("command", ["plan", "publish"])
+def test_a_repository_url_that_cannot_be_read_is_refused_unshown(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str, url: str
+) -> None:
+    argv = [command, "--dist", str(tmp_path), "--repository-url", url, "--json"]
+    assert main([*argv, *(["--matrix", MATRIX] if command == "plan" else ["--dry-run"])]) == 2
+    out, err = capsys.readouterr()
+    assert "--repository-url" in err
+    assert SECRET[5:] not in out + err

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Collection, Mapping
 from pathlib import Path
 
@@ -225,6 +226,19 @@ def test_a_missing_wheel_is_a_local_problem(tmp_path: Path) -> None:
     entry = entry_for(wheel, PYPI)
     wheel.unlink()
     assert wheel_problem(entry, wheel) == f"{wheel} is missing (the manifest lists it)"
+
+
+@pytest.mark.parametrize("kind", ["directory", "fifo"])
+def test_a_recorded_file_that_is_no_file_is_said_so(tmp_path: Path, kind: str) -> None:
+    """It was "is 4096 bytes, the manifest says 292" for a directory, "is 0 bytes" for a
+    FIFO, whose read would never end."""
+    wheel = make_wheel(tmp_path)
+    entry = entry_for(wheel, PYPI)
+    wheel.unlink()
+    wheel.mkdir() if kind == "directory" else os.mkfifo(wheel)
+    assert wheel_problem(entry, wheel) == (
+        f"{wheel} is not a file (a directory, a FIFO or a device): the manifest lists it"
+    )
 
 
 def test_blocked_plans_name_the_error_class(tmp_path: Path) -> None:
