@@ -1,0 +1,126 @@
+"""`release init` on hostile values (probe 6: P6-I1, I3, I4, I10, I11, I12, I13): a
+force switch's value is written only where init works its condition out to true with it;
+every value it writes is held to the matrix loader's rules where it is read, and an error
+names the setup.py line or the option, never "release init's bug"; a --torch-index the
+redactor would change is refused; a link where a file goes is a file; --json holds no lone
+surrogate; an invalid requires-python is an error at its line; the "next:" command reads
+back as the path. init runs in-process (`release.cli.main`), --offline: no process, no
+socket.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shlex
+import sys
+from pathlib import Path
+
+import pytest
+from ruamel.yaml import YAML
+
+from release.cli import main
+from release.fsutil import json_document
+
+PYPROJECT = """\
+[build-system]
+requires = ["setuptools>=77", "torch>=2.10"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "t-ops"
+version = "0.1.0"
+requires-python = ">=3.10"
+"""
+# flash-attention's shape: bdist_wheel.run() downloads a prebuilt wheel unless CONDITION
+PREBUILT = """\
+import os
+import urllib.request
+from setuptools import setup
+from setuptools.command.bdist_wheel import bdist_wheel
+from torch.utils.cpp_extension import BuildExtension, CUDAExtension
+
+FORCE_BUILD = CONDITION
+
+
+class CachedWheelsCommand(bdist_wheel):
+    def run(self):
+        if FORCE_BUILD:
+            return super().run()
+        urllib.request.urlretrieve("https://h.example/x.whl", "x.whl")
+
+
+setup(
+    ext_modules=[CUDAExtension("t_ops._C", ["csrc/ops.cu"])],
+    cmdclass={"bdist_wheel": CachedWheelsCommand, "build_ext": BuildExtension},
+)
+"""
+FORCE_CUDA = """\
+import os
+import torch
+from setuptools import setup
+from torch.utils.cpp_extension import BuildExtension, CppExtension, CUDAExtension
+
+if torch.cuda.is_available() or CONDITION:
+    ext = CUDAExtension("t_ops._C", ["csrc/ops.cu"])
+else:
+    ext = CppExtension("t_ops._C", ["csrc/ops.cpp"])
+setup(ext_modules=[ext], cmdclass={"build_ext": BuildExtension})
+"""
+X = "K3_FORCE_BUILD"
+
+
+def project(where: Path, setup: str, pyproject: str = PYPROJECT) -> Path:
+    where.mkdir(parents=True, exist_ok=True)
+    (where / "pyproject.toml").write_text(pyproject)
+    (where / "setup.py").write_text(setup, encoding="utf-8")
+    return where
+
+
+def init_json(directory: Path, capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, object]:
+    assert main(["init", str(directory), "--offline", "--json", *args]) == 0
+    document: dict[str, object] = json.loads(capsys.readouterr().out)
+    return document
+
+
+def build_env(directory: Path) -> dict[str, str]:
+    matrix = YAML(typ="safe").load((directory / "matrix.yaml").read_text(encoding="utf-8"))
+    env: dict[str, str] = matrix.get("build", {}).get("env", {})
+    return env
+
+
+def line_of(path: Path, text: str) -> int:
+    (number,) = [n for n, line in enumerate(path.read_text().splitlines(), 1) if text in line]
+    return number
+
+
+# - P6-I4: each value is held to the loader's rules where it is read -
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "HTTP://h.example/simple/",
+        "Http://h.example/simple/",
+        "https://h.example/simple/" + "a" * 5000,
+        # P6-I1: what the redactor would mask, wherever it stands
+        "https://h.example/simple/#token=SECRET-VALUE",
+        "https://h.example/simple/;token=SECRET-VALUE",
+        "https://h.example/simple/?x=1;token=SECRET-VALUE",
+        "https://h.example/simple/?code=SECRET-VALUE",
+    ],
+)
+def test_a_torch_index_the_matrix_could_not_hold_is_refused_at_the_option(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], url: str
+) -> None:
+    """P6-I4: an upper-case scheme or a URL over 4096 characters was found only when the
+    rendered matrix was loaded ("release init's bug"); P6-I1: `#token=`, `;token=` and
+    `?code=` were written as `***`, neither refused nor written as given."""
+    directory = project(tmp_path / "p", FORCE_CUDA.replace("CONDITION", "False"))
+    assert main(["init", str(directory), "--offline", "--torch-index", url]) == 2
+    err = capsys.readouterr().err
+    assert "argument --torch-index: " in err.splitlines()[-1]
+    assert "SECRET-VALUE" not in err
+    assert "release init's bug" not in err
+    assert not (directory / "matrix.yaml").exists()
