@@ -95,7 +95,85 @@ def line_of(path: Path, text: str) -> int:
     return number
 
 
+# - P6-I3: a switch's value is one its condition works out to true with -
+
+
+@pytest.mark.parametrize(
+    ("condition", "value"),
+    [
+        (f'os.getenv("{X}", "FALSE") == "TRUE"', "TRUE"),
+        (f'os.environ.get("{X}") == "TRUE"', "TRUE"),
+        (f'os.getenv("{X}", "0") in ("1", "true")', "1"),
+        (f'os.getenv("{X}", "x").lower() == "true"', "true"),
+        (f'int(os.getenv("{X}", "0")) == 2', "2"),
+        (f'os.getenv("{X}", "FALSE") == "TRUE ".strip()', "TRUE"),
+        (f'os.getenv("{X}", "FALSE") == ""', None),
+        (f'not os.getenv("{X}")', None),
+        (f'os.getenv("{X}", "x").upper() == "true"', None),
+        (f'os.getenv("{X}", "0") == 1', None),
+        (f'os.getenv("{X}", "0") == b"TRUE"', None),
+        (f'os.getenv("{X}", "0") == f"TRUE"', None),
+    ],
+)
+def test_a_force_build_switch_gets_a_value_its_condition_is_true_with_or_is_undecided(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], condition: str, value: str | None
+) -> None:
+    """P6-I3: `== ""`, `not`, `.upper() == "true"`, `== 1`, `== b"TRUE"` wrote X: "1" (or
+    "true"), which leaves the download on; now such a switch is not decided, at its line."""
+    directory = project(tmp_path / "p", PREBUILT.replace("CONDITION", condition))
+    document = init_json(directory, capsys)
+    if value is not None:
+        assert build_env(directory) == {X: value}
+        return
+    assert X not in build_env(directory)
+    line = line_of(directory / "setup.py", "FORCE_BUILD = ")
+    notes = [n for n in document["undecided"] if X in n["text"]]  # type: ignore[attr-defined]
+    assert [n["place"] for n in notes] == [f"setup.py:{line}"]
+
+
+@pytest.mark.parametrize("name", ["PATH", "LD_PRELOAD", "PYTHONPATH", "HOME"])
+def test_a_switch_on_a_variable_the_build_itself_depends_on_is_not_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    """P6-I3: `os.getenv("PATH", "FALSE") == "TRUE"` wrote PATH: "TRUE" into build.env."""
+    condition = f'os.getenv("{name}", "FALSE") == "TRUE"'
+    directory = project(tmp_path / "p", PREBUILT.replace("CONDITION", condition))
+    document = init_json(directory, capsys)
+    assert name not in build_env(directory)
+    (note,) = [n for n in document["undecided"] if name in n["text"]]  # type: ignore[attr-defined]
+    assert note["place"] == f"setup.py:{line_of(directory / 'setup.py', 'FORCE_BUILD = ')}"
+
+
+def test_a_force_cuda_switch_of_no_provable_value_is_undecided(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    condition = 'os.getenv("FORCE_CUDA", "0") == 1'
+    directory = project(tmp_path / "p", FORCE_CUDA.replace("CONDITION", condition))
+    document = init_json(directory, capsys)
+    assert "FORCE_CUDA" not in build_env(directory)
+    line = line_of(directory / "setup.py", "is_available")
+    notes = [n for n in document["undecided"] if "FORCE_CUDA" in n["text"]]  # type: ignore[attr-defined]
+    assert [n["place"] for n in notes] == [f"setup.py:{line}"]
+
+
 # - P6-I4: each value is held to the loader's rules where it is read -
+
+
+@pytest.mark.parametrize("literal", ['"' + "a" * 5000 + '"', '"on\\ud800"'])
+def test_a_switch_value_the_loader_refuses_is_an_error_at_its_setup_py_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], literal: str
+) -> None:
+    """P6-I4: a value over 4096 characters or with a lone surrogate was "the matrix for DIR
+    does not load: matrix.yaml:22:34", with the hint that this is release init's bug."""
+    condition = f'os.getenv("{X}", "FALSE") == {literal}'
+    directory = project(tmp_path / "p", PREBUILT.replace("CONDITION", condition))
+    assert main(["init", str(directory), "--offline"]) == 2
+    err = capsys.readouterr().err
+    line = line_of(directory / "setup.py", "FORCE_BUILD = ")
+    assert err.startswith(f"error: setup.py:{line}: ")
+    assert "release init's bug" not in err
+    assert len(err.splitlines()) == 2
+    assert not (directory / "matrix.yaml").exists()
 
 
 @pytest.mark.parametrize(
