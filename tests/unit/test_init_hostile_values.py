@@ -202,3 +202,22 @@ def test_a_torch_index_the_matrix_could_not_hold_is_refused_at_the_option(
     assert "SECRET-VALUE" not in err
     assert "release init's bug" not in err
     assert not (directory / "matrix.yaml").exists()
+
+
+# - P6-I10: a link is an existing entry -
+
+
+@pytest.mark.parametrize("which", ["matrix.yaml", ".github/workflows/release.yml"])
+def test_a_link_where_a_file_goes_is_not_written_over_without_force(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], which: str
+) -> None:
+    """P6-I10: a dangling matrix.yaml link was replaced by a file, exit 0."""
+    directory = project(tmp_path / "p", FORCE_CUDA.replace("CONDITION", "False"))
+    (directory / ".git").mkdir()
+    link = directory / which
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(tmp_path / "nowhere")
+    assert main(["init", str(directory), "--offline"]) == 8
+    assert "already exists" in capsys.readouterr().err
+    assert link.is_symlink()
+    assert not (tmp_path / "nowhere").exists()
