@@ -221,3 +221,26 @@ def test_a_link_where_a_file_goes_is_not_written_over_without_force(
     assert "already exists" in capsys.readouterr().err
     assert link.is_symlink()
     assert not (tmp_path / "nowhere").exists()
+
+
+# - P6-I11: --json holds text, never a lone surrogate -
+
+
+def test_a_path_that_is_not_utf8_is_escaped_in_the_json_document(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """P6-I11: "directory" held `\\udcff`, which strict JSON readers (release's own) refuse.
+    The streams are a process's in a UTF-8 locale: stdout strict, stderr backslashreplace."""
+    bad = Path(os.fsdecode(os.fsencode(tmp_path) + b"/bad\xffroot"))
+    directory = project(bad / "p", FORCE_CUDA.replace("CONDITION", "False"))
+    stdout = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")
+    monkeypatch.setattr(sys, "stdout", stdout)
+    monkeypatch.setattr(
+        sys, "stderr", io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="backslashreplace")
+    )
+    assert main(["init", str(directory), "--offline", "--json"]) == 0
+    stdout.flush()
+    text = stdout.buffer.getvalue().decode()
+    document = json_document(text.encode(), "stdout")
+    assert isinstance(document, dict)
+    assert document["directory"].endswith("/bad\\udcffroot/p")
