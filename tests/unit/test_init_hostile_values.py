@@ -244,3 +244,20 @@ def test_a_path_that_is_not_utf8_is_escaped_in_the_json_document(
     document = json_document(text.encode(), "stdout")
     assert isinstance(document, dict)
     assert document["directory"].endswith("/bad\\udcffroot/p")
+
+
+# - P6-I12: requires-python is a specifier or an error at its line -
+
+
+@pytest.mark.parametrize("value", ["${{ github.token }}", "x\\ny: 1", "\\u2028>=3.10", ">=3.x"])
+def test_an_invalid_requires_python_is_an_error_at_its_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], value: str
+) -> None:
+    """P6-I12: it was ignored (the abi3 floor taken from torch instead), exit 0."""
+    pyproject = PYPROJECT.replace('">=3.10"', f'"{value}"')
+    directory = project(tmp_path / "p", FORCE_CUDA.replace("CONDITION", "False"), pyproject)
+    assert main(["init", str(directory), "--offline"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    line = line_of(directory / "pyproject.toml", "requires-python")
+    assert err[0].startswith(f"error: {directory / 'pyproject.toml'}:{line}: requires-python ")
+    assert not (directory / "matrix.yaml").exists()
