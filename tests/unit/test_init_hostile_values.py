@@ -261,3 +261,25 @@ def test_an_invalid_requires_python_is_an_error_at_its_line(
     line = line_of(directory / "pyproject.toml", "requires-python")
     assert err[0].startswith(f"error: {directory / 'pyproject.toml'}:{line}: requires-python ")
     assert not (directory / "matrix.yaml").exists()
+
+
+# - P6-I13: the command printed for copying reads back as the path -
+
+
+@pytest.mark.parametrize("name", ['it\'s "q"', "--force", "a b", "- ", "| x", "$(id)"])
+def test_the_next_command_quotes_the_matrix_path(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    name: str,
+) -> None:
+    """P6-I13: `release build --dry-run --matrix --force/matrix.yaml` was printed."""
+    directory = project(tmp_path / name, FORCE_CUDA.replace("CONDITION", "False"))
+    monkeypatch.chdir(tmp_path)
+    assert main(["init", "--offline", "--", name]) == 0
+    (line,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith("next:")]
+    command = shlex.split(line.split("`")[1])
+    assert command[:4] == ["release", "build", "--dry-run", "--matrix"]
+    (path,) = command[4:]
+    assert not path.startswith("-")
+    assert (tmp_path / path).resolve() == (directory / "matrix.yaml").resolve()
