@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from release.credentials import add_mask_lines, mask, secret_values
-from release.fsutil import json_text, write_atomic
+from release.fsutil import LONE_SURROGATE, json_text, write_atomic
 
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
@@ -156,14 +156,22 @@ class Failure:
 
 
 def masked_json(value: Any, secrets: Sequence[str]) -> Any:
-    """`value` (JSON data) with every string masked."""
+    """`value` (JSON data) with every string masked and made text: a lone surrogate (a
+    path's byte that is not UTF-8, `\\udcff`) written as its escape, as errors show it,
+    so that every document is JSON a strict reader takes."""
     if isinstance(value, str):
-        return mask(value, secrets)
+        return _text(mask(value, secrets))
     if isinstance(value, Mapping):
-        return {mask(str(k), secrets): masked_json(v, secrets) for k, v in value.items()}
+        return {_text(mask(str(k), secrets)): masked_json(v, secrets) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [masked_json(v, secrets) for v in value]
     return value
+
+
+def _text(text: str) -> str:
+    if not LONE_SURROGATE.search(text):
+        return text
+    return LONE_SURROGATE.sub(lambda found: ascii(found.group())[1:-1], text)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -67,6 +67,24 @@ def unshown_character(value: str) -> str | None:
     return None
 
 
+def scalar_problem(value: str) -> str | None:
+    """Why matrix.yaml refuses `value` as a scalar (a key or a value), or None: the one rule
+    the loader holds every scalar to, which `release init` asks of each value it writes
+    where it reads it."""
+    if len(value) > MAX_SCALAR_CHARS:
+        return f"a value longer than {MAX_SCALAR_CHARS} characters"
+    if "\0" in value:  # no path, name or command can hold one
+        return "a value holding a NUL character"
+    if LONE_SURROGATE.search(value):  # "\ud800" in YAML: no character, no UTF-8
+        return "a value holding a lone surrogate (\\uD800-\\uDFFF)"
+    if found := unshown_character(value):
+        return (
+            f"a value holding the control character {found} (what a terminal or a CI log "
+            "acts on: it would be shown as part of a message)"
+        )
+    return None
+
+
 # The YAML versions ruamel reads; of another `%YAML` directive it fails an assert.
 _YAML_VERSIONS = ("1.1", "1.2")
 _DIRECTIVE = re.compile(r"%YAML(?:[ \t]+([^ \t#]*))?(?=[ \t]|$)")
@@ -130,20 +148,11 @@ def bounds_problem(text: str, filename: str) -> str | None:
                 anchored[anchor] = inside + 1
             add(inside + 1)
         elif isinstance(event, ScalarEvent):
-            if len(event.value) > MAX_SCALAR_CHARS:
-                return f"{where(event)}: a value longer than {MAX_SCALAR_CHARS} characters"
-            if "\0" in event.value:  # no path, name or command can hold one
-                return f"{where(event)}: a value holding a NUL character"
-            if LONE_SURROGATE.search(event.value):  # "\ud800" in YAML: no character, no UTF-8
-                return f"{where(event)}: a value holding a lone surrogate (\\uD800-\\uDFFF)"
             # ruamel marks each fold of a folded (>) block scalar with \a in its parse
             # events; YAML allows no such character in a block scalar, so it is only that
             folded = event.value.replace("\a", "") if event.style == ">" else event.value
-            if found := unshown_character(folded):
-                return (
-                    f"{where(event)}: a value holding the control character {found} (what a "
-                    "terminal or a CI log acts on: it would be shown as part of a message)"
-                )
+            if problem := scalar_problem(folded):
+                return f"{where(event)}: {problem}"
             if event.anchor is not None:
                 anchored[event.anchor] = 1
             add(1)

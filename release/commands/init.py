@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -166,8 +167,14 @@ def print_outcome(out: Output, outcome: InitOutcome) -> None:
         for note in notes:
             where = f"{note.place}: " if note.place else ""
             out.line(f"  {where}{note.text}" + (f"\n    fix: {note.fix}" if note.fix else ""))
-    matrix = _shown(outcome.written[0].path, Path.cwd())
+    matrix = command_path(_shown(outcome.written[0].path, Path.cwd()))
     out.line(f"next: review {matrix}, then `release build --dry-run --matrix {matrix}`")
+
+
+def command_path(path: str) -> str:
+    """`path` as a shell command line names it for copying: quoted where it needs it
+    (shlex.quote), and never read as an option (`-x` is written `./-x`)."""
+    return shlex.quote(f"./{path}" if path.startswith("-") else path)
 
 
 def _shown(path: Path, base: Path) -> str:

@@ -124,18 +124,19 @@ def _torch_decision(
     pyproject = read.pyproject
     pin = torch_pin(pyproject, lookup, native.standard, read.setup_py)
     axis = python_axis(read, pin)
-    env, switches, gates = force_cuda(read.setup_py)
-    forced, builds, downloads = force_build(read.setup_py)
+    cuda, build = force_cuda(read.setup_py), force_build(read.setup_py)
     off = dict(decision.build_env)  # a local-version switch stays off, whatever else it does
+    forced, builds = build.env, list(build.found)
     if any(name not in off for name, _ in forced):
         forced = tuple(item for item in forced if item[0] not in off)
         builds = [f for f in builds if f.value.split("=")[0] not in off]
     abi, crossed = stable_abi(read.setup_py)
-    found += [*([pin.found] if pin.found else []), *switches, *builds, *abi]
+    found += [*([pin.found] if pin.found else []), *cuda.found, *builds, *abi]
     if not native.python_any:
         found.append(axis.found)
-    changes += [*gates, *downloads, *crossed]
+    changes += [*cuda.changes, *build.changes, *crossed]
     undecided += [*pin.undecided, *([] if native.python_any else axis.undecided)]
+    undecided += [*cuda.undecided, *build.undecided]
     return replace(
         decision,
         abi3=None if native.python_any else axis.abi3,
@@ -143,7 +144,9 @@ def _torch_decision(
         python_any=native.python_any,
         torch=pin.version,
         torch_index=torch_index,
-        build_env=tuple(sorted({**dict(env), **dict(forced), **dict(decision.build_env)}.items())),
+        build_env=tuple(
+            sorted({**dict(cuda.env), **dict(forced), **dict(decision.build_env)}.items())
+        ),
         found=tuple(found),
         changes=tuple(changes),
         undecided=tuple(undecided),

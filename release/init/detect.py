@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from packaging.requirements import InvalidRequirement
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
@@ -22,7 +23,7 @@ from release.backends import backend_for
 from release.backends.archflags import ArchHints
 from release.backends.base import Backend
 from release.backends.recipe import BackendName
-from release.errors import ConfigError
+from release.errors import ConfigError, shown
 from release.init.torchindex import TorchRelease
 from release.inspection.torchcuda import IndexTorches
 from release.project import CMakeLists, Gencode, Place, PyProject, Reading, Said, SetupPy, naming
@@ -85,6 +86,31 @@ class Targets:
 # - the backend -
 
 
+def requires_python_problem(read: Reading) -> str | None:
+    """Why pyproject.toml's requires-python (or setup.cfg's python_requires), which init
+    reads the Python axis from, is no PEP 440 specifier set, at its line; None where it is
+    one or is not there."""
+    for said, key in (
+        (read.pyproject.requires_python if read.pyproject else None, "requires-python"),
+        (read.setup_cfg.python_requires if read.setup_cfg else None, "python_requires"),
+    ):
+        if said is None:
+            continue
+        try:
+            SpecifierSet(said.value or "")
+            if said.value and any(not char.isprintable() for char in said.value):
+                raise InvalidSpecifier(said.value)  # a line break packaging strips away
+        except InvalidSpecifier:
+            said_as = shown(said.value) if said.value is not None else said.expression
+            return (
+                f"{said.place.at(read.directory)}: {key} {said_as} is not a PEP 440 version "
+                'specifier (e.g. ">=3.10")'
+            )
+        if said.value is None:
+            return f"{said.place.at(read.directory)}: {key} is {said.expression}, not a string"
+    return None
+
+
 def backend_of(read: Reading, layout: Layout | None = None) -> tuple[BackendName, str]:
     """The backend that builds the project, and why; a ConfigError where none fits, or
     where a build file says something the matrix loader would refuse (at its line). A
@@ -92,7 +118,7 @@ def backend_of(read: Reading, layout: Layout | None = None) -> tuple[BackendName
     setup.py or pyproject.toml is the PEP 517 entry point."""
     pyproject, setup_py, cmake = read.pyproject, read.setup_py, read.cmakelists
     if pyproject is not None or setup_py is not None or read.setup_cfg is not None:
-        problem = naming(read).problem
+        problem = naming(read).problem or requires_python_problem(read)
         if problem is not None:
             raise ConfigError([problem], hint="fix the project file at that line")
     in_tree = pyproject.build_backend if pyproject is not None else None

@@ -85,7 +85,7 @@ def init_project(settings: InitSettings, torch_source: TorchSource | None = None
     matrix_path = directory / MATRIX
     workflow_path = root / WORKFLOW
     matrix_in_workflow = workflow_matrix(matrix_path, root)
-    existing = [p for p in (matrix_path, workflow_path) if p.exists()]
+    existing = [p for p in (matrix_path, workflow_path) if present(p)]
     if existing and not settings.force:
         raise FileError(
             f"{' and '.join(str(p) for p in existing)} already "
@@ -119,7 +119,7 @@ def init_project(settings: InitSettings, torch_source: TorchSource | None = None
     )
     workflow_text = mask(workflow_text, settings.hidden)
     written = tuple(
-        Written(path=path, what=what, replaced=path.exists())
+        Written(path=path, what=what, replaced=present(path))
         for path, what in (
             (matrix_path, "the release matrix"),
             (workflow_path, "the release workflow, a caller of the tool's reusable one"),
@@ -127,6 +127,11 @@ def init_project(settings: InitSettings, torch_source: TorchSource | None = None
     )
     write_together([(matrix_path, matrix_text.encode()), (workflow_path, workflow_text.encode())])
     return InitOutcome(directory=directory, decision=decision, written=written)
+
+
+def present(path: Path) -> bool:
+    """Whether anything is at `path`: a link counts, dangling or not."""
+    return path.is_symlink() or path.exists()
 
 
 def workflow_matrix(matrix_path: Path, root: Path) -> str:

@@ -15,10 +15,11 @@ from release.backends.rules import env_problem
 from release.errors import ConfigError, shown
 from release.init.detect import CUDA, Finding, Note, TorchLookup, note_of
 from release.init.torchindex import newest_allowed
-from release.init.values import env_value_problem
+from release.init.values import env_value_problem, process_variable_problem
 from release.inspection.stabletorch import NoTorchForCuda, oldest_admitted
 from release.project import EnvRead, Place, PyProject, Reading, Said, SetupPy
 from release.project.stableabi import stable_abi_crossing, stable_abi_note
+from release.yamlspec import scalar_problem
 
 CPYTHONS = ("3.9", "3.10", "3.11", "3.12", "3.13", "3.14")  # offline: the Python list's range
 # torch 2.14's ATen.h: "#error C++20 or later compatible compiler is required to use ATen."
@@ -44,24 +45,39 @@ class TorchPin:
 # - the force-CUDA switch -
 
 
-def force_cuda(
-    setup_py: SetupPy | None,
-) -> tuple[tuple[tuple[str, str], ...], list[Finding], list[Note]]:
+@dataclass(frozen=True, kw_only=True)
+class Switches:
+    """What build.env gets for a project's switches, what is said of them, what must change
+    and what could not be decided (a switch whose test init cannot work out, or one on a
+    variable the build's own processes read)."""
+
+    env: tuple[tuple[str, str], ...] = ()
+    found: tuple[Finding, ...] = ()
+    changes: tuple[Note, ...] = ()
+    undecided: tuple[Note, ...] = ()
+
+
+def force_cuda(setup_py: SetupPy | None) -> Switches:
     """build.env for each `torch.cuda.is_available()` gate a switch forces past, and a
     change for each gate nothing forces (a GPU-less build machine builds CPU-only)."""
     env: dict[str, str] = {}
     found: list[Finding] = []
     changes: list[Note] = []
+    undecided: list[Note] = []
     for gate in setup_py.gates if setup_py else ():
         if gate.forced_by:
-            switch = writable(gate.forced_by[0])
-            env.setdefault(switch.name, switch.on)
+            what = "CUDA is built past torch.cuda.is_available()"
+            switch, on = gate.forced_by[0], writable(gate.forced_by[0])
+            if on is None:
+                undecided.append(unset(switch, what))
+                continue
+            env.setdefault(switch.name, on)
             found.append(
                 Finding(
                     key="build.env",
-                    value=f"{switch.name}={switch.on}",
+                    value=f"{switch.name}={on}",
                     source=f"{gate.place}: CUDA is built when torch.cuda.is_available() or "
-                    f"{switch.name}={switch.on}, and a build machine has no GPU",
+                    f"{switch.name}={on}, and a build machine has no GPU",
                 )
             )
             continue
@@ -75,18 +91,21 @@ def force_cuda(
                 '"FORCE_CUDA") == "1"`, then set build.env FORCE_CUDA: "1" in matrix.yaml',
             )
         )
-    return tuple(sorted(env.items())), found, changes
+    return Switches(
+        env=tuple(sorted(env.items())),
+        found=tuple(found),
+        changes=tuple(changes),
+        undecided=tuple(undecided),
+    )
 
 
-def force_build(
-    setup_py: SetupPy | None,
-) -> tuple[tuple[tuple[str, str], ...], list[Finding], list[Note]]:
+def force_build(setup_py: SetupPy | None) -> Switches:
     """build.env for a bdist_wheel whose run() downloads a prebuilt wheel unless a variable
     forces the build (flash-attention's FLASH_ATTENTION_FORCE_BUILD=TRUE), and a change
     where nothing forces it: a wheel the build did not compile fails its cell."""
     prebuilt = setup_py.prebuilt if setup_py else None
     if prebuilt is None:
-        return (), [], []
+        return Switches()
     where = f"{prebuilt.place}: {prebuilt.command}.run() downloads a prebuilt wheel"
     if not prebuilt.forced_by:
         change = Note(
@@ -97,26 +116,56 @@ def force_build(
             fix='let one force the build, e.g. `if os.getenv("<NAME>_FORCE_BUILD") == '
             '"TRUE": return super().run()`, then set it in build.env',
         )
-        return (), [], [change]
-    env = {read.name: read.on for read in map(writable, prebuilt.forced_by)}
-    found = [
-        Finding(
-            key="build.env",
-            value=f"{read.name}={read.on}",
-            source=f"{where} unless {read.name}={read.on} ({read.place}), and a release "
-            "ships the wheel its own build compiled",
+        return Switches(changes=(change,))
+    env: dict[str, str] = {}
+    found: list[Finding] = []
+    undecided: list[Note] = []
+    for read in prebuilt.forced_by:
+        on = writable(read)
+        if on is None:
+            undecided.append(unset(read, f"{prebuilt.command}.run() builds instead of downloading"))
+            continue
+        env[read.name] = on
+        found.append(
+            Finding(
+                key="build.env",
+                value=f"{read.name}={on}",
+                source=f"{where} unless {read.name}={on} ({read.place}), and a release "
+                "ships the wheel its own build compiled",
+            )
         )
-        for read in prebuilt.forced_by
-    ]
-    return tuple(sorted(env.items())), found, []
+    return Switches(env=tuple(sorted(env.items())), found=tuple(found), undecided=tuple(undecided))
 
 
-def writable(switch: EnvRead) -> EnvRead:
-    """`switch` as build.env will carry it; a ConfigError at its line where the matrix
-    could not (a name that is no variable's, or a credential's; a value with a NUL)."""
-    problem = env_problem(switch.name, "torch") or env_value_problem(switch.on)
+def unset(switch: EnvRead, what: str) -> Note:
+    """Why the switch `switch` is not set in build.env, at its line."""
+    why = process_variable_problem(switch.name) or (
+        f"no value of {switch.name} was found that its test is true with (release init "
+        "writes a value only where it works the test out: a literal it is compared with, "
+        "or 1)"
+    )
+    return Note(
+        place=str(switch.place),
+        text=f"{what} when {switch.name} is on, but matrix.yaml sets no {switch.name}: {why}",
+        fix=f"set build.env {switch.name} in matrix.yaml to the value that turns it on"
+        if process_variable_problem(switch.name) is None
+        else "read a variable of the project's own there, then set it in build.env",
+    )
+
+
+def writable(switch: EnvRead) -> str | None:
+    """The value build.env will carry for `switch` (None: none is set, `unset` says why);
+    a ConfigError at its line where the matrix could not hold it (a name that is no
+    variable's, or a credential's; a value with a NUL; what the matrix's loader refuses)."""
+    if switch.on is None or process_variable_problem(switch.name) is not None:
+        return None
+    problem = (
+        env_problem(switch.name, "torch")
+        or scalar_problem(switch.name)
+        or env_value_problem(switch.on)
+    )
     if problem is None:
-        return switch
+        return switch.on
     raise ConfigError(
         [
             f"{switch.place}: the switch {shown(switch.name)}={shown(switch.on)} cannot be "

@@ -10,6 +10,8 @@ Its modules:
   both say it.
 - `cmakelists`: What a CMakeLists.txt says without running CMake: whether it builds CUDA, and
   its GPU targets.
+- `envtest`: What a setup.py's test of an environment variable works out to with the variable at a
+  given value, read with `ast`, never run.
 - `files`: A kernel project's files, read once (`read_project_files`, the edge), and what they
   say together (pure).
 - `layout`: What `release init` reads of a repository besides its build files (`read_layout`,

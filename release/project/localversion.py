@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
+from release.project.envtest import works_out
 from release.project.places import Place
 from release.project.pysource import parse_python
 
@@ -28,10 +29,6 @@ class LocalVersionSwitch:
     off: str
     function: str
     label: Place
-
-
-class _Unknown(Exception):
-    """An expression this reader does not work out."""
 
 
 def local_version_switch(text: str, file: str = "setup.py") -> LocalVersionSwitch | None:
@@ -127,68 +124,7 @@ def _env_read(node: ast.AST) -> tuple[str, str | None] | None:
 
 def _works_out(expression: ast.expr, value: str, constants: dict[str, ast.expr]) -> bool | None:
     """Whether the test is on with the variable at `value`; None where it cannot say."""
-    try:
-        return bool(_value(expression, value, constants, depth=0))
-    except _Unknown:
-        return None
-
-
-def _value(node: ast.expr, env: str, constants: dict[str, ast.expr], depth: int) -> object:
-    """`node` worked out with the variable read at `env` (raises _Unknown)."""
-    if depth > 8:
-        raise _Unknown
-
-    def again(inner: ast.expr) -> object:
-        return _value(inner, env, constants, depth + 1)
-
-    if _env_read(node) is not None:
-        return env
-    if isinstance(node, ast.Constant):
-        return node.value
-    if isinstance(node, ast.Name) and node.id in constants:
-        return again(constants[node.id])
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
-        return not again(node.operand)
-    if isinstance(node, ast.BoolOp):
-        values = [again(v) for v in node.values]
-        return all(values) if isinstance(node.op, ast.And) else any(values)
-    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
-        return tuple(again(e) for e in node.elts)
-    if isinstance(node, ast.Compare) and len(node.ops) == 1:
-        return _compare(node.ops[0], again(node.left), again(node.comparators[0]))
-    if isinstance(node, ast.Call) and len(node.args) == 1 and not node.keywords:
-        return _call(node, again(node.args[0]))
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and not node.args:
-        method = node.func.attr
-        subject = again(node.func.value)
-        if isinstance(subject, str) and method in ("lower", "upper", "strip"):
-            return getattr(subject, method)()
-    raise _Unknown
-
-
-def _compare(op: ast.cmpop, left: object, right: object) -> bool:
-    if isinstance(op, ast.Eq):
-        return left == right
-    if isinstance(op, ast.NotEq):
-        return left != right
-    if isinstance(op, (ast.In, ast.NotIn)) and isinstance(right, (tuple, str)):
-        inside = left in right if isinstance(right, tuple) else str(left) in right
-        return inside if isinstance(op, ast.In) else not inside
-    raise _Unknown
-
-
-def _call(node: ast.Call, argument: object) -> object:
-    name = _name(node.func)
-    try:
-        if name == "int":
-            return int(str(argument))
-        if name == "bool":
-            return bool(argument)
-        if name == "str":
-            return str(argument)
-    except ValueError:
-        raise _Unknown from None
-    raise _Unknown
+    return works_out(expression, value, lambda node: _env_read(node) is not None, constants)
 
 
 def _name(node: ast.AST) -> str | None:

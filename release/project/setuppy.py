@@ -13,8 +13,10 @@ import ast
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Protocol, TypeVar
 
+from release.project.envtest import on_value
 from release.project.places import Place, Said
 from release.project.pysource import (
     SourceIndex,
@@ -48,11 +50,12 @@ _LIMITED_DEFINE = re.compile(r"-DPy_LIMITED_API=(0x[0-9A-Fa-f]{8})")
 
 @dataclass(frozen=True, kw_only=True)
 class EnvRead:
-    """An environment variable the file reads, where, and the value that turns it on."""
+    """An environment variable the file reads, where, and the value that turns it on
+    (None: no value was found that the test is true with, release.project.envtest)."""
 
     name: str
     place: Place
-    on: str = "1"
+    on: str | None = "1"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -255,6 +258,13 @@ class _Reader:
             return found[0][0]
         return None
 
+    @cached_property
+    def constant_nodes(self) -> dict[str, ast.expr]:
+        """Every module-level name assigned once, unconditionally, and its value."""
+        return {
+            name: value for name in self.assignments if (value := self.constant(name)) is not None
+        }
+
     def constants(self) -> Iterator[tuple[str, Said]]:
         for name in self.assignments:
             value = self.constant(name)
@@ -423,7 +433,11 @@ class _Reader:
         for inner in ast.walk(node):
             name = _env_name(inner)
             if name is not None:
-                yield EnvRead(name=name, place=self.place(inner), on=_on_value(node, inner))
+                yield EnvRead(
+                    name=name,
+                    place=self.place(inner),
+                    on=on_value(node, inner, self.constant_nodes),
+                )
             elif isinstance(inner, ast.Name) and depth < 2:
                 for value, _ in self.assignments.get(inner.id, ()):
                     yield from self._switches(value, depth=depth + 1)
@@ -551,18 +565,3 @@ def _env_name(node: ast.AST) -> str | None:
     ):
         return string_of(node.slice)
     return None
-
-
-def _on_value(operand: ast.AST, read: ast.AST) -> str:
-    """The value of the variable `read` that makes `operand` true: the string it is
-    compared with (`== "1"`, `in ("1", "true")`), else `1`."""
-    for node in ast.walk(operand):
-        if not isinstance(node, ast.Compare) or not any(n is read for n in ast.walk(node.left)):
-            continue
-        op, right = node.ops[0], node.comparators[0]
-        if isinstance(op, ast.Eq) and string_of(right) is not None:
-            return string_of(right) or "1"
-        if isinstance(op, ast.In) and isinstance(right, (ast.Tuple, ast.List, ast.Set)):
-            values = [string_of(e) for e in right.elts]
-            return next((v for v in values if v), "1")
-    return "1"

@@ -19,7 +19,7 @@ from release.init.detect import (
     parse_torch_arch_list,
     targets_of,
 )
-from release.init.torchaxes import force_build, force_cuda, torch_pin
+from release.init.torchaxes import Switches, force_build, force_cuda, torch_pin
 from release.init.torchindex import TorchRelease
 from release.project import ProjectFiles, Reading, read_project_files, reading
 from release.project.layout import Layout
@@ -150,15 +150,17 @@ def test_what_keeps_the_matrixs_sms_from_the_build_needs_a_change() -> None:
 
 
 def test_a_force_cuda_switch_goes_to_build_env_and_a_gate_without_one_needs_a_change() -> None:
-    env, found, changes = force_cuda(read_fixture("torch_ops").setup_py)
+    switches = force_cuda(read_fixture("torch_ops").setup_py)
+    env, found, changes = switches.env, switches.found, switches.changes
     assert env == (("FORCE_CUDA", "1"),)
     gate = line_of(FIXTURES / "torch_ops" / "setup.py", "torch.cuda.is_available()")
     assert found[0].source.startswith(
         f"setup.py:{gate}: CUDA is built when torch.cuda.is_available()"
     )
-    assert changes == []
-    env, found, changes = force_cuda(read_fixture("extension_template").setup_py)
-    assert (env, found) == ((), [])
+    assert changes == ()
+    switches = force_cuda(read_fixture("extension_template").setup_py)
+    env, found, changes = switches.env, switches.found, switches.changes
+    assert (env, found) == ((), ())
     (change,) = changes
     assert change.place == "setup.py:23"
     assert "builds CUDA only when torch.cuda.is_available()" in change.text
@@ -255,28 +257,30 @@ class Cached(_bdist_wheel):
 
 
 def test_a_bdist_wheel_that_downloads_is_found_with_the_variable_that_forces_the_build() -> None:
-    env, found, changes = force_build(read_setup_py(DOWNLOADING))
+    switches = force_build(read_setup_py(DOWNLOADING))
+    env, found, changes = switches.env, switches.found, switches.changes
     assert env == (("MY_OPS_FORCE_BUILD", "1"),)
     (finding,) = found
     assert finding.source.startswith(
         "setup.py:10: Cached.run() downloads a prebuilt wheel unless MY_OPS_FORCE_BUILD=1 "
         "(setup.py:4)"
     )
-    assert changes == []
+    assert changes == ()
 
 
 def test_a_download_nothing_can_skip_needs_a_change_and_other_classes_are_not_downloads() -> None:
     unforced = DOWNLOADING.replace("if not FORCE:", "if True:")
-    env, found, (change,) = force_build(read_setup_py(unforced))
-    assert (env, found) == ((), [])
+    switches = force_build(read_setup_py(unforced))
+    (change,) = switches.changes
+    assert (switches.env, switches.found) == ((), ())
     assert change.place == "setup.py:10"
     assert "no environment variable skips the download" in change.text
     with_requests = DOWNLOADING.replace("urllib.request.urlretrieve(", "requests.get(")
-    assert force_build(read_setup_py(with_requests))[0] == (("MY_OPS_FORCE_BUILD", "1"),)
+    assert force_build(read_setup_py(with_requests)).env == (("MY_OPS_FORCE_BUILD", "1"),)
     not_a_wheel_command = DOWNLOADING.replace("class Cached(_bdist_wheel)", "class Cached(Base)")
-    assert force_build(read_setup_py(not_a_wheel_command)) == ((), [], [])
+    assert force_build(read_setup_py(not_a_wheel_command)) == Switches()
     no_download = DOWNLOADING.replace("urllib.request.urlretrieve(URL, ", "print(")
-    assert force_build(read_setup_py(no_download)) == ((), [], [])
+    assert force_build(read_setup_py(no_download)) == Switches()
 
 
 def test_a_docstring_or_a_path_holding_gencode_leaves_a_literal_arch_list_in_charge() -> None:

@@ -1,0 +1,134 @@
+"""What a setup.py's test of an environment variable works out to with the variable at a
+given value, read with `ast`, never run: `os.getenv("X", "0") == "1"`, `.lower() in ("1",
+"true")`, `int(os.getenv("X", "0")) == 2`, `not`, `and`, `or`, module constants. Anything
+else (an f-string, a call it does not know, another variable) cannot be worked out: None.
+release.project.localversion asks which value turns a switch off, release.project.setuppy
+which turns one on (`on_value`): a value is only ever one the test is true with. Pure.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable, Iterator, Mapping
+
+IsRead = Callable[[ast.AST], bool]  # whether a node is the read of the variable
+ON_FALLBACK = "1"  # tried last, where no literal the test compares with makes it true
+
+
+class Unknown(Exception):
+    """An expression this reader does not work out."""
+
+
+def works_out(
+    expression: ast.expr, value: str, is_read: IsRead, constants: Mapping[str, ast.expr]
+) -> bool | None:
+    """Whether `expression` is true with the variable (each node `is_read` says is its read)
+    at `value`; None where it cannot say."""
+    try:
+        return bool(value_of(expression, value, is_read, constants, depth=0))
+    except Unknown:
+        return None
+
+
+def on_value(expression: ast.AST, read: ast.AST, constants: Mapping[str, ast.expr]) -> str | None:
+    """A value of the variable `read` reads that makes `expression` true, proven by working
+    the expression out with it: each literal the read is compared with (`== "TRUE"`, `in
+    ("1", "true")`, `== 2` for an `int()` of it), then "1"; None where none does (an empty
+    value is never chosen: a CI runner or a container may treat it as unset)."""
+    if not isinstance(expression, ast.expr):
+        return None
+    for candidate in (*_compared_with(expression, read, constants), ON_FALLBACK):
+        if candidate and works_out(expression, candidate, lambda n: n is read, constants):
+            return candidate
+    return None
+
+
+def _compared_with(
+    expression: ast.expr, read: ast.AST, constants: Mapping[str, ast.expr]
+) -> Iterator[str]:
+    """The values the other side of each comparison holding `read` works out to, as text."""
+    for node in ast.walk(expression):
+        if not isinstance(node, ast.Compare) or len(node.ops) != 1:
+            continue
+        left, right = node.left, node.comparators[0]
+        holds = [side for side in (left, right) if any(n is read for n in ast.walk(side))]
+        if len(holds) != 1:
+            continue
+        other = right if holds[0] is left else left
+        try:
+            said = value_of(other, "", lambda _: False, constants, depth=0)
+        except Unknown:
+            continue
+        for item in said if isinstance(said, tuple) else (said,):
+            if isinstance(item, (str, int)) and not isinstance(item, bool):
+                yield str(item)
+
+
+def value_of(
+    node: ast.expr, env: str, is_read: IsRead, constants: Mapping[str, ast.expr], depth: int
+) -> object:
+    """`node` worked out with the variable read at `env` (raises Unknown)."""
+    if depth > 8:
+        raise Unknown
+
+    def again(inner: ast.expr) -> object:
+        return value_of(inner, env, is_read, constants, depth + 1)
+
+    if is_read(node):
+        return env
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Name) and node.id in constants:
+        return again(constants[node.id])
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        return not again(node.operand)
+    if isinstance(node, ast.BoolOp):
+        values = [again(v) for v in node.values]
+        return all(values) if isinstance(node.op, ast.And) else any(values)
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return tuple(again(e) for e in node.elts)
+    if isinstance(node, ast.Compare) and len(node.ops) == 1:
+        return _compare(node.ops[0], again(node.left), again(node.comparators[0]))
+    if isinstance(node, ast.Call) and len(node.args) == 1 and not node.keywords:
+        return _call(node, again(node.args[0]))
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and not node.args:
+        method = node.func.attr
+        subject = again(node.func.value)
+        if isinstance(subject, str) and method in ("lower", "upper", "strip") and not node.keywords:
+            return getattr(subject, method)()
+    raise Unknown
+
+
+def _compare(op: ast.cmpop, left: object, right: object) -> bool:
+    if isinstance(op, ast.Eq):
+        return left == right
+    if isinstance(op, ast.NotEq):
+        return left != right
+    if isinstance(op, (ast.In, ast.NotIn)) and isinstance(right, (tuple, str)):
+        if isinstance(right, str) and not isinstance(left, str):
+            raise Unknown  # `1 in "1"` raises where Python runs it
+        inside = left in right if isinstance(right, tuple) else str(left) in right
+        return inside if isinstance(op, ast.In) else not inside
+    raise Unknown
+
+
+def _call(node: ast.Call, argument: object) -> object:
+    name = call_name(node.func)
+    try:
+        if name == "int":
+            return int(str(argument))
+        if name == "bool":
+            return bool(argument)
+        if name == "str":
+            return str(argument)
+    except ValueError:
+        raise Unknown from None
+    raise Unknown
+
+
+def call_name(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return None
