@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from release.project.envtest import works_out
+from release.project.envtest import call_name, works_out
 from release.project.places import Place
 from release.project.pysource import parse_python
 
@@ -65,7 +65,7 @@ def local_version_switch(text: str, file: str = "setup.py") -> LocalVersionSwitc
 
 
 def _version_function(tree: ast.Module, constants: dict[str, ast.expr]) -> ast.FunctionDef | None:
-    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and _name(n.func) == "setup"]
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and call_name(n.func) == "setup"]
     version = next((k.value for c in calls for k in c.keywords if k.arg == "version"), None)
     if isinstance(version, ast.Name):
         version = constants.get(version.id)
@@ -110,8 +110,10 @@ def _env_read(node: ast.AST) -> tuple[str, str | None] | None:
     if not isinstance(node, ast.Call) or not node.args:
         return None
     func = node.func
-    reads = _name(func) == "getenv" or (
-        isinstance(func, ast.Attribute) and func.attr == "get" and _name(func.value) == "environ"
+    reads = call_name(func) == "getenv" or (
+        isinstance(func, ast.Attribute)
+        and func.attr == "get"
+        and call_name(func.value) == "environ"
     )
     first = node.args[0]
     if not reads or not (isinstance(first, ast.Constant) and isinstance(first.value, str)):
@@ -125,11 +127,3 @@ def _env_read(node: ast.AST) -> tuple[str, str | None] | None:
 def _works_out(expression: ast.expr, value: str, constants: dict[str, ast.expr]) -> bool | None:
     """Whether the test is on with the variable at `value`; None where it cannot say."""
     return works_out(expression, value, lambda node: _env_read(node) is not None, constants)
-
-
-def _name(node: ast.AST) -> str | None:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        return node.attr
-    return None

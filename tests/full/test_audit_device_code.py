@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -16,13 +15,12 @@ import pytest
 from release import proc
 from release.toolchain import resolve
 from release.toolchain.provision import install_pinset
-from tests.integration.indexes import ELF, link_to, static_server, write_page
+from tests.integration.indexes import ELF, audited, link_to, static_server, write_page
 from tests.integration.wheels import make_wheel
 
 pytestmark = pytest.mark.slow
 
 DEVICE = ELF.parent / "elf-device"
-RELEASE = Path(sys.executable).with_name("release")
 
 
 @pytest.fixture(scope="module")
@@ -45,15 +43,8 @@ def test_a_wheel_without_code_another_arch_holds_is_found(cuobjdump: Path, tmp_p
     page = tmp_path / "k3-kernels"
     write_page(page, [link_to(x86, page), link_to(arm, page)])
     with static_server(tmp_path) as url:
-        done = subprocess.run(
-            [str(RELEASE), "audit", f"{url}k3-kernels/", "--cuobjdump", str(cuobjdump),
-             "--no-torch-index", "--json"],
-            capture_output=True, text=True, check=False, timeout=300,
-        )  # fmt: skip
-        unlisted = subprocess.run(
-            [str(RELEASE), "audit", f"{url}k3-kernels/", "--no-torch-index", "--json"],
-            capture_output=True, text=True, check=False, timeout=300,
-        )  # fmt: skip
+        done = audited(f"{url}k3-kernels/", "--cuobjdump", str(cuobjdump))
+        unlisted = audited(f"{url}k3-kernels/")
     assert done.returncode == 7, done.stderr
     document = json.loads(done.stdout)
     assert [(f["rule"], f["file"], f["detail"]) for f in document["findings"]] == [

@@ -16,6 +16,7 @@ import html
 import json
 import queue
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -28,6 +29,8 @@ from socketserver import BaseRequestHandler
 from typing import ClassVar
 
 from release.remote.simple_index import SIMPLE_JSON
+
+RELEASE = Path(sys.executable).with_name("release")
 
 ELF = Path(__file__).resolve().parents[1] / "data" / "elf"
 
@@ -166,6 +169,12 @@ def static_server(
     handler = type("_Delayed", (_StaticIndex,), {"wheel_delay": wheel_delay, "served": served})
     with serve(partial(handler, directory=str(root))) as url:
         yield url
+
+
+def audited(page_url: str, *options: str) -> subprocess.CompletedProcess[str]:
+    """`release audit PAGE_URL --no-torch-index --json OPTIONS...`, run to its end."""
+    command = [str(RELEASE), "audit", page_url, "--no-torch-index", "--json", *options]
+    return subprocess.run(command, capture_output=True, text=True, check=False, timeout=300)
 
 
 def sha256(path: Path) -> str:

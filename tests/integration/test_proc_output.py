@@ -13,10 +13,9 @@ import sys
 from pathlib import Path
 
 from release import proc
-from tests.integration.indexes import ELF, link_to, static_server, write_page
+from tests.integration.indexes import ELF, audited, link_to, static_server, write_page
 from tests.integration.wheels import make_wheel
 
-RELEASE = Path(sys.executable).with_name("release")
 FLOOD = (
     "import sys; w = sys.stdout.write; w('first line\\n'); "
     "[w('x' * 1023 + '\\n') for _ in range({n})]; w('the cause\\n')"
@@ -81,11 +80,7 @@ def test_audit_names_a_cuobjdump_that_prints_more_than_is_read(tmp_path: Path) -
     page = tmp_path / "k3-kernels"
     write_page(page, [link_to(wheel, page)])
     with static_server(tmp_path) as url:
-        done = subprocess.run(
-            [str(RELEASE), "audit", f"{url}k3-kernels/", "--cuobjdump", str(flooding),
-             "--no-torch-index", "--json"],
-            capture_output=True, text=True, check=False, timeout=300,
-        )  # fmt: skip
+        done = audited(f"{url}k3-kernels/", "--cuobjdump", str(flooding))
     assert done.returncode == 7, done.stderr
     details = [f["detail"] for f in json.loads(done.stdout)["findings"]]
     assert any(
