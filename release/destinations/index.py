@@ -253,7 +253,24 @@ def foreign_entry(directory: Path, owned: Callable[[str], bool] = is_index_path)
                     pending.append((Path(entry.path), f"{relative}/"))
                 elif not entry.is_file(follow_symlinks=False) or not owned(relative):
                     return f"{folder / entry.name} is no file of an index"
+                elif entry.name in PAGES and not _is_index_page(Path(entry.path)):
+                    return f"{folder / entry.name} is no page of a simple index"
     return None
+
+
+# what every page `render_index` writes holds near its start (PEP 503's meta tag, PEP 691's
+# meta key): a site's own index.html, under a name an index's page has, has neither
+_PAGE_MARKS = {
+    "index.html": b'<meta name="pypi:repository-version"',
+    "index.json": b'"api-version"',
+}
+
+
+def _is_index_page(path: Path) -> bool:
+    """Whether the file at `path` (a regular file, named as a page) reads as a simple
+    index's page: its mark within its first 4 KiB."""
+    with path.open("rb") as handle:
+        return _PAGE_MARKS[path.name] in handle.read(4096)
 
 
 def write_index(
@@ -270,6 +287,17 @@ def write_index(
             f"{problem}: release replaces the index directory whole",
             hint="give a new or empty directory, or one holding only an index release wrote",
         )
+    try:
+        _swapped_in(tree, directory)
+    except OSError as error:  # a read-only or full disk, a parent that may not be written
+        raise FileError(
+            f"cannot write the index to {directory}: {error.strerror or error}",
+            hint="give a directory release can write (--index-dir)",
+        ) from None
+
+
+def _swapped_in(tree: Mapping[str, bytes], directory: Path) -> None:
+    """`tree` written into a sibling temporary directory, then swapped in for `directory`."""
     directory.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".{directory.name}."))
     try:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from release.destinations.reach import Reach
-from release.errors import ConfigError, PublishError, ReleaseError
+from release.errors import ConfigError, FileError, PublishError, ReleaseError
 from release.publish.run import PublishSettings, publish
 from tests.github_standin import DEFAULT_REPO, GitHubStandIn
 from tests.integration.gitremote import GIT
@@ -66,6 +66,9 @@ def test_an_index_dir_release_did_not_write_is_refused_before_any_upload(
     (work / "linked").symlink_to(work / "userdocs")
     (work / "site" / "cu129").mkdir(parents=True)
     (work / "site" / "cu129" / "notes.txt").write_text("mine")
+    (work / "handwritten" / "blog").mkdir(parents=True)
+    (work / "handwritten" / "index.html").write_text("<h1>My project</h1>")
+    (work / "handwritten" / "blog" / "index.html").write_text("<p>news</p>")
     monkeypatch.chdir(work)
     before = {root: files_under(root) for root in (release.dist, work)}
     cases = {
@@ -75,6 +78,7 @@ def test_an_index_dir_release_did_not_write_is_refused_before_any_upload(
         Path("."): "--index-dir .: is the working directory",
         work / "linked": f"--index-dir {work / 'linked'}: {work / 'linked'} is a symbolic link",
         work / "site": f"--index-dir {work / 'site'}: {work / 'site/cu129/notes.txt'} is no file",
+        work / "handwritten": f"--index-dir {work / 'handwritten'}: {work / 'handwritten'}/",
     }
     for index_dir, message in cases.items():
         error = refused_before_upload(github_standin, release, ConfigError, index_dir=index_dir)
@@ -89,7 +93,9 @@ def test_an_index_dir_holding_an_index_release_wrote_is_replaced(
     release = release_in(tmp_path, github_standin)
     site = tmp_path / "site"
     (site / "cu129" / "old-project").mkdir(parents=True)
-    (site / "cu129" / "old-project" / "index.html").write_text("old")
+    (site / "cu129" / "old-project" / "index.html").write_text(
+        '<meta name="pypi:repository-version" content="1.0">'
+    )
     (site / "nccl").mkdir()
     (site / "nccl" / "cu12.txt").write_text("old")
     reach = Reach({"GITHUB_TOKEN": github_standin.token}, command="release publish")
@@ -145,6 +151,28 @@ def test_a_pages_remote_git_cannot_reach_is_refused_before_any_upload(
     )  # fmt: skip
     assert error.message.startswith("--pages-remote "), error.message
     assert "nothing was uploaded" in (error.hint or "")
+
+
+def test_an_index_that_cannot_be_written_after_the_release_is_public_says_so(
+    github_standin: GitHubStandIn, tmp_path: Path
+) -> None:
+    """A disk that refuses the index (read-only, full: here, a file where a parent folder
+    goes) after the release went public: it named a temporary directory, and not what was
+    public nor that a re-run completes it."""
+    release = release_in(tmp_path, github_standin)
+    (tmp_path / "taken").write_text("a file")
+    site = tmp_path / "taken" / "site"
+    reach = Reach({**ENV, "GITHUB_TOKEN": github_standin.token}, command="release publish")
+    with pytest.raises(FileError) as raised:
+        publish(PublishSettings(dist=release.dist, index_dir=site), reach)
+    assert raised.value.message.startswith(f"cannot write the index to {site}: ")
+    (published,) = github_standin.releases(DEFAULT_REPO)
+    assert not published.draft
+    hint = raised.value.hint or ""
+    assert "--index-dir" in hint
+    assert "k3-kernels 0.1.0 is already public on github" in hint, hint
+    publish(PublishSettings(dist=release.dist, index_dir=tmp_path / "site"), reach)
+    assert (tmp_path / "site" / "cu129" / "k3-kernels" / "index.html").is_file()
 
 
 def test_a_push_refused_after_the_release_is_public_says_so_and_a_rerun_completes(

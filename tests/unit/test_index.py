@@ -207,7 +207,7 @@ def test_a_yanked_file_is_marked_in_both_formats() -> None:
 
 def test_write_index_replaces_the_directory_and_drops_stale_files(tmp_path: Path) -> None:
     out = tmp_path / "site"
-    write_index({"cu129/old/index.html": b"old"}, out)
+    write_index({"cu129/old/index.html": b'<meta name="pypi:repository-version">'}, out)
     write_index(render_index([cu129("x86_64")]), out)
     assert not (out / "cu129" / "old").exists()
     assert (out / "cu129" / "k3-kernels" / "index.html").is_file()
@@ -230,6 +230,14 @@ def test_write_index_never_replaces_a_link_or_a_directory_holding_other_files(
     assert (tmp_path / "site" / "cu129" / "k3-kernels" / "notes.txt").is_file()
     with pytest.raises(FileError, match="is a folder no index has"):
         write_index({"a.json": b"{}"}, tmp_path / "site", owned=is_flat_file)
+    # a site of its own, its pages named as an index's are: its name alone said "an index"
+    site = tmp_path / "handwritten"
+    (site / "about").mkdir(parents=True)
+    (site / "index.html").write_text("<h1>My project</h1>")
+    (site / "about" / "index.html").write_text("<p>about</p>")
+    with pytest.raises(FileError, match="is no page of a simple index"):
+        write_index(render_index([cu129("x86_64")]), site)
+    assert (site / "index.html").read_text() == "<h1>My project</h1>"
 
 
 def test_a_filename_listed_twice_is_kept_twice_in_page_order() -> None:
