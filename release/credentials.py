@@ -113,7 +113,8 @@ def _masked_parameter(match: re.Match[str]) -> str:
 # macaroons, GitLab's): a value so shaped is a credential wherever it stands.
 _TOKEN_SHAPED = re.compile(r"\b(?:gh[pousr]_|github_pat_|pypi-AgE|glpat-)[A-Za-z0-9_-]{20,}")
 # a run of letters and digits of both cases, as long as a token and with no word's shape
-_RANDOM_RUN = re.compile(r"[A-Za-z0-9+/=_-]{32,}")
+# (no `_`: a name of words joined by it, `Release_Wheels_Token_For_Org_2024`, is a name)
+_RANDOM_RUN = re.compile(r"[A-Za-z0-9+/=-]{32,}")
 
 
 def looks_like_token(text: str) -> bool:
@@ -160,6 +161,8 @@ def url_shape_problem(url: object) -> str | None:
         return "is not a URL: its host or port cannot be read"
     if not parts.hostname:
         return "names no host"
+    if parts.port == 0:
+        return "names port 0, where no server listens"
     return None
 
 

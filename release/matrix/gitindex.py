@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import replace
+from itertools import pairwise
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
@@ -53,6 +54,21 @@ def is_ref_name(name: str) -> bool:
     )
 
 
+# the words after PYPI (or TESTPYPI) in the name of a variable holding a PyPI credential:
+# PYPI_API_TOKEN, TEST_PYPI_TOKEN; not GH_TOKEN_FOR_PYPI_MIRROR, a GitHub token
+_PYPI_CREDENTIAL_WORDS = frozenset({"TOKEN", "API", "KEY", "PASSWORD", "PASS", "SECRET", "PAT"})
+
+
+def _names_pypi_credential(name: str) -> bool:
+    """Whether `name` is a PyPI credential's variable: twine's, or PYPI followed by a word
+    a credential is named by."""
+    words = name.upper().split("_")
+    return words[0] == "TWINE" or any(
+        word in ("PYPI", "TESTPYPI") and following in _PYPI_CREDENTIAL_WORDS
+        for word, following in pairwise(words)
+    )
+
+
 def token_secret_problem(name: str) -> str | None:
     """Why `name` cannot name the repository secret (and environment variable) holding a
     destination's token; None when it can. A token pasted in its place is not shown."""
@@ -67,7 +83,7 @@ def token_secret_problem(name: str) -> str | None:
             f"{shown(name)} is not an environment variable's name (letters, digits and _, "
             "not starting with a digit)"
         )
-    if name.upper().startswith("TWINE_") or "PYPI" in name.upper():
+    if _names_pypi_credential(name):  # a value that is a PyPI token is refused in Reach too
         return (
             f"{name} names a PyPI credential, which is sent to PyPI alone: name the "
             "variable holding the GitHub token (WHL_TOKEN)"

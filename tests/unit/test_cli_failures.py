@@ -517,7 +517,8 @@ def test_a_github_variable_that_is_not_one_is_a_configuration_error_naming_it(
      ("http://[::1", "is not a URL: its host or port cannot be read"),
      (f"https://u:{SECRET}@h:x/", "is not a URL: its host or port cannot be read"),
      ("https://h/simple/\nx", "holds white space or a control character"),
-     ("http:///simple/", "names no host")],
+     ("http:///simple/", "names no host"),
+     ("https://h:0/simple/", "names port 0, where no server listens")],
 )  # fmt: skip
 def test_an_index_nccl_asks_that_is_no_url_is_a_usage_error(
     value: str, said: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]

@@ -333,11 +333,13 @@ def test_a_project_page_of_more_files_than_any_projects_is_refused_unheld() -> N
 
 def test_a_json_page_of_more_values_than_any_projects_is_refused_undecoded() -> None:
     """A PEP 691 page of 780,000 files of two values each took 530 MB to decode before its
-    files were counted: its values are counted first (at most MAX_PAGE_VALUES, twenty a file
-    of the most files a page may list), in a project page and in an index page."""
+    files were counted: its values are counted first (at most MAX_PAGE_VALUES, forty a file
+    of the most files a page may list), in a project page and in an index page; a page of
+    as many files as a page may list, PyPI's fields each and a requires-python of several
+    clauses, is read."""
     url = "https://idx.test/simple/k3/"
-    files = [{"filename": f"k{n}.whl", "url": f"k{n}.whl"} for n in range(MAX_PAGE_VALUES // 3)]
-    body = json.dumps({"meta": {"api-version": "1.1"}, "name": "k3", "files": files}).encode()
+    files = "{}," * MAX_PAGE_VALUES
+    body = f'{{"meta": {{"api-version": "1.1"}}, "name": "k3", "files": [{files}{{}}]}}'.encode()
     many = f"more than {MAX_PAGE_VALUES:,} values"
     with pytest.raises(ValueError, match=many):
         project_files(body, SIMPLE_JSON, url)
@@ -346,18 +348,20 @@ def test_a_json_page_of_more_values_than_any_projects_is_refused_undecoded() -> 
     pypi_like = {
         "filename": "k3-1.0-py3-none-any.whl", "url": "k3-1.0-py3-none-any.whl",
         "hashes": {"sha256": "0" * 64}, "core-metadata": {"sha256": "0" * 64},
-        "data-dist-info-metadata": {"sha256": "0" * 64}, "requires-python": ">=3.10",
+        "data-dist-info-metadata": {"sha256": "0" * 64},
+        "requires-python": ">=2.7,!=3.0.*,!=3.1.*,!=3.2.*,!=3.3.*,!=3.4.*",
         "size": 1, "upload-time": "2026-01-01T00:00:00.000000Z", "yanked": False,
         "provenance": None,
     }  # fmt: skip
     listed = [{**pypi_like, "url": f"{n}/k3-1.0-py3-none-any.whl"} for n in range(MAX_PAGE_FILES)]
     body = json.dumps({"meta": {"api-version": "1.1"}, "name": "k3", "files": listed}).encode()
     assert len(project_files(body, SIMPLE_JSON, url)) == MAX_PAGE_FILES
-    projects = [
-        {"name": f"p{n}", "_last-serial": n} for n in range(400_000)
-    ]  # as a root page lists them
-    root = json.dumps({"meta": {"api-version": "1.1"}, "projects": projects}).encode()
-    assert len(parse_index_page(root, SIMPLE_JSON, "https://idx.test/simple/").projects) == 400_000
+    # a root page of more projects than a project page may hold values: its own bound
+    roots = MAX_PAGE_VALUES // 3 + 1
+    projects = '{"name": "p", "_last-serial": 1},' * roots
+    root = f'{{"meta": {{"api-version": "1.1"}}, "projects": [{projects}{{"name": "q"}}]}}'
+    page = parse_index_page(root.encode(), SIMPLE_JSON, "https://idx.test/simple/")
+    assert len(page.projects) == roots + 1
 
 
 def test_a_page_of_more_links_than_any_index_has_is_refused(

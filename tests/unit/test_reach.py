@@ -192,6 +192,9 @@ def test_trusted_publishing_asks_pypis_own_hosts_alone() -> None:
 def test_a_token_secret_naming_a_pypi_credential_is_refused(secret: str) -> None:
     assert "sent to PyPI alone" in (token_secret_problem(secret) or "")
     assert token_secret_problem("WHL_TOKEN") is None
+    # a GitHub token for a mirror of PyPI is named so, and a name of words is a name
+    assert token_secret_problem("GH_TOKEN_FOR_PYPI_MIRROR") is None
+    assert token_secret_problem("Release_Wheels_Token_For_Org_2024") is None
 
 
 def test_a_pypi_token_is_never_a_github_token() -> None:
