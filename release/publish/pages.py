@@ -14,6 +14,7 @@ from pathlib import Path
 from release import proc
 from release.errors import ConfigError, PublishError, shown
 from release.matrix.gitindex import is_ref_name
+from release.remote.gitindex import without_advice
 
 REPO_HINT = "--pages-repo must be a git repository you can commit to"
 REMOTE_TIMEOUT_S = 60
@@ -62,7 +63,7 @@ def check_pages(
         "GIT_TERMINAL_PROMPT": "0"}, check=False, timeout=REMOTE_TIMEOUT_S,
     )  # fmt: skip
     if not done.ok:
-        said = proc.one_line_tail(done.stderr + done.output, 1)
+        said = proc.one_line_tail(without_advice(done.stderr + done.output), 2)
         raise PublishError(
             f"--pages-remote {shown(push_remote)}: git cannot reach it: {shown(said, 300)}",
             hint="name a remote of --pages-repo (or a URL) that you can push to; nothing "

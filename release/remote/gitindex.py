@@ -170,7 +170,7 @@ class _Git:
             f"{what}: {refusal}"
             if refusal is not None
             else f"{what} failed (exit {done.returncode}): "
-            + proc.one_line_tail(_without_advice(done.stderr + done.output), 2)
+            + proc.one_line_tail(without_advice(done.stderr + done.output), 2)
         )
         redirected = re.search(r"returned error: 30[12378]\b", done.stderr + done.output)
         return PublishError(
@@ -188,7 +188,9 @@ class _Git:
 _ADVICE = ("Please make sure you have the correct access rights", "and the repository exists.")
 
 
-def _without_advice(text: str) -> str:
+def without_advice(text: str) -> str:
+    """What git said, without the advice it adds to every failure to reach a remote, which
+    would stand in a message's last line in place of the cause."""
     return "\n".join(line for line in text.splitlines() if line.strip() not in _ADVICE)
 
 

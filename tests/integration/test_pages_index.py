@@ -150,6 +150,9 @@ def test_a_pages_remote_git_cannot_reach_is_refused_before_any_upload(
         pages_remote=str(tmp_path / "no-such-remote.git"),
     )  # fmt: skip
     assert error.message.startswith("--pages-remote "), error.message
+    # git's cause, not the advice it ends every such failure with
+    assert "does not appear to be a git repository" in error.message, error.message
+    assert "and the repository exists" not in error.message
     assert "nothing was uploaded" in (error.hint or "")
 
 
