@@ -408,7 +408,7 @@ class _Reader:
     # - the environment and the CUDA gates -
 
     def env_reads(self) -> Iterator[EnvRead]:
-        for node in self.index.of_kinds(ast.Call, ast.Subscript):
+        for node in self.index.of_kinds(ast.Call, ast.Subscript, ast.Compare):
             name = _env_name(node)
             if name is not None:
                 yield EnvRead(name=name, place=self.place(node))
@@ -552,7 +552,16 @@ def _is_download(node: ast.AST) -> bool:
 
 
 def _env_name(node: ast.AST) -> str | None:
-    """The variable `os.environ.get("X")`, `os.getenv("X")` or `os.environ["X"]` reads."""
+    """The variable `os.environ.get("X")`, `os.getenv("X")` or `os.environ["X"]` reads, or
+    `"X" in os.environ` asks is set (a switch any value turns on: envtest works it out with
+    its value standing in for the test, which a value it chooses is never empty for)."""
+    if (
+        isinstance(node, ast.Compare)
+        and len(node.ops) == 1
+        and isinstance(node.ops[0], ast.In)
+        and _is_environ(node.comparators[0])
+    ):
+        return string_of(node.left)
     if isinstance(node, ast.Call) and node.args:
         func = node.func
         reads = isinstance(func, ast.Attribute) and func.attr == "get" and _is_environ(func.value)

@@ -113,6 +113,7 @@ def line_of(path: Path, text: str) -> int:
         (f'os.getenv("{X}", "0") == 1', None),
         (f'os.getenv("{X}", "0") == b"TRUE"', None),
         (f'os.getenv("{X}", "0") == f"TRUE"', None),
+        (f'"{X}" in os.environ', "1"),  # any value: it said no variable skips the download
     ],
 )
 def test_a_force_build_switch_gets_a_value_its_condition_is_true_with_or_is_undecided(
