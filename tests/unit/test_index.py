@@ -353,8 +353,8 @@ def test_a_json_page_of_more_values_than_any_projects_is_refused_undecoded() -> 
         "size": 1, "upload-time": "2026-01-01T00:00:00.000000Z", "yanked": False,
         "provenance": None,
     }  # fmt: skip
-    listed = [{**pypi_like, "url": f"{n}/k3-1.0-py3-none-any.whl"} for n in range(MAX_PAGE_FILES)]
-    body = json.dumps({"meta": {"api-version": "1.1"}, "name": "k3", "files": listed}).encode()
+    listed = ",".join([json.dumps(pypi_like)] * MAX_PAGE_FILES)
+    body = f'{{"meta": {{"api-version": "1.1"}}, "name": "k3", "files": [{listed}]}}'.encode()
     assert len(project_files(body, SIMPLE_JSON, url)) == MAX_PAGE_FILES
     # a root page of more projects than a project page may hold values: its own bound
     roots = MAX_PAGE_VALUES // 3 + 1
