@@ -139,3 +139,16 @@ class ProjectChange:
 
     def line(self) -> str:
         return f"{self.place}: {self.text}; fix: {self.fix}"
+
+
+# How many of a list of line numbers a message names before it says how many more there are.
+LINES_SHOWN = 5
+
+
+def lines_said(numbers: Sequence[int]) -> str:
+    """`line 3`, `lines 3, 4, 9`, or the first LINES_SHOWN and how many more (`lines 3, 4,
+    5, 6, 7 and 5,995 more`): a message stays a line however often a file repeats itself."""
+    numbers = list(dict.fromkeys(numbers))
+    shown = ", ".join(str(n) for n in numbers[:LINES_SHOWN])
+    more = f" and {len(numbers) - LINES_SHOWN:,} more" if len(numbers) > LINES_SHOWN else ""
+    return f"{'line' if len(numbers) == 1 else 'lines'} {shown}{more}"

@@ -5,6 +5,7 @@ matrix that would still be too large names the project file that fills it. In-pr
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections import Counter
 from pathlib import Path
@@ -50,3 +51,42 @@ def test_init_parses_each_build_file_once(
     monkeypatch.setattr(release.project.files, "read_cmakelists", cmake)
     assert main(["init", str(cmake_project(tmp_path)), "--offline"]) == 0, capsys.readouterr()
     assert parsed == {"pyproject.toml": 1, "CMakeLists.txt": 1}
+
+
+def test_a_change_repeated_at_many_lines_is_one_note_saying_how_many(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """P6-I7: each of 6,000 `set(CMAKE_CUDA_ARCHITECTURES 80)` was a change of its own, and a
+    matrix.yaml past the loader's 1 MiB ("this is release init's bug", exit 2)."""
+    project = cmake_project(tmp_path, "set(CMAKE_CUDA_ARCHITECTURES 80)\n" * 6000)
+    assert main(["init", str(project), "--offline", "--json"]) == 0
+    changes = json.loads(capsys.readouterr().out)["changes"]
+    assert len(changes) == 1
+    first = int(changes[0]["place"].rpartition(":")[2])
+    assert changes[0]["text"].endswith(
+        f"(6,000 places: lines {', '.join(str(first + n) for n in range(5))} and 5,995 more)"
+    )
+    assert len((project / "matrix.yaml").read_bytes()) < 8192
+
+
+def test_a_matrix_too_large_for_its_loader_names_the_project_file_that_fills_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """P6-I7: a computed version of a megabyte, which matrix.yaml quotes as undecided, said
+    "this is release init's bug"."""
+    (tmp_path / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools", "torch"]\n'
+        '[project]\nname = "k-ops"\ndynamic = ["version"]\n'
+    )
+    (tmp_path / "setup.py").write_text(
+        "from torch.utils.cpp_extension import CUDAExtension\n"
+        f"setup(version=v('{'a' * 1_100_000}'), ext_modules=[CUDAExtension('k', ['k.cu'])])\n"
+    )
+    assert main(["init", str(tmp_path), "--offline"]) == 2
+    error, hint = capsys.readouterr().err.splitlines()
+    assert error.startswith(
+        f"error: {tmp_path / 'setup.py'}:2: what release init read there would make matrix.yaml 1,0"
+    )
+    assert error.endswith("KiB, past the 1,024 KiB a matrix may be (a matrix is a few KB)")
+    assert "bug" not in hint
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pyproject.toml", "setup.py"]

@@ -6,6 +6,9 @@ from __future__ import annotations
 import pytest
 
 from release.project import read_pyproject, read_setup_cfg
+from release.project.archchanges import gencode_change
+from release.project.places import Place
+from release.project.setuppy import Gencode
 
 PYPROJECT = """\
 [build-system]
@@ -142,3 +145,14 @@ def test_the_keys_of_a_table_are_placed_in_one_pass() -> None:
     assert len(data) == 20_000
     assert (str(data[0].place), data[0].value) == ("pyproject.toml:4", "pkg0/*.cuh")
     assert str(data[-1].place) == "pyproject.toml:20003"
+
+
+def test_a_flag_hard_coded_at_many_lines_says_the_first_few_and_how_many_more() -> None:
+    """P6-I7: every line was named: 800,000 of them in one message and in matrix.yaml."""
+    flags = [
+        Gencode(place=Place(file="setup.py", line=n), text="-gencode", cubins=("80",), ptx=())
+        for n in range(10, 1010)
+    ]
+    change = gencode_change(flags, ("TORCH_CUDA_ARCH_LIST", "beside"))
+    assert "(lines 10, 11, 12, 13, 14 and 995 more)" in change.text
+    assert "(line 10)" in gencode_change(flags[:1], ("TORCH_CUDA_ARCH_LIST", "beside")).text
