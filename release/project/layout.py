@@ -85,7 +85,7 @@ def read_layout(files: ProjectFiles) -> Layout:
     native = merged(builds)
     staged_files = read_project_files(root / staged.directory) if staged else None
     patterns = list(native.package_data)
-    staged_pyproject = reading(staged_files).pyproject if staged_files else None
+    staged_pyproject = staged_files.pyproject if staged_files else None  # read with them
     if staged is not None and staged_pyproject is not None:
         staged_data = staged_pyproject.package_data
         patterns += [replace(d, place=_under(staged.directory, d.place)) for d in staged_data]
@@ -185,7 +185,7 @@ def _staged_above(root: Path, files: ProjectFiles) -> Staged | None:
     """Where the project is a subdirectory that a script of the directory above (or of the
     repository's root) stages (`release init sgl_deep_gemm`): that script's staging, with
     the subdirectory's path from there."""
-    pyproject = reading(files).pyproject  # read once, as init reads it
+    pyproject = reading(files).pyproject  # read once: read_layout asked it already
     if not files.text(PYPROJECT) or pyproject is None:
         return None
     top = next((p for p in (root, *root.parents) if (p / ".git").exists()), root.parent)
