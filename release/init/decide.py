@@ -7,6 +7,7 @@ subdirectory and `build.prepare` runs the script. Pure.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from packaging.version import Version
@@ -18,6 +19,7 @@ from release.init.torchaxes import force_build, force_cuda, python_axis, stable_
 from release.project import Naming, Reading, Said, naming, reading
 from release.project.layout import Layout
 from release.project.native import NativeBuild
+from release.project.places import lines_said
 from release.project.staging import Staged
 from release.targets import GpuTarget
 
@@ -104,7 +106,7 @@ def decide(
         )
     if not backend_for(name).torch_axes:
         return replace(
-            decision, found=tuple(found), changes=tuple(changes), undecided=tuple(undecided)
+            decision, found=tuple(found), changes=collapsed(changes), undecided=collapsed(undecided)
         )
     return _torch_decision(
         read, lookup, decision, native, torch_index=torch_index, notes=(found, changes, undecided)
@@ -148,9 +150,30 @@ def _torch_decision(
             sorted({**dict(cuda.env), **dict(forced), **dict(decision.build_env)}.items())
         ),
         found=tuple(found),
-        changes=tuple(changes),
-        undecided=tuple(undecided),
+        changes=collapsed(changes),
+        undecided=collapsed(undecided),
     )
+
+
+def collapsed(notes: Sequence[Note]) -> tuple[Note, ...]:
+    """`notes`, each that a file says again at other lines (the same text and fix) said
+    once, where it is first, with how many places and their first lines: 6,000 repeated
+    `set(CMAKE_CUDA_ARCHITECTURES 80)` made 6,000 notes and a matrix.yaml past its bound."""
+    alike: dict[tuple[str, str, str], list[Note]] = {}
+    for note in notes:
+        file, _, line = note.place.rpartition(":")
+        if not line.isdigit():
+            file = note.place
+        alike.setdefault((file, note.text, note.fix), []).append(note)
+    said = []
+    for (file, text, fix), group in alike.items():
+        if len(group) == 1:
+            said.append(group[0])
+            continue
+        lines = [int(n.place.rpartition(":")[2]) for n in group if n.place != file]
+        where = f": {lines_said(lines)}" if lines else ""
+        said.append(replace(group[0], text=f"{text} ({len(group):,} places{where})", fix=fix))
+    return tuple(said)
 
 
 def _prepare(staged: Staged | None) -> PrepareSpec | None:

@@ -35,6 +35,7 @@ from release.remote import httpclient as http
 from release.remote.retry import RetryPolicy
 from release.remote.simple_index import ACCEPT, parse_project_page
 from release.writing import write_together
+from release.yamlspec import MAX_DOCUMENT_BYTES as MAX_MATRIX_BYTES
 
 MATRIX = "matrix.yaml"
 WORKFLOW = Path(".github") / "workflows" / "release.yml"
@@ -109,6 +110,7 @@ def init_project(settings: InitSettings, torch_source: TorchSource | None = None
                 lookup = with_built_for(lookup, index, target)
     decision = decide(read, backend, lookup, torch_index=settings.torch_index, layout=layout)
     matrix_text = mask(render_matrix(decision, __version__), settings.hidden)
+    check_size(matrix_text, decision, directory)
     check_loads(matrix_text, matrix_path, decision.found)
     workflow_text = render_workflow(
         __version__,
@@ -156,6 +158,33 @@ def repository_root(directory: Path) -> Path:
         if (candidate / ".git").exists():
             return candidate
     return directory
+
+
+_QUOTED_FROM = re.compile(r"^[^\s:]+(?::\d+)?")  # `setup.py:12` of `setup.py:12: ...`
+
+
+def check_size(text: str, decision: Decision, directory: Path) -> None:
+    """matrix.yaml as rendered within the bound the loader reads: past it, a ConfigError
+    naming the project file whose words init quotes at most length (a computed version of
+    a megabyte, say), never init's bug. Nothing is written."""
+    size = len(text.encode())
+    if size <= MAX_MATRIX_BYTES:
+        return
+    quoted = [(len(n.place) + len(n.text) + len(n.fix), n.place) for n in decision.changes]
+    quoted += [(len(n.place) + len(n.text) + len(n.fix), n.place) for n in decision.undecided]
+    quoted += [(len(f.value) + len(f.source), f.source) for f in decision.found]
+    place = _QUOTED_FROM.match(max(quoted)[1]) if quoted else None
+    where = (
+        f"{directory / place.group()}: what release init read there" if place else "release init"
+    )
+    raise ConfigError(
+        [
+            f"{where} would make matrix.yaml {size // 1024:,} KiB, past the "
+            f"{MAX_MATRIX_BYTES // 1024:,} KiB a matrix may be (a matrix is a few KB)"
+        ],
+        hint="nothing was written; shorten what the project file says there, or write "
+        "matrix.yaml by hand (docs/matrix.md)",
+    )
 
 
 def check_loads(text: str, path: Path, found: Sequence[Finding] = ()) -> None:

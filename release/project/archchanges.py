@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from release.project.places import ProjectChange
+from release.project.places import ProjectChange, lines_said
 from release.project.setuppy import Gencode, SetupPy
 
 
@@ -29,8 +29,7 @@ def gencode_change(flags: Sequence[Gencode], takes: tuple[str, str]) -> ProjectC
     """Hard-coded -gencode flags: the build compiles them `takes[1]` (instead of, beside)
     the variable `takes[0]` that carries the cell's targets."""
     variable, instead = takes
-    lines = "line " if len({f.place.line for f in flags}) == 1 else "lines "
-    lines += ", ".join(str(n) for n in dict.fromkeys(f.place.line for f in flags))
+    lines = lines_said([f.place.line for f in flags if f.place.line is not None])
     return ProjectChange(
         place=flags[0].place,
         text=f"hard-codes nvcc's -gencode flags ({lines}): the build compiles them "

@@ -13,6 +13,7 @@ The commands are read as CMake writes them: `name(arguments)` over any number of
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from release.project.places import Place, Said
@@ -20,8 +21,6 @@ from release.project.setuppy import BARE_FLAGS, GENCODE, Gencode, gencode_target
 
 CMAKELISTS = "CMakeLists.txt"
 ARCHITECTURES = "CMAKE_CUDA_ARCHITECTURES"
-_COMMAND = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*\(")
-_ARGUMENT = re.compile(r'"((?:[^"\\]|\\.)*)"|([^\s()"]+)')
 # what a comment says of a CMakeLists.txt that only an IDE reads
 _IDE_ONLY = re.compile(
     r"\b(IDEs?|CLion|clangd|indexing|code[- ]completion|not (?:used )?(?:for|to) build\w*)\b",
@@ -57,60 +56,76 @@ class CMakeLists:
     cuda_libraries: tuple[Said, ...] = ()  # CUDA::X targets linked (X: nvrtc, cublasLt, ...)
 
 
+# What a CMake file holds, one piece at a time: a command of plain words (most are), a
+# quoted argument, a comment (a bracket comment `#[==[ ... ]==]` or one to the line's end),
+# a parenthesis, or a word (an unquoted argument, or a command's name). A command of plain
+# words that is not one (a quote or a comment in it) is given up at the first such
+# character, the rest of the alternatives begin with their own characters and none of them
+# can fail once begun (an unclosed quote or bracket comment runs to the file's end, as
+# CMake reads it): the file is read in one pass of the regular expression engine, linear
+# in its size, and a quoted argument of 25 MB costs its own length, where matching it a
+# character at a time kept the engine's state for each (3.6 GB).
+_PIECE = re.compile(
+    r"(?P<simple>(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s*\((?P<plain>[^()\"#\\]*)\))"
+    r'|(?P<quoted>"(?:[^"\\]+|\\.?)*(?P<closed>")?)'
+    r"|(?P<comment>#(?:\[(?P<level>=*)\[.*?(?:\](?P=level)\]|\Z)|[^\n]*))"
+    r"|(?P<open>\()|(?P<close>\))"
+    r'|(?P<word>[^\s()"#]+)',
+    re.DOTALL,
+)
+_NAME_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_"
+
+
 def commands(text: str) -> list[Command]:
     """The commands of a CMake file, in order, with the line each starts on."""
-    clean = _without_comments(text)
-    found: list[Command] = []
-    position = 0
+    return list(each_command(text))
+
+
+def each_command(text: str) -> Iterator[Command]:
+    """`commands`, one at a time (a reader keeps only what it needs of each): a name, then
+    `(` (after white space, if any), arguments (parentheses within kept in balance, their
+    arguments the command's), `)`."""
+    name, start = "", -1  # the word before a `(` outside a command, where it starts
+    depth, arguments = 0, list[str]()
     line, counted = 1, 0  # the line of `counted`, the offset lines are counted up to
-    while (match := _COMMAND.search(clean, position)) is not None:
-        start, depth, index = match.end(), 1, match.end()
-        quoted = False
-        while index < len(clean) and depth:
-            char = clean[index]
-            if char == '"' and clean[index - 1] != "\\":
-                quoted = not quoted
-            elif not quoted and char == "(":
-                depth += 1
-            elif not quoted and char == ")":
-                depth -= 1
-            index += 1
-        body = clean[start : index - 1]
-        arguments = tuple(
-            m.group(1) if m.group(1) is not None else m.group(2) for m in _ARGUMENT.finditer(body)
-        )
-        line += clean.count("\n", counted, match.start())
-        counted = match.start()
-        found.append(Command(name=match.group(1).lower(), arguments=arguments, line=line))
-        position = index
-    return found
-
-
-_BRACKET_COMMENT = re.compile(r"#\[(=*)\[")
-
-
-def _without_comments(text: str) -> str:
-    """`text` with its comments blanked (newlines kept, so lines still count)."""
-    out: list[str] = []
-    index, quoted = 0, False
-    while index < len(text):
-        char = text[index]
-        if char == '"' and (index == 0 or text[index - 1] != "\\"):
-            quoted = not quoted
-        if char == "#" and not quoted:
-            bracket = _BRACKET_COMMENT.match(text, index)
-            if bracket:
-                close = text.find(f"]{bracket.group(1)}]", index)
-                end = len(text) if close < 0 else close + len(bracket.group(1)) + 2
+    for piece in _PIECE.finditer(text):
+        kind = piece.lastgroup
+        if kind == "simple":  # `name(plain words)`, the most of any file, read at once
+            words = [piece.group("name"), *piece.group("plain").split()]
+            if depth:
+                arguments += words
             else:
-                newline = text.find("\n", index)
-                end = len(text) if newline < 0 else newline
-            out.append("\n" * text.count("\n", index, end))
-            index = end
+                line += text.count("\n", counted, piece.start())
+                counted = piece.start()
+                yield Command(name=words[0].lower(), arguments=tuple(words[1:]), line=line)
+            name = ""
             continue
-        out.append(char)
-        index += 1
-    return "".join(out)
+        if depth:
+            if kind == "word":
+                arguments.append(piece.group())
+            elif kind == "quoted":
+                closed = piece.group("closed") is not None
+                arguments.append(text[piece.start() + 1 : piece.end() - closed])
+            elif kind == "open":
+                depth += 1
+            elif kind == "close":
+                depth -= 1
+                if not depth:
+                    line += text.count("\n", counted, start)
+                    counted = start
+                    yield Command(name=name, arguments=tuple(arguments), line=line)
+            continue
+        if kind == "open" and name:
+            depth, arguments = 1, []
+            continue
+        if kind == "word":
+            # the identifier the word ends with (`x.set(` calls `set`, as CMake's own
+            # scanner would stop there), read from its end: linear in the word's length
+            word = piece.group()
+            tail = word[len(word.rstrip(_NAME_CHARS)) :].lstrip("0123456789")
+            name, start = tail.lower(), piece.end() - len(tail)
+            continue
+        name = ""
 
 
 def read_cmakelists(text: str, file: str = CMAKELISTS) -> CMakeLists:
@@ -119,19 +134,23 @@ def read_cmakelists(text: str, file: str = CMAKELISTS) -> CMakeLists:
     targets: list[Place] = []
     gencode: list[Gencode] = []
     libraries: list[Said] = []
-    conditions: list[tuple[str, ...]] = []
-    for command in commands(text):
+    # each open `if(...)`: whether it names CMAKE_CUDA_ARCHITECTURES; and how many do (a count
+    # kept, not the open ifs searched again at each set: 100,000 nested ifs were quadratic)
+    conditions: list[bool] = []
+    guards = 0
+    for command in each_command(text):
         place = Place(file=file, line=command.line)
         words = command.arguments
         if command.name == "if":
-            conditions.append(words)
+            conditions.append(any(ARCHITECTURES in word for word in words))
+            guards += conditions[-1]
         elif command.name == "endif" and conditions:
-            conditions.pop()
+            guards -= conditions.pop()
         elif command.name in ("project", "enable_language", "check_language"):
             if cuda is None and "CUDA" in words[(1 if command.name == "project" else 0) :]:
                 cuda = place
         elif command.name == "set" and words and words[0] == ARCHITECTURES:
-            sets.append(_architectures(words[1:], place, conditions))
+            sets.append(_architectures(words[1:], place, guarded=guards > 0))
         elif command.name in ("set_target_properties", "set_property") and (
             "CUDA_ARCHITECTURES" in words
         ):
@@ -159,7 +178,7 @@ def read_cmakelists(text: str, file: str = CMAKELISTS) -> CMakeLists:
 def _ide_only(text: str, file: str) -> Said | None:
     """The first of the comment lines before the first command that says the file is
     there for an IDE (indexing, clangd, CLion) or not for building."""
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(_lines(text), start=1):
         stripped = line.strip()
         if stripped and not stripped.startswith("#"):
             return None
@@ -169,12 +188,20 @@ def _ide_only(text: str, file: str) -> Said | None:
     return None
 
 
-def _architectures(
-    values: tuple[str, ...], place: Place, conditions: list[tuple[str, ...]]
-) -> ArchitecturesSet:
+def _lines(text: str) -> Iterator[str]:
+    """The lines of `text`, one at a time: a reader that stops at the first command splits
+    no more of the file than it reads."""
+    start = 0
+    while start < len(text):
+        end = text.find("\n", start)
+        end = len(text) if end < 0 else end
+        yield text[start:end]
+        start = end + 1
+
+
+def _architectures(values: tuple[str, ...], place: Place, *, guarded: bool) -> ArchitecturesSet:
     cache = "CACHE" in values
     listed = values[: values.index("CACHE")] if cache else values
     entries = tuple(e for value in listed for e in value.split(";") if e)
-    guarded = any(ARCHITECTURES in " ".join(words) for words in conditions)
     overrides = ("FORCE" in values) if cache else not guarded
     return ArchitecturesSet(place=place, entries=entries, overrides=overrides)

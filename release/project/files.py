@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import stat
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 from packaging.utils import InvalidName, canonicalize_name
@@ -49,10 +50,19 @@ class ProjectFiles:
 
     directory: Path
     texts: dict[str, str | None] = field(default_factory=dict)
-    setup_py: SetupPy | None = None  # setup.py read once, where `read_project_files` read it
+    # setup.py, pyproject.toml and setup.cfg read once, where `read_project_files` read them
+    setup_py: SetupPy | None = None
+    pyproject: PyProject | None = None
+    setup_cfg: SetupCfg | None = None
 
     def text(self, name: str) -> str | None:
         return self.texts.get(name)
+
+    @cached_property
+    def said(self) -> Reading:
+        """What the files say (`reading`), read the first time it is asked: init, the
+        layout and the decision ask it of the same files."""
+        return _reading(self)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -127,7 +137,13 @@ def read_project_files(directory: Path) -> ProjectFiles:
     for candidate in _backend_modules(pyproject) + _attr_modules(pyproject, setup_cfg) + extra:
         if candidate not in texts:
             texts[candidate] = _read(directory / candidate)
-    return ProjectFiles(directory=directory, texts=texts, setup_py=setup_py)
+    return ProjectFiles(
+        directory=directory,
+        texts=texts,
+        setup_py=setup_py,
+        pyproject=pyproject,
+        setup_cfg=setup_cfg,
+    )
 
 
 def _read(path: Path) -> str | None:
@@ -197,12 +213,21 @@ def _attr_modules(pyproject: PyProject | None, setup_cfg: SetupCfg | None) -> li
 
 
 def reading(files: ProjectFiles) -> Reading:
+    """What `files` say, file by file: each file parsed once, however often it is asked."""
+    return files.said
+
+
+def _reading(files: ProjectFiles) -> Reading:
     pyproject_text = files.text(PYPROJECT)
     setup_text = files.text(SETUP_PY)
     cfg_text = files.text(SETUP_CFG)
     cmake_text = files.text(CMAKELISTS)
-    pyproject = read_pyproject(pyproject_text) if pyproject_text is not None else None
-    setup_cfg = read_setup_cfg(cfg_text) if cfg_text is not None else None
+    pyproject = files.pyproject
+    if pyproject is None and pyproject_text is not None:
+        pyproject = read_pyproject(pyproject_text)
+    setup_cfg = files.setup_cfg
+    if setup_cfg is None and cfg_text is not None:
+        setup_cfg = read_setup_cfg(cfg_text)
     backend = next(
         (files.text(m) for m in _backend_modules(pyproject) if files.text(m) is not None), None
     )

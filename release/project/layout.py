@@ -85,8 +85,9 @@ def read_layout(files: ProjectFiles) -> Layout:
     native = merged(builds)
     staged_files = read_project_files(root / staged.directory) if staged else None
     patterns = list(native.package_data)
-    if staged is not None and staged_files is not None and staged_files.text(PYPROJECT):
-        staged_data = read_pyproject(staged_files.text(PYPROJECT) or "").package_data
+    staged_pyproject = staged_files.pyproject if staged_files else None  # read with them
+    if staged is not None and staged_pyproject is not None:
+        staged_data = staged_pyproject.package_data
         patterns += [replace(d, place=_under(staged.directory, d.place)) for d in staged_data]
     version = None
     if staged is not None and staged.version_file is not None:
@@ -184,10 +185,10 @@ def _staged_above(root: Path, files: ProjectFiles) -> Staged | None:
     """Where the project is a subdirectory that a script of the directory above (or of the
     repository's root) stages (`release init sgl_deep_gemm`): that script's staging, with
     the subdirectory's path from there."""
-    if not files.text(PYPROJECT):
+    pyproject = reading(files).pyproject  # read once: read_layout asked it already
+    if not files.text(PYPROJECT) or pyproject is None:
         return None
     top = next((p for p in (root, *root.parents) if (p / ".git").exists()), root.parent)
-    pyproject = read_pyproject(files.text(PYPROJECT) or "")
     for above in dict.fromkeys([root.parent, top]):
         if above == root or above not in root.parents:
             continue

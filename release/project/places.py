@@ -5,7 +5,7 @@ file must change and how. Pure."""
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,9 +53,10 @@ _TABLE = re.compile(r"^\s*\[\[?([^\]]*)\]\]?\s*(#.*)?$")
 def toml_line(text: str, table: str, key: str, needle: str | None = None) -> int | None:
     """The line where `key` is set in `[table]` of a TOML text (`needle`: the first line at
     or after it that holds that text, for an entry of a multi-line array), or None."""
-    start, found = _toml_scan(text, table, key, [needle] if needle is not None else [])
+    places = TomlPlaces(text, (table,))
     if needle is None:
-        return start
+        return places.line(table, key)
+    found = places.found(table, key, [needle])
     return found[0] if found else None
 
 
@@ -63,33 +64,57 @@ def toml_lines(text: str, table: str, key: str, needles: Sequence[str]) -> list[
     """`toml_line` of each of `needles` (the entries of one array, in its order), read in one
     pass: each from the line the one before it was found on; one not found is placed at the
     key's line."""
-    start, found = _toml_scan(text, table, key, needles)
-    return [*found, *[start] * (len(needles) - len(found))]
+    return TomlPlaces(text, (table,)).lines(table, key, needles)
 
 
-def _toml_scan(
-    text: str, table: str, key: str, needles: Sequence[str]
-) -> tuple[int | None, list[int]]:
-    """The key's line, and the lines of the leading needles found in order after it."""
-    current = ""
-    start: int | None = None
-    found: list[int] = []
-    key_line = re.compile(rf"^\s*[\"']?{re.escape(key)}[\"']?\s*=")
-    for number, line in enumerate(text.splitlines(), start=1):
-        header = _TABLE.match(line) if line.lstrip().startswith("[") else None
-        if header:
-            if start is not None:
+# a key set on a line: `name =`, `"name" =`, `'pkg.sub' =`
+_KEY = re.compile(r"""\s*(?:"([^"]*)"|'([^']*)'|([A-Za-z0-9_-]+))\s*=""")
+
+
+class TomlPlaces:
+    """Where a TOML text sets the keys of `tables`, found in one pass over its lines (each
+    asked of the text again made reading a pyproject.toml of 800,000 keys take three times
+    tomllib's own parse, and a table of N keys each placed N times as long), and the lines
+    of an array's entries, read from its key's line to the next table."""
+
+    def __init__(self, text: str, tables: Collection[str]) -> None:
+        self._lines = text.splitlines()
+        self._keys: dict[tuple[str, str], int] = {}
+        current = ""
+        for number, line in enumerate(self._lines, start=1):
+            header = _TABLE.match(line) if line.lstrip().startswith("[") else None
+            if header:
+                current = header.group(1).strip().replace('"', "").replace("'", "")
+            elif current in tables and (key := _KEY.match(line)):
+                name = next(part for part in key.groups() if part is not None)
+                self._keys.setdefault((current, name), number)
+
+    def line(self, table: str, key: str) -> int | None:
+        """The line where `key` is set in `[table]`, or None."""
+        return self._keys.get((table, key))
+
+    def lines(self, table: str, key: str, needles: Sequence[str]) -> list[int | None]:
+        """The line of each of `needles` (the entries of the array `key` holds, in its order),
+        each from the line the one before it was found on, up to the next table; one not
+        found is placed at the key's line."""
+        found = self.found(table, key, needles)
+        return [*found, *[self.line(table, key)] * (len(needles) - len(found))]
+
+    def found(self, table: str, key: str, needles: Sequence[str]) -> list[int]:
+        """The lines of the leading `needles` found in order from the key's line."""
+        start = self.line(table, key)
+        found: list[int] = []
+        if start is None or not needles:
+            return found
+        for number in range(start, len(self._lines) + 1):
+            line = self._lines[number - 1]
+            if number > start and line.lstrip().startswith("[") and _TABLE.match(line):
                 break
-            current = header.group(1).strip().replace('"', "").replace("'", "")
-            continue
-        if start is None and current == table and key_line.match(line):
-            start = number
-        if start is not None:
             while len(found) < len(needles) and needles[len(found)] in line:
                 found.append(number)
             if len(found) == len(needles):
                 break
-    return start, found
+        return found
 
 
 def ini_line(text: str, section: str, key: str) -> int | None:
@@ -114,3 +139,16 @@ class ProjectChange:
 
     def line(self) -> str:
         return f"{self.place}: {self.text}; fix: {self.fix}"
+
+
+# How many of a list of line numbers a message names before it says how many more there are.
+LINES_SHOWN = 5
+
+
+def lines_said(numbers: Sequence[int]) -> str:
+    """`line 3`, `lines 3, 4, 9`, or the first LINES_SHOWN and how many more (`lines 3, 4,
+    5, 6, 7 and 5,995 more`): a message stays a line however often a file repeats itself."""
+    numbers = list(dict.fromkeys(numbers))
+    shown = ", ".join(str(n) for n in numbers[:LINES_SHOWN])
+    more = f" and {len(numbers) - LINES_SHOWN:,} more" if len(numbers) > LINES_SHOWN else ""
+    return f"{'line' if len(numbers) == 1 else 'lines'} {shown}{more}"

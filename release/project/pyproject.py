@@ -14,12 +14,14 @@ from packaging.requirements import InvalidRequirement, Requirement
 
 from release import pep508
 from release.fsutil import UnreadableDocument, toml_document
-from release.project.places import Place, Said, ini_line, toml_line, toml_lines
+from release.project.places import Place, Said, TomlPlaces, ini_line
 
 PYPROJECT = "pyproject.toml"
 SETUP_CFG = "setup.cfg"
 SCIKIT_BUILD = "scikit-build-core"
 _PYTHON_CLASSIFIER = re.compile(r"^Programming Language :: Python :: (3\.\d{1,3})$")
+# the tables whose keys a PyProject places at their lines
+_PLACED = ("build-system", "project", "tool.setuptools.dynamic", "tool.setuptools.package-data")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -67,11 +69,12 @@ def read_pyproject(text: str) -> PyProject:
         data = toml_document(text, PYPROJECT)
     except UnreadableDocument as error:
         return _broken(str(error))
+    places = TomlPlaces(text, _PLACED)  # every line found in one pass
     system = _table(data.get("build-system"))
     project = _table(data.get("project"))
     for key in ("name", "version"):
         if key in project and not isinstance(project[key], str):
-            line = toml_line(text, "project", key)
+            line = places.line("project", key)
             return _broken(
                 f"{PYPROJECT}{f':{line}' if line else ''}: [project] {key} must be a string, "
                 f"not {type(project[key]).__name__} {project[key]!r}"
@@ -84,7 +87,7 @@ def read_pyproject(text: str) -> PyProject:
             parsed.append(pep508.requirement(entry))
         except InvalidRequirement:
             continue
-    lines = toml_lines(text, "build-system", "requires", [r.name for r in parsed])
+    lines = places.lines("build-system", "requires", [r.name for r in parsed])
     requires = [
         BuildRequirement(requirement=r, place=_at(line))
         for r, line in zip(parsed, lines, strict=True)
@@ -95,21 +98,21 @@ def read_pyproject(text: str) -> PyProject:
     dynamic = _list(project.get("dynamic"))
     return PyProject(
         requires=tuple(requires),
-        build_backend=_said(text, "build-system", "build-backend", backend),
+        build_backend=_said(places, "build-system", "build-backend", backend),
         backend_path=tuple(p for p in paths if isinstance(p, str)),
         has_project="project" in data,
-        name=_said(text, "project", "name", project.get("name")),
-        version=_version(text, project, dynamic),
-        requires_python=_said(text, "project", "requires-python", project.get("requires-python")),
+        name=_said(places, "project", "name", project.get("name")),
+        version=_version(places, project, dynamic),
+        requires_python=_said(places, "project", "requires-python", project.get("requires-python")),
         pythons=_classifier_pythons(project.get("classifiers")),
-        version_attr=_version_attr(text, data),
-        version_from=_version_from(text, data),
-        package_data=_package_data(text, data),
+        version_attr=_version_attr(places, data),
+        version_from=_version_from(places, data),
+        package_data=_package_data(places, data),
         dependencies=tuple(
             Said(place=_at(line), value=d)
             for d, line in zip(
                 dependencies,
-                toml_lines(text, "project", "dependencies", dependencies),
+                places.lines("project", "dependencies", dependencies),
                 strict=True,
             )
         ),
@@ -143,48 +146,48 @@ def _at(line: int | None, file: str = PYPROJECT) -> Place:
     return Place(file=file, line=line)
 
 
-def _said(text: str, table: str, key: str, value: object) -> Said | None:
+def _said(places: TomlPlaces, table: str, key: str, value: object) -> Said | None:
     if value is None:
         return None
-    place = _at(toml_line(text, table, key))
+    place = _at(places.line(table, key))
     if isinstance(value, str):
         return Said(place=place, value=value)
     return Said(place=place, expression=repr(value))
 
 
-def _version(text: str, project: dict[str, object], dynamic: object) -> Said | None:
+def _version(places: TomlPlaces, project: dict[str, object], dynamic: object) -> Said | None:
     if "version" in project:
-        return _said(text, "project", "version", project["version"])
+        return _said(places, "project", "version", project["version"])
     if isinstance(dynamic, list) and "version" in dynamic:
-        return Said(place=_at(toml_line(text, "project", "dynamic")), expression="dynamic")
+        return Said(place=_at(places.line("project", "dynamic")), expression="dynamic")
     return None
 
 
-def _version_attr(text: str, data: dict[str, object]) -> Said | None:
+def _version_attr(places: TomlPlaces, data: dict[str, object]) -> Said | None:
     tool = _table(_table(_table(data.get("tool")).get("setuptools")).get("dynamic"))
     version = _table(tool.get("version"))
     attr = version.get("attr")
     if not isinstance(attr, str):
         return None
-    return Said(place=_at(toml_line(text, "tool.setuptools.dynamic", "version")), value=attr)
+    return Said(place=_at(places.line("tool.setuptools.dynamic", "version")), value=attr)
 
 
-def _version_from(text: str, data: dict[str, object]) -> Said | None:
+def _version_from(places: TomlPlaces, data: dict[str, object]) -> Said | None:
     tool = _table(_table(_table(data.get("tool")).get("setuptools")).get("dynamic"))
     found = _table(tool.get("version")).get("file")
     if isinstance(found, list) and len(found) == 1:
         found = found[0]
     if not isinstance(found, str):
         return None
-    return Said(place=_at(toml_line(text, "tool.setuptools.dynamic", "version")), value=found)
+    return Said(place=_at(places.line("tool.setuptools.dynamic", "version")), value=found)
 
 
-def _package_data(text: str, data: dict[str, object]) -> tuple[Said, ...]:
+def _package_data(places: TomlPlaces, data: dict[str, object]) -> tuple[Said, ...]:
     """Each pattern of [tool.setuptools.package-data], under its package's directory."""
     table = _table(_table(_table(data.get("tool")).get("setuptools")).get("package-data"))
     found = []
     for package, patterns in table.items():
-        place = _at(toml_line(text, "tool.setuptools.package-data", package))
+        place = _at(places.line("tool.setuptools.package-data", package))
         base = package.replace(".", "/") + "/" if package not in ("", "*") else ""
         found += [Said(place=place, value=base + p) for p in _list(patterns) if isinstance(p, str)]
     return tuple(found)

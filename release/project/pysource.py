@@ -15,7 +15,7 @@ import re
 import tokenize
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import TypeVar
 
 from release.errors import ConfigError
@@ -52,13 +52,74 @@ def decode_python(data: bytes, file: str) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
-def parse_python(text: str) -> ast.Module | None:
-    """The syntax tree of `text`, or None where Python would not compile it: a syntax error,
-    a NUL, or an expression nested past the parser's recursion limit (`L+L+...` of a few
-    thousand terms), which is the file's fault, not a bug of the reader."""
+# The most tokens a Python file may hold to be handed to Python's parser, which takes about
+# 600 bytes of memory a token (its tokens, its memo, the tree): 25 MB of ordinary code holds
+# about 2.3 million (benchmarks/init_large.py), a 25 MB one-line list of 12.6 million numbers
+# 25 million, which took 14 GB. As many as a JSON or TOML document may hold values.
+MAX_PYTHON_TOKENS = 4_000_000
+# A token as `token_count` takes it: a string (a triple-quoted one across lines), a comment,
+# digits (`1or` is two tokens), a name, or one character of an operator. Each alternative
+# begins with its own characters and none can fail once begun (an unclosed string runs to
+# its line's or the file's end), so the count never backtracks: linear in the text's length.
+_TOKEN = re.compile(
+    r'"""(?:[^"\\]+|\\.?|"(?!""))*(?:"""|\Z)'
+    r"|'''(?:[^'\\]+|\\.?|'(?!''))*(?:'''|\Z)"
+    r'|"(?:[^"\\\n]+|\\.?)*"?'
+    r"|'(?:[^'\\\n]+|\\.?)*'?"
+    r"|#[^\n]*|\d+|\w+|[^\w\s]",
+    re.DOTALL,
+)
+
+
+class Unparsed(ValueError):
+    """A Python file that is not parsed: `reason` says why in words (`not Python: invalid
+    syntax`), `line` where, if known."""
+
+    def __init__(self, reason: str, line: int | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.line = line
+
+
+@lru_cache(maxsize=2)
+def token_count(text: str) -> int:
+    """About how many tokens `text` holds, at least as many as Python's tokenizer gives the
+    parser bar its NEWLINE and INDENT tokens (an f-string's `{` is counted again, for the
+    expression in it), counted without parsing: about a second for 25 MB. Kept for the last
+    two texts: a setup.py is parsed by more than one reader."""
+    return _TOKEN.subn("", text)[1] + text.count("{")
+
+
+def python_tree(text: str) -> ast.Module:
+    """The syntax tree of `text`; `Unparsed` saying why where Python would not compile it
+    (a syntax error, a NUL, an expression nested past the parser's limits: `L+L+...` of a
+    few thousand terms, `not not ...`), or where it holds more than MAX_PYTHON_TOKENS, which
+    is then not parsed at all. Each is the file's fault, not a bug of the reader."""
+    if len(text) > MAX_PYTHON_TOKENS // 2 and (tokens := token_count(text)) > MAX_PYTHON_TOKENS:
+        raise Unparsed(
+            f"too large to parse: about {tokens:,} tokens, more than the {MAX_PYTHON_TOKENS:,} "
+            "read (25 MB of ordinary code holds about 2.3 million)"
+        )
     try:
         return ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    except SyntaxError as error:
+        raise Unparsed(f"not Python: {error.msg}", error.lineno) from None
+    except ValueError as error:  # a NUL (Python 3.12 makes it a SyntaxError)
+        nul = text.find("\0")
+        line = text.count("\n", 0, nul) + 1 if nul >= 0 else None
+        raise Unparsed(f"not Python: {error}", line) from None
+    except (RecursionError, MemoryError):  # the parser's MemoryError says nothing
+        raise Unparsed(
+            "not Python as Python's parser reads it: an expression nested too deep for it "
+            "(operators, brackets, `not` or `lambda` chained past its limits)"
+        ) from None
+
+
+def parse_python(text: str) -> ast.Module | None:
+    """`python_tree`, or None where it is `Unparsed`."""
+    try:
+        return python_tree(text)
+    except Unparsed:
         return None
 
 

@@ -20,10 +20,12 @@ from release.project.envtest import on_value
 from release.project.places import Place, Said
 from release.project.pysource import (
     SourceIndex,
+    Unparsed,
     dict_item,
     in_file_order,
     module_assignments,
     named,
+    python_tree,
     start,
     string_of,
     unparsed,
@@ -152,10 +154,9 @@ def read_setup_py(text: str, file: str = "setup.py") -> SetupPy:
     """What `text`, a setup.py, says statically; a file that does not parse says nothing
     but its `problem`."""
     try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError, MemoryError) as error:
-        line = getattr(error, "lineno", None)
-        return _empty(f"{Place(file=file, line=line)}: not Python: {error}")
+        tree = python_tree(text)
+    except Unparsed as error:
+        return _empty(f"{Place(file=file, line=error.line)}: {error.reason}")
     reader = _Reader(SourceIndex(tree, text), file)
     setup_call = reader.setup_call()
     keywords = {k.arg: k.value for k in setup_call.keywords if k.arg} if setup_call else {}

@@ -3,6 +3,10 @@ without CMake."""
 
 from __future__ import annotations
 
+import tracemalloc
+
+import pytest
+
 from release.project import read_cmakelists
 from release.project.cmakelists import commands
 
@@ -78,3 +82,37 @@ def test_a_cmakelists_that_says_it_is_for_an_ide_is_told_apart() -> None:
     assert read_cmakelists(CMAKELISTS).ide_only is None
     assert read_cmakelists("project(x CUDA)\n# for the IDE\n").ide_only is None
     assert read_cmakelists("# builds the index kernels\nproject(x CUDA)\n").ide_only is None
+
+
+def test_a_quoted_argument_of_a_megabyte_costs_its_own_length() -> None:
+    """P6-I6: matched a character at a time, the regular expression engine kept its state
+    for each: a 25 MB `set(X "aaa...")` took 3.6 GB and 40 s."""
+    text = f'project(x CUDA)\nset(X "{"a" * 2**20}")\nset(Y "b\\"" c) # "\nendif()\n'
+    tracemalloc.start()
+    try:
+        found = commands(text)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert [(c.name, c.line) for c in found] == [
+        ("project", 1),
+        ("set", 2),
+        ("set", 3),
+        ("endif", 4),
+    ]
+    assert found[1].arguments == ("X", "a" * 2**20)
+    assert found[2].arguments == ("Y", 'b\\"', "c")
+    assert peak < 4 * 2**20
+
+
+@pytest.mark.timeout(20)  # quadratic: each set searched every open if again
+def test_the_ifs_that_guard_a_set_are_counted_not_searched_again() -> None:
+    """P6-I6: 20,000 nested ifs and as many sets took minutes; a guard is still a guard."""
+    guard = "if(A)\n" * 20_000 + "if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)\n"  # innermost
+    sets, ends = "set(CMAKE_CUDA_ARCHITECTURES 80)\n" * 20_000, "endif()\n" * 20_001
+    text = f"{guard}{sets}{ends}set(CMAKE_CUDA_ARCHITECTURES 90)\n"
+    found = read_cmakelists(text).architectures
+    assert len(found) == 20_001
+    assert not any(s.overrides for s in found[:-1])
+    assert found[-1].overrides
+    assert found[-1].place.line == 60_003

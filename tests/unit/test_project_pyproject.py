@@ -3,7 +3,12 @@ metadata, each with its line."""
 
 from __future__ import annotations
 
+import pytest
+
 from release.project import read_pyproject, read_setup_cfg
+from release.project.archchanges import gencode_change
+from release.project.places import Place
+from release.project.setuppy import Gencode
 
 PYPROJECT = """\
 [build-system]
@@ -128,3 +133,26 @@ def test_a_staged_pyproject_says_its_version_file_package_data_and_dependencies(
     assert [(str(d.place), d.value) for d in read.dependencies] == [
         ("pyproject.toml:5", "apache-tvm-ffi==0.1.9")
     ]
+
+
+@pytest.mark.timeout(20)  # quadratic: each key searched the whole file again
+def test_the_keys_of_a_table_are_placed_in_one_pass() -> None:
+    """P6-I8: each entry of [tool.setuptools.package-data] was looked for from the file's
+    first line: 20,000 packages read 400 million lines."""
+    table = "".join(f'"pkg{n}" = ["*.cuh"]\n' for n in range(20_000))
+    text = f'[project]\nname = "k"\n[tool.setuptools.package-data]\n{table}[tool.junk]\nx = 1\n'
+    data = read_pyproject(text).package_data
+    assert len(data) == 20_000
+    assert (str(data[0].place), data[0].value) == ("pyproject.toml:4", "pkg0/*.cuh")
+    assert str(data[-1].place) == "pyproject.toml:20003"
+
+
+def test_a_flag_hard_coded_at_many_lines_says_the_first_few_and_how_many_more() -> None:
+    """P6-I7: every line was named: 800,000 of them in one message and in matrix.yaml."""
+    flags = [
+        Gencode(place=Place(file="setup.py", line=n), text="-gencode", cubins=("80",), ptx=())
+        for n in range(10, 1010)
+    ]
+    change = gencode_change(flags, ("TORCH_CUDA_ARCH_LIST", "beside"))
+    assert "(lines 10, 11, 12, 13, 14 and 995 more)" in change.text
+    assert "(line 10)" in gencode_change(flags[:1], ("TORCH_CUDA_ARCH_LIST", "beside")).text

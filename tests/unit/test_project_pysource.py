@@ -9,11 +9,18 @@ from __future__ import annotations
 import ast
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from release.cli import main
-from release.project.pysource import SourceIndex, decode_python
+from release.project.pysource import (
+    MAX_PYTHON_TOKENS,
+    SourceIndex,
+    decode_python,
+    token_count,
+)
+from release.project.setuppy import read_setup_py
 
 PYPROJECT = """\
 [build-system]
@@ -158,3 +165,61 @@ def test_init_reads_a_big_setup_py_in_linear_time(
     document = init_json(tmp_path, capsys)
     detected = {f["key"]: f["value"] for f in document["detected"]}  # type: ignore[attr-defined]
     assert (document["backend"], detected["name"]) == ("torch", "big-ops")
+
+
+def test_a_setup_py_of_more_tokens_than_the_bound_is_refused_before_it_is_parsed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """P6-I5: a one-line list of numbers costs Python's parser about 600 bytes a token (25 MB
+    of `1,` took 14 GB and 180 s): past MAX_PYTHON_TOKENS it is refused by name and why, exit
+    2, and never handed to ast.parse."""
+    parsed: list[str] = []
+    real_parse = ast.parse
+
+    def parse(text: str, *args: Any, **kwargs: Any) -> Any:  # pytest parses too
+        parsed.append(text[:20])
+        return real_parse(text, *args, **kwargs)
+
+    monkeypatch.setattr(ast, "parse", parse)
+    (tmp_path / "pyproject.toml").write_text(PYPROJECT)
+    listed = "1," * (MAX_PYTHON_TOKENS // 2)
+    (tmp_path / "setup.py").write_text(f"from setuptools import setup\nX = [{listed}]\nsetup()\n")
+    code = main(["init", str(tmp_path), "--offline"])
+    monkeypatch.undo()
+    assert code == 2
+    error = capsys.readouterr().err.splitlines()[0]
+    assert error.startswith(f"error: {tmp_path / 'setup.py'}: too large to parse: about 4,000,")
+    assert parsed == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pyproject.toml", "setup.py"]
+
+
+def test_ordinary_code_of_25_mb_is_within_the_token_bound() -> None:
+    """The benchmark's 25 MB setup.py (benchmarks/init_large.py) is read: at a twenty-fifth
+    of its size, at least 40% below the bound."""
+    assert token_count(big_setup_py(1_000_000)) * 25 < MAX_PYTHON_TOKENS * 0.6
+
+
+@pytest.mark.parametrize(
+    ("text", "count"),
+    [
+        ('x = """\n' + '\\"""' * 50_000, 3),  # unclosed: to the end, never backtracked over
+        ("s = '''" + "'" * 5 + "'''\n# a, b, c\n", 4),
+        ('f"{a}{b}" "c" # x\n', 6),  # each `{` of an f-string once more
+        ("not not 1or 2", 5),
+    ],
+)
+def test_tokens_are_counted_in_one_pass(text: str, count: int) -> None:
+    assert token_count(text) == count
+
+
+@pytest.mark.parametrize(
+    "expression", ["-" * 100_000 + "1", "not " * 50_000 + "1", "lambda: " * 50_000 + "1"]
+)
+def test_an_expression_past_the_parsers_limits_is_said_in_words(expression: str) -> None:
+    """P6-I9: CPython's parser raises MemoryError('') on these: "not Python: " said nothing."""
+    assert read_setup_py(f"x = 1\nx = {expression}\n").problem == (
+        "setup.py: not Python as Python's parser reads it: an expression nested too deep for it "
+        "(operators, brackets, `not` or `lambda` chained past its limits)"
+    )
+    nested = read_setup_py(f"x = 1\nx = {'(' * 300}1{')' * 300}\n").problem
+    assert nested == "setup.py:2: not Python: too many nested parentheses"
