@@ -11,6 +11,7 @@ the order that keeps everything private until every destination holds its files,
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -217,12 +218,20 @@ def test_pins_install_with_pip_and_uv_and_by_url(
     publish(
         PublishSettings(dist=release.dist, index_dir=site), Reach(env, command="release publish")
     )
-    private = pypiserver.index_url.replace(
-        "http://", f"http://{pypiserver.username}:{pypiserver.password}@"
+    # a private index's credentials stay out of the pins (files shared with users and
+    # images): pip reads them from a netrc where it installs, as on a user's machine
+    netrc = tmp_path / "netrc"
+    netrc.write_text(
+        f"machine 127.0.0.1 login {pypiserver.username} password {pypiserver.password}\n"
     )
     with serve(site) as base:
         out = tmp_path / "pins"
-        overrides = ["--index-url", f"cu129={base}cu129/", "--index-url", f"pypi={private}"]
+        overrides = [
+            "--index-url",
+            f"cu129={base}cu129/",
+            "--index-url",
+            f"pypi={pypiserver.index_url}",
+        ]
         assert main(["pins", "--dist", str(release.dist), "--out", str(out), *overrides]) == 0
         assert sorted(p.name for p in out.iterdir()) == [
             "cu129-urls.txt", "cu129.txt", "default-urls.txt", "default.txt",
@@ -231,18 +240,20 @@ def test_pins_install_with_pip_and_uv_and_by_url(
         for wheel in (w for w in release.wheels if "+cu129" in w.name):
             assert f"--hash=sha256:{wheel_sha(wheel)}" in pinned
 
-        def pip(requirements: Path, target: Path) -> str:
-            subprocess.run(
+        def pip(requirements: Path, target: Path, **env: str) -> str:
+            done = subprocess.run(
                 [sys.executable, "-m", "pip", "--isolated", "install", "--no-cache-dir",
                  "--no-deps", "--target", str(target), "-r", str(requirements)],
-                check=True, capture_output=True,
+                capture_output=True, text=True, check=False, env={**os.environ, **env},
             )  # fmt: skip
+            assert done.returncode == 0, done.stderr
             (dist_info,) = target.glob("k3_kernels-*.dist-info")
             return dist_info.name
 
         assert pip(out / "cu129.txt", tmp_path / "a") == "k3_kernels-0.1.0+cu129.dist-info"
         assert pip(out / "cu129-urls.txt", tmp_path / "b") == "k3_kernels-0.1.0+cu129.dist-info"
-        assert pip(out / "default.txt", tmp_path / "c") == "k3_kernels-0.1.0.dist-info"
+        logged_in = {"NETRC": str(netrc)}  # for PyPI's wheels alone: the stand-ins share its host
+        assert pip(out / "default.txt", tmp_path / "c", **logged_in) == "k3_kernels-0.1.0.dist-info"
         done = subprocess.run(
             [str(BIN / "uv"), "pip", "install", "--no-deps", "--target", str(tmp_path / "d"),
              "-r", str(out / "cu129.txt")],
