@@ -90,6 +90,14 @@ def token_count(text: str) -> int:
     return _TOKEN.subn("", text)[1] + text.count("{")
 
 
+@lru_cache(maxsize=1)
+def _parsed(text: str) -> ast.Module:
+    """`ast.parse(text)`, kept for the last text: setup.py's readers (its settings, its
+    native sources, its local-version switch) each ask for its tree, which no reader changes.
+    A text that fails is parsed again by each (lru_cache keeps no exception)."""
+    return ast.parse(text)
+
+
 def python_tree(text: str) -> ast.Module:
     """The syntax tree of `text`; `Unparsed` saying why where Python would not compile it
     (a syntax error, a NUL, an expression nested past the parser's limits: `L+L+...` of a
@@ -101,7 +109,7 @@ def python_tree(text: str) -> ast.Module:
             "read (25 MB of ordinary code holds about 2.3 million)"
         )
     try:
-        return ast.parse(text)
+        return _parsed(text)
     except SyntaxError as error:
         raise Unparsed(f"not Python: {error.msg}", error.lineno) from None
     except ValueError as error:  # a NUL (Python 3.12 makes it a SyntaxError)

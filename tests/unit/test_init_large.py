@@ -5,15 +5,18 @@ matrix that would still be too large names the project file that fills it. In-pr
 
 from __future__ import annotations
 
+import ast
 import json
 import shutil
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import release.project.files
 import release.project.pyproject
+import release.project.pysource
 from release.cli import main
 from release.fsutil import toml_document
 from release.project.cmakelists import CMakeLists, read_cmakelists
@@ -51,6 +54,27 @@ def test_init_parses_each_build_file_once(
     monkeypatch.setattr(release.project.files, "read_cmakelists", cmake)
     assert main(["init", str(cmake_project(tmp_path)), "--offline"]) == 0, capsys.readouterr()
     assert parsed == {"pyproject.toml": 1, "CMakeLists.txt": 1}
+
+
+def test_init_parses_setup_py_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Its three readers (settings, native sources, the local-version switch) each parsed it:
+    a third of init's time on a 25 MB setup.py."""
+    parsed: list[int] = []
+    parse = ast.parse
+
+    def counted(source: str | bytes, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(source, str) and "setup(" in source:
+            parsed.append(len(source))
+        return parse(source, *args, **kwargs)
+
+    project = tmp_path / "project"
+    shutil.copytree(FIXTURES / "torch_ops", project)
+    monkeypatch.setattr(ast, "parse", counted)
+    release.project.pysource._parsed.cache_clear()  # another test's setup.py may be kept
+    assert main(["init", str(project), "--offline"]) == 0, capsys.readouterr()
+    assert len(parsed) == 1
 
 
 def test_a_change_repeated_at_many_lines_is_one_note_saying_how_many(
