@@ -338,30 +338,30 @@ def test_a_json_page_of_more_values_than_any_projects_is_refused_undecoded() -> 
     as many files as a page may list, PyPI's fields each and a requires-python of several
     clauses, is read."""
     url = "https://idx.test/simple/k3/"
-    files = "{}," * MAX_PAGE_VALUES
-    body = f'{{"meta": {{"api-version": "1.1"}}, "name": "k3", "files": [{files}{{}}]}}'.encode()
+    commas = "," * MAX_PAGE_VALUES  # counted wherever they stand, strings included
+    body = f'{{"meta": {{"api-version": "1.1"}}, "name": "k3", "files": [], "x": "{commas}"}}'
     many = f"more than {MAX_PAGE_VALUES:,} values"
     with pytest.raises(ValueError, match=many):
-        project_files(body, SIMPLE_JSON, url)
+        project_files(body.encode(), SIMPLE_JSON, url)
     with pytest.raises(ValueError, match=many):
-        parse_index_page(body, SIMPLE_JSON, url)
-    pypi_like = {
+        parse_index_page(body.encode(), SIMPLE_JSON, url)
+    pypi_like = json.dumps({
         "filename": "k3-1.0-py3-none-any.whl", "url": "k3-1.0-py3-none-any.whl",
         "hashes": {"sha256": "0" * 64}, "core-metadata": {"sha256": "0" * 64},
         "data-dist-info-metadata": {"sha256": "0" * 64},
         "requires-python": ">=2.7,!=3.0.*,!=3.1.*,!=3.2.*,!=3.3.*,!=3.4.*",
         "size": 1, "upload-time": "2026-01-01T00:00:00.000000Z", "yanked": False,
         "provenance": None,
-    }  # fmt: skip
-    listed = ",".join([json.dumps(pypi_like)] * MAX_PAGE_FILES)
-    body = f'{{"meta": {{"api-version": "1.1"}}, "name": "k3", "files": [{listed}]}}'.encode()
-    assert len(project_files(body, SIMPLE_JSON, url)) == MAX_PAGE_FILES
-    # a root page of more projects than a project page may hold values: its own bound
-    roots = MAX_PAGE_VALUES // 3 + 1
-    projects = '{"name": "p", "_last-serial": 1},' * roots
-    root = f'{{"meta": {{"api-version": "1.1"}}, "projects": [{projects}{{"name": "q"}}]}}'
+    })  # fmt: skip
+    a_file = sum(map(pypi_like.count, ",[{")) + 1  # and the , before the next
+    assert a_file * MAX_PAGE_FILES + 10 < MAX_PAGE_VALUES  # the page's own 10, with room
+    listed = ",".join([pypi_like] * 1_000)
+    body = f'{{"meta": {{"api-version": "1.1"}}, "name": "k3", "files": [{listed}]}}'
+    assert len(project_files(body.encode(), SIMPLE_JSON, url)) == 1_000
+    # a root page's values are bounded as its links are, past a project page's bound
+    root = f'{{"meta": {{"api-version": "1.1"}}, "projects": [{{"name": "p", "x": "{commas}"}}]}}'
     page = parse_index_page(root.encode(), SIMPLE_JSON, "https://idx.test/simple/")
-    assert len(page.projects) == roots + 1
+    assert [name for name, _ in page.projects] == ["p"]
 
 
 def test_a_page_of_more_links_than_any_index_has_is_refused(
