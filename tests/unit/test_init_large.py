@@ -59,8 +59,8 @@ def test_init_parses_each_build_file_once(
 def test_init_parses_setup_py_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Its three readers (settings, native sources, the local-version switch) each parsed it:
-    a third of init's time on a 25 MB setup.py."""
+    """Its three readers (settings, native sources, the local-version switch) each parsed
+    it, where one tree serves them all (docs/init.md said it was parsed once)."""
     parsed: list[int] = []
     parse = ast.parse
 
