@@ -84,13 +84,15 @@ class _Refused(Exception):
 
 
 class _AnchorParser(HTMLParser):
-    def __init__(self, files_at_most: int | None = None, *, bounded: bool = False) -> None:
+    """The `<a>` elements of a page, within a page's bounds (MAX_PAGE_LINKS, MAX_TAG, and
+    `files_at_most` files where given): past them, `_Refused`."""
+
+    def __init__(self, files_at_most: int | None = None) -> None:
         super().__init__(convert_charrefs=True)
         self.anchors: list[_Link] = []
         self._files_at_most = files_at_most
         self._files = 0
         self._links = 0
-        self._bounded = bounded  # MAX_PAGE_LINKS and MAX_TAG
         self._window = (0, "")  # where in the page, and a copy of the page from there
         self._open: dict[str, str | None] | None = None
         self._text: list[str] = []
@@ -101,19 +103,17 @@ class _AnchorParser(HTMLParser):
             self.base = dict(attrs).get("href")
         if tag == "a":
             self._links += 1
-            if self._bounded and self._links > MAX_PAGE_LINKS:
+            if self._links > MAX_PAGE_LINKS:
                 raise _Refused(f"a page of more than {MAX_PAGE_LINKS} links, past any index's")
             self._open = dict(attrs)
             self._text = []
 
     def check_for_whole_start_tag(self, i: int) -> int:
         """Where the start tag at `i` ends (-1: not in the page), asked before its
-        attributes are read. Bounded, the parser's own scan reads a copy of the page's
-        next 2 * MAX_TAG characters only (read whole, one tag of 15 million attributes
-        took gigabytes), and a tag longer than MAX_TAG is refused; one left open at the
-        end of the page (no > after it) ends the parse, as ever (see `_anchors`)."""
-        if not self._bounded:
-            return super().check_for_whole_start_tag(i)
+        attributes are read. The parser's own scan reads a copy of the page's next
+        2 * MAX_TAG characters only (read whole, one tag of 15 million attributes took
+        gigabytes), and a tag longer than MAX_TAG is refused; one left open at the end of
+        the page (no > after it) ends the parse, as ever (see `_fed`)."""
         start, window = self._window
         if not start <= i < start + MAX_TAG or not window:  # each character copied twice
             start, window = self._window = (i, self.rawdata[i : i + 2 * MAX_TAG])
@@ -142,19 +142,25 @@ class _AnchorParser(HTMLParser):
                 raise _Refused(_TOO_MANY)
 
 
-def _anchors(text: str) -> list[_Link]:
-    """The `<a>` elements of a page: their attributes and text, in page order. The text is
-    fed and never closed: at the end of its input, the parser of Python before 3.11.13
+def _fed(text: str, files_at_most: int | None = None) -> _AnchorParser:
+    """The parser, fed the page `text`: its `<a>` elements (attributes and text, in page
+    order) and its `<base href>`; ValueError past the page's bounds. The text is fed and
+    never closed: at the end of its input, the parser of Python before 3.11.13
     (CPython gh-135462) reads each `<` of a tag left open as text and scans the rest of the
     page again from the next one, so a page of 8,000 `<a href='x'` took 32 s (quadratic); fed
     only, a tag left open ends the parse at its `<` after one scan, as the fixed parser
     ignores it: to the parser, the rest of the page is that tag's attributes."""
-    parser = _AnchorParser(MAX_PAGE_FILES, bounded=True)
+    parser = _AnchorParser(files_at_most)
     try:
         parser.feed(text)
     except _Refused as refused:
         raise ValueError(str(refused)) from None
-    return parser.anchors
+    return parser
+
+
+def _anchors(text: str) -> list[_Link]:
+    """The `<a>` elements of a project page (at most MAX_PAGE_FILES files)."""
+    return _fed(text, MAX_PAGE_FILES).anchors
 
 
 _TOO_MANY = f"a project page of more than {MAX_PAGE_FILES} files, past any project's"
@@ -350,11 +356,7 @@ def parse_index_page(body: bytes, content_type: str, page_url: str) -> IndexPage
 def page_links(text: str) -> tuple[list[str], str | None]:
     """Every link of a page as written (`href`, in page order), and its `<base href>`;
     ValueError past a page's bounds (MAX_PAGE_LINKS, MAX_TAG), as a served page's."""
-    parser = _AnchorParser(bounded=True)
-    try:
-        parser.feed(text)
-    except _Refused as refused:
-        raise ValueError(str(refused)) from None
+    parser = _fed(text)
     return [link.href or "" for link in parser.anchors], parser.base
 
 
