@@ -59,12 +59,13 @@ _UNSHOWN = re.compile(
 def unshown_character(value: str) -> str | None:
     """The first character of `value` that matrix.yaml refuses in a value (_UNSHOWN, or a
     format character), as it is escaped (`\\n`, `\\u2028`), or None."""
-    for character in value:
-        if _UNSHOWN.match(character) or (
-            character > "\x7f" and unicodedata.category(character) == "Cf"
-        ):
-            return ascii(character)[1:-1]
-    return None
+    found = _UNSHOWN.search(value)
+    before = value[: found.start()] if found else value
+    if not before.isascii():  # a format character is past ASCII: only then is each looked at
+        for character in before:
+            if character > "\x7f" and unicodedata.category(character) == "Cf":
+                return ascii(character)[1:-1]
+    return ascii(found.group())[1:-1] if found else None
 
 
 def scalar_problem(value: str) -> str | None:
