@@ -77,6 +77,7 @@ def test_a_torch_index_is_written_exactly_as_given(
         ("https:///simple/", "not an http(s) URL of a host"),
         ("https://h.example:99999/simple/", "not a URL"),
         ("http://[::1/simple/", "not a URL"),
+        ("https://u:Sekr3tPart#rest@h.example/simple/", "not a URL"),
     ],
 )
 def test_a_torch_index_that_is_no_url_is_refused_naming_the_option(
@@ -87,6 +88,7 @@ def test_a_torch_index_that_is_no_url_is_refused_naming_the_option(
     assert main(["init", str(project), "--offline", "--torch-index", url]) == 2
     last = capsys.readouterr().err.splitlines()[-1]
     assert last.startswith(f"release init: error: argument --torch-index: {problem}")
+    assert "Sekr3t" not in last  # urllib's reason named a password a # cut short, as a port
     assert sorted(p.name for p in project.iterdir()) == ["pyproject.toml", "setup.py"]
 
 
