@@ -56,7 +56,9 @@ def source(text: str, given: str) -> Source | str:
         parts = urlsplit(url)
         _ = parts.port  # a port that is not a number raises here
     except ValueError as error:  # an unclosed [IPv6 host, a port out of range
-        return f"{given}: {shown(text.strip())} is not a URL ({redact(str(error))})"
+        # urllib quotes the port it could not read (`... as 'x'`): a password a # cut short
+        reason = str(error).partition(" as ")[0]
+        return f"{given}: {shown(text.strip())} is not a URL ({redact(reason)})"
     if parts.scheme not in ("http", "https") or not parts.netloc:
         return f"{given}: {shown(text.strip())} is not an http(s) URL"
     if odd:

@@ -61,6 +61,9 @@ def test_a_url_with_credentials_is_refused_without_repeating_them() -> None:
     with pytest.raises(ConfigError) as refused:
         sources(["https://user:hunter2@idx.test/simple/"], None)
     assert "hunter2" not in refused.value.message
+    with pytest.raises(ConfigError) as cut:  # a # in the password: urllib read it as a port
+        sources(["https://user:hunter2#x@idx.test/simple/"], None)
+    assert "hunter2" not in cut.value.message
     assert refused.value.problems == (
         "argument 1: a URL with credentials in it; release audit sends none",
     )
