@@ -50,23 +50,6 @@ class Said:
 _TABLE = re.compile(r"^\s*\[\[?([^\]]*)\]\]?\s*(#.*)?$")
 
 
-def toml_line(text: str, table: str, key: str, needle: str | None = None) -> int | None:
-    """The line where `key` is set in `[table]` of a TOML text (`needle`: the first line at
-    or after it that holds that text, for an entry of a multi-line array), or None."""
-    places = TomlPlaces(text, (table,))
-    if needle is None:
-        return places.line(table, key)
-    found = places.found(table, key, [needle])
-    return found[0] if found else None
-
-
-def toml_lines(text: str, table: str, key: str, needles: Sequence[str]) -> list[int | None]:
-    """`toml_line` of each of `needles` (the entries of one array, in its order), read in one
-    pass: each from the line the one before it was found on; one not found is placed at the
-    key's line."""
-    return TomlPlaces(text, (table,)).lines(table, key, needles)
-
-
 # a key set on a line: `name =`, `"name" =`, `'pkg.sub' =`
 _KEY = re.compile(r"""\s*(?:"([^"]*)"|'([^']*)'|([A-Za-z0-9_-]+))\s*=""")
 

@@ -16,7 +16,7 @@ from release.matrix import load_matrix
 from release.project import read_project_files
 from release.project.cmakelists import commands
 from release.project.native import native_of_setup_py
-from release.project.places import toml_line, toml_lines
+from release.project.places import TomlPlaces
 from release.project.pyproject import read_pyproject
 from release.project.pysource import decode_python
 from release.project.setuppy import read_setup_py
@@ -62,12 +62,13 @@ def test_toml_lines_are_found_in_one_pass_in_array_order() -> None:
         '[build-system]\nrequires = [\n  "setuptools",\n  "torch",\n  "tvm-ffi",\n]\n'
         '[project]\nname = "x"\n'
     )
-    assert toml_lines(text, "build-system", "requires", ["setuptools", "torch", "nope"]) == [
+    places = TomlPlaces(text, ("build-system", "project"))
+    assert places.lines("build-system", "requires", ["setuptools", "torch", "nope"]) == [
         3, 4, 2  # one not found is placed at the key's line
     ]  # fmt: skip
-    assert toml_line(text, "build-system", "requires") == 2
-    assert toml_line(text, "project", "name") == 8
-    assert toml_lines(text, "build-system", "requires", []) == []
+    assert places.line("build-system", "requires") == 2
+    assert places.line("project", "name") == 8
+    assert places.lines("build-system", "requires", []) == []
 
 
 @pytest.mark.timeout(60)  # each took minutes: quadratic in the text's size
@@ -77,7 +78,8 @@ def test_big_build_files_are_read_in_time_linear_in_their_size() -> None:
     assert read is not None
     assert len(read.requires) == 100_000
     spaces = "[a" + " " * 60_000 + "x\n"  # a line the table pattern once backtracked over
-    assert toml_line(f'x = """\n{spaces}"""\n[project]\nname = "k"\n', "project", "name") == 5
+    text = f'x = """\n{spaces}"""\n[project]\nname = "k"\n'
+    assert TomlPlaces(text, ("project",)).line("project", "name") == 5
     cmake = "project(x LANGUAGES CUDA)\n" + "set(A 1)\n" * 100_000
     assert commands(cmake)[-1].line == 100_001
 
