@@ -7,6 +7,7 @@ over an existing file without `force`. The project's own files are only read.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -86,7 +87,7 @@ def init_project(settings: InitSettings, torch_source: TorchSource | None = None
     matrix_path = directory / MATRIX
     workflow_path = root / WORKFLOW
     matrix_in_workflow = workflow_matrix(matrix_path, root)
-    existing = [p for p in (matrix_path, workflow_path) if present(p)]
+    existing = [p for p in (matrix_path, workflow_path) if os.path.lexists(p)]  # a link too
     if existing and not settings.force:
         raise FileError(
             f"{' and '.join(str(p) for p in existing)} already "
@@ -121,7 +122,7 @@ def init_project(settings: InitSettings, torch_source: TorchSource | None = None
     )
     workflow_text = mask(workflow_text, settings.hidden)
     written = tuple(
-        Written(path=path, what=what, replaced=present(path))
+        Written(path=path, what=what, replaced=os.path.lexists(path))
         for path, what in (
             (matrix_path, "the release matrix"),
             (workflow_path, "the release workflow, a caller of the tool's reusable one"),
@@ -129,11 +130,6 @@ def init_project(settings: InitSettings, torch_source: TorchSource | None = None
     )
     write_together([(matrix_path, matrix_text.encode()), (workflow_path, workflow_text.encode())])
     return InitOutcome(directory=directory, decision=decision, written=written)
-
-
-def present(path: Path) -> bool:
-    """Whether anything is at `path`: a link counts, dangling or not."""
-    return path.is_symlink() or path.exists()
 
 
 def workflow_matrix(matrix_path: Path, root: Path) -> str:
