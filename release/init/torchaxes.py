@@ -139,7 +139,8 @@ def force_build(setup_py: SetupPy | None) -> Switches:
 
 def unset(switch: EnvRead, what: str) -> Note:
     """Why the switch `switch` is not set in build.env, at its line."""
-    why = process_variable_problem(switch.name) or (
+    process = process_variable_problem(switch.name)
+    why = process or (
         f"no value of {switch.name} was found that its test is true with (release init "
         "writes a value only where it works the test out: a literal it is compared with, "
         "or 1)"
@@ -148,7 +149,7 @@ def unset(switch: EnvRead, what: str) -> Note:
         place=str(switch.place),
         text=f"{what} when {switch.name} is on, but matrix.yaml sets no {switch.name}: {why}",
         fix=f"set build.env {switch.name} in matrix.yaml to the value that turns it on"
-        if process_variable_problem(switch.name) is None
+        if process is None
         else "read a variable of the project's own there, then set it in build.env",
     )
 
