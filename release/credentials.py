@@ -129,15 +129,49 @@ def looks_like_token(text: str) -> bool:
     )  # fmt: skip
 
 
+# the literals without which no token of a known issuer's prefix is there: a text of
+# megabytes (a compiler's output) that holds none is not scanned for one
+_TOKEN_PREFIXES = ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "pypi-AgE", "glpat-")
+# _BARE_USERINFO from its `:` on: searched for first, since a pattern that starts with a
+# run of word characters is tried at every character of the text (a second a megabyte)
+_BARE_USERINFO_TAIL = re.compile(r":[^\s/?#@]+@(?=[\w\[])")
+
+
+def _is_username_character(character: str) -> bool:
+    return character.isalnum() or character in "_.~%+-"  # _BARE_USERINFO's [\w.~%+-]
+
+
+def _mask_bare_userinfo(text: str) -> str:
+    """`_BARE_USERINFO.sub(MASK + "@", text)`, found from each `:` back to the start of the
+    run of user name characters before it (a match ends in `@`, which is none)."""
+    pieces: list[str] = []
+    done = searched = 0
+    while (tail := _BARE_USERINFO_TAIL.search(text, searched)) is not None:
+        start = tail.start()
+        while start > 0 and _is_username_character(text[start - 1]):
+            start -= 1
+        if start == tail.start():  # no user name before the `:`
+            searched = start + 1
+            continue
+        pieces += (text[done:start], MASK + "@")
+        done = searched = tail.end()
+    return "".join(pieces) + text[done:] if pieces else text
+
+
 def redact(text: str) -> str:
     """`text` with the credentials of every URL in it replaced by ***: the userinfo
     (`https://***@host/`) and the values of credential query keys (`?token=***`). A URL
     nested in another's query (an S3 `endpoint=`) is redacted too, and so is a token of a
     known issuer's prefix (`ghp_...`) wherever it stands."""
-    text = _TOKEN_SHAPED.sub(MASK, text)
-    text = _SLASHED_USERINFO.sub(MASK + "@", _USERINFO.sub(MASK + "@", text))
-    text = _BARE_USERINFO.sub(MASK + "@", text)
-    return _QUERY_PARAMETER.sub(_masked_parameter, text)
+    if any(prefix in text for prefix in _TOKEN_PREFIXES):
+        text = _TOKEN_SHAPED.sub(MASK, text)
+    if "://" in text:
+        text = _SLASHED_USERINFO.sub(MASK + "@", _USERINFO.sub(MASK + "@", text))
+    if "@" in text:
+        text = _mask_bare_userinfo(text)
+    if "=" in text:
+        text = _QUERY_PARAMETER.sub(_masked_parameter, text)
+    return text
 
 
 def spaced_or_unprintable(text: str) -> bool:

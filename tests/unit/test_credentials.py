@@ -9,11 +9,15 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from release.commands.parsing.common import parse_overrides
 from release.credentials import (
+    _BARE_USERINFO,
     MIN_LENGTH,
     SECRET_VARIABLES,
+    _mask_bare_userinfo,
     add_mask_lines,
     has_credentials,
     is_credential_query_key,
@@ -324,3 +328,27 @@ def test_a_token_of_a_known_issuer_is_masked_wherever_it_stands(token: str, pref
     assert redact("ghp_short and pypi-nightly-destination-name") == (
         "ghp_short and pypi-nightly-destination-name"
     )
+
+
+# the characters that make or break a bare `user:password@host`: a user name's (ASCII and
+# not), the separators, white space and a line end of another script
+_BARE_PIECES = st.text(alphabet="ab1_.~%+-:@/?#[ \n\u00e9\u2028x", max_size=30)
+
+
+@given(_BARE_PIECES)
+@settings(max_examples=2000)
+def test_a_bare_user_and_password_is_masked_as_its_pattern_says(text: str) -> None:
+    """The bare `user:password@host` is found from its `:` (a pattern that starts with a run of
+    word characters took a second a megabyte of a compiler's output): what it masks is what
+    the pattern it stands for would."""
+    assert _mask_bare_userinfo(text) == _BARE_USERINFO.sub("***@", text)
+
+
+def test_a_password_in_megabytes_of_output_is_masked_in_all_its_lines() -> None:
+    lines = ["arch = sm_90 sym@GLIBC_2.2.5 code version = [1,8]\n"] * 200_000
+    lines[1000] = "fetching x:pa55word@mirror.example/simple\n"
+    lines[-1] = "see https://u:pa55word@h/x?token=pa55word"
+    said = redact("".join(lines))
+    assert "pa55word" not in said
+    assert said.count("sym@GLIBC_2.2.5") == len(lines) - 2
+    assert "fetching ***@mirror.example/simple\n" in said
