@@ -18,7 +18,6 @@ import sys
 from pathlib import Path
 from urllib.parse import unquote
 
-import httpx
 import pytest
 
 from release.cli import main
@@ -48,6 +47,7 @@ from tests.integration.wheels import (
     pypi_destination,
     with_sdist,
 )
+from tests.local_http import LOCAL
 from tests.pypi_server import PypiServer
 
 pytestmark = pytest.mark.slow
@@ -312,7 +312,7 @@ def test_a_host_that_routes_by_accept_serves_pep_691_json_which_pip_and_uv_read(
         assert done.returncode == 0, done.stderr
         uv = [s for s in served if s.page]
         uv_requests = web_requests(github_standin)
-        html = httpx.get(f"{index}k3-kernels/", headers={"Accept": "text/html"})
+        html = LOCAL.get(f"{index}k3-kernels/", headers={"Accept": "text/html"})
     assert html.headers["content-type"].startswith("text/html")
     for answers in (pip, uv):
         assert [(s.path, s.page) for s in answers] == [("/cu129/k3-kernels/", "index.json")]

@@ -11,13 +11,12 @@ import json
 from pathlib import Path
 from urllib.parse import urlsplit
 
-import httpx
-
 from release.cli import main
 from release.matrix import load_matrix
 from release.records.manifest import DestinationRef, Manifest, write_manifest
 from tests.github_standin import DEFAULT_REPO, GitHubStandIn, LoggedRequest
 from tests.integration.wheels import PROJECT, VERSION, entry_for, make_wheel, write_release
+from tests.local_http import LOCAL
 
 TAG = "release/v0.1.0+cu129"
 QUOTED_TAG = "release/v0.1.0%2Bcu129"  # what GitHub puts in html_url / browser_download_url
@@ -100,21 +99,21 @@ def test_the_stand_in_refuses_changes_to_a_published_immutable_release(
     github_standin.add_repo(DEFAULT_REPO, immutable_releases=True)
     auth = {"Authorization": f"Bearer {github_standin.token}"}
     api = f"{github_standin.api_url}/repos/{DEFAULT_REPO}/releases"
-    draft = httpx.post(api, json={"tag_name": "v1", "draft": True}, headers=auth).json()
+    draft = LOCAL.post(api, json={"tag_name": "v1", "draft": True}, headers=auth).json()
     assert draft["immutable"] is False
     upload = draft["upload_url"].split("{", 1)[0]
     headers = {**auth, "Content-Type": "application/octet-stream"}
-    asset = httpx.post(upload, params={"name": "a.whl"}, content=b"a", headers=headers).json()
-    published = httpx.patch(f"{api}/{draft['id']}", json={"draft": False}, headers=auth).json()
+    asset = LOCAL.post(upload, params={"name": "a.whl"}, content=b"a", headers=headers).json()
+    published = LOCAL.patch(f"{api}/{draft['id']}", json={"draft": False}, headers=auth).json()
     assert published["immutable"] is True
 
-    refused = httpx.post(upload, params={"name": "b.whl"}, content=b"b", headers=headers)
+    refused = LOCAL.post(upload, params={"name": "b.whl"}, content=b"b", headers=headers)
     assert refused.status_code == 422
     assert refused.json()["message"] == "Cannot upload assets to an immutable release."
-    deleted = httpx.delete(f"{api}/assets/{asset['id']}", headers=auth)
+    deleted = LOCAL.delete(f"{api}/assets/{asset['id']}", headers=auth)
     assert deleted.status_code == 422
-    moved = httpx.patch(f"{api}/{draft['id']}", json={"tag_name": "v2"}, headers=auth)
+    moved = LOCAL.patch(f"{api}/{draft['id']}", json={"tag_name": "v2"}, headers=auth)
     assert moved.status_code == 422
-    renamed = httpx.patch(f"{api}/{draft['id']}", json={"name": "v1 (notes)"}, headers=auth)
+    renamed = LOCAL.patch(f"{api}/{draft['id']}", json={"name": "v1 (notes)"}, headers=auth)
     assert renamed.status_code == 200
     assert [a.data for a in github_standin.assets(draft["id"])] == [b"a"]

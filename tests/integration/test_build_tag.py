@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from release.cli import main
@@ -39,6 +38,7 @@ from tests.integration.wheels import (
     make_wheel,
     write_release,
 )
+from tests.local_http import LOCAL
 from tests.pypi_server import PypiServer
 
 BIN = Path(sys.executable).parent
@@ -189,7 +189,7 @@ def test_a_rebuild_goes_as_the_next_build_of_its_name_beside_the_old_bytes(
     assert held[CU129] == old[CU129]
     assert payload_of(held[build(CU129, 1)]).endswith(b"#rebuilt\n")
     url = f"{setup.standin.web_url}/{DEFAULT_REPO}/releases/download/v0.1.0/{CU129}"
-    assert httpx.get(url, follow_redirects=True).content == old[CU129]
+    assert LOCAL.get(url, follow_redirects=True).content == old[CU129]
     listed = {w.filename for w in parse_release_manifest(held[RELEASE_MANIFEST])}
     assert listed == {build(X86, 1), build(CU129, 1)}
 

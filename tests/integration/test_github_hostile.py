@@ -20,7 +20,6 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
-import httpx
 import pytest
 
 from release.cli import main
@@ -33,6 +32,7 @@ from release.remote.retry import RetryPolicy
 from tests.github_standin import DEFAULT_REPO, Fault, GitHubStandIn
 from tests.integration.indexes import QuietHandler, TricklingHeaders, serve
 from tests.integration.test_github_answers import argv, release_env
+from tests.local_http import LOCAL
 
 QUICK = RetryPolicy(attempts=2, initial_delay=0.0, total=60.0)
 
@@ -184,7 +184,7 @@ def test_an_asset_download_is_read_no_further_than_the_size_github_lists(
     github_standin: GitHubStandIn,
 ) -> None:
     """Storage serving more than the API lists was read whole, then found other bytes."""
-    created = httpx.post(
+    created = LOCAL.post(
         f"{github_standin.api_url}/repos/{DEFAULT_REPO}/releases",
         headers={"Authorization": f"Bearer {github_standin.token}"},
         json={"tag_name": "v0.1.0", "draft": False},
@@ -213,7 +213,7 @@ def test_plan_downloads_no_previous_release_manifest_larger_than_a_document_is_r
     """Its listed size bounded the download, and the listing is the server's word: a
     release-manifest.json listed at 65 MiB was read whole, then refused by the JSON reader."""
     with release_env(tmp_path, monkeypatch) as (gh, common):
-        created = httpx.post(
+        created = LOCAL.post(
             f"{gh.api_url}/repos/{DEFAULT_REPO}/releases",
             headers={"Authorization": f"Bearer {gh.token}"},
             json={"tag_name": "release/v0.0.1+cu129", "draft": False},
@@ -246,7 +246,7 @@ def test_pins_writes_no_pin_whose_url_names_another_hash(
     with release_env(tmp_path, monkeypatch) as (gh, common):
         assert main(argv("publish", common, tmp_path)) == 0
         (release,) = gh.releases(DEFAULT_REPO)
-        listed = httpx.get(
+        listed = LOCAL.get(
             f"{gh.api_url}/repos/{DEFAULT_REPO}/releases/{release.id}/assets",
             headers={"Authorization": f"Bearer {gh.token}"},
         ).json()

@@ -14,7 +14,6 @@ import shutil
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-import httpx
 import pytest
 
 from release.cli import main
@@ -38,6 +37,7 @@ from tests.integration.wheels import (
     make_wheel,
     write_release,
 )
+from tests.local_http import LOCAL
 from tests.pypi_server import PypiServer
 
 X86_CU129 = "k3_kernels-0.1.0+cu129-py3-none-manylinux_2_28_x86_64.whl"
@@ -175,7 +175,7 @@ def test_plan_tells_the_truth_before_and_after_publishing(
     # Someone replaces one GitHub asset with other bytes.
     (release,) = setup.standin.releases(DEFAULT_REPO)
     (asset,) = [a for a in setup.standin.assets(release.id) if a.name == X86_CU129]
-    deleted = httpx.delete(
+    deleted = LOCAL.delete(
         f"{setup.standin.api_url}/repos/{DEFAULT_REPO}/releases/assets/{asset.id}",
         headers={"Authorization": f"Bearer {setup.standin.token}"},
     )
@@ -257,7 +257,7 @@ def test_an_unresolvable_host_is_not_asked_and_not_retried(
 def publish_previous(standin: GitHubStandIn, tmp_path: Path, tag: str, sizes: int | None) -> None:
     """A published GitHub release `tag`, holding a release-manifest.json of its version's
     wheels (one per cell of the matrix, each `sizes` bytes) unless `sizes` is None."""
-    created = httpx.post(
+    created = LOCAL.post(
         f"{standin.api_url}/repos/{DEFAULT_REPO}/releases",
         headers={"Authorization": f"Bearer {standin.token}"},
         json={"tag_name": tag, "name": tag, "draft": False},

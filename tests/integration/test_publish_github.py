@@ -16,7 +16,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from urllib.parse import parse_qs
 
-import httpx
 import pytest
 
 from release.credentials import Secret
@@ -39,6 +38,7 @@ from tests.github_standin import (
     server_errors,
 )
 from tests.github_standin import records as standin_records
+from tests.local_http import LOCAL
 
 TAG = "v0.1.0"
 X86 = "k3_kernels-0.1.0+cu129-py3-none-manylinux_2_28_x86_64.whl"
@@ -197,7 +197,7 @@ def assert_converged(standin: GitHubStandIn, entries: Sequence[WheelEntry], dist
 
 
 def create_draft(standin: GitHubStandIn) -> int:
-    response = httpx.post(
+    response = LOCAL.post(
         f"{standin.api_url}/repos/{DEFAULT_REPO}/releases",
         json={"tag_name": TAG, "name": TAG, "draft": True},
         headers={"Authorization": f"Bearer {standin.token}"},
@@ -237,7 +237,7 @@ def test_first_publish_creates_a_draft_uploads_and_publishes(
         assert decision.url == publisher.final_url(decision.entry.filename)
         assert "+cu129" in decision.url
         assert "untagged-" not in decision.url
-        download = httpx.get(decision.url, follow_redirects=True)
+        download = LOCAL.get(decision.url, follow_redirects=True)
         assert download.content == (dist / decision.entry.filename).read_bytes()
     assert fake_time.sleeps == []
     assert publisher.stats.bytes_uploaded == 6000
@@ -272,7 +272,7 @@ def test_a_draft_is_found_by_listing_releases_not_by_tag(
     dist, entries = make_dist(tmp_path, [X86, ARM], api_url=github_standin.api_url)
     release_id = create_draft(github_standin)
     github_standin.add_asset(release_id, X86, (dist / X86).read_bytes())
-    by_tag = httpx.get(
+    by_tag = LOCAL.get(
         f"{github_standin.api_url}/repos/{DEFAULT_REPO}/releases/tags/{TAG}",
         headers={"Authorization": f"Bearer {github_standin.token}"},
     )
@@ -307,7 +307,7 @@ def test_enterprise_base_url(
     for decision in decisions:
         assert decision.url.startswith(f"{github_standin.web_url}/{DEFAULT_REPO}/releases/")
         assert decision.url == publisher.final_url(decision.entry.filename)
-        download = httpx.get(decision.url, follow_redirects=True)
+        download = LOCAL.get(decision.url, follow_redirects=True)
         assert download.content == (dist / decision.entry.filename).read_bytes()
 
 

@@ -35,6 +35,7 @@ from tests.integration.wheels import (
     make_wheel,
     pypi_destination,
 )
+from tests.local_http import LOCAL
 from tests.pypi_server import PypiServer
 from tests.s3_server import free_port
 
@@ -276,7 +277,7 @@ def recording_pypiserver(tmp_path: Path) -> Iterator[RecordingPypiserver]:
             if process.poll() is not None:
                 raise RuntimeError(f"the recording pypiserver exited with {process.returncode}")
             try:
-                if httpx.get(f"{url}health", timeout=1).status_code == 200:
+                if LOCAL.get(f"{url}health", timeout=1).status_code == 200:
                     break
             except httpx.HTTPError:
                 pass

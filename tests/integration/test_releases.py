@@ -27,6 +27,7 @@ from tests.integration.wheels import (
     github_destination,
     make_release,
 )
+from tests.local_http import LOCAL
 from tests.pypi_server import PypiServer
 
 BIN = Path(sys.executable).parent
@@ -113,7 +114,7 @@ def test_replace_on_a_published_release_keeps_the_url_serving(
     runs = [state for i, state in enumerate(states) if i == 0 or states[i - 1] != state]
     assert runs in (["old", "new"], ["old", "404", "new"]), runs
     assert states.count("old") > 0
-    assert httpx.get(url, follow_redirects=True).content == wheel.read_bytes()
+    assert LOCAL.get(url, follow_redirects=True).content == wheel.read_bytes()
 
 
 def test_bytes_that_rot_under_a_right_digest_are_found_and_replaced(

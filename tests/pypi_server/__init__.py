@@ -22,6 +22,7 @@ import httpx
 import pytest
 from passlib.apache import HtpasswdFile  # type: ignore[import-untyped]  # no stubs
 
+from tests.local_http import LOCAL
 from tests.s3_server import free_port
 
 USERNAME = "uploader"
@@ -99,7 +100,7 @@ class PypiServer:
             if self.process.poll() is not None:
                 raise RuntimeError(f"pypiserver exited with {self.process.returncode}")
             try:
-                if httpx.get(f"{self.url}health", timeout=1).status_code == 200:
+                if LOCAL.get(f"{self.url}health", timeout=1).status_code == 200:
                     return
             except httpx.HTTPError:
                 pass

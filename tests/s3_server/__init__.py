@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from release.remote.httpclient import tls_context
+from tests.local_http import LOCAL
 
 SERVE = Path(__file__).with_name("serve.py")
 ACCESS_KEY = "AKIAK3CACHETEST0001"
@@ -61,7 +61,7 @@ class S3Server:
             if self.process.poll() is not None:
                 raise RuntimeError(f"moto_server exited with {self.process.returncode}")
             try:
-                httpx.get(f"{self.endpoint}/moto-api/", timeout=1)
+                LOCAL.get(f"{self.endpoint}/moto-api/", timeout=1)
                 return
             except httpx.HTTPError:
                 time.sleep(0.2)
@@ -76,7 +76,7 @@ class S3Server:
     def create_bucket(self, name: str, *, public: bool = False) -> None:
         """A bucket; `public`: anyone may GET its objects (a bucket policy), as pip reads a
         nightly index."""
-        httpx.put(f"{self.endpoint}/{name}", timeout=10).raise_for_status()
+        LOCAL.put(f"{self.endpoint}/{name}", timeout=10).raise_for_status()
         if public:
             policy = {
                 "Version": "2012-10-17",
@@ -89,7 +89,7 @@ class S3Server:
                     }
                 ],
             }
-            answer = httpx.put(
+            answer = LOCAL.put(
                 f"{self.endpoint}/{name}", params={"policy": ""}, content=json.dumps(policy),
                 timeout=10,
             )  # fmt: skip
@@ -99,7 +99,7 @@ class S3Server:
         """Every request the server answered since the last reset (method, path, query,
         agent); `reset` starts the log again after this answer."""
         method = "DELETE" if reset else "GET"
-        answer = httpx.request(method, f"{self.endpoint}/__requests__", timeout=10)
+        answer = LOCAL.request(method, f"{self.endpoint}/__requests__", timeout=10)
         answer.raise_for_status()
         found: list[dict[str, str]] = answer.json()
         return found
@@ -118,14 +118,14 @@ class S3Server:
         `status`, or hold them (`hang`) until `clear_faults`; `after`: let each through
         first and lose moto's answer (a write that landed, answered `status`)."""
         fault = {"method": method, "match": match, "status": status, "times": times}
-        httpx.post(
+        LOCAL.post(
             f"{self.endpoint}/__faults__",
             json={**fault, "hang": hang, "after": after},
             timeout=10,
         ).raise_for_status()
 
     def clear_faults(self) -> None:
-        httpx.delete(f"{self.endpoint}/__faults__", timeout=10).raise_for_status()
+        LOCAL.delete(f"{self.endpoint}/__faults__", timeout=10).raise_for_status()
 
     def keys(self, bucket: str) -> list[str]:
         """Every object key in `bucket` (ListObjectsV2, all pages)."""
@@ -133,9 +133,7 @@ class S3Server:
         token = ""
         while True:
             params = {"list-type": "2", **({"continuation-token": token} if token else {})}
-            listed = httpx.get(
-                f"{self.endpoint}/{bucket}", params=params, timeout=10, verify=tls_context()
-            )
+            listed = LOCAL.get(f"{self.endpoint}/{bucket}", params=params, timeout=10)
             listed.raise_for_status()
             found += re.findall(r"<Key>([^<]+)</Key>", listed.text)
             more = re.search(r"<NextContinuationToken>([^<]+)</NextContinuationToken>", listed.text)
