@@ -87,6 +87,7 @@ class Channel:
     extra: str = ""  # more keys under `nightly:`
     version: str | None = None  # the project's version (default: csrc's)
     matrix_path: Path = field(init=False)
+    _loaded: tuple[str, Matrix] | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.s3.create_bucket(self.bucket, public=True)
@@ -145,7 +146,12 @@ class Channel:
 
     @property
     def matrix(self) -> Matrix:
-        return load_matrix(self.matrix_path)
+        """matrix.yaml, loaded again only once its text changed (each dist and publish of a
+        test asks for it; a Matrix is frozen)."""
+        text = self.matrix_path.read_text(encoding="utf-8")
+        if self._loaded is None or self._loaded[0] != text:
+            self._loaded = (text, load_matrix(self.matrix_path))
+        return self._loaded[1]
 
     def dist(
         self, number: int, *, payload: bytes | None = None, matrix: Matrix | None = None
