@@ -14,6 +14,8 @@ their `if:`s.
 from __future__ import annotations
 
 import argparse
+import copy
+import functools
 import json
 import re
 import subprocess
@@ -181,8 +183,15 @@ TAG_PUSH = Run()
 
 
 def load(path: Path) -> dict[str, Any]:
-    data: dict[str, Any] = YAML(typ="safe").load(path.read_text(encoding="utf-8"))
+    """The workflow file at `path`, parsed again only where its text is new to the process
+    (a test run asks for the same few workflows thousands of times); a copy each time."""
+    data: dict[str, Any] = copy.deepcopy(_parsed(path.read_text(encoding="utf-8")))
     return data
+
+
+@functools.lru_cache(maxsize=128)
+def _parsed(text: str) -> Any:
+    return YAML(typ="safe").load(text)
 
 
 def triggers(workflow: Mapping[Any, Any]) -> Mapping[str, Any]:
