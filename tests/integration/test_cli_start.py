@@ -183,3 +183,7 @@ def test_a_plan_asks_github_and_pypi_but_loads_nothing_that_signs_or_uploads(
     assert github_standin.request_log, "the plan asked the stand-in GitHub nothing"
     loaded = {m for m in modules if {m, m.split(".")[0]} & SIGNING_OR_UPLOADING}
     assert loaded == set(), f"release plan imports {sorted(loaded)}"
+    # nor httpx's own command line, which needs click and pygments (a quarter of a short
+    # command's start where those are installed, as they are beside this suite)
+    assert "httpx" in modules
+    assert not top_levels(modules) & {"click", "pygments"}, sorted(modules)
