@@ -25,7 +25,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-import setuptools_scm
 from packaging.metadata import InvalidMetadata, Metadata
 from packaging.utils import InvalidName, canonicalize_name
 from packaging.version import InvalidVersion, Version
@@ -267,6 +266,8 @@ def vcs_version(project: Path, name: str, env: Mapping[str, str]) -> Version | N
         return None
     if versioned_by_vcs(text) is None:
         return None
+    import setuptools_scm  # noqa: PLC0415  (some 25 ms of a start, for VCS-versioned projects only)
+
     try:
         with warnings.catch_warnings():
             # vcs-versioning 1.x asks callers to build a VcsEnvironment, an API still moving
