@@ -77,7 +77,15 @@ def test_a_stopped_python_child_removes_what_it_made_before_it_ends(tmp_path: Pa
         "finally:\n"
         "    shutil.rmtree(made)\n"
     )
-    done = proc.run([sys.executable, "-c", program], env=dict(os.environ), stop_when=ready.exists)
+    # A suite started in the background of a script ignores SIGINT, and so would the child
+    # (an ignored signal is inherited); `release` handles it (proc.interruptible).
+    ignored = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        done = proc.run(
+            [sys.executable, "-c", program], env=dict(os.environ), stop_when=ready.exists
+        )
+    finally:
+        signal.signal(signal.SIGINT, ignored)
     assert done.returncode != 0
     assert ready.exists()
     assert not made.exists()
