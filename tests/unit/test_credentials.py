@@ -336,7 +336,7 @@ _BARE_PIECES = st.text(alphabet="ab1_.~%+-:@/?#[ \n\u00e9\u2028x", max_size=30)
 
 
 @given(_BARE_PIECES)
-@settings(max_examples=2000)
+@settings(max_examples=500)
 def test_a_bare_user_and_password_is_masked_as_its_pattern_says(text: str) -> None:
     """The bare `user:password@host` is found from its `:` (a pattern that starts with a run of
     word characters took a second a megabyte of a compiler's output): what it masks is what
