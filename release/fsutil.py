@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from release.errors import ConfigError, FileError
+from release.errors import ConfigError, FileError, shown
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -187,20 +187,43 @@ def _no_constant(name: str) -> object:
     raise ValueError(f"{name} is not JSON")
 
 
+class _RepeatedKey(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object's members, refused where a key stands twice: readers disagree on its value
+    (Python's keeps the last, others the first), so a document could say one thing to this
+    program and another to the next reader."""
+    members = dict(pairs)
+    if len(members) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _RepeatedKey(key)
+            seen.add(key)
+    return members
+
+
 def json_document(
     data: bytes | str, where: str, *, values_at_most: int = MAX_DOCUMENT_VALUES
 ) -> Any:
     """The JSON document `data` (a UTF-8 byte order mark before it is ignored, as RFC 8259
     lets a reader do); UnreadableDocument naming `where` for anything else: too large, not
     UTF-8, of more than `values_at_most` values, nested too deep, not JSON (NaN and Infinity
-    included)."""
+    included), or an object that gives one key twice."""
     text = _counted(utf8_text(data, where).removeprefix(_BOM), where, ",[{", values_at_most)
     try:
-        document = json.loads(text, parse_constant=_no_constant)
+        document = json.loads(text, parse_constant=_no_constant, object_pairs_hook=_unique_keys)
     except RecursionError:  # deeper than the interpreter's stack, so deeper than the limit
         raise _nested(where) from None
     except json.JSONDecodeError as error:
         reason = f"not JSON: {error.msg} (at line {error.lineno}, column {error.colno})"
+        raise UnreadableDocument(where, reason) from None
+    except _RepeatedKey as error:
+        reason = f"the key {shown(error.key)} stands twice in an object"
         raise UnreadableDocument(where, reason) from None
     except ValueError as error:  # an integer of too many digits, NaN
         raise UnreadableDocument(where, f"not JSON: {error}") from None

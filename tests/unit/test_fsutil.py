@@ -216,3 +216,21 @@ def parsing_calls(path: Path) -> list[str]:
 def test_no_module_parses_a_document_but_through_the_reader() -> None:
     modules = [p for p in PACKAGE.rglob("*.py") if p != PACKAGE / "fsutil.py"]
     assert [call for path in modules for call in parsing_calls(path)] == []
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ('{"sha256": "aa", "sha256": "bb"}', "'sha256'"),
+        ('{"files": [{"url": "a", "size": 1, "url": "b"}]}', "'url'"),
+        ('{"a": 1, "\\u0061": 2}', "'a'"),  # the same key, escaped
+        ('{"' + "k" * 500 + '": 1, "' + "k" * 500 + '": 2}', "'kkkk"),
+    ],
+)
+def test_an_object_that_gives_a_key_twice_is_refused_naming_the_key(text: str, key: str) -> None:
+    """Python keeps a repeated key's last value and other readers its first: a record or
+    an answer could say one digest to this program and another to the next reader."""
+    reason = refusal(json_document, text).reason
+    assert reason.startswith(f"the key {key}"), reason
+    assert reason.endswith("stands twice in an object"), reason
+    assert json_document('{"a": {"b": 1}, "b": {"a": 2}}', WHERE) == {"a": {"b": 1}, "b": {"a": 2}}
