@@ -2,8 +2,9 @@
 --sdist` builds it, when plan, publish and verify read it from dist/ (`records.dist.load_dist`),
 and when verify downloads it. A gzip'd tar whose members are all files or directories under
 one base directory, `{name}-{version}/` (PEP 625): none absolute, none through `..`, no link,
-none twice; and whose `{base}/PKG-INFO` names the release's project and version. Pure: bytes
-in, problems out.
+none twice, none whose name holds what no editor shows (a line break, an escape, a format
+character, a byte that is not UTF-8); and whose `{base}/PKG-INFO` names the release's project
+and version. Pure: bytes in, problems out.
 
 `project_of` reads the project a distribution's file name (an sdist's, or a wheel's) names,
 for the publishers that sort what a destination holds by project.
@@ -28,10 +29,15 @@ MAX_PKG_INFO_BYTES = 2**20  # core metadata with a long description is some 100 
 
 
 def member_problem(name: str, base: str) -> str | None:
-    """Why the member `name` lies outside `base/`, if it does."""
+    """Why the member `name` lies outside `base/`, or is named unprintably, if it does."""
     path = PurePosixPath(name)
     if path.is_absolute() or ".." in path.parts or not path.parts or path.parts[0] != base:
         return f"{name[:120]!r} is outside {base}/"
+    if not name.isprintable():  # a tar's name that is not UTF-8 reads as lone surrogates
+        return (
+            f"{name[:120]!r}: its name holds a control or format character or a byte that is "
+            "not UTF-8, which a listing shows as something else or not at all"
+        )
     return None
 
 

@@ -138,3 +138,22 @@ def test_pkg_info_without_metadata_version_is_named() -> None:
     assert problems(sdist([(f"{BASE}/PKG-INFO", bare)])) == [
         f"{NAME}: PKG-INFO has no Metadata-Version"
     ]
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        f"{BASE}/src/ok.py\nsetup.py",  # a listing shows two members
+        f"{BASE}/src/\x1b[2Kk3.py",  # an escape that erases the terminal's line
+        f"{BASE}/src/k3\u202eyp.exe",  # right-to-left override: shown as k3exe.py
+        f"{BASE}/src/" + b"k3\xff.py".decode("utf-8", "surrogateescape"),  # not UTF-8
+    ],
+    ids=["newline", "escape", "bidi-override", "not-utf8"],
+)
+def test_a_member_named_unprintably_is_refused(name: str) -> None:
+    (problem,) = problems(sdist([*GOOD, (name, b"x")]))
+    assert problem == (
+        f"{NAME}: member {name[:120]!r}: its name holds a control or format character or a "
+        "byte that is not UTF-8, which a listing shows as something else or not at all"
+    )
+    assert problems(sdist([*GOOD, (f"{BASE}/src/k3 kernel é.py", b"x")])) == []
