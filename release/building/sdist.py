@@ -145,7 +145,12 @@ def build_sdist(settings: BuildSettings, cell: Cell, log: Path) -> SdistEntry:
         raw = found[0].read_bytes()
     problems = sdist_archive_problems(raw, filename, project.name, version)
     if problems:
-        raise BuildError("; ".join(problems), hint="the sdist is not this release's")
+        raise BuildError(
+            "; ".join(problems),
+            hint=f"the project's backend wrote it so; an sdist PyPI and pip take holds only "
+            f"files and directories under one top directory {filename.removesuffix('.tar.gz')}/, "
+            "each once and named printably, with a PKG-INFO naming the release (docs/building.md)",
+        )
     link = linked_out(raw, project.path)
     if link is not None:
         raise BuildError(

@@ -135,3 +135,26 @@ cuda:
 destinations:
   pypi: {kind: pypi}
 """
+
+
+def test_a_project_file_named_unprintably_stops_the_sdist_saying_what_an_sdist_holds(
+    tmp_path: Path,
+) -> None:
+    """A file whose name holds a line break, which csrc's backend takes as it takes any
+    file: refused by name, and the hint says what an sdist must be (it used to say the sdist
+    was not this release's, which no build of this release could mend)."""
+    where = checkout(tmp_path / "a", EPOCH)
+    (where / "csrc" / "tools" / "notes\nsetup.py").write_text("x\n")
+    with pytest.raises(BuildError) as caught:
+        built(where, tmp_path)
+    assert caught.value.message == (
+        "k3_kernels-0.1.0.tar.gz: member 'k3_kernels-0.1.0/tools/notes\\nsetup.py': its name "
+        "holds a control or format character or a byte that is not UTF-8, which a listing "
+        "shows as something else or not at all"
+    )
+    assert caught.value.hint is not None
+    assert caught.value.hint.startswith("the project's backend wrote it so; ")
+    assert "one top directory k3_kernels-0.1.0/, each once and named printably" in (
+        caught.value.hint
+    )
+    assert not list((where / "dist").glob("*.tar.gz"))
