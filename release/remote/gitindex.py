@@ -233,7 +233,7 @@ def _listing(git: _Git, tip: str | None) -> tuple[dict[str, str], dict[str, str]
     """The entries under the directory at `tip`: the files (path -> blob id), and every
     other entry (path -> what it is: a symlink, a submodule). Paths come C-quoted where
     they hold anything unusual (a carriage return, a byte past ASCII), so that no byte is
-    lost to a text decoding; PublishError for a path that is not UTF-8."""
+    lost to a text decoding; one that is not UTF-8 reads as `unquoted_path` reads it."""
     if tip is None:
         return {}, {}
     where = [git.target.directory] if git.target.directory else []
@@ -248,13 +248,7 @@ def _listing(git: _Git, tip: str | None) -> tuple[dict[str, str], dict[str, str]
         fields = head.split()
         if len(fields) != 3:
             continue
-        try:
-            path = unquoted_path(quoted)
-        except ValueError:
-            raise InTheWay(
-                f"{git.target.shown}: the branch holds {quoted}, a path that is not UTF-8",
-                hint="rename it in the index's repository: its pages are listed by name",
-            ) from None
+        path = unquoted_path(quoted)
         if fields[1] == "blob" and fields[0] in ("100644", "100755"):
             files[path] = fields[2]
         else:
@@ -267,7 +261,9 @@ _C_ESCAPES = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, '"': 3
 
 def unquoted_path(text: str) -> str:
     """A path as git prints it with core.quotePath (`"a\\rb\\303\\251"`: C escapes, octal
-    bytes) as the text it stands for; ValueError where its bytes are not UTF-8."""
+    bytes) as the text it stands for. Bytes that are not UTF-8 read as os.fsdecode reads
+    them (lone surrogates): another project's file so named is left as it is, and a git
+    command given the path gets its bytes back."""
     if len(text) < 2 or not (text.startswith('"') and text.endswith('"')):
         return text
     body, out, at = text[1:-1], bytearray(), 0
@@ -281,7 +277,7 @@ def unquoted_path(text: str) -> str:
         else:
             out.append(int(body[at + 1 : at + 4], 8) & 0xFF)
             at += 4
-    return out.decode("utf-8")
+    return out.decode("utf-8", "surrogateescape")
 
 
 def _new_tree(git: _Git, tip: str | None, change: IndexChange, scratch: Path) -> str:

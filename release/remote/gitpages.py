@@ -258,12 +258,24 @@ def merge_pages(
                 raise ValueError(dropped)
             for name, data in root_pages(label, sorted(holds.values())).items():
                 writes[_join(label_dir, name)] = data
+    unnamed = next((p for p in deletes if not _utf8(p)), None)
+    if unnamed is not None:  # git would take it, but no log or message could say its name
+        raise ValueError(f"{unnamed!r} in this project's folder: its name is not UTF-8")
     change = IndexChange(writes=writes, deletes=tuple(deletes))
     own = [_join(directory, label, pages.project) for label in pages.pages]
     blocked = _in_the_way(listing, others or {}, change, own)
     if blocked is not None:
         raise ValueError(blocked)
     return change
+
+
+def _utf8(path: str) -> bool:
+    """Whether `path` is text, not bytes that are not UTF-8 read as lone surrogates."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _in_the_way(

@@ -372,3 +372,35 @@ def test_a_remote_that_prints_megabytes_is_quoted_in_a_short_excerpt(remote: Pat
     assert "\n" not in message
     assert len(message) < 2000, len(message)
     assert "A" * 300 + "... (" in message
+
+
+def _entries(remote: Path) -> dict[bytes, bytes]:
+    """Every file of the branch as git stores it: path bytes -> blob id."""
+    done = subprocess.run(
+        [GIT, "ls-tree", "-r", "-z", BRANCH], cwd=remote, capture_output=True, check=True,
+        env=clean_env(),
+    )  # fmt: skip
+    heads = (record.partition(b"\t") for record in done.stdout.split(b"\0") if record)
+    return {path: head.split()[2] for head, _, path in heads}
+
+
+def test_another_projects_file_named_in_no_utf8_survives_and_blocks_nothing(
+    remote: Path, tmp_path: Path
+) -> None:
+    """One file of another project named in latin-1 blocked every publish to the shared
+    index (before any upload); it is left byte for byte now."""
+    raw = b"cu130/acme-kernel/notes-\xff.html"
+    commit_files(
+        remote, {raw.decode("utf-8", "surrogateescape"): b"acme\n"}, "acme", tmp_path / "w"
+    )
+    before = _entries(remote)
+    outcome = publish(remote)
+    assert outcome.changed
+    after = _entries(remote)
+    assert after[raw] == before[raw]
+    assert b"cu130/sgl-deep-gemm/index.html" in after
+    root = subprocess.run(
+        [GIT, "cat-file", "blob", f"{BRANCH}:cu130/index.html"], cwd=remote, capture_output=True,
+        check=True, env=clean_env(),
+    ).stdout  # fmt: skip
+    assert b'href="acme-kernel/"' in root

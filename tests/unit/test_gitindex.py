@@ -292,9 +292,33 @@ def test_a_path_git_quoted_reads_back_byte_for_byte(printed: str, path: str) -> 
     assert unquoted_path(printed) == path
 
 
-def test_a_path_that_is_not_utf8_is_refused() -> None:
-    with pytest.raises(UnicodeDecodeError):
-        unquoted_path('"cu130/\\377"')
+def test_a_path_that_is_not_utf8_reads_as_the_file_system_reads_it() -> None:
+    """As os.fsdecode: a git command given the path gets its bytes back."""
+    path = unquoted_path('"cu130/acme-kernel/\\377.html"')
+    assert path == "cu130/acme-kernel/\udcff.html"
+    assert path.encode("utf-8", "surrogateescape") == b"cu130/acme-kernel/\xff.html"
+
+
+def test_another_projects_file_named_in_no_utf8_is_left_as_it_is() -> None:
+    """One such file anywhere on a shared index's branch blocked every publish of every
+    other project; now only this project's own folder must be text."""
+    odd = "cu130/acme-kernel/\udcff.html"
+    tree = {**OTHERS, odd: b"x"}
+    pages = PackagePages.from_rendered(rendered("cu130"), PROJECT)
+    read = {p: tree[p] for p in pages_to_read(tree, pages, "")}
+    change = merge_pages(tree, read, pages, directory="", root_pages=roots)
+    assert odd not in change.writes
+    assert odd not in change.deletes
+    assert f"cu130/{PROJECT}/index.html" in change.writes
+
+
+def test_a_file_named_in_no_utf8_in_the_projects_own_folder_is_refused_by_name() -> None:
+    odd = f"cu130/{PROJECT}/\udcff.html"
+    tree = {**OTHERS, odd: b"x"}
+    pages = PackagePages.from_rendered(rendered("cu130"), PROJECT)
+    read = {p: tree[p] for p in pages_to_read(tree, pages, "")}
+    with pytest.raises(ValueError, match=r"'cu130/sgl-deep-gemm/\\udcff.html' in this project"):
+        merge_pages(tree, read, pages, directory="", root_pages=roots)
 
 
 def test_the_token_reaches_git_as_a_header_of_the_remotes_origin_only() -> None:
