@@ -35,7 +35,7 @@ from release.records.manifest import (
     sdist_cell_of,
     sdist_filename,
 )
-from release.records.sdistfile import sdist_archive_problems
+from release.records.sdistfile import SDIST_SUFFIX, sdist_archive_problems
 from release.toolchain.projectmeta import hook_environment
 
 # ---------------------------------------------------------------- pure core
@@ -145,11 +145,12 @@ def build_sdist(settings: BuildSettings, cell: Cell, log: Path) -> SdistEntry:
         raw = found[0].read_bytes()
     problems = sdist_archive_problems(raw, filename, project.name, version)
     if problems:
+        top = filename.removesuffix(SDIST_SUFFIX)
         raise BuildError(
             "; ".join(problems),
             hint=f"the project's backend wrote it so; an sdist PyPI and pip take holds only "
-            f"files and directories under one top directory {filename.removesuffix('.tar.gz')}/, "
-            "each once and named printably, with a PKG-INFO naming the release (docs/building.md)",
+            f"files and directories under one top directory {top}/, each once and named "
+            "printably, with a PKG-INFO naming the release (docs/building.md)",
         )
     link = linked_out(raw, project.path)
     if link is not None:

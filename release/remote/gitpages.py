@@ -22,6 +22,7 @@ from urllib.parse import unquote, urljoin, urlsplit
 
 from packaging.utils import InvalidName, canonicalize_name
 
+from release.fsutil import LONE_SURROGATE
 from release.remote.simple_index import page_links, root_json_projects
 
 ROOT_HTML = "index.html"
@@ -258,7 +259,7 @@ def merge_pages(
                 raise ValueError(dropped)
             for name, data in root_pages(label, sorted(holds.values())).items():
                 writes[_join(label_dir, name)] = data
-    unnamed = next((p for p in deletes if not _utf8(p)), None)
+    unnamed = next((p for p in deletes if LONE_SURROGATE.search(p)), None)
     if unnamed is not None:  # git would take it, but no log or message could say its name
         raise ValueError(f"{unnamed!r} in this project's folder: its name is not UTF-8")
     change = IndexChange(writes=writes, deletes=tuple(deletes))
@@ -267,15 +268,6 @@ def merge_pages(
     if blocked is not None:
         raise ValueError(blocked)
     return change
-
-
-def _utf8(path: str) -> bool:
-    """Whether `path` is text, not bytes that are not UTF-8 read as lone surrogates."""
-    try:
-        path.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _in_the_way(
