@@ -28,6 +28,13 @@ from release.yamlspec import join_path
 
 DEFAULT_DIST = "dist"  # release's output where --out says none
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Where the build's processes find their programs, libraries and Python modules. release
+# composes PATH and LIBRARY_PATH for each cell (the pinned toolchain and the build
+# environment first); a value of the matrix's would replace that for the whole build, and the
+# wheel would take its compiler, libraries or modules from the machine that builds it.
+_SEARCH_PATHS = frozenset(
+    {"PATH", "LIBRARY_PATH", "LD_LIBRARY_PATH", "LD_PRELOAD", "PYTHONPATH", "PYTHONHOME"}
+)
 
 
 def env_problem(name: str, backend: BackendName) -> str | None:
@@ -46,6 +53,12 @@ def env_problem(name: str, backend: BackendName) -> str | None:
         )
     if name == "SOURCE_DATE_EPOCH":
         return "SOURCE_DATE_EPOCH is set by `release build` (the last commit's time)"
+    if name in _SEARCH_PATHS:
+        return (
+            f"{name} would take the build's programs or libraries from the machine that "
+            "builds it, not from the cell's pinned toolchain and build environment: remove it "
+            "(a build tool goes in build.requires, a CUDA library in build.cuda-libraries)"
+        )
     return None
 
 

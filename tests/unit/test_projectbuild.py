@@ -89,9 +89,13 @@ def test_build_sections_that_contradict_the_cell_are_refused() -> None:
     assert [p.split(": ")[0:2] for p in problems] == [
         ["bad-rules.yaml:5:16", "build.env.CUDAARCHS"],
         ["bad-rules.yaml:6:21", "build.env.TWINE_PASSWORD"],
-        ["bad-rules.yaml:18:48", setting],
+        ["bad-rules.yaml:7:22", "build.env.LD_LIBRARY_PATH"],
+        ["bad-rules.yaml:17:34", 'cuda["13.0"].build.env.PATH'],
+        ["bad-rules.yaml:19:48", setting],
     ]
     assert "credential" in problems[1]
+    assert "not from the cell's pinned toolchain" in problems[2]
+    assert "build.cuda-libraries" in problems[3]
 
 
 def test_a_torch_cell_with_ptx_alone_is_refused_at_load() -> None:
