@@ -211,6 +211,8 @@ def _torch_targets(setup_py: SetupPy, backend: Backend, hints: ArchHints) -> Tar
     if setup_py.gencode:
         return _gencode_targets(setup_py.gencode, backend, hints, changes)
     for default in setup_py.arch_list:
+        if default.fails:  # a "not implemented" branch's list builds nothing
+            continue
         parsed = parse_torch_arch_list(default.value) if default.value else None
         if parsed is not None:
             sms, ptx = parsed

@@ -175,6 +175,21 @@ class SourceIndex:
         wanted = set(kinds)
         return [node for node in self.nodes if type(node) in wanted]
 
+    def in_failing_branch(self, node: ast.AST) -> bool:
+        """Whether the branch of an `if` that holds `node` also fails outright (`raise`,
+        `assert False`), as a project's "not implemented" branch does: nothing built there."""
+        child, parent = node, self.parents.get(id(node))
+        while parent is not None and not isinstance(parent, ast.If):
+            child, parent = parent, self.parents.get(id(parent))
+        if parent is None:
+            return False
+        block = parent.body if any(child is s for s in parent.body) else parent.orelse
+        return any(
+            isinstance(s, ast.Raise)
+            or (isinstance(s, ast.Assert) and isinstance(s.test, ast.Constant) and not s.test.value)
+            for s in block
+        )
+
     @cached_property
     def _line_starts(self) -> list[int]:
         return [0, *(match.end() for match in _LINE_END.finditer(self.text))]

@@ -104,6 +104,7 @@ class ArchListDefault:
     place: Place
     value: str | None  # None: computed
     overrides: bool
+    fails: bool = False  # in a branch that raises or asserts False: no build takes it
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -496,20 +497,32 @@ class _Reader:
             setdefault = isinstance(func, ast.Attribute) and func.attr == "setdefault"
             if default is not None and (setdefault or _env_name(node) == ARCH_LIST):
                 return ArchListDefault(
-                    place=self.place(node), value=string_of(default), overrides=False
+                    place=self.place(node),
+                    value=string_of(default),
+                    overrides=False,
+                    fails=self.index.in_failing_branch(node),
                 )
-        if isinstance(node, ast.Assign):
-            for target in node.targets:
-                if (
-                    isinstance(target, ast.Subscript)
-                    and _is_environ(target.value)
-                    and string_of(target.slice) == ARCH_LIST
-                ):
-                    return ArchListDefault(
-                        place=self.place(node),
-                        value=string_of(node.value),
-                        overrides=not self._guarded(node),
-                    )
+        if isinstance(node, ast.Assign) and any(
+            isinstance(target, ast.Subscript)
+            and _is_environ(target.value)
+            and string_of(target.slice) == ARCH_LIST
+            for target in node.targets
+        ):
+            value = node.value
+            if _env_name(value) == ARCH_LIST:
+                return None  # = os.getenv(ARCH_LIST, default): that call is the default
+            # `= os.environ.get(ARCH_LIST) or "9.0"` keeps the build's, as a guard does
+            either = isinstance(value, ast.BoolOp) and isinstance(value.op, ast.Or)
+            if isinstance(value, ast.BoolOp) and either and _env_name(value.values[0]) == ARCH_LIST:
+                value, kept = value.values[-1], True
+            else:
+                kept = self._guarded(node)
+            return ArchListDefault(
+                place=self.place(node),
+                value=string_of(value),
+                overrides=not kept,
+                fails=self.index.in_failing_branch(node),
+            )
         return None
 
     def _guarded(self, node: ast.AST) -> bool:

@@ -121,6 +121,22 @@ def test_the_projects_own_sms_less_those_cuda_13_cannot_build() -> None:
     assert found.changes == ()
 
 
+def test_a_default_from_the_builds_own_value_and_a_branch_that_fails() -> None:
+    # DeepEP's setup.py: a "not implemented" branch first, the list its build takes after
+    read = read_texts(
+        setup_py="import os\nfrom torch.utils.cpp_extension import CUDAExtension\n"
+        'if int(os.getenv("DISABLE_SM90_FEATURES", 0)):\n'
+        '    os.environ["TORCH_CUDA_ARCH_LIST"] = os.getenv("TORCH_CUDA_ARCH_LIST", "8.0")\n'
+        '    assert False, "Not implemented"\n'
+        "else:\n"
+        '    os.environ["TORCH_CUDA_ARCH_LIST"] = os.getenv("TORCH_CUDA_ARCH_LIST", "9.0")\n'
+    )
+    found = targets_of(read, "torch")
+    assert targets(found.sms) == ["90"]
+    assert found.found[0].source == "setup.py:7: TORCH_CUDA_ARCH_LIST 9.0"
+    assert found.changes == ()
+
+
 def test_what_keeps_the_matrixs_sms_from_the_build_needs_a_change() -> None:
     torch = targets_of(
         read_texts(

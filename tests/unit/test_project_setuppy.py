@@ -119,12 +119,22 @@ def test_torch_cuda_arch_list_defaults_and_overrides() -> None:
         '    os.environ["TORCH_CUDA_ARCH_LIST"] = "7.5"\n'
         'os.environ["TORCH_CUDA_ARCH_LIST"] = "9.0a"\n'
         'archs = os.getenv("TORCH_CUDA_ARCH_LIST", "8.6")\n'
+        'os.environ["TORCH_CUDA_ARCH_LIST"] = os.environ.get("TORCH_CUDA_ARCH_LIST", "8.9")\n'
+        'os.environ["TORCH_CUDA_ARCH_LIST"] = os.getenv("TORCH_CUDA_ARCH_LIST") or "10.0"\n'
+        'os.environ["TORCH_CUDA_ARCH_LIST"] = os.getenv("OTHER") or "12.0"\n'
+        "if os.getenv('X'):\n"
+        '    os.environ.setdefault("TORCH_CUDA_ARCH_LIST", "7.0")\n'
+        "    raise RuntimeError('not implemented')\n"
     )
-    assert [(str(d.place), d.value, d.overrides) for d in read.arch_list] == [
-        ("setup.py:2", "8.0;9.0+PTX", False),
-        ("setup.py:4", "7.5", False),
-        ("setup.py:5", "9.0a", True),
-        ("setup.py:6", "8.6", False),
+    assert [(str(d.place), d.value, d.overrides, d.fails) for d in read.arch_list] == [
+        ("setup.py:2", "8.0;9.0+PTX", False, False),
+        ("setup.py:4", "7.5", False, False),
+        ("setup.py:5", "9.0a", True, False),
+        ("setup.py:6", "8.6", False, False),
+        ("setup.py:7", "8.9", False, False),
+        ("setup.py:8", "10.0", False, False),
+        ("setup.py:9", None, True, False),
+        ("setup.py:11", "7.0", False, True),
     ]
 
 
