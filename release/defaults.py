@@ -12,7 +12,9 @@ WHEEL_SIZE_LIMIT = 4 * 2**30
 
 # `release verify`
 VERIFY_CONCURRENCY = 16  # GitHub allows 100 concurrent requests; stay well under
-RELEASE_WORKFLOW = ".github/workflows/release.yml"  # the workflow an attestation must name
+CALLER_WORKFLOW = "release.yml"  # the file name `release init` gives the caller workflow
+# the workflow an attestation must name
+RELEASE_WORKFLOW = f".github/workflows/{CALLER_WORKFLOW}"
 
 # `release audit`
 AUDIT_CONCURRENCY = 4  # wheels read at once, each on disk until inspected

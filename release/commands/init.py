@@ -1,11 +1,12 @@
 """Read the kernel project in DIR statically (setup.py with ast, pyproject.toml, setup.cfg,
 CMakeLists.txt; nothing is run, and none of its files is changed) and write a commented
 matrix.yaml there and the release workflow that calls the tool's reusable one
-(.github/workflows/release.yml at the repository's root). It detects the build backend, the
-project's own SM list, a torch project's py_limited_api floor or Python list, its torch
-(pinned to the newest exact version the index has that its build requirement allows: one
-small request) and its force-CUDA switch, each with the file and line it read; it names
-what must change before the project builds, and what it could not decide.
+(.github/workflows/release.yml at the repository's root, or the name --workflow gives).
+It detects the build backend, the project's own SM list, a torch project's py_limited_api
+floor or Python list, its torch (pinned to the newest exact version the index has that its
+build requirement allows: one small request) and its force-CUDA switch, each with the file
+and line it read; it names what must change before the project builds, and what it could
+not decide.
 
 `release init`: a commented matrix.yaml and the release workflow for a kernel project.
 """
@@ -23,12 +24,13 @@ from release.commands.parsing import arguments
 from release.commands.parsing.options import ExistingDir
 from release.console import Output
 from release.credentials import secret_values
-from release.defaults import PYPI_SIMPLE
+from release.defaults import CALLER_WORKFLOW, PYPI_SIMPLE
 
 if TYPE_CHECKING:
     from release.init.detect import Note
     from release.init.run import InitOutcome
 
+_WORKFLOW_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,94}\.ya?ml")
 HELP = "write a commented matrix.yaml and the release workflow for a kernel project"
 SHARED: tuple[arguments.Shared, ...] = ("output",)
 
@@ -44,6 +46,14 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--force", action="store_true", help="write over an existing matrix.yaml and workflow"
+    )
+    parser.add_argument(
+        "--workflow",
+        type=workflow_name,
+        default=CALLER_WORKFLOW,
+        metavar="NAME",
+        help="the caller workflow's file name in .github/workflows, beside a release.yml of "
+        f"the project's own (default: {CALLER_WORKFLOW})",
     )
     parser.add_argument(
         "--torch-index",
@@ -88,6 +98,16 @@ def secret_name(text: str) -> str:
     return text
 
 
+def workflow_name(text: str) -> str:
+    """argparse type of --workflow: a file name GitHub runs from .github/workflows."""
+    if not _WORKFLOW_NAME.fullmatch(text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a workflow file name (letters, digits, '.', '_' and '-', "
+            "ending in .yml or .yaml, at most 100 characters)"
+        )
+    return text
+
+
 def destination_secret_name(text: str) -> str:
     """argparse type of --destination-token-secret: a name matrix.yaml's token-secret
     takes."""
@@ -118,6 +138,7 @@ def run(args: argparse.Namespace, out: Output) -> int:
         InitSettings(
             directory=args.directory,
             force=args.force,
+            workflow=args.workflow,
             torch_index=args.torch_index,
             offline=args.offline,
             pypi_token_secret=args.pypi_token_secret,

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from release.backends import DEFAULT_BACKEND, backend_for
+from release.defaults import CALLER_WORKFLOW
 from release.init.decide import Decision
 from release.init.detect import Finding, Note
 from release.init.emit import ABSENT, commented, emit, flow, quoted
@@ -37,8 +38,9 @@ def render_workflow(
     token_secret: str | None = None,
     *,
     destination_token_secret: str | None = None,
+    workflow: str = CALLER_WORKFLOW,
 ) -> str:
-    """.github/workflows/release.yml: the caller of the tool's reusable workflows and of its
+    """.github/workflows/`workflow`: the caller of the tool's reusable workflows and of its
     publish action, each pinned to `commit` (the release's tag where it is not known), with
     PyPI's trusted publishing or, given `token_secret`, that repository secret's API token;
     given `destination_token_secret`, that secret is the token of a destination in another
@@ -47,7 +49,7 @@ def render_workflow(
     if token_secret is None:
         publisher = (
             "PyPI: trusted publishing. Add a trusted publisher to the PyPI project: this "
-            "repository, workflow release.yml, environment release. With an API token "
+            f"repository, workflow {workflow}, environment release. With an API token "
             "instead: `release init --pypi-token-secret NAME`, or give the step "
             "`with: {pypi-token: ${{ secrets.NAME }}}`."
         )

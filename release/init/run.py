@@ -20,7 +20,7 @@ from packaging.version import Version
 from release import __version__
 from release.backends import backend_for
 from release.credentials import mask
-from release.defaults import PYPI_SIMPLE
+from release.defaults import CALLER_WORKFLOW, PYPI_SIMPLE
 from release.errors import ConfigError, FileError, ToolchainError
 from release.init.decide import Decision, decide
 from release.init.detect import Finding, TorchLookup, backend_of
@@ -39,7 +39,7 @@ from release.writing import write_together
 from release.yamlspec import MAX_DOCUMENT_BYTES as MAX_MATRIX_BYTES
 
 MATRIX = "matrix.yaml"
-WORKFLOW = Path(".github") / "workflows" / "release.yml"
+WORKFLOWS = Path(".github") / "workflows"
 # one small page (about 400 KB for torch on PyPI): a short budget, so offline is said soon
 INDEX_POLICY = RetryPolicy(attempts=2, initial_delay=1.0, total=30.0, request_timeout=20.0)
 TORCH_ARCH = "x86_64"  # the arch of the cells init writes
@@ -49,6 +49,7 @@ TORCH_ARCH = "x86_64"  # the arch of the cells init writes
 class InitSettings:
     directory: Path
     force: bool = False
+    workflow: str = CALLER_WORKFLOW  # the caller workflow's file name in .github/workflows
     torch_index: str | None = None  # where the cells' torch comes from; None: PyPI
     offline: bool = False  # ask no index: the torch pin is left a TODO
     pypi_token_secret: str | None = None  # None: PyPI's trusted publishing
@@ -85,14 +86,17 @@ def init_project(settings: InitSettings, torch_source: TorchSource | None = None
         )
     root = repository_root(directory)
     matrix_path = directory / MATRIX
-    workflow_path = root / WORKFLOW
+    workflow_path = root / WORKFLOWS / settings.workflow
     matrix_in_workflow = workflow_matrix(matrix_path, root)
     existing = [p for p in (matrix_path, workflow_path) if os.path.lexists(p)]  # a link too
     if existing and not settings.force:
+        hint = f"pass --force to write over {'it' if len(existing) == 1 else 'them'}"
+        if workflow_path in existing:  # often the project's own release workflow
+            hint += ", or --workflow NAME.yml to write the caller beside it"
         raise FileError(
             f"{' and '.join(str(p) for p in existing)} already "
             f"{'exists' if len(existing) == 1 else 'exist'}: release init replaces nothing",
-            hint=f"pass --force to write over {'it' if len(existing) == 1 else 'them'}",
+            hint=hint,
         )
     files = read_project_files(directory)
     read, layout = reading(files), read_layout(files)
@@ -119,6 +123,7 @@ def init_project(settings: InitSettings, torch_source: TorchSource | None = None
         tool_commit(),
         settings.pypi_token_secret,
         destination_token_secret=settings.destination_token_secret,
+        workflow=settings.workflow,
     )
     workflow_text = mask(workflow_text, settings.hidden)
     written = tuple(
@@ -141,7 +146,7 @@ def workflow_matrix(matrix_path: Path, root: Path) -> str:
         return path
     said = path if path.isprintable() else repr(path)
     raise ConfigError(
-        [f"the matrix's path {said} cannot be written into {WORKFLOW}: {problem}"],
+        [f"the matrix's path {said} cannot be written into the workflow: {problem}"],
         hint="rename the directory DIR (or write the workflow by hand, docs/ci.md); nothing "
         "was written",
     )

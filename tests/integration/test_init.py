@@ -296,12 +296,42 @@ def test_existing_files_are_refused_without_force(tmp_path: Path) -> None:
     assert refused.stderr.splitlines() == [
         f"error: {project / 'matrix.yaml'} and {project / '.github/workflows/release.yml'} "
         "already exist: release init replaces nothing",
-        "hint: pass --force to write over them",
+        "hint: pass --force to write over them, or --workflow NAME.yml to write the caller "
+        "beside it",
     ]
     assert (project / "matrix.yaml").read_text() == "# mine\n"
     replaced = init(tmp_path, project, "--force")
     assert [w["replaced"] for w in replaced["written"]] == [True, True]
     assert (project / "matrix.yaml").read_text().startswith("# yaml-language-server:")
+
+
+def test_a_release_workflow_of_the_projects_own_stays_and_the_caller_goes_beside_it(
+    tmp_path: Path,
+) -> None:
+    project = copy(FIXTURES / "cmake_kernels", tmp_path / "k")
+    workflows = project / ".github" / "workflows"
+    workflows.mkdir(parents=True)
+    (workflows / "release.yml").write_text("name: ours\n")
+    refused = release(tmp_path, "init", str(project))
+    assert refused.returncode == 8
+    assert refused.stderr.splitlines()[-1] == (
+        "hint: pass --force to write over it, or --workflow NAME.yml to write the caller beside it"
+    )
+    assert not (project / "matrix.yaml").exists()
+    document = init(tmp_path, project, "--workflow", "wheels-release.yml")
+    assert [w["path"] for w in document["written"]] == [
+        str(project / "matrix.yaml"),
+        str(workflows / "wheels-release.yml"),
+    ]
+    assert (workflows / "release.yml").read_text() == "name: ours\n"
+    caller = (workflows / "wheels-release.yml").read_text()
+    comments = " ".join(line.strip(" #") for line in caller.splitlines())  # unwrapped
+    assert "this repository, workflow wheels-release.yml, environment release" in comments
+    for name in ("../release.yml", "x.txt", "a/b.yml", ".yml", "-x.yml"):
+        bad = release(tmp_path, "init", str(project), "--force", f"--workflow={name}")
+        assert bad.returncode == 2, name
+        assert "is not a workflow file name" in bad.stderr, name
+    assert (workflows / "release.yml").read_text() == "name: ours\n"
 
 
 def test_the_workflow_goes_to_the_repository_root(tmp_path: Path) -> None:
