@@ -1,4 +1,4 @@
-"""CMake-driven PEP 517 projects (scikit-build-core and others: sgl-kernel, FlashInfer):
+"""CMake-driven PEP 517 projects (scikit-build-core and others: sgl-kernel):
 CMAKE_CUDA_ARCHITECTURES (also as CUDAARCHS and in CMAKE_ARGS), CMAKE_CUDA_COMPILER /
 CUDACXX / CUDA_HOME / CUDAToolkit_ROOT, CMAKE_BUILD_PARALLEL_LEVEL; cmake and ninja from
 PyPI first on PATH; the local label by rewriting the built wheel.
