@@ -435,7 +435,7 @@ def native_of(read: Reading, layout: Layout, backend: BackendName) -> Native:
         )
         for module, needed in requires
     ]
-    switch = layout.local_version
+    switch = layout.local_version.switch
     env: tuple[tuple[str, str], ...] = ()
     if switch is not None:
         env = ((switch.name, switch.off),)
@@ -446,6 +446,18 @@ def native_of(read: Reading, layout: Layout, backend: BackendName) -> Native:
                 source=f"{switch.place}: {switch.name} defaults to {switch.default}, and "
                 f"{switch.function}() then adds a local label ({switch.label}) to the version: "
                 "a release's version has none",
+            )
+        )
+    if (label := layout.local_version.label) is not None:
+        changes.append(
+            Note(
+                place=str(label.label),
+                text=f"{f'{label.function}()' if label.function else 'the version'} adds a "
+                "local label to every version, and no "
+                "variable turns it off: each wheel would carry it, where a release's version "
+                "has none (matrix.yaml's local-label gives each copy its own)",
+                fix="add it only when a variable is set (flash-attention's "
+                "FLASH_ATTN_LOCAL_VERSION), or drop it",
             )
         )
     return Native(

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import posixpath
 from collections import deque
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from itertools import islice
 from pathlib import Path
 
@@ -24,7 +24,7 @@ from release.project.files import (
     read_version_file,
     reading,
 )
-from release.project.localversion import LocalVersionSwitch, local_version_switch
+from release.project.localversion import LocalVersion, local_version
 from release.project.native import (
     NativeBuild,
     merged,
@@ -67,7 +67,7 @@ class Layout:
     staged_files: ProjectFiles | None = None  # the staged subdirectory's build files
     version: Said | None = None  # its version file, read
     staged_above: Staged | None = None  # a script above this directory stages it
-    local_version: LocalVersionSwitch | None = None  # setup.py's, where it is on by default
+    local_version: LocalVersion = field(default_factory=LocalVersion)  # setup.py version label
 
 
 def read_layout(files: ProjectFiles) -> Layout:
@@ -103,7 +103,7 @@ def read_layout(files: ProjectFiles) -> Layout:
         staged_files=staged_files,
         version=version,
         staged_above=_staged_above(root, files),
-        local_version=local_version_switch(files.text(SETUP_PY) or "", SETUP_PY),
+        local_version=local_version(files.text(SETUP_PY) or "", SETUP_PY),
     )
 
 

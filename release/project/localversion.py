@@ -31,12 +31,30 @@ class LocalVersionSwitch:
     label: Place
 
 
-def local_version_switch(text: str, file: str = "setup.py") -> LocalVersionSwitch | None:
-    """The switch of the module doc where setup()'s version function has one that is on
-    by default; None otherwise (or where the file does not parse)."""
+@dataclass(frozen=True, kw_only=True)
+class LocalLabel:
+    """A version that gets a local label whatever the environment says (DeepEP's version
+    function: `'+' + <git rev-parse --short HEAD>`, else `'+local'`; FlashMLA's `version=
+    "1.0.0" + rev`, `rev` a git hash or the time), and where."""
+
+    function: str | None  # the version function; None: setup()'s version expression
+    label: Place
+
+
+@dataclass(frozen=True, kw_only=True)
+class LocalVersion:
+    """How setup.py's version gets a local label: a switch on by default, or no switch."""
+
+    switch: LocalVersionSwitch | None = None
+    label: LocalLabel | None = None
+
+
+def local_version(text: str, file: str = "setup.py") -> LocalVersion:
+    """The local label setup()'s version gets by default (see the classes); the version
+    read once (or not at all where the file does not parse)."""
     tree = parse_python(text)
     if tree is None:
-        return None
+        return LocalVersion()
     constants = {
         t.id: node.value
         for node in tree.body
@@ -44,9 +62,43 @@ def local_version_switch(text: str, file: str = "setup.py") -> LocalVersionSwitc
         for t in node.targets
         if isinstance(t, ast.Name)
     }
-    function = _version_function(tree, constants)
-    if function is None:
-        return None
+    version = _setup_version(tree)
+    if isinstance(version, ast.Name):
+        version = constants.get(version.id)
+    function = _version_function(tree, version)
+    if function is not None:
+        switch = _switch_of(function, constants, file)
+        labels = _unguarded_labels(function.body)
+    elif version is not None:
+        switch = None
+        names = {n.id for n in ast.walk(version) if isinstance(n, ast.Name)}
+        assigned = [
+            a.value
+            for a in _unguarded_statements(tree.body)
+            if isinstance(a, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id in names for t in a.targets)
+        ]
+        labels = _unguarded_labels([version, *assigned])
+    else:
+        return LocalVersion()
+    label = None
+    if labels:
+        line = min(getattr(n, "lineno", 0) for n in labels)
+        label = LocalLabel(
+            function=function.name if function else None, label=Place(file=file, line=line)
+        )
+    return LocalVersion(switch=switch, label=label)
+
+
+def local_version_switch(text: str, file: str = "setup.py") -> LocalVersionSwitch | None:
+    """The switch of the module doc where setup()'s version function has one that is on
+    by default; None otherwise (or where the file does not parse)."""
+    return local_version(text, file).switch
+
+
+def _switch_of(
+    function: ast.FunctionDef, constants: dict[str, ast.expr], file: str
+) -> LocalVersionSwitch | None:
     for branch in ast.walk(function):
         if not isinstance(branch, ast.If):
             continue
@@ -64,11 +116,46 @@ def local_version_switch(text: str, file: str = "setup.py") -> LocalVersionSwitc
     return None
 
 
-def _version_function(tree: ast.Module, constants: dict[str, ast.expr]) -> ast.FunctionDef | None:
+def _unguarded(nodes: list[ast.stmt] | list[ast.AST]) -> list[ast.AST]:
+    """`nodes` and what they hold, outside any test (`if`, a conditional expression) and any
+    function: what runs whatever the environment says."""
+    out: list[ast.AST] = []
+    pending: list[ast.AST] = list(nodes)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, (ast.If, ast.IfExp, ast.FunctionDef, ast.Lambda, ast.ClassDef)):
+            continue  # a label under a test may be a switch's (_switch_of)
+        out.append(node)
+        pending.extend(ast.iter_child_nodes(node))
+    return out
+
+
+def _unguarded_statements(body: list[ast.stmt]) -> list[ast.stmt]:
+    """The statements of `body` and of the `try`, `with` and loop blocks in it, outside any
+    `if` and any function: the module's, without walking its expressions."""
+    out: list[ast.stmt] = []
+    pending = list(body)
+    while pending:
+        statement = pending.pop()
+        if isinstance(statement, (ast.If, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        out.append(statement)
+        for name in ("body", "orelse", "finalbody", "handlers"):
+            for child in getattr(statement, name, ()):
+                pending.extend(child.body if isinstance(child, ast.ExceptHandler) else [child])
+    return out
+
+
+def _unguarded_labels(nodes: list[ast.stmt] | list[ast.expr]) -> list[ast.AST]:
+    return [n for n in _unguarded(list(nodes)) if _starts_label(n)]
+
+
+def _setup_version(tree: ast.Module) -> ast.expr | None:
     calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and call_name(n.func) == "setup"]
-    version = next((k.value for c in calls for k in c.keywords if k.arg == "version"), None)
-    if isinstance(version, ast.Name):
-        version = constants.get(version.id)
+    return next((k.value for c in calls for k in c.keywords if k.arg == "version"), None)
+
+
+def _version_function(tree: ast.Module, version: ast.expr | None) -> ast.FunctionDef | None:
     if not isinstance(version, ast.Call) or not isinstance(version.func, ast.Name):
         return None
     wanted = version.func.id

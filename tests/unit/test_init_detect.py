@@ -4,6 +4,7 @@ not decide."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,7 @@ from release.init.torchaxes import Switches, force_build, force_cuda, torch_pin
 from release.init.torchindex import TorchRelease
 from release.project import ProjectFiles, Reading, read_project_files, reading
 from release.project.layout import Layout
+from release.project.localversion import local_version
 from release.project.native import NativeBuild, native_of_setup_py
 from release.project.setuppy import read_setup_py
 from release.targets import GpuTarget
@@ -365,6 +367,22 @@ def test_host_only_units_that_link_nvrtc_have_no_device_code_and_no_python_api()
     neither = HOST_ONLY.replace("'-lnvrtc', ", "")
     plain = native_of(read, layout_of({"csrc/api.cpp": ""}, setup_py=neither), "torch")
     assert plain.device_code is None  # no NVRTC, no CUDA headers: nothing says JIT
+
+
+def test_a_version_labelled_whatever_the_environment_says_needs_a_change() -> None:
+    labelled = HOST_ONLY.replace(
+        "setup(name='jit', version='1.0',",
+        "try:\n    rev = '+' + git_hash()\nexcept Exception:\n    rev = '+local'\n"
+        "setup(name='jit', version='1.0' + rev,",
+    )
+    layout = replace(layout_of({}), local_version=local_version(labelled))
+    (change,) = native_of(read_texts(setup_py=labelled), layout, "torch").changes
+    line = labelled.splitlines().index("    rev = '+' + git_hash()") + 1
+    assert change.place == f"setup.py:{line}"
+    assert change.text.startswith("the version adds a local label to every version")
+    assert "FLASH_ATTN_LOCAL_VERSION" in change.fix
+    plain = native_of(read_texts(setup_py=HOST_ONLY), layout_of({}), "torch")
+    assert plain.changes == ()
 
 
 def test_the_torch_pin_compiles_the_projects_cxx_standard() -> None:

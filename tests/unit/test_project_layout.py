@@ -35,8 +35,9 @@ def test_the_fixture_stages_sgl_k3_jit_and_builds_host_code_only() -> None:
     ]
     assert layout.native.standard is not None
     assert layout.native.standard.value == "20"
-    assert layout.local_version is not None
-    assert layout.local_version.name == "K3_USE_LOCAL_VERSION"
+    assert layout.local_version.switch is not None
+    assert layout.local_version.switch.name == "K3_USE_LOCAL_VERSION"
+    assert layout.local_version.label is None  # the switch turns it off
     assert layout.staged_above is None
 
 

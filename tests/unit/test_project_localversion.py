@@ -1,11 +1,12 @@
 """release.project.localversion: a setup.py whose version function adds a local label when
-a variable is on, and whose default turns it on (DeepGEMM's DG_USE_LOCAL_VERSION)."""
+a variable is on, and whose default turns it on (DeepGEMM's DG_USE_LOCAL_VERSION); or adds
+one that nothing turns off (DeepEP's version function, FlashMLA's version expression)."""
 
 from __future__ import annotations
 
 import pytest
 
-from release.project.localversion import local_version_switch
+from release.project.localversion import local_version, local_version_switch
 
 DEEP_GEMM = """\
 import os
@@ -70,3 +71,55 @@ def test_a_label_from_a_variable_that_is_off_by_default_or_no_label_says_nothing
     literal = DEEP_GEMM.replace("version=get_package_version()", "version='2.5.0'")
     assert local_version_switch(literal) is None
     assert local_version_switch("setup(\n") is None
+
+
+DEEP_EP = """\
+import subprocess
+
+
+def get_package_version():
+    public_version = '2.1.0'
+    try:
+        cmd = ['git', 'rev-parse', '--short', 'HEAD']
+        revision = '+' + subprocess.check_output(cmd).decode('ascii').rstrip()
+    except:
+        revision = '+local'
+    return f'{public_version}{revision}'
+
+
+setuptools.setup(name='deep_ep', version=get_package_version())
+"""
+
+FLASH_MLA = """\
+try:
+    rev = '+' + subprocess.check_output(['git', 'rev-parse', '--short', 'HEAD']).decode()
+except Exception as _:
+    rev = '+' + datetime.now().strftime("%Y-%m-%d-%H-%M-%S")
+
+setup(name="flash_mla", version="1.0.0" + rev)
+"""
+
+
+def test_a_label_no_variable_turns_off_is_found_in_the_function_or_the_expression() -> None:
+    deep_ep = local_version(DEEP_EP)
+    assert deep_ep.switch is None
+    assert deep_ep.label is not None
+    assert (deep_ep.label.function, str(deep_ep.label.label)) == (
+        "get_package_version",
+        "setup.py:8",
+    )
+    flash_mla = local_version(FLASH_MLA)
+    assert flash_mla.label is not None
+    assert (flash_mla.label.function, str(flash_mla.label.label)) == (None, "setup.py:2")
+    # DeepGEMM's label is under its switch; a literal version or one under a test has none
+    assert local_version(DEEP_GEMM).label is None
+    assert (
+        local_version(DEEP_EP.replace("version=get_package_version()", "version='2.1.0'")).label
+        is None
+    )
+    guarded = (
+        FLASH_MLA.replace("try:", "if os.getenv('LOCAL'):\n  try:")
+        .replace("\n    ", "\n      ")
+        .replace("\nexcept", "\n  except")
+    )
+    assert local_version(guarded).label is None
