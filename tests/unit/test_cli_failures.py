@@ -576,7 +576,7 @@ def test_init_takes_a_destination_token_secret_matrix_yaml_would_take(
 @pytest.mark.parametrize(
     "line",
     [
-        ["init", "--workflow", "/no/such/dir"],  # the value taken as init's DIR
+        ["init", "--matrix", "/no/such/dir"],  # the value taken as init's DIR
         ["init", "/no/such/dir", "--bogus"],
         ["nccl", "--out", "/dev/null/x", "--bogus"],
     ],
