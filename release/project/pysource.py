@@ -190,6 +190,17 @@ class SourceIndex:
             for s in block
         )
 
+    def raises_when(self, node: ast.AST) -> bool:
+        """Whether `node` is (part of) the test of an `if` whose block raises."""
+        child, parent = node, self.parents.get(id(node))
+        while isinstance(parent, ast.expr):
+            child, parent = parent, self.parents.get(id(parent))
+        return (
+            isinstance(parent, ast.If)
+            and parent.test is child
+            and any(isinstance(s, ast.Raise) for s in parent.body)
+        )
+
     @cached_property
     def _line_starts(self) -> list[int]:
         return [0, *(match.end() for match in _LINE_END.finditer(self.text))]

@@ -417,7 +417,13 @@ class _Reader:
 
     def gates(self) -> Iterator[CudaGate]:
         for node in self.index.of(ast.Call):
-            if isinstance(node, ast.Call) and _is_cuda_available(node.func):
+            if (
+                isinstance(node, ast.Call)
+                and _is_cuda_available(node.func)
+                # one that raises stops a build without a GPU (flash-attention's ROCm
+                # path): it does not build the CPU extension alone
+                and not self.index.raises_when(node)
+            ):
                 yield CudaGate(place=self.place(node), forced_by=tuple(self._forcing(node)))
 
     def _forcing(self, gate: ast.AST) -> Iterator[EnvRead]:

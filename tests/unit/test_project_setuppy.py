@@ -111,6 +111,18 @@ def test_a_cuda_gate_without_a_switch_and_one_a_variable_forces() -> None:
     assert [(s.name, s.on) for s in second.forced_by] == [("MY_CUDA", "true")]
 
 
+def test_a_gpu_check_that_raises_is_no_cuda_gate() -> None:
+    # flash-attention's ROCm path: without a GPU (and GPU_ARCHS) the build stops
+    read = read_setup_py(
+        "import torch\n"
+        "if not torch.cuda.is_available():\n"
+        "    raise RuntimeError('no GPU detected')\n"
+        "if torch.cuda.is_available() and x:\n"
+        "    pass\n"
+    )
+    assert [str(g.place) for g in read.gates] == ["setup.py:4"]
+
+
 def test_torch_cuda_arch_list_defaults_and_overrides() -> None:
     read = read_setup_py(
         "import os\n"
