@@ -116,17 +116,22 @@ def _switch_of(
     return None
 
 
-def _unguarded(nodes: list[ast.stmt] | list[ast.AST]) -> list[ast.AST]:
-    """`nodes` and what they hold, outside any test (`if`, a conditional expression) and any
-    function: what runs whatever the environment says."""
+def _unguarded_labels(nodes: list[ast.stmt] | list[ast.expr]) -> list[ast.AST]:
+    """The local labels `nodes` add outside any test (`if`, a conditional expression) and any
+    function, whatever the environment says: a `"+..."` string that is a value (assigned,
+    returned, added), not an argument or an operand of a comparison (`v.split("+")`,
+    `"+" in v` read a label, they add none)."""
     out: list[ast.AST] = []
-    pending: list[ast.AST] = list(nodes)
+    pending: list[tuple[ast.AST, ast.AST | None]] = [(n, None) for n in nodes]
     while pending:
-        node = pending.pop()
+        node, parent = pending.pop()
         if isinstance(node, (ast.If, ast.IfExp, ast.FunctionDef, ast.Lambda, ast.ClassDef)):
             continue  # a label under a test may be a switch's (_switch_of)
-        out.append(node)
-        pending.extend(ast.iter_child_nodes(node))
+        if _starts_label(node):
+            if not isinstance(parent, (ast.Call, ast.Compare, ast.keyword)):
+                out.append(node)
+            continue
+        pending.extend((child, node) for child in ast.iter_child_nodes(node))
     return out
 
 
@@ -144,10 +149,6 @@ def _unguarded_statements(body: list[ast.stmt]) -> list[ast.stmt]:
             for child in getattr(statement, name, ()):
                 pending.extend(child.body if isinstance(child, ast.ExceptHandler) else [child])
     return out
-
-
-def _unguarded_labels(nodes: list[ast.stmt] | list[ast.expr]) -> list[ast.AST]:
-    return [n for n in _unguarded(list(nodes)) if _starts_label(n)]
 
 
 def _setup_version(tree: ast.Module) -> ast.expr | None:

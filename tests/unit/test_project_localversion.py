@@ -123,3 +123,9 @@ def test_a_label_no_variable_turns_off_is_found_in_the_function_or_the_expressio
         .replace("\nexcept", "\n  except")
     )
     assert local_version(guarded).label is None
+    # reading a label is not adding one
+    stripped = DEEP_EP.replace("revision = '+' + subprocess", "revision = '.' + subprocess")
+    stripped = stripped.replace(
+        "revision = '+local'", "revision = ''\n    public_version = public_version.split('+')[0]"
+    ).replace("    try:", "    assert '+' not in public_version\n    try:")
+    assert local_version(stripped).label is None
