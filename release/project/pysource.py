@@ -190,16 +190,14 @@ class SourceIndex:
             for s in block
         )
 
-    def raises_when(self, node: ast.AST) -> bool:
-        """Whether `node` is (part of) the test of an `if` whose block raises."""
+    def test_of(self, node: ast.AST) -> tuple[ast.expr, ast.If] | None:
+        """(the test, its `if`) where `node` is (part of) the test of an `if`."""
         child, parent = node, self.parents.get(id(node))
         while isinstance(parent, ast.expr):
             child, parent = parent, self.parents.get(id(parent))
-        return (
-            isinstance(parent, ast.If)
-            and parent.test is child
-            and any(isinstance(s, ast.Raise) for s in parent.body)
-        )
+        if isinstance(parent, ast.If) and parent.test is child:
+            return parent.test, parent
+        return None
 
     @cached_property
     def _line_starts(self) -> list[int]:

@@ -420,9 +420,7 @@ class _Reader:
             if (
                 isinstance(node, ast.Call)
                 and _is_cuda_available(node.func)
-                # one that raises stops a build without a GPU (flash-attention's ROCm
-                # path): it does not build the CPU extension alone
-                and not self.index.raises_when(node)
+                and not _rocm_or_raising(self.index.test_of(node))
             ):
                 yield CudaGate(place=self.place(node), forced_by=tuple(self._forcing(node)))
 
@@ -503,11 +501,9 @@ class _Reader:
             setdefault = isinstance(func, ast.Attribute) and func.attr == "setdefault"
             if default is not None and (setdefault or _env_name(node) == ARCH_LIST):
                 return ArchListDefault(
-                    place=self.place(node),
-                    value=string_of(default),
-                    overrides=False,
+                    place=self.place(node), value=string_of(default), overrides=False,
                     fails=self.index.in_failing_branch(node),
-                )
+                )  # fmt: skip
         if isinstance(node, ast.Assign) and any(
             isinstance(target, ast.Subscript)
             and _is_environ(target.value)
@@ -517,18 +513,18 @@ class _Reader:
             value = node.value
             if _env_name(value) == ARCH_LIST:
                 return None  # = os.getenv(ARCH_LIST, default): that call is the default
+            kept = self._guarded(node)
             # `= os.environ.get(ARCH_LIST) or "9.0"` keeps the build's, as a guard does
-            either = isinstance(value, ast.BoolOp) and isinstance(value.op, ast.Or)
-            if isinstance(value, ast.BoolOp) and either and _env_name(value.values[0]) == ARCH_LIST:
+            if (
+                isinstance(value, ast.BoolOp)
+                and isinstance(value.op, ast.Or)
+                and _env_name(value.values[0]) == ARCH_LIST
+            ):
                 value, kept = value.values[-1], True
-            else:
-                kept = self._guarded(node)
             return ArchListDefault(
-                place=self.place(node),
-                value=string_of(value),
-                overrides=not kept,
+                place=self.place(node), value=string_of(value), overrides=not kept,
                 fails=self.index.in_failing_branch(node),
-            )
+            )  # fmt: skip
         return None
 
     def _guarded(self, node: ast.AST) -> bool:
@@ -541,6 +537,14 @@ class _Reader:
                 return True
             parent = self.parents.get(id(parent))
         return False
+
+
+def _rocm_or_raising(test: tuple[ast.expr, ast.If] | None) -> bool:
+    """Whether the `if` a torch.cuda.is_available() is tested in is no CUDA gate: it builds
+    for ROCm (its test asks `torch.version.hip`: xformers' HIP_ARCHITECTURES), or it raises
+    (flash-attention's ROCm path stops a build without a GPU, not builds the CPU part)."""
+    hip = test is not None and any(named(n, "hip") for n in ast.walk(test[0]))
+    return hip or (test is not None and any(isinstance(s, ast.Raise) for s in test[1].body))
 
 
 def _is_environ(node: ast.AST) -> bool:
