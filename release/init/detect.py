@@ -449,13 +449,17 @@ def native_of(read: Reading, layout: Layout, backend: BackendName) -> Native:
             )
         )
     if (label := layout.local_version.label) is not None:
+        subject = (
+            f"{label.function}() adds a local label to every version"
+            if label.function
+            else "setup()'s version always gets a local label"
+        )
         changes.append(
             Note(
                 place=str(label.label),
-                text=f"{f'{label.function}()' if label.function else 'the version'} adds a "
-                "local label to every version, and no "
-                "variable turns it off: each wheel would carry it, where a release's version "
-                "has none (matrix.yaml's local-label gives each copy its own)",
+                text=f"{subject}, and no variable turns it off: each wheel would carry it, "
+                "where a release's version has none (matrix.yaml's local-label gives each "
+                "copy its own)",
                 fix="add it only when a variable is set (flash-attention's "
                 "FLASH_ATTN_LOCAL_VERSION), or drop it",
             )

@@ -3,7 +3,9 @@ variable is on, and whose default turns it on: DeepGEMM's
 `DG_USE_LOCAL_VERSION = int(os.getenv('DG_USE_LOCAL_VERSION', '1')) == 1`, then `if
 DG_USE_LOCAL_VERSION: revision = '+' + <git rev-parse --short HEAD>`. Such a build makes a
 wheel of another version than the release's. Read with `ast`, never run: the switch's test
-is worked out for the variable's default and for the values that could turn it off. Pure.
+is worked out for the variable's default and for the values that could turn it off. Or a
+version that gets its label outside any test, so that no variable turns it off: DeepEP's
+version function, FlashMLA's `version="1.0.0" + rev`. Pure.
 """
 
 from __future__ import annotations
@@ -63,8 +65,8 @@ def local_version(text: str, file: str = "setup.py") -> LocalVersion:
         if isinstance(t, ast.Name)
     }
     version = _setup_version(tree)
-    if isinstance(version, ast.Name):
-        version = constants.get(version.id)
+    if isinstance(version, ast.Name):  # a module constant; else assigned in a block
+        version = constants.get(version.id, version)
     function = _version_function(tree, version)
     if function is not None:
         switch = _switch_of(function, constants, file)

@@ -379,7 +379,7 @@ def test_a_version_labelled_whatever_the_environment_says_needs_a_change() -> No
     (change,) = native_of(read_texts(setup_py=labelled), layout, "torch").changes
     line = labelled.splitlines().index("    rev = '+' + git_hash()") + 1
     assert change.place == f"setup.py:{line}"
-    assert change.text.startswith("the version adds a local label to every version")
+    assert change.text.startswith("setup()'s version always gets a local label, and no variable")
     assert "FLASH_ATTN_LOCAL_VERSION" in change.fix
     plain = native_of(read_texts(setup_py=HOST_ONLY), layout_of({}), "torch")
     assert plain.changes == ()

@@ -123,6 +123,10 @@ def test_a_label_no_variable_turns_off_is_found_in_the_function_or_the_expressio
         .replace("\nexcept", "\n  except")
     )
     assert local_version(guarded).label is None
+    named = FLASH_MLA.replace('version="1.0.0" + rev', "version=VERSION").replace(
+        "rev = '+'", "VERSION = '1.0.0' + '+'"
+    )
+    assert local_version(named).label is not None  # a name assigned in a block
     # reading a label is not adding one
     stripped = DEEP_EP.replace("revision = '+' + subprocess", "revision = '.' + subprocess")
     stripped = stripped.replace(
