@@ -448,22 +448,7 @@ def native_of(read: Reading, layout: Layout, backend: BackendName) -> Native:
                 "a release's version has none",
             )
         )
-    if (label := layout.local_version.label) is not None:
-        subject = (
-            f"{label.function}() adds a local label to every version"
-            if label.function
-            else "setup()'s version always gets a local label"
-        )
-        changes.append(
-            Note(
-                place=str(label.label),
-                text=f"{subject}, and no variable turns it off: each wheel would carry it, "
-                "where a release's version has none (matrix.yaml's local-label gives each "
-                "copy its own)",
-                fix="add it only when a variable is set (flash-attention's "
-                "FLASH_ATTN_LOCAL_VERSION), or drop it",
-            )
-        )
+    changes += _local_label_changes(layout)
     return Native(
         device_code="none" if jit is not None else None,
         python_any=python_any,
@@ -474,6 +459,28 @@ def native_of(read: Reading, layout: Layout, backend: BackendName) -> Native:
         found=tuple(found),
         changes=tuple(changes),
     )
+
+
+def _local_label_changes(layout: Layout) -> list[Note]:
+    """The change a version that always gets a local label needs (none where it has none)."""
+    label = layout.local_version.label
+    if label is None:
+        return []
+    subject = (
+        f"{label.function}() adds a local label to every version"
+        if label.function
+        else "setup()'s version always gets a local label"
+    )
+    return [
+        Note(
+            place=str(label.label),
+            text=f"{subject}, and no variable turns it off: each wheel would carry it, "
+            "where a release's version has none (matrix.yaml's local-label gives each "
+            "copy its own)",
+            fix="add it only when a variable is set (flash-attention's "
+            "FLASH_ATTN_LOCAL_VERSION), or drop it",
+        )
+    ]
 
 
 def _python_headers(layout: Layout) -> list[Note]:
