@@ -27,6 +27,10 @@ CudaLibraryName = Literal[
     "cusparse", "nvJitLink", "nvfatbin", "cufile", "nvjpeg", "cccl",
 ]  # fmt: skip
 CUDA_LIBRARY_NAMES: tuple[CudaLibraryName, ...] = get_args(CudaLibraryName)
+# How a variable of `targets-env` spells the cell's GPU targets: `sms`, the SMs as the matrix
+# writes them (`80;90;100`: flash-attention's FLASH_ATTN_CUDA_ARCHS, which builds PTX for the
+# highest itself); `torch-arch-list`, TORCH_CUDA_ARCH_LIST's value (`8.0;9.0;10.0+PTX`).
+TargetsFormat = Literal["sms", "torch-arch-list"]
 
 
 @dataclass(frozen=True)
@@ -37,6 +41,10 @@ class BuildSpec:
         "release (csrc's RELEASE_* contract), cmake or torch; default release"
     )
     env: dict[str, str] | None = optional("environment variables of the build")
+    targets_env: dict[str, TargetsFormat] | None = optional(
+        "variables the project's build reads its GPU targets from, each given the cell's "
+        "targets in its format: sms (80;90;100) or torch-arch-list (8.0;9.0;10.0+PTX)"
+    )
     config_settings: dict[str, str] | None = optional(
         "PEP 517 config settings (-C KEY=VALUE) of the build"
     )
@@ -66,6 +74,7 @@ class BuildRecipe:
 
     backend: BackendName = DEFAULT_BACKEND
     env: tuple[tuple[str, str], ...] = ()
+    targets_env: tuple[tuple[str, TargetsFormat], ...] = ()
     config_settings: tuple[tuple[str, str], ...] = ()
     requires: tuple[str, ...] = ()
     cuda_libraries: tuple[CudaLibraryName, ...] = ()
@@ -74,12 +83,13 @@ class BuildRecipe:
 
 
 def merge(release: BuildSpec | None, cuda: BuildSpec | None) -> BuildRecipe:
-    """A CUDA version's recipe: its own `build` over the release's, key by key (`env` and
-    `config-settings` merge, the CUDA version's value winning; `requires` merge by
+    """A CUDA version's recipe: its own `build` over the release's, key by key (`env`,
+    `targets-env` and `config-settings` merge, the CUDA version's value winning; `requires` merge by
     distribution name, the CUDA version's requirement winning; `cuda-libraries` add up;
     `prepare` is the release's alone)."""
     backend: BackendName = DEFAULT_BACKEND
     env: dict[str, str] = {}
+    targets: dict[str, TargetsFormat] = {}
     settings: dict[str, str] = {}
     requires: dict[str, str] = {}
     libraries: dict[CudaLibraryName, None] = {}
@@ -89,6 +99,7 @@ def merge(release: BuildSpec | None, cuda: BuildSpec | None) -> BuildRecipe:
             continue
         backend = spec.backend or backend
         env.update(spec.env or {})
+        targets.update(spec.targets_env or {})
         settings.update(spec.config_settings or {})
         requires.update((requirement_key(text), text) for text in spec.requires or ())
         libraries.update(dict.fromkeys(spec.cuda_libraries or ()))
@@ -96,6 +107,7 @@ def merge(release: BuildSpec | None, cuda: BuildSpec | None) -> BuildRecipe:
     return BuildRecipe(
         backend=backend,
         env=tuple(sorted(env.items())),
+        targets_env=tuple(sorted(targets.items())),
         config_settings=tuple(sorted(settings.items())),
         requires=tuple(requires.values()),
         cuda_libraries=tuple(sorted(libraries, key=CUDA_LIBRARY_NAMES.index)),

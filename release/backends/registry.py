@@ -1,17 +1,19 @@
 """The backends by name, and the inputs of one cell's build by whichever backend it names:
-the backend's own, then nvcc's place on PATH and its libraries, then the matrix's `env`
-and `config-settings` (which release.backends.rules keeps off the backend's keys).
+the backend's own, then nvcc's place on PATH and its libraries, then the matrix's `env`,
+`targets-env` and `config-settings` (which release.backends.rules keeps off the backend's
+keys).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from release.backends.base import Backend, BuildContext, BuildInputs, CellTargets
 from release.backends.cmake_project import CmakeBackend
 from release.backends.contract import ContractBackend
-from release.backends.recipe import BackendName
-from release.backends.torch_extension import TorchBackend
+from release.backends.recipe import BackendName, TargetsFormat
+from release.backends.torch_extension import TorchBackend, torch_arch_list
+from release.targets import GpuTarget
 
 BACKENDS: Mapping[BackendName, Backend] = {
     backend.name: backend for backend in (ContractBackend(), CmakeBackend(), TorchBackend())
@@ -50,5 +52,22 @@ def build_inputs(cell: CellTargets, context: BuildContext) -> BuildInputs:
     for name, value in cell.recipe.env:
         joined = name in FLAG_VARIABLES and env.get(name)
         env[name] = f"{env[name]} {value}" if joined else value
+    env.update(targets_variables(cell.recipe.targets_env, cell.sms, cell.ptx))
     settings = {**inputs.config_settings, **dict(cell.recipe.config_settings)}
     return BuildInputs(env=env, config_settings=settings, path=path, files=inputs.files)
+
+
+def targets_variables(
+    variables: Sequence[tuple[str, TargetsFormat]],
+    sms: Sequence[GpuTarget],
+    ptx: GpuTarget | None,
+) -> dict[str, str]:
+    """The matrix's `targets-env`: each variable with the cell's targets in its format; none
+    for a cell without device code (as it gets no TORCH_CUDA_ARCH_LIST)."""
+    if not sms:
+        return {}
+    values: dict[TargetsFormat, str] = {
+        "sms": ";".join(str(t) for t in sms),
+        "torch-arch-list": torch_arch_list(sms, ptx),
+    }
+    return {name: values[form] for name, form in variables}

@@ -18,7 +18,7 @@ from packaging.utils import canonicalize_name
 
 from release import pep508
 from release.backends.nvcc import cross_problem, missing_nvcc
-from release.backends.recipe import BackendName, BuildSpec, PrepareSpec
+from release.backends.recipe import BackendName, BuildSpec, PrepareSpec, TargetsFormat
 from release.backends.registry import backend_for
 from release.credentials import has_credentials, is_secret_name
 from release.defaults import COMPILE_JOBS_RANGE
@@ -77,6 +77,12 @@ def spec_problems(spec: BuildSpec, backend: BackendName, path: str) -> list[tupl
             problem = f"{shown(value)} {_COMMITTED}"
         if problem is not None:
             problems.append((join_path(join_path(path, "env"), name), problem))
+    for name in spec.targets_env or {}:
+        problem = env_problem(name, backend)
+        if problem is None and name in (spec.env or {}):
+            problem = f"{name} is in env too: the cell's targets are its value, remove one"
+        if problem is not None:
+            problems.append((join_path(join_path(path, "targets-env"), name), problem))
     chosen = backend_for(backend)
     for name, value in (spec.config_settings or {}).items():
         key = join_path(join_path(path, "config-settings"), name)
@@ -218,10 +224,18 @@ def _requirement_problem(text: str, backend: BackendName, seen: set[str]) -> str
 
 
 def targets_problem(
-    backend: BackendName, sms: Sequence[GpuTarget], ptx: GpuTarget | None
+    backend: BackendName,
+    sms: Sequence[GpuTarget],
+    ptx: GpuTarget | None,
+    targets_env: Sequence[tuple[str, TargetsFormat]] = (),
 ) -> str | None:
-    """Why `backend` cannot build exactly these targets, with the remedy; None if it can."""
-    return backend_for(backend).targets_problem(sms, ptx)
+    """Why `backend` cannot build exactly these targets, with the remedy; None if it can.
+    A `targets-env` variable of TORCH_CUDA_ARCH_LIST's form holds them to torch's rule."""
+    problem = backend_for(backend).targets_problem(sms, ptx)
+    named = [name for name, form in targets_env if form == "torch-arch-list"]
+    if problem is None and named and (torch := backend_for("torch").targets_problem(sms, ptx)):
+        problem = f"{named[0]} of targets-env (torch-arch-list): {torch}"
+    return problem
 
 
 def nvcc_problem(backend: BackendName, cuda: str, device_compiler: str) -> str | None:

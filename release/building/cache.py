@@ -138,6 +138,7 @@ def wheel_cache_key(
             **({"device_code": cell.device_code} if cell.host_only else {}),
             **({"prepare": _prepare_key(cell)} if cell.build.prepare else {}),
             **({"requires": list(cell.build.requires)} if cell.build.requires else {}),
+            **({"targets_env": cell.build.targets_env} if cell.build.targets_env else {}),
             **(
                 {"cuda_libraries": list(cell.build.cuda_libraries)}
                 if cell.build.cuda_libraries

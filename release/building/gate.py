@@ -112,7 +112,7 @@ def build_ptx_only(runs: Sequence[GateRun], settings: BuildSettings) -> dict[str
     results: dict[str, CellResult] = {}
     cells = []
     for cell in (run.built_cell for run in runs if run.build == "ptx"):
-        problem = targets_problem(cell.build.backend, cell.sms, cell.ptx)
+        problem = targets_problem(cell.build.backend, cell.sms, cell.ptx, cell.build.targets_env)
         if problem is None:
             cells.append(cell)
         else:

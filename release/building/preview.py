@@ -32,7 +32,7 @@ from release.building.torchcell import IndexReader, index_torches, run_reader
 from release.errors import ToolchainError
 from release.inspection.stabletorch import NoTorchForCuda, build_torch_problem, oldest_admitted
 from release.matrix import Cell
-from release.project.archchanges import torch_arch_changes
+from release.project.archchanges import arch_list_changes, torch_arch_changes
 from release.project.setuppy import SetupPy, read_setup_py
 from release.project.stableabi import StableAbi, stable_abi_note, stable_abi_warning
 from release.toolchain import BUILD_TOOL_PINS, ToolchainPlan
@@ -130,8 +130,9 @@ def doctor_row(cell: Cell, plan: ToolchainPlan) -> BackendRow:
     pins = ", ".join(str(p) for p in BUILD_TOOL_PINS)
     tools, receives = backend.describe(cell_targets(cell), pins)
     recipe = cell.build
-    if recipe.env or recipe.config_settings:
-        names = [k for k, _ in recipe.env] + [f"-C{k}" for k, _ in recipe.config_settings]
+    if recipe.env or recipe.targets_env or recipe.config_settings:
+        names = [k for k, _ in recipe.env] + [f"{k} (targets)" for k, _ in recipe.targets_env]
+        names += [f"-C{k}" for k, _ in recipe.config_settings]
         receives += f"; from the matrix: {', '.join(names)}"
     if recipe.requires:
         receives += f"; build requirements from the matrix: {', '.join(recipe.requires)}"
@@ -366,6 +367,8 @@ def arch_warnings(cell: Cell, read: tuple[Path, SetupPy] | None) -> list[str]:
     if read is None or hints is None:
         return []
     path, setup_py = read
+    if cell.build.targets_env:  # its own flags follow the variables that get the targets
+        return [change.line() for change in arch_list_changes(setup_py)]
     takes = (hints.variable, hints.gencode_sits)
     warnings = [change.line() for change in torch_arch_changes(setup_py, takes)]
     literal = literal_flags(setup_py)

@@ -304,7 +304,11 @@ def _arch_cells(
         if not cell_sms and ptx is None and not host_only:
             loader.problem(settings.sms_path, _no_targets(settings.key, arch, excluded))
             continue
-        unbuildable = None if host_only else targets_problem(recipe.backend, sorted(cell_sms), ptx)
+        unbuildable = (
+            None
+            if host_only
+            else targets_problem(recipe.backend, sorted(cell_sms), ptx, recipe.targets_env)
+        )
         if unbuildable is not None:
             # one report per CUDA version, at the key its targets come from
             if not unbuildable_reported:

@@ -30,6 +30,7 @@ from packaging.utils import InvalidName, canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from release import proc
+from release.backends.registry import targets_variables
 from release.backends.torch_extension import torch_arch_list
 from release.errors import ConfigError
 from release.fsutil import json_document, read_document, write_atomic
@@ -110,7 +111,7 @@ def hook_environment(cell: Cell | None, cuda_home: Path | None) -> dict[str, str
     version (a guard that refuses to run without TORCH_CUDA_ARCH_LIST, a force-CUDA switch):
     for a cell built in an environment of its own, TORCH_CUDA_ARCH_LIST from its sms and ptx
     and that environment's CUDA_HOME, exactly as its build gets them; then the matrix's
-    `build.env`, as the build adds it after the backend's."""
+    `build.env` and `targets-env`, as the build adds them after the backend's."""
     if cell is None:
         return {}
     env: dict[str, str] = {}
@@ -118,6 +119,7 @@ def hook_environment(cell: Cell | None, cuda_home: Path | None) -> dict[str, str
         env["TORCH_CUDA_ARCH_LIST"] = torch_arch_list(cell.sms, cell.ptx)
         env["CUDA_HOME"] = str(cuda_home)
     env.update(cell.build.env)
+    env.update(targets_variables(cell.build.targets_env, cell.sms, cell.ptx))
     return env
 
 

@@ -17,6 +17,8 @@ import pytest
 from ruamel.yaml import YAML
 
 from release.backends import BuildRecipe
+from release.backends.recipe import TargetsFormat
+from release.backends.registry import targets_variables
 from release.building.pipeline import relabelled
 from release.building.preview import TOOLKIT_INPUTS, doctor_rows, planned_inputs
 from release.building.stage import buildable_problem, check_cells, pruned_notes
@@ -26,6 +28,7 @@ from release.inspection.devicecode import NO_DEVICE_CODE
 from release.inspection.fatbin import FatbinContents
 from release.inspection.wheel import inspect_wheel
 from release.matrix import Cell, load_matrix, matrix_json_schema
+from release.targets import GpuTarget
 from release.toolchain import ToolchainPlan, envcache, resolve
 from release.yamlspec import as_plain
 
@@ -90,12 +93,32 @@ def test_build_sections_that_contradict_the_cell_are_refused() -> None:
         ["bad-rules.yaml:5:16", "build.env.CUDAARCHS"],
         ["bad-rules.yaml:6:21", "build.env.TWINE_PASSWORD"],
         ["bad-rules.yaml:7:22", "build.env.LD_LIBRARY_PATH"],
-        ["bad-rules.yaml:17:34", 'cuda["13.0"].build.env.PATH'],
-        ["bad-rules.yaml:19:48", setting],
+        ["bad-rules.yaml:12:8", "defaults.ptx"],
+        ["bad-rules.yaml:18:34", 'cuda["13.0"].build.env.PATH'],
+        ["bad-rules.yaml:19:31", 'cuda["13.0"].build.targets-env.MAX_JOBS'],
+        ["bad-rules.yaml:21:48", setting],
     ]
     assert "credential" in problems[1]
     assert "not from the cell's pinned toolchain" in problems[2]
-    assert "build.cuda-libraries" in problems[3]
+    # a cmake cell may build PTX alone; a variable in TORCH_CUDA_ARCH_LIST's form cannot
+    assert "K3_LIST of targets-env (torch-arch-list): torch's TORCH_CUDA_ARCH_LIST" in problems[3]
+    assert "build.cuda-libraries" in problems[4]
+    assert problems[5].endswith(
+        "MAX_JOBS is in env too: the cell's targets are its value, remove one"
+    )
+
+
+def test_targets_env_gives_each_variable_the_cells_targets_in_its_form() -> None:
+    sms, ptx = (GpuTarget(80), GpuTarget(90, "a"), GpuTarget(100)), GpuTarget(100)
+    variables: tuple[tuple[str, TargetsFormat], ...] = (
+        ("K3_ARCHS", "sms"),
+        ("K3_LIST", "torch-arch-list"),
+    )
+    assert targets_variables(variables, sms, ptx) == {
+        "K3_ARCHS": "80;90a;100",
+        "K3_LIST": "8.0;9.0a;10.0+PTX",
+    }
+    assert targets_variables(variables, (), None) == {}  # device-code: none
 
 
 def test_a_torch_cell_with_ptx_alone_is_refused_at_load() -> None:
