@@ -396,6 +396,7 @@ def literal_warning(
         f"{path}:{literal.line} passes its own nvcc arch flags {shown}{what}, the cell asks for "
         f"{cell.describe()}: {hints.cause}; the first compile will stop the cell. Set the "
         f"cell's targets to what the project builds"
-        + (f" ({matrix_targets(asked)})" if asked is not None else "")
+        # targets to paste only where the flags spell them all (not `compute_{a}`)
+        + (f" ({matrix_targets(asked)})" if asked and not asked.unknown and asked.cubins else "")
         + f", or {hints.honour}"
     )

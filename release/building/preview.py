@@ -35,6 +35,7 @@ from release.matrix import Cell
 from release.project.archchanges import arch_list_changes, torch_arch_changes
 from release.project.setuppy import SetupPy, read_setup_py
 from release.project.stableabi import StableAbi, stable_abi_note, stable_abi_warning
+from release.project.targetsenv import targets_variable
 from release.toolchain import BUILD_TOOL_PINS, ToolchainPlan
 from release.toolchain.buildenv import cell_targets, environment_of, environment_python
 
@@ -375,6 +376,12 @@ def arch_warnings(cell: Cell, read: tuple[Path, SetupPy] | None) -> list[str]:
     if literal is not None:
         stop = literal_warning(str(path), literal, cell_request(cell.sms, cell.ptx), hints)
         warnings += [stop] if stop is not None else []
+    if (own := targets_variable(setup_py)) is not None:
+        warnings.append(
+            f"{own.place}: the -gencode flags follow {own.name} (default {own.default}), which "
+            f"the cell's sms do not reach: hand them to it in matrix.yaml with "
+            f"build.targets-env: {{{own.name}: sms}}"
+        )
     return warnings
 
 

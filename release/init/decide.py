@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from packaging.version import Version
 
 from release.backends import backend_for
-from release.backends.recipe import BackendName, PrepareSpec
+from release.backends.recipe import BackendName, PrepareSpec, TargetsFormat
 from release.init.detect import Finding, Native, Note, TorchLookup, native_of, targets_of
 from release.init.torchaxes import force_build, force_cuda, python_axis, stable_abi, torch_pin
 from release.project import Naming, Reading, Said, naming, reading
@@ -47,6 +47,7 @@ class Decision:
     torch: Version | None = None  # a torch project's pin; None: a TODO
     torch_index: str | None = None  # where that torch comes from, if not pip's index
     build_env: tuple[tuple[str, str], ...] = ()
+    targets_env: tuple[tuple[str, TargetsFormat], ...] = ()  # the project's own targets variable
     project: str = "."  # the directory of the distribution released, from matrix.yaml's
     prepare: PrepareSpec | None = None  # the script that stages it
     device_code: str | None = None  # "none": no sms and ptx
@@ -95,6 +96,7 @@ def decide(
         cuda_libraries=native.cuda_libraries,
         requires=native.requires,
         build_env=native.build_env,
+        targets_env=targets.targets_env if native.device_code is None else (),
     )
     if name == "cmake" and (read.cmakelists is None or read.cmakelists.cuda is None):
         undecided.append(

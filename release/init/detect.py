@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from packaging.requirements import InvalidRequirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -22,7 +22,7 @@ from release import pep508
 from release.backends import backend_for
 from release.backends.archflags import ArchHints
 from release.backends.base import Backend
-from release.backends.recipe import BackendName
+from release.backends.recipe import BackendName, TargetsFormat
 from release.errors import ConfigError, shown
 from release.init.torchindex import TorchRelease
 from release.inspection.torchcuda import IndexTorches
@@ -32,6 +32,7 @@ from release.project.layout import Layout
 from release.project.native import CUDA_LIBRARIES, TORCH_LIBRARIES, python_binding
 from release.project.places import ProjectChange
 from release.project.pyproject import read_pyproject
+from release.project.targetsenv import targets_variable
 from release.targets import CudaVersion, GpuTarget, target_problem
 
 CUDA = CudaVersion(13, 0)  # the CUDA version whose whole toolchain comes from PyPI
@@ -81,6 +82,7 @@ class Targets:
     found: tuple[Finding, ...]
     changes: tuple[Note, ...]
     undecided: tuple[Note, ...] = ()
+    targets_env: tuple[tuple[str, TargetsFormat], ...] = ()
 
 
 # - the backend -
@@ -208,6 +210,10 @@ def _default_targets(why: str, *, changes: Sequence[Note] = ()) -> Targets:
 
 def _torch_targets(setup_py: SetupPy, backend: Backend, hints: ArchHints) -> Targets:
     changes = [note_of(c) for c in arch_list_changes(setup_py)]
+    if (own := targets_variable(setup_py)) is not None:  # flags made from the cell's sms
+        made = _project_targets(own.sms, own.ptx, (own.place, own.source), backend, changes)
+        said = Finding(key="build.targets-env", value=f"{own.name}: sms", source=own.source)
+        return replace(made, found=(*made.found, said), targets_env=((own.name, "sms"),))
     if setup_py.gencode:
         return _gencode_targets(setup_py.gencode, backend, hints, changes)
     for default in setup_py.arch_list:
@@ -464,23 +470,7 @@ def native_of(read: Reading, layout: Layout, backend: BackendName) -> Native:
 def _local_label_changes(layout: Layout) -> list[Note]:
     """The change a version that always gets a local label needs (none where it has none)."""
     label = layout.local_version.label
-    if label is None:
-        return []
-    subject = (
-        f"{label.function}() adds a local label to every version"
-        if label.function
-        else "setup()'s version always gets a local label"
-    )
-    return [
-        Note(
-            place=str(label.label),
-            text=f"{subject}, and no variable turns it off: each wheel would carry it, "
-            "where a release's version has none (matrix.yaml's local-label gives each "
-            "copy its own)",
-            fix="add it only when a variable is set (flash-attention's "
-            "FLASH_ATTN_LOCAL_VERSION), or drop it",
-        )
-    ]
+    return [] if label is None else [Note(place=str(label.label), text=label.text, fix=label.fix)]
 
 
 def _python_headers(layout: Layout) -> list[Note]:

@@ -224,9 +224,11 @@ def _torch(
         torch_from = "TODO: no exact torch was found (the notes at the top say why): write it here."
     values["torch_index"] = decision.torch_index if decision.torch_index else ABSENT
     values["env"] = _build_env(decision)
+    values["targets_env"] = dict(decision.targets_env) if decision.targets_env else ABSENT
     comments = {
         "python_from": python_from,
         "torch_from": torch_from,
+        "targets_env_from": _from(found, "build.targets-env"),
         "env_example": "" if decision.build_env else ENV_EXAMPLE,
         **_cuda_said(decision),
     }

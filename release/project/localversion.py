@@ -42,6 +42,24 @@ class LocalLabel:
     function: str | None  # the version function; None: setup()'s version expression
     label: Place
 
+    @property
+    def text(self) -> str:
+        """What init says of it, as a change the project needs."""
+        subject = (
+            f"{self.function}() adds a local label to every version"
+            if self.function
+            else "setup()'s version always gets a local label"
+        )
+        return (
+            f"{subject}, and no variable turns it off: each wheel would carry it, where a "
+            "release's version has none (matrix.yaml's local-label gives each copy its own)"
+        )
+
+    fix = (
+        "add it only when a variable is set (flash-attention's FLASH_ATTN_LOCAL_VERSION), or "
+        "drop it"
+    )
+
 
 @dataclass(frozen=True, kw_only=True)
 class LocalVersion:

@@ -1,11 +1,9 @@
 """What a setup.py says without running it, read with `ast` (as cibuildwheel reads its
-python_requires, cibuildwheel/projectfiles.py): setup()'s name and version where they are
-literals or module-level string constants, torch's CUDAExtension / CppExtension,
-py_limited_api and bdist_wheel's floor, the `torch.cuda.is_available()` gates with the
-environment switches that force CUDA past them, a bdist_wheel whose run() downloads a
-prebuilt wheel with the switches that force the build, the environment variables it reads,
-its literal `-gencode` flags and its TORCH_CUDA_ARCH_LIST. Pure: text in, a `SetupPy` out.
-"""
+python_requires): setup()'s name and version (literals or module string constants), torch's
+CUDAExtension / CppExtension, py_limited_api and bdist_wheel's floor, the
+`torch.cuda.is_available()` gates and the switches that force CUDA past them, a bdist_wheel
+whose run() downloads a prebuilt wheel and its switches, the environment variables it reads
+(with their defaults), its literal `-gencode` flags and TORCH_CUDA_ARCH_LIST. Pure."""
 
 from __future__ import annotations
 
@@ -58,6 +56,7 @@ class EnvRead:
     name: str
     place: Place
     on: str | None = "1"
+    default: str | None = None  # a literal default it is read with (getenv's second argument)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -411,9 +410,11 @@ class _Reader:
 
     def env_reads(self) -> Iterator[EnvRead]:
         for node in self.index.of_kinds(ast.Call, ast.Subscript, ast.Compare):
-            name = _env_name(node)
-            if name is not None:
-                yield EnvRead(name=name, place=self.place(node))
+            if (name := _env_name(node)) is not None:
+                given = node.args[1:2] if isinstance(node, ast.Call) else []
+                yield EnvRead(
+                    name=name, place=self.place(node), default=string_of(next(iter(given), None))
+                )
 
     def gates(self) -> Iterator[CudaGate]:
         for node in self.index.of(ast.Call):
@@ -541,8 +542,7 @@ class _Reader:
 
 def _rocm_or_raising(test: tuple[ast.expr, ast.If] | None) -> bool:
     """Whether the `if` a torch.cuda.is_available() is tested in is no CUDA gate: it builds
-    for ROCm (its test asks `torch.version.hip`: xformers' HIP_ARCHITECTURES), or it raises
-    (flash-attention's ROCm path stops a build without a GPU, not builds the CPU part)."""
+    for ROCm (it asks `torch.version.hip`: xformers), or it raises (flash-attention's ROCm)."""
     hip = test is not None and any(named(n, "hip") for n in ast.walk(test[0]))
     return hip or (test is not None and any(isinstance(s, ast.Raise) for s in test[1].body))
 

@@ -94,3 +94,37 @@ def test_the_dry_run_says_what_init_says_must_change_in_its_words(tmp_path: Path
     done = release(tmp_path, "[80, 90]", "90", "build", "--dry-run", "--json")
     (cell,) = json.loads(done.stdout)["cells"]
     assert cell["warnings"] == [f"{c['place']}: {c['text']}; fix: {c['fix']}" for c in changes]
+
+
+def test_flags_made_from_a_variable_of_the_projects_are_told_to_the_dry_run(
+    tmp_path: Path,
+) -> None:
+    """tests/fixtures/torch_archs_env makes its flags from K3_CUDA_ARCHS: without
+    targets-env the dry run says which line and the key that hands the cell's sms to it;
+    with it, nothing."""
+    archs = FIXTURE.parent / "torch_archs_env"
+    line = next(
+        n
+        for n, text in enumerate((archs / "setup.py").read_text().splitlines(), start=1)
+        if 'os.getenv("K3_CUDA_ARCHS"' in text
+    )
+    for targets, told in (("", True), ("  targets-env: {K3_CUDA_ARCHS: sms}\n", False)):
+        matrix = MATRIX.replace(str(FIXTURE), str(archs)).replace(
+            "build: {backend: torch}\n", f"build:\n  backend: torch\n{targets}"
+        )
+        (tmp_path / "matrix.yaml").write_text(
+            matrix.replace("SMS", "[80, 100]").replace("PTX", "100"), encoding="utf-8"
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", CLI, "build", "--dry-run", "--matrix",
+             str(tmp_path / "matrix.yaml"), "--cache-dir", str(tmp_path / "cache")],
+            capture_output=True, text=True, check=False, cwd=tmp_path,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-3000:]
+        hint = (
+            f"setup.py:{line}: the -gencode flags follow K3_CUDA_ARCHS (default 80;90), which "
+            "the cell's sms do not reach: hand them to it in matrix.yaml with "
+            "build.targets-env: {K3_CUDA_ARCHS: sms}"
+        )
+        assert (hint in done.stderr) is told, done.stderr[-3000:]
+        assert ("own nvcc arch flags" in done.stderr) is told

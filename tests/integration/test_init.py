@@ -177,6 +177,27 @@ def test_a_torch_project_gets_the_newest_torch_its_requirement_allows(
     assert sorted(set(after) - set(before)) == [".github/workflows/release.yml", "matrix.yaml"]
 
 
+def test_flags_made_from_a_variable_of_the_projects_get_the_cells_sms_through_it(
+    tmp_path: Path, index: str
+) -> None:  # flash-attention's FLASH_ATTN_CUDA_ARCHS, in tests/fixtures/torch_archs_env
+    project = copy(FIXTURES / "torch_archs_env", tmp_path / "archs")
+    document = init(tmp_path, project, "--torch-index", index)
+    read = f"setup.py:{line_of(project / 'setup.py', 'os.getenv(')}"
+    found = detected(document)
+    assert found["build.targets-env"] == (
+        "K3_CUDA_ARCHS: sms",
+        f"{read}: the -gencode flags follow K3_CUDA_ARCHS (default 80;90), which each cell's "
+        "sms reach through targets-env",
+    )
+    assert (found["sms"][0], found["ptx"][0]) == ("80 90", "90")
+    assert document["changes"] == []  # no "hard-codes -gencode": the matrix's sms reach them
+    text = (project / "matrix.yaml").read_text()
+    assert "  targets-env:\n    K3_CUDA_ARCHS: sms\n" in text
+    (cell,) = dry_run(tmp_path, project)["cells"]
+    assert cell["inputs"]["K3_CUDA_ARCHS"] == "80;90"
+    assert "warnings" not in cell  # no "own nvcc arch flags" warning: they follow the cell
+
+
 def test_the_extension_template_is_told_what_to_change_with_file_and_line(
     tmp_path: Path, index: str
 ) -> None:
