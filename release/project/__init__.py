@@ -17,7 +17,7 @@ Its modules:
 - `layout`: What `release init` reads of a repository besides its build files (`read_layout`,
   the edge): scripts, subdirectory distributions, the staged one, the translation units named.
 - `localversion`: A setup.py whose version function adds a local label when a variable is on,
-  and whose default turns it on (DeepGEMM's DG_USE_LOCAL_VERSION).
+  and whose default turns it on (DeepGEMM's DG_USE_LOCAL_VERSION); or a label nothing turns off.
 - `native`: What a setup.py or a staging script says of the native code it builds: units,
   libraries, C++ standard, package data, imports; and which unit binds to Python.
 - `places`: Where a project file says something: a `Place` (file and line), and a `Said` value,
@@ -29,11 +29,13 @@ Its modules:
   release.project.setuppy and release.project.stableabi ask costs time linear in the file's
   size.
 - `setuppy`: What a setup.py says without running it, read with `ast` (as cibuildwheel reads its
-  python_requires, cibuildwheel/projectfiles.py).
+  python_requires).
 - `stableabi`: Whether a setup.py builds for libtorch's stable ABI: its TORCH_TARGET_VERSION,
   the torch release it names, and which compilers the define reaches.
 - `staging`: Which distribution a repository publishes when it is not the root's: a
   subdirectory's pyproject.toml staged by a script at the root.
+- `targetsenv`: The variable a torch project's setup.py makes its -gencode flags from
+  (flash-attention's FLASH_ATTN_CUDA_ARCHS), for matrix.yaml's `targets-env`.
 """
 
 from __future__ import annotations
