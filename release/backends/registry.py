@@ -66,8 +66,10 @@ def targets_variables(
     for a cell without device code (as it gets no TORCH_CUDA_ARCH_LIST)."""
     if not sms:
         return {}
-    values: dict[TargetsFormat, str] = {
-        "sms": ";".join(str(t) for t in sms),
-        "torch-arch-list": torch_arch_list(sms, ptx),
-    }
-    return {name: values[form] for name, form in variables}
+
+    def spelled(form: TargetsFormat) -> str:
+        if form == "sms":
+            return ";".join(str(t) for t in sms)
+        return torch_arch_list(sms, ptx)  # the loader held the cell to torch's rule
+
+    return {name: spelled(form) for name, form in variables}

@@ -119,6 +119,9 @@ def test_targets_env_gives_each_variable_the_cells_targets_in_its_form() -> None
         "K3_LIST": "8.0;9.0a;10.0+PTX",
     }
     assert targets_variables(variables, (), None) == {}  # device-code: none
+    # a cmake cell builds PTX alone (100-virtual) and asks for no variable: nothing to spell
+    assert targets_variables((), (GpuTarget(90),), GpuTarget(100)) == {}
+    assert targets_variables(variables[:1], (GpuTarget(90),), GpuTarget(100)) == {"K3_ARCHS": "90"}
 
 
 def test_a_torch_cell_with_ptx_alone_is_refused_at_load() -> None:
