@@ -19,6 +19,8 @@ from release.backends.archflags import (
 )
 from release.building.settings import CellFailure
 from release.matrix import Cell
+from release.project.setuppy import read_setup_py
+from release.project.targetsenv import TargetsVariable, targets_variable
 from release.targets import target_problem
 
 
@@ -53,7 +55,25 @@ def arch_failure(stop_record: Path, cell: Cell) -> CellFailure | None:
         return None
     if hints is None:
         return None
-    return CellFailure(stop_message(stop, hints, remedy_problem=remedy_problem(stop, cell)))
+    message = stop_message(stop, hints, remedy_problem=remedy_problem(stop, cell))
+    own = None if cell.build.targets_env else _targets_variable(cell, hints.literal_source)
+    if own is not None:
+        message += (
+            f"\n  or hand the cell's sms to {own.name} ({own.place}), which the project's flags "
+            f"follow: build.targets-env: {{{own.name}: sms}} in matrix.yaml"
+        )
+    return CellFailure(message)
+
+
+def _targets_variable(cell: Cell, literal_source: str | None) -> TargetsVariable | None:
+    """The variable the project's setup.py makes its flags from, if it has one."""
+    if literal_source is None:
+        return None
+    try:
+        text = (cell.project.path / literal_source).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    return targets_variable(read_setup_py(text, literal_source))
 
 
 def remedy_problem(stop: Stop, cell: Cell) -> str | None:

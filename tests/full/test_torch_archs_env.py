@@ -69,4 +69,6 @@ def test_without_it_the_projects_default_list_stops_the_cell(
     assert code == 4, said[-3000:]
     assert "stopped at its first compile" in said
     assert "sm_80, sm_90, PTX compute_90" in said  # the project's default, not the cell's
+    assert "  or hand the cell's sms to K3_CUDA_ARCHS (setup.py:" in said  # the third way out
+    assert "build.targets-env: {K3_CUDA_ARCHS: sms} in matrix.yaml" in said
     assert read_manifest(dist / "manifest.json").wheels == ()

@@ -20,10 +20,10 @@ ELF_DEVICE = Path(__file__).resolve().parents[1] / "data" / "elf-device"
 OWN = "-gencode=arch=compute_80,code=sm_80 -gencode=arch=compute_90,code=[sm_90,compute_90]"
 
 
-def torch_cell(tmp_path: Path, backend: str = "torch") -> Cell:
+def torch_cell(tmp_path: Path, backend: str = "torch", project: Path = FIXTURE) -> Cell:
     matrix = tmp_path / "matrix.yaml"
     matrix.write_text(
-        f"project: {FIXTURE}\nbuild: {{backend: {backend}}}\n"
+        f"project: {project}\nbuild: {{backend: {backend}}}\n"
         "defaults: {arches: [x86_64], sms: [75, 80, 90, 100], ptx: 100, manylinux: '2_34'}\n"
         "cuda:\n  '13.0': {destination: pypi, torch: '2.14.1', abi3: '3.10'}\n"
         "destinations: {pypi: {kind: pypi}}\n",
@@ -51,6 +51,16 @@ def test_a_recorded_stop_is_the_cells_failure_with_the_torch_cause(tmp_path: Pat
     assert failure is not None
     assert "torch's cpp_extension ignores TORCH_CUDA_ARCH_LIST" in failure.error
     assert "sms: [80, 90] and ptx: 90" in failure.error
+    assert "targets-env" not in failure.error  # its flags follow no variable
+    archs = FIXTURE.parent / "torch_archs_env"  # its flags follow K3_CUDA_ARCHS
+    lines = (archs / "setup.py").read_text().splitlines()
+    read = next(n for n, text in enumerate(lines, start=1) if 'getenv("K3_CUDA_ARCHS"' in text)
+    archs_env = arch_failure(record, torch_cell(tmp_path, project=archs))
+    assert archs_env is not None  # a third way out
+    assert archs_env.error.splitlines()[-1] == (
+        f"  or hand the cell's sms to K3_CUDA_ARCHS (setup.py:{read}), which the project's "
+        "flags follow: build.targets-env: {K3_CUDA_ARCHS: sms} in matrix.yaml"
+    )
     record.write_text("{}", encoding="utf-8")  # not a record: the build's own failure stands
     assert arch_failure(record, cell) is None
 
