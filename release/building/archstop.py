@@ -2,7 +2,9 @@
 failure the compile wrapper's stop record makes (`arch_failure`), whether the matrix can give
 the cell the targets the project builds (`remedy_problem`), and the arch flags a build log
 shows where the wrapper saw no compile (`logged_cause`), each with the cause and the two ways
-out (release.backends.archflags words them).
+out (release.backends.archflags words them), and a third where the project's flags follow a
+variable of its own; and the project file a cell's backend reads flags from, as init reads
+it (`project_setup_py`: the dry run's and doctor's warnings read it too).
 """
 
 from __future__ import annotations
@@ -19,8 +21,8 @@ from release.backends.archflags import (
 )
 from release.building.settings import CellFailure
 from release.matrix import Cell
-from release.project.setuppy import read_setup_py
-from release.project.targetsenv import TargetsVariable, targets_variable
+from release.project.setuppy import SetupPy, read_setup_py
+from release.project.targetsenv import targets_variable
 from release.targets import target_problem
 
 
@@ -56,24 +58,28 @@ def arch_failure(stop_record: Path, cell: Cell) -> CellFailure | None:
     if hints is None:
         return None
     message = stop_message(stop, hints, remedy_problem=remedy_problem(stop, cell))
-    own = None if cell.build.targets_env else _targets_variable(cell, hints.literal_source)
-    if own is not None:
+    read = None if cell.build.targets_env else project_setup_py(cell)
+    if read is not None and (own := targets_variable(read[1])) is not None:
         message += (
             f"\n  or hand the cell's sms to {own.name} ({own.place}), which the project's flags "
-            f"follow: build.targets-env: {{{own.name}: sms}} in matrix.yaml"
+            f"follow: {own.matrix_key} in matrix.yaml"
         )
     return CellFailure(message)
 
 
-def _targets_variable(cell: Cell, literal_source: str | None) -> TargetsVariable | None:
-    """The variable the project's setup.py makes its flags from, if it has one."""
-    if literal_source is None:
+def project_setup_py(cell: Cell) -> tuple[Path, SetupPy] | None:
+    """The project file the cell's backend reads its flags from (a torch project's
+    setup.py), read as init reads it, with its path (None: the backend names none, or it
+    cannot be read)."""
+    hints = backend_for(cell.build.backend).arch_hints
+    if hints is None or hints.literal_source is None:
         return None
+    path = cell.project.path / hints.literal_source
     try:
-        text = (cell.project.path / literal_source).read_text(encoding="utf-8", errors="replace")
+        text = path.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return None
-    return targets_variable(read_setup_py(text, literal_source))
+    return path, read_setup_py(text, hints.literal_source)
 
 
 def remedy_problem(stop: Stop, cell: Cell) -> str | None:

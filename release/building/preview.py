@@ -25,6 +25,7 @@ from release.backends import (
     placement_problem,
 )
 from release.backends.archflags import LiteralFlags, cell_request, literal_warning
+from release.building.archstop import project_setup_py
 from release.building.pipeline import build_command
 from release.building.preparestep import step_of
 from release.building.settings import BuildSettings
@@ -33,7 +34,7 @@ from release.errors import ToolchainError
 from release.inspection.stabletorch import NoTorchForCuda, build_torch_problem, oldest_admitted
 from release.matrix import Cell
 from release.project.archchanges import arch_list_changes, torch_arch_changes
-from release.project.setuppy import SetupPy, read_setup_py
+from release.project.setuppy import SetupPy
 from release.project.stableabi import StableAbi, stable_abi_note, stable_abi_warning
 from release.project.targetsenv import targets_variable
 from release.toolchain import BUILD_TOOL_PINS, ToolchainPlan
@@ -339,21 +340,6 @@ def cell_notes(cell: Cell) -> tuple[str, ...]:
     return tuple(notes)
 
 
-def project_setup_py(cell: Cell) -> tuple[Path, SetupPy] | None:
-    """The project file the cell's backend reads its flags from (a torch project's
-    setup.py), read as init reads it, with its path (None: the backend names none, or it
-    cannot be read)."""
-    hints = backend_for(cell.build.backend).arch_hints
-    if hints is None or hints.literal_source is None:
-        return None
-    path = cell.project.path / hints.literal_source
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return None
-    return path, read_setup_py(text, hints.literal_source)
-
-
 def _unquoted(source: str) -> str:
     """A string literal's source without its quotes (and an f-string's `f`)."""
     return (source[1:] if source[:2] in ('f"', "f'") else source).strip("\"'")
@@ -379,8 +365,7 @@ def arch_warnings(cell: Cell, read: tuple[Path, SetupPy] | None) -> list[str]:
     if (own := targets_variable(setup_py)) is not None:
         warnings.append(
             f"{own.place}: the -gencode flags follow {own.name} (default {own.default}), which "
-            f"the cell's sms do not reach: hand them to it in matrix.yaml with "
-            f"build.targets-env: {{{own.name}: sms}}"
+            f"the cell's sms do not reach: hand them to it in matrix.yaml with {own.matrix_key}"
         )
     return warnings
 

@@ -142,6 +142,7 @@ def _host_cc(plan: ToolchainPlan, tc: Toolchain | None, present: frozenset[Path]
 
 def run(args: argparse.Namespace, out: Output) -> int:
     from release.building import preview
+    from release.building.archstop import project_setup_py
     from release.building.cache import cache_usage
     from release.building.settings import SETTING_COLUMNS, SETTING_KEYS, GivenOptions
     from release.commands.parsing import buildopts
@@ -166,9 +167,7 @@ def run(args: argparse.Namespace, out: Output) -> int:
     backend_keys = preview.BackendRow.KEYS
     settings = layered.rows()
     warnings = list(
-        dict.fromkeys(
-            w for c in cells for w in preview.arch_warnings(c, preview.project_setup_py(c))
-        )
+        dict.fromkeys(w for c in cells for w in preview.arch_warnings(c, project_setup_py(c)))
     )
     compile_root = layered.compile_cache.value.dir or layered.cache_dir.value / "compile"
     usage = cache_usage(layered.cache_dir.value, compile_root)

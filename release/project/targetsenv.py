@@ -12,11 +12,10 @@ import re
 from dataclasses import dataclass
 
 from release.project.places import Place
-from release.project.setuppy import SetupPy
+from release.project.setuppy import ARCH_LIST, SetupPy
 from release.targets import GpuTarget
 
 _SM_LIST = re.compile(r"\d{2,3}[af]?(?:;\d{2,3}[af]?)+")  # 80;90;100, as the matrix writes SMs
-ARCH_LIST = "TORCH_CUDA_ARCH_LIST"  # the torch backend's own: never a targets-env variable
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -26,6 +25,11 @@ class TargetsVariable:
     place: Place  # where it is read with its default
     sms: tuple[GpuTarget, ...]
     ptx: GpuTarget | None  # the highest SM where the project's flags add PTX, else None
+
+    @property
+    def matrix_key(self) -> str:
+        """The targets-env entry that hands each cell's SMs to it."""
+        return f"build.targets-env: {{{self.name}: sms}}"
 
     @property
     def source(self) -> str:
@@ -41,6 +45,7 @@ def targets_variable(setup_py: SetupPy) -> TargetsVariable | None:
         return None
     for read in setup_py.env_reads:
         default = read.default
+        # TORCH_CUDA_ARCH_LIST is the torch backend's own, never a targets-env variable
         if default is None or read.name == ARCH_LIST or "ARCH" not in read.name.upper():
             continue
         if _SM_LIST.fullmatch(default):
