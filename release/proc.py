@@ -82,6 +82,14 @@ _marks: dict[subprocess.Popen[bytes], str] = {}  # the mark of each run until_ex
 _stopped = threading.Event()
 
 
+_ENVIRONMENT_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def is_environment_name(text: str) -> bool:
+    """Whether `text` can name a variable of a child's environment (POSIX's portable set)."""
+    return _ENVIRONMENT_NAME.fullmatch(text) is not None
+
+
 def tail(text: str, lines: int = 25) -> str:
     """The last `lines` non-blank lines of `text`."""
     kept = [line.rstrip() for line in text.splitlines() if line.strip()]

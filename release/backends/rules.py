@@ -8,7 +8,6 @@ cell's targets are ones its backend can build.
 
 from __future__ import annotations
 
-import re
 import shlex
 from collections.abc import Sequence
 from pathlib import PurePosixPath
@@ -23,11 +22,11 @@ from release.backends.registry import backend_for
 from release.credentials import has_credentials, is_secret_name
 from release.defaults import COMPILE_JOBS_RANGE
 from release.errors import shown
+from release.proc import is_environment_name
 from release.targets import GpuTarget
 from release.yamlspec import join_path
 
 DEFAULT_DIST = "dist"  # release's output where --out says none
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Where the build's processes find their programs, libraries and Python modules. release
 # composes PATH and LIBRARY_PATH for each cell (the pinned toolchain and the build
 # environment first); a value of the matrix's would replace that for the whole build, and the
@@ -39,7 +38,7 @@ _SEARCH_PATHS = frozenset(
 
 def env_problem(name: str, backend: BackendName) -> str | None:
     """Why `name` cannot be a variable of a `build:` section's env for `backend`."""
-    if not _ENV_NAME.fullmatch(name):
+    if not is_environment_name(name):
         return f"{shown(name)} is not an environment variable name"
     if name in backend_for(backend).owned_env:
         return (

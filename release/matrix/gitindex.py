@@ -27,6 +27,7 @@ from release.credentials import (
 from release.errors import shown
 from release.github_names import repository_problem
 from release.matrix.spec import DestinationSpec
+from release.proc import is_environment_name
 from release.yamlspec import DocumentLoader, join_path
 
 if TYPE_CHECKING:  # the value types, whose module loads these keys through this one
@@ -34,7 +35,6 @@ if TYPE_CHECKING:  # the value types, whose module loads these keys through this
 
 DEFAULT_INDEX_BRANCH = "gh-pages"  # the branch GitHub Pages serves a repository from
 DEFAULT_TOKEN_VARIABLE = "GITHUB_TOKEN"  # noqa: S105 (a variable's name, not a secret)
-_VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # what git takes as a remote here: a URL of a transport, scp-like user@host:path, or a path;
 # no host or user starting with `-`, which ssh would read as an option (-oProxyCommand=...)
 _GIT_URL = re.compile(r"(?:(?:https?|ssh|git|file)://(?!-)\S+|[\w.][\w.-]*@[\w.][\w.-]*:\S+|/\S*)")
@@ -78,7 +78,7 @@ def token_secret_problem(name: str) -> str | None:
             "secret (WHL_TOKEN), put the token there, and revoke this one (matrix.yaml is "
             "committed)"
         )
-    if not _VARIABLE.fullmatch(name):
+    if not is_environment_name(name):
         return (
             f"{shown(name)} is not an environment variable's name (letters, digits and _, "
             "not starting with a digit)"

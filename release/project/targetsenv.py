@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from release.credentials import is_secret_name
+from release.proc import is_environment_name
 from release.project.places import Place
 from release.project.setuppy import ARCH_LIST, SetupPy
 from release.targets import GpuTarget
@@ -48,6 +50,8 @@ def targets_variable(setup_py: SetupPy) -> TargetsVariable | None:
         # TORCH_CUDA_ARCH_LIST is the torch backend's own, never a targets-env variable
         if default is None or read.name == ARCH_LIST or "ARCH" not in read.name.upper():
             continue
+        if not is_environment_name(read.name) or is_secret_name(read.name):
+            continue  # no build environment can hand a cell's SMs to it
         if _SM_LIST.fullmatch(default):
             sms = tuple(GpuTarget.parse(entry) for entry in default.split(";"))
             builds_ptx = any("code=compute_" in flag.text for flag in setup_py.gencode)

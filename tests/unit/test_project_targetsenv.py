@@ -47,3 +47,10 @@ def test_no_variable_where_the_default_is_no_sm_list_or_the_flags_are_torchs() -
         FLASH.split("\n\n\ndef add_cuda_gencodes", maxsplit=1)[0],  # no -gencode flags at all
     ):
         assert targets_variable(read_setup_py(text)) is None, text
+
+
+def test_no_variable_an_environment_cannot_hold_or_a_build_never_gets() -> None:
+    """targets-env could not name it: init would write a matrix.yaml that does not load."""
+    for name in ("my arch", "X_ARCH${{ github.token }}", "A=ARCH", "9_ARCHS", "ARCH_TOKEN"):
+        text = FLASH.replace("FLASH_ATTN_CUDA_ARCHS", name)
+        assert targets_variable(read_setup_py(text)) is None, name
