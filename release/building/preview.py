@@ -372,10 +372,12 @@ def arch_warnings(cell: Cell, read: tuple[Path, SetupPy] | None) -> list[str]:
 
 def literal_flags(setup_py: SetupPy) -> LiteralFlags | None:
     """The nvcc arch flags a setup.py spells out (as release.project.setuppy reads them:
-    real flags only, never a comment or a docstring), with the first line they are on."""
-    if not setup_py.gencode:
+    real flags only, never a comment or a docstring, nor one it computes: `sm_{num}` says
+    no target until it runs), with the first line they are on."""
+    spelled = [g for g in setup_py.gencode if g.cubins or g.ptx]
+    if not spelled:
         return None
     return LiteralFlags(
-        line=setup_py.gencode[0].place.line or 0,
-        flags=tuple(dict.fromkeys(_unquoted(g.text) for g in setup_py.gencode)),
+        line=spelled[0].place.line or 0,
+        flags=tuple(dict.fromkeys(_unquoted(g.text) for g in spelled)),
     )

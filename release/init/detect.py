@@ -27,7 +27,7 @@ from release.errors import ConfigError, shown
 from release.init.torchindex import TorchRelease
 from release.inspection.torchcuda import IndexTorches
 from release.project import CMakeLists, Gencode, Place, PyProject, Reading, Said, SetupPy, naming
-from release.project.archchanges import arch_list_changes, gencode_change
+from release.project.archchanges import arch_list_changes, flags_from_arch_list, gencode_change
 from release.project.layout import Layout
 from release.project.native import CUDA_LIBRARIES, TORCH_LIBRARIES, python_binding
 from release.project.places import ProjectChange
@@ -214,6 +214,10 @@ def _torch_targets(setup_py: SetupPy, backend: Backend, hints: ArchHints) -> Tar
         made = _project_targets(own.sms, own.ptx, (own.place, own.source), backend, changes)
         said = Finding(key="build.targets-env", value=f"{own.name}: sms", source=own.source)
         return replace(made, found=(*made.found, said), targets_env=((own.name, "sms"),))
+    if (follows := flags_from_arch_list(setup_py)) is not None:
+        check = Note(place=str(follows.place), text=follows.text, fix=follows.fix)
+        made = _default_targets("its -gencode flags follow TORCH_CUDA_ARCH_LIST", changes=changes)
+        return replace(made, undecided=(check,))
     if setup_py.gencode:
         return _gencode_targets(setup_py.gencode, backend, hints, changes)
     for default in setup_py.arch_list:

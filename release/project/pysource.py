@@ -190,12 +190,15 @@ class SourceIndex:
             for s in block
         )
 
-    def test_of(self, node: ast.AST) -> tuple[ast.expr, ast.If] | None:
-        """(the test, its `if`) where `node` is (part of) the test of an `if`."""
+    def test_of(self, node: ast.AST) -> tuple[ast.expr, ast.If | ast.IfExp] | None:
+        """(the test, its `if` statement or `x if test else y`) where `node` is (part of)
+        the test of one."""
         child, parent = node, self.parents.get(id(node))
-        while isinstance(parent, ast.expr):
+        while isinstance(parent, ast.expr) and not (
+            isinstance(parent, ast.IfExp) and parent.test is child
+        ):
             child, parent = parent, self.parents.get(id(parent))
-        if isinstance(parent, ast.If) and parent.test is child:
+        if isinstance(parent, (ast.If, ast.IfExp)) and parent.test is child:
             return parent.test, parent
         return None
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Protocol, TypeVar
 
+from release.project.cudagate import is_cuda_available, is_gate
 from release.project.envtest import on_value
 from release.project.places import Place, Said
 from release.project.pysource import (
@@ -31,7 +32,6 @@ from release.project.pysource import (
 from release.project.stableabi import StableAbi, stable_abi_in
 
 ARCH_LIST = "TORCH_CUDA_ARCH_LIST"
-EXTENSIONS = ("CUDAExtension", "CppExtension")
 # nvcc's code generation flags as a setup.py or CMakeLists.txt spells them
 GENCODE = re.compile(r"(-gencode|--generate-code|arch=compute_\d+|-arch=sm_\d+|code=sm_\d+)")
 _TARGET = r"(?:sm|compute|lto)_\d+[af]?"
@@ -417,11 +417,12 @@ class _Reader:
                 )
 
     def gates(self) -> Iterator[CudaGate]:
+        reads_arch_list = any(read.name == ARCH_LIST for read in self.env_reads())
         for node in self.index.of(ast.Call):
             if (
                 isinstance(node, ast.Call)
-                and _is_cuda_available(node.func)
-                and not _rocm_or_raising(self.index.test_of(node))
+                and is_cuda_available(node.func)
+                and is_gate(self.index, node, reads_arch_list=reads_arch_list)
             ):
                 yield CudaGate(place=self.place(node), forced_by=tuple(self._forcing(node)))
 
@@ -540,24 +541,8 @@ class _Reader:
         return False
 
 
-def _rocm_or_raising(test: tuple[ast.expr, ast.If] | None) -> bool:
-    """Whether the `if` a torch.cuda.is_available() is tested in is no CUDA gate: it builds
-    for ROCm (it asks `torch.version.hip`: xformers), or it raises (flash-attention's ROCm)."""
-    hip = test is not None and any(named(n, "hip") for n in ast.walk(test[0]))
-    return hip or (test is not None and any(isinstance(s, ast.Raise) for s in test[1].body))
-
-
 def _is_environ(node: ast.AST) -> bool:
     return named(node, "environ")
-
-
-def _is_cuda_available(func: ast.AST) -> bool:
-    """`torch.cuda.is_available` (or `cuda.is_available`)."""
-    return (
-        isinstance(func, ast.Attribute)
-        and func.attr == "is_available"
-        and named(func.value, "cuda")
-    )
 
 
 def _is_download(node: ast.AST) -> bool:

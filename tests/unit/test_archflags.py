@@ -248,6 +248,12 @@ def test_the_literal_arch_flags_of_a_setup_py_and_their_first_line() -> None:
     )
     documented = '"""Pass -gencode=arch=compute_80,code=sm_80 yourself."""\nsetup()\n'
     assert literal_flags(read_setup_py(documented)) is None  # a docstring is not a flag
+    # a computed flag says no target until setup.py runs: the first compile shows it
+    computed = 'flags = ["-gencode", f"arch=compute_{num},code=sm_{num}"]\n'
+    assert literal_flags(read_setup_py(computed)) is None
+    both = literal_flags(read_setup_py(computed + 'more = ["arch=compute_80,code=sm_80"]\n'))
+    assert both is not None
+    assert (both.line, both.flags) == (2, ("arch=compute_80,code=sm_80",))
 
 
 def test_the_dry_run_warns_only_where_the_literal_flags_differ_from_the_cell() -> None:

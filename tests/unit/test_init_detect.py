@@ -167,6 +167,37 @@ def test_what_keeps_the_matrixs_sms_from_the_build_needs_a_change() -> None:
     assert (targets(cmake.sms), str(cmake.ptx)) == (["80", "90a"], "100")
 
 
+def test_flags_a_setup_py_makes_from_the_list_it_reads_are_a_check_not_a_change() -> None:
+    """SageAttention's shape: its -gencode flags follow the cell's TORCH_CUDA_ARCH_LIST
+    through its own mapping (9.0 -> sm_90a), which init cannot evaluate."""
+    text = (
+        "import os\n"
+        'archs = os.getenv("TORCH_CUDA_ARCH_LIST", "").split(";")\n'
+        "flags = []\n"
+        "for a in archs:\n"
+        '    num = a.replace(".", "") + ("a" if a == "9.0" else "")\n'
+        '    flags += ["-gencode", f"arch=compute_{num},code=sm_{num}"]\n'
+    )
+    read = targets_of(read_texts(setup_py=text), "torch")
+    assert read.changes == ()
+    (check,) = read.undecided
+    assert check.place == "setup.py:6"
+    assert "from the TORCH_CUDA_ARCH_LIST each cell passes" in check.text
+    assert "(setup.py:2)" in check.text
+    assert (targets(read.sms), str(read.ptx)) == (["75", "80", "86", "89", "90", "100"], "100")
+    # the same flags beside a list it never reads are the project's own: a change
+    unread = targets_of(
+        read_texts(setup_py=text.replace("TORCH_CUDA_ARCH_LIST", "MY_LIST")), "torch"
+    )
+    assert [c.place for c in unread.changes] == ["setup.py:6"]
+    assert "hard-codes nvcc's -gencode flags" in unread.changes[0].text
+    # and one literal flag among computed ones is a list of the project's own
+    mixed = targets_of(
+        read_texts(setup_py=text + 'more = ["-gencode=arch=compute_80,code=sm_80"]\n'), "torch"
+    )
+    assert "hard-codes nvcc's -gencode flags" in mixed.changes[0].text
+
+
 def test_a_force_cuda_switch_goes_to_build_env_and_a_gate_without_one_needs_a_change() -> None:
     switches = force_cuda(read_fixture("torch_ops").setup_py)
     env, found, changes = switches.env, switches.found, switches.changes

@@ -125,6 +125,31 @@ def test_a_gpu_check_that_raises_or_builds_for_rocm_is_no_cuda_gate() -> None:
     assert [str(g.place) for g in read.gates] == ["setup.py:4"]
 
 
+# SageAttention's shape: the list each cell passes is read first; only without one does it
+# ask the machine's GPUs (and raise where there are none).
+DETECTS_GPUS = """\
+import os, torch
+from torch.utils.cpp_extension import CUDAExtension
+archs = os.getenv("TORCH_CUDA_ARCH_LIST", "").strip()
+if not archs:
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    archs = [torch.cuda.get_device_capability(i) for i in range(count)]
+if torch.cuda.is_available():
+    caps = torch.cuda.get_device_capability()
+if torch.cuda.is_available():
+    ext = CUDAExtension("k._C", ["a.cu"], extra_compile_args=[torch.cuda.get_device_name()])
+"""
+
+
+def test_asking_the_gpus_for_their_sms_is_no_cuda_gate_where_the_file_reads_the_list() -> None:
+    read = read_setup_py(DETECTS_GPUS)
+    # the detection on lines 5 and 7 is no gate; line 9 builds its extension past the check
+    assert [str(g.place) for g in read.gates] == ["setup.py:9"]
+    # without a TORCH_CUDA_ARCH_LIST of its own, the detection decides what is built
+    unread = read_setup_py(DETECTS_GPUS.replace('os.getenv("TORCH_CUDA_ARCH_LIST", "")', '""'))
+    assert [str(g.place) for g in unread.gates] == ["setup.py:5", "setup.py:7", "setup.py:9"]
+
+
 def test_torch_cuda_arch_list_defaults_and_overrides() -> None:
     read = read_setup_py(
         "import os\n"
