@@ -73,6 +73,9 @@ class TorchLookup:
     failure: str | None = None
     built_for: IndexTorches | None = None
     built_for_failure: str | None = None
+    # releases taken out of `releases`, each with why: its own requirements exclude one of
+    # the project's build requirements, which its build environment installs beside it
+    left_out: tuple[tuple[Version, str], ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)

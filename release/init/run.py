@@ -15,10 +15,12 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from release import __version__
+from release import __version__, pep508
 from release.backends import backend_for
+from release.backends.recipe import BackendName
 from release.credentials import mask
 from release.defaults import CALLER_WORKFLOW, PYPI_SIMPLE
 from release.errors import ConfigError, FileError, ToolchainError
@@ -26,12 +28,12 @@ from release.init.decide import Decision, decide
 from release.init.detect import Finding, TorchLookup, backend_of
 from release.init.render import TORCH_TODO, render_matrix, render_workflow
 from release.init.toolref import tool_commit
-from release.init.torchindex import torch_releases
+from release.init.torchindex import excluded_by, torch_releases
 from release.init.values import workflow_text_problem
-from release.inspection.torchcuda import TorchIndex
+from release.inspection.torchcuda import IndexGet, TorchIndex, fresh_get
 from release.matrix import matrix_from_text
 from release.project import Reading, read_project_files, reading
-from release.project.layout import read_layout
+from release.project.layout import Layout, read_layout
 from release.remote import httpclient as http
 from release.remote.retry import RetryPolicy
 from release.remote.simple_index import ACCEPT, parse_project_page
@@ -74,7 +76,7 @@ class InitOutcome:
     written: tuple[Written, ...]
 
 
-TorchSource = Callable[[str], TorchLookup]
+TorchSource = Callable[[str, IndexGet], TorchLookup]
 
 
 def init_project(settings: InitSettings, torch_source: TorchSource | None = None) -> InitOutcome:
@@ -101,7 +103,7 @@ def init_project(settings: InitSettings, torch_source: TorchSource | None = None
     files = read_project_files(directory)
     read, layout = reading(files), read_layout(files)
     backend = backend_of(read, layout)
-    lookup = None
+    lookup, torches = None, None
     if backend_for(backend[0]).torch_axes:
         index = settings.torch_index or PYPI_SIMPLE
         if settings.offline:
@@ -109,11 +111,15 @@ def init_project(settings: InitSettings, torch_source: TorchSource | None = None
                 index_url=shown_url(index), releases=None, failure="--offline: no index was asked"
             )
         else:
-            lookup = (torch_source or ask_index)(index)
+            get = remembered(fresh_get(INDEX_POLICY))  # the torch page read once
+            torches = TorchIndex(index, get)
+            lookup = (torch_source or ask_index)(index, get)
             target = stable_target(read)
             if target is not None and lookup.releases is not None:
-                lookup = with_built_for(lookup, index, target)
+                lookup = with_built_for(lookup, torches, target)
     decision = decide(read, backend, lookup, torch_index=settings.torch_index, layout=layout)
+    if torches is not None and lookup is not None:
+        decision = _torch_beside_requirements(decision, lookup, torches, (read, backend, layout))
     matrix_text = mask(render_matrix(decision, __version__), settings.hidden)
     check_size(matrix_text, decision, directory)
     check_loads(matrix_text, matrix_path, decision.found)
@@ -135,6 +141,48 @@ def init_project(settings: InitSettings, torch_source: TorchSource | None = None
     )
     write_together([(matrix_path, matrix_text.encode()), (workflow_path, workflow_text.encode())])
     return InitOutcome(directory=directory, decision=decision, written=written)
+
+
+# newer torch releases init reads the requirements of before it pins an older one
+TORCH_REQUIREMENT_TRIES = 4
+
+
+def _torch_beside_requirements(
+    decision: Decision,
+    lookup: TorchLookup,
+    torches: TorchIndex,
+    inputs: tuple[Reading, tuple[BackendName, str], Layout],
+) -> Decision:
+    """`decision`, its torch pin moved to an older release while the pinned one's own
+    requirements exclude one of the project's build requirements (its build environment
+    installs them beside torch: pip would refuse the pin). One METADATA file a release
+    read; where it cannot be read, the pin stands and the build's install says more."""
+    read, backend, layout = inputs
+    build = [
+        (r.requirement, str(r.place))
+        for r in (read.pyproject.requires if read.pyproject else ())
+        if canonicalize_name(r.requirement.name) != "torch"
+    ]
+    build += [(pep508.requirement(text), "build.requires") for text in decision.requires]
+    if not build or decision.torch is None or lookup.releases is None:
+        return decision
+    for _ in range(TORCH_REQUIREMENT_TRIES):
+        pinned = decision.torch
+        if pinned is None or lookup.releases is None:
+            break
+        try:
+            why = excluded_by(torches.requirements(pinned, TORCH_ARCH), build)
+        except ToolchainError:
+            break
+        if why is None:
+            break
+        lookup = replace(
+            lookup,
+            releases={v: r for v, r in lookup.releases.items() if v != pinned},
+            left_out=(*lookup.left_out, (pinned, why)),
+        )
+        decision = decide(read, backend, lookup, torch_index=decision.torch_index, layout=layout)
+    return decision
 
 
 def workflow_matrix(matrix_path: Path, root: Path) -> str:
@@ -247,14 +295,36 @@ def stable_target(read: Reading) -> Version | None:
     return abi.target if abi is not None and abi.condition is None else None
 
 
-def with_built_for(lookup: TorchLookup, index_url: str, target: Version) -> TorchLookup:
+def with_built_for(lookup: TorchLookup, torches: TorchIndex, target: Version) -> TorchLookup:
     """`lookup` with the CUDA each torch from `target` on is built for (one small file a
     release, release.inspection.torchcuda), or why that is not known."""
     try:
-        torches = TorchIndex(index_url).releases(TORCH_ARCH, SpecifierSet(f">={target}"))
+        built_for = torches.releases(TORCH_ARCH, SpecifierSet(f">={target}"))
     except ToolchainError as error:
         return replace(lookup, built_for_failure=error.message)
-    return replace(lookup, built_for=torches)
+    return replace(lookup, built_for=built_for)
+
+
+def remembered(get: IndexGet) -> IndexGet:
+    """`get`, each whole answer it gave kept for the run (no range or streamed read): the
+    torch page that init's lookup, the stable-ABI pin and the requirements' check each read
+    is asked for once."""
+    answers: dict[tuple[str, str | None], http.Download] = {}
+
+    def remembering(
+        url: str,
+        *,
+        keep: bool = False,
+        accept: str | None = None,
+        byte_range: tuple[int, int] | None = None,
+    ) -> http.Download:
+        if byte_range is not None or not keep:
+            return get(url, keep=keep, accept=accept, byte_range=byte_range)
+        if (url, accept) not in answers:
+            answers[(url, accept)] = get(url, keep=True, accept=accept)
+        return answers[(url, accept)]
+
+    return remembering
 
 
 def torch_page(index_url: str) -> str:
@@ -263,12 +333,11 @@ def torch_page(index_url: str) -> str:
     return urlunsplit(parts._replace(path=parts.path.rstrip("/") + "/torch/", fragment=""))
 
 
-def ask_index(index_url: str) -> TorchLookup:
+def ask_index(index_url: str, get: IndexGet) -> TorchLookup:
     """The torch releases `index_url` has: one request for its torch page."""
     page = torch_page(index_url)
     shown = shown_url(index_url)
-    with http.client() as client:
-        got = http.fetch(client, page, keep=True, accept=ACCEPT, policy=INDEX_POLICY)
+    got = get(page, keep=True, accept=ACCEPT)
     if got.status == 404:
         return TorchLookup(index_url=shown, releases=None, failure=f"{shown} has no torch")
     if not got.ok or got.body is None:

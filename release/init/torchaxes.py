@@ -353,14 +353,18 @@ def torch_pin(
     if chosen is None:
         note = Note(place=place, text=f"no torch on {lookup.index_url} fits {wanted}", fix=todo)
         return TorchPin(version=None, pythons=(), found=None, undecided=(note,))
+    source = f"the newest torch on {lookup.index_url} that {wanted} allows"
+    newer = [(v, why) for v, why in lookup.left_out if v > chosen.version]
+    if newer:
+        source += (
+            ", and whose own requirements admit the build's ("
+            + "; ".join(f"not {v}: {why}" for v, why in newer)
+            + ")"
+        )
     return TorchPin(
         version=chosen.version,
         pythons=chosen.pythons,
-        found=Finding(
-            key="torch",
-            value=str(chosen.version),
-            source=f"the newest torch on {lookup.index_url} that {wanted} allows",
-        ),
+        found=Finding(key="torch", value=str(chosen.version), source=source),
     )
 
 

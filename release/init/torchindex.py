@@ -1,15 +1,21 @@
 """Which torch `release init` pins: the newest final release on the index that the build
-requirement allows and that has a Linux wheel for the cells' CPU arch. Pure: the index's
-project page in (release.remote.simple_index), versions out.
+requirement allows and that has a Linux wheel for the cells' CPU arch; and whether a
+release's own requirements leave room for the project's build requirements, which its
+build environment installs beside it (torch 2.13.0 requires setuptools>=77.0.3, which
+SageAttention's setuptools<75 excludes). Pure: the index's project page and a release's
+requirements in (release.remote.simple_index, release.inspection.torchcuda), versions and
+reasons out.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
-from packaging.version import Version
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
 
 from release.inspection.torchcuda import cpythons, page_releases
 from release.remote.simple_index import ListedFile
@@ -39,3 +45,50 @@ def newest_allowed(
         v for v in releases if not v.is_prerelease and specifier.contains(v, prereleases=False)
     ]
     return releases[max(allowed)] if allowed else None
+
+
+_BELOW = 99999  # a component past any a release uses: 74.99999 stands for "just below 75"
+
+
+def _beside(version: Version) -> list[Version]:
+    """`version`, one just above it and one just below it (where one is)."""
+    release = version.release
+    near = [version, Version(".".join(map(str, (*release, 1))))]
+    last = max((i for i, n in enumerate(release) if n), default=None)
+    if last is not None:
+        below = (*release[:last], release[last] - 1, _BELOW)
+        near.append(Version(".".join(map(str, below))))
+    return near
+
+
+def can_meet_both(first: SpecifierSet, second: SpecifierSet) -> bool:
+    """Whether some final release meets both specifier sets. The sets' bounds are tried, and
+    the versions just above and just below each (a bound that excludes another is then
+    shown at one of them); an arbitrary (`===`) or unreadable one is taken to leave room."""
+    both = first & second
+    tried: list[Version] = []
+    for spec in both:
+        if spec.operator == "===":
+            return True
+        try:
+            tried += _beside(Version(spec.version.removesuffix(".*")))
+        except InvalidVersion:
+            return True
+    return not tried or any(both.contains(v, prereleases=False) for v in tried)
+
+
+def excluded_by(
+    torch_requires: Sequence[Requirement], build: Sequence[tuple[Requirement, str]]
+) -> str | None:
+    """Why a torch release cannot be installed beside the build requirements (`build`: each
+    with where it is written): the first of its own requirements that no version meets
+    together with one of them, in words; None where none does."""
+    for theirs in torch_requires:
+        for ours, where in build:
+            if canonicalize_name(theirs.name) != canonicalize_name(ours.name):
+                continue
+            if not can_meet_both(theirs.specifier, ours.specifier):
+                return (
+                    f"it requires {theirs.name}{theirs.specifier}, which {ours} ({where}) excludes"
+                )
+    return None

@@ -161,9 +161,8 @@ def cuda_of_requirements(
     return BuiltFor(major=None, version="", evidence="no CUDA runtime among its requirements")
 
 
-def cuda_of_metadata(metadata: bytes, arch: str | None, python: str | None = None) -> BuiltFor:
-    """`cuda_of_requirements` of a METADATA file's `Requires-Dist` (a line that does not
-    parse is left out)."""
+def requires_dist(metadata: bytes) -> list[Requirement]:
+    """A METADATA file's `Requires-Dist` (a line that does not parse is left out)."""
     headers = email.parser.BytesParser().parsebytes(metadata, headersonly=True)
     requirements = []
     for line in headers.get_all("Requires-Dist") or []:
@@ -171,7 +170,12 @@ def cuda_of_metadata(metadata: bytes, arch: str | None, python: str | None = Non
             requirements.append(pep508.requirement(str(line)))
         except InvalidRequirement:
             continue
-    return cuda_of_requirements(requirements, arch, python)
+    return requirements
+
+
+def cuda_of_metadata(metadata: bytes, arch: str | None, python: str | None = None) -> BuiltFor:
+    """`cuda_of_requirements` of a METADATA file's `Requires-Dist`."""
+    return cuda_of_requirements(requires_dist(metadata), arch, python)
 
 
 def _admits(specifier: SpecifierSet, version: Version) -> bool:
@@ -367,7 +371,23 @@ class TorchIndex:
         except ValueError as error:
             return ToolchainError(f"{shown_url(page)}: not an index page: {error}")
 
+    def requirements(
+        self, version: Version, arch: str | None, python: str | None = None
+    ) -> tuple[Requirement, ...]:
+        """The `Requires-Dist` of torch `version` that apply on Linux `arch` (with `python`
+        where named; a marker on an unnamed one counts as applying), no extra, from the
+        METADATA of the file pip would install. Raises ToolchainError."""
+        release = page_releases(self._files(), arch).get(version)
+        if release is None:
+            raise ToolchainError(f"{self.shown} has no torch {version} for Linux {arch or ''}")
+        listed, _ = _representative(release, python)
+        env = _linux(arch, python)
+        return tuple(r for r in requires_dist(self._cached_metadata(listed)) if _applies(r, env))
+
     def _metadata_cuda(self, listed: ListedFile, arch: str | None, python: str | None) -> BuiltFor:
+        return cuda_of_metadata(self._cached_metadata(listed), arch, python)
+
+    def _cached_metadata(self, listed: ListedFile) -> bytes:
         with self._lock:
             known = self._metadata_of.get(listed.url)
         if known is None:
@@ -379,7 +399,7 @@ class TorchIndex:
                 self._metadata_of[listed.url] = known
         if isinstance(known, ToolchainError):
             raise known
-        return cuda_of_metadata(known, arch, python)
+        return known
 
     def _metadata(self, listed: ListedFile) -> bytes:
         """The METADATA of a listed wheel, bounded as a wheel's own is (MAX_HEADERS_FILE,

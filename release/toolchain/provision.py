@@ -96,13 +96,15 @@ def pip_progress(label: str, progress: Progress | None) -> Callable[[str], None]
     return on_line
 
 
-# The lines of a pip failure that say why: the resolver's conflict with a constraint, a
+# The lines of a pip failure that say why: the resolver's conflict with a constraint or
+# with a dependency of what it installs (`torch 2.13.0 depends on setuptools>=77.0.3`), a
 # version the index does not have.
 _PIP_REASON = re.compile(
-    r"^\s*(?:The user requested \(constraint\) \S.*|"
+    r"^\s*(?:The user requested \(constraint\) \S.*|\S+ \S+ depends on \S.*|"
     r"ERROR: (?:Could not find a version that satisfies the requirement \S.*|"
     r"No matching distribution found for \S.*|Cannot install \S+))"
 )
+_DEPENDS_ON = " depends on "
 _MAX_REASON = 400
 
 
@@ -151,11 +153,14 @@ def check_pip_install(
     *,
     python: str,
     hint: str = "",
+    conflict_hint: str = "",
     config: Callable[[], str | None] = lambda: None,
 ) -> None:
     """A failed pip install as a ToolchainError: a pip that rejects release's options is
-    told to upgrade; a refusal pip explains is said with its reason and where pip's own
-    configuration comes from (`config`, asked only then); anything else, to check the index."""
+    told to upgrade; a dependency of what it installs that excludes another of the
+    requirements is said with both and `conflict_hint`; another refusal pip explains is said
+    with its reason and where pip's own configuration comes from (`config`, asked only then);
+    anything else, to check the index."""
     if result.returncode == 0:
         return
     what = f"pip installing {', '.join(requirements)}"
@@ -171,6 +176,12 @@ def check_pip_install(
         raise ToolchainError(
             proc.failure(what, result),
             hint=hint or "check that PyPI is reachable and has wheels for this platform",
+        )
+    if _DEPENDS_ON in reason and "(constraint)" not in reason:
+        raise ToolchainError(
+            f"{what} failed (exit {result.returncode}): {reason}",
+            hint=conflict_hint
+            or "a dependency of one requirement excludes another: change either version",
         )
     sources = config()
     raise ToolchainError(

@@ -372,6 +372,9 @@ def _install(
         )
         check_pip_install(
             result, requirements, python=python, hint=hint,
+            conflict_hint=f"torch {spec.torch}'s own requirements exclude one of the build's: "
+            "pin a torch whose requirements admit it (matrix.yaml's torch), or change the "
+            "build requirement",
             config=pip_config(runner, python, env),
         )  # fmt: skip
 

@@ -148,7 +148,12 @@ def test_a_torch_project_gets_the_newest_torch_its_requirement_allows(
     before = tree(project)
     _Index.requests.clear()
     document = init(tmp_path, project, "--torch-index", index)
-    assert _Index.requests == ["/simple/torch/"]  # one small request, nothing downloaded
+    # two small requests, nothing downloaded: the page, and the METADATA of the torch it
+    # pins, whose own requirements (setuptools<82) leave room for the build's (setuptools>=77)
+    assert _Index.requests == [
+        "/simple/torch/",
+        "/files/torch-2.11.0-cp313-cp313-manylinux_2_28_x86_64.whl.metadata",
+    ]
     found = detected(document)
     uses = line_of(project / "setup.py", "cpp_extension.CUDAExtension")
     assert found["backend"] == ("torch", f"setup.py:{uses}: uses torch's CUDAExtension")
@@ -175,6 +180,32 @@ def test_a_torch_project_gets_the_newest_torch_its_requirement_allows(
     after = tree(project)
     assert {k: v for k, v in after.items() if k in before} == before  # the project's own files
     assert sorted(set(after) - set(before)) == [".github/workflows/release.yml", "matrix.yaml"]
+
+
+def test_a_torch_whose_own_requirements_exclude_the_builds_is_passed_over(
+    tmp_path: Path, index: str
+) -> None:
+    """SageAttention's setuptools<75 beside torch 2.13.0's setuptools>=77.0.3: pip refuses
+    the pair, so init pins the newest torch whose requirements leave room (here torch
+    2.11.0's setuptools<82 excludes a build's setuptools>=82)."""
+    project = copy(FIXTURES / "torch_ops", tmp_path / "ops")
+    pyproject = project / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace('"setuptools>=77"', '"setuptools>=82"'))
+    _Index.requests.clear()
+    found = detected(init(tmp_path, project, "--torch-index", index))
+    line = line_of(pyproject, "setuptools>=82")
+    assert found["torch"] == (
+        "2.10.0",
+        f"the newest torch on {index} that torch>=2.10 (pyproject.toml:5) allows, and whose "
+        "own requirements admit the build's (not 2.11.0: it requires setuptools<82, which "
+        f"setuptools>=82 (pyproject.toml:{line}) excludes)",
+    )
+    assert _Index.requests == [
+        "/simple/torch/",  # once, however many releases are asked about
+        "/files/torch-2.11.0-cp313-cp313-manylinux_2_28_x86_64.whl.metadata",
+        "/files/torch-2.10.0-cp310-cp310-manylinux_2_28_x86_64.whl.metadata",
+    ]
+    assert '    torch: "2.10.0"\n' in (project / "matrix.yaml").read_text()
 
 
 def test_flags_made_from_a_variable_of_the_projects_get_the_cells_sms_through_it(

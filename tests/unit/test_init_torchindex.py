@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from release.init.torchindex import newest_allowed, torch_releases
+from release.init.torchindex import can_meet_both, excluded_by, newest_allowed, torch_releases
 from release.remote.simple_index import ListedFile
 
 
@@ -53,3 +55,33 @@ def test_the_newest_final_release_the_requirement_allows() -> None:
     assert older is not None
     assert str(older.version) == "2.9.1"  # `torch==2.9.1` installs 2.9.1+cu129 there
     assert newest_allowed(releases, SpecifierSet(">=2.14")) is None
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "room"),
+    [
+        (">=77.0.3", ">=62,<75", False),  # torch 2.13.0's setuptools beside SageAttention's
+        ("<82", ">=62,<75", True),  # torch 2.11.0's
+        ("", ">=62,<75", True),  # unversioned
+        ("==2.13.*", ">=2.13.1", True),
+        ("==2.13.*", ">=2.14", False),
+        ("~=1.4.5", "<1.4.5", False),
+        (">75", "<=75", False),
+        (">74.5", "<75", True),  # room only just below a bound
+        ("!=75", "==75", False),
+        (">=1.0", "<1.0", False),
+        ("===weird", "<1", True),  # arbitrary equality is not judged
+    ],
+)
+def test_whether_some_release_meets_both_specifiers(first: str, second: str, room: bool) -> None:
+    assert can_meet_both(SpecifierSet(first), SpecifierSet(second)) is room
+
+
+def test_a_torch_requirement_that_excludes_a_build_requirement_is_named_with_its_place() -> None:
+    torch_requires = [Requirement("filelock"), Requirement("setuptools>=77.0.3")]
+    build = [(Requirement("Setuptools<75,>=62"), "pyproject.toml:3"), (Requirement("wheel"), "x")]
+    assert excluded_by(torch_requires, build) == (
+        "it requires setuptools>=77.0.3, which Setuptools<75,>=62 (pyproject.toml:3) excludes"
+    )
+    assert excluded_by([Requirement("setuptools<82")], build) is None
+    assert excluded_by(torch_requires, []) is None

@@ -3,7 +3,11 @@ configuration comes from (`pip config debug`), from texts pip printed on this ma
 
 from __future__ import annotations
 
-from release.toolchain.provision import pip_config_sources, pip_reason
+import pytest
+
+from release.errors import ToolchainError
+from release.proc import Completed
+from release.toolchain.provision import check_pip_install, pip_config_sources, pip_reason
 
 RESOLUTION_IMPOSSIBLE = """\
 Looking in links: /opt/wheels
@@ -19,6 +23,26 @@ To fix this you could try to:
 
 ERROR: ResolutionImpossible: for help visit https://pip.pypa.io/en/latest/topics/dependency-resolution/
 """
+
+# SageAttention's build requirements beside the torch init once chose for it
+DEPENDENCY_CONFLICT = (
+    (
+        "ERROR: Cannot install setuptools<75 and >=62, torch==2.13.0 and torch==2.13.0+cpu "
+        "because these package versions have conflicting dependencies.\n"
+    )
+    + """
+The conflict is caused by:
+    The user requested setuptools<75 and >=62
+    torch 2.13.0+cpu depends on setuptools>=77.0.3
+    The user requested setuptools<75 and >=62
+    torch 2.13.0 depends on setuptools>=77.0.3
+
+To fix this you could try to:
+1. loosen the range of package versions you've specified
+
+ERROR: ResolutionImpossible: for help visit https://pip.pypa.io/en/latest/topics/dependency-resolution/
+"""
+)
 
 NOT_FOUND = (
     "ERROR: Could not find a version that satisfies the requirement nvidia-cuda-nvcc==13.0.88 "
@@ -70,3 +94,33 @@ def test_the_configuration_is_named_by_file_and_key_never_by_value() -> None:
         "/root/.config/pip/pip.conf (global.extra-index-url)"
     )
     assert pip_config_sources("env_var:\nenv:\nglobal:\n  /etc/pip.conf, exists: False\n") is None
+
+
+def test_a_dependency_that_excludes_a_requirement_is_said_with_the_conflicts_hint() -> None:
+    assert pip_reason(DEPENDENCY_CONFLICT) == (
+        "Cannot install setuptools<75 and >=62, torch==2.13.0 and torch==2.13.0+cpu; "
+        "torch 2.13.0+cpu depends on setuptools>=77.0.3; "
+        "torch 2.13.0 depends on setuptools>=77.0.3"
+    )
+    asked: list[str] = []
+
+    def config() -> str:
+        asked.append("config")
+        return "/etc/xdg/pip/pip.conf (global.constraint)"
+
+    failed = Completed(returncode=1, output="", stderr=DEPENDENCY_CONFLICT, seconds=1.0)
+    with pytest.raises(ToolchainError) as raised:
+        check_pip_install(
+            failed, ["torch==2.13.0", "setuptools>=62,<75"], python="python3",
+            conflict_hint="pin another torch", config=config,
+        )  # fmt: skip
+    assert "torch 2.13.0 depends on setuptools>=77.0.3" in raised.value.message
+    assert raised.value.hint == "pin another torch"
+    assert asked == []  # not pip's configuration: nothing there refused it
+    # a constraint's refusal still names where pip's configuration comes from
+    refused = Completed(returncode=1, output="", stderr=RESOLUTION_IMPOSSIBLE, seconds=1.0)
+    with pytest.raises(ToolchainError) as constrained:
+        check_pip_install(
+            refused, ["torch==2.15.0"], python="python3", conflict_hint="x", config=config
+        )
+    assert "global.constraint" in (constrained.value.hint or "")
