@@ -82,6 +82,18 @@ def decide(
         found += targets.found
     found += native.found
     changes = [*targets.changes, *native.changes]
+    skipped = read.pyproject.cmake_off if read.pyproject is not None else None
+    if name == "cmake" and skipped is not None:
+        changes.append(
+            Note(
+                place=str(skipped),
+                text="[tool.scikit-build] wheel.cmake = false: the PEP 517 build packages what "
+                "the tree already holds and never runs CMake, so a cell compiles nothing and "
+                "its wheel fails the inspection (no device code)",
+                fix="build the library first in build.prepare (the script the project's own "
+                "CI runs before its wheel build), or let scikit-build-core run CMake",
+            )
+        )
     undecided += targets.undecided
     decision = Decision(
         backend=name,

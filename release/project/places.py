@@ -50,8 +50,8 @@ class Said:
 _TABLE = re.compile(r"^\s*\[\[?([^\]]*)\]\]?\s*(#.*)?$")
 
 
-# a key set on a line: `name =`, `"name" =`, `'pkg.sub' =`
-_KEY = re.compile(r"""\s*(?:"([^"]*)"|'([^']*)'|([A-Za-z0-9_-]+))\s*=""")
+# a key set on a line: `name =`, `"name" =`, `'pkg.sub' =`, `wheel.cmake =` (a dotted key)
+_KEY = re.compile(r"""\s*(?:"([^"]*)"|'([^']*)'|([A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*))\s*=""")
 
 
 class TomlPlaces:

@@ -21,7 +21,14 @@ SETUP_CFG = "setup.cfg"
 SCIKIT_BUILD = "scikit-build-core"
 _PYTHON_CLASSIFIER = re.compile(r"^Programming Language :: Python :: (3\.\d{1,3})$")
 # the tables whose keys a PyProject places at their lines
-_PLACED = ("build-system", "project", "tool.setuptools.dynamic", "tool.setuptools.package-data")
+_PLACED = (
+    "build-system",
+    "project",
+    "tool.setuptools.dynamic",
+    "tool.setuptools.package-data",
+    "tool.scikit-build",
+    "tool.scikit-build.wheel",
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -45,6 +52,8 @@ class PyProject:
     version_from: Said | None = None  # [tool.setuptools.dynamic] version = {file = "pkg/VERSION"}
     package_data: tuple[Said, ...] = ()  # [tool.setuptools.package-data]: "pkg/include/**/*"
     dependencies: tuple[Said, ...] = ()  # [project] dependencies
+    # [tool.scikit-build] wheel.cmake = false: scikit-build-core packages, never runs CMake
+    cmake_off: Place | None = None
 
     def requirement(self, name: str) -> BuildRequirement | None:
         """The build requirement on `name` (canonical compare), if any."""
@@ -108,6 +117,7 @@ def read_pyproject(text: str) -> PyProject:
         version_attr=_version_attr(places, data),
         version_from=_version_from(places, data),
         package_data=_package_data(places, data),
+        cmake_off=_cmake_off(places, data),
         dependencies=tuple(
             Said(place=_at(line), value=d)
             for d, line in zip(
@@ -191,6 +201,17 @@ def _package_data(places: TomlPlaces, data: dict[str, object]) -> tuple[Said, ..
         base = package.replace(".", "/") + "/" if package not in ("", "*") else ""
         found += [Said(place=place, value=base + p) for p in _list(patterns) if isinstance(p, str)]
     return tuple(found)
+
+
+def _cmake_off(places: TomlPlaces, data: dict[str, object]) -> Place | None:
+    """Where [tool.scikit-build] says `wheel.cmake = false`, if it does."""
+    wheel = _table(_table(_table(data.get("tool")).get("scikit-build")).get("wheel"))
+    if wheel.get("cmake") is not False:
+        return None
+    line = places.line("tool.scikit-build", "wheel.cmake") or places.line(
+        "tool.scikit-build.wheel", "cmake"
+    )
+    return _at(line)
 
 
 def _classifier_pythons(classifiers: object) -> tuple[str, ...]:

@@ -435,3 +435,30 @@ def test_the_torch_pin_compiles_the_projects_cxx_standard() -> None:
     cxx20 = native_of_setup_py("F = ['-std=c++20']\n").standard
     assert torch_pin(None, lookup, cxx20).version == Version("2.15.0")
     assert torch_pin(None, lookup).version == Version("2.15.0")
+
+
+def test_scikit_build_told_not_to_run_cmake_builds_nothing_and_needs_a_change() -> None:
+    """bitsandbytes' shape: its CI compiles the library first, and the wheel build only
+    packages it (`wheel.cmake = false`)."""
+    cmake = "cmake_minimum_required(VERSION 3.22)\nproject(k LANGUAGES CXX CUDA)\n"
+    for table in (
+        '[tool.scikit-build]\ncmake.build-type = "Release"\nwheel.cmake = false\n',
+        "[tool.scikit-build.wheel]\ncmake = false\n",
+    ):
+        pyproject = (
+            '[build-system]\nrequires = ["scikit-build-core"]\n'
+            'build-backend = "scikit_build_core.build"\n\n'
+            '[project]\nname = "k"\nversion = "1.0"\n\n' + table
+        )
+        read = read_texts(pyproject_toml=pyproject, CMakeLists_txt=cmake)
+        decision = decide(read, backend_of(read), None)
+        line = pyproject.splitlines().index(next(s for s in table.splitlines() if "false" in s)) + 1
+        skipped = [c for c in decision.changes if "wheel.cmake = false" in c.text]
+        assert [c.place for c in skipped] == [f"pyproject.toml:{line}"]
+        assert "build.prepare" in skipped[0].fix
+    running = read_texts(
+        pyproject_toml='[build-system]\nrequires = ["scikit-build-core"]\n'
+        'build-backend = "scikit_build_core.build"\n[tool.scikit-build]\nwheel.cmake = true\n',
+        CMakeLists_txt=cmake,
+    )
+    assert not [c for c in decide(running, backend_of(running), None).changes if "wheel" in c.text]
