@@ -77,18 +77,28 @@ def can_meet_both(first: SpecifierSet, second: SpecifierSet) -> bool:
     return not tried or any(both.contains(v, prereleases=False) for v in tried)
 
 
-def excluded_by(
-    torch_requires: Sequence[Requirement], build: Sequence[tuple[Requirement, str]]
-) -> str | None:
-    """Why a torch release cannot be installed beside the build requirements (`build`: each
-    with where it is written): the first of its own requirements that no version meets
-    together with one of them, in words; None where none does."""
-    for theirs in torch_requires:
+def exclusion(
+    requires: Sequence[Requirement], build: Sequence[tuple[Requirement, str]]
+) -> tuple[Requirement, Requirement, str] | None:
+    """The first of `requires` (a torch release's, or the frontend's) that no version meets
+    together with one of the build requirements (`build`: each with where it is written):
+    (theirs, ours, where); None where none is."""
+    for theirs in requires:
         for ours, where in build:
             if canonicalize_name(theirs.name) != canonicalize_name(ours.name):
                 continue
             if not can_meet_both(theirs.specifier, ours.specifier):
-                return (
-                    f"it requires {theirs.name}{theirs.specifier}, which {ours} ({where}) excludes"
-                )
+                return theirs, ours, where
     return None
+
+
+def excluded_by(
+    torch_requires: Sequence[Requirement], build: Sequence[tuple[Requirement, str]]
+) -> str | None:
+    """Why a torch release cannot be installed beside the build requirements, in words;
+    None where nothing excludes it."""
+    found = exclusion(torch_requires, build)
+    if found is None:
+        return None
+    theirs, ours, where = found
+    return f"it requires {theirs.name}{theirs.specifier}, which {ours} ({where}) excludes"

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from release import proc
@@ -153,14 +154,15 @@ def check_pip_install(
     *,
     python: str,
     hint: str = "",
-    conflict_hint: str = "",
+    conflict_hints: Mapping[str, str] | None = None,
     config: Callable[[], str | None] = lambda: None,
 ) -> None:
     """A failed pip install as a ToolchainError: a pip that rejects release's options is
     told to upgrade; a dependency of what it installs that excludes another of the
-    requirements is said with both and `conflict_hint`; another refusal pip explains is said
-    with its reason and where pip's own configuration comes from (`config`, asked only then);
-    anything else, to check the index."""
+    requirements is said with both, and the hint `conflict_hints` gives the package that
+    depends (by canonical name); another refusal pip explains is said with its reason and
+    where pip's own configuration comes from (`config`, asked only then); anything else, to
+    check the index."""
     if result.returncode == 0:
         return
     what = f"pip installing {', '.join(requirements)}"
@@ -178,9 +180,11 @@ def check_pip_install(
             hint=hint or "check that PyPI is reachable and has wheels for this platform",
         )
     if _DEPENDS_ON in reason and "(constraint)" not in reason:
+        depends = next(part for part in reason.split("; ") if _DEPENDS_ON in part)
+        name = canonicalize_name(depends.split(" ", 1)[0])
         raise ToolchainError(
             f"{what} failed (exit {result.returncode}): {reason}",
-            hint=conflict_hint
+            hint=(conflict_hints or {}).get(name)
             or "a dependency of one requirement excludes another: change either version",
         )
     sources = config()

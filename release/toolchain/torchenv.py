@@ -372,9 +372,13 @@ def _install(
         )
         check_pip_install(
             result, requirements, python=python, hint=hint,
-            conflict_hint=f"torch {spec.torch}'s own requirements exclude one of the build's: "
-            "pin a torch whose requirements admit it (matrix.yaml's torch), or change the "
-            "build requirement",
+            conflict_hints={
+                "torch": f"torch {spec.torch}'s own requirements exclude one of the build's: "
+                "pin a torch whose requirements admit it (matrix.yaml's torch), or change the "
+                "build requirement",
+                "build": f"{spec.frontend} is the PEP 517 frontend release runs the build with, "
+                "beside torch: widen the project's build requirement to admit what it needs",
+            },
             config=pip_config(runner, python, env),
         )  # fmt: skip
 

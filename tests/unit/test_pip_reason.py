@@ -112,7 +112,7 @@ def test_a_dependency_that_excludes_a_requirement_is_said_with_the_conflicts_hin
     with pytest.raises(ToolchainError) as raised:
         check_pip_install(
             failed, ["torch==2.13.0", "setuptools>=62,<75"], python="python3",
-            conflict_hint="pin another torch", config=config,
+            conflict_hints={"torch": "pin another torch"}, config=config,
         )  # fmt: skip
     assert "torch 2.13.0 depends on setuptools>=77.0.3" in raised.value.message
     assert raised.value.hint == "pin another torch"
@@ -121,6 +121,27 @@ def test_a_dependency_that_excludes_a_requirement_is_said_with_the_conflicts_hin
     refused = Completed(returncode=1, output="", stderr=RESOLUTION_IMPOSSIBLE, seconds=1.0)
     with pytest.raises(ToolchainError) as constrained:
         check_pip_install(
-            refused, ["torch==2.15.0"], python="python3", conflict_hint="x", config=config
+            refused,
+            ["torch==2.15.0"],
+            python="python3",
+            conflict_hints={"torch": "x"},
+            config=config,
         )
     assert "global.constraint" in (constrained.value.hint or "")
+
+    # the frontend's own requirement (SageAttention's packaging<24 beside build 1.6.1)
+    frontend = Completed(
+        returncode=1,
+        output="",
+        stderr="ERROR: Cannot install build==1.6.1 and packaging<24 and >=21 because these "
+        "package versions have conflicting dependencies.\n\nThe conflict is caused by:\n"
+        "    The user requested packaging<24 and >=21\n"
+        "    build 1.6.1 depends on packaging>=24.0\n",
+        seconds=1.0,
+    )
+    with pytest.raises(ToolchainError) as widen:
+        check_pip_install(
+            frontend, ["build==1.6.1"], python="python3",
+            conflict_hints={"torch": "pin another torch", "build": "widen it"}, config=config,
+        )  # fmt: skip
+    assert widen.value.hint == "widen it"
