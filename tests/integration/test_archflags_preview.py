@@ -127,4 +127,6 @@ def test_flags_made_from_a_variable_of_the_projects_are_told_to_the_dry_run(
             "build.targets-env: {K3_CUDA_ARCHS: sms}"
         )
         assert (hint in done.stderr) is told, done.stderr[-3000:]
-        assert ("own nvcc arch flags" in done.stderr) is told
+        # its flags are f-strings, which name no target until setup.py runs: the line above
+        # says they miss the cell's sms, never a list read off `sm_{a}`
+        assert "own nvcc arch flags" not in done.stderr
