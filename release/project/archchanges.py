@@ -31,10 +31,9 @@ def gencode_change(flags: Sequence[Gencode], takes: tuple[str, str]) -> ProjectC
     """Hard-coded -gencode flags: the build compiles them `takes[1]` (instead of, beside)
     the variable `takes[0]` that carries the cell's targets."""
     variable, instead = takes
-    lines = lines_said([f.place.line for f in flags if f.place.line is not None])
     return ProjectChange(
         place=flags[0].place,
-        text=f"hard-codes nvcc's -gencode flags ({lines}): the build compiles them "
+        text=f"hard-codes nvcc's -gencode flags ({_lines_of(flags)}): the build compiles them "
         f"{instead} the {variable} each cell passes, so the matrix's sms do not decide the "
         "wheel's",
         fix=f"take them out, so that the matrix's sms reach the build as {variable}",
@@ -49,15 +48,18 @@ def flags_from_arch_list(setup_py: SetupPy) -> ProjectChange | None:
     flags = setup_py.gencode
     if not flags or not reads or any(f.cubins or f.ptx for f in flags):
         return None
-    lines = lines_said([f.place.line for f in flags if f.place.line is not None])
     return ProjectChange(
         place=flags[0].place,
-        text=f"makes its -gencode flags ({lines}) from the {ARCH_LIST} each cell passes, "
+        text=f"makes its -gencode flags ({_lines_of(flags)}) from the {ARCH_LIST} each cell passes, "
         f"which it reads itself ({reads[0].place}): its own mapping decides each cubin and "
         "PTX, and may leave an SM out or build another one for it (sm_90a for 9.0)",
         fix="check that it builds the matrix's sms: a cell whose compile flags differ stops "
         "at its first compile and names the sms and ptx to write",
     )
+
+
+def _lines_of(flags: Sequence[Gencode]) -> str:
+    return lines_said([f.place.line for f in flags if f.place.line is not None])
 
 
 def torch_arch_changes(setup_py: SetupPy, takes: tuple[str, str]) -> list[ProjectChange]:
