@@ -50,8 +50,8 @@ def flags_from_arch_list(setup_py: SetupPy) -> ProjectChange | None:
         return None
     return ProjectChange(
         place=flags[0].place,
-        text=f"makes its -gencode flags ({_lines_of(flags)}) from the {ARCH_LIST} each cell passes, "
-        f"which it reads itself ({reads[0].place}): its own mapping decides each cubin and "
+        text=f"makes its -gencode flags ({_lines_of(flags)}) from the {ARCH_LIST} each cell "
+        f"passes, which it reads itself ({reads[0].place}): its own mapping decides each cubin and "
         "PTX, and may leave an SM out or build another one for it (sm_90a for 9.0)",
         fix="check that it builds the matrix's sms: a cell whose compile flags differ stops "
         "at its first compile and names the sms and ptx to write",
