@@ -88,13 +88,14 @@ def stable_abi_in(index: SourceIndex, file: str) -> StableAbi | None:
     values = {found.group(1) for d in defines if (found := _VALUE.search(_text(d)))}
     literal = isinstance(define, ast.Constant) and match is not None and len(values) == 1
     assignments = _assignments(index)
-    holders = _holders(assignments, define)
+    passed = {id(d) for d in defines}  # any of its defines: one a compiler's list spells anew
+    holders = _holders(assignments, passed)
     by_name = _by_name(assignments)
     reaches = tuple(
         compiler
         for compiler in COMPILERS
         if any(
-            _reaches(by_name, value, define, holders) for value in _compile_args(index, compiler)
+            _reaches(by_name, value, passed, holders) for value in _compile_args(index, compiler)
         )
     )
     guard = _guard(index, define)
@@ -213,13 +214,13 @@ def _by_name(assignments: _Assignments) -> dict[str, list[ast.AST]]:
     return found
 
 
-def _holders(assignments: _Assignments, define: ast.expr) -> set[str]:
+def _holders(assignments: _Assignments, defines: set[int]) -> set[str]:
     """The names that hold the define: assigned a value that holds it, or appended,
     extended or added to with one (to a depth of three names)."""
     holders: set[str] = set()
     for _ in range(3):
         for target, value in assignments:
-            if _holds(value, define, holders):
+            if _holds(value, defines, holders):
                 holders.add(target)
     return holders
 
@@ -240,9 +241,10 @@ def _assignment(node: ast.AST) -> tuple[str | None, ast.AST | None]:
     return None, None
 
 
-def _holds(value: ast.AST, define: ast.expr, holders: set[str]) -> bool:
+def _holds(value: ast.AST, defines: set[int], holders: set[str]) -> bool:
+    """Whether `value` holds one of the define nodes (by id) or a name that holds one."""
     return any(
-        n is define or (isinstance(n, ast.Name) and n.id in holders) for n in ast.walk(value)
+        id(n) in defines or (isinstance(n, ast.Name) and n.id in holders) for n in ast.walk(value)
     )
 
 
@@ -258,13 +260,13 @@ def _compile_args(index: SourceIndex, compiler: str) -> list[ast.expr]:
 
 
 def _reaches(
-    assignments: dict[str, list[ast.AST]], value: ast.expr, define: ast.expr, holders: set[str]
+    assignments: dict[str, list[ast.AST]], value: ast.expr, defines: set[int], holders: set[str]
 ) -> bool:
-    if _holds(value, define, holders):
+    if _holds(value, defines, holders):
         return True
     names = {n.id for n in ast.walk(value) if isinstance(n, ast.Name)}
     return any(
-        _holds(assigned, define, holders)
+        _holds(assigned, defines, holders)
         for name in names
         for assigned in assignments.get(name, ())
     )

@@ -69,6 +69,13 @@ def test_a_define_on_both_or_in_define_macros_is_not_warned_of() -> None:
     assert abi is not None
     assert abi.reaches == ("cxx", "nvcc")
     assert stable_abi_warning(abi) is None
+    # torchao's shape: each compiler's list spells the define anew
+    anew = CXX_ONLY.replace(
+        '"nvcc": ["-O3"]', '"nvcc": NVCC + ["-DTORCH_TARGET_VERSION=0x020a000000000000"]'
+    )
+    abi = stable_abi_of(anew)
+    assert abi is not None
+    assert (abi.target, abi.reaches) == (Version("2.10"), ("cxx", "nvcc"))
     macros = (
         'setup(ext_modules=[X("a", ["a.cu"], '
         'define_macros=[("TORCH_TARGET_VERSION", "0x020b000000000000")])])\n'
