@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from release.project.cudagate import ARCH_LIST
 from release.project.places import ProjectChange, lines_said
-from release.project.setuppy import ARCH_LIST, Gencode, SetupPy
+from release.project.setuppy import Gencode, SetupPy
 
 
 def arch_list_changes(setup_py: SetupPy) -> list[ProjectChange]:

@@ -6,15 +6,18 @@ gate, past which a build machine without a GPU builds the CPU extension alone. N
 - GPU detection: the test of a branch that only asks the machine's GPUs for their SMs
   (`torch.cuda.device_count()`, `get_device_capability()`) and builds no extension, in a
   file that reads TORCH_CUDA_ARCH_LIST itself first (SageAttention: the list each cell
-  passes is used, and the detection never runs). Pure.
+  passes is used, and the detection never runs);
+- a default list: the test of a branch that names TORCH_CUDA_ARCH_LIST and builds no
+  extension (apex: without a GPU it sets the list where none was passed). Pure.
 """
 
 from __future__ import annotations
 
 import ast
 
-from release.project.pysource import SourceIndex, named
+from release.project.pysource import SourceIndex, named, string_of
 
+ARCH_LIST = "TORCH_CUDA_ARCH_LIST"
 EXTENSIONS = ("CUDAExtension", "CppExtension")
 # what a setup.py asks the GPUs of the machine it runs on, to build for their SMs
 GPU_QUERIES = frozenset(
@@ -49,4 +52,5 @@ def is_gate(index: SourceIndex, call: ast.Call, *, reads_arch_list: bool) -> boo
         for node in inside
     )
     builds = any(named(node, name) for node in inside for name in EXTENSIONS)
-    return not (reads_arch_list and asks_gpus and not builds)
+    lists = any(string_of(node) == ARCH_LIST for node in inside)
+    return builds or not (lists or (reads_arch_list and asks_gpus))

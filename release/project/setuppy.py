@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Protocol, TypeVar
 
-from release.project.cudagate import is_cuda_available, is_gate
+from release.project.cudagate import ARCH_LIST, is_cuda_available, is_gate
 from release.project.envtest import on_value
 from release.project.places import Place, Said
 from release.project.pysource import (
@@ -31,7 +31,6 @@ from release.project.pysource import (
 )
 from release.project.stableabi import StableAbi, stable_abi_in
 
-ARCH_LIST = "TORCH_CUDA_ARCH_LIST"
 # nvcc's code generation flags as a setup.py or CMakeLists.txt spells them
 GENCODE = re.compile(r"(-gencode|--generate-code|arch=compute_\d+|-arch=sm_\d+|code=sm_\d+)")
 _TARGET = r"(?:sm|compute|lto)_\d+[af]?"

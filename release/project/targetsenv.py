@@ -13,8 +13,9 @@ from dataclasses import dataclass
 
 from release.credentials import is_secret_name
 from release.proc import is_environment_name
+from release.project.cudagate import ARCH_LIST
 from release.project.places import Place
-from release.project.setuppy import ARCH_LIST, SetupPy
+from release.project.setuppy import SetupPy
 from release.targets import GpuTarget
 
 _SM_LIST = re.compile(r"\d{2,3}[af]?(?:;\d{2,3}[af]?)+")  # 80;90;100, as the matrix writes SMs

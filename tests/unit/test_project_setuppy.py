@@ -150,6 +150,20 @@ def test_asking_the_gpus_for_their_sms_is_no_cuda_gate_where_the_file_reads_the_
     assert [str(g.place) for g in unread.gates] == ["setup.py:5", "setup.py:7", "setup.py:9"]
 
 
+def test_a_default_list_for_a_machine_without_gpus_is_no_cuda_gate() -> None:
+    """apex's shape: without a GPU it sets TORCH_CUDA_ARCH_LIST where none was passed."""
+    read = read_setup_py(
+        "import os, torch\n"
+        "if not torch.cuda.is_available():\n"
+        "    print('Torch did not find available GPUs: cross-compiling')\n"
+        '    if os.environ.get("TORCH_CUDA_ARCH_LIST", None) is None:\n'
+        '        os.environ["TORCH_CUDA_ARCH_LIST"] = "7.5;8.0;9.0"\n'
+        "if torch.cuda.is_available():\n"
+        "    print('a GPU')\n"
+    )
+    assert [str(g.place) for g in read.gates] == ["setup.py:6"]  # names no list: a gate
+
+
 def test_torch_cuda_arch_list_defaults_and_overrides() -> None:
     read = read_setup_py(
         "import os\n"
