@@ -2,13 +2,19 @@
 METADATA, a project's files): packaging's Requirement, except that a number of more digits
 than any release holds is refused with the text packaging refuses. packaging parses such a
 line and then fails comparing it (int() of more than 4,300 digits is a ValueError, not the
-InvalidRequirement or InvalidVersion a caller expects), as pip fails on it."""
+InvalidRequirement or InvalidVersion a caller expects), as pip fails on it. And whether two
+requirements on one package leave room for a version of it (`exclusion`): pip refuses to
+install a torch, or a frontend, whose own requirement excludes a project's."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
 
 MAX_DIGITS = 32  # of one number in a requirement; no release, Python or CUDA has more
 _LONG_NUMBER = re.compile(f"[0-9]{{{MAX_DIGITS + 1},}}")
@@ -23,3 +29,48 @@ def requirement(text: str) -> Requirement:
             f"it holds a number of {len(long.group())} digits, which no installer reads"
         )
     return Requirement(text)
+
+
+_BELOW = 99999  # a component past any a release uses: 74.99999 stands for "just below 75"
+
+
+def _beside(version: Version) -> list[Version]:
+    """`version`, one just above it and one just below it (where one is)."""
+    release = version.release
+    near = [version, Version(".".join(map(str, (*release, 1))))]
+    last = max((i for i, n in enumerate(release) if n), default=None)
+    if last is not None:
+        below = (*release[:last], release[last] - 1, _BELOW)
+        near.append(Version(".".join(map(str, below))))
+    return near
+
+
+def can_meet_both(first: SpecifierSet, second: SpecifierSet) -> bool:
+    """Whether some final release meets both specifier sets. The sets' bounds are tried, and
+    the versions just above and just below each (a bound that excludes another is then
+    shown at one of them); an arbitrary (`===`) or unreadable one is taken to leave room."""
+    both = first & second
+    tried: list[Version] = []
+    for spec in both:
+        if spec.operator == "===":
+            return True
+        try:
+            tried += _beside(Version(spec.version.removesuffix(".*")))
+        except InvalidVersion:
+            return True
+    return not tried or any(both.contains(v, prereleases=False) for v in tried)
+
+
+def exclusion(
+    requires: Sequence[Requirement], build: Sequence[tuple[Requirement, str]]
+) -> tuple[Requirement, Requirement, str] | None:
+    """The first of `requires` (a torch release's, or the frontend's) that no version meets
+    together with one of the build requirements (`build`: each with where it is written):
+    (theirs, ours, where); None where none is."""
+    for theirs in requires:
+        for ours, where in build:
+            if canonicalize_name(theirs.name) != canonicalize_name(ours.name):
+                continue
+            if not can_meet_both(theirs.specifier, ours.specifier):
+                return theirs, ours, where
+    return None

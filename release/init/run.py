@@ -11,7 +11,6 @@ import os
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from importlib import metadata
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -27,10 +26,10 @@ from release.credentials import mask
 from release.defaults import CALLER_WORKFLOW, PYPI_SIMPLE
 from release.errors import ConfigError, FileError, ToolchainError
 from release.init.decide import Decision, decide
-from release.init.detect import Finding, Note, TorchLookup, backend_of
+from release.init.detect import Finding, TorchLookup, backend_of
 from release.init.render import TORCH_TODO, render_matrix, render_workflow
 from release.init.toolref import tool_commit
-from release.init.torchindex import excluded_by, exclusion, torch_releases
+from release.init.torchindex import excluded_by, torch_releases
 from release.init.values import workflow_text_problem
 from release.inspection.torchcuda import IndexGet, TorchIndex, fresh_get
 from release.matrix import matrix_from_text
@@ -39,7 +38,6 @@ from release.project.layout import Layout, read_layout
 from release.remote import httpclient as http
 from release.remote.retry import RetryPolicy
 from release.remote.simple_index import ACCEPT, parse_project_page
-from release.toolchain.buildenv import frontend_requirement
 from release.writing import write_together
 from release.yamlspec import MAX_DOCUMENT_BYTES as MAX_MATRIX_BYTES
 
@@ -123,8 +121,6 @@ def init_project(settings: InitSettings, torch_source: TorchSource | None = None
     decision = decide(read, backend, lookup, torch_index=settings.torch_index, layout=layout)
     if torches is not None and lookup is not None:
         decision = _torch_beside_requirements(decision, lookup, torches, (read, backend, layout))
-    if backend_for(backend[0]).torch_axes:
-        decision = _frontend_beside_requirements(decision, _build_requirements(read, decision))
     matrix_text = mask(render_matrix(decision, __version__), settings.hidden)
     check_size(matrix_text, decision, directory)
     check_loads(matrix_text, matrix_path, decision.found)
@@ -194,31 +190,6 @@ def _build_requirements(read: Reading, decision: Decision) -> list[tuple[Require
         if canonicalize_name(r.requirement.name) != "torch"
     ]
     return build + [(pep508.requirement(text), "build.requires") for text in decision.requires]
-
-
-def _frontend_beside_requirements(
-    decision: Decision, build: Sequence[tuple[Requirement, str]]
-) -> Decision:
-    """`decision` with a change where a build requirement excludes what the PEP 517
-    frontend a torch cell's environment gets (this tool's own `build`) requires: pip would
-    refuse the environment (SageAttention's packaging<24 beside build 1.6.1's >=24.0)."""
-    linux = {"extra": "", "os_name": "posix", "sys_platform": "linux", "platform_system": "Linux"}
-    requires = [
-        r for r in map(pep508.requirement, metadata.requires("build") or ())
-        if r.marker is None or r.marker.evaluate(linux)
-    ]  # fmt: skip
-    found = exclusion(requires, build)
-    if found is None:
-        return decision
-    theirs, ours, where = found
-    change = Note(
-        place=where,
-        text=f"{ours} excludes the {theirs.name}{theirs.specifier} that "
-        f"{frontend_requirement()} requires, the PEP 517 frontend a torch cell builds with "
-        "beside torch: pip refuses the environment",
-        fix=f"widen it to admit {theirs.name}{theirs.specifier}",
-    )
-    return replace(decision, changes=(*decision.changes, change))
 
 
 def workflow_matrix(matrix_path: Path, root: Path) -> str:

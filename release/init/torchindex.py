@@ -2,9 +2,9 @@
 requirement allows and that has a Linux wheel for the cells' CPU arch; and whether a
 release's own requirements leave room for the project's build requirements, which its
 build environment installs beside it (torch 2.13.0 requires setuptools>=77.0.3, which
-SageAttention's setuptools<75 excludes). Pure: the index's project page and a release's
-requirements in (release.remote.simple_index, release.inspection.torchcuda), versions and
-reasons out.
+SageAttention's setuptools<75 excludes: release.pep508.exclusion). Pure: the index's
+project page and a release's requirements in (release.remote.simple_index,
+release.inspection.torchcuda), versions and reasons out.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from dataclasses import dataclass
 
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
-from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from release.inspection.torchcuda import cpythons, page_releases
+from release.pep508 import exclusion
 from release.remote.simple_index import ListedFile
 
 
@@ -45,51 +45,6 @@ def newest_allowed(
         v for v in releases if not v.is_prerelease and specifier.contains(v, prereleases=False)
     ]
     return releases[max(allowed)] if allowed else None
-
-
-_BELOW = 99999  # a component past any a release uses: 74.99999 stands for "just below 75"
-
-
-def _beside(version: Version) -> list[Version]:
-    """`version`, one just above it and one just below it (where one is)."""
-    release = version.release
-    near = [version, Version(".".join(map(str, (*release, 1))))]
-    last = max((i for i, n in enumerate(release) if n), default=None)
-    if last is not None:
-        below = (*release[:last], release[last] - 1, _BELOW)
-        near.append(Version(".".join(map(str, below))))
-    return near
-
-
-def can_meet_both(first: SpecifierSet, second: SpecifierSet) -> bool:
-    """Whether some final release meets both specifier sets. The sets' bounds are tried, and
-    the versions just above and just below each (a bound that excludes another is then
-    shown at one of them); an arbitrary (`===`) or unreadable one is taken to leave room."""
-    both = first & second
-    tried: list[Version] = []
-    for spec in both:
-        if spec.operator == "===":
-            return True
-        try:
-            tried += _beside(Version(spec.version.removesuffix(".*")))
-        except InvalidVersion:
-            return True
-    return not tried or any(both.contains(v, prereleases=False) for v in tried)
-
-
-def exclusion(
-    requires: Sequence[Requirement], build: Sequence[tuple[Requirement, str]]
-) -> tuple[Requirement, Requirement, str] | None:
-    """The first of `requires` (a torch release's, or the frontend's) that no version meets
-    together with one of the build requirements (`build`: each with where it is written):
-    (theirs, ours, where); None where none is."""
-    for theirs in requires:
-        for ours, where in build:
-            if canonicalize_name(theirs.name) != canonicalize_name(ours.name):
-                continue
-            if not can_meet_both(theirs.specifier, ours.specifier):
-                return theirs, ours, where
-    return None
 
 
 def excluded_by(

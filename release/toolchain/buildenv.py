@@ -9,12 +9,14 @@ them asks what kind of cell it has.
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
+from release import pep508
 from release.backends import (
     CellTargets,
     EnvironmentSpec,
@@ -32,10 +34,25 @@ from release.toolchain.torchenv import provision_torch_env, venv_python
 provision_environment = provision_torch_env
 
 
-def frontend_requirement() -> str:
+def frontend_requirement(build_requires: Sequence[str] = ()) -> str:
     """The PEP 517 frontend a build environment gets: this tool's own `build`, at its
-    version."""
-    return f"build=={metadata.version('build')}"
+    version; or, where one of `build_requires` (installed beside it) excludes what that
+    version requires (SageAttention's packaging<24 beside build 1.6.1's packaging>=24.0),
+    `build` at whichever version pip finds room for. The frontend only calls the backend's
+    hooks: the wheel's bytes are the backend's."""
+    own = f"build=={metadata.version('build')}"
+    linux = {"extra": "", "os_name": "posix", "sys_platform": "linux", "platform_system": "Linux"}
+    needs = [
+        r for r in map(pep508.requirement, metadata.requires("build") or ())
+        if r.marker is None or r.marker.evaluate(linux)
+    ]  # fmt: skip
+    beside = []
+    for text in build_requires:
+        try:
+            beside.append((pep508.requirement(text), text))
+        except InvalidRequirement:
+            continue  # pip reports it, naming the project's own words
+    return own if pep508.exclusion(needs, beside) is None else "build"
 
 
 def build_requirements(pyproject: str | bytes) -> tuple[str, ...]:
@@ -74,8 +91,8 @@ def cell_targets(cell: Cell) -> CellTargets:
         # the CPython the cell builds with: its own, else (abi3) this one
         python=cell.python or f"{sys.version_info.major}.{sys.version_info.minor}",
         # the project's own, then the matrix's build.requires
-        build_requires=(*build_requirements(text), *cell.build.requires),
-        frontend=frontend_requirement(),
+        build_requires=(requires := (*build_requirements(text), *cell.build.requires)),
+        frontend=frontend_requirement(requires),
     )
 
 

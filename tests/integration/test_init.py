@@ -18,12 +18,10 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import pytest
-from packaging.requirements import Requirement
 from packaging.version import Version
 from ruamel.yaml import YAML
 
@@ -208,28 +206,6 @@ def test_a_torch_whose_own_requirements_exclude_the_builds_is_passed_over(
         "/files/torch-2.10.0-cp310-cp310-manylinux_2_28_x86_64.whl.metadata",
     ]
     assert '    torch: "2.10.0"\n' in (project / "matrix.yaml").read_text()
-
-
-def test_a_build_requirement_the_frontend_cannot_sit_beside_needs_a_change(
-    tmp_path: Path, index: str
-) -> None:
-    """SageAttention's packaging<24: the build environment gets this tool's own `build`,
-    which requires packaging>=24.0 (pip refuses the pair)."""
-    frontend = next(
-        Requirement(r) for r in metadata.requires("build") or () if r.startswith("packaging")
-    )
-    project = copy(FIXTURES / "torch_ops", tmp_path / "ops")
-    pyproject = project / "pyproject.toml"
-    pyproject.write_text(
-        pyproject.read_text().replace('"torch>=2.10"', '"torch>=2.10", "packaging<1"')
-    )
-    (change,) = [c for c in init(tmp_path, project, "--torch-index", index)["changes"]
-                 if "frontend" in c["text"]]  # fmt: skip
-    assert change["place"] == f"pyproject.toml:{line_of(pyproject, 'packaging<1')}"
-    assert change["text"].startswith(
-        f"packaging<1 excludes the packaging{frontend.specifier} that build=="
-        f"{metadata.version('build')} requires"
-    )
 
 
 def test_flags_made_from_a_variable_of_the_projects_get_the_cells_sms_through_it(

@@ -7,7 +7,8 @@ from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from release.init.torchindex import can_meet_both, excluded_by, newest_allowed, torch_releases
+from release.init.torchindex import excluded_by, newest_allowed, torch_releases
+from release.pep508 import can_meet_both
 from release.remote.simple_index import ListedFile
 
 

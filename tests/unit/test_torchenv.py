@@ -1,12 +1,18 @@
 """A torch environment's CUDA_HOME (release.toolchain.torchenv): one for each toolchain it
 is made from, so a build with another CUDA_HOME (other CUDA libraries, or none of nvcc)
 never changes the one a build uses; over a CUDA_HOME without nvcc, its nvcc is that one's.
-Made of symlinks in a temporary directory; nothing runs."""
+Made of symlinks in a temporary directory; nothing runs. And the PEP 517 frontend it gets
+(release.toolchain.buildenv)."""
 
 from __future__ import annotations
 
+from importlib import metadata
 from pathlib import Path
 
+from packaging.requirements import Requirement
+from packaging.version import Version
+
+from release.toolchain.buildenv import frontend_requirement
 from release.toolchain.torchenv import MARKER, assemble_cuda_home, cuda_home_dir
 
 
@@ -38,3 +44,17 @@ def test_over_a_cuda_home_without_nvcc_the_environments_nvcc_is_its(tmp_path: Pa
     assert (home / "include" / "cusparse.h").read_text() == "// torch's\n"
     assert (home / "lib64" / "libnvrtc.so").read_bytes() == b"nvrtc"
     assert (home / MARKER).is_file()
+
+
+def test_the_frontend_is_the_tools_own_build_unless_a_build_requirement_excludes_its_needs() -> (
+    None
+):
+    own = f"build=={metadata.version('build')}"
+    assert frontend_requirement() == own
+    assert frontend_requirement(["setuptools>=64", "packaging>=24", "not a requirement (("]) == own
+    needed = next(
+        Requirement(r) for r in metadata.requires("build") or () if r.startswith("packaging")
+    )
+    lower = min(Version(s.version) for s in needed.specifier if s.operator in (">=", ">"))
+    # SageAttention's packaging<24 beside build 1.6.1's packaging>=24.0: pip picks a build
+    assert frontend_requirement(["setuptools", f"packaging<{lower}"]) == "build"
