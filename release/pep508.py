@@ -35,13 +35,16 @@ _BELOW = 99999  # a component past any a release uses: 74.99999 stands for "just
 
 
 def _beside(version: Version) -> list[Version]:
-    """`version`, one just above it and one just below it (where one is)."""
-    release = version.release
-    near = [version, Version(".".join(map(str, (*release, 1))))]
+    """`version`, one just above it and one just below it (where one is), of its epoch."""
+    release, epoch = version.release, f"{version.epoch}!"
+
+    def of(parts: tuple[int, ...]) -> Version:
+        return Version(epoch + ".".join(map(str, parts)))
+
+    near = [version, of((*release, 1))]
     last = max((i for i, n in enumerate(release) if n), default=None)
     if last is not None:
-        below = (*release[:last], release[last] - 1, _BELOW)
-        near.append(Version(".".join(map(str, below))))
+        near.append(of((*release[:last], release[last] - 1, _BELOW)))
     return near
 
 

@@ -72,6 +72,8 @@ def test_the_newest_final_release_the_requirement_allows() -> None:
         ("!=75", "==75", False),
         (">=1.0", "<1.0", False),
         ("===weird", "<1", True),  # arbitrary equality is not judged
+        (">1!2.0", "<1!2.1", True),  # room of an epoch's own
+        (">=1!2.0", "<3", False),  # every 1!X is after every 0!Y
     ],
 )
 def test_whether_some_release_meets_both_specifiers(first: str, second: str, room: bool) -> None:
