@@ -54,6 +54,7 @@ class Decision:
     python_any: bool = False
     cuda_libraries: tuple[str, ...] = ()
     requires: tuple[str, ...] = ()  # build.requires
+    config_settings: tuple[tuple[str, str], ...] = ()  # build.config-settings
     found: tuple[Finding, ...] = ()
     changes: tuple[Note, ...] = ()
     undecided: tuple[Note, ...] = ()
@@ -82,6 +83,18 @@ def decide(
         found += targets.found
     found += native.found
     changes = [*targets.changes, *native.changes]
+    switch = read.cmakelists.cuda_switch if read.cmakelists is not None else None
+    if name == "cmake" and switch is not None and read.cmakelists is not None:
+        via = f" (through {switch.via})" if switch.via else ""
+        found.append(
+            Finding(
+                key="build.config-settings",
+                value=f"{switch.define}={switch.value}",
+                source=f"{read.cmakelists.cuda}: CUDA is enabled only where {switch.name} is "
+                f"{switch.value}{via}, and its default is {switch.default or '(empty)'} "
+                f"({switch.declared})",
+            )
+        )
     skipped = read.pyproject.cmake_off if read.pyproject is not None else None
     if name == "cmake" and skipped is not None:
         changes.append(
@@ -107,6 +120,7 @@ def decide(
         device_code=native.device_code,
         cuda_libraries=native.cuda_libraries,
         requires=native.requires,
+        config_settings=((switch.define, switch.value),) if name == "cmake" and switch else (),
         build_env=native.build_env,
         targets_env=targets.targets_env if native.device_code is None else (),
     )

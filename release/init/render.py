@@ -134,6 +134,13 @@ def render_matrix(decision: Decision, tool_version: str) -> str:
         torch_values, torch_comments = _torch(decision, found)
         values.update(torch_values)
         comments.update(torch_comments)
+    if decision.backend == "cmake":
+        values["config_settings"] = (
+            {name: quoted(value) for name, value in decision.config_settings}
+            if decision.config_settings
+            else ABSENT
+        )
+        comments["config_settings_from"] = _from(found, "build.config-settings")
     return emit(f"matrix-{decision.backend}.yaml", values, comments)
 
 

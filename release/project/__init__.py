@@ -10,6 +10,8 @@ Its modules:
   both say it.
 - `cmakelists`: What a CMakeLists.txt says without running CMake: whether it builds CUDA, and
   its GPU targets.
+- `cmakeswitch`: The cache variable a CMakeLists.txt enables CUDA behind (bitsandbytes'
+  COMPUTE_BACKEND), and the value that does.
 - `cudagate`: Which `torch.cuda.is_available()` calls of a setup.py decide whether CUDA is
   built, and which are GPU detection or a ROCm or failing branch.
 - `envtest`: What a setup.py's test of an environment variable works out to with the variable at a

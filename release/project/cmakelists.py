@@ -1,7 +1,8 @@
 """What a CMakeLists.txt says without running CMake: whether it builds CUDA (`project(...
 CUDA)`, `enable_language(CUDA)`), the CMAKE_CUDA_ARCHITECTURES it sets (a default, or an
 override of the one the build passes), per-target CUDA_ARCHITECTURES, literal `-gencode`
-flags, the CUDA libraries it links (`CUDA::nvrtc`), and whether its own first comment
+flags, the CUDA libraries it links (`CUDA::nvrtc`), the cache variable it enables CUDA
+behind (release.project.cmakeswitch), and whether its own first comment
 lines say it is there for an IDE's indexing only (DeepGEMM's: "just for CMake-based IDE
 (e.g. CLion) indexing, the real compilation is done via JIT"). Pure: text in, a
 `CMakeLists` out.
@@ -16,6 +17,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from release.project.cmakeswitch import CudaSwitch, SwitchReader
 from release.project.places import Place, Said
 from release.project.setuppy import BARE_FLAGS, GENCODE, Gencode, gencode_targets
 
@@ -54,6 +56,7 @@ class CMakeLists:
     gencode: tuple[Gencode, ...]
     ide_only: Said | None = None  # the first comment line that says an IDE alone reads it
     cuda_libraries: tuple[Said, ...] = ()  # CUDA::X targets linked (X: nvrtc, cublasLt, ...)
+    cuda_switch: CudaSwitch | None = None  # a cache variable CUDA is enabled behind
 
 
 # What a CMake file holds, one piece at a time: a command of plain words (most are), a
@@ -138,9 +141,11 @@ def read_cmakelists(text: str, file: str = CMAKELISTS) -> CMakeLists:
     # kept, not the open ifs searched again at each set: 100,000 nested ifs were quadratic)
     conditions: list[bool] = []
     guards = 0
+    switches = SwitchReader(file)
     for command in each_command(text):
         place = Place(file=file, line=command.line)
         words = command.arguments
+        switches.feed(command.name, words, command.line)
         if command.name == "if":
             conditions.append(any(ARCHITECTURES in word for word in words))
             guards += conditions[-1]
@@ -149,6 +154,7 @@ def read_cmakelists(text: str, file: str = CMAKELISTS) -> CMakeLists:
         elif command.name in ("project", "enable_language", "check_language"):
             if cuda is None and "CUDA" in words[(1 if command.name == "project" else 0) :]:
                 cuda = place
+                switches.cuda_enabled()
         elif command.name == "set" and words and words[0] == ARCHITECTURES:
             sets.append(_architectures(words[1:], place, guarded=guards > 0))
         elif command.name in ("set_target_properties", "set_property") and (
@@ -172,6 +178,7 @@ def read_cmakelists(text: str, file: str = CMAKELISTS) -> CMakeLists:
         gencode=tuple(gencode),
         ide_only=_ide_only(text, file),
         cuda_libraries=tuple(libraries),
+        cuda_switch=switches.switch(),
     )
 
 

@@ -339,6 +339,35 @@ def test_cmake_and_csrc_projects_build_dry_right_after(
     assert not (tmp_path / "cache").exists()
 
 
+def test_a_cmake_project_that_enables_cuda_behind_a_cache_variable_gets_its_define(
+    tmp_path: Path,
+) -> None:
+    """bitsandbytes' shape: COMPUTE_BACKEND defaults to cpu, and only `cuda` enables CUDA;
+    init writes the define each cell passes, and the dry run passes it."""
+    project = copy(FIXTURES / "cmake_kernels", tmp_path / "k")
+    cmakelists = project / "CMakeLists.txt"
+    text = cmakelists.read_text()
+    assert "LANGUAGES CXX CUDA" in text
+    cmakelists.write_text(
+        text.replace("LANGUAGES CXX CUDA", "LANGUAGES CXX", 1).replace(
+            "\n", '\nset(COMPUTE_BACKEND "cpu" CACHE STRING "cpu or cuda")\n'
+            'if(${COMPUTE_BACKEND} STREQUAL "cuda")\n  set(BUILD_CUDA ON)\nendif()\n'
+            "if(BUILD_CUDA)\n  enable_language(CUDA)\nendif()\n", 1,
+        )
+    )  # fmt: skip
+    found = detected(init(tmp_path, project))
+    declared = line_of(cmakelists, "set(COMPUTE_BACKEND")
+    enabled = line_of(cmakelists, "enable_language(CUDA)")
+    assert found["build.config-settings"] == (
+        "cmake.define.COMPUTE_BACKEND=cuda",
+        f"CMakeLists.txt:{enabled}: CUDA is enabled only where COMPUTE_BACKEND is cuda (through "
+        f"BUILD_CUDA), and its default is cpu (CMakeLists.txt:{declared})",
+    )
+    assert '    cmake.define.COMPUTE_BACKEND: "cuda"\n' in (project / "matrix.yaml").read_text()
+    (cell,) = dry_run(tmp_path, project)["cells"]
+    assert cell["config_settings"]["cmake.define.COMPUTE_BACKEND"] == "cuda"
+
+
 def test_existing_files_are_refused_without_force(tmp_path: Path) -> None:
     project = copy(FIXTURES / "cmake_kernels", tmp_path / "k")
     init(tmp_path, project)
