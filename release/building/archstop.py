@@ -21,6 +21,7 @@ from release.backends.archflags import (
 )
 from release.building.settings import CellFailure
 from release.matrix import Cell
+from release.project.archchanges import flags_from_arch_list
 from release.project.setuppy import SetupPy, read_setup_py
 from release.project.targetsenv import targets_variable
 from release.targets import target_problem
@@ -63,6 +64,12 @@ def arch_failure(stop_record: Path, cell: Cell) -> CellFailure | None:
         message += (
             f"\n  or hand the cell's sms to {own.name} ({own.place}), which the project's flags "
             f"follow: {own.matrix_key} in matrix.yaml"
+        )
+    if read is not None and (mapped := flags_from_arch_list(read[1])) is not None:
+        message += (
+            f"\n  ({mapped.place} makes its flags from the cell's {hints.variable} itself, "
+            "through a mapping of its own: the targets above are what it builds for the "
+            "cell's list, and a cell that asks for them gets them)"
         )
     return CellFailure(message)
 

@@ -61,6 +61,22 @@ def test_a_recorded_stop_is_the_cells_failure_with_the_torch_cause(tmp_path: Pat
         f"  or hand the cell's sms to K3_CUDA_ARCHS (setup.py:{read}), which the project's "
         "flags follow: build.targets-env: {K3_CUDA_ARCHS: sms} in matrix.yaml"
     )
+    # SageAttention's shape: flags made from the TORCH_CUDA_ARCH_LIST it reads itself
+    mapped = tmp_path / "mapped"
+    mapped.mkdir()
+    (mapped / "setup.py").write_text(
+        "import os\n"
+        'archs = os.getenv("TORCH_CUDA_ARCH_LIST", "").split(";")\n'
+        'flags = [f"-gencode=arch=compute_{a}a,code=sm_{a}a" for a in archs]\n',
+        encoding="utf-8",
+    )
+    (mapped / "pyproject.toml").write_text('[project]\nname = "m"\nversion = "1"\n')
+    own_mapping = arch_failure(record, torch_cell(tmp_path, project=mapped))
+    assert own_mapping is not None
+    assert own_mapping.error.splitlines()[-1].startswith(
+        "  (setup.py:3 makes its flags from the cell's TORCH_CUDA_ARCH_LIST itself, through a "
+        "mapping of its own"
+    )
     record.write_text("{}", encoding="utf-8")  # not a record: the build's own failure stands
     assert arch_failure(record, cell) is None
 
