@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-from packaging.requirements import Requirement
+from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
@@ -162,6 +162,8 @@ def _torch_beside_requirements(
     build = _build_requirements(read, decision)
     if not build or decision.torch is None or lookup.releases is None:
         return decision
+    if stable_target(read) is not None:  # pinned by its target, not the newest: another rule
+        return decision
     for _ in range(TORCH_REQUIREMENT_TRIES):
         pinned = decision.torch
         if pinned is None or lookup.releases is None:
@@ -189,7 +191,12 @@ def _build_requirements(read: Reading, decision: Decision) -> list[tuple[Require
         for r in (read.pyproject.requires if read.pyproject else ())
         if canonicalize_name(r.requirement.name) != "torch"
     ]
-    return build + [(pep508.requirement(text), "build.requires") for text in decision.requires]
+    for text in decision.requires:
+        try:
+            build.append((pep508.requirement(text), "build.requires"))
+        except InvalidRequirement:
+            continue  # matrix.yaml's loader names it
+    return build
 
 
 def workflow_matrix(matrix_path: Path, root: Path) -> str:
