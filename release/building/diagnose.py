@@ -75,13 +75,22 @@ def _no_module(lines: Sequence[str]) -> str | None:
     return None
 
 
+DRIVER = "cuda"  # -lcuda: the driver API's library, installed with the driver
+
+
 def _no_library(lines: Sequence[str]) -> str | None:
     names = list(dict.fromkeys(m["name"] for line in lines if (m := _NO_LIBRARY.search(line))))
     if not names:
         return None
     cuda = [n for n in names if n in CUDA_LIBRARY_NAMES]
-    other = [n for n in names if n not in CUDA_LIBRARY_NAMES]
+    other = [n for n in names if n not in CUDA_LIBRARY_NAMES and n != DRIVER]
     remedies = []
+    if DRIVER in names:
+        remedies.append(
+            "libcuda.so is the NVIDIA driver's: no PyPI wheel carries it, and the inspection "
+            "refuses a wheel that needs it, so load the driver at run time instead, with "
+            'dlopen("libcuda.so.1") or cudaGetDriverEntryPoint'
+        )
     if cuda:
         remedies.append(
             f"the CUDA_HOME of the build has no link name for {', '.join(cuda)}: add "

@@ -110,3 +110,12 @@ def test_cmake_errors_are_read_with_the_line_that_says_why() -> None:
 )
 def test_which_cuda_library_a_header_comes_with(header: str, library: str | None) -> None:
     assert header_library(header) == library
+
+
+def test_the_drivers_library_the_linker_cannot_find_is_told_to_be_loaded_at_run_time() -> None:
+    """SageAttention's `_qattn_sm90` links -lcuda, which only a driver or a toolkit's stubs
+    hold; a wheel that needs libcuda.so.1 fails the inspection anyway."""
+    found = cause("link-libcuda.log")
+    assert found.startswith("the linker cannot find -lcuda (libcuda.so is the NVIDIA driver's")
+    assert 'dlopen("libcuda.so.1")' in found
+    assert "build.cuda-libraries" not in found
