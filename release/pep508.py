@@ -2,15 +2,17 @@
 METADATA, a project's files): packaging's Requirement, except that a number of more digits
 than any release holds is refused with the text packaging refuses. packaging parses such a
 line and then fails comparing it (int() of more than 4,300 digits is a ValueError, not the
-InvalidRequirement or InvalidVersion a caller expects), as pip fails on it. And whether two
-requirements on one package leave room for a version of it (`exclusion`): pip refuses to
-install a torch, or a frontend, whose own requirement excludes a project's."""
+InvalidRequirement or InvalidVersion a caller expects), as pip fails on it. Where a
+requirement applies (`applies`, in a cell's Linux marker environment: `linux_environment`),
+and whether two requirements on one package leave room for a version of it (`exclusion`):
+pip refuses to install a torch, or a frontend, whose own requirement excludes a project's."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
+from packaging.markers import UndefinedEnvironmentName
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
@@ -29,6 +31,26 @@ def requirement(text: str) -> Requirement:
             f"it holds a number of {len(long.group())} digits, which no installer reads"
         )
     return Requirement(text)
+
+
+def linux_environment(arch: str | None, python: str | None) -> dict[str, str]:
+    """The marker environment of the cells' platform: Linux on `arch` (None: any), with
+    their Python where one is named."""
+    env = {"platform_system": "Linux", "sys_platform": "linux", "os_name": "posix", "extra": ""}
+    if arch is not None:
+        env["platform_machine"] = arch
+    if python is not None:
+        env |= {"python_version": python, "python_full_version": f"{python}.0"}
+    return env
+
+
+def applies(requirement: Requirement, env: Mapping[str, str]) -> bool:
+    """Whether `requirement` applies in the marker environment `env` (a marker that names
+    a variable `env` leaves out counts as applying)."""
+    try:
+        return requirement.marker is None or requirement.marker.evaluate(dict(env))
+    except UndefinedEnvironmentName:
+        return True
 
 
 _BELOW = 99999  # a component past any a release uses: 74.99999 stands for "just below 75"

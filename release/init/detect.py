@@ -218,9 +218,8 @@ def _torch_targets(setup_py: SetupPy, backend: Backend, hints: ArchHints) -> Tar
         said = Finding(key="build.targets-env", value=f"{own.name}: sms", source=own.source)
         return replace(made, found=(*made.found, said), targets_env=((own.name, "sms"),))
     if (follows := flags_from_arch_list(setup_py)) is not None:
-        check = Note(place=str(follows.place), text=follows.text, fix=follows.fix)
         made = _default_targets("its -gencode flags follow TORCH_CUDA_ARCH_LIST", changes=changes)
-        return replace(made, undecided=(check,))
+        return replace(made, undecided=(note_of(follows),))
     if setup_py.gencode:
         return _gencode_targets(setup_py.gencode, backend, hints, changes)
     for default in setup_py.arch_list:

@@ -31,7 +31,6 @@ from dataclasses import dataclass
 from typing import Protocol
 from urllib.parse import urlsplit, urlunsplit
 
-from packaging.markers import UndefinedEnvironmentName
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
@@ -103,24 +102,6 @@ def cuda_of_label(local: str | None) -> BuiltFor | None:
     return None
 
 
-def _linux(arch: str | None, python: str | None) -> dict[str, str]:
-    """The marker environment of the cells' platform: Linux on `arch` (None: any), with
-    their Python where one is named."""
-    env = {"platform_system": "Linux", "sys_platform": "linux", "os_name": "posix", "extra": ""}
-    if arch is not None:
-        env["platform_machine"] = arch
-    if python is not None:
-        env |= {"python_version": python, "python_full_version": f"{python}.0"}
-    return env
-
-
-def _applies(requirement: Requirement, env: Mapping[str, str]) -> bool:
-    try:
-        return requirement.marker is None or requirement.marker.evaluate(dict(env))
-    except UndefinedEnvironmentName:
-        return True
-
-
 def _runtime_cuda(requirement: Requirement) -> BuiltFor | None:
     """The CUDA a requirement of the CUDA runtime or toolkit names: its exact pin's
     major.minor (`==12.8.90`), else the major of `==13.*`, `~=13.0`, `>=13`."""
@@ -143,8 +124,8 @@ def cuda_of_requirements(
     says it is built for: the CUDA runtime's or the toolkit's (`_runtime_cuda`), else the
     `-cuNN` of any nvidia-* requirement (the runtime's own included); no CUDA where it
     names none of them."""
-    env = _linux(arch, python)
-    applying = [r for r in requirements if _applies(r, env)]
+    env = pep508.linux_environment(arch, python)
+    applying = [r for r in requirements if pep508.applies(r, env)]
     for requirement in applying:
         name = canonicalize_name(requirement.name)
         if name in _RUNTIMES or name.startswith("nvidia-cuda-runtime-cu"):
@@ -381,8 +362,10 @@ class TorchIndex:
         if release is None:
             raise ToolchainError(f"{self.shown} has no torch {version} for Linux {arch or ''}")
         listed, _ = _representative(release, python)
-        env = _linux(arch, python)
-        return tuple(r for r in requires_dist(self._cached_metadata(listed)) if _applies(r, env))
+        env = pep508.linux_environment(arch, python)
+        return tuple(
+            r for r in requires_dist(self._cached_metadata(listed)) if pep508.applies(r, env)
+        )
 
     def _metadata_cuda(self, listed: ListedFile, arch: str | None, python: str | None) -> BuiltFor:
         return cuda_of_metadata(self._cached_metadata(listed), arch, python)

@@ -41,10 +41,10 @@ def frontend_requirement(build_requires: Sequence[str] = ()) -> str:
     `build` at whichever version pip finds room for. The frontend only calls the backend's
     hooks: the wheel's bytes are the backend's."""
     own = f"build=={metadata.version('build')}"
-    linux = {"extra": "", "os_name": "posix", "sys_platform": "linux", "platform_system": "Linux"}
+    linux = pep508.linux_environment(arch=None, python=None)
     needs = [
         r for r in map(pep508.requirement, metadata.requires("build") or ())
-        if r.marker is None or r.marker.evaluate(linux)
+        if pep508.applies(r, linux)
     ]  # fmt: skip
     beside = []
     for text in build_requires:
