@@ -212,6 +212,9 @@ def _default_targets(why: str, *, changes: Sequence[Note] = ()) -> Targets:
 
 
 def _torch_targets(setup_py: SetupPy, backend: Backend, hints: ArchHints) -> Targets:
+    # the flags of an extension a release build leaves off decide no target
+    built = [g for g in setup_py.gencode if not setup_py.opt_ins.left_off(g.place.line)]
+    setup_py = replace(setup_py, gencode=tuple(built))
     changes = [note_of(c) for c in arch_list_changes(setup_py)]
     if (own := targets_variable(setup_py)) is not None:  # flags made from the cell's sms
         made = _project_targets(own.sms, own.ptx, (own.place, own.source), backend, changes)

@@ -1,5 +1,5 @@
 """What `release init` takes from a torch project besides its backend and targets
-(release.init.detect): the force-CUDA switch for build.env, the abi3 floor or the CPython
+(release.init.detect): the force-CUDA or opt-in switch for build.env, the abi3 floor or the CPython
 list, and the exact torch to pin from an index's torch releases. Pure.
 """
 
@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
+from release.backends.registry import backend_for
 from release.backends.rules import env_problem
 from release.errors import ConfigError, shown
 from release.init.detect import CUDA, Finding, Note, TorchLookup, note_of
@@ -24,6 +25,7 @@ from release.yamlspec import scalar_problem
 CPYTHONS = ("3.9", "3.10", "3.11", "3.12", "3.13", "3.14")  # offline: the Python list's range
 # torch 2.14's ATen.h: "#error C++20 or later compatible compiler is required to use ATen."
 CXX20_SINCE = Version("2.14")
+OTHERS_SHOWN = 8  # the opt-in switches a check names before "and N more"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -91,12 +93,49 @@ def force_cuda(setup_py: SetupPy | None) -> Switches:
                 '"FORCE_CUDA") == "1"`, then set build.env FORCE_CUDA: "1" in matrix.yaml',
             )
         )
+    opted = opt_in(setup_py)
+    for name, on in opted.env:
+        env.setdefault(name, on)
     return Switches(
         env=tuple(sorted(env.items())),
-        found=tuple(found),
+        found=(*found, *opted.found),
         changes=tuple(changes),
-        undecided=tuple(undecided),
+        undecided=(*undecided, *opted.undecided),
     )
+
+
+def opt_in(setup_py: SetupPy | None) -> Switches:
+    """build.env for the switch that builds the most CUDA extensions, where every one is
+    built only when a switch is on (apex's APEX_CUDA_EXT): a build that sets none builds no
+    CUDA; a check naming the switches left off."""
+    opt_ins = setup_py.opt_ins if setup_py else None
+    chosen = opt_ins.chosen if opt_ins else None
+    if opt_ins is None or chosen is None or chosen.name in backend_for("torch").owned_env:
+        return Switches()  # where the cell gives the variable (CUDA_HOME), it is set
+    what = f"{chosen.cuda_extensions} CUDA extensions are built"
+    on = writable(EnvRead(name=chosen.name, place=chosen.read, on=chosen.on))
+    if on is None:
+        return Switches(undecided=(unset(EnvRead(name=chosen.name, place=chosen.place), what),))
+    via = f"{chosen.via}() ({chosen.read}) is" if chosen.via else "its test is"
+    found = Finding(
+        key="build.env",
+        value=f"{chosen.name}={on}",
+        source=f"{chosen.place}: every CUDA extension is built only when a switch is on; "
+        f"{via} on with {chosen.name}={on}, which builds {chosen.cuda_extensions} of them "
+        "(the most)",
+    )
+    others = opt_ins.others
+    if not others:
+        return Switches(env=((chosen.name, on),), found=(found,))
+    named = ", ".join(f"{s.name} ({s.place.line})" for s in others[:OTHERS_SHOWN])
+    more = f" and {len(others) - OTHERS_SHOWN} more" if len(others) > OTHERS_SHOWN else ""
+    check = Note(
+        place=str(others[0].place),
+        text=f"{named}{more} each build extensions only when on, and build.env leaves "
+        f"{'it' if len(others) == 1 else 'them'} off (release init turns on {chosen.name} alone)",
+        fix="add to build.env each one the release ships, with what its extensions link",
+    )
+    return Switches(env=((chosen.name, on),), found=(found,), undecided=(check,))
 
 
 def force_build(setup_py: SetupPy | None) -> Switches:

@@ -24,6 +24,8 @@ Its modules:
   and whose default turns it on (DeepGEMM's DG_USE_LOCAL_VERSION); or a label nothing turns off.
 - `native`: What a setup.py or a staging script says of the native code it builds: units,
   libraries, C++ standard, package data, imports; and which unit binds to Python.
+- `optin`: The extensions a setup.py builds only when an environment variable turns them on
+  (apex's APEX_CUDA_EXT), and the switch a release build turns on.
 - `places`: Where a project file says something: a `Place` (file and line), and a `Said` value,
   the literal a file gives or the expression that computes it.
 - `pyproject`: What a pyproject.toml and a setup.cfg say.

@@ -1,9 +1,10 @@
 """What a setup.py says without running it, read with `ast` (as cibuildwheel reads its
 python_requires): setup()'s name and version (literals or module string constants), torch's
 CUDAExtension / CppExtension, py_limited_api and bdist_wheel's floor, the
-`torch.cuda.is_available()` gates and the switches that force CUDA past them, a bdist_wheel
-whose run() downloads a prebuilt wheel and its switches, the environment variables it reads
-(with their defaults), its literal `-gencode` flags and TORCH_CUDA_ARCH_LIST. Pure."""
+`torch.cuda.is_available()` gates and the switches that force CUDA past them or opt its
+extensions in (release.project.optin), a bdist_wheel whose run() downloads a prebuilt wheel
+and its switches, the environment variables it reads (with their defaults), its literal
+`-gencode` flags and TORCH_CUDA_ARCH_LIST. Pure."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from typing import Protocol, TypeVar
 
 from release.project.cudagate import ARCH_LIST, is_cuda_available, is_gate
 from release.project.envtest import on_value
+from release.project.optin import NO_OPT_INS, OptIns, opt_ins_in
 from release.project.places import Place, Said
 from release.project.pysource import (
     SourceIndex,
@@ -143,6 +145,7 @@ class SetupPy:
     version_file: VersionFile | None = None
     prebuilt: PrebuiltDownload | None = None
     stable_abi: StableAbi | None = None
+    opt_ins: OptIns = NO_OPT_INS
     problem: str | None = None
 
     def constant(self, name: str) -> Said | None:
@@ -175,6 +178,7 @@ def read_setup_py(text: str, file: str = "setup.py") -> SetupPy:
         version_file=reader.version_file(keywords.get("version")),
         prebuilt=reader.prebuilt(),
         stable_abi=stable_abi_in(reader.index, file),
+        opt_ins=opt_ins_in(reader.index, file, reader.constant_nodes),
     )
 
 
