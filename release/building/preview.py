@@ -34,7 +34,7 @@ from release.errors import ToolchainError
 from release.inspection.stabletorch import NoTorchForCuda, build_torch_problem, oldest_admitted
 from release.matrix import Cell
 from release.project.archchanges import arch_list_changes, torch_arch_changes
-from release.project.setuppy import SetupPy
+from release.project.setuppy import SetupPy, as_built
 from release.project.stableabi import StableAbi, stable_abi_note, stable_abi_warning
 from release.project.targetsenv import targets_variable
 from release.toolchain import BUILD_TOOL_PINS, ToolchainPlan
@@ -353,7 +353,7 @@ def arch_warnings(cell: Cell, read: tuple[Path, SetupPy] | None) -> list[str]:
     hints = backend_for(cell.build.backend).arch_hints
     if read is None or hints is None:
         return []
-    path, setup_py = read
+    path, setup_py = read[0], as_built(read[1], dict(cell.build.env))
     if cell.build.targets_env:  # its own flags follow the variables that get the targets
         return [change.line() for change in arch_list_changes(setup_py)]
     takes = (hints.variable, hints.gencode_sits)

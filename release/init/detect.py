@@ -32,6 +32,7 @@ from release.project.layout import Layout
 from release.project.native import CUDA_LIBRARIES, TORCH_LIBRARIES, python_binding
 from release.project.places import ProjectChange
 from release.project.pyproject import read_pyproject
+from release.project.setuppy import as_built
 from release.project.targetsenv import targets_variable
 from release.targets import CudaVersion, GpuTarget, target_problem
 
@@ -212,9 +213,7 @@ def _default_targets(why: str, *, changes: Sequence[Note] = ()) -> Targets:
 
 
 def _torch_targets(setup_py: SetupPy, backend: Backend, hints: ArchHints) -> Targets:
-    # the flags of an extension a release build leaves off decide no target
-    built = [g for g in setup_py.gencode if not setup_py.opt_ins.left_off(g.place.line)]
-    setup_py = replace(setup_py, gencode=tuple(built))
+    setup_py = as_built(setup_py)  # the flags of a branch left off decide no target
     changes = [note_of(c) for c in arch_list_changes(setup_py)]
     if (own := targets_variable(setup_py)) is not None:  # flags made from the cell's sms
         made = _project_targets(own.sms, own.ptx, (own.place, own.source), backend, changes)

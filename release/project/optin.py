@@ -55,14 +55,14 @@ class OptIns:
         chosen = self.chosen
         return tuple(s for s in self.switches if chosen is not None and s is not chosen)
 
-    def left_off(self, line: int | None) -> bool:
-        """Whether `line` lies in the branch of a switch left off (each, where none is
-        chosen: a build that sets none builds no branch)."""
+    def left_off(self, line: int | None, env: Mapping[str, str] | None = None) -> bool:
+        """Whether `line` lies in the branch of a switch left off: by init (each but the
+        chosen one's), or by a cell whose build.env (`env`) does not set its variable."""
         chosen = self.chosen
+        by_init = {chosen.name} if chosen is not None else set()
+        on = set(env) if env is not None else by_init
         return line is not None and any(
-            first <= line <= last
-            for name, first, last in self.branches
-            if chosen is None or name != chosen.name
+            first <= line <= last for name, first, last in self.branches if name not in on
         )
 
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Protocol, TypeVar
 
@@ -150,6 +150,14 @@ class SetupPy:
 
     def constant(self, name: str) -> Said | None:
         return dict(self.constants).get(name)
+
+
+def as_built(setup_py: SetupPy, env: Mapping[str, str] | None = None) -> SetupPy:
+    """`setup_py` less the -gencode flags of the branches a build leaves off: an opt-in
+    switch's that init does not turn on, or (with a cell's build.env) that the cell does not
+    set (release.project.optin)."""
+    built = [g for g in setup_py.gencode if not setup_py.opt_ins.left_off(g.place.line, env)]
+    return replace(setup_py, gencode=tuple(built))
 
 
 def read_setup_py(text: str, file: str = "setup.py") -> SetupPy:

@@ -130,3 +130,46 @@ def test_flags_made_from_a_variable_of_the_projects_are_told_to_the_dry_run(
         # its flags are f-strings, which name no target until setup.py runs: the line above
         # says they miss the cell's sms, never a list read off `sm_{a}`
         assert "own nvcc arch flags" not in done.stderr
+
+
+OPT_IN_SETUP = """\
+import os
+from setuptools import setup
+from torch.utils.cpp_extension import BuildExtension, CUDAExtension
+
+ext_modules = []
+if os.environ.get("KIT_CUDA_EXT", "0") == "1":
+    ext_modules.append(CUDAExtension("kit_cuda", ["kit.cu"]))
+if os.environ.get("KIT_GROUP_NORM", "0") == "1":
+    flags = ["-gencode=arch=compute_90,code=sm_90"]
+    ext_modules.append(CUDAExtension("group_norm", ["norm.cu"], extra_compile_args={"nvcc": flags}))
+setup(name="kit", version="0.1", ext_modules=ext_modules, cmdclass={"build_ext": BuildExtension})
+"""
+
+
+def test_the_flags_of_an_opt_in_branch_the_cell_leaves_off_are_not_warned_of(
+    tmp_path: Path,
+) -> None:
+    """The -gencode list of an extension built only when KIT_GROUP_NORM is on stops no cell
+    whose build.env leaves it off; a cell that turns it on is warned as before."""
+    project = tmp_path / "kit"
+    project.mkdir()
+    (project / "setup.py").write_text(OPT_IN_SETUP, encoding="utf-8")
+    for env, warned in (
+        ('{KIT_CUDA_EXT: "1"}', False),
+        ('{KIT_CUDA_EXT: "1", KIT_GROUP_NORM: "1"}', True),
+    ):
+        matrix = MATRIX.replace(str(FIXTURE), str(project)).replace(
+            "build: {backend: torch}\n", f"build: {{backend: torch, env: {env}}}\n"
+        )
+        (tmp_path / "matrix.yaml").write_text(
+            matrix.replace("SMS", "[80, 100]").replace("PTX", "100"), encoding="utf-8"
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", CLI, "build", "--dry-run", "--matrix",
+             str(tmp_path / "matrix.yaml"), "--cache-dir", str(tmp_path / "cache")],
+            capture_output=True, text=True, check=False, cwd=tmp_path,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert ("own nvcc arch flags" in done.stderr) is warned, done.stderr[-3000:]
+        assert ("hard-codes nvcc's -gencode flags" in done.stderr) is warned
