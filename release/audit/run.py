@@ -243,6 +243,10 @@ def _digests(path: Path, names: frozenset[str]) -> dict[str, str]:
     return {name: digest.hexdigest() for name, digest in digests.items()}
 
 
+# a page that lists nothing passes no check: an index emptied, or a page that is no index
+EMPTY_PAGE = "the page lists no file and no project: nothing there to install or audit"
+
+
 def _pages_of(
     source: Source, reader: _Reader, tally: _Tally
 ) -> Iterator[tuple[str, tuple[ListedFile, ...]]]:
@@ -257,11 +261,15 @@ def _pages_of(
         if read is None:
             continue
         files, projects = read
+        if not projects and not files:
+            tally.findings.append(finding("download", url, url, EMPTY_PAGE))
         if not projects:
             yield url, files
             continue
         for _, project_url in projects:  # a root index: every project it lists
             inner = _page(project_url, reader, tally)
+            if inner is not None and not inner[0]:
+                tally.findings.append(finding("download", project_url, project_url, EMPTY_PAGE))
             if inner is not None:
                 yield project_url, inner[0]
 

@@ -97,10 +97,13 @@ class _AnchorParser(HTMLParser):
         self._open: dict[str, str | None] | None = None
         self._text: list[str] = []
         self.base: str | None = None  # a <base href>: what every relative link is read against
+        self.version: str | None = None  # PEP 629's <meta name="pypi:repository-version">
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if tag == "base" and self.base is None:
             self.base = dict(attrs).get("href")
+        if tag == "meta" and dict(attrs).get("name") == "pypi:repository-version":
+            self.version = dict(attrs).get("content") or ""
         if tag == "a":
             self._links += 1
             if self._links > MAX_PAGE_LINKS:
@@ -159,8 +162,29 @@ def _fed(text: str, files_at_most: int | None = None) -> _AnchorParser:
 
 
 def _anchors(text: str) -> list[_Link]:
-    """The `<a>` elements of a project page (at most MAX_PAGE_FILES files)."""
-    return _fed(text, MAX_PAGE_FILES).anchors
+    """The `<a>` elements of a project page (at most MAX_PAGE_FILES files); ValueError for a
+    page of a major version this reader does not know."""
+    parser = _fed(text, MAX_PAGE_FILES)
+    if parser.version is not None:
+        _known_major(parser.version, "PEP 629 repository-version")
+    return parser.anchors
+
+
+def _known_major(version: object, what: str) -> None:
+    """ValueError where a page says it is of an API major version other than 1: PEP 629
+    and PEP 691 ask a client to stop there, not to read it as 1.x."""
+    major = version.split(".", 1)[0].strip() if isinstance(version, str) else None
+    if major != "1":
+        raise ValueError(
+            f"{what} {str(version)[:20]!r}: a major version this reader does not know (1.x)"
+        )
+
+
+def _json_meta(data: object) -> None:
+    """ValueError where a PEP 691 page's meta names an api-version of another major."""
+    meta = data.get("meta") if isinstance(data, dict) else None
+    if isinstance(meta, dict) and "api-version" in meta:
+        _known_major(meta["api-version"], "PEP 691 api-version")
 
 
 _TOO_MANY = f"a project page of more than {MAX_PAGE_FILES} files, past any project's"
@@ -240,6 +264,7 @@ def json_files(data: object, page_url: str) -> list[ListedFile]:
     twice. Raises ValueError when malformed."""
     if not isinstance(data, dict) or not isinstance(data.get("files"), list):
         raise ValueError("not a PEP 691 project page (no 'files' list)")
+    _json_meta(data)
     if len(data["files"]) > MAX_PAGE_FILES:
         raise ValueError(_TOO_MANY)
     out: list[ListedFile] = []
@@ -334,6 +359,7 @@ def parse_index_page(body: bytes, content_type: str, page_url: str) -> IndexPage
         # links are, where a key "projects" may be among them
         may_be_root = b'"projects"' in body
         data = _json_document(body, MAX_ROOT_VALUES if may_be_root else MAX_PAGE_VALUES)
+        _json_meta(data)
         if isinstance(data, dict) and isinstance(data.get("projects"), list):
             names = [p.get("name") for p in data["projects"] if isinstance(p, dict)]
             return IndexPage(

@@ -91,6 +91,17 @@ class _Hostile(QuietHandler):
         elif self.path.startswith("/stallroot/p"):
             self.root_projects_asked.append(self.path)
             self.hold("text/html", b"", 20)
+        elif self.path in ("/empty/", "/emptyroot/gone/"):  # a 200 that lists nothing
+            self.send_body(b"<html><body><h1>Links for k3</h1></body></html>", "text/html")
+        elif self.path == "/emptyroot/":
+            self.send_body(b'<a href="gone/">gone</a>', "text/html")
+        elif self.path == "/major2json/":
+            body = json.dumps({"meta": {"api-version": "2.0"}, "name": "k3", "files": []})
+            self.send_body(body.encode(), "application/vnd.pypi.simple.v1+json")
+        elif self.path == "/major2html/":
+            meta = '<meta name="pypi:repository-version" content="2.0">'
+            page = f'{meta}<a href="k3-1.0-py3-none-any.whl">k3-1.0-py3-none-any.whl</a>'
+            self.send_body(page.encode(), "text/html")
         elif self.path == "/busy/":
             self.send_response(429)
             self.send_header("Retry-After", "nan")
@@ -128,6 +139,32 @@ def test_a_page_past_its_limit_as_decoded_is_refused(hostile: str, page: str) ->
     assert one_finding(hostile + page) == (
         "download",
         "the page does not load: the body is larger than 64 MiB as decoded",
+    )
+
+
+def test_a_page_that_lists_nothing_is_a_finding_not_a_clean_audit(hostile: str) -> None:
+    empty = "the page lists no file and no project: nothing there to install or audit"
+    assert one_finding(hostile + "empty/") == ("download", empty)
+    report = audit(sources([hostile + "emptyroot/"], None), AuditSettings(torch_index=None), {})
+    assert [(f.rule, f.url, f.detail) for f in report.findings] == [
+        ("download", hostile + "emptyroot/gone/", empty)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("page", "said"),
+    [
+        ("major2json/", "PEP 691 api-version '2.0'"),
+        ("major2html/", "PEP 629 repository-version '2.0'"),
+    ],
+)
+def test_a_page_of_an_api_major_version_other_than_1_is_not_read_as_1(
+    hostile: str, page: str, said: str
+) -> None:
+    """PEP 629 and PEP 691: a client that meets a major version it does not know stops."""
+    assert one_finding(hostile + page) == (
+        "download",
+        f"not a simple index page ({said}: a major version this reader does not know (1.x))",
     )
 
 
