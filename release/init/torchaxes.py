@@ -19,6 +19,7 @@ from release.init.torchindex import newest_allowed
 from release.init.values import env_value_problem, process_variable_problem
 from release.inspection.stabletorch import NoTorchForCuda, oldest_admitted
 from release.project import EnvRead, Place, PyProject, Reading, Said, SetupPy
+from release.project.optin import OptIn, OptIns
 from release.project.stableabi import stable_abi_crossing, stable_abi_note
 from release.yamlspec import scalar_problem
 
@@ -121,8 +122,7 @@ def opt_in(setup_py: SetupPy | None) -> Switches:
         key="build.env",
         value=f"{chosen.name}={on}",
         source=f"{chosen.place}: every CUDA extension is built only when a switch is on; "
-        f"{via} on with {chosen.name}={on}, which builds {chosen.cuda_extensions} of them "
-        "(the most)",
+        f"{via} on with {chosen.name}={on}, which builds {_share(chosen, opt_ins)}",
     )
     others = opt_ins.others
     if not others:
@@ -138,42 +138,48 @@ def opt_in(setup_py: SetupPy | None) -> Switches:
     return Switches(env=((chosen.name, on),), found=(found,), undecided=(check,))
 
 
+def _share(chosen: OptIn, opt_ins: OptIns) -> str:
+    """How many of the CUDA extensions the chosen switch builds, said."""
+    total = sum(switch.cuda_extensions for switch in opt_ins.switches)
+    if chosen.cuda_extensions == total:
+        return "it" if total == 1 else f"all {total} of them"
+    return f"{chosen.cuda_extensions} of the {total} (the most)"
+
+
 def force_build(setup_py: SetupPy | None) -> Switches:
     """build.env for a bdist_wheel whose run() downloads a prebuilt wheel unless a variable
     forces the build (flash-attention's FLASH_ATTENTION_FORCE_BUILD=TRUE), and a change
     where nothing forces it: a wheel the build did not compile fails its cell."""
     prebuilt = setup_py.prebuilt if setup_py else None
-    if prebuilt is None:
+    if prebuilt is None or setup_py is None:
         return Switches()
-    where = f"{prebuilt.place}: {prebuilt.command}.run() downloads a prebuilt wheel"
-    if not prebuilt.forced_by:
+    where = f"{prebuilt.command}.run() downloads a prebuilt wheel"
+    # a switch that opts an extension in builds only by leaving the extension out
+    opting = {switch.name for switch in setup_py.opt_ins.switches}
+    forcing = [read for read in prebuilt.forced_by if read.name not in opting]
+    if not forcing:
         change = Note(
             place=str(prebuilt.place),
-            text=f"{prebuilt.command}.run() downloads a prebuilt wheel instead of building, "
-            "and no environment variable skips the download: `release build` fails a cell "
-            "whose binaries it did not compile (exit 4)",
+            text=f"{where} instead of building, and no environment variable skips the "
+            "download: `release build` fails a cell whose binaries it did not compile (exit 4)",
             fix='let one force the build, e.g. `if os.getenv("<NAME>_FORCE_BUILD") == '
             '"TRUE": return super().run()`, then set it in build.env',
         )
         return Switches(changes=(change,))
-    env: dict[str, str] = {}
-    found: list[Finding] = []
     undecided: list[Note] = []
-    for read in prebuilt.forced_by:
+    for read in forcing:  # one switch that builds is enough
         on = writable(read)
         if on is None:
             undecided.append(unset(read, f"{prebuilt.command}.run() builds instead of downloading"))
             continue
-        env[read.name] = on
-        found.append(
-            Finding(
-                key="build.env",
-                value=f"{read.name}={on}",
-                source=f"{where} unless {read.name}={on} ({read.place}), and a release "
-                "ships the wheel its own build compiled",
-            )
+        found = Finding(
+            key="build.env",
+            value=f"{read.name}={on}",
+            source=f"{prebuilt.place}: {where} unless {read.name}={on} ({read.place}), and a "
+            "release ships the wheel its own build compiled",
         )
-    return Switches(env=tuple(sorted(env.items())), found=tuple(found), undecided=tuple(undecided))
+        return Switches(env=((read.name, on),), found=(found,))
+    return Switches(undecided=tuple(undecided))
 
 
 def unset(switch: EnvRead, what: str) -> Note:

@@ -35,10 +35,18 @@ def on_value(expression: ast.AST, read: ast.AST, constants: Mapping[str, ast.exp
     the expression out with it: each literal the read is compared with (`== "TRUE"`, `in
     ("1", "true")`, `== 2` for an `int()` of it), then "1"; None where none does (an empty
     value is never chosen: a CI runner or a container may treat it as unset)."""
+    return value_for(expression, read, constants, want=True)
+
+
+def value_for(
+    expression: ast.AST, read: ast.AST, constants: Mapping[str, ast.expr], *, want: bool
+) -> str | None:
+    """`on_value`, for a value that makes `expression` come out `want` (false: the value
+    that keeps an `if`'s branch from running)."""
     if not isinstance(expression, ast.expr):
         return None
     for candidate in (*_compared_with(expression, read, constants), ON_FALLBACK):
-        if candidate and works_out(expression, candidate, lambda n: n is read, constants):
+        if candidate and works_out(expression, candidate, lambda n: n is read, constants) is want:
             return candidate
     return None
 
@@ -46,8 +54,10 @@ def on_value(expression: ast.AST, read: ast.AST, constants: Mapping[str, ast.exp
 def _compared_with(
     expression: ast.expr, read: ast.AST, constants: Mapping[str, ast.expr]
 ) -> Iterator[str]:
-    """The values the other side of each comparison holding `read` works out to, as text."""
-    for node in ast.walk(expression):
+    """The values the other side of each comparison holding `read` works out to, as text:
+    in `expression` and in the module constants it names (`FORCE = getenv(...) == "TRUE"`
+    tested as `if FORCE or ...`)."""
+    for node in with_constants(expression, constants):
         if not isinstance(node, ast.Compare) or len(node.ops) != 1:
             continue
         left, right = node.left, node.comparators[0]
@@ -62,6 +72,17 @@ def _compared_with(
         for item in said if isinstance(said, tuple) else (said,):
             if isinstance(item, (str, int)) and not isinstance(item, bool):
                 yield str(item)
+
+
+def with_constants(
+    expression: ast.expr, constants: Mapping[str, ast.expr], depth: int = 0
+) -> Iterator[ast.AST]:
+    """The nodes of `expression`, and of each module constant a name in it stands for (two
+    levels deep, as `value_of` reads them)."""
+    for node in ast.walk(expression):
+        yield node
+        if isinstance(node, ast.Name) and node.id in constants and depth < 2:
+            yield from with_constants(constants[node.id], constants, depth + 1)
 
 
 def value_of(
@@ -82,9 +103,18 @@ def value_of(
         return again(constants[node.id])
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
         return not again(node.operand)
-    if isinstance(node, ast.BoolOp):
-        values = [again(v) for v in node.values]
-        return all(values) if isinstance(node.op, ast.And) else any(values)
+    if isinstance(node, ast.BoolOp):  # an operand that decides it decides it, known or not
+        deciding = not isinstance(node.op, ast.And)  # `or`: a true one; `and`: a false one
+        unknown = False
+        for operand in node.values:
+            try:
+                if bool(again(operand)) is deciding:
+                    return deciding
+            except Unknown:
+                unknown = True
+        if unknown:
+            raise Unknown
+        return not deciding
     if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
         return tuple(again(e) for e in node.elts)
     if isinstance(node, ast.Compare) and len(node.ops) == 1:

@@ -13,7 +13,7 @@ import ast
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 
-from release.project.envtest import on_value, works_out
+from release.project.envtest import on_value, with_constants, works_out
 from release.project.places import Place
 from release.project.pysource import SourceIndex, named, string_of
 
@@ -159,11 +159,11 @@ def _switch(
                     cuda_extensions=0, extensions=0,
                 )  # fmt: skip
         return None
-    for node in ast.walk(test):
+    for node in with_constants(test, constants):  # `if KEEP_CUDA_BUILD:` reads a constant
         variable = string_of(_env_key(node))
         if variable is None or not isinstance(node, ast.expr):
             continue
-        on = _off_unless(_operand_holding(test, node), node, constants)
+        on = _off_unless(_operand_holding(test, node, constants), node, constants)
         if on is not None:
             return OptIn(
                 name=variable, on=on, place=place, via=None, lines=lines,
@@ -213,12 +213,14 @@ def _returns_true(body: list[ast.stmt]) -> bool:
     )
 
 
-def _operand_holding(test: ast.expr, read: ast.expr) -> ast.expr:
-    """The operand of a top-level `or` that holds `read` (that one true makes the test
-    true), else the test."""
+def _operand_holding(
+    test: ast.expr, read: ast.expr, constants: Mapping[str, ast.expr] | None = None
+) -> ast.expr:
+    """The operand of a top-level `or` that holds `read`, itself or through a constant it
+    names (that one true makes the test true), else the test."""
     if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or):
         for operand in test.values:
-            if any(n is read for n in ast.walk(operand)):
+            if any(n is read for n in with_constants(operand, constants or {})):
                 return operand
     return test
 

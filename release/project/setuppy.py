@@ -16,7 +16,7 @@ from functools import cached_property
 from typing import Protocol, TypeVar
 
 from release.project.cudagate import ARCH_LIST, is_cuda_available, is_gate
-from release.project.envtest import on_value
+from release.project.envtest import on_value, value_for, with_constants
 from release.project.optin import NO_OPT_INS, OptIns, opt_ins_in
 from release.project.places import Place, Said
 from release.project.pysource import (
@@ -476,12 +476,30 @@ class _Reader:
                 fetch = next((n for n in ast.walk(run) if _is_download(n)), None)
                 if fetch is None:
                     continue
-                tests = [n.test for n in ast.walk(run) if isinstance(n, (ast.If, ast.IfExp))]
-                found = {e.name: e for t in tests for e in self._switches(t, depth=0)}
+                found: dict[str, EnvRead] = {}
+                for branch in (n for n in ast.walk(run) if isinstance(n, ast.If)):
+                    for read in self._building(branch, fetch):
+                        found.setdefault(read.name, read)
                 return PrebuiltDownload(
                     command=node.name, place=self.place(fetch), forced_by=tuple(found.values())
                 )
         return None
+
+    def _building(self, branch: ast.If, fetch: ast.AST) -> Iterator[EnvRead]:
+        """The variables of `branch`'s test, each with a value that makes run() build: one
+        that keeps the branch from running where it holds the download, one that runs it
+        where it builds or returns first (`if FORCE or not KEEP: return super().run()`)."""
+        if any(n is fetch for s in branch.body for n in ast.walk(s)):
+            want = False
+        elif any(_builds_or_returns(n) for s in branch.body for n in ast.walk(s)):
+            want = True
+        else:
+            return
+        for inner in with_constants(branch.test, self.constant_nodes):
+            name = _env_name(inner)
+            if name is not None:
+                on = value_for(branch.test, inner, self.constant_nodes, want=want)
+                yield EnvRead(name=name, place=self.place(inner), on=on)
 
     # - GPU targets -
 
@@ -554,6 +572,15 @@ class _Reader:
 
 def _is_environ(node: ast.AST) -> bool:
     return named(node, "environ")
+
+
+def _builds_or_returns(node: ast.AST) -> bool:
+    """A `return`, or a call of `run` (`super().run()`, `_bdist_wheel.run(self)`)."""
+    return isinstance(node, ast.Return) or (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "run"
+    )
 
 
 def _is_download(node: ast.AST) -> bool:

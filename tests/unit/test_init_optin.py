@@ -1,13 +1,15 @@
 """A setup.py whose CUDA extensions are each built only when an environment switch is on
-(apex's shape): init turns on the switch that builds the most of them, names the ones it
-leaves off, and the -gencode flags of a branch left off decide no target."""
+(apex's shape, mamba's through a module constant): init turns on the switch that builds the
+most of them, names the ones it leaves off, the -gencode flags of a branch left off decide
+no target, and a prebuilt download is skipped by a switch that forces the build, never by
+one that leaves the extensions out."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from release.init.detect import targets_of
-from release.init.torchaxes import force_cuda
+from release.init.torchaxes import force_build, force_cuda
 from release.project import ProjectFiles, Reading, reading
 from release.targets import GpuTarget
 
@@ -71,7 +73,7 @@ def test_the_switch_that_builds_the_most_cuda_extensions_is_turned_on() -> None:
     read = line_of(APEX_SHAPE, "os.environ.get(env_var")
     assert found.source.startswith(f"setup.py:{branch}: every CUDA extension is built only when")
     assert f"has_flag() (setup.py:{read})" in found.source
-    assert "builds 2 of them" in found.source
+    assert found.source.endswith("which builds 2 of the 4 (the most)")
     (check,) = switches.undecided
     assert check.place == f"setup.py:{line_of(APEX_SHAPE, 'KIT_CPP_EXT')}"
     for name in ("KIT_CPP_EXT", "KIT_ADAM", "KIT_GROUP_NORM"):
@@ -122,3 +124,68 @@ setup(name="k", ext_modules=exts)
     assert switches.found == ()
     (check,) = switches.undecided
     assert "LD_PRELOAD is read by the build's own processes" in check.text
+
+
+MAMBA_SHAPE = """\
+import os
+import urllib.request
+from setuptools import setup
+from setuptools.command.bdist_wheel import bdist_wheel as _bdist_wheel
+from torch.utils.cpp_extension import BuildExtension, CUDAExtension
+
+FORCE_BUILD = os.getenv("KIT_FORCE_BUILD", "FALSE") == "TRUE"
+KEEP_CUDA_BUILD = os.getenv("KIT_KEEP_CUDA_BUILD", "FALSE") == "TRUE"
+ext_modules = []
+if KEEP_CUDA_BUILD:
+    ext_modules.append(CUDAExtension("kit_cuda", ["csrc/scan.cu"]))
+
+
+class CachedWheelsCommand(_bdist_wheel):
+    def run(self):
+        if FORCE_BUILD or not KEEP_CUDA_BUILD:
+            return super().run()
+        urllib.request.urlretrieve("https://example.invalid/kit.whl", "kit.whl")
+
+
+setup(name="kit", version="1.0", ext_modules=ext_modules,
+      cmdclass={"bdist_wheel": CachedWheelsCommand, "build_ext": BuildExtension})
+"""
+
+
+def test_a_switch_held_in_a_constant_opts_in_and_never_forces_the_build_by_leaving_it_out() -> None:
+    """mamba's shape: KEEP_CUDA_BUILD opts the CUDA extension in, and run() builds where
+    FORCE_BUILD is on or KEEP_CUDA_BUILD off: build.env turns both on, never KEEP off."""
+    setup_py = read_setup(MAMBA_SHAPE).setup_py
+    cuda = force_cuda(setup_py)
+    assert cuda.env == (("KIT_KEEP_CUDA_BUILD", "TRUE"),)
+    branch = line_of(MAMBA_SHAPE, "if KEEP_CUDA_BUILD:")
+    assert cuda.found[0].source.startswith(f"setup.py:{branch}: every CUDA extension")
+    assert cuda.found[0].source.endswith("on with KIT_KEEP_CUDA_BUILD=TRUE, which builds it")
+    build = force_build(setup_py)
+    assert build.env == (("KIT_FORCE_BUILD", "TRUE"),)
+    fetch, read = line_of(MAMBA_SHAPE, "urlretrieve"), line_of(MAMBA_SHAPE, "FORCE_BUILD =")
+    assert build.found[0].source.startswith(
+        f"setup.py:{fetch}: CachedWheelsCommand.run() downloads a prebuilt wheel unless "
+        f"KIT_FORCE_BUILD=TRUE (setup.py:{read})"
+    )
+    # with no FORCE_BUILD, only turning the extension off would build: a change, not a switch
+    unforced = MAMBA_SHAPE.replace(
+        "if FORCE_BUILD or not KEEP_CUDA_BUILD:", "if not KEEP_CUDA_BUILD:"
+    )
+    build = force_build(read_setup(unforced).setup_py)
+    assert build.env == ()
+    (change,) = build.changes
+    assert "no environment variable skips the download" in change.text
+
+
+def test_a_download_inside_the_branch_is_skipped_by_the_value_that_keeps_it_from_running() -> None:
+    downloads_first = MAMBA_SHAPE.replace(
+        """        if FORCE_BUILD or not KEEP_CUDA_BUILD:
+            return super().run()
+        urllib.request.urlretrieve("https://example.invalid/kit.whl", "kit.whl")""",
+        """        if os.environ.get("KIT_PREBUILT", "1") != "0":
+            urllib.request.urlretrieve("https://example.invalid/kit.whl", "kit.whl")
+            return
+        super().run()""",
+    )
+    assert force_build(read_setup(downloads_first).setup_py).env == (("KIT_PREBUILT", "0"),)
