@@ -28,6 +28,8 @@ Its modules:
   (apex's APEX_CUDA_EXT), and the switch a release build turns on.
 - `places`: Where a project file says something: a `Place` (file and line), and a `Said` value,
   the literal a file gives or the expression that computes it.
+- `prebuilt`: A bdist_wheel subclass of a setup.py whose run() downloads a prebuilt wheel
+  instead of building, and the variables whose values make it build.
 - `pyproject`: What a pyproject.toml and a setup.cfg say.
 - `pysource`: A Python file of a kernel project as the readers take it: its bytes decoded as
   Python decodes them (PEP 263's coding declaration, a UTF-8 BOM, else UTF-8), and its syntax
@@ -47,6 +49,7 @@ Its modules:
 from __future__ import annotations
 
 from release.project.cmakelists import ArchitecturesSet, CMakeLists, read_cmakelists
+from release.project.envtest import EnvRead
 from release.project.files import (
     BUILD_FILES,
     SETUP_PY,
@@ -63,7 +66,6 @@ from release.project.pyproject import PyProject, SetupCfg, read_pyproject, read_
 from release.project.setuppy import (
     ArchListDefault,
     CudaGate,
-    EnvRead,
     Gencode,
     LimitedApi,
     SetupPy,

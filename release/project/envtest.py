@@ -1,18 +1,71 @@
-"""What a setup.py's test of an environment variable works out to with the variable at a
-given value, read with `ast`, never run: `os.getenv("X", "0") == "1"`, `.lower() in ("1",
-"true")`, `int(os.getenv("X", "0")) == 2`, `not`, `and`, `or`, module constants. Anything
-else (an f-string, a call it does not know, another variable) cannot be worked out: None.
-release.project.localversion asks which value turns a switch off, release.project.setuppy
-which turns one on (`on_value`): a value is only ever one the test is true with. Pure.
+"""Which environment variable a setup.py node reads (`env_name`), and what a test of one
+works out to with the variable at a given value, read with `ast`, never run:
+`os.getenv("X", "0") == "1"`, `.lower() in ("1", "true")`, `int(os.getenv("X", "0")) == 2`,
+`not`, `and`, `or` (an operand that decides one decides it, whatever the others are),
+module constants. Anything else (an f-string, a call it does not know, another variable)
+cannot be worked out: None. release.project.localversion asks which value turns a switch
+off, release.project.setuppy which turns one on (`on_value`), release.project.prebuilt which
+keeps a download from running (`value_for`): a value is only ever one the test comes out
+as asked with. Pure.
 """
 
 from __future__ import annotations
 
 import ast
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+
+from release.project.places import Place
+from release.project.pysource import named, string_of
 
 IsRead = Callable[[ast.AST], bool]  # whether a node is the read of the variable
 ON_FALLBACK = "1"  # tried last, where no literal the test compares with makes it true
+
+
+@dataclass(frozen=True, kw_only=True)
+class EnvRead:
+    """An environment variable a file reads, where, and the value that turns it on
+    (None: no value was found that the test is true with)."""
+
+    name: str
+    place: Place
+    on: str | None = "1"
+    default: str | None = None  # a literal default it is read with (getenv's second argument)
+
+
+def env_key(node: ast.AST) -> ast.expr | None:
+    """The key `os.environ.get(K)`, `os.getenv(K)` or `os.environ[K]` reads with (a literal
+    or an expression, e.g. a function's parameter)."""
+    if isinstance(node, ast.Call) and node.args:
+        func = node.func
+        reads = isinstance(func, ast.Attribute) and func.attr == "get" and is_environ(func.value)
+        if reads or named(func, "getenv"):
+            return node.args[0]
+    if (
+        isinstance(node, ast.Subscript)
+        and is_environ(node.value)
+        and isinstance(node.ctx, ast.Load)
+    ):
+        return node.slice
+    return None
+
+
+def env_name(node: ast.AST) -> str | None:
+    """The variable `os.environ.get("X")`, `os.getenv("X")` or `os.environ["X"]` reads, or
+    `"X" in os.environ` asks is set (a switch any value turns on: `works_out` takes its
+    value standing in for the test, which a value chosen is never empty for)."""
+    if (
+        isinstance(node, ast.Compare)
+        and len(node.ops) == 1
+        and isinstance(node.ops[0], ast.In)
+        and is_environ(node.comparators[0])
+    ):
+        return string_of(node.left)
+    return string_of(env_key(node))
+
+
+def is_environ(node: ast.AST) -> bool:
+    return named(node, "environ")
 
 
 class Unknown(Exception):

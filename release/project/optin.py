@@ -13,9 +13,9 @@ import ast
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 
-from release.project.envtest import on_value, with_constants, works_out
+from release.project.envtest import env_key, on_value, with_constants, works_out
 from release.project.places import Place
-from release.project.pysource import SourceIndex, named, string_of
+from release.project.pysource import SourceIndex, string_of
 
 EXTENSIONS = frozenset({"CUDAExtension", "CppExtension"})
 
@@ -160,7 +160,7 @@ def _switch(
                 )  # fmt: skip
         return None
     for node in with_constants(test, constants):  # `if KEEP_CUDA_BUILD:` reads a constant
-        variable = string_of(_env_key(node))
+        variable = string_of(env_key(node))
         if variable is None or not isinstance(node, ast.expr):
             continue
         on = _off_unless(_operand_holding(test, node, constants), node, constants)
@@ -198,7 +198,7 @@ def _function_tests(
         else:
             continue
         for read in ast.walk(expression):
-            key = _env_key(read)
+            key = env_key(read)
             name = bound.get(key.id) if isinstance(key, ast.Name) else string_of(key)
             if name is not None and isinstance(read, ast.expr):
                 yield _operand_holding(expression, read), read, name
@@ -236,20 +236,3 @@ def _off_unless(
         return None
     unset = works_out(expression, default or "", lambda n: n is read, constants)
     return on if unset is False else None
-
-
-def _env_key(node: ast.AST) -> ast.expr | None:
-    """The key node of `os.environ.get(K)`, `os.getenv(K)` or `os.environ[K]`."""
-    if isinstance(node, ast.Call) and node.args:
-        func = node.func
-        if (
-            isinstance(func, ast.Attribute) and func.attr == "get" and named(func.value, "environ")
-        ) or named(func, "getenv"):
-            return node.args[0]
-    if (
-        isinstance(node, ast.Subscript)
-        and named(node.value, "environ")
-        and isinstance(node.ctx, ast.Load)
-    ):
-        return node.slice
-    return None

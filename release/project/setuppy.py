@@ -16,9 +16,10 @@ from functools import cached_property
 from typing import Protocol, TypeVar
 
 from release.project.cudagate import ARCH_LIST, is_cuda_available, is_gate
-from release.project.envtest import on_value, value_for, with_constants
+from release.project.envtest import EnvRead, env_name, is_environ, on_value
 from release.project.optin import NO_OPT_INS, OptIns, opt_ins_in
 from release.project.places import Place, Said
+from release.project.prebuilt import PrebuiltDownload, prebuilt_in
 from release.project.pysource import (
     SourceIndex,
     Unparsed,
@@ -50,39 +51,12 @@ _LIMITED_DEFINE = re.compile(r"-DPy_LIMITED_API=(0x[0-9A-Fa-f]{8})")
 
 
 @dataclass(frozen=True, kw_only=True)
-class EnvRead:
-    """An environment variable the file reads, where, and the value that turns it on
-    (None: no value was found that the test is true with, release.project.envtest)."""
-
-    name: str
-    place: Place
-    on: str | None = "1"
-    default: str | None = None  # a literal default it is read with (getenv's second argument)
-
-
-@dataclass(frozen=True, kw_only=True)
 class CudaGate:
     """A `torch.cuda.is_available()` that decides whether CUDA is built, and the variables
     that force CUDA past it (`... or os.environ.get("FORCE_CUDA") == "1"`)."""
 
     place: Place
     forced_by: tuple[EnvRead, ...]
-
-
-@dataclass(frozen=True, kw_only=True)
-class PrebuiltDownload:
-    """A bdist_wheel subclass whose run() downloads a prebuilt wheel instead of building
-    (flash-attention's `CachedWheelsCommand`), and the variables its tests read: each,
-    at its `on` value, forces the build (`FLASH_ATTENTION_FORCE_BUILD=TRUE`)."""
-
-    command: str  # the class
-    place: Place  # the download
-    forced_by: tuple[EnvRead, ...]
-
-
-# what a bdist_wheel.run() calls to fetch a wheel
-DOWNLOADS = frozenset({"urlretrieve", "urlopen", "download", "download_file", "download_url"})
-HTTP_MODULES = frozenset({"requests", "httpx", "urllib3"})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -184,7 +158,7 @@ def read_setup_py(text: str, file: str = "setup.py") -> SetupPy:
         arch_list=_in_order(reader.arch_list()),
         constants=tuple(reader.constants()),
         version_file=reader.version_file(keywords.get("version")),
-        prebuilt=reader.prebuilt(),
+        prebuilt=prebuilt_in(reader.index, file, reader.constant_nodes),
         stable_abi=stable_abi_in(reader.index, file),
         opt_ins=opt_ins_in(reader.index, file, reader.constant_nodes),
     )
@@ -322,7 +296,7 @@ class _Reader:
         ]
         if len(set(paths)) != 1:
             return None
-        local = next((env for n in nodes if (env := _env_name(n)) is not None), None)
+        local = next((env for n in nodes if (env := env_name(n)) is not None), None)
         return VersionFile(path=paths[0], function=name, place=self.place(node), local_from=local)
 
     def _path_of(self, leaf: ast.Constant) -> str | None:
@@ -421,7 +395,7 @@ class _Reader:
 
     def env_reads(self) -> Iterator[EnvRead]:
         for node in self.index.of_kinds(ast.Call, ast.Subscript, ast.Compare):
-            if (name := _env_name(node)) is not None:
+            if (name := env_name(node)) is not None:
                 given = node.args[1:2] if isinstance(node, ast.Call) else []
                 yield EnvRead(
                     name=name, place=self.place(node), default=string_of(next(iter(given), None))
@@ -450,7 +424,7 @@ class _Reader:
 
     def _switches(self, node: ast.AST, *, depth: int) -> Iterator[EnvRead]:
         for inner in ast.walk(node):
-            name = _env_name(inner)
+            name = env_name(inner)
             if name is not None:
                 yield EnvRead(
                     name=name,
@@ -460,46 +434,6 @@ class _Reader:
             elif isinstance(inner, ast.Name) and depth < 2:
                 for value, _ in self.assignments.get(inner.id, ()):
                     yield from self._switches(value, depth=depth + 1)
-
-    def prebuilt(self) -> PrebuiltDownload | None:
-        """The first class based on bdist_wheel whose run() downloads."""
-        commands = [
-            node
-            for node in self.index.of(ast.ClassDef)
-            if isinstance(node, ast.ClassDef)
-            and any("bdist_wheel" in self.source(base) for base in node.bases)
-        ]
-        for node in in_file_order(commands):
-            for run in node.body:
-                if not isinstance(run, ast.FunctionDef) or run.name != "run":
-                    continue
-                fetch = next((n for n in ast.walk(run) if _is_download(n)), None)
-                if fetch is None:
-                    continue
-                found: dict[str, EnvRead] = {}
-                for branch in (n for n in ast.walk(run) if isinstance(n, ast.If)):
-                    for read in self._building(branch, fetch):
-                        found.setdefault(read.name, read)
-                return PrebuiltDownload(
-                    command=node.name, place=self.place(fetch), forced_by=tuple(found.values())
-                )
-        return None
-
-    def _building(self, branch: ast.If, fetch: ast.AST) -> Iterator[EnvRead]:
-        """The variables of `branch`'s test, each with a value that makes run() build: one
-        that keeps the branch from running where it holds the download, one that runs it
-        where it builds or returns first (`if FORCE or not KEEP: return super().run()`)."""
-        if any(n is fetch for s in branch.body for n in ast.walk(s)):
-            want = False
-        elif any(_builds_or_returns(n) for s in branch.body for n in ast.walk(s)):
-            want = True
-        else:
-            return
-        for inner in with_constants(branch.test, self.constant_nodes):
-            name = _env_name(inner)
-            if name is not None:
-                on = value_for(branch.test, inner, self.constant_nodes, want=want)
-                yield EnvRead(name=name, place=self.place(inner), on=on)
 
     # - GPU targets -
 
@@ -530,26 +464,26 @@ class _Reader:
             func = node.func
             default = node.args[1] if len(node.args) > 1 else None
             setdefault = isinstance(func, ast.Attribute) and func.attr == "setdefault"
-            if default is not None and (setdefault or _env_name(node) == ARCH_LIST):
+            if default is not None and (setdefault or env_name(node) == ARCH_LIST):
                 return ArchListDefault(
                     place=self.place(node), value=string_of(default), overrides=False,
                     fails=self.index.in_failing_branch(node),
                 )  # fmt: skip
         if isinstance(node, ast.Assign) and any(
             isinstance(target, ast.Subscript)
-            and _is_environ(target.value)
+            and is_environ(target.value)
             and string_of(target.slice) == ARCH_LIST
             for target in node.targets
         ):
             value = node.value
-            if _env_name(value) == ARCH_LIST:
+            if env_name(value) == ARCH_LIST:
                 return None  # = os.getenv(ARCH_LIST, default): that call is the default
             kept = self._guarded(node)
             # `= os.environ.get(ARCH_LIST) or "9.0"` keeps the build's, as a guard does
             if (
                 isinstance(value, ast.BoolOp)
                 and isinstance(value.op, ast.Or)
-                and _env_name(value.values[0]) == ARCH_LIST
+                and env_name(value.values[0]) == ARCH_LIST
             ):
                 value, kept = value.values[-1], True
             return ArchListDefault(
@@ -568,56 +502,3 @@ class _Reader:
                 return True
             parent = self.parents.get(id(parent))
         return False
-
-
-def _is_environ(node: ast.AST) -> bool:
-    return named(node, "environ")
-
-
-def _builds_or_returns(node: ast.AST) -> bool:
-    """A `return`, or a call of `run` (`super().run()`, `_bdist_wheel.run(self)`)."""
-    return isinstance(node, ast.Return) or (
-        isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Attribute)
-        and node.func.attr == "run"
-    )
-
-
-def _is_download(node: ast.AST) -> bool:
-    """`urllib.request.urlretrieve(...)`, `requests.get(...)` and their kind."""
-    if not isinstance(node, ast.Call):
-        return False
-    func = node.func
-    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-    if name in DOWNLOADS:
-        return True
-    return (
-        isinstance(func, ast.Attribute)
-        and isinstance(func.value, ast.Name)
-        and func.value.id in HTTP_MODULES
-    )
-
-
-def _env_name(node: ast.AST) -> str | None:
-    """The variable `os.environ.get("X")`, `os.getenv("X")` or `os.environ["X"]` reads, or
-    `"X" in os.environ` asks is set (a switch any value turns on: envtest works it out with
-    its value standing in for the test, which a value it chooses is never empty for)."""
-    if (
-        isinstance(node, ast.Compare)
-        and len(node.ops) == 1
-        and isinstance(node.ops[0], ast.In)
-        and _is_environ(node.comparators[0])
-    ):
-        return string_of(node.left)
-    if isinstance(node, ast.Call) and node.args:
-        func = node.func
-        reads = isinstance(func, ast.Attribute) and func.attr == "get" and _is_environ(func.value)
-        if reads or named(func, "getenv"):
-            return string_of(node.args[0])
-    if (
-        isinstance(node, ast.Subscript)
-        and _is_environ(node.value)
-        and isinstance(node.ctx, ast.Load)
-    ):
-        return string_of(node.slice)
-    return None
