@@ -77,10 +77,19 @@ def build_command(
 
 
 def retag_command(python: str, wheel: Path, cell: Cell) -> list[str]:
-    """Give the wheel exactly the cell's platform tag (filename, WHEEL and RECORD); the
-    rewritten RECORD gets SOURCE_DATE_EPOCH's date from the environment."""
+    """Give the wheel exactly the cell's platform tag (filename, WHEEL and RECORD), and its
+    Python tag where the build gave another of the same ABI (a py39-none wheel of a
+    python: any cell is py3-none); the rewritten RECORD gets SOURCE_DATE_EPOCH's date from
+    the environment."""
+    built = WheelName.parse(wheel.name).tags
+    python_tag = (
+        ["--python-tag", cell.python_tag]
+        if {t.interpreter for t in built} != {cell.python_tag}
+        else []
+    )
     return [
-        python, "-m", "wheel", "tags", "--platform-tag", cell.platform_tag, "--remove", str(wheel)
+        python, "-m", "wheel", "tags", *python_tag, "--platform-tag", cell.platform_tag,
+        "--remove", str(wheel),
     ]  # fmt: skip
 
 

@@ -13,6 +13,7 @@ wheel's other requirements bring: release.building.runtimedeps).
 from __future__ import annotations
 
 import io
+import re
 import sys
 import zipfile
 from collections.abc import Callable, Mapping
@@ -59,6 +60,10 @@ CPU_ONLY = (
 )
 
 
+# the generic Python tags a project's bdist_wheel may give a wheel of no Python ABI
+PY3_NONE = re.compile(r"py3\d*-none")
+
+
 def tags_problem(filename: str, cell: Cell) -> str | None:
     """The build's interpreter and ABI tags against the cell's, with the remedy; a filename
     that is not a wheel's says so."""
@@ -68,8 +73,8 @@ def tags_problem(filename: str, cell: Cell) -> str | None:
         return f"{filename}: {why}"
     built = f"{tag.interpreter}-{tag.abi}"
     wanted = f"{cell.python_tag}-{cell.abi_tag}"
-    if built == wanted:
-        return None
+    if built == wanted or (wanted == "py3-none" and PY3_NONE.fullmatch(built)):
+        return None  # a project's py39-none (xformers') is the cell's py3-none, retagged
     return f"the build made a {built} wheel, the cell is {wanted} ({_tag_remedy(tag, cell)})"
 
 

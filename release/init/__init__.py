@@ -1,15 +1,18 @@
 """`release init`: a commented matrix.yaml and the release workflow for a kernel project,
 from its files read statically (release.project). `detect` reads the backend and the GPU
-targets, `torchaxes` a torch project's switch, Python axis and torch pin (the torch from
-an index page: `torchindex`), `decide` makes the matrix of them, `render` puts its values
-into the templates' slots, which `emit` dumps through ruamel.yaml (`values` says what no
-written file may hold), `run` writes both files together (release.writing).
+targets, `native` what its native code makes of the wheel, `torchaxes` a torch project's
+switch, Python axis and torch pin (the torch from an index page: `torchindex`), `decide`
+makes the matrix of them, `render` puts its values into the templates' slots, which `emit`
+dumps through ruamel.yaml (`values` says what no written file may hold), `run` writes both
+files together (release.writing).
 
 Its modules:
 
 - `decide`: The matrix `release init` writes for a project.
 - `detect`: What `release init` reads from a project's files (release.project).
 - `emit`: The YAML `release init` writes, emitted by ruamel.yaml rather than pasted into text.
+- `native`: What `release init` decides from a project's native code (release.project.native and
+  the layout around it).
 - `render`: matrix.yaml and the caller workflow as `release init` writes them: the templates
   under release/init/templates (package data) with a `Decision`'s values put into their slots
   and dumped by ruamel.yaml (release.init.emit), each value with a comment saying where it was

@@ -14,7 +14,8 @@ from packaging.version import Version
 
 from release.backends import backend_for
 from release.backends.recipe import BackendName, PrepareSpec, TargetsFormat
-from release.init.detect import Finding, Native, Note, TorchLookup, native_of, targets_of
+from release.init.detect import Finding, Note, TorchLookup, targets_of
+from release.init.native import Native, native_of
 from release.init.torchaxes import force_build, force_cuda, python_axis, stable_abi, torch_pin
 from release.project import Naming, Reading, Said, naming, reading
 from release.project.layout import Layout

@@ -44,6 +44,8 @@ Its modules:
   subdirectory's pyproject.toml staged by a script at the root.
 - `targetsenv`: The variable a torch project's setup.py makes its -gencode flags from
   (flash-attention's FLASH_ATTN_CUDA_ARCHS), for matrix.yaml's `targets-env`.
+- `wheeltag`: A bdist_wheel subclass of a setup.py whose get_tag() tags the wheel with no
+  Python ABI (xformers' py39-none).
 """
 
 from __future__ import annotations

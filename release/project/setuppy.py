@@ -33,6 +33,7 @@ from release.project.pysource import (
     unparsed,
 )
 from release.project.stableabi import StableAbi, stable_abi_in
+from release.project.wheeltag import AbiNone, abi_none_in
 
 # nvcc's code generation flags as a setup.py or CMakeLists.txt spells them
 GENCODE = re.compile(r"(-gencode|--generate-code|arch=compute_\d+|-arch=sm_\d+|code=sm_\d+)")
@@ -120,6 +121,7 @@ class SetupPy:
     prebuilt: PrebuiltDownload | None = None
     stable_abi: StableAbi | None = None
     opt_ins: OptIns = NO_OPT_INS
+    abi_none: AbiNone | None = None  # a bdist_wheel's get_tag() returns the `none` ABI
     problem: str | None = None
 
     def constant(self, name: str) -> Said | None:
@@ -161,6 +163,7 @@ def read_setup_py(text: str, file: str = "setup.py") -> SetupPy:
         prebuilt=prebuilt_in(reader.index, file, reader.constant_nodes),
         stable_abi=stable_abi_in(reader.index, file),
         opt_ins=opt_ins_in(reader.index, file, reader.constant_nodes),
+        abi_none=abi_none_in(reader.index, file),
     )
 
 

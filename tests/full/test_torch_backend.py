@@ -56,15 +56,20 @@ class Run:
 
 
 def release_build(
-    tmp_path: Path, stable: TorchBuild, capsys: pytest.CaptureFixture[str], extra: str
+    tmp_path: Path,
+    stable: TorchBuild,
+    capsys: pytest.CaptureFixture[str],
+    extra: str,
+    python: str = 'abi3: "3.10"',
 ) -> Run:
-    """The stable flavour with `extra` in build.env, from a copy of its cache."""
+    """The stable flavour with `extra` in build.env (and `python` for its abi3 floor), from
+    a copy of its cache."""
     text = stable.matrix.read_text(encoding="utf-8")
     unchanged = 'K3_TORCH_UNPINNED: "1"}'
     assert unchanged in text
-    (tmp_path / "matrix.yaml").write_text(
-        text.replace(unchanged, f'K3_TORCH_UNPINNED: "1"{extra}}}'), encoding="utf-8"
-    )
+    text = text.replace(unchanged, f'K3_TORCH_UNPINNED: "1"{extra}}}')
+    assert 'abi3: "3.10"' in text
+    (tmp_path / "matrix.yaml").write_text(text.replace('abi3: "3.10"', python), encoding="utf-8")
     cache = cache_copy(stable.cache, tmp_path / "cache")
     os.environ["SOURCE_DATE_EPOCH"] = TORCH_EPOCH
     dist = tmp_path / "dist"
@@ -228,6 +233,29 @@ def test_a_cpu_only_build_fails_the_cell_and_says_why(
     assert "torch.cuda.is_available()" in run.out + run.err
     assert read_manifest(run.dist / "manifest.json").wheels == ()
     assert not list(run.dist.glob("*.whl"))
+
+
+def test_a_wheel_its_bdist_wheel_tags_py39_none_is_a_python_any_cells_py3_none(
+    torch_stable: TorchBuild, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """xformers' shape: the project's bdist_wheel tags its wheel py39-none (its library is no
+    Python module); a `python: any` cell takes it as its py3-none wheel, retagged, its
+    shared object checked free of the Python C-API."""
+    run = release_build(
+        tmp_path, torch_stable, capsys, extra=", K3_TORCH_TAG_NONE: '1'", python="python: any"
+    )
+    assert run.code == 0, (run.out + run.err)[-3000:]
+    (wheel,) = run.dist.glob("*.whl")
+    assert wheel.name == "k3_torch_ops-0.1.0-py3-none-manylinux_2_34_x86_64.whl"
+    with zipfile.ZipFile(wheel) as archive:
+        wheel_file = archive.read("k3_torch_ops-0.1.0.dist-info/WHEEL").decode()
+        libraries = [n for n in archive.namelist() if n.endswith(".so")]
+    assert "Tag: py3-none-manylinux_2_34_x86_64" in wheel_file.splitlines()
+    assert "py39" not in wheel_file
+    (library,) = libraries
+    assert library.startswith("k3_torch_ops/_C.cpython-3")  # not abi3: a plain extension's name
+    (entry,) = read_manifest(run.dist / "manifest.json").wheels
+    assert entry.filename == wheel.name
 
 
 def test_a_planted_undefined_torch_symbol_fails_the_abi_check(

@@ -15,11 +15,11 @@ from release.init.decide import decide
 from release.init.detect import (
     TorchLookup,
     backend_of,
-    native_of,
     parse_cmake_architectures,
     parse_torch_arch_list,
     targets_of,
 )
+from release.init.native import native_of
 from release.init.torchaxes import Switches, force_build, force_cuda, torch_pin
 from release.init.torchindex import TorchRelease
 from release.project import ProjectFiles, Reading, read_project_files, reading
@@ -398,6 +398,47 @@ def test_host_only_units_that_link_nvrtc_have_no_device_code_and_no_python_api()
     neither = HOST_ONLY.replace("'-lnvrtc', ", "")
     plain = native_of(read, layout_of({"csrc/api.cpp": ""}, setup_py=neither), "torch")
     assert plain.device_code is None  # no NVRTC, no CUDA headers: nothing says JIT
+
+
+TAGGED_NONE = """\
+import os
+from setuptools import setup
+from setuptools.command.bdist_wheel import bdist_wheel as _bdist_wheel
+from torch.utils.cpp_extension import BuildExtension, CUDAExtension
+
+
+class bdist_wheel_abi_none(_bdist_wheel):
+    def get_tag(self):
+        python_tag, abi_tag, plat_tag = super().get_tag()
+        return "py39", "none", plat_tag
+
+
+setup(name="ops", version="1.0", ext_modules=[CUDAExtension("ops._C", ["ops.cu"])],
+      cmdclass={"bdist_wheel": bdist_wheel_abi_none, "build_ext": BuildExtension})
+"""
+
+
+def test_a_bdist_wheel_that_tags_no_python_abi_makes_one_wheel_for_every_python() -> None:
+    """xformers' shape: CUDA sources (no host-only reading applies), and its own get_tag()
+    returning the `none` ABI: python: any, said from that line."""
+    read = read_texts(setup_py=TAGGED_NONE)
+    layout = layout_of({}, setup_py=TAGGED_NONE)
+    native = native_of(read, layout, "torch")
+    assert (native.device_code, native.python_any) == (None, True)
+    (said,) = [f for f in native.found if f.key == "python"]
+    line = TAGGED_NONE.splitlines().index('        return "py39", "none", plat_tag') + 1
+    assert said.source.startswith(
+        f"setup.py:{line}: bdist_wheel_abi_none.get_tag() tags the wheel py39-none: one wheel"
+    )
+    # a get_tag() that keeps the ABI on one road is no declaration
+    either = TAGGED_NONE.replace(
+        "        return",
+        "        if os.environ.get('X'):\n            return python_tag, abi_tag, plat_tag\n"
+        "        return",
+    )
+    assert native_of(read_texts(setup_py=either), layout, "torch").python_any is False
+    # the cmake backend's wheel is tagged by its own backend: not read there
+    assert native_of(read, layout, "cmake").python_any is False
 
 
 def test_a_version_labelled_whatever_the_environment_says_needs_a_change() -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from release.building.pipeline import retag_command
 from release.building.settings import CellFailure
 from release.building.torchcell import TorchBuildEnv, certify_torch, tags_problem
 from release.inspection.runtimelibs import wheel_requirements
@@ -63,6 +64,17 @@ def test_a_python_any_torch_cell_expects_py3_none_and_says_how_to_get_it() -> No
         tags_problem(JIT.wheel_filename.replace("py3-none-manylinux", "py3-none-linux"), JIT)
         is None
     )
+    # a project's own generic tag of no ABI (xformers' py39-none) is the cell's, retagged
+    py39 = JIT.wheel_filename.replace("-py3-none-", "-py39-none-")
+    assert tags_problem(py39, JIT) is None
+    assert retag_command("python", Path(py39), JIT)[3:7] == [
+        "tags",
+        "--python-tag",
+        "py3",
+        "--platform-tag",
+    ]
+    assert "--python-tag" not in retag_command("python", Path(JIT.wheel_filename), JIT)
+    assert tags_problem(JIT.wheel_filename.replace("-py3-none-", "-cp39-none-"), JIT) is not None
     cp311 = JIT.wheel_filename.replace("-py3-none-", "-cp311-cp311-")
     assert tags_problem(cp311, JIT) == (
         "the build made a cp311-cp311 wheel, the cell is py3-none (python: any expects one "
