@@ -72,7 +72,7 @@ NO_OPT_INS = OptIns()
 def opt_ins_in(index: SourceIndex, file: str, constants: Mapping[str, ast.expr]) -> OptIns:
     """Each switch whose `if` holds extensions, merged by variable; whether a CUDA
     extension is built outside every such `if`."""
-    functions = {f.name: f for f in index.tree.body if isinstance(f, ast.FunctionDef)}
+    reader = _Switches(index, file, constants)
     found: dict[int, OptIn] = {}
     cuda = unguarded = 0
     for node in index.of(ast.Call):
@@ -80,7 +80,7 @@ def opt_ins_in(index: SourceIndex, file: str, constants: Mapping[str, ast.expr])
         if kind is None:
             continue
         cuda += kind == "CUDAExtension"
-        guard = _guard(index, node, functions, file, constants)
+        guard = reader.guard(node)
         if guard is None:
             unguarded += kind == "CUDAExtension"
             continue
@@ -118,58 +118,79 @@ def _extension(node: ast.AST) -> str | None:
     return name if name in EXTENSIONS else None
 
 
-def _guard(
-    index: SourceIndex,
-    node: ast.AST,
-    functions: Mapping[str, ast.FunctionDef],
-    file: str,
-    constants: Mapping[str, ast.expr],
-) -> tuple[ast.If, OptIn] | None:
-    """The nearest enclosing `if` whose body holds `node` and whose test is a switch."""
-    child, parent = node, index.parents.get(id(node))
-    while parent is not None:
-        if isinstance(parent, ast.If) and any(child is s for s in parent.body):
-            switch = _switch(parent, functions, file, constants)
-            if switch is not None:
-                return parent, switch
-        child, parent = parent, index.parents.get(id(parent))
-    return None
+# (the parameter the variable's name comes from, or None and the name itself; the value
+# that turns it on; the line it is read at)
+_FunctionRead = tuple[str | None, str | None, str, int]
+FUNCTION_READS = 64  # the reads of one function worked out: past any switch helper's
 
 
-def _switch(
-    branch: ast.If,
-    functions: Mapping[str, ast.FunctionDef],
-    file: str,
-    constants: Mapping[str, ast.expr],
-) -> OptIn | None:
-    test = branch.test
-    lines = (branch.lineno, getattr(branch.body[-1], "end_lineno", None) or branch.lineno)
-    place = Place(file=file, line=branch.lineno)
-    if isinstance(test, ast.Call) and isinstance(test.func, ast.Name):
-        function = functions.get(test.func.id)
-        bound = _bound(function, test) if function is not None else None
-        if function is None or bound is None:
+class _Switches:
+    """Each `if`'s switch, and each function's reads, worked out once: a file of thousands
+    of `if has_flag(...)` costs one reading of has_flag, not one a call."""
+
+    def __init__(self, index: SourceIndex, file: str, constants: Mapping[str, ast.expr]) -> None:
+        self.index = index
+        self.file = file
+        self.constants = constants
+        self.functions = {f.name: f for f in index.tree.body if isinstance(f, ast.FunctionDef)}
+        self.of_if: dict[int, OptIn | None] = {}
+        self.of_function: dict[str, tuple[_FunctionRead, ...]] = {}
+
+    def guard(self, node: ast.AST) -> tuple[ast.If, OptIn] | None:
+        """The nearest enclosing `if` whose body holds `node` and whose test is a switch."""
+        child, parent = node, self.index.parents.get(id(node))
+        while parent is not None:
+            if isinstance(parent, ast.If) and any(child is s for s in parent.body):
+                if id(parent) not in self.of_if:
+                    self.of_if[id(parent)] = self._switch(parent)
+                switch = self.of_if[id(parent)]
+                if switch is not None:
+                    return parent, switch
+            child, parent = parent, self.index.parents.get(id(parent))
+        return None
+
+    def _switch(self, branch: ast.If) -> OptIn | None:
+        test = branch.test
+        lines = (branch.lineno, getattr(branch.body[-1], "end_lineno", None) or branch.lineno)
+        place = Place(file=self.file, line=branch.lineno)
+        if isinstance(test, ast.Call) and isinstance(test.func, ast.Name):
+            function = self.functions.get(test.func.id)
+            bound = _bound(function, test) if function is not None else None
+            if function is None or bound is None:
+                return None
+            for param, literal, on, line in self._function_reads(function):
+                name = bound.get(param) if param is not None else literal
+                if name is not None:
+                    return OptIn(
+                        name=name, on=on, place=place, via=function.name, lines=lines,
+                        read=Place(file=self.file, line=line), cuda_extensions=0, extensions=0,
+                    )  # fmt: skip
             return None
-        for expression, read, name in _function_tests(function, bound):
-            on = _off_unless(expression, read, constants)
-            if on is not None:
+        for node in with_constants(test, self.constants):  # `if KEEP_CUDA_BUILD:`
+            variable = string_of(env_key(node))
+            if variable is None or not isinstance(node, ast.expr):
+                continue
+            operand = _operand_holding(test, node, self.constants)
+            value = _off_unless(operand, node, self.constants)
+            if value is not None:
                 return OptIn(
-                    name=name, on=on, place=place, via=function.name,
-                    read=Place(file=file, line=read.lineno), lines=lines,
-                    cuda_extensions=0, extensions=0,
+                    name=variable, on=value, place=place, via=None, lines=lines,
+                    read=Place(file=self.file, line=node.lineno), cuda_extensions=0, extensions=0,
                 )  # fmt: skip
         return None
-    for node in with_constants(test, constants):  # `if KEEP_CUDA_BUILD:` reads a constant
-        variable = string_of(env_key(node))
-        if variable is None or not isinstance(node, ast.expr):
-            continue
-        on = _off_unless(_operand_holding(test, node, constants), node, constants)
-        if on is not None:
-            return OptIn(
-                name=variable, on=on, place=place, via=None, lines=lines,
-                read=Place(file=file, line=node.lineno), cuda_extensions=0, extensions=0,
-            )  # fmt: skip
-    return None
+
+    def _function_reads(self, function: ast.FunctionDef) -> tuple[_FunctionRead, ...]:
+        if function.name not in self.of_function:
+            params = {a.arg for a in function.args.args}
+            reads: list[_FunctionRead] = []
+            for expression, read, key in _function_tests(function, FUNCTION_READS):
+                param = key.id if isinstance(key, ast.Name) and key.id in params else None
+                literal = string_of(key)
+                on = _off_unless(expression, read, self.constants)
+                if on is not None and (param is not None or literal is not None):
+                    reads.append((param, literal, on, read.lineno))
+            self.of_function[function.name] = tuple(reads)
+        return self.of_function[function.name]
 
 
 def _bound(function: ast.FunctionDef, call: ast.Call) -> dict[str, str] | None:
@@ -186,10 +207,11 @@ def _bound(function: ast.FunctionDef, call: ast.Call) -> dict[str, str] | None:
 
 
 def _function_tests(
-    function: ast.FunctionDef, bound: Mapping[str, str]
-) -> Iterator[tuple[ast.expr, ast.expr, str]]:
-    """(expression, read, variable) for each read of a bound variable in a test that makes
-    the function return True (`if ...: return True`) or in what it returns."""
+    function: ast.FunctionDef, most: int
+) -> Iterator[tuple[ast.expr, ast.expr, ast.expr]]:
+    """(expression, read, key) for each environment read (at most `most`) in a test that
+    makes the function return True (`if ...: return True`) or in what it returns."""
+    count = 0
     for node in ast.walk(function):
         if isinstance(node, ast.If) and _returns_true(node.body):
             expression: ast.expr = node.test
@@ -199,9 +221,12 @@ def _function_tests(
             continue
         for read in ast.walk(expression):
             key = env_key(read)
-            name = bound.get(key.id) if isinstance(key, ast.Name) else string_of(key)
-            if name is not None and isinstance(read, ast.expr):
-                yield _operand_holding(expression, read), read, name
+            if key is None or not isinstance(read, ast.expr):
+                continue
+            count += 1
+            if count > most:
+                return
+            yield _operand_holding(expression, read), read, key
 
 
 def _returns_true(body: list[ast.stmt]) -> bool:

@@ -6,8 +6,13 @@ one that leaves the extensions out."""
 
 from __future__ import annotations
 
+import ast
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
+import release.project.optin
 from release.init.detect import targets_of
 from release.init.torchaxes import force_build, force_cuda
 from release.project import ProjectFiles, Reading, reading
@@ -189,3 +194,27 @@ def test_a_download_inside_the_branch_is_skipped_by_the_value_that_keeps_it_from
         super().run()""",
     )
     assert force_build(read_setup(downloads_first).setup_py).env == (("KIT_PREBUILT", "0"),)
+
+
+def test_a_switch_function_is_read_once_however_many_ifs_call_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A setup.py of 5,000 `if has_flag(...)` around a has_flag of 3,000 tests took more
+    than 300 s to read (the function read again at every call): it is read once."""
+    reads: list[str] = []
+    real = release.project.optin._function_tests
+
+    def counted(function: ast.FunctionDef, most: int) -> Iterator[tuple[ast.expr, ...]]:
+        reads.append(function.name)
+        return real(function, most)
+
+    monkeypatch.setattr(release.project.optin, "_function_tests", counted)
+    calls = "".join(
+        f'if has_flag("--x{n}", "KIT_X{n}"):\n    ext_modules.append(CUDAExtension("x{n}", []))\n'
+        for n in range(200)
+    )
+    text = APEX_SHAPE.replace("setup(name=", calls + "setup(name=")
+    opt_ins = read_setup(text).setup_py
+    assert opt_ins is not None
+    assert reads == ["has_flag"]
+    assert len(opt_ins.opt_ins.switches) == 204
