@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from release.project.envtest import EnvRead, env_name, value_for, with_constants
 from release.project.places import Place
-from release.project.pysource import SourceIndex, in_file_order, unparsed
+from release.project.pysource import SourceIndex, classes_based_on
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -34,13 +34,7 @@ def prebuilt_in(
     index: SourceIndex, file: str, constants: Mapping[str, ast.expr]
 ) -> PrebuiltDownload | None:
     """The first class based on bdist_wheel whose run() downloads."""
-    commands = [
-        node
-        for node in index.of(ast.ClassDef)
-        if isinstance(node, ast.ClassDef)
-        and any("bdist_wheel" in (index.segment(base) or unparsed(base)) for base in node.bases)
-    ]
-    for node in in_file_order(commands):
+    for node in classes_based_on(index, "bdist_wheel"):
         for run in node.body:
             if not isinstance(run, ast.FunctionDef) or run.name != "run":
                 continue

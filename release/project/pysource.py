@@ -282,3 +282,15 @@ def dict_item(node: ast.Dict, key: str) -> ast.expr | None:
         if string_of(k) == key:
             return v
     return None
+
+
+def classes_based_on(index: SourceIndex, base: str) -> list[ast.ClassDef]:
+    """The classes of the file with a base whose source names `base` (`bdist_wheel`,
+    `_bdist_wheel`, `setuptools.command.bdist_wheel.bdist_wheel`), in file order."""
+    found = [
+        node
+        for node in index.of(ast.ClassDef)
+        if isinstance(node, ast.ClassDef)
+        and any(base in (index.segment(b) or unparsed(b)) for b in node.bases)
+    ]
+    return in_file_order(found)

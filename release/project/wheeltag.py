@@ -10,7 +10,7 @@ import ast
 from dataclasses import dataclass
 
 from release.project.places import Place
-from release.project.pysource import SourceIndex, in_file_order, string_of, unparsed
+from release.project.pysource import SourceIndex, classes_based_on, string_of
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -26,13 +26,7 @@ class AbiNone:
 def abi_none_in(index: SourceIndex, file: str) -> AbiNone | None:
     """The first bdist_wheel subclass whose get_tag() returns a tag of the `none` ABI (every
     return of it does)."""
-    commands = [
-        node
-        for node in index.of(ast.ClassDef)
-        if isinstance(node, ast.ClassDef)
-        and any("bdist_wheel" in (index.segment(base) or unparsed(base)) for base in node.bases)
-    ]
-    for node in in_file_order(commands):
+    for node in classes_based_on(index, "bdist_wheel"):
         for method in node.body:
             if not isinstance(method, ast.FunctionDef) or method.name != "get_tag":
                 continue

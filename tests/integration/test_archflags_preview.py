@@ -46,6 +46,18 @@ def release(tmp_path: Path, sms: str, ptx: str, *command: str) -> subprocess.Com
     )  # fmt: skip
 
 
+def dry_run(tmp_path: Path, matrix: str) -> subprocess.CompletedProcess[str]:
+    """`build --dry-run` of `matrix` (MATRIX made another's) for sms 80 and 100, PTX 100."""
+    (tmp_path / "matrix.yaml").write_text(
+        matrix.replace("SMS", "[80, 100]").replace("PTX", "100"), encoding="utf-8"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", CLI, "build", "--dry-run", "--matrix",
+         str(tmp_path / "matrix.yaml"), "--cache-dir", str(tmp_path / "cache")],
+        capture_output=True, text=True, check=False, cwd=tmp_path,
+    )  # fmt: skip
+
+
 def test_the_dry_run_warns_naming_the_line_the_flags_and_the_targets_to_paste(
     tmp_path: Path,
 ) -> None:
@@ -112,14 +124,7 @@ def test_flags_made_from_a_variable_of_the_projects_are_told_to_the_dry_run(
         matrix = MATRIX.replace(str(FIXTURE), str(archs)).replace(
             "build: {backend: torch}\n", f"build:\n  backend: torch\n{targets}"
         )
-        (tmp_path / "matrix.yaml").write_text(
-            matrix.replace("SMS", "[80, 100]").replace("PTX", "100"), encoding="utf-8"
-        )
-        done = subprocess.run(
-            [sys.executable, "-c", CLI, "build", "--dry-run", "--matrix",
-             str(tmp_path / "matrix.yaml"), "--cache-dir", str(tmp_path / "cache")],
-            capture_output=True, text=True, check=False, cwd=tmp_path,
-        )  # fmt: skip
+        done = dry_run(tmp_path, matrix)
         assert done.returncode == 0, done.stderr[-3000:]
         hint = (
             f"setup.py:{line}: the -gencode flags follow K3_CUDA_ARCHS (default 80;90), which "
@@ -162,14 +167,7 @@ def test_the_flags_of_an_opt_in_branch_the_cell_leaves_off_are_not_warned_of(
         matrix = MATRIX.replace(str(FIXTURE), str(project)).replace(
             "build: {backend: torch}\n", f"build: {{backend: torch, env: {env}}}\n"
         )
-        (tmp_path / "matrix.yaml").write_text(
-            matrix.replace("SMS", "[80, 100]").replace("PTX", "100"), encoding="utf-8"
-        )
-        done = subprocess.run(
-            [sys.executable, "-c", CLI, "build", "--dry-run", "--matrix",
-             str(tmp_path / "matrix.yaml"), "--cache-dir", str(tmp_path / "cache")],
-            capture_output=True, text=True, check=False, cwd=tmp_path,
-        )  # fmt: skip
+        done = dry_run(tmp_path, matrix)
         assert done.returncode == 0, done.stderr[-3000:]
         assert ("own nvcc arch flags" in done.stderr) is warned, done.stderr[-3000:]
         assert ("hard-codes nvcc's -gencode flags" in done.stderr) is warned
