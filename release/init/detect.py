@@ -158,6 +158,19 @@ def _no_backend(read: Reading, layout: Layout | None) -> ConfigError:
             hint=f"run release init {top}: it writes project: {above.directory} and "
             f"build.prepare for {above.script}",
         )
+    in_tree = read.pyproject.build_backend if read.pyproject is not None else None
+    if in_tree is not None and read.pyproject is not None and read.pyproject.backend_path:
+        return ConfigError(
+            [
+                f"{read.directory / str(in_tree.place)}: the build backend "
+                f"{shown(in_tree.value or '')} is the "
+                f"project's own (backend-path), and it reads no {CONTRACT_VARIABLE}: release "
+                "cannot hand it a cell's GPU targets (no setup.py with torch's CUDAExtension, "
+                "no scikit-build-core or CMakeLists.txt with CUDA either)"
+            ],
+            hint=f"make the backend read {CONTRACT_VARIABLE} and RELEASE_PTX (the `release` "
+            "backend's contract: docs/backends.md), or write matrix.yaml by hand (docs/matrix.md)",
+        )
     return ConfigError(
         [
             f"{read.directory}: no build system release knows: no setup.py with torch's "

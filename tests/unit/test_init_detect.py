@@ -375,6 +375,21 @@ def test_an_ide_only_cmakelists_is_not_the_build_where_setup_py_links_torch() ->
                          CMakeLists_txt=IDE_CMAKE)  # fmt: skip
     with pytest.raises(ConfigError, match="no build system release knows"):
         backend_of(nothing, Layout(native=NativeBuild()))
+    # FlashInfer's shape: a backend of the project's own that reads none of release's inputs
+    own = read_texts(
+        pyproject_toml='[build-system]\nrequires = ["setuptools"]\n'
+        'build-backend = "build_backend"\nbackend-path = ["."]\n'
+        '[project]\nname = "fi"\nversion = "1"\n'
+    )
+    with pytest.raises(ConfigError) as raised:
+        backend_of(own, Layout(native=NativeBuild()))
+    assert list(raised.value.problems) == [
+        "/p/pyproject.toml:3: the build backend 'build_backend' is the project's own "
+        "(backend-path), and it reads no RELEASE_SMS: release cannot hand it a cell's GPU "
+        "targets (no setup.py with torch's CUDAExtension, no scikit-build-core or "
+        "CMakeLists.txt with CUDA either)"
+    ]
+    assert "RELEASE_SMS and RELEASE_PTX" in (raised.value.hint or "")
     # without a PEP 517 entry point the CMakeLists.txt is all there is
     alone = read_texts(CMakeLists_txt=IDE_CMAKE)
     assert backend_of(alone)[0] == "cmake"
