@@ -288,10 +288,11 @@ def _build_env(decision: Decision) -> Any:
     """build.env: each switch with where it was read, above it."""
     if not decision.build_env:
         return ABSENT
-    switches = {f.value: f.source for f in decision.found if f.key == "build.env"}
+    # by the variable's name: the value said is escaped where it holds a line break
+    switches = {f.value.partition("=")[0]: f.source for f in decision.found if f.key == "build.env"}
     return commented(
         [
-            (name, quoted(value), f"From {switches.get(f'{name}={value}', '')}.")
+            (name, quoted(value), f"From {switches.get(name, '')}.")
             for name, value in decision.build_env
         ],
         indent=4,

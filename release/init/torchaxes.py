@@ -13,7 +13,7 @@ from packaging.version import Version
 
 from release.backends.registry import backend_for
 from release.backends.rules import env_problem
-from release.errors import ConfigError, shown
+from release.errors import ConfigError, as_given, shown
 from release.init.detect import CUDA, Finding, Note, TorchLookup, note_of
 from release.init.torchindex import newest_allowed
 from release.init.values import env_value_problem, process_variable_problem
@@ -78,9 +78,9 @@ def force_cuda(setup_py: SetupPy | None) -> Switches:
             found.append(
                 Finding(
                     key="build.env",
-                    value=f"{switch.name}={on}",
+                    value=_set(switch.name, on),
                     source=f"{gate.place}: CUDA is built when torch.cuda.is_available() or "
-                    f"{switch.name}={on}, and a build machine has no GPU",
+                    f"{_set(switch.name, on)}, and a build machine has no GPU",
                 )
             )
             continue
@@ -120,9 +120,9 @@ def opt_in(setup_py: SetupPy | None) -> Switches:
     via = f"{chosen.via}() ({chosen.read}) is" if chosen.via else "its test is"
     found = Finding(
         key="build.env",
-        value=f"{chosen.name}={on}",
+        value=_set(chosen.name, on),
         source=f"{chosen.place}: every CUDA extension is built only when a switch is on; "
-        f"{via} on with {chosen.name}={on}, which builds {_share(chosen, opt_ins)}",
+        f"{via} on with {_set(chosen.name, on)}, which builds {_share(chosen, opt_ins)}",
     )
     others = opt_ins.others
     if not others:
@@ -174,12 +174,20 @@ def force_build(setup_py: SetupPy | None) -> Switches:
             continue
         found = Finding(
             key="build.env",
-            value=f"{read.name}={on}",
-            source=f"{prebuilt.place}: {where} unless {read.name}={on} ({read.place}), and a "
+            value=_set(read.name, on),
+            source=f"{prebuilt.place}: {where} unless {_set(read.name, on)} ({read.place}), and a "
             "release ships the wheel its own build compiled",
         )
         return Switches(env=((read.name, on),), found=(found,))
     return Switches(undecided=tuple(undecided))
+
+
+def _set(name: str, value: str) -> str:
+    """`NAME=value` as init's report says it: a value with a line break or a space escaped
+    on one line (matrix.yaml holds it exactly)."""
+    return (
+        f"{name}={as_given(value) if value.strip() == value and ' ' not in value else shown(value)}"
+    )
 
 
 def unset(switch: EnvRead, what: str) -> Note:

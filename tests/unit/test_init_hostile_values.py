@@ -177,6 +177,30 @@ def test_a_switch_value_the_loader_refuses_is_an_error_at_its_setup_py_line(
     assert not (directory / "matrix.yaml").exists()
 
 
+def test_a_switch_value_with_line_breaks_is_written_exactly_and_said_on_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A force-build value of `x` and two lines that read as YAML was said over three lines
+    in init's report, and the comment above it in matrix.yaml lost its source ("From .")."""
+    value = "x\nbuild:\n  evil: 1"
+    condition = f'os.getenv("{X}", "FALSE") == {value!r}'
+    directory = project(tmp_path / "p", PREBUILT.replace("CONDITION", condition))
+    assert main(["init", str(directory), "--offline"]) == 0
+    report = capsys.readouterr().out
+    assert build_env(directory) == {X: value}
+    assert f"value: {X}='x\\nbuild:\\n  evil: 1'" in report.splitlines()
+    matrix = (directory / "matrix.yaml").read_text(encoding="utf-8").splitlines()
+    at = matrix.index(f'    {X}: "x\\nbuild:\\n  evil: 1"')
+    comment = []
+    while matrix[at - 1 - len(comment)].startswith("    # "):
+        comment.insert(0, matrix[at - 1 - len(comment)].removeprefix("    # "))
+    assert " ".join(comment).startswith(
+        f"From setup.py:{line_of(directory / 'setup.py', 'urlretrieve')}"
+    )
+    assert "'x\\nbuild:\\n  evil: 1'" in " ".join(comment)
+    assert "From ." not in "\n".join(matrix)
+
+
 @pytest.mark.parametrize(
     "url",
     [
