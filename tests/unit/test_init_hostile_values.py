@@ -191,7 +191,7 @@ def test_a_switch_value_with_line_breaks_is_written_exactly_and_said_on_one_line
     assert f"value: {X}='x\\nbuild:\\n  evil: 1'" in report.splitlines()
     matrix = (directory / "matrix.yaml").read_text(encoding="utf-8").splitlines()
     at = matrix.index(f'    {X}: "x\\nbuild:\\n  evil: 1"')
-    comment = []
+    comment: list[str] = []
     while matrix[at - 1 - len(comment)].startswith("    # "):
         comment.insert(0, matrix[at - 1 - len(comment)].removeprefix("    # "))
     assert " ".join(comment).startswith(
