@@ -15,6 +15,7 @@ from packaging.utils import canonicalize_name
 
 from release import pep508
 from release.backends.recipe import BackendName
+from release.errors import as_given
 from release.init.detect import TORCH_MODULES, Finding, Note
 from release.project import Reading, Said
 from release.project.layout import Layout
@@ -193,7 +194,7 @@ def _tagged_abi_none(read: Reading) -> Finding | None:
     tagged = read.setup_py.abi_none if read.setup_py else None
     if tagged is None:
         return None
-    tag = f"{tagged.python_tag or '...'}-none"
+    tag = f"{as_given(tagged.python_tag) if tagged.python_tag else '...'}-none"
     return Finding(
         key="python",
         value="any",
