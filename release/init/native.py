@@ -96,6 +96,7 @@ def native_of(read: Reading, layout: Layout, backend: BackendName) -> Native:
             )
         )
     changes += _local_label_changes(layout)
+    changes += _driver_links(read, layout)
     return Native(
         device_code="none" if jit is not None else None,
         python_any=python_any,
@@ -106,6 +107,29 @@ def native_of(read: Reading, layout: Layout, backend: BackendName) -> Native:
         found=tuple(found),
         changes=tuple(changes),
     )
+
+
+def _driver_links(read: Reading, layout: Layout) -> list[Note]:
+    """A change where the build links the NVIDIA driver's libcuda (`-lcuda`,
+    `CUDA::cuda_driver`): the toolchain's CUDA_HOME holds no libcuda.so to link (no PyPI
+    wheel carries the driver), and the inspection refuses a wheel that needs libcuda.so.1."""
+    cmake = read.cmakelists
+    found = [*layout.native.linked({"cuda"})]
+    found += [s for s in (cmake.cuda_libraries if cmake else ()) if s.value == "cuda_driver"]
+    if not found:
+        return []
+    first = found[0]
+    flag = "CUDA::cuda_driver" if first.value == "cuda_driver" else "-lcuda"
+    return [
+        Note(
+            place=str(first.place),
+            text=f"links the NVIDIA driver's libcuda ({flag}): no PyPI wheel carries it, so "
+            "the cell's link finds none, and a wheel that needs libcuda.so.1 imports only "
+            "where a driver is installed, which the inspection refuses",
+            fix="load the driver at run time instead (cudaGetDriverEntryPoint from the CUDA "
+            'runtime, or dlopen("libcuda.so.1")) and drop the link',
+        )
+    ]
 
 
 def _local_label_changes(layout: Layout) -> list[Note]:
