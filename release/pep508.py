@@ -10,7 +10,7 @@ pip refuses to install a torch, or a frontend, whose own requirement excludes a 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from packaging.markers import UndefinedEnvironmentName
 from packaging.requirements import InvalidRequirement, Requirement
@@ -31,6 +31,18 @@ def requirement(text: str) -> Requirement:
             f"it holds a number of {len(long.group())} digits, which no installer reads"
         )
     return Requirement(text)
+
+
+def readable(texts: Iterable[str]) -> list[Requirement]:
+    """The requirements among `texts` that parse, in order; one that does not is left out
+    (whoever reads the file whole names it: pip, matrix.yaml's loader)."""
+    found = []
+    for text in texts:
+        try:
+            found.append(requirement(text))
+        except InvalidRequirement:
+            continue
+    return found
 
 
 def linux_environment(arch: str | None, python: str | None) -> dict[str, str]:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-from packaging.requirements import InvalidRequirement, Requirement
+from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
@@ -191,12 +191,8 @@ def _build_requirements(read: Reading, decision: Decision) -> list[tuple[Require
         for r in (read.pyproject.requires if read.pyproject else ())
         if canonicalize_name(r.requirement.name) != "torch"
     ]
-    for text in decision.requires:
-        try:
-            build.append((pep508.requirement(text), "build.requires"))
-        except InvalidRequirement:
-            continue  # matrix.yaml's loader names it
-    return build
+    # one that does not parse is matrix.yaml's loader's to name
+    return build + [(r, "build.requires") for r in pep508.readable(decision.requires)]
 
 
 def workflow_matrix(matrix_path: Path, root: Path) -> str:

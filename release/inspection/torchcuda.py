@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Protocol
 from urllib.parse import urlsplit, urlunsplit
 
-from packaging.requirements import InvalidRequirement, Requirement
+from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
@@ -145,13 +145,7 @@ def cuda_of_requirements(
 def requires_dist(metadata: bytes) -> list[Requirement]:
     """A METADATA file's `Requires-Dist` (a line that does not parse is left out)."""
     headers = email.parser.BytesParser().parsebytes(metadata, headersonly=True)
-    requirements = []
-    for line in headers.get_all("Requires-Dist") or []:
-        try:
-            requirements.append(pep508.requirement(str(line)))
-        except InvalidRequirement:
-            continue
-    return requirements
+    return pep508.readable(str(line) for line in headers.get_all("Requires-Dist") or [])
 
 
 def cuda_of_metadata(metadata: bytes, arch: str | None, python: str | None = None) -> BuiltFor:

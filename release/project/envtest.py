@@ -64,6 +64,11 @@ def env_name(node: ast.AST) -> str | None:
     return string_of(env_key(node))
 
 
+def env_default(node: ast.AST) -> str | None:
+    """The literal default a read gives (getenv's or environ.get's second argument)."""
+    return string_of(node.args[1]) if isinstance(node, ast.Call) and len(node.args) > 1 else None
+
+
 def is_environ(node: ast.AST) -> bool:
     return named(node, "environ")
 

@@ -13,7 +13,7 @@ import ast
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 
-from release.project.envtest import env_key, on_value, with_constants, works_out
+from release.project.envtest import env_default, env_key, on_value, with_constants, works_out
 from release.project.places import Place
 from release.project.pysource import SourceIndex, string_of
 
@@ -255,9 +255,8 @@ def _off_unless(
 ) -> str | None:
     """The value of the variable that makes `expression` true, where it is false with the
     variable unset (read at its literal default, else empty)."""
-    default = string_of(read.args[1]) if isinstance(read, ast.Call) and len(read.args) > 1 else None
     on = on_value(expression, read, constants)
     if on is None:
         return None
-    unset = works_out(expression, default or "", lambda n: n is read, constants)
+    unset = works_out(expression, env_default(read) or "", lambda n: n is read, constants)
     return on if unset is False else None

@@ -16,7 +16,7 @@ from functools import cached_property
 from typing import Protocol, TypeVar
 
 from release.project.cudagate import ARCH_LIST, is_cuda_available, is_gate
-from release.project.envtest import EnvRead, env_name, is_environ, on_value
+from release.project.envtest import EnvRead, env_default, env_name, is_environ, on_value
 from release.project.optin import NO_OPT_INS, OptIns, opt_ins_in
 from release.project.places import Place, Said
 from release.project.prebuilt import PrebuiltDownload, prebuilt_in
@@ -399,10 +399,7 @@ class _Reader:
     def env_reads(self) -> Iterator[EnvRead]:
         for node in self.index.of_kinds(ast.Call, ast.Subscript, ast.Compare):
             if (name := env_name(node)) is not None:
-                given = node.args[1:2] if isinstance(node, ast.Call) else []
-                yield EnvRead(
-                    name=name, place=self.place(node), default=string_of(next(iter(given), None))
-                )
+                yield EnvRead(name=name, place=self.place(node), default=env_default(node))
 
     def gates(self) -> Iterator[CudaGate]:
         reads_arch_list = any(read.name == ARCH_LIST for read in self.env_reads())

@@ -46,12 +46,8 @@ def frontend_requirement(build_requires: Sequence[str] = ()) -> str:
         r for r in map(pep508.requirement, metadata.requires("build") or ())
         if pep508.applies(r, linux)
     ]  # fmt: skip
-    beside = []
-    for text in build_requires:
-        try:
-            beside.append((pep508.requirement(text), text))
-        except InvalidRequirement:
-            continue  # pip reports it, naming the project's own words
+    # one that does not parse is pip's to report, in the project's own words
+    beside = [(r, str(r)) for r in pep508.readable(build_requires)]
     return own if pep508.exclusion(needs, beside) is None else "build"
 
 
