@@ -46,6 +46,7 @@ from release.backends.nvcc import NVCC_HINT, PLACEMENT_HINT
 from release.backends.recipe import (
     CUDA_LIBRARY_NAMES,
     DEFAULT_BACKEND,
+    DRIVER_LIBRARY,
     BuildRecipe,
     BuildSpec,
     CudaLibraryName,
@@ -63,6 +64,7 @@ from release.backends.rules import (
 __all__ = [
     "CUDA_LIBRARY_NAMES",
     "DEFAULT_BACKEND",
+    "DRIVER_LIBRARY",
     "NVCC_HINT",
     "PLACEMENT_HINT",
     "BuildContext",

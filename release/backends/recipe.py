@@ -20,13 +20,16 @@ BackendName = Literal["release", "cmake", "torch"]
 BACKEND_NAMES: tuple[BackendName, ...] = get_args(BackendName)
 DEFAULT_BACKEND: BackendName = "release"
 # The CUDA libraries a build may link or include, as the linker names them (-lnvrtc is
-# `nvrtc`); `cccl` is the header-only thrust, cub and libcu++. release.toolchain.pins says
-# which PyPI wheels each comes from, per CUDA version.
+# `nvrtc`); `cccl` is the header-only thrust, cub and libcu++; `cuda` is the driver API's
+# libcuda, which the NVIDIA driver installs and no wheel carries: the CUDA_HOME gets a link
+# stub of it (release.toolchain.cudahome) and the wheel may need libcuda.so.1.
+# release.toolchain.pins says which PyPI wheels each comes from, per CUDA version.
 CudaLibraryName = Literal[
     "cudart", "nvrtc", "cublas", "cublasLt", "cufft", "cufftw", "curand", "cusolver",
-    "cusparse", "nvJitLink", "nvfatbin", "cufile", "nvjpeg", "cccl",
+    "cusparse", "nvJitLink", "nvfatbin", "cufile", "nvjpeg", "cccl", "cuda",
 ]  # fmt: skip
 CUDA_LIBRARY_NAMES: tuple[CudaLibraryName, ...] = get_args(CudaLibraryName)
+DRIVER_LIBRARY: CudaLibraryName = "cuda"
 # How a variable of `targets-env` spells the cell's GPU targets: `sms`, the SMs as the matrix
 # writes them (`80;90;100`: flash-attention's FLASH_ATTN_CUDA_ARCHS, which builds PTX for the
 # highest itself); `torch-arch-list`, TORCH_CUDA_ARCH_LIST's value (`8.0;9.0;10.0+PTX`).
@@ -55,7 +58,9 @@ class BuildSpec:
     cuda_libraries: list[CudaLibraryName] | None = optional(
         "CUDA libraries the project links or includes (nvrtc, cublas, cublasLt, ...): the "
         "CUDA_HOME of a cmake or torch cell gets each from PyPI's wheels for its CUDA version, "
-        "with its headers and its unversioned link name (libnvrtc.so)"
+        "with its headers and its unversioned link name (libnvrtc.so); cuda, the NVIDIA "
+        "driver's libcuda, as a link stub (lib64/stubs/libcuda.so), and the wheel may then "
+        "need libcuda.so.1 (it imports only where a driver is installed)"
     )
     compile_jobs: int | None = optional(
         "compiles a cell's build runs at once (default: from the CPUs and the memory "

@@ -6,12 +6,13 @@ keys).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 
 from release.backends.base import Backend, BuildContext, BuildInputs, CellTargets
 from release.backends.cmake_project import CmakeBackend
 from release.backends.contract import ContractBackend
-from release.backends.recipe import BackendName, TargetsFormat
+from release.backends.recipe import DRIVER_LIBRARY, BackendName, TargetsFormat
 from release.backends.torch_extension import TorchBackend, torch_arch_list
 from release.targets import GpuTarget
 
@@ -47,8 +48,12 @@ def build_inputs(cell: CellTargets, context: BuildContext) -> BuildInputs:
     path = inputs.path
     if backend.needs_nvcc and context.toolkit is not None:
         path = (*path, context.toolkit.root / "bin")
-        if context.toolkit.library_dir is not None:
-            env["LIBRARY_PATH"] = str(context.toolkit.library_dir)
+        library_path = [context.toolkit.library_dir] if context.toolkit.library_dir else []
+        if DRIVER_LIBRARY in cell.recipe.cuda_libraries:
+            # -lcuda finds the driver's link stub where CUDA's devel images point the linker
+            library_path.append(context.toolkit.root / "lib64" / "stubs")
+        if library_path:
+            env["LIBRARY_PATH"] = os.pathsep.join(map(str, library_path))
     for name, value in cell.recipe.env:
         joined = name in FLAG_VARIABLES and env.get(name)
         env[name] = f"{env[name]} {value}" if joined else value

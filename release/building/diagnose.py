@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from release.backends import CUDA_LIBRARY_NAMES
+from release.backends import CUDA_LIBRARY_NAMES, DRIVER_LIBRARY
 from release.toolchain.cudahome import NO_NVCC_LINE
 
 MAX_FOUND = 240  # characters of a log line a message quotes
@@ -34,6 +34,9 @@ _CMAKE_ERROR = re.compile(r"^CMake Error(?: at (?P<where>\S+ \(\w+\)))?:")
 _PYTHON_ERROR = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception)): (?P<text>.+)$")
 _HEADER_DIRS = {"thrust": "cccl", "cub": "cccl", "cuda": "cccl", "nv": "cccl"}
 
+# the CUDA libraries a wheel of PyPI's provides (the driver's libcuda is in none)
+LINKED = tuple(n for n in CUDA_LIBRARY_NAMES if n != DRIVER_LIBRARY)
+
 
 def _cut(text: str) -> str:
     text = text.strip()
@@ -48,7 +51,8 @@ def header_library(header: str) -> str | None:
     if rest:
         return _HEADER_DIRS.get(first)
     stem = header.rsplit(".", 1)[0].lower()
-    named = [n for n in CUDA_LIBRARY_NAMES if stem.startswith(n.lower())]
+    # the driver's cuda.h comes with the runtime's wheels: cudart, below
+    named = [n for n in LINKED if stem.startswith(n.lower())]
     if named:
         return max(named, key=len)
     return "cudart" if stem.startswith("cuda") else None
@@ -75,20 +79,18 @@ def _no_module(lines: Sequence[str]) -> str | None:
     return None
 
 
-DRIVER = "cuda"  # -lcuda: the driver API's library, installed with the driver
-
-
 def _no_library(lines: Sequence[str]) -> str | None:
     names = list(dict.fromkeys(m["name"] for line in lines if (m := _NO_LIBRARY.search(line))))
     if not names:
         return None
-    cuda = [n for n in names if n in CUDA_LIBRARY_NAMES]
-    other = [n for n in names if n not in CUDA_LIBRARY_NAMES and n != DRIVER]
+    cuda = [n for n in names if n in LINKED]
+    other = [n for n in names if n not in CUDA_LIBRARY_NAMES]
     remedies = []
-    if DRIVER in names:
+    if DRIVER_LIBRARY in names:
         remedies.append(
-            "libcuda.so is the NVIDIA driver's: no PyPI wheel carries it, and the inspection "
-            "refuses a wheel that needs it, so load the driver at run time instead, with "
+            "libcuda.so is the NVIDIA driver's and no PyPI wheel carries it: add cuda to "
+            "build.cuda-libraries in matrix.yaml for a link stub of it (the wheel then imports "
+            "only where a driver is installed), or load the driver at run time instead, with "
             'dlopen("libcuda.so.1") or cudaGetDriverEntryPoint'
         )
     if cuda:

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from release import proc
+from release.backends import DRIVER_LIBRARY
 from release.building.settings import BuildEnv, CellFailure
 from release.credentials import without_credentials
 from release.inspection.runtimelibs import (
@@ -41,6 +42,7 @@ from release.inspection.runtimelibs import (
 from release.inspection.verdict import ManylinuxVerdict, manylinux_verdict
 from release.matrix import Cell
 from release.toolchain.buildenv import cell_targets
+from release.toolchain.cudahome import DRIVER_SONAME
 
 COMPLETE = ".complete"
 
@@ -182,8 +184,10 @@ def libraries_verdict(
     """auditwheel's verdict with the libraries the wheel's runtime dependencies provide
     left out (release.building.runtimedeps). An isolated build's dependencies are installed
     only where the wheel needs a library that neither it nor the policy provides."""
+    # the driver's libcuda, where the matrix declares it: every machine with a GPU has it
+    driver = (DRIVER_SONAME,) if DRIVER_LIBRARY in cell.build.cuda_libraries else ()
     if environment is None:
-        first = manylinux_verdict(wheel, manylinux=cell.manylinux, arch=cell.arch)
+        first = manylinux_verdict(wheel, manylinux=cell.manylinux, arch=cell.arch, provided=driver)
         if not first.external_libraries:
             return first
     found = runtime_libraries(
@@ -194,6 +198,6 @@ def libraries_verdict(
         wheel,
         manylinux=cell.manylinux,
         arch=cell.arch,
-        provided=found.provided.keys(),
+        provided=(*found.provided, *driver),
         dependencies=found.dependencies,
     )

@@ -25,7 +25,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.tags import Tag
 from packaging.version import Version
 
-from release.backends import EnvironmentSpec
+from release.backends import DRIVER_LIBRARY, EnvironmentSpec
 from release.building.settings import CellFailure
 from release.building.torchpin import pinned, stable_target_version, torch_requirement
 from release.credentials import without_credentials
@@ -46,6 +46,7 @@ from release.inspection.torchaudit import TOOL, torch_abi_auditor
 from release.inspection.torchcuda import IndexTorches, TorchIndexes
 from release.matrix import Cell
 from release.toolchain.buildenv import cell_targets, provision_environment
+from release.toolchain.cudahome import DRIVER_SONAME, DRIVER_STUB
 from release.toolchain.provision import Progress
 from release.toolchain.torchenv import TorchEnv
 from release.wheelfile import NotAWheel, WheelName, wheel_facts
@@ -175,6 +176,8 @@ def certify_torch(
     # (Python 3.10) torchabi's own check of torch's C++ symbols stands in
     audited = torch_abi_auditor(python, clean)(data, target) if target is not None else None
     beside = dependency_library_dirs(data, cell, torch_env)
+    if DRIVER_LIBRARY in cell.build.cuda_libraries:  # the driver API, as the stub has it
+        beside[f"the NVIDIA driver ({DRIVER_SONAME})"] = (torch_env.cuda_home / DRIVER_STUB.parent,)
     problems = abi_problems(
         data,
         torch_exports((*torch_env.lib_dirs, *(d for dirs in beside.values() for d in dirs)))

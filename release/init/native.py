@@ -8,19 +8,21 @@ switch on by default. Pure.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from packaging.requirements import InvalidRequirement
 from packaging.utils import canonicalize_name
 
 from release import pep508
-from release.backends.recipe import BackendName
+from release.backends.recipe import DRIVER_LIBRARY, BackendName
 from release.errors import as_given
 from release.init.detect import TORCH_MODULES, Finding, Note
 from release.project import Reading, Said
 from release.project.layout import Layout
 from release.project.native import CUDA_LIBRARIES, python_binding
 from release.project.pyproject import read_pyproject
+
+CMAKE_DRIVER = "cuda_driver"  # CUDA::cuda_driver, the driver's libcuda (-lcuda)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -61,15 +63,24 @@ def native_of(read: Reading, layout: Layout, backend: BackendName) -> Native:
     if libraries:
         first = libraries[0]
         flags = ", ".join(
-            f"-l{s.value}" if s.place.file != "CMakeLists.txt" else f"CUDA::{s.value}"
+            f"-l{s.value}"
+            if s.place.file != "CMakeLists.txt"
+            else f"CUDA::{CMAKE_DRIVER if s.value == DRIVER_LIBRARY else s.value}"
             for s in libraries
+        )
+        driver = (
+            f" ({DRIVER_LIBRARY}: the NVIDIA driver's libcuda, which no wheel carries, as a "
+            "link stub; the wheel then needs libcuda.so.1 and imports only where a driver is "
+            "installed)"
+            if any(s.value == DRIVER_LIBRARY for s in libraries)
+            else ""
         )
         found.append(
             Finding(
                 key="build.cuda-libraries",
                 value=" ".join(s.value or "" for s in libraries),
                 source=f"{first.place}: {flags}: the toolchain's CUDA_HOME gets each, with "
-                "its headers and link, from PyPI's wheels of the cell's CUDA",
+                f"its headers and link, from PyPI's wheels of the cell's CUDA{driver}",
             )
         )
     requires = _build_requires(read, layout)
@@ -96,7 +107,6 @@ def native_of(read: Reading, layout: Layout, backend: BackendName) -> Native:
             )
         )
     changes += _local_label_changes(layout)
-    changes += _driver_links(read, layout)
     return Native(
         device_code="none" if jit is not None else None,
         python_any=python_any,
@@ -107,29 +117,6 @@ def native_of(read: Reading, layout: Layout, backend: BackendName) -> Native:
         found=tuple(found),
         changes=tuple(changes),
     )
-
-
-def _driver_links(read: Reading, layout: Layout) -> list[Note]:
-    """A change where the build links the NVIDIA driver's libcuda (`-lcuda`,
-    `CUDA::cuda_driver`): the toolchain's CUDA_HOME holds no libcuda.so to link (no PyPI
-    wheel carries the driver), and the inspection refuses a wheel that needs libcuda.so.1."""
-    cmake = read.cmakelists
-    found = [*layout.native.linked({"cuda"})]
-    found += [s for s in (cmake.cuda_libraries if cmake else ()) if s.value == "cuda_driver"]
-    if not found:
-        return []
-    first = found[0]
-    flag = "CUDA::cuda_driver" if first.value == "cuda_driver" else "-lcuda"
-    return [
-        Note(
-            place=str(first.place),
-            text=f"links the NVIDIA driver's libcuda ({flag}): no PyPI wheel carries it, so "
-            "the cell's link finds none, and a wheel that needs libcuda.so.1 imports only "
-            "where a driver is installed, which the inspection refuses",
-            fix="load the driver at run time instead (cudaGetDriverEntryPoint from the CUDA "
-            'runtime, or dlopen("libcuda.so.1")) and drop the link',
-        )
-    ]
 
 
 def _local_label_changes(layout: Layout) -> list[Note]:
@@ -230,12 +217,17 @@ def _tagged_abi_none(read: Reading) -> Finding | None:
 
 def _cuda_libraries(read: Reading, layout: Layout) -> list[Said]:
     """The CUDA libraries the build links: setup.py's and the staging script's `-l` flags
-    and `libraries=`, a CMakeLists.txt's CUDA:: targets (not an IDE-only one's)."""
-    found = layout.native.linked(CUDA_LIBRARIES)
+    and `libraries=`, a CMakeLists.txt's CUDA:: targets (not an IDE-only one's), the
+    driver's (`-lcuda`, `CUDA::cuda_driver`) as build.cuda-libraries names it, `cuda`."""
+    found = layout.native.linked(CUDA_LIBRARIES | {DRIVER_LIBRARY})
     cmake = read.cmakelists
     if cmake is not None and cmake.ide_only is None:
         named = {s.value for s in found}
-        found += [s for s in cmake.cuda_libraries if s.value in CUDA_LIBRARIES - named]
+        for said in cmake.cuda_libraries:
+            name = DRIVER_LIBRARY if said.value == CMAKE_DRIVER else said.value
+            if name not in named and (name in CUDA_LIBRARIES or name == DRIVER_LIBRARY):
+                found.append(replace(said, value=name))
+                named.add(name)
     return found
 
 

@@ -122,7 +122,9 @@ def verdict_problems(
             f"not the {wanted_tag} policy, not a distribution its Requires-Dist reaches "
             f"({reached or 'none'}) "
             + (
-                "(libcuda is the driver's: dlopen it instead of linking)"
+                "(libcuda is the NVIDIA driver's: add cuda to build.cuda-libraries in "
+                "matrix.yaml where the wheel may import only where a driver is installed, or "
+                'load it at run time with dlopen("libcuda.so.1") or cudaGetDriverEntryPoint)'
                 if library.startswith("libcuda.so")
                 else "(add the distribution that ships it to the project's dependencies, "
                 "bundle it in the wheel, or link it statically)"

@@ -6,9 +6,17 @@ for), and `lib64` beside `lib` (nvcc's profile, torch and most setup.py files lo
 Where PyPI has no nvcc for the CUDA version (12.x) and the cell compiles no device code, it
 holds the libraries alone and a `bin/nvcc` that says in one line why it cannot compile.
 
-Made once per (toolkit, libraries) in the toolchain cache, of symlinks only: nvcc reached
-through its link takes the CUDA_HOME for its own tree, so its include path and `lib64`
-are these too. The pure core names the links; the edge makes them.
+The driver API's libcuda (build.cuda-libraries: `cuda`) comes with the NVIDIA driver, in
+no wheel: the CUDA_HOME gets a link stub of it, as a CUDA toolkit has one,
+`lib/stubs/libcuda.so` (soname libcuda.so.1), an empty function for each entry point its
+CUDA headers declare, compiled by the toolchain's C compiler. A link finds it where it
+looks for a toolkit's (CMake's CUDA::cuda_driver; LIBRARY_PATH, as CUDA's devel images
+set it); no byte of it reaches a wheel, which records only that it needs libcuda.so.1.
+
+Made once per (toolkit, libraries) in the toolchain cache, of symlinks (and that stub):
+nvcc reached through its link takes the CUDA_HOME for its own tree, so its include path and
+`lib64` are these too. The pure core names the links and the stub's symbols; the edge makes
+them.
 """
 
 from __future__ import annotations
@@ -19,9 +27,10 @@ import re
 import shlex
 import shutil
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
+from release.backends import DRIVER_LIBRARY
 from release.errors import ToolchainError
 
 LAYOUT = 2  # bumped whenever `assemble` makes a different tree
@@ -51,21 +60,43 @@ exit 1
 
 _VERSIONED = re.compile(r"^lib(?P<name>.+)\.so\.(?P<version>[0-9]+(?:\.[0-9]+)*)$")
 
+DRIVER_SONAME = "libcuda.so.1"
+DRIVER_STUB = Path("lib", "stubs", "libcuda.so")  # where a CUDA toolkit keeps its stub
+NOT_LINKED = frozenset({"cccl", DRIVER_LIBRARY})  # headers only; the stub
+# the headers that declare the driver's entry points (CUDAAPI), where the wheels have them;
+# the profiler's only as the pointer type of each (PFN_cuProfilerStart_v4000)
+DRIVER_HEADERS = (
+    "cuda.h", "cudaProfiler.h", "cudaGL.h", "cudaEGL.h", "cudaVDPAU.h", "cudaProfilerTypedefs.h",
+)  # fmt: skip
+_DECLARED = re.compile(r"\bCUDAAPI\s+(cu[A-Z]\w*)\s*\(")
+_POINTER_TYPE = re.compile(r"\bCUDAAPI\s*\*\s*PFN_(cu[A-Z][A-Za-z0-9]*)_v[0-9]+\)")
+# `#define cuMemAlloc cuMemAlloc_v2`, `#define cuMemcpy __CUDA_API_PTDS(cuMemcpy)`: what a
+# call compiles to (the _ptds/_ptsz names where the build asks for per-thread streams)
+_RENAMED = re.compile(
+    r"^[ \t]*#[ \t]*define[ \t]+cu[A-Z]\w*[ \t]+"
+    r"(?:__CUDA_API_PT(?P<stream>DS|SZ)[ \t]*\([ \t]*(?P<wrapped>cu[A-Z]\w*)[ \t]*\)"
+    r"|(?P<plain>cu[A-Z]\w*))[ \t]*$",
+    re.MULTILINE,
+)
+
 # ---------------------------------------------------------------- pure core
 
 
-def home_name(cuda: str, toolkit: Path | None, libraries: Path, names: Sequence[str]) -> str:
+def home_name(
+    cuda: str, toolkit: Path | None, libraries: Path, names: Sequence[str], compiler: str = ""
+) -> str:
     """The directory of the CUDA_HOME made of `toolkit` (None: no nvcc) and the library
-    wheels installed at `libraries`, for the libraries `names`."""
-    blob = json.dumps(
-        {
-            "toolkit": str(toolkit) if toolkit else None,
-            "libraries": str(libraries),
-            "names": sorted(names),
-            "layout": LAYOUT,
-        },
-        sort_keys=True,
-    )
+    wheels installed at `libraries`, for the libraries `names`; `compiler` (its target
+    included) made its driver stub, if it has one."""
+    fields: dict[str, object] = {
+        "toolkit": str(toolkit) if toolkit else None,
+        "libraries": str(libraries),
+        "names": sorted(names),
+        "layout": LAYOUT,
+    }
+    if compiler:  # only where set: the other CUDA_HOMEs keep their names
+        fields["compiler"] = compiler
+    blob = json.dumps(fields, sort_keys=True)
     return f"cuda-home-{cuda}-{hashlib.sha256(blob.encode()).hexdigest()[:16]}"
 
 
@@ -90,6 +121,30 @@ def link_names(files: Iterable[str], names: Iterable[str]) -> tuple[dict[str, st
     return links, missing
 
 
+def driver_symbols(headers: Iterable[str]) -> list[str]:
+    """Every name a call into the driver API compiles to, from the text of its headers: the
+    functions declared CUDAAPI (or given a pointer type), and the versioned names their
+    macros give them (`cuMemAlloc_v2`, `cuMemcpy_ptds`), sorted."""
+    names: set[str] = set()
+    for text in headers:
+        names.update(_DECLARED.findall(text))
+        names.update(_POINTER_TYPE.findall(text))
+        for match in _RENAMED.finditer(text):
+            if match["plain"] is not None:
+                names.add(match["plain"])
+            else:
+                names.update({match["wrapped"], f"{match['wrapped']}_pt{match['stream'].lower()}"})
+    return sorted(names)
+
+
+def driver_stub_source(symbols: Iterable[str]) -> str:
+    """The C source of the link stub: an empty function of each name (never called: a
+    wheel linked against it loads the driver's libcuda.so.1)."""
+    lines = ["/* libcuda.so.1 for the linker only (written by cuda-wheel-release) */"]
+    lines += [f"void {name}(void) {{}}" for name in symbols]
+    return "\n".join(lines) + "\n"
+
+
 def library_trees(libraries: Path) -> list[Path]:
     """The trees (include/ and lib/) the library wheels installed at `libraries` hold:
     CUDA 13's wheels share nvidia/cu13, CUDA 12's have one each (nvidia/cublas, ...)."""
@@ -110,8 +165,36 @@ def _link_entries(source: Path, dest: Path) -> None:
             target.symlink_to(entry)
 
 
+def _driver_stub(home: Path, cuda: str, compile_stub: Callable[[Sequence[str]], object]) -> None:
+    """`DRIVER_STUB` in `home`, from the driver headers of its include/."""
+    headers = [home / "include" / name for name in DRIVER_HEADERS]
+    symbols = driver_symbols(
+        h.read_text(encoding="utf-8", errors="replace") for h in headers if h.is_file()
+    )
+    if not symbols:
+        raise ToolchainError(
+            f"CUDA {cuda}: no cuda.h that declares the driver API in {home / 'include'}",
+            hint="the toolchain cache is incomplete: delete that directory and provision again",
+        )
+    stub = home / DRIVER_STUB
+    stub.parent.mkdir(parents=True)
+    source = stub.parent / "libcuda.c"
+    source.write_text(driver_stub_source(symbols), encoding="utf-8")
+    compile_stub(
+        ["-shared", "-nostdlib", "-fPIC", f"-Wl,-soname,{DRIVER_SONAME}", "-o", str(stub),
+         str(source)]
+    )  # fmt: skip
+    source.unlink()
+
+
 def _fill(
-    home: Path, *, cuda: str, toolkit: Path | None, libraries: Path, names: Sequence[str]
+    home: Path,
+    *,
+    cuda: str,
+    toolkit: Path | None,
+    libraries: Path,
+    names: Sequence[str],
+    compile_stub: Callable[[Sequence[str]], object] | None,
 ) -> None:
     (home / "include").mkdir()
     (home / "lib").mkdir()
@@ -129,7 +212,9 @@ def _fill(
         _link_entries(tree / "include", home / "include")
         _link_entries(tree / "lib", home / "lib")
     lib = home / "lib"
-    links, missing = link_names((p.name for p in lib.iterdir()), [n for n in names if n != "cccl"])
+    links, missing = link_names(
+        (p.name for p in lib.iterdir()), [n for n in names if n not in NOT_LINKED]
+    )
     if missing:
         raise ToolchainError(
             f"CUDA {cuda}: no shared library of {', '.join(missing)} in {libraries}",
@@ -138,22 +223,40 @@ def _fill(
     for link, target in links.items():
         if not (lib / link).exists():
             (lib / link).symlink_to(target)
+    if DRIVER_LIBRARY in names:
+        if compile_stub is None:
+            raise ToolchainError(f"CUDA {cuda}: no C compiler to make the driver's link stub")
+        _driver_stub(home, cuda, compile_stub)
     (home / "lib64").symlink_to("lib")
 
 
 def assemble(
-    cache_dir: Path, *, cuda: str, toolkit: Path | None, libraries: Path, names: Sequence[str]
+    cache_dir: Path,
+    *,
+    cuda: str,
+    toolkit: Path | None,
+    libraries: Path,
+    names: Sequence[str],
+    compile_stub: Callable[[Sequence[str]], object] | None = None,
+    compiler: str = "",
 ) -> Path:
     """The CUDA_HOME of the module doc in `cache_dir` (made once: aside, then renamed into
-    place, so a concurrent build finds it whole or not at all)."""
-    home = cache_dir / home_name(cuda, toolkit, libraries, names)
+    place, so a concurrent build finds it whole or not at all). `compile_stub` runs the C
+    compiler `compiler` names with the arguments it is given, where the names hold the
+    driver's `cuda`."""
+    home = cache_dir / home_name(
+        cuda, toolkit, libraries, names, compiler if DRIVER_LIBRARY in names else ""
+    )
     marker = home / ".complete"
     if marker.is_file():
         return home
     cache_dir.mkdir(parents=True, exist_ok=True)
     aside = Path(tempfile.mkdtemp(prefix=f".{home.name}.", dir=cache_dir))
     try:
-        _fill(aside, cuda=cuda, toolkit=toolkit, libraries=libraries, names=names)
+        _fill(
+            aside, cuda=cuda, toolkit=toolkit, libraries=libraries, names=names,
+            compile_stub=compile_stub,
+        )  # fmt: skip
         (aside / ".complete").write_text(json.dumps(sorted(names)) + "\n", encoding="utf-8")
         try:
             aside.rename(home)

@@ -99,6 +99,7 @@ _CUDA_13_0_LIBRARIES = {
     "cufile": ("nvidia-cufile==1.15.1.6",),
     "nvjpeg": ("nvidia-nvjpeg==13.0.1.86",),
     "cccl": ("nvidia-cuda-cccl==13.0.85",),  # headers only: thrust, cub, libcu++
+    "cuda": ("nvidia-cuda-runtime==13.0.96",),  # cuda.h: the CUDA_HOME makes a link stub
 }
 _CUDA_12_9_LIBRARIES = {
     "cudart": (
@@ -124,6 +125,7 @@ _CUDA_12_9_LIBRARIES = {
     "cufile": ("nvidia-cufile-cu12==1.14.1.1",),
     "nvjpeg": ("nvidia-nvjpeg-cu12==12.4.0.76",),
     "cccl": ("nvidia-cuda-cccl-cu12==12.9.27",),
+    "cuda": ("nvidia-cuda-runtime-cu12==12.9.79",),
 }
 CUDA_LIBRARY_PINS: Mapping[str, Mapping[str, tuple[Pin, ...]]] = {
     cuda: {library: _pins(*specs) for library, specs in table.items()}

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from release import proc
+from release.backends import DRIVER_LIBRARY
 from release.errors import ToolchainError
 from release.targets import ARCHES
 from release.toolchain.pins import (
@@ -123,8 +124,12 @@ class ToolchainPlan:
         """What the CUDA_HOME made of its libraries holds, for people (None: no such one)."""
         if self.libraries is None:
             return None
+        names = [
+            "the driver's libcuda (a link stub)" if n == DRIVER_LIBRARY else n
+            for n in self.library_names
+        ]
         return (
-            f"CUDA_HOME with {', '.join(self.library_names) or 'the runtime'} (PyPI "
+            f"CUDA_HOME with {', '.join(names) or 'the runtime'} (PyPI "
             f"{', '.join(self.libraries.requirements)})"
         )
 

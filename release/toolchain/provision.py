@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import shutil
 import sys
 import tempfile
@@ -438,6 +439,8 @@ def provision(
             toolkit=device.cuda_home if plan.device_compiler == "nvcc" else None,
             libraries=plan.install_dir(plan.libraries),
             names=(RUNTIME_LIBRARY, *plan.library_names),
+            compile_stub=lambda arguments: checked([*cc, *arguments], "compiling libcuda's stub"),
+            compiler=shlex.join(cc),
         )
     return Toolchain(
         plan=plan,

@@ -15,7 +15,8 @@
   a CMake cell of device-code: none built with the -cu12 wheels' headers and libraries,
   whose _C.so needs libnvrtc.so.12 and libcudart.so.12, which its requirements
   nvidia-cuda-nvrtc-cu12 and nvidia-cuda-runtime-cu12 provide; loaded beside them, it
-  compiles its kernel with NVRTC 12.9 (no GPU needed for that).
+  compiles its kernel with NVRTC 12.9 (no GPU needed for that). Its _driver links the
+  NVIDIA driver's libcuda through the CUDA_HOME's link stub (build.cuda-libraries: cuda).
 
 Slow: a real torch environment (torch 2.14.1 and apache-tvm-ffi: a torch environment of
 its own, its build requirements differ from the torch fixture's), real compiles, and the
@@ -354,7 +355,8 @@ def test_its_cu12_requirements_provide_the_libraries_it_needs(host: Built) -> No
     data = host.wheel(HOST_WHEEL).read_bytes()
     requirements = wheel_requirements(data)
     assert requirements == ("nvidia-cuda-nvrtc-cu12==12.9.*", "nvidia-cuda-runtime-cu12==12.9.*")
-    (library,) = shared_objects(data)
+    library, driver = shared_objects(data)
+    assert (library.name, driver.name) == ("k3_jit_host/_C.so", "k3_jit_host/_driver.so")
     outside = set(library.needed) - STANDARD_LIBRARIES
     assert outside == {"libnvrtc.so.12", "libcudart.so.12"}
     # the scratch site the build installed the requirements into, to look them up
@@ -371,7 +373,18 @@ def test_its_cu12_requirements_provide_the_libraries_it_needs(host: Built) -> No
         "libcudart.so.12": "nvidia-cuda-runtime-cu12",
     }
     alone = manylinux_verdict(host.wheel(HOST_WHEEL), manylinux="2_34", arch="x86_64")
-    assert set(alone.external_libraries) == outside
+    assert set(alone.external_libraries) == outside | {"libcuda.so.1"}
+
+
+def test_its_driver_library_linked_the_stub_and_needs_the_drivers_libcuda(host: Built) -> None:
+    """_driver links CUDA::cuda_driver: CMake found the CUDA_HOME's link stub (12.9's, made
+    from the cu12 runtime wheel's cuda.h: this machine has no other libcuda), the library
+    needs libcuda.so.1 alone besides the C++ runtime and takes the versioned names cuda.h's
+    macros give its calls; the cell passed with the driver declared."""
+    data = host.wheel(HOST_WHEEL).read_bytes()
+    (driver,) = [o for o in shared_objects(data) if o.name == "k3_jit_host/_driver.so"]
+    assert set(driver.needed) - STANDARD_LIBRARIES == {"libcuda.so.1"}
+    assert {"cuInit", "cuDriverGetVersion", "cuMemGetInfo_v2"} <= {s.name for s in driver.undefined}
 
 
 def test_beside_its_requirements_it_compiles_its_kernel_with_nvrtc_12_9(

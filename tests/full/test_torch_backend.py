@@ -30,6 +30,7 @@ from packaging.requirements import Requirement
 from release.building.torchpin import pinned
 from release.cli import main
 from release.fsutil import sha256_file
+from release.inspection.torchabi import RUNTIME_LIBRARIES, shared_objects
 from release.records.manifest import read_manifest, write_manifest
 from release.toolchain.torchenv import TorchEnv
 from tests.full.shared_builds import (
@@ -61,10 +62,15 @@ def release_build(
     capsys: pytest.CaptureFixture[str],
     extra: str,
     python: str = 'abi3: "3.10"',
+    *,
+    edits: tuple[tuple[str, str], ...] = (),
 ) -> Run:
-    """The stable flavour with `extra` in build.env (and `python` for its abi3 floor), from
-    a copy of its cache."""
+    """The stable flavour with `extra` in build.env (and `python` for its abi3 floor, and
+    each of `edits` made to its matrix), from a copy of its cache."""
     text = stable.matrix.read_text(encoding="utf-8")
+    for old, new in edits:
+        assert old in text
+        text = text.replace(old, new)
     unchanged = 'K3_TORCH_UNPINNED: "1"}'
     assert unchanged in text
     text = text.replace(unchanged, f'K3_TORCH_UNPINNED: "1"{extra}}}')
@@ -256,6 +262,31 @@ def test_a_wheel_its_bdist_wheel_tags_py39_none_is_a_python_any_cells_py3_none(
     assert library.startswith("k3_torch_ops/_C.cpython-3")  # not abi3: a plain extension's name
     (entry,) = read_manifest(run.dist / "manifest.json").wheels
     assert entry.filename == wheel.name
+
+
+def test_a_build_that_links_the_driver_links_the_stub_its_matrix_declares(
+    torch_stable: TorchBuild, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """K3_TORCH_DRIVER=1 links -lcuda, as SageAttention's sm90 extension does; with
+    `cuda` in build.cuda-libraries the link finds the CUDA_HOME's stub of the driver's
+    libcuda, the ABI check finds cuInit and cuMemGetInfo_v2 among the driver's entry points,
+    and the wheel's library needs libcuda.so.1 (from the driver) and nothing else new."""
+    run = release_build(
+        tmp_path, torch_stable, capsys, extra=", K3_TORCH_DRIVER: '1'",
+        edits=(("  backend: torch\n", "  backend: torch\n  cuda-libraries: [cuda]\n"),
+               ("  sms: [75, 80, 90, 100]\n  ptx: 100\n", "  sms: [90]\n  ptx: none\n")),
+    )  # fmt: skip
+    assert run.code == 0, (run.out + run.err)[-3000:]
+    (wheel,) = run.dist.glob("*.whl")
+    assert wheel.name == TORCH_WHEEL
+    (library,) = shared_objects(wheel.read_bytes())
+    assert "libcuda.so.1" in library.needed
+    assert {"cuInit", "cuDriverGetVersion", "cuMemGetInfo_v2"} <= {
+        s.name for s in library.undefined
+    }
+    torchs = ("libtorch", "libc10", "libcudart")
+    others = set(library.needed) - set(RUNTIME_LIBRARIES) - {"libcuda.so.1"}
+    assert all(name.startswith(torchs) for name in others), others
 
 
 def test_a_planted_undefined_torch_symbol_fails_the_abi_check(

@@ -11,7 +11,14 @@ from pathlib import Path
 import pytest
 
 from release.errors import ToolchainError
-from release.toolchain.cudahome import NO_NVCC_LINE, assemble, home_name, link_names
+from release.toolchain.cudahome import (
+    NO_NVCC_LINE,
+    assemble,
+    driver_stub_source,
+    driver_symbols,
+    home_name,
+    link_names,
+)
 
 
 def test_the_link_name_points_at_the_shortest_versioned_name() -> None:
@@ -114,3 +121,38 @@ def test_a_library_the_wheels_lack_is_an_error_naming_it(tmp_path: Path) -> None
         )
     assert "no shared library of nvrtc" in caught.value.message
     assert not list(tmp_path.glob("cuda-home-*")), "nothing half-made is left under its name"
+
+
+# lines as CUDA 13.0's cuda.h and cudaProfilerTypedefs.h write them
+CUDA_H = (Path(__file__).resolve().parents[1] / "data" / "driver" / "cuda.h").read_text()
+PROFILER_TYPEDEFS = "typedef CUresult (CUDAAPI *PFN_cuProfilerStart_v4000)(void);\n"
+
+
+def test_the_driver_stub_defines_what_calls_through_cuda_h_compile_to() -> None:
+    """A call to cuMemAlloc compiles to cuMemAlloc_v2, cuMemcpyHtoD to cuMemcpyHtoD_v2 (or
+    its _ptds name where the build asks for per-thread streams): the stub defines those
+    and the declared names; a name in a comment or a macro's parameter is none."""
+    assert driver_symbols([CUDA_H, PROFILER_TYPEDEFS]) == [
+        "cuInit", "cuMemAlloc", "cuMemAlloc_v2", "cuMemPrefetchBatchAsync",
+        "cuMemPrefetchBatchAsync_ptsz", "cuMemcpyHtoD_v2", "cuMemcpyHtoD_v2_ptds",
+        "cuProfilerStart", "cuTensorMapEncodeTiled",
+    ]  # fmt: skip
+    source = driver_stub_source(["cuInit", "cuMemAlloc_v2"])
+    assert "void cuInit(void) {}\nvoid cuMemAlloc_v2(void) {}\n" in source
+
+
+def test_a_driver_stub_without_a_compiler_or_a_cuda_h_is_an_error(tmp_path: Path) -> None:
+    libraries = tmp_path / "libs"
+    wheel_tree(libraries, "cu13", ["cuda_runtime.h"], ["libcudart.so.13"])
+    for compile_stub in (None, lambda arguments: None):
+        with pytest.raises(ToolchainError) as caught:
+            assemble(
+                tmp_path, cuda="13.0", toolkit=None, libraries=libraries,
+                names=("cudart", "cuda"), compile_stub=compile_stub, compiler="cc",
+            )  # fmt: skip
+        expected = "no C compiler" if compile_stub is None else "no cuda.h that declares"
+        assert expected in caught.value.message
+    assert not list(tmp_path.glob("cuda-home-*")), "nothing half-made is left under its name"
+    assert home_name("13.0", None, libraries, ["cuda"], "zig cc -target a") != home_name(
+        "13.0", None, libraries, ["cuda"], "zig cc -target b"
+    )

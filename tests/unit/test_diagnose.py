@@ -112,10 +112,12 @@ def test_which_cuda_library_a_header_comes_with(header: str, library: str | None
     assert header_library(header) == library
 
 
-def test_the_drivers_library_the_linker_cannot_find_is_told_to_be_loaded_at_run_time() -> None:
+def test_the_drivers_library_the_linker_cannot_find_is_told_both_remedies() -> None:
     """SageAttention's `_qattn_sm90` links -lcuda, which only a driver or a toolkit's stubs
-    hold; a wheel that needs libcuda.so.1 fails the inspection anyway."""
+    hold: declare the stub (`cuda` in build.cuda-libraries), or load the driver at run
+    time; never the remedy of a library PyPI's wheels carry."""
     found = cause("link-libcuda.log")
     assert found.startswith("the linker cannot find -lcuda (libcuda.so is the NVIDIA driver's")
+    assert "add cuda to build.cuda-libraries in matrix.yaml for a link stub" in found
     assert 'dlopen("libcuda.so.1")' in found
-    assert "build.cuda-libraries" not in found
+    assert "has no link name for" not in found

@@ -456,25 +456,27 @@ def test_a_bdist_wheel_that_tags_no_python_abi_makes_one_wheel_for_every_python(
     assert native_of(read, layout, "cmake").python_any is False
 
 
-def test_a_build_that_links_the_driver_needs_a_change() -> None:
+def test_a_build_that_links_the_driver_declares_its_link_stub() -> None:
     """SageAttention's sm90 extension links -lcuda, a CMake project CUDA::cuda_driver: no
-    PyPI wheel carries libcuda.so (the link fails) and the inspection refuses a wheel that
-    needs libcuda.so.1; init says so before any build."""
+    PyPI wheel carries libcuda.so, so init writes `cuda` into build.cuda-libraries (the
+    CUDA_HOME's link stub) and says that the wheel then imports only where a driver is."""
     linking = HOST_ONLY.replace("'-lc10']", "'-lc10', '-lcuda']")
-    (change,) = native_of(
-        read_texts(setup_py=linking), layout_of({}, setup_py=linking), "torch"
-    ).changes
-    assert change.place == "setup.py:4"
-    assert change.text.startswith("links the NVIDIA driver's libcuda (-lcuda): no PyPI wheel")
-    assert "cudaGetDriverEntryPoint" in change.fix
+    native = native_of(read_texts(setup_py=linking), layout_of({}, setup_py=linking), "torch")
+    assert native.changes == ()
+    assert native.cuda_libraries == ("cudart", "nvrtc", "cuda")
+    (said,) = [f for f in native.found if f.key == "build.cuda-libraries"]
+    assert said.source.startswith("setup.py:4: -lcudart, -lnvrtc, -lcuda: the toolchain's")
+    assert "imports only where a driver is installed" in said.source
     cmake = "project(k LANGUAGES CXX CUDA)\nadd_library(k SHARED k.cu)\n" + (
-        "target_link_libraries(k PRIVATE CUDA::cudart CUDA::cuda_driver)\n"
+        "target_link_libraries(k PRIVATE CUDA::cudart CUDA::cuda_driver CUDA::cuda_driver)\n"
     )
-    read = read_texts(CMakeLists_txt=cmake)
-    (change,) = native_of(read, Layout(native=NativeBuild()), "cmake").changes
-    assert change.place == "CMakeLists.txt:3"
-    assert "(CUDA::cuda_driver)" in change.text
-    assert native_of(read_texts(setup_py=HOST_ONLY), layout_of({}), "torch").changes == ()
+    native = native_of(read_texts(CMakeLists_txt=cmake), Layout(native=NativeBuild()), "cmake")
+    assert native.cuda_libraries == ("cudart", "cuda")
+    (said,) = [f for f in native.found if f.key == "build.cuda-libraries"]
+    assert said.source.startswith("CMakeLists.txt:3: CUDA::cudart, CUDA::cuda_driver: ")
+    plain = native_of(read_texts(setup_py=HOST_ONLY), layout_of({}), "torch")
+    assert "cuda" not in plain.cuda_libraries
+    assert plain.changes == ()
 
 
 def test_a_version_labelled_whatever_the_environment_says_needs_a_change() -> None:

@@ -127,8 +127,10 @@ def test_a_linux_wheel_is_refused_with_each_library_it_needs() -> None:
         "auditwheel: the wheel is only linux_x86_64, not manylinux_2_28_x86_64",
         "the wheel needs libcuda.so.1, which nothing provides: not the wheel, not the "
         "manylinux_2_28_x86_64 policy, not a distribution its Requires-Dist reaches (dist0, "
-        "dist1, dist2, dist3, dist4, dist5 and 2 more) (libcuda is the driver's: dlopen it "
-        "instead of linking)",
+        "dist1, dist2, dist3, dist4, dist5 and 2 more) (libcuda is the NVIDIA driver's: add "
+        "cuda to build.cuda-libraries in matrix.yaml where the wheel may import only where a "
+        'driver is installed, or load it at run time with dlopen("libcuda.so.1") or '
+        "cudaGetDriverEntryPoint)",
         "pkg/_C.so needs libz.so.1, which nothing provides: not the wheel, not the "
         "manylinux_2_28_x86_64 policy, not a distribution its Requires-Dist reaches (dist0, "
         "dist1, dist2, dist3, dist4, dist5 and 2 more) (add the distribution that ships it "
