@@ -176,8 +176,10 @@ def certify_torch(
     # (Python 3.10) torchabi's own check of torch's C++ symbols stands in
     audited = torch_abi_auditor(python, clean)(data, target) if target is not None else None
     beside = dependency_library_dirs(data, cell, torch_env)
-    if DRIVER_LIBRARY in cell.build.cuda_libraries:  # the driver API, as the stub has it
-        beside[f"the NVIDIA driver ({DRIVER_SONAME})"] = (torch_env.cuda_home / DRIVER_STUB.parent,)
+    if DRIVER_LIBRARY in cell.build.cuda_libraries:  # the driver API, as its stub has it
+        # lib/stubs of a CUDA_HOME this tool made; lib64/stubs of a system toolkit's
+        stubs = (torch_env.cuda_home / DRIVER_STUB.parent, torch_env.cuda_home / "lib64" / "stubs")
+        beside[f"the NVIDIA driver ({DRIVER_SONAME})"] = stubs
     problems = abi_problems(
         data,
         torch_exports((*torch_env.lib_dirs, *(d for dirs in beside.values() for d in dirs)))
