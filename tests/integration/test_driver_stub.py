@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -21,7 +20,7 @@ from elftools.elf.sections import SymbolTableSection
 
 from release.inspection.verdict import manylinux_verdict
 from release.toolchain.cudahome import DRIVER_SONAME, DRIVER_STUB, assemble
-from release.wheelfile import record_hash
+from tests.integration.wheels import make_wheel
 
 CUDA_H = Path(__file__).resolve().parents[1] / "data" / "driver" / "cuda.h"
 # what a call through cuda.h compiles to: cuMemAlloc is cuMemAlloc_v2 there
@@ -47,23 +46,6 @@ def dynamic(binary: Path) -> tuple[list[str], str | None, set[str], set[str]]:
         defined = {s.name for s in symbols.iter_symbols() if s["st_shndx"] != "SHN_UNDEF"}
         undefined = {s.name for s in symbols.iter_symbols() if s["st_shndx"] == "SHN_UNDEF"}
     return needed, soname, defined - {""}, undefined - {""}
-
-
-def wheel_of(directory: Path, library: Path) -> Path:
-    path = directory / "k3-0.1.0-py3-none-linux_x86_64.whl"
-    info = "k3-0.1.0.dist-info"
-    members = {
-        "k3/_driver.so": library.read_bytes(),
-        f"{info}/METADATA": b"Metadata-Version: 2.1\nName: k3\nVersion: 0.1.0\n",
-        f"{info}/WHEEL": b"Wheel-Version: 1.0\nRoot-Is-Purelib: false\n"
-        b"Tag: py3-none-linux_x86_64\n",
-    }
-    record = "".join(f"{n},{record_hash(d)},{len(d)}\n" for n, d in members.items())
-    members[f"{info}/RECORD"] = (record + f"{info}/RECORD,,\n").encode()
-    with zipfile.ZipFile(path, "w") as archive:
-        for name, data in members.items():
-            archive.writestr(name, data)
-    return path
 
 
 def test_a_library_linked_against_the_stub_needs_the_drivers_libcuda(tmp_path: Path) -> None:
@@ -103,7 +85,10 @@ def test_a_library_linked_against_the_stub_needs_the_drivers_libcuda(tmp_path: P
     assert DRIVER_SONAME in needed
     assert {"cuInit", "cuMemAlloc_v2"} <= undefined
 
-    wheel = wheel_of(tmp_path, library)
+    wheel = make_wheel(
+        tmp_path / "dist", platform="linux_x86_64",
+        members={"k3_kernels/_driver.so": library.read_bytes()},
+    )  # fmt: skip
     refused = manylinux_verdict(wheel, manylinux="2_39", arch="x86_64")
     assert refused.external_libraries == (DRIVER_SONAME,)
     assert any("add cuda to build.cuda-libraries" in p for p in refused.problems)
