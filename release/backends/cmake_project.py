@@ -36,7 +36,7 @@ from release.backends.nvcc import (
     family_problem,
     require_toolkit,
 )
-from release.backends.recipe import BackendName
+from release.backends.recipe import DRIVER_LIBRARY, BackendName
 from release.targets import GpuTarget
 
 SCIKIT_BUILD_BACKEND = SCIKIT_BUILD_CORE
@@ -60,6 +60,8 @@ ARCH_HINTS = ArchHints(
 # in the cell's build directory: the compiler script and the file that wraps the launchers
 COMPILER_SCRIPT = "nvcc-wrapper/nvcc"
 LAUNCHERS_FILE = "release-cuda-launchers.cmake"
+# FindCUDAToolkit's cache variable of CUDA::cuda_driver (the driver's libcuda)
+DRIVER_VARIABLE = "CUDA_cuda_driver_LIBRARY"
 
 NVCC_SCRIPT = """\
 #!/bin/sh
@@ -156,6 +158,7 @@ def cmake_inputs(
     compress_mode: str | None = None,
     compiler: Path | None = None,
     includes: Path | None = None,
+    driver: bool = False,
 ) -> tuple[dict[str, str], dict[str, str]]:
     """(environment, config settings) of a CMake-driven build.
 
@@ -168,7 +171,9 @@ def cmake_inputs(
     goes to CUDAFLAGS, which CMake's first configure takes as CMAKE_CUDA_FLAGS (a
     -DCMAKE_CUDA_FLAGS would replace the flags the project's own CUDAFLAGS give).
     The CUDA compiler is `compiler` where one is named (the cell's compiler script), and
-    `includes` is the file CMake includes at the first project().
+    `includes` is the file CMake includes at the first project(). Where the cell links the
+    `driver`'s libcuda, CUDA::cuda_driver is named the CUDA_HOME's link stub: FindCUDAToolkit
+    would take a libcuda.so of the building machine's driver before any stub.
     """
     architectures = cmake_architectures(sms, ptx)
     nvcc = compiler or toolkit.nvcc
@@ -178,6 +183,9 @@ def cmake_inputs(
     cmake_args.append(f"-DCMAKE_CUDA_COMPILER={nvcc}")
     if includes is not None:
         cmake_args.append(f"-DCMAKE_PROJECT_TOP_LEVEL_INCLUDES={includes}")
+    stub = toolkit.root / "lib64" / "stubs" / "libcuda.so"
+    if driver:
+        cmake_args.append(f"-D{DRIVER_VARIABLE}={stub}")
     env = {
         **({"CUDAARCHS": architectures} if architectures else {}),
         "CMAKE_ARGS": " ".join(cmake_args),
@@ -196,6 +204,8 @@ def cmake_inputs(
         }
         if includes is not None:
             settings["cmake.define.CMAKE_PROJECT_TOP_LEVEL_INCLUDES"] = str(includes)
+        if driver:
+            settings[f"cmake.define.{DRIVER_VARIABLE}"] = str(stub)
     return env, settings
 
 
@@ -284,6 +294,7 @@ class CmakeBackend:
             compress_mode=cell.compress_mode,
             compiler=compiler,
             includes=includes,
+            driver=DRIVER_LIBRARY in cell.recipe.cuda_libraries,
         )
         env.update(checks)
         if checks and context.project_dir is not None:
@@ -307,5 +318,10 @@ class CmakeBackend:
             "CUDA_HOME, CUDAToolkit_ROOT, "
             "CMAKE_BUILD_PARALLEL_LEVEL"
             + "".join(f", CUDAFLAGS {flag}" for flag in compress_flags(cell.compress_mode))
+            + (
+                f", {DRIVER_VARIABLE} (the driver's link stub)"
+                if DRIVER_LIBRARY in cell.recipe.cuda_libraries
+                else ""
+            )
             + "; label by rewriting the wheel",
         )

@@ -140,6 +140,28 @@ def test_cmake_inputs_name_nvcc_and_pass_the_list_where_cmake_reads_it() -> None
     assert "SKBUILD_CMAKE_ARGS" not in env, "scikit-build-core splits it on ';'"
 
 
+def test_a_cell_that_links_the_driver_is_pointed_at_the_link_stub() -> None:
+    """build.cuda-libraries: cuda. CMake is named the CUDA_HOME's stub for CUDA::cuda_driver
+    (FindCUDAToolkit takes a building machine's libcuda.so before any stub), and every
+    build's linker finds -lcuda through LIBRARY_PATH, after the toolkit's own libraries."""
+    stub = "/cache/cuda-13.0/nvidia/cu13/lib64/stubs/libcuda.so"
+    env, settings = cmake_inputs((), None, TOOLKIT, jobs=1, build_backend=SKBUILD, driver=True)
+    assert env["CMAKE_ARGS"].endswith(f" -DCUDA_cuda_driver_LIBRARY={stub}")
+    assert settings["cmake.define.CUDA_cuda_driver_LIBRARY"] == stub
+    for backend in ("cmake", "torch"):
+        recipe = BuildRecipe(backend=backend, cuda_libraries=("nvrtc", "cuda"))
+        inputs = build_inputs(targets_of(recipe), BuildContext(toolkit=TOOLKIT))
+        assert inputs.env["LIBRARY_PATH"] == (
+            "/cache/cuda-13.0/nvidia/cu13/lib:/cache/cuda-13.0/nvidia/cu13/lib64/stubs"
+        )
+        plain = build_inputs(
+            targets_of(BuildRecipe(backend=backend, cuda_libraries=("nvrtc",))),
+            BuildContext(toolkit=TOOLKIT),
+        )
+        assert "stubs" not in plain.env["LIBRARY_PATH"]
+        assert "CUDA_cuda_driver_LIBRARY" not in plain.env.get("CMAKE_ARGS", "")
+
+
 def test_cmake_config_settings_only_for_scikit_build_core() -> None:
     _, settings = cmake_inputs(SHIPPED, PTX_100, TOOLKIT, jobs=2, build_backend="setuptools")
     assert settings == {}
