@@ -59,15 +59,11 @@ def native_of(read: Reading, layout: Layout, backend: BackendName) -> Native:
     elif backend == "torch" and (tagged := _tagged_abi_none(read)) is not None:
         python_any = True
         found.append(tagged)
-    libraries = _cuda_libraries(read, layout)
+    linked = _cuda_libraries(read, layout)
+    libraries = [said for said, _ in linked]
     if libraries:
         first = libraries[0]
-        flags = ", ".join(
-            f"-l{s.value}"
-            if s.place.file != "CMakeLists.txt"
-            else f"CUDA::{CMAKE_DRIVER if s.value == DRIVER_LIBRARY else s.value}"
-            for s in libraries
-        )
+        flags = ", ".join(written for _, written in linked)
         driver = (
             f" ({DRIVER_LIBRARY}: the NVIDIA driver's libcuda, which no wheel carries, as a "
             "link stub; the wheel then needs libcuda.so.1 and imports only where a driver is "
@@ -215,18 +211,21 @@ def _tagged_abi_none(read: Reading) -> Finding | None:
     )
 
 
-def _cuda_libraries(read: Reading, layout: Layout) -> list[Said]:
-    """The CUDA libraries the build links: setup.py's and the staging script's `-l` flags
-    and `libraries=`, a CMakeLists.txt's CUDA:: targets (not an IDE-only one's), the
-    driver's (`-lcuda`, `CUDA::cuda_driver`) as build.cuda-libraries names it, `cuda`."""
-    found = layout.native.linked(CUDA_LIBRARIES | {DRIVER_LIBRARY})
+def _cuda_libraries(read: Reading, layout: Layout) -> list[tuple[Said, str]]:
+    """The CUDA libraries the build links, each as build.cuda-libraries names it (the
+    driver's: `cuda`) and as the project writes it: setup.py's and the staging script's `-l`
+    flags and `libraries=`, a CMakeLists.txt's CUDA:: targets and libraries linked by name
+    (not an IDE-only one's)."""
+    found = [(s, f"-l{s.value}") for s in layout.native.linked(CUDA_LIBRARIES | {DRIVER_LIBRARY})]
     cmake = read.cmakelists
     if cmake is not None and cmake.ide_only is None:
-        named = {s.value for s in found}
+        named = {s.value for s, _ in found}
         for said in cmake.cuda_libraries:
-            name = DRIVER_LIBRARY if said.value == CMAKE_DRIVER else said.value
+            written = said.value or ""
+            target = written.removeprefix("CUDA::")
+            name = DRIVER_LIBRARY if target == CMAKE_DRIVER else target
             if name not in named and (name in CUDA_LIBRARIES or name == DRIVER_LIBRARY):
-                found.append(replace(said, value=name))
+                found.append((replace(said, value=name), written))
                 named.add(name)
     return found
 

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from release.project.cmakeswitch import CudaSwitch, SwitchReader
+from release.project.native import CUDA_LIBRARIES
 from release.project.places import Place, Said
 from release.project.setuppy import BARE_FLAGS, GENCODE, Gencode, gencode_targets
 
@@ -48,6 +49,10 @@ class ArchitecturesSet:
     overrides: bool
 
 
+# the libraries a target may link by their own name (the driver's `cuda` among them)
+LINKED_BY_NAME = CUDA_LIBRARIES | {"cuda"}
+
+
 @dataclass(frozen=True, kw_only=True)
 class CMakeLists:
     cuda: Place | None  # where CUDA is enabled
@@ -55,7 +60,9 @@ class CMakeLists:
     target_architectures: tuple[Place, ...]  # set_target_properties(... CUDA_ARCHITECTURES)
     gencode: tuple[Gencode, ...]
     ide_only: Said | None = None  # the first comment line that says an IDE alone reads it
-    cuda_libraries: tuple[Said, ...] = ()  # CUDA::X targets linked (X: nvrtc, cublasLt, ...)
+    # the CUDA libraries linked, as written: CUDA::X targets (CUDA::nvrtc, CUDA::cuda_driver),
+    # or a library's own name (sgl-kernel's `c10 cuda cublas cublasLt`: -lcuda, -lcublas, ...)
+    cuda_libraries: tuple[Said, ...] = ()
     cuda_switch: CudaSwitch | None = None  # a cache variable CUDA is enabled behind
 
 
@@ -163,9 +170,9 @@ def read_cmakelists(text: str, file: str = CMAKELISTS) -> CMakeLists:
             targets.append(place)
         if command.name == "target_link_libraries":
             libraries += [
-                Said(place=place, value=w.removeprefix("CUDA::"))
+                Said(place=place, value=w)
                 for w in words
-                if w.startswith("CUDA::")
+                if w.startswith("CUDA::") or w in LINKED_BY_NAME
             ]
         for word in words:
             if GENCODE.search(word) and word not in BARE_FLAGS:

@@ -474,6 +474,13 @@ def test_a_build_that_links_the_driver_declares_its_link_stub() -> None:
     assert native.cuda_libraries == ("cudart", "cuda")
     (said,) = [f for f in native.found if f.key == "build.cuda-libraries"]
     assert said.source.startswith("CMakeLists.txt:3: CUDA::cudart, CUDA::cuda_driver: ")
+    sgl_kernel = cmake.replace(
+        "CUDA::cudart CUDA::cuda_driver CUDA::cuda_driver", "c10 cuda cublas"
+    )
+    native = native_of(read_texts(CMakeLists_txt=sgl_kernel), Layout(native=NativeBuild()), "cmake")
+    assert native.cuda_libraries == ("cuda", "cublas")
+    (said,) = [f for f in native.found if f.key == "build.cuda-libraries"]
+    assert said.source.startswith("CMakeLists.txt:3: cuda, cublas: ")
     plain = native_of(read_texts(setup_py=HOST_ONLY), layout_of({}), "torch")
     assert "cuda" not in plain.cuda_libraries
     assert plain.changes == ()

@@ -73,8 +73,8 @@ def test_a_cmakelists_that_says_it_is_for_an_ide_is_told_apart() -> None:
     assert read.ide_only.value is not None
     assert read.ide_only.value.startswith("NOTES: current just for CMake-based IDE")
     assert [(str(s.place), s.value) for s in read.cuda_libraries] == [
-        ("CMakeLists.txt:4", "nvrtc"),
-        ("CMakeLists.txt:4", "cublasLt"),
+        ("CMakeLists.txt:4", "CUDA::nvrtc"),
+        ("CMakeLists.txt:4", "CUDA::cublasLt"),
     ]
     for comment in ("# Used by clangd only", "# not for building: see setup.py"):
         assert read_cmakelists(f"{comment}\nproject(x CUDA)\n").ide_only is not None
@@ -82,6 +82,20 @@ def test_a_cmakelists_that_says_it_is_for_an_ide_is_told_apart() -> None:
     assert read_cmakelists(CMAKELISTS).ide_only is None
     assert read_cmakelists("project(x CUDA)\n# for the IDE\n").ide_only is None
     assert read_cmakelists("# builds the index kernels\nproject(x CUDA)\n").ide_only is None
+
+
+def test_cuda_libraries_linked_by_their_own_name_are_read_as_written() -> None:
+    """sgl-kernel links `${TORCH_LIBRARIES} c10 cuda cublas cublasLt` (-lcuda, -lcublas,
+    -lcublasLt); torch's own and a project's targets are no CUDA library."""
+    read = read_cmakelists(
+        "project(k LANGUAGES CXX CUDA)\n"
+        "target_link_libraries(common_ops_sm90_build PRIVATE ${TORCH_LIBRARIES} c10 cuda cublas"
+        " cublasLt mscclpp_static)\n"
+        "target_link_libraries(k PRIVATE CUDA::cuda_driver cudart_static)\n"
+    )
+    assert [(s.place.line, s.value) for s in read.cuda_libraries] == [
+        (2, "cuda"), (2, "cublas"), (2, "cublasLt"), (3, "CUDA::cuda_driver"),
+    ]  # fmt: skip
 
 
 def test_a_quoted_argument_of_a_megabyte_costs_its_own_length() -> None:
