@@ -9,8 +9,8 @@ Its modules:
   the provisioned toolchains under `toolchains/`.
 - `cudahome`: The CUDA_HOME of a cmake or torch cell whose plan has CUDA libraries: the
   toolkit's nvcc tree with the headers, libraries and unversioned link names of the CUDA
-  libraries it names (build.cuda-libraries); without nvcc where PyPI has none and the cell
-  compiles no device code.
+  libraries it names (build.cuda-libraries), and a link stub of the driver's libcuda where
+  it names `cuda`; without nvcc where PyPI has none and the cell compiles no device code.
 - `envcache`: The torch environments kept within a size budget ($RELEASE_TORCH_ENV_BUDGET):
   held in use by each process that builds with one, pruned least recently used first, never
   one in use.
