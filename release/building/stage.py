@@ -21,6 +21,7 @@ from pathlib import Path
 
 from release import proc, workers
 from release.backends import (
+    DRIVER_LIBRARY,
     NVCC_HINT,
     PLACEMENT_HINT,
     BuildTools,
@@ -95,6 +96,15 @@ def buildable_problem(cell: Cell, plan: ToolchainPlan) -> ToolchainError | None:
     elsewhere = placement_problem(backend.name, cell.arch, plan.host_arch)
     if elsewhere is not None:
         return ToolchainError(f"{cell.id}: {elsewhere}", hint=PLACEMENT_HINT.format(arch=cell.arch))
+    # a system toolkit is used as it is: the driver's link stub must be there already
+    stub = plan.cuda_home / "lib64" / "stubs" / "libcuda.so" if plan.cuda_home else None
+    if stub is not None and DRIVER_LIBRARY in cell.build.cuda_libraries and not stub.is_file():
+        return ToolchainError(
+            f"{cell.id}: build.cuda-libraries names cuda, the driver's libcuda, and the CUDA "
+            f"toolkit at {plan.cuda_home} has no link stub of it ({stub})",
+            hint="build with the toolchain's own CUDA_HOME, which makes one (leave out "
+            "--cuda-home and CUDA_HOME), or with a toolkit that has lib64/stubs",
+        )
     return None
 
 

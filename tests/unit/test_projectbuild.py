@@ -157,6 +157,28 @@ def test_a_cmake_cell_of_cuda_12_9_asks_for_a_toolkit() -> None:
     assert buildable_problem(cell, with_toolkit) is None
 
 
+def test_a_system_toolkit_without_the_drivers_stub_stops_a_cell_that_links_it(
+    tmp_path: Path,
+) -> None:
+    """--cuda-home is used as it is: a cell whose build.cuda-libraries names cuda needs its
+    lib64/stubs/libcuda.so, said before anything builds; the toolchain's CUDA_HOME makes
+    its own."""
+    loaded = load_matrix(BUILD / "torch-and-cmake.yaml")
+    cell = next(c for c in loaded.cells if c.id == "13.0-x86_64")
+    cell = replace(cell, build=replace(cell.build, cuda_libraries=("cuda",)))
+    error = not_buildable(cell, plan(cell, cuda_home=tmp_path))
+    assert error.message == (
+        f"13.0-x86_64: build.cuda-libraries names cuda, the driver's libcuda, and the CUDA "
+        f"toolkit at {tmp_path} has no link stub of it ({tmp_path}/lib64/stubs/libcuda.so)"
+    )
+    assert error.hint is not None
+    assert "leave out --cuda-home" in error.hint
+    (tmp_path / "lib64" / "stubs").mkdir(parents=True)
+    (tmp_path / "lib64" / "stubs" / "libcuda.so").write_bytes(b"")
+    assert buildable_problem(cell, plan(cell, cuda_home=tmp_path)) is None
+    assert buildable_problem(cell, plan(cell)) is None  # PyPI's: the CUDA_HOME makes it
+
+
 def test_an_aarch64_cell_of_an_nvcc_backend_says_where_it_builds() -> None:
     loaded = load_matrix(BUILD / "torch-and-cmake.yaml")
     cell = next(c for c in loaded.cells if c.id == "13.0-aarch64")
