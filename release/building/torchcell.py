@@ -25,7 +25,9 @@ from packaging.specifiers import SpecifierSet
 from packaging.tags import Tag
 from packaging.version import Version
 
+from release import pep508
 from release.backends import DRIVER_LIBRARY, EnvironmentSpec
+from release.backends.torch_extension import TorchEnvSpec
 from release.building.settings import CellFailure
 from release.building.torchpin import pinned, stable_target_version, torch_requirement
 from release.credentials import without_credentials
@@ -48,7 +50,7 @@ from release.matrix import Cell
 from release.toolchain.buildenv import cell_targets, provision_environment
 from release.toolchain.cudahome import DRIVER_SONAME, DRIVER_STUB
 from release.toolchain.provision import Progress
-from release.toolchain.torchenv import TorchEnv
+from release.toolchain.torchenv import TorchEnv, provisioned
 from release.wheelfile import NotAWheel, WheelName, wheel_facts
 
 CPU_ONLY = (
@@ -264,11 +266,43 @@ def build_environment(
 ) -> TorchBuildEnv:
     """The build environment `spec` asks for, provisioned in `cache_dir` (one kind today: a
     torch venv); a stable-ABI wheel built in it reads its torch index through the run's
-    `torch_indexes`."""
+    `torch_indexes`. Before a torch is downloaded, its own requirements are read from its
+    index and held to the build's (`requirements_problem`)."""
+    torch_indexes = torch_indexes or TorchIndexes()
+    if isinstance(spec, TorchEnvSpec) and not provisioned(spec, cache_dir):
+        problem = requirements_problem(spec, torch_indexes)
+        if problem is not None:
+            raise ToolchainError(problem, hint=REQUIREMENTS_HINT)
     made = provision_environment(
         spec, toolkit=toolkit, cache_dir=cache_dir, python=python, env=env, progress=progress
     )
     return TorchBuildEnv(
-        **{f.name: getattr(made, f.name) for f in fields(made)},
-        torch_indexes=torch_indexes or TorchIndexes(),
+        **{f.name: getattr(made, f.name) for f in fields(made)}, torch_indexes=torch_indexes
+    )
+
+
+REQUIREMENTS_HINT = (
+    "pin a torch whose own requirements admit the build's (matrix.yaml's torch: `release "
+    "init` picks one), or change the build requirement"
+)
+
+
+def requirements_problem(spec: TorchEnvSpec, torch_indexes: TorchIndexes) -> str | None:
+    """Why pip would refuse the spec's torch beside its other build requirements, from that
+    torch's METADATA on its index (its PEP 658 file: kilobytes, where pip would download the
+    whole torch and its CUDA wheels, gigabytes, before it found out); None where nothing
+    excludes it, or where the METADATA cannot be read (pip's install then says)."""
+    try:
+        requires = torch_indexes.of(spec.index_url).requirements(spec.torch, spec.arch, spec.python)
+    except ToolchainError:
+        return None
+    build = [(r, "a build requirement") for r in pep508.readable(spec.requirements)]
+    found = pep508.exclusion(requires, build)
+    if found is None:
+        return None
+    theirs, ours, _ = found
+    return (
+        f"torch {spec.torch} requires {theirs.name}{theirs.specifier}, which the build "
+        f"requirement {ours} (the project's [build-system] requires, or build.requires) "
+        "excludes: pip cannot install both"
     )

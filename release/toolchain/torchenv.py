@@ -274,6 +274,11 @@ def venv_python(root: Path) -> Path:
     return root / "venv" / "bin" / "python"
 
 
+def provisioned(spec: TorchEnvSpec, cache_dir: Path) -> bool:
+    """Whether the environment of `spec` lies whole in `cache_dir` (nothing to install)."""
+    return _read_back(cache_dir / spec.dirname, spec) is not None
+
+
 def _read_back(root: Path, spec: TorchEnvSpec) -> Mapping[str, object] | None:
     """What the marker records, if the venv it describes is still there and is the spec's."""
     try:
