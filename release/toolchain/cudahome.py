@@ -177,7 +177,9 @@ def _driver_stub(home: Path, cuda: str, compile_stub: Callable[[Sequence[str]], 
             hint="the toolchain cache is incomplete: delete that directory and provision again",
         )
     stub = home / DRIVER_STUB
-    stub.parent.mkdir(parents=True)
+    if stub.parent.is_symlink():  # a library wheel's own lib/stubs, linked in: ours instead
+        stub.parent.unlink()
+    stub.parent.mkdir(parents=True, exist_ok=True)
     source = stub.parent / "libcuda.c"
     source.write_text(driver_stub_source(symbols), encoding="utf-8")
     compile_stub(
