@@ -296,7 +296,13 @@ def requirements_problem(spec: TorchEnvSpec, torch_indexes: TorchIndexes) -> str
         requires = torch_indexes.of(spec.index_url).requirements(spec.torch, spec.arch, spec.python)
     except ToolchainError:
         return None
-    build = [(r, "a build requirement") for r in pep508.readable(spec.requirements)]
+    # one whose marker leaves it out of this environment is no requirement pip installs
+    env = pep508.linux_environment(spec.arch, spec.python)
+    build = [
+        (r, "a build requirement")
+        for r in pep508.readable(spec.requirements)
+        if pep508.applies(r, env)
+    ]
     found = pep508.exclusion(requires, build)
     if found is None:
         return None

@@ -66,6 +66,13 @@ def test_requirements_that_admit_the_torch_or_cannot_be_read_stop_nothing(
 ) -> None:
     indexes = TorchIndexes()
     assert requirements_problem(spec_of(pypi, "setuptools>=77,<82", "ninja"), indexes) is None
+    # a requirement whose marker leaves it out of the cell's environment is none pip installs
+    elsewhere = spec_of(pypi, 'setuptools>=82; python_version < "3.0"', "setuptools>=77")
+    assert requirements_problem(elsewhere, indexes) is None
+    assert (
+        requirements_problem(spec_of(pypi, 'setuptools>=82; platform_machine == "x86_64"'), indexes)
+        is not None
+    )
     # the index has no such torch: pip's own install says what is wrong
     missing = TorchEnvSpec(
         torch=Version("2.13.0"), cuda="13.0", arch="x86_64", python=PYTHON,
