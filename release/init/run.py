@@ -192,7 +192,11 @@ def _build_requirements(read: Reading, decision: Decision) -> list[tuple[Require
         if canonicalize_name(r.requirement.name) != "torch"
     ]
     # one that does not parse is matrix.yaml's loader's to name
-    return build + [(r, "build.requires") for r in pep508.readable(decision.requires)]
+    build += [(r, "build.requires") for r in pep508.readable(decision.requires)]
+    # one for another platform is none a Linux build installs (the cells' Pythons are not
+    # known here: a marker on the Python counts as holding)
+    linux = pep508.linux_environment(None, None)
+    return [(r, where) for r, where in build if pep508.applies(r, linux)]
 
 
 def workflow_matrix(matrix_path: Path, root: Path) -> str:

@@ -206,6 +206,15 @@ def test_a_torch_whose_own_requirements_exclude_the_builds_is_passed_over(
         "/files/torch-2.10.0-cp310-cp310-manylinux_2_28_x86_64.whl.metadata",
     ]
     assert '    torch: "2.10.0"\n' in (project / "matrix.yaml").read_text()
+    # a requirement for another platform is none a Linux build installs: it excludes nothing
+    windows = copy(FIXTURES / "torch_ops", tmp_path / "windows")
+    pyproject = windows / "pyproject.toml"
+    pyproject.write_text(
+        pyproject.read_text().replace(
+            '"setuptools>=77"', '"setuptools>=77", "setuptools>=82; sys_platform == \'win32\'"'
+        )
+    )
+    assert detected(init(tmp_path, windows, "--torch-index", index))["torch"][0] == "2.11.0"
 
 
 def test_flags_made_from_a_variable_of_the_projects_get_the_cells_sms_through_it(
