@@ -36,7 +36,7 @@ from release.backends.nvcc import (
     family_problem,
     require_toolkit,
 )
-from release.backends.recipe import DRIVER_LIBRARY, BackendName
+from release.backends.recipe import DRIVER_LIBRARY, DRIVER_STUB, BackendName
 from release.targets import GpuTarget
 
 SCIKIT_BUILD_BACKEND = SCIKIT_BUILD_CORE
@@ -183,7 +183,7 @@ def cmake_inputs(
     cmake_args.append(f"-DCMAKE_CUDA_COMPILER={nvcc}")
     if includes is not None:
         cmake_args.append(f"-DCMAKE_PROJECT_TOP_LEVEL_INCLUDES={includes}")
-    stub = toolkit.root / "lib64" / "stubs" / "libcuda.so"
+    stub = toolkit.root / DRIVER_STUB
     if driver:
         cmake_args.append(f"-D{DRIVER_VARIABLE}={stub}")
     env = {

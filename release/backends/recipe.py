@@ -9,6 +9,7 @@ recipe of a CUDA version (`merge`: its own `build` over the release's, key by ke
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import PurePosixPath
 from typing import Literal, get_args
 
 from packaging.requirements import InvalidRequirement, Requirement
@@ -30,6 +31,9 @@ CudaLibraryName = Literal[
 ]  # fmt: skip
 CUDA_LIBRARY_NAMES: tuple[CudaLibraryName, ...] = get_args(CudaLibraryName)
 DRIVER_LIBRARY: CudaLibraryName = "cuda"
+# where a CUDA_HOME holds the driver's link stub: a CUDA toolkit's, and the one
+# release.toolchain.cudahome makes (its lib64 is a link to lib)
+DRIVER_STUB = PurePosixPath("lib64", "stubs", "libcuda.so")
 # How a variable of `targets-env` spells the cell's GPU targets: `sms`, the SMs as the matrix
 # writes them (`80;90;100`: flash-attention's FLASH_ATTN_CUDA_ARCHS, which builds PTX for the
 # highest itself); `torch-arch-list`, TORCH_CUDA_ARCH_LIST's value (`8.0;9.0;10.0+PTX`).

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from release.backends.base import Backend, BuildContext, BuildInputs, CellTargets
 from release.backends.cmake_project import CmakeBackend
 from release.backends.contract import ContractBackend
-from release.backends.recipe import DRIVER_LIBRARY, BackendName, TargetsFormat
+from release.backends.recipe import DRIVER_LIBRARY, DRIVER_STUB, BackendName, TargetsFormat
 from release.backends.torch_extension import TorchBackend, torch_arch_list
 from release.targets import GpuTarget
 
@@ -51,7 +51,7 @@ def build_inputs(cell: CellTargets, context: BuildContext) -> BuildInputs:
         library_path = [context.toolkit.library_dir] if context.toolkit.library_dir else []
         if DRIVER_LIBRARY in cell.recipe.cuda_libraries:
             # -lcuda finds the driver's link stub where CUDA's devel images point the linker
-            library_path.append(context.toolkit.root / "lib64" / "stubs")
+            library_path.append(context.toolkit.root / DRIVER_STUB.parent)
         if library_path:
             env["LIBRARY_PATH"] = os.pathsep.join(map(str, library_path))
     for name, value in cell.recipe.env:

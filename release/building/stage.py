@@ -22,6 +22,7 @@ from pathlib import Path
 from release import proc, workers
 from release.backends import (
     DRIVER_LIBRARY,
+    DRIVER_STUB,
     NVCC_HINT,
     PLACEMENT_HINT,
     BuildTools,
@@ -97,7 +98,7 @@ def buildable_problem(cell: Cell, plan: ToolchainPlan) -> ToolchainError | None:
     if elsewhere is not None:
         return ToolchainError(f"{cell.id}: {elsewhere}", hint=PLACEMENT_HINT.format(arch=cell.arch))
     # a system toolkit is used as it is: the driver's link stub must be there already
-    stub = plan.cuda_home / "lib64" / "stubs" / "libcuda.so" if plan.cuda_home else None
+    stub = plan.cuda_home / DRIVER_STUB if plan.cuda_home else None
     if stub is not None and DRIVER_LIBRARY in cell.build.cuda_libraries and not stub.is_file():
         return ToolchainError(
             f"{cell.id}: build.cuda-libraries names cuda, the driver's libcuda, and the CUDA "

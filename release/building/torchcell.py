@@ -26,7 +26,7 @@ from packaging.tags import Tag
 from packaging.version import Version
 
 from release import pep508
-from release.backends import DRIVER_LIBRARY, EnvironmentSpec
+from release.backends import DRIVER_LIBRARY, DRIVER_STUB, EnvironmentSpec
 from release.backends.torch_extension import TorchEnvSpec
 from release.building.settings import CellFailure
 from release.building.torchpin import pinned, stable_target_version, torch_requirement
@@ -48,7 +48,7 @@ from release.inspection.torchaudit import TOOL, torch_abi_auditor
 from release.inspection.torchcuda import IndexTorches, TorchIndexes
 from release.matrix import Cell
 from release.toolchain.buildenv import cell_targets, provision_environment
-from release.toolchain.cudahome import DRIVER_SONAME, DRIVER_STUB
+from release.toolchain.cudahome import DRIVER_SONAME
 from release.toolchain.provision import Progress
 from release.toolchain.torchenv import TorchEnv, provisioned
 from release.wheelfile import NotAWheel, WheelName, wheel_facts
@@ -179,9 +179,7 @@ def certify_torch(
     audited = torch_abi_auditor(python, clean)(data, target) if target is not None else None
     beside = dependency_library_dirs(data, cell, torch_env)
     if DRIVER_LIBRARY in cell.build.cuda_libraries:  # the driver API, as its stub has it
-        # lib/stubs of a CUDA_HOME this tool made; lib64/stubs of a system toolkit's
-        stubs = (torch_env.cuda_home / DRIVER_STUB.parent, torch_env.cuda_home / "lib64" / "stubs")
-        beside[f"the NVIDIA driver ({DRIVER_SONAME})"] = stubs
+        beside[f"the NVIDIA driver ({DRIVER_SONAME})"] = (torch_env.cuda_home / DRIVER_STUB.parent,)
     problems = abi_problems(
         data,
         torch_exports((*torch_env.lib_dirs, *(d for dirs in beside.values() for d in dirs)))

@@ -395,6 +395,3 @@ def parse_cmake_architectures(
 
 def _listed(targets: Sequence[GpuTarget]) -> str:
     return " ".join(str(t) for t in targets)
-
-
-# - native code -

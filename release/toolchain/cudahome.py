@@ -30,7 +30,7 @@ import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
-from release.backends import DRIVER_LIBRARY
+from release.backends import DRIVER_LIBRARY, DRIVER_STUB
 from release.errors import ToolchainError
 
 LAYOUT = 2  # bumped whenever `assemble` makes a different tree
@@ -61,7 +61,6 @@ exit 1
 _VERSIONED = re.compile(r"^lib(?P<name>.+)\.so\.(?P<version>[0-9]+(?:\.[0-9]+)*)$")
 
 DRIVER_SONAME = "libcuda.so.1"
-DRIVER_STUB = Path("lib", "stubs", "libcuda.so")  # where a CUDA toolkit keeps its stub
 NOT_LINKED = frozenset({"cccl", DRIVER_LIBRARY})  # headers only; the stub
 # the headers that declare the driver's entry points (CUDAAPI), where the wheels have them;
 # the profiler's only as the pointer type of each (PFN_cuProfilerStart_v4000)
@@ -225,11 +224,11 @@ def _fill(
     for link, target in links.items():
         if not (lib / link).exists():
             (lib / link).symlink_to(target)
+    (home / "lib64").symlink_to("lib")
     if DRIVER_LIBRARY in names:
         if compile_stub is None:
             raise ToolchainError(f"CUDA {cuda}: no C compiler to make the driver's link stub")
         _driver_stub(home, cuda, compile_stub)
-    (home / "lib64").symlink_to("lib")
 
 
 def assemble(

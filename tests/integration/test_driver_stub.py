@@ -18,8 +18,9 @@ from elftools.elf.dynamic import DynamicSection
 from elftools.elf.elffile import ELFFile
 from elftools.elf.sections import SymbolTableSection
 
+from release.backends import DRIVER_STUB
 from release.inspection.verdict import manylinux_verdict
-from release.toolchain.cudahome import DRIVER_SONAME, DRIVER_STUB, assemble
+from release.toolchain.cudahome import DRIVER_SONAME, assemble
 from tests.integration.wheels import make_wheel
 
 CUDA_H = Path(__file__).resolve().parents[1] / "data" / "driver" / "cuda.h"
