@@ -50,7 +50,7 @@ from release.matrix import Cell
 from release.toolchain.buildenv import cell_targets, provision_environment
 from release.toolchain.cudahome import DRIVER_SONAME
 from release.toolchain.provision import Progress
-from release.toolchain.torchenv import TorchEnv, provisioned
+from release.toolchain.torchenv import REQUIREMENTS_HINT, TorchEnv, provisioned
 from release.wheelfile import NotAWheel, WheelName, wheel_facts
 
 CPU_ONLY = (
@@ -277,12 +277,6 @@ def build_environment(
     return TorchBuildEnv(
         **{f.name: getattr(made, f.name) for f in fields(made)}, torch_indexes=torch_indexes
     )
-
-
-REQUIREMENTS_HINT = (
-    "pin a torch whose own requirements admit the build's (matrix.yaml's torch: `release "
-    "init` picks one), or change the build requirement"
-)
 
 
 def requirements_problem(spec: TorchEnvSpec, torch_indexes: TorchIndexes) -> str | None:

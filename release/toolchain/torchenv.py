@@ -75,6 +75,13 @@ set -f
 exec "${RELEASE_COMPILE_LAUNCHER:?}" c++ ${RELEASE_CXX_FLAGS-} "$@"
 """
 
+# What to do where a torch's own requirements exclude one of the build's (pip's install
+# refused the pair, or release.building.torchcell saw it from the torch's METADATA first)
+REQUIREMENTS_HINT = (
+    "pin a torch whose own requirements admit the build's (matrix.yaml's torch: `release "
+    "init` picks one), or change the build requirement"
+)
+
 # ---------------------------------------------------------------- pure core
 
 
@@ -379,8 +386,7 @@ def _install(
             result, requirements, python=python, hint=hint,
             conflict_hints={
                 "torch": f"torch {spec.torch}'s own requirements exclude one of the build's: "
-                "pin a torch whose requirements admit it (matrix.yaml's torch), or change the "
-                "build requirement",
+                + REQUIREMENTS_HINT,
                 "build": f"{spec.frontend} is the PEP 517 frontend release runs the build with, "
                 "beside torch: widen the project's build requirement to admit what it needs",
             },

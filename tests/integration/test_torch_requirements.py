@@ -15,9 +15,10 @@ import pytest
 from packaging.version import Version
 
 from release.backends.torch_extension import TorchEnvSpec
-from release.building.torchcell import REQUIREMENTS_HINT, build_environment, requirements_problem
+from release.building.torchcell import build_environment, requirements_problem
 from release.errors import ToolchainError
 from release.inspection.torchcuda import TorchIndexes
+from release.toolchain.torchenv import REQUIREMENTS_HINT
 from tests.integration.torchindex import StandInIndex, pypi_like, serving
 
 PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
